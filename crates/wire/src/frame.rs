@@ -1,0 +1,1056 @@
+//! The frame codec. `docs/protocol.md` is the normative, byte-by-byte description;
+//! this module implements it.
+//!
+//! Decoding is a flyweight over `&[u8]`: [`decode`] returns a [`Frame`] that borrows
+//! the input and never allocates. It rejects a length field larger than the caller's
+//! `max_frame` as soon as the four length bytes are present, so a reader never has to
+//! buffer more than `max_frame` bytes for one frame.
+//!
+//! Encoding appends to a caller-owned `Vec<u8>` (reused across calls, so steady-state
+//! encoding does not allocate).
+
+use std::fmt;
+
+/// Protocol version spoken by this crate.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Bytes in every frame header.
+pub const HEADER_LEN: usize = 8;
+/// Default maximum frame size (header included): 1 MiB.
+pub const DEFAULT_MAX_FRAME: u32 = 1 << 20;
+/// Smallest maximum frame size a peer may configure (room for a maximal topic and control frames).
+pub const MIN_MAX_FRAME: u32 = 1024;
+/// Longest client or router name carried in HELLO / WELCOME.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Bytes of the optional STAMPS block (publisher send, router in, router out).
+pub const STAMPS_LEN: usize = 24;
+
+/// Frame kinds (byte 4 of the header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// Client → router: first frame, names the client and its protocol version.
+    Hello = 0x01,
+    /// Router → client: handshake accepted.
+    Welcome = 0x02,
+    /// Either direction: orderly close with a code and reason.
+    Close = 0x03,
+    /// Router → client: an error, optionally fatal.
+    Error = 0x04,
+    /// Either direction: keepalive probe.
+    Ping = 0x05,
+    /// Either direction: keepalive answer.
+    Pong = 0x06,
+    /// Client → router: add a subscription.
+    Subscribe = 0x10,
+    /// Client → router: remove a subscription.
+    Unsubscribe = 0x11,
+    /// Router → client: a SUBSCRIBE / UNSUBSCRIBE succeeded.
+    Ack = 0x12,
+    /// Client → router: publish one message.
+    Publish = 0x20,
+    /// Router → client: deliver one message.
+    Message = 0x21,
+    /// Client → router: ask for the router's counters.
+    StatsRequest = 0x30,
+    /// Router → client: counters as a JSON document.
+    StatsReply = 0x31,
+}
+
+impl Kind {
+    /// Maps the header byte to a kind; `None` for an unknown (or reserved) kind.
+    pub fn from_u8(b: u8) -> Option<Kind> {
+        Some(match b {
+            0x01 => Kind::Hello,
+            0x02 => Kind::Welcome,
+            0x03 => Kind::Close,
+            0x04 => Kind::Error,
+            0x05 => Kind::Ping,
+            0x06 => Kind::Pong,
+            0x10 => Kind::Subscribe,
+            0x11 => Kind::Unsubscribe,
+            0x12 => Kind::Ack,
+            0x20 => Kind::Publish,
+            0x21 => Kind::Message,
+            0x30 => Kind::StatsRequest,
+            0x31 => Kind::StatsReply,
+            _ => return None,
+        })
+    }
+}
+
+/// Flags of PUBLISH and MESSAGE frames (byte 5 of the header).
+pub mod flags {
+    /// A u64 sequence number follows the header (reserved for guaranteed delivery).
+    pub const SEQ: u8 = 0x01;
+    /// MESSAGE only: a u64 count of messages discarded for this client before this one.
+    pub const DISCARDS: u8 = 0x02;
+    /// A 24-byte block of u64 timestamps follows: publisher send, router in, router out.
+    pub const STAMPS: u8 = 0x04;
+    /// Reserved: guaranteed (persisted, acknowledged) delivery. Rejected by version 1 routers.
+    pub const GUARANTEED: u8 = 0x08;
+    /// Flags a version 1 PUBLISH may carry.
+    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS;
+    /// Flags a version 1 MESSAGE may carry.
+    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS;
+    /// ERROR only: the router closes the connection after this frame.
+    pub const FATAL: u8 = 0x01;
+}
+
+/// Numeric error codes carried by ERROR and CLOSE frames.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub u16);
+
+impl ErrorCode {
+    /// CLOSE only: orderly close, nothing wrong.
+    pub const NORMAL: ErrorCode = ErrorCode(0);
+    /// The peer speaks a protocol version this side does not.
+    pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(1);
+    /// A frame's body does not match its kind's layout.
+    pub const MALFORMED_FRAME: ErrorCode = ErrorCode(2);
+    /// A length field exceeds the maximum frame size (or is below the header size).
+    pub const FRAME_TOO_LARGE: ErrorCode = ErrorCode(3);
+    /// The kind byte names no known frame.
+    pub const UNKNOWN_KIND: ErrorCode = ErrorCode(4);
+    /// A frame other than HELLO arrived before the handshake, or HELLO arrived twice.
+    pub const HANDSHAKE: ErrorCode = ErrorCode(5);
+    /// A PUBLISH topic is invalid.
+    pub const INVALID_TOPIC: ErrorCode = ErrorCode(6);
+    /// A SUBSCRIBE / UNSUBSCRIBE pattern is invalid.
+    pub const INVALID_PATTERN: ErrorCode = ErrorCode(7);
+    /// The router is at its connection limit.
+    pub const TOO_MANY_CLIENTS: ErrorCode = ErrorCode(8);
+    /// The client fell too far behind and the policy is to disconnect.
+    pub const SLOW_CONSUMER: ErrorCode = ErrorCode(9);
+    /// The client stalled: no HELLO in time, or half a frame and no more bytes.
+    pub const STALLED: ErrorCode = ErrorCode(10);
+    /// A flag or feature this router does not support (yet).
+    pub const UNSUPPORTED: ErrorCode = ErrorCode(11);
+    /// The router is shutting down.
+    pub const SHUTTING_DOWN: ErrorCode = ErrorCode(12);
+    /// UNSUBSCRIBE for a pattern the client is not subscribed to.
+    pub const NOT_SUBSCRIBED: ErrorCode = ErrorCode(13);
+    /// The client holds the maximum number of subscriptions.
+    pub const TOO_MANY_SUBSCRIPTIONS: ErrorCode = ErrorCode(14);
+    /// A frame kind that this side never accepts in this direction.
+    pub const UNEXPECTED_KIND: ErrorCode = ErrorCode(15);
+
+    /// Short, stable name for logs and tools.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "normal",
+            1 => "unsupported-version",
+            2 => "malformed-frame",
+            3 => "frame-too-large",
+            4 => "unknown-kind",
+            5 => "handshake",
+            6 => "invalid-topic",
+            7 => "invalid-pattern",
+            8 => "too-many-clients",
+            9 => "slow-consumer",
+            10 => "stalled",
+            11 => "unsupported",
+            12 => "shutting-down",
+            13 => "not-subscribed",
+            14 => "too-many-subscriptions",
+            15 => "unexpected-kind",
+            _ => "unknown",
+        }
+    }
+}
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.name(), self.0)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.name(), self.0)
+    }
+}
+
+/// Why bytes could not be decoded as a frame. Every variant maps to an [`ErrorCode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length field is below the header size or above the maximum frame size.
+    #[error("frame length {len} outside the allowed range 8..={max}")]
+    BadLength {
+        /// Length field as received.
+        len: u32,
+        /// Maximum frame size in force.
+        max: u32,
+    },
+    /// The kind byte is not a known frame kind.
+    #[error("unknown frame kind 0x{0:02x}")]
+    UnknownKind(u8),
+    /// A flag is set that this kind does not allow.
+    #[error("flags 0x{flags:02x} not allowed on {kind:?} frames")]
+    BadFlags {
+        /// Kind of the frame.
+        kind: Kind,
+        /// Flags as received.
+        flags: u8,
+    },
+    /// The body is shorter than the kind's fixed fields, or a text field is not UTF-8, or
+    /// a reserved field is not zero.
+    #[error("malformed {kind:?} frame: {what}")]
+    Malformed {
+        /// Kind of the frame.
+        kind: Kind,
+        /// What is wrong, for a person.
+        what: &'static str,
+    },
+}
+
+impl FrameError {
+    /// The protocol error code a router answers this decode error with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            FrameError::BadLength { .. } => ErrorCode::FRAME_TOO_LARGE,
+            FrameError::UnknownKind(_) => ErrorCode::UNKNOWN_KIND,
+            FrameError::BadFlags { flags: f, .. } if f & flags::GUARANTEED != 0 => {
+                ErrorCode::UNSUPPORTED
+            }
+            FrameError::BadFlags { .. } | FrameError::Malformed { .. } => {
+                ErrorCode::MALFORMED_FRAME
+            }
+        }
+    }
+}
+
+/// In-line timestamps, nanoseconds of the host's monotonic clock (0 = not stamped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamps {
+    /// Stamped by the publisher when it encoded the message.
+    pub publisher_send: u64,
+    /// Stamped by the router when it read the message.
+    pub router_in: u64,
+    /// Stamped by the router when it queued the message for this subscriber.
+    pub router_out: u64,
+}
+
+/// A PUBLISH or MESSAGE body: a flyweight over the received bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Msg<'a> {
+    /// Header flags as received.
+    pub flags: u8,
+    /// Sequence number, when [`flags::SEQ`] is set.
+    pub seq: Option<u64>,
+    /// Messages discarded for this subscriber just before this one (MESSAGE only).
+    pub discarded: u64,
+    /// In-line timestamps, when [`flags::STAMPS`] is set.
+    pub stamps: Option<Stamps>,
+    /// Topic bytes, not yet validated (see [`crate::topic::validate_topic`]).
+    pub topic: &'a [u8],
+    /// Application payload.
+    pub payload: &'a [u8],
+}
+
+/// One decoded frame, borrowing the input buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame<'a> {
+    /// See [`Kind::Hello`].
+    Hello {
+        /// Protocol version the client speaks.
+        version: u16,
+        /// Capability bits (0 in version 1).
+        capabilities: u32,
+        /// Client name, for logs and stats.
+        name: &'a str,
+    },
+    /// See [`Kind::Welcome`].
+    Welcome {
+        /// Protocol version the router speaks.
+        version: u16,
+        /// Router-assigned id of this connection.
+        client_id: u32,
+        /// Largest frame the router accepts.
+        max_frame: u32,
+        /// Capability bits (0 in version 1).
+        capabilities: u32,
+        /// Router name.
+        name: &'a str,
+    },
+    /// See [`Kind::Close`].
+    Close {
+        /// Why the connection closes ([`ErrorCode::NORMAL`] for an orderly close).
+        code: ErrorCode,
+        /// Human-readable reason.
+        reason: &'a str,
+    },
+    /// See [`Kind::Error`].
+    Error {
+        /// Request the error answers (0 when it answers no request).
+        request_id: u32,
+        /// What went wrong.
+        code: ErrorCode,
+        /// The router closes the connection after this frame.
+        fatal: bool,
+        /// Human-readable detail.
+        text: &'a str,
+    },
+    /// See [`Kind::Ping`].
+    Ping(u64),
+    /// See [`Kind::Pong`].
+    Pong(u64),
+    /// See [`Kind::Subscribe`].
+    Subscribe {
+        /// Echoed in the ACK or ERROR.
+        request_id: u32,
+        /// Pattern bytes, not yet validated.
+        pattern: &'a [u8],
+    },
+    /// See [`Kind::Unsubscribe`].
+    Unsubscribe {
+        /// Echoed in the ACK or ERROR.
+        request_id: u32,
+        /// Pattern bytes, not yet validated.
+        pattern: &'a [u8],
+    },
+    /// See [`Kind::Ack`].
+    Ack {
+        /// The request acknowledged.
+        request_id: u32,
+    },
+    /// See [`Kind::Publish`].
+    Publish(Msg<'a>),
+    /// See [`Kind::Message`].
+    Message(Msg<'a>),
+    /// See [`Kind::StatsRequest`].
+    StatsRequest {
+        /// Echoed in the reply.
+        request_id: u32,
+    },
+    /// See [`Kind::StatsReply`].
+    StatsReply {
+        /// The request answered.
+        request_id: u32,
+        /// Counters as a JSON document (see `docs/protocol.md`).
+        json: &'a str,
+    },
+}
+
+/// Reads the length field of the frame at the start of `buf`.
+///
+/// `Ok(None)`: fewer than 4 bytes. An error when the length is out of range, so the
+/// caller can reject the frame before buffering it.
+#[inline]
+pub fn frame_len(buf: &[u8], max_frame: u32) -> Result<Option<usize>, FrameError> {
+    let Some(len) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+    if (len as usize) < HEADER_LEN || len > max_frame {
+        return Err(FrameError::BadLength {
+            len,
+            max: max_frame,
+        });
+    }
+    Ok(Some(len as usize))
+}
+
+/// Decodes the frame at the start of `buf`.
+///
+/// Returns `Ok(None)` when `buf` holds only part of a frame, `Ok(Some((frame, n)))`
+/// with the number of bytes it used, or an error for bytes that can never become a
+/// valid frame (the connection should then be closed).
+pub fn decode(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
+    let Some(len) = frame_len(buf, max_frame)? else {
+        return Ok(None);
+    };
+    if buf.len() < HEADER_LEN {
+        // The kind byte is checked as early as possible too.
+        if let Some(&k) = buf.get(4) {
+            Kind::from_u8(k).ok_or(FrameError::UnknownKind(k))?;
+        }
+        return Ok(None);
+    }
+    let kind = Kind::from_u8(buf[4]).ok_or(FrameError::UnknownKind(buf[4]))?;
+    let Some(frame) = buf.get(..len) else {
+        return Ok(None);
+    };
+    decode_body(kind, frame).map(|f| Some((f, len)))
+}
+
+fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
+    let fl = frame[5];
+    let aux = u16::from_le_bytes([frame[6], frame[7]]);
+    let mut r = Reader {
+        kind,
+        rest: &frame[HEADER_LEN..],
+    };
+    let allowed = match kind {
+        Kind::Publish => flags::PUBLISH_ALLOWED,
+        Kind::Message => flags::MESSAGE_ALLOWED,
+        Kind::Error => flags::FATAL,
+        _ => 0,
+    };
+    if fl & !allowed != 0 {
+        return Err(FrameError::BadFlags { kind, flags: fl });
+    }
+    if aux != 0 && !matches!(kind, Kind::Publish | Kind::Message) {
+        return Err(r.malformed("reserved header field is not zero"));
+    }
+    let frame = match kind {
+        Kind::Hello => {
+            let version = r.u16()?;
+            r.zero16()?;
+            let capabilities = r.u32()?;
+            let name = r.name()?;
+            Frame::Hello {
+                version,
+                capabilities,
+                name,
+            }
+        }
+        Kind::Welcome => {
+            let version = r.u16()?;
+            r.zero16()?;
+            let client_id = r.u32()?;
+            let max_frame = r.u32()?;
+            let capabilities = r.u32()?;
+            let name = r.name()?;
+            Frame::Welcome {
+                version,
+                client_id,
+                max_frame,
+                capabilities,
+                name,
+            }
+        }
+        Kind::Close => {
+            let code = ErrorCode(r.u16()?);
+            Frame::Close {
+                code,
+                reason: r.text()?,
+            }
+        }
+        Kind::Error => {
+            let request_id = r.u32()?;
+            let code = ErrorCode(r.u16()?);
+            Frame::Error {
+                request_id,
+                code,
+                fatal: fl & flags::FATAL != 0,
+                text: r.text()?,
+            }
+        }
+        Kind::Ping => Frame::Ping(r.u64_exact()?),
+        Kind::Pong => Frame::Pong(r.u64_exact()?),
+        Kind::Subscribe | Kind::Unsubscribe => {
+            let request_id = r.u32()?;
+            let pattern = r.rest;
+            if kind == Kind::Subscribe {
+                Frame::Subscribe {
+                    request_id,
+                    pattern,
+                }
+            } else {
+                Frame::Unsubscribe {
+                    request_id,
+                    pattern,
+                }
+            }
+        }
+        Kind::Ack => {
+            let request_id = r.u32()?;
+            r.end()?;
+            Frame::Ack { request_id }
+        }
+        Kind::StatsRequest => {
+            let request_id = r.u32()?;
+            r.end()?;
+            Frame::StatsRequest { request_id }
+        }
+        Kind::StatsReply => {
+            let request_id = r.u32()?;
+            Frame::StatsReply {
+                request_id,
+                json: r.text()?,
+            }
+        }
+        Kind::Publish | Kind::Message => {
+            let seq = if fl & flags::SEQ != 0 {
+                Some(r.u64()?)
+            } else {
+                None
+            };
+            let discarded = if fl & flags::DISCARDS != 0 {
+                r.u64()?
+            } else {
+                0
+            };
+            let stamps = if fl & flags::STAMPS != 0 {
+                Some(Stamps {
+                    publisher_send: r.u64()?,
+                    router_in: r.u64()?,
+                    router_out: r.u64()?,
+                })
+            } else {
+                None
+            };
+            let topic_len = aux as usize;
+            if topic_len == 0 {
+                return Err(r.malformed("empty topic"));
+            }
+            let Some(topic) = r.rest.get(..topic_len) else {
+                return Err(r.malformed("topic length exceeds frame"));
+            };
+            let msg = Msg {
+                flags: fl,
+                seq,
+                discarded,
+                stamps,
+                topic,
+                payload: &r.rest[topic_len..],
+            };
+            if kind == Kind::Publish {
+                Frame::Publish(msg)
+            } else {
+                Frame::Message(msg)
+            }
+        }
+    };
+    Ok(frame)
+}
+
+struct Reader<'a> {
+    kind: Kind,
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn malformed(&self, what: &'static str) -> FrameError {
+        FrameError::Malformed {
+            kind: self.kind,
+            what,
+        }
+    }
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], FrameError> {
+        match self.rest.split_first_chunk::<N>() {
+            Some((head, tail)) => {
+                self.rest = tail;
+                Ok(*head)
+            }
+            None => Err(self.malformed("body shorter than its fixed fields")),
+        }
+    }
+    fn u16(&mut self) -> Result<u16, FrameError> {
+        self.take::<2>().map(u16::from_le_bytes)
+    }
+    fn zero16(&mut self) -> Result<(), FrameError> {
+        match self.u16()? {
+            0 => Ok(()),
+            _ => Err(self.malformed("reserved field is not zero")),
+        }
+    }
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        self.take::<4>().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Result<u64, FrameError> {
+        self.take::<8>().map(u64::from_le_bytes)
+    }
+    fn u64_exact(&mut self) -> Result<u64, FrameError> {
+        let v = self.u64()?;
+        self.end()?;
+        Ok(v)
+    }
+    fn end(&self) -> Result<(), FrameError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(self.malformed("trailing bytes after the body"))
+        }
+    }
+    fn text(&mut self) -> Result<&'a str, FrameError> {
+        let t = std::str::from_utf8(self.rest).map_err(|_| self.malformed("text is not UTF-8"))?;
+        self.rest = &[];
+        Ok(t)
+    }
+    fn name(&mut self) -> Result<&'a str, FrameError> {
+        if self.rest.len() > MAX_NAME_LEN {
+            return Err(self.malformed("name longer than 64 bytes"));
+        }
+        self.text()
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Encoding
+
+/// Why a frame could not be encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The frame would exceed the maximum frame size.
+    #[error("frame of {len} bytes exceeds the maximum frame size {max}")]
+    TooLarge {
+        /// Encoded length.
+        len: usize,
+        /// Maximum in force.
+        max: u32,
+    },
+    /// A topic is longer than a frame's topic-length field allows.
+    #[error("topic of {0} bytes is too long")]
+    TopicTooLong(usize),
+}
+
+/// Writes a header and returns the offset of the frame start (to patch the length).
+#[inline]
+fn begin(out: &mut Vec<u8>, kind: Kind, fl: u8, aux: u16) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0, kind as u8, fl]);
+    out.extend_from_slice(&aux.to_le_bytes());
+    start
+}
+
+#[inline]
+fn finish(out: &mut [u8], start: usize) {
+    let len = (out.len() - start) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Appends a HELLO. Names longer than 64 bytes are truncated.
+pub fn encode_hello(out: &mut Vec<u8>, version: u16, name: &str) {
+    let s = begin(out, Kind::Hello, 0, 0);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Appends a WELCOME. Names longer than 64 bytes are truncated.
+pub fn encode_welcome(out: &mut Vec<u8>, client_id: u32, max_frame: u32, name: &str) {
+    let s = begin(out, Kind::Welcome, 0, 0);
+    out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&client_id.to_le_bytes());
+    out.extend_from_slice(&max_frame.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Longest text carried by CLOSE and ERROR frames (longer text is truncated).
+pub const MAX_TEXT_LEN: usize = 512;
+
+/// Appends a CLOSE.
+pub fn encode_close(out: &mut Vec<u8>, code: ErrorCode, reason: &str) {
+    let s = begin(out, Kind::Close, 0, 0);
+    out.extend_from_slice(&code.0.to_le_bytes());
+    out.extend_from_slice(truncate_utf8(reason, MAX_TEXT_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Appends an ERROR.
+pub fn encode_error(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, fatal: bool, text: &str) {
+    let s = begin(out, Kind::Error, if fatal { flags::FATAL } else { 0 }, 0);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(&code.0.to_le_bytes());
+    out.extend_from_slice(truncate_utf8(text, MAX_TEXT_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Appends a PING.
+pub fn encode_ping(out: &mut Vec<u8>, token: u64) {
+    let s = begin(out, Kind::Ping, 0, 0);
+    out.extend_from_slice(&token.to_le_bytes());
+    finish(out, s);
+}
+
+/// Appends a PONG.
+pub fn encode_pong(out: &mut Vec<u8>, token: u64) {
+    let s = begin(out, Kind::Pong, 0, 0);
+    out.extend_from_slice(&token.to_le_bytes());
+    finish(out, s);
+}
+
+/// Appends a SUBSCRIBE.
+pub fn encode_subscribe(out: &mut Vec<u8>, request_id: u32, pattern: &str) {
+    encode_request(out, Kind::Subscribe, request_id, pattern.as_bytes());
+}
+
+/// Appends an UNSUBSCRIBE.
+pub fn encode_unsubscribe(out: &mut Vec<u8>, request_id: u32, pattern: &str) {
+    encode_request(out, Kind::Unsubscribe, request_id, pattern.as_bytes());
+}
+
+/// Appends an ACK.
+pub fn encode_ack(out: &mut Vec<u8>, request_id: u32) {
+    encode_request(out, Kind::Ack, request_id, &[]);
+}
+
+/// Appends a STATS_REQUEST.
+pub fn encode_stats_request(out: &mut Vec<u8>, request_id: u32) {
+    encode_request(out, Kind::StatsRequest, request_id, &[]);
+}
+
+/// Appends a STATS_REPLY.
+pub fn encode_stats_reply(out: &mut Vec<u8>, request_id: u32, json: &str) {
+    encode_request(out, Kind::StatsReply, request_id, json.as_bytes());
+}
+
+fn encode_request(out: &mut Vec<u8>, kind: Kind, request_id: u32, body: &[u8]) {
+    let s = begin(out, kind, 0, 0);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(body);
+    finish(out, s);
+}
+
+/// Options of one PUBLISH.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishOptions {
+    /// Carry a sequence number ([`flags::SEQ`]).
+    pub seq: Option<u64>,
+    /// Carry a STAMPS block with this publisher-send time (router fills in the rest).
+    pub publisher_send: Option<u64>,
+}
+
+/// Appends a PUBLISH. The topic is not validated here (the router does).
+pub fn encode_publish(
+    out: &mut Vec<u8>,
+    topic: &str,
+    payload: &[u8],
+    opts: PublishOptions,
+    max_frame: u32,
+) -> Result<(), EncodeError> {
+    let topic_len =
+        u16::try_from(topic.len()).map_err(|_| EncodeError::TopicTooLong(topic.len()))?;
+    let mut fl = 0;
+    let mut len = HEADER_LEN + topic.len() + payload.len();
+    if opts.seq.is_some() {
+        fl |= flags::SEQ;
+        len += 8;
+    }
+    if opts.publisher_send.is_some() {
+        fl |= flags::STAMPS;
+        len += STAMPS_LEN;
+    }
+    if len > max_frame as usize {
+        return Err(EncodeError::TooLarge {
+            len,
+            max: max_frame,
+        });
+    }
+    out.reserve(len);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&[Kind::Publish as u8, fl]);
+    out.extend_from_slice(&topic_len.to_le_bytes());
+    if let Some(seq) = opts.seq {
+        out.extend_from_slice(&seq.to_le_bytes());
+    }
+    if let Some(t) = opts.publisher_send {
+        out.extend_from_slice(&t.to_le_bytes());
+        out.extend_from_slice(&[0; 16]);
+    }
+    out.extend_from_slice(topic.as_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Appends the MESSAGE a router delivers for a PUBLISH frame `publish` (the exact
+/// bytes of a frame [`decode`] accepted as [`Frame::Publish`]).
+///
+/// The copy is a `memcpy` plus a kind patch; with `discarded > 0` the DISCARDS field is
+/// inserted; when the publish carries STAMPS, `router_in` and `router_out` are written
+/// into it. Returns the number of bytes appended.
+#[inline]
+pub fn encode_message_from_publish(
+    out: &mut Vec<u8>,
+    publish: &[u8],
+    discarded: u64,
+    router_in: u64,
+    router_out: u64,
+) -> usize {
+    let start = out.len();
+    let fl = publish[5];
+    if discarded == 0 {
+        out.extend_from_slice(publish);
+        out[start + 4] = Kind::Message as u8;
+    } else {
+        let len = publish.len() as u32 + 8;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&[Kind::Message as u8, fl | flags::DISCARDS]);
+        out.extend_from_slice(&publish[6..8]);
+        let mut rest = &publish[HEADER_LEN..];
+        if fl & flags::SEQ != 0 {
+            out.extend_from_slice(&rest[..8]);
+            rest = &rest[8..];
+        }
+        out.extend_from_slice(&discarded.to_le_bytes());
+        out.extend_from_slice(rest);
+    }
+    if fl & flags::STAMPS != 0 {
+        let mut at = start + HEADER_LEN + 8; // publisher_send
+        if fl & flags::SEQ != 0 {
+            at += 8;
+        }
+        if discarded != 0 {
+            at += 8;
+        }
+        out[at..at + 8].copy_from_slice(&router_in.to_le_bytes());
+        out[at + 8..at + 16].copy_from_slice(&router_out.to_le_bytes());
+    }
+    out.len() - start
+}
+
+/// Adds `more` to the DISCARDS count of the MESSAGE frame `frame` (exact frame bytes)
+/// if it already carries one; returns false if it has no DISCARDS field.
+pub fn add_discards(frame: &mut [u8], more: u64) -> bool {
+    if frame.len() < HEADER_LEN || frame[5] & flags::DISCARDS == 0 {
+        return false;
+    }
+    let at = HEADER_LEN + if frame[5] & flags::SEQ != 0 { 8 } else { 0 };
+    let Some(field) = frame.get_mut(at..at + 8) else {
+        return false;
+    };
+    let old = u64::from_le_bytes(field.try_into().unwrap_or([0; 8]));
+    field.copy_from_slice(&old.saturating_add(more).to_le_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MAX: u32 = DEFAULT_MAX_FRAME;
+
+    fn one(buf: &[u8]) -> Frame<'_> {
+        let (f, n) = decode(buf, MAX).unwrap().unwrap();
+        assert_eq!(n, buf.len());
+        f
+    }
+
+    #[test]
+    fn control_frames_round_trip() {
+        let mut b = Vec::new();
+        encode_hello(&mut b, 1, "feed-1");
+        assert_eq!(
+            one(&b),
+            Frame::Hello {
+                version: 1,
+                capabilities: 0,
+                name: "feed-1"
+            }
+        );
+        b.clear();
+        encode_welcome(&mut b, 7, 4096, "r");
+        assert_eq!(
+            one(&b),
+            Frame::Welcome {
+                version: PROTOCOL_VERSION,
+                client_id: 7,
+                max_frame: 4096,
+                capabilities: 0,
+                name: "r"
+            }
+        );
+        b.clear();
+        encode_error(&mut b, 9, ErrorCode::INVALID_PATTERN, true, "bad");
+        assert_eq!(
+            one(&b),
+            Frame::Error {
+                request_id: 9,
+                code: ErrorCode::INVALID_PATTERN,
+                fatal: true,
+                text: "bad"
+            }
+        );
+        b.clear();
+        encode_close(&mut b, ErrorCode::NORMAL, "bye");
+        assert_eq!(
+            one(&b),
+            Frame::Close {
+                code: ErrorCode::NORMAL,
+                reason: "bye"
+            }
+        );
+        for (enc, want) in [
+            (encode_ping as fn(&mut Vec<u8>, u64), Frame::Ping(5)),
+            (encode_pong, Frame::Pong(5)),
+        ] {
+            b.clear();
+            enc(&mut b, 5);
+            assert_eq!(one(&b), want);
+        }
+        b.clear();
+        encode_subscribe(&mut b, 3, "md/>");
+        assert_eq!(
+            one(&b),
+            Frame::Subscribe {
+                request_id: 3,
+                pattern: b"md/>"
+            }
+        );
+        b.clear();
+        encode_stats_reply(&mut b, 4, "{}");
+        assert_eq!(
+            one(&b),
+            Frame::StatsReply {
+                request_id: 4,
+                json: "{}"
+            }
+        );
+    }
+
+    #[test]
+    fn golden_publish_bytes() {
+        let mut b = Vec::new();
+        encode_publish(&mut b, "a/b", b"hi", PublishOptions::default(), MAX).unwrap();
+        assert_eq!(b, [13, 0, 0, 0, 0x20, 0, 3, 0, b'a', b'/', b'b', b'h', b'i']);
+    }
+
+    #[test]
+    fn message_from_publish_inserts_discards_and_stamps() {
+        let mut p = Vec::new();
+        let opts = PublishOptions {
+            seq: Some(42),
+            publisher_send: Some(1000),
+        };
+        encode_publish(&mut p, "x/y", b"payload", opts, MAX).unwrap();
+        for discarded in [0, 17] {
+            let mut m = Vec::new();
+            let n = encode_message_from_publish(&mut m, &p, discarded, 2000, 3000);
+            assert_eq!(n, m.len());
+            let Frame::Message(msg) = one(&m) else {
+                panic!("not a message")
+            };
+            assert_eq!(msg.seq, Some(42));
+            assert_eq!(msg.discarded, discarded);
+            assert_eq!(
+                msg.stamps,
+                Some(Stamps {
+                    publisher_send: 1000,
+                    router_in: 2000,
+                    router_out: 3000
+                })
+            );
+            assert_eq!(msg.topic, b"x/y");
+            assert_eq!(msg.payload, b"payload");
+            if discarded > 0 {
+                assert!(add_discards(&mut m, 3));
+                let Frame::Message(msg) = one(&m) else {
+                    panic!()
+                };
+                assert_eq!(msg.discarded, 20);
+            } else {
+                assert!(!add_discards(&mut m, 3));
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_lengths_before_the_body_arrives() {
+        assert_eq!(decode(&[], MAX), Ok(None));
+        assert_eq!(decode(&[9, 0, 0], MAX), Ok(None));
+        assert!(matches!(
+            decode(&[7, 0, 0, 0], MAX),
+            Err(FrameError::BadLength { len: 7, .. })
+        ));
+        assert!(matches!(
+            decode(&0xFFFF_FFFFu32.to_le_bytes(), MAX),
+            Err(FrameError::BadLength { .. })
+        ));
+        assert_eq!(
+            decode(&[8, 0, 0, 0, 0x7f], MAX),
+            Err(FrameError::UnknownKind(0x7f))
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_bodies() {
+        // PING with a short body.
+        let b = [12, 0, 0, 0, 0x05, 0, 0, 0, 1, 2, 3, 4];
+        assert!(matches!(
+            decode(&b, MAX),
+            Err(FrameError::Malformed { .. })
+        ));
+        // PUBLISH whose topic length runs past the frame.
+        let b = [10, 0, 0, 0, 0x20, 0, 9, 0, b'a', b'b'];
+        assert!(matches!(
+            decode(&b, MAX),
+            Err(FrameError::Malformed { .. })
+        ));
+        // PUBLISH with the reserved GUARANTEED flag: unsupported.
+        let b = [10, 0, 0, 0, 0x20, flags::GUARANTEED, 1, 0, b'a', b'b'];
+        let e = decode(&b, MAX).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UNSUPPORTED);
+        // PUBLISH with DISCARDS (router-only flag).
+        let b = [18, 0, 0, 0, 0x20, flags::DISCARDS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'a', b'b'];
+        assert!(matches!(decode(&b, MAX), Err(FrameError::BadFlags { .. })));
+        // Non-zero reserved aux on a control frame.
+        let b = [16, 0, 0, 0, 0x05, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(matches!(
+            decode(&b, MAX),
+            Err(FrameError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn byte_at_a_time_decodes_the_same() {
+        let mut b = Vec::new();
+        encode_hello(&mut b, 1, "c");
+        encode_publish(&mut b, "t", b"xyz", PublishOptions::default(), MAX).unwrap();
+        encode_ping(&mut b, 1);
+        let mut frames = 0;
+        let mut start = 0;
+        for end in 0..=b.len() {
+            if let Some((_, n)) = decode(&b[start..end], MAX).unwrap() {
+                start += n;
+                frames += 1;
+            }
+        }
+        assert_eq!((frames, start), (3, b.len()));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256), max in 8u32..512) {
+            let _ = decode(&bytes, max);
+        }
+
+        #[test]
+        fn publish_round_trips(
+            topic in "[a-z]{1,8}(/[a-z]{1,8}){0,3}",
+            payload in proptest::collection::vec(any::<u8>(), 0..300),
+            seq in proptest::option::of(any::<u64>()),
+            ts in proptest::option::of(any::<u64>()),
+            discarded in any::<u64>(),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let mut b = Vec::new();
+            encode_publish(&mut b, &topic, &payload, PublishOptions { seq, publisher_send: ts }, MAX).unwrap();
+            let Frame::Publish(p) = one(&b) else { panic!("not a publish") };
+            prop_assert_eq!(p.topic, topic.as_bytes());
+            prop_assert_eq!(p.payload, &payload[..]);
+            prop_assert_eq!(p.seq, seq);
+            prop_assert_eq!(p.stamps.map(|s| s.publisher_send), ts);
+            // A split anywhere yields "incomplete", never an error.
+            let cut = split.index(b.len());
+            prop_assert_eq!(decode(&b[..cut], MAX), Ok(None));
+            let mut m = Vec::new();
+            encode_message_from_publish(&mut m, &b, discarded, 1, 2);
+            let Frame::Message(msg) = one(&m) else { panic!("not a message") };
+            prop_assert_eq!(msg.topic, topic.as_bytes());
+            prop_assert_eq!(msg.payload, &payload[..]);
+            prop_assert_eq!(msg.discarded, discarded);
+            prop_assert_eq!(msg.seq, seq);
+        }
+    }
+}

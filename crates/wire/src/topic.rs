@@ -1,0 +1,493 @@
+//! Topic and subscription-pattern syntax.
+//!
+//! A **topic** names a stream of messages: UTF-8 levels separated by `/`, such as
+//! `md/NASDAQ/AAPL`. A **pattern** is what a client subscribes to; it is a topic whose
+//! levels may also use two wildcards:
+//!
+//! | pattern level | matches |
+//! |---|---|
+//! | `AAPL`  | exactly the level `AAPL` |
+//! | `*`     | any one level |
+//! | `NAS*`  | any one level starting with `NAS`, including `NAS` itself |
+//! | `>`     | one or more remaining levels (only as the last level) |
+//!
+//! So `md/>` matches `md/a` and `md/a/b` but not `md`, and the pattern `>` matches
+//! every topic.
+//!
+//! Validation ([`validate_topic`], [`validate_pattern`]) runs once per published
+//! message on the router's hot path: it never allocates and walks the bytes once for
+//! the syntax, then hands them to the standard library's UTF-8 check (word-at-a-time
+//! on ASCII; this crate forbids `unsafe`, so it cannot skip that check).
+//! [`segments`] and [`pattern_matches`] take already validated input.
+
+/// Longest topic or pattern, in bytes.
+pub const MAX_TOPIC_BYTES: usize = 250;
+
+/// Most levels in a topic or pattern.
+///
+/// Note: with [`MAX_TOPIC_BYTES`] = 250 a topic can hold at most 125 levels
+/// (`a/a/…/a`), so the byte limit is always hit first; the level limit stays as a
+/// separate guard should either constant change.
+pub const MAX_LEVELS: usize = 128;
+
+/// Why a byte string is not a valid topic or pattern. Always the peer's fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TopicError {
+    /// The topic has no bytes at all.
+    #[error("topic is empty")]
+    Empty,
+    /// The topic is longer than [`MAX_TOPIC_BYTES`].
+    #[error("topic is {len} bytes long, more than the limit of {MAX_TOPIC_BYTES}")]
+    TooLong {
+        /// Length of the rejected topic in bytes.
+        len: usize,
+    },
+    /// The topic has more than [`MAX_LEVELS`] levels.
+    #[error("topic has {levels} levels, more than the limit of {MAX_LEVELS}")]
+    TooManyLevels {
+        /// Number of levels in the rejected topic.
+        levels: usize,
+    },
+    /// A level is empty: the topic starts or ends with `/`, or contains `//`.
+    #[error("level {level} of the topic is empty (leading, trailing or doubled '/')")]
+    EmptyLevel {
+        /// Index (from 0) of the empty level.
+        level: usize,
+    },
+    /// An ASCII control character (below 0x20, or 0x7f) appears in the topic.
+    #[error("control character at byte {offset} of the topic")]
+    ControlChar {
+        /// Byte offset of the control character.
+        offset: usize,
+    },
+    /// A publish topic contains `*` or `>`, which only subscription patterns may use.
+    #[error("wildcard character at byte {offset} of a publish topic ('*' and '>' are for patterns)")]
+    WildcardInTopic {
+        /// Byte offset of the wildcard character.
+        offset: usize,
+    },
+    /// A pattern uses `*` other than as the last character of a level, or `>` other
+    /// than as the whole last level.
+    #[error(
+        "misplaced wildcard in level {level} of the pattern \
+         ('*' must end a level, '>' must be the whole last level)"
+    )]
+    MisplacedWildcard {
+        /// Index (from 0) of the offending level.
+        level: usize,
+    },
+    /// The bytes are not valid UTF-8.
+    #[error("topic is not valid UTF-8")]
+    NotUtf8,
+}
+
+/// Checks `bytes` as a topic to publish to (no wildcards) and returns it as `&str`.
+///
+/// Never allocates; errors report the first fault from the left (length first).
+#[inline]
+pub fn validate_topic(bytes: &[u8]) -> Result<&str, TopicError> {
+    validate::<false>(bytes, MAX_TOPIC_BYTES, MAX_LEVELS)
+}
+
+/// Checks `bytes` as a subscription pattern and returns it as `&str`.
+///
+/// Never allocates; errors report the first fault from the left (length first).
+#[inline]
+pub fn validate_pattern(bytes: &[u8]) -> Result<&str, TopicError> {
+    validate::<true>(bytes, MAX_TOPIC_BYTES, MAX_LEVELS)
+}
+
+/// One level of a validated pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segment<'a> {
+    /// A level without wildcard: matches exactly this text.
+    Literal(&'a str),
+    /// A level ending in `*`: matches any level starting with this text (the text
+    /// before the `*`; `""` for a bare `*`, which matches any one level).
+    Prefix(&'a str),
+    /// The level `>`: matches one or more remaining levels. Always the last segment.
+    Rest,
+}
+
+/// Splits a pattern, already accepted by [`validate_pattern`], into its levels.
+pub fn segments(pattern: &str) -> impl Iterator<Item = Segment<'_>> {
+    pattern.split('/').map(|level| {
+        if level == ">" {
+            Segment::Rest
+        } else if let Some(prefix) = level.strip_suffix('*') {
+            Segment::Prefix(prefix)
+        } else {
+            Segment::Literal(level)
+        }
+    })
+}
+
+/// Whether `pattern` matches `topic`; both must already be validated.
+///
+/// The naive reference matcher: it walks the pattern's levels against the topic's.
+/// Tests use it as the oracle for the router's subscription index.
+pub fn pattern_matches(pattern: &str, topic: &str) -> bool {
+    let mut levels = topic.split('/');
+    for segment in segments(pattern) {
+        match segment {
+            // `>` needs at least one level left, and then takes all of them.
+            Segment::Rest => return levels.next().is_some(),
+            Segment::Literal(text) => match levels.next() {
+                Some(level) if level == text => {}
+                _ => return false,
+            },
+            Segment::Prefix(prefix) => match levels.next() {
+                Some(level) if level.starts_with(prefix) => {}
+                _ => return false,
+            },
+        }
+    }
+    levels.next().is_none()
+}
+
+/// Byte classes for the validation scan; most bytes are [`ORDINARY`], so the hot loop
+/// is one table load and one compare per byte.
+const ORDINARY: u8 = 0;
+const SLASH: u8 = 1;
+const STAR: u8 = 2;
+const GREATER: u8 = 3;
+const CONTROL: u8 = 4;
+
+static CLASS: [u8; 256] = {
+    let mut table = [ORDINARY; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = CONTROL;
+        b += 1;
+    }
+    table[0x7f] = CONTROL;
+    table[b'/' as usize] = SLASH;
+    table[b'*' as usize] = STAR;
+    table[b'>' as usize] = GREATER;
+    table
+};
+
+/// The single validation pass, with the limits as parameters so tests can reach the
+/// level limit, which the byte limit otherwise shadows.
+///
+/// Bytes of multibyte UTF-8 sequences are all >= 0x80, so they are [`ORDINARY`] and
+/// the syntax scan is correct on raw bytes before the UTF-8 check.
+#[inline(always)]
+fn validate<const PATTERN: bool>(
+    bytes: &[u8],
+    max_bytes: usize,
+    max_levels: usize,
+) -> Result<&str, TopicError> {
+    let len = bytes.len();
+    if len == 0 {
+        return Err(TopicError::Empty);
+    }
+    if len > max_bytes {
+        return Err(TopicError::TooLong { len });
+    }
+    let mut level = 0;
+    let mut level_start = 0;
+    for (offset, &byte) in bytes.iter().enumerate() {
+        let class = CLASS[byte as usize];
+        if class == ORDINARY {
+            continue;
+        }
+        match class {
+            SLASH => {
+                if offset == level_start {
+                    return Err(TopicError::EmptyLevel { level });
+                }
+                level += 1;
+                if level >= max_levels {
+                    return Err(TopicError::TooManyLevels {
+                        levels: count_levels(bytes),
+                    });
+                }
+                level_start = offset + 1;
+            }
+            STAR if !PATTERN => return Err(TopicError::WildcardInTopic { offset }),
+            STAR => {
+                // `*` must end its level: the next byte is `/` or the end.
+                if bytes.get(offset + 1).is_some_and(|&next| next != b'/') {
+                    return Err(TopicError::MisplacedWildcard { level });
+                }
+            }
+            GREATER if !PATTERN => return Err(TopicError::WildcardInTopic { offset }),
+            GREATER => {
+                // `>` must be the whole level and the last one: first and last byte.
+                if offset != level_start || offset + 1 != len {
+                    return Err(TopicError::MisplacedWildcard { level });
+                }
+            }
+            _ => return Err(TopicError::ControlChar { offset }),
+        }
+    }
+    if level_start == len {
+        return Err(TopicError::EmptyLevel { level });
+    }
+    std::str::from_utf8(bytes).map_err(|_| TopicError::NotUtf8)
+}
+
+/// Counts levels for the error report only (cold path).
+#[cold]
+fn count_levels(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'/').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn levels_of(n: usize) -> String {
+        vec!["a"; n].join("/")
+    }
+
+    #[test]
+    fn valid_topics() {
+        let long = "x".repeat(MAX_TOPIC_BYTES);
+        let many = levels_of(125); // 249 bytes: the most levels 250 bytes can hold
+        let cases: &[&str] = &[
+            "a",
+            "md/NASDAQ/AAPL",
+            "md/NASDAQ/BRK.B",
+            "a b/c-d/e_f/g.h",
+            "ü/日本/🚀",
+            "~!@#$%^&()+=[]{}|;:'\",.<?",
+            &long,
+            &many,
+        ];
+        for &topic in cases {
+            assert_eq!(validate_topic(topic.as_bytes()), Ok(topic), "{topic:?}");
+            assert_eq!(validate_pattern(topic.as_bytes()), Ok(topic), "{topic:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_topics() {
+        use TopicError::*;
+        let long = "x".repeat(MAX_TOPIC_BYTES + 1);
+        let cases: &[(&[u8], TopicError)] = &[
+            (b"", Empty),
+            (long.as_bytes(), TooLong { len: 251 }),
+            (b"/", EmptyLevel { level: 0 }),
+            (b"/a", EmptyLevel { level: 0 }),
+            (b"a/", EmptyLevel { level: 1 }),
+            (b"a//b", EmptyLevel { level: 1 }),
+            (b"a/b/", EmptyLevel { level: 2 }),
+            (b"a\0b", ControlChar { offset: 1 }),
+            (b"a/b\n", ControlChar { offset: 3 }),
+            (b"\x1f", ControlChar { offset: 0 }),
+            (b"a\x7f", ControlChar { offset: 1 }),
+            (b"*", WildcardInTopic { offset: 0 }),
+            (b"md/*", WildcardInTopic { offset: 3 }),
+            (b"md/NAS*", WildcardInTopic { offset: 6 }),
+            (b">", WildcardInTopic { offset: 0 }),
+            (b"md/>", WildcardInTopic { offset: 3 }),
+            (b"a>b", WildcardInTopic { offset: 1 }),
+            (b"\xff", NotUtf8),
+            (b"a/\xc3", NotUtf8),               // truncated 2-byte sequence
+            (b"\xc0\xaf", NotUtf8),             // overlong '/'
+            (b"\xed\xa0\x80", NotUtf8),         // UTF-16 surrogate
+            (b"a/\x80b", NotUtf8),              // lone continuation byte
+            (b"\xf4\x90\x80\x80", NotUtf8),     // above U+10FFFF
+        ];
+        for &(bytes, err) in cases {
+            assert_eq!(validate_topic(bytes), Err(err), "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    #[test]
+    fn byte_limit_is_inclusive_for_multibyte_text() {
+        // 83 three-byte characters + 1 byte = 250 bytes.
+        let ok = format!("{}x", "日".repeat(83));
+        assert_eq!(ok.len(), MAX_TOPIC_BYTES);
+        assert_eq!(validate_topic(ok.as_bytes()), Ok(ok.as_str()));
+        let too_long = format!("{ok}x");
+        assert_eq!(validate_topic(too_long.as_bytes()), Err(TopicError::TooLong { len: 251 }));
+    }
+
+    #[test]
+    fn level_limit() {
+        // 128 one-byte levels take 255 bytes, over the byte limit, so the level limit
+        // is checked with a larger byte limit through the shared scan.
+        assert_eq!(
+            validate_topic(levels_of(128).as_bytes()),
+            Err(TopicError::TooLong { len: 255 })
+        );
+        let ok = levels_of(MAX_LEVELS);
+        assert_eq!(validate::<false>(ok.as_bytes(), 1000, MAX_LEVELS), Ok(ok.as_str()));
+        assert_eq!(validate::<true>(ok.as_bytes(), 1000, MAX_LEVELS), Ok(ok.as_str()));
+        let over = levels_of(MAX_LEVELS + 1);
+        let err = Err(TopicError::TooManyLevels { levels: 129 });
+        assert_eq!(validate::<false>(over.as_bytes(), 1000, MAX_LEVELS), err);
+        assert_eq!(validate::<true>(over.as_bytes(), 1000, MAX_LEVELS), err);
+        let far_over = levels_of(300);
+        assert_eq!(
+            validate::<false>(far_over.as_bytes(), 1000, MAX_LEVELS),
+            Err(TopicError::TooManyLevels { levels: 300 })
+        );
+    }
+
+    #[test]
+    fn valid_patterns() {
+        let cases: &[&str] = &[
+            "*",
+            ">",
+            "md/*",
+            "md/>",
+            "*/>",
+            "md/*/AAPL",
+            "md/NAS*/AAPL",
+            "md/NAS*/A*",
+            "md/*/*/>",
+            "日*/🚀",
+        ];
+        for &pattern in cases {
+            assert_eq!(validate_pattern(pattern.as_bytes()), Ok(pattern), "{pattern:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_patterns() {
+        use TopicError::*;
+        let cases: &[(&[u8], TopicError)] = &[
+            (b"", Empty),
+            (b"md//*", EmptyLevel { level: 1 }),
+            (b"md/>/", MisplacedWildcard { level: 1 }),
+            (b"a*b", MisplacedWildcard { level: 0 }),
+            (b"md/**", MisplacedWildcard { level: 1 }),
+            (b"md/*>", MisplacedWildcard { level: 1 }),
+            (b"a>", MisplacedWildcard { level: 0 }),
+            (b">a", MisplacedWildcard { level: 0 }),
+            (b">>", MisplacedWildcard { level: 0 }),
+            (b">/x", MisplacedWildcard { level: 0 }),
+            (b"md/>/x", MisplacedWildcard { level: 1 }),
+            (b"md/a>/x", MisplacedWildcard { level: 1 }),
+            (b"md/\t*", ControlChar { offset: 3 }),
+            (b"md/\xff*", NotUtf8),
+        ];
+        for &(bytes, err) in cases {
+            assert_eq!(validate_pattern(bytes), Err(err), "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    #[test]
+    fn segments_of_patterns() {
+        use Segment::*;
+        assert_eq!(segments("md").collect::<Vec<_>>(), [Literal("md")]);
+        assert_eq!(
+            segments("md/NAS*/*/>").collect::<Vec<_>>(),
+            [Literal("md"), Prefix("NAS"), Prefix(""), Rest]
+        );
+        assert_eq!(segments(">").collect::<Vec<_>>(), [Rest]);
+    }
+
+    #[test]
+    fn matching_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("md/NASDAQ/AAPL", "md/NASDAQ/AAPL", true),
+            ("md/NASDAQ/AAPL", "md/NASDAQ/MSFT", false),
+            ("md/NASDAQ/AAPL", "md/NASDAQ", false),
+            ("md/NASDAQ", "md/NASDAQ/AAPL", false),
+            ("md/*/AAPL", "md/NASDAQ/AAPL", true),
+            ("md/*/AAPL", "md/NASDAQ/X/AAPL", false),
+            ("md/*", "md", false),
+            ("*", "md", true),
+            ("*", "md/a", false),
+            ("md/NAS*/AAPL", "md/NASDAQ/AAPL", true),
+            ("md/NAS*/AAPL", "md/NAS/AAPL", true),
+            ("md/NAS*/AAPL", "md/NA/AAPL", false),
+            ("md/NAS*/AAPL", "md/NYSE/AAPL", false),
+            ("md/NAS*", "md/NASDAQ/AAPL", false),
+            ("md/>", "md", false),
+            ("md/>", "md/a", true),
+            ("md/>", "md/a/b", true),
+            ("md/>", "mdx/a", false),
+            (">", "md", true),
+            (">", "md/a/b/c", true),
+            ("*/>", "md", false),
+            ("*/>", "md/a", true),
+            ("md/A*/>", "md/AAPL/trades", true),
+            ("md/A*/>", "md/AAPL", false),
+            ("日*/x", "日本/x", true),
+            ("日*/x", "月/x", false),
+        ];
+        for &(pattern, topic, expected) in cases {
+            assert_eq!(validate_pattern(pattern.as_bytes()), Ok(pattern));
+            assert_eq!(validate_topic(topic.as_bytes()), Ok(topic));
+            assert_eq!(pattern_matches(pattern, topic), expected, "{pattern:?} vs {topic:?}");
+        }
+    }
+
+    #[test]
+    fn errors_read_well() {
+        assert_eq!(
+            TopicError::TooLong { len: 300 }.to_string(),
+            "topic is 300 bytes long, more than the limit of 250"
+        );
+        assert_eq!(
+            TopicError::EmptyLevel { level: 2 }.to_string(),
+            "level 2 of the topic is empty (leading, trailing or doubled '/')"
+        );
+    }
+
+    /// Bytes biased toward the characters the syntax cares about, so the properties
+    /// meet valid topics and every error kind, not only `NotUtf8`.
+    fn topic_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            4 => prop::sample::select(b"ab/".to_vec()),
+            1 => prop::sample::select(b"*>\x00\x7f".to_vec()),
+            1 => any::<u8>(),
+        ];
+        prop_oneof![
+            prop::collection::vec(byte, 0..20),
+            prop::collection::vec(any::<u8>(), 0..300),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn validate_never_panics(bytes in topic_bytes()) {
+            let _ = validate_topic(&bytes);
+            let _ = validate_pattern(&bytes);
+        }
+
+        #[test]
+        fn validated_text_is_the_input(bytes in topic_bytes()) {
+            if let Ok(text) = validate_pattern(&bytes) {
+                prop_assert_eq!(text.as_bytes(), &bytes[..]);
+            }
+        }
+
+        #[test]
+        fn topics_are_patterns(bytes in topic_bytes()) {
+            if let Ok(topic) = validate_topic(&bytes) {
+                prop_assert_eq!(validate_pattern(&bytes), Ok(topic));
+            }
+        }
+
+        #[test]
+        fn topic_as_pattern_matches_itself(topic in "[a-zé日]{1,4}(/[a-zé日]{1,4}){0,6}") {
+            let topic = validate_topic(topic.as_bytes()).unwrap();
+            prop_assert!(pattern_matches(topic, topic));
+        }
+
+        #[test]
+        fn any_valid_text_pattern_matches_itself(bytes in topic_bytes()) {
+            if let Ok(topic) = validate_topic(&bytes) {
+                prop_assert!(pattern_matches(topic, topic));
+            }
+        }
+
+        #[test]
+        fn validation_agrees_with_std_utf8(bytes in prop::collection::vec(any::<u8>(), 1..40)) {
+            // Bytes that pass the syntax scan are rejected exactly when std rejects them.
+            let syntax_ok = !bytes.iter().any(|&b| b < 0x20 || b == 0x7f || b == b'/' || b == b'*' || b == b'>');
+            if syntax_ok {
+                prop_assert_eq!(validate_topic(&bytes).is_ok(), std::str::from_utf8(&bytes).is_ok());
+            }
+        }
+    }
+}
