@@ -1,1 +1,105 @@
-//! tickwire client.
+//! tickwire client: connect to a router, subscribe, publish, receive.
+//!
+//! One [`Client`] is one TCP connection, driven by one thread. The socket stays
+//! non-blocking; the calls that wait do so in `poll(2)` with a timeout.
+//!
+//! # How to drive it
+//!
+//! 1. [`Client::connect`] (or [`Client::connect_with`] and [`ClientOptions`]) opens the
+//!    connection and completes the HELLO / WELCOME handshake.
+//! 2. [`Client::subscribe`] / [`Client::unsubscribe`] send a pattern and wait for the
+//!    router's ACK; a refusal is [`Error::Rejected`].
+//! 3. [`Client::publish`] only encodes into a transmit buffer; it writes once
+//!    [`ClientOptions::batch_bytes`] are pending. Call [`Client::flush`] after a burst
+//!    (or let [`Client::poll`] / [`Client::recv`] do it: they flush first). Setting
+//!    `batch_bytes` to 0 writes on every publish.
+//! 4. Receive with one of:
+//!    - [`Client::poll`]: calls a closure for every message available, each a
+//!      [`Message`] borrowing the receive buffer (no allocation per message);
+//!    - [`Client::recv`]: at most one message;
+//!    - [`Client::messages`]: a blocking iterator of [`OwnedMessage`]s, the simplest.
+//!
+//!    [`Wait::NoWait`] busy-polls (one non-blocking read, never sleeps: lowest latency,
+//!    one busy core); [`Wait::Timeout`] and [`Wait::Forever`] sleep in `poll(2)` until
+//!    data arrives.
+//! 5. [`Client::close`] says goodbye; dropping a client only flushes (best effort).
+//!
+//! PINGs from the router are answered inside every call that reads. Messages that
+//! arrive while a call waits for an answer (subscribe, stats, ping) are kept and
+//! delivered, in order, by the next `poll` / `recv`. Once the router closes the
+//! connection every call returns [`Error::Closed`].
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tickwire_client::{Client, Wait};
+//!
+//! fn main() -> Result<(), tickwire_client::Error> {
+//!     let mut client = Client::connect("127.0.0.1:7420")?;
+//!     client.subscribe("md/>")?;
+//!
+//!     client.publish("md/NASDAQ/AAPL", b"189.84")?;
+//!     client.flush()?;
+//!
+//!     // Blocking: sleep up to 100 ms for messages.
+//!     client.poll(Wait::Timeout(Duration::from_millis(100)), |m| {
+//!         println!("{} {:?} (discarded before: {})", m.topic(), m.payload(), m.discarded());
+//!     })?;
+//!
+//!     // Busy-poll: spin without sleeping.
+//!     for _ in 0..1000 {
+//!         if let Some(m) = client.recv(Wait::NoWait)? {
+//!             println!("{}", m.topic());
+//!         }
+//!     }
+//!
+//!     println!("round trip {:?}", client.ping()?);
+//!     client.close()
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+mod buffers;
+mod client;
+mod error;
+mod message;
+mod session;
+
+pub use client::{Client, ClientOptions, Messages, Wait};
+pub use error::Error;
+pub use message::{Message, OwnedMessage};
+pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
+pub use tickwire_wire::topic::TopicError;
+
+/// Nanoseconds of `CLOCK_MONOTONIC`, the clock the router stamps messages with (so
+/// stamps from the same host can be subtracted).
+pub fn now_nanos() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    // The monotonic clock is never negative.
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_clock_does_not_go_back() {
+        let a = now_nanos();
+        let b = now_nanos();
+        assert!(a > 0 && b >= a);
+    }
+
+    #[test]
+    fn default_options_match_the_docs() {
+        let o = ClientOptions::default();
+        assert_eq!(o.name, "tickwire-client");
+        assert_eq!(o.batch_bytes, 64 * 1024);
+        assert_eq!(o.recv_buffer, 256 * 1024);
+        assert_eq!(o.max_frame, tickwire_wire::frame::DEFAULT_MAX_FRAME);
+        assert!(!o.stamp);
+    }
+}

@@ -1,1 +1,702 @@
+//! The subscription index: which clients want a message published to a topic.
+//!
+//! A trie over pattern levels. Each node has literal children (hash map by level
+//! text), one child for a bare `*`, prefix children for `pre*` (hash map by prefix,
+//! plus the sorted set of distinct prefix lengths present), the clients whose pattern
+//! ends at the node, and the clients with a `>` right below it.
+//!
+//! Matching walks only the branches the topic can take: per topic level, one literal
+//! lookup, the `*` child, and one lookup per distinct prefix length not longer than
+//! the level. So its cost grows with the number of *matching* trie nodes, never with
+//! the number of subscriptions that cannot match.
+//!
+//! Drive it from the router's single hot thread: [`SubscriptionIndex::subscribe`] /
+//! [`SubscriptionIndex::unsubscribe`] on control messages (the router owns each
+//! client's pattern set and unsubscribes them all on disconnect), and
+//! [`SubscriptionIndex::match_topic`] per published message with a reused output
+//! vector. Patterns and topics must already be validated by
+//! [`tickwire_wire::topic::validate_pattern`] / [`tickwire_wire::topic::validate_topic`].
 
+use std::collections::HashMap;
+
+use tickwire_wire::topic::{segments, Segment};
+
+/// Dense small integer identifying a connected client (router uses slab keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientId(pub u32);
+
+/// Index of a node in the arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NodeId(u32);
+
+impl NodeId {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The root is allocated first and never freed.
+const ROOT: NodeId = NodeId(0);
+
+/// Subscriptions by pattern, for matching published topics.
+pub struct SubscriptionIndex {
+    /// Node arena; slots listed in `free` are unused.
+    nodes: Vec<Node>,
+    free: Vec<NodeId>,
+    /// Number of (client, pattern) subscriptions.
+    len: usize,
+    /// Per-client generation of the last `match_topic` that emitted it, for dedup.
+    /// Invariant: longer than the largest `ClientId` ever subscribed.
+    marks: Vec<u64>,
+    generation: u64,
+    /// Scratch for `unsubscribe`: the nodes on the pattern's path, root first.
+    path: Vec<NodeId>,
+}
+
+#[derive(Default)]
+struct Node {
+    literal: HashMap<Box<str>, NodeId>,
+    /// Child for a bare `*` level.
+    any: Option<NodeId>,
+    /// Children for `pre*` levels, keyed by the non-empty `pre`.
+    prefix: HashMap<Box<str>, NodeId>,
+    /// Distinct lengths of the keys of `prefix`, ascending.
+    prefix_lens: Vec<PrefixLen>,
+    /// Clients whose pattern ends at this node, sorted.
+    exact: Vec<ClientId>,
+    /// Clients whose pattern is this node's path followed by `>`, sorted.
+    rest: Vec<ClientId>,
+}
+
+struct PrefixLen {
+    len: usize,
+    /// How many keys of `prefix` have this length.
+    keys: u32,
+}
+
+impl Node {
+    fn is_unused(&self) -> bool {
+        self.literal.is_empty()
+            && self.any.is_none()
+            && self.prefix.is_empty()
+            && self.exact.is_empty()
+            && self.rest.is_empty()
+    }
+}
+
+/// How a level of a validated pattern selects a child.
+enum Edge<'a> {
+    Literal(&'a str),
+    Any,
+    Prefix(&'a str),
+}
+
+impl<'a> Edge<'a> {
+    /// Classifies one non-`>` level, as [`segments`] would.
+    fn of_level(level: &'a str) -> Self {
+        match level.strip_suffix('*') {
+            Some("") => Edge::Any,
+            Some(prefix) => Edge::Prefix(prefix),
+            None => Edge::Literal(level),
+        }
+    }
+}
+
+impl Default for SubscriptionIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SubscriptionIndex {
+    /// An empty index (just the root node).
+    pub fn new() -> Self {
+        Self {
+            nodes: vec![Node::default()],
+            free: Vec::new(),
+            len: 0,
+            marks: Vec::new(),
+            generation: 0,
+            path: Vec::new(),
+        }
+    }
+
+    /// Adds `client`'s subscription to a validated pattern. Returns false if the
+    /// client already had exactly this pattern (idempotent).
+    pub fn subscribe(&mut self, client: ClientId, pattern: &str) -> bool {
+        debug_assert!(
+            tickwire_wire::topic::validate_pattern(pattern.as_bytes()).is_ok(),
+            "unvalidated pattern {pattern:?}"
+        );
+        let mut node = ROOT;
+        let mut rest = false;
+        for segment in segments(pattern) {
+            node = match segment {
+                // Validation puts `>` last.
+                Segment::Rest => {
+                    rest = true;
+                    break;
+                }
+                Segment::Literal(text) => self.child_or_insert(node, Edge::Literal(text)),
+                Segment::Prefix("") => self.child_or_insert(node, Edge::Any),
+                Segment::Prefix(prefix) => self.child_or_insert(node, Edge::Prefix(prefix)),
+            };
+        }
+        let target = &mut self.nodes[node.index()];
+        let clients = if rest {
+            &mut target.rest
+        } else {
+            &mut target.exact
+        };
+        let Err(at) = clients.binary_search(&client) else {
+            return false;
+        };
+        clients.insert(at, client);
+        self.len += 1;
+        let slot = client.0 as usize;
+        if slot >= self.marks.len() {
+            self.marks.resize(slot + 1, 0);
+        }
+        true
+    }
+
+    /// Removes `client`'s subscription to a validated pattern; returns false if the
+    /// client had no such subscription. Frees the trie nodes it leaves unused.
+    pub fn unsubscribe(&mut self, client: ClientId, pattern: &str) -> bool {
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.push(ROOT);
+        let removed = self.unsubscribe_along(client, pattern, &mut path);
+        if removed {
+            self.prune(pattern, &path);
+        }
+        self.path = path;
+        removed
+    }
+
+    /// Appends to `out` every client with at least one pattern matching the validated
+    /// `topic`, each client once. Allocates only if `out` must grow.
+    pub fn match_topic(&mut self, topic: &str, out: &mut Vec<ClientId>) {
+        debug_assert!(
+            tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok(),
+            "unvalidated topic {topic:?}"
+        );
+        // A u64 bumped once per call does not wrap in the life of the process.
+        self.generation += 1;
+        let mut walk = Walk {
+            nodes: &self.nodes,
+            marks: &mut self.marks,
+            generation: self.generation,
+            out,
+        };
+        walk.node(ROOT, topic);
+    }
+
+    /// Number of (client, pattern) subscriptions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no subscription is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of trie nodes in use, including the root; 1 when empty.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() - self.free.len()
+    }
+
+    fn child_or_insert(&mut self, parent: NodeId, edge: Edge<'_>) -> NodeId {
+        let node = &self.nodes[parent.index()];
+        let existing = match edge {
+            Edge::Literal(text) => node.literal.get(text).copied(),
+            Edge::Any => node.any,
+            Edge::Prefix(prefix) => node.prefix.get(prefix).copied(),
+        };
+        if let Some(child) = existing {
+            return child;
+        }
+        let child = self.alloc();
+        let node = &mut self.nodes[parent.index()];
+        match edge {
+            Edge::Literal(text) => {
+                node.literal.insert(text.into(), child);
+            }
+            Edge::Any => node.any = Some(child),
+            Edge::Prefix(prefix) => {
+                node.prefix.insert(prefix.into(), child);
+                match node
+                    .prefix_lens
+                    .binary_search_by_key(&prefix.len(), |p| p.len)
+                {
+                    Ok(at) => node.prefix_lens[at].keys += 1,
+                    Err(at) => node.prefix_lens.insert(
+                        at,
+                        PrefixLen {
+                            len: prefix.len(),
+                            keys: 1,
+                        },
+                    ),
+                }
+            }
+        }
+        child
+    }
+
+    /// Finds the pattern's node, recording the path, and removes `client` there.
+    fn unsubscribe_along(
+        &mut self,
+        client: ClientId,
+        pattern: &str,
+        path: &mut Vec<NodeId>,
+    ) -> bool {
+        let mut node = ROOT;
+        let mut rest = false;
+        for level in pattern.split('/') {
+            if level == ">" {
+                rest = true;
+                break;
+            }
+            let parent = &self.nodes[node.index()];
+            let child = match Edge::of_level(level) {
+                Edge::Literal(text) => parent.literal.get(text).copied(),
+                Edge::Any => parent.any,
+                Edge::Prefix(prefix) => parent.prefix.get(prefix).copied(),
+            };
+            let Some(child) = child else {
+                return false;
+            };
+            node = child;
+            path.push(node);
+        }
+        let target = &mut self.nodes[node.index()];
+        let clients = if rest {
+            &mut target.rest
+        } else {
+            &mut target.exact
+        };
+        let Ok(at) = clients.binary_search(&client) else {
+            return false;
+        };
+        clients.remove(at);
+        self.len -= 1;
+        true
+    }
+
+    /// Frees the unused nodes at the end of `path`, deepest first.
+    fn prune(&mut self, pattern: &str, path: &[NodeId]) {
+        // Levels deepest first, without the `>` (which has no node of its own);
+        // they pair with the path's edges deepest first.
+        let levels = pattern.rsplit('/').skip_while(|&level| level == ">");
+        for (edge, level) in path.windows(2).rev().zip(levels) {
+            let (parent, child) = (edge[0], edge[1]);
+            if !self.nodes[child.index()].is_unused() {
+                break;
+            }
+            let node = &mut self.nodes[parent.index()];
+            match Edge::of_level(level) {
+                Edge::Literal(text) => {
+                    node.literal.remove(text);
+                }
+                Edge::Any => node.any = None,
+                Edge::Prefix(prefix) => {
+                    node.prefix.remove(prefix);
+                    if let Ok(at) = node
+                        .prefix_lens
+                        .binary_search_by_key(&prefix.len(), |p| p.len)
+                    {
+                        node.prefix_lens[at].keys -= 1;
+                        if node.prefix_lens[at].keys == 0 {
+                            node.prefix_lens.remove(at);
+                        }
+                    }
+                }
+            }
+            self.release(child);
+        }
+    }
+
+    fn alloc(&mut self) -> NodeId {
+        if let Some(id) = self.free.pop() {
+            return id;
+        }
+        // A topic of 250 bytes has at most 125 levels, so exhausting u32 node ids
+        // would need ~34 million distinct patterns' worth of memory first.
+        let id = NodeId(u32::try_from(self.nodes.len()).expect("fewer than 2^32 trie nodes"));
+        self.nodes.push(Node::default());
+        id
+    }
+
+    fn release(&mut self, id: NodeId) {
+        // Drop the maps' storage so a burst of subscriptions does not pin memory.
+        self.nodes[id.index()] = Node::default();
+        self.free.push(id);
+    }
+}
+
+/// State of one `match_topic` walk, split from the index so the arena is borrowed
+/// shared while the marks are borrowed mutably.
+struct Walk<'a> {
+    nodes: &'a [Node],
+    marks: &'a mut [u64],
+    generation: u64,
+    out: &'a mut Vec<ClientId>,
+}
+
+impl Walk<'_> {
+    /// Visits `node` with `topic` holding the remaining (at least one) levels.
+    fn node(&mut self, id: NodeId, topic: &str) {
+        let node = &self.nodes[id.index()];
+        // `>` below this node takes the one or more levels left.
+        self.emit(&node.rest);
+        let (level, tail) = match topic.split_once('/') {
+            Some((level, tail)) => (level, Some(tail)),
+            None => (topic, None),
+        };
+        if !node.literal.is_empty() {
+            if let Some(&child) = node.literal.get(level) {
+                self.child(child, tail);
+            }
+        }
+        if let Some(child) = node.any {
+            self.child(child, tail);
+        }
+        for prefix_len in &node.prefix_lens {
+            if prefix_len.len > level.len() {
+                break;
+            }
+            // A cut inside a character cannot equal a (valid UTF-8) prefix key.
+            if let Some(&child) = level.get(..prefix_len.len).and_then(|p| node.prefix.get(p)) {
+                self.child(child, tail);
+            }
+        }
+    }
+
+    /// Continues into `child`, which consumed one level.
+    fn child(&mut self, child: NodeId, tail: Option<&str>) {
+        match tail {
+            Some(tail) => self.node(child, tail),
+            None => self.emit(&self.nodes[child.index()].exact),
+        }
+    }
+
+    fn emit(&mut self, clients: &[ClientId]) {
+        for &client in clients {
+            // `subscribe` sized `marks` past every subscribed client id.
+            let mark = &mut self.marks[client.0 as usize];
+            if *mark != self.generation {
+                *mark = self.generation;
+                self.out.push(client);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeSet, HashSet};
+    use tickwire_wire::topic::{pattern_matches, validate_pattern, validate_topic};
+
+    fn matches(index: &mut SubscriptionIndex, topic: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        index.match_topic(topic, &mut out);
+        let mut ids: Vec<u32> = out.iter().map(|c| c.0).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    #[test]
+    fn empty_index_matches_nothing() {
+        let mut index = SubscriptionIndex::new();
+        assert!(index.is_empty());
+        assert_eq!(index.len(), 0);
+        assert_eq!(index.node_count(), 1);
+        assert_eq!(matches(&mut index, "md/NASDAQ/AAPL"), Vec::<u32>::new());
+        assert_eq!(SubscriptionIndex::default().node_count(), 1);
+    }
+
+    #[test]
+    fn matching_table() {
+        // One client per pattern, client id = position in this list.
+        let patterns = [
+            "md/NASDAQ/AAPL", // 0
+            "md/NAS*/AAPL",   // 1
+            "md/*/AAPL",      // 2
+            "md/>",           // 3
+            ">",              // 4
+            "md/NASDAQ",      // 5
+            "md/N*/>",        // 6
+            "md/NASDAQ/A*",   // 7
+            "md/NYSE/*",      // 8
+            "*",              // 9
+            "md/NASDAQX/*",   // 10
+            "日*/x",          // 11
+        ];
+        let mut index = SubscriptionIndex::new();
+        for (id, pattern) in patterns.iter().enumerate() {
+            assert!(index.subscribe(ClientId(id as u32), pattern));
+        }
+        let cases: &[(&str, &[u32])] = &[
+            ("md/NASDAQ/AAPL", &[0, 1, 2, 3, 4, 6, 7]),
+            ("md/NASDAQ/MSFT", &[3, 4, 6]),
+            ("md/NAS/AAPL", &[1, 2, 3, 4, 6]),
+            ("md/NA/AAPL", &[2, 3, 4, 6]),
+            ("md/NASDAQ", &[3, 4, 5]),
+            ("md/NASDAQ/A", &[3, 4, 6, 7]),
+            ("md/NYSE/IBM", &[3, 4, 6, 8]),
+            ("md/NYSE/IBM/x", &[3, 4, 6]),
+            ("md", &[4, 9]),
+            ("fx/EURUSD", &[4]),
+            ("md/NASDAQX/Q", &[3, 4, 6, 10]),
+            ("日本/x", &[4, 11]),
+            ("日/x", &[4, 11]),
+        ];
+        for &(topic, expected) in cases {
+            for (id, pattern) in patterns.iter().enumerate() {
+                assert_eq!(
+                    pattern_matches(pattern, topic),
+                    expected.contains(&(id as u32)),
+                    "table disagrees with reference: {pattern:?} vs {topic:?}"
+                );
+            }
+            assert_eq!(matches(&mut index, topic), expected, "topic {topic:?}");
+        }
+    }
+
+    #[test]
+    fn overlapping_patterns_of_one_client_deliver_once() {
+        let mut index = SubscriptionIndex::new();
+        let client = ClientId(7);
+        for pattern in [
+            "md/NASDAQ/AAPL",
+            "md/NAS*/AAPL",
+            "md/*/AAPL",
+            "md/>",
+            ">",
+            "md/NASDAQ/A*",
+        ] {
+            assert!(index.subscribe(client, pattern));
+        }
+        assert!(index.subscribe(ClientId(3), "md/>"));
+        let mut out = vec![ClientId(99)];
+        index.match_topic("md/NASDAQ/AAPL", &mut out);
+        // Appends, and each client once.
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], ClientId(99));
+        let rest: BTreeSet<_> = out[1..].iter().copied().collect();
+        assert_eq!(rest, BTreeSet::from([ClientId(3), client]));
+        // And again: the marks of the previous call do not hide anyone.
+        out.clear();
+        index.match_topic("md/NASDAQ/AAPL", &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn subscribe_is_idempotent_and_unsubscribe_prunes() {
+        let mut index = SubscriptionIndex::new();
+        let a = ClientId(0);
+        let b = ClientId(1);
+        assert!(index.subscribe(a, "md/NAS*/AAPL"));
+        assert!(!index.subscribe(a, "md/NAS*/AAPL"));
+        assert!(index.subscribe(b, "md/NAS*/AAPL"));
+        assert!(index.subscribe(a, "md/NAS*/>"));
+        assert_eq!(index.len(), 3);
+        // root, md, NAS*, AAPL
+        assert_eq!(index.node_count(), 4);
+
+        assert!(!index.unsubscribe(a, "md/NAS*/MSFT"));
+        assert!(!index.unsubscribe(a, "md/NASDAQ/AAPL"));
+        assert!(!index.unsubscribe(ClientId(2), "md/NAS*/AAPL"));
+        assert!(!index.unsubscribe(a, "md/>"));
+        assert!(index.unsubscribe(a, "md/NAS*/AAPL"));
+        assert!(!index.unsubscribe(a, "md/NAS*/AAPL"));
+        assert_eq!(index.node_count(), 4);
+        assert!(index.unsubscribe(b, "md/NAS*/AAPL"));
+        assert_eq!(index.node_count(), 3); // AAPL gone; NAS* still holds a's `>`
+        assert_eq!(matches(&mut index, "md/NASDAQ/AAPL"), [0]);
+        assert!(index.unsubscribe(a, "md/NAS*/>"));
+        assert_eq!(index.node_count(), 1);
+        assert!(index.is_empty());
+        assert_eq!(matches(&mut index, "md/NASDAQ/AAPL"), Vec::<u32>::new());
+
+        // Freed nodes are reused.
+        assert!(index.subscribe(a, "x/y*/*/z"));
+        assert_eq!(index.node_count(), 5);
+        assert_eq!(matches(&mut index, "x/yes/q/z"), [0]);
+        assert!(index.unsubscribe(a, "x/y*/*/z"));
+        assert_eq!(index.node_count(), 1);
+    }
+
+    #[test]
+    fn prefixes_of_several_lengths_share_a_node() {
+        let mut index = SubscriptionIndex::new();
+        for (id, pattern) in ["A*", "AA*", "AAP*", "AAPL*", "AB*", "B*", "AAPLX*"]
+            .iter()
+            .enumerate()
+        {
+            index.subscribe(ClientId(id as u32), pattern);
+        }
+        assert_eq!(matches(&mut index, "AAPL"), [0, 1, 2, 3]);
+        assert_eq!(matches(&mut index, "A"), [0]);
+        assert_eq!(matches(&mut index, "ABC"), [0, 4]);
+        assert_eq!(matches(&mut index, "AAPLXY"), [0, 1, 2, 3, 6]);
+        for (id, pattern) in ["A*", "AA*", "AAP*", "AAPL*", "AB*", "B*", "AAPLX*"]
+            .iter()
+            .enumerate()
+        {
+            assert!(index.unsubscribe(ClientId(id as u32), pattern));
+        }
+        assert_eq!(index.node_count(), 1);
+        assert!(index.nodes[ROOT.index()].prefix_lens.is_empty());
+    }
+
+    #[test]
+    fn prefix_probe_skips_cuts_inside_a_character() {
+        let mut index = SubscriptionIndex::new();
+        index.subscribe(ClientId(0), "a*"); // length 1: would cut "日" mid-character
+        index.subscribe(ClientId(1), "日*");
+        assert_eq!(matches(&mut index, "日本"), [1]);
+    }
+
+    #[test]
+    fn match_topic_does_not_allocate_with_capacity() {
+        let mut index = SubscriptionIndex::new();
+        for id in 0..50 {
+            index.subscribe(ClientId(id), "md/>");
+        }
+        let mut out = Vec::with_capacity(64);
+        let before = out.as_ptr();
+        for _ in 0..10 {
+            out.clear();
+            index.match_topic("md/x", &mut out);
+        }
+        assert_eq!(out.len(), 50);
+        assert_eq!(out.as_ptr(), before);
+    }
+
+    const PATTERN_LEVELS: &[&str] = &[
+        "a", "b", "ab", "abc", "md", "NASDAQ", "*", "a*", "ab*", "N*", "NAS*", "abc*",
+    ];
+    const TOPIC_LEVELS: &[&str] = &["a", "b", "ab", "abc", "md", "NASDAQ"];
+
+    fn pattern() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(prop::sample::select(PATTERN_LEVELS), 0..4),
+            any::<bool>(),
+        )
+            .prop_map(|(levels, rest)| {
+                let mut pattern = levels.join("/");
+                if rest || pattern.is_empty() {
+                    pattern.push_str(if pattern.is_empty() { ">" } else { "/>" });
+                }
+                pattern
+            })
+    }
+
+    fn topic() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(TOPIC_LEVELS), 1..5)
+            .prop_map(|levels| levels.join("/"))
+    }
+
+    /// Clients matching `topic` by the naive reference over `subscriptions`.
+    fn reference<'a>(
+        subscriptions: impl IntoIterator<Item = &'a (u32, String)>,
+        topic: &str,
+    ) -> Vec<u32> {
+        let set: BTreeSet<u32> = subscriptions
+            .into_iter()
+            .filter(|(_, pattern)| pattern_matches(pattern, topic))
+            .map(|&(client, _)| client)
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Checks `match_topic` against the reference, including no duplicates.
+    fn check_topic(
+        index: &mut SubscriptionIndex,
+        model: &HashSet<(u32, String)>,
+        topic: &str,
+    ) -> Result<(), TestCaseError> {
+        let mut out = Vec::new();
+        index.match_topic(topic, &mut out);
+        let distinct: HashSet<_> = out.iter().collect();
+        prop_assert_eq!(
+            distinct.len(),
+            out.len(),
+            "duplicates for {:?}: {:?}",
+            topic,
+            out
+        );
+        let mut got: Vec<u32> = out.iter().map(|c| c.0).collect();
+        got.sort_unstable();
+        prop_assert_eq!(got, reference(model, topic), "topic {:?}", topic);
+        Ok(())
+    }
+
+    /// Nodes the trie must have for `model`: the root plus one per distinct proper
+    /// path of non-`>` levels.
+    fn expected_nodes(model: &HashSet<(u32, String)>) -> usize {
+        let mut paths = HashSet::new();
+        for (_, pattern) in model {
+            let levels: Vec<&str> = pattern.split('/').filter(|&level| level != ">").collect();
+            for depth in 1..=levels.len() {
+                paths.insert(levels[..depth].join("/"));
+            }
+        }
+        1 + paths.len()
+    }
+
+    proptest! {
+        #[test]
+        fn matches_agree_with_reference(
+            subscriptions in prop::collection::vec((0u32..8, pattern()), 0..40),
+            topics in prop::collection::vec(topic(), 1..10),
+        ) {
+            let mut index = SubscriptionIndex::new();
+            let mut model = HashSet::new();
+            for (client, pattern) in &subscriptions {
+                prop_assert!(validate_pattern(pattern.as_bytes()).is_ok(), "{}", pattern);
+                let added = index.subscribe(ClientId(*client), pattern);
+                prop_assert_eq!(added, model.insert((*client, pattern.clone())));
+            }
+            prop_assert_eq!(index.len(), model.len());
+            for topic in &topics {
+                prop_assert!(validate_topic(topic.as_bytes()).is_ok());
+                check_topic(&mut index, &model, topic)?;
+            }
+        }
+
+        #[test]
+        fn subscribe_unsubscribe_agrees_with_model(
+            ops in prop::collection::vec((any::<bool>(), 0u32..4, pattern()), 0..60),
+            topics in prop::collection::vec(topic(), 3),
+        ) {
+            let mut index = SubscriptionIndex::new();
+            let mut model: HashSet<(u32, String)> = HashSet::new();
+            for (subscribe, client, pattern) in &ops {
+                let key = (*client, pattern.clone());
+                if *subscribe {
+                    prop_assert_eq!(index.subscribe(ClientId(*client), pattern), model.insert(key));
+                } else {
+                    prop_assert_eq!(index.unsubscribe(ClientId(*client), pattern), model.remove(&key));
+                }
+                prop_assert_eq!(index.len(), model.len());
+                prop_assert_eq!(index.is_empty(), model.is_empty());
+                prop_assert_eq!(index.node_count(), expected_nodes(&model));
+                for topic in &topics {
+                    check_topic(&mut index, &model, topic)?;
+                }
+            }
+            for (client, pattern) in model.drain() {
+                prop_assert!(index.unsubscribe(ClientId(client), &pattern));
+            }
+            prop_assert_eq!(index.len(), 0);
+            prop_assert_eq!(index.node_count(), 1);
+            let root = &index.nodes[ROOT.index()];
+            prop_assert!(root.is_unused() && root.prefix_lens.is_empty());
+        }
+    }
+}

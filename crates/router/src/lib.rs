@@ -1,4 +1,22 @@
-//! tickwire router: subscription index, routing core and event-loop driver.
+//! tickwire router: a topic pub/sub message router over TCP.
+//!
+//! Layers, bottom up:
+//! - [`index`]: the subscription trie (pure);
+//! - [`egress`]: a client's bounded egress buffer with the slow-consumer discard policy (pure);
+//! - [`core`]: every client's protocol state, routing and counters (pure: bytes and time in,
+//!   bytes out);
+//! - [`driver`]: the single-threaded mio event loop that owns the sockets.
+//!
+//! Run one with [`Router::bind`] and [`Router::run`]; stop it from another thread with
+//! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
+pub mod clock;
+pub mod config;
+pub mod core;
+pub mod driver;
+pub mod egress;
 pub mod index;
+
+pub use config::{Config, IdleStrategy, SlowConsumerPolicy};
+pub use driver::{Router, RouterHandle};

@@ -1,1 +1,92 @@
-fn main() {}
+//! `tickwire`: the router, the command-line clients and the demo in one binary.
+
+#![forbid(unsafe_code)]
+
+mod demo;
+mod pubsub;
+mod router_cmd;
+mod stats;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+const ABOUT: &str = "tickwire: a low-latency topic pub/sub message router for trading systems";
+
+const LONG_ABOUT: &str = "\
+tickwire: a low-latency topic pub/sub message router for trading systems.
+
+A router accepts TCP connections from clients. Publishers send messages to
+hierarchical topics such as md/NASDAQ/AAPL; subscribers register patterns
+and the router forwards each message only to the clients whose patterns match.
+
+Patterns: levels are separated by '/'. '*' matches one whole level, or a level
+prefix when it ends a level ('md/NAS*/AAPL'); '>' as the last level matches one
+or more remaining levels ('md/>').
+
+Start here:  tickwire demo          (router + publishers + subscribers, in-process)";
+
+const EXAMPLES: &str = "\
+Examples:
+  tickwire demo                                   # a 5-second tour with a latency report
+  tickwire router                                 # router on 127.0.0.1:7420
+  tickwire sub 'md/NASDAQ/>' 'md/*/IBM'           # print matching messages
+  tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
+  tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
+  tickwire stats                                  # per-client counters
+
+Logging: set TICKWIRE_LOG (e.g. TICKWIRE_LOG=debug); the default is 'info' for
+the router and 'warn' for the clients.";
+
+#[derive(Parser)]
+#[command(name = "tickwire", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a message router.
+    Router(router_cmd::RouterArgs),
+    /// Publish messages: one, one per stdin line, or a paced load.
+    Pub(pubsub::PubArgs),
+    /// Subscribe to patterns and print what arrives.
+    Sub(pubsub::SubArgs),
+    /// Show a router's per-client counters and totals.
+    Stats(stats::StatsArgs),
+    /// Run a router, publishers and subscribers in one process and report latency.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let default_level = match cli.cmd {
+        Cmd::Router(_) => "info",
+        _ => "warn",
+    };
+    init_logging(default_level);
+    let result = match cli.cmd {
+        Cmd::Router(a) => router_cmd::run(a),
+        Cmd::Pub(a) => pubsub::run_pub(a),
+        Cmd::Sub(a) => pubsub::run_sub(a),
+        Cmd::Stats(a) => stats::run(a),
+        Cmd::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TICKWIRE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

@@ -62,7 +62,9 @@ pub enum TopicError {
         offset: usize,
     },
     /// A publish topic contains `*` or `>`, which only subscription patterns may use.
-    #[error("wildcard character at byte {offset} of a publish topic ('*' and '>' are for patterns)")]
+    #[error(
+        "wildcard character at byte {offset} of a publish topic ('*' and '>' are for patterns)"
+    )]
     WildcardInTopic {
         /// Byte offset of the wildcard character.
         offset: usize,
@@ -287,14 +289,19 @@ mod tests {
             (b"md/>", WildcardInTopic { offset: 3 }),
             (b"a>b", WildcardInTopic { offset: 1 }),
             (b"\xff", NotUtf8),
-            (b"a/\xc3", NotUtf8),               // truncated 2-byte sequence
-            (b"\xc0\xaf", NotUtf8),             // overlong '/'
-            (b"\xed\xa0\x80", NotUtf8),         // UTF-16 surrogate
-            (b"a/\x80b", NotUtf8),              // lone continuation byte
-            (b"\xf4\x90\x80\x80", NotUtf8),     // above U+10FFFF
+            (b"a/\xc3", NotUtf8),           // truncated 2-byte sequence
+            (b"\xc0\xaf", NotUtf8),         // overlong '/'
+            (b"\xed\xa0\x80", NotUtf8),     // UTF-16 surrogate
+            (b"a/\x80b", NotUtf8),          // lone continuation byte
+            (b"\xf4\x90\x80\x80", NotUtf8), // above U+10FFFF
         ];
         for &(bytes, err) in cases {
-            assert_eq!(validate_topic(bytes), Err(err), "{:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                validate_topic(bytes),
+                Err(err),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 
@@ -305,7 +312,10 @@ mod tests {
         assert_eq!(ok.len(), MAX_TOPIC_BYTES);
         assert_eq!(validate_topic(ok.as_bytes()), Ok(ok.as_str()));
         let too_long = format!("{ok}x");
-        assert_eq!(validate_topic(too_long.as_bytes()), Err(TopicError::TooLong { len: 251 }));
+        assert_eq!(
+            validate_topic(too_long.as_bytes()),
+            Err(TopicError::TooLong { len: 251 })
+        );
     }
 
     #[test]
@@ -317,8 +327,14 @@ mod tests {
             Err(TopicError::TooLong { len: 255 })
         );
         let ok = levels_of(MAX_LEVELS);
-        assert_eq!(validate::<false>(ok.as_bytes(), 1000, MAX_LEVELS), Ok(ok.as_str()));
-        assert_eq!(validate::<true>(ok.as_bytes(), 1000, MAX_LEVELS), Ok(ok.as_str()));
+        assert_eq!(
+            validate::<false>(ok.as_bytes(), 1000, MAX_LEVELS),
+            Ok(ok.as_str())
+        );
+        assert_eq!(
+            validate::<true>(ok.as_bytes(), 1000, MAX_LEVELS),
+            Ok(ok.as_str())
+        );
         let over = levels_of(MAX_LEVELS + 1);
         let err = Err(TopicError::TooManyLevels { levels: 129 });
         assert_eq!(validate::<false>(over.as_bytes(), 1000, MAX_LEVELS), err);
@@ -345,7 +361,11 @@ mod tests {
             "日*/🚀",
         ];
         for &pattern in cases {
-            assert_eq!(validate_pattern(pattern.as_bytes()), Ok(pattern), "{pattern:?}");
+            assert_eq!(
+                validate_pattern(pattern.as_bytes()),
+                Ok(pattern),
+                "{pattern:?}"
+            );
         }
     }
 
@@ -369,7 +389,12 @@ mod tests {
             (b"md/\xff*", NotUtf8),
         ];
         for &(bytes, err) in cases {
-            assert_eq!(validate_pattern(bytes), Err(err), "{:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                validate_pattern(bytes),
+                Err(err),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 
@@ -417,7 +442,11 @@ mod tests {
         for &(pattern, topic, expected) in cases {
             assert_eq!(validate_pattern(pattern.as_bytes()), Ok(pattern));
             assert_eq!(validate_topic(topic.as_bytes()), Ok(topic));
-            assert_eq!(pattern_matches(pattern, topic), expected, "{pattern:?} vs {topic:?}");
+            assert_eq!(
+                pattern_matches(pattern, topic),
+                expected,
+                "{pattern:?} vs {topic:?}"
+            );
         }
     }
 

@@ -1,0 +1,873 @@
+//! The socket driver: a non-blocking TCP stream, waits with `poll(2)`.
+
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+use socket2::{Domain, Protocol, Socket, Type};
+use tickwire_wire::frame::{
+    self, decode, frame_len, ErrorCode, Frame, PublishOptions, DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
+};
+use tickwire_wire::topic::{validate_pattern, validate_topic};
+
+use crate::buffers::{RxBuf, Stash};
+use crate::session::{frame_name, Pending, Reply, Session};
+use crate::{now_nanos, Error, Message, OwnedMessage};
+
+/// Configuration of one [`Client`]. Every field has a sensible [`Default`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Name sent in HELLO, shown in the router's logs and stats (at most 64 bytes are
+    /// sent). Default `"tickwire-client"`.
+    pub name: String,
+    /// Limit for the TCP connect plus the HELLO / WELCOME handshake. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Limit for an answer to a request (ACK, stats, PONG, the router's CLOSE), and for
+    /// a flush that makes no progress. Default 5 s.
+    pub request_timeout: Duration,
+    /// [`Client::publish`] buffers messages and writes once this many bytes are
+    /// pending; 0 writes on every publish. Default 64 KiB.
+    pub batch_bytes: usize,
+    /// Every publish carries STAMPS with `publisher_send` = [`now_nanos`]. Default off.
+    pub stamp: bool,
+    /// Largest frame accepted from the router. Default [`DEFAULT_MAX_FRAME`].
+    pub max_frame: u32,
+    /// Initial receive buffer size; it grows only to hold a single larger frame (up to
+    /// `max_frame`). Default 256 KiB.
+    pub recv_buffer: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            name: "tickwire-client".to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            batch_bytes: 64 * 1024,
+            stamp: false,
+            max_frame: DEFAULT_MAX_FRAME,
+            recv_buffer: 256 * 1024,
+        }
+    }
+}
+
+/// How long [`Client::poll`] and [`Client::recv`] may wait when nothing is buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Busy-poll: one non-blocking read, never sleeps.
+    NoWait,
+    /// Sleep in `poll(2)` up to this long.
+    Timeout(Duration),
+    /// Sleep until something arrives.
+    Forever,
+}
+
+/// A connection to a tickwire router. Single-threaded; see the crate docs.
+#[derive(Debug)]
+pub struct Client {
+    stream: TcpStream,
+    opts: ClientOptions,
+    client_id: u32,
+    router_max_frame: u32,
+    session: Session,
+    rx: RxBuf,
+    /// The router ended its side of the stream (seen while flushing).
+    rx_eof: bool,
+    /// MESSAGE frames that arrived while waiting for a reply.
+    stash: Stash,
+    /// Bytes to send: `tx[tx_start..]` is pending.
+    tx: Vec<u8>,
+    tx_start: usize,
+    next_request_id: u32,
+    next_ping_token: u64,
+    /// An error that happened after messages were already delivered in the same call;
+    /// reported by the next call so neither is lost.
+    deferred: Option<Error>,
+}
+
+enum ReadOutcome {
+    Data,
+    WouldBlock,
+    Eof,
+}
+
+impl Client {
+    /// Connects to the router at `addr` with [`ClientOptions::default`].
+    pub fn connect(addr: impl ToSocketAddrs) -> Result<Client, Error> {
+        Client::connect_with(addr, ClientOptions::default())
+    }
+
+    /// Connects to the router at `addr` and completes the handshake.
+    ///
+    /// Tries every address `addr` resolves to until one accepts, all within
+    /// `opts.connect_timeout` (handshake included).
+    pub fn connect_with(addr: impl ToSocketAddrs, opts: ClientOptions) -> Result<Client, Error> {
+        let started = Instant::now();
+        let deadline = started.checked_add(opts.connect_timeout);
+        let stream = connect_tcp(addr, deadline)?;
+        let mut client = Client {
+            stream,
+            rx: RxBuf::new(opts.recv_buffer.max(1024)),
+            rx_eof: false,
+            stash: Stash::default(),
+            tx: Vec::with_capacity(opts.batch_bytes.saturating_add(1024).min(1 << 24)),
+            tx_start: 0,
+            client_id: 0,
+            router_max_frame: 0,
+            session: Session::default(),
+            next_request_id: 1,
+            next_ping_token: 1,
+            deferred: None,
+            opts,
+        };
+        client.handshake(deadline)?;
+        Ok(client)
+    }
+
+    /// The id the router gave this connection.
+    pub fn client_id(&self) -> u32 {
+        self.client_id
+    }
+
+    /// Largest frame the router accepts (from its WELCOME).
+    pub fn router_max_frame(&self) -> u32 {
+        self.router_max_frame
+    }
+
+    /// Subscribes to `pattern` and waits for the router's ACK.
+    ///
+    /// Messages that arrive meanwhile are kept for the next [`Client::poll`] /
+    /// [`Client::recv`].
+    pub fn subscribe(&mut self, pattern: &str) -> Result<(), Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        let id = self.request_id();
+        self.request(
+            "the router's ACK to SUBSCRIBE",
+            Pending::Request(id),
+            |tx| frame::encode_subscribe(tx, id, pattern),
+        )
+        .and_then(expect_ack)
+    }
+
+    /// Removes the subscription to `pattern` (exactly as subscribed) and waits for the ACK.
+    pub fn unsubscribe(&mut self, pattern: &str) -> Result<(), Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        let id = self.request_id();
+        self.request(
+            "the router's ACK to UNSUBSCRIBE",
+            Pending::Request(id),
+            |tx| frame::encode_unsubscribe(tx, id, pattern),
+        )
+        .and_then(expect_ack)
+    }
+
+    /// Queues one message for `topic`; writes when [`ClientOptions::batch_bytes`] are
+    /// pending. Call [`Client::flush`] (or [`Client::poll`]) to send the rest.
+    #[inline]
+    pub fn publish(&mut self, topic: &str, payload: &[u8]) -> Result<(), Error> {
+        self.publish_with(topic, payload, PublishOptions::default())
+    }
+
+    /// [`Client::publish`] with a sequence number and / or timestamp.
+    ///
+    /// With [`ClientOptions::stamp`] set, a missing `publisher_send` is filled in.
+    pub fn publish_with(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        mut opts: PublishOptions,
+    ) -> Result<(), Error> {
+        if let Some((code, reason)) = &self.session.closed {
+            return Err(Error::Closed {
+                code: *code,
+                reason: reason.clone(),
+            });
+        }
+        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        if self.opts.stamp && opts.publisher_send.is_none() {
+            opts.publisher_send = Some(now_nanos());
+        }
+        frame::encode_publish(&mut self.tx, topic, payload, opts, self.router_max_frame)
+            .map_err(Error::TooLarge)?;
+        if self.pending_bytes() >= self.opts.batch_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every pending byte, waiting in `poll(2)` while the socket is full.
+    ///
+    /// Fails with [`Error::Timeout`] when the router accepts nothing for
+    /// [`ClientOptions::request_timeout`]. While waiting it keeps reading into the
+    /// receive buffer, so the router is never blocked on us.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        if self.pending_bytes() == 0 {
+            return Ok(());
+        }
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        let mut stalled_since: Option<Instant> = None;
+        loop {
+            match rustix::net::send(&self.stream, &self.tx[self.tx_start..], SendFlags::NOSIGNAL) {
+                Ok(n) => {
+                    self.tx_start += n;
+                    if self.tx_start >= self.tx.len() {
+                        self.tx.clear();
+                        self.tx_start = 0;
+                        return Ok(());
+                    }
+                    stalled_since = None;
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::WOULDBLOCK) => {
+                    let since = *stalled_since.get_or_insert_with(Instant::now);
+                    let deadline = since.checked_add(self.opts.request_timeout);
+                    let want_read = !self.rx_eof && self.rx.room() > 0;
+                    let mut events = PollFlags::OUT;
+                    if want_read {
+                        events |= PollFlags::IN;
+                    }
+                    match self.wait_fd(events, deadline)? {
+                        None => {
+                            return Err(Error::Timeout {
+                                what: "the router to accept more bytes",
+                                after: self.opts.request_timeout,
+                            })
+                        }
+                        Some(revents) if want_read && revents.contains(PollFlags::IN) => {
+                            if let ReadOutcome::Eof = self.read_rx()? {
+                                self.rx_eof = true;
+                            }
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Err(e) => return Err(self.write_failed(e.into())),
+            }
+        }
+    }
+
+    /// Writes what the socket takes right now, without waiting.
+    fn send_now(&mut self) -> Result<(), Error> {
+        while self.pending_bytes() > 0 {
+            match rustix::net::send(&self.stream, &self.tx[self.tx_start..], SendFlags::NOSIGNAL) {
+                Ok(n) => self.tx_start += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::WOULDBLOCK) => return Ok(()),
+                // Not `write_failed`: it reads, which the caller must not have happen.
+                Err(e) => return Err(Error::Io(e.into())),
+            }
+        }
+        self.tx.clear();
+        self.tx_start = 0;
+        Ok(())
+    }
+
+    /// Bytes queued by `publish` (or control frames) and not yet written.
+    #[inline]
+    pub fn pending_bytes(&self) -> usize {
+        self.tx.len() - self.tx_start
+    }
+
+    /// Flushes pending publishes, then calls `handler` for every message available,
+    /// waiting per `wait` only if none is buffered. Returns how many were handled.
+    ///
+    /// PING, PONG, ERROR and CLOSE frames are handled internally: a close is reported
+    /// as [`Error::Closed`] (after the messages that preceded it were delivered), an
+    /// ERROR that answers no request as [`Error::Rejected`].
+    pub fn poll<F: FnMut(Message<'_>)>(
+        &mut self,
+        wait: Wait,
+        mut handler: F,
+    ) -> Result<usize, Error> {
+        let mut n = 0;
+        while let Some(range) = self.stash.pop() {
+            handler(Message::from_frame(&self.stash.buf[range])?);
+            n += 1;
+        }
+        match self.poll_inner(wait, &mut handler, &mut n) {
+            Ok(()) => Ok(n),
+            Err(e) if n > 0 => {
+                self.defer(e);
+                Ok(n)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn poll_inner<F: FnMut(Message<'_>)>(
+        &mut self,
+        wait: Wait,
+        handler: &mut F,
+        n: &mut usize,
+    ) -> Result<(), Error> {
+        if let Some(e) = self.take_deferred_or_closed() {
+            return Err(e);
+        }
+        self.flush()?;
+        let deadline = deadline_for(wait);
+        loop {
+            let drained = self.drain_rx(handler, n);
+            // PONGs written while draining go out now, even if draining failed.
+            self.flush()?;
+            drained?;
+            if *n > 0 {
+                return Ok(());
+            }
+            match self.read_rx()? {
+                ReadOutcome::Data => {}
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if wait == Wait::NoWait || self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Delivers every complete MESSAGE in the receive buffer to `handler`.
+    fn drain_rx<F: FnMut(Message<'_>)>(
+        &mut self,
+        handler: &mut F,
+        n: &mut usize,
+    ) -> Result<(), Error> {
+        loop {
+            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            let (frame, len) = match decoded {
+                Ok(Some(x)) => x,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    let msg = format!("undecodable frame from the router: {e}");
+                    return Err(self.protocol_error(msg));
+                }
+            };
+            if let Frame::Message(m) = frame {
+                match Message::from_wire(m) {
+                    Ok(msg) => handler(msg),
+                    Err(Error::Protocol(msg)) => return Err(self.protocol_error(msg)),
+                    Err(e) => return Err(e),
+                }
+                *n += 1;
+                self.rx.consume(len);
+                continue;
+            }
+            let res = self.session.on_control(frame, &mut self.tx);
+            self.rx.consume(len);
+            match res {
+                Ok(()) => {}
+                Err(Error::Protocol(msg)) => return Err(self.protocol_error(msg)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Returns the next message, waiting per `wait`; `None` when none arrived in time.
+    pub fn recv(&mut self, wait: Wait) -> Result<Option<Message<'_>>, Error> {
+        if let Some(range) = self.stash.pop() {
+            return Message::from_frame(&self.stash.buf[range]).map(Some);
+        }
+        if let Some(e) = self.take_deferred_or_closed() {
+            return Err(e);
+        }
+        self.flush()?;
+        let deadline = deadline_for(wait);
+        loop {
+            if let Some(range) = self.next_rx_message()? {
+                // PONGs go out now, without the waiting (and reading, which would move
+                // the message) that `flush` may do.
+                if let Err(e) = self.send_now() {
+                    self.defer(e);
+                }
+                return Message::from_frame(&self.rx.buf[range]).map(Some);
+            }
+            self.flush()?;
+            match self.read_rx()? {
+                ReadOutcome::Data => {}
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if wait == Wait::NoWait || self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles control frames in the receive buffer up to the next MESSAGE, which is
+    /// consumed and returned as a byte range of `rx.buf`.
+    fn next_rx_message(&mut self) -> Result<Option<std::ops::Range<usize>>, Error> {
+        loop {
+            let start = self.rx.start;
+            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            let (frame, len) = match decoded {
+                Ok(Some(x)) => x,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    let msg = format!("undecodable frame from the router: {e}");
+                    return Err(self.protocol_error(msg));
+                }
+            };
+            let res = match frame {
+                // Checked here so that the stash only ever holds deliverable messages.
+                Frame::Message(m) if std::str::from_utf8(m.topic).is_err() => {
+                    let msg = "router delivered a topic that is not UTF-8".to_owned();
+                    return Err(self.protocol_error(msg));
+                }
+                Frame::Message(_) => {
+                    self.rx.consume(len);
+                    return Ok(Some(start..start + len));
+                }
+                frame => self.session.on_control(frame, &mut self.tx),
+            };
+            self.rx.consume(len);
+            match res {
+                Ok(()) => {}
+                Err(Error::Protocol(msg)) => return Err(self.protocol_error(msg)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// A blocking iterator of owned messages; it ends after the router closes the
+    /// connection in an orderly way (CLOSE with code NORMAL or SHUTTING_DOWN, or end of
+    /// stream). Any other close or failure is yielded once as an error, then it ends.
+    pub fn messages(&mut self) -> Messages<'_> {
+        Messages {
+            client: self,
+            done: false,
+        }
+    }
+
+    /// Asks the router for its counters; returns the JSON document.
+    pub fn stats_json(&mut self) -> Result<String, Error> {
+        let id = self.request_id();
+        match self.request("the router's STATS_REPLY", Pending::Request(id), |tx| {
+            frame::encode_stats_request(tx, id)
+        })? {
+            Reply::Stats(json) => Ok(json),
+            Reply::Rejected { code, text } => Err(Error::Rejected { code, text }),
+            other => Err(unexpected_reply(other)),
+        }
+    }
+
+    /// Sends a PING and returns the time until the matching PONG arrived.
+    pub fn ping(&mut self) -> Result<Duration, Error> {
+        let token = self.next_ping_token;
+        self.next_ping_token = self.next_ping_token.wrapping_add(1);
+        let sent = Instant::now();
+        match self.request("the router's PONG", Pending::Ping(token), |tx| {
+            frame::encode_ping(tx, token)
+        })? {
+            Reply::Pong => Ok(sent.elapsed()),
+            other => Err(unexpected_reply(other)),
+        }
+    }
+
+    /// Flushes, sends CLOSE(NORMAL) and waits up to [`ClientOptions::request_timeout`]
+    /// for the router's CLOSE or end of stream. Messages still arriving are dropped.
+    ///
+    /// Fails only if pending publishes could not be written (they may be lost).
+    pub fn close(mut self) -> Result<(), Error> {
+        if self.session.closed.is_some() {
+            return match self.pending_bytes() {
+                0 => Ok(()),
+                _ => Err(self
+                    .session
+                    .closed_error()
+                    .unwrap_or_else(|| Error::Protocol("internal: closed state vanished".into()))),
+            };
+        }
+        frame::encode_close(&mut self.tx, ErrorCode::NORMAL, "client closing");
+        if let Err(e) = self.flush() {
+            // Nothing more to try; keep `Drop` from waiting again.
+            self.tx.clear();
+            self.tx_start = 0;
+            return Err(e);
+        }
+        let deadline = Instant::now().checked_add(self.opts.request_timeout);
+        loop {
+            match self.drain_rx_into_stash() {
+                Ok(()) => {}
+                // The router's CLOSE (or anything else that ends it) is what we wait for.
+                Err(_) => return Ok(()),
+            }
+            match self.read_rx() {
+                Ok(ReadOutcome::Data) => {}
+                Ok(ReadOutcome::Eof) | Err(_) => return Ok(()),
+                Ok(ReadOutcome::WouldBlock) => match self.wait_fd(PollFlags::IN, deadline) {
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    // -- internals ----------------------------------------------------------------
+
+    fn handshake(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
+        frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name);
+        self.flush()?;
+        loop {
+            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            match decoded {
+                Ok(Some((frame, len))) => {
+                    let done = match frame {
+                        Frame::Welcome {
+                            version,
+                            client_id,
+                            max_frame,
+                            ..
+                        } => {
+                            if version != PROTOCOL_VERSION {
+                                let msg = format!(
+                                    "router speaks protocol version {version}, this client {PROTOCOL_VERSION}"
+                                );
+                                return Err(self.protocol_error(msg));
+                            }
+                            self.client_id = client_id;
+                            self.router_max_frame = max_frame;
+                            true
+                        }
+                        Frame::Ping(token) => {
+                            frame::encode_pong(&mut self.tx, token);
+                            false
+                        }
+                        Frame::Error { code, text, .. } | Frame::Close { code, reason: text } => {
+                            let reason = text.to_owned();
+                            return Err(self.session.close(code, reason));
+                        }
+                        other => {
+                            let msg = format!("router sent {} before WELCOME", frame_name(&other));
+                            return Err(self.protocol_error(msg));
+                        }
+                    };
+                    self.rx.consume(len);
+                    self.flush()?;
+                    if done {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => match self.read_rx()? {
+                    ReadOutcome::Data => {}
+                    ReadOutcome::Eof => {
+                        let reason = "connection closed by router during the handshake".to_owned();
+                        return Err(self.session.close(ErrorCode::NORMAL, reason));
+                    }
+                    ReadOutcome::WouldBlock => {
+                        if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                            return Err(Error::Timeout {
+                                what: "the router's WELCOME",
+                                after: self.opts.connect_timeout,
+                            });
+                        }
+                    }
+                },
+                Err(e) => {
+                    let msg = format!("undecodable frame from the router: {e}");
+                    return Err(self.protocol_error(msg));
+                }
+            }
+        }
+    }
+
+    fn request_id(&mut self) -> u32 {
+        let id = self.next_request_id;
+        // 0 means "answers no request", so skip it on wrap-around.
+        self.next_request_id = self.next_request_id.checked_add(1).unwrap_or(1);
+        id
+    }
+
+    /// Sends one request and waits for its reply, keeping messages that arrive meanwhile.
+    fn request(
+        &mut self,
+        what: &'static str,
+        pending: Pending,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<Reply, Error> {
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        encode(&mut self.tx);
+        self.session.pending = Some(pending);
+        self.session.reply = None;
+        let res = self.await_reply(what);
+        self.session.pending = None;
+        self.session.reply = None;
+        res
+    }
+
+    fn await_reply(&mut self, what: &'static str) -> Result<Reply, Error> {
+        self.flush()?;
+        let deadline = Instant::now().checked_add(self.opts.request_timeout);
+        loop {
+            let drained = self.drain_rx_into_stash();
+            let flushed = self.flush();
+            if let Some(reply) = self.session.reply.take() {
+                // The answer arrived; a close or write failure right behind it is
+                // reported by the next call.
+                if let Err(e) = drained.and(flushed) {
+                    self.defer(e);
+                }
+                return Ok(reply);
+            }
+            drained?;
+            flushed?;
+            match self.read_rx()? {
+                ReadOutcome::Data => {}
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Err(Error::Timeout {
+                            what,
+                            after: self.opts.request_timeout,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles every complete frame in the receive buffer, moving MESSAGEs to the stash.
+    /// An ERROR that answers no request is deferred to the next poll / recv.
+    fn drain_rx_into_stash(&mut self) -> Result<(), Error> {
+        loop {
+            match self.next_rx_message() {
+                Ok(Some(range)) => self.stash.push(&self.rx.buf[range]),
+                Ok(None) => return Ok(()),
+                Err(e @ Error::Rejected { .. }) => self.defer(e),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One non-blocking read into the receive buffer.
+    fn read_rx(&mut self) -> Result<ReadOutcome, Error> {
+        if self.rx_eof {
+            return Ok(ReadOutcome::Eof);
+        }
+        let need = match frame_len(self.rx.data(), self.opts.max_frame) {
+            Ok(len) => len,
+            Err(e) => {
+                let msg = format!("undecodable frame from the router: {e}");
+                return Err(self.protocol_error(msg));
+            }
+        };
+        let spare = self.rx.spare(need);
+        if spare.is_empty() {
+            // Only reachable from `flush` with a full buffer, which checks `room` first.
+            return Ok(ReadOutcome::WouldBlock);
+        }
+        loop {
+            match (&self.stream).read(spare) {
+                Ok(0) => {
+                    self.rx_eof = true;
+                    return Ok(ReadOutcome::Eof);
+                }
+                Ok(n) => {
+                    self.rx.commit(n);
+                    return Ok(ReadOutcome::Data);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(ReadOutcome::WouldBlock)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits in `poll(2)` until one of `events` (or an error / hang-up) is signalled.
+    /// `None` when `deadline` passed first; no deadline waits forever.
+    fn wait_fd(
+        &self,
+        events: PollFlags,
+        deadline: Option<Instant>,
+    ) -> Result<Option<PollFlags>, Error> {
+        loop {
+            let timeout = match deadline {
+                None => None,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    // A limit too large for a timespec is as good as none.
+                    Timespec::try_from(left).ok()
+                }
+            };
+            let mut fds = [PollFd::new(&self.stream, events)];
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                Ok(0) => {}
+                Ok(_) => return Ok(Some(fds[0].revents())),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(io::Error::from(e).into()),
+            }
+        }
+    }
+
+    fn on_eof(&mut self) -> Error {
+        let reason = if self.rx.data().is_empty() {
+            "connection closed by router"
+        } else {
+            "connection closed by router in the middle of a frame"
+        };
+        self.session.close(ErrorCode::NORMAL, reason.to_owned())
+    }
+
+    /// A write failed; if the router said why it is closing, report that instead.
+    fn write_failed(&mut self, e: io::Error) -> Error {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            loop {
+                if let Err(closed @ Error::Closed { .. }) = self.drain_rx_into_stash() {
+                    return closed;
+                }
+                if !matches!(self.read_rx(), Ok(ReadOutcome::Data)) {
+                    break;
+                }
+            }
+        }
+        Error::Io(e)
+    }
+
+    /// Gives up on a connection whose byte stream cannot be trusted any more.
+    fn protocol_error(&mut self, msg: String) -> Error {
+        if self.session.closed.is_none() {
+            // Best effort: tell the router why, then stop using the connection.
+            let mut out = Vec::new();
+            frame::encode_close(&mut out, ErrorCode::MALFORMED_FRAME, &msg);
+            let _ = rustix::net::send(&self.stream, &out, SendFlags::NOSIGNAL);
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            self.session.closed =
+                Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
+        }
+        Error::Protocol(msg)
+    }
+
+    fn defer(&mut self, e: Error) {
+        // Keep the first: it happened earlier in the stream.
+        self.deferred.get_or_insert(e);
+    }
+
+    fn take_deferred_or_closed(&mut self) -> Option<Error> {
+        self.deferred.take().or_else(|| self.session.closed_error())
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if self.session.closed.is_none() && self.pending_bytes() > 0 {
+            let _ = self.flush();
+        }
+    }
+}
+
+/// Iterator returned by [`Client::messages`].
+#[derive(Debug)]
+pub struct Messages<'c> {
+    client: &'c mut Client,
+    done: bool,
+}
+
+impl Iterator for Messages<'_> {
+    type Item = Result<OwnedMessage, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.client.recv(Wait::Forever) {
+                Ok(Some(m)) => return Some(Ok(m.into_owned())),
+                Ok(None) => {}
+                Err(Error::Closed { code, .. })
+                    if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN =>
+                {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = e.is_fatal();
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+fn connect_tcp(addr: impl ToSocketAddrs, deadline: Option<Instant>) -> Result<TcpStream, Error> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|source| Error::Connect {
+            addr: "the given address".to_owned(),
+            source,
+        })?
+        .collect();
+    let shown = addrs
+        .iter()
+        .map(SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut last = io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "the address resolved to nothing",
+    );
+    for a in &addrs {
+        let left = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(u32::MAX as u64),
+        };
+        if left.is_zero() {
+            last = io::ErrorKind::TimedOut.into();
+            break;
+        }
+        match connect_one(a, left) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(Error::Connect {
+        addr: shown,
+        source: last,
+    })
+}
+
+fn connect_one(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let socket = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.connect_timeout(&(*addr).into(), timeout)?;
+    socket.set_nodelay(true)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// `None` waits forever: `Forever`, and a timeout too large to represent. `NoWait`
+/// never reaches a wait, so its deadline does not matter.
+fn deadline_for(wait: Wait) -> Option<Instant> {
+    match wait {
+        Wait::Timeout(d) => Instant::now().checked_add(d),
+        Wait::NoWait | Wait::Forever => None,
+    }
+}
+
+fn expect_ack(reply: Reply) -> Result<(), Error> {
+    match reply {
+        Reply::Ack => Ok(()),
+        Reply::Rejected { code, text } => Err(Error::Rejected { code, text }),
+        other => Err(unexpected_reply(other)),
+    }
+}
+
+fn unexpected_reply(reply: Reply) -> Error {
+    Error::Protocol(format!("router answered with an unexpected {reply:?}"))
+}

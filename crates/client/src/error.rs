@@ -1,0 +1,133 @@
+//! The client's one error type.
+
+use std::io;
+use std::time::Duration;
+
+use tickwire_wire::frame::{EncodeError, ErrorCode};
+use tickwire_wire::topic::TopicError;
+
+/// Everything that can go wrong talking to a router.
+///
+/// Split by fault: the network ([`Error::Connect`], [`Error::Io`], [`Error::Timeout`]),
+/// the router ([`Error::Protocol`], [`Error::Rejected`], [`Error::Closed`]) and the
+/// caller's input ([`Error::InvalidTopic`], [`Error::InvalidPattern`],
+/// [`Error::TooLarge`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The TCP connection to the router could not be established.
+    #[error("cannot connect to router at {addr}: {}", connect_hint(.source))]
+    Connect {
+        /// The address (or addresses) tried.
+        addr: String,
+        /// Why the last attempt failed.
+        source: io::Error,
+    },
+    /// The router did not answer in time.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited, for a person ("the router's WELCOME", "ACK", ...).
+        what: &'static str,
+        /// The configured time limit.
+        after: Duration,
+    },
+    /// Reading from or writing to the socket failed.
+    #[error("I/O error on the router connection: {0}")]
+    Io(#[from] io::Error),
+    /// The router sent bytes this client cannot decode, or a frame it never expects.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The router refused a request (non-fatal ERROR); the connection stays open.
+    #[error("router rejected the request: {text} ({code})")]
+    Rejected {
+        /// Why.
+        code: ErrorCode,
+        /// The router's explanation.
+        text: String,
+    },
+    /// The router closed the connection: CLOSE frame, fatal ERROR, or end of stream.
+    #[error("router closed the connection: {reason} ({code})")]
+    Closed {
+        /// Why ([`ErrorCode::NORMAL`] for an orderly close or a plain end of stream).
+        code: ErrorCode,
+        /// The router's reason.
+        reason: String,
+    },
+    /// A topic passed to `publish` is not a valid publish topic.
+    #[error("invalid topic: {0}")]
+    InvalidTopic(TopicError),
+    /// A pattern passed to `subscribe` / `unsubscribe` is not a valid pattern.
+    #[error("invalid pattern: {0}")]
+    InvalidPattern(TopicError),
+    /// A message does not fit in the router's maximum frame size.
+    #[error("message too large for the router: {0}")]
+    TooLarge(EncodeError),
+}
+
+impl Error {
+    /// Whether the connection is finished after this error (every later call fails).
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect { .. } | Error::Io(_) | Error::Protocol(_) | Error::Closed { .. }
+        )
+    }
+}
+
+/// Phrases the common connect failures the way a person running the tools needs them.
+fn connect_hint(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => {
+            "connection refused (is `tickwire router` running?)".to_owned()
+        }
+        io::ErrorKind::TimedOut => "connection timed out".to_owned(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_refused_names_the_address_and_the_fix() {
+        let e = Error::Connect {
+            addr: "127.0.0.1:7420".into(),
+            source: io::ErrorKind::ConnectionRefused.into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot connect to router at 127.0.0.1:7420: connection refused \
+             (is `tickwire router` running?)"
+        );
+        assert!(e.is_fatal());
+    }
+
+    #[test]
+    fn messages_name_the_code() {
+        let e = Error::Rejected {
+            code: ErrorCode::INVALID_PATTERN,
+            text: "bad wildcard".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "router rejected the request: bad wildcard (invalid-pattern (code 7))"
+        );
+        assert!(!e.is_fatal());
+        let e = Error::Closed {
+            code: ErrorCode::NORMAL,
+            reason: "connection closed by router".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "router closed the connection: connection closed by router (normal (code 0))"
+        );
+        let e = Error::Timeout {
+            what: "ACK",
+            after: Duration::from_secs(5),
+        };
+        assert_eq!(e.to_string(), "timed out after 5s waiting for ACK");
+        let e = Error::InvalidTopic(TopicError::Empty);
+        assert_eq!(e.to_string(), "invalid topic: topic is empty");
+    }
+}

@@ -1,0 +1,156 @@
+//! Delivered messages: a borrowed view for the hot path and an owned copy.
+
+use tickwire_wire::frame::{decode, Frame, Msg, Stamps};
+
+use crate::Error;
+
+/// One delivered message, borrowing the client's receive buffer (no allocation).
+///
+/// Valid until the next call on the [`Client`](crate::Client); use
+/// [`Message::into_owned`] to keep it longer.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    topic: &'a str,
+    payload: &'a [u8],
+    discarded: u64,
+    stamps: Option<Stamps>,
+    seq: Option<u64>,
+}
+
+impl<'a> Message<'a> {
+    /// Builds the view from a decoded MESSAGE body, checking that the topic is UTF-8.
+    #[inline]
+    pub(crate) fn from_wire(m: Msg<'a>) -> Result<Message<'a>, Error> {
+        let topic = std::str::from_utf8(m.topic)
+            .map_err(|_| Error::Protocol("router delivered a topic that is not UTF-8".into()))?;
+        Ok(Message {
+            topic,
+            payload: m.payload,
+            discarded: m.discarded,
+            stamps: m.stamps,
+            seq: m.seq,
+        })
+    }
+
+    /// Decodes a MESSAGE from the exact bytes of a frame that was decoded (and its topic
+    /// checked) once already.
+    pub(crate) fn from_frame(bytes: &'a [u8]) -> Result<Message<'a>, Error> {
+        match decode(bytes, u32::MAX) {
+            Ok(Some((Frame::Message(m), _))) => Message::from_wire(m),
+            // Only bytes that decoded as a MESSAGE are kept, so this is unreachable.
+            _ => Err(Error::Protocol(
+                "internal: kept frame is no longer a MESSAGE".into(),
+            )),
+        }
+    }
+
+    /// The topic it was published to.
+    #[inline]
+    pub fn topic(&self) -> &'a str {
+        self.topic
+    }
+
+    /// The application payload.
+    #[inline]
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// Messages the router dropped for this (slow) client just before this one.
+    #[inline]
+    pub fn discarded(&self) -> u64 {
+        self.discarded
+    }
+
+    /// In-line timestamps, when the publisher asked for them.
+    #[inline]
+    pub fn stamps(&self) -> Option<Stamps> {
+        self.stamps
+    }
+
+    /// The publisher's sequence number, when it sent one.
+    #[inline]
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+
+    /// Copies the message out of the receive buffer.
+    pub fn into_owned(self) -> OwnedMessage {
+        OwnedMessage::from(self)
+    }
+}
+
+/// A delivered message that owns its bytes (see [`Message`] for the fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedMessage {
+    /// The topic it was published to.
+    pub topic: String,
+    /// The application payload.
+    pub payload: Vec<u8>,
+    /// Messages the router dropped for this client just before this one.
+    pub discarded: u64,
+    /// In-line timestamps, when the publisher asked for them.
+    pub stamps: Option<Stamps>,
+    /// The publisher's sequence number, when it sent one.
+    pub seq: Option<u64>,
+}
+
+impl From<Message<'_>> for OwnedMessage {
+    fn from(m: Message<'_>) -> OwnedMessage {
+        OwnedMessage {
+            topic: m.topic.to_owned(),
+            payload: m.payload.to_vec(),
+            discarded: m.discarded,
+            stamps: m.stamps,
+            seq: m.seq,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_wire::frame::{encode_message_from_publish, encode_publish, PublishOptions};
+
+    #[test]
+    fn view_and_owned_copy_agree() {
+        let mut p = Vec::new();
+        let opts = PublishOptions {
+            seq: Some(9),
+            publisher_send: Some(5),
+        };
+        encode_publish(&mut p, "md/x", b"hello", opts, 4096).unwrap();
+        let mut m = Vec::new();
+        encode_message_from_publish(&mut m, &p, 2, 6, 7);
+        let view = Message::from_frame(&m).unwrap();
+        assert_eq!(view.topic(), "md/x");
+        assert_eq!(view.payload(), b"hello");
+        assert_eq!((view.discarded(), view.seq()), (2, Some(9)));
+        let owned = view.into_owned();
+        assert_eq!(
+            owned,
+            OwnedMessage {
+                topic: "md/x".into(),
+                payload: b"hello".to_vec(),
+                discarded: 2,
+                stamps: Some(Stamps {
+                    publisher_send: 5,
+                    router_in: 6,
+                    router_out: 7
+                }),
+                seq: Some(9),
+            }
+        );
+    }
+
+    #[test]
+    fn non_utf8_topic_is_a_protocol_error() {
+        // MESSAGE, topic length 1, topic byte 0xff.
+        let m = [9, 0, 0, 0, 0x21, 0, 1, 0, 0xff];
+        assert!(matches!(Message::from_frame(&m), Err(Error::Protocol(_))));
+        // A frame that is not a MESSAGE.
+        let mut p = Vec::new();
+        tickwire_wire::frame::encode_ping(&mut p, 1);
+        assert!(matches!(Message::from_frame(&p), Err(Error::Protocol(_))));
+    }
+}

@@ -1,0 +1,243 @@
+//! Control-frame rules of an established connection (pure: no IO, no clock).
+//!
+//! The driver ([`Client`](crate::Client)) hands every decoded frame that is not a
+//! MESSAGE to [`Session::on_control`], which answers PINGs into the transmit buffer,
+//! matches replies against the one outstanding request and records a close.
+
+use tickwire_wire::frame::{encode_pong, ErrorCode, Frame};
+
+use crate::Error;
+
+/// The request the client is waiting on (at most one at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pending {
+    /// SUBSCRIBE / UNSUBSCRIBE / STATS_REQUEST with this request id.
+    Request(u32),
+    /// PING with this token.
+    Ping(u64),
+}
+
+/// The answer to the outstanding request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reply {
+    Ack,
+    Rejected { code: ErrorCode, text: String },
+    Stats(String),
+    Pong,
+}
+
+/// Per-connection protocol state.
+#[derive(Debug, Default)]
+pub(crate) struct Session {
+    pub(crate) pending: Option<Pending>,
+    pub(crate) reply: Option<Reply>,
+    /// Set once the connection is over; every later call reports it.
+    pub(crate) closed: Option<(ErrorCode, String)>,
+}
+
+impl Session {
+    /// Applies one non-MESSAGE frame received after the handshake.
+    ///
+    /// `Err` for a close (CLOSE, fatal ERROR: recorded in `closed`), for an unsolicited
+    /// non-fatal ERROR (`Rejected`, the connection stays usable) and for a frame the
+    /// router never sends (`Protocol`).
+    pub(crate) fn on_control(&mut self, frame: Frame<'_>, tx: &mut Vec<u8>) -> Result<(), Error> {
+        match frame {
+            Frame::Ping(token) => encode_pong(tx, token),
+            Frame::Pong(token) => {
+                // A PONG nobody waits for (late, after a timeout) is harmless.
+                if self.pending == Some(Pending::Ping(token)) {
+                    self.reply = Some(Reply::Pong);
+                }
+            }
+            Frame::Ack { request_id } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::Ack);
+                }
+            }
+            Frame::StatsReply { request_id, json } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::Stats(json.to_owned()));
+                }
+            }
+            Frame::Error {
+                code,
+                fatal: true,
+                text,
+                ..
+            }
+            | Frame::Close { code, reason: text } => {
+                return Err(self.close(code, text.to_owned()));
+            }
+            Frame::Error {
+                request_id,
+                code,
+                text,
+                ..
+            } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::Rejected {
+                        code,
+                        text: text.to_owned(),
+                    });
+                } else if request_id == 0 {
+                    return Err(Error::Rejected {
+                        code,
+                        text: text.to_owned(),
+                    });
+                }
+                // Otherwise it answers a request that already timed out: drop it.
+            }
+            other => {
+                return Err(Error::Protocol(format!(
+                    "router sent an unexpected {} frame",
+                    frame_name(&other)
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the end of the connection and returns the matching error.
+    pub(crate) fn close(&mut self, code: ErrorCode, reason: String) -> Error {
+        self.closed.get_or_insert((code, reason));
+        self.closed_error().unwrap_or(Error::Closed {
+            code: ErrorCode::NORMAL,
+            reason: String::new(),
+        })
+    }
+
+    /// The error every call reports once the connection is over.
+    pub(crate) fn closed_error(&self) -> Option<Error> {
+        self.closed.as_ref().map(|(code, reason)| Error::Closed {
+            code: *code,
+            reason: reason.clone(),
+        })
+    }
+
+    fn is_pending(&self, request_id: u32) -> bool {
+        request_id != 0 && self.pending == Some(Pending::Request(request_id))
+    }
+}
+
+/// The frame's kind, for messages.
+pub(crate) fn frame_name(frame: &Frame<'_>) -> &'static str {
+    match frame {
+        Frame::Hello { .. } => "HELLO",
+        Frame::Welcome { .. } => "WELCOME",
+        Frame::Close { .. } => "CLOSE",
+        Frame::Error { .. } => "ERROR",
+        Frame::Ping(_) => "PING",
+        Frame::Pong(_) => "PONG",
+        Frame::Subscribe { .. } => "SUBSCRIBE",
+        Frame::Unsubscribe { .. } => "UNSUBSCRIBE",
+        Frame::Ack { .. } => "ACK",
+        Frame::Publish(_) => "PUBLISH",
+        Frame::Message(_) => "MESSAGE",
+        Frame::StatsRequest { .. } => "STATS_REQUEST",
+        Frame::StatsReply { .. } => "STATS_REPLY",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_wire::frame::{decode, DEFAULT_MAX_FRAME};
+
+    #[test]
+    fn ping_is_answered_with_the_same_token() {
+        let mut s = Session::default();
+        let mut tx = Vec::new();
+        s.on_control(Frame::Ping(77), &mut tx).unwrap();
+        let (f, _) = decode(&tx, DEFAULT_MAX_FRAME).unwrap().unwrap();
+        assert_eq!(f, Frame::Pong(77));
+        assert_eq!(s.reply, None);
+    }
+
+    #[test]
+    fn only_the_pending_request_gets_a_reply() {
+        let mut s = Session::default();
+        let mut tx = Vec::new();
+        s.pending = Some(Pending::Request(2));
+        // Stale ACK and ERROR for an earlier, timed-out request: ignored.
+        s.on_control(Frame::Ack { request_id: 1 }, &mut tx).unwrap();
+        let stale = Frame::Error {
+            request_id: 1,
+            code: ErrorCode::INVALID_PATTERN,
+            fatal: false,
+            text: "x",
+        };
+        s.on_control(stale, &mut tx).unwrap();
+        s.on_control(Frame::Pong(2), &mut tx).unwrap();
+        assert_eq!(s.reply, None);
+        let answer = Frame::Error {
+            request_id: 2,
+            code: ErrorCode::NOT_SUBSCRIBED,
+            fatal: false,
+            text: "no such subscription",
+        };
+        s.on_control(answer, &mut tx).unwrap();
+        assert_eq!(
+            s.reply,
+            Some(Reply::Rejected {
+                code: ErrorCode::NOT_SUBSCRIBED,
+                text: "no such subscription".into()
+            })
+        );
+        assert!(tx.is_empty());
+    }
+
+    #[test]
+    fn unsolicited_error_is_reported_without_closing() {
+        let mut s = Session::default();
+        let e = s
+            .on_control(
+                Frame::Error {
+                    request_id: 0,
+                    code: ErrorCode::UNSUPPORTED,
+                    fatal: false,
+                    text: "nope",
+                },
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::Rejected { code, .. } if code == ErrorCode::UNSUPPORTED));
+        assert!(s.closed.is_none());
+    }
+
+    #[test]
+    fn fatal_error_and_close_are_sticky() {
+        let mut s = Session::default();
+        let fatal = Frame::Error {
+            request_id: 0,
+            code: ErrorCode::SLOW_CONSUMER,
+            fatal: true,
+            text: "too slow",
+        };
+        let e = s.on_control(fatal, &mut Vec::new()).unwrap_err();
+        assert!(matches!(e, Error::Closed { code, .. } if code == ErrorCode::SLOW_CONSUMER));
+        // A later CLOSE does not overwrite the first reason.
+        let close = Frame::Close {
+            code: ErrorCode::NORMAL,
+            reason: "bye",
+        };
+        let e = s.on_control(close, &mut Vec::new()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "router closed the connection: too slow (slow-consumer (code 9))"
+        );
+    }
+
+    #[test]
+    fn router_only_frames_from_the_router_are_protocol_errors() {
+        let mut s = Session::default();
+        let e = s
+            .on_control(Frame::StatsRequest { request_id: 1 }, &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "protocol error: router sent an unexpected STATS_REQUEST frame"
+        );
+    }
+}

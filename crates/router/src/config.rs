@@ -1,0 +1,167 @@
+//! Router configuration: typed, validated once, with documented defaults.
+//!
+//! The same structure is read from the `[router]` table of a TOML file by the
+//! `tickwire` binary; every field below is a key of that table.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tickwire_wire::frame::{DEFAULT_MAX_FRAME, MIN_MAX_FRAME};
+
+/// What the event loop does when there is nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IdleStrategy {
+    /// Sleep in `epoll_wait` until a socket is ready. Lowest CPU, adds the kernel's
+    /// wake-up latency (tens of microseconds on virtual machines) to the first message
+    /// after an idle period.
+    Block,
+    /// Never sleep: poll sockets in a tight loop. Lowest latency; burns one core.
+    Spin,
+    /// Spin for `hybrid_spin_us` after the last activity, then block. Low latency under
+    /// steady traffic, idle CPU when quiet.
+    #[default]
+    Hybrid,
+}
+
+impl std::str::FromStr for IdleStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "block" => Ok(IdleStrategy::Block),
+            "spin" => Ok(IdleStrategy::Spin),
+            "hybrid" => Ok(IdleStrategy::Hybrid),
+            _ => Err(format!(
+                "unknown idle strategy {s:?}: expected block, spin or hybrid"
+            )),
+        }
+    }
+}
+
+/// What happens to a subscriber whose egress buffer is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SlowConsumerPolicy {
+    /// Discard that client's oldest queued messages; the next message it receives
+    /// carries the number discarded.
+    #[default]
+    Discard,
+    /// Disconnect it with a SLOW_CONSUMER error.
+    Disconnect,
+}
+
+impl std::str::FromStr for SlowConsumerPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "discard" => Ok(SlowConsumerPolicy::Discard),
+            "disconnect" => Ok(SlowConsumerPolicy::Disconnect),
+            _ => Err(format!(
+                "unknown slow-consumer policy {s:?}: expected discard or disconnect"
+            )),
+        }
+    }
+}
+
+/// Router configuration. `Config::default()` is a working router on 127.0.0.1:7420.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on. Default `127.0.0.1:7420`.
+    pub listen: SocketAddr,
+    /// Name sent to clients in WELCOME and shown in stats. Default `tickwire-router`.
+    pub name: String,
+    /// Idle strategy of the event loop. Default `hybrid`.
+    pub idle: IdleStrategy,
+    /// Hybrid only: microseconds to keep spinning after the last activity. Default 200.
+    pub hybrid_spin_us: u64,
+    /// Largest frame accepted, in bytes, header included. Default 1048576 (1 MiB).
+    pub max_frame: u32,
+    /// Most simultaneous client connections; more are refused with TOO_MANY_CLIENTS.
+    /// Default 1024.
+    pub max_clients: usize,
+    /// Most subscriptions one client may hold. Default 10000.
+    pub max_subscriptions: usize,
+    /// Bytes of undelivered messages queued per client before the slow-consumer policy
+    /// applies. Default 8388608 (8 MiB).
+    pub egress_limit: usize,
+    /// What to do with a client whose egress buffer is full. Default `discard`.
+    pub slow_consumer: SlowConsumerPolicy,
+    /// Milliseconds a new connection has to send HELLO. Default 5000.
+    pub handshake_timeout_ms: u64,
+    /// Milliseconds a client may leave half a frame unfinished. Default 10000.
+    pub stall_timeout_ms: u64,
+    /// Bytes read from one socket per loop turn (the per-client read buffer). Default
+    /// 262144 (256 KiB); grows only to hold a single frame up to `max_frame`.
+    pub read_buffer: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7420)),
+            name: "tickwire-router".to_string(),
+            idle: IdleStrategy::default(),
+            hybrid_spin_us: 200,
+            max_frame: DEFAULT_MAX_FRAME,
+            max_clients: 1024,
+            max_subscriptions: 10_000,
+            egress_limit: 8 << 20,
+            slow_consumer: SlowConsumerPolicy::default(),
+            handshake_timeout_ms: 5_000,
+            stall_timeout_ms: 10_000,
+            read_buffer: 256 << 10,
+        }
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid router configuration: {0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Checks ranges; the router calls this once at start.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |s: String| Err(ConfigError(s));
+        if self.max_frame < MIN_MAX_FRAME {
+            return err(format!(
+                "max_frame {} is below the minimum {MIN_MAX_FRAME}",
+                self.max_frame
+            ));
+        }
+        if self.egress_limit < self.max_frame as usize {
+            return err(format!(
+                "egress_limit {} must be at least max_frame {}",
+                self.egress_limit, self.max_frame
+            ));
+        }
+        if self.read_buffer < 4096 {
+            return err(format!(
+                "read_buffer {} is below the minimum 4096",
+                self.read_buffer
+            ));
+        }
+        if self.max_clients == 0 {
+            return err("max_clients must be at least 1".into());
+        }
+        if self.handshake_timeout_ms == 0 || self.stall_timeout_ms == 0 {
+            return err("timeouts must be at least 1 ms".into());
+        }
+        if self.name.len() > tickwire_wire::frame::MAX_NAME_LEN {
+            return err("name must be at most 64 bytes".into());
+        }
+        Ok(())
+    }
+
+    /// The handshake timeout as a duration.
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    /// The stall timeout as a duration.
+    pub fn stall_timeout(&self) -> Duration {
+        Duration::from_millis(self.stall_timeout_ms)
+    }
+}

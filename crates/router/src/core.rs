@@ -1,0 +1,652 @@
+//! The routing core: every client's protocol state, the subscription index, routing
+//! and counters. No IO and no clock: the driver feeds it bytes and the time, and
+//! drains each client's egress buffer to its socket.
+//!
+//! Driving it (see `driver.rs`):
+//! 1. [`Core::accept`] a new connection, getting its [`ClientId`].
+//! 2. [`Core::on_input`] with the bytes read; it consumes whole frames and returns how
+//!    many bytes it used (the rest is an incomplete frame to keep).
+//! 3. For each id in [`Core::take_dirty`], write [`Core::egress`] to the socket and
+//!    report the count with [`Core::wrote`].
+//! 4. [`Core::check_timers`] now and then; [`Core::closing`] tells which clients to
+//!    close once their egress is flushed (or at once, if they stopped reading).
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+use serde::Serialize;
+use tickwire_wire::frame::{self, ErrorCode, Frame, PROTOCOL_VERSION};
+use tickwire_wire::topic::{validate_pattern, validate_topic};
+
+use crate::config::{Config, SlowConsumerPolicy};
+use crate::egress::{Egress, Push};
+use crate::index::{ClientId, SubscriptionIndex};
+
+/// Where a client is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Connected, HELLO not yet received.
+    Handshake,
+    /// HELLO accepted.
+    Open,
+    /// Being closed: nothing more is read or routed to it; its egress is flushed.
+    Closing,
+}
+
+/// One client's counters, as shown by `tickwire stats`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClientCounters {
+    /// Messages published by the client.
+    pub msgs_in: u64,
+    /// Bytes received from the client (all frames).
+    pub bytes_in: u64,
+    /// Messages queued for delivery to the client.
+    pub msgs_out: u64,
+    /// Bytes written to the client's socket (all frames).
+    pub bytes_out: u64,
+    /// Messages discarded because the client read too slowly.
+    pub discards: u64,
+}
+
+/// Totals over the router's life (including disconnected clients).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Connections refused at the connection limit.
+    pub refused: u64,
+    /// Connections closed because of a protocol error, stall or slow consumer.
+    pub disconnects_error: u64,
+    /// Messages published (received from publishers).
+    pub msgs_in: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Messages queued to subscribers (one per matching subscriber).
+    pub msgs_out: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+    /// Messages discarded for slow subscribers.
+    pub discards: u64,
+    /// Published messages that matched no subscriber.
+    pub unrouted: u64,
+}
+
+struct Client {
+    phase: Phase,
+    name: String,
+    addr: SocketAddr,
+    connected_at_ns: u64,
+    connected_unix_ms: u64,
+    /// When the last byte arrived (stall detection for half frames).
+    last_input_ns: u64,
+    patterns: HashSet<Box<str>>,
+    egress: Egress,
+    dirty: bool,
+    discarding: bool,
+    counters: ClientCounters,
+    close_reason: Option<(ErrorCode, String)>,
+}
+
+/// Why [`Core::accept`] refused a connection; the bytes to send before closing.
+pub struct Refused(pub Vec<u8>);
+
+/// The router's state. Single-threaded; owned by the event loop.
+pub struct Core {
+    cfg: Config,
+    clients: Vec<Option<Client>>,
+    free: Vec<u32>,
+    live: usize,
+    index: SubscriptionIndex,
+    matched: Vec<ClientId>,
+    dirty: Vec<ClientId>,
+    closing: Vec<ClientId>,
+    totals: Totals,
+    started_unix_ms: u64,
+    started_ns: u64,
+}
+
+/// What [`Core::on_input`] asks of the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// Bytes consumed; keep the rest and read more.
+    Consumed(usize),
+    /// The client is closing (error or CLOSE); stop reading from it.
+    Closing,
+}
+
+impl Core {
+    /// A core for `cfg` (assumed validated). `now` is the monotonic time in ns and
+    /// `unix_ms` the wall-clock time, used only for display.
+    pub fn new(cfg: Config, now: u64, unix_ms: u64) -> Core {
+        Core {
+            cfg,
+            clients: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            index: SubscriptionIndex::new(),
+            matched: Vec::with_capacity(1024),
+            dirty: Vec::with_capacity(1024),
+            closing: Vec::new(),
+            totals: Totals::default(),
+            started_unix_ms: unix_ms,
+            started_ns: now,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Registers a new connection, or refuses it at the connection limit.
+    pub fn accept(
+        &mut self,
+        addr: SocketAddr,
+        now: u64,
+        unix_ms: u64,
+    ) -> Result<ClientId, Refused> {
+        if self.live >= self.cfg.max_clients {
+            self.totals.refused += 1;
+            let mut b = Vec::new();
+            let text = format!(
+                "router is at its connection limit ({} clients)",
+                self.cfg.max_clients
+            );
+            frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);
+            return Err(Refused(b));
+        }
+        let client = Client {
+            phase: Phase::Handshake,
+            name: String::new(),
+            addr,
+            connected_at_ns: now,
+            connected_unix_ms: unix_ms,
+            last_input_ns: now,
+            patterns: HashSet::new(),
+            egress: Egress::default(),
+            dirty: false,
+            discarding: false,
+            counters: ClientCounters::default(),
+            close_reason: None,
+        };
+        let id = match self.free.pop() {
+            Some(i) => {
+                self.clients[i as usize] = Some(client);
+                i
+            }
+            None => {
+                self.clients.push(Some(client));
+                (self.clients.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        self.totals.connections += 1;
+        Ok(ClientId(id))
+    }
+
+    /// Number of connected clients.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Feeds bytes read from client `id` at time `now`.
+    pub fn on_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
+        let max_frame = self.cfg.max_frame;
+        let mut used = 0;
+        match self.client_mut(id) {
+            Some(c) if c.phase != Phase::Closing => {
+                c.last_input_ns = now;
+                c.counters.bytes_in += input.len() as u64;
+            }
+            _ => return Input::Closing,
+        }
+        self.totals.bytes_in += input.len() as u64;
+        loop {
+            match frame::decode(&input[used..], max_frame) {
+                Ok(Some((f, n))) => {
+                    let raw = &input[used..used + n];
+                    used += n;
+                    if !self.on_frame(id, now, f, raw) {
+                        return Input::Closing;
+                    }
+                }
+                Ok(None) => return Input::Consumed(used),
+                Err(e) => {
+                    self.fail(id, e.code(), &e.to_string());
+                    return Input::Closing;
+                }
+            }
+        }
+    }
+
+    /// Handles one frame; false when the client is now closing.
+    #[inline]
+    fn on_frame(&mut self, id: ClientId, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
+        let Some(c) = self.client_mut(id) else {
+            return false;
+        };
+        if c.phase == Phase::Handshake {
+            return match f {
+                Frame::Hello { version, name, .. } => self.on_hello(id, version, name),
+                _ => {
+                    self.fail(
+                        id,
+                        ErrorCode::HANDSHAKE,
+                        "the first frame must be HELLO (see docs/protocol.md)",
+                    );
+                    false
+                }
+            };
+        }
+        match f {
+            Frame::Publish(m) => {
+                if let Err(e) = validate_topic(m.topic) {
+                    self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
+                    return false;
+                }
+                self.route(id, now, m.topic, raw);
+                true
+            }
+            Frame::Subscribe {
+                request_id,
+                pattern,
+            } => {
+                self.on_subscribe(id, request_id, pattern, true);
+                true
+            }
+            Frame::Unsubscribe {
+                request_id,
+                pattern,
+            } => {
+                self.on_subscribe(id, request_id, pattern, false);
+                true
+            }
+            Frame::Ping(token) => {
+                self.control(id, |b| frame::encode_pong(b, token));
+                true
+            }
+            Frame::Pong(_) => true,
+            Frame::StatsRequest { request_id } => {
+                let json = self.stats_json(now);
+                self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+                true
+            }
+            Frame::Close { .. } => {
+                self.close(id, ErrorCode::NORMAL, "closed at the client's request");
+                false
+            }
+            Frame::Hello { .. } => {
+                self.fail(id, ErrorCode::HANDSHAKE, "HELLO sent twice");
+                false
+            }
+            _ => {
+                self.fail(
+                    id,
+                    ErrorCode::UNEXPECTED_KIND,
+                    "frame kind is only sent by routers",
+                );
+                false
+            }
+        }
+    }
+
+    fn on_hello(&mut self, id: ClientId, version: u16, name: &str) -> bool {
+        if version != PROTOCOL_VERSION {
+            let text = format!(
+                "protocol version {version} is not supported; this router speaks version {PROTOCOL_VERSION}"
+            );
+            self.fail(id, ErrorCode::UNSUPPORTED_VERSION, &text);
+            return false;
+        }
+        let max_frame = self.cfg.max_frame;
+        let router_name = self.cfg.name.clone();
+        let Some(c) = self.client_mut(id) else {
+            return false;
+        };
+        c.phase = Phase::Open;
+        c.name = if name.is_empty() {
+            format!("client-{}", id.0)
+        } else {
+            name.to_string()
+        };
+        tracing::info!(client = id.0, name = %c.name, addr = %c.addr, "client connected");
+        self.control(id, |b| frame::encode_welcome(b, id.0, max_frame, &router_name));
+        true
+    }
+
+    fn on_subscribe(&mut self, id: ClientId, request_id: u32, pattern: &[u8], add: bool) {
+        let max_subs = self.cfg.max_subscriptions;
+        let pattern = match validate_pattern(pattern) {
+            Ok(p) => p,
+            Err(e) => {
+                let text = format!("invalid pattern: {e}");
+                self.control(id, |b| {
+                    frame::encode_error(b, request_id, ErrorCode::INVALID_PATTERN, false, &text)
+                });
+                return;
+            }
+        };
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let outcome = if add {
+            if c.patterns.contains(pattern) {
+                Ok(())
+            } else if c.patterns.len() >= max_subs {
+                Err((
+                    ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                    format!("at most {max_subs} subscriptions per client"),
+                ))
+            } else {
+                c.patterns.insert(pattern.into());
+                self.index.subscribe(id, pattern);
+                Ok(())
+            }
+        } else if c.patterns.remove(pattern) {
+            self.index.unsubscribe(id, pattern);
+            Ok(())
+        } else {
+            Err((
+                ErrorCode::NOT_SUBSCRIBED,
+                format!("not subscribed to {pattern:?}"),
+            ))
+        };
+        match outcome {
+            Ok(()) => self.control(id, |b| frame::encode_ack(b, request_id)),
+            Err((code, text)) => {
+                self.control(id, |b| frame::encode_error(b, request_id, code, false, &text))
+            }
+        }
+    }
+
+    /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
+    #[inline]
+    fn route(&mut self, from: ClientId, now: u64, topic: &[u8], raw: &[u8]) {
+        // validate_topic succeeded, so the topic is UTF-8.
+        let topic = std::str::from_utf8(topic).unwrap_or_default();
+        if let Some(c) = self.client_mut(from) {
+            c.counters.msgs_in += 1;
+        }
+        self.totals.msgs_in += 1;
+        self.matched.clear();
+        self.index.match_topic(topic, &mut self.matched);
+        if self.matched.is_empty() {
+            self.totals.unrouted += 1;
+            return;
+        }
+        let limit = self.cfg.egress_limit;
+        let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
+        for i in 0..self.matched.len() {
+            let to = self.matched[i];
+            let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if c.phase != Phase::Open {
+                continue;
+            }
+            match c.egress.push_message(raw, limit, discard, now, crate::clock::now_nanos) {
+                Push::Queued => {}
+                Push::QueuedAfterDiscard(n) => {
+                    c.counters.discards += n;
+                    self.totals.discards += n;
+                    if !c.discarding {
+                        c.discarding = true;
+                        tracing::warn!(
+                            client = to.0, name = %c.name, pending = c.egress.pending(),
+                            "slow consumer: egress buffer full, discarding its oldest messages"
+                        );
+                    }
+                }
+                Push::Full => {
+                    let text = format!(
+                        "slow consumer: more than {limit} bytes queued and unread; disconnecting"
+                    );
+                    c.egress.drop_messages();
+                    self.fail(to, ErrorCode::SLOW_CONSUMER, &text);
+                    continue;
+                }
+            }
+            c.counters.msgs_out += 1;
+            self.totals.msgs_out += 1;
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(to);
+            }
+        }
+    }
+
+    /// Appends a control frame to `id`'s egress.
+    fn control(&mut self, id: ClientId, encode: impl FnOnce(&mut Vec<u8>)) {
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        encode(c.egress.control());
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    /// Sends a fatal ERROR and starts closing the client.
+    pub fn fail(&mut self, id: ClientId, code: ErrorCode, text: &str) {
+        self.control(id, |b| frame::encode_error(b, 0, code, true, text));
+        self.totals.disconnects_error += 1;
+        self.begin_close(id, code, text);
+    }
+
+    /// Sends CLOSE and starts closing the client.
+    pub fn close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+        self.control(id, |b| frame::encode_close(b, code, reason));
+        self.begin_close(id, code, reason);
+    }
+
+    fn begin_close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.phase == Phase::Closing {
+            return;
+        }
+        c.phase = Phase::Closing;
+        c.close_reason = Some((code, reason.to_string()));
+        for p in c.patterns.drain() {
+            self.index.unsubscribe(id, &p);
+        }
+        if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
+            tracing::info!(client = id.0, name = %c.name, addr = %c.addr, %reason, "closing client");
+        } else {
+            tracing::warn!(client = id.0, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
+        }
+        self.closing.push(id);
+    }
+
+    /// Clients that began closing since the last call.
+    pub fn take_closing(&mut self, out: &mut Vec<ClientId>) {
+        out.append(&mut self.closing);
+    }
+
+    /// Clients whose egress gained bytes since the last call.
+    pub fn take_dirty(&mut self, out: &mut Vec<ClientId>) {
+        for &id in &self.dirty {
+            if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+                c.dirty = false;
+            }
+        }
+        out.append(&mut self.dirty);
+    }
+
+    /// The bytes waiting to be written to `id`.
+    #[inline]
+    pub fn egress(&self, id: ClientId) -> &[u8] {
+        match self.clients.get(id.0 as usize).and_then(Option::as_ref) {
+            Some(c) => c.egress.unwritten(),
+            None => &[],
+        }
+    }
+
+    /// Records that `n` bytes of `id`'s egress were written.
+    #[inline]
+    pub fn wrote(&mut self, id: ClientId, n: usize) {
+        if let Some(c) = self.client_mut(id) {
+            c.egress.consume(n);
+            c.counters.bytes_out += n as u64;
+            if c.discarding && c.egress.pending() == 0 {
+                c.discarding = false;
+                tracing::info!(client = id.0, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
+            }
+        }
+        self.totals.bytes_out += n as u64;
+    }
+
+    /// Forgets a client whose socket is closed (after an error, EOF or a finished close).
+    pub fn remove(&mut self, id: ClientId, why: &str) {
+        if self
+            .clients
+            .get(id.0 as usize)
+            .is_some_and(|c| c.as_ref().is_some_and(|c| c.phase != Phase::Closing))
+        {
+            self.begin_close(id, ErrorCode::NORMAL, why);
+        }
+        if let Some(slot) = self.clients.get_mut(id.0 as usize) {
+            if slot.take().is_some() {
+                self.live -= 1;
+                self.free.push(id.0);
+            }
+        }
+        self.closing.retain(|c| *c != id);
+    }
+
+    /// The phase of a client, if connected.
+    pub fn phase(&self, id: ClientId) -> Option<Phase> {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .map(|c| c.phase)
+    }
+
+    /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
+    /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
+    pub fn check_timers(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
+        let hs = self.cfg.handshake_timeout_ms * 1_000_000;
+        let stall = self.cfg.stall_timeout_ms * 1_000_000;
+        let mut stalled = Vec::new();
+        for (i, c) in self.clients.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let id = ClientId(i as u32);
+            match c.phase {
+                Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
+                    stalled.push((id, "no HELLO within the handshake timeout"))
+                }
+                Phase::Open
+                    if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) =>
+                {
+                    stalled.push((id, "half a frame received and no more bytes within the stall timeout"))
+                }
+                _ => {}
+            }
+        }
+        for (id, why) in stalled {
+            self.fail(id, ErrorCode::STALLED, why);
+        }
+    }
+
+    /// Starts an orderly shutdown: every client gets CLOSE(SHUTTING_DOWN).
+    pub fn shutdown(&mut self) {
+        for i in 0..self.clients.len() {
+            if self.clients[i]
+                .as_ref()
+                .is_some_and(|c| c.phase != Phase::Closing)
+            {
+                self.close(
+                    ClientId(i as u32),
+                    ErrorCode::SHUTTING_DOWN,
+                    "router shutting down",
+                );
+            }
+        }
+    }
+
+    /// Totals so far.
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    /// The stats document sent in STATS_REPLY (see docs/protocol.md).
+    pub fn stats_json(&self, now: u64) -> String {
+        let clients: Vec<ClientStats> = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let c = c.as_ref()?;
+                Some(ClientStats {
+                    id: i as u32,
+                    name: c.name.clone(),
+                    addr: c.addr.to_string(),
+                    phase: c.phase,
+                    connected_unix_ms: c.connected_unix_ms,
+                    connected_for_ms: now.saturating_sub(c.connected_at_ns) / 1_000_000,
+                    subscriptions: c.patterns.len(),
+                    egress_pending: c.egress.pending(),
+                    counters: c.counters.clone(),
+                })
+            })
+            .collect();
+        let doc = StatsDoc {
+            router: RouterStats {
+                name: self.cfg.name.clone(),
+                version: env!("CARGO_PKG_VERSION"),
+                listen: self.cfg.listen.to_string(),
+                idle: self.cfg.idle,
+                slow_consumer: self.cfg.slow_consumer,
+                started_unix_ms: self.started_unix_ms,
+                uptime_ms: now.saturating_sub(self.started_ns) / 1_000_000,
+                clients: self.live,
+                subscriptions: self.index.len(),
+                totals: self.totals.clone(),
+            },
+            clients,
+        };
+        serde_json::to_string(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    #[inline]
+    fn client_mut(&mut self, id: ClientId) -> Option<&mut Client> {
+        self.clients.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+}
+
+#[derive(Serialize)]
+struct StatsDoc {
+    router: RouterStats,
+    clients: Vec<ClientStats>,
+}
+
+#[derive(Serialize)]
+struct RouterStats {
+    name: String,
+    version: &'static str,
+    listen: String,
+    idle: crate::config::IdleStrategy,
+    slow_consumer: SlowConsumerPolicy,
+    started_unix_ms: u64,
+    uptime_ms: u64,
+    clients: usize,
+    subscriptions: usize,
+    totals: Totals,
+}
+
+#[derive(Serialize)]
+struct ClientStats {
+    id: u32,
+    name: String,
+    addr: String,
+    phase: Phase,
+    connected_unix_ms: u64,
+    connected_for_ms: u64,
+    subscriptions: usize,
+    egress_pending: usize,
+    #[serde(flatten)]
+    counters: ClientCounters,
+}

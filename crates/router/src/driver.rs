@@ -1,0 +1,480 @@
+//! The event loop: one thread owns the listener, every socket and the [`Core`].
+//!
+//! Each loop turn (smart batching):
+//! 1. wait for readiness according to the idle strategy (never when work is pending);
+//! 2. accept new connections;
+//! 3. read once from every readable client (up to its read buffer) and feed the core,
+//!    which routes every complete frame into the subscribers' egress buffers;
+//! 4. write each client with queued bytes once (one `write` per client per turn);
+//! 5. close clients that finished closing; now and then, check stall timers.
+//!
+//! Reads are edge-triggered: a client stays on the read list until a read returns
+//! less than the buffer space (the socket is then drained) or `WouldBlock`.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use tickwire_wire::frame;
+
+use crate::clock::{now_nanos, unix_millis};
+use crate::config::{Config, ConfigError, IdleStrategy};
+use crate::core::{Core, Input, Totals};
+use crate::index::ClientId;
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const WAKER: Token = Token(usize::MAX - 2);
+/// How long a closing client may take to read its last frames.
+const LINGER_NS: u64 = 1_000_000_000;
+/// How often stall timers are checked.
+const TIMER_PERIOD_NS: u64 = 10_000_000;
+/// Longest sleep in `block` mode (timers still need to run).
+const MAX_BLOCK: Duration = Duration::from_millis(50);
+/// How long shutdown waits for clients to take their last bytes.
+const SHUTDOWN_GRACE_NS: u64 = 2_000_000_000;
+
+/// Errors starting or running the router.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address from the configuration.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// The event loop's own IO failed (epoll, waker).
+    #[error("router event loop failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A bound, not yet running router.
+pub struct Router {
+    poll: Poll,
+    listener: TcpListener,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+    core: Core,
+    conns: Vec<Option<Conn>>,
+}
+
+/// Stops a running router from any thread.
+#[derive(Clone)]
+pub struct RouterHandle {
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+}
+
+impl RouterHandle {
+    /// Asks the router to shut down gracefully: clients get CLOSE(SHUTTING_DOWN), queued
+    /// bytes are flushed for up to two seconds, then [`Router::run`] returns.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        // A failed wake only delays the stop until the next loop turn.
+        let _ = self.waker.wake();
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The socket may have unread bytes (edge-triggered readiness seen, not drained).
+    readable: bool,
+    on_read_list: bool,
+    /// The socket accepted our last write in full (or reported writable since).
+    writable: bool,
+    on_flush_list: bool,
+    /// Set when the core closes the client: the time to give up flushing.
+    closing_deadline: Option<u64>,
+}
+
+impl Router {
+    /// Validates `cfg` and binds its listen address (port 0 picks a free port; see
+    /// [`Router::local_addr`]).
+    pub fn bind(cfg: Config) -> Result<Router, Error> {
+        cfg.validate()?;
+        let bind_err = |source| Error::Bind {
+            addr: cfg.listen,
+            source,
+        };
+        let mut listener = TcpListener::bind(cfg.listen).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let mut cfg = cfg;
+        cfg.listen = addr;
+        Ok(Router {
+            poll,
+            listener,
+            addr,
+            stop: Arc::new(AtomicBool::new(false)),
+            waker,
+            core: Core::new(cfg, now_nanos(), unix_millis()),
+            conns: Vec::new(),
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A handle that stops the router from another thread.
+    pub fn handle(&self) -> RouterHandle {
+        RouterHandle {
+            stop: self.stop.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
+    /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
+    pub fn run(mut self) -> Result<Totals, Error> {
+        let cfg = self.core.config().clone();
+        let spin_ns = cfg.hybrid_spin_us * 1_000;
+        let mut events = Events::with_capacity(1024);
+        let mut read_list: Vec<ClientId> = Vec::with_capacity(1024);
+        let mut reading: Vec<ClientId> = Vec::with_capacity(1024);
+        let mut flush_list: Vec<ClientId> = Vec::with_capacity(1024);
+        let mut dirty: Vec<ClientId> = Vec::with_capacity(1024);
+        let mut closing: Vec<ClientId> = Vec::new();
+        let mut now = now_nanos();
+        let mut last_active = now;
+        let mut next_timer = now + TIMER_PERIOD_NS;
+        let mut shutdown_deadline: Option<u64> = None;
+
+        loop {
+            let busy = !read_list.is_empty()
+                || flush_list
+                    .iter()
+                    .any(|id| self.conn(*id).is_some_and(|c| c.writable));
+            let timeout = if busy {
+                Some(Duration::ZERO)
+            } else {
+                match cfg.idle {
+                    IdleStrategy::Spin => Some(Duration::ZERO),
+                    IdleStrategy::Hybrid if now.saturating_sub(last_active) < spin_ns => {
+                        Some(Duration::ZERO)
+                    }
+                    IdleStrategy::Hybrid | IdleStrategy::Block => Some(MAX_BLOCK),
+                }
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e.into());
+                }
+            }
+            now = now_nanos();
+            if !events.is_empty() {
+                last_active = now;
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept_all(now),
+                    WAKER => {}
+                    Token(i) => {
+                        let id = ClientId(i as u32);
+                        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+                            continue;
+                        };
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            c.readable = true;
+                            if !c.on_read_list && c.closing_deadline.is_none() {
+                                c.on_read_list = true;
+                                read_list.push(id);
+                            }
+                        }
+                        if ev.is_writable() || ev.is_write_closed() {
+                            c.writable = true;
+                        }
+                    }
+                }
+            }
+
+            if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
+                tracing::info!(clients = self.core.live(), "shutting down");
+                self.core.shutdown();
+                shutdown_deadline = Some(now + SHUTDOWN_GRACE_NS);
+            }
+
+            // Read and route.
+            std::mem::swap(&mut read_list, &mut reading);
+            for &id in &reading {
+                if self.read_once(id, now) {
+                    read_list.push(id);
+                }
+            }
+            reading.clear();
+            if !read_list.is_empty() {
+                last_active = now;
+            }
+
+            // Write each client with queued bytes once.
+            self.core.take_dirty(&mut dirty);
+            for id in dirty.drain(..) {
+                if let Some(c) = self.conn_mut(id) {
+                    if !c.on_flush_list {
+                        c.on_flush_list = true;
+                        flush_list.push(id);
+                    }
+                }
+            }
+            let mut i = 0;
+            while i < flush_list.len() {
+                let id = flush_list[i];
+                if self.write_once(id) {
+                    i += 1;
+                } else {
+                    if let Some(c) = self.conn_mut(id) {
+                        c.on_flush_list = false;
+                    }
+                    flush_list.swap_remove(i);
+                }
+            }
+
+            // Close what finished closing.
+            self.core.take_closing(&mut closing);
+            for &id in &closing {
+                if let Some(c) = self.conn_mut(id) {
+                    c.closing_deadline.get_or_insert(now + LINGER_NS);
+                }
+            }
+            closing.retain(|&id| !self.finish_close(id, now));
+
+            if now >= next_timer {
+                next_timer = now + TIMER_PERIOD_NS;
+                let conns = &self.conns;
+                self.core.check_timers(now, |id| {
+                    conns
+                        .get(id.0 as usize)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|c| c.end > c.start)
+                });
+            }
+
+            if let Some(deadline) = shutdown_deadline {
+                if self.core.live() == 0 || now >= deadline {
+                    for i in 0..self.conns.len() {
+                        self.drop_conn(ClientId(i as u32), "router shut down");
+                    }
+                    let t = self.core.totals().clone();
+                    tracing::info!(msgs_in = t.msgs_in, msgs_out = t.msgs_out, discards = t.discards, "router stopped");
+                    return Ok(t);
+                }
+            }
+        }
+    }
+
+    fn accept_all(&mut self, now: u64) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, addr)) => {
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
+                    }
+                    match self.core.accept(addr, now, unix_millis()) {
+                        Ok(id) => {
+                            let token = Token(id.0 as usize);
+                            let interest = Interest::READABLE | Interest::WRITABLE;
+                            if let Err(e) = self.poll.registry().register(&mut stream, token, interest)
+                            {
+                                tracing::warn!(%addr, error = %e, "cannot register connection");
+                                self.core.remove(id, "registration failed");
+                                continue;
+                            }
+                            let i = id.0 as usize;
+                            if self.conns.len() <= i {
+                                self.conns.resize_with(i + 1, || None);
+                            }
+                            self.conns[i] = Some(Conn {
+                                stream,
+                                rbuf: vec![0; self.core.config().read_buffer],
+                                start: 0,
+                                end: 0,
+                                readable: false,
+                                on_read_list: false,
+                                writable: true,
+                                on_flush_list: false,
+                                closing_deadline: None,
+                            });
+                        }
+                        Err(refused) => {
+                            tracing::warn!(%addr, max = self.core.config().max_clients, "connection refused: at the connection limit");
+                            // A fresh socket's send buffer is empty; a short write only
+                            // loses the error text, never blocks.
+                            let _ = stream.write(&refused.0);
+                            let _ = stream.shutdown(Shutdown::Both);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and let the next turn retry.
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One read from `id` into its buffer, then feeds the core. Returns true if the
+    /// socket may still have unread bytes.
+    fn read_once(&mut self, id: ClientId, now: u64) -> bool {
+        let max_frame = self.core.config().max_frame;
+        let read_buffer = self.core.config().read_buffer;
+        let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        c.on_read_list = false;
+        if c.closing_deadline.is_some() {
+            return false;
+        }
+        if c.end == c.rbuf.len() {
+            if c.start > 0 {
+                c.rbuf.copy_within(c.start..c.end, 0);
+                c.end -= c.start;
+                c.start = 0;
+            } else {
+                // One frame larger than the buffer: grow to exactly that frame
+                // (its length was checked against max_frame by the decoder).
+                match frame::frame_len(&c.rbuf[..c.end], max_frame) {
+                    Ok(Some(len)) if len > c.rbuf.len() => c.rbuf.resize(len, 0),
+                    _ => {}
+                }
+            }
+        }
+        let space = c.rbuf.len() - c.end;
+        let n = match c.stream.read(&mut c.rbuf[c.end..]) {
+            Ok(0) => {
+                let why = if c.end > c.start {
+                    "connection closed by the client in the middle of a frame"
+                } else {
+                    "connection closed by the client"
+                };
+                self.drop_conn(id, why);
+                return false;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.readable = false;
+                return false;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                c.on_read_list = true;
+                return true;
+            }
+            Err(e) => {
+                self.drop_conn(id, &format!("read failed: {e}"));
+                return false;
+            }
+        };
+        c.end += n;
+        match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
+            Input::Consumed(used) => {
+                c.start += used;
+                if c.start == c.end {
+                    c.start = 0;
+                    c.end = 0;
+                    if c.rbuf.len() > read_buffer {
+                        c.rbuf = vec![0; read_buffer];
+                    }
+                }
+            }
+            Input::Closing => {
+                c.start = 0;
+                c.end = 0;
+                return false;
+            }
+        }
+        let more = n == space;
+        c.readable = more;
+        c.on_read_list = more;
+        more
+    }
+
+    /// One write of `id`'s queued bytes. Returns true if bytes remain queued.
+    fn write_once(&mut self, id: ClientId) -> bool {
+        let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        let pending = self.core.egress(id);
+        if pending.is_empty() {
+            return false;
+        }
+        if !c.writable {
+            return true;
+        }
+        match c.stream.write(pending) {
+            Ok(n) => {
+                let left = pending.len() - n;
+                if left > 0 {
+                    // The socket buffer is full; wait for the writable edge.
+                    c.writable = false;
+                }
+                self.core.wrote(id, n);
+                left > 0
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.writable = false;
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(e) => {
+                self.drop_conn(id, &format!("write failed: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Closes a closing client once its egress is flushed or its linger expired.
+    /// Returns true when it is gone.
+    fn finish_close(&mut self, id: ClientId, now: u64) -> bool {
+        let Some(c) = self.conn(id) else {
+            return true;
+        };
+        let flushed = self.core.egress(id).is_empty();
+        if flushed || c.closing_deadline.is_some_and(|d| now >= d) {
+            let why = if flushed {
+                "closed"
+            } else {
+                "closed with unsent bytes (client not reading)"
+            };
+            self.drop_conn(id, why);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn drop_conn(&mut self, id: ClientId, why: &str) {
+        if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        if self.core.phase(id).is_some() {
+            self.core.remove(id, why);
+        }
+    }
+
+    fn conn(&self, id: ClientId) -> Option<&Conn> {
+        self.conns.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn conn_mut(&mut self, id: ClientId) -> Option<&mut Conn> {
+        self.conns.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+}

@@ -1,0 +1,323 @@
+//! A client's bounded egress buffer: frames queued for one socket, written from the
+//! front, with the slow-consumer discard policy.
+//!
+//! Bytes `[head, len)` of `buf` are unwritten. The frame containing `head` may be half
+//! written and is never touched. When a MESSAGE does not fit under the limit the
+//! buffer drops its oldest queued MESSAGE frames (control frames are kept) until it is
+//! at most half full, so a stalled subscriber costs one compaction per half-buffer of
+//! traffic rather than one per message. The discarded count is written into the first
+//! MESSAGE delivered after the gap (the DISCARDS field), or carried to the next one
+//! queued if none remains.
+
+use tickwire_wire::frame::{self, Kind, HEADER_LEN};
+
+/// Outcome of queueing one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    /// Queued without dropping anything.
+    Queued,
+    /// Queued after discarding this many older messages.
+    QueuedAfterDiscard(u64),
+    /// Not queued: the buffer is full and the policy is to disconnect.
+    Full,
+}
+
+#[derive(Debug, Default)]
+pub struct Egress {
+    buf: Vec<u8>,
+    head: usize,
+    /// A known frame start: frames are contiguous from here to the end. When it is
+    /// past `head`, `[head, boundary)` is the rest of a half-written frame; when it is
+    /// before, frames are walked from here to find the first start at or after `head`.
+    boundary: usize,
+    /// Discards not yet reported to the client.
+    pending_discards: u64,
+}
+
+impl Egress {
+    /// Unwritten bytes.
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.head
+    }
+
+    /// The unwritten bytes, for the socket write.
+    #[inline]
+    pub fn unwritten(&self) -> &[u8] {
+        &self.buf[self.head..]
+    }
+
+    /// Records that the socket accepted `n` bytes.
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        self.head += n;
+        if self.head >= self.buf.len() {
+            self.buf.clear();
+            self.head = 0;
+            self.boundary = 0;
+        }
+    }
+
+    /// Appends a control frame (ACK, ERROR, PONG, ...); never subject to the limit.
+    pub fn control(&mut self) -> &mut Vec<u8> {
+        self.compact_if_worthwhile();
+        &mut self.buf
+    }
+
+    /// Queues the MESSAGE for `publish` (a decoded PUBLISH frame's exact bytes), applying
+    /// the discard policy when `limit` would be exceeded. `stamp` is called only for
+    /// messages that carry STAMPS and gives the router-out time.
+    #[inline]
+    pub fn push_message(
+        &mut self,
+        publish: &[u8],
+        limit: usize,
+        discard: bool,
+        router_in: u64,
+        stamp: impl FnOnce() -> u64,
+    ) -> Push {
+        let need = publish.len() + 8;
+        let mut result = Push::Queued;
+        if self.pending() + need > limit {
+            if !discard {
+                return Push::Full;
+            }
+            let dropped = self.discard_oldest(limit / 2, need);
+            result = Push::QueuedAfterDiscard(dropped);
+        } else {
+            self.compact_if_worthwhile();
+        }
+        let router_out = if publish[5] & frame::flags::STAMPS != 0 {
+            stamp()
+        } else {
+            0
+        };
+        let discarded = std::mem::take(&mut self.pending_discards);
+        frame::encode_message_from_publish(&mut self.buf, publish, discarded, router_in, router_out);
+        result
+    }
+
+    /// Drops every unwritten complete frame except control frames (used before a
+    /// disconnect, so the error frame is not stuck behind megabytes of messages).
+    pub fn drop_messages(&mut self) {
+        self.retain(|_, _| false);
+    }
+
+    /// Moves unwritten bytes to the front when the written prefix is large, so the
+    /// vector does not grow past what is pending.
+    #[inline]
+    fn compact_if_worthwhile(&mut self) {
+        if self.head > 0 && self.head >= self.buf.len() / 2 && self.head >= 64 << 10 {
+            self.advance_boundary();
+            self.buf.copy_within(self.head.., 0);
+            self.buf.truncate(self.buf.len() - self.head);
+            self.boundary -= self.head;
+            self.head = 0;
+        }
+    }
+
+    /// Moves `boundary` to the first frame start at or after `head`.
+    fn advance_boundary(&mut self) {
+        while self.boundary < self.head {
+            self.boundary += frame_len(&self.buf[self.boundary..]);
+        }
+    }
+
+    /// Drops the oldest MESSAGE frames until at most `target` bytes (and room for
+    /// `need` more) remain; returns how many were dropped.
+    fn discard_oldest(&mut self, target: usize, need: usize) -> u64 {
+        let goal = target.saturating_sub(need);
+        let mut excess = self.pending().saturating_sub(goal);
+        let mut dropped = 0;
+        self.retain(|kind, len| {
+            if kind == Kind::Message as u8 && excess > 0 {
+                excess = excess.saturating_sub(len);
+                dropped += 1;
+                false
+            } else {
+                true
+            }
+        });
+        dropped
+    }
+
+    /// Rewrites the unwritten complete frames, dropping MESSAGE frames for which `keep`
+    /// returns false (control frames are always kept). Discard counts of dropped frames
+    /// plus the frames themselves are reported in the first kept MESSAGE after them,
+    /// or carried in `pending_discards`.
+    fn retain(&mut self, mut keep: impl FnMut(u8, usize) -> bool) {
+        self.advance_boundary();
+        let mut out = Vec::with_capacity(self.buf.capacity());
+        // The half-written frame (if any) stays first: its start is before `head`.
+        out.extend_from_slice(&self.buf[self.head..self.boundary]);
+        let partial = out.len();
+        let mut at = self.boundary;
+        let mut carry = 0u64;
+        while at < self.buf.len() {
+            let len = frame_len(&self.buf[at..]);
+            let f = &self.buf[at..at + len];
+            let kind = f[4];
+            if kind != Kind::Message as u8 || keep(kind, len) {
+                if kind == Kind::Message as u8 && carry > 0 {
+                    push_with_discards(&mut out, f, carry);
+                    carry = 0;
+                } else {
+                    out.extend_from_slice(f);
+                }
+            } else {
+                carry += 1 + discards_of(f);
+            }
+            at += len;
+        }
+        self.pending_discards += carry;
+        self.buf = out;
+        self.head = 0;
+        self.boundary = partial;
+    }
+}
+
+/// Length of the frame at the start of `b` (the buffer only holds frames we encoded).
+#[inline]
+fn frame_len(b: &[u8]) -> usize {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+}
+
+fn discards_of(f: &[u8]) -> u64 {
+    match frame::decode(f, u32::MAX) {
+        Ok(Some((frame::Frame::Message(m), _))) => m.discarded,
+        _ => 0,
+    }
+}
+
+/// Appends MESSAGE `f` with `more` added to its DISCARDS count (inserting the field).
+fn push_with_discards(out: &mut Vec<u8>, f: &[u8], more: u64) {
+    let start = out.len();
+    out.extend_from_slice(f);
+    if frame::add_discards(&mut out[start..], more) {
+        return;
+    }
+    // Insert the DISCARDS field after the header (and after SEQ when present).
+    let fl = f[5];
+    let at = start + HEADER_LEN + if fl & frame::flags::SEQ != 0 { 8 } else { 0 };
+    let len = (f.len() + 8) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 5] = fl | frame::flags::DISCARDS;
+    out.splice(at..at, more.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_wire::frame::{decode, encode_ack, encode_publish, Frame, PublishOptions};
+
+    fn publish(i: u64, size: usize) -> Vec<u8> {
+        let mut p = Vec::new();
+        let opts = PublishOptions {
+            seq: Some(i),
+            publisher_send: None,
+        };
+        encode_publish(&mut p, "t/x", &vec![b'x'; size], opts, u32::MAX).unwrap();
+        p
+    }
+
+    /// Decodes all frames: (seq or u64::MAX for control frames, discarded).
+    fn frames(b: &[u8]) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        while at < b.len() {
+            let (f, n) = decode(&b[at..], u32::MAX).unwrap().unwrap();
+            match f {
+                Frame::Message(m) => v.push((m.seq.unwrap(), m.discarded)),
+                _ => v.push((u64::MAX, 0)),
+            }
+            at += n;
+        }
+        v
+    }
+
+    #[test]
+    fn under_the_limit_everything_is_queued_in_order() {
+        let mut e = Egress::default();
+        for i in 0..10 {
+            assert_eq!(e.push_message(&publish(i, 10), 10_000, true, 0, || 0), Push::Queued);
+        }
+        let got = frames(e.unwritten());
+        assert_eq!(got, (0..10).map(|i| (i, 0)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn overflow_discards_oldest_and_reports_the_count_on_the_next_delivered() {
+        let mut e = Egress::default();
+        let limit = 1000;
+        let mut dropped_total = 0;
+        for i in 0..100 {
+            if let Push::QueuedAfterDiscard(n) = e.push_message(&publish(i, 50), limit, true, 0, || 0) {
+                dropped_total += n;
+            }
+            assert!(e.pending() <= limit);
+        }
+        let got = frames(e.unwritten());
+        // Every message is either still queued or counted exactly once.
+        let reported: u64 = got.iter().map(|f| f.1).sum::<u64>() + e.pending_discards;
+        assert_eq!(reported, dropped_total);
+        assert_eq!(got.len() as u64 + dropped_total, 100);
+        // The survivors are the newest, in order, and the last one is 99.
+        assert!(got.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(got.last().unwrap().0, 99);
+        // Gaps in sequence numbers equal the discard count carried by the message after them.
+        let mut prev: Option<u64> = None;
+        for (seq, disc) in &got {
+            let expected_gap = match prev {
+                Some(p) => seq - p - 1,
+                None => *seq, // the oldest discarded ones
+            };
+            assert_eq!(*disc, expected_gap, "at seq {seq}");
+            prev = Some(*seq);
+        }
+    }
+
+    #[test]
+    fn half_written_frame_and_control_frames_survive_a_discard() {
+        let mut e = Egress::default();
+        e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
+        encode_ack(e.control(), 7);
+        e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
+        // The socket took 5 bytes of the first frame.
+        e.consume(5);
+        for i in 2..40 {
+            e.push_message(&publish(i, 100), 1000, true, 0, || 0);
+        }
+        let rest = e.unwritten();
+        // The rest of frame 0 comes first, untouched.
+        let first_len = publish(0, 100).len();
+        let mut whole = publish(0, 100);
+        whole[4] = Kind::Message as u8;
+        assert_eq!(&rest[..first_len - 5], &whole[5..]);
+        let got = frames(&rest[first_len - 5..]);
+        assert_eq!(got[0], (u64::MAX, 0), "the ACK is kept");
+        let total: u64 = got.iter().filter(|f| f.0 != u64::MAX).map(|f| f.1 + 1).sum::<u64>()
+            + e.pending_discards;
+        assert_eq!(total, 39, "messages 1..40 all accounted for");
+    }
+
+    #[test]
+    fn disconnect_policy_reports_full_without_queueing() {
+        let mut e = Egress::default();
+        while e.push_message(&publish(0, 100), 1000, false, 0, || 0) == Push::Queued {}
+        let before = e.pending();
+        assert_eq!(e.push_message(&publish(1, 100), 1000, false, 0, || 0), Push::Full);
+        assert_eq!(e.pending(), before);
+        e.drop_messages();
+        assert_eq!(e.pending(), 0);
+    }
+
+    #[test]
+    fn consume_everything_resets() {
+        let mut e = Egress::default();
+        e.push_message(&publish(0, 10), 1000, true, 0, || 0);
+        let n = e.pending();
+        e.consume(n);
+        assert_eq!(e.pending(), 0);
+        assert!(e.unwritten().is_empty());
+    }
+}

@@ -1,0 +1,430 @@
+//! `tickwire demo`: a router, two publishers and four subscribers in one process, with
+//! a report of what was delivered and how fast.
+//!
+//! The publishers follow one open-loop schedule (each message has an intended send
+//! time); latency is measured from that intended time to the subscriber's receipt,
+//! with one clock, so a late sender shows up as latency. Every message carries its
+//! per-topic sequence number, so the subscribers detect loss, duplicates and
+//! reordering.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use hdrhistogram::Histogram;
+use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
+use tickwire_router::{Config, IdleStrategy, Router};
+use tickwire_wire::frame::PublishOptions;
+use tickwire_wire::topic::pattern_matches;
+
+use crate::units::parse_rate;
+
+const DEMO_HELP: &str = "\
+What runs:
+  router       in this process, on a free loopback port (127.0.0.1:0)
+  publishers   'md-feed' (100-byte quotes on md/...) and 'oms' (600-byte orders
+               on orders/...), two thirds / one third of the messages, on one
+               open-loop schedule
+  subscribers  'nasdaq'   md/NASDAQ/>
+               'aapl'     md/*/AAPL
+               'prefix'   md/NAS*/MSFT  md/NY*/>  (two patterns)
+               'risk'     orders/>  orders/*/NEW  md/NYSE/IBM  (overlapping: each
+                          message is delivered once)
+
+The report shows, per subscriber, the messages expected (from what was published
+and its patterns), received, lost, duplicated or out of order, and the one-way
+latency from the intended send time to receipt (p50, p99, p99.9, max). Exit code
+1 if anything was lost, duplicated or reordered.";
+
+#[derive(Args)]
+#[command(after_help = DEMO_HELP)]
+pub struct DemoArgs {
+    /// Seconds of traffic.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    duration: f64,
+    /// Total messages per second over both publishers (e.g. 20000, 50k).
+    #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
+    rate: u64,
+    /// The router's idle strategy: block, spin or hybrid.
+    #[arg(long, default_value = "hybrid", value_name = "STRATEGY")]
+    idle: IdleStrategy,
+}
+
+struct Sub {
+    name: &'static str,
+    patterns: &'static [&'static str],
+}
+
+const SUBS: &[Sub] = &[
+    Sub {
+        name: "nasdaq",
+        patterns: &["md/NASDAQ/>"],
+    },
+    Sub {
+        name: "aapl",
+        patterns: &["md/*/AAPL"],
+    },
+    Sub {
+        name: "prefix",
+        patterns: &["md/NAS*/MSFT", "md/NY*/>"],
+    },
+    Sub {
+        name: "risk",
+        patterns: &["orders/>", "orders/*/NEW", "md/NYSE/IBM"],
+    },
+];
+
+const MD_TOPICS: &[&str] = &[
+    "md/NASDAQ/AAPL",
+    "md/NASDAQ/MSFT",
+    "md/NYSE/IBM",
+    "md/NYSE/GE",
+];
+const ORDER_TOPICS: &[&str] = &["orders/desk1/NEW", "orders/desk2/CANCEL"];
+
+fn all_topics() -> impl Iterator<Item = &'static str> {
+    MD_TOPICS.iter().chain(ORDER_TOPICS).copied()
+}
+
+fn topic_index(t: &str) -> Option<usize> {
+    all_topics().position(|x| x == t)
+}
+
+#[derive(Default)]
+struct SubResult {
+    received: u64,
+    discarded: u64,
+    gaps: u64,
+    duplicates: u64,
+    out_of_order: u64,
+    latency: Option<Histogram<u64>>,
+    router_hop: Option<Histogram<u64>>,
+}
+
+pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        a.duration > 0.0 && a.duration <= 3600.0,
+        "--duration must be between 0 and 3600 seconds"
+    );
+    anyhow::ensure!(a.rate > 0, "--rate must be above 0 for the demo");
+    let cfg = Config {
+        listen: "127.0.0.1:0".parse().context("loopback address")?,
+        idle: a.idle,
+        name: "demo-router".into(),
+        ..Config::default()
+    };
+    let router = Router::bind(cfg).context("starting the in-process router")?;
+    let addr = router.local_addr();
+    let handle = router.handle();
+    let router_thread = std::thread::Builder::new()
+        .name("router".into())
+        .spawn(move || router.run())
+        .context("starting the router thread")?;
+
+    println!("tickwire demo: router on {addr} (idle={:?}), {} msg/s for {:.1} s: two thirds 100-byte quotes, one third 600-byte orders",
+        a.idle, a.rate, a.duration);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let expected: Arc<Vec<AtomicU64>> =
+        Arc::new(SUBS.iter().map(|_| AtomicU64::new(u64::MAX)).collect());
+    let ready = Arc::new(Barrier::new(SUBS.len() + 1));
+    let mut sub_threads = Vec::new();
+    for (i, s) in SUBS.iter().enumerate() {
+        let (stop, expected, ready) = (stop.clone(), expected.clone(), ready.clone());
+        sub_threads.push(
+            std::thread::Builder::new()
+                .name(format!("sub-{}", s.name))
+                .spawn(move || subscriber(addr, s, i, &stop, &expected, &ready))
+                .context("starting a subscriber thread")?,
+        );
+    }
+    ready.wait();
+
+    let published = publish(addr, a.rate, a.duration)?;
+
+    // What each subscriber must receive, from what was actually published.
+    for (i, s) in SUBS.iter().enumerate() {
+        let n: u64 = all_topics()
+            .zip(&published.per_topic)
+            .filter(|(t, _)| s.patterns.iter().any(|p| pattern_matches(p, t)))
+            .map(|(_, n)| n)
+            .sum();
+        expected[i].store(n, Ordering::Release);
+    }
+    stop.store(true, Ordering::Release);
+    let mut results = Vec::new();
+    for t in sub_threads {
+        let r = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("a subscriber thread panicked"))??;
+        results.push(r);
+    }
+    // Router counters, over the protocol like `tickwire stats`.
+    let stats = Client::connect(addr).and_then(|mut c| c.stats_json()).ok();
+    handle.shutdown();
+    router_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("the router thread panicked"))?
+        .context("running the router")?;
+
+    Ok(report(&a, &published, &expected, &results, stats.as_deref()))
+}
+
+struct Published {
+    per_topic: Vec<u64>,
+    total: u64,
+    elapsed: Duration,
+    late: Histogram<u64>,
+}
+
+/// Two publisher connections on one open-loop schedule.
+fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Result<Published> {
+    let connect = |name: &str| {
+        let opts = ClientOptions {
+            name: name.into(),
+            ..ClientOptions::default()
+        };
+        Client::connect_with(addr, opts).with_context(|| format!("connecting publisher {name}"))
+    };
+    let mut md = connect("md-feed")?;
+    let mut oms = connect("oms")?;
+    let n_topics = MD_TOPICS.len() + ORDER_TOPICS.len();
+    let mut per_topic = vec![0u64; n_topics];
+    let mut late = new_hist()?;
+    let total = (rate as f64 * duration) as u64;
+    let md_payload = vec![b'q'; 100];
+    let order_payload = vec![b'o'; 600];
+    let mut buf = Vec::with_capacity(600);
+    let start_ns = now_nanos();
+    let started = Instant::now();
+    for i in 0..total {
+        let intended = start_ns + i * 1_000_000_000 / rate;
+        while now_nanos() < intended {
+            let left = intended - now_nanos().min(intended);
+            if left > 300_000 {
+                std::thread::sleep(Duration::from_nanos(left - 200_000));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        // Every third message is an order; the rest are quotes.
+        let (client, topic_i, payload) = if i % 3 == 2 {
+            let k = (i / 3) as usize % ORDER_TOPICS.len();
+            (&mut oms, MD_TOPICS.len() + k, &order_payload)
+        } else {
+            let k = (i - i / 3) as usize % MD_TOPICS.len();
+            (&mut md, k, &md_payload)
+        };
+        let topic = all_topics().nth(topic_i).unwrap_or("md/NASDAQ/AAPL");
+        let seq = per_topic[topic_i];
+        per_topic[topic_i] += 1;
+        buf.clear();
+        buf.extend_from_slice(&seq.to_le_bytes());
+        buf.extend_from_slice(&intended.to_le_bytes());
+        buf.extend_from_slice(&payload[16..]);
+        let now = now_nanos();
+        late.saturating_record(now.saturating_sub(intended));
+        let opts = PublishOptions {
+            seq: None,
+            publisher_send: Some(now),
+        };
+        client.publish_with(topic, &buf, opts)?;
+        client.flush()?;
+    }
+    let elapsed = started.elapsed();
+    md.close().ok();
+    oms.close().ok();
+    Ok(Published {
+        per_topic,
+        total,
+        elapsed,
+        late,
+    })
+}
+
+fn subscriber(
+    addr: std::net::SocketAddr,
+    s: &Sub,
+    i: usize,
+    stop: &AtomicBool,
+    expected: &[AtomicU64],
+    ready: &Barrier,
+) -> anyhow::Result<SubResult> {
+    let opts = ClientOptions {
+        name: s.name.into(),
+        ..ClientOptions::default()
+    };
+    let connected = Client::connect_with(addr, opts).and_then(|mut c| {
+        for p in s.patterns {
+            c.subscribe(p)?;
+        }
+        Ok(c)
+    });
+    ready.wait();
+    let mut c = connected.with_context(|| format!("subscriber {}", s.name))?;
+    let mut r = SubResult {
+        latency: Some(new_hist()?),
+        router_hop: Some(new_hist()?),
+        ..SubResult::default()
+    };
+    let mut next_seq = vec![0u64; MD_TOPICS.len() + ORDER_TOPICS.len()];
+    let mut grace_end: Option<Instant> = None;
+    loop {
+        let want = expected[i].load(Ordering::Acquire);
+        if stop.load(Ordering::Acquire) {
+            if r.received >= want {
+                break;
+            }
+            let end = *grace_end.get_or_insert_with(|| Instant::now() + Duration::from_secs(3));
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        let (lat, hop) = (r.latency.as_mut(), r.router_hop.as_mut());
+        let (Some(lat), Some(hop)) = (lat, hop) else {
+            break;
+        };
+        let mut counts = (0u64, 0u64, 0u64, 0u64, 0u64);
+        c.poll(Wait::Timeout(Duration::from_millis(20)), |m| {
+            let now = now_nanos();
+            counts.0 += 1;
+            counts.1 += m.discarded();
+            let p = m.payload();
+            let seq = u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8]));
+            let intended = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
+            lat.saturating_record(now.saturating_sub(intended));
+            if let Some(st) = m.stamps() {
+                hop.saturating_record(st.router_out.saturating_sub(st.router_in));
+            }
+            if let Some(t) = topic_index(m.topic()) {
+                let want = next_seq[t];
+                if seq == want {
+                    next_seq[t] = seq + 1;
+                } else if seq > want {
+                    counts.2 += seq - want;
+                    next_seq[t] = seq + 1;
+                } else {
+                    counts.3 += 1;
+                }
+            } else {
+                counts.4 += 1;
+            }
+        })
+        .with_context(|| format!("subscriber {} receiving", s.name))?;
+        r.received += counts.0;
+        r.discarded += counts.1;
+        r.gaps += counts.2;
+        r.duplicates += counts.3;
+        r.out_of_order += counts.4;
+    }
+    c.close().ok();
+    Ok(r)
+}
+
+/// A histogram of nanoseconds from 1 ns to one hour, 3 significant digits.
+fn new_hist() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).context("creating a histogram")
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn report(
+    a: &DemoArgs,
+    p: &Published,
+    expected: &[AtomicU64],
+    results: &[SubResult],
+    stats: Option<&str>,
+) -> ExitCode {
+    let secs = p.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "\npublished {} messages in {:.2} s ({:.0} msg/s; target {} msg/s); sender lateness p50 {} µs, p99 {} µs, max {} µs",
+        p.total,
+        secs,
+        p.total as f64 / secs,
+        a.rate,
+        us(p.late.value_at_quantile(0.5)),
+        us(p.late.value_at_quantile(0.99)),
+        us(p.late.max())
+    );
+    println!(
+        "\n{:<8} {:<34} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}",
+        "SUB", "PATTERNS", "EXPECTED", "RECEIVED", "LOST", "DUP", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    let mut all = new_hist().ok();
+    let mut hop_all = new_hist().ok();
+    let mut ok = true;
+    for (i, (s, r)) in SUBS.iter().zip(results).enumerate() {
+        let want = expected[i].load(Ordering::Acquire);
+        let lost = want.saturating_sub(r.received);
+        ok &= lost == 0 && r.duplicates == 0 && r.out_of_order == 0 && r.received == want;
+        let Some(h) = &r.latency else { continue };
+        if let (Some(all), Some(hop_all), Some(hop)) = (&mut all, &mut hop_all, &r.router_hop) {
+            all.add(h).ok();
+            hop_all.add(hop).ok();
+        }
+        println!(
+            "{:<8} {:<34} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}",
+            s.name,
+            s.patterns.join(" "),
+            want,
+            r.received,
+            lost,
+            r.duplicates,
+            us(h.value_at_quantile(0.5)),
+            us(h.value_at_quantile(0.99)),
+            us(h.value_at_quantile(0.999)),
+            us(h.max()),
+        );
+        if r.discarded > 0 || r.gaps > 0 || r.out_of_order > 0 {
+            println!(
+                "         discarded by router: {}, sequence gaps: {}, out of order: {}",
+                r.discarded, r.gaps, r.out_of_order
+            );
+        }
+    }
+    if let Some(all) = &all {
+        println!(
+            "{:<8} {:<34} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}",
+            "ALL",
+            "",
+            "",
+            all.len(),
+            "",
+            "",
+            us(all.value_at_quantile(0.5)),
+            us(all.value_at_quantile(0.99)),
+            us(all.value_at_quantile(0.999)),
+            us(all.max())
+        );
+    }
+    if let Some(h) = &hop_all {
+        println!(
+            "\ntime inside the router (in-line stamps, router in -> router out): p50 {} µs, p99 {} µs, max {} µs",
+            us(h.value_at_quantile(0.5)),
+            us(h.value_at_quantile(0.99)),
+            us(h.max())
+        );
+    }
+    if let Some(json) = stats {
+        if let Ok(doc) = serde_json::from_str::<serde_json::Value>(json) {
+            let t = &doc["router"]["totals"];
+            println!(
+                "router counters: msgs_in={} msgs_out={} discards={} unrouted={}",
+                t["msgs_in"], t["msgs_out"], t["discards"], t["unrouted"]
+            );
+        }
+    }
+    println!("\nlatency is one-way, from each message's intended send time to its receipt (open loop, one clock).");
+    if ok {
+        println!("result: OK: every subscriber received every matching message exactly once, in order.");
+        ExitCode::SUCCESS
+    } else {
+        println!("result: FAILED: messages were lost, duplicated or reordered (see the table).");
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,155 @@
+//! `tickwire router`: configuration from a TOML file and flags, signals, run.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use tickwire_router::{Config, IdleStrategy, Router, SlowConsumerPolicy};
+
+use crate::units::parse_size;
+
+const ROUTER_HELP: &str = "\
+Configuration comes from built-in defaults, then the [router] table of the
+--config file, then flags (flags win). Print the effective configuration, with
+every key, using --print-config.
+
+Example config file (every key optional):
+  [router]
+  listen = \"0.0.0.0:7420\"
+  idle = \"spin\"              # block | spin | hybrid
+  egress_limit = 16777216    # bytes queued per slow subscriber
+  slow_consumer = \"discard\"  # discard | disconnect
+
+Stop with Ctrl-C or SIGTERM: clients get an orderly CLOSE and queued bytes are
+flushed for up to two seconds.";
+
+#[derive(Args)]
+#[command(after_help = ROUTER_HELP)]
+pub struct RouterArgs {
+    /// TOML file with a [router] table (keys as in --print-config).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:7420].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Idle strategy: block (epoll, least CPU), spin (busy-poll, lowest latency) or
+    /// hybrid (spin briefly after activity, then block) [default: hybrid].
+    #[arg(long, value_name = "STRATEGY")]
+    idle: Option<IdleStrategy>,
+    /// Hybrid: microseconds to keep spinning after the last activity [default: 200].
+    #[arg(long, value_name = "US")]
+    hybrid_spin_us: Option<u64>,
+    /// Largest frame accepted, header included (e.g. 1MiB) [default: 1MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    max_frame: Option<usize>,
+    /// Most simultaneous connections [default: 1024].
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
+    /// Most subscriptions per client [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_subscriptions: Option<usize>,
+    /// Bytes queued for one subscriber before the slow-consumer policy applies [default: 8MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    egress_limit: Option<usize>,
+    /// Slow-consumer policy: discard (drop its oldest messages and tell it how many)
+    /// or disconnect [default: discard].
+    #[arg(long, value_name = "POLICY")]
+    slow_consumer: Option<SlowConsumerPolicy>,
+    /// Milliseconds a new connection has to send HELLO [default: 5000].
+    #[arg(long, value_name = "MS")]
+    handshake_timeout_ms: Option<u64>,
+    /// Milliseconds a client may leave half a frame unfinished [default: 10000].
+    #[arg(long, value_name = "MS")]
+    stall_timeout_ms: Option<u64>,
+    /// Per-client read buffer [default: 256KiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    read_buffer: Option<usize>,
+    /// Router name shown to clients and in stats [default: tickwire-router].
+    #[arg(long)]
+    name: Option<String>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+#[derive(Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    router: Config,
+}
+
+impl RouterArgs {
+    /// Defaults, then the file, then flags.
+    pub fn to_config(&self) -> anyhow::Result<Config> {
+        let mut cfg = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str::<ConfigFile>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+                    .router
+            }
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = &self.$f { cfg.$f = v.clone().into(); } )* };
+        }
+        set!(
+            listen,
+            idle,
+            hybrid_spin_us,
+            max_clients,
+            max_subscriptions,
+            egress_limit,
+            slow_consumer,
+            handshake_timeout_ms,
+            stall_timeout_ms,
+            read_buffer,
+            name
+        );
+        if let Some(m) = self.max_frame {
+            cfg.max_frame = u32::try_from(m).context("--max-frame must be below 4GiB")?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
+    let cfg = args.to_config()?;
+    if args.print_config {
+        let doc = ConfigFile { router: cfg };
+        print!("{}", toml::to_string(&doc).context("rendering the configuration")?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let listen = cfg.listen;
+    let summary = format!(
+        "idle={:?} slow_consumer={:?} egress_limit={} max_frame={} max_clients={}",
+        cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
+    )
+    .to_lowercase();
+    let router =
+        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let handle = router.handle();
+    let mut signals =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+            .context("installing signal handlers")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "signal received");
+                handle.shutdown();
+            }
+        })
+        .context("starting the signal thread")?;
+    tracing::info!(listen = %router.local_addr(), "{summary}");
+    // Tests and scripts wait for this line on stdout to learn the bound address.
+    println!("tickwire router listening on {}", router.local_addr());
+    router.run().context("running the router")?;
+    Ok(ExitCode::SUCCESS)
+}

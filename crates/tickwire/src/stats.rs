@@ -1,0 +1,112 @@
+//! `tickwire stats`: the router's counters, over the protocol.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::Value;
+use tickwire_client::{Client, ClientOptions};
+
+use crate::pubsub::DEFAULT_ROUTER;
+
+const STATS_HELP: &str = "\
+Columns: MSGS_IN = messages the client published; MSGS_OUT = messages queued for
+it; DISCARDS = messages dropped because it read too slowly; PENDING = bytes
+queued for it and not yet written; SUBS = subscriptions held. The totals cover
+the router's whole life, including clients that have disconnected. The stats
+client itself appears in the list.";
+
+#[derive(Args)]
+#[command(after_help = STATS_HELP)]
+pub struct StatsArgs {
+    /// Router address.
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR")]
+    router: String,
+    /// Print the raw JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
+    let opts = ClientOptions {
+        name: "tickwire-stats".into(),
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect_with(a.router.as_str(), opts)?;
+    let json = client.stats_json()?;
+    client.close().ok();
+    if a.json {
+        println!("{json}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let doc: Value = serde_json::from_str(&json).context("the router sent invalid stats JSON")?;
+    print!("{}", render(&doc));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn num(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn text<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Renders the stats document as a table.
+pub fn render(doc: &Value) -> String {
+    let r = &doc["router"];
+    let t = &r["totals"];
+    let mut s = format!(
+        "router {} (v{}) on {}: up {:.1} s, idle={}, slow_consumer={}, {} clients, {} subscriptions\n\n",
+        text(r, "name"),
+        text(r, "version"),
+        text(r, "listen"),
+        num(r, "uptime_ms") as f64 / 1000.0,
+        text(r, "idle"),
+        text(r, "slow_consumer"),
+        num(r, "clients"),
+        num(r, "subscriptions"),
+    );
+    s += &format!(
+        "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9}\n",
+        "ID", "NAME", "ADDR", "PHASE", "SUBS", "MSGS_IN", "MSGS_OUT", "BYTES_IN", "BYTES_OUT",
+        "DISCARDS", "PENDING", "CONN_S"
+    );
+    for c in doc["clients"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        s += &format!(
+            "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9.1}\n",
+            num(c, "id"),
+            truncate(text(c, "name"), 20),
+            text(c, "addr"),
+            text(c, "phase"),
+            num(c, "subscriptions"),
+            num(c, "msgs_in"),
+            num(c, "msgs_out"),
+            num(c, "bytes_in"),
+            num(c, "bytes_out"),
+            num(c, "discards"),
+            num(c, "egress_pending"),
+            num(c, "connected_for_ms") as f64 / 1000.0,
+        );
+    }
+    s += &format!(
+        "\ntotals: msgs_in={} msgs_out={} unrouted={} discards={} bytes_in={} bytes_out={} connections={} refused={} error_disconnects={}\n",
+        num(t, "msgs_in"),
+        num(t, "msgs_out"),
+        num(t, "unrouted"),
+        num(t, "discards"),
+        num(t, "bytes_in"),
+        num(t, "bytes_out"),
+        num(t, "connections"),
+        num(t, "refused"),
+        num(t, "disconnects_error"),
+    );
+    s
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

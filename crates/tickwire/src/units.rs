@@ -1,0 +1,63 @@
+//! Parsing of human-friendly sizes and rates on the command line.
+
+/// Parses `1048576`, `64K`, `64KiB`, `8M`, `8MiB`, `1G` (K/M/G are powers of 1024).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits_end);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 64K, 8MiB)"))?;
+    let mult: usize = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("{s:?}: unknown size suffix (use K, M or G)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// Parses a message rate: `10000`, `10k`, `1.5M` (decimal multipliers).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 1e6)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (examples: 0, 10000, 50k, 1.5M)"))?;
+    if !(0.0..=1e10).contains(&(v * mult)) {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok((v * mult).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("8X").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("0"), Ok(0));
+        assert_eq!(parse_rate("50k"), Ok(50_000));
+        assert_eq!(parse_rate("1.5M"), Ok(1_500_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("-1").is_err());
+    }
+}
