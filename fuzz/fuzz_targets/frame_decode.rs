@@ -16,8 +16,8 @@ use libfuzzer_sys::fuzz_target;
 use tickwire_wire::frame::{
     add_discards, decode, encode_ack, encode_close, encode_error, encode_hello,
     encode_message_from_publish, encode_ping, encode_pong, encode_publish, encode_stats_reply,
-    encode_stats_request, encode_subscribe, encode_unsubscribe, encode_welcome, flags, Frame,
-    Msg, PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
+    encode_stats_request, encode_subscribe, encode_unsubscribe, encode_welcome, flags, Frame, Msg,
+    PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -30,7 +30,11 @@ fuzz_target!(|data: &[u8]| {
     let (router_in, router_out) = (0x1122_3344_5566_7788, u64::MAX);
 
     while let Ok(Some((frame, n))) = decode(buf, max_frame) {
-        assert!(n >= HEADER_LEN && n <= buf.len(), "n = {n}, input {}", buf.len());
+        assert!(
+            n >= HEADER_LEN && n <= buf.len(),
+            "n = {n}, input {}",
+            buf.len()
+        );
         assert!(n as u64 <= u64::from(max_frame));
         let len_field = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
         assert_eq!(n, len_field as usize);
@@ -49,9 +53,15 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     assert_eq!(p.flags & !flags::PUBLISH_ALLOWED, 0);
     assert_eq!(p.discarded, 0);
     assert!(!p.topic.is_empty());
-    assert_eq!(p.topic.len(), usize::from(u16::from_le_bytes([bytes[6], bytes[7]])));
+    assert_eq!(
+        p.topic.len(),
+        usize::from(u16::from_le_bytes([bytes[6], bytes[7]]))
+    );
     // Topic and payload end the frame, in that order.
-    assert_eq!(p.topic.len() + p.payload.len() + fixed_fields(p.flags), bytes.len());
+    assert_eq!(
+        p.topic.len() + p.payload.len() + fixed_fields(p.flags),
+        bytes.len()
+    );
     assert!(bytes.ends_with(p.payload));
 
     // What the router does with it.
@@ -79,7 +89,9 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     check_message(message, m);
 
     // A publisher's encoder produces the same bytes (when it could have sent them).
-    let zero_router_stamps = p.stamps.is_none_or(|s| s.router_in == 0 && s.router_out == 0);
+    let zero_router_stamps = p
+        .stamps
+        .is_none_or(|s| s.router_in == 0 && s.router_out == 0);
     if let (true, Ok(topic)) = (zero_router_stamps, std::str::from_utf8(p.topic)) {
         let opts = PublishOptions {
             seq: p.seq,
@@ -96,7 +108,10 @@ fn check_message(bytes: &[u8], m: Msg<'_>) {
     assert_eq!(m.flags, bytes[5]);
     assert_eq!(m.flags & !flags::MESSAGE_ALLOWED, 0);
     assert!(!m.topic.is_empty());
-    assert_eq!(m.topic.len() + m.payload.len() + fixed_fields(m.flags), bytes.len());
+    assert_eq!(
+        m.topic.len() + m.payload.len() + fixed_fields(m.flags),
+        bytes.len()
+    );
     assert!(bytes.ends_with(m.payload));
     let mut copy = bytes.to_vec();
     let had = add_discards(&mut copy, 5);
@@ -104,7 +119,11 @@ fn check_message(bytes: &[u8], m: Msg<'_>) {
     let Ok(Some((Frame::Message(after), _))) = decode(&copy, u32::MAX) else {
         panic!("MESSAGE no longer decodes after add_discards");
     };
-    let want = if had { m.discarded.saturating_add(5) } else { m.discarded };
+    let want = if had {
+        m.discarded.saturating_add(5)
+    } else {
+        m.discarded
+    };
     assert_eq!(after.discarded, want);
     assert_eq!((after.seq, after.stamps), (m.seq, m.stamps));
     assert_eq!((after.topic, after.payload), (m.topic, m.payload));

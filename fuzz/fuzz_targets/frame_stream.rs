@@ -53,7 +53,9 @@ fuzz_target!(|data: &[u8]| {
     let mut turn = 0;
     let end = 'conn: loop {
         // One read: as much as arrived, as much as fits.
-        let want = reads[turn % reads.len()].min(cap - buf.len()).min(input.len());
+        let want = reads[turn % reads.len()]
+            .min(cap - buf.len())
+            .min(input.len());
         turn += 1;
         buf.extend_from_slice(&input[..want]);
         input = &input[want..];
@@ -73,7 +75,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         buf.drain(..start);
-        assert!(buf.len() < cap, "a full buffer of {cap} bytes holds no complete frame");
+        assert!(
+            buf.len() < cap,
+            "a full buffer of {cap} bytes holds no complete frame"
+        );
         if input.is_empty() {
             break End::Partial(buf.len());
         }

@@ -25,8 +25,16 @@ fuzz_target!(|data: &[u8]| {
     for bytes in [a, b] {
         let topic = validate_topic(bytes);
         let pattern = validate_pattern(bytes);
-        assert_eq!(topic.is_ok(), obviously_valid(bytes, false), "topic {bytes:?}");
-        assert_eq!(pattern.is_ok(), obviously_valid(bytes, true), "pattern {bytes:?}");
+        assert_eq!(
+            topic.is_ok(),
+            obviously_valid(bytes, false),
+            "topic {bytes:?}"
+        );
+        assert_eq!(
+            pattern.is_ok(),
+            obviously_valid(bytes, true),
+            "pattern {bytes:?}"
+        );
         if let Ok(t) = topic {
             assert_eq!(t.as_bytes(), bytes);
             assert_eq!(pattern, Ok(t), "a topic must also be a pattern");
@@ -37,13 +45,20 @@ fuzz_target!(|data: &[u8]| {
             let filled = fill_wildcards(p);
             let filled = validate_topic(filled.as_bytes())
                 .unwrap_or_else(|e| panic!("{p:?} filled in is not a topic: {e}"));
-            assert!(pattern_matches(p, filled), "{p:?} does not match {filled:?}");
+            assert!(
+                pattern_matches(p, filled),
+                "{p:?} does not match {filled:?}"
+            );
         }
     }
     if let (Ok(p), Ok(t)) = (validate_pattern(a), validate_topic(b)) {
         let levels: Vec<&str> = p.split('/').collect();
         let topic: Vec<&str> = t.split('/').collect();
-        assert_eq!(pattern_matches(p, t), reference(&levels, &topic), "{p:?} vs {t:?}");
+        assert_eq!(
+            pattern_matches(p, t),
+            reference(&levels, &topic),
+            "{p:?} vs {t:?}"
+        );
     }
 });
 

@@ -1,0 +1,259 @@
+//! Shared harness for the cross-process tests: start the real `tickwire router`
+//! binary on a free loopback port and talk to it over real sockets.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tickwire_wire::frame::{self, ErrorCode, Frame};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
+
+/// A running `tickwire router` child process, killed on drop.
+pub struct RouterProc {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl RouterProc {
+    /// Starts `tickwire router --listen 127.0.0.1:0 <extra>` and waits for its address.
+    pub fn start(extra: &[&str]) -> RouterProc {
+        let mut child = Command::new(BIN)
+            .args(["router", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("TICKWIRE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tickwire router");
+        let stdout = child.stdout.take().expect("router stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read router banner");
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("router banner without address: {line:?}"));
+        RouterProc { child, addr }
+    }
+
+    /// The address as a string for `--router`.
+    pub fn addr_str(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = self.child.try_wait().expect("wait router") {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "router did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for RouterProc {
+    fn drop(&mut self) {
+        if self.is_running() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A decoded frame, owned, for assertions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Got {
+    Welcome { client_id: u32, max_frame: u32 },
+    Error { code: ErrorCode, fatal: bool, text: String, request_id: u32 },
+    Close { code: ErrorCode, reason: String },
+    Ack(u32),
+    Pong(u64),
+    Message { topic: String, payload: Vec<u8>, discarded: u64 },
+    Other(String),
+}
+
+/// A raw TCP connection speaking frames by hand.
+pub struct Raw {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect raw");
+        s.set_nodelay(true).unwrap();
+        Raw { s, buf: Vec::new() }
+    }
+
+    /// Wraps an already connected stream.
+    pub fn from_stream(s: TcpStream) -> Raw {
+        s.set_nodelay(true).unwrap();
+        Raw { s, buf: Vec::new() }
+    }
+
+    /// Connects and completes the handshake.
+    pub fn hello(addr: SocketAddr, name: &str) -> Raw {
+        let mut r = Raw::connect(addr);
+        let mut b = Vec::new();
+        frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, name);
+        r.send(&b);
+        match r.next(Duration::from_secs(10)) {
+            Some(Got::Welcome { .. }) => r,
+            other => panic!("expected WELCOME, got {other:?}"),
+        }
+    }
+
+    pub fn send(&mut self, b: &[u8]) {
+        self.s.write_all(b).expect("raw send");
+    }
+
+    pub fn subscribe(&mut self, id: u32, pattern: &str) {
+        let mut b = Vec::new();
+        frame::encode_subscribe(&mut b, id, pattern);
+        self.send(&b);
+    }
+
+    pub fn publish(&mut self, topic: &str, payload: &[u8]) {
+        let mut b = Vec::new();
+        frame::encode_publish(&mut b, topic, payload, Default::default(), u32::MAX).unwrap();
+        self.send(&b);
+    }
+
+    /// The next frame, or None at EOF / timeout.
+    pub fn next(&mut self, timeout: Duration) -> Option<Got> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some((f, n))) = frame::decode(&self.buf, u32::MAX) {
+                let got = match f {
+                    Frame::Welcome {
+                        client_id,
+                        max_frame,
+                        ..
+                    } => Got::Welcome {
+                        client_id,
+                        max_frame,
+                    },
+                    Frame::Error {
+                        request_id,
+                        code,
+                        fatal,
+                        text,
+                    } => Got::Error {
+                        code,
+                        fatal,
+                        text: text.to_string(),
+                        request_id,
+                    },
+                    Frame::Close { code, reason } => Got::Close {
+                        code,
+                        reason: reason.to_string(),
+                    },
+                    Frame::Ack { request_id } => Got::Ack(request_id),
+                    Frame::Pong(t) => Got::Pong(t),
+                    Frame::Message(m) => Got::Message {
+                        topic: String::from_utf8_lossy(m.topic).into_owned(),
+                        payload: m.payload.to_vec(),
+                        discarded: m.discarded,
+                    },
+                    other => Got::Other(format!("{other:?}")),
+                };
+                self.buf.drain(..n);
+                return Some(got);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.s.set_read_timeout(Some(left)).unwrap();
+            let mut tmp = [0u8; 65536];
+            match self.s.read(&mut tmp) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return None
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Expects a fatal ERROR with `code`, then EOF.
+    pub fn expect_fatal(&mut self, code: ErrorCode) -> String {
+        let text = match self.next(Duration::from_secs(10)) {
+            Some(Got::Error {
+                code: c,
+                fatal: true,
+                text,
+                ..
+            }) if c == code => text,
+            other => panic!("expected fatal {code:?}, got {other:?}"),
+        };
+        self.expect_eof();
+        text
+    }
+
+    /// Expects the router to close the connection (EOF or reset) with nothing else first.
+    pub fn expect_eof(&mut self) {
+        let got = self.next(Duration::from_secs(10));
+        assert_eq!(got, None, "expected the router to close the connection");
+    }
+}
+
+/// Runs a `tickwire` subcommand to completion with a timeout; returns (status, stdout, stderr).
+pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).ok();
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tickwire {args:?} did not finish in {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status, t_out.join().unwrap(), t_err.join().unwrap())
+}

@@ -1,0 +1,531 @@
+//! Cross-process tests of the router: the real `tickwire router` binary on a free
+//! loopback port, driven by the client library and by raw sockets.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::{Got, Raw, RouterProc};
+use tickwire_client::{Client, ClientOptions, Error, Wait};
+use tickwire_wire::frame::{self, ErrorCode};
+use tickwire_wire::topic::pattern_matches;
+
+const T: Duration = Duration::from_secs(10);
+
+fn client(r: &RouterProc, name: &str) -> Client {
+    let opts = ClientOptions {
+        name: name.into(),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(r.addr, opts).expect("connect")
+}
+
+/// Receives until `n` messages arrived or `timeout` passed; returns (topic, payload).
+fn drain(c: &mut Client, n: usize, timeout: Duration) -> Vec<(String, Vec<u8>)> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + timeout;
+    while got.len() < n && Instant::now() < deadline {
+        c.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+            got.push((m.topic().to_string(), m.payload().to_vec()))
+        })
+        .expect("poll");
+    }
+    got
+}
+
+/// Publishes a marker on `topic` and receives until it arrives; returns what came before it.
+fn until_marker(p: &mut Client, s: &mut Client, topic: &str) -> Vec<(String, Vec<u8>)> {
+    p.publish(topic, b"MARKER").unwrap();
+    p.flush().unwrap();
+    let mut before = Vec::new();
+    let deadline = Instant::now() + T;
+    loop {
+        assert!(Instant::now() < deadline, "marker never arrived");
+        let mut done = false;
+        s.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+            if m.payload() == b"MARKER" {
+                done = true;
+            } else if !done {
+                before.push((m.topic().to_string(), m.payload().to_vec()));
+            }
+        })
+        .unwrap();
+        if done {
+            return before;
+        }
+    }
+}
+
+fn stats(c: &mut Client) -> serde_json::Value {
+    serde_json::from_str(&c.stats_json().expect("stats")).expect("stats json")
+}
+
+#[test]
+fn wildcard_delivery_and_filtering_agree_with_the_reference_matcher() {
+    let r = RouterProc::start(&[]);
+    let subs: &[&[&str]] = &[
+        &["md/NASDAQ/>"],
+        &["md/*/AAPL"],
+        &["md/NAS*/MSFT"],
+        &["md/NAS*/>", "md/*/IBM"],
+        &[">"],
+        &["orders/>"],
+        &["md/NASDAQ"],
+    ];
+    let topics = [
+        "md/NASDAQ/AAPL",
+        "md/NASDAQ/MSFT",
+        "md/NASDAQX/MSFT",
+        "md/NYSE/IBM",
+        "md/NYSE/AAPL",
+        "md/NASDAQ",
+        "md/NASDAQ/AAPL/trades",
+        "fx/EUR/USD",
+    ];
+    let mut clients: Vec<Client> = subs
+        .iter()
+        .enumerate()
+        .map(|(i, pats)| {
+            let mut c = client(&r, &format!("sub{i}"));
+            for p in *pats {
+                c.subscribe(p).unwrap();
+            }
+            c
+        })
+        .collect();
+    let mut p = client(&r, "pub");
+    for t in topics {
+        p.publish(t, t.as_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    let mut marker = client(&r, "marker");
+    for (pats, c) in subs.iter().zip(&mut clients) {
+        c.subscribe("zz/marker").unwrap();
+        let got = until_marker(&mut marker, c, "zz/marker");
+        let want: Vec<&str> = topics
+            .iter()
+            .copied()
+            .filter(|t| pats.iter().any(|p| pattern_matches(p, t)))
+            .collect();
+        let got_topics: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(got_topics, want, "subscriber with {pats:?}");
+        for (t, payload) in &got {
+            assert_eq!(t.as_bytes(), &payload[..]);
+        }
+    }
+}
+
+#[test]
+fn overlapping_subscriptions_deliver_each_message_once() {
+    let r = RouterProc::start(&[]);
+    let mut s = client(&r, "overlap");
+    for pat in ["md/NASDAQ/AAPL", "md/*/AAPL", "md/NAS*/AAPL", "md/>", ">"] {
+        s.subscribe(pat).unwrap();
+    }
+    let mut p = client(&r, "pub");
+    for i in 0..100u32 {
+        p.publish("md/NASDAQ/AAPL", &i.to_le_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    let got = until_marker(&mut p, &mut s, "md/NASDAQ/AAPL");
+    assert_eq!(got.len(), 100);
+    let mut st = stats(&mut s);
+    let me = st["clients"]
+        .as_array_mut()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "overlap")
+        .cloned()
+        .unwrap();
+    assert_eq!(me["msgs_out"], 101);
+    assert_eq!(me["subscriptions"], 5);
+}
+
+#[test]
+fn unsubscribe_stops_delivery_and_leaves_other_patterns() {
+    let r = RouterProc::start(&[]);
+    let mut s = client(&r, "sub");
+    s.subscribe("a/>").unwrap();
+    s.subscribe("b/>").unwrap();
+    let mut p = client(&r, "pub");
+    p.publish("a/1", b"x").unwrap();
+    let got = until_marker(&mut p, &mut s, "b/marker");
+    assert_eq!(got.len(), 1);
+    s.unsubscribe("a/>").unwrap();
+    p.publish("a/1", b"y").unwrap();
+    let got = until_marker(&mut p, &mut s, "b/marker");
+    assert!(got.is_empty(), "delivered after unsubscribe: {got:?}");
+    // Unsubscribing again is a request error, not a disconnect.
+    match s.unsubscribe("a/>") {
+        Err(Error::Rejected { code, .. }) => assert_eq!(code, ErrorCode::NOT_SUBSCRIBED),
+        other => panic!("expected NOT_SUBSCRIBED, got {other:?}"),
+    }
+    assert_eq!(stats(&mut s)["router"]["subscriptions"], 1);
+}
+
+#[test]
+fn messages_from_one_publisher_arrive_in_order() {
+    let r = RouterProc::start(&[]);
+    let mut s = client(&r, "sub");
+    s.subscribe("seq/>").unwrap();
+    let mut p = client(&r, "pub");
+    const N: u64 = 50_000;
+    for i in 0..N {
+        let topic = if i % 2 == 0 { "seq/even" } else { "seq/odd" };
+        p.publish(topic, &i.to_le_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    let got = drain(&mut s, N as usize, Duration::from_secs(60));
+    assert_eq!(got.len() as u64, N);
+    for (i, (_, payload)) in got.iter().enumerate() {
+        assert_eq!(u64::from_le_bytes(payload[..8].try_into().unwrap()), i as u64);
+    }
+}
+
+#[test]
+fn invalid_pattern_is_rejected_and_the_client_stays_connected() {
+    let r = RouterProc::start(&[]);
+    let mut raw = Raw::hello(r.addr, "raw");
+    for (i, bad) in ["a//b", "a*b", ">/x", "", "md/>/x"].iter().enumerate() {
+        raw.subscribe(i as u32 + 1, bad);
+        match raw.next(T) {
+            Some(Got::Error {
+                code,
+                fatal: false,
+                request_id,
+                ..
+            }) => {
+                assert_eq!(code, ErrorCode::INVALID_PATTERN, "{bad:?}");
+                assert_eq!(request_id, i as u32 + 1);
+            }
+            other => panic!("{bad:?}: expected INVALID_PATTERN, got {other:?}"),
+        }
+    }
+    raw.subscribe(99, "ok/>");
+    assert_eq!(raw.next(T), Some(Got::Ack(99)));
+    raw.publish("ok/1", b"still here");
+    assert!(matches!(raw.next(T), Some(Got::Message { payload, .. }) if payload == b"still here"));
+}
+
+/// A healthy publisher/subscriber pair keeps working: the router carried on.
+fn assert_router_healthy(r: &RouterProc) {
+    let mut s = client(r, "healthy-sub");
+    s.subscribe("health/>").unwrap();
+    let mut p = client(r, "healthy-pub");
+    for i in 0..1000u32 {
+        p.publish("health/x", &i.to_le_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    assert_eq!(drain(&mut s, 1000, T).len(), 1000);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
+    let r = RouterProc::start(&["--max-frame", "64K"]);
+    // A healthy subscriber connected through all of it.
+    let mut watcher = client(&r, "watcher");
+    watcher.subscribe("w/>").unwrap();
+    let mut wp = client(&r, "watcher-pub");
+    let mut sent = 0u32;
+
+    let cases: Vec<(&str, Vec<u8>, bool, ErrorCode)> = {
+        let mut v = Vec::new();
+        let mut ping_short = Vec::new();
+        frame::encode_ping(&mut ping_short, 1);
+        ping_short.truncate(12);
+        ping_short[0] = 12;
+        v.push(("malformed PING", ping_short, true, ErrorCode::MALFORMED_FRAME));
+        v.push((
+            "oversize length",
+            0xFFFF_FFF0u32.to_le_bytes().to_vec(),
+            true,
+            ErrorCode::FRAME_TOO_LARGE,
+        ));
+        v.push((
+            "above max_frame",
+            (70_000u32).to_le_bytes().to_vec(),
+            true,
+            ErrorCode::FRAME_TOO_LARGE,
+        ));
+        v.push(("unknown kind", vec![8, 0, 0, 0, 0x7e, 0, 0, 0], true, ErrorCode::UNKNOWN_KIND));
+        let mut bad_topic = Vec::new();
+        frame::encode_publish(&mut bad_topic, "a//b", b"x", Default::default(), u32::MAX).unwrap();
+        v.push(("invalid topic", bad_topic.clone(), true, ErrorCode::INVALID_TOPIC));
+        let mut wild = Vec::new();
+        frame::encode_publish(&mut wild, "md/*/AAPL", b"x", Default::default(), u32::MAX)
+            .unwrap();
+        v.push(("wildcard topic", wild, true, ErrorCode::INVALID_TOPIC));
+        let mut publish = Vec::new();
+        frame::encode_publish(&mut publish, "w/x", b"x", Default::default(), u32::MAX).unwrap();
+        v.push(("publish before handshake", publish, false, ErrorCode::HANDSHAKE));
+        let mut hello2 = Vec::new();
+        frame::encode_hello(&mut hello2, frame::PROTOCOL_VERSION, "again");
+        v.push(("second HELLO", hello2, true, ErrorCode::HANDSHAKE));
+        let mut v9 = Vec::new();
+        frame::encode_hello(&mut v9, 9, "future");
+        v.push(("unsupported version", v9, false, ErrorCode::UNSUPPORTED_VERSION));
+        let mut welcome = Vec::new();
+        frame::encode_welcome(&mut welcome, 1, 1024, "me");
+        v.push(("router-only frame", welcome, true, ErrorCode::UNEXPECTED_KIND));
+        let mut guaranteed = Vec::new();
+        frame::encode_publish(&mut guaranteed, "w/x", b"x", Default::default(), u32::MAX)
+            .unwrap();
+        guaranteed[5] = frame::flags::GUARANTEED;
+        v.push(("reserved flag", guaranteed, true, ErrorCode::UNSUPPORTED));
+        v
+    };
+    for (what, bytes, handshake_first, code) in cases {
+        let mut raw = if handshake_first {
+            Raw::hello(r.addr, what)
+        } else {
+            Raw::connect(r.addr)
+        };
+        raw.send(&bytes);
+        let text = raw.expect_fatal(code);
+        assert!(!text.is_empty(), "{what}: error text is empty");
+        // Everyone else is unaffected.
+        wp.publish("w/x", &sent.to_le_bytes()).unwrap();
+        wp.flush().unwrap();
+        sent += 1;
+    }
+    let got = drain(&mut watcher, sent as usize, T);
+    assert_eq!(got.len(), sent as usize, "the watcher lost messages");
+    assert_router_healthy(&r);
+    let st = stats(&mut watcher);
+    assert_eq!(st["router"]["totals"]["disconnects_error"], 11);
+}
+
+#[test]
+fn stalled_and_vanished_clients_are_dropped_alone() {
+    let r = RouterProc::start(&["--stall-timeout-ms", "300", "--handshake-timeout-ms", "300"]);
+    // Half a frame, then silence.
+    let mut half = Raw::hello(r.addr, "half");
+    let mut p = Vec::new();
+    frame::encode_publish(&mut p, "a/b", &[0; 100], Default::default(), u32::MAX).unwrap();
+    half.send(&p[..20]);
+    half.expect_fatal(ErrorCode::STALLED);
+    // Connected, never says HELLO.
+    let mut mute = Raw::connect(r.addr);
+    mute.expect_fatal(ErrorCode::STALLED);
+    // Vanishes in the middle of a frame.
+    let mut gone = Raw::hello(r.addr, "gone");
+    gone.send(&p[..30]);
+    drop(gone);
+    // A huge length field announced, a few bytes sent, then gone: nothing is allocated
+    // for it (the length is above max_frame and rejected at once).
+    let mut liar = Raw::hello(r.addr, "liar");
+    liar.send(&(16u32 << 20).to_le_bytes());
+    liar.expect_fatal(ErrorCode::FRAME_TOO_LARGE);
+    assert_router_healthy(&r);
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_with_a_reason() {
+    let r = RouterProc::start(&["--max-clients", "3"]);
+    let _a = Raw::hello(r.addr, "a");
+    let _b = Raw::hello(r.addr, "b");
+    let mut c = client(&r, "c");
+    let mut d = Raw::connect(r.addr);
+    let text = d.expect_fatal(ErrorCode::TOO_MANY_CLIENTS);
+    assert!(text.contains("limit"), "{text}");
+    // The connected ones still work.
+    assert!(c.ping().is_ok());
+    assert_eq!(stats(&mut c)["router"]["totals"]["refused"], 1);
+}
+
+/// Connects a subscriber to `flood/>` that then stops reading (tiny receive buffer).
+fn stalled_subscriber(r: &RouterProc) -> Raw {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&r.addr.into()).unwrap();
+    let mut slow = Raw::from_stream(s.into());
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, "stalled");
+    slow.send(&b);
+    assert!(matches!(slow.next(T), Some(Got::Welcome { .. })));
+    slow.subscribe(1, "flood/>");
+    assert_eq!(slow.next(T), Some(Got::Ack(1)));
+    slow
+}
+
+const FLOOD: u64 = 40_000;
+
+/// Publishes FLOOD 600-byte messages (sequence number first) while a healthy subscriber
+/// reads in its own thread; returns what the healthy one received, the discards it
+/// saw, and the (still connected) healthy client.
+fn flood(r: &RouterProc) -> (u64, u64, Client) {
+    let mut healthy = client(r, "healthy");
+    healthy.subscribe("flood/>").unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut got, mut disc, mut next) = (0u64, 0u64, 0u64);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while got < FLOOD && Instant::now() < deadline {
+            healthy
+                .poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+                    let seq = u64::from_le_bytes(m.payload()[..8].try_into().unwrap());
+                    assert_eq!(seq, next, "healthy subscriber saw a gap");
+                    next += 1;
+                    got += 1;
+                    disc += m.discarded();
+                })
+                .unwrap();
+        }
+        (got, disc, healthy)
+    });
+    let mut p = client(r, "pub");
+    let mut m = vec![7u8; 600];
+    for i in 0..FLOOD {
+        m[..8].copy_from_slice(&i.to_le_bytes());
+        p.publish("flood/x", &m).unwrap();
+        if i % 100 == 99 {
+            // Paced in chunks so that a reading subscriber keeps up on a loaded machine.
+            p.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    p.flush().unwrap();
+    reader.join().unwrap()
+}
+
+#[test]
+fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
+    let r = RouterProc::start(&["--egress-limit", "1M", "--max-frame", "16K"]);
+    let mut slow = stalled_subscriber(&r);
+    let (got, disc, _healthy) = flood(&r);
+    assert_eq!((got, disc), (FLOOD, 0), "the healthy subscriber must receive every message");
+
+    // Now the stalled one reads: everything is either delivered or counted as discarded,
+    // and the sequence gaps are exactly where the counts say.
+    let mut delivered = 0u64;
+    let mut discarded = 0u64;
+    let mut expect_next = 0u64;
+    while delivered + discarded < FLOOD {
+        match slow.next(T) {
+            Some(Got::Message {
+                payload,
+                discarded: d,
+                ..
+            }) => {
+                let seq = u64::from_le_bytes(payload[..8].try_into().unwrap());
+                assert_eq!(seq, expect_next + d, "gap must equal the discard count");
+                expect_next = seq + 1;
+                delivered += 1;
+                discarded += d;
+            }
+            other => panic!("stalled subscriber: unexpected {other:?} after {delivered} + {discarded}"),
+        }
+    }
+    assert!(discarded > 0, "the 1M egress limit should have forced discards");
+    assert_eq!(delivered + discarded, FLOOD);
+    let mut c = client(&r, "observer");
+    let st = stats(&mut c);
+    let row = |name: &str| {
+        st["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(row("stalled")["discards"], discarded);
+    assert_eq!(row("healthy")["discards"], 0);
+    assert_eq!(st["router"]["totals"]["discards"], discarded);
+}
+
+#[test]
+fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
+    let r = RouterProc::start(&[
+        "--egress-limit",
+        "1M",
+        "--max-frame",
+        "16K",
+        "--slow-consumer",
+        "disconnect",
+    ]);
+    let mut slow = stalled_subscriber(&r);
+    let (got, disc, _healthy) = flood(&r);
+    assert_eq!((got, disc), (FLOOD, 0), "the healthy subscriber must receive every message");
+    // The slow one reads what was queued before the cut, then the reason, then EOF.
+    let mut seen_error = false;
+    let mut before = 0u64;
+    while let Some(g) = slow.next(T) {
+        match g {
+            Got::Message { discarded, .. } => {
+                assert!(!seen_error);
+                assert_eq!(discarded, 0);
+                before += 1;
+            }
+            Got::Error { code, fatal, .. } => {
+                assert_eq!(code, ErrorCode::SLOW_CONSUMER);
+                assert!(fatal);
+                seen_error = true;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(seen_error, "the slow consumer was not told why it was disconnected");
+    assert!(before < FLOOD);
+    let mut c = client(&r, "observer");
+    let st = stats(&mut c);
+    let names: HashSet<String> = st["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!names.contains("stalled"));
+    assert!(names.contains("healthy"));
+}
+
+#[test]
+fn stats_counters_add_up() {
+    let r = RouterProc::start(&[]);
+    let mut s1 = client(&r, "s1");
+    s1.subscribe("x/>").unwrap();
+    let mut s2 = client(&r, "s2");
+    s2.subscribe("x/a").unwrap();
+    let mut p = client(&r, "p");
+    for _ in 0..300 {
+        p.publish("x/a", &[0; 100]).unwrap();
+    }
+    for _ in 0..200 {
+        p.publish("x/b", &[0; 100]).unwrap();
+    }
+    for _ in 0..50 {
+        p.publish("nobody/here", &[0; 100]).unwrap();
+    }
+    p.flush().unwrap();
+    assert_eq!(drain(&mut s1, 500, T).len(), 500);
+    assert_eq!(drain(&mut s2, 300, T).len(), 300);
+    let st = stats(&mut s1);
+    let t = &st["router"]["totals"];
+    assert_eq!(t["msgs_in"], 550);
+    assert_eq!(t["msgs_out"], 800);
+    assert_eq!(t["unrouted"], 50);
+    let clients = st["clients"].as_array().unwrap();
+    let sum = |k: &str| clients.iter().map(|c| c[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("msgs_in"), 550);
+    assert_eq!(sum("msgs_out"), 800);
+    assert_eq!(sum("subscriptions"), 2);
+    let p_row = clients.iter().find(|c| c["name"] == "p").unwrap();
+    assert_eq!(p_row["msgs_in"], 550);
+    assert!(p_row["bytes_in"].as_u64().unwrap() >= 550 * 100);
+    assert_eq!(st["router"]["clients"], 3);
+}
+
+#[test]
+fn sigterm_closes_clients_cleanly_and_exits_zero() {
+    let r = RouterProc::start(&[]);
+    let mut raw = Raw::hello(r.addr, "raw");
+    raw.subscribe(1, "x/>");
+    assert_eq!(raw.next(T), Some(Got::Ack(1)));
+    let status = r.terminate();
+    assert!(status.success(), "router exit status {status}");
+    match raw.next(T) {
+        Some(Got::Close { code, .. }) => assert_eq!(code, ErrorCode::SHUTTING_DOWN),
+        other => panic!("expected CLOSE(SHUTTING_DOWN), got {other:?}"),
+    }
+    raw.expect_eof();
+}
