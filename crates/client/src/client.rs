@@ -137,6 +137,12 @@ impl Client {
         self.router_max_frame
     }
 
+    /// Largest frame accepted from the router: our `max_frame` plus the 8-byte DISCARDS
+    /// field a router may insert into a MESSAGE (docs/protocol.md, "Frame size").
+    fn rx_limit(&self) -> u32 {
+        self.opts.max_frame.saturating_add(8)
+    }
+
     /// Subscribes to `pattern` and waits for the router's ACK.
     ///
     /// Messages that arrive meanwhile are kept for the next [`Client::poll`] /
@@ -337,7 +343,7 @@ impl Client {
         n: &mut usize,
     ) -> Result<(), Error> {
         loop {
-            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            let decoded = decode(self.rx.data(), self.rx_limit());
             let (frame, len) = match decoded {
                 Ok(Some(x)) => x,
                 Ok(None) => return Ok(()),
@@ -403,7 +409,7 @@ impl Client {
     fn next_rx_message(&mut self) -> Result<Option<std::ops::Range<usize>>, Error> {
         loop {
             let start = self.rx.start;
-            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            let decoded = decode(self.rx.data(), self.rx_limit());
             let (frame, len) = match decoded {
                 Ok(Some(x)) => x,
                 Ok(None) => return Ok(None),
@@ -513,7 +519,7 @@ impl Client {
         frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name);
         self.flush()?;
         loop {
-            let decoded = decode(self.rx.data(), self.opts.max_frame);
+            let decoded = decode(self.rx.data(), self.rx_limit());
             match decoded {
                 Ok(Some((frame, len))) => {
                     let done = match frame {
@@ -650,7 +656,7 @@ impl Client {
         if self.rx_eof {
             return Ok(ReadOutcome::Eof);
         }
-        let need = match frame_len(self.rx.data(), self.opts.max_frame) {
+        let need = match frame_len(self.rx.data(), self.rx_limit()) {
             Ok(len) => len,
             Err(e) => {
                 let msg = format!("undecodable frame from the router: {e}");

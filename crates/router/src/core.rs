@@ -311,7 +311,9 @@ impl Core {
             name.to_string()
         };
         tracing::info!(client = id.0, name = %c.name, addr = %c.addr, "client connected");
-        self.control(id, |b| frame::encode_welcome(b, id.0, max_frame, &router_name));
+        self.control(id, |b| {
+            frame::encode_welcome(b, id.0, max_frame, &router_name)
+        });
         true
     }
 
@@ -354,9 +356,9 @@ impl Core {
         };
         match outcome {
             Ok(()) => self.control(id, |b| frame::encode_ack(b, request_id)),
-            Err((code, text)) => {
-                self.control(id, |b| frame::encode_error(b, request_id, code, false, &text))
-            }
+            Err((code, text)) => self.control(id, |b| {
+                frame::encode_error(b, request_id, code, false, &text)
+            }),
         }
     }
 
@@ -385,7 +387,10 @@ impl Core {
             if c.phase != Phase::Open {
                 continue;
             }
-            match c.egress.push_message(raw, limit, discard, now, crate::clock::now_nanos) {
+            match c
+                .egress
+                .push_message(raw, limit, discard, now, crate::clock::now_nanos)
+            {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {
                     c.counters.discards += n;
@@ -538,10 +543,11 @@ impl Core {
                 Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
                     stalled.push((id, "no HELLO within the handshake timeout"))
                 }
-                Phase::Open
-                    if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) =>
-                {
-                    stalled.push((id, "half a frame received and no more bytes within the stall timeout"))
+                Phase::Open if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) => {
+                    stalled.push((
+                        id,
+                        "half a frame received and no more bytes within the stall timeout",
+                    ))
                 }
                 _ => {}
             }
@@ -572,9 +578,11 @@ impl Core {
         &self.totals
     }
 
-    /// The stats document sent in STATS_REPLY (see docs/protocol.md).
+    /// The stats document sent in STATS_REPLY (see docs/protocol.md). When the
+    /// document would not fit in one frame, the client list is cut short and
+    /// `clients_omitted` says by how many.
     pub fn stats_json(&self, now: u64) -> String {
-        let clients: Vec<ClientStats> = self
+        let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
             .enumerate()
@@ -593,6 +601,20 @@ impl Core {
                 })
             })
             .collect();
+        let limit = self.cfg.max_frame as usize - frame::HEADER_LEN - 4;
+        let mut omitted = 0;
+        loop {
+            let json = self.render_stats(now, &clients, omitted);
+            if json.len() <= limit || clients.is_empty() {
+                return json;
+            }
+            let keep = clients.len() / 2;
+            omitted += clients.len() - keep;
+            clients.truncate(keep);
+        }
+    }
+
+    fn render_stats(&self, now: u64, clients: &[ClientStats], omitted: usize) -> String {
         let doc = StatsDoc {
             router: RouterStats {
                 name: self.cfg.name.clone(),
@@ -607,6 +629,7 @@ impl Core {
                 totals: self.totals.clone(),
             },
             clients,
+            clients_omitted: omitted,
         };
         serde_json::to_string(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
@@ -618,9 +641,10 @@ impl Core {
 }
 
 #[derive(Serialize)]
-struct StatsDoc {
+struct StatsDoc<'a> {
     router: RouterStats,
-    clients: Vec<ClientStats>,
+    clients: &'a [ClientStats],
+    clients_omitted: usize,
 }
 
 #[derive(Serialize)]
@@ -649,4 +673,136 @@ struct ClientStats {
     egress_pending: usize,
     #[serde(flatten)]
     counters: ClientCounters,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_wire::frame::{decode, encode_hello, encode_publish, encode_subscribe};
+
+    const MS: u64 = 1_000_000;
+
+    fn addr() -> SocketAddr {
+        "127.0.0.1:9".parse().unwrap()
+    }
+
+    /// Drains `id`'s egress and decodes it into a debug string per frame.
+    fn out(core: &mut Core, id: ClientId) -> Vec<String> {
+        let bytes = core.egress(id).to_vec();
+        core.wrote(id, bytes.len());
+        let mut v = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (f, n) = decode(&bytes[at..], u32::MAX).unwrap().unwrap();
+            v.push(match f {
+                Frame::Welcome { .. } => "WELCOME".to_string(),
+                Frame::Ack { request_id } => format!("ACK {request_id}"),
+                Frame::Error { code, fatal, .. } => format!("ERROR {} {fatal}", code.name()),
+                Frame::Message(m) => format!("MSG {}", String::from_utf8_lossy(m.topic)),
+                other => format!("{other:?}"),
+            });
+            at += n;
+        }
+        v
+    }
+
+    fn open(core: &mut Core, now: u64) -> ClientId {
+        let id = core.accept(addr(), now, 0).ok().unwrap();
+        let mut b = Vec::new();
+        encode_hello(&mut b, PROTOCOL_VERSION, "t");
+        assert_eq!(core.on_input(id, now, &b), Input::Consumed(b.len()));
+        assert_eq!(out(core, id), ["WELCOME"]);
+        id
+    }
+
+    #[test]
+    fn routes_to_matching_subscribers_only_and_counts() {
+        let mut core = Core::new(Config::default(), 0, 0);
+        let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 1, "md/*/AAPL");
+        core.on_input(a, 0, &f);
+        f.clear();
+        encode_subscribe(&mut f, 2, "fx/>");
+        core.on_input(b, 0, &f);
+        assert_eq!(out(&mut core, a), ["ACK 1"]);
+        assert_eq!(out(&mut core, b), ["ACK 2"]);
+        f.clear();
+        encode_publish(&mut f, "md/NYSE/AAPL", b"x", Default::default(), u32::MAX).unwrap();
+        encode_publish(&mut f, "md/NYSE/IBM", b"x", Default::default(), u32::MAX).unwrap();
+        // Split mid-frame: the core takes the whole frames only.
+        let cut = f.len() - 3;
+        assert!(matches!(core.on_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
+        assert_eq!(out(&mut core, a), ["MSG md/NYSE/AAPL"]);
+        assert!(out(&mut core, b).is_empty());
+        assert_eq!(core.totals().msgs_in, 1);
+        assert_eq!(core.totals().msgs_out, 1);
+    }
+
+    #[test]
+    fn handshake_and_half_frame_stalls_time_out_with_a_fake_clock() {
+        let cfg = Config {
+            handshake_timeout_ms: 100,
+            stall_timeout_ms: 200,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, 0, 0);
+        let mute = core.accept(addr(), 0, 0).ok().unwrap();
+        let half = open(&mut core, 0);
+        core.on_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
+        core.check_timers(100 * MS, |_| true);
+        assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
+        core.check_timers(101 * MS, |id| id == half);
+        assert_eq!(core.phase(mute), Some(Phase::Closing));
+        assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
+        assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
+        core.check_timers(211 * MS, |id| id == half);
+        assert_eq!(core.phase(half), Some(Phase::Closing));
+        let mut closing = Vec::new();
+        core.take_closing(&mut closing);
+        assert_eq!(closing, [mute, half]);
+    }
+
+    #[test]
+    fn stats_reply_is_cut_to_fit_one_frame() {
+        let cfg = Config {
+            max_frame: 2048,
+            egress_limit: 1 << 20,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, 0, 0);
+        for _ in 0..50 {
+            open(&mut core, 0);
+        }
+        let json = core.stats_json(0);
+        assert!(json.len() <= 2048 - 12, "{} bytes", json.len());
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let shown = doc["clients"].as_array().unwrap().len() as u64;
+        assert!(shown > 0);
+        assert_eq!(shown + doc["clients_omitted"].as_u64().unwrap(), 50);
+        assert_eq!(doc["router"]["clients"], 50);
+    }
+
+    #[test]
+    fn connection_limit_refuses_with_an_error_frame() {
+        let cfg = Config {
+            max_clients: 1,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, 0, 0);
+        open(&mut core, 0);
+        let Err(Refused(bytes)) = core.accept(addr(), 0, 0) else {
+            panic!("accepted beyond the limit")
+        };
+        let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();
+        assert!(matches!(
+            f,
+            Frame::Error {
+                code: ErrorCode::TOO_MANY_CLIENTS,
+                fatal: true,
+                ..
+            }
+        ));
+        assert_eq!(core.totals().refused, 1);
+    }
 }

@@ -271,7 +271,12 @@ impl Router {
                         self.drop_conn(ClientId(i as u32), "router shut down");
                     }
                     let t = self.core.totals().clone();
-                    tracing::info!(msgs_in = t.msgs_in, msgs_out = t.msgs_out, discards = t.discards, "router stopped");
+                    tracing::info!(
+                        msgs_in = t.msgs_in,
+                        msgs_out = t.msgs_out,
+                        discards = t.discards,
+                        "router stopped"
+                    );
                     return Ok(t);
                 }
             }
@@ -289,7 +294,8 @@ impl Router {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
-                            if let Err(e) = self.poll.registry().register(&mut stream, token, interest)
+                            if let Err(e) =
+                                self.poll.registry().register(&mut stream, token, interest)
                             {
                                 tracing::warn!(%addr, error = %e, "cannot register connection");
                                 self.core.remove(id, "registration failed");

@@ -93,7 +93,13 @@ impl Egress {
             0
         };
         let discarded = std::mem::take(&mut self.pending_discards);
-        frame::encode_message_from_publish(&mut self.buf, publish, discarded, router_in, router_out);
+        frame::encode_message_from_publish(
+            &mut self.buf,
+            publish,
+            discarded,
+            router_in,
+            router_out,
+        );
         result
     }
 
@@ -239,7 +245,10 @@ mod tests {
     fn under_the_limit_everything_is_queued_in_order() {
         let mut e = Egress::default();
         for i in 0..10 {
-            assert_eq!(e.push_message(&publish(i, 10), 10_000, true, 0, || 0), Push::Queued);
+            assert_eq!(
+                e.push_message(&publish(i, 10), 10_000, true, 0, || 0),
+                Push::Queued
+            );
         }
         let got = frames(e.unwritten());
         assert_eq!(got, (0..10).map(|i| (i, 0)).collect::<Vec<_>>());
@@ -251,7 +260,9 @@ mod tests {
         let limit = 1000;
         let mut dropped_total = 0;
         for i in 0..100 {
-            if let Push::QueuedAfterDiscard(n) = e.push_message(&publish(i, 50), limit, true, 0, || 0) {
+            if let Push::QueuedAfterDiscard(n) =
+                e.push_message(&publish(i, 50), limit, true, 0, || 0)
+            {
                 dropped_total += n;
             }
             assert!(e.pending() <= limit);
@@ -295,7 +306,11 @@ mod tests {
         assert_eq!(&rest[..first_len - 5], &whole[5..]);
         let got = frames(&rest[first_len - 5..]);
         assert_eq!(got[0], (u64::MAX, 0), "the ACK is kept");
-        let total: u64 = got.iter().filter(|f| f.0 != u64::MAX).map(|f| f.1 + 1).sum::<u64>()
+        let total: u64 = got
+            .iter()
+            .filter(|f| f.0 != u64::MAX)
+            .map(|f| f.1 + 1)
+            .sum::<u64>()
             + e.pending_discards;
         assert_eq!(total, 39, "messages 1..40 all accounted for");
     }
@@ -305,7 +320,10 @@ mod tests {
         let mut e = Egress::default();
         while e.push_message(&publish(0, 100), 1000, false, 0, || 0) == Push::Queued {}
         let before = e.pending();
-        assert_eq!(e.push_message(&publish(1, 100), 1000, false, 0, || 0), Push::Full);
+        assert_eq!(
+            e.push_message(&publish(1, 100), 1000, false, 0, || 0),
+            Push::Full
+        );
         assert_eq!(e.pending(), before);
         e.drop_messages();
         assert_eq!(e.pending(), 0);

@@ -170,7 +170,13 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .map_err(|_| anyhow::anyhow!("the router thread panicked"))?
         .context("running the router")?;
 
-    Ok(report(&a, &published, &expected, &results, stats.as_deref()))
+    Ok(report(
+        &a,
+        &published,
+        &expected,
+        &results,
+        stats.as_deref(),
+    ))
 }
 
 struct Published {
@@ -353,7 +359,16 @@ fn report(
     );
     println!(
         "\n{:<8} {:<34} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}",
-        "SUB", "PATTERNS", "EXPECTED", "RECEIVED", "LOST", "DUP", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+        "SUB",
+        "PATTERNS",
+        "EXPECTED",
+        "RECEIVED",
+        "LOST",
+        "DUP",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs"
     );
     let mut all = new_hist().ok();
     let mut hop_all = new_hist().ok();
@@ -421,7 +436,9 @@ fn report(
     }
     println!("\nlatency is one-way, from each message's intended send time to its receipt (open loop, one clock).");
     if ok {
-        println!("result: OK: every subscriber received every matching message exactly once, in order.");
+        println!(
+            "result: OK: every subscriber received every matching message exactly once, in order."
+        );
         ExitCode::SUCCESS
     } else {
         println!("result: FAILED: messages were lost, duplicated or reordered (see the table).");

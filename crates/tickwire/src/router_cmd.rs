@@ -123,7 +123,10 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let cfg = args.to_config()?;
     if args.print_config {
         let doc = ConfigFile { router: cfg };
-        print!("{}", toml::to_string(&doc).context("rendering the configuration")?);
+        print!(
+            "{}",
+            toml::to_string(&doc).context("rendering the configuration")?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let listen = cfg.listen;
@@ -132,12 +135,13 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
     )
     .to_lowercase();
-    let router =
-        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let router = Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
     let handle = router.handle();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-            .context("installing signal handlers")?;
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

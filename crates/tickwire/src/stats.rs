@@ -69,8 +69,18 @@ pub fn render(doc: &Value) -> String {
     );
     s += &format!(
         "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9}\n",
-        "ID", "NAME", "ADDR", "PHASE", "SUBS", "MSGS_IN", "MSGS_OUT", "BYTES_IN", "BYTES_OUT",
-        "DISCARDS", "PENDING", "CONN_S"
+        "ID",
+        "NAME",
+        "ADDR",
+        "PHASE",
+        "SUBS",
+        "MSGS_IN",
+        "MSGS_OUT",
+        "BYTES_IN",
+        "BYTES_OUT",
+        "DISCARDS",
+        "PENDING",
+        "CONN_S"
     );
     for c in doc["clients"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         s += &format!(

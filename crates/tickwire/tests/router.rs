@@ -179,7 +179,10 @@ fn messages_from_one_publisher_arrive_in_order() {
     let got = drain(&mut s, N as usize, Duration::from_secs(60));
     assert_eq!(got.len() as u64, N);
     for (i, (_, payload)) in got.iter().enumerate() {
-        assert_eq!(u64::from_le_bytes(payload[..8].try_into().unwrap()), i as u64);
+        assert_eq!(
+            u64::from_le_bytes(payload[..8].try_into().unwrap()),
+            i as u64
+        );
     }
 }
 
@@ -235,7 +238,12 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
         frame::encode_ping(&mut ping_short, 1);
         ping_short.truncate(12);
         ping_short[0] = 12;
-        v.push(("malformed PING", ping_short, true, ErrorCode::MALFORMED_FRAME));
+        v.push((
+            "malformed PING",
+            ping_short,
+            true,
+            ErrorCode::MALFORMED_FRAME,
+        ));
         v.push((
             "oversize length",
             0xFFFF_FFF0u32.to_le_bytes().to_vec(),
@@ -248,29 +256,52 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
             true,
             ErrorCode::FRAME_TOO_LARGE,
         ));
-        v.push(("unknown kind", vec![8, 0, 0, 0, 0x7e, 0, 0, 0], true, ErrorCode::UNKNOWN_KIND));
+        v.push((
+            "unknown kind",
+            vec![8, 0, 0, 0, 0x7e, 0, 0, 0],
+            true,
+            ErrorCode::UNKNOWN_KIND,
+        ));
         let mut bad_topic = Vec::new();
         frame::encode_publish(&mut bad_topic, "a//b", b"x", Default::default(), u32::MAX).unwrap();
-        v.push(("invalid topic", bad_topic.clone(), true, ErrorCode::INVALID_TOPIC));
+        v.push((
+            "invalid topic",
+            bad_topic.clone(),
+            true,
+            ErrorCode::INVALID_TOPIC,
+        ));
         let mut wild = Vec::new();
-        frame::encode_publish(&mut wild, "md/*/AAPL", b"x", Default::default(), u32::MAX)
-            .unwrap();
+        frame::encode_publish(&mut wild, "md/*/AAPL", b"x", Default::default(), u32::MAX).unwrap();
         v.push(("wildcard topic", wild, true, ErrorCode::INVALID_TOPIC));
         let mut publish = Vec::new();
         frame::encode_publish(&mut publish, "w/x", b"x", Default::default(), u32::MAX).unwrap();
-        v.push(("publish before handshake", publish, false, ErrorCode::HANDSHAKE));
+        v.push((
+            "publish before handshake",
+            publish,
+            false,
+            ErrorCode::HANDSHAKE,
+        ));
         let mut hello2 = Vec::new();
         frame::encode_hello(&mut hello2, frame::PROTOCOL_VERSION, "again");
         v.push(("second HELLO", hello2, true, ErrorCode::HANDSHAKE));
         let mut v9 = Vec::new();
         frame::encode_hello(&mut v9, 9, "future");
-        v.push(("unsupported version", v9, false, ErrorCode::UNSUPPORTED_VERSION));
+        v.push((
+            "unsupported version",
+            v9,
+            false,
+            ErrorCode::UNSUPPORTED_VERSION,
+        ));
         let mut welcome = Vec::new();
         frame::encode_welcome(&mut welcome, 1, 1024, "me");
-        v.push(("router-only frame", welcome, true, ErrorCode::UNEXPECTED_KIND));
+        v.push((
+            "router-only frame",
+            welcome,
+            true,
+            ErrorCode::UNEXPECTED_KIND,
+        ));
         let mut guaranteed = Vec::new();
-        frame::encode_publish(&mut guaranteed, "w/x", b"x", Default::default(), u32::MAX)
-            .unwrap();
+        frame::encode_publish(&mut guaranteed, "w/x", b"x", Default::default(), u32::MAX).unwrap();
         guaranteed[5] = frame::flags::GUARANTEED;
         v.push(("reserved flag", guaranteed, true, ErrorCode::UNSUPPORTED));
         v
@@ -393,7 +424,11 @@ fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
     let r = RouterProc::start(&["--egress-limit", "1M", "--max-frame", "16K"]);
     let mut slow = stalled_subscriber(&r);
     let (got, disc, _healthy) = flood(&r);
-    assert_eq!((got, disc), (FLOOD, 0), "the healthy subscriber must receive every message");
+    assert_eq!(
+        (got, disc),
+        (FLOOD, 0),
+        "the healthy subscriber must receive every message"
+    );
 
     // Now the stalled one reads: everything is either delivered or counted as discarded,
     // and the sequence gaps are exactly where the counts say.
@@ -413,10 +448,15 @@ fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
                 delivered += 1;
                 discarded += d;
             }
-            other => panic!("stalled subscriber: unexpected {other:?} after {delivered} + {discarded}"),
+            other => {
+                panic!("stalled subscriber: unexpected {other:?} after {delivered} + {discarded}")
+            }
         }
     }
-    assert!(discarded > 0, "the 1M egress limit should have forced discards");
+    assert!(
+        discarded > 0,
+        "the 1M egress limit should have forced discards"
+    );
     assert_eq!(delivered + discarded, FLOOD);
     let mut c = client(&r, "observer");
     let st = stats(&mut c);
@@ -446,7 +486,11 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
     ]);
     let mut slow = stalled_subscriber(&r);
     let (got, disc, _healthy) = flood(&r);
-    assert_eq!((got, disc), (FLOOD, 0), "the healthy subscriber must receive every message");
+    assert_eq!(
+        (got, disc),
+        (FLOOD, 0),
+        "the healthy subscriber must receive every message"
+    );
     // The slow one reads what was queued before the cut, then the reason, then EOF.
     let mut seen_error = false;
     let mut before = 0u64;
@@ -465,7 +509,10 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert!(seen_error, "the slow consumer was not told why it was disconnected");
+    assert!(
+        seen_error,
+        "the slow consumer was not told why it was disconnected"
+    );
     assert!(before < FLOOD);
     let mut c = client(&r, "observer");
     let st = stats(&mut c);

@@ -913,7 +913,10 @@ mod tests {
     fn golden_publish_bytes() {
         let mut b = Vec::new();
         encode_publish(&mut b, "a/b", b"hi", PublishOptions::default(), MAX).unwrap();
-        assert_eq!(b, [13, 0, 0, 0, 0x20, 0, 3, 0, b'a', b'/', b'b', b'h', b'i']);
+        assert_eq!(
+            b,
+            [13, 0, 0, 0, 0x20, 0, 3, 0, b'a', b'/', b'b', b'h', b'i']
+        );
     }
 
     #[test]
@@ -977,29 +980,39 @@ mod tests {
     fn rejects_malformed_bodies() {
         // PING with a short body.
         let b = [12, 0, 0, 0, 0x05, 0, 0, 0, 1, 2, 3, 4];
-        assert!(matches!(
-            decode(&b, MAX),
-            Err(FrameError::Malformed { .. })
-        ));
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
         // PUBLISH whose topic length runs past the frame.
         let b = [10, 0, 0, 0, 0x20, 0, 9, 0, b'a', b'b'];
-        assert!(matches!(
-            decode(&b, MAX),
-            Err(FrameError::Malformed { .. })
-        ));
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
         // PUBLISH with the reserved GUARANTEED flag: unsupported.
         let b = [10, 0, 0, 0, 0x20, flags::GUARANTEED, 1, 0, b'a', b'b'];
         let e = decode(&b, MAX).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UNSUPPORTED);
         // PUBLISH with DISCARDS (router-only flag).
-        let b = [18, 0, 0, 0, 0x20, flags::DISCARDS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'a', b'b'];
+        let b = [
+            18,
+            0,
+            0,
+            0,
+            0x20,
+            flags::DISCARDS,
+            1,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            b'a',
+            b'b',
+        ];
         assert!(matches!(decode(&b, MAX), Err(FrameError::BadFlags { .. })));
         // Non-zero reserved aux on a control frame.
         let b = [16, 0, 0, 0, 0x05, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        assert!(matches!(
-            decode(&b, MAX),
-            Err(FrameError::Malformed { .. })
-        ));
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
     }
 
     #[test]

@@ -60,7 +60,10 @@ impl RouterProc {
             if let Some(st) = self.child.try_wait().expect("wait router") {
                 return st;
             }
-            assert!(Instant::now() < deadline, "router did not exit after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "router did not exit after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -83,12 +86,27 @@ impl Drop for RouterProc {
 /// A decoded frame, owned, for assertions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Got {
-    Welcome { client_id: u32, max_frame: u32 },
-    Error { code: ErrorCode, fatal: bool, text: String, request_id: u32 },
-    Close { code: ErrorCode, reason: String },
+    Welcome {
+        client_id: u32,
+        max_frame: u32,
+    },
+    Error {
+        code: ErrorCode,
+        fatal: bool,
+        text: String,
+        request_id: u32,
+    },
+    Close {
+        code: ErrorCode,
+        reason: String,
+    },
     Ack(u32),
     Pong(u64),
-    Message { topic: String, payload: Vec<u8>, discarded: u64 },
+    Message {
+        topic: String,
+        payload: Vec<u8>,
+        discarded: u64,
+    },
     Other(String),
 }
 
