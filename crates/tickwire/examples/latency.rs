@@ -1,0 +1,263 @@
+//! One-way latency through the router next to the raw TCP floor, in one run.
+//!
+//! ```sh
+//! cargo build --release -p tickwire --examples
+//! target/release/examples/latency --rate 10000 --secs 10 --size 100
+//! ```
+//!
+//! 1. Raw TCP ping-pong (no tickwire code): an echo thread on CPU `--far-cpu` and a
+//!    pinger on CPU `--near-cpu`, both busy-polling non-blocking sockets; half the
+//!    round trip is the one-hop floor.
+//! 2. The real `tickwire router --idle spin` (the binary next to this example) started
+//!    on a free port and pinned to `--far-cpu` with `taskset`.
+//! 3. A paced publisher (`--rate` msg/s, open loop, sleeping between messages) and a
+//!    busy-polling subscriber, both on `--near-cpu`; one clock. Latency is reported
+//!    from the publisher's send stamp and from the intended send time.
+//!
+//! This is the simple, honest measurement for the router milestone; the full suite is
+//! `tickwire bench` (later).
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
+use tickwire_wire::frame::PublishOptions;
+
+struct Args {
+    rate: u64,
+    secs: u64,
+    size: usize,
+    near_cpu: usize,
+    far_cpu: usize,
+    pings: u64,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        rate: 10_000,
+        secs: 10,
+        size: 100,
+        near_cpu: 0,
+        far_cpu: 1,
+        pings: 100_000,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let v = argv.get(i + 1).cloned().unwrap_or_default();
+        let n = || {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| panic!("{}: not a number", argv[i]))
+        };
+        match argv[i].as_str() {
+            "--rate" => a.rate = n(),
+            "--secs" => a.secs = n(),
+            "--size" => a.size = n() as usize,
+            "--near-cpu" => a.near_cpu = n() as usize,
+            "--far-cpu" => a.far_cpu = n() as usize,
+            "--pings" => a.pings = n(),
+            "-h" | "--help" => {
+                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1]");
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other} (see --help)"),
+        }
+        i += 2;
+    }
+    a
+}
+
+fn pin(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        eprintln!("warning: cannot pin to CPU {cpu}: {e}");
+    }
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds")
+}
+
+fn row(name: &str, h: &Histogram<u64>) {
+    let us = |v: u64| v as f64 / 1000.0;
+    println!(
+        "{name:<44} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+        h.len(),
+        us(h.min()),
+        us(h.value_at_quantile(0.5)),
+        us(h.value_at_quantile(0.99)),
+        us(h.value_at_quantile(0.999)),
+        h.mean() / 1000.0,
+        us(h.max())
+    );
+}
+
+/// Busy-polls a non-blocking socket until `buf` is full.
+fn read_exact_spin(s: &mut TcpStream, buf: &mut [u8]) {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => panic!("peer closed"),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn raw_pingpong(a: &Args) -> Histogram<u64> {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (size, total, far) = (a.size, a.pings + a.pings / 10, a.far_cpu);
+    let echo = std::thread::spawn(move || {
+        pin(far);
+        let (mut s, _) = listener.accept().expect("accept");
+        s.set_nodelay(true).ok();
+        s.set_nonblocking(true).ok();
+        let mut buf = vec![0u8; size];
+        for _ in 0..total {
+            read_exact_spin(&mut s, &mut buf);
+            s.write_all(&buf).expect("echo write");
+        }
+    });
+    pin(a.near_cpu);
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).ok();
+    s.set_nonblocking(true).ok();
+    let mut buf = vec![7u8; a.size];
+    let mut h = hist();
+    for i in 0..total {
+        let t0 = now_nanos();
+        s.write_all(&buf).expect("ping write");
+        read_exact_spin(&mut s, &mut buf);
+        if i >= a.pings / 10 {
+            h.saturating_record((now_nanos() - t0) / 2);
+        }
+    }
+    echo.join().expect("echo thread");
+    h
+}
+
+fn main() {
+    let a = parse_args();
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("tickwire"))
+        .expect("target dir");
+    println!(
+        "machine: {} cores; near CPU {}, far CPU {}; {}-byte messages",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        a.near_cpu,
+        a.far_cpu,
+        a.size
+    );
+    println!(
+        "\n{:<44} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "µs", "samples", "min", "p50", "p99", "p99.9", "mean", "max"
+    );
+    let raw = raw_pingpong(&a);
+    row("raw TCP ping-pong, half round trip (spin)", &raw);
+
+    // The real router, pinned to the far CPU.
+    let mut child = Command::new("taskset")
+        .args(["-c", &a.far_cpu.to_string()])
+        .arg(&bin)
+        .args(["router", "--listen", "127.0.0.1:0", "--idle", "spin"])
+        .env("TICKWIRE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {} under taskset: {e}", bin.display()));
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("router banner");
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("router address");
+
+    pin(a.near_cpu);
+    let mut sub = Client::connect(addr).expect("subscriber connect");
+    sub.subscribe("lat/>").expect("subscribe");
+    let opts = ClientOptions {
+        name: "latency-pub".into(),
+        batch_bytes: 0,
+        ..ClientOptions::default()
+    };
+    let mut publ = Client::connect_with(addr, opts).expect("publisher connect");
+    let total = a.rate * a.secs;
+    let warm = total / 10;
+    let (rate, size, near) = (a.rate, a.size, a.near_cpu);
+    let publisher = std::thread::spawn(move || {
+        pin(near);
+        let mut payload = vec![0u8; size.max(8)];
+        let start = now_nanos() + 10_000_000;
+        for i in 0..total {
+            let intended = start + i * 1_000_000_000 / rate;
+            loop {
+                let now = now_nanos();
+                if now >= intended {
+                    break;
+                }
+                // Sleep, do not spin: the subscriber spins on this CPU.
+                std::thread::sleep(Duration::from_nanos(intended - now));
+            }
+            payload[..8].copy_from_slice(&intended.to_le_bytes());
+            let send = PublishOptions {
+                seq: Some(i),
+                publisher_send: Some(now_nanos()),
+            };
+            publ.publish_with("lat/x", &payload, send).expect("publish");
+        }
+        publ.flush().expect("flush");
+        publ
+    });
+    let mut from_send = hist();
+    let mut from_intended = hist();
+    let mut router_hop = hist();
+    let mut received = 0u64;
+    let deadline = now_nanos() + (a.secs + 30) * 1_000_000_000;
+    while received < total && now_nanos() < deadline {
+        sub.poll(Wait::NoWait, |m| {
+            let now = now_nanos();
+            let i = m.seq().unwrap_or(0);
+            received += 1;
+            if i < warm {
+                return;
+            }
+            let intended = u64::from_le_bytes(m.payload()[..8].try_into().unwrap_or([0; 8]));
+            from_intended.saturating_record(now.saturating_sub(intended));
+            if let Some(st) = m.stamps() {
+                from_send.saturating_record(now.saturating_sub(st.publisher_send));
+                router_hop.saturating_record(st.router_out.saturating_sub(st.router_in));
+            }
+        })
+        .expect("poll");
+    }
+    let _publ = publisher.join().expect("publisher thread");
+    row(
+        &format!("tickwire one-way @{} msg/s, from send", a.rate),
+        &from_send,
+    );
+    row("tickwire one-way, from intended send time", &from_intended);
+    row("  of which inside the router (in -> out)", &router_hop);
+    let raw50 = raw.value_at_quantile(0.5) as f64;
+    println!(
+        "\nreceived {received} of {total} (first {warm} are warm-up, excluded); p50 ratio tickwire/raw = {:.2}",
+        from_send.value_at_quantile(0.5) as f64 / raw50
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}

@@ -1,0 +1,581 @@
+//! The `tickwire` command line end to end: real processes, a real router on loopback.
+//!
+//! Every process started here is bounded: `run_cli` kills on its timeout, and
+//! background commands ([`Bg`]) are killed when dropped, also when a test fails.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use common::{run_cli, RouterProc, BIN};
+use serde_json::Value;
+
+/// Limit for one short command (generous: debug build on a busy machine).
+const T: Duration = Duration::from_secs(30);
+
+/// Every key of the router's configuration, as `--print-config` writes it.
+const CONFIG_KEYS: &[&str] = &[
+    "listen",
+    "name",
+    "idle",
+    "hybrid_spin_us",
+    "max_frame",
+    "max_clients",
+    "max_subscriptions",
+    "egress_limit",
+    "slow_consumer",
+    "handshake_timeout_ms",
+    "stall_timeout_ms",
+    "read_buffer",
+];
+
+/// A `tickwire` command running in the background; killed when dropped.
+struct Bg {
+    child: Child,
+    out: Option<JoinHandle<String>>,
+    err: Option<JoinHandle<String>>,
+    what: String,
+}
+
+impl Bg {
+    /// Starts `tickwire <args>`; `stdin` (if any) is written and then closed.
+    fn spawn(args: &[&str], stdin: Option<Vec<u8>>) -> Bg {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickwire");
+        if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            thread::spawn(move || {
+                let _ = pipe.write_all(&bytes);
+                // Dropping the pipe closes the child's stdin.
+            });
+        }
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        Bg {
+            child,
+            out: Some(thread::spawn(move || {
+                let mut s = String::new();
+                out.read_to_string(&mut s).ok();
+                s
+            })),
+            err: Some(thread::spawn(move || {
+                let mut s = String::new();
+                err.read_to_string(&mut s).ok();
+                s
+            })),
+            what: format!("tickwire {args:?}"),
+        }
+    }
+
+    /// Waits (up to `timeout`, else kills and fails) for the exit; (status, stdout, stderr).
+    fn finish(mut self, timeout: Duration) -> (ExitStatus, String, String) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let out = self.out.take().unwrap().join().unwrap();
+                let err = self.err.take().unwrap().join().unwrap();
+                panic!(
+                    "{} did not finish in {timeout:?}\nstdout: {out}\nstderr: {err}",
+                    self.what
+                );
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let out = self.out.take().unwrap().join().unwrap();
+        let err = self.err.take().unwrap().join().unwrap();
+        (status, out, err)
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs a command that must succeed; returns its stdout.
+fn ok(args: &[&str]) -> String {
+    let (st, out, err) = run_cli(args, T);
+    assert!(
+        st.success(),
+        "tickwire {args:?} failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
+    out
+}
+
+/// Runs a command that must fail; returns (exit code, stderr).
+fn fails(args: &[&str]) -> (i32, String) {
+    let (st, out, err) = run_cli(args, T);
+    assert!(
+        !st.success(),
+        "tickwire {args:?} succeeded\nstdout: {out}\nstderr: {err}"
+    );
+    (st.code().expect("exited, not killed"), err)
+}
+
+fn stats_json(router: &str) -> Value {
+    let out = ok(&["stats", "--json", "--router", router]);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("stats --json: {e}: {out}"))
+}
+
+/// Waits until the router lists a client called `name` holding `subs` subscriptions.
+fn wait_for_subscriber(router: &str, name: &str, subs: u64) {
+    let deadline = Instant::now() + T;
+    loop {
+        let doc = stats_json(router);
+        let found = doc["clients"].as_array().unwrap().iter().any(|c| {
+            c["name"] == name && c["subscriptions"].as_u64() == Some(subs) && c["phase"] == "open"
+        });
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no client {name} with {subs} subscriptions: {doc}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn print_config(extra: &[&str]) -> toml::Value {
+    let mut args = vec!["router", "--print-config"];
+    args.extend_from_slice(extra);
+    let out = ok(&args);
+    toml::from_str(&out).unwrap_or_else(|e| panic!("--print-config is not TOML: {e}\n{out}"))
+}
+
+/// A file in the temp dir, removed when dropped.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(tag: &str, text: &str) -> TempFile {
+        let p = std::env::temp_dir().join(format!(
+            "tickwire-cli-test-{}-{tag}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&p, text).unwrap();
+        TempFile(p)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// An address nothing listens on.
+fn dead_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+#[test]
+fn help_mentions_the_key_words() {
+    let out = ok(&["--help"]);
+    for w in [
+        "router",
+        "pub",
+        "sub",
+        "stats",
+        "demo",
+        "md/NASDAQ/AAPL",
+        "TICKWIRE_LOG",
+    ] {
+        assert!(out.contains(w), "tickwire --help lacks {w:?}:\n{out}");
+    }
+    let subcommands: &[(&str, &[&str])] = &[
+        (
+            "router",
+            &[
+                "--listen",
+                "--config",
+                "--print-config",
+                "--idle",
+                "--egress-limit",
+                "--slow-consumer",
+                "--max-frame",
+                "--max-clients",
+                "--handshake-timeout-ms",
+                "--stall-timeout-ms",
+                "[router]",
+            ],
+        ),
+        (
+            "pub",
+            &[
+                "--router", "--stdin", "--count", "--size", "--rate", "TOPIC",
+            ],
+        ),
+        (
+            "sub",
+            &[
+                "--router", "--count", "--json", "--hex", "--quiet", "PATTERN",
+            ],
+        ),
+        ("stats", &["--router", "--json", "MSGS_IN", "DISCARDS"]),
+        ("demo", &["--duration", "--rate", "--idle"]),
+    ];
+    for (cmd, words) in subcommands {
+        let out = ok(&[cmd, "--help"]);
+        for w in *words {
+            assert!(out.contains(w), "tickwire {cmd} --help lacks {w:?}:\n{out}");
+        }
+    }
+    // `help <cmd>` is the same as `<cmd> --help`.
+    assert_eq!(ok(&["help", "pub"]), ok(&["pub", "--help"]));
+}
+
+#[test]
+fn sub_prints_exactly_the_matching_messages() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let sub = Bg::spawn(&["sub", "--router", &r, "--count", "3", "md/*/AAPL"], None);
+    wait_for_subscriber(&r, "tickwire-sub", 1);
+    ok(&["pub", "--router", &r, "md/NASDAQ/MSFT", "nope"]);
+    for _ in 0..3 {
+        ok(&["pub", "--router", &r, "md/NASDAQ/AAPL", "hello"]);
+    }
+    let (st, out, err) = sub.finish(T);
+    assert!(st.success(), "sub failed: {st}\nstderr: {err}");
+    assert_eq!(out, "md/NASDAQ/AAPL hello\n".repeat(3));
+}
+
+#[test]
+fn sub_json_and_hex_output() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let json = Bg::spawn(
+        &[
+            "sub", "--router", &r, "--count", "2", "--json", "--name", "sub-json", "j/>",
+        ],
+        None,
+    );
+    let hex = Bg::spawn(
+        &[
+            "sub", "--router", &r, "--count", "2", "--hex", "--name", "sub-hex", "j/>",
+        ],
+        None,
+    );
+    wait_for_subscriber(&r, "sub-json", 1);
+    wait_for_subscriber(&r, "sub-hex", 1);
+    ok(&["pub", "--router", &r, "j/x", "hello"]);
+    // A payload that is not printable text (a tab is printable; \x01 is not).
+    let stdin = Bg::spawn(
+        &["pub", "--router", &r, "--stdin", "j/y/z"],
+        Some(b"a\x01b\n".to_vec()),
+    );
+    let (st, _, err) = stdin.finish(T);
+    assert!(st.success(), "{err}");
+
+    let (st, out, err) = json.finish(T);
+    assert!(st.success(), "sub --json failed: {err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {e}: {l}")))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            serde_json::json!({"topic": "j/x", "payload": "hello", "discarded": 0}),
+            serde_json::json!({"topic": "j/y/z", "payload_hex": "610162", "discarded": 0}),
+        ]
+    );
+
+    let (st, out, err) = hex.finish(T);
+    assert!(st.success(), "sub --hex failed: {err}");
+    assert_eq!(out, "j/x 68656c6c6f\nj/y/z 610162\n");
+}
+
+#[test]
+fn pub_stdin_publishes_one_message_per_line() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let sub = Bg::spawn(&["sub", "--router", &r, "--count", "3", "in/x"], None);
+    wait_for_subscriber(&r, "tickwire-sub", 1);
+    let publ = Bg::spawn(
+        &["pub", "--router", &r, "--stdin", "in/x"],
+        Some(b"first line\nsecond\nthird one\n".to_vec()),
+    );
+    let (st, _, err) = publ.finish(T);
+    assert!(st.success(), "pub --stdin failed: {err}");
+    assert!(err.contains("published 3 messages"), "{err}");
+    let (st, out, err) = sub.finish(T);
+    assert!(st.success(), "sub failed: {err}");
+    assert_eq!(out, "in/x first line\nin/x second\nin/x third one\n");
+}
+
+#[test]
+fn pub_load_is_counted_in_stats() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let (st, out, err) = run_cli(
+        &[
+            "pub", "--router", &r, "load/x", "--count", "1000", "--size", "100", "--rate", "0",
+        ],
+        T,
+    );
+    assert!(st.success(), "pub load failed: {err}");
+    assert_eq!(out, "");
+    assert!(
+        err.contains("published 1000 messages of 100 bytes to load/x"),
+        "{err}"
+    );
+    // pub closes in an orderly way, so the router read all of it first.
+    let doc = stats_json(&r);
+    let t = &doc["router"]["totals"];
+    assert_eq!(t["msgs_in"], 1000, "{doc}");
+    assert_eq!(t["unrouted"], 1000, "nobody subscribed: {doc}");
+}
+
+#[test]
+fn stats_table_has_column_headers() {
+    let router = RouterProc::start(&["--name", "table-test"]);
+    let r = router.addr_str();
+    let out = ok(&["stats", "--router", &r]);
+    for w in [
+        "table-test",
+        "ID",
+        "NAME",
+        "ADDR",
+        "PHASE",
+        "SUBS",
+        "MSGS_IN",
+        "MSGS_OUT",
+        "BYTES_IN",
+        "BYTES_OUT",
+        "DISCARDS",
+        "PENDING",
+        "totals:",
+        "msgs_in=",
+        "tickwire-stats",
+    ] {
+        assert!(out.contains(w), "stats table lacks {w:?}:\n{out}");
+    }
+    // The JSON form is one document.
+    let doc = stats_json(&r);
+    assert_eq!(doc["router"]["name"], "table-test");
+    assert!(doc["clients"].is_array());
+}
+
+#[test]
+fn router_print_config_lists_every_key() {
+    let cfg = print_config(&[]);
+    let table = cfg["router"].as_table().expect("[router] table");
+    let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = CONFIG_KEYS.to_vec();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    // The defaults the help text promises.
+    assert_eq!(table["listen"].as_str(), Some("127.0.0.1:7420"));
+    assert_eq!(table["idle"].as_str(), Some("hybrid"));
+    assert_eq!(table["slow_consumer"].as_str(), Some("discard"));
+    assert_eq!(table["egress_limit"].as_integer(), Some(8 << 20));
+    assert_eq!(table["max_frame"].as_integer(), Some(1 << 20));
+    // Flags show up in it.
+    let cfg = print_config(&[
+        "--egress-limit",
+        "2MiB",
+        "--idle",
+        "spin",
+        "--max-clients",
+        "9",
+    ]);
+    assert_eq!(cfg["router"]["egress_limit"].as_integer(), Some(2 << 20));
+    assert_eq!(cfg["router"]["idle"].as_str(), Some("spin"));
+    assert_eq!(cfg["router"]["max_clients"].as_integer(), Some(9));
+}
+
+#[test]
+fn router_config_file_is_honoured_and_flags_win() {
+    let file = TempFile::new(
+        "honoured",
+        "[router]\n\
+         name = \"from-file\"\n\
+         idle = \"block\"\n\
+         egress_limit = 2097152\n\
+         slow_consumer = \"disconnect\"\n\
+         max_clients = 7\n",
+    );
+    let cfg = print_config(&["--config", file.path()]);
+    let t = &cfg["router"];
+    assert_eq!(t["name"].as_str(), Some("from-file"));
+    assert_eq!(t["idle"].as_str(), Some("block"));
+    assert_eq!(t["egress_limit"].as_integer(), Some(2 << 20));
+    assert_eq!(t["slow_consumer"].as_str(), Some("disconnect"));
+    assert_eq!(t["max_clients"].as_integer(), Some(7));
+    // Keys the file leaves out keep their defaults.
+    assert_eq!(t["max_frame"].as_integer(), Some(1 << 20));
+
+    // Flags win over the file.
+    let cfg = print_config(&["--config", file.path(), "--idle", "spin"]);
+    assert_eq!(cfg["router"]["idle"].as_str(), Some("spin"));
+    assert_eq!(cfg["router"]["name"].as_str(), Some("from-file"));
+
+    // --print-config output is itself a valid config file.
+    let full = ok(&["router", "--print-config", "--config", file.path()]);
+    let again = TempFile::new("roundtrip", &full);
+    assert_eq!(
+        ok(&["router", "--print-config", "--config", again.path()]),
+        full
+    );
+
+    // A running router uses it.
+    let router = RouterProc::start(&["--config", file.path()]);
+    let doc = stats_json(&router.addr_str());
+    assert_eq!(doc["router"]["name"], "from-file", "{doc}");
+    assert_eq!(doc["router"]["idle"], "block", "{doc}");
+    assert_eq!(doc["router"]["slow_consumer"], "disconnect", "{doc}");
+}
+
+#[test]
+fn router_config_errors_are_clear() {
+    let file = TempFile::new("unknown", "[router]\nbogus = 1\n");
+    let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert_ne!(code, 0);
+    assert!(err.contains(file.path()), "{err}");
+    assert!(err.contains("unknown field `bogus`"), "{err}");
+    assert!(err.contains("egress_limit"), "lists the valid keys: {err}");
+
+    let file = TempFile::new("badtype", "[router]\nidle = \"fast\"\n");
+    let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert!(err.contains(file.path()) && err.contains("fast"), "{err}");
+
+    let file = TempFile::new("toplevel", "listen = \"127.0.0.1:1\"\n");
+    let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert!(err.contains("unknown field `listen`"), "{err}");
+
+    let missing = std::env::temp_dir().join("tickwire-cli-test-no-such-file.toml");
+    let (_, err) = fails(&[
+        "router",
+        "--config",
+        missing.to_str().unwrap(),
+        "--print-config",
+    ]);
+    assert!(err.contains("reading config file"), "{err}");
+
+    // Values that parse but do not make sense together.
+    let (_, err) = fails(&["router", "--egress-limit", "64K", "--print-config"]);
+    assert!(
+        err.contains("egress_limit") && err.contains("max_frame"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_flag_values_are_clear_errors() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["router", "--idle", "fast"],
+            &["'fast'", "--idle", "block, spin or hybrid"],
+        ),
+        (
+            &["router", "--slow-consumer", "maybe"],
+            &["'maybe'", "--slow-consumer", "discard"],
+        ),
+        (
+            &["router", "--egress-limit", "8X"],
+            &["'8X'", "--egress-limit", "suffix"],
+        ),
+        (
+            &["router", "--max-frame", "big"],
+            &["'big'", "--max-frame", "not a size"],
+        ),
+        (
+            &["router", "--listen", "nowhere"],
+            &["'nowhere'", "--listen"],
+        ),
+        (&["router", "--no-such-flag"], &["--no-such-flag"]),
+        (
+            &["pub", "t", "--count", "5", "--rate", "fast"],
+            &["'fast'", "--rate", "not a rate"],
+        ),
+        (&["demo", "--idle", "lazy"], &["'lazy'", "--idle"]),
+        (&["sub"], &["PATTERN"]),
+    ];
+    for (args, words) in cases {
+        let (code, err) = fails(args);
+        assert_eq!(code, 2, "usage errors exit 2: {args:?}: {err}");
+        for w in *words {
+            assert!(
+                err.contains(w),
+                "tickwire {args:?}: error lacks {w:?}:\n{err}"
+            );
+        }
+    }
+    // An invalid topic is refused before connecting anywhere.
+    let (code, err) = fails(&["pub", "--router", &dead_addr().to_string(), "md/*", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid topic \"md/*\""), "{err}");
+}
+
+#[test]
+fn commands_without_a_router_say_to_start_one() {
+    let addr = dead_addr().to_string();
+    for args in [
+        vec!["pub", "--router", &addr, "md/x", "hello"],
+        vec!["sub", "--router", &addr, "md/>"],
+        vec!["stats", "--router", &addr],
+    ] {
+        let (code, err) = fails(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(&addr), "{args:?}: {err}");
+        assert!(
+            err.contains("is `tickwire router` running?"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn demo_runs_and_reports_ok() {
+    // --idle block keeps the in-process router from spinning a core.
+    let (st, out, err) = run_cli(
+        &[
+            "demo",
+            "--duration",
+            "1",
+            "--rate",
+            "2000",
+            "--idle",
+            "block",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        st.success(),
+        "demo failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
+    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+    for name in ["nasdaq", "aapl", "prefix", "risk"] {
+        assert!(out.contains(name), "report lacks subscriber {name}: {out}");
+    }
+}
