@@ -389,6 +389,9 @@ impl Router {
             }
         };
         c.end += n;
+        // One clock read per read syscall (not per message): the router-in stamp and
+        // the stall clock are as fresh as the bytes.
+        let now = now_nanos().max(now);
         match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
             Input::Consumed(used) => {
                 c.start += used;

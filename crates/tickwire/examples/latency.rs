@@ -8,10 +8,10 @@
 //! 1. Raw TCP ping-pong (no tickwire code): an echo thread on CPU `--far-cpu` and a
 //!    pinger on CPU `--near-cpu`, both busy-polling non-blocking sockets; half the
 //!    round trip is the one-hop floor.
-//! 2. The real `tickwire router --idle spin` (the binary next to this example) started
+//! 2. The real `tickwire router --idle spin` (or `--idle`) (the binary next to this example) started
 //!    on a free port and pinned to `--far-cpu` with `taskset`.
-//! 3. A paced publisher (`--rate` msg/s, open loop, sleeping between messages) and a
-//!    busy-polling subscriber, both on `--near-cpu`; one clock. Latency is reported
+//! 3. A paced publisher (`--rate` msg/s, open loop) and a subscriber, in one busy-polling
+//!    thread on `--near-cpu` (publish when a message is due, poll otherwise); one clock. Latency is reported
 //!    from the publisher's send stamp and from the intended send time.
 //!
 //! This is the simple, honest measurement for the router milestone; the full suite is
@@ -20,7 +20,6 @@
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
@@ -33,6 +32,7 @@ struct Args {
     near_cpu: usize,
     far_cpu: usize,
     pings: u64,
+    idle: String,
 }
 
 fn parse_args() -> Args {
@@ -43,6 +43,7 @@ fn parse_args() -> Args {
         near_cpu: 0,
         far_cpu: 1,
         pings: 100_000,
+        idle: "spin".into(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -59,8 +60,9 @@ fn parse_args() -> Args {
             "--near-cpu" => a.near_cpu = n() as usize,
             "--far-cpu" => a.far_cpu = n() as usize,
             "--pings" => a.pings = n(),
+            "--idle" => a.idle = v.clone(),
             "-h" | "--help" => {
-                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1]");
+                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1] [--idle spin|hybrid|block]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other} (see --help)"),
@@ -170,7 +172,7 @@ fn main() {
     let mut child = Command::new("taskset")
         .args(["-c", &a.far_cpu.to_string()])
         .arg(&bin)
-        .args(["router", "--listen", "127.0.0.1:0", "--idle", "spin"])
+        .args(["router", "--listen", "127.0.0.1:0", "--idle", &a.idle])
         .env("TICKWIRE_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
@@ -197,37 +199,31 @@ fn main() {
     let mut publ = Client::connect_with(addr, opts).expect("publisher connect");
     let total = a.rate * a.secs;
     let warm = total / 10;
-    let (rate, size, near) = (a.rate, a.size, a.near_cpu);
-    let publisher = std::thread::spawn(move || {
-        pin(near);
-        let mut payload = vec![0u8; size.max(8)];
-        let start = now_nanos() + 10_000_000;
-        for i in 0..total {
-            let intended = start + i * 1_000_000_000 / rate;
-            loop {
-                let now = now_nanos();
-                if now >= intended {
-                    break;
-                }
-                // Sleep, do not spin: the subscriber spins on this CPU.
-                std::thread::sleep(Duration::from_nanos(intended - now));
-            }
-            payload[..8].copy_from_slice(&intended.to_le_bytes());
-            let send = PublishOptions {
-                seq: Some(i),
-                publisher_send: Some(now_nanos()),
-            };
-            publ.publish_with("lat/x", &payload, send).expect("publish");
-        }
-        publ.flush().expect("flush");
-        publ
-    });
+    // One thread publishes on schedule and busy-polls the subscriber in between: no
+    // sleeps and no context switches on the measuring CPU.
+    let mut payload = vec![0u8; a.size.max(8)];
     let mut from_send = hist();
     let mut from_intended = hist();
     let mut router_hop = hist();
+    let mut hop_in = hist();
+    let mut hop_out = hist();
     let mut received = 0u64;
-    let deadline = now_nanos() + (a.secs + 30) * 1_000_000_000;
+    let mut sent = 0u64;
+    let start = now_nanos() + 10_000_000;
+    let deadline = start + (a.secs + 30) * 1_000_000_000;
     while received < total && now_nanos() < deadline {
+        if sent < total {
+            let intended = start + sent * 1_000_000_000 / a.rate;
+            if now_nanos() >= intended {
+                payload[..8].copy_from_slice(&intended.to_le_bytes());
+                let send = PublishOptions {
+                    seq: Some(sent),
+                    publisher_send: Some(now_nanos()),
+                };
+                publ.publish_with("lat/x", &payload, send).expect("publish");
+                sent += 1;
+            }
+        }
         sub.poll(Wait::NoWait, |m| {
             let now = now_nanos();
             let i = m.seq().unwrap_or(0);
@@ -240,17 +236,20 @@ fn main() {
             if let Some(st) = m.stamps() {
                 from_send.saturating_record(now.saturating_sub(st.publisher_send));
                 router_hop.saturating_record(st.router_out.saturating_sub(st.router_in));
+                hop_in.saturating_record(st.router_in.saturating_sub(st.publisher_send));
+                hop_out.saturating_record(now.saturating_sub(st.router_out));
             }
         })
         .expect("poll");
     }
-    let _publ = publisher.join().expect("publisher thread");
     row(
-        &format!("tickwire one-way @{} msg/s, from send", a.rate),
+        &format!("tickwire ({}) one-way @{} msg/s, from send", a.idle, a.rate),
         &from_send,
     );
     row("tickwire one-way, from intended send time", &from_intended);
-    row("  of which inside the router (in -> out)", &router_hop);
+    row("  publisher send -> router read", &hop_in);
+    row("  router read -> queued for the subscriber", &router_hop);
+    row("  queued -> subscriber received", &hop_out);
     let raw50 = raw.value_at_quantile(0.5) as f64;
     println!(
         "\nreceived {received} of {total} (first {warm} are warm-up, excluded); p50 ratio tickwire/raw = {:.2}",
