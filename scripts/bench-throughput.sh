@@ -40,8 +40,8 @@ for i in $(seq 1 "$RUNS"); do
   tw_rates+=("$rate")
 
   out=$("$NATS_BENCH" -s nats://127.0.0.1:$NPORT -np 1 -ns 1 -n "$MSGS" -ms 100 tp.x 2>&1)
-  rate=$(grep -m1 'Sub stats' <<<"$out" | sed -E 's/.*stats: ([0-9,]+) msgs\/sec.*/\1/' | tr -d ,)
-  echo "nats     run $i: $(grep -E 'Pub stats|Sub stats' <<<"$out" | tr '\n' ' ')"
+  rate=$(grep -E '^ *Sub stats' <<<"$out" | head -1 | sed -E 's/.*Sub stats: ([0-9,]+) msgs.*/\1/' | tr -d ,)
+  echo "nats     run $i: subscriber $rate msg/s | $(grep -E '^ *Pub stats' <<<"$out" | head -1 | xargs)"
   nats_rates+=("$rate")
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -434,7 +434,11 @@ fn report(
             );
         }
     }
-    println!("\nlatency is one-way, from each message's intended send time to its receipt (open loop, one clock).");
+    println!(
+        "\nlatency is one-way, from each message's intended send time to its receipt (open loop, one clock);\n\
+         here a router, 2 publishers and 4 subscribers share {} CPU cores. Isolated figures: BENCHMARKS.md.",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    );
     if ok {
         println!(
             "result: OK: every subscriber received every matching message exactly once, in order."
