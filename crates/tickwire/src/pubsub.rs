@@ -114,9 +114,9 @@ pub fn pace(
     mut send: impl FnMut(u64) -> Result<(), tickwire_client::Error>,
 ) -> anyhow::Result<()> {
     for i in 0..count {
-        if rate > 0 {
-            let due = start + Duration::from_nanos(i.saturating_mul(1_000_000_000) / rate);
-            wait_until(due);
+        // rate 0: no pacing.
+        if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(rate) {
+            wait_until(start + Duration::from_nanos(offset));
         }
         send(i)?;
     }
