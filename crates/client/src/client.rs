@@ -811,9 +811,9 @@ impl Iterator for Messages<'_> {
 fn connect_tcp(addr: impl ToSocketAddrs, deadline: Option<Instant>) -> Result<TcpStream, Error> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
-        .map_err(|source| Error::Connect {
+        .map_err(|cause| Error::Connect {
             addr: "the given address".to_owned(),
-            source,
+            cause,
         })?
         .collect();
     let shown = addrs
@@ -841,7 +841,7 @@ fn connect_tcp(addr: impl ToSocketAddrs, deadline: Option<Instant>) -> Result<Tc
     }
     Err(Error::Connect {
         addr: shown,
-        source: last,
+        cause: last,
     })
 }
 

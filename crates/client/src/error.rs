@@ -16,12 +16,13 @@ use tickwire_wire::topic::TopicError;
 #[non_exhaustive]
 pub enum Error {
     /// The TCP connection to the router could not be established.
-    #[error("cannot connect to router at {addr}: {}", connect_hint(.source))]
+    #[error("cannot connect to router at {addr}: {}", connect_hint(.cause))]
     Connect {
         /// The address (or addresses) tried.
         addr: String,
-        /// Why the last attempt failed.
-        source: io::Error,
+        /// Why the last attempt failed (already phrased in the message, so it is not
+        /// reported again as the error's source).
+        cause: io::Error,
     },
     /// The router did not answer in time.
     #[error("timed out after {after:?} waiting for {what}")]
@@ -93,7 +94,7 @@ mod tests {
     fn connect_refused_names_the_address_and_the_fix() {
         let e = Error::Connect {
             addr: "127.0.0.1:7420".into(),
-            source: io::ErrorKind::ConnectionRefused.into(),
+            cause: io::ErrorKind::ConnectionRefused.into(),
         };
         assert_eq!(
             e.to_string(),
