@@ -4,8 +4,9 @@
 #
 #   scripts/bench-latency.sh [RATE] [SECS] [RUNS] [IDLE...]
 #
-# Prints each run's table (see crates/tickwire/examples/latency.rs) and the median
-# p50 ratio tickwire/raw per idle strategy.
+# Prints each run's table (see crates/tickwire/examples/latency.rs) and, per idle
+# strategy, the median p50 ratios of tickwire to the raw TCP ping-pong half round trip
+# and to the raw two-hop TCP relay.
 set -euo pipefail
 RATE=${1:-10000}; SECS=${2:-10}; RUNS=${3:-3}; shift 3 || true
 IDLES=("${@:-spin}")
@@ -13,12 +14,14 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p tickwire --bins --examples
 echo "commit $(git rev-parse --short HEAD); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); kernel $(uname -r)"
 for idle in "${IDLES[@]}"; do
-  ratios=()
+  ratios=(); relays=()
   for i in $(seq 1 "$RUNS"); do
     out=$(target/release/examples/latency --rate "$RATE" --secs "$SECS" --idle "$idle")
     echo "--- idle=$idle run $i"; echo "$out" | tail -n +3
-    ratios+=("$(sed -nE 's/.*p50 ratio tickwire\/raw = ([0-9.]+).*/\1/p' <<<"$out")")
+    ratios+=("$(sed -nE 's/.*p50 ratio tickwire\/raw = ([0-9.]+);.*/\1/p' <<<"$out")")
+    relays+=("$(sed -nE 's/.*tickwire\/relay = ([0-9.]+).*/\1/p' <<<"$out")")
   done
-  med=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "=== idle=$idle: p50 ratios ${ratios[*]} -> median $med"
+  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  echo "=== idle=$idle: p50 tickwire/raw ping-pong ${ratios[*]} -> median $(median "${ratios[@]}");" \
+       "tickwire/raw relay ${relays[*]} -> median $(median "${relays[@]}")"
 done

@@ -144,6 +144,132 @@ fn raw_pingpong(a: &Args) -> Histogram<u64> {
     h
 }
 
+/// One raw TCP hop, one way, paced like the router test: the near CPU sends, a thread
+/// on the far CPU busy-polls and records the latency (same clock).
+fn raw_oneway(a: &Args) -> Histogram<u64> {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (far, total, size) = (a.far_cpu, a.rate * a.secs, a.size.max(8));
+    let rx = std::thread::spawn(move || {
+        pin(far);
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_nonblocking(true).ok();
+        let mut h = hist();
+        let mut buf = vec![0u8; 65536];
+        let mut pending: Vec<u8> = Vec::new();
+        let mut received = 0u64;
+        while received < total {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let now = now_nanos();
+                    pending.extend_from_slice(&buf[..n]);
+                    while pending.len() >= size {
+                        let t = u64::from_le_bytes(pending[..8].try_into().unwrap_or([0; 8]));
+                        if received >= total / 10 {
+                            h.saturating_record(now.saturating_sub(t));
+                        }
+                        received += 1;
+                        pending.drain(..size);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        h
+    });
+    pin(a.near_cpu);
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).ok();
+    let mut msg = vec![0u8; size];
+    let start = now_nanos() + 10_000_000;
+    for i in 0..total {
+        let due = start + i * 1_000_000_000 / a.rate;
+        while now_nanos() < due {
+            std::hint::spin_loop();
+        }
+        msg[..8].copy_from_slice(&now_nanos().to_le_bytes());
+        s.write_all(&msg).expect("send");
+    }
+    rx.join().expect("receiver thread")
+}
+
+/// Two raw TCP hops through a minimal forwarder (no tickwire code): the measuring thread
+/// on the near CPU sends paced messages to a relay thread on the far CPU, which
+/// busy-polls and writes each chunk to a second socket read by the measuring thread.
+/// The same pattern as the router path, minus the router.
+fn raw_relay(a: &Args) -> Histogram<u64> {
+    let l_in = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let l_out = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let (in_addr, out_addr) = (l_in.local_addr().expect("addr"), l_out.local_addr().expect("addr"));
+    let far = a.far_cpu;
+    let total = a.rate * a.secs;
+    let size = a.size.max(8);
+    let relay = std::thread::spawn(move || {
+        pin(far);
+        let (mut rx, _) = l_in.accept().expect("accept in");
+        let (mut tx, _) = l_out.accept().expect("accept out");
+        for s in [&rx, &tx] {
+            s.set_nodelay(true).ok();
+        }
+        rx.set_nonblocking(true).ok();
+        let mut buf = vec![0u8; 65536];
+        let mut moved = 0u64;
+        while moved < total * size as u64 {
+            match rx.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    tx.write_all(&buf[..n]).expect("relay write");
+                    moved += n as u64;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => panic!("relay read: {e}"),
+            }
+        }
+    });
+    pin(a.near_cpu);
+    let mut out = TcpStream::connect(in_addr).expect("connect in");
+    let mut back = TcpStream::connect(out_addr).expect("connect out");
+    for s in [&out, &back] {
+        s.set_nodelay(true).ok();
+    }
+    back.set_nonblocking(true).ok();
+    let mut h = hist();
+    let mut msg = vec![0u8; size];
+    let mut inbuf = vec![0u8; 65536];
+    let mut pending: Vec<u8> = Vec::new();
+    let (mut sent, mut received) = (0u64, 0u64);
+    let start = now_nanos() + 10_000_000;
+    let warm = total / 10;
+    while received < total {
+        if sent < total && now_nanos() >= start + sent * 1_000_000_000 / a.rate {
+            msg[..8].copy_from_slice(&now_nanos().to_le_bytes());
+            out.write_all(&msg).expect("send");
+            sent += 1;
+        }
+        match back.read(&mut inbuf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let now = now_nanos();
+                pending.extend_from_slice(&inbuf[..n]);
+                while pending.len() >= size {
+                    let t = u64::from_le_bytes(pending[..8].try_into().unwrap_or([0; 8]));
+                    if received >= warm {
+                        h.saturating_record(now.saturating_sub(t));
+                    }
+                    received += 1;
+                    pending.drain(..size);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    relay.join().expect("relay thread");
+    h
+}
+
 fn main() {
     let a = parse_args();
     let exe = std::env::current_exe().expect("current exe");
@@ -167,6 +293,10 @@ fn main() {
     );
     let raw = raw_pingpong(&a);
     row("raw TCP ping-pong, half round trip (spin)", &raw);
+    let oneway = raw_oneway(&a);
+    row(&format!("raw TCP one-way, 1 hop @{} msg/s", a.rate), &oneway);
+    let relay = raw_relay(&a);
+    row(&format!("raw TCP relay, 2 hops one-way @{} msg/s", a.rate), &relay);
 
     // The real router, pinned to the far CPU.
     let mut child = Command::new("taskset")
@@ -252,8 +382,9 @@ fn main() {
     row("  queued -> subscriber received", &hop_out);
     let raw50 = raw.value_at_quantile(0.5) as f64;
     println!(
-        "\nreceived {received} of {total} (first {warm} are warm-up, excluded); p50 ratio tickwire/raw = {:.2}",
-        from_send.value_at_quantile(0.5) as f64 / raw50
+        "\nreceived {received} of {total} (first {warm} are warm-up, excluded); p50 ratio tickwire/raw = {:.2}; tickwire/relay = {:.2}",
+        from_send.value_at_quantile(0.5) as f64 / raw50,
+        from_send.value_at_quantile(0.5) as f64 / relay.value_at_quantile(0.5) as f64
     );
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
