@@ -202,7 +202,10 @@ fn raw_oneway(a: &Args) -> Histogram<u64> {
 fn raw_relay(a: &Args) -> Histogram<u64> {
     let l_in = TcpListener::bind("127.0.0.1:0").expect("bind");
     let l_out = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let (in_addr, out_addr) = (l_in.local_addr().expect("addr"), l_out.local_addr().expect("addr"));
+    let (in_addr, out_addr) = (
+        l_in.local_addr().expect("addr"),
+        l_out.local_addr().expect("addr"),
+    );
     let far = a.far_cpu;
     let total = a.rate * a.secs;
     let size = a.size.max(8);
@@ -294,9 +297,15 @@ fn main() {
     let raw = raw_pingpong(&a);
     row("raw TCP ping-pong, half round trip (spin)", &raw);
     let oneway = raw_oneway(&a);
-    row(&format!("raw TCP one-way, 1 hop @{} msg/s", a.rate), &oneway);
+    row(
+        &format!("raw TCP one-way, 1 hop @{} msg/s", a.rate),
+        &oneway,
+    );
     let relay = raw_relay(&a);
-    row(&format!("raw TCP relay, 2 hops one-way @{} msg/s", a.rate), &relay);
+    row(
+        &format!("raw TCP relay, 2 hops one-way @{} msg/s", a.rate),
+        &relay,
+    );
 
     // The real router, pinned to the far CPU.
     let mut child = Command::new("taskset")

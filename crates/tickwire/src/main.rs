@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod bench_cmd;
 mod demo;
 mod pubsub;
 mod router_cmd;
@@ -33,6 +34,7 @@ Examples:
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
   tickwire stats                                  # per-client counters
+  tickwire bench pingpong                         # latency vs size: raw TCP/UDP vs tickwire
 
 Logging: set TICKWIRE_LOG (e.g. TICKWIRE_LOG=debug); the default is 'info' for
 the router and 'warn' for the clients.";
@@ -56,6 +58,8 @@ enum Cmd {
     Stats(stats::StatsArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
     Demo(demo::DemoArgs),
+    /// Measure: socket ping-pong, router fan-out (vs NATS), rate sweeps.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -71,6 +75,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Sub(a) => pubsub::run_sub(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Bench(a) => bench_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,502 @@
+//! The `tickwire bench fanout` driver: router fan-out under bursty, mixed-size, open-loop
+//! load (BENCHMARKING.md family A), against tickwire or, with `--target nats://..`, the
+//! identical workload against a core NATS server.
+//!
+//! One measuring process holds every publisher and subscriber thread (one clock, true
+//! one-way latency); the router is a separate process. The parts:
+//!
+//! - [`workload`]: presets, flags, topic names, the subscription mapping, the payload
+//!   header. Pure.
+//! - [`transport`]: a publishing and a subscribing connection, for tickwire and NATS.
+//! - [`measure`]: the publisher (open loop) and subscriber (tracking) thread bodies.
+//! - [`output`]: the terminal report, JSON and the SVG plot.
+
+mod measure;
+mod output;
+mod transport;
+pub mod workload;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::schedule::SizeMix;
+use measure::{PubResult, Shared, SubResult};
+use output::{Layout, RouterInfo};
+pub use transport::ClientIdle;
+use transport::{PubConn, SubConn};
+use workload::{human_rate, nats_subject, subscriber_topics, Knobs, Preset, Target, Workload};
+
+const AFTER_HELP: &str = "\
+What runs:
+  One measuring process (this one) with a thread per publisher and per subscriber,
+  and the router as a separate process: `tickwire router` started on a free loopback
+  port (unless --router ADDR), or the NATS server you name with --target.
+  Publishers follow one open-loop schedule (slot i goes to publisher i % P; publisher
+  p sends its j-th message on topic (p + j) % T). Every payload starts with the
+  publisher id, the topic, a sequence number per (publisher, topic) and the intended
+  send time. Subscriber s subscribes to --sub-topics consecutive topics from s % T
+  (default: all of them, so every subscriber receives every message). Latency is
+  one-way, from the intended send time to the subscriber's receipt, on one clock: a
+  late sender shows up as latency (no coordinated omission); how late the sends were
+  is reported on its own (sender lateness). Warm-up messages are excluded from the
+  latency figures (they are counted in the correctness counters).
+
+Presets (BENCHMARKING.md family A; flags given with a preset override its parts):
+  pattern1  500k msg/s + 500k bursts (1 s every other second: 500k/1M), mix 100:67,600:33
+  pattern2  1M msg/s + 500k bursts (1M/1.5M), mix 100:67,600:33
+  mdd       1M msg/s, 100-byte messages, 12-byte topics, 10 publishers x 10 topics x
+            10 subscribers (the published sweep goes to 5M: use --rate)
+  Without a preset: --rate 10k, no bursts, mix 100:67,600:33, 2 publishers, 10 topics,
+  2 subscribers, 12-byte topics. Small machines: --scale 0.05 runs at 5% of the rates
+  (printed as SCALED at the top and bottom of the report).
+
+Layout (--pin NEAR,FAR; bare --pin means 1,0): the measuring process on CPU NEAR, the
+router it starts on CPU FAR, as in the published tests (router on one core, publishers
+and subscribers on another). A NATS server is not started by the bench: start it
+yourself, e.g. `taskset -c 0 nats-server -a 127.0.0.1 -p 4222`.
+
+Report: latency (samples, min, p50, p90, p99, p99.9, p99.99, max, mean, stddev) overall
+and per message size; target and achieved send rate (below 90% of target: INVALID,
+saturated); sender lateness; sent / expected / received deliveries, gaps, duplicates,
+out-of-order; a per-second timeline (target and achieved rate, p50, p99, max) that
+shows the bursts. Exit code: 0 ok, 1 lost / duplicated / reordered messages or an
+error, 3 INVALID (saturated).
+
+Examples:
+  tickwire bench fanout --preset pattern1 --scale 0.05
+  tickwire bench fanout --preset pattern1 --scale 0.05 --target nats://127.0.0.1:4222
+  tickwire bench fanout --preset mdd --scale 0.1 --duration 60 --pin --json mdd.json --plot mdd.svg
+  tickwire bench fanout --rate 100k --burst +100k --mix 100:67,600:33 --publishers 1 --subscribers 1
+  tickwire bench fanout --router 10.0.0.5:7420 --preset pattern2 --scale 0.2
+
+Ctrl-C stops the publishers; the subscribers drain and the report (and --json /
+--plot) still covers what was measured. A second Ctrl-C exits at once.";
+
+/// Options of `tickwire bench fanout`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct FanoutArgs {
+    /// A published workload: pattern1 (500k msg/s + 500k bursts), pattern2 (1M + 500k
+    /// bursts), mdd (100-byte messages, 10 publishers x 10 topics x 10 subscribers at
+    /// 1M msg/s). Flags given alongside override the preset's parts.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+
+    /// Multiply every rate (base and burst) by F, e.g. 0.05 or 5% on a small machine.
+    /// The report prints the scaling prominently.
+    #[arg(long, value_name = "F", default_value = "1", value_parser = workload::parse_scale)]
+    pub scale: f64,
+
+    /// Base send rate, msg/s over all publishers together (e.g. 2000, 500k, 1M).
+    /// [default: 10k, or the preset's]
+    #[arg(long, value_name = "RATE", value_parser = workload::parse_rate)]
+    pub rate: Option<f64>,
+
+    /// Extra msg/s during every other second (seconds 1, 3, 5, ... of the run), e.g.
+    /// +500k; 0 for a steady rate. [default: 0, or the preset's]
+    #[arg(long, value_name = "+RATE", value_parser = workload::parse_burst, allow_hyphen_values = true)]
+    pub burst: Option<f64>,
+
+    /// Message sizes and weights, interleaved: SIZE:WEIGHT,... (e.g. 100:67,600:33) or
+    /// one SIZE. Bytes of payload; each at least 24 (the header).
+    /// [default: 100:67,600:33, or the preset's]
+    #[arg(long, value_name = "MIX", value_parser = workload::parse_mix)]
+    pub mix: Option<SizeMix>,
+
+    /// Publisher threads, one connection each; the schedule is split evenly among them.
+    /// [default: 2, or the preset's]
+    #[arg(long, value_name = "N")]
+    pub publishers: Option<usize>,
+
+    /// Topics; every publisher cycles through all of them. [default: 10, or the preset's]
+    #[arg(long, value_name = "N")]
+    pub topics: Option<usize>,
+
+    /// Subscriber threads, one connection each. [default: 2, or the preset's]
+    #[arg(long, value_name = "N")]
+    pub subscribers: Option<usize>,
+
+    /// Topics each subscriber subscribes to (consecutive, from its own offset); the
+    /// expected deliveries follow from it. [default: all topics]
+    #[arg(long, value_name = "N")]
+    pub sub_topics: Option<usize>,
+
+    /// Topic name length in bytes: `t/` and the zero-padded topic number (12 gives
+    /// t/0000000001). NATS gets the same names with `.` (t.0000000001). [default: 12]
+    #[arg(long, value_name = "BYTES")]
+    pub topic_len: Option<usize>,
+
+    /// Seconds of warm-up at the same schedule, excluded from the latency figures.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub warmup: f64,
+
+    /// Seconds measured after the warm-up.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub duration: f64,
+
+    /// What to measure: `tickwire` (a router this bench starts, or --router) or
+    /// `nats://HOST:PORT` (a running core NATS server; topics map `/` to `.`).
+    #[arg(long, value_name = "URL", default_value = "tickwire", value_parser = Target::parse)]
+    pub target: Target,
+
+    /// Use the tickwire router already listening at ADDR instead of starting one (its
+    /// idle strategy and pinning are then whatever it was started with).
+    #[arg(long, value_name = "ADDR", conflicts_with = "idle")]
+    pub router: Option<SocketAddr>,
+
+    /// Idle strategy of the router this bench starts: spin (busy-poll: lowest latency,
+    /// one busy core, the published appliances' setting), block (epoll) or hybrid.
+    #[arg(long, value_name = "STRATEGY", default_value = "spin", value_parser = ["spin", "block", "hybrid"])]
+    pub idle: String,
+
+    /// How subscriber threads wait: block (sleep in the client library until data
+    /// arrives) or spin (busy-poll; only sensible with a core per subscriber).
+    #[arg(long, value_enum, default_value_t = ClientIdle::Block)]
+    pub client_idle: ClientIdle,
+
+    /// Pin the measuring process (all its threads) to CPU NEAR and the router this
+    /// bench starts to CPU FAR. A bare --pin means 1,0.
+    #[arg(long, value_name = "NEAR,FAR", num_args = 0..=1, default_missing_value = "1,0", value_parser = parse_pin)]
+    pub pin: Option<(usize, usize)>,
+
+    /// tickwire only: every message carries in-line stamps (publisher send, router in,
+    /// router out; 24 more bytes on the wire) and the report adds per-hop latency:
+    /// publisher -> router, inside the router, router -> subscriber.
+    #[arg(long)]
+    pub hops: bool,
+
+    /// tickwire publishers batch up to this many bytes while they are behind schedule
+    /// (they always flush before waiting for the next slot).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024)]
+    pub batch_bytes: usize,
+
+    /// Write everything (machine, configuration, results, timeline) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Draw latency percentiles per second, with the target and achieved rate on the
+    /// right axis, as an SVG to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Parses `NEAR,FAR` (two CPU numbers).
+fn parse_pin(s: &str) -> Result<(usize, usize), String> {
+    let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Ok(near)), Some(Ok(far)), None) => Ok((near, far)),
+        _ => Err(format!(
+            "{s:?}: expected two CPU numbers NEAR,FAR, e.g. 1,0"
+        )),
+    }
+}
+
+/// Time between connecting the last client and schedule time 0.
+const START_DELAY_NS: u64 = 50_000_000;
+
+/// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
+pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+    let knobs = Knobs {
+        rate: args.rate,
+        burst: args.burst,
+        mix: args.mix.clone(),
+        publishers: args.publishers,
+        topics: args.topics,
+        subscribers: args.subscribers,
+        sub_topics: args.sub_topics,
+        topic_len: args.topic_len,
+    };
+    let w = Workload::resolve(args.preset, knobs, args.scale, args.warmup, args.duration)
+        .map_err(anyhow::Error::msg)?;
+    if args.hops && matches!(args.target, Target::Nats { .. }) {
+        anyhow::bail!(
+            "--hops needs tickwire's in-line stamps: it cannot be used with a NATS target"
+        );
+    }
+    let stop = StopFlag::install();
+    // Before pinning: pinned, the process sees one core.
+    let machine = crate::report::Machine::detect();
+
+    // The router (unless external), then pin this process: threads inherit it.
+    let mut child = None;
+    let router = match (&args.target, args.router) {
+        (Target::Nats { url }, _) => RouterInfo::nats(url),
+        (Target::Tickwire { .. }, Some(addr)) => RouterInfo::external(addr),
+        (Target::Tickwire { .. }, None) => {
+            let far = args.pin.map(|p| p.1);
+            let c = RouterChild::start(tickwire, &args.idle, far, &[])?;
+            let info = RouterInfo::started(c.addr, &args.idle, far, c.command());
+            child = Some(c);
+            info
+        }
+    };
+    let pinned = args.pin.map(|p| harness::pin_current_thread(p.0));
+    let layout = Layout {
+        bench_cpu: args.pin.map(|p| p.0).filter(|_| pinned == Some(true)),
+        router_cpu: if child.is_some() {
+            args.pin.map(|p| p.1)
+        } else {
+            None
+        },
+        client_idle: args.client_idle,
+        batch_bytes: args.batch_bytes,
+        publisher_pacing: "sleep while > 200 µs remain, then yield the CPU until the slot",
+        nats_io_threads: matches!(args.target, Target::Nats { .. }).then_some(2),
+    };
+    output::print_header(&w, &args.target, &router, &layout);
+
+    let rt = match &args.target {
+        Target::Nats { .. } => Some(transport::nats_runtime()?),
+        Target::Tickwire { .. } => None,
+    };
+    let names = w.topic_names();
+    let target_names: Vec<String> = match args.target {
+        Target::Nats { .. } => names.iter().map(|t| nats_subject(t)).collect(),
+        Target::Tickwire { .. } => names.clone(),
+    };
+
+    // Connect everything before the clock starts.
+    let mut subs = Vec::with_capacity(w.subscribers);
+    for s in 0..w.subscribers {
+        let topics: Vec<&str> = subscriber_topics(s, w.topics, w.sub_topics)
+            .map(|t| names[t].as_str())
+            .collect();
+        let name = format!("fanout-sub-{s}");
+        subs.push(match (&args.target, &rt) {
+            (Target::Nats { url }, Some(rt)) => SubConn::nats(rt.handle(), url, &name, &topics)?,
+            _ => SubConn::tickwire(router.addr_or_err()?, &name, &topics)?,
+        });
+    }
+    let mut pubs = Vec::with_capacity(w.publishers);
+    for p in 0..w.publishers {
+        let name = format!("fanout-pub-{p}");
+        pubs.push(match (&args.target, &rt) {
+            (Target::Nats { url }, Some(rt)) => PubConn::nats(rt.handle(), url, &name, &names)?,
+            _ => PubConn::tickwire(router.addr_or_err()?, &name, args.batch_bytes, &names)?,
+        });
+    }
+
+    let schedule = w.schedule();
+    let mut shared = Shared::new(
+        now_ns() + START_DELAY_NS,
+        stop.clone(),
+        w.publishers,
+        w.subscribers,
+    );
+    shared.hops = args.hops;
+    let (pub_results, sub_results) = run_threads(
+        &w,
+        &schedule,
+        pubs,
+        subs,
+        &target_names,
+        args.client_idle,
+        &shared,
+    )?;
+
+    let router_stats = match (&args.target, router.addr) {
+        (Target::Tickwire { .. }, Some(addr)) => tickwire_client::Client::connect(addr)
+            .and_then(|mut c| c.stats_json())
+            .ok()
+            .and_then(|j| serde_json::from_str(&j).ok()),
+        _ => None,
+    };
+    drop(child);
+    drop(rt);
+
+    let timeline = std::mem::take(
+        &mut *shared
+            .timeline
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a subscriber panicked"))?,
+    );
+    let report = output::Report::build(
+        machine,
+        &w,
+        &schedule,
+        &router,
+        &layout,
+        &pub_results,
+        &sub_results,
+        timeline,
+        router_stats,
+        stop.is_set(),
+    );
+    report.print();
+    if let Some(path) = &args.json {
+        crate::report::write_json(path, &report)?;
+        println!("JSON written to {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        report.plot(path)?;
+        println!("plot written to {}", path.display());
+    }
+    Ok(report.exit_code())
+}
+
+/// Spawns the subscriber and publisher threads, shows progress, waits for the
+/// publishers, tells the subscribers what to expect and waits for them.
+fn run_threads(
+    w: &Workload,
+    schedule: &crate::schedule::Schedule,
+    pubs: Vec<PubConn>,
+    subs: Vec<SubConn>,
+    names: &[String],
+    idle: ClientIdle,
+    shared: &Shared,
+) -> anyhow::Result<(Vec<PubResult>, Vec<SubResult>)> {
+    // On any failure: stop the publishers and release the subscribers.
+    let abort = || {
+        shared.stop.set();
+        for e in &shared.expected {
+            e.store(0, Ordering::Release);
+        }
+    };
+    std::thread::scope(|sc| {
+        let mut sub_handles = Vec::new();
+        for (s, conn) in subs.into_iter().enumerate() {
+            let h = std::thread::Builder::new()
+                .name(format!("fanout-sub-{s}"))
+                .spawn_scoped(sc, move || {
+                    measure::subscribe(s, conn, w, names, idle, shared)
+                });
+            match h {
+                Ok(h) => sub_handles.push(h),
+                Err(e) => {
+                    abort();
+                    return Err(e).context("starting a subscriber thread");
+                }
+            }
+        }
+        let mut pub_handles = Vec::new();
+        for (k, conn) in pubs.into_iter().enumerate() {
+            let h = std::thread::Builder::new()
+                .name(format!("fanout-pub-{k}"))
+                .spawn_scoped(sc, move || measure::publish(k, conn, w, schedule, shared));
+            match h {
+                Ok(h) => pub_handles.push(h),
+                Err(e) => {
+                    abort();
+                    return Err(e).context("starting a publisher thread");
+                }
+            }
+        }
+
+        let mut progress = Progress::new();
+        let mut last = (now_ns(), 0u64, 0u64);
+        let mut tick = |progress: &mut Progress, draining: bool| {
+            progress.tick(|| {
+                let now = now_ns();
+                let sent: u64 = shared.pub_sent.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+                let recv: u64 = shared.sub_received.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+                let behind = shared.pub_late.iter().map(|a| a.load(Ordering::Relaxed)).max().unwrap_or(0);
+                let dt = (now.saturating_sub(last.0) as f64 / 1e9).max(1e-9);
+                let (ds, dr) = (sent.saturating_sub(last.1), recv.saturating_sub(last.2));
+                last = (now, sent, recv);
+                let t = now.saturating_sub(shared.start_ns);
+                let phase = if draining {
+                    "drain"
+                } else if t < w.warmup_ns {
+                    "warm-up"
+                } else {
+                    "measure"
+                };
+                format!(
+                    "[{:>5.1} s {phase:>7}] target {:>6} msg/s | sent {:>6} msg/s | delivered {:>6} msg/s | sender behind {:.0} µs",
+                    t as f64 / 1e9,
+                    human_rate(w.pattern.rate_at(t)),
+                    human_rate(ds as f64 / dt),
+                    human_rate(dr as f64 / dt),
+                    behind as f64 / 1e3
+                )
+            })
+        };
+        while !pub_handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            tick(&mut progress, false);
+        }
+        let mut pub_results = Vec::new();
+        for h in pub_handles {
+            match h.join() {
+                Ok(r) => pub_results.push(r),
+                Err(_) => {
+                    abort();
+                    anyhow::bail!("a publisher thread panicked");
+                }
+            }
+        }
+
+        // What each subscriber must receive, from what was actually sent.
+        let mut per_topic = vec![0u64; w.topics];
+        for r in &pub_results {
+            for (acc, n) in per_topic.iter_mut().zip(&r.per_topic) {
+                *acc += n;
+            }
+        }
+        for (s, e) in shared.expected.iter().enumerate() {
+            let n = subscriber_topics(s, w.topics, w.sub_topics)
+                .map(|t| per_topic[t])
+                .sum();
+            e.store(n, Ordering::Release);
+        }
+        while !sub_handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            tick(&mut progress, true);
+        }
+        let mut sub_results = Vec::new();
+        for h in sub_handles {
+            sub_results.push(
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a subscriber thread panicked"))?,
+            );
+        }
+        Ok((pub_results, sub_results))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FanoutArgs,
+    }
+
+    #[test]
+    fn flags_parse_with_presets_units_and_a_bare_pin() {
+        let c = Cli::try_parse_from([
+            "x",
+            "--preset",
+            "pattern1",
+            "--scale",
+            "0.05",
+            "--burst",
+            "+250k",
+            "--mix",
+            "100:2,600:1",
+            "--pin",
+            "--target",
+            "nats://127.0.0.1:4222",
+        ])
+        .unwrap();
+        assert_eq!(c.args.preset, Some(Preset::Pattern1));
+        assert_eq!(c.args.scale, 0.05);
+        assert_eq!(c.args.burst, Some(250_000.0));
+        assert_eq!(c.args.pin, Some((1, 0)));
+        assert!(matches!(c.args.target, Target::Nats { .. }));
+        let c = Cli::try_parse_from(["x", "--pin", "0,1", "--rate", "2k"]).unwrap();
+        assert_eq!(c.args.pin, Some((0, 1)));
+        assert_eq!(c.args.rate, Some(2000.0));
+        assert!(Cli::try_parse_from(["x", "--target", "tcp://x:1"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--idle", "nap"]).is_err());
+    }
+}

@@ -1,0 +1,747 @@
+//! The fan-out report: terminal tables, JSON (the [`Report`] itself) and the SVG plot.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::measure::{PubResult, SubResult, MAX_BEHIND_NS};
+use super::transport::ClientIdle;
+use super::workload::{human_rate, subscriber_topics, Target, Workload};
+use crate::report::{latency_table, line_chart_svg, Machine, Series};
+use crate::schedule::{RatePattern, Schedule};
+use crate::stats::{invalid_reason, Counters, Latency, Summary};
+
+/// The system under test and how it runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterInfo {
+    /// "tickwire" or "NATS".
+    pub system: &'static str,
+    /// tickwire: where the router listens.
+    pub addr: Option<SocketAddr>,
+    /// NATS: the server URL.
+    pub url: Option<String>,
+    /// Started by this bench (a `tickwire router` child process).
+    pub started_by_bench: bool,
+    /// The router's idle strategy, when the bench started it.
+    pub idle: Option<String>,
+    /// The router's CPU, when the bench started it pinned.
+    pub cpu: Option<usize>,
+    pub command: Option<String>,
+}
+
+impl RouterInfo {
+    pub fn nats(url: &str) -> RouterInfo {
+        RouterInfo {
+            system: "NATS",
+            addr: None,
+            url: Some(url.to_owned()),
+            started_by_bench: false,
+            idle: None,
+            cpu: None,
+            command: None,
+        }
+    }
+    pub fn external(addr: SocketAddr) -> RouterInfo {
+        RouterInfo {
+            system: "tickwire",
+            addr: Some(addr),
+            url: None,
+            started_by_bench: false,
+            idle: None,
+            cpu: None,
+            command: None,
+        }
+    }
+    pub fn started(addr: SocketAddr, idle: &str, cpu: Option<usize>, command: &str) -> RouterInfo {
+        RouterInfo {
+            system: "tickwire",
+            addr: Some(addr),
+            url: None,
+            started_by_bench: true,
+            idle: Some(idle.to_owned()),
+            cpu,
+            command: Some(command.to_owned()),
+        }
+    }
+    pub fn addr_or_err(&self) -> anyhow::Result<SocketAddr> {
+        self.addr
+            .ok_or_else(|| anyhow::anyhow!("no router address"))
+    }
+    fn describe(&self) -> String {
+        match (&self.url, self.addr) {
+            (Some(url), _) => format!(
+                "core NATS server at {url} (started outside the bench; its pinning is not known)"
+            ),
+            (None, Some(addr)) if self.started_by_bench => format!(
+                "tickwire router at {addr}, started by the bench: idle={}, {}",
+                self.idle.as_deref().unwrap_or("?"),
+                self.cpu
+                    .map_or("not pinned".to_owned(), |c| format!("pinned to CPU {c}"))
+            ),
+            (None, Some(addr)) => format!(
+                "tickwire router at {addr} (external: its idle strategy and pinning are not known)"
+            ),
+            (None, None) => "unknown".into(),
+        }
+    }
+}
+
+/// How the measuring process ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Layout {
+    /// The measuring process's CPU (every thread), when pinned.
+    pub bench_cpu: Option<usize>,
+    /// The router's CPU, when the bench started it pinned.
+    pub router_cpu: Option<usize>,
+    pub client_idle: ClientIdle,
+    pub batch_bytes: usize,
+    pub publisher_pacing: &'static str,
+    /// Extra IO threads the NATS client runs (tokio workers).
+    pub nats_io_threads: Option<usize>,
+}
+
+/// One row of the per-second timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Second {
+    /// Seconds since the start of the run (warm-up included).
+    pub second: u64,
+    pub phase: Phase,
+    /// Messages scheduled in this second (msg/s).
+    pub target_rate: f64,
+    /// Messages actually sent in this second (msg/s).
+    pub achieved_rate: f64,
+    /// Deliveries whose intended send time falls in this second, and their latency
+    /// (2 significant digits).
+    pub samples: u64,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub max_us: Option<f64>,
+}
+
+/// Which part of the run a timeline second belongs to (by its start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Warmup,
+    Measure,
+    /// Past the schedule's end: only late sends (a lagging sender) land here.
+    AfterEnd,
+}
+
+impl Phase {
+    fn label(self) -> &'static str {
+        match self {
+            Phase::Warmup => "warm-up",
+            Phase::Measure => "measure",
+            Phase::AfterEnd => "late",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeRow {
+    pub size: usize,
+    pub latency: Summary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rates {
+    /// Mean target send rate of the measured part (msg/s).
+    pub target: f64,
+    /// Measured messages sent / time they took (msg/s).
+    pub achieved: f64,
+    /// Deliveries per second to all subscribers at the target rate.
+    pub target_deliveries: f64,
+    pub measured_seconds: f64,
+    pub measured_sent: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectnessCounters {
+    /// `sent`: messages published (warm-up included); `received`: deliveries to all
+    /// subscribers; `gaps` / `duplicates` / `out_of_order` per (publisher, topic).
+    #[serde(flatten)]
+    pub counters: Counters,
+    /// Deliveries due: for every message sent, one per subscriber of its topic.
+    pub expected: u64,
+    /// Messages the router told subscribers it discarded (slow consumer).
+    pub discarded: u64,
+    /// Messages that did not decode or arrived on the wrong topic.
+    pub malformed: u64,
+    /// received == expected, nothing lost, duplicated, reordered or malformed.
+    pub reconciled: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SubscriberRow {
+    pub subscriber: usize,
+    pub topics: usize,
+    pub expected: u64,
+    #[serde(flatten)]
+    pub counters: Counters,
+    pub discarded: u64,
+    pub malformed: u64,
+    pub latency: Summary,
+}
+
+/// Everything the run measured; serialized as the `--json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub bench: &'static str,
+    pub machine: Machine,
+    pub command: Vec<String>,
+    /// "SCALED: 0.05 x published rates" when --scale is not 1.
+    pub scaled: Option<String>,
+    pub system: &'static str,
+    pub router: RouterInfo,
+    pub layout: Layout,
+    pub workload: Workload,
+    pub topic_example: String,
+    /// Latency is one-way from the intended send time to receipt, one clock.
+    pub metric: &'static str,
+    pub warmup_excluded_seconds: f64,
+    pub stopped_by_user: bool,
+    pub valid: bool,
+    /// Why the run is INVALID (saturated), if it is.
+    pub invalid: Option<String>,
+    pub rates: Rates,
+    pub latency: Summary,
+    pub latency_by_size: Vec<SizeRow>,
+    pub sender_lateness: Summary,
+    /// Per-hop latency from in-line stamps (tickwire `--hops`): publisher -> router,
+    /// inside the router, router -> subscriber.
+    pub hops: Option<Vec<(String, Summary)>>,
+    pub counters: CorrectnessCounters,
+    pub subscribers: Vec<SubscriberRow>,
+    pub timeline: Vec<Second>,
+    /// The router's own counters (`tickwire stats`), tickwire only.
+    pub router_stats: Option<serde_json::Value>,
+    /// Errors and give-ups from the threads.
+    pub problems: Vec<String>,
+}
+
+/// The scaling banner, when scaled.
+fn scaled_banner(w: &Workload) -> Option<String> {
+    (w.scale != 1.0).then(|| format!("SCALED: {} x published rates", w.scale))
+}
+
+fn pattern_text(p: &RatePattern) -> String {
+    match *p {
+        RatePattern::Steady { rate } => format!("{} msg/s steady", human_rate(rate)),
+        RatePattern::Bursts { base, burst } => format!(
+            "{} msg/s + {} msg/s bursts in odd seconds ({} / {} msg/s)",
+            human_rate(base),
+            human_rate(burst),
+            human_rate(base),
+            human_rate(base + burst)
+        ),
+    }
+}
+
+fn mix_text(w: &Workload) -> String {
+    let parts: Vec<String> = w
+        .mix
+        .parts
+        .iter()
+        .map(|(s, wt)| format!("{s}:{wt}"))
+        .collect();
+    parts.join(",")
+}
+
+fn banner_lines(text: &str) {
+    let bar = "#".repeat(text.len() + 8);
+    println!("{bar}\n### {text} ###\n{bar}");
+}
+
+/// What is about to run (printed before the connections are made).
+pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: &Layout) {
+    if let Some(s) = scaled_banner(w) {
+        banner_lines(&s);
+    }
+    let preset = w
+        .preset
+        .map_or("custom".to_owned(), |p| format!("{p:?}").to_lowercase());
+    println!("tickwire bench fanout ({preset}) against {}", target.name());
+    println!("system:    {}", router.describe());
+    let unscaled = format!(
+        "{}{}",
+        human_rate(w.published_rate),
+        if w.published_burst > 0.0 {
+            format!(" + {} bursts", human_rate(w.published_burst))
+        } else {
+            String::new()
+        }
+    );
+    let origin = match w.preset {
+        Some(_) => format!("{}x the published {unscaled}", w.scale),
+        None => format!("{}x {unscaled}", w.scale),
+    };
+    println!(
+        "workload:  {} ({origin}), mix {}",
+        pattern_text(&w.pattern),
+        mix_text(w)
+    );
+    println!(
+        "           {} publishers x {} topics ({} bytes, e.g. {}) x {} subscribers, each on {} topic(s)",
+        w.publishers,
+        w.topics,
+        w.topic_len,
+        w.topic_names().first().map_or("", |s| s.as_str()),
+        w.subscribers,
+        w.sub_topics
+    );
+    println!(
+        "           warm-up {:.1} s (excluded from latency), measured {:.1} s",
+        w.warmup_ns as f64 / 1e9,
+        w.duration_ns as f64 / 1e9
+    );
+    println!(
+        "layout:    measuring process {}; router {}; subscribers {:?}; publishers open loop ({}){}",
+        layout
+            .bench_cpu
+            .map_or("not pinned".to_owned(), |c| format!("on CPU {c}")),
+        layout
+            .router_cpu
+            .map_or("not pinned by the bench".to_owned(), |c| format!(
+                "on CPU {c}"
+            )),
+        layout.client_idle,
+        layout.publisher_pacing,
+        layout.nats_io_threads.map_or(String::new(), |n| format!(
+            "; NATS client IO on {n} tokio worker threads"
+        ))
+    );
+    println!();
+}
+
+impl Report {
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        machine: Machine,
+        w: &Workload,
+        schedule: &Schedule,
+        router: &RouterInfo,
+        layout: &Layout,
+        pubs: &[PubResult],
+        subs: &[SubResult],
+        timeline: Vec<Option<Histogram<u64>>>,
+        router_stats: Option<serde_json::Value>,
+        stopped_by_user: bool,
+    ) -> Report {
+        let end = schedule.end_ns();
+        // Where the measured window ends: the schedule's end, or Ctrl-C.
+        let t_end = pubs
+            .iter()
+            .filter_map(|p| p.stopped_at_rel_ns)
+            .min()
+            .map_or(end, |s| s.min(end));
+        let measured_ns = t_end.saturating_sub(w.warmup_ns);
+        let target = if t_end < end {
+            w.pattern.mean_rate(w.warmup_ns, t_end)
+        } else {
+            schedule.target_rate()
+        };
+        let measured_sent: u64 = pubs.iter().map(|p| p.measured_sent).sum();
+        let last_send = pubs.iter().map(|p| p.last_send_rel_ns).max().unwrap_or(0);
+        let took_ns = t_end.max(last_send).saturating_sub(w.warmup_ns);
+        let achieved = if took_ns > 0 {
+            measured_sent as f64 / (took_ns as f64 / 1e9)
+        } else {
+            0.0
+        };
+        let mut problems: Vec<String> = pubs.iter().filter_map(|p| p.problem.clone()).collect();
+        problems.extend(subs.iter().filter_map(|s| s.problem.clone()));
+        for (i, s) in subs.iter().enumerate() {
+            if s.drain_timed_out {
+                problems.push(format!(
+                    "subscriber {i}: stopped waiting after {:?} without a message ({} of {} received)",
+                    super::measure::DRAIN_IDLE,
+                    s.counters.received,
+                    s.expected
+                ));
+            }
+        }
+        let mut invalid = if measured_ns == 0 {
+            None
+        } else {
+            invalid_reason(target, achieved)
+        };
+        if invalid.is_none()
+            && pubs
+                .iter()
+                .any(|p| p.problem.as_deref().is_some_and(|m| m.contains("gave up")))
+        {
+            invalid = Some(format!(
+                "a publisher fell more than {} s behind its schedule and gave up: saturated",
+                MAX_BEHIND_NS / 1_000_000_000
+            ));
+        }
+
+        let mut overall = Latency::new();
+        let mut by_size: Vec<Latency> = w.mix.parts.iter().map(|_| Latency::new()).collect();
+        let mut counters = Counters::default();
+        let (mut discarded, mut malformed, mut expected) = (0, 0, 0);
+        let mut rows = Vec::new();
+        for (i, s) in subs.iter().enumerate() {
+            overall.merge(&s.overall);
+            for (acc, l) in by_size.iter_mut().zip(&s.per_size) {
+                acc.merge(l);
+            }
+            counters.add(&s.counters);
+            discarded += s.discarded;
+            malformed += s.malformed;
+            expected += s.expected;
+            rows.push(SubscriberRow {
+                subscriber: i,
+                topics: subscriber_topics(i, w.topics, w.sub_topics).count(),
+                expected: s.expected,
+                counters: s.counters,
+                discarded: s.discarded,
+                malformed: s.malformed,
+                latency: s.overall.summary(),
+            });
+        }
+        counters.sent = pubs.iter().map(|p| p.sent).sum();
+        let reconciled = counters.received == expected
+            && counters.gaps == 0
+            && counters.duplicates == 0
+            && counters.out_of_order == 0
+            && malformed == 0;
+        let mut hops: Option<[Latency; 3]> = None;
+        for s in subs {
+            if let Some(h) = &s.hops {
+                let acc = hops.get_or_insert_with(Default::default);
+                for (a, x) in acc.iter_mut().zip(h) {
+                    a.merge(x);
+                }
+            }
+        }
+        let hops = hops.map(|h| {
+            let names = [
+                "publisher -> router",
+                "inside the router",
+                "router -> subscriber",
+            ];
+            names
+                .iter()
+                .zip(&h)
+                .map(|(n, l)| (n.to_string(), l.summary()))
+                .collect()
+        });
+        let mut lateness = Latency::new();
+        for p in pubs {
+            lateness.merge(&p.lateness);
+        }
+
+        // Per-second timeline over the whole run (and any catch-up past its end).
+        let mut sent_per_sec: Vec<u64> = Vec::new();
+        for p in pubs {
+            if sent_per_sec.len() < p.per_second.len() {
+                sent_per_sec.resize(p.per_second.len(), 0);
+            }
+            for (acc, n) in sent_per_sec.iter_mut().zip(&p.per_second) {
+                *acc += n;
+            }
+        }
+        let seconds = end
+            .div_ceil(1_000_000_000)
+            .max(sent_per_sec.len() as u64)
+            .max(timeline.len() as u64);
+        let mut tl = Vec::new();
+        for sec in 0..seconds {
+            let from = sec * 1_000_000_000;
+            let to = (from + 1_000_000_000).min(end);
+            let target_rate = if to > from {
+                w.pattern.rate_at(from) * (to - from) as f64 / 1e9
+            } else {
+                0.0
+            };
+            let h = timeline.get(sec as usize).and_then(|h| h.as_ref());
+            let us = |v: u64| v as f64 / 1e3;
+            tl.push(Second {
+                second: sec,
+                phase: if from >= end {
+                    Phase::AfterEnd
+                } else if from < w.warmup_ns {
+                    Phase::Warmup
+                } else {
+                    Phase::Measure
+                },
+                target_rate,
+                achieved_rate: sent_per_sec.get(sec as usize).copied().unwrap_or(0) as f64,
+                samples: h.map_or(0, |h| h.len()),
+                p50_us: h.map(|h| us(h.value_at_quantile(0.5))),
+                p99_us: h.map(|h| us(h.value_at_quantile(0.99))),
+                max_us: h.map(|h| us(h.max())),
+            });
+        }
+
+        let sub_share: u64 = (0..w.topics).map(|t| w.subscribers_of(t)).sum();
+        Report {
+            bench: "fanout",
+            machine,
+            command: std::env::args().collect(),
+            scaled: scaled_banner(w),
+            system: router.system,
+            router: router.clone(),
+            layout: layout.clone(),
+            workload: w.clone(),
+            topic_example: w.topic_names().first().cloned().unwrap_or_default(),
+            metric: "one-way latency from the intended send time to the subscriber's receipt, µs (one clock)",
+            warmup_excluded_seconds: w.warmup_ns as f64 / 1e9,
+            stopped_by_user,
+            valid: invalid.is_none(),
+            invalid,
+            rates: Rates {
+                target,
+                achieved,
+                target_deliveries: target * sub_share as f64 / w.topics as f64,
+                measured_seconds: measured_ns as f64 / 1e9,
+                measured_sent,
+            },
+            latency: overall.summary(),
+            latency_by_size: w
+                .mix
+                .parts
+                .iter()
+                .zip(&by_size)
+                .map(|(p, l)| SizeRow {
+                    size: p.0,
+                    latency: l.summary(),
+                })
+                .collect(),
+            sender_lateness: lateness.summary(),
+            hops,
+            counters: CorrectnessCounters {
+                counters,
+                expected,
+                discarded,
+                malformed,
+                reconciled,
+            },
+            subscribers: rows,
+            timeline: tl,
+            router_stats,
+            problems,
+        }
+    }
+
+    /// The terminal report.
+    pub fn print(&self) {
+        println!();
+        println!(
+            "==== results: {} fan-out, {} ====",
+            self.system,
+            pattern_text(&self.workload.pattern)
+        );
+        println!("machine: {}", self.machine.one_line());
+        if self.stopped_by_user {
+            println!("STOPPED by Ctrl-C after {:.1} measured seconds: the figures cover what was measured.", self.rates.measured_seconds);
+        }
+        if let Some(why) = &self.invalid {
+            banner_lines(&format!("INVALID (saturated): {why}"));
+        }
+        let mut rows = vec![(
+            format!("all ({})", mix_text(&self.workload)),
+            self.latency.clone(),
+        )];
+        for r in &self.latency_by_size {
+            if self.latency_by_size.len() > 1 {
+                rows.push((format!("{} B", r.size), r.latency.clone()));
+            }
+        }
+        print!(
+            "{}",
+            latency_table(
+                &format!(
+                    "\nlatency, intended send -> subscriber receipt, {} subscribers merged (warm-up {:.1} s excluded):",
+                    self.workload.subscribers, self.warmup_excluded_seconds
+                ),
+                &rows
+            )
+        );
+        print!(
+            "{}",
+            latency_table(
+                "\nsender lateness (actual send call - intended send time), all publishers:",
+                &[("publishers".to_owned(), self.sender_lateness.clone())]
+            )
+        );
+        if let Some(h) = &self.hops {
+            print!(
+                "{}",
+                latency_table(
+                    "\nper hop, from in-line stamps (one clock), measured part:",
+                    h
+                )
+            );
+        }
+        let r = &self.rates;
+        let pct = if r.target > 0.0 {
+            100.0 * r.achieved / r.target
+        } else {
+            0.0
+        };
+        println!(
+            "\nsend rate: target {:.0} msg/s, achieved {:.0} msg/s ({pct:.1}%) over {:.1} s -> {}",
+            r.target,
+            r.achieved,
+            r.measured_seconds,
+            if self.valid {
+                "valid (>= 90%)"
+            } else {
+                "INVALID (< 90%: saturated)"
+            }
+        );
+        let c = &self.counters;
+        println!(
+            "correctness (whole run, warm-up included): sent {} messages, expected {} deliveries, received {}, gaps {}, duplicates {}, out-of-order {}, discarded by router {}, malformed {} -> {}",
+            c.counters.sent,
+            c.expected,
+            c.counters.received,
+            c.counters.gaps,
+            c.counters.duplicates,
+            c.counters.out_of_order,
+            c.discarded,
+            c.malformed,
+            if c.reconciled { "OK (reconciled)" } else { "FAILED (does not reconcile)" }
+        );
+        if !c.reconciled {
+            println!("  per subscriber:  sub  expected  received  gaps  dups  ooo  discarded");
+            for s in &self.subscribers {
+                println!(
+                    "                  {:>3} {:>9} {:>9} {:>5} {:>5} {:>4} {:>10}",
+                    s.subscriber,
+                    s.expected,
+                    s.counters.received,
+                    s.counters.gaps,
+                    s.counters.duplicates,
+                    s.counters.out_of_order,
+                    s.discarded
+                );
+            }
+        }
+        if let Some(t) = self.router_stats.as_ref().map(|s| &s["router"]["totals"]) {
+            if !t.is_null() {
+                println!(
+                    "router counters: msgs_in={} msgs_out={} discards={} unrouted={}",
+                    t["msgs_in"], t["msgs_out"], t["discards"], t["unrouted"]
+                );
+            }
+        }
+        for p in &self.problems {
+            println!("problem: {p}");
+        }
+
+        println!(
+            "\nper second (latency by intended send second, 2 significant digits; rates in msg/s):"
+        );
+        println!(
+            "{:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "second", "phase", "target", "achieved", "samples", "p50 µs", "p99 µs", "max µs"
+        );
+        let f = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
+        for s in &self.timeline {
+            println!(
+                "{:>6} {:>8} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>10}",
+                s.second,
+                s.phase.label(),
+                s.target_rate,
+                s.achieved_rate,
+                s.samples,
+                f(s.p50_us),
+                f(s.p99_us),
+                f(s.max_us)
+            );
+        }
+        println!(
+            "\n{}: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, mean {:.1} µs, sd {:.1} µs at {:.0} msg/s target ({:.0} deliveries/s){}",
+            self.system,
+            self.latency.p50_us,
+            self.latency.p99_us,
+            self.latency.p999_us,
+            self.latency.mean_us,
+            self.latency.stddev_us,
+            self.rates.target,
+            self.rates.target_deliveries,
+            if self.valid { "" } else { " -- INVALID (saturated)" }
+        );
+        if let Some(why) = &self.invalid {
+            banner_lines(&format!("INVALID (saturated): {why}"));
+        }
+        if let Some(s) = &self.scaled {
+            banner_lines(s);
+        }
+    }
+
+    /// Latency percentiles per second (left, log µs) with the target and achieved send
+    /// rate (right, msg/s).
+    pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        let pts = |f: fn(&Second) -> Option<f64>| -> Vec<(f64, f64)> {
+            self.timeline
+                .iter()
+                .filter(|s| s.phase != Phase::AfterEnd || s.samples > 0)
+                .filter_map(|s| f(s).map(|v| (s.second as f64 + 0.5, v)))
+                .collect()
+        };
+        let left = [
+            Series::new("p50", pts(|s| s.p50_us)),
+            Series::new("p99", pts(|s| s.p99_us)),
+            Series::new("max", pts(|s| s.max_us)),
+        ];
+        // Rates hold for a whole second: drawn as steps. Seconds after the schedule's end
+        // (a late sender's last messages) are left out of the plot, not the table.
+        let steps = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
+            self.timeline
+                .iter()
+                .filter(|s| s.phase != Phase::AfterEnd || s.samples > 0)
+                .flat_map(|s| [(s.second as f64, f(s)), (s.second as f64 + 1.0, f(s))])
+                .collect()
+        };
+        let right = [
+            Series::new("target rate", steps(|s| s.target_rate)),
+            Series::new("achieved rate", steps(|s| s.achieved_rate)),
+        ];
+        let preset = self
+            .workload
+            .preset
+            .map_or("custom".to_owned(), |p| format!("{p:?}").to_lowercase());
+        let title = format!(
+            "{} fan-out, {preset}{}{}",
+            self.system,
+            if self.workload.scale != 1.0 {
+                format!(" x{} (SCALED)", self.workload.scale)
+            } else {
+                String::new()
+            },
+            if self.valid { "" } else { ", INVALID" }
+        );
+        line_chart_svg(
+            path,
+            &title,
+            &format!(
+                "second of the run (warm-up: first {:.0} s)",
+                self.warmup_excluded_seconds
+            ),
+            "latency from intended send (µs, log)",
+            &left,
+            true,
+            Some(("send rate (msg/s)", &right)),
+        )
+    }
+
+    /// 0 ok, 1 lost / duplicated / reordered messages or a thread error, 3 INVALID.
+    pub fn exit_code(&self) -> ExitCode {
+        let errors = self.problems.iter().any(|p| !p.contains("gave up"));
+        if !self.counters.reconciled || errors {
+            ExitCode::FAILURE
+        } else if !self.valid {
+            ExitCode::from(3)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}

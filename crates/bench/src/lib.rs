@@ -1,0 +1,16 @@
+//! tickwire's benchmark suite (`tickwire bench ...`): open-loop load, HDR histograms,
+//! reports that follow `../shared/BENCHMARKING.md`.
+//!
+//! - [`schedule`]: when each message is due (steady rate, bursts) and how big (size mix). Pure.
+//! - [`stats`]: latency histograms, summaries, correctness counters, the INVALID rule. Pure.
+//! - [`report`]: machine metadata, the terminal table, JSON, SVG plots.
+//! - [`pingpong`], [`stream`], [`fanout`]: the bench drivers (IO).
+#![forbid(unsafe_code)]
+
+pub mod fanout;
+pub mod harness;
+pub mod pingpong;
+pub mod report;
+pub mod schedule;
+pub mod stats;
+pub mod stream;

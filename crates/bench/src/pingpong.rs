@@ -1,0 +1,986 @@
+//! The `tickwire bench pingpong` driver: half round-trip latency versus message size
+//! (BENCHMARKING.md family B), over raw TCP, raw UDP and tickwire through a router.
+//!
+//! One ping is outstanding at a time (closed loop, on purpose: ping-pong measures
+//! unloaded latency only, rule 4). Per size, `--warmup` pings are sent first and
+//! excluded, then `--iterations` pings are measured; each sample is half the round trip
+//! measured on one clock by the pinging thread.
+//!
+//! The raw transports are the floor: a minimal echo thread with no tickwire code (TCP:
+//! echo every byte read; UDP: echo every datagram). The tickwire path is client A →
+//! router → echo client B → router → client A, on topics `bench/ping` and `bench/pong`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use tickwire_client::{Client, ClientOptions, Wait};
+
+use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::report::{self, Machine, Series};
+use crate::stats::{Counters, Latency, Summary};
+
+const AFTER_HELP: &str = "\
+What it measures:
+  One ping outstanding at a time; each sample is half the round trip (RTT/2), taken on
+  one monotonic clock by the pinging thread. Warm-up pings are sent first and excluded
+  from every figure (the report says how many). Message size is the application
+  payload; tickwire adds its frame header and topic on the wire. Ping-pong is unloaded
+  latency versus size only: for latency under load use `bench stream` or `bench fanout`.
+
+Transports, measured side by side in the same run:
+  tcp       raw TCP (TCP_NODELAY) to a minimal echo thread: the floor, no tickwire code
+  udp       raw UDP datagrams to a minimal echo thread: the floor without TCP
+  tickwire  client A publishes on bench/ping through a `tickwire router` child process
+            (or --router ADDR); echo client B, subscribed, republishes on bench/pong;
+            A receives. Two router hops per round trip, so RTT/2 is one hop.
+
+Idle strategy (--idle), applied to both ends and to the router it starts:
+  spin   busy-poll non-blocking sockets (Wait::NoWait): lowest latency, one busy core
+         per party. When the spinning parties outnumber the cores (tickwire on a
+         2-core machine: A, B and the router), A and B yield the CPU after each empty
+         poll so they never wait out a scheduler time slice; the report says so.
+  block  blocking sockets / sleep in poll(2) (Wait::Timeout), router --idle block.
+
+Pinning (--pin NEAR,FAR): the pinging thread runs on NEAR; the raw echo threads and
+the router on FAR; tickwire's echo client B on NEAR with A (the published layout:
+router on one core, publisher and subscriber in the measuring process on the other).
+
+Compare tickwire with the floor: the table ends with tickwire's p50 as a multiple of
+raw TCP's p50 measured in the same run (BENCHMARKING.md rule 10).
+
+Examples:
+  tickwire bench pingpong
+      all transports, sizes 64,100,600,1024,1472, 20000 pings per size, spin
+  tickwire bench pingpong --idle block --pin 0,1 --json pp.json --plot pp.svg
+  tickwire bench pingpong --transports tcp,tickwire --sizes 64 --iterations 100000
+  tickwire bench pingpong --transports tickwire --router 10.0.0.5:7420
+
+Ctrl-C stops the run and still prints (and writes) what was measured.";
+
+/// Options of `tickwire bench pingpong`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct PingpongArgs {
+    /// Message sizes in bytes (payload), comma-separated; each is measured in turn.
+    /// At least 8 (the ping carries its sequence number); at most 65507 for udp.
+    #[arg(long, value_delimiter = ',', default_value = "64,100,600,1024,1472")]
+    pub sizes: Vec<usize>,
+
+    /// Measured pings per size and transport (after the warm-up).
+    #[arg(long, default_value_t = 20_000)]
+    pub iterations: u64,
+
+    /// Warm-up pings per size and transport, sent first and excluded from the results.
+    #[arg(long, default_value_t = 2_000)]
+    pub warmup: u64,
+
+    /// Transports to measure, comma-separated, in this order: tcp, udp (raw sockets, the
+    /// floor) and tickwire (through the router).
+    #[arg(long, value_delimiter = ',', default_value = "tcp,udp,tickwire")]
+    pub transports: Vec<Transport>,
+
+    /// Idle strategy of both ends and of the router this bench starts: `spin`
+    /// (busy-poll) or `block` (sleep in the kernel until data arrives).
+    #[arg(long, value_enum, default_value_t = Idle::Spin)]
+    pub idle: Idle,
+
+    /// Pin the measuring thread to CPU NEAR and the echo threads and router to CPU FAR
+    /// (e.g. `0,1`). Default: no pinning, the scheduler decides.
+    #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
+    pub pin: Option<Pinning>,
+
+    /// Use the tickwire router already listening at ADDR instead of starting one
+    /// (its idle strategy and pinning are then whatever it was started with).
+    #[arg(long, value_name = "ADDR")]
+    pub router: Option<SocketAddr>,
+
+    /// Write every result, with the machine's metadata, as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Draw latency (p50 and p99) versus message size, one line per transport, as an
+    /// SVG to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// A ping-pong transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Raw TCP to a minimal echo thread (the floor).
+    Tcp,
+    /// Raw UDP to a minimal echo thread (the floor without TCP).
+    Udp,
+    /// Through a tickwire router: publish, echo client republishes, receive.
+    Tickwire,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::Tickwire => "tickwire",
+        }
+    }
+}
+
+/// How both ends wait for data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Idle {
+    /// Busy-poll non-blocking sockets.
+    Spin,
+    /// Sleep in the kernel until data arrives.
+    Block,
+}
+
+impl Idle {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Idle::Spin => "spin",
+            Idle::Block => "block",
+        }
+    }
+}
+
+/// `--pin NEAR,FAR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pinning {
+    /// The measuring (pinging) thread's CPU.
+    pub near: usize,
+    /// The echo threads' and the router's CPU.
+    pub far: usize,
+}
+
+/// Parses `NEAR,FAR` (two CPU numbers).
+pub(crate) fn parse_pin(s: &str) -> Result<Pinning, String> {
+    let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Ok(near)), Some(Ok(far)), None) => Ok(Pinning { near, far }),
+        _ => Err(format!(
+            "{s:?}: expected two CPU numbers NEAR,FAR, e.g. 0,1"
+        )),
+    }
+}
+
+/// No reply within this long: UDP counts the ping as lost, TCP and tickwire fail.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+/// Topics of the tickwire path.
+const PING_TOPIC: &str = "bench/ping";
+const PONG_TOPIC: &str = "bench/pong";
+/// Largest UDP payload.
+const MAX_UDP: usize = 65_507;
+
+/// One size on one transport.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    /// Payload bytes.
+    pub size: usize,
+    /// Half round trips, µs; `samples` is the number of measured pings answered.
+    pub latency: Summary,
+    /// Measured pings sent and answered (warm-up not included); `gaps` are lost pings.
+    pub counters: Counters,
+    /// Warm-up pings sent before the measurement, excluded from every figure.
+    pub warmup_excluded: u64,
+    /// False when Ctrl-C ended this size early.
+    pub complete: bool,
+}
+
+/// All sizes on one transport.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportResult {
+    pub transport: Transport,
+    /// What stood between the two ends.
+    pub path: String,
+    /// True when the spinning ends yielded the CPU after each empty poll (more spinning
+    /// parties than cores).
+    pub spin_yields: bool,
+    pub sizes: Vec<SizeResult>,
+}
+
+/// The whole JSON report.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    bench: &'static str,
+    machine: Machine,
+    metric: &'static str,
+    idle: Idle,
+    pinning: Option<Pinning>,
+    router: Option<String>,
+    iterations: u64,
+    warmup_excluded: u64,
+    stopped_by_user: bool,
+    transports: &'a [TransportResult],
+    /// tickwire p50 / raw TCP p50 per size, when both were measured.
+    ratio_to_tcp_p50: Vec<(usize, f64)>,
+}
+
+/// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
+pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+    validate(args)?;
+    let stop = StopFlag::install();
+    let machine = Machine::detect();
+    let cores = machine.cores.max(1);
+    if let Some(p) = args.pin {
+        harness::pin_current_thread(p.near);
+    }
+    let mut ctx = Ctx {
+        args,
+        stop: stop.clone(),
+        progress: Progress::new(),
+    };
+
+    let mut router_desc = None;
+    let mut results: Vec<TransportResult> = Vec::new();
+    for &t in &args.transports {
+        if stop.is_set() {
+            break;
+        }
+        let r = match t {
+            Transport::Tcp => ctx.raw_tcp(),
+            Transport::Udp => ctx.raw_udp(),
+            Transport::Tickwire => {
+                let mut _child = None;
+                let addr = match args.router {
+                    Some(a) => {
+                        router_desc = Some(format!("external router at {a}"));
+                        a
+                    }
+                    None => {
+                        let far = args.pin.map(|p| p.far);
+                        let c = RouterChild::start(tickwire, args.idle.name(), far, &[])?;
+                        router_desc = Some(c.command().to_owned());
+                        let a = c.addr;
+                        _child = Some(c);
+                        a
+                    }
+                };
+                // A, B and a spinning router: three spinners.
+                let yields = args.idle == Idle::Spin && (args.pin.is_some() || cores < 3);
+                ctx.tickwire(addr, yields)
+            }
+        };
+        results.push(r.with_context(|| format!("measuring the {} transport", t.name()))?);
+    }
+
+    print_report(
+        args,
+        &machine,
+        &results,
+        router_desc.as_deref(),
+        stop.is_set(),
+    );
+    let ratios = ratios(&results);
+    if let Some(path) = &args.json {
+        let rep = Report {
+            bench: "pingpong",
+            machine: machine.clone(),
+            metric: "half round trip (RTT/2), µs",
+            idle: args.idle,
+            pinning: args.pin,
+            router: router_desc.clone(),
+            iterations: args.iterations,
+            warmup_excluded: args.warmup,
+            stopped_by_user: stop.is_set(),
+            transports: &results,
+            ratio_to_tcp_p50: ratios,
+        };
+        report::write_json(path, &rep).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        plot(path, args, &results).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(if stop.is_set() {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn validate(args: &PingpongArgs) -> anyhow::Result<()> {
+    if args.sizes.is_empty() || args.transports.is_empty() {
+        bail!("--sizes and --transports need at least one value");
+    }
+    if let Some(s) = args.sizes.iter().find(|&&s| s < 8) {
+        bail!("--sizes: {s} is too small; a ping carries an 8-byte sequence number");
+    }
+    if args.transports.contains(&Transport::Udp) {
+        if let Some(s) = args.sizes.iter().find(|&&s| s > MAX_UDP) {
+            bail!("--sizes: {s} does not fit in one UDP datagram (max {MAX_UDP})");
+        }
+    }
+    if args.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    Ok(())
+}
+
+/// What every transport's loop needs.
+struct Ctx<'a> {
+    args: &'a PingpongArgs,
+    stop: StopFlag,
+    progress: Progress,
+}
+
+/// One ping's outcome.
+enum Reply {
+    /// Answered; the round trip in ns.
+    Rtt(u64),
+    /// No answer in time (UDP only).
+    Lost,
+    /// Ctrl-C while waiting: not counted.
+    Stopped,
+}
+
+impl Ctx<'_> {
+    /// Runs warm-up then measurement for one size; `ping(seq, buf)` sends `buf` (with
+    /// `seq` in its first 8 bytes) and waits for its echo.
+    fn measure(
+        &mut self,
+        transport: Transport,
+        size: usize,
+        mut ping: impl FnMut(&mut [u8]) -> anyhow::Result<Reply>,
+    ) -> anyhow::Result<SizeResult> {
+        let mut buf = vec![0xA5u8; size];
+        let mut lat = Latency::new();
+        let mut c = Counters::default();
+        let total = self.args.warmup + self.args.iterations;
+        let mut complete = true;
+        let mut warm = 0;
+        for seq in 0..total {
+            if self.stop.is_set() {
+                complete = false;
+                break;
+            }
+            buf[..8].copy_from_slice(&seq.to_le_bytes());
+            let reply = ping(&mut buf)?;
+            if let Reply::Stopped = reply {
+                complete = false;
+                break;
+            }
+            if seq < self.args.warmup {
+                warm += 1;
+                continue;
+            }
+            c.sent += 1;
+            match reply {
+                Reply::Rtt(rtt) => {
+                    c.received += 1;
+                    lat.record(rtt / 2);
+                }
+                Reply::Lost | Reply::Stopped => c.gaps += 1,
+            }
+            self.progress.tick(|| {
+                format!(
+                    "pingpong {} {size} B: {seq}/{total} pings ({} warm-up)",
+                    transport.name(),
+                    self.args.warmup
+                )
+            });
+        }
+        Ok(SizeResult {
+            size,
+            latency: lat.summary(),
+            counters: c,
+            warmup_excluded: warm,
+            complete,
+        })
+    }
+
+    fn raw_tcp(&mut self) -> anyhow::Result<TransportResult> {
+        let spin = self.args.idle == Idle::Spin;
+        let listener = TcpListener::bind("127.0.0.1:0").context("binding the TCP echo")?;
+        let addr = listener.local_addr().context("TCP echo address")?;
+        let far = self.args.pin.map(|p| p.far);
+        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
+            .name("tcp-echo".into())
+            .spawn(move || {
+                if let Some(cpu) = far {
+                    harness::pin_current_thread(cpu);
+                }
+                let (mut s, _) = listener.accept().context("accepting the pinger")?;
+                s.set_nodelay(true)?;
+                s.set_nonblocking(spin)?;
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) => return Ok(()),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e).context("TCP echo read"),
+                    };
+                    write_all_spin(&mut s, &buf[..n]).context("TCP echo write")?;
+                }
+            })
+            .context("spawning the TCP echo thread")?;
+        let mut s = TcpStream::connect(addr).context("connecting to the TCP echo")?;
+        s.set_nodelay(true)?;
+        s.set_nonblocking(spin)?;
+        if !spin {
+            s.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        }
+        let mut sizes = Vec::new();
+        let mut back = Vec::new();
+        for &size in &self.args.sizes {
+            if self.stop.is_set() {
+                break;
+            }
+            back.resize(size, 0);
+            let r = self.measure(Transport::Tcp, size, |buf| {
+                let t0 = now_ns();
+                write_all_spin(&mut s, buf).context("TCP ping write")?;
+                read_exact_until(&mut s, &mut back, t0 + REPLY_TIMEOUT.as_nanos() as u64)?;
+                let t1 = now_ns();
+                if back[..8] != buf[..8] {
+                    bail!("TCP echo returned the wrong ping");
+                }
+                Ok(Reply::Rtt(t1 - t0))
+            })?;
+            sizes.push(r);
+        }
+        drop(s);
+        join(echo, "TCP echo")?;
+        Ok(TransportResult {
+            transport: Transport::Tcp,
+            path: "raw TCP (TCP_NODELAY) to an echo thread, loopback".into(),
+            spin_yields: false,
+            sizes,
+        })
+    }
+
+    fn raw_udp(&mut self) -> anyhow::Result<TransportResult> {
+        let spin = self.args.idle == Idle::Spin;
+        let echo_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP echo")?;
+        let echo_addr = echo_sock.local_addr()?;
+        let s = UdpSocket::bind("127.0.0.1:0").context("binding the UDP pinger")?;
+        s.connect(echo_addr)?;
+        let far = self.args.pin.map(|p| p.far);
+        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
+            .name("udp-echo".into())
+            .spawn(move || {
+                if let Some(cpu) = far {
+                    harness::pin_current_thread(cpu);
+                }
+                echo_sock.set_nonblocking(spin)?;
+                let mut buf = vec![0u8; MAX_UDP + 1];
+                loop {
+                    match echo_sock.recv_from(&mut buf) {
+                        // An empty datagram is the pinger's goodbye.
+                        Ok((0, _)) => return Ok(()),
+                        Ok((n, from)) => loop {
+                            match echo_sock.send_to(&buf[..n], from) {
+                                Ok(_) => break,
+                                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                                    std::hint::spin_loop()
+                                }
+                                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                                Err(e) => return Err(e).context("UDP echo send"),
+                            }
+                        },
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e).context("UDP echo receive"),
+                    }
+                }
+            })
+            .context("spawning the UDP echo thread")?;
+        s.set_nonblocking(spin)?;
+        if !spin {
+            s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        }
+        let mut back = vec![0u8; MAX_UDP + 1];
+        let mut sizes = Vec::new();
+        let mut result = Ok(());
+        for &size in &self.args.sizes {
+            if self.stop.is_set() {
+                break;
+            }
+            let stop = self.stop.clone();
+            let r = self.measure(Transport::Udp, size, |buf| {
+                let t0 = now_ns();
+                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+                s.send(buf).context("UDP ping send")?;
+                loop {
+                    match s.recv(&mut back) {
+                        // A late echo of an earlier (lost) ping is skipped.
+                        Ok(n) if n == buf.len() && back[..8] == buf[..8] => {
+                            return Ok(Reply::Rtt(now_ns() - t0))
+                        }
+                        Ok(_) => {}
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::WouldBlock
+                                    | ErrorKind::TimedOut
+                                    | ErrorKind::Interrupted
+                            ) =>
+                        {
+                            std::hint::spin_loop()
+                        }
+                        Err(e) => return Err(e).context("UDP ping receive"),
+                    }
+                    if stop.is_set() {
+                        return Ok(Reply::Stopped);
+                    }
+                    if now_ns() > deadline {
+                        return Ok(Reply::Lost);
+                    }
+                }
+            });
+            match r {
+                Ok(r) => sizes.push(r),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        // The goodbye may be lost too: repeat it until the echo thread is gone.
+        for _ in 0..50 {
+            let _ = s.send(&[]);
+            if echo.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if echo.is_finished() {
+            join(echo, "UDP echo")?;
+        }
+        result?;
+        Ok(TransportResult {
+            transport: Transport::Udp,
+            path: "raw UDP datagrams to an echo thread, loopback".into(),
+            spin_yields: false,
+            sizes,
+        })
+    }
+
+    fn tickwire(&mut self, addr: SocketAddr, yields: bool) -> anyhow::Result<TransportResult> {
+        let idle = self.args.idle;
+        let opts = |name: &str| ClientOptions {
+            name: name.to_owned(),
+            batch_bytes: 0,
+            ..ClientOptions::default()
+        };
+        let near = self.args.pin.map(|p| p.near);
+        let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
+        let stop = self.stop.clone();
+        let b_opts = opts("bench-pingpong-echo");
+        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
+            .name("tickwire-echo".into())
+            .spawn(move || {
+                if let Some(cpu) = near {
+                    harness::pin_current_thread(cpu);
+                }
+                let setup = Client::connect_with(addr, b_opts)
+                    .and_then(|mut b| b.subscribe(PING_TOPIC).map(|()| b))
+                    .with_context(|| format!("echo client connecting to the router at {addr}"));
+                let mut b = match setup {
+                    Ok(b) => {
+                        let _ = ready_tx.send(Ok(()));
+                        b
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(anyhow::anyhow!("{e:#}")));
+                        return Err(e);
+                    }
+                };
+                let mut buf = Vec::with_capacity(64 * 1024);
+                loop {
+                    let wait = match idle {
+                        Idle::Spin => Wait::NoWait,
+                        Idle::Block => Wait::Timeout(Duration::from_millis(100)),
+                    };
+                    match b.recv(wait).context("echo client receive")? {
+                        Some(m) => {
+                            buf.clear();
+                            buf.extend_from_slice(m.payload());
+                        }
+                        None => {
+                            if stop.is_set() {
+                                return Ok(());
+                            }
+                            idle_once(yields);
+                            continue;
+                        }
+                    }
+                    // An empty ping is A's goodbye.
+                    if buf.is_empty() {
+                        let _ = b.close();
+                        return Ok(());
+                    }
+                    b.publish(PONG_TOPIC, &buf).context("echo client publish")?;
+                }
+            })
+            .context("spawning the tickwire echo thread")?;
+        ready_rx
+            .recv()
+            .context("the tickwire echo thread died")?
+            .context("starting the tickwire echo client")?;
+        let mut a = Client::connect_with(addr, opts("bench-pingpong"))
+            .with_context(|| format!("connecting to the router at {addr}"))?;
+        a.subscribe(PONG_TOPIC)
+            .context("subscribing to bench/pong")?;
+
+        let mut sizes = Vec::new();
+        let mut result = Ok(());
+        for &size in &self.args.sizes {
+            if self.stop.is_set() {
+                break;
+            }
+            let stop = self.stop.clone();
+            let r = self.measure(Transport::Tickwire, size, |buf| {
+                let t0 = now_ns();
+                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+                a.publish(PING_TOPIC, buf).context("publishing a ping")?;
+                loop {
+                    let wait = match idle {
+                        Idle::Spin => Wait::NoWait,
+                        Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
+                    };
+                    if let Some(m) = a.recv(wait).context("receiving a pong")? {
+                        let t1 = now_ns();
+                        if m.payload().len() == buf.len() && m.payload()[..8] == buf[..8] {
+                            return Ok(Reply::Rtt(t1 - t0));
+                        }
+                        bail!("the echo client returned the wrong ping");
+                    }
+                    if now_ns() > deadline {
+                        bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
+                    }
+                    if stop.is_set() {
+                        return Ok(Reply::Stopped);
+                    }
+                    idle_once(yields);
+                }
+            });
+            match r {
+                Ok(r) => sizes.push(r),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let _ = a.publish(PING_TOPIC, &[]);
+        let _ = a.close();
+        if result.is_ok() || echo.is_finished() {
+            join(echo, "tickwire echo")?;
+        }
+        result?;
+        Ok(TransportResult {
+            transport: Transport::Tickwire,
+            path: "client A → router → echo client B → router → A (topics bench/ping, bench/pong)"
+                .into(),
+            spin_yields: yields,
+            sizes,
+        })
+    }
+}
+
+/// One empty poll in a spin loop: a pause hint, or a yield when spinners share a core.
+pub(crate) fn idle_once(yields: bool) {
+    if yields {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+fn join(h: JoinHandle<anyhow::Result<()>>, what: &str) -> anyhow::Result<()> {
+    match h.join() {
+        Ok(r) => r.with_context(|| format!("{what} thread")),
+        Err(_) => bail!("the {what} thread panicked"),
+    }
+}
+
+/// `write_all` that also works on a non-blocking socket (spins on WouldBlock).
+fn write_all_spin(s: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match s.write(buf) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from a blocking (with read timeout) or non-blocking socket.
+fn read_exact_until(s: &mut TcpStream, buf: &mut [u8], deadline: u64) -> anyhow::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => bail!("the TCP echo closed the connection"),
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if now_ns() > deadline {
+                    bail!("no TCP echo within {REPLY_TIMEOUT:?}");
+                }
+                std::hint::spin_loop();
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("TCP ping read"),
+        }
+    }
+    Ok(())
+}
+
+/// tickwire p50 / tcp p50 per size, where both have samples.
+fn ratios(results: &[TransportResult]) -> Vec<(usize, f64)> {
+    let find = |t| results.iter().find(|r| r.transport == t);
+    let (Some(tcp), Some(tw)) = (find(Transport::Tcp), find(Transport::Tickwire)) else {
+        return Vec::new();
+    };
+    tw.sizes
+        .iter()
+        .filter_map(|w| {
+            let base = tcp.sizes.iter().find(|b| b.size == w.size)?;
+            ratio(
+                w.latency.p50_us,
+                base.latency.p50_us,
+                w.latency.samples.min(base.latency.samples),
+            )
+            .map(|r| (w.size, r))
+        })
+        .collect()
+}
+
+fn ratio(a: f64, b: f64, samples: u64) -> Option<f64> {
+    (samples > 0 && b > 0.0).then(|| a / b)
+}
+
+/// The per-size table of one transport: the published ping-pong layout.
+pub fn size_table(title: &str, sizes: &[SizeResult]) -> String {
+    let mut out = format!("{title}\n");
+    out.push_str(&format!(
+        "{:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
+        "size", "mean", "min", "median", "max", "p99", "p99.9", "stddev", "iterations"
+    ));
+    for s in sizes {
+        let l = &s.latency;
+        if l.samples == 0 {
+            out.push_str(&format!("{:>6} {:>9}\n", s.size, "no samples"));
+            continue;
+        }
+        out.push_str(&format!(
+            "{:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>10}{}\n",
+            s.size,
+            l.mean_us,
+            l.min_us,
+            l.p50_us,
+            l.max_us,
+            l.p99_us,
+            l.p999_us,
+            l.stddev_us,
+            l.samples,
+            if s.complete { "" } else { "  (stopped early)" }
+        ));
+    }
+    out
+}
+
+fn print_report(
+    args: &PingpongArgs,
+    machine: &Machine,
+    results: &[TransportResult],
+    router: Option<&str>,
+    stopped: bool,
+) {
+    println!();
+    println!(
+        "tickwire bench pingpong: half round trip (RTT/2) in µs on {} ({} cores, kernel {})",
+        machine.cpu_model, machine.cores, machine.kernel
+    );
+    let pin = match args.pin {
+        Some(p) => format!(
+            "pinned: measuring thread CPU {}, echo/router CPU {}",
+            p.near, p.far
+        ),
+        None => "not pinned".into(),
+    };
+    println!(
+        "idle {} on both ends; {pin}; warm-up {} pings per size excluded",
+        args.idle.name(),
+        args.warmup
+    );
+    if let Some(r) = router {
+        println!("router: {r}");
+    }
+    if stopped {
+        println!("STOPPED by Ctrl-C: partial results below");
+    }
+    for r in results {
+        println!();
+        let yields = if r.spin_yields {
+            " [spinning ends yield when idle: more spinners than cores]"
+        } else {
+            ""
+        };
+        print!(
+            "{}",
+            size_table(
+                &format!("{} — {}{yields}", r.transport.name(), r.path),
+                &r.sizes
+            )
+        );
+        let lost: u64 = r.sizes.iter().map(|s| s.counters.gaps).sum();
+        let sent: u64 = r.sizes.iter().map(|s| s.counters.sent).sum();
+        let recv: u64 = r.sizes.iter().map(|s| s.counters.received).sum();
+        println!("counters: sent {sent}, received {recv}, lost {lost}");
+    }
+    let ratios = ratios(results);
+    if !ratios.is_empty() {
+        println!();
+        let parts: Vec<String> = ratios
+            .iter()
+            .map(|(s, r)| format!("{s} B {r:.2}x"))
+            .collect();
+        println!(
+            "tickwire p50 / raw TCP p50 (same run): {}",
+            parts.join(", ")
+        );
+    }
+}
+
+fn plot(path: &Path, args: &PingpongArgs, results: &[TransportResult]) -> anyhow::Result<()> {
+    let mut series = Vec::new();
+    for r in results {
+        for (label, pick) in [("p50", 0), ("p99", 1)] {
+            let points: Vec<(f64, f64)> = r
+                .sizes
+                .iter()
+                .filter(|s| s.latency.samples > 0)
+                .map(|s| {
+                    let v = if pick == 0 {
+                        s.latency.p50_us
+                    } else {
+                        s.latency.p99_us
+                    };
+                    (s.size as f64, v)
+                })
+                .collect();
+            series.push(Series {
+                name: format!("{} {label}", r.transport.name()),
+                points,
+            });
+        }
+    }
+    let pin = if args.pin.is_some() {
+        "pinned"
+    } else {
+        "unpinned"
+    };
+    report::line_chart_svg(
+        path,
+        &format!(
+            "ping-pong half round trip vs size (idle {}, {pin})",
+            args.idle.name()
+        ),
+        "message size (bytes)",
+        "latency (µs, log scale)",
+        &series,
+        true,
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pin_parses_two_cpus() {
+        assert_eq!(parse_pin("0,1"), Ok(Pinning { near: 0, far: 1 }));
+        assert_eq!(parse_pin(" 3 , 2 "), Ok(Pinning { near: 3, far: 2 }));
+        assert!(parse_pin("0").is_err());
+        assert!(parse_pin("0,1,2").is_err());
+        assert!(parse_pin("a,b").is_err());
+    }
+
+    #[test]
+    fn ratio_needs_samples_and_a_baseline() {
+        assert_eq!(ratio(10.0, 4.0, 5), Some(2.5));
+        assert_eq!(ratio(10.0, 0.0, 5), None);
+        assert_eq!(ratio(10.0, 4.0, 0), None);
+    }
+
+    fn summary(samples: u64, p50: f64) -> Summary {
+        Summary {
+            samples,
+            min_us: 1.0,
+            p50_us: p50,
+            p90_us: p50,
+            p99_us: p50,
+            p999_us: p50,
+            p9999_us: None,
+            max_us: p50,
+            mean_us: p50,
+            stddev_us: 0.0,
+        }
+    }
+
+    fn result(t: Transport, sizes: &[(usize, f64)]) -> TransportResult {
+        TransportResult {
+            transport: t,
+            path: String::new(),
+            spin_yields: false,
+            sizes: sizes
+                .iter()
+                .map(|&(size, p50)| SizeResult {
+                    size,
+                    latency: summary(10, p50),
+                    counters: Counters::default(),
+                    warmup_excluded: 0,
+                    complete: true,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn ratios_pair_tickwire_with_tcp_by_size() {
+        let rs = vec![
+            result(Transport::Tcp, &[(64, 5.0), (100, 10.0)]),
+            result(Transport::Tickwire, &[(64, 10.0), (1472, 30.0)]),
+        ];
+        assert_eq!(ratios(&rs), vec![(64, 2.0)]);
+        assert!(ratios(&rs[..1]).is_empty());
+    }
+
+    #[test]
+    fn size_table_has_the_published_columns() {
+        let t = size_table("tcp", &result(Transport::Tcp, &[(64, 5.0)]).sizes);
+        for col in [
+            "size",
+            "mean",
+            "min",
+            "median",
+            "max",
+            "p99",
+            "p99.9",
+            "stddev",
+            "iterations",
+        ] {
+            assert!(t.contains(col), "{col} missing in\n{t}");
+        }
+        assert!(t.contains("    64"));
+    }
+}

@@ -1,0 +1,1150 @@
+//! The `tickwire bench stream` driver: a rate sweep (BENCHMARKING.md family B).
+//!
+//! Per target rate (one "step"), a sender streams fixed-size messages open loop from a
+//! [`Schedule`]: every message has an intended send time and the sender never waits
+//! for replies. A receiver counts every message (sequence numbers: gaps, duplicates,
+//! out-of-order) and reflects 1 in `--reflect-every` back to the sender. The sender
+//! and receiver live in one process, so one clock gives:
+//!
+//! - one-way latency: receiver's receipt time − intended send time (stamped by the
+//!   receiver into the reflected message);
+//! - round trip: reflection's arrival at the sender − intended send time;
+//! - sender lateness: actual − intended send time, in its own histogram.
+//!
+//! All three are measured from the intended send time, so a stalled sender shows up as
+//! latency (no coordinated omission). The sweep stops at the first step whose achieved
+//! send or receive rate is below 90% of the target.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use tickwire_client::{Client, ClientOptions, Wait};
+
+use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::pingpong::{idle_once, parse_pin, Idle, Pinning};
+use crate::report::{self, Machine, Series};
+use crate::schedule::{RatePattern, Schedule};
+use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
+
+const AFTER_HELP: &str = "\
+What it measures, per target rate (one step of the sweep):
+  The sender streams --size-byte messages open loop at the target rate (every message
+  has an intended send time from a schedule; the sender never waits for replies). The
+  receiver counts every message and reflects 1 in --reflect-every back. Sender and
+  receiver are threads of this process, so one clock gives:
+    one-way     receiver's receipt time − intended send time (reflected samples)
+    round trip  reflection's arrival at the sender − intended send time
+    lateness    actual − intended send time of every message (the sender's own delay)
+  Measuring from the intended time means a stalled sender shows up as latency.
+  Reported per step: target, achieved send and receive rates, the latency summaries,
+  and the counters sent / received / gaps / duplicates / out-of-order (they must
+  reconcile). A step whose achieved send rate is below 90% of the target is INVALID
+  (saturated); the sweep stops at the first step whose send or receive rate falls
+  below 90% (unless --keep-going). Each step's first --warmup-secs are excluded from
+  the rates and latencies (the counters include them, and say how many).
+
+Transports (--transport, measured in the order given, in the same run):
+  udp       raw UDP datagrams to a receiver thread that counts and reflects: the floor
+  tickwire  the sender publishes on bench/stream through a `tickwire router` child
+            process (or --router ADDR); a receiver client subscribed to it counts and
+            republishes the sampled ones on bench/reflect; the sender subscribes there
+
+Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
+e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
+makes the receiver and the router sleep until data arrives (the sender still paces
+by the clock and sleeps only when the next message is more than 200 µs away).
+Pinning (--pin NEAR,FAR): the sender on NEAR; the UDP receiver and the router on FAR;
+the tickwire receiver client on NEAR (router on one core, measuring process on the
+other).
+
+Examples:
+  tickwire bench stream
+      udp then tickwire, 64-byte messages, 10k → 1M msg/s, 2 s per rate
+  tickwire bench stream --transport tickwire --rates 50k,100k,150k,200k --step-secs 5
+  tickwire bench stream --idle block --pin 0,1 --json stream.json --plot stream.svg
+  tickwire bench stream --transport tickwire --router 10.0.0.5:7420 --reflect-every 10
+
+Ctrl-C stops the run and still prints (and writes) what was measured.";
+
+/// Options of `tickwire bench stream`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct StreamArgs {
+    /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
+    /// floor) and tickwire (through the router).
+    #[arg(
+        long,
+        alias = "transports",
+        value_delimiter = ',',
+        default_value = "udp,tickwire"
+    )]
+    pub transport: Vec<Transport>,
+
+    /// Message size in bytes (payload); at least 32 (sequence number, intended send
+    /// time, flags and the receiver's stamp travel in it).
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+
+    /// Target rates in msg/s, comma-separated, swept in this order; `k` and `M`
+    /// suffixes are decimal (50k = 50000, 1.5M = 1500000).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_rate,
+        default_value = "10k,20k,50k,100k,200k,500k,1M"
+    )]
+    pub rates: Vec<f64>,
+
+    /// Measured seconds per target rate (after the warm-up).
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    pub step_secs: f64,
+
+    /// Warm-up seconds at the start of every step, at the step's rate, excluded from
+    /// the rates and latencies.
+    #[arg(long, default_value_t = 0.5, value_name = "SECS")]
+    pub warmup_secs: f64,
+
+    /// The receiver reflects message number i back when i is a multiple of N (1 in N
+    /// is a latency sample); 1 reflects every message.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub reflect_every: u64,
+
+    /// Idle strategy of the receiving ends and of the router this bench starts:
+    /// `spin` (busy-poll) or `block` (sleep in the kernel until data arrives).
+    #[arg(long, value_enum, default_value_t = Idle::Spin)]
+    pub idle: Idle,
+
+    /// Pin the sender to CPU NEAR and the UDP receiver and the router to CPU FAR
+    /// (e.g. `0,1`). Default: no pinning.
+    #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
+    pub pin: Option<Pinning>,
+
+    /// Use the tickwire router already listening at ADDR instead of starting one.
+    #[arg(long, value_name = "ADDR")]
+    pub router: Option<SocketAddr>,
+
+    /// Run every rate even after one fell below 90% of its target.
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Write every result, with the machine's metadata, as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Draw latency (one-way p50 and p99, log scale) and the achieved rates (right
+    /// axis) versus the target rate as an SVG to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// A stream transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Raw UDP to a receiver thread (the floor).
+    Udp,
+    /// Through a tickwire router.
+    Tickwire,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tickwire => "tickwire",
+        }
+    }
+}
+
+/// Parses `10000`, `10k`, `1.5M` (decimal multipliers) into msg/s.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (examples: 10000, 50k, 1.5M)"))?;
+    let r = v * mult;
+    if !(1.0..=1e9).contains(&r) {
+        return Err(format!("{s:?}: a rate is between 1 and 1G msg/s"));
+    }
+    Ok(r)
+}
+
+const STREAM_TOPIC: &str = "bench/stream";
+const REFLECT_TOPIC: &str = "bench/reflect";
+/// Payload layout (little-endian u64s): sequence, intended send time, flags, the
+/// receiver's receipt time (written into reflections).
+const OFF_SEQ: usize = 0;
+const OFF_INTENDED: usize = 8;
+const OFF_FLAGS: usize = 16;
+const OFF_RX: usize = 24;
+const MIN_SIZE: usize = 32;
+const FLAG_WARMUP: u64 = 1;
+const FLAG_END: u64 = 2;
+/// Largest UDP payload.
+const MAX_UDP: usize = 65_507;
+/// After the last message, how long the sender waits for the receiver and the last
+/// reflections.
+const DRAIN: Duration = Duration::from_secs(2);
+
+fn get_u64(p: &[u8], off: usize) -> u64 {
+    p.get(off..off + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn put_u64(p: &mut [u8], off: usize, v: u64) {
+    p[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// One target rate on one transport.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepResult {
+    pub target_rate: f64,
+    /// Measured messages sent per second of the measured window (lateness stretches
+    /// the window, so a sender that cannot keep up shows a lower rate).
+    pub achieved_send_rate: f64,
+    /// Measured messages received per second of the same window.
+    pub achieved_recv_rate: f64,
+    /// Receiver's receipt − intended send time, reflected samples, µs.
+    pub one_way: Summary,
+    /// Reflection's arrival at the sender − intended send time, µs.
+    pub round_trip: Summary,
+    /// Actual − intended send time of every measured message, µs.
+    pub sender_lateness: Summary,
+    /// Every message of the step, warm-up included.
+    pub counters: Counters,
+    /// Warm-up messages (included in `counters`, excluded from rates and latencies).
+    pub warmup_messages: u64,
+    pub reflections_sent: u64,
+    pub reflections_received: u64,
+    /// Why the step is INVALID (rule 3), if it is.
+    pub invalid: Option<String>,
+    /// False when Ctrl-C or the sender's deadline cut the step short.
+    pub complete: bool,
+}
+
+/// The sweep of one transport.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportResult {
+    pub transport: Transport,
+    pub path: String,
+    /// True when the spinning measuring threads yielded after an empty poll.
+    pub spin_yields: bool,
+    pub steps: Vec<StepResult>,
+    /// Why the sweep ended before the last rate, if it did.
+    pub stopped: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    bench: &'static str,
+    machine: Machine,
+    size: usize,
+    step_secs: f64,
+    warmup_secs: f64,
+    reflect_every: u64,
+    idle: Idle,
+    pinning: Option<Pinning>,
+    router: Option<String>,
+    stopped_by_user: bool,
+    transports: &'a [TransportResult],
+}
+
+/// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
+pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+    validate(args)?;
+    let stop = StopFlag::install();
+    let machine = Machine::detect();
+    if let Some(p) = args.pin {
+        harness::pin_current_thread(p.near);
+    }
+    let mut progress = Progress::new();
+    let mut results = Vec::new();
+    let mut router_desc = None;
+    for &t in &args.transport {
+        if stop.is_set() {
+            break;
+        }
+        let mut _child = None;
+        let (addr, yields) = match t {
+            Transport::Udp => (None, false),
+            Transport::Tickwire => {
+                let addr = match args.router {
+                    Some(a) => {
+                        router_desc = Some(format!("external router at {a}"));
+                        a
+                    }
+                    None => {
+                        let far = args.pin.map(|p| p.far);
+                        let c = RouterChild::start(tickwire, args.idle.name(), far, &[])?;
+                        router_desc = Some(c.command().to_owned());
+                        let a = c.addr;
+                        _child = Some(c);
+                        a
+                    }
+                };
+                let yields = args.idle == Idle::Spin && (args.pin.is_some() || machine.cores < 3);
+                (Some(addr), yields)
+            }
+        };
+        let mut tr = TransportResult {
+            transport: t,
+            path: match t {
+                Transport::Udp => "raw UDP datagrams to a receiver thread, loopback".into(),
+                Transport::Tickwire => {
+                    "sender → router → receiver client (bench/stream), sampled reflections → router → sender (bench/reflect)".into()
+                }
+            },
+            spin_yields: yields,
+            steps: Vec::new(),
+            stopped: None,
+        };
+        for &rate in &args.rates {
+            if stop.is_set() {
+                tr.stopped = Some("stopped by Ctrl-C".into());
+                break;
+            }
+            let step = run_step(args, t, addr, rate, yields, &stop, &mut progress)
+                .with_context(|| format!("{} at {rate:.0} msg/s", t.name()))?;
+            let short = invalid_reason(rate, step.achieved_send_rate.min(step.achieved_recv_rate));
+            tr.steps.push(step);
+            if let Some(why) = short {
+                if !args.keep_going {
+                    tr.stopped = Some(format!("sweep stopped at {rate:.0} msg/s: {why}"));
+                    break;
+                }
+            }
+        }
+        results.push(tr);
+    }
+
+    print_report(
+        args,
+        &machine,
+        &results,
+        router_desc.as_deref(),
+        stop.is_set(),
+    );
+    if let Some(path) = &args.json {
+        let rep = Report {
+            bench: "stream",
+            machine: machine.clone(),
+            size: args.size,
+            step_secs: args.step_secs,
+            warmup_secs: args.warmup_secs,
+            reflect_every: args.reflect_every,
+            idle: args.idle,
+            pinning: args.pin,
+            router: router_desc.clone(),
+            stopped_by_user: stop.is_set(),
+            transports: &results,
+        };
+        report::write_json(path, &rep).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        plot(path, args, &results).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(if stop.is_set() {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn validate(args: &StreamArgs) -> anyhow::Result<()> {
+    if args.transport.is_empty() || args.rates.is_empty() {
+        bail!("--transport and --rates need at least one value");
+    }
+    if args.size < MIN_SIZE {
+        bail!(
+            "--size {} is too small: at least {MIN_SIZE} bytes",
+            args.size
+        );
+    }
+    if args.transport.contains(&Transport::Udp) && args.size > MAX_UDP {
+        bail!(
+            "--size {} does not fit in one UDP datagram (max {MAX_UDP})",
+            args.size
+        );
+    }
+    if !(args.step_secs > 0.0 && args.step_secs.is_finite()) {
+        bail!("--step-secs must be positive");
+    }
+    if !(args.warmup_secs >= 0.0 && args.warmup_secs.is_finite()) {
+        bail!("--warmup-secs must be 0 or more");
+    }
+    if args.reflect_every == 0 {
+        bail!("--reflect-every must be at least 1");
+    }
+    Ok(())
+}
+
+/// The sender's end of a transport.
+trait SenderLink {
+    /// Sends (or queues) one message.
+    fn send(&mut self, payload: &[u8]) -> anyhow::Result<()>;
+    /// Writes what `send` queued.
+    fn flush(&mut self) -> anyhow::Result<()>;
+    /// Calls `f` for every reflection available now, without waiting.
+    fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()>;
+}
+
+/// What the receiver thread saw in one step.
+#[derive(Debug, Default)]
+struct RxOutcome {
+    counters: Counters,
+    /// Measured (not warm-up) messages received, and when the last one arrived.
+    measured: u64,
+    last_measured_ns: u64,
+    reflections_sent: u64,
+    /// Highest sequence number + 1 seen (trailing losses are `sent` − this).
+    next_expected: u64,
+}
+
+/// Counts one received message and decides whether to reflect it.
+fn observe(p: &[u8], now: u64, every: u64, tracker: &mut SeqTracker, rx: &mut RxOutcome) -> Msg {
+    let flags = get_u64(p, OFF_FLAGS);
+    if flags & FLAG_END != 0 {
+        return Msg::End;
+    }
+    let seq = get_u64(p, OFF_SEQ);
+    tracker.observe(seq, 1, &mut rx.counters);
+    rx.next_expected = tracker.next_expected();
+    if flags & FLAG_WARMUP == 0 {
+        rx.measured += 1;
+        rx.last_measured_ns = now;
+    }
+    if seq % every == 0 {
+        Msg::Reflect
+    } else {
+        Msg::Count
+    }
+}
+
+enum Msg {
+    Count,
+    Reflect,
+    End,
+}
+
+/// A running receiver thread: its result arrives once it saw END or `quit` was set.
+struct Receiver {
+    handle: JoinHandle<anyhow::Result<RxOutcome>>,
+    quit: Arc<AtomicBool>,
+}
+
+fn run_step(
+    args: &StreamArgs,
+    t: Transport,
+    router: Option<SocketAddr>,
+    rate: f64,
+    yields: bool,
+    stop: &StopFlag,
+    progress: &mut Progress,
+) -> anyhow::Result<StepResult> {
+    let quit = Arc::new(AtomicBool::new(false));
+    let (mut link, receiver): (Box<dyn SenderLink>, Receiver) = match (t, router) {
+        (Transport::Tickwire, Some(addr)) => tickwire_pair(args, addr, yields, quit)?,
+        _ => udp_pair(args, quit)?,
+    };
+    let sched = Schedule {
+        pattern: RatePattern::Steady { rate },
+        warmup_ns: secs_ns(args.warmup_secs),
+        duration_ns: secs_ns(args.step_secs),
+    };
+    let spin = args.idle == Idle::Spin;
+    let mut payload = vec![0u8; args.size];
+    let mut one_way = Latency::new();
+    let mut round_trip = Latency::new();
+    let mut lateness = Latency::new();
+    let (mut sent, mut warm, mut measured_sent, mut reflected) = (0u64, 0u64, 0u64, 0u64);
+    let mut last_measured_send = 0u64;
+    let on_reflection = |p: &[u8], ow: &mut Latency, rt: &mut Latency, n: &mut u64| {
+        let now = now_ns();
+        *n += 1;
+        if get_u64(p, OFF_FLAGS) & FLAG_WARMUP == 0 {
+            let intended = get_u64(p, OFF_INTENDED);
+            rt.record(now.saturating_sub(intended));
+            ow.record(get_u64(p, OFF_RX).saturating_sub(intended));
+        }
+    };
+
+    // Give the receiver a moment, then start on a round time.
+    let start = now_ns() + 5_000_000;
+    let measure_start = start + sched.warmup_ns;
+    // A sender that cannot keep up is cut off here; its rate then shows the shortfall.
+    let give_up = start + sched.end_ns() + sched.end_ns().max(1_000_000_000);
+    let mut complete = true;
+    let mut slots = sched.slots().peekable();
+    'send: while let Some(&slot) = slots.peek() {
+        let due = start + slot.at_ns;
+        // Until the next message is due: take reflections, then spin or sleep.
+        loop {
+            link.poll(&mut |p| on_reflection(p, &mut one_way, &mut round_trip, &mut reflected))?;
+            let now = now_ns();
+            if now >= due {
+                break;
+            }
+            if stop.is_set() {
+                complete = false;
+                break 'send;
+            }
+            if spin {
+                idle_once(yields);
+            } else {
+                harness::wait_until_ns(due.min(now + 1_000_000));
+            }
+        }
+        // Send everything that is due, then write once.
+        while let Some(&slot) = slots.peek() {
+            let intended = start + slot.at_ns;
+            let now = now_ns();
+            if intended > now {
+                break;
+            }
+            put_u64(&mut payload, OFF_SEQ, slot.index);
+            put_u64(&mut payload, OFF_INTENDED, intended);
+            put_u64(
+                &mut payload,
+                OFF_FLAGS,
+                if slot.warmup { FLAG_WARMUP } else { 0 },
+            );
+            link.send(&payload)?;
+            sent += 1;
+            if slot.warmup {
+                warm += 1;
+            } else {
+                measured_sent += 1;
+                last_measured_send = now;
+                lateness.record(now - intended);
+            }
+            slots.next();
+        }
+        link.flush()?;
+        if now_ns() > give_up {
+            complete = false;
+            break;
+        }
+        progress.tick(|| {
+            format!(
+                "stream {} {rate:.0} msg/s: sent {sent}, reflections {reflected}, lateness p50 {:.1} µs",
+                t.name(),
+                lateness.summary().p50_us
+            )
+        });
+    }
+
+    // END, then wait for the receiver's count and the last reflections.
+    put_u64(&mut payload, OFF_FLAGS, FLAG_END);
+    let drain_until = now_ns() + DRAIN.as_nanos() as u64;
+    let mut end_sent_at = 0;
+    let mut rx: Option<RxOutcome> = None;
+    let mut receiver = Some(receiver);
+    loop {
+        let now = now_ns();
+        if now >= end_sent_at + 20_000_000 && rx.is_none() {
+            // Repeated: a UDP datagram may be lost.
+            link.send(&payload)?;
+            link.flush()?;
+            end_sent_at = now;
+        }
+        link.poll(&mut |p| on_reflection(p, &mut one_way, &mut round_trip, &mut reflected))?;
+        if let Some(r) = receiver.take_if(|r| r.handle.is_finished()) {
+            rx = Some(join_receiver(r)?);
+        }
+        let done = rx.as_ref().is_some_and(|r| reflected >= r.reflections_sent);
+        if done || now > drain_until {
+            break;
+        }
+        idle_once(true);
+    }
+    let rx = match (rx, receiver) {
+        (Some(rx), _) => rx,
+        (None, Some(r)) => {
+            r.quit.store(true, Ordering::Relaxed);
+            join_receiver(r)?
+        }
+        (None, None) => RxOutcome::default(),
+    };
+
+    let mut counters = rx.counters;
+    counters.sent = sent;
+    counters.gaps += sent.saturating_sub(rx.next_expected);
+    let window = (last_measured_send.max(rx.last_measured_ns))
+        .saturating_sub(measure_start)
+        .max(sched.duration_ns)
+        .max(1) as f64;
+    let send_window = last_measured_send
+        .saturating_sub(measure_start)
+        .max(sched.duration_ns)
+        .max(1) as f64;
+    let achieved_send_rate = measured_sent as f64 * 1e9 / send_window;
+    let achieved_recv_rate = rx.measured as f64 * 1e9 / window;
+    Ok(StepResult {
+        target_rate: rate,
+        achieved_send_rate,
+        achieved_recv_rate,
+        one_way: one_way.summary(),
+        round_trip: round_trip.summary(),
+        sender_lateness: lateness.summary(),
+        counters,
+        warmup_messages: warm,
+        reflections_sent: rx.reflections_sent,
+        reflections_received: reflected,
+        invalid: invalid_reason(rate, achieved_send_rate),
+        complete,
+    })
+}
+
+fn join_receiver(r: Receiver) -> anyhow::Result<RxOutcome> {
+    match r.handle.join() {
+        Ok(res) => res.context("receiver thread"),
+        Err(_) => bail!("the receiver thread panicked"),
+    }
+}
+
+fn secs_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+// ---- raw UDP ----
+
+struct UdpSender {
+    sock: UdpSocket,
+    buf: Vec<u8>,
+}
+
+impl SenderLink for UdpSender {
+    fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
+        loop {
+            match self.sock.send(payload) {
+                Ok(_) => return Ok(()),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    std::hint::spin_loop()
+                }
+                // The receiver's socket is gone (ICMP port unreachable): count as lost.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(()),
+                Err(e) => return Err(e).context("UDP send"),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        loop {
+            match self.sock.recv(&mut self.buf) {
+                Ok(n) => f(&self.buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => return Err(e).context("UDP receive of a reflection"),
+            }
+        }
+    }
+}
+
+fn udp_pair(
+    args: &StreamArgs,
+    quit: Arc<AtomicBool>,
+) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
+    let rx_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP receiver")?;
+    let rx_addr = rx_sock.local_addr()?;
+    let sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP sender")?;
+    sock.connect(rx_addr)?;
+    sock.set_nonblocking(true)?;
+    let (spin, every, far) = (
+        args.idle == Idle::Spin,
+        args.reflect_every,
+        args.pin.map(|p| p.far),
+    );
+    let q = Arc::clone(&quit);
+    let handle = std::thread::Builder::new()
+        .name("udp-receiver".into())
+        .spawn(move || -> anyhow::Result<RxOutcome> {
+            if let Some(cpu) = far {
+                harness::pin_current_thread(cpu);
+            }
+            rx_sock.set_nonblocking(spin)?;
+            if !spin {
+                rx_sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+            }
+            let mut out = RxOutcome::default();
+            let mut tracker = SeqTracker::default();
+            let mut buf = vec![0u8; MAX_UDP + 1];
+            loop {
+                match rx_sock.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        let now = now_ns();
+                        match observe(&buf[..n], now, every, &mut tracker, &mut out) {
+                            Msg::End => return Ok(out),
+                            Msg::Count => {}
+                            Msg::Reflect => {
+                                if n >= MIN_SIZE {
+                                    put_u64(&mut buf, OFF_RX, now);
+                                }
+                                // A reflection that does not fit the socket now is lost
+                                // (and shows as reflections_sent > received).
+                                if rx_sock.send_to(&buf[..n], from).is_ok() {
+                                    out.reflections_sent += 1;
+                                }
+                            }
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                        ) =>
+                    {
+                        if q.load(Ordering::Relaxed) {
+                            return Ok(out);
+                        }
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => return Err(e).context("UDP receiver"),
+                }
+            }
+        })
+        .context("spawning the UDP receiver")?;
+    let link = UdpSender {
+        sock,
+        buf: vec![0u8; MAX_UDP + 1],
+    };
+    Ok((Box::new(link), Receiver { handle, quit }))
+}
+
+// ---- tickwire ----
+
+struct TickwireSender {
+    client: Client,
+}
+
+impl SenderLink for TickwireSender {
+    fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
+        self.client
+            .publish(STREAM_TOPIC, payload)
+            .context("publishing on bench/stream")
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        self.client.flush().context("flushing the sender")
+    }
+
+    fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        self.client
+            .poll(Wait::NoWait, |m| f(m.payload()))
+            .context("receiving reflections")?;
+        Ok(())
+    }
+}
+
+fn tickwire_pair(
+    args: &StreamArgs,
+    addr: SocketAddr,
+    yields: bool,
+    quit: Arc<AtomicBool>,
+) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
+    let (spin, every, near) = (
+        args.idle == Idle::Spin,
+        args.reflect_every,
+        args.pin.map(|p| p.near),
+    );
+    let q = Arc::clone(&quit);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let handle = std::thread::Builder::new()
+        .name("tickwire-receiver".into())
+        .spawn(move || -> anyhow::Result<RxOutcome> {
+            if let Some(cpu) = near {
+                harness::pin_current_thread(cpu);
+            }
+            let opts = ClientOptions {
+                name: "bench-stream-receiver".into(),
+                ..ClientOptions::default()
+            };
+            let setup = Client::connect_with(addr, opts)
+                .and_then(|mut c| c.subscribe(STREAM_TOPIC).map(|()| c))
+                .with_context(|| format!("receiver connecting to the router at {addr}"));
+            let mut c = match setup {
+                Ok(c) => {
+                    let _ = ready_tx.send(Ok(()));
+                    c
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("{e:#}")));
+                    return Err(e);
+                }
+            };
+            let mut out = RxOutcome::default();
+            let mut tracker = SeqTracker::default();
+            let mut to_reflect: Vec<u8> = Vec::new();
+            let mut size = 0;
+            let mut ended = false;
+            let wait = if spin {
+                Wait::NoWait
+            } else {
+                Wait::Timeout(Duration::from_millis(50))
+            };
+            loop {
+                let n = c
+                    .poll(wait, |m| {
+                        let p = m.payload();
+                        let now = now_ns();
+                        match observe(p, now, every, &mut tracker, &mut out) {
+                            Msg::End => ended = true,
+                            Msg::Count => {}
+                            Msg::Reflect => {
+                                let at = to_reflect.len();
+                                to_reflect.extend_from_slice(p);
+                                size = p.len();
+                                if p.len() >= MIN_SIZE {
+                                    put_u64(&mut to_reflect[at..], OFF_RX, now);
+                                }
+                            }
+                        }
+                    })
+                    .context("receiver poll")?;
+                if size > 0 {
+                    for p in to_reflect.chunks(size) {
+                        c.publish(REFLECT_TOPIC, p)
+                            .context("publishing a reflection")?;
+                        out.reflections_sent += 1;
+                    }
+                    to_reflect.clear();
+                    c.flush().context("flushing reflections")?;
+                }
+                if ended || q.load(Ordering::Relaxed) {
+                    let _ = c.close();
+                    return Ok(out);
+                }
+                if n == 0 && spin {
+                    idle_once(yields);
+                }
+            }
+        })
+        .context("spawning the tickwire receiver")?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => bail!("starting the receiver client: {e}"),
+        Err(_) => {
+            let e = match handle.join() {
+                Ok(Err(e)) => format!("{e:#}"),
+                _ => "it exited".into(),
+            };
+            bail!("the receiver thread died: {e}");
+        }
+    }
+    let opts = ClientOptions {
+        name: "bench-stream-sender".into(),
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect_with(addr, opts)
+        .with_context(|| format!("sender connecting to the router at {addr}"))?;
+    client
+        .subscribe(REFLECT_TOPIC)
+        .context("subscribing to bench/reflect")?;
+    Ok((
+        Box::new(TickwireSender { client }),
+        Receiver { handle, quit },
+    ))
+}
+
+// ---- output ----
+
+fn fmt_rate(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.2}M", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1}k", r / 1e3)
+    } else {
+        format!("{r:.0}")
+    }
+}
+
+/// The per-rate table: target, achieved rates, counters, status.
+pub fn rate_table(title: &str, steps: &[StepResult]) -> String {
+    let mut out = format!("{title}\n");
+    out.push_str(&format!(
+        "{:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>5} {:>9} {:>9}  {}\n",
+        "target/s",
+        "sent/s",
+        "recv/s",
+        "sent",
+        "received",
+        "gaps",
+        "dups",
+        "ooo",
+        "reflected",
+        "late p99",
+        "status"
+    ));
+    for s in steps {
+        let c = &s.counters;
+        let status = match (&s.invalid, s.complete) {
+            (Some(_), _) => "INVALID (saturated)",
+            (None, false) => "cut short",
+            (None, true) if c.sent != c.received => "lost messages",
+            (None, true) => "ok",
+        };
+        out.push_str(&format!(
+            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>5} {:>9} {:>9.1}  {status}\n",
+            fmt_rate(s.target_rate),
+            fmt_rate(s.achieved_send_rate),
+            fmt_rate(s.achieved_recv_rate),
+            c.sent,
+            c.received,
+            c.gaps,
+            c.duplicates,
+            c.out_of_order,
+            format!("{}/{}", s.reflections_received, s.reflections_sent),
+            s.sender_lateness.p99_us,
+        ));
+    }
+    out
+}
+
+fn print_report(
+    args: &StreamArgs,
+    machine: &Machine,
+    results: &[TransportResult],
+    router: Option<&str>,
+    stopped: bool,
+) {
+    println!();
+    println!(
+        "tickwire bench stream: {}-byte messages, 1 in {} reflected, {} s per rate after {} s warm-up (excluded); {} ({} cores)",
+        args.size, args.reflect_every, args.step_secs, args.warmup_secs, machine.cpu_model, machine.cores
+    );
+    let pin = match args.pin {
+        Some(p) => format!(
+            "pinned: sender CPU {}, receiver/router CPU {}",
+            p.near, p.far
+        ),
+        None => "not pinned".into(),
+    };
+    println!("idle {}; {pin}", args.idle.name());
+    if let Some(r) = router {
+        println!("router: {r}");
+    }
+    if stopped {
+        println!("STOPPED by Ctrl-C: partial results below");
+    }
+    for r in results {
+        println!();
+        let yields = if r.spin_yields {
+            " [spinning threads yield when idle: more spinners than cores]"
+        } else {
+            ""
+        };
+        print!(
+            "{}",
+            rate_table(
+                &format!("{} — {}{yields}", r.transport.name(), r.path),
+                &r.steps
+            )
+        );
+        let label = |s: &StepResult| {
+            format!(
+                "{} {}",
+                fmt_rate(s.target_rate),
+                if s.invalid.is_some() { "INVALID" } else { "" }
+            )
+        };
+        for (what, pick) in [
+            ("one-way latency from intended send time (µs)", 0),
+            ("round trip from intended send time (µs)", 1),
+            ("sender lateness (µs)", 2),
+        ] {
+            let rows: Vec<(String, Summary)> = r
+                .steps
+                .iter()
+                .map(|s| {
+                    let sum = match pick {
+                        0 => &s.one_way,
+                        1 => &s.round_trip,
+                        _ => &s.sender_lateness,
+                    };
+                    (label(s), sum.clone())
+                })
+                .collect();
+            println!();
+            print!(
+                "{}",
+                report::latency_table(&format!("{} {what}", r.transport.name()), &rows)
+            );
+        }
+        for s in r
+            .steps
+            .iter()
+            .filter_map(|s| s.invalid.as_ref().map(|w| (s.target_rate, w)))
+        {
+            println!("INVALID at {}: {}", fmt_rate(s.0), s.1);
+        }
+        if let Some(why) = &r.stopped {
+            println!("{why}");
+        }
+    }
+}
+
+fn plot(path: &Path, args: &StreamArgs, results: &[TransportResult]) -> anyhow::Result<()> {
+    let mut lat = Vec::new();
+    let mut rates = Vec::new();
+    for r in results {
+        let pts = |f: &dyn Fn(&StepResult) -> Option<f64>| -> Vec<(f64, f64)> {
+            r.steps
+                .iter()
+                .filter_map(|s| f(s).map(|v| (s.target_rate / 1e3, v)))
+                .collect()
+        };
+        let name = r.transport.name();
+        let has = |s: &StepResult| s.one_way.samples > 0;
+        lat.push(Series {
+            name: format!("{name} one-way p50"),
+            points: pts(&|s| has(s).then_some(s.one_way.p50_us)),
+        });
+        lat.push(Series {
+            name: format!("{name} one-way p99"),
+            points: pts(&|s| has(s).then_some(s.one_way.p99_us)),
+        });
+        rates.push(Series {
+            name: format!("{name} achieved send"),
+            points: pts(&|s| Some(s.achieved_send_rate / 1e3)),
+        });
+        rates.push(Series {
+            name: format!("{name} achieved recv"),
+            points: pts(&|s| Some(s.achieved_recv_rate / 1e3)),
+        });
+    }
+    report::line_chart_svg(
+        path,
+        &format!(
+            "stream: latency and achieved rate vs target ({} B, idle {})",
+            args.size,
+            args.idle.name()
+        ),
+        "target rate (k msg/s)",
+        "one-way latency from intended send (µs, log)",
+        &lat,
+        true,
+        Some(("achieved rate (k msg/s)", &rates)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_with_decimal_suffixes() {
+        assert_eq!(parse_rate("10000"), Ok(10_000.0));
+        assert_eq!(parse_rate("50k"), Ok(50_000.0));
+        assert_eq!(parse_rate("1.5M"), Ok(1_500_000.0));
+        assert_eq!(parse_rate(" 20K "), Ok(20_000.0));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("-5k").is_err());
+        assert!(parse_rate("").is_err());
+    }
+
+    #[test]
+    fn payload_fields_round_trip() {
+        let mut p = vec![0u8; MIN_SIZE];
+        put_u64(&mut p, OFF_SEQ, 7);
+        put_u64(&mut p, OFF_INTENDED, 123_456_789);
+        put_u64(&mut p, OFF_FLAGS, FLAG_WARMUP);
+        assert_eq!(get_u64(&p, OFF_SEQ), 7);
+        assert_eq!(get_u64(&p, OFF_INTENDED), 123_456_789);
+        assert_eq!(get_u64(&p, OFF_FLAGS), FLAG_WARMUP);
+        // A short payload reads as 0 instead of panicking.
+        assert_eq!(get_u64(&p[..10], OFF_INTENDED), 0);
+    }
+
+    fn msg(seq: u64, flags: u64) -> Vec<u8> {
+        let mut p = vec![0u8; MIN_SIZE];
+        put_u64(&mut p, OFF_SEQ, seq);
+        put_u64(&mut p, OFF_FLAGS, flags);
+        p
+    }
+
+    #[test]
+    fn observe_counts_samples_reflects_and_ends() {
+        let mut t = SeqTracker::default();
+        let mut rx = RxOutcome::default();
+        assert!(matches!(
+            observe(&msg(0, FLAG_WARMUP), 10, 3, &mut t, &mut rx),
+            Msg::Reflect
+        ));
+        assert!(matches!(
+            observe(&msg(1, 0), 20, 3, &mut t, &mut rx),
+            Msg::Count
+        ));
+        // 2 is lost.
+        assert!(matches!(
+            observe(&msg(3, 0), 30, 3, &mut t, &mut rx),
+            Msg::Reflect
+        ));
+        assert!(matches!(
+            observe(&msg(4, FLAG_END), 40, 3, &mut t, &mut rx),
+            Msg::End
+        ));
+        assert_eq!(rx.counters.received, 3);
+        assert_eq!(rx.counters.gaps, 1);
+        assert_eq!(rx.measured, 2);
+        assert_eq!(rx.last_measured_ns, 30);
+        assert_eq!(rx.next_expected, 4);
+    }
+
+    #[test]
+    fn rate_table_marks_invalid_steps() {
+        let sum = Latency::new().summary();
+        let step = StepResult {
+            target_rate: 100_000.0,
+            achieved_send_rate: 50_000.0,
+            achieved_recv_rate: 50_000.0,
+            one_way: sum.clone(),
+            round_trip: sum.clone(),
+            sender_lateness: sum,
+            counters: Counters {
+                sent: 10,
+                received: 10,
+                ..Counters::default()
+            },
+            warmup_messages: 0,
+            reflections_sent: 1,
+            reflections_received: 1,
+            invalid: invalid_reason(100_000.0, 50_000.0),
+            complete: true,
+        };
+        let t = rate_table("udp", &[step]);
+        assert!(t.contains("target/s") && t.contains("recv/s"), "{t}");
+        assert!(t.contains("100.0k") && t.contains("INVALID"), "{t}");
+    }
+
+    #[test]
+    fn rates_format_compactly() {
+        assert_eq!(fmt_rate(950.0), "950");
+        assert_eq!(fmt_rate(20_000.0), "20.0k");
+        assert_eq!(fmt_rate(1_500_000.0), "1.50M");
+    }
+}

@@ -1,0 +1,42 @@
+//! `tickwire bench`: the benchmark suite (crate `tickwire-bench`).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use tickwire_bench::{fanout, pingpong, stream};
+
+const BENCH_HELP: &str = "\
+The industry's latency tests, open loop, HDR histograms, raw-socket baseline in the
+same run (see BENCHMARKING.md in the project's shared docs and BENCHMARKS.md):
+  pingpong   socket ping-pong half round trip vs message size: raw TCP, raw UDP, tickwire
+  fanout     router fan-out under bursty mixed-size load (published patterns 1 and 2, mdd);
+             --target nats://HOST:PORT runs the identical workload against NATS
+  stream     rate sweep: achieved rate and latency per target rate
+Every command prints a table; --json FILE and --plot FILE.svg write full results.";
+
+#[derive(Args)]
+#[command(after_help = BENCH_HELP)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Half round-trip latency versus message size (family B).
+    Pingpong(pingpong::PingpongArgs),
+    /// Router fan-out under bursty, mixed-size, open-loop load (family A).
+    Fanout(fanout::FanoutArgs),
+    /// Rate sweep: achieved rate and latency per target rate (family B).
+    Stream(stream::StreamArgs),
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let me = std::env::current_exe().context("locating the tickwire binary")?;
+    match a.cmd {
+        BenchCmd::Pingpong(a) => pingpong::run(&a, &me),
+        BenchCmd::Fanout(a) => fanout::run(&a, &me),
+        BenchCmd::Stream(a) => stream::run(&a, &me),
+    }
+}

@@ -1,0 +1,240 @@
+//! End-to-end smoke runs of `tickwire bench fanout`: the real binary, a real router
+//! (and a real NATS server when one is installed), tiny rates, short runs. Checks that
+//! the report's counters reconcile; never asserts timing.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Runs the bench with `args` plus `--json FILE`, within [`TIMEOUT`]; returns the exit
+/// code, the parsed JSON and the output (for failure messages).
+fn run_fanout(tag: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let json = std::env::temp_dir().join(format!(
+        "tickwire-bench-fanout-{tag}-{}.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&json);
+    let out_path = json.with_extension("out");
+    let out = std::fs::File::create(&out_path).expect("creating the output file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args(["bench", "fanout"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("cloning the output file"))
+        .stderr(out)
+        .spawn()
+        .expect("starting tickwire bench fanout");
+    let status = wait_with_timeout(&mut child, TIMEOUT);
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    let Some(status) = status else {
+        panic!("tickwire bench fanout did not finish within {TIMEOUT:?}; output:\n{output}");
+    };
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); output:\n{output}"));
+    let _ = std::fs::remove_file(&json);
+    let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
+    (status.code().unwrap_or(-1), doc, output)
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn u(doc: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut v = doc;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{} is not a number in the report", path.join(".")))
+}
+
+/// Sent, expected and received reconcile: every message reached every subscriber once.
+fn assert_reconciles(doc: &serde_json::Value, subscribers: u64, output: &str) {
+    let sent = u(doc, &["counters", "sent"]);
+    let expected = u(doc, &["counters", "expected"]);
+    let received = u(doc, &["counters", "received"]);
+    assert!(sent > 0, "nothing was sent:\n{output}");
+    assert_eq!(
+        expected,
+        sent * subscribers,
+        "each subscriber is on every topic:\n{output}"
+    );
+    assert_eq!(received, expected, "deliveries do not reconcile:\n{output}");
+    for c in ["gaps", "duplicates", "out_of_order", "malformed"] {
+        assert_eq!(u(doc, &["counters", c]), 0, "{c}:\n{output}");
+    }
+    assert_eq!(doc["counters"]["reconciled"], true, "{output}");
+    // The latency figures cover the measured part only, one sample per delivery.
+    let samples = u(doc, &["latency", "samples"]);
+    assert!(
+        samples > 0 && samples <= received,
+        "{samples} samples of {received}:\n{output}"
+    );
+    let by_size: u64 = doc["latency_by_size"]
+        .as_array()
+        .expect("latency_by_size")
+        .iter()
+        .map(|r| r["latency"]["samples"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        by_size, samples,
+        "per-size samples add up to the total:\n{output}"
+    );
+    assert!(!doc["timeline"].as_array().expect("timeline").is_empty());
+    assert!(doc["machine"]["cores"].as_u64().unwrap_or(0) >= 1);
+}
+
+const SMALL: &[&str] = &[
+    "--rate",
+    "2000",
+    "--burst",
+    "+1000",
+    "--duration",
+    "1",
+    "--warmup",
+    "0.2",
+    "--publishers",
+    "2",
+    "--subscribers",
+    "2",
+    "--topics",
+    "3",
+];
+
+#[test]
+fn fanout_smoke_against_a_tickwire_router_reconciles() {
+    let mut args = SMALL.to_vec();
+    // Block: the test machine is shared, a spinning router would take a core.
+    args.extend(["--idle", "block"]);
+    let (code, doc, output) = run_fanout("tickwire", &args);
+    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_eq!(doc["system"], "tickwire");
+    assert_eq!(doc["bench"], "fanout");
+    assert_reconciles(&doc, 2, &output);
+    // The router saw every message once and delivered it to both subscribers.
+    let totals = &doc["router_stats"]["router"]["totals"];
+    if !totals.is_null() {
+        assert_eq!(
+            totals["msgs_in"].as_u64(),
+            Some(u(&doc, &["counters", "sent"])),
+            "{output}"
+        );
+    }
+}
+
+#[test]
+fn fanout_smoke_scaled_preset_prints_the_scaling() {
+    let args = [
+        "--preset",
+        "mdd",
+        "--scale",
+        "0.002",
+        "--publishers",
+        "2",
+        "--subscribers",
+        "2",
+        "--topics",
+        "2",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0",
+        "--idle",
+        "block",
+    ];
+    let (code, doc, output) = run_fanout("scaled", &args);
+    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_eq!(doc["scaled"], "SCALED: 0.002 x published rates");
+    assert!(
+        output.matches("SCALED: 0.002 x published rates").count() >= 2,
+        "top and bottom:\n{output}"
+    );
+    assert_eq!(doc["workload"]["topic_len"], 12);
+    assert_reconciles(&doc, 2, &output);
+}
+
+/// nats-server from ~/go/bin or PATH, if installed.
+fn nats_server() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/nats-server"));
+    if let Some(p) = home.filter(|p| p.exists()) {
+        return Some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("nats-server"))
+        .find(|p| p.exists())
+}
+
+/// A nats-server child on a free loopback port, killed on drop.
+struct NatsServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_nats(bin: &Path) -> NatsServer {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(bin)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting nats-server");
+    let server = NatsServer {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(server.addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nats-server did not listen on {}",
+            server.addr
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+#[test]
+fn fanout_smoke_against_nats_reconciles_or_skips() {
+    let Some(bin) = nats_server() else {
+        eprintln!("skipped: nats-server is not installed (looked in ~/go/bin and PATH)");
+        return;
+    };
+    let server = start_nats(&bin);
+    let url = format!("nats://{}", server.addr);
+    let mut args = SMALL.to_vec();
+    args.extend(["--target", &url]);
+    let (code, doc, output) = run_fanout("nats", &args);
+    drop(server);
+    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_eq!(doc["system"], "NATS");
+    assert_reconciles(&doc, 2, &output);
+}

@@ -1,0 +1,160 @@
+//! `tickwire bench pingpong` end to end: a short real run (raw TCP, raw UDP and a real
+//! router), checked for its table and its JSON counters. No timing is asserted.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
+/// Generous: a debug build on a busy 2-core machine.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `tickwire <args>`; on timeout sends SIGTERM (so the bench stops its router),
+/// then kills, and fails. Returns (status, stdout, stderr).
+fn run(args: &[&str]) -> (ExitStatus, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).ok();
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(5));
+            let _ = child.kill();
+            let _ = child.wait();
+            let (o, e) = (t_out.join().unwrap(), t_err.join().unwrap());
+            panic!("tickwire {args:?} did not finish in {LIMIT:?}\nstdout:\n{o}\nstderr:\n{e}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, t_out.join().unwrap(), t_err.join().unwrap())
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("tickwire-{}-{name}", std::process::id()))
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn pingpong_runs_every_transport_and_reconciles() {
+    let json = temp("pingpong.json");
+    let svg = temp("pingpong.svg");
+    let (st, out, err) = run(&[
+        "bench",
+        "pingpong",
+        "--sizes",
+        "64,100",
+        "--iterations",
+        "200",
+        "--warmup",
+        "20",
+        "--idle",
+        "block",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(st.success(), "exit {st}\nstdout:\n{out}\nstderr:\n{err}");
+    for header in [
+        "size",
+        "mean",
+        "min",
+        "median",
+        "max",
+        "p99",
+        "p99.9",
+        "stddev",
+        "iterations",
+    ] {
+        assert!(out.contains(header), "no {header:?} column in\n{out}");
+    }
+    for t in ["tcp", "udp", "tickwire"] {
+        assert!(out.contains(&format!("{t} —")), "no {t} table in\n{out}");
+    }
+    assert!(out.contains("idle block"), "idle mode not reported\n{out}");
+
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["bench"], "pingpong");
+    assert!(
+        v["machine"]["cores"].as_u64().is_some(),
+        "no machine metadata: {v}"
+    );
+    let transports = v["transports"].as_array().unwrap();
+    assert_eq!(transports.len(), 3);
+    for t in transports {
+        let sizes = t["sizes"].as_array().unwrap();
+        assert_eq!(sizes.len(), 2, "{t}");
+        for s in sizes {
+            let c = &s["counters"];
+            assert_eq!(u(c, "sent"), 200, "{s}");
+            // UDP may lose a datagram; every ping is then accounted as a gap.
+            assert_eq!(u(c, "received") + u(c, "gaps"), u(c, "sent"), "{s}");
+            if t["transport"] != "udp" {
+                assert_eq!(u(c, "received"), 200, "{s}");
+            }
+            assert_eq!(u(&s["latency"], "samples"), u(c, "received"), "{s}");
+            assert_eq!(u(s, "warmup_excluded"), 20, "{s}");
+        }
+    }
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("<svg"), "not an SVG");
+    let _ = std::fs::remove_file(json);
+    let _ = std::fs::remove_file(svg);
+}
+
+#[test]
+fn pingpong_help_teaches() {
+    let (st, out, _) = run(&["bench", "pingpong", "--help"]);
+    assert!(st.success());
+    for s in [
+        "--sizes",
+        "--iterations",
+        "--warmup",
+        "--transports",
+        "--idle",
+        "--pin",
+        "--router",
+        "--json",
+        "--plot",
+        "Examples:",
+    ] {
+        assert!(out.contains(s), "{s} not in --help:\n{out}");
+    }
+}
+
+#[test]
+fn pingpong_refuses_a_size_below_the_sequence_number() {
+    let (st, _, err) = run(&["bench", "pingpong", "--sizes", "4", "--transports", "tcp"]);
+    assert!(!st.success());
+    assert!(err.contains("too small"), "{err}");
+}
