@@ -665,6 +665,9 @@ impl SenderLink for UdpSender {
     }
 }
 
+/// Requested UDP socket buffer size (the kernel caps it at rmem_max / wmem_max).
+const UDP_BUFFER: usize = 4 << 20;
+
 fn udp_pair(
     args: &StreamArgs,
     quit: Arc<AtomicBool>,
@@ -672,6 +675,13 @@ fn udp_pair(
     let rx_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP receiver")?;
     let rx_addr = rx_sock.local_addr()?;
     let sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP sender")?;
+    // Large socket buffers (capped by net.core.{r,w}mem_max), so that losses at high
+    // rates measure the receiver, not a 200 KiB default buffer.
+    for s in [&rx_sock, &sock] {
+        let s = socket2::SockRef::from(s);
+        let _ = s.set_recv_buffer_size(UDP_BUFFER);
+        let _ = s.set_send_buffer_size(UDP_BUFFER);
+    }
     sock.connect(rx_addr)?;
     sock.set_nonblocking(true)?;
     let (spin, every, far) = (
