@@ -1,61 +1,19 @@
 //! `tickwire bench pingpong` end to end: a short real run (raw TCP, raw UDP and a real
 //! router), checked for its table and its JSON counters. No timing is asserted.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use common::temp;
 use serde_json::Value;
+use std::process::ExitStatus;
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
 /// Generous: a debug build on a busy 2-core machine.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs `tickwire <args>`; on timeout sends SIGTERM (so the bench stops its router),
-/// then kills, and fails. Returns (status, stdout, stderr).
+/// Runs `tickwire <args>` with the shared harness (SIGTERM, then kill, on timeout).
 fn run(args: &[&str]) -> (ExitStatus, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tickwire");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).ok();
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(5));
-            let _ = child.kill();
-            let _ = child.wait();
-            let (o, e) = (t_out.join().unwrap(), t_err.join().unwrap());
-            panic!("tickwire {args:?} did not finish in {LIMIT:?}\nstdout:\n{o}\nstderr:\n{e}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status, t_out.join().unwrap(), t_err.join().unwrap())
-}
-
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("tickwire-{}-{name}", std::process::id()))
+    common::run_cli(args, LIMIT)
 }
 
 fn u(v: &Value, key: &str) -> u64 {

@@ -267,11 +267,22 @@ pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, S
             break st;
         }
         if Instant::now() > deadline {
+            // SIGTERM first, so a bench stops the router it started; then kill.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(5));
             let _ = child.kill();
             let _ = child.wait();
-            panic!("tickwire {args:?} did not finish in {timeout:?}");
+            let (o, e) = (t_out.join().unwrap(), t_err.join().unwrap());
+            panic!("tickwire {args:?} did not finish in {timeout:?}\nstdout:\n{o}\nstderr:\n{e}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     (status, t_out.join().unwrap(), t_err.join().unwrap())
+}
+
+/// A per-process temporary path for a test's output file.
+pub fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tickwire-{}-{name}", std::process::id()))
 }
