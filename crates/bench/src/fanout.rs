@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::harness::{self, now_ns, parse_pin, Pinning, Progress, RouterChild, StopFlag};
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
@@ -163,7 +163,7 @@ pub struct FanoutArgs {
     /// Pin the measuring process (all its threads) to CPU NEAR and the router this
     /// bench starts to CPU FAR. A bare --pin means 1,0.
     #[arg(long, value_name = "NEAR,FAR", num_args = 0..=1, default_missing_value = "1,0", value_parser = parse_pin)]
-    pub pin: Option<(usize, usize)>,
+    pub pin: Option<Pinning>,
 
     /// tickwire only: every message carries in-line stamps (publisher send, router in,
     /// router out; 24 more bytes on the wire) and the report adds per-hop latency:
@@ -184,17 +184,6 @@ pub struct FanoutArgs {
     /// right axis, as an SVG to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-}
-
-/// Parses `NEAR,FAR` (two CPU numbers).
-fn parse_pin(s: &str) -> Result<(usize, usize), String> {
-    let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
-    match (it.next(), it.next(), it.next()) {
-        (Some(Ok(near)), Some(Ok(far)), None) => Ok((near, far)),
-        _ => Err(format!(
-            "{s:?}: expected two CPU numbers NEAR,FAR, e.g. 1,0"
-        )),
-    }
 }
 
 /// Time between connecting the last client and schedule time 0.
@@ -229,18 +218,18 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         (Target::Nats { url }, _) => RouterInfo::nats(url),
         (Target::Tickwire { .. }, Some(addr)) => RouterInfo::external(addr),
         (Target::Tickwire { .. }, None) => {
-            let far = args.pin.map(|p| p.1);
+            let far = args.pin.map(|p| p.far);
             let c = RouterChild::start(tickwire, &args.idle, far, &[])?;
             let info = RouterInfo::started(c.addr, &args.idle, far, c.command());
             child = Some(c);
             info
         }
     };
-    let pinned = args.pin.map(|p| harness::pin_current_thread(p.0));
+    let pinned = args.pin.map(|p| harness::pin_current_thread(p.near));
     let layout = Layout {
-        bench_cpu: args.pin.map(|p| p.0).filter(|_| pinned == Some(true)),
+        bench_cpu: args.pin.map(|p| p.near).filter(|_| pinned == Some(true)),
         router_cpu: if child.is_some() {
-            args.pin.map(|p| p.1)
+            args.pin.map(|p| p.far)
         } else {
             None
         },
@@ -491,10 +480,10 @@ mod tests {
         assert_eq!(c.args.preset, Some(Preset::Pattern1));
         assert_eq!(c.args.scale, 0.05);
         assert_eq!(c.args.burst, Some(250_000.0));
-        assert_eq!(c.args.pin, Some((1, 0)));
+        assert_eq!(c.args.pin, Some(Pinning { near: 1, far: 0 }));
         assert!(matches!(c.args.target, Target::Nats { .. }));
         let c = Cli::try_parse_from(["x", "--pin", "0,1", "--rate", "2k"]).unwrap();
-        assert_eq!(c.args.pin, Some((0, 1)));
+        assert_eq!(c.args.pin, Some(Pinning { near: 0, far: 1 }));
         assert_eq!(c.args.rate, Some(2000.0));
         assert!(Cli::try_parse_from(["x", "--target", "tcp://x:1"]).is_err());
         assert!(Cli::try_parse_from(["x", "--idle", "nap"]).is_err());

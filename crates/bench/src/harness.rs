@@ -381,6 +381,26 @@ pub fn wait_until_ns(t: u64) {
     }
 }
 
+/// `--pin NEAR,FAR` of every bench command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Pinning {
+    /// The measuring threads' CPU.
+    pub near: usize,
+    /// The CPU of the far end: echo threads, receivers, the router.
+    pub far: usize,
+}
+
+/// Parses `NEAR,FAR` (two CPU numbers).
+pub fn parse_pin(s: &str) -> Result<Pinning, String> {
+    let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Ok(near)), Some(Ok(far)), None) => Ok(Pinning { near, far }),
+        _ => Err(format!(
+            "{s:?}: expected two CPU numbers NEAR,FAR, e.g. 0,1"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

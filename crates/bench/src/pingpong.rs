@@ -22,6 +22,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
+pub use crate::harness::{parse_pin, Pinning};
+
 use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
@@ -149,26 +151,6 @@ impl Idle {
             Idle::Spin => "spin",
             Idle::Block => "block",
         }
-    }
-}
-
-/// `--pin NEAR,FAR`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Pinning {
-    /// The measuring (pinging) thread's CPU.
-    pub near: usize,
-    /// The echo threads' and the router's CPU.
-    pub far: usize,
-}
-
-/// Parses `NEAR,FAR` (two CPU numbers).
-pub(crate) fn parse_pin(s: &str) -> Result<Pinning, String> {
-    let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
-    match (it.next(), it.next(), it.next()) {
-        (Some(Ok(near)), Some(Ok(far)), None) => Ok(Pinning { near, far }),
-        _ => Err(format!(
-            "{s:?}: expected two CPU numbers NEAR,FAR, e.g. 0,1"
-        )),
     }
 }
 
@@ -821,23 +803,13 @@ fn print_report(
         args.idle.name(),
         args.warmup
     );
-    if let Some(r) = router {
-        println!("router: {r}");
-    }
-    if stopped {
-        println!("STOPPED by Ctrl-C: partial results below");
-    }
+    report::print_run_notes(router, stopped);
     for r in results {
         println!();
-        let yields = if r.spin_yields {
-            " [spinning ends yield when idle: more spinners than cores]"
-        } else {
-            ""
-        };
         print!(
             "{}",
             size_table(
-                &format!("{} — {}{yields}", r.transport.name(), r.path),
+                &report::transport_title(r.transport.name(), &r.path, r.spin_yields),
                 &r.sizes
             )
         );

@@ -383,6 +383,28 @@ fn series_colour(i: usize) -> RGBColor {
     })
 }
 
+/// Prints the router's command line (when the bench started one) and, after Ctrl-C,
+/// that the results below are partial.
+pub fn print_run_notes(router: Option<&str>, stopped: bool) {
+    if let Some(r) = router {
+        println!("router: {r}");
+    }
+    if stopped {
+        println!("STOPPED by Ctrl-C: partial results below");
+    }
+}
+
+/// Title of one transport's table, marking runs whose busy-polling ends yield the CPU
+/// when idle (more spinning threads than cores).
+pub fn transport_title(name: &str, path: &str, spin_yields: bool) -> String {
+    let yields = if spin_yields {
+        " [spinning threads yield when idle: more spinners than cores]"
+    } else {
+        ""
+    };
+    format!("{name} — {path}{yields}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

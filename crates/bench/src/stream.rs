@@ -29,7 +29,8 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
-use crate::pingpong::{idle_once, parse_pin, Idle, Pinning};
+use crate::harness::{parse_pin, Pinning};
+use crate::pingpong::{idle_once, Idle};
 use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
@@ -164,21 +165,11 @@ impl Transport {
     }
 }
 
-/// Parses `10000`, `10k`, `1.5M` (decimal multipliers) into msg/s.
+/// A sweep rate: the common rate syntax ([`crate::schedule::parse_rate`]), at least 1 msg/s.
 pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
-        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a rate (examples: 10000, 50k, 1.5M)"))?;
-    let r = v * mult;
-    if !(1.0..=1e9).contains(&r) {
-        return Err(format!("{s:?}: a rate is between 1 and 1G msg/s"));
+    let r = crate::schedule::parse_rate(s)?;
+    if r < 1.0 {
+        return Err(format!("{s:?}: a rate in a sweep is at least 1 msg/s"));
     }
     Ok(r)
 }
@@ -954,23 +945,13 @@ fn print_report(
         None => "not pinned".into(),
     };
     println!("idle {}; {pin}", args.idle.name());
-    if let Some(r) = router {
-        println!("router: {r}");
-    }
-    if stopped {
-        println!("STOPPED by Ctrl-C: partial results below");
-    }
+    report::print_run_notes(router, stopped);
     for r in results {
         println!();
-        let yields = if r.spin_yields {
-            " [spinning threads yield when idle: more spinners than cores]"
-        } else {
-            ""
-        };
         print!(
             "{}",
             rate_table(
-                &format!("{} — {}{yields}", r.transport.name(), r.path),
+                &report::transport_title(r.transport.name(), &r.path, r.spin_yields),
                 &r.steps
             )
         );

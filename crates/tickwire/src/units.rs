@@ -19,23 +19,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// Parses a message rate: `10000`, `10k`, `1.5M` (decimal multipliers).
+/// Parses a message rate: `10000`, `10k`, `1.5M` (the bench suite's syntax), rounded.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 1e6)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a rate (examples: 0, 10000, 50k, 1.5M)"))?;
-    if !(0.0..=1e10).contains(&(v * mult)) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok((v * mult).round() as u64)
+    tickwire_bench::schedule::parse_rate(s).map(|r| r.round() as u64)
 }
 
 #[cfg(test)]

@@ -3,24 +3,8 @@
 
 mod common;
 
-use common::temp;
+use common::{run_bench as run, temp, u};
 use serde_json::Value;
-use std::process::ExitStatus;
-use std::time::Duration;
-
-/// Generous: a debug build on a busy 2-core machine.
-const LIMIT: Duration = Duration::from_secs(120);
-
-/// Runs `tickwire <args>` with the shared harness (SIGTERM, then kill, on timeout).
-fn run(args: &[&str]) -> (ExitStatus, String, String) {
-    common::run_cli(args, LIMIT)
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing in {v}"))
-}
 
 #[test]
 fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {

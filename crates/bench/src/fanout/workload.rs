@@ -323,27 +323,7 @@ impl Header {
     }
 }
 
-/// Parses a rate: `500000`, `500k`, `1M`, `1.5m` (msg/s).
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("/s").unwrap_or(&t);
-    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 1e6)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a rate (examples: 2000, 50k, 1.5M)"))?;
-    let v = v * mult;
-    if !(0.0..=1e10).contains(&v) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(v)
-}
+pub use crate::schedule::parse_rate;
 
 /// Parses `--burst`: `+500k` or `500k` (the `+` says it adds to the base rate); `0`
 /// for no bursts.

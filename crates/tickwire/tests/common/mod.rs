@@ -286,3 +286,16 @@ pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, S
 pub fn temp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tickwire-{}-{name}", std::process::id()))
 }
+
+/// The unsigned integer at `key` of a JSON object; panics with the document when absent.
+pub fn u(v: &serde_json::Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// Runs a `tickwire bench ...` command with a generous limit (a debug build on a busy
+/// 2-core machine); SIGTERM, then kill, on timeout.
+pub fn run_bench(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    run_cli(args, Duration::from_secs(120))
+}
