@@ -1,0 +1,1 @@
+//! tickwire market data: the synthetic exchange, order books and the feed handler.
