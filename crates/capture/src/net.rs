@@ -1,0 +1,242 @@
+//! The drivers: capture datagrams of a multicast group into a pcap file, and replay a
+//! capture over UDP with its recorded timing.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tickwire_bench::harness::{now_ns, wait_until_ns, Progress, StopFlag};
+use tickwire_bench::stats::Latency;
+
+use crate::file::{CaptureWriter, Captured, FileError};
+use crate::speed::{Schedule, Speed};
+
+/// Errors of the drivers.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("{what}: {source}")]
+    Socket {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn sock_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NetError {
+    let what = what.into();
+    move |source| NetError::Socket { what, source }
+}
+
+/// A UDP socket receiving `group` (a multicast group, joined on `interface`, or a unicast
+/// address to bind). `SO_REUSEADDR` lets several receivers share a group and port.
+pub fn group_receiver(group: SocketAddrV4, interface: Ipv4Addr) -> Result<UdpSocket, NetError> {
+    let sock =
+        Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
+    sock.set_reuse_address(true)
+        .map_err(sock_err("SO_REUSEADDR"))?;
+    // A large receive buffer absorbs bursts while the reader is busy.
+    let _ = sock.set_recv_buffer_size(8 << 20);
+    let bind = if group.ip().is_multicast() {
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.port())
+    } else {
+        group
+    };
+    sock.bind(&SocketAddr::V4(bind).into())
+        .map_err(sock_err(format!("bind {bind}")))?;
+    if group.ip().is_multicast() {
+        sock.join_multicast_v4(group.ip(), &interface)
+            .map_err(sock_err(format!(
+                "join multicast group {} on {interface}",
+                group.ip()
+            )))?;
+    }
+    Ok(sock.into())
+}
+
+/// A UDP socket for sending to multicast groups through `interface` (loopback included),
+/// with multicast loop on so receivers on this host get the datagrams.
+pub fn group_sender(interface: Ipv4Addr) -> Result<UdpSocket, NetError> {
+    let sock =
+        Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
+    let _ = sock.set_send_buffer_size(8 << 20);
+    sock.set_multicast_if_v4(&interface)
+        .map_err(sock_err(format!("IP_MULTICAST_IF {interface}")))?;
+    sock.set_multicast_loop_v4(true)
+        .map_err(sock_err("IP_MULTICAST_LOOP"))?;
+    sock.set_multicast_ttl_v4(1)
+        .map_err(sock_err("IP_MULTICAST_TTL"))?;
+    let bind = SocketAddrV4::new(interface, 0);
+    sock.bind(&SocketAddr::V4(bind).into())
+        .map_err(sock_err(format!("bind {bind}")))?;
+    Ok(sock.into())
+}
+
+/// What to capture.
+#[derive(Debug, Clone)]
+pub struct CaptureOptions {
+    pub group: SocketAddrV4,
+    pub interface: Ipv4Addr,
+    /// Stop after this long (None: until stopped).
+    pub duration: Option<Duration>,
+    /// Stop after this many datagrams (None: no limit).
+    pub max_packets: Option<u64>,
+    /// Print a line per second to stderr.
+    pub progress: bool,
+}
+
+/// What a capture recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaptureReport {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Records datagrams arriving on `opts.group` into the pcap file `out` until the
+/// duration or packet limit is reached or `stop` is set. Timestamps are the system clock
+/// (ns since the Unix epoch) read right after each receive.
+pub fn capture(
+    opts: &CaptureOptions,
+    out: &Path,
+    stop: &StopFlag,
+) -> Result<CaptureReport, NetError> {
+    let sock = group_receiver(opts.group, opts.interface)?;
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(sock_err("SO_RCVTIMEO"))?;
+    let mut writer = CaptureWriter::create(out)?;
+    let mut buf = vec![0u8; 65_536];
+    let mut report = CaptureReport::default();
+    let deadline = opts.duration.map(|d| now_ns() + d.as_nanos() as u64);
+    let mut progress = Progress::new();
+    loop {
+        if stop.is_set()
+            || deadline.is_some_and(|d| now_ns() >= d)
+            || opts.max_packets.is_some_and(|m| report.packets >= m)
+        {
+            break;
+        }
+        match sock.recv_from(&mut buf) {
+            Ok((n, SocketAddr::V4(src))) => {
+                let unix_ns = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0);
+                writer.write(unix_ns, src, opts.group, &buf[..n])?;
+                report.packets += 1;
+                report.bytes += n as u64;
+            }
+            Ok((_, SocketAddr::V6(_))) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                return Err(NetError::Socket {
+                    what: format!("receive on {}", opts.group),
+                    source: e,
+                })
+            }
+        }
+        if opts.progress {
+            progress.tick(|| {
+                format!(
+                    "capture: {} packets, {} bytes",
+                    report.packets, report.bytes
+                )
+            });
+        }
+    }
+    writer.finish()?;
+    Ok(report)
+}
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub speed: Speed,
+    /// Send everything here instead of to each datagram's recorded destination.
+    pub target: Option<SocketAddrV4>,
+    /// Interface multicast leaves through (loopback by default).
+    pub interface: Ipv4Addr,
+    /// Passes over the file (`None`: loop until stopped).
+    pub passes: Option<u64>,
+    /// Print a line per second to stderr.
+    pub progress: bool,
+}
+
+/// What a replay did and how faithful its timing was.
+#[derive(Debug, Clone)]
+pub struct ReplayReport {
+    pub packets: u64,
+    pub bytes: u64,
+    pub passes: u64,
+    pub send_errors: u64,
+    pub elapsed_ns: u64,
+    /// Actual send time minus scheduled time, per datagram (empty under `max`).
+    pub lateness: Latency,
+}
+
+/// Replays `cap` in file order on an absolute schedule (see [`crate::speed`]).
+pub fn replay(
+    cap: &Captured,
+    opts: &ReplayOptions,
+    stop: &StopFlag,
+) -> Result<ReplayReport, NetError> {
+    let sock = group_sender(opts.interface)?;
+    let mut report = ReplayReport {
+        packets: 0,
+        bytes: 0,
+        passes: 0,
+        send_errors: 0,
+        elapsed_ns: 0,
+        lateness: Latency::new(),
+    };
+    let Some(first) = cap.entries.first() else {
+        return Ok(report);
+    };
+    let count = cap.entries.len() as u64;
+    let begin = now_ns();
+    let mut pass_start = begin;
+    let mut progress = Progress::new();
+    'passes: while opts.passes.is_none_or(|p| report.passes < p) {
+        let schedule = Schedule::new(opts.speed, pass_start, first.unix_ns);
+        for (i, e) in cap.entries.iter().enumerate() {
+            if let Some(due) = schedule.due(i as u64, e.unix_ns) {
+                wait_until_ns(due);
+                report.lateness.record(now_ns().saturating_sub(due));
+            }
+            if i % 1024 == 0 && stop.is_set() {
+                break 'passes;
+            }
+            let dst = opts.target.unwrap_or(e.dst);
+            let payload = cap.payload(e);
+            match sock.send_to(payload, dst) {
+                Ok(_) => {
+                    report.packets += 1;
+                    report.bytes += payload.len() as u64;
+                }
+                Err(_) => report.send_errors += 1,
+            }
+            if opts.progress && i % 256 == 0 {
+                progress.tick(|| {
+                    format!(
+                        "replay: pass {}, {} packets sent",
+                        report.passes + 1,
+                        report.packets
+                    )
+                });
+            }
+        }
+        report.passes += 1;
+        pass_start += schedule.pass_ns(count, cap.span_ns());
+        if matches!(opts.speed, Speed::Max) {
+            pass_start = now_ns();
+        }
+    }
+    report.elapsed_ns = now_ns() - begin;
+    Ok(report)
+}
