@@ -4,7 +4,9 @@
 
 mod bench_cmd;
 mod demo;
+mod md_cmd;
 mod pubsub;
+mod replay_cmd;
 mod router_cmd;
 mod stats;
 mod units;
@@ -60,6 +62,10 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Measure: socket ping-pong, router fan-out (vs NATS), rate sweeps.
     Bench(bench_cmd::BenchArgs),
+    /// Market data: capture a multicast feed into pcap.
+    Md(md_cmd::MdArgs),
+    /// Replay a pcap capture's UDP datagrams with their recorded timing (1x, 4x, max).
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -76,6 +82,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),
+        Cmd::Md(a) => md_cmd::run(a),
+        Cmd::Replay(a) => replay_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,108 @@
+//! `tickwire replay`: send a pcap capture's UDP datagrams again with their recorded
+//! timing (crate `tickwire-capture`).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tickwire_bench::harness::StopFlag;
+use tickwire_capture::net::{replay, ReplayOptions};
+use tickwire_capture::{Captured, Speed};
+
+const REPLAY_HELP: &str = "\
+Replays the UDP datagrams of a pcap file (Ethernet or raw IPv4 link type; tcpdump's
+files and those of `tickwire md capture`) in file order. Datagram i is sent at
+start + (t_i - t_0) / speed, an absolute schedule: a late send never delays the
+ones after it. The report gives the replay's own timing fidelity: how late each
+send was against its schedule (p50/p99/max).
+
+Examples:
+  tickwire replay feed.pcap                          # original timing, to the recorded groups
+  tickwire replay feed.pcap --speed 4x               # four times faster
+  tickwire replay feed.pcap --speed max --loop       # as fast as possible, until Ctrl-C
+  tickwire replay feed.pcap --to 239.1.1.1:26400     # everything to another group";
+
+#[derive(Args)]
+#[command(after_help = REPLAY_HELP)]
+pub struct ReplayArgs {
+    /// The pcap file to replay.
+    file: PathBuf,
+    /// Speed: 1x (recorded timing), 4x, 0.5x..., max, or a fixed rate such as 50k (datagrams/s).
+    #[arg(long, default_value = "1x", value_parser = Speed::parse)]
+    speed: Speed,
+    /// Replay again and again until Ctrl-C.
+    #[arg(long = "loop", conflicts_with = "passes")]
+    looped: bool,
+    /// Number of passes over the file.
+    #[arg(long, default_value_t = 1)]
+    passes: u64,
+    /// Send every datagram to this ADDR:PORT instead of its recorded destination.
+    #[arg(long, value_name = "ADDR:PORT")]
+    to: Option<SocketAddrV4>,
+    /// Interface address multicast leaves through.
+    #[arg(long, default_value = "127.0.0.1")]
+    interface: Ipv4Addr,
+}
+
+pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let cap = Captured::load(&a.file).with_context(|| format!("loading {}", a.file.display()))?;
+    if cap.entries.is_empty() {
+        anyhow::bail!(
+            "{}: no UDP datagrams to replay ({} other frames skipped)",
+            a.file.display(),
+            cap.skipped
+        );
+    }
+    let stop = StopFlag::install();
+    eprintln!(
+        "replaying {} datagrams ({:.3} s recorded{}) at {}{}",
+        cap.entries.len(),
+        cap.span_ns() as f64 / 1e9,
+        if cap.skipped > 0 {
+            format!(", {} non-UDP frames skipped", cap.skipped)
+        } else {
+            String::new()
+        },
+        a.speed,
+        if a.looped {
+            ", looping until Ctrl-C"
+        } else {
+            ""
+        }
+    );
+    let opts = ReplayOptions {
+        speed: a.speed,
+        target: a.to,
+        interface: a.interface,
+        passes: if a.looped { None } else { Some(a.passes) },
+        progress: true,
+    };
+    let r = replay(&cap, &opts, &stop)?;
+    let secs = r.elapsed_ns as f64 / 1e9;
+    println!("passes        {}", r.passes);
+    println!(
+        "datagrams     {} sent, {} send errors",
+        r.packets, r.send_errors
+    );
+    println!("bytes         {}", r.bytes);
+    println!(
+        "elapsed       {secs:.3} s ({:.0} datagrams/s)",
+        r.packets as f64 / secs.max(1e-9)
+    );
+    if r.lateness.is_empty() {
+        println!("lateness      n/a (speed max has no schedule)");
+    } else {
+        let s = r.lateness.summary();
+        println!(
+            "lateness      p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs ({} sends)",
+            s.p50_us, s.p99_us, s.p999_us, s.max_us, s.samples
+        );
+    }
+    Ok(if r.send_errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
