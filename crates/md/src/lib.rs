@@ -1,1 +1,7 @@
 //! tickwire market data: the synthetic exchange, order books and the feed handler.
+pub mod book;
+pub mod feed;
+pub mod generator;
+pub mod update;
+pub mod exchange;
+pub mod publisher;

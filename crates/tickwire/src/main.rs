@@ -62,7 +62,7 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Measure: socket ping-pong, router fan-out (vs NATS), rate sweeps.
     Bench(bench_cmd::BenchArgs),
-    /// Market data: capture a multicast feed into pcap.
+    /// Market data: generate a synthetic ITCH session, publish it as MoldUDP64, capture to pcap.
     Md(md_cmd::MdArgs),
     /// Replay a pcap capture's UDP datagrams with their recorded timing (1x, 4x, max).
     Replay(replay_cmd::ReplayArgs),

@@ -6,14 +6,115 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use tickwire_bench::harness::StopFlag;
 use tickwire_capture::net::{capture, CaptureOptions};
+use tickwire_capture::Speed;
+use tickwire_itch::Session;
+use tickwire_md::exchange::SessionData;
+use tickwire_md::generator::{write_session, GeneratorConfig};
+use tickwire_md::publisher::{publish, PublishOptions};
+
+const GENERATE_HELP: &str = "\
+The session: system events, a stock directory, trading actions, then order flow (adds,
+cancels, deletes, replaces, executions, trades) with realistic statistics: prices near
+the touch, cancels dominating, Zipf-skewed symbol activity, a U-shaped intraday rate
+with sub-second bursts. Valid by construction: no dead order references, shares
+conserved, books never crossed, timestamps monotonic. Same arguments, same bytes.
+
+File format: each ITCH message preceded by its length (2 bytes, big-endian), the
+layout of NASDAQ's historical ITCH 5.0 files.
+
+Example:
+  tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch";
+
+#[derive(Args)]
+#[command(after_help = GENERATE_HELP)]
+struct GenerateArgs {
+    /// Number of symbols (the first are well-known tickers).
+    #[arg(long, default_value_t = 100)]
+    symbols: u16,
+    /// Total messages in the session (system and directory messages included).
+    #[arg(long, default_value_t = 1_000_000)]
+    messages: u64,
+    /// Random seed: the same seed gives the same session.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Mean order-flow rate in messages/s at 1x (sets the session's duration).
+    #[arg(long, default_value = "20k", value_parser = tickwire_bench::schedule::parse_rate)]
+    rate: f64,
+    /// Output file.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
+
+const PUBLISH_HELP: &str = "\
+Sends the session as MoldUDP64 downstream packets to the group, message i due at
+start + (t_i - t_1) / speed (absolute schedule); a packet carries the next due message
+and every following one already due (up to --max-packet bytes). Heartbeats once a
+second while idle; after the last message, heartbeats and re-request answers for
+--linger, then End of Session. Re-requests (20-byte MoldUDP64 requests) are received on
+--request-listen and answered from memory to their sender.
+
+--loss P drops each original packet with probability P (seeded by --seed), never a
+retransmission: a feed handler must recover every gap.
+--restamp rewrites each message's ITCH timestamp to its scheduled send time (UTC time of
+day), so exchange-to-feed-handler latency can be measured on one host.
+
+Examples:
+  tickwire md publish --file day.itch --group 239.1.1.1:26400
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x --loss 0.01 --seed 3";
+
+#[derive(Args)]
+#[command(after_help = PUBLISH_HELP)]
+struct PublishArgs {
+    /// Session file written by `tickwire md generate` (or any length-prefixed ITCH 5.0 file).
+    #[arg(long, value_name = "FILE")]
+    file: PathBuf,
+    /// Multicast group to publish to.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400")]
+    group: SocketAddrV4,
+    /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k.
+    #[arg(long, default_value = "1x", value_parser = Speed::parse)]
+    speed: Speed,
+    /// Where to receive re-requests (default: 127.0.0.1, the group's port + 1).
+    #[arg(long, value_name = "ADDR:PORT")]
+    request_listen: Option<SocketAddrV4>,
+    /// MoldUDP64 session name (up to 10 characters).
+    #[arg(long, default_value = "TICKWIRE01")]
+    session: String,
+    /// Probability of dropping each original packet, 0 to 1.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Seed of the loss pattern.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Rewrite ITCH timestamps to the scheduled send time (time of day, UTC).
+    #[arg(long)]
+    restamp: bool,
+    /// How long to keep answering re-requests after the last message.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    linger: Duration,
+    /// Largest packet in bytes (MoldUDP64 header included).
+    #[arg(long, default_value_t = 1400)]
+    max_packet: usize,
+    /// Interface address multicast leaves through.
+    #[arg(long, default_value = "127.0.0.1")]
+    interface: Ipv4Addr,
+}
 
 const MD_HELP: &str = "\
-Market data tools:
+Market data tools (NASDAQ TotalView-ITCH 5.0 over MoldUDP64):
+  generate   write a realistic, reproducible synthetic ITCH session file
+  publish    send a session file as MoldUDP64 multicast with its timing; answer re-requests
   capture    record a multicast group's datagrams into a pcap file (ns timestamps)
-Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`.";
+Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`.
+
+A session end to end on one host:
+  tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch
+  tickwire md capture --group 239.1.1.1:26400 --out day.pcap &
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x";
 
 #[derive(Args)]
 #[command(after_help = MD_HELP)]
@@ -24,6 +125,10 @@ pub struct MdArgs {
 
 #[derive(Subcommand)]
 enum MdCmd {
+    /// Write a synthetic, reproducible ITCH 5.0 session file.
+    Generate(GenerateArgs),
+    /// Publish a session file as MoldUDP64 over UDP multicast, answering re-requests.
+    Publish(PublishArgs),
     /// Record a multicast group into a pcap file (readable by tcpdump and Wireshark).
     Capture(CaptureArgs),
 }
@@ -60,6 +165,8 @@ struct CaptureArgs {
 pub fn run(a: MdArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         MdCmd::Capture(c) => run_capture(c),
+        MdCmd::Generate(g) => run_generate(g),
+        MdCmd::Publish(p) => run_publish(p),
     }
 }
 
@@ -85,6 +192,108 @@ fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
         a.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
+    let config = GeneratorConfig {
+        symbols: a.symbols,
+        messages: a.messages,
+        seed: a.seed,
+        mean_rate: a.rate,
+        ..GeneratorConfig::default()
+    };
+    let t0 = std::time::Instant::now();
+    let s =
+        write_session(config, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    let span = (s.last_timestamp.saturating_sub(s.first_timestamp)) as f64 / 1e9;
+    println!(
+        "wrote {} messages ({} bytes) to {} in {:.2} s; the session spans {:.1} s at 1x ({:.0} msg/s mean)",
+        s.messages,
+        s.bytes,
+        a.out.display(),
+        t0.elapsed().as_secs_f64(),
+        span,
+        s.messages as f64 / span.max(1e-9)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0..=1.0).contains(&a.loss) {
+        anyhow::bail!("--loss must be between 0 and 1 (got {})", a.loss);
+    }
+    let session =
+        Session::new(&a.session).map_err(|e| anyhow::anyhow!("--session {:?}: {e}", a.session))?;
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let data =
+        SessionData::from_file_bytes(&bytes).with_context(|| format!("{}", a.file.display()))?;
+    drop(bytes);
+    let request_listen = a
+        .request_listen
+        .unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.group.port().wrapping_add(1)));
+    let stop = StopFlag::install();
+    eprintln!(
+        "publishing {} messages to {} at {} (re-requests on {}{})",
+        data.len(),
+        a.group,
+        a.speed,
+        request_listen,
+        if a.loss > 0.0 {
+            format!(
+                ", dropping {:.2}% of packets, seed {}",
+                a.loss * 100.0,
+                a.seed
+            )
+        } else {
+            String::new()
+        }
+    );
+    let opts = PublishOptions {
+        group: a.group,
+        interface: a.interface,
+        request_listen,
+        session,
+        speed: a.speed,
+        loss: a.loss,
+        seed: a.seed,
+        restamp: a.restamp,
+        linger: a.linger,
+        max_packet: a.max_packet,
+        progress: true,
+    };
+    let r = publish(data, &opts, &stop)?;
+    let secs = r.elapsed_ns as f64 / 1e9;
+    println!(
+        "messages      {} in {} packets ({:.3} s, {:.0} msg/s)",
+        r.messages,
+        r.packets + r.dropped_packets,
+        secs,
+        r.messages as f64 / secs.max(1e-9)
+    );
+    println!(
+        "dropped       {} packets ({} messages) by --loss",
+        r.dropped_packets, r.dropped_messages
+    );
+    println!(
+        "re-requests   {} answered ({} messages retransmitted), {} malformed",
+        r.requests, r.retransmitted_messages, r.bad_requests
+    );
+    println!("heartbeats    {}", r.heartbeats);
+    if !r.lateness.is_empty() {
+        let l = r.lateness.summary();
+        println!(
+            "lateness      p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            l.p50_us, l.p99_us, l.max_us
+        );
+    }
+    if r.stopped {
+        println!("stopped by Ctrl-C before the end of the session");
+    }
+    Ok(if r.send_errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `500ms`, `30s`, `5m`, or plain seconds.

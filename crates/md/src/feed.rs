@@ -1,0 +1,803 @@
+//! The feed-handler core: MoldUDP64 packets and time in, book updates and normalized
+//! market-data updates out. No sockets, no clock, no threads (the house "sans-IO"
+//! rule): the driver owns the multicast socket, the re-request socket, the router
+//! client and the clock.
+//!
+//! # Driving it
+//!
+//! ```text
+//! loop {
+//!     now = clock (CLOCK_MONOTONIC ns, once per loop turn)
+//!     for each packet read (multicast feed or retransmission answer):
+//!         core.handle_packet(now, &packet, &mut sink)     // sink publishes updates
+//!     if now >= core.poll_timeout():  core.handle_timeout(now, &mut sink)
+//!     while let Some(req) = core.poll_request():  send req.to_bytes() to the re-request server
+//!     once a second: read core.counters()
+//! }
+//! ```
+//!
+//! # Sequencing (one MoldUDP64 session)
+//!
+//! The core keeps the next expected sequence number (`first_sequence`, 1 by default).
+//!
+//! - A packet **in order** (its first sequence ≤ expected < its end) is decoded and
+//!   applied; messages before `expected` (an overlap) are skipped as duplicates. Then any
+//!   held packets that have become in order are applied too.
+//! - A packet **ahead** of expected is a gap: the packet is held (copied into a recycled
+//!   buffer, at most `max_held_packets`) and a [`RetransmitRequest`] for the first
+//!   missing messages (at most `max_request_count`) is queued for
+//!   [`FeedHandler::poll_request`]. Heartbeats (count 0) and End of Session (count
+//!   0xFFFF) announce the next sequence number, so they reveal gaps too.
+//! - When retransmitted messages fill part of the gap and some are still missing, the
+//!   next request goes out at once. If nothing arrives for `retransmit_timeout_ns`, the
+//!   request is repeated; after `max_retransmit_tries` requests without progress the
+//!   missing messages up to the next data held (or announced) are declared **lost**:
+//!   counted in [`Counters::lost`], skipped, and the session goes on. Orders they would
+//!   have added are then unknown to the book and later references to them are counted
+//!   ([`crate::book::OrderBooks::unknown_refs`]).
+//! - A packet entirely **behind** expected is a duplicate: counted and skipped.
+//!
+//! # Bad input
+//!
+//! Every packet is checked whole before any of it is applied (header, block lengths
+//! against the packet end, block count against the header). A packet that fails is
+//! counted by kind ([`Counters`]), dropped whole, and treated like a lost packet (the
+//! next good packet reveals the gap and recovery re-requests it). Packets of another
+//! session are counted and dropped. Inside a good packet, a message of an unknown ITCH
+//! type or of the wrong length for its type is counted and skipped but its sequence
+//! number is consumed. Nothing here panics on any input.
+//!
+//! # Output
+//!
+//! For each applied ITCH message the book of its stock locate is updated and updates
+//! (see [`crate::update`]) go to the [`Sink`] with topics precomputed at Stock
+//! Directory (`R`) time, so steady state allocates nothing:
+//!
+//! - `md/<venue>/<SYMBOL>/trade` for every execution (`E`, `C`) and non-displayed
+//!   trade (`P`);
+//! - `md/<venue>/<SYMBOL>/quote` when the top of book changed;
+//! - `md/<venue>/<SYMBOL>/depth` when `depth_levels` > 0 and one of the best
+//!   `depth_levels` levels of a side changed.
+//!
+//! A symbol whose Stock Directory message was never seen (lost, or a locate the
+//! directory did not announce) still has its book maintained, but nothing is published
+//! for it ([`Counters::unpublished`]).
+
+use std::fmt;
+
+use tickwire_itch::{self as itch, DecodeError, Message, MoldError, MoldPacket, PacketKind};
+pub use tickwire_itch::{RetransmitRequest, Session};
+
+use crate::book::{Change, OrderBooks, Side};
+use crate::update::{self, trade_flags, Header, Quote, Trade, MAX_DEPTH_LEVELS};
+
+/// Receives the normalized updates: a topic and a payload (borrowed, valid for the
+/// call only).
+pub trait Sink {
+    /// Publishes one update.
+    fn publish(&mut self, topic: &str, payload: &[u8]);
+}
+
+impl<F: FnMut(&str, &[u8])> Sink for F {
+    #[inline]
+    fn publish(&mut self, topic: &str, payload: &[u8]) {
+        self(topic, payload)
+    }
+}
+
+/// Settings of a [`FeedHandler`]; every field has a sensible [`Default`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedConfig {
+    /// The MoldUDP64 session to accept; `None` adopts the session of the first valid
+    /// packet. Packets of any other session are counted ([`Counters::wrong_session`]).
+    pub session: Option<Session>,
+    /// Sequence number of the first message expected (1: join from the start of the
+    /// session, so everything before the first packet seen is re-requested).
+    pub first_sequence: u64,
+    /// Venue level of the topics: `md/<venue>/<SYMBOL>/<kind>` (default `NASDAQ`).
+    pub venue: String,
+    /// Levels per side in depth updates; 0 (the default) publishes no depth updates.
+    /// At most [`MAX_DEPTH_LEVELS`].
+    pub depth_levels: usize,
+    /// How long to wait for an answer to a re-request before repeating it, in ns
+    /// (default 50 ms).
+    pub retransmit_timeout_ns: u64,
+    /// Re-requests sent for one missing range before it is declared lost (default 3).
+    pub max_retransmit_tries: u32,
+    /// Most messages asked for in one re-request (default 1000; below 0xFFFF).
+    pub max_request_count: u16,
+    /// Most packets held while waiting for a gap to fill (default 8192); more are
+    /// dropped and counted ([`Counters::overflow`]), to be re-requested later.
+    pub max_held_packets: usize,
+    /// Live orders the order map holds before it has to grow (default 1 Mi).
+    pub order_capacity: usize,
+    /// Price levels per book side reserved at Stock Directory time (default 64).
+    pub levels_per_side: usize,
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        FeedConfig {
+            session: None,
+            first_sequence: 1,
+            venue: "NASDAQ".to_string(),
+            depth_levels: 0,
+            retransmit_timeout_ns: 50_000_000,
+            max_retransmit_tries: 3,
+            max_request_count: 1000,
+            max_held_packets: 8192,
+            order_capacity: 1 << 20,
+            levels_per_side: 64,
+        }
+    }
+}
+
+/// A [`FeedConfig`] that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `depth_levels` exceeds [`MAX_DEPTH_LEVELS`].
+    #[error("depth_levels = {0} exceeds the maximum of {MAX_DEPTH_LEVELS}")]
+    DepthLevels(usize),
+    /// `max_request_count` must be 1..=0xFFFE.
+    #[error("max_request_count must be between 1 and 65534")]
+    RequestCount,
+    /// `max_retransmit_tries` must be at least 1.
+    #[error("max_retransmit_tries must be at least 1")]
+    RetransmitTries,
+    /// `venue` is not a single valid topic level.
+    #[error("venue {0:?} is not a valid topic level")]
+    Venue(String),
+}
+
+impl FeedConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.depth_levels > MAX_DEPTH_LEVELS {
+            return Err(ConfigError::DepthLevels(self.depth_levels));
+        }
+        if self.max_request_count == 0 || self.max_request_count == u16::MAX {
+            return Err(ConfigError::RequestCount);
+        }
+        if self.max_retransmit_tries == 0 {
+            return Err(ConfigError::RetransmitTries);
+        }
+        let probe = format!("md/{}/X", self.venue);
+        let one_level = !self.venue.contains(['/', '*', '>']);
+        if !one_level || tickwire_wire::topic::validate_topic(probe.as_bytes()).is_err() {
+            return Err(ConfigError::Venue(self.venue.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// Counters, plain integers owned by the core; the driver reads them (e.g. once a
+/// second). `malformed` is the sum of the per-kind bad-input counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Packets handed to the core (all of them, good or bad).
+    pub packets: u64,
+    /// ITCH messages applied in sequence (including skipped bad messages).
+    pub messages: u64,
+    /// Gaps detected (a missing range opened while none was open).
+    pub gaps: u64,
+    /// Messages applied that had been missing when a gap was detected (filled by
+    /// retransmission or late, reordered packets).
+    pub recovered: u64,
+    /// Messages declared lost after the re-requests for them went unanswered.
+    pub lost: u64,
+    /// Messages received again after they had been applied, and skipped.
+    pub duplicates: u64,
+    /// Bad input of any kind (sum of the five counters below).
+    pub malformed: u64,
+    /// Packets shorter than the MoldUDP64 header.
+    pub truncated_packets: u64,
+    /// Packets whose blocks run past the end, fall short of or exceed the count.
+    pub bad_blocks: u64,
+    /// Packets of another MoldUDP64 session.
+    pub wrong_session: u64,
+    /// Messages of an unknown ITCH type.
+    pub unknown_types: u64,
+    /// Messages of a known type with the wrong length or an invalid field.
+    pub bad_messages: u64,
+    /// Normalized updates handed to the sink.
+    pub published: u64,
+    /// Updates not published because their symbol had no Stock Directory message.
+    pub unpublished: u64,
+    /// Heartbeat packets.
+    pub heartbeats: u64,
+    /// Re-requests queued.
+    pub requests: u64,
+    /// Ahead packets dropped because `max_held_packets` were already held.
+    pub overflow: u64,
+}
+
+/// A packet that arrived ahead of the expected sequence number.
+struct Held {
+    seq: u64,
+    next: u64,
+    received: u64,
+    bytes: Vec<u8>,
+}
+
+/// An open gap: the first missing sequence number and the re-request state.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    first: u64,
+    tries: u32,
+    deadline: u64,
+}
+
+/// Topics and symbol of one stock locate, built once at Stock Directory time.
+struct Symbol {
+    symbol: [u8; 8],
+    trade: String,
+    quote: String,
+    depth: String,
+}
+
+/// The feed-handler core for one MoldUDP64 session (see the module docs).
+pub struct FeedHandler {
+    cfg: FeedConfig,
+    session: Option<Session>,
+    expected: u64,
+    /// Highest "next sequence" any packet announced.
+    known_end: u64,
+    /// End (exclusive) of the ranges that were missing when gaps were detected.
+    missing_end: u64,
+    held: Vec<Held>,
+    spare: Vec<Vec<u8>>,
+    gap: Option<Gap>,
+    request: Option<RetransmitRequest>,
+    ended: bool,
+    books: OrderBooks,
+    symbols: Vec<Option<Symbol>>,
+    out: Vec<u8>,
+    counters: Counters,
+}
+
+impl fmt::Debug for FeedHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FeedHandler")
+            .field("session", &self.session)
+            .field("expected", &self.expected)
+            .field("held", &self.held.len())
+            .field("gap", &self.gap)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FeedHandler {
+    /// A core with the given settings.
+    pub fn new(cfg: FeedConfig) -> Result<FeedHandler, ConfigError> {
+        cfg.validate()?;
+        Ok(FeedHandler {
+            session: cfg.session,
+            expected: cfg.first_sequence,
+            known_end: cfg.first_sequence,
+            missing_end: 0,
+            held: Vec::new(),
+            spare: Vec::new(),
+            gap: None,
+            request: None,
+            ended: false,
+            books: OrderBooks::with_capacity(cfg.order_capacity, cfg.levels_per_side),
+            symbols: Vec::new(),
+            out: Vec::with_capacity(update::DEPTH_FIXED_LEN + 2 * MAX_DEPTH_LEVELS * update::LEVEL_LEN),
+            counters: Counters::default(),
+            cfg,
+        })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The books.
+    pub fn books(&self) -> &OrderBooks {
+        &self.books
+    }
+
+    /// The session being followed (once known).
+    pub fn session(&self) -> Option<Session> {
+        self.session
+    }
+
+    /// The next sequence number expected.
+    pub fn expected_sequence(&self) -> u64 {
+        self.expected
+    }
+
+    /// Whether an End of Session packet was received.
+    pub fn session_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether a gap is open (messages missing and being re-requested).
+    pub fn recovering(&self) -> bool {
+        self.gap.is_some()
+    }
+
+    /// The symbol registered for `locate` by its Stock Directory message.
+    pub fn symbol(&self, locate: u16) -> Option<&[u8; 8]> {
+        self.symbols
+            .get(usize::from(locate))
+            .and_then(Option::as_ref)
+            .map(|s| &s.symbol)
+    }
+
+    /// When [`FeedHandler::handle_timeout`] next has something to do (ns, the
+    /// caller's clock), if ever.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.gap.map(|g| g.deadline)
+    }
+
+    /// The re-request to send, if one is due (a newer one replaces an unsent one).
+    pub fn poll_request(&mut self) -> Option<RetransmitRequest> {
+        self.request.take()
+    }
+
+    /// Handles one MoldUDP64 packet (from the feed or a retransmission) received at
+    /// `now` (ns of the monotonic clock: it becomes the updates' receive timestamp).
+    pub fn handle_packet<S: Sink + ?Sized>(&mut self, now: u64, packet: &[u8], sink: &mut S) {
+        self.counters.packets += 1;
+        let p = match MoldPacket::parse(packet) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.truncated_packets += 1;
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        if let Err(e) = p.validate() {
+            match e {
+                MoldError::Truncated(_) => self.counters.truncated_packets += 1,
+                _ => self.counters.bad_blocks += 1,
+            }
+            self.counters.malformed += 1;
+            return;
+        }
+        match self.session {
+            Some(s) if s != p.session() => {
+                self.counters.wrong_session += 1;
+                self.counters.malformed += 1;
+                return;
+            }
+            Some(_) => {}
+            None => self.session = Some(p.session()),
+        }
+        let seq = p.sequence();
+        match p.kind() {
+            PacketKind::Heartbeat | PacketKind::EndOfSession => {
+                if p.kind() == PacketKind::Heartbeat {
+                    self.counters.heartbeats += 1;
+                } else {
+                    self.ended = true;
+                }
+                self.known_end = self.known_end.max(seq);
+            }
+            PacketKind::Messages => {
+                let count = u64::from(p.message_count());
+                let next = seq.saturating_add(count);
+                if next <= self.expected {
+                    self.counters.duplicates += count;
+                    return;
+                }
+                self.known_end = self.known_end.max(next);
+                if seq > self.expected {
+                    self.hold(seq, next, now, packet);
+                } else {
+                    self.apply_packet(&p, now, sink);
+                    self.drain_held(sink);
+                }
+            }
+        }
+        self.check_gap(now);
+    }
+
+    /// Handles the passage of time: repeats an unanswered re-request, or declares the
+    /// missing messages lost after the last try. Spurious calls are no-ops.
+    pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: u64, sink: &mut S) {
+        let Some(mut gap) = self.gap else { return };
+        if now < gap.deadline {
+            return;
+        }
+        if gap.tries < self.cfg.max_retransmit_tries {
+            gap.tries += 1;
+            gap.deadline = now.saturating_add(self.cfg.retransmit_timeout_ns);
+            self.gap = Some(gap);
+            self.queue_request();
+            return;
+        }
+        let end = self.missing_until();
+        self.counters.lost += end.saturating_sub(self.expected);
+        self.expected = end.max(self.expected);
+        self.gap = None;
+        self.drain_held(sink);
+        self.check_gap(now);
+    }
+
+    /// End (exclusive) of the first missing range: the first held packet or the end
+    /// announced by the newest packet.
+    fn missing_until(&self) -> u64 {
+        self.held
+            .first()
+            .map_or(self.known_end, |h| h.seq.min(self.known_end))
+    }
+
+    /// Opens, advances or closes the gap after the state changed.
+    fn check_gap(&mut self, now: u64) {
+        let end = self.missing_until();
+        if self.expected >= end {
+            self.gap = None;
+            return;
+        }
+        self.missing_end = self.missing_end.max(end);
+        match self.gap {
+            Some(g) if g.first == self.expected => {}
+            open => {
+                if open.is_none() {
+                    self.counters.gaps += 1;
+                }
+                self.gap = Some(Gap {
+                    first: self.expected,
+                    tries: 1,
+                    deadline: now.saturating_add(self.cfg.retransmit_timeout_ns),
+                });
+                self.queue_request();
+            }
+        }
+    }
+
+    fn queue_request(&mut self) {
+        let Some(session) = self.session else { return };
+        let missing = self.missing_until().saturating_sub(self.expected);
+        let count = missing.min(u64::from(self.cfg.max_request_count)) as u16;
+        self.request = Some(RetransmitRequest {
+            session,
+            sequence: self.expected,
+            count,
+        });
+        self.counters.requests += 1;
+    }
+
+    /// Keeps a copy of a packet that arrived ahead of the expected sequence number.
+    fn hold(&mut self, seq: u64, next: u64, now: u64, packet: &[u8]) {
+        let at = match self.held.binary_search_by_key(&seq, |h| h.seq) {
+            Ok(_) => {
+                self.counters.duplicates += next - seq;
+                return;
+            }
+            Err(at) => at,
+        };
+        if self.held.len() >= self.cfg.max_held_packets {
+            self.counters.overflow += 1;
+            return;
+        }
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(packet);
+        self.held.insert(
+            at,
+            Held {
+                seq,
+                next,
+                received: now,
+                bytes,
+            },
+        );
+    }
+
+    /// Applies every held packet that has become in order.
+    fn drain_held<S: Sink + ?Sized>(&mut self, sink: &mut S) {
+        while self.held.first().is_some_and(|h| h.seq <= self.expected) {
+            let h = self.held.remove(0);
+            if h.next <= self.expected {
+                self.counters.duplicates += h.next - h.seq;
+            } else if let Ok(p) = MoldPacket::parse(&h.bytes) {
+                self.apply_packet(&p, h.received, sink);
+            }
+            self.spare.push(h.bytes);
+        }
+    }
+
+    /// Applies the messages of a validated packet from `expected` on.
+    fn apply_packet<S: Sink + ?Sized>(&mut self, p: &MoldPacket<'_>, received: u64, sink: &mut S) {
+        for block in p.messages() {
+            let Ok(block) = block else { break };
+            if block.sequence < self.expected {
+                self.counters.duplicates += 1;
+                continue;
+            }
+            self.counters.messages += 1;
+            if block.sequence < self.missing_end {
+                self.counters.recovered += 1;
+            }
+            self.expected = block.sequence.saturating_add(1);
+            self.apply_message(block.sequence, block.data, received, sink);
+        }
+    }
+
+    /// Decodes one ITCH message, updates the books and publishes what changed.
+    #[inline]
+    fn apply_message<S: Sink + ?Sized>(&mut self, seq: u64, data: &[u8], received: u64, sink: &mut S) {
+        let msg = match itch::decode(data) {
+            Ok(m) => m,
+            Err(DecodeError::UnknownType(_)) | Err(DecodeError::Empty) => {
+                self.counters.unknown_types += 1;
+                self.counters.malformed += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.bad_messages += 1;
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        let h = msg.header();
+        let mut stamp = Stamp {
+            seq,
+            exchange_ns: h.timestamp,
+            received,
+        };
+        let change = match msg {
+            Message::AddOrder(a) => {
+                self.books
+                    .add(a.header.stock_locate, a.order_ref, a.side, a.shares, a.price.0)
+            }
+            Message::AddOrderMpid(a) => {
+                self.books
+                    .add(a.header.stock_locate, a.order_ref, a.side, a.shares, a.price.0)
+            }
+            Message::OrderExecuted(e) => {
+                let x = self.books.execute(e.order_ref, e.executed_shares);
+                if let Some(x) = x {
+                    let t = Trade {
+                        price: x.change.price,
+                        shares: x.shares,
+                        side: x.change.side,
+                        source: b'E',
+                        flags: 0,
+                        match_number: e.match_number,
+                    };
+                    self.publish_trade(x.change.locate, &stamp, &t, sink);
+                }
+                x.map(|x| x.change)
+            }
+            Message::OrderExecutedWithPrice(c) => {
+                let x = self.books.execute(c.order_ref, c.executed_shares);
+                if let Some(x) = x {
+                    let t = Trade {
+                        price: c.execution_price.0,
+                        shares: x.shares,
+                        side: x.change.side,
+                        source: b'C',
+                        flags: if c.printable == b'N' {
+                            trade_flags::NON_PRINTABLE
+                        } else {
+                            0
+                        },
+                        match_number: c.match_number,
+                    };
+                    self.publish_trade(x.change.locate, &stamp, &t, sink);
+                }
+                x.map(|x| x.change)
+            }
+            Message::OrderCancel(x) => self.books.cancel(x.order_ref, x.cancelled_shares),
+            Message::OrderDelete(d) => self.books.delete(d.order_ref),
+            Message::OrderReplace(u) => {
+                self.books
+                    .replace(u.original_order_ref, u.new_order_ref, u.shares, u.price.0)
+            }
+            Message::Trade(p) => {
+                let t = Trade {
+                    price: p.price.0,
+                    shares: p.shares,
+                    side: p.side,
+                    source: b'P',
+                    flags: trade_flags::NON_DISPLAYED,
+                    match_number: p.match_number,
+                };
+                self.publish_trade(p.header.stock_locate, &stamp, &t, sink);
+                None
+            }
+            Message::StockDirectory(d) => {
+                self.register(d.header.stock_locate, d.stock.0);
+                None
+            }
+            _ => None,
+        };
+        if let Some(c) = change {
+            stamp.seq = seq;
+            self.publish_book(c, &stamp, sink);
+        }
+    }
+
+    /// Builds the topics of a symbol (allocates, once per directory message).
+    fn register(&mut self, locate: u16, symbol: [u8; 8]) {
+        self.books.ensure(locate);
+        let i = usize::from(locate);
+        if self.symbols.len() <= i {
+            self.symbols.resize_with(i + 1, || None);
+        }
+        let name = itch::alpha_str(&symbol).unwrap_or("");
+        let topic = |kind: &str| format!("md/{}/{}/{}", self.cfg.venue, name, kind);
+        let (trade, quote, depth) = (topic("trade"), topic("quote"), topic("depth"));
+        let valid = !name.is_empty()
+            && !name.contains(['/', '*', '>'])
+            && tickwire_wire::topic::validate_topic(trade.as_bytes()).is_ok();
+        self.symbols[i] = valid.then_some(Symbol {
+            symbol,
+            trade,
+            quote,
+            depth,
+        });
+    }
+
+    fn publish_trade<S: Sink + ?Sized>(&mut self, locate: u16, st: &Stamp, t: &Trade, sink: &mut S) {
+        let Some(Some(sym)) = self.symbols.get(usize::from(locate)) else {
+            self.counters.unpublished += 1;
+            return;
+        };
+        self.out.clear();
+        update::encode_trade(&mut self.out, &st.header(locate, sym.symbol), t);
+        sink.publish(&sym.trade, &self.out);
+        self.counters.published += 1;
+    }
+
+    fn publish_book<S: Sink + ?Sized>(&mut self, c: Change, st: &Stamp, sink: &mut S) {
+        let depth = self.cfg.depth_levels;
+        let top = c.rank == 0;
+        let deep = c.rank < depth;
+        if !top && !deep {
+            return;
+        }
+        let (Some(Some(sym)), Some(book)) = (
+            self.symbols.get(usize::from(c.locate)),
+            self.books.book(c.locate),
+        ) else {
+            self.counters.unpublished += 1;
+            return;
+        };
+        let h = st.header(c.locate, sym.symbol);
+        if top {
+            let t = book.top();
+            let q = Quote {
+                bid_price: t.bid.price,
+                ask_price: t.ask.price,
+                bid_shares: t.bid.shares,
+                ask_shares: t.ask.shares,
+                bid_orders: t.bid.orders,
+                ask_orders: t.ask.orders,
+            };
+            self.out.clear();
+            update::encode_quote(&mut self.out, &h, &q);
+            sink.publish(&sym.quote, &self.out);
+            self.counters.published += 1;
+        }
+        if deep {
+            self.out.clear();
+            update::encode_depth(
+                &mut self.out,
+                &h,
+                book.depth(Side::Buy, depth),
+                book.depth(Side::Sell, depth),
+            );
+            sink.publish(&sym.depth, &self.out);
+            self.counters.published += 1;
+        }
+    }
+}
+
+/// Per-message header fields.
+struct Stamp {
+    seq: u64,
+    exchange_ns: u64,
+    received: u64,
+}
+
+impl Stamp {
+    #[inline]
+    fn header(&self, locate: u16, symbol: [u8; 8]) -> Header {
+        Header {
+            locate,
+            symbol,
+            seq: self.seq,
+            exchange_ns: self.exchange_ns,
+            receive_ns: self.received,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_itch::{AddOrder, Header as ItchHeader, OrderDelete, PacketBuilder, Price, StockDirectory, Symbol as ItchSymbol};
+
+    fn dir(locate: u16, name: &str) -> Message {
+        Message::from(StockDirectory {
+            header: ItchHeader {
+                stock_locate: locate,
+                tracking_number: 0,
+                timestamp: 1,
+            },
+            stock: ItchSymbol::new(name).unwrap(),
+            market_category: b'Q',
+            financial_status_indicator: b'N',
+            round_lot_size: 100,
+            round_lots_only: b'N',
+            issue_classification: b'C',
+            issue_sub_type: *b"Z ",
+            authenticity: b'P',
+            short_sale_threshold_indicator: b'N',
+            ipo_flag: b'N',
+            luld_reference_price_tier: b'1',
+            etp_flag: b'N',
+            etp_leverage_factor: 0,
+            inverse_indicator: b'N',
+        })
+    }
+
+    fn packet(seq: u64, msgs: &[Message]) -> Vec<u8> {
+        let mut b = PacketBuilder::new(Session::new("TEST").unwrap(), seq, 1400);
+        for m in msgs {
+            b.push_message(m).unwrap();
+        }
+        b.finish().to_vec()
+    }
+
+    #[test]
+    fn add_publishes_a_quote_and_delete_clears_it() {
+        let mut f = FeedHandler::new(FeedConfig::default()).unwrap();
+        let add = Message::from(AddOrder {
+            header: ItchHeader {
+                stock_locate: 3,
+                tracking_number: 0,
+                timestamp: 5,
+            },
+            order_ref: 9,
+            side: Side::Buy,
+            shares: 100,
+            stock: ItchSymbol::new("AAPL").unwrap(),
+            price: Price(1_000_000),
+        });
+        let del = Message::from(OrderDelete {
+            header: ItchHeader {
+                stock_locate: 3,
+                tracking_number: 0,
+                timestamp: 6,
+            },
+            order_ref: 9,
+        });
+        let mut got = Vec::new();
+        let mut sink = |t: &str, p: &[u8]| got.push((t.to_string(), p.to_vec()));
+        f.handle_packet(77, &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0, "md/NASDAQ/AAPL/quote");
+        let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {
+            panic!("not a quote");
+        };
+        assert_eq!((h.locate, h.seq, h.exchange_ns, h.receive_ns), (3, 2, 5, 77));
+        assert_eq!((q.bid_price, q.bid_shares, q.bid_orders), (1_000_000, 100, 1));
+        let Ok(update::Update::Quote(_, q)) = update::decode(&got[1].1) else {
+            panic!("not a quote");
+        };
+        assert_eq!(q, Quote::default());
+        assert_eq!(f.counters().messages, 3);
+        assert_eq!(f.counters().published, 2);
+        assert_eq!(f.expected_sequence(), 4);
+    }
+
+    #[test]
+    fn config_is_validated() {
+        let bad = |c: FeedConfig| FeedHandler::new(c).is_err();
+        assert!(bad(FeedConfig { depth_levels: 65, ..Default::default() }));
+        assert!(bad(FeedConfig { max_request_count: 0, ..Default::default() }));
+        assert!(bad(FeedConfig { max_retransmit_tries: 0, ..Default::default() }));
+        assert!(bad(FeedConfig { venue: "a/b".into(), ..Default::default() }));
+        assert!(bad(FeedConfig { venue: String::new(), ..Default::default() }));
+        assert!(!bad(FeedConfig { depth_levels: 5, ..Default::default() }));
+    }
+}

@@ -1,0 +1,238 @@
+//! `tickwire md publish`: the exchange's network side. Sends a session file as
+//! MoldUDP64 over UDP multicast with the recorded timing scaled by a speed, answers
+//! re-requests from its buffer, and can drop packets on purpose (seeded) to exercise
+//! recovery.
+//!
+//! Timing: message `seq` is due at `start + (t_seq - t_1) / speed` (an absolute
+//! schedule, see [`tickwire_capture::speed`]); each packet carries the next due message
+//! and every following message already due. While idle for a second the publisher
+//! sends a heartbeat (as MoldUDP64 servers do), so a receiver detects a lost tail. After
+//! the last message it keeps sending heartbeats and answering re-requests for the
+//! linger time, then sends End of Session.
+//!
+//! Re-requests arrive on a unicast UDP socket (`request_listen`); each is answered to
+//! its sender with one packet holding as many of the requested messages as fit.
+//! Injected loss applies to the multicast originals only, never to retransmissions.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tickwire_bench::harness::{now_ns, Progress, StopFlag};
+use tickwire_bench::stats::Latency;
+use tickwire_capture::net::group_sender;
+use tickwire_capture::{Schedule, Speed};
+use tickwire_itch::{PacketBuilder, RetransmitRequest, Session};
+
+use crate::exchange::{Exchange, SessionData};
+
+/// How to publish.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    pub group: SocketAddrV4,
+    pub interface: Ipv4Addr,
+    /// Where re-requests are received (unicast).
+    pub request_listen: SocketAddrV4,
+    pub session: Session,
+    pub speed: Speed,
+    /// Probability of dropping each original packet (0 = none).
+    pub loss: f64,
+    pub seed: u64,
+    /// Rewrite each message's ITCH timestamp to its scheduled send time (time of day,
+    /// UTC), so that exchange-to-feed-handler latency is measurable on one host.
+    pub restamp: bool,
+    /// Keep answering re-requests this long after the last message.
+    pub linger: Duration,
+    pub max_packet: usize,
+    pub progress: bool,
+}
+
+/// What a publish run did.
+#[derive(Debug, Clone)]
+pub struct PublishReport {
+    pub messages: u64,
+    pub packets: u64,
+    pub dropped_packets: u64,
+    pub dropped_messages: u64,
+    pub heartbeats: u64,
+    pub requests: u64,
+    pub bad_requests: u64,
+    pub retransmitted_messages: u64,
+    pub send_errors: u64,
+    /// From the first to the last message.
+    pub elapsed_ns: u64,
+    /// Actual send minus scheduled time per packet (empty under `max`).
+    pub lateness: Latency,
+    pub stopped: bool,
+}
+
+/// Offset to add to CLOCK_MONOTONIC ns to get ns since midnight UTC (read once).
+pub fn monotonic_to_time_of_day() -> i128 {
+    let real = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    let mono = now_ns() as i128;
+    real - mono
+}
+
+/// ns since midnight UTC for a CLOCK_MONOTONIC instant, given the offset above.
+pub fn time_of_day(mono_ns: u64, offset: i128) -> u64 {
+    ((mono_ns as i128 + offset).rem_euclid(86_400_000_000_000)) as u64
+}
+
+/// Publishes `data` (consumed: restamping rewrites it) until the end or `stop`.
+pub fn publish(
+    mut data: SessionData,
+    opts: &PublishOptions,
+    stop: &StopFlag,
+) -> anyhow::Result<PublishReport> {
+    let sock = group_sender(opts.interface)?;
+    let req_sock = UdpSocket::bind(opts.request_listen).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen for re-requests on {}: {e}",
+            opts.request_listen
+        )
+    })?;
+    req_sock.set_nonblocking(true)?;
+    let mut ex = Exchange::new(opts.session, opts.max_packet);
+    let mut answer_buf = PacketBuilder::new(opts.session, 1, opts.max_packet);
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+    let mut r = PublishReport {
+        messages: 0,
+        packets: 0,
+        dropped_packets: 0,
+        dropped_messages: 0,
+        heartbeats: 0,
+        requests: 0,
+        bad_requests: 0,
+        retransmitted_messages: 0,
+        send_errors: 0,
+        elapsed_ns: 0,
+        lateness: Latency::new(),
+        stopped: false,
+    };
+    let first_ts = data.timestamp(1).unwrap_or(0);
+    let tod = monotonic_to_time_of_day();
+    let start = now_ns();
+    let schedule = Schedule::new(opts.speed, start, first_ts);
+    let mut last_send = start;
+    let mut progress = Progress::new();
+    let dst = SocketAddr::V4(opts.group);
+    let mut req_buf = [0u8; 64];
+
+    let mut serve_requests = |ex: &Exchange, data: &SessionData, r: &mut PublishReport| {
+        while let Ok((n, from)) = req_sock.recv_from(&mut req_buf) {
+            let Ok(req) = RetransmitRequest::decode(&req_buf[..n]) else {
+                r.bad_requests += 1;
+                continue;
+            };
+            r.requests += 1;
+            if let Some(p) = ex.answer(data, &req, &mut answer_buf) {
+                let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
+                if sock.send_to(p, from).is_ok() {
+                    r.retransmitted_messages += count;
+                } else {
+                    r.send_errors += 1;
+                }
+            }
+        }
+    };
+
+    while !ex.done(&data) {
+        let seq = ex.next_sequence();
+        if let Some(due) = schedule.due(seq - 1, data.timestamp(seq).unwrap_or(first_ts)) {
+            loop {
+                let now = now_ns();
+                if now >= due {
+                    r.lateness.record(now - due);
+                    break;
+                }
+                serve_requests(&ex, &data, &mut r);
+                if now - last_send >= 1_000_000_000 {
+                    if sock.send_to(&ex.heartbeat(), dst).is_ok() {
+                        r.heartbeats += 1;
+                    }
+                    last_send = now;
+                }
+                if stop.is_set() {
+                    r.stopped = true;
+                    break;
+                }
+                if due - now > 300_000 {
+                    std::thread::sleep(Duration::from_micros(100));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        if r.stopped || (seq % 1024 == 0 && stop.is_set()) {
+            r.stopped = true;
+            break;
+        }
+        // Which messages go in this packet: `seq` and those after it already due.
+        let now = now_ns();
+        let mut limit = seq + 1;
+        while limit < seq + 256 && limit <= data.len() {
+            let due = schedule.due(limit - 1, data.timestamp(limit).unwrap_or(first_ts));
+            if due.is_some_and(|d| d > now) {
+                break;
+            }
+            limit += 1;
+        }
+        if opts.restamp {
+            for s in seq..limit {
+                let due = schedule
+                    .due(s - 1, data.timestamp(s).unwrap_or(first_ts))
+                    .unwrap_or(now);
+                data.restamp(s, time_of_day(due, tod));
+            }
+        }
+        let Some(p) = ex.next_packet(&data, |s| s < limit) else {
+            break;
+        };
+        let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
+        r.messages += count;
+        if opts.loss > 0.0 && rng.gen_bool(opts.loss.min(1.0)) {
+            r.dropped_packets += 1;
+            r.dropped_messages += count;
+        } else if sock.send_to(p, dst).is_ok() {
+            r.packets += 1;
+        } else {
+            r.send_errors += 1;
+        }
+        last_send = now_ns();
+        serve_requests(&ex, &data, &mut r);
+        if opts.progress && r.packets % 64 == 0 {
+            progress.tick(|| {
+                format!(
+                    "publish: {} / {} messages, {} re-requests answered",
+                    r.messages,
+                    data.len(),
+                    r.requests
+                )
+            });
+        }
+    }
+    r.elapsed_ns = now_ns() - start;
+
+    // Linger: heartbeats once per second (the first at once) and re-requests.
+    let linger_end = now_ns() + opts.linger.as_nanos() as u64;
+    let mut next_hb = now_ns();
+    while now_ns() < linger_end && !stop.is_set() {
+        if now_ns() >= next_hb {
+            if sock.send_to(&ex.heartbeat(), dst).is_ok() {
+                r.heartbeats += 1;
+            }
+            next_hb += 1_000_000_000;
+        }
+        serve_requests(&ex, &data, &mut r);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for _ in 0..3 {
+        let _ = sock.send_to(&ex.end_of_session(), dst);
+    }
+    Ok(r)
+}
