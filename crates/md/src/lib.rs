@@ -5,3 +5,6 @@ pub mod generator;
 pub mod update;
 pub mod exchange;
 pub mod publisher;
+pub mod handler;
+pub mod latency;
+pub mod repro;

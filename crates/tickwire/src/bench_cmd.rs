@@ -13,6 +13,9 @@ same run (see BENCHMARKING.md in the project's shared docs and BENCHMARKS.md):
   fanout     router fan-out under bursty mixed-size load (published patterns 1 and 2, mdd);
              --target nats://HOST:PORT runs the identical workload against NATS
   stream     rate sweep: achieved rate and latency per target rate
+  md-latency market-data measuring clients: per-hop latency of feed-handler updates
+  md-replay  market-data replay test in one command: generate, replay 1x and 4x through
+             the feed handler and router to measuring clients
 Every command prints a table; --json FILE and --plot FILE.svg write full results.";
 
 #[derive(Args)]
@@ -30,6 +33,10 @@ enum BenchCmd {
     Fanout(fanout::FanoutArgs),
     /// Rate sweep: achieved rate and latency per target rate (family B).
     Stream(stream::StreamArgs),
+    /// Market-data measuring clients: per-hop latency of feed-handler updates (family C).
+    MdLatency(crate::md_bench_cmd::MdLatencyArgs),
+    /// The market-data replay test in one command: generate, replay 1x and 4x (family C).
+    MdReplay(crate::md_bench_cmd::MdReplayArgs),
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -38,5 +45,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Pingpong(a) => pingpong::run(&a, &me),
         BenchCmd::Fanout(a) => fanout::run(&a, &me),
         BenchCmd::Stream(a) => stream::run(&a, &me),
+        BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
+        BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
     }
 }

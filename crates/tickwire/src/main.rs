@@ -4,6 +4,8 @@
 
 mod bench_cmd;
 mod demo;
+mod feed_cmd;
+mod md_bench_cmd;
 mod md_cmd;
 mod pubsub;
 mod replay_cmd;
@@ -64,6 +66,8 @@ enum Cmd {
     Bench(bench_cmd::BenchArgs),
     /// Market data: generate a synthetic ITCH session, publish it as MoldUDP64, capture to pcap.
     Md(md_cmd::MdArgs),
+    /// ITCH feed handler: MoldUDP64 multicast in, order books, normalized updates to the router.
+    Feed(feed_cmd::FeedArgs),
     /// Replay a pcap capture's UDP datagrams with their recorded timing (1x, 4x, max).
     Replay(replay_cmd::ReplayArgs),
 }
@@ -84,6 +88,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Md(a) => md_cmd::run(a),
         Cmd::Replay(a) => replay_cmd::run(a),
+        Cmd::Feed(a) => feed_cmd::run_cmd(a),
     };
     match result {
         Ok(code) => code,

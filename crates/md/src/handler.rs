@@ -1,0 +1,241 @@
+//! `tickwire feed`: the feed-handler driver. Owns the sockets and the clock around the
+//! pure [`crate::feed::FeedHandler`] core.
+//!
+//! One thread, one loop turn:
+//! 1. read every datagram waiting on the multicast socket and on the re-request
+//!    socket (retransmissions come back there), stamping each packet's receive time
+//!    (CLOCK_MONOTONIC) right after its `recv`, and hand it to the core, whose updates
+//!    are queued on the router connection (STAMPS with the publish time);
+//! 2. one `write` to the router for everything queued (smart batching);
+//! 3. send the core's re-requests, run its timeout when due;
+//! 4. once a second, record the counters (packets, messages, gaps, recovered, lost,
+//!    published) and optionally print them.
+//!
+//! Idle: `spin` polls the sockets without sleeping (lowest latency, one core); `block`
+//! waits in `poll(2)` up to 1 ms.
+
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use tickwire_bench::harness::{now_ns, StopFlag};
+use tickwire_capture::net::group_receiver;
+use tickwire_client::{Client, ClientOptions, PublishOptions};
+
+use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
+
+/// How the feed handler waits for packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    Spin,
+    Block,
+}
+
+impl std::str::FromStr for Idle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Idle, String> {
+        match s {
+            "spin" => Ok(Idle::Spin),
+            "block" => Ok(Idle::Block),
+            _ => Err(format!("{s:?} is not an idle strategy (spin or block)")),
+        }
+    }
+}
+
+/// Settings of a feed-handler run.
+#[derive(Debug, Clone)]
+pub struct HandlerOptions {
+    pub group: SocketAddrV4,
+    pub interface: Ipv4Addr,
+    /// The exchange's re-request server.
+    pub request_to: SocketAddrV4,
+    /// The router to publish to.
+    pub router: String,
+    pub feed: FeedConfig,
+    pub idle: Idle,
+    /// Stop after End of Session was received and no gap is open (default on).
+    pub exit_on_end_of_session: bool,
+    /// Print the per-second counters to stderr.
+    pub print_counters: bool,
+}
+
+/// One second of counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Second {
+    pub second: u64,
+    pub packets: u64,
+    pub messages: u64,
+    pub gaps: u64,
+    pub recovered: u64,
+    pub lost: u64,
+    pub published: u64,
+}
+
+/// What a run saw.
+#[derive(Debug, Clone)]
+pub struct HandlerReport {
+    pub counters: Counters,
+    pub published: u64,
+    pub requests_sent: u64,
+    pub timeline: Vec<Second>,
+    pub end_of_session: bool,
+}
+
+struct RouterSink<'a> {
+    client: &'a mut Client,
+    published: u64,
+    error: Option<tickwire_client::Error>,
+}
+
+impl Sink for RouterSink<'_> {
+    #[inline]
+    fn publish(&mut self, topic: &str, payload: &[u8]) {
+        let opts = PublishOptions {
+            seq: None,
+            publisher_send: Some(now_ns()),
+        };
+        match self.client.publish_with(topic, payload, opts) {
+            Ok(()) => self.published += 1,
+            Err(e) => {
+                if self.error.is_none() {
+                    self.error = Some(e);
+                }
+            }
+        }
+    }
+}
+
+/// Runs the feed handler until End of Session (when asked) or `stop`.
+pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerReport> {
+    let mut core = FeedHandler::new(opts.feed.clone())?;
+    let feed = group_receiver(opts.group, opts.interface)?;
+    feed.set_nonblocking(true)?;
+    let req = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+    req.set_nonblocking(true)?;
+    let client_opts = ClientOptions {
+        name: "tickwire-feed".into(),
+        batch_bytes: 256 * 1024,
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect_with(opts.router.as_str(), client_opts)
+        .map_err(|e| anyhow::anyhow!("connecting to the router at {}: {e}", opts.router))?;
+    let mut buf = vec![0u8; 65_536];
+    let mut report = HandlerReport {
+        counters: Counters::default(),
+        published: 0,
+        requests_sent: 0,
+        timeline: Vec::new(),
+        end_of_session: false,
+    };
+    let start = now_ns();
+    let mut next_second = start + 1_000_000_000;
+    let mut last = Second::default();
+    let mut published = 0u64;
+    loop {
+        let mut sink = RouterSink {
+            client: &mut client,
+            published: 0,
+            error: None,
+        };
+        let mut got = 0usize;
+        // 1. Drain both sockets.
+        for sock in [&feed, &req] {
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(n) => {
+                        let now = now_ns();
+                        core.handle_packet(now, &buf[..n], &mut sink);
+                        got += 1;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(anyhow::anyhow!("receiving from {}: {e}", opts.group)),
+                }
+            }
+        }
+        // 3. Timeouts and re-requests.
+        let now = now_ns();
+        if core.poll_timeout().is_some_and(|t| now >= t) {
+            core.handle_timeout(now, &mut sink);
+        }
+        published += sink.published;
+        if let Some(e) = sink.error.take() {
+            return Err(anyhow::anyhow!("publishing to the router: {e}"));
+        }
+        // 2. One write for the turn.
+        client
+            .flush()
+            .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
+        while let Some(r) = core.poll_request() {
+            if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
+                report.requests_sent += 1;
+            }
+        }
+        // 4. Per-second counters.
+        if now >= next_second {
+            let c = core.counters();
+            let s = Second {
+                second: (next_second - start) / 1_000_000_000,
+                packets: c.packets - last.packets,
+                messages: c.messages - last.messages,
+                gaps: c.gaps - last.gaps,
+                recovered: c.recovered - last.recovered,
+                lost: c.lost - last.lost,
+                published: published - last.published,
+            };
+            last = Second {
+                second: s.second,
+                packets: c.packets,
+                messages: c.messages,
+                gaps: c.gaps,
+                recovered: c.recovered,
+                lost: c.lost,
+                published,
+            };
+            if opts.print_counters {
+                eprintln!(
+                    "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
+                    s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+                );
+            }
+            report.timeline.push(s);
+            next_second += 1_000_000_000;
+        }
+        if opts.exit_on_end_of_session && core.session_ended() && !core.recovering() {
+            report.end_of_session = true;
+            break;
+        }
+        if stop.is_set() {
+            break;
+        }
+        if got == 0 && opts.idle == Idle::Block {
+            let (feed_fd, req_fd) = (feed.as_fd(), req.as_fd());
+            let mut fds = [
+                rustix::event::PollFd::new(&feed_fd, rustix::event::PollFlags::IN),
+                rustix::event::PollFd::new(&req_fd, rustix::event::PollFlags::IN),
+            ];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        }
+    }
+    client.flush().ok();
+    report.counters = *core.counters();
+    report.published = published;
+    let _ = client.close();
+    Ok(report)
+}
+
+/// Waits up to `limit` for a router to accept connections at `addr`.
+pub fn wait_for_router(addr: &str, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}

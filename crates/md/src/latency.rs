@@ -1,0 +1,319 @@
+//! `tickwire bench md-latency`: the measuring clients of the market-data replay test
+//! (BENCHMARKING.md family C).
+//!
+//! N subscriber connections to the router, polled by one thread, each keeping its own
+//! per-hop histograms from the six timestamps every update carries:
+//!
+//! | hop               | from → to                                                  |
+//! |-------------------|------------------------------------------------------------|
+//! | exchange→FH       | ITCH timestamp (time of day) → feed-handler receive        |
+//! | FH internal       | feed-handler receive → feed-handler publish (STAMPS)       |
+//! | FH→router         | feed-handler publish → router in                           |
+//! | router internal   | router in → router out                                     |
+//! | router→client     | router out → client receive                                |
+//! | end to end        | ITCH timestamp → client receive                            |
+//!
+//! All stamps but the ITCH one are CLOCK_MONOTONIC of this host. The ITCH timestamp is
+//! converted with the offset between the system clock's time of day and the monotonic
+//! clock, read once; it is meaningful only when the exchange stamps its send time
+//! (`tickwire md publish --restamp`), so the two exchange hops are measured only when
+//! asked (`restamped`). Without it end to end starts at the feed-handler receive.
+//!
+//! Per client, updates are also grouped in windows (10 s by default) by receive time:
+//! the update rate and the latency of each window give latency against update rate.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tickwire_bench::harness::{now_ns, StopFlag};
+use tickwire_bench::stats::{Latency, Summary};
+use tickwire_client::{Client, ClientOptions, Wait};
+
+use crate::publisher::{monotonic_to_time_of_day, time_of_day};
+use crate::update;
+
+const DAY_NS: u64 = 86_400_000_000_000;
+
+/// The hops, in path order.
+pub const HOPS: [&str; 6] = [
+    "exchange→FH",
+    "FH internal",
+    "FH→router",
+    "router internal",
+    "router→client",
+    "end to end",
+];
+
+/// Settings of the measuring clients.
+#[derive(Debug, Clone)]
+pub struct LatencyOptions {
+    pub router: String,
+    pub clients: usize,
+    pub pattern: String,
+    /// Stop this long after the first update (None: until stopped or idle).
+    pub duration: Option<Duration>,
+    /// Stop when nothing arrived for this long after the first update.
+    pub idle_exit: Option<Duration>,
+    /// Window of the latency-versus-rate figures.
+    pub window: Duration,
+    /// The ITCH timestamps are send times of this host's clock (`--restamp`).
+    pub restamped: bool,
+}
+
+/// One window of one client.
+#[derive(Debug, Clone, Serialize)]
+pub struct Window {
+    pub start_s: f64,
+    pub updates: u64,
+    pub rate: f64,
+    pub mean_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// One client's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientResult {
+    pub client: usize,
+    pub received: u64,
+    pub discarded: u64,
+    pub out_of_order: u64,
+    pub undecodable: u64,
+    pub unstamped: u64,
+    /// Per hop (in [`HOPS`] order; exchange hops empty unless restamped).
+    pub hops: Vec<(String, Summary)>,
+    pub windows: Vec<Window>,
+    #[serde(skip)]
+    pub hists: Vec<Latency>,
+}
+
+#[derive(Default)]
+struct Acc {
+    hops: Vec<Latency>,
+    received: u64,
+    discarded: u64,
+    out_of_order: u64,
+    undecodable: u64,
+    unstamped: u64,
+    last_seq: u64,
+    /// (index, updates, end-to-end latency) per window.
+    windows: Vec<(u64, Latency)>,
+}
+
+/// Connects the clients and subscribes them (each waits for its ACK), ready for [`run`].
+pub fn connect(opts: &LatencyOptions) -> anyhow::Result<Vec<Client>> {
+    let mut out = Vec::with_capacity(opts.clients);
+    for i in 0..opts.clients {
+        let co = ClientOptions {
+            name: format!("md-latency-{i}"),
+            recv_buffer: 4 << 20,
+            ..ClientOptions::default()
+        };
+        let mut c = Client::connect_with(opts.router.as_str(), co)
+            .map_err(|e| anyhow::anyhow!("client {i}: connecting to {}: {e}", opts.router))?;
+        c.subscribe(&opts.pattern)
+            .map_err(|e| anyhow::anyhow!("client {i}: subscribing to {:?}: {e}", opts.pattern))?;
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// ns from `from` to `to` on a time-of-day clock, across midnight; 0 when `to` is
+/// before `from` (clock adjustments).
+fn tod_delta(from: u64, to: u64) -> u64 {
+    let d = (to + DAY_NS - from % DAY_NS) % DAY_NS;
+    if d > DAY_NS / 2 {
+        0
+    } else {
+        d
+    }
+}
+
+/// Receives on every client until the duration, the idle limit or `stop`.
+pub fn run(
+    mut clients: Vec<Client>,
+    opts: &LatencyOptions,
+    stop: &StopFlag,
+) -> anyhow::Result<Vec<ClientResult>> {
+    let tod = monotonic_to_time_of_day();
+    let window_ns = opts.window.as_nanos().max(1) as u64;
+    let mut accs: Vec<Acc> = (0..clients.len())
+        .map(|_| Acc {
+            hops: (0..HOPS.len()).map(|_| Latency::new()).collect(),
+            ..Acc::default()
+        })
+        .collect();
+    let mut first: Option<u64> = None;
+    let mut last_rx = now_ns();
+    let single = clients.len() == 1;
+    loop {
+        let mut got = 0usize;
+        for (client, acc) in clients.iter_mut().zip(accs.iter_mut()) {
+            let wait = if single {
+                Wait::Timeout(Duration::from_millis(1))
+            } else {
+                Wait::NoWait
+            };
+            let restamped = opts.restamped;
+            let start = &mut first;
+            let r = client.poll(wait, |m| {
+                let rx = now_ns();
+                let t0 = *start.get_or_insert(rx);
+                got += 1;
+                acc.received += 1;
+                acc.discarded += m.discarded();
+                let Ok(u) = update::decode(m.payload()) else {
+                    acc.undecodable += 1;
+                    return;
+                };
+                let h = u.header();
+                if h.seq < acc.last_seq {
+                    acc.out_of_order += 1;
+                }
+                acc.last_seq = h.seq;
+                let Some(st) = m.stamps() else {
+                    acc.unstamped += 1;
+                    return;
+                };
+                let rx_tod = time_of_day(rx, tod);
+                let fh_rx_tod = time_of_day(h.receive_ns, tod);
+                if restamped {
+                    acc.hops[0].record(tod_delta(h.exchange_ns, fh_rx_tod));
+                }
+                acc.hops[1].record(st.publisher_send.saturating_sub(h.receive_ns));
+                acc.hops[2].record(st.router_in.saturating_sub(st.publisher_send));
+                acc.hops[3].record(st.router_out.saturating_sub(st.router_in));
+                acc.hops[4].record(rx.saturating_sub(st.router_out));
+                let e2e = if restamped {
+                    tod_delta(h.exchange_ns, rx_tod)
+                } else {
+                    rx.saturating_sub(h.receive_ns)
+                };
+                acc.hops[5].record(e2e);
+                let w = (rx - t0) / window_ns;
+                match acc.windows.last_mut() {
+                    Some((i, l)) if *i == w => l.record(e2e),
+                    _ => {
+                        let mut l = Latency::new();
+                        l.record(e2e);
+                        acc.windows.push((w, l));
+                    }
+                }
+            });
+            if let Err(e) = r {
+                return Err(anyhow::anyhow!("receiving: {e}"));
+            }
+        }
+        let now = now_ns();
+        if got > 0 {
+            last_rx = now;
+        } else if !single {
+            // Several connections are polled without blocking; give the core away when
+            // none had anything (on small machines the feed path needs it).
+            std::thread::yield_now();
+        }
+        if stop.is_set() {
+            break;
+        }
+        if let Some(t0) = first {
+            if opts
+                .duration
+                .is_some_and(|d| now - t0 >= d.as_nanos() as u64)
+            {
+                break;
+            }
+            if opts
+                .idle_exit
+                .is_some_and(|d| now - last_rx >= d.as_nanos() as u64)
+            {
+                break;
+            }
+        }
+    }
+    let window_s = window_ns as f64 / 1e9;
+    Ok(accs
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| ClientResult {
+            client: i,
+            received: a.received,
+            discarded: a.discarded,
+            out_of_order: a.out_of_order,
+            undecodable: a.undecodable,
+            unstamped: a.unstamped,
+            hops: HOPS
+                .iter()
+                .zip(&a.hops)
+                .map(|(n, l)| (n.to_string(), l.summary()))
+                .collect(),
+            windows: a
+                .windows
+                .iter()
+                .map(|(w, l)| {
+                    let s = l.summary();
+                    Window {
+                        start_s: *w as f64 * window_s,
+                        updates: l.len(),
+                        rate: l.len() as f64 / window_s,
+                        mean_us: s.mean_us,
+                        p99_us: s.p99_us,
+                        max_us: s.max_us,
+                    }
+                })
+                .collect(),
+            hists: a.hops,
+        })
+        .collect())
+}
+
+/// The hops merged over every client (lossless HDR merge).
+pub fn merged_hops(results: &[ClientResult]) -> Vec<(String, Summary)> {
+    (0..HOPS.len())
+        .map(|h| {
+            let mut m = Latency::new();
+            for r in results {
+                if let Some(l) = r.hists.get(h) {
+                    m.merge(l);
+                }
+            }
+            (HOPS[h].to_string(), m.summary())
+        })
+        .collect()
+}
+
+/// The published per-client table: updates, end-to-end mean, stddev, p50, p99, max,
+/// and the correctness counters.
+pub fn client_table(results: &[ClientResult]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "client",
+        "updates",
+        "mean µs",
+        "stddev µs",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "discarded",
+        "reordered"
+    );
+    for r in results {
+        let e = &r.hops[HOPS.len() - 1].1;
+        let _ = writeln!(
+            out,
+            "{:>6} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10} {:>9}",
+            r.client,
+            r.received,
+            e.mean_us,
+            e.stddev_us,
+            e.p50_us,
+            e.p99_us,
+            e.max_us,
+            r.discarded,
+            r.out_of_order
+        );
+    }
+    out
+}

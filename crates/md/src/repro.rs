@@ -1,0 +1,319 @@
+//! `tickwire bench md-replay`: the published market-data replay test in one command
+//! (BENCHMARKING.md family C).
+//!
+//! 1. Generate a synthetic ITCH session (or use `--file`).
+//! 2. Start a router (child process) and, per speed (1x then 4x by default): the
+//!    measuring clients (subscribed to `md/NASDAQ/>`), the feed handler (a thread,
+//!    spinning), then the exchange publishing the session as MoldUDP64 multicast with its
+//!    timing scaled by the speed and each message restamped with its scheduled send time.
+//! 3. When the feed handler has seen End of Session and the clients went quiet, report:
+//!    per-client table (mean, stddev, p50, p99, max end to end), per-hop table,
+//!    latency against update rate per window, and whether anything was lost.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use tickwire_bench::harness::{RouterChild, StopFlag};
+use tickwire_bench::report::{latency_table, line_chart_svg, write_json, Machine, Series};
+use tickwire_bench::stats::Summary;
+use tickwire_capture::Speed;
+use tickwire_itch::Session;
+
+use crate::exchange::SessionData;
+use crate::feed::FeedConfig;
+use crate::generator::{write_session, GeneratorConfig};
+use crate::handler::{self, HandlerOptions, Idle};
+use crate::latency::{self, ClientResult, LatencyOptions, Window};
+use crate::publisher::{self, PublishOptions};
+
+/// Settings of the reproduction.
+#[derive(Debug, Clone)]
+pub struct ReproOptions {
+    /// The tickwire binary (for the router child).
+    pub tickwire: PathBuf,
+    /// Replay this session file instead of generating one.
+    pub file: Option<PathBuf>,
+    pub symbols: u16,
+    pub messages: u64,
+    pub seed: u64,
+    /// Mean ITCH message rate of the generated session at 1x.
+    pub rate: f64,
+    pub speeds: Vec<Speed>,
+    pub clients: usize,
+    pub window: Duration,
+    pub router_idle: String,
+    pub feed_idle: Idle,
+    pub group: SocketAddrV4,
+    pub json: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+}
+
+/// One speed's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeedResult {
+    pub speed: String,
+    pub messages: u64,
+    pub packets_dropped: u64,
+    pub publish_seconds: f64,
+    pub publisher_lateness: Summary,
+    pub feed_packets: u64,
+    pub feed_gaps: u64,
+    pub feed_recovered: u64,
+    pub feed_lost: u64,
+    pub feed_malformed: u64,
+    pub published_updates: u64,
+    pub updates_per_second: f64,
+    pub peak_window_rate: f64,
+    pub lossless: bool,
+    pub hops: Vec<(String, Summary)>,
+    pub clients: Vec<ClientResult>,
+    pub windows: Vec<Window>,
+}
+
+/// Everything, for `--json`.
+#[derive(Debug, Serialize)]
+pub struct ReproReport {
+    pub machine: Machine,
+    pub router_idle: String,
+    pub feed_idle: String,
+    pub session_file: String,
+    pub session_messages: u64,
+    pub window_seconds: f64,
+    pub results: Vec<SpeedResult>,
+}
+
+/// Runs the test and prints the report.
+pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> {
+    let tmp = std::env::temp_dir().join(format!("tickwire-md-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let file = match &opts.file {
+        Some(f) => f.clone(),
+        None => {
+            let f = tmp.join("session.itch");
+            let cfg = GeneratorConfig {
+                symbols: opts.symbols,
+                messages: opts.messages,
+                seed: opts.seed,
+                mean_rate: opts.rate,
+                ..GeneratorConfig::default()
+            };
+            let s = write_session(cfg, &f)?;
+            println!(
+                "generated {} ITCH messages, {} symbols, seed {} ({:.1} s of session at 1x)",
+                s.messages,
+                opts.symbols,
+                opts.seed,
+                (s.last_timestamp - s.first_timestamp) as f64 / 1e9
+            );
+            f
+        }
+    };
+    let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
+    let router = RouterChild::start(&opts.tickwire, &opts.router_idle, None, &[])?;
+    println!(
+        "router: {} (idle {}), feed handler idle {:?}, {} measuring clients",
+        router.addr, opts.router_idle, opts.feed_idle, opts.clients
+    );
+    let mut results = Vec::new();
+    for (k, &speed) in opts.speeds.iter().enumerate() {
+        if stop.is_set() {
+            break;
+        }
+        let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * k as u16);
+        println!(
+            "\n=== replay at {speed}: {} messages via {group} ===",
+            data.len()
+        );
+        results.push(one_speed(
+            opts,
+            &data,
+            speed,
+            group,
+            &router.addr.to_string(),
+            stop,
+        )?);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let report = ReproReport {
+        machine: Machine::detect(),
+        router_idle: opts.router_idle.clone(),
+        feed_idle: format!("{:?}", opts.feed_idle).to_lowercase(),
+        session_file: file.display().to_string(),
+        session_messages: data.len(),
+        window_seconds: opts.window.as_secs_f64(),
+        results,
+    };
+    if let Some(j) = &opts.json {
+        write_json(j, &report)?;
+        println!("\nJSON: {}", j.display());
+    }
+    if let Some(p) = &opts.plot {
+        plot(p, &report)?;
+        println!("plot: {}", p.display());
+    }
+    Ok(report)
+}
+
+fn one_speed(
+    opts: &ReproOptions,
+    data: &SessionData,
+    speed: Speed,
+    group: SocketAddrV4,
+    router: &str,
+    stop: &StopFlag,
+) -> anyhow::Result<SpeedResult> {
+    let lat_opts = LatencyOptions {
+        router: router.to_string(),
+        clients: opts.clients,
+        pattern: "md/NASDAQ/>".into(),
+        duration: None,
+        idle_exit: Some(Duration::from_secs(2)),
+        window: opts.window,
+        restamped: true,
+    };
+    let clients = latency::connect(&lat_opts)?;
+    let client_stop = stop.clone();
+    let measure = std::thread::Builder::new()
+        .name("md-clients".into())
+        .spawn(move || latency::run(clients, &lat_opts, &client_stop))?;
+    let request = SocketAddrV4::new(Ipv4Addr::LOCALHOST, group.port() + 1);
+    let h_opts = HandlerOptions {
+        group,
+        interface: Ipv4Addr::LOCALHOST,
+        request_to: request,
+        router: router.to_string(),
+        feed: FeedConfig::default(),
+        idle: opts.feed_idle,
+        exit_on_end_of_session: true,
+        print_counters: false,
+    };
+    let fh_stop = stop.clone();
+    let fh = std::thread::Builder::new()
+        .name("feed-handler".into())
+        .spawn(move || handler::run(&h_opts, &fh_stop))?;
+    // Let the feed handler join the group and connect before the first packet.
+    std::thread::sleep(Duration::from_millis(300));
+    let p_opts = PublishOptions {
+        group,
+        interface: Ipv4Addr::LOCALHOST,
+        request_listen: request,
+        session: Session::new("TWREPLAY").map_err(|e| anyhow::anyhow!("{e}"))?,
+        speed,
+        loss: 0.0,
+        seed: 1,
+        restamp: true,
+        linger: Duration::from_millis(500),
+        max_packet: 1400,
+        progress: true,
+    };
+    let pr = publisher::publish(data.clone(), &p_opts, stop)?;
+    let fr = fh
+        .join()
+        .map_err(|_| anyhow::anyhow!("the feed-handler thread panicked"))??;
+    let clients = measure
+        .join()
+        .map_err(|_| anyhow::anyhow!("the measuring thread panicked"))??;
+
+    let hops = latency::merged_hops(&clients);
+    let windows = clients
+        .first()
+        .map(|c| c.windows.clone())
+        .unwrap_or_default();
+    let secs = pr.elapsed_ns as f64 / 1e9;
+    let lossless = fr.counters.lost == 0
+        && clients
+            .iter()
+            .all(|c| c.received == fr.published && c.discarded == 0);
+    let res = SpeedResult {
+        speed: speed.to_string(),
+        messages: pr.messages,
+        packets_dropped: pr.dropped_packets,
+        publish_seconds: secs,
+        publisher_lateness: pr.lateness.summary(),
+        feed_packets: fr.counters.packets,
+        feed_gaps: fr.counters.gaps,
+        feed_recovered: fr.counters.recovered,
+        feed_lost: fr.counters.lost,
+        feed_malformed: fr.counters.malformed,
+        published_updates: fr.published,
+        updates_per_second: fr.published as f64 / secs.max(1e-9),
+        peak_window_rate: windows.iter().map(|w| w.rate).fold(0.0, f64::max),
+        lossless,
+        hops,
+        clients,
+        windows,
+    };
+    print_speed(&res, opts.window);
+    Ok(res)
+}
+
+fn print_speed(r: &SpeedResult, window: Duration) {
+    println!(
+        "exchange: {} ITCH messages in {:.2} s; publisher lateness p50 {:.1} µs, p99 {:.1} µs",
+        r.messages, r.publish_seconds, r.publisher_lateness.p50_us, r.publisher_lateness.p99_us
+    );
+    println!(
+        "feed handler: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
+        r.feed_packets,
+        r.feed_gaps,
+        r.feed_recovered,
+        r.feed_lost,
+        r.feed_malformed,
+        r.published_updates,
+        r.updates_per_second,
+        r.peak_window_rate,
+        window.as_secs_f64()
+    );
+    println!(
+        "{}",
+        if r.lossless {
+            "NO LOSS: every client received every update"
+        } else {
+            "LOSS: see the counters above and the per-client table"
+        }
+    );
+    println!("\nper client, end to end (exchange send → client receive):");
+    print!("{}", latency::client_table(&r.clients));
+    println!();
+    print!("{}", latency_table("per hop, all clients merged:", &r.hops));
+    println!(
+        "\nlatency against update rate ({}-s windows, client 0):",
+        window.as_secs_f64()
+    );
+    println!(
+        "{:>8} {:>12} {:>10} {:>10} {:>10}",
+        "start s", "updates/s", "mean µs", "p99 µs", "max µs"
+    );
+    for w in &r.windows {
+        println!(
+            "{:>8.0} {:>12.0} {:>10.2} {:>10.2} {:>10.2}",
+            w.start_s, w.rate, w.mean_us, w.p99_us, w.max_us
+        );
+    }
+}
+
+fn plot(path: &Path, report: &ReproReport) -> anyhow::Result<()> {
+    let mut series = Vec::new();
+    for r in &report.results {
+        let mut mean: Vec<(f64, f64)> = r.windows.iter().map(|w| (w.rate, w.mean_us)).collect();
+        let mut p99: Vec<(f64, f64)> = r.windows.iter().map(|w| (w.rate, w.p99_us)).collect();
+        mean.sort_by(|a, b| a.0.total_cmp(&b.0));
+        p99.sort_by(|a, b| a.0.total_cmp(&b.0));
+        series.push(Series::new(format!("{} mean", r.speed), mean));
+        series.push(Series::new(format!("{} p99", r.speed), p99));
+    }
+    line_chart_svg(
+        path,
+        &format!(
+            "tickwire market-data replay: end-to-end latency vs update rate ({}-s windows)",
+            report.window_seconds
+        ),
+        "updates/s in the window",
+        "latency (µs)",
+        &series,
+        true,
+        None,
+    )
+}

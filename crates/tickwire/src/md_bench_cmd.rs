@@ -1,0 +1,172 @@
+//! `tickwire bench md-latency` and `tickwire bench md-replay` (family C).
+
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use tickwire_bench::harness::StopFlag;
+use tickwire_bench::report::{latency_table, write_json};
+use tickwire_capture::Speed;
+use tickwire_md::handler::Idle;
+use tickwire_md::latency::{self, LatencyOptions};
+use tickwire_md::repro::{self, ReproOptions};
+
+use crate::md_cmd::parse_duration;
+
+const MD_LATENCY_HELP: &str = "\
+Measuring clients for the market-data path: N subscriber connections (polled by one
+thread) each keep per-hop histograms from the timestamps every feed-handler update
+carries: exchange→FH, FH internal, FH→router, router internal, router→client, end to
+end; and latency against update rate per window (10 s by default). The exchange hops
+need an exchange that stamps its send time (`tickwire md publish --restamp`): pass
+--restamped. Stops after --duration, when nothing arrived for --idle-exit, or Ctrl-C.
+
+Example (router, `tickwire feed` and `tickwire md publish --restamp` running):
+  tickwire bench md-latency --clients 4 --pattern 'md/NASDAQ/>' --restamped";
+
+#[derive(Args)]
+#[command(after_help = MD_LATENCY_HELP)]
+pub struct MdLatencyArgs {
+    /// Router address.
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    router: String,
+    /// Number of measuring clients.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Subscription pattern of every client.
+    #[arg(long, default_value = "md/NASDAQ/>")]
+    pattern: String,
+    /// Stop this long after the first update.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop when nothing arrived for this long (after the first update).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    idle_exit: Duration,
+    /// Window of the latency-versus-update-rate figures.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    window: Duration,
+    /// ITCH timestamps are the exchange's send times on this host (md publish --restamp).
+    #[arg(long)]
+    restamped: bool,
+    /// Write the full results as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
+    let opts = LatencyOptions {
+        router: a.router,
+        clients: a.clients.max(1),
+        pattern: a.pattern,
+        duration: a.duration,
+        idle_exit: Some(a.idle_exit),
+        window: a.window,
+        restamped: a.restamped,
+    };
+    let stop = StopFlag::install();
+    let clients = latency::connect(&opts)?;
+    eprintln!(
+        "{} clients subscribed to {:?} on {}; waiting for updates",
+        opts.clients, opts.pattern, opts.router
+    );
+    let results = latency::run(clients, &opts, &stop)?;
+    print!("{}", latency::client_table(&results));
+    println!();
+    print!(
+        "{}",
+        latency_table(
+            "per hop, all clients merged:",
+            &latency::merged_hops(&results)
+        )
+    );
+    if let Some(j) = &a.json {
+        write_json(j, &results)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+const MD_REPLAY_HELP: &str = "\
+The published market-data replay test in one command: generates a synthetic ITCH 5.0
+session (or takes --file), starts a router, and for each speed (1x, then 4x) replays the
+session as MoldUDP64 multicast with its original timing scaled, through the feed handler
+and the router, to the measuring clients. Every message is restamped with its scheduled
+send time, so the per-hop table starts at the exchange. Prints, per speed: whether
+anything was lost, the per-client table (mean, stddev, p50, p99, max end to end), the
+per-hop table, and latency against update rate per window; --plot draws the latter.
+
+Examples:
+  tickwire bench md-replay                                  # 1x then 4x, 4 clients
+  tickwire bench md-replay --messages 3000000 --clients 8 --plot md.svg --json md.json";
+
+#[derive(Args)]
+#[command(after_help = MD_REPLAY_HELP)]
+pub struct MdReplayArgs {
+    /// Replay this session file (from `tickwire md generate`) instead of generating one.
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Symbols of the generated session.
+    #[arg(long, default_value_t = 100)]
+    symbols: u16,
+    /// Messages of the generated session.
+    #[arg(long, default_value_t = 1_200_000)]
+    messages: u64,
+    /// Seed of the generated session.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Mean ITCH message rate of the generated session at 1x.
+    #[arg(long, default_value = "20k", value_parser = tickwire_bench::schedule::parse_rate)]
+    rate: f64,
+    /// Speeds, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1x,4x", value_parser = Speed::parse)]
+    speeds: Vec<Speed>,
+    /// Number of measuring clients.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Window of the latency-versus-update-rate figures.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    window: Duration,
+    /// Router idle strategy.
+    #[arg(long, default_value = "hybrid")]
+    router_idle: String,
+    /// Feed-handler idle strategy (spin or block).
+    #[arg(long, default_value = "spin")]
+    feed_idle: Idle,
+    /// Multicast group (the port grows by 2 per speed; port + 1 serves re-requests).
+    #[arg(long, default_value = "239.1.1.7:27400")]
+    group: SocketAddrV4,
+    /// Write the full results as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write an SVG plot of latency against update rate.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
+    let opts = ReproOptions {
+        tickwire: me.to_path_buf(),
+        file: a.file,
+        symbols: a.symbols,
+        messages: a.messages,
+        seed: a.seed,
+        rate: a.rate,
+        speeds: a.speeds,
+        clients: a.clients.max(1),
+        window: a.window,
+        router_idle: a.router_idle,
+        feed_idle: a.feed_idle,
+        group: a.group,
+        json: a.json,
+        plot: a.plot,
+    };
+    let stop = StopFlag::install();
+    let report = repro::run(&opts, &stop)?;
+    let lossless = report.results.iter().all(|r| r.lossless);
+    Ok(if lossless {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
