@@ -877,3 +877,12 @@ fn expect_ack(reply: Reply) -> Result<(), Error> {
 fn unexpected_reply(reply: Reply) -> Error {
     Error::Protocol(format!("router answered with an unexpected {reply:?}"))
 }
+
+/// The connection's socket, for waiting on several clients at once (e.g. `poll(2)` over
+/// many connections after a [`Wait::NoWait`] round found nothing). Reading or writing
+/// it directly would corrupt the session: only wait on it.
+impl std::os::fd::AsFd for Client {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}

@@ -1,1 +1,1004 @@
-//! (being written)
+//! The FIX session layer: a pure state machine (no sockets, threads or clock).
+//!
+//! # Driving a session
+//!
+//! A [`Session`] is fed events and time by a driver and polled for what to do. Time
+//! (`now`) is always wall-clock UTC in nanoseconds since the Unix epoch; it stamps
+//! SendingTime (52) and drives every timer, so tests use a fake clock.
+//!
+//! ```text
+//! driver                                  session
+//! ──────                                  ───────
+//! (initiator) poll() == Connect   ──►  open TCP
+//! connected                       ──►  on_connected(now)            initiator: Logon queued
+//! frame a complete message        ──►  on_message(now, bytes)       checks, answers, events
+//! timer fires (next_deadline)     ──►  on_timer(now)                heartbeats, timeouts,
+//!                                                                   schedule, reconnect
+//! application sends               ──►  send_app(now, type, body)    stored, sent if logged on
+//! connection lost / closed        ──►  on_disconnected(now)
+//! after EVERY call above: while let Some(o) = poll() { Send(bytes) → write;
+//!     Disconnect → close; Connect → connect; Event(e) → application }
+//! then sleep until next_deadline() (or input), and call store_mut().flush() per the
+//! store's sync policy.
+//! ```
+//!
+//! The driver frames messages with [`codec::frame_len`] and passes every complete
+//! frame, even one with a bad CheckSum: the session decides (garbled messages are
+//! ignored, or end a connection that is not logged on, as QuickFIX does). The driver
+//! of an acceptor may look at the first message to pick the session (by BeginString,
+//! SenderCompID, TargetCompID) and should refuse a connection whose first message is
+//! not a Logon (QuickFIX's acceptor does; the session would disconnect anyway).
+//!
+//! # Behaviour
+//!
+//! The rules follow QuickFIX/C++ 1.16 `Session.cpp` (check order, texts of Logout and
+//! Reject 58 values, which fields are set, field order): see `docs/fix.md` for the
+//! full description, the settings honoured and the compatibility notes. Messages are
+//! written as QuickFIX writes them: 8, 9, 35, then the other header fields in tag
+//! order (34, 43, 49, 50, 52, 56, 57, 122, ...), then the body in tag order.
+//!
+//! # Code map
+//!
+//! * `session.rs`: the public API ([`Session`], [`SessionConfig`], [`Output`],
+//!   [`Event`], [`Validation`], [`SendError`]), timers, disconnect bookkeeping.
+//! * `session/incoming.rs`: parsing, QuickFIX's `verify` checks, one handler per
+//!   administrative message type, the out-of-sequence queue.
+//! * `session/resend.rs`: answering ResendRequests from the store.
+//! * `session/outgoing.rs`: header writing, storing/numbering (`sendRaw`), builders.
+//! * `session/outbox.rs`: the output FIFO; `session/config.rs`: settings;
+//!   `session/schedule.rs`: session periods.
+//!
+//! # Allocation
+//!
+//! Steady state (heartbeats, application messages in sequence) allocates nothing:
+//! the encoder, the parsed field table and the output buffer are reused. Out-of-order
+//! messages are copied into recycled buffers while they wait for a gap to be filled.
+
+mod config;
+mod incoming;
+mod outbox;
+mod outgoing;
+mod resend;
+mod schedule;
+
+pub use config::{ConfigError, Role, SessionConfig};
+pub use outbox::{Event, Output};
+pub use schedule::{Schedule, Zone};
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::codec::{self, Encoder, Fields, MessageRef, TimestampPrecision};
+use crate::dict::Dictionary;
+use crate::store::{MessageStore, StoreError};
+use crate::validate::{self, Dictionaries, SessionRejectReason, ValidationOptions};
+use config::Version;
+use outbox::Outbox;
+
+const NANOS: u64 = 1_000_000_000;
+/// Most out-of-sequence messages kept while waiting for a resend (a hostile peer
+/// could otherwise make the queue grow without bound). Messages beyond are dropped;
+/// the counterparty resends them when asked.
+const MAX_QUEUED: usize = 100_000;
+
+/// Message types (35) the session handles itself.
+mod mt {
+    pub const HEARTBEAT: &[u8] = b"0";
+    pub const TEST_REQUEST: &[u8] = b"1";
+    pub const RESEND_REQUEST: &[u8] = b"2";
+    pub const REJECT: &[u8] = b"3";
+    pub const SEQUENCE_RESET: &[u8] = b"4";
+    pub const LOGOUT: &[u8] = b"5";
+    pub const LOGON: &[u8] = b"A";
+    pub const BUSINESS_REJECT: &[u8] = b"j";
+}
+
+/// Tags the session reads or writes.
+mod tag {
+    pub const BEGIN_SEQ_NO: u32 = 7;
+    pub const BEGIN_STRING: u32 = 8;
+    pub const BODY_LENGTH: u32 = 9;
+    pub const CHECK_SUM: u32 = 10;
+    pub const END_SEQ_NO: u32 = 16;
+    pub const MSG_SEQ_NUM: u32 = 34;
+    pub const MSG_TYPE: u32 = 35;
+    pub const NEW_SEQ_NO: u32 = 36;
+    pub const POSS_DUP_FLAG: u32 = 43;
+    pub const REF_SEQ_NUM: u32 = 45;
+    pub const SENDER_COMP_ID: u32 = 49;
+    pub const SENDER_SUB_ID: u32 = 50;
+    pub const SENDING_TIME: u32 = 52;
+    pub const TARGET_COMP_ID: u32 = 56;
+    pub const TARGET_SUB_ID: u32 = 57;
+    pub const TEXT: u32 = 58;
+    pub const ENCRYPT_METHOD: u32 = 98;
+    pub const HEART_BT_INT: u32 = 108;
+    pub const TEST_REQ_ID: u32 = 112;
+    pub const ORIG_SENDING_TIME: u32 = 122;
+    pub const GAP_FILL_FLAG: u32 = 123;
+    pub const RESET_SEQ_NUM_FLAG: u32 = 141;
+    pub const SENDER_LOCATION_ID: u32 = 142;
+    pub const TARGET_LOCATION_ID: u32 = 143;
+    pub const REF_TAG_ID: u32 = 371;
+    pub const REF_MSG_TYPE: u32 = 372;
+    pub const SESSION_REJECT_REASON: u32 = 373;
+    pub const BUSINESS_REJECT_REASON: u32 = 380;
+    pub const NEXT_EXPECTED_MSG_SEQ_NUM: u32 = 789;
+    pub const DEFAULT_APPL_VER_ID: u32 = 1137;
+}
+
+/// SessionRejectReason (373) values and QuickFIX's texts for them.
+pub mod session_reject {
+    /// 0 Invalid tag number.
+    pub const INVALID_TAG_NUMBER: u32 = 0;
+    /// 1 Required tag missing.
+    pub const REQUIRED_TAG_MISSING: u32 = 1;
+    /// 2 Tag not defined for this message type.
+    pub const TAG_NOT_DEFINED_FOR_MESSAGE: u32 = 2;
+    /// 3 Undefined tag.
+    pub const UNDEFINED_TAG: u32 = 3;
+    /// 4 Tag specified without a value.
+    pub const TAG_WITHOUT_VALUE: u32 = 4;
+    /// 5 Value is incorrect (out of range) for this tag.
+    pub const VALUE_IS_INCORRECT: u32 = 5;
+    /// 6 Incorrect data format for value.
+    pub const INCORRECT_DATA_FORMAT: u32 = 6;
+    /// 9 CompID problem.
+    pub const COMPID_PROBLEM: u32 = 9;
+    /// 10 SendingTime accuracy problem.
+    pub const SENDING_TIME_ACCURACY: u32 = 10;
+    /// 11 Invalid MsgType.
+    pub const INVALID_MSG_TYPE: u32 = 11;
+    /// 13 Tag appears more than once.
+    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
+    /// 14 Tag specified out of required order.
+    pub const TAG_OUT_OF_ORDER: u32 = 14;
+    /// 16 Incorrect NumInGroup count for repeating group.
+    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+
+    /// QuickFIX's Text (58) for a SessionRejectReason; None for reasons QuickFIX has
+    /// no text for (7, 8, 12, 15, 17+), which it sends without a 58.
+    pub fn text(reason: u32) -> Option<&'static str> {
+        Some(match reason {
+            0 => "Invalid tag number",
+            1 => "Required tag missing",
+            2 => "Tag not defined for this message type",
+            4 => "Tag specified without a value",
+            5 => "Value is incorrect (out of range) for this tag",
+            6 => "Incorrect data format for value",
+            9 => "CompID problem",
+            10 => "SendingTime accuracy problem",
+            11 => "Invalid MsgType",
+            13 => "Tag appears more than once",
+            14 => "Tag specified out of required order",
+            16 => "Incorrect NumInGroup count for repeating group",
+            _ => return None,
+        })
+    }
+}
+
+/// BusinessRejectReason (380) values and QuickFIX's texts for them.
+pub mod business_reject {
+    /// 0 Other.
+    pub const OTHER: u32 = 0;
+    /// 1 Unknown ID.
+    pub const UNKNOWN_ID: u32 = 1;
+    /// 2 Unknown Security.
+    pub const UNKNOWN_SECURITY: u32 = 2;
+    /// 3 Unsupported Message Type.
+    pub const UNSUPPORTED_MESSAGE_TYPE: u32 = 3;
+    /// 4 Application Not Available.
+    pub const APPLICATION_NOT_AVAILABLE: u32 = 4;
+    /// 5 Conditionally Required Field Missing.
+    pub const CONDITIONALLY_REQUIRED_FIELD_MISSING: u32 = 5;
+    /// 6 Not Authorized.
+    pub const NOT_AUTHORIZED: u32 = 6;
+    /// 7 DeliverTo Firm Not Available At This Time.
+    pub const DELIVER_TO_FIRM_NOT_AVAILABLE: u32 = 7;
+
+    /// QuickFIX's Text (58) for a BusinessRejectReason.
+    pub fn text(reason: u32) -> Option<&'static str> {
+        Some(match reason {
+            0 => "Other",
+            1 => "Unknown ID",
+            2 => "Unknown Security",
+            3 => "Unsupported Message Type",
+            4 => "Application Not Available",
+            5 => "Conditionally Required Field Missing",
+            6 => "Not Authorized",
+            7 => "DeliverTo Firm Not Available At This Time",
+            _ => return None,
+        })
+    }
+}
+
+/// Dictionary validation for a session (QuickFIX `UseDataDictionary=Y` with
+/// `DataDictionary`, or `TransportDataDictionary` + `AppDataDictionary` for FIXT).
+///
+/// Every received message is checked with [`validate::validate`] before the session
+/// rules run, and a failure is answered exactly as QuickFIX answers its validation
+/// exceptions (Reject 35=3 with SessionRejectReason/RefTagID, consuming the message's
+/// sequence number when it is the expected one). The CompID and SendingTime switches
+/// of `options` are not used: [`SessionConfig`]'s `check_comp_id`, `check_latency`
+/// and `max_latency` govern those checks.
+#[derive(Clone, Debug)]
+pub struct Validation {
+    /// FIX.4.x: the dictionary; FIXT.1.1: the transport dictionary (FIXT11.xml).
+    pub transport: Arc<Dictionary>,
+    /// The application dictionary (the same as `transport` for FIX.4.x). FIXT:
+    /// one application dictionary per session (QuickFIX can select one per
+    /// ApplVerID; not supported here).
+    pub app: Arc<Dictionary>,
+    /// QuickFIX's validation switches.
+    pub options: ValidationOptions,
+}
+
+impl Validation {
+    /// One dictionary for a FIX.4.x session.
+    pub fn single(dict: Arc<Dictionary>, options: ValidationOptions) -> Validation {
+        Validation {
+            transport: dict.clone(),
+            app: dict,
+            options,
+        }
+    }
+
+    /// Transport and application dictionaries for a FIXT.1.1 session.
+    pub fn fixt(
+        transport: Arc<Dictionary>,
+        app: Arc<Dictionary>,
+        options: ValidationOptions,
+    ) -> Validation {
+        Validation {
+            transport,
+            app,
+            options,
+        }
+    }
+}
+
+/// Why [`Session::send_app`] (or a `reject_*` call) did not store the message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// Administrative message types (0, 1, 2, 3, 4, 5, A) are generated by the
+    /// session only.
+    #[error("message type {0:?} is administrative: the session generates it itself")]
+    AdminMsgType(String),
+    /// Not logged on and the next Logon will reset sequence numbers (ResetOnLogon,
+    /// ResetOnLogout or ResetOnDisconnect at 1/1), so the message would be lost:
+    /// QuickFIX refuses it too.
+    #[error("not logged on and the next logon resets sequence numbers: message not stored")]
+    WouldBeReset,
+    /// A reject needs a logged-on session.
+    #[error("not logged on")]
+    NotLoggedOn,
+    /// The message store failed; the message was not sent.
+    #[error("message store failed")]
+    Store(#[source] StoreError),
+}
+
+/// The outgoing-resend state: a ResendRequest is outstanding for `begin..=end`
+/// (one chunk), and the whole gap to fill ends at `gap_end`.
+#[derive(Clone, Copy, Debug)]
+struct ResendRange {
+    begin: u64,
+    end: u64,
+    gap_end: u64,
+}
+
+/// What a reject refers to: the rejected message's MsgSeqNum and MsgType.
+#[derive(Clone, Copy)]
+struct RefMsg<'a> {
+    seq: Option<u64>,
+    msg_type: &'a [u8],
+}
+
+impl<'a> RefMsg<'a> {
+    fn of(m: &MessageRef<'a>) -> Self {
+        RefMsg {
+            seq: m.seq_num(),
+            msg_type: m.msg_type(),
+        }
+    }
+}
+
+/// Where a header field of a resent message comes from.
+#[derive(Clone, Copy)]
+enum HeaderValue {
+    Stored(usize, usize),
+    Yes,
+    Now,
+}
+
+type StoreResult = Result<(), StoreError>;
+
+/// One FIX session (one counterparty). See the module docs for how to drive it.
+pub struct Session<S: MessageStore> {
+    cfg: SessionConfig,
+    ver: Version,
+    precision: TimestampPrecision,
+    store: S,
+    enc: Encoder,
+    out: Outbox,
+    validation: Option<Validation>,
+
+    connected: bool,
+    /// Initiator: a Connect was emitted and the driver has not reported back.
+    connecting: bool,
+    last_connect_attempt: Option<u64>,
+    enabled: bool,
+    logout_reason: String,
+    sent_logon: bool,
+    received_logon: bool,
+    sent_logout: bool,
+    sent_reset: bool,
+    received_reset: bool,
+    heart_bt_int: u64,
+    last_sent: u64,
+    last_received: u64,
+    connected_at: u64,
+    test_requests: u64,
+    resend: Option<ResendRange>,
+    last_now: u64,
+    /// (second, store creation time, inside a period, same period as creation).
+    schedule_cache: Cell<Option<(u64, u64, bool, bool)>>,
+
+    queue: BTreeMap<u64, Vec<u8>>,
+    spare_bufs: Vec<Vec<u8>>,
+    draining: bool,
+    fields_pool: Vec<Fields>,
+    resend_buf: Vec<u8>,
+    resend_idx: Vec<(usize, usize)>,
+    header_scratch: Vec<(u32, HeaderValue)>,
+    text: String,
+}
+
+impl<S: MessageStore> Session<S> {
+    /// A disconnected session over `store` (whose sequence numbers it continues).
+    pub fn new(mut cfg: SessionConfig, store: S) -> Result<Self, ConfigError> {
+        cfg.check()?;
+        cfg.logon_fields.sort_by_key(|&(t, _)| t);
+        let ver = Version::of(&cfg.begin_string);
+        let precision = cfg.effective_precision();
+        let enc = Encoder::new(&cfg.begin_string);
+        let heart_bt_int = match cfg.role {
+            Role::Initiator => u64::from(cfg.heart_bt_int),
+            Role::Acceptor => 0,
+        };
+        Ok(Session {
+            ver,
+            precision,
+            store,
+            enc,
+            out: Outbox::default(),
+            validation: None,
+            connected: false,
+            connecting: false,
+            last_connect_attempt: None,
+            enabled: true,
+            logout_reason: String::new(),
+            sent_logon: false,
+            received_logon: false,
+            sent_logout: false,
+            sent_reset: false,
+            received_reset: false,
+            heart_bt_int,
+            last_sent: 0,
+            last_received: 0,
+            connected_at: 0,
+            test_requests: 0,
+            resend: None,
+            last_now: 0,
+            schedule_cache: Cell::new(None),
+            queue: BTreeMap::new(),
+            spare_bufs: Vec::new(),
+            draining: false,
+            fields_pool: Vec::new(),
+            resend_buf: Vec::new(),
+            resend_idx: Vec::new(),
+            header_scratch: Vec::new(),
+            text: String::new(),
+            cfg,
+        })
+    }
+
+    /// Validates received messages with dictionaries (see [`Validation`]). Without
+    /// it the session makes the header checks of QuickFIX's standard session
+    /// dictionary only (required 34/52 and their formats, the required fields of
+    /// administrative messages).
+    pub fn with_validation(mut self, validation: Validation) -> Self {
+        self.validation = Some(validation);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// The message store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The message store, for the driver's `flush` (and for tools that repair
+    /// sequence numbers while disconnected).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Consumes the session, returning its store.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Logons exchanged and the session not ended.
+    pub fn is_logged_on(&self) -> bool {
+        self.received_logon && self.sent_logon
+    }
+
+    /// Between [`Session::on_connected`] and the disconnect.
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+
+    /// The heartbeat interval in use (seconds): ours as initiator, the initiator's
+    /// as acceptor once its Logon arrived.
+    pub fn heart_bt_int(&self) -> u64 {
+        self.heart_bt_int
+    }
+
+    /// MsgSeqNum of the next message we send.
+    pub fn next_sender_seq(&self) -> u64 {
+        self.store.next_sender_seq()
+    }
+
+    /// MsgSeqNum expected in the next message received.
+    pub fn next_target_seq(&self) -> u64 {
+        self.store.next_target_seq()
+    }
+
+    /// The next output, in order. Drain it (until None) after every other call.
+    pub fn poll(&mut self) -> Option<Output<'_>> {
+        self.out.poll()
+    }
+
+    /// The latest time at which [`Session::on_timer`] must be called (it may be
+    /// called earlier or more often: spurious calls do nothing). A deadline at or
+    /// before the current time means "now" (e.g. a new initiator's first connection).
+    /// None: nothing is scheduled (an acceptor that is not connected, or an
+    /// initiator waiting for its driver's connection attempt).
+    pub fn next_deadline(&self) -> Option<u64> {
+        let at = |since: u64, secs: u64| (since / NANOS).saturating_add(secs).saturating_mul(NANOS);
+        let mut d: Option<u64> = None;
+        let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
+        // With a schedule, look at the clock every second to notice the window's ends.
+        let tick = at(self.last_now, 1);
+        if !self.connected {
+            if self.cfg.role == Role::Initiator && self.enabled && !self.connecting {
+                match self.last_connect_attempt {
+                    None => min(self.last_now),
+                    Some(t) => min(at(t, u64::from(self.cfg.reconnect_interval))),
+                }
+                if self.cfg.schedule.is_some() {
+                    min(tick);
+                }
+            }
+            return d;
+        }
+        if self.cfg.schedule.is_some() {
+            min(tick);
+        }
+        if !self.received_logon {
+            let since = match self.cfg.role {
+                Role::Initiator if self.sent_logon => self.last_received,
+                Role::Initiator => return Some(tick),
+                Role::Acceptor => self.connected_at,
+            };
+            min(at(since, u64::from(self.cfg.logon_timeout)));
+            return d;
+        }
+        let hb = self.heart_bt_int;
+        if hb == 0 {
+            return d;
+        }
+        if self.sent_logout {
+            min(at(self.last_sent, u64::from(self.cfg.logout_timeout)));
+        }
+        if self.test_requests == 0 {
+            min(at(self.last_sent, hb));
+        }
+        // Test request at 1.2 * (n + 1) * HeartBtInt of silence, disconnect at 2.4 *.
+        min(at(
+            self.last_received,
+            (12 * (self.test_requests + 1) * hb).div_ceil(10),
+        ));
+        min(at(self.last_received, (24 * hb).div_ceil(10)));
+        d
+    }
+
+    /// The connection is up (initiator: after a [`Output::Connect`]; acceptor: the
+    /// driver accepted a connection for this session). An initiator sends its Logon.
+    pub fn on_connected(&mut self, now: u64) {
+        self.enter(now);
+        self.connecting = false;
+        if self.connected {
+            return;
+        }
+        if !self.check_session_time(now) {
+            // A new session period since the store was created: start afresh.
+            self.note(format_args!(
+                "Session time changed, resetting sequence numbers"
+            ));
+            let r = self.store.reset(now);
+            self.fail_on_store_error(r);
+        }
+        self.connected = true;
+        self.connected_at = now;
+        self.last_received = now;
+        self.last_sent = now;
+        self.test_requests = 0;
+        if self.cfg.role == Role::Initiator {
+            let r = self.timer(now);
+            self.fail_on_store_error(r);
+        }
+    }
+
+    /// The connection ended (closed by the peer, an IO error, or a failed connection
+    /// attempt). Safe to call after the session asked for the disconnect itself.
+    pub fn on_disconnected(&mut self, now: u64) {
+        self.enter(now);
+        self.connecting = false;
+        if self.connected {
+            // The driver knows: no Disconnect output for it.
+            self.note(format_args!("Connection closed"));
+            self.connected = false;
+        }
+        let r = self.disconnect(now);
+        self.fail_on_store_error(r);
+    }
+
+    /// One complete message as framed by [`codec::frame_len`].
+    pub fn on_message(&mut self, now: u64, raw: &[u8]) {
+        self.enter(now);
+        if !self.connected {
+            return;
+        }
+        let r = self.process(now, raw, false);
+        self.fail_on_store_error(r);
+    }
+
+    /// Heartbeats, test requests, logon/logout timeouts, the schedule and (initiator)
+    /// reconnection. Call it at [`Session::next_deadline`] at the latest.
+    pub fn on_timer(&mut self, now: u64) {
+        self.enter(now);
+        let r = if self.connected {
+            self.timer(now)
+        } else {
+            self.timer_disconnected(now)
+        };
+        self.fail_on_store_error(r);
+    }
+
+    /// Sends an application message: `body` is the encoded body fields
+    /// (`tag=value<SOH>...`, in order, without header or trailer). Header fields
+    /// the application sets (e.g. PossResend 97, OnBehalfOfCompID 115) go first in
+    /// `body`. The message gets the next MsgSeqNum and is stored (PersistMessages);
+    /// it is transmitted now if logged on, otherwise it waits in the store for the
+    /// counterparty's ResendRequest after the next logon, as in QuickFIX. Returns the
+    /// MsgSeqNum.
+    pub fn send_app(&mut self, now: u64, msg_type: &[u8], body: &[u8]) -> Result<u64, SendError> {
+        self.send_app_with(now, msg_type, |enc| enc.raw_fields(body))
+    }
+
+    /// Like [`Session::send_app`], with the body written by `write_body` straight
+    /// into the session's encoder (only `field*`/`raw_fields` calls, no `begin` or
+    /// `finish`).
+    pub fn send_app_with(
+        &mut self,
+        now: u64,
+        msg_type: &[u8],
+        write_body: impl FnOnce(&mut Encoder),
+    ) -> Result<u64, SendError> {
+        self.enter(now);
+        if is_admin(msg_type) {
+            return Err(SendError::AdminMsgType(
+                String::from_utf8_lossy(msg_type).into_owned(),
+            ));
+        }
+        if !self.is_logged_on() && self.should_send_reset() {
+            return Err(SendError::WouldBeReset);
+        }
+        let seq = self.store.next_sender_seq();
+        self.header(now, msg_type, seq, false, None);
+        write_body(&mut self.enc);
+        self.finish_app(seq).map_err(SendError::Store)?;
+        Ok(seq)
+    }
+
+    /// Answers an application message the application does not support, as QuickFIX
+    /// does when `fromApp` throws `UnsupportedMessageType`: a BusinessMessageReject
+    /// (35=j, 380=3) from FIX.4.2 on, a Reject (35=3) with 58 "Unsupported message
+    /// type" before. `ref_seq`/`ref_msg_type` are the rejected message's 34/35.
+    pub fn reject_unsupported(
+        &mut self,
+        now: u64,
+        ref_seq: u64,
+        ref_msg_type: &[u8],
+    ) -> Result<(), SendError> {
+        self.enter(now);
+        if !self.is_logged_on() {
+            return Err(SendError::NotLoggedOn);
+        }
+        let r = RefMsg {
+            seq: Some(ref_seq),
+            msg_type: ref_msg_type,
+        };
+        if self.ver.ge42 {
+            self.business_reject(now, r, business_reject::UNSUPPORTED_MESSAGE_TYPE, 0, false)
+        } else {
+            self.reject_with_text(now, r, "Unsupported message type", false)
+        }
+        .map_err(SendError::Store)
+    }
+
+    /// Sends a BusinessMessageReject (35=j) for an application message, with
+    /// BusinessRejectReason (380) `reason` and QuickFIX's text (with ` (tag)` when
+    /// `ref_tag` is not 0).
+    pub fn reject_business(
+        &mut self,
+        now: u64,
+        ref_seq: u64,
+        ref_msg_type: &[u8],
+        reason: u32,
+        ref_tag: u32,
+    ) -> Result<(), SendError> {
+        self.enter(now);
+        if !self.is_logged_on() {
+            return Err(SendError::NotLoggedOn);
+        }
+        let r = RefMsg {
+            seq: Some(ref_seq),
+            msg_type: ref_msg_type,
+        };
+        self.business_reject(now, r, reason, ref_tag, false)
+            .map_err(SendError::Store)
+    }
+
+    /// Sends a session-level Reject (35=3) for an application message the
+    /// application found invalid (QuickFIX: `fromApp` throwing `IncorrectTagValue`
+    /// and friends), with SessionRejectReason `reason` and RefTagID `ref_tag` (0:
+    /// none).
+    pub fn reject_session(
+        &mut self,
+        now: u64,
+        ref_seq: u64,
+        ref_msg_type: &[u8],
+        reason: u32,
+        ref_tag: u32,
+    ) -> Result<(), SendError> {
+        self.enter(now);
+        if !self.is_logged_on() {
+            return Err(SendError::NotLoggedOn);
+        }
+        let r = RefMsg {
+            seq: Some(ref_seq),
+            msg_type: ref_msg_type,
+        };
+        self.reject_quiet(now, r, reason, ref_tag, false)
+            .map_err(SendError::Store)
+    }
+
+    /// Ends the session: sends a Logout (58 = `text`) if logged on, then waits for
+    /// the answer up to LogoutTimeout before disconnecting. The session stays
+    /// disabled (no logon accepted, no reconnection) until [`Session::logon`]. If the
+    /// connection is up but not logged on, it is closed at once.
+    pub fn logout(&mut self, now: u64, text: Option<&str>) {
+        self.enter(now);
+        self.enabled = false;
+        self.logout_reason.clear();
+        self.logout_reason.push_str(text.unwrap_or(""));
+        let r = if self.connected && !self.is_logged_on() {
+            self.disconnect(now)
+        } else if self.connected {
+            self.timer(now)
+        } else {
+            Ok(())
+        };
+        self.fail_on_store_error(r);
+    }
+
+    /// Enables the session again after [`Session::logout`] (QuickFIX
+    /// `Session::logon`): an initiator reconnects and logs on, an acceptor accepts
+    /// Logons.
+    pub fn logon(&mut self, now: u64) {
+        self.enter(now);
+        self.enabled = true;
+        self.logout_reason.clear();
+    }
+
+    /// QuickFIX `Session::reset`: Logout (if connected), disconnect, and reset both
+    /// sequence numbers to 1 with an empty store.
+    pub fn reset(&mut self, now: u64) {
+        self.enter(now);
+        let r = self.reset_session(now);
+        self.fail_on_store_error(r);
+    }
+
+    // ─── entry-point plumbing ───────────────────────────────────────────────────
+
+    fn enter(&mut self, now: u64) {
+        self.out.recycle();
+        self.last_now = now;
+    }
+
+    fn fail_on_store_error(&mut self, r: StoreResult) {
+        if let Err(e) = r {
+            self.note(format_args!("Message store error: {e}"));
+            // Disconnecting must not touch the store again if it is broken; the
+            // ResetOnDisconnect reset is skipped here on purpose.
+            self.drop_connection();
+        }
+    }
+
+    fn note(&mut self, args: std::fmt::Arguments<'_>) {
+        self.out.note(args);
+    }
+
+    // ─── timers ─────────────────────────────────────────────────────────────────
+
+    fn timer_disconnected(&mut self, now: u64) -> StoreResult {
+        if self.cfg.role != Role::Initiator || !self.enabled || self.connecting {
+            return Ok(());
+        }
+        if !self.is_session_time(now) {
+            return Ok(());
+        }
+        let due = match self.last_connect_attempt {
+            None => true,
+            Some(t) => secs_between(now, t) >= i64::from(self.cfg.reconnect_interval),
+        };
+        if due {
+            self.last_connect_attempt = Some(now);
+            self.connecting = true;
+            self.out.connect();
+        }
+        Ok(())
+    }
+
+    /// QuickFIX `Session::next(now)`.
+    fn timer(&mut self, now: u64) -> StoreResult {
+        if !self.connected {
+            return Ok(());
+        }
+        if !self.check_session_time(now) {
+            return self.reset_session(now);
+        }
+        if !self.enabled || !self.is_session_time(now) {
+            if !self.is_logged_on() {
+                return Ok(());
+            }
+            if !self.sent_logout {
+                self.note(format_args!("Initiated logout request"));
+                let reason = std::mem::take(&mut self.logout_reason);
+                let r = self.logout_msg(now, Some(&reason));
+                self.logout_reason = reason;
+                r?;
+            }
+        }
+        if !self.received_logon {
+            if self.cfg.role == Role::Initiator && !self.sent_logon {
+                if self.enabled && self.is_session_time(now) {
+                    self.logon_msg(now)?;
+                    self.note(format_args!("Initiated logon request"));
+                }
+            } else if self.cfg.role == Role::Initiator {
+                if secs_between(now, self.last_received) >= i64::from(self.cfg.logon_timeout) {
+                    self.note(format_args!("Timed out waiting for logon response"));
+                    self.disconnect(now)?;
+                }
+            } else if secs_between(now, self.connected_at) >= i64::from(self.cfg.logon_timeout) {
+                self.note(format_args!("Timed out waiting for logon request"));
+                self.disconnect(now)?;
+            }
+            return Ok(());
+        }
+        let hb = self.heart_bt_int as i64;
+        if hb == 0 {
+            return Ok(());
+        }
+        let since_sent = secs_between(now, self.last_sent);
+        let since_received = secs_between(now, self.last_received);
+        if self.sent_logout && since_sent >= i64::from(self.cfg.logout_timeout) {
+            self.note(format_args!("Timed out waiting for logout response"));
+            return self.disconnect(now);
+        }
+        if since_sent < hb && since_received < hb {
+            return Ok(());
+        }
+        let k = self.test_requests as i64;
+        if since_received * 10 >= 24 * hb {
+            self.note(format_args!("Timed out waiting for heartbeat"));
+            self.disconnect(now)?;
+        } else if since_received * 10 >= 12 * (k + 1) * hb {
+            self.test_request_msg(now, b"TEST")?;
+            self.test_requests += 1;
+            self.note(format_args!("Sent test request TEST"));
+        } else if since_sent >= hb && k == 0 {
+            self.heartbeat_msg(now, None)?;
+        }
+        Ok(())
+    }
+
+    fn is_session_time(&self, now: u64) -> bool {
+        self.schedule_state(now).0
+    }
+
+    /// QuickFIX `checkSessionTime`: the store was created in the current session
+    /// period. A store created outside every period is not reset again while the
+    /// clock is still outside (QuickFIX would reset it at every timer tick).
+    fn check_session_time(&self, now: u64) -> bool {
+        self.schedule_state(now).1
+    }
+
+    /// (inside a session period, store created in the current period), evaluated at
+    /// whole seconds and cached per second so that a schedule costs no time-zone
+    /// arithmetic per message.
+    fn schedule_state(&self, now: u64) -> (bool, bool) {
+        let Some(s) = self.cfg.schedule.as_ref() else {
+            return (true, true);
+        };
+        let sec = now / NANOS;
+        let created = self.store.creation_time();
+        if let Some((k, c, inside, same)) = self.schedule_cache.get() {
+            if k == sec && c == created {
+                return (inside, same);
+            }
+        }
+        let p_now = s.period_start(sec * NANOS);
+        let same = match (p_now, s.period_start(created)) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => true,
+            _ => false,
+        };
+        self.schedule_cache
+            .set(Some((sec, created, p_now.is_some(), same)));
+        (p_now.is_some(), same)
+    }
+
+    fn reset_session(&mut self, now: u64) -> StoreResult {
+        if self.connected {
+            self.logout_msg(now, None)?;
+        }
+        self.disconnect(now)?;
+        self.store.reset(now)
+    }
+
+    /// QuickFIX `disconnect()`: drop the connection, report the logout, clear the
+    /// per-connection state.
+    fn disconnect(&mut self, now: u64) -> StoreResult {
+        self.drop_connection();
+        if self.cfg.reset_on_disconnect {
+            self.store.reset(now)?;
+        }
+        Ok(())
+    }
+
+    fn drop_connection(&mut self) {
+        if self.connected {
+            self.note(format_args!("Disconnecting"));
+            self.out.disconnect();
+            self.connected = false;
+        }
+        if self.received_logon || self.sent_logon {
+            self.received_logon = false;
+            self.sent_logon = false;
+            self.out.logged_out();
+        }
+        self.sent_logout = false;
+        self.received_reset = false;
+        self.sent_reset = false;
+        self.test_requests = 0;
+        self.resend = None;
+        while let Some((_, mut buf)) = self.queue.pop_first() {
+            buf.clear();
+            self.spare_bufs.push(buf);
+        }
+        if self.cfg.role == Role::Acceptor {
+            self.heart_bt_int = 0;
+        }
+    }
+}
+
+/// Displays an optional MsgSeqNum as QuickFIX does (empty when absent).
+struct SeqText(Option<u64>);
+
+impl std::fmt::Display for SeqText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(s) => write!(f, "{s}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whole seconds between two instants the way QuickFIX subtracts timestamps: both
+/// truncated to the second first.
+fn secs_between(now: u64, then: u64) -> i64 {
+    (now / NANOS) as i64 - (then / NANOS) as i64
+}
+
+/// QuickFIX `Message::isAdminMsgType`.
+fn is_admin(msg_type: &[u8]) -> bool {
+    matches!(msg_type, [b'0' | b'1' | b'2' | b'3' | b'4' | b'5' | b'A'])
+}
+
+/// Standard header tags (QuickFIX `Message::isHeaderField`).
+fn is_header_tag(t: u32) -> bool {
+    matches!(
+        t,
+        8 | 9
+            | 35
+            | 34
+            | 43
+            | 49
+            | 50
+            | 52
+            | 56
+            | 57
+            | 90
+            | 91
+            | 97
+            | 115
+            | 116
+            | 122
+            | 128
+            | 129
+            | 142
+            | 143
+            | 144
+            | 145
+            | 212
+            | 213
+            | 347
+            | 369
+            | 627
+            | 628
+            | 629
+            | 630
+            | 1128
+            | 1129
+            | 1156
+    )
+}
+
+fn digits(mut n: u32) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// The value of the first `tag=` field in a raw message, by plain scanning (for
+/// messages the parser refused).
+fn scan_field(raw: &[u8], t: u32) -> Option<&[u8]> {
+    let mut pos = 0;
+    while pos < raw.len() {
+        let end = raw[pos..]
+            .iter()
+            .position(|&b| b == codec::SOH)
+            .map_or(raw.len(), |i| pos + i);
+        let field = &raw[pos..end];
+        if let Some(eq) = field.iter().position(|&b| b == b'=') {
+            if codec::parse_u64(&field[..eq]) == Some(u64::from(t)) {
+                return Some(&field[eq + 1..]);
+            }
+        }
+        pos = end + 1;
+    }
+    None
+}

@@ -1,1 +1,812 @@
-//! (being written)
+//! Message stores: where a FIX session keeps its sequence numbers and the outgoing
+//! messages it may have to resend.
+//!
+//! Two implementations of [`MessageStore`]:
+//!
+//! * [`MemoryStore`]: everything in process memory; lost when the process ends.
+//! * [`FileStore`]: a durable, append-only log that survives `kill -9` (and, with
+//!   [`SyncPolicy::EveryMessage`], power loss) without losing or reusing a sequence number.
+//!
+//! # The latency contract
+//!
+//! [`MessageStore::save`] and the sequence number setters only append an encoded record to
+//! an in-process buffer: no system call, and no allocation once the buffer has grown to
+//! its working size. [`MessageStore::flush`] hands the whole buffer to the kernel with ONE
+//! positioned write (`pwrite`), followed by `fdatasync` when the [`SyncPolicy`] asks for it.
+//!
+//! The driver calls `flush()` once per loop turn, **before** it writes the socket. Hence a
+//! message is never on the wire before its record is in the kernel's page cache, and a
+//! `kill -9` of the process (which keeps the page cache) loses nothing that was sent. Only
+//! an operating-system crash or power loss can lose records that were written but not yet
+//! synced, and the sync policy bounds that window:
+//!
+//! | policy | `flush()` does | survives process crash | survives power loss |
+//! |---|---|---|---|
+//! | [`SyncPolicy::EveryMessage`] | `pwrite` + `fdatasync` | everything sent | everything sent |
+//! | [`SyncPolicy::Batched`] | `pwrite`, `fdatasync` every N message records | everything sent | all but the last < N messages |
+//! | [`SyncPolicy::Os`] | `pwrite` only (the kernel writes back when it likes) | everything sent | what the kernel wrote back |
+//!
+//! # File layout
+//!
+//! One directory per session, named `<BeginString>-<SenderCompID>-<TargetCompID>` with
+//! `-<SessionQualifier>` appended when there is one (the same name QuickFIX's `FileStore`
+//! uses as prefix of its files under `FileStorePath`; see [`FileStore::session_dir_name`]).
+//! The directory holds one file, `store.log`, a sequence of records:
+//!
+//! ```text
+//! record  = len:u32le  crc:u32le  body[len]
+//! body    = kind:u8  value:u64le  payload[len - 9]
+//! crc     = CRC-32 (IEEE, crc32fast) of body
+//! kinds   = 1 Header   value = creation time (unix ns), payload = "TWFS1" magic
+//!           2 Message  value = MsgSeqNum, payload = the raw FIX message
+//!           3 NextSender value = next sender MsgSeqNum
+//!           4 NextTarget value = next target MsgSeqNum
+//! ```
+//!
+//! The first record is always a Header. A reset writes a fresh file (`store.log.tmp`,
+//! fsync, rename over `store.log`, fsync of the directory), so a crash during a reset
+//! leaves either the old or the new store, never a mix. The log is never compacted other
+//! than by a reset (sessions normally reset daily).
+//!
+//! # Recovery
+//!
+//! [`FileStore::open`] reads the file once and rebuilds:
+//! * the index `MsgSeqNum -> (offset, length)` of every stored message (a later record for
+//!   the same sequence number replaces the earlier one);
+//! * the next sender sequence number: the last NextSender record, or the last stored
+//!   message's sequence + 1 when that is larger (so a message whose sequence record was lost
+//!   is never reused);
+//! * the next target sequence number (last NextTarget record) and the creation time.
+//!
+//! A damaged final record is the mark of a torn write: it is truncated away and reported
+//! as a [`StoreWarning`]. "Final" means: a checksum mismatch on a record that ends exactly
+//! at the end of the file; or a record the file ends inside of (or with an impossible
+//! length) when the rest of the file is zeros, or is at most 4 MiB long and holds no intact
+//! record. Any other damaged record is corruption in the middle of the file:
+//! [`StoreError::Corrupt`] with the file and the offset, and nothing is truncated.
+//!
+//! # Reading for resends
+//!
+//! [`MessageStore::get_range`] looks the range up in the in-memory index (a vector sorted by
+//! sequence number, binary search) and reads each message with `pread` at its offset
+//! (`FileExt::read_exact_at`), verifying its checksum; records still in the unflushed
+//! buffer are read from there. We chose `pread` over a memory map (remapping as the file
+//! grows, and SIGBUS on truncation by another process) and over an in-memory copy of every
+//! message (memory grows with the day's traffic); resends are rare and the pages are almost
+//! always in the page cache.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Errors of a message store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An operating-system call on a store file failed.
+    #[error("store file {path}: {op}: {source}")]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What we were doing.
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The store file is damaged in a way that is not a torn final write.
+    #[error("store file {path} corrupt at offset {offset}: {reason}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damaged record.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A message longer than a record can hold (4 GiB) was saved.
+    #[error("message of {0} bytes is too large for the store")]
+    TooLarge(usize),
+}
+
+/// A recoverable problem found while opening a [`FileStore`]: a torn final record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreWarning {
+    /// The store file.
+    pub path: PathBuf,
+    /// Where the torn record started (the file was truncated to this length).
+    pub truncated_at: u64,
+    /// How many bytes were dropped.
+    pub dropped_bytes: u64,
+}
+
+impl std::fmt::Display for StoreWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "store file {}: torn final record at offset {} ({} bytes) truncated",
+            self.path.display(),
+            self.truncated_at,
+            self.dropped_bytes
+        )
+    }
+}
+
+/// Where a FIX session keeps its sequence numbers and outgoing messages.
+pub trait MessageStore {
+    /// The MsgSeqNum the next outgoing message gets.
+    fn next_sender_seq(&self) -> u64;
+    /// The MsgSeqNum expected on the next incoming message.
+    fn next_target_seq(&self) -> u64;
+    /// Set the next outgoing MsgSeqNum.
+    fn set_next_sender_seq(&mut self, seq: u64) -> Result<(), StoreError>;
+    /// Set the next expected incoming MsgSeqNum.
+    fn set_next_target_seq(&mut self, seq: u64) -> Result<(), StoreError>;
+    /// Next outgoing MsgSeqNum + 1.
+    fn incr_next_sender_seq(&mut self) -> Result<(), StoreError>;
+    /// Next expected incoming MsgSeqNum + 1.
+    fn incr_next_target_seq(&mut self) -> Result<(), StoreError>;
+    /// Persist an outgoing message under its sequence number (before it is sent).
+    fn save(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError>;
+    /// Every stored message with begin <= seq <= end, in order (end = u64::MAX: to the last).
+    fn get_range(
+        &self,
+        begin: u64,
+        end: u64,
+        f: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<(), StoreError>;
+    /// Unix nanoseconds of the last reset (or of creation).
+    fn creation_time(&self) -> u64;
+    /// Back to sequence 1/1, messages dropped, creation time = now.
+    fn reset(&mut self, now_unix_nanos: u64) -> Result<(), StoreError>;
+    /// Make everything so far durable according to the sync policy (called by the driver
+    /// once per loop turn, before writing the socket).
+    fn flush(&mut self) -> Result<(), StoreError>;
+}
+
+/// A store in process memory (QuickFIX's `MemoryStore`): nothing survives the process.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    next_sender: u64,
+    next_target: u64,
+    creation: u64,
+    /// Stored messages sorted by sequence number.
+    messages: Vec<(u64, Vec<u8>)>,
+}
+
+impl MemoryStore {
+    /// An empty store at sequence 1/1 created at `now_unix_nanos`.
+    pub fn new(now_unix_nanos: u64) -> MemoryStore {
+        MemoryStore {
+            next_sender: 1,
+            next_target: 1,
+            creation: now_unix_nanos,
+            messages: Vec::new(),
+        }
+    }
+}
+
+impl MessageStore for MemoryStore {
+    fn next_sender_seq(&self) -> u64 {
+        self.next_sender
+    }
+    fn next_target_seq(&self) -> u64 {
+        self.next_target
+    }
+    fn set_next_sender_seq(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.next_sender = seq;
+        Ok(())
+    }
+    fn set_next_target_seq(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.next_target = seq;
+        Ok(())
+    }
+    fn incr_next_sender_seq(&mut self) -> Result<(), StoreError> {
+        self.next_sender = self.next_sender.saturating_add(1);
+        Ok(())
+    }
+    fn incr_next_target_seq(&mut self) -> Result<(), StoreError> {
+        self.next_target = self.next_target.saturating_add(1);
+        Ok(())
+    }
+    fn save(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError> {
+        match self.messages.last() {
+            Some(&(last, _)) if last >= seq => {
+                match self.messages.binary_search_by_key(&seq, |(s, _)| *s) {
+                    Ok(i) => {
+                        let slot = &mut self.messages[i].1;
+                        slot.clear();
+                        slot.extend_from_slice(msg);
+                    }
+                    Err(i) => self.messages.insert(i, (seq, msg.to_vec())),
+                }
+            }
+            _ => self.messages.push((seq, msg.to_vec())),
+        }
+        Ok(())
+    }
+    fn get_range(
+        &self,
+        begin: u64,
+        end: u64,
+        f: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<(), StoreError> {
+        let start = self.messages.partition_point(|(s, _)| *s < begin);
+        for (seq, msg) in &self.messages[start..] {
+            if *seq > end {
+                break;
+            }
+            f(*seq, msg);
+        }
+        Ok(())
+    }
+    fn creation_time(&self) -> u64 {
+        self.creation
+    }
+    fn reset(&mut self, now_unix_nanos: u64) -> Result<(), StoreError> {
+        self.next_sender = 1;
+        self.next_target = 1;
+        self.creation = now_unix_nanos;
+        self.messages.clear();
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// When a [`FileStore`] calls `fdatasync` (see the module docs for what each survives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// `fdatasync` in every `flush()` that wrote something: nothing sent is ever lost,
+    /// even on power loss. Costs a disk round trip per loop turn.
+    EveryMessage,
+    /// `fdatasync` in the `flush()` that brings the number of message records written
+    /// since the last sync to `messages` or more. [`FileStore::sync`] forces one (a driver
+    /// can call it on idle or on a timer).
+    Batched {
+        /// Message records per sync (at least 1).
+        messages: u32,
+    },
+    /// Never `fdatasync`; the kernel writes back when it likes. Survives a process crash,
+    /// not a machine crash.
+    Os,
+}
+
+const KIND_HEADER: u8 = 1;
+const KIND_MESSAGE: u8 = 2;
+const KIND_NEXT_SENDER: u8 = 3;
+const KIND_NEXT_TARGET: u8 = 4;
+const MAGIC: &[u8] = b"TWFS1";
+/// len + crc.
+const PREFIX: usize = 8;
+/// kind + value.
+const BODY_HEAD: usize = 9;
+const FILE_NAME: &str = "store.log";
+const TMP_NAME: &str = "store.log.tmp";
+
+/// One stored message: where its payload is in the logical file (file + pending buffer).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    seq: u64,
+    /// Offset of the record start (its length prefix).
+    record: u64,
+}
+
+/// A durable store: one append-only log per session directory. See the module docs for
+/// the layout, the latency contract and recovery.
+#[derive(Debug)]
+pub struct FileStore {
+    dir: PathBuf,
+    path: PathBuf,
+    file: File,
+    policy: SyncPolicy,
+    /// Bytes of the file already handed to the kernel.
+    file_len: u64,
+    /// Records not yet written (they follow `file_len` in the logical file).
+    pending: Vec<u8>,
+    /// Message records written since the last fdatasync.
+    unsynced_messages: u32,
+    /// Message records in `pending`.
+    pending_messages: u32,
+    /// Message index sorted by seq.
+    index: Vec<Entry>,
+    next_sender: u64,
+    next_target: u64,
+    creation: u64,
+}
+
+fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+fn encode_record(
+    out: &mut Vec<u8>,
+    kind: u8,
+    value: u64,
+    payload: &[u8],
+) -> Result<(), StoreError> {
+    let len = u32::try_from(BODY_HEAD + payload.len())
+        .map_err(|_| StoreError::TooLarge(payload.len()))?;
+    let mut h = crc32fast::Hasher::new();
+    let mut head = [0u8; BODY_HEAD];
+    head[0] = kind;
+    head[1..].copy_from_slice(&value.to_le_bytes());
+    h.update(&head);
+    h.update(payload);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&h.finalize().to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at + 4)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    let s = b.get(at..at + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(s);
+    Some(u64::from_le_bytes(a))
+}
+
+/// Outcome of decoding the record at some offset.
+enum Decoded<'a> {
+    Ok {
+        kind: u8,
+        value: u64,
+        payload: &'a [u8],
+        next: usize,
+    },
+    /// The record is damaged.
+    Bad(Damage),
+}
+
+/// How a record is damaged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Damage {
+    /// The file ends inside the length/checksum prefix.
+    ShortPrefix,
+    /// The length field is below the minimum body size.
+    BadLength,
+    /// The file ends inside the body.
+    ShortBody,
+    /// The body does not match its CRC-32.
+    Checksum,
+}
+
+impl Damage {
+    fn reason(self) -> &'static str {
+        match self {
+            Damage::ShortPrefix => "incomplete record header",
+            Damage::BadLength => "record length too small",
+            Damage::ShortBody => "record extends past end of file",
+            Damage::Checksum => "record checksum mismatch",
+        }
+    }
+}
+
+fn decode_at(buf: &[u8], at: usize) -> Decoded<'_> {
+    let (Some(len), Some(crc)) = (u32_at(buf, at), u32_at(buf, at + 4)) else {
+        return Decoded::Bad(Damage::ShortPrefix);
+    };
+    let len = len as usize;
+    if len < BODY_HEAD {
+        return Decoded::Bad(Damage::BadLength);
+    }
+    let Some(body) = buf.get(at + PREFIX..at + PREFIX + len) else {
+        return Decoded::Bad(Damage::ShortBody);
+    };
+    if crc32fast::hash(body) != crc {
+        return Decoded::Bad(Damage::Checksum);
+    }
+    let value = u64_at(body, 1).unwrap_or(0);
+    Decoded::Ok {
+        kind: body[0],
+        value,
+        payload: &body[BODY_HEAD..],
+        next: at + PREFIX + len,
+    }
+}
+
+/// Longest tail after a damaged record that may still be a torn final write (one flush).
+const TORN_SCAN_LIMIT: usize = 4 << 20;
+
+/// Whether an intact non-header record starts anywhere after offset `at`.
+fn intact_record_after(data: &[u8], at: usize) -> bool {
+    (at + 1..data.len()).any(|off| {
+        matches!(
+            decode_at(data, off),
+            Decoded::Ok {
+                kind: KIND_MESSAGE | KIND_NEXT_SENDER | KIND_NEXT_TARGET,
+                ..
+            }
+        )
+    })
+}
+
+impl FileStore {
+    /// The directory name of a session's store: `BeginString-Sender-Target[-Qualifier]`.
+    /// Path separators and NUL in the parts are replaced by `_`.
+    pub fn session_dir_name(
+        begin_string: &str,
+        sender: &str,
+        target: &str,
+        qualifier: Option<&str>,
+    ) -> String {
+        let mut s = format!("{begin_string}-{sender}-{target}");
+        if let Some(q) = qualifier.filter(|q| !q.is_empty()) {
+            s.push('-');
+            s.push_str(q);
+        }
+        s.chars()
+            .map(|c| {
+                if c == '/' || c == '\\' || c == '\0' {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    /// Open (or create) the store of one session under `file_store_path` (QuickFIX's
+    /// `FileStorePath`), in the directory named by [`FileStore::session_dir_name`].
+    pub fn open_session(
+        file_store_path: &Path,
+        begin_string: &str,
+        sender: &str,
+        target: &str,
+        qualifier: Option<&str>,
+        policy: SyncPolicy,
+        now_unix_nanos: u64,
+    ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
+        let dir = file_store_path.join(Self::session_dir_name(
+            begin_string,
+            sender,
+            target,
+            qualifier,
+        ));
+        Self::open(&dir, policy, now_unix_nanos)
+    }
+
+    /// Open the store in directory `dir`, creating the directory and an empty store
+    /// (sequence 1/1, creation time `now_unix_nanos`) if there is none. Returns a warning
+    /// when a torn final record was truncated; corruption elsewhere is an error.
+    pub fn open(
+        dir: &Path,
+        policy: SyncPolicy,
+        now_unix_nanos: u64,
+    ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
+        fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+        let path = dir.join(FILE_NAME);
+        let exists = match fs::metadata(&path) {
+            Ok(m) => m.len() > 0,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io_err(&path, "stat")(e)),
+        };
+        if !exists {
+            write_fresh(dir, now_unix_nanos)?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path, "open"))?;
+        let data = fs::read(&path).map_err(io_err(&path, "read"))?;
+        let mut store = FileStore {
+            dir: dir.to_path_buf(),
+            path: path.clone(),
+            file,
+            policy,
+            file_len: 0,
+            pending: Vec::with_capacity(64 * 1024),
+            unsynced_messages: 0,
+            pending_messages: 0,
+            index: Vec::new(),
+            next_sender: 1,
+            next_target: 1,
+            creation: now_unix_nanos,
+        };
+        let warning = store.recover(&data)?;
+        Ok((store, warning))
+    }
+
+    fn recover(&mut self, data: &[u8]) -> Result<Option<StoreWarning>, StoreError> {
+        let path = self.path.clone();
+        let corrupt = |offset: usize, reason| StoreError::Corrupt {
+            path: path.clone(),
+            offset: offset as u64,
+            reason,
+        };
+        match decode_at(data, 0) {
+            Decoded::Ok {
+                kind: KIND_HEADER,
+                value,
+                payload,
+                ..
+            } if payload == MAGIC => self.creation = value,
+            Decoded::Ok { .. } => return Err(corrupt(0, "missing store header")),
+            Decoded::Bad(d) => return Err(corrupt(0, d.reason())),
+        }
+        let mut at = 0usize;
+        let mut sender_rec = 1u64;
+        let mut last_msg: Option<u64> = None;
+        let mut warning = None;
+        while at < data.len() {
+            match decode_at(data, at) {
+                Decoded::Ok {
+                    kind, value, next, ..
+                } => {
+                    match kind {
+                        KIND_HEADER if at == 0 => {}
+                        KIND_MESSAGE => {
+                            self.index_insert(value, at as u64);
+                            last_msg = Some(last_msg.map_or(value, |m| m.max(value)));
+                        }
+                        KIND_NEXT_SENDER => sender_rec = value,
+                        KIND_NEXT_TARGET => self.next_target = value,
+                        _ => return Err(corrupt(at, "unknown record kind")),
+                    }
+                    at = next;
+                }
+                Decoded::Bad(damage) => {
+                    let tail = &data[at..];
+                    let torn = match damage {
+                        // Torn only if this record is the last thing in the file.
+                        Damage::Checksum => {
+                            let len = u32_at(data, at).unwrap_or(0) as usize;
+                            at + PREFIX + len == data.len()
+                        }
+                        // The file ends inside the record, or its length is damaged: a
+                        // torn write only if no intact record follows (a damaged length
+                        // field in the middle must not silently drop the records after it).
+                        Damage::ShortPrefix | Damage::ShortBody | Damage::BadLength => {
+                            tail.iter().all(|&b| b == 0)
+                                || (tail.len() <= TORN_SCAN_LIMIT && !intact_record_after(data, at))
+                        }
+                    };
+                    if !torn {
+                        return Err(corrupt(at, damage.reason()));
+                    }
+                    let w = StoreWarning {
+                        path: self.path.clone(),
+                        truncated_at: at as u64,
+                        dropped_bytes: (data.len() - at) as u64,
+                    };
+                    self.file
+                        .set_len(at as u64)
+                        .map_err(io_err(&self.path, "truncate torn record"))?;
+                    self.file
+                        .sync_all()
+                        .map_err(io_err(&self.path, "sync after truncate"))?;
+                    warning = Some(w);
+                    break;
+                }
+            }
+        }
+        self.file_len = at as u64;
+        self.next_sender = match last_msg {
+            Some(m) => sender_rec.max(m.saturating_add(1)),
+            None => sender_rec,
+        };
+        Ok(warning)
+    }
+
+    fn index_insert(&mut self, seq: u64, record: u64) {
+        let e = Entry { seq, record };
+        match self.index.last() {
+            Some(last) if last.seq >= seq => {
+                match self.index.binary_search_by_key(&seq, |e| e.seq) {
+                    Ok(i) => self.index[i] = e,
+                    Err(i) => self.index.insert(i, e),
+                }
+            }
+            _ => self.index.push(e),
+        }
+    }
+
+    fn append(&mut self, kind: u8, value: u64, payload: &[u8]) -> Result<u64, StoreError> {
+        let at = self.file_len + self.pending.len() as u64;
+        encode_record(&mut self.pending, kind, value, payload)?;
+        Ok(at)
+    }
+
+    /// Force an `fdatasync` of everything written so far (after writing what is pending),
+    /// whatever the policy. For a driver's idle or timer with [`SyncPolicy::Batched`].
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.write_pending()?;
+        self.file
+            .sync_data()
+            .map_err(io_err(&self.path, "fdatasync"))?;
+        self.unsynced_messages = 0;
+        Ok(())
+    }
+
+    /// The session directory of this store.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sync policy.
+    pub fn policy(&self) -> SyncPolicy {
+        self.policy
+    }
+
+    /// One `pwrite` of the pending buffer at the end of the file. On failure nothing is
+    /// lost from the buffer and a retry writes the same bytes at the same offset.
+    fn write_pending(&mut self) -> Result<bool, StoreError> {
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        self.file
+            .write_all_at(&self.pending, self.file_len)
+            .map_err(io_err(&self.path, "write"))?;
+        self.file_len += self.pending.len() as u64;
+        self.pending.clear();
+        self.unsynced_messages = self.unsynced_messages.saturating_add(self.pending_messages);
+        self.pending_messages = 0;
+        Ok(true)
+    }
+
+    /// Read the record starting at logical offset `at` and hand its payload to `f`.
+    fn with_record(
+        &self,
+        at: u64,
+        scratch: &mut Vec<u8>,
+        f: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<(), StoreError> {
+        let corrupt = |reason| StoreError::Corrupt {
+            path: self.path.clone(),
+            offset: at,
+            reason,
+        };
+        let decoded = if at >= self.file_len {
+            let rel = usize::try_from(at - self.file_len).map_err(|_| corrupt("bad offset"))?;
+            decode_at(&self.pending, rel)
+        } else {
+            let mut prefix = [0u8; PREFIX];
+            self.file
+                .read_exact_at(&mut prefix, at)
+                .map_err(io_err(&self.path, "read"))?;
+            let len = u32_at(&prefix, 0).unwrap_or(0) as usize;
+            scratch.clear();
+            scratch.resize(PREFIX + len, 0);
+            self.file
+                .read_exact_at(scratch, at)
+                .map_err(io_err(&self.path, "read"))?;
+            decode_at(scratch, 0)
+        };
+        match decoded {
+            Decoded::Ok {
+                kind: KIND_MESSAGE,
+                value,
+                payload,
+                ..
+            } => {
+                f(value, payload);
+                Ok(())
+            }
+            Decoded::Ok { .. } => Err(corrupt("index points at a non-message record")),
+            Decoded::Bad(d) => Err(corrupt(d.reason())),
+        }
+    }
+}
+
+/// Write a new store file with only a header, atomically replacing any existing one.
+fn write_fresh(dir: &Path, creation: u64) -> Result<(), StoreError> {
+    let tmp = dir.join(TMP_NAME);
+    let path = dir.join(FILE_NAME);
+    let mut buf = Vec::with_capacity(32);
+    encode_record(&mut buf, KIND_HEADER, creation, MAGIC)?;
+    fs::write(&tmp, &buf).map_err(io_err(&tmp, "write"))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(&tmp, "fsync"))?;
+    fs::rename(&tmp, &path).map_err(io_err(&path, "rename"))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir, "fsync directory"))?;
+    Ok(())
+}
+
+impl MessageStore for FileStore {
+    fn next_sender_seq(&self) -> u64 {
+        self.next_sender
+    }
+    fn next_target_seq(&self) -> u64 {
+        self.next_target
+    }
+    fn set_next_sender_seq(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.append(KIND_NEXT_SENDER, seq, &[])?;
+        self.next_sender = seq;
+        Ok(())
+    }
+    fn set_next_target_seq(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.append(KIND_NEXT_TARGET, seq, &[])?;
+        self.next_target = seq;
+        Ok(())
+    }
+    fn incr_next_sender_seq(&mut self) -> Result<(), StoreError> {
+        self.set_next_sender_seq(self.next_sender.saturating_add(1))
+    }
+    fn incr_next_target_seq(&mut self) -> Result<(), StoreError> {
+        self.set_next_target_seq(self.next_target.saturating_add(1))
+    }
+    fn save(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError> {
+        let at = self.append(KIND_MESSAGE, seq, msg)?;
+        self.index_insert(seq, at);
+        self.pending_messages = self.pending_messages.saturating_add(1);
+        Ok(())
+    }
+    fn get_range(
+        &self,
+        begin: u64,
+        end: u64,
+        f: &mut dyn FnMut(u64, &[u8]),
+    ) -> Result<(), StoreError> {
+        let start = self.index.partition_point(|e| e.seq < begin);
+        let mut scratch = Vec::new();
+        for e in &self.index[start..] {
+            if e.seq > end {
+                break;
+            }
+            self.with_record(e.record, &mut scratch, f)?;
+        }
+        Ok(())
+    }
+    fn creation_time(&self) -> u64 {
+        self.creation
+    }
+    fn reset(&mut self, now_unix_nanos: u64) -> Result<(), StoreError> {
+        write_fresh(&self.dir, now_unix_nanos)?;
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(io_err(&self.path, "open"))?;
+        self.file_len = self
+            .file
+            .metadata()
+            .map_err(io_err(&self.path, "stat"))?
+            .len();
+        self.pending.clear();
+        self.pending_messages = 0;
+        self.unsynced_messages = 0;
+        self.index.clear();
+        self.next_sender = 1;
+        self.next_target = 1;
+        self.creation = now_unix_nanos;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if !self.write_pending()? {
+            return Ok(());
+        }
+        let sync = match self.policy {
+            SyncPolicy::EveryMessage => true,
+            SyncPolicy::Batched { messages } => self.unsynced_messages >= messages.max(1),
+            SyncPolicy::Os => false,
+        };
+        if sync {
+            self.file
+                .sync_data()
+                .map_err(io_err(&self.path, "fdatasync"))?;
+            self.unsynced_messages = 0;
+        }
+        Ok(())
+    }
+}

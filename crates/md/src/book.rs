@@ -368,7 +368,10 @@ impl OrderBooks {
                     price,
                     shares,
                 });
-                let rank = self.book_mut(locate).ladder_mut(side).add(side, price, shares);
+                let rank = self
+                    .book_mut(locate)
+                    .ladder_mut(side)
+                    .add(side, price, shares);
                 Some(Change {
                     locate,
                     side,
@@ -382,15 +385,22 @@ impl OrderBooks {
     /// Removes up to `shares` from a live order; the order goes when none are left.
     #[inline]
     fn reduce(&mut self, order_ref: u64, shares: u32, delete: bool) -> Option<Execution> {
-        let Some(o) = self.orders.get_mut(&order_ref) else {
+        use std::collections::hash_map::Entry;
+        // One lookup: the entry both reads the order and removes it when it is done.
+        let Entry::Occupied(mut e) = self.orders.entry(order_ref) else {
             self.unknown_refs += 1;
             return None;
         };
-        let taken = if delete { o.shares } else { shares.min(o.shares) };
+        let o = e.get_mut();
+        let taken = if delete {
+            o.shares
+        } else {
+            shares.min(o.shares)
+        };
         o.shares -= taken;
         let (locate, side, price, gone) = (o.locate, o.side, o.price, o.shares == 0);
         if gone {
-            self.orders.remove(&order_ref);
+            e.remove();
         }
         let rank = self
             .book_mut(locate)
@@ -465,8 +475,16 @@ mod tests {
         assert_eq!(
             bids,
             vec![
-                Level { price: 10_0100, orders: 1, shares: 50 },
-                Level { price: 10_0000, orders: 2, shares: 125 },
+                Level {
+                    price: 10_0100,
+                    orders: 1,
+                    shares: 50
+                },
+                Level {
+                    price: 10_0000,
+                    orders: 2,
+                    shares: 125
+                },
             ]
         );
         let asks: Vec<_> = book.levels(Side::Sell).map(|l| l.price).collect();
@@ -518,7 +536,12 @@ mod tests {
         for i in 0..100u32 {
             b.add(2, u64::from(i), Side::Buy, 1, 1000 + (i * 37) % 100 * 10);
         }
-        let prices: Vec<u32> = b.book(2).unwrap().levels(Side::Buy).map(|l| l.price).collect();
+        let prices: Vec<u32> = b
+            .book(2)
+            .unwrap()
+            .levels(Side::Buy)
+            .map(|l| l.price)
+            .collect();
         assert_eq!(prices.len(), 100);
         assert!(prices.windows(2).all(|w| w[0] > w[1]));
         // A level far from the touch.
@@ -534,12 +557,31 @@ mod tests {
 
         #[derive(Debug, Clone)]
         enum Op {
-            Add { locate: u16, buy: bool, shares: u32, price: u32 },
-            Execute { pick: usize, shares: u32 },
-            Cancel { pick: usize, shares: u32 },
-            Delete { pick: usize },
-            Replace { pick: usize, shares: u32, price: u32 },
-            Unknown { order_ref: u64 },
+            Add {
+                locate: u16,
+                buy: bool,
+                shares: u32,
+                price: u32,
+            },
+            Execute {
+                pick: usize,
+                shares: u32,
+            },
+            Cancel {
+                pick: usize,
+                shares: u32,
+            },
+            Delete {
+                pick: usize,
+            },
+            Replace {
+                pick: usize,
+                shares: u32,
+                price: u32,
+            },
+            Unknown {
+                order_ref: u64,
+            },
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -558,8 +600,14 @@ mod tests {
         /// Levels of one side from the reference orders, best first.
         fn levels(orders: &BTreeMap<u64, Order>, locate: u16, side: Side) -> Vec<Level> {
             let mut by_price: BTreeMap<u32, Level> = BTreeMap::new();
-            for o in orders.values().filter(|o| o.locate == locate && o.side == side) {
-                let l = by_price.entry(o.price).or_insert(Level { price: o.price, ..Default::default() });
+            for o in orders
+                .values()
+                .filter(|o| o.locate == locate && o.side == side)
+            {
+                let l = by_price.entry(o.price).or_insert(Level {
+                    price: o.price,
+                    ..Default::default()
+                });
                 l.orders += 1;
                 l.shares += u64::from(o.shares);
             }

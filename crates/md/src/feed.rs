@@ -284,7 +284,9 @@ impl FeedHandler {
             ended: false,
             books: OrderBooks::with_capacity(cfg.order_capacity, cfg.levels_per_side),
             symbols: Vec::new(),
-            out: Vec::with_capacity(update::DEPTH_FIXED_LEN + 2 * MAX_DEPTH_LEVELS * update::LEVEL_LEN),
+            out: Vec::with_capacity(
+                update::DEPTH_FIXED_LEN + 2 * MAX_DEPTH_LEVELS * update::LEVEL_LEN,
+            ),
             counters: Counters::default(),
             cfg,
         })
@@ -522,7 +524,13 @@ impl FeedHandler {
 
     /// Decodes one ITCH message, updates the books and publishes what changed.
     #[inline]
-    fn apply_message<S: Sink + ?Sized>(&mut self, seq: u64, data: &[u8], received: u64, sink: &mut S) {
+    fn apply_message<S: Sink + ?Sized>(
+        &mut self,
+        seq: u64,
+        data: &[u8],
+        received: u64,
+        sink: &mut S,
+    ) {
         let msg = match itch::decode(data) {
             Ok(m) => m,
             Err(DecodeError::UnknownType(_)) | Err(DecodeError::Empty) => {
@@ -543,14 +551,20 @@ impl FeedHandler {
             received,
         };
         let change = match msg {
-            Message::AddOrder(a) => {
-                self.books
-                    .add(a.header.stock_locate, a.order_ref, a.side, a.shares, a.price.0)
-            }
-            Message::AddOrderMpid(a) => {
-                self.books
-                    .add(a.header.stock_locate, a.order_ref, a.side, a.shares, a.price.0)
-            }
+            Message::AddOrder(a) => self.books.add(
+                a.header.stock_locate,
+                a.order_ref,
+                a.side,
+                a.shares,
+                a.price.0,
+            ),
+            Message::AddOrderMpid(a) => self.books.add(
+                a.header.stock_locate,
+                a.order_ref,
+                a.side,
+                a.shares,
+                a.price.0,
+            ),
             Message::OrderExecuted(e) => {
                 let x = self.books.execute(e.order_ref, e.executed_shares);
                 if let Some(x) = x {
@@ -636,7 +650,13 @@ impl FeedHandler {
         });
     }
 
-    fn publish_trade<S: Sink + ?Sized>(&mut self, locate: u16, st: &Stamp, t: &Trade, sink: &mut S) {
+    fn publish_trade<S: Sink + ?Sized>(
+        &mut self,
+        locate: u16,
+        st: &Stamp,
+        t: &Trade,
+        sink: &mut S,
+    ) {
         let Some(Some(sym)) = self.symbols.get(usize::from(locate)) else {
             self.counters.unpublished += 1;
             return;
@@ -714,7 +734,10 @@ impl Stamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickwire_itch::{AddOrder, Header as ItchHeader, OrderDelete, PacketBuilder, Price, StockDirectory, Symbol as ItchSymbol};
+    use tickwire_itch::{
+        AddOrder, Header as ItchHeader, OrderDelete, PacketBuilder, Price, StockDirectory,
+        Symbol as ItchSymbol,
+    };
 
     fn dir(locate: u16, name: &str) -> Message {
         Message::from(StockDirectory {
@@ -779,8 +802,14 @@ mod tests {
         let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {
             panic!("not a quote");
         };
-        assert_eq!((h.locate, h.seq, h.exchange_ns, h.receive_ns), (3, 2, 5, 77));
-        assert_eq!((q.bid_price, q.bid_shares, q.bid_orders), (1_000_000, 100, 1));
+        assert_eq!(
+            (h.locate, h.seq, h.exchange_ns, h.receive_ns),
+            (3, 2, 5, 77)
+        );
+        assert_eq!(
+            (q.bid_price, q.bid_shares, q.bid_orders),
+            (1_000_000, 100, 1)
+        );
         let Ok(update::Update::Quote(_, q)) = update::decode(&got[1].1) else {
             panic!("not a quote");
         };
@@ -793,11 +822,29 @@ mod tests {
     #[test]
     fn config_is_validated() {
         let bad = |c: FeedConfig| FeedHandler::new(c).is_err();
-        assert!(bad(FeedConfig { depth_levels: 65, ..Default::default() }));
-        assert!(bad(FeedConfig { max_request_count: 0, ..Default::default() }));
-        assert!(bad(FeedConfig { max_retransmit_tries: 0, ..Default::default() }));
-        assert!(bad(FeedConfig { venue: "a/b".into(), ..Default::default() }));
-        assert!(bad(FeedConfig { venue: String::new(), ..Default::default() }));
-        assert!(!bad(FeedConfig { depth_levels: 5, ..Default::default() }));
+        assert!(bad(FeedConfig {
+            depth_levels: 65,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            max_request_count: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            max_retransmit_tries: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            venue: "a/b".into(),
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            venue: String::new(),
+            ..Default::default()
+        }));
+        assert!(!bad(FeedConfig {
+            depth_levels: 5,
+            ..Default::default()
+        }));
     }
 }

@@ -208,9 +208,19 @@ pub fn run(
         if got > 0 {
             last_rx = now;
         } else if !single {
-            // Several connections are polled without blocking; give the core away when
-            // none had anything (on small machines the feed path needs it).
-            std::thread::yield_now();
+            // Nothing complete in any buffer: wait (up to 1 ms) until one of the sockets
+            // is readable, so idle measuring clients leave the cores to the feed path.
+            use std::os::fd::AsFd;
+            let fds: Vec<_> = clients.iter().map(|c| c.as_fd()).collect();
+            let mut pfds: Vec<_> = fds
+                .iter()
+                .map(|fd| rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN))
+                .collect();
+            let timeout = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut pfds, Some(&timeout));
         }
         if stop.is_set() {
             break;

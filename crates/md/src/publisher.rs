@@ -161,8 +161,10 @@ pub fn publish(
                     r.stopped = true;
                     break;
                 }
-                if due - now > 300_000 {
-                    std::thread::sleep(Duration::from_micros(100));
+                // Sleep while far from due (other threads on a small machine need the
+                // core), spin the last stretch (a sleep wakes tens of µs late).
+                if due - now > 150_000 {
+                    std::thread::sleep(Duration::from_micros(50));
                 } else {
                     std::hint::spin_loop();
                 }

@@ -214,41 +214,51 @@ pub enum UpdateError {
 // ---------------------------------------------------------------------------------
 // Encoding
 
+/// The header bytes (built on the stack so that a payload is appended in one copy).
+#[inline]
+fn header_bytes(kind: Kind, h: &Header) -> [u8; HEADER_LEN] {
+    let mut b = [0u8; HEADER_LEN];
+    b[0] = kind as u8;
+    b[1] = VERSION;
+    b[2..4].copy_from_slice(&h.locate.to_le_bytes());
+    b[8..16].copy_from_slice(&h.symbol);
+    b[16..24].copy_from_slice(&h.seq.to_le_bytes());
+    b[24..32].copy_from_slice(&h.exchange_ns.to_le_bytes());
+    b[32..40].copy_from_slice(&h.receive_ns.to_le_bytes());
+    b
+}
+
 #[inline]
 fn put_header(out: &mut Vec<u8>, kind: Kind, h: &Header) {
-    out.push(kind as u8);
-    out.push(VERSION);
-    out.extend_from_slice(&h.locate.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&h.symbol);
-    out.extend_from_slice(&h.seq.to_le_bytes());
-    out.extend_from_slice(&h.exchange_ns.to_le_bytes());
-    out.extend_from_slice(&h.receive_ns.to_le_bytes());
+    out.extend_from_slice(&header_bytes(kind, h));
 }
 
 /// Appends a trade update ([`TRADE_LEN`] bytes).
 #[inline]
 pub fn encode_trade(out: &mut Vec<u8>, h: &Header, t: &Trade) {
-    out.reserve(TRADE_LEN);
-    put_header(out, Kind::Trade, h);
-    out.extend_from_slice(&t.price.to_le_bytes());
-    out.extend_from_slice(&t.shares.to_le_bytes());
-    out.extend_from_slice(&[t.side.as_byte(), t.source, t.flags, 0]);
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&t.match_number.to_le_bytes());
+    let mut b = [0u8; TRADE_LEN];
+    b[..HEADER_LEN].copy_from_slice(&header_bytes(Kind::Trade, h));
+    b[40..44].copy_from_slice(&t.price.to_le_bytes());
+    b[44..48].copy_from_slice(&t.shares.to_le_bytes());
+    b[48] = t.side.as_byte();
+    b[49] = t.source;
+    b[50] = t.flags;
+    b[56..64].copy_from_slice(&t.match_number.to_le_bytes());
+    out.extend_from_slice(&b);
 }
 
 /// Appends a quote update ([`QUOTE_LEN`] bytes).
 #[inline]
 pub fn encode_quote(out: &mut Vec<u8>, h: &Header, q: &Quote) {
-    out.reserve(QUOTE_LEN);
-    put_header(out, Kind::Quote, h);
-    out.extend_from_slice(&q.bid_price.to_le_bytes());
-    out.extend_from_slice(&q.bid_orders.to_le_bytes());
-    out.extend_from_slice(&q.bid_shares.to_le_bytes());
-    out.extend_from_slice(&q.ask_price.to_le_bytes());
-    out.extend_from_slice(&q.ask_orders.to_le_bytes());
-    out.extend_from_slice(&q.ask_shares.to_le_bytes());
+    let mut b = [0u8; QUOTE_LEN];
+    b[..HEADER_LEN].copy_from_slice(&header_bytes(Kind::Quote, h));
+    b[40..44].copy_from_slice(&q.bid_price.to_le_bytes());
+    b[44..48].copy_from_slice(&q.bid_orders.to_le_bytes());
+    b[48..56].copy_from_slice(&q.bid_shares.to_le_bytes());
+    b[56..60].copy_from_slice(&q.ask_price.to_le_bytes());
+    b[60..64].copy_from_slice(&q.ask_orders.to_le_bytes());
+    b[64..72].copy_from_slice(&q.ask_shares.to_le_bytes());
+    out.extend_from_slice(&b);
 }
 
 /// Appends a depth update with the given levels, best first. Each side is cut at
@@ -453,11 +463,24 @@ mod tests {
     #[test]
     fn depth_round_trip_and_empty_sides() {
         let bids = [
-            Level { price: 100, orders: 2, shares: 300 },
-            Level { price: 99, orders: 1, shares: 10 },
+            Level {
+                price: 100,
+                orders: 2,
+                shares: 300,
+            },
+            Level {
+                price: 99,
+                orders: 1,
+                shares: 10,
+            },
         ];
         let mut out = Vec::new();
-        encode_depth(&mut out, &header(), bids.iter().copied(), std::iter::empty());
+        encode_depth(
+            &mut out,
+            &header(),
+            bids.iter().copied(),
+            std::iter::empty(),
+        );
         assert_eq!(out.len(), DEPTH_FIXED_LEN + 2 * LEVEL_LEN);
         let Ok(Update::Depth(h, d)) = decode(&out) else {
             panic!("depth does not decode");
@@ -476,11 +499,17 @@ mod tests {
         assert!(decode(&q).is_ok());
         assert_eq!(
             decode(&q[..QUOTE_LEN - 1]),
-            Err(UpdateError::Truncated { need: QUOTE_LEN, have: QUOTE_LEN - 1 })
+            Err(UpdateError::Truncated {
+                need: QUOTE_LEN,
+                have: QUOTE_LEN - 1
+            })
         );
         let mut long = q.clone();
         long.push(0);
-        assert!(matches!(decode(&long), Err(UpdateError::TrailingBytes { .. })));
+        assert!(matches!(
+            decode(&long),
+            Err(UpdateError::TrailingBytes { .. })
+        ));
         let mut bad = q.clone();
         bad[0] = 9;
         assert_eq!(decode(&bad), Err(UpdateError::UnknownKind(9)));
@@ -500,15 +529,20 @@ mod tests {
     }
 
     fn arb_header() -> impl Strategy<Value = Header> {
-        (any::<u16>(), any::<[u8; 8]>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
-            |(locate, symbol, seq, exchange_ns, receive_ns)| Header {
+        (
+            any::<u16>(),
+            any::<[u8; 8]>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+        )
+            .prop_map(|(locate, symbol, seq, exchange_ns, receive_ns)| Header {
                 locate,
                 symbol,
                 seq,
                 exchange_ns,
                 receive_ns,
-            },
-        )
+            })
     }
 
     fn arb_side() -> impl Strategy<Value = Side> {

@@ -7,8 +7,8 @@
 //! comparable byte for byte.
 
 use tickwire_itch::{
-    AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session,
-    Side, StockDirectory, Symbol, MOLD_HEADER_LEN,
+    AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
+    StockDirectory, Symbol, MOLD_HEADER_LEN,
 };
 use tickwire_md::book::Level;
 use tickwire_md::feed::{FeedConfig, FeedHandler};
@@ -160,7 +160,10 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
     f.handle_packet(NOW, &pkts[lost_pkt + 1], &mut sink);
     let req = f.poll_request().expect("gap re-requested");
-    assert_eq!((req.sequence, u64::from(req.count)), (first_lost, lost_count));
+    assert_eq!(
+        (req.sequence, u64::from(req.count)),
+        (first_lost, lost_count)
+    );
     assert_eq!(f.counters().gaps, 1);
     assert_eq!(f.poll_timeout(), Some(NOW + 1_000));
 
@@ -204,15 +207,20 @@ fn duplicates_and_overlaps_are_skipped() {
     let mut want_dups = 0u64;
     for (i, p) in pkts.iter().enumerate() {
         if i == 5 {
-            // Overlap: from the middle of packet 5 into packet 6.
-            let from = seq_of(p) + 3;
-            let over = packetize(session(), from, &msgs[(from - 1) as usize..(from + 20) as usize], 1400);
+            // Overlap: from the last 5 messages of packet 5 into the first 10 of packet 6.
+            let s6 = seq_of(&pkts[6]);
+            let from = s6 - 5;
+            let over = packetize(
+                session(),
+                from,
+                &msgs[(from - 1) as usize..(s6 + 9) as usize],
+                1400,
+            );
+            assert_eq!(over.len(), 1);
             deliver(&mut f, &mut stream, p, None);
-            let behind = seq_of(&pkts[6]) - from;
             deliver(&mut f, &mut stream, &over[0], None);
-            want_dups += behind;
-            // Packet 6 is now partly behind.
-            want_dups += from + 21 - seq_of(&pkts[6]);
+            // The first 5 are behind; then packet 6 is behind for its first 10.
+            want_dups += 5 + 10;
             continue;
         }
         deliver(&mut f, &mut stream, p, None);
@@ -340,7 +348,10 @@ fn bad_messages_inside_a_good_packet_are_counted_and_consume_their_sequence_numb
     let Ok(Update::Quote(h, q)) = update::decode(&stream[0].1) else {
         panic!("not a quote");
     };
-    assert_eq!((h.seq, q.ask_price, q.ask_shares, q.bid_price), (5, 200, 100, 0));
+    assert_eq!(
+        (h.seq, q.ask_price, q.ask_shares, q.bid_price),
+        (5, 200, 100, 0)
+    );
     assert!(f.books().order(1).is_none());
     assert_eq!(f.books().book(9).unwrap().top().ask.price, 200);
 }
@@ -391,7 +402,11 @@ fn generator_sessions_never_cross_the_book() {
         if let Ok(Update::Quote(h, q)) = update::decode(p) {
             quotes += 1;
             if q.bid_orders > 0 && q.ask_orders > 0 {
-                assert!(q.bid_price < q.ask_price, "crossed book at seq {}: {q:?}", h.seq);
+                assert!(
+                    q.bid_price < q.ask_price,
+                    "crossed book at seq {}: {q:?}",
+                    h.seq
+                );
             }
         }
     };

@@ -604,3 +604,25 @@ fn size_hint_counts_down_exactly() {
     assert_eq!(g.ticker(1), Some(*b"AAPL    "));
     assert_eq!(g.ticker(4), None);
 }
+
+/// Speed check, run by hand: `cargo test --release -p tickwire-md --test generator --
+/// --ignored --nocapture` (tests never assert durations; this prints the rate).
+#[test]
+#[ignore = "speed check: run by hand in release"]
+fn one_million_messages() {
+    let config = GeneratorConfig {
+        symbols: 500,
+        messages: 1_000_000,
+        ..Default::default()
+    };
+    let start = std::time::Instant::now();
+    let mut out = Vec::with_capacity(40 << 20);
+    let summary = write_session_to(Generator::new(config).unwrap(), &mut out).unwrap();
+    let elapsed = start.elapsed();
+    eprintln!(
+        "{} messages, {} bytes in {elapsed:?}",
+        summary.messages, summary.bytes
+    );
+    assert_eq!(summary.messages, 1_000_000);
+    assert_eq!(summary.bytes, out.len() as u64);
+}

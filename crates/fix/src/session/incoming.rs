@@ -1,0 +1,646 @@
+//! Received messages: parsing, QuickFIX's checks (`verify`) and one handler per
+//! administrative message type, the out-of-sequence queue.
+
+use super::*;
+
+impl<S: MessageStore> Session<S> {
+    /// QuickFIX `Session::next(string)`: parse, then check and dispatch.
+    pub(super) fn process(&mut self, now: u64, raw: &[u8], queued: bool) -> StoreResult {
+        let mut fields = self.fields_pool.pop().unwrap_or_default();
+        let verify_checksum = self
+            .validation
+            .as_ref()
+            .is_none_or(|v| v.options.validate_length_and_checksum);
+        let parsed = if queued || !verify_checksum {
+            codec::parse_unchecked(raw, &mut fields)
+        } else {
+            codec::parse(raw, &mut fields)
+        };
+        let r = match parsed {
+            Ok(m) => self.process_message(now, &m, queued),
+            Err(e) => self.process_unparsable(now, raw, e, queued),
+        };
+        self.fields_pool.push(fields);
+        r
+    }
+
+    pub(super) fn process_unparsable(
+        &mut self,
+        now: u64,
+        raw: &[u8],
+        e: codec::ParseError,
+        queued: bool,
+    ) -> StoreResult {
+        match e.session_reject_reason() {
+            Some(reason) if !e.is_garbled() => {
+                // A well-framed message with a bad field (tag 0, empty value, bad
+                // data length): QuickFIX rejects it like its dictionary would.
+                if !self.check_session_time(now) {
+                    return self.reset_session(now);
+                }
+                let seq = scan_field(raw, tag::MSG_SEQ_NUM).and_then(codec::parse_u64);
+                let msg_type = scan_field(raw, tag::MSG_TYPE).unwrap_or_default();
+                let r = RefMsg { seq, msg_type };
+                self.reject_quiet(now, r, reason, e.tag().unwrap_or(0), true)?;
+                self.after_message(now, queued)
+            }
+            _ => {
+                self.note(format_args!("Invalid message: {e}"));
+                if scan_field(raw, tag::MSG_TYPE) == Some(mt::LOGON) {
+                    self.note(format_args!("Logon message is not valid"));
+                    self.disconnect(now)
+                } else if !queued && !self.is_logged_on() {
+                    // QuickFIX's socket connection drops a connection that sends an
+                    // invalid message before logging on.
+                    self.disconnect(now)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// QuickFIX `Session::next(Message)`.
+    pub(super) fn process_message(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        queued: bool,
+    ) -> StoreResult {
+        if !self.check_session_time(now) {
+            return self.reset_session(now);
+        }
+        self.dispatch(now, m)?;
+        self.after_message(now, queued)
+    }
+
+    pub(super) fn after_message(&mut self, now: u64, queued: bool) -> StoreResult {
+        if !queued {
+            self.next_queued(now)?;
+        }
+        if self.is_logged_on() {
+            self.timer(now)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn dispatch(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
+        let msg_type = m.msg_type();
+        for t in [tag::SENDER_COMP_ID, tag::TARGET_COMP_ID] {
+            if m.get(t).is_none() {
+                return self.field_not_found(now, m, t);
+            }
+        }
+        if m.begin_string() != self.cfg.begin_string.as_bytes() {
+            if msg_type == mt::LOGOUT {
+                return self.on_logout(now, m);
+            }
+            self.logout_msg(now, Some("Incorrect BeginString"))?;
+            return self.store.incr_next_target_seq();
+        }
+        if msg_type == mt::LOGON && self.ver.fixt && m.get(tag::DEFAULT_APPL_VER_ID).is_none() {
+            return self.field_not_found(now, m, tag::DEFAULT_APPL_VER_ID);
+        }
+        // Recorded QuickFIX behaviour (docs/fix/quickfix-behaviour.md): a message
+        // without MsgSeqNum or SendingTime makes `verify` fail on a missing field, which
+        // disconnects without a word; a MsgSeqNum that is not a number is dropped.
+        if m.get(tag::MSG_SEQ_NUM).is_none() || m.get(tag::SENDING_TIME).is_none() {
+            self.note(format_args!("Field not found"));
+            return self.disconnect(now);
+        }
+        if m.seq_num().is_none() {
+            let v = String::from_utf8_lossy(m.get(tag::MSG_SEQ_NUM).unwrap_or_default());
+            self.note(format_args!("Incorrect data format for value: {v}"));
+            return Ok(());
+        }
+        if let Some(v) = &self.validation {
+            let dicts = Dictionaries::fixt(&v.transport, &v.app);
+            if let Err(rej) = validate::validate(m, &dicts, &v.options) {
+                return self.validation_failed(now, m, rej);
+            }
+        }
+        // The checks QuickFIX's standard session dictionary makes: required header
+        // fields, their formats, and the required fields of administrative messages.
+        if m.get_timestamp(tag::SENDING_TIME).is_none() {
+            let r = RefMsg::of(m);
+            return self.reject_quiet(
+                now,
+                r,
+                session_reject::INCORRECT_DATA_FORMAT,
+                tag::SENDING_TIME,
+                true,
+            );
+        }
+        let required: &[u32] = match msg_type {
+            mt::LOGON => &[tag::ENCRYPT_METHOD, tag::HEART_BT_INT],
+            mt::TEST_REQUEST => &[tag::TEST_REQ_ID],
+            mt::RESEND_REQUEST => &[tag::BEGIN_SEQ_NO, tag::END_SEQ_NO],
+            mt::SEQUENCE_RESET => &[tag::NEW_SEQ_NO],
+            mt::REJECT => &[tag::REF_SEQ_NUM],
+            _ => &[],
+        };
+        for &t in required {
+            if m.get(t).is_none() {
+                return self.reject_quiet(
+                    now,
+                    RefMsg::of(m),
+                    session_reject::REQUIRED_TAG_MISSING,
+                    t,
+                    true,
+                );
+            }
+        }
+        let integers: &[u32] = match msg_type {
+            mt::LOGON => &[tag::HEART_BT_INT],
+            mt::RESEND_REQUEST => &[tag::BEGIN_SEQ_NO, tag::END_SEQ_NO],
+            mt::SEQUENCE_RESET => &[tag::NEW_SEQ_NO],
+            _ => &[],
+        };
+        for &t in integers {
+            if m.get_u64(t).is_none() {
+                return self.reject_quiet(
+                    now,
+                    RefMsg::of(m),
+                    session_reject::INCORRECT_DATA_FORMAT,
+                    t,
+                    true,
+                );
+            }
+        }
+        match msg_type {
+            mt::LOGON => self.on_logon(now, m),
+            mt::HEARTBEAT => {
+                if self.verify(now, m, true, true)? {
+                    self.store.incr_next_target_seq()?;
+                    self.next_queued(now)?;
+                }
+                Ok(())
+            }
+            mt::TEST_REQUEST => {
+                if self.verify(now, m, true, true)? {
+                    self.heartbeat_msg(now, m.get(tag::TEST_REQ_ID))?;
+                    self.store.incr_next_target_seq()?;
+                    self.next_queued(now)?;
+                }
+                Ok(())
+            }
+            mt::SEQUENCE_RESET => self.on_sequence_reset(now, m),
+            mt::LOGOUT => self.on_logout(now, m),
+            mt::RESEND_REQUEST => self.on_resend_request(now, m),
+            mt::REJECT => {
+                if self.verify(now, m, false, true)? {
+                    self.store.incr_next_target_seq()?;
+                    self.next_queued(now)?;
+                }
+                Ok(())
+            }
+            _ => {
+                if self.verify(now, m, true, true)? {
+                    self.store.incr_next_target_seq()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Answers a dictionary validation failure as QuickFIX's `next(Message)` answers
+    /// the corresponding exception.
+    pub(super) fn validation_failed(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        rej: validate::Reject,
+    ) -> StoreResult {
+        let r = RefMsg::of(m);
+        let tag = rej.ref_tag.unwrap_or(0);
+        if let Some(reason) = rej.business_reason {
+            self.business_reject(now, r, reason, tag, true)
+        } else if rej.reason == SessionRejectReason::Other {
+            self.reject_with_text(now, r, rej.text, true)
+        } else {
+            self.reject_quiet(now, r, rej.reason.code(), tag, true)
+        }
+    }
+
+    /// QuickFIX's `FieldNotFound` handling.
+    pub(super) fn field_not_found(&mut self, now: u64, m: &MessageRef<'_>, t: u32) -> StoreResult {
+        let r = RefMsg::of(m);
+        if m.begin_string() >= b"FIX.4.2".as_slice() && !is_admin(r.msg_type) {
+            self.business_reject(
+                now,
+                r,
+                business_reject::CONDITIONALLY_REQUIRED_FIELD_MISSING,
+                t,
+                true,
+            )
+        } else {
+            self.reject_quiet(now, r, session_reject::REQUIRED_TAG_MISSING, t, true)?;
+            if r.msg_type == mt::LOGON {
+                self.note(format_args!("Required field missing from logon"));
+                self.disconnect(now)?;
+            }
+            Ok(())
+        }
+    }
+
+    pub(super) fn valid_logon_state(&self, msg_type: &[u8]) -> bool {
+        let logon = msg_type == mt::LOGON;
+        (logon && self.sent_reset)
+            || self.received_reset
+            || (logon && !self.received_logon)
+            || (!logon && self.received_logon)
+            || (msg_type == mt::LOGOUT && self.sent_logon)
+            || (msg_type != mt::LOGOUT && self.sent_logout)
+            || msg_type == mt::SEQUENCE_RESET
+            || msg_type == mt::REJECT
+    }
+
+    /// QuickFIX `Session::verify`: logon state, SendingTime, CompIDs, sequence
+    /// number; on success records the receipt and hands the message to the
+    /// application. Returns false when the message must not be processed further.
+    pub(super) fn verify(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        check_too_high: bool,
+        check_too_low: bool,
+    ) -> Result<bool, StoreError> {
+        let msg_type = m.msg_type();
+        if !self.valid_logon_state(msg_type) {
+            self.note(format_args!("Logon state is not valid for message"));
+            self.disconnect(now)?;
+            return Ok(false);
+        }
+        let sending_time = m.get_timestamp(tag::SENDING_TIME).unwrap_or(0);
+        if self.cfg.check_latency
+            && secs_between(now, sending_time).unsigned_abs() > u64::from(self.cfg.max_latency)
+        {
+            if self.reject(
+                now,
+                RefMsg::of(m),
+                session_reject::SENDING_TIME_ACCURACY,
+                0,
+                true,
+            )? {
+                self.logout_msg(now, None)?;
+            } else {
+                self.disconnect(now)?;
+            }
+            return Ok(false);
+        }
+        if self.cfg.check_comp_id
+            && (m.get(tag::SENDER_COMP_ID) != Some(self.cfg.target_comp_id.as_bytes())
+                || m.get(tag::TARGET_COMP_ID) != Some(self.cfg.sender_comp_id.as_bytes()))
+        {
+            if self.reject(now, RefMsg::of(m), session_reject::COMPID_PROBLEM, 0, true)? {
+                self.logout_msg(now, None)?;
+            } else {
+                self.disconnect(now)?;
+            }
+            return Ok(false);
+        }
+        let seq = m.seq_num().unwrap_or(0);
+        let expected = self.store.next_target_seq();
+        if check_too_high && seq > expected {
+            self.target_too_high(now, m, seq)?;
+            return Ok(false);
+        } else if check_too_low && seq < expected {
+            self.target_too_low(now, m, seq)?;
+            return Ok(false);
+        }
+        if check_too_high || check_too_low {
+            if let Some(r) = self.resend {
+                if seq >= r.end {
+                    if r.end < r.gap_end && self.cfg.resend_request_chunk_size > 0 {
+                        let begin = r.end.saturating_add(1);
+                        let end = r.gap_end.min(r.end + self.cfg.resend_request_chunk_size);
+                        self.resend_request_msg(now, begin, end, r.gap_end)?;
+                    } else {
+                        self.note(format_args!(
+                            "ResendRequest for messages FROM: {} TO: {} has been satisfied.",
+                            r.begin, r.end
+                        ));
+                        self.resend = None;
+                    }
+                }
+            }
+        }
+        self.last_received = now;
+        self.test_requests = 0;
+        if is_admin(msg_type) {
+            self.out.deliver_admin(m.raw());
+        } else {
+            self.out.deliver_app(m.raw());
+        }
+        Ok(true)
+    }
+
+    pub(super) fn target_too_high(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        seq: u64,
+    ) -> StoreResult {
+        let expected = self.store.next_target_seq();
+        self.note(format_args!(
+            "MsgSeqNum too high, expecting {expected} but received {seq}"
+        ));
+        self.enqueue(seq, m.raw());
+        if let Some(r) = self.resend {
+            if !self.cfg.send_redundant_resend_requests && seq >= r.begin {
+                self.note(format_args!(
+                    "Already sent ResendRequest FROM: {} TO: {}.  Not sending another.",
+                    r.begin, r.end
+                ));
+                return Ok(());
+            }
+        }
+        let begin = expected;
+        let gap_end = seq.saturating_sub(1);
+        let chunk = self.cfg.resend_request_chunk_size;
+        let end = if chunk > 0 {
+            gap_end.min(begin.saturating_add(chunk - 1))
+        } else if self.ver.ge42 {
+            0
+        } else {
+            999_999
+        };
+        self.resend_request_msg(now, begin, end, gap_end)
+    }
+
+    pub(super) fn enqueue(&mut self, seq: u64, raw: &[u8]) {
+        if self.queue.len() >= MAX_QUEUED && !self.queue.contains_key(&seq) {
+            return;
+        }
+        let mut buf = self.spare_bufs.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(raw);
+        if let Some(mut old) = self.queue.insert(seq, buf) {
+            old.clear();
+            self.spare_bufs.push(old);
+        }
+    }
+
+    pub(super) fn target_too_low(&mut self, now: u64, m: &MessageRef<'_>, seq: u64) -> StoreResult {
+        if m.get_bool(tag::POSS_DUP_FLAG) != Some(true) {
+            let expected = self.store.next_target_seq();
+            let mut text = std::mem::take(&mut self.text);
+            text.clear();
+            use std::fmt::Write as _;
+            let _ = write!(
+                text,
+                "MsgSeqNum too low, expecting {expected} but received {seq}"
+            );
+            let r = self.logout_msg(now, Some(&text));
+            self.note(format_args!("{text}"));
+            self.text = text;
+            r?;
+            return self.disconnect(now);
+        }
+        // PossDupFlag=Y: a duplicate; check OrigSendingTime and ignore it.
+        if m.msg_type() == mt::SEQUENCE_RESET {
+            return Ok(());
+        }
+        let r = RefMsg::of(m);
+        let sending = m.get_timestamp(tag::SENDING_TIME).unwrap_or(0);
+        let sent = match m
+            .get(tag::ORIG_SENDING_TIME)
+            .map(codec::parse_utc_timestamp)
+        {
+            None => {
+                let t = tag::ORIG_SENDING_TIME;
+                self.reject(now, r, session_reject::REQUIRED_TAG_MISSING, t, true)?
+            }
+            Some(None) => {
+                let t = tag::ORIG_SENDING_TIME;
+                self.reject(now, r, session_reject::INCORRECT_DATA_FORMAT, t, true)?
+            }
+            Some(Some(orig)) if orig > sending => {
+                let sent = self.reject(now, r, session_reject::SENDING_TIME_ACCURACY, 0, true)?;
+                if sent {
+                    self.logout_msg(now, None)?;
+                }
+                sent
+            }
+            Some(Some(_)) => true,
+        };
+        if !sent {
+            // QuickFIX cannot reject before Logon and disconnects instead.
+            self.disconnect(now)?;
+        }
+        Ok(())
+    }
+
+    /// Processes queued messages that are now in sequence (QuickFIX `nextQueued`),
+    /// iteratively: a nested call while draining returns at once and the outer loop
+    /// carries on.
+    pub(super) fn next_queued(&mut self, now: u64) -> StoreResult {
+        if self.draining {
+            return Ok(());
+        }
+        self.draining = true;
+        let r = self.drain_queue(now);
+        self.draining = false;
+        r
+    }
+
+    pub(super) fn drain_queue(&mut self, now: u64) -> StoreResult {
+        loop {
+            let expected = self.store.next_target_seq();
+            let Some(mut buf) = self.queue.remove(&expected) else {
+                return Ok(());
+            };
+            self.note(format_args!("Processing QUEUED message: {expected}"));
+            let msg_type = scan_field(&buf, tag::MSG_TYPE);
+            let r = if msg_type == Some(mt::LOGON) || msg_type == Some(mt::RESEND_REQUEST) {
+                self.store.incr_next_target_seq()
+            } else {
+                self.process(now, &buf, true)
+            };
+            buf.clear();
+            self.spare_bufs.push(buf);
+            r?;
+            if !self.connected {
+                return Ok(());
+            }
+        }
+    }
+
+    pub(super) fn on_logon(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
+        if !self.enabled {
+            self.note(format_args!("Session is not enabled for logon"));
+            return self.disconnect(now);
+        }
+        if !self.is_session_time(now) {
+            self.note(format_args!("Received logon outside of valid logon time"));
+            return self.disconnect(now);
+        }
+        let reset = m.get_bool(tag::RESET_SEQ_NUM_FLAG) == Some(true);
+        self.received_reset = reset;
+        if reset {
+            self.note(format_args!(
+                "Logon contains ResetSeqNumFlag=Y, reseting sequence numbers to 1"
+            ));
+            if !self.sent_reset {
+                self.store.reset(now)?;
+            }
+        }
+        let initiator = self.cfg.role == Role::Initiator;
+        if initiator && !self.sent_logon && !reset {
+            self.note(format_args!(
+                "Received logon response before sending request"
+            ));
+            return self.disconnect(now);
+        }
+        if !initiator && self.cfg.reset_on_logon {
+            self.store.reset(now)?;
+        }
+        if !self.verify(now, m, false, true)? {
+            return Ok(());
+        }
+        self.received_logon = true;
+
+        let next_sender = self.store.next_sender_seq();
+        let mut retransmit_from = None;
+        if let Some(n) = m.get_u64(tag::NEXT_EXPECTED_MSG_SEQ_NUM) {
+            if n < next_sender {
+                retransmit_from = Some(n);
+            } else if n > next_sender {
+                let mut text = std::mem::take(&mut self.text);
+                text.clear();
+                use std::fmt::Write as _;
+                let _ = write!(
+                    text,
+                    "NextExpectedMsgSeqNum too high, expecting {next_sender} but received {n}"
+                );
+                self.note(format_args!("{text}"));
+                let r = self.logout_msg(now, Some(&text));
+                self.text = text;
+                r?;
+                return self.disconnect(now);
+            }
+        }
+
+        if !initiator || (reset && !self.sent_reset) {
+            if let Some(h) = m.get_u64(tag::HEART_BT_INT) {
+                // Bounded so that timer arithmetic cannot overflow on hostile input.
+                self.heart_bt_int = h.min(u64::from(u32::MAX));
+            }
+            self.note(format_args!("Received logon request"));
+            self.logon_response_msg(now, m.get_u64(tag::HEART_BT_INT).unwrap_or(0))?;
+            self.note(format_args!("Responding to logon request"));
+        } else {
+            self.note(format_args!("Received logon response"));
+        }
+        self.sent_reset = false;
+        self.received_reset = false;
+
+        let seq = m.seq_num().unwrap_or(0);
+        let expected = self.store.next_target_seq();
+        if seq > expected && !reset {
+            if self.cfg.send_next_expected_msg_seq_num {
+                self.note(format_args!(
+                    "Expecting retransmits FROM: {expected} TO: {}",
+                    seq.saturating_sub(1)
+                ));
+                self.enqueue(seq, m.raw());
+                self.resend = Some(ResendRange {
+                    begin: expected,
+                    end: seq.saturating_sub(1),
+                    gap_end: seq.saturating_sub(1),
+                });
+            } else {
+                self.target_too_high(now, m, seq)?;
+            }
+        } else {
+            self.store.incr_next_target_seq()?;
+            self.next_queued(now)?;
+        }
+
+        if self.is_logged_on() {
+            self.out.logged_on();
+        }
+
+        if let Some(begin) = retransmit_from {
+            let next = self.store.next_sender_seq();
+            let end = next.saturating_sub(1);
+            self.note(format_args!(
+                "Sending retransmits due to received NextExpectedMsgSeqNum is too low. FROM: {begin} TO: {end}"
+            ));
+            if self.cfg.persist_messages {
+                self.retransmit(now, begin, end)?;
+            } else {
+                self.gap_fill_msg(now, begin, end.saturating_add(1).min(next))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_logout(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
+        if !self.verify(now, m, false, false)? {
+            return Ok(());
+        }
+        if !self.sent_logout {
+            self.note(format_args!("Received logout request"));
+            self.logout_msg(now, None)?;
+            self.note(format_args!("Sending logout response"));
+        } else {
+            self.note(format_args!("Received logout response"));
+        }
+        self.store.incr_next_target_seq()?;
+        if self.cfg.reset_on_logout {
+            self.store.reset(now)?;
+        }
+        self.disconnect(now)
+    }
+
+    pub(super) fn on_sequence_reset(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
+        let gap_fill = m.get_bool(tag::GAP_FILL_FLAG) == Some(true);
+        if !self.verify(now, m, gap_fill, gap_fill)? {
+            return Ok(());
+        }
+        if let Some(new_seq) = m.get_u64(tag::NEW_SEQ_NO) {
+            let expected = self.store.next_target_seq();
+            self.note(format_args!(
+                "Received SequenceReset FROM: {expected} TO: {new_seq}"
+            ));
+            if new_seq > expected {
+                self.store.set_next_target_seq(new_seq)?;
+            } else if new_seq < expected {
+                self.reject_quiet(
+                    now,
+                    RefMsg::of(m),
+                    session_reject::VALUE_IS_INCORRECT,
+                    0,
+                    true,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_resend_request(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
+        if !self.verify(now, m, false, false)? {
+            return Ok(());
+        }
+        let begin = m.get_u64(tag::BEGIN_SEQ_NO).unwrap_or(0);
+        let mut end = m.get_u64(tag::END_SEQ_NO).unwrap_or(0);
+        self.note(format_args!(
+            "Received ResendRequest FROM: {begin} TO: {end}"
+        ));
+        let next = self.store.next_sender_seq();
+        if (self.ver.ge42 && end == 0) || (self.ver.le42 && end == 999_999) || end >= next {
+            end = next.saturating_sub(1);
+        }
+        if self.cfg.persist_messages {
+            self.retransmit(now, begin, end)?;
+        } else {
+            self.gap_fill_msg(now, begin, end.saturating_add(1).min(next))?;
+        }
+        let seq = m.seq_num().unwrap_or(0);
+        if seq == self.store.next_target_seq() {
+            self.store.incr_next_target_seq()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,244 @@
+//! Fake-clock harness for the session tests: a [`Session`] over a [`MemoryStore`],
+//! a counterparty that builds raw messages with the real codec [`Encoder`], and
+//! helpers that turn the session's outputs into readable strings (`|` for SOH,
+//! BodyLength and CheckSum verified and then left out so expectations stay short).
+//!
+//! Our session is `TW`; the counterparty is `CP`. The clock starts at
+//! 2026-11-20 08:00:00 UTC (a Friday), so SendingTime reads `20261120-08:00:00.000`.
+#![allow(dead_code)]
+
+use tickwire_fix::codec::{self, Encoder, Fields, TimestampPrecision};
+use tickwire_fix::session::{Event, Output, Role, Session, SessionConfig};
+use tickwire_fix::store::{MemoryStore, MessageStore};
+
+pub const NANOS: u64 = 1_000_000_000;
+/// 2026-11-20 08:00:00 UTC.
+pub const T0: u64 = 1_795_161_600 * NANOS;
+
+/// One output of the session, made comparable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// A sent message without 8, 9 and 10 (`35=0|34=2|...|`).
+    Send(String),
+    Disconnect,
+    Connect,
+    LoggedOn,
+    LoggedOut,
+    FromAdmin(String),
+    FromApp(String),
+    Note(String),
+}
+
+/// Renders a raw message with `|` for SOH.
+pub fn pretty(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).replace('\x01', "|")
+}
+
+/// Checks 9 and 10 with the real parser, then returns the message without them and
+/// without 8 (`35=...|...|`).
+pub fn strip(raw: &[u8]) -> String {
+    let mut fields = Fields::default();
+    codec::parse(raw, &mut fields)
+        .unwrap_or_else(|e| panic!("session sent an invalid message {}: {e}", pretty(raw)));
+    let p = pretty(raw);
+    let start = p.find("|35=").expect("35 present") + 1;
+    let end = p.rfind("10=").expect("10 present");
+    p[start..end].to_owned()
+}
+
+/// SendingTime text of an instant, at millisecond precision.
+pub fn ts(unix_nanos: u64) -> String {
+    let mut v = Vec::new();
+    codec::write_utc_timestamp(&mut v, unix_nanos, TimestampPrecision::Millis);
+    String::from_utf8(v).unwrap()
+}
+
+pub struct Harness {
+    pub s: Session<MemoryStore>,
+    pub now: u64,
+    /// MsgSeqNum of the counterparty's next message (for `msg`).
+    pub peer_seq: u64,
+    peer: Encoder,
+    pub begin_string: String,
+}
+
+impl Harness {
+    pub fn new(cfg: SessionConfig) -> Harness {
+        let begin_string = cfg.begin_string.clone();
+        let s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
+        Harness {
+            s,
+            now: T0,
+            peer_seq: 1,
+            peer: Encoder::new(&begin_string),
+            begin_string,
+        }
+    }
+
+    pub fn config(begin_string: &str, role: Role) -> SessionConfig {
+        SessionConfig::new(begin_string, "TW", "CP", role)
+    }
+
+    pub fn acceptor(begin_string: &str) -> Harness {
+        Harness::new(Harness::config(begin_string, Role::Acceptor))
+    }
+
+    pub fn initiator(begin_string: &str) -> Harness {
+        Harness::new(Harness::config(begin_string, Role::Initiator))
+    }
+
+    /// Moves the fake clock forward and fires the timer.
+    pub fn advance(&mut self, secs: u64) -> Vec<Act> {
+        self.now += secs * NANOS;
+        self.s.on_timer(self.now);
+        self.drain()
+    }
+
+    /// Moves the fake clock forward by milliseconds without firing the timer.
+    pub fn tick_ms(&mut self, ms: u64) {
+        self.now += ms * 1_000_000;
+    }
+
+    pub fn connect(&mut self) -> Vec<Act> {
+        self.s.on_connected(self.now);
+        self.drain()
+    }
+
+    pub fn disconnected(&mut self) -> Vec<Act> {
+        self.s.on_disconnected(self.now);
+        self.drain()
+    }
+
+    /// Feeds raw bytes as one framed message.
+    pub fn feed(&mut self, raw: &[u8]) -> Vec<Act> {
+        self.s.on_message(self.now, raw);
+        self.drain()
+    }
+
+    /// Builds a counterparty message with MsgSeqNum `seq`: header 35, 34, 49=CP,
+    /// 52=now, 56=TW, then `extra` (`|`-separated fields, header ones first).
+    pub fn build(&mut self, msg_type: &str, seq: u64, extra: &str) -> Vec<u8> {
+        self.build_from("CP", "TW", msg_type, seq, self.now, extra)
+    }
+
+    /// Like `build` with explicit CompIDs and SendingTime.
+    pub fn build_from(
+        &mut self,
+        sender: &str,
+        target: &str,
+        msg_type: &str,
+        seq: u64,
+        sending_time: u64,
+        extra: &str,
+    ) -> Vec<u8> {
+        let p = &mut self.peer;
+        p.begin(msg_type.as_bytes());
+        p.field_u64(34, seq);
+        p.field_str(49, sender);
+        p.field_timestamp(52, sending_time, TimestampPrecision::Millis);
+        p.field_str(56, target);
+        p.raw_fields(extra.replace('|', "\x01").as_bytes());
+        p.finish().to_vec()
+    }
+
+    /// Builds a message from raw `|`-separated fields after 35 (no header added):
+    /// for malformed headers.
+    pub fn build_raw(&mut self, msg_type: &str, fields: &str) -> Vec<u8> {
+        let p = &mut self.peer;
+        p.begin(msg_type.as_bytes());
+        p.raw_fields(fields.replace('|', "\x01").as_bytes());
+        p.finish().to_vec()
+    }
+
+    /// Sends the counterparty's next message (next `peer_seq`).
+    pub fn recv(&mut self, msg_type: &str, extra: &str) -> Vec<Act> {
+        let seq = self.peer_seq;
+        self.peer_seq += 1;
+        let raw = self.build(msg_type, seq, extra);
+        self.feed(&raw)
+    }
+
+    /// Sends a counterparty message with an explicit MsgSeqNum (peer_seq untouched).
+    pub fn recv_seq(&mut self, msg_type: &str, seq: u64, extra: &str) -> Vec<Act> {
+        let raw = self.build(msg_type, seq, extra);
+        self.feed(&raw)
+    }
+
+    pub fn drain(&mut self) -> Vec<Act> {
+        let mut v = Vec::new();
+        while let Some(o) = self.s.poll() {
+            v.push(match o {
+                Output::Send(b) => Act::Send(strip(b)),
+                Output::Disconnect => Act::Disconnect,
+                Output::Connect => Act::Connect,
+                Output::Event(Event::LoggedOn) => Act::LoggedOn,
+                Output::Event(Event::LoggedOut) => Act::LoggedOut,
+                Output::Event(Event::FromAdmin(b)) => Act::FromAdmin(pretty(b)),
+                Output::Event(Event::FromApp(b)) => Act::FromApp(pretty(b)),
+                Output::Event(Event::Note(n)) => Act::Note(n.to_owned()),
+                other => panic!("unexpected output {other:?}"),
+            });
+        }
+        v
+    }
+
+    /// The standard header we write, for expectations: `34=<seq>|49=TW|52=<now>|56=CP|`.
+    pub fn hdr(&self, seq: u64) -> String {
+        format!("34={seq}|49=TW|52={}|56=CP|", ts(self.now))
+    }
+
+    /// Acceptor: the counterparty logs on (seq 1, HeartBtInt 30) and we answer.
+    pub fn logon_as_acceptor(&mut self) -> Vec<Act> {
+        let mut v = self.connect();
+        v.extend(self.recv("A", "98=0|108=30|"));
+        assert!(self.s.is_logged_on(), "not logged on: {v:#?}");
+        v
+    }
+
+    /// Initiator: we connect and send Logon, the counterparty answers.
+    pub fn logon_as_initiator(&mut self) -> Vec<Act> {
+        let mut v = self.connect();
+        v.extend(self.recv("A", "98=0|108=30|"));
+        assert!(self.s.is_logged_on(), "not logged on: {v:#?}");
+        v
+    }
+
+    pub fn store(&self) -> &MemoryStore {
+        self.s.store()
+    }
+
+    pub fn seqs(&self) -> (u64, u64) {
+        (
+            self.s.store().next_sender_seq(),
+            self.s.store().next_target_seq(),
+        )
+    }
+}
+
+/// Only the messages sent.
+pub fn sends(v: &[Act]) -> Vec<String> {
+    v.iter()
+        .filter_map(|o| match o {
+            Act::Send(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Everything except notes.
+pub fn actions(v: &[Act]) -> Vec<Act> {
+    v.iter()
+        .filter(|o| !matches!(o, Act::Note(_)))
+        .cloned()
+        .collect()
+}
+
+/// Only the notes.
+pub fn notes(v: &[Act]) -> Vec<String> {
+    v.iter()
+        .filter_map(|o| match o {
+            Act::Note(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,107 @@
+//! FIX session-layer test cases 4 (send Heartbeat), 5 (receive Heartbeat) and 6
+//! (send TestRequest), driven by the fake clock.
+
+mod session_harness;
+
+use session_harness::*;
+
+#[test]
+fn case_4a_heartbeat_sent_after_heart_bt_int_of_silence() {
+    let mut h = Harness::acceptor("FIX.4.4");
+    h.logon_as_acceptor();
+    assert_eq!(h.s.next_deadline(), Some(T0 + 30 * NANOS));
+    assert_eq!(h.advance(29), vec![]);
+    let out = h.advance(1);
+    assert_eq!(out, vec![Act::Send(format!("35=0|{}", h.hdr(2)))]);
+    assert_eq!(h.seqs(), (3, 2));
+}
+
+#[test]
+fn case_4b_heartbeat_answers_test_request_with_its_test_req_id() {
+    let mut h = Harness::acceptor("FIX.4.4");
+    h.logon_as_acceptor();
+    h.tick_ms(1500);
+    let tr = h.build("1", 2, "112=ABC 123|");
+    let out = h.feed(&tr);
+    assert_eq!(
+        out,
+        vec![
+            Act::FromAdmin(pretty(&tr)),
+            Act::Send(format!("35=0|{}112=ABC 123|", h.hdr(2))),
+        ]
+    );
+    assert_eq!(h.seqs(), (3, 3));
+}
+
+#[test]
+fn case_5_received_heartbeat_counts_and_resets_the_silence_timer() {
+    let mut h = Harness::acceptor("FIX.4.4");
+    h.logon_as_acceptor();
+    h.advance(20);
+    let out = h.recv("0", "");
+    assert!(matches!(out.as_slice(), [Act::FromAdmin(_)]), "{out:?}");
+    assert_eq!(h.seqs(), (2, 3));
+    // Our own heartbeat is still due 30 s after we last sent (T0)...
+    assert_eq!(sends(&h.advance(10)), vec![format!("35=0|{}", h.hdr(2))]);
+    // ...and no test request at 36 s, because the peer spoke at 20 s.
+    assert_eq!(h.advance(6), vec![]);
+}
+
+#[test]
+fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
+    let mut h = Harness::acceptor("FIX.4.4");
+    h.logon_as_acceptor();
+    h.advance(30); // heartbeat 2
+    assert_eq!(h.s.next_deadline(), Some(T0 + 36 * NANOS));
+    assert_eq!(h.advance(5), vec![]);
+    let out = h.advance(1);
+    assert_eq!(
+        out,
+        vec![
+            Act::Send(format!("35=1|{}112=TEST|", h.hdr(3))),
+            Act::Note("Sent test request TEST".to_owned()),
+        ]
+    );
+    // No heartbeat while a test request is outstanding; disconnect at 72 s.
+    assert_eq!(h.advance(30), vec![]);
+    let out = h.advance(6);
+    assert_eq!(
+        out,
+        vec![
+            Act::Note("Timed out waiting for heartbeat".to_owned()),
+            Act::Note("Disconnecting".to_owned()),
+            Act::Disconnect,
+            Act::LoggedOut,
+        ]
+    );
+}
+
+#[test]
+fn case_6_test_request_answered_keeps_the_session_up() {
+    let mut h = Harness::initiator("FIX.4.2");
+    h.logon_as_initiator();
+    h.advance(30);
+    let out = h.advance(6);
+    assert_eq!(sends(&out), vec![format!("35=1|{}112=TEST|", h.hdr(3))]);
+    h.advance(1);
+    let out = h.recv("0", "112=TEST|");
+    assert!(matches!(out.as_slice(), [Act::FromAdmin(_)]), "{out:?}");
+    // Silence again: the next test request comes 36 s after the answer (at 73 s).
+    assert_eq!(sends(&h.advance(29)), vec![format!("35=0|{}", h.hdr(4))]);
+    assert_eq!(h.advance(6), vec![]);
+    assert_eq!(
+        sends(&h.advance(1)),
+        vec![format!("35=1|{}112=TEST|", h.hdr(5))]
+    );
+    assert!(h.s.is_logged_on());
+}
+
+#[test]
+fn heart_bt_int_zero_disables_heartbeats() {
+    let mut h = Harness::acceptor("FIX.4.4");
+    h.connect();
+    h.recv("A", "98=0|108=0|");
+    assert!(h.s.is_logged_on());
+    assert_eq!(h.s.next_deadline(), None);
+    assert_eq!(h.advance(1000), vec![]);
+}

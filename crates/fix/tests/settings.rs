@@ -1,0 +1,242 @@
+//! QuickFIX settings file tests against the files in testdata/settings/.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{NaiveTime, Weekday};
+use tickwire_fix::codec::TimestampPrecision;
+use tickwire_fix::settings::{ConnectionType, IdleStrategy, SessionId, Settings, SettingsError};
+use tickwire_fix::store::SyncPolicy;
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/settings")
+        .join(name)
+}
+
+fn hms(h: u32, m: u32, s: u32) -> Option<NaiveTime> {
+    NaiveTime::from_hms_opt(h, m, s)
+}
+
+fn id(begin: &str, sender: &str, target: &str) -> SessionId {
+    SessionId {
+        begin_string: begin.into(),
+        sender_comp_id: sender.into(),
+        target_comp_id: target.into(),
+        ..SessionId::default()
+    }
+}
+
+#[test]
+fn acceptor_with_two_sessions_inherits_defaults() {
+    let s = Settings::load(&testdata("acceptor.cfg")).unwrap();
+    assert_eq!(s.sessions.len(), 2);
+    let a = s.session(&id("FIX.4.4", "EXEC", "BANZAI")).unwrap();
+    assert_eq!(a.connection_type, ConnectionType::Acceptor);
+    assert_eq!(a.socket_accept_port, Some(5001));
+    assert_eq!(a.heartbt_int, None);
+    assert_eq!((a.start_time, a.end_time), (hms(0, 0, 0), hms(0, 0, 0)));
+    assert!(
+        a.reset_on_logon,
+        "whitespace around key and value is stripped"
+    );
+    assert!(!a.validate_user_defined_fields);
+    assert_eq!(
+        a.data_dictionary.as_deref(),
+        Some(Path::new("spec/FIX44.xml"))
+    );
+    assert_eq!(a.file_store_path.as_deref(), Some(Path::new("store")));
+    assert_eq!(a.file_log_path.as_deref(), Some(Path::new("log")));
+    // QuickFIX defaults.
+    assert!(a.check_comp_id && a.check_latency && a.persist_messages && a.use_data_dictionary);
+    assert_eq!(
+        (a.max_latency, a.logon_timeout, a.logout_timeout),
+        (120, 10, 2)
+    );
+    assert_eq!(a.reconnect_interval, 30);
+    assert_eq!(a.timestamp_precision, TimestampPrecision::Millis);
+    assert_eq!(a.store_sync, SyncPolicy::Os);
+    assert_eq!(a.idle_strategy, IdleStrategy::Block);
+    assert!(a.socket_nodelay);
+
+    let b = s.session(&id("FIX.4.2", "EXEC", "CLIENT2")).unwrap();
+    assert_eq!(b.heartbt_int, Some(30), "keys are case-insensitive");
+    assert!(!b.reset_on_logon, "session value overrides DEFAULT");
+    assert_eq!(
+        b.data_dictionary.as_deref(),
+        Some(Path::new("spec/FIX42.xml"))
+    );
+    assert_eq!(
+        (b.start_day, b.end_day),
+        (Some(Weekday::Sun), Some(Weekday::Fri))
+    );
+    assert_eq!((b.start_time, b.end_time), (hms(22, 0, 0), hms(21, 30, 0)));
+    assert_eq!(b.time_zone, Some(chrono_tz::America::New_York));
+    assert_eq!(b.store_sync, SyncPolicy::Batched { messages: 16 });
+    // SocketReuseAddress is known but not implemented: a warning naming the line.
+    assert!(s.warnings.iter().any(|w| w.line == 5
+        && w.to_string().contains("SocketReuseAddress")
+        && w.message.contains("ignored")));
+}
+
+#[test]
+fn initiator_with_failover_hosts() {
+    let s = Settings::load(&testdata("initiator.cfg")).unwrap();
+    assert_eq!(s.sessions.len(), 1);
+    let i = &s.sessions[0];
+    assert_eq!(i.id, id("FIX.4.4", "ALGO", "VENUE"));
+    assert_eq!(i.connection_type, ConnectionType::Initiator);
+    assert_eq!(i.heartbt_int, Some(20));
+    assert_eq!(
+        i.socket_connect,
+        vec![
+            ("127.0.0.1".to_string(), 9876),
+            ("10.0.0.2".to_string(), 9877)
+        ]
+    );
+    assert_eq!(i.reconnect_interval, 5);
+    assert_eq!((i.logon_timeout, i.logout_timeout), (5, 3));
+    assert!(!i.check_latency);
+    assert_eq!(i.max_latency, 240);
+    assert!(i.reset_on_disconnect && i.refresh_on_logon && i.send_redundant_resend_requests);
+    assert_eq!(i.resend_request_chunk_size, 2500);
+    assert_eq!(i.timestamp_precision, TimestampPrecision::Micros);
+    assert_eq!(i.idle_strategy, IdleStrategy::Spin);
+    assert_eq!(i.store_sync, SyncPolicy::EveryMessage);
+    assert!(s.warnings.iter().any(|w| w.message.contains("SSLProtocol")));
+}
+
+#[test]
+fn fixt_session_with_transport_and_app_dictionaries() {
+    let s = Settings::load(&testdata("fixt.cfg")).unwrap();
+    let f = &s.sessions[0];
+    assert_eq!(f.id.begin_string, "FIXT.1.1");
+    assert_eq!(f.id.qualifier, "md");
+    assert!(f.non_stop_session);
+    assert_eq!(f.start_time, None);
+    assert_eq!(f.default_appl_ver_id.as_deref(), Some("FIX.5.0SP2"));
+    assert_eq!(
+        f.transport_data_dictionary.as_deref(),
+        Some(Path::new("spec/FIXT11.xml"))
+    );
+    assert_eq!(
+        f.app_data_dictionaries,
+        vec![
+            (String::new(), PathBuf::from("spec/FIX50SP2.xml")),
+            ("FIX.5.0SP1".to_string(), PathBuf::from("spec/FIX50SP1.xml")),
+        ]
+    );
+    assert_eq!(f.timestamp_precision, TimestampPrecision::Seconds);
+    assert!(!f.validate_fields_out_of_order);
+    assert!(f.allow_unknown_msg_fields);
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+const BASE: &str = "[DEFAULT]\nConnectionType=initiator\nNonStopSession=Y\n\
+                    SocketConnectHost=localhost\nSocketConnectPort=1\nHeartBtInt=30\n";
+
+#[test]
+fn unknown_key_is_an_error_with_line_and_suggestion() {
+    let text = format!("{BASE}[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nHeartBtInterval=30\n");
+    let e = Settings::parse(&text, "t.cfg").unwrap_err();
+    match &e {
+        SettingsError::UnknownKey {
+            line, suggestion, ..
+        } => {
+            assert_eq!(*line, 11);
+            assert_eq!(suggestion.as_deref(), Some("HeartBtInt"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(msg.starts_with("t.cfg:11:"), "{msg}");
+    assert!(msg.contains("did you mean 'HeartBtInt'"), "{msg}");
+
+    let far = format!("{BASE}[SESSION]\nCompletelyUnrelatedThing=1\n");
+    match Settings::parse(&far, "t.cfg").unwrap_err() {
+        SettingsError::UnknownKey { suggestion, .. } => assert_eq!(suggestion, None),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn missing_required_keys_are_clear_errors() {
+    let cases = [
+        ("[SESSION]\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n", "BeginString"),
+        ("[SESSION]\nBeginString=FIX.4.4\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n", "SenderCompID"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n", "TargetCompID"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nSocketAcceptPort=1\nNonStopSession=Y\n", "ConnectionType"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nNonStopSession=Y\n", "SocketAcceptPort"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=initiator\nSocketConnectHost=h\nSocketConnectPort=1\nNonStopSession=Y\n", "HeartBtInt"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=initiator\nHeartBtInt=30\nSocketConnectPort=1\nNonStopSession=Y\n", "SocketConnectHost"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=initiator\nHeartBtInt=30\nSocketConnectHost=h\nNonStopSession=Y\n", "SocketConnectPort"),
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\n", "StartTime"),
+        ("[SESSION]\nBeginString=FIXT.1.1\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n", "DefaultApplVerID"),
+    ];
+    for (text, key) in cases {
+        match Settings::parse(text, "m.cfg") {
+            Err(e @ SettingsError::Missing { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(key), "{key}: {msg}");
+                assert!(msg.starts_with("m.cfg:1:"), "{msg}");
+            }
+            other => panic!("{key}: expected Missing, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn bad_values_and_duplicates_are_errors() {
+    let bad = [
+        ("HeartBtInt=abc", "HeartBtInt"),
+        ("ResetOnLogon=yes", "ResetOnLogon"),
+        ("StartTime=25:00", "StartTime"),
+        ("TimeZone=Mars/Olympus", "TimeZone"),
+        ("TickwireIdleStrategy=nap", "TickwireIdleStrategy"),
+        ("TimestampPrecision=12", "TimestampPrecision"),
+        ("ConnectionType=both", "ConnectionType"),
+    ];
+    for (line, key) in bad {
+        let text = format!(
+            "{BASE}[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n{line}\n"
+        );
+        match Settings::parse(&text, "b.cfg") {
+            Err(e @ SettingsError::BadValue { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(key) && msg.starts_with("b.cfg:11:"), "{msg}");
+            }
+            other => panic!("{line}: expected BadValue, got {other:?}"),
+        }
+    }
+    let dup = format!("{BASE}[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n");
+    assert!(matches!(
+        Settings::parse(&dup, "d.cfg"),
+        Err(SettingsError::DuplicateSession { line: 11, .. })
+    ));
+    // Same CompIDs with a qualifier is a different session.
+    let qual = format!("{BASE}[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nSessionQualifier=2\n");
+    assert_eq!(Settings::parse(&qual, "q.cfg").unwrap().sessions.len(), 2);
+}
+
+#[test]
+fn quickfix_line_rules() {
+    let text = "# comment\n\n   # indented comment\nBeginString=FIX.4.4\n[ DEFAULT ]\n\
+                ConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
+                [OTHER]\nFoo=bar\n[SESSION]\nnot a key value line\n\
+                BeginString=FIX.4.3\nSenderCompID=S\nTargetCompID=T\nFileStorePath=a=b\n";
+    let s = Settings::parse(text, "l.cfg").unwrap();
+    assert_eq!(s.sessions.len(), 1);
+    let x = &s.sessions[0];
+    assert_eq!(x.id, id("FIX.4.3", "S", "T"));
+    assert_eq!(
+        x.socket_accept_port,
+        Some(7),
+        "[ DEFAULT ] name is stripped"
+    );
+    assert_eq!(
+        x.file_store_path.as_deref(),
+        Some(Path::new("a=b")),
+        "split at the first '='"
+    );
+    let lines: Vec<usize> = s.warnings.iter().map(|w| w.line).collect();
+    assert_eq!(lines, vec![4, 9, 12], "{:?}", s.warnings);
+}

@@ -1,0 +1,367 @@
+//! Message store tests: memory and file stores, recovery, corruption, and a real
+//! `kill -9` crash test (the test binary re-executes itself in a child mode).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use tickwire_fix::store::{FileStore, MemoryStore, MessageStore, StoreError, SyncPolicy};
+
+/// A fresh, empty directory unique to this test.
+fn test_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tickwire-store-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn msg(seq: u64) -> Vec<u8> {
+    format!("8=FIX.4.4\x019=5\x0135=D\x0134={seq}\x0111=order-{seq}\x0110=000\x01").into_bytes()
+}
+
+fn collect(store: &dyn MessageStore, begin: u64, end: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    store
+        .get_range(begin, end, &mut |s, m| out.push((s, m.to_vec())))
+        .expect("get_range");
+    out
+}
+
+fn open(dir: &Path) -> FileStore {
+    let (s, w) = FileStore::open(dir, SyncPolicy::Os, 42).expect("open");
+    assert!(w.is_none(), "unexpected warning {w:?}");
+    s
+}
+
+fn store_file(dir: &Path) -> PathBuf {
+    dir.join("store.log")
+}
+
+#[test]
+fn memory_store_round_trip_range_and_reset() {
+    let mut s = MemoryStore::new(7);
+    assert_eq!((s.next_sender_seq(), s.next_target_seq()), (1, 1));
+    for seq in 1..=5 {
+        s.save(seq, &msg(seq)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+    }
+    s.incr_next_target_seq().unwrap();
+    assert_eq!((s.next_sender_seq(), s.next_target_seq()), (6, 2));
+    let got = collect(&s, 2, 4);
+    assert_eq!(got, (2..=4).map(|q| (q, msg(q))).collect::<Vec<_>>());
+    assert_eq!(collect(&s, 4, u64::MAX).len(), 2);
+    // Overwrite an existing sequence number.
+    s.save(3, b"again").unwrap();
+    assert_eq!(collect(&s, 3, 3), vec![(3, b"again".to_vec())]);
+    assert_eq!(s.creation_time(), 7);
+    s.reset(99).unwrap();
+    assert_eq!((s.next_sender_seq(), s.next_target_seq()), (1, 1));
+    assert_eq!(s.creation_time(), 99);
+    assert!(collect(&s, 1, u64::MAX).is_empty());
+}
+
+#[test]
+fn file_store_round_trip_and_reopen_continues_sequences() {
+    let dir = test_dir("reopen");
+    {
+        let mut s = open(&dir);
+        assert_eq!(s.creation_time(), 42);
+        for seq in 1..=10 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+            if seq == 5 {
+                s.flush().unwrap();
+            }
+        }
+        // Unflushed records are readable too.
+        assert_eq!(collect(&s, 1, u64::MAX).len(), 10);
+        s.set_next_target_seq(17).unwrap();
+        s.flush().unwrap();
+    }
+    let (s, w) = FileStore::open(&dir, SyncPolicy::EveryMessage, 1_000).unwrap();
+    assert!(w.is_none());
+    assert_eq!(s.next_sender_seq(), 11);
+    assert_eq!(s.next_target_seq(), 17);
+    assert_eq!(
+        s.creation_time(),
+        42,
+        "creation time is persisted, not reset"
+    );
+    assert_eq!(
+        collect(&s, 1, u64::MAX),
+        (1..=10).map(|q| (q, msg(q))).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        collect(&s, 4, 6).iter().map(|m| m.0).collect::<Vec<_>>(),
+        [4, 5, 6]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_sender_seq_recovered_from_last_message() {
+    let dir = test_dir("lastmsg");
+    {
+        let mut s = open(&dir);
+        // Saved but the sequence number was never incremented (crash in between).
+        s.save(1, &msg(1)).unwrap();
+        s.save(2, &msg(2)).unwrap();
+        s.flush().unwrap();
+    }
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_reset_drops_messages_and_persists() {
+    let dir = test_dir("reset");
+    {
+        let mut s = open(&dir);
+        for seq in 1..=3 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+        }
+        s.set_next_target_seq(9).unwrap();
+        s.flush().unwrap();
+        s.reset(5_000).unwrap();
+        assert_eq!((s.next_sender_seq(), s.next_target_seq()), (1, 1));
+        assert!(collect(&s, 1, u64::MAX).is_empty());
+        s.save(1, b"after reset").unwrap();
+        s.incr_next_sender_seq().unwrap();
+        s.flush().unwrap();
+    }
+    let s = open(&dir);
+    assert_eq!(s.creation_time(), 5_000);
+    assert_eq!((s.next_sender_seq(), s.next_target_seq()), (2, 1));
+    assert_eq!(collect(&s, 1, u64::MAX), vec![(1, b"after reset".to_vec())]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_session_directory_name() {
+    assert_eq!(
+        FileStore::session_dir_name("FIX.4.4", "BANZAI", "EXEC", None),
+        "FIX.4.4-BANZAI-EXEC"
+    );
+    assert_eq!(
+        FileStore::session_dir_name("FIXT.1.1", "A/B", "C", Some("q1")),
+        "FIXT.1.1-A_B-C-q1"
+    );
+    let root = test_dir("sessiondir");
+    let (s, _) =
+        FileStore::open_session(&root, "FIX.4.2", "S", "T", None, SyncPolicy::Os, 1).unwrap();
+    assert_eq!(s.dir(), root.join("FIX.4.2-S-T"));
+    assert!(s.path().exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn file_store_corrupt_byte_in_middle_is_an_error() {
+    let dir = test_dir("corrupt");
+    {
+        let mut s = open(&dir);
+        for seq in 1..=5 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+        }
+        s.flush().unwrap();
+    }
+    let path = store_file(&dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Flip a byte inside the third message body.
+    let needle = b"order-3";
+    let pos = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[pos] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    match FileStore::open(&dir, SyncPolicy::Os, 0) {
+        Err(e @ StoreError::Corrupt { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("corrupt at offset"), "{text}");
+            assert!(text.contains("checksum mismatch"), "{text}");
+            assert!(text.contains("store.log"), "{text}");
+        }
+        other => panic!("expected corruption error, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_damaged_length_in_middle_is_an_error_not_a_truncation() {
+    let dir = test_dir("badlen");
+    let second;
+    {
+        let mut s = open(&dir);
+        s.save(1, &msg(1)).unwrap();
+        s.flush().unwrap();
+        second = std::fs::metadata(store_file(&dir)).unwrap().len() as usize;
+        for seq in 2..=6 {
+            s.save(seq, &msg(seq)).unwrap();
+        }
+        s.flush().unwrap();
+    }
+    let path = store_file(&dir);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let before = bytes.len();
+    // The length field of record 2 now points far past the end of the file.
+    bytes[second + 3] = 0x7f;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Corrupt { offset, .. } if offset == second as u64),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len() as usize,
+        before,
+        "nothing truncated"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_torn_tail_is_truncated_with_warning() {
+    let dir = test_dir("torn");
+    let full_len;
+    {
+        let mut s = open(&dir);
+        for seq in 1..=4 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+        }
+        s.flush().unwrap();
+        full_len = std::fs::metadata(store_file(&dir)).unwrap().len();
+        s.save(5, &msg(5)).unwrap();
+        s.flush().unwrap();
+    }
+    // Cut the last record in half, as a partial write would.
+    let path = store_file(&dir);
+    let now = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(full_len + (now - full_len) / 2).unwrap();
+    drop(f);
+    let (s, w) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
+    let w = w.expect("a torn-tail warning");
+    assert_eq!(w.truncated_at, full_len);
+    assert!(w.to_string().contains("torn"));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), full_len);
+    assert_eq!(s.next_sender_seq(), 5);
+    assert_eq!(collect(&s, 1, u64::MAX).len(), 4);
+    drop(s);
+    // A zero-filled tail (file extended but data never written) is also torn.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(full_len + 100).unwrap();
+    drop(f);
+    let (s, w) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
+    assert_eq!(w.expect("warning").dropped_bytes, 100);
+    assert_eq!(s.next_sender_seq(), 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_store_batched_policy_and_overwrite() {
+    let dir = test_dir("batched");
+    {
+        let (mut s, _) = FileStore::open(&dir, SyncPolicy::Batched { messages: 3 }, 0).unwrap();
+        for seq in 1..=7 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+            s.flush().unwrap();
+        }
+        // A resent sequence number saved again replaces the old body.
+        s.save(2, b"replacement").unwrap();
+        s.sync().unwrap();
+    }
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), 8);
+    assert_eq!(collect(&s, 2, 2), vec![(2, b"replacement".to_vec())]);
+    assert_eq!(collect(&s, 1, u64::MAX).len(), 7);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const CHILD_ENV: &str = "TICKWIRE_STORE_CRASH_CHILD_DIR";
+const CHILD_MAX_ITERATIONS: u64 = 2_000_000;
+const PARENT_WANTS: usize = 2_000;
+
+/// Child mode: save + flush forever (bounded), printing each flushed sequence number.
+fn crash_child(dir: &str) {
+    use std::io::Write;
+    let (mut s, _) = FileStore::open(Path::new(dir), SyncPolicy::Os, 1).expect("child open");
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for _ in 0..CHILD_MAX_ITERATIONS {
+        let seq = s.next_sender_seq();
+        s.save(seq, &msg(seq)).expect("save");
+        s.incr_next_sender_seq().expect("incr");
+        s.flush().expect("flush");
+        if writeln!(out, "SEQ {seq}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn file_store_survives_kill_9() {
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        crash_child(&dir);
+        return;
+    }
+    let dir = test_dir("crash");
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "file_store_survives_kill_9",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().unwrap();
+    let mut printed = Vec::with_capacity(PARENT_WANTS);
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if let Some(n) = line.strip_prefix("SEQ ") {
+            printed.push(n.trim().parse::<u64>().unwrap());
+            if printed.len() >= PARENT_WANTS {
+                break;
+            }
+        }
+    }
+    child.kill().expect("kill -9 the child"); // SIGKILL on Unix
+    let _ = child.wait();
+    assert_eq!(
+        printed.len(),
+        PARENT_WANTS,
+        "child printed too few sequence numbers"
+    );
+    let (s, _warning) = FileStore::open(&dir, SyncPolicy::Os, 0).expect("reopen after kill");
+    let last = *printed.last().unwrap();
+    assert!(
+        s.next_sender_seq() > last,
+        "{} <= {last}",
+        s.next_sender_seq()
+    );
+    let mut stored = std::collections::HashMap::new();
+    s.get_range(1, u64::MAX, &mut |q, m| {
+        stored.insert(q, m.to_vec());
+    })
+    .unwrap();
+    for seq in &printed {
+        assert_eq!(
+            stored.get(seq),
+            Some(&msg(*seq)),
+            "seq {seq} lost or damaged"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
