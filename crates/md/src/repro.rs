@@ -295,21 +295,40 @@ fn print_speed(r: &SpeedResult, window: Duration) {
 }
 
 fn plot(path: &Path, report: &ReproReport) -> anyhow::Result<()> {
+    let labels: Vec<String> = report.results.iter().map(|r| r.speed.clone()).collect();
+    let runs: Vec<(&str, &[Window])> = labels
+        .iter()
+        .zip(&report.results)
+        .map(|(l, r)| (l.as_str(), &r.windows[..]))
+        .collect();
+    plot_windows(
+        path,
+        "tickwire market-data replay",
+        &runs,
+        report.window_seconds,
+    )
+}
+
+/// Writes an SVG of end-to-end latency (mean and p99) against the update rate of each
+/// window, one pair of lines per labelled run (a replay speed, a measuring client).
+pub fn plot_windows(
+    path: &Path,
+    title: &str,
+    runs: &[(&str, &[Window])],
+    window_seconds: f64,
+) -> anyhow::Result<()> {
     let mut series = Vec::new();
-    for r in &report.results {
-        let mut mean: Vec<(f64, f64)> = r.windows.iter().map(|w| (w.rate, w.mean_us)).collect();
-        let mut p99: Vec<(f64, f64)> = r.windows.iter().map(|w| (w.rate, w.p99_us)).collect();
+    for (label, windows) in runs {
+        let mut mean: Vec<(f64, f64)> = windows.iter().map(|w| (w.rate, w.mean_us)).collect();
+        let mut p99: Vec<(f64, f64)> = windows.iter().map(|w| (w.rate, w.p99_us)).collect();
         mean.sort_by(|a, b| a.0.total_cmp(&b.0));
         p99.sort_by(|a, b| a.0.total_cmp(&b.0));
-        series.push(Series::new(format!("{} mean", r.speed), mean));
-        series.push(Series::new(format!("{} p99", r.speed), p99));
+        series.push(Series::new(format!("{label} mean"), mean));
+        series.push(Series::new(format!("{label} p99"), p99));
     }
     line_chart_svg(
         path,
-        &format!(
-            "tickwire market-data replay: end-to-end latency vs update rate ({}-s windows)",
-            report.window_seconds
-        ),
+        &format!("{title}: end-to-end latency vs update rate ({window_seconds}-s windows)"),
         "updates/s in the window",
         "latency (µs)",
         &series,

@@ -53,6 +53,9 @@ pub struct MdLatencyArgs {
     /// Write the full results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write an SVG plot of latency against update rate (one pair of lines per client).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
@@ -83,6 +86,18 @@ pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
     );
     if let Some(j) = &a.json {
         write_json(j, &results)?;
+    }
+    if let Some(p) = &a.plot {
+        let labels: Vec<String> = results
+            .iter()
+            .map(|r| format!("client {}", r.client))
+            .collect();
+        let runs: Vec<(&str, &[latency::Window])> = labels
+            .iter()
+            .zip(&results)
+            .map(|(l, r)| (l.as_str(), &r.windows[..]))
+            .collect();
+        repro::plot_windows(p, "tickwire md-latency", &runs, a.window.as_secs_f64())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -64,14 +64,11 @@ fn finish(mut k: Kill, limit: Duration) -> (i32, String) {
     }
 }
 
-/// Subscribes to `md/>` and collects (topic, payload with the receive time zeroed)
-/// until told to stop and nothing arrived for 300 ms.
-fn collector(
-    router: String,
-) -> (
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<Vec<(String, Vec<u8>)>>,
-) {
+/// What a collector gathered: (topic, payload with the receive time zeroed).
+type Collected = Vec<(String, Vec<u8>)>;
+
+/// Subscribes to `md/>` and collects until told to stop and nothing arrived for 300 ms.
+fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collected>) {
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
     let mut c = Client::connect(router.as_str()).unwrap();
