@@ -14,3 +14,4 @@ pub mod report;
 pub mod schedule;
 pub mod stats;
 pub mod stream;
+pub mod tick_to_trade;

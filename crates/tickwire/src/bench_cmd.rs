@@ -16,6 +16,8 @@ same run (see BENCHMARKING.md in the project's shared docs and BENCHMARKS.md):
   md-latency market-data measuring clients: per-hop latency of feed-handler updates
   md-replay  market-data replay test in one command: generate, replay 1x and 4x through
              the feed handler and router to measuring clients
+  tick-to-trade  FIX 35=X market data in, 35=D order out: latency and the algo's CPU per
+             tick; tickwire's FIX engine vs a raw-socket floor vs QuickFIX, side by side
 Every command prints a table; --json FILE and --plot FILE.svg write full results.";
 
 #[derive(Args)]
@@ -37,6 +39,11 @@ enum BenchCmd {
     MdLatency(crate::md_bench_cmd::MdLatencyArgs),
     /// The market-data replay test in one command: generate, replay 1x and 4x (family C).
     MdReplay(crate::md_bench_cmd::MdReplayArgs),
+    /// Tick-to-trade through a FIX engine: 35=X in, 35=D out, CPU per tick (family D).
+    TickToTrade(tickwire_bench::tick_to_trade::TickToTradeArgs),
+    /// The algo under test of tick-to-trade, started by it (internal).
+    #[command(hide = true)]
+    TickToTradeAlgo(tickwire_bench::tick_to_trade::AlgoArgs),
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -47,5 +54,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Stream(a) => stream::run(&a, &me),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
+        BenchCmd::TickToTrade(a) => tickwire_bench::tick_to_trade::run(&a, &me),
+        BenchCmd::TickToTradeAlgo(a) => tickwire_bench::tick_to_trade::run_algo(&a),
     }
 }

@@ -5,6 +5,7 @@
 mod bench_cmd;
 mod demo;
 mod feed_cmd;
+mod fix_cmd;
 mod md_bench_cmd;
 mod md_cmd;
 mod pubsub;
@@ -70,6 +71,8 @@ enum Cmd {
     Feed(feed_cmd::FeedArgs),
     /// Replay a pcap capture's UDP datagrams with their recorded timing (1x, 4x, max).
     Replay(replay_cmd::ReplayArgs),
+    /// FIX engine: run an acceptor or initiator from a QuickFIX settings file.
+    Fix(fix_cmd::FixArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -89,6 +92,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Md(a) => md_cmd::run(a),
         Cmd::Replay(a) => replay_cmd::run(a),
         Cmd::Feed(a) => feed_cmd::run_cmd(a),
+        Cmd::Fix(a) => fix_cmd::run(a),
     };
     match result {
         Ok(code) => code,

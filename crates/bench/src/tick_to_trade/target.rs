@@ -1,0 +1,265 @@
+//! The algo under test as a child process (tickwire's own algos, the QuickFIX reference
+//! algo) and its CPU time read from `/proc/<pid>/stat`.
+//!
+//! Children are started under `taskset -c <cpu>` when pinned, print one `READY ...`
+//! line on stdout once they listen, and are stopped with SIGTERM (then killed) on drop.
+//! tickwire's own algos also exit when their standard input closes, so none outlives a
+//! bench that was killed.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// How long a child may take to print READY.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a child has after SIGTERM before it is killed.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+
+/// A running algo process; stopped on drop.
+#[derive(Debug)]
+pub struct AlgoProcess {
+    child: Child,
+    /// Where it accepts both sessions.
+    pub addr: SocketAddr,
+    /// Its command line (for reports).
+    pub command: String,
+    /// A directory to remove after the child exits (its store).
+    scratch: Option<PathBuf>,
+}
+
+impl AlgoProcess {
+    /// Starts `program args...` (pinned to `cpu` with taskset when given), waits for
+    /// its `READY` line and takes the address from it (the first word that parses as
+    /// one) or, failing that, `default_addr`.
+    pub fn start(
+        program: &Path,
+        args: &[String],
+        cpu: Option<usize>,
+        default_addr: Option<SocketAddr>,
+        own_group: bool,
+        scratch: Option<PathBuf>,
+    ) -> anyhow::Result<AlgoProcess> {
+        let mut cmd = match cpu {
+            Some(c) if taskset_available() => {
+                let mut cmd = Command::new("taskset");
+                cmd.arg("-c").arg(c.to_string()).arg(program);
+                cmd
+            }
+            Some(c) => {
+                eprintln!("warning: taskset not found; the algo runs unpinned (wanted CPU {c})");
+                Command::new(program)
+            }
+            None => Command::new(program),
+        };
+        cmd.args(args)
+            .env("TICKWIRE_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if own_group {
+            // Ctrl-C reaches only the bench, which reports and then stops the algo.
+            cmd.process_group(0);
+        }
+        let command = format!("{cmd:?}").replace('"', "");
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting the algo: {command}"))?;
+        let stdout = child.stdout.take();
+        let mut p = AlgoProcess {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            command,
+            scratch,
+        };
+        let stdout = stdout.context("the algo's stdout was not piped")?;
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::Builder::new()
+            .name("algo-stdout".into())
+            .spawn(move || {
+                let mut ready = Some(tx);
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if line.starts_with("READY") {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(line);
+                        }
+                    }
+                }
+            })
+            .context("spawning the algo-stdout thread")?;
+        let line = match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(line) => line,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                bail!(
+                    "{} printed no READY line within {READY_TIMEOUT:?}",
+                    p.command
+                )
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = p.child.wait().ok();
+                bail!(
+                    "{} exited before it was ready (status {}); see its stderr above",
+                    p.command,
+                    status.map_or("unknown".into(), |s| s.to_string())
+                )
+            }
+        };
+        let parsed = line
+            .split_whitespace()
+            .find_map(|w| w.parse::<SocketAddr>().ok());
+        p.addr = parsed
+            .or(default_addr)
+            .with_context(|| format!("no address in the algo's READY line {line:?}"))?;
+        Ok(p)
+    }
+
+    /// The child's process id (taskset execs the program: the same process).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for AlgoProcess {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let delivered = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            let deadline = Instant::now() + TERM_GRACE;
+            let mut exited = false;
+            while delivered && Instant::now() < deadline {
+                match self.child.try_wait() {
+                    Ok(Some(_)) => {
+                        exited = true;
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    Err(_) => break,
+                }
+            }
+            if !exited {
+                let _ = self.child.kill();
+            }
+            let _ = self.child.wait();
+        }
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn taskset_available() -> bool {
+    Command::new("taskset")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released: another process could take it
+/// in between, which would make the algo fail to start with a clear error).
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A fresh scratch directory under the system temp dir.
+pub fn scratch_dir(what: &str) -> anyhow::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tickwire-t2t-{}-{what}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Reads a process's CPU time (user + system, all threads) from `/proc/<pid>/stat`.
+#[derive(Debug, Clone)]
+pub struct CpuProbe {
+    path: PathBuf,
+    ns_per_tick: u64,
+}
+
+impl CpuProbe {
+    /// A probe for `pid`; None if `/proc/<pid>/stat` cannot be read now.
+    pub fn new(pid: u32) -> Option<CpuProbe> {
+        let path = PathBuf::from(format!("/proc/{pid}/stat"));
+        let p = CpuProbe {
+            path,
+            ns_per_tick: 1_000_000_000 / clock_ticks_per_second(),
+        };
+        p.read().map(|_| p)
+    }
+
+    /// CPU time so far in ns (resolution: one clock tick, usually 10 ms).
+    pub fn read(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.path).ok()?;
+        let (utime, stime) = parse_stat_times(&text)?;
+        Some((utime + stime) * self.ns_per_tick)
+    }
+
+    /// The resolution of [`CpuProbe::read`] in ns.
+    pub fn resolution_ns(&self) -> u64 {
+        self.ns_per_tick
+    }
+}
+
+/// utime and stime (fields 14 and 15, clock ticks) of a `/proc/<pid>/stat` line. The
+/// command name (field 2) is in parentheses and may contain spaces: fields are counted
+/// after its closing parenthesis.
+pub fn parse_stat_times(stat: &str) -> Option<(u64, u64)> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    // After ")": field 3 (state) is the first; utime is field 14, the 12th.
+    let mut it = after.split_whitespace().skip(11);
+    let utime = it.next()?.parse().ok()?;
+    let stime = it.next()?.parse().ok()?;
+    Some((utime, stime))
+}
+
+/// USER_HZ from `getconf CLK_TCK` (100 on every mainstream Linux if that fails).
+fn clock_ticks_per_second() -> u64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&t| t > 0 && t <= 1_000_000)
+        .unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_times_are_fields_14_and_15_even_with_spaces_in_the_name() {
+        let line = "1234 (qf peer) S 1 1234 1234 0 -1 4194304 100 0 0 0 250 37 0 0 20 0 1 0 \
+                    555 1000 10 18446744073709551615";
+        assert_eq!(parse_stat_times(line), Some((250, 37)));
+        assert_eq!(parse_stat_times("garbage"), None);
+        assert_eq!(parse_stat_times("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time() {
+        let p = CpuProbe::new(std::process::id()).expect("own /proc entry");
+        assert!(p.read().is_some());
+        assert!(p.resolution_ns() > 0);
+        assert!(CpuProbe::new(u32::MAX).is_none());
+    }
+}

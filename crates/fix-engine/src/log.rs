@@ -1,0 +1,199 @@
+//! The optional message log (`FileLogPath`), written off the engine thread.
+//!
+//! # Design
+//!
+//! The engine thread appends each logged item (a received or sent message, or an
+//! event text) as a small binary record to a per-turn batch buffer: a `memcpy`, no
+//! allocation once the buffer has grown, no syscall, no lock. Once per loop turn the
+//! batch is handed to a writer thread through a bounded channel and an empty buffer
+//! is taken back from a pool the writer refills; the writer formats the lines and
+//! writes them to the files. If the writer falls behind and the channel is full, the
+//! batch is dropped and counted ([`MessageLog::dropped`]) rather than blocking the
+//! engine: the log is a diagnostic, the store is the record.
+//!
+//! # Files
+//!
+//! As QuickFIX's `FileLog`, per session under its `FileLogPath`:
+//! `<BeginString>-<SenderCompID>-<TargetCompID>[-<Qualifier>].messages.current.log`
+//! (every message received and sent, raw, SOH kept) and `...event.current.log`
+//! (session events), each line `YYYYMMDD-HH:MM:SS.nnnnnnnnn : <text>`. Files are
+//! appended to across restarts.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use tickwire_fix::codec::{write_utc_timestamp, TimestampPrecision};
+
+/// Batches in flight between the engine and the writer.
+const QUEUE: usize = 64;
+/// Record kinds.
+const KIND_IN: u8 = 1;
+const KIND_OUT: u8 = 2;
+const KIND_EVENT: u8 = 3;
+/// kind u8, session u32, time u64, len u32.
+const HEAD: usize = 17;
+
+/// The engine side of the message log. See the module docs.
+pub struct MessageLog {
+    batch: Vec<u8>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    pool: Receiver<Vec<u8>>,
+    dropped: u64,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Where one session's log lines go (None: the session is not logged).
+pub(crate) type LogTargets = Vec<Option<(PathBuf, String)>>;
+
+impl MessageLog {
+    /// Starts the writer thread. `targets[i]` is session i's `(FileLogPath, file
+    /// prefix)`, None for sessions without a log.
+    pub(crate) fn start(targets: LogTargets) -> std::io::Result<MessageLog> {
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
+        let (pool_tx, pool) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
+        let mut files: Vec<Option<(BufWriter<File>, BufWriter<File>)>> = Vec::new();
+        for t in targets {
+            files.push(match t {
+                Some((dir, prefix)) => {
+                    std::fs::create_dir_all(&dir)?;
+                    let open = |name: String| -> std::io::Result<BufWriter<File>> {
+                        Ok(BufWriter::new(
+                            OpenOptions::new()
+                                .create(true)
+                                .append(true)
+                                .open(dir.join(name))?,
+                        ))
+                    };
+                    Some((
+                        open(format!("{prefix}.messages.current.log"))?,
+                        open(format!("{prefix}.event.current.log"))?,
+                    ))
+                }
+                None => None,
+            });
+        }
+        let thread = std::thread::Builder::new()
+            .name("fix-log".into())
+            .spawn(move || writer(rx, pool_tx, files))?;
+        Ok(MessageLog {
+            batch: Vec::with_capacity(64 * 1024),
+            tx: Some(tx),
+            pool,
+            dropped: 0,
+            thread: Some(thread),
+        })
+    }
+
+    fn push(&mut self, kind: u8, session: usize, now: u64, bytes: &[u8]) {
+        let Ok(len) = u32::try_from(bytes.len()) else {
+            return;
+        };
+        self.batch.push(kind);
+        self.batch
+            .extend_from_slice(&(session as u32).to_le_bytes());
+        self.batch.extend_from_slice(&now.to_le_bytes());
+        self.batch.extend_from_slice(&len.to_le_bytes());
+        self.batch.extend_from_slice(bytes);
+    }
+
+    /// A message received on `session`.
+    pub(crate) fn incoming(&mut self, session: usize, now: u64, msg: &[u8]) {
+        self.push(KIND_IN, session, now, msg);
+    }
+
+    /// A message sent on `session`.
+    pub(crate) fn outgoing(&mut self, session: usize, now: u64, msg: &[u8]) {
+        self.push(KIND_OUT, session, now, msg);
+    }
+
+    /// An event of `session`.
+    pub(crate) fn event(&mut self, session: usize, now: u64, text: &str) {
+        self.push(KIND_EVENT, session, now, text.as_bytes());
+    }
+
+    /// Hands this turn's batch to the writer (called once per loop turn).
+    pub(crate) fn end_turn(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let Some(tx) = &self.tx else { return };
+        let next = self.pool.try_recv().unwrap_or_default();
+        let batch = std::mem::replace(&mut self.batch, next);
+        match tx.try_send(batch) {
+            Ok(()) => {}
+            Err(TrySendError::Full(mut b)) | Err(TrySendError::Disconnected(mut b)) => {
+                self.dropped += 1;
+                b.clear();
+                // Keep the larger buffer.
+                if b.capacity() > self.batch.capacity() {
+                    self.batch = b;
+                }
+            }
+        }
+    }
+
+    /// Batches dropped because the writer was behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Hands over what is pending and waits for the writer to write everything.
+    pub(crate) fn close(&mut self) {
+        self.end_turn();
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MessageLog {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+type Files = Vec<Option<(BufWriter<File>, BufWriter<File>)>>;
+
+fn writer(rx: Receiver<Vec<u8>>, pool: SyncSender<Vec<u8>>, mut files: Files) {
+    let mut line = Vec::with_capacity(1024);
+    while let Ok(mut batch) = rx.recv() {
+        let mut pos = 0;
+        while let Some(head) = batch.get(pos..pos + HEAD) {
+            let kind = head[0];
+            let session = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+            let mut t = [0u8; 8];
+            t.copy_from_slice(&head[5..13]);
+            let now = u64::from_le_bytes(t);
+            let len = u32::from_le_bytes([head[13], head[14], head[15], head[16]]) as usize;
+            let Some(body) = batch.get(pos + HEAD..pos + HEAD + len) else {
+                break;
+            };
+            pos += HEAD + len;
+            let Some(Some((msgs, events))) = files.get_mut(session) else {
+                continue;
+            };
+            line.clear();
+            write_utc_timestamp(&mut line, now, TimestampPrecision::Nanos);
+            line.extend_from_slice(b" : ");
+            line.extend_from_slice(body);
+            line.push(b'\n');
+            let out = if kind == KIND_EVENT { events } else { msgs };
+            // A failing log file must not stop the engine: errors are ignored.
+            let _ = out.write_all(&line);
+        }
+        for (m, e) in files.iter_mut().flatten() {
+            let _ = m.flush();
+            let _ = e.flush();
+        }
+        batch.clear();
+        let _ = pool.try_send(batch);
+    }
+    for (m, e) in files.iter_mut().flatten() {
+        let _ = m.flush();
+        let _ = e.flush();
+    }
+}

@@ -1,0 +1,222 @@
+//! [`SessionSpec`]: everything the engine needs to run one session (the session core's
+//! configuration plus the driver's: sockets, store, dictionaries, message log), built
+//! from a QuickFIX `[SESSION]` or in code.
+//!
+//! # QuickFIX keys used by the engine (beyond `SessionConfig::from_settings`)
+//!
+//! | key | effect |
+//! |---|---|
+//! | `ConnectionType` | acceptor: listen; initiator: connect |
+//! | `SocketAcceptPort`, `SocketAcceptHost` | acceptor's listening address (all interfaces by default); sessions with the same address share one listener |
+//! | `SocketConnectHost`/`Port`, `SocketConnectHost1`/`Port1`, ... | initiator's address and failover addresses, tried in turn, one per connection attempt (`ReconnectInterval` apart) |
+//! | `SocketNodelay` | `TCP_NODELAY` (default Y in tickwire) |
+//! | `FileStorePath` | file store directory (memory store when absent); `TickwireStoreSync`/`TickwireStoreSyncBatch` pick its sync policy |
+//! | `PersistMessages` | passed to the session (resends become gap fills when N) |
+//! | `UseDataDictionary`, `DataDictionary`, `TransportDataDictionary`, `AppDataDictionary`, `Validate*`, `AllowUnknownMsgFields` | validation of received messages |
+//! | `FileLogPath` | message and event log files written off the engine thread ([`crate::MessageLog`]) |
+//! | `TickwireIdleStrategy` | `block` or `spin`; the engine spins if any session asks for it |
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tickwire_fix::dict::Dictionary;
+use tickwire_fix::session::{Role, SessionConfig, Validation};
+use tickwire_fix::settings::{ConnectionType, SessionId, SessionSettings};
+use tickwire_fix::store::SyncPolicy;
+use tickwire_fix::validate::ValidationOptions;
+
+use crate::Error;
+
+/// Which message store a session uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// In memory: sequence numbers restart at 1 with every process.
+    Memory,
+    /// The durable file store: the session's directory under `path`
+    /// (QuickFIX's `FileStorePath`), with this sync policy.
+    File {
+        /// `FileStorePath`.
+        path: PathBuf,
+        /// When `flush` syncs (`TickwireStoreSync`).
+        sync: SyncPolicy,
+    },
+}
+
+/// One session as the engine runs it.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// Identity (BeginString, CompIDs, qualifier); printed as QuickFIX prints it.
+    pub id: SessionId,
+    /// The session core's configuration.
+    pub config: SessionConfig,
+    /// Message store.
+    pub store: StoreSpec,
+    /// Dictionary validation of received messages (None: session-level checks only).
+    pub validation: Option<Validation>,
+    /// Acceptor: the address to listen on (port 0: any free port, see
+    /// [`crate::Engine::listen_addrs`]).
+    pub accept: Option<SocketAddr>,
+    /// Initiator: the address and failover addresses, tried in turn.
+    pub connect: Vec<(String, u16)>,
+    /// Set `TCP_NODELAY` on the session's connections.
+    pub nodelay: bool,
+    /// `FileLogPath`: write this session's messages and events there.
+    pub file_log_path: Option<PathBuf>,
+}
+
+impl SessionSpec {
+    /// A session with a memory store, no validation, no log: set `accept` (acceptor)
+    /// or `connect` (initiator) before giving it to [`crate::Engine::new`].
+    pub fn new(config: SessionConfig) -> SessionSpec {
+        let id = SessionId {
+            begin_string: config.begin_string.clone(),
+            sender_comp_id: config.sender_comp_id.clone(),
+            sender_sub_id: config.sender_sub_id.clone().unwrap_or_default(),
+            sender_location_id: config.sender_location_id.clone().unwrap_or_default(),
+            target_comp_id: config.target_comp_id.clone(),
+            target_sub_id: config.target_sub_id.clone().unwrap_or_default(),
+            target_location_id: config.target_location_id.clone().unwrap_or_default(),
+            qualifier: String::new(),
+        };
+        SessionSpec {
+            id,
+            config,
+            store: StoreSpec::Memory,
+            validation: None,
+            accept: None,
+            connect: Vec::new(),
+            nodelay: true,
+            file_log_path: None,
+        }
+    }
+
+    /// The engine's view of a QuickFIX `[SESSION]` (see the module docs for the keys).
+    /// `dicts` caches loaded dictionaries by path so that sessions share them.
+    pub fn from_settings(
+        s: &SessionSettings,
+        dicts: &mut DictionaryCache,
+    ) -> Result<SessionSpec, Error> {
+        let name = s.id.to_string();
+        let config = SessionConfig::from_settings(s).map_err(|source| Error::SessionConfig {
+            session: name.clone(),
+            source,
+        })?;
+        let mut spec = SessionSpec::new(config);
+        spec.id = s.id.clone();
+        spec.nodelay = s.socket_nodelay;
+        spec.file_log_path = s.file_log_path.clone();
+        spec.store = match &s.file_store_path {
+            Some(p) => StoreSpec::File {
+                path: p.clone(),
+                sync: s.store_sync,
+            },
+            None => StoreSpec::Memory,
+        };
+        match s.connection_type {
+            ConnectionType::Acceptor => {
+                let port = s.socket_accept_port.ok_or_else(|| Error::Config {
+                    session: name.clone(),
+                    reason: "acceptor without SocketAcceptPort".into(),
+                })?;
+                let host = s.socket_accept_host.as_deref().unwrap_or("0.0.0.0");
+                let addr = (host, port)
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .ok_or_else(|| Error::Config {
+                        session: name.clone(),
+                        reason: format!("cannot resolve SocketAcceptHost {host:?}"),
+                    })?;
+                spec.accept = Some(addr);
+            }
+            ConnectionType::Initiator => {
+                if s.socket_connect.is_empty() {
+                    return Err(Error::Config {
+                        session: name,
+                        reason: "initiator without SocketConnectHost/SocketConnectPort".into(),
+                    });
+                }
+                spec.connect = s.socket_connect.clone();
+            }
+        }
+        spec.validation = validation(s, &name, dicts)?;
+        Ok(spec)
+    }
+
+    /// Acceptor or initiator.
+    pub fn role(&self) -> Role {
+        self.config.role
+    }
+}
+
+/// Loaded dictionaries by path, shared between sessions.
+#[derive(Debug, Default)]
+pub struct DictionaryCache {
+    loaded: HashMap<PathBuf, Arc<Dictionary>>,
+}
+
+impl DictionaryCache {
+    /// An empty cache.
+    pub fn new() -> DictionaryCache {
+        DictionaryCache::default()
+    }
+
+    /// The dictionary at `path`, loaded once.
+    pub fn load(&mut self, path: &Path, session: &str) -> Result<Arc<Dictionary>, Error> {
+        if let Some(d) = self.loaded.get(path) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(
+            Dictionary::from_file(path).map_err(|source| Error::Dictionary {
+                session: session.to_string(),
+                path: path.to_path_buf(),
+                source,
+            })?,
+        );
+        self.loaded.insert(path.to_path_buf(), d.clone());
+        Ok(d)
+    }
+}
+
+fn validation(
+    s: &SessionSettings,
+    name: &str,
+    dicts: &mut DictionaryCache,
+) -> Result<Option<Validation>, Error> {
+    if !s.use_data_dictionary {
+        return Ok(None);
+    }
+    let options = ValidationOptions {
+        use_data_dictionary: true,
+        validate_fields_out_of_order: s.validate_fields_out_of_order,
+        validate_fields_have_values: s.validate_fields_have_values,
+        validate_user_defined_fields: s.validate_user_defined_fields,
+        allow_unknown_msg_fields: s.allow_unknown_msg_fields,
+        validate_length_and_checksum: s.validate_length_and_checksum,
+        check_comp_id: s.check_comp_id,
+        check_latency: s.check_latency,
+        max_latency: s.max_latency,
+        ..ValidationOptions::default()
+    };
+    if s.id.begin_string == "FIXT.1.1" {
+        let (Some(t), Some((_, a))) = (
+            s.transport_data_dictionary.as_ref(),
+            s.app_data_dictionaries
+                .iter()
+                .find(|(suffix, _)| suffix.is_empty())
+                .or_else(|| s.app_data_dictionaries.first()),
+        ) else {
+            // QuickFIX validates only when the dictionaries are given.
+            return Ok(None);
+        };
+        let t = dicts.load(t, name)?;
+        let a = dicts.load(a, name)?;
+        return Ok(Some(Validation::fixt(t, a, options)));
+    }
+    match s.data_dictionary.as_ref() {
+        Some(p) => Ok(Some(Validation::single(dicts.load(p, name)?, options))),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,444 @@
+//! `tickwire fix acceptor|initiator`: run the FIX engine from a QuickFIX settings file
+//! with a built-in application (`log` or `echo`), printing what happens one line at a
+//! time, and sending what is typed on standard input.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use tickwire_fix::codec::{MessageRef, SOH};
+use tickwire_fix::settings::{ConnectionType, Settings};
+use tickwire_fix_engine::{Application, Ctx, Engine, Handle, SessionKey};
+
+const FIX_ABOUT: &str = "\
+Run a FIX acceptor or initiator from a QuickFIX settings file.
+
+tickwire's FIX engine reads QuickFIX's session settings format as is ([DEFAULT] and
+[SESSION] sections, the same keys), so a QuickFIX configuration can be reused. Keys
+QuickFIX knows but tickwire does not implement are reported and ignored; unknown keys
+are an error. tickwire's own keys start with 'Tickwire':
+  TickwireIdleStrategy=block|spin    wait in epoll (default) or busy-poll
+  TickwireStoreSync=every|batched|os file store fdatasync policy (default os)
+  TickwireStoreSyncBatch=N           messages per fdatasync with 'batched'
+
+Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
+  READY acceptor <addr>... | READY initiator
+  IN <session> <message>       message received (after the session checks), '|' for SOH
+  OUT <session> <message>      message sent
+  EVENT <session> <text>       session events (QuickFIX's wording)
+  LOGON <session> / LOGOUT <session>
+  SENT <session> <MsgSeqNum>   a message typed on stdin was stored (and sent if logged on)
+  ERROR <session> <text>       a message typed on stdin was refused
+
+Standard input, one command per line:
+  35=D|11=ORD1|21=1|38=100|40=1|54=1|55=IBM|60=20240101-00:00:00
+                               send on the first session (MsgType, then the body;
+                               header fields you set, such as 97, go first)
+  FIX.4.4:TW->QF 35=D|...      send on the named session
+  logout [<session>]           log out (all sessions without a name)
+  logon [<session>]            enable again after a logout
+  quit                         log out and exit
+SIGINT/SIGTERM log every session out (waiting up to 3 s) and exit.";
+
+const FIX_EXAMPLES: &str = "\
+Applications (--app):
+  log    print what arrives
+  echo   send NewOrderSingle (D), SecurityDefinition (d) and Email (C) messages back
+         to their sender (same MsgType, same body); ignore a PossResend=Y
+         NewOrderSingle whose ClOrdID was already seen on that session; answer any
+         other application message as unsupported (BusinessMessageReject 380=3, a
+         Reject before FIX.4.2), as QuickFIX's acceptance-test application does
+
+A settings file for both sides (save as fix.cfg; run 'tickwire fix acceptor --config
+fix.cfg --app echo' in one terminal and 'tickwire fix initiator --config fix.cfg' in
+another: each command uses the sessions of its ConnectionType):
+
+  [DEFAULT]
+  StartTime=00:00:00
+  EndTime=00:00:00
+  HeartBtInt=30
+  ReconnectInterval=1
+  FileStorePath=/tmp/tickwire-fix/store
+  # FileLogPath=/tmp/tickwire-fix/log
+  # UseDataDictionary=Y
+  # DataDictionary=/path/to/FIX44.xml
+
+  [SESSION]
+  ConnectionType=acceptor
+  BeginString=FIX.4.4
+  SenderCompID=VENUE
+  TargetCompID=CLIENT
+  SocketAcceptPort=9878
+
+  [SESSION]
+  ConnectionType=initiator
+  BeginString=FIX.4.4
+  SenderCompID=CLIENT
+  TargetCompID=VENUE
+  SocketConnectHost=127.0.0.1
+  SocketConnectPort=9878
+
+More: docs/fix.md (\"Engine and CLI\").";
+
+/// `tickwire fix ...`
+#[derive(Args)]
+#[command(about = "Run a FIX acceptor or initiator from a QuickFIX settings file", long_about = FIX_ABOUT, after_help = FIX_EXAMPLES)]
+pub struct FixArgs {
+    #[command(subcommand)]
+    cmd: FixCmd,
+}
+
+#[derive(Subcommand)]
+enum FixCmd {
+    /// Accept connections for the settings' acceptor sessions.
+    #[command(long_about = FIX_ABOUT, after_help = FIX_EXAMPLES)]
+    Acceptor(RunArgs),
+    /// Connect the settings' initiator sessions.
+    #[command(long_about = FIX_ABOUT, after_help = FIX_EXAMPLES)]
+    Initiator(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// QuickFIX settings file.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Built-in application.
+    #[arg(long, value_enum, default_value_t = AppKind::Log)]
+    app: AppKind,
+    /// Do not print OUT lines (messages sent).
+    #[arg(long)]
+    no_out: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum AppKind {
+    /// Print what arrives.
+    Log,
+    /// Echo D, d and C back; reject other application messages as unsupported.
+    Echo,
+}
+
+/// Entry point.
+pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
+    let (role, a) = match args.cmd {
+        FixCmd::Acceptor(a) => (ConnectionType::Acceptor, a),
+        FixCmd::Initiator(a) => (ConnectionType::Initiator, a),
+    };
+    let mut settings = Settings::load(&a.config)
+        .with_context(|| format!("reading FIX settings {}", a.config.display()))?;
+    for w in &settings.warnings {
+        eprintln!("warning: {w}");
+    }
+    let side = match role {
+        ConnectionType::Acceptor => "acceptor",
+        ConnectionType::Initiator => "initiator",
+    };
+    settings.sessions.retain(|s| s.connection_type == role);
+    if settings.sessions.is_empty() {
+        bail!(
+            "{}: no session with ConnectionType={side}",
+            a.config.display()
+        );
+    }
+    let app = CliApp {
+        kind: a.app,
+        print_out: !a.no_out,
+        names: Vec::new(),
+        seen: HashMap::new(),
+        body: Vec::new(),
+        line: Vec::new(),
+    };
+    let mut engine = Engine::from_settings(&settings, app)
+        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))?;
+    let stop = engine.stop_flag();
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let names: Vec<(SessionKey, String)> = engine
+        .sessions()
+        .map(|(k, id)| (k, id.to_string()))
+        .collect();
+    spawn_stdin(engine.handle(), names);
+    let ready = match role {
+        ConnectionType::Acceptor => {
+            let addrs: Vec<String> = engine
+                .listen_addrs()
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            format!("READY acceptor {}", addrs.join(" "))
+        }
+        ConnectionType::Initiator => "READY initiator".to_string(),
+    };
+    print_line(ready.as_bytes());
+    engine.run().context("running the FIX engine")?;
+    engine
+        .shutdown(Duration::from_secs(3))
+        .context("stopping the FIX engine")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads commands from standard input on a thread of its own (see `FIX_ABOUT`).
+fn spawn_stdin(handle: Handle, names: Vec<(SessionKey, String)>) {
+    let _ = std::thread::Builder::new()
+        .name("fix-stdin".into())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                let Ok(line) = line else { return };
+                if let Err(e) = command(&handle, &names, line.trim()) {
+                    eprintln!("error: {e:#}");
+                }
+            }
+        });
+}
+
+fn command(handle: &Handle, names: &[(SessionKey, String)], line: &str) -> anyhow::Result<()> {
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(());
+    }
+    let find = |name: &str| -> anyhow::Result<SessionKey> {
+        names
+            .iter()
+            .find(|(_, n)| n == name)
+            .map(|(k, _)| *k)
+            .with_context(|| {
+                let all: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
+                format!("no session {name} (sessions: {})", all.join(", "))
+            })
+    };
+    let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let rest = rest.trim();
+    let targets = |rest: &str| -> anyhow::Result<Vec<SessionKey>> {
+        if rest.is_empty() {
+            Ok(names.iter().map(|(k, _)| *k).collect())
+        } else {
+            Ok(vec![find(rest)?])
+        }
+    };
+    match word {
+        "quit" => {
+            handle.stop();
+            Ok(())
+        }
+        "logout" => {
+            for k in targets(rest)? {
+                handle.logout(k, None)?;
+            }
+            Ok(())
+        }
+        "logon" => {
+            for k in targets(rest)? {
+                handle.logon(k)?;
+            }
+            Ok(())
+        }
+        _ => {
+            let (key, fields) = if word.starts_with("35=") {
+                let Some((k, _)) = names.first() else {
+                    bail!("no session")
+                };
+                (*k, line)
+            } else {
+                (find(word)?, rest)
+            };
+            let fields = fields.trim_end_matches('|');
+            let Some(after) = fields.strip_prefix("35=") else {
+                bail!("a message starts with 35=<MsgType>: {line}");
+            };
+            let (msg_type, body) = after.split_once('|').unwrap_or((after, ""));
+            let mut bytes: Vec<u8> = body
+                .bytes()
+                .map(|b| if b == b'|' { SOH } else { b })
+                .collect();
+            if !bytes.is_empty() {
+                bytes.push(SOH);
+            }
+            let msg_type = msg_type.as_bytes().to_vec();
+            let name = names
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default();
+            // Runs on the engine thread; prints the MsgSeqNum the message got (it is
+            // stored, and sent if logged on) or why it was refused.
+            handle.call(move |ctx| match ctx.send(key, &msg_type, &bytes) {
+                Ok(seq) => print_line(format!("SENT {name} {seq}").as_bytes()),
+                Err(e) => print_line(format!("ERROR {name} {e}").as_bytes()),
+            })?;
+            Ok(())
+        }
+    }
+}
+
+/// Prints one line and flushes it (tests and people read these as they come).
+fn print_line(line: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// The `log` and `echo` applications.
+struct CliApp {
+    kind: AppKind,
+    print_out: bool,
+    names: Vec<String>,
+    /// echo: ClOrdIDs seen per session.
+    seen: HashMap<SessionKey, HashSet<Vec<u8>>>,
+    body: Vec<u8>,
+    line: Vec<u8>,
+}
+
+/// Header and trailer tags: not copied into an echoed body (QuickFIX's header set).
+fn is_header_or_trailer(tag: u32) -> bool {
+    matches!(
+        tag,
+        8 | 9
+            | 10
+            | 35
+            | 34
+            | 43
+            | 49
+            | 50
+            | 52
+            | 56
+            | 57
+            | 90
+            | 91
+            | 93
+            | 89
+            | 97
+            | 115
+            | 116
+            | 122
+            | 128
+            | 129
+            | 142
+            | 143
+            | 144
+            | 145
+            | 212
+            | 213
+            | 347
+            | 369
+            | 627
+            | 628
+            | 629
+            | 630
+            | 1128
+            | 1129
+            | 1156
+    )
+}
+
+impl CliApp {
+    fn name(&self, k: SessionKey) -> &str {
+        self.names.get(k.0).map_or("?", String::as_str)
+    }
+
+    fn print_msg(&mut self, what: &str, k: SessionKey, raw: &[u8]) {
+        self.line.clear();
+        self.line.extend_from_slice(what.as_bytes());
+        self.line.push(b' ');
+        let name = self.names.get(k.0).map_or("?", String::as_str);
+        self.line.extend_from_slice(name.as_bytes());
+        self.line.push(b' ');
+        self.line
+            .extend(raw.iter().map(|&b| if b == SOH { b'|' } else { b }));
+        print_line(&self.line);
+    }
+
+    fn echo(&mut self, ctx: &mut Ctx<'_>, k: SessionKey, msg: &MessageRef<'_>) {
+        let msg_type = msg.msg_type();
+        if msg_type == b"j" {
+            // Rejecting a reject would start an endless exchange with a peer that
+            // does the same (QuickFIX's echo does).
+            return;
+        }
+        if !matches!(msg_type, b"D" | b"d" | b"C") {
+            if let Some(seq) = msg.seq_num() {
+                if let Err(e) = ctx.reject_unsupported(k, seq, msg_type) {
+                    eprintln!("error: rejecting on {}: {e}", self.name(k));
+                }
+            }
+            return;
+        }
+        if msg_type == b"D" {
+            let cl_ord_id = msg.get(11).unwrap_or_default();
+            let poss_resend = msg.get_bool(97) == Some(true);
+            let seen = self.seen.entry(k).or_default();
+            if poss_resend && seen.contains(cl_ord_id) {
+                let text = format!(
+                    "EVENT {} Ignoring PossResend NewOrderSingle {}",
+                    self.name(k),
+                    String::from_utf8_lossy(cl_ord_id)
+                );
+                print_line(text.as_bytes());
+                return;
+            }
+            seen.insert(cl_ord_id.to_vec());
+        }
+        self.body.clear();
+        for f in msg.fields() {
+            if is_header_or_trailer(f.tag) {
+                continue;
+            }
+            let _ = write!(self.body, "{}=", f.tag);
+            self.body.extend_from_slice(msg.value(f));
+            self.body.push(SOH);
+        }
+        if let Err(e) = ctx.send(k, msg_type, &self.body) {
+            eprintln!("error: echoing on {}: {e}", self.name(k));
+        }
+    }
+}
+
+impl Application for CliApp {
+    fn on_create(&mut self, session: SessionKey, id: &tickwire_fix::settings::SessionId) {
+        if self.names.len() <= session.0 {
+            self.names.resize(session.0 + 1, String::new());
+        }
+        self.names[session.0] = id.to_string();
+    }
+
+    fn on_logon(&mut self, _ctx: &mut Ctx<'_>, session: SessionKey) {
+        print_line(format!("LOGON {}", self.name(session)).as_bytes());
+    }
+
+    fn on_logout(&mut self, _ctx: &mut Ctx<'_>, session: SessionKey) {
+        print_line(format!("LOGOUT {}", self.name(session)).as_bytes());
+    }
+
+    fn to_admin(&mut self, session: SessionKey, msg: &MessageRef<'_>) {
+        self.print_msg("OUT", session, msg.raw());
+    }
+
+    fn to_app(&mut self, session: SessionKey, msg: &MessageRef<'_>) {
+        self.print_msg("OUT", session, msg.raw());
+    }
+
+    fn from_admin(&mut self, _ctx: &mut Ctx<'_>, session: SessionKey, msg: &MessageRef<'_>) {
+        self.print_msg("IN", session, msg.raw());
+    }
+
+    fn from_app(&mut self, ctx: &mut Ctx<'_>, session: SessionKey, msg: &MessageRef<'_>) {
+        self.print_msg("IN", session, msg.raw());
+        if self.kind == AppKind::Echo {
+            self.echo(ctx, session, msg);
+        }
+    }
+
+    fn on_event(&mut self, session: SessionKey, text: &str) {
+        print_line(format!("EVENT {} {text}", self.name(session)).as_bytes());
+    }
+
+    fn observe_outgoing(&self) -> bool {
+        self.print_out
+    }
+}

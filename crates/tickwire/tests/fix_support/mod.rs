@@ -1,0 +1,352 @@
+//! Helpers for the FIX cross-process tests: child processes whose stdout lines are
+//! collected and waited for (bounded), free loopback ports, the QuickFIX peer and
+//! dictionaries obtained on demand.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, Once};
+use std::time::{Duration, Instant, SystemTime};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
+
+/// How long any expected line may take (debug builds on a busy 2-core machine).
+pub const WAIT: Duration = Duration::from_secs(30);
+
+type Lines = Arc<(Mutex<Vec<String>>, Condvar)>;
+
+/// A child process whose stdout (and stderr, prefixed `stderr: `) lines are collected.
+/// Killed by PID on drop.
+pub struct Peer {
+    pub name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines,
+    cursor: usize,
+}
+
+fn collect(lines: Lines, r: impl std::io::Read + Send + 'static, prefix: &'static str) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            let (m, cv) = &*lines;
+            m.lock().unwrap().push(format!("{prefix}{line}"));
+            cv.notify_all();
+        }
+    });
+}
+
+impl Peer {
+    /// Starts `cmd` with piped stdio.
+    pub fn spawn(name: &str, cmd: &mut Command) -> Peer {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
+        let lines: Lines = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        collect(lines.clone(), child.stdout.take().unwrap(), "");
+        collect(lines.clone(), child.stderr.take().unwrap(), "stderr: ");
+        let stdin = child.stdin.take();
+        Peer {
+            name: name.to_string(),
+            child,
+            stdin,
+            lines,
+            cursor: 0,
+        }
+    }
+
+    /// `tickwire fix <side> --config <cfg> --app <app>`.
+    pub fn tickwire(name: &str, side: &str, cfg: &Path, app: &str) -> Peer {
+        Peer::spawn(
+            name,
+            Command::new(BIN)
+                .args(["fix", side, "--config"])
+                .arg(cfg)
+                .args(["--app", app])
+                .env("TICKWIRE_LOG", "warn"),
+        )
+    }
+
+    /// Everything printed so far.
+    pub fn output(&self) -> String {
+        self.lines.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits (bounded) for the next line after the cursor containing every part;
+    /// moves the cursor past it and returns it.
+    pub fn wait(&mut self, parts: &[&str]) -> String {
+        let deadline = Instant::now() + WAIT;
+        let (m, cv) = &*self.lines;
+        let mut lines = m.lock().unwrap();
+        loop {
+            if let Some(i) = lines[self.cursor..]
+                .iter()
+                .position(|l| parts.iter().all(|p| l.contains(p)))
+            {
+                self.cursor += i + 1;
+                return lines[self.cursor - 1].clone();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let all = lines.join("\n");
+                drop(lines);
+                panic!(
+                    "{}: no line with {parts:?} within {WAIT:?}; output:\n{all}",
+                    self.name
+                );
+            }
+            lines = cv.wait_timeout(lines, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Waits (bounded) for any line since the start containing every part, without
+    /// moving the cursor (for lines whose order relative to others is not fixed).
+    pub fn wait_ever(&self, parts: &[&str]) -> String {
+        let deadline = Instant::now() + WAIT;
+        let (m, cv) = &*self.lines;
+        let mut lines = m.lock().unwrap();
+        loop {
+            if let Some(l) = lines.iter().find(|l| parts.iter().all(|p| l.contains(p))) {
+                return l.clone();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let all = lines.join("\n");
+                drop(lines);
+                panic!(
+                    "{}: no line with {parts:?} within {WAIT:?}; output:\n{all}",
+                    self.name
+                );
+            }
+            lines = cv.wait_timeout(lines, deadline - now).unwrap().0;
+        }
+    }
+
+    /// The lines after the cursor so far that contain every part (no waiting).
+    pub fn find_all(&self, parts: &[&str]) -> Vec<String> {
+        self.lines.0.lock().unwrap()[self.cursor..]
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .cloned()
+            .collect()
+    }
+
+    /// The last line printed so far (from the start) containing every part.
+    pub fn last_ever(&self, parts: &[&str]) -> Option<String> {
+        self.lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|l| parts.iter().all(|p| l.contains(p)))
+            .cloned()
+    }
+
+    /// Any line ever printed containing every part.
+    pub fn ever(&self, parts: &[&str]) -> bool {
+        self.lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| parts.iter().all(|p| l.contains(p)))
+    }
+
+    /// Writes a line to the child's stdin.
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("writing to the child's stdin");
+        stdin.flush().unwrap();
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit; kills on timeout.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "{} did not exit after SIGTERM:\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- output of {} -----\n{}\n-----",
+                self.name,
+                self.output()
+            );
+        }
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh, empty temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tickwire-fix-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+/// Runs `script` once per process under a cross-process lock directory unless
+/// `done()` already holds (cargo runs test binaries in parallel).
+fn provide(lock_name: &str, script: &str, done: impl Fn() -> bool) {
+    let root = repo_root();
+    std::fs::create_dir_all(root.join("target")).unwrap();
+    let lock = root.join("target").join(lock_name);
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        match std::fs::create_dir(&lock) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if done() {
+                    return;
+                }
+                let stale = std::fs::metadata(&lock)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| SystemTime::now().duration_since(t).ok())
+                    .is_some_and(|age| age > Duration::from_secs(900));
+                if stale {
+                    let _ = std::fs::remove_dir(&lock);
+                    continue;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "timed out waiting for {}",
+                    lock.display()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("cannot create lock {}: {e}", lock.display()),
+        }
+    }
+    let status = if done() {
+        None
+    } else {
+        Some(Command::new("bash").arg(root.join(script)).status())
+    };
+    let _ = std::fs::remove_dir(&lock);
+    match status {
+        None => {}
+        Some(Ok(s)) if s.success() && done() => {}
+        Some(r) => panic!("{script} failed ({r:?}); the FIX interop tests need it"),
+    }
+}
+
+/// `target/quickfix/bin/qf_peer`, built on demand (scripts/install-quickfix.sh).
+pub fn qf_peer() -> PathBuf {
+    static ONCE: Once = Once::new();
+    let bin = repo_root().join("target/quickfix/bin/qf_peer");
+    // The script rebuilds when the source is newer; run it once per test process.
+    ONCE.call_once(|| {
+        let src = repo_root().join("tools/quickfix/qf_peer.cpp");
+        let fresh = || {
+            let (Ok(b), Ok(s)) = (std::fs::metadata(&bin), std::fs::metadata(&src)) else {
+                return false;
+            };
+            matches!((b.modified(), s.modified()), (Ok(b), Ok(s)) if b >= s)
+        };
+        provide("quickfix.lock", "scripts/install-quickfix.sh", fresh);
+    });
+    assert!(bin.exists(), "{} missing", bin.display());
+    bin
+}
+
+/// `target/fix-spec` with the QuickFIX dictionaries (scripts/fetch-fix-spec.sh).
+pub fn spec_dir() -> PathBuf {
+    static ONCE: Once = Once::new();
+    let dir = repo_root().join("target/fix-spec");
+    let present = {
+        let dir = dir.clone();
+        move || {
+            ["FIX42.xml", "FIX44.xml"]
+                .iter()
+                .all(|f| std::fs::metadata(dir.join(f)).is_ok_and(|m| m.len() > 0))
+        }
+    };
+    ONCE.call_once(|| provide("fix-spec.lock", "scripts/fetch-fix-spec.sh", &present));
+    assert!(
+        present(),
+        "QuickFIX dictionaries missing from {}",
+        dir.display()
+    );
+    dir
+}
+
+/// The QuickFIX peer with one of the settings files of tools/quickfix.
+pub fn quickfix(name: &str, cfg: &str, port: u16, dir: &Path) -> Peer {
+    let root = repo_root();
+    let bin = qf_peer();
+    let spec = spec_dir();
+    let mut p = Peer::spawn(
+        name,
+        Command::new(bin)
+            .arg("--config")
+            .arg(root.join("tools/quickfix").join(cfg))
+            .args(["--app", "echo"])
+            .arg("--define")
+            .arg(format!("PORT={port}"))
+            .arg("--define")
+            .arg(format!("SPEC={}", spec.display()))
+            .arg("--define")
+            .arg(format!("DIR={}", dir.display())),
+    );
+    p.wait(&["READY"]);
+    p
+}
+
+/// The value of `tag` in a `|`-separated message line.
+pub fn field(line: &str, tag: u32) -> Option<String> {
+    let prefix = format!("{tag}=");
+    // The first field follows "IN <session> "; values may contain spaces.
+    line.split('|')
+        .enumerate()
+        .map(|(i, f)| {
+            if i == 0 {
+                f.rsplit(' ').next().unwrap_or(f)
+            } else {
+                f
+            }
+        })
+        .find_map(|f| f.strip_prefix(&prefix).map(str::to_string))
+}
