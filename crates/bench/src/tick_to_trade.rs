@@ -334,7 +334,19 @@ pub struct Report {
 }
 
 /// Runs the bench; `tickwire` is the binary that starts tickwire's own algos.
+/// Fails only when no algo could be measured at all.
 pub fn run(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+    let report = run_report(a, tickwire)?;
+    let all_failed = report.algos.iter().all(|r| r.error.is_some());
+    Ok(if all_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs the bench, prints the report (and writes `--json`/`--plot`), and returns it.
+pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report> {
     let (cycle_name, steps) = if a.rates.is_empty() {
         (a.cycle.name().to_string(), a.cycle.published())
     } else {
@@ -461,12 +473,7 @@ pub fn run(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         plot(path, &report)?;
         println!("plot: {}", path.display());
     }
-    let all_failed = report.algos.iter().all(|r| r.error.is_some());
-    Ok(if all_failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(report)
 }
 
 fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {

@@ -43,7 +43,15 @@ Then the market-data path (skip it with --no-market-data): a synthetic NASDAQ IT
 session (100,000 messages, 50 symbols) is published as MoldUDP64 multicast on loopback
 at 4x its recorded rate, through the feed handler (gap detection, order books) and a
 router child process, to 2 measuring clients; the report says whether anything was lost
-and gives the latency of each hop. The full test: `tickwire bench md-replay`.";
+and gives the latency of each hop. The full test: `tickwire bench md-replay`.
+
+Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
+simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at
+10,000 msg/s for 3 s (after a 1 s warm-up); the algo answers each with a 35=D order.
+It runs twice, side by side: tickwire's FIX engine with its durable file store, then a
+raw-socket responder with no FIX engine (the floor). The report gives latency from each
+X's intended send time to its order, and the CPU each algo spent per tick. The full
+test: `tickwire bench tick-to-trade`.";
 
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]
@@ -60,6 +68,9 @@ pub struct DemoArgs {
     /// Skip the market-data part (synthetic ITCH feed → feed handler → router → clients).
     #[arg(long)]
     no_market_data: bool,
+    /// Skip the tick-to-trade part (FIX 35=X in, 35=D out; tickwire's engine vs raw).
+    #[arg(long)]
+    no_tick_to_trade: bool,
 }
 
 struct Sub {
@@ -180,11 +191,51 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .context("running the router")?;
 
     let code = report(&a, &published, &expected, &results, stats.as_deref());
-    if a.no_market_data {
-        return Ok(code);
+    let md_ok = a.no_market_data || market_data()?;
+    let t2t_ok = a.no_tick_to_trade || tick_to_trade()?;
+    Ok(if md_ok && t2t_ok {
+        code
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The short tick-to-trade run (see the help text); true when both algos answered
+/// every market-data message exactly once.
+fn tick_to_trade() -> anyhow::Result<bool> {
+    println!("\n==================== tick-to-trade (FIX) ====================");
+    // The same arguments a user would type, so the demo shows a reproducible command.
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: tickwire_bench::tick_to_trade::TickToTradeArgs,
     }
-    let md_ok = market_data()?;
-    Ok(if md_ok { code } else { ExitCode::FAILURE })
+    let argv = [
+        "tick-to-trade",
+        "--compare",
+        "builtin,raw",
+        "--rates",
+        "10k",
+        "--step-duration",
+        "3s",
+        "--warmup",
+        "1s",
+        "--drain",
+        "1s",
+    ];
+    println!("(as: tickwire bench {})", argv.join(" "));
+    let cmd =
+        <Cmd as clap::Parser>::try_parse_from(argv).context("demo tick-to-trade arguments")?;
+    let me = std::env::current_exe().context("locating the tickwire binary")?;
+    let report = tickwire_bench::tick_to_trade::run_report(&cmd.args, &me)?;
+    Ok(report.algos.iter().all(|r| {
+        r.error.is_none()
+            && r.counters.sent > 0
+            && r.counters.received == r.counters.sent
+            && r.counters.gaps == 0
+            && r.counters.duplicates == 0
+            && r.unexpected == 0
+    }))
 }
 
 /// The short market-data replay (see the help text); true when nothing was lost.

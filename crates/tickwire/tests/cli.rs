@@ -578,4 +578,14 @@ fn demo_runs_and_reports_ok() {
     for name in ["nasdaq", "aapl", "prefix", "risk"] {
         assert!(out.contains(name), "report lacks subscriber {name}: {out}");
     }
+    // The market-data and tick-to-trade parts ran too (the exit code covers their
+    // losses); the tick-to-trade report names both algos.
+    assert!(out.contains("== market data =="), "stdout: {out}");
+    let t2t = out
+        .split("== tick-to-trade (FIX) ==")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no tick-to-trade part: {out}"));
+    for algo in ["builtin", "raw"] {
+        assert!(t2t.contains(algo), "tick-to-trade lacks {algo}: {t2t}");
+    }
 }

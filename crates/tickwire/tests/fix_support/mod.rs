@@ -332,6 +332,9 @@ pub fn quickfix(name: &str, cfg: &str, port: u16, dir: &Path) -> Peer {
             .arg(format!("DIR={}", dir.display())),
     );
     p.wait(&["READY"]);
+    // QuickFIX's own threads may log (even send a Logon) before its main thread prints
+    // READY: waits that follow must see those lines too.
+    p.cursor = 0;
     p
 }
 
