@@ -192,6 +192,40 @@ impl Exchange {
         Some(self.packet.finish())
     }
 
+    /// As [`Exchange::next_packet`], rewriting the ITCH timestamp of each message that
+    /// goes into the packet to `stamp(seq, recorded_timestamp)` first (e.g. its
+    /// scheduled send time, so one host can measure exchange-to-feed-handler latency).
+    /// Messages left for a later packet keep their recorded timestamps.
+    pub fn next_packet_restamped(
+        &mut self,
+        data: &mut SessionData,
+        mut due: impl FnMut(u64) -> bool,
+        mut stamp: impl FnMut(u64, u64) -> u64,
+    ) -> Option<&[u8]> {
+        if self.done(data) {
+            return None;
+        }
+        self.packet.reset(self.next);
+        let mut seq = self.next;
+        while let Some(recorded) = data.timestamp(seq) {
+            if seq != self.next && !due(seq) {
+                break;
+            }
+            data.restamp(seq, stamp(seq, recorded));
+            let Some(m) = data.message(seq) else { break };
+            match self.packet.push(m) {
+                Ok(_) => seq += 1,
+                Err(BuildError::Full) => {
+                    data.restamp(seq, recorded);
+                    break;
+                }
+                Err(_) => seq += 1,
+            }
+        }
+        self.next = seq;
+        Some(self.packet.finish())
+    }
+
     /// A heartbeat announcing the next sequence number.
     pub fn heartbeat(&self) -> [u8; 20] {
         PacketBuilder::new(self.session, self.next, self.max_packet).heartbeat()
@@ -281,6 +315,52 @@ mod tests {
             SessionData::from_file_bytes(&[0, 3, 1, 2, 3]),
             Err(SessionError::TooShort { .. })
         ));
+    }
+
+    /// Regression: the replay publisher restamped every due message before cutting the
+    /// packet, so the messages a full packet left behind went out later with a stamp
+    /// their schedule had been recomputed from, as early as the session's start (md-replay
+    /// showed exchange→FH latencies as long as the whole run).
+    #[test]
+    fn restamping_touches_only_the_messages_a_packet_carries() {
+        let mut data = SessionData::from_file_bytes(&session_file(20)).unwrap();
+        let mut ex = Exchange::new(Session::new("TEST").unwrap(), 20 + 5 * 21);
+        let mut stamped = Vec::new();
+        let p = ex
+            .next_packet_restamped(
+                &mut data,
+                |_| true,
+                |seq, recorded| {
+                    stamped.push((seq, recorded));
+                    7_000_000 + seq
+                },
+            )
+            .unwrap();
+        assert_eq!(seqs(p), vec![1, 2, 3, 4, 5]);
+        // The sixth was offered, did not fit, and got its recorded stamp back.
+        assert_eq!(stamped.len(), 6);
+        assert_eq!(stamped[5], (6, 5000));
+        for seq in 1..=5 {
+            assert_eq!(data.timestamp(seq), Some(7_000_000 + seq));
+        }
+        for seq in 6..=20 {
+            assert_eq!(data.timestamp(seq), Some((seq - 1) * 1000), "message {seq}");
+        }
+        // The next packet starts at 6 and stamps it from its recorded time.
+        let mut recorded = Vec::new();
+        let p = ex
+            .next_packet_restamped(
+                &mut data,
+                |_| false,
+                |seq, r| {
+                    recorded.push((seq, r));
+                    r + 1
+                },
+            )
+            .unwrap();
+        assert_eq!(seqs(p), vec![6]);
+        assert_eq!(recorded, vec![(6, 5000)]);
+        assert_eq!(data.timestamp(6), Some(5001));
     }
 
     #[test]

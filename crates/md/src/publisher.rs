@@ -184,15 +184,19 @@ pub fn publish(
             }
             limit += 1;
         }
-        if opts.restamp {
-            for s in seq..limit {
-                let due = schedule
-                    .due(s - 1, data.timestamp(s).unwrap_or(first_ts))
-                    .unwrap_or(now);
-                data.restamp(s, time_of_day(due, tod));
-            }
-        }
-        let Some(p) = ex.next_packet(&data, |s| s < limit) else {
+        let packet = if opts.restamp {
+            ex.next_packet_restamped(
+                &mut data,
+                |s| s < limit,
+                |s, recorded| {
+                    let due = schedule.due(s - 1, recorded).unwrap_or(now);
+                    time_of_day(due, tod)
+                },
+            )
+        } else {
+            ex.next_packet(&data, |s| s < limit)
+        };
+        let Some(p) = packet else {
             break;
         };
         let count = u64::from(u16::from_be_bytes([p[18], p[19]]));

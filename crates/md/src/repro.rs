@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_bench::harness::{RouterChild, StopFlag};
+use tickwire_bench::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
 use tickwire_bench::report::{latency_table, line_chart_svg, write_json, Machine, Series};
 use tickwire_bench::stats::Summary;
 use tickwire_capture::Speed;
@@ -45,6 +45,9 @@ pub struct ReproOptions {
     pub window: Duration,
     pub router_idle: String,
     pub feed_idle: Idle,
+    /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
+    /// clients on CPU `near` (None: unpinned).
+    pub pin: Option<Pinning>,
     pub group: SocketAddrV4,
     pub json: Option<PathBuf>,
     pub plot: Option<PathBuf>,
@@ -78,6 +81,7 @@ pub struct ReproReport {
     pub machine: Machine,
     pub router_idle: String,
     pub feed_idle: String,
+    pub pin: Option<Pinning>,
     pub session_file: String,
     pub session_messages: u64,
     pub window_seconds: f64,
@@ -111,10 +115,26 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         }
     };
     let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
-    let router = RouterChild::start(&opts.tickwire, &opts.router_idle, None, &[])?;
+    if let Some(p) = opts.pin {
+        // The exchange (this thread) and, through inheritance, the measuring thread.
+        pin_current_thread(p.near);
+    }
+    let router = RouterChild::start(
+        &opts.tickwire,
+        &opts.router_idle,
+        opts.pin.map(|p| p.near),
+        &[],
+    )?;
     println!(
-        "router: {} (idle {}), feed handler idle {:?}, {} measuring clients",
-        router.addr, opts.router_idle, opts.feed_idle, opts.clients
+        "router: {} (idle {}), feed handler idle {:?}, {} measuring clients, {}",
+        router.addr,
+        opts.router_idle,
+        opts.feed_idle,
+        opts.clients,
+        opts.pin.map_or("unpinned".to_string(), |p| format!(
+            "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
+            p.far, p.near
+        ))
     );
     let mut results = Vec::new();
     for (k, &speed) in opts.speeds.iter().enumerate() {
@@ -140,6 +160,7 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         machine: Machine::detect(),
         router_idle: opts.router_idle.clone(),
         feed_idle: format!("{:?}", opts.feed_idle).to_lowercase(),
+        pin: opts.pin,
         session_file: file.display().to_string(),
         session_messages: data.len(),
         window_seconds: opts.window.as_secs_f64(),
@@ -190,9 +211,15 @@ fn one_speed(
         print_counters: false,
     };
     let fh_stop = stop.clone();
+    let fh_cpu = opts.pin.map(|p| p.far);
     let fh = std::thread::Builder::new()
         .name("feed-handler".into())
-        .spawn(move || handler::run(&h_opts, &fh_stop))?;
+        .spawn(move || {
+            if let Some(cpu) = fh_cpu {
+                pin_current_thread(cpu);
+            }
+            handler::run(&h_opts, &fh_stop)
+        })?;
     // Let the feed handler join the group and connect before the first packet.
     std::thread::sleep(Duration::from_millis(300));
     let p_opts = PublishOptions {

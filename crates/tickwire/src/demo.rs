@@ -253,6 +253,7 @@ fn market_data() -> anyhow::Result<bool> {
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
         feed_idle: tickwire_md::handler::Idle::Spin,
+        pin: None,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,

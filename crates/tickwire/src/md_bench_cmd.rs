@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
+use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
 use tickwire_md::handler::Idle;
@@ -148,6 +148,10 @@ pub struct MdReplayArgs {
     /// Feed-handler idle strategy (spin or block).
     #[arg(long, default_value = "spin")]
     feed_idle: Idle,
+    /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
+    /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine).
+    #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
+    pin: Option<Pinning>,
     /// Multicast group (the port grows by 2 per speed; port + 1 serves re-requests).
     #[arg(long, default_value = "239.1.1.7:27400")]
     group: SocketAddrV4,
@@ -172,6 +176,7 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         window: a.window,
         router_idle: a.router_idle,
         feed_idle: a.feed_idle,
+        pin: a.pin,
         group: a.group,
         json: a.json,
         plot: a.plot,
