@@ -268,6 +268,8 @@ pub struct StepResult {
     /// The algo's CPU time during the step, ms, and per order received, µs.
     pub cpu_ms: Option<f64>,
     pub cpu_us_per_tick: Option<f64>,
+    /// The user-space part of `cpu_us_per_tick` (the rest is the kernel's).
+    pub cpu_user_us_per_tick: Option<f64>,
     /// Why the step is INVALID (rule 3), if it is.
     pub invalid: Option<String>,
 }
@@ -746,11 +748,15 @@ fn summarise(
             missing: m.missing(),
             duplicates: m.duplicates,
             out_of_order: m.out_of_order,
-            cpu_ms: m.cpu_ns.map(|c| c as f64 / 1e6),
+            cpu_ms: m.cpu.map(|c| c.total_ns() as f64 / 1e6),
             cpu_us_per_tick: m
-                .cpu_ns
+                .cpu
                 .filter(|_| m.in_window > 0)
-                .map(|c| c as f64 / 1e3 / m.in_window as f64),
+                .map(|c| c.total_ns() as f64 / 1e3 / m.in_window as f64),
+            cpu_user_us_per_tick: m
+                .cpu
+                .filter(|_| m.in_window > 0)
+                .map(|c| c.user_ns as f64 / 1e3 / m.in_window as f64),
             invalid,
         });
     }
@@ -820,8 +826,19 @@ pub fn algo_table(r: &AlgoResult) -> String {
         return out;
     }
     let heads = [
-        "target/s", "orders/s", "samples", "p50", "p95", "p98", "p99", "p99.9", "max", "mean",
-        "stddev", "CPU/tick",
+        "target/s",
+        "orders/s",
+        "samples",
+        "p50",
+        "p95",
+        "p98",
+        "p99",
+        "p99.9",
+        "max",
+        "mean",
+        "stddev",
+        "CPU/tick",
+        "user/tick",
     ];
     let lw = r
         .steps
@@ -834,7 +851,10 @@ pub fn algo_table(r: &AlgoResult) -> String {
     for h in heads {
         let _ = write!(out, " {h:>9}");
     }
-    let _ = writeln!(out, "  (latency µs, CPU µs per X→D)");
+    let _ = writeln!(
+        out,
+        "  (latency µs; CPU µs per X→D, all and user space only: the rest is the kernel)"
+    );
     for s in &r.steps {
         let l = &s.latency;
         let _ = write!(
@@ -854,10 +874,10 @@ pub fn algo_table(r: &AlgoResult) -> String {
         ] {
             let _ = write!(out, " {v:>9.2}");
         }
-        let cpu = s
-            .cpu_us_per_tick
-            .map_or("-".to_string(), |c| format!("{c:.2}"));
-        let _ = write!(out, " {cpu:>9}");
+        for c in [s.cpu_us_per_tick, s.cpu_user_us_per_tick] {
+            let c = c.map_or("-".to_string(), |c| format!("{c:.2}"));
+            let _ = write!(out, " {c:>9}");
+        }
         if let Some(why) = &s.invalid {
             let _ = write!(out, "  INVALID: {why}");
         }
@@ -1016,6 +1036,7 @@ mod tests {
             out_of_order: 0,
             cpu_ms: cpu,
             cpu_us_per_tick: cpu,
+            cpu_user_us_per_tick: cpu,
             invalid: None,
         }
     }

@@ -207,7 +207,7 @@ struct Conn {
 struct Net {
     poll: Poll,
     events: Events,
-    ready: Vec<(Token, bool, bool)>,
+    ready: Vec<(Token, bool, bool, bool)>,
     /// `None` once closed (shutdown): a stopping acceptor takes no new connections.
     listeners: Vec<(Option<TcpListener>, SocketAddr)>,
     conns: Vec<Option<Conn>>,
@@ -561,10 +561,13 @@ impl<A: Application> Engine<A> {
         for ev in self.net.events.iter() {
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
             let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-            self.net.ready.push((ev.token(), readable, writable));
+            let to_eof = ev.is_read_closed() || ev.is_error();
+            self.net
+                .ready
+                .push((ev.token(), readable, writable, to_eof));
         }
         for i in 0..self.net.ready.len() {
-            let (token, readable, writable) = self.net.ready[i];
+            let (token, readable, writable, to_eof) = self.net.ready[i];
             match token.0 {
                 0 => {}
                 t if t < CONN_BASE => self.accept_all(t - LISTENER_BASE),
@@ -589,7 +592,7 @@ impl<A: Application> Engine<A> {
                         }
                     }
                     if readable {
-                        self.read_conn(c);
+                        self.read_conn(c, to_eof);
                     }
                     if writable {
                         self.write_conn(c);
@@ -780,7 +783,11 @@ impl<A: Application> Engine<A> {
     }
 
     /// Reads until the socket would block, processing complete frames after every read.
-    fn read_conn(&mut self, c: usize) {
+    /// Reads until the socket is drained. A read that returns less than the space
+    /// offered has emptied the receive queue: later bytes raise a new edge, so no
+    /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
+    /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
+    fn read_conn(&mut self, c: usize, to_eof: bool) {
         loop {
             let max = self.opts.max_message_len;
             let Some(Some(conn)) = self.net.conns.get_mut(c) else {
@@ -811,7 +818,11 @@ impl<A: Application> Engine<A> {
                 }
                 Ok(n) => {
                     conn.rend += n;
+                    let drained = n < len - rend;
                     self.process_frames(c);
+                    if drained && !to_eof {
+                        return;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

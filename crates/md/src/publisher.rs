@@ -68,14 +68,28 @@ pub struct PublishReport {
     pub stopped: bool,
 }
 
-/// Offset to add to CLOCK_MONOTONIC ns to get ns since midnight UTC (read once).
+/// Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns (read once per run).
+///
+/// The exchange stamps with it and the measuring clients convert back with their own
+/// reading, so an error in either shows up as exchange→FH latency: each reading
+/// brackets the wall clock between two monotonic reads and keeps the tightest of 16
+/// (a thread preempted between the reads would otherwise skew it by the preemption).
 pub fn monotonic_to_time_of_day() -> i128 {
-    let real = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
-    let mono = now_ns() as i128;
-    real - mono
+    let mut best: Option<(u64, i128)> = None;
+    for _ in 0..16 {
+        let before = now_ns();
+        let real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
+        let after = now_ns();
+        let width = after.saturating_sub(before);
+        let offset = real - (before as i128 + after as i128) / 2;
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, offset));
+        }
+    }
+    best.map_or(0, |(_, offset)| offset)
 }
 
 /// ns since midnight UTC for a CLOCK_MONOTONIC instant, given the offset above.

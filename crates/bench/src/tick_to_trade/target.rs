@@ -186,7 +186,29 @@ pub fn scratch_dir(what: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Reads a process's CPU time (user + system, all threads) from `/proc/<pid>/stat`.
+/// A process's CPU time, split into user space (the program's own work) and the kernel
+/// (system calls: socket reads and writes, epoll, the store's writes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+impl CpuTime {
+    pub fn total_ns(self) -> u64 {
+        self.user_ns + self.system_ns
+    }
+
+    /// The CPU time spent since `earlier`.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user_ns: self.user_ns.saturating_sub(earlier.user_ns),
+            system_ns: self.system_ns.saturating_sub(earlier.system_ns),
+        }
+    }
+}
+
+/// Reads a process's CPU time (user and system, all threads) from `/proc/<pid>/stat`.
 #[derive(Debug, Clone)]
 pub struct CpuProbe {
     path: PathBuf,
@@ -204,11 +226,14 @@ impl CpuProbe {
         p.read().map(|_| p)
     }
 
-    /// CPU time so far in ns (resolution: one clock tick, usually 10 ms).
-    pub fn read(&self) -> Option<u64> {
+    /// CPU time so far (resolution: one clock tick, usually 10 ms).
+    pub fn read(&self) -> Option<CpuTime> {
         let text = std::fs::read_to_string(&self.path).ok()?;
         let (utime, stime) = parse_stat_times(&text)?;
-        Some((utime + stime) * self.ns_per_tick)
+        Some(CpuTime {
+            user_ns: utime * self.ns_per_tick,
+            system_ns: stime * self.ns_per_tick,
+        })
     }
 
     /// The resolution of [`CpuProbe::read`] in ns.
@@ -258,7 +283,19 @@ mod tests {
     #[test]
     fn this_process_has_a_cpu_time() {
         let p = CpuProbe::new(std::process::id()).expect("own /proc entry");
-        assert!(p.read().is_some());
+        let t = p.read().expect("own CPU time");
+        assert_eq!(t.total_ns(), t.user_ns + t.system_ns);
+        let later = CpuTime {
+            user_ns: t.user_ns + 5,
+            system_ns: t.system_ns + 7,
+        };
+        assert_eq!(
+            later.since(t),
+            CpuTime {
+                user_ns: 5,
+                system_ns: 7
+            }
+        );
         assert!(p.resolution_ns() > 0);
         assert!(CpuProbe::new(u32::MAX).is_none());
     }

@@ -33,6 +33,7 @@ use tickwire_fix::store::MemoryStore;
 
 use super::plan::Timeline;
 use super::protocol::{self, ALGO_MD, ALGO_OE, BEGIN_STRING, VENUE_MD, VENUE_OE};
+use super::target::CpuTime;
 use crate::harness::{self, Progress, StopFlag};
 use crate::stats::{Counters, Latency, SeqTracker};
 
@@ -84,7 +85,7 @@ pub struct PhaseMeasure {
     /// algo achieved.
     pub in_window: u64,
     /// The algo's CPU time during the phase's window, ns (None: no probe).
-    pub cpu_ns: Option<u64>,
+    pub cpu: Option<CpuTime>,
 }
 
 impl PhaseMeasure {
@@ -97,7 +98,7 @@ impl PhaseMeasure {
             duplicates: 0,
             out_of_order: 0,
             in_window: 0,
-            cpu_ns: None,
+            cpu: None,
         }
     }
 
@@ -153,7 +154,7 @@ pub fn run(
     opts: &VenueOptions,
     tl: &Timeline,
     stop: &StopFlag,
-    cpu: &mut dyn FnMut() -> Option<u64>,
+    cpu: &mut dyn FnMut() -> Option<CpuTime>,
 ) -> anyhow::Result<VenueRun> {
     if let Some(c) = opts.cpu {
         harness::pin_current_thread(c);
@@ -207,7 +208,7 @@ pub fn run(
     let n_phases = tl.phases.len();
     let total = tl.total();
     let end_ns = tl.end_ns();
-    let mut cpu_at: Vec<Option<u64>> = vec![None; n_phases + 1];
+    let mut cpu_at: Vec<Option<CpuTime>> = vec![None; n_phases + 1];
     cpu_at[0] = cpu();
     let start = harness::now_ns();
     rec.start = start;
@@ -373,7 +374,7 @@ pub fn run(
 
     for k in 0..n_phases {
         if let (Some(a), Some(b)) = (cpu_at[k], cpu_at[k + 1]) {
-            rec.phases[k].cpu_ns = Some(b.saturating_sub(a));
+            rec.phases[k].cpu = Some(b.since(a));
         }
     }
     for c in [&mut oe, &mut md] {
