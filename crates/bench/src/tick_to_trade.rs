@@ -281,6 +281,8 @@ pub struct AlgoResult {
     pub name: String,
     /// Which algo (None: external).
     pub kind: Option<AlgoKind>,
+    /// Its idle strategy (None: QuickFIX and external algos, which wait in the kernel).
+    pub idle: Option<Idle>,
     /// What it is (engine, store, validation, idle strategy).
     pub description: String,
     /// The command that started it (None for an external algo).
@@ -435,11 +437,13 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
                     );
                     drop(p);
                     r.kind = Some(choice.kind);
+                    r.idle = idle_of(&choice, a);
                     r
                 }
                 Err(e) => {
                     let mut r = failed(&choice.name, format!("{e:#}"));
                     r.kind = Some(choice.kind);
+                    r.idle = idle_of(&choice, a);
                     r
                 }
             };
@@ -485,10 +489,19 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{addr} resolves to no address"))
 }
 
+/// The idle strategy an algo of ours runs with (None for QuickFIX: it blocks).
+fn idle_of(choice: &AlgoChoice, a: &TickToTradeArgs) -> Option<Idle> {
+    match choice.kind {
+        AlgoKind::Builtin | AlgoKind::Raw => Some(choice.idle.unwrap_or(a.idle)),
+        AlgoKind::Quickfix => None,
+    }
+}
+
 fn failed(name: &str, error: String) -> AlgoResult {
     AlgoResult {
         name: name.into(),
         kind: None,
+        idle: None,
         description: String::new(),
         command: None,
         steps: Vec::new(),
@@ -763,6 +776,7 @@ fn summarise(
     AlgoResult {
         name: name.into(),
         kind: None,
+        idle: None,
         description,
         command,
         steps,
@@ -781,20 +795,30 @@ fn summarise(
 
 /// Every algo against the raw floor (the first `raw` measured) and against the first
 /// `builtin` measured.
+/// Every algo against the raw floor and against tickwire's engine. The base of each
+/// comparison waits the same way as the algo compared (spinning against spinning,
+/// blocking against blocking; QuickFIX blocks) when the run has one.
 fn ratios(results: &[AlgoResult]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for base_kind in [AlgoKind::Raw, AlgoKind::Builtin] {
-        let Some(b) = results
+        let bases: Vec<&AlgoResult> = results
             .iter()
-            .find(|r| r.kind == Some(base_kind) && r.error.is_none())
-        else {
+            .filter(|r| r.kind == Some(base_kind) && r.error.is_none())
+            .collect();
+        let Some(&first) = bases.first() else {
             continue;
         };
-        let base = b.name.as_str();
-        for r in results
-            .iter()
-            .filter(|r| r.name != base && r.error.is_none())
-        {
+        for r in results.iter().filter(|r| r.error.is_none()) {
+            let idle = r.idle.unwrap_or(Idle::Block);
+            let b = bases
+                .iter()
+                .copied()
+                .find(|b| b.idle.unwrap_or(Idle::Block) == idle)
+                .unwrap_or(first);
+            if b.name == r.name || r.kind == Some(base_kind) {
+                continue;
+            }
+            let base = b.name.as_str();
             for s in &r.steps {
                 let Some(bs) = b.steps.iter().find(|x| x.label == s.label) else {
                     continue;
@@ -969,16 +993,13 @@ fn plot(path: &Path, r: &Report) -> anyhow::Result<()> {
                 format!("{} p99", a.name),
                 pts(&|s| s.latency.p99_us),
             ));
-            series.push(Series::new(
-                format!("{} max", a.name),
-                pts(&|s| s.latency.max_us),
-            ));
         }
         report::line_chart_svg(
             path,
             &format!(
                 "tick-to-trade {}: X→D latency per step ({})",
-                r.cycle, r.scaling
+                r.cycle,
+                r.plan.scaling.short()
             ),
             "target rate (msg/s)",
             "latency (µs)",
@@ -993,13 +1014,13 @@ fn plot(path: &Path, r: &Report) -> anyhow::Result<()> {
             };
             series.push(Series::new(format!("{} p50", a.name), pts(&|t| t.p50_us)));
             series.push(Series::new(format!("{} p99", a.name), pts(&|t| t.p99_us)));
-            series.push(Series::new(format!("{} max", a.name), pts(&|t| t.max_us)));
         }
         report::line_chart_svg(
             path,
             &format!(
                 "tick-to-trade {}: X→D latency per second ({})",
-                r.cycle, r.scaling
+                r.cycle,
+                r.plan.scaling.short()
             ),
             "time (s)",
             "latency (µs)",
@@ -1088,6 +1109,44 @@ mod tests {
             4,
             "builtin/raw, quickfix/raw, raw/builtin, quickfix/builtin"
         );
+    }
+
+    #[test]
+    fn ratios_pair_algos_with_the_base_that_waits_the_same_way() {
+        let with = |name: &str, kind, idle, p50| {
+            let mut r = algo(name, vec![step("50k", p50, Some(1.0))]);
+            r.kind = Some(kind);
+            r.idle = idle;
+            r
+        };
+        let rs = vec![
+            with("builtin:block", AlgoKind::Builtin, Some(Idle::Block), 30.0),
+            with("quickfix", AlgoKind::Quickfix, None, 60.0),
+            with("raw:block", AlgoKind::Raw, Some(Idle::Block), 20.0),
+            with("builtin:spin", AlgoKind::Builtin, Some(Idle::Spin), 24.0),
+            with("raw:spin", AlgoKind::Raw, Some(Idle::Spin), 16.0),
+        ];
+        let r = ratios(&rs);
+        let versus = |a: &str, base_kind: &str| {
+            r.iter()
+                .find(|x| x.algo == a && x.versus.starts_with(base_kind))
+                .map(|x| (x.versus.clone(), x.p50))
+                .unwrap()
+        };
+        for (algo, base_kind, want_base, want_p50) in [
+            ("builtin:spin", "raw", "raw:spin", 1.5),
+            ("builtin:block", "raw", "raw:block", 1.5),
+            // QuickFIX waits in the kernel: against the blocking floor and engine.
+            ("quickfix", "raw", "raw:block", 3.0),
+            ("quickfix", "builtin", "builtin:block", 2.0),
+        ] {
+            let (base, p50) = versus(algo, base_kind);
+            assert_eq!(base, want_base, "{algo}");
+            assert!((p50 - want_p50).abs() < 0.01, "{algo}: {p50}");
+        }
+        assert!(r
+            .iter()
+            .all(|x| x.algo.split(':').next() != x.versus.split(':').next()));
     }
 
     #[test]

@@ -115,6 +115,8 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         }
     };
     let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
+    // Before pinning: the core count comes from this thread's affinity.
+    let machine = Machine::detect();
     if let Some(p) = opts.pin {
         // The exchange (this thread) and, through inheritance, the measuring thread.
         pin_current_thread(p.near);
@@ -157,7 +159,7 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
     }
     let _ = std::fs::remove_dir_all(&tmp);
     let report = ReproReport {
-        machine: Machine::detect(),
+        machine,
         router_idle: opts.router_idle.clone(),
         feed_idle: format!("{:?}", opts.feed_idle).to_lowercase(),
         pin: opts.pin,

@@ -82,6 +82,15 @@ pub enum Scaling {
 
 impl Scaling {
     /// One line for the report.
+    /// A few words for a plot title.
+    pub fn short(&self) -> String {
+        match self {
+            Scaling::None => "published durations".into(),
+            Scaling::Factor(f) => format!("durations x{f}"),
+            Scaling::StepSeconds(s) => format!("{s} s steps"),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Scaling::None => "published durations (not scaled)".into(),
