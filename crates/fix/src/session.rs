@@ -930,13 +930,19 @@ fn secs_between(now: u64, then: u64) -> i64 {
     (now / NANOS) as i64 - (then / NANOS) as i64
 }
 
+/// Standard trailer tags (QuickFIX `Message::isTrailerField`): SignatureLength,
+/// Signature, CheckSum.
+pub fn is_trailer_tag(t: u32) -> bool {
+    matches!(t, 89 | 93 | 10)
+}
+
 /// QuickFIX `Message::isAdminMsgType`.
 fn is_admin(msg_type: &[u8]) -> bool {
     matches!(msg_type, [b'0' | b'1' | b'2' | b'3' | b'4' | b'5' | b'A'])
 }
 
 /// Standard header tags (QuickFIX `Message::isHeaderField`).
-fn is_header_tag(t: u32) -> bool {
+pub fn is_header_tag(t: u32) -> bool {
     matches!(
         t,
         8 | 9

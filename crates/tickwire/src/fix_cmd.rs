@@ -295,46 +295,9 @@ struct CliApp {
     line: Vec<u8>,
 }
 
-/// Header and trailer tags: not copied into an echoed body (QuickFIX's header set).
+/// Header and trailer tags: not copied into an echoed body (QuickFIX's sets).
 fn is_header_or_trailer(tag: u32) -> bool {
-    matches!(
-        tag,
-        8 | 9
-            | 10
-            | 35
-            | 34
-            | 43
-            | 49
-            | 50
-            | 52
-            | 56
-            | 57
-            | 90
-            | 91
-            | 93
-            | 89
-            | 97
-            | 115
-            | 116
-            | 122
-            | 128
-            | 129
-            | 142
-            | 143
-            | 144
-            | 145
-            | 212
-            | 213
-            | 347
-            | 369
-            | 627
-            | 628
-            | 629
-            | 630
-            | 1128
-            | 1129
-            | 1156
-    )
+    tickwire_fix::session::is_header_tag(tag) || tickwire_fix::session::is_trailer_tag(tag)
 }
 
 impl CliApp {

@@ -296,28 +296,9 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `500ms`, `30s`, `5m`, or plain seconds.
+/// `500ms`, `30s`, `5m`, `1h`, or plain seconds (the bench's one duration syntax).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 500ms, 30s, 5m)"))?;
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(format!("{s:?} is not a duration"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
+    tickwire_bench::tick_to_trade::plan::parse_duration(s).map(Duration::from_secs_f64)
 }
 
 #[cfg(test)]
