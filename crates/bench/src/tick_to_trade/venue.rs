@@ -354,8 +354,12 @@ pub fn run(
 
         progress.tick(|| {
             let phase = &tl.phases[rec.time_phase.unwrap_or(n_phases - 1)];
+            let last = match rec.last_point {
+                Some((p50, p99)) => format!("p50 {p50:.1} µs p99 {p99:.1} µs"),
+                None => "nothing measured (warm-up, or no order arrived)".to_string(),
+            };
             format!(
-                "{}: {} ({}/s) {:.0}/{:.0} s  X sent {}  D received {}  last second p50 {:.1} µs p99 {:.1} µs  backlog {} KiB",
+                "{}: {} ({}/s) {:.0}/{:.0} s  X sent {}  D received {}  last second {last}  backlog {} KiB",
                 opts.label,
                 phase.label,
                 phase.rate,
@@ -363,8 +367,6 @@ pub fn run(
                 end_ns as f64 / 1e9,
                 rec.sent_total,
                 rec.counters.received,
-                rec.last_point.0,
-                rec.last_point.1,
                 backlog >> 10
             )
         });
@@ -436,7 +438,8 @@ struct Recorder<'t> {
     second_orders: u64,
     timeline: Vec<TimePoint>,
     /// p50 and p99 of the last complete second (progress line).
-    last_point: (f64, f64),
+    /// p50 and p99 of the last whole second (None: it had no measured order).
+    last_point: Option<(f64, f64)>,
 }
 
 impl<'t> Recorder<'t> {
@@ -456,7 +459,7 @@ impl<'t> Recorder<'t> {
             second_hist: Latency::new(),
             second_orders: 0,
             timeline: Vec::new(),
-            last_point: (0.0, 0.0),
+            last_point: None,
         }
     }
 
@@ -504,9 +507,10 @@ impl<'t> Recorder<'t> {
         if s == self.second {
             return;
         }
+        self.last_point = None;
         if self.second_orders > 0 {
             let sum = self.second_hist.summary();
-            self.last_point = (sum.p50_us, sum.p99_us);
+            self.last_point = Some((sum.p50_us, sum.p99_us));
             self.timeline.push(TimePoint {
                 t_s: self.second as f64,
                 orders: self.second_orders,
