@@ -2,6 +2,8 @@
 //! (and a real NATS server when one is installed), tiny rates, short runs. Checks that
 //! the report's counters reconcile; never asserts timing.
 
+mod common;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,47 +14,7 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 /// Runs the bench with `args` plus `--json FILE`, within [`TIMEOUT`]; returns the exit
 /// code, the parsed JSON and the output (for failure messages).
 fn run_fanout(tag: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let json = std::env::temp_dir().join(format!(
-        "tickwire-bench-fanout-{tag}-{}.json",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&json);
-    let out_path = json.with_extension("out");
-    let out = std::fs::File::create(&out_path).expect("creating the output file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickwire"))
-        .args(["bench", "fanout"])
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("cloning the output file"))
-        .stderr(out)
-        .spawn()
-        .expect("starting tickwire bench fanout");
-    let status = wait_with_timeout(&mut child, TIMEOUT);
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let Some(status) = status else {
-        panic!("tickwire bench fanout did not finish within {TIMEOUT:?}; output:\n{output}");
-    };
-    let text = std::fs::read_to_string(&json)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); output:\n{output}"));
-    let _ = std::fs::remove_file(&json);
-    let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
-    (status.code().unwrap_or(-1), doc, output)
-}
-
-fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    common::run_bench_json("fanout", tag, args, None, TIMEOUT)
 }
 
 fn u(doc: &serde_json::Value, path: &[&str]) -> u64 {

@@ -3,10 +3,12 @@
 //! built), a low rate for about two seconds. Checks that every X is answered by exactly
 //! one D and that the JSON report has the expected fields; never asserts timing.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -37,48 +39,7 @@ fn root() -> PathBuf {
 /// default paths of the QuickFIX tools are), within [`TIMEOUT`]; returns the exit code,
 /// the parsed JSON and the output.
 fn run_bench(tag: &str, args: &[&str]) -> (i32, Value, String) {
-    let json = std::env::temp_dir().join(format!(
-        "tickwire-bench-t2t-{tag}-{}.json",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&json);
-    let out_path = json.with_extension("out");
-    let out = std::fs::File::create(&out_path).expect("creating the output file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickwire"))
-        .args(["bench", "tick-to-trade"])
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .current_dir(root())
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("cloning the output file"))
-        .stderr(out)
-        .spawn()
-        .expect("starting tickwire bench tick-to-trade");
-    let status = wait_with_timeout(&mut child, TIMEOUT);
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let Some(status) = status else {
-        panic!("tickwire bench tick-to-trade did not finish within {TIMEOUT:?}; output:\n{output}");
-    };
-    let text = std::fs::read_to_string(&json)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); output:\n{output}"));
-    let _ = std::fs::remove_file(&json);
-    let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
-    (status.code().unwrap_or(-1), doc, output)
-}
-
-fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    common::run_bench_json("tick-to-trade", tag, args, Some(&root()), TIMEOUT)
 }
 
 fn num(v: &Value, path: &[&str]) -> f64 {

@@ -242,7 +242,20 @@ impl Raw {
 
 /// Runs a `tickwire` subcommand to completion with a timeout; returns (status, stdout, stderr).
 pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, String, String) {
-    let mut child = Command::new(BIN)
+    run_cli_in(None, args, timeout)
+}
+
+/// [`run_cli`] in the directory `dir` (None: the test's own).
+pub fn run_cli_in(
+    dir: Option<&std::path::Path>,
+    args: &[&str],
+    timeout: Duration,
+) -> (std::process::ExitStatus, String, String) {
+    let mut cmd = Command::new(BIN);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -298,4 +311,29 @@ pub fn u(v: &serde_json::Value, key: &str) -> u64 {
 /// 2-core machine); SIGTERM, then kill, on timeout.
 pub fn run_bench(args: &[&str]) -> (std::process::ExitStatus, String, String) {
     run_cli(args, Duration::from_secs(120))
+}
+
+/// Runs `tickwire bench <bench> <args> --json FILE` (in `dir`, if given) within `timeout`;
+/// returns the exit code, the parsed JSON report and the output (stdout then stderr, for
+/// failure messages). Panics, with the output, when there is no JSON or it is invalid.
+pub fn run_bench_json(
+    bench: &str,
+    tag: &str,
+    args: &[&str],
+    dir: Option<&std::path::Path>,
+    timeout: Duration,
+) -> (i32, serde_json::Value, String) {
+    let json = temp(&format!("bench-{bench}-{tag}.json"));
+    let _ = std::fs::remove_file(&json);
+    let json_arg = json.display().to_string();
+    let mut full = vec!["bench", bench];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--json", &json_arg]);
+    let (status, out, err) = run_cli_in(dir, &full, timeout);
+    let output = format!("{out}{err}");
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); output:\n{output}"));
+    let _ = std::fs::remove_file(&json);
+    let doc = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
+    (status.code().unwrap_or(-1), doc, output)
 }
