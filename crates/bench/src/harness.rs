@@ -28,7 +28,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -80,20 +80,7 @@ impl RouterChild {
             idle.into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut cmd = match cpu {
-            Some(cpu) if taskset_available() => {
-                let mut c = Command::new("taskset");
-                c.arg("-c").arg(cpu.to_string()).arg(tickwire);
-                c
-            }
-            Some(cpu) => {
-                eprintln!(
-                    "warning: taskset not found; the router runs unpinned (wanted CPU {cpu})"
-                );
-                Command::new(tickwire)
-            }
-            None => Command::new(tickwire),
-        };
+        let mut cmd = pinned_command(tickwire, cpu, "the router");
         cmd.args(&args)
             .env("TICKWIRE_LOG", "warn")
             .stdin(Stdio::null())
@@ -116,34 +103,13 @@ impl RouterChild {
         };
         let stdout = stdout.context("the router's stdout was not piped")?;
 
-        // Read stdout on a thread: the banner comes back through a channel (so we can
-        // time out), and later output is drained so the router never blocks on a full pipe.
-        let (tx, rx) = mpsc::channel::<std::io::Result<String>>();
-        std::thread::Builder::new()
-            .name("router-stdout".into())
-            .spawn(move || {
-                let mut lines = BufReader::new(stdout).lines();
-                if let Some(first) = lines.next() {
-                    let _ = tx.send(first);
-                }
-                drop(tx);
-                for _ in lines.map_while(Result::ok) {}
-            })
-            .context("spawning the router-stdout thread")?;
-
-        let line = match rx.recv_timeout(BANNER_TIMEOUT) {
-            Ok(Ok(line)) => line,
-            Ok(Err(e)) => {
-                return Err(e).with_context(|| format!("reading the banner of {}", router.command))
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                bail!(
-                    "{} printed no banner within {:?}",
-                    router.command,
-                    BANNER_TIMEOUT
-                )
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
+        let line = match wait_for_line(stdout, "router-stdout", BANNER_TIMEOUT, |_| true)? {
+            ReadyLine::Line(line) => line,
+            ReadyLine::TimedOut => bail!(
+                "{} printed no banner within {BANNER_TIMEOUT:?}",
+                router.command
+            ),
+            ReadyLine::Closed => {
                 let status = router.child.wait().ok();
                 bail!(
                     "{} exited before it listened (status {}); see its stderr above",
@@ -176,22 +142,86 @@ impl RouterChild {
 impl Drop for RouterChild {
     fn drop(&mut self) {
         register_child(self.child.id(), false);
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
+        stop_child(&mut self.child);
+    }
+}
+
+/// `program` as a command, under `taskset -c <cpu>` when `cpu` is Some (warning and
+/// running unpinned when taskset is missing). `taskset` execs the program, so the
+/// child's pid is the program's.
+pub fn pinned_command(program: &Path, cpu: Option<usize>, what: &str) -> Command {
+    match cpu {
+        Some(cpu) if taskset_available() => {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(program);
+            c
         }
-        if terminate(self.child.id()) {
-            let deadline = Instant::now() + TERM_GRACE;
-            while Instant::now() < deadline {
-                match self.child.try_wait() {
-                    Ok(Some(_)) => return,
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                    Err(_) => break,
+        Some(cpu) => {
+            eprintln!("warning: taskset not found; {what} runs unpinned (wanted CPU {cpu})");
+            Command::new(program)
+        }
+        None => Command::new(program),
+    }
+}
+
+/// What [`wait_for_line`] saw.
+#[derive(Debug)]
+pub enum ReadyLine {
+    /// The first line `is_ready` accepted.
+    Line(String),
+    /// None within the timeout.
+    TimedOut,
+    /// The output ended (the child exited) first.
+    Closed,
+}
+
+/// Reads a child's stdout on a thread named `name` until a line satisfies `is_ready`,
+/// waiting at most `timeout` for it; the thread then drains the rest, so the child
+/// never blocks on a full pipe.
+pub fn wait_for_line(
+    stdout: ChildStdout,
+    name: &str,
+    timeout: Duration,
+    is_ready: impl Fn(&str) -> bool + Send + 'static,
+) -> anyhow::Result<ReadyLine> {
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let mut ready = Some(tx);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if ready.is_some() && is_ready(&line) {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(line);
+                    }
                 }
             }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        })
+        .with_context(|| format!("spawning the {name} thread"))?;
+    Ok(match rx.recv_timeout(timeout) {
+        Ok(line) => ReadyLine::Line(line),
+        Err(mpsc::RecvTimeoutError::Timeout) => ReadyLine::TimedOut,
+        Err(mpsc::RecvTimeoutError::Disconnected) => ReadyLine::Closed,
+    })
+}
+
+/// Stops a child: SIGTERM, up to 3 s to exit, then SIGKILL; reaps it.
+pub fn stop_child(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
     }
+    if terminate(child.id()) {
+        let deadline = Instant::now() + TERM_GRACE;
+        while Instant::now() < deadline {
+            match child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => break,
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn taskset_available() -> bool {

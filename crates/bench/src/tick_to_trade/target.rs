@@ -6,20 +6,18 @@
 //! tickwire's own algos also exit when their standard input closes, so none outlives a
 //! bench that was killed.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use crate::harness::{pinned_command, stop_child, wait_for_line, ReadyLine};
+
 /// How long a child may take to print READY.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a child has after SIGTERM before it is killed.
-const TERM_GRACE: Duration = Duration::from_secs(3);
 
 /// A running algo process; stopped on drop.
 #[derive(Debug)]
@@ -45,18 +43,7 @@ impl AlgoProcess {
         own_group: bool,
         scratch: Option<PathBuf>,
     ) -> anyhow::Result<AlgoProcess> {
-        let mut cmd = match cpu {
-            Some(c) if taskset_available() => {
-                let mut cmd = Command::new("taskset");
-                cmd.arg("-c").arg(c.to_string()).arg(program);
-                cmd
-            }
-            Some(c) => {
-                eprintln!("warning: taskset not found; the algo runs unpinned (wanted CPU {c})");
-                Command::new(program)
-            }
-            None => Command::new(program),
-        };
+        let mut cmd = pinned_command(program, cpu, "the algo");
         cmd.args(args)
             .env("TICKWIRE_LOG", "warn")
             .stdin(Stdio::piped())
@@ -78,29 +65,14 @@ impl AlgoProcess {
             scratch,
         };
         let stdout = stdout.context("the algo's stdout was not piped")?;
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::Builder::new()
-            .name("algo-stdout".into())
-            .spawn(move || {
-                let mut ready = Some(tx);
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if line.starts_with("READY") {
-                        if let Some(tx) = ready.take() {
-                            let _ = tx.send(line);
-                        }
-                    }
-                }
-            })
-            .context("spawning the algo-stdout thread")?;
-        let line = match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(line) => line,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                bail!(
-                    "{} printed no READY line within {READY_TIMEOUT:?}",
-                    p.command
-                )
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
+        let ready = |l: &str| l.starts_with("READY");
+        let line = match wait_for_line(stdout, "algo-stdout", READY_TIMEOUT, ready)? {
+            ReadyLine::Line(line) => line,
+            ReadyLine::TimedOut => bail!(
+                "{} printed no READY line within {READY_TIMEOUT:?}",
+                p.command
+            ),
+            ReadyLine::Closed => {
                 let status = p.child.wait().ok();
                 bail!(
                     "{} exited before it was ready (status {}); see its stderr above",
@@ -126,44 +98,11 @@ impl AlgoProcess {
 
 impl Drop for AlgoProcess {
     fn drop(&mut self) {
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            let delivered = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            let deadline = Instant::now() + TERM_GRACE;
-            let mut exited = false;
-            while delivered && Instant::now() < deadline {
-                match self.child.try_wait() {
-                    Ok(Some(_)) => {
-                        exited = true;
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                    Err(_) => break,
-                }
-            }
-            if !exited {
-                let _ = self.child.kill();
-            }
-            let _ = self.child.wait();
-        }
+        stop_child(&mut self.child);
         if let Some(dir) = &self.scratch {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-fn taskset_available() -> bool {
-    Command::new("taskset")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process could take it
