@@ -8,7 +8,9 @@
 //!
 //! The raw transports are the floor: a minimal echo thread with no tickwire code (TCP:
 //! echo every byte read; UDP: echo every datagram). The tickwire path is client A →
-//! router → echo client B → router → client A, on topics `bench/ping` and `bench/pong`.
+//! router → echo client B → router → client A, on topics `bench/ping` and `bench/pong`;
+//! by default one thread drives both A and B (`--echo same-thread`), so the busy parties
+//! are that thread and the router, as in the raw transports.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -41,13 +43,23 @@ Transports, measured side by side in the same run:
   udp       raw UDP datagrams to a minimal echo thread: the floor without TCP
   tickwire  client A publishes on bench/ping through a `tickwire router` child process
             (or --router ADDR); echo client B, subscribed, republishes on bench/pong;
-            A receives. Two router hops per round trip, so RTT/2 is one hop.
+            A receives. Four TCP hops per round trip (A → router → B → router → A),
+            so RTT/2 is two hops and the router's work, against one hop for tcp.
+
+Where echo client B runs (--echo):
+  same-thread  (default) the pinging thread drives both clients: it publishes with A,
+               polls B until the ping arrives, republishes it with B, then polls A.
+               Two connections and the same router path, but only two busy parties
+               (that thread and the router), as in the raw transports, so on a 2-core
+               machine nobody waits for a CPU.
+  thread       B has its own thread next to A. With spin on fewer than 3 cores (or
+               pinned), A and B yield the CPU after each empty poll so they never wait
+               out a scheduler time slice; the report says so. Costs a context switch
+               per hop when A and B share a core.
 
 Idle strategy (--idle), applied to both ends and to the router it starts:
   spin   busy-poll non-blocking sockets (Wait::NoWait): lowest latency, one busy core
-         per party. When the spinning parties outnumber the cores (tickwire on a
-         2-core machine: A, B and the router), A and B yield the CPU after each empty
-         poll so they never wait out a scheduler time slice; the report says so.
+         per party.
   block  blocking sockets / sleep in poll(2) (Wait::Timeout), router --idle block.
 
 Pinning (--pin NEAR,FAR): the pinging thread runs on NEAR; the raw echo threads and
@@ -103,6 +115,12 @@ pub struct PingpongArgs {
     #[arg(long, value_name = "ADDR")]
     pub router: Option<SocketAddr>,
 
+    /// Where tickwire's echo client B runs: `same-thread` (the pinging thread drives
+    /// both A and B, so the only spinners are that thread and the router) or `thread`
+    /// (B has its own thread beside A).
+    #[arg(long, value_enum, default_value_t = Echo::SameThread)]
+    pub echo: Echo,
+
     /// Write every result, with the machine's metadata, as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -133,6 +151,16 @@ impl Transport {
             Transport::Tickwire => "tickwire",
         }
     }
+}
+
+/// Where tickwire's echo client runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Echo {
+    /// The pinging thread drives both clients.
+    SameThread,
+    /// The echo client has its own thread.
+    Thread,
 }
 
 /// How both ends wait for data.
@@ -196,6 +224,8 @@ struct Report<'a> {
     machine: Machine,
     metric: &'static str,
     idle: Idle,
+    /// Where tickwire's echo client ran.
+    echo: Echo,
     pinning: Option<Pinning>,
     router: Option<String>,
     iterations: u64,
@@ -246,9 +276,14 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                         a
                     }
                 };
-                // A, B and a spinning router: three spinners.
-                let yields = args.idle == Idle::Spin && (args.pin.is_some() || cores < 3);
-                ctx.tickwire(addr, yields)
+                match args.echo {
+                    Echo::SameThread => ctx.tickwire_same_thread(addr),
+                    Echo::Thread => {
+                        // A, B and a spinning router: three spinners.
+                        let yields = args.idle == Idle::Spin && (args.pin.is_some() || cores < 3);
+                        ctx.tickwire(addr, yields)
+                    }
+                }
             }
         };
         results.push(r.with_context(|| format!("measuring the {} transport", t.name()))?);
@@ -268,6 +303,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
             machine: machine.clone(),
             metric: "half round trip (RTT/2), µs",
             idle: args.idle,
+            echo: args.echo,
             pinning: args.pin,
             router: router_desc.clone(),
             iterations: args.iterations,
@@ -547,6 +583,87 @@ impl Ctx<'_> {
         Ok(TransportResult {
             transport: Transport::Udp,
             path: "raw UDP datagrams to an echo thread, loopback".into(),
+            spin_yields: false,
+            sizes,
+        })
+    }
+
+    /// The tickwire path with A and B driven by one thread: A publishes the ping, the
+    /// thread polls B until the ping arrives, B republishes it, the thread polls A.
+    fn tickwire_same_thread(&mut self, addr: SocketAddr) -> anyhow::Result<TransportResult> {
+        let idle = self.args.idle;
+        let opts = |name: &str| ClientOptions {
+            name: name.to_owned(),
+            batch_bytes: 0,
+            ..ClientOptions::default()
+        };
+        let mut b = Client::connect_with(addr, opts("bench-pingpong-echo"))
+            .with_context(|| format!("echo client connecting to the router at {addr}"))?;
+        b.subscribe(PING_TOPIC)
+            .context("echo client subscribing to bench/ping")?;
+        let mut a = Client::connect_with(addr, opts("bench-pingpong"))
+            .with_context(|| format!("connecting to the router at {addr}"))?;
+        a.subscribe(PONG_TOPIC)
+            .context("subscribing to bench/pong")?;
+        let wait = match idle {
+            Idle::Spin => Wait::NoWait,
+            Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
+        };
+        let mut echo_buf = Vec::with_capacity(64 * 1024);
+        let mut sizes = Vec::new();
+        for &size in &self.args.sizes {
+            if self.stop.is_set() {
+                break;
+            }
+            let stop = self.stop.clone();
+            let r = self.measure(Transport::Tickwire, size, |buf| {
+                let t0 = now_ns();
+                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+                a.publish(PING_TOPIC, buf).context("publishing a ping")?;
+                // B: receive the ping and republish it.
+                loop {
+                    if let Some(m) = b.recv(wait).context("echo client receive")? {
+                        echo_buf.clear();
+                        echo_buf.extend_from_slice(m.payload());
+                        break;
+                    }
+                    if now_ns() > deadline {
+                        bail!("the echo client got no ping within {REPLY_TIMEOUT:?} (router at {addr})");
+                    }
+                    if stop.is_set() {
+                        return Ok(Reply::Stopped);
+                    }
+                    std::hint::spin_loop();
+                }
+                b.publish(PONG_TOPIC, &echo_buf)
+                    .context("echo client publish")?;
+                // A: receive the pong.
+                loop {
+                    if let Some(m) = a.recv(wait).context("receiving a pong")? {
+                        let t1 = now_ns();
+                        if m.payload().len() == buf.len() && m.payload()[..8] == buf[..8] {
+                            return Ok(Reply::Rtt(t1 - t0));
+                        }
+                        bail!("the echo client returned the wrong ping");
+                    }
+                    if now_ns() > deadline {
+                        bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
+                    }
+                    if stop.is_set() {
+                        return Ok(Reply::Stopped);
+                    }
+                    std::hint::spin_loop();
+                }
+            })?;
+            sizes.push(r);
+        }
+        let _ = a.close();
+        let _ = b.close();
+        Ok(TransportResult {
+            transport: Transport::Tickwire,
+            path: "client A → router → echo client B → router → A (topics bench/ping, \
+                   bench/pong; A and B driven by one thread)"
+                .into(),
             spin_yields: false,
             sizes,
         })

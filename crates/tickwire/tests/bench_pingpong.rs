@@ -47,6 +47,7 @@ fn pingpong_runs_every_transport_and_reconciles() {
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["bench"], "pingpong");
+    assert_eq!(v["echo"], "same-thread");
     assert!(
         v["machine"]["cores"].as_u64().is_some(),
         "no machine metadata: {v}"
@@ -74,6 +75,41 @@ fn pingpong_runs_every_transport_and_reconciles() {
     let _ = std::fs::remove_file(svg);
 }
 
+/// The other layout: echo client B on its own thread, both ends spinning (and
+/// yielding, on a small machine), against a real router.
+#[test]
+fn pingpong_with_the_echo_on_its_own_thread_reconciles() {
+    let json = temp("pingpong-thread.json");
+    let (st, out, err) = run(&[
+        "bench",
+        "pingpong",
+        "--transports",
+        "tickwire",
+        "--sizes",
+        "100",
+        "--iterations",
+        "300",
+        "--warmup",
+        "30",
+        "--idle",
+        "spin",
+        "--echo",
+        "thread",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(st.success(), "exit {st}\nstdout:\n{out}\nstderr:\n{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["echo"], "thread");
+    let t = &v["transports"][0];
+    assert_eq!(t["transport"], "tickwire");
+    let s = &t["sizes"][0];
+    assert_eq!(u(&s["counters"], "sent"), 300, "{s}");
+    assert_eq!(u(&s["counters"], "received"), 300, "{s}");
+    assert_eq!(u(&s["latency"], "samples"), 300, "{s}");
+    let _ = std::fs::remove_file(json);
+}
+
 #[test]
 fn pingpong_help_teaches() {
     let (st, out, _) = run(&["bench", "pingpong", "--help"]);
@@ -86,6 +122,7 @@ fn pingpong_help_teaches() {
         "--idle",
         "--pin",
         "--router",
+        "--echo",
         "--json",
         "--plot",
         "Examples:",
