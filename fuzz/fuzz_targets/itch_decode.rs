@@ -4,13 +4,16 @@
 //! Checks, for every message decoded:
 //! - no decoder panics;
 //! - the message occupies exactly its type's fixed length;
-//! - it re-encodes to exactly the bytes it came from, and that decodes to the same value.
+//! - it re-encodes to exactly the bytes it came from, and that decodes to the same value;
+//! - `order_ref_of` (the feed handler's look-ahead) reads the same order reference as
+//!   the full decoder, and never panics on the raw bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tickwire_itch::{decode, decode_prefix, message_len, DecodeError, Message};
+use tickwire_itch::{decode, decode_prefix, message_len, order_ref_of, DecodeError, Message};
 
 fuzz_target!(|data: &[u8]| {
+    let _ = order_ref_of(data);
     if let Ok(m) = decode(data) {
         check(data, &m);
     }
@@ -45,4 +48,15 @@ fn check(bytes: &[u8], m: &Message) {
     let (out, n) = m.to_bytes().expect("a decoded message re-encodes");
     assert_eq!(&out[..n], bytes);
     assert_eq!(decode(&out[..n]).as_ref(), Ok(m));
+    let order_ref = match m {
+        Message::AddOrder(o) => Some(o.order_ref),
+        Message::AddOrderMpid(o) => Some(o.order_ref),
+        Message::OrderExecuted(o) => Some(o.order_ref),
+        Message::OrderExecutedWithPrice(o) => Some(o.order_ref),
+        Message::OrderCancel(o) => Some(o.order_ref),
+        Message::OrderDelete(o) => Some(o.order_ref),
+        Message::OrderReplace(o) => Some(o.original_order_ref),
+        _ => None,
+    };
+    assert_eq!(order_ref_of(bytes), order_ref);
 }

@@ -878,6 +878,24 @@ messages! {
     }
 }
 
+/// The order reference number of an order message (`A`, `F`, `E`, `C`, `X`, `D`, and
+/// the original reference of `U`) without decoding the rest, or `None` for any other
+/// type or a buffer too short to hold it. Every one of these types carries it right
+/// after the common header, at bytes 11..19.
+///
+/// For looking orders up ahead of decoding (a feed handler warming its order map for a
+/// whole packet); [`decode`] remains the validating path.
+#[inline]
+pub fn order_ref_of(buf: &[u8]) -> Option<u64> {
+    match buf.first()? {
+        b'A' | b'F' | b'E' | b'C' | b'X' | b'D' | b'U' => {
+            let b: [u8; 8] = buf.get(11..19)?.try_into().ok()?;
+            Some(u64::from_be_bytes(b))
+        }
+        _ => None,
+    }
+}
+
 /// Decodes exactly one ITCH message occupying all of `buf` (as framed by a MoldUDP64
 /// message block or a length-prefixed file).
 ///

@@ -39,6 +39,34 @@ proptest! {
         prop_assert!(msg.timestamp() <= MAX_TIMESTAMP);
     }
 
+    /// `order_ref_of` reads exactly the reference the full decoder finds: the order's
+    /// own for adds, executions, cancels and deletes, the original one for replaces,
+    /// and nothing for every other type.
+    #[test]
+    fn order_ref_of_agrees_with_decode(bytes in message_bytes()) {
+        let expected = match decode(&bytes).unwrap() {
+            Message::AddOrder(m) => Some(m.order_ref),
+            Message::AddOrderMpid(m) => Some(m.order_ref),
+            Message::OrderExecuted(m) => Some(m.order_ref),
+            Message::OrderExecutedWithPrice(m) => Some(m.order_ref),
+            Message::OrderCancel(m) => Some(m.order_ref),
+            Message::OrderDelete(m) => Some(m.order_ref),
+            Message::OrderReplace(m) => Some(m.original_order_ref),
+            _ => None,
+        };
+        prop_assert_eq!(order_ref_of(&bytes), expected);
+    }
+
+    /// Arbitrary and truncated bytes: `order_ref_of` never panics, and a buffer too
+    /// short to hold a reference gives none.
+    #[test]
+    fn order_ref_of_takes_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+        let r = order_ref_of(&bytes);
+        if bytes.len() < 19 {
+            prop_assert_eq!(r, None);
+        }
+    }
+
     /// Messages put through a builder come back out of the packets, in order, with
     /// consecutive sequence numbers, and no packet exceeds the limit.
     #[test]

@@ -507,6 +507,21 @@ impl FeedHandler {
 
     /// Applies the messages of a validated packet from `expected` on.
     fn apply_packet<S: Sink + ?Sized>(&mut self, p: &MoldPacket<'_>, received: u64, sink: &mut S) {
+        // Warm the order map first: one pass of lookups over the packet's order
+        // references, independent of each other, so the CPU overlaps their cache
+        // misses. The pass that applies the messages does too much work per message
+        // for the CPU to reach ahead to the next message's lookup, and would take the
+        // misses one at a time. Measured in BENCHMARKS.md (market data).
+        if p.message_count() > 1 {
+            let mut live = 0u32;
+            for block in p.messages() {
+                let Ok(block) = block else { break };
+                if let Some(r) = itch::order_ref_of(block.data) {
+                    live += u32::from(self.books.warm(r));
+                }
+            }
+            std::hint::black_box(live);
+        }
         for block in p.messages() {
             let Ok(block) = block else { break };
             if block.sequence < self.expected {
