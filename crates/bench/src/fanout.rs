@@ -156,7 +156,9 @@ pub struct FanoutArgs {
     pub idle: String,
 
     /// How subscriber threads wait: block (sleep in the client library until data
-    /// arrives) or spin (busy-poll; only sensible with a core per subscriber).
+    /// arrives), spin (busy-poll; only sensible with a core per subscriber) or yield
+    /// (busy-poll, giving the core to any other runnable thread after each empty poll:
+    /// for subscribers sharing a core with the publishers).
     #[arg(long, value_enum, default_value_t = ClientIdle::Block)]
     pub client_idle: ClientIdle,
 

@@ -8,8 +8,9 @@
 //!
 //! `cargo bench -p tickwire-md --bench pipeline -- --warm-up-time 1 --measurement-time 3`
 //!
-//! The order map is pre-sized for 64 Ki live orders (the session's live orders fit;
-//! a 1 Mi table measured ~25% slower here from cache misses alone).
+//! The order map has the feed handler's default size (1 Mi orders), as `tickwire feed`
+//! runs it. (Until commit `8ae3322` this bench used 64 Ki, which hid most of what the
+//! old order-map hasher cost at the real size.)
 //!
 //! Two variants: quotes and trades only (the default feed), and with 5-level depth.
 
@@ -69,7 +70,6 @@ fn pipeline(c: &mut Criterion) {
     for depth in [0usize, 5] {
         let cfg = FeedConfig {
             depth_levels: depth,
-            order_capacity: 1 << 16,
             ..FeedConfig::default()
         };
         let mut tx = Vec::with_capacity(128 * 1024);

@@ -29,6 +29,10 @@ pub enum ClientIdle {
     Block,
     /// Busy-poll without sleeping (one busy core per subscriber thread).
     Spin,
+    /// Busy-poll, yielding the CPU after each empty poll: for subscribers that share a
+    /// core with the publishers (the published layout), so a waiting subscriber never
+    /// holds the core for a scheduler slice and never pays a sleeping thread's wake-up.
+    Yield,
 }
 
 /// How long one blocking wait lasts before the subscriber checks whether to stop.
@@ -215,12 +219,17 @@ impl SubConn {
             SubConn::Tickwire(c) => {
                 let wait = match idle {
                     ClientIdle::Block => Wait::Timeout(BLOCK_SLICE),
-                    ClientIdle::Spin => Wait::NoWait,
+                    ClientIdle::Spin | ClientIdle::Yield => Wait::NoWait,
                 };
-                c.poll(wait, |m| {
-                    f(m.topic(), m.payload(), m.discarded(), m.stamps())
-                })
-                .context("receiving from the router")
+                let n = c
+                    .poll(wait, |m| {
+                        f(m.topic(), m.payload(), m.discarded(), m.stamps())
+                    })
+                    .context("receiving from the router")?;
+                if n == 0 && idle == ClientIdle::Yield {
+                    std::thread::yield_now();
+                }
+                Ok(n)
             }
             SubConn::Nats(NatsSub { rt, subs, .. }) => {
                 let Some(subs) = subs.as_mut() else {
@@ -232,8 +241,11 @@ impl SubConn {
                     ClientIdle::Block => rt
                         .block_on(async { tokio::time::timeout(BLOCK_SLICE, subs.next()).await })
                         .ok(),
-                    ClientIdle::Spin => subs.next().now_or_never(),
+                    ClientIdle::Spin | ClientIdle::Yield => subs.next().now_or_never(),
                 };
+                if first.is_none() && idle == ClientIdle::Yield {
+                    std::thread::yield_now();
+                }
                 let mut n = 0;
                 let mut next = first;
                 loop {
