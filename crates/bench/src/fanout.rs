@@ -150,8 +150,11 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "ADDR", conflicts_with = "idle")]
     pub router: Option<SocketAddr>,
 
-    /// Idle strategy of the router this bench starts: spin (busy-poll: lowest latency,
-    /// one busy core, the published appliances' setting), block (epoll) or hybrid.
+    /// Idle strategy of the router this bench starts: spin (busy-poll: lowest median
+    /// latency, one busy core, the published appliances' setting), block (epoll) or
+    /// hybrid. When the router's core also runs the kernel's network work (a 2-vCPU
+    /// machine), a spinning router delays it and the tail pays: block gave the lower
+    /// p99 there (BENCHMARKS.md, fan-out).
     #[arg(long, value_name = "STRATEGY", default_value = "spin", value_parser = ["spin", "block", "hybrid"])]
     pub idle: String,
 

@@ -119,9 +119,13 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
         "0",
         "--idle",
         "block",
+        // The yielding busy-poll, so that its path is exercised too.
+        "--client-idle",
+        "yield",
     ];
     let (code, doc, output) = run_fanout("scaled", &args);
     assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_eq!(doc["layout"]["client_idle"], "yield", "{output}");
     assert_eq!(doc["scaled"], "SCALED: 0.002 x published rates");
     assert!(
         output.matches("SCALED: 0.002 x published rates").count() >= 2,
