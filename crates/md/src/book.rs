@@ -17,16 +17,12 @@
 //!
 //! ## Layout, and why
 //!
-//! - Orders live in a `HashMap<u64, Order>` with capacity reserved up front, so steady
-//!   state neither rehashes nor allocates, and a hasher that keeps the reference number
-//!   itself in the bits that pick the bucket ([`RefHasher`]). The exchange assigns
-//!   references in sequence, and most cancels, executions and replaces name recent
-//!   orders, so the entries a feed touches sit in neighbouring cache lines instead of
-//!   being scattered over a table of tens of megabytes. Against a multiplicative hash
-//!   this halved the per-message cost on the replay session (BENCHMARKS.md, market
-//!   data). The keys come from the exchange, not from an adversary; a feed crafted so
-//!   that many live references agree modulo the table size would slow lookups down
-//!   (longer probes), never make them wrong.
+//! - Orders live in an [`OrderMap`]: open addressing with the reference itself as the
+//!   hash, capacity reserved up front, no tombstones, so steady state neither rehashes
+//!   nor allocates. The exchange assigns references in sequence and most cancels,
+//!   executions and replaces name recent orders, so the entries a feed touches sit in
+//!   neighbouring cache lines instead of being scattered over a table of tens of
+//!   megabytes (see [`crate::order_map`] for the layout and its limits).
 //! - Before applying a packet, the feed handler looks up all its references once
 //!   ([`OrderBooks::warm`]) so that their cache misses overlap.
 //! - Each side of a book is one `Vec<Level>` sorted so that the **best level is last**
@@ -44,8 +40,7 @@
 //! gap) are counted in [`OrderBooks::unknown_refs`], never a panic; an add reusing a
 //! live reference is counted in [`OrderBooks::duplicate_refs`] and ignored.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::order_map::OrderMap;
 
 /// Side of an order or a level: the ITCH codec's own type (`B` / `S` on the wire).
 pub use tickwire_itch::Side;
@@ -258,42 +253,10 @@ impl Book {
     }
 }
 
-/// The order map's hasher: the reference number in the bucket-index bits, a mix of it
-/// in the tag bits (see the module docs).
-#[derive(Default, Clone, Copy)]
-pub struct RefHasher(u64);
-
-impl Hasher for RefHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b) ^ self.0.rotate_left(8));
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, k: u64) {
-        // The low bits index the table and the top 7 bits are the SwissTable tag
-        // (hashbrown takes `h1 = hash & mask`, `h2 = hash >> 57`). Keep the reference
-        // itself in the low bits, so that the sequentially assigned references of
-        // recent orders (the ones most cancels, executions and replaces name) sit in
-        // neighbouring buckets and cache lines; put a multiplicative mix of it in the
-        // tag so that probing still tells keys apart.
-        const TAG: u64 = 0x7F << 57;
-        let tag = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) & TAG;
-        self.0 = (k & !TAG) | tag;
-    }
-}
-
 /// Every book of a session plus the global order map.
 #[derive(Debug, Clone)]
 pub struct OrderBooks {
-    orders: HashMap<u64, Order, BuildHasherDefault<RefHasher>>,
+    orders: OrderMap,
     books: Vec<Book>,
     levels_per_side: usize,
     /// Executes, cancels, deletes and replaces naming a reference that is not live.
@@ -313,7 +276,7 @@ impl OrderBooks {
     /// each book before anything allocates.
     pub fn with_capacity(orders: usize, levels_per_side: usize) -> OrderBooks {
         OrderBooks {
-            orders: HashMap::with_capacity_and_hasher(orders, Default::default()),
+            orders: OrderMap::with_capacity(orders),
             books: Vec::new(),
             levels_per_side,
             unknown_refs: 0,
@@ -342,7 +305,7 @@ impl OrderBooks {
 
     /// A live order by reference.
     pub fn order(&self, order_ref: u64) -> Option<&Order> {
-        self.orders.get(&order_ref)
+        self.orders.get(order_ref)
     }
 
     /// Looks `order_ref` up and throws the answer away: run over the references of a
@@ -351,7 +314,7 @@ impl OrderBooks {
     /// time (see `FeedHandler::apply_packet`). Returns whether the order is live.
     #[inline]
     pub fn warm(&self, order_ref: u64) -> bool {
-        self.orders.contains_key(&order_ref)
+        self.orders.contains_key(order_ref)
     }
 
     /// Number of live orders.
@@ -378,53 +341,46 @@ impl OrderBooks {
         shares: u32,
         price: u32,
     ) -> Option<Change> {
-        use std::collections::hash_map::Entry;
-        match self.orders.entry(order_ref) {
-            Entry::Occupied(_) => {
-                self.duplicate_refs += 1;
-                None
-            }
-            Entry::Vacant(v) => {
-                v.insert(Order {
-                    locate,
-                    side,
-                    price,
-                    shares,
-                });
-                let rank = self
-                    .book_mut(locate)
-                    .ladder_mut(side)
-                    .add(side, price, shares);
-                Some(Change {
-                    locate,
-                    side,
-                    rank,
-                    price,
-                })
-            }
+        let order = Order {
+            locate,
+            side,
+            price,
+            shares,
+        };
+        if !self.orders.insert(order_ref, order) {
+            self.duplicate_refs += 1;
+            return None;
         }
+        let rank = self
+            .book_mut(locate)
+            .ladder_mut(side)
+            .add(side, price, shares);
+        Some(Change {
+            locate,
+            side,
+            rank,
+            price,
+        })
     }
 
     /// Removes up to `shares` from a live order; the order goes when none are left.
     #[inline]
     fn reduce(&mut self, order_ref: u64, shares: u32, delete: bool) -> Option<Execution> {
-        use std::collections::hash_map::Entry;
-        // One lookup: the entry both reads the order and removes it when it is done.
-        let Entry::Occupied(mut e) = self.orders.entry(order_ref) else {
+        // One lookup: takes the shares and removes the order when none are left.
+        let mut taken = 0;
+        let Some(o) = self.orders.modify(order_ref, |o| {
+            taken = if delete {
+                o.shares
+            } else {
+                shares.min(o.shares)
+            };
+            o.shares -= taken;
+            o.shares == 0
+        }) else {
             self.unknown_refs += 1;
             return None;
         };
-        let o = e.get_mut();
-        let taken = if delete {
-            o.shares
-        } else {
-            shares.min(o.shares)
-        };
-        o.shares -= taken;
         let (locate, side, price, gone) = (o.locate, o.side, o.price, o.shares == 0);
-        if gone {
-            e.remove();
-        }
         let rank = self
             .book_mut(locate)
             .ladder_mut(side)
@@ -484,27 +440,6 @@ impl OrderBooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ref_hash(r: u64) -> u64 {
-        let mut h = RefHasher::default();
-        h.write_u64(r);
-        h.finish()
-    }
-
-    /// The bucket-index bits are the reference itself (neighbouring references,
-    /// neighbouring buckets) and the 7 tag bits vary, so probes still tell keys apart.
-    #[test]
-    fn ref_hasher_keeps_references_in_the_index_bits_and_mixes_the_tag() {
-        const INDEX: u64 = (1 << 57) - 1;
-        let mut tags = std::collections::HashSet::new();
-        for r in 1..=10_000u64 {
-            let h = ref_hash(r);
-            assert_eq!(h & INDEX, r);
-            tags.insert(h >> 57);
-        }
-        assert_eq!(tags.len(), 128, "every tag value is used");
-        assert_eq!(ref_hash(u64::MAX) & INDEX, INDEX);
-    }
 
     #[test]
     fn warm_answers_whether_an_order_is_live() {
