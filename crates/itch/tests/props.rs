@@ -57,12 +57,22 @@ proptest! {
         prop_assert_eq!(order_ref_of(&bytes), expected);
     }
 
-    /// Arbitrary and truncated bytes: `order_ref_of` never panics, and a buffer too
-    /// short to hold a reference gives none.
+    /// Arbitrary and truncated bytes: `order_ref_of` never panics; it reads bytes
+    /// 11..19 of an order type's buffer long enough to hold them, and nothing else.
     #[test]
-    fn order_ref_of_takes_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+    fn order_ref_of_takes_any_bytes(
+        ty in prop::sample::select(b"AFECXDUPQS".to_vec()),
+        mut bytes in prop::collection::vec(any::<u8>(), 0..40),
+    ) {
+        if let Some(b) = bytes.first_mut() {
+            *b = ty;
+        }
         let r = order_ref_of(&bytes);
-        if bytes.len() < 19 {
+        let order_type = matches!(bytes.first(), Some(b'A' | b'F' | b'E' | b'C' | b'X' | b'D' | b'U'));
+        if order_type && bytes.len() >= 19 {
+            let b: [u8; 8] = bytes[11..19].try_into().unwrap();
+            prop_assert_eq!(r, Some(u64::from_be_bytes(b)));
+        } else {
             prop_assert_eq!(r, None);
         }
     }

@@ -9,7 +9,7 @@
 //! `cargo bench -p tickwire-md --bench pipeline -- --warm-up-time 1 --measurement-time 3`
 //!
 //! The order map has the feed handler's default size (1 Mi orders), as `tickwire feed`
-//! runs it. (Until commit `8ae3322` this bench used 64 Ki, which hid most of what the
+//! runs it. (Through commit `8ae3322` this bench used 64 Ki, which hid most of what the
 //! old order-map hasher cost at the real size.)
 //!
 //! Two variants: quotes and trades only (the default feed), and with 5-level depth.

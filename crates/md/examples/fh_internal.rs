@@ -95,6 +95,10 @@ fn main() {
     }
     lat.sort_unstable();
     let n = lat.len();
+    if n == 0 {
+        println!("{mode}: no updates were published");
+        return;
+    }
     let q = |f: f64| lat[((n as f64 * f) as usize).min(n - 1)] as f64 / 1000.0;
     println!(
         "{mode}, order capacity {capacity}: {} packets, {} updates; FH internal p50 {:.2} p90 {:.2} p99 {:.2} p99.9 {:.2} µs; {:.0} ns per message",
