@@ -11,7 +11,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
     self, decode, frame_len, ErrorCode, Frame, PublishOptions, DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
-use tickwire_wire::topic::{validate_pattern, validate_topic};
+use tickwire_wire::topic::{validate_pattern, validate_topic, Topic};
 
 use crate::buffers::{RxBuf, Stash};
 use crate::session::{frame_name, Pending, Reply, Session};
@@ -184,6 +184,30 @@ impl Client {
         &mut self,
         topic: &str,
         payload: &[u8],
+        opts: PublishOptions,
+    ) -> Result<(), Error> {
+        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        self.publish_valid(topic, payload, opts)
+    }
+
+    /// [`Client::publish_with`] to a [`Topic`] checked once when it was made, for a
+    /// publisher that sends to the same topics over and over (a feed handler): no
+    /// per-message topic check.
+    #[inline]
+    pub fn publish_to(
+        &mut self,
+        topic: &Topic,
+        payload: &[u8],
+        opts: PublishOptions,
+    ) -> Result<(), Error> {
+        self.publish_valid(topic.as_str(), payload, opts)
+    }
+
+    #[inline]
+    fn publish_valid(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
         mut opts: PublishOptions,
     ) -> Result<(), Error> {
         if let Some((code, reason)) = &self.session.closed {
@@ -192,7 +216,6 @@ impl Client {
                 reason: reason.clone(),
             });
         }
-        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
         if self.opts.stamp && opts.publisher_send.is_none() {
             opts.publisher_send = Some(now_nanos());
         }

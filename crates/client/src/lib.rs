@@ -70,7 +70,7 @@ pub use client::{Client, ClientOptions, Messages, Wait};
 pub use error::Error;
 pub use message::{Message, OwnedMessage};
 pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
-pub use tickwire_wire::topic::TopicError;
+pub use tickwire_wire::topic::{Topic, TopicError};
 
 /// Nanoseconds of `CLOCK_MONOTONIC`, the clock the router stamps messages with (so
 /// stamps from the same host can be subtracted).

@@ -68,20 +68,22 @@ use std::fmt;
 use tickwire_itch::{self as itch, DecodeError, Message, MoldError, MoldPacket, PacketKind};
 pub use tickwire_itch::{RetransmitRequest, Session};
 
+use tickwire_wire::topic::Topic;
+
 use crate::book::{Change, OrderBooks, Side};
 use crate::update::{self, trade_flags, Header, Quote, Trade, MAX_DEPTH_LEVELS};
 
-/// Receives the normalized updates: a topic and a payload (borrowed, valid for the
-/// call only).
+/// Receives the normalized updates: a topic (checked against the topic rules when the
+/// symbol was registered) and a payload (borrowed, valid for the call only).
 pub trait Sink {
     /// Publishes one update.
-    fn publish(&mut self, topic: &str, payload: &[u8]);
+    fn publish(&mut self, topic: &Topic, payload: &[u8]);
 }
 
 impl<F: FnMut(&str, &[u8])> Sink for F {
     #[inline]
-    fn publish(&mut self, topic: &str, payload: &[u8]) {
-        self(topic, payload)
+    fn publish(&mut self, topic: &Topic, payload: &[u8]) {
+        self(topic.as_str(), payload)
     }
 }
 
@@ -231,9 +233,9 @@ struct Gap {
 /// Topics and symbol of one stock locate, built once at Stock Directory time.
 struct Symbol {
     symbol: [u8; 8],
-    trade: String,
-    quote: String,
-    depth: String,
+    trade: Topic,
+    quote: Topic,
+    depth: Topic,
 }
 
 /// The feed-handler core for one MoldUDP64 session (see the module docs).
@@ -652,17 +654,17 @@ impl FeedHandler {
             self.symbols.resize_with(i + 1, || None);
         }
         let name = itch::alpha_str(&symbol).unwrap_or("");
-        let topic = |kind: &str| format!("md/{}/{}/{}", self.cfg.venue, name, kind);
-        let (trade, quote, depth) = (topic("trade"), topic("quote"), topic("depth"));
-        let valid = !name.is_empty()
-            && !name.contains(['/', '*', '>'])
-            && tickwire_wire::topic::validate_topic(trade.as_bytes()).is_ok();
-        self.symbols[i] = valid.then_some(Symbol {
-            symbol,
-            trade,
-            quote,
-            depth,
-        });
+        let topic = |kind: &str| Topic::new(&format!("md/{}/{}/{}", self.cfg.venue, name, kind));
+        let valid = !name.is_empty() && !name.contains(['/', '*', '>']);
+        self.symbols[i] = match (valid, topic("trade"), topic("quote"), topic("depth")) {
+            (true, Ok(trade), Ok(quote), Ok(depth)) => Some(Symbol {
+                symbol,
+                trade,
+                quote,
+                depth,
+            }),
+            _ => None,
+        };
     }
 
     fn publish_trade<S: Sink + ?Sized>(

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tickwire_bench::harness::{now_ns, StopFlag};
 use tickwire_capture::net::group_receiver;
-use tickwire_client::{Client, ClientOptions, PublishOptions};
+use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
@@ -89,12 +89,12 @@ struct RouterSink<'a> {
 
 impl Sink for RouterSink<'_> {
     #[inline]
-    fn publish(&mut self, topic: &str, payload: &[u8]) {
+    fn publish(&mut self, topic: &Topic, payload: &[u8]) {
         let opts = PublishOptions {
             seq: None,
             publisher_send: Some(now_ns()),
         };
-        match self.client.publish_with(topic, payload, opts) {
+        match self.client.publish_to(topic, payload, opts) {
             Ok(()) => self.published += 1,
             Err(e) => {
                 if self.error.is_none() {

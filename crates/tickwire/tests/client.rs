@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{Got, Raw, RouterProc};
 use serde_json::Value;
 use tickwire_client::{
-    Client, ClientOptions, Error, ErrorCode, OwnedMessage, PublishOptions, Wait,
+    Client, ClientOptions, Error, ErrorCode, OwnedMessage, PublishOptions, Topic, TopicError, Wait,
 };
 use tickwire_wire::frame;
 
@@ -188,6 +188,49 @@ fn silent_router_times_the_handshake_out() {
     // Thawed, the router is fine.
     let c = Client::connect(router.addr).unwrap();
     c.close().unwrap();
+}
+
+/// `publish_to` a pre-checked `Topic` delivers like `publish`, with the options it is
+/// given; a topic that breaks the rules is refused when the `Topic` is made.
+#[test]
+fn publish_to_a_checked_topic_delivers_with_its_options() {
+    let router = RouterProc::start(&[]);
+    let mut sub = Client::connect_with(router.addr, named("sub")).unwrap();
+    sub.subscribe("md/NASDAQ/>").unwrap();
+    let mut publ = Client::connect_with(router.addr, named("pub")).unwrap();
+    let topic = Topic::new("md/NASDAQ/AAPL/quote").unwrap();
+    let opts = PublishOptions {
+        seq: Some(7),
+        publisher_send: Some(123),
+    };
+    publ.publish_to(&topic, b"q", opts).unwrap();
+    publ.flush().unwrap();
+    let mut got = None;
+    while got.is_none() {
+        sub.poll(Wait::Forever, |m| {
+            got = Some((
+                m.topic().to_owned(),
+                m.payload().to_vec(),
+                m.seq(),
+                m.stamps().map(|s| s.publisher_send),
+            ))
+        })
+        .unwrap();
+    }
+    assert_eq!(
+        got.unwrap(),
+        (
+            "md/NASDAQ/AAPL/quote".to_owned(),
+            b"q".to_vec(),
+            Some(7),
+            Some(123)
+        )
+    );
+    assert!(matches!(
+        Topic::new("md/*/x"),
+        Err(TopicError::WildcardInTopic { .. })
+    ));
+    assert!(Topic::new("md//x").is_err());
 }
 
 #[test]

@@ -92,6 +92,38 @@ pub fn validate_topic(bytes: &[u8]) -> Result<&str, TopicError> {
     validate::<false>(bytes, MAX_TOPIC_BYTES, MAX_LEVELS)
 }
 
+/// A topic checked against the topic rules once (for publishers that send to the
+/// same topics over and over: `Client::publish_to` skips the per-message check).
+///
+/// ```
+/// use tickwire_wire::topic::Topic;
+/// let t = Topic::new("md/NASDAQ/AAPL/quote").unwrap();
+/// assert_eq!(t.as_str(), "md/NASDAQ/AAPL/quote");
+/// assert!(Topic::new("md/*/AAPL").is_err()); // wildcards are for subscriptions
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Topic(Box<str>);
+
+impl Topic {
+    /// Checks `topic` with [`validate_topic`] and keeps it (allocates once).
+    pub fn new(topic: &str) -> Result<Topic, TopicError> {
+        validate_topic(topic.as_bytes())?;
+        Ok(Topic(topic.into()))
+    }
+
+    /// The topic text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Checks `bytes` as a subscription pattern and returns it as `&str`.
 ///
 /// Never allocates; errors report the first fault from the left (length first).
