@@ -638,22 +638,7 @@ impl Ctx<'_> {
                 b.publish(PONG_TOPIC, &echo_buf)
                     .context("echo client publish")?;
                 // A: receive the pong.
-                loop {
-                    if let Some(m) = a.recv(wait).context("receiving a pong")? {
-                        let t1 = now_ns();
-                        if m.payload().len() == buf.len() && m.payload()[..8] == buf[..8] {
-                            return Ok(Reply::Rtt(t1 - t0));
-                        }
-                        bail!("the echo client returned the wrong ping");
-                    }
-                    if now_ns() > deadline {
-                        bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
-                    }
-                    if stop.is_set() {
-                        return Ok(Reply::Stopped);
-                    }
-                    std::hint::spin_loop();
-                }
+                await_pong(&mut a, buf, t0, wait, &stop, addr, false)
             })?;
             sizes.push(r);
         }
@@ -745,28 +730,12 @@ impl Ctx<'_> {
             let stop = self.stop.clone();
             let r = self.measure(Transport::Tickwire, size, |buf| {
                 let t0 = now_ns();
-                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
                 a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-                loop {
-                    let wait = match idle {
-                        Idle::Spin => Wait::NoWait,
-                        Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
-                    };
-                    if let Some(m) = a.recv(wait).context("receiving a pong")? {
-                        let t1 = now_ns();
-                        if m.payload().len() == buf.len() && m.payload()[..8] == buf[..8] {
-                            return Ok(Reply::Rtt(t1 - t0));
-                        }
-                        bail!("the echo client returned the wrong ping");
-                    }
-                    if now_ns() > deadline {
-                        bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
-                    }
-                    if stop.is_set() {
-                        return Ok(Reply::Stopped);
-                    }
-                    idle_once(yields);
-                }
+                let wait = match idle {
+                    Idle::Spin => Wait::NoWait,
+                    Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
+                };
+                await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
             });
             match r {
                 Ok(r) => sizes.push(r),
@@ -789,6 +758,36 @@ impl Ctx<'_> {
             spin_yields: yields,
             sizes,
         })
+    }
+}
+
+/// Client A's wait for the pong of `ping`, sent at `t0`: the round trip, or `Stopped`
+/// on Ctrl-C; an error after [`REPLY_TIMEOUT`] or for a pong that is not `ping`'s.
+fn await_pong(
+    a: &mut Client,
+    ping: &[u8],
+    t0: u64,
+    wait: Wait,
+    stop: &StopFlag,
+    addr: SocketAddr,
+    yields: bool,
+) -> anyhow::Result<Reply> {
+    let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+    loop {
+        if let Some(m) = a.recv(wait).context("receiving a pong")? {
+            let t1 = now_ns();
+            if m.payload().len() == ping.len() && m.payload()[..8] == ping[..8] {
+                return Ok(Reply::Rtt(t1 - t0));
+            }
+            bail!("the echo client returned the wrong ping");
+        }
+        if now_ns() > deadline {
+            bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
+        }
+        if stop.is_set() {
+            return Ok(Reply::Stopped);
+        }
+        idle_once(yields);
     }
 }
 
