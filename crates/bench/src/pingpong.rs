@@ -174,6 +174,14 @@ pub enum Idle {
 }
 
 impl Idle {
+    /// How a client end waits for one message: not at all (spin), or up to `limit`.
+    fn client_wait(self, limit: Duration) -> Wait {
+        match self {
+            Idle::Spin => Wait::NoWait,
+            Idle::Block => Wait::Timeout(limit),
+        }
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Idle::Spin => "spin",
@@ -592,23 +600,9 @@ impl Ctx<'_> {
     /// thread polls B until the ping arrives, B republishes it, the thread polls A.
     fn tickwire_same_thread(&mut self, addr: SocketAddr) -> anyhow::Result<TransportResult> {
         let idle = self.args.idle;
-        let opts = |name: &str| ClientOptions {
-            name: name.to_owned(),
-            batch_bytes: 0,
-            ..ClientOptions::default()
-        };
-        let mut b = Client::connect_with(addr, opts("bench-pingpong-echo"))
-            .with_context(|| format!("echo client connecting to the router at {addr}"))?;
-        b.subscribe(PING_TOPIC)
-            .context("echo client subscribing to bench/ping")?;
-        let mut a = Client::connect_with(addr, opts("bench-pingpong"))
-            .with_context(|| format!("connecting to the router at {addr}"))?;
-        a.subscribe(PONG_TOPIC)
-            .context("subscribing to bench/pong")?;
-        let wait = match idle {
-            Idle::Spin => Wait::NoWait,
-            Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
-        };
+        let mut b = connect_subscribed(addr, ECHO_NAME, PING_TOPIC)?;
+        let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
+        let wait = idle.client_wait(REPLY_TIMEOUT);
         let mut echo_buf = Vec::with_capacity(64 * 1024);
         let mut sizes = Vec::new();
         for &size in &self.args.sizes {
@@ -656,24 +650,16 @@ impl Ctx<'_> {
 
     fn tickwire(&mut self, addr: SocketAddr, yields: bool) -> anyhow::Result<TransportResult> {
         let idle = self.args.idle;
-        let opts = |name: &str| ClientOptions {
-            name: name.to_owned(),
-            batch_bytes: 0,
-            ..ClientOptions::default()
-        };
         let near = self.args.pin.map(|p| p.near);
         let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
         let stop = self.stop.clone();
-        let b_opts = opts("bench-pingpong-echo");
         let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
             .name("tickwire-echo".into())
             .spawn(move || {
                 if let Some(cpu) = near {
                     harness::pin_current_thread(cpu);
                 }
-                let setup = Client::connect_with(addr, b_opts)
-                    .and_then(|mut b| b.subscribe(PING_TOPIC).map(|()| b))
-                    .with_context(|| format!("echo client connecting to the router at {addr}"));
+                let setup = connect_subscribed(addr, ECHO_NAME, PING_TOPIC);
                 let mut b = match setup {
                     Ok(b) => {
                         let _ = ready_tx.send(Ok(()));
@@ -686,10 +672,7 @@ impl Ctx<'_> {
                 };
                 let mut buf = Vec::with_capacity(64 * 1024);
                 loop {
-                    let wait = match idle {
-                        Idle::Spin => Wait::NoWait,
-                        Idle::Block => Wait::Timeout(Duration::from_millis(100)),
-                    };
+                    let wait = idle.client_wait(Duration::from_millis(100));
                     match b.recv(wait).context("echo client receive")? {
                         Some(m) => {
                             buf.clear();
@@ -716,10 +699,7 @@ impl Ctx<'_> {
             .recv()
             .context("the tickwire echo thread died")?
             .context("starting the tickwire echo client")?;
-        let mut a = Client::connect_with(addr, opts("bench-pingpong"))
-            .with_context(|| format!("connecting to the router at {addr}"))?;
-        a.subscribe(PONG_TOPIC)
-            .context("subscribing to bench/pong")?;
+        let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
 
         let mut sizes = Vec::new();
         let mut result = Ok(());
@@ -731,10 +711,7 @@ impl Ctx<'_> {
             let r = self.measure(Transport::Tickwire, size, |buf| {
                 let t0 = now_ns();
                 a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-                let wait = match idle {
-                    Idle::Spin => Wait::NoWait,
-                    Idle::Block => Wait::Timeout(REPLY_TIMEOUT),
-                };
+                let wait = idle.client_wait(REPLY_TIMEOUT);
                 await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
             });
             match r {
@@ -759,6 +736,25 @@ impl Ctx<'_> {
             sizes,
         })
     }
+}
+
+/// Client names of the tickwire path's two ends.
+const PINGER_NAME: &str = "bench-pingpong";
+const ECHO_NAME: &str = "bench-pingpong-echo";
+
+/// A tickwire client named `name`, writing every publish at once (no batching: one
+/// ping is outstanding), subscribed to `pattern`.
+fn connect_subscribed(addr: SocketAddr, name: &str, pattern: &str) -> anyhow::Result<Client> {
+    let opts = ClientOptions {
+        name: name.to_owned(),
+        batch_bytes: 0,
+        ..ClientOptions::default()
+    };
+    let mut c = Client::connect_with(addr, opts)
+        .with_context(|| format!("{name} connecting to the router at {addr}"))?;
+    c.subscribe(pattern)
+        .with_context(|| format!("{name} subscribing to {pattern}"))?;
+    Ok(c)
 }
 
 /// Client A's wait for the pong of `ping`, sent at `t0`: the round trip, or `Stopped`
