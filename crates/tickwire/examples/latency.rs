@@ -8,11 +8,19 @@
 //! 1. Raw TCP ping-pong (no tickwire code): an echo thread on CPU `--far-cpu` and a
 //!    pinger on CPU `--near-cpu`, both busy-polling non-blocking sockets; half the
 //!    round trip is the one-hop floor.
-//! 2. The real `tickwire router --idle spin` (or `--idle`) (the binary next to this example) started
-//!    on a free port and pinned to `--far-cpu` with `taskset`.
-//! 3. A paced publisher (`--rate` msg/s, open loop) and a subscriber, in one busy-polling
-//!    thread on `--near-cpu` (publish when a message is due, poll otherwise); one clock. Latency is reported
-//!    from the publisher's send stamp and from the intended send time.
+//! 2. One raw TCP hop, one way, paced at `--rate`; the rows under it time the receiver's
+//!    `read()` calls that returned data. A receiver of one-way traffic sends a pure ACK
+//!    from inside `read()` (Linux `tcp_cleanup_rbuf`): for every small segment by
+//!    default, for every second one in delayed-ACK mode (`--raw-delayed-acks`, the mode
+//!    tickwire's sockets are in after their request/answer handshake). Ping-pong never
+//!    pays it: its ACKs ride on the replies. The slow mode of `read()` is that ACK.
+//! 3. Two raw TCP hops through a minimal relay: the router's path without the router.
+//! 4. The real `tickwire router --idle spin` (or `--idle`), the binary next to this
+//!    example, started on a free port and pinned to `--far-cpu` with `taskset`.
+//! 5. A paced publisher (`--rate` msg/s, open loop) and a subscriber, in one busy-polling
+//!    thread on `--near-cpu` (publish when a message is due, poll otherwise); one clock.
+//!    Latency is reported from the publisher's send stamp and from the intended send
+//!    time.
 //!
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
@@ -33,6 +41,7 @@ struct Args {
     far_cpu: usize,
     pings: u64,
     idle: String,
+    raw_delayed_acks: bool,
 }
 
 fn parse_args() -> Args {
@@ -44,6 +53,7 @@ fn parse_args() -> Args {
         far_cpu: 1,
         pings: 100_000,
         idle: "spin".into(),
+        raw_delayed_acks: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -61,8 +71,13 @@ fn parse_args() -> Args {
             "--far-cpu" => a.far_cpu = n() as usize,
             "--pings" => a.pings = n(),
             "--idle" => a.idle = v.clone(),
+            "--raw-delayed-acks" => {
+                a.raw_delayed_acks = true;
+                i += 1;
+                continue;
+            }
             "-h" | "--help" => {
-                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1] [--idle spin|hybrid|block]");
+                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1] [--idle spin|hybrid|block] [--raw-delayed-acks]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other} (see --help)"),
@@ -95,6 +110,19 @@ fn row(name: &str, h: &Histogram<u64>) {
         us(h.value_at_quantile(0.999)),
         h.mean() / 1000.0,
         us(h.max())
+    );
+}
+
+/// The middle of a distribution: a bimodal one (some reads send an ACK, some do not)
+/// shows as a jump between quartiles.
+fn quartiles(name: &str, h: &Histogram<u64>) {
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    println!(
+        "{name:<44} {:>9} {:>8.2} / {:.2} / {:.2}",
+        "",
+        us(0.25),
+        us(0.5),
+        us(0.75)
     );
 }
 
@@ -145,24 +173,38 @@ fn raw_pingpong(a: &Args) -> Histogram<u64> {
 }
 
 /// One raw TCP hop, one way, paced like the router test: the near CPU sends, a thread
-/// on the far CPU busy-polls and records the latency (same clock).
-fn raw_oneway(a: &Args) -> Histogram<u64> {
+/// on the far CPU busy-polls and records the latency (same clock) and how long each
+/// `read()` that returned data took.
+fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = l.local_addr().expect("addr");
     let (far, total, size) = (a.far_cpu, a.rate * a.secs, a.size.max(8));
+    let delayed_acks = a.raw_delayed_acks;
     let rx = std::thread::spawn(move || {
         pin(far);
         let (mut s, _) = l.accept().expect("accept");
         s.set_nonblocking(true).ok();
         let mut h = hist();
+        let mut reads = hist();
         let mut buf = vec![0u8; 65536];
         let mut pending: Vec<u8> = Vec::new();
         let mut received = 0u64;
+        let mut armed_at = 0u64;
         while received < total {
+            let before = now_nanos();
             match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     let now = now_nanos();
+                    if received >= total / 10 {
+                        reads.saturating_record(now - before);
+                    }
+                    // The kernel leaves delayed-ACK mode when its delayed-ACK timer
+                    // fires; re-arm it now and then (a setsockopt per 5 ms, not per read).
+                    if delayed_acks && now - armed_at > 5_000_000 {
+                        rustix::net::sockopt::set_tcp_quickack(&s, false).ok();
+                        armed_at = now;
+                    }
                     pending.extend_from_slice(&buf[..n]);
                     while pending.len() >= size {
                         let t = u64::from_le_bytes(pending[..8].try_into().unwrap_or([0; 8]));
@@ -177,7 +219,7 @@ fn raw_oneway(a: &Args) -> Histogram<u64> {
                 Err(e) => panic!("read: {e}"),
             }
         }
-        h
+        (h, reads)
     });
     pin(a.near_cpu);
     let mut s = TcpStream::connect(addr).expect("connect");
@@ -296,11 +338,19 @@ fn main() {
     );
     let raw = raw_pingpong(&a);
     row("raw TCP ping-pong, half round trip (spin)", &raw);
-    let oneway = raw_oneway(&a);
+    let (oneway, reads) = raw_oneway(&a);
+    let acks = if a.raw_delayed_acks {
+        "delayed ACKs"
+    } else {
+        "default ACKs"
+    };
     row(
-        &format!("raw TCP one-way, 1 hop @{} msg/s", a.rate),
+        &format!("raw TCP one-way, 1 hop @{} msg/s, {acks}", a.rate),
         &oneway,
     );
+    quartiles("  the same, p25 / p50 / p75", &oneway);
+    row("  receiver's read() returning data", &reads);
+    quartiles("  the same, p25 / p50 / p75", &reads);
     let relay = raw_relay(&a);
     row(
         &format!("raw TCP relay, 2 hops one-way @{} msg/s", a.rate),
@@ -385,6 +435,7 @@ fn main() {
         &format!("tickwire ({}) one-way @{} msg/s, from send", a.idle, a.rate),
         &from_send,
     );
+    quartiles("  the same, p25 / p50 / p75", &from_send);
     row("tickwire one-way, from intended send time", &from_intended);
     row("  publisher send -> router read", &hop_in);
     row("  router read -> queued for the subscriber", &router_hop);
