@@ -4,6 +4,10 @@
 #
 #   scripts/bench-latency.sh [RATE] [SECS] [RUNS] [IDLE...]
 #
+# LATENCY_ARGS adds options to every run of the example, e.g.
+#   LATENCY_ARGS=--raw-delayed-acks scripts/bench-latency.sh 10000 10 3 spin
+# puts the raw baselines' readers in the delayed-ACK mode tickwire's sockets are in.
+#
 # Prints each run's table (see crates/tickwire/examples/latency.rs) and, per idle
 # strategy, the median p50 ratios of tickwire to the raw TCP ping-pong half round trip
 # and to the raw two-hop TCP relay.
@@ -16,7 +20,8 @@ echo "commit $(git rev-parse --short HEAD); $(nproc) cores; $(grep -m1 'model na
 for idle in "${IDLES[@]}"; do
   ratios=(); relays=()
   for i in $(seq 1 "$RUNS"); do
-    out=$(target/release/examples/latency --rate "$RATE" --secs "$SECS" --idle "$idle")
+    # shellcheck disable=SC2086 # LATENCY_ARGS is a list of options
+    out=$(target/release/examples/latency --rate "$RATE" --secs "$SECS" --idle "$idle" ${LATENCY_ARGS:-})
     echo "--- idle=$idle run $i"; echo "$out" | tail -n +3
     ratios+=("$(sed -nE 's/.*p50 ratio tickwire\/raw = ([0-9.]+);.*/\1/p' <<<"$out")")
     relays+=("$(sed -nE 's/.*tickwire\/relay = ([0-9.]+).*/\1/p' <<<"$out")")

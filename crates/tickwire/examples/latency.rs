@@ -14,7 +14,8 @@
 //!    default, for every second one in delayed-ACK mode (`--raw-delayed-acks`, the mode
 //!    tickwire's sockets are in after their request/answer handshake). Ping-pong never
 //!    pays it: its ACKs ride on the replies. The slow mode of `read()` is that ACK.
-//! 3. Two raw TCP hops through a minimal relay: the router's path without the router.
+//! 3. Two raw TCP hops through a minimal relay: the router's path without the router
+//!    (its two readers in delayed-ACK mode too with `--raw-delayed-acks`).
 //! 4. The real `tickwire router --idle spin` (or `--idle`), the binary next to this
 //!    example, started on a free port and pinned to `--far-cpu` with `taskset`.
 //! 5. A paced publisher (`--rate` msg/s, open loop) and a subscriber, in one busy-polling
@@ -113,6 +114,27 @@ fn row(name: &str, h: &Histogram<u64>) {
     );
 }
 
+/// Keeps a raw receiver in delayed-ACK mode (`TCP_QUICKACK` off) when asked. The kernel
+/// leaves that mode whenever its delayed-ACK timer fires, so it is re-armed now and then:
+/// one `setsockopt` per 5 ms, not one per read.
+struct DelayedAcks {
+    on: bool,
+    armed_at: u64,
+}
+
+impl DelayedAcks {
+    fn new(on: bool) -> DelayedAcks {
+        DelayedAcks { on, armed_at: 0 }
+    }
+
+    fn after_read(&mut self, s: &TcpStream, now: u64) {
+        if self.on && now - self.armed_at > 5_000_000 {
+            rustix::net::sockopt::set_tcp_quickack(s, false).ok();
+            self.armed_at = now;
+        }
+    }
+}
+
 /// The middle of a distribution: a bimodal one (some reads send an ACK, some do not)
 /// shows as a jump between quartiles.
 fn quartiles(name: &str, h: &Histogram<u64>) {
@@ -179,7 +201,7 @@ fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = l.local_addr().expect("addr");
     let (far, total, size) = (a.far_cpu, a.rate * a.secs, a.size.max(8));
-    let delayed_acks = a.raw_delayed_acks;
+    let mut acks = DelayedAcks::new(a.raw_delayed_acks);
     let rx = std::thread::spawn(move || {
         pin(far);
         let (mut s, _) = l.accept().expect("accept");
@@ -189,7 +211,6 @@ fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
         let mut buf = vec![0u8; 65536];
         let mut pending: Vec<u8> = Vec::new();
         let mut received = 0u64;
-        let mut armed_at = 0u64;
         while received < total {
             let before = now_nanos();
             match s.read(&mut buf) {
@@ -199,12 +220,7 @@ fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
                     if received >= total / 10 {
                         reads.saturating_record(now - before);
                     }
-                    // The kernel leaves delayed-ACK mode when its delayed-ACK timer
-                    // fires; re-arm it now and then (a setsockopt per 5 ms, not per read).
-                    if delayed_acks && now - armed_at > 5_000_000 {
-                        rustix::net::sockopt::set_tcp_quickack(&s, false).ok();
-                        armed_at = now;
-                    }
+                    acks.after_read(&s, now);
                     pending.extend_from_slice(&buf[..n]);
                     while pending.len() >= size {
                         let t = u64::from_le_bytes(pending[..8].try_into().unwrap_or([0; 8]));
@@ -251,6 +267,8 @@ fn raw_relay(a: &Args) -> Histogram<u64> {
     let far = a.far_cpu;
     let total = a.rate * a.secs;
     let size = a.size.max(8);
+    let mut relay_acks = DelayedAcks::new(a.raw_delayed_acks);
+    let mut back_acks = DelayedAcks::new(a.raw_delayed_acks);
     let relay = std::thread::spawn(move || {
         pin(far);
         let (mut rx, _) = l_in.accept().expect("accept in");
@@ -267,6 +285,7 @@ fn raw_relay(a: &Args) -> Histogram<u64> {
                 Ok(n) => {
                     tx.write_all(&buf[..n]).expect("relay write");
                     moved += n as u64;
+                    relay_acks.after_read(&rx, now_nanos());
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
                 Err(e) => panic!("relay read: {e}"),
@@ -297,6 +316,7 @@ fn raw_relay(a: &Args) -> Histogram<u64> {
             Ok(0) => break,
             Ok(n) => {
                 let now = now_nanos();
+                back_acks.after_read(&back, now);
                 pending.extend_from_slice(&inbuf[..n]);
                 while pending.len() >= size {
                     let t = u64::from_le_bytes(pending[..8].try_into().unwrap_or([0; 8]));
@@ -353,7 +373,7 @@ fn main() {
     quartiles("  the same, p25 / p50 / p75", &reads);
     let relay = raw_relay(&a);
     row(
-        &format!("raw TCP relay, 2 hops one-way @{} msg/s", a.rate),
+        &format!("raw TCP relay, 2 hops one-way @{} msg/s, {acks}", a.rate),
         &relay,
     );
 
