@@ -7,6 +7,10 @@
 //!   timestamp, 55, and both 270 prices.
 //! * `encode_35D`: a NewOrderSingle with header 49/56 (cached), 34, 52 and body
 //!   11/55/54/60/38/40/44/59, finished (BodyLength and CheckSum).
+//! * `validate_35X`: the same 35=X, parsed, then validated against QuickFIX's FIX44.xml
+//!   with the default switches (what the tick-to-trade algo does per market-data
+//!   message). The dictionary comes from `target/fix-spec` (fetched by
+//!   `scripts/fetch-fix-spec.sh` on first use, as in the tests).
 //! * `write_utc_timestamp_millis`, `parse_utc_timestamp_millis`: the timestamp helpers
 //!   alone.
 //!
@@ -18,6 +22,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use tickwire_fix::codec::{
     frame_len, parse, parse_utc_timestamp, write_utc_timestamp, Encoder, Fields, TimestampPrecision,
 };
+use tickwire_fix::dict::Dictionary;
+use tickwire_fix::validate::{validate, Dictionaries, ValidationOptions};
+
+#[path = "../tests/support/spec.rs"]
+mod spec;
 
 const NOW: u64 = 1_710_495_000_123_456_789;
 
@@ -65,6 +74,19 @@ fn decode_35x(c: &mut Criterion) {
     });
 }
 
+fn validate_35x(c: &mut Criterion) {
+    let dict = Dictionary::from_file(spec::spec_file("FIX44.xml")).expect("FIX44.xml");
+    let dicts = Dictionaries::single(&dict);
+    let opts = ValidationOptions::default();
+    let msg = market_data();
+    let mut fields = Fields::default();
+    let m = parse(&msg, &mut fields).expect("parsed");
+    validate(&m, &dicts, &opts).expect("the bench message is valid");
+    c.bench_function("validate_35X", |b| {
+        b.iter(|| black_box(validate(black_box(&m), &dicts, &opts).is_ok()))
+    });
+}
+
 fn encode_35d(c: &mut Criterion) {
     let mut enc = Encoder::new("FIX.4.4");
     enc.set_header_fields(&[(49, b"ALGO"), (56, b"VENUE")]);
@@ -102,5 +124,5 @@ fn timestamps(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, decode_35x, encode_35d, timestamps);
+criterion_group!(benches, decode_35x, validate_35x, encode_35d, timestamps);
 criterion_main!(benches);

@@ -15,8 +15,9 @@
 //! * **Querying** happens on the hot path, so everything is a flat table: field
 //!   definitions are found through a `Vec` indexed by tag, message definitions by binary
 //!   search on the MsgType bytes, and each message body / group entry is a [`Layout`]:
-//!   sorted member tags, sorted required tags and its groups sorted by NumInGroup tag.
-//!   Nothing allocates after loading.
+//!   sorted member tags (plus a bitset of those below 2048, so membership is one load),
+//!   sorted required tags and its groups sorted by NumInGroup tag. Nothing allocates
+//!   after loading.
 //! * **Repeating groups** are resolved over a parsed [`MessageRef`]'s flat field table
 //!   with the same rule as QuickFIX's `Message::setGroup`: an entry starts at the
 //!   delimiter, or at a member field already present in the current entry (or the first
@@ -189,6 +190,8 @@ pub struct FieldDef {
     pub field_type: FieldType,
     /// Enumerated values, sorted by value (empty: any value allowed).
     values: Vec<EnumValue>,
+    /// `prefix_key` of each value, same order.
+    value_keys: Vec<u64>,
 }
 
 impl FieldDef {
@@ -204,9 +207,7 @@ impl FieldDef {
     }
 
     fn find_value(&self, value: &[u8]) -> Option<&EnumValue> {
-        self.values
-            .binary_search_by(|v| v.value.as_bytes().cmp(value))
-            .ok()
+        find_sorted(&self.value_keys, |i| &self.values[i].value, value)
             .and_then(|i| self.values.get(i))
     }
 
@@ -243,6 +244,12 @@ pub struct Layout {
     order: Vec<u32>,
     /// The same tags, sorted, for lookup.
     sorted: Vec<u32>,
+    /// The member tags below [`BITSET_TAGS`] as a bitset (one bit per tag, only as many
+    /// words as the largest such member needs): membership is one load, not a binary
+    /// search, on the validation path of every field.
+    member_bits: TagBits,
+    /// The same for the groups' NumInGroup tags: most fields are not one.
+    group_bits: TagBits,
     /// Required tags, sorted (QuickFIX reports the smallest missing one).
     required: Vec<u32>,
     /// Groups directly in this layout, sorted by NumInGroup tag.
@@ -256,8 +263,12 @@ impl Layout {
     }
 
     /// Whether `tag` is a direct member (a group's NumInGroup tag is; its members are not).
+    #[inline]
     pub fn contains(&self, tag: u32) -> bool {
-        self.sorted.binary_search(&tag).is_ok()
+        match self.member_bits.get(tag) {
+            Some(member) => member,
+            None => self.sorted.binary_search(&tag).is_ok(),
+        }
     }
 
     /// Required tags, ascending.
@@ -271,7 +282,11 @@ impl Layout {
     }
 
     /// The group whose NumInGroup tag is `count_tag`.
+    #[inline]
     pub fn group(&self, count_tag: u32) -> Option<&GroupDef> {
+        if self.group_bits.get(count_tag) == Some(false) {
+            return None;
+        }
         self.groups
             .binary_search_by_key(&count_tag, |g| g.count_tag)
             .ok()
@@ -310,9 +325,12 @@ impl Layout {
     fn finish(&mut self) {
         self.sorted = self.order.clone();
         self.sorted.sort_unstable();
+        self.member_bits = TagBits::of(&self.sorted);
         self.required.sort_unstable();
         self.required.dedup();
         self.groups.sort_by_key(|g| g.count_tag);
+        let count_tags: Vec<u32> = self.groups.iter().map(|g| g.count_tag).collect();
+        self.group_bits = TagBits::of(&count_tags);
         for g in &mut self.groups {
             g.layout.finish();
             let mut nested = Vec::new();
@@ -321,6 +339,80 @@ impl Layout {
             }
             g.flat_members = !nested.iter().any(|t| g.layout.contains(*t));
         }
+    }
+}
+
+/// The first 8 bytes of `s`, big-endian, zero-padded. Comparing two keys compares the
+/// strings' first 8 bytes in lexicographic order (a string that ends early sorts first),
+/// so a binary search over sorted strings compares integers and needs the bytes only
+/// when two keys tie.
+fn prefix_key(s: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = s.len().min(8);
+    b[..n].copy_from_slice(&s[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// Binary search for `probe` in a list of strings sorted by their bytes, given their
+/// `keys` (`keys[i] == prefix_key(text(i))`). Returns the index of the equal string.
+fn find_sorted<'a>(keys: &[u64], text: impl Fn(usize) -> &'a str, probe: &[u8]) -> Option<usize> {
+    use std::cmp::Ordering;
+    let probe_key = prefix_key(probe);
+    let (mut lo, mut hi) = (0, keys.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let order = keys[mid].cmp(&probe_key).then_with(|| {
+            let t = text(mid).as_bytes();
+            if t.len() <= 8 && probe.len() <= 8 {
+                // Equal keys: equal bytes up to the shorter length, then zeros.
+                t.len().cmp(&probe.len())
+            } else {
+                t.cmp(probe)
+            }
+        });
+        match order {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
+/// Tags at or above this are looked up by binary search instead of in a [`TagBits`]
+/// (standard FIX tags are below it; user-defined ones, 5000 and up, rarely sit in a
+/// layout that is validated per message).
+const BITSET_TAGS: u32 = 2048;
+
+/// A set of tags below [`BITSET_TAGS`], one bit each, sized to its largest tag.
+#[derive(Clone, Debug, Default)]
+struct TagBits(Vec<u64>);
+
+impl TagBits {
+    fn of(tags: &[u32]) -> TagBits {
+        let small = || tags.iter().copied().filter(|&t| t < BITSET_TAGS);
+        let words = small().max().map_or(0, |t| t as usize / 64 + 1);
+        let mut bits = vec![0u64; words];
+        for t in small() {
+            if let Some(w) = bits.get_mut(t as usize / 64) {
+                *w |= 1 << (t % 64);
+            }
+        }
+        TagBits(bits)
+    }
+
+    /// Whether `tag` is in the set; None for a tag at or above [`BITSET_TAGS`] (ask the
+    /// sorted list).
+    #[inline]
+    fn get(&self, tag: u32) -> Option<bool> {
+        if tag >= BITSET_TAGS {
+            return None;
+        }
+        Some(
+            self.0
+                .get(tag as usize / 64)
+                .is_some_and(|w| w & (1 << (tag % 64)) != 0),
+        )
     }
 }
 
@@ -387,6 +479,8 @@ pub struct Dictionary {
     has_header: bool,
     /// Sorted by MsgType bytes.
     messages: Vec<MessageDef>,
+    /// `prefix_key` of each MsgType, same order.
+    message_keys: Vec<u64>,
 }
 
 impl Dictionary {
@@ -491,9 +585,7 @@ impl Dictionary {
     /// The definition of a message type.
     #[inline]
     pub fn message(&self, msg_type: &[u8]) -> Option<&MessageDef> {
-        self.messages
-            .binary_search_by(|m| m.msg_type.as_bytes().cmp(msg_type))
-            .ok()
+        find_sorted(&self.message_keys, |i| &self.messages[i].msg_type, msg_type)
             .and_then(|i| self.messages.get(i))
     }
 
@@ -828,6 +920,10 @@ impl<'x> Builder<'x> {
                 name: name.to_string(),
                 xml_type: xml_type.to_string(),
                 field_type: FieldType::from_xml(xml_type, &begin_string),
+                value_keys: values
+                    .iter()
+                    .map(|v| prefix_key(v.value.as_bytes()))
+                    .collect(),
                 values,
             });
         }
@@ -953,6 +1049,10 @@ impl<'x> Builder<'x> {
             header,
             trailer,
             has_header,
+            message_keys: messages
+                .iter()
+                .map(|m| prefix_key(m.msg_type.as_bytes()))
+                .collect(),
             messages,
         })
     }
@@ -1195,6 +1295,57 @@ mod xml {
                     return root.ok_or((line, "empty document: no <fix> element".to_string()));
                 }
                 _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Short strings over a small alphabet (NUL included, though dictionaries never
+    /// hold it: a hostile probe may), so prefixes and 8-byte ties are common.
+    fn text() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            prop::sample::select(vec![0u8, b'1', b'A', b'B', b'z']),
+            0..12,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn find_sorted_agrees_with_a_binary_search_on_the_bytes(
+            set in prop::collection::btree_set(text(), 0..40),
+            probes in prop::collection::vec(text(), 1..20),
+        ) {
+            // Lossless: the alphabet is ASCII.
+            let sorted: Vec<String> = set
+                .iter()
+                .map(|b| String::from_utf8(b.clone()).expect("ascii"))
+                .collect();
+            let keys: Vec<u64> = sorted.iter().map(|s| prefix_key(s.as_bytes())).collect();
+            let members = sorted.iter().map(|s| s.as_bytes().to_vec());
+            for probe in probes.iter().cloned().chain(members) {
+                let want = sorted.binary_search_by(|s| s.as_bytes().cmp(&probe[..])).ok();
+                prop_assert_eq!(find_sorted(&keys, |i| &sorted[i], &probe), want);
+            }
+        }
+
+        #[test]
+        fn tag_bits_agree_with_the_tag_list(
+            tags in prop::collection::btree_set(1u32..3000, 0..60),
+            probes in prop::collection::vec(0u32..3000, 1..50),
+        ) {
+            let list: Vec<u32> = tags.iter().copied().collect();
+            let bits = TagBits::of(&list);
+            for t in probes.iter().copied().chain(list.iter().copied()) {
+                let want = list.binary_search(&t).is_ok();
+                match bits.get(t) {
+                    Some(got) => prop_assert_eq!(got, want),
+                    None => prop_assert!(t >= BITSET_TAGS),
+                }
             }
         }
     }
