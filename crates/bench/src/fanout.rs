@@ -1,5 +1,5 @@
 //! The `tickwire bench fanout` driver: router fan-out under bursty, mixed-size, open-loop
-//! load (BENCHMARKING.md family A), against tickwire or, with `--target nats://..`, the
+//! load (docs/benchmarking.md family A), against tickwire or, with `--target nats://..`, the
 //! identical workload against a core NATS server.
 //!
 //! One measuring process holds every publisher and subscriber thread (one clock, true
@@ -47,7 +47,7 @@ What runs:
   is reported on its own (sender lateness). Warm-up messages are excluded from the
   latency figures (they are counted in the correctness counters).
 
-Presets (BENCHMARKING.md family A; flags given with a preset override its parts):
+Presets (docs/benchmarking.md family A; flags given with a preset override its parts):
   pattern1  500k msg/s + 500k bursts (1 s every other second: 500k/1M), mix 100:67,600:33
   pattern2  1M msg/s + 500k bursts (1M/1.5M), mix 100:67,600:33
   mdd       1M msg/s, 100-byte messages, 12-byte topics, 10 publishers x 10 topics x

@@ -1,5 +1,5 @@
 //! tickwire's benchmark suite (`tickwire bench ...`): open-loop load, HDR histograms,
-//! reports that follow `../shared/BENCHMARKING.md`.
+//! reports that follow `docs/benchmarking.md`.
 //!
 //! - [`schedule`]: when each message is due (steady rate, bursts) and how big (size mix). Pure.
 //! - [`stats`]: latency histograms, summaries, correctness counters, the INVALID rule. Pure.

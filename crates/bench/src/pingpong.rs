@@ -1,5 +1,5 @@
 //! The `tickwire bench pingpong` driver: half round-trip latency versus message size
-//! (BENCHMARKING.md family B), over raw TCP, raw UDP and tickwire through a router.
+//! (docs/benchmarking.md family B), over raw TCP, raw UDP and tickwire through a router.
 //!
 //! One ping is outstanding at a time (closed loop, on purpose: ping-pong measures
 //! unloaded latency only, rule 4). Per size, `--warmup` pings are sent first and
@@ -67,7 +67,7 @@ the router on FAR; tickwire's echo client B on NEAR with A (the published layout
 router on one core, publisher and subscriber in the measuring process on the other).
 
 Compare tickwire with the floor: the table ends with tickwire's p50 as a multiple of
-raw TCP's p50 measured in the same run (BENCHMARKING.md rule 10).
+raw TCP's p50 measured in the same run (docs/benchmarking.md rule 10).
 
 Examples:
   tickwire bench pingpong

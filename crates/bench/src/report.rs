@@ -1,5 +1,5 @@
 //! Machine metadata, terminal tables, JSON and SVG plots (rules 10 and 11 of
-//! BENCHMARKING.md).
+//! docs/benchmarking.md).
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::stats::Summary;
 
-/// What every result records about where it ran (BENCHMARKING.md rule 10).
+/// What every result records about where it ran (docs/benchmarking.md rule 10).
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cpu_model: String,

@@ -3,7 +3,7 @@
 //! A [`Schedule`] is pure and deterministic: [`Schedule::slots`] lists every message of
 //! the run with its intended send time (ns from the start of the run) before anything is
 //! sent, so a sender that falls behind cannot quietly send fewer messages (rule 1 of
-//! BENCHMARKING.md). [`SizeMix`] says how big message `i` is.
+//! docs/benchmarking.md). [`SizeMix`] says how big message `i` is.
 //!
 //! Time in a [`RatePattern`] is counted from the start of the run, warm-up included: with
 //! a whole-second warm-up the measured seconds line up with the pattern's seconds.

@@ -2,12 +2,12 @@
 //!
 //! Latency is always measured from a message's *intended* send time
 //! ([`latency_from_intended`]), so a sender that stalls shows up as latency instead of
-//! silently sending later (no coordinated omission, rule 2 of BENCHMARKING.md).
+//! silently sending later (no coordinated omission, rule 2 of docs/benchmarking.md).
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// A latency histogram in ns: 1 ns to 1 h, 3 significant digits (BENCHMARKING.md rule 5).
+/// A latency histogram in ns: 1 ns to 1 h, 3 significant digits (docs/benchmarking.md rule 5).
 #[derive(Debug, Clone)]
 pub struct Latency {
     pub hist: Histogram<u64>,
@@ -102,7 +102,7 @@ pub fn latency_from_intended(intended_ns: u64, received_ns: u64) -> u64 {
     received_ns.saturating_sub(intended_ns)
 }
 
-/// Rule 6 of BENCHMARKING.md, in microseconds (f64). `p9999` only with >= 10_000 samples.
+/// Rule 6 of docs/benchmarking.md, in microseconds (f64). `p9999` only with >= 10_000 samples.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     pub samples: u64,
@@ -200,7 +200,7 @@ impl SeqTracker {
     }
 }
 
-/// BENCHMARKING.md rule 3: a run whose achieved send rate is below 90% of the target is
+/// docs/benchmarking.md rule 3: a run whose achieved send rate is below 90% of the target is
 /// INVALID (saturated). Returns `None` when valid, else the reason.
 ///
 /// A target that is not positive (0: no target, e.g. ping-pong) is never INVALID.

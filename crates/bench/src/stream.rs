@@ -1,4 +1,4 @@
-//! The `tickwire bench stream` driver: a rate sweep (BENCHMARKING.md family B).
+//! The `tickwire bench stream` driver: a rate sweep (docs/benchmarking.md family B).
 //!
 //! Per target rate (one "step"), a sender streams fixed-size messages open loop from a
 //! [`Schedule`]: every message has an intended send time and the sender never waits

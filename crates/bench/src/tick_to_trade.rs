@@ -1,4 +1,4 @@
-//! `tickwire bench tick-to-trade`: BENCHMARKING.md family D. A venue simulator sends
+//! `tickwire bench tick-to-trade`: docs/benchmarking.md family D. A venue simulator sends
 //! FIX `35=X` market data at an open-loop schedule to an algo, which answers each with
 //! a `35=D` order on a second session; latency is from the X's intended send time to
 //! the D's arrival, and the algo's CPU time per X→D is read from `/proc`.
@@ -41,7 +41,7 @@ use venue::{TimePoint, VenueOptions, VenueRun};
 pub use algo::{run_algo, AlgoArgs};
 
 const ABOUT: &str = "\
-Tick-to-trade through a FIX engine (BENCHMARKING.md family D).
+Tick-to-trade through a FIX engine (docs/benchmarking.md family D).
 
 A venue simulator (in this process) initiates two FIX.4.4 sessions to the algo under
 test: market data VENUE_MD -> ALGO_MD and orders VENUE_OE -> ALGO_OE. It sends 35=X
@@ -150,7 +150,8 @@ pub struct TickToTradeArgs {
     pub no_validate: bool,
 
     /// Directory of the QuickFIX XML dictionaries (default: target/fix-spec, from
-    /// scripts/fetch-fix-spec.sh).
+    /// scripts/fetch-fix-spec.sh, under the current directory, the checkout the binary
+    /// was built from, or the binary's own target directory).
     #[arg(long, value_name = "DIR")]
     pub spec_dir: Option<PathBuf>,
 
@@ -376,7 +377,7 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
     let machine = Machine::detect();
     let (published, run_s) = tl.measured_secs();
     println!(
-        "tick-to-trade (BENCHMARKING.md family D) — {}",
+        "tick-to-trade (docs/benchmarking.md family D) — {}",
         machine.one_line()
     );
     println!(
@@ -533,7 +534,13 @@ fn find(rel: &str) -> Option<PathBuf> {
 fn spec_dir(a: &TickToTradeArgs) -> Option<PathBuf> {
     match &a.spec_dir {
         Some(d) => Some(d.clone()),
-        None => find("target/fix-spec"),
+        // Then beside the binary's own target directory (`target/release/tickwire` ->
+        // `target/fix-spec`), wherever the checkout or CARGO_TARGET_DIR is.
+        None => find("target/fix-spec").or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            let dir = exe.parent()?.parent()?.join("fix-spec");
+            dir.exists().then_some(dir)
+        }),
     }
 }
 

@@ -31,6 +31,15 @@ pub enum Idle {
     Block,
 }
 
+impl std::fmt::Display for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Idle::Spin => "spin",
+            Idle::Block => "block",
+        })
+    }
+}
+
 impl std::str::FromStr for Idle {
     type Err = String;
     fn from_str(s: &str) -> Result<Idle, String> {

@@ -1,5 +1,5 @@
 //! `tickwire bench md-latency`: the measuring clients of the market-data replay test
-//! (BENCHMARKING.md family C).
+//! (docs/benchmarking.md family C).
 //!
 //! N subscriber connections to the router, polled by one thread, each keeping its own
 //! per-hop histograms from the six timestamps every update carries:

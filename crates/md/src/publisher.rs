@@ -237,6 +237,15 @@ pub fn publish(
         }
     }
     r.elapsed_ns = now_ns() - start;
+    if opts.progress {
+        // The last per-second line stops short of the total; end on the final count.
+        eprintln!(
+            "publish: {} / {} messages sent, {} re-requests answered so far",
+            r.messages,
+            data.len(),
+            r.requests
+        );
+    }
 
     // Linger: heartbeats once per second (the first at once) and re-requests.
     let linger_end = now_ns() + opts.linger.as_nanos() as u64;

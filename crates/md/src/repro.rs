@@ -1,5 +1,5 @@
 //! `tickwire bench md-replay`: the published market-data replay test in one command
-//! (BENCHMARKING.md family C).
+//! (docs/benchmarking.md family C).
 //!
 //! 1. Generate a synthetic ITCH session (or use `--file`).
 //! 2. Start a router (child process) and, per speed (1x then 4x by default): the
@@ -128,7 +128,7 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         &[],
     )?;
     println!(
-        "router: {} (idle {}), feed handler idle {:?}, {} measuring clients, {}",
+        "router: {} (idle {}), feed handler idle {}, {} measuring clients, {}",
         router.addr,
         opts.router_idle,
         opts.feed_idle,
@@ -161,7 +161,7 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
     let report = ReproReport {
         machine,
         router_idle: opts.router_idle.clone(),
-        feed_idle: format!("{:?}", opts.feed_idle).to_lowercase(),
+        feed_idle: opts.feed_idle.to_string(),
         pin: opts.pin,
         session_file: file.display().to_string(),
         session_messages: data.len(),

@@ -25,6 +25,17 @@ pub enum IdleStrategy {
     Hybrid,
 }
 
+impl std::fmt::Display for IdleStrategy {
+    /// The name the command line and the config file use.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IdleStrategy::Block => "block",
+            IdleStrategy::Spin => "spin",
+            IdleStrategy::Hybrid => "hybrid",
+        })
+    }
+}
+
 impl std::str::FromStr for IdleStrategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -8,7 +8,7 @@ use tickwire_bench::{fanout, pingpong, stream};
 
 const BENCH_HELP: &str = "\
 The industry's latency tests, open loop, HDR histograms, raw-socket baseline in the
-same run (see BENCHMARKING.md in the project's shared docs and BENCHMARKS.md):
+same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md):
   pingpong   socket ping-pong half round trip vs message size: raw TCP, raw UDP, tickwire
   fanout     router fan-out under bursty mixed-size load (published patterns 1 and 2, mdd);
              --target nats://HOST:PORT runs the identical workload against NATS

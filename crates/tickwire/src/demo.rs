@@ -144,7 +144,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .spawn(move || router.run())
         .context("starting the router thread")?;
 
-    println!("tickwire demo: router on {addr} (idle={:?}), {} msg/s for {:.1} s: two thirds 100-byte quotes, one third 600-byte orders",
+    println!("tickwire demo: router on {addr} (idle={}), {} msg/s for {:.1} s: two thirds 100-byte quotes, one third 600-byte orders",
         a.idle, a.rate, a.duration);
 
     let stop = Arc::new(AtomicBool::new(false));

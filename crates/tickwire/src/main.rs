@@ -76,6 +76,7 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     let default_level = match cli.cmd {
         Cmd::Router(_) => "info",
@@ -97,10 +98,47 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, each said once. Several error types name their cause in
+/// their own message, so anyhow's `{:#}` would repeat it ("...: Address already in use
+/// (os error 98): Address already in use (os error 98)").
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if s.is_empty() || text.contains(&s) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&s);
+    }
+    text
+}
+
+/// `println!` panics when standard output is a closed pipe (`tickwire ... | head`).
+/// Exit quietly instead, with the status of a process ended by SIGPIPE (141), as other
+/// Unix tools do.
+fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 fn init_logging(default_level: &str) {

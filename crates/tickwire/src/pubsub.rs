@@ -175,6 +175,19 @@ pub struct SubArgs {
     name: String,
 }
 
+/// Whether `out` is a pipe whose reading end has been closed: `poll(2)` reports an error
+/// on such a pipe without writing to it. False for terminals and files.
+fn reader_gone(out: &impl std::os::fd::AsFd) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(out, PollFlags::empty())];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0)
+        && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
+}
+
 pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let opts = ClientOptions {
         name: a.name.clone(),
@@ -209,6 +222,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                 io_err = Some(e);
             }
         });
+        let idle = matches!(polled, Ok(0));
         match polled {
             Ok(_) => {}
             Err(tickwire_client::Error::Closed { code, reason })
@@ -221,15 +235,28 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => return Err(e.into()),
         }
-        if let Some(e) = io_err.take() {
+        // A closed pipe (`tickwire sub ... | head`) ends the command quietly; the
+        // buffered writer reports it on a write or on this flush, whichever comes first,
+        // and a quiet subscription notices it through `reader_gone`.
+        let closed = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let gone = idle && reader_gone(&std::io::stdout());
+        if let Some(e) = io_err
+            .take()
+            .or_else(|| out.flush().err())
+            .or_else(|| gone.then(closed))
+        {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return Ok(ExitCode::SUCCESS);
             }
             return Err(e).context("writing to standard output");
         }
-        out.flush().ok();
     }
-    out.flush().ok();
+    match out.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(e).context("writing to standard output");
+        }
+        _ => {}
+    }
     if a.quiet {
         let secs = first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         eprintln!(

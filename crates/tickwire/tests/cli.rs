@@ -589,3 +589,86 @@ fn demo_runs_and_reports_ok() {
         assert!(t2t.contains(algo), "tick-to-trade lacks {algo}: {t2t}");
     }
 }
+
+#[test]
+fn sub_ends_quietly_when_its_reader_goes_away() {
+    // `tickwire sub ... | head -1`: once `head` has its line and exits, sub must exit
+    // too, even if no further message ever arrives.
+    use std::io::BufRead;
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = Command::new(BIN)
+        .args(["sub", "--router", &r, "pipe/>"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire sub");
+    wait_for_subscriber(&r, "tickwire-sub", 1);
+    for _ in 0..5 {
+        ok(&["pub", "--router", &r, "pipe/x", "hello"]);
+    }
+    let mut reader = std::io::BufReader::new(sub.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("first line");
+    assert_eq!(line, "pipe/x hello\n");
+    drop(reader); // like `head -1` exiting
+    let deadline = Instant::now() + T;
+    let status = loop {
+        if let Some(st) = sub.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = sub.kill();
+            let _ = sub.wait();
+            panic!("tickwire sub kept running after its stdout reader went away");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    sub.stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .ok();
+    assert!(status.success(), "sub: {status}, stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn output_to_a_closed_pipe_is_not_a_panic() {
+    // The reading end is closed before (or while) the command prints: it either got its
+    // output out first (status 0) or ends as if by SIGPIPE (141), never with a panic.
+    for _ in 0..3 {
+        let mut child = Command::new(BIN)
+            .args(["router", "--print-config"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickwire");
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err)
+            .ok();
+        let status = child.wait().expect("wait");
+        assert!(
+            matches!(status.code(), Some(0) | Some(141)),
+            "status {status}, stderr: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn an_error_names_its_cause_once() {
+    // "cannot listen on ...: Address already in use (os error 98)", not the OS error
+    // twice over.
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let (_, err) = fails(&["router", "--listen", &addr]);
+    let cause = "(os error 98)";
+    assert_eq!(err.matches(cause).count(), 1, "{err}");
+}

@@ -50,13 +50,13 @@ pub enum TopicError {
         levels: usize,
     },
     /// A level is empty: the topic starts or ends with `/`, or contains `//`.
-    #[error("level {level} of the topic is empty (leading, trailing or doubled '/')")]
+    #[error("level {level} is empty (leading, trailing or doubled '/')")]
     EmptyLevel {
         /// Index (from 0) of the empty level.
         level: usize,
     },
     /// An ASCII control character (below 0x20, or 0x7f) appears in the topic.
-    #[error("control character at byte {offset} of the topic")]
+    #[error("control character at byte {offset}")]
     ControlChar {
         /// Byte offset of the control character.
         offset: usize,
@@ -490,7 +490,7 @@ mod tests {
         );
         assert_eq!(
             TopicError::EmptyLevel { level: 2 }.to_string(),
-            "level 2 of the topic is empty (leading, trailing or doubled '/')"
+            "level 2 is empty (leading, trailing or doubled '/')"
         );
     }
 

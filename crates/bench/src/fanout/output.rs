@@ -299,7 +299,7 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
         w.duration_ns as f64 / 1e9
     );
     println!(
-        "layout:    measuring process {}; router {}; subscribers {:?}; publishers open loop ({}){}",
+        "layout:    measuring process {}; router {}; subscribers {}; publishers open loop ({}){}",
         layout
             .bench_cpu
             .map_or("not pinned".to_owned(), |c| format!("on CPU {c}")),
@@ -308,7 +308,8 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
             .map_or("not pinned by the bench".to_owned(), |c| format!(
                 "on CPU {c}"
             )),
-        layout.client_idle,
+        clap::ValueEnum::to_possible_value(&layout.client_idle)
+            .map_or_else(String::new, |v| v.get_name().to_owned()),
         layout.publisher_pacing,
         layout.nats_io_threads.map_or(String::new(), |n| format!(
             "; NATS client IO on {n} tokio worker threads"

@@ -12,7 +12,7 @@ use crate::schedule::{RatePattern, Schedule, SizeMix};
 /// CLOCK_MONOTONIC), all little-endian.
 pub const HEADER_LEN: usize = 24;
 
-/// The published workloads (BENCHMARKING.md family A).
+/// The published workloads (docs/benchmarking.md family A).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {

@@ -1,4 +1,4 @@
-//! The run plan: which rates for how long (the published cycles of BENCHMARKING.md
+//! The run plan: which rates for how long (the published cycles of docs/benchmarking.md
 //! family D, scaled in time, never in rate), and when each X is due. Pure: no clock, no IO.
 //!
 //! A run is a warm-up phase followed by the measured steps, back to back. Market-data
