@@ -162,7 +162,7 @@ pub struct FanoutArgs {
     /// arrives), spin (busy-poll; only sensible with a core per subscriber) or yield
     /// (busy-poll, giving the core to any other runnable thread after each empty poll:
     /// for subscribers sharing a core with the publishers).
-    #[arg(long, value_enum, default_value_t = ClientIdle::Block)]
+    #[arg(long, value_enum, value_name = "IDLE", default_value_t = ClientIdle::Block)]
     pub client_idle: ClientIdle,
 
     /// Pin the measuring process (all its threads) to CPU NEAR and the router this

@@ -38,22 +38,22 @@ pub struct FeedArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     request: Option<SocketAddrV4>,
     /// Router to publish to.
-    #[arg(long, default_value = "127.0.0.1:7420")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420")]
     router: String,
     /// Venue level of the topics.
-    #[arg(long, default_value = "NASDAQ")]
+    #[arg(long, value_name = "NAME", default_value = "NASDAQ")]
     venue: String,
     /// Publish depth updates with this many levels a side (0: none).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "LEVELS", default_value_t = 0)]
     depth: usize,
     /// Idle strategy: spin (lowest latency, uses a core) or block.
-    #[arg(long, default_value = "spin")]
+    #[arg(long, value_name = "spin|block", default_value = "spin")]
     idle: Idle,
     /// Re-request timeout in milliseconds before asking again.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, value_name = "MS", default_value_t = 50)]
     retransmit_timeout_ms: u64,
     /// Re-requests per missing range before it is counted as lost.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
     /// Keep running after End of Session.
     #[arg(long)]

@@ -16,10 +16,14 @@ mod units;
 
 use clap::{Parser, Subcommand};
 
-const ABOUT: &str = "tickwire: a low-latency topic pub/sub message router for trading systems";
+const ABOUT: &str =
+    "tickwire: a low-latency messaging stack for trading: router, FIX engine, market data";
 
 const LONG_ABOUT: &str = "\
-tickwire: a low-latency topic pub/sub message router for trading systems.
+tickwire: a low-latency messaging stack for trading systems, in one binary: a topic
+pub/sub message router and its clients, a QuickFIX-compatible FIX engine (tickwire
+fix), an ITCH/MoldUDP64 market-data feed handler (tickwire md, feed, replay), and the
+benchmark suite that measures them (tickwire bench).
 
 A router accepts TCP connections from clients. Publishers send messages to
 hierarchical topics such as md/NASDAQ/AAPL; subscribers register patterns
@@ -29,11 +33,12 @@ Patterns: levels are separated by '/'. '*' matches one whole level, or a level
 prefix when it ends a level ('md/NAS*/AAPL'); '>' as the last level matches one
 or more remaining levels ('md/>').
 
-Start here:  tickwire demo          (router + publishers + subscribers, in-process)";
+Start here:  tickwire demo   (router, publishers and subscribers in-process, then market
+                               data and tick-to-trade: about 20 seconds)";
 
 const EXAMPLES: &str = "\
 Examples:
-  tickwire demo                                   # a 5-second tour with a latency report
+  tickwire demo                                   # a 20-second tour with latency reports
   tickwire router                                 # router on 127.0.0.1:7420
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'           # print matching messages
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
@@ -63,7 +68,7 @@ enum Cmd {
     Stats(stats::StatsArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
     Demo(demo::DemoArgs),
-    /// Measure: socket ping-pong, router fan-out (vs NATS), rate sweeps.
+    /// Measure: ping-pong, router fan-out (vs NATS), rate sweeps, market-data replay, FIX tick-to-trade.
     Bench(bench_cmd::BenchArgs),
     /// Market data: generate a synthetic ITCH session, publish it as MoldUDP64, capture to pcap.
     Md(md_cmd::MdArgs),

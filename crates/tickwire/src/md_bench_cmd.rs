@@ -38,8 +38,9 @@ pub struct MdLatencyArgs {
     /// Subscription pattern of every client.
     #[arg(long, default_value = "md/NASDAQ/>")]
     pattern: String,
-    /// Stop this long after the first update.
-    #[arg(long, value_parser = parse_duration)]
+    /// Stop this long after the first update (e.g. 30s, 2m; default: run until the feed
+    /// goes quiet, see --idle-exit).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Stop when nothing arrived for this long (after the first update).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -142,11 +143,11 @@ pub struct MdReplayArgs {
     /// Window of the latency-versus-update-rate figures.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
-    /// Router idle strategy.
-    #[arg(long, default_value = "hybrid")]
+    /// Router idle strategy (block, spin or hybrid).
+    #[arg(long, value_name = "IDLE", default_value = "hybrid")]
     router_idle: String,
     /// Feed-handler idle strategy (spin or block).
-    #[arg(long, default_value = "spin")]
+    #[arg(long, value_name = "spin|block", default_value = "spin")]
     feed_idle: Idle,
     /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
     /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine).

@@ -97,7 +97,7 @@ struct PublishArgs {
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     linger: Duration,
     /// Largest packet in bytes (MoldUDP64 header included).
-    #[arg(long, default_value_t = 1400)]
+    #[arg(long, value_name = "BYTES", default_value_t = 1400)]
     max_packet: usize,
     /// Interface address multicast leaves through.
     #[arg(long, default_value = "127.0.0.1")]
