@@ -38,7 +38,7 @@ pub struct FeedArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     request: Option<SocketAddrV4>,
     /// Router to publish to.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Venue level of the topics.
     #[arg(long, value_name = "NAME", default_value = "NASDAQ")]

@@ -30,7 +30,7 @@ Example (router, `tickwire feed` and `tickwire md publish --restamp` running):
 #[command(after_help = MD_LATENCY_HELP)]
 pub struct MdLatencyArgs {
     /// Router address.
-    #[arg(long, default_value = "127.0.0.1:7420")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Number of measuring clients.
     #[arg(long, default_value_t = 4)]

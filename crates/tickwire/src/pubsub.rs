@@ -29,7 +29,7 @@ Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').";
 #[command(after_help = PUB_HELP)]
 pub struct PubArgs {
     /// Router address.
-    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR")]
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
     topic: String,
@@ -153,7 +153,7 @@ drop messages because this subscriber read too slowly, a line says how many.";
 #[command(after_help = SUB_HELP)]
 pub struct SubArgs {
     /// Router address.
-    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR")]
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
     #[arg(required = true, value_name = "PATTERN")]

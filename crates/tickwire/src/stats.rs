@@ -20,7 +20,7 @@ client itself appears in the list.";
 #[command(after_help = STATS_HELP)]
 pub struct StatsArgs {
     /// Router address.
-    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR")]
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Print the raw JSON document instead of a table.
     #[arg(long)]

@@ -47,3 +47,18 @@ mod tests {
         assert!(parse_rate("-1").is_err());
     }
 }
+
+/// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
+/// is checked here so that a missing one is a usage error that says so.
+pub fn parse_router_addr(s: &str) -> Result<String, String> {
+    let expected = "expected HOST:PORT, e.g. 127.0.0.1:7420";
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;
+    if host.is_empty() || host == "[" || (host.contains(':') && !host.starts_with('[')) {
+        return Err(format!("{s:?} is not an address: {expected}"));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("{port:?} is not a port number: {expected}"))?;
+    Ok(s.to_owned())
+}

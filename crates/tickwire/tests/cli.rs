@@ -519,6 +519,14 @@ fn bad_flag_values_are_clear_errors() {
             &["'fast'", "--rate", "not a rate"],
         ),
         (&["demo", "--idle", "lazy"], &["'lazy'", "--idle"]),
+        (
+            &["sub", "--router", "127.0.0.1", "x"],
+            &["'127.0.0.1'", "--router", "no port", "HOST:PORT"],
+        ),
+        (
+            &["stats", "--router", "localhost:http"],
+            &["--router", "not a port number"],
+        ),
         (&["sub"], &["PATTERN"]),
     ];
     for (args, words) in cases {
