@@ -24,6 +24,21 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     tickwire_bench::schedule::parse_rate(s).map(|r| r.round() as u64)
 }
 
+/// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
+/// is checked here so that a missing one is a usage error that says so.
+pub fn parse_router_addr(s: &str) -> Result<String, String> {
+    let expected = "expected HOST:PORT, e.g. 127.0.0.1:7420";
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;
+    if host.is_empty() || host == "[" || (host.contains(':') && !host.starts_with('[')) {
+        return Err(format!("{s:?} is not an address: {expected}"));
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("{port:?} is not a port number: {expected}"))?;
+    Ok(s.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,19 +61,4 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("-1").is_err());
     }
-}
-
-/// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
-/// is checked here so that a missing one is a usage error that says so.
-pub fn parse_router_addr(s: &str) -> Result<String, String> {
-    let expected = "expected HOST:PORT, e.g. 127.0.0.1:7420";
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;
-    if host.is_empty() || host == "[" || (host.contains(':') && !host.starts_with('[')) {
-        return Err(format!("{s:?} is not an address: {expected}"));
-    }
-    port.parse::<u16>()
-        .map_err(|_| format!("{port:?} is not a port number: {expected}"))?;
-    Ok(s.to_owned())
 }
