@@ -82,7 +82,7 @@ pub struct CaptureOptions {
     pub duration: Option<Duration>,
     /// Stop after this many datagrams (None: no limit).
     pub max_packets: Option<u64>,
-    /// Print a line per second to stderr.
+    /// Say on stderr when capturing starts, then print a line per second.
     pub progress: bool,
 }
 
@@ -105,6 +105,14 @@ pub fn capture(
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(sock_err("SO_RCVTIMEO"))?;
     let mut writer = CaptureWriter::create(out)?;
+    if opts.progress {
+        // Only now that the group is joined and the file exists.
+        eprintln!(
+            "capturing {} into {} (Ctrl-C to stop)",
+            opts.group,
+            out.display()
+        );
+    }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
     let deadline = opts.duration.map(|d| now_ns() + d.as_nanos() as u64);
@@ -164,7 +172,7 @@ pub struct ReplayOptions {
     pub interface: Ipv4Addr,
     /// Passes over the file (`None`: loop until stopped).
     pub passes: Option<u64>,
-    /// Print a line per second to stderr.
+    /// Say on stderr when capturing starts, then print a line per second.
     pub progress: bool,
 }
 

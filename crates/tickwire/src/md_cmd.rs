@@ -172,11 +172,6 @@ pub fn run(a: MdArgs) -> anyhow::Result<ExitCode> {
 
 fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
     let stop = StopFlag::install();
-    eprintln!(
-        "capturing {} into {} (Ctrl-C to stop)",
-        a.group,
-        a.out.display()
-    );
     let opts = CaptureOptions {
         group: a.group,
         interface: a.interface,
