@@ -370,6 +370,26 @@ enum Reply {
 }
 
 impl Ctx<'_> {
+    /// [`Ctx::measure`] for every size in turn, until stopped or the first error. The
+    /// results so far, and that error: a caller may have an echo to shut down first.
+    fn measure_sizes(
+        &mut self,
+        transport: Transport,
+        mut ping: impl FnMut(&mut [u8]) -> anyhow::Result<Reply>,
+    ) -> (Vec<SizeResult>, anyhow::Result<()>) {
+        let mut sizes = Vec::new();
+        for size in self.args.sizes.clone() {
+            if self.stop.is_set() {
+                break;
+            }
+            match self.measure(transport, size, &mut ping) {
+                Ok(r) => sizes.push(r),
+                Err(e) => return (sizes, Err(e)),
+            }
+        }
+        (sizes, Ok(()))
+    }
+
     /// Runs warm-up then measurement for one size; `ping(seq, buf)` sends `buf` (with
     /// `seq` in its first 8 bytes) and waits for its echo.
     fn measure(
@@ -460,25 +480,19 @@ impl Ctx<'_> {
         if !spin {
             s.set_read_timeout(Some(REPLY_TIMEOUT))?;
         }
-        let mut sizes = Vec::new();
         let mut back = Vec::new();
-        for &size in &self.args.sizes {
-            if self.stop.is_set() {
-                break;
+        let (sizes, result) = self.measure_sizes(Transport::Tcp, |buf| {
+            back.resize(buf.len(), 0);
+            let t0 = now_ns();
+            write_all_spin(&mut s, buf).context("TCP ping write")?;
+            read_exact_until(&mut s, &mut back, t0 + REPLY_TIMEOUT.as_nanos() as u64)?;
+            let t1 = now_ns();
+            if back[..8] != buf[..8] {
+                bail!("TCP echo returned the wrong ping");
             }
-            back.resize(size, 0);
-            let r = self.measure(Transport::Tcp, size, |buf| {
-                let t0 = now_ns();
-                write_all_spin(&mut s, buf).context("TCP ping write")?;
-                read_exact_until(&mut s, &mut back, t0 + REPLY_TIMEOUT.as_nanos() as u64)?;
-                let t1 = now_ns();
-                if back[..8] != buf[..8] {
-                    bail!("TCP echo returned the wrong ping");
-                }
-                Ok(Reply::Rtt(t1 - t0))
-            })?;
-            sizes.push(r);
-        }
+            Ok(Reply::Rtt(t1 - t0))
+        });
+        result?;
         drop(s);
         join(echo, "TCP echo")?;
         Ok(TransportResult {
@@ -530,52 +544,36 @@ impl Ctx<'_> {
             s.set_read_timeout(Some(Duration::from_millis(100)))?;
         }
         let mut back = vec![0u8; MAX_UDP + 1];
-        let mut sizes = Vec::new();
-        let mut result = Ok(());
-        for &size in &self.args.sizes {
-            if self.stop.is_set() {
-                break;
-            }
-            let stop = self.stop.clone();
-            let r = self.measure(Transport::Udp, size, |buf| {
-                let t0 = now_ns();
-                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
-                s.send(buf).context("UDP ping send")?;
-                loop {
-                    match s.recv(&mut back) {
-                        // A late echo of an earlier (lost) ping is skipped.
-                        Ok(n) if n == buf.len() && back[..8] == buf[..8] => {
-                            return Ok(Reply::Rtt(now_ns() - t0))
-                        }
-                        Ok(_) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::WouldBlock
-                                    | ErrorKind::TimedOut
-                                    | ErrorKind::Interrupted
-                            ) =>
-                        {
-                            std::hint::spin_loop()
-                        }
-                        Err(e) => return Err(e).context("UDP ping receive"),
+        let stop = self.stop.clone();
+        let (sizes, result) = self.measure_sizes(Transport::Udp, |buf| {
+            let t0 = now_ns();
+            let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+            s.send(buf).context("UDP ping send")?;
+            loop {
+                match s.recv(&mut back) {
+                    // A late echo of an earlier (lost) ping is skipped.
+                    Ok(n) if n == buf.len() && back[..8] == buf[..8] => {
+                        return Ok(Reply::Rtt(now_ns() - t0))
                     }
-                    if stop.is_set() {
-                        return Ok(Reply::Stopped);
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                        ) =>
+                    {
+                        std::hint::spin_loop()
                     }
-                    if now_ns() > deadline {
-                        return Ok(Reply::Lost);
-                    }
+                    Err(e) => return Err(e).context("UDP ping receive"),
                 }
-            });
-            match r {
-                Ok(r) => sizes.push(r),
-                Err(e) => {
-                    result = Err(e);
-                    break;
+                if stop.is_set() {
+                    return Ok(Reply::Stopped);
+                }
+                if now_ns() > deadline {
+                    return Ok(Reply::Lost);
                 }
             }
-        }
+        });
         // The goodbye may be lost too: repeat it until the echo thread is gone.
         for _ in 0..50 {
             let _ = s.send(&[]);
@@ -604,38 +602,34 @@ impl Ctx<'_> {
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
         let wait = idle.client_wait(REPLY_TIMEOUT);
         let mut echo_buf = Vec::with_capacity(64 * 1024);
-        let mut sizes = Vec::new();
-        for &size in &self.args.sizes {
-            if self.stop.is_set() {
-                break;
-            }
-            let stop = self.stop.clone();
-            let r = self.measure(Transport::Tickwire, size, |buf| {
-                let t0 = now_ns();
-                let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
-                a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-                // B: receive the ping and republish it.
-                loop {
-                    if let Some(m) = b.recv(wait).context("echo client receive")? {
-                        echo_buf.clear();
-                        echo_buf.extend_from_slice(m.payload());
-                        break;
-                    }
-                    if now_ns() > deadline {
-                        bail!("the echo client got no ping within {REPLY_TIMEOUT:?} (router at {addr})");
-                    }
-                    if stop.is_set() {
-                        return Ok(Reply::Stopped);
-                    }
-                    std::hint::spin_loop();
+        let stop = self.stop.clone();
+        let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
+            let t0 = now_ns();
+            let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+            a.publish(PING_TOPIC, buf).context("publishing a ping")?;
+            // B: receive the ping and republish it.
+            loop {
+                if let Some(m) = b.recv(wait).context("echo client receive")? {
+                    echo_buf.clear();
+                    echo_buf.extend_from_slice(m.payload());
+                    break;
                 }
-                b.publish(PONG_TOPIC, &echo_buf)
-                    .context("echo client publish")?;
-                // A: receive the pong.
-                await_pong(&mut a, buf, t0, wait, &stop, addr, false)
-            })?;
-            sizes.push(r);
-        }
+                if now_ns() > deadline {
+                    bail!(
+                        "the echo client got no ping within {REPLY_TIMEOUT:?} (router at {addr})"
+                    );
+                }
+                if stop.is_set() {
+                    return Ok(Reply::Stopped);
+                }
+                std::hint::spin_loop();
+            }
+            b.publish(PONG_TOPIC, &echo_buf)
+                .context("echo client publish")?;
+            // A: receive the pong.
+            await_pong(&mut a, buf, t0, wait, &stop, addr, false)
+        });
+        result?;
         let _ = a.close();
         let _ = b.close();
         Ok(TransportResult {
@@ -701,27 +695,13 @@ impl Ctx<'_> {
             .context("starting the tickwire echo client")?;
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
 
-        let mut sizes = Vec::new();
-        let mut result = Ok(());
-        for &size in &self.args.sizes {
-            if self.stop.is_set() {
-                break;
-            }
-            let stop = self.stop.clone();
-            let r = self.measure(Transport::Tickwire, size, |buf| {
-                let t0 = now_ns();
-                a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-                let wait = idle.client_wait(REPLY_TIMEOUT);
-                await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
-            });
-            match r {
-                Ok(r) => sizes.push(r),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
+        let stop = self.stop.clone();
+        let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
+            let t0 = now_ns();
+            a.publish(PING_TOPIC, buf).context("publishing a ping")?;
+            let wait = idle.client_wait(REPLY_TIMEOUT);
+            await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
+        });
         let _ = a.publish(PING_TOPIC, &[]);
         let _ = a.close();
         if result.is_ok() || echo.is_finished() {
