@@ -244,7 +244,7 @@ pub struct Layout {
     order: Vec<u32>,
     /// The same tags, sorted, for lookup.
     sorted: Vec<u32>,
-    /// The member tags below [`BITSET_TAGS`] as a bitset (one bit per tag, only as many
+    /// The member tags below [`LAYOUT_BITSET_TAGS`] as a bitset (one bit per tag, only as many
     /// words as the largest such member needs): membership is one load, not a binary
     /// search, on the validation path of every field.
     member_bits: TagBits,
@@ -382,15 +382,15 @@ fn find_sorted<'a>(keys: &[u64], text: impl Fn(usize) -> &'a str, probe: &[u8]) 
 /// Tags at or above this are looked up by binary search instead of in a [`TagBits`]
 /// (standard FIX tags are below it; user-defined ones, 5000 and up, rarely sit in a
 /// layout that is validated per message).
-const BITSET_TAGS: u32 = 2048;
+const LAYOUT_BITSET_TAGS: u32 = 2048;
 
-/// A set of tags below [`BITSET_TAGS`], one bit each, sized to its largest tag.
+/// A set of tags below [`LAYOUT_BITSET_TAGS`], one bit each, sized to its largest tag.
 #[derive(Clone, Debug, Default)]
 struct TagBits(Vec<u64>);
 
 impl TagBits {
     fn of(tags: &[u32]) -> TagBits {
-        let small = || tags.iter().copied().filter(|&t| t < BITSET_TAGS);
+        let small = || tags.iter().copied().filter(|&t| t < LAYOUT_BITSET_TAGS);
         let words = small().max().map_or(0, |t| t as usize / 64 + 1);
         let mut bits = vec![0u64; words];
         for t in small() {
@@ -401,11 +401,11 @@ impl TagBits {
         TagBits(bits)
     }
 
-    /// Whether `tag` is in the set; None for a tag at or above [`BITSET_TAGS`] (ask the
+    /// Whether `tag` is in the set; None for a tag at or above [`LAYOUT_BITSET_TAGS`] (ask the
     /// sorted list).
     #[inline]
     fn get(&self, tag: u32) -> Option<bool> {
-        if tag >= BITSET_TAGS {
+        if tag >= LAYOUT_BITSET_TAGS {
             return None;
         }
         Some(
@@ -1344,7 +1344,7 @@ mod tests {
                 let want = list.binary_search(&t).is_ok();
                 match bits.get(t) {
                     Some(got) => prop_assert_eq!(got, want),
-                    None => prop_assert!(t >= BITSET_TAGS),
+                    None => prop_assert!(t >= LAYOUT_BITSET_TAGS),
                 }
             }
         }
