@@ -1,0 +1,11 @@
+//! tickwire runtime: the small pieces every driver shares, and nothing else.
+//!
+//! This crate depends on no other tickwire crate; everything else may depend on it.
+//! Pure protocol cores use only its *types* ([`MonoNanos`], [`UtcNanos`]) and receive
+//! time as a parameter; only drivers call the `now` functions.
+#![forbid(unsafe_code)]
+
+pub mod time;
+pub mod units;
+
+pub use time::{MonoNanos, UtcNanos};

@@ -1,0 +1,135 @@
+//! The one syntax for durations, rates and sizes on every command line and in every
+//! config file.
+//!
+//! - Duration: `250ms`, `5s`, `2.5s`, `4m`, `1h`, `100us`; a plain number is seconds.
+//! - Rate (messages per second): `500000`, `50k`, `1.5M`, optionally with `/s`;
+//!   `k` and `M` are decimal (1e3, 1e6).
+//! - Size (bytes): `4096`, `64K`, `64KiB`, `8M`, `8MiB`, `1G`; K/M/G are powers of 1024.
+
+use std::time::Duration;
+
+/// Parses a duration (see the module docs). Negative, non-finite and absurd (> ~115
+/// days) values are refused.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("µs") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("{s:?} is not a duration (examples: 5s, 250ms, 2.5s, 4m, 1h; a plain number is seconds)")
+    })?;
+    let secs = v * mult;
+    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+        return Err(format!("{s:?} is out of range (0 to 1e7 seconds)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a message rate in msg/s (see the module docs).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("/s").unwrap_or(&t);
+    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 1e6)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (examples: 2000, 50k, 1.5M)"))?;
+    let v = v * mult;
+    if !(0.0..=1e10).contains(&v) {
+        return Err(format!("{s:?} is out of range (0 to 1e10 msg/s)"));
+    }
+    Ok(v)
+}
+
+/// Parses a byte size (see the module docs).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits_end);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 64K, 8MiB)"))?;
+    let mult: usize = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("{s:?}: unknown size suffix (use K, M or G)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration(" 2.5S "), Ok(Duration::from_millis(2500)));
+        for bad in ["soon", "-1s", "", "s", "1e400", "NaN", "1x"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("0"), Ok(0.0));
+        assert_eq!(parse_rate("50k"), Ok(50_000.0));
+        assert_eq!(parse_rate("1.5M"), Ok(1_500_000.0));
+        assert_eq!(parse_rate("200k/s"), Ok(200_000.0));
+        for bad in ["fast", "-1", "", "1e11"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        for bad in ["8X", "", "-1", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in ".{0,24}") {
+            let _ = parse_duration(&s);
+            let _ = parse_rate(&s);
+            let _ = parse_size(&s);
+        }
+
+        #[test]
+        fn whole_milliseconds_round_trip(ms in 0u64..10_000_000) {
+            prop_assert_eq!(parse_duration(&format!("{ms}ms")), Ok(Duration::from_millis(ms)));
+        }
+    }
+}
