@@ -48,7 +48,7 @@ macro_rules! instant_ops {
 
             /// This instant plus `d` (saturating).
             #[inline]
-            pub fn add(self, d: Duration) -> $t {
+            pub fn add_duration(self, d: Duration) -> $t {
                 $t(self
                     .0
                     .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
@@ -111,7 +111,7 @@ mod tests {
     fn arithmetic_saturates() {
         let t = MonoNanos(u64::MAX - 1);
         assert_eq!(t.add_nanos(10), MonoNanos(u64::MAX));
-        assert_eq!(t.add(Duration::from_secs(1)), MonoNanos(u64::MAX));
+        assert_eq!(t.add_duration(Duration::from_secs(1)), MonoNanos(u64::MAX));
         assert_eq!(
             MonoNanos(5_000).duration_since(MonoNanos(2_000)),
             Duration::from_nanos(3_000)
