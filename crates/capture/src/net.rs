@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tickwire_bench::harness::{now_ns, wait_until_ns, Progress, StopFlag};
+use tickwire_bench::harness::{now_ns, wait_until_ns, StopFlag};
 use tickwire_bench::stats::Latency;
 
 use crate::file::{CaptureWriter, Captured, FileError};
@@ -82,8 +82,9 @@ pub struct CaptureOptions {
     pub duration: Option<Duration>,
     /// Stop after this many datagrams (None: no limit).
     pub max_packets: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one when capturing starts, then one a
+    /// second. The library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a capture recorded.
@@ -105,13 +106,13 @@ pub fn capture(
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(sock_err("SO_RCVTIMEO"))?;
     let mut writer = CaptureWriter::create(out)?;
-    if opts.progress {
+    if let Some(line) = opts.progress {
         // Only now that the group is joined and the file exists.
-        eprintln!(
+        line(&format!(
             "capturing {} into {} (Ctrl-C to stop)",
             opts.group,
             out.display()
-        );
+        ));
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
@@ -149,8 +150,8 @@ pub fn capture(
                 })
             }
         }
-        if opts.progress {
-            progress.tick(|| {
+        if let Some(line) = opts.progress {
+            progress.tick(line, || {
                 format!(
                     "capture: {} packets, {} bytes",
                     report.packets, report.bytes
@@ -172,8 +173,9 @@ pub struct ReplayOptions {
     pub interface: Ipv4Addr,
     /// Passes over the file (`None`: loop until stopped).
     pub passes: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where the progress line goes once a second (None: nowhere). The library never
+    /// prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a replay did and how faithful its timing was.
@@ -229,8 +231,8 @@ pub fn replay(
                 }
                 Err(_) => report.send_errors += 1,
             }
-            if opts.progress && i % 256 == 0 {
-                progress.tick(|| {
+            if let Some(line) = opts.progress.filter(|_| i % 256 == 0) {
+                progress.tick(line, || {
                     format!(
                         "replay: pass {}, {} packets sent",
                         report.passes + 1,
@@ -247,4 +249,25 @@ pub fn replay(
     }
     report.elapsed_ns = now_ns() - begin;
     Ok(report)
+}
+/// Hands a progress line to the caller's function at most once a second (the first a
+/// second after `new`); the line is only formatted then. The caller prints, not us.
+struct Progress {
+    next_ns: u64,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            next_ns: now_ns() + 1_000_000_000,
+        }
+    }
+
+    fn tick(&mut self, sink: fn(&str), line: impl FnOnce() -> String) {
+        let now = now_ns();
+        if now >= self.next_ns {
+            self.next_ns = now + 1_000_000_000;
+            sink(&line());
+        }
+    }
 }

@@ -12,6 +12,9 @@
 //! `UnsupportedMessageType`, ours calls `reject_unsupported`; when QuickFIX was stopped,
 //! ours calls `logout`.
 
+// A test reports what it replayed (visible with --nocapture): tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 mod session_harness;
 #[path = "support/spec.rs"]
 mod spec;

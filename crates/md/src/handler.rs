@@ -64,8 +64,9 @@ pub struct HandlerOptions {
     pub idle: Idle,
     /// Stop after End of Session was received and no gap is open (default on).
     pub exit_on_end_of_session: bool,
-    /// Print the per-second counters to stderr.
-    pub print_counters: bool,
+    /// Called with each second's counters (None: not reported). The library never prints;
+    /// the binary passes a function that does.
+    pub on_second: Option<fn(&Second)>,
 }
 
 /// One second of counters.
@@ -201,11 +202,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                 lost: c.lost,
                 published,
             };
-            if opts.print_counters {
-                eprintln!(
-                    "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
-                    s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
-                );
+            if let Some(on_second) = opts.on_second {
+                on_second(&s);
             }
             report.timeline.push(s);
             next_second += 1_000_000_000;

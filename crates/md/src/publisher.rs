@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tickwire_bench::harness::{now_ns, Progress, StopFlag};
+use tickwire_bench::harness::{now_ns, StopFlag};
 use tickwire_bench::stats::Latency;
 use tickwire_capture::net::group_sender;
 use tickwire_capture::{Schedule, Speed};
@@ -46,7 +46,9 @@ pub struct PublishOptions {
     /// Keep answering re-requests this long after the last message.
     pub linger: Duration,
     pub max_packet: usize,
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one a second, then the final count. The
+    /// library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a publish run did.
@@ -225,8 +227,8 @@ pub fn publish(
         }
         last_send = now_ns();
         serve_requests(&ex, &data, &mut r);
-        if opts.progress && r.packets % 64 == 0 {
-            progress.tick(|| {
+        if let Some(sink) = opts.progress.filter(|_| r.packets % 64 == 0) {
+            progress.tick(sink, || {
                 format!(
                     "publish: {} / {} messages, {} re-requests answered",
                     r.messages,
@@ -237,14 +239,14 @@ pub fn publish(
         }
     }
     r.elapsed_ns = now_ns() - start;
-    if opts.progress {
+    if let Some(sink) = opts.progress {
         // The last per-second line stops short of the total; end on the final count.
-        eprintln!(
+        sink(&format!(
             "publish: {} / {} messages sent, {} re-requests answered so far",
             r.messages,
             data.len(),
             r.requests
-        );
+        ));
     }
 
     // Linger: heartbeats once per second (the first at once) and re-requests.
@@ -264,4 +266,25 @@ pub fn publish(
         let _ = sock.send_to(&ex.end_of_session(), dst);
     }
     Ok(r)
+}
+/// Hands a progress line to the caller's `sink` at most once a second (the first a second
+/// after `new`), formatting it only then: the library never prints.
+struct Progress {
+    next_ns: u64,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            next_ns: now_ns() + 1_000_000_000,
+        }
+    }
+
+    fn tick(&mut self, sink: fn(&str), line: impl FnOnce() -> String) {
+        let now = now_ns();
+        if now >= self.next_ns {
+            self.next_ns = now + 1_000_000_000;
+            sink(&line());
+        }
+    }
 }

@@ -17,6 +17,9 @@
 //! vector. Patterns and topics must already be validated by
 //! [`tickwire_wire::topic::validate_pattern`] / [`tickwire_wire::topic::validate_topic`].
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 
 use tickwire_wire::topic::{segments, Segment};

@@ -26,6 +26,9 @@
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
 
+// An example is a small program: it prints its results.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};

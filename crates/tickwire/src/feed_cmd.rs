@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use tickwire_bench::harness::StopFlag;
 use tickwire_md::feed::FeedConfig;
-use tickwire_md::handler::{run, HandlerOptions, Idle};
+use tickwire_md::handler::{run, HandlerOptions, Idle, Second};
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -84,7 +84,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,
-        print_counters: !a.quiet,
+        on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
     let stop = StopFlag::install();
     let r = run(&opts, &stop)?;
@@ -107,4 +107,12 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The feed's per-second counter line (stderr), as the handler reports each second.
+fn print_second(s: &Second) {
+    eprintln!(
+        "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
+        s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+    );
 }

@@ -177,7 +177,7 @@ fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
         interface: a.interface,
         duration: a.duration,
         max_packets: a.count,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = capture(&opts, &a.out, &stop)?;
     println!(
@@ -254,7 +254,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         restamp: a.restamp,
         linger: a.linger,
         max_packet: a.max_packet,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = publish(data, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
@@ -294,6 +294,11 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
 /// `500ms`, `30s`, `5m`, `1h`, or plain seconds (the bench's one duration syntax).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     tickwire_bench::tick_to_trade::plan::parse_duration(s).map(Duration::from_secs_f64)
+}
+
+/// Where the md and replay drivers' progress lines go: stderr, one line each.
+pub(crate) fn print_progress(line: &str) {
+    eprintln!("{line}");
 }
 
 #[cfg(test)]

@@ -2,6 +2,9 @@
 //! (and a real NATS server when one is installed), tiny rates, short runs. Checks that
 //! the report's counters reconcile; never asserts timing.
 
+// A test shows the child's output on failure: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 mod common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
