@@ -3,6 +3,9 @@
 //! order (no timing assertions): everything arrives, once, in file order, and the
 //! scheduled spacing is kept (the replay is never early).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 

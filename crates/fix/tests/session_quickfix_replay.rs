@@ -14,6 +14,8 @@
 
 // A test reports what it replayed (visible with --nocapture): tests may print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod session_harness;
 #[path = "support/spec.rs"]

@@ -6,6 +6,9 @@
 //! garbage. The receive timestamp is the same constant in every run, so streams are
 //! comparable byte for byte.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_itch::{
     AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
     StockDirectory, Symbol, MOLD_HEADER_LEN,

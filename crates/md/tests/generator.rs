@@ -6,6 +6,8 @@
 
 // A test reports what it generated (visible with --nocapture): tests may print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

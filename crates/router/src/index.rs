@@ -326,6 +326,7 @@ impl SubscriptionIndex {
         }
         // A topic of 250 bytes has at most 125 levels, so exhausting u32 node ids
         // would need ~34 million distinct patterns' worth of memory first.
+        #[allow(clippy::expect_used)]
         let id = NodeId(u32::try_from(self.nodes.len()).expect("fewer than 2^32 trie nodes"));
         self.nodes.push(Node::default());
         id

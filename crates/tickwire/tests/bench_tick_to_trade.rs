@@ -5,6 +5,8 @@
 
 // A test shows the child's output and skips on stderr: tests may print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! Every process started here is bounded: `run_cli` kills on its timeout, and
 //! background commands ([`Bg`]) are killed when dropped, also when a test fails.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{Read, Write};
