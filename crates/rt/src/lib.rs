@@ -5,6 +5,7 @@
 //! time as a parameter; only drivers call the `now` functions.
 #![forbid(unsafe_code)]
 
+pub mod paths;
 pub mod time;
 pub mod units;
 
