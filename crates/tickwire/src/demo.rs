@@ -56,8 +56,8 @@ test: `tickwire bench tick-to-trade`.";
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]
 pub struct DemoArgs {
-    /// Seconds of traffic.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds).
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::units::parse_secs)]
     duration: f64,
     /// Total messages per second over both publishers (e.g. 20000, 50k).
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
@@ -127,7 +127,7 @@ struct SubResult {
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         a.duration > 0.0 && a.duration <= 3600.0,
-        "--duration must be between 0 and 3600 seconds"
+        "--duration must be above 0 and at most 1h"
     );
     anyhow::ensure!(a.rate > 0, "--rate must be above 0 for the demo");
     let cfg = Config {

@@ -291,10 +291,8 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `500ms`, `30s`, `5m`, `1h`, or plain seconds (the bench's one duration syntax).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    tickwire_bench::tick_to_trade::plan::parse_duration(s).map(Duration::from_secs_f64)
-}
+/// `500ms`, `30s`, `5m`, `1h`, or plain seconds: tickwire-rt's one duration syntax.
+pub use crate::units::parse_duration;
 
 /// Where the md and replay drivers' progress lines go: stderr, one line each.
 pub(crate) fn print_progress(line: &str) {
