@@ -51,7 +51,13 @@ simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data 
 It runs twice, side by side: tickwire's FIX engine with its durable file store, then a
 raw-socket responder with no FIX engine (the floor). The report gives latency from each
 X's intended send time to its order, and the CPU each algo spent per tick. The full
-test: `tickwire bench tick-to-trade`.";
+test: `tickwire bench tick-to-trade`.
+
+Examples:
+  tickwire demo                                   # the whole tour (about 20 s)
+  tickwire demo --duration 2s --no-market-data --no-tick-to-trade   # pub/sub only
+  tickwire demo --rate 50k --idle spin            # busier, lowest-latency router
+  tickwire demo --duration 1m                     # a longer pub/sub part";
 
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]

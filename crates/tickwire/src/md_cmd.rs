@@ -78,8 +78,10 @@ struct PublishArgs {
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k.
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
-    /// Where to receive re-requests (default: 127.0.0.1, the group's port + 1).
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
+    /// group's port + 1). The same flag as `feed --request` (`--request-listen` is the
+    /// old spelling).
+    #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 characters).
     #[arg(long, default_value = "TICKWIRE01")]
