@@ -2,11 +2,14 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use tickwire_bench::harness::StopFlag;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::handler::{run, HandlerOptions, Idle, Second};
+
+use crate::units::parse_duration;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -49,9 +52,17 @@ pub struct FeedArgs {
     /// Idle strategy: spin (lowest latency, uses a core) or block.
     #[arg(long, value_name = "spin|block", default_value = "spin")]
     idle: Idle,
-    /// Re-request timeout in milliseconds before asking again.
-    #[arg(long, value_name = "MS", default_value_t = 50)]
-    retransmit_timeout_ms: u64,
+    /// How long to wait for a re-request's answer before asking again: 50ms, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    retransmit_timeout: Duration,
+    /// The old spelling of --retransmit-timeout, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "retransmit_timeout"
+    )]
+    retransmit_timeout_ms: Option<u64>,
     /// Re-requests per missing range before it is counted as lost.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
@@ -70,7 +81,10 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let feed = FeedConfig {
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout_ns: a.retransmit_timeout_ms * 1_000_000,
+        retransmit_timeout_ns: match a.retransmit_timeout_ms {
+            Some(ms) => ms.saturating_mul(1_000_000),
+            None => u64::try_from(a.retransmit_timeout.as_nanos()).unwrap_or(u64::MAX),
+        },
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()
     };
