@@ -389,7 +389,9 @@ impl Core {
             }
             match c
                 .egress
-                .push_message(raw, limit, discard, now, crate::clock::now_nanos)
+                .push_message(raw, limit, discard, now, || {
+                    tickwire_rt::MonoNanos::now().as_nanos()
+                })
             {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {

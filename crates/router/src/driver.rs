@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use tickwire_rt::{MonoNanos, UtcNanos};
 use tickwire_wire::frame;
 
-use crate::clock::{now_nanos, unix_millis};
-use crate::config::{Config, ConfigError, IdleStrategy};
+use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
 use crate::index::ClientId;
 
@@ -123,7 +123,7 @@ impl Router {
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             waker,
-            core: Core::new(cfg, now_nanos(), unix_millis()),
+            core: Core::new(cfg, MonoNanos::now().as_nanos(), UtcNanos::now().as_millis()),
             conns: Vec::new(),
         })
     }
@@ -144,14 +144,14 @@ impl Router {
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
     pub fn run(mut self) -> Result<Totals, Error> {
         let cfg = self.core.config().clone();
-        let spin_ns = cfg.hybrid_spin_us * 1_000;
+        let hybrid_spin = Duration::from_micros(cfg.hybrid_spin_us);
         let mut events = Events::with_capacity(1024);
         let mut read_list: Vec<ClientId> = Vec::with_capacity(1024);
         let mut reading: Vec<ClientId> = Vec::with_capacity(1024);
         let mut flush_list: Vec<ClientId> = Vec::with_capacity(1024);
         let mut dirty: Vec<ClientId> = Vec::with_capacity(1024);
         let mut closing: Vec<ClientId> = Vec::new();
-        let mut now = now_nanos();
+        let mut now = MonoNanos::now().as_nanos();
         let mut last_active = now;
         let mut next_timer = now + TIMER_PERIOD_NS;
         let mut shutdown_deadline: Option<u64> = None;
@@ -164,20 +164,18 @@ impl Router {
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else {
-                match cfg.idle {
-                    IdleStrategy::Spin => Some(Duration::ZERO),
-                    IdleStrategy::Hybrid if now.saturating_sub(last_active) < spin_ns => {
-                        Some(Duration::ZERO)
-                    }
-                    IdleStrategy::Hybrid | IdleStrategy::Block => Some(MAX_BLOCK),
-                }
+                Some(cfg.idle.wait_timeout(
+                    Duration::from_nanos(now.saturating_sub(last_active)),
+                    hybrid_spin,
+                    MAX_BLOCK,
+                ))
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e.into());
                 }
             }
-            now = now_nanos();
+            now = MonoNanos::now().as_nanos();
             if !events.is_empty() {
                 last_active = now;
             }
@@ -290,7 +288,7 @@ impl Router {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
-                    match self.core.accept(addr, now, unix_millis()) {
+                    match self.core.accept(addr, now, UtcNanos::now().as_millis()) {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -391,7 +389,7 @@ impl Router {
         c.end += n;
         // One clock read per read syscall (not per message): the router-in stamp and
         // the stall clock are as fresh as the bytes.
-        let now = now_nanos().max(now);
+        let now = MonoNanos::now().as_nanos().max(now);
         match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
             Input::Consumed(used) => {
                 c.start += used;

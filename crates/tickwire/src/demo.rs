@@ -63,7 +63,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
     rate: u64,
     /// The router's idle strategy: block, spin or hybrid.
-    #[arg(long, default_value = "hybrid", value_name = "STRATEGY")]
+    #[arg(long, default_value = "hybrid", value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: IdleStrategy,
     /// Skip the market-data part (synthetic ITCH feed → feed handler → router → clients).
     #[arg(long)]
@@ -252,7 +252,7 @@ fn market_data() -> anyhow::Result<bool> {
         clients: 2,
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
-        feed_idle: tickwire_md::handler::Idle::Spin,
+        feed_idle: tickwire_rt::IdleStrategy::Spin,
         pin: None,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,

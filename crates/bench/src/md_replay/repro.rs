@@ -20,7 +20,8 @@ use tickwire_itch::Session;
 use tickwire_md::exchange::SessionData;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::generator::{write_session, GeneratorConfig};
-use tickwire_md::handler::{self, HandlerOptions, Idle};
+use tickwire_md::handler::{self, HandlerOptions};
+use tickwire_rt::IdleStrategy;
 use tickwire_md::publisher::{self, PublishOptions};
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
@@ -44,7 +45,7 @@ pub struct ReproOptions {
     pub clients: usize,
     pub window: Duration,
     pub router_idle: String,
-    pub feed_idle: Idle,
+    pub feed_idle: IdleStrategy,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
