@@ -28,7 +28,8 @@ use crate::harness::{self, now_ns, parse_pin, Pinning, Progress, RouterChild, St
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
-pub use transport::ClientIdle;
+pub use transport::CLIENT_IDLE;
+use tickwire_rt::IdleStrategy;
 use transport::{PubConn, SubConn};
 use workload::{human_rate, nats_subject, subscriber_topics, Knobs, Preset, Target, Workload};
 
@@ -162,8 +163,8 @@ pub struct FanoutArgs {
     /// arrives), spin (busy-poll; only sensible with a core per subscriber) or yield
     /// (busy-poll, giving the core to any other runnable thread after each empty poll:
     /// for subscribers sharing a core with the publishers).
-    #[arg(long, value_enum, value_name = "IDLE", default_value_t = ClientIdle::Block)]
-    pub client_idle: ClientIdle,
+    #[arg(long, value_parser = crate::harness::idle_parser(&CLIENT_IDLE), value_name = "IDLE", default_value_t = IdleStrategy::Block)]
+    pub client_idle: IdleStrategy,
 
     /// Pin the measuring process (all its threads) to CPU NEAR and the router this
     /// bench starts to CPU FAR. A bare --pin means 1,0.
@@ -342,7 +343,7 @@ fn run_threads(
     pubs: Vec<PubConn>,
     subs: Vec<SubConn>,
     names: &[String],
-    idle: ClientIdle,
+    idle: IdleStrategy,
     shared: &Shared,
 ) -> anyhow::Result<(Vec<PubResult>, Vec<SubResult>)> {
     // On any failure: stop the publishers and release the subscribers.

@@ -36,6 +36,7 @@ use anyhow::{bail, Context};
 pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
 pub use tickwire_rt::stop::StopFlag;
+pub use tickwire_rt::IdleStrategy;
 use tickwire_rt::stop::{register_child, terminate};
 
 /// The line the router prints on stdout once it listens, followed by the address.
@@ -247,6 +248,19 @@ pub fn now_ns() -> u64 {
 /// Returns at once when `t` is already past.
 pub fn wait_until_ns(t: u64) {
     tickwire_rt::pacing::wait_until(tickwire_rt::MonoNanos(t));
+}
+
+/// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade).
+pub const BENCH_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
+
+/// A clap parser for an `--idle`-style option accepting only `allowed` (listed as the
+/// possible values in `--help`).
+pub fn idle_parser(
+    allowed: &'static [IdleStrategy],
+) -> impl clap::builder::TypedValueParser<Value = IdleStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(allowed.iter().map(|i| i.name()))
+        .try_map(move |s| IdleStrategy::parse_one_of(&s, allowed))
 }
 
 /// `--pin NEAR,FAR` of every bench command.

@@ -26,7 +26,9 @@ use tickwire_client::{Client, ClientOptions, Wait};
 
 pub use crate::harness::{parse_pin, Pinning};
 
-use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::harness::{
+    self, idle_parser, now_ns, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
+};
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
 
@@ -102,8 +104,8 @@ pub struct PingpongArgs {
 
     /// Idle strategy of both ends and of the router this bench starts: `spin`
     /// (busy-poll) or `block` (sleep in the kernel until data arrives).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// Pin the measuring thread to CPU NEAR and the echo threads and router to CPU FAR
     /// (e.g. `0,1`). Default: no pinning, the scheduler decides.
@@ -163,30 +165,12 @@ pub enum Echo {
     Thread,
 }
 
-/// How both ends wait for data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Idle {
-    /// Busy-poll non-blocking sockets.
-    Spin,
-    /// Sleep in the kernel until data arrives.
-    Block,
-}
-
-impl Idle {
-    /// How a client end waits for one message: not at all (spin), or up to `limit`.
-    fn client_wait(self, limit: Duration) -> Wait {
-        match self {
-            Idle::Spin => Wait::NoWait,
-            Idle::Block => Wait::Timeout(limit),
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Idle::Spin => "spin",
-            Idle::Block => "block",
-        }
+/// How a client end waits for one message: not at all (spin), or up to `limit`
+/// (block). The bench's ends support [`BENCH_IDLE`] only.
+fn client_wait(idle: IdleStrategy, limit: Duration) -> Wait {
+    match idle {
+        IdleStrategy::Block => Wait::Timeout(limit),
+        _ => Wait::NoWait,
     }
 }
 
@@ -231,7 +215,7 @@ struct Report<'a> {
     bench: &'static str,
     machine: Machine,
     metric: &'static str,
-    idle: Idle,
+    idle: IdleStrategy,
     /// Where tickwire's echo client ran.
     echo: Echo,
     pinning: Option<Pinning>,
@@ -288,7 +272,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                     Echo::SameThread => ctx.tickwire_same_thread(addr),
                     Echo::Thread => {
                         // A, B and a spinning router: three spinners.
-                        let yields = args.idle == Idle::Spin && (args.pin.is_some() || cores < 3);
+                        let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
                         ctx.tickwire(addr, yields)
                     }
                 }
@@ -445,7 +429,7 @@ impl Ctx<'_> {
     }
 
     fn raw_tcp(&mut self) -> anyhow::Result<TransportResult> {
-        let spin = self.args.idle == Idle::Spin;
+        let spin = self.args.idle == IdleStrategy::Spin;
         let listener = TcpListener::bind("127.0.0.1:0").context("binding the TCP echo")?;
         let addr = listener.local_addr().context("TCP echo address")?;
         let far = self.args.pin.map(|p| p.far);
@@ -504,7 +488,7 @@ impl Ctx<'_> {
     }
 
     fn raw_udp(&mut self) -> anyhow::Result<TransportResult> {
-        let spin = self.args.idle == Idle::Spin;
+        let spin = self.args.idle == IdleStrategy::Spin;
         let echo_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP echo")?;
         let echo_addr = echo_sock.local_addr()?;
         let s = UdpSocket::bind("127.0.0.1:0").context("binding the UDP pinger")?;
@@ -600,7 +584,7 @@ impl Ctx<'_> {
         let idle = self.args.idle;
         let mut b = connect_subscribed(addr, ECHO_NAME, PING_TOPIC)?;
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
-        let wait = idle.client_wait(REPLY_TIMEOUT);
+        let wait = client_wait(idle, REPLY_TIMEOUT);
         let mut echo_buf = Vec::with_capacity(64 * 1024);
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
@@ -666,7 +650,7 @@ impl Ctx<'_> {
                 };
                 let mut buf = Vec::with_capacity(64 * 1024);
                 loop {
-                    let wait = idle.client_wait(Duration::from_millis(100));
+                    let wait = client_wait(idle, Duration::from_millis(100));
                     match b.recv(wait).context("echo client receive")? {
                         Some(m) => {
                             buf.clear();
@@ -699,7 +683,7 @@ impl Ctx<'_> {
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
             let t0 = now_ns();
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-            let wait = idle.client_wait(REPLY_TIMEOUT);
+            let wait = client_wait(idle, REPLY_TIMEOUT);
             await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
         });
         let _ = a.publish(PING_TOPIC, &[]);

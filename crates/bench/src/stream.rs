@@ -30,7 +30,8 @@ use tickwire_client::{Client, ClientOptions, Wait};
 
 use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
 use crate::harness::{parse_pin, Pinning};
-use crate::pingpong::{idle_once, Idle};
+use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
+use crate::pingpong::idle_once;
 use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
@@ -120,8 +121,8 @@ pub struct StreamArgs {
 
     /// Idle strategy of the receiving ends and of the router this bench starts:
     /// `spin` (busy-poll) or `block` (sleep in the kernel until data arrives).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// Pin the sender to CPU NEAR and the UDP receiver and the router to CPU FAR
     /// (e.g. `0,1`). Default: no pinning.
@@ -248,7 +249,7 @@ struct Report<'a> {
     step_secs: f64,
     warmup_secs: f64,
     reflect_every: u64,
-    idle: Idle,
+    idle: IdleStrategy,
     pinning: Option<Pinning>,
     router: Option<String>,
     stopped_by_user: bool,
@@ -288,7 +289,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                         a
                     }
                 };
-                let yields = args.idle == Idle::Spin && (args.pin.is_some() || machine.cores < 3);
+                let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)
             }
         };
@@ -459,7 +460,7 @@ fn run_step(
         warmup_ns: secs_ns(args.warmup_secs),
         duration_ns: secs_ns(args.step_secs),
     };
-    let spin = args.idle == Idle::Spin;
+    let spin = args.idle == IdleStrategy::Spin;
     let mut payload = vec![0u8; args.size];
     let mut one_way = Latency::new();
     let mut round_trip = Latency::new();
@@ -676,7 +677,7 @@ fn udp_pair(
     sock.connect(rx_addr)?;
     sock.set_nonblocking(true)?;
     let (spin, every, far) = (
-        args.idle == Idle::Spin,
+        args.idle == IdleStrategy::Spin,
         args.reflect_every,
         args.pin.map(|p| p.far),
     );
@@ -768,7 +769,7 @@ fn tickwire_pair(
     quit: Arc<AtomicBool>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     let (spin, every, near) = (
-        args.idle == Idle::Spin,
+        args.idle == IdleStrategy::Spin,
         args.reflect_every,
         args.pin.map(|p| p.near),
     );

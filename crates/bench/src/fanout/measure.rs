@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::transport::{ClientIdle, PubConn, SubConn};
+use super::transport::{PubConn, SubConn};
+use tickwire_rt::IdleStrategy;
 use super::workload::{publisher_topic, Header, Workload};
 use crate::harness::{now_ns, StopFlag};
 use crate::schedule::Schedule;
@@ -225,7 +226,7 @@ pub fn subscribe(
     mut conn: SubConn,
     w: &Workload,
     names: &[String],
-    idle: ClientIdle,
+    idle: IdleStrategy,
     shared: &Shared,
 ) -> SubResult {
     let mut r = SubResult {
