@@ -2,14 +2,19 @@
 //! and counters. No IO and no clock: the driver feeds it bytes and the time, and
 //! drains each client's egress buffer to its socket.
 //!
-//! Driving it (see `driver.rs`):
-//! 1. [`Core::accept`] a new connection, getting its [`ClientId`].
-//! 2. [`Core::on_input`] with the bytes read; it consumes whole frames and returns how
-//!    many bytes it used (the rest is an incomplete frame to keep).
-//! 3. For each id in [`Core::take_dirty`], write [`Core::egress`] to the socket and
-//!    report the count with [`Core::wrote`].
-//! 4. [`Core::check_timers`] now and then; [`Core::closing`] tells which clients to
-//!    close once their egress is flushed (or at once, if they stopped reading).
+//! Vocabulary (quinn's, shared by every tickwire protocol core): `handle_*` feeds input
+//! in (a connection, bytes, bytes written, a timeout, a closed socket), `poll_*` takes
+//! output out (clients with bytes to transmit, clients to close, the next deadline).
+//!
+//! Driving it (see `driver.rs`), once per loop turn:
+//! 1. [`Core::handle_accept`] a new connection, getting its [`ClientId`].
+//! 2. [`Core::handle_input`] with the bytes read; it consumes whole frames and returns
+//!    how many bytes it used (the rest is an incomplete frame to keep).
+//! 3. For each id from [`Core::poll_transmit`], write [`Core::egress`] to the socket
+//!    and report the count with [`Core::handle_written`].
+//! 4. [`Core::handle_timeout`] now and then; [`Core::poll_closing`] tells which clients
+//!    to close once their egress is flushed (or at once, if they stopped reading);
+//!    [`Core::handle_closed`] when a socket is gone.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -88,7 +93,7 @@ struct Client {
     close_reason: Option<(ErrorCode, String)>,
 }
 
-/// Why [`Core::accept`] refused a connection; the bytes to send before closing.
+/// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
 pub struct Refused(pub Vec<u8>);
 
 /// The router's state. Single-threaded; owned by the event loop.
@@ -106,7 +111,7 @@ pub struct Core {
     started_ns: u64,
 }
 
-/// What [`Core::on_input`] asks of the driver.
+/// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {
     /// Bytes consumed; keep the rest and read more.
@@ -140,7 +145,7 @@ impl Core {
     }
 
     /// Registers a new connection, or refuses it at the connection limit.
-    pub fn accept(
+    pub fn handle_accept(
         &mut self,
         addr: SocketAddr,
         now: u64,
@@ -191,7 +196,7 @@ impl Core {
     }
 
     /// Feeds bytes read from client `id` at time `now`.
-    pub fn on_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
+    pub fn handle_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
         let max_frame = self.cfg.max_frame;
         let mut used = 0;
         match self.client_mut(id) {
@@ -467,12 +472,12 @@ impl Core {
     }
 
     /// Clients that began closing since the last call.
-    pub fn take_closing(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_closing(&mut self, out: &mut Vec<ClientId>) {
         out.append(&mut self.closing);
     }
 
     /// Clients whose egress gained bytes since the last call.
-    pub fn take_dirty(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_transmit(&mut self, out: &mut Vec<ClientId>) {
         for &id in &self.dirty {
             if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 c.dirty = false;
@@ -492,7 +497,7 @@ impl Core {
 
     /// Records that `n` bytes of `id`'s egress were written.
     #[inline]
-    pub fn wrote(&mut self, id: ClientId, n: usize) {
+    pub fn handle_written(&mut self, id: ClientId, n: usize) {
         if let Some(c) = self.client_mut(id) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
@@ -505,7 +510,7 @@ impl Core {
     }
 
     /// Forgets a client whose socket is closed (after an error, EOF or a finished close).
-    pub fn remove(&mut self, id: ClientId, why: &str) {
+    pub fn handle_closed(&mut self, id: ClientId, why: &str) {
         if self
             .clients
             .get(id.0 as usize)
@@ -532,7 +537,7 @@ impl Core {
 
     /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
     /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn check_timers(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
+    pub fn handle_timeout(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
@@ -689,7 +694,7 @@ mod tests {
     /// Drains `id`'s egress and decodes it into a debug string per frame.
     fn out(core: &mut Core, id: ClientId) -> Vec<String> {
         let bytes = core.egress(id).to_vec();
-        core.wrote(id, bytes.len());
+        core.handle_written(id, bytes.len());
         let mut v = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
@@ -707,10 +712,10 @@ mod tests {
     }
 
     fn open(core: &mut Core, now: u64) -> ClientId {
-        let id = core.accept(addr(), now, 0).ok().unwrap();
+        let id = core.handle_accept(addr(), now, 0).ok().unwrap();
         let mut b = Vec::new();
         encode_hello(&mut b, PROTOCOL_VERSION, "t");
-        assert_eq!(core.on_input(id, now, &b), Input::Consumed(b.len()));
+        assert_eq!(core.handle_input(id, now, &b), Input::Consumed(b.len()));
         assert_eq!(out(core, id), ["WELCOME"]);
         id
     }
@@ -721,10 +726,10 @@ mod tests {
         let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
         let mut f = Vec::new();
         encode_subscribe(&mut f, 1, "md/*/AAPL");
-        core.on_input(a, 0, &f);
+        core.handle_input(a, 0, &f);
         f.clear();
         encode_subscribe(&mut f, 2, "fx/>");
-        core.on_input(b, 0, &f);
+        core.handle_input(b, 0, &f);
         assert_eq!(out(&mut core, a), ["ACK 1"]);
         assert_eq!(out(&mut core, b), ["ACK 2"]);
         f.clear();
@@ -732,7 +737,7 @@ mod tests {
         encode_publish(&mut f, "md/NYSE/IBM", b"x", Default::default(), u32::MAX).unwrap();
         // Split mid-frame: the core takes the whole frames only.
         let cut = f.len() - 3;
-        assert!(matches!(core.on_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
+        assert!(matches!(core.handle_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
         assert_eq!(out(&mut core, a), ["MSG md/NYSE/AAPL"]);
         assert!(out(&mut core, b).is_empty());
         assert_eq!(core.totals().msgs_in, 1);
@@ -747,19 +752,19 @@ mod tests {
             ..Config::default()
         };
         let mut core = Core::new(cfg, 0, 0);
-        let mute = core.accept(addr(), 0, 0).ok().unwrap();
+        let mute = core.handle_accept(addr(), 0, 0).ok().unwrap();
         let half = open(&mut core, 0);
-        core.on_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
-        core.check_timers(100 * MS, |_| true);
+        core.handle_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
+        core.handle_timeout(100 * MS, |_| true);
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.check_timers(101 * MS, |id| id == half);
+        core.handle_timeout(101 * MS, |id| id == half);
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
         assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.check_timers(211 * MS, |id| id == half);
+        core.handle_timeout(211 * MS, |id| id == half);
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
-        core.take_closing(&mut closing);
+        core.poll_closing(&mut closing);
         assert_eq!(closing, [mute, half]);
     }
 
@@ -791,7 +796,7 @@ mod tests {
         };
         let mut core = Core::new(cfg, 0, 0);
         open(&mut core, 0);
-        let Err(Refused(bytes)) = core.accept(addr(), 0, 0) else {
+        let Err(Refused(bytes)) = core.handle_accept(addr(), 0, 0) else {
             panic!("accepted beyond the limit")
         };
         let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();

@@ -223,7 +223,7 @@ impl Router {
             }
 
             // Write each client with queued bytes once.
-            self.core.take_dirty(&mut dirty);
+            self.core.poll_transmit(&mut dirty);
             for id in dirty.drain(..) {
                 if let Some(c) = self.conn_mut(id) {
                     if !c.on_flush_list {
@@ -246,7 +246,7 @@ impl Router {
             }
 
             // Close what finished closing.
-            self.core.take_closing(&mut closing);
+            self.core.poll_closing(&mut closing);
             for &id in &closing {
                 if let Some(c) = self.conn_mut(id) {
                     c.closing_deadline.get_or_insert(now + LINGER_NS);
@@ -257,7 +257,7 @@ impl Router {
             if now >= next_timer {
                 next_timer = now + TIMER_PERIOD_NS;
                 let conns = &self.conns;
-                self.core.check_timers(now, |id| {
+                self.core.handle_timeout(now, |id| {
                     conns
                         .get(id.0 as usize)
                         .and_then(Option::as_ref)
@@ -290,7 +290,7 @@ impl Router {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
-                    match self.core.accept(addr, now, unix_millis()) {
+                    match self.core.handle_accept(addr, now, unix_millis()) {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -298,7 +298,7 @@ impl Router {
                                 self.poll.registry().register(&mut stream, token, interest)
                             {
                                 tracing::warn!(%addr, error = %e, "cannot register connection");
-                                self.core.remove(id, "registration failed");
+                                self.core.handle_closed(id, "registration failed");
                                 continue;
                             }
                             let i = id.0 as usize;
@@ -392,7 +392,7 @@ impl Router {
         // One clock read per read syscall (not per message): the router-in stamp and
         // the stall clock are as fresh as the bytes.
         let now = now_nanos().max(now);
-        match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
+        match self.core.handle_input(id, now, &c.rbuf[c.start..c.end]) {
             Input::Consumed(used) => {
                 c.start += used;
                 if c.start == c.end {
@@ -434,7 +434,7 @@ impl Router {
                     // The socket buffer is full; wait for the writable edge.
                     c.writable = false;
                 }
-                self.core.wrote(id, n);
+                self.core.handle_written(id, n);
                 left > 0
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -475,7 +475,7 @@ impl Router {
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         if self.core.phase(id).is_some() {
-            self.core.remove(id, why);
+            self.core.handle_closed(id, why);
         }
     }
 
