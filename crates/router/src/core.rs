@@ -7,7 +7,7 @@
 //! output out (clients with bytes to transmit, clients to close, the next deadline).
 //!
 //! Driving it (see `driver.rs`), once per loop turn:
-//! 1. [`Core::handle_accept`] a new connection, getting its [`ClientId`].
+//! 1. [`Core::handle_accept`] a new connection, getting its [`Slot`].
 //! 2. [`Core::handle_input`] with the bytes read; it consumes whole frames and returns
 //!    how many bytes it used (the rest is an incomplete frame to keep).
 //! 3. For each id from [`Core::poll_transmit`], write [`Core::egress`] to the socket
@@ -25,7 +25,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
-use crate::index::{ClientId, SubscriptionIndex};
+use crate::index::{Slot, SubscriptionIndex};
 
 /// Where a client is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,9 +103,9 @@ pub struct Core {
     free: Vec<u32>,
     live: usize,
     index: SubscriptionIndex,
-    matched: Vec<ClientId>,
-    dirty: Vec<ClientId>,
-    closing: Vec<ClientId>,
+    matched: Vec<Slot>,
+    dirty: Vec<Slot>,
+    closing: Vec<Slot>,
     totals: Totals,
     started_unix_ms: u64,
     started_ns: u64,
@@ -150,7 +150,7 @@ impl Core {
         addr: SocketAddr,
         now: u64,
         unix_ms: u64,
-    ) -> Result<ClientId, Refused> {
+    ) -> Result<Slot, Refused> {
         if self.live >= self.cfg.max_clients {
             self.totals.refused += 1;
             let mut b = Vec::new();
@@ -187,7 +187,7 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
-        Ok(ClientId(id))
+        Ok(Slot(id))
     }
 
     /// Number of connected clients.
@@ -196,7 +196,7 @@ impl Core {
     }
 
     /// Feeds bytes read from client `id` at time `now`.
-    pub fn handle_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
+    pub fn handle_input(&mut self, id: Slot, now: u64, input: &[u8]) -> Input {
         let max_frame = self.cfg.max_frame;
         let mut used = 0;
         match self.client_mut(id) {
@@ -227,7 +227,7 @@ impl Core {
 
     /// Handles one frame; false when the client is now closing.
     #[inline]
-    fn on_frame(&mut self, id: ClientId, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
+    fn on_frame(&mut self, id: Slot, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
         let Some(c) = self.client_mut(id) else {
             return false;
         };
@@ -296,7 +296,7 @@ impl Core {
         }
     }
 
-    fn on_hello(&mut self, id: ClientId, version: u16, name: &str) -> bool {
+    fn on_hello(&mut self, id: Slot, version: u16, name: &str) -> bool {
         if version != PROTOCOL_VERSION {
             let text = format!(
                 "protocol version {version} is not supported; this router speaks version {PROTOCOL_VERSION}"
@@ -322,7 +322,7 @@ impl Core {
         true
     }
 
-    fn on_subscribe(&mut self, id: ClientId, request_id: u32, pattern: &[u8], add: bool) {
+    fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
         let max_subs = self.cfg.max_subscriptions;
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
@@ -369,7 +369,7 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: ClientId, now: u64, topic: &[u8], raw: &[u8]) {
+    fn route(&mut self, from: Slot, now: u64, topic: &[u8], raw: &[u8]) {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -427,7 +427,7 @@ impl Core {
     }
 
     /// Appends a control frame to `id`'s egress.
-    fn control(&mut self, id: ClientId, encode: impl FnOnce(&mut Vec<u8>)) {
+    fn control(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -439,19 +439,19 @@ impl Core {
     }
 
     /// Sends a fatal ERROR and starts closing the client.
-    pub fn fail(&mut self, id: ClientId, code: ErrorCode, text: &str) {
+    pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
         self.control(id, |b| frame::encode_error(b, 0, code, true, text));
         self.totals.disconnects_error += 1;
         self.begin_close(id, code, text);
     }
 
     /// Sends CLOSE and starts closing the client.
-    pub fn close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+    pub fn close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
         self.control(id, |b| frame::encode_close(b, code, reason));
         self.begin_close(id, code, reason);
     }
 
-    fn begin_close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+    fn begin_close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -472,12 +472,12 @@ impl Core {
     }
 
     /// Clients that began closing since the last call.
-    pub fn poll_closing(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_closing(&mut self, out: &mut Vec<Slot>) {
         out.append(&mut self.closing);
     }
 
     /// Clients whose egress gained bytes since the last call.
-    pub fn poll_transmit(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_transmit(&mut self, out: &mut Vec<Slot>) {
         for &id in &self.dirty {
             if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 c.dirty = false;
@@ -488,7 +488,7 @@ impl Core {
 
     /// The bytes waiting to be written to `id`.
     #[inline]
-    pub fn egress(&self, id: ClientId) -> &[u8] {
+    pub fn egress(&self, id: Slot) -> &[u8] {
         match self.clients.get(id.0 as usize).and_then(Option::as_ref) {
             Some(c) => c.egress.unwritten(),
             None => &[],
@@ -497,7 +497,7 @@ impl Core {
 
     /// Records that `n` bytes of `id`'s egress were written.
     #[inline]
-    pub fn handle_written(&mut self, id: ClientId, n: usize) {
+    pub fn handle_written(&mut self, id: Slot, n: usize) {
         if let Some(c) = self.client_mut(id) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
@@ -510,7 +510,7 @@ impl Core {
     }
 
     /// Forgets a client whose socket is closed (after an error, EOF or a finished close).
-    pub fn handle_closed(&mut self, id: ClientId, why: &str) {
+    pub fn handle_closed(&mut self, id: Slot, why: &str) {
         if self
             .clients
             .get(id.0 as usize)
@@ -528,7 +528,7 @@ impl Core {
     }
 
     /// The phase of a client, if connected.
-    pub fn phase(&self, id: ClientId) -> Option<Phase> {
+    pub fn phase(&self, id: Slot) -> Option<Phase> {
         self.clients
             .get(id.0 as usize)
             .and_then(Option::as_ref)
@@ -537,13 +537,13 @@ impl Core {
 
     /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
     /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn handle_timeout(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
+    pub fn handle_timeout(&mut self, now: u64, has_partial: impl Fn(Slot) -> bool) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            let id = ClientId(i as u32);
+            let id = Slot(i as u32);
             match c.phase {
                 Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
                     stalled.push((id, "no HELLO within the handshake timeout"))
@@ -570,7 +570,7 @@ impl Core {
                 .is_some_and(|c| c.phase != Phase::Closing)
             {
                 self.close(
-                    ClientId(i as u32),
+                    Slot(i as u32),
                     ErrorCode::SHUTTING_DOWN,
                     "router shutting down",
                 );
@@ -640,7 +640,7 @@ impl Core {
     }
 
     #[inline]
-    fn client_mut(&mut self, id: ClientId) -> Option<&mut Client> {
+    fn client_mut(&mut self, id: Slot) -> Option<&mut Client> {
         self.clients.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }
@@ -692,7 +692,7 @@ mod tests {
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.
-    fn out(core: &mut Core, id: ClientId) -> Vec<String> {
+    fn out(core: &mut Core, id: Slot) -> Vec<String> {
         let bytes = core.egress(id).to_vec();
         core.handle_written(id, bytes.len());
         let mut v = Vec::new();
@@ -711,7 +711,7 @@ mod tests {
         v
     }
 
-    fn open(core: &mut Core, now: u64) -> ClientId {
+    fn open(core: &mut Core, now: u64) -> Slot {
         let id = core.handle_accept(addr(), now, 0).ok().unwrap();
         let mut b = Vec::new();
         encode_hello(&mut b, PROTOCOL_VERSION, "t");

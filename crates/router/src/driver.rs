@@ -24,7 +24,7 @@ use tickwire_wire::frame;
 use crate::clock::{now_nanos, unix_millis};
 use crate::config::{Config, ConfigError, IdleStrategy};
 use crate::core::{Core, Input, Totals};
-use crate::index::ClientId;
+use crate::index::Slot;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -146,11 +146,11 @@ impl Router {
         let cfg = self.core.config().clone();
         let spin_ns = cfg.hybrid_spin_us * 1_000;
         let mut events = Events::with_capacity(1024);
-        let mut read_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut reading: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut flush_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut dirty: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut closing: Vec<ClientId> = Vec::new();
+        let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut reading: Vec<Slot> = Vec::with_capacity(1024);
+        let mut flush_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut dirty: Vec<Slot> = Vec::with_capacity(1024);
+        let mut closing: Vec<Slot> = Vec::new();
         let mut now = now_nanos();
         let mut last_active = now;
         let mut next_timer = now + TIMER_PERIOD_NS;
@@ -186,7 +186,7 @@ impl Router {
                     LISTENER => self.accept_all(now),
                     WAKER => {}
                     Token(i) => {
-                        let id = ClientId(i as u32);
+                        let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                             continue;
                         };
@@ -268,7 +268,7 @@ impl Router {
             if let Some(deadline) = shutdown_deadline {
                 if self.core.live() == 0 || now >= deadline {
                     for i in 0..self.conns.len() {
-                        self.drop_conn(ClientId(i as u32), "router shut down");
+                        self.drop_conn(Slot(i as u32), "router shut down");
                     }
                     let t = self.core.totals().clone();
                     tracing::info!(
@@ -339,7 +339,7 @@ impl Router {
 
     /// One read from `id` into its buffer, then feeds the core. Returns true if the
     /// socket may still have unread bytes.
-    fn read_once(&mut self, id: ClientId, now: u64) -> bool {
+    fn read_once(&mut self, id: Slot, now: u64) -> bool {
         let max_frame = self.core.config().max_frame;
         let read_buffer = self.core.config().read_buffer;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
@@ -416,7 +416,7 @@ impl Router {
     }
 
     /// One write of `id`'s queued bytes. Returns true if bytes remain queued.
-    fn write_once(&mut self, id: ClientId) -> bool {
+    fn write_once(&mut self, id: Slot) -> bool {
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -451,7 +451,7 @@ impl Router {
 
     /// Closes a closing client once its egress is flushed or its linger expired.
     /// Returns true when it is gone.
-    fn finish_close(&mut self, id: ClientId, now: u64) -> bool {
+    fn finish_close(&mut self, id: Slot, now: u64) -> bool {
         let Some(c) = self.conn(id) else {
             return true;
         };
@@ -469,7 +469,7 @@ impl Router {
         }
     }
 
-    fn drop_conn(&mut self, id: ClientId, why: &str) {
+    fn drop_conn(&mut self, id: Slot, why: &str) {
         if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
@@ -479,11 +479,11 @@ impl Router {
         }
     }
 
-    fn conn(&self, id: ClientId) -> Option<&Conn> {
+    fn conn(&self, id: Slot) -> Option<&Conn> {
         self.conns.get(id.0 as usize).and_then(Option::as_ref)
     }
 
-    fn conn_mut(&mut self, id: ClientId) -> Option<&mut Conn> {
+    fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {
         self.conns.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }
