@@ -26,6 +26,19 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
 use crate::index::{Slot, SubscriptionIndex};
+use tickwire_rt::{MonoNanos, UtcNanos};
+
+/// A client's identity for logs, stats and WELCOME: unique for the router's lifetime
+/// (a counter from 1), unlike its [`Slot`], which is reused after it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(pub u64);
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Where a client is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,13 +91,14 @@ pub struct Totals {
 }
 
 struct Client {
+    id: ClientId,
     phase: Phase,
     name: String,
     addr: SocketAddr,
-    connected_at_ns: u64,
+    connected_at: MonoNanos,
     connected_unix_ms: u64,
     /// When the last byte arrived (stall detection for half frames).
-    last_input_ns: u64,
+    last_input: MonoNanos,
     patterns: HashSet<Box<str>>,
     egress: Egress,
     dirty: bool,
@@ -108,7 +122,9 @@ pub struct Core {
     closing: Vec<Slot>,
     totals: Totals,
     started_unix_ms: u64,
-    started_ns: u64,
+    started: MonoNanos,
+    /// The last [`ClientId`] handed out.
+    last_id: u64,
 }
 
 /// What [`Core::handle_input`] asks of the driver.
@@ -121,9 +137,8 @@ pub enum Input {
 }
 
 impl Core {
-    /// A core for `cfg` (assumed validated). `now` is the monotonic time in ns and
-    /// `unix_ms` the wall-clock time, used only for display.
-    pub fn new(cfg: Config, now: u64, unix_ms: u64) -> Core {
+    /// A core for `cfg` (assumed validated). `wall` is used only for display.
+    pub fn new(cfg: Config, now: MonoNanos, wall: UtcNanos) -> Core {
         Core {
             cfg,
             clients: Vec::new(),
@@ -134,8 +149,9 @@ impl Core {
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
-            started_unix_ms: unix_ms,
-            started_ns: now,
+            started_unix_ms: wall.as_nanos() / 1_000_000,
+            started: now,
+            last_id: 0,
         }
     }
 
@@ -148,8 +164,8 @@ impl Core {
     pub fn handle_accept(
         &mut self,
         addr: SocketAddr,
-        now: u64,
-        unix_ms: u64,
+        now: MonoNanos,
+        wall: UtcNanos,
     ) -> Result<Slot, Refused> {
         if self.live >= self.cfg.max_clients {
             self.totals.refused += 1;
@@ -161,13 +177,15 @@ impl Core {
             frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);
             return Err(Refused(b));
         }
+        self.last_id += 1;
         let client = Client {
+            id: ClientId(self.last_id),
             phase: Phase::Handshake,
             name: String::new(),
             addr,
-            connected_at_ns: now,
-            connected_unix_ms: unix_ms,
-            last_input_ns: now,
+            connected_at: now,
+            connected_unix_ms: wall.as_nanos() / 1_000_000,
+            last_input: now,
             patterns: HashSet::new(),
             egress: Egress::default(),
             dirty: false,
@@ -195,18 +213,21 @@ impl Core {
         self.live
     }
 
-    /// Feeds bytes read from client `id` at time `now`.
-    pub fn handle_input(&mut self, id: Slot, now: u64, input: &[u8]) -> Input {
+    /// Feeds the bytes buffered for client `id` at time `now`: `input` is everything
+    /// not consumed by earlier calls, of which the last `fresh` bytes were just read
+    /// (only those are counted in `bytes_in`).
+    pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         let max_frame = self.cfg.max_frame;
         let mut used = 0;
+        let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
             Some(c) if c.phase != Phase::Closing => {
-                c.last_input_ns = now;
-                c.counters.bytes_in += input.len() as u64;
+                c.last_input = now;
+                c.counters.bytes_in += fresh;
             }
             _ => return Input::Closing,
         }
-        self.totals.bytes_in += input.len() as u64;
+        self.totals.bytes_in += fresh;
         loop {
             match frame::decode(&input[used..], max_frame) {
                 Ok(Some((f, n))) => {
@@ -227,7 +248,7 @@ impl Core {
 
     /// Handles one frame; false when the client is now closing.
     #[inline]
-    fn on_frame(&mut self, id: Slot, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
+    fn on_frame(&mut self, id: Slot, now: MonoNanos, f: Frame<'_>, raw: &[u8]) -> bool {
         let Some(c) = self.client_mut(id) else {
             return false;
         };
@@ -311,13 +332,15 @@ impl Core {
         };
         c.phase = Phase::Open;
         c.name = if name.is_empty() {
-            format!("client-{}", id.0)
+            format!("client-{}", c.id)
         } else {
             name.to_string()
         };
-        tracing::info!(client = id.0, name = %c.name, addr = %c.addr, "client connected");
+        tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, "client connected");
+        // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
+        let wire_id = c.id.0 as u32;
         self.control(id, |b| {
-            frame::encode_welcome(b, id.0, max_frame, &router_name)
+            frame::encode_welcome(b, wire_id, max_frame, &router_name)
         });
         true
     }
@@ -369,7 +392,7 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: Slot, now: u64, topic: &[u8], raw: &[u8]) {
+    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -394,7 +417,7 @@ impl Core {
             }
             match c
                 .egress
-                .push_message(raw, limit, discard, now, crate::clock::now_nanos)
+                .push_message(raw, limit, discard, now.as_nanos(), now.as_nanos())
             {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {
@@ -403,7 +426,7 @@ impl Core {
                     if !c.discarding {
                         c.discarding = true;
                         tracing::warn!(
-                            client = to.0, name = %c.name, pending = c.egress.pending(),
+                            client = %c.id, name = %c.name, pending = c.egress.pending(),
                             "slow consumer: egress buffer full, discarding its oldest messages"
                         );
                     }
@@ -464,9 +487,9 @@ impl Core {
             self.index.unsubscribe(id, &p);
         }
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
-            tracing::info!(client = id.0, name = %c.name, addr = %c.addr, %reason, "closing client");
+            tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, %reason, "closing client");
         } else {
-            tracing::warn!(client = id.0, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
+            tracing::warn!(client = %c.id, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
         }
         self.closing.push(id);
     }
@@ -503,7 +526,7 @@ impl Core {
             c.counters.bytes_out += n as u64;
             if c.discarding && c.egress.pending() == 0 {
                 c.discarding = false;
-                tracing::info!(client = id.0, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
+                tracing::info!(client = %c.id, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
             }
         }
         self.totals.bytes_out += n as u64;
@@ -537,7 +560,7 @@ impl Core {
 
     /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
     /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn handle_timeout(&mut self, now: u64, has_partial: impl Fn(Slot) -> bool) {
+    pub fn handle_timeout(&mut self, now: MonoNanos, has_partial: impl Fn(Slot) -> bool) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
@@ -545,10 +568,10 @@ impl Core {
             let Some(c) = c else { continue };
             let id = Slot(i as u32);
             match c.phase {
-                Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
+                Phase::Handshake if now.saturating_sub(c.connected_at) > hs => {
                     stalled.push((id, "no HELLO within the handshake timeout"))
                 }
-                Phase::Open if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) => {
+                Phase::Open if now.saturating_sub(c.last_input) > stall && has_partial(id) => {
                     stalled.push((
                         id,
                         "half a frame received and no more bytes within the stall timeout",
@@ -586,20 +609,20 @@ impl Core {
     /// The stats document sent in STATS_REPLY (see docs/protocol.md). When the
     /// document would not fit in one frame, the client list is cut short and
     /// `clients_omitted` says by how many.
-    pub fn stats_json(&self, now: u64) -> String {
+    pub fn stats_json(&self, now: MonoNanos) -> String {
         let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| {
+            .filter_map(|(_, c)| {
                 let c = c.as_ref()?;
                 Some(ClientStats {
-                    id: i as u32,
+                    id: c.id,
                     name: c.name.clone(),
                     addr: c.addr.to_string(),
                     phase: c.phase,
                     connected_unix_ms: c.connected_unix_ms,
-                    connected_for_ms: now.saturating_sub(c.connected_at_ns) / 1_000_000,
+                    connected_for_ms: now.saturating_sub(c.connected_at) / 1_000_000,
                     subscriptions: c.patterns.len(),
                     egress_pending: c.egress.pending(),
                     counters: c.counters.clone(),
@@ -619,7 +642,7 @@ impl Core {
         }
     }
 
-    fn render_stats(&self, now: u64, clients: &[ClientStats], omitted: usize) -> String {
+    fn render_stats(&self, now: MonoNanos, clients: &[ClientStats], omitted: usize) -> String {
         let doc = StatsDoc {
             router: RouterStats {
                 name: self.cfg.name.clone(),
@@ -628,7 +651,7 @@ impl Core {
                 idle: self.cfg.idle,
                 slow_consumer: self.cfg.slow_consumer,
                 started_unix_ms: self.started_unix_ms,
-                uptime_ms: now.saturating_sub(self.started_ns) / 1_000_000,
+                uptime_ms: now.saturating_sub(self.started) / 1_000_000,
                 clients: self.live,
                 subscriptions: self.index.len(),
                 totals: self.totals.clone(),
@@ -668,7 +691,7 @@ struct RouterStats {
 
 #[derive(Serialize)]
 struct ClientStats {
-    id: u32,
+    id: ClientId,
     name: String,
     addr: String,
     phase: Phase,
@@ -712,24 +735,30 @@ mod tests {
     }
 
     fn open(core: &mut Core, now: u64) -> Slot {
-        let id = core.handle_accept(addr(), now, 0).ok().unwrap();
+        let id = core
+            .handle_accept(addr(), MonoNanos(now), UtcNanos(0))
+            .ok()
+            .unwrap();
         let mut b = Vec::new();
         encode_hello(&mut b, PROTOCOL_VERSION, "t");
-        assert_eq!(core.handle_input(id, now, &b), Input::Consumed(b.len()));
+        assert_eq!(
+            core.handle_input(id, MonoNanos(now), &b, b.len()),
+            Input::Consumed(b.len())
+        );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
     }
 
     #[test]
     fn routes_to_matching_subscribers_only_and_counts() {
-        let mut core = Core::new(Config::default(), 0, 0);
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
         let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
         let mut f = Vec::new();
         encode_subscribe(&mut f, 1, "md/*/AAPL");
-        core.handle_input(a, 0, &f);
+        core.handle_input(a, MonoNanos(0), &f, f.len());
         f.clear();
         encode_subscribe(&mut f, 2, "fx/>");
-        core.handle_input(b, 0, &f);
+        core.handle_input(b, MonoNanos(0), &f, f.len());
         assert_eq!(out(&mut core, a), ["ACK 1"]);
         assert_eq!(out(&mut core, b), ["ACK 2"]);
         f.clear();
@@ -737,7 +766,9 @@ mod tests {
         encode_publish(&mut f, "md/NYSE/IBM", b"x", Default::default(), u32::MAX).unwrap();
         // Split mid-frame: the core takes the whole frames only.
         let cut = f.len() - 3;
-        assert!(matches!(core.handle_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
+        assert!(
+            matches!(core.handle_input(p, MonoNanos(0), &f[..cut], cut), Input::Consumed(n) if n < cut)
+        );
         assert_eq!(out(&mut core, a), ["MSG md/NYSE/AAPL"]);
         assert!(out(&mut core, b).is_empty());
         assert_eq!(core.totals().msgs_in, 1);
@@ -751,17 +782,20 @@ mod tests {
             stall_timeout_ms: 200,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
-        let mute = core.handle_accept(addr(), 0, 0).ok().unwrap();
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let mute = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
         let half = open(&mut core, 0);
-        core.handle_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
-        core.handle_timeout(100 * MS, |_| true);
+        core.handle_input(half, MonoNanos(10 * MS), &[50, 0, 0, 0, 0x20], 5);
+        core.handle_timeout(MonoNanos(100 * MS), |_| true);
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.handle_timeout(101 * MS, |id| id == half);
+        core.handle_timeout(MonoNanos(101 * MS), |id| id == half);
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
         assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.handle_timeout(211 * MS, |id| id == half);
+        core.handle_timeout(MonoNanos(211 * MS), |id| id == half);
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
         core.poll_closing(&mut closing);
@@ -775,11 +809,11 @@ mod tests {
             egress_limit: 1 << 20,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         for _ in 0..50 {
             open(&mut core, 0);
         }
-        let json = core.stats_json(0);
+        let json = core.stats_json(MonoNanos(0));
         assert!(json.len() <= 2048 - 12, "{} bytes", json.len());
         let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
         let shown = doc["clients"].as_array().unwrap().len() as u64;
@@ -789,14 +823,62 @@ mod tests {
     }
 
     #[test]
+    fn bytes_in_counts_each_byte_once_not_the_unconsumed_buffer_again() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let p = open(&mut core, 0);
+        let hello_len = core.totals().bytes_in;
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 100], Default::default(), u32::MAX).unwrap();
+        // The frame arrives in three reads; the driver passes the whole unconsumed
+        // buffer each time, of which only the tail is new.
+        let (a, b) = (10, 60);
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..a], a),
+            Input::Consumed(0)
+        );
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..b], b - a),
+            Input::Consumed(0)
+        );
+        let n = f.len();
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f, n - b),
+            Input::Consumed(n)
+        );
+        assert_eq!(core.totals().bytes_in, hello_len + n as u64);
+        assert_eq!(core.totals().msgs_in, 1);
+    }
+
+    #[test]
+    fn client_ids_are_unique_for_the_router_lifetime_though_slots_are_reused() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let first = open(&mut core, 0);
+        let id_of = |core: &Core| -> Vec<u64> {
+            let doc: serde_json::Value =
+                serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+            doc["clients"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(id_of(&core), [1]);
+        core.handle_closed(first, "gone");
+        let second = open(&mut core, 0);
+        assert_eq!(second, first, "the slot is reused");
+        assert_eq!(id_of(&core), [2], "the id is not");
+    }
+
+    #[test]
     fn connection_limit_refuses_with_an_error_frame() {
         let cfg = Config {
             max_clients: 1,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         open(&mut core, 0);
-        let Err(Refused(bytes)) = core.handle_accept(addr(), 0, 0) else {
+        let Err(Refused(bytes)) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
             panic!("accepted beyond the limit")
         };
         let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();

@@ -21,10 +21,10 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
-use crate::clock::{now_nanos, unix_millis};
 use crate::config::{Config, ConfigError, IdleStrategy};
 use crate::core::{Core, Input, Totals};
 use crate::index::Slot;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -97,7 +97,7 @@ struct Conn {
     writable: bool,
     on_flush_list: bool,
     /// Set when the core closes the client: the time to give up flushing.
-    closing_deadline: Option<u64>,
+    closing_deadline: Option<MonoNanos>,
 }
 
 impl Router {
@@ -123,7 +123,7 @@ impl Router {
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             waker,
-            core: Core::new(cfg, now_nanos(), unix_millis()),
+            core: Core::new(cfg, MonoNanos::now(), UtcNanos::now()),
             conns: Vec::new(),
         })
     }
@@ -151,10 +151,10 @@ impl Router {
         let mut flush_list: Vec<Slot> = Vec::with_capacity(1024);
         let mut dirty: Vec<Slot> = Vec::with_capacity(1024);
         let mut closing: Vec<Slot> = Vec::new();
-        let mut now = now_nanos();
+        let mut now = MonoNanos::now();
         let mut last_active = now;
-        let mut next_timer = now + TIMER_PERIOD_NS;
-        let mut shutdown_deadline: Option<u64> = None;
+        let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        let mut shutdown_deadline: Option<MonoNanos> = None;
 
         loop {
             let busy = !read_list.is_empty()
@@ -177,7 +177,8 @@ impl Router {
                     return Err(e.into());
                 }
             }
-            now = now_nanos();
+            // The one clock read of the turn: every stamp and timer below uses it.
+            now = MonoNanos::now();
             if !events.is_empty() {
                 last_active = now;
             }
@@ -207,7 +208,7 @@ impl Router {
             if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
                 tracing::info!(clients = self.core.live(), "shutting down");
                 self.core.shutdown();
-                shutdown_deadline = Some(now + SHUTDOWN_GRACE_NS);
+                shutdown_deadline = Some(now.add_nanos(SHUTDOWN_GRACE_NS));
             }
 
             // Read and route.
@@ -249,13 +250,13 @@ impl Router {
             self.core.poll_closing(&mut closing);
             for &id in &closing {
                 if let Some(c) = self.conn_mut(id) {
-                    c.closing_deadline.get_or_insert(now + LINGER_NS);
+                    c.closing_deadline.get_or_insert(now.add_nanos(LINGER_NS));
                 }
             }
             closing.retain(|&id| !self.finish_close(id, now));
 
             if now >= next_timer {
-                next_timer = now + TIMER_PERIOD_NS;
+                next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 let conns = &self.conns;
                 self.core.handle_timeout(now, |id| {
                     conns
@@ -283,14 +284,14 @@ impl Router {
         }
     }
 
-    fn accept_all(&mut self, now: u64) {
+    fn accept_all(&mut self, now: MonoNanos) {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
-                    match self.core.handle_accept(addr, now, unix_millis()) {
+                    match self.core.handle_accept(addr, now, UtcNanos::now()) {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -339,7 +340,7 @@ impl Router {
 
     /// One read from `id` into its buffer, then feeds the core. Returns true if the
     /// socket may still have unread bytes.
-    fn read_once(&mut self, id: Slot, now: u64) -> bool {
+    fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
         let max_frame = self.core.config().max_frame;
         let read_buffer = self.core.config().read_buffer;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
@@ -389,10 +390,7 @@ impl Router {
             }
         };
         c.end += n;
-        // One clock read per read syscall (not per message): the router-in stamp and
-        // the stall clock are as fresh as the bytes.
-        let now = now_nanos().max(now);
-        match self.core.handle_input(id, now, &c.rbuf[c.start..c.end]) {
+        match self.core.handle_input(id, now, &c.rbuf[c.start..c.end], n) {
             Input::Consumed(used) => {
                 c.start += used;
                 if c.start == c.end {
@@ -451,7 +449,7 @@ impl Router {
 
     /// Closes a closing client once its egress is flushed or its linger expired.
     /// Returns true when it is gone.
-    fn finish_close(&mut self, id: Slot, now: u64) -> bool {
+    fn finish_close(&mut self, id: Slot, now: MonoNanos) -> bool {
         let Some(c) = self.conn(id) else {
             return true;
         };

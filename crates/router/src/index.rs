@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use tickwire_wire::topic::{segments, Segment};
 
 /// A connected client's slot: a dense small integer, reused after the client leaves
-/// (the router's slab key and mio token). Not an identity.
+/// (the router's slab key and mio token). Not an identity: see `core::ClientId`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Slot(pub u32);
 
@@ -246,12 +246,7 @@ impl SubscriptionIndex {
     }
 
     /// Finds the pattern's node, recording the path, and removes `client` there.
-    fn unsubscribe_along(
-        &mut self,
-        client: Slot,
-        pattern: &str,
-        path: &mut Vec<NodeId>,
-    ) -> bool {
+    fn unsubscribe_along(&mut self, client: Slot, pattern: &str, path: &mut Vec<NodeId>) -> bool {
         let mut node = ROOT;
         let mut rest = false;
         for level in pattern.split('/') {
