@@ -613,8 +613,7 @@ impl Core {
         let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
-            .enumerate()
-            .filter_map(|(_, c)| {
+            .filter_map(|c| {
                 let c = c.as_ref()?;
                 Some(ClientStats {
                     id: c.id,
