@@ -16,6 +16,7 @@ mod output;
 mod transport;
 pub mod workload;
 
+use tickwire_rt::MonoNanos;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::harness::{self, now_ns, parse_pin, Pinning, Progress, RouterChild, StopFlag};
+use crate::harness::{self, parse_pin, Pinning, Progress, RouterChild, StopFlag};
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
@@ -279,7 +280,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
 
     let schedule = w.schedule();
     let mut shared = Shared::new(
-        now_ns() + START_DELAY_NS,
+        MonoNanos::now().as_nanos() + START_DELAY_NS,
         stop.clone(),
         w.publishers,
         w.subscribers,
@@ -384,10 +385,10 @@ fn run_threads(
         }
 
         let mut progress = Progress::new();
-        let mut last = (now_ns(), 0u64, 0u64);
+        let mut last = (MonoNanos::now().as_nanos(), 0u64, 0u64);
         let mut tick = |progress: &mut Progress, draining: bool| {
             progress.tick(|| {
-                let now = now_ns();
+                let now = MonoNanos::now().as_nanos();
                 let sent: u64 = shared.pub_sent.iter().map(|a| a.load(Ordering::Relaxed)).sum();
                 let recv: u64 = shared.sub_received.iter().map(|a| a.load(Ordering::Relaxed)).sum();
                 let behind = shared.pub_late.iter().map(|a| a.load(Ordering::Relaxed)).max().unwrap_or(0);

@@ -1,21 +1,23 @@
 //! What every bench driver needs around the measurement: a router child process, CPU
-//! pinning, a Ctrl-C flag, a once-per-second progress line and the clock.
+//! pinning, a Ctrl-C flag, a once-per-second progress line (the last three from
+//! `tickwire-rt`, re-exported here).
 //!
 //! Typical driver shape:
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use tickwire_bench::harness::{self, Progress, RouterChild, StopFlag};
+//! use tickwire_rt::{pacing::wait_until, MonoNanos};
 //! let router = RouterChild::start(std::path::Path::new("tickwire"), "spin", Some(0), &[])?;
 //! let stop = StopFlag::install();
 //! harness::pin_current_thread(1);
 //! let mut progress = Progress::new();
-//! let start = harness::now_ns();
+//! let start = MonoNanos::now();
 //! for i in 0..1000u64 {
 //!     if stop.is_set() {
 //!         break; // still report what was measured
 //!     }
-//!     harness::wait_until_ns(start + i * 10_000);
+//!     wait_until(start.add_nanos(i * 10_000));
 //!     // ... send to router.addr ...
 //!     progress.tick(|| format!("sent {i}"));
 //! }
@@ -235,19 +237,6 @@ fn taskset_available() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-/// Monotonic clock in ns (CLOCK_MONOTONIC; the same clock as `tickwire_client::now_nanos`,
-/// so timestamps from the client library and from the bench compare directly).
-#[inline]
-pub fn now_ns() -> u64 {
-    tickwire_client::now_nanos()
-}
-
-/// Busy-waits (sleeping while more than ~200 µs remain) until `now_ns() >= t`.
-/// Returns at once when `t` is already past.
-pub fn wait_until_ns(t: u64) {
-    tickwire_rt::pacing::wait_until(tickwire_rt::MonoNanos(t));
 }
 
 /// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade).

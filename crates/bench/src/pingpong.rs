@@ -12,6 +12,7 @@
 //! by default one thread drives both A and B (`--echo same-thread`), so the busy parties
 //! are that thread and the router, as in the raw transports.
 
+use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use tickwire_client::{Client, ClientOptions, Wait};
 pub use crate::harness::{parse_pin, Pinning};
 
 use crate::harness::{
-    self, idle_parser, now_ns, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
+    self, idle_parser, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
 };
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
@@ -467,10 +468,10 @@ impl Ctx<'_> {
         let mut back = Vec::new();
         let (sizes, result) = self.measure_sizes(Transport::Tcp, |buf| {
             back.resize(buf.len(), 0);
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             write_all_spin(&mut s, buf).context("TCP ping write")?;
             read_exact_until(&mut s, &mut back, t0 + REPLY_TIMEOUT.as_nanos() as u64)?;
-            let t1 = now_ns();
+            let t1 = MonoNanos::now().as_nanos();
             if back[..8] != buf[..8] {
                 bail!("TCP echo returned the wrong ping");
             }
@@ -530,14 +531,14 @@ impl Ctx<'_> {
         let mut back = vec![0u8; MAX_UDP + 1];
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Udp, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
             s.send(buf).context("UDP ping send")?;
             loop {
                 match s.recv(&mut back) {
                     // A late echo of an earlier (lost) ping is skipped.
                     Ok(n) if n == buf.len() && back[..8] == buf[..8] => {
-                        return Ok(Reply::Rtt(now_ns() - t0))
+                        return Ok(Reply::Rtt(MonoNanos::now().as_nanos() - t0))
                     }
                     Ok(_) => {}
                     Err(e)
@@ -553,7 +554,7 @@ impl Ctx<'_> {
                 if stop.is_set() {
                     return Ok(Reply::Stopped);
                 }
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     return Ok(Reply::Lost);
                 }
             }
@@ -588,7 +589,7 @@ impl Ctx<'_> {
         let mut echo_buf = Vec::with_capacity(64 * 1024);
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
             // B: receive the ping and republish it.
@@ -598,7 +599,7 @@ impl Ctx<'_> {
                     echo_buf.extend_from_slice(m.payload());
                     break;
                 }
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     bail!(
                         "the echo client got no ping within {REPLY_TIMEOUT:?} (router at {addr})"
                     );
@@ -681,7 +682,7 @@ impl Ctx<'_> {
 
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
             let wait = client_wait(idle, REPLY_TIMEOUT);
             await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
@@ -735,13 +736,13 @@ fn await_pong(
     let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
     loop {
         if let Some(m) = a.recv(wait).context("receiving a pong")? {
-            let t1 = now_ns();
+            let t1 = MonoNanos::now().as_nanos();
             if m.payload().len() == ping.len() && m.payload()[..8] == ping[..8] {
                 return Ok(Reply::Rtt(t1 - t0));
             }
             bail!("the echo client returned the wrong ping");
         }
-        if now_ns() > deadline {
+        if MonoNanos::now().as_nanos() > deadline {
             bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
         }
         if stop.is_set() {
@@ -789,7 +790,7 @@ fn read_exact_until(s: &mut TcpStream, buf: &mut [u8], deadline: u64) -> anyhow:
             Ok(0) => bail!("the TCP echo closed the connection"),
             Ok(n) => got += n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     bail!("no TCP echo within {REPLY_TIMEOUT:?}");
                 }
                 std::hint::spin_loop();
