@@ -259,7 +259,7 @@ fn market_data() -> anyhow::Result<bool> {
         json: None,
         plot: None,
     };
-    let stop = tickwire_bench::harness::StopFlag::install();
+    let stop = tickwire_rt::StopFlag::install();
     let report = tickwire_bench::md_replay::repro::run(&opts, &stop)?;
     Ok(report.results.iter().all(|r| r.lossless))
 }

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
+use tickwire_rt::StopFlag;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions};
 use tickwire_rt::IdleStrategy;

@@ -14,7 +14,7 @@ use tickwire_rt::IdleStrategy;
 use tickwire_bench::md_replay::latency::{self, LatencyOptions};
 use tickwire_bench::md_replay::repro::{self, ReproOptions};
 
-use crate::md_cmd::parse_duration;
+use tickwire_rt::units::parse_duration;
 
 const MD_LATENCY_HELP: &str = "\
 Measuring clients for the market-data path: N subscriber connections (polled by one
@@ -133,7 +133,7 @@ pub struct MdReplayArgs {
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Mean ITCH message rate of the generated session at 1x.
-    #[arg(long, default_value = "20k", value_parser = tickwire_bench::schedule::parse_rate)]
+    #[arg(long, default_value = "20k", value_parser = tickwire_rt::units::parse_rate)]
     rate: f64,
     /// Speeds, in order.
     #[arg(long, value_delimiter = ',', default_value = "1x,4x", value_parser = Speed::parse)]
