@@ -1,7 +1,7 @@
 //! One-way latency through the router next to the raw TCP floor, in one run.
 //!
 //! ```sh
-//! cargo build --release -p tickwire --examples
+//! cargo build --release -p tickwire -p tickwire-bench --bins --examples
 //! target/release/examples/latency --rate 10000 --secs 10 --size 100
 //! ```
 //!
