@@ -325,14 +325,13 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         stop.is_set(),
     );
     report.print();
-    if let Some(path) = &args.json {
-        crate::report::write_json(path, &report)?;
-        println!("JSON written to {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        report.plot(path)?;
-        println!("plot written to {}", path.display());
-    }
+    crate::report::write_outputs(
+        args.json.as_deref(),
+        &report,
+        args.plot.as_deref(),
+        |path| report.plot(path),
+        crate::report::Announce::WrittenTo,
+    )?;
     Ok(report.exit_code())
 }
 

@@ -332,32 +332,27 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         router_desc.as_deref(),
         stop.is_set(),
     );
-    if let Some(path) = &args.json {
-        let rep = Report {
-            bench: "stream",
-            machine: machine.clone(),
-            size: args.size,
-            step_secs: args.step_secs,
-            warmup_secs: args.warmup_secs,
-            reflect_every: args.reflect_every,
-            idle: args.idle,
-            pinning: args.pin,
-            router: router_desc.clone(),
-            stopped_by_user: stop.is_set(),
-            transports: &results,
-        };
-        report::write_json(path, &rep).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        plot(path, args, &results).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(if stop.is_set() {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let rep = Report {
+        bench: "stream",
+        machine: machine.clone(),
+        size: args.size,
+        step_secs: args.step_secs,
+        warmup_secs: args.warmup_secs,
+        reflect_every: args.reflect_every,
+        idle: args.idle,
+        pinning: args.pin,
+        router: router_desc.clone(),
+        stopped_by_user: stop.is_set(),
+        transports: &results,
+    };
+    report::write_outputs(
+        args.json.as_deref(),
+        &rep,
+        args.plot.as_deref(),
+        |path| plot(path, args, &results),
+        report::Announce::Wrote,
+    )?;
+    Ok(report::exit_code(stop.is_set()))
 }
 
 fn validate(args: &StreamArgs) -> anyhow::Result<()> {

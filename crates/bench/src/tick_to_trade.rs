@@ -472,14 +472,13 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         algos: results,
         ratios,
     };
-    if let Some(path) = &a.json {
-        report::write_json(path, &report)?;
-        println!("JSON: {}", path.display());
-    }
-    if let Some(path) = &a.plot {
-        plot(path, &report)?;
-        println!("plot: {}", path.display());
-    }
+    report::write_outputs(
+        a.json.as_deref(),
+        &report,
+        a.plot.as_deref(),
+        |path| plot(path, &report),
+        report::Announce::Labelled,
+    )?;
     Ok(report)
 }
 

@@ -26,7 +26,7 @@ use tickwire_md::publisher::{self, PublishOptions};
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
-use crate::report::{latency_table, line_chart_svg, write_json, Machine, Series};
+use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
 /// Settings of the reproduction.
@@ -169,14 +169,16 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         window_seconds: opts.window.as_secs_f64(),
         results,
     };
-    if let Some(j) = &opts.json {
-        write_json(j, &report)?;
-        println!("\nJSON: {}", j.display());
+    if opts.json.is_some() {
+        println!();
     }
-    if let Some(p) = &opts.plot {
-        plot(p, &report)?;
-        println!("plot: {}", p.display());
-    }
+    write_outputs(
+        opts.json.as_deref(),
+        &report,
+        opts.plot.as_deref(),
+        |p| plot(p, &report),
+        Announce::Labelled,
+    )?;
     Ok(report)
 }
 
