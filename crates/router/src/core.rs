@@ -105,6 +105,9 @@ struct Client {
     discarding: bool,
     counters: ClientCounters,
     close_reason: Option<(ErrorCode, String)>,
+    /// `counters.bytes_out` once the last STATS_REPLY queued is written (at most one
+    /// is outstanding per client: see docs/protocol.md, "Stats").
+    stats_due: Option<u64>,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -192,6 +195,7 @@ impl Core {
             discarding: false,
             counters: ClientCounters::default(),
             close_reason: None,
+            stats_due: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -294,8 +298,7 @@ impl Core {
             }
             Frame::Pong(_) => true,
             Frame::StatsRequest { request_id } => {
-                let json = self.stats_json(now);
-                self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+                self.on_stats_request(id, now, request_id);
                 true
             }
             Frame::Close { .. } => {
@@ -390,6 +393,35 @@ impl Core {
         }
     }
 
+    /// Answers a STATS_REQUEST, unless the previous STATS_REPLY to this client is still
+    /// unread: then a non-fatal ERROR `BUSY` (a few dozen bytes instead of a document
+    /// of up to `max_frame`), so requesting without reading cannot amplify.
+    fn on_stats_request(&mut self, id: Slot, now: MonoNanos, request_id: u32) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        let busy = c
+            .stats_due
+            .is_some_and(|due| c.counters.bytes_out < due && c.egress.pending() > 0);
+        if busy {
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    request_id,
+                    ErrorCode::BUSY,
+                    false,
+                    "the previous STATS_REPLY is still unread; read it, then ask again",
+                )
+            });
+            return;
+        }
+        let json = self.stats_json(now);
+        self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+        if let Some(c) = self.client_mut(id) {
+            c.stats_due = Some(c.counters.bytes_out + c.egress.pending() as u64);
+        }
+    }
+
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
     fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
@@ -449,28 +481,77 @@ impl Core {
         }
     }
 
-    /// Appends a control frame to `id`'s egress.
+    /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,
+    /// WELCOME) to `id`'s egress. Control frames count against `egress_limit` like
+    /// messages but cannot be discarded: when the client's unread bytes exceed the
+    /// limit (after discarding its queued messages under the `discard` policy), the
+    /// client is disconnected with SLOW_CONSUMER whatever the policy. So a client that
+    /// keeps asking without reading costs the router at most its egress limit plus one
+    /// frame.
     fn control(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
-        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+        let limit = self.cfg.egress_limit;
+        let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
+        let Some(c) = self.client_mut(id) else {
             return;
         };
+        if c.phase == Phase::Closing {
+            // Nothing more is owed to a closing client but what is already queued.
+            return;
+        }
         encode(c.egress.control());
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(id);
+        if c.egress.pending() > limit && discard {
+            let n = c.egress.discard_messages(limit / 2);
+            c.counters.discards += n;
+            self.totals.discards += n;
+        }
+        self.mark_dirty(id);
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.egress.pending() > limit {
+            c.egress.drop_messages();
+            let text = format!(
+                "slow consumer: more than {limit} bytes of answers (PONG, ACK, ERROR, STATS_REPLY) queued and unread; disconnecting"
+            );
+            self.fail(id, ErrorCode::SLOW_CONSUMER, &text);
+        }
+    }
+
+    /// Appends a frame that ends the conversation (fatal ERROR, CLOSE): exempt from the
+    /// limit, since at most one is sent per client.
+    fn last_word(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.phase == Phase::Closing {
+            return;
+        }
+        encode(c.egress.control());
+        self.mark_dirty(id);
+    }
+
+    fn mark_dirty(&mut self, id: Slot) {
+        if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
         }
     }
 
     /// Sends a fatal ERROR and starts closing the client.
     pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
-        self.control(id, |b| frame::encode_error(b, 0, code, true, text));
+        if self.phase(id).is_none_or(|p| p == Phase::Closing) {
+            return;
+        }
+        self.last_word(id, |b| frame::encode_error(b, 0, code, true, text));
         self.totals.disconnects_error += 1;
         self.begin_close(id, code, text);
     }
 
     /// Sends CLOSE and starts closing the client.
     pub fn close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
-        self.control(id, |b| frame::encode_close(b, code, reason));
+        self.last_word(id, |b| frame::encode_close(b, code, reason));
         self.begin_close(id, code, reason);
     }
 
@@ -867,6 +948,114 @@ mod tests {
         let second = open(&mut core, 0);
         assert_eq!(second, first, "the slot is reused");
         assert_eq!(id_of(&core), [2], "the id is not");
+    }
+
+    fn small_limits(policy: SlowConsumerPolicy) -> Config {
+        Config {
+            max_frame: 1024,
+            egress_limit: 4096,
+            slow_consumer: policy,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn ping_flood_without_reading_is_cut_off_at_the_egress_limit_whatever_the_policy() {
+        for policy in [SlowConsumerPolicy::Discard, SlowConsumerPolicy::Disconnect] {
+            let mut core = Core::new(small_limits(policy), MonoNanos(0), UtcNanos(0));
+            let flooder = open(&mut core, 0);
+            let healthy = open(&mut core, 0);
+            let mut pings = Vec::new();
+            for token in 0..100 {
+                frame::encode_ping(&mut pings, token);
+            }
+            let mut sent = 0;
+            while core.phase(flooder) == Some(Phase::Open) && sent < 100 {
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len());
+                sent += 1;
+                // Bounded by the limit plus the one fatal ERROR.
+                assert!(core.egress(flooder).len() <= 4096 + 256, "{policy:?}");
+            }
+            assert_eq!(core.phase(flooder), Some(Phase::Closing), "{policy:?}");
+            let frames = out(&mut core, flooder);
+            assert_eq!(
+                frames.last().unwrap(),
+                "ERROR slow-consumer true",
+                "{policy:?}"
+            );
+            assert!(frames.len() > 1, "the PONGs before the limit are kept");
+            // More input from the flooder is ignored; the other client is untouched.
+            assert_eq!(
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len()),
+                Input::Closing
+            );
+            assert!(core.egress(flooder).is_empty());
+            assert_eq!(core.phase(healthy), Some(Phase::Open));
+            assert_eq!(core.totals().disconnects_error, 1);
+        }
+    }
+
+    #[test]
+    fn pong_backlog_first_discards_the_subscribers_queued_messages_under_discard() {
+        let mut core = Core::new(
+            small_limits(SlowConsumerPolicy::Discard),
+            MonoNanos(0),
+            UtcNanos(0),
+        );
+        let sub = open(&mut core, 0);
+        let publisher = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 1, "t");
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, sub), ["ACK 1"]);
+        f.clear();
+        for _ in 0..30 {
+            encode_publish(&mut f, "t", &[0; 100], Default::default(), u32::MAX).unwrap();
+        }
+        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        let queued = core.egress(sub).len();
+        assert!(queued > 3000, "{queued}");
+        f.clear();
+        for token in 0..100 {
+            frame::encode_ping(&mut f, token);
+        }
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(core.phase(sub), Some(Phase::Open), "messages made room");
+        assert!(core.totals().discards > 0);
+        assert!(core.egress(sub).len() <= 4096);
+    }
+
+    #[test]
+    fn stats_request_while_the_previous_reply_is_unread_gets_busy_not_another_document() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let id = open(&mut core, 0);
+        for _ in 0..20 {
+            open(&mut core, 0);
+        }
+        let mut f = Vec::new();
+        frame::encode_stats_request(&mut f, 1);
+        frame::encode_stats_request(&mut f, 2);
+        frame::encode_stats_request(&mut f, 3);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert_eq!(got.len(), 3);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 1"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(got[1..], ["ERROR busy false", "ERROR busy false"]);
+        // Read: the next request is answered in full again.
+        f.clear();
+        frame::encode_stats_request(&mut f, 4);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 4"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(core.phase(id), Some(Phase::Open));
     }
 
     #[test]
