@@ -97,8 +97,10 @@ struct Client {
     addr: SocketAddr,
     connected_at: MonoNanos,
     connected_unix_ms: u64,
-    /// When the last byte arrived (stall detection for half frames).
-    last_input: MonoNanos,
+    /// When the first byte of the unfinished frame arrived, if one is unfinished: the
+    /// frame must be complete within the stall timeout of this (more bytes of the same
+    /// frame do not extend it).
+    frame_started: Option<MonoNanos>,
     patterns: HashSet<Box<str>>,
     egress: Egress,
     dirty: bool,
@@ -128,7 +130,13 @@ pub struct Core {
     started: MonoNanos,
     /// The last [`ClientId`] handed out.
     last_id: u64,
+    /// No deadline is earlier than this (see [`Core::poll_timeout`]).
+    next_deadline: Option<MonoNanos>,
 }
+
+/// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
+/// the handshake the router buffers no more than this.
+pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as u32;
 
 /// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +163,7 @@ impl Core {
             started_unix_ms: wall.as_nanos() / 1_000_000,
             started: now,
             last_id: 0,
+            next_deadline: None,
         }
     }
 
@@ -188,7 +197,7 @@ impl Core {
             addr,
             connected_at: now,
             connected_unix_ms: wall.as_nanos() / 1_000_000,
-            last_input: now,
+            frame_started: None,
             patterns: HashSet::new(),
             egress: Egress::default(),
             dirty: false,
@@ -209,6 +218,7 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
+        self.lower_deadline(now.add_nanos(self.cfg.handshake_timeout_ms * 1_000_000));
         Ok(Slot(id))
     }
 
@@ -221,19 +231,31 @@ impl Core {
     /// not consumed by earlier calls, of which the last `fresh` bytes were just read
     /// (only those are counted in `bytes_in`).
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
-        let max_frame = self.cfg.max_frame;
         let mut used = 0;
         let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
             Some(c) if c.phase != Phase::Closing => {
-                c.last_input = now;
                 c.counters.bytes_in += fresh;
             }
             _ => return Input::Closing,
         }
         self.totals.bytes_in += fresh;
         loop {
-            match frame::decode(&input[used..], max_frame) {
+            let rest = &input[used..];
+            if self.phase(id) == Some(Phase::Handshake)
+                && rest.len() > 4
+                && rest[4] != frame::Kind::Hello as u8
+            {
+                // Known from the header: no need to buffer the body of a frame that
+                // must be refused anyway.
+                self.fail(
+                    id,
+                    ErrorCode::HANDSHAKE,
+                    "the first frame must be HELLO (see docs/protocol.md)",
+                );
+                return Input::Closing;
+            }
+            match frame::decode(rest, self.frame_limit(id)) {
                 Ok(Some((f, n))) => {
                     let raw = &input[used..used + n];
                     used += n;
@@ -241,12 +263,46 @@ impl Core {
                         return Input::Closing;
                     }
                 }
-                Ok(None) => return Input::Consumed(used),
+                Ok(None) => {
+                    self.note_partial(id, now, used, input.len());
+                    return Input::Consumed(used);
+                }
                 Err(e) => {
                     self.fail(id, e.code(), &e.to_string());
                     return Input::Closing;
                 }
             }
+        }
+    }
+
+    /// The largest frame client `id` may send now: a HELLO before the handshake,
+    /// `max_frame` after. The driver grows the read buffer no further than this.
+    pub fn frame_limit(&self, id: Slot) -> u32 {
+        match self.phase(id) {
+            Some(Phase::Handshake) => MAX_HELLO_LEN.min(self.cfg.max_frame),
+            _ => self.cfg.max_frame,
+        }
+    }
+
+    /// Starts (or keeps, or ends) the completion deadline of the unfinished frame.
+    fn note_partial(&mut self, id: Slot, now: MonoNanos, used: usize, len: usize) {
+        let stall = self.cfg.stall_timeout_ms * 1_000_000;
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if used == len {
+            c.frame_started = None;
+        } else if used > 0 || c.frame_started.is_none() {
+            // A new frame began in these bytes; one that was already unfinished keeps
+            // its start, so a trickle of bytes does not extend its deadline.
+            c.frame_started = Some(now);
+            self.lower_deadline(now.add_nanos(stall));
+        }
+    }
+
+    fn lower_deadline(&mut self, at: MonoNanos) {
+        if self.next_deadline.is_none_or(|d| at < d) {
+            self.next_deadline = Some(at);
         }
     }
 
@@ -639,28 +695,41 @@ impl Core {
             .map(|c| c.phase)
     }
 
-    /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
-    /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn handle_timeout(&mut self, now: MonoNanos, has_partial: impl Fn(Slot) -> bool) {
+    /// The earliest time [`Core::handle_timeout`] has something to do (a handshake or
+    /// frame deadline), or `None`. Calling it earlier is harmless.
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
+        self.next_deadline
+    }
+
+    /// Closes clients that missed a deadline: no HELLO within the handshake timeout of
+    /// connecting, or a frame begun and not completed within the stall timeout (bytes
+    /// trickling in do not extend it). Spurious calls are no-ops.
+    pub fn handle_timeout(&mut self, now: MonoNanos) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
+        let mut next: Option<MonoNanos> = None;
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
             let id = Slot(i as u32);
-            match c.phase {
-                Phase::Handshake if now.saturating_sub(c.connected_at) > hs => {
-                    stalled.push((id, "no HELLO within the handshake timeout"))
-                }
-                Phase::Open if now.saturating_sub(c.last_input) > stall && has_partial(id) => {
-                    stalled.push((
-                        id,
-                        "half a frame received and no more bytes within the stall timeout",
-                    ))
-                }
-                _ => {}
+            let (deadline, why) = match (c.phase, c.frame_started) {
+                (Phase::Handshake, _) => (
+                    c.connected_at.add_nanos(hs),
+                    "no HELLO within the handshake timeout",
+                ),
+                (Phase::Open, Some(start)) => (
+                    start.add_nanos(stall),
+                    "a frame begun and not completed within the stall timeout",
+                ),
+                _ => continue,
+            };
+            if now > deadline {
+                stalled.push((id, why));
+            } else if next.is_none_or(|n| deadline < n) {
+                next = Some(deadline);
             }
         }
+        self.next_deadline = next;
         for (id, why) in stalled {
             self.fail(id, ErrorCode::STALLED, why);
         }
@@ -869,13 +938,15 @@ mod tests {
             .unwrap();
         let half = open(&mut core, 0);
         core.handle_input(half, MonoNanos(10 * MS), &[50, 0, 0, 0, 0x20], 5);
-        core.handle_timeout(MonoNanos(100 * MS), |_| true);
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(100 * MS)));
+        core.handle_timeout(MonoNanos(100 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.handle_timeout(MonoNanos(101 * MS), |id| id == half);
+        core.handle_timeout(MonoNanos(101 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
-        assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.handle_timeout(MonoNanos(211 * MS), |id| id == half);
+        assert_eq!(core.phase(half), Some(Phase::Open), "begun 91 ms ago");
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(210 * MS)));
+        core.handle_timeout(MonoNanos(211 * MS));
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
         core.poll_closing(&mut closing);
@@ -1056,6 +1127,72 @@ mod tests {
             got[0]
         );
         assert_eq!(core.phase(id), Some(Phase::Open));
+    }
+
+    #[test]
+    fn byte_trickle_does_not_extend_the_frame_deadline() {
+        let cfg = Config {
+            stall_timeout_ms: 200,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let trickler = open(&mut core, 0);
+        let fine = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 1000], Default::default(), u32::MAX).unwrap();
+        // One byte every 50 ms, from t = 10 ms: progress all along, never complete.
+        let mut t = 10;
+        let mut have = 0;
+        while have < f.len() - 1 && core.phase(trickler) == Some(Phase::Open) {
+            have += 1;
+            core.handle_input(trickler, MonoNanos(t * MS), &f[..have], 1);
+            // The healthy client completes a frame in two pieces within the timeout.
+            core.handle_input(fine, MonoNanos(t * MS), &f[..10], 10);
+            core.handle_input(fine, MonoNanos((t + 1) * MS), &f, f.len() - 10);
+            core.handle_timeout(MonoNanos(t * MS));
+            t += 50;
+        }
+        assert_eq!(core.phase(trickler), Some(Phase::Closing));
+        assert!(t <= 10 + 300, "cut at the first check past 210 ms, t = {t}");
+        assert_eq!(
+            out(&mut core, trickler).last().unwrap(),
+            "ERROR stalled true"
+        );
+        assert_eq!(core.phase(fine), Some(Phase::Open));
+    }
+
+    #[test]
+    fn before_hello_only_a_hello_sized_frame_is_accepted() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        assert_eq!(MAX_HELLO_LEN, 80);
+        // A HELLO header claiming 1 MiB: refused from the header, nothing buffered.
+        let big = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        assert_eq!(core.frame_limit(big), 80);
+        let mut header = (1u32 << 20).to_le_bytes().to_vec();
+        header.extend_from_slice(&[frame::Kind::Hello as u8, 0, 0, 0]);
+        assert_eq!(
+            core.handle_input(big, MonoNanos(0), &header, 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, big), ["ERROR frame-too-large true"]);
+        // Another kind: refused from its header too, before its body arrives.
+        let other = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 5000], Default::default(), u32::MAX).unwrap();
+        assert_eq!(
+            core.handle_input(other, MonoNanos(0), &f[..8], 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, other), ["ERROR handshake true"]);
+        // After HELLO the configured max_frame applies.
+        let ok = open(&mut core, 0);
+        assert_eq!(core.frame_limit(ok), Config::default().max_frame);
     }
 
     #[test]
