@@ -108,7 +108,8 @@ pub struct Config {
     /// Most bytes read from one socket per loop turn (the per-client read buffer).
     /// Default 262144 (256 KiB). Each buffer starts at 4 KiB and doubles while reads
     /// fill it, beyond this size only to hold one frame up to `max_frame`, and shrinks
-    /// back to 4 KiB when its connection is idle with nothing buffered.
+    /// back to 4 KiB when its connection has been idle (about a second) with nothing
+    /// buffered.
     pub read_buffer: usize,
 }
 

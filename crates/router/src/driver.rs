@@ -30,11 +30,13 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// How long a closing client may take to read its last frames.
 const LINGER_NS: u64 = 1_000_000_000;
-/// How often idle read buffers are released (and, at the latest, timers checked).
+/// How often timers are checked at the latest.
 const TIMER_PERIOD_NS: u64 = 10_000_000;
+/// How often the read buffers of connections idle since the last sweep are released.
+const SWEEP_PERIOD_NS: u64 = 1_000_000_000;
 /// A new connection's read buffer. It doubles while reads fill it, up to `read_buffer`
 /// (or to the one unfinished frame it must hold, never past the core's `frame_limit`),
-/// and goes back to this size once the connection is idle with nothing buffered. So a
+/// and goes back to this size once the connection is idle (a sweep period) and empty. So a
 /// connection holds memory for the bytes it actually sent, not for what its length
 /// field claims, and an idle one holds 4 KiB.
 const INITIAL_READ_BUFFER: usize = 4096;
@@ -164,6 +166,7 @@ impl Router {
         let mut now = MonoNanos::now();
         let mut last_active = now;
         let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        let mut next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
         let mut shutdown_deadline: Option<MonoNanos> = None;
 
         loop {
@@ -268,6 +271,9 @@ impl Router {
             if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 self.core.handle_timeout(now);
+            }
+            if now >= next_sweep {
+                next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
                 self.release_idle_buffers();
             }
 
