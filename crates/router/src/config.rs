@@ -75,12 +75,17 @@ pub struct Config {
     pub egress_limit: usize,
     /// What to do with a client whose egress buffer is full. Default `discard`.
     pub slow_consumer: SlowConsumerPolicy,
-    /// Milliseconds a new connection has to send HELLO. Default 5000.
+    /// Milliseconds a new connection has to send HELLO (a deadline from connecting;
+    /// before it, at most one HELLO-sized frame of 80 bytes is buffered). Default 5000.
     pub handshake_timeout_ms: u64,
-    /// Milliseconds a client may leave half a frame unfinished. Default 10000.
+    /// Milliseconds a client has to complete a frame once its first byte arrived: a
+    /// deadline, which bytes trickling in do not extend. Default 10000.
     pub stall_timeout_ms: u64,
-    /// Bytes read from one socket per loop turn (the per-client read buffer). Default
-    /// 262144 (256 KiB); grows only to hold a single frame up to `max_frame`.
+    /// Most bytes read from one socket per loop turn (the per-client read buffer).
+    /// Default 262144 (256 KiB). Each buffer starts at 4 KiB and doubles while reads
+    /// fill it, beyond this size only to hold one frame up to `max_frame`, and shrinks
+    /// back to 4 KiB when its connection has been idle (about a second) with nothing
+    /// buffered.
     pub read_buffer: usize,
 }
 
