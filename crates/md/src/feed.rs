@@ -9,12 +9,21 @@
 //! loop {
 //!     now = clock (CLOCK_MONOTONIC ns, once per loop turn)
 //!     for each packet read (multicast feed or retransmission answer):
-//!         core.handle_packet(now, &packet, &mut sink)     // sink publishes updates
+//!         core.handle_datagram(now, &packet, &mut sink)   // sink publishes updates
 //!     if now >= core.poll_timeout():  core.handle_timeout(now, &mut sink)
-//!     while let Some(req) = core.poll_request():  send req.to_bytes() to the re-request server
+//!     while let Some(req) = core.poll_transmit():  send req.to_bytes() to the re-request server
 //!     once a second: read core.counters()
 //! }
 //! ```
+//!
+//! The vocabulary is quinn's: `handle_*` for input (datagrams, timeouts), `poll_*` for
+//! output (`poll_transmit`: the next re-request to send; `poll_timeout`: when to call
+//! `handle_timeout`). Updates are the one exception: they go to a [`Sink`] during
+//! `handle_*` instead of being drained by a `poll_event`. One datagram yields up to
+//! ~90 updates; a `poll_event` queue would have to copy each encoded update into a
+//! buffer sized for the worst packet and hand out borrows one at a time, whereas the
+//! sink borrows the one reused encode buffer for the duration of the call: no copy, no
+//! allocation, and the driver's sink writes straight into the router connection.
 //!
 //! # Sequencing (one MoldUDP64 session)
 //!
@@ -26,7 +35,7 @@
 //! - A packet **ahead** of expected is a gap: the packet is held (copied into a recycled
 //!   buffer, at most `max_held_packets`) and a [`RetransmitRequest`] for the first
 //!   missing messages (at most `max_request_count`) is queued for
-//!   [`FeedHandler::poll_request`]. Heartbeats (count 0) and End of Session (count
+//!   [`FeedHandler::poll_transmit`]. Heartbeats (count 0) and End of Session (count
 //!   0xFFFF) announce the next sequence number, so they reveal gaps too.
 //! - When retransmitted messages fill part of the gap and some are still missing, the
 //!   next request goes out at once. If nothing arrives for `retransmit_timeout_ns`, the
@@ -339,13 +348,13 @@ impl FeedHandler {
     }
 
     /// The re-request to send, if one is due (a newer one replaces an unsent one).
-    pub fn poll_request(&mut self) -> Option<RetransmitRequest> {
+    pub fn poll_transmit(&mut self) -> Option<RetransmitRequest> {
         self.request.take()
     }
 
     /// Handles one MoldUDP64 packet (from the feed or a retransmission) received at
     /// `now` (ns of the monotonic clock: it becomes the updates' receive timestamp).
-    pub fn handle_packet<S: Sink + ?Sized>(&mut self, now: u64, packet: &[u8], sink: &mut S) {
+    pub fn handle_datagram<S: Sink + ?Sized>(&mut self, now: u64, packet: &[u8], sink: &mut S) {
         self.counters.packets += 1;
         let p = match MoldPacket::parse(packet) {
             Ok(p) => p,
@@ -813,7 +822,7 @@ mod tests {
         });
         let mut got = Vec::new();
         let mut sink = |t: &str, p: &[u8]| got.push((t.to_string(), p.to_vec()));
-        f.handle_packet(77, &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
+        f.handle_datagram(77, &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, "md/NASDAQ/AAPL/quote");
         let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {

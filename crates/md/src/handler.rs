@@ -153,7 +153,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                 match sock.recv(&mut buf) {
                     Ok(n) => {
                         let now = now_ns();
-                        core.handle_packet(now, &buf[..n], &mut sink);
+                        core.handle_datagram(now, &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -175,7 +175,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         client
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
-        while let Some(r) = core.poll_request() {
+        while let Some(r) = core.poll_transmit() {
             if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
                 report.requests_sent += 1;
             }

@@ -70,11 +70,11 @@ fn config(depth_levels: usize) -> FeedConfig {
 /// Hands `pkt` to the core, then answers every re-request at once (if `server`).
 fn deliver(f: &mut FeedHandler, stream: &mut Stream, pkt: &[u8], server: Option<&[Message]>) {
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
-    f.handle_packet(NOW, pkt, &mut sink);
+    f.handle_datagram(NOW, pkt, &mut sink);
     if let Some(msgs) = server {
-        while let Some(req) = f.poll_request() {
+        while let Some(req) = f.poll_transmit() {
             for p in answer(msgs, req) {
-                f.handle_packet(NOW, &p, &mut sink);
+                f.handle_datagram(NOW, &p, &mut sink);
             }
         }
     }
@@ -158,8 +158,8 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
     let first_lost = f.expected_sequence();
     let lost_count = u64::from(MoldHeader::decode(&pkts[lost_pkt]).unwrap().count);
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
-    f.handle_packet(NOW, &pkts[lost_pkt + 1], &mut sink);
-    let req = f.poll_request().expect("gap re-requested");
+    f.handle_datagram(NOW, &pkts[lost_pkt + 1], &mut sink);
+    let req = f.poll_transmit().expect("gap re-requested");
     assert_eq!(
         (req.sequence, u64::from(req.count)),
         (first_lost, lost_count)
@@ -169,23 +169,23 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
 
     // Early and spurious timeouts do nothing.
     f.handle_timeout(NOW + 999, &mut sink);
-    assert!(f.poll_request().is_none());
+    assert!(f.poll_transmit().is_none());
     // Two more tries, then the range is declared lost.
     for k in 1..3u64 {
         f.handle_timeout(NOW + k * 1_000, &mut sink);
-        assert_eq!(f.poll_request(), Some(req));
+        assert_eq!(f.poll_transmit(), Some(req));
         assert_eq!(f.counters().lost, 0);
     }
     let published_before = f.counters().published;
     f.handle_timeout(NOW + 3_000, &mut sink);
-    assert!(f.poll_request().is_none());
+    assert!(f.poll_transmit().is_none());
     assert!(f.poll_timeout().is_none());
     assert_eq!(f.counters().lost, lost_count);
     assert_eq!(f.counters().requests, 3);
     // The held packet was applied at once, and the rest of the session goes on.
     assert!(f.expected_sequence() > first_lost + lost_count);
     for p in &pkts[lost_pkt + 2..] {
-        f.handle_packet(NOW, p, &mut sink);
+        f.handle_datagram(NOW, p, &mut sink);
     }
     let c = *f.counters();
     assert_eq!(c.messages + c.lost, msgs.len() as u64);
@@ -372,7 +372,7 @@ fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
     };
     deliver(&mut f, &mut stream, &hb.to_bytes(), None);
     assert_eq!(f.counters().heartbeats, 1);
-    let req = f.poll_request().expect("heartbeat revealed the gap");
+    let req = f.poll_transmit().expect("heartbeat revealed the gap");
     assert_eq!((req.sequence, req.count), (missing.sequence, missing.count));
     deliver(&mut f, &mut stream, &pkts[2], None);
     assert!(!f.recovering());
@@ -411,7 +411,7 @@ fn generator_sessions_never_cross_the_book() {
         }
     };
     for p in &pkts {
-        f.handle_packet(NOW, p, &mut sink);
+        f.handle_datagram(NOW, p, &mut sink);
     }
     assert!(quotes > 1000);
     assert_eq!(f.books().unknown_refs, 0);
