@@ -73,10 +73,12 @@
 //! for it ([`Counters::unpublished`]).
 
 use std::fmt;
+use std::time::Duration;
 
 use tickwire_itch::{self as itch, DecodeError, Message, MoldError, MoldPacket, PacketKind};
 pub use tickwire_itch::{RetransmitRequest, Session};
 
+use tickwire_rt::MonoNanos;
 use tickwire_wire::topic::Topic;
 
 use crate::book::{Change, OrderBooks, Side};
@@ -110,9 +112,9 @@ pub struct FeedConfig {
     /// Levels per side in depth updates; 0 (the default) publishes no depth updates.
     /// At most [`MAX_DEPTH_LEVELS`].
     pub depth_levels: usize,
-    /// How long to wait for an answer to a re-request before repeating it, in ns
-    /// (default 50 ms).
-    pub retransmit_timeout_ns: u64,
+    /// How long to wait for an answer to a re-request before repeating it (default
+    /// 50 ms).
+    pub retransmit_timeout: Duration,
     /// Re-requests sent for one missing range before it is declared lost (default 3).
     pub max_retransmit_tries: u32,
     /// Most messages asked for in one re-request (default 1000; below 0xFFFF).
@@ -133,7 +135,7 @@ impl Default for FeedConfig {
             first_sequence: 1,
             venue: "NASDAQ".to_string(),
             depth_levels: 0,
-            retransmit_timeout_ns: 50_000_000,
+            retransmit_timeout: Duration::from_millis(50),
             max_retransmit_tries: 3,
             max_request_count: 1000,
             max_held_packets: 8192,
@@ -227,7 +229,7 @@ pub struct Counters {
 struct Held {
     seq: u64,
     next: u64,
-    received: u64,
+    received: MonoNanos,
     bytes: Vec<u8>,
 }
 
@@ -236,7 +238,7 @@ struct Held {
 struct Gap {
     first: u64,
     tries: u32,
-    deadline: u64,
+    deadline: MonoNanos,
 }
 
 /// Topics and symbol of one stock locate, built once at Stock Directory time.
@@ -341,9 +343,8 @@ impl FeedHandler {
             .map(|s| &s.symbol)
     }
 
-    /// When [`FeedHandler::handle_timeout`] next has something to do (ns, the
-    /// caller's clock), if ever.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    /// When [`FeedHandler::handle_timeout`] next has something to do, if ever.
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
         self.gap.map(|g| g.deadline)
     }
 
@@ -353,8 +354,13 @@ impl FeedHandler {
     }
 
     /// Handles one MoldUDP64 packet (from the feed or a retransmission) received at
-    /// `now` (ns of the monotonic clock: it becomes the updates' receive timestamp).
-    pub fn handle_datagram<S: Sink + ?Sized>(&mut self, now: u64, packet: &[u8], sink: &mut S) {
+    /// `now` (it becomes the updates' receive timestamp).
+    pub fn handle_datagram<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
         self.counters.packets += 1;
         let p = match MoldPacket::parse(packet) {
             Ok(p) => p,
@@ -412,14 +418,14 @@ impl FeedHandler {
 
     /// Handles the passage of time: repeats an unanswered re-request, or declares the
     /// missing messages lost after the last try. Spurious calls are no-ops.
-    pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: u64, sink: &mut S) {
+    pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: MonoNanos, sink: &mut S) {
         let Some(mut gap) = self.gap else { return };
         if now < gap.deadline {
             return;
         }
         if gap.tries < self.cfg.max_retransmit_tries {
             gap.tries += 1;
-            gap.deadline = now.saturating_add(self.cfg.retransmit_timeout_ns);
+            gap.deadline = now.add_duration(self.cfg.retransmit_timeout);
             self.gap = Some(gap);
             self.queue_request();
             return;
@@ -441,7 +447,7 @@ impl FeedHandler {
     }
 
     /// Opens, advances or closes the gap after the state changed.
-    fn check_gap(&mut self, now: u64) {
+    fn check_gap(&mut self, now: MonoNanos) {
         let end = self.missing_until();
         if self.expected >= end {
             self.gap = None;
@@ -457,7 +463,7 @@ impl FeedHandler {
                 self.gap = Some(Gap {
                     first: self.expected,
                     tries: 1,
-                    deadline: now.saturating_add(self.cfg.retransmit_timeout_ns),
+                    deadline: now.add_duration(self.cfg.retransmit_timeout),
                 });
                 self.queue_request();
             }
@@ -477,7 +483,7 @@ impl FeedHandler {
     }
 
     /// Keeps a copy of a packet that arrived ahead of the expected sequence number.
-    fn hold(&mut self, seq: u64, next: u64, now: u64, packet: &[u8]) {
+    fn hold(&mut self, seq: u64, next: u64, now: MonoNanos, packet: &[u8]) {
         let at = match self.held.binary_search_by_key(&seq, |h| h.seq) {
             Ok(_) => {
                 self.counters.duplicates += next - seq;
@@ -517,7 +523,12 @@ impl FeedHandler {
     }
 
     /// Applies the messages of a validated packet from `expected` on.
-    fn apply_packet<S: Sink + ?Sized>(&mut self, p: &MoldPacket<'_>, received: u64, sink: &mut S) {
+    fn apply_packet<S: Sink + ?Sized>(
+        &mut self,
+        p: &MoldPacket<'_>,
+        received: MonoNanos,
+        sink: &mut S,
+    ) {
         // Warm the order map first: one pass of lookups over the packet's order
         // references, independent of each other, so the CPU overlaps their cache
         // misses. The pass that applies the messages does too much work per message
@@ -554,7 +565,7 @@ impl FeedHandler {
         &mut self,
         seq: u64,
         data: &[u8],
-        received: u64,
+        received: MonoNanos,
         sink: &mut S,
     ) {
         let msg = match itch::decode(data) {
@@ -741,7 +752,7 @@ impl FeedHandler {
 struct Stamp {
     seq: u64,
     exchange_ns: u64,
-    received: u64,
+    received: MonoNanos,
 }
 
 impl Stamp {
@@ -752,7 +763,7 @@ impl Stamp {
             symbol,
             seq: self.seq,
             exchange_ns: self.exchange_ns,
-            receive_ns: self.received,
+            receive_ns: self.received.as_nanos(),
         }
     }
 }
@@ -822,7 +833,7 @@ mod tests {
         });
         let mut got = Vec::new();
         let mut sink = |t: &str, p: &[u8]| got.push((t.to_string(), p.to_vec()));
-        f.handle_datagram(77, &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
+        f.handle_datagram(MonoNanos(77), &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, "md/NASDAQ/AAPL/quote");
         let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tickwire_bench::harness::{now_ns, StopFlag};
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
+use tickwire_rt::MonoNanos;
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
@@ -153,7 +154,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                 match sock.recv(&mut buf) {
                     Ok(n) => {
                         let now = now_ns();
-                        core.handle_datagram(now, &buf[..n], &mut sink);
+                        core.handle_datagram(MonoNanos(now), &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -164,8 +165,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         }
         // 3. Timeouts and re-requests.
         let now = now_ns();
-        if core.poll_timeout().is_some_and(|t| now >= t) {
-            core.handle_timeout(now, &mut sink);
+        if core.poll_timeout().is_some_and(|t| MonoNanos(now) >= t) {
+            core.handle_timeout(MonoNanos(now), &mut sink);
         }
         published += sink.published;
         if let Some(e) = sink.error.take() {

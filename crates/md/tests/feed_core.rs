@@ -14,9 +14,10 @@ use tickwire_md::book::Level;
 use tickwire_md::feed::{FeedConfig, FeedHandler};
 use tickwire_md::generator::{Generator, GeneratorConfig};
 use tickwire_md::update::{self, Update};
+use tickwire_rt::MonoNanos;
 
 /// Receive time passed with every packet.
-const NOW: u64 = 1_000_000;
+const NOW: MonoNanos = MonoNanos(1_000_000);
 
 type Stream = Vec<(String, Vec<u8>)>;
 
@@ -145,7 +146,7 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
     let msgs = messages(10, 8_000, 11);
     let pkts = packetize(session(), 1, &msgs, 600);
     let cfg = FeedConfig {
-        retransmit_timeout_ns: 1_000,
+        retransmit_timeout: std::time::Duration::from_nanos(1_000),
         max_retransmit_tries: 3,
         ..config(0)
     };
@@ -165,19 +166,19 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
         (first_lost, lost_count)
     );
     assert_eq!(f.counters().gaps, 1);
-    assert_eq!(f.poll_timeout(), Some(NOW + 1_000));
+    assert_eq!(f.poll_timeout(), Some(NOW.add_nanos(1_000)));
 
     // Early and spurious timeouts do nothing.
-    f.handle_timeout(NOW + 999, &mut sink);
+    f.handle_timeout(NOW.add_nanos(999), &mut sink);
     assert!(f.poll_transmit().is_none());
     // Two more tries, then the range is declared lost.
     for k in 1..3u64 {
-        f.handle_timeout(NOW + k * 1_000, &mut sink);
+        f.handle_timeout(NOW.add_nanos(k * 1_000), &mut sink);
         assert_eq!(f.poll_transmit(), Some(req));
         assert_eq!(f.counters().lost, 0);
     }
     let published_before = f.counters().published;
-    f.handle_timeout(NOW + 3_000, &mut sink);
+    f.handle_timeout(NOW.add_nanos(3_000), &mut sink);
     assert!(f.poll_transmit().is_none());
     assert!(f.poll_timeout().is_none());
     assert_eq!(f.counters().lost, lost_count);
