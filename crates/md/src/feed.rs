@@ -101,8 +101,11 @@ impl<F: FnMut(&str, &[u8])> Sink for F {
 /// Settings of a [`FeedHandler`]; every field has a sensible [`Default`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedConfig {
-    /// The MoldUDP64 session to accept; `None` adopts the session of the first valid
-    /// packet. Packets of any other session are counted ([`Counters::wrong_session`]).
+    /// The MoldUDP64 session to follow. Packets of any other session are counted
+    /// ([`Counters::foreign_session`]) and ignored. `None` adopts the first session
+    /// that sends `confirm_packets` packets with plausible sequence numbers (see
+    /// "Choosing the session" in the module docs); set it in production, where a
+    /// spoofer could out-send a real session that is quiet.
     pub session: Option<Session>,
     /// Sequence number of the first message expected (1: join from the start of the
     /// session, so everything before the first packet seen is re-requested).
@@ -122,6 +125,17 @@ pub struct FeedConfig {
     /// Most packets held while waiting for a gap to fill (default 8192); more are
     /// dropped and counted ([`Counters::overflow`]), to be re-requested later.
     pub max_held_packets: usize,
+    /// How far ahead, in messages, a packet's first sequence number may be of the
+    /// highest one known (expected or announced) and still be believed (default
+    /// 100,000). A packet farther ahead is suspect ([`Counters::suspect_jumps`]): it is
+    /// neither applied nor announces a gap, until `confirm_packets` suspect packets
+    /// agree. This also bounds the range a gap can ask to re-request.
+    pub max_jump: u64,
+    /// Packets that must agree before the core believes something new: a session
+    /// (when `session` is `None`) or a jump of more than `max_jump` (default 3,
+    /// at most [`MAX_CONFIRM_PACKETS`]; 1 believes the first packet, the behaviour
+    /// before these checks existed).
+    pub confirm_packets: usize,
     /// Live orders the order map holds before it has to grow (default 1 Mi).
     pub order_capacity: usize,
     /// Price levels per book side reserved at Stock Directory time (default 64).
@@ -139,11 +153,21 @@ impl Default for FeedConfig {
             max_retransmit_tries: 3,
             max_request_count: 1000,
             max_held_packets: 8192,
+            max_jump: 100_000,
+            confirm_packets: 3,
             order_capacity: 1 << 20,
             levels_per_side: 64,
         }
     }
 }
+
+/// Largest [`FeedConfig::confirm_packets`]: packets kept while a session or a jump is
+/// unconfirmed are bounded by it (times [`MAX_CANDIDATES`] before a session is adopted).
+pub const MAX_CONFIRM_PACKETS: usize = 16;
+
+/// Candidate sessions (or sequence neighbourhoods) tracked at once before one is
+/// adopted; a new one evicts the candidate with the fewest packets.
+pub const MAX_CANDIDATES: usize = 8;
 
 /// A [`FeedConfig`] that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,6 +182,12 @@ pub enum ConfigError {
     /// `max_retransmit_tries` must be at least 1.
     #[error("max_retransmit_tries must be at least 1")]
     RetransmitTries,
+    /// `confirm_packets` must be 1..=[`MAX_CONFIRM_PACKETS`].
+    #[error("confirm_packets must be between 1 and {MAX_CONFIRM_PACKETS}")]
+    ConfirmPackets,
+    /// `max_jump` must be at least 1.
+    #[error("max_jump must be at least 1")]
+    MaxJump,
     /// `venue` is not a single valid topic level.
     #[error("venue {0:?} is not a valid topic level")]
     Venue(String),
@@ -174,6 +204,12 @@ impl FeedConfig {
         }
         if self.max_retransmit_tries == 0 {
             return Err(ConfigError::RetransmitTries);
+        }
+        if !(1..=MAX_CONFIRM_PACKETS).contains(&self.confirm_packets) {
+            return Err(ConfigError::ConfirmPackets);
+        }
+        if self.max_jump == 0 {
+            return Err(ConfigError::MaxJump);
         }
         let probe = format!("md/{}/X", self.venue);
         let one_level = !self.venue.contains(['/', '*', '>']);
@@ -201,14 +237,12 @@ pub struct Counters {
     pub lost: u64,
     /// Messages received again after they had been applied, and skipped.
     pub duplicates: u64,
-    /// Bad input of any kind (sum of the five counters below).
+    /// Bad input of any kind (sum of the four counters below).
     pub malformed: u64,
     /// Packets shorter than the MoldUDP64 header.
     pub truncated_packets: u64,
     /// Packets whose blocks run past the end, fall short of or exceed the count.
     pub bad_blocks: u64,
-    /// Packets of another MoldUDP64 session.
-    pub wrong_session: u64,
     /// Messages of an unknown ITCH type.
     pub unknown_types: u64,
     /// Messages of a known type with the wrong length or an invalid field.
@@ -223,6 +257,16 @@ pub struct Counters {
     pub requests: u64,
     /// Ahead packets dropped because `max_held_packets` were already held.
     pub overflow: u64,
+    /// Valid packets of a session other than the one followed (stray or spoofed
+    /// traffic), ignored; before a session is adopted, the packets of the candidates
+    /// that were not (also those evicted when more than [`MAX_CANDIDATES`] competed).
+    pub foreign_session: u64,
+    /// Packets of the followed session whose first sequence number was more than
+    /// `max_jump` ahead of the highest one known when they arrived.
+    pub suspect_jumps: u64,
+    /// Jumps of more than `max_jump` that `confirm_packets` packets confirmed and the
+    /// core followed; the messages skipped are counted in `lost`, not re-requested.
+    pub accepted_jumps: u64,
 }
 
 /// A packet that arrived ahead of the expected sequence number.
@@ -239,6 +283,28 @@ struct Gap {
     first: u64,
     tries: u32,
     deadline: MonoNanos,
+}
+
+/// Packets that agree on a session and a sequence neighbourhood, kept until
+/// `confirm_packets` of them make them believable.
+struct Candidate {
+    session: Session,
+    /// Lowest first sequence number and highest end of the packets.
+    first: u64,
+    next: u64,
+    /// In arrival order; at most `confirm_packets`.
+    packets: Vec<Held>,
+    /// `Counters::packets` when the candidate appeared (eviction: oldest first).
+    born: u64,
+}
+
+impl Candidate {
+    /// Whether a packet spanning `seq..next` of `session` is near this candidate.
+    fn near(&self, session: Session, seq: u64, next: u64, max_jump: u64) -> bool {
+        self.session == session
+            && seq <= self.next.saturating_add(max_jump)
+            && next.saturating_add(max_jump) >= self.first
+    }
 }
 
 /// Topics and symbol of one stock locate, built once at Stock Directory time.
@@ -260,6 +326,11 @@ pub struct FeedHandler {
     missing_end: u64,
     held: Vec<Held>,
     spare: Vec<Vec<u8>>,
+    /// Before a session is adopted: the competing candidates (at most
+    /// [`MAX_CANDIDATES`]).
+    candidates: Vec<Candidate>,
+    /// After: suspect packets far ahead, waiting to be confirmed or contradicted.
+    jump: Option<Candidate>,
     gap: Option<Gap>,
     request: Option<RetransmitRequest>,
     ended: bool,
@@ -292,6 +363,8 @@ impl FeedHandler {
             missing_end: 0,
             held: Vec::new(),
             spare: Vec::new(),
+            candidates: Vec::new(),
+            jump: None,
             gap: None,
             request: None,
             ended: false,
@@ -379,15 +452,40 @@ impl FeedHandler {
             return;
         }
         match self.session {
-            Some(s) if s != p.session() => {
-                self.counters.wrong_session += 1;
-                self.counters.malformed += 1;
-                return;
-            }
-            Some(_) => {}
-            None => self.session = Some(p.session()),
+            Some(s) if s != p.session() => self.counters.foreign_session += 1,
+            Some(_) => self.handle_followed(now, &p, packet, sink),
+            None => self.handle_unadopted(now, &p, packet, sink),
         }
-        let seq = p.sequence();
+    }
+
+    /// A valid packet of the followed session.
+    fn handle_followed<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        let (seq, next) = span(p);
+        if seq
+            > self
+                .known_end
+                .max(self.expected)
+                .saturating_add(self.cfg.max_jump)
+        {
+            self.handle_suspect(now, p, packet, sink);
+            return;
+        }
+        let alive = match p.kind() {
+            PacketKind::Messages => next > self.expected,
+            PacketKind::Heartbeat | PacketKind::EndOfSession => seq >= self.expected,
+        };
+        if alive {
+            // The stream we follow goes on where it was: it contradicts the jump.
+            if let Some(j) = self.jump.take() {
+                self.recycle(j.packets);
+            }
+        }
         match p.kind() {
             PacketKind::Heartbeat | PacketKind::EndOfSession => {
                 if p.kind() == PacketKind::Heartbeat {
@@ -398,22 +496,175 @@ impl FeedHandler {
                 self.known_end = self.known_end.max(seq);
             }
             PacketKind::Messages => {
-                let count = u64::from(p.message_count());
-                let next = seq.saturating_add(count);
                 if next <= self.expected {
-                    self.counters.duplicates += count;
+                    self.counters.duplicates += next - seq;
                     return;
                 }
                 self.known_end = self.known_end.max(next);
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
-                    self.apply_packet(&p, now, sink);
+                    self.apply_packet(p, now, sink);
                     self.drain_held(sink);
                 }
             }
         }
         self.check_gap(now);
+    }
+
+    /// A packet of the followed session too far ahead to be believed: kept (bounded)
+    /// until `confirm_packets` such packets agree, then followed.
+    fn handle_suspect<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        self.counters.suspect_jumps += 1;
+        let (seq, next) = span(p);
+        let max_jump = self.cfg.max_jump;
+        let joins = self
+            .jump
+            .as_ref()
+            .is_some_and(|j| j.near(p.session(), seq, next, max_jump));
+        if !joins {
+            if let Some(j) = self.jump.take() {
+                self.recycle(j.packets);
+            }
+            self.jump = Some(Candidate {
+                session: p.session(),
+                first: seq,
+                next,
+                packets: Vec::with_capacity(self.cfg.confirm_packets),
+                born: self.counters.packets,
+            });
+        }
+        let held = self.copy(seq, next, now, packet);
+        let Some(j) = self.jump.as_mut() else { return };
+        j.first = j.first.min(seq);
+        j.next = j.next.max(next);
+        j.packets.push(held);
+        if j.packets.len() < self.cfg.confirm_packets {
+            return;
+        }
+        let Some(j) = self.jump.take() else { return };
+        self.counters.accepted_jumps += 1;
+        self.skip_to(j.first);
+        self.replay(j.packets, sink);
+    }
+
+    /// Before a session is adopted: the packet joins (or starts) a candidate; the
+    /// first candidate with `confirm_packets` packets is adopted and its packets are
+    /// applied in arrival order.
+    fn handle_unadopted<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        let (seq, next) = span(p);
+        let session = p.session();
+        let max_jump = self.cfg.max_jump;
+        let i = match self
+            .candidates
+            .iter()
+            .position(|c| c.near(session, seq, next, max_jump))
+        {
+            Some(i) => i,
+            None => {
+                if self.candidates.len() >= MAX_CANDIDATES {
+                    let weakest = self
+                        .candidates
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, c)| (c.packets.len(), c.born))
+                        .map_or(0, |(i, _)| i);
+                    let c = self.candidates.swap_remove(weakest);
+                    self.counters.foreign_session += c.packets.len() as u64;
+                    self.recycle(c.packets);
+                }
+                self.candidates.push(Candidate {
+                    session,
+                    first: seq,
+                    next,
+                    packets: Vec::with_capacity(self.cfg.confirm_packets),
+                    born: self.counters.packets,
+                });
+                self.candidates.len() - 1
+            }
+        };
+        let held = self.copy(seq, next, now, packet);
+        let c = &mut self.candidates[i];
+        c.first = c.first.min(seq);
+        c.next = c.next.max(next);
+        c.packets.push(held);
+        if c.packets.len() < self.cfg.confirm_packets {
+            return;
+        }
+        let adopted = self.candidates.swap_remove(i);
+        self.session = Some(adopted.session);
+        for c in std::mem::take(&mut self.candidates) {
+            let n = c.packets.len() as u64;
+            if c.session == adopted.session {
+                self.counters.suspect_jumps += n;
+            } else {
+                self.counters.foreign_session += n;
+            }
+            self.recycle(c.packets);
+        }
+        // Joining a session far beyond `first_sequence`: the candidate's packets agree,
+        // so the jump is believed; what lies before it is counted lost, not re-requested.
+        if adopted.first > self.expected.saturating_add(max_jump) {
+            self.counters.accepted_jumps += 1;
+            self.skip_to(adopted.first);
+        }
+        self.replay(adopted.packets, sink);
+    }
+
+    /// Follows a confirmed jump: every message before `to` not yet applied is lost.
+    fn skip_to(&mut self, to: u64) {
+        if to <= self.expected {
+            return;
+        }
+        self.counters.lost += to - self.expected;
+        self.expected = to;
+        self.known_end = self.known_end.max(to);
+        self.gap = None;
+        self.request = None;
+        // Held packets wholly before the jump can never apply.
+        while self.held.first().is_some_and(|h| h.next <= to) {
+            let h = self.held.remove(0);
+            self.spare.push(h.bytes);
+        }
+    }
+
+    /// Applies kept packets of the followed session, in arrival order.
+    fn replay<S: Sink + ?Sized>(&mut self, packets: Vec<Held>, sink: &mut S) {
+        for h in &packets {
+            if let Ok(p) = MoldPacket::parse(&h.bytes) {
+                self.handle_followed(h.received, &p, &h.bytes, sink);
+            }
+        }
+        self.recycle(packets);
+    }
+
+    /// A copy of a packet in a recycled buffer.
+    fn copy(&mut self, seq: u64, next: u64, now: MonoNanos, packet: &[u8]) -> Held {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(packet);
+        Held {
+            seq,
+            next,
+            received: now,
+            bytes,
+        }
+    }
+
+    fn recycle(&mut self, packets: Vec<Held>) {
+        self.spare.extend(packets.into_iter().map(|h| h.bytes));
     }
 
     /// Handles the passage of time: repeats an unanswered re-request, or declares the
@@ -495,18 +746,8 @@ impl FeedHandler {
             self.counters.overflow += 1;
             return;
         }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(packet);
-        self.held.insert(
-            at,
-            Held {
-                seq,
-                next,
-                received: now,
-                bytes,
-            },
-        );
+        let held = self.copy(seq, next, now, packet);
+        self.held.insert(at, held);
     }
 
     /// Applies every held packet that has become in order.
@@ -748,6 +989,16 @@ impl FeedHandler {
     }
 }
 
+/// The sequence numbers a valid packet covers: `seq..next` (empty for heartbeats and
+/// End of Session, which announce `seq` as the next one).
+fn span(p: &MoldPacket<'_>) -> (u64, u64) {
+    let seq = p.sequence();
+    match p.kind() {
+        PacketKind::Messages => (seq, seq.saturating_add(u64::from(p.message_count()))),
+        PacketKind::Heartbeat | PacketKind::EndOfSession => (seq, seq),
+    }
+}
+
 /// Per-message header fields.
 struct Stamp {
     seq: u64,
@@ -810,7 +1061,11 @@ mod tests {
 
     #[test]
     fn add_publishes_a_quote_and_delete_clears_it() {
-        let mut f = FeedHandler::new(FeedConfig::default()).unwrap();
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
         let add = Message::from(AddOrder {
             header: ItchHeader {
                 stock_locate: 3,
@@ -833,7 +1088,11 @@ mod tests {
         });
         let mut got = Vec::new();
         let mut sink = |t: &str, p: &[u8]| got.push((t.to_string(), p.to_vec()));
-        f.handle_datagram(MonoNanos(77), &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
+        f.handle_datagram(
+            MonoNanos(77),
+            &packet(1, &[dir(3, "AAPL"), add, del]),
+            &mut sink,
+        );
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, "md/NASDAQ/AAPL/quote");
         let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {
@@ -869,6 +1128,18 @@ mod tests {
         }));
         assert!(bad(FeedConfig {
             max_retransmit_tries: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            confirm_packets: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            confirm_packets: MAX_CONFIRM_PACKETS + 1,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            max_jump: 0,
             ..Default::default()
         }));
         assert!(bad(FeedConfig {
