@@ -38,7 +38,7 @@
 //!   [`FeedHandler::poll_transmit`]. Heartbeats (count 0) and End of Session (count
 //!   0xFFFF) announce the next sequence number, so they reveal gaps too.
 //! - When retransmitted messages fill part of the gap and some are still missing, the
-//!   next request goes out at once. If nothing arrives for `retransmit_timeout_ns`, the
+//!   next request goes out at once. If nothing arrives for `retransmit_timeout`, the
 //!   request is repeated; after `max_retransmit_tries` requests without progress the
 //!   missing messages up to the next data held (or announced) are declared **lost**:
 //!   counted in [`Counters::lost`], skipped, and the session goes on. Orders they would

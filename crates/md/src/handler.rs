@@ -18,10 +18,9 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use tickwire_bench::harness::{now_ns, StopFlag};
+use tickwire_rt::{MonoNanos, StopFlag};
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
-use tickwire_rt::MonoNanos;
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
@@ -102,7 +101,7 @@ impl Sink for RouterSink<'_> {
     fn publish(&mut self, topic: &Topic, payload: &[u8]) {
         let opts = PublishOptions {
             seq: None,
-            publisher_send: Some(now_ns()),
+            publisher_send: Some(MonoNanos::now().as_nanos()),
         };
         match self.client.publish_to(topic, payload, opts) {
             Ok(()) => self.published += 1,
@@ -137,7 +136,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         timeline: Vec::new(),
         end_of_session: false,
     };
-    let start = now_ns();
+    let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
     let mut last = Second::default();
     let mut published = 0u64;
@@ -153,8 +152,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        let now = now_ns();
-                        core.handle_datagram(MonoNanos(now), &buf[..n], &mut sink);
+                        core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -164,9 +162,9 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 3. Timeouts and re-requests.
-        let now = now_ns();
-        if core.poll_timeout().is_some_and(|t| MonoNanos(now) >= t) {
-            core.handle_timeout(MonoNanos(now), &mut sink);
+        let now = MonoNanos::now();
+        if core.poll_timeout().is_some_and(|t| now >= t) {
+            core.handle_timeout(now, &mut sink);
         }
         published += sink.published;
         if let Some(e) = sink.error.take() {
@@ -182,7 +180,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 4. Per-second counters.
-        if now >= next_second {
+        if now.as_nanos() >= next_second {
             let c = core.counters();
             let s = Second {
                 second: (next_second - start) / 1_000_000_000,

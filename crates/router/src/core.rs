@@ -2,14 +2,19 @@
 //! and counters. No IO and no clock: the driver feeds it bytes and the time, and
 //! drains each client's egress buffer to its socket.
 //!
-//! Driving it (see `driver.rs`):
-//! 1. [`Core::accept`] a new connection, getting its [`ClientId`].
-//! 2. [`Core::on_input`] with the bytes read; it consumes whole frames and returns how
-//!    many bytes it used (the rest is an incomplete frame to keep).
-//! 3. For each id in [`Core::take_dirty`], write [`Core::egress`] to the socket and
-//!    report the count with [`Core::wrote`].
-//! 4. [`Core::check_timers`] now and then; [`Core::closing`] tells which clients to
-//!    close once their egress is flushed (or at once, if they stopped reading).
+//! Vocabulary (quinn's, shared by every tickwire protocol core): `handle_*` feeds input
+//! in (a connection, bytes, bytes written, a timeout, a closed socket), `poll_*` takes
+//! output out (clients with bytes to transmit, clients to close, the next deadline).
+//!
+//! Driving it (see `driver.rs`), once per loop turn:
+//! 1. [`Core::handle_accept`] a new connection, getting its [`Slot`].
+//! 2. [`Core::handle_input`] with the bytes read; it consumes whole frames and returns
+//!    how many bytes it used (the rest is an incomplete frame to keep).
+//! 3. For each id from [`Core::poll_transmit`], write [`Core::egress`] to the socket
+//!    and report the count with [`Core::handle_written`].
+//! 4. [`Core::handle_timeout`] now and then; [`Core::poll_closing`] tells which clients
+//!    to close once their egress is flushed (or at once, if they stopped reading);
+//!    [`Core::handle_closed`] when a socket is gone.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -20,7 +25,20 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
-use crate::index::{ClientId, SubscriptionIndex};
+use crate::index::{Slot, SubscriptionIndex};
+use tickwire_rt::{MonoNanos, UtcNanos};
+
+/// A client's identity for logs, stats and WELCOME: unique for the router's lifetime
+/// (a counter from 1), unlike its [`Slot`], which is reused after it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(pub u64);
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Where a client is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,13 +91,14 @@ pub struct Totals {
 }
 
 struct Client {
+    id: ClientId,
     phase: Phase,
     name: String,
     addr: SocketAddr,
-    connected_at_ns: u64,
+    connected_at: MonoNanos,
     connected_unix_ms: u64,
     /// When the last byte arrived (stall detection for half frames).
-    last_input_ns: u64,
+    last_input: MonoNanos,
     patterns: HashSet<Box<str>>,
     egress: Egress,
     dirty: bool,
@@ -88,7 +107,7 @@ struct Client {
     close_reason: Option<(ErrorCode, String)>,
 }
 
-/// Why [`Core::accept`] refused a connection; the bytes to send before closing.
+/// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
 pub struct Refused(pub Vec<u8>);
 
 /// The router's state. Single-threaded; owned by the event loop.
@@ -98,15 +117,17 @@ pub struct Core {
     free: Vec<u32>,
     live: usize,
     index: SubscriptionIndex,
-    matched: Vec<ClientId>,
-    dirty: Vec<ClientId>,
-    closing: Vec<ClientId>,
+    matched: Vec<Slot>,
+    dirty: Vec<Slot>,
+    closing: Vec<Slot>,
     totals: Totals,
     started_unix_ms: u64,
-    started_ns: u64,
+    started: MonoNanos,
+    /// The last [`ClientId`] handed out.
+    last_id: u64,
 }
 
-/// What [`Core::on_input`] asks of the driver.
+/// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {
     /// Bytes consumed; keep the rest and read more.
@@ -116,9 +137,8 @@ pub enum Input {
 }
 
 impl Core {
-    /// A core for `cfg` (assumed validated). `now` is the monotonic time in ns and
-    /// `unix_ms` the wall-clock time, used only for display.
-    pub fn new(cfg: Config, now: u64, unix_ms: u64) -> Core {
+    /// A core for `cfg` (assumed validated). `wall` is used only for display.
+    pub fn new(cfg: Config, now: MonoNanos, wall: UtcNanos) -> Core {
         Core {
             cfg,
             clients: Vec::new(),
@@ -129,8 +149,9 @@ impl Core {
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
-            started_unix_ms: unix_ms,
-            started_ns: now,
+            started_unix_ms: wall.as_nanos() / 1_000_000,
+            started: now,
+            last_id: 0,
         }
     }
 
@@ -140,12 +161,12 @@ impl Core {
     }
 
     /// Registers a new connection, or refuses it at the connection limit.
-    pub fn accept(
+    pub fn handle_accept(
         &mut self,
         addr: SocketAddr,
-        now: u64,
-        unix_ms: u64,
-    ) -> Result<ClientId, Refused> {
+        now: MonoNanos,
+        wall: UtcNanos,
+    ) -> Result<Slot, Refused> {
         if self.live >= self.cfg.max_clients {
             self.totals.refused += 1;
             let mut b = Vec::new();
@@ -156,13 +177,15 @@ impl Core {
             frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);
             return Err(Refused(b));
         }
+        self.last_id += 1;
         let client = Client {
+            id: ClientId(self.last_id),
             phase: Phase::Handshake,
             name: String::new(),
             addr,
-            connected_at_ns: now,
-            connected_unix_ms: unix_ms,
-            last_input_ns: now,
+            connected_at: now,
+            connected_unix_ms: wall.as_nanos() / 1_000_000,
+            last_input: now,
             patterns: HashSet::new(),
             egress: Egress::default(),
             dirty: false,
@@ -182,7 +205,7 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
-        Ok(ClientId(id))
+        Ok(Slot(id))
     }
 
     /// Number of connected clients.
@@ -190,18 +213,21 @@ impl Core {
         self.live
     }
 
-    /// Feeds bytes read from client `id` at time `now`.
-    pub fn on_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
+    /// Feeds the bytes buffered for client `id` at time `now`: `input` is everything
+    /// not consumed by earlier calls, of which the last `fresh` bytes were just read
+    /// (only those are counted in `bytes_in`).
+    pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         let max_frame = self.cfg.max_frame;
         let mut used = 0;
+        let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
             Some(c) if c.phase != Phase::Closing => {
-                c.last_input_ns = now;
-                c.counters.bytes_in += input.len() as u64;
+                c.last_input = now;
+                c.counters.bytes_in += fresh;
             }
             _ => return Input::Closing,
         }
-        self.totals.bytes_in += input.len() as u64;
+        self.totals.bytes_in += fresh;
         loop {
             match frame::decode(&input[used..], max_frame) {
                 Ok(Some((f, n))) => {
@@ -222,7 +248,7 @@ impl Core {
 
     /// Handles one frame; false when the client is now closing.
     #[inline]
-    fn on_frame(&mut self, id: ClientId, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
+    fn on_frame(&mut self, id: Slot, now: MonoNanos, f: Frame<'_>, raw: &[u8]) -> bool {
         let Some(c) = self.client_mut(id) else {
             return false;
         };
@@ -291,7 +317,7 @@ impl Core {
         }
     }
 
-    fn on_hello(&mut self, id: ClientId, version: u16, name: &str) -> bool {
+    fn on_hello(&mut self, id: Slot, version: u16, name: &str) -> bool {
         if version != PROTOCOL_VERSION {
             let text = format!(
                 "protocol version {version} is not supported; this router speaks version {PROTOCOL_VERSION}"
@@ -306,18 +332,20 @@ impl Core {
         };
         c.phase = Phase::Open;
         c.name = if name.is_empty() {
-            format!("client-{}", id.0)
+            format!("client-{}", c.id)
         } else {
             name.to_string()
         };
-        tracing::info!(client = id.0, name = %c.name, addr = %c.addr, "client connected");
+        tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, "client connected");
+        // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
+        let wire_id = c.id.0 as u32;
         self.control(id, |b| {
-            frame::encode_welcome(b, id.0, max_frame, &router_name)
+            frame::encode_welcome(b, wire_id, max_frame, &router_name)
         });
         true
     }
 
-    fn on_subscribe(&mut self, id: ClientId, request_id: u32, pattern: &[u8], add: bool) {
+    fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
         let max_subs = self.cfg.max_subscriptions;
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
@@ -364,7 +392,7 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: ClientId, now: u64, topic: &[u8], raw: &[u8]) {
+    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -389,7 +417,7 @@ impl Core {
             }
             match c
                 .egress
-                .push_message(raw, limit, discard, now, crate::clock::now_nanos)
+                .push_message(raw, limit, discard, now.as_nanos(), now.as_nanos())
             {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {
@@ -398,7 +426,7 @@ impl Core {
                     if !c.discarding {
                         c.discarding = true;
                         tracing::warn!(
-                            client = to.0, name = %c.name, pending = c.egress.pending(),
+                            client = %c.id, name = %c.name, pending = c.egress.pending(),
                             "slow consumer: egress buffer full, discarding its oldest messages"
                         );
                     }
@@ -422,7 +450,7 @@ impl Core {
     }
 
     /// Appends a control frame to `id`'s egress.
-    fn control(&mut self, id: ClientId, encode: impl FnOnce(&mut Vec<u8>)) {
+    fn control(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -434,19 +462,19 @@ impl Core {
     }
 
     /// Sends a fatal ERROR and starts closing the client.
-    pub fn fail(&mut self, id: ClientId, code: ErrorCode, text: &str) {
+    pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
         self.control(id, |b| frame::encode_error(b, 0, code, true, text));
         self.totals.disconnects_error += 1;
         self.begin_close(id, code, text);
     }
 
     /// Sends CLOSE and starts closing the client.
-    pub fn close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+    pub fn close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
         self.control(id, |b| frame::encode_close(b, code, reason));
         self.begin_close(id, code, reason);
     }
 
-    fn begin_close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+    fn begin_close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -459,20 +487,20 @@ impl Core {
             self.index.unsubscribe(id, &p);
         }
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
-            tracing::info!(client = id.0, name = %c.name, addr = %c.addr, %reason, "closing client");
+            tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, %reason, "closing client");
         } else {
-            tracing::warn!(client = id.0, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
+            tracing::warn!(client = %c.id, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
         }
         self.closing.push(id);
     }
 
     /// Clients that began closing since the last call.
-    pub fn take_closing(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_closing(&mut self, out: &mut Vec<Slot>) {
         out.append(&mut self.closing);
     }
 
     /// Clients whose egress gained bytes since the last call.
-    pub fn take_dirty(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_transmit(&mut self, out: &mut Vec<Slot>) {
         for &id in &self.dirty {
             if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 c.dirty = false;
@@ -483,7 +511,7 @@ impl Core {
 
     /// The bytes waiting to be written to `id`.
     #[inline]
-    pub fn egress(&self, id: ClientId) -> &[u8] {
+    pub fn egress(&self, id: Slot) -> &[u8] {
         match self.clients.get(id.0 as usize).and_then(Option::as_ref) {
             Some(c) => c.egress.unwritten(),
             None => &[],
@@ -492,20 +520,20 @@ impl Core {
 
     /// Records that `n` bytes of `id`'s egress were written.
     #[inline]
-    pub fn wrote(&mut self, id: ClientId, n: usize) {
+    pub fn handle_written(&mut self, id: Slot, n: usize) {
         if let Some(c) = self.client_mut(id) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
             if c.discarding && c.egress.pending() == 0 {
                 c.discarding = false;
-                tracing::info!(client = id.0, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
+                tracing::info!(client = %c.id, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
             }
         }
         self.totals.bytes_out += n as u64;
     }
 
     /// Forgets a client whose socket is closed (after an error, EOF or a finished close).
-    pub fn remove(&mut self, id: ClientId, why: &str) {
+    pub fn handle_closed(&mut self, id: Slot, why: &str) {
         if self
             .clients
             .get(id.0 as usize)
@@ -523,7 +551,7 @@ impl Core {
     }
 
     /// The phase of a client, if connected.
-    pub fn phase(&self, id: ClientId) -> Option<Phase> {
+    pub fn phase(&self, id: Slot) -> Option<Phase> {
         self.clients
             .get(id.0 as usize)
             .and_then(Option::as_ref)
@@ -532,18 +560,18 @@ impl Core {
 
     /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
     /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn check_timers(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
+    pub fn handle_timeout(&mut self, now: MonoNanos, has_partial: impl Fn(Slot) -> bool) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            let id = ClientId(i as u32);
+            let id = Slot(i as u32);
             match c.phase {
-                Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
+                Phase::Handshake if now.saturating_sub(c.connected_at) > hs => {
                     stalled.push((id, "no HELLO within the handshake timeout"))
                 }
-                Phase::Open if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) => {
+                Phase::Open if now.saturating_sub(c.last_input) > stall && has_partial(id) => {
                     stalled.push((
                         id,
                         "half a frame received and no more bytes within the stall timeout",
@@ -565,7 +593,7 @@ impl Core {
                 .is_some_and(|c| c.phase != Phase::Closing)
             {
                 self.close(
-                    ClientId(i as u32),
+                    Slot(i as u32),
                     ErrorCode::SHUTTING_DOWN,
                     "router shutting down",
                 );
@@ -581,20 +609,19 @@ impl Core {
     /// The stats document sent in STATS_REPLY (see docs/protocol.md). When the
     /// document would not fit in one frame, the client list is cut short and
     /// `clients_omitted` says by how many.
-    pub fn stats_json(&self, now: u64) -> String {
+    pub fn stats_json(&self, now: MonoNanos) -> String {
         let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
+            .filter_map(|c| {
                 let c = c.as_ref()?;
                 Some(ClientStats {
-                    id: i as u32,
+                    id: c.id,
                     name: c.name.clone(),
                     addr: c.addr.to_string(),
                     phase: c.phase,
                     connected_unix_ms: c.connected_unix_ms,
-                    connected_for_ms: now.saturating_sub(c.connected_at_ns) / 1_000_000,
+                    connected_for_ms: now.saturating_sub(c.connected_at) / 1_000_000,
                     subscriptions: c.patterns.len(),
                     egress_pending: c.egress.pending(),
                     counters: c.counters.clone(),
@@ -614,7 +641,7 @@ impl Core {
         }
     }
 
-    fn render_stats(&self, now: u64, clients: &[ClientStats], omitted: usize) -> String {
+    fn render_stats(&self, now: MonoNanos, clients: &[ClientStats], omitted: usize) -> String {
         let doc = StatsDoc {
             router: RouterStats {
                 name: self.cfg.name.clone(),
@@ -623,7 +650,7 @@ impl Core {
                 idle: self.cfg.idle,
                 slow_consumer: self.cfg.slow_consumer,
                 started_unix_ms: self.started_unix_ms,
-                uptime_ms: now.saturating_sub(self.started_ns) / 1_000_000,
+                uptime_ms: now.saturating_sub(self.started) / 1_000_000,
                 clients: self.live,
                 subscriptions: self.index.len(),
                 totals: self.totals.clone(),
@@ -635,7 +662,7 @@ impl Core {
     }
 
     #[inline]
-    fn client_mut(&mut self, id: ClientId) -> Option<&mut Client> {
+    fn client_mut(&mut self, id: Slot) -> Option<&mut Client> {
         self.clients.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }
@@ -663,7 +690,7 @@ struct RouterStats {
 
 #[derive(Serialize)]
 struct ClientStats {
-    id: u32,
+    id: ClientId,
     name: String,
     addr: String,
     phase: Phase,
@@ -687,9 +714,9 @@ mod tests {
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.
-    fn out(core: &mut Core, id: ClientId) -> Vec<String> {
+    fn out(core: &mut Core, id: Slot) -> Vec<String> {
         let bytes = core.egress(id).to_vec();
-        core.wrote(id, bytes.len());
+        core.handle_written(id, bytes.len());
         let mut v = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
@@ -706,25 +733,31 @@ mod tests {
         v
     }
 
-    fn open(core: &mut Core, now: u64) -> ClientId {
-        let id = core.accept(addr(), now, 0).ok().unwrap();
+    fn open(core: &mut Core, now: u64) -> Slot {
+        let id = core
+            .handle_accept(addr(), MonoNanos(now), UtcNanos(0))
+            .ok()
+            .unwrap();
         let mut b = Vec::new();
         encode_hello(&mut b, PROTOCOL_VERSION, "t");
-        assert_eq!(core.on_input(id, now, &b), Input::Consumed(b.len()));
+        assert_eq!(
+            core.handle_input(id, MonoNanos(now), &b, b.len()),
+            Input::Consumed(b.len())
+        );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
     }
 
     #[test]
     fn routes_to_matching_subscribers_only_and_counts() {
-        let mut core = Core::new(Config::default(), 0, 0);
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
         let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
         let mut f = Vec::new();
         encode_subscribe(&mut f, 1, "md/*/AAPL");
-        core.on_input(a, 0, &f);
+        core.handle_input(a, MonoNanos(0), &f, f.len());
         f.clear();
         encode_subscribe(&mut f, 2, "fx/>");
-        core.on_input(b, 0, &f);
+        core.handle_input(b, MonoNanos(0), &f, f.len());
         assert_eq!(out(&mut core, a), ["ACK 1"]);
         assert_eq!(out(&mut core, b), ["ACK 2"]);
         f.clear();
@@ -732,7 +765,9 @@ mod tests {
         encode_publish(&mut f, "md/NYSE/IBM", b"x", Default::default(), u32::MAX).unwrap();
         // Split mid-frame: the core takes the whole frames only.
         let cut = f.len() - 3;
-        assert!(matches!(core.on_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
+        assert!(
+            matches!(core.handle_input(p, MonoNanos(0), &f[..cut], cut), Input::Consumed(n) if n < cut)
+        );
         assert_eq!(out(&mut core, a), ["MSG md/NYSE/AAPL"]);
         assert!(out(&mut core, b).is_empty());
         assert_eq!(core.totals().msgs_in, 1);
@@ -746,20 +781,23 @@ mod tests {
             stall_timeout_ms: 200,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
-        let mute = core.accept(addr(), 0, 0).ok().unwrap();
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let mute = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
         let half = open(&mut core, 0);
-        core.on_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
-        core.check_timers(100 * MS, |_| true);
+        core.handle_input(half, MonoNanos(10 * MS), &[50, 0, 0, 0, 0x20], 5);
+        core.handle_timeout(MonoNanos(100 * MS), |_| true);
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.check_timers(101 * MS, |id| id == half);
+        core.handle_timeout(MonoNanos(101 * MS), |id| id == half);
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
         assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.check_timers(211 * MS, |id| id == half);
+        core.handle_timeout(MonoNanos(211 * MS), |id| id == half);
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
-        core.take_closing(&mut closing);
+        core.poll_closing(&mut closing);
         assert_eq!(closing, [mute, half]);
     }
 
@@ -770,11 +808,11 @@ mod tests {
             egress_limit: 1 << 20,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         for _ in 0..50 {
             open(&mut core, 0);
         }
-        let json = core.stats_json(0);
+        let json = core.stats_json(MonoNanos(0));
         assert!(json.len() <= 2048 - 12, "{} bytes", json.len());
         let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
         let shown = doc["clients"].as_array().unwrap().len() as u64;
@@ -784,14 +822,62 @@ mod tests {
     }
 
     #[test]
+    fn bytes_in_counts_each_byte_once_not_the_unconsumed_buffer_again() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let p = open(&mut core, 0);
+        let hello_len = core.totals().bytes_in;
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 100], Default::default(), u32::MAX).unwrap();
+        // The frame arrives in three reads; the driver passes the whole unconsumed
+        // buffer each time, of which only the tail is new.
+        let (a, b) = (10, 60);
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..a], a),
+            Input::Consumed(0)
+        );
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..b], b - a),
+            Input::Consumed(0)
+        );
+        let n = f.len();
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f, n - b),
+            Input::Consumed(n)
+        );
+        assert_eq!(core.totals().bytes_in, hello_len + n as u64);
+        assert_eq!(core.totals().msgs_in, 1);
+    }
+
+    #[test]
+    fn client_ids_are_unique_for_the_router_lifetime_though_slots_are_reused() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let first = open(&mut core, 0);
+        let id_of = |core: &Core| -> Vec<u64> {
+            let doc: serde_json::Value =
+                serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+            doc["clients"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(id_of(&core), [1]);
+        core.handle_closed(first, "gone");
+        let second = open(&mut core, 0);
+        assert_eq!(second, first, "the slot is reused");
+        assert_eq!(id_of(&core), [2], "the id is not");
+    }
+
+    #[test]
     fn connection_limit_refuses_with_an_error_frame() {
         let cfg = Config {
             max_clients: 1,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         open(&mut core, 0);
-        let Err(Refused(bytes)) = core.accept(addr(), 0, 0) else {
+        let Err(Refused(bytes)) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
             panic!("accepted beyond the limit")
         };
         let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();

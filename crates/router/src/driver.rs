@@ -21,10 +21,10 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
-use crate::clock::{now_nanos, unix_millis};
 use crate::config::{Config, ConfigError, IdleStrategy};
 use crate::core::{Core, Input, Totals};
-use crate::index::ClientId;
+use crate::index::Slot;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -97,7 +97,7 @@ struct Conn {
     writable: bool,
     on_flush_list: bool,
     /// Set when the core closes the client: the time to give up flushing.
-    closing_deadline: Option<u64>,
+    closing_deadline: Option<MonoNanos>,
 }
 
 impl Router {
@@ -123,7 +123,7 @@ impl Router {
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             waker,
-            core: Core::new(cfg, now_nanos(), unix_millis()),
+            core: Core::new(cfg, MonoNanos::now(), UtcNanos::now()),
             conns: Vec::new(),
         })
     }
@@ -146,15 +146,15 @@ impl Router {
         let cfg = self.core.config().clone();
         let spin_ns = cfg.hybrid_spin_us * 1_000;
         let mut events = Events::with_capacity(1024);
-        let mut read_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut reading: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut flush_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut dirty: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut closing: Vec<ClientId> = Vec::new();
-        let mut now = now_nanos();
+        let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut reading: Vec<Slot> = Vec::with_capacity(1024);
+        let mut flush_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut dirty: Vec<Slot> = Vec::with_capacity(1024);
+        let mut closing: Vec<Slot> = Vec::new();
+        let mut now = MonoNanos::now();
         let mut last_active = now;
-        let mut next_timer = now + TIMER_PERIOD_NS;
-        let mut shutdown_deadline: Option<u64> = None;
+        let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        let mut shutdown_deadline: Option<MonoNanos> = None;
 
         loop {
             let busy = !read_list.is_empty()
@@ -177,7 +177,8 @@ impl Router {
                     return Err(e.into());
                 }
             }
-            now = now_nanos();
+            // The one clock read of the turn: every stamp and timer below uses it.
+            now = MonoNanos::now();
             if !events.is_empty() {
                 last_active = now;
             }
@@ -186,7 +187,7 @@ impl Router {
                     LISTENER => self.accept_all(now),
                     WAKER => {}
                     Token(i) => {
-                        let id = ClientId(i as u32);
+                        let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                             continue;
                         };
@@ -207,7 +208,7 @@ impl Router {
             if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
                 tracing::info!(clients = self.core.live(), "shutting down");
                 self.core.shutdown();
-                shutdown_deadline = Some(now + SHUTDOWN_GRACE_NS);
+                shutdown_deadline = Some(now.add_nanos(SHUTDOWN_GRACE_NS));
             }
 
             // Read and route.
@@ -223,7 +224,7 @@ impl Router {
             }
 
             // Write each client with queued bytes once.
-            self.core.take_dirty(&mut dirty);
+            self.core.poll_transmit(&mut dirty);
             for id in dirty.drain(..) {
                 if let Some(c) = self.conn_mut(id) {
                     if !c.on_flush_list {
@@ -246,18 +247,18 @@ impl Router {
             }
 
             // Close what finished closing.
-            self.core.take_closing(&mut closing);
+            self.core.poll_closing(&mut closing);
             for &id in &closing {
                 if let Some(c) = self.conn_mut(id) {
-                    c.closing_deadline.get_or_insert(now + LINGER_NS);
+                    c.closing_deadline.get_or_insert(now.add_nanos(LINGER_NS));
                 }
             }
             closing.retain(|&id| !self.finish_close(id, now));
 
             if now >= next_timer {
-                next_timer = now + TIMER_PERIOD_NS;
+                next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 let conns = &self.conns;
-                self.core.check_timers(now, |id| {
+                self.core.handle_timeout(now, |id| {
                     conns
                         .get(id.0 as usize)
                         .and_then(Option::as_ref)
@@ -268,7 +269,7 @@ impl Router {
             if let Some(deadline) = shutdown_deadline {
                 if self.core.live() == 0 || now >= deadline {
                     for i in 0..self.conns.len() {
-                        self.drop_conn(ClientId(i as u32), "router shut down");
+                        self.drop_conn(Slot(i as u32), "router shut down");
                     }
                     let t = self.core.totals().clone();
                     tracing::info!(
@@ -283,14 +284,14 @@ impl Router {
         }
     }
 
-    fn accept_all(&mut self, now: u64) {
+    fn accept_all(&mut self, now: MonoNanos) {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
-                    match self.core.accept(addr, now, unix_millis()) {
+                    match self.core.handle_accept(addr, now, UtcNanos::now()) {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -298,7 +299,7 @@ impl Router {
                                 self.poll.registry().register(&mut stream, token, interest)
                             {
                                 tracing::warn!(%addr, error = %e, "cannot register connection");
-                                self.core.remove(id, "registration failed");
+                                self.core.handle_closed(id, "registration failed");
                                 continue;
                             }
                             let i = id.0 as usize;
@@ -339,7 +340,7 @@ impl Router {
 
     /// One read from `id` into its buffer, then feeds the core. Returns true if the
     /// socket may still have unread bytes.
-    fn read_once(&mut self, id: ClientId, now: u64) -> bool {
+    fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
         let max_frame = self.core.config().max_frame;
         let read_buffer = self.core.config().read_buffer;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
@@ -389,10 +390,7 @@ impl Router {
             }
         };
         c.end += n;
-        // One clock read per read syscall (not per message): the router-in stamp and
-        // the stall clock are as fresh as the bytes.
-        let now = now_nanos().max(now);
-        match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
+        match self.core.handle_input(id, now, &c.rbuf[c.start..c.end], n) {
             Input::Consumed(used) => {
                 c.start += used;
                 if c.start == c.end {
@@ -416,7 +414,7 @@ impl Router {
     }
 
     /// One write of `id`'s queued bytes. Returns true if bytes remain queued.
-    fn write_once(&mut self, id: ClientId) -> bool {
+    fn write_once(&mut self, id: Slot) -> bool {
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -434,7 +432,7 @@ impl Router {
                     // The socket buffer is full; wait for the writable edge.
                     c.writable = false;
                 }
-                self.core.wrote(id, n);
+                self.core.handle_written(id, n);
                 left > 0
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -451,7 +449,7 @@ impl Router {
 
     /// Closes a closing client once its egress is flushed or its linger expired.
     /// Returns true when it is gone.
-    fn finish_close(&mut self, id: ClientId, now: u64) -> bool {
+    fn finish_close(&mut self, id: Slot, now: MonoNanos) -> bool {
         let Some(c) = self.conn(id) else {
             return true;
         };
@@ -469,21 +467,21 @@ impl Router {
         }
     }
 
-    fn drop_conn(&mut self, id: ClientId, why: &str) {
+    fn drop_conn(&mut self, id: Slot, why: &str) {
         if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         if self.core.phase(id).is_some() {
-            self.core.remove(id, why);
+            self.core.handle_closed(id, why);
         }
     }
 
-    fn conn(&self, id: ClientId) -> Option<&Conn> {
+    fn conn(&self, id: Slot) -> Option<&Conn> {
         self.conns.get(id.0 as usize).and_then(Option::as_ref)
     }
 
-    fn conn_mut(&mut self, id: ClientId) -> Option<&mut Conn> {
+    fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {
         self.conns.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }

@@ -21,9 +21,10 @@ use std::collections::HashMap;
 
 use tickwire_wire::topic::{segments, Segment};
 
-/// Dense small integer identifying a connected client (router uses slab keys).
+/// A connected client's slot: a dense small integer, reused after the client leaves
+/// (the router's slab key and mio token). Not an identity: see `core::ClientId`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClientId(pub u32);
+pub struct Slot(pub u32);
 
 /// Index of a node in the arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +47,7 @@ pub struct SubscriptionIndex {
     /// Number of (client, pattern) subscriptions.
     len: usize,
     /// Per-client generation of the last `match_topic` that emitted it, for dedup.
-    /// Invariant: longer than the largest `ClientId` ever subscribed.
+    /// Invariant: longer than the largest `Slot` ever subscribed.
     marks: Vec<u64>,
     generation: u64,
     /// Scratch for `unsubscribe`: the nodes on the pattern's path, root first.
@@ -63,9 +64,9 @@ struct Node {
     /// Distinct lengths of the keys of `prefix`, ascending.
     prefix_lens: Vec<PrefixLen>,
     /// Clients whose pattern ends at this node, sorted.
-    exact: Vec<ClientId>,
+    exact: Vec<Slot>,
     /// Clients whose pattern is this node's path followed by `>`, sorted.
-    rest: Vec<ClientId>,
+    rest: Vec<Slot>,
 }
 
 struct PrefixLen {
@@ -123,7 +124,7 @@ impl SubscriptionIndex {
 
     /// Adds `client`'s subscription to a validated pattern. Returns false if the
     /// client already had exactly this pattern (idempotent).
-    pub fn subscribe(&mut self, client: ClientId, pattern: &str) -> bool {
+    pub fn subscribe(&mut self, client: Slot, pattern: &str) -> bool {
         debug_assert!(
             tickwire_wire::topic::validate_pattern(pattern.as_bytes()).is_ok(),
             "unvalidated pattern {pattern:?}"
@@ -162,7 +163,7 @@ impl SubscriptionIndex {
 
     /// Removes `client`'s subscription to a validated pattern; returns false if the
     /// client had no such subscription. Frees the trie nodes it leaves unused.
-    pub fn unsubscribe(&mut self, client: ClientId, pattern: &str) -> bool {
+    pub fn unsubscribe(&mut self, client: Slot, pattern: &str) -> bool {
         let mut path = std::mem::take(&mut self.path);
         path.clear();
         path.push(ROOT);
@@ -176,7 +177,7 @@ impl SubscriptionIndex {
 
     /// Appends to `out` every client with at least one pattern matching the validated
     /// `topic`, each client once. Allocates only if `out` must grow.
-    pub fn match_topic(&mut self, topic: &str, out: &mut Vec<ClientId>) {
+    pub fn match_topic(&mut self, topic: &str, out: &mut Vec<Slot>) {
         debug_assert!(
             tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok(),
             "unvalidated topic {topic:?}"
@@ -245,12 +246,7 @@ impl SubscriptionIndex {
     }
 
     /// Finds the pattern's node, recording the path, and removes `client` there.
-    fn unsubscribe_along(
-        &mut self,
-        client: ClientId,
-        pattern: &str,
-        path: &mut Vec<NodeId>,
-    ) -> bool {
+    fn unsubscribe_along(&mut self, client: Slot, pattern: &str, path: &mut Vec<NodeId>) -> bool {
         let mut node = ROOT;
         let mut rest = false;
         for level in pattern.split('/') {
@@ -341,7 +337,7 @@ struct Walk<'a> {
     nodes: &'a [Node],
     marks: &'a mut [u64],
     generation: u64,
-    out: &'a mut Vec<ClientId>,
+    out: &'a mut Vec<Slot>,
 }
 
 impl Walk<'_> {
@@ -381,7 +377,7 @@ impl Walk<'_> {
         }
     }
 
-    fn emit(&mut self, clients: &[ClientId]) {
+    fn emit(&mut self, clients: &[Slot]) {
         for &client in clients {
             // `subscribe` sized `marks` past every subscribed client id.
             let mark = &mut self.marks[client.0 as usize];
@@ -437,7 +433,7 @@ mod tests {
         ];
         let mut index = SubscriptionIndex::new();
         for (id, pattern) in patterns.iter().enumerate() {
-            assert!(index.subscribe(ClientId(id as u32), pattern));
+            assert!(index.subscribe(Slot(id as u32), pattern));
         }
         let cases: &[(&str, &[u32])] = &[
             ("md/NASDAQ/AAPL", &[0, 1, 2, 3, 4, 6, 7]),
@@ -469,7 +465,7 @@ mod tests {
     #[test]
     fn overlapping_patterns_of_one_client_deliver_once() {
         let mut index = SubscriptionIndex::new();
-        let client = ClientId(7);
+        let client = Slot(7);
         for pattern in [
             "md/NASDAQ/AAPL",
             "md/NAS*/AAPL",
@@ -480,14 +476,14 @@ mod tests {
         ] {
             assert!(index.subscribe(client, pattern));
         }
-        assert!(index.subscribe(ClientId(3), "md/>"));
-        let mut out = vec![ClientId(99)];
+        assert!(index.subscribe(Slot(3), "md/>"));
+        let mut out = vec![Slot(99)];
         index.match_topic("md/NASDAQ/AAPL", &mut out);
         // Appends, and each client once.
         assert_eq!(out.len(), 3);
-        assert_eq!(out[0], ClientId(99));
+        assert_eq!(out[0], Slot(99));
         let rest: BTreeSet<_> = out[1..].iter().copied().collect();
-        assert_eq!(rest, BTreeSet::from([ClientId(3), client]));
+        assert_eq!(rest, BTreeSet::from([Slot(3), client]));
         // And again: the marks of the previous call do not hide anyone.
         out.clear();
         index.match_topic("md/NASDAQ/AAPL", &mut out);
@@ -497,8 +493,8 @@ mod tests {
     #[test]
     fn subscribe_is_idempotent_and_unsubscribe_prunes() {
         let mut index = SubscriptionIndex::new();
-        let a = ClientId(0);
-        let b = ClientId(1);
+        let a = Slot(0);
+        let b = Slot(1);
         assert!(index.subscribe(a, "md/NAS*/AAPL"));
         assert!(!index.subscribe(a, "md/NAS*/AAPL"));
         assert!(index.subscribe(b, "md/NAS*/AAPL"));
@@ -509,7 +505,7 @@ mod tests {
 
         assert!(!index.unsubscribe(a, "md/NAS*/MSFT"));
         assert!(!index.unsubscribe(a, "md/NASDAQ/AAPL"));
-        assert!(!index.unsubscribe(ClientId(2), "md/NAS*/AAPL"));
+        assert!(!index.unsubscribe(Slot(2), "md/NAS*/AAPL"));
         assert!(!index.unsubscribe(a, "md/>"));
         assert!(index.unsubscribe(a, "md/NAS*/AAPL"));
         assert!(!index.unsubscribe(a, "md/NAS*/AAPL"));
@@ -537,7 +533,7 @@ mod tests {
             .iter()
             .enumerate()
         {
-            index.subscribe(ClientId(id as u32), pattern);
+            index.subscribe(Slot(id as u32), pattern);
         }
         assert_eq!(matches(&mut index, "AAPL"), [0, 1, 2, 3]);
         assert_eq!(matches(&mut index, "A"), [0]);
@@ -547,7 +543,7 @@ mod tests {
             .iter()
             .enumerate()
         {
-            assert!(index.unsubscribe(ClientId(id as u32), pattern));
+            assert!(index.unsubscribe(Slot(id as u32), pattern));
         }
         assert_eq!(index.node_count(), 1);
         assert!(index.nodes[ROOT.index()].prefix_lens.is_empty());
@@ -556,8 +552,8 @@ mod tests {
     #[test]
     fn prefix_probe_skips_cuts_inside_a_character() {
         let mut index = SubscriptionIndex::new();
-        index.subscribe(ClientId(0), "a*"); // length 1: would cut "日" mid-character
-        index.subscribe(ClientId(1), "日*");
+        index.subscribe(Slot(0), "a*"); // length 1: would cut "日" mid-character
+        index.subscribe(Slot(1), "日*");
         assert_eq!(matches(&mut index, "日本"), [1]);
     }
 
@@ -565,7 +561,7 @@ mod tests {
     fn match_topic_does_not_allocate_with_capacity() {
         let mut index = SubscriptionIndex::new();
         for id in 0..50 {
-            index.subscribe(ClientId(id), "md/>");
+            index.subscribe(Slot(id), "md/>");
         }
         let mut out = Vec::with_capacity(64);
         let before = out.as_ptr();
@@ -659,7 +655,7 @@ mod tests {
             let mut model = HashSet::new();
             for (client, pattern) in &subscriptions {
                 prop_assert!(validate_pattern(pattern.as_bytes()).is_ok(), "{}", pattern);
-                let added = index.subscribe(ClientId(*client), pattern);
+                let added = index.subscribe(Slot(*client), pattern);
                 prop_assert_eq!(added, model.insert((*client, pattern.clone())));
             }
             prop_assert_eq!(index.len(), model.len());
@@ -679,9 +675,9 @@ mod tests {
             for (subscribe, client, pattern) in &ops {
                 let key = (*client, pattern.clone());
                 if *subscribe {
-                    prop_assert_eq!(index.subscribe(ClientId(*client), pattern), model.insert(key));
+                    prop_assert_eq!(index.subscribe(Slot(*client), pattern), model.insert(key));
                 } else {
-                    prop_assert_eq!(index.unsubscribe(ClientId(*client), pattern), model.remove(&key));
+                    prop_assert_eq!(index.unsubscribe(Slot(*client), pattern), model.remove(&key));
                 }
                 prop_assert_eq!(index.len(), model.len());
                 prop_assert_eq!(index.is_empty(), model.is_empty());
@@ -691,7 +687,7 @@ mod tests {
                 }
             }
             for (client, pattern) in model.drain() {
-                prop_assert!(index.unsubscribe(ClientId(client), &pattern));
+                prop_assert!(index.unsubscribe(Slot(client), &pattern));
             }
             prop_assert_eq!(index.len(), 0);
             prop_assert_eq!(index.node_count(), 1);

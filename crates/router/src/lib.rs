@@ -11,7 +11,6 @@
 //! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
-pub mod clock;
 pub mod config;
 pub mod core;
 pub mod driver;

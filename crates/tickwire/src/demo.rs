@@ -241,7 +241,7 @@ fn tick_to_trade() -> anyhow::Result<bool> {
 /// The short market-data replay (see the help text); true when nothing was lost.
 fn market_data() -> anyhow::Result<bool> {
     println!("\n==================== market data ====================");
-    let opts = tickwire_md::repro::ReproOptions {
+    let opts = tickwire_bench::md_replay::repro::ReproOptions {
         tickwire: std::env::current_exe().context("locating the tickwire binary")?,
         file: None,
         symbols: 50,
@@ -259,7 +259,7 @@ fn market_data() -> anyhow::Result<bool> {
         plot: None,
     };
     let stop = tickwire_bench::harness::StopFlag::install();
-    let report = tickwire_md::repro::run(&opts, &stop)?;
+    let report = tickwire_bench::md_replay::repro::run(&opts, &stop)?;
     Ok(report.results.iter().all(|r| r.lossless))
 }
 

@@ -10,8 +10,8 @@ use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
 use tickwire_md::handler::Idle;
-use tickwire_md::latency::{self, LatencyOptions};
-use tickwire_md::repro::{self, ReproOptions};
+use tickwire_bench::md_replay::latency::{self, LatencyOptions};
+use tickwire_bench::md_replay::repro::{self, ReproOptions};
 
 use crate::md_cmd::parse_duration;
 

@@ -25,12 +25,12 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_bench::harness::{now_ns, StopFlag};
-use tickwire_bench::stats::{Latency, Summary};
 use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_md::publisher::{monotonic_to_time_of_day, time_of_day};
+use tickwire_md::update;
 
-use crate::publisher::{monotonic_to_time_of_day, time_of_day};
-use crate::update;
+use crate::harness::{now_ns, StopFlag};
+use crate::stats::{Latency, Summary};
 
 const DAY_NS: u64 = 86_400_000_000_000;
 
