@@ -313,6 +313,8 @@ struct Symbol {
     trade: Topic,
     quote: Topic,
     depth: Topic,
+    /// The last quote published (an unchanged top is not published again).
+    last_quote: Quote,
 }
 
 /// The feed-handler core for one MoldUDP64 session (see the module docs).
@@ -923,6 +925,7 @@ impl FeedHandler {
                 trade,
                 quote,
                 depth,
+                last_quote: Quote::default(),
             }),
             _ => None,
         };
@@ -953,7 +956,7 @@ impl FeedHandler {
             return;
         }
         let (Some(Some(sym)), Some(book)) = (
-            self.symbols.get(usize::from(c.locate)),
+            self.symbols.get_mut(usize::from(c.locate)),
             self.books.book(c.locate),
         ) else {
             self.counters.unpublished += 1;
@@ -970,10 +973,15 @@ impl FeedHandler {
                 bid_orders: t.bid.orders,
                 ask_orders: t.ask.orders,
             };
-            self.out.clear();
-            update::encode_quote(&mut self.out, &h, &q);
-            sink.publish(&sym.quote, &self.out);
-            self.counters.published += 1;
+            // The best level was touched but can be unchanged (a replace at the same
+            // price and size): a quote is published only when the top changed.
+            if q != sym.last_quote {
+                sym.last_quote = q;
+                self.out.clear();
+                update::encode_quote(&mut self.out, &h, &q);
+                sink.publish(&sym.quote, &self.out);
+                self.counters.published += 1;
+            }
         }
         if deep {
             self.out.clear();
