@@ -135,8 +135,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        let now = MonoNanos::now().as_nanos();
-                        core.handle_packet(now, &buf[..n], &mut sink);
+                        core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -146,7 +145,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 3. Timeouts and re-requests.
-        let now = MonoNanos::now().as_nanos();
+        let now = MonoNanos::now();
         if core.poll_timeout().is_some_and(|t| now >= t) {
             core.handle_timeout(now, &mut sink);
         }
@@ -158,13 +157,13 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         client
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
-        while let Some(r) = core.poll_request() {
+        while let Some(r) = core.poll_transmit() {
             if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
                 report.requests_sent += 1;
             }
         }
         // 4. Per-second counters.
-        if now >= next_second {
+        if now.as_nanos() >= next_second {
             let c = core.counters();
             let s = Second {
                 second: (next_second - start) / 1_000_000_000,

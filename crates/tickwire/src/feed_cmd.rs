@@ -71,7 +71,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let feed = FeedConfig {
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout_ns: a.retransmit_timeout_ms * 1_000_000,
+        retransmit_timeout: std::time::Duration::from_millis(a.retransmit_timeout_ms),
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()
     };
