@@ -389,15 +389,10 @@ pub enum ConnectionType {
     Initiator,
 }
 
-/// tickwire extension `TickwireIdleStrategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IdleStrategy {
-    /// Block in epoll (default).
-    #[default]
-    Block,
-    /// Busy-poll the sockets.
-    Spin,
-}
+/// tickwire extension `TickwireIdleStrategy`: `block` (wait in epoll, the default) or
+/// `spin` (busy-poll the sockets). The shared type of every tickwire driver; these
+/// settings produce only those two.
+pub use tickwire_rt::IdleStrategy;
 
 /// A session's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
