@@ -38,8 +38,8 @@ use anyhow::{bail, Context};
 pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
 pub use tickwire_rt::stop::StopFlag;
-pub use tickwire_rt::IdleStrategy;
 use tickwire_rt::stop::{register_child, terminate};
+pub use tickwire_rt::IdleStrategy;
 
 /// The line the router prints on stdout once it listens, followed by the address.
 const BANNER: &str = "tickwire router listening on ";

@@ -676,7 +676,7 @@ impl<A: Application> Engine<A> {
         let now = now_nanos();
         let mut until = now.saturating_add(self.opts.max_block.as_nanos() as u64);
         for s in &self.slots {
-            if let Some(d) = s.session.next_deadline() {
+            if let Some(d) = s.session.poll_timeout() {
                 until = until.min(d);
             }
         }
@@ -850,7 +850,7 @@ impl<A: Application> Engine<A> {
             None => {
                 let slot = &mut self.slots[k];
                 slot.next_addr = slot.next_addr.wrapping_add(1);
-                slot.session.on_disconnected(self.now);
+                slot.session.handle_disconnected(self.now);
                 slot.touched = true;
             }
         }
@@ -878,7 +878,7 @@ impl<A: Application> Engine<A> {
                 if let Some(k) = k {
                     self.note(k, format_args!("Connection succeeded"));
                     let slot = &mut self.slots[k];
-                    slot.session.on_connected(self.now);
+                    slot.session.handle_connected(self.now);
                     slot.touched = true;
                     self.drain(k);
                 }
@@ -1015,7 +1015,7 @@ impl<A: Application> Engine<A> {
                 l.incoming(k, self.now, frame);
             }
         }
-        slot.session.on_message(self.now, frame);
+        slot.session.handle_message(self.now, frame);
         slot.touched = true;
         self.drain(k);
     }
@@ -1085,7 +1085,7 @@ impl<A: Application> Engine<A> {
                 }
                 let slot = &mut self.slots[k];
                 slot.conn = Some(c);
-                slot.session.on_connected(self.now);
+                slot.session.handle_connected(self.now);
                 slot.touched = true;
                 self.drain(k);
                 Some(k)
@@ -1093,7 +1093,7 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    /// Closes connection `c` now; a bound session is told (`on_disconnected`).
+    /// Closes connection `c` now; a bound session is told (`handle_disconnected`).
     fn close_conn(&mut self, c: usize, why: &str) {
         let Some(mut conn) = self.net.conns.get_mut(c).and_then(Option::take) else {
             return;
@@ -1108,7 +1108,7 @@ impl<A: Application> Engine<A> {
                 }
                 let slot = &mut self.slots[k];
                 slot.conn = None;
-                slot.session.on_disconnected(self.now);
+                slot.session.handle_disconnected(self.now);
                 slot.touched = true;
                 self.drain(k);
             }
@@ -1199,8 +1199,8 @@ impl<A: Application> Engine<A> {
     fn timers(&mut self) {
         for k in 0..self.slots.len() {
             let slot = &mut self.slots[k];
-            if slot.session.next_deadline().is_some_and(|d| d <= self.now) {
-                slot.session.on_timer(self.now);
+            if slot.session.poll_timeout().is_some_and(|d| d <= self.now) {
+                slot.session.handle_timeout(self.now);
                 slot.touched = true;
                 self.drain(k);
             }
@@ -1343,7 +1343,7 @@ impl<A: Application> Engine<A> {
                 slot.dirty = true;
                 let conn_idx = slot.conn;
                 let logged = slot.logged;
-                let Some(out) = slot.session.poll() else {
+                let Some(out) = slot.session.poll_event() else {
                     return;
                 };
                 match out {

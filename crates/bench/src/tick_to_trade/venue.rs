@@ -21,10 +21,10 @@
 //! kept apart. The algo's CPU time is sampled at each phase boundary by the caller's
 //! probe. Correctness counters come from [`SeqTracker`] over the correlation ids.
 
-use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -168,9 +168,11 @@ pub fn run(
 
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
-    oe.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
+    oe.session
+        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
     oe.pump(&mut rec);
-    md.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
+    md.session
+        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
         let wall = clock.wall(MonoNanos::now().as_nanos());
@@ -578,7 +580,7 @@ impl Conn {
 
     /// Drains the session's outputs: bytes to the write buffer, orders to `rec`.
     fn pump(&mut self, rec: &mut Recorder<'_>) {
-        while let Some(o) = self.session.poll() {
+        while let Some(o) = self.session.poll_event() {
             match o {
                 Output::Send(b) => self.wbuf.extend_from_slice(b),
                 Output::Disconnect => self.open = false,
@@ -607,7 +609,7 @@ impl Conn {
         match self.sock.read(&mut self.rbuf[self.rlen..]) {
             Ok(0) => {
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(wall);
                 self.pump(rec);
                 return;
             }
@@ -623,7 +625,7 @@ impl Conn {
             Err(e) => {
                 self.note(format!("read error: {e}"));
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(wall);
                 self.pump(rec);
                 return;
             }
@@ -632,7 +634,7 @@ impl Conn {
         while pos < self.rlen {
             match frame_len(&self.rbuf[pos..self.rlen], MAX_MESSAGE) {
                 Ok(Some(n)) => {
-                    self.session.on_message(wall, &self.rbuf[pos..pos + n]);
+                    self.session.handle_message(wall, &self.rbuf[pos..pos + n]);
                     pos += n;
                     self.pump(rec);
                 }
@@ -653,8 +655,8 @@ impl Conn {
     }
 
     fn timers(&mut self, wall: u64, rec: &mut Recorder<'_>) {
-        if self.session.next_deadline().is_some_and(|d| wall >= d) {
-            self.session.on_timer(wall);
+        if self.session.poll_timeout().is_some_and(|d| wall >= d) {
+            self.session.handle_timeout(wall);
             self.pump(rec);
         }
     }
