@@ -4,7 +4,8 @@
 //! - [`schedule`]: when each message is due (steady rate, bursts) and how big (size mix). Pure.
 //! - [`stats`]: latency histograms, summaries, correctness counters, the INVALID rule. Pure.
 //! - [`report`]: machine metadata, the terminal table, JSON, SVG plots.
-//! - [`pingpong`], [`stream`], [`fanout`]: the bench drivers (IO).
+//! - [`pingpong`], [`stream`], [`fanout`], [`tick_to_trade`]: the bench drivers (IO).
+//! - [`md_replay`]: the market-data replay test and its measuring clients.
 //!
 //! Printing: this crate is the exception to "libraries never print". It is the suite's
 //! report writer, driven only by `tickwire bench ...` (nothing in the product depends on
@@ -16,6 +17,7 @@
 
 pub mod fanout;
 pub mod harness;
+pub mod md_replay;
 pub mod pingpong;
 pub mod report;
 pub mod schedule;

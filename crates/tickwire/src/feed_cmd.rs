@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
 use tickwire_md::feed::FeedConfig;
-use tickwire_md::handler::{run, HandlerOptions, Idle, Second};
+use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions, Second};
+use tickwire_rt::IdleStrategy;
+use tickwire_rt::StopFlag;
 
 use crate::units::parse_duration;
 
@@ -50,8 +51,8 @@ pub struct FeedArgs {
     #[arg(long, value_name = "LEVELS", default_value_t = 0)]
     depth: usize,
     /// Idle strategy: spin (lowest latency, uses a core) or block.
-    #[arg(long, value_name = "spin|block", default_value = "spin")]
-    idle: Idle,
+    #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
+    idle: IdleStrategy,
     /// How long to wait for a re-request's answer before asking again: 50ms, 1s.
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
     retransmit_timeout: Duration,
@@ -81,9 +82,9 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let feed = FeedConfig {
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout_ns: match a.retransmit_timeout_ms {
-            Some(ms) => ms.saturating_mul(1_000_000),
-            None => u64::try_from(a.retransmit_timeout.as_nanos()).unwrap_or(u64::MAX),
+        retransmit_timeout: match a.retransmit_timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => a.retransmit_timeout,
         },
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()

@@ -44,7 +44,7 @@ pub struct RouterArgs {
     listen: Option<SocketAddr>,
     /// Idle strategy: block (epoll, least CPU), spin (busy-poll, lowest latency) or
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
-    #[arg(long, value_name = "STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: Option<IdleStrategy>,
     /// Hybrid: how long to keep spinning after the last activity: 200us, 1ms
     /// [default: 200us].

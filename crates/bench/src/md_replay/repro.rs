@@ -10,28 +10,24 @@
 //!    per-client table (mean, stddev, p50, p99, max end to end), per-hop table,
 //!    latency against update rate per window, and whether anything was lost.
 
-// A report writer of the benchmark suite that still lives here: it moves into
-// `tickwire-bench` (issue 11, item 2), which is the documented exception to "libraries
-// never print". Until then it prints its report as the bench drivers do.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_bench::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
-use tickwire_bench::report::{latency_table, line_chart_svg, write_json, Machine, Series};
-use tickwire_bench::stats::Summary;
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
+use tickwire_md::exchange::SessionData;
+use tickwire_md::feed::FeedConfig;
+use tickwire_md::generator::{write_session, GeneratorConfig};
+use tickwire_md::handler::{self, HandlerOptions};
+use tickwire_md::publisher::{self, PublishOptions};
+use tickwire_rt::IdleStrategy;
 
-use crate::exchange::SessionData;
-use crate::feed::FeedConfig;
-use crate::generator::{write_session, GeneratorConfig};
-use crate::handler::{self, HandlerOptions, Idle};
-use crate::latency::{self, ClientResult, LatencyOptions, Window};
-use crate::publisher::{self, PublishOptions};
+use super::latency::{self, ClientResult, LatencyOptions, Window};
+use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
+use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
+use crate::stats::Summary;
 
 /// Settings of the reproduction.
 #[derive(Debug, Clone)]
@@ -49,7 +45,7 @@ pub struct ReproOptions {
     pub clients: usize,
     pub window: Duration,
     pub router_idle: String,
-    pub feed_idle: Idle,
+    pub feed_idle: IdleStrategy,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
@@ -173,14 +169,16 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         window_seconds: opts.window.as_secs_f64(),
         results,
     };
-    if let Some(j) = &opts.json {
-        write_json(j, &report)?;
-        println!("\nJSON: {}", j.display());
+    if opts.json.is_some() {
+        println!();
     }
-    if let Some(p) = &opts.plot {
-        plot(p, &report)?;
-        println!("plot: {}", p.display());
-    }
+    write_outputs(
+        opts.json.as_deref(),
+        &report,
+        opts.plot.as_deref(),
+        |p| plot(p, &report),
+        Announce::Labelled,
+    )?;
     Ok(report)
 }
 
@@ -240,7 +238,7 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
-        progress: Some(|line| eprintln!("{line}")),
+        progress: Some(crate::harness::print_line),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh
