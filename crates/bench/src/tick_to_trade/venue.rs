@@ -24,7 +24,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -169,10 +169,10 @@ pub fn run(
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
     oe.session
-        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
+        .handle_connected(UtcNanos(clock.wall(MonoNanos::now().as_nanos())));
     oe.pump(&mut rec);
     md.session
-        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
+        .handle_connected(UtcNanos(clock.wall(MonoNanos::now().as_nanos())));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
         let wall = clock.wall(MonoNanos::now().as_nanos());
@@ -262,10 +262,9 @@ pub fn run(
             } else {
                 MonoNanos::now().as_nanos() - start
             };
-            if let Err(e) = md
-                .session
-                .send_app_with(wall, b"X", |enc| protocol::write_x_body(enc, index))
-            {
+            if let Err(e) = md.session.send_app_with(UtcNanos(wall), b"X", |enc| {
+                protocol::write_x_body(enc, index)
+            }) {
                 ended_early = Some(format!("sending market data: {e}"));
                 break;
             }
@@ -339,7 +338,7 @@ pub fn run(
                 logged_out_at = Some(rel);
                 for c in [&mut oe, &mut md] {
                     if c.open && c.session.is_logged_on() {
-                        c.session.logout(wall, None);
+                        c.session.logout(UtcNanos(wall), None);
                         c.pump(&mut rec);
                         c.flush();
                     }
@@ -609,7 +608,7 @@ impl Conn {
         match self.sock.read(&mut self.rbuf[self.rlen..]) {
             Ok(0) => {
                 self.open = false;
-                self.session.handle_disconnected(wall);
+                self.session.handle_disconnected(UtcNanos(wall));
                 self.pump(rec);
                 return;
             }
@@ -625,7 +624,7 @@ impl Conn {
             Err(e) => {
                 self.note(format!("read error: {e}"));
                 self.open = false;
-                self.session.handle_disconnected(wall);
+                self.session.handle_disconnected(UtcNanos(wall));
                 self.pump(rec);
                 return;
             }
@@ -634,7 +633,8 @@ impl Conn {
         while pos < self.rlen {
             match frame_len(&self.rbuf[pos..self.rlen], MAX_MESSAGE) {
                 Ok(Some(n)) => {
-                    self.session.handle_message(wall, &self.rbuf[pos..pos + n]);
+                    self.session
+                        .handle_message(UtcNanos(wall), &self.rbuf[pos..pos + n]);
                     pos += n;
                     self.pump(rec);
                 }
@@ -655,8 +655,12 @@ impl Conn {
     }
 
     fn timers(&mut self, wall: u64, rec: &mut Recorder<'_>) {
-        if self.session.poll_timeout().is_some_and(|d| wall >= d) {
-            self.session.handle_timeout(wall);
+        if self
+            .session
+            .poll_timeout()
+            .is_some_and(|d| wall >= d.as_nanos())
+        {
+            self.session.handle_timeout(UtcNanos(wall));
             self.pump(rec);
         }
     }
