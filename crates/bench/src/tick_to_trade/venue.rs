@@ -20,6 +20,34 @@
 //! late simulator counts against the result (no coordinated omission); its lateness is
 //! kept apart. The algo's CPU time is sampled at each phase boundary by the caller's
 //! probe. Correctness counters come from [`SeqTracker`] over the correlation ids.
+//!
+//! # Why this is not the tickwire FIX engine (`tickwire-fix-engine`)
+//!
+//! It uses the same session core (`tickwire_fix::session::Session`), but drives it
+//! itself instead of through `Engine`, for reasons the measurement depends on:
+//!
+//! * **Open-loop sending on the measuring thread.** Each 35=X must leave at its intended
+//!   time, stamped from the same clock read that decides it is due, and the receive
+//!   stamp of each 35=D must be taken right after its `read`. The engine owns its loop
+//!   (`Engine::turn`: wait, read, timers, drain, write) and hands messages to callbacks
+//!   after framing and the session's checks: the stamps would include the engine's own
+//!   work for other connections, and sending from outside the loop goes through
+//!   `Handle` (a queue and a waker: an allocation and a wake-up per message, i.e.
+//!   measuring the queue) or `Engine::with_ctx` between turns (sends wait for the next
+//!   turn's write).
+//! * **Never blocking, never sleeping.** The simulator must keep its schedule while the
+//!   algo is slow: it busy-polls both sockets with non-blocking reads and keeps what the
+//!   kernel refuses in its write buffer. The engine's `spin` idle strategy would do the
+//!   polling, but its write path closes a connection on a hard error and lingers on
+//!   close, which would end a run that is meant to count what the algo missed.
+//! * **Two identities, one thread, and the time source.** The venue maps its monotonic
+//!   loop clock to the wall clock once (`Clock::wall`) so SendingTime and the latency
+//!   stamps agree; the engine reads `UtcNanos::now()` per turn and has no hook for a
+//!   caller-supplied clock.
+//!
+//! What it shares with the engine: the session core (logon, heartbeats, test requests,
+//! sequence numbers, checks) and `codec::frame_len`. The algo side (`algo.rs`) is the
+//! engine.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
