@@ -115,7 +115,9 @@ pub fn capture(
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
-    let deadline = opts.duration.map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
+    let deadline = opts
+        .duration
+        .map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
     let mut progress = Progress::new();
     loop {
         if stop.is_set()
@@ -183,6 +185,8 @@ pub struct ReplayReport {
     pub bytes: u64,
     pub passes: u64,
     pub send_errors: u64,
+    /// Why the first refused send failed, with its destination (`None`: none failed).
+    pub first_send_error: Option<String>,
     pub elapsed_ns: u64,
     /// Actual send time minus scheduled time, per datagram (empty under `max`).
     pub lateness: Latency,
@@ -200,6 +204,7 @@ pub fn replay(
         bytes: 0,
         passes: 0,
         send_errors: 0,
+        first_send_error: None,
         elapsed_ns: 0,
         lateness: Latency::new(),
     };
@@ -215,7 +220,9 @@ pub fn replay(
         for (i, e) in cap.entries.iter().enumerate() {
             if let Some(due) = schedule.due(i as u64, e.unix_ns) {
                 wait_until(MonoNanos(due));
-                report.lateness.record(MonoNanos::now().as_nanos().saturating_sub(due));
+                report
+                    .lateness
+                    .record(MonoNanos::now().as_nanos().saturating_sub(due));
             }
             if i % 1024 == 0 && stop.is_set() {
                 break 'passes;
@@ -227,7 +234,12 @@ pub fn replay(
                     report.packets += 1;
                     report.bytes += payload.len() as u64;
                 }
-                Err(_) => report.send_errors += 1,
+                Err(err) => {
+                    report.send_errors += 1;
+                    if report.first_send_error.is_none() {
+                        report.first_send_error = Some(format!("sending to {dst}: {err}"));
+                    }
+                }
             }
             if opts.progress && i % 256 == 0 {
                 progress.tick(|| {
