@@ -26,16 +26,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use serde::Serialize;
 
+use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning, StopFlag};
-use crate::pingpong::Idle;
 use crate::report::{self, Machine, Series};
 use crate::stats::{invalid_reason, Counters, Summary};
 use algo::{StoreKind, SyncKind};
 use plan::{parse_duration, parse_scale, parse_whole_rate, Cycle, Scaling, Timeline};
 use target::{AlgoProcess, CpuProbe};
+use tickwire_rt::paths;
 use venue::{TimePoint, VenueOptions, VenueRun};
 
 pub use algo::{run_algo, AlgoArgs};
@@ -141,25 +142,29 @@ pub struct TickToTradeArgs {
     pub sync: SyncKind,
 
     /// builtin and raw: idle strategy (spin busy-polls; block sleeps in the kernel).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// builtin: no dictionary validation (by default FIX44.xml from --spec-dir, as the
     /// QuickFIX reference algo validates).
     #[arg(long)]
     pub no_validate: bool,
 
-    /// Directory of the QuickFIX XML dictionaries (default: target/fix-spec, from
-    /// scripts/fetch-fix-spec.sh, under the current directory, the checkout the binary
-    /// was built from, or the binary's own target directory).
+    /// Directory of the QuickFIX XML dictionaries (default: $TICKWIRE_FIX_SPEC, else
+    /// target/fix-spec under the current directory, ~/.local/share/tickwire/fix-spec,
+    /// or beside the binary; fetched by scripts/fetch-fix-spec.sh).
     #[arg(long, value_name = "DIR")]
     pub spec_dir: Option<PathBuf>,
 
-    /// The QuickFIX reference algo binary (default: target/quickfix/bin/qf_peer).
+    /// The QuickFIX reference algo binary (default: $TICKWIRE_QUICKFIX, else
+    /// target/quickfix/bin/qf_peer under the current directory, the data directory or
+    /// beside the binary).
     #[arg(long, value_name = "FILE")]
     pub quickfix_bin: Option<PathBuf>,
 
-    /// Its settings (default: tools/quickfix/algo-acceptor.cfg).
+    /// Its settings (default: $TICKWIRE_QUICKFIX_ALGO_CONFIG, else
+    /// tools/quickfix/algo-acceptor.cfg under the current directory, the data directory
+    /// or beside the binary).
     #[arg(long, value_name = "FILE")]
     pub quickfix_config: Option<PathBuf>,
 
@@ -198,7 +203,7 @@ pub struct AlgoChoice {
     /// Which algo.
     pub kind: AlgoKind,
     /// Its idle strategy (default: `--idle`).
-    pub idle: Option<Idle>,
+    pub idle: Option<IdleStrategy>,
     /// Its store (default: `--store`).
     pub store: Option<StoreKind>,
     /// As given on the command line: the name in the report.
@@ -227,8 +232,8 @@ pub fn parse_choice(s: &str) -> Result<AlgoChoice, String> {
     };
     for opt in parts {
         match opt {
-            "spin" => c.idle = Some(Idle::Spin),
-            "block" => c.idle = Some(Idle::Block),
+            "spin" => c.idle = Some(IdleStrategy::Spin),
+            "block" => c.idle = Some(IdleStrategy::Block),
             "file" => c.store = Some(StoreKind::File),
             "memory" => c.store = Some(StoreKind::Memory),
             other => {
@@ -283,7 +288,7 @@ pub struct AlgoResult {
     /// Which algo (None: external).
     pub kind: Option<AlgoKind>,
     /// Its idle strategy (None: QuickFIX and external algos, which wait in the kernel).
-    pub idle: Option<Idle>,
+    pub idle: Option<IdleStrategy>,
     /// What it is (engine, store, validation, idle strategy).
     pub description: String,
     /// The command that started it (None for an external algo).
@@ -472,14 +477,13 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         algos: results,
         ratios,
     };
-    if let Some(path) = &a.json {
-        report::write_json(path, &report)?;
-        println!("JSON: {}", path.display());
-    }
-    if let Some(path) = &a.plot {
-        plot(path, &report)?;
-        println!("plot: {}", path.display());
-    }
+    report::write_outputs(
+        a.json.as_deref(),
+        &report,
+        a.plot.as_deref(),
+        |path| plot(path, &report),
+        report::Announce::Labelled,
+    )?;
     Ok(report)
 }
 
@@ -491,7 +495,7 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// The idle strategy an algo of ours runs with (None for QuickFIX: it blocks).
-fn idle_of(choice: &AlgoChoice, a: &TickToTradeArgs) -> Option<Idle> {
+fn idle_of(choice: &AlgoChoice, a: &TickToTradeArgs) -> Option<IdleStrategy> {
     match choice.kind {
         AlgoKind::Builtin | AlgoKind::Raw => Some(choice.idle.unwrap_or(a.idle)),
         AlgoKind::Quickfix => None,
@@ -519,29 +523,13 @@ fn failed(name: &str, error: String) -> AlgoResult {
     }
 }
 
-/// The project's root (where `target/` and `tools/` are when run from a checkout).
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `rel` under the current directory, else under the workspace root.
-fn find(rel: &str) -> Option<PathBuf> {
-    [PathBuf::from(rel), workspace_root().join(rel)]
-        .into_iter()
-        .find(|p| p.exists())
-}
-
-fn spec_dir(a: &TickToTradeArgs) -> Option<PathBuf> {
-    match &a.spec_dir {
-        Some(d) => Some(d.clone()),
-        // Then beside the binary's own target directory (`target/release/tickwire` ->
-        // `target/fix-spec`), wherever the checkout or CARGO_TARGET_DIR is.
-        None => find("target/fix-spec").or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            let dir = exe.parent()?.parent()?.join("fix-spec");
-            dir.exists().then_some(dir)
-        }),
-    }
+/// The dictionaries' directory (`--spec-dir`, `$TICKWIRE_FIX_SPEC`, the checkout, the data
+/// directory or beside the binary: `tickwire_rt::paths`); the error names every place.
+fn spec_dir(a: &TickToTradeArgs) -> Result<PathBuf, paths::NotFound> {
+    paths::find(
+        &paths::FIX_SPEC,
+        a.spec_dir.as_deref().map(|d| ("--spec-dir", d)),
+    )
 }
 
 /// Starts one of the bench's own algos; returns it and its description.
@@ -612,6 +600,7 @@ fn start_algo(
                 None
             } else {
                 spec_dir(a)
+                    .ok()
                     .map(|d| d.join("FIX44.xml"))
                     .filter(|p| p.exists())
             };
@@ -622,7 +611,8 @@ fn start_algo(
                 }
                 None if a.no_validate => "no dictionary validation (--no-validate)".into(),
                 None => {
-                    "no dictionary validation (FIX44.xml not found: run scripts/fetch-fix-spec.sh)"
+                    "no dictionary validation (FIX44.xml not found: run scripts/fetch-fix-spec.sh \
+                     or set TICKWIRE_FIX_SPEC)"
                         .into()
                 }
             };
@@ -631,22 +621,24 @@ fn start_algo(
             Ok((p, d))
         }
         AlgoKind::Quickfix => {
-            let bin = match &a.quickfix_bin {
-                Some(b) => b.clone(),
-                None => find("target/quickfix/bin/qf_peer").context(
-                    "the QuickFIX reference algo is not built: run scripts/install-quickfix.sh \
-                     (or give --quickfix-bin)",
-                )?,
-            };
-            let cfg = match &a.quickfix_config {
-                Some(c) => c.clone(),
-                None => find("tools/quickfix/algo-acceptor.cfg").context(
-                    "tools/quickfix/algo-acceptor.cfg not found (give --quickfix-config)",
-                )?,
-            };
-            let spec = spec_dir(a)
-                .filter(|d| d.join("FIX44.xml").exists())
-                .context("the FIX dictionaries are missing: run scripts/fetch-fix-spec.sh (or give --spec-dir)")?;
+            let bin = paths::find(
+                &paths::QUICKFIX_PEER,
+                a.quickfix_bin.as_deref().map(|b| ("--quickfix-bin", b)),
+            )?;
+            let cfg = paths::find(
+                &paths::QUICKFIX_ALGO_CONFIG,
+                a.quickfix_config
+                    .as_deref()
+                    .map(|c| ("--quickfix-config", c)),
+            )?;
+            let spec = spec_dir(a)?;
+            if !spec.join("FIX44.xml").exists() {
+                bail!(
+                    "{} has no FIX44.xml: {}",
+                    spec.display(),
+                    paths::FIX_SPEC.hint
+                );
+            }
             let port = target::free_port()?;
             let dir = target::scratch_dir("quickfix")?;
             let store = match store_kind {
@@ -816,11 +808,11 @@ fn ratios(results: &[AlgoResult]) -> Vec<Ratio> {
             continue;
         };
         for r in results.iter().filter(|r| r.error.is_none()) {
-            let idle = r.idle.unwrap_or(Idle::Block);
+            let idle = r.idle.unwrap_or(IdleStrategy::Block);
             let b = bases
                 .iter()
                 .copied()
-                .find(|b| b.idle.unwrap_or(Idle::Block) == idle)
+                .find(|b| b.idle.unwrap_or(IdleStrategy::Block) == idle)
                 .unwrap_or(first);
             if b.name == r.name || r.kind == Some(base_kind) {
                 continue;
@@ -1081,7 +1073,7 @@ mod tests {
     fn algo_choices_parse_with_their_options() {
         let c = parse_choice("builtin:block:memory").unwrap();
         assert_eq!(c.kind, AlgoKind::Builtin);
-        assert_eq!(c.idle, Some(Idle::Block));
+        assert_eq!(c.idle, Some(IdleStrategy::Block));
         assert_eq!(c.store, Some(StoreKind::Memory));
         assert_eq!(c.name, "builtin:block:memory");
         let r = parse_choice("raw").unwrap();
@@ -1127,11 +1119,21 @@ mod tests {
             r
         };
         let rs = vec![
-            with("builtin:block", AlgoKind::Builtin, Some(Idle::Block), 30.0),
+            with(
+                "builtin:block",
+                AlgoKind::Builtin,
+                Some(IdleStrategy::Block),
+                30.0,
+            ),
             with("quickfix", AlgoKind::Quickfix, None, 60.0),
-            with("raw:block", AlgoKind::Raw, Some(Idle::Block), 20.0),
-            with("builtin:spin", AlgoKind::Builtin, Some(Idle::Spin), 24.0),
-            with("raw:spin", AlgoKind::Raw, Some(Idle::Spin), 16.0),
+            with("raw:block", AlgoKind::Raw, Some(IdleStrategy::Block), 20.0),
+            with(
+                "builtin:spin",
+                AlgoKind::Builtin,
+                Some(IdleStrategy::Spin),
+                24.0,
+            ),
+            with("raw:spin", AlgoKind::Raw, Some(IdleStrategy::Spin), 16.0),
         ];
         let r = ratios(&rs);
         let versus = |a: &str, base_kind: &str| {

@@ -20,35 +20,17 @@ use std::time::Duration;
 
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
-use tickwire_rt::{MonoNanos, StopFlag};
+use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
-/// How the feed handler waits for packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
-    Spin,
-    Block,
-}
+/// The idle strategies the feed handler supports: spin (poll without sleeping) and
+/// block (wait in `poll(2)` up to 1 ms).
+pub const FEED_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
 
-impl std::fmt::Display for Idle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Idle::Spin => "spin",
-            Idle::Block => "block",
-        })
-    }
-}
-
-impl std::str::FromStr for Idle {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Idle, String> {
-        match s {
-            "spin" => Ok(Idle::Spin),
-            "block" => Ok(Idle::Block),
-            _ => Err(format!("{s:?} is not an idle strategy (spin or block)")),
-        }
-    }
+/// Parses a feed-handler `--idle` value: spin or block.
+pub fn parse_feed_idle(s: &str) -> Result<IdleStrategy, String> {
+    IdleStrategy::parse_one_of(s, &FEED_IDLE)
 }
 
 /// Settings of a feed-handler run.
@@ -61,11 +43,13 @@ pub struct HandlerOptions {
     /// The router to publish to.
     pub router: String,
     pub feed: FeedConfig,
-    pub idle: Idle,
+    /// [`FEED_IDLE`]: spin or block.
+    pub idle: IdleStrategy,
     /// Stop after End of Session was received and no gap is open (default on).
     pub exit_on_end_of_session: bool,
-    /// Print the per-second counters to stderr.
-    pub print_counters: bool,
+    /// Called with each second's counters (None: not reported). The library never prints;
+    /// the binary passes a function that does.
+    pub on_second: Option<fn(&Second)>,
 }
 
 /// One second of counters.
@@ -218,11 +202,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                 lost: c.lost,
                 published,
             };
-            if opts.print_counters {
-                eprintln!(
-                    "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
-                    s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
-                );
+            if let Some(on_second) = opts.on_second {
+                on_second(&s);
             }
             report.timeline.push(s);
             next_second += 1_000_000_000;
@@ -234,7 +215,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         if stop.is_set() {
             break;
         }
-        if got == 0 && opts.idle == Idle::Block {
+        if got == 0 && opts.idle == IdleStrategy::Block {
             let (feed_fd, req_fd) = (feed.as_fd(), req.as_fd());
             let mut fds = [
                 rustix::event::PollFd::new(&feed_fd, rustix::event::PollFlags::IN),

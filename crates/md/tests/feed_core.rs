@@ -6,6 +6,9 @@
 //! garbage. The receive timestamp is the same constant in every run, so streams are
 //! comparable byte for byte.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_itch::{
     AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
     StockDirectory, Symbol, MOLD_HEADER_LEN,
@@ -285,27 +288,15 @@ fn malformed_packets_are_counted_and_dropped_whole() {
 }
 
 fn directory(locate: u16, name: &str) -> Message {
-    Message::from(StockDirectory {
-        header: Header {
-            stock_locate: locate,
-            tracking_number: 0,
-            timestamp: 1,
-        },
-        stock: Symbol::new(name).unwrap(),
-        market_category: b'Q',
-        financial_status_indicator: b'N',
-        round_lot_size: 100,
-        round_lots_only: b'N',
-        issue_classification: b'C',
-        issue_sub_type: *b"Z ",
-        authenticity: b'P',
-        short_sale_threshold_indicator: b'N',
-        ipo_flag: b'N',
-        luld_reference_price_tier: b'1',
-        etp_flag: b'N',
-        etp_leverage_factor: 0,
-        inverse_indicator: b'N',
-    })
+    let header = Header {
+        stock_locate: locate,
+        tracking_number: 0,
+        timestamp: 1,
+    };
+    Message::from(StockDirectory::common_stock(
+        header,
+        Symbol::new(name).unwrap(),
+    ))
 }
 
 fn add(locate: u16, order_ref: u64, side: Side, price: u32) -> Message {

@@ -16,6 +16,9 @@
 //!    to close once their egress is flushed (or at once, if they stopped reading);
 //!    [`Core::handle_closed`] when a socket is gone.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
@@ -97,14 +100,19 @@ struct Client {
     addr: SocketAddr,
     connected_at: MonoNanos,
     connected_unix_ms: u64,
-    /// When the last byte arrived (stall detection for half frames).
-    last_input: MonoNanos,
+    /// When the first byte of the unfinished frame arrived, if one is unfinished: the
+    /// frame must be complete within the stall timeout of this (more bytes of the same
+    /// frame do not extend it).
+    frame_started: Option<MonoNanos>,
     patterns: HashSet<Box<str>>,
     egress: Egress,
     dirty: bool,
     discarding: bool,
     counters: ClientCounters,
     close_reason: Option<(ErrorCode, String)>,
+    /// `counters.bytes_out` once the last STATS_REPLY queued is written (at most one
+    /// is outstanding per client: see docs/protocol.md, "Stats").
+    stats_due: Option<u64>,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -125,7 +133,13 @@ pub struct Core {
     started: MonoNanos,
     /// The last [`ClientId`] handed out.
     last_id: u64,
+    /// No deadline is earlier than this (see [`Core::poll_timeout`]).
+    next_deadline: Option<MonoNanos>,
 }
+
+/// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
+/// the handshake the router buffers no more than this.
+pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as u32;
 
 /// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +166,7 @@ impl Core {
             started_unix_ms: wall.as_nanos() / 1_000_000,
             started: now,
             last_id: 0,
+            next_deadline: None,
         }
     }
 
@@ -185,13 +200,14 @@ impl Core {
             addr,
             connected_at: now,
             connected_unix_ms: wall.as_nanos() / 1_000_000,
-            last_input: now,
+            frame_started: None,
             patterns: HashSet::new(),
             egress: Egress::default(),
             dirty: false,
             discarding: false,
             counters: ClientCounters::default(),
             close_reason: None,
+            stats_due: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -205,6 +221,7 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
+        self.lower_deadline(now.add_nanos(self.cfg.handshake_timeout_ms * 1_000_000));
         Ok(Slot(id))
     }
 
@@ -217,19 +234,31 @@ impl Core {
     /// not consumed by earlier calls, of which the last `fresh` bytes were just read
     /// (only those are counted in `bytes_in`).
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
-        let max_frame = self.cfg.max_frame;
         let mut used = 0;
         let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
             Some(c) if c.phase != Phase::Closing => {
-                c.last_input = now;
                 c.counters.bytes_in += fresh;
             }
             _ => return Input::Closing,
         }
         self.totals.bytes_in += fresh;
         loop {
-            match frame::decode(&input[used..], max_frame) {
+            let rest = &input[used..];
+            if self.phase(id) == Some(Phase::Handshake)
+                && rest.len() > 4
+                && rest[4] != frame::Kind::Hello as u8
+            {
+                // Known from the header: no need to buffer the body of a frame that
+                // must be refused anyway.
+                self.fail(
+                    id,
+                    ErrorCode::HANDSHAKE,
+                    "the first frame must be HELLO (see docs/protocol.md)",
+                );
+                return Input::Closing;
+            }
+            match frame::decode(rest, self.frame_limit(id)) {
                 Ok(Some((f, n))) => {
                     let raw = &input[used..used + n];
                     used += n;
@@ -237,12 +266,46 @@ impl Core {
                         return Input::Closing;
                     }
                 }
-                Ok(None) => return Input::Consumed(used),
+                Ok(None) => {
+                    self.note_partial(id, now, used, input.len());
+                    return Input::Consumed(used);
+                }
                 Err(e) => {
                     self.fail(id, e.code(), &e.to_string());
                     return Input::Closing;
                 }
             }
+        }
+    }
+
+    /// The largest frame client `id` may send now: a HELLO before the handshake,
+    /// `max_frame` after. The driver grows the read buffer no further than this.
+    pub fn frame_limit(&self, id: Slot) -> u32 {
+        match self.phase(id) {
+            Some(Phase::Handshake) => MAX_HELLO_LEN.min(self.cfg.max_frame),
+            _ => self.cfg.max_frame,
+        }
+    }
+
+    /// Starts (or keeps, or ends) the completion deadline of the unfinished frame.
+    fn note_partial(&mut self, id: Slot, now: MonoNanos, used: usize, len: usize) {
+        let stall = self.cfg.stall_timeout_ms * 1_000_000;
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if used == len {
+            c.frame_started = None;
+        } else if used > 0 || c.frame_started.is_none() {
+            // A new frame began in these bytes; one that was already unfinished keeps
+            // its start, so a trickle of bytes does not extend its deadline.
+            c.frame_started = Some(now);
+            self.lower_deadline(now.add_nanos(stall));
+        }
+    }
+
+    fn lower_deadline(&mut self, at: MonoNanos) {
+        if self.next_deadline.is_none_or(|d| at < d) {
+            self.next_deadline = Some(at);
         }
     }
 
@@ -294,8 +357,7 @@ impl Core {
             }
             Frame::Pong(_) => true,
             Frame::StatsRequest { request_id } => {
-                let json = self.stats_json(now);
-                self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+                self.on_stats_request(id, now, request_id);
                 true
             }
             Frame::Close { .. } => {
@@ -390,6 +452,35 @@ impl Core {
         }
     }
 
+    /// Answers a STATS_REQUEST, unless the previous STATS_REPLY to this client is still
+    /// unread: then a non-fatal ERROR `BUSY` (a few dozen bytes instead of a document
+    /// of up to `max_frame`), so requesting without reading cannot amplify.
+    fn on_stats_request(&mut self, id: Slot, now: MonoNanos, request_id: u32) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        let busy = c
+            .stats_due
+            .is_some_and(|due| c.counters.bytes_out < due && c.egress.pending() > 0);
+        if busy {
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    request_id,
+                    ErrorCode::BUSY,
+                    false,
+                    "the previous STATS_REPLY is still unread; read it, then ask again",
+                )
+            });
+            return;
+        }
+        let json = self.stats_json(now);
+        self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+        if let Some(c) = self.client_mut(id) {
+            c.stats_due = Some(c.counters.bytes_out + c.egress.pending() as u64);
+        }
+    }
+
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
     fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
@@ -449,28 +540,77 @@ impl Core {
         }
     }
 
-    /// Appends a control frame to `id`'s egress.
+    /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,
+    /// WELCOME) to `id`'s egress. Control frames count against `egress_limit` like
+    /// messages but cannot be discarded: when the client's unread bytes exceed the
+    /// limit (after discarding its queued messages under the `discard` policy), the
+    /// client is disconnected with SLOW_CONSUMER whatever the policy. So a client that
+    /// keeps asking without reading costs the router at most its egress limit plus one
+    /// frame.
     fn control(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
-        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+        let limit = self.cfg.egress_limit;
+        let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
+        let Some(c) = self.client_mut(id) else {
             return;
         };
+        if c.phase == Phase::Closing {
+            // Nothing more is owed to a closing client but what is already queued.
+            return;
+        }
         encode(c.egress.control());
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(id);
+        if c.egress.pending() > limit && discard {
+            let n = c.egress.discard_messages(limit / 2);
+            c.counters.discards += n;
+            self.totals.discards += n;
+        }
+        self.mark_dirty(id);
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.egress.pending() > limit {
+            c.egress.drop_messages();
+            let text = format!(
+                "slow consumer: more than {limit} bytes of answers (PONG, ACK, ERROR, STATS_REPLY) queued and unread; disconnecting"
+            );
+            self.fail(id, ErrorCode::SLOW_CONSUMER, &text);
+        }
+    }
+
+    /// Appends a frame that ends the conversation (fatal ERROR, CLOSE): exempt from the
+    /// limit, since at most one is sent per client.
+    fn last_word(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.phase == Phase::Closing {
+            return;
+        }
+        encode(c.egress.control());
+        self.mark_dirty(id);
+    }
+
+    fn mark_dirty(&mut self, id: Slot) {
+        if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
         }
     }
 
     /// Sends a fatal ERROR and starts closing the client.
     pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
-        self.control(id, |b| frame::encode_error(b, 0, code, true, text));
+        if self.phase(id).is_none_or(|p| p == Phase::Closing) {
+            return;
+        }
+        self.last_word(id, |b| frame::encode_error(b, 0, code, true, text));
         self.totals.disconnects_error += 1;
         self.begin_close(id, code, text);
     }
 
     /// Sends CLOSE and starts closing the client.
     pub fn close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
-        self.control(id, |b| frame::encode_close(b, code, reason));
+        self.last_word(id, |b| frame::encode_close(b, code, reason));
         self.begin_close(id, code, reason);
     }
 
@@ -558,28 +698,41 @@ impl Core {
             .map(|c| c.phase)
     }
 
-    /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
-    /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn handle_timeout(&mut self, now: MonoNanos, has_partial: impl Fn(Slot) -> bool) {
+    /// The earliest time [`Core::handle_timeout`] has something to do (a handshake or
+    /// frame deadline), or `None`. Calling it earlier is harmless.
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
+        self.next_deadline
+    }
+
+    /// Closes clients that missed a deadline: no HELLO within the handshake timeout of
+    /// connecting, or a frame begun and not completed within the stall timeout (bytes
+    /// trickling in do not extend it). Spurious calls are no-ops.
+    pub fn handle_timeout(&mut self, now: MonoNanos) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
+        let mut next: Option<MonoNanos> = None;
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
             let id = Slot(i as u32);
-            match c.phase {
-                Phase::Handshake if now.saturating_sub(c.connected_at) > hs => {
-                    stalled.push((id, "no HELLO within the handshake timeout"))
-                }
-                Phase::Open if now.saturating_sub(c.last_input) > stall && has_partial(id) => {
-                    stalled.push((
-                        id,
-                        "half a frame received and no more bytes within the stall timeout",
-                    ))
-                }
-                _ => {}
+            let (deadline, why) = match (c.phase, c.frame_started) {
+                (Phase::Handshake, _) => (
+                    c.connected_at.add_nanos(hs),
+                    "no HELLO within the handshake timeout",
+                ),
+                (Phase::Open, Some(start)) => (
+                    start.add_nanos(stall),
+                    "a frame begun and not completed within the stall timeout",
+                ),
+                _ => continue,
+            };
+            if now > deadline {
+                stalled.push((id, why));
+            } else if next.is_none_or(|n| deadline < n) {
+                next = Some(deadline);
             }
         }
+        self.next_deadline = next;
         for (id, why) in stalled {
             self.fail(id, ErrorCode::STALLED, why);
         }
@@ -788,13 +941,15 @@ mod tests {
             .unwrap();
         let half = open(&mut core, 0);
         core.handle_input(half, MonoNanos(10 * MS), &[50, 0, 0, 0, 0x20], 5);
-        core.handle_timeout(MonoNanos(100 * MS), |_| true);
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(100 * MS)));
+        core.handle_timeout(MonoNanos(100 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.handle_timeout(MonoNanos(101 * MS), |id| id == half);
+        core.handle_timeout(MonoNanos(101 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
-        assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.handle_timeout(MonoNanos(211 * MS), |id| id == half);
+        assert_eq!(core.phase(half), Some(Phase::Open), "begun 91 ms ago");
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(210 * MS)));
+        core.handle_timeout(MonoNanos(211 * MS));
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
         core.poll_closing(&mut closing);
@@ -867,6 +1022,180 @@ mod tests {
         let second = open(&mut core, 0);
         assert_eq!(second, first, "the slot is reused");
         assert_eq!(id_of(&core), [2], "the id is not");
+    }
+
+    fn small_limits(policy: SlowConsumerPolicy) -> Config {
+        Config {
+            max_frame: 1024,
+            egress_limit: 4096,
+            slow_consumer: policy,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn ping_flood_without_reading_is_cut_off_at_the_egress_limit_whatever_the_policy() {
+        for policy in [SlowConsumerPolicy::Discard, SlowConsumerPolicy::Disconnect] {
+            let mut core = Core::new(small_limits(policy), MonoNanos(0), UtcNanos(0));
+            let flooder = open(&mut core, 0);
+            let healthy = open(&mut core, 0);
+            let mut pings = Vec::new();
+            for token in 0..100 {
+                frame::encode_ping(&mut pings, token);
+            }
+            let mut sent = 0;
+            while core.phase(flooder) == Some(Phase::Open) && sent < 100 {
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len());
+                sent += 1;
+                // Bounded by the limit plus the one fatal ERROR.
+                assert!(core.egress(flooder).len() <= 4096 + 256, "{policy:?}");
+            }
+            assert_eq!(core.phase(flooder), Some(Phase::Closing), "{policy:?}");
+            let frames = out(&mut core, flooder);
+            assert_eq!(
+                frames.last().unwrap(),
+                "ERROR slow-consumer true",
+                "{policy:?}"
+            );
+            assert!(frames.len() > 1, "the PONGs before the limit are kept");
+            // More input from the flooder is ignored; the other client is untouched.
+            assert_eq!(
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len()),
+                Input::Closing
+            );
+            assert!(core.egress(flooder).is_empty());
+            assert_eq!(core.phase(healthy), Some(Phase::Open));
+            assert_eq!(core.totals().disconnects_error, 1);
+        }
+    }
+
+    #[test]
+    fn pong_backlog_first_discards_the_subscribers_queued_messages_under_discard() {
+        let mut core = Core::new(
+            small_limits(SlowConsumerPolicy::Discard),
+            MonoNanos(0),
+            UtcNanos(0),
+        );
+        let sub = open(&mut core, 0);
+        let publisher = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 1, "t");
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, sub), ["ACK 1"]);
+        f.clear();
+        for _ in 0..30 {
+            encode_publish(&mut f, "t", &[0; 100], Default::default(), u32::MAX).unwrap();
+        }
+        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        let queued = core.egress(sub).len();
+        assert!(queued > 3000, "{queued}");
+        f.clear();
+        for token in 0..100 {
+            frame::encode_ping(&mut f, token);
+        }
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(core.phase(sub), Some(Phase::Open), "messages made room");
+        assert!(core.totals().discards > 0);
+        assert!(core.egress(sub).len() <= 4096);
+    }
+
+    #[test]
+    fn stats_request_while_the_previous_reply_is_unread_gets_busy_not_another_document() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let id = open(&mut core, 0);
+        for _ in 0..20 {
+            open(&mut core, 0);
+        }
+        let mut f = Vec::new();
+        frame::encode_stats_request(&mut f, 1);
+        frame::encode_stats_request(&mut f, 2);
+        frame::encode_stats_request(&mut f, 3);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert_eq!(got.len(), 3);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 1"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(got[1..], ["ERROR busy false", "ERROR busy false"]);
+        // Read: the next request is answered in full again.
+        f.clear();
+        frame::encode_stats_request(&mut f, 4);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 4"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(core.phase(id), Some(Phase::Open));
+    }
+
+    #[test]
+    fn byte_trickle_does_not_extend_the_frame_deadline() {
+        let cfg = Config {
+            stall_timeout_ms: 200,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let trickler = open(&mut core, 0);
+        let fine = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 1000], Default::default(), u32::MAX).unwrap();
+        // One byte every 50 ms, from t = 10 ms: progress all along, never complete.
+        let mut t = 10;
+        let mut have = 0;
+        while have < f.len() - 1 && core.phase(trickler) == Some(Phase::Open) {
+            have += 1;
+            core.handle_input(trickler, MonoNanos(t * MS), &f[..have], 1);
+            // The healthy client completes a frame in two pieces within the timeout.
+            core.handle_input(fine, MonoNanos(t * MS), &f[..10], 10);
+            core.handle_input(fine, MonoNanos((t + 1) * MS), &f, f.len() - 10);
+            core.handle_timeout(MonoNanos(t * MS));
+            t += 50;
+        }
+        assert_eq!(core.phase(trickler), Some(Phase::Closing));
+        assert!(t <= 10 + 300, "cut at the first check past 210 ms, t = {t}");
+        assert_eq!(
+            out(&mut core, trickler).last().unwrap(),
+            "ERROR stalled true"
+        );
+        assert_eq!(core.phase(fine), Some(Phase::Open));
+    }
+
+    #[test]
+    fn before_hello_only_a_hello_sized_frame_is_accepted() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        assert_eq!(MAX_HELLO_LEN, 80);
+        // A HELLO header claiming 1 MiB: refused from the header, nothing buffered.
+        let big = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        assert_eq!(core.frame_limit(big), 80);
+        let mut header = (1u32 << 20).to_le_bytes().to_vec();
+        header.extend_from_slice(&[frame::Kind::Hello as u8, 0, 0, 0]);
+        assert_eq!(
+            core.handle_input(big, MonoNanos(0), &header, 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, big), ["ERROR frame-too-large true"]);
+        // Another kind: refused from its header too, before its body arrives.
+        let other = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 5000], Default::default(), u32::MAX).unwrap();
+        assert_eq!(
+            core.handle_input(other, MonoNanos(0), &f[..8], 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, other), ["ERROR handshake true"]);
+        // After HELLO the configured max_frame applies.
+        let ok = open(&mut core, 0);
+        assert_eq!(core.frame_limit(ok), Config::default().max_frame);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
-use crate::config::{Config, ConfigError, IdleStrategy};
+use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
 use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
@@ -30,8 +30,16 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// How long a closing client may take to read its last frames.
 const LINGER_NS: u64 = 1_000_000_000;
-/// How often stall timers are checked.
+/// How often timers are checked at the latest.
 const TIMER_PERIOD_NS: u64 = 10_000_000;
+/// How often the read buffers of connections idle since the last sweep are released.
+const SWEEP_PERIOD_NS: u64 = 1_000_000_000;
+/// A new connection's read buffer. It doubles while reads fill it, up to `read_buffer`
+/// (or to the one unfinished frame it must hold, never past the core's `frame_limit`),
+/// and goes back to this size once the connection is idle (a sweep period) and empty. So a
+/// connection holds memory for the bytes it actually sent, not for what its length
+/// field claims, and an idle one holds 4 KiB.
+const INITIAL_READ_BUFFER: usize = 4096;
 /// Longest sleep in `block` mode (timers still need to run).
 const MAX_BLOCK: Duration = Duration::from_millis(50);
 /// How long shutdown waits for clients to take their last bytes.
@@ -92,6 +100,10 @@ struct Conn {
     end: usize,
     /// The socket may have unread bytes (edge-triggered readiness seen, not drained).
     readable: bool,
+    /// A read since the last buffer sweep (idle buffers are released).
+    read_recently: bool,
+    /// The last read filled the buffer (the peer sends faster than it holds).
+    readable_full: bool,
     on_read_list: bool,
     /// The socket accepted our last write in full (or reported writable since).
     writable: bool,
@@ -144,7 +156,7 @@ impl Router {
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
     pub fn run(mut self) -> Result<Totals, Error> {
         let cfg = self.core.config().clone();
-        let spin_ns = cfg.hybrid_spin_us * 1_000;
+        let hybrid_spin = Duration::from_micros(cfg.hybrid_spin_us);
         let mut events = Events::with_capacity(1024);
         let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
         let mut reading: Vec<Slot> = Vec::with_capacity(1024);
@@ -154,6 +166,7 @@ impl Router {
         let mut now = MonoNanos::now();
         let mut last_active = now;
         let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        let mut next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
         let mut shutdown_deadline: Option<MonoNanos> = None;
 
         loop {
@@ -164,13 +177,11 @@ impl Router {
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else {
-                match cfg.idle {
-                    IdleStrategy::Spin => Some(Duration::ZERO),
-                    IdleStrategy::Hybrid if now.saturating_sub(last_active) < spin_ns => {
-                        Some(Duration::ZERO)
-                    }
-                    IdleStrategy::Hybrid | IdleStrategy::Block => Some(MAX_BLOCK),
-                }
+                Some(cfg.idle.wait_timeout(
+                    Duration::from_nanos(now.saturating_sub(last_active)),
+                    hybrid_spin,
+                    MAX_BLOCK,
+                ))
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -255,15 +266,13 @@ impl Router {
             }
             closing.retain(|&id| !self.finish_close(id, now));
 
-            if now >= next_timer {
+            if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
-                let conns = &self.conns;
-                self.core.handle_timeout(now, |id| {
-                    conns
-                        .get(id.0 as usize)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|c| c.end > c.start)
-                });
+                self.core.handle_timeout(now);
+            }
+            if now >= next_sweep {
+                next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
+                self.release_idle_buffers();
             }
 
             if let Some(deadline) = shutdown_deadline {
@@ -308,10 +317,12 @@ impl Router {
                             }
                             self.conns[i] = Some(Conn {
                                 stream,
-                                rbuf: vec![0; self.core.config().read_buffer],
+                                rbuf: vec![0; INITIAL_READ_BUFFER],
                                 start: 0,
                                 end: 0,
                                 readable: false,
+                                read_recently: false,
+                                readable_full: false,
                                 on_read_list: false,
                                 writable: true,
                                 on_flush_list: false,
@@ -338,10 +349,23 @@ impl Router {
         }
     }
 
+    /// Gives back the read buffers of connections that hold no bytes and have not read
+    /// since the last sweep.
+    fn release_idle_buffers(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            if !c.read_recently && c.start == c.end && c.rbuf.len() > INITIAL_READ_BUFFER {
+                c.rbuf = vec![0; INITIAL_READ_BUFFER];
+                c.start = 0;
+                c.end = 0;
+            }
+            c.read_recently = false;
+        }
+    }
+
     /// One read from `id` into its buffer, then feeds the core. Returns true if the
     /// socket may still have unread bytes.
     fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
-        let max_frame = self.core.config().max_frame;
+        let frame_limit = self.core.frame_limit(id);
         let read_buffer = self.core.config().read_buffer;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
@@ -350,18 +374,24 @@ impl Router {
         if c.closing_deadline.is_some() {
             return false;
         }
-        if c.end == c.rbuf.len() {
-            if c.start > 0 {
-                c.rbuf.copy_within(c.start..c.end, 0);
-                c.end -= c.start;
-                c.start = 0;
-            } else {
-                // One frame larger than the buffer: grow to exactly that frame
-                // (its length was checked against max_frame by the decoder).
-                match frame::frame_len(&c.rbuf[..c.end], max_frame) {
-                    Ok(Some(len)) if len > c.rbuf.len() => c.rbuf.resize(len, 0),
-                    _ => {}
-                }
+        c.read_recently = true;
+        if c.end == c.rbuf.len() && c.start > 0 {
+            c.rbuf.copy_within(c.start..c.end, 0);
+            c.end -= c.start;
+            c.start = 0;
+        }
+        if c.end == c.rbuf.len() || (c.end == 0 && c.readable_full) {
+            // Full of one unfinished frame, or the last read filled the buffer: double,
+            // up to the read buffer size or to that frame (whose length the decoder
+            // checked against the client's frame limit), whichever is larger.
+            let frame = match frame::frame_len(&c.rbuf[c.start..c.end], frame_limit) {
+                Ok(Some(len)) => len,
+                _ => 0,
+            };
+            let cap = frame.max(read_buffer);
+            let grown = (c.rbuf.len() * 2).min(cap);
+            if grown > c.rbuf.len() {
+                c.rbuf.resize(grown, 0);
             }
         }
         let space = c.rbuf.len() - c.end;
@@ -408,6 +438,7 @@ impl Router {
             }
         }
         let more = n == space;
+        c.readable_full = more;
         c.readable = more;
         c.on_read_list = more;
         more

@@ -9,6 +9,9 @@
 //! MESSAGE delivered after the gap (the DISCARDS field), or carried to the next one
 //! queued if none remains.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use tickwire_wire::frame::{self, Kind, HEADER_LEN};
 
 /// Outcome of queueing one message.
@@ -58,7 +61,8 @@ impl Egress {
         }
     }
 
-    /// Appends a control frame (ACK, ERROR, PONG, ...); never subject to the limit.
+    /// Appends a control frame (ACK, ERROR, PONG, ...); never discarded (the core
+    /// counts it against the limit and disconnects a client that does not read them).
     pub fn control(&mut self) -> &mut Vec<u8> {
         self.compact_if_worthwhile();
         &mut self.buf
@@ -96,6 +100,13 @@ impl Egress {
             router_out,
         );
         result
+    }
+
+    /// Under the discard policy, makes room for control frames: drops the oldest queued
+    /// MESSAGE frames until at most `target` bytes remain (or none is left); returns how
+    /// many were dropped (they are reported in the next MESSAGE's DISCARDS).
+    pub fn discard_messages(&mut self, target: usize) -> u64 {
+        self.discard_oldest(target, 0)
     }
 
     /// Drops every unwritten complete frame except control frames (used before a

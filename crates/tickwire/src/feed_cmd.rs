@@ -2,11 +2,15 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
 use tickwire_md::feed::{FeedConfig, Session};
-use tickwire_md::handler::{run, HandlerOptions, HandlerReport, Idle};
+use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions, HandlerReport, Second};
+use tickwire_rt::IdleStrategy;
+use tickwire_rt::StopFlag;
+
+use crate::units::parse_duration;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -61,11 +65,19 @@ pub struct FeedArgs {
     #[arg(long, value_name = "LEVELS", default_value_t = 0)]
     depth: usize,
     /// Idle strategy: spin (lowest latency, uses a core) or block.
-    #[arg(long, value_name = "spin|block", default_value = "spin")]
-    idle: Idle,
-    /// Re-request timeout in milliseconds before asking again.
-    #[arg(long, value_name = "MS", default_value_t = 50)]
-    retransmit_timeout_ms: u64,
+    #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
+    idle: IdleStrategy,
+    /// How long to wait for a re-request's answer before asking again: 50ms, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    retransmit_timeout: Duration,
+    /// The old spelling of --retransmit-timeout, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "retransmit_timeout"
+    )]
+    retransmit_timeout_ms: Option<u64>,
     /// Re-requests per missing range before it is counted as lost.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
@@ -107,7 +119,10 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         max_held_packets: a.max_held,
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout: std::time::Duration::from_millis(a.retransmit_timeout_ms),
+        retransmit_timeout: match a.retransmit_timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => a.retransmit_timeout,
+        },
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()
     };
@@ -121,7 +136,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,
-        print_counters: !a.quiet,
+        on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
     let stop = StopFlag::install();
     let r = run(&opts, &stop)?;
@@ -209,4 +224,12 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
         opts.feed.retransmit_timeout.as_millis()
     );
     s
+}
+
+/// The feed's per-second counter line (stderr), as the handler reports each second.
+fn print_second(s: &Second) {
+    eprintln!(
+        "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
+        s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+    );
 }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
 use tickwire_capture::net::{replay, ReplayOptions};
 use tickwire_capture::{Captured, Speed};
+use tickwire_rt::StopFlag;
 
 const REPLAY_HELP: &str = "\
 Replays the UDP datagrams of a pcap file (Ethernet or raw IPv4 link type; tcpdump's
@@ -86,7 +86,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         target: a.to,
         interface: a.interface,
         passes: if a.looped { None } else { Some(a.passes) },
-        progress: true,
+        progress: Some(crate::md_cmd::print_progress),
     };
     let r = replay(&cap, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;

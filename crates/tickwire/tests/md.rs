@@ -5,6 +5,9 @@
 //! the reference model of `crates/md/tests/model` run over the ITCH session file, not
 //! another run of the same binary.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 #[path = "../../md/tests/model/mod.rs"]
 mod model;
