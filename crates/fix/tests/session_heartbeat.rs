@@ -1,6 +1,9 @@
 //! FIX session-layer test cases 4 (send Heartbeat), 5 (receive Heartbeat) and 6
 //! (send TestRequest), driven by the fake clock.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

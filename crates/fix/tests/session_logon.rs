@@ -2,6 +2,9 @@
 //! rules around them: ResetSeqNumFlag, ResetOnLogon, DefaultApplVerID, first message
 //! not a Logon, logon timeout, wrong CompIDs, duplicate logon, initiator reconnect.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

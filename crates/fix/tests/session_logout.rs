@@ -1,6 +1,9 @@
 //! FIX session-layer test cases 12 (initiate Logout) and 13 (receive Logout), the
 //! Logout timeout and ResetOnLogout / ResetOnDisconnect.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

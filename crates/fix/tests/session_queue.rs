@@ -1,6 +1,9 @@
 //! FIX session-layer test cases 15 (queue outgoing messages while disconnected) and
 //! 18 (PossResend), plus the session schedule (StartTime/EndTime/days/time zone).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

@@ -12,6 +12,11 @@
 //! `UnsupportedMessageType`, ours calls `reject_unsupported`; when QuickFIX was stopped,
 //! ours calls `logout`.
 
+// A test reports what it replayed (visible with --nocapture): tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 #[path = "support/spec.rs"]
 mod spec;

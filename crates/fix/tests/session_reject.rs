@@ -2,6 +2,9 @@
 //! (receive Reject) and 14 (field-level errors): the exact Reject (35=3) and
 //! BusinessMessageReject (35=j) QuickFIX sends, and garbled messages ignored.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

@@ -2,6 +2,9 @@
 //! PossDupFlag), 8 (send ResendRequest), 9/10/11 (resend, SequenceReset GapFill and
 //! Reset modes) and 19 (simultaneous resend requests).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;

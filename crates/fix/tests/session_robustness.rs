@@ -1,6 +1,9 @@
 //! Hostile input never panics the session: arbitrary bytes, and valid messages with
 //! random corruption, fed to acceptor and initiator sessions in every state.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use proptest::prelude::*;

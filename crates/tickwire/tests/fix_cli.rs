@@ -3,6 +3,9 @@
 //! initiator's standard input; SIGTERM logs out; kill -9 of the acceptor loses no
 //! sequence number it sent (store before socket). Also `--help` and a bad settings file.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod fix_support;
 
 use fix_support::{field, free_port, temp_dir, Peer, BIN};

@@ -247,7 +247,7 @@ pub fn run(
     let mut next = 0u64;
     let mut send_hint = 0usize;
     let mut next_timer = 0u64;
-    let mut progress = Progress::new();
+    let mut progress = Progress::new(crate::harness::print_line);
     let mut backlog_max = 0usize;
     let mut ended_early = None;
     let mut stopped = false;

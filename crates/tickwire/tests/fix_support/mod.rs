@@ -2,6 +2,8 @@
 //! collected and waited for (bounded), free loopback ports, the QuickFIX peer and
 //! dictionaries obtained on demand.
 #![allow(dead_code)]
+// Test support reports skips and child output on stderr: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
