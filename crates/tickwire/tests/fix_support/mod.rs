@@ -149,6 +149,25 @@ impl Peer {
             .cloned()
     }
 
+    /// How many lines printed so far (from the start) contain every part.
+    pub fn count_ever(&self, parts: &[&str]) -> usize {
+        self.lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .count()
+    }
+
+    /// SIGKILL (no chance to flush or log out), and waits for the exit.
+    pub fn kill_9(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+
     /// Any line ever printed containing every part.
     pub fn ever(&self, parts: &[&str]) -> bool {
         self.lines
