@@ -29,6 +29,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::report::OutputArgs;
 use crate::harness::{parse_pin, Pinning, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::report::{self, Machine, Series};
@@ -85,7 +86,13 @@ More: docs/bench-tick-to-trade.md.";
 
 /// `tickwire bench tick-to-trade`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(long_about = ABOUT, after_help = AFTER)]
+#[command(
+    long_about = ABOUT,
+    after_help = AFTER,
+    mut_arg("plot", |a| a.help(
+        "Draw latency percentiles per step (or over time, for one step) as an SVG"
+    )),
+)]
 pub struct TickToTradeArgs {
     /// The algo under test: builtin, raw or quickfix, optionally with `:spin`/`:block`
     /// (idle strategy) and `:file`/`:memory` (store), e.g. `builtin:block:memory`.
@@ -171,13 +178,8 @@ pub struct TickToTradeArgs {
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 
-    /// Write every result, with the machine's metadata, as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Draw latency percentiles per step (or over time, for one step) as an SVG.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// An algo the bench can start.
@@ -472,10 +474,8 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         algos: results,
         ratios,
     };
-    report::write_outputs(
-        a.json.as_deref(),
+    a.output.write(
         &report,
-        a.plot.as_deref(),
         |path| plot(path, &report),
         report::Announce::Labelled,
     )?;
