@@ -38,8 +38,8 @@ use anyhow::{bail, Context};
 pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
 pub use tickwire_rt::stop::StopFlag;
-pub use tickwire_rt::IdleStrategy;
 use tickwire_rt::stop::{register_child, terminate};
+pub use tickwire_rt::IdleStrategy;
 
 /// The line the router prints on stdout once it listens, followed by the address.
 const BANNER: &str = "tickwire router listening on ";
@@ -243,7 +243,10 @@ fn taskset_available() -> bool {
 /// with what each means there.
 pub const BENCH_IDLE: [(IdleStrategy, &str); 2] = [
     (IdleStrategy::Spin, "Busy-poll non-blocking sockets"),
-    (IdleStrategy::Block, "Sleep in the kernel until data arrives"),
+    (
+        IdleStrategy::Block,
+        "Sleep in the kernel until data arrives",
+    ),
 ];
 
 /// A clap parser for an `--idle`-style option accepting only the strategies of

@@ -285,7 +285,10 @@ fn directory(locate: u16, name: &str) -> Message {
         tracking_number: 0,
         timestamp: 1,
     };
-    Message::from(StockDirectory::common_stock(header, Symbol::new(name).unwrap()))
+    Message::from(StockDirectory::common_stock(
+        header,
+        Symbol::new(name).unwrap(),
+    ))
 }
 
 fn add(locate: u16, order_ref: u64, side: Side, price: u32) -> Message {
