@@ -82,8 +82,9 @@ pub struct CaptureOptions {
     pub duration: Option<Duration>,
     /// Stop after this many datagrams (None: no limit).
     pub max_packets: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one when capturing starts, then one a
+    /// second. The library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a capture recorded.
@@ -105,20 +106,20 @@ pub fn capture(
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(sock_err("SO_RCVTIMEO"))?;
     let mut writer = CaptureWriter::create(out)?;
-    if opts.progress {
+    if let Some(line) = opts.progress {
         // Only now that the group is joined and the file exists.
-        eprintln!(
+        line(&format!(
             "capturing {} into {} (Ctrl-C to stop)",
             opts.group,
             out.display()
-        );
+        ));
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
     let deadline = opts
         .duration
         .map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     loop {
         if stop.is_set()
             || deadline.is_some_and(|d| MonoNanos::now().as_nanos() >= d)
@@ -151,7 +152,7 @@ pub fn capture(
                 })
             }
         }
-        if opts.progress {
+        if let Some(progress) = progress.as_mut() {
             progress.tick(|| {
                 format!(
                     "capture: {} packets, {} bytes",
@@ -174,8 +175,9 @@ pub struct ReplayOptions {
     pub interface: Ipv4Addr,
     /// Passes over the file (`None`: loop until stopped).
     pub passes: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where the progress line goes once a second (None: nowhere). The library never
+    /// prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a replay did and how faithful its timing was.
@@ -211,7 +213,7 @@ pub fn replay(
     let count = cap.entries.len() as u64;
     let begin = MonoNanos::now().as_nanos();
     let mut pass_start = begin;
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     'passes: while opts.passes.is_none_or(|p| report.passes < p) {
         let schedule = Schedule::new(opts.speed, pass_start, first.unix_ns);
         for (i, e) in cap.entries.iter().enumerate() {
@@ -233,7 +235,7 @@ pub fn replay(
                 }
                 Err(_) => report.send_errors += 1,
             }
-            if opts.progress && i % 256 == 0 {
+            if let Some(progress) = progress.as_mut().filter(|_| i % 256 == 0) {
                 progress.tick(|| {
                     format!(
                         "replay: pass {}, {} packets sent",

@@ -4,6 +4,9 @@
 //! message before Logon, garbage, huge BodyLength) that must cost only their own
 //! connection.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -13,8 +16,9 @@ use tickwire_fix::codec::{self, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::session::{Role, SessionConfig};
 use tickwire_fix::settings::Settings;
 use tickwire_fix_engine::{
-    now_nanos, Application, Ctx, Engine, EngineOptions, Handle, SessionKey, SessionSpec,
+    Application, Ctx, Engine, EngineOptions, Handle, SessionKey, SessionSpec,
 };
+use tickwire_rt::UtcNanos;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -259,7 +263,7 @@ fn encode(msg_type: &str, seq: u64, sender: &str, target: &str, body: &[(u32, &s
     e.begin(msg_type.as_bytes());
     e.field_u64(34, seq);
     e.field_str(49, sender);
-    e.field_timestamp(52, now_nanos(), TimestampPrecision::Millis);
+    e.field_timestamp(52, UtcNanos::now().as_nanos(), TimestampPrecision::Millis);
     e.field_str(56, target);
     for (t, v) in body {
         e.field_str(*t, v);

@@ -45,7 +45,9 @@ pub struct PublishOptions {
     /// Keep answering re-requests this long after the last message.
     pub linger: Duration,
     pub max_packet: usize,
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one a second, then the final count. The
+    /// library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a publish run did.
@@ -132,7 +134,7 @@ pub fn publish(
     let start = MonoNanos::now().as_nanos();
     let schedule = Schedule::new(opts.speed, start, first_ts);
     let mut last_send = start;
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     let dst = SocketAddr::V4(opts.group);
     let mut req_buf = [0u8; 64];
 
@@ -224,7 +226,7 @@ pub fn publish(
         }
         last_send = MonoNanos::now().as_nanos();
         serve_requests(&ex, &data, &mut r);
-        if opts.progress && r.packets % 64 == 0 {
+        if let Some(progress) = progress.as_mut().filter(|_| r.packets % 64 == 0) {
             progress.tick(|| {
                 format!(
                     "publish: {} / {} messages, {} re-requests answered",
@@ -236,14 +238,14 @@ pub fn publish(
         }
     }
     r.elapsed_ns = MonoNanos::now().as_nanos() - start;
-    if opts.progress {
+    if let Some(sink) = opts.progress {
         // The last per-second line stops short of the total; end on the final count.
-        eprintln!(
+        sink(&format!(
             "publish: {} / {} messages sent, {} re-requests answered so far",
             r.messages,
             data.len(),
             r.requests
-        );
+        ));
     }
 
     // Linger: heartbeats once per second (the first at once) and re-requests.

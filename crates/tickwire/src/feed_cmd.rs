@@ -2,12 +2,15 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use tickwire_md::feed::FeedConfig;
-use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions};
+use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions, Second};
 use tickwire_rt::IdleStrategy;
 use tickwire_rt::StopFlag;
+
+use crate::units::parse_duration;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -50,9 +53,17 @@ pub struct FeedArgs {
     /// Idle strategy: spin (lowest latency, uses a core) or block.
     #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
     idle: IdleStrategy,
-    /// Re-request timeout in milliseconds before asking again.
-    #[arg(long, value_name = "MS", default_value_t = 50)]
-    retransmit_timeout_ms: u64,
+    /// How long to wait for a re-request's answer before asking again: 50ms, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    retransmit_timeout: Duration,
+    /// The old spelling of --retransmit-timeout, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "retransmit_timeout"
+    )]
+    retransmit_timeout_ms: Option<u64>,
     /// Re-requests per missing range before it is counted as lost.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
@@ -71,7 +82,10 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let feed = FeedConfig {
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout_ns: a.retransmit_timeout_ms * 1_000_000,
+        retransmit_timeout: match a.retransmit_timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => a.retransmit_timeout,
+        },
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()
     };
@@ -85,7 +99,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,
-        print_counters: !a.quiet,
+        on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
     let stop = StopFlag::install();
     let r = run(&opts, &stop)?;
@@ -108,4 +122,12 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The feed's per-second counter line (stderr), as the handler reports each second.
+fn print_second(s: &Second) {
+    eprintln!(
+        "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
+        s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+    );
 }

@@ -79,8 +79,10 @@ struct PublishArgs {
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k.
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
-    /// Where to receive re-requests (default: 127.0.0.1, the group's port + 1).
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
+    /// group's port + 1). The same flag as `feed --request` (`--request-listen` is the
+    /// old spelling).
+    #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 characters).
     #[arg(long, default_value = "TICKWIRE01")]
@@ -178,7 +180,7 @@ fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
         interface: a.interface,
         duration: a.duration,
         max_packets: a.count,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = capture(&opts, &a.out, &stop)?;
     println!(
@@ -255,7 +257,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         restamp: a.restamp,
         linger: a.linger,
         max_packet: a.max_packet,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = publish(data, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
@@ -290,4 +292,9 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Where the md and replay drivers' progress lines go: stderr, one line each.
+pub(crate) fn print_progress(line: &str) {
+    eprintln!("{line}");
 }

@@ -77,7 +77,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         target: a.to,
         interface: a.interface,
         passes: if a.looped { None } else { Some(a.passes) },
-        progress: true,
+        progress: Some(crate::md_cmd::print_progress),
     };
     let r = replay(&cap, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;

@@ -2,6 +2,9 @@
 //! application and an initiator running `log`, exchanging orders typed on the
 //! initiator's standard input. Also `--help` and a bad settings file.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod fix_support;
 
 use fix_support::{field, free_port, temp_dir, Peer, BIN};

@@ -3,6 +3,9 @@
 //! the router), `md capture` and `replay`, with an in-test subscriber. Checked by
 //! content and counts, never by durations.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::process::{Child, Command, Stdio};
