@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::Args;
 use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
+use tickwire_bench::md_replay::latency::{self, LatencyOptions};
+use tickwire_bench::md_replay::repro::{self, ReproOptions};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
 use tickwire_md::handler::Idle;
-use tickwire_bench::md_replay::latency::{self, LatencyOptions};
-use tickwire_bench::md_replay::repro::{self, ReproOptions};
 
 use crate::md_cmd::parse_duration;
 

@@ -51,20 +51,25 @@ pub struct RouterArgs {
     /// Most subscriptions per client [default: 10000].
     #[arg(long, value_name = "N")]
     max_subscriptions: Option<usize>,
-    /// Bytes queued for one subscriber before the slow-consumer policy applies [default: 8MiB].
+    /// Bytes queued for one client before the slow-consumer policy applies; answers to
+    /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
+    /// answers alone exceed it is disconnected under either policy [default: 8MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     egress_limit: Option<usize>,
     /// Slow-consumer policy: discard (drop its oldest messages and tell it how many)
     /// or disconnect [default: discard].
     #[arg(long, value_name = "POLICY")]
     slow_consumer: Option<SlowConsumerPolicy>,
-    /// Milliseconds a new connection has to send HELLO [default: 5000].
+    /// Milliseconds a new connection has to send HELLO, from connecting; before HELLO
+    /// at most 80 bytes are buffered [default: 5000].
     #[arg(long, value_name = "MS")]
     handshake_timeout_ms: Option<u64>,
-    /// Milliseconds a client may leave half a frame unfinished [default: 10000].
+    /// Milliseconds a client has to complete a frame once it began it (a deadline: a
+    /// byte trickle does not extend it) [default: 10000].
     #[arg(long, value_name = "MS")]
     stall_timeout_ms: Option<u64>,
-    /// Per-client read buffer [default: 256KiB].
+    /// Most bytes read per client per loop turn; buffers start at 4KiB, grow with the
+    /// bytes received and shrink back when idle [default: 256KiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     read_buffer: Option<usize>,
     /// Router name shown to clients and in stats [default: tickwire-router].
