@@ -86,6 +86,9 @@ pub struct Router {
     /// Closing a socket with unread input would send a reset, and the peer's kernel
     /// then drops the error it has not read yet.
     draining: Vec<(TcpStream, MonoNanos)>,
+    /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
+    /// together; growth stops at `read_memory_limit` (see `read_once`).
+    read_extra: usize,
 }
 
 /// Stops a running router from any thread.
@@ -152,6 +155,7 @@ impl Router {
             reserve_fd: open_reserve(),
             accept_retry: false,
             draining: Vec::new(),
+            read_extra: 0,
         })
     }
 
@@ -292,6 +296,15 @@ impl Router {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 self.core.handle_timeout(now);
                 self.drain_closed(now);
+                // Sockets left unread while the read memory was at its limit.
+                for (i, c) in self.conns.iter_mut().enumerate() {
+                    if let Some(c) = c {
+                        if c.readable && !c.on_read_list && c.closing_deadline.is_none() {
+                            c.on_read_list = true;
+                            read_list.push(Slot(i as u32));
+                        }
+                    }
+                }
             }
             if now >= next_sweep {
                 next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
@@ -403,6 +416,7 @@ impl Router {
     fn release_idle_buffers(&mut self) {
         for c in self.conns.iter_mut().flatten() {
             if !c.read_recently && c.start == c.end && c.rbuf.len() > INITIAL_READ_BUFFER {
+                self.read_extra -= c.rbuf.len() - INITIAL_READ_BUFFER;
                 c.rbuf = vec![0; INITIAL_READ_BUFFER];
                 c.start = 0;
                 c.end = 0;
@@ -416,6 +430,8 @@ impl Router {
     fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
         let frame_limit = self.core.frame_limit(id);
         let read_buffer = self.core.config().read_buffer;
+        let read_memory_limit = self.core.config().read_memory_limit;
+        let read_extra = &mut self.read_extra;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -439,11 +455,20 @@ impl Router {
             };
             let cap = frame.max(read_buffer);
             let grown = (c.rbuf.len() * 2).min(cap);
-            if grown > c.rbuf.len() {
+            let more = grown.saturating_sub(c.rbuf.len());
+            if more > 0 && *read_extra + more <= read_memory_limit {
+                *read_extra += more;
                 c.rbuf.resize(grown, 0);
             }
         }
         let space = c.rbuf.len() - c.end;
+        if space == 0 {
+            // All connections' read buffers are at the limit: leave this socket unread
+            // (TCP pushes back on the sender) until buffers are given back; the timer
+            // puts it back on the read list. Its frame deadline still runs.
+            c.readable = true;
+            return false;
+        }
         let n = match c.stream.read(&mut c.rbuf[c.end..]) {
             Ok(0) => {
                 let why = if c.end > c.start {
@@ -476,6 +501,7 @@ impl Router {
                     c.start = 0;
                     c.end = 0;
                     if c.rbuf.len() > read_buffer {
+                        *read_extra -= c.rbuf.len() - read_buffer;
                         c.rbuf = vec![0; read_buffer];
                     }
                 }
@@ -536,6 +562,7 @@ impl Router {
         let flushed = self.core.egress(id).is_empty();
         if flushed {
             if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
+                self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
                 let _ = self.poll.registry().deregister(&mut c.stream);
                 // FIN after the last bytes; the peer's input is read and dropped.
                 let _ = c.stream.shutdown(Shutdown::Write);
@@ -575,6 +602,7 @@ impl Router {
 
     fn drop_conn(&mut self, id: Slot, why: &str) {
         if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
+            self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
         }

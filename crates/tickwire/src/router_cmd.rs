@@ -72,6 +72,10 @@ pub struct RouterArgs {
     /// bytes received and shrink back when idle [default: 256KiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     read_buffer: Option<usize>,
+    /// Most bytes all read buffers together hold beyond 4KiB each (partial frames);
+    /// at the limit sockets are left unread until memory frees up [default: 64MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    read_memory_limit: Option<usize>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -114,6 +118,7 @@ impl RouterArgs {
             handshake_timeout_ms,
             stall_timeout_ms,
             read_buffer,
+            read_memory_limit,
             name
         );
         if let Some(m) = self.max_frame {
