@@ -1,21 +1,23 @@
 //! What every bench driver needs around the measurement: a router child process, CPU
-//! pinning, a Ctrl-C flag, a once-per-second progress line and the clock.
+//! pinning, a Ctrl-C flag, a once-per-second progress line (the last three from
+//! `tickwire-rt`, re-exported here).
 //!
 //! Typical driver shape:
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use tickwire_bench::harness::{self, Progress, RouterChild, StopFlag};
+//! use tickwire_rt::{pacing::wait_until, MonoNanos};
 //! let router = RouterChild::start(std::path::Path::new("tickwire"), "spin", Some(0), &[])?;
 //! let stop = StopFlag::install();
 //! harness::pin_current_thread(1);
 //! let mut progress = Progress::new();
-//! let start = harness::now_ns();
+//! let start = MonoNanos::now();
 //! for i in 0..1000u64 {
 //!     if stop.is_set() {
 //!         break; // still report what was measured
 //!     }
-//!     harness::wait_until_ns(start + i * 10_000);
+//!     wait_until(start.add_nanos(i * 10_000));
 //!     // ... send to router.addr ...
 //!     progress.tick(|| format!("sent {i}"));
 //! }
@@ -37,6 +39,7 @@ pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
 pub use tickwire_rt::stop::StopFlag;
 use tickwire_rt::stop::{register_child, terminate};
+pub use tickwire_rt::IdleStrategy;
 
 /// The line the router prints on stdout once it listens, followed by the address.
 const BANNER: &str = "tickwire router listening on ";
@@ -236,17 +239,17 @@ fn taskset_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Monotonic clock in ns (CLOCK_MONOTONIC; the same clock as `tickwire_client::now_nanos`,
-/// so timestamps from the client library and from the bench compare directly).
-#[inline]
-pub fn now_ns() -> u64 {
-    tickwire_client::now_nanos()
-}
+/// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade).
+pub const BENCH_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
 
-/// Busy-waits (sleeping while more than ~200 µs remain) until `now_ns() >= t`.
-/// Returns at once when `t` is already past.
-pub fn wait_until_ns(t: u64) {
-    tickwire_rt::pacing::wait_until(tickwire_rt::MonoNanos(t));
+/// A clap parser for an `--idle`-style option accepting only `allowed` (listed as the
+/// possible values in `--help`).
+pub fn idle_parser(
+    allowed: &'static [IdleStrategy],
+) -> impl clap::builder::TypedValueParser<Value = IdleStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(allowed.iter().map(|i| i.name()))
+        .try_map(move |s| IdleStrategy::parse_one_of(&s, allowed))
 }
 
 /// `--pin NEAR,FAR` of every bench command.

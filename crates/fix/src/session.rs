@@ -2,23 +2,25 @@
 //!
 //! # Driving a session
 //!
-//! A [`Session`] is fed events and time by a driver and polled for what to do. Time
+//! A [`Session`] is fed events and time by a driver and polled for what to do, in the
+//! vocabulary every tickwire core uses (quinn's): `handle_*` for input, `poll_*` for
+//! output ([`Session::poll_event`], [`Session::poll_timeout`]). Time
 //! (`now`) is always wall-clock UTC in nanoseconds since the Unix epoch; it stamps
 //! SendingTime (52) and drives every timer, so tests use a fake clock.
 //!
 //! ```text
-//! driver                                  session
-//! ──────                                  ───────
-//! (initiator) poll() == Connect   ──►  open TCP
-//! connected                       ──►  on_connected(now)            initiator: Logon queued
-//! frame a complete message        ──►  on_message(now, bytes)       checks, answers, events
-//! timer fires (next_deadline)     ──►  on_timer(now)                heartbeats, timeouts,
+//! driver                                 session
+//! ──────                                 ───────
+//! (initiator) poll_event() == Connect ─► open TCP
+//! connected                         ──►  handle_connected(now)      initiator: Logon queued
+//! frame a complete message          ──►  handle_message(now, bytes) checks, answers, events
+//! timer fires (poll_timeout)        ──►  handle_timeout(now)        heartbeats, timeouts,
 //!                                                                   schedule, reconnect
-//! application sends               ──►  send_app(now, type, body)    stored, sent if logged on
-//! connection lost / closed        ──►  on_disconnected(now)
-//! after EVERY call above: while let Some(o) = poll() { Send(bytes) → write;
+//! application sends                 ──►  send_app(now, type, body)  stored, sent if logged on
+//! connection lost / closed          ──►  handle_disconnected(now)
+//! after EVERY call above: while let Some(o) = poll_event() { Send(bytes) → write;
 //!     Disconnect → close; Connect → connect; Event(e) → application }
-//! then sleep until next_deadline() (or input), and call store_mut().flush() per the
+//! then sleep until poll_timeout() (or input), and call store_mut().flush() per the
 //! store's sync policy.
 //! ```
 //!
@@ -439,7 +441,7 @@ impl<S: MessageStore> Session<S> {
         self.received_logon && self.sent_logon
     }
 
-    /// Between [`Session::on_connected`] and the disconnect.
+    /// Between [`Session::handle_connected`] and the disconnect.
     pub fn is_connected(&self) -> bool {
         self.connected
     }
@@ -461,16 +463,22 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// The next output, in order. Drain it (until None) after every other call.
-    pub fn poll(&mut self) -> Option<Output<'_>> {
+    ///
+    /// One queue rather than quinn's separate `poll_transmit` and `poll_event`: the
+    /// outputs are ordered with respect to each other (bytes to send, then a
+    /// `Disconnect` that must come after them, a `FromApp` event whose callback may
+    /// send on this session), and a driver handling them in the order produced is what
+    /// makes "the Logout is written before the socket closes" hold.
+    pub fn poll_event(&mut self) -> Option<Output<'_>> {
         self.out.poll()
     }
 
-    /// The latest time at which [`Session::on_timer`] must be called (it may be
+    /// The latest time at which [`Session::handle_timeout`] must be called (it may be
     /// called earlier or more often: spurious calls do nothing). A deadline at or
     /// before the current time means "now" (e.g. a new initiator's first connection).
     /// None: nothing is scheduled (an acceptor that is not connected, or an
     /// initiator waiting for its driver's connection attempt).
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<u64> {
         let at = |since: u64, secs: u64| (since / NANOS).saturating_add(secs).saturating_mul(NANOS);
         let mut d: Option<u64> = None;
         let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
@@ -521,7 +529,7 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection is up (initiator: after a [`Output::Connect`]; acceptor: the
     /// driver accepted a connection for this session). An initiator sends its Logon.
-    pub fn on_connected(&mut self, now: u64) {
+    pub fn handle_connected(&mut self, now: u64) {
         self.enter(now);
         self.connecting = false;
         if self.connected {
@@ -548,7 +556,7 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection ended (closed by the peer, an IO error, or a failed connection
     /// attempt). Safe to call after the session asked for the disconnect itself.
-    pub fn on_disconnected(&mut self, now: u64) {
+    pub fn handle_disconnected(&mut self, now: u64) {
         self.enter(now);
         self.connecting = false;
         if self.connected {
@@ -561,7 +569,7 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// One complete message as framed by [`codec::frame_len`].
-    pub fn on_message(&mut self, now: u64, raw: &[u8]) {
+    pub fn handle_message(&mut self, now: u64, raw: &[u8]) {
         self.enter(now);
         if !self.connected {
             return;
@@ -571,8 +579,8 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// Heartbeats, test requests, logon/logout timeouts, the schedule and (initiator)
-    /// reconnection. Call it at [`Session::next_deadline`] at the latest.
-    pub fn on_timer(&mut self, now: u64) {
+    /// reconnection. Call it at [`Session::poll_timeout`] at the latest.
+    pub fn handle_timeout(&mut self, now: u64) {
         self.enter(now);
         let r = if self.connected {
             self.timer(now)

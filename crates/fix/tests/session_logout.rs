@@ -42,7 +42,7 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
     h.logon_as_initiator();
     h.s.logout(h.now, None);
     assert_eq!(sends(&h.drain()), vec![format!("35=5|{}", h.hdr(2))]);
-    assert_eq!(h.s.next_deadline(), Some(T0 + 2 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(T0 + 2 * NANOS));
     assert_eq!(h.advance(1), vec![]);
     let out = h.advance(1);
     assert_eq!(

@@ -141,7 +141,7 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     use tickwire_fix::store::{FileStore, MessageStore, SyncPolicy};
     fn sent<S: MessageStore>(s: &mut Session<S>) -> Vec<String> {
         let mut v = Vec::new();
-        while let Some(o) = s.poll() {
+        while let Some(o) = s.poll_event() {
             if let Output::Send(b) = o {
                 v.push(strip(b));
             }
@@ -158,11 +158,11 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     {
         let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
         let mut s = Session::new(cfg.clone(), store).unwrap();
-        s.on_connected(T0);
-        s.on_message(T0, &peer.build("A", 1, "98=0|108=30|"));
+        s.handle_connected(T0);
+        s.handle_message(T0, &peer.build("A", 1, "98=0|108=30|"));
         assert!(s.is_logged_on());
         s.send_app(T0, b"D", b"11=A\x01").unwrap();
-        s.on_disconnected(T0);
+        s.handle_disconnected(T0);
         s.send_app(T0, b"D", b"11=B\x01").unwrap();
         s.store_mut().flush().unwrap();
         sent(&mut s);
@@ -171,14 +171,14 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
     let mut s = Session::new(cfg, store).unwrap();
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (4, 2));
-    s.on_connected(T0);
+    s.handle_connected(T0);
     assert_eq!(
         sent(&mut s),
         vec![format!("35=A|{}98=0|108=30|", peer.hdr(4))]
     );
-    s.on_message(T0, &peer.build("A", 2, "98=0|108=30|"));
+    s.handle_message(T0, &peer.build("A", 2, "98=0|108=30|"));
     assert!(s.is_logged_on());
-    s.on_message(T0, &peer.build("2", 3, "7=3|16=0|"));
+    s.handle_message(T0, &peer.build("2", 3, "7=3|16=0|"));
     let now = ts(T0);
     assert_eq!(
         sent(&mut s),

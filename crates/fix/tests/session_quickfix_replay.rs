@@ -129,7 +129,7 @@ struct Replay {
 
 impl Replay {
     fn drain(&mut self) {
-        while let Some(o) = self.s.poll() {
+        while let Some(o) = self.s.poll_event() {
             match o {
                 Output::Send(b) => self.pending.push_back(Pending::Send(pretty(b))),
                 Output::Disconnect => self.pending.push_back(Pending::Disconnect),
@@ -151,7 +151,7 @@ impl Replay {
             match codec::frame_len(&self.stream, 1 << 20) {
                 Ok(Some(n)) => {
                     let frame: Vec<u8> = self.stream.drain(..n).collect();
-                    self.s.on_message(self.now, &frame);
+                    self.s.handle_message(self.now, &frame);
                     self.drain();
                 }
                 Ok(None) => break,
@@ -165,7 +165,7 @@ impl Replay {
 
     fn timer(&mut self, at: u64) {
         self.now = self.now.max(at);
-        self.s.on_timer(self.now);
+        self.s.handle_timeout(self.now);
         self.drain();
     }
 }
@@ -220,7 +220,7 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
         delivered: VecDeque::new(),
         stream: Vec::new(),
     };
-    r.s.on_connected(r.now);
+    r.s.handle_connected(r.now);
     r.drain();
     for (i, line) in lines.iter().enumerate() {
         let at = |what: &str| format!("line {}: {what}", i + 1);

@@ -63,7 +63,7 @@ proptest! {
         h.feed(&m);
         h.advance(40);
         // A deadline is always computable and the outputs always drain.
-        let _ = h.s.next_deadline();
-        prop_assert!(h.s.poll().is_none());
+        let _ = h.s.poll_timeout();
+        prop_assert!(h.s.poll_event().is_none());
     }
 }

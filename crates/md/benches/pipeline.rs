@@ -57,7 +57,7 @@ fn run(f: &mut FeedHandler, packets: &[Vec<u8>], tx: &mut Vec<u8>) -> u64 {
             };
             let _ = encode_publish(tx, topic, payload, opts, DEFAULT_MAX_FRAME);
         };
-        f.handle_packet(now, p, &mut sink);
+        f.handle_datagram(tickwire_rt::MonoNanos(now), p, &mut sink);
     }
     f.counters().published
 }

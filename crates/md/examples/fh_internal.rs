@@ -90,7 +90,7 @@ fn main() {
             };
             let _ = encode_publish(&mut tx, topic, payload, opts, DEFAULT_MAX_FRAME);
         };
-        f.handle_packet(rx, p, &mut sink);
+        f.handle_datagram(tickwire_rt::MonoNanos(rx), p, &mut sink);
         busy += now() - rx;
     }
     lat.sort_unstable();

@@ -20,35 +20,17 @@ use std::time::Duration;
 
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
-use tickwire_rt::{MonoNanos, StopFlag};
+use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
-/// How the feed handler waits for packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
-    Spin,
-    Block,
-}
+/// The idle strategies the feed handler supports: spin (poll without sleeping) and
+/// block (wait in `poll(2)` up to 1 ms).
+pub const FEED_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
 
-impl std::fmt::Display for Idle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Idle::Spin => "spin",
-            Idle::Block => "block",
-        })
-    }
-}
-
-impl std::str::FromStr for Idle {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Idle, String> {
-        match s {
-            "spin" => Ok(Idle::Spin),
-            "block" => Ok(Idle::Block),
-            _ => Err(format!("{s:?} is not an idle strategy (spin or block)")),
-        }
-    }
+/// Parses a feed-handler `--idle` value: spin or block.
+pub fn parse_feed_idle(s: &str) -> Result<IdleStrategy, String> {
+    IdleStrategy::parse_one_of(s, &FEED_IDLE)
 }
 
 /// Settings of a feed-handler run.
@@ -61,7 +43,8 @@ pub struct HandlerOptions {
     /// The router to publish to.
     pub router: String,
     pub feed: FeedConfig,
-    pub idle: Idle,
+    /// [`FEED_IDLE`]: spin or block.
+    pub idle: IdleStrategy,
     /// Stop after End of Session was received and no gap is open (default on).
     pub exit_on_end_of_session: bool,
     /// Print the per-second counters to stderr.
@@ -152,8 +135,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        let now = MonoNanos::now().as_nanos();
-                        core.handle_packet(now, &buf[..n], &mut sink);
+                        core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -163,7 +145,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 3. Timeouts and re-requests.
-        let now = MonoNanos::now().as_nanos();
+        let now = MonoNanos::now();
         if core.poll_timeout().is_some_and(|t| now >= t) {
             core.handle_timeout(now, &mut sink);
         }
@@ -175,13 +157,13 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         client
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
-        while let Some(r) = core.poll_request() {
+        while let Some(r) = core.poll_transmit() {
             if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
                 report.requests_sent += 1;
             }
         }
         // 4. Per-second counters.
-        if now >= next_second {
+        if now.as_nanos() >= next_second {
             let c = core.counters();
             let s = Second {
                 second: (next_second - start) / 1_000_000_000,
@@ -217,7 +199,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         if stop.is_set() {
             break;
         }
-        if got == 0 && opts.idle == Idle::Block {
+        if got == 0 && opts.idle == IdleStrategy::Block {
             let (feed_fd, req_fd) = (feed.as_fd(), req.as_fd());
             let mut fds = [
                 rustix::event::PollFd::new(&feed_fd, rustix::event::PollFlags::IN),

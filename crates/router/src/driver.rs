@@ -21,7 +21,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
-use crate::config::{Config, ConfigError, IdleStrategy};
+use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
 use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
@@ -175,7 +175,7 @@ impl Router {
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
     pub fn run(mut self) -> Result<Totals, Error> {
         let cfg = self.core.config().clone();
-        let spin_ns = cfg.hybrid_spin_us * 1_000;
+        let hybrid_spin = Duration::from_micros(cfg.hybrid_spin_us);
         let mut events = Events::with_capacity(1024);
         let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
         let mut reading: Vec<Slot> = Vec::with_capacity(1024);
@@ -196,13 +196,11 @@ impl Router {
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else {
-                match cfg.idle {
-                    IdleStrategy::Spin => Some(Duration::ZERO),
-                    IdleStrategy::Hybrid if now.saturating_sub(last_active) < spin_ns => {
-                        Some(Duration::ZERO)
-                    }
-                    IdleStrategy::Hybrid | IdleStrategy::Block => Some(MAX_BLOCK),
-                }
+                Some(cfg.idle.wait_timeout(
+                    Duration::from_nanos(now.saturating_sub(last_active)),
+                    hybrid_spin,
+                    MAX_BLOCK,
+                ))
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {

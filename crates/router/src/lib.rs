@@ -17,5 +17,5 @@ pub mod driver;
 pub mod egress;
 pub mod index;
 
-pub use config::{Config, IdleStrategy, SlowConsumerPolicy};
+pub use config::{parse_router_idle, Config, IdleStrategy, SlowConsumerPolicy, ROUTER_IDLE};
 pub use driver::{Router, RouterHandle};

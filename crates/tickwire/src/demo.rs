@@ -11,11 +11,13 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use anyhow::Context;
 use clap::Args;
 use hdrhistogram::Histogram;
-use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
+use tickwire_bench::stats::{Counters, SeqTracker};
+use tickwire_client::{Client, ClientOptions, Wait};
 use tickwire_router::{Config, IdleStrategy, Router};
 use tickwire_wire::frame::PublishOptions;
 use tickwire_wire::topic::pattern_matches;
@@ -63,7 +65,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
     rate: u64,
     /// The router's idle strategy: block, spin or hybrid.
-    #[arg(long, default_value = "hybrid", value_name = "STRATEGY")]
+    #[arg(long, default_value = "hybrid", value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: IdleStrategy,
     /// Skip the market-data part (synthetic ITCH feed → feed handler → router → clients).
     #[arg(long)]
@@ -115,11 +117,10 @@ fn topic_index(t: &str) -> Option<usize> {
 
 #[derive(Default)]
 struct SubResult {
-    received: u64,
+    /// Received, gaps, duplicates and out of order, per topic by the bench's
+    /// [`SeqTracker`] (a message on a topic it does not know counts as out of order).
+    counters: Counters,
     discarded: u64,
-    gaps: u64,
-    duplicates: u64,
-    out_of_order: u64,
     latency: Option<Histogram<u64>>,
     router_hop: Option<Histogram<u64>>,
 }
@@ -252,13 +253,13 @@ fn market_data() -> anyhow::Result<bool> {
         clients: 2,
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
-        feed_idle: tickwire_md::handler::Idle::Spin,
+        feed_idle: tickwire_rt::IdleStrategy::Spin,
         pin: None,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,
     };
-    let stop = tickwire_bench::harness::StopFlag::install();
+    let stop = tickwire_rt::StopFlag::install();
     let report = tickwire_bench::md_replay::repro::run(&opts, &stop)?;
     Ok(report.results.iter().all(|r| r.lossless))
 }
@@ -288,18 +289,11 @@ fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Resu
     let md_payload = vec![b'q'; 100];
     let order_payload = vec![b'o'; 600];
     let mut buf = Vec::with_capacity(600);
-    let start_ns = now_nanos();
+    let start_ns = MonoNanos::now().as_nanos();
     let started = Instant::now();
     for i in 0..total {
         let intended = start_ns + i * 1_000_000_000 / rate;
-        while now_nanos() < intended {
-            let left = intended - now_nanos().min(intended);
-            if left > 300_000 {
-                std::thread::sleep(Duration::from_nanos(left - 200_000));
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        tickwire_rt::pacing::wait_until(MonoNanos(intended));
         // Every third message is an order; the rest are quotes.
         let (client, topic_i, payload) = if i % 3 == 2 {
             let k = (i / 3) as usize % ORDER_TOPICS.len();
@@ -315,7 +309,7 @@ fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Resu
         buf.extend_from_slice(&seq.to_le_bytes());
         buf.extend_from_slice(&intended.to_le_bytes());
         buf.extend_from_slice(&payload[16..]);
-        let now = now_nanos();
+        let now = MonoNanos::now().as_nanos();
         late.saturating_record(now.saturating_sub(intended));
         let opts = PublishOptions {
             seq: None,
@@ -360,12 +354,12 @@ fn subscriber(
         router_hop: Some(new_hist()?),
         ..SubResult::default()
     };
-    let mut next_seq = vec![0u64; MD_TOPICS.len() + ORDER_TOPICS.len()];
+    let mut trackers = vec![SeqTracker::default(); MD_TOPICS.len() + ORDER_TOPICS.len()];
     let mut grace_end: Option<Instant> = None;
     loop {
         let want = expected[i].load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
-            if r.received >= want {
+            if r.counters.received >= want {
                 break;
             }
             let end = *grace_end.get_or_insert_with(|| Instant::now() + Duration::from_secs(3));
@@ -377,11 +371,10 @@ fn subscriber(
         let (Some(lat), Some(hop)) = (lat, hop) else {
             break;
         };
-        let mut counts = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (counters, discarded) = (&mut r.counters, &mut r.discarded);
         c.poll(Wait::Timeout(Duration::from_millis(20)), |m| {
-            let now = now_nanos();
-            counts.0 += 1;
-            counts.1 += m.discarded();
+            let now = MonoNanos::now().as_nanos();
+            *discarded += m.discarded();
             let p = m.payload();
             let seq = u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8]));
             let intended = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
@@ -389,26 +382,15 @@ fn subscriber(
             if let Some(st) = m.stamps() {
                 hop.saturating_record(st.router_out.saturating_sub(st.router_in));
             }
-            if let Some(t) = topic_index(m.topic()) {
-                let want = next_seq[t];
-                if seq == want {
-                    next_seq[t] = seq + 1;
-                } else if seq > want {
-                    counts.2 += seq - want;
-                    next_seq[t] = seq + 1;
-                } else {
-                    counts.3 += 1;
+            match topic_index(m.topic()) {
+                Some(t) => trackers[t].observe(seq, 1, counters),
+                None => {
+                    counters.received += 1;
+                    counters.out_of_order += 1;
                 }
-            } else {
-                counts.4 += 1;
             }
         })
         .with_context(|| format!("subscriber {} receiving", s.name))?;
-        r.received += counts.0;
-        r.discarded += counts.1;
-        r.gaps += counts.2;
-        r.duplicates += counts.3;
-        r.out_of_order += counts.4;
     }
     c.close().ok();
     Ok(r)
@@ -458,9 +440,10 @@ fn report(
     let mut hop_all = new_hist().ok();
     let mut ok = true;
     for (i, (s, r)) in SUBS.iter().zip(results).enumerate() {
+        let c = &r.counters;
         let want = expected[i].load(Ordering::Acquire);
-        let lost = want.saturating_sub(r.received);
-        ok &= lost == 0 && r.duplicates == 0 && r.out_of_order == 0 && r.received == want;
+        let lost = want.saturating_sub(c.received);
+        ok &= lost == 0 && c.duplicates == 0 && c.out_of_order == 0 && c.received == want;
         let Some(h) = &r.latency else { continue };
         if let (Some(all), Some(hop_all), Some(hop)) = (&mut all, &mut hop_all, &r.router_hop) {
             all.add(h).ok();
@@ -471,18 +454,18 @@ fn report(
             s.name,
             s.patterns.join(" "),
             want,
-            r.received,
+            c.received,
             lost,
-            r.duplicates,
+            c.duplicates,
             us(h.value_at_quantile(0.5)),
             us(h.value_at_quantile(0.99)),
             us(h.value_at_quantile(0.999)),
             us(h.max()),
         );
-        if r.discarded > 0 || r.gaps > 0 || r.out_of_order > 0 {
+        if r.discarded > 0 || c.gaps > 0 || c.out_of_order > 0 {
             println!(
                 "         discarded by router: {}, sequence gaps: {}, out of order: {}",
-                r.discarded, r.gaps, r.out_of_order
+                r.discarded, c.gaps, c.out_of_order
             );
         }
     }

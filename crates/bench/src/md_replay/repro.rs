@@ -20,12 +20,13 @@ use tickwire_itch::Session;
 use tickwire_md::exchange::SessionData;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::generator::{write_session, GeneratorConfig};
-use tickwire_md::handler::{self, HandlerOptions, Idle};
+use tickwire_md::handler::{self, HandlerOptions};
 use tickwire_md::publisher::{self, PublishOptions};
+use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
-use crate::report::{latency_table, line_chart_svg, write_json, Machine, Series};
+use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
 /// Settings of the reproduction.
@@ -44,7 +45,7 @@ pub struct ReproOptions {
     pub clients: usize,
     pub window: Duration,
     pub router_idle: String,
-    pub feed_idle: Idle,
+    pub feed_idle: IdleStrategy,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
@@ -168,14 +169,16 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         window_seconds: opts.window.as_secs_f64(),
         results,
     };
-    if let Some(j) = &opts.json {
-        write_json(j, &report)?;
-        println!("\nJSON: {}", j.display());
+    if opts.json.is_some() {
+        println!();
     }
-    if let Some(p) = &opts.plot {
-        plot(p, &report)?;
-        println!("plot: {}", p.display());
-    }
+    write_outputs(
+        opts.json.as_deref(),
+        &report,
+        opts.plot.as_deref(),
+        |p| plot(p, &report),
+        Announce::Labelled,
+    )?;
     Ok(report)
 }
 

@@ -24,6 +24,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -167,12 +168,14 @@ pub fn run(
 
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
-    oe.session.on_connected(clock.wall(harness::now_ns()));
+    oe.session
+        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
     oe.pump(&mut rec);
-    md.session.on_connected(clock.wall(harness::now_ns()));
+    md.session
+        .handle_connected(clock.wall(MonoNanos::now().as_nanos()));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
-        let wall = clock.wall(harness::now_ns());
+        let wall = clock.wall(MonoNanos::now().as_nanos());
         for c in [&mut oe, &mut md] {
             c.flush();
             c.read(wall, &mut rec);
@@ -210,7 +213,7 @@ pub fn run(
     let end_ns = tl.end_ns();
     let mut cpu_at: Vec<Option<CpuTime>> = vec![None; n_phases + 1];
     cpu_at[0] = cpu();
-    let start = harness::now_ns();
+    let start = MonoNanos::now().as_nanos();
     rec.start = start;
     let mut time_phase = 0usize;
     let mut next = 0u64;
@@ -225,7 +228,7 @@ pub fn run(
     let mut sent_until_ns = end_ns;
 
     loop {
-        let now = harness::now_ns();
+        let now = MonoNanos::now().as_nanos();
         let rel = now - start;
         let wall = clock.wall(now);
         rec.recv_rel = rel;
@@ -257,7 +260,7 @@ pub fn run(
             let sent_rel = if burst == 0 {
                 rel
             } else {
-                harness::now_ns() - start
+                MonoNanos::now().as_nanos() - start
             };
             if let Err(e) = md
                 .session
@@ -409,7 +412,7 @@ impl Clock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Clock {
-            offset: wall.wrapping_sub(harness::now_ns()),
+            offset: wall.wrapping_sub(MonoNanos::now().as_nanos()),
         }
     }
 
@@ -558,7 +561,7 @@ impl Conn {
         // The simulator never resends: keeping every X would only cost memory.
         cfg.persist_messages = false;
         cfg.logon_timeout = opts.logon_timeout.as_secs().max(1) as u32;
-        let wall = Clock::new().wall(harness::now_ns());
+        let wall = Clock::new().wall(MonoNanos::now().as_nanos());
         let session = Session::new(cfg, MemoryStore::new(wall))
             .map_err(|e| anyhow::anyhow!("{name} session configuration: {e}"))?;
         Ok(Conn {
@@ -577,7 +580,7 @@ impl Conn {
 
     /// Drains the session's outputs: bytes to the write buffer, orders to `rec`.
     fn pump(&mut self, rec: &mut Recorder<'_>) {
-        while let Some(o) = self.session.poll() {
+        while let Some(o) = self.session.poll_event() {
             match o {
                 Output::Send(b) => self.wbuf.extend_from_slice(b),
                 Output::Disconnect => self.open = false,
@@ -606,7 +609,7 @@ impl Conn {
         match self.sock.read(&mut self.rbuf[self.rlen..]) {
             Ok(0) => {
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(wall);
                 self.pump(rec);
                 return;
             }
@@ -614,7 +617,7 @@ impl Conn {
                 self.rlen += n;
                 // The receive time of everything in this read (not the turn's start:
                 // the turn may have spent microseconds sending first).
-                rec.recv_rel = harness::now_ns().saturating_sub(rec.start);
+                rec.recv_rel = MonoNanos::now().as_nanos().saturating_sub(rec.start);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 return
@@ -622,7 +625,7 @@ impl Conn {
             Err(e) => {
                 self.note(format!("read error: {e}"));
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(wall);
                 self.pump(rec);
                 return;
             }
@@ -631,7 +634,7 @@ impl Conn {
         while pos < self.rlen {
             match frame_len(&self.rbuf[pos..self.rlen], MAX_MESSAGE) {
                 Ok(Some(n)) => {
-                    self.session.on_message(wall, &self.rbuf[pos..pos + n]);
+                    self.session.handle_message(wall, &self.rbuf[pos..pos + n]);
                     pos += n;
                     self.pump(rec);
                 }
@@ -652,8 +655,8 @@ impl Conn {
     }
 
     fn timers(&mut self, wall: u64, rec: &mut Recorder<'_>) {
-        if self.session.next_deadline().is_some_and(|d| wall >= d) {
-            self.session.on_timer(wall);
+        if self.session.poll_timeout().is_some_and(|d| wall >= d) {
+            self.session.handle_timeout(wall);
             self.pump(rec);
         }
     }

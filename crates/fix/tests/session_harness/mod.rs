@@ -90,7 +90,7 @@ impl Harness {
     /// Moves the fake clock forward and fires the timer.
     pub fn advance(&mut self, secs: u64) -> Vec<Act> {
         self.now += secs * NANOS;
-        self.s.on_timer(self.now);
+        self.s.handle_timeout(self.now);
         self.drain()
     }
 
@@ -100,18 +100,18 @@ impl Harness {
     }
 
     pub fn connect(&mut self) -> Vec<Act> {
-        self.s.on_connected(self.now);
+        self.s.handle_connected(self.now);
         self.drain()
     }
 
     pub fn disconnected(&mut self) -> Vec<Act> {
-        self.s.on_disconnected(self.now);
+        self.s.handle_disconnected(self.now);
         self.drain()
     }
 
     /// Feeds raw bytes as one framed message.
     pub fn feed(&mut self, raw: &[u8]) -> Vec<Act> {
-        self.s.on_message(self.now, raw);
+        self.s.handle_message(self.now, raw);
         self.drain()
     }
 
@@ -166,7 +166,7 @@ impl Harness {
 
     pub fn drain(&mut self) -> Vec<Act> {
         let mut v = Vec::new();
-        while let Some(o) = self.s.poll() {
+        while let Some(o) = self.s.poll_event() {
             v.push(match o {
                 Output::Send(b) => Act::Send(strip(b)),
                 Output::Disconnect => Act::Disconnect,
