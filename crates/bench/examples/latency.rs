@@ -26,6 +26,11 @@
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
 
+// An example is a small program: it prints its results.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// An example stops at the first surprise: unwrap/expect are its error handling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};

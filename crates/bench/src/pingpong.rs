@@ -241,7 +241,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     let mut ctx = Ctx {
         args,
         stop: stop.clone(),
-        progress: Progress::new(),
+        progress: Progress::new(crate::harness::print_line),
     };
 
     let mut router_desc = None;

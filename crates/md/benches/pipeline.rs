@@ -14,6 +14,9 @@
 //!
 //! Two variants: quotes and trades only (the default feed), and with 5-level depth.
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tickwire_itch::{PacketBuilder, Session};
 use tickwire_md::feed::{FeedConfig, FeedHandler};

@@ -6,6 +6,9 @@
 //! garbage. The receive timestamp is the same constant in every run, so streams are
 //! comparable byte for byte.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_itch::{
     AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
     StockDirectory, Symbol, MOLD_HEADER_LEN,
@@ -290,7 +293,10 @@ fn directory(locate: u16, name: &str) -> Message {
         tracking_number: 0,
         timestamp: 1,
     };
-    Message::from(StockDirectory::common_stock(header, Symbol::new(name).unwrap()))
+    Message::from(StockDirectory::common_stock(
+        header,
+        Symbol::new(name).unwrap(),
+    ))
 }
 
 fn add(locate: u16, order_ref: u64, side: Side, price: u32) -> Message {

@@ -5,6 +5,9 @@
 //! trades and quotes the model derives from the ITCH input, field by field, and
 //! applies every message once.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod model;
 
 use proptest::prelude::*;

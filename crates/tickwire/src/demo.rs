@@ -53,13 +53,19 @@ simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data 
 It runs twice, side by side: tickwire's FIX engine with its durable file store, then a
 raw-socket responder with no FIX engine (the floor). The report gives latency from each
 X's intended send time to its order, and the CPU each algo spent per tick. The full
-test: `tickwire bench tick-to-trade`.";
+test: `tickwire bench tick-to-trade`.
+
+Examples:
+  tickwire demo                                   # the whole tour (about 20 s)
+  tickwire demo --duration 2s --no-market-data --no-tick-to-trade   # pub/sub only
+  tickwire demo --rate 50k --idle spin            # busier, lowest-latency router
+  tickwire demo --duration 1m                     # a longer pub/sub part";
 
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]
 pub struct DemoArgs {
-    /// Seconds of traffic.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds).
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::units::parse_secs)]
     duration: f64,
     /// Total messages per second over both publishers (e.g. 20000, 50k).
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
@@ -128,7 +134,7 @@ struct SubResult {
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         a.duration > 0.0 && a.duration <= 3600.0,
-        "--duration must be between 0 and 3600 seconds"
+        "--duration must be above 0 and at most 1h"
     );
     anyhow::ensure!(a.rate > 0, "--rate must be above 0 for the demo");
     let cfg = Config {

@@ -92,6 +92,12 @@ another: each command uses the sessions of its ConnectionType):
   SocketConnectHost=127.0.0.1
   SocketConnectPort=9878
 
+Examples:
+  tickwire fix acceptor --config fix.cfg --app echo      # the venue side, echoing
+  tickwire fix initiator --config fix.cfg                # the client side; type
+                                                         # '35=D|11=ORD1|...' to send
+  tickwire fix acceptor --config fix.cfg --no-out        # print only what arrives
+
 More: docs/fix.md (\"Engine and CLI\").";
 
 /// `tickwire fix ...`

@@ -2,6 +2,11 @@
 //! (and a real NATS server when one is installed), tiny rates, short runs. Checks that
 //! the report's counters reconcile; never asserts timing.
 
+// A test shows the child's output on failure: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

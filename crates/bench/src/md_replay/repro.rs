@@ -213,7 +213,7 @@ fn one_speed(
         feed: FeedConfig::default(),
         idle: opts.feed_idle,
         exit_on_end_of_session: true,
-        print_counters: false,
+        on_second: None,
     };
     let fh_stop = stop.clone();
     let fh_cpu = opts.pin.map(|p| p.far);
@@ -238,7 +238,7 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
-        progress: true,
+        progress: Some(crate::harness::print_line),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh
