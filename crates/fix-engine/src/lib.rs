@@ -126,12 +126,3 @@ pub enum Error {
         source: std::io::Error,
     },
 }
-
-/// Wall-clock UTC in nanoseconds since the Unix epoch: the engine reads it once per
-/// loop turn and passes it to every session call.
-pub fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}

@@ -7,12 +7,13 @@
 mod session_harness;
 
 use session_harness::*;
+use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_4a_heartbeat_sent_after_heart_bt_int_of_silence() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
-    assert_eq!(h.s.poll_timeout(), Some(T0 + 30 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 30 * NANOS)));
     assert_eq!(h.advance(29), vec![]);
     let out = h.advance(1);
     assert_eq!(out, vec![Act::Send(format!("35=0|{}", h.hdr(2)))]);
@@ -55,7 +56,7 @@ fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
     h.advance(30); // heartbeat 2
-    assert_eq!(h.s.poll_timeout(), Some(T0 + 36 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 36 * NANOS)));
     assert_eq!(h.advance(5), vec![]);
     let out = h.advance(1);
     assert_eq!(

@@ -24,6 +24,7 @@ mod spec;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tickwire_rt::UtcNanos;
 
 use session_harness::{pretty, strip};
 use tickwire_fix::codec::{self, parse_utc_timestamp};
@@ -156,7 +157,7 @@ impl Replay {
             match codec::frame_len(&self.stream, 1 << 20) {
                 Ok(Some(n)) => {
                     let frame: Vec<u8> = self.stream.drain(..n).collect();
-                    self.s.handle_message(self.now, &frame);
+                    self.s.handle_message(UtcNanos(self.now), &frame);
                     self.drain();
                 }
                 Ok(None) => break,
@@ -170,7 +171,7 @@ impl Replay {
 
     fn timer(&mut self, at: u64) {
         self.now = self.now.max(at);
-        self.s.handle_timeout(self.now);
+        self.s.handle_timeout(UtcNanos(self.now));
         self.drain();
     }
 }
@@ -225,7 +226,7 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
         delivered: VecDeque::new(),
         stream: Vec::new(),
     };
-    r.s.handle_connected(r.now);
+    r.s.handle_connected(UtcNanos(r.now));
     r.drain();
     for (i, line) in lines.iter().enumerate() {
         let at = |what: &str| format!("line {}: {what}", i + 1);
@@ -246,18 +247,18 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
                     .pop_front()
                     .ok_or_else(|| at("application answer without a delivered message"))?;
                 if mt == "j" && field(expected, "380") == Some("3") {
-                    r.s.reject_unsupported(r.now, seq, ref_mt.as_bytes())
+                    r.s.reject_unsupported(UtcNanos(r.now), seq, ref_mt.as_bytes())
                         .map_err(|e| at(&e.to_string()))?;
                 } else {
                     let body = body_after_header(expected);
-                    r.s.send_app(r.now, mt.as_bytes(), body.as_bytes())
+                    r.s.send_app(UtcNanos(r.now), mt.as_bytes(), body.as_bytes())
                         .map_err(|e| at(&e.to_string()))?;
                 }
                 r.drain();
             }
             if r.pending.is_empty() && mt == "5" {
                 // QuickFIX was stopped: it logged out.
-                r.s.logout(r.now, None);
+                r.s.logout(UtcNanos(r.now), None);
                 r.drain();
             }
             match r.pending.pop_front() {

@@ -8,6 +8,7 @@ mod session_harness;
 
 use proptest::prelude::*;
 use session_harness::*;
+use tickwire_rt::UtcNanos;
 
 fn corrupt(mut m: Vec<u8>, edits: &[(usize, u8)]) -> Vec<u8> {
     for &(i, b) in edits {
@@ -55,7 +56,7 @@ proptest! {
         let mut h = Harness::initiator("FIX.4.2");
         if logged_on {
             h.logon_as_initiator();
-            h.s.send_app(h.now, b"D", b"11=Q\x01").unwrap();
+            h.s.send_app(UtcNanos(h.now), b"D", b"11=Q\x01").unwrap();
         } else {
             h.connect();
         }
