@@ -220,7 +220,7 @@ pub(crate) struct Slot {
     connect: Vec<(String, u16)>,
     next_addr: usize,
     nodelay: bool,
-    listener: Option<usize>,
+    listener: Option<ListenerId>,
     logged: bool,
     /// `AllowedRemoteAddresses` (empty: any peer).
     allowed: Vec<IpAddr>,
@@ -240,7 +240,7 @@ struct Conn {
     /// The session bound to this connection (acceptor: after its Logon).
     session: Option<usize>,
     /// The listener it was accepted on.
-    listener: Option<usize>,
+    listener: Option<ListenerId>,
     /// The peer's address (accepted connections).
     peer: Option<IpAddr>,
     rbuf: Vec<u8>,
@@ -254,11 +254,28 @@ struct Conn {
     queued: bool,
 }
 
+/// What one poll event says about a socket, copied out of `mio::Events` so that the
+/// loop can act on it while it borrows the engine mutably.
+#[derive(Clone, Copy)]
+struct Ready {
+    token: Token,
+    /// Readable, or closed for reading, or in error: read (to learn which).
+    readable: bool,
+    /// Writable, or closed for writing, or in error.
+    writable: bool,
+    /// The peer closed or the socket is in error: read to the end of the stream.
+    to_eof: bool,
+}
+
+/// A listener: its index in `Net::listeners` (token `LISTENER_BASE + index`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct ListenerId(usize);
+
 /// Everything but the sessions and the application (split for the borrow checker).
 struct Net {
     poll: Poll,
     events: Events,
-    ready: Vec<(Token, bool, bool, bool)>,
+    ready: Vec<Ready>,
     /// `None` once closed (shutdown): a stopping acceptor takes no new connections.
     listeners: Vec<(Option<TcpListener>, SocketAddr)>,
     conns: Vec<Option<Conn>>,
@@ -401,7 +418,7 @@ impl<A: Application> Engine<A> {
                             i
                         }
                     };
-                    Some(i)
+                    Some(ListenerId(i))
                 }
                 (Role::Acceptor, None) => {
                     return Err(Error::Config {
@@ -621,15 +638,23 @@ impl<A: Application> Engine<A> {
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
             let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
             let to_eof = ev.is_read_closed() || ev.is_error();
-            self.net
-                .ready
-                .push((ev.token(), readable, writable, to_eof));
+            self.net.ready.push(Ready {
+                token: ev.token(),
+                readable,
+                writable,
+                to_eof,
+            });
         }
         for i in 0..self.net.ready.len() {
-            let (token, readable, writable, to_eof) = self.net.ready[i];
+            let Ready {
+                token,
+                readable,
+                writable,
+                to_eof,
+            } = self.net.ready[i];
             match token.0 {
                 0 => {}
-                t if t < CONN_BASE => self.accept_all(t - LISTENER_BASE),
+                t if t < CONN_BASE => self.accept_all(ListenerId(t - LISTENER_BASE)),
                 t => {
                     let c = t - CONN_BASE;
                     let state = match self.net.conns.get(c) {
@@ -705,7 +730,7 @@ impl<A: Application> Engine<A> {
     }
 
     /// Whether some session of listener `l` admits a Logon from `peer`.
-    fn listener_admits(&self, l: usize, peer: IpAddr) -> bool {
+    fn listener_admits(&self, l: ListenerId, peer: IpAddr) -> bool {
         self.slots
             .iter()
             .any(|s| s.listener == Some(l) && admits(&s.allowed, peer))
@@ -765,9 +790,9 @@ impl<A: Application> Engine<A> {
         Some(c)
     }
 
-    fn accept_all(&mut self, l: usize) {
+    fn accept_all(&mut self, l: ListenerId) {
         loop {
-            let Some((Some(listener), _)) = self.net.listeners.get(l) else {
+            let Some((Some(listener), _)) = self.net.listeners.get(l.0) else {
                 return;
             };
             match listener.accept() {
