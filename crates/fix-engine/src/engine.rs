@@ -216,7 +216,7 @@ pub(crate) struct Slot {
     pub(crate) touched: bool,
     /// Its store has records to flush this turn.
     dirty: bool,
-    conn: Option<usize>,
+    conn: Option<ConnId>,
     connect: Vec<(String, u16)>,
     next_addr: usize,
     nodelay: bool,
@@ -267,6 +267,11 @@ struct Ready {
     to_eof: bool,
 }
 
+/// A connection: its index in `Net::conns` (token `CONN_BASE + index`; indices of
+/// closed connections are reused).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct ConnId(usize);
+
 /// A listener: its index in `Net::listeners` (token `LISTENER_BASE + index`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct ListenerId(usize);
@@ -279,9 +284,9 @@ struct Net {
     /// `None` once closed (shutdown): a stopping acceptor takes no new connections.
     listeners: Vec<(Option<TcpListener>, SocketAddr)>,
     conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    free_later: Vec<usize>,
-    write_list: Vec<usize>,
+    free: Vec<ConnId>,
+    free_later: Vec<ConnId>,
+    write_list: Vec<ConnId>,
     connects: Vec<usize>,
     next_housekeeping: u64,
     /// Accepted connections closed at once because `max_pending` were waiting for
@@ -607,7 +612,7 @@ impl<A: Application> Engine<A> {
         self.now = now;
         for c in 0..self.net.conns.len() {
             if self.net.conns[c].is_some() {
-                self.close_conn(c, "Disconnecting");
+                self.close_conn(ConnId(c), "Disconnecting");
             }
         }
         self.drain_touched();
@@ -656,8 +661,8 @@ impl<A: Application> Engine<A> {
                 0 => {}
                 t if t < CONN_BASE => self.accept_all(ListenerId(t - LISTENER_BASE)),
                 t => {
-                    let c = t - CONN_BASE;
-                    let state = match self.net.conns.get(c) {
+                    let c = ConnId(t - CONN_BASE);
+                    let state = match self.net.conns.get(c.0) {
                         Some(Some(conn)) => conn.state,
                         _ => continue,
                     };
@@ -668,7 +673,7 @@ impl<A: Application> Engine<A> {
                         // Edge-triggered: bytes that came with the connection must be
                         // read now.
                         let open = matches!(
-                            self.net.conns.get(c),
+                            self.net.conns.get(c.0),
                             Some(Some(conn)) if conn.state == ConnState::Open
                         );
                         if !open {
@@ -758,10 +763,10 @@ impl<A: Application> Engine<A> {
 
     /// Registers a new connection with a read buffer of `rbuf_len` bytes (it grows up
     /// to the connection's frame limit).
-    fn add_conn(&mut self, stream: TcpStream, state: ConnState, rbuf_len: usize) -> Option<usize> {
+    fn add_conn(&mut self, stream: TcpStream, state: ConnState, rbuf_len: usize) -> Option<ConnId> {
         let c = self.net.free.pop().unwrap_or_else(|| {
             self.net.conns.push(None);
-            self.net.conns.len() - 1
+            ConnId(self.net.conns.len() - 1)
         });
         let mut conn = Conn {
             stream,
@@ -779,14 +784,14 @@ impl<A: Application> Engine<A> {
         };
         if let Err(e) = self.net.poll.registry().register(
             &mut conn.stream,
-            Token(CONN_BASE + c),
+            Token(CONN_BASE + c.0),
             Interest::READABLE | Interest::WRITABLE,
         ) {
             tracing::warn!("cannot register a FIX connection: {e}");
             self.net.free.push(c);
             return None;
         }
-        self.net.conns[c] = Some(conn);
+        self.net.conns[c.0] = Some(conn);
         Some(c)
     }
 
@@ -816,7 +821,7 @@ impl<A: Application> Engine<A> {
                     // Before Logon only a Logon is buffered (up to max_logon_len).
                     let rbuf = self.opts.read_buffer.min(self.opts.max_logon_len).max(256);
                     if let Some(c) = self.add_conn(stream, ConnState::Open, rbuf) {
-                        if let Some(Some(conn)) = self.net.conns.get_mut(c) {
+                        if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                             conn.listener = Some(l);
                             conn.peer = Some(peer.ip());
                         }
@@ -870,7 +875,7 @@ impl<A: Application> Engine<A> {
         };
         match c {
             Some(c) => {
-                if let Some(Some(conn)) = self.net.conns.get_mut(c) {
+                if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                     conn.session = Some(k);
                 }
                 self.slots[k].conn = Some(c);
@@ -884,8 +889,8 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    fn finish_connect(&mut self, c: usize) {
-        let Some(Some(conn)) = self.net.conns.get_mut(c) else {
+    fn finish_connect(&mut self, c: ConnId) {
+        let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
             return;
         };
         let result = match conn.stream.take_error() {
@@ -927,9 +932,9 @@ impl<A: Application> Engine<A> {
     /// offered has emptied the receive queue: later bytes raise a new edge, so no
     /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
-    fn read_conn(&mut self, c: usize, to_eof: bool) {
+    fn read_conn(&mut self, c: ConnId, to_eof: bool) {
         loop {
-            let Some(Some(conn)) = self.net.conns.get_mut(c) else {
+            let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
                 return;
             };
             if conn.state != ConnState::Open {
@@ -976,9 +981,9 @@ impl<A: Application> Engine<A> {
     }
 
     /// Frames and delivers every complete message in the read buffer.
-    fn process_frames(&mut self, c: usize) {
+    fn process_frames(&mut self, c: ConnId) {
         loop {
-            let Some(Some(conn)) = self.net.conns.get_mut(c) else {
+            let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
                 return;
             };
             if conn.state != ConnState::Open {
@@ -1022,8 +1027,8 @@ impl<A: Application> Engine<A> {
     }
 
     /// One complete frame `rbuf[a..b]` of connection `c`.
-    fn deliver(&mut self, c: usize, a: usize, b: usize) {
-        let Some(Some(conn)) = self.net.conns.get(c) else {
+    fn deliver(&mut self, c: ConnId, a: usize, b: usize) {
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
             return;
         };
         let k = match conn.session {
@@ -1033,7 +1038,7 @@ impl<A: Application> Engine<A> {
                 None => return,
             },
         };
-        let Some(Some(conn)) = self.net.conns.get(c) else {
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
             return;
         };
         let frame = &conn.rbuf[a..b];
@@ -1051,8 +1056,8 @@ impl<A: Application> Engine<A> {
     /// An acceptor connection's first frame: must be a Logon for a configured session
     /// of this listener that has no connection; otherwise the connection is closed
     /// without a word, as QuickFIX does.
-    fn bind(&mut self, c: usize, a: usize, b: usize) -> Option<usize> {
-        let Some(Some(conn)) = self.net.conns.get(c) else {
+    fn bind(&mut self, c: ConnId, a: usize, b: usize) -> Option<usize> {
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
             return None;
         };
         let listener = conn.listener;
@@ -1107,7 +1112,7 @@ impl<A: Application> Engine<A> {
             }
             Ok(k) => {
                 let nodelay = self.slots[k].nodelay;
-                if let Some(Some(conn)) = self.net.conns.get_mut(c) {
+                if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                     conn.session = Some(k);
                     let _ = conn.stream.set_nodelay(nodelay);
                 }
@@ -1122,8 +1127,8 @@ impl<A: Application> Engine<A> {
     }
 
     /// Closes connection `c` now; a bound session is told (`handle_disconnected`).
-    fn close_conn(&mut self, c: usize, why: &str) {
-        let Some(mut conn) = self.net.conns.get_mut(c).and_then(Option::take) else {
+    fn close_conn(&mut self, c: ConnId, why: &str) {
+        let Some(mut conn) = self.net.conns.get_mut(c.0).and_then(Option::take) else {
             return;
         };
         let _ = self.net.poll.registry().deregister(&mut conn.stream);
@@ -1146,8 +1151,8 @@ impl<A: Application> Engine<A> {
     }
 
     /// Writes what is queued for `c` (one `write` unless the kernel takes less).
-    fn write_conn(&mut self, c: usize) {
-        let Some(Some(conn)) = self.net.conns.get_mut(c) else {
+    fn write_conn(&mut self, c: ConnId) {
+        let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
             return;
         };
         if conn.state == ConnState::Connecting {
@@ -1267,7 +1272,7 @@ impl<A: Application> Engine<A> {
                     ConnState::Connecting => "Connection timed out",
                     _ => "",
                 };
-                self.close_conn(c, why);
+                self.close_conn(ConnId(c), why);
             }
         }
     }
@@ -1299,7 +1304,7 @@ impl<A: Application> Engine<A> {
                 let text = format!("Message store error: {e}");
                 if let Some(c) = self.slots[k].conn {
                     // Nothing of this turn may go out: it is not durable.
-                    if let Some(Some(conn)) = self.net.conns.get_mut(c) {
+                    if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                         conn.wbuf.clear();
                         conn.wpos = 0;
                     }
@@ -1311,7 +1316,7 @@ impl<A: Application> Engine<A> {
         }
         let list = std::mem::take(&mut self.net.write_list);
         for &c in &list {
-            if let Some(Some(conn)) = self.net.conns.get_mut(c) {
+            if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                 conn.queued = false;
             }
             self.write_conn(c);
@@ -1363,7 +1368,7 @@ impl<A: Application> Engine<A> {
                 LoggedOn,
                 LoggedOut,
                 Note,
-                Disconnect(usize),
+                Disconnect(ConnId),
             }
             let then = {
                 let slot = &mut slots[k];
@@ -1377,7 +1382,7 @@ impl<A: Application> Engine<A> {
                 match out {
                     Output::Send(bytes) => {
                         if let Some(c) = conn_idx {
-                            if let Some(Some(conn)) = net.conns.get_mut(c) {
+                            if let Some(Some(conn)) = net.conns.get_mut(c.0) {
                                 conn.wbuf.extend_from_slice(bytes);
                                 if !conn.queued {
                                     conn.queued = true;
@@ -1458,7 +1463,7 @@ impl<A: Application> Engine<A> {
                     app.on_event(key, &scratch.note);
                 }
                 Then::Disconnect(c) => {
-                    if let Some(Some(conn)) = net.conns.get_mut(c) {
+                    if let Some(Some(conn)) = net.conns.get_mut(c.0) {
                         conn.session = None;
                         conn.state = ConnState::Closing;
                         conn.since = now.as_nanos();
