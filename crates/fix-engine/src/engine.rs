@@ -238,7 +238,7 @@ struct Conn {
     stream: TcpStream,
     state: ConnState,
     /// The session bound to this connection (acceptor: after its Logon).
-    session: Option<usize>,
+    session: Option<SessionKey>,
     /// The listener it was accepted on.
     listener: Option<ListenerId>,
     /// The peer's address (accepted connections).
@@ -287,7 +287,7 @@ struct Net {
     free: Vec<ConnId>,
     free_later: Vec<ConnId>,
     write_list: Vec<ConnId>,
-    connects: Vec<usize>,
+    connects: Vec<SessionKey>,
     next_housekeeping: u64,
     /// Accepted connections closed at once because `max_pending` were waiting for
     /// their Logon, or because no session of the listener allows the peer.
@@ -838,8 +838,8 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    fn start_connect(&mut self, k: usize) {
-        let Some(slot) = self.slots.get_mut(k) else {
+    fn start_connect(&mut self, k: SessionKey) {
+        let Some(slot) = self.slots.get_mut(k.0) else {
             return;
         };
         if slot.conn.is_some() {
@@ -878,10 +878,10 @@ impl<A: Application> Engine<A> {
                 if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                     conn.session = Some(k);
                 }
-                self.slots[k].conn = Some(c);
+                self.slots[k.0].conn = Some(c);
             }
             None => {
-                let slot = &mut self.slots[k];
+                let slot = &mut self.slots[k.0];
                 slot.next_addr = slot.next_addr.wrapping_add(1);
                 slot.session.handle_disconnected(self.now);
                 slot.touched = true;
@@ -906,11 +906,13 @@ impl<A: Application> Engine<A> {
             Ok(false) => {}
             Ok(true) => {
                 conn.state = ConnState::Open;
-                let nodelay = k.and_then(|k| self.slots.get(k)).is_none_or(|s| s.nodelay);
+                let nodelay = k
+                    .and_then(|k| self.slots.get(k.0))
+                    .is_none_or(|s| s.nodelay);
                 let _ = conn.stream.set_nodelay(nodelay);
                 if let Some(k) = k {
                     self.note(k, format_args!("Connection succeeded"));
-                    let slot = &mut self.slots[k];
+                    let slot = &mut self.slots[k.0];
                     slot.session.handle_connected(self.now);
                     slot.touched = true;
                     self.drain(k);
@@ -919,7 +921,7 @@ impl<A: Application> Engine<A> {
             Err(e) => {
                 if let Some(k) = k {
                     self.note(k, format_args!("Connection failed: {e}"));
-                    let slot = &mut self.slots[k];
+                    let slot = &mut self.slots[k.0];
                     slot.next_addr = slot.next_addr.wrapping_add(1);
                 }
                 self.close_conn(c, "");
@@ -1042,10 +1044,10 @@ impl<A: Application> Engine<A> {
             return;
         };
         let frame = &conn.rbuf[a..b];
-        let slot = &mut self.slots[k];
+        let slot = &mut self.slots[k.0];
         if slot.logged {
             if let Some(l) = &mut self.log {
-                l.incoming(k, self.now.as_nanos(), frame);
+                l.incoming(k.0, self.now.as_nanos(), frame);
             }
         }
         slot.session.handle_message(self.now, frame);
@@ -1056,7 +1058,7 @@ impl<A: Application> Engine<A> {
     /// An acceptor connection's first frame: must be a Logon for a configured session
     /// of this listener that has no connection; otherwise the connection is closed
     /// without a word, as QuickFIX does.
-    fn bind(&mut self, c: ConnId, a: usize, b: usize) -> Option<usize> {
+    fn bind(&mut self, c: ConnId, a: usize, b: usize) -> Option<SessionKey> {
         let Some(Some(conn)) = self.net.conns.get(c.0) else {
             return None;
         };
@@ -1080,6 +1082,7 @@ impl<A: Application> Engine<A> {
                             && cfg.sender_comp_id.as_bytes() == target
                             && cfg.target_comp_id.as_bytes() == sender
                     })
+                    .map(SessionKey)
                     .ok_or("Session not found for incoming message")
             }
         };
@@ -1089,7 +1092,7 @@ impl<A: Application> Engine<A> {
                 self.close_conn(c, "");
                 None
             }
-            Ok(k) if !peer.is_some_and(|p| admits(&self.slots[k].allowed, p)) => {
+            Ok(k) if !peer.is_some_and(|p| admits(&self.slots[k.0].allowed, p)) => {
                 let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
                 self.note(
                     k,
@@ -1097,12 +1100,12 @@ impl<A: Application> Engine<A> {
                 );
                 tracing::warn!(
                     "FIX acceptor: Logon for {} from {who}, not in its AllowedRemoteAddresses: connection closed",
-                    self.slots[k].id
+                    self.slots[k.0].id
                 );
                 self.close_conn(c, "");
                 None
             }
-            Ok(k) if self.slots[k].conn.is_some() => {
+            Ok(k) if self.slots[k.0].conn.is_some() => {
                 self.note(
                     k,
                     format_args!("Refusing a second connection for this session"),
@@ -1111,12 +1114,12 @@ impl<A: Application> Engine<A> {
                 None
             }
             Ok(k) => {
-                let nodelay = self.slots[k].nodelay;
+                let nodelay = self.slots[k.0].nodelay;
                 if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                     conn.session = Some(k);
                     let _ = conn.stream.set_nodelay(nodelay);
                 }
-                let slot = &mut self.slots[k];
+                let slot = &mut self.slots[k.0];
                 slot.conn = Some(c);
                 slot.session.handle_connected(self.now);
                 slot.touched = true;
@@ -1135,11 +1138,11 @@ impl<A: Application> Engine<A> {
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         self.net.free_later.push(c);
         if let Some(k) = conn.session {
-            if self.slots.get(k).is_some_and(|s| s.conn == Some(c)) {
+            if self.slots.get(k.0).is_some_and(|s| s.conn == Some(c)) {
                 if !why.is_empty() {
                     self.note(k, format_args!("{why}"));
                 }
-                let slot = &mut self.slots[k];
+                let slot = &mut self.slots[k.0];
                 slot.conn = None;
                 slot.session.handle_disconnected(self.now);
                 slot.touched = true;
@@ -1184,18 +1187,18 @@ impl<A: Application> Engine<A> {
 
     // ─── sessions ───────────────────────────────────────────────────────────────
 
-    fn note(&mut self, k: usize, args: std::fmt::Arguments<'_>) {
+    fn note(&mut self, k: SessionKey, args: std::fmt::Arguments<'_>) {
         use std::fmt::Write as _;
         self.scratch.note.clear();
         let _ = self.scratch.note.write_fmt(args);
-        if let Some(slot) = self.slots.get(k) {
+        if let Some(slot) = self.slots.get(k.0) {
             if slot.logged {
                 if let Some(l) = &mut self.log {
-                    l.event(k, self.now.as_nanos(), &self.scratch.note);
+                    l.event(k.0, self.now.as_nanos(), &self.scratch.note);
                 }
             }
         }
-        self.app.on_event(SessionKey(k), &self.scratch.note);
+        self.app.on_event(k, &self.scratch.note);
     }
 
     fn commands(&mut self) {
@@ -1224,14 +1227,14 @@ impl<A: Application> Engine<A> {
                 }
             };
             if let Err(e) = result {
-                self.note(k.0, format_args!("Queued command failed: {e}"));
+                self.note(k, format_args!("Queued command failed: {e}"));
             }
         }
     }
 
     fn timers(&mut self) {
-        for k in 0..self.slots.len() {
-            let slot = &mut self.slots[k];
+        for k in (0..self.slots.len()).map(SessionKey) {
+            let slot = &mut self.slots[k.0];
             if slot.session.poll_timeout().is_some_and(|d| d <= self.now) {
                 slot.session.handle_timeout(self.now);
                 slot.touched = true;
@@ -1256,7 +1259,7 @@ impl<A: Application> Engine<A> {
                 ConnState::Connecting => {
                     let limit = conn
                         .session
-                        .and_then(|k| self.slots.get(k))
+                        .and_then(|k| self.slots.get(k.0))
                         .map_or(10, |s| u64::from(s.session.config().logon_timeout.max(1)));
                     age >= limit * 1_000_000_000
                 }
@@ -1264,7 +1267,7 @@ impl<A: Application> Engine<A> {
             if close {
                 if let Some(k) = conn.session {
                     if conn.state == ConnState::Connecting {
-                        let slot = &mut self.slots[k];
+                        let slot = &mut self.slots[k.0];
                         slot.next_addr = slot.next_addr.wrapping_add(1);
                     }
                 }
@@ -1295,14 +1298,14 @@ impl<A: Application> Engine<A> {
         }
         // The store contract: records reach the kernel before the bytes that depend
         // on them reach the socket.
-        for k in 0..self.slots.len() {
-            if !self.slots[k].dirty {
+        for k in (0..self.slots.len()).map(SessionKey) {
+            if !self.slots[k.0].dirty {
                 continue;
             }
-            self.slots[k].dirty = false;
-            if let Err(e) = self.slots[k].session.store_mut().flush() {
+            self.slots[k.0].dirty = false;
+            if let Err(e) = self.slots[k.0].session.store_mut().flush() {
                 let text = format!("Message store error: {e}");
-                if let Some(c) = self.slots[k].conn {
+                if let Some(c) = self.slots[k.0].conn {
                     // Nothing of this turn may go out: it is not durable.
                     if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                         conn.wbuf.clear();
@@ -1332,8 +1335,8 @@ impl<A: Application> Engine<A> {
     fn drain_touched(&mut self) {
         for _ in 0..MAX_DRAIN_ROUNDS {
             let mut any = false;
-            for k in 0..self.slots.len() {
-                if self.slots[k].touched {
+            for k in (0..self.slots.len()).map(SessionKey) {
+                if self.slots[k.0].touched {
                     any = true;
                     self.drain(k);
                 }
@@ -1345,8 +1348,8 @@ impl<A: Application> Engine<A> {
     }
 
     /// Handles every pending output of session `k`, in order.
-    fn drain(&mut self, k: usize) {
-        let key = SessionKey(k);
+    fn drain(&mut self, k: SessionKey) {
+        let key = k;
         let observe = self.app.observe_outgoing();
         loop {
             let Engine {
@@ -1371,7 +1374,7 @@ impl<A: Application> Engine<A> {
                 Disconnect(ConnId),
             }
             let then = {
-                let slot = &mut slots[k];
+                let slot = &mut slots[k.0];
                 slot.touched = false;
                 slot.dirty = true;
                 let conn_idx = slot.conn;
@@ -1392,7 +1395,7 @@ impl<A: Application> Engine<A> {
                         }
                         if logged {
                             if let Some(l) = log {
-                                l.outgoing(k, now.as_nanos(), bytes);
+                                l.outgoing(k.0, now.as_nanos(), bytes);
                             }
                         }
                         if observe {
@@ -1455,9 +1458,9 @@ impl<A: Application> Engine<A> {
                 Then::LoggedOn => app.on_logon(&mut ctx, key),
                 Then::LoggedOut => app.on_logout(&mut ctx, key),
                 Then::Note => {
-                    if slots[k].logged {
+                    if slots[k.0].logged {
                         if let Some(l) = log {
-                            l.event(k, now.as_nanos(), &scratch.note);
+                            l.event(k.0, now.as_nanos(), &scratch.note);
                         }
                     }
                     app.on_event(key, &scratch.note);
