@@ -187,6 +187,8 @@ pub struct ReplayReport {
     pub bytes: u64,
     pub passes: u64,
     pub send_errors: u64,
+    /// Why the first refused send failed, with its destination (`None`: none failed).
+    pub first_send_error: Option<String>,
     pub elapsed_ns: u64,
     /// Actual send time minus scheduled time, per datagram (empty under `max`).
     pub lateness: Latency,
@@ -204,6 +206,7 @@ pub fn replay(
         bytes: 0,
         passes: 0,
         send_errors: 0,
+        first_send_error: None,
         elapsed_ns: 0,
         lateness: Latency::new(),
     };
@@ -233,7 +236,12 @@ pub fn replay(
                     report.packets += 1;
                     report.bytes += payload.len() as u64;
                 }
-                Err(_) => report.send_errors += 1,
+                Err(err) => {
+                    report.send_errors += 1;
+                    if report.first_send_error.is_none() {
+                        report.first_send_error = Some(format!("sending to {dst}: {err}"));
+                    }
+                }
             }
             if let Some(progress) = progress.as_mut().filter(|_| i % 256 == 0) {
                 progress.tick(|| {

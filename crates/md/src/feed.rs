@@ -46,15 +46,39 @@
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
 //!
+//! # Choosing the session, believing a jump (stray and spoofed datagrams)
+//!
+//! - With [`FeedConfig::session`] set, only that session is followed; valid packets of
+//!   any other are counted ([`Counters::foreign_session`]) and ignored.
+//! - Without it, nothing is applied until one session *and sequence neighbourhood* has
+//!   sent `confirm_packets` (default 3) packets: each valid packet joins the candidate
+//!   of its session whose sequence range it falls within `max_jump` of, or starts a new
+//!   one (at most [`MAX_CANDIDATES`]; a new one evicts the candidate with the fewest
+//!   packets, oldest first). The first candidate to reach `confirm_packets` is adopted
+//!   and its kept packets are applied in arrival order; the other candidates' packets
+//!   are counted (`foreign_session`, or `suspect_jumps` for the adopted session's). One
+//!   stray datagram arriving first therefore costs nothing; an attacker who can send
+//!   `confirm_packets` datagrams before a quiet real session can still win, which is
+//!   why production configurations name the session.
+//! - A packet of the followed session whose first sequence number is more than
+//!   `max_jump` (default 100,000) beyond the highest known (`expected` or announced) is
+//!   *suspect* ([`Counters::suspect_jumps`]): kept aside (bounded), neither applied nor
+//!   announcing a gap, so it cannot start a re-request storm or make the real messages
+//!   after it look like duplicates. If `confirm_packets` suspect packets agree (each
+//!   within `max_jump` of the others) while no packet shows life at the old position,
+//!   the jump is real (the exchange moved on, or the feed joined late): it is followed
+//!   ([`Counters::accepted_jumps`]) and the messages skipped are counted lost, never
+//!   re-requested. Any packet at the old position discards the suspects. So a gap, and
+//!   hence what is re-requested, never spans more than about `max_jump` messages.
+//!
 //! # Bad input
 //!
 //! Every packet is checked whole before any of it is applied (header, block lengths
 //! against the packet end, block count against the header). A packet that fails is
 //! counted by kind ([`Counters`]), dropped whole, and treated like a lost packet (the
-//! next good packet reveals the gap and recovery re-requests it). Packets of another
-//! session are counted and dropped. Inside a good packet, a message of an unknown ITCH
-//! type or of the wrong length for its type is counted and skipped but its sequence
-//! number is consumed. Nothing here panics on any input.
+//! next good packet reveals the gap and recovery re-requests it). Inside a good packet,
+//! a message of an unknown ITCH type or of the wrong length for its type is counted and
+//! skipped but its sequence number is consumed. Nothing here panics on any input.
 //!
 //! # Output
 //!
@@ -64,7 +88,8 @@
 //!
 //! - `md/<venue>/<SYMBOL>/trade` for every execution (`E`, `C`) and non-displayed
 //!   trade (`P`);
-//! - `md/<venue>/<SYMBOL>/quote` when the top of book changed;
+//! - `md/<venue>/<SYMBOL>/quote` when the top of book changed (the best level being
+//!   touched is not enough: a replace at the same price and size changes nothing);
 //! - `md/<venue>/<SYMBOL>/depth` when `depth_levels` > 0 and one of the best
 //!   `depth_levels` levels of a side changed.
 //!

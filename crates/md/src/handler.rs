@@ -70,6 +70,13 @@ pub struct HandlerReport {
     pub counters: Counters,
     pub published: u64,
     pub requests_sent: u64,
+    /// Re-requests the socket refused to send, and why the first failed.
+    pub request_send_errors: u64,
+    pub first_request_error: Option<String>,
+    /// Order references the books did not know (e.g. their add was lost).
+    pub unknown_refs: u64,
+    /// The MoldUDP64 session followed (`None`: none was adopted).
+    pub session: Option<crate::feed::Session>,
     pub timeline: Vec<Second>,
     pub end_of_session: bool,
 }
@@ -117,6 +124,10 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         counters: Counters::default(),
         published: 0,
         requests_sent: 0,
+        request_send_errors: 0,
+        first_request_error: None,
+        unknown_refs: 0,
+        session: None,
         timeline: Vec::new(),
         end_of_session: false,
     };
@@ -159,8 +170,15 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
         while let Some(r) = core.poll_transmit() {
-            if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
-                report.requests_sent += 1;
+            match req.send_to(&r.to_bytes(), opts.request_to) {
+                Ok(_) => report.requests_sent += 1,
+                Err(e) => {
+                    report.request_send_errors += 1;
+                    if report.first_request_error.is_none() {
+                        report.first_request_error =
+                            Some(format!("sending to {}: {e}", opts.request_to));
+                    }
+                }
             }
         }
         // 4. Per-second counters.
@@ -212,6 +230,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
     }
     client.flush().ok();
     report.counters = *core.counters();
+    report.unknown_refs = core.books().unknown_refs;
+    report.session = core.session();
     report.published = published;
     let _ = client.close();
     Ok(report)

@@ -61,12 +61,27 @@ pub struct PublishReport {
     pub requests: u64,
     pub bad_requests: u64,
     pub retransmitted_messages: u64,
+    /// Datagrams (originals, retransmissions, heartbeats, End of Session) the socket
+    /// refused to send.
     pub send_errors: u64,
+    /// Why the first refused send failed (e.g. "Network is unreachable"), with its
+    /// destination; `None` if every send succeeded.
+    pub first_send_error: Option<String>,
     /// From the first to the last message.
     pub elapsed_ns: u64,
     /// Actual send minus scheduled time per packet (empty under `max`).
     pub lateness: Latency,
     pub stopped: bool,
+}
+
+impl PublishReport {
+    /// Counts a refused send and keeps the reason of the first.
+    fn send_failed(&mut self, e: &std::io::Error, to: SocketAddr) {
+        self.send_errors += 1;
+        if self.first_send_error.is_none() {
+            self.first_send_error = Some(format!("sending to {to}: {e}"));
+        }
+    }
 }
 
 /// Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns (read once per run).
@@ -125,6 +140,7 @@ pub fn publish(
         bad_requests: 0,
         retransmitted_messages: 0,
         send_errors: 0,
+        first_send_error: None,
         elapsed_ns: 0,
         lateness: Latency::new(),
         stopped: false,
@@ -147,10 +163,9 @@ pub fn publish(
             r.requests += 1;
             if let Some(p) = ex.answer(data, &req, &mut answer_buf) {
                 let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
-                if sock.send_to(p, from).is_ok() {
-                    r.retransmitted_messages += count;
-                } else {
-                    r.send_errors += 1;
+                match sock.send_to(p, from) {
+                    Ok(_) => r.retransmitted_messages += count,
+                    Err(e) => r.send_failed(&e, from),
                 }
             }
         }
@@ -167,8 +182,9 @@ pub fn publish(
                 }
                 serve_requests(&ex, &data, &mut r);
                 if now - last_send >= 1_000_000_000 {
-                    if sock.send_to(&ex.heartbeat(), dst).is_ok() {
-                        r.heartbeats += 1;
+                    match sock.send_to(&ex.heartbeat(), dst) {
+                        Ok(_) => r.heartbeats += 1,
+                        Err(e) => r.send_failed(&e, dst),
                     }
                     last_send = now;
                 }
@@ -219,10 +235,11 @@ pub fn publish(
         if opts.loss > 0.0 && rng.gen_bool(opts.loss.min(1.0)) {
             r.dropped_packets += 1;
             r.dropped_messages += count;
-        } else if sock.send_to(p, dst).is_ok() {
-            r.packets += 1;
         } else {
-            r.send_errors += 1;
+            match sock.send_to(p, dst) {
+                Ok(_) => r.packets += 1,
+                Err(e) => r.send_failed(&e, dst),
+            }
         }
         last_send = MonoNanos::now().as_nanos();
         serve_requests(&ex, &data, &mut r);
@@ -253,8 +270,9 @@ pub fn publish(
     let mut next_hb = MonoNanos::now().as_nanos();
     while MonoNanos::now().as_nanos() < linger_end && !stop.is_set() {
         if MonoNanos::now().as_nanos() >= next_hb {
-            if sock.send_to(&ex.heartbeat(), dst).is_ok() {
-                r.heartbeats += 1;
+            match sock.send_to(&ex.heartbeat(), dst) {
+                Ok(_) => r.heartbeats += 1,
+                Err(e) => r.send_failed(&e, dst),
             }
             next_hb += 1_000_000_000;
         }
@@ -262,7 +280,9 @@ pub fn publish(
         std::thread::sleep(Duration::from_micros(200));
     }
     for _ in 0..3 {
-        let _ = sock.send_to(&ex.end_of_session(), dst);
+        if let Err(e) = sock.send_to(&ex.end_of_session(), dst) {
+            r.send_failed(&e, dst);
+        }
     }
     Ok(r)
 }

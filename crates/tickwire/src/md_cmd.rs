@@ -63,6 +63,13 @@ retransmission: a feed handler must recover every gap.
 --restamp rewrites each message's ITCH timestamp to its scheduled send time (UTC time of
 day), so exchange-to-feed-handler latency can be measured on one host.
 
+Start `md capture` and `feed` before publishing: publish sends the session once, to
+whoever is listening then.
+
+Exit codes: 0 every datagram was sent (also after Ctrl-C, which the report says); 1 a
+datagram could not be sent (the report prints how many and why the first failed) or
+an error (unreadable file, bad option, re-request port in use).
+
 Examples:
   tickwire md publish --file day.itch --group 239.1.1.1:26400
   tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x --loss 0.01 --seed 3";
@@ -114,10 +121,13 @@ Market data tools (NASDAQ TotalView-ITCH 5.0 over MoldUDP64):
   capture    record a multicast group's datagrams into a pcap file (ns timestamps)
 Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`.
 
-A session end to end on one host:
+A session end to end on one host (capture first: it records only what it hears):
   tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch
   tickwire md capture --group 239.1.1.1:26400 --out day.pcap &
-  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x";
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x
+
+Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
+datagram that could not be sent).";
 
 #[derive(Args)]
 #[command(after_help = MD_HELP)]
@@ -277,6 +287,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         r.requests, r.retransmitted_messages, r.bad_requests
     );
     println!("heartbeats    {}", r.heartbeats);
+    println!("send errors   {}", r.send_errors);
     if !r.lateness.is_empty() {
         let l = r.lateness.summary();
         println!(
@@ -287,11 +298,15 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     if r.stopped {
         println!("stopped by Ctrl-C before the end of the session");
     }
-    Ok(if r.send_errors > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    if r.send_errors > 0 {
+        eprintln!(
+            "md publish: {} datagrams could not be sent; the first: {}",
+            r.send_errors,
+            r.first_send_error.as_deref().unwrap_or("?")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Where the md and replay drivers' progress lines go: stderr, one line each.
