@@ -54,14 +54,17 @@ fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicat
     }
     assert_eq!(field(&echoed, 49).as_deref(), Some("VENUE"), "{echoed}");
 
-    // PossResend=Y with a ClOrdID already seen: ignored. A new ClOrdID: echoed.
+    // PossResend=Y with a ClOrdID already seen: ignored. A new ClOrdID: echoed. The
+    // venue answers in order, so an echo of the duplicate would come before ORD2's:
+    // look from a mark taken before the duplicate was sent (the cursor moves past it).
+    let before_dup = client.mark();
     client.send(&format!("35=D|97=Y|11=ORD1|{ORDER}"));
     venue.wait(&["EVENT", v, "Ignoring PossResend NewOrderSingle ORD1"]);
     client.send(&format!("35=D|97=Y|11=ORD2|{ORDER}"));
     client.wait(&["IN", c, "|35=D|", "|11=ORD2|"]);
     assert!(
         client
-            .find_all(&["IN", c, "|35=D|", "|11=ORD1|"])
+            .find_all_since(before_dup, &["IN", c, "|35=D|", "|11=ORD1|"])
             .is_empty(),
         "the PossResend duplicate was echoed:\n{}",
         client.output()
