@@ -375,10 +375,19 @@ impl Progress {
     /// Prints `line()` if a second has passed since the last line; `line` is only
     /// called then, so formatting costs nothing on the other calls (one clock read).
     pub fn tick(&mut self, line: impl FnOnce() -> String) {
-        let now = Instant::now();
+        if let Some(l) = self.due(Instant::now(), line) {
+            eprintln!("{l}");
+        }
+    }
+
+    /// The line to print at `now`, if a second has passed since the last one (`line`
+    /// is only called then). Split from [`Progress::tick`] so tests can pass the time.
+    fn due(&mut self, now: Instant, line: impl FnOnce() -> String) -> Option<String> {
         if now.duration_since(self.last) >= Duration::from_secs(1) {
             self.last = now;
-            eprintln!("{}", line());
+            Some(line())
+        } else {
+            None
         }
     }
 }
@@ -457,15 +466,25 @@ mod tests {
 
     #[test]
     fn progress_calls_the_closure_at_most_once_per_second() {
-        let mut p = Progress::new();
+        // Times are passed in, so the test does not depend on how fast the machine is.
+        let t0 = Instant::now();
+        let mut p = Progress { last: t0 };
         let mut calls = 0;
-        for _ in 0..1000 {
-            p.tick(|| {
+        let mut at = |p: &mut Progress, ms: u64| {
+            p.due(t0 + Duration::from_millis(ms), || {
                 calls += 1;
-                String::new()
-            });
+                format!("line at {ms} ms")
+            })
+        };
+        for ms in 0..1000 {
+            assert_eq!(at(&mut p, ms), None, "{ms} ms after the start");
         }
-        assert_eq!(calls, 0);
+        assert_eq!(at(&mut p, 1000).as_deref(), Some("line at 1000 ms"));
+        assert_eq!(at(&mut p, 1500), None);
+        assert_eq!(at(&mut p, 1999), None);
+        assert_eq!(at(&mut p, 2000).as_deref(), Some("line at 2000 ms"));
+        assert_eq!(at(&mut p, 7000).as_deref(), Some("line at 7000 ms"));
+        assert_eq!(calls, 3);
     }
 
     #[test]
@@ -473,13 +492,24 @@ mod tests {
         assert!(!pin_current_thread(usize::MAX));
     }
 
-    /// Uses the workspace's debug `tickwire` binary when it has been built (the bench
-    /// crate cannot depend on the binary crate); otherwise says so and skips.
+    /// Uses the workspace's debug `tickwire` binary (the bench crate cannot depend on
+    /// the binary crate; `cargo test --workspace` builds it). Under CI (`CI=true`) a
+    /// missing binary fails the test; locally the test skips with a loud banner.
     #[test]
     fn starts_a_real_router_pinned_and_terminates_it_on_drop() {
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/tickwire");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        let bin = target.join("debug/tickwire");
         if !bin.exists() {
-            eprintln!("skipped: {} not built", bin.display());
+            let why = format!(
+                "{} is not built (run `cargo test --workspace`)",
+                bin.display()
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("under CI a missing peer is a failure: {why}");
+            }
+            eprintln!("\n{0}\nSKIPPED starts_a_real_router_pinned_and_terminates_it_on_drop: {why}\n{0}\n", "=".repeat(78));
             return;
         }
         let router = RouterChild::start(&bin, "block", Some(0), &[]).expect("router starts");
