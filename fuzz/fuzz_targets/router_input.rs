@@ -1,7 +1,8 @@
 //! Drives the real router core (`tickwire_router::core::Core`) with arbitrary bytes
 //! from arbitrary clients, the way the driver (`crates/router/src/driver.rs`) does:
-//! per-client read buffer, `on_input`, keep the unconsumed tail, drain the egress to
-//! the "socket" in arbitrary amounts, fire the timers, remove closed clients.
+//! per-client read buffer, `handle_input`, keep the unconsumed tail, drain the egress
+//! to the "socket" in arbitrary amounts (`handle_written`), fire the timers
+//! (`handle_timeout`), remove closed clients (`handle_closed`).
 //!
 //! Replaces the old `frame_stream` target, which fuzzed a re-implementation of the
 //! reassembly loop instead of the router.
@@ -14,9 +15,11 @@
 //!
 //! Checks, after every operation:
 //! - nothing panics;
-//! - `on_input` never reports more bytes consumed than it was given, and what it leaves
-//!   unconsumed is less than `max_frame` (the driver's read buffer stays bounded);
-//! - a client for which `on_input` returned `Closing` is in phase `Closing` (or gone),
+//! - `handle_input` never reports more bytes consumed than it was given, and what it
+//!   leaves unconsumed is less than `frame_limit` (a HELLO's size before the
+//!   handshake, `max_frame` after): the driver's read buffer stays bounded;
+//! - after `handle_timeout`, `poll_timeout` is never in the past;
+//! - a client for which `handle_input` returned `Closing` is in phase `Closing` (or gone),
 //!   and `live()` equals the number of clients accepted and not removed;
 //! - everything the router writes to a client is a sequence of well-formed frames;
 //! - under the disconnect policy, the MESSAGE bytes queued for a client never exceed
@@ -27,8 +30,9 @@ use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_router::core::{Core, Input, Phase};
-use tickwire_router::index::ClientId;
+use tickwire_router::index::Slot;
 use tickwire_router::{Config, SlowConsumerPolicy};
+use tickwire_rt::{MonoNanos, UtcNanos};
 use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
 
 const MAX_FRAME: u32 = 4096;
@@ -37,7 +41,7 @@ const MAX_CLIENTS: usize = 8;
 
 /// One connected client as the driver and the client on the other end see it.
 struct Conn {
-    id: ClientId,
+    id: Slot,
     /// Bytes read but not yet consumed by the core (the driver's read buffer).
     rbuf: Vec<u8>,
     /// Bytes written to the client but not yet decoded (the client's receive buffer).
@@ -65,7 +69,7 @@ impl Cursor<'_> {
 struct World {
     core: Core,
     conns: Vec<Conn>,
-    now: u64,
+    now: MonoNanos,
     scratch: Vec<u8>,
 }
 
@@ -78,13 +82,16 @@ impl World {
             return;
         }
         c.rbuf.extend_from_slice(bytes);
-        match self.core.on_input(c.id, self.now, &c.rbuf) {
+        match self.core.handle_input(c.id, self.now, &c.rbuf, bytes.len()) {
             Input::Consumed(n) => {
                 assert!(n <= c.rbuf.len(), "consumed {n} of {}", c.rbuf.len());
                 c.rbuf.drain(..n);
+                // Before HELLO the limit is a HELLO's size, after it max_frame.
+                let limit = self.core.frame_limit(c.id) as usize;
+                assert!(limit <= MAX_FRAME as usize);
                 assert!(
-                    c.rbuf.len() < MAX_FRAME as usize,
-                    "{} bytes left unconsumed with max_frame {MAX_FRAME}",
+                    c.rbuf.len() < limit,
+                    "{} bytes left unconsumed with a frame limit of {limit}",
                     c.rbuf.len()
                 );
             }
@@ -93,7 +100,7 @@ impl World {
                 c.rbuf.clear();
                 assert!(
                     matches!(self.core.phase(c.id), Some(Phase::Closing) | None),
-                    "on_input returned Closing but the phase is {:?}",
+                    "handle_input returned Closing but the phase is {:?}",
                     self.core.phase(c.id)
                 );
             }
@@ -108,7 +115,7 @@ impl World {
         let egress = self.core.egress(c.id);
         let n = n.min(egress.len());
         c.rx.extend_from_slice(&egress[..n]);
-        self.core.wrote(c.id, n);
+        self.core.handle_written(c.id, n);
         loop {
             match frame::decode(&c.rx, u32::MAX) {
                 Ok(Some((_, used))) => {
@@ -153,7 +160,7 @@ impl World {
         match op % 10 {
             0 => {
                 let addr = SocketAddr::from(([127, 0, 0, 1], 40_000 + k as u16));
-                if let Ok(id) = self.core.accept(addr, self.now, 0) {
+                if let Ok(id) = self.core.handle_accept(addr, self.now, UtcNanos(0)) {
                     self.conns.push(Conn {
                         id,
                         rbuf: Vec::new(),
@@ -200,7 +207,7 @@ impl World {
                 let flags = cur.u8()?;
                 let opts = PublishOptions {
                     seq: (flags & 1 != 0).then_some(u64::from(flags)),
-                    publisher_send: (flags & 2 != 0).then_some(self.now),
+                    publisher_send: (flags & 2 != 0).then_some(self.now.0),
                 };
                 self.scratch.clear();
                 if frame::encode_publish(&mut self.scratch, &topic, &payload, opts, MAX_FRAME)
@@ -221,15 +228,11 @@ impl World {
                 self.write(k, n);
             }
             7 => {
-                self.now += u64::from(cur.u8()?) * 50_000_000;
-                let partial: Vec<(ClientId, bool)> = self
-                    .conns
-                    .iter()
-                    .map(|c| (c.id, !c.rbuf.is_empty()))
-                    .collect();
-                self.core.check_timers(self.now, |id| {
-                    partial.iter().any(|&(p, has)| p == id && has)
-                });
+                self.now = self.now.add_nanos(u64::from(cur.u8()?) * 50_000_000);
+                self.core.handle_timeout(self.now);
+                if let Some(d) = self.core.poll_timeout() {
+                    assert!(d >= self.now, "the next deadline is already past");
+                }
                 for c in &mut self.conns {
                     if self.core.phase(c.id) == Some(Phase::Closing) {
                         c.closing = true;
@@ -239,7 +242,7 @@ impl World {
             8 => {
                 if k < self.conns.len() {
                     let c = self.conns.swap_remove(k);
-                    self.core.remove(c.id, "fuzz: connection closed");
+                    self.core.handle_closed(c.id, "fuzz: connection closed");
                     assert_eq!(self.core.phase(c.id), None);
                 }
             }
@@ -287,9 +290,9 @@ fuzz_target!(|data: &[u8]| {
         ..Config::default()
     };
     let mut w = World {
-        core: Core::new(cfg, 1_000_000_000, 0),
+        core: Core::new(cfg, MonoNanos(1_000_000_000), UtcNanos(0)),
         conns: Vec::new(),
-        now: 1_000_000_000,
+        now: MonoNanos(1_000_000_000),
         scratch: Vec::new(),
     };
     let mut cur = Cursor(ops);

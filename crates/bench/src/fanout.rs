@@ -16,6 +16,7 @@ mod output;
 mod transport;
 pub mod workload;
 
+use tickwire_rt::MonoNanos;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,11 +25,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::harness::{self, now_ns, parse_pin, Pinning, Progress, RouterChild, StopFlag};
+use crate::harness::{self, parse_pin, Pinning, Progress, RouterChild, StopFlag};
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
-pub use transport::ClientIdle;
+pub use transport::CLIENT_IDLE;
+use tickwire_rt::IdleStrategy;
 use transport::{PubConn, SubConn};
 use workload::{human_rate, nats_subject, subscriber_topics, Knobs, Preset, Target, Workload};
 
@@ -162,8 +164,8 @@ pub struct FanoutArgs {
     /// arrives), spin (busy-poll; only sensible with a core per subscriber) or yield
     /// (busy-poll, giving the core to any other runnable thread after each empty poll:
     /// for subscribers sharing a core with the publishers).
-    #[arg(long, value_enum, value_name = "IDLE", default_value_t = ClientIdle::Block)]
-    pub client_idle: ClientIdle,
+    #[arg(long, value_parser = crate::harness::idle_parser(&CLIENT_IDLE), value_name = "IDLE", default_value_t = IdleStrategy::Block)]
+    pub client_idle: IdleStrategy,
 
     /// Pin the measuring process (all its threads) to CPU NEAR and the router this
     /// bench starts to CPU FAR. A bare --pin means 1,0.
@@ -278,7 +280,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
 
     let schedule = w.schedule();
     let mut shared = Shared::new(
-        now_ns() + START_DELAY_NS,
+        MonoNanos::now().as_nanos() + START_DELAY_NS,
         stop.clone(),
         w.publishers,
         w.subscribers,
@@ -342,7 +344,7 @@ fn run_threads(
     pubs: Vec<PubConn>,
     subs: Vec<SubConn>,
     names: &[String],
-    idle: ClientIdle,
+    idle: IdleStrategy,
     shared: &Shared,
 ) -> anyhow::Result<(Vec<PubResult>, Vec<SubResult>)> {
     // On any failure: stop the publishers and release the subscribers.
@@ -383,10 +385,10 @@ fn run_threads(
         }
 
         let mut progress = Progress::new();
-        let mut last = (now_ns(), 0u64, 0u64);
+        let mut last = (MonoNanos::now().as_nanos(), 0u64, 0u64);
         let mut tick = |progress: &mut Progress, draining: bool| {
             progress.tick(|| {
-                let now = now_ns();
+                let now = MonoNanos::now().as_nanos();
                 let sent: u64 = shared.pub_sent.iter().map(|a| a.load(Ordering::Relaxed)).sum();
                 let recv: u64 = shared.sub_received.iter().map(|a| a.load(Ordering::Relaxed)).sum();
                 let behind = shared.pub_late.iter().map(|a| a.load(Ordering::Relaxed)).max().unwrap_or(0);

@@ -1,21 +1,23 @@
 //! What every bench driver needs around the measurement: a router child process, CPU
-//! pinning, a Ctrl-C flag, a once-per-second progress line and the clock.
+//! pinning, a Ctrl-C flag, a once-per-second progress line (the last three from
+//! `tickwire-rt`, re-exported here).
 //!
 //! Typical driver shape:
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use tickwire_bench::harness::{self, Progress, RouterChild, StopFlag};
+//! use tickwire_rt::{pacing::wait_until, MonoNanos};
 //! let router = RouterChild::start(std::path::Path::new("tickwire"), "spin", Some(0), &[])?;
 //! let stop = StopFlag::install();
 //! harness::pin_current_thread(1);
 //! let mut progress = Progress::new();
-//! let start = harness::now_ns();
+//! let start = MonoNanos::now();
 //! for i in 0..1000u64 {
 //!     if stop.is_set() {
 //!         break; // still report what was measured
 //!     }
-//!     harness::wait_until_ns(start + i * 10_000);
+//!     wait_until(start.add_nanos(i * 10_000));
 //!     // ... send to router.addr ...
 //!     progress.tick(|| format!("sent {i}"));
 //! }
@@ -29,11 +31,15 @@ use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+pub use tickwire_rt::pin::pin_current_thread;
+pub use tickwire_rt::progress::Progress;
+pub use tickwire_rt::stop::StopFlag;
+use tickwire_rt::stop::{register_child, terminate};
+pub use tickwire_rt::IdleStrategy;
 
 /// The line the router prints on stdout once it listens, followed by the address.
 const BANNER: &str = "tickwire router listening on ";
@@ -86,7 +92,7 @@ impl RouterChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if STOP.get().is_some() {
+        if StopFlag::is_installed() {
             cmd.process_group(0);
         }
         let command = format!("{:?}", cmd).replace('"', "");
@@ -233,191 +239,17 @@ fn taskset_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Pins the calling thread to `cpu` (sched_setaffinity); returns false (and warns once
-/// per process) if it cannot.
-pub fn pin_current_thread(cpu: usize) -> bool {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    let mut set = rustix::thread::CpuSet::new();
-    let result = if cpu < rustix::thread::CpuSet::MAX_CPU {
-        set.set(cpu);
-        rustix::thread::sched_setaffinity(None, &set).map_err(|e| e.to_string())
-    } else {
-        Err(format!("CPU {cpu} is out of range"))
-    };
-    match result {
-        Ok(()) => true,
-        Err(e) => {
-            if !WARNED.swap(true, Ordering::Relaxed) {
-                eprintln!("warning: cannot pin a thread to CPU {cpu} ({e}); running unpinned");
-            }
-            false
-        }
-    }
-}
+/// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade).
+pub const BENCH_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
 
-/// A Ctrl-C (SIGINT/SIGTERM) flag. [`StopFlag::install`] starts, once per process, a
-/// thread that receives the signals, and returns a handle to the one shared flag;
-/// installing again returns the same flag.
-///
-/// The first signal sets the flag (the bench stops, reports what it measured, and drops
-/// its [`RouterChild`]ren). A second one aborts: it terminates every live
-/// [`RouterChild`] (SIGTERM) and exits with status 130.
-#[derive(Clone, Debug)]
-pub struct StopFlag(pub Arc<AtomicBool>);
-
-/// The process-wide flag, once [`StopFlag::install`] ran.
-static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-
-impl StopFlag {
-    /// Installs the signal handling (first call only) and returns the flag. If that
-    /// fails, warns and returns a flag that only [`StopFlag::set`] sets (Ctrl-C then
-    /// kills the bench, and the router with it: see [`RouterChild`]).
-    pub fn install() -> StopFlag {
-        let flag = STOP.get_or_init(|| {
-            let flag = Arc::new(AtomicBool::new(false));
-            if let Err(e) = watch_signals(Arc::clone(&flag)) {
-                eprintln!("warning: cannot install the Ctrl-C handler ({e:#}); Ctrl-C will kill the bench");
-            }
-            flag
-        });
-        StopFlag(Arc::clone(flag))
-    }
-
-    /// A flag with no signal handling (tests, or an internal stop).
-    pub fn unregistered() -> StopFlag {
-        StopFlag(Arc::new(AtomicBool::new(false)))
-    }
-
-    /// True once Ctrl-C (or SIGTERM) arrived, or [`StopFlag::set`] was called.
-    pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Sets the flag, as a signal would (e.g. to stop sibling threads after an error).
-    pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Receives SIGINT/SIGTERM on a thread of its own (not in a signal handler, so it may
-/// print, run `kill` and exit).
-fn watch_signals(flag: Arc<AtomicBool>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
-        .context("registering SIGINT/SIGTERM")?;
-    std::thread::Builder::new()
-        .name("stop-signals".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                if flag.swap(true, Ordering::Relaxed) {
-                    eprintln!("aborting: stopping the router(s) and exiting");
-                    for pid in live_children() {
-                        terminate(pid);
-                    }
-                    std::process::exit(130);
-                }
-                eprintln!("stopping: reporting what was measured (Ctrl-C again to abort)");
-            }
-        })
-        .context("spawning the stop-signals thread")?;
-    Ok(())
-}
-
-/// Pids of the live [`RouterChild`]ren, for the abort path.
-static CHILDREN: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
-
-fn live_children() -> Vec<u32> {
-    CHILDREN.lock().map(|c| c.clone()).unwrap_or_default()
-}
-
-fn register_child(pid: u32, live: bool) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        if live {
-            c.push(pid);
-        } else {
-            c.retain(|&p| p != pid);
-        }
-    }
-}
-
-/// Sends SIGTERM; true if it was delivered. `kill(1)` rather than a libc call: this
-/// crate forbids unsafe and rustix's `process` feature is not enabled here.
-fn terminate(pid: u32) -> bool {
-    Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Prints a progress line to stderr at most once per second.
-#[derive(Debug)]
-pub struct Progress {
-    last: Instant,
-}
-
-impl Default for Progress {
-    fn default() -> Self {
-        Progress::new()
-    }
-}
-
-impl Progress {
-    /// The first line comes one second after this.
-    pub fn new() -> Progress {
-        Progress {
-            last: Instant::now(),
-        }
-    }
-
-    /// Prints `line()` if a second has passed since the last line; `line` is only
-    /// called then, so formatting costs nothing on the other calls (one clock read).
-    pub fn tick(&mut self, line: impl FnOnce() -> String) {
-        if let Some(l) = self.due(Instant::now(), line) {
-            eprintln!("{l}");
-        }
-    }
-
-    /// The line to print at `now`, if a second has passed since the last one (`line`
-    /// is only called then). Split from [`Progress::tick`] so tests can pass the time.
-    fn due(&mut self, now: Instant, line: impl FnOnce() -> String) -> Option<String> {
-        if now.duration_since(self.last) >= Duration::from_secs(1) {
-            self.last = now;
-            Some(line())
-        } else {
-            None
-        }
-    }
-}
-
-/// Monotonic clock in ns (CLOCK_MONOTONIC; the same clock as `tickwire_client::now_nanos`,
-/// so timestamps from the client library and from the bench compare directly).
-#[inline]
-pub fn now_ns() -> u64 {
-    tickwire_client::now_nanos()
-}
-
-/// Below this much remaining time, [`wait_until_ns`] spins instead of sleeping (sleep
-/// wake-ups are late by tens of µs, more on a loaded machine).
-const SPIN_BELOW_NS: u64 = 200_000;
-
-/// Busy-waits (sleeping while more than ~200 µs remain) until `now_ns() >= t`.
-/// Returns at once when `t` is already past.
-pub fn wait_until_ns(t: u64) {
-    loop {
-        let now = now_ns();
-        if now >= t {
-            return;
-        }
-        let remaining = t - now;
-        if remaining > SPIN_BELOW_NS {
-            std::thread::sleep(Duration::from_nanos(remaining - SPIN_BELOW_NS));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
+/// A clap parser for an `--idle`-style option accepting only `allowed` (listed as the
+/// possible values in `--help`).
+pub fn idle_parser(
+    allowed: &'static [IdleStrategy],
+) -> impl clap::builder::TypedValueParser<Value = IdleStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(allowed.iter().map(|i| i.name()))
+        .try_map(move |s| IdleStrategy::parse_one_of(&s, allowed))
 }
 
 /// `--pin NEAR,FAR` of every bench command.
@@ -444,57 +276,8 @@ pub fn parse_pin(s: &str) -> Result<Pinning, String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn wait_until_reaches_the_deadline() {
-        let t = now_ns() + 1_000_000;
-        wait_until_ns(t);
-        assert!(now_ns() >= t);
-        // A past deadline returns at once.
-        wait_until_ns(0);
-    }
-
-    #[test]
-    fn stop_flag_installs_twice_and_shares_one_flag() {
-        let a = StopFlag::install();
-        let b = StopFlag::install();
-        assert!(Arc::ptr_eq(&a.0, &b.0));
-        let c = StopFlag::unregistered();
-        assert!(!c.is_set());
-        c.set();
-        assert!(c.is_set());
-    }
-
-    #[test]
-    fn progress_calls_the_closure_at_most_once_per_second() {
-        // Times are passed in, so the test does not depend on how fast the machine is.
-        let t0 = Instant::now();
-        let mut p = Progress { last: t0 };
-        let mut calls = 0;
-        let mut at = |p: &mut Progress, ms: u64| {
-            p.due(t0 + Duration::from_millis(ms), || {
-                calls += 1;
-                format!("line at {ms} ms")
-            })
-        };
-        for ms in 0..1000 {
-            assert_eq!(at(&mut p, ms), None, "{ms} ms after the start");
-        }
-        assert_eq!(at(&mut p, 1000).as_deref(), Some("line at 1000 ms"));
-        assert_eq!(at(&mut p, 1500), None);
-        assert_eq!(at(&mut p, 1999), None);
-        assert_eq!(at(&mut p, 2000).as_deref(), Some("line at 2000 ms"));
-        assert_eq!(at(&mut p, 7000).as_deref(), Some("line at 7000 ms"));
-        assert_eq!(calls, 3);
-    }
-
-    #[test]
-    fn pinning_to_an_impossible_cpu_fails_without_panicking() {
-        assert!(!pin_current_thread(usize::MAX));
-    }
-
-    /// Uses the workspace's debug `tickwire` binary (the bench crate cannot depend on
-    /// the binary crate; `cargo test --workspace` builds it). Under CI (`CI=true`) a
-    /// missing binary fails the test; locally the test skips with a loud banner.
+    /// Uses the workspace's debug `tickwire` binary when it has been built (the bench
+    /// crate cannot depend on the binary crate); otherwise says so and skips.
     #[test]
     fn starts_a_real_router_pinned_and_terminates_it_on_drop() {
         let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -509,7 +292,10 @@ mod tests {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("under CI a missing peer is a failure: {why}");
             }
-            eprintln!("\n{0}\nSKIPPED starts_a_real_router_pinned_and_terminates_it_on_drop: {why}\n{0}\n", "=".repeat(78));
+            eprintln!(
+                "\n{0}\nSKIPPED starts_a_real_router_pinned_and_terminates_it_on_drop: {why}\n{0}\n",
+                "=".repeat(78)
+            );
             return;
         }
         let router = RouterChild::start(&bin, "block", Some(0), &[]).expect("router starts");

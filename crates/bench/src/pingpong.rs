@@ -12,6 +12,7 @@
 //! by default one thread drives both A and B (`--echo same-thread`), so the busy parties
 //! are that thread and the router, as in the raw transports.
 
+use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,9 @@ use tickwire_client::{Client, ClientOptions, Wait};
 
 pub use crate::harness::{parse_pin, Pinning};
 
-use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::harness::{
+    self, idle_parser, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
+};
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
 
@@ -102,8 +105,8 @@ pub struct PingpongArgs {
 
     /// Idle strategy of both ends and of the router this bench starts: `spin`
     /// (busy-poll) or `block` (sleep in the kernel until data arrives).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// Pin the measuring thread to CPU NEAR and the echo threads and router to CPU FAR
     /// (e.g. `0,1`). Default: no pinning, the scheduler decides.
@@ -163,30 +166,12 @@ pub enum Echo {
     Thread,
 }
 
-/// How both ends wait for data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Idle {
-    /// Busy-poll non-blocking sockets.
-    Spin,
-    /// Sleep in the kernel until data arrives.
-    Block,
-}
-
-impl Idle {
-    /// How a client end waits for one message: not at all (spin), or up to `limit`.
-    fn client_wait(self, limit: Duration) -> Wait {
-        match self {
-            Idle::Spin => Wait::NoWait,
-            Idle::Block => Wait::Timeout(limit),
-        }
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Idle::Spin => "spin",
-            Idle::Block => "block",
-        }
+/// How a client end waits for one message: not at all (spin), or up to `limit`
+/// (block). The bench's ends support [`BENCH_IDLE`] only.
+fn client_wait(idle: IdleStrategy, limit: Duration) -> Wait {
+    match idle {
+        IdleStrategy::Block => Wait::Timeout(limit),
+        _ => Wait::NoWait,
     }
 }
 
@@ -231,7 +216,7 @@ struct Report<'a> {
     bench: &'static str,
     machine: Machine,
     metric: &'static str,
-    idle: Idle,
+    idle: IdleStrategy,
     /// Where tickwire's echo client ran.
     echo: Echo,
     pinning: Option<Pinning>,
@@ -288,7 +273,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                     Echo::SameThread => ctx.tickwire_same_thread(addr),
                     Echo::Thread => {
                         // A, B and a spinning router: three spinners.
-                        let yields = args.idle == Idle::Spin && (args.pin.is_some() || cores < 3);
+                        let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
                         ctx.tickwire(addr, yields)
                     }
                 }
@@ -445,7 +430,7 @@ impl Ctx<'_> {
     }
 
     fn raw_tcp(&mut self) -> anyhow::Result<TransportResult> {
-        let spin = self.args.idle == Idle::Spin;
+        let spin = self.args.idle == IdleStrategy::Spin;
         let listener = TcpListener::bind("127.0.0.1:0").context("binding the TCP echo")?;
         let addr = listener.local_addr().context("TCP echo address")?;
         let far = self.args.pin.map(|p| p.far);
@@ -483,10 +468,10 @@ impl Ctx<'_> {
         let mut back = Vec::new();
         let (sizes, result) = self.measure_sizes(Transport::Tcp, |buf| {
             back.resize(buf.len(), 0);
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             write_all_spin(&mut s, buf).context("TCP ping write")?;
             read_exact_until(&mut s, &mut back, t0 + REPLY_TIMEOUT.as_nanos() as u64)?;
-            let t1 = now_ns();
+            let t1 = MonoNanos::now().as_nanos();
             if back[..8] != buf[..8] {
                 bail!("TCP echo returned the wrong ping");
             }
@@ -504,7 +489,7 @@ impl Ctx<'_> {
     }
 
     fn raw_udp(&mut self) -> anyhow::Result<TransportResult> {
-        let spin = self.args.idle == Idle::Spin;
+        let spin = self.args.idle == IdleStrategy::Spin;
         let echo_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP echo")?;
         let echo_addr = echo_sock.local_addr()?;
         let s = UdpSocket::bind("127.0.0.1:0").context("binding the UDP pinger")?;
@@ -546,14 +531,14 @@ impl Ctx<'_> {
         let mut back = vec![0u8; MAX_UDP + 1];
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Udp, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
             s.send(buf).context("UDP ping send")?;
             loop {
                 match s.recv(&mut back) {
                     // A late echo of an earlier (lost) ping is skipped.
                     Ok(n) if n == buf.len() && back[..8] == buf[..8] => {
-                        return Ok(Reply::Rtt(now_ns() - t0))
+                        return Ok(Reply::Rtt(MonoNanos::now().as_nanos() - t0))
                     }
                     Ok(_) => {}
                     Err(e)
@@ -569,7 +554,7 @@ impl Ctx<'_> {
                 if stop.is_set() {
                     return Ok(Reply::Stopped);
                 }
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     return Ok(Reply::Lost);
                 }
             }
@@ -600,11 +585,11 @@ impl Ctx<'_> {
         let idle = self.args.idle;
         let mut b = connect_subscribed(addr, ECHO_NAME, PING_TOPIC)?;
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
-        let wait = idle.client_wait(REPLY_TIMEOUT);
+        let wait = client_wait(idle, REPLY_TIMEOUT);
         let mut echo_buf = Vec::with_capacity(64 * 1024);
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
             // B: receive the ping and republish it.
@@ -614,7 +599,7 @@ impl Ctx<'_> {
                     echo_buf.extend_from_slice(m.payload());
                     break;
                 }
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     bail!(
                         "the echo client got no ping within {REPLY_TIMEOUT:?} (router at {addr})"
                     );
@@ -666,7 +651,7 @@ impl Ctx<'_> {
                 };
                 let mut buf = Vec::with_capacity(64 * 1024);
                 loop {
-                    let wait = idle.client_wait(Duration::from_millis(100));
+                    let wait = client_wait(idle, Duration::from_millis(100));
                     match b.recv(wait).context("echo client receive")? {
                         Some(m) => {
                             buf.clear();
@@ -697,9 +682,9 @@ impl Ctx<'_> {
 
         let stop = self.stop.clone();
         let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
-            let t0 = now_ns();
+            let t0 = MonoNanos::now().as_nanos();
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
-            let wait = idle.client_wait(REPLY_TIMEOUT);
+            let wait = client_wait(idle, REPLY_TIMEOUT);
             await_pong(&mut a, buf, t0, wait, &stop, addr, yields)
         });
         let _ = a.publish(PING_TOPIC, &[]);
@@ -751,13 +736,13 @@ fn await_pong(
     let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
     loop {
         if let Some(m) = a.recv(wait).context("receiving a pong")? {
-            let t1 = now_ns();
+            let t1 = MonoNanos::now().as_nanos();
             if m.payload().len() == ping.len() && m.payload()[..8] == ping[..8] {
                 return Ok(Reply::Rtt(t1 - t0));
             }
             bail!("the echo client returned the wrong ping");
         }
-        if now_ns() > deadline {
+        if MonoNanos::now().as_nanos() > deadline {
             bail!("no pong within {REPLY_TIMEOUT:?} (router at {addr})");
         }
         if stop.is_set() {
@@ -805,7 +790,7 @@ fn read_exact_until(s: &mut TcpStream, buf: &mut [u8], deadline: u64) -> anyhow:
             Ok(0) => bail!("the TCP echo closed the connection"),
             Ok(n) => got += n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if now_ns() > deadline {
+                if MonoNanos::now().as_nanos() > deadline {
                     bail!("no TCP echo within {REPLY_TIMEOUT:?}");
                 }
                 std::hint::spin_loop();

@@ -8,28 +8,8 @@
 //! Time in a [`RatePattern`] is counted from the start of the run, warm-up included: with
 //! a whole-second warm-up the measured seconds line up with the pattern's seconds.
 
-/// Parses a message rate: `500000`, `500k`, `1M`, `1.5m`, optionally `/s` (msg/s,
-/// decimal multipliers). The one rate syntax of every command.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("/s").unwrap_or(&t);
-    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 1e6)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a rate (examples: 2000, 50k, 1.5M)"))?;
-    let v = v * mult;
-    if !(0.0..=1e10).contains(&v) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(v)
-}
+/// The rate syntax of every command (`2000`, `50k`, `1.5M`).
+pub use tickwire_rt::units::parse_rate;
 
 /// A size mix such as `100:67,600:33` (bytes:weight).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -15,6 +15,7 @@
 //! latency (no coordinated omission). The sweep stops at the first step whose achieved
 //! send or receive rate is below 90% of the target.
 
+use tickwire_rt::MonoNanos;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -28,9 +29,10 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
-use crate::harness::{self, now_ns, Progress, RouterChild, StopFlag};
+use crate::harness::{self, Progress, RouterChild, StopFlag};
 use crate::harness::{parse_pin, Pinning};
-use crate::pingpong::{idle_once, Idle};
+use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
+use crate::pingpong::idle_once;
 use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
@@ -120,8 +122,8 @@ pub struct StreamArgs {
 
     /// Idle strategy of the receiving ends and of the router this bench starts:
     /// `spin` (busy-poll) or `block` (sleep in the kernel until data arrives).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// Pin the sender to CPU NEAR and the UDP receiver and the router to CPU FAR
     /// (e.g. `0,1`). Default: no pinning.
@@ -248,7 +250,7 @@ struct Report<'a> {
     step_secs: f64,
     warmup_secs: f64,
     reflect_every: u64,
-    idle: Idle,
+    idle: IdleStrategy,
     pinning: Option<Pinning>,
     router: Option<String>,
     stopped_by_user: bool,
@@ -288,7 +290,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                         a
                     }
                 };
-                let yields = args.idle == Idle::Spin && (args.pin.is_some() || machine.cores < 3);
+                let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)
             }
         };
@@ -459,7 +461,7 @@ fn run_step(
         warmup_ns: secs_ns(args.warmup_secs),
         duration_ns: secs_ns(args.step_secs),
     };
-    let spin = args.idle == Idle::Spin;
+    let spin = args.idle == IdleStrategy::Spin;
     let mut payload = vec![0u8; args.size];
     let mut one_way = Latency::new();
     let mut round_trip = Latency::new();
@@ -467,7 +469,7 @@ fn run_step(
     let (mut sent, mut warm, mut measured_sent, mut reflected) = (0u64, 0u64, 0u64, 0u64);
     let mut last_measured_send = 0u64;
     let on_reflection = |p: &[u8], ow: &mut Latency, rt: &mut Latency, n: &mut u64| {
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         *n += 1;
         if get_u64(p, OFF_FLAGS) & FLAG_WARMUP == 0 {
             let intended = get_u64(p, OFF_INTENDED);
@@ -477,7 +479,7 @@ fn run_step(
     };
 
     // Give the receiver a moment, then start on a round time.
-    let start = now_ns() + 5_000_000;
+    let start = MonoNanos::now().as_nanos() + 5_000_000;
     let measure_start = start + sched.warmup_ns;
     // A sender that cannot keep up is cut off here; its rate then shows the shortfall.
     let give_up = start + sched.end_ns() + sched.end_ns().max(1_000_000_000);
@@ -488,7 +490,7 @@ fn run_step(
         // Until the next message is due: take reflections, then spin or sleep.
         loop {
             link.poll(&mut |p| on_reflection(p, &mut one_way, &mut round_trip, &mut reflected))?;
-            let now = now_ns();
+            let now = MonoNanos::now().as_nanos();
             if now >= due {
                 break;
             }
@@ -499,13 +501,13 @@ fn run_step(
             if spin {
                 idle_once(yields);
             } else {
-                harness::wait_until_ns(due.min(now + 1_000_000));
+                tickwire_rt::pacing::wait_until(MonoNanos(due.min(now + 1_000_000)));
             }
         }
         // Send everything that is due, then write once.
         while let Some(&slot) = slots.peek() {
             let intended = start + slot.at_ns;
-            let now = now_ns();
+            let now = MonoNanos::now().as_nanos();
             if intended > now {
                 break;
             }
@@ -528,7 +530,7 @@ fn run_step(
             slots.next();
         }
         link.flush()?;
-        if now_ns() > give_up {
+        if MonoNanos::now().as_nanos() > give_up {
             complete = false;
             break;
         }
@@ -543,12 +545,12 @@ fn run_step(
 
     // END, then wait for the receiver's count and the last reflections.
     put_u64(&mut payload, OFF_FLAGS, FLAG_END);
-    let drain_until = now_ns() + DRAIN.as_nanos() as u64;
+    let drain_until = MonoNanos::now().as_nanos() + DRAIN.as_nanos() as u64;
     let mut end_sent_at = 0;
     let mut rx: Option<RxOutcome> = None;
     let mut receiver = Some(receiver);
     loop {
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         if now >= end_sent_at + 20_000_000 && rx.is_none() {
             // Repeated: a UDP datagram may be lost.
             link.send(&payload)?;
@@ -676,7 +678,7 @@ fn udp_pair(
     sock.connect(rx_addr)?;
     sock.set_nonblocking(true)?;
     let (spin, every, far) = (
-        args.idle == Idle::Spin,
+        args.idle == IdleStrategy::Spin,
         args.reflect_every,
         args.pin.map(|p| p.far),
     );
@@ -697,7 +699,7 @@ fn udp_pair(
             loop {
                 match rx_sock.recv_from(&mut buf) {
                     Ok((n, from)) => {
-                        let now = now_ns();
+                        let now = MonoNanos::now().as_nanos();
                         match observe(&buf[..n], now, every, &mut tracker, &mut out) {
                             Msg::End => return Ok(out),
                             Msg::Count => {}
@@ -768,7 +770,7 @@ fn tickwire_pair(
     quit: Arc<AtomicBool>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     let (spin, every, near) = (
-        args.idle == Idle::Spin,
+        args.idle == IdleStrategy::Spin,
         args.reflect_every,
         args.pin.map(|p| p.near),
     );
@@ -811,7 +813,7 @@ fn tickwire_pair(
                 let n = c
                     .poll(wait, |m| {
                         let p = m.payload();
-                        let now = now_ns();
+                        let now = MonoNanos::now().as_nanos();
                         match observe(p, now, every, &mut tracker, &mut out) {
                             Msg::End => ended = true,
                             Msg::Count => {}

@@ -30,7 +30,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::harness::{parse_pin, Pinning, StopFlag};
-use crate::pingpong::Idle;
+use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::report::{self, Machine, Series};
 use crate::stats::{invalid_reason, Counters, Summary};
 use algo::{StoreKind, SyncKind};
@@ -141,8 +141,8 @@ pub struct TickToTradeArgs {
     pub sync: SyncKind,
 
     /// builtin and raw: idle strategy (spin busy-polls; block sleeps in the kernel).
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
 
     /// builtin: no dictionary validation (by default FIX44.xml from --spec-dir, as the
     /// QuickFIX reference algo validates).
@@ -198,7 +198,7 @@ pub struct AlgoChoice {
     /// Which algo.
     pub kind: AlgoKind,
     /// Its idle strategy (default: `--idle`).
-    pub idle: Option<Idle>,
+    pub idle: Option<IdleStrategy>,
     /// Its store (default: `--store`).
     pub store: Option<StoreKind>,
     /// As given on the command line: the name in the report.
@@ -227,8 +227,8 @@ pub fn parse_choice(s: &str) -> Result<AlgoChoice, String> {
     };
     for opt in parts {
         match opt {
-            "spin" => c.idle = Some(Idle::Spin),
-            "block" => c.idle = Some(Idle::Block),
+            "spin" => c.idle = Some(IdleStrategy::Spin),
+            "block" => c.idle = Some(IdleStrategy::Block),
             "file" => c.store = Some(StoreKind::File),
             "memory" => c.store = Some(StoreKind::Memory),
             other => {
@@ -283,7 +283,7 @@ pub struct AlgoResult {
     /// Which algo (None: external).
     pub kind: Option<AlgoKind>,
     /// Its idle strategy (None: QuickFIX and external algos, which wait in the kernel).
-    pub idle: Option<Idle>,
+    pub idle: Option<IdleStrategy>,
     /// What it is (engine, store, validation, idle strategy).
     pub description: String,
     /// The command that started it (None for an external algo).
@@ -491,7 +491,7 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// The idle strategy an algo of ours runs with (None for QuickFIX: it blocks).
-fn idle_of(choice: &AlgoChoice, a: &TickToTradeArgs) -> Option<Idle> {
+fn idle_of(choice: &AlgoChoice, a: &TickToTradeArgs) -> Option<IdleStrategy> {
     match choice.kind {
         AlgoKind::Builtin | AlgoKind::Raw => Some(choice.idle.unwrap_or(a.idle)),
         AlgoKind::Quickfix => None,
@@ -816,11 +816,11 @@ fn ratios(results: &[AlgoResult]) -> Vec<Ratio> {
             continue;
         };
         for r in results.iter().filter(|r| r.error.is_none()) {
-            let idle = r.idle.unwrap_or(Idle::Block);
+            let idle = r.idle.unwrap_or(IdleStrategy::Block);
             let b = bases
                 .iter()
                 .copied()
-                .find(|b| b.idle.unwrap_or(Idle::Block) == idle)
+                .find(|b| b.idle.unwrap_or(IdleStrategy::Block) == idle)
                 .unwrap_or(first);
             if b.name == r.name || r.kind == Some(base_kind) {
                 continue;
@@ -1081,7 +1081,7 @@ mod tests {
     fn algo_choices_parse_with_their_options() {
         let c = parse_choice("builtin:block:memory").unwrap();
         assert_eq!(c.kind, AlgoKind::Builtin);
-        assert_eq!(c.idle, Some(Idle::Block));
+        assert_eq!(c.idle, Some(IdleStrategy::Block));
         assert_eq!(c.store, Some(StoreKind::Memory));
         assert_eq!(c.name, "builtin:block:memory");
         let r = parse_choice("raw").unwrap();
@@ -1127,11 +1127,11 @@ mod tests {
             r
         };
         let rs = vec![
-            with("builtin:block", AlgoKind::Builtin, Some(Idle::Block), 30.0),
+            with("builtin:block", AlgoKind::Builtin, Some(IdleStrategy::Block), 30.0),
             with("quickfix", AlgoKind::Quickfix, None, 60.0),
-            with("raw:block", AlgoKind::Raw, Some(Idle::Block), 20.0),
-            with("builtin:spin", AlgoKind::Builtin, Some(Idle::Spin), 24.0),
-            with("raw:spin", AlgoKind::Raw, Some(Idle::Spin), 16.0),
+            with("raw:block", AlgoKind::Raw, Some(IdleStrategy::Block), 20.0),
+            with("builtin:spin", AlgoKind::Builtin, Some(IdleStrategy::Spin), 24.0),
+            with("raw:spin", AlgoKind::Raw, Some(IdleStrategy::Spin), 16.0),
         ];
         let r = ratios(&rs);
         let versus = |a: &str, base_kind: &str| {

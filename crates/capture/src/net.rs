@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tickwire_bench::harness::{now_ns, wait_until_ns, Progress, StopFlag};
-use tickwire_bench::stats::Latency;
+use tickwire_rt::pacing::wait_until;
+use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 
 use crate::file::{CaptureWriter, Captured, FileError};
 use crate::speed::{Schedule, Speed};
@@ -115,11 +115,11 @@ pub fn capture(
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
-    let deadline = opts.duration.map(|d| now_ns() + d.as_nanos() as u64);
+    let deadline = opts.duration.map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
     let mut progress = Progress::new();
     loop {
         if stop.is_set()
-            || deadline.is_some_and(|d| now_ns() >= d)
+            || deadline.is_some_and(|d| MonoNanos::now().as_nanos() >= d)
             || opts.max_packets.is_some_and(|m| report.packets >= m)
         {
             break;
@@ -207,15 +207,15 @@ pub fn replay(
         return Ok(report);
     };
     let count = cap.entries.len() as u64;
-    let begin = now_ns();
+    let begin = MonoNanos::now().as_nanos();
     let mut pass_start = begin;
     let mut progress = Progress::new();
     'passes: while opts.passes.is_none_or(|p| report.passes < p) {
         let schedule = Schedule::new(opts.speed, pass_start, first.unix_ns);
         for (i, e) in cap.entries.iter().enumerate() {
             if let Some(due) = schedule.due(i as u64, e.unix_ns) {
-                wait_until_ns(due);
-                report.lateness.record(now_ns().saturating_sub(due));
+                wait_until(MonoNanos(due));
+                report.lateness.record(MonoNanos::now().as_nanos().saturating_sub(due));
             }
             if i % 1024 == 0 && stop.is_set() {
                 break 'passes;
@@ -242,9 +242,9 @@ pub fn replay(
         report.passes += 1;
         pass_start += schedule.pass_ns(count, cap.span_ns());
         if matches!(opts.speed, Speed::Max) {
-            pass_start = now_ns();
+            pass_start = MonoNanos::now().as_nanos();
         }
     }
-    report.elapsed_ns = now_ns() - begin;
+    report.elapsed_ns = MonoNanos::now().as_nanos() - begin;
     Ok(report)
 }

@@ -35,7 +35,7 @@ impl Speed {
             }
             return Ok(Speed::Factor(v));
         }
-        let rate = tickwire_bench::schedule::parse_rate(&t)
+        let rate = tickwire_rt::units::parse_rate(&t)
             .map_err(|_| format!("{s:?} is not a speed (examples: 1x, 4x, 0.5x, max, 50k)"))?;
         if rate <= 0.0 {
             return Err(format!("rate {s:?} must be above 0"));

@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use tickwire_bench::harness::StopFlag;
+use tickwire_rt::StopFlag;
 use tickwire_capture::net::{capture, group_receiver, replay, CaptureOptions, ReplayOptions};
 use tickwire_capture::{CaptureWriter, Captured, Speed};
 

@@ -1,5 +1,6 @@
 //! The socket driver: a non-blocking TCP stream, waits with `poll(2)`.
 
+use tickwire_rt::MonoNanos;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic, Topic};
 
 use crate::buffers::{RxBuf, Stash};
 use crate::session::{frame_name, Pending, Reply, Session};
-use crate::{now_nanos, Error, Message, OwnedMessage};
+use crate::{Error, Message, OwnedMessage};
 
 /// Configuration of one [`Client`]. Every field has a sensible [`Default`].
 #[derive(Debug, Clone)]
@@ -31,7 +32,7 @@ pub struct ClientOptions {
     /// [`Client::publish`] buffers messages and writes once this many bytes are
     /// pending; 0 writes on every publish. Default 64 KiB.
     pub batch_bytes: usize,
-    /// Every publish carries STAMPS with `publisher_send` = [`now_nanos`]. Default off.
+    /// Every publish carries STAMPS with `publisher_send` = [`MonoNanos::now`]. Default off.
     pub stamp: bool,
     /// Largest frame accepted from the router. Default [`DEFAULT_MAX_FRAME`].
     pub max_frame: u32,
@@ -217,7 +218,7 @@ impl Client {
             });
         }
         if self.opts.stamp && opts.publisher_send.is_none() {
-            opts.publisher_send = Some(now_nanos());
+            opts.publisher_send = Some(MonoNanos::now().as_nanos());
         }
         frame::encode_publish(&mut self.tx, topic, payload, opts, self.router_max_frame)
             .map_err(Error::TooLarge)?;

@@ -2,7 +2,7 @@
 //! crate docs for the loop; this file is the loop.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_fix::codec::{self, Fields, FrameError};
 use tickwire_fix::session::{Event, Output, Role, Session};
 use tickwire_fix::settings::{IdleStrategy, SessionId, Settings};
-use tickwire_fix::store::{FileStore, MemoryStore, MessageStore};
+use tickwire_fix::store::{FileStore, MemoryStore, MessageStore, OnLostLog};
 use tickwire_fix::validate::is_admin_msg_type;
 
 use crate::app::{Application, Ctx, SessionKey};
@@ -52,6 +52,48 @@ pub struct EngineOptions {
     /// How long an accepted connection may stay silent before its first message
     /// (Logon). Default 10 s (QuickFIX's LogonTimeout).
     pub unbound_timeout: Duration,
+    /// Longest first message (Logon) buffered from an accepted connection that is not
+    /// yet bound to a session; a BodyLength announcing more, or that many bytes without
+    /// a complete message, closes the connection. A Logon is a few hundred bytes.
+    /// Default 8 KiB (`TickwireMaxLogonLength`).
+    pub max_logon_len: usize,
+    /// Accepted connections not yet bound to a session (no Logon yet) kept at once,
+    /// over all listeners; a connection accepted beyond it is closed at once (counted
+    /// and logged at most once a second). Default 64 (`TickwireMaxPendingConnections`).
+    pub max_pending: usize,
+    /// A file store whose log was lost, emptied or truncated (see
+    /// `tickwire_fix::store`) starts over at sequence 1/1 instead of refusing to start.
+    /// Default false; `tickwire fix --reset-lost-store`.
+    pub reset_lost_stores: bool,
+}
+
+impl EngineOptions {
+    /// The engine-wide options a settings file asks for: the idle strategy (`spin` if
+    /// any session sets `TickwireIdleStrategy=spin`), the largest
+    /// `TickwireMaxLogonLength` and the smallest `TickwireMaxPendingConnections` of the
+    /// sessions; defaults for the rest.
+    pub fn from_settings(settings: &Settings) -> EngineOptions {
+        let d = EngineOptions::default();
+        let s = &settings.sessions;
+        EngineOptions {
+            idle: if s.iter().any(|s| s.idle_strategy == IdleStrategy::Spin) {
+                IdleStrategy::Spin
+            } else {
+                IdleStrategy::Block
+            },
+            max_logon_len: s
+                .iter()
+                .filter_map(|s| s.max_logon_length)
+                .max()
+                .unwrap_or(d.max_logon_len),
+            max_pending: s
+                .iter()
+                .filter_map(|s| s.max_pending_connections)
+                .min()
+                .unwrap_or(d.max_pending),
+            ..d
+        }
+    }
 }
 
 impl Default for EngineOptions {
@@ -63,6 +105,9 @@ impl Default for EngineOptions {
             max_block: Duration::from_millis(100),
             command_queue: 4096,
             unbound_timeout: Duration::from_secs(10),
+            max_logon_len: 8 << 10,
+            max_pending: 64,
+            reset_lost_stores: false,
         }
     }
 }
@@ -175,6 +220,8 @@ pub(crate) struct Slot {
     nodelay: bool,
     listener: Option<usize>,
     logged: bool,
+    /// `AllowedRemoteAddresses` (empty: any peer).
+    allowed: Vec<IpAddr>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -192,6 +239,8 @@ struct Conn {
     session: Option<usize>,
     /// The listener it was accepted on.
     listener: Option<usize>,
+    /// The peer's address (accepted connections).
+    peer: Option<IpAddr>,
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
@@ -216,6 +265,11 @@ struct Net {
     write_list: Vec<usize>,
     connects: Vec<usize>,
     next_housekeeping: u64,
+    /// Accepted connections closed at once because `max_pending` were waiting for
+    /// their Logon, or because no session of the listener allows the peer.
+    refused: u64,
+    /// `refused` when it was last logged, and when.
+    refused_logged: (u64, u64),
 }
 
 /// Reused buffers for callbacks.
@@ -251,29 +305,23 @@ impl<A: Application> Engine<A> {
     /// [`SessionSpec::from_settings`]). The idle strategy is `spin` if any session sets
     /// `TickwireIdleStrategy=spin`. The settings' warnings are the caller's to print.
     pub fn from_settings(settings: &Settings, app: A) -> Result<Engine<A>, Error> {
+        Engine::from_settings_with(settings, app, EngineOptions::from_settings(settings))
+    }
+
+    /// [`Engine::from_settings`] with options of the caller's, e.g. from
+    /// [`EngineOptions::from_settings`] with a flag applied.
+    pub fn from_settings_with(
+        settings: &Settings,
+        app: A,
+        opts: EngineOptions,
+    ) -> Result<Engine<A>, Error> {
         let mut dicts = DictionaryCache::new();
         let specs = settings
             .sessions
             .iter()
             .map(|s| SessionSpec::from_settings(s, &mut dicts))
             .collect::<Result<Vec<_>, _>>()?;
-        let idle = if settings
-            .sessions
-            .iter()
-            .any(|s| s.idle_strategy == IdleStrategy::Spin)
-        {
-            IdleStrategy::Spin
-        } else {
-            IdleStrategy::Block
-        };
-        Engine::new(
-            specs,
-            app,
-            EngineOptions {
-                idle,
-                ..EngineOptions::default()
-            },
-        )
+        Engine::new(specs, app, opts)
     }
 
     /// An engine for these sessions: opens the stores, binds the acceptors'
@@ -308,6 +356,11 @@ impl<A: Application> Engine<A> {
                         qualifier,
                         *sync,
                         now,
+                        if opts.reset_lost_stores {
+                            OnLostLog::StartOver
+                        } else {
+                            OnLostLog::Refuse
+                        },
                     )
                     .map_err(|source| Error::Store {
                         session: name.clone(),
@@ -385,6 +438,7 @@ impl<A: Application> Engine<A> {
                 next_addr: 0,
                 nodelay: spec.nodelay,
                 listener,
+                allowed: spec.allowed_remote_addresses,
             });
         }
         let log = if log_targets.iter().any(Option::is_some) {
@@ -418,6 +472,8 @@ impl<A: Application> Engine<A> {
                 write_list: Vec::new(),
                 connects: Vec::new(),
                 next_housekeeping: 0,
+                refused: 0,
+                refused_logged: (0, 0),
             },
             scratch: Scratch::default(),
             log,
@@ -635,7 +691,46 @@ impl<A: Application> Engine<A> {
 
     // ─── connections ────────────────────────────────────────────────────────────
 
-    fn add_conn(&mut self, stream: TcpStream, state: ConnState) -> Option<usize> {
+    /// Accepted connections that have not logged on yet.
+    fn pending_conns(&self) -> usize {
+        self.net
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.session.is_none() && c.listener.is_some() && c.state == ConnState::Open)
+            .count()
+    }
+
+    /// Whether some session of listener `l` admits a Logon from `peer`.
+    fn listener_admits(&self, l: usize, peer: IpAddr) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.listener == Some(l) && admits(&s.allowed, peer))
+    }
+
+    /// Counts a connection refused at accept and logs the count at most once a second.
+    fn refused_at_accept(&mut self, peer: SocketAddr, why: &str) {
+        self.net.refused += 1;
+        let (logged, at) = self.net.refused_logged;
+        let now = now_nanos();
+        if logged == 0 || now.saturating_sub(at) >= 1_000_000_000 {
+            tracing::warn!(
+                "FIX acceptor: connection from {peer} closed: {why} ({} refused at accept so far)",
+                self.net.refused
+            );
+            self.net.refused_logged = (self.net.refused, now);
+        }
+    }
+
+    /// Connections closed at accept so far (too many waiting for their Logon, or a
+    /// peer no session of the listener allows).
+    pub fn refused_connections(&self) -> u64 {
+        self.net.refused
+    }
+
+    /// Registers a new connection with a read buffer of `rbuf_len` bytes (it grows up
+    /// to the connection's frame limit).
+    fn add_conn(&mut self, stream: TcpStream, state: ConnState, rbuf_len: usize) -> Option<usize> {
         let c = self.net.free.pop().unwrap_or_else(|| {
             self.net.conns.push(None);
             self.net.conns.len() - 1
@@ -645,12 +740,8 @@ impl<A: Application> Engine<A> {
             state,
             session: None,
             listener: None,
-            rbuf: vec![
-                0;
-                self.opts
-                    .read_buffer
-                    .clamp(256, self.opts.max_message_len.max(256))
-            ],
+            peer: None,
+            rbuf: vec![0; rbuf_len],
             rstart: 0,
             rend: 0,
             wbuf: Vec::new(),
@@ -678,13 +769,28 @@ impl<A: Application> Engine<A> {
             };
             match listener.accept() {
                 Ok((stream, peer)) => {
+                    // Refused before a byte is read (the stream is dropped: closed).
+                    if !self.listener_admits(l, peer.ip()) {
+                        self.refused_at_accept(peer, "address not in AllowedRemoteAddresses");
+                        continue;
+                    }
+                    if self.pending_conns() >= self.opts.max_pending.max(1) {
+                        self.refused_at_accept(
+                            peer,
+                            "too many connections waiting for their Logon",
+                        );
+                        continue;
+                    }
                     // Nodelay before the first byte; unbound connections get the
                     // default (tickwire always wants it), sessions may clear it.
                     let _ = stream.set_nodelay(true);
                     tracing::debug!("FIX connection from {peer}");
-                    if let Some(c) = self.add_conn(stream, ConnState::Open) {
+                    // Before Logon only a Logon is buffered (up to max_logon_len).
+                    let rbuf = self.opts.read_buffer.min(self.opts.max_logon_len).max(256);
+                    if let Some(c) = self.add_conn(stream, ConnState::Open, rbuf) {
                         if let Some(Some(conn)) = self.net.conns.get_mut(c) {
                             conn.listener = Some(l);
+                            conn.peer = Some(peer.ip());
                         }
                     }
                 }
@@ -722,7 +828,13 @@ impl<A: Application> Engine<A> {
             )),
         };
         let c = match stream {
-            Ok(s) => self.add_conn(s, ConnState::Connecting),
+            Ok(s) => {
+                let rbuf = self
+                    .opts
+                    .read_buffer
+                    .clamp(256, self.opts.max_message_len.max(256));
+                self.add_conn(s, ConnState::Connecting, rbuf)
+            }
             Err(e) => {
                 self.note(k, format_args!("Connection failed: {e}"));
                 None
@@ -789,13 +901,13 @@ impl<A: Application> Engine<A> {
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
     fn read_conn(&mut self, c: usize, to_eof: bool) {
         loop {
-            let max = self.opts.max_message_len;
             let Some(Some(conn)) = self.net.conns.get_mut(c) else {
                 return;
             };
             if conn.state != ConnState::Open {
                 return;
             }
+            let max = frame_limit(&self.opts, conn);
             if conn.rend == conn.rbuf.len() {
                 if conn.rstart > 0 {
                     conn.rbuf.copy_within(conn.rstart..conn.rend, 0);
@@ -837,7 +949,6 @@ impl<A: Application> Engine<A> {
 
     /// Frames and delivers every complete message in the read buffer.
     fn process_frames(&mut self, c: usize) {
-        let max = self.opts.max_message_len;
         loop {
             let Some(Some(conn)) = self.net.conns.get_mut(c) else {
                 return;
@@ -845,6 +956,7 @@ impl<A: Application> Engine<A> {
             if conn.state != ConnState::Open {
                 return;
             }
+            let max = frame_limit(&self.opts, conn);
             let avail = &conn.rbuf[conn.rstart..conn.rend];
             if avail.is_empty() {
                 conn.rstart = 0;
@@ -859,8 +971,17 @@ impl<A: Application> Engine<A> {
                 }
                 Ok(None) => return,
                 Err(FrameError::TooLong { len, max, .. }) => {
-                    let text =
-                        format!("Message of {len} bytes exceeds the limit of {max}: disconnecting");
+                    let text = if conn.session.is_none() && conn.listener.is_some() {
+                        format!(
+                            "First message (Logon) of {len} bytes exceeds the limit of {max} \
+                             before Logon: disconnecting"
+                        )
+                    } else {
+                        format!("Message of {len} bytes exceeds the limit of {max}: disconnecting")
+                    };
+                    if conn.session.is_none() {
+                        tracing::warn!("FIX acceptor: {text}");
+                    }
                     self.close_conn(c, &text);
                     return;
                 }
@@ -907,6 +1028,7 @@ impl<A: Application> Engine<A> {
             return None;
         };
         let listener = conn.listener;
+        let peer = conn.peer;
         let found = match codec::parse_unchecked(&conn.rbuf[a..b], &mut self.scratch.fields) {
             Err(_) => Err("garbled first message"),
             Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon"),
@@ -931,6 +1053,19 @@ impl<A: Application> Engine<A> {
         match found {
             Err(why) => {
                 tracing::warn!("FIX acceptor: {why}: connection closed");
+                self.close_conn(c, "");
+                None
+            }
+            Ok(k) if !peer.is_some_and(|p| admits(&self.slots[k].allowed, p)) => {
+                let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+                self.note(
+                    k,
+                    format_args!("Refusing connection from {who}: not in AllowedRemoteAddresses"),
+                );
+                tracing::warn!(
+                    "FIX acceptor: Logon for {} from {who}, not in its AllowedRemoteAddresses: connection closed",
+                    self.slots[k].id
+                );
                 self.close_conn(c, "");
                 None
             }
@@ -1307,6 +1442,27 @@ impl<A: Application> Engine<A> {
                 }
             }
         }
+    }
+}
+
+/// Whether an `AllowedRemoteAddresses` list admits `peer` (an empty list admits any).
+/// An IPv4 peer seen as an IPv4-mapped IPv6 address (dual-stack listener) matches its
+/// IPv4 form.
+fn admits(allowed: &[IpAddr], peer: IpAddr) -> bool {
+    let peer = match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+        v4 => v4,
+    };
+    allowed.is_empty() || allowed.contains(&peer)
+}
+
+/// The longest frame a connection may announce: [`EngineOptions::max_logon_len`] on an
+/// accepted connection before its Logon bound it, else `max_message_len`.
+fn frame_limit(opts: &EngineOptions, conn: &Conn) -> usize {
+    if conn.session.is_none() && conn.listener.is_some() {
+        opts.max_logon_len.min(opts.max_message_len)
+    } else {
+        opts.max_message_len
     }
 }
 

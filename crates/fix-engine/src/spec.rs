@@ -15,9 +15,11 @@
 //! | `UseDataDictionary`, `DataDictionary`, `TransportDataDictionary`, `AppDataDictionary`, `Validate*`, `AllowUnknownMsgFields` | validation of received messages |
 //! | `FileLogPath` | message and event log files written off the engine thread ([`crate::MessageLog`]) |
 //! | `TickwireIdleStrategy` | `block` or `spin`; the engine spins if any session asks for it |
+//! | `AllowedRemoteAddresses` | acceptor: only these peer IP addresses may log on to the session; a connection from elsewhere is closed at accept when no session of the listener admits it, else at its Logon, without a reply |
+//! | `TickwireMaxLogonLength`, `TickwireMaxPendingConnections` | the acceptor's bounds before Logon ([`crate::EngineOptions::max_logon_len`], [`crate::EngineOptions::max_pending`]); engine-wide: the largest / smallest of the sessions' values |
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -64,6 +66,10 @@ pub struct SessionSpec {
     pub nodelay: bool,
     /// `FileLogPath`: write this session's messages and events there.
     pub file_log_path: Option<PathBuf>,
+    /// Acceptor: `AllowedRemoteAddresses`, the peers that may log on to this session
+    /// (empty: any). A Logon for this session from another address closes the
+    /// connection without a reply.
+    pub allowed_remote_addresses: Vec<IpAddr>,
 }
 
 impl SessionSpec {
@@ -89,6 +95,7 @@ impl SessionSpec {
             connect: Vec::new(),
             nodelay: true,
             file_log_path: None,
+            allowed_remote_addresses: Vec::new(),
         }
     }
 
@@ -107,6 +114,7 @@ impl SessionSpec {
         spec.id = s.id.clone();
         spec.nodelay = s.socket_nodelay;
         spec.file_log_path = s.file_log_path.clone();
+        spec.allowed_remote_addresses = s.allowed_remote_addresses.clone();
         spec.store = match &s.file_store_path {
             Some(p) => StoreSpec::File {
                 path: p.clone(),

@@ -4,7 +4,7 @@
 //! message before Logon, garbage, huge BodyLength) that must cost only their own
 //! connection.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -184,29 +184,44 @@ impl Application for Seen {
     }
 }
 
-/// An acceptor engine on its own thread; stopped and joined on drop.
+/// An acceptor engine on its own thread; stopped and joined on drop, where an error or
+/// a panic of the engine thread fails the test (unless it is already failing).
 struct Acceptor {
     addr: SocketAddr,
     handle: Handle,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), tickwire_fix_engine::Error>>>,
     seen: Seen,
 }
 
 impl Acceptor {
     fn start() -> Acceptor {
-        let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
-                    SocketAcceptPort=0\nNonStopSession=Y\n\
-                    [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
-                    [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n";
-        let settings = Settings::parse(text, "test.cfg").unwrap();
+        Acceptor::start_with("", "", "")
+    }
+
+    /// Sessions ACC->ONE and ACC->TWO; `default`, `one` and `two` are extra settings
+    /// lines for [DEFAULT] and each session.
+    fn start_with(default: &str, one: &str, two: &str) -> Acceptor {
+        let text = format!(
+            "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+             SocketAcceptPort=0\nNonStopSession=Y\n{default}\
+             [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n{one}\
+             [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n{two}"
+        );
+        let settings = Settings::parse(&text, "test.cfg").unwrap();
         let seen = Seen::default();
-        let engine = Engine::from_settings(&settings, seen.clone()).unwrap();
+        // A silent connection is never closed for its silence here, so that every close
+        // a test sees is the one the test is about (not the Logon timeout).
+        let opts = EngineOptions {
+            unbound_timeout: Duration::from_secs(3600),
+            ..EngineOptions::from_settings(&settings)
+        };
+        let engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
         let addr = engine.listen_addrs()[0];
         let handle = engine.handle();
         let thread = std::thread::spawn(move || {
             let mut engine = engine;
-            engine.run().unwrap();
-            engine.shutdown(Duration::from_secs(1)).unwrap();
+            engine.run()?;
+            engine.shutdown(Duration::from_secs(1))
         });
         Acceptor {
             addr,
@@ -215,13 +230,26 @@ impl Acceptor {
             seen,
         }
     }
+
+    fn events(&self) -> Vec<String> {
+        self.seen.events.lock().unwrap().clone()
+    }
 }
 
 impl Drop for Acceptor {
     fn drop(&mut self) {
         self.handle.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let Some(t) = self.thread.take() else {
+            return;
+        };
+        let result = t.join();
+        if std::thread::panicking() {
+            return; // the test is failing already; do not abort with a double panic
+        }
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("the engine thread failed: {e}"),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
@@ -277,39 +305,57 @@ impl Raw {
         r
     }
 
-    /// The next message ('|' for SOH), None at EOF; panics after WAIT.
-    fn next(&mut self) -> Option<String> {
+    /// The next message ('|' for SOH), or how the connection ended; panics when
+    /// neither happens within WAIT (a silent peer is not a closed one).
+    fn next(&mut self) -> Result<String, End> {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Ok(Some(n)) = codec::frame_len(&self.buf, 1 << 20) {
                 let m: Vec<u8> = self.buf.drain(..n).collect();
                 let mut f = Fields::new();
                 codec::parse(&m, &mut f).expect("the engine sends valid messages");
-                return Some(
-                    m.iter()
-                        .map(|&b| if b == codec::SOH { '|' } else { b as char })
-                        .collect(),
-                );
+                return Ok(m
+                    .iter()
+                    .map(|&b| if b == codec::SOH { '|' } else { b as char })
+                    .collect());
             }
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "no message within {WAIT:?}");
             self.s.set_read_timeout(Some(left)).unwrap();
             let mut tmp = [0u8; 4096];
             match self.s.read(&mut tmp) {
-                Ok(0) | Err(_) => return None,
+                Ok(0) => return Err(End::Eof),
                 Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return Err(End::Reset),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("neither a message nor a close within {WAIT:?}")
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => panic!("read: {e}"),
             }
         }
     }
 
-    /// Reads until EOF, returning what arrived.
-    fn until_eof(&mut self) -> Vec<String> {
+    /// Reads until the engine closes the connection, returning what arrived; panics if
+    /// it does not close within WAIT. A close with unread input may arrive as a reset.
+    fn until_closed(&mut self) -> Vec<String> {
         let mut got = Vec::new();
-        while let Some(m) = self.next() {
-            got.push(m);
+        loop {
+            match self.next() {
+                Ok(m) => got.push(m),
+                Err(End::Eof | End::Reset) => return got,
+            }
         }
-        got
     }
+}
+
+/// How the engine ended a connection.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// An orderly close (FIN).
+    Eof,
+    /// A reset (the engine closed with input it had not read).
+    Reset,
 }
 
 #[test]
@@ -319,16 +365,16 @@ fn unknown_session_and_message_before_logon_are_disconnected_without_a_word() {
 
     let mut stranger = Raw::connect(acc.addr, "NOBODY");
     stranger.send("A", &[(98, "0"), (108, "30")]);
-    assert_eq!(stranger.until_eof(), Vec::<String>::new());
+    assert_eq!(stranger.until_closed(), Vec::<String>::new());
 
     let mut early = Raw::connect(acc.addr, "TWO");
     early.send("0", &[]);
-    assert_eq!(early.until_eof(), Vec::<String>::new());
+    assert_eq!(early.until_closed(), Vec::<String>::new());
 
     // A second connection for a session that is logged on is refused too.
     let mut dup = Raw::connect(acc.addr, "ONE");
     dup.send("A", &[(98, "0"), (108, "30")]);
-    assert_eq!(dup.until_eof(), Vec::<String>::new());
+    assert_eq!(dup.until_closed(), Vec::<String>::new());
 
     // The logged-on session did not notice.
     good.send("D", &[(11, "K1")]);
@@ -352,7 +398,7 @@ fn garbage_and_a_huge_body_length_cost_only_their_own_connection() {
     // A BodyLength far beyond the limit closes that connection only.
     let mut two = Raw::logon(acc.addr, "TWO");
     two.send_raw(b"8=FIX.4.4\x019=999999999\x0135=D\x01");
-    assert_eq!(two.until_eof(), Vec::<String>::new());
+    assert_eq!(two.until_closed(), Vec::<String>::new());
 
     // A bad CheckSum is ignored (garbled), nothing is consumed: the next message with
     // the same number is processed.
@@ -427,5 +473,167 @@ fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
     let events =
         std::fs::read_to_string(dir.join("log/FIX.4.4-ACC-ONE.event.current.log")).unwrap();
     assert!(events.contains("Received logon request"), "{events}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ─── issue 12: bounds before Logon, AllowedRemoteAddresses ───────────────────────
+
+/// Issue 12 item 2: an acceptor buffered up to 4 MiB (`max_message_len`) from a
+/// connection that had not logged on (200 × `9=4000000` → 809 MB). Before Logon the
+/// limit is now `TickwireMaxLogonLength`.
+#[test]
+fn regression_pre_logon_input_is_bounded_by_max_logon_length() {
+    let acc = Acceptor::start_with("TickwireMaxLogonLength=1024\n", "", "");
+    // Under the 4 MiB message limit, far over the Logon limit: closed at once.
+    let mut big = Raw::connect(acc.addr, "ONE");
+    big.send_raw(b"8=FIX.4.4\x019=4000000\x0135=A\x01");
+    assert_eq!(big.until_closed(), Vec::<String>::new());
+    // Just over the limit, announced honestly: closed too.
+    let mut over = Raw::connect(acc.addr, "ONE");
+    over.send_raw(b"8=FIX.4.4\x019=2000\x0135=A\x01");
+    assert_eq!(over.until_closed(), Vec::<String>::new());
+    // A real Logon fits; after it the session's limit (4 MiB) applies again.
+    let mut one = Raw::logon(acc.addr, "ONE");
+    let long = "x".repeat(4000);
+    one.send("D", &[(11, "L1"), (58, &long)]);
+    let r = one.next().expect("answer to a 4 KB message after Logon");
+    assert!(r.contains("|11=L1|"), "{r}");
+}
+
+/// Issue 12 item 2: there was no cap on connections waiting for their Logon (10k
+/// never-logon connections → 384 MB). Beyond `TickwireMaxPendingConnections` a new
+/// connection is closed at accept; logged-on sessions are not affected.
+#[test]
+fn regression_pending_connections_before_logon_are_capped() {
+    let acc = Acceptor::start_with("TickwireMaxPendingConnections=4\n", "", "");
+    let mut one = Raw::logon(acc.addr, "ONE");
+    let silent: Vec<Raw> = (0..4).map(|_| Raw::connect(acc.addr, "TWO")).collect();
+    // Make sure the engine has accepted the four (a logged-on round trip after them).
+    one.send("D", &[(11, "P1")]);
+    assert!(one.next().expect("answer").contains("|11=P1|"));
+    for i in 0..3 {
+        let mut extra = Raw::connect(acc.addr, "TWO");
+        assert_eq!(
+            extra.until_closed(),
+            Vec::<String>::new(),
+            "connection {i} beyond the cap"
+        );
+    }
+    // The logged-on session did not notice.
+    one.send("D", &[(11, "P2")]);
+    assert!(one.next().expect("answer").contains("|11=P2|"));
+    // Once the silent ones are gone, TWO can log on (bounded retries: the engine has
+    // to see their close before it sees the new connection).
+    drop(silent);
+    let mut logged_on = false;
+    for _ in 0..100 {
+        let mut two = Raw::connect(acc.addr, "TWO");
+        two.send("A", &[(98, "0"), (108, "30")]);
+        if let Ok(m) = two.next() {
+            assert!(m.contains("|35=A|"), "{m}");
+            logged_on = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        logged_on,
+        "TWO could not log on after the pending connections left"
+    );
+}
+
+/// Issue 12 item 5: `AllowedRemoteAddresses` was ignored after a warning, so any peer
+/// could log on (and reset the session's sequence numbers with 141=Y). A settings file
+/// allowing only 127.0.0.2 refuses a peer connecting from 127.0.0.1.
+#[test]
+fn regression_allowed_remote_addresses_refuses_other_peers() {
+    // Every session allows only 127.0.0.2: closed at accept, before any byte is read.
+    let acc = Acceptor::start_with("AllowedRemoteAddresses=127.0.0.2\n", "", "");
+    let mut c = Raw::connect(acc.addr, "ONE");
+    // The write may fail if the close already arrived; either way nothing comes back.
+    let _ =
+        c.s.write_all(&encode("A", 1, "ONE", "ACC", &[(98, "0"), (108, "30")]));
+    assert_eq!(c.until_closed(), Vec::<String>::new());
+    assert!(
+        !acc.events().iter().any(|e| e == "logon"),
+        "{:?}",
+        acc.events()
+    );
+    drop(acc);
+
+    // Only ONE restricts: its Logon from 127.0.0.1 is refused with an event, TWO is
+    // admitted on the same listener.
+    let acc = Acceptor::start_with("", "AllowedRemoteAddresses=127.0.0.2\n", "");
+    let mut c = Raw::connect(acc.addr, "ONE");
+    c.send("A", &[(98, "0"), (108, "30")]);
+    assert_eq!(c.until_closed(), Vec::<String>::new());
+    let _two = Raw::logon(acc.addr, "TWO");
+    let events = acc.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("Refusing connection from 127.0.0.1")),
+        "{events:?}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| *e == "logon").count(),
+        1,
+        "{events:?}"
+    );
+}
+
+#[test]
+fn allowed_remote_addresses_admits_a_listed_peer() {
+    let acc = Acceptor::start_with("AllowedRemoteAddresses=10.1.2.3, 127.0.0.1\n", "", "");
+    let mut one = Raw::logon(acc.addr, "ONE");
+    one.send("D", &[(11, "OK1")]);
+    assert!(one.next().expect("answer").contains("|11=OK1|"));
+}
+
+/// Issue 12 item 6 at the engine: a session whose store.log was emptied does not
+/// start (and so cannot reuse sequence numbers) unless reset_lost_stores asks for it.
+#[test]
+fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
+    let dir = std::env::temp_dir().join(format!("tickwire-fix-engine-lost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!(
+        "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort=0\n\
+         NonStopSession=Y\nFileStorePath={}\n\
+         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n",
+        dir.display()
+    );
+    let settings = Settings::parse(&text, "test.cfg").unwrap();
+    {
+        let mut engine = Engine::from_settings(&settings, Seen::default()).unwrap();
+        let key = engine.sessions().next().unwrap().0;
+        engine.send(key, b"D", b"11=Q1\x01").unwrap();
+        engine.turn().unwrap();
+        engine.shutdown(Duration::from_secs(1)).unwrap();
+    }
+    std::fs::write(dir.join("FIX.4.4-ACC-ONE/store.log"), b"").unwrap();
+    match Engine::from_settings(&settings, Seen::default()) {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("refusing") && text.contains("empty"),
+                "{text}"
+            );
+        }
+        Ok(_) => panic!("an engine started on an emptied store"),
+    }
+    let opts = EngineOptions {
+        reset_lost_stores: true,
+        ..EngineOptions::from_settings(&settings)
+    };
+    let seen = Seen::default();
+    let engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
+    let key = engine.sessions().next().unwrap().0;
+    assert_eq!(engine.session(key).unwrap().next_sender_seq(), 1);
+    let events = seen.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| e.contains("started over")),
+        "{events:?}"
+    );
+    drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
 }

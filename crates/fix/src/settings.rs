@@ -21,8 +21,9 @@
 //!
 //! Every key QuickFIX/C++ 1.16 knows (session, socket, store, log and SSL settings) is
 //! recognised. The keys tickwire implements are parsed into [`SessionSettings`] with
-//! QuickFIX's defaults; known keys we do not implement (database stores and logs, SSL,
-//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning. A
+//! QuickFIX's defaults; known keys we do not implement (database stores and logs,
+//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning,
+//! except the TLS keys, which are refused (see "Security settings" below). A
 //! key QuickFIX does not know is an error with file, line and a "did you mean" suggestion.
 //! A few keys from QuickFIX/J that the issue asks for are also implemented:
 //! `SenderSubID`, `SenderLocationID`, `TargetSubID`, `TargetLocationID`, `TimeZone`,
@@ -40,11 +41,27 @@
 //! | `TickwireIdleStrategy` | `block` / `spin` | `block` | how the engine waits for IO |
 //! | `TickwireStoreSync` | `every` / `batched` / `os` | `os` | [`crate::store::SyncPolicy`] of the file store |
 //! | `TickwireStoreSyncBatch` | number >= 1 | `64` | messages per fdatasync with `batched` |
+//! | `TickwireMaxLogonLength` | bytes >= 64 | `8192` | longest first message (Logon) an acceptor buffers from a connection that has not logged on; longer closes it |
+//! | `TickwireMaxPendingConnections` | number >= 1 | `64` | accepted connections not yet logged on an acceptor keeps at once; more are closed at accept |
+//!
+//! The two limits are engine-wide: the engine takes the largest `TickwireMaxLogonLength`
+//! and the smallest `TickwireMaxPendingConnections` of its sessions (set them in
+//! `[DEFAULT]`).
+//!
+//! # Security settings
+//!
+//! `AllowedRemoteAddresses` (QuickFIX 1.16; comma-separated IP addresses) is enforced:
+//! an acceptor closes, without a reply, a connection whose Logon names a session that
+//! does not list the peer's address (see the engine's docs). TLS is not implemented, and
+//! a file asking for it (`SocketUseSSL=Y`, `SSLProtocol`, `SSLCipherSuite`,
+//! `TLSCipherSuites`, the certificate and revocation-list keys) is refused with
+//! [`SettingsError::Insecure`] instead of silently running in clear text.
 //!
 //! Environment variable substitution (`$VAR`, QuickFIX's optional `resolveEnvVars`) is not
 //! supported.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use chrono::{NaiveTime, Weekday};
@@ -103,6 +120,19 @@ pub enum SettingsError {
         /// The missing key and why.
         key: &'static str,
     },
+    /// A setting tickwire does not implement whose absence would make the session less
+    /// secure than the file asks for (TLS and its certificates): refused, not ignored.
+    #[error("{file}:{line}: {key}={value}: tickwire does not implement TLS, and running this session in clear text would be less secure than the settings ask for; refusing to start (terminate TLS in front of tickwire, e.g. stunnel, and remove the TLS settings)")]
+    Insecure {
+        /// File name.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// The key (canonical spelling).
+        key: &'static str,
+        /// The value as written.
+        value: String,
+    },
     /// Two sessions with the same identity.
     #[error("{file}:{line}: duplicate session {session}")]
     DuplicateSession {
@@ -137,8 +167,11 @@ impl std::fmt::Display for SettingsWarning {
 enum Support {
     Implemented,
     Ignored,
+    /// Not implemented, and running without it would be less secure than the user
+    /// asked for (TLS): the file is refused rather than run in clear text.
+    Refused,
 }
-use Support::{Ignored, Implemented};
+use Support::{Ignored, Implemented, Refused};
 
 /// Every key QuickFIX/C++ 1.16 knows, plus the QuickFIX/J and tickwire keys we implement.
 const KEYS: &[(&str, Support)] = &[
@@ -249,22 +282,25 @@ const KEYS: &[(&str, Support)] = &[
     ("TimestampPrecision", Implemented),
     ("HttpAcceptPort", Ignored),
     ("PersistMessages", Implemented),
-    ("ServerCertificateFile", Ignored),
-    ("ServerCertificateKeyFile", Ignored),
-    ("ClientCertificateFile", Ignored),
-    ("ClientCertificateKeyFile", Ignored),
-    ("CertificationAuthoritiesFile", Ignored),
-    ("CertificationAuthoritiesDirectory", Ignored),
-    ("CertificateRevocationListFile", Ignored),
-    ("CertificateRevocationListDirectory", Ignored),
-    ("CertificateVerifyLevel", Ignored),
-    ("AllowedRemoteAddresses", Ignored),
-    ("SSLProtocol", Ignored),
-    ("SSLCipherSuite", Ignored),
-    ("TLSCipherSuites", Ignored),
+    ("ServerCertificateFile", Refused),
+    ("ServerCertificateKeyFile", Refused),
+    ("ClientCertificateFile", Refused),
+    ("ClientCertificateKeyFile", Refused),
+    ("CertificationAuthoritiesFile", Refused),
+    ("CertificationAuthoritiesDirectory", Refused),
+    ("CertificateRevocationListFile", Refused),
+    ("CertificateRevocationListDirectory", Refused),
+    ("CertificateVerifyLevel", Refused),
+    ("AllowedRemoteAddresses", Implemented),
+    ("SocketUseSSL", Refused),
+    ("SSLProtocol", Refused),
+    ("SSLCipherSuite", Refused),
+    ("TLSCipherSuites", Refused),
     ("TickwireIdleStrategy", Implemented),
     ("TickwireStoreSync", Implemented),
     ("TickwireStoreSyncBatch", Implemented),
+    ("TickwireMaxLogonLength", Implemented),
+    ("TickwireMaxPendingConnections", Implemented),
 ];
 
 /// Keys that may carry a numeric suffix (failover hosts: `SocketConnectHost1`, ...).
@@ -353,15 +389,10 @@ pub enum ConnectionType {
     Initiator,
 }
 
-/// tickwire extension `TickwireIdleStrategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IdleStrategy {
-    /// Block in epoll (default).
-    #[default]
-    Block,
-    /// Busy-poll the sockets.
-    Spin,
-}
+/// tickwire extension `TickwireIdleStrategy`: `block` (wait in epoll, the default) or
+/// `spin` (busy-poll the sockets). The shared type of every tickwire driver; these
+/// settings produce only those two.
+pub use tickwire_rt::IdleStrategy;
 
 /// A session's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -498,6 +529,15 @@ pub struct SessionSettings {
     pub idle_strategy: IdleStrategy,
     /// TickwireStoreSync / TickwireStoreSyncBatch (default os).
     pub store_sync: SyncPolicy,
+    /// AllowedRemoteAddresses (acceptors): the peers that may log on to this session;
+    /// empty: any peer.
+    pub allowed_remote_addresses: Vec<IpAddr>,
+    /// TickwireMaxLogonLength: the longest first message (Logon) an acceptor buffers
+    /// from a connection not yet logged on (None: the engine's default).
+    pub max_logon_length: Option<usize>,
+    /// TickwireMaxPendingConnections: accepted connections not yet logged on that an
+    /// acceptor keeps at once (None: the engine's default).
+    pub max_pending_connections: Option<usize>,
 }
 
 /// A parsed settings file.
@@ -592,6 +632,16 @@ impl Settings {
                     suggestion: suggest(key),
                 });
             };
+            // `SocketUseSSL=N` asks for nothing we lack; every other TLS key does.
+            let asks_for_tls = !(canon == "SocketUseSSL" && value.eq_ignore_ascii_case("N"));
+            if support == Refused && asks_for_tls {
+                return Err(SettingsError::Insecure {
+                    file: file.to_string(),
+                    line: line_no,
+                    key: canon,
+                    value: value.to_string(),
+                });
+            }
             if support == Ignored {
                 warn(
                     &mut warnings,
@@ -883,6 +933,30 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
             _ => return Err(r.bad("TickwireStoreSync", e, "every, batched or os")),
         },
     };
+    let allowed_remote_addresses = match r.entry("AllowedRemoteAddresses") {
+        None => Vec::new(),
+        Some(e) => e
+            .value
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| a.parse::<IpAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| r.bad("AllowedRemoteAddresses", e, "comma-separated IP addresses"))?,
+    };
+    let max_logon_length = r.num::<usize>("TickwireMaxLogonLength")?;
+    if let (Some(n), Some(e)) = (max_logon_length, r.entry("TickwireMaxLogonLength")) {
+        if n < 64 {
+            return Err(r.bad("TickwireMaxLogonLength", e, "a byte count of at least 64"));
+        }
+    }
+    let max_pending_connections = r.num::<usize>("TickwireMaxPendingConnections")?;
+    if let (Some(0), Some(e)) = (
+        max_pending_connections,
+        r.entry("TickwireMaxPendingConnections"),
+    ) {
+        return Err(r.bad("TickwireMaxPendingConnections", e, "a number >= 1"));
+    }
     let app_data_dictionaries = values
         .iter()
         .filter(|((k, _), _)| *k == "AppDataDictionary")
@@ -932,6 +1006,9 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         timestamp_precision,
         idle_strategy,
         store_sync,
+        allowed_remote_addresses,
+        max_logon_length,
+        max_pending_connections,
         id,
     })
 }

@@ -31,7 +31,8 @@
 //! One directory per session, named `<BeginString>-<SenderCompID>-<TargetCompID>` with
 //! `-<SessionQualifier>` appended when there is one (the same name QuickFIX's `FileStore`
 //! uses as prefix of its files under `FileStorePath`; see [`FileStore::session_dir_name`]).
-//! The directory holds one file, `store.log`, a sequence of records:
+//! The directory holds two files: `store.log`, the log, and `store.seqnums`, the
+//! redundancy that detects a lost log (below). The log is a sequence of records:
 //!
 //! ```text
 //! record  = len:u32le  crc:u32le  body[len]
@@ -64,6 +65,33 @@
 //! length) when the rest of the file is zeros, or is at most 4 MiB long and holds no intact
 //! record. Any other damaged record is corruption in the middle of the file:
 //! [`StoreError::Corrupt`] with the file and the offset, and nothing is truncated.
+//!
+//! # A lost, emptied or truncated log
+//!
+//! The log alone cannot tell "a new session" from "a log someone deleted, emptied
+//! (`: > store.log`) or truncated at a record boundary": all are valid logs, and each
+//! would silently restart at lower sequence numbers, which the counterparty then sees
+//! reused. So every `flush()` that wrote records ends with one more small `pwrite`, to
+//! `store.seqnums`: the log's creation time, its flushed length and the two sequence
+//! numbers, in one of two 48-byte slots (generation number + CRC-32, written
+//! alternately, so that a torn write of one slot leaves the other; the newest intact
+//! slot counts). It is written after the log's write (and sync), so it never records
+//! more than the log holds, and a torn log tail is always past it.
+//!
+//! On open: a missing or empty log while `store.seqnums` exists, a log shorter than its
+//! recorded length, lower sequence numbers than recorded, damage inside the recorded
+//! length, or a log created *before* the recorded one (an old copy put back) is
+//! [`StoreError::Lost`]: the store refuses to open, naming both files' figures.
+//! [`OnLostLog::StartOver`] (`tickwire fix --reset-lost-store`) starts over at 1/1
+//! instead, with a warning. A log created *after* the recorded one is a reset whose
+//! `store.seqnums` update a crash prevented: accepted. A log without `store.seqnums`
+//! (first start, or a store written before this file existed) is accepted and the file
+//! written. Deleting the whole session directory is an explicit fresh start.
+//!
+//! Cost: one 48-byte `pwrite` per `flush()` that wrote something (once per loop turn),
+//! not synced by itself. With [`SyncPolicy::Os`], a machine crash may keep the seqnums
+//! write and lose log pages; the store then refuses to open instead of reusing the lost
+//! sequence numbers.
 //!
 //! # Reading for resends
 //!
@@ -105,12 +133,24 @@ pub enum StoreError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The log is missing, empty, shorter than, or older than what its sequence-number
+    /// file (`store.seqnums`) records: records were lost, and starting from what is
+    /// left would reuse sequence numbers. Refused unless the caller asked to start over
+    /// ([`OnLostLog::StartOver`]).
+    #[error("store file {path}: {reason}; refusing to open it, because sequence numbers would be reused (restore the file, or start the session over at 1/1 explicitly: `tickwire fix ... --reset-lost-store`)")]
+    Lost {
+        /// The store log.
+        path: PathBuf,
+        /// What was found, with the figures of both files.
+        reason: String,
+    },
     /// A message longer than a record can hold (4 GiB) was saved.
     #[error("message of {0} bytes is too large for the store")]
     TooLarge(usize),
 }
 
-/// A recoverable problem found while opening a [`FileStore`]: a torn final record.
+/// A recoverable problem found while opening a [`FileStore`]: a torn final record, or
+/// (with [`OnLostLog::StartOver`]) a lost log the store started over from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreWarning {
     /// The store file.
@@ -119,18 +159,39 @@ pub struct StoreWarning {
     pub truncated_at: u64,
     /// How many bytes were dropped.
     pub dropped_bytes: u64,
+    /// Why the store started over at sequence 1/1 ([`OnLostLog::StartOver`]); `None`
+    /// for a torn record.
+    pub started_over: Option<String>,
 }
 
 impl std::fmt::Display for StoreWarning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "store file {}: torn final record at offset {} ({} bytes) truncated",
-            self.path.display(),
-            self.truncated_at,
-            self.dropped_bytes
-        )
+        match &self.started_over {
+            Some(why) => write!(
+                f,
+                "store file {}: {why}; started over at sequence 1/1 as asked",
+                self.path.display()
+            ),
+            None => write!(
+                f,
+                "store file {}: torn final record at offset {} ({} bytes) truncated",
+                self.path.display(),
+                self.truncated_at,
+                self.dropped_bytes
+            ),
+        }
     }
+}
+
+/// What [`FileStore::open_with`] does with a log that lost records (see
+/// [`StoreError::Lost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLostLog {
+    /// Refuse to open ([`StoreError::Lost`]): the default.
+    #[default]
+    Refuse,
+    /// Start over with an empty store at sequence 1/1 (and say so in the warning).
+    StartOver,
 }
 
 /// Where a FIX session keeps its sequence numbers and outgoing messages.
@@ -285,6 +346,80 @@ const PREFIX: usize = 8;
 const BODY_HEAD: usize = 9;
 const FILE_NAME: &str = "store.log";
 const TMP_NAME: &str = "store.log.tmp";
+const SEQ_NAME: &str = "store.seqnums";
+const SEQ_MAGIC: &[u8; 4] = b"TWSQ";
+/// magic + generation + creation + log length + next sender + next target + crc.
+const SEQ_SLOT: usize = 4 + 8 * 5 + 4;
+
+/// The content of one `store.seqnums` slot: what the log held after a flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SeqSnapshot {
+    generation: u64,
+    creation: u64,
+    log_len: u64,
+    next_sender: u64,
+    next_target: u64,
+}
+
+impl SeqSnapshot {
+    fn encode(&self) -> [u8; SEQ_SLOT] {
+        let mut b = [0u8; SEQ_SLOT];
+        b[..4].copy_from_slice(SEQ_MAGIC);
+        let values = [
+            self.generation,
+            self.creation,
+            self.log_len,
+            self.next_sender,
+            self.next_target,
+        ];
+        for (i, v) in values.iter().enumerate() {
+            b[4 + 8 * i..12 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b[..SEQ_SLOT - 4]);
+        b[SEQ_SLOT - 4..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<SeqSnapshot> {
+        if b.len() < SEQ_SLOT || &b[..4] != SEQ_MAGIC {
+            return None;
+        }
+        if crc32fast::hash(&b[..SEQ_SLOT - 4]) != u32_at(b, SEQ_SLOT - 4)? {
+            return None;
+        }
+        Some(SeqSnapshot {
+            generation: u64_at(b, 4)?,
+            creation: u64_at(b, 12)?,
+            log_len: u64_at(b, 20)?,
+            next_sender: u64_at(b, 28)?,
+            next_target: u64_at(b, 36)?,
+        })
+    }
+}
+
+/// The newest intact slot of a `store.seqnums` file (two slots, written alternately, so
+/// that a torn write of one leaves the other). `Ok(None)`: no file, or an empty one.
+fn read_seqnums(path: &Path) -> Result<Option<SeqSnapshot>, StoreError> {
+    let data = match fs::read(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(path, "read")(e)),
+    };
+    if data.is_empty() {
+        return Ok(None);
+    }
+    let a = SeqSnapshot::decode(&data);
+    let b = data.get(SEQ_SLOT..).and_then(SeqSnapshot::decode);
+    match (a, b) {
+        (Some(a), Some(b)) => Ok(Some(if a.generation >= b.generation { a } else { b })),
+        (Some(x), None) | (None, Some(x)) => Ok(Some(x)),
+        (None, None) => Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: "no intact slot in the sequence-number file",
+        }),
+    }
+}
 
 /// One stored message: where its payload is in the logical file (file + pending buffer).
 #[derive(Debug, Clone, Copy)]
@@ -315,6 +450,12 @@ pub struct FileStore {
     next_sender: u64,
     next_target: u64,
     creation: u64,
+    /// `store.seqnums`: the log's length and sequence numbers after every flush, the
+    /// redundancy that detects a lost, emptied or truncated log (module docs).
+    seq_file: File,
+    seq_path: PathBuf,
+    /// Generation of the last slot written (the next goes to slot `(gen + 1) % 2`).
+    seq_generation: u64,
 }
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -459,7 +600,8 @@ impl FileStore {
     }
 
     /// Open (or create) the store of one session under `file_store_path` (QuickFIX's
-    /// `FileStorePath`), in the directory named by [`FileStore::session_dir_name`].
+    /// `FileStorePath`), in the directory named by [`FileStore::session_dir_name`]; see
+    /// [`FileStore::open_with`] for `on_lost`.
     pub fn open_session(
         file_store_path: &Path,
         begin_string: &str,
@@ -468,6 +610,7 @@ impl FileStore {
         qualifier: Option<&str>,
         policy: SyncPolicy,
         now_unix_nanos: u64,
+        on_lost: OnLostLog,
     ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
         let dir = file_store_path.join(Self::session_dir_name(
             begin_string,
@@ -475,7 +618,7 @@ impl FileStore {
             target,
             qualifier,
         ));
-        Self::open(&dir, policy, now_unix_nanos)
+        Self::open_with(&dir, policy, now_unix_nanos, on_lost)
     }
 
     /// Open the store in directory `dir`, creating the directory and an empty store
@@ -486,21 +629,80 @@ impl FileStore {
         policy: SyncPolicy,
         now_unix_nanos: u64,
     ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
+        Self::open_with(dir, policy, now_unix_nanos, OnLostLog::Refuse)
+    }
+
+    /// [`FileStore::open`], choosing what happens when the log lost records (missing,
+    /// emptied, truncated or replaced by an older one while `store.seqnums` remains):
+    /// [`StoreError::Lost`], or an empty store at 1/1 with a warning.
+    pub fn open_with(
+        dir: &Path,
+        policy: SyncPolicy,
+        now_unix_nanos: u64,
+        on_lost: OnLostLog,
+    ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
+        match Self::open_checked(dir, policy, now_unix_nanos) {
+            Err(StoreError::Lost { path, reason }) if on_lost == OnLostLog::StartOver => {
+                write_fresh(dir, now_unix_nanos)?;
+                let _ = fs::remove_file(dir.join(SEQ_NAME));
+                let (store, _) = Self::open_checked(dir, policy, now_unix_nanos)?;
+                let w = StoreWarning {
+                    path,
+                    truncated_at: 0,
+                    dropped_bytes: 0,
+                    started_over: Some(reason),
+                };
+                Ok((store, Some(w)))
+            }
+            other => other,
+        }
+    }
+
+    fn open_checked(
+        dir: &Path,
+        policy: SyncPolicy,
+        now_unix_nanos: u64,
+    ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
         fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
         let path = dir.join(FILE_NAME);
-        let exists = match fs::metadata(&path) {
-            Ok(m) => m.len() > 0,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        let seq_path = dir.join(SEQ_NAME);
+        let log_len = match fs::metadata(&path) {
+            Ok(m) => Some(m.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err(&path, "stat")(e)),
         };
-        if !exists {
-            write_fresh(dir, now_unix_nanos)?;
+        let expected = read_seqnums(&seq_path)?;
+        match (log_len, expected) {
+            (None | Some(0), None) => write_fresh(dir, now_unix_nanos)?,
+            (None | Some(0), Some(e)) => {
+                let what = if log_len.is_none() {
+                    "missing"
+                } else {
+                    "empty"
+                };
+                return Err(StoreError::Lost {
+                    path,
+                    reason: format!(
+                        "the log is {what}, but {SEQ_NAME} records {} bytes with next \
+                         sender/target sequence {}/{}",
+                        e.log_len, e.next_sender, e.next_target
+                    ),
+                });
+            }
+            (Some(_), _) => {}
         }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .map_err(io_err(&path, "open"))?;
+        let seq_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&seq_path)
+            .map_err(io_err(&seq_path, "open"))?;
         let data = fs::read(&path).map_err(io_err(&path, "read"))?;
         let mut store = FileStore {
             dir: dir.to_path_buf(),
@@ -515,12 +717,48 @@ impl FileStore {
             next_sender: 1,
             next_target: 1,
             creation: now_unix_nanos,
+            seq_file,
+            seq_path,
+            seq_generation: expected.map_or(0, |e| e.generation),
         };
-        let warning = store.recover(&data)?;
+        let warning = store.recover(&data, expected)?;
+        // From here on the sequence-number file describes this log.
+        store.write_seqnums()?;
         Ok((store, warning))
     }
 
-    fn recover(&mut self, data: &[u8]) -> Result<Option<StoreWarning>, StoreError> {
+    /// Writes the next `store.seqnums` slot: the flushed log length and the sequence
+    /// numbers. One small `pwrite`, after the log's own write (and sync), so that the
+    /// file never records more than the log holds.
+    fn write_seqnums(&mut self) -> Result<(), StoreError> {
+        let generation = self.seq_generation.wrapping_add(1);
+        let snap = SeqSnapshot {
+            generation,
+            creation: self.creation,
+            log_len: self.file_len,
+            next_sender: self.next_sender,
+            next_target: self.next_target,
+        };
+        let at = (generation % 2) * SEQ_SLOT as u64;
+        self.seq_file
+            .write_all_at(&snap.encode(), at)
+            .map_err(io_err(&self.seq_path, "write"))?;
+        self.seq_generation = generation;
+        Ok(())
+    }
+
+    /// Rebuilds the index and the sequence numbers from the log `data`, checked against
+    /// `expected` (the sequence-number file), see the module docs.
+    fn recover(
+        &mut self,
+        data: &[u8],
+        expected: Option<SeqSnapshot>,
+    ) -> Result<Option<StoreWarning>, StoreError> {
+        let lost_path = self.path.clone();
+        let lost = |reason: String| StoreError::Lost {
+            path: lost_path.clone(),
+            reason,
+        };
         let path = self.path.clone();
         let corrupt = |offset: usize, reason| StoreError::Corrupt {
             path: path.clone(),
@@ -537,6 +775,22 @@ impl FileStore {
             Decoded::Ok { .. } => return Err(corrupt(0, "missing store header")),
             Decoded::Bad(d) => return Err(corrupt(0, d.reason())),
         }
+        // A log created after the sequence-number file's is a reset whose seqnums
+        // update did not happen (crash in between): the new log wins. One created
+        // before it is an older log put back: records are missing.
+        let expected = match expected {
+            Some(e) if e.creation == self.creation => Some(e),
+            Some(e) if e.creation < self.creation => None,
+            Some(e) => {
+                return Err(lost(format!(
+                    "the log was created at {} ns, before the one {SEQ_NAME} describes \
+                     (created at {} ns, {} bytes, next sender/target sequence {}/{})",
+                    self.creation, e.creation, e.log_len, e.next_sender, e.next_target
+                )))
+            }
+            None => None,
+        };
+        let min_len = expected.map_or(0, |e| e.log_len);
         let mut at = 0usize;
         let mut sender_rec = 1u64;
         let mut last_msg: Option<u64> = None;
@@ -577,10 +831,19 @@ impl FileStore {
                     if !torn {
                         return Err(corrupt(at, damage.reason()));
                     }
+                    // A torn write can only be past what the last completed flush wrote.
+                    if (at as u64) < min_len {
+                        return Err(lost(format!(
+                            "damaged record at offset {at} ({}), inside the {min_len} bytes \
+                             {SEQ_NAME} records as written",
+                            damage.reason()
+                        )));
+                    }
                     let w = StoreWarning {
                         path: self.path.clone(),
                         truncated_at: at as u64,
                         dropped_bytes: (data.len() - at) as u64,
+                        started_over: None,
                     };
                     self.file
                         .set_len(at as u64)
@@ -598,6 +861,23 @@ impl FileStore {
             Some(m) => sender_rec.max(m.saturating_add(1)),
             None => sender_rec,
         };
+        if let Some(e) = expected {
+            if self.file_len < e.log_len
+                || self.next_sender < e.next_sender
+                || self.next_target < e.next_target
+            {
+                return Err(lost(format!(
+                    "the log holds {} bytes with next sender/target sequence {}/{}, but \
+                     {SEQ_NAME} records {} bytes with {}/{} (truncated)",
+                    self.file_len,
+                    self.next_sender,
+                    self.next_target,
+                    e.log_len,
+                    e.next_sender,
+                    e.next_target
+                )));
+            }
+        }
         Ok(warning)
     }
 
@@ -790,7 +1070,7 @@ impl MessageStore for FileStore {
         self.next_sender = 1;
         self.next_target = 1;
         self.creation = now_unix_nanos;
-        Ok(())
+        self.write_seqnums()
     }
     fn flush(&mut self) -> Result<(), StoreError> {
         if !self.write_pending()? {
@@ -807,6 +1087,6 @@ impl MessageStore for FileStore {
                 .map_err(io_err(&self.path, "fdatasync"))?;
             self.unsynced_messages = 0;
         }
-        Ok(())
+        self.write_seqnums()
     }
 }

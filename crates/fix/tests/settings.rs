@@ -102,7 +102,10 @@ fn initiator_with_failover_hosts() {
     assert_eq!(i.timestamp_precision, TimestampPrecision::Micros);
     assert_eq!(i.idle_strategy, IdleStrategy::Spin);
     assert_eq!(i.store_sync, SyncPolicy::EveryMessage);
-    assert!(s.warnings.iter().any(|w| w.message.contains("SSLProtocol")));
+    assert!(s
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("SocketSendBufferSize")));
 }
 
 #[test]
@@ -239,4 +242,78 @@ fn quickfix_line_rules() {
     );
     let lines: Vec<usize> = s.warnings.iter().map(|w| w.line).collect();
     assert_eq!(lines, vec![4, 9, 12], "{:?}", s.warnings);
+}
+
+/// Issue 12 item 5: TLS settings were accepted with a warning and the session ran in
+/// clear text. Every TLS key is now refused (except `SocketUseSSL=N`).
+#[test]
+fn regression_tls_settings_refuse_to_start_instead_of_warning() {
+    let base = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
+    for (line, key) in [
+        ("SocketUseSSL=Y", "SocketUseSSL"),
+        ("SSLProtocol=+TLSv1.2", "SSLProtocol"),
+        (
+            "ServerCertificateFile=/etc/ssl/cert.pem",
+            "ServerCertificateFile",
+        ),
+        (
+            "CertificationAuthoritiesFile=ca.pem",
+            "CertificationAuthoritiesFile",
+        ),
+        ("TLSCipherSuites=TLS_AES_128_GCM_SHA256", "TLSCipherSuites"),
+    ] {
+        let text = format!("{base}{line}\n");
+        match Settings::parse(&text, "tls.cfg") {
+            Err(e @ SettingsError::Insecure { line: 9, .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(key) && msg.contains("refusing to start"),
+                    "{msg}"
+                );
+            }
+            other => panic!("{line}: expected Insecure, got {other:?}"),
+        }
+    }
+    let plain = Settings::parse(&format!("{base}SocketUseSSL=N\n"), "tls.cfg").unwrap();
+    assert_eq!(plain.sessions.len(), 1);
+}
+
+#[test]
+fn allowed_remote_addresses_and_pre_logon_limits_are_parsed() {
+    let base = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
+    let s = Settings::parse(
+        &format!("{base}AllowedRemoteAddresses=127.0.0.2, ::1\nTickwireMaxLogonLength=4096\nTickwireMaxPendingConnections=3\n"),
+        "a.cfg",
+    )
+    .unwrap();
+    let x = &s.sessions[0];
+    assert_eq!(
+        x.allowed_remote_addresses,
+        vec![
+            "127.0.0.2".parse::<std::net::IpAddr>().unwrap(),
+            "::1".parse().unwrap()
+        ]
+    );
+    assert_eq!(x.max_logon_length, Some(4096));
+    assert_eq!(x.max_pending_connections, Some(3));
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    assert!(matches!(
+        Settings::parse(
+            &format!("{base}AllowedRemoteAddresses=localhost\n"),
+            "a.cfg"
+        ),
+        Err(SettingsError::BadValue {
+            key: "AllowedRemoteAddresses",
+            ..
+        })
+    ));
+    assert!(matches!(
+        Settings::parse(&format!("{base}TickwireMaxPendingConnections=0\n"), "a.cfg"),
+        Err(SettingsError::BadValue { .. })
+    ));
+    let d = Settings::parse(base, "a.cfg").unwrap();
+    assert!(d.sessions[0].allowed_remote_addresses.is_empty());
+    assert_eq!(d.sessions[0].max_logon_length, None);
 }

@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use tickwire_fix::store::{FileStore, MemoryStore, MessageStore, StoreError, SyncPolicy};
+use tickwire_fix::store::{
+    FileStore, MemoryStore, MessageStore, OnLostLog, StoreError, SyncPolicy,
+};
 
 /// A fresh, empty directory unique to this test.
 fn test_dir(name: &str) -> PathBuf {
@@ -148,8 +150,17 @@ fn file_store_session_directory_name() {
         "FIXT.1.1-A_B-C-q1"
     );
     let root = test_dir("sessiondir");
-    let (s, _) =
-        FileStore::open_session(&root, "FIX.4.2", "S", "T", None, SyncPolicy::Os, 1).unwrap();
+    let (s, _) = FileStore::open_session(
+        &root,
+        "FIX.4.2",
+        "S",
+        "T",
+        None,
+        SyncPolicy::Os,
+        1,
+        OnLostLog::Refuse,
+    )
+    .unwrap();
     assert_eq!(s.dir(), root.join("FIX.4.2-S-T"));
     assert!(s.path().exists());
     let _ = std::fs::remove_dir_all(&root);
@@ -225,6 +236,7 @@ fn file_store_damaged_length_in_middle_is_an_error_not_a_truncation() {
 fn file_store_torn_tail_is_truncated_with_warning() {
     let dir = test_dir("torn");
     let full_len;
+    let seqnums;
     {
         let mut s = open(&dir);
         for seq in 1..=4 {
@@ -233,10 +245,13 @@ fn file_store_torn_tail_is_truncated_with_warning() {
         }
         s.flush().unwrap();
         full_len = std::fs::metadata(store_file(&dir)).unwrap().len();
+        seqnums = std::fs::read(dir.join("store.seqnums")).unwrap();
         s.save(5, &msg(5)).unwrap();
         s.flush().unwrap();
     }
-    // Cut the last record in half, as a partial write would.
+    // Cut the last record in half, as a partial write would. A crash in that write
+    // comes before the flush's store.seqnums write: put back the one of the flush before.
+    std::fs::write(dir.join("store.seqnums"), &seqnums).unwrap();
     let path = store_file(&dir);
     let now = std::fs::metadata(&path).unwrap().len();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -363,5 +378,152 @@ fn file_store_survives_kill_9() {
             "seq {seq} lost or damaged"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store with five messages sent (next sender 6, next target 3), flushed.
+fn store_with_five(dir: &Path) -> u64 {
+    let mut s = open(dir);
+    for seq in 1..=5 {
+        s.save(seq, &msg(seq)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+    }
+    s.incr_next_target_seq().unwrap();
+    s.incr_next_target_seq().unwrap();
+    s.flush().unwrap();
+    std::fs::metadata(store_file(dir)).unwrap().len()
+}
+
+fn expect_lost(dir: &Path, what: &str) -> String {
+    match FileStore::open(dir, SyncPolicy::Os, 0) {
+        Err(e @ StoreError::Lost { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("store.log"), "{text}");
+            assert!(text.contains("--reset-lost-store"), "{text}");
+            text
+        }
+        other => panic!("{what}: expected StoreError::Lost, got {other:?}"),
+    }
+}
+
+/// Issue 12 item 6: a 0-byte store.log silently restarted at sequence 1.
+#[test]
+fn regression_emptied_store_log_is_detected_not_restarted_at_one() {
+    let dir = test_dir("emptied");
+    store_with_five(&dir);
+    std::fs::write(store_file(&dir), b"").unwrap();
+    let text = expect_lost(&dir, "emptied log");
+    assert!(text.contains("empty") && text.contains("6/3"), "{text}");
+    // Nothing was rewritten: the evidence stays.
+    assert_eq!(std::fs::metadata(store_file(&dir)).unwrap().len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 12 item 6: a deleted store.log silently restarted at sequence 1.
+#[test]
+fn regression_deleted_store_log_is_detected_not_restarted_at_one() {
+    let dir = test_dir("deleted");
+    store_with_five(&dir);
+    std::fs::remove_file(store_file(&dir)).unwrap();
+    let text = expect_lost(&dir, "deleted log");
+    assert!(text.contains("missing"), "{text}");
+    assert!(!store_file(&dir).exists(), "no fresh log written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 12 item 6: a clean truncation at a record boundary went undetected and the
+/// next sender sequence number went back (reused numbers).
+#[test]
+fn regression_store_log_truncated_at_record_boundary_is_detected() {
+    let dir = test_dir("boundary");
+    let three;
+    {
+        let mut s = open(&dir);
+        for seq in 1..=3 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+        }
+        s.flush().unwrap();
+        three = std::fs::metadata(store_file(&dir)).unwrap().len();
+        for seq in 4..=5 {
+            s.save(seq, &msg(seq)).unwrap();
+            s.incr_next_sender_seq().unwrap();
+        }
+        s.flush().unwrap();
+    }
+    // Before this fix, the truncated log opened cleanly at next sender 4.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(store_file(&dir))
+        .unwrap();
+    f.set_len(three).unwrap();
+    drop(f);
+    let text = expect_lost(&dir, "truncated log");
+    assert!(text.contains("truncated") && text.contains("6/1"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An older copy of the log put back in place of the current one is detected.
+#[test]
+fn store_log_replaced_by_an_older_one_is_detected() {
+    let dir = test_dir("older");
+    {
+        let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 10).unwrap();
+        s.save(1, &msg(1)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+        s.flush().unwrap();
+    }
+    let old = std::fs::read(store_file(&dir)).unwrap();
+    {
+        let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 20).unwrap();
+        s.reset(30).unwrap();
+        s.flush().unwrap();
+    }
+    std::fs::write(store_file(&dir), &old).unwrap();
+    let text = expect_lost(&dir, "older log");
+    assert!(text.contains("before the one"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The explicit reset: OnLostLog::StartOver starts at 1/1 and says why; the store is
+/// then consistent again (a reopen without the flag succeeds).
+#[test]
+fn lost_store_log_starts_over_only_when_asked() {
+    let dir = test_dir("startover");
+    store_with_five(&dir);
+    std::fs::write(store_file(&dir), b"").unwrap();
+    let (s, w) = FileStore::open_with(&dir, SyncPolicy::Os, 77, OnLostLog::StartOver).unwrap();
+    let w = w.expect("a warning saying the store started over");
+    assert!(w.to_string().contains("started over"), "{w}");
+    assert_eq!((s.next_sender_seq(), s.next_target_seq()), (1, 1));
+    assert_eq!(s.creation_time(), 77);
+    drop(s);
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A reset whose store.seqnums update never happened (crash between the log's rename
+/// and the seqnums write) is not mistaken for a lost log; nor is a store written before
+/// store.seqnums existed.
+#[test]
+fn reset_interrupted_before_seqnums_and_stores_without_seqnums_open() {
+    let dir = test_dir("resetcrash");
+    store_with_five(&dir);
+    let seqnums = std::fs::read(dir.join("store.seqnums")).unwrap();
+    {
+        let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
+        s.reset(1_000).unwrap();
+    }
+    std::fs::write(dir.join("store.seqnums"), &seqnums).unwrap();
+    let (s, w) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
+    assert!(w.is_none(), "{w:?}");
+    assert_eq!((s.next_sender_seq(), s.creation_time()), (1, 1_000));
+    drop(s);
+    std::fs::remove_file(dir.join("store.seqnums")).unwrap();
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), 1);
+    drop(s);
+    assert!(dir.join("store.seqnums").exists(), "written on open");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -18,37 +18,19 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use tickwire_bench::harness::{now_ns, StopFlag};
+use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
-/// How the feed handler waits for packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
-    Spin,
-    Block,
-}
+/// The idle strategies the feed handler supports: spin (poll without sleeping) and
+/// block (wait in `poll(2)` up to 1 ms).
+pub const FEED_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
 
-impl std::fmt::Display for Idle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Idle::Spin => "spin",
-            Idle::Block => "block",
-        })
-    }
-}
-
-impl std::str::FromStr for Idle {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Idle, String> {
-        match s {
-            "spin" => Ok(Idle::Spin),
-            "block" => Ok(Idle::Block),
-            _ => Err(format!("{s:?} is not an idle strategy (spin or block)")),
-        }
-    }
+/// Parses a feed-handler `--idle` value: spin or block.
+pub fn parse_feed_idle(s: &str) -> Result<IdleStrategy, String> {
+    IdleStrategy::parse_one_of(s, &FEED_IDLE)
 }
 
 /// Settings of a feed-handler run.
@@ -61,7 +43,8 @@ pub struct HandlerOptions {
     /// The router to publish to.
     pub router: String,
     pub feed: FeedConfig,
-    pub idle: Idle,
+    /// [`FEED_IDLE`]: spin or block.
+    pub idle: IdleStrategy,
     /// Stop after End of Session was received and no gap is open (default on).
     pub exit_on_end_of_session: bool,
     /// Print the per-second counters to stderr.
@@ -101,7 +84,7 @@ impl Sink for RouterSink<'_> {
     fn publish(&mut self, topic: &Topic, payload: &[u8]) {
         let opts = PublishOptions {
             seq: None,
-            publisher_send: Some(now_ns()),
+            publisher_send: Some(MonoNanos::now().as_nanos()),
         };
         match self.client.publish_to(topic, payload, opts) {
             Ok(()) => self.published += 1,
@@ -136,7 +119,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         timeline: Vec::new(),
         end_of_session: false,
     };
-    let start = now_ns();
+    let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
     let mut last = Second::default();
     let mut published = 0u64;
@@ -152,7 +135,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        let now = now_ns();
+                        let now = MonoNanos::now().as_nanos();
                         core.handle_packet(now, &buf[..n], &mut sink);
                         got += 1;
                     }
@@ -163,7 +146,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 3. Timeouts and re-requests.
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         if core.poll_timeout().is_some_and(|t| now >= t) {
             core.handle_timeout(now, &mut sink);
         }
@@ -217,7 +200,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         if stop.is_set() {
             break;
         }
-        if got == 0 && opts.idle == Idle::Block {
+        if got == 0 && opts.idle == IdleStrategy::Block {
             let (feed_fd, req_fd) = (feed.as_fd(), req.as_fd());
             let mut fds = [
                 rustix::event::PollFd::new(&feed_fd, rustix::event::PollFlags::IN),

@@ -4,8 +4,6 @@ pub mod exchange;
 pub mod feed;
 pub mod generator;
 pub mod handler;
-pub mod latency;
 pub mod order_map;
 pub mod publisher;
-pub mod repro;
 pub mod update;

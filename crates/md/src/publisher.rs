@@ -20,8 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tickwire_bench::harness::{now_ns, Progress, StopFlag};
-use tickwire_bench::stats::Latency;
+use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 use tickwire_capture::net::group_sender;
 use tickwire_capture::{Schedule, Speed};
 use tickwire_itch::{PacketBuilder, RetransmitRequest, Session};
@@ -77,12 +76,12 @@ pub struct PublishReport {
 pub fn monotonic_to_time_of_day() -> i128 {
     let mut best: Option<(u64, i128)> = None;
     for _ in 0..16 {
-        let before = now_ns();
+        let before = MonoNanos::now().as_nanos();
         let real = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as i128)
             .unwrap_or(0);
-        let after = now_ns();
+        let after = MonoNanos::now().as_nanos();
         let width = after.saturating_sub(before);
         let offset = real - (before as i128 + after as i128) / 2;
         if best.is_none_or(|(w, _)| width < w) {
@@ -130,7 +129,7 @@ pub fn publish(
     };
     let first_ts = data.timestamp(1).unwrap_or(0);
     let tod = monotonic_to_time_of_day();
-    let start = now_ns();
+    let start = MonoNanos::now().as_nanos();
     let schedule = Schedule::new(opts.speed, start, first_ts);
     let mut last_send = start;
     let mut progress = Progress::new();
@@ -159,7 +158,7 @@ pub fn publish(
         let seq = ex.next_sequence();
         if let Some(due) = schedule.due(seq - 1, data.timestamp(seq).unwrap_or(first_ts)) {
             loop {
-                let now = now_ns();
+                let now = MonoNanos::now().as_nanos();
                 if now >= due {
                     r.lateness.record(now - due);
                     break;
@@ -189,7 +188,7 @@ pub fn publish(
             break;
         }
         // Which messages go in this packet: `seq` and those after it already due.
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         let mut limit = seq + 1;
         while limit < seq + 256 && limit <= data.len() {
             let due = schedule.due(limit - 1, data.timestamp(limit).unwrap_or(first_ts));
@@ -223,7 +222,7 @@ pub fn publish(
         } else {
             r.send_errors += 1;
         }
-        last_send = now_ns();
+        last_send = MonoNanos::now().as_nanos();
         serve_requests(&ex, &data, &mut r);
         if opts.progress && r.packets % 64 == 0 {
             progress.tick(|| {
@@ -236,7 +235,7 @@ pub fn publish(
             });
         }
     }
-    r.elapsed_ns = now_ns() - start;
+    r.elapsed_ns = MonoNanos::now().as_nanos() - start;
     if opts.progress {
         // The last per-second line stops short of the total; end on the final count.
         eprintln!(
@@ -248,10 +247,10 @@ pub fn publish(
     }
 
     // Linger: heartbeats once per second (the first at once) and re-requests.
-    let linger_end = now_ns() + opts.linger.as_nanos() as u64;
-    let mut next_hb = now_ns();
-    while now_ns() < linger_end && !stop.is_set() {
-        if now_ns() >= next_hb {
+    let linger_end = MonoNanos::now().as_nanos() + opts.linger.as_nanos() as u64;
+    let mut next_hb = MonoNanos::now().as_nanos();
+    while MonoNanos::now().as_nanos() < linger_end && !stop.is_set() {
+        if MonoNanos::now().as_nanos() >= next_hb {
             if sock.send_to(&ex.heartbeat(), dst).is_ok() {
                 r.heartbeats += 1;
             }

@@ -14,7 +14,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use tickwire_router::index::{ClientId, SubscriptionIndex};
+use tickwire_router::index::{Slot, SubscriptionIndex};
 use tickwire_wire::topic::validate_topic;
 
 const TOPIC: &str = "md/NASDAQ/AAPL";
@@ -27,12 +27,12 @@ const TOPIC: &str = "md/NASDAQ/AAPL";
 /// matching cost is bounded by those, and this isolates the effect of the count.
 fn build(non_matching: usize) -> SubscriptionIndex {
     let mut index = SubscriptionIndex::new();
-    index.subscribe(ClientId(0), "md/NASDAQ/AAPL");
-    index.subscribe(ClientId(0), "md/*/AAPL");
-    index.subscribe(ClientId(1), "md/NAS*/AAPL");
-    index.subscribe(ClientId(2), "md/>");
+    index.subscribe(Slot(0), "md/NASDAQ/AAPL");
+    index.subscribe(Slot(0), "md/*/AAPL");
+    index.subscribe(Slot(1), "md/NAS*/AAPL");
+    index.subscribe(Slot(2), "md/>");
     for i in 0..non_matching {
-        let client = ClientId(3 + (i % 1000) as u32);
+        let client = Slot(3 + (i % 1000) as u32);
         let pattern = match i % 5 {
             0 => format!("md/NASDAQ/S{i:05}"),  // sibling literals of AAPL
             1 => format!("md/NASDAQ/Z{i:05}*"), // sibling prefixes
@@ -71,11 +71,11 @@ fn match_topic(c: &mut Criterion) {
 /// Prototype: exact-topic result cache, invalidated wholesale by any (un)subscribe.
 struct CachedIndex {
     index: SubscriptionIndex,
-    cache: HashMap<Box<str>, Vec<ClientId>>,
+    cache: HashMap<Box<str>, Vec<Slot>>,
 }
 
 impl CachedIndex {
-    fn match_topic(&mut self, topic: &str, out: &mut Vec<ClientId>) {
+    fn match_topic(&mut self, topic: &str, out: &mut Vec<Slot>) {
         if let Some(hit) = self.cache.get(topic) {
             out.extend_from_slice(hit);
             return;

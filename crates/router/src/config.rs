@@ -9,45 +9,21 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tickwire_wire::frame::{DEFAULT_MAX_FRAME, MIN_MAX_FRAME};
 
-/// What the event loop does when there is nothing to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum IdleStrategy {
-    /// Sleep in `epoll_wait` until a socket is ready. Lowest CPU, adds the kernel's
-    /// wake-up latency (tens of microseconds on virtual machines) to the first message
-    /// after an idle period.
-    Block,
-    /// Never sleep: poll sockets in a tight loop. Lowest latency; burns one core.
-    Spin,
-    /// Spin for `hybrid_spin_us` after the last activity, then block. Low latency under
-    /// steady traffic, idle CPU when quiet.
-    #[default]
-    Hybrid,
-}
+/// What the event loop does when there is nothing to do: block, spin or hybrid
+/// (spin for `hybrid_spin_us` after the last activity, then block). Default `hybrid`.
+/// The shared type of every driver; the router refuses `yield` ([`ROUTER_IDLE`]).
+pub use tickwire_rt::IdleStrategy;
 
-impl std::fmt::Display for IdleStrategy {
-    /// The name the command line and the config file use.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            IdleStrategy::Block => "block",
-            IdleStrategy::Spin => "spin",
-            IdleStrategy::Hybrid => "hybrid",
-        })
-    }
-}
+/// The idle strategies the router supports.
+pub const ROUTER_IDLE: [IdleStrategy; 3] = [
+    IdleStrategy::Block,
+    IdleStrategy::Spin,
+    IdleStrategy::Hybrid,
+];
 
-impl std::str::FromStr for IdleStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "block" => Ok(IdleStrategy::Block),
-            "spin" => Ok(IdleStrategy::Spin),
-            "hybrid" => Ok(IdleStrategy::Hybrid),
-            _ => Err(format!(
-                "unknown idle strategy {s:?}: expected block, spin or hybrid"
-            )),
-        }
-    }
+/// Parses a router `--idle` value: block, spin or hybrid.
+pub fn parse_router_idle(s: &str) -> Result<IdleStrategy, String> {
+    IdleStrategy::parse_one_of(s, &ROUTER_IDLE)
 }
 
 /// What happens to a subscriber whose egress buffer is full.
@@ -99,12 +75,17 @@ pub struct Config {
     pub egress_limit: usize,
     /// What to do with a client whose egress buffer is full. Default `discard`.
     pub slow_consumer: SlowConsumerPolicy,
-    /// Milliseconds a new connection has to send HELLO. Default 5000.
+    /// Milliseconds a new connection has to send HELLO (a deadline from connecting;
+    /// before it, at most one HELLO-sized frame of 80 bytes is buffered). Default 5000.
     pub handshake_timeout_ms: u64,
-    /// Milliseconds a client may leave half a frame unfinished. Default 10000.
+    /// Milliseconds a client has to complete a frame once its first byte arrived: a
+    /// deadline, which bytes trickling in do not extend. Default 10000.
     pub stall_timeout_ms: u64,
-    /// Bytes read from one socket per loop turn (the per-client read buffer). Default
-    /// 262144 (256 KiB); grows only to hold a single frame up to `max_frame`.
+    /// Most bytes read from one socket per loop turn (the per-client read buffer).
+    /// Default 262144 (256 KiB). Each buffer starts at 4 KiB and doubles while reads
+    /// fill it, beyond this size only to hold one frame up to `max_frame`, and shrinks
+    /// back to 4 KiB when its connection has been idle (about a second) with nothing
+    /// buffered.
     pub read_buffer: usize,
 }
 
@@ -152,6 +133,12 @@ impl Config {
             return err(format!(
                 "read_buffer {} is below the minimum 4096",
                 self.read_buffer
+            ));
+        }
+        if !ROUTER_IDLE.contains(&self.idle) {
+            return err(format!(
+                "idle {} is not supported by the router (block, spin or hybrid)",
+                self.idle
             ));
         }
         if self.max_clients == 0 {

@@ -2,14 +2,19 @@
 //! and counters. No IO and no clock: the driver feeds it bytes and the time, and
 //! drains each client's egress buffer to its socket.
 //!
-//! Driving it (see `driver.rs`):
-//! 1. [`Core::accept`] a new connection, getting its [`ClientId`].
-//! 2. [`Core::on_input`] with the bytes read; it consumes whole frames and returns how
-//!    many bytes it used (the rest is an incomplete frame to keep).
-//! 3. For each id in [`Core::take_dirty`], write [`Core::egress`] to the socket and
-//!    report the count with [`Core::wrote`].
-//! 4. [`Core::check_timers`] now and then; [`Core::closing`] tells which clients to
-//!    close once their egress is flushed (or at once, if they stopped reading).
+//! Vocabulary (quinn's, shared by every tickwire protocol core): `handle_*` feeds input
+//! in (a connection, bytes, bytes written, a timeout, a closed socket), `poll_*` takes
+//! output out (clients with bytes to transmit, clients to close, the next deadline).
+//!
+//! Driving it (see `driver.rs`), once per loop turn:
+//! 1. [`Core::handle_accept`] a new connection, getting its [`Slot`].
+//! 2. [`Core::handle_input`] with the bytes read; it consumes whole frames and returns
+//!    how many bytes it used (the rest is an incomplete frame to keep).
+//! 3. For each id from [`Core::poll_transmit`], write [`Core::egress`] to the socket
+//!    and report the count with [`Core::handle_written`].
+//! 4. [`Core::handle_timeout`] now and then; [`Core::poll_closing`] tells which clients
+//!    to close once their egress is flushed (or at once, if they stopped reading);
+//!    [`Core::handle_closed`] when a socket is gone.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -20,7 +25,20 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
-use crate::index::{ClientId, SubscriptionIndex};
+use crate::index::{Slot, SubscriptionIndex};
+use tickwire_rt::{MonoNanos, UtcNanos};
+
+/// A client's identity for logs, stats and WELCOME: unique for the router's lifetime
+/// (a counter from 1), unlike its [`Slot`], which is reused after it leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ClientId(pub u64);
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Where a client is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,22 +91,28 @@ pub struct Totals {
 }
 
 struct Client {
+    id: ClientId,
     phase: Phase,
     name: String,
     addr: SocketAddr,
-    connected_at_ns: u64,
+    connected_at: MonoNanos,
     connected_unix_ms: u64,
-    /// When the last byte arrived (stall detection for half frames).
-    last_input_ns: u64,
+    /// When the first byte of the unfinished frame arrived, if one is unfinished: the
+    /// frame must be complete within the stall timeout of this (more bytes of the same
+    /// frame do not extend it).
+    frame_started: Option<MonoNanos>,
     patterns: HashSet<Box<str>>,
     egress: Egress,
     dirty: bool,
     discarding: bool,
     counters: ClientCounters,
     close_reason: Option<(ErrorCode, String)>,
+    /// `counters.bytes_out` once the last STATS_REPLY queued is written (at most one
+    /// is outstanding per client: see docs/protocol.md, "Stats").
+    stats_due: Option<u64>,
 }
 
-/// Why [`Core::accept`] refused a connection; the bytes to send before closing.
+/// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
 pub struct Refused(pub Vec<u8>);
 
 /// The router's state. Single-threaded; owned by the event loop.
@@ -98,15 +122,23 @@ pub struct Core {
     free: Vec<u32>,
     live: usize,
     index: SubscriptionIndex,
-    matched: Vec<ClientId>,
-    dirty: Vec<ClientId>,
-    closing: Vec<ClientId>,
+    matched: Vec<Slot>,
+    dirty: Vec<Slot>,
+    closing: Vec<Slot>,
     totals: Totals,
     started_unix_ms: u64,
-    started_ns: u64,
+    started: MonoNanos,
+    /// The last [`ClientId`] handed out.
+    last_id: u64,
+    /// No deadline is earlier than this (see [`Core::poll_timeout`]).
+    next_deadline: Option<MonoNanos>,
 }
 
-/// What [`Core::on_input`] asks of the driver.
+/// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
+/// the handshake the router buffers no more than this.
+pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as u32;
+
+/// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {
     /// Bytes consumed; keep the rest and read more.
@@ -116,9 +148,8 @@ pub enum Input {
 }
 
 impl Core {
-    /// A core for `cfg` (assumed validated). `now` is the monotonic time in ns and
-    /// `unix_ms` the wall-clock time, used only for display.
-    pub fn new(cfg: Config, now: u64, unix_ms: u64) -> Core {
+    /// A core for `cfg` (assumed validated). `wall` is used only for display.
+    pub fn new(cfg: Config, now: MonoNanos, wall: UtcNanos) -> Core {
         Core {
             cfg,
             clients: Vec::new(),
@@ -129,8 +160,10 @@ impl Core {
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
-            started_unix_ms: unix_ms,
-            started_ns: now,
+            started_unix_ms: wall.as_nanos() / 1_000_000,
+            started: now,
+            last_id: 0,
+            next_deadline: None,
         }
     }
 
@@ -140,12 +173,12 @@ impl Core {
     }
 
     /// Registers a new connection, or refuses it at the connection limit.
-    pub fn accept(
+    pub fn handle_accept(
         &mut self,
         addr: SocketAddr,
-        now: u64,
-        unix_ms: u64,
-    ) -> Result<ClientId, Refused> {
+        now: MonoNanos,
+        wall: UtcNanos,
+    ) -> Result<Slot, Refused> {
         if self.live >= self.cfg.max_clients {
             self.totals.refused += 1;
             let mut b = Vec::new();
@@ -156,19 +189,22 @@ impl Core {
             frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);
             return Err(Refused(b));
         }
+        self.last_id += 1;
         let client = Client {
+            id: ClientId(self.last_id),
             phase: Phase::Handshake,
             name: String::new(),
             addr,
-            connected_at_ns: now,
-            connected_unix_ms: unix_ms,
-            last_input_ns: now,
+            connected_at: now,
+            connected_unix_ms: wall.as_nanos() / 1_000_000,
+            frame_started: None,
             patterns: HashSet::new(),
             egress: Egress::default(),
             dirty: false,
             discarding: false,
             counters: ClientCounters::default(),
             close_reason: None,
+            stats_due: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -182,7 +218,8 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
-        Ok(ClientId(id))
+        self.lower_deadline(now.add_nanos(self.cfg.handshake_timeout_ms * 1_000_000));
+        Ok(Slot(id))
     }
 
     /// Number of connected clients.
@@ -190,20 +227,35 @@ impl Core {
         self.live
     }
 
-    /// Feeds bytes read from client `id` at time `now`.
-    pub fn on_input(&mut self, id: ClientId, now: u64, input: &[u8]) -> Input {
-        let max_frame = self.cfg.max_frame;
+    /// Feeds the bytes buffered for client `id` at time `now`: `input` is everything
+    /// not consumed by earlier calls, of which the last `fresh` bytes were just read
+    /// (only those are counted in `bytes_in`).
+    pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         let mut used = 0;
+        let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
             Some(c) if c.phase != Phase::Closing => {
-                c.last_input_ns = now;
-                c.counters.bytes_in += input.len() as u64;
+                c.counters.bytes_in += fresh;
             }
             _ => return Input::Closing,
         }
-        self.totals.bytes_in += input.len() as u64;
+        self.totals.bytes_in += fresh;
         loop {
-            match frame::decode(&input[used..], max_frame) {
+            let rest = &input[used..];
+            if self.phase(id) == Some(Phase::Handshake)
+                && rest.len() > 4
+                && rest[4] != frame::Kind::Hello as u8
+            {
+                // Known from the header: no need to buffer the body of a frame that
+                // must be refused anyway.
+                self.fail(
+                    id,
+                    ErrorCode::HANDSHAKE,
+                    "the first frame must be HELLO (see docs/protocol.md)",
+                );
+                return Input::Closing;
+            }
+            match frame::decode(rest, self.frame_limit(id)) {
                 Ok(Some((f, n))) => {
                     let raw = &input[used..used + n];
                     used += n;
@@ -211,7 +263,10 @@ impl Core {
                         return Input::Closing;
                     }
                 }
-                Ok(None) => return Input::Consumed(used),
+                Ok(None) => {
+                    self.note_partial(id, now, used, input.len());
+                    return Input::Consumed(used);
+                }
                 Err(e) => {
                     self.fail(id, e.code(), &e.to_string());
                     return Input::Closing;
@@ -220,9 +275,40 @@ impl Core {
         }
     }
 
+    /// The largest frame client `id` may send now: a HELLO before the handshake,
+    /// `max_frame` after. The driver grows the read buffer no further than this.
+    pub fn frame_limit(&self, id: Slot) -> u32 {
+        match self.phase(id) {
+            Some(Phase::Handshake) => MAX_HELLO_LEN.min(self.cfg.max_frame),
+            _ => self.cfg.max_frame,
+        }
+    }
+
+    /// Starts (or keeps, or ends) the completion deadline of the unfinished frame.
+    fn note_partial(&mut self, id: Slot, now: MonoNanos, used: usize, len: usize) {
+        let stall = self.cfg.stall_timeout_ms * 1_000_000;
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if used == len {
+            c.frame_started = None;
+        } else if used > 0 || c.frame_started.is_none() {
+            // A new frame began in these bytes; one that was already unfinished keeps
+            // its start, so a trickle of bytes does not extend its deadline.
+            c.frame_started = Some(now);
+            self.lower_deadline(now.add_nanos(stall));
+        }
+    }
+
+    fn lower_deadline(&mut self, at: MonoNanos) {
+        if self.next_deadline.is_none_or(|d| at < d) {
+            self.next_deadline = Some(at);
+        }
+    }
+
     /// Handles one frame; false when the client is now closing.
     #[inline]
-    fn on_frame(&mut self, id: ClientId, now: u64, f: Frame<'_>, raw: &[u8]) -> bool {
+    fn on_frame(&mut self, id: Slot, now: MonoNanos, f: Frame<'_>, raw: &[u8]) -> bool {
         let Some(c) = self.client_mut(id) else {
             return false;
         };
@@ -268,8 +354,7 @@ impl Core {
             }
             Frame::Pong(_) => true,
             Frame::StatsRequest { request_id } => {
-                let json = self.stats_json(now);
-                self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+                self.on_stats_request(id, now, request_id);
                 true
             }
             Frame::Close { .. } => {
@@ -291,7 +376,7 @@ impl Core {
         }
     }
 
-    fn on_hello(&mut self, id: ClientId, version: u16, name: &str) -> bool {
+    fn on_hello(&mut self, id: Slot, version: u16, name: &str) -> bool {
         if version != PROTOCOL_VERSION {
             let text = format!(
                 "protocol version {version} is not supported; this router speaks version {PROTOCOL_VERSION}"
@@ -306,18 +391,20 @@ impl Core {
         };
         c.phase = Phase::Open;
         c.name = if name.is_empty() {
-            format!("client-{}", id.0)
+            format!("client-{}", c.id)
         } else {
             name.to_string()
         };
-        tracing::info!(client = id.0, name = %c.name, addr = %c.addr, "client connected");
+        tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, "client connected");
+        // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
+        let wire_id = c.id.0 as u32;
         self.control(id, |b| {
-            frame::encode_welcome(b, id.0, max_frame, &router_name)
+            frame::encode_welcome(b, wire_id, max_frame, &router_name)
         });
         true
     }
 
-    fn on_subscribe(&mut self, id: ClientId, request_id: u32, pattern: &[u8], add: bool) {
+    fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
         let max_subs = self.cfg.max_subscriptions;
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
@@ -362,9 +449,38 @@ impl Core {
         }
     }
 
+    /// Answers a STATS_REQUEST, unless the previous STATS_REPLY to this client is still
+    /// unread: then a non-fatal ERROR `BUSY` (a few dozen bytes instead of a document
+    /// of up to `max_frame`), so requesting without reading cannot amplify.
+    fn on_stats_request(&mut self, id: Slot, now: MonoNanos, request_id: u32) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        let busy = c
+            .stats_due
+            .is_some_and(|due| c.counters.bytes_out < due && c.egress.pending() > 0);
+        if busy {
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    request_id,
+                    ErrorCode::BUSY,
+                    false,
+                    "the previous STATS_REPLY is still unread; read it, then ask again",
+                )
+            });
+            return;
+        }
+        let json = self.stats_json(now);
+        self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
+        if let Some(c) = self.client_mut(id) {
+            c.stats_due = Some(c.counters.bytes_out + c.egress.pending() as u64);
+        }
+    }
+
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: ClientId, now: u64, topic: &[u8], raw: &[u8]) {
+    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -389,7 +505,7 @@ impl Core {
             }
             match c
                 .egress
-                .push_message(raw, limit, discard, now, crate::clock::now_nanos)
+                .push_message(raw, limit, discard, now.as_nanos(), now.as_nanos())
             {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {
@@ -398,7 +514,7 @@ impl Core {
                     if !c.discarding {
                         c.discarding = true;
                         tracing::warn!(
-                            client = to.0, name = %c.name, pending = c.egress.pending(),
+                            client = %c.id, name = %c.name, pending = c.egress.pending(),
                             "slow consumer: egress buffer full, discarding its oldest messages"
                         );
                     }
@@ -421,32 +537,81 @@ impl Core {
         }
     }
 
-    /// Appends a control frame to `id`'s egress.
-    fn control(&mut self, id: ClientId, encode: impl FnOnce(&mut Vec<u8>)) {
-        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+    /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,
+    /// WELCOME) to `id`'s egress. Control frames count against `egress_limit` like
+    /// messages but cannot be discarded: when the client's unread bytes exceed the
+    /// limit (after discarding its queued messages under the `discard` policy), the
+    /// client is disconnected with SLOW_CONSUMER whatever the policy. So a client that
+    /// keeps asking without reading costs the router at most its egress limit plus one
+    /// frame.
+    fn control(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
+        let limit = self.cfg.egress_limit;
+        let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
+        let Some(c) = self.client_mut(id) else {
             return;
         };
+        if c.phase == Phase::Closing {
+            // Nothing more is owed to a closing client but what is already queued.
+            return;
+        }
         encode(c.egress.control());
-        if !c.dirty {
-            c.dirty = true;
-            self.dirty.push(id);
+        if c.egress.pending() > limit && discard {
+            let n = c.egress.discard_messages(limit / 2);
+            c.counters.discards += n;
+            self.totals.discards += n;
+        }
+        self.mark_dirty(id);
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.egress.pending() > limit {
+            c.egress.drop_messages();
+            let text = format!(
+                "slow consumer: more than {limit} bytes of answers (PONG, ACK, ERROR, STATS_REPLY) queued and unread; disconnecting"
+            );
+            self.fail(id, ErrorCode::SLOW_CONSUMER, &text);
+        }
+    }
+
+    /// Appends a frame that ends the conversation (fatal ERROR, CLOSE): exempt from the
+    /// limit, since at most one is sent per client.
+    fn last_word(&mut self, id: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        if c.phase == Phase::Closing {
+            return;
+        }
+        encode(c.egress.control());
+        self.mark_dirty(id);
+    }
+
+    fn mark_dirty(&mut self, id: Slot) {
+        if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
         }
     }
 
     /// Sends a fatal ERROR and starts closing the client.
-    pub fn fail(&mut self, id: ClientId, code: ErrorCode, text: &str) {
-        self.control(id, |b| frame::encode_error(b, 0, code, true, text));
+    pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
+        if self.phase(id).is_none_or(|p| p == Phase::Closing) {
+            return;
+        }
+        self.last_word(id, |b| frame::encode_error(b, 0, code, true, text));
         self.totals.disconnects_error += 1;
         self.begin_close(id, code, text);
     }
 
     /// Sends CLOSE and starts closing the client.
-    pub fn close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
-        self.control(id, |b| frame::encode_close(b, code, reason));
+    pub fn close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
+        self.last_word(id, |b| frame::encode_close(b, code, reason));
         self.begin_close(id, code, reason);
     }
 
-    fn begin_close(&mut self, id: ClientId, code: ErrorCode, reason: &str) {
+    fn begin_close(&mut self, id: Slot, code: ErrorCode, reason: &str) {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -459,20 +624,20 @@ impl Core {
             self.index.unsubscribe(id, &p);
         }
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
-            tracing::info!(client = id.0, name = %c.name, addr = %c.addr, %reason, "closing client");
+            tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, %reason, "closing client");
         } else {
-            tracing::warn!(client = id.0, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
+            tracing::warn!(client = %c.id, name = %c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
         }
         self.closing.push(id);
     }
 
     /// Clients that began closing since the last call.
-    pub fn take_closing(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_closing(&mut self, out: &mut Vec<Slot>) {
         out.append(&mut self.closing);
     }
 
     /// Clients whose egress gained bytes since the last call.
-    pub fn take_dirty(&mut self, out: &mut Vec<ClientId>) {
+    pub fn poll_transmit(&mut self, out: &mut Vec<Slot>) {
         for &id in &self.dirty {
             if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 c.dirty = false;
@@ -483,7 +648,7 @@ impl Core {
 
     /// The bytes waiting to be written to `id`.
     #[inline]
-    pub fn egress(&self, id: ClientId) -> &[u8] {
+    pub fn egress(&self, id: Slot) -> &[u8] {
         match self.clients.get(id.0 as usize).and_then(Option::as_ref) {
             Some(c) => c.egress.unwritten(),
             None => &[],
@@ -492,20 +657,20 @@ impl Core {
 
     /// Records that `n` bytes of `id`'s egress were written.
     #[inline]
-    pub fn wrote(&mut self, id: ClientId, n: usize) {
+    pub fn handle_written(&mut self, id: Slot, n: usize) {
         if let Some(c) = self.client_mut(id) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
             if c.discarding && c.egress.pending() == 0 {
                 c.discarding = false;
-                tracing::info!(client = id.0, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
+                tracing::info!(client = %c.id, name = %c.name, discards = c.counters.discards, "slow consumer caught up");
             }
         }
         self.totals.bytes_out += n as u64;
     }
 
     /// Forgets a client whose socket is closed (after an error, EOF or a finished close).
-    pub fn remove(&mut self, id: ClientId, why: &str) {
+    pub fn handle_closed(&mut self, id: Slot, why: &str) {
         if self
             .clients
             .get(id.0 as usize)
@@ -523,35 +688,48 @@ impl Core {
     }
 
     /// The phase of a client, if connected.
-    pub fn phase(&self, id: ClientId) -> Option<Phase> {
+    pub fn phase(&self, id: Slot) -> Option<Phase> {
         self.clients
             .get(id.0 as usize)
             .and_then(Option::as_ref)
             .map(|c| c.phase)
     }
 
-    /// Closes clients that stalled: no HELLO within the handshake timeout, or half a
-    /// frame (`has_partial(id)`) with no new bytes within the stall timeout.
-    pub fn check_timers(&mut self, now: u64, has_partial: impl Fn(ClientId) -> bool) {
+    /// The earliest time [`Core::handle_timeout`] has something to do (a handshake or
+    /// frame deadline), or `None`. Calling it earlier is harmless.
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
+        self.next_deadline
+    }
+
+    /// Closes clients that missed a deadline: no HELLO within the handshake timeout of
+    /// connecting, or a frame begun and not completed within the stall timeout (bytes
+    /// trickling in do not extend it). Spurious calls are no-ops.
+    pub fn handle_timeout(&mut self, now: MonoNanos) {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
+        let mut next: Option<MonoNanos> = None;
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            let id = ClientId(i as u32);
-            match c.phase {
-                Phase::Handshake if now.saturating_sub(c.connected_at_ns) > hs => {
-                    stalled.push((id, "no HELLO within the handshake timeout"))
-                }
-                Phase::Open if now.saturating_sub(c.last_input_ns) > stall && has_partial(id) => {
-                    stalled.push((
-                        id,
-                        "half a frame received and no more bytes within the stall timeout",
-                    ))
-                }
-                _ => {}
+            let id = Slot(i as u32);
+            let (deadline, why) = match (c.phase, c.frame_started) {
+                (Phase::Handshake, _) => (
+                    c.connected_at.add_nanos(hs),
+                    "no HELLO within the handshake timeout",
+                ),
+                (Phase::Open, Some(start)) => (
+                    start.add_nanos(stall),
+                    "a frame begun and not completed within the stall timeout",
+                ),
+                _ => continue,
+            };
+            if now > deadline {
+                stalled.push((id, why));
+            } else if next.is_none_or(|n| deadline < n) {
+                next = Some(deadline);
             }
         }
+        self.next_deadline = next;
         for (id, why) in stalled {
             self.fail(id, ErrorCode::STALLED, why);
         }
@@ -565,7 +743,7 @@ impl Core {
                 .is_some_and(|c| c.phase != Phase::Closing)
             {
                 self.close(
-                    ClientId(i as u32),
+                    Slot(i as u32),
                     ErrorCode::SHUTTING_DOWN,
                     "router shutting down",
                 );
@@ -581,20 +759,19 @@ impl Core {
     /// The stats document sent in STATS_REPLY (see docs/protocol.md). When the
     /// document would not fit in one frame, the client list is cut short and
     /// `clients_omitted` says by how many.
-    pub fn stats_json(&self, now: u64) -> String {
+    pub fn stats_json(&self, now: MonoNanos) -> String {
         let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
+            .filter_map(|c| {
                 let c = c.as_ref()?;
                 Some(ClientStats {
-                    id: i as u32,
+                    id: c.id,
                     name: c.name.clone(),
                     addr: c.addr.to_string(),
                     phase: c.phase,
                     connected_unix_ms: c.connected_unix_ms,
-                    connected_for_ms: now.saturating_sub(c.connected_at_ns) / 1_000_000,
+                    connected_for_ms: now.saturating_sub(c.connected_at) / 1_000_000,
                     subscriptions: c.patterns.len(),
                     egress_pending: c.egress.pending(),
                     counters: c.counters.clone(),
@@ -614,7 +791,7 @@ impl Core {
         }
     }
 
-    fn render_stats(&self, now: u64, clients: &[ClientStats], omitted: usize) -> String {
+    fn render_stats(&self, now: MonoNanos, clients: &[ClientStats], omitted: usize) -> String {
         let doc = StatsDoc {
             router: RouterStats {
                 name: self.cfg.name.clone(),
@@ -623,7 +800,7 @@ impl Core {
                 idle: self.cfg.idle,
                 slow_consumer: self.cfg.slow_consumer,
                 started_unix_ms: self.started_unix_ms,
-                uptime_ms: now.saturating_sub(self.started_ns) / 1_000_000,
+                uptime_ms: now.saturating_sub(self.started) / 1_000_000,
                 clients: self.live,
                 subscriptions: self.index.len(),
                 totals: self.totals.clone(),
@@ -635,7 +812,7 @@ impl Core {
     }
 
     #[inline]
-    fn client_mut(&mut self, id: ClientId) -> Option<&mut Client> {
+    fn client_mut(&mut self, id: Slot) -> Option<&mut Client> {
         self.clients.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }
@@ -663,7 +840,7 @@ struct RouterStats {
 
 #[derive(Serialize)]
 struct ClientStats {
-    id: u32,
+    id: ClientId,
     name: String,
     addr: String,
     phase: Phase,
@@ -687,9 +864,9 @@ mod tests {
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.
-    fn out(core: &mut Core, id: ClientId) -> Vec<String> {
+    fn out(core: &mut Core, id: Slot) -> Vec<String> {
         let bytes = core.egress(id).to_vec();
-        core.wrote(id, bytes.len());
+        core.handle_written(id, bytes.len());
         let mut v = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
@@ -706,25 +883,31 @@ mod tests {
         v
     }
 
-    fn open(core: &mut Core, now: u64) -> ClientId {
-        let id = core.accept(addr(), now, 0).ok().unwrap();
+    fn open(core: &mut Core, now: u64) -> Slot {
+        let id = core
+            .handle_accept(addr(), MonoNanos(now), UtcNanos(0))
+            .ok()
+            .unwrap();
         let mut b = Vec::new();
         encode_hello(&mut b, PROTOCOL_VERSION, "t");
-        assert_eq!(core.on_input(id, now, &b), Input::Consumed(b.len()));
+        assert_eq!(
+            core.handle_input(id, MonoNanos(now), &b, b.len()),
+            Input::Consumed(b.len())
+        );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
     }
 
     #[test]
     fn routes_to_matching_subscribers_only_and_counts() {
-        let mut core = Core::new(Config::default(), 0, 0);
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
         let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
         let mut f = Vec::new();
         encode_subscribe(&mut f, 1, "md/*/AAPL");
-        core.on_input(a, 0, &f);
+        core.handle_input(a, MonoNanos(0), &f, f.len());
         f.clear();
         encode_subscribe(&mut f, 2, "fx/>");
-        core.on_input(b, 0, &f);
+        core.handle_input(b, MonoNanos(0), &f, f.len());
         assert_eq!(out(&mut core, a), ["ACK 1"]);
         assert_eq!(out(&mut core, b), ["ACK 2"]);
         f.clear();
@@ -732,7 +915,9 @@ mod tests {
         encode_publish(&mut f, "md/NYSE/IBM", b"x", Default::default(), u32::MAX).unwrap();
         // Split mid-frame: the core takes the whole frames only.
         let cut = f.len() - 3;
-        assert!(matches!(core.on_input(p, 0, &f[..cut]), Input::Consumed(n) if n < cut));
+        assert!(
+            matches!(core.handle_input(p, MonoNanos(0), &f[..cut], cut), Input::Consumed(n) if n < cut)
+        );
         assert_eq!(out(&mut core, a), ["MSG md/NYSE/AAPL"]);
         assert!(out(&mut core, b).is_empty());
         assert_eq!(core.totals().msgs_in, 1);
@@ -746,20 +931,25 @@ mod tests {
             stall_timeout_ms: 200,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
-        let mute = core.accept(addr(), 0, 0).ok().unwrap();
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let mute = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
         let half = open(&mut core, 0);
-        core.on_input(half, 10 * MS, &[50, 0, 0, 0, 0x20]);
-        core.check_timers(100 * MS, |_| true);
+        core.handle_input(half, MonoNanos(10 * MS), &[50, 0, 0, 0, 0x20], 5);
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(100 * MS)));
+        core.handle_timeout(MonoNanos(100 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Handshake), "not yet");
-        core.check_timers(101 * MS, |id| id == half);
+        core.handle_timeout(MonoNanos(101 * MS));
         assert_eq!(core.phase(mute), Some(Phase::Closing));
         assert_eq!(out(&mut core, mute), ["ERROR stalled true"]);
-        assert_eq!(core.phase(half), Some(Phase::Open), "progress 91 ms ago");
-        core.check_timers(211 * MS, |id| id == half);
+        assert_eq!(core.phase(half), Some(Phase::Open), "begun 91 ms ago");
+        assert_eq!(core.poll_timeout(), Some(MonoNanos(210 * MS)));
+        core.handle_timeout(MonoNanos(211 * MS));
         assert_eq!(core.phase(half), Some(Phase::Closing));
         let mut closing = Vec::new();
-        core.take_closing(&mut closing);
+        core.poll_closing(&mut closing);
         assert_eq!(closing, [mute, half]);
     }
 
@@ -770,11 +960,11 @@ mod tests {
             egress_limit: 1 << 20,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         for _ in 0..50 {
             open(&mut core, 0);
         }
-        let json = core.stats_json(0);
+        let json = core.stats_json(MonoNanos(0));
         assert!(json.len() <= 2048 - 12, "{} bytes", json.len());
         let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
         let shown = doc["clients"].as_array().unwrap().len() as u64;
@@ -784,14 +974,236 @@ mod tests {
     }
 
     #[test]
+    fn bytes_in_counts_each_byte_once_not_the_unconsumed_buffer_again() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let p = open(&mut core, 0);
+        let hello_len = core.totals().bytes_in;
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 100], Default::default(), u32::MAX).unwrap();
+        // The frame arrives in three reads; the driver passes the whole unconsumed
+        // buffer each time, of which only the tail is new.
+        let (a, b) = (10, 60);
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..a], a),
+            Input::Consumed(0)
+        );
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f[..b], b - a),
+            Input::Consumed(0)
+        );
+        let n = f.len();
+        assert_eq!(
+            core.handle_input(p, MonoNanos(0), &f, n - b),
+            Input::Consumed(n)
+        );
+        assert_eq!(core.totals().bytes_in, hello_len + n as u64);
+        assert_eq!(core.totals().msgs_in, 1);
+    }
+
+    #[test]
+    fn client_ids_are_unique_for_the_router_lifetime_though_slots_are_reused() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let first = open(&mut core, 0);
+        let id_of = |core: &Core| -> Vec<u64> {
+            let doc: serde_json::Value =
+                serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+            doc["clients"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(id_of(&core), [1]);
+        core.handle_closed(first, "gone");
+        let second = open(&mut core, 0);
+        assert_eq!(second, first, "the slot is reused");
+        assert_eq!(id_of(&core), [2], "the id is not");
+    }
+
+    fn small_limits(policy: SlowConsumerPolicy) -> Config {
+        Config {
+            max_frame: 1024,
+            egress_limit: 4096,
+            slow_consumer: policy,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn ping_flood_without_reading_is_cut_off_at_the_egress_limit_whatever_the_policy() {
+        for policy in [SlowConsumerPolicy::Discard, SlowConsumerPolicy::Disconnect] {
+            let mut core = Core::new(small_limits(policy), MonoNanos(0), UtcNanos(0));
+            let flooder = open(&mut core, 0);
+            let healthy = open(&mut core, 0);
+            let mut pings = Vec::new();
+            for token in 0..100 {
+                frame::encode_ping(&mut pings, token);
+            }
+            let mut sent = 0;
+            while core.phase(flooder) == Some(Phase::Open) && sent < 100 {
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len());
+                sent += 1;
+                // Bounded by the limit plus the one fatal ERROR.
+                assert!(core.egress(flooder).len() <= 4096 + 256, "{policy:?}");
+            }
+            assert_eq!(core.phase(flooder), Some(Phase::Closing), "{policy:?}");
+            let frames = out(&mut core, flooder);
+            assert_eq!(
+                frames.last().unwrap(),
+                "ERROR slow-consumer true",
+                "{policy:?}"
+            );
+            assert!(frames.len() > 1, "the PONGs before the limit are kept");
+            // More input from the flooder is ignored; the other client is untouched.
+            assert_eq!(
+                core.handle_input(flooder, MonoNanos(0), &pings, pings.len()),
+                Input::Closing
+            );
+            assert!(core.egress(flooder).is_empty());
+            assert_eq!(core.phase(healthy), Some(Phase::Open));
+            assert_eq!(core.totals().disconnects_error, 1);
+        }
+    }
+
+    #[test]
+    fn pong_backlog_first_discards_the_subscribers_queued_messages_under_discard() {
+        let mut core = Core::new(
+            small_limits(SlowConsumerPolicy::Discard),
+            MonoNanos(0),
+            UtcNanos(0),
+        );
+        let sub = open(&mut core, 0);
+        let publisher = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 1, "t");
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, sub), ["ACK 1"]);
+        f.clear();
+        for _ in 0..30 {
+            encode_publish(&mut f, "t", &[0; 100], Default::default(), u32::MAX).unwrap();
+        }
+        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        let queued = core.egress(sub).len();
+        assert!(queued > 3000, "{queued}");
+        f.clear();
+        for token in 0..100 {
+            frame::encode_ping(&mut f, token);
+        }
+        core.handle_input(sub, MonoNanos(0), &f, f.len());
+        assert_eq!(core.phase(sub), Some(Phase::Open), "messages made room");
+        assert!(core.totals().discards > 0);
+        assert!(core.egress(sub).len() <= 4096);
+    }
+
+    #[test]
+    fn stats_request_while_the_previous_reply_is_unread_gets_busy_not_another_document() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let id = open(&mut core, 0);
+        for _ in 0..20 {
+            open(&mut core, 0);
+        }
+        let mut f = Vec::new();
+        frame::encode_stats_request(&mut f, 1);
+        frame::encode_stats_request(&mut f, 2);
+        frame::encode_stats_request(&mut f, 3);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert_eq!(got.len(), 3);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 1"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(got[1..], ["ERROR busy false", "ERROR busy false"]);
+        // Read: the next request is answered in full again.
+        f.clear();
+        frame::encode_stats_request(&mut f, 4);
+        core.handle_input(id, MonoNanos(0), &f, f.len());
+        let got = out(&mut core, id);
+        assert!(
+            got[0].starts_with("StatsReply { request_id: 4"),
+            "{}",
+            got[0]
+        );
+        assert_eq!(core.phase(id), Some(Phase::Open));
+    }
+
+    #[test]
+    fn byte_trickle_does_not_extend_the_frame_deadline() {
+        let cfg = Config {
+            stall_timeout_ms: 200,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let trickler = open(&mut core, 0);
+        let fine = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 1000], Default::default(), u32::MAX).unwrap();
+        // One byte every 50 ms, from t = 10 ms: progress all along, never complete.
+        let mut t = 10;
+        let mut have = 0;
+        while have < f.len() - 1 && core.phase(trickler) == Some(Phase::Open) {
+            have += 1;
+            core.handle_input(trickler, MonoNanos(t * MS), &f[..have], 1);
+            // The healthy client completes a frame in two pieces within the timeout.
+            core.handle_input(fine, MonoNanos(t * MS), &f[..10], 10);
+            core.handle_input(fine, MonoNanos((t + 1) * MS), &f, f.len() - 10);
+            core.handle_timeout(MonoNanos(t * MS));
+            t += 50;
+        }
+        assert_eq!(core.phase(trickler), Some(Phase::Closing));
+        assert!(t <= 10 + 300, "cut at the first check past 210 ms, t = {t}");
+        assert_eq!(
+            out(&mut core, trickler).last().unwrap(),
+            "ERROR stalled true"
+        );
+        assert_eq!(core.phase(fine), Some(Phase::Open));
+    }
+
+    #[test]
+    fn before_hello_only_a_hello_sized_frame_is_accepted() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        assert_eq!(MAX_HELLO_LEN, 80);
+        // A HELLO header claiming 1 MiB: refused from the header, nothing buffered.
+        let big = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        assert_eq!(core.frame_limit(big), 80);
+        let mut header = (1u32 << 20).to_le_bytes().to_vec();
+        header.extend_from_slice(&[frame::Kind::Hello as u8, 0, 0, 0]);
+        assert_eq!(
+            core.handle_input(big, MonoNanos(0), &header, 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, big), ["ERROR frame-too-large true"]);
+        // Another kind: refused from its header too, before its body arrives.
+        let other = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        let mut f = Vec::new();
+        encode_publish(&mut f, "a/b", &[7; 5000], Default::default(), u32::MAX).unwrap();
+        assert_eq!(
+            core.handle_input(other, MonoNanos(0), &f[..8], 8),
+            Input::Closing
+        );
+        assert_eq!(out(&mut core, other), ["ERROR handshake true"]);
+        // After HELLO the configured max_frame applies.
+        let ok = open(&mut core, 0);
+        assert_eq!(core.frame_limit(ok), Config::default().max_frame);
+    }
+
+    #[test]
     fn connection_limit_refuses_with_an_error_frame() {
         let cfg = Config {
             max_clients: 1,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, 0, 0);
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         open(&mut core, 0);
-        let Err(Refused(bytes)) = core.accept(addr(), 0, 0) else {
+        let Err(Refused(bytes)) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
             panic!("accepted beyond the limit")
         };
         let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();

@@ -21,17 +21,25 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
-use crate::clock::{now_nanos, unix_millis};
-use crate::config::{Config, ConfigError, IdleStrategy};
+use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
-use crate::index::ClientId;
+use crate::index::Slot;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// How long a closing client may take to read its last frames.
 const LINGER_NS: u64 = 1_000_000_000;
-/// How often stall timers are checked.
+/// How often timers are checked at the latest.
 const TIMER_PERIOD_NS: u64 = 10_000_000;
+/// How often the read buffers of connections idle since the last sweep are released.
+const SWEEP_PERIOD_NS: u64 = 1_000_000_000;
+/// A new connection's read buffer. It doubles while reads fill it, up to `read_buffer`
+/// (or to the one unfinished frame it must hold, never past the core's `frame_limit`),
+/// and goes back to this size once the connection is idle (a sweep period) and empty. So a
+/// connection holds memory for the bytes it actually sent, not for what its length
+/// field claims, and an idle one holds 4 KiB.
+const INITIAL_READ_BUFFER: usize = 4096;
 /// Longest sleep in `block` mode (timers still need to run).
 const MAX_BLOCK: Duration = Duration::from_millis(50);
 /// How long shutdown waits for clients to take their last bytes.
@@ -92,12 +100,16 @@ struct Conn {
     end: usize,
     /// The socket may have unread bytes (edge-triggered readiness seen, not drained).
     readable: bool,
+    /// A read since the last buffer sweep (idle buffers are released).
+    read_recently: bool,
+    /// The last read filled the buffer (the peer sends faster than it holds).
+    readable_full: bool,
     on_read_list: bool,
     /// The socket accepted our last write in full (or reported writable since).
     writable: bool,
     on_flush_list: bool,
     /// Set when the core closes the client: the time to give up flushing.
-    closing_deadline: Option<u64>,
+    closing_deadline: Option<MonoNanos>,
 }
 
 impl Router {
@@ -123,7 +135,7 @@ impl Router {
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             waker,
-            core: Core::new(cfg, now_nanos(), unix_millis()),
+            core: Core::new(cfg, MonoNanos::now(), UtcNanos::now()),
             conns: Vec::new(),
         })
     }
@@ -144,17 +156,18 @@ impl Router {
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
     pub fn run(mut self) -> Result<Totals, Error> {
         let cfg = self.core.config().clone();
-        let spin_ns = cfg.hybrid_spin_us * 1_000;
+        let hybrid_spin = Duration::from_micros(cfg.hybrid_spin_us);
         let mut events = Events::with_capacity(1024);
-        let mut read_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut reading: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut flush_list: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut dirty: Vec<ClientId> = Vec::with_capacity(1024);
-        let mut closing: Vec<ClientId> = Vec::new();
-        let mut now = now_nanos();
+        let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut reading: Vec<Slot> = Vec::with_capacity(1024);
+        let mut flush_list: Vec<Slot> = Vec::with_capacity(1024);
+        let mut dirty: Vec<Slot> = Vec::with_capacity(1024);
+        let mut closing: Vec<Slot> = Vec::new();
+        let mut now = MonoNanos::now();
         let mut last_active = now;
-        let mut next_timer = now + TIMER_PERIOD_NS;
-        let mut shutdown_deadline: Option<u64> = None;
+        let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        let mut next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
+        let mut shutdown_deadline: Option<MonoNanos> = None;
 
         loop {
             let busy = !read_list.is_empty()
@@ -164,20 +177,19 @@ impl Router {
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else {
-                match cfg.idle {
-                    IdleStrategy::Spin => Some(Duration::ZERO),
-                    IdleStrategy::Hybrid if now.saturating_sub(last_active) < spin_ns => {
-                        Some(Duration::ZERO)
-                    }
-                    IdleStrategy::Hybrid | IdleStrategy::Block => Some(MAX_BLOCK),
-                }
+                Some(cfg.idle.wait_timeout(
+                    Duration::from_nanos(now.saturating_sub(last_active)),
+                    hybrid_spin,
+                    MAX_BLOCK,
+                ))
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e.into());
                 }
             }
-            now = now_nanos();
+            // The one clock read of the turn: every stamp and timer below uses it.
+            now = MonoNanos::now();
             if !events.is_empty() {
                 last_active = now;
             }
@@ -186,7 +198,7 @@ impl Router {
                     LISTENER => self.accept_all(now),
                     WAKER => {}
                     Token(i) => {
-                        let id = ClientId(i as u32);
+                        let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                             continue;
                         };
@@ -207,7 +219,7 @@ impl Router {
             if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
                 tracing::info!(clients = self.core.live(), "shutting down");
                 self.core.shutdown();
-                shutdown_deadline = Some(now + SHUTDOWN_GRACE_NS);
+                shutdown_deadline = Some(now.add_nanos(SHUTDOWN_GRACE_NS));
             }
 
             // Read and route.
@@ -223,7 +235,7 @@ impl Router {
             }
 
             // Write each client with queued bytes once.
-            self.core.take_dirty(&mut dirty);
+            self.core.poll_transmit(&mut dirty);
             for id in dirty.drain(..) {
                 if let Some(c) = self.conn_mut(id) {
                     if !c.on_flush_list {
@@ -246,29 +258,27 @@ impl Router {
             }
 
             // Close what finished closing.
-            self.core.take_closing(&mut closing);
+            self.core.poll_closing(&mut closing);
             for &id in &closing {
                 if let Some(c) = self.conn_mut(id) {
-                    c.closing_deadline.get_or_insert(now + LINGER_NS);
+                    c.closing_deadline.get_or_insert(now.add_nanos(LINGER_NS));
                 }
             }
             closing.retain(|&id| !self.finish_close(id, now));
 
-            if now >= next_timer {
-                next_timer = now + TIMER_PERIOD_NS;
-                let conns = &self.conns;
-                self.core.check_timers(now, |id| {
-                    conns
-                        .get(id.0 as usize)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|c| c.end > c.start)
-                });
+            if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
+                next_timer = now.add_nanos(TIMER_PERIOD_NS);
+                self.core.handle_timeout(now);
+            }
+            if now >= next_sweep {
+                next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
+                self.release_idle_buffers();
             }
 
             if let Some(deadline) = shutdown_deadline {
                 if self.core.live() == 0 || now >= deadline {
                     for i in 0..self.conns.len() {
-                        self.drop_conn(ClientId(i as u32), "router shut down");
+                        self.drop_conn(Slot(i as u32), "router shut down");
                     }
                     let t = self.core.totals().clone();
                     tracing::info!(
@@ -283,14 +293,14 @@ impl Router {
         }
     }
 
-    fn accept_all(&mut self, now: u64) {
+    fn accept_all(&mut self, now: MonoNanos) {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
-                    match self.core.accept(addr, now, unix_millis()) {
+                    match self.core.handle_accept(addr, now, UtcNanos::now()) {
                         Ok(id) => {
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
@@ -298,7 +308,7 @@ impl Router {
                                 self.poll.registry().register(&mut stream, token, interest)
                             {
                                 tracing::warn!(%addr, error = %e, "cannot register connection");
-                                self.core.remove(id, "registration failed");
+                                self.core.handle_closed(id, "registration failed");
                                 continue;
                             }
                             let i = id.0 as usize;
@@ -307,10 +317,12 @@ impl Router {
                             }
                             self.conns[i] = Some(Conn {
                                 stream,
-                                rbuf: vec![0; self.core.config().read_buffer],
+                                rbuf: vec![0; INITIAL_READ_BUFFER],
                                 start: 0,
                                 end: 0,
                                 readable: false,
+                                read_recently: false,
+                                readable_full: false,
                                 on_read_list: false,
                                 writable: true,
                                 on_flush_list: false,
@@ -337,10 +349,23 @@ impl Router {
         }
     }
 
+    /// Gives back the read buffers of connections that hold no bytes and have not read
+    /// since the last sweep.
+    fn release_idle_buffers(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            if !c.read_recently && c.start == c.end && c.rbuf.len() > INITIAL_READ_BUFFER {
+                c.rbuf = vec![0; INITIAL_READ_BUFFER];
+                c.start = 0;
+                c.end = 0;
+            }
+            c.read_recently = false;
+        }
+    }
+
     /// One read from `id` into its buffer, then feeds the core. Returns true if the
     /// socket may still have unread bytes.
-    fn read_once(&mut self, id: ClientId, now: u64) -> bool {
-        let max_frame = self.core.config().max_frame;
+    fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
+        let frame_limit = self.core.frame_limit(id);
         let read_buffer = self.core.config().read_buffer;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
@@ -349,18 +374,24 @@ impl Router {
         if c.closing_deadline.is_some() {
             return false;
         }
-        if c.end == c.rbuf.len() {
-            if c.start > 0 {
-                c.rbuf.copy_within(c.start..c.end, 0);
-                c.end -= c.start;
-                c.start = 0;
-            } else {
-                // One frame larger than the buffer: grow to exactly that frame
-                // (its length was checked against max_frame by the decoder).
-                match frame::frame_len(&c.rbuf[..c.end], max_frame) {
-                    Ok(Some(len)) if len > c.rbuf.len() => c.rbuf.resize(len, 0),
-                    _ => {}
-                }
+        c.read_recently = true;
+        if c.end == c.rbuf.len() && c.start > 0 {
+            c.rbuf.copy_within(c.start..c.end, 0);
+            c.end -= c.start;
+            c.start = 0;
+        }
+        if c.end == c.rbuf.len() || (c.end == 0 && c.readable_full) {
+            // Full of one unfinished frame, or the last read filled the buffer: double,
+            // up to the read buffer size or to that frame (whose length the decoder
+            // checked against the client's frame limit), whichever is larger.
+            let frame = match frame::frame_len(&c.rbuf[c.start..c.end], frame_limit) {
+                Ok(Some(len)) => len,
+                _ => 0,
+            };
+            let cap = frame.max(read_buffer);
+            let grown = (c.rbuf.len() * 2).min(cap);
+            if grown > c.rbuf.len() {
+                c.rbuf.resize(grown, 0);
             }
         }
         let space = c.rbuf.len() - c.end;
@@ -389,10 +420,7 @@ impl Router {
             }
         };
         c.end += n;
-        // One clock read per read syscall (not per message): the router-in stamp and
-        // the stall clock are as fresh as the bytes.
-        let now = now_nanos().max(now);
-        match self.core.on_input(id, now, &c.rbuf[c.start..c.end]) {
+        match self.core.handle_input(id, now, &c.rbuf[c.start..c.end], n) {
             Input::Consumed(used) => {
                 c.start += used;
                 if c.start == c.end {
@@ -410,13 +438,14 @@ impl Router {
             }
         }
         let more = n == space;
+        c.readable_full = more;
         c.readable = more;
         c.on_read_list = more;
         more
     }
 
     /// One write of `id`'s queued bytes. Returns true if bytes remain queued.
-    fn write_once(&mut self, id: ClientId) -> bool {
+    fn write_once(&mut self, id: Slot) -> bool {
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -434,7 +463,7 @@ impl Router {
                     // The socket buffer is full; wait for the writable edge.
                     c.writable = false;
                 }
-                self.core.wrote(id, n);
+                self.core.handle_written(id, n);
                 left > 0
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -451,7 +480,7 @@ impl Router {
 
     /// Closes a closing client once its egress is flushed or its linger expired.
     /// Returns true when it is gone.
-    fn finish_close(&mut self, id: ClientId, now: u64) -> bool {
+    fn finish_close(&mut self, id: Slot, now: MonoNanos) -> bool {
         let Some(c) = self.conn(id) else {
             return true;
         };
@@ -469,21 +498,21 @@ impl Router {
         }
     }
 
-    fn drop_conn(&mut self, id: ClientId, why: &str) {
+    fn drop_conn(&mut self, id: Slot, why: &str) {
         if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
         }
         if self.core.phase(id).is_some() {
-            self.core.remove(id, why);
+            self.core.handle_closed(id, why);
         }
     }
 
-    fn conn(&self, id: ClientId) -> Option<&Conn> {
+    fn conn(&self, id: Slot) -> Option<&Conn> {
         self.conns.get(id.0 as usize).and_then(Option::as_ref)
     }
 
-    fn conn_mut(&mut self, id: ClientId) -> Option<&mut Conn> {
+    fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {
         self.conns.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 }

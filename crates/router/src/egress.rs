@@ -58,15 +58,16 @@ impl Egress {
         }
     }
 
-    /// Appends a control frame (ACK, ERROR, PONG, ...); never subject to the limit.
+    /// Appends a control frame (ACK, ERROR, PONG, ...); never discarded (the core
+    /// counts it against the limit and disconnects a client that does not read them).
     pub fn control(&mut self) -> &mut Vec<u8> {
         self.compact_if_worthwhile();
         &mut self.buf
     }
 
     /// Queues the MESSAGE for `publish` (a decoded PUBLISH frame's exact bytes), applying
-    /// the discard policy when `limit` would be exceeded. `stamp` is called only for
-    /// messages that carry STAMPS and gives the router-out time.
+    /// the discard policy when `limit` would be exceeded. `router_in` and `router_out`
+    /// are written only into messages that carry STAMPS.
     #[inline]
     pub fn push_message(
         &mut self,
@@ -74,7 +75,7 @@ impl Egress {
         limit: usize,
         discard: bool,
         router_in: u64,
-        stamp: impl FnOnce() -> u64,
+        router_out: u64,
     ) -> Push {
         let need = publish.len() + 8;
         let mut result = Push::Queued;
@@ -87,11 +88,6 @@ impl Egress {
         } else {
             self.compact_if_worthwhile();
         }
-        let router_out = if publish[5] & frame::flags::STAMPS != 0 {
-            stamp()
-        } else {
-            0
-        };
         let discarded = std::mem::take(&mut self.pending_discards);
         frame::encode_message_from_publish(
             &mut self.buf,
@@ -101,6 +97,13 @@ impl Egress {
             router_out,
         );
         result
+    }
+
+    /// Under the discard policy, makes room for control frames: drops the oldest queued
+    /// MESSAGE frames until at most `target` bytes remain (or none is left); returns how
+    /// many were dropped (they are reported in the next MESSAGE's DISCARDS).
+    pub fn discard_messages(&mut self, target: usize) -> u64 {
+        self.discard_oldest(target, 0)
     }
 
     /// Drops every unwritten complete frame except control frames (used before a
@@ -246,7 +249,7 @@ mod tests {
         let mut e = Egress::default();
         for i in 0..10 {
             assert_eq!(
-                e.push_message(&publish(i, 10), 10_000, true, 0, || 0),
+                e.push_message(&publish(i, 10), 10_000, true, 0, 0),
                 Push::Queued
             );
         }
@@ -260,8 +263,7 @@ mod tests {
         let limit = 1000;
         let mut dropped_total = 0;
         for i in 0..100 {
-            if let Push::QueuedAfterDiscard(n) =
-                e.push_message(&publish(i, 50), limit, true, 0, || 0)
+            if let Push::QueuedAfterDiscard(n) = e.push_message(&publish(i, 50), limit, true, 0, 0)
             {
                 dropped_total += n;
             }
@@ -290,13 +292,13 @@ mod tests {
     #[test]
     fn half_written_frame_and_control_frames_survive_a_discard() {
         let mut e = Egress::default();
-        e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
+        e.push_message(&publish(0, 100), 10_000, true, 0, 0);
         encode_ack(e.control(), 7);
-        e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
+        e.push_message(&publish(1, 100), 10_000, true, 0, 0);
         // The socket took 5 bytes of the first frame.
         e.consume(5);
         for i in 2..40 {
-            e.push_message(&publish(i, 100), 1000, true, 0, || 0);
+            e.push_message(&publish(i, 100), 1000, true, 0, 0);
         }
         let rest = e.unwritten();
         // The rest of frame 0 comes first, untouched.
@@ -318,10 +320,10 @@ mod tests {
     #[test]
     fn disconnect_policy_reports_full_without_queueing() {
         let mut e = Egress::default();
-        while e.push_message(&publish(0, 100), 1000, false, 0, || 0) == Push::Queued {}
+        while e.push_message(&publish(0, 100), 1000, false, 0, 0) == Push::Queued {}
         let before = e.pending();
         assert_eq!(
-            e.push_message(&publish(1, 100), 1000, false, 0, || 0),
+            e.push_message(&publish(1, 100), 1000, false, 0, 0),
             Push::Full
         );
         assert_eq!(e.pending(), before);
@@ -332,7 +334,7 @@ mod tests {
     #[test]
     fn consume_everything_resets() {
         let mut e = Egress::default();
-        e.push_message(&publish(0, 10), 1000, true, 0, || 0);
+        e.push_message(&publish(0, 10), 1000, true, 0, 0);
         let n = e.pending();
         e.consume(n);
         assert_eq!(e.pending(), 0);

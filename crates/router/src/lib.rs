@@ -11,12 +11,11 @@
 //! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
-pub mod clock;
 pub mod config;
 pub mod core;
 pub mod driver;
 pub mod egress;
 pub mod index;
 
-pub use config::{Config, IdleStrategy, SlowConsumerPolicy};
+pub use config::{parse_router_idle, Config, IdleStrategy, SlowConsumerPolicy, ROUTER_IDLE};
 pub use driver::{Router, RouterHandle};

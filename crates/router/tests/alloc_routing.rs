@@ -1,7 +1,7 @@
 //! Steady-state routing allocates nothing: after a warm-up, the real router core
 //! routes N messages (plain, with SEQ, with STAMPS) from one publisher to three
 //! subscribers (an exact topic, a `*` and a `>` pattern) and the driver-side steps
-//! (`take_dirty`, `egress`, `wrote`) run, without a single allocation.
+//! (`poll_transmit`, `egress`, `handle_written`) run, without a single allocation.
 //!
 //! Its own test binary, so the counting global allocator is this file's alone.
 
@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
 use tickwire_router::core::{Core, Input};
-use tickwire_router::index::ClientId;
+use tickwire_router::index::Slot;
 use tickwire_router::Config;
+use tickwire_rt::{MonoNanos, UtcNanos};
 use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
 
 #[global_allocator]
@@ -22,22 +23,28 @@ const MEASURED_BATCHES: usize = 1_000;
 
 struct Bench {
     core: Core,
-    publisher: ClientId,
-    subs: Vec<ClientId>,
-    dirty: Vec<ClientId>,
+    publisher: Slot,
+    subs: Vec<Slot>,
+    dirty: Vec<Slot>,
     /// MESSAGE frames drained from each subscriber's egress.
     delivered: Vec<u64>,
 }
 
 impl Bench {
     fn new() -> Bench {
-        let mut core = Core::new(Config::default(), 1, 0);
+        let mut core = Core::new(Config::default(), MonoNanos(1), UtcNanos(0));
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
         let hello = |core: &mut Core, name: &str| {
-            let id = core.accept(addr, 1, 0).map_err(|_| "refused").unwrap();
+            let id = core
+                .handle_accept(addr, MonoNanos(1), UtcNanos(0))
+                .map_err(|_| "refused")
+                .unwrap();
             let mut b = Vec::new();
             frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
-            assert_eq!(core.on_input(id, 1, &b), Input::Consumed(b.len()));
+            assert_eq!(
+                core.handle_input(id, MonoNanos(1), &b, b.len()),
+                Input::Consumed(b.len())
+            );
             id
         };
         let publisher = hello(&mut core, "pub");
@@ -46,7 +53,10 @@ impl Bench {
             let id = hello(&mut core, &format!("sub{i}"));
             let mut b = Vec::new();
             frame::encode_subscribe(&mut b, 1, pattern);
-            assert_eq!(core.on_input(id, 1, &b), Input::Consumed(b.len()));
+            assert_eq!(
+                core.handle_input(id, MonoNanos(1), &b, b.len()),
+                Input::Consumed(b.len())
+            );
             subs.push(id);
         }
         let mut bench = Bench {
@@ -63,7 +73,7 @@ impl Bench {
 
     /// What the driver does after a read: write every dirty client's egress.
     fn drain(&mut self) {
-        self.core.take_dirty(&mut self.dirty);
+        self.core.poll_transmit(&mut self.dirty);
         for &id in &self.dirty {
             let out = self.core.egress(id);
             let n = out.len();
@@ -77,16 +87,17 @@ impl Bench {
                 }
                 assert!(rest.is_empty(), "a partial frame in the egress");
             }
-            self.core.wrote(id, n);
+            self.core.handle_written(id, n);
         }
         self.dirty.clear();
     }
 
-    fn route(&mut self, input: &[u8], batches: usize, now: &mut u64) {
+    fn route(&mut self, input: &[u8], batches: usize, now: &mut MonoNanos) {
         for _ in 0..batches {
-            *now += 1_000;
+            *now = now.add_nanos(1_000);
             assert_eq!(
-                self.core.on_input(self.publisher, *now, input),
+                self.core
+                    .handle_input(self.publisher, *now, input, input.len()),
                 Input::Consumed(input.len())
             );
             self.drain();
@@ -107,7 +118,7 @@ fn steady_state_routing_allocates_nothing() {
         };
         frame::encode_publish(&mut input, "md/AAPL/trade", &[i as u8; 100], opts, 1 << 20).unwrap();
     }
-    let mut now = 1_000;
+    let mut now = MonoNanos(1_000);
     b.route(&input, WARMUP_BATCHES, &mut now);
     b.delivered = vec![0; 3];
     let (_, allocations) = allocations_during(|| b.route(&input, MEASURED_BATCHES, &mut now));

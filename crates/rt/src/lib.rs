@@ -5,7 +5,17 @@
 //! time as a parameter; only drivers call the `now` functions.
 #![forbid(unsafe_code)]
 
+pub mod idle;
+pub mod latency;
+pub mod pacing;
+pub mod pin;
+pub mod progress;
+pub mod stop;
 pub mod time;
 pub mod units;
 
+pub use idle::IdleStrategy;
+pub use latency::{Latency, Summary};
+pub use progress::Progress;
+pub use stop::StopFlag;
 pub use time::{MonoNanos, UtcNanos};

@@ -26,12 +26,13 @@
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
 
+use tickwire_rt::MonoNanos;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 
 use hdrhistogram::Histogram;
-use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
+use tickwire_client::{Client, ClientOptions, Wait};
 use tickwire_wire::frame::PublishOptions;
 
 struct Args {
@@ -183,11 +184,11 @@ fn raw_pingpong(a: &Args) -> Histogram<u64> {
     let mut buf = vec![7u8; a.size];
     let mut h = hist();
     for i in 0..total {
-        let t0 = now_nanos();
+        let t0 = MonoNanos::now().as_nanos();
         s.write_all(&buf).expect("ping write");
         read_exact_spin(&mut s, &mut buf);
         if i >= a.pings / 10 {
-            h.saturating_record((now_nanos() - t0) / 2);
+            h.saturating_record((MonoNanos::now().as_nanos() - t0) / 2);
         }
     }
     echo.join().expect("echo thread");
@@ -212,11 +213,11 @@ fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
         let mut pending: Vec<u8> = Vec::new();
         let mut received = 0u64;
         while received < total {
-            let before = now_nanos();
+            let before = MonoNanos::now().as_nanos();
             match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    let now = now_nanos();
+                    let now = MonoNanos::now().as_nanos();
                     if received >= total / 10 {
                         reads.saturating_record(now - before);
                     }
@@ -241,13 +242,13 @@ fn raw_oneway(a: &Args) -> (Histogram<u64>, Histogram<u64>) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).ok();
     let mut msg = vec![0u8; size];
-    let start = now_nanos() + 10_000_000;
+    let start = MonoNanos::now().as_nanos() + 10_000_000;
     for i in 0..total {
         let due = start + i * 1_000_000_000 / a.rate;
-        while now_nanos() < due {
+        while MonoNanos::now().as_nanos() < due {
             std::hint::spin_loop();
         }
-        msg[..8].copy_from_slice(&now_nanos().to_le_bytes());
+        msg[..8].copy_from_slice(&MonoNanos::now().as_nanos().to_le_bytes());
         s.write_all(&msg).expect("send");
     }
     rx.join().expect("receiver thread")
@@ -285,7 +286,7 @@ fn raw_relay(a: &Args) -> Histogram<u64> {
                 Ok(n) => {
                     tx.write_all(&buf[..n]).expect("relay write");
                     moved += n as u64;
-                    relay_acks.after_read(&rx, now_nanos());
+                    relay_acks.after_read(&rx, MonoNanos::now().as_nanos());
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::hint::spin_loop(),
                 Err(e) => panic!("relay read: {e}"),
@@ -304,18 +305,18 @@ fn raw_relay(a: &Args) -> Histogram<u64> {
     let mut inbuf = vec![0u8; 65536];
     let mut pending: Vec<u8> = Vec::new();
     let (mut sent, mut received) = (0u64, 0u64);
-    let start = now_nanos() + 10_000_000;
+    let start = MonoNanos::now().as_nanos() + 10_000_000;
     let warm = total / 10;
     while received < total {
-        if sent < total && now_nanos() >= start + sent * 1_000_000_000 / a.rate {
-            msg[..8].copy_from_slice(&now_nanos().to_le_bytes());
+        if sent < total && MonoNanos::now().as_nanos() >= start + sent * 1_000_000_000 / a.rate {
+            msg[..8].copy_from_slice(&MonoNanos::now().as_nanos().to_le_bytes());
             out.write_all(&msg).expect("send");
             sent += 1;
         }
         match back.read(&mut inbuf) {
             Ok(0) => break,
             Ok(n) => {
-                let now = now_nanos();
+                let now = MonoNanos::now().as_nanos();
                 back_acks.after_read(&back, now);
                 pending.extend_from_slice(&inbuf[..n]);
                 while pending.len() >= size {
@@ -418,23 +419,23 @@ fn main() {
     let mut hop_out = hist();
     let mut received = 0u64;
     let mut sent = 0u64;
-    let start = now_nanos() + 10_000_000;
+    let start = MonoNanos::now().as_nanos() + 10_000_000;
     let deadline = start + (a.secs + 30) * 1_000_000_000;
-    while received < total && now_nanos() < deadline {
+    while received < total && MonoNanos::now().as_nanos() < deadline {
         if sent < total {
             let intended = start + sent * 1_000_000_000 / a.rate;
-            if now_nanos() >= intended {
+            if MonoNanos::now().as_nanos() >= intended {
                 payload[..8].copy_from_slice(&intended.to_le_bytes());
                 let send = PublishOptions {
                     seq: Some(sent),
-                    publisher_send: Some(now_nanos()),
+                    publisher_send: Some(MonoNanos::now().as_nanos()),
                 };
                 publ.publish_with("lat/x", &payload, send).expect("publish");
                 sent += 1;
             }
         }
         sub.poll(Wait::NoWait, |m| {
-            let now = now_nanos();
+            let now = MonoNanos::now().as_nanos();
             let i = m.seq().unwrap_or(0);
             received += 1;
             if i < warm {

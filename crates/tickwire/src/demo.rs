@@ -7,6 +7,7 @@
 //! per-topic sequence number, so the subscribers detect loss, duplicates and
 //! reordering.
 
+use tickwire_rt::MonoNanos;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use hdrhistogram::Histogram;
-use tickwire_client::{now_nanos, Client, ClientOptions, Wait};
+use tickwire_client::{Client, ClientOptions, Wait};
 use tickwire_router::{Config, IdleStrategy, Router};
 use tickwire_wire::frame::PublishOptions;
 use tickwire_wire::topic::pattern_matches;
@@ -63,7 +64,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
     rate: u64,
     /// The router's idle strategy: block, spin or hybrid.
-    #[arg(long, default_value = "hybrid", value_name = "STRATEGY")]
+    #[arg(long, default_value = "hybrid", value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: IdleStrategy,
     /// Skip the market-data part (synthetic ITCH feed → feed handler → router → clients).
     #[arg(long)]
@@ -241,7 +242,7 @@ fn tick_to_trade() -> anyhow::Result<bool> {
 /// The short market-data replay (see the help text); true when nothing was lost.
 fn market_data() -> anyhow::Result<bool> {
     println!("\n==================== market data ====================");
-    let opts = tickwire_md::repro::ReproOptions {
+    let opts = tickwire_bench::md_replay::repro::ReproOptions {
         tickwire: std::env::current_exe().context("locating the tickwire binary")?,
         file: None,
         symbols: 50,
@@ -252,14 +253,14 @@ fn market_data() -> anyhow::Result<bool> {
         clients: 2,
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
-        feed_idle: tickwire_md::handler::Idle::Spin,
+        feed_idle: tickwire_rt::IdleStrategy::Spin,
         pin: None,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,
     };
-    let stop = tickwire_bench::harness::StopFlag::install();
-    let report = tickwire_md::repro::run(&opts, &stop)?;
+    let stop = tickwire_rt::StopFlag::install();
+    let report = tickwire_bench::md_replay::repro::run(&opts, &stop)?;
     Ok(report.results.iter().all(|r| r.lossless))
 }
 
@@ -288,18 +289,11 @@ fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Resu
     let md_payload = vec![b'q'; 100];
     let order_payload = vec![b'o'; 600];
     let mut buf = Vec::with_capacity(600);
-    let start_ns = now_nanos();
+    let start_ns = MonoNanos::now().as_nanos();
     let started = Instant::now();
     for i in 0..total {
         let intended = start_ns + i * 1_000_000_000 / rate;
-        while now_nanos() < intended {
-            let left = intended - now_nanos().min(intended);
-            if left > 300_000 {
-                std::thread::sleep(Duration::from_nanos(left - 200_000));
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        tickwire_rt::pacing::wait_until(MonoNanos(intended));
         // Every third message is an order; the rest are quotes.
         let (client, topic_i, payload) = if i % 3 == 2 {
             let k = (i / 3) as usize % ORDER_TOPICS.len();
@@ -315,7 +309,7 @@ fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Resu
         buf.extend_from_slice(&seq.to_le_bytes());
         buf.extend_from_slice(&intended.to_le_bytes());
         buf.extend_from_slice(&payload[16..]);
-        let now = now_nanos();
+        let now = MonoNanos::now().as_nanos();
         late.saturating_record(now.saturating_sub(intended));
         let opts = PublishOptions {
             seq: None,
@@ -379,7 +373,7 @@ fn subscriber(
         };
         let mut counts = (0u64, 0u64, 0u64, 0u64, 0u64);
         c.poll(Wait::Timeout(Duration::from_millis(20)), |m| {
-            let now = now_nanos();
+            let now = MonoNanos::now().as_nanos();
             counts.0 += 1;
             counts.1 += m.discarded();
             let p = m.payload();

@@ -4,9 +4,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
+use tickwire_rt::StopFlag;
 use tickwire_md::feed::FeedConfig;
-use tickwire_md::handler::{run, HandlerOptions, Idle};
+use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions};
+use tickwire_rt::IdleStrategy;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -47,8 +48,8 @@ pub struct FeedArgs {
     #[arg(long, value_name = "LEVELS", default_value_t = 0)]
     depth: usize,
     /// Idle strategy: spin (lowest latency, uses a core) or block.
-    #[arg(long, value_name = "spin|block", default_value = "spin")]
-    idle: Idle,
+    #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
+    idle: IdleStrategy,
     /// Re-request timeout in milliseconds before asking again.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     retransmit_timeout_ms: u64,

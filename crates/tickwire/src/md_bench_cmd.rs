@@ -9,11 +9,12 @@ use clap::Args;
 use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
-use tickwire_md::handler::Idle;
-use tickwire_md::latency::{self, LatencyOptions};
-use tickwire_md::repro::{self, ReproOptions};
+use tickwire_md::handler::parse_feed_idle;
+use tickwire_rt::IdleStrategy;
+use tickwire_bench::md_replay::latency::{self, LatencyOptions};
+use tickwire_bench::md_replay::repro::{self, ReproOptions};
 
-use crate::md_cmd::parse_duration;
+use tickwire_rt::units::parse_duration;
 
 const MD_LATENCY_HELP: &str = "\
 Measuring clients for the market-data path: N subscriber connections (polled by one
@@ -132,7 +133,7 @@ pub struct MdReplayArgs {
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Mean ITCH message rate of the generated session at 1x.
-    #[arg(long, default_value = "20k", value_parser = tickwire_bench::schedule::parse_rate)]
+    #[arg(long, default_value = "20k", value_parser = tickwire_rt::units::parse_rate)]
     rate: f64,
     /// Speeds, in order.
     #[arg(long, value_delimiter = ',', default_value = "1x,4x", value_parser = Speed::parse)]
@@ -147,8 +148,8 @@ pub struct MdReplayArgs {
     #[arg(long, value_name = "IDLE", default_value = "hybrid")]
     router_idle: String,
     /// Feed-handler idle strategy (spin or block).
-    #[arg(long, value_name = "spin|block", default_value = "spin")]
-    feed_idle: Idle,
+    #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
+    feed_idle: IdleStrategy,
     /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
     /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine).
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tickwire_bench::harness::StopFlag;
+use tickwire_rt::units::parse_duration;
+use tickwire_rt::StopFlag;
 use tickwire_capture::net::{capture, CaptureOptions};
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
@@ -42,7 +43,7 @@ struct GenerateArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Mean order-flow rate in messages/s at 1x (sets the session's duration).
-    #[arg(long, default_value = "20k", value_parser = tickwire_bench::schedule::parse_rate)]
+    #[arg(long, default_value = "20k", value_parser = tickwire_rt::units::parse_rate)]
     rate: f64,
     /// Output file.
     #[arg(long, value_name = "FILE")]
@@ -289,25 +290,4 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `500ms`, `30s`, `5m`, `1h`, or plain seconds (the bench's one duration syntax).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    tickwire_bench::tick_to_trade::plan::parse_duration(s).map(Duration::from_secs_f64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 }

@@ -82,10 +82,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let count = a.count.unwrap_or(1);
-    let start = Instant::now();
+    let start = tickwire_rt::MonoNanos::now();
     pace(count, a.rate, start, |_| client.publish(&a.topic, &payload))?;
     client.flush()?;
-    let elapsed = start.elapsed();
+    let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
     client.close()?;
     if count > 1 {
         let secs = elapsed.as_secs_f64().max(1e-9);
@@ -110,33 +110,17 @@ fn load_payload(size: usize) -> Vec<u8> {
 pub fn pace(
     count: u64,
     rate: u64,
-    start: Instant,
+    start: tickwire_rt::MonoNanos,
     mut send: impl FnMut(u64) -> Result<(), tickwire_client::Error>,
 ) -> anyhow::Result<()> {
     for i in 0..count {
         // rate 0: no pacing.
         if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(rate) {
-            wait_until(start + Duration::from_nanos(offset));
+            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
         }
         send(i)?;
     }
     Ok(())
-}
-
-/// Sleeps until shortly before `due`, then spins (sleep alone overshoots by tens of µs).
-pub fn wait_until(due: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= due {
-            return;
-        }
-        let left = due - now;
-        if left > Duration::from_micros(200) {
-            std::thread::sleep(left - Duration::from_micros(100));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 const SUB_HELP: &str = "\

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tickwire_bench::harness::StopFlag;
+use tickwire_rt::StopFlag;
 use tickwire_capture::net::{replay, ReplayOptions};
 use tickwire_capture::{Captured, Speed};
 

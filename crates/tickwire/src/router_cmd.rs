@@ -37,7 +37,7 @@ pub struct RouterArgs {
     listen: Option<SocketAddr>,
     /// Idle strategy: block (epoll, least CPU), spin (busy-poll, lowest latency) or
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
-    #[arg(long, value_name = "STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: Option<IdleStrategy>,
     /// Hybrid: microseconds to keep spinning after the last activity [default: 200].
     #[arg(long, value_name = "US")]

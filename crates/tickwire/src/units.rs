@@ -1,27 +1,12 @@
-//! Parsing of human-friendly sizes and rates on the command line.
+//! Parsing of human-friendly sizes and rates on the command line: the syntax is
+//! `tickwire_rt::units`'s, the one of every command.
 
-/// Parses `1048576`, `64K`, `64KiB`, `8M`, `8MiB`, `1G` (K/M/G are powers of 1024).
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits_end);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 64K, 8MiB)"))?;
-    let mult: usize = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("{s:?}: unknown size suffix (use K, M or G)")),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
+pub use tickwire_rt::units::parse_size;
 
-/// Parses a message rate: `10000`, `10k`, `1.5M` (the bench suite's syntax), rounded.
+/// Parses a message rate: `10000`, `10k`, `1.5M` ([`tickwire_rt::units::parse_rate`]),
+/// rounded to whole messages per second.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    tickwire_bench::schedule::parse_rate(s).map(|r| r.round() as u64)
+    tickwire_rt::units::parse_rate(s).map(|r| r.round() as u64)
 }
 
 /// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
@@ -42,16 +27,6 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64K"), Ok(65536));
-        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert!(parse_size("8X").is_err());
-        assert!(parse_size("").is_err());
-    }
 
     #[test]
     fn rates() {

@@ -553,6 +553,9 @@ fn stats_counters_add_up() {
         p.publish("nobody/here", &[0; 100]).unwrap();
     }
     p.flush().unwrap();
+    // The PONG follows every frame p sent: all of them are routed before the stats
+    // (the router may read p's bytes over several turns).
+    p.ping().unwrap();
     assert_eq!(drain(&mut s1, 500, T).len(), 500);
     assert_eq!(drain(&mut s2, 300, T).len(), 300);
     let st = stats(&mut s1);

@@ -134,6 +134,9 @@ impl ErrorCode {
     pub const TOO_MANY_SUBSCRIPTIONS: ErrorCode = ErrorCode(14);
     /// A frame kind that this side never accepts in this direction.
     pub const UNEXPECTED_KIND: ErrorCode = ErrorCode(15);
+    /// A STATS_REQUEST arrived while the previous STATS_REPLY to the same client was
+    /// still unread (queued in the router, not yet written to the socket).
+    pub const BUSY: ErrorCode = ErrorCode(16);
 
     /// Short, stable name for logs and tools.
     pub fn name(self) -> &'static str {
@@ -154,6 +157,7 @@ impl ErrorCode {
             13 => "not-subscribed",
             14 => "too-many-subscriptions",
             15 => "unexpected-kind",
+            16 => "busy",
             _ => "unknown",
         }
     }

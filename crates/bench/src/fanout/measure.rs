@@ -5,17 +5,19 @@
 //! subscriber measures latency from when the message *should* have been sent (a late
 //! sender shows up as latency: no coordinated omission). Publishers also record how
 //! late they actually called send (sender lateness). All threads read the same
-//! monotonic clock ([`now_ns`]).
+//! monotonic clock ([`MonoNanos::now`]).
 
+use tickwire_rt::MonoNanos;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::transport::{ClientIdle, PubConn, SubConn};
+use super::transport::{PubConn, SubConn};
+use tickwire_rt::IdleStrategy;
 use super::workload::{publisher_topic, Header, Workload};
-use crate::harness::{now_ns, StopFlag};
+use crate::harness::StopFlag;
 use crate::schedule::Schedule;
 use crate::stats::{Counters, Latency, SeqTracker};
 
@@ -40,7 +42,7 @@ const TIMELINE_MAX_NS: u64 = 100_000_000_000;
 /// What the threads share: the start time, the stop flag, progress counters and the
 /// merged per-second timeline.
 pub struct Shared {
-    /// Absolute time (ns, [`now_ns`]) of schedule time 0.
+    /// Absolute time (ns, [`MonoNanos::now`]) of schedule time 0.
     pub start_ns: u64,
     pub stop: StopFlag,
     /// Publishers carry in-line stamps (tickwire `--hops`).
@@ -116,11 +118,11 @@ pub fn publish(
     let mut buf = vec![0x5Au8; w.mix.max_size()];
     for (j, slot) in schedule.slots_for(k, w.publishers).enumerate() {
         if shared.stop.is_set() {
-            r.stopped_at_rel_ns = Some(now_ns().saturating_sub(start));
+            r.stopped_at_rel_ns = Some(MonoNanos::now().as_nanos().saturating_sub(start));
             break;
         }
         let intended = start + slot.at_ns;
-        let mut now = now_ns();
+        let mut now = MonoNanos::now().as_nanos();
         if now < intended {
             // Nothing is due yet: write what is batched, then wait for the slot.
             if let Err(e) = conn.flush() {
@@ -128,7 +130,7 @@ pub fn publish(
                 break;
             }
             pace_until(intended);
-            now = now_ns();
+            now = MonoNanos::now().as_nanos();
         } else if now - intended > MAX_BEHIND_NS {
             r.problem = Some(format!(
                 "publisher {k} gave up: {:.1} s behind its schedule (saturated)",
@@ -145,7 +147,7 @@ pub fn publish(
             intended_ns: intended,
         }
         .encode(&mut buf);
-        if let Err(e) = conn.send(t, &buf[..size], shared.hops.then(now_ns)) {
+        if let Err(e) = conn.send(t, &buf[..size], shared.hops.then(|| MonoNanos::now().as_nanos())) {
             r.problem = Some(format!("publisher {k}: {e:#}"));
             break;
         }
@@ -174,14 +176,14 @@ pub fn publish(
     r
 }
 
-/// Waits until `now_ns() >= t`: sleeps while more than 200 µs remain, then yields the
+/// Waits until `MonoNanos::now().as_nanos() >= t`: sleeps while more than 200 µs remain, then yields the
 /// CPU in a loop. Yielding rather than spinning matters here: the measuring process's
 /// publishers and subscribers share one core in the published layout, and a spinning
 /// publisher would delay the subscribers' wake-ups by a scheduler slice. Alone on a
 /// core, `yield` returns at once and this is a spin.
 fn pace_until(t: u64) {
     loop {
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         if now >= t {
             return;
         }
@@ -225,7 +227,7 @@ pub fn subscribe(
     mut conn: SubConn,
     w: &Workload,
     names: &[String],
-    idle: ClientIdle,
+    idle: IdleStrategy,
     shared: &Shared,
 ) -> SubResult {
     let mut r = SubResult {
@@ -247,7 +249,7 @@ pub fn subscribe(
     let mut last_msg = Instant::now();
     loop {
         let polled = conn.poll(idle, |topic, payload, discarded, stamps| {
-            let now = now_ns();
+            let now = MonoNanos::now().as_nanos();
             r.discarded += discarded;
             let Some(h) = Header::decode(payload) else {
                 r.malformed += 1;

@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::measure::{PubResult, SubResult, MAX_BEHIND_NS};
-use super::transport::ClientIdle;
+use tickwire_rt::IdleStrategy;
 use super::workload::{human_rate, subscriber_topics, Target, Workload};
 use crate::report::{latency_table, line_chart_svg, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
@@ -96,7 +96,7 @@ pub struct Layout {
     pub bench_cpu: Option<usize>,
     /// The router's CPU, when the bench started it pinned.
     pub router_cpu: Option<usize>,
-    pub client_idle: ClientIdle,
+    pub client_idle: IdleStrategy,
     pub batch_bytes: usize,
     pub publisher_pacing: &'static str,
     /// Extra IO threads the NATS client runs (tokio workers).
@@ -308,8 +308,7 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
             .map_or("not pinned by the bench".to_owned(), |c| format!(
                 "on CPU {c}"
             )),
-        clap::ValueEnum::to_possible_value(&layout.client_idle)
-            .map_or_else(String::new, |v| v.get_name().to_owned()),
+        layout.client_idle.name(),
         layout.publisher_pacing,
         layout.nats_io_threads.map_or(String::new(), |n| format!(
             "; NATS client IO on {n} tokio worker threads"

@@ -18,22 +18,17 @@ use anyhow::Context;
 use futures_util::stream::SelectAll;
 use futures_util::{FutureExt, StreamExt};
 use tickwire_client::{Client, ClientOptions, PublishOptions, Stamps, Wait};
+use tickwire_rt::IdleStrategy;
 
 use super::workload::nats_subject;
 
-/// How subscribers wait for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientIdle {
-    /// Sleep in the client library until data arrives (poll(2) / a tokio wake-up).
-    Block,
-    /// Busy-poll without sleeping (one busy core per subscriber thread).
-    Spin,
-    /// Busy-poll, yielding the CPU after each empty poll: for subscribers that share a
-    /// core with the publishers (the published layout), so a waiting subscriber never
-    /// holds the core for a scheduler slice and never pays a sleeping thread's wake-up.
-    Yield,
-}
+/// How subscribers wait for messages: block (sleep in the client library until data
+/// arrives: poll(2) / a tokio wake-up), spin (busy-poll without sleeping, one busy core
+/// per subscriber thread) or yield (busy-poll, yielding the CPU after each empty poll:
+/// for subscribers that share a core with the publishers, so a waiting subscriber never
+/// holds the core for a scheduler slice and never pays a sleeping thread's wake-up).
+pub const CLIENT_IDLE: [IdleStrategy; 3] =
+    [IdleStrategy::Block, IdleStrategy::Spin, IdleStrategy::Yield];
 
 /// How long one blocking wait lasts before the subscriber checks whether to stop.
 const BLOCK_SLICE: Duration = Duration::from_millis(20);
@@ -212,21 +207,22 @@ impl SubConn {
     /// Topics are given as the system names them (NATS subjects use `.`).
     pub fn poll(
         &mut self,
-        idle: ClientIdle,
+        idle: IdleStrategy,
         mut f: impl FnMut(&str, &[u8], u64, Option<Stamps>),
     ) -> anyhow::Result<usize> {
         match self {
             SubConn::Tickwire(c) => {
                 let wait = match idle {
-                    ClientIdle::Block => Wait::Timeout(BLOCK_SLICE),
-                    ClientIdle::Spin | ClientIdle::Yield => Wait::NoWait,
+                    IdleStrategy::Block => Wait::Timeout(BLOCK_SLICE),
+                    // Hybrid: refused by the option's parser (CLIENT_IDLE).
+                    IdleStrategy::Spin | IdleStrategy::Yield | IdleStrategy::Hybrid => Wait::NoWait,
                 };
                 let n = c
                     .poll(wait, |m| {
                         f(m.topic(), m.payload(), m.discarded(), m.stamps())
                     })
                     .context("receiving from the router")?;
-                if n == 0 && idle == ClientIdle::Yield {
+                if n == 0 && idle == IdleStrategy::Yield {
                     std::thread::yield_now();
                 }
                 Ok(n)
@@ -238,12 +234,14 @@ impl SubConn {
                 let first = match idle {
                     // A timeout (Err) means nothing arrived within the slice. The
                     // timer is created inside the runtime (it needs its time driver).
-                    ClientIdle::Block => rt
+                    IdleStrategy::Block => rt
                         .block_on(async { tokio::time::timeout(BLOCK_SLICE, subs.next()).await })
                         .ok(),
-                    ClientIdle::Spin | ClientIdle::Yield => subs.next().now_or_never(),
+                    IdleStrategy::Spin | IdleStrategy::Yield | IdleStrategy::Hybrid => {
+                        subs.next().now_or_never()
+                    }
                 };
-                if first.is_none() && idle == ClientIdle::Yield {
+                if first.is_none() && idle == IdleStrategy::Yield {
                     std::thread::yield_now();
                 }
                 let mut n = 0;

@@ -35,7 +35,7 @@ use tickwire_fix_engine::{
 };
 
 use super::protocol::{self, RawOrder, ALGO_MD, ALGO_OE, BEGIN_STRING, VENUE_MD, VENUE_OE};
-use crate::pingpong::Idle;
+use crate::harness::{idle_parser, BENCH_IDLE};
 
 /// Which of tickwire's algos to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -78,8 +78,8 @@ pub struct AlgoArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
     /// Idle strategy: busy-poll or block in the kernel.
-    #[arg(long, value_enum, default_value_t = Idle::Spin)]
-    pub idle: Idle,
+    #[arg(long, value_parser = idle_parser(&BENCH_IDLE), default_value_t = IdleStrategy::Spin)]
+    pub idle: IdleStrategy,
     /// builtin: message store.
     #[arg(long, value_enum, default_value_t = StoreKind::File)]
     pub store: StoreKind,
@@ -242,10 +242,7 @@ fn run_builtin(a: &AlgoArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> 
         s
     };
     let opts = EngineOptions {
-        idle: match a.idle {
-            Idle::Spin => IdleStrategy::Spin,
-            Idle::Block => IdleStrategy::Block,
-        },
+        idle: a.idle,
         ..EngineOptions::default()
     };
     let app = TickToTrade {
@@ -516,7 +513,7 @@ fn run_raw(a: &AlgoArgs, stop: &AtomicBool) -> anyhow::Result<ExitCode> {
     let (Some(mut md), Some(mut oe)) = (md, oe) else {
         bail!("unreachable: both sessions are connected here");
     };
-    if a.idle == Idle::Block {
+    if a.idle == IdleStrategy::Block {
         md.sock.set_nonblocking(false)?;
         md.sock.set_read_timeout(Some(Duration::from_millis(10)))?;
     }
@@ -551,7 +548,7 @@ fn run_raw(a: &AlgoArgs, stop: &AtomicBool) -> anyhow::Result<ExitCode> {
             running &= oe_running;
             oe.flush();
             md.flush();
-        } else if a.idle == Idle::Spin {
+        } else if a.idle == IdleStrategy::Spin {
             std::hint::spin_loop();
         }
     }

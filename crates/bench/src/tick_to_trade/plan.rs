@@ -249,29 +249,10 @@ impl Timeline {
     }
 }
 
-/// Parses a duration: `300`, `2.5s`, `500ms`, `4m`, `4h` (plain numbers are seconds).
+/// Parses a duration in seconds (f64), with [`tickwire_rt::units::parse_duration`]:
+/// `300`, `2.5s`, `500ms`, `4m`, `4h` (plain numbers are seconds).
 pub fn parse_duration(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 30, 2.5s, 500ms, 4m, 1h)"))?;
-    let v = v * mult;
-    if !v.is_finite() || !(0.0..=1e7).contains(&v) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(v)
+    tickwire_rt::units::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 /// Parses a positive scale factor (`0.01`, `1`).

@@ -21,6 +21,7 @@
 //! kept apart. The algo's CPU time is sampled at each phase boundary by the caller's
 //! probe. Correctness counters come from [`SeqTracker`] over the correlation ids.
 
+use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -167,12 +168,12 @@ pub fn run(
 
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
-    oe.session.on_connected(clock.wall(harness::now_ns()));
+    oe.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
     oe.pump(&mut rec);
-    md.session.on_connected(clock.wall(harness::now_ns()));
+    md.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
-        let wall = clock.wall(harness::now_ns());
+        let wall = clock.wall(MonoNanos::now().as_nanos());
         for c in [&mut oe, &mut md] {
             c.flush();
             c.read(wall, &mut rec);
@@ -210,7 +211,7 @@ pub fn run(
     let end_ns = tl.end_ns();
     let mut cpu_at: Vec<Option<CpuTime>> = vec![None; n_phases + 1];
     cpu_at[0] = cpu();
-    let start = harness::now_ns();
+    let start = MonoNanos::now().as_nanos();
     rec.start = start;
     let mut time_phase = 0usize;
     let mut next = 0u64;
@@ -225,7 +226,7 @@ pub fn run(
     let mut sent_until_ns = end_ns;
 
     loop {
-        let now = harness::now_ns();
+        let now = MonoNanos::now().as_nanos();
         let rel = now - start;
         let wall = clock.wall(now);
         rec.recv_rel = rel;
@@ -257,7 +258,7 @@ pub fn run(
             let sent_rel = if burst == 0 {
                 rel
             } else {
-                harness::now_ns() - start
+                MonoNanos::now().as_nanos() - start
             };
             if let Err(e) = md
                 .session
@@ -409,7 +410,7 @@ impl Clock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         Clock {
-            offset: wall.wrapping_sub(harness::now_ns()),
+            offset: wall.wrapping_sub(MonoNanos::now().as_nanos()),
         }
     }
 
@@ -558,7 +559,7 @@ impl Conn {
         // The simulator never resends: keeping every X would only cost memory.
         cfg.persist_messages = false;
         cfg.logon_timeout = opts.logon_timeout.as_secs().max(1) as u32;
-        let wall = Clock::new().wall(harness::now_ns());
+        let wall = Clock::new().wall(MonoNanos::now().as_nanos());
         let session = Session::new(cfg, MemoryStore::new(wall))
             .map_err(|e| anyhow::anyhow!("{name} session configuration: {e}"))?;
         Ok(Conn {
@@ -614,7 +615,7 @@ impl Conn {
                 self.rlen += n;
                 // The receive time of everything in this read (not the turn's start:
                 // the turn may have spent microseconds sending first).
-                rec.recv_rel = harness::now_ns().saturating_sub(rec.start);
+                rec.recv_rel = MonoNanos::now().as_nanos().saturating_sub(rec.start);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 return

@@ -22,15 +22,16 @@
 //! Per client, updates are also grouped in windows (10 s by default) by receive time:
 //! the update rate and the latency of each window give latency against update rate.
 
+use tickwire_rt::MonoNanos;
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_bench::harness::{now_ns, StopFlag};
-use tickwire_bench::stats::{Latency, Summary};
 use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_md::publisher::{monotonic_to_time_of_day, time_of_day};
+use tickwire_md::update;
 
-use crate::publisher::{monotonic_to_time_of_day, time_of_day};
-use crate::update;
+use crate::harness::StopFlag;
+use crate::stats::{Latency, Summary};
 
 const DAY_NS: u64 = 86_400_000_000_000;
 
@@ -144,7 +145,7 @@ pub fn run(
         })
         .collect();
     let mut first: Option<u64> = None;
-    let mut last_rx = now_ns();
+    let mut last_rx = MonoNanos::now().as_nanos();
     let single = clients.len() == 1;
     loop {
         let mut got = 0usize;
@@ -157,7 +158,7 @@ pub fn run(
             let restamped = opts.restamped;
             let start = &mut first;
             let r = client.poll(wait, |m| {
-                let rx = now_ns();
+                let rx = MonoNanos::now().as_nanos();
                 let t0 = *start.get_or_insert(rx);
                 got += 1;
                 acc.received += 1;
@@ -204,7 +205,7 @@ pub fn run(
                 return Err(anyhow::anyhow!("receiving: {e}"));
             }
         }
-        let now = now_ns();
+        let now = MonoNanos::now().as_nanos();
         if got > 0 {
             last_rx = now;
         } else if !single {

@@ -15,18 +15,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_bench::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
-use tickwire_bench::report::{latency_table, line_chart_svg, write_json, Machine, Series};
-use tickwire_bench::stats::Summary;
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
+use tickwire_md::exchange::SessionData;
+use tickwire_md::feed::FeedConfig;
+use tickwire_md::generator::{write_session, GeneratorConfig};
+use tickwire_md::handler::{self, HandlerOptions};
+use tickwire_rt::IdleStrategy;
+use tickwire_md::publisher::{self, PublishOptions};
 
-use crate::exchange::SessionData;
-use crate::feed::FeedConfig;
-use crate::generator::{write_session, GeneratorConfig};
-use crate::handler::{self, HandlerOptions, Idle};
-use crate::latency::{self, ClientResult, LatencyOptions, Window};
-use crate::publisher::{self, PublishOptions};
+use super::latency::{self, ClientResult, LatencyOptions, Window};
+use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
+use crate::report::{latency_table, line_chart_svg, write_json, Machine, Series};
+use crate::stats::Summary;
 
 /// Settings of the reproduction.
 #[derive(Debug, Clone)]
@@ -44,7 +45,7 @@ pub struct ReproOptions {
     pub clients: usize,
     pub window: Duration,
     pub router_idle: String,
-    pub feed_idle: Idle,
+    pub feed_idle: IdleStrategy,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,

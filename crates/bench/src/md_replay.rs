@@ -1,0 +1,8 @@
+//! The market-data replay test (docs/benchmarking.md family C): the synthetic exchange,
+//! the feed handler and the router, measured end to end by subscriber clients.
+//!
+//! - [`repro`]: `tickwire bench md-replay`, the whole test in one command.
+//! - [`latency`]: `tickwire bench md-latency`, the measuring clients.
+
+pub mod latency;
+pub mod repro;

@@ -1,0 +1,128 @@
+//! The Ctrl-C flag every long-running driver polls, and the child processes it
+//! terminates when the user insists.
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A Ctrl-C (SIGINT/SIGTERM) flag. [`StopFlag::install`] starts, once per process, a
+/// thread that receives the signals, and returns a handle to the one shared flag;
+/// installing again returns the same flag.
+///
+/// The first signal sets the flag (the driver stops, reports what it measured, and
+/// drops its children). A second one aborts: it terminates every child process
+/// registered with [`register_child`] (SIGTERM) and exits with status 130.
+#[derive(Clone, Debug)]
+pub struct StopFlag(pub Arc<AtomicBool>);
+
+/// The process-wide flag, once [`StopFlag::install`] ran.
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+impl StopFlag {
+    /// Installs the signal handling (first call only) and returns the flag. If that
+    /// fails, warns and returns a flag that only [`StopFlag::set`] sets (Ctrl-C then
+    /// kills the process, and its process group with it).
+    pub fn install() -> StopFlag {
+        let flag = STOP.get_or_init(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            if let Err(e) = watch_signals(Arc::clone(&flag)) {
+                eprintln!("warning: cannot install the Ctrl-C handler ({e}); Ctrl-C will kill the bench");
+            }
+            flag
+        });
+        StopFlag(Arc::clone(flag))
+    }
+
+    /// True once [`StopFlag::install`] ran in this process (children may then be put
+    /// in a process group of their own: Ctrl-C reaches only this process, which stops
+    /// them itself).
+    pub fn is_installed() -> bool {
+        STOP.get().is_some()
+    }
+
+    /// A flag with no signal handling (tests, or an internal stop).
+    pub fn unregistered() -> StopFlag {
+        StopFlag(Arc::new(AtomicBool::new(false)))
+    }
+
+    /// True once Ctrl-C (or SIGTERM) arrived, or [`StopFlag::set`] was called.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Sets the flag, as a signal would (e.g. to stop sibling threads after an error).
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Receives SIGINT/SIGTERM on a thread of its own (not in a signal handler, so it may
+/// print, run `kill` and exit).
+fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("registering SIGINT/SIGTERM: {e}"))?;
+    std::thread::Builder::new()
+        .name("stop-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if flag.swap(true, Ordering::Relaxed) {
+                    eprintln!("aborting: stopping the router(s) and exiting");
+                    for pid in live_children() {
+                        terminate(pid);
+                    }
+                    std::process::exit(130);
+                }
+                eprintln!("stopping: reporting what was measured (Ctrl-C again to abort)");
+            }
+        })
+        .map_err(|e| format!("spawning the stop-signals thread: {e}"))?;
+    Ok(())
+}
+
+/// Pids of the live children, for the abort path.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn live_children() -> Vec<u32> {
+    CHILDREN.lock().map(|c| c.clone()).unwrap_or_default()
+}
+
+/// Registers (`live`) or forgets a child process that a second Ctrl-C must terminate.
+pub fn register_child(pid: u32, live: bool) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        if live {
+            c.push(pid);
+        } else {
+            c.retain(|&p| p != pid);
+        }
+    }
+}
+
+/// Sends SIGTERM; true if it was delivered. `kill(1)` rather than a libc call: this
+/// crate forbids unsafe and rustix's `process` feature is not enabled here.
+pub fn terminate(pid: u32) -> bool {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_flag_installs_twice_and_shares_one_flag() {
+        let a = StopFlag::install();
+        let b = StopFlag::install();
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert!(StopFlag::is_installed());
+        let c = StopFlag::unregistered();
+        assert!(!c.is_set());
+        c.set();
+        assert!(c.is_set());
+    }
+}
