@@ -16,12 +16,12 @@ mod output;
 mod transport;
 pub mod workload;
 
-use tickwire_rt::MonoNanos;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tickwire_rt::MonoNanos;
 
 use anyhow::Context;
 
@@ -29,8 +29,8 @@ use crate::harness::{self, parse_pin, Pinning, Progress, RouterChild, StopFlag};
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
-pub use transport::CLIENT_IDLE;
 use tickwire_rt::IdleStrategy;
+pub use transport::CLIENT_IDLE;
 use transport::{PubConn, SubConn};
 use workload::{human_rate, nats_subject, subscriber_topics, Knobs, Preset, Target, Workload};
 

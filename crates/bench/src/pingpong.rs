@@ -12,7 +12,6 @@
 //! by default one thread drives both A and B (`--echo same-thread`), so the busy parties
 //! are that thread and the router, as in the raw transports.
 
-use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -20,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -273,7 +273,8 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                     Echo::SameThread => ctx.tickwire_same_thread(addr),
                     Echo::Thread => {
                         // A, B and a spinning router: three spinners.
-                        let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
+                        let yields =
+                            args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
                         ctx.tickwire(addr, yields)
                     }
                 }

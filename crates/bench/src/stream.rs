@@ -15,7 +15,6 @@
 //! latency (no coordinated omission). The sweep stops at the first step whose achieved
 //! send or receive rate is below 90% of the target.
 
-use tickwire_rt::MonoNanos;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -24,14 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 use crate::harness::{self, Progress, RouterChild, StopFlag};
-use crate::harness::{parse_pin, Pinning};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
+use crate::harness::{parse_pin, Pinning};
 use crate::pingpong::idle_once;
 use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
@@ -290,7 +290,8 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
                         a
                     }
                 };
-                let yields = args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
+                let yields =
+                    args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)
             }
         };

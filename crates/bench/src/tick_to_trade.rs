@@ -29,8 +29,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::harness::{parse_pin, Pinning, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
+use crate::harness::{parse_pin, Pinning, StopFlag};
 use crate::report::{self, Machine, Series};
 use crate::stats::{invalid_reason, Counters, Summary};
 use algo::{StoreKind, SyncKind};
@@ -1127,10 +1127,20 @@ mod tests {
             r
         };
         let rs = vec![
-            with("builtin:block", AlgoKind::Builtin, Some(IdleStrategy::Block), 30.0),
+            with(
+                "builtin:block",
+                AlgoKind::Builtin,
+                Some(IdleStrategy::Block),
+                30.0,
+            ),
             with("quickfix", AlgoKind::Quickfix, None, 60.0),
             with("raw:block", AlgoKind::Raw, Some(IdleStrategy::Block), 20.0),
-            with("builtin:spin", AlgoKind::Builtin, Some(IdleStrategy::Spin), 24.0),
+            with(
+                "builtin:spin",
+                AlgoKind::Builtin,
+                Some(IdleStrategy::Spin),
+                24.0,
+            ),
             with("raw:spin", AlgoKind::Raw, Some(IdleStrategy::Spin), 16.0),
         ];
         let r = ratios(&rs);

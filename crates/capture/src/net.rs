@@ -115,7 +115,9 @@ pub fn capture(
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
-    let deadline = opts.duration.map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
+    let deadline = opts
+        .duration
+        .map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
     let mut progress = Progress::new();
     loop {
         if stop.is_set()
@@ -215,7 +217,9 @@ pub fn replay(
         for (i, e) in cap.entries.iter().enumerate() {
             if let Some(due) = schedule.due(i as u64, e.unix_ns) {
                 wait_until(MonoNanos(due));
-                report.lateness.record(MonoNanos::now().as_nanos().saturating_sub(due));
+                report
+                    .lateness
+                    .record(MonoNanos::now().as_nanos().saturating_sub(due));
             }
             if i % 1024 == 0 && stop.is_set() {
                 break 'passes;

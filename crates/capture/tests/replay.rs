@@ -6,9 +6,9 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use tickwire_rt::StopFlag;
 use tickwire_capture::net::{capture, group_receiver, replay, CaptureOptions, ReplayOptions};
 use tickwire_capture::{CaptureWriter, Captured, Speed};
+use tickwire_rt::StopFlag;
 
 fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")

@@ -1,9 +1,9 @@
 //! The socket driver: a non-blocking TCP stream, waits with `poll(2)`.
 
-use tickwire_rt::MonoNanos;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;

@@ -69,11 +69,11 @@ mod session;
 pub use client::{Client, ClientOptions, Messages, Wait};
 pub use error::Error;
 pub use message::{Message, OwnedMessage};
-pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
-pub use tickwire_wire::topic::{Topic, TopicError};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).
 pub use tickwire_rt::MonoNanos;
+pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
+pub use tickwire_wire::topic::{Topic, TopicError};
 
 #[cfg(test)]
 mod tests {

@@ -18,9 +18,9 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
+use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 

@@ -20,10 +20,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 use tickwire_capture::net::group_sender;
 use tickwire_capture::{Schedule, Speed};
 use tickwire_itch::{PacketBuilder, RetransmitRequest, Session};
+use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 
 use crate::exchange::{Exchange, SessionData};
 

@@ -26,7 +26,9 @@ impl StopFlag {
         let flag = STOP.get_or_init(|| {
             let flag = Arc::new(AtomicBool::new(false));
             if let Err(e) = watch_signals(Arc::clone(&flag)) {
-                eprintln!("warning: cannot install the Ctrl-C handler ({e}); Ctrl-C will kill the bench");
+                eprintln!(
+                    "warning: cannot install the Ctrl-C handler ({e}); Ctrl-C will kill the bench"
+                );
             }
             flag
         });

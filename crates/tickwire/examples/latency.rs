@@ -26,10 +26,10 @@
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
 
-use tickwire_rt::MonoNanos;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
+use tickwire_rt::MonoNanos;
 
 use hdrhistogram::Histogram;
 use tickwire_client::{Client, ClientOptions, Wait};

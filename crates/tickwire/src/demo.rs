@@ -7,11 +7,11 @@
 //! per-topic sequence number, so the subscribers detect loss, duplicates and
 //! reordering.
 
-use tickwire_rt::MonoNanos;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use anyhow::Context;
 use clap::Args;

@@ -4,10 +4,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
 use clap::Args;
-use tickwire_rt::StopFlag;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions};
 use tickwire_rt::IdleStrategy;
+use tickwire_rt::StopFlag;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects

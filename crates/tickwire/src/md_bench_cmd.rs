@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use clap::Args;
 use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
+use tickwire_bench::md_replay::latency::{self, LatencyOptions};
+use tickwire_bench::md_replay::repro::{self, ReproOptions};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
 use tickwire_md::handler::parse_feed_idle;
 use tickwire_rt::IdleStrategy;
-use tickwire_bench::md_replay::latency::{self, LatencyOptions};
-use tickwire_bench::md_replay::repro::{self, ReproOptions};
 
 use tickwire_rt::units::parse_duration;
 

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tickwire_rt::units::parse_duration;
-use tickwire_rt::StopFlag;
 use tickwire_capture::net::{capture, CaptureOptions};
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
 use tickwire_md::exchange::SessionData;
 use tickwire_md::generator::{write_session, GeneratorConfig};
 use tickwire_md::publisher::{publish, PublishOptions};
+use tickwire_rt::units::parse_duration;
+use tickwire_rt::StopFlag;
 
 const GENERATE_HELP: &str = "\
 The session: system events, a stock directory, trading actions, then order flow (adds,

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tickwire_rt::StopFlag;
 use tickwire_capture::net::{replay, ReplayOptions};
 use tickwire_capture::{Captured, Speed};
+use tickwire_rt::StopFlag;
 
 const REPLAY_HELP: &str = "\
 Replays the UDP datagrams of a pcap file (Ethernet or raw IPv4 link type; tcpdump's

@@ -7,19 +7,19 @@
 //! late they actually called send (sender lateness). All threads read the same
 //! monotonic clock ([`MonoNanos::now`]).
 
-use tickwire_rt::MonoNanos;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use hdrhistogram::Histogram;
 
 use super::transport::{PubConn, SubConn};
-use tickwire_rt::IdleStrategy;
 use super::workload::{publisher_topic, Header, Workload};
 use crate::harness::StopFlag;
 use crate::schedule::Schedule;
 use crate::stats::{Counters, Latency, SeqTracker};
+use tickwire_rt::IdleStrategy;
 
 /// A publisher further behind its schedule than this gives up (the run is saturated
 /// and would otherwise take arbitrarily long; it is then marked INVALID).
@@ -147,7 +147,11 @@ pub fn publish(
             intended_ns: intended,
         }
         .encode(&mut buf);
-        if let Err(e) = conn.send(t, &buf[..size], shared.hops.then(|| MonoNanos::now().as_nanos())) {
+        if let Err(e) = conn.send(
+            t,
+            &buf[..size],
+            shared.hops.then(|| MonoNanos::now().as_nanos()),
+        ) {
             r.problem = Some(format!("publisher {k}: {e:#}"));
             break;
         }

@@ -8,11 +8,11 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::measure::{PubResult, SubResult, MAX_BEHIND_NS};
-use tickwire_rt::IdleStrategy;
 use super::workload::{human_rate, subscriber_topics, Target, Workload};
 use crate::report::{latency_table, line_chart_svg, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, Summary};
+use tickwire_rt::IdleStrategy;
 
 /// The system under test and how it runs.
 #[derive(Debug, Clone, Serialize)]

@@ -22,8 +22,8 @@
 //! Per client, updates are also grouped in windows (10 s by default) by receive time:
 //! the update rate and the latency of each window give latency against update rate.
 
-use tickwire_rt::MonoNanos;
 use std::time::Duration;
+use tickwire_rt::MonoNanos;
 
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};

@@ -21,8 +21,8 @@ use tickwire_md::exchange::SessionData;
 use tickwire_md::feed::FeedConfig;
 use tickwire_md::generator::{write_session, GeneratorConfig};
 use tickwire_md::handler::{self, HandlerOptions};
-use tickwire_rt::IdleStrategy;
 use tickwire_md::publisher::{self, PublishOptions};
+use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};

@@ -21,10 +21,10 @@
 //! kept apart. The algo's CPU time is sampled at each phase boundary by the caller's
 //! probe. Correctness counters come from [`SeqTracker`] over the correlation ids.
 
-use tickwire_rt::MonoNanos;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -168,9 +168,11 @@ pub fn run(
 
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
-    oe.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
+    oe.session
+        .on_connected(clock.wall(MonoNanos::now().as_nanos()));
     oe.pump(&mut rec);
-    md.session.on_connected(clock.wall(MonoNanos::now().as_nanos()));
+    md.session
+        .on_connected(clock.wall(MonoNanos::now().as_nanos()));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
         let wall = clock.wall(MonoNanos::now().as_nanos());
