@@ -10,7 +10,9 @@
 #
 # Scopes: wire (crates/wire), router (core.rs, egress.rs, index.rs), fix-session
 # (crates/fix/src/session.rs and session/), feed (crates/md/src/feed.rs).
-# Environment: JOBS (default 1), TIMEOUT (seconds per test run, default 300), SHARD.
+# Environment: JOBS (default 1), TIMEOUT (seconds per test run, default 300), SHARD,
+# MUTANTS_ARGS (more cargo-mutants flags, e.g. --in-place in a throwaway copy of the
+# tree, so that the scopes share one build directory).
 # Output: target/mutants/<scope>/mutants.out/{caught,missed,timeout,unviable}.txt
 set -euo pipefail
 
@@ -21,7 +23,7 @@ if ! cargo mutants --version >/dev/null 2>&1; then
     exit 1
 fi
 
-JOBS="${JOBS:-1}"
+JOBS="${JOBS-1}"   # empty: no --jobs (required with --in-place, which is serial)
 TIMEOUT="${TIMEOUT:-300}"
 scopes=("$@")
 [ "${#scopes[@]}" -eq 0 ] && scopes=(wire router fix-session feed)
@@ -40,16 +42,22 @@ for scope in "${scopes[@]}"; do
     args=$(args_for "$scope")
     out="target/mutants/$scope"
     mkdir -p "$out"
+    jobs=()
+    [ -n "$JOBS" ] && jobs=(--jobs "$JOBS")
     shard=()
     [ -n "${SHARD:-}" ] && shard=(--shard "$SHARD" --sharding round-robin)
-    echo "==> mutants: $scope ($args ${shard[*]}), jobs $JOBS, timeout ${TIMEOUT}s"
+    echo "==> mutants: $scope ($args ${shard[*]}), jobs ${JOBS:-serial}, timeout ${TIMEOUT}s"
     # set -f: the -f globs are for cargo-mutants, not the shell.
     set -f
     # shellcheck disable=SC2086
-    cargo mutants $args "${shard[@]}" --jobs "$JOBS" --timeout "$TIMEOUT" \
-        --output "$out" --no-shuffle || true
+    cargo mutants $args "${shard[@]}" "${jobs[@]}" --timeout "$TIMEOUT" \
+        --output "$out" --no-shuffle ${MUTANTS_ARGS:-} || true
     set +f
     d="$out/mutants.out"
+    if [ ! -f "$d/caught.txt" ]; then
+        echo "==> $scope: cargo-mutants produced no results (see above)" >&2
+        continue
+    fi
     c=$(wc -l <"$d/caught.txt"); m=$(wc -l <"$d/missed.txt")
     t=$(wc -l <"$d/timeout.txt"); u=$(wc -l <"$d/unviable.txt")
     viable=$((c + m + t))
