@@ -8,14 +8,14 @@
 #   LATENCY_ARGS=--raw-delayed-acks scripts/bench-latency.sh 10000 10 3 spin
 # puts the raw baselines' readers in the delayed-ACK mode tickwire's sockets are in.
 #
-# Prints each run's table (see crates/tickwire/examples/latency.rs) and, per idle
+# Prints each run's table (see crates/bench/examples/latency.rs) and, per idle
 # strategy, the median p50 ratios of tickwire to the raw TCP ping-pong half round trip
 # and to the raw two-hop TCP relay.
 set -euo pipefail
 RATE=${1:-10000}; SECS=${2:-10}; RUNS=${3:-3}; shift 3 || true
 IDLES=("${@:-spin}")
 cd "$(dirname "$0")/.."
-cargo build --release -q -p tickwire --bins --examples
+cargo build --release -q -p tickwire -p tickwire-bench --bins --examples
 echo "commit $(git rev-parse --short HEAD); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); kernel $(uname -r)"
 for idle in "${IDLES[@]}"; do
   ratios=(); relays=()

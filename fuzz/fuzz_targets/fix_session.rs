@@ -21,6 +21,7 @@ use libfuzzer_sys::fuzz_target;
 use tickwire_fix::codec::{self, frame_len, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::session::{Output, Role, Session, SessionConfig};
 use tickwire_fix::store::MemoryStore;
+use tickwire_rt::UtcNanos;
 
 const NANOS: u64 = 1_000_000_000;
 /// 2026-11-20 08:00:00 UTC.
@@ -56,7 +57,7 @@ struct World {
 
 impl World {
     fn drain(&mut self) {
-        while let Some(o) = self.s.poll() {
+        while let Some(o) = self.s.poll_event() {
             match o {
                 Output::Send(raw) => {
                     let m = codec::parse(raw, &mut self.fields).unwrap_or_else(|e| {
@@ -92,7 +93,7 @@ impl World {
                     assert!(n > 0 && n <= MAX_LEN && start + n <= self.rbuf.len());
                     let raw = self.rbuf[start..start + n].to_vec();
                     start += n;
-                    self.s.on_message(self.now, &raw);
+                    self.s.handle_message(UtcNanos(self.now), &raw);
                     self.drain();
                 }
                 Ok(None) => break,
@@ -142,23 +143,23 @@ impl World {
             }
             3 => {
                 self.now += u64::from(cur.u8()?) * NANOS / 4;
-                self.s.on_timer(self.now);
+                self.s.handle_timeout(UtcNanos(self.now));
                 self.drain();
-                let _ = self.s.next_deadline();
+                let _ = self.s.poll_timeout();
             }
             4 => {
                 // The application's body is trusted input (the session does not
                 // re-validate it): a well-formed one, varying in content only.
                 let id = cur.u8()?;
                 let body = format!("11=ORD{id}\x0155=IBM\x0138={}\x01", u32::from(id) * 7);
-                let _ = self.s.send_app(self.now, b"D", body.as_bytes());
+                let _ = self.s.send_app(UtcNanos(self.now), b"D", body.as_bytes());
                 self.drain();
             }
             _ => {
-                self.s.on_disconnected(self.now);
+                self.s.handle_disconnected(UtcNanos(self.now));
                 self.drain();
                 self.rbuf.clear();
-                self.s.on_connected(self.now);
+                self.s.handle_connected(UtcNanos(self.now));
                 self.connected = true;
                 self.drain();
             }
@@ -180,7 +181,7 @@ fuzz_target!(|data: &[u8]| {
         fields: Fields::default(),
         connected: false,
     };
-    w.s.on_connected(w.now);
+    w.s.handle_connected(UtcNanos(w.now));
     w.connected = true;
     w.drain();
     let mut cur = Cursor(data);

@@ -134,12 +134,13 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "BYTES")]
     pub topic_len: Option<usize>,
 
-    /// Seconds of warm-up at the same schedule, excluded from the latency figures.
-    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    /// Warm-up at the same schedule, excluded from the latency figures (2s, 500ms; a
+    /// plain number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = secs)]
     pub warmup: f64,
 
-    /// Seconds measured after the warm-up.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    /// Measured after the warm-up (10s, 1m; a plain number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = secs)]
     pub duration: f64,
 
     /// What to measure: `tickwire` (a router this bench starts, or --router) or
@@ -325,14 +326,13 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         stop.is_set(),
     );
     report.print();
-    if let Some(path) = &args.json {
-        crate::report::write_json(path, &report)?;
-        println!("JSON written to {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        report.plot(path)?;
-        println!("plot written to {}", path.display());
-    }
+    crate::report::write_outputs(
+        args.json.as_deref(),
+        &report,
+        args.plot.as_deref(),
+        |path| report.plot(path),
+        crate::report::Announce::WrittenTo,
+    )?;
     Ok(report.exit_code())
 }
 
@@ -384,7 +384,7 @@ fn run_threads(
             }
         }
 
-        let mut progress = Progress::new();
+        let mut progress = Progress::new(crate::harness::print_line);
         let mut last = (MonoNanos::now().as_nanos(), 0u64, 0u64);
         let mut tick = |progress: &mut Progress, draining: bool| {
             progress.tick(|| {
@@ -454,6 +454,11 @@ fn run_threads(
         }
         Ok((pub_results, sub_results))
     })
+}
+
+/// A duration option kept as f64 seconds, in tickwire-rt's one duration syntax.
+fn secs(s: &str) -> Result<f64, String> {
+    tickwire_rt::units::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 #[cfg(test)]

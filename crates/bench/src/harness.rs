@@ -11,7 +11,7 @@
 //! let router = RouterChild::start(std::path::Path::new("tickwire"), "spin", Some(0), &[])?;
 //! let stop = StopFlag::install();
 //! harness::pin_current_thread(1);
-//! let mut progress = Progress::new();
+//! let mut progress = Progress::new(harness::print_line);
 //! let start = MonoNanos::now();
 //! for i in 0..1000u64 {
 //!     if stop.is_set() {
@@ -37,6 +37,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
+
+/// The bench's progress sink: one line on stderr (this crate is the suite's report
+/// writer, the documented exception to "libraries never print").
+pub fn print_line(line: &str) {
+    eprintln!("{line}");
+}
 pub use tickwire_rt::stop::StopFlag;
 use tickwire_rt::stop::{register_child, terminate};
 pub use tickwire_rt::IdleStrategy;

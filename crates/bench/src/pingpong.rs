@@ -241,7 +241,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     let mut ctx = Ctx {
         args,
         stop: stop.clone(),
-        progress: Progress::new(),
+        progress: Progress::new(crate::harness::print_line),
     };
 
     let mut router_desc = None;
@@ -291,33 +291,28 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         stop.is_set(),
     );
     let ratios = ratios(&results);
-    if let Some(path) = &args.json {
-        let rep = Report {
-            bench: "pingpong",
-            machine: machine.clone(),
-            metric: "half round trip (RTT/2), µs",
-            idle: args.idle,
-            echo: args.echo,
-            pinning: args.pin,
-            router: router_desc.clone(),
-            iterations: args.iterations,
-            warmup_excluded: args.warmup,
-            stopped_by_user: stop.is_set(),
-            transports: &results,
-            ratio_to_tcp_p50: ratios,
-        };
-        report::write_json(path, &rep).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        plot(path, args, &results).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(if stop.is_set() {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let rep = Report {
+        bench: "pingpong",
+        machine: machine.clone(),
+        metric: "half round trip (RTT/2), µs",
+        idle: args.idle,
+        echo: args.echo,
+        pinning: args.pin,
+        router: router_desc.clone(),
+        iterations: args.iterations,
+        warmup_excluded: args.warmup,
+        stopped_by_user: stop.is_set(),
+        transports: &results,
+        ratio_to_tcp_p50: ratios,
+    };
+    report::write_outputs(
+        args.json.as_deref(),
+        &rep,
+        args.plot.as_deref(),
+        |path| plot(path, args, &results),
+        report::Announce::Wrote,
+    )?;
+    Ok(report::exit_code(stop.is_set()))
 }
 
 fn validate(args: &PingpongArgs) -> anyhow::Result<()> {

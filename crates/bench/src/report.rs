@@ -124,6 +124,58 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// How a command announces on stdout the files [`write_outputs`] wrote (each command
+/// keeps the wording its users and scripts know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announce {
+    /// `wrote FILE` (ping-pong, stream).
+    Wrote,
+    /// `JSON written to FILE`, `plot written to FILE` (fan-out).
+    WrittenTo,
+    /// `JSON: FILE`, `plot: FILE` (tick-to-trade, md-replay).
+    Labelled,
+}
+
+impl Announce {
+    fn say(self, what: &str, path: &Path) {
+        match self {
+            Announce::Wrote => println!("wrote {}", path.display()),
+            Announce::WrittenTo => println!("{what} written to {}", path.display()),
+            Announce::Labelled => println!("{what}: {}", path.display()),
+        }
+    }
+}
+
+/// The tail of every bench command: `report` as JSON to `json` (`--json`), then the
+/// chart `draw` makes to `plot` (`--plot`), each announced on stdout once written.
+pub fn write_outputs(
+    json: Option<&Path>,
+    report: &impl Serialize,
+    plot: Option<&Path>,
+    draw: impl FnOnce(&Path) -> anyhow::Result<()>,
+    announce: Announce,
+) -> anyhow::Result<()> {
+    if let Some(path) = json {
+        write_json(path, report).with_context(|| format!("writing {}", path.display()))?;
+        announce.say("JSON", path);
+    }
+    if let Some(path) = plot {
+        draw(path).with_context(|| format!("writing {}", path.display()))?;
+        announce.say("plot", path);
+    }
+    Ok(())
+}
+
+/// A command's exit status when it measured without failing: 130 (as after SIGINT)
+/// when the user stopped it, else success.
+pub fn exit_code(stopped: bool) -> std::process::ExitCode {
+    if stopped {
+        std::process::ExitCode::from(130)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
 fn create_parent(path: &Path) -> anyhow::Result<()> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)

@@ -106,13 +106,14 @@ pub struct StreamArgs {
     )]
     pub rates: Vec<f64>,
 
-    /// Measured seconds per target rate (after the warm-up).
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    /// Measured time per target rate, after the warm-up (2s, 500ms; a plain number is
+    /// seconds).
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = secs)]
     pub step_secs: f64,
 
     /// Warm-up seconds at the start of every step, at the step's rate, excluded from
     /// the rates and latencies.
-    #[arg(long, default_value_t = 0.5, value_name = "SECS")]
+    #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = secs)]
     pub warmup_secs: f64,
 
     /// The receiver reflects message number i back when i is a multiple of N (1 in N
@@ -265,7 +266,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     if let Some(p) = args.pin {
         harness::pin_current_thread(p.near);
     }
-    let mut progress = Progress::new();
+    let mut progress = Progress::new(crate::harness::print_line);
     let mut results = Vec::new();
     let mut router_desc = None;
     for &t in &args.transport {
@@ -333,32 +334,27 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         router_desc.as_deref(),
         stop.is_set(),
     );
-    if let Some(path) = &args.json {
-        let rep = Report {
-            bench: "stream",
-            machine: machine.clone(),
-            size: args.size,
-            step_secs: args.step_secs,
-            warmup_secs: args.warmup_secs,
-            reflect_every: args.reflect_every,
-            idle: args.idle,
-            pinning: args.pin,
-            router: router_desc.clone(),
-            stopped_by_user: stop.is_set(),
-            transports: &results,
-        };
-        report::write_json(path, &rep).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.plot {
-        plot(path, args, &results).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(if stop.is_set() {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let rep = Report {
+        bench: "stream",
+        machine: machine.clone(),
+        size: args.size,
+        step_secs: args.step_secs,
+        warmup_secs: args.warmup_secs,
+        reflect_every: args.reflect_every,
+        idle: args.idle,
+        pinning: args.pin,
+        router: router_desc.clone(),
+        stopped_by_user: stop.is_set(),
+        transports: &results,
+    };
+    report::write_outputs(
+        args.json.as_deref(),
+        &rep,
+        args.plot.as_deref(),
+        |path| plot(path, args, &results),
+        report::Announce::Wrote,
+    )?;
+    Ok(report::exit_code(stop.is_set()))
 }
 
 fn validate(args: &StreamArgs) -> anyhow::Result<()> {
@@ -1043,6 +1039,11 @@ fn plot(path: &Path, args: &StreamArgs, results: &[TransportResult]) -> anyhow::
         true,
         Some(("achieved rate (k msg/s)", &rates)),
     )
+}
+
+/// A duration option kept as f64 seconds, in tickwire-rt's one duration syntax.
+fn secs(s: &str) -> Result<f64, String> {
+    tickwire_rt::units::parse_duration(s).map(|d| d.as_secs_f64())
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use serde::Serialize;
 
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
@@ -36,6 +36,7 @@ use crate::stats::{invalid_reason, Counters, Summary};
 use algo::{StoreKind, SyncKind};
 use plan::{parse_duration, parse_scale, parse_whole_rate, Cycle, Scaling, Timeline};
 use target::{AlgoProcess, CpuProbe};
+use tickwire_rt::paths;
 use venue::{TimePoint, VenueOptions, VenueRun};
 
 pub use algo::{run_algo, AlgoArgs};
@@ -149,17 +150,21 @@ pub struct TickToTradeArgs {
     #[arg(long)]
     pub no_validate: bool,
 
-    /// Directory of the QuickFIX XML dictionaries (default: target/fix-spec, from
-    /// scripts/fetch-fix-spec.sh, under the current directory, the checkout the binary
-    /// was built from, or the binary's own target directory).
+    /// Directory of the QuickFIX XML dictionaries (default: $TICKWIRE_FIX_SPEC, else
+    /// target/fix-spec under the current directory, ~/.local/share/tickwire/fix-spec,
+    /// or beside the binary; fetched by scripts/fetch-fix-spec.sh).
     #[arg(long, value_name = "DIR")]
     pub spec_dir: Option<PathBuf>,
 
-    /// The QuickFIX reference algo binary (default: target/quickfix/bin/qf_peer).
+    /// The QuickFIX reference algo binary (default: $TICKWIRE_QUICKFIX, else
+    /// target/quickfix/bin/qf_peer under the current directory, the data directory or
+    /// beside the binary).
     #[arg(long, value_name = "FILE")]
     pub quickfix_bin: Option<PathBuf>,
 
-    /// Its settings (default: tools/quickfix/algo-acceptor.cfg).
+    /// Its settings (default: $TICKWIRE_QUICKFIX_ALGO_CONFIG, else
+    /// tools/quickfix/algo-acceptor.cfg under the current directory, the data directory
+    /// or beside the binary).
     #[arg(long, value_name = "FILE")]
     pub quickfix_config: Option<PathBuf>,
 
@@ -472,14 +477,13 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         algos: results,
         ratios,
     };
-    if let Some(path) = &a.json {
-        report::write_json(path, &report)?;
-        println!("JSON: {}", path.display());
-    }
-    if let Some(path) = &a.plot {
-        plot(path, &report)?;
-        println!("plot: {}", path.display());
-    }
+    report::write_outputs(
+        a.json.as_deref(),
+        &report,
+        a.plot.as_deref(),
+        |path| plot(path, &report),
+        report::Announce::Labelled,
+    )?;
     Ok(report)
 }
 
@@ -519,29 +523,13 @@ fn failed(name: &str, error: String) -> AlgoResult {
     }
 }
 
-/// The project's root (where `target/` and `tools/` are when run from a checkout).
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `rel` under the current directory, else under the workspace root.
-fn find(rel: &str) -> Option<PathBuf> {
-    [PathBuf::from(rel), workspace_root().join(rel)]
-        .into_iter()
-        .find(|p| p.exists())
-}
-
-fn spec_dir(a: &TickToTradeArgs) -> Option<PathBuf> {
-    match &a.spec_dir {
-        Some(d) => Some(d.clone()),
-        // Then beside the binary's own target directory (`target/release/tickwire` ->
-        // `target/fix-spec`), wherever the checkout or CARGO_TARGET_DIR is.
-        None => find("target/fix-spec").or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            let dir = exe.parent()?.parent()?.join("fix-spec");
-            dir.exists().then_some(dir)
-        }),
-    }
+/// The dictionaries' directory (`--spec-dir`, `$TICKWIRE_FIX_SPEC`, the checkout, the data
+/// directory or beside the binary: `tickwire_rt::paths`); the error names every place.
+fn spec_dir(a: &TickToTradeArgs) -> Result<PathBuf, paths::NotFound> {
+    paths::find(
+        &paths::FIX_SPEC,
+        a.spec_dir.as_deref().map(|d| ("--spec-dir", d)),
+    )
 }
 
 /// Starts one of the bench's own algos; returns it and its description.
@@ -612,6 +600,7 @@ fn start_algo(
                 None
             } else {
                 spec_dir(a)
+                    .ok()
                     .map(|d| d.join("FIX44.xml"))
                     .filter(|p| p.exists())
             };
@@ -622,7 +611,8 @@ fn start_algo(
                 }
                 None if a.no_validate => "no dictionary validation (--no-validate)".into(),
                 None => {
-                    "no dictionary validation (FIX44.xml not found: run scripts/fetch-fix-spec.sh)"
+                    "no dictionary validation (FIX44.xml not found: run scripts/fetch-fix-spec.sh \
+                     or set TICKWIRE_FIX_SPEC)"
                         .into()
                 }
             };
@@ -631,22 +621,24 @@ fn start_algo(
             Ok((p, d))
         }
         AlgoKind::Quickfix => {
-            let bin = match &a.quickfix_bin {
-                Some(b) => b.clone(),
-                None => find("target/quickfix/bin/qf_peer").context(
-                    "the QuickFIX reference algo is not built: run scripts/install-quickfix.sh \
-                     (or give --quickfix-bin)",
-                )?,
-            };
-            let cfg = match &a.quickfix_config {
-                Some(c) => c.clone(),
-                None => find("tools/quickfix/algo-acceptor.cfg").context(
-                    "tools/quickfix/algo-acceptor.cfg not found (give --quickfix-config)",
-                )?,
-            };
-            let spec = spec_dir(a)
-                .filter(|d| d.join("FIX44.xml").exists())
-                .context("the FIX dictionaries are missing: run scripts/fetch-fix-spec.sh (or give --spec-dir)")?;
+            let bin = paths::find(
+                &paths::QUICKFIX_PEER,
+                a.quickfix_bin.as_deref().map(|b| ("--quickfix-bin", b)),
+            )?;
+            let cfg = paths::find(
+                &paths::QUICKFIX_ALGO_CONFIG,
+                a.quickfix_config
+                    .as_deref()
+                    .map(|c| ("--quickfix-config", c)),
+            )?;
+            let spec = spec_dir(a)?;
+            if !spec.join("FIX44.xml").exists() {
+                bail!(
+                    "{} has no FIX44.xml: {}",
+                    spec.display(),
+                    paths::FIX_SPEC.hint
+                );
+            }
             let port = target::free_port()?;
             let dir = target::scratch_dir("quickfix")?;
             let store = match store_kind {

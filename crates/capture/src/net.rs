@@ -82,8 +82,9 @@ pub struct CaptureOptions {
     pub duration: Option<Duration>,
     /// Stop after this many datagrams (None: no limit).
     pub max_packets: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one when capturing starts, then one a
+    /// second. The library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a capture recorded.
@@ -105,20 +106,20 @@ pub fn capture(
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(sock_err("SO_RCVTIMEO"))?;
     let mut writer = CaptureWriter::create(out)?;
-    if opts.progress {
+    if let Some(line) = opts.progress {
         // Only now that the group is joined and the file exists.
-        eprintln!(
+        line(&format!(
             "capturing {} into {} (Ctrl-C to stop)",
             opts.group,
             out.display()
-        );
+        ));
     }
     let mut buf = vec![0u8; 65_536];
     let mut report = CaptureReport::default();
     let deadline = opts
         .duration
         .map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     loop {
         if stop.is_set()
             || deadline.is_some_and(|d| MonoNanos::now().as_nanos() >= d)
@@ -151,7 +152,7 @@ pub fn capture(
                 })
             }
         }
-        if opts.progress {
+        if let Some(progress) = progress.as_mut() {
             progress.tick(|| {
                 format!(
                     "capture: {} packets, {} bytes",
@@ -174,8 +175,9 @@ pub struct ReplayOptions {
     pub interface: Ipv4Addr,
     /// Passes over the file (`None`: loop until stopped).
     pub passes: Option<u64>,
-    /// Say on stderr when capturing starts, then print a line per second.
-    pub progress: bool,
+    /// Where the progress line goes once a second (None: nowhere). The library never
+    /// prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a replay did and how faithful its timing was.
@@ -185,6 +187,8 @@ pub struct ReplayReport {
     pub bytes: u64,
     pub passes: u64,
     pub send_errors: u64,
+    /// Why the first refused send failed, with its destination (`None`: none failed).
+    pub first_send_error: Option<String>,
     pub elapsed_ns: u64,
     /// Actual send time minus scheduled time, per datagram (empty under `max`).
     pub lateness: Latency,
@@ -202,6 +206,7 @@ pub fn replay(
         bytes: 0,
         passes: 0,
         send_errors: 0,
+        first_send_error: None,
         elapsed_ns: 0,
         lateness: Latency::new(),
     };
@@ -211,7 +216,7 @@ pub fn replay(
     let count = cap.entries.len() as u64;
     let begin = MonoNanos::now().as_nanos();
     let mut pass_start = begin;
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     'passes: while opts.passes.is_none_or(|p| report.passes < p) {
         let schedule = Schedule::new(opts.speed, pass_start, first.unix_ns);
         for (i, e) in cap.entries.iter().enumerate() {
@@ -231,9 +236,14 @@ pub fn replay(
                     report.packets += 1;
                     report.bytes += payload.len() as u64;
                 }
-                Err(_) => report.send_errors += 1,
+                Err(err) => {
+                    report.send_errors += 1;
+                    if report.first_send_error.is_none() {
+                        report.first_send_error = Some(format!("sending to {dst}: {err}"));
+                    }
+                }
             }
-            if opts.progress && i % 256 == 0 {
+            if let Some(progress) = progress.as_mut().filter(|_| i % 256 == 0) {
                 progress.tick(|| {
                     format!(
                         "replay: pass {}, {} packets sent",

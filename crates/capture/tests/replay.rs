@@ -3,6 +3,9 @@
 //! order (no timing assertions): everything arrives, once, in file order, and the
 //! scheduled spacing is kept (the replay is never early).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
@@ -61,7 +64,7 @@ fn replay_delivers_every_datagram_in_file_order_on_schedule() {
         target: None,
         interface: Ipv4Addr::LOCALHOST,
         passes: Some(2),
-        progress: false,
+        progress: None,
     };
     let report = replay(&cap, &opts, &StopFlag::unregistered()).unwrap();
     let got = receiver.join().unwrap();
@@ -105,7 +108,7 @@ fn capture_records_what_a_replay_sends() {
         interface: Ipv4Addr::LOCALHOST,
         duration: Some(Duration::from_secs(20)),
         max_packets: Some(100),
-        progress: false,
+        progress: None,
     };
     let out2 = out.clone();
     let stop2 = stop.clone();
@@ -117,7 +120,7 @@ fn capture_records_what_a_replay_sends() {
         target: None,
         interface: Ipv4Addr::LOCALHOST,
         passes: Some(1),
-        progress: false,
+        progress: None,
     };
     for _ in 0..200 {
         if capturer.is_finished() {

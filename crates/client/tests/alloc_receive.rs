@@ -6,6 +6,7 @@
 //! The count is per thread: the router's thread allocates as it likes; only the test
 //! thread, which runs both clients, is counted. Its own test binary, so the counting
 //! global allocator is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::thread;
 use std::time::Duration;

@@ -3,6 +3,7 @@
 
 use tickwire_fix::codec::{Encoder, MessageRef};
 use tickwire_fix::settings::SessionId;
+use tickwire_rt::UtcNanos;
 
 use crate::engine::{SendError, Slot};
 
@@ -79,13 +80,13 @@ pub trait Application {
 /// Outputs produced here are written in the same loop turn.
 pub struct Ctx<'a> {
     pub(crate) slots: &'a mut [Slot],
-    pub(crate) now: u64,
+    pub(crate) now: UtcNanos,
     pub(crate) stop: &'a mut bool,
 }
 
 impl Ctx<'_> {
-    /// The time of this loop turn (UTC nanoseconds since the Unix epoch).
-    pub fn now(&self) -> u64 {
+    /// The time of this loop turn (wall-clock UTC).
+    pub fn now(&self) -> UtcNanos {
         self.now
     }
 

@@ -20,7 +20,9 @@ use crate::app::{Application, Ctx, SessionKey};
 use crate::log::{LogTargets, MessageLog};
 use crate::spec::{DictionaryCache, SessionSpec, StoreSpec};
 use crate::store::AnyStore;
-use crate::{now_nanos, Error};
+use tickwire_rt::UtcNanos;
+
+use crate::Error;
 
 const WAKER: Token = Token(0);
 const LISTENER_BASE: usize = 1;
@@ -292,7 +294,8 @@ pub struct Engine<A: Application> {
     rx: Receiver<Command>,
     handle: Handle,
     stop: bool,
-    now: u64,
+    /// The time of this loop turn (read once per turn).
+    now: UtcNanos,
 }
 
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
@@ -332,7 +335,7 @@ impl<A: Application> Engine<A> {
         mut app: A,
         opts: EngineOptions,
     ) -> Result<Engine<A>, Error> {
-        let now = now_nanos();
+        let now = UtcNanos::now();
         let poll = Poll::new().map_err(io_err("creating the poll instance"))?;
         let waker = Arc::new(
             Waker::new(poll.registry(), WAKER).map_err(io_err("creating the poll waker"))?,
@@ -346,7 +349,7 @@ impl<A: Application> Engine<A> {
             let name = spec.id.to_string();
             let qualifier = (!spec.id.qualifier.is_empty()).then_some(spec.id.qualifier.as_str());
             let store = match &spec.store {
-                StoreSpec::Memory => AnyStore::Memory(MemoryStore::new(now)),
+                StoreSpec::Memory => AnyStore::Memory(MemoryStore::new(now.as_nanos())),
                 StoreSpec::File { path, sync } => {
                     let (s, w) = FileStore::open_session(
                         path,
@@ -355,7 +358,7 @@ impl<A: Application> Engine<A> {
                         &spec.id.target_comp_id,
                         qualifier,
                         *sync,
-                        now,
+                        now.as_nanos(),
                         if opts.reset_lost_stores {
                             OnLostLog::StartOver
                         } else {
@@ -534,7 +537,7 @@ impl<A: Application> Engine<A> {
     pub fn with_ctx<R>(&mut self, f: impl FnOnce(&mut A, &mut Ctx<'_>) -> R) -> R {
         let mut ctx = Ctx {
             slots: &mut self.slots,
-            now: now_nanos(),
+            now: UtcNanos::now(),
             stop: &mut self.stop,
         };
         f(&mut self.app, &mut ctx)
@@ -569,21 +572,21 @@ impl<A: Application> Engine<A> {
                 let _ = self.net.poll.registry().deregister(&mut l);
             }
         }
-        let now = now_nanos();
+        let now = UtcNanos::now();
         for s in &mut self.slots {
             s.session.logout(now, None);
             s.touched = true;
         }
-        let deadline = now.saturating_add(timeout.as_nanos() as u64);
+        let deadline = now.add_duration(timeout);
         self.stop = false;
         loop {
             self.turn()?;
             let open = self.net.conns.iter().any(Option::is_some);
-            if !open || now_nanos() >= deadline {
+            if !open || UtcNanos::now() >= deadline {
                 break;
             }
         }
-        let now = now_nanos();
+        let now = UtcNanos::now();
         self.now = now;
         for c in 0..self.net.conns.len() {
             if self.net.conns[c].is_some() {
@@ -612,7 +615,7 @@ impl<A: Application> Engine<A> {
                 });
             }
         }
-        self.now = now_nanos();
+        self.now = UtcNanos::now();
         self.net.ready.clear();
         for ev in self.net.events.iter() {
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
@@ -658,8 +661,8 @@ impl<A: Application> Engine<A> {
         }
         self.commands();
         self.timers();
-        if self.now >= self.net.next_housekeeping {
-            self.net.next_housekeeping = self.now + HOUSEKEEPING_NS;
+        if self.now.as_nanos() >= self.net.next_housekeeping {
+            self.net.next_housekeeping = self.now.as_nanos() + HOUSEKEEPING_NS;
             self.housekeeping();
         }
         self.finish_turn();
@@ -673,10 +676,10 @@ impl<A: Application> Engine<A> {
         {
             return Duration::ZERO;
         }
-        let now = now_nanos();
+        let now = UtcNanos::now().as_nanos();
         let mut until = now.saturating_add(self.opts.max_block.as_nanos() as u64);
         for s in &self.slots {
-            if let Some(d) = s.session.next_deadline() {
+            if let Some(d) = s.session.poll_timeout().map(UtcNanos::as_nanos) {
                 until = until.min(d);
             }
         }
@@ -712,13 +715,13 @@ impl<A: Application> Engine<A> {
     fn refused_at_accept(&mut self, peer: SocketAddr, why: &str) {
         self.net.refused += 1;
         let (logged, at) = self.net.refused_logged;
-        let now = now_nanos();
-        if logged == 0 || now.saturating_sub(at) >= 1_000_000_000 {
+        let now = UtcNanos::now();
+        if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
             tracing::warn!(
                 "FIX acceptor: connection from {peer} closed: {why} ({} refused at accept so far)",
                 self.net.refused
             );
-            self.net.refused_logged = (self.net.refused, now);
+            self.net.refused_logged = (self.net.refused, now.as_nanos());
         }
     }
 
@@ -746,7 +749,7 @@ impl<A: Application> Engine<A> {
             rend: 0,
             wbuf: Vec::new(),
             wpos: 0,
-            since: self.now,
+            since: self.now.as_nanos(),
             queued: false,
         };
         if let Err(e) = self.net.poll.registry().register(
@@ -850,7 +853,7 @@ impl<A: Application> Engine<A> {
             None => {
                 let slot = &mut self.slots[k];
                 slot.next_addr = slot.next_addr.wrapping_add(1);
-                slot.session.on_disconnected(self.now);
+                slot.session.handle_disconnected(self.now);
                 slot.touched = true;
             }
         }
@@ -878,7 +881,7 @@ impl<A: Application> Engine<A> {
                 if let Some(k) = k {
                     self.note(k, format_args!("Connection succeeded"));
                     let slot = &mut self.slots[k];
-                    slot.session.on_connected(self.now);
+                    slot.session.handle_connected(self.now);
                     slot.touched = true;
                     self.drain(k);
                 }
@@ -1012,10 +1015,10 @@ impl<A: Application> Engine<A> {
         let slot = &mut self.slots[k];
         if slot.logged {
             if let Some(l) = &mut self.log {
-                l.incoming(k, self.now, frame);
+                l.incoming(k, self.now.as_nanos(), frame);
             }
         }
-        slot.session.on_message(self.now, frame);
+        slot.session.handle_message(self.now, frame);
         slot.touched = true;
         self.drain(k);
     }
@@ -1085,7 +1088,7 @@ impl<A: Application> Engine<A> {
                 }
                 let slot = &mut self.slots[k];
                 slot.conn = Some(c);
-                slot.session.on_connected(self.now);
+                slot.session.handle_connected(self.now);
                 slot.touched = true;
                 self.drain(k);
                 Some(k)
@@ -1093,7 +1096,7 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    /// Closes connection `c` now; a bound session is told (`on_disconnected`).
+    /// Closes connection `c` now; a bound session is told (`handle_disconnected`).
     fn close_conn(&mut self, c: usize, why: &str) {
         let Some(mut conn) = self.net.conns.get_mut(c).and_then(Option::take) else {
             return;
@@ -1108,7 +1111,7 @@ impl<A: Application> Engine<A> {
                 }
                 let slot = &mut self.slots[k];
                 slot.conn = None;
-                slot.session.on_disconnected(self.now);
+                slot.session.handle_disconnected(self.now);
                 slot.touched = true;
                 self.drain(k);
             }
@@ -1158,7 +1161,7 @@ impl<A: Application> Engine<A> {
         if let Some(slot) = self.slots.get(k) {
             if slot.logged {
                 if let Some(l) = &mut self.log {
-                    l.event(k, self.now, &self.scratch.note);
+                    l.event(k, self.now.as_nanos(), &self.scratch.note);
                 }
             }
         }
@@ -1199,8 +1202,8 @@ impl<A: Application> Engine<A> {
     fn timers(&mut self) {
         for k in 0..self.slots.len() {
             let slot = &mut self.slots[k];
-            if slot.session.next_deadline().is_some_and(|d| d <= self.now) {
-                slot.session.on_timer(self.now);
+            if slot.session.poll_timeout().is_some_and(|d| d <= self.now) {
+                slot.session.handle_timeout(self.now);
                 slot.touched = true;
                 self.drain(k);
             }
@@ -1216,7 +1219,7 @@ impl<A: Application> Engine<A> {
             let Some(Some(conn)) = self.net.conns.get(c) else {
                 continue;
             };
-            let age = now.saturating_sub(conn.since);
+            let age = now.as_nanos().saturating_sub(conn.since);
             let close = match conn.state {
                 ConnState::Closing => age >= LINGER_NS,
                 ConnState::Open => conn.session.is_none() && age >= unbound,
@@ -1343,7 +1346,7 @@ impl<A: Application> Engine<A> {
                 slot.dirty = true;
                 let conn_idx = slot.conn;
                 let logged = slot.logged;
-                let Some(out) = slot.session.poll() else {
+                let Some(out) = slot.session.poll_event() else {
                     return;
                 };
                 match out {
@@ -1359,7 +1362,7 @@ impl<A: Application> Engine<A> {
                         }
                         if logged {
                             if let Some(l) = log {
-                                l.outgoing(k, now, bytes);
+                                l.outgoing(k, now.as_nanos(), bytes);
                             }
                         }
                         if observe {
@@ -1424,7 +1427,7 @@ impl<A: Application> Engine<A> {
                 Then::Note => {
                     if slots[k].logged {
                         if let Some(l) = log {
-                            l.event(k, now, &scratch.note);
+                            l.event(k, now.as_nanos(), &scratch.note);
                         }
                     }
                     app.on_event(key, &scratch.note);
@@ -1433,7 +1436,7 @@ impl<A: Application> Engine<A> {
                     if let Some(Some(conn)) = net.conns.get_mut(c) {
                         conn.session = None;
                         conn.state = ConnState::Closing;
-                        conn.since = now;
+                        conn.since = now.as_nanos();
                         if !conn.queued {
                             conn.queued = true;
                             net.write_list.push(c);

@@ -10,8 +10,8 @@
 //!  │ accept ─► unbound connection ─► first frame is a Logon? pick the   │
 //!  │           session by 8 / 49 / 56 (no match, not a Logon, or the   │
 //!  │           session already connected: close, as QuickFIX does)     │
-//!  │ read  ─► per-connection buffer ─► codec::frame_len ─► on_message  │
-//!  │ timers ─► on_timer for every session whose deadline has passed     │
+//!  │ read  ─► per-connection buffer ─► frame_len ─► handle_message     │
+//!  │ timers ─► handle_timeout for every session past its poll_timeout  │
 //!  │ drain every session's outputs:                                     │
 //!  │     Send → the connection's write buffer (+ message log, to_app)   │
 //!  │     Event → Application callbacks (from_app, on_logon, ...)        │
@@ -125,13 +125,4 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Wall-clock UTC in nanoseconds since the Unix epoch: the engine reads it once per
-/// loop turn and passes it to every session call.
-pub fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

@@ -4,6 +4,9 @@
 //! message before Logon, garbage, huge BodyLength) that must cost only their own
 //! connection.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -13,8 +16,9 @@ use tickwire_fix::codec::{self, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::session::{Role, SessionConfig};
 use tickwire_fix::settings::Settings;
 use tickwire_fix_engine::{
-    now_nanos, Application, Ctx, Engine, EngineOptions, Handle, SessionKey, SessionSpec,
+    Application, Ctx, Engine, EngineOptions, Handle, SessionKey, SessionSpec,
 };
+use tickwire_rt::UtcNanos;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -259,7 +263,7 @@ fn encode(msg_type: &str, seq: u64, sender: &str, target: &str, body: &[(u32, &s
     e.begin(msg_type.as_bytes());
     e.field_u64(34, seq);
     e.field_str(49, sender);
-    e.field_timestamp(52, now_nanos(), TimestampPrecision::Millis);
+    e.field_timestamp(52, UtcNanos::now().as_nanos(), TimestampPrecision::Millis);
     e.field_str(56, target);
     for (t, v) in body {
         e.field_str(*t, v);
@@ -636,4 +640,113 @@ fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
     );
     drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ─── issue 22: driver behaviours ─────────────────────────────────────────────────
+
+/// The Handle's queue is bounded: past its capacity a send fails with QueueFull
+/// (nothing blocks, nothing is lost silently); once the engine turned, it accepts again.
+#[test]
+fn handle_command_queue_full_is_reported_and_drains_on_the_next_turn() {
+    let mut s = spec("ACC", "ONE", Role::Acceptor);
+    s.accept = Some("127.0.0.1:0".parse().unwrap());
+    let seen = Seen::default();
+    let opts = EngineOptions {
+        command_queue: 2,
+        ..options()
+    };
+    let mut engine = Engine::new(vec![s], seen.clone(), opts).unwrap();
+    let h = engine.handle();
+    let key = SessionKey(0);
+    h.send(key, b"D", b"11=Q1\x01").unwrap();
+    h.send(key, b"D", b"11=Q2\x01").unwrap();
+    assert!(matches!(
+        h.send(key, b"D", b"11=Q3\x01"),
+        Err(tickwire_fix_engine::SendError::QueueFull)
+    ));
+    engine.turn().unwrap();
+    // The two queued messages were stored (not logged on: they wait for a resend).
+    assert_eq!(engine.session(key).unwrap().next_sender_seq(), 3);
+    h.send(key, b"D", b"11=Q4\x01").unwrap();
+    // A queued command for a session that does not exist becomes an event, not a panic.
+    h.send(SessionKey(7), b"D", b"11=Q5\x01").unwrap();
+    engine.turn().unwrap();
+    assert_eq!(engine.session(key).unwrap().next_sender_seq(), 4);
+    let events = seen.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| e.contains("Queued command failed")),
+        "{events:?}"
+    );
+    drop(engine);
+    assert!(matches!(
+        h.send(key, b"D", b"11=Q6\x01"),
+        Err(tickwire_fix_engine::SendError::Stopped)
+    ));
+}
+
+/// An initiator whose connection is closed by the acceptor connects again and sends a
+/// new Logon (ReconnectInterval=1 here), against a plain listener standing in for
+/// the counterparty.
+#[test]
+fn initiator_reconnects_after_the_acceptor_closes_the_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let mut s = spec("ONE", "ACC", Role::Initiator);
+    s.config.heart_bt_int = 30;
+    s.connect = vec![("127.0.0.1".into(), port)];
+    let seen = Seen::default();
+    let mut engine = Engine::new(vec![s], seen.clone(), options()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut logons = Vec::new();
+    while logons.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "logons seen: {logons:?}; events {:?}",
+            seen.events.lock().unwrap()
+        );
+        engine.turn().unwrap();
+        let Ok((mut c, _)) = listener.accept() else {
+            continue;
+        };
+        c.set_nonblocking(false).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        let mut buf = Vec::new();
+        // Read the Logon while turning the engine (same thread), bounded by WAIT.
+        loop {
+            assert!(Instant::now() < deadline, "no Logon on connection");
+            engine.turn().unwrap();
+            let mut tmp = [0u8; 1024];
+            match c.read(&mut tmp) {
+                Ok(0) => panic!("the initiator closed before its Logon"),
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("read: {e}"),
+            }
+            if let Ok(Some(n)) = codec::frame_len(&buf, 1 << 16) {
+                let text = String::from_utf8_lossy(&buf[..n]).replace('\x01', "|");
+                assert!(text.contains("|35=A|"), "{text}");
+                logons.push(text);
+                break;
+            }
+        }
+        drop(c); // the "acceptor" hangs up without answering
+    }
+    // Each Logon has its own MsgSeqNum: the second attempt did not reuse the first's.
+    let seq = |m: &str| {
+        m.split('|')
+            .find_map(|f| f.strip_prefix("34="))
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(seq(&logons[0]), seq(&logons[1]), "{logons:?}");
+    let events = seen.events.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("Connecting to"))
+            .count()
+            >= 2,
+        "{events:?}"
+    );
 }

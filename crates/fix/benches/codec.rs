@@ -16,6 +16,9 @@
 //!
 //! Run: `cargo bench -p tickwire-fix --bench codec -- --warm-up-time 1 --measurement-time 2`
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};

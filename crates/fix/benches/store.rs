@@ -1,5 +1,8 @@
 //! Message store benchmarks: `save` + `flush` of a 200-byte message.
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::path::PathBuf;
 use tickwire_fix::store::{FileStore, MessageStore, SyncPolicy};

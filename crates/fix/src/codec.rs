@@ -38,6 +38,9 @@
 //! * **Timestamps** ([`write_utc_timestamp`], [`parse_utc_timestamp`] and friends) use
 //!   integer calendar arithmetic, no calendar library.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 mod time;
 
 use thiserror::Error;
@@ -913,16 +916,7 @@ impl Encoder {
         self.buf[start..len_at].copy_from_slice(&self.prefix);
         self.buf[len_at..self.body_start - 1].copy_from_slice(digits);
         self.buf[self.body_start - 1] = SOH;
-        let cs = checksum(&self.buf[start..]);
-        self.buf.extend_from_slice(&[
-            b'1',
-            b'0',
-            b'=',
-            b'0' + cs / 100,
-            b'0' + cs / 10 % 10,
-            b'0' + cs % 10,
-            SOH,
-        ]);
+        push_trailer(&mut self.buf, start);
         self.finished_at = Some(start);
         &self.buf[start..]
     }
@@ -932,6 +926,23 @@ impl Encoder {
     pub fn message(&self) -> Option<&[u8]> {
         self.finished_at.map(|at| &self.buf[at..])
     }
+}
+
+/// Appends the trailer `10=xxx<SOH>`: the CheckSum of `out[start..]`, which must be
+/// the message from its `8=` on. The one trailer writer, for the [`Encoder`] and for
+/// hand-assembled messages (the tick-to-trade venue's pre-encoded orders).
+#[inline]
+pub fn push_trailer(out: &mut Vec<u8>, start: usize) {
+    let cs = checksum(out.get(start..).unwrap_or_default());
+    out.extend_from_slice(&[
+        b'1',
+        b'0',
+        b'=',
+        b'0' + cs / 100,
+        b'0' + cs / 10 % 10,
+        b'0' + cs % 10,
+        SOH,
+    ]);
 }
 
 #[inline]

@@ -2,23 +2,25 @@
 //!
 //! # Driving a session
 //!
-//! A [`Session`] is fed events and time by a driver and polled for what to do. Time
-//! (`now`) is always wall-clock UTC in nanoseconds since the Unix epoch; it stamps
+//! A [`Session`] is fed events and time by a driver and polled for what to do, in the
+//! vocabulary every tickwire core uses (quinn's): `handle_*` for input, `poll_*` for
+//! output ([`Session::poll_event`], [`Session::poll_timeout`]). Time
+//! (`now`, a [`tickwire_rt::UtcNanos`]: wall-clock UTC, ns since the Unix epoch) stamps
 //! SendingTime (52) and drives every timer, so tests use a fake clock.
 //!
 //! ```text
-//! driver                                  session
-//! ──────                                  ───────
-//! (initiator) poll() == Connect   ──►  open TCP
-//! connected                       ──►  on_connected(now)            initiator: Logon queued
-//! frame a complete message        ──►  on_message(now, bytes)       checks, answers, events
-//! timer fires (next_deadline)     ──►  on_timer(now)                heartbeats, timeouts,
+//! driver                                 session
+//! ──────                                 ───────
+//! (initiator) poll_event() == Connect ─► open TCP
+//! connected                         ──►  handle_connected(now)      initiator: Logon queued
+//! frame a complete message          ──►  handle_message(now, bytes) checks, answers, events
+//! timer fires (poll_timeout)        ──►  handle_timeout(now)        heartbeats, timeouts,
 //!                                                                   schedule, reconnect
-//! application sends               ──►  send_app(now, type, body)    stored, sent if logged on
-//! connection lost / closed        ──►  on_disconnected(now)
-//! after EVERY call above: while let Some(o) = poll() { Send(bytes) → write;
+//! application sends                 ──►  send_app(now, type, body)  stored, sent if logged on
+//! connection lost / closed          ──►  handle_disconnected(now)
+//! after EVERY call above: while let Some(o) = poll_event() { Send(bytes) → write;
 //!     Disconnect → close; Connect → connect; Event(e) → application }
-//! then sleep until next_deadline() (or input), and call store_mut().flush() per the
+//! then sleep until poll_timeout() (or input), and call store_mut().flush() per the
 //! store's sync policy.
 //! ```
 //!
@@ -54,6 +56,9 @@
 //! the encoder, the parsed field table and the output buffer are reused. Out-of-order
 //! messages are copied into recycled buffers while they wait for a gap to be filled.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 mod config;
 mod incoming;
 mod outbox;
@@ -68,6 +73,8 @@ pub use schedule::{Schedule, Zone};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use tickwire_rt::UtcNanos;
 
 use crate::codec::{self, Encoder, Fields, MessageRef, TimestampPrecision};
 use crate::dict::Dictionary;
@@ -439,7 +446,7 @@ impl<S: MessageStore> Session<S> {
         self.received_logon && self.sent_logon
     }
 
-    /// Between [`Session::on_connected`] and the disconnect.
+    /// Between [`Session::handle_connected`] and the disconnect.
     pub fn is_connected(&self) -> bool {
         self.connected
     }
@@ -461,16 +468,26 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// The next output, in order. Drain it (until None) after every other call.
-    pub fn poll(&mut self) -> Option<Output<'_>> {
+    ///
+    /// One queue rather than quinn's separate `poll_transmit` and `poll_event`: the
+    /// outputs are ordered with respect to each other (bytes to send, then a
+    /// `Disconnect` that must come after them, a `FromApp` event whose callback may
+    /// send on this session), and a driver handling them in the order produced is what
+    /// makes "the Logout is written before the socket closes" hold.
+    pub fn poll_event(&mut self) -> Option<Output<'_>> {
         self.out.poll()
     }
 
-    /// The latest time at which [`Session::on_timer`] must be called (it may be
+    /// The latest time at which [`Session::handle_timeout`] must be called (it may be
     /// called earlier or more often: spurious calls do nothing). A deadline at or
     /// before the current time means "now" (e.g. a new initiator's first connection).
     /// None: nothing is scheduled (an acceptor that is not connected, or an
     /// initiator waiting for its driver's connection attempt).
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<UtcNanos> {
+        self.deadline().map(UtcNanos)
+    }
+
+    fn deadline(&self) -> Option<u64> {
         let at = |since: u64, secs: u64| (since / NANOS).saturating_add(secs).saturating_mul(NANOS);
         let mut d: Option<u64> = None;
         let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
@@ -521,7 +538,8 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection is up (initiator: after a [`Output::Connect`]; acceptor: the
     /// driver accepted a connection for this session). An initiator sends its Logon.
-    pub fn on_connected(&mut self, now: u64) {
+    pub fn handle_connected(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
         self.enter(now);
         self.connecting = false;
         if self.connected {
@@ -548,7 +566,8 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection ended (closed by the peer, an IO error, or a failed connection
     /// attempt). Safe to call after the session asked for the disconnect itself.
-    pub fn on_disconnected(&mut self, now: u64) {
+    pub fn handle_disconnected(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
         self.enter(now);
         self.connecting = false;
         if self.connected {
@@ -561,7 +580,8 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// One complete message as framed by [`codec::frame_len`].
-    pub fn on_message(&mut self, now: u64, raw: &[u8]) {
+    pub fn handle_message(&mut self, now: UtcNanos, raw: &[u8]) {
+        let now = now.as_nanos();
         self.enter(now);
         if !self.connected {
             return;
@@ -571,8 +591,9 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// Heartbeats, test requests, logon/logout timeouts, the schedule and (initiator)
-    /// reconnection. Call it at [`Session::next_deadline`] at the latest.
-    pub fn on_timer(&mut self, now: u64) {
+    /// reconnection. Call it at [`Session::poll_timeout`] at the latest.
+    pub fn handle_timeout(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
         self.enter(now);
         let r = if self.connected {
             self.timer(now)
@@ -589,7 +610,12 @@ impl<S: MessageStore> Session<S> {
     /// it is transmitted now if logged on, otherwise it waits in the store for the
     /// counterparty's ResendRequest after the next logon, as in QuickFIX. Returns the
     /// MsgSeqNum.
-    pub fn send_app(&mut self, now: u64, msg_type: &[u8], body: &[u8]) -> Result<u64, SendError> {
+    pub fn send_app(
+        &mut self,
+        now: UtcNanos,
+        msg_type: &[u8],
+        body: &[u8],
+    ) -> Result<u64, SendError> {
         self.send_app_with(now, msg_type, |enc| enc.raw_fields(body))
     }
 
@@ -598,10 +624,11 @@ impl<S: MessageStore> Session<S> {
     /// `finish`).
     pub fn send_app_with(
         &mut self,
-        now: u64,
+        now: UtcNanos,
         msg_type: &[u8],
         write_body: impl FnOnce(&mut Encoder),
     ) -> Result<u64, SendError> {
+        let now = now.as_nanos();
         self.enter(now);
         if is_admin(msg_type) {
             return Err(SendError::AdminMsgType(
@@ -624,10 +651,11 @@ impl<S: MessageStore> Session<S> {
     /// type" before. `ref_seq`/`ref_msg_type` are the rejected message's 34/35.
     pub fn reject_unsupported(
         &mut self,
-        now: u64,
+        now: UtcNanos,
         ref_seq: u64,
         ref_msg_type: &[u8],
     ) -> Result<(), SendError> {
+        let now = now.as_nanos();
         self.enter(now);
         if !self.is_logged_on() {
             return Err(SendError::NotLoggedOn);
@@ -649,12 +677,13 @@ impl<S: MessageStore> Session<S> {
     /// `ref_tag` is not 0).
     pub fn reject_business(
         &mut self,
-        now: u64,
+        now: UtcNanos,
         ref_seq: u64,
         ref_msg_type: &[u8],
         reason: u32,
         ref_tag: u32,
     ) -> Result<(), SendError> {
+        let now = now.as_nanos();
         self.enter(now);
         if !self.is_logged_on() {
             return Err(SendError::NotLoggedOn);
@@ -673,12 +702,13 @@ impl<S: MessageStore> Session<S> {
     /// none).
     pub fn reject_session(
         &mut self,
-        now: u64,
+        now: UtcNanos,
         ref_seq: u64,
         ref_msg_type: &[u8],
         reason: u32,
         ref_tag: u32,
     ) -> Result<(), SendError> {
+        let now = now.as_nanos();
         self.enter(now);
         if !self.is_logged_on() {
             return Err(SendError::NotLoggedOn);
@@ -695,7 +725,8 @@ impl<S: MessageStore> Session<S> {
     /// the answer up to LogoutTimeout before disconnecting. The session stays
     /// disabled (no logon accepted, no reconnection) until [`Session::logon`]. If the
     /// connection is up but not logged on, it is closed at once.
-    pub fn logout(&mut self, now: u64, text: Option<&str>) {
+    pub fn logout(&mut self, now: UtcNanos, text: Option<&str>) {
+        let now = now.as_nanos();
         self.enter(now);
         self.enabled = false;
         self.logout_reason.clear();
@@ -713,7 +744,8 @@ impl<S: MessageStore> Session<S> {
     /// Enables the session again after [`Session::logout`] (QuickFIX
     /// `Session::logon`): an initiator reconnects and logs on, an acceptor accepts
     /// Logons.
-    pub fn logon(&mut self, now: u64) {
+    pub fn logon(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
         self.enter(now);
         self.enabled = true;
         self.logout_reason.clear();
@@ -721,7 +753,8 @@ impl<S: MessageStore> Session<S> {
 
     /// QuickFIX `Session::reset`: Logout (if connected), disconnect, and reset both
     /// sequence numbers to 1 with an empty store.
-    pub fn reset(&mut self, now: u64) {
+    pub fn reset(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
         self.enter(now);
         let r = self.reset_session(now);
         self.fail_on_store_error(r);

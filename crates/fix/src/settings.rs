@@ -829,6 +829,8 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         "acceptor" => ConnectionType::Acceptor,
         "initiator" => ConnectionType::Initiator,
         _ => {
+            // Invariant: `r.required("ConnectionType")` just returned it.
+            #[allow(clippy::expect_used)]
             let e = r.entry("ConnectionType").expect("checked above");
             return Err(r.bad("ConnectionType", e, "acceptor or initiator"));
         }
@@ -909,6 +911,8 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         Some(4..=6) => TimestampPrecision::Micros,
         Some(7..=9) => TimestampPrecision::Nanos,
         Some(_) => {
+            // Invariant: this arm is only reached when the entry was present and parsed.
+            #[allow(clippy::expect_used)]
             let e = r.entry("TimestampPrecision").expect("parsed above");
             return Err(r.bad("TimestampPrecision", e, "0 to 9 digits"));
         }

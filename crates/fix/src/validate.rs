@@ -36,6 +36,9 @@
 //! presence checks (a second 7 KiB one only for messages with tags from 8192 to 65535;
 //! tags beyond fall back to a scan); no allocation, no panic on any input.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use crate::codec::{self, Field, Fields, MessageRef, ParseError};
 use crate::dict::{Dictionary, FieldType, GroupDef, GroupEntry, GroupIter, GroupScan, Layout};
 

@@ -1,9 +1,10 @@
 //! FIX hot paths allocate nothing per message after warm-up: the codec (encode with a
 //! reused `Encoder`, frame with `frame_len`, parse into reused `Fields`), dictionary
 //! validation (FIX 4.4), and a logged-on session receiving in-sequence application
-//! messages (`on_message` + draining `poll`).
+//! messages (`handle_message` + draining `poll_event`).
 //!
 //! Its own test binary, so the counting global allocator is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "support/spec.rs"]
 mod spec;
@@ -14,6 +15,7 @@ use tickwire_fix::dict::Dictionary;
 use tickwire_fix::session::{Event, Output, Role, Session, SessionConfig};
 use tickwire_fix::store::MemoryStore;
 use tickwire_fix::validate::{validate, Dictionaries, ValidationOptions};
+use tickwire_rt::UtcNanos;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -80,7 +82,7 @@ fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
     let mut s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
     let mut peer = Encoder::new("FIX.4.4");
     let mut now = T0;
-    s.on_connected(now);
+    s.handle_connected(UtcNanos(now));
     peer.begin(b"A");
     peer.field_u64(34, 1);
     peer.field_str(49, "CP");
@@ -89,9 +91,9 @@ fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
     peer.field_u64(98, 0);
     peer.field_u64(108, 30);
     let logon = peer.finish().to_vec();
-    s.on_message(now, &logon);
+    s.handle_message(UtcNanos(now), &logon);
     let mut logged_on = false;
-    while let Some(o) = s.poll() {
+    while let Some(o) = s.poll_event() {
         logged_on |= matches!(o, Output::Event(Event::LoggedOn));
     }
     assert!(logged_on, "the session logged on");
@@ -103,8 +105,8 @@ fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
         for seq in from..to {
             *now += 1_000_000;
             let raw = new_order(&mut peer, seq, *now);
-            s.on_message(*now, raw);
-            while let Some(o) = s.poll() {
+            s.handle_message(UtcNanos(*now), raw);
+            while let Some(o) = s.poll_event() {
                 match o {
                     Output::Event(Event::FromApp(m)) if m.starts_with(b"8=FIX.4.4") => app += 1,
                     _ => other += 1,

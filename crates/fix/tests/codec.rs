@@ -2,6 +2,9 @@
 //! (round trip, BodyLength/CheckSum consistency, no panic on arbitrary input), encoder
 //! and timestamp behaviour.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use proptest::prelude::*;

@@ -1,6 +1,9 @@
 //! Loading the standard QuickFIX dictionaries (fetched by scripts/fetch-fix-spec.sh) and
 //! resolving repeating groups with them.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "support/spec.rs"]
 mod spec;
 

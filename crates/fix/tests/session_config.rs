@@ -1,5 +1,8 @@
 //! A QuickFIX settings file section becomes a [`SessionConfig`] with the same meaning.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_fix::session::{Role, Schedule, SessionConfig, Zone};
 use tickwire_fix::settings::Settings;
 

@@ -1,15 +1,19 @@
 //! FIX session-layer test cases 4 (send Heartbeat), 5 (receive Heartbeat) and 6
 //! (send TestRequest), driven by the fake clock.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
+use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_4a_heartbeat_sent_after_heart_bt_int_of_silence() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
-    assert_eq!(h.s.next_deadline(), Some(T0 + 30 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 30 * NANOS)));
     assert_eq!(h.advance(29), vec![]);
     let out = h.advance(1);
     assert_eq!(out, vec![Act::Send(format!("35=0|{}", h.hdr(2)))]);
@@ -52,7 +56,7 @@ fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
     h.advance(30); // heartbeat 2
-    assert_eq!(h.s.next_deadline(), Some(T0 + 36 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 36 * NANOS)));
     assert_eq!(h.advance(5), vec![]);
     let out = h.advance(1);
     assert_eq!(
@@ -102,6 +106,6 @@ fn heart_bt_int_zero_disables_heartbeats() {
     h.connect();
     h.recv("A", "98=0|108=0|");
     assert!(h.s.is_logged_on());
-    assert_eq!(h.s.next_deadline(), None);
+    assert_eq!(h.s.poll_timeout(), None);
     assert_eq!(h.advance(1000), vec![]);
 }

@@ -2,11 +2,15 @@
 //! rules around them: ResetSeqNumFlag, ResetOnLogon, DefaultApplVerID, first message
 //! not a Logon, logon timeout, wrong CompIDs, duplicate logon, initiator reconnect.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
 use tickwire_fix::session::{Output, Role};
 use tickwire_fix::store::MessageStore;
+use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_1s_logon_as_acceptor_answers_with_the_initiators_heartbeat_interval() {
@@ -163,7 +167,7 @@ fn logon_first_message_not_a_logon_disconnects_the_acceptor() {
 fn logon_timeout_disconnects_the_initiator() {
     let mut h = Harness::initiator("FIX.4.4");
     h.connect();
-    assert_eq!(h.s.next_deadline(), Some(T0 + 10 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 10 * NANOS)));
     assert_eq!(h.advance(9), vec![]);
     let out = h.advance(1);
     assert_eq!(
@@ -209,7 +213,7 @@ fn logon_duplicate_while_logged_on_disconnects() {
 fn logon_response_without_request_disconnects_initiator() {
     // An initiator that has not sent its Logon yet (disabled) gets one anyway.
     let mut h = Harness::initiator("FIX.4.4");
-    h.s.logout(h.now, None);
+    h.s.logout(UtcNanos(h.now), None);
     h.connect();
     let out = h.recv("A", "98=0|108=30|");
     assert_eq!(actions(&out), vec![Act::Disconnect]);
@@ -222,13 +226,13 @@ fn initiator_reconnects_every_reconnect_interval() {
     cfg.reconnect_interval = 30;
     let mut h = Harness::new(cfg);
     // Before any call the session has seen no time: "now" is due.
-    assert!(h.s.next_deadline().is_some_and(|d| d <= T0));
+    assert!(h.s.poll_timeout().is_some_and(|d| d <= UtcNanos(T0)));
     assert_eq!(h.advance(0), vec![Act::Connect]);
     // Waiting for the driver: nothing scheduled.
-    assert_eq!(h.s.next_deadline(), None);
+    assert_eq!(h.s.poll_timeout(), None);
     // The attempt fails.
     assert_eq!(h.disconnected(), vec![]);
-    assert_eq!(h.s.next_deadline(), Some(T0 + 30 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 30 * NANOS)));
     assert_eq!(h.advance(29), vec![]);
     assert_eq!(h.advance(1), vec![Act::Connect]);
     h.connect();
@@ -237,17 +241,17 @@ fn initiator_reconnects_every_reconnect_interval() {
     // The peer drops the connection: logged out, reconnect 30 s after the last attempt.
     let out = h.disconnected();
     assert_eq!(actions(&out), vec![Act::LoggedOut]);
-    assert_eq!(h.s.next_deadline(), Some(T0 + 60 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 60 * NANOS)));
     assert_eq!(h.advance(30), vec![Act::Connect]);
 }
 
 #[test]
 fn acceptor_never_asks_to_connect() {
     let mut h = Harness::acceptor("FIX.4.4");
-    assert_eq!(h.s.next_deadline(), None);
+    assert_eq!(h.s.poll_timeout(), None);
     assert_eq!(h.advance(100), vec![]);
-    assert!(h.s.poll().is_none());
-    let _: Option<Output<'_>> = h.s.poll();
+    assert!(h.s.poll_event().is_none());
+    let _: Option<Output<'_>> = h.s.poll_event();
 }
 
 #[test]

@@ -1,16 +1,20 @@
 //! FIX session-layer test cases 12 (initiate Logout) and 13 (receive Logout), the
 //! Logout timeout and ResetOnLogout / ResetOnDisconnect.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
 use tickwire_fix::session::Role;
+use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
-    h.s.logout(h.now, Some("end of day"));
+    h.s.logout(UtcNanos(h.now), Some("end of day"));
     let out = h.drain();
     assert_eq!(
         out,
@@ -40,9 +44,9 @@ fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
 fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
     let mut h = Harness::initiator("FIX.4.4");
     h.logon_as_initiator();
-    h.s.logout(h.now, None);
+    h.s.logout(UtcNanos(h.now), None);
     assert_eq!(sends(&h.drain()), vec![format!("35=5|{}", h.hdr(2))]);
-    assert_eq!(h.s.next_deadline(), Some(T0 + 2 * NANOS));
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 2 * NANOS)));
     assert_eq!(h.advance(1), vec![]);
     let out = h.advance(1);
     assert_eq!(
@@ -56,7 +60,7 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
     );
     // Disabled by logout(): no reconnection until logon().
     assert_eq!(h.advance(60), vec![]);
-    h.s.logon(h.now);
+    h.s.logon(UtcNanos(h.now));
     assert_eq!(h.advance(0), vec![Act::Connect]);
 }
 
@@ -111,6 +115,6 @@ fn reset_on_disconnect_restarts_sequence_numbers_when_the_connection_drops() {
 fn logout_before_logon_completes_just_closes_the_connection() {
     let mut h = Harness::initiator("FIX.4.4");
     h.connect();
-    h.s.logout(h.now, None);
+    h.s.logout(UtcNanos(h.now), None);
     assert_eq!(actions(&h.drain()), vec![Act::Disconnect, Act::LoggedOut]);
 }

@@ -1,10 +1,14 @@
 //! FIX session-layer test cases 15 (queue outgoing messages while disconnected) and
 //! 18 (PossResend), plus the session schedule (StartTime/EndTime/days/time zone).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
 use tickwire_fix::session::{Role, Schedule, SendError, Zone};
+use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_15_messages_sent_while_disconnected_are_stored_and_recovered_by_resend() {
@@ -13,8 +17,8 @@ fn case_15_messages_sent_while_disconnected_are_stored_and_recovered_by_resend()
     h.disconnected();
     // The application keeps sending: stored under 2 and 3, nothing transmitted.
     let t_send = h.now;
-    assert_eq!(h.s.send_app(h.now, b"D", b"11=A\x01").unwrap(), 2);
-    assert_eq!(h.s.send_app(h.now, b"D", b"11=B\x01").unwrap(), 3);
+    assert_eq!(h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01").unwrap(), 2);
+    assert_eq!(h.s.send_app(UtcNanos(h.now), b"D", b"11=B\x01").unwrap(), 3);
     assert_eq!(h.drain(), vec![]);
     h.advance(30); // Connect
     h.tick_ms(100);
@@ -48,7 +52,7 @@ fn case_15_messages_are_refused_when_the_next_logon_resets_sequence_numbers() {
     cfg.reset_on_logon = true;
     let mut h = Harness::new(cfg);
     assert!(matches!(
-        h.s.send_app(h.now, b"D", b"11=A\x01"),
+        h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01"),
         Err(SendError::WouldBeReset)
     ));
     assert_eq!(h.seqs(), (1, 1));
@@ -83,7 +87,7 @@ fn schedule_initiator_connects_only_inside_the_window_and_resets_at_its_end() {
     // The store was created before the window: a new session, reset.
     assert!(notes(&out).contains(&"Session time changed, resetting sequence numbers".to_owned()));
     h.recv("A", "98=0|108=0|");
-    h.s.send_app(h.now, b"D", b"11=A\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01").unwrap();
     h.drain();
     assert_eq!(h.seqs(), (3, 2));
     assert_eq!(h.advance(3569), vec![]); // 08:59:59
@@ -141,7 +145,7 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     use tickwire_fix::store::{FileStore, MessageStore, SyncPolicy};
     fn sent<S: MessageStore>(s: &mut Session<S>) -> Vec<String> {
         let mut v = Vec::new();
-        while let Some(o) = s.poll() {
+        while let Some(o) = s.poll_event() {
             if let Output::Send(b) = o {
                 v.push(strip(b));
             }
@@ -158,12 +162,12 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     {
         let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
         let mut s = Session::new(cfg.clone(), store).unwrap();
-        s.on_connected(T0);
-        s.on_message(T0, &peer.build("A", 1, "98=0|108=30|"));
+        s.handle_connected(UtcNanos(T0));
+        s.handle_message(UtcNanos(T0), &peer.build("A", 1, "98=0|108=30|"));
         assert!(s.is_logged_on());
-        s.send_app(T0, b"D", b"11=A\x01").unwrap();
-        s.on_disconnected(T0);
-        s.send_app(T0, b"D", b"11=B\x01").unwrap();
+        s.send_app(UtcNanos(T0), b"D", b"11=A\x01").unwrap();
+        s.handle_disconnected(UtcNanos(T0));
+        s.send_app(UtcNanos(T0), b"D", b"11=B\x01").unwrap();
         s.store_mut().flush().unwrap();
         sent(&mut s);
     }
@@ -171,14 +175,14 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
     let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
     let mut s = Session::new(cfg, store).unwrap();
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (4, 2));
-    s.on_connected(T0);
+    s.handle_connected(UtcNanos(T0));
     assert_eq!(
         sent(&mut s),
         vec![format!("35=A|{}98=0|108=30|", peer.hdr(4))]
     );
-    s.on_message(T0, &peer.build("A", 2, "98=0|108=30|"));
+    s.handle_message(UtcNanos(T0), &peer.build("A", 2, "98=0|108=30|"));
     assert!(s.is_logged_on());
-    s.on_message(T0, &peer.build("2", 3, "7=3|16=0|"));
+    s.handle_message(UtcNanos(T0), &peer.build("2", 3, "7=3|16=0|"));
     let now = ts(T0);
     assert_eq!(
         sent(&mut s),

@@ -12,6 +12,11 @@
 //! `UnsupportedMessageType`, ours calls `reject_unsupported`; when QuickFIX was stopped,
 //! ours calls `logout`.
 
+// A test reports what it replayed (visible with --nocapture): tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 #[path = "support/spec.rs"]
 mod spec;
@@ -19,6 +24,7 @@ mod spec;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tickwire_rt::UtcNanos;
 
 use session_harness::{pretty, strip};
 use tickwire_fix::codec::{self, parse_utc_timestamp};
@@ -129,7 +135,7 @@ struct Replay {
 
 impl Replay {
     fn drain(&mut self) {
-        while let Some(o) = self.s.poll() {
+        while let Some(o) = self.s.poll_event() {
             match o {
                 Output::Send(b) => self.pending.push_back(Pending::Send(pretty(b))),
                 Output::Disconnect => self.pending.push_back(Pending::Disconnect),
@@ -151,7 +157,7 @@ impl Replay {
             match codec::frame_len(&self.stream, 1 << 20) {
                 Ok(Some(n)) => {
                     let frame: Vec<u8> = self.stream.drain(..n).collect();
-                    self.s.on_message(self.now, &frame);
+                    self.s.handle_message(UtcNanos(self.now), &frame);
                     self.drain();
                 }
                 Ok(None) => break,
@@ -165,7 +171,7 @@ impl Replay {
 
     fn timer(&mut self, at: u64) {
         self.now = self.now.max(at);
-        self.s.on_timer(self.now);
+        self.s.handle_timeout(UtcNanos(self.now));
         self.drain();
     }
 }
@@ -220,7 +226,7 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
         delivered: VecDeque::new(),
         stream: Vec::new(),
     };
-    r.s.on_connected(r.now);
+    r.s.handle_connected(UtcNanos(r.now));
     r.drain();
     for (i, line) in lines.iter().enumerate() {
         let at = |what: &str| format!("line {}: {what}", i + 1);
@@ -241,18 +247,18 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
                     .pop_front()
                     .ok_or_else(|| at("application answer without a delivered message"))?;
                 if mt == "j" && field(expected, "380") == Some("3") {
-                    r.s.reject_unsupported(r.now, seq, ref_mt.as_bytes())
+                    r.s.reject_unsupported(UtcNanos(r.now), seq, ref_mt.as_bytes())
                         .map_err(|e| at(&e.to_string()))?;
                 } else {
                     let body = body_after_header(expected);
-                    r.s.send_app(r.now, mt.as_bytes(), body.as_bytes())
+                    r.s.send_app(UtcNanos(r.now), mt.as_bytes(), body.as_bytes())
                         .map_err(|e| at(&e.to_string()))?;
                 }
                 r.drain();
             }
             if r.pending.is_empty() && mt == "5" {
                 // QuickFIX was stopped: it logged out.
-                r.s.logout(r.now, None);
+                r.s.logout(UtcNanos(r.now), None);
                 r.drain();
             }
             match r.pending.pop_front() {

@@ -2,11 +2,15 @@
 //! (receive Reject) and 14 (field-level errors): the exact Reject (35=3) and
 //! BusinessMessageReject (35=j) QuickFIX sends, and garbled messages ignored.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
 use tickwire_fix::codec::Encoder;
 use tickwire_fix::session::{business_reject, session_reject, SendError};
+use tickwire_rt::UtcNanos;
 
 const ORDER: &str = "11=ORD1|21=1|38=100|40=1|54=1|55=IBM|";
 
@@ -239,8 +243,14 @@ fn case_14_reject_before_fix42_puts_the_tag_in_the_text() {
 fn case_14_fix42_omits_reasons_above_11() {
     let mut h = logged_on("FIX.4.2");
     h.recv("D", ORDER);
-    h.s.reject_session(h.now, 2, b"D", session_reject::TAG_OUT_OF_ORDER, 55)
-        .unwrap();
+    h.s.reject_session(
+        UtcNanos(h.now),
+        2,
+        b"D",
+        session_reject::TAG_OUT_OF_ORDER,
+        55,
+    )
+    .unwrap();
     let out = h.drain();
     assert_eq!(
         sends(&out),
@@ -257,7 +267,7 @@ fn case_14_fix42_omits_reasons_above_11() {
 fn unsupported_message_type_gets_business_reject_from_fix42_on() {
     let mut h = logged_on("FIX.4.4");
     h.recv("ZZ", "");
-    h.s.reject_unsupported(h.now, 2, b"ZZ").unwrap();
+    h.s.reject_unsupported(UtcNanos(h.now), 2, b"ZZ").unwrap();
     let out = h.drain();
     assert_eq!(
         sends(&out),
@@ -269,7 +279,7 @@ fn unsupported_message_type_gets_business_reject_from_fix42_on() {
 
     let mut h = logged_on("FIX.4.1");
     h.recv("ZZ", "");
-    h.s.reject_unsupported(h.now, 2, b"ZZ").unwrap();
+    h.s.reject_unsupported(UtcNanos(h.now), 2, b"ZZ").unwrap();
     let out = h.drain();
     let hdr = h.hdr(2).replace(".000", "");
     assert_eq!(
@@ -285,8 +295,14 @@ fn business_reject_with_a_field_and_fixt_default_appl_ver_id() {
     h.recv("A", "98=0|108=30|1137=9|");
     assert!(h.s.is_logged_on());
     h.recv("D", ORDER);
-    h.s.reject_business(h.now, 2, b"D", business_reject::UNKNOWN_SECURITY, 55)
-        .unwrap();
+    h.s.reject_business(
+        UtcNanos(h.now),
+        2,
+        b"D",
+        business_reject::UNKNOWN_SECURITY,
+        55,
+    )
+    .unwrap();
     let out = h.drain();
     assert_eq!(
         sends(&out),
@@ -301,11 +317,11 @@ fn business_reject_with_a_field_and_fixt_default_appl_ver_id() {
 fn send_app_refuses_administrative_types_and_rejects_need_a_logon() {
     let mut h = Harness::acceptor("FIX.4.4");
     assert!(matches!(
-        h.s.send_app(h.now, b"A", b""),
+        h.s.send_app(UtcNanos(h.now), b"A", b""),
         Err(SendError::AdminMsgType(_))
     ));
     assert!(matches!(
-        h.s.reject_unsupported(h.now, 1, b"D"),
+        h.s.reject_unsupported(UtcNanos(h.now), 1, b"D"),
         Err(SendError::NotLoggedOn)
     ));
 }

@@ -2,10 +2,14 @@
 //! PossDupFlag), 8 (send ResendRequest), 9/10/11 (resend, SequenceReset GapFill and
 //! Reset modes) and 19 (simultaneous resend requests).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 
 use session_harness::*;
 use tickwire_fix::session::{Role, SessionConfig};
+use tickwire_rt::UtcNanos;
 
 const ORDER: &str = "11=ORD1|21=1|38=100|40=1|54=1|55=IBM|60=20261120-08:00:00.000|";
 
@@ -175,12 +179,24 @@ fn case_2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out() {
 fn case_9_resend_request_answered_with_poss_dup_resends_and_collapsed_gap_fills() {
     let mut h = logged_on_acceptor(None);
     let t_send = h.now;
-    assert_eq!(h.s.send_app(h.now, b"D", b"11=A\x0155=IBM\x01").unwrap(), 2);
-    assert_eq!(h.s.send_app(h.now, b"D", b"11=B\x0155=IBM\x01").unwrap(), 3);
+    assert_eq!(
+        h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x0155=IBM\x01")
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        h.s.send_app(UtcNanos(h.now), b"D", b"11=B\x0155=IBM\x01")
+            .unwrap(),
+        3
+    );
     h.drain();
     h.advance(30); // heartbeat 4
     h.advance(30); // heartbeat 5
-    assert_eq!(h.s.send_app(h.now, b"D", b"11=C\x0155=IBM\x01").unwrap(), 6);
+    assert_eq!(
+        h.s.send_app(UtcNanos(h.now), b"D", b"11=C\x0155=IBM\x01")
+            .unwrap(),
+        6
+    );
     let t_c = h.now;
     h.drain();
     h.tick_ms(250);
@@ -214,7 +230,7 @@ fn case_9_resend_request_answered_with_poss_dup_resends_and_collapsed_gap_fills(
 #[test]
 fn case_9_resend_request_ending_in_admin_messages_gap_fills_to_the_end() {
     let mut h = logged_on_acceptor(None);
-    h.s.send_app(h.now, b"D", b"11=A\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01").unwrap();
     h.drain();
     h.advance(30); // heartbeat 3
     let out = h.recv("2", "7=2|16=3|");
@@ -233,8 +249,8 @@ fn case_9_without_persisted_messages_one_gap_fill_answers_the_request() {
     let mut cfg = Harness::config("FIX.4.4", Role::Acceptor);
     cfg.persist_messages = false;
     let mut h = logged_on_acceptor(Some(cfg));
-    h.s.send_app(h.now, b"D", b"11=A\x01").unwrap();
-    h.s.send_app(h.now, b"D", b"11=B\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=B\x01").unwrap();
     h.drain();
     let out = h.recv("2", "7=1|16=0|");
     let now = ts(h.now);
@@ -305,8 +321,8 @@ fn case_19_simultaneous_resend_requests() {
     // We sent 2 and 3; the peer has missed them and has sent 2..4 that we missed:
     // its ResendRequest arrives with MsgSeqNum 5.
     let mut h = logged_on_acceptor(None);
-    h.s.send_app(h.now, b"D", b"11=A\x01").unwrap();
-    h.s.send_app(h.now, b"D", b"11=B\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=A\x01").unwrap();
+    h.s.send_app(UtcNanos(h.now), b"D", b"11=B\x01").unwrap();
     h.drain();
     let out = h.recv_seq("2", 5, "7=2|16=0|");
     let now = ts(h.now);

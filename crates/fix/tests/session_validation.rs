@@ -2,6 +2,9 @@
 //! dictionary (FIX44.xml, fetched by the test support, never committed): the
 //! session's validation hook turns `validate.rs` failures into QuickFIX's Rejects.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod session_harness;
 #[path = "support/spec.rs"]
 mod spec;

@@ -1,5 +1,8 @@
 //! QuickFIX settings file tests against the files in testdata/settings/.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use chrono::{NaiveTime, Weekday};

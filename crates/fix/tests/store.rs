@@ -1,6 +1,9 @@
 //! Message store tests: memory and file stores, recovery, corruption, and a real
 //! `kill -9` crash test (the test binary re-executes itself in a child mode).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,6 +2,9 @@
 //! (code, RefTagID, exact Text), the switches turning checks off, FIXT, and the session
 //! helpers (CompID, SendingTime).
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "support/spec.rs"]
 mod spec;
 

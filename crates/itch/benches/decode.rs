@@ -3,6 +3,9 @@
 //!
 //! Run briefly: `cargo bench -p tickwire-itch --bench decode -- --quick`.
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use tickwire_itch::*;
 

@@ -545,7 +545,32 @@ macro_rules! messages {
             }
         }
 
-        impl Message {
+        impl StockDirectory {
+    /// A live NASDAQ Global Select common stock in normal status: round lot 100, odd
+    /// lots allowed, sub-type `Z `, LULD tier 1, not an ETP, not an IPO. The directory
+    /// entry tests and examples build (override fields with `..`).
+    pub fn common_stock(header: Header, stock: Symbol) -> StockDirectory {
+        StockDirectory {
+            header,
+            stock,
+            market_category: b'Q',
+            financial_status_indicator: b'N',
+            round_lot_size: 100,
+            round_lots_only: b'N',
+            issue_classification: b'C',
+            issue_sub_type: *b"Z ",
+            authenticity: b'P',
+            short_sale_threshold_indicator: b'N',
+            ipo_flag: b'N',
+            luld_reference_price_tier: b'1',
+            etp_flag: b'N',
+            etp_leverage_factor: 0,
+            inverse_indicator: b'N',
+        }
+    }
+}
+
+impl Message {
             /// The message type byte.
             pub const fn msg_type(&self) -> u8 {
                 match self {

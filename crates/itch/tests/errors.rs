@@ -1,6 +1,9 @@
 //! Malformed input gives typed errors (never a panic), byte-split packets, the packet
 //! builder's limits and the field helpers.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_itch::*;
 
 fn add(order_ref: u64) -> Message {

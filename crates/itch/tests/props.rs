@@ -1,6 +1,9 @@
 //! Property tests: round trips for every message type and for MoldUDP64 packets, and
 //! arbitrary bytes never panic any decoder.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use proptest::prelude::*;
 use tickwire_itch::*;
 

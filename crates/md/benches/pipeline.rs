@@ -14,6 +14,9 @@
 //!
 //! Two variants: quotes and trades only (the default feed), and with 5-level depth.
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tickwire_itch::{PacketBuilder, Session};
 use tickwire_md::feed::{FeedConfig, FeedHandler};
@@ -57,7 +60,7 @@ fn run(f: &mut FeedHandler, packets: &[Vec<u8>], tx: &mut Vec<u8>) -> u64 {
             };
             let _ = encode_publish(tx, topic, payload, opts, DEFAULT_MAX_FRAME);
         };
-        f.handle_packet(now, p, &mut sink);
+        f.handle_datagram(tickwire_rt::MonoNanos(now), p, &mut sink);
     }
     f.counters().published
 }

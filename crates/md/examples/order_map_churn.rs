@@ -14,6 +14,11 @@
 //! millisecond each here). `OrderMap` deletes by backward shift and never rehashes
 //! unless it grows.
 
+// An example is a small program: it prints its results.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// An example stops at the first surprise: unwrap/expect are its error handling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;

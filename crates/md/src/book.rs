@@ -40,6 +40,9 @@
 //! gap) are counted in [`OrderBooks::unknown_refs`], never a panic; an add reusing a
 //! live reference is counted in [`OrderBooks::duplicate_refs`] and ignored.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use crate::order_map::OrderMap;
 
 /// Side of an order or a level: the ITCH codec's own type (`B` / `S` on the wire).

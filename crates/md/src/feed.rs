@@ -9,12 +9,21 @@
 //! loop {
 //!     now = clock (CLOCK_MONOTONIC ns, once per loop turn)
 //!     for each packet read (multicast feed or retransmission answer):
-//!         core.handle_packet(now, &packet, &mut sink)     // sink publishes updates
+//!         core.handle_datagram(now, &packet, &mut sink)   // sink publishes updates
 //!     if now >= core.poll_timeout():  core.handle_timeout(now, &mut sink)
-//!     while let Some(req) = core.poll_request():  send req.to_bytes() to the re-request server
+//!     while let Some(req) = core.poll_transmit():  send req.to_bytes() to the re-request server
 //!     once a second: read core.counters()
 //! }
 //! ```
+//!
+//! The vocabulary is quinn's: `handle_*` for input (datagrams, timeouts), `poll_*` for
+//! output (`poll_transmit`: the next re-request to send; `poll_timeout`: when to call
+//! `handle_timeout`). Updates are the one exception: they go to a [`Sink`] during
+//! `handle_*` instead of being drained by a `poll_event`. One datagram yields up to
+//! ~90 updates; a `poll_event` queue would have to copy each encoded update into a
+//! buffer sized for the worst packet and hand out borrows one at a time, whereas the
+//! sink borrows the one reused encode buffer for the duration of the call: no copy, no
+//! allocation, and the driver's sink writes straight into the router connection.
 //!
 //! # Sequencing (one MoldUDP64 session)
 //!
@@ -26,10 +35,10 @@
 //! - A packet **ahead** of expected is a gap: the packet is held (copied into a recycled
 //!   buffer, at most `max_held_packets`) and a [`RetransmitRequest`] for the first
 //!   missing messages (at most `max_request_count`) is queued for
-//!   [`FeedHandler::poll_request`]. Heartbeats (count 0) and End of Session (count
+//!   [`FeedHandler::poll_transmit`]. Heartbeats (count 0) and End of Session (count
 //!   0xFFFF) announce the next sequence number, so they reveal gaps too.
 //! - When retransmitted messages fill part of the gap and some are still missing, the
-//!   next request goes out at once. If nothing arrives for `retransmit_timeout_ns`, the
+//!   next request goes out at once. If nothing arrives for `retransmit_timeout`, the
 //!   request is repeated; after `max_retransmit_tries` requests without progress the
 //!   missing messages up to the next data held (or announced) are declared **lost**:
 //!   counted in [`Counters::lost`], skipped, and the session goes on. Orders they would
@@ -37,15 +46,39 @@
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
 //!
+//! # Choosing the session, believing a jump (stray and spoofed datagrams)
+//!
+//! - With [`FeedConfig::session`] set, only that session is followed; valid packets of
+//!   any other are counted ([`Counters::foreign_session`]) and ignored.
+//! - Without it, nothing is applied until one session *and sequence neighbourhood* has
+//!   sent `confirm_packets` (default 3) packets: each valid packet joins the candidate
+//!   of its session whose sequence range it falls within `max_jump` of, or starts a new
+//!   one (at most [`MAX_CANDIDATES`]; a new one evicts the candidate with the fewest
+//!   packets, oldest first). The first candidate to reach `confirm_packets` is adopted
+//!   and its kept packets are applied in arrival order; the other candidates' packets
+//!   are counted (`foreign_session`, or `suspect_jumps` for the adopted session's). One
+//!   stray datagram arriving first therefore costs nothing; an attacker who can send
+//!   `confirm_packets` datagrams before a quiet real session can still win, which is
+//!   why production configurations name the session.
+//! - A packet of the followed session whose first sequence number is more than
+//!   `max_jump` (default 100,000) beyond the highest known (`expected` or announced) is
+//!   *suspect* ([`Counters::suspect_jumps`]): kept aside (bounded), neither applied nor
+//!   announcing a gap, so it cannot start a re-request storm or make the real messages
+//!   after it look like duplicates. If `confirm_packets` suspect packets agree (each
+//!   within `max_jump` of the others) while no packet shows life at the old position,
+//!   the jump is real (the exchange moved on, or the feed joined late): it is followed
+//!   ([`Counters::accepted_jumps`]) and the messages skipped are counted lost, never
+//!   re-requested. Any packet at the old position discards the suspects. So a gap, and
+//!   hence what is re-requested, never spans more than about `max_jump` messages.
+//!
 //! # Bad input
 //!
 //! Every packet is checked whole before any of it is applied (header, block lengths
 //! against the packet end, block count against the header). A packet that fails is
 //! counted by kind ([`Counters`]), dropped whole, and treated like a lost packet (the
-//! next good packet reveals the gap and recovery re-requests it). Packets of another
-//! session are counted and dropped. Inside a good packet, a message of an unknown ITCH
-//! type or of the wrong length for its type is counted and skipped but its sequence
-//! number is consumed. Nothing here panics on any input.
+//! next good packet reveals the gap and recovery re-requests it). Inside a good packet,
+//! a message of an unknown ITCH type or of the wrong length for its type is counted and
+//! skipped but its sequence number is consumed. Nothing here panics on any input.
 //!
 //! # Output
 //!
@@ -55,7 +88,8 @@
 //!
 //! - `md/<venue>/<SYMBOL>/trade` for every execution (`E`, `C`) and non-displayed
 //!   trade (`P`);
-//! - `md/<venue>/<SYMBOL>/quote` when the top of book changed;
+//! - `md/<venue>/<SYMBOL>/quote` when the top of book changed (the best level being
+//!   touched is not enough: a replace at the same price and size changes nothing);
 //! - `md/<venue>/<SYMBOL>/depth` when `depth_levels` > 0 and one of the best
 //!   `depth_levels` levels of a side changed.
 //!
@@ -63,11 +97,16 @@
 //! directory did not announce) still has its book maintained, but nothing is published
 //! for it ([`Counters::unpublished`]).
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use std::fmt;
+use std::time::Duration;
 
 use tickwire_itch::{self as itch, DecodeError, Message, MoldError, MoldPacket, PacketKind};
 pub use tickwire_itch::{RetransmitRequest, Session};
 
+use tickwire_rt::MonoNanos;
 use tickwire_wire::topic::Topic;
 
 use crate::book::{Change, OrderBooks, Side};
@@ -90,8 +129,11 @@ impl<F: FnMut(&str, &[u8])> Sink for F {
 /// Settings of a [`FeedHandler`]; every field has a sensible [`Default`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedConfig {
-    /// The MoldUDP64 session to accept; `None` adopts the session of the first valid
-    /// packet. Packets of any other session are counted ([`Counters::wrong_session`]).
+    /// The MoldUDP64 session to follow. Packets of any other session are counted
+    /// ([`Counters::foreign_session`]) and ignored. `None` adopts the first session
+    /// that sends `confirm_packets` packets with plausible sequence numbers (see
+    /// "Choosing the session" in the module docs); set it in production, where a
+    /// spoofer could out-send a real session that is quiet.
     pub session: Option<Session>,
     /// Sequence number of the first message expected (1: join from the start of the
     /// session, so everything before the first packet seen is re-requested).
@@ -101,9 +143,9 @@ pub struct FeedConfig {
     /// Levels per side in depth updates; 0 (the default) publishes no depth updates.
     /// At most [`MAX_DEPTH_LEVELS`].
     pub depth_levels: usize,
-    /// How long to wait for an answer to a re-request before repeating it, in ns
-    /// (default 50 ms).
-    pub retransmit_timeout_ns: u64,
+    /// How long to wait for an answer to a re-request before repeating it (default
+    /// 50 ms).
+    pub retransmit_timeout: Duration,
     /// Re-requests sent for one missing range before it is declared lost (default 3).
     pub max_retransmit_tries: u32,
     /// Most messages asked for in one re-request (default 1000; below 0xFFFF).
@@ -111,6 +153,17 @@ pub struct FeedConfig {
     /// Most packets held while waiting for a gap to fill (default 8192); more are
     /// dropped and counted ([`Counters::overflow`]), to be re-requested later.
     pub max_held_packets: usize,
+    /// How far ahead, in messages, a packet's first sequence number may be of the
+    /// highest one known (expected or announced) and still be believed (default
+    /// 100,000). A packet farther ahead is suspect ([`Counters::suspect_jumps`]): it is
+    /// neither applied nor announces a gap, until `confirm_packets` suspect packets
+    /// agree. This also bounds the range a gap can ask to re-request.
+    pub max_jump: u64,
+    /// Packets that must agree before the core believes something new: a session
+    /// (when `session` is `None`) or a jump of more than `max_jump` (default 3,
+    /// at most [`MAX_CONFIRM_PACKETS`]; 1 believes the first packet, the behaviour
+    /// before these checks existed).
+    pub confirm_packets: usize,
     /// Live orders the order map holds before it has to grow (default 1 Mi).
     pub order_capacity: usize,
     /// Price levels per book side reserved at Stock Directory time (default 64).
@@ -124,15 +177,25 @@ impl Default for FeedConfig {
             first_sequence: 1,
             venue: "NASDAQ".to_string(),
             depth_levels: 0,
-            retransmit_timeout_ns: 50_000_000,
+            retransmit_timeout: Duration::from_millis(50),
             max_retransmit_tries: 3,
             max_request_count: 1000,
             max_held_packets: 8192,
+            max_jump: 100_000,
+            confirm_packets: 3,
             order_capacity: 1 << 20,
             levels_per_side: 64,
         }
     }
 }
+
+/// Largest [`FeedConfig::confirm_packets`]: packets kept while a session or a jump is
+/// unconfirmed are bounded by it (times [`MAX_CANDIDATES`] before a session is adopted).
+pub const MAX_CONFIRM_PACKETS: usize = 16;
+
+/// Candidate sessions (or sequence neighbourhoods) tracked at once before one is
+/// adopted; a new one evicts the candidate with the fewest packets.
+pub const MAX_CANDIDATES: usize = 8;
 
 /// A [`FeedConfig`] that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,6 +210,12 @@ pub enum ConfigError {
     /// `max_retransmit_tries` must be at least 1.
     #[error("max_retransmit_tries must be at least 1")]
     RetransmitTries,
+    /// `confirm_packets` must be 1..=[`MAX_CONFIRM_PACKETS`].
+    #[error("confirm_packets must be between 1 and {MAX_CONFIRM_PACKETS}")]
+    ConfirmPackets,
+    /// `max_jump` must be at least 1.
+    #[error("max_jump must be at least 1")]
+    MaxJump,
     /// `venue` is not a single valid topic level.
     #[error("venue {0:?} is not a valid topic level")]
     Venue(String),
@@ -163,6 +232,12 @@ impl FeedConfig {
         }
         if self.max_retransmit_tries == 0 {
             return Err(ConfigError::RetransmitTries);
+        }
+        if !(1..=MAX_CONFIRM_PACKETS).contains(&self.confirm_packets) {
+            return Err(ConfigError::ConfirmPackets);
+        }
+        if self.max_jump == 0 {
+            return Err(ConfigError::MaxJump);
         }
         let probe = format!("md/{}/X", self.venue);
         let one_level = !self.venue.contains(['/', '*', '>']);
@@ -190,14 +265,12 @@ pub struct Counters {
     pub lost: u64,
     /// Messages received again after they had been applied, and skipped.
     pub duplicates: u64,
-    /// Bad input of any kind (sum of the five counters below).
+    /// Bad input of any kind (sum of the four counters below).
     pub malformed: u64,
     /// Packets shorter than the MoldUDP64 header.
     pub truncated_packets: u64,
     /// Packets whose blocks run past the end, fall short of or exceed the count.
     pub bad_blocks: u64,
-    /// Packets of another MoldUDP64 session.
-    pub wrong_session: u64,
     /// Messages of an unknown ITCH type.
     pub unknown_types: u64,
     /// Messages of a known type with the wrong length or an invalid field.
@@ -212,13 +285,23 @@ pub struct Counters {
     pub requests: u64,
     /// Ahead packets dropped because `max_held_packets` were already held.
     pub overflow: u64,
+    /// Valid packets of a session other than the one followed (stray or spoofed
+    /// traffic), ignored; before a session is adopted, the packets of the candidates
+    /// that were not (also those evicted when more than [`MAX_CANDIDATES`] competed).
+    pub foreign_session: u64,
+    /// Packets of the followed session whose first sequence number was more than
+    /// `max_jump` ahead of the highest one known when they arrived.
+    pub suspect_jumps: u64,
+    /// Jumps of more than `max_jump` that `confirm_packets` packets confirmed and the
+    /// core followed; the messages skipped are counted in `lost`, not re-requested.
+    pub accepted_jumps: u64,
 }
 
 /// A packet that arrived ahead of the expected sequence number.
 struct Held {
     seq: u64,
     next: u64,
-    received: u64,
+    received: MonoNanos,
     bytes: Vec<u8>,
 }
 
@@ -227,7 +310,29 @@ struct Held {
 struct Gap {
     first: u64,
     tries: u32,
-    deadline: u64,
+    deadline: MonoNanos,
+}
+
+/// Packets that agree on a session and a sequence neighbourhood, kept until
+/// `confirm_packets` of them make them believable.
+struct Candidate {
+    session: Session,
+    /// Lowest first sequence number and highest end of the packets.
+    first: u64,
+    next: u64,
+    /// In arrival order; at most `confirm_packets`.
+    packets: Vec<Held>,
+    /// `Counters::packets` when the candidate appeared (eviction: oldest first).
+    born: u64,
+}
+
+impl Candidate {
+    /// Whether a packet spanning `seq..next` of `session` is near this candidate.
+    fn near(&self, session: Session, seq: u64, next: u64, max_jump: u64) -> bool {
+        self.session == session
+            && seq <= self.next.saturating_add(max_jump)
+            && next.saturating_add(max_jump) >= self.first
+    }
 }
 
 /// Topics and symbol of one stock locate, built once at Stock Directory time.
@@ -236,6 +341,8 @@ struct Symbol {
     trade: Topic,
     quote: Topic,
     depth: Topic,
+    /// The last quote published (an unchanged top is not published again).
+    last_quote: Quote,
 }
 
 /// The feed-handler core for one MoldUDP64 session (see the module docs).
@@ -249,6 +356,11 @@ pub struct FeedHandler {
     missing_end: u64,
     held: Vec<Held>,
     spare: Vec<Vec<u8>>,
+    /// Before a session is adopted: the competing candidates (at most
+    /// [`MAX_CANDIDATES`]).
+    candidates: Vec<Candidate>,
+    /// After: suspect packets far ahead, waiting to be confirmed or contradicted.
+    jump: Option<Candidate>,
     gap: Option<Gap>,
     request: Option<RetransmitRequest>,
     ended: bool,
@@ -281,6 +393,8 @@ impl FeedHandler {
             missing_end: 0,
             held: Vec::new(),
             spare: Vec::new(),
+            candidates: Vec::new(),
+            jump: None,
             gap: None,
             request: None,
             ended: false,
@@ -332,20 +446,24 @@ impl FeedHandler {
             .map(|s| &s.symbol)
     }
 
-    /// When [`FeedHandler::handle_timeout`] next has something to do (ns, the
-    /// caller's clock), if ever.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    /// When [`FeedHandler::handle_timeout`] next has something to do, if ever.
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
         self.gap.map(|g| g.deadline)
     }
 
     /// The re-request to send, if one is due (a newer one replaces an unsent one).
-    pub fn poll_request(&mut self) -> Option<RetransmitRequest> {
+    pub fn poll_transmit(&mut self) -> Option<RetransmitRequest> {
         self.request.take()
     }
 
     /// Handles one MoldUDP64 packet (from the feed or a retransmission) received at
-    /// `now` (ns of the monotonic clock: it becomes the updates' receive timestamp).
-    pub fn handle_packet<S: Sink + ?Sized>(&mut self, now: u64, packet: &[u8], sink: &mut S) {
+    /// `now` (it becomes the updates' receive timestamp).
+    pub fn handle_datagram<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
         self.counters.packets += 1;
         let p = match MoldPacket::parse(packet) {
             Ok(p) => p,
@@ -364,15 +482,40 @@ impl FeedHandler {
             return;
         }
         match self.session {
-            Some(s) if s != p.session() => {
-                self.counters.wrong_session += 1;
-                self.counters.malformed += 1;
-                return;
-            }
-            Some(_) => {}
-            None => self.session = Some(p.session()),
+            Some(s) if s != p.session() => self.counters.foreign_session += 1,
+            Some(_) => self.handle_followed(now, &p, packet, sink),
+            None => self.handle_unadopted(now, &p, packet, sink),
         }
-        let seq = p.sequence();
+    }
+
+    /// A valid packet of the followed session.
+    fn handle_followed<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        let (seq, next) = span(p);
+        if seq
+            > self
+                .known_end
+                .max(self.expected)
+                .saturating_add(self.cfg.max_jump)
+        {
+            self.handle_suspect(now, p, packet, sink);
+            return;
+        }
+        let alive = match p.kind() {
+            PacketKind::Messages => next > self.expected,
+            PacketKind::Heartbeat | PacketKind::EndOfSession => seq >= self.expected,
+        };
+        if alive {
+            // The stream we follow goes on where it was: it contradicts the jump.
+            if let Some(j) = self.jump.take() {
+                self.recycle(j.packets);
+            }
+        }
         match p.kind() {
             PacketKind::Heartbeat | PacketKind::EndOfSession => {
                 if p.kind() == PacketKind::Heartbeat {
@@ -383,17 +526,15 @@ impl FeedHandler {
                 self.known_end = self.known_end.max(seq);
             }
             PacketKind::Messages => {
-                let count = u64::from(p.message_count());
-                let next = seq.saturating_add(count);
                 if next <= self.expected {
-                    self.counters.duplicates += count;
+                    self.counters.duplicates += next - seq;
                     return;
                 }
                 self.known_end = self.known_end.max(next);
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
-                    self.apply_packet(&p, now, sink);
+                    self.apply_packet(p, now, sink);
                     self.drain_held(sink);
                 }
             }
@@ -401,16 +542,171 @@ impl FeedHandler {
         self.check_gap(now);
     }
 
+    /// A packet of the followed session too far ahead to be believed: kept (bounded)
+    /// until `confirm_packets` such packets agree, then followed.
+    fn handle_suspect<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        self.counters.suspect_jumps += 1;
+        let (seq, next) = span(p);
+        let max_jump = self.cfg.max_jump;
+        let joins = self
+            .jump
+            .as_ref()
+            .is_some_and(|j| j.near(p.session(), seq, next, max_jump));
+        if !joins {
+            if let Some(j) = self.jump.take() {
+                self.recycle(j.packets);
+            }
+            self.jump = Some(Candidate {
+                session: p.session(),
+                first: seq,
+                next,
+                packets: Vec::with_capacity(self.cfg.confirm_packets),
+                born: self.counters.packets,
+            });
+        }
+        let held = self.copy(seq, next, now, packet);
+        let Some(j) = self.jump.as_mut() else { return };
+        j.first = j.first.min(seq);
+        j.next = j.next.max(next);
+        j.packets.push(held);
+        if j.packets.len() < self.cfg.confirm_packets {
+            return;
+        }
+        let Some(j) = self.jump.take() else { return };
+        self.counters.accepted_jumps += 1;
+        self.skip_to(j.first);
+        self.replay(j.packets, sink);
+    }
+
+    /// Before a session is adopted: the packet joins (or starts) a candidate; the
+    /// first candidate with `confirm_packets` packets is adopted and its packets are
+    /// applied in arrival order.
+    fn handle_unadopted<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        p: &MoldPacket<'_>,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        let (seq, next) = span(p);
+        let session = p.session();
+        let max_jump = self.cfg.max_jump;
+        let i = match self
+            .candidates
+            .iter()
+            .position(|c| c.near(session, seq, next, max_jump))
+        {
+            Some(i) => i,
+            None => {
+                if self.candidates.len() >= MAX_CANDIDATES {
+                    let weakest = self
+                        .candidates
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, c)| (c.packets.len(), c.born))
+                        .map_or(0, |(i, _)| i);
+                    let c = self.candidates.swap_remove(weakest);
+                    self.counters.foreign_session += c.packets.len() as u64;
+                    self.recycle(c.packets);
+                }
+                self.candidates.push(Candidate {
+                    session,
+                    first: seq,
+                    next,
+                    packets: Vec::with_capacity(self.cfg.confirm_packets),
+                    born: self.counters.packets,
+                });
+                self.candidates.len() - 1
+            }
+        };
+        let held = self.copy(seq, next, now, packet);
+        let c = &mut self.candidates[i];
+        c.first = c.first.min(seq);
+        c.next = c.next.max(next);
+        c.packets.push(held);
+        if c.packets.len() < self.cfg.confirm_packets {
+            return;
+        }
+        let adopted = self.candidates.swap_remove(i);
+        self.session = Some(adopted.session);
+        for c in std::mem::take(&mut self.candidates) {
+            let n = c.packets.len() as u64;
+            if c.session == adopted.session {
+                self.counters.suspect_jumps += n;
+            } else {
+                self.counters.foreign_session += n;
+            }
+            self.recycle(c.packets);
+        }
+        // Joining a session far beyond `first_sequence`: the candidate's packets agree,
+        // so the jump is believed; what lies before it is counted lost, not re-requested.
+        if adopted.first > self.expected.saturating_add(max_jump) {
+            self.counters.accepted_jumps += 1;
+            self.skip_to(adopted.first);
+        }
+        self.replay(adopted.packets, sink);
+    }
+
+    /// Follows a confirmed jump: every message before `to` not yet applied is lost.
+    fn skip_to(&mut self, to: u64) {
+        if to <= self.expected {
+            return;
+        }
+        self.counters.lost += to - self.expected;
+        self.expected = to;
+        self.known_end = self.known_end.max(to);
+        self.gap = None;
+        self.request = None;
+        // Held packets wholly before the jump can never apply.
+        while self.held.first().is_some_and(|h| h.next <= to) {
+            let h = self.held.remove(0);
+            self.spare.push(h.bytes);
+        }
+    }
+
+    /// Applies kept packets of the followed session, in arrival order.
+    fn replay<S: Sink + ?Sized>(&mut self, packets: Vec<Held>, sink: &mut S) {
+        for h in &packets {
+            if let Ok(p) = MoldPacket::parse(&h.bytes) {
+                self.handle_followed(h.received, &p, &h.bytes, sink);
+            }
+        }
+        self.recycle(packets);
+    }
+
+    /// A copy of a packet in a recycled buffer.
+    fn copy(&mut self, seq: u64, next: u64, now: MonoNanos, packet: &[u8]) -> Held {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(packet);
+        Held {
+            seq,
+            next,
+            received: now,
+            bytes,
+        }
+    }
+
+    fn recycle(&mut self, packets: Vec<Held>) {
+        self.spare.extend(packets.into_iter().map(|h| h.bytes));
+    }
+
     /// Handles the passage of time: repeats an unanswered re-request, or declares the
     /// missing messages lost after the last try. Spurious calls are no-ops.
-    pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: u64, sink: &mut S) {
+    pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: MonoNanos, sink: &mut S) {
         let Some(mut gap) = self.gap else { return };
         if now < gap.deadline {
             return;
         }
         if gap.tries < self.cfg.max_retransmit_tries {
             gap.tries += 1;
-            gap.deadline = now.saturating_add(self.cfg.retransmit_timeout_ns);
+            gap.deadline = now.add_duration(self.cfg.retransmit_timeout);
             self.gap = Some(gap);
             self.queue_request();
             return;
@@ -432,7 +728,7 @@ impl FeedHandler {
     }
 
     /// Opens, advances or closes the gap after the state changed.
-    fn check_gap(&mut self, now: u64) {
+    fn check_gap(&mut self, now: MonoNanos) {
         let end = self.missing_until();
         if self.expected >= end {
             self.gap = None;
@@ -448,7 +744,7 @@ impl FeedHandler {
                 self.gap = Some(Gap {
                     first: self.expected,
                     tries: 1,
-                    deadline: now.saturating_add(self.cfg.retransmit_timeout_ns),
+                    deadline: now.add_duration(self.cfg.retransmit_timeout),
                 });
                 self.queue_request();
             }
@@ -468,7 +764,7 @@ impl FeedHandler {
     }
 
     /// Keeps a copy of a packet that arrived ahead of the expected sequence number.
-    fn hold(&mut self, seq: u64, next: u64, now: u64, packet: &[u8]) {
+    fn hold(&mut self, seq: u64, next: u64, now: MonoNanos, packet: &[u8]) {
         let at = match self.held.binary_search_by_key(&seq, |h| h.seq) {
             Ok(_) => {
                 self.counters.duplicates += next - seq;
@@ -480,18 +776,8 @@ impl FeedHandler {
             self.counters.overflow += 1;
             return;
         }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(packet);
-        self.held.insert(
-            at,
-            Held {
-                seq,
-                next,
-                received: now,
-                bytes,
-            },
-        );
+        let held = self.copy(seq, next, now, packet);
+        self.held.insert(at, held);
     }
 
     /// Applies every held packet that has become in order.
@@ -508,7 +794,12 @@ impl FeedHandler {
     }
 
     /// Applies the messages of a validated packet from `expected` on.
-    fn apply_packet<S: Sink + ?Sized>(&mut self, p: &MoldPacket<'_>, received: u64, sink: &mut S) {
+    fn apply_packet<S: Sink + ?Sized>(
+        &mut self,
+        p: &MoldPacket<'_>,
+        received: MonoNanos,
+        sink: &mut S,
+    ) {
         // Warm the order map first: one pass of lookups over the packet's order
         // references, independent of each other, so the CPU overlaps their cache
         // misses. The pass that applies the messages does too much work per message
@@ -545,7 +836,7 @@ impl FeedHandler {
         &mut self,
         seq: u64,
         data: &[u8],
-        received: u64,
+        received: MonoNanos,
         sink: &mut S,
     ) {
         let msg = match itch::decode(data) {
@@ -662,6 +953,7 @@ impl FeedHandler {
                 trade,
                 quote,
                 depth,
+                last_quote: Quote::default(),
             }),
             _ => None,
         };
@@ -692,7 +984,7 @@ impl FeedHandler {
             return;
         }
         let (Some(Some(sym)), Some(book)) = (
-            self.symbols.get(usize::from(c.locate)),
+            self.symbols.get_mut(usize::from(c.locate)),
             self.books.book(c.locate),
         ) else {
             self.counters.unpublished += 1;
@@ -709,10 +1001,15 @@ impl FeedHandler {
                 bid_orders: t.bid.orders,
                 ask_orders: t.ask.orders,
             };
-            self.out.clear();
-            update::encode_quote(&mut self.out, &h, &q);
-            sink.publish(&sym.quote, &self.out);
-            self.counters.published += 1;
+            // The best level was touched but can be unchanged (a replace at the same
+            // price and size): a quote is published only when the top changed.
+            if q != sym.last_quote {
+                sym.last_quote = q;
+                self.out.clear();
+                update::encode_quote(&mut self.out, &h, &q);
+                sink.publish(&sym.quote, &self.out);
+                self.counters.published += 1;
+            }
         }
         if deep {
             self.out.clear();
@@ -728,11 +1025,21 @@ impl FeedHandler {
     }
 }
 
+/// The sequence numbers a valid packet covers: `seq..next` (empty for heartbeats and
+/// End of Session, which announce `seq` as the next one).
+fn span(p: &MoldPacket<'_>) -> (u64, u64) {
+    let seq = p.sequence();
+    match p.kind() {
+        PacketKind::Messages => (seq, seq.saturating_add(u64::from(p.message_count()))),
+        PacketKind::Heartbeat | PacketKind::EndOfSession => (seq, seq),
+    }
+}
+
 /// Per-message header fields.
 struct Stamp {
     seq: u64,
     exchange_ns: u64,
-    received: u64,
+    received: MonoNanos,
 }
 
 impl Stamp {
@@ -743,7 +1050,7 @@ impl Stamp {
             symbol,
             seq: self.seq,
             exchange_ns: self.exchange_ns,
-            receive_ns: self.received,
+            receive_ns: self.received.as_nanos(),
         }
     }
 }
@@ -757,27 +1064,15 @@ mod tests {
     };
 
     fn dir(locate: u16, name: &str) -> Message {
-        Message::from(StockDirectory {
-            header: ItchHeader {
-                stock_locate: locate,
-                tracking_number: 0,
-                timestamp: 1,
-            },
-            stock: ItchSymbol::new(name).unwrap(),
-            market_category: b'Q',
-            financial_status_indicator: b'N',
-            round_lot_size: 100,
-            round_lots_only: b'N',
-            issue_classification: b'C',
-            issue_sub_type: *b"Z ",
-            authenticity: b'P',
-            short_sale_threshold_indicator: b'N',
-            ipo_flag: b'N',
-            luld_reference_price_tier: b'1',
-            etp_flag: b'N',
-            etp_leverage_factor: 0,
-            inverse_indicator: b'N',
-        })
+        let header = ItchHeader {
+            stock_locate: locate,
+            tracking_number: 0,
+            timestamp: 1,
+        };
+        Message::from(StockDirectory::common_stock(
+            header,
+            ItchSymbol::new(name).unwrap(),
+        ))
     }
 
     fn packet(seq: u64, msgs: &[Message]) -> Vec<u8> {
@@ -790,7 +1085,11 @@ mod tests {
 
     #[test]
     fn add_publishes_a_quote_and_delete_clears_it() {
-        let mut f = FeedHandler::new(FeedConfig::default()).unwrap();
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
         let add = Message::from(AddOrder {
             header: ItchHeader {
                 stock_locate: 3,
@@ -813,7 +1112,11 @@ mod tests {
         });
         let mut got = Vec::new();
         let mut sink = |t: &str, p: &[u8]| got.push((t.to_string(), p.to_vec()));
-        f.handle_packet(77, &packet(1, &[dir(3, "AAPL"), add, del]), &mut sink);
+        f.handle_datagram(
+            MonoNanos(77),
+            &packet(1, &[dir(3, "AAPL"), add, del]),
+            &mut sink,
+        );
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, "md/NASDAQ/AAPL/quote");
         let Ok(update::Update::Quote(h, q)) = update::decode(&got[0].1) else {
@@ -849,6 +1152,18 @@ mod tests {
         }));
         assert!(bad(FeedConfig {
             max_retransmit_tries: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            confirm_packets: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            confirm_packets: MAX_CONFIRM_PACKETS + 1,
+            ..Default::default()
+        }));
+        assert!(bad(FeedConfig {
+            max_jump: 0,
             ..Default::default()
         }));
         assert!(bad(FeedConfig {

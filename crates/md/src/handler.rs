@@ -47,8 +47,9 @@ pub struct HandlerOptions {
     pub idle: IdleStrategy,
     /// Stop after End of Session was received and no gap is open (default on).
     pub exit_on_end_of_session: bool,
-    /// Print the per-second counters to stderr.
-    pub print_counters: bool,
+    /// Called with each second's counters (None: not reported). The library never prints;
+    /// the binary passes a function that does.
+    pub on_second: Option<fn(&Second)>,
 }
 
 /// One second of counters.
@@ -69,6 +70,13 @@ pub struct HandlerReport {
     pub counters: Counters,
     pub published: u64,
     pub requests_sent: u64,
+    /// Re-requests the socket refused to send, and why the first failed.
+    pub request_send_errors: u64,
+    pub first_request_error: Option<String>,
+    /// Order references the books did not know (e.g. their add was lost).
+    pub unknown_refs: u64,
+    /// The MoldUDP64 session followed (`None`: none was adopted).
+    pub session: Option<crate::feed::Session>,
     pub timeline: Vec<Second>,
     pub end_of_session: bool,
 }
@@ -116,6 +124,10 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         counters: Counters::default(),
         published: 0,
         requests_sent: 0,
+        request_send_errors: 0,
+        first_request_error: None,
+        unknown_refs: 0,
+        session: None,
         timeline: Vec::new(),
         end_of_session: false,
     };
@@ -135,8 +147,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        let now = MonoNanos::now().as_nanos();
-                        core.handle_packet(now, &buf[..n], &mut sink);
+                        core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -146,7 +157,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
         }
         // 3. Timeouts and re-requests.
-        let now = MonoNanos::now().as_nanos();
+        let now = MonoNanos::now();
         if core.poll_timeout().is_some_and(|t| now >= t) {
             core.handle_timeout(now, &mut sink);
         }
@@ -158,13 +169,20 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         client
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
-        while let Some(r) = core.poll_request() {
-            if req.send_to(&r.to_bytes(), opts.request_to).is_ok() {
-                report.requests_sent += 1;
+        while let Some(r) = core.poll_transmit() {
+            match req.send_to(&r.to_bytes(), opts.request_to) {
+                Ok(_) => report.requests_sent += 1,
+                Err(e) => {
+                    report.request_send_errors += 1;
+                    if report.first_request_error.is_none() {
+                        report.first_request_error =
+                            Some(format!("sending to {}: {e}", opts.request_to));
+                    }
+                }
             }
         }
         // 4. Per-second counters.
-        if now >= next_second {
+        if now.as_nanos() >= next_second {
             let c = core.counters();
             let s = Second {
                 second: (next_second - start) / 1_000_000_000,
@@ -184,11 +202,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                 lost: c.lost,
                 published,
             };
-            if opts.print_counters {
-                eprintln!(
-                    "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
-                    s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
-                );
+            if let Some(on_second) = opts.on_second {
+                on_second(&s);
             }
             report.timeline.push(s);
             next_second += 1_000_000_000;
@@ -215,6 +230,8 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
     }
     client.flush().ok();
     report.counters = *core.counters();
+    report.unknown_refs = core.books().unknown_refs;
+    report.session = core.session();
     report.published = published;
     let _ = client.close();
     Ok(report)

@@ -45,7 +45,9 @@ pub struct PublishOptions {
     /// Keep answering re-requests this long after the last message.
     pub linger: Duration,
     pub max_packet: usize,
-    pub progress: bool,
+    /// Where progress lines go (None: nowhere): one a second, then the final count. The
+    /// library never prints; the binary passes a function that does.
+    pub progress: Option<fn(&str)>,
 }
 
 /// What a publish run did.
@@ -59,12 +61,27 @@ pub struct PublishReport {
     pub requests: u64,
     pub bad_requests: u64,
     pub retransmitted_messages: u64,
+    /// Datagrams (originals, retransmissions, heartbeats, End of Session) the socket
+    /// refused to send.
     pub send_errors: u64,
+    /// Why the first refused send failed (e.g. "Network is unreachable"), with its
+    /// destination; `None` if every send succeeded.
+    pub first_send_error: Option<String>,
     /// From the first to the last message.
     pub elapsed_ns: u64,
     /// Actual send minus scheduled time per packet (empty under `max`).
     pub lateness: Latency,
     pub stopped: bool,
+}
+
+impl PublishReport {
+    /// Counts a refused send and keeps the reason of the first.
+    fn send_failed(&mut self, e: &std::io::Error, to: SocketAddr) {
+        self.send_errors += 1;
+        if self.first_send_error.is_none() {
+            self.first_send_error = Some(format!("sending to {to}: {e}"));
+        }
+    }
 }
 
 /// Offset to add to CLOCK_MONOTONIC ns to get wall-clock ns (read once per run).
@@ -123,6 +140,7 @@ pub fn publish(
         bad_requests: 0,
         retransmitted_messages: 0,
         send_errors: 0,
+        first_send_error: None,
         elapsed_ns: 0,
         lateness: Latency::new(),
         stopped: false,
@@ -132,7 +150,7 @@ pub fn publish(
     let start = MonoNanos::now().as_nanos();
     let schedule = Schedule::new(opts.speed, start, first_ts);
     let mut last_send = start;
-    let mut progress = Progress::new();
+    let mut progress = opts.progress.map(Progress::new);
     let dst = SocketAddr::V4(opts.group);
     let mut req_buf = [0u8; 64];
 
@@ -145,10 +163,9 @@ pub fn publish(
             r.requests += 1;
             if let Some(p) = ex.answer(data, &req, &mut answer_buf) {
                 let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
-                if sock.send_to(p, from).is_ok() {
-                    r.retransmitted_messages += count;
-                } else {
-                    r.send_errors += 1;
+                match sock.send_to(p, from) {
+                    Ok(_) => r.retransmitted_messages += count,
+                    Err(e) => r.send_failed(&e, from),
                 }
             }
         }
@@ -165,8 +182,9 @@ pub fn publish(
                 }
                 serve_requests(&ex, &data, &mut r);
                 if now - last_send >= 1_000_000_000 {
-                    if sock.send_to(&ex.heartbeat(), dst).is_ok() {
-                        r.heartbeats += 1;
+                    match sock.send_to(&ex.heartbeat(), dst) {
+                        Ok(_) => r.heartbeats += 1,
+                        Err(e) => r.send_failed(&e, dst),
                     }
                     last_send = now;
                 }
@@ -217,14 +235,15 @@ pub fn publish(
         if opts.loss > 0.0 && rng.gen_bool(opts.loss.min(1.0)) {
             r.dropped_packets += 1;
             r.dropped_messages += count;
-        } else if sock.send_to(p, dst).is_ok() {
-            r.packets += 1;
         } else {
-            r.send_errors += 1;
+            match sock.send_to(p, dst) {
+                Ok(_) => r.packets += 1,
+                Err(e) => r.send_failed(&e, dst),
+            }
         }
         last_send = MonoNanos::now().as_nanos();
         serve_requests(&ex, &data, &mut r);
-        if opts.progress && r.packets % 64 == 0 {
+        if let Some(progress) = progress.as_mut().filter(|_| r.packets % 64 == 0) {
             progress.tick(|| {
                 format!(
                     "publish: {} / {} messages, {} re-requests answered",
@@ -236,14 +255,14 @@ pub fn publish(
         }
     }
     r.elapsed_ns = MonoNanos::now().as_nanos() - start;
-    if opts.progress {
+    if let Some(sink) = opts.progress {
         // The last per-second line stops short of the total; end on the final count.
-        eprintln!(
+        sink(&format!(
             "publish: {} / {} messages sent, {} re-requests answered so far",
             r.messages,
             data.len(),
             r.requests
-        );
+        ));
     }
 
     // Linger: heartbeats once per second (the first at once) and re-requests.
@@ -251,8 +270,9 @@ pub fn publish(
     let mut next_hb = MonoNanos::now().as_nanos();
     while MonoNanos::now().as_nanos() < linger_end && !stop.is_set() {
         if MonoNanos::now().as_nanos() >= next_hb {
-            if sock.send_to(&ex.heartbeat(), dst).is_ok() {
-                r.heartbeats += 1;
+            match sock.send_to(&ex.heartbeat(), dst) {
+                Ok(_) => r.heartbeats += 1,
+                Err(e) => r.send_failed(&e, dst),
             }
             next_hb += 1_000_000_000;
         }
@@ -260,7 +280,9 @@ pub fn publish(
         std::thread::sleep(Duration::from_micros(200));
     }
     for _ in 0..3 {
-        let _ = sock.send_to(&ex.end_of_session(), dst);
+        if let Err(e) = sock.send_to(&ex.end_of_session(), dst) {
+            r.send_failed(&e, dst);
+        }
     }
     Ok(r)
 }

@@ -18,6 +18,9 @@
 //! frame's STAMPS block, and the client stamps its own receive time; see the timestamp
 //! chain in `docs/market-data.md`.
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use crate::book::{Level, Side};
 
 /// Version byte written by this encoder (offset 1).

@@ -1,21 +1,23 @@
 //! The feed-handler core allocates nothing per message after warm-up: MoldUDP64
 //! packets of a synthetic exchange session (adds, executions, cancels, deletes,
-//! replaces, trades over 20 symbols) go through `FeedHandler::handle_packet` in order,
+//! replaces, trades over 20 symbols) go through `FeedHandler::handle_datagram` in order,
 //! sequencing, ITCH decoding, books and normalized updates included.
 //!
 //! The session is generated and packed before the count starts; the sink only counts
 //! and checks what it is given. Its own test binary, so the counting global allocator
 //! is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
 use tickwire_itch::{Message, PacketBuilder, Session};
 use tickwire_md::feed::{FeedConfig, FeedHandler};
 use tickwire_md::generator::{Generator, GeneratorConfig};
+use tickwire_rt::MonoNanos;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-const NOW: u64 = 1_000_000;
+const NOW: MonoNanos = MonoNanos(1_000_000);
 
 fn packets(msgs: &[Message]) -> Vec<Vec<u8>> {
     let mut b = PacketBuilder::new(Session::new("TEST0001").unwrap(), 1, 1400);
@@ -59,12 +61,12 @@ fn steady_state_feed_handling_allocates_nothing() {
         }
     };
     for p in &pkts[..warm] {
-        f.handle_packet(NOW, p, &mut sink);
+        f.handle_datagram(NOW, p, &mut sink);
     }
     let before = f.counters().messages;
     let (_, allocations) = allocations_during(|| {
         for p in &pkts[warm..] {
-            f.handle_packet(NOW, p, &mut sink);
+            f.handle_datagram(NOW, p, &mut sink);
         }
     });
     let measured = f.counters().messages - before;

@@ -6,17 +6,21 @@
 //! garbage. The receive timestamp is the same constant in every run, so streams are
 //! comparable byte for byte.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tickwire_itch::{
     AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
     StockDirectory, Symbol, MOLD_HEADER_LEN,
 };
 use tickwire_md::book::Level;
-use tickwire_md::feed::{FeedConfig, FeedHandler};
+use tickwire_md::feed::{FeedConfig, FeedHandler, MAX_CANDIDATES};
 use tickwire_md::generator::{Generator, GeneratorConfig};
 use tickwire_md::update::{self, Update};
+use tickwire_rt::MonoNanos;
 
 /// Receive time passed with every packet.
-const NOW: u64 = 1_000_000;
+const NOW: MonoNanos = MonoNanos(1_000_000);
 
 type Stream = Vec<(String, Vec<u8>)>;
 
@@ -61,6 +65,7 @@ fn answer(msgs: &[Message], req: RetransmitRequest) -> Vec<Vec<u8>> {
 
 fn config(depth_levels: usize) -> FeedConfig {
     FeedConfig {
+        session: Some(session()),
         depth_levels,
         order_capacity: 1 << 16,
         ..FeedConfig::default()
@@ -70,11 +75,11 @@ fn config(depth_levels: usize) -> FeedConfig {
 /// Hands `pkt` to the core, then answers every re-request at once (if `server`).
 fn deliver(f: &mut FeedHandler, stream: &mut Stream, pkt: &[u8], server: Option<&[Message]>) {
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
-    f.handle_packet(NOW, pkt, &mut sink);
+    f.handle_datagram(NOW, pkt, &mut sink);
     if let Some(msgs) = server {
-        while let Some(req) = f.poll_request() {
+        while let Some(req) = f.poll_transmit() {
             for p in answer(msgs, req) {
-                f.handle_packet(NOW, &p, &mut sink);
+                f.handle_datagram(NOW, &p, &mut sink);
             }
         }
     }
@@ -145,7 +150,7 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
     let msgs = messages(10, 8_000, 11);
     let pkts = packetize(session(), 1, &msgs, 600);
     let cfg = FeedConfig {
-        retransmit_timeout_ns: 1_000,
+        retransmit_timeout: std::time::Duration::from_nanos(1_000),
         max_retransmit_tries: 3,
         ..config(0)
     };
@@ -158,34 +163,34 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
     let first_lost = f.expected_sequence();
     let lost_count = u64::from(MoldHeader::decode(&pkts[lost_pkt]).unwrap().count);
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
-    f.handle_packet(NOW, &pkts[lost_pkt + 1], &mut sink);
-    let req = f.poll_request().expect("gap re-requested");
+    f.handle_datagram(NOW, &pkts[lost_pkt + 1], &mut sink);
+    let req = f.poll_transmit().expect("gap re-requested");
     assert_eq!(
         (req.sequence, u64::from(req.count)),
         (first_lost, lost_count)
     );
     assert_eq!(f.counters().gaps, 1);
-    assert_eq!(f.poll_timeout(), Some(NOW + 1_000));
+    assert_eq!(f.poll_timeout(), Some(NOW.add_nanos(1_000)));
 
     // Early and spurious timeouts do nothing.
-    f.handle_timeout(NOW + 999, &mut sink);
-    assert!(f.poll_request().is_none());
+    f.handle_timeout(NOW.add_nanos(999), &mut sink);
+    assert!(f.poll_transmit().is_none());
     // Two more tries, then the range is declared lost.
     for k in 1..3u64 {
-        f.handle_timeout(NOW + k * 1_000, &mut sink);
-        assert_eq!(f.poll_request(), Some(req));
+        f.handle_timeout(NOW.add_nanos(k * 1_000), &mut sink);
+        assert_eq!(f.poll_transmit(), Some(req));
         assert_eq!(f.counters().lost, 0);
     }
     let published_before = f.counters().published;
-    f.handle_timeout(NOW + 3_000, &mut sink);
-    assert!(f.poll_request().is_none());
+    f.handle_timeout(NOW.add_nanos(3_000), &mut sink);
+    assert!(f.poll_transmit().is_none());
     assert!(f.poll_timeout().is_none());
     assert_eq!(f.counters().lost, lost_count);
     assert_eq!(f.counters().requests, 3);
     // The held packet was applied at once, and the rest of the session goes on.
     assert!(f.expected_sequence() > first_lost + lost_count);
     for p in &pkts[lost_pkt + 2..] {
-        f.handle_packet(NOW, p, &mut sink);
+        f.handle_datagram(NOW, p, &mut sink);
     }
     let c = *f.counters();
     assert_eq!(c.messages + c.lost, msgs.len() as u64);
@@ -271,8 +276,11 @@ fn malformed_packets_are_counted_and_dropped_whole() {
     assert!(rounds > 0);
     assert_eq!(c.truncated_packets, rounds);
     assert_eq!(c.bad_blocks, 4 * rounds);
-    assert_eq!(c.wrong_session, rounds);
-    assert_eq!(c.malformed, 6 * rounds);
+    assert_eq!(
+        c.foreign_session, rounds,
+        "another session is stray traffic"
+    );
+    assert_eq!(c.malformed, 5 * rounds, "and not counted as malformed");
     assert_eq!(c.gaps, 0);
     assert_eq!(c.messages, msgs.len() as u64);
     assert!(stream == clean_stream, "update streams differ");
@@ -280,27 +288,15 @@ fn malformed_packets_are_counted_and_dropped_whole() {
 }
 
 fn directory(locate: u16, name: &str) -> Message {
-    Message::from(StockDirectory {
-        header: Header {
-            stock_locate: locate,
-            tracking_number: 0,
-            timestamp: 1,
-        },
-        stock: Symbol::new(name).unwrap(),
-        market_category: b'Q',
-        financial_status_indicator: b'N',
-        round_lot_size: 100,
-        round_lots_only: b'N',
-        issue_classification: b'C',
-        issue_sub_type: *b"Z ",
-        authenticity: b'P',
-        short_sale_threshold_indicator: b'N',
-        ipo_flag: b'N',
-        luld_reference_price_tier: b'1',
-        etp_flag: b'N',
-        etp_leverage_factor: 0,
-        inverse_indicator: b'N',
-    })
+    let header = Header {
+        stock_locate: locate,
+        tracking_number: 0,
+        timestamp: 1,
+    };
+    Message::from(StockDirectory::common_stock(
+        header,
+        Symbol::new(name).unwrap(),
+    ))
 }
 
 fn add(locate: u16, order_ref: u64, side: Side, price: u32) -> Message {
@@ -372,7 +368,7 @@ fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
     };
     deliver(&mut f, &mut stream, &hb.to_bytes(), None);
     assert_eq!(f.counters().heartbeats, 1);
-    let req = f.poll_request().expect("heartbeat revealed the gap");
+    let req = f.poll_transmit().expect("heartbeat revealed the gap");
     assert_eq!((req.sequence, req.count), (missing.sequence, missing.count));
     deliver(&mut f, &mut stream, &pkts[2], None);
     assert!(!f.recovering());
@@ -411,7 +407,7 @@ fn generator_sessions_never_cross_the_book() {
         }
     };
     for p in &pkts {
-        f.handle_packet(NOW, p, &mut sink);
+        f.handle_datagram(NOW, p, &mut sink);
     }
     assert!(quotes > 1000);
     assert_eq!(f.books().unknown_refs, 0);
@@ -422,4 +418,229 @@ fn generator_sessions_never_cross_the_book() {
             assert!(t.bid.price < t.ask.price);
         }
     }
+}
+
+// Issue 12 item 4: stray and spoofed datagrams (regression tests, fake clock).
+
+/// `config(0)` without an expected session: the core must choose one itself.
+fn auto_config() -> FeedConfig {
+    FeedConfig {
+        session: None,
+        ..config(0)
+    }
+}
+
+/// The lossless run's stream and books, to compare an attacked run with.
+fn reference(msgs: &[Message], pkts: &[Vec<u8>]) -> (FeedHandler, Stream) {
+    lossless(msgs, pkts, 0)
+}
+
+/// A valid one-message packet of `session` at `seq` (a directory message, so that
+/// applying it would register a symbol: its effect would show).
+fn stray(session: Session, seq: u64) -> Vec<u8> {
+    let mut b = PacketBuilder::new(session, seq, 1400);
+    b.push_message(&directory(1, "EVIL")).unwrap();
+    b.finish().to_vec()
+}
+
+#[test]
+fn foreign_session_datagram_first_does_not_drop_the_real_feed() {
+    let msgs = messages(5, 3_000, 31);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let (clean, clean_stream) = reference(&msgs, &pkts);
+    let evil = Session::new("EVIL00001").unwrap();
+    for cfg in [auto_config(), config(0)] {
+        let expected_session = cfg.session;
+        let mut f = FeedHandler::new(cfg).unwrap();
+        let mut stream = Stream::new();
+        deliver(&mut f, &mut stream, &stray(evil, 1), Some(&msgs));
+        for (i, p) in pkts.iter().enumerate() {
+            deliver(&mut f, &mut stream, p, Some(&msgs));
+            if i == 1 {
+                // Another stray in the middle of the candidates' race.
+                deliver(&mut f, &mut stream, &stray(evil, 2), Some(&msgs));
+            }
+        }
+        let c = *f.counters();
+        let why = format!("session {expected_session:?}: {c:?}");
+        assert_eq!(f.session(), Some(session()), "{why}");
+        assert_eq!(c.foreign_session, 2, "{why}");
+        assert_eq!(c.malformed, 0, "{why}");
+        assert_eq!((c.lost, c.gaps, c.requests), (0, 0, 0), "{why}");
+        assert_eq!(c.messages, msgs.len() as u64, "{why}");
+        assert_eq!(c.published, clean.counters().published, "{why}");
+        assert!(
+            stream == clean_stream,
+            "every update of the real session: {why}"
+        );
+        assert_eq!(snapshot(&f, 5), snapshot(&clean, 5));
+    }
+}
+
+#[test]
+fn foreign_sessions_cannot_crowd_out_the_real_one_before_adoption() {
+    // Up to MAX_CANDIDATES - 2 new sessions between two real packets (more can delay
+    // adoption: the documented reason to set the session in production).
+    let msgs = messages(5, 3_000, 32);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let (_, clean_stream) = reference(&msgs, &pkts);
+    let mut f = FeedHandler::new(auto_config()).unwrap();
+    let mut stream = Stream::new();
+    // Strays of more sessions in all than there are candidate slots.
+    let per_round = (MAX_CANDIDATES - 2) as u64;
+    for (i, p) in pkts.iter().enumerate() {
+        if i < 3 {
+            for k in 0..per_round {
+                let name = format!("X{i}{k}");
+                deliver(
+                    &mut f,
+                    &mut stream,
+                    &stray(Session::new(&name).unwrap(), 1),
+                    None,
+                );
+            }
+        }
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let c = *f.counters();
+    assert_eq!(f.session(), Some(session()), "{c:?}");
+    assert_eq!(c.foreign_session, 3 * per_round, "{c:?}");
+    assert_eq!((c.lost, c.gaps), (0, 0), "{c:?}");
+    assert!(stream == clean_stream);
+}
+
+#[test]
+fn datagram_claiming_seq_plus_a_billion_is_suspect_and_the_stream_goes_on() {
+    // A slow stream: every packet is followed by enough time for any re-request to
+    // time out (and be declared lost, had the spoof opened a gap).
+    let msgs = messages(5, 2_000, 33);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (clean, clean_stream) = reference(&msgs, &pkts);
+    for (cfg, spoof_at) in [
+        (config(0), 0usize),
+        (config(0), 10),
+        (auto_config(), 0),
+        (auto_config(), 10),
+    ] {
+        let auto = cfg.session.is_none();
+        let cfg = FeedConfig {
+            retransmit_timeout: std::time::Duration::from_nanos(1_000),
+            ..cfg
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
+        let mut stream = Stream::new();
+        let mut now = NOW;
+        let mut requests = Vec::new();
+        for (i, p) in pkts.iter().enumerate() {
+            let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+            if i == spoof_at {
+                let seq = f.expected_sequence() + 1_000_000_000;
+                f.handle_datagram(now, &stray(session(), seq), &mut sink);
+            }
+            f.handle_datagram(now, p, &mut sink);
+            for _ in 0..5 {
+                now = now.add_nanos(10_000);
+                f.handle_timeout(now, &mut sink);
+                requests.extend(std::iter::from_fn(|| f.poll_transmit()));
+            }
+        }
+        let c = *f.counters();
+        let why = format!("auto {auto}, spoof before packet {spoof_at}: {c:?}");
+        assert_eq!(c.suspect_jumps, 1, "{why}");
+        assert_eq!(c.accepted_jumps, 0, "{why}");
+        assert_eq!((c.lost, c.gaps, c.duplicates), (0, 0, 0), "{why}");
+        assert!(requests.is_empty(), "no re-request at all: {requests:?}");
+        assert_eq!(c.messages, msgs.len() as u64, "{why}");
+        assert_eq!(f.expected_sequence(), msgs.len() as u64 + 1, "{why}");
+        assert!(
+            without_receive_time(stream) == without_receive_time(clean_stream.clone()),
+            "every update of the real stream: {why}"
+        );
+        assert_eq!(snapshot(&f, 5), snapshot(&clean, 5));
+        assert!(
+            f.symbol(1) != Some(b"EVIL    "),
+            "the spoof was never applied"
+        );
+    }
+}
+
+#[test]
+fn a_jump_confirmed_by_the_stream_is_followed_without_a_rerequest_storm() {
+    // The exchange really jumped (or the feed joined late): packets far ahead keep
+    // coming and the old position never shows life again.
+    let msgs = messages(5, 2_000, 34);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let far = 1_000_000_000u64;
+    let moved = packetize(session(), far, &msgs, 300);
+    let mut f = FeedHandler::new(config(0)).unwrap();
+    let mut stream = Stream::new();
+    for p in &pkts[..5] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let at = f.expected_sequence();
+    for (i, p) in moved.iter().enumerate() {
+        deliver(&mut f, &mut stream, p, None);
+        if i < 2 {
+            assert_eq!(
+                f.expected_sequence(),
+                at,
+                "not believed after {} packets",
+                i + 1
+            );
+        }
+    }
+    let c = *f.counters();
+    assert_eq!(c.suspect_jumps, 3, "{c:?}");
+    assert_eq!(c.accepted_jumps, 1, "{c:?}");
+    assert_eq!(
+        c.lost,
+        far - at,
+        "the skipped range is lost, not re-requested: {c:?}"
+    );
+    assert_eq!(c.requests, 0, "{c:?}");
+    assert_eq!(f.expected_sequence(), far + msgs.len() as u64);
+    // And joining far into a session before any session was adopted does the same.
+    let mut g = FeedHandler::new(auto_config()).unwrap();
+    let mut s2 = Stream::new();
+    for p in &moved {
+        deliver(&mut g, &mut s2, p, None);
+    }
+    let c = *g.counters();
+    assert_eq!(
+        (c.accepted_jumps, c.suspect_jumps, c.requests),
+        (1, 0, 0),
+        "{c:?}"
+    );
+    assert_eq!(c.lost, far - 1);
+    assert_eq!(c.messages, msgs.len() as u64);
+}
+
+#[test]
+fn suspect_packets_are_bounded_and_never_opened_a_gap() {
+    // A spoofer sending far-ahead packets between every real packet never gets
+    // `confirm_packets` in a row; each is dropped and the stream is whole.
+    let msgs = messages(5, 3_000, 35);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let (_, clean_stream) = reference(&msgs, &pkts);
+    let mut f = FeedHandler::new(config(0)).unwrap();
+    let mut stream = Stream::new();
+    for (i, p) in pkts.iter().enumerate() {
+        deliver(&mut f, &mut stream, p, Some(&msgs));
+        let seq = f.expected_sequence() + 5_000_000 + 1_000 * i as u64;
+        deliver(&mut f, &mut stream, &stray(session(), seq), Some(&msgs));
+        deliver(&mut f, &mut stream, &stray(session(), seq + 1), Some(&msgs));
+    }
+    let c = *f.counters();
+    assert_eq!(c.suspect_jumps, 2 * pkts.len() as u64, "{c:?}");
+    assert_eq!((c.accepted_jumps, c.requests, c.gaps, c.lost), (0, 0, 0, 0));
+    assert!(stream == clean_stream);
+}
+
+/// The stream with each update's receive timestamp zeroed (for runs whose fake clock
+/// advances).
+fn without_receive_time(mut s: Stream) -> Stream {
+    for (_, p) in &mut s {
+        p[32..40].fill(0);
+    }
+    s
 }

@@ -4,6 +4,11 @@
 //! written here (a map of live orders and per-symbol price levels), which fails on the
 //! first message that breaks an exchange invariant.
 
+// A test reports what it generated (visible with --nocapture): tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proptest::prelude::*;

@@ -9,6 +9,9 @@
 //!
 //! Run: `cargo bench -p tickwire-router --bench index -- --warm-up-time 1 --measurement-time 3`
 
+// A bench fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;

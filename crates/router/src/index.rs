@@ -27,6 +27,9 @@
 //! vector. Patterns and topics must already be validated by
 //! [`tickwire_wire::topic::validate_pattern`] / [`tickwire_wire::topic::validate_topic`].
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 
 use tickwire_wire::topic::{segments, Segment};
@@ -368,6 +371,7 @@ impl SubscriptionIndex {
         }
         // A topic of 250 bytes has at most 125 levels, so exhausting u32 node ids
         // would need ~34 million distinct patterns' worth of memory first.
+        #[allow(clippy::expect_used)]
         let id = NodeId(u32::try_from(self.nodes.len()).expect("fewer than 2^32 trie nodes"));
         self.nodes.push(Node::default());
         id

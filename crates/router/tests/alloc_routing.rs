@@ -4,6 +4,7 @@
 //! (`poll_transmit`, `egress`, `handle_written`) run, without a single allocation.
 //!
 //! Its own test binary, so the counting global allocator is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 

@@ -1,6 +1,7 @@
 //! The router core's counters, stats document and slot reuse, checked in the core's
 //! own tests (found by the mutation-testing pass, docs/testing.md: the cross-process
 //! tests in crates/tickwire covered these, the router crate's own tests did not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 

@@ -1,6 +1,7 @@
 //! Prefix patterns of the same length share a per-length count in the trie node
 //! (found by the mutation-testing pass, docs/testing.md: removing one of two same-length
 //! prefixes must leave the other matching).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tickwire_router::index::{Slot, SubscriptionIndex};
 

@@ -18,6 +18,7 @@ impl Default for Latency {
 impl Latency {
     pub fn new() -> Latency {
         // Constant, valid bounds (1 <= low, high >= 2 * low, sigfig <= 5): cannot fail.
+        #[allow(clippy::expect_used)]
         let hist = Histogram::new_with_bounds(1, MAX_NS, 3).expect("valid histogram bounds");
         Latency { hist }
     }

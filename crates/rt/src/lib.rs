@@ -8,6 +8,7 @@
 pub mod idle;
 pub mod latency;
 pub mod pacing;
+pub mod paths;
 pub mod pin;
 pub mod progress;
 pub mod stop;

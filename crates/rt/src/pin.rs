@@ -4,6 +4,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Pins the calling thread to `cpu` (sched_setaffinity); returns false (and warns once
 /// per process) if it cannot.
+// A known exception to "libraries never print" (ARCHITECTURE.md, Invariants): the
+// once-per-process warning on stderr that the bench drivers relied on when this lived in
+// tickwire-bench. To be returned to the caller instead.
+#[allow(clippy::print_stderr)]
 pub fn pin_current_thread(cpu: usize) -> bool {
     static WARNED: AtomicBool = AtomicBool::new(false);
     let mut set = rustix::thread::CpuSet::new();

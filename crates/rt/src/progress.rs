@@ -1,37 +1,36 @@
-//! A progress line on stderr at most once per second.
+//! A progress line at most once per second, handed to the caller's sink.
+//!
+//! Libraries never print: a driver that reports progress takes a `fn(&str)` from its
+//! caller (the binary passes one that writes to stderr) and gives it to [`Progress`].
 
 use std::time::{Duration, Instant};
 
-/// Prints a progress line to stderr at most once per second.
+/// Hands a progress line to its sink at most once per second.
 #[derive(Debug)]
 pub struct Progress {
     last: Instant,
-}
-
-impl Default for Progress {
-    fn default() -> Self {
-        Progress::new()
-    }
+    sink: fn(&str),
 }
 
 impl Progress {
-    /// The first line comes one second after this.
-    pub fn new() -> Progress {
+    /// The first line comes one second after this; every line goes to `sink`.
+    pub fn new(sink: fn(&str)) -> Progress {
         Progress {
             last: Instant::now(),
+            sink,
         }
     }
 
-    /// Prints `line()` if a second has passed since the last line; `line` is only
-    /// called then, so formatting costs nothing on the other calls (one clock read).
+    /// Hands `line()` to the sink if a second has passed since the last line; `line` is
+    /// only called then, so formatting costs nothing on the other calls (one clock read).
     pub fn tick(&mut self, line: impl FnOnce() -> String) {
         if let Some(l) = self.due(Instant::now(), line) {
-            eprintln!("{l}");
+            (self.sink)(&l);
         }
     }
 
-    /// The line to print at `now`, if a second has passed since the last one (`line`
-    /// is only called then). Split from [`Progress::tick`] so tests can pass the time.
+    /// The line due at `now`, if a second has passed since the last one (`line` is
+    /// only called then). Split from [`Progress::tick`] so tests can pass the time.
     fn due(&mut self, now: Instant, line: impl FnOnce() -> String) -> Option<String> {
         if now.duration_since(self.last) >= Duration::from_secs(1) {
             self.last = now;
@@ -50,7 +49,10 @@ mod tests {
     fn progress_calls_the_closure_at_most_once_per_second() {
         // Times are passed in, so the test does not depend on how fast the machine is.
         let t0 = Instant::now();
-        let mut p = Progress { last: t0 };
+        let mut p = Progress {
+            last: t0,
+            sink: |_| {},
+        };
         let mut calls = 0;
         let mut at = |p: &mut Progress, ms: u64| {
             p.due(t0 + Duration::from_millis(ms), || {

@@ -22,6 +22,9 @@ impl StopFlag {
     /// Installs the signal handling (first call only) and returns the flag. If that
     /// fails, warns and returns a flag that only [`StopFlag::set`] sets (Ctrl-C then
     /// kills the process, and its process group with it).
+    // A known exception to "libraries never print" (ARCHITECTURE.md, Invariants): the
+    // process-wide Ctrl-C handling the binary installs says on stderr what a signal did.
+    #[allow(clippy::print_stderr)]
     pub fn install() -> StopFlag {
         let flag = STOP.get_or_init(|| {
             let flag = Arc::new(AtomicBool::new(false));
@@ -60,6 +63,8 @@ impl StopFlag {
 
 /// Receives SIGINT/SIGTERM on a thread of its own (not in a signal handler, so it may
 /// print, run `kill` and exit).
+// The same known exception as `StopFlag::install`: the user is told what Ctrl-C did.
+#[allow(clippy::print_stderr)]
 fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])

@@ -18,7 +18,12 @@ same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md)
              the feed handler and router to measuring clients
   tick-to-trade  FIX 35=X market data in, 35=D order out: latency and the algo's CPU per
              tick; tickwire's FIX engine vs a raw-socket floor vs QuickFIX, side by side
-Every command prints a table; --json FILE and --plot FILE.svg write full results.";
+Every command prints a table; --json FILE and --plot FILE.svg write full results.
+
+Examples:
+  tickwire bench pingpong                               # latency vs size, 3 transports
+  tickwire bench fanout --duration 30s --json fan.json  # fan-out, results as JSON
+  tickwire bench tick-to-trade --compare builtin,raw    # FIX engine vs raw floor";
 
 #[derive(Args)]
 #[command(after_help = BENCH_HELP)]

@@ -16,6 +16,7 @@ use tickwire_rt::MonoNanos;
 use anyhow::Context;
 use clap::Args;
 use hdrhistogram::Histogram;
+use tickwire_bench::stats::{Counters, SeqTracker};
 use tickwire_client::{Client, ClientOptions, Wait};
 use tickwire_router::{Config, IdleStrategy, Router};
 use tickwire_wire::frame::PublishOptions;
@@ -52,13 +53,19 @@ simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data 
 It runs twice, side by side: tickwire's FIX engine with its durable file store, then a
 raw-socket responder with no FIX engine (the floor). The report gives latency from each
 X's intended send time to its order, and the CPU each algo spent per tick. The full
-test: `tickwire bench tick-to-trade`.";
+test: `tickwire bench tick-to-trade`.
+
+Examples:
+  tickwire demo                                   # the whole tour (about 20 s)
+  tickwire demo --duration 2s --no-market-data --no-tick-to-trade   # pub/sub only
+  tickwire demo --rate 50k --idle spin            # busier, lowest-latency router
+  tickwire demo --duration 1m                     # a longer pub/sub part";
 
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]
 pub struct DemoArgs {
-    /// Seconds of traffic.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds).
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::units::parse_secs)]
     duration: f64,
     /// Total messages per second over both publishers (e.g. 20000, 50k).
     #[arg(long, default_value = "20k", value_parser = parse_rate, value_name = "RATE")]
@@ -116,11 +123,10 @@ fn topic_index(t: &str) -> Option<usize> {
 
 #[derive(Default)]
 struct SubResult {
-    received: u64,
+    /// Received, gaps, duplicates and out of order, per topic by the bench's
+    /// [`SeqTracker`] (a message on a topic it does not know counts as out of order).
+    counters: Counters,
     discarded: u64,
-    gaps: u64,
-    duplicates: u64,
-    out_of_order: u64,
     latency: Option<Histogram<u64>>,
     router_hop: Option<Histogram<u64>>,
 }
@@ -128,7 +134,7 @@ struct SubResult {
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         a.duration > 0.0 && a.duration <= 3600.0,
-        "--duration must be between 0 and 3600 seconds"
+        "--duration must be above 0 and at most 1h"
     );
     anyhow::ensure!(a.rate > 0, "--rate must be above 0 for the demo");
     let cfg = Config {
@@ -354,12 +360,12 @@ fn subscriber(
         router_hop: Some(new_hist()?),
         ..SubResult::default()
     };
-    let mut next_seq = vec![0u64; MD_TOPICS.len() + ORDER_TOPICS.len()];
+    let mut trackers = vec![SeqTracker::default(); MD_TOPICS.len() + ORDER_TOPICS.len()];
     let mut grace_end: Option<Instant> = None;
     loop {
         let want = expected[i].load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
-            if r.received >= want {
+            if r.counters.received >= want {
                 break;
             }
             let end = *grace_end.get_or_insert_with(|| Instant::now() + Duration::from_secs(3));
@@ -371,11 +377,10 @@ fn subscriber(
         let (Some(lat), Some(hop)) = (lat, hop) else {
             break;
         };
-        let mut counts = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (counters, discarded) = (&mut r.counters, &mut r.discarded);
         c.poll(Wait::Timeout(Duration::from_millis(20)), |m| {
             let now = MonoNanos::now().as_nanos();
-            counts.0 += 1;
-            counts.1 += m.discarded();
+            *discarded += m.discarded();
             let p = m.payload();
             let seq = u64::from_le_bytes(p[..8].try_into().unwrap_or([0; 8]));
             let intended = u64::from_le_bytes(p[8..16].try_into().unwrap_or([0; 8]));
@@ -383,26 +388,15 @@ fn subscriber(
             if let Some(st) = m.stamps() {
                 hop.saturating_record(st.router_out.saturating_sub(st.router_in));
             }
-            if let Some(t) = topic_index(m.topic()) {
-                let want = next_seq[t];
-                if seq == want {
-                    next_seq[t] = seq + 1;
-                } else if seq > want {
-                    counts.2 += seq - want;
-                    next_seq[t] = seq + 1;
-                } else {
-                    counts.3 += 1;
+            match topic_index(m.topic()) {
+                Some(t) => trackers[t].observe(seq, 1, counters),
+                None => {
+                    counters.received += 1;
+                    counters.out_of_order += 1;
                 }
-            } else {
-                counts.4 += 1;
             }
         })
         .with_context(|| format!("subscriber {} receiving", s.name))?;
-        r.received += counts.0;
-        r.discarded += counts.1;
-        r.gaps += counts.2;
-        r.duplicates += counts.3;
-        r.out_of_order += counts.4;
     }
     c.close().ok();
     Ok(r)
@@ -452,9 +446,10 @@ fn report(
     let mut hop_all = new_hist().ok();
     let mut ok = true;
     for (i, (s, r)) in SUBS.iter().zip(results).enumerate() {
+        let c = &r.counters;
         let want = expected[i].load(Ordering::Acquire);
-        let lost = want.saturating_sub(r.received);
-        ok &= lost == 0 && r.duplicates == 0 && r.out_of_order == 0 && r.received == want;
+        let lost = want.saturating_sub(c.received);
+        ok &= lost == 0 && c.duplicates == 0 && c.out_of_order == 0 && c.received == want;
         let Some(h) = &r.latency else { continue };
         if let (Some(all), Some(hop_all), Some(hop)) = (&mut all, &mut hop_all, &r.router_hop) {
             all.add(h).ok();
@@ -465,18 +460,18 @@ fn report(
             s.name,
             s.patterns.join(" "),
             want,
-            r.received,
+            c.received,
             lost,
-            r.duplicates,
+            c.duplicates,
             us(h.value_at_quantile(0.5)),
             us(h.value_at_quantile(0.99)),
             us(h.value_at_quantile(0.999)),
             us(h.max()),
         );
-        if r.discarded > 0 || r.gaps > 0 || r.out_of_order > 0 {
+        if r.discarded > 0 || c.gaps > 0 || c.out_of_order > 0 {
             println!(
                 "         discarded by router: {}, sequence gaps: {}, out of order: {}",
-                r.discarded, r.gaps, r.out_of_order
+                r.discarded, c.gaps, c.out_of_order
             );
         }
     }

@@ -2,12 +2,15 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
-use tickwire_md::feed::FeedConfig;
-use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions};
+use tickwire_md::feed::{FeedConfig, Session};
+use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions, HandlerReport, Second};
 use tickwire_rt::IdleStrategy;
 use tickwire_rt::StopFlag;
+
+use crate::units::parse_duration;
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -23,10 +26,24 @@ exchange timestamp and the feed handler's receive time, and the router frame's S
 block (publish, router in, router out) for per-hop latency.
 
 Once a second it prints: packets, messages, gaps, recovered, lost, published.
-Stops at End of Session (unless --keep-running) or Ctrl-C.
+Stops at End of Session (unless --keep-running) or Ctrl-C, then prints every counter
+(sequencing, stray traffic, bad input, books) and, if messages were lost, why.
+
+Stray traffic: with --session NAME only that MoldUDP64 session is followed; other
+sessions are counted (foreign_session) and ignored. Without it, the first session
+whose --confirm-packets packets have plausible sequence numbers is adopted (one stray
+datagram arriving first is not enough). A packet more than --max-jump messages ahead
+of the highest sequence known is suspect (suspect_jumps): it is ignored unless
+--confirm-packets such packets agree while the old position shows no life; the jump is
+then followed (accepted_jumps) and the skipped messages counted lost, never
+re-requested.
+
+Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
+the report says why); 1 an error (router unreachable, socket error, bad option).
 
 Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
+  tickwire feed --group 239.1.1.1:26400 --session TICKWIRE01   # only this session
   tickwire sub 'md/NASDAQ/AAPL/>'";
 
 #[derive(Args)]
@@ -50,12 +67,33 @@ pub struct FeedArgs {
     /// Idle strategy: spin (lowest latency, uses a core) or block.
     #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
     idle: IdleStrategy,
-    /// Re-request timeout in milliseconds before asking again.
-    #[arg(long, value_name = "MS", default_value_t = 50)]
-    retransmit_timeout_ms: u64,
+    /// How long to wait for a re-request's answer before asking again: 50ms, 1s.
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_duration)]
+    retransmit_timeout: Duration,
+    /// The old spelling of --retransmit-timeout, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        hide = true,
+        conflicts_with = "retransmit_timeout"
+    )]
+    retransmit_timeout_ms: Option<u64>,
     /// Re-requests per missing range before it is counted as lost.
     #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
+    /// The MoldUDP64 session to follow (default: the first one confirmed by
+    /// --confirm-packets packets).
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
+    /// Largest believable jump ahead of the highest known sequence number, in messages.
+    #[arg(long, value_name = "MESSAGES", default_value_t = FeedConfig::default().max_jump)]
+    max_jump: u64,
+    /// Packets that must agree before a session is adopted or a larger jump believed (1-16).
+    #[arg(long, value_name = "N", default_value_t = FeedConfig::default().confirm_packets)]
+    confirm_packets: usize,
+    /// Packets held ahead of a gap while it is re-requested; more are dropped (overflow).
+    #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_held_packets)]
+    max_held: usize,
     /// Keep running after End of Session.
     #[arg(long)]
     keep_running: bool,
@@ -68,10 +106,23 @@ pub struct FeedArgs {
 }
 
 pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
+    let session = a
+        .session
+        .as_deref()
+        .map(Session::new)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--session {:?}: {e}", a.session.unwrap_or_default()))?;
     let feed = FeedConfig {
+        session,
+        max_jump: a.max_jump,
+        confirm_packets: a.confirm_packets,
+        max_held_packets: a.max_held,
         venue: a.venue,
         depth_levels: a.depth,
-        retransmit_timeout_ns: a.retransmit_timeout_ms * 1_000_000,
+        retransmit_timeout: match a.retransmit_timeout_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => a.retransmit_timeout,
+        },
         max_retransmit_tries: a.retransmit_tries,
         ..FeedConfig::default()
     };
@@ -85,13 +136,34 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,
-        print_counters: !a.quiet,
+        on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
     let stop = StopFlag::install();
     let r = run(&opts, &stop)?;
+    print!("{}", summary(&r));
     let c = &r.counters;
-    println!(
-        "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}",
+    if c.lost > 0 {
+        eprint!("{}", why_lost(&r, &opts));
+    }
+    Ok(if c.lost > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Every counter, as `name value` pairs separated by ` · `, four lines.
+fn summary(r: &HandlerReport) -> String {
+    let c = &r.counters;
+    let session = r.session.map_or_else(
+        || "none".to_string(),
+        |s| s.to_string().trim_end().to_string(),
+    );
+    format!(
+        "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
+         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · request_send_errors {}\n\
+         truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
+         unpublished {} · unknown_refs {}\n",
         c.packets,
         c.messages,
         c.gaps,
@@ -101,11 +173,63 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         c.malformed,
         r.published,
         r.requests_sent,
-        if r.end_of_session { " · end of session" } else { "" }
+        if r.end_of_session { " · end of session" } else { "" },
+        c.heartbeats,
+        c.overflow,
+        c.foreign_session,
+        c.suspect_jumps,
+        c.accepted_jumps,
+        r.request_send_errors,
+        c.truncated_packets,
+        c.bad_blocks,
+        c.unknown_types,
+        c.bad_messages,
+        c.unpublished,
+        r.unknown_refs,
+    )
+}
+
+/// The counters that explain lost messages, in words.
+fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
+    let c = &r.counters;
+    let mut s = format!("feed: {} messages lost:\n", c.lost);
+    if c.overflow > 0 {
+        s += &format!(
+            "  {} packets ahead of a gap were dropped because {} were already held \
+             (--max-held); each became a gap of its own\n",
+            c.overflow, opts.feed.max_held_packets
+        );
+    }
+    if c.accepted_jumps > 0 {
+        s += &format!(
+            "  {} confirmed jumps of more than {} messages were followed; what they skipped \
+             is lost (--max-jump)\n",
+            c.accepted_jumps, opts.feed.max_jump
+        );
+    }
+    if r.request_send_errors > 0 {
+        s += &format!(
+            "  {} re-requests could not be sent: {}\n",
+            r.request_send_errors,
+            r.first_request_error.as_deref().unwrap_or("?")
+        );
+    }
+    s += &format!(
+        "  {} re-requests were sent to {} and {} missing messages came back; the rest went \
+         unanswered after {} tries {} ms apart (is the re-request server running? --request)\n",
+        r.requests_sent,
+        opts.request_to,
+        c.recovered,
+        opts.feed.max_retransmit_tries,
+        opts.feed.retransmit_timeout.as_millis()
     );
-    Ok(if c.lost > 0 {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    s
+}
+
+/// The feed's per-second counter line (stderr), as the handler reports each second.
+fn print_second(s: &Second) {
+    eprintln!(
+        "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
+        s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+    );
 }

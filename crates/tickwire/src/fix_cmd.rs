@@ -12,18 +12,28 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use tickwire_fix::codec::{MessageRef, SOH};
 use tickwire_fix::settings::{ConnectionType, Settings};
-use tickwire_fix_engine::{Application, Ctx, Engine, Handle, SessionKey};
+use tickwire_fix_engine::{Application, Ctx, Engine, EngineOptions, Handle, SessionKey};
 
 const FIX_ABOUT: &str = "\
 Run a FIX acceptor or initiator from a QuickFIX settings file.
 
 tickwire's FIX engine reads QuickFIX's session settings format as is ([DEFAULT] and
 [SESSION] sections, the same keys), so a QuickFIX configuration can be reused. Keys
-QuickFIX knows but tickwire does not implement are reported and ignored; unknown keys
-are an error. tickwire's own keys start with 'Tickwire':
+QuickFIX knows but tickwire does not implement are reported and ignored, except the
+TLS keys (SocketUseSSL=Y, SSL*, certificates), which refuse to start: tickwire has no
+TLS and will not run in clear text a session configured for it. Unknown keys are an
+error. AllowedRemoteAddresses is enforced (a Logon from another address is closed
+without a reply). tickwire's own keys start with 'Tickwire':
   TickwireIdleStrategy=block|spin    wait in epoll (default) or busy-poll
   TickwireStoreSync=every|batched|os file store fdatasync policy (default os)
   TickwireStoreSyncBatch=N           messages per fdatasync with 'batched'
+  TickwireMaxLogonLength=BYTES       longest first message (Logon) buffered before
+                                     Logon (default 8192)
+  TickwireMaxPendingConnections=N    connections waiting for their Logon; more are
+                                     closed at accept (default 64)
+
+A file store whose store.log was deleted, emptied or truncated (store.seqnums records
+more) refuses to start; --reset-lost-store starts it over at sequence 1/1.
 
 Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
   READY acceptor <addr>... | READY initiator
@@ -82,6 +92,12 @@ another: each command uses the sessions of its ConnectionType):
   SocketConnectHost=127.0.0.1
   SocketConnectPort=9878
 
+Examples:
+  tickwire fix acceptor --config fix.cfg --app echo      # the venue side, echoing
+  tickwire fix initiator --config fix.cfg                # the client side; type
+                                                         # '35=D|11=ORD1|...' to send
+  tickwire fix acceptor --config fix.cfg --no-out        # print only what arrives
+
 More: docs/fix.md (\"Engine and CLI\").";
 
 /// `tickwire fix ...`
@@ -113,6 +129,11 @@ struct RunArgs {
     /// Do not print OUT lines (messages sent).
     #[arg(long)]
     no_out: bool,
+    /// Start a session whose file store log was lost, emptied or truncated over at
+    /// sequence 1/1 (without it, such a store refuses to start: the counterparty would
+    /// see sequence numbers reused).
+    #[arg(long)]
+    reset_lost_store: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -153,7 +174,11 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         body: Vec::new(),
         line: Vec::new(),
     };
-    let mut engine = Engine::from_settings(&settings, app)
+    let opts = EngineOptions {
+        reset_lost_stores: a.reset_lost_store,
+        ..EngineOptions::from_settings(&settings)
+    };
+    let mut engine = Engine::from_settings_with(&settings, app, opts)
         .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))?;
     let stop = engine.stop_flag();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -63,6 +63,13 @@ retransmission: a feed handler must recover every gap.
 --restamp rewrites each message's ITCH timestamp to its scheduled send time (UTC time of
 day), so exchange-to-feed-handler latency can be measured on one host.
 
+Start `md capture` and `feed` before publishing: publish sends the session once, to
+whoever is listening then.
+
+Exit codes: 0 every datagram was sent (also after Ctrl-C, which the report says); 1 a
+datagram could not be sent (the report prints how many and why the first failed) or
+an error (unreadable file, bad option, re-request port in use).
+
 Examples:
   tickwire md publish --file day.itch --group 239.1.1.1:26400
   tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x --loss 0.01 --seed 3";
@@ -79,8 +86,10 @@ struct PublishArgs {
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k.
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
-    /// Where to receive re-requests (default: 127.0.0.1, the group's port + 1).
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
+    /// group's port + 1). The same flag as `feed --request` (`--request-listen` is the
+    /// old spelling).
+    #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 characters).
     #[arg(long, default_value = "TICKWIRE01")]
@@ -112,10 +121,13 @@ Market data tools (NASDAQ TotalView-ITCH 5.0 over MoldUDP64):
   capture    record a multicast group's datagrams into a pcap file (ns timestamps)
 Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`.
 
-A session end to end on one host:
+A session end to end on one host (capture first: it records only what it hears):
   tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch
   tickwire md capture --group 239.1.1.1:26400 --out day.pcap &
-  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x";
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x
+
+Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
+datagram that could not be sent).";
 
 #[derive(Args)]
 #[command(after_help = MD_HELP)]
@@ -178,7 +190,7 @@ fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
         interface: a.interface,
         duration: a.duration,
         max_packets: a.count,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = capture(&opts, &a.out, &stop)?;
     println!(
@@ -255,7 +267,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         restamp: a.restamp,
         linger: a.linger,
         max_packet: a.max_packet,
-        progress: true,
+        progress: Some(print_progress),
     };
     let r = publish(data, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
@@ -275,6 +287,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         r.requests, r.retransmitted_messages, r.bad_requests
     );
     println!("heartbeats    {}", r.heartbeats);
+    println!("send errors   {}", r.send_errors);
     if !r.lateness.is_empty() {
         let l = r.lateness.summary();
         println!(
@@ -285,9 +298,18 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     if r.stopped {
         println!("stopped by Ctrl-C before the end of the session");
     }
-    Ok(if r.send_errors > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    if r.send_errors > 0 {
+        eprintln!(
+            "md publish: {} datagrams could not be sent; the first: {}",
+            r.send_errors,
+            r.first_send_error.as_deref().unwrap_or("?")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the md and replay drivers' progress lines go: stderr, one line each.
+pub(crate) fn print_progress(line: &str) {
+    eprintln!("{line}");
 }

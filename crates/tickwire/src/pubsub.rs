@@ -129,9 +129,15 @@ level prefix ('md/NAS*/AAPL'); '>' as the last level matches one or more levels
 ('md/>'). A message matching several of the patterns is printed once.
 
 Output: one line per message, 'TOPIC PAYLOAD'. Payloads that are not printable
-UTF-8 are shown as hex; --hex forces hex; --json prints one JSON object per line
+UTF-8 are shown as hex; --hex forces hex; --print-json prints one JSON object per line
 ({\"topic\", \"payload\" or \"payload_hex\", \"discarded\"}). When the router had to
-drop messages because this subscriber read too slowly, a line says how many.";
+drop messages because this subscriber read too slowly, a line says how many.
+
+Examples:
+  tickwire sub 'md/NASDAQ/>' 'md/*/IBM'              # print matching messages
+  tickwire sub 'orders/>' --count 10 --print-json    # 10 messages as JSON lines
+  tickwire sub 'md/>' --quiet --count 1000000        # count and rate only
+  tickwire sub 'md/>' --router 10.0.0.5:7420        # another router";
 
 #[derive(Args)]
 #[command(after_help = SUB_HELP)]
@@ -148,11 +154,12 @@ pub struct SubArgs {
     /// Print payloads as hex.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON object per message.
-    #[arg(long, conflicts_with = "hex")]
-    json: bool,
+    /// Print one JSON object per message (`--json` is the old spelling: `--json FILE`
+    /// means "write results to FILE" in every other command).
+    #[arg(long, alias = "json", conflicts_with = "hex")]
+    print_json: bool,
     /// Print nothing per message; report the count (and rate) at the end.
-    #[arg(long, conflicts_with_all = ["hex", "json"])]
+    #[arg(long, conflicts_with_all = ["hex", "print_json"])]
     quiet: bool,
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-sub")]
@@ -201,7 +208,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             if a.quiet {
                 return;
             }
-            let r = print_message(&mut out, &m, a.hex, a.json);
+            let r = print_message(&mut out, &m, a.hex, a.print_json);
             if let Err(e) = r {
                 io_err = Some(e);
             }

@@ -18,6 +18,15 @@ start + (t_i - t_0) / speed, an absolute schedule: a late send never delays the
 ones after it. The report gives the replay's own timing fidelity: how late each
 send was against its schedule (p50/p99/max).
 
+Start a feed handler for the replay before replaying: the one that followed the live
+session exited at its End of Session (and one kept running with --keep-running would
+count the replayed session as duplicates). A capture has no re-request server: a
+datagram missing from it is lost for the feed handler, which says so (exit code 3).
+
+Exit codes: 0 every datagram was sent; 1 a datagram could not be sent (the report
+prints how many and why the first failed) or an error (unreadable file, no UDP
+datagrams in it).
+
 Examples:
   tickwire replay feed.pcap                          # original timing, to the recorded groups
   tickwire replay feed.pcap --speed 4x               # four times faster
@@ -77,7 +86,7 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         target: a.to,
         interface: a.interface,
         passes: if a.looped { None } else { Some(a.passes) },
-        progress: true,
+        progress: Some(crate::md_cmd::print_progress),
     };
     let r = replay(&cap, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
@@ -100,9 +109,13 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             s.p50_us, s.p99_us, s.p999_us, s.max_us, s.samples
         );
     }
-    Ok(if r.send_errors > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    if r.send_errors > 0 {
+        eprintln!(
+            "replay: {} datagrams could not be sent; the first: {}",
+            r.send_errors,
+            r.first_send_error.as_deref().unwrap_or("?")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }

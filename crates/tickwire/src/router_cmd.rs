@@ -3,13 +3,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use tickwire_router::{Config, IdleStrategy, Router, SlowConsumerPolicy};
 
-use crate::units::parse_size;
+use crate::units::{parse_duration, parse_size};
 
 const ROUTER_HELP: &str = "\
 Configuration comes from built-in defaults, then the [router] table of the
@@ -24,7 +25,13 @@ Example config file (every key optional):
   slow_consumer = \"discard\"  # discard | disconnect
 
 Stop with Ctrl-C or SIGTERM: clients get an orderly CLOSE and queued bytes are
-flushed for up to two seconds.";
+flushed for up to two seconds.
+
+Examples:
+  tickwire router                                      # on 127.0.0.1:7420, idle hybrid
+  tickwire router --listen 0.0.0.0:7420 --idle spin    # all interfaces, busy-poll
+  tickwire router --config router.toml --stall-timeout 2s   # a file, one flag wins
+  tickwire router --print-config > router.toml         # start a config file";
 
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]
@@ -39,8 +46,12 @@ pub struct RouterArgs {
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
     #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: Option<IdleStrategy>,
-    /// Hybrid: microseconds to keep spinning after the last activity [default: 200].
-    #[arg(long, value_name = "US")]
+    /// Hybrid: how long to keep spinning after the last activity: 200us, 1ms
+    /// [default: 200us].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "hybrid_spin_us")]
+    hybrid_spin: Option<Duration>,
+    /// The old spelling of --hybrid-spin, in microseconds.
+    #[arg(long, value_name = "US", hide = true)]
     hybrid_spin_us: Option<u64>,
     /// Largest frame accepted, header included (e.g. 1MiB) [default: 1MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -58,11 +69,17 @@ pub struct RouterArgs {
     /// or disconnect [default: discard].
     #[arg(long, value_name = "POLICY")]
     slow_consumer: Option<SlowConsumerPolicy>,
-    /// Milliseconds a new connection has to send HELLO [default: 5000].
-    #[arg(long, value_name = "MS")]
+    /// How long a new connection has to send HELLO: 5s, 500ms [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "handshake_timeout_ms")]
+    handshake_timeout: Option<Duration>,
+    /// The old spelling of --handshake-timeout, in milliseconds.
+    #[arg(long, value_name = "MS", hide = true)]
     handshake_timeout_ms: Option<u64>,
-    /// Milliseconds a client may leave half a frame unfinished [default: 10000].
-    #[arg(long, value_name = "MS")]
+    /// How long a client may leave half a frame unfinished: 10s [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "stall_timeout_ms")]
+    stall_timeout: Option<Duration>,
+    /// The old spelling of --stall-timeout, in milliseconds.
+    #[arg(long, value_name = "MS", hide = true)]
     stall_timeout_ms: Option<u64>,
     /// Per-client read buffer [default: 256KiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -111,6 +128,17 @@ impl RouterArgs {
             read_buffer,
             name
         );
+        // The duration flags, in the config's units (they conflict with the old spellings).
+        let whole = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+        if let Some(d) = self.hybrid_spin {
+            cfg.hybrid_spin_us = whole(d.as_micros());
+        }
+        if let Some(d) = self.handshake_timeout {
+            cfg.handshake_timeout_ms = whole(d.as_millis());
+        }
+        if let Some(d) = self.stall_timeout {
+            cfg.stall_timeout_ms = whole(d.as_millis());
+        }
         if let Some(m) = self.max_frame {
             cfg.max_frame = u32::try_from(m).context("--max-frame must be below 4GiB")?;
         }

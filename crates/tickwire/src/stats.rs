@@ -14,7 +14,12 @@ Columns: MSGS_IN = messages the client published; MSGS_OUT = messages queued for
 it; DISCARDS = messages dropped because it read too slowly; PENDING = bytes
 queued for it and not yet written; SUBS = subscriptions held. The totals cover
 the router's whole life, including clients that have disconnected. The stats
-client itself appears in the list.";
+client itself appears in the list.
+
+Examples:
+  tickwire stats                                  # table of clients and totals
+  tickwire stats --router 10.0.0.5:7420           # another router
+  tickwire stats --print-json | jq .router.totals # the raw document (docs/protocol.md)";
 
 #[derive(Args)]
 #[command(after_help = STATS_HELP)]
@@ -22,9 +27,10 @@ pub struct StatsArgs {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
-    /// Print the raw JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
+    /// Print the raw JSON document instead of a table (`--json` is the old spelling:
+    /// `--json FILE` means "write results to FILE" in every other command).
+    #[arg(long, alias = "json")]
+    print_json: bool,
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
@@ -35,7 +41,7 @@ pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect_with(a.router.as_str(), opts)?;
     let json = client.stats_json()?;
     client.close().ok();
-    if a.json {
+    if a.print_json {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);
     }

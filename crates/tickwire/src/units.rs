@@ -3,6 +3,14 @@
 
 pub use tickwire_rt::units::parse_size;
 
+pub use tickwire_rt::units::parse_duration;
+
+/// A duration in seconds, in the one duration syntax (`5s`, `250ms`, `2m`; a plain
+/// number is seconds), for the options that keep an `f64` of seconds.
+pub fn parse_secs(s: &str) -> Result<f64, String> {
+    parse_duration(s).map(|d| d.as_secs_f64())
+}
+
 /// Parses a message rate: `10000`, `10k`, `1.5M` ([`tickwire_rt::units::parse_rate`]),
 /// rounded to whole messages per second.
 pub fn parse_rate(s: &str) -> Result<u64, String> {

@@ -3,6 +3,11 @@
 //! tiny rates, short runs. Checks that the report's counters reconcile; never asserts
 //! timing or the achieved rate.
 
+// A test shows the child's output on failure: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,6 +1,9 @@
 //! `tickwire bench pingpong` end to end: a short real run (raw TCP, raw UDP and a real
 //! router), checked for its table and its JSON counters. No timing is asserted.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{run_bench as run, temp, u};

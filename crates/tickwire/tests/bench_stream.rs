@@ -1,6 +1,9 @@
 //! `tickwire bench stream` end to end: a short two-rate sweep over raw UDP and a real
 //! router, checked for its tables and its JSON counters. No timing is asserted.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{run_bench as run, temp, u};

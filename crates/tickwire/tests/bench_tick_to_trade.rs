@@ -3,6 +3,11 @@
 //! built), a low rate for about two seconds. Checks that every X is answered by exactly
 //! one D and that the JSON report has the expected fields; never asserts timing.
 
+// A test shows the child's output and skips on stderr: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -3,6 +3,9 @@
 //! Every process started here is bounded: `run_cli` kills on its timeout, and
 //! background commands ([`Bg`]) are killed when dropped, also when a test fails.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{Read, Write};
@@ -223,8 +226,8 @@ fn help_mentions_the_key_words() {
                 "--slow-consumer",
                 "--max-frame",
                 "--max-clients",
-                "--handshake-timeout-ms",
-                "--stall-timeout-ms",
+                "--handshake-timeout",
+                "--stall-timeout",
                 "[router]",
             ],
         ),
@@ -237,11 +240,26 @@ fn help_mentions_the_key_words() {
         (
             "sub",
             &[
-                "--router", "--count", "--json", "--hex", "--quiet", "PATTERN",
+                "--router",
+                "--count",
+                "--print-json",
+                "--hex",
+                "--quiet",
+                "PATTERN",
+                "Examples:",
             ],
         ),
-        ("stats", &["--router", "--json", "MSGS_IN", "DISCARDS"]),
-        ("demo", &["--duration", "--rate", "--idle"]),
+        (
+            "stats",
+            &[
+                "--router",
+                "--print-json",
+                "MSGS_IN",
+                "DISCARDS",
+                "Examples:",
+            ],
+        ),
+        ("demo", &["--duration", "--rate", "--idle", "Examples:"]),
     ];
     for (cmd, words) in subcommands {
         let out = ok(&[cmd, "--help"]);
@@ -528,6 +546,28 @@ fn bad_flag_values_are_clear_errors() {
             &["--router", "not a port number"],
         ),
         (&["sub"], &["PATTERN"]),
+        // Every duration flag takes the one syntax, and a bad one names the examples.
+        (
+            &["demo", "--duration", "soon"],
+            &["'soon'", "--duration", "5s", "250ms"],
+        ),
+        (
+            &["bench", "fanout", "--duration", "soon"],
+            &["'soon'", "--duration", "5s", "250ms"],
+        ),
+        (
+            &["router", "--handshake-timeout", "soon"],
+            &["'soon'", "--handshake-timeout", "5s"],
+        ),
+        (
+            &["feed", "--retransmit-timeout", "soon"],
+            &["'soon'", "--retransmit-timeout", "5s"],
+        ),
+        // An old spelling and its new one are not both accepted.
+        (
+            &["router", "--stall-timeout", "1s", "--stall-timeout-ms", "5"],
+            &["--stall-timeout"],
+        ),
     ];
     for (args, words) in cases {
         let (code, err) = fails(args);
@@ -679,4 +719,122 @@ fn an_error_names_its_cause_once() {
     let (_, err) = fails(&["router", "--listen", &addr]);
     let cause = "(os error 98)";
     assert_eq!(err.matches(cause).count(), 1, "{err}");
+}
+
+#[test]
+fn every_subcommand_help_has_examples() {
+    let commands: &[&[&str]] = &[
+        &["router"],
+        &["pub"],
+        &["sub"],
+        &["stats"],
+        &["demo"],
+        &["bench"],
+        &["feed"],
+        &["replay"],
+        &["md"],
+        &["fix", "acceptor"],
+        &["fix", "initiator"],
+    ];
+    for cmd in commands {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let out = ok(&args);
+        // An example is an indented command line, not the `Usage:` line.
+        let examples = out
+            .lines()
+            .filter(|l| l.starts_with("  tickwire ") || l.starts_with("  $ tickwire "))
+            .count();
+        assert!(
+            examples >= 1,
+            "tickwire {cmd:?} --help has no example command:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn duration_flags_take_units_and_plain_numbers_stay_seconds_or_old_units() {
+    // The new spellings take durations with units...
+    let c = print_config(&[
+        "--handshake-timeout",
+        "300ms",
+        "--stall-timeout",
+        "2s",
+        "--hybrid-spin",
+        "1ms",
+    ]);
+    assert_eq!(
+        c["router"]["handshake_timeout_ms"].as_integer(),
+        Some(300),
+        "{c}"
+    );
+    assert_eq!(
+        c["router"]["stall_timeout_ms"].as_integer(),
+        Some(2000),
+        "{c}"
+    );
+    assert_eq!(
+        c["router"]["hybrid_spin_us"].as_integer(),
+        Some(1000),
+        "{c}"
+    );
+    // ...a plain number is seconds...
+    let c = print_config(&["--stall-timeout", "3"]);
+    assert_eq!(
+        c["router"]["stall_timeout_ms"].as_integer(),
+        Some(3000),
+        "{c}"
+    );
+    // ...and the old (hidden) spellings keep their units.
+    let c = print_config(&["--handshake-timeout-ms", "300", "--hybrid-spin-us", "50"]);
+    assert_eq!(
+        c["router"]["handshake_timeout_ms"].as_integer(),
+        Some(300),
+        "{c}"
+    );
+    assert_eq!(c["router"]["hybrid_spin_us"].as_integer(), Some(50), "{c}");
+}
+
+#[test]
+fn demo_duration_with_units_runs() {
+    // The cheapest real run: the pub/sub part only, half a second, a blocking router.
+    let (st, out, err) = run_cli(
+        &[
+            "demo",
+            "--duration",
+            "500ms",
+            "--rate",
+            "2000",
+            "--idle",
+            "block",
+            "--no-market-data",
+            "--no-tick-to-trade",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        st.success(),
+        "demo failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
+    assert!(out.contains("for 0.5 s"), "stdout: {out}");
+    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+}
+
+#[test]
+fn bench_fanout_duration_with_units_is_accepted() {
+    // Parsing succeeds (no usage error, exit 2); the run then fails on the router
+    // address nothing listens on, saying so.
+    let addr = dead_addr().to_string();
+    let (code, err) = fails(&[
+        "bench",
+        "fanout",
+        "--router",
+        &addr,
+        "--duration",
+        "5s",
+        "--warmup",
+        "250ms",
+    ]);
+    assert_ne!(code, 2, "a usage error: {err}");
+    assert!(!err.contains("invalid value"), "{err}");
 }

@@ -7,6 +7,9 @@
 //! an abrupt end of stream). Timing is never asserted; the few time limits below only
 //! keep a broken test from hanging.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::{SocketAddr, TcpListener};

@@ -1,6 +1,10 @@
 //! `tickwire fix`: two tickwire processes on 127.0.0.1, an acceptor running the `echo`
 //! application and an initiator running `log`, exchanging orders typed on the
-//! initiator's standard input. Also `--help` and a bad settings file.
+//! initiator's standard input; SIGTERM logs out; kill -9 of the acceptor loses no
+//! sequence number it sent (store before socket). Also `--help` and a bad settings file.
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fix_support;
 
@@ -54,20 +58,24 @@ fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicat
     }
     assert_eq!(field(&echoed, 49).as_deref(), Some("VENUE"), "{echoed}");
 
-    // PossResend=Y with a ClOrdID already seen: ignored. A new ClOrdID: echoed. The
-    // venue answers in order, so an echo of the duplicate would come before ORD2's:
-    // look from a mark taken before the duplicate was sent (the cursor moves past it).
-    let before_dup = client.mark();
+    // PossResend=Y with a ClOrdID already seen: ignored. A new ClOrdID: echoed.
     client.send(&format!("35=D|97=Y|11=ORD1|{ORDER}"));
     venue.wait(&["EVENT", v, "Ignoring PossResend NewOrderSingle ORD1"]);
     client.send(&format!("35=D|97=Y|11=ORD2|{ORDER}"));
     client.wait(&["IN", c, "|35=D|", "|11=ORD2|"]);
-    assert!(
-        client
-            .find_all_since(before_dup, &["IN", c, "|35=D|", "|11=ORD1|"])
-            .is_empty(),
+    // Counted over the whole output (the duplicate's echo, had there been one, came
+    // before ORD2's, i.e. before the cursor): ORD1 was echoed once, for the original.
+    assert_eq!(
+        client.count_ever(&["IN", c, "|35=D|", "|11=ORD1|"]),
+        1,
         "the PossResend duplicate was echoed:\n{}",
         client.output()
+    );
+    assert_eq!(
+        venue.count_ever(&["OUT", v, "|35=D|", "|11=ORD1|"]),
+        1,
+        "{}",
+        venue.output()
     );
 
     // Email and SecurityDefinition are echoed; anything else is unsupported.
@@ -134,4 +142,94 @@ fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn two_sided_cfg(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let cfg = dir.join("fix.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
+             ReconnectInterval=1\nFileStorePath={0}/store\n\n\
+             [SESSION]\nConnectionType=acceptor\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\
+             TargetCompID=CLIENT\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort={port}\n\n\
+             [SESSION]\nConnectionType=initiator\nBeginString=FIX.4.4\nSenderCompID=CLIENT\n\
+             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// Issue 22: SIGTERM of the real `tickwire fix acceptor` logs the session out (the
+/// counterparty receives a Logout) and the process exits successfully.
+#[test]
+fn sigterm_logs_the_acceptor_out_before_it_exits() {
+    let dir = temp_dir("cli-sigterm");
+    let port = free_port();
+    let cfg = two_sided_cfg(&dir, port);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    let v = "FIX.4.4:VENUE->CLIENT";
+    client.wait(&["LOGON", c]);
+    venue.wait(&["LOGON", v]);
+    let status = venue.terminate();
+    assert!(status.success(), "{status:?}\n{}", venue.output());
+    assert!(venue.ever(&["OUT", v, "|35=5|"]), "{}", venue.output());
+    let logout = client.wait(&["IN", c, "|35=5|"]);
+    assert_eq!(field(&logout, 49).as_deref(), Some("VENUE"), "{logout}");
+    client.wait(&["LOGOUT", c]);
+    assert!(client.terminate().success(), "{}", client.output());
+}
+
+/// Issue 22: the store is flushed before the socket is written, so `kill -9` of the
+/// acceptor never loses a sequence number it sent: after a restart from the same
+/// FileStorePath its next message (the Logon answer) continues after the last one the
+/// initiator received, and the initiator sees no "MsgSeqNum too low".
+#[test]
+fn kill_9_of_the_acceptor_loses_no_sequence_number_it_sent() {
+    let dir = temp_dir("cli-kill9");
+    let port = free_port();
+    let cfg = two_sided_cfg(&dir, port);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    client.wait(&["LOGON", c]);
+    for i in 0..20 {
+        client.send(&format!("35=D|11=K{i}|{ORDER}"));
+    }
+    client.wait(&["IN", c, "|35=D|", "|11=K19|"]);
+    let last_in = |p: &Peer| -> u64 {
+        p.output()
+            .lines()
+            .filter(|l| l.starts_with("IN ") && l.contains(c))
+            .filter_map(|l| field(l, 34))
+            .filter_map(|s| s.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0)
+    };
+    let before = last_in(&client);
+    assert!(
+        before >= 21,
+        "Logon + 20 echoes: {before}\n{}",
+        client.output()
+    );
+    venue.kill_9();
+    let mut venue = Peer::tickwire("tickwire acceptor again", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    // The initiator reconnects (ReconnectInterval=1) and logs on again.
+    let logon = client.wait(&["IN", c, "|35=A|"]);
+    let seq: u64 = field(&logon, 34).unwrap().parse().unwrap();
+    assert!(
+        seq > before,
+        "the restarted acceptor reused sequence number {seq} (last received {before})"
+    );
+    client.wait(&["LOGON", c]);
+    assert!(!client.ever(&["MsgSeqNum too low"]), "{}", client.output());
+    assert!(client.terminate().success(), "{}", client.output());
+    assert!(venue.terminate().success(), "{}", venue.output());
 }

@@ -7,6 +7,9 @@
 //! file store; tickwire runs `--app log` with its file store and sends what the test
 //! types on its standard input. Every wait is on a stdout line and bounded.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod fix_support;
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,16 @@
 //! Market data through the real binaries on loopback: `tickwire md generate`, `md
 //! publish` (MoldUDP64 multicast, seeded loss), `feed` (gap recovery, books, updates to
 //! the router), `md capture` and `replay`, with an in-test subscriber. Checked by
-//! content and counts, never by durations.
+//! content and counts, never by durations. The oracle for the published updates is
+//! the reference model of `crates/md/tests/model` run over the ITCH session file, not
+//! another run of the same binary.
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../../md/tests/model/mod.rs"]
+mod model;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,13 +170,48 @@ fn run_path(
     (code, feed_out, stream)
 }
 
-fn counter(out: &str, name: &str) -> u64 {
-    out.split('·')
+/// The value printed after `name` in the feed's report (`name value · name value`,
+/// several lines).
+fn field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.split(['·', '\n'])
         .find_map(|part| {
             let mut w = part.split_whitespace();
-            (w.next() == Some(name)).then(|| w.next().unwrap().parse().unwrap())
+            (w.next() == Some(name)).then(|| w.next().unwrap())
         })
         .unwrap_or_else(|| panic!("{name} not in {out:?}"))
+}
+
+fn counter(out: &str, name: &str) -> u64 {
+    field(out, name)
+        .parse()
+        .unwrap_or_else(|e| panic!("{name}: {e} in {out:?}"))
+}
+
+/// The trades and quotes the feed must publish for a session file (length-prefixed
+/// ITCH 5.0), by the reference model, and a describer of its messages.
+fn reference(session: &std::path::Path) -> (Vec<model::Update>, Vec<tickwire_itch::Message>) {
+    let bytes = std::fs::read(session).unwrap();
+    let mut msgs = Vec::new();
+    let mut at = 0;
+    while at + 2 <= bytes.len() {
+        let n = usize::from(u16::from_be_bytes([bytes[at], bytes[at + 1]]));
+        msgs.push(tickwire_itch::decode(&bytes[at + 2..at + 2 + n]).unwrap());
+        at += 2 + n;
+    }
+    assert_eq!(at, bytes.len(), "whole records");
+    let mut m = model::Model::new("NASDAQ");
+    for (i, msg) in msgs.iter().enumerate() {
+        m.apply(i as u64 + 1, msg);
+    }
+    (m.out, msgs)
+}
+
+/// Asserts that `stream` is, field by field, what the ITCH input says it must be.
+fn assert_matches_input(session: &std::path::Path, stream: &[(String, Vec<u8>)]) {
+    let (expected, msgs) = reference(session);
+    assert!(expected.len() > 1000, "a session with activity");
+    let describe = |seq: u64| format!("{:?}", msgs.get(seq as usize - 1));
+    model::assert_stream_eq(&expected, stream, &describe);
 }
 
 #[test]
@@ -209,6 +251,9 @@ fn injected_loss_is_recovered_and_the_stream_equals_a_lossless_run() {
         lossy == clean,
         "the recovered stream equals the lossless one, in order, byte for byte"
     );
+    // And both are what the ITCH input says, checked by an independent model.
+    assert_matches_input(&session, &clean);
+    assert_matches_input(&session, &lossy);
 }
 
 #[test]
@@ -316,4 +361,118 @@ fn capture_then_replay_feeds_the_same_stream() {
     assert_eq!(counter(&feed_out, "messages"), 30_000, "{feed_out}");
     assert_eq!(counter(&feed_out, "gaps"), 0, "{feed_out}");
     assert_eq!(stream.len() as u64, counter(&feed_out, "published"));
+}
+
+/// A MoldUDP64 packet of `session` at `seq` carrying one Add Order for AAPL (locate 1)
+/// at an absurd price: applied, it would show in AAPL's quotes.
+fn spoof(session: &str, seq: u64) -> Vec<u8> {
+    use tickwire_itch::{AddOrder, Header, Message, PacketBuilder, Price, Session, Side, Symbol};
+    let mut b = PacketBuilder::new(Session::new(session).unwrap(), seq, 1400);
+    let add = Message::from(AddOrder {
+        header: Header {
+            stock_locate: 1,
+            tracking_number: 0,
+            timestamp: 1,
+        },
+        order_ref: 999_999_999,
+        side: Side::Buy,
+        shares: 1,
+        stock: Symbol::new("AAPL").unwrap(),
+        price: Price(999_999_999),
+    });
+    b.push_message(&add).unwrap();
+    b.finish().to_vec()
+}
+
+/// Issue 12 item 4: a stray datagram of another session arrives first, and datagrams of
+/// the real session claim seq + 10^9 (before the session starts and while it runs).
+/// Without and with `--session`, the feed must publish every message of the real
+/// session, exactly as the ITCH input says.
+#[test]
+fn feed_publishes_every_message_after_a_stray_session_first_and_a_billion_jump() {
+    let session = generate("stray.itch", "14");
+    for feed_extra in [&[][..], &["--session", "TICKWIRE01"][..]] {
+        let router = RouterProc::start(&[]);
+        let port = free_udp_port_pair();
+        let group = format!("239.255.45.{}:{port}", 1 + port % 200);
+        let dst: std::net::SocketAddrV4 = group.parse().unwrap();
+        let (done, coll) = collector(router.addr_str());
+        let raddr = router.addr_str();
+        let mut feed_args = vec![
+            "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
+        ];
+        feed_args.extend_from_slice(feed_extra);
+        let feed = spawn(&feed_args);
+        std::thread::sleep(Duration::from_millis(300));
+        let inject = tickwire_capture::net::group_sender(std::net::Ipv4Addr::LOCALHOST).unwrap();
+        inject.send_to(&spoof("STRAY00001", 1), dst).unwrap();
+        inject
+            .send_to(&spoof("TICKWIRE01", 1_000_000_000), dst)
+            .unwrap();
+        let publisher = spawn(&[
+            "md",
+            "publish",
+            "--file",
+            session.to_str().unwrap(),
+            "--group",
+            &group,
+            "--speed",
+            "0.25x",
+            "--linger",
+            "1s",
+        ]);
+        // Another spoof, most likely while the session runs (its count is the same
+        // whenever it lands: it is far from the first one, so they never agree).
+        std::thread::sleep(Duration::from_millis(200));
+        inject
+            .send_to(&spoof("TICKWIRE01", 3_000_000_000), dst)
+            .unwrap();
+        let (st, pub_out) = finish(publisher, Duration::from_secs(60));
+        assert_eq!(st, 0, "publish failed: {pub_out}");
+        let (code, out) = finish(feed, Duration::from_secs(60));
+        done.store(true, Ordering::Relaxed);
+        let stream = coll.join().unwrap();
+        let why = format!("feed {feed_extra:?}:\n{out}");
+        assert_eq!(code, 0, "{why}");
+        assert_eq!(field(&out, "session"), "TICKWIRE01", "{why}");
+        assert_eq!(counter(&out, "messages"), 30_000, "{why}");
+        assert_eq!(counter(&out, "lost"), 0, "{why}");
+        assert_eq!(counter(&out, "foreign_session"), 1, "{why}");
+        assert_eq!(counter(&out, "suspect_jumps"), 2, "{why}");
+        assert_eq!(counter(&out, "accepted_jumps"), 0, "{why}");
+        assert_eq!(counter(&out, "malformed"), 0, "{why}");
+        assert_eq!(stream.len() as u64, counter(&out, "published"), "{why}");
+        assert_matches_input(&session, &stream);
+    }
+}
+
+/// Issue 12 item 8: a publish that can send nothing says why and exits 1.
+#[test]
+fn md_publish_that_cannot_send_says_why() {
+    let session = generate("unsent.itch", "15");
+    let port = free_udp_port_pair();
+    // The broadcast address without SO_BROADCAST: every send is refused (EACCES).
+    let request = format!("127.0.0.1:{}", port + 1);
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "publish",
+            "--file",
+            session.to_str().unwrap(),
+            "--group",
+            &format!("255.255.255.255:{port}"),
+            "--request-listen",
+            &request,
+            "--speed",
+            "max",
+            "--linger",
+            "0s",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(st.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("could not be sent") && err.contains("the first: "),
+        "the reason is printed: {out}{err}"
+    );
 }

@@ -1,6 +1,9 @@
 //! Cross-process tests of the router: the real `tickwire router` binary on a free
 //! loopback port, driven by the client library and by raw sockets.
 
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::HashSet;

@@ -26,7 +26,7 @@ use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
-use crate::report::{latency_table, line_chart_svg, write_json, Machine, Series};
+use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
 /// Settings of the reproduction.
@@ -169,14 +169,16 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         window_seconds: opts.window.as_secs_f64(),
         results,
     };
-    if let Some(j) = &opts.json {
-        write_json(j, &report)?;
-        println!("\nJSON: {}", j.display());
+    if opts.json.is_some() {
+        println!();
     }
-    if let Some(p) = &opts.plot {
-        plot(p, &report)?;
-        println!("plot: {}", p.display());
-    }
+    write_outputs(
+        opts.json.as_deref(),
+        &report,
+        opts.plot.as_deref(),
+        |p| plot(p, &report),
+        Announce::Labelled,
+    )?;
     Ok(report)
 }
 
@@ -211,7 +213,7 @@ fn one_speed(
         feed: FeedConfig::default(),
         idle: opts.feed_idle,
         exit_on_end_of_session: true,
-        print_counters: false,
+        on_second: None,
     };
     let fh_stop = stop.clone();
     let fh_cpu = opts.pin.map(|p| p.far);
@@ -236,7 +238,7 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
-        progress: true,
+        progress: Some(crate::harness::print_line),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh

@@ -156,7 +156,7 @@ impl Application for TickToTrade {
             return;
         }
         // Entries of the 268 group, flat: each starts at 279 (MDUpdateAction).
-        let now = ctx.now();
+        let now = ctx.now().as_nanos();
         let fields = msg.fields();
         let mut i = 0;
         while i < fields.len() {

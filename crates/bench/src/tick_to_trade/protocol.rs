@@ -170,16 +170,7 @@ impl RawOrder {
         out.extend_from_slice(itoa_u64(b.len() as u64).format());
         out.push(SOH);
         out.extend_from_slice(b);
-        let cs = codec::checksum(&out[start..]);
-        out.extend_from_slice(&[
-            b'1',
-            b'0',
-            b'=',
-            b'0' + cs / 100,
-            b'0' + cs / 10 % 10,
-            b'0' + cs % 10,
-            SOH,
-        ]);
+        codec::push_trailer(out, start);
     }
 }
 

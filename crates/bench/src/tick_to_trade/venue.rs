@@ -20,11 +20,39 @@
 //! late simulator counts against the result (no coordinated omission); its lateness is
 //! kept apart. The algo's CPU time is sampled at each phase boundary by the caller's
 //! probe. Correctness counters come from [`SeqTracker`] over the correlation ids.
+//!
+//! # Why this is not the tickwire FIX engine (`tickwire-fix-engine`)
+//!
+//! It uses the same session core (`tickwire_fix::session::Session`), but drives it
+//! itself instead of through `Engine`, for reasons the measurement depends on:
+//!
+//! * **Open-loop sending on the measuring thread.** Each 35=X must leave at its intended
+//!   time, stamped from the same clock read that decides it is due, and the receive
+//!   stamp of each 35=D must be taken right after its `read`. The engine owns its loop
+//!   (`Engine::turn`: wait, read, timers, drain, write) and hands messages to callbacks
+//!   after framing and the session's checks: the stamps would include the engine's own
+//!   work for other connections, and sending from outside the loop goes through
+//!   `Handle` (a queue and a waker: an allocation and a wake-up per message, i.e.
+//!   measuring the queue) or `Engine::with_ctx` between turns (sends wait for the next
+//!   turn's write).
+//! * **Never blocking, never sleeping.** The simulator must keep its schedule while the
+//!   algo is slow: it busy-polls both sockets with non-blocking reads and keeps what the
+//!   kernel refuses in its write buffer. The engine's `spin` idle strategy would do the
+//!   polling, but its write path closes a connection on a hard error and lingers on
+//!   close, which would end a run that is meant to count what the algo missed.
+//! * **Two identities, one thread, and the time source.** The venue maps its monotonic
+//!   loop clock to the wall clock once (`Clock::wall`) so SendingTime and the latency
+//!   stamps agree; the engine reads `UtcNanos::now()` per turn and has no hook for a
+//!   caller-supplied clock.
+//!
+//! What it shares with the engine: the session core (logon, heartbeats, test requests,
+//! sequence numbers, checks) and `codec::frame_len`. The algo side (`algo.rs`) is the
+//! engine.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
@@ -169,10 +197,10 @@ pub fn run(
     // Logon: the order session first, as a trading system would.
     let deadline = Instant::now() + opts.logon_timeout;
     oe.session
-        .on_connected(clock.wall(MonoNanos::now().as_nanos()));
+        .handle_connected(UtcNanos(clock.wall(MonoNanos::now().as_nanos())));
     oe.pump(&mut rec);
     md.session
-        .on_connected(clock.wall(MonoNanos::now().as_nanos()));
+        .handle_connected(UtcNanos(clock.wall(MonoNanos::now().as_nanos())));
     md.pump(&mut rec);
     while !(oe.logged_on && md.logged_on) {
         let wall = clock.wall(MonoNanos::now().as_nanos());
@@ -219,7 +247,7 @@ pub fn run(
     let mut next = 0u64;
     let mut send_hint = 0usize;
     let mut next_timer = 0u64;
-    let mut progress = Progress::new();
+    let mut progress = Progress::new(crate::harness::print_line);
     let mut backlog_max = 0usize;
     let mut ended_early = None;
     let mut stopped = false;
@@ -262,10 +290,9 @@ pub fn run(
             } else {
                 MonoNanos::now().as_nanos() - start
             };
-            if let Err(e) = md
-                .session
-                .send_app_with(wall, b"X", |enc| protocol::write_x_body(enc, index))
-            {
+            if let Err(e) = md.session.send_app_with(UtcNanos(wall), b"X", |enc| {
+                protocol::write_x_body(enc, index)
+            }) {
                 ended_early = Some(format!("sending market data: {e}"));
                 break;
             }
@@ -339,7 +366,7 @@ pub fn run(
                 logged_out_at = Some(rel);
                 for c in [&mut oe, &mut md] {
                     if c.open && c.session.is_logged_on() {
-                        c.session.logout(wall, None);
+                        c.session.logout(UtcNanos(wall), None);
                         c.pump(&mut rec);
                         c.flush();
                     }
@@ -580,7 +607,7 @@ impl Conn {
 
     /// Drains the session's outputs: bytes to the write buffer, orders to `rec`.
     fn pump(&mut self, rec: &mut Recorder<'_>) {
-        while let Some(o) = self.session.poll() {
+        while let Some(o) = self.session.poll_event() {
             match o {
                 Output::Send(b) => self.wbuf.extend_from_slice(b),
                 Output::Disconnect => self.open = false,
@@ -609,7 +636,7 @@ impl Conn {
         match self.sock.read(&mut self.rbuf[self.rlen..]) {
             Ok(0) => {
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(UtcNanos(wall));
                 self.pump(rec);
                 return;
             }
@@ -625,7 +652,7 @@ impl Conn {
             Err(e) => {
                 self.note(format!("read error: {e}"));
                 self.open = false;
-                self.session.on_disconnected(wall);
+                self.session.handle_disconnected(UtcNanos(wall));
                 self.pump(rec);
                 return;
             }
@@ -634,7 +661,8 @@ impl Conn {
         while pos < self.rlen {
             match frame_len(&self.rbuf[pos..self.rlen], MAX_MESSAGE) {
                 Ok(Some(n)) => {
-                    self.session.on_message(wall, &self.rbuf[pos..pos + n]);
+                    self.session
+                        .handle_message(UtcNanos(wall), &self.rbuf[pos..pos + n]);
                     pos += n;
                     self.pump(rec);
                 }
@@ -655,8 +683,12 @@ impl Conn {
     }
 
     fn timers(&mut self, wall: u64, rec: &mut Recorder<'_>) {
-        if self.session.next_deadline().is_some_and(|d| wall >= d) {
-            self.session.on_timer(wall);
+        if self
+            .session
+            .poll_timeout()
+            .is_some_and(|d| wall >= d.as_nanos())
+        {
+            self.session.handle_timeout(UtcNanos(wall));
             self.pump(rec);
         }
     }

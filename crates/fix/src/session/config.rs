@@ -66,7 +66,7 @@ pub struct SessionConfig {
     pub max_latency: u32,
     /// `LogonTimeout` in seconds: how long an initiator waits for the Logon answer
     /// (and, an extension, how long an acceptor waits for the first Logon after
-    /// [`Session::on_connected`](super::Session::on_connected)). Default 10.
+    /// [`Session::handle_connected`](super::Session::handle_connected)). Default 10.
     pub logon_timeout: u32,
     /// `LogoutTimeout` in seconds: how long to wait for the Logout answer. Default 2.
     pub logout_timeout: u32,

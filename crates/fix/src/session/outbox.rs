@@ -18,12 +18,12 @@ pub enum Output<'a> {
     Send(&'a [u8]),
     /// Close the connection (after writing everything sent before). The session has
     /// already done its disconnect bookkeeping; calling
-    /// [`Session::on_disconnected`](super::Session::on_disconnected) afterwards is
+    /// [`Session::handle_disconnected`](super::Session::handle_disconnected) afterwards is
     /// harmless.
     Disconnect,
     /// Initiator only: open a connection now, then call
-    /// [`Session::on_connected`](super::Session::on_connected), or
-    /// [`Session::on_disconnected`](super::Session::on_disconnected) if it fails.
+    /// [`Session::handle_connected`](super::Session::handle_connected), or
+    /// [`Session::handle_disconnected`](super::Session::handle_disconnected) if it fails.
     Connect,
     /// Something for the application.
     Event(Event<'a>),

@@ -10,6 +10,7 @@
 use tickwire_fix::codec::{self, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::session::{Event, Output, Role, Session, SessionConfig};
 use tickwire_fix::store::{MemoryStore, MessageStore};
+use tickwire_rt::UtcNanos;
 
 pub const NANOS: u64 = 1_000_000_000;
 /// 2026-11-20 08:00:00 UTC.
@@ -90,7 +91,7 @@ impl Harness {
     /// Moves the fake clock forward and fires the timer.
     pub fn advance(&mut self, secs: u64) -> Vec<Act> {
         self.now += secs * NANOS;
-        self.s.on_timer(self.now);
+        self.s.handle_timeout(UtcNanos(self.now));
         self.drain()
     }
 
@@ -100,18 +101,18 @@ impl Harness {
     }
 
     pub fn connect(&mut self) -> Vec<Act> {
-        self.s.on_connected(self.now);
+        self.s.handle_connected(UtcNanos(self.now));
         self.drain()
     }
 
     pub fn disconnected(&mut self) -> Vec<Act> {
-        self.s.on_disconnected(self.now);
+        self.s.handle_disconnected(UtcNanos(self.now));
         self.drain()
     }
 
     /// Feeds raw bytes as one framed message.
     pub fn feed(&mut self, raw: &[u8]) -> Vec<Act> {
-        self.s.on_message(self.now, raw);
+        self.s.handle_message(UtcNanos(self.now), raw);
         self.drain()
     }
 
@@ -166,7 +167,7 @@ impl Harness {
 
     pub fn drain(&mut self) -> Vec<Act> {
         let mut v = Vec::new();
-        while let Some(o) = self.s.poll() {
+        while let Some(o) = self.s.poll_event() {
             v.push(match o {
                 Output::Send(b) => Act::Send(strip(b)),
                 Output::Disconnect => Act::Disconnect,

@@ -2,15 +2,16 @@
 //!
 //! The dictionaries are third-party files and are never committed. `spec_dir()` returns
 //! `<repo>/target/fix-spec` and, when a file is missing, runs `scripts/fetch-fix-spec.sh`
-//! once per process (`std::sync::Once`) under a cross-process lock (an atomically
-//! created lock directory), because cargo runs test binaries in parallel.
+//! once per process (`std::sync::Once`) under the cross-process lock of
+//! `support/provide.rs`, because cargo runs test binaries in parallel.
 //! Other test files include it with `#[path = "support/spec.rs"] mod spec;`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Once;
-use std::time::{Duration, Instant, SystemTime};
+
+#[path = "provide.rs"]
+mod provide;
 
 /// Every dictionary file the fetch script provides.
 pub const SPEC_FILES: [&str; 9] = [
@@ -68,54 +69,11 @@ pub fn spec_file(name: &str) -> PathBuf {
 }
 
 fn fetch_locked(root: &Path, dir: &Path) {
-    let lock = root.join("target").join("fix-spec.lock");
-    std::fs::create_dir_all(root.join("target")).expect("creating target/");
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        match std::fs::create_dir(&lock) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if all_present(dir) {
-                    return; // another test binary fetched them meanwhile
-                }
-                // A lock left behind by a killed process: older than 10 minutes.
-                let stale = std::fs::metadata(&lock)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| SystemTime::now().duration_since(t).ok())
-                    .is_some_and(|age| age > Duration::from_secs(600));
-                if stale {
-                    let _ = std::fs::remove_dir(&lock);
-                    continue;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for {} (another test fetching the FIX dictionaries)",
-                    lock.display()
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("cannot create lock {}: {e}", lock.display()),
-        }
-    }
-    let result = if all_present(dir) {
-        None
-    } else {
-        Some(
-            Command::new("bash")
-                .arg(root.join("scripts").join("fetch-fix-spec.sh"))
-                .arg(dir)
-                .status(),
-        )
-    };
-    let _ = std::fs::remove_dir(&lock);
-    match result {
-        None | Some(Ok(_)) if all_present(dir) => {}
-        Some(Ok(status)) => panic!(
-            "scripts/fetch-fix-spec.sh failed ({status}); the FIX dictionaries are needed in {}",
-            dir.display()
-        ),
-        Some(Err(e)) => panic!("cannot run scripts/fetch-fix-spec.sh: {e}"),
-        None => panic!("FIX dictionaries missing from {}", dir.display()),
-    }
+    provide::provide(
+        root,
+        "fix-spec.lock",
+        "scripts/fetch-fix-spec.sh",
+        &[dir],
+        || all_present(dir),
+    );
 }

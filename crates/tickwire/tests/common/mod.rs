@@ -1,6 +1,8 @@
 //! Shared harness for the cross-process tests: start the real `tickwire router`
 //! binary on a free loopback port and talk to it over real sockets.
 #![allow(dead_code)]
+// Test output: the router log echo and the loud skip banner go to stderr.
+#![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

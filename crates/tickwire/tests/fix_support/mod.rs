@@ -2,12 +2,14 @@
 //! collected and waited for (bounded), free loopback ports, the QuickFIX peer and
 //! dictionaries obtained on demand.
 #![allow(dead_code)]
+// Test support reports skips and child output on stderr: tests may print.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, Once};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
 
@@ -162,6 +164,25 @@ impl Peer {
             .cloned()
     }
 
+    /// How many lines printed so far (from the start) contain every part.
+    pub fn count_ever(&self, parts: &[&str]) -> usize {
+        self.lines
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .count()
+    }
+
+    /// SIGKILL (no chance to flush or log out), and waits for the exit.
+    pub fn kill_9(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+
     /// Any line ever printed containing every part.
     pub fn ever(&self, parts: &[&str]) -> bool {
         self.lines
@@ -242,50 +263,13 @@ pub fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
-/// Runs `script` once per process under a cross-process lock directory unless
-/// `done()` already holds (cargo runs test binaries in parallel).
+#[path = "../../../fix/tests/support/provide.rs"]
+mod provide;
+
+/// Runs `script` once per process under the shared cross-process lock (the one copy,
+/// in `crates/fix/tests/support/provide.rs`) unless `done()` already holds.
 fn provide(lock_name: &str, script: &str, done: impl Fn() -> bool) {
-    let root = repo_root();
-    std::fs::create_dir_all(root.join("target")).unwrap();
-    let lock = root.join("target").join(lock_name);
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        match std::fs::create_dir(&lock) {
-            Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if done() {
-                    return;
-                }
-                let stale = std::fs::metadata(&lock)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| SystemTime::now().duration_since(t).ok())
-                    .is_some_and(|age| age > Duration::from_secs(900));
-                if stale {
-                    let _ = std::fs::remove_dir(&lock);
-                    continue;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for {}",
-                    lock.display()
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("cannot create lock {}: {e}", lock.display()),
-        }
-    }
-    let status = if done() {
-        None
-    } else {
-        Some(Command::new("bash").arg(root.join(script)).status())
-    };
-    let _ = std::fs::remove_dir(&lock);
-    match status {
-        None => {}
-        Some(Ok(s)) if s.success() && done() => {}
-        Some(r) => panic!("{script} failed ({r:?}); the FIX interop tests need it"),
-    }
+    provide::provide(&repo_root(), lock_name, script, &[], done);
 }
 
 /// `target/quickfix/bin/qf_peer`, built on demand (scripts/install-quickfix.sh).

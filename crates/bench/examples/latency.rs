@@ -1,7 +1,7 @@
 //! One-way latency through the router next to the raw TCP floor, in one run.
 //!
 //! ```sh
-//! cargo build --release -p tickwire --examples
+//! cargo build --release -p tickwire -p tickwire-bench --bins --examples
 //! target/release/examples/latency --rate 10000 --secs 10 --size 100
 //! ```
 //!
@@ -25,6 +25,11 @@
 //!
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
+
+// An example is a small program: it prints its results.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// An example stops at the first surprise: unwrap/expect are its error handling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
