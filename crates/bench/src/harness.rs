@@ -297,9 +297,22 @@ mod tests {
     /// crate cannot depend on the binary crate); otherwise says so and skips.
     #[test]
     fn starts_a_real_router_pinned_and_terminates_it_on_drop() {
-        let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/tickwire");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        let bin = target.join("debug/tickwire");
         if !bin.exists() {
-            eprintln!("skipped: {} not built", bin.display());
+            let why = format!(
+                "{} is not built (run `cargo test --workspace`)",
+                bin.display()
+            );
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("under CI a missing peer is a failure: {why}");
+            }
+            eprintln!(
+                "\n{0}\nSKIPPED starts_a_real_router_pinned_and_terminates_it_on_drop: {why}\n{0}\n",
+                "=".repeat(78)
+            );
             return;
         }
         let router = RouterChild::start(&bin, "block", Some(0), &[]).expect("router starts");

@@ -1,6 +1,7 @@
 //! End-to-end smoke runs of `tickwire bench fanout`: the real binary, a real router
-//! (and a real NATS server when one is installed), tiny rates, short runs. Checks that
-//! the report's counters reconcile; never asserts timing.
+//! (and a real NATS server: `.ci/setup` installs it; a missing one fails under CI),
+//! tiny rates, short runs. Checks that the report's counters reconcile; never asserts
+//! timing or the achieved rate.
 
 // A test shows the child's output on failure: tests may print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -29,6 +30,24 @@ fn u(doc: &serde_json::Value, path: &[&str]) -> u64 {
     }
     v.as_u64()
         .unwrap_or_else(|| panic!("{} is not a number in the report", path.join(".")))
+}
+
+/// The exit code is 0, or 3 (INVALID: the machine did not sustain 90% of the target
+/// rate, which a loaded test machine may not; the report must then say so). Never 1:
+/// lost, duplicated or reordered messages or a thread error fail the test whatever the
+/// rate. The rate itself is never asserted.
+fn assert_exit_ok_or_invalid(code: i32, doc: &serde_json::Value, output: &str) {
+    match code {
+        0 => assert_eq!(doc["valid"], true, "exit 0 but not valid:\n{output}"),
+        3 => {
+            assert_eq!(doc["valid"], false, "exit 3 but valid:\n{output}");
+            eprintln!(
+                "note: rate not sustained on this machine (INVALID): {}",
+                doc["invalid"]
+            );
+        }
+        other => panic!("exit code {other}; output:\n{output}"),
+    }
 }
 
 /// Sent, expected and received reconcile: every message reached every subscriber once.
@@ -90,7 +109,7 @@ fn fanout_smoke_against_a_tickwire_router_reconciles() {
     // Block: the test machine is shared, a spinning router would take a core.
     args.extend(["--idle", "block"]);
     let (code, doc, output) = run_fanout("tickwire", &args);
-    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["system"], "tickwire");
     assert_eq!(doc["bench"], "fanout");
     assert_reconciles(&doc, 2, &output);
@@ -129,7 +148,7 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
         "yield",
     ];
     let (code, doc, output) = run_fanout("scaled", &args);
-    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["layout"]["client_idle"], "yield", "{output}");
     assert_eq!(doc["scaled"], "SCALED: 0.002 x published rates");
     assert!(
@@ -140,10 +159,11 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
     assert_reconciles(&doc, 2, &output);
 }
 
-/// nats-server from ~/go/bin or PATH, if installed.
+/// nats-server from $GOBIN, ~/go/bin or PATH, if installed.
 fn nats_server() -> Option<PathBuf> {
+    let gobin = std::env::var_os("GOBIN").map(|d| Path::new(&d).join("nats-server"));
     let home = std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/nats-server"));
-    if let Some(p) = home.filter(|p| p.exists()) {
+    if let Some(p) = gobin.into_iter().chain(home).find(|p| p.exists()) {
         return Some(p);
     }
     let path = std::env::var_os("PATH")?;
@@ -194,9 +214,13 @@ fn start_nats(bin: &Path) -> NatsServer {
 }
 
 #[test]
-fn fanout_smoke_against_nats_reconciles_or_skips() {
+fn fanout_smoke_against_nats_reconciles() {
     let Some(bin) = nats_server() else {
-        eprintln!("skipped: nats-server is not installed (looked in ~/go/bin and PATH)");
+        common::peer_missing(
+            "fanout_smoke_against_nats_reconciles",
+            "nats-server is not installed (looked in $GOBIN, ~/go/bin and PATH; \
+             scripts/install-nats.sh installs it)",
+        );
         return;
     };
     let server = start_nats(&bin);
@@ -205,7 +229,7 @@ fn fanout_smoke_against_nats_reconciles_or_skips() {
     args.extend(["--target", &url]);
     let (code, doc, output) = run_fanout("nats", &args);
     drop(server);
-    assert_eq!(code, 0, "exit code; output:\n{output}");
+    assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["system"], "NATS");
     assert_reconciles(&doc, 2, &output);
 }

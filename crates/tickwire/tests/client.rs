@@ -286,7 +286,7 @@ fn another_publishers_stream_stays_contiguous_across_subscribes() {
             let mut b = Vec::new();
             frame::encode_ping(&mut b, 7);
             raw.send(&b);
-            assert_eq!(raw.next(PATIENCE), Some(Got::Pong(7)));
+            assert_eq!(raw.next(PATIENCE), Ok(Got::Pong(7)));
             seq - 1
         })
     };
@@ -389,7 +389,7 @@ fn rejected_requests_leave_the_connection_usable() {
     raw.subscribe(5, "a//b");
     raw.subscribe(6, "ok");
     match raw.next(PATIENCE) {
-        Some(Got::Error {
+        Ok(Got::Error {
             code,
             fatal: false,
             request_id: 5,
@@ -397,7 +397,7 @@ fn rejected_requests_leave_the_connection_usable() {
         }) => assert_eq!(code, ErrorCode::INVALID_PATTERN),
         other => panic!("expected non-fatal INVALID_PATTERN, got {other:?}"),
     }
-    assert_eq!(raw.next(PATIENCE), Some(Got::Ack(6)));
+    assert_eq!(raw.next(PATIENCE), Ok(Got::Ack(6)));
 
     // Still usable: publish / receive, stats, ping.
     c.publish("x/1", b"still here").unwrap();
@@ -650,9 +650,10 @@ fn local_validation_and_router_frame_limit() {
 
 #[test]
 fn a_frame_above_our_max_frame_is_a_protocol_error() {
-    let router = RouterProc::start(&[]);
+    let (router, log) = RouterProc::start_logged(&[]);
     let opts = ClientOptions {
         max_frame: 4096,
+        name: "strict".into(),
         ..ClientOptions::default()
     };
     let mut c = Client::connect_with(router.addr, opts).unwrap();
@@ -662,11 +663,21 @@ fn a_frame_above_our_max_frame_is_a_protocol_error() {
     let err = c.recv(Wait::Forever).unwrap_err();
     assert!(matches!(err, Error::Protocol(_)), "{err:?}");
     assert!(matches!(c.recv(Wait::NoWait), Err(Error::Closed { .. })));
-    // The client told the router why it left.
+    // The client told the router why it left: the router received its CLOSE (a
+    // client that just dropped the connection is logged with another reason).
+    let line = log.wait_for(
+        &["closing client", "strict", "closed at the client's request"],
+        Duration::from_secs(10),
+    );
+    assert!(
+        line.is_some(),
+        "the router never got the client's CLOSE; router log:\n{}",
+        log.text()
+    );
     wait_for_stats(router.addr, "client gone", |doc| {
         doc["clients"].as_array().unwrap().len() == 2 // raw + the stats client
     });
-    let _ = raw;
+    drop(raw);
 }
 
 #[test]

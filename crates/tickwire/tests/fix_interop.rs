@@ -107,7 +107,7 @@ fn our_initiator_with_quickfix_acceptor_exchanges_application_messages_on_fix44_
 
     // Nothing we sent was rejected by QuickFIX's validation: the one rejection is the
     // deliberate QuoteRequest, which its application does not support.
-    let rejected = qf.find_all(&["Rejected"]);
+    let rejected = qf.find_all_since(0, &["Rejected"]);
     assert_eq!(rejected.len(), 1, "{}", qf.output());
     assert!(
         rejected[0].contains("Unsupported Message Type"),

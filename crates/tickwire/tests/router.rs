@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{Got, Raw, RouterProc};
+use common::{Closed, Got, Raw, RouterProc};
 use tickwire_client::{Client, ClientOptions, Error, Wait};
 use tickwire_wire::frame::{self, ErrorCode};
 use tickwire_wire::topic::pattern_matches;
@@ -196,7 +196,7 @@ fn invalid_pattern_is_rejected_and_the_client_stays_connected() {
     for (i, bad) in ["a//b", "a*b", ">/x", "", "md/>/x"].iter().enumerate() {
         raw.subscribe(i as u32 + 1, bad);
         match raw.next(T) {
-            Some(Got::Error {
+            Ok(Got::Error {
                 code,
                 fatal: false,
                 request_id,
@@ -209,9 +209,9 @@ fn invalid_pattern_is_rejected_and_the_client_stays_connected() {
         }
     }
     raw.subscribe(99, "ok/>");
-    assert_eq!(raw.next(T), Some(Got::Ack(99)));
+    assert_eq!(raw.next(T), Ok(Got::Ack(99)));
     raw.publish("ok/1", b"still here");
-    assert!(matches!(raw.next(T), Some(Got::Message { payload, .. }) if payload == b"still here"));
+    assert!(matches!(raw.next(T), Ok(Got::Message { payload, .. }) if payload == b"still here"));
 }
 
 /// A healthy publisher/subscriber pair keeps working: the router carried on.
@@ -377,9 +377,9 @@ fn stalled_subscriber(r: &RouterProc) -> Raw {
     let mut b = Vec::new();
     frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, "stalled");
     slow.send(&b);
-    assert!(matches!(slow.next(T), Some(Got::Welcome { .. })));
+    assert!(matches!(slow.next(T), Ok(Got::Welcome { .. })));
     slow.subscribe(1, "flood/>");
-    assert_eq!(slow.next(T), Some(Got::Ack(1)));
+    assert_eq!(slow.next(T), Ok(Got::Ack(1)));
     slow
 }
 
@@ -440,7 +440,7 @@ fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
     let mut expect_next = 0u64;
     while delivered + discarded < FLOOD {
         match slow.next(T) {
-            Some(Got::Message {
+            Ok(Got::Message {
                 payload,
                 discarded: d,
                 ..
@@ -497,7 +497,11 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
     // The slow one reads what was queued before the cut, then the reason, then EOF.
     let mut seen_error = false;
     let mut before = 0u64;
-    while let Some(g) = slow.next(T) {
+    let end = loop {
+        let g = match slow.next(T) {
+            Ok(g) => g,
+            Err(closed) => break closed,
+        };
         match g {
             Got::Message { discarded, .. } => {
                 assert!(!seen_error);
@@ -511,10 +515,15 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
             }
             other => panic!("unexpected {other:?}"),
         }
-    }
+    };
     assert!(
         seen_error,
         "the slow consumer was not told why it was disconnected"
+    );
+    assert_ne!(
+        end,
+        Closed::TimedOut,
+        "the slow consumer was told, but its connection was never closed"
     );
     assert!(before < FLOOD);
     let mut c = client(&r, "observer");
@@ -573,12 +582,184 @@ fn sigterm_closes_clients_cleanly_and_exits_zero() {
     let r = RouterProc::start(&[]);
     let mut raw = Raw::hello(r.addr, "raw");
     raw.subscribe(1, "x/>");
-    assert_eq!(raw.next(T), Some(Got::Ack(1)));
+    assert_eq!(raw.next(T), Ok(Got::Ack(1)));
     let status = r.terminate();
     assert!(status.success(), "router exit status {status}");
     match raw.next(T) {
-        Some(Got::Close { code, .. }) => assert_eq!(code, ErrorCode::SHUTTING_DOWN),
+        Ok(Got::Close { code, .. }) => assert_eq!(code, ErrorCode::SHUTTING_DOWN),
         other => panic!("expected CLOSE(SHUTTING_DOWN), got {other:?}"),
     }
     raw.expect_eof();
+}
+
+/// 8,000 messages of 1 KiB: 8 MiB, far more than the stalled subscriber's socket
+/// buffers (4 KiB receive buffer asked; the send side is at most `tcp_wmem`'s 4 MiB).
+const BACKLOG: u64 = 8_000;
+
+/// Publishes BACKLOG messages (sequence number first) to `flood/x` and waits until the
+/// router has queued all of them for the stalled subscriber; returns the observer
+/// client and the bytes still in the router's egress for it.
+fn queue_backlog(r: &RouterProc) -> (Client, u64) {
+    let mut p = client(r, "publisher");
+    for i in 0..BACKLOG {
+        let mut payload = vec![0xEE; 1024];
+        payload[..8].copy_from_slice(&i.to_le_bytes());
+        p.publish("flood/x", &payload).unwrap();
+    }
+    p.flush().unwrap();
+    let mut observer = client(r, "observer");
+    let deadline = Instant::now() + T;
+    loop {
+        let st = stats(&mut observer);
+        let row = st["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "stalled")
+            .cloned()
+            .expect("the stalled subscriber is connected");
+        if row["msgs_out"].as_u64() == Some(BACKLOG) {
+            assert_eq!(row["discards"], 0, "{row}");
+            let pending = row["egress_pending"].as_u64().unwrap();
+            return (observer, pending);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router never queued the backlog: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_flushes_a_backlog_larger_than_the_socket_buffers_then_closes() {
+    let r = RouterProc::start(&["--egress-limit", "64MiB"]);
+    let mut slow = stalled_subscriber(&r);
+    let (observer, pending) = queue_backlog(&r);
+    assert!(
+        pending > 4 << 20,
+        "the backlog must be in the router, not in socket buffers: {pending} bytes pending"
+    );
+    drop(observer);
+    // The subscriber starts reading only after the SIGTERM.
+    r.sigterm();
+    let mut next_seq = 0u64;
+    let end = loop {
+        match slow.next(T) {
+            Ok(Got::Message { payload, .. }) => {
+                let seq = u64::from_le_bytes(payload[..8].try_into().unwrap());
+                assert_eq!(seq, next_seq, "messages lost or reordered in the flush");
+                next_seq += 1;
+            }
+            Ok(Got::Close { code, .. }) => break code,
+            other => {
+                panic!("after {next_seq} messages: expected a MESSAGE or CLOSE, got {other:?}")
+            }
+        }
+    };
+    assert_eq!(
+        next_seq, BACKLOG,
+        "every queued message is delivered before the CLOSE"
+    );
+    assert_eq!(end, ErrorCode::SHUTTING_DOWN);
+    slow.expect_eof();
+    let status = r.wait_exit();
+    assert!(status.success(), "router exit status {status}");
+}
+
+#[test]
+fn a_client_that_never_reads_its_error_is_still_closed_after_the_linger() {
+    let (r, log) = RouterProc::start_logged(&["--egress-limit", "64MiB"]);
+    let mut slow = stalled_subscriber(&r);
+    let (mut observer, _) = queue_backlog(&r);
+    // A fatal error for the stalled client: its ERROR is queued behind megabytes it
+    // does not read, so it cannot be flushed; the router must close it anyway.
+    let mut bad = Vec::new();
+    frame::encode_publish(&mut bad, "bad//topic", b"x", Default::default(), u32::MAX).unwrap();
+    slow.send(&bad);
+    let line = log.wait_for(&["disconnecting client", "stalled", "invalid topic"], T);
+    assert!(line.is_some(), "no disconnect logged:\n{}", log.text());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = stats(&mut observer);
+        let gone = !st["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "stalled");
+        if gone {
+            assert_eq!(st["router"]["totals"]["disconnects_error"], 1, "{st}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router kept a client whose error it could not deliver: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its socket is closed: reading drains what was flushed, then ends (EOF or reset),
+    // never a silent open connection.
+    let end = loop {
+        match slow.next(T) {
+            Ok(Got::Message { .. }) => {}
+            Ok(Got::Error { code, fatal, .. }) => {
+                assert_eq!(code, ErrorCode::INVALID_TOPIC);
+                assert!(fatal);
+            }
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(closed) => break closed,
+        }
+    };
+    assert_ne!(end, Closed::TimedOut, "the connection was left open");
+    assert_router_healthy(&r);
+}
+
+#[test]
+fn stats_counters_are_exact_after_a_load() {
+    const N: u64 = 50_000;
+    let r = RouterProc::start(&[]);
+    let mut all = client(&r, "all");
+    all.subscribe("load/>").unwrap();
+    let mut evens = client(&r, "evens");
+    evens.subscribe("load/even").unwrap();
+    let readers = [("all", all, N), ("evens", evens, N / 2)].map(|(name, mut c, want)| {
+        std::thread::spawn(move || {
+            let got = drain(&mut c, want as usize, Duration::from_secs(60));
+            assert_eq!(got.len() as u64, want, "{name} received");
+            c
+        })
+    });
+    let mut p = client(&r, "loader");
+    for i in 0..N {
+        let topic = if i % 2 == 0 { "load/even" } else { "load/odd" };
+        p.publish(topic, &i.to_le_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    let mut readers = readers.map(|h| h.join().expect("reader thread"));
+    let st = stats(&mut readers[0]);
+    let t = &st["router"]["totals"];
+    assert_eq!(t["msgs_in"], N, "{st}");
+    assert_eq!(t["msgs_out"], N + N / 2, "{st}");
+    assert_eq!(t["unrouted"], 0, "{st}");
+    assert_eq!(t["discards"], 0, "{st}");
+    let row = |name: &str| {
+        st["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {st}"))
+    };
+    assert_eq!(row("loader")["msgs_in"], N);
+    assert_eq!(row("all")["msgs_out"], N);
+    assert_eq!(row("evens")["msgs_out"], N / 2);
+    // A PUBLISH is 8 (header) + 9 or 8 (topic `load/even` or `load/odd`) + 8 (payload)
+    // bytes: bytes_in counts at least those (HELLO and the rest come on top).
+    let publish_bytes = N / 2 * 25 + N / 2 * 24;
+    let loader_in = row("loader")["bytes_in"].as_u64().unwrap();
+    assert!(
+        loader_in >= publish_bytes,
+        "loader bytes_in {loader_in} < {publish_bytes}"
+    );
 }

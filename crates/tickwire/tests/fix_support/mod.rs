@@ -128,6 +128,21 @@ impl Peer {
         }
     }
 
+    /// The cursor's position, to look back from with [`Peer::find_all_since`].
+    pub fn mark(&self) -> usize {
+        self.cursor
+    }
+
+    /// The lines from `mark` on (including the ones the cursor has passed since) that
+    /// contain every part, so far (no waiting).
+    pub fn find_all_since(&self, mark: usize, parts: &[&str]) -> Vec<String> {
+        self.lines.0.lock().unwrap()[mark..]
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .cloned()
+            .collect()
+    }
+
     /// The lines after the cursor so far that contain every part (no waiting).
     pub fn find_all(&self, parts: &[&str]) -> Vec<String> {
         self.lines.0.lock().unwrap()[self.cursor..]

@@ -1,0 +1,119 @@
+//! Test-only: a global allocator that counts the allocations made by the current
+//! thread, so a test can prove a hot path allocates nothing per message.
+//!
+//! Each integration-test file that uses it is its own binary with its own global
+//! allocator:
+//!
+//! ```ignore
+//! use tickwire_alloc_count::{allocations_during, CountingAlloc};
+//!
+//! #[global_allocator]
+//! static ALLOC: CountingAlloc = CountingAlloc;
+//!
+//! let (result, allocations) = allocations_during(|| hot_path());
+//! assert_eq!(allocations, 0);
+//! ```
+//!
+//! The count is per thread (the test harness's own threads allocate while a test
+//! runs), and counts `alloc`, `alloc_zeroed` and `realloc`; `dealloc` is free.
+//!
+//! This is the workspace's one crate with `unsafe` code: `GlobalAlloc` is an unsafe
+//! trait. Every method forwards to the system allocator unchanged.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+thread_local! {
+    // `const` initialisation: no lazy init and no destructor, so reading it from
+    // inside the allocator never allocates or recurses.
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The counting allocator: declare it as the test binary's `#[global_allocator]`.
+pub struct CountingAlloc;
+
+fn bump() {
+    // `try_with`: during thread teardown the slot may be gone; then don't count.
+    let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every method forwards its arguments unchanged to `System`, which upholds
+// `GlobalAlloc`'s contract; counting touches only a const-initialised thread-local
+// `Cell` and never allocates.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: the caller's `layout` contract is passed through unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: `ptr` was allocated by `System` (through this type) with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` (through this type) with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Allocations made by this thread so far (only meaningful when [`CountingAlloc`] is
+/// the global allocator).
+pub fn allocations() -> u64 {
+    COUNT.with(Cell::get)
+}
+
+/// Runs `f` and returns its result and the number of allocations this thread made
+/// while it ran.
+pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = allocations();
+    let r = f();
+    (r, allocations() - before)
+}
+
+/// Panics unless allocations on this thread are being counted, i.e. unless
+/// [`CountingAlloc`] is the global allocator: a test that finds zero allocations must
+/// first show that it would have seen one.
+pub fn assert_counting() {
+    let (v, n) = allocations_during(|| std::hint::black_box(Vec::<u8>::with_capacity(16)));
+    drop(v);
+    assert_eq!(
+        n, 1,
+        "allocations are not being counted: declare `#[global_allocator] static A: CountingAlloc`"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[global_allocator]
+    static ALLOC: CountingAlloc = CountingAlloc;
+
+    #[test]
+    fn counts_this_threads_allocations() {
+        assert_counting();
+        let (v, n) = allocations_during(|| {
+            let mut v: Vec<u64> = Vec::with_capacity(4);
+            v.extend([1, 2, 3, 4]);
+            v
+        });
+        assert_eq!(n, 1);
+        let (_, n) = allocations_during(|| v.iter().sum::<u64>());
+        assert_eq!(n, 0);
+        let (_, n) = allocations_during(|| {
+            let mut v = v.clone();
+            v.push(5); // grows: a realloc
+            v
+        });
+        assert_eq!(n, 2);
+    }
+}

@@ -1,0 +1,119 @@
+//! The client's hot paths allocate nothing per message after warm-up: a real client
+//! publishing (`publish` + `flush`) and a real client receiving (`poll`, the decode
+//! path) against a real router (`tickwire_router::Router`, in a thread of this
+//! process, on 127.0.0.1).
+//!
+//! The count is per thread: the router's thread allocates as it likes; only the test
+//! thread, which runs both clients, is counted. Its own test binary, so the counting
+//! global allocator is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::thread;
+use std::time::Duration;
+
+use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
+use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_router::{Config, IdleStrategy, Router};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+const BATCH: u64 = 100;
+const WARMUP_BATCHES: u64 = 20;
+const MEASURED_BATCHES: u64 = 200;
+
+#[test]
+fn publishing_and_receiving_allocate_nothing_per_message() {
+    assert_counting();
+    let cfg = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        idle: IdleStrategy::Block,
+        ..Config::default()
+    };
+    let router = Router::bind(cfg).expect("router binds");
+    let addr = router.local_addr();
+    let handle = router.handle();
+    let router_thread = thread::spawn(move || router.run());
+
+    let mut publisher = Client::connect_with(
+        addr,
+        ClientOptions {
+            name: "pub".into(),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let mut subscriber = Client::connect_with(
+        addr,
+        ClientOptions {
+            name: "sub".into(),
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    subscriber.subscribe("md/>").unwrap();
+    let payload = [7u8; 64];
+    let mut received = 0u64;
+    let mut bad = 0u64;
+
+    // One batch: publish BATCH messages, flush, then receive them all (bounded wait).
+    let mut batch =
+        |publisher: &mut Client, subscriber: &mut Client, counts: &mut (u64, u64)| -> u64 {
+            let (_, a) = allocations_during(|| {
+                for _ in 0..BATCH {
+                    publisher.publish("md/AAPL/trade", &payload).unwrap();
+                }
+                publisher.flush().unwrap();
+            });
+            counts.0 += a;
+            let mut got = 0;
+            let mut turns = 0;
+            while got < BATCH {
+                turns += 1;
+                assert!(turns < 10_000, "only {got} of {BATCH} messages arrived");
+                let (n, a) = allocations_during(|| {
+                    subscriber
+                        .poll(Wait::Timeout(Duration::from_secs(5)), |m| {
+                            if m.topic() != "md/AAPL/trade" || m.payload() != payload {
+                                bad += 1;
+                            }
+                        })
+                        .unwrap()
+                });
+                counts.1 += a;
+                got += n as u64;
+            }
+            got
+        };
+
+    let mut warmup = (0, 0);
+    for _ in 0..WARMUP_BATCHES {
+        received += batch(&mut publisher, &mut subscriber, &mut warmup);
+    }
+    let mut measured = (0, 0);
+    for _ in 0..MEASURED_BATCHES {
+        received += batch(&mut publisher, &mut subscriber, &mut measured);
+    }
+    let n = BATCH * MEASURED_BATCHES;
+    assert_eq!(received, BATCH * (WARMUP_BATCHES + MEASURED_BATCHES));
+    assert_eq!(bad, 0, "a message arrived with the wrong topic or payload");
+    assert_eq!(
+        measured.0, 0,
+        "publish + flush allocated {} times for {n} messages",
+        measured.0
+    );
+    assert_eq!(
+        measured.1, 0,
+        "poll (receive and decode) allocated {} times for {n} messages",
+        measured.1
+    );
+
+    publisher.close().unwrap();
+    subscriber.close().unwrap();
+    handle.shutdown();
+    let totals = router_thread
+        .join()
+        .expect("router thread")
+        .expect("router ran");
+    assert_eq!(totals.msgs_in, received);
+}

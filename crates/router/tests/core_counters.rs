@@ -1,0 +1,134 @@
+//! The router core's counters, stats document and slot reuse, checked in the core's
+//! own tests (found by the mutation-testing pass, docs/testing.md: the cross-process
+//! tests in crates/tickwire covered these, the router crate's own tests did not).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+
+use tickwire_router::core::{Core, Input};
+use tickwire_router::index::Slot;
+use tickwire_router::Config;
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_wire::frame::{self, Frame, PROTOCOL_VERSION};
+
+const T0: u64 = 7_000_000_000;
+
+fn addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9))
+}
+
+fn feed(core: &mut Core, id: Slot, bytes: &[u8]) {
+    assert_eq!(
+        core.handle_input(id, MonoNanos(T0), bytes, bytes.len()),
+        Input::Consumed(bytes.len())
+    );
+}
+
+fn open(core: &mut Core, name: &str) -> Slot {
+    let id = core
+        .handle_accept(addr(), MonoNanos(T0), UtcNanos(0))
+        .ok()
+        .expect("accepted");
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
+    feed(core, id, &b);
+    drain(core, id);
+    id
+}
+
+fn subscribe(core: &mut Core, id: Slot, pattern: &str) {
+    let mut b = Vec::new();
+    frame::encode_subscribe(&mut b, 1, pattern);
+    feed(core, id, &b);
+    drain(core, id);
+}
+
+fn publish(core: &mut Core, id: Slot, topic: &str, n: usize) {
+    let mut b = Vec::new();
+    for _ in 0..n {
+        frame::encode_publish(&mut b, topic, b"payload", Default::default(), 1 << 20).unwrap();
+    }
+    feed(core, id, &b);
+}
+
+/// Drains `id`'s egress; returns the topics of the MESSAGE frames in it.
+fn drain(core: &mut Core, id: Slot) -> Vec<String> {
+    let bytes = core.egress(id).to_vec();
+    core.handle_written(id, bytes.len());
+    let mut topics = Vec::new();
+    let mut rest = &bytes[..];
+    while let Some((f, n)) = frame::decode(rest, u32::MAX).expect("well-formed egress") {
+        if let Frame::Message(m) = f {
+            topics.push(String::from_utf8_lossy(m.topic).into_owned());
+        }
+        rest = &rest[n..];
+    }
+    assert!(rest.is_empty());
+    topics
+}
+
+fn client_row<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no client {name} in {doc}"))
+}
+
+#[test]
+fn per_client_and_total_counters_count_every_message_once() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let p = open(&mut core, "p");
+    let a = open(&mut core, "a");
+    let b = open(&mut core, "b");
+    subscribe(&mut core, a, "x/>");
+    subscribe(&mut core, b, "x/1");
+    publish(&mut core, p, "x/1", 5);
+    publish(&mut core, p, "x/2", 3);
+    publish(&mut core, p, "y", 2);
+    assert_eq!(drain(&mut core, a).len(), 8);
+    assert_eq!(drain(&mut core, b).len(), 5);
+    let doc: serde_json::Value =
+        serde_json::from_str(&core.stats_json(MonoNanos(T0))).expect("stats JSON");
+    assert_eq!(client_row(&doc, "p")["msgs_in"], 10);
+    assert_eq!(client_row(&doc, "a")["msgs_out"], 8);
+    assert_eq!(client_row(&doc, "b")["msgs_out"], 5);
+    assert_eq!(client_row(&doc, "p")["msgs_out"], 0);
+    let t = &doc["router"]["totals"];
+    assert_eq!(t["msgs_in"], 10);
+    assert_eq!(t["msgs_out"], 13);
+    assert_eq!(t["unrouted"], 2);
+    assert_eq!(core.totals().msgs_out, 13);
+}
+
+#[test]
+fn stats_uptime_is_in_milliseconds_since_the_start() {
+    let core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let doc: serde_json::Value =
+        serde_json::from_str(&core.stats_json(MonoNanos(T0 + 5_250_000_000))).unwrap();
+    assert_eq!(doc["router"]["uptime_ms"], 5_250);
+}
+
+#[test]
+fn a_vanished_clients_subscriptions_do_not_pass_to_the_next_client_in_its_slot() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let p = open(&mut core, "p");
+    let gone = open(&mut core, "gone");
+    subscribe(&mut core, gone, "secret/>");
+    // The socket closes without CLOSE or error (EOF): the driver reports it.
+    core.handle_closed(gone, "connection closed by the client");
+    assert_eq!(core.phase(gone), None);
+    let next = open(&mut core, "next");
+    assert_eq!(
+        next, gone,
+        "the slot is reused (the case this test is about)"
+    );
+    publish(&mut core, p, "secret/x", 3);
+    assert_eq!(
+        drain(&mut core, next),
+        Vec::<String>::new(),
+        "the new client got the old client's subscription"
+    );
+    assert_eq!(core.totals().unrouted, 3);
+}

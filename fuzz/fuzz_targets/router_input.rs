@@ -1,0 +1,306 @@
+//! Drives the real router core (`tickwire_router::core::Core`) with arbitrary bytes
+//! from arbitrary clients, the way the driver (`crates/router/src/driver.rs`) does:
+//! per-client read buffer, `handle_input`, keep the unconsumed tail, drain the egress
+//! to the "socket" in arbitrary amounts (`handle_written`), fire the timers
+//! (`handle_timeout`), remove closed clients (`handle_closed`).
+//!
+//! Replaces the old `frame_stream` target, which fuzzed a re-implementation of the
+//! reassembly loop instead of the router.
+//!
+//! Input: a list of operations, each one opcode byte followed by its arguments (see
+//! `step`). Besides raw bytes, operations can send a well-formed HELLO, SUBSCRIBE or
+//! PUBLISH built from fuzz bytes, so the fuzzer reaches routing without first having
+//! to guess a valid handshake. The configuration is small (4 KiB frames, 16 KiB
+//! egress limit, 8 clients, 8 subscriptions) so the limits are reachable.
+//!
+//! Checks, after every operation:
+//! - nothing panics;
+//! - `handle_input` never reports more bytes consumed than it was given, and what it
+//!   leaves unconsumed is less than `frame_limit` (a HELLO's size before the
+//!   handshake, `max_frame` after): the driver's read buffer stays bounded;
+//! - after `handle_timeout`, `poll_timeout` is never in the past;
+//! - a client for which `handle_input` returned `Closing` is in phase `Closing` (or gone),
+//!   and `live()` equals the number of clients accepted and not removed;
+//! - everything the router writes to a client is a sequence of well-formed frames;
+//! - under the disconnect policy, the MESSAGE bytes queued for a client never exceed
+//!   the egress limit (control frames are accounted separately);
+#![no_main]
+
+use std::net::SocketAddr;
+
+use libfuzzer_sys::fuzz_target;
+use tickwire_router::core::{Core, Input, Phase};
+use tickwire_router::index::Slot;
+use tickwire_router::{Config, SlowConsumerPolicy};
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
+
+const MAX_FRAME: u32 = 4096;
+const EGRESS_LIMIT: usize = 16 << 10;
+const MAX_CLIENTS: usize = 8;
+
+/// One connected client as the driver and the client on the other end see it.
+struct Conn {
+    id: Slot,
+    /// Bytes read but not yet consumed by the core (the driver's read buffer).
+    rbuf: Vec<u8>,
+    /// Bytes written to the client but not yet decoded (the client's receive buffer).
+    rx: Vec<u8>,
+    /// The core said this client is closing.
+    closing: bool,
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    fn bytes(&mut self, n: usize) -> &[u8] {
+        let n = n.min(self.0.len());
+        let (b, rest) = self.0.split_at(n);
+        self.0 = rest;
+        b
+    }
+}
+
+struct World {
+    core: Core,
+    conns: Vec<Conn>,
+    now: MonoNanos,
+    scratch: Vec<u8>,
+}
+
+impl World {
+    fn feed(&mut self, k: usize, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(k) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        c.rbuf.extend_from_slice(bytes);
+        match self.core.handle_input(c.id, self.now, &c.rbuf, bytes.len()) {
+            Input::Consumed(n) => {
+                assert!(n <= c.rbuf.len(), "consumed {n} of {}", c.rbuf.len());
+                c.rbuf.drain(..n);
+                // Before HELLO the limit is a HELLO's size, after it max_frame.
+                let limit = self.core.frame_limit(c.id) as usize;
+                assert!(limit <= MAX_FRAME as usize);
+                assert!(
+                    c.rbuf.len() < limit,
+                    "{} bytes left unconsumed with a frame limit of {limit}",
+                    c.rbuf.len()
+                );
+            }
+            Input::Closing => {
+                c.closing = true;
+                c.rbuf.clear();
+                assert!(
+                    matches!(self.core.phase(c.id), Some(Phase::Closing) | None),
+                    "handle_input returned Closing but the phase is {:?}",
+                    self.core.phase(c.id)
+                );
+            }
+        }
+    }
+
+    /// Drains up to `n` bytes of client `k`'s egress to its "socket".
+    fn write(&mut self, k: usize, n: usize) {
+        let Some(c) = self.conns.get_mut(k) else {
+            return;
+        };
+        let egress = self.core.egress(c.id);
+        let n = n.min(egress.len());
+        c.rx.extend_from_slice(&egress[..n]);
+        self.core.handle_written(c.id, n);
+        loop {
+            match frame::decode(&c.rx, u32::MAX) {
+                Ok(Some((_, used))) => {
+                    c.rx.drain(..used);
+                }
+                Ok(None) => break,
+                Err(e) => panic!("the router wrote a malformed frame: {e}"),
+            }
+        }
+    }
+
+    fn check(&self, discard: bool) {
+        let live = self.conns.len();
+        assert_eq!(self.core.live(), live);
+        if discard {
+            return;
+        }
+        for c in &self.conns {
+            // Only when the client's receive side is at a frame boundary does the
+            // egress start with a whole frame.
+            if !c.rx.is_empty() {
+                continue;
+            }
+            let mut rest = self.core.egress(c.id);
+            let mut message_bytes = 0usize;
+            while let Ok(Some((f, used))) = frame::decode(rest, u32::MAX) {
+                if matches!(f, Frame::Message(_)) {
+                    message_bytes += used;
+                }
+                rest = &rest[used..];
+            }
+            assert!(
+                message_bytes <= EGRESS_LIMIT,
+                "{message_bytes} bytes of MESSAGE queued, limit {EGRESS_LIMIT}"
+            );
+        }
+    }
+
+    fn step(&mut self, cur: &mut Cursor<'_>) -> Option<()> {
+        let op = cur.u8()?;
+        let k = usize::from(cur.u8()?) % MAX_CLIENTS.max(1);
+        match op % 10 {
+            0 => {
+                let addr = SocketAddr::from(([127, 0, 0, 1], 40_000 + k as u16));
+                if let Ok(id) = self.core.handle_accept(addr, self.now, UtcNanos(0)) {
+                    self.conns.push(Conn {
+                        id,
+                        rbuf: Vec::new(),
+                        rx: Vec::new(),
+                        closing: false,
+                    });
+                } else {
+                    assert!(self.conns.len() >= MAX_CLIENTS);
+                }
+            }
+            1 => {
+                let n = usize::from(cur.u8()?);
+                let bytes = cur.bytes(n).to_vec();
+                self.feed(k, &bytes);
+            }
+            2 => {
+                let n = usize::from(cur.u8()? % 80);
+                let name = String::from_utf8_lossy(cur.bytes(n)).into_owned();
+                let version = if cur.u8()? == 0 { 0 } else { PROTOCOL_VERSION };
+                self.scratch.clear();
+                frame::encode_hello(&mut self.scratch, version, &name);
+                let b = std::mem::take(&mut self.scratch);
+                self.feed(k, &b);
+                self.scratch = b;
+            }
+            3 | 4 => {
+                let n = usize::from(cur.u8()? % 32);
+                let pattern = String::from_utf8_lossy(cur.bytes(n)).into_owned();
+                self.scratch.clear();
+                if op % 10 == 3 {
+                    frame::encode_subscribe(&mut self.scratch, u32::from(op), &pattern);
+                } else {
+                    frame::encode_unsubscribe(&mut self.scratch, u32::from(op), &pattern);
+                }
+                let b = std::mem::take(&mut self.scratch);
+                self.feed(k, &b);
+                self.scratch = b;
+            }
+            5 => {
+                let n = usize::from(cur.u8()? % 32);
+                let topic = String::from_utf8_lossy(cur.bytes(n)).into_owned();
+                let size = usize::from(cur.u8()?) * 16;
+                let payload = vec![0xA5; size];
+                let flags = cur.u8()?;
+                let opts = PublishOptions {
+                    seq: (flags & 1 != 0).then_some(u64::from(flags)),
+                    publisher_send: (flags & 2 != 0).then_some(self.now.0),
+                };
+                self.scratch.clear();
+                if frame::encode_publish(&mut self.scratch, &topic, &payload, opts, MAX_FRAME)
+                    .is_ok()
+                {
+                    let repeat = 1 + usize::from(flags >> 4);
+                    let one = self.scratch.clone();
+                    for _ in 1..repeat {
+                        self.scratch.extend_from_slice(&one);
+                    }
+                    let b = std::mem::take(&mut self.scratch);
+                    self.feed(k, &b);
+                    self.scratch = b;
+                }
+            }
+            6 => {
+                let n = usize::from(cur.u8()?) * 64;
+                self.write(k, n);
+            }
+            7 => {
+                self.now = self.now.add_nanos(u64::from(cur.u8()?) * 50_000_000);
+                self.core.handle_timeout(self.now);
+                if let Some(d) = self.core.poll_timeout() {
+                    assert!(d >= self.now, "the next deadline is already past");
+                }
+                for c in &mut self.conns {
+                    if self.core.phase(c.id) == Some(Phase::Closing) {
+                        c.closing = true;
+                    }
+                }
+            }
+            8 => {
+                if k < self.conns.len() {
+                    let c = self.conns.swap_remove(k);
+                    self.core.handle_closed(c.id, "fuzz: connection closed");
+                    assert_eq!(self.core.phase(c.id), None);
+                }
+            }
+            _ => {
+                let what = cur.u8()?;
+                self.scratch.clear();
+                match what % 3 {
+                    0 => frame::encode_ping(&mut self.scratch, u64::from(what)),
+                    1 => frame::encode_stats_request(&mut self.scratch, u32::from(what)),
+                    _ => frame::encode_close(&mut self.scratch, frame::ErrorCode::NORMAL, "bye"),
+                }
+                let b = std::mem::take(&mut self.scratch);
+                self.feed(k, &b);
+                self.scratch = b;
+                if what == 0xFF {
+                    self.core.shutdown();
+                    for c in &mut self.conns {
+                        c.closing = true;
+                    }
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&policy, ops)) = data.split_first() else {
+        return;
+    };
+    let discard = policy & 1 == 1;
+    let cfg = Config {
+        max_frame: MAX_FRAME,
+        max_clients: MAX_CLIENTS,
+        max_subscriptions: 8,
+        egress_limit: EGRESS_LIMIT,
+        slow_consumer: if discard {
+            SlowConsumerPolicy::Discard
+        } else {
+            SlowConsumerPolicy::Disconnect
+        },
+        handshake_timeout_ms: 1_000,
+        stall_timeout_ms: 2_000,
+        read_buffer: MAX_FRAME as usize,
+        ..Config::default()
+    };
+    let mut w = World {
+        core: Core::new(cfg, MonoNanos(1_000_000_000), UtcNanos(0)),
+        conns: Vec::new(),
+        now: MonoNanos(1_000_000_000),
+        scratch: Vec::new(),
+    };
+    let mut cur = Cursor(ops);
+    while w.step(&mut cur).is_some() {
+        w.check(discard);
+    }
+    // Drain everything: what is left must still be well-formed.
+    for k in 0..w.conns.len() {
+        w.write(k, usize::MAX);
+    }
+});
