@@ -6,30 +6,24 @@
 
 mod common;
 
-use common::{run_bench as run, temp, u};
+use common::{assert_help_lists, run_bench as run, run_bench_report, temp, transport_rows, u};
 use serde_json::Value;
 
 #[test]
 fn pingpong_runs_every_transport_and_reconciles() {
-    let json = temp("pingpong.json");
-    let svg = temp("pingpong.svg");
-    let (st, out, err) = run(&[
-        "bench",
+    let (out, v) = run_bench_report(
         "pingpong",
-        "--sizes",
-        "64,100",
-        "--iterations",
-        "200",
-        "--warmup",
-        "20",
-        "--idle",
-        "block",
-        "--json",
-        json.to_str().unwrap(),
-        "--plot",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(st.success(), "exit {st}\nstdout:\n{out}\nstderr:\n{err}");
+        &[
+            "--sizes",
+            "64,100",
+            "--iterations",
+            "200",
+            "--warmup",
+            "20",
+            "--idle",
+            "block",
+        ],
+    );
     for header in [
         "size",
         "mean",
@@ -48,34 +42,18 @@ fn pingpong_runs_every_transport_and_reconciles() {
     }
     assert!(out.contains("idle block"), "idle mode not reported\n{out}");
 
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["bench"], "pingpong");
     assert_eq!(v["echo"], "same-thread");
-    assert!(
-        v["machine"]["cores"].as_u64().is_some(),
-        "no machine metadata: {v}"
-    );
-    let transports = v["transports"].as_array().unwrap();
-    assert_eq!(transports.len(), 3);
-    for t in transports {
-        let sizes = t["sizes"].as_array().unwrap();
-        assert_eq!(sizes.len(), 2, "{t}");
-        for s in sizes {
-            let c = &s["counters"];
-            assert_eq!(u(c, "sent"), 200, "{s}");
-            // UDP may lose a datagram; every ping is then accounted as a gap.
-            assert_eq!(u(c, "received") + u(c, "gaps"), u(c, "sent"), "{s}");
-            if t["transport"] != "udp" {
-                assert_eq!(u(c, "received"), 200, "{s}");
-            }
-            assert_eq!(u(&s["latency"], "samples"), u(c, "received"), "{s}");
-            assert_eq!(u(s, "warmup_excluded"), 20, "{s}");
+    for (t, s) in transport_rows(&v, "sizes", 3, 2) {
+        let c = &s["counters"];
+        assert_eq!(u(c, "sent"), 200, "{s}");
+        // UDP may lose a datagram; every ping is then accounted as a gap.
+        assert_eq!(u(c, "received") + u(c, "gaps"), u(c, "sent"), "{s}");
+        if t["transport"] != "udp" {
+            assert_eq!(u(c, "received"), 200, "{s}");
         }
+        assert_eq!(u(&s["latency"], "samples"), u(c, "received"), "{s}");
+        assert_eq!(u(s, "warmup_excluded"), 20, "{s}");
     }
-    let plot = std::fs::read_to_string(&svg).unwrap();
-    assert!(plot.contains("<svg"), "not an SVG");
-    let _ = std::fs::remove_file(json);
-    let _ = std::fs::remove_file(svg);
 }
 
 /// The other layout: echo client B on its own thread, both ends spinning (and
@@ -115,23 +93,22 @@ fn pingpong_with_the_echo_on_its_own_thread_reconciles() {
 
 #[test]
 fn pingpong_help_teaches() {
-    let (st, out, _) = run(&["bench", "pingpong", "--help"]);
-    assert!(st.success());
-    for s in [
-        "--sizes",
-        "--iterations",
-        "--warmup",
-        "--transports",
-        "--idle",
-        "--pin",
-        "--router",
-        "--echo",
-        "--json",
-        "--plot",
-        "Examples:",
-    ] {
-        assert!(out.contains(s), "{s} not in --help:\n{out}");
-    }
+    assert_help_lists(
+        &["bench", "pingpong", "--help"],
+        &[
+            "--sizes",
+            "--iterations",
+            "--warmup",
+            "--transports",
+            "--idle",
+            "--pin",
+            "--router",
+            "--echo",
+            "--json",
+            "--plot",
+            "Examples:",
+        ],
+    );
 }
 
 #[test]

@@ -441,3 +441,59 @@ pub fn peer_missing(test: &str, why: &str) {
     let bar = "=".repeat(78);
     eprintln!("\n{bar}\nSKIPPED {test}: {why}\n(under CI=true this fails)\n{bar}\n");
 }
+
+/// Runs `tickwire <args>` (a `--help`), expects success and every word in its output;
+/// returns the output.
+pub fn assert_help_lists(args: &[&str], words: &[&str]) -> String {
+    let (st, out, _) = run_cli(args, Duration::from_secs(120));
+    assert!(st.success(), "tickwire {args:?}: {st}");
+    for w in words {
+        assert!(out.contains(w), "{w} not in tickwire {args:?}:\n{out}");
+    }
+    out
+}
+
+/// Runs `tickwire bench <bench> <args> --json F --plot G` to success; checks that the
+/// JSON names the bench and the machine and that the plot is an SVG; removes both
+/// files. Returns stdout and the JSON report.
+pub fn run_bench_report(bench: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let json = temp(&format!("{bench}.json"));
+    let svg = temp(&format!("{bench}.svg"));
+    let (json_arg, svg_arg) = (json.display().to_string(), svg.display().to_string());
+    let mut full = vec!["bench", bench];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--json", &json_arg, "--plot", &svg_arg]);
+    let (st, out, err) = run_bench(&full);
+    assert!(st.success(), "exit {st}\nstdout:\n{out}\nstderr:\n{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["bench"], bench);
+    assert!(
+        v["machine"]["cores"].as_u64().is_some(),
+        "no machine metadata: {v}"
+    );
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("<svg"), "not an SVG");
+    let _ = std::fs::remove_file(json);
+    let _ = std::fs::remove_file(svg);
+    (out, v)
+}
+
+/// Every (transport, row) of a bench report whose `transports` each hold a `rows` array;
+/// checks there are `transports` of them with `per` rows each.
+pub fn transport_rows<'a>(
+    v: &'a serde_json::Value,
+    rows: &str,
+    transports: usize,
+    per: usize,
+) -> Vec<(&'a serde_json::Value, &'a serde_json::Value)> {
+    let ts = v["transports"].as_array().unwrap();
+    assert_eq!(ts.len(), transports, "{v}");
+    let mut all = Vec::new();
+    for t in ts {
+        let rs = t[rows].as_array().unwrap();
+        assert_eq!(rs.len(), per, "{t}");
+        all.extend(rs.iter().map(|r| (t, r)));
+    }
+    all
+}
