@@ -6,8 +6,10 @@
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod fix_support;
 
+use common::assert_help_lists;
 use fix_support::{field, free_port, temp_dir, Peer, BIN};
 
 const ORDER: &str = "38=100|40=1|54=1|55=IBM|60=20240101-00:00:00";
@@ -103,18 +105,17 @@ fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicat
 
 #[test]
 fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
-    let (st, out, _) = run(&["fix", "acceptor", "--help"]);
-    assert!(st.success());
-    for needle in [
-        "--config",
-        "--app",
-        "[SESSION]",
-        "SocketAcceptPort",
-        "echo",
-        "PossResend",
-    ] {
-        assert!(out.contains(needle), "help lacks {needle}:\n{out}");
-    }
+    assert_help_lists(
+        &["fix", "acceptor", "--help"],
+        &[
+            "--config",
+            "--app",
+            "[SESSION]",
+            "SocketAcceptPort",
+            "echo",
+            "PossResend",
+        ],
+    );
     let dir = temp_dir("cli-bad");
     let cfg = dir.join("bad.cfg");
     std::fs::write(
@@ -144,6 +145,18 @@ fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {
     )
 }
 
+/// The settings of [`two_sided_cfg`] in a fresh directory `name`, with the acceptor
+/// (`echo`) ready and the initiator (`log`) started; returns the settings file path.
+fn start_two_sided(name: &str) -> (std::path::PathBuf, Peer, Peer) {
+    let dir = temp_dir(name);
+    let port = free_port();
+    let cfg = two_sided_cfg(&dir, port);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    let client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    (cfg, venue, client)
+}
+
 fn two_sided_cfg(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     let cfg = dir.join("fix.cfg");
     std::fs::write(
@@ -166,12 +179,7 @@ fn two_sided_cfg(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
 /// counterparty receives a Logout) and the process exits successfully.
 #[test]
 fn sigterm_logs_the_acceptor_out_before_it_exits() {
-    let dir = temp_dir("cli-sigterm");
-    let port = free_port();
-    let cfg = two_sided_cfg(&dir, port);
-    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
-    venue.wait(&["READY acceptor"]);
-    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let (_, mut venue, mut client) = start_two_sided("cli-sigterm");
     let c = "FIX.4.4:CLIENT->VENUE";
     let v = "FIX.4.4:VENUE->CLIENT";
     client.wait(&["LOGON", c]);
@@ -191,12 +199,7 @@ fn sigterm_logs_the_acceptor_out_before_it_exits() {
 /// initiator received, and the initiator sees no "MsgSeqNum too low".
 #[test]
 fn kill_9_of_the_acceptor_loses_no_sequence_number_it_sent() {
-    let dir = temp_dir("cli-kill9");
-    let port = free_port();
-    let cfg = two_sided_cfg(&dir, port);
-    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
-    venue.wait(&["READY acceptor"]);
-    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let (cfg, mut venue, mut client) = start_two_sided("cli-kill9");
     let c = "FIX.4.4:CLIENT->VENUE";
     client.wait(&["LOGON", c]);
     for i in 0..20 {

@@ -81,39 +81,29 @@ impl Peer {
     /// Waits (bounded) for the next line after the cursor containing every part;
     /// moves the cursor past it and returns it.
     pub fn wait(&mut self, parts: &[&str]) -> String {
-        let deadline = Instant::now() + WAIT;
-        let (m, cv) = &*self.lines;
-        let mut lines = m.lock().unwrap();
-        loop {
-            if let Some(i) = lines[self.cursor..]
-                .iter()
-                .position(|l| parts.iter().all(|p| l.contains(p)))
-            {
-                self.cursor += i + 1;
-                return lines[self.cursor - 1].clone();
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                let all = lines.join("\n");
-                drop(lines);
-                panic!(
-                    "{}: no line with {parts:?} within {WAIT:?}; output:\n{all}",
-                    self.name
-                );
-            }
-            lines = cv.wait_timeout(lines, deadline - now).unwrap().0;
-        }
+        let (i, line) = self.wait_from(self.cursor, parts);
+        self.cursor = i + 1;
+        line
     }
 
     /// Waits (bounded) for any line since the start containing every part, without
     /// moving the cursor (for lines whose order relative to others is not fixed).
     pub fn wait_ever(&self, parts: &[&str]) -> String {
+        self.wait_from(0, parts).1
+    }
+
+    /// Waits (bounded) for the first line at or after `from` containing every part;
+    /// returns its index and the line.
+    fn wait_from(&self, from: usize, parts: &[&str]) -> (usize, String) {
         let deadline = Instant::now() + WAIT;
         let (m, cv) = &*self.lines;
         let mut lines = m.lock().unwrap();
         loop {
-            if let Some(l) = lines.iter().find(|l| parts.iter().all(|p| l.contains(p))) {
-                return l.clone();
+            if let Some(i) = lines[from..]
+                .iter()
+                .position(|l| parts.iter().all(|p| l.contains(p)))
+            {
+                return (from + i, lines[from + i].clone());
             }
             let now = Instant::now();
             if now >= deadline {
