@@ -51,6 +51,30 @@ fn acceptor_cfg(dir: &Path, port: u16) -> PathBuf {
     write_cfg(dir, "tw-acceptor.cfg", &text)
 }
 
+/// Where a test's initiator runs: its directory, QuickFIX's port, its settings file.
+struct InitiatorRun {
+    dir: PathBuf,
+    port: u16,
+    cfg: PathBuf,
+}
+
+/// QuickFIX's acceptor (store in `<dir>/qf`) and our initiator (FIX.4.4, and FIX.4.2
+/// when `fix42`) in a fresh directory `name`, the FIX.4.4 session logged on.
+fn initiator_against_quickfix(name: &str, fix42: bool) -> (InitiatorRun, Peer, Peer) {
+    let dir = temp_dir(name);
+    let port = free_port();
+    let qf = quickfix(
+        "quickfix acceptor",
+        "interop-acceptor.cfg",
+        port,
+        &dir.join("qf"),
+    );
+    let cfg = initiator_cfg(&dir, port, fix42, "");
+    let mut tw = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    tw.wait(&["LOGON", S44]);
+    (InitiatorRun { dir, port, cfg }, qf, tw)
+}
+
 fn seq(line: &str) -> u64 {
     field(line, 34)
         .and_then(|v| v.parse().ok())
@@ -66,17 +90,7 @@ const Q44: &str = "FIX.4.4:QF->TW";
 /// BusinessMessageReject), logout.
 #[test]
 fn our_initiator_with_quickfix_acceptor_exchanges_application_messages_on_fix44_and_fix42() {
-    let dir = temp_dir("interop-basic");
-    let port = free_port();
-    let mut qf = quickfix(
-        "quickfix acceptor",
-        "interop-acceptor.cfg",
-        port,
-        &dir.join("qf"),
-    );
-    let cfg = initiator_cfg(&dir, port, true, "");
-    let mut tw = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
-    tw.wait(&["LOGON", S44]);
+    let (_, mut qf, mut tw) = initiator_against_quickfix("interop-basic", true);
     tw.wait_ever(&["LOGON", S42]);
     qf.wait(&["EVENT", Q44, "Received logon request"]);
 
@@ -127,13 +141,7 @@ fn our_initiator_with_quickfix_acceptor_exchanges_application_messages_on_fix44_
 /// file store continues the sequence numbers without a gap on either side.
 #[test]
 fn our_initiator_gap_is_repaired_by_resend_and_the_file_store_continues_after_restart() {
-    let dir = temp_dir("interop-gap");
-    let port = free_port();
-    let qf_dir = dir.join("qf");
-    let mut qf = quickfix("quickfix acceptor", "interop-acceptor.cfg", port, &qf_dir);
-    let cfg = initiator_cfg(&dir, port, false, "");
-    let mut tw = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
-    tw.wait(&["LOGON", S44]);
+    let (run, mut qf, mut tw) = initiator_against_quickfix("interop-gap", false);
     tw.send(&format!("35=D|11=ORD1|{ORDER}"));
     tw.wait(&["IN", S44, "|35=8|", "|11=ORD1|"]);
 
@@ -149,8 +157,8 @@ fn our_initiator_gap_is_repaired_by_resend_and_the_file_store_continues_after_re
     let mut qf = quickfix(
         "quickfix acceptor (restarted)",
         "interop-acceptor.cfg",
-        port,
-        &qf_dir,
+        run.port,
+        &run.dir.join("qf"),
     );
     qf.wait(&["EVENT", Q44, "MsgSeqNum too high"]);
     let rr = qf.wait(&["OUT", Q44, "|35=2|"]);
@@ -179,7 +187,12 @@ fn our_initiator_gap_is_repaired_by_resend_and_the_file_store_continues_after_re
         .last_ever(&["OUT", S44, "|35=5|"])
         .unwrap_or_else(|| panic!("no Logout sent:\n{}", tw.output()));
     assert!(tw.terminate().success());
-    let mut tw = Peer::tickwire("tickwire initiator (restarted)", "initiator", &cfg, "log");
+    let mut tw = Peer::tickwire(
+        "tickwire initiator (restarted)",
+        "initiator",
+        &run.cfg,
+        "log",
+    );
     let logon = tw.wait(&["OUT", S44, "|35=A|"]);
     assert_eq!(seq(&logon), seq(&last_out) + 1, "{logon} after {last_out}");
     tw.wait(&["LOGON", S44]);
@@ -196,24 +209,14 @@ fn our_initiator_gap_is_repaired_by_resend_and_the_file_store_continues_after_re
 /// resets too, and the session goes on from 1.
 #[test]
 fn our_initiator_reset_on_logon_resets_quickfix_to_one() {
-    let dir = temp_dir("interop-reset");
-    let port = free_port();
-    let mut qf = quickfix(
-        "quickfix acceptor",
-        "interop-acceptor.cfg",
-        port,
-        &dir.join("qf"),
-    );
-    let cfg = initiator_cfg(&dir, port, false, "");
-    let mut tw = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
-    tw.wait(&["LOGON", S44]);
+    let (run, mut qf, mut tw) = initiator_against_quickfix("interop-reset", false);
     tw.send(&format!("35=D|11=ORD1|{ORDER}"));
     tw.wait(&["IN", S44, "|35=8|", "|11=ORD1|"]);
     tw.send("logout");
     tw.wait(&["LOGOUT", S44]);
     assert!(tw.terminate().success());
 
-    let cfg = initiator_cfg(&dir, port, false, "ResetOnLogon=Y");
+    let cfg = initiator_cfg(&run.dir, run.port, false, "ResetOnLogon=Y");
     let mut tw = Peer::tickwire("tickwire initiator (reset)", "initiator", &cfg, "log");
     let logon = tw.wait(&["OUT", S44, "|35=A|"]);
     assert_eq!(seq(&logon), 1, "{logon}");
