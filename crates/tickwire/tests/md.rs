@@ -133,6 +133,39 @@ fn generate(name: &str, seed: &str) -> std::path::PathBuf {
 }
 
 /// One pass: router, feed handler, collector, publisher; returns (feed stdout, stream).
+/// `tickwire feed --group <group> --router <router> <extra>`, given 300 ms to join.
+fn start_feed(router: &RouterProc, group: &str, extra: &[&str]) -> Kill {
+    let raddr = router.addr_str();
+    let mut args = vec![
+        "feed", "--group", group, "--router", &raddr, "--idle", "block", "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let feed = spawn(&args);
+    std::thread::sleep(Duration::from_millis(300));
+    feed
+}
+
+/// `tickwire md publish --file <session> --group <group> --speed <speed> --linger <linger>`.
+fn publish_args<'a>(
+    session: &'a std::path::Path,
+    group: &'a str,
+    speed: &'a str,
+    linger: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "md",
+        "publish",
+        "--file",
+        session.to_str().unwrap(),
+        "--group",
+        group,
+        "--speed",
+        speed,
+        "--linger",
+        linger,
+    ]
+}
+
 fn run_path(
     session: &std::path::Path,
     publish_extra: &[&str],
@@ -142,25 +175,8 @@ fn run_path(
     let port = free_udp_port_pair();
     let group = format!("239.255.42.{}:{port}", 1 + port % 200);
     let (done, coll) = collector(router.addr_str());
-    let raddr = router.addr_str();
-    let mut feed_args = vec![
-        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
-    ];
-    feed_args.extend_from_slice(feed_extra);
-    let feed = spawn(&feed_args);
-    std::thread::sleep(Duration::from_millis(300));
-    let mut pub_args = vec![
-        "md",
-        "publish",
-        "--file",
-        session.to_str().unwrap(),
-        "--group",
-        &group,
-        "--speed",
-        "1x",
-        "--linger",
-        "1s",
-    ];
+    let feed = start_feed(&router, &group, feed_extra);
+    let mut pub_args = publish_args(session, &group, "1x", "1s");
     pub_args.extend_from_slice(publish_extra);
     let (st, out, err) = run_cli(&pub_args, Duration::from_secs(60));
     assert!(st.success(), "publish failed:\n{out}{err}");
@@ -305,18 +321,7 @@ fn capture_then_replay_feeds_the_same_stream() {
     ]);
     std::thread::sleep(Duration::from_millis(300));
     let (st, out, err) = run_cli(
-        &[
-            "md",
-            "publish",
-            "--file",
-            session.to_str().unwrap(),
-            "--group",
-            &group,
-            "--speed",
-            "1x",
-            "--linger",
-            "0s",
-        ],
+        &publish_args(&session, &group, "1x", "0s"),
         Duration::from_secs(60),
     );
     assert!(st.success(), "{out}{err}");
@@ -397,30 +402,13 @@ fn feed_publishes_every_message_after_a_stray_session_first_and_a_billion_jump()
         let group = format!("239.255.45.{}:{port}", 1 + port % 200);
         let dst: std::net::SocketAddrV4 = group.parse().unwrap();
         let (done, coll) = collector(router.addr_str());
-        let raddr = router.addr_str();
-        let mut feed_args = vec![
-            "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
-        ];
-        feed_args.extend_from_slice(feed_extra);
-        let feed = spawn(&feed_args);
-        std::thread::sleep(Duration::from_millis(300));
+        let feed = start_feed(&router, &group, feed_extra);
         let inject = tickwire_capture::net::group_sender(std::net::Ipv4Addr::LOCALHOST).unwrap();
         inject.send_to(&spoof("STRAY00001", 1), dst).unwrap();
         inject
             .send_to(&spoof("TICKWIRE01", 1_000_000_000), dst)
             .unwrap();
-        let publisher = spawn(&[
-            "md",
-            "publish",
-            "--file",
-            session.to_str().unwrap(),
-            "--group",
-            &group,
-            "--speed",
-            "0.25x",
-            "--linger",
-            "1s",
-        ]);
+        let publisher = spawn(&publish_args(&session, &group, "0.25x", "1s"));
         // Another spoof, most likely while the session runs (its count is the same
         // whenever it lands: it is far from the first one, so they never agree).
         std::thread::sleep(Duration::from_millis(200));
@@ -453,23 +441,10 @@ fn md_publish_that_cannot_send_says_why() {
     let port = free_udp_port_pair();
     // The broadcast address without SO_BROADCAST: every send is refused (EACCES).
     let request = format!("127.0.0.1:{}", port + 1);
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "publish",
-            "--file",
-            session.to_str().unwrap(),
-            "--group",
-            &format!("255.255.255.255:{port}"),
-            "--request-listen",
-            &request,
-            "--speed",
-            "max",
-            "--linger",
-            "0s",
-        ],
-        Duration::from_secs(60),
-    );
+    let broadcast = format!("255.255.255.255:{port}");
+    let mut args = publish_args(&session, &broadcast, "max", "0s");
+    args.extend_from_slice(&["--request-listen", &request]);
+    let (st, out, err) = run_cli(&args, Duration::from_secs(60));
     assert_eq!(st.code(), Some(1), "{out}{err}");
     assert!(
         err.contains("could not be sent") && err.contains("the first: "),
