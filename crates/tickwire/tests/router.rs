@@ -64,6 +64,16 @@ fn stats(c: &mut Client) -> serde_json::Value {
     serde_json::from_str(&c.stats_json().expect("stats")).expect("stats json")
 }
 
+/// The row of the client called `name` in a STATS document.
+fn client_row(st: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
+    st["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+}
+
 #[test]
 fn wildcard_delivery_and_filtering_agree_with_the_reference_matcher() {
     let r = RouterProc::start(&[]);
@@ -133,14 +143,8 @@ fn overlapping_subscriptions_deliver_each_message_once() {
     p.flush().unwrap();
     let got = until_marker(&mut p, &mut s, "md/NASDAQ/AAPL");
     assert_eq!(got.len(), 100);
-    let mut st = stats(&mut s);
-    let me = st["clients"]
-        .as_array_mut()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "overlap")
-        .cloned()
-        .unwrap();
+    let st = stats(&mut s);
+    let me = client_row(&st, "overlap").unwrap();
     assert_eq!(me["msgs_out"], 101);
     assert_eq!(me["subscriptions"], 5);
 }
@@ -463,15 +467,7 @@ fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
     assert_eq!(delivered + discarded, FLOOD);
     let mut c = client(&r, "observer");
     let st = stats(&mut c);
-    let row = |name: &str| {
-        st["clients"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let row = |name: &str| client_row(&st, name).unwrap();
     assert_eq!(row("stalled")["discards"], discarded);
     assert_eq!(row("healthy")["discards"], 0);
     assert_eq!(st["router"]["totals"]["discards"], discarded);
@@ -611,13 +607,7 @@ fn queue_backlog(r: &RouterProc) -> (Client, u64) {
     let deadline = Instant::now() + T;
     loop {
         let st = stats(&mut observer);
-        let row = st["clients"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "stalled")
-            .cloned()
-            .expect("the stalled subscriber is connected");
+        let row = client_row(&st, "stalled").expect("the stalled subscriber is connected");
         if row["msgs_out"].as_u64() == Some(BACKLOG) {
             assert_eq!(row["discards"], 0, "{row}");
             let pending = row["egress_pending"].as_u64().unwrap();
@@ -742,15 +732,7 @@ fn stats_counters_are_exact_after_a_load() {
     assert_eq!(t["msgs_out"], N + N / 2, "{st}");
     assert_eq!(t["unrouted"], 0, "{st}");
     assert_eq!(t["discards"], 0, "{st}");
-    let row = |name: &str| {
-        st["clients"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {name} in {st}"))
-    };
+    let row = |name: &str| client_row(&st, name).unwrap_or_else(|| panic!("no {name} in {st}"));
     assert_eq!(row("loader")["msgs_in"], N);
     assert_eq!(row("all")["msgs_out"], N);
     assert_eq!(row("evens")["msgs_out"], N / 2);
