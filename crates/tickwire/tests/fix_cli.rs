@@ -18,21 +18,7 @@ const ORDER: &str = "38=100|40=1|54=1|55=IBM|60=20240101-00:00:00";
 fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicate() {
     let dir = temp_dir("cli-echo");
     let port = free_port();
-    // One file for both sides: each command takes the sessions of its ConnectionType.
-    let cfg = dir.join("fix.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
-             ReconnectInterval=1\nFileStorePath={0}/store\nFileLogPath={0}/log\n\n\
-             [SESSION]\nConnectionType=acceptor\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\
-             TargetCompID=CLIENT\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort={port}\n\n\
-             [SESSION]\nConnectionType=initiator\nBeginString=FIX.4.4\nSenderCompID=CLIENT\n\
-             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
+    let cfg = two_sided_cfg(&dir, port, true);
     let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
     let ready = venue.wait(&["READY acceptor"]);
     assert!(ready.ends_with(&format!("127.0.0.1:{port}")), "{ready}");
@@ -150,25 +136,32 @@ fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {
 fn start_two_sided(name: &str) -> (std::path::PathBuf, Peer, Peer) {
     let dir = temp_dir(name);
     let port = free_port();
-    let cfg = two_sided_cfg(&dir, port);
+    let cfg = two_sided_cfg(&dir, port, false);
     let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
     venue.wait(&["READY acceptor"]);
     let client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
     (cfg, venue, client)
 }
 
-fn two_sided_cfg(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+/// One settings file for both sides (each command takes the sessions of its
+/// ConnectionType), with a file store and, when `log`, a message log in `dir`.
+fn two_sided_cfg(dir: &std::path::Path, port: u16, log: bool) -> std::path::PathBuf {
+    let d = dir.display();
+    let log = if log {
+        format!("FileLogPath={d}/log\n")
+    } else {
+        String::new()
+    };
     let cfg = dir.join("fix.cfg");
     std::fs::write(
         &cfg,
         format!(
             "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
-             ReconnectInterval=1\nFileStorePath={0}/store\n\n\
+             ReconnectInterval=1\nFileStorePath={d}/store\n{log}\n\
              [SESSION]\nConnectionType=acceptor\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\
              TargetCompID=CLIENT\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort={port}\n\n\
              [SESSION]\nConnectionType=initiator\nBeginString=FIX.4.4\nSenderCompID=CLIENT\n\
-             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n",
-            dir.display()
+             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n"
         ),
     )
     .unwrap();
