@@ -9,6 +9,9 @@
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod packets;
+
+use packets::{answer, packetize};
 use tickwire_itch::{
     AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
     StockDirectory, Symbol, MOLD_HEADER_LEN,
@@ -36,31 +39,6 @@ fn messages(symbols: u16, messages: u64, seed: u64) -> Vec<Message> {
         ..GeneratorConfig::default()
     };
     Generator::new(cfg).unwrap().collect()
-}
-
-/// Packs `msgs` into packets of at most `max_packet` bytes, first sequence `first`.
-fn packetize(session: Session, first: u64, msgs: &[Message], max_packet: usize) -> Vec<Vec<u8>> {
-    let mut b = PacketBuilder::new(session, first, max_packet);
-    let mut out = Vec::new();
-    let mut pending = false;
-    for m in msgs {
-        if b.push_message(m).is_err() {
-            out.push(b.finish().to_vec());
-            b.push_message(m).unwrap();
-        }
-        pending = true;
-    }
-    if pending {
-        out.push(b.finish().to_vec());
-    }
-    out
-}
-
-/// The retransmission server: the packets answering `req` from the session `msgs`.
-fn answer(msgs: &[Message], req: RetransmitRequest) -> Vec<Vec<u8>> {
-    let from = (req.sequence - 1) as usize;
-    let to = (from + usize::from(req.count)).min(msgs.len());
-    packetize(req.session, req.sequence, &msgs[from.min(to)..to], 1400)
 }
 
 fn config(depth_levels: usize) -> FeedConfig {

@@ -9,7 +9,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod model;
+mod packets;
 
+use packets::{answer, packetize};
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -21,27 +23,6 @@ use tickwire_rt::MonoNanos;
 
 fn session() -> Session {
     Session::new("MODEL").unwrap()
-}
-
-fn packetize(session: Session, first: u64, msgs: &[Message], max_packet: usize) -> Vec<Vec<u8>> {
-    let mut b = PacketBuilder::new(session, first, max_packet);
-    let mut out = Vec::new();
-    for m in msgs {
-        if b.push_message(m).is_err() {
-            out.push(b.finish().to_vec());
-            b.push_message(m).unwrap();
-        }
-    }
-    if b.count() > 0 {
-        out.push(b.finish().to_vec());
-    }
-    out
-}
-
-fn answer(msgs: &[Message], req: RetransmitRequest) -> Vec<Vec<u8>> {
-    let from = (req.sequence - 1) as usize;
-    let to = (from + usize::from(req.count)).min(msgs.len());
-    packetize(req.session, req.sequence, &msgs[from.min(to)..to], 1400)
 }
 
 /// A one-message packet of `session` at `seq`.
