@@ -64,6 +64,13 @@ fn stats(c: &mut Client) -> serde_json::Value {
     serde_json::from_str(&c.stats_json().expect("stats")).expect("stats json")
 }
 
+/// A client called `name` subscribed to `pattern`.
+fn subscriber(r: &RouterProc, name: &str, pattern: &str) -> Client {
+    let mut c = client(r, name);
+    c.subscribe(pattern).unwrap();
+    c
+}
+
 /// The row of the client called `name` in a STATS document.
 fn client_row(st: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
     st["clients"]
@@ -152,8 +159,7 @@ fn overlapping_subscriptions_deliver_each_message_once() {
 #[test]
 fn unsubscribe_stops_delivery_and_leaves_other_patterns() {
     let r = RouterProc::start(&[]);
-    let mut s = client(&r, "sub");
-    s.subscribe("a/>").unwrap();
+    let mut s = subscriber(&r, "sub", "a/>");
     s.subscribe("b/>").unwrap();
     let mut p = client(&r, "pub");
     p.publish("a/1", b"x").unwrap();
@@ -174,8 +180,7 @@ fn unsubscribe_stops_delivery_and_leaves_other_patterns() {
 #[test]
 fn messages_from_one_publisher_arrive_in_order() {
     let r = RouterProc::start(&[]);
-    let mut s = client(&r, "sub");
-    s.subscribe("seq/>").unwrap();
+    let mut s = subscriber(&r, "sub", "seq/>");
     let mut p = client(&r, "pub");
     const N: u64 = 50_000;
     for i in 0..N {
@@ -234,8 +239,7 @@ fn assert_router_healthy(r: &RouterProc) {
 fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
     let r = RouterProc::start(&["--max-frame", "64K"]);
     // A healthy subscriber connected through all of it.
-    let mut watcher = client(&r, "watcher");
-    watcher.subscribe("w/>").unwrap();
+    let mut watcher = subscriber(&r, "watcher", "w/>");
     let mut wp = client(&r, "watcher-pub");
     let mut sent = 0u32;
 
@@ -426,16 +430,24 @@ fn flood(r: &RouterProc) -> (u64, u64, Client) {
     reader.join().unwrap()
 }
 
-#[test]
-fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
-    let r = RouterProc::start(&["--egress-limit", "1M", "--max-frame", "16K"]);
-    let mut slow = stalled_subscriber(&r);
-    let (got, disc, _healthy) = flood(&r);
+/// A stalled subscriber, then a flood that the healthy subscriber receives in full;
+/// returns the stalled one, which has not read yet, and the healthy one (the caller
+/// keeps it connected).
+fn stalled_while_flooded(r: &RouterProc) -> (Raw, Client) {
+    let slow = stalled_subscriber(r);
+    let (got, disc, healthy) = flood(r);
     assert_eq!(
         (got, disc),
         (FLOOD, 0),
         "the healthy subscriber must receive every message"
     );
+    (slow, healthy)
+}
+
+#[test]
+fn a_stalled_subscriber_loses_only_its_own_messages_and_is_told_how_many() {
+    let r = RouterProc::start(&["--egress-limit", "1M", "--max-frame", "16K"]);
+    let (mut slow, _healthy) = stalled_while_flooded(&r);
 
     // Now the stalled one reads: everything is either delivered or counted as discarded,
     // and the sequence gaps are exactly where the counts say.
@@ -483,13 +495,7 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
         "--slow-consumer",
         "disconnect",
     ]);
-    let mut slow = stalled_subscriber(&r);
-    let (got, disc, _healthy) = flood(&r);
-    assert_eq!(
-        (got, disc),
-        (FLOOD, 0),
-        "the healthy subscriber must receive every message"
-    );
+    let (mut slow, _healthy) = stalled_while_flooded(&r);
     // The slow one reads what was queued before the cut, then the reason, then EOF.
     let mut seen_error = false;
     let mut before = 0u64;
@@ -537,10 +543,8 @@ fn slow_consumer_disconnect_policy_drops_only_the_slow_one() {
 #[test]
 fn stats_counters_add_up() {
     let r = RouterProc::start(&[]);
-    let mut s1 = client(&r, "s1");
-    s1.subscribe("x/>").unwrap();
-    let mut s2 = client(&r, "s2");
-    s2.subscribe("x/a").unwrap();
+    let mut s1 = subscriber(&r, "s1", "x/>");
+    let mut s2 = subscriber(&r, "s2", "x/a");
     let mut p = client(&r, "p");
     for _ in 0..300 {
         p.publish("x/a", &[0; 100]).unwrap();
@@ -708,10 +712,8 @@ fn a_client_that_never_reads_its_error_is_still_closed_after_the_linger() {
 fn stats_counters_are_exact_after_a_load() {
     const N: u64 = 50_000;
     let r = RouterProc::start(&[]);
-    let mut all = client(&r, "all");
-    all.subscribe("load/>").unwrap();
-    let mut evens = client(&r, "evens");
-    evens.subscribe("load/even").unwrap();
+    let mut all = subscriber(&r, "all", "load/>");
+    let mut evens = subscriber(&r, "evens", "load/even");
     let readers = [("all", all, N), ("evens", evens, N / 2)].map(|(name, mut c, want)| {
         std::thread::spawn(move || {
             let got = drain(&mut c, want as usize, Duration::from_secs(60));
