@@ -705,15 +705,7 @@ impl<S: MessageStore> Session<S> {
         ref_seq: u64,
         ref_msg_type: &[u8],
     ) -> Result<(), SendError> {
-        let now = now.as_nanos();
-        self.enter(now);
-        if !self.is_logged_on() {
-            return Err(SendError::NotLoggedOn);
-        }
-        let r = RefMsg {
-            seq: Some(ref_seq),
-            msg_type: ref_msg_type,
-        };
+        let (now, r) = self.app_reject_ref(now, ref_seq, ref_msg_type)?;
         if self.ver.ge42 {
             self.business_reject(now, r, business_reject::UNSUPPORTED_MESSAGE_TYPE, 0, false)
         } else {
@@ -733,15 +725,7 @@ impl<S: MessageStore> Session<S> {
         reason: u32,
         ref_tag: u32,
     ) -> Result<(), SendError> {
-        let now = now.as_nanos();
-        self.enter(now);
-        if !self.is_logged_on() {
-            return Err(SendError::NotLoggedOn);
-        }
-        let r = RefMsg {
-            seq: Some(ref_seq),
-            msg_type: ref_msg_type,
-        };
+        let (now, r) = self.app_reject_ref(now, ref_seq, ref_msg_type)?;
         self.business_reject(now, r, reason, ref_tag, false)
             .map_err(SendError::Store)
     }
@@ -758,6 +742,19 @@ impl<S: MessageStore> Session<S> {
         reason: u32,
         ref_tag: u32,
     ) -> Result<(), SendError> {
+        let (now, r) = self.app_reject_ref(now, ref_seq, ref_msg_type)?;
+        self.reject_quiet(now, r, reason, ref_tag, false)
+            .map_err(SendError::Store)
+    }
+
+    /// What the application's rejects share: the clock enters, a session not logged on
+    /// refuses, and the rejected message is named by its 34/35.
+    fn app_reject_ref<'m>(
+        &mut self,
+        now: UtcNanos,
+        ref_seq: u64,
+        ref_msg_type: &'m [u8],
+    ) -> Result<(u64, RefMsg<'m>), SendError> {
         let now = now.as_nanos();
         self.enter(now);
         if !self.is_logged_on() {
@@ -767,8 +764,7 @@ impl<S: MessageStore> Session<S> {
             seq: Some(ref_seq),
             msg_type: ref_msg_type,
         };
-        self.reject_quiet(now, r, reason, ref_tag, false)
-            .map_err(SendError::Store)
+        Ok((now, r))
     }
 
     /// Ends the session: sends a Logout (58 = `text`) if logged on, then waits for
