@@ -53,7 +53,7 @@ fn case_2d_garbled_message_before_logon_closes_the_connection() {
     m[n - 2] = b'9';
     let out = h.feed(&m);
     assert_eq!(actions(&out), vec![Act::Disconnect]);
-    assert!(notes(&out).contains(&"Logon message is not valid".to_owned()));
+    assert!(noted(&out, "Logon message is not valid"));
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn case_2h_wrong_comp_id_is_rejected_then_logged_out() {
     // The counterparty's Logout answer ends the session.
     let out = h.recv_seq("5", 3, "");
     assert_eq!(actions(&out)[1..], [Act::Disconnect, Act::LoggedOut]);
-    assert!(notes(&out).contains(&"Received logout response".to_owned()));
+    assert!(noted(&out, "Received logout response"));
 }
 
 #[test]
@@ -98,16 +98,7 @@ fn case_2k_sending_time_accuracy_problem_is_rejected_then_logged_out() {
     let mut h = logged_on("FIX.4.4");
     let m = h.build_from("CP", "TW", "D", 2, h.now - 121 * NANOS, ORDER);
     let out = h.feed(&m);
-    assert_eq!(
-        sends(&out),
-        vec![
-            format!(
-                "35=3|{}45=2|58=SendingTime accuracy problem|372=D|373=10|",
-                h.hdr(2)
-            ),
-            format!("35=5|{}", h.hdr(3)),
-        ]
-    );
+    h.assert_sending_time_rejected(&out);
     // 120 s is still accurate enough.
     let mut h = logged_on("FIX.4.4");
     let m = h.build_from("CP", "TW", "D", 2, h.now - 120 * NANOS, ORDER);
@@ -136,12 +127,11 @@ fn case_7_received_reject_is_counted_and_passed_on() {
 fn case_14a_invalid_tag_number_zero_is_rejected() {
     let mut h = logged_on("FIX.4.4");
     let out = h.recv("D", "0=x|11=ORD1|");
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Invalid tag number|371=0|372=D|373=0|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Invalid tag number|371=0|372=D|373=0|",
     );
     assert_eq!(h.seqs(), (3, 3));
 }
@@ -176,12 +166,11 @@ fn case_2_msg_seq_num_not_a_number_is_dropped() {
 fn case_14b_required_admin_field_missing_is_rejected() {
     let mut h = logged_on("FIX.4.4");
     let out = h.recv("2", "7=1|");
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Required tag missing|371=16|372=2|373=1|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Required tag missing|371=16|372=2|373=1|",
     );
 }
 
@@ -190,12 +179,11 @@ fn case_14b_missing_comp_id_in_application_message_gets_business_reject() {
     let mut h = logged_on("FIX.4.4");
     let m = h.build_raw("D", &format!("34=2|56=TW|52={}|{ORDER}", ts(h.now)));
     let out = h.feed(&m);
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=j|{}45=2|58=Conditionally Required Field Missing (49)|372=D|380=5|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "j",
+        2,
+        "45=2|58=Conditionally Required Field Missing (49)|372=D|380=5|",
     );
     assert_eq!(h.seqs(), (3, 3));
 }
@@ -204,12 +192,11 @@ fn case_14b_missing_comp_id_in_application_message_gets_business_reject() {
 fn case_14d_tag_without_value_is_rejected() {
     let mut h = logged_on("FIX.4.4");
     let out = h.recv("D", "11=ORD1|58=|");
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Tag specified without a value|371=58|372=D|373=4|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Tag specified without a value|371=58|372=D|373=4|",
     );
     assert_eq!(h.seqs(), (3, 3));
 }
@@ -219,12 +206,11 @@ fn case_14f_incorrect_data_format_in_header_is_rejected() {
     let mut h = logged_on("FIX.4.4");
     let m = h.build_raw("D", &format!("34=2|49=CP|52=yesterday|56=TW|{ORDER}"));
     let out = h.feed(&m);
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Incorrect data format for value|371=52|372=D|373=6|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Incorrect data format for value|371=52|372=D|373=6|",
     );
 }
 
@@ -252,12 +238,11 @@ fn case_14_fix42_omits_reasons_above_11() {
     )
     .unwrap();
     let out = h.drain();
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Tag specified out of required order|371=55|372=D|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Tag specified out of required order|371=55|372=D|",
     );
     // The application's reject does not consume the rejected message's number again.
     assert_eq!(h.seqs(), (3, 3));
@@ -269,12 +254,11 @@ fn unsupported_message_type_gets_business_reject_from_fix42_on() {
     h.recv("ZZ", "");
     h.s.reject_unsupported(UtcNanos(h.now), 2, b"ZZ").unwrap();
     let out = h.drain();
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=j|{}45=2|58=Unsupported Message Type|372=ZZ|380=3|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "j",
+        2,
+        "45=2|58=Unsupported Message Type|372=ZZ|380=3|",
     );
 
     let mut h = logged_on("FIX.4.1");
@@ -304,12 +288,11 @@ fn business_reject_with_a_field_and_fixt_default_appl_ver_id() {
     )
     .unwrap();
     let out = h.drain();
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=j|{}45=2|58=Unknown Security (55)|372=D|380=2|1137=7|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "j",
+        2,
+        "45=2|58=Unknown Security (55)|372=D|380=2|1137=7|",
     );
 }
 

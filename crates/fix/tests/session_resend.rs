@@ -59,9 +59,11 @@ fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
             Act::FromApp(pretty(&m5)),
         ]
     );
-    assert!(notes(&out)
-        .contains(&"ResendRequest for messages FROM: 2 TO: 3 has been satisfied.".to_owned()));
-    assert!(notes(&out).contains(&"Processing QUEUED message: 4".to_owned()));
+    assert!(noted(
+        &out,
+        "ResendRequest for messages FROM: 2 TO: 3 has been satisfied."
+    ));
+    assert!(noted(&out, "Processing QUEUED message: 4"));
     assert_eq!(h.seqs(), (3, 6));
 }
 
@@ -99,8 +101,10 @@ fn case_8_resend_request_chunked_by_resend_request_chunk_size() {
     );
     let out = dup(&mut h, 6);
     assert_eq!(sends(&out), Vec::<String>::new());
-    assert!(notes(&out)
-        .contains(&"ResendRequest for messages FROM: 6 TO: 6 has been satisfied.".to_owned()));
+    assert!(noted(
+        &out,
+        "ResendRequest for messages FROM: 6 TO: 6 has been satisfied."
+    ));
     // The queued 7 was processed.
     assert_eq!(h.seqs(), (5, 8));
 }
@@ -145,12 +149,11 @@ fn case_2f_poss_dup_without_orig_sending_time_is_rejected() {
     h.recv("D", ORDER);
     h.recv("D", ORDER);
     let out = h.recv_seq("D", 2, &format!("43=Y|{ORDER}"));
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=2|58=Required tag missing|371=122|372=D|373=1|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=2|58=Required tag missing|371=122|372=D|373=1|",
     );
     // The duplicate's number was not the expected one: nothing consumed.
     assert_eq!(h.seqs(), (3, 4));
@@ -163,16 +166,7 @@ fn case_2f_orig_sending_time_after_sending_time_is_rejected_and_logged_out() {
     h.recv("D", ORDER);
     let later = ts(h.now + 5 * NANOS);
     let out = h.recv_seq("D", 2, &format!("43=Y|122={later}|{ORDER}"));
-    assert_eq!(
-        sends(&out),
-        vec![
-            format!(
-                "35=3|{}45=2|58=SendingTime accuracy problem|372=D|373=10|",
-                h.hdr(2)
-            ),
-            format!("35=5|{}", h.hdr(3)),
-        ]
-    );
+    h.assert_sending_time_rejected(&out);
 }
 
 #[test]
@@ -223,8 +217,8 @@ fn case_9_resend_request_answered_with_poss_dup_resends_and_collapsed_gap_fills(
     );
     // Resending consumes no sequence number; the ResendRequest itself is counted.
     assert_eq!(h.seqs(), (7, 3));
-    assert!(notes(&out).contains(&"Received ResendRequest FROM: 1 TO: 0".to_owned()));
-    assert!(notes(&out).contains(&"Resending Message: 6".to_owned()));
+    assert!(noted(&out, "Received ResendRequest FROM: 1 TO: 0"));
+    assert!(noted(&out, "Resending Message: 6"));
 }
 
 #[test]
@@ -274,7 +268,7 @@ fn case_10_gap_fill_moves_the_expected_number_forward() {
         actions(&out)[1],
         Act::FromApp(pretty(&h.build("D", 5, ORDER)))
     );
-    assert!(notes(&out).contains(&"Received SequenceReset FROM: 2 TO: 5".to_owned()));
+    assert!(noted(&out, "Received SequenceReset FROM: 2 TO: 5"));
     assert_eq!(h.seqs(), (3, 6));
 }
 
@@ -285,12 +279,11 @@ fn case_10_gap_fill_to_a_lower_number_is_rejected_with_quickfix_text() {
     h.recv("D", ORDER);
     // Expecting 4; a gap fill with MsgSeqNum 4 and NewSeqNo 3.
     let out = h.recv_seq("4", 4, "36=3|123=Y|");
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=4|58=Value is incorrect (out of range) for this tag|372=4|373=5|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=4|58=Value is incorrect (out of range) for this tag|372=4|373=5|",
     );
     assert_eq!(h.seqs(), (3, 4));
 }
@@ -306,12 +299,11 @@ fn case_11_sequence_reset_mode_ignores_the_message_sequence_number() {
     assert!(h.s.is_logged_on());
     // Reset to a lower number than expected: rejected.
     let out = h.recv_seq("4", 99, "36=10|");
-    assert_eq!(
-        sends(&out),
-        vec![format!(
-            "35=3|{}45=99|58=Value is incorrect (out of range) for this tag|372=4|373=5|",
-            h.hdr(2)
-        )]
+    h.assert_sends_one(
+        &out,
+        "3",
+        2,
+        "45=99|58=Value is incorrect (out of range) for this tag|372=4|373=5|",
     );
     assert_eq!(h.seqs(), (3, 20));
 }
@@ -340,7 +332,7 @@ fn case_19_simultaneous_resend_requests() {
     assert_eq!(sends(&out), vec![format!("35=2|{}7=2|16=0|", h.hdr(4))]);
     // The peer fills 2..5 (its ResendRequest included) and the queued 6 follows.
     let out = h.recv_seq("4", 2, &format!("43=Y|122={now}|36=6|123=Y|"));
-    assert!(notes(&out).contains(&"Processing QUEUED message: 6".to_owned()));
+    assert!(noted(&out, "Processing QUEUED message: 6"));
     assert_eq!(h.seqs(), (5, 7));
     assert!(h.s.is_logged_on());
 }

@@ -88,6 +88,23 @@ impl Harness {
         Harness::new(Harness::config(begin_string, Role::Initiator))
     }
 
+    /// A session of `role` with the configuration `change` makes to the defaults.
+    pub fn with(
+        begin_string: &str,
+        role: Role,
+        change: impl FnOnce(&mut SessionConfig),
+    ) -> Harness {
+        let mut cfg = Harness::config(begin_string, role);
+        change(&mut cfg);
+        Harness::new(cfg)
+    }
+
+    /// Sets the store's next sender and target sequence numbers.
+    pub fn set_seqs(&mut self, sender: u64, target: u64) {
+        self.s.store_mut().set_next_sender_seq(sender).unwrap();
+        self.s.store_mut().set_next_target_seq(target).unwrap();
+    }
+
     /// Moves the fake clock forward and fires the timer.
     pub fn advance(&mut self, secs: u64) -> Vec<Act> {
         self.now += secs * NANOS;
@@ -190,18 +207,54 @@ impl Harness {
 
     /// Acceptor: the counterparty logs on (seq 1, HeartBtInt 30) and we answer.
     pub fn logon_as_acceptor(&mut self) -> Vec<Act> {
+        self.connect_and_logon()
+    }
+
+    /// Initiator: we connect and send Logon, the counterparty answers.
+    pub fn logon_as_initiator(&mut self) -> Vec<Act> {
+        self.connect_and_logon()
+    }
+
+    /// Connects, then the counterparty's Logon (seq 1, HeartBtInt 30) arrives: for an
+    /// acceptor the first message, for an initiator the answer to ours.
+    fn connect_and_logon(&mut self) -> Vec<Act> {
         let mut v = self.connect();
         v.extend(self.recv("A", "98=0|108=30|"));
         assert!(self.s.is_logged_on(), "not logged on: {v:#?}");
         v
     }
 
-    /// Initiator: we connect and send Logon, the counterparty answers.
-    pub fn logon_as_initiator(&mut self) -> Vec<Act> {
-        let mut v = self.connect();
-        v.extend(self.recv("A", "98=0|108=30|"));
-        assert!(self.s.is_logged_on(), "not logged on: {v:#?}");
-        v
+    /// Asserts that `out` is the answer to a SendingTime accuracy problem in the
+    /// counterparty's NewOrderSingle 2: a Reject (373=10) as our 2, then a Logout.
+    pub fn assert_sending_time_rejected(&self, out: &[Act]) {
+        assert_eq!(
+            sends(out),
+            vec![
+                format!(
+                    "35=3|{}45=2|58=SendingTime accuracy problem|372=D|373=10|",
+                    self.hdr(2)
+                ),
+                format!("35=5|{}", self.hdr(3)),
+            ]
+        );
+    }
+
+    /// A Logout sent as our `seq` (with `tail` after the header), then the disconnect.
+    pub fn logged_out(&self, seq: u64, tail: &str) -> Vec<Act> {
+        vec![
+            Act::Send(format!("35=5|{}{tail}", self.hdr(seq))),
+            Act::Disconnect,
+            Act::LoggedOut,
+        ]
+    }
+
+    /// Asserts that `out` sends exactly one message: `35=<msg_type>|`, our header with
+    /// sequence number `seq`, then `body`.
+    pub fn assert_sends_one(&self, out: &[Act], msg_type: &str, seq: u64, body: &str) {
+        assert_eq!(
+            sends(out),
+            vec![format!("35={msg_type}|{}{body}", self.hdr(seq))]
+        );
     }
 
     pub fn store(&self) -> &MemoryStore {
@@ -214,6 +267,17 @@ impl Harness {
             self.s.store().next_target_seq(),
         )
     }
+}
+
+/// What the session does when it gives up with `why`: notes it, notes that it
+/// disconnects, disconnects, and reports the session logged out.
+pub fn gave_up(why: &str) -> Vec<Act> {
+    vec![
+        Act::Note(why.to_owned()),
+        Act::Note("Disconnecting".to_owned()),
+        Act::Disconnect,
+        Act::LoggedOut,
+    ]
 }
 
 /// Only the messages sent.
@@ -232,6 +296,11 @@ pub fn actions(v: &[Act]) -> Vec<Act> {
         .filter(|o| !matches!(o, Act::Note(_)))
         .cloned()
         .collect()
+}
+
+/// Whether one of the notes is `text`.
+pub fn noted(v: &[Act], text: &str) -> bool {
+    notes(v).iter().any(|n| n == text)
 }
 
 /// Only the notes.
