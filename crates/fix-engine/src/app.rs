@@ -90,10 +90,16 @@ impl Ctx<'_> {
         self.now
     }
 
-    fn slot(&mut self, session: SessionKey) -> Result<&mut Slot, SendError> {
-        self.slots
+    /// The slot of `session`, marked touched (its outputs are drained this turn), and
+    /// the time to act at.
+    fn touch(&mut self, session: SessionKey) -> Result<(UtcNanos, &mut Slot), SendError> {
+        let now = self.now;
+        let slot = self
+            .slots
             .get_mut(session.0)
-            .ok_or(SendError::UnknownSession(session))
+            .ok_or(SendError::UnknownSession(session))?;
+        slot.touched = true;
+        Ok((now, slot))
     }
 
     /// Sends an application message: `body` is `tag=value<SOH>...` without header
@@ -105,9 +111,7 @@ impl Ctx<'_> {
         msg_type: &[u8],
         body: &[u8],
     ) -> Result<u64, SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         Ok(slot.session.send_app(now, msg_type, body)?)
     }
 
@@ -119,9 +123,7 @@ impl Ctx<'_> {
         msg_type: &[u8],
         write_body: impl FnOnce(&mut Encoder),
     ) -> Result<u64, SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         Ok(slot.session.send_app_with(now, msg_type, write_body)?)
     }
 
@@ -133,9 +135,7 @@ impl Ctx<'_> {
         ref_seq: u64,
         ref_msg_type: &[u8],
     ) -> Result<(), SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         Ok(slot
             .session
             .reject_unsupported(now, ref_seq, ref_msg_type)?)
@@ -150,9 +150,7 @@ impl Ctx<'_> {
         reason: u32,
         ref_tag: u32,
     ) -> Result<(), SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         Ok(slot
             .session
             .reject_business(now, ref_seq, ref_msg_type, reason, ref_tag)?)
@@ -160,18 +158,14 @@ impl Ctx<'_> {
 
     /// Logs the session out (58 = `text`) and disables it until [`Ctx::logon`].
     pub fn logout(&mut self, session: SessionKey, text: Option<&str>) -> Result<(), SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         slot.session.logout(now, text);
         Ok(())
     }
 
     /// Enables a session again after [`Ctx::logout`].
     pub fn logon(&mut self, session: SessionKey) -> Result<(), SendError> {
-        let now = self.now;
-        let slot = self.slot(session)?;
-        slot.touched = true;
+        let (now, slot) = self.touch(session)?;
         slot.session.logon(now);
         Ok(())
     }
