@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tickwire_itch::{Message, Side};
+use tickwire_itch::{AddOrder, AddOrderMpid, Message, Side};
 
 /// One update, as docs/market-data.md defines it (the receive time is not modelled).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,25 +180,25 @@ impl Model {
             Message::StockDirectory(d) => {
                 self.symbols.insert(d.header.stock_locate, d.stock.0);
             }
-            Message::AddOrder(a) => {
-                touched = Some(before(self, a.header.stock_locate));
-                self.add(
-                    a.header.stock_locate,
-                    a.order_ref,
-                    a.side,
-                    a.shares,
-                    a.price.0,
-                );
-            }
-            Message::AddOrderMpid(a) => {
-                touched = Some(before(self, a.header.stock_locate));
-                self.add(
-                    a.header.stock_locate,
-                    a.order_ref,
-                    a.side,
-                    a.shares,
-                    a.price.0,
-                );
+            // The MPID changes nothing in the book: one rule for both adds.
+            Message::AddOrder(AddOrder {
+                header,
+                order_ref,
+                side,
+                shares,
+                price,
+                ..
+            })
+            | Message::AddOrderMpid(AddOrderMpid {
+                header,
+                order_ref,
+                side,
+                shares,
+                price,
+                ..
+            }) => {
+                touched = Some(before(self, header.stock_locate));
+                self.add(header.stock_locate, *order_ref, *side, *shares, price.0);
             }
             Message::OrderExecuted(e) => {
                 if let Some(o) = self.orders.get(&e.order_ref) {
