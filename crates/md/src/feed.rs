@@ -1148,42 +1148,20 @@ mod tests {
 
     #[test]
     fn config_is_validated() {
-        let bad = |c: FeedConfig| FeedHandler::new(c).is_err();
-        assert!(bad(FeedConfig {
-            depth_levels: 65,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            max_request_count: 0,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            max_retransmit_tries: 0,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            confirm_packets: 0,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            confirm_packets: MAX_CONFIRM_PACKETS + 1,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            max_jump: 0,
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            venue: "a/b".into(),
-            ..Default::default()
-        }));
-        assert!(bad(FeedConfig {
-            venue: String::new(),
-            ..Default::default()
-        }));
-        assert!(!bad(FeedConfig {
-            depth_levels: 5,
-            ..Default::default()
-        }));
+        // The defaults with one change; true when the handler refuses them.
+        let bad = |change: fn(&mut FeedConfig)| {
+            let mut c = FeedConfig::default();
+            change(&mut c);
+            FeedHandler::new(c).is_err()
+        };
+        assert!(bad(|c| c.depth_levels = 65));
+        assert!(bad(|c| c.max_request_count = 0));
+        assert!(bad(|c| c.max_retransmit_tries = 0));
+        assert!(bad(|c| c.confirm_packets = 0));
+        assert!(bad(|c| c.confirm_packets = MAX_CONFIRM_PACKETS + 1));
+        assert!(bad(|c| c.max_jump = 0));
+        assert!(bad(|c| c.venue = "a/b".into()));
+        assert!(bad(|c| c.venue = String::new()));
+        assert!(!bad(|c| c.depth_levels = 5));
     }
 }
