@@ -148,31 +148,55 @@ fn in_background(mut pair: HealthyPair, rounds: u32) -> std::thread::JoinHandle<
     })
 }
 
+/// A connection that has sent its HELLO as `name` and will never read.
+fn flooder(addr: std::net::SocketAddr, name: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut hello = Vec::new();
+    frame::encode_hello(&mut hello, frame::PROTOCOL_VERSION, name);
+    s.write_all(&hello).unwrap();
+    s
+}
+
+/// `n` frames, written by `encode` with 0, 1, ... into one buffer.
+fn frames(n: u32, mut encode: impl FnMut(&mut Vec<u8>, u32)) -> Vec<u8> {
+    let mut b = Vec::new();
+    for i in 0..n {
+        encode(&mut b, i);
+    }
+    b
+}
+
+/// Writes `chunk` at most `max` times, stopping at the first write the router does not
+/// take within 100 ms, which must come first (else the router kept `doing`); returns
+/// the router's RSS (KiB) then.
+fn flood_until_refused(
+    r: &RouterProc,
+    s: &mut TcpStream,
+    chunk: &[u8],
+    max: usize,
+    doing: &str,
+) -> u64 {
+    s.set_write_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut chunks = 0;
+    while chunks < max && s.write_all(chunk).is_ok() {
+        chunks += 1;
+    }
+    assert!(chunks < max, "the router kept {doing}");
+    rss_kib(r.child.id())
+}
+
 #[test]
 fn ping_flood_without_reading_is_cut_off_with_slow_consumer_under_the_discard_policy() {
     let r = RouterProc::start(&["--egress-limit", "1MiB", "--slow-consumer", "discard"]);
     let mut pair = HealthyPair::start(r.addr);
     pair.exchange(500);
 
-    let mut flooder = TcpStream::connect(r.addr).unwrap();
-    let mut hello = Vec::new();
-    frame::encode_hello(&mut hello, frame::PROTOCOL_VERSION, "flooder");
-    flooder.write_all(&hello).unwrap();
-    let mut pings = Vec::new();
-    for token in 0..4096 {
-        frame::encode_ping(&mut pings, token);
-    }
-    // At most 64 MiB of PINGs (4 M), stopping when the router stops reading.
-    flooder
-        .set_write_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
+    let mut flooder = flooder(r.addr, "flooder");
+    let pings = frames(4096, |b, token| frame::encode_ping(b, token.into()));
     let healthy = in_background(pair, 20);
-    let mut chunks = 0;
-    while chunks < 1024 && flooder.write_all(&pings).is_ok() {
-        chunks += 1;
-    }
-    assert!(chunks < 1024, "the router kept reading 64 MiB of PINGs");
-    let rss = rss_kib(r.child.id());
+    // At most 64 MiB of PINGs (4 M), stopping when the router stops reading.
+    let rss = flood_until_refused(&r, &mut flooder, &pings, 1024, "reading 64 MiB of PINGs");
 
     let (kept, total, how) = read_to_end(&mut flooder, T, usize::MAX);
     assert_ne!(how, Ended::Timeout, "the router did not close the flooder");
@@ -199,25 +223,11 @@ fn stats_request_flood_without_reading_gets_busy_and_is_cut_off() {
     let idle: Vec<Client> = (0..100)
         .map(|i| client(r.addr, &format!("idle-{i}")))
         .collect();
-    let mut flooder = TcpStream::connect(r.addr).unwrap();
-    let mut b = Vec::new();
-    frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, "stats-flooder");
-    flooder.write_all(&b).unwrap();
-    b.clear();
-    for id in 0..1000 {
-        frame::encode_stats_request(&mut b, id);
-    }
-    flooder
-        .set_write_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
+    let mut flooder = flooder(r.addr, "stats-flooder");
+    let b = frames(1000, frame::encode_stats_request);
     let healthy = in_background(pair, 20);
     // At most 12 MB of requests (1 M), until the router stops reading.
-    let mut chunks = 0;
-    while chunks < 1000 && flooder.write_all(&b).is_ok() {
-        chunks += 1;
-    }
-    assert!(chunks < 1000, "the router kept answering a non-reader");
-    let rss = rss_kib(r.child.id());
+    let rss = flood_until_refused(&r, &mut flooder, &b, 1000, "answering a non-reader");
     let (kept, total, how) = read_to_end(&mut flooder, T, 64 << 20);
     let mut pair = healthy.join().expect("healthy pair");
     pair.exchange(100);
