@@ -29,11 +29,15 @@ use tickwire_wire::frame;
 /// Upper bound for loops that wait for the router to reach some state.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// The default options with the change `change` makes.
+fn options(change: impl FnOnce(&mut ClientOptions)) -> ClientOptions {
+    let mut o = ClientOptions::default();
+    change(&mut o);
+    o
+}
+
 fn named(name: &str) -> ClientOptions {
-    ClientOptions {
-        name: name.into(),
-        ..ClientOptions::default()
-    }
+    options(|o| o.name = name.into())
 }
 
 /// Receives `want` payloads with `poll`, failing on any error.
@@ -176,10 +180,7 @@ fn handshake_refusal_is_a_close() {
 #[test]
 fn silent_router_times_the_handshake_out() {
     let router = RouterProc::start(&[]);
-    let opts = ClientOptions {
-        connect_timeout: Duration::from_millis(300),
-        ..ClientOptions::default()
-    };
+    let opts = options(|o| o.connect_timeout = Duration::from_millis(300));
     let res = {
         let _frozen = Frozen::new(&router);
         Client::connect_with(router.addr, opts)
@@ -239,10 +240,7 @@ fn publish_to_a_checked_topic_delivers_with_its_options() {
 #[test]
 fn messages_during_subscribe_and_ping_are_kept_in_order() {
     let router = RouterProc::start(&[]);
-    let opts = ClientOptions {
-        batch_bytes: 64 * 1024,
-        ..ClientOptions::default()
-    };
+    let opts = options(|o| o.batch_bytes = 64 * 1024);
     let mut c = Client::connect_with(router.addr, opts).unwrap();
     c.subscribe("md/>").unwrap();
     // The router handles one connection's frames in order, so the MESSAGEs for these
@@ -332,10 +330,7 @@ fn recv_delivers_the_stash_before_newer_messages() {
 #[test]
 fn late_ack_after_a_timeout_is_ignored() {
     let router = RouterProc::start(&[]);
-    let opts = ClientOptions {
-        request_timeout: Duration::from_millis(500),
-        ..ClientOptions::default()
-    };
+    let opts = options(|o| o.request_timeout = Duration::from_millis(500));
     let mut c = Client::connect_with(router.addr, opts).unwrap();
     let res = {
         // The SUBSCRIBE reaches the kernel; the router answers only once thawed.
@@ -609,10 +604,7 @@ fn recv_with_a_timeout_returns_none_then_the_message() {
 fn a_frame_larger_than_the_receive_buffer_grows_it() {
     let router = RouterProc::start(&["--max-frame", "1MiB"]);
     let big: Vec<u8> = (0..600_000u32).map(|i| i as u8).collect();
-    let opts = ClientOptions {
-        recv_buffer: 1024,
-        ..ClientOptions::default()
-    };
+    let opts = options(|o| o.recv_buffer = 1024);
     let mut c = Client::connect_with(router.addr, opts).unwrap();
     c.subscribe("big").unwrap();
     c.subscribe("small").unwrap();
