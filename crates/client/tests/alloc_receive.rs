@@ -35,22 +35,15 @@ fn publishing_and_receiving_allocate_nothing_per_message() {
     let handle = router.handle();
     let router_thread = thread::spawn(move || router.run());
 
-    let mut publisher = Client::connect_with(
-        addr,
-        ClientOptions {
-            name: "pub".into(),
+    let connect = |name: &str| {
+        let opts = ClientOptions {
+            name: name.into(),
             ..ClientOptions::default()
-        },
-    )
-    .unwrap();
-    let mut subscriber = Client::connect_with(
-        addr,
-        ClientOptions {
-            name: "sub".into(),
-            ..ClientOptions::default()
-        },
-    )
-    .unwrap();
+        };
+        Client::connect_with(addr, opts).unwrap()
+    };
+    let mut publisher = connect("pub");
+    let mut subscriber = connect("sub");
     subscriber.subscribe("md/>").unwrap();
     let payload = [7u8; 64];
     let mut received = 0u64;
