@@ -17,7 +17,7 @@ mod transport;
 pub mod workload;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,6 +26,7 @@ use tickwire_rt::MonoNanos;
 use anyhow::Context;
 
 use crate::harness::{self, parse_pin, Pinning, Progress, RouterChild, StopFlag};
+use crate::report::OutputArgs;
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
 use output::{Layout, RouterInfo};
@@ -82,7 +83,15 @@ Ctrl-C stops the publishers; the subscribers drain and the report (and --json /
 
 /// Options of `tickwire bench fanout`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(
+    after_help = AFTER_HELP,
+    mut_arg("json", |a| a.help(
+        "Write everything (machine, configuration, results, timeline) as JSON to FILE"
+    )),
+    mut_arg("plot", |a| a.help(
+        "Draw latency percentiles per second, with the target and achieved rate on the right axis, as an SVG to FILE"
+    )),
+)]
 pub struct FanoutArgs {
     /// A published workload: pattern1 (500k msg/s + 500k bursts), pattern2 (1M + 500k
     /// bursts), mdd (100-byte messages, 10 publishers x 10 topics x 10 subscribers at
@@ -184,14 +193,8 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024)]
     pub batch_bytes: usize,
 
-    /// Write everything (machine, configuration, results, timeline) as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Draw latency percentiles per second, with the target and achieved rate on the
-    /// right axis, as an SVG to FILE.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Time between connecting the last client and schedule time 0.
@@ -326,10 +329,8 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         stop.is_set(),
     );
     report.print();
-    crate::report::write_outputs(
-        args.json.as_deref(),
+    args.output.write(
         &report,
-        args.plot.as_deref(),
         |path| report.plot(path),
         crate::report::Announce::WrittenTo,
     )?;

@@ -245,17 +245,28 @@ fn taskset_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade).
-pub const BENCH_IDLE: [IdleStrategy; 2] = [IdleStrategy::Spin, IdleStrategy::Block];
+/// The idle strategies of the bench's own ends (ping-pong, stream, tick-to-trade),
+/// with what each means there.
+pub const BENCH_IDLE: [(IdleStrategy, &str); 2] = [
+    (IdleStrategy::Spin, "Busy-poll non-blocking sockets"),
+    (
+        IdleStrategy::Block,
+        "Sleep in the kernel until data arrives",
+    ),
+];
 
-/// A clap parser for an `--idle`-style option accepting only `allowed` (listed as the
-/// possible values in `--help`).
+/// A clap parser for an `--idle`-style option accepting only the strategies of
+/// `allowed`, each listed in `--help` with its meaning for the command.
 pub fn idle_parser(
-    allowed: &'static [IdleStrategy],
+    allowed: &'static [(IdleStrategy, &'static str)],
 ) -> impl clap::builder::TypedValueParser<Value = IdleStrategy> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(allowed.iter().map(|i| i.name()))
-        .try_map(move |s| IdleStrategy::parse_one_of(&s, allowed))
+    use clap::builder::{PossibleValue, TypedValueParser};
+    clap::builder::PossibleValuesParser::new(
+        allowed
+            .iter()
+            .map(|(i, help)| PossibleValue::new(i.name()).help(*help)),
+    )
+    .try_map(|s| s.parse::<IdleStrategy>())
 }
 
 /// `--pin NEAR,FAR` of every bench command.

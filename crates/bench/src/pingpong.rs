@@ -14,7 +14,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -30,6 +30,7 @@ pub use crate::harness::{parse_pin, Pinning};
 use crate::harness::{
     self, idle_parser, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
 };
+use crate::report::OutputArgs;
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
 
@@ -83,7 +84,12 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 
 /// Options of `tickwire bench pingpong`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(
+    after_help = AFTER_HELP,
+    mut_arg("plot", |a| a.help(
+        "Draw latency (p50 and p99) versus message size, one line per transport, as an SVG to FILE"
+    )),
+)]
 pub struct PingpongArgs {
     /// Message sizes in bytes (payload), comma-separated; each is measured in turn.
     /// At least 8 (the ping carries its sequence number); at most 65507 for udp.
@@ -124,14 +130,8 @@ pub struct PingpongArgs {
     #[arg(long, value_enum, default_value_t = Echo::SameThread)]
     pub echo: Echo,
 
-    /// Write every result, with the machine's metadata, as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Draw latency (p50 and p99) versus message size, one line per transport, as an
-    /// SVG to FILE.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// A ping-pong transport.
@@ -305,10 +305,8 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         transports: &results,
         ratio_to_tcp_p50: ratios,
     };
-    report::write_outputs(
-        args.json.as_deref(),
+    args.output.write(
         &rep,
-        args.plot.as_deref(),
         |path| plot(path, args, &results),
         report::Announce::Wrote,
     )?;

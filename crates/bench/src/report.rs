@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
@@ -122,6 +122,38 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
         serde_json::to_string_pretty(value).context("serializing the results to JSON")?;
     text.push('\n');
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `--json FILE` and `--plot FILE.svg`, the output options of every bench command
+/// (flattened into each one's arguments; each command says what its chart shows with
+/// `mut_arg("plot", ...)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct OutputArgs {
+    /// Write every result, with the machine's metadata, as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Draw the results as an SVG chart to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// [`write_outputs`] to these files.
+    pub fn write(
+        &self,
+        report: &impl Serialize,
+        draw: impl FnOnce(&Path) -> anyhow::Result<()>,
+        announce: Announce,
+    ) -> anyhow::Result<()> {
+        write_outputs(
+            self.json.as_deref(),
+            report,
+            self.plot.as_deref(),
+            draw,
+            announce,
+        )
+    }
 }
 
 /// How a command announces on stdout the files [`write_outputs`] wrote (each command

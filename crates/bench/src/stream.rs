@@ -17,7 +17,7 @@
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -33,6 +33,7 @@ use crate::harness::{self, Progress, RouterChild, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning};
 use crate::pingpong::idle_once;
+use crate::report::OutputArgs;
 use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
@@ -79,7 +80,12 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 
 /// Options of `tickwire bench stream`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(
+    after_help = AFTER_HELP,
+    mut_arg("plot", |a| a.help(
+        "Draw latency (one-way p50 and p99, log scale) and the achieved rates (right axis) versus the target rate as an SVG to FILE"
+    )),
+)]
 pub struct StreamArgs {
     /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
     /// floor) and tickwire (through the router).
@@ -139,14 +145,8 @@ pub struct StreamArgs {
     #[arg(long)]
     pub keep_going: bool,
 
-    /// Write every result, with the machine's metadata, as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Draw latency (one-way p50 and p99, log scale) and the achieved rates (right
-    /// axis) versus the target rate as an SVG to FILE.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// A stream transport.
@@ -347,10 +347,8 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         stopped_by_user: stop.is_set(),
         transports: &results,
     };
-    report::write_outputs(
-        args.json.as_deref(),
+    args.output.write(
         &rep,
-        args.plot.as_deref(),
         |path| plot(path, args, &results),
         report::Announce::Wrote,
     )?;

@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning, StopFlag};
+use crate::report::OutputArgs;
 use crate::report::{self, Machine, Series};
 use crate::stats::{invalid_reason, Counters, Summary};
 use algo::{StoreKind, SyncKind};
@@ -86,7 +87,13 @@ More: docs/bench-tick-to-trade.md.";
 
 /// `tickwire bench tick-to-trade`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(long_about = ABOUT, after_help = AFTER)]
+#[command(
+    long_about = ABOUT,
+    after_help = AFTER,
+    mut_arg("plot", |a| a.help(
+        "Draw latency percentiles per step (or over time, for one step) as an SVG"
+    )),
+)]
 pub struct TickToTradeArgs {
     /// The algo under test: builtin, raw or quickfix, optionally with `:spin`/`:block`
     /// (idle strategy) and `:file`/`:memory` (store), e.g. `builtin:block:memory`.
@@ -176,13 +183,8 @@ pub struct TickToTradeArgs {
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 
-    /// Write every result, with the machine's metadata, as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Draw latency percentiles per step (or over time, for one step) as an SVG.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// An algo the bench can start.
@@ -477,10 +479,8 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         algos: results,
         ratios,
     };
-    report::write_outputs(
-        a.json.as_deref(),
+    a.output.write(
         &report,
-        a.plot.as_deref(),
         |path| plot(path, &report),
         report::Announce::Labelled,
     )?;

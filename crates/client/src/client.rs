@@ -128,7 +128,9 @@ impl Client {
         Ok(client)
     }
 
-    /// The id the router gave this connection.
+    /// The id the router gave this connection, as WELCOME carries it: the low 32 bits
+    /// of the router's 64-bit id, which is never reused while the router runs (stats
+    /// and logs show it in full).
     pub fn client_id(&self) -> u32 {
         self.client_id
     }

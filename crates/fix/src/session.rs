@@ -321,6 +321,61 @@ enum HeaderValue {
 
 type StoreResult = Result<(), StoreError>;
 
+/// The session's connection, as its driver reported it. One value instead of a
+/// `connected` and a `connecting` flag, which could both be set.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Link {
+    /// No connection, none being made.
+    Down,
+    /// Initiator: an [`Output::Connect`] was emitted and the driver has not reported
+    /// back ([`Session::handle_connected`] / [`Session::handle_disconnected`]).
+    Connecting,
+    /// Connected.
+    Up,
+}
+
+/// How far the Logon exchange of the current connection got. Logged on is `Done`
+/// (QuickFIX: `sentLogon && receivedLogon`); back to `None` when the connection drops.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handshake {
+    /// Neither side's Logon yet.
+    None,
+    /// Ours went out (initiator: waiting for the answer).
+    Sent,
+    /// Theirs arrived (acceptor: our answer not sent yet).
+    Received,
+    /// Both: logged on.
+    Done,
+}
+
+impl Handshake {
+    fn sent(self) -> bool {
+        matches!(self, Handshake::Sent | Handshake::Done)
+    }
+
+    fn received(self) -> bool {
+        matches!(self, Handshake::Received | Handshake::Done)
+    }
+
+    /// After sending our Logon.
+    fn send(self) -> Handshake {
+        if self.received() {
+            Handshake::Done
+        } else {
+            Handshake::Sent
+        }
+    }
+
+    /// After accepting theirs.
+    fn receive(self) -> Handshake {
+        if self.sent() {
+            Handshake::Done
+        } else {
+            Handshake::Received
+        }
+    }
+}
+
 /// One FIX session (one counterparty). See the module docs for how to drive it.
 pub struct Session<S: MessageStore> {
     cfg: SessionConfig,
@@ -331,14 +386,13 @@ pub struct Session<S: MessageStore> {
     out: Outbox,
     validation: Option<Validation>,
 
-    connected: bool,
-    /// Initiator: a Connect was emitted and the driver has not reported back.
-    connecting: bool,
+    /// The connection: none, being made (initiator), or up.
+    link: Link,
     last_connect_attempt: Option<u64>,
     enabled: bool,
     logout_reason: String,
-    sent_logon: bool,
-    received_logon: bool,
+    /// How far this connection's Logon exchange got.
+    logon: Handshake,
     sent_logout: bool,
     sent_reset: bool,
     received_reset: bool,
@@ -381,13 +435,11 @@ impl<S: MessageStore> Session<S> {
             enc,
             out: Outbox::default(),
             validation: None,
-            connected: false,
-            connecting: false,
+            link: Link::Down,
             last_connect_attempt: None,
             enabled: true,
             logout_reason: String::new(),
-            sent_logon: false,
-            received_logon: false,
+            logon: Handshake::None,
             sent_logout: false,
             sent_reset: false,
             received_reset: false,
@@ -443,12 +495,12 @@ impl<S: MessageStore> Session<S> {
 
     /// Logons exchanged and the session not ended.
     pub fn is_logged_on(&self) -> bool {
-        self.received_logon && self.sent_logon
+        self.logon == Handshake::Done
     }
 
     /// Between [`Session::handle_connected`] and the disconnect.
     pub fn is_connected(&self) -> bool {
-        self.connected
+        self.link == Link::Up
     }
 
     /// The heartbeat interval in use (seconds): ours as initiator, the initiator's
@@ -493,8 +545,8 @@ impl<S: MessageStore> Session<S> {
         let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
         // With a schedule, look at the clock every second to notice the window's ends.
         let tick = at(self.last_now, 1);
-        if !self.connected {
-            if self.cfg.role == Role::Initiator && self.enabled && !self.connecting {
+        if self.link != Link::Up {
+            if self.cfg.role == Role::Initiator && self.enabled && self.link != Link::Connecting {
                 match self.last_connect_attempt {
                     None => min(self.last_now),
                     Some(t) => min(at(t, u64::from(self.cfg.reconnect_interval))),
@@ -508,9 +560,9 @@ impl<S: MessageStore> Session<S> {
         if self.cfg.schedule.is_some() {
             min(tick);
         }
-        if !self.received_logon {
+        if !self.logon.received() {
             let since = match self.cfg.role {
-                Role::Initiator if self.sent_logon => self.last_received,
+                Role::Initiator if self.logon.sent() => self.last_received,
                 Role::Initiator => return Some(tick),
                 Role::Acceptor => self.connected_at,
             };
@@ -541,8 +593,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_connected(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        self.connecting = false;
-        if self.connected {
+        if self.link == Link::Up {
             return;
         }
         if !self.check_session_time(now) {
@@ -553,7 +604,7 @@ impl<S: MessageStore> Session<S> {
             let r = self.store.reset(now);
             self.fail_on_store_error(r);
         }
-        self.connected = true;
+        self.link = Link::Up;
         self.connected_at = now;
         self.last_received = now;
         self.last_sent = now;
@@ -569,12 +620,11 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_disconnected(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        self.connecting = false;
-        if self.connected {
+        if self.link == Link::Up {
             // The driver knows: no Disconnect output for it.
             self.note(format_args!("Connection closed"));
-            self.connected = false;
         }
+        self.link = Link::Down;
         let r = self.disconnect(now);
         self.fail_on_store_error(r);
     }
@@ -583,7 +633,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_message(&mut self, now: UtcNanos, raw: &[u8]) {
         let now = now.as_nanos();
         self.enter(now);
-        if !self.connected {
+        if self.link != Link::Up {
             return;
         }
         let r = self.process(now, raw, false);
@@ -595,7 +645,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_timeout(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        let r = if self.connected {
+        let r = if self.link == Link::Up {
             self.timer(now)
         } else {
             self.timer_disconnected(now)
@@ -731,9 +781,9 @@ impl<S: MessageStore> Session<S> {
         self.enabled = false;
         self.logout_reason.clear();
         self.logout_reason.push_str(text.unwrap_or(""));
-        let r = if self.connected && !self.is_logged_on() {
+        let r = if self.link == Link::Up && !self.is_logged_on() {
             self.disconnect(now)
-        } else if self.connected {
+        } else if self.link == Link::Up {
             self.timer(now)
         } else {
             Ok(())
@@ -783,7 +833,7 @@ impl<S: MessageStore> Session<S> {
     // ─── timers ─────────────────────────────────────────────────────────────────
 
     fn timer_disconnected(&mut self, now: u64) -> StoreResult {
-        if self.cfg.role != Role::Initiator || !self.enabled || self.connecting {
+        if self.cfg.role != Role::Initiator || !self.enabled || self.link == Link::Connecting {
             return Ok(());
         }
         if !self.is_session_time(now) {
@@ -795,7 +845,7 @@ impl<S: MessageStore> Session<S> {
         };
         if due {
             self.last_connect_attempt = Some(now);
-            self.connecting = true;
+            self.link = Link::Connecting;
             self.out.connect();
         }
         Ok(())
@@ -803,7 +853,7 @@ impl<S: MessageStore> Session<S> {
 
     /// QuickFIX `Session::next(now)`.
     fn timer(&mut self, now: u64) -> StoreResult {
-        if !self.connected {
+        if self.link != Link::Up {
             return Ok(());
         }
         if !self.check_session_time(now) {
@@ -821,8 +871,8 @@ impl<S: MessageStore> Session<S> {
                 r?;
             }
         }
-        if !self.received_logon {
-            if self.cfg.role == Role::Initiator && !self.sent_logon {
+        if !self.logon.received() {
+            if self.cfg.role == Role::Initiator && !self.logon.sent() {
                 if self.enabled && self.is_session_time(now) {
                     self.logon_msg(now)?;
                     self.note(format_args!("Initiated logon request"));
@@ -902,7 +952,7 @@ impl<S: MessageStore> Session<S> {
     }
 
     fn reset_session(&mut self, now: u64) -> StoreResult {
-        if self.connected {
+        if self.link == Link::Up {
             self.logout_msg(now, None)?;
         }
         self.disconnect(now)?;
@@ -920,14 +970,13 @@ impl<S: MessageStore> Session<S> {
     }
 
     fn drop_connection(&mut self) {
-        if self.connected {
+        if self.link == Link::Up {
             self.note(format_args!("Disconnecting"));
             self.out.disconnect();
-            self.connected = false;
+            self.link = Link::Down;
         }
-        if self.received_logon || self.sent_logon {
-            self.received_logon = false;
-            self.sent_logon = false;
+        if self.logon != Handshake::None {
+            self.logon = Handshake::None;
             self.out.logged_out();
         }
         self.sent_logout = false;

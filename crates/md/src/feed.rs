@@ -559,14 +559,21 @@ impl FeedHandler {
             .as_ref()
             .is_some_and(|j| j.near(p.session(), seq, next, max_jump));
         if !joins {
-            if let Some(j) = self.jump.take() {
-                self.recycle(j.packets);
-            }
+            // A new suspect run replaces the old one, reusing its buffers: a spoofer
+            // sending scattered far-ahead packets costs no allocation per packet.
+            let packets = match self.jump.take() {
+                Some(j) => {
+                    let mut packets = j.packets;
+                    self.spare.extend(packets.drain(..).map(|h| h.bytes));
+                    packets
+                }
+                None => Vec::with_capacity(self.cfg.confirm_packets),
+            };
             self.jump = Some(Candidate {
                 session: p.session(),
                 first: seq,
                 next,
-                packets: Vec::with_capacity(self.cfg.confirm_packets),
+                packets,
                 born: self.counters.packets,
             });
         }

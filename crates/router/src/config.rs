@@ -87,6 +87,12 @@ pub struct Config {
     /// back to 4 KiB when its connection has been idle (about a second) with nothing
     /// buffered.
     pub read_buffer: usize,
+    /// Most bytes all read buffers together may hold beyond their initial 4 KiB each
+    /// (partial frames, fast senders' buffers). At the limit a buffer does not grow:
+    /// its socket is left unread (TCP pushes back) until memory is given back, and a
+    /// frame that cannot complete meets its stall deadline. Default 67108864 (64 MiB);
+    /// at least `max_frame`.
+    pub read_memory_limit: usize,
 }
 
 impl Default for Config {
@@ -104,6 +110,7 @@ impl Default for Config {
             handshake_timeout_ms: 5_000,
             stall_timeout_ms: 10_000,
             read_buffer: 256 << 10,
+            read_memory_limit: 64 << 20,
         }
     }
 }
@@ -133,6 +140,12 @@ impl Config {
             return err(format!(
                 "read_buffer {} is below the minimum 4096",
                 self.read_buffer
+            ));
+        }
+        if self.read_memory_limit < self.max_frame as usize {
+            return err(format!(
+                "read_memory_limit {} must be at least max_frame {}",
+                self.read_memory_limit, self.max_frame
             ));
         }
         if !ROUTER_IDLE.contains(&self.idle) {

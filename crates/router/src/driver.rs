@@ -74,6 +74,21 @@ pub struct Router {
     waker: Arc<Waker>,
     core: Core,
     conns: Vec<Option<Conn>>,
+    /// A descriptor held in reserve: at the process's descriptor limit (EMFILE,
+    /// ENFILE) it is closed to accept the waiting connection and refuse it with
+    /// TOO_MANY_CLIENTS, then reopened (the classic technique: otherwise the client
+    /// waits in the backlog for its own timeout).
+    reserve_fd: Option<std::fs::File>,
+    /// Accepting stopped at the descriptor limit without a reserve: retry every turn.
+    accept_retry: bool,
+    /// Closed clients whose last bytes (a fatal ERROR, a CLOSE) are written: shut down
+    /// for writing and read until their EOF or the linger, discarding what they send.
+    /// Closing a socket with unread input would send a reset, and the peer's kernel
+    /// then drops the error it has not read yet.
+    draining: Vec<(TcpStream, MonoNanos)>,
+    /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
+    /// together; growth stops at `read_memory_limit` (see `read_once`).
+    read_extra: usize,
 }
 
 /// Stops a running router from any thread.
@@ -137,6 +152,10 @@ impl Router {
             waker,
             core: Core::new(cfg, MonoNanos::now(), UtcNanos::now()),
             conns: Vec::new(),
+            reserve_fd: open_reserve(),
+            accept_retry: false,
+            draining: Vec::new(),
+            read_extra: 0,
         })
     }
 
@@ -216,6 +235,11 @@ impl Router {
                 }
             }
 
+            if self.accept_retry {
+                self.accept_retry = false;
+                self.accept_all(now);
+            }
+
             if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
                 tracing::info!(clients = self.core.live(), "shutting down");
                 self.core.shutdown();
@@ -269,6 +293,16 @@ impl Router {
             if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 self.core.handle_timeout(now);
+                self.drain_closed(now);
+                // Sockets left unread while the read memory was at its limit.
+                for (i, c) in self.conns.iter_mut().enumerate() {
+                    if let Some(c) = c {
+                        if c.readable && !c.on_read_list && c.closing_deadline.is_none() {
+                            c.on_read_list = true;
+                            read_list.push(Slot(i as u32));
+                        }
+                    }
+                }
             }
             if now >= next_sweep {
                 next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
@@ -340,9 +374,35 @@ impl Router {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e) if is_out_of_descriptors(&e) => {
+                    if self.reserve_fd.take().is_none() {
+                        tracing::warn!(error = %e, "accept failed at the descriptor limit, no reserve left");
+                        self.accept_retry = true;
+                        return;
+                    }
+                    // The reserve is closed: one descriptor for the waiting client.
+                    let accepted = self.listener.accept();
+                    if let Ok((mut stream, addr)) = accepted {
+                        tracing::warn!(%addr, "connection refused: out of file descriptors");
+                        let refused = self.core.refuse_out_of_descriptors();
+                        // As above: a fresh socket takes the short error frame.
+                        let _ = stream.write(&refused.0);
+                        let _ = stream.shutdown(Shutdown::Both);
+                        drop(stream);
+                        self.reserve_fd = open_reserve();
+                    } else {
+                        // Nothing was waiting after all, or still no descriptor:
+                        // try again next turn rather than loop here.
+                        self.reserve_fd = open_reserve();
+                        self.accept_retry = true;
+                        return;
+                    }
+                }
                 Err(e) => {
-                    // EMFILE and friends: log and let the next turn retry.
+                    // ENOBUFS, ENOMEM and the like: log and retry next turn.
                     tracing::warn!(error = %e, "accept failed");
+                    self.accept_retry = true;
                     return;
                 }
             }
@@ -354,6 +414,7 @@ impl Router {
     fn release_idle_buffers(&mut self) {
         for c in self.conns.iter_mut().flatten() {
             if !c.read_recently && c.start == c.end && c.rbuf.len() > INITIAL_READ_BUFFER {
+                self.read_extra -= c.rbuf.len() - INITIAL_READ_BUFFER;
                 c.rbuf = vec![0; INITIAL_READ_BUFFER];
                 c.start = 0;
                 c.end = 0;
@@ -367,6 +428,8 @@ impl Router {
     fn read_once(&mut self, id: Slot, now: MonoNanos) -> bool {
         let frame_limit = self.core.frame_limit(id);
         let read_buffer = self.core.config().read_buffer;
+        let read_memory_limit = self.core.config().read_memory_limit;
+        let read_extra = &mut self.read_extra;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -390,11 +453,20 @@ impl Router {
             };
             let cap = frame.max(read_buffer);
             let grown = (c.rbuf.len() * 2).min(cap);
-            if grown > c.rbuf.len() {
+            let more = grown.saturating_sub(c.rbuf.len());
+            if more > 0 && *read_extra + more <= read_memory_limit {
+                *read_extra += more;
                 c.rbuf.resize(grown, 0);
             }
         }
         let space = c.rbuf.len() - c.end;
+        if space == 0 {
+            // All connections' read buffers are at the limit: leave this socket unread
+            // (TCP pushes back on the sender) until buffers are given back; the timer
+            // puts it back on the read list. Its frame deadline still runs.
+            c.readable = true;
+            return false;
+        }
         let n = match c.stream.read(&mut c.rbuf[c.end..]) {
             Ok(0) => {
                 let why = if c.end > c.start {
@@ -427,6 +499,7 @@ impl Router {
                     c.start = 0;
                     c.end = 0;
                     if c.rbuf.len() > read_buffer {
+                        *read_extra -= c.rbuf.len() - read_buffer;
                         c.rbuf = vec![0; read_buffer];
                     }
                 }
@@ -485,21 +558,49 @@ impl Router {
             return true;
         };
         let flushed = self.core.egress(id).is_empty();
-        if flushed || c.closing_deadline.is_some_and(|d| now >= d) {
-            let why = if flushed {
-                "closed"
-            } else {
-                "closed with unsent bytes (client not reading)"
-            };
-            self.drop_conn(id, why);
+        if flushed {
+            if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
+                self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
+                let _ = self.poll.registry().deregister(&mut c.stream);
+                // FIN after the last bytes; the peer's input is read and dropped.
+                let _ = c.stream.shutdown(Shutdown::Write);
+                self.draining.push((c.stream, now.add_nanos(LINGER_NS)));
+            }
+            self.core.handle_closed(id, "closed");
+            true
+        } else if c.closing_deadline.is_some_and(|d| now >= d) {
+            self.drop_conn(id, "closed with unsent bytes (client not reading)");
             true
         } else {
             false
         }
     }
 
+    /// Reads and drops what closed clients still send; closes each at its EOF, on an
+    /// error, or at its linger deadline.
+    fn drain_closed(&mut self, now: MonoNanos) {
+        let mut sink = [0u8; 4096];
+        self.draining.retain_mut(|(stream, deadline)| {
+            if now >= *deadline {
+                return false;
+            }
+            // At most 16 reads per socket per sweep.
+            for _ in 0..16 {
+                match stream.read(&mut sink) {
+                    Ok(0) => return false,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return false,
+                }
+            }
+            true
+        });
+    }
+
     fn drop_conn(&mut self, id: Slot, why: &str) {
         if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
+            self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
         }
@@ -515,4 +616,16 @@ impl Router {
     fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {
         self.conns.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
+}
+
+/// The reserve descriptor (see `Router::reserve_fd`); `None` if even that fails.
+fn open_reserve() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+/// EMFILE (process limit) or ENFILE (system limit).
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    let code = e.raw_os_error();
+    code == Some(rustix::io::Errno::MFILE.raw_os_error())
+        || code == Some(rustix::io::Errno::NFILE.raw_os_error())
 }

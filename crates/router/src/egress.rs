@@ -109,6 +109,15 @@ impl Egress {
         self.discard_oldest(target, 0)
     }
 
+    /// Drops every unwritten frame, control frames included, except the rest of a
+    /// half-written one (used before disconnecting a client that does not read its
+    /// answers: the fatal ERROR queued next is then the next frame it reads).
+    pub fn drop_unwritten(&mut self) {
+        self.advance_boundary();
+        self.buf.truncate(self.boundary);
+        self.pending_discards = 0;
+    }
+
     /// Drops every unwritten complete frame except control frames (used before a
     /// disconnect, so the error frame is not stuck behind megabytes of messages).
     pub fn drop_messages(&mut self) {
@@ -332,6 +341,21 @@ mod tests {
         assert_eq!(e.pending(), before);
         e.drop_messages();
         assert_eq!(e.pending(), 0);
+    }
+
+    #[test]
+    fn drop_unwritten_keeps_only_the_half_written_frame() {
+        let mut e = Egress::default();
+        e.push_message(&publish(0, 100), 10_000, true, 0, 0);
+        encode_ack(e.control(), 7);
+        e.push_message(&publish(1, 100), 10_000, true, 0, 0);
+        e.consume(5);
+        let first_len = publish(0, 100).len();
+        e.drop_unwritten();
+        assert_eq!(e.pending(), first_len - 5);
+        encode_ack(e.control(), 8);
+        e.consume(first_len - 5);
+        assert_eq!(frames(e.unwritten()), [(u64::MAX, 0)]);
     }
 
     #[test]

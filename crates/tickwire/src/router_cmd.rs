@@ -62,28 +62,37 @@ pub struct RouterArgs {
     /// Most subscriptions per client [default: 10000].
     #[arg(long, value_name = "N")]
     max_subscriptions: Option<usize>,
-    /// Bytes queued for one subscriber before the slow-consumer policy applies [default: 8MiB].
+    /// Bytes queued for one client before the slow-consumer policy applies; answers to
+    /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
+    /// answers alone exceed it is disconnected under either policy [default: 8MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     egress_limit: Option<usize>,
     /// Slow-consumer policy: discard (drop its oldest messages and tell it how many)
     /// or disconnect [default: discard].
     #[arg(long, value_name = "POLICY")]
     slow_consumer: Option<SlowConsumerPolicy>,
-    /// How long a new connection has to send HELLO: 5s, 500ms [default: 5s].
+    /// How long a new connection has to send HELLO, from connecting (before HELLO at
+    /// most 80 bytes are buffered): 5s, 500ms [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "handshake_timeout_ms")]
     handshake_timeout: Option<Duration>,
     /// The old spelling of --handshake-timeout, in milliseconds.
     #[arg(long, value_name = "MS", hide = true)]
     handshake_timeout_ms: Option<u64>,
-    /// How long a client may leave half a frame unfinished: 10s [default: 10s].
+    /// How long a client has to complete a frame once it began it (a deadline: a byte
+    /// trickle does not extend it): 10s [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "stall_timeout_ms")]
     stall_timeout: Option<Duration>,
     /// The old spelling of --stall-timeout, in milliseconds.
     #[arg(long, value_name = "MS", hide = true)]
     stall_timeout_ms: Option<u64>,
-    /// Per-client read buffer [default: 256KiB].
+    /// Most bytes read per client per loop turn; buffers start at 4KiB, grow with the
+    /// bytes received and shrink back when idle [default: 256KiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     read_buffer: Option<usize>,
+    /// Most bytes all read buffers together hold beyond 4KiB each (partial frames);
+    /// at the limit sockets are left unread until memory frees up [default: 64MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    read_memory_limit: Option<usize>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -126,6 +135,7 @@ impl RouterArgs {
             handshake_timeout_ms,
             stall_timeout_ms,
             read_buffer,
+            read_memory_limit,
             name
         );
         // The duration flags, in the config's units (they conflict with the old spellings).

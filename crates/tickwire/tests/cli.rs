@@ -35,6 +35,7 @@ const CONFIG_KEYS: &[&str] = &[
     "handshake_timeout_ms",
     "stall_timeout_ms",
     "read_buffer",
+    "read_memory_limit",
 ];
 
 /// A `tickwire` command running in the background; killed when dropped.

@@ -22,13 +22,23 @@ use tickwire_rt::IdleStrategy;
 
 use super::workload::nats_subject;
 
-/// How subscribers wait for messages: block (sleep in the client library until data
-/// arrives: poll(2) / a tokio wake-up), spin (busy-poll without sleeping, one busy core
-/// per subscriber thread) or yield (busy-poll, yielding the CPU after each empty poll:
-/// for subscribers that share a core with the publishers, so a waiting subscriber never
-/// holds the core for a scheduler slice and never pays a sleeping thread's wake-up).
-pub const CLIENT_IDLE: [IdleStrategy; 3] =
-    [IdleStrategy::Block, IdleStrategy::Spin, IdleStrategy::Yield];
+/// How subscribers wait for messages.
+pub const CLIENT_IDLE: [(IdleStrategy, &str); 3] = [
+    (
+        IdleStrategy::Block,
+        "Sleep in the client library until data arrives (poll(2) / a tokio wake-up)",
+    ),
+    (
+        IdleStrategy::Spin,
+        "Busy-poll without sleeping (one busy core per subscriber thread)",
+    ),
+    (
+        IdleStrategy::Yield,
+        "Busy-poll, yielding the CPU after each empty poll: for subscribers that share a \
+         core with the publishers (the published layout), so a waiting subscriber never \
+         holds the core for a scheduler slice and never pays a sleeping thread's wake-up",
+    ),
+];
 
 /// How long one blocking wait lasts before the subscriber checks whether to stop.
 const BLOCK_SLICE: Duration = Duration::from_millis(20);

@@ -247,9 +247,9 @@ impl<S: MessageStore> Session<S> {
         let logon = msg_type == mt::LOGON;
         (logon && self.sent_reset)
             || self.received_reset
-            || (logon && !self.received_logon)
-            || (!logon && self.received_logon)
-            || (msg_type == mt::LOGOUT && self.sent_logon)
+            || (logon && !self.logon.received())
+            || (!logon && self.logon.received())
+            || (msg_type == mt::LOGOUT && self.logon.sent())
             || (msg_type != mt::LOGOUT && self.sent_logout)
             || msg_type == mt::SEQUENCE_RESET
             || msg_type == mt::REJECT
@@ -460,7 +460,7 @@ impl<S: MessageStore> Session<S> {
             buf.clear();
             self.spare_bufs.push(buf);
             r?;
-            if !self.connected {
+            if self.link != Link::Up {
                 return Ok(());
             }
         }
@@ -486,7 +486,7 @@ impl<S: MessageStore> Session<S> {
             }
         }
         let initiator = self.cfg.role == Role::Initiator;
-        if initiator && !self.sent_logon && !reset {
+        if initiator && !self.logon.sent() && !reset {
             self.note(format_args!(
                 "Received logon response before sending request"
             ));
@@ -498,7 +498,7 @@ impl<S: MessageStore> Session<S> {
         if !self.verify(now, m, false, true)? {
             return Ok(());
         }
-        self.received_logon = true;
+        self.logon = self.logon.receive();
 
         let next_sender = self.store.next_sender_seq();
         let mut retransmit_from = None;

@@ -49,7 +49,7 @@ impl<S: MessageStore> Session<S> {
             self.store.save(seq, msg)?;
         }
         self.store.incr_next_sender_seq()?;
-        if self.connected && (always_send || (self.received_logon && self.sent_logon)) {
+        if self.link == Link::Up && (always_send || (self.logon.received() && self.logon.sent())) {
             self.out.send(msg);
         }
         Ok(())
@@ -62,7 +62,7 @@ impl<S: MessageStore> Session<S> {
             self.store.save(seq, msg)?;
         }
         self.store.incr_next_sender_seq()?;
-        if self.connected && self.received_logon && self.sent_logon {
+        if self.link == Link::Up && self.logon.received() && self.logon.sent() {
             self.out.send(msg);
         }
         Ok(())
@@ -111,7 +111,7 @@ impl<S: MessageStore> Session<S> {
         self.logon_extras(&mut extra, u32::MAX);
         self.last_received = now;
         self.test_requests = 0;
-        self.sent_logon = true;
+        self.logon = self.logon.send();
         self.finish_admin(seq, true)
     }
 
@@ -144,7 +144,7 @@ impl<S: MessageStore> Session<S> {
         }
         self.logon_extras(&mut extra, u32::MAX);
         self.finish_admin(seq, true)?;
-        self.sent_logon = true;
+        self.logon = self.logon.send();
         Ok(())
     }
 
@@ -222,7 +222,7 @@ impl<S: MessageStore> Session<S> {
         self.enc.field_u64(tag::NEW_SEQ_NO, new_seq);
         self.enc.field(tag::GAP_FILL_FLAG, b"Y");
         let msg = self.enc.finish();
-        if self.connected {
+        if self.link == Link::Up {
             self.out.send(msg);
         }
         self.note(format_args!("Sent SequenceReset TO: {new_seq}"));
@@ -259,7 +259,7 @@ impl<S: MessageStore> Session<S> {
             Some(t) => self.note(format_args!("Message {seq_txt} Rejected: {t}")),
             None => self.note(format_args!("Message {seq_txt} Rejected")),
         }
-        if !self.received_logon {
+        if !self.logon.received() {
             self.note(format_args!("Tried to send a reject while not logged on"));
             return Ok(false);
         }

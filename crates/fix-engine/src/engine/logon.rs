@@ -1,0 +1,200 @@
+//! Logon routing: accepting connections (the pending-connection cap and
+//! `AllowedRemoteAddresses` at accept), and binding an accepted connection to a session
+//! by its first message, which must be a Logon for a session of the listener that
+//! admits the peer and has no connection.
+
+use super::*;
+
+impl<A: Application> Engine<A> {
+    /// Accepted connections that have not logged on yet.
+    pub(super) fn pending_conns(&self) -> usize {
+        self.net
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.session.is_none() && c.listener.is_some() && c.state == ConnState::Open)
+            .count()
+    }
+
+    /// Whether some session of listener `l` admits a Logon from `peer`.
+    pub(super) fn listener_admits(&self, l: ListenerId, peer: IpAddr) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.listener == Some(l) && admits(&s.allowed, peer))
+    }
+
+    /// Counts a connection refused at accept and logs the count at most once a second.
+    pub(super) fn refused_at_accept(&mut self, peer: SocketAddr, why: &str) {
+        self.net.refused += 1;
+        let (logged, at) = self.net.refused_logged;
+        let now = UtcNanos::now();
+        if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+            tracing::warn!(
+                "FIX acceptor: connection from {peer} closed: {why} ({} refused at accept so far)",
+                self.net.refused
+            );
+            self.net.refused_logged = (self.net.refused, now.as_nanos());
+        }
+    }
+
+    /// Connections closed at accept so far (too many waiting for their Logon, or a
+    /// peer no session of the listener allows).
+    pub fn refused_connections(&self) -> u64 {
+        self.net.refused
+    }
+
+    pub(super) fn accept_all(&mut self, l: ListenerId) {
+        loop {
+            let Some((Some(listener), _)) = self.net.listeners.get(l.0) else {
+                return;
+            };
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    // Refused before a byte is read (the stream is dropped: closed).
+                    if !self.listener_admits(l, peer.ip()) {
+                        self.refused_at_accept(peer, "address not in AllowedRemoteAddresses");
+                        continue;
+                    }
+                    if self.pending_conns() >= self.opts.max_pending.max(1) {
+                        self.refused_at_accept(
+                            peer,
+                            "too many connections waiting for their Logon",
+                        );
+                        continue;
+                    }
+                    // Nodelay before the first byte; unbound connections get the
+                    // default (tickwire always wants it), sessions may clear it.
+                    let _ = stream.set_nodelay(true);
+                    tracing::debug!("FIX connection from {peer}");
+                    // Before Logon only a Logon is buffered (up to max_logon_len).
+                    let rbuf = self.opts.read_buffer.min(self.opts.max_logon_len).max(256);
+                    if let Some(c) = self.add_conn(stream, ConnState::Open, rbuf) {
+                        if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
+                            conn.listener = Some(l);
+                            conn.peer = Some(peer.ip());
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: try again on the next event.
+                    tracing::warn!("accepting a FIX connection: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One complete frame `rbuf[a..b]` of connection `c`.
+    pub(super) fn deliver(&mut self, c: ConnId, a: usize, b: usize) {
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
+            return;
+        };
+        let k = match conn.session {
+            Some(k) => k,
+            None => match self.bind(c, a, b) {
+                Some(k) => k,
+                None => return,
+            },
+        };
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
+            return;
+        };
+        let frame = &conn.rbuf[a..b];
+        let slot = &mut self.slots[k.0];
+        if slot.logged {
+            if let Some(l) = &mut self.log {
+                l.incoming(k.0, self.now.as_nanos(), frame);
+            }
+        }
+        slot.session.handle_message(self.now, frame);
+        slot.touched = true;
+        self.drain(k);
+    }
+
+    /// An acceptor connection's first frame: must be a Logon for a configured session
+    /// of this listener that has no connection; otherwise the connection is closed
+    /// without a word, as QuickFIX does.
+    pub(super) fn bind(&mut self, c: ConnId, a: usize, b: usize) -> Option<SessionKey> {
+        let Some(Some(conn)) = self.net.conns.get(c.0) else {
+            return None;
+        };
+        let listener = conn.listener;
+        let peer = conn.peer;
+        let found = match codec::parse_unchecked(&conn.rbuf[a..b], &mut self.scratch.fields) {
+            Err(_) => Err("garbled first message"),
+            Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon"),
+            Ok(m) => {
+                let (begin, sender, target) = (
+                    m.begin_string(),
+                    m.get(49).unwrap_or_default(),
+                    m.get(56).unwrap_or_default(),
+                );
+                self.slots
+                    .iter()
+                    .position(|s| {
+                        let cfg = s.session.config();
+                        s.listener == listener
+                            && cfg.begin_string.as_bytes() == begin
+                            && cfg.sender_comp_id.as_bytes() == target
+                            && cfg.target_comp_id.as_bytes() == sender
+                    })
+                    .map(SessionKey)
+                    .ok_or("Session not found for incoming message")
+            }
+        };
+        match found {
+            Err(why) => {
+                tracing::warn!("FIX acceptor: {why}: connection closed");
+                self.close_conn(c, "");
+                None
+            }
+            Ok(k) if !peer.is_some_and(|p| admits(&self.slots[k.0].allowed, p)) => {
+                let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+                self.note(
+                    k,
+                    format_args!("Refusing connection from {who}: not in AllowedRemoteAddresses"),
+                );
+                tracing::warn!(
+                    "FIX acceptor: Logon for {} from {who}, not in its AllowedRemoteAddresses: connection closed",
+                    self.slots[k.0].id
+                );
+                self.close_conn(c, "");
+                None
+            }
+            Ok(k) if self.slots[k.0].conn.is_some() => {
+                self.note(
+                    k,
+                    format_args!("Refusing a second connection for this session"),
+                );
+                self.close_conn(c, "");
+                None
+            }
+            Ok(k) => {
+                let nodelay = self.slots[k.0].nodelay;
+                if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
+                    conn.session = Some(k);
+                    let _ = conn.stream.set_nodelay(nodelay);
+                }
+                let slot = &mut self.slots[k.0];
+                slot.conn = Some(c);
+                slot.session.handle_connected(self.now);
+                slot.touched = true;
+                self.drain(k);
+                Some(k)
+            }
+        }
+    }
+}
+
+/// Whether an `AllowedRemoteAddresses` list admits `peer` (an empty list admits any).
+/// An IPv4 peer seen as an IPv4-mapped IPv6 address (dual-stack listener) matches its
+/// IPv4 form.
+pub(super) fn admits(allowed: &[IpAddr], peer: IpAddr) -> bool {
+    let peer = match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+        v4 => v4,
+    };
+    allowed.is_empty() || allowed.contains(&peer)
+}

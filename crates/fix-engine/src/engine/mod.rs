@@ -1,0 +1,651 @@
+//! The engine: one thread, one `mio::Poll`, every socket and every session. See the
+//! crate docs for the loop. This module holds the types, construction and the public
+//! API; the driver is split by job:
+//!
+//! * `conn.rs`: connection buffers and IO (register, connect, read and frame, write,
+//!   close);
+//! * `logon.rs`: Logon routing (accept with the pending cap and
+//!   `AllowedRemoteAddresses`, binding a connection to a session by its Logon);
+//! * `turn.rs`: the loop turn (wait, dispatch, commands, timers, housekeeping, drain,
+//!   store flush before socket writes).
+
+mod conn;
+mod logon;
+mod turn;
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use tickwire_fix::codec::{self, Fields, FrameError};
+use tickwire_fix::session::{Event, Output, Role, Session};
+use tickwire_fix::settings::{IdleStrategy, SessionId, Settings};
+use tickwire_fix::store::{FileStore, MemoryStore, MessageStore, OnLostLog};
+use tickwire_fix::validate::is_admin_msg_type;
+
+use crate::app::{Application, Ctx, SessionKey};
+use crate::log::{LogTargets, MessageLog};
+use crate::spec::{DictionaryCache, SessionSpec, StoreSpec};
+use crate::store::AnyStore;
+use tickwire_rt::UtcNanos;
+
+use crate::Error;
+
+const WAKER: Token = Token(0);
+const LISTENER_BASE: usize = 1;
+const CONN_BASE: usize = 1 << 20;
+/// How long a closing connection may take to write what is queued for it.
+const LINGER_NS: u64 = 2_000_000_000;
+/// How often closing, connecting and unbound connections are checked.
+const HOUSEKEEPING_NS: u64 = 10_000_000;
+/// Rounds of "drain the sessions the callbacks touched" per turn before the rest is
+/// left for the next turn (two applications answering each other forever).
+const MAX_DRAIN_ROUNDS: usize = 64;
+
+/// Engine-wide settings (everything per session is in [`SessionSpec`]).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// `block`: wait in `epoll_wait` until IO or the next session deadline; `spin`:
+    /// poll without waiting (burns a core, lowest latency).
+    pub idle: IdleStrategy,
+    /// Longest message accepted; a BodyLength announcing more closes that connection.
+    /// Default 4 MiB.
+    pub max_message_len: usize,
+    /// Initial size of each connection's read buffer (it grows up to
+    /// `max_message_len` for a message that does not fit). Default 64 KiB.
+    pub read_buffer: usize,
+    /// Longest blocking wait, so that [`Engine::stop_flag`] is noticed. Default 100 ms.
+    pub max_block: Duration,
+    /// Capacity of the [`Handle`] command queue. Default 4096.
+    pub command_queue: usize,
+    /// How long an accepted connection may stay silent before its first message
+    /// (Logon). Default 10 s (QuickFIX's LogonTimeout).
+    pub unbound_timeout: Duration,
+    /// Longest first message (Logon) buffered from an accepted connection that is not
+    /// yet bound to a session; a BodyLength announcing more, or that many bytes without
+    /// a complete message, closes the connection. A Logon is a few hundred bytes.
+    /// Default 8 KiB (`TickwireMaxLogonLength`).
+    pub max_logon_len: usize,
+    /// Accepted connections not yet bound to a session (no Logon yet) kept at once,
+    /// over all listeners; a connection accepted beyond it is closed at once (counted
+    /// and logged at most once a second). Default 64 (`TickwireMaxPendingConnections`).
+    pub max_pending: usize,
+    /// A file store whose log was lost, emptied or truncated (see
+    /// `tickwire_fix::store`) starts over at sequence 1/1 instead of refusing to start.
+    /// Default false; `tickwire fix --reset-lost-store`.
+    pub reset_lost_stores: bool,
+}
+
+impl EngineOptions {
+    /// The engine-wide options a settings file asks for: the idle strategy (`spin` if
+    /// any session sets `TickwireIdleStrategy=spin`), the largest
+    /// `TickwireMaxLogonLength` and the smallest `TickwireMaxPendingConnections` of the
+    /// sessions; defaults for the rest.
+    pub fn from_settings(settings: &Settings) -> EngineOptions {
+        let d = EngineOptions::default();
+        let s = &settings.sessions;
+        EngineOptions {
+            idle: if s.iter().any(|s| s.idle_strategy == IdleStrategy::Spin) {
+                IdleStrategy::Spin
+            } else {
+                IdleStrategy::Block
+            },
+            max_logon_len: s
+                .iter()
+                .filter_map(|s| s.max_logon_length)
+                .max()
+                .unwrap_or(d.max_logon_len),
+            max_pending: s
+                .iter()
+                .filter_map(|s| s.max_pending_connections)
+                .min()
+                .unwrap_or(d.max_pending),
+            ..d
+        }
+    }
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            idle: IdleStrategy::Block,
+            max_message_len: 4 << 20,
+            read_buffer: 64 << 10,
+            max_block: Duration::from_millis(100),
+            command_queue: 4096,
+            unbound_timeout: Duration::from_secs(10),
+            max_logon_len: 8 << 10,
+            max_pending: 64,
+            reset_lost_stores: false,
+        }
+    }
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// No session with this key (application fault).
+    #[error("no session {0:?}")]
+    UnknownSession(SessionKey),
+    /// The session refused the message (see its variants).
+    #[error(transparent)]
+    Session(#[from] tickwire_fix::session::SendError),
+    /// The [`Handle`] queue is full: the engine thread is behind.
+    #[error("engine command queue full")]
+    QueueFull,
+    /// The engine is gone.
+    #[error("engine stopped")]
+    Stopped,
+}
+
+/// A request from another thread.
+enum Command {
+    Send {
+        session: SessionKey,
+        msg_type: Vec<u8>,
+        body: Vec<u8>,
+    },
+    Logout {
+        session: SessionKey,
+        text: Option<String>,
+    },
+    Logon {
+        session: SessionKey,
+    },
+    Call(Box<dyn FnOnce(&mut Ctx<'_>) + Send>),
+}
+
+/// Acting on an engine from other threads: a bounded queue plus a waker, so a blocked
+/// engine wakes at once. Commands allocate (they own their bytes); the engine thread's
+/// own path is [`Ctx`]. Cheap to clone; `Send`.
+#[derive(Clone)]
+pub struct Handle {
+    tx: SyncSender<Command>,
+    waker: Arc<Waker>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Handle {
+    fn push(&self, c: Command) -> Result<(), SendError> {
+        match self.tx.try_send(c) {
+            Ok(()) => {
+                let _ = self.waker.wake();
+                Ok(())
+            }
+            Err(TrySendError::Full(_)) => Err(SendError::QueueFull),
+            Err(TrySendError::Disconnected(_)) => Err(SendError::Stopped),
+        }
+    }
+
+    /// Queues an application message for `session` (see [`Ctx::send`]). Errors of the
+    /// session itself are reported to [`Application::on_event`].
+    pub fn send(&self, session: SessionKey, msg_type: &[u8], body: &[u8]) -> Result<(), SendError> {
+        self.push(Command::Send {
+            session,
+            msg_type: msg_type.to_vec(),
+            body: body.to_vec(),
+        })
+    }
+
+    /// Queues a logout of `session` (see [`Ctx::logout`]).
+    pub fn logout(&self, session: SessionKey, text: Option<&str>) -> Result<(), SendError> {
+        self.push(Command::Logout {
+            session,
+            text: text.map(str::to_owned),
+        })
+    }
+
+    /// Queues a logon (re-enable) of `session` (see [`Ctx::logon`]).
+    pub fn logon(&self, session: SessionKey) -> Result<(), SendError> {
+        self.push(Command::Logon { session })
+    }
+
+    /// Runs `f` on the engine thread at its next turn, with a [`Ctx`] (commands run in
+    /// the order they were queued). For anything the other commands do not cover, or
+    /// to learn a result (e.g. the MsgSeqNum a queued message got).
+    pub fn call(&self, f: impl FnOnce(&mut Ctx<'_>) + Send + 'static) -> Result<(), SendError> {
+        self.push(Command::Call(Box::new(f)))
+    }
+
+    /// Asks [`Engine::run`] to return.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.waker.wake();
+    }
+}
+
+/// One session and its driver state.
+pub(crate) struct Slot {
+    pub(crate) id: SessionId,
+    pub(crate) session: Session<AnyStore>,
+    /// Something was asked of the session this turn: drain its outputs.
+    pub(crate) touched: bool,
+    /// Its store has records to flush this turn.
+    dirty: bool,
+    conn: Option<ConnId>,
+    connect: Vec<(String, u16)>,
+    next_addr: usize,
+    nodelay: bool,
+    listener: Option<ListenerId>,
+    logged: bool,
+    /// `AllowedRemoteAddresses` (empty: any peer).
+    allowed: Vec<IpAddr>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ConnState {
+    Connecting,
+    Open,
+    /// Writing what is queued, then closed (or after the linger).
+    Closing,
+}
+
+struct Conn {
+    stream: TcpStream,
+    state: ConnState,
+    /// The session bound to this connection (acceptor: after its Logon).
+    session: Option<SessionKey>,
+    /// The listener it was accepted on.
+    listener: Option<ListenerId>,
+    /// The peer's address (accepted connections).
+    peer: Option<IpAddr>,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Accepted / connecting / closing since.
+    since: u64,
+    /// On the write list this turn.
+    queued: bool,
+}
+
+/// What one poll event says about a socket, copied out of `mio::Events` so that the
+/// loop can act on it while it borrows the engine mutably.
+#[derive(Clone, Copy)]
+struct Ready {
+    token: Token,
+    /// Readable, or closed for reading, or in error: read (to learn which).
+    readable: bool,
+    /// Writable, or closed for writing, or in error.
+    writable: bool,
+    /// The peer closed or the socket is in error: read to the end of the stream.
+    to_eof: bool,
+}
+
+/// A connection: its index in `Net::conns` (token `CONN_BASE + index`; indices of
+/// closed connections are reused).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct ConnId(usize);
+
+/// A listener: its index in `Net::listeners` (token `LISTENER_BASE + index`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct ListenerId(usize);
+
+/// Everything but the sessions and the application (split for the borrow checker).
+struct Net {
+    poll: Poll,
+    events: Events,
+    ready: Vec<Ready>,
+    /// `None` once closed (shutdown): a stopping acceptor takes no new connections.
+    listeners: Vec<(Option<TcpListener>, SocketAddr)>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<ConnId>,
+    free_later: Vec<ConnId>,
+    write_list: Vec<ConnId>,
+    connects: Vec<SessionKey>,
+    next_housekeeping: u64,
+    /// Accepted connections closed at once because `max_pending` were waiting for
+    /// their Logon, or because no session of the listener allows the peer.
+    refused: u64,
+    /// `refused` when it was last logged, and when.
+    refused_logged: (u64, u64),
+}
+
+/// Reused buffers for callbacks.
+#[derive(Default)]
+struct Scratch {
+    msg: Vec<u8>,
+    fields: Fields,
+    out_fields: Fields,
+    note: String,
+}
+
+/// A FIX engine: sessions, sockets, the application. See the crate docs.
+pub struct Engine<A: Application> {
+    app: A,
+    slots: Vec<Slot>,
+    net: Net,
+    scratch: Scratch,
+    log: Option<MessageLog>,
+    opts: EngineOptions,
+    rx: Receiver<Command>,
+    handle: Handle,
+    stop: bool,
+    /// The time of this loop turn (read once per turn).
+    now: UtcNanos,
+}
+
+fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let op = op.into();
+    move |source| Error::Io { op, source }
+}
+
+impl<A: Application> Engine<A> {
+    /// An engine for the sessions of a QuickFIX settings file (see
+    /// [`SessionSpec::from_settings`]). The idle strategy is `spin` if any session sets
+    /// `TickwireIdleStrategy=spin`. The settings' warnings are the caller's to print.
+    pub fn from_settings(settings: &Settings, app: A) -> Result<Engine<A>, Error> {
+        Engine::from_settings_with(settings, app, EngineOptions::from_settings(settings))
+    }
+
+    /// [`Engine::from_settings`] with options of the caller's, e.g. from
+    /// [`EngineOptions::from_settings`] with a flag applied.
+    pub fn from_settings_with(
+        settings: &Settings,
+        app: A,
+        opts: EngineOptions,
+    ) -> Result<Engine<A>, Error> {
+        let mut dicts = DictionaryCache::new();
+        let specs = settings
+            .sessions
+            .iter()
+            .map(|s| SessionSpec::from_settings(s, &mut dicts))
+            .collect::<Result<Vec<_>, _>>()?;
+        Engine::new(specs, app, opts)
+    }
+
+    /// An engine for these sessions: opens the stores, binds the acceptors'
+    /// listeners (sessions with the same address share one), calls
+    /// [`Application::on_create`] per session. Initiators connect in the first turn.
+    pub fn new(
+        specs: Vec<SessionSpec>,
+        mut app: A,
+        opts: EngineOptions,
+    ) -> Result<Engine<A>, Error> {
+        let now = UtcNanos::now();
+        let poll = Poll::new().map_err(io_err("creating the poll instance"))?;
+        let waker = Arc::new(
+            Waker::new(poll.registry(), WAKER).map_err(io_err("creating the poll waker"))?,
+        );
+        let mut listeners: Vec<(Option<TcpListener>, SocketAddr)> = Vec::new();
+        let mut listen_specs: Vec<SocketAddr> = Vec::new();
+        let mut slots = Vec::with_capacity(specs.len());
+        let mut log_targets: LogTargets = Vec::new();
+        let mut warnings = Vec::new();
+        for spec in specs {
+            let name = spec.id.to_string();
+            let qualifier = (!spec.id.qualifier.is_empty()).then_some(spec.id.qualifier.as_str());
+            let store = match &spec.store {
+                StoreSpec::Memory => AnyStore::Memory(MemoryStore::new(now.as_nanos())),
+                StoreSpec::File { path, sync } => {
+                    let (s, w) = FileStore::open_session(
+                        path,
+                        &spec.id.begin_string,
+                        &spec.id.sender_comp_id,
+                        &spec.id.target_comp_id,
+                        qualifier,
+                        *sync,
+                        now.as_nanos(),
+                        if opts.reset_lost_stores {
+                            OnLostLog::StartOver
+                        } else {
+                            OnLostLog::Refuse
+                        },
+                    )
+                    .map_err(|source| Error::Store {
+                        session: name.clone(),
+                        source,
+                    })?;
+                    if let Some(w) = w {
+                        warnings.push((slots.len(), w.to_string()));
+                    }
+                    AnyStore::File(s)
+                }
+            };
+            let mut session = Session::new(spec.config.clone(), store).map_err(|source| {
+                Error::SessionConfig {
+                    session: name.clone(),
+                    source,
+                }
+            })?;
+            if let Some(v) = spec.validation.clone() {
+                session = session.with_validation(v);
+            }
+            let listener = match (spec.role(), spec.accept) {
+                (Role::Acceptor, Some(addr)) => {
+                    let i = match listen_specs.iter().position(|a| *a == addr) {
+                        Some(i) => i,
+                        None => {
+                            let mut l = TcpListener::bind(addr)
+                                .map_err(io_err(format!("binding the FIX acceptor to {addr}")))?;
+                            let i = listeners.len();
+                            poll.registry()
+                                .register(&mut l, Token(LISTENER_BASE + i), Interest::READABLE)
+                                .map_err(io_err("registering a listener"))?;
+                            let local = l.local_addr().map_err(io_err("listener address"))?;
+                            listeners.push((Some(l), local));
+                            listen_specs.push(addr);
+                            i
+                        }
+                    };
+                    Some(ListenerId(i))
+                }
+                (Role::Acceptor, None) => {
+                    return Err(Error::Config {
+                        session: name,
+                        reason: "acceptor without a listening address".into(),
+                    })
+                }
+                (Role::Initiator, _) => {
+                    if spec.connect.is_empty() {
+                        return Err(Error::Config {
+                            session: name,
+                            reason: "initiator without a connect address".into(),
+                        });
+                    }
+                    None
+                }
+            };
+            log_targets.push(spec.file_log_path.clone().map(|p| {
+                (
+                    p,
+                    FileStore::session_dir_name(
+                        &spec.id.begin_string,
+                        &spec.id.sender_comp_id,
+                        &spec.id.target_comp_id,
+                        qualifier,
+                    ),
+                )
+            }));
+            slots.push(Slot {
+                logged: spec.file_log_path.is_some(),
+                id: spec.id,
+                session,
+                touched: true,
+                dirty: false,
+                conn: None,
+                connect: spec.connect,
+                next_addr: 0,
+                nodelay: spec.nodelay,
+                listener,
+                allowed: spec.allowed_remote_addresses,
+            });
+        }
+        let log = if log_targets.iter().any(Option::is_some) {
+            Some(MessageLog::start(log_targets).map_err(io_err("starting the message log"))?)
+        } else {
+            None
+        };
+        for (k, s) in slots.iter().enumerate() {
+            app.on_create(SessionKey(k), &s.id);
+        }
+        for (k, w) in warnings {
+            app.on_event(SessionKey(k), &w);
+        }
+        let (tx, rx) = mpsc::sync_channel(opts.command_queue.max(1));
+        let handle = Handle {
+            tx,
+            waker,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        Ok(Engine {
+            app,
+            slots,
+            net: Net {
+                poll,
+                events: Events::with_capacity(1024),
+                ready: Vec::with_capacity(1024),
+                listeners,
+                conns: Vec::new(),
+                free: Vec::new(),
+                free_later: Vec::new(),
+                write_list: Vec::new(),
+                connects: Vec::new(),
+                next_housekeeping: 0,
+                refused: 0,
+                refused_logged: (0, 0),
+            },
+            scratch: Scratch::default(),
+            log,
+            opts,
+            rx,
+            handle,
+            stop: false,
+            now,
+        })
+    }
+
+    /// The acceptors' listening addresses (with the actual port when 0 was asked).
+    pub fn listen_addrs(&self) -> Vec<SocketAddr> {
+        self.net.listeners.iter().map(|(_, a)| *a).collect()
+    }
+
+    /// A handle for other threads.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// The flag [`Engine::run`] checks every turn (e.g. for `signal_hook::flag`).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.handle.stop.clone()
+    }
+
+    /// The application.
+    pub fn app(&self) -> &A {
+        &self.app
+    }
+
+    /// The application, mutably.
+    pub fn app_mut(&mut self) -> &mut A {
+        &mut self.app
+    }
+
+    /// The sessions' keys and identities, in order.
+    pub fn sessions(&self) -> impl Iterator<Item = (SessionKey, &SessionId)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(k, s)| (SessionKey(k), &s.id))
+    }
+
+    /// The session with this identity.
+    pub fn session_key(&self, id: &SessionId) -> Option<SessionKey> {
+        self.slots.iter().position(|s| &s.id == id).map(SessionKey)
+    }
+
+    /// A session core, for inspection (sequence numbers, logged on...).
+    pub fn session(&self, key: SessionKey) -> Option<&Session<AnyStore>> {
+        self.slots.get(key.0).map(|s| &s.session)
+    }
+
+    /// Acts on the sessions from outside a callback, on the engine thread: the
+    /// outputs are written at the end of the next [`Engine::turn`] (which does not
+    /// wait for IO when a session has something to send).
+    pub fn with_ctx<R>(&mut self, f: impl FnOnce(&mut A, &mut Ctx<'_>) -> R) -> R {
+        let mut ctx = Ctx {
+            slots: &mut self.slots,
+            now: UtcNanos::now(),
+            stop: &mut self.stop,
+        };
+        f(&mut self.app, &mut ctx)
+    }
+
+    /// Sends an application message (see [`Ctx::send`]) from the engine thread.
+    pub fn send(
+        &mut self,
+        key: SessionKey,
+        msg_type: &[u8],
+        body: &[u8],
+    ) -> Result<u64, SendError> {
+        self.with_ctx(|_, ctx| ctx.send(key, msg_type, body))
+    }
+
+    /// Runs loop turns until [`Handle::stop`], [`Ctx::stop`] or the stop flag.
+    pub fn run(&mut self) -> Result<(), Error> {
+        while !self.stop && !self.handle.stop.load(Ordering::Relaxed) {
+            self.turn()?;
+        }
+        Ok(())
+    }
+
+    /// Logs every logged-on session out, runs until every connection is closed or
+    /// `timeout` passed, then closes what is left and flushes the stores and the log.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<(), Error> {
+        // Stop listening first: a counterparty reconnecting while we shut down gets a
+        // refused connection instead of a Logon that nobody answers (which would
+        // cost it a sequence number and both sides a gap fill after our restart).
+        for (l, _) in &mut self.net.listeners {
+            if let Some(mut l) = l.take() {
+                let _ = self.net.poll.registry().deregister(&mut l);
+            }
+        }
+        let now = UtcNanos::now();
+        for s in &mut self.slots {
+            s.session.logout(now, None);
+            s.touched = true;
+        }
+        let deadline = now.add_duration(timeout);
+        self.stop = false;
+        loop {
+            self.turn()?;
+            let open = self.net.conns.iter().any(Option::is_some);
+            if !open || UtcNanos::now() >= deadline {
+                break;
+            }
+        }
+        let now = UtcNanos::now();
+        self.now = now;
+        for c in 0..self.net.conns.len() {
+            if self.net.conns[c].is_some() {
+                self.close_conn(ConnId(c), "Disconnecting");
+            }
+        }
+        self.drain_touched();
+        for s in &mut self.slots {
+            let _ = s.session.store_mut().flush();
+        }
+        if let Some(l) = &mut self.log {
+            l.close();
+        }
+        Ok(())
+    }
+
+    // ─── connections ────────────────────────────────────────────────────────────
+
+    // ─── sessions ───────────────────────────────────────────────────────────────
+}
+
+impl<A: Application> Drop for Engine<A> {
+    fn drop(&mut self) {
+        for s in &mut self.slots {
+            let _ = s.session.store_mut().flush();
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The loop turn: wait, dispatch readiness, queued commands, session timers,
+//! housekeeping, then drain the sessions, flush the stores and write the sockets.
+
+use super::*;
+
+impl<A: Application> Engine<A> {
+    /// One loop turn: wait (per the idle strategy), accept, read and process, run the
+    /// timers and the queued commands, drain the sessions, flush the stores, write.
+    pub fn turn(&mut self) -> Result<(), Error> {
+        let timeout = self.wait_timeout();
+        if let Err(e) = self.net.poll.poll(&mut self.net.events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(Error::Io {
+                    op: "waiting for socket events".into(),
+                    source: e,
+                });
+            }
+        }
+        self.now = UtcNanos::now();
+        self.net.ready.clear();
+        for ev in self.net.events.iter() {
+            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+            let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+            let to_eof = ev.is_read_closed() || ev.is_error();
+            self.net.ready.push(Ready {
+                token: ev.token(),
+                readable,
+                writable,
+                to_eof,
+            });
+        }
+        for i in 0..self.net.ready.len() {
+            let Ready {
+                token,
+                readable,
+                writable,
+                to_eof,
+            } = self.net.ready[i];
+            match token.0 {
+                0 => {}
+                t if t < CONN_BASE => self.accept_all(ListenerId(t - LISTENER_BASE)),
+                t => {
+                    let c = ConnId(t - CONN_BASE);
+                    let state = match self.net.conns.get(c.0) {
+                        Some(Some(conn)) => conn.state,
+                        _ => continue,
+                    };
+                    if state == ConnState::Connecting {
+                        if readable || writable {
+                            self.finish_connect(c);
+                        }
+                        // Edge-triggered: bytes that came with the connection must be
+                        // read now.
+                        let open = matches!(
+                            self.net.conns.get(c.0),
+                            Some(Some(conn)) if conn.state == ConnState::Open
+                        );
+                        if !open {
+                            continue;
+                        }
+                    }
+                    if readable {
+                        self.read_conn(c, to_eof);
+                    }
+                    if writable {
+                        self.write_conn(c);
+                    }
+                }
+            }
+        }
+        self.commands();
+        self.timers();
+        if self.now.as_nanos() >= self.net.next_housekeeping {
+            self.net.next_housekeeping = self.now.as_nanos() + HOUSEKEEPING_NS;
+            self.housekeeping();
+        }
+        self.finish_turn();
+        Ok(())
+    }
+
+    pub(super) fn wait_timeout(&self) -> Duration {
+        if self.opts.idle == IdleStrategy::Spin
+            || self.slots.iter().any(|s| s.touched)
+            || !self.net.connects.is_empty()
+        {
+            return Duration::ZERO;
+        }
+        let now = UtcNanos::now().as_nanos();
+        let mut until = now.saturating_add(self.opts.max_block.as_nanos() as u64);
+        for s in &self.slots {
+            if let Some(d) = s.session.poll_timeout().map(UtcNanos::as_nanos) {
+                until = until.min(d);
+            }
+        }
+        if self.net.conns.iter().any(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.state != ConnState::Open || c.session.is_none())
+        }) {
+            until = until.min(self.net.next_housekeeping);
+        }
+        Duration::from_nanos(until.saturating_sub(now))
+    }
+
+    pub(super) fn note(&mut self, k: SessionKey, args: std::fmt::Arguments<'_>) {
+        use std::fmt::Write as _;
+        self.scratch.note.clear();
+        let _ = self.scratch.note.write_fmt(args);
+        if let Some(slot) = self.slots.get(k.0) {
+            if slot.logged {
+                if let Some(l) = &mut self.log {
+                    l.event(k.0, self.now.as_nanos(), &self.scratch.note);
+                }
+            }
+        }
+        self.app.on_event(k, &self.scratch.note);
+    }
+
+    pub(super) fn commands(&mut self) {
+        while let Ok(cmd) = self.rx.try_recv() {
+            let now = self.now;
+            let (k, result) = {
+                let mut ctx = Ctx {
+                    slots: &mut self.slots,
+                    now,
+                    stop: &mut self.stop,
+                };
+                match cmd {
+                    Command::Send {
+                        session,
+                        msg_type,
+                        body,
+                    } => (session, ctx.send(session, &msg_type, &body).map(|_| ())),
+                    Command::Logout { session, text } => {
+                        (session, ctx.logout(session, text.as_deref()))
+                    }
+                    Command::Logon { session } => (session, ctx.logon(session)),
+                    Command::Call(f) => {
+                        f(&mut ctx);
+                        (SessionKey(0), Ok(()))
+                    }
+                }
+            };
+            if let Err(e) = result {
+                self.note(k, format_args!("Queued command failed: {e}"));
+            }
+        }
+    }
+
+    pub(super) fn timers(&mut self) {
+        for k in (0..self.slots.len()).map(SessionKey) {
+            let slot = &mut self.slots[k.0];
+            if slot.session.poll_timeout().is_some_and(|d| d <= self.now) {
+                slot.session.handle_timeout(self.now);
+                slot.touched = true;
+                self.drain(k);
+            }
+        }
+    }
+
+    /// Closing connections past their linger, silent unbound connections, connection
+    /// attempts that take longer than the session's LogonTimeout.
+    pub(super) fn housekeeping(&mut self) {
+        let now = self.now;
+        let unbound = self.opts.unbound_timeout.as_nanos() as u64;
+        for c in 0..self.net.conns.len() {
+            let Some(Some(conn)) = self.net.conns.get(c) else {
+                continue;
+            };
+            let age = now.as_nanos().saturating_sub(conn.since);
+            let close = match conn.state {
+                ConnState::Closing => age >= LINGER_NS,
+                ConnState::Open => conn.session.is_none() && age >= unbound,
+                ConnState::Connecting => {
+                    let limit = conn
+                        .session
+                        .and_then(|k| self.slots.get(k.0))
+                        .map_or(10, |s| u64::from(s.session.config().logon_timeout.max(1)));
+                    age >= limit * 1_000_000_000
+                }
+            };
+            if close {
+                if let Some(k) = conn.session {
+                    if conn.state == ConnState::Connecting {
+                        let slot = &mut self.slots[k.0];
+                        slot.next_addr = slot.next_addr.wrapping_add(1);
+                    }
+                }
+                let why = match conn.state {
+                    ConnState::Connecting => "Connection timed out",
+                    _ => "",
+                };
+                self.close_conn(ConnId(c), why);
+            }
+        }
+    }
+
+    /// Drains every touched session (callbacks may touch others), starts the
+    /// connections asked for, flushes the stores, writes the sockets, hands the log
+    /// batch over.
+    pub(super) fn finish_turn(&mut self) {
+        for _ in 0..MAX_DRAIN_ROUNDS {
+            self.drain_touched();
+            if self.net.connects.is_empty() {
+                break;
+            }
+            let connects = std::mem::take(&mut self.net.connects);
+            for &k in &connects {
+                self.start_connect(k);
+            }
+            self.net.connects = connects;
+            self.net.connects.clear();
+        }
+        // The store contract: records reach the kernel before the bytes that depend
+        // on them reach the socket.
+        for k in (0..self.slots.len()).map(SessionKey) {
+            if !self.slots[k.0].dirty {
+                continue;
+            }
+            self.slots[k.0].dirty = false;
+            if let Err(e) = self.slots[k.0].session.store_mut().flush() {
+                let text = format!("Message store error: {e}");
+                if let Some(c) = self.slots[k.0].conn {
+                    // Nothing of this turn may go out: it is not durable.
+                    if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
+                        conn.wbuf.clear();
+                        conn.wpos = 0;
+                    }
+                    self.close_conn(c, &text);
+                } else {
+                    self.note(k, format_args!("{text}"));
+                }
+            }
+        }
+        let list = std::mem::take(&mut self.net.write_list);
+        for &c in &list {
+            if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
+                conn.queued = false;
+            }
+            self.write_conn(c);
+        }
+        self.net.write_list = list;
+        self.net.write_list.clear();
+        if let Some(l) = &mut self.log {
+            l.end_turn();
+        }
+        self.net.free.append(&mut self.net.free_later);
+    }
+
+    pub(super) fn drain_touched(&mut self) {
+        for _ in 0..MAX_DRAIN_ROUNDS {
+            let mut any = false;
+            for k in (0..self.slots.len()).map(SessionKey) {
+                if self.slots[k.0].touched {
+                    any = true;
+                    self.drain(k);
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// Handles every pending output of session `k`, in order.
+    pub(super) fn drain(&mut self, k: SessionKey) {
+        let key = k;
+        let observe = self.app.observe_outgoing();
+        loop {
+            let Engine {
+                app,
+                slots,
+                net,
+                scratch,
+                log,
+                now,
+                stop,
+                ..
+            } = self;
+            let now = *now;
+            // What to do once the session's borrow has ended.
+            enum Then {
+                Nothing,
+                FromApp,
+                FromAdmin,
+                LoggedOn,
+                LoggedOut,
+                Note,
+                Disconnect(ConnId),
+            }
+            let then = {
+                let slot = &mut slots[k.0];
+                slot.touched = false;
+                slot.dirty = true;
+                let conn_idx = slot.conn;
+                let logged = slot.logged;
+                let Some(out) = slot.session.poll_event() else {
+                    return;
+                };
+                match out {
+                    Output::Send(bytes) => {
+                        if let Some(c) = conn_idx {
+                            if let Some(Some(conn)) = net.conns.get_mut(c.0) {
+                                conn.wbuf.extend_from_slice(bytes);
+                                if !conn.queued {
+                                    conn.queued = true;
+                                    net.write_list.push(c);
+                                }
+                            }
+                        }
+                        if logged {
+                            if let Some(l) = log {
+                                l.outgoing(k.0, now.as_nanos(), bytes);
+                            }
+                        }
+                        if observe {
+                            if let Ok(m) = codec::parse_unchecked(bytes, &mut scratch.out_fields) {
+                                if is_admin_msg_type(m.msg_type()) {
+                                    app.to_admin(key, &m);
+                                } else {
+                                    app.to_app(key, &m);
+                                }
+                            }
+                        }
+                        Then::Nothing
+                    }
+                    Output::Disconnect => match slot.conn.take() {
+                        Some(c) => Then::Disconnect(c),
+                        None => Then::Nothing,
+                    },
+                    Output::Connect => {
+                        if !net.connects.contains(&k) {
+                            net.connects.push(k);
+                        }
+                        Then::Nothing
+                    }
+                    Output::Event(Event::FromApp(b)) => {
+                        scratch.msg.clear();
+                        scratch.msg.extend_from_slice(b);
+                        Then::FromApp
+                    }
+                    Output::Event(Event::FromAdmin(b)) => {
+                        scratch.msg.clear();
+                        scratch.msg.extend_from_slice(b);
+                        Then::FromAdmin
+                    }
+                    Output::Event(Event::LoggedOn) => Then::LoggedOn,
+                    Output::Event(Event::LoggedOut) => Then::LoggedOut,
+                    Output::Event(Event::Note(t)) => {
+                        scratch.note.clear();
+                        scratch.note.push_str(t);
+                        Then::Note
+                    }
+                    _ => Then::Nothing,
+                }
+            };
+            let mut ctx = Ctx {
+                slots: &mut slots[..],
+                now,
+                stop,
+            };
+            match then {
+                Then::Nothing => {}
+                Then::FromApp | Then::FromAdmin => {
+                    if let Ok(m) = codec::parse_unchecked(&scratch.msg, &mut scratch.fields) {
+                        if matches!(then, Then::FromApp) {
+                            app.from_app(&mut ctx, key, &m);
+                        } else {
+                            app.from_admin(&mut ctx, key, &m);
+                        }
+                    }
+                }
+                Then::LoggedOn => app.on_logon(&mut ctx, key),
+                Then::LoggedOut => app.on_logout(&mut ctx, key),
+                Then::Note => {
+                    if slots[k.0].logged {
+                        if let Some(l) = log {
+                            l.event(k.0, now.as_nanos(), &scratch.note);
+                        }
+                    }
+                    app.on_event(key, &scratch.note);
+                }
+                Then::Disconnect(c) => {
+                    if let Some(Some(conn)) = net.conns.get_mut(c.0) {
+                        conn.session = None;
+                        conn.state = ConnState::Closing;
+                        conn.since = now.as_nanos();
+                        if !conn.queued {
+                            conn.queued = true;
+                            net.write_list.push(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! Hostile input against the real `tickwire router` binary on loopback (issue 12): each
+//! attack runs while a healthy publisher/subscriber pair exchanges messages, and each
+//! test asserts that the pair lost nothing, that the attacker was cut off with the
+//! documented error, and what the router's own counters and RSS (/proc/<pid>/status)
+//! say. Never durations. The attacks are scaled to run in seconds; the full-size ones
+//! are `scripts/hostile-router.py` (figures in docs/reliability.md).
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{RouterProc, BIN};
+use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_wire::frame::{self, ErrorCode, Frame};
+
+const T: Duration = Duration::from_secs(10);
+
+/// How a connection ended. The shared `Raw::next` returns `None` for all three; these
+/// tests must tell a close by the router from silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Eof,
+    Reset,
+    Timeout,
+}
+
+/// Reads until the peer closes, resets, or `limit` passes with nothing new; keeps at
+/// most `keep` bytes (the rest is counted, not kept). Returns (kept, total, how).
+fn read_to_end(s: &mut TcpStream, limit: Duration, keep: usize) -> (Vec<u8>, u64, Ended) {
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    let mut tmp = vec![0u8; 1 << 16];
+    s.set_read_timeout(Some(limit)).unwrap();
+    loop {
+        match s.read(&mut tmp) {
+            Ok(0) => return (kept, total, Ended::Eof),
+            Ok(n) => {
+                total += n as u64;
+                let room = keep.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&tmp[..room]);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                return (kept, total, Ended::Timeout)
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return (kept, total, Ended::Reset),
+        }
+    }
+}
+
+/// The last complete frame in `bytes`, as (kind name, error code if ERROR).
+fn last_frame(bytes: &[u8]) -> Option<(String, Option<ErrorCode>)> {
+    let mut at = 0;
+    let mut last = None;
+    while let Ok(Some((f, n))) = frame::decode(&bytes[at..], u32::MAX) {
+        last = Some(match f {
+            Frame::Error { code, .. } => ("ERROR".to_string(), Some(code)),
+            Frame::Pong(_) => ("PONG".to_string(), None),
+            other => (format!("{other:?}"), None),
+        });
+        at += n;
+    }
+    last
+}
+
+/// The router process's resident set size in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+fn client(addr: SocketAddr, name: &str) -> Client {
+    let opts = ClientOptions {
+        name: name.into(),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(addr, opts).expect("connect")
+}
+
+fn stats(addr: SocketAddr) -> serde_json::Value {
+    let mut c = client(addr, "observer");
+    serde_json::from_str(&c.stats_json().expect("stats")).expect("stats json")
+}
+
+/// A subscriber and a publisher that must not lose a message while an attack runs.
+struct HealthyPair {
+    sub: Client,
+    publisher: Client,
+    sent: u64,
+    received: u64,
+}
+
+impl HealthyPair {
+    fn start(addr: SocketAddr) -> HealthyPair {
+        let mut sub = client(addr, "healthy-sub");
+        sub.subscribe("healthy/t").unwrap();
+        HealthyPair {
+            sub,
+            publisher: client(addr, "healthy-pub"),
+            sent: 0,
+            received: 0,
+        }
+    }
+
+    /// Publishes `n` numbered messages and receives them all, in order.
+    fn exchange(&mut self, n: u64) {
+        for _ in 0..n {
+            self.publisher
+                .publish("healthy/t", &self.sent.to_le_bytes())
+                .unwrap();
+            self.sent += 1;
+        }
+        self.publisher.flush().unwrap();
+        let deadline = Instant::now() + T;
+        while self.received < self.sent && Instant::now() < deadline {
+            let received = &mut self.received;
+            self.sub
+                .poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+                    let seq = u64::from_le_bytes(m.payload().try_into().unwrap());
+                    assert_eq!(seq, *received, "healthy subscriber: gap or reorder");
+                    assert_eq!(m.discarded(), 0, "healthy subscriber: discards");
+                    *received += 1;
+                })
+                .expect("healthy subscriber poll");
+        }
+        assert_eq!(self.received, self.sent, "healthy subscriber lost messages");
+    }
+}
+
+/// Runs `rounds` exchanges of 100 messages on another thread while the attack runs.
+fn in_background(mut pair: HealthyPair, rounds: u32) -> std::thread::JoinHandle<HealthyPair> {
+    std::thread::spawn(move || {
+        for _ in 0..rounds {
+            pair.exchange(100);
+        }
+        pair
+    })
+}
+
+#[test]
+fn ping_flood_without_reading_is_cut_off_with_slow_consumer_under_the_discard_policy() {
+    let r = RouterProc::start(&["--egress-limit", "1MiB", "--slow-consumer", "discard"]);
+    let mut pair = HealthyPair::start(r.addr);
+    pair.exchange(500);
+
+    let mut flooder = TcpStream::connect(r.addr).unwrap();
+    let mut hello = Vec::new();
+    frame::encode_hello(&mut hello, frame::PROTOCOL_VERSION, "flooder");
+    flooder.write_all(&hello).unwrap();
+    let mut pings = Vec::new();
+    for token in 0..4096 {
+        frame::encode_ping(&mut pings, token);
+    }
+    // At most 64 MiB of PINGs (4 M), stopping when the router stops reading.
+    flooder
+        .set_write_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let healthy = in_background(pair, 20);
+    let mut chunks = 0;
+    while chunks < 1024 && flooder.write_all(&pings).is_ok() {
+        chunks += 1;
+    }
+    assert!(chunks < 1024, "the router kept reading 64 MiB of PINGs");
+    let rss = rss_kib(r.child.id());
+
+    let (kept, total, how) = read_to_end(&mut flooder, T, usize::MAX);
+    assert_ne!(how, Ended::Timeout, "the router did not close the flooder");
+    let (kind, code) = last_frame(&kept).expect("frames before the close");
+    assert_eq!(
+        (kind.as_str(), code),
+        ("ERROR", Some(ErrorCode::SLOW_CONSUMER))
+    );
+    let mut pair = healthy.join().expect("healthy pair");
+    // The answers queued for it: at most its egress limit, plus the socket buffers
+    // and the error.
+    assert!(total > 0);
+    let st = stats(r.addr);
+    assert_eq!(st["router"]["totals"]["disconnects_error"], 1);
+    assert!(rss < 100 * 1024, "router RSS {rss} KiB during the flood");
+    pair.exchange(100);
+}
+
+#[test]
+fn stats_request_flood_without_reading_gets_busy_and_is_cut_off() {
+    let r = RouterProc::start(&["--egress-limit", "1MiB"]);
+    let pair = HealthyPair::start(r.addr);
+    // Idle clients make each full reply large (about 230 bytes per client).
+    let idle: Vec<Client> = (0..100)
+        .map(|i| client(r.addr, &format!("idle-{i}")))
+        .collect();
+    let mut flooder = TcpStream::connect(r.addr).unwrap();
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, "stats-flooder");
+    flooder.write_all(&b).unwrap();
+    b.clear();
+    for id in 0..1000 {
+        frame::encode_stats_request(&mut b, id);
+    }
+    flooder
+        .set_write_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let healthy = in_background(pair, 20);
+    // At most 12 MB of requests (1 M), until the router stops reading.
+    let mut chunks = 0;
+    while chunks < 1000 && flooder.write_all(&b).is_ok() {
+        chunks += 1;
+    }
+    assert!(chunks < 1000, "the router kept answering a non-reader");
+    let rss = rss_kib(r.child.id());
+    let (kept, total, how) = read_to_end(&mut flooder, T, 64 << 20);
+    let mut pair = healthy.join().expect("healthy pair");
+    pair.exchange(100);
+    assert_ne!(how, Ended::Timeout, "the router did not close the flooder");
+    let mut replies = 0;
+    let mut busy = 0;
+    let mut at = 0;
+    while let Ok(Some((f, n))) = frame::decode(&kept[at..], u32::MAX) {
+        match f {
+            Frame::StatsReply { .. } => replies += 1,
+            Frame::Error {
+                code: ErrorCode::BUSY,
+                fatal: false,
+                ..
+            } => busy += 1,
+            _ => {}
+        }
+        at += n;
+    }
+    assert_eq!(last_frame(&kept).unwrap().1, Some(ErrorCode::SLOW_CONSUMER));
+    assert!(busy > 0, "no BUSY among {total} bytes");
+    // A full reply only once the previous one left the router (into the socket
+    // buffers): the non-reader got mostly small BUSY errors.
+    assert!(replies < busy, "{replies} full replies, {busy} BUSY");
+    assert!(rss < 100 * 1024, "router RSS {rss} KiB during the flood");
+    drop(idle);
+}
+
+#[test]
+fn pre_hello_connections_claiming_1mib_frames_are_refused_from_the_header() {
+    let r = RouterProc::start(&[]);
+    let mut pair = HealthyPair::start(r.addr);
+    let before = rss_kib(r.child.id());
+    let mut attackers = Vec::new();
+    let mut header = (1u32 << 20).to_le_bytes().to_vec();
+    header.extend_from_slice(&[frame::Kind::Hello as u8, 0, 0, 0]);
+    let body = vec![0u8; 1 << 20];
+    for i in 0..200 {
+        let mut s = TcpStream::connect(r.addr).unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        // The header, then as much of 1 MiB as the router and the kernel take.
+        if s.write_all(&header).is_ok() {
+            let _ = s.write_all(&body);
+        }
+        attackers.push(s);
+        if i % 50 == 0 {
+            pair.exchange(100);
+        }
+    }
+    let during = rss_kib(r.child.id());
+    pair.exchange(500);
+    let mut closed = 0;
+    for s in &mut attackers {
+        let (_, _, how) = read_to_end(s, T, 0);
+        if how != Ended::Timeout {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 200, "every pre-HELLO attacker is disconnected");
+    let st = stats(r.addr);
+    assert_eq!(st["router"]["totals"]["disconnects_error"], 200);
+    assert!(
+        during < before + 50 * 1024,
+        "router RSS grew from {before} to {during} KiB for 200 pre-HELLO connections"
+    );
+    pair.exchange(100);
+}
+
+#[test]
+fn byte_tricklers_are_cut_at_the_frame_deadline_though_every_byte_is_progress() {
+    let r = RouterProc::start(&["--stall-timeout-ms", "1000"]);
+    let mut pair = HealthyPair::start(r.addr);
+    let mut hello = Vec::new();
+    frame::encode_hello(&mut hello, frame::PROTOCOL_VERSION, "trickler");
+    // A PUBLISH header claiming a 1 MiB frame, then one byte per round.
+    let mut header = (1u32 << 20).to_le_bytes().to_vec();
+    header.extend_from_slice(&[frame::Kind::Publish as u8, 0, 0, 0]);
+    let mut tricklers: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = TcpStream::connect(r.addr).unwrap();
+            s.write_all(&hello).unwrap();
+            s.write_all(&header).unwrap();
+            s
+        })
+        .collect();
+    // One byte to each every 100 ms: progress ten times per stall timeout. At most
+    // 60 rounds (the router must have cut them long before).
+    let mut open = tricklers.len();
+    let mut rounds = 0;
+    while open > 0 && rounds < 60 {
+        open = 0;
+        for s in &mut tricklers {
+            if s.write_all(&[0]).is_ok() {
+                open += 1;
+            }
+        }
+        pair.exchange(20);
+        std::thread::sleep(Duration::from_millis(100));
+        rounds += 1;
+    }
+    let mut stalled = 0;
+    for s in &mut tricklers {
+        let (kept, _, how) = read_to_end(s, T, 1 << 20);
+        assert_ne!(how, Ended::Timeout, "a trickler was never cut");
+        if last_frame(&kept).is_some_and(|(_, code)| code == Some(ErrorCode::STALLED)) {
+            stalled += 1;
+        }
+    }
+    let st = stats(r.addr);
+    assert_eq!(st["router"]["totals"]["disconnects_error"], 100);
+    // A reset may swallow the ERROR of some; the router's count above is exact.
+    assert!(stalled > 0, "no trickler was told STALLED");
+    pair.exchange(100);
+}
+
+#[test]
+fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout() {
+    // The router under a 64-descriptor limit (prlimit execs it: the pid is the router's).
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=64:64", BIN, "router", "--listen", "127.0.0.1:0"])
+        .env("TICKWIRE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn prlimit tickwire router");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let addr: SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let r = RouterProc { child, addr };
+    let mut pair = HealthyPair::start(r.addr);
+    pair.exchange(100);
+    let mut hello = Vec::new();
+    frame::encode_hello(&mut hello, frame::PROTOCOL_VERSION, "filler");
+    let mut held = Vec::new();
+    let mut refused = None;
+    for _ in 0..100 {
+        let mut s = TcpStream::connect(r.addr).unwrap();
+        s.write_all(&hello).unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut head = [0u8; 512];
+        let n = s.read(&mut head).unwrap_or(0);
+        match frame::decode(&head[..n], u32::MAX) {
+            Ok(Some((Frame::Welcome { .. }, _))) => held.push(s),
+            Ok(Some((
+                Frame::Error {
+                    code, fatal, text, ..
+                },
+                _,
+            ))) => {
+                refused = Some((code, fatal, text.to_string()));
+                let (_, _, how) = read_to_end(&mut s, T, 0);
+                assert_ne!(how, Ended::Timeout, "refused but not closed");
+                break;
+            }
+            other => panic!("neither WELCOME nor ERROR within 10 s: {other:?}"),
+        }
+    }
+    let (code, fatal, text) = refused.expect("100 clients fit in 64 descriptors?");
+    assert_eq!(code, ErrorCode::TOO_MANY_CLIENTS);
+    assert!(fatal);
+    assert!(text.contains("file descriptors"), "{text}");
+    assert!(
+        held.len() > 40,
+        "only {} clients before the limit",
+        held.len()
+    );
+    // Freeing descriptors lets clients in again; the pair never noticed.
+    pair.exchange(500);
+    held.truncate(held.len() - 5);
+    // The router frees their descriptors when it sees them close: retry, bounded.
+    let mut observer = None;
+    for _ in 0..100 {
+        match Client::connect(r.addr) {
+            Ok(c) => {
+                observer = Some(c);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let mut observer = observer.expect("no client admitted after 5 left");
+    let st: serde_json::Value = serde_json::from_str(&observer.stats_json().unwrap()).unwrap();
+    assert!(st["router"]["totals"]["refused"].as_u64().unwrap() >= 1);
+    pair.exchange(100);
+}

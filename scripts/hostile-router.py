@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Full-size hostile-input attacks on a `tickwire router` binary (issue 12), with a healthy
+publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
+
+    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle
+
+For each case it starts `BINARY router` on a free loopback port with its default
+configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
+prints one line: peak RSS, what happened to the attacker, and whether the healthy pair
+received every message. An attack stops early when the router's RSS passes 1.5 GiB (the
+machine is shared). Not a benchmark: the figures are memory and counts, not speed.
+Results are recorded in docs/reliability.md.
+"""
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+RSS_CAP_KIB = 1536 * 1024
+HEALTHY_MSGS = 50_000
+HEALTHY_RATE = "10k"
+
+
+def frame(kind, body=b"", flags=0):
+    return struct.pack("<IBBH", 8 + len(body), kind, flags, 0) + body
+
+
+def hello(name):
+    return frame(0x01, struct.pack("<HHI", 1, 0, 0) + name.encode())
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Router:
+    def __init__(self, binary):
+        self.p = subprocess.Popen(
+            [binary, "router", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TICKWIRE_LOG": "error"},
+        )
+        line = self.p.stdout.readline().decode()
+        host, port = line.strip().rsplit(" ", 1)[1].rsplit(":", 1)
+        self.addr = (host, int(port))
+        self.peak = 0
+        self.stop = False
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self):
+        while not self.stop:
+            self.peak = max(self.peak, rss_kib(self.p.pid))
+            time.sleep(0.1)
+
+    def rss(self):
+        return rss_kib(self.p.pid)
+
+    def close(self):
+        self.stop = True
+        self.p.kill()  # our own child, by its pid
+        self.p.wait()
+
+
+class Healthy:
+    """`tickwire sub --count N` and `tickwire pub --count N --rate R` on their own topic."""
+
+    def __init__(self, binary, router):
+        addr = f"{router.addr[0]}:{router.addr[1]}"
+        self.sub = subprocess.Popen(
+            [binary, "sub", "--router", addr, "--quiet", "--count", str(HEALTHY_MSGS),
+             "--name", "healthy-sub", "healthy/t"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        time.sleep(0.5)  # subscribed before the first message (not a measurement)
+        self.pub = subprocess.Popen(
+            [binary, "pub", "--router", addr, "--count", str(HEALTHY_MSGS), "--rate",
+             HEALTHY_RATE, "--size", "100", "--name", "healthy-pub", "healthy/t"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def result(self, timeout=60):
+        try:
+            out, _ = self.sub.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.sub.kill()
+            out, _ = self.sub.communicate()
+            return f"healthy sub TIMED OUT: {out.decode().strip()[-200:]!r}"
+        self.pub.wait(timeout=timeout)
+        text = out.decode().strip().replace("\n", " | ")
+        return f"healthy sub exit {self.sub.returncode}: {text[-160:]}"
+
+
+def attack_ping(router, budget_s=30):
+    """One client sends up to 100 M PINGs and never reads."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("ping-flooder"))
+    chunk = b"".join(frame(0x05, struct.pack("<Q", i)) for i in range(65536))
+    s.settimeout(2.0)
+    sent = 0
+    end = time.time() + budget_s
+    outcome = "still reading at the end of the attack"
+    while sent < 100_000_000 and time.time() < end:
+        if router.rss() > RSS_CAP_KIB:
+            outcome = "router RSS passed 1.5 GiB: stopped"
+            break
+        try:
+            s.sendall(chunk)
+        except (socket.timeout, OSError) as e:
+            outcome = f"router stopped reading ({type(e).__name__})"
+            break
+        sent += 65536
+    rss_end = router.rss()
+    got, how = drain(s)
+    return f"{sent:,} PINGs sent; {outcome}; RSS at the end {rss_end // 1024} MiB; then {how}"
+
+
+def drain(s, limit=30):
+    """Reads to the end; returns (last frame kind/code, how it ended)."""
+    s.settimeout(limit)
+    buf = b""
+    total = 0
+    try:
+        while True:
+            b = s.recv(1 << 20)
+            if not b:
+                how = "EOF"
+                break
+            total += len(b)
+            buf = (buf + b)[-4096:]
+    except socket.timeout:
+        how = "TIMEOUT (never closed)"
+    except OSError as e:
+        how = f"reset ({e.errno})"
+    last = last_error(buf)
+    return buf, f"{total:,} bytes, then {how}; last ERROR seen: {last}"
+
+
+def last_error(tail):
+    """The code of the last ERROR frame found in the tail of the stream (a heuristic scan:
+    an ERROR header is length, kind 0x04, flags, zero aux; the code is at offset 12)."""
+    names = {3: "FRAME_TOO_LARGE", 5: "HANDSHAKE", 9: "SLOW_CONSUMER", 10: "STALLED", 16: "BUSY"}
+    found = None
+    for i in range(0, max(0, len(tail) - 14)):
+        if tail[i + 4] == 0x04 and tail[i + 5] in (0, 1) and tail[i + 6:i + 8] == b"\0\0":
+            length = struct.unpack_from("<I", tail, i)[0]
+            if 14 <= length <= 600 and i + length <= len(tail):
+                code = struct.unpack_from("<H", tail, i + 12)[0]
+                if code in names:
+                    found = names[code]
+    return found
+
+
+def attack_stats(router, budget_s=30):
+    """1,000 idle clients, then one client sends 10,000 STATS_REQUESTs and never reads."""
+    idle = []
+    for i in range(1000):
+        c = socket.create_connection(router.addr)
+        c.sendall(hello(f"idle-{i}"))
+        idle.append(c)
+    time.sleep(1)
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("stats-flooder"))
+    s.settimeout(2.0)
+    reqs = b"".join(frame(0x30, struct.pack("<I", i)) for i in range(10_000))
+    outcome = "all 10,000 requests sent"
+    try:
+        s.sendall(reqs)
+    except (socket.timeout, OSError) as e:
+        outcome = f"router stopped reading ({type(e).__name__})"
+    end = time.time() + min(budget_s, 15)
+    while time.time() < end and router.rss() < RSS_CAP_KIB:
+        time.sleep(0.2)
+    rss_end = router.rss()
+    _, how = drain(s)
+    for c in idle:
+        c.close()
+    return f"{outcome}; RSS after 15 s {rss_end // 1024} MiB; then {how}"
+
+
+def attack_prehello(router):
+    """500 connections, each a HELLO header claiming 1 MiB and then 1 MiB of body."""
+    header = struct.pack("<IBBH", 1 << 20, 0x01, 0, 0)
+    body = bytes(1 << 20)
+    conns = []
+    refused = 0
+    for _ in range(500):
+        c = socket.create_connection(router.addr)
+        c.settimeout(0.05)
+        try:
+            c.sendall(header + body)
+        except (socket.timeout, OSError):
+            refused += 1
+        conns.append(c)
+    time.sleep(2)
+    rss_end = router.rss()
+    closed = 0
+    for c in conns:
+        c.settimeout(5)
+        try:
+            while c.recv(65536):
+                pass
+            closed += 1
+        except socket.timeout:
+            pass
+        except OSError:
+            closed += 1
+        c.close()
+    return (f"500 connections x 1 MiB; {refused} could not send it all; RSS with all open "
+            f"{rss_end // 1024} MiB; {closed} of 500 closed by the router")
+
+
+def attack_trickle(router, secs=30):
+    """1,000 clients: HELLO, a PUBLISH header claiming 1 MiB, 256 KiB of it, then one byte
+    every 5 s."""
+    header = struct.pack("<IBBH", 1 << 20, 0x20, 0, 0)
+    conns = []
+    for i in range(1000):
+        c = socket.create_connection(router.addr)
+        c.sendall(hello(f"trickler-{i}") + header)
+        c.settimeout(0.5)
+        try:
+            c.sendall(bytes(256 << 10))
+        except (socket.timeout, OSError):
+            pass
+        conns.append(c)
+    start = time.time()
+    alive = len(conns)
+    rss_at = {}
+    while time.time() - start < secs:
+        alive = 0
+        for c in conns:
+            try:
+                c.send(b"\x00")
+                alive += 1
+            except OSError:
+                pass
+        t = int(time.time() - start)
+        rss_at[t] = router.rss()
+        time.sleep(5)
+    closed = 0
+    for c in conns:
+        c.settimeout(2)
+        try:
+            while c.recv(65536):
+                pass
+            closed += 1
+        except socket.timeout:
+            pass
+        except OSError:
+            closed += 1
+        c.close()
+    trace = ", ".join(f"{t}s {v // 1024} MiB" for t, v in sorted(rss_at.items()))
+    return f"RSS over time: {trace}; {closed} of 1000 closed by the router; {alive} still writable at the last round"
+
+
+CASES = {
+    "ping": attack_ping,
+    "stats": attack_stats,
+    "prehello": attack_prehello,
+    "trickle": attack_trickle,
+}
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    binary = sys.argv[1]
+    for name in sys.argv[2:] or list(CASES):
+        router = Router(binary)
+        base = router.rss()
+        healthy = Healthy(binary, router)
+        what = CASES[name](router)
+        pair = healthy.result()
+        print(f"{name}: RSS idle {base // 1024} MiB, peak {router.peak // 1024} MiB; {what}; {pair}",
+              flush=True)
+        router.close()
+
+
+if __name__ == "__main__":
+    main()
