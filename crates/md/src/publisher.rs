@@ -257,10 +257,20 @@ pub fn publish(
     r.elapsed_ns = MonoNanos::now().as_nanos() - start;
     if let Some(sink) = opts.progress {
         // The last per-second line stops short of the total; end on the final count.
+        // "sent" only when the socket took every datagram: a refused send is not sent.
+        let refused = match r.send_errors {
+            0 => String::new(),
+            n => format!(" ({n} datagrams refused by the socket)"),
+        };
         sink(&format!(
-            "publish: {} / {} messages sent, {} re-requests answered so far",
+            "publish: {} / {} messages {}{refused}, {} re-requests answered so far",
             r.messages,
             data.len(),
+            if r.send_errors == 0 {
+                "sent"
+            } else {
+                "scheduled"
+            },
             r.requests
         ));
     }

@@ -135,6 +135,9 @@ pub struct Core {
     last_id: u64,
     /// No deadline is earlier than this (see [`Core::poll_timeout`]).
     next_deadline: Option<MonoNanos>,
+    /// Where the router-out stamp of a STAMPS message comes from: the driver injects its
+    /// clock ([`Core::set_stamp_clock`]); without one the stamp is the turn's `now`.
+    stamp_clock: Option<fn() -> MonoNanos>,
 }
 
 /// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
@@ -167,7 +170,15 @@ impl Core {
             started: now,
             last_id: 0,
             next_deadline: None,
+            stamp_clock: None,
         }
+    }
+
+    /// Sets the clock read for the router-out stamp of each message that carries STAMPS
+    /// (only those: other messages never cost a clock read). The core never names a clock
+    /// itself; the driver passes `MonoNanos::now`, tests a fake.
+    pub fn set_stamp_clock(&mut self, clock: fn() -> MonoNanos) {
+        self.stamp_clock = Some(clock);
     }
 
     /// The configuration in force.
@@ -514,6 +525,8 @@ impl Core {
         }
         let limit = self.cfg.egress_limit;
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
+        let clock = self.stamp_clock;
+        let stamp = move || clock.map_or(now, |read| read()).as_nanos();
         for i in 0..self.matched.len() {
             let to = self.matched[i];
             let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
@@ -524,7 +537,7 @@ impl Core {
             }
             match c
                 .egress
-                .push_message(raw, limit, discard, now.as_nanos(), now.as_nanos())
+                .push_message(raw, limit, discard, now.as_nanos(), stamp)
             {
                 Push::Queued => {}
                 Push::QueuedAfterDiscard(n) => {
@@ -875,7 +888,9 @@ struct ClientStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickwire_wire::frame::{decode, encode_hello, encode_publish, encode_subscribe};
+    use tickwire_wire::frame::{
+        decode, encode_hello, encode_publish, encode_subscribe, PublishOptions,
+    };
 
     const MS: u64 = 1_000_000;
 
@@ -942,6 +957,40 @@ mod tests {
         assert!(out(&mut core, b).is_empty());
         assert_eq!(core.totals().msgs_in, 1);
         assert_eq!(core.totals().msgs_out, 1);
+    }
+
+    #[test]
+    fn router_out_stamp_comes_from_the_injected_clock_and_only_for_stamped_messages() {
+        fn fake_clock() -> MonoNanos {
+            MonoNanos(777)
+        }
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        core.set_stamp_clock(fake_clock);
+        let (s, p) = (open(&mut core, 0), open(&mut core, 0));
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 1, "t/>");
+        core.handle_input(s, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, s), ["ACK 1"]);
+        f.clear();
+        let stamped = PublishOptions {
+            publisher_send: Some(5),
+            ..Default::default()
+        };
+        encode_publish(&mut f, "t/a", b"x", stamped, u32::MAX).unwrap();
+        encode_publish(&mut f, "t/b", b"y", Default::default(), u32::MAX).unwrap();
+        core.handle_input(p, MonoNanos(100), &f, f.len());
+        let bytes = core.egress(s).to_vec();
+        let (first, n) = decode(&bytes, u32::MAX).unwrap().unwrap();
+        let (second, _) = decode(&bytes[n..], u32::MAX).unwrap().unwrap();
+        let (Frame::Message(a), Frame::Message(b)) = (first, second) else {
+            panic!("two MESSAGEs expected");
+        };
+        let st = a.stamps.expect("the stamped message keeps its STAMPS");
+        assert_eq!(
+            (st.publisher_send, st.router_in, st.router_out),
+            (5, 100, 777)
+        );
+        assert_eq!(b.stamps, None);
     }
 
     #[test]

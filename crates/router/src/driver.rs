@@ -144,13 +144,15 @@ impl Router {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut cfg = cfg;
         cfg.listen = addr;
+        let mut core = Core::new(cfg, MonoNanos::now(), UtcNanos::now());
+        core.set_stamp_clock(MonoNanos::now);
         Ok(Router {
             poll,
             listener,
             addr,
             stop: Arc::new(AtomicBool::new(false)),
             waker,
-            core: Core::new(cfg, MonoNanos::now(), UtcNanos::now()),
+            core,
             conns: Vec::new(),
             reserve_fd: open_reserve(),
             accept_retry: false,

@@ -78,7 +78,7 @@ impl Egress {
         limit: usize,
         discard: bool,
         router_in: u64,
-        router_out: u64,
+        stamp: impl FnOnce() -> u64,
     ) -> Push {
         let need = publish.len() + 8;
         let mut result = Push::Queued;
@@ -91,6 +91,14 @@ impl Egress {
         } else {
             self.compact_if_worthwhile();
         }
+        // The router-out stamp is taken per message, and only for messages that carry
+        // STAMPS: it measures the routing itself (lookup and copy), which one reading per
+        // loop turn could not.
+        let router_out = if publish[5] & frame::flags::STAMPS != 0 {
+            stamp()
+        } else {
+            0
+        };
         let discarded = std::mem::take(&mut self.pending_discards);
         frame::encode_message_from_publish(
             &mut self.buf,
@@ -261,7 +269,7 @@ mod tests {
         let mut e = Egress::default();
         for i in 0..10 {
             assert_eq!(
-                e.push_message(&publish(i, 10), 10_000, true, 0, 0),
+                e.push_message(&publish(i, 10), 10_000, true, 0, || 0),
                 Push::Queued
             );
         }
@@ -275,7 +283,8 @@ mod tests {
         let limit = 1000;
         let mut dropped_total = 0;
         for i in 0..100 {
-            if let Push::QueuedAfterDiscard(n) = e.push_message(&publish(i, 50), limit, true, 0, 0)
+            if let Push::QueuedAfterDiscard(n) =
+                e.push_message(&publish(i, 50), limit, true, 0, || 0)
             {
                 dropped_total += n;
             }
@@ -304,13 +313,13 @@ mod tests {
     #[test]
     fn half_written_frame_and_control_frames_survive_a_discard() {
         let mut e = Egress::default();
-        e.push_message(&publish(0, 100), 10_000, true, 0, 0);
+        e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
         encode_ack(e.control(), 7);
-        e.push_message(&publish(1, 100), 10_000, true, 0, 0);
+        e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
         // The socket took 5 bytes of the first frame.
         e.consume(5);
         for i in 2..40 {
-            e.push_message(&publish(i, 100), 1000, true, 0, 0);
+            e.push_message(&publish(i, 100), 1000, true, 0, || 0);
         }
         let rest = e.unwritten();
         // The rest of frame 0 comes first, untouched.
@@ -332,10 +341,10 @@ mod tests {
     #[test]
     fn disconnect_policy_reports_full_without_queueing() {
         let mut e = Egress::default();
-        while e.push_message(&publish(0, 100), 1000, false, 0, 0) == Push::Queued {}
+        while e.push_message(&publish(0, 100), 1000, false, 0, || 0) == Push::Queued {}
         let before = e.pending();
         assert_eq!(
-            e.push_message(&publish(1, 100), 1000, false, 0, 0),
+            e.push_message(&publish(1, 100), 1000, false, 0, || 0),
             Push::Full
         );
         assert_eq!(e.pending(), before);
@@ -346,9 +355,9 @@ mod tests {
     #[test]
     fn drop_unwritten_keeps_only_the_half_written_frame() {
         let mut e = Egress::default();
-        e.push_message(&publish(0, 100), 10_000, true, 0, 0);
+        e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
         encode_ack(e.control(), 7);
-        e.push_message(&publish(1, 100), 10_000, true, 0, 0);
+        e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
         e.consume(5);
         let first_len = publish(0, 100).len();
         e.drop_unwritten();
@@ -361,7 +370,7 @@ mod tests {
     #[test]
     fn consume_everything_resets() {
         let mut e = Egress::default();
-        e.push_message(&publish(0, 10), 1000, true, 0, 0);
+        e.push_message(&publish(0, 10), 1000, true, 0, || 0);
         let n = e.pending();
         e.consume(n);
         assert_eq!(e.pending(), 0);

@@ -272,11 +272,12 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     let r = publish(data, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
     println!(
-        "messages      {} in {} packets ({:.3} s, {:.0} msg/s)",
+        "messages      {} scheduled ({:.3} s, {:.0} msg/s): {} packets sent, {} dropped by --loss",
         r.messages,
-        r.packets + r.dropped_packets,
         secs,
-        r.messages as f64 / secs.max(1e-9)
+        r.messages as f64 / secs.max(1e-9),
+        r.packets,
+        r.dropped_packets
     );
     println!(
         "dropped       {} packets ({} messages) by --loss",
