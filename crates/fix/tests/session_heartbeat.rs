@@ -95,9 +95,7 @@ fn case_6_test_request_answered_keeps_the_session_up() {
 #[test]
 fn heart_bt_int_zero_disables_heartbeats() {
     let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
-    h.recv("A", "98=0|108=0|");
-    assert!(h.s.is_logged_on());
+    h.logon_with("98=0|108=0|");
     assert_eq!(h.s.poll_timeout(), None);
     assert_eq!(h.advance(1000), vec![]);
 }

@@ -223,9 +223,7 @@ fn initiator_reconnects_every_reconnect_interval() {
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 30 * NANOS)));
     assert_eq!(h.advance(29), vec![]);
     assert_eq!(h.advance(1), vec![Act::Connect]);
-    h.connect();
-    h.recv("A", "98=0|108=30|");
-    assert!(h.s.is_logged_on());
+    h.logon_with("98=0|108=30|");
     // The peer drops the connection: logged out, reconnect 30 s after the last attempt.
     let out = h.disconnected();
     assert_eq!(actions(&out), vec![Act::LoggedOut]);

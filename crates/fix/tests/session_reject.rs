@@ -275,9 +275,7 @@ fn unsupported_message_type_gets_business_reject_from_fix42_on() {
 #[test]
 fn business_reject_with_a_field_and_fixt_default_appl_ver_id() {
     let mut h = Harness::acceptor("FIXT.1.1");
-    h.connect();
-    h.recv("A", "98=0|108=30|1137=9|");
-    assert!(h.s.is_logged_on());
+    h.logon_with("98=0|108=30|1137=9|");
     h.recv("D", ORDER);
     h.s.reject_business(
         UtcNanos(h.now),

@@ -218,8 +218,14 @@ impl Harness {
     /// Connects, then the counterparty's Logon (seq 1, HeartBtInt 30) arrives: for an
     /// acceptor the first message, for an initiator the answer to ours.
     fn connect_and_logon(&mut self) -> Vec<Act> {
+        self.logon_with("98=0|108=30|")
+    }
+
+    /// Connects, then the counterparty's Logon (seq 1) with `fields` arrives and
+    /// logs the session on.
+    pub fn logon_with(&mut self, fields: &str) -> Vec<Act> {
         let mut v = self.connect();
-        v.extend(self.recv("A", "98=0|108=30|"));
+        v.extend(self.recv("A", fields));
         assert!(self.s.is_logged_on(), "not logged on: {v:#?}");
         v
     }
