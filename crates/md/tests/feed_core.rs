@@ -13,8 +13,8 @@ mod packets;
 
 use packets::{answer, packetize};
 use tickwire_itch::{
-    AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, RetransmitRequest, Session, Side,
-    StockDirectory, Symbol, MOLD_HEADER_LEN,
+    AddOrder, Header, Message, MoldHeader, PacketBuilder, Price, Session, Side, StockDirectory,
+    Symbol, MOLD_HEADER_LEN,
 };
 use tickwire_md::book::Level;
 use tickwire_md::feed::{FeedConfig, FeedHandler, MAX_CANDIDATES};

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tickwire_itch::{Message, PacketBuilder, RetransmitRequest, Session};
+use tickwire_itch::{Message, PacketBuilder, Session};
 use tickwire_md::feed::{FeedConfig, FeedHandler};
 use tickwire_md::generator::{Generator, GeneratorConfig};
 use tickwire_rt::MonoNanos;
