@@ -712,8 +712,8 @@ fn a_client_that_never_reads_its_error_is_still_closed_after_the_linger() {
 fn stats_counters_are_exact_after_a_load() {
     const N: u64 = 50_000;
     let r = RouterProc::start(&[]);
-    let mut all = subscriber(&r, "all", "load/>");
-    let mut evens = subscriber(&r, "evens", "load/even");
+    let all = subscriber(&r, "all", "load/>");
+    let evens = subscriber(&r, "evens", "load/even");
     let readers = [("all", all, N), ("evens", evens, N / 2)].map(|(name, mut c, want)| {
         std::thread::spawn(move || {
             let got = drain(&mut c, want as usize, Duration::from_secs(60));
