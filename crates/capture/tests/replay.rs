@@ -27,23 +27,38 @@ fn temp(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
+/// Writes the capture file `name`: `n` datagrams from `src` to `group`, the i-th at
+/// `first + i * step` ns carrying `payload(i)`; returns it loaded back.
+fn capture_file(
+    name: &str,
+    src: &str,
+    group: SocketAddrV4,
+    n: u64,
+    (first, step): (u64, u64),
+    payload: impl Fn(u64) -> Vec<u8>,
+) -> Captured {
+    let path = temp(name);
+    let mut w = CaptureWriter::create(&path).unwrap();
+    for i in 0..n {
+        w.write(first + i * step, src.parse().unwrap(), group, &payload(i))
+            .unwrap();
+    }
+    w.finish().unwrap();
+    Captured::load(&path).unwrap()
+}
+
 #[test]
 fn replay_delivers_every_datagram_in_file_order_on_schedule() {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 1), free_port());
-    let path = temp("sched.pcap");
-    let mut w = CaptureWriter::create(&path).unwrap();
     // 300 datagrams recorded 200 µs apart (60 ms); at 4x the pass takes 15 ms.
-    for i in 0..300u64 {
-        w.write(
-            1_000_000_000 + i * 200_000,
-            "127.0.0.1:1".parse().unwrap(),
-            group,
-            &i.to_be_bytes(),
-        )
-        .unwrap();
-    }
-    w.finish().unwrap();
-    let cap = Captured::load(&path).unwrap();
+    let cap = capture_file(
+        "sched.pcap",
+        "127.0.0.1:1",
+        group,
+        300,
+        (1_000_000_000, 200_000),
+        |i| i.to_be_bytes().to_vec(),
+    );
 
     let rx = group_receiver(group, Ipv4Addr::LOCALHOST).unwrap();
     rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -86,20 +101,14 @@ fn replay_delivers_every_datagram_in_file_order_on_schedule() {
 #[test]
 fn capture_records_what_a_replay_sends() {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 2), free_port());
-    let src_path = temp("src.pcap");
-    let mut w = CaptureWriter::create(&src_path).unwrap();
-    for i in 0..100u64 {
-        let payload = vec![(i % 251) as u8; 1 + (i as usize * 13) % 1200];
-        w.write(
-            5_000_000_000 + i * 10_000,
-            "127.0.0.1:9".parse().unwrap(),
-            group,
-            &payload,
-        )
-        .unwrap();
-    }
-    w.finish().unwrap();
-    let cap = Captured::load(&src_path).unwrap();
+    let cap = capture_file(
+        "src.pcap",
+        "127.0.0.1:9",
+        group,
+        100,
+        (5_000_000_000, 10_000),
+        |i| vec![(i % 251) as u8; 1 + (i as usize * 13) % 1200],
+    );
 
     let out = temp("captured.pcap");
     let stop = StopFlag::unregistered();
