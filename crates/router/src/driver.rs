@@ -445,10 +445,14 @@ impl Router {
             c.end -= c.start;
             c.start = 0;
         }
-        if c.end == c.rbuf.len() || (c.end == 0 && c.readable_full) {
-            // Full of one unfinished frame, or the last read filled the buffer: double,
-            // up to the read buffer size or to that frame (whose length the decoder
-            // checked against the client's frame limit), whichever is larger.
+        if c.end == c.rbuf.len() || c.readable_full {
+            // Full of one unfinished frame, or the last read filled the space offered
+            // (a sender streaming faster than we read): double, up to the read buffer
+            // size or to that frame (whose length the decoder checked against the
+            // client's frame limit), whichever is larger. The last read's leftover
+            // (a partial frame) must not stop the growth: a stream almost never ends a
+            // read on a frame boundary, and a buffer stuck at 4 KiB costs one read()
+            // per ~30 small messages (1->1 throughput halved, BENCHMARKS.md).
             let frame = match frame::frame_len(&c.rbuf[c.start..c.end], frame_limit) {
                 Ok(Some(len)) => len,
                 _ => 0,
