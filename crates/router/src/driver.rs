@@ -498,6 +498,10 @@ impl Router {
             }
         };
         c.end += n;
+        // One clock read per read syscall (not per message): the router-in stamp and the
+        // frame deadline are as fresh as the bytes, not as old as the turn (a turn that
+        // reads several clients would otherwise charge the earlier reads to the router).
+        let now = MonoNanos::now().max(now);
         match self.core.handle_input(id, now, &c.rbuf[c.start..c.end], n) {
             Input::Consumed(used) => {
                 c.start += used;
