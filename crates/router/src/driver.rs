@@ -209,7 +209,7 @@ impl Router {
                     return Err(e.into());
                 }
             }
-            // The one clock read of the turn: every stamp and timer below uses it.
+            // The turn's clock read: timers and accepts use it; each read takes its own.
             now = MonoNanos::now();
             if !events.is_empty() {
                 last_active = now;
