@@ -30,21 +30,9 @@ const MAX_LEN: usize = 8192;
 /// Message types a fuzz op can pick (admin ones and a couple of application ones).
 const TYPES: [&[u8]; 10] = [b"A", b"0", b"1", b"2", b"3", b"4", b"5", b"D", b"8", b"j"];
 
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let n = n.min(self.0.len());
-        let (b, rest) = self.0.split_at(n);
-        self.0 = rest;
-        b
-    }
-}
+#[path = "common/cursor.rs"]
+mod cursor;
+use cursor::Cursor;
 
 struct World {
     s: Session<MemoryStore>,

@@ -50,21 +50,9 @@ struct Conn {
     closing: bool,
 }
 
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let n = n.min(self.0.len());
-        let (b, rest) = self.0.split_at(n);
-        self.0 = rest;
-        b
-    }
-}
+#[path = "common/cursor.rs"]
+mod cursor;
+use cursor::Cursor;
 
 struct World {
     core: Core,
