@@ -55,6 +55,30 @@ pub enum Kind {
     StatsRequest = 0x30,
     /// Router → client: counters as a JSON document.
     StatsReply = 0x31,
+    /// Client → router: open this connection as a guaranteed publisher with an identity.
+    PubOpen = 0x40,
+    /// Router → client: the publisher is open; the last sequence the router stored for it.
+    PubOpened = 0x41,
+    /// Router → client: guaranteed publishes `first..=last` are durable.
+    PubAck = 0x42,
+    /// Router → client: one guaranteed publish was refused, with a reason.
+    PubNack = 0x43,
+    /// Client → router: create, delete, purge, show or list queues.
+    QueueRequest = 0x44,
+    /// Router → client: the answer to a QUEUE_REQUEST, a JSON document.
+    QueueReply = 0x45,
+    /// Client → router: consume from a queue.
+    Bind = 0x46,
+    /// Router → client: a binding exists (active, or standby for an exclusive queue).
+    Bound = 0x47,
+    /// Router → client: one guaranteed message from a queue.
+    Deliver = 0x48,
+    /// Client → router: delivered messages `first..=last` of a binding are handled.
+    ConsumerAck = 0x49,
+    /// Client → router: one delivered message is refused (redeliver or dead-letter).
+    ConsumerNack = 0x4A,
+    /// Client → router: stop consuming from a binding.
+    Unbind = 0x4B,
 }
 
 impl Kind {
@@ -74,6 +98,18 @@ impl Kind {
             0x21 => Kind::Message,
             0x30 => Kind::StatsRequest,
             0x31 => Kind::StatsReply,
+            0x40 => Kind::PubOpen,
+            0x41 => Kind::PubOpened,
+            0x42 => Kind::PubAck,
+            0x43 => Kind::PubNack,
+            0x44 => Kind::QueueRequest,
+            0x45 => Kind::QueueReply,
+            0x46 => Kind::Bind,
+            0x47 => Kind::Bound,
+            0x48 => Kind::Deliver,
+            0x49 => Kind::ConsumerAck,
+            0x4A => Kind::ConsumerNack,
+            0x4B => Kind::Unbind,
             _ => return None,
         })
     }
@@ -87,10 +123,16 @@ pub mod flags {
     pub const DISCARDS: u8 = 0x02;
     /// A 24-byte block of u64 timestamps follows: publisher send, router in, router out.
     pub const STAMPS: u8 = 0x04;
-    /// Reserved: guaranteed (persisted, acknowledged) delivery. Rejected by version 1 routers.
+    /// PUBLISH only: a guaranteed publish (persisted, acknowledged with PUB_ACK or
+    /// PUB_NACK); requires SEQ and a PUB_OPEN earlier on the connection.
     pub const GUARANTEED: u8 = 0x08;
-    /// Flags a version 1 PUBLISH may carry.
-    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS;
+    /// DELIVER only: this message was delivered before (or may have been, before a
+    /// router restart).
+    pub const REDELIVERED: u8 = 0x10;
+    /// Flags a PUBLISH may carry.
+    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED;
+    /// Flags a DELIVER may carry.
+    pub const DELIVER_ALLOWED: u8 = SEQ | STAMPS | REDELIVERED;
     /// Flags a version 1 MESSAGE may carry.
     pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS;
     /// ERROR only: the router closes the connection after this frame.
@@ -137,6 +179,21 @@ impl ErrorCode {
     /// A STATS_REQUEST arrived while the previous STATS_REPLY to the same client was
     /// still unread (queued in the router, not yet written to the socket).
     pub const BUSY: ErrorCode = ErrorCode(16);
+    /// A queue request or BIND names a queue that does not exist.
+    pub const NO_SUCH_QUEUE: ErrorCode = ErrorCode(17);
+    /// A queue create names a queue that exists with a different configuration.
+    pub const QUEUE_EXISTS: ErrorCode = ErrorCode(18);
+    /// A guaranteed PUBLISH arrived before PUB_OPEN on this connection.
+    pub const NOT_OPEN: ErrorCode = ErrorCode(19);
+    /// A QUEUE_REQUEST, PUB_OPEN or BIND is invalid (bad name, option or JSON).
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(20);
+    /// A CONSUMER_ACK / CONSUMER_NACK / UNBIND names a binding or message this
+    /// connection does not hold.
+    pub const UNKNOWN_DELIVERY: ErrorCode = ErrorCode(21);
+    /// Another connection opened the same publisher identity; this one is closed.
+    pub const TAKEN_OVER: ErrorCode = ErrorCode(22);
+    /// Guaranteed messaging is unavailable (the spool failed to open or write).
+    pub const SPOOL_UNAVAILABLE: ErrorCode = ErrorCode(23);
 
     /// Short, stable name for logs and tools.
     pub fn name(self) -> &'static str {
@@ -158,6 +215,13 @@ impl ErrorCode {
             14 => "too-many-subscriptions",
             15 => "unexpected-kind",
             16 => "busy",
+            17 => "no-such-queue",
+            18 => "queue-exists",
+            19 => "not-open",
+            20 => "invalid-request",
+            21 => "unknown-delivery",
+            22 => "taken-over",
+            23 => "spool-unavailable",
             _ => "unknown",
         }
     }
@@ -215,9 +279,6 @@ impl FrameError {
         match self {
             FrameError::BadLength { .. } => ErrorCode::FRAME_TOO_LARGE,
             FrameError::UnknownKind(_) => ErrorCode::UNKNOWN_KIND,
-            FrameError::BadFlags { flags: f, .. } if f & flags::GUARANTEED != 0 => {
-                ErrorCode::UNSUPPORTED
-            }
             FrameError::BadFlags { .. } | FrameError::Malformed { .. } => {
                 ErrorCode::MALFORMED_FRAME
             }
@@ -336,6 +397,104 @@ pub enum Frame<'a> {
         /// Counters as a JSON document (see `docs/protocol.md`).
         json: &'a str,
     },
+    /// See [`Kind::PubOpen`].
+    PubOpen {
+        /// Echoed in PUB_OPENED or ERROR.
+        request_id: u32,
+        /// [`crate::gm::open_options`] bits.
+        options: u32,
+        /// Publisher identity (1 to 64 bytes): duplicates are detected per identity.
+        name: &'a str,
+    },
+    /// See [`Kind::PubOpened`].
+    PubOpened {
+        /// The PUB_OPEN answered.
+        request_id: u32,
+        /// Most guaranteed publishes the router accepts unacknowledged.
+        window: u32,
+        /// Highest sequence number the router holds from this identity (0: none).
+        last_seq: u64,
+    },
+    /// See [`Kind::PubAck`].
+    PubAck {
+        /// First sequence number acknowledged.
+        first: u64,
+        /// Last sequence number acknowledged (inclusive).
+        last: u64,
+    },
+    /// See [`Kind::PubNack`].
+    PubNack {
+        /// The refused publish.
+        seq: u64,
+        /// Why.
+        reason: crate::gm::NackReason,
+        /// Detail for a person.
+        text: &'a str,
+    },
+    /// See [`Kind::QueueRequest`].
+    QueueRequest {
+        /// Echoed in QUEUE_REPLY or ERROR.
+        request_id: u32,
+        /// What to do.
+        op: crate::gm::QueueOp,
+        /// The queue name (delete, purge, show), a JSON queue definition (create), or
+        /// empty (list).
+        arg: &'a str,
+    },
+    /// See [`Kind::QueueReply`].
+    QueueReply {
+        /// The request answered.
+        request_id: u32,
+        /// The answer as a JSON document.
+        json: &'a str,
+    },
+    /// See [`Kind::Bind`].
+    Bind {
+        /// Echoed in BOUND or ERROR.
+        request_id: u32,
+        /// Most deliveries unacknowledged at once on this binding (≥ 1).
+        window: u32,
+        /// Where a replay starts.
+        start: crate::gm::Start,
+        /// The queue.
+        queue: &'a str,
+    },
+    /// See [`Kind::Bound`].
+    Bound {
+        /// The BIND answered (0: a standby binding became active).
+        request_id: u32,
+        /// Binding id, named by DELIVER, CONSUMER_ACK/NACK and UNBIND.
+        binding: u32,
+        /// Deliveries flow (false: standby of an exclusive queue).
+        active: bool,
+    },
+    /// See [`Kind::Deliver`].
+    Deliver(crate::gm::Delivery<'a>),
+    /// See [`Kind::ConsumerAck`].
+    ConsumerAck {
+        /// The binding.
+        binding: u32,
+        /// First message id acknowledged.
+        first: u64,
+        /// Last message id acknowledged (inclusive).
+        last: u64,
+    },
+    /// See [`Kind::ConsumerNack`].
+    ConsumerNack {
+        /// The binding.
+        binding: u32,
+        /// Redeliver or dead-letter.
+        action: crate::gm::NackAction,
+        /// The message.
+        msg_id: u64,
+    },
+    /// See [`Kind::Unbind`].
+    Unbind {
+        /// Echoed in ACK or ERROR.
+        request_id: u32,
+        /// The binding to end.
+        binding: u32,
+    },
 }
 
 /// Reads the length field of the frame at the start of `buf`.
@@ -390,13 +549,17 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     let allowed = match kind {
         Kind::Publish => flags::PUBLISH_ALLOWED,
         Kind::Message => flags::MESSAGE_ALLOWED,
+        Kind::Deliver => flags::DELIVER_ALLOWED,
         Kind::Error => flags::FATAL,
         _ => 0,
     };
     if fl & !allowed != 0 {
         return Err(FrameError::BadFlags { kind, flags: fl });
     }
-    if aux != 0 && !matches!(kind, Kind::Publish | Kind::Message) {
+    if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::SEQ == 0 {
+        return Err(r.malformed("a guaranteed publish must carry SEQ"));
+    }
+    if aux != 0 && !matches!(kind, Kind::Publish | Kind::Message | Kind::Deliver) {
         return Err(r.malformed("reserved header field is not zero"));
     }
     let frame = match kind {
@@ -476,6 +639,178 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
                 request_id,
                 json: r.text()?,
             }
+        }
+        Kind::PubOpen => {
+            let request_id = r.u32()?;
+            let options = r.u32()?;
+            if options & !crate::gm::open_options::ALL != 0 {
+                return Err(r.malformed("unknown PUB_OPEN option"));
+            }
+            let name = r.name()?;
+            if name.is_empty() {
+                return Err(r.malformed("empty publisher name"));
+            }
+            Frame::PubOpen {
+                request_id,
+                options,
+                name,
+            }
+        }
+        Kind::PubOpened => {
+            let request_id = r.u32()?;
+            let window = r.u32()?;
+            let last_seq = r.u64_exact()?;
+            Frame::PubOpened {
+                request_id,
+                window,
+                last_seq,
+            }
+        }
+        Kind::PubAck => {
+            let first = r.u64()?;
+            let last = r.u64_exact()?;
+            if first > last {
+                return Err(r.malformed("first sequence after last"));
+            }
+            Frame::PubAck { first, last }
+        }
+        Kind::PubNack => {
+            let seq = r.u64()?;
+            let reason = crate::gm::NackReason(r.u16()?);
+            Frame::PubNack {
+                seq,
+                reason,
+                text: r.text()?,
+            }
+        }
+        Kind::QueueRequest => {
+            let request_id = r.u32()?;
+            let op = crate::gm::QueueOp::from_u16(r.u16()?)
+                .ok_or_else(|| r.malformed("unknown queue operation"))?;
+            r.zero16()?;
+            Frame::QueueRequest {
+                request_id,
+                op,
+                arg: r.text()?,
+            }
+        }
+        Kind::QueueReply => {
+            let request_id = r.u32()?;
+            Frame::QueueReply {
+                request_id,
+                json: r.text()?,
+            }
+        }
+        Kind::Bind => {
+            let request_id = r.u32()?;
+            let window = r.u32()?;
+            if window == 0 {
+                return Err(r.malformed("window of 0"));
+            }
+            let how = r.u16()?;
+            r.zero16()?;
+            r.zero16()?;
+            r.zero16()?;
+            let value = r.u64()?;
+            let start = crate::gm::Start::from_parts(how, value)
+                .ok_or_else(|| r.malformed("unknown start position"))?;
+            let queue = r.name()?;
+            if queue.is_empty() {
+                return Err(r.malformed("empty queue name"));
+            }
+            Frame::Bind {
+                request_id,
+                window,
+                start,
+                queue,
+            }
+        }
+        Kind::Bound => {
+            let request_id = r.u32()?;
+            let binding = r.u32()?;
+            let active = match r.u32()? {
+                0 => false,
+                1 => true,
+                _ => return Err(r.malformed("active is neither 0 nor 1")),
+            };
+            r.end()?;
+            Frame::Bound {
+                request_id,
+                binding,
+                active,
+            }
+        }
+        Kind::ConsumerAck => {
+            let binding = r.u32()?;
+            if r.u32()? != 0 {
+                return Err(r.malformed("reserved field is not zero"));
+            }
+            let first = r.u64()?;
+            let last = r.u64_exact()?;
+            if first > last {
+                return Err(r.malformed("first message id after last"));
+            }
+            Frame::ConsumerAck {
+                binding,
+                first,
+                last,
+            }
+        }
+        Kind::ConsumerNack => {
+            let binding = r.u32()?;
+            let action = crate::gm::NackAction::from_u32(r.u32()?)
+                .ok_or_else(|| r.malformed("unknown nack action"))?;
+            let msg_id = r.u64_exact()?;
+            Frame::ConsumerNack {
+                binding,
+                action,
+                msg_id,
+            }
+        }
+        Kind::Unbind => {
+            let request_id = r.u32()?;
+            let binding = r.u32()?;
+            r.end()?;
+            Frame::Unbind {
+                request_id,
+                binding,
+            }
+        }
+        Kind::Deliver => {
+            let binding = r.u32()?;
+            let delivery_count = r.u32()?;
+            let msg_id = r.u64()?;
+            let seq = if fl & flags::SEQ != 0 {
+                Some(r.u64()?)
+            } else {
+                None
+            };
+            let stamps = if fl & flags::STAMPS != 0 {
+                Some(Stamps {
+                    publisher_send: r.u64()?,
+                    router_in: r.u64()?,
+                    router_out: r.u64()?,
+                })
+            } else {
+                None
+            };
+            let topic_len = aux as usize;
+            if topic_len == 0 {
+                return Err(r.malformed("empty topic"));
+            }
+            let Some(topic) = r.rest.get(..topic_len) else {
+                return Err(r.malformed("topic length exceeds frame"));
+            };
+            Frame::Deliver(crate::gm::Delivery {
+                binding,
+                msg_id,
+                delivery_count,
+                redelivered: fl & flags::REDELIVERED != 0,
+                seq,
+                stamps,
+                topic,
+                payload: &r.rest[topic_len..],
+            })
         }
         Kind::Publish | Kind::Message => {
             let seq = if fl & flags::SEQ != 0 {
@@ -605,7 +940,7 @@ pub enum EncodeError {
 
 /// Writes a header and returns the offset of the frame start (to patch the length).
 #[inline]
-fn begin(out: &mut Vec<u8>, kind: Kind, fl: u8, aux: u16) -> usize {
+pub(crate) fn begin(out: &mut Vec<u8>, kind: Kind, fl: u8, aux: u16) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0, 0, 0, 0, kind as u8, fl]);
     out.extend_from_slice(&aux.to_le_bytes());
@@ -613,12 +948,12 @@ fn begin(out: &mut Vec<u8>, kind: Kind, fl: u8, aux: u16) -> usize {
 }
 
 #[inline]
-fn finish(out: &mut [u8], start: usize) {
+pub(crate) fn finish(out: &mut [u8], start: usize) {
     let len = (out.len() - start) as u32;
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
 }
 
-fn truncate_utf8(s: &str, max: usize) -> &str {
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -782,10 +1117,11 @@ pub fn encode_message_from_publish(
     router_out: u64,
 ) -> usize {
     let start = out.len();
-    let fl = publish[5];
+    let fl = publish[5] & !flags::GUARANTEED;
     if discarded == 0 {
         out.extend_from_slice(publish);
         out[start + 4] = Kind::Message as u8;
+        out[start + 5] = fl;
     } else {
         let len = publish.len() as u32 + 8;
         out.extend_from_slice(&len.to_le_bytes());
@@ -988,10 +1324,10 @@ mod tests {
         // PUBLISH whose topic length runs past the frame.
         let b = [10, 0, 0, 0, 0x20, 0, 9, 0, b'a', b'b'];
         assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
-        // PUBLISH with the reserved GUARANTEED flag: unsupported.
+        // PUBLISH with GUARANTEED but no SEQ: malformed.
         let b = [10, 0, 0, 0, 0x20, flags::GUARANTEED, 1, 0, b'a', b'b'];
         let e = decode(&b, MAX).unwrap_err();
-        assert_eq!(e.code(), ErrorCode::UNSUPPORTED);
+        assert_eq!(e.code(), ErrorCode::MALFORMED_FRAME);
         // PUBLISH with DISCARDS (router-only flag).
         let b = [
             18,

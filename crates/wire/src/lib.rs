@@ -6,4 +6,5 @@
 #![deny(clippy::disallowed_methods)]
 
 pub mod frame;
+pub mod gm;
 pub mod topic;
