@@ -5,6 +5,7 @@
 //! - [`egress`]: a client's bounded egress buffer with the slow-consumer discard policy (pure);
 //! - [`core`]: every client's protocol state, routing and counters (pure: bytes and time in,
 //!   bytes out);
+//! - [`gm`]: guaranteed messaging: queues, acknowledged publishing, redelivery (pure);
 //! - [`driver`]: the single-threaded mio event loop that owns the sockets.
 //!
 //! Run one with [`Router::bind`] and [`Router::run`]; stop it from another thread with
@@ -15,6 +16,7 @@ pub mod config;
 pub mod core;
 pub mod driver;
 pub mod egress;
+pub mod gm;
 pub mod index;
 
 pub use config::{parse_router_idle, Config, IdleStrategy, SlowConsumerPolicy, ROUTER_IDLE};

@@ -1,0 +1,1696 @@
+//! Guaranteed messaging: durable queues, acknowledged publishing, redelivery and
+//! replay (`docs/guaranteed.md`). A pure core like the rest of the router: frames and
+//! time in, frames and spool records out. It never touches a file: records go to a
+//! [`Log`] (the driver's spool appender, or a vector in tests) and the driver reports
+//! back with [`Engine::handle_durable`] / [`Engine::handle_failed`].
+//!
+//! Order of events for one guaranteed publish:
+//! 1. [`Engine::handle_publish`]: duplicate check (publisher identity + sequence),
+//!    window and queue limits, then the message record is appended to the log and the
+//!    message is placed in every matching queue (not yet deliverable);
+//! 2. the spool makes it durable (group commit) and the driver calls
+//!    [`Engine::handle_durable`]: PUB_ACK to the publisher, and the message becomes
+//!    deliverable, so nothing is delivered that a crash could take back;
+//! 3. consumers' CONSUMER_ACKs remove it from their queues (an `A` record each).
+
+pub mod queue;
+pub mod record;
+pub mod store;
+
+use std::collections::{HashMap, VecDeque};
+
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_wire::frame::{ErrorCode, Msg, Stamps};
+use tickwire_wire::gm::{self as wgm, NackAction, NackReason, QueueOp, Start};
+
+use crate::index::{Slot, SubscriptionIndex};
+use queue::{Access, FullPolicy, QueueDef, StartAt};
+use record::Record;
+use store::{NewMessage, Store};
+
+/// Where the engine's records go: the spool's appender in the router, a vector in tests.
+pub trait Log {
+    /// Appends one record; returns its record number (increasing).
+    fn append(&mut self, record: &[u8]) -> Result<u64, LogError>;
+}
+
+/// Why a record could not be appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogError {
+    /// The hand-off to the storage thread is full.
+    Busy,
+    /// The record is larger than the spool accepts.
+    TooLarge,
+    /// The spool has failed.
+    Failed,
+}
+
+/// Settings of the guaranteed-messaging engine.
+#[derive(Debug, Clone)]
+pub struct GmConfig {
+    /// Most unanswered guaranteed publishes per publisher (announced in PUB_OPENED).
+    pub publish_window: u32,
+    /// Keep acknowledged messages for replay while they total at most this many bytes.
+    pub retain_bytes: u64,
+    /// ... and are younger than this (ms).
+    pub retain_ms: u64,
+    /// Most queues.
+    pub max_queues: usize,
+    /// Largest frame (a DELIVER must fit).
+    pub max_frame: u32,
+}
+
+impl Default for GmConfig {
+    fn default() -> Self {
+        GmConfig {
+            publish_window: 4096,
+            retain_bytes: 64 << 20,
+            retain_ms: 3_600_000,
+            max_queues: 10_000,
+            max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+/// A refusal of one frame: the driver sends ERROR (fatal: and closes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    /// The request answered (0: none).
+    pub request_id: u32,
+    /// Error code.
+    pub code: ErrorCode,
+    /// Close the connection.
+    pub fatal: bool,
+    /// For a person.
+    pub text: String,
+}
+
+fn reject(request_id: u32, code: ErrorCode, text: impl Into<String>) -> Reject {
+    Reject {
+        request_id,
+        code,
+        fatal: false,
+        text: text.into(),
+    }
+}
+
+/// Counters of one queue.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct QueueCounters {
+    /// Messages spooled to it.
+    pub spooled: u64,
+    /// Deliveries (first and repeated).
+    pub delivered: u64,
+    /// Redeliveries.
+    pub redelivered: u64,
+    /// Acknowledged by consumers.
+    pub acked: u64,
+    /// Moved to the dead-message queue (max redeliveries, TTL, consumer NACK).
+    pub dead_lettered: u64,
+    /// Removed to make room under `discard-oldest`.
+    pub discarded: u64,
+    /// Publishes refused because this queue was full or the message too large.
+    pub rejected: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct QEntry {
+    id: u64,
+    deliveries: u32,
+    /// Binding it is in flight on (0: not in flight).
+    binding: u32,
+    done: bool,
+}
+
+struct Queue {
+    def: QueueDef,
+    entries: VecDeque<QEntry>,
+    /// Entries not done.
+    depth: u64,
+    bytes: u64,
+    /// Every entry with an id below this was delivered at least once (or is listed in
+    /// `redeliver`).
+    cursor: u64,
+    redeliver: VecDeque<u64>,
+    /// Ack deadlines in delivery order: (deadline, id, binding, delivery count).
+    timeouts: VecDeque<(MonoNanos, u64, u32, u32)>,
+    bindings: Vec<u32>,
+    rr: usize,
+    counters: QueueCounters,
+}
+
+impl Queue {
+    fn new(def: QueueDef) -> Queue {
+        Queue {
+            def,
+            entries: VecDeque::new(),
+            depth: 0,
+            bytes: 0,
+            cursor: 0,
+            redeliver: VecDeque::new(),
+            timeouts: VecDeque::new(),
+            bindings: Vec::new(),
+            rr: 0,
+            counters: QueueCounters::default(),
+        }
+    }
+
+    fn find(&self, id: u64) -> Option<usize> {
+        self.entries.binary_search_by_key(&id, |e| e.id).ok()
+    }
+
+    fn trim(&mut self) {
+        while self.entries.front().is_some_and(|e| e.done) {
+            self.entries.pop_front();
+        }
+    }
+}
+
+struct Binding {
+    slot: Slot,
+    queue: u32,
+    window: u32,
+    /// Message ids delivered and not yet acknowledged, oldest first.
+    in_flight: VecDeque<u64>,
+    active: bool,
+    /// Browse (replay) binding: the next message id to look at.
+    browse: Option<u64>,
+}
+
+struct Publisher {
+    name: String,
+    /// Highest sequence stored.
+    hwm: u64,
+    /// Recently stored (seq, lsn), ascending by seq: the duplicate check.
+    recent: VecDeque<(u64, u64)>,
+    /// Sequences up to this are old: stored before what `recent` remembers.
+    floor: u64,
+    slot: Option<Slot>,
+    options: u32,
+    unanswered: u32,
+}
+
+struct PendingPub {
+    lsn: u64,
+    msg_id: u64,
+    publisher: u32,
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Conn {
+    publisher: Option<u32>,
+    bindings: Vec<u32>,
+}
+
+/// Engine-wide counters.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct GmTotals {
+    /// Guaranteed publishes received.
+    pub publishes: u64,
+    /// Acknowledged (durable) to publishers.
+    pub acked: u64,
+    /// NACKed.
+    pub nacked: u64,
+    /// Resends recognised as duplicates (not stored again).
+    pub duplicates: u64,
+    /// Deliveries to consumers.
+    pub delivered: u64,
+    /// Redeliveries.
+    pub redelivered: u64,
+    /// Records the spool refused or failed to write.
+    pub spool_failures: u64,
+}
+
+/// The guaranteed-messaging state of one router.
+pub struct Engine {
+    cfg: GmConfig,
+    store: Store,
+    queues: Vec<Option<Queue>>,
+    queue_names: HashMap<String, u32>,
+    index: SubscriptionIndex,
+    matched: Vec<Slot>,
+    publishers: Vec<Publisher>,
+    publisher_names: HashMap<String, u32>,
+    pending: VecDeque<PendingPub>,
+    durable_lsn: u64,
+    /// Every message with an id up to this is durable (or dead).
+    durable_id: u64,
+    bindings: HashMap<u32, Binding>,
+    next_binding: u32,
+    conns: HashMap<u32, Conn>,
+    rec: Vec<u8>,
+    out: Vec<u8>,
+    outq: Vec<(Slot, usize, usize)>,
+    fail: Vec<(Slot, ErrorCode, String)>,
+    totals: GmTotals,
+    recovering: bool,
+    /// Recovery problems to report (records that do not decode or apply).
+    pub recovery_errors: Vec<String>,
+}
+
+impl Engine {
+    /// An empty engine.
+    pub fn new(cfg: GmConfig) -> Engine {
+        Engine {
+            cfg,
+            store: Store::new(1),
+            queues: Vec::new(),
+            queue_names: HashMap::new(),
+            index: SubscriptionIndex::new(),
+            matched: Vec::new(),
+            publishers: Vec::new(),
+            publisher_names: HashMap::new(),
+            pending: VecDeque::new(),
+            durable_lsn: 0,
+            durable_id: 0,
+            bindings: HashMap::new(),
+            next_binding: 0,
+            conns: HashMap::new(),
+            rec: Vec::new(),
+            out: Vec::new(),
+            outq: Vec::new(),
+            fail: Vec::new(),
+            totals: GmTotals::default(),
+            recovering: true,
+            recovery_errors: Vec::new(),
+        }
+    }
+
+    /// Totals.
+    pub fn totals(&self) -> &GmTotals {
+        &self.totals
+    }
+
+    // ------------------------------------------------------------------ recovery
+
+    /// Replays one spool record at start-up (in record order).
+    pub fn recover_record(&mut self, lsn: u64, bytes: &[u8]) {
+        let r = match record::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                self.recovery_errors
+                    .push(format!("record {lsn}: {e}; skipped"));
+                return;
+            }
+        };
+        match r {
+            Record::Message {
+                id,
+                time,
+                seq,
+                stamps,
+                identity,
+                topic,
+                payload,
+            } => {
+                if id < self.store.next_id() {
+                    self.recovery_errors.push(format!(
+                        "record {lsn}: message id {id} not after the previous; skipped"
+                    ));
+                    return;
+                }
+                let Ok(t) = std::str::from_utf8(topic) else {
+                    self.recovery_errors
+                        .push(format!("record {lsn}: topic is not UTF-8; skipped"));
+                    return;
+                };
+                let p = self.publisher_idx(identity);
+                self.note_stored(p, seq, lsn);
+                self.match_queues(t);
+                let m = NewMessage {
+                    id,
+                    lsn,
+                    time,
+                    seq,
+                    stamps,
+                    topic,
+                    payload,
+                };
+                self.store.push(&m);
+                let size = (topic.len() + payload.len()) as u64;
+                for i in 0..self.matched.len() {
+                    let q = self.matched[i].0;
+                    if self.queue(q).is_some_and(|q| q.def.created_at <= id) {
+                        self.enqueue(q, id, size);
+                    }
+                }
+                if let Some(e) = self.store.entry_mut(id) {
+                    e.maybe_delivered = true;
+                }
+            }
+            Record::Acked { id, queue } => {
+                if let Some(&q) = self.queue_names.get(queue) {
+                    self.remove_from_queue(q, id);
+                }
+            }
+            Record::DeadLettered { id, from, to } => {
+                if let Some(&q) = self.queue_names.get(from) {
+                    self.remove_from_queue(q, id);
+                }
+                let to = self.dmq(to);
+                if let Some(e) = self.store.entry(id).copied() {
+                    if e.live {
+                        self.enqueue(to, id, Store::size_of(&e));
+                    }
+                }
+            }
+            Record::Purged { up_to, queue } => {
+                if let Some(&q) = self.queue_names.get(queue) {
+                    self.purge(q, up_to);
+                }
+            }
+            Record::QueueDefined { json } => match serde_json::from_str::<QueueDef>(json) {
+                Ok(def) => {
+                    if !self.queue_names.contains_key(&def.name) {
+                        self.install_queue(def);
+                    }
+                }
+                Err(e) => self
+                    .recovery_errors
+                    .push(format!("record {lsn}: queue definition: {e}; skipped")),
+            },
+            Record::QueueDeleted { queue } => {
+                if let Some(&q) = self.queue_names.get(queue) {
+                    self.remove_queue(q);
+                }
+            }
+            Record::Publisher { hwm, identity } => {
+                let p = self.publisher_idx(identity) as usize;
+                let pb = &mut self.publishers[p];
+                pb.hwm = pb.hwm.max(hwm);
+                pb.floor = pb.floor.max(hwm);
+            }
+        }
+        self.durable_lsn = lsn;
+    }
+
+    /// Ends recovery: everything read is durable; messages read back are flagged as
+    /// possibly delivered, so their next delivery says REDELIVERED.
+    pub fn finish_recovery(&mut self) {
+        self.recovering = false;
+        self.durable_id = self.store.next_id().saturating_sub(1);
+        for q in self.queues.iter_mut().flatten() {
+            q.cursor = 0;
+        }
+    }
+
+    /// Queues and their depth (for the start-up log line).
+    pub fn queue_summary(&self) -> (usize, u64) {
+        let n = self.queues.iter().flatten().count();
+        let d = self.queues.iter().flatten().map(|q| q.depth).sum();
+        (n, d)
+    }
+
+    // ------------------------------------------------------------------ publishers
+
+    fn publisher_idx(&mut self, name: &str) -> u32 {
+        if let Some(&p) = self.publisher_names.get(name) {
+            return p;
+        }
+        let p = self.publishers.len() as u32;
+        self.publishers.push(Publisher {
+            name: name.to_owned(),
+            hwm: 0,
+            recent: VecDeque::new(),
+            floor: 0,
+            slot: None,
+            options: 0,
+            unanswered: 0,
+        });
+        self.publisher_names.insert(name.to_owned(), p);
+        p
+    }
+
+    fn note_stored(&mut self, p: u32, seq: u64, lsn: u64) {
+        let keep = 2 * self.cfg.publish_window as usize + 16;
+        let pb = &mut self.publishers[p as usize];
+        pb.hwm = pb.hwm.max(seq);
+        let at = pb.recent.partition_point(|&(s, _)| s < seq);
+        pb.recent.insert(at, (seq, lsn));
+        while pb.recent.len() > keep {
+            if let Some((s, _)) = pb.recent.pop_front() {
+                pb.floor = pb.floor.max(s);
+            }
+        }
+    }
+
+    /// PUB_OPEN: this connection publishes as `name` (taking the identity over from
+    /// another connection that holds it).
+    pub fn handle_pub_open(
+        &mut self,
+        slot: Slot,
+        request_id: u32,
+        options: u32,
+        name: &str,
+    ) -> Result<(), Reject> {
+        let p = self.publisher_idx(name);
+        if let Some(old) = self.publishers[p as usize].slot {
+            if old != slot {
+                self.fail.push((
+                    old,
+                    ErrorCode::TAKEN_OVER,
+                    format!("publisher identity {name:?} was opened by another connection"),
+                ));
+                if let Some(c) = self.conns.get_mut(&old.0) {
+                    c.publisher = None;
+                }
+            }
+        }
+        let conn = self.conns.entry(slot.0).or_default();
+        if let Some(prev) = conn.publisher.replace(p) {
+            if prev != p {
+                self.publishers[prev as usize].slot = None;
+            }
+        }
+        let pb = &mut self.publishers[p as usize];
+        pb.slot = Some(slot);
+        pb.options = options;
+        let (window, hwm) = (self.cfg.publish_window, pb.hwm);
+        self.emit(slot, |b| wgm::encode_pub_opened(b, request_id, window, hwm));
+        Ok(())
+    }
+
+    fn nack(&mut self, slot: Slot, seq: u64, reason: NackReason, text: &str) {
+        self.totals.nacked += 1;
+        self.emit(slot, |b| wgm::encode_pub_nack(b, seq, reason, text));
+    }
+
+    /// A guaranteed PUBLISH (`m.flags` has GUARANTEED). Direct subscribers were served
+    /// by the caller already.
+    pub fn handle_publish(
+        &mut self,
+        log: &mut dyn Log,
+        slot: Slot,
+        wall: UtcNanos,
+        router_in: u64,
+        m: &Msg<'_>,
+    ) -> Result<(), Reject> {
+        let seq = m.seq.unwrap_or(0);
+        let Some(p) = self.conns.get(&slot.0).and_then(|c| c.publisher) else {
+            return Err(Reject {
+                request_id: 0,
+                code: ErrorCode::NOT_OPEN,
+                fatal: true,
+                text: "guaranteed PUBLISH before PUB_OPEN on this connection".into(),
+            });
+        };
+        self.totals.publishes += 1;
+        // Duplicate: already stored under this identity.
+        let pb = &self.publishers[p as usize];
+        let dup = match pb.recent.binary_search_by_key(&seq, |&(s, _)| s) {
+            Ok(i) => Some(pb.recent[i].1),
+            Err(_) if seq <= pb.floor => Some(0),
+            Err(_) => None,
+        };
+        if let Some(lsn) = dup {
+            self.totals.duplicates += 1;
+            if lsn <= self.durable_lsn {
+                self.totals.acked += 1;
+                self.emit(slot, |b| wgm::encode_pub_ack(b, seq, seq));
+            }
+            // Otherwise the pending original's durability answers it.
+            return Ok(());
+        }
+        if pb.unanswered >= self.cfg.publish_window {
+            let text = format!(
+                "more than {} guaranteed publishes unanswered",
+                self.cfg.publish_window
+            );
+            self.nack(slot, seq, NackReason::WINDOW_EXCEEDED, &text);
+            return Ok(());
+        }
+        let nack_no_match = pb.options & wgm::open_options::NACK_NO_MATCH != 0;
+        let topic = std::str::from_utf8(m.topic).unwrap_or_default();
+        self.match_queues(topic);
+        if self.matched.is_empty() {
+            if nack_no_match {
+                self.nack(
+                    slot,
+                    seq,
+                    NackReason::NO_MATCHING_QUEUE,
+                    &format!("no queue subscribes to {topic}"),
+                );
+            } else {
+                self.totals.acked += 1;
+                self.emit(slot, |b| wgm::encode_pub_ack(b, seq, seq));
+            }
+            return Ok(());
+        }
+        let size = (m.topic.len() + m.payload.len()) as u64;
+        // Limits, all or nothing.
+        for i in 0..self.matched.len() {
+            let qi = self.matched[i].0;
+            let Some(q) = self.queue_mut(qi) else {
+                continue;
+            };
+            if q.def.max_message_size > 0 && m.payload.len() as u64 > q.def.max_message_size {
+                q.counters.rejected += 1;
+                let text = format!(
+                    "{} bytes exceed queue {}'s max_message_size {}",
+                    m.payload.len(),
+                    q.def.name,
+                    q.def.max_message_size
+                );
+                self.nack(slot, seq, NackReason::TOO_LARGE, &text);
+                return Ok(());
+            }
+            let over = |q: &Queue| {
+                (q.def.max_messages > 0 && q.depth >= q.def.max_messages)
+                    || (q.def.max_bytes > 0 && q.bytes + size > q.def.max_bytes)
+            };
+            if over(q) {
+                if q.def.full_policy == FullPolicy::Reject {
+                    q.counters.rejected += 1;
+                    let text = format!(
+                        "queue {} is full ({} messages, {} bytes)",
+                        q.def.name, q.depth, q.bytes
+                    );
+                    self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
+                    return Ok(());
+                }
+                while self.queue(qi).is_some_and(over) {
+                    if !self.discard_oldest(log, qi) {
+                        break;
+                    }
+                }
+            }
+        }
+        let id = self.store.next_id();
+        let stamps = m.stamps.map(|s| (s.publisher_send, router_in));
+        let identity = self.publishers[p as usize].name.clone();
+        let mut rec = std::mem::take(&mut self.rec);
+        record::encode(
+            &mut rec,
+            &Record::Message {
+                id,
+                time: wall.as_nanos(),
+                seq,
+                stamps,
+                identity: &identity,
+                topic: m.topic,
+                payload: m.payload,
+            },
+        );
+        let appended = log.append(&rec);
+        self.rec = rec;
+        let lsn = match appended {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                self.totals.spool_failures += 1;
+                let (reason, text) = match e {
+                    LogError::Busy => (NackReason::BUSY, "the spool is busy; publish again"),
+                    LogError::TooLarge => (NackReason::TOO_LARGE, "larger than a spool record"),
+                    LogError::Failed => (NackReason::SPOOL_FAILED, "the spool has failed"),
+                };
+                self.nack(slot, seq, reason, text);
+                return Ok(());
+            }
+        };
+        self.store.push(&NewMessage {
+            id,
+            lsn,
+            time: wall.as_nanos(),
+            seq,
+            stamps,
+            topic: m.topic,
+            payload: m.payload,
+        });
+        for i in 0..self.matched.len() {
+            let q = self.matched[i].0;
+            self.enqueue(q, id, size);
+        }
+        self.note_stored(p, seq, lsn);
+        self.publishers[p as usize].unanswered += 1;
+        self.pending.push_back(PendingPub {
+            lsn,
+            msg_id: id,
+            publisher: p,
+            seq,
+        });
+        Ok(())
+    }
+
+    /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.
+    pub fn handle_durable(&mut self, now: MonoNanos, lsn: u64) {
+        self.durable_lsn = self.durable_lsn.max(lsn);
+        let mut run: Option<(u32, u64, u64)> = None;
+        while let Some(p) = self.pending.front() {
+            if p.lsn > lsn {
+                break;
+            }
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            self.durable_id = self.durable_id.max(p.msg_id);
+            let pb = &mut self.publishers[p.publisher as usize];
+            pb.unanswered = pb.unanswered.saturating_sub(1);
+            self.totals.acked += 1;
+            run = match run {
+                Some((who, first, last)) if who == p.publisher && last + 1 == p.seq => {
+                    Some((who, first, p.seq))
+                }
+                Some(r) => {
+                    self.send_ack(r);
+                    Some((p.publisher, p.seq, p.seq))
+                }
+                None => Some((p.publisher, p.seq, p.seq)),
+            };
+        }
+        if let Some(r) = run {
+            self.send_ack(r);
+        }
+        if self.pending.is_empty() {
+            self.durable_id = self.store.next_id().saturating_sub(1);
+        }
+        self.pump_all(now);
+    }
+
+    fn send_ack(&mut self, (p, first, last): (u32, u64, u64)) {
+        if let Some(slot) = self.publishers[p as usize].slot {
+            self.emit(slot, |b| wgm::encode_pub_ack(b, first, last));
+        }
+    }
+
+    /// Records `first..=last` could not be written: NACK those publishes and forget them.
+    pub fn handle_failed(&mut self, now: MonoNanos, first: u64, last: u64, why: &str) {
+        self.totals.spool_failures += 1;
+        let mut keep = VecDeque::with_capacity(self.pending.len());
+        while let Some(p) = self.pending.pop_front() {
+            if p.lsn < first || p.lsn > last {
+                keep.push_back(p);
+                continue;
+            }
+            let pb = &mut self.publishers[p.publisher as usize];
+            pb.unanswered = pb.unanswered.saturating_sub(1);
+            if let Ok(i) = pb.recent.binary_search_by_key(&p.seq, |&(s, _)| s) {
+                pb.recent.remove(i);
+            }
+            for qi in 0..self.queues.len() as u32 {
+                self.remove_from_queue(qi, p.msg_id);
+            }
+            self.store.kill(p.msg_id);
+            if let Some(slot) = self.publishers[p.publisher as usize].slot {
+                let text = format!("the spool could not store it: {why}");
+                self.nack(slot, p.seq, NackReason::SPOOL_FAILED, &text);
+            }
+        }
+        self.pending = keep;
+        match self.pending.front() {
+            Some(p) => self.durable_id = self.durable_id.max(p.msg_id.saturating_sub(1)),
+            None => self.durable_id = self.store.next_id().saturating_sub(1),
+        }
+        self.pump_all(now);
+    }
+
+    // ------------------------------------------------------------------ queues
+
+    fn queue(&self, q: u32) -> Option<&Queue> {
+        self.queues.get(q as usize).and_then(Option::as_ref)
+    }
+
+    fn queue_mut(&mut self, q: u32) -> Option<&mut Queue> {
+        self.queues.get_mut(q as usize).and_then(Option::as_mut)
+    }
+
+    fn match_queues(&mut self, topic: &str) {
+        self.matched.clear();
+        if tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok() {
+            self.index.match_topic(topic, &mut self.matched);
+        }
+    }
+
+    fn install_queue(&mut self, def: QueueDef) -> u32 {
+        let qi = match self.queues.iter().position(Option::is_none) {
+            Some(i) => i as u32,
+            None => {
+                self.queues.push(None);
+                (self.queues.len() - 1) as u32
+            }
+        };
+        for p in &def.subscriptions {
+            self.index.subscribe(Slot(qi), p);
+        }
+        self.queue_names.insert(def.name.clone(), qi);
+        let start = def.start;
+        let created = def.created_at;
+        self.queues[qi as usize] = Some(Queue::new(def));
+        // Fill from retained messages.
+        let from = match start {
+            StartAt::Now => None,
+            StartAt::Beginning => Some((0, 0)),
+            StartAt::Id(id) => Some((id, 0)),
+            StartAt::TimeNs(t) => Some((0, t)),
+        };
+        if let Some((from_id, from_time)) = from {
+            let ids: Vec<(u64, u64, String)> = self
+                .store
+                .ids_from(from_id)
+                .filter(|e| e.id < created && e.time >= from_time)
+                .map(|e| {
+                    let (t, _) = self.store.bytes_of(e);
+                    (
+                        e.id,
+                        Store::size_of(e),
+                        String::from_utf8_lossy(t).into_owned(),
+                    )
+                })
+                .collect();
+            for (id, size, topic) in ids {
+                self.match_queues(&topic);
+                if self.matched.contains(&Slot(qi)) {
+                    self.enqueue(qi, id, size);
+                }
+            }
+        }
+        qi
+    }
+
+    fn remove_queue(&mut self, qi: u32) {
+        let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::take) else {
+            return;
+        };
+        for p in &q.def.subscriptions {
+            self.index.unsubscribe(Slot(qi), p);
+        }
+        self.queue_names.remove(&q.def.name);
+        for e in &q.entries {
+            if !e.done {
+                if let Some(s) = self.store.entry_mut(e.id) {
+                    s.refs = s.refs.saturating_sub(1);
+                }
+            }
+        }
+        for b in q.bindings {
+            if let Some(bd) = self.bindings.remove(&b) {
+                if let Some(c) = self.conns.get_mut(&bd.slot.0) {
+                    c.bindings.retain(|&x| x != b);
+                }
+                self.fail.push((
+                    bd.slot,
+                    ErrorCode::NO_SUCH_QUEUE,
+                    format!("queue {} was deleted", q.def.name),
+                ));
+            }
+        }
+    }
+
+    fn enqueue(&mut self, qi: u32, id: u64, size: u64) {
+        let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let e = QEntry {
+            id,
+            deliveries: 0,
+            binding: 0,
+            done: false,
+        };
+        if q.entries.back().is_none_or(|b| b.id < id) {
+            q.entries.push_back(e);
+        } else {
+            match q.entries.binary_search_by_key(&id, |e| e.id) {
+                Ok(_) => return,
+                Err(at) => q.entries.insert(at, e),
+            }
+        }
+        if id < q.cursor {
+            let at = q.redeliver.partition_point(|&x| x < id);
+            q.redeliver.insert(at, id);
+        }
+        q.depth += 1;
+        q.bytes += size;
+        q.counters.spooled += 1;
+        if let Some(s) = self.store.entry_mut(id) {
+            s.refs += 1;
+        }
+    }
+
+    /// Marks `id` done in queue `qi`; true if it was there.
+    fn remove_from_queue(&mut self, qi: u32, id: u64) -> bool {
+        let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        let Some(i) = q.find(id) else {
+            return false;
+        };
+        if q.entries[i].done {
+            return false;
+        }
+        let b = q.entries[i].binding;
+        q.entries[i].done = true;
+        q.depth -= 1;
+        let size = self.store.entry(id).map_or(0, Store::size_of);
+        q.bytes = q.bytes.saturating_sub(size);
+        q.trim();
+        if b != 0 {
+            if let Some(bd) = self.bindings.get_mut(&b) {
+                if let Some(at) = bd.in_flight.iter().position(|&x| x == id) {
+                    bd.in_flight.remove(at);
+                }
+            }
+        }
+        if let Some(s) = self.store.entry_mut(id) {
+            s.refs = s.refs.saturating_sub(1);
+        }
+        true
+    }
+
+    fn log_record(&mut self, log: &mut dyn Log, r: &Record<'_>) {
+        if self.recovering {
+            return;
+        }
+        let mut rec = std::mem::take(&mut self.rec);
+        record::encode(&mut rec, r);
+        if log.append(&rec).is_err() {
+            // A lost acknowledgement or move only means a redelivery after a restart.
+            self.totals.spool_failures += 1;
+        }
+        self.rec = rec;
+    }
+
+    fn discard_oldest(&mut self, log: &mut dyn Log, qi: u32) -> bool {
+        let Some(q) = self.queue(qi) else {
+            return false;
+        };
+        let Some(id) = q
+            .entries
+            .iter()
+            .find(|e| !e.done && e.binding == 0)
+            .map(|e| e.id)
+        else {
+            return false;
+        };
+        let name = q.def.name.clone();
+        self.remove_from_queue(qi, id);
+        if let Some(q) = self.queue_mut(qi) {
+            q.counters.discarded += 1;
+        }
+        self.log_record(log, &Record::Acked { id, queue: &name });
+        true
+    }
+
+    fn purge(&mut self, qi: u32, up_to: u64) -> u64 {
+        let ids: Vec<u64> = self.queue(qi).map_or(Vec::new(), |q| {
+            q.entries
+                .iter()
+                .filter(|e| !e.done && e.id <= up_to)
+                .map(|e| e.id)
+                .collect()
+        });
+        let n = ids.len() as u64;
+        for id in ids {
+            self.remove_from_queue(qi, id);
+        }
+        n
+    }
+
+    /// The dead-message queue named `name`, created (no subscriptions) if missing.
+    fn dmq(&mut self, name: &str) -> u32 {
+        if let Some(&q) = self.queue_names.get(name) {
+            return q;
+        }
+        let def = QueueDef {
+            name: name.to_owned(),
+            created_at: self.store.next_id(),
+            ..QueueDef::default()
+        };
+        self.install_queue(def)
+    }
+
+    fn dead_letter(&mut self, log: &mut dyn Log, qi: u32, id: u64) {
+        let Some(q) = self.queue(qi) else {
+            return;
+        };
+        let from = q.def.name.clone();
+        let to = q.def.dead_letter_queue.clone();
+        if from == to {
+            // The dead-message queue itself: the message is dropped.
+            self.remove_from_queue(qi, id);
+            self.log_record(log, &Record::Acked { id, queue: &from });
+            return;
+        }
+        let size = self.store.entry(id).map_or(0, Store::size_of);
+        self.remove_from_queue(qi, id);
+        if let Some(q) = self.queue_mut(qi) {
+            q.counters.dead_lettered += 1;
+        }
+        let dq = self.dmq(&to);
+        self.enqueue(dq, id, size);
+        self.log_record(
+            log,
+            &Record::DeadLettered {
+                id,
+                from: &from,
+                to: &to,
+            },
+        );
+    }
+
+    /// QUEUE_REQUEST.
+    pub fn handle_queue_request(
+        &mut self,
+        log: &mut dyn Log,
+        slot: Slot,
+        request_id: u32,
+        op: QueueOp,
+        arg: &str,
+    ) -> Result<(), Reject> {
+        let json = match op {
+            QueueOp::Create => {
+                let mut def: QueueDef = serde_json::from_str(arg).map_err(|e| {
+                    reject(
+                        request_id,
+                        ErrorCode::INVALID_REQUEST,
+                        format!("queue definition: {e}"),
+                    )
+                })?;
+                def.check()
+                    .map_err(|e| reject(request_id, ErrorCode::INVALID_REQUEST, e))?;
+                def.created_at = self.store.next_id();
+                if let Some(&q) = self.queue_names.get(&def.name) {
+                    let mut have = self.queue(q).map(|q| q.def.clone()).unwrap_or_default();
+                    have.created_at = def.created_at;
+                    have.start = def.start;
+                    if have != def {
+                        return Err(reject(
+                            request_id,
+                            ErrorCode::QUEUE_EXISTS,
+                            format!(
+                                "queue {} exists with a different definition (tickwire queue show {})",
+                                def.name, def.name
+                            ),
+                        ));
+                    }
+                    self.queue_json(q)
+                } else {
+                    if self.queue_names.len() >= self.cfg.max_queues {
+                        return Err(reject(
+                            request_id,
+                            ErrorCode::INVALID_REQUEST,
+                            format!(
+                                "the router holds its maximum of {} queues",
+                                self.cfg.max_queues
+                            ),
+                        ));
+                    }
+                    let text = serde_json::to_string(&def).unwrap_or_default();
+                    self.log_record(log, &Record::QueueDefined { json: &text });
+                    let q = self.install_queue(def);
+                    self.queue_json(q)
+                }
+            }
+            QueueOp::Delete | QueueOp::Purge | QueueOp::Show => {
+                let Some(&q) = self.queue_names.get(arg) else {
+                    return Err(reject(
+                        request_id,
+                        ErrorCode::NO_SUCH_QUEUE,
+                        format!("no queue named {arg:?}"),
+                    ));
+                };
+                match op {
+                    QueueOp::Delete => {
+                        let j = self.queue_json(q);
+                        self.log_record(log, &Record::QueueDeleted { queue: arg });
+                        self.remove_queue(q);
+                        j
+                    }
+                    QueueOp::Purge => {
+                        let up_to = self.store.next_id();
+                        let n = self.purge(q, up_to);
+                        self.log_record(log, &Record::Purged { up_to, queue: arg });
+                        serde_json::json!({ "name": arg, "purged": n })
+                    }
+                    _ => self.queue_json(q),
+                }
+            }
+            QueueOp::List => {
+                let mut names: Vec<(&String, &u32)> = self.queue_names.iter().collect();
+                names.sort();
+                let qs: Vec<serde_json::Value> =
+                    names.iter().map(|(_, &q)| self.queue_json(q)).collect();
+                serde_json::json!({ "queues": qs })
+            }
+        };
+        let text = json.to_string();
+        if text.len() + 16 > self.cfg.max_frame as usize {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                "the answer does not fit in one frame; ask for one queue at a time",
+            ));
+        }
+        self.emit(slot, |b| wgm::encode_queue_reply(b, request_id, &text));
+        Ok(())
+    }
+
+    fn queue_json(&self, qi: u32) -> serde_json::Value {
+        let Some(q) = self.queue(qi) else {
+            return serde_json::Value::Null;
+        };
+        let consumers = q.bindings.len();
+        let active = q
+            .bindings
+            .iter()
+            .filter(|b| self.bindings.get(b).is_some_and(|b| b.active))
+            .count();
+        let in_flight: usize = q
+            .entries
+            .iter()
+            .filter(|e| !e.done && e.binding != 0)
+            .count();
+        serde_json::json!({
+            "name": q.def.name,
+            "depth": q.depth,
+            "bytes": q.bytes,
+            "in_flight": in_flight,
+            "consumers": consumers,
+            "active_consumers": active,
+            "spooled": q.counters.spooled,
+            "delivered": q.counters.delivered,
+            "redelivered": q.counters.redelivered,
+            "acked": q.counters.acked,
+            "dead_lettered": q.counters.dead_lettered,
+            "discarded": q.counters.discarded,
+            "rejected": q.counters.rejected,
+            "definition": q.def,
+        })
+    }
+
+    /// Stats document member `guaranteed`.
+    pub fn stats_json(&self) -> serde_json::Value {
+        let mut names: Vec<(&String, &u32)> = self.queue_names.iter().collect();
+        names.sort();
+        let qs: Vec<serde_json::Value> = names.iter().map(|(_, &q)| self.queue_json(q)).collect();
+        serde_json::json!({
+            "totals": self.totals,
+            "retained_messages": self.store.len(),
+            "retained_bytes": self.store.bytes(),
+            "publishers": self.publishers.iter().filter(|p| p.slot.is_some()).count(),
+            "queues": qs,
+        })
+    }
+
+    // ------------------------------------------------------------------ consumers
+
+    /// BIND.
+    pub fn handle_bind(
+        &mut self,
+        now: MonoNanos,
+        slot: Slot,
+        request_id: u32,
+        window: u32,
+        start: Start,
+        queue: &str,
+    ) -> Result<(), Reject> {
+        let Some(&qi) = self.queue_names.get(queue) else {
+            return Err(reject(
+                request_id,
+                ErrorCode::NO_SUCH_QUEUE,
+                format!("no queue named {queue:?} (tickwire queue create {queue} --sub PATTERN)"),
+            ));
+        };
+        if self
+            .conns
+            .get(&slot.0)
+            .is_some_and(|c| c.bindings.len() >= 1024)
+        {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                "at most 1024 bindings per connection",
+            ));
+        }
+        self.next_binding = self.next_binding.wrapping_add(1).max(1);
+        while self.bindings.contains_key(&self.next_binding) {
+            self.next_binding = self.next_binding.wrapping_add(1).max(1);
+        }
+        let id = self.next_binding;
+        let browse = match start {
+            Start::Queue => None,
+            Start::Beginning => Some(0),
+            Start::MessageId(m) => Some(m),
+            Start::Time(t) => Some(
+                self.store
+                    .ids_from(0)
+                    .find(|e| e.time >= t)
+                    .map_or(self.store.next_id(), |e| e.id),
+            ),
+        };
+        let window = window.min(65_536);
+        let q = self
+            .queue(qi)
+            .map(|q| (q.def.access, q.bindings.is_empty()));
+        let active =
+            browse.is_some() || q.is_some_and(|(a, empty)| a == Access::NonExclusive || empty);
+        self.conns.entry(slot.0).or_default().bindings.push(id);
+        self.bindings.insert(
+            id,
+            Binding {
+                slot,
+                queue: qi,
+                window,
+                in_flight: VecDeque::new(),
+                active,
+                browse,
+            },
+        );
+        if browse.is_none() {
+            if let Some(q) = self.queue_mut(qi) {
+                q.bindings.push(id);
+            }
+        }
+        self.emit(slot, |b| wgm::encode_bound(b, request_id, id, active));
+        if browse.is_some() {
+            self.pump_browse(now, id);
+        } else {
+            self.pump(now, qi);
+        }
+        Ok(())
+    }
+
+    fn own_binding(&self, slot: Slot, binding: u32) -> Result<(), Reject> {
+        match self.bindings.get(&binding) {
+            Some(b) if b.slot == slot => Ok(()),
+            _ => Err(reject(
+                0,
+                ErrorCode::UNKNOWN_DELIVERY,
+                format!("no binding {binding} on this connection"),
+            )),
+        }
+    }
+
+    /// CONSUMER_ACK: delivered messages `first..=last` of `binding` are handled.
+    pub fn handle_consumer_ack(
+        &mut self,
+        log: &mut dyn Log,
+        now: MonoNanos,
+        slot: Slot,
+        binding: u32,
+        first: u64,
+        last: u64,
+    ) -> Result<(), Reject> {
+        self.own_binding(slot, binding)?;
+        let Some(b) = self.bindings.get_mut(&binding) else {
+            return Ok(());
+        };
+        let qi = b.queue;
+        let browse = b.browse.is_some();
+        let mut acked = Vec::new();
+        b.in_flight.retain(|&id| {
+            let hit = id >= first && id <= last;
+            if hit {
+                acked.push(id);
+            }
+            !hit
+        });
+        if acked.is_empty() {
+            return Err(reject(
+                0,
+                ErrorCode::UNKNOWN_DELIVERY,
+                format!("binding {binding} has no unacknowledged delivery in {first}..={last}"),
+            ));
+        }
+        if browse {
+            self.pump_browse(now, binding);
+            return Ok(());
+        }
+        {
+            let name = self
+                .queue(qi)
+                .map(|q| q.def.name.clone())
+                .unwrap_or_default();
+            for id in acked {
+                if self.remove_from_queue(qi, id) {
+                    if let Some(q) = self.queue_mut(qi) {
+                        q.counters.acked += 1;
+                    }
+                    self.log_record(log, &Record::Acked { id, queue: &name });
+                }
+            }
+        }
+        self.pump(now, qi);
+        Ok(())
+    }
+
+    /// CONSUMER_NACK.
+    pub fn handle_consumer_nack(
+        &mut self,
+        log: &mut dyn Log,
+        now: MonoNanos,
+        slot: Slot,
+        binding: u32,
+        action: NackAction,
+        id: u64,
+    ) -> Result<(), Reject> {
+        self.own_binding(slot, binding)?;
+        let Some(b) = self.bindings.get_mut(&binding) else {
+            return Ok(());
+        };
+        let Some(at) = b.in_flight.iter().position(|&x| x == id) else {
+            return Err(reject(
+                0,
+                ErrorCode::UNKNOWN_DELIVERY,
+                format!("message {id} is not in flight on binding {binding}"),
+            ));
+        };
+        b.in_flight.remove(at);
+        let qi = b.queue;
+        if b.browse.is_some() {
+            self.pump_browse(now, binding);
+        } else {
+            match action {
+                NackAction::Redeliver => self.requeue(log, qi, id),
+                NackAction::DeadLetter => self.dead_letter(log, qi, id),
+            }
+        }
+        self.pump(now, qi);
+        Ok(())
+    }
+
+    /// Puts an in-flight message back for redelivery (or dead-letters it at its limit).
+    fn requeue(&mut self, log: &mut dyn Log, qi: u32, id: u64) {
+        let Some(q) = self.queue_mut(qi) else {
+            return;
+        };
+        let Some(i) = q.find(id) else {
+            return;
+        };
+        let e = &mut q.entries[i];
+        if e.done {
+            return;
+        }
+        e.binding = 0;
+        if e.deliveries >= q.def.max_redeliveries.saturating_add(1) {
+            self.dead_letter(log, qi, id);
+        } else {
+            let at = q.redeliver.partition_point(|&x| x < id);
+            q.redeliver.insert(at, id);
+        }
+    }
+
+    /// UNBIND.
+    pub fn handle_unbind(
+        &mut self,
+        log: &mut dyn Log,
+        now: MonoNanos,
+        slot: Slot,
+        request_id: u32,
+        binding: u32,
+    ) -> Result<(), Reject> {
+        self.own_binding(slot, binding).map_err(|mut r| {
+            r.request_id = request_id;
+            r
+        })?;
+        self.drop_binding(log, now, binding);
+        self.emit(slot, |b| tickwire_wire::frame::encode_ack(b, request_id));
+        Ok(())
+    }
+
+    fn drop_binding(&mut self, log: &mut dyn Log, now: MonoNanos, binding: u32) {
+        let Some(b) = self.bindings.remove(&binding) else {
+            return;
+        };
+        if let Some(c) = self.conns.get_mut(&b.slot.0) {
+            c.bindings.retain(|&x| x != binding);
+        }
+        if b.browse.is_some() {
+            return;
+        }
+        let qi = b.queue;
+        for id in b.in_flight {
+            self.requeue(log, qi, id);
+        }
+        let mut promote = None;
+        if let Some(q) = self.queue_mut(qi) {
+            q.bindings.retain(|&x| x != binding);
+            if q.def.access == Access::Exclusive {
+                promote = q.bindings.first().copied();
+            }
+        }
+        if let Some(next) = promote {
+            if let Some(nb) = self.bindings.get_mut(&next) {
+                if !nb.active {
+                    nb.active = true;
+                    let slot = nb.slot;
+                    self.emit(slot, |b| wgm::encode_bound(b, 0, next, true));
+                }
+            }
+        }
+        self.pump(now, qi);
+    }
+
+    /// The connection is gone: its bindings' in-flight messages are redelivered, its
+    /// publisher identity is free.
+    pub fn handle_disconnect(&mut self, log: &mut dyn Log, now: MonoNanos, slot: Slot) {
+        let Some(c) = self.conns.remove(&slot.0) else {
+            return;
+        };
+        if let Some(p) = c.publisher {
+            let pb = &mut self.publishers[p as usize];
+            if pb.slot == Some(slot) {
+                pb.slot = None;
+            }
+        }
+        for b in c.bindings {
+            self.drop_binding(log, now, b);
+        }
+    }
+
+    // ------------------------------------------------------------------ delivery
+
+    fn pump_all(&mut self, now: MonoNanos) {
+        for qi in 0..self.queues.len() as u32 {
+            if self.queue(qi).is_some_and(|q| !q.bindings.is_empty()) {
+                self.pump(now, qi);
+            }
+        }
+        let browsers: Vec<u32> = self
+            .bindings
+            .iter()
+            .filter(|(_, b)| b.browse.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        for b in browsers {
+            self.pump_browse(now, b);
+        }
+    }
+
+    /// Delivers what queue `qi` can deliver now.
+    fn pump(&mut self, now: MonoNanos, qi: u32) {
+        if self.recovering {
+            return;
+        }
+        let Some(q) = self.queue(qi) else {
+            return;
+        };
+        if q.bindings.is_empty() {
+            return;
+        }
+        let n = q.bindings.len();
+        let mut idle = 0;
+        while idle < n {
+            let Some(q) = self.queue_mut(qi) else {
+                return;
+            };
+            let bi = q.rr % n;
+            let binding = q.bindings[bi];
+            let ok = self
+                .bindings
+                .get(&binding)
+                .is_some_and(|b| b.active && (b.in_flight.len() as u32) < b.window);
+            if !ok {
+                if let Some(q) = self.queue_mut(qi) {
+                    q.rr = q.rr.wrapping_add(1);
+                }
+                idle += 1;
+                continue;
+            }
+            let Some(id) = self.next_for(qi) else {
+                return;
+            };
+            self.deliver(now, qi, binding, id);
+            if let Some(q) = self.queue_mut(qi) {
+                q.rr = q.rr.wrapping_add(1);
+            }
+            idle = 0;
+        }
+    }
+
+    /// The next message queue `qi` should deliver, if one is deliverable.
+    fn next_for(&mut self, qi: u32) -> Option<u64> {
+        let durable = self.durable_id;
+        let q = self.queues.get_mut(qi as usize)?.as_mut()?;
+        while let Some(&id) = q.redeliver.front() {
+            q.redeliver.pop_front();
+            if let Some(i) = q.find(id) {
+                if !q.entries[i].done && q.entries[i].binding == 0 {
+                    return Some(id);
+                }
+            }
+        }
+        let start = q.entries.partition_point(|e| e.id < q.cursor);
+        for i in start..q.entries.len() {
+            let e = q.entries[i];
+            if e.id > durable {
+                q.cursor = e.id;
+                return None;
+            }
+            if !e.done && e.binding == 0 {
+                q.cursor = e.id + 1;
+                return Some(e.id);
+            }
+        }
+        q.cursor = q.entries.back().map_or(q.cursor, |e| e.id + 1);
+        None
+    }
+
+    fn deliver(&mut self, now: MonoNanos, qi: u32, binding: u32, id: u64) {
+        let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(i) = q.find(id) else {
+            return;
+        };
+        let e = &mut q.entries[i];
+        e.deliveries += 1;
+        e.binding = binding;
+        let count = e.deliveries;
+        let timeout = q.def.ack_timeout_ms;
+        q.counters.delivered += 1;
+        let maybe = self.store.entry(id).is_some_and(|s| s.maybe_delivered);
+        let redelivered = count > 1 || maybe;
+        if redelivered {
+            q.counters.redelivered += 1;
+            self.totals.redelivered += 1;
+        }
+        if timeout > 0 {
+            q.timeouts
+                .push_back((now.add_nanos(timeout * 1_000_000), id, binding, count));
+        }
+        self.totals.delivered += 1;
+        let Some(b) = self.bindings.get_mut(&binding) else {
+            return;
+        };
+        b.in_flight.push_back(id);
+        let slot = b.slot;
+        self.emit_deliver(slot, binding, id, count, redelivered, now);
+    }
+
+    fn emit_deliver(
+        &mut self,
+        slot: Slot,
+        binding: u32,
+        id: u64,
+        count: u32,
+        redelivered: bool,
+        now: MonoNanos,
+    ) {
+        let Some(e) = self.store.entry(id) else {
+            return;
+        };
+        let (topic, payload) = self.store.bytes_of(e);
+        let m = wgm::Stored {
+            seq: e.seq,
+            stamps: e.stamps.map(|(send, rin)| Stamps {
+                publisher_send: send,
+                router_in: rin,
+                router_out: now.as_nanos(),
+            }),
+            topic,
+            payload,
+        };
+        let start = self.out.len();
+        let max = self.cfg.max_frame + 64;
+        if wgm::encode_deliver(&mut self.out, binding, id, count, redelivered, m, max).is_ok() {
+            let end = self.out.len();
+            self.push_out(slot, start, end);
+        }
+    }
+
+    fn pump_browse(&mut self, now: MonoNanos, binding: u32) {
+        if self.recovering {
+            return;
+        }
+        loop {
+            let Some(b) = self.bindings.get(&binding) else {
+                return;
+            };
+            let Some(cursor) = b.browse else {
+                return;
+            };
+            if b.in_flight.len() as u32 >= b.window {
+                return;
+            }
+            let qi = b.queue;
+            let slot = b.slot;
+            let Some(subs) = self.queue(qi).map(|q| q.def.subscriptions.clone()) else {
+                return;
+            };
+            let durable = self.durable_id;
+            let next = self.store.ids_from(cursor).find(|e| {
+                e.id <= durable && {
+                    let (t, _) = self.store.bytes_of(e);
+                    let t = std::str::from_utf8(t).unwrap_or_default();
+                    subs.iter()
+                        .any(|p| tickwire_wire::topic::pattern_matches(p, t))
+                }
+            });
+            let Some(e) = next.copied() else {
+                if let Some(b) = self.bindings.get_mut(&binding) {
+                    b.browse = Some(self.store.next_id().min(durable + 1).max(cursor));
+                }
+                return;
+            };
+            if let Some(b) = self.bindings.get_mut(&binding) {
+                b.browse = Some(e.id + 1);
+                b.in_flight.push_back(e.id);
+            }
+            self.totals.delivered += 1;
+            self.emit_deliver(slot, binding, e.id, 1, false, now);
+        }
+    }
+
+    // ------------------------------------------------------------------ time
+
+    /// Ack timeouts and TTLs.
+    pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
+        for qi in 0..self.queues.len() as u32 {
+            // Ack timeouts.
+            loop {
+                let Some(q) = self.queue_mut(qi) else {
+                    break;
+                };
+                let Some(&(at, id, binding, count)) = q.timeouts.front() else {
+                    break;
+                };
+                if at > now {
+                    break;
+                }
+                q.timeouts.pop_front();
+                let still = q.find(id).is_some_and(|i| {
+                    !q.entries[i].done
+                        && q.entries[i].binding == binding
+                        && q.entries[i].deliveries == count
+                });
+                if !still {
+                    continue;
+                }
+                if let Some(b) = self.bindings.get_mut(&binding) {
+                    if let Some(at) = b.in_flight.iter().position(|&x| x == id) {
+                        b.in_flight.remove(at);
+                    }
+                }
+                self.requeue(log, qi, id);
+            }
+            // Time to live: undelivered messages past it are dead-lettered.
+            loop {
+                let Some(q) = self.queue(qi) else {
+                    break;
+                };
+                if q.def.ttl_ms == 0 {
+                    break;
+                }
+                let ttl = q.def.ttl_ms * 1_000_000;
+                let Some(e) = q.entries.iter().find(|e| !e.done && e.binding == 0) else {
+                    break;
+                };
+                let id = e.id;
+                let Some(s) = self.store.entry(id) else {
+                    break;
+                };
+                if s.time.saturating_add(ttl) > wall.as_nanos() {
+                    break;
+                }
+                self.dead_letter(log, qi, id);
+            }
+            self.pump(now, qi);
+        }
+        let (bytes, age) = (self.cfg.retain_bytes, self.cfg.retain_ms * 1_000_000);
+        let t = wall.as_nanos();
+        self.store
+            .release_front(|e, total| total <= bytes && e.time.saturating_add(age) > t);
+    }
+
+    /// The earliest ack deadline (TTL and retention are checked at every timeout call).
+    pub fn poll_timeout(&self) -> Option<MonoNanos> {
+        self.queues
+            .iter()
+            .flatten()
+            .filter_map(|q| q.timeouts.front().map(|t| t.0))
+            .min()
+    }
+
+    /// The spool may reclaim records below this (nothing retained needs them).
+    pub fn reclaim_below(&self) -> u64 {
+        let pending = self.pending.front().map_or(u64::MAX, |p| p.lsn);
+        self.store.oldest_lsn().unwrap_or(u64::MAX).min(pending)
+    }
+
+    /// Records that keep the state needing no older segment: every queue definition and
+    /// every publisher's high-water mark. Appended before reclaiming.
+    pub fn checkpoint(&mut self, log: &mut dyn Log) -> u64 {
+        let defs: Vec<String> = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| serde_json::to_string(&q.def).unwrap_or_default())
+            .collect();
+        let mut first = u64::MAX;
+        let mut rec = Vec::new();
+        for d in &defs {
+            record::encode(&mut rec, &Record::QueueDefined { json: d });
+            if let Ok(l) = log.append(&rec) {
+                first = first.min(l);
+            }
+        }
+        for p in &self.publishers {
+            record::encode(
+                &mut rec,
+                &Record::Publisher {
+                    hwm: p.hwm,
+                    identity: &p.name,
+                },
+            );
+            if let Ok(l) = log.append(&rec) {
+                first = first.min(l);
+            }
+        }
+        first
+    }
+
+    // ------------------------------------------------------------------ output
+
+    fn emit(&mut self, slot: Slot, encode: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.out.len();
+        encode(&mut self.out);
+        let end = self.out.len();
+        self.push_out(slot, start, end);
+    }
+
+    fn push_out(&mut self, slot: Slot, start: usize, end: usize) {
+        if let Some(last) = self.outq.last_mut() {
+            if last.0 == slot && last.2 == start {
+                last.2 = end;
+                return;
+            }
+        }
+        self.outq.push((slot, start, end));
+    }
+
+    /// Hands each connection the frames queued for it since the last call.
+    pub fn poll_transmit(&mut self, mut send: impl FnMut(Slot, &[u8])) {
+        for &(slot, a, b) in &self.outq {
+            send(slot, &self.out[a..b]);
+        }
+        self.outq.clear();
+        self.out.clear();
+    }
+
+    /// Connections to close with a fatal error (identity taken over, queue deleted).
+    pub fn poll_fail(&mut self) -> Option<(Slot, ErrorCode, String)> {
+        self.fail.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests;

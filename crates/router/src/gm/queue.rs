@@ -1,0 +1,134 @@
+//! Queue definitions (what `tickwire queue create` sends, and what the spool keeps).
+
+use serde::{Deserialize, Serialize};
+
+/// What happens to a publish when a matching queue is at its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FullPolicy {
+    /// Refuse the publish with PUB_NACK `queue-full` (the default).
+    #[default]
+    Reject,
+    /// Make room by removing the queue's oldest undelivered message (counted).
+    DiscardOldest,
+}
+
+/// Exclusive (one active consumer, the others standby in bind order) or non-exclusive
+/// (messages shared among the consumers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// One active consumer at a time.
+    Exclusive,
+    /// Round robin among consumers with window space.
+    #[default]
+    NonExclusive,
+}
+
+/// Where a new queue's content starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartAt {
+    /// Only messages published after the queue exists.
+    #[default]
+    Now,
+    /// Every retained message matching its subscriptions.
+    Beginning,
+    /// Retained messages from this id.
+    Id(u64),
+    /// Retained messages that arrived at or after this UTC time (ns).
+    TimeNs(u64),
+}
+
+/// The name of the dead-message queue used when a queue names none.
+pub const DEFAULT_DMQ: &str = "#DEAD_MSG_QUEUE";
+
+/// One queue's definition. Every field but the name has a default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueDef {
+    /// 1 to 64 bytes of letters, digits and `-_.#`.
+    pub name: String,
+    /// Topic patterns (as for SUBSCRIBE); a guaranteed publish matching any is spooled here.
+    pub subscriptions: Vec<String>,
+    /// Exclusive or non-exclusive.
+    pub access: Access,
+    /// Most messages held (0: no limit). Default 1,000,000.
+    pub max_messages: u64,
+    /// Most bytes (topic + payload) held (0: no limit). Default 1 GiB.
+    pub max_bytes: u64,
+    /// Largest message accepted (0: the router's max frame). Default 0.
+    pub max_message_size: u64,
+    /// Time to live in ms (0: forever): older undelivered messages go to the dead-message queue.
+    pub ttl_ms: u64,
+    /// Deliveries before a message goes to the dead-message queue. Default 16.
+    pub max_redeliveries: u32,
+    /// Redeliver a delivered, unacknowledged message after this long (0: only when its
+    /// consumer goes away). Default 30,000 ms.
+    pub ack_timeout_ms: u64,
+    /// Full-queue policy.
+    pub full_policy: FullPolicy,
+    /// Where dead messages go (default `#DEAD_MSG_QUEUE`, created on first use).
+    pub dead_letter_queue: String,
+    /// Where a new queue's content starts.
+    pub start: StartAt,
+    /// Set by the router: the first message id this queue may hold (unless `start`
+    /// filled it from retained messages).
+    pub created_at: u64,
+}
+
+impl Default for QueueDef {
+    fn default() -> Self {
+        QueueDef {
+            name: String::new(),
+            subscriptions: Vec::new(),
+            access: Access::NonExclusive,
+            max_messages: 1_000_000,
+            max_bytes: 1 << 30,
+            max_message_size: 0,
+            ttl_ms: 0,
+            max_redeliveries: 16,
+            ack_timeout_ms: 30_000,
+            full_policy: FullPolicy::Reject,
+            dead_letter_queue: DEFAULT_DMQ.to_owned(),
+            start: StartAt::Now,
+            created_at: 0,
+        }
+    }
+}
+
+/// Checks a queue name: 1 to 64 bytes of ASCII letters, digits and `-_.#`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.#".contains(&b))
+}
+
+impl QueueDef {
+    /// Checks everything but the subscriptions' syntax (checked by the caller).
+    pub fn check(&self) -> Result<(), String> {
+        if !valid_name(&self.name) {
+            return Err(format!(
+                "invalid queue name {:?}: 1 to 64 bytes of letters, digits and -_.#",
+                self.name
+            ));
+        }
+        if !valid_name(&self.dead_letter_queue) {
+            return Err(format!(
+                "invalid dead_letter_queue {:?}",
+                self.dead_letter_queue
+            ));
+        }
+        if self.subscriptions.len() > 256 {
+            return Err("at most 256 subscriptions per queue".into());
+        }
+        for p in &self.subscriptions {
+            if let Err(e) = tickwire_wire::topic::validate_pattern(p.as_bytes()) {
+                return Err(format!("invalid subscription {p:?}: {e}"));
+            }
+        }
+        Ok(())
+    }
+}

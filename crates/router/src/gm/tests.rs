@@ -1,0 +1,670 @@
+use super::*;
+use proptest::prelude::*;
+use tickwire_wire::frame::{decode, flags, Frame};
+
+/// The spool stand-in: records kept in memory, numbered from 1.
+#[derive(Default)]
+struct MemLog {
+    records: Vec<Vec<u8>>,
+    fail_next: bool,
+}
+
+impl Log for MemLog {
+    fn append(&mut self, record: &[u8]) -> Result<u64, LogError> {
+        if self.fail_next {
+            self.fail_next = false;
+            return Err(LogError::Failed);
+        }
+        self.records.push(record.to_vec());
+        Ok(self.records.len() as u64)
+    }
+}
+
+fn t(ms: u64) -> MonoNanos {
+    MonoNanos(ms * 1_000_000)
+}
+
+fn wall(ms: u64) -> UtcNanos {
+    UtcNanos(1_700_000_000_000_000_000 + ms * 1_000_000)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Out {
+    Opened(u64),
+    Ack(u64, u64),
+    Nack(u64, String),
+    Reply(String),
+    Bound(u32, bool),
+    Deliver {
+        binding: u32,
+        id: u64,
+        count: u32,
+        redelivered: bool,
+        seq: u64,
+        payload: Vec<u8>,
+    },
+    Other,
+}
+
+fn drain(e: &mut Engine) -> Vec<(Slot, Out)> {
+    let mut v = Vec::new();
+    e.poll_transmit(|slot, mut bytes| {
+        while !bytes.is_empty() {
+            let (f, n) = decode(bytes, 1 << 20).unwrap().unwrap();
+            let o = match f {
+                Frame::PubOpened { last_seq, .. } => Out::Opened(last_seq),
+                Frame::PubAck { first, last } => Out::Ack(first, last),
+                Frame::PubNack { seq, reason, .. } => Out::Nack(seq, reason.name().to_owned()),
+                Frame::QueueReply { json, .. } => Out::Reply(json.to_owned()),
+                Frame::Bound {
+                    binding, active, ..
+                } => Out::Bound(binding, active),
+                Frame::Deliver(d) => Out::Deliver {
+                    binding: d.binding,
+                    id: d.msg_id,
+                    count: d.delivery_count,
+                    redelivered: d.redelivered,
+                    seq: d.seq.unwrap_or(0),
+                    payload: d.payload.to_vec(),
+                },
+                _ => Out::Other,
+            };
+            v.push((slot, o));
+            bytes = &bytes[n..];
+        }
+    });
+    v
+}
+
+fn publish_bytes(topic: &str, seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    tickwire_wire::frame::encode_publish(
+        &mut b,
+        topic,
+        payload,
+        tickwire_wire::frame::PublishOptions {
+            seq: Some(seq),
+            publisher_send: None,
+        },
+        1 << 20,
+    )
+    .unwrap();
+    b[5] |= flags::GUARANTEED;
+    b
+}
+
+fn publish(e: &mut Engine, log: &mut MemLog, slot: Slot, topic: &str, seq: u64, payload: &[u8]) {
+    let b = publish_bytes(topic, seq, payload);
+    let Ok(Some((Frame::Publish(m), _))) = decode(&b, 1 << 20) else {
+        panic!()
+    };
+    e.handle_publish(log, slot, wall(0), 0, &m).unwrap();
+}
+
+fn create(e: &mut Engine, log: &mut MemLog, json: &str) {
+    e.handle_queue_request(log, Slot(99), 1, QueueOp::Create, json)
+        .unwrap();
+    drain(e);
+}
+
+fn engine() -> (Engine, MemLog) {
+    let mut e = Engine::new(GmConfig {
+        publish_window: 8,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    (e, MemLog::default())
+}
+
+const P: Slot = Slot(1);
+const C: Slot = Slot(2);
+
+#[test]
+fn publish_is_acked_only_when_durable_and_delivered_only_then() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub-a").unwrap();
+    assert_eq!(drain(&mut e), vec![(P, Out::Opened(0))]);
+    e.handle_bind(t(0), C, 2, 10, Start::Queue, "orders")
+        .unwrap();
+    assert_eq!(drain(&mut e), vec![(C, Out::Bound(1, true))]);
+    publish(&mut e, &mut log, P, "orders/new", 1, b"buy");
+    publish(&mut e, &mut log, P, "orders/new", 2, b"sell");
+    // Nothing until durable.
+    assert_eq!(drain(&mut e), vec![]);
+    let last = log.records.len() as u64;
+    e.handle_durable(t(1), last);
+    let out = drain(&mut e);
+    assert_eq!(out[0], (P, Out::Ack(1, 2)));
+    assert!(
+        matches!(&out[1], (C, Out::Deliver { id: 1, count: 1, redelivered: false, seq: 1, payload, .. }) if payload == b"buy")
+    );
+    assert!(matches!(&out[2], (C, Out::Deliver { id: 2, seq: 2, .. })));
+    // Ack one; the queue shrinks.
+    e.handle_consumer_ack(&mut log, t(2), C, 1, 1, 1).unwrap();
+    let j = e.stats_json();
+    assert_eq!(j["queues"][0]["depth"], 1);
+    assert_eq!(j["queues"][0]["acked"], 1);
+    // An ack for something not in flight is a clear, non-fatal error.
+    let r = e
+        .handle_consumer_ack(&mut log, t(2), C, 1, 1, 1)
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::UNKNOWN_DELIVERY);
+    assert!(!r.fatal);
+}
+
+#[test]
+fn a_resend_is_not_stored_twice_and_is_acked() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    // The publisher reconnects and resends 1 (its ACK was lost) and then 2.
+    e.handle_disconnect(&mut log, t(1), P);
+    e.handle_pub_open(Slot(3), 1, 0, "pub").unwrap();
+    assert_eq!(drain(&mut e), vec![(Slot(3), Out::Opened(1))]);
+    publish(&mut e, &mut log, Slot(3), "a", 1, b"x");
+    assert_eq!(drain(&mut e), vec![(Slot(3), Out::Ack(1, 1))]);
+    publish(&mut e, &mut log, Slot(3), "a", 2, b"y");
+    e.handle_durable(t(2), log.records.len() as u64);
+    assert_eq!(drain(&mut e), vec![(Slot(3), Out::Ack(2, 2))]);
+    assert_eq!(e.stats_json()["queues"][0]["depth"], 2);
+    assert_eq!(e.totals().duplicates, 1);
+}
+
+#[test]
+fn full_queue_rejects_by_default_and_discards_oldest_when_asked() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"r","subscriptions":["r"],"max_messages":2}"#,
+    );
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"d","subscriptions":["d"],"max_messages":2,"full_policy":"discard-oldest"}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=3 {
+        publish(&mut e, &mut log, P, "r", s, b"x");
+    }
+    let out = drain(&mut e);
+    assert!(out.contains(&(P, Out::Nack(3, "queue-full".into()))));
+    for s in 4..=6 {
+        publish(&mut e, &mut log, P, "d", s, b"x");
+    }
+    let j = e.stats_json();
+    let d = j["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "d")
+        .unwrap()
+        .clone();
+    assert_eq!(d["depth"], 2);
+    assert_eq!(d["discarded"], 1);
+}
+
+#[test]
+fn no_matching_queue_is_nacked_only_when_asked() {
+    let (mut e, mut log) = engine();
+    e.handle_pub_open(P, 1, 0, "quiet").unwrap();
+    publish(&mut e, &mut log, P, "nowhere", 1, b"x");
+    e.handle_pub_open(Slot(5), 1, wgm::open_options::NACK_NO_MATCH, "loud")
+        .unwrap();
+    publish(&mut e, &mut log, Slot(5), "nowhere", 1, b"x");
+    let out = drain(&mut e);
+    assert!(out.contains(&(P, Out::Ack(1, 1))));
+    assert!(out.contains(&(Slot(5), Out::Nack(1, "no-matching-queue".into()))));
+}
+
+#[test]
+fn unacked_messages_are_redelivered_flagged_when_the_consumer_goes_and_after_the_ack_timeout() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q","subscriptions":["a"],"ack_timeout_ms":100,"max_redeliveries":1}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 5, Start::Queue, "q").unwrap();
+    drain(&mut e);
+    e.handle_disconnect(&mut log, t(1), C);
+    e.handle_bind(t(2), Slot(7), 1, 5, Start::Queue, "q")
+        .unwrap();
+    let out = drain(&mut e);
+    assert!(matches!(
+        out[1],
+        (
+            Slot(7),
+            Out::Deliver {
+                id: 1,
+                count: 2,
+                redelivered: true,
+                ..
+            }
+        )
+    ));
+    // The ack timeout expires: max_redeliveries 1 is used up, so it is dead-lettered.
+    e.handle_timeout(&mut log, t(200), wall(200));
+    let j = e.stats_json();
+    let dmq = j["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == queue::DEFAULT_DMQ)
+        .unwrap()
+        .clone();
+    assert_eq!(dmq["depth"], 1);
+    let q = j["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "q")
+        .unwrap()
+        .clone();
+    assert_eq!(q["depth"], 0);
+    assert_eq!(q["dead_lettered"], 1);
+}
+
+#[test]
+fn exclusive_queue_has_one_active_consumer_and_promotes_the_standby() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"x","subscriptions":["a"],"access":"exclusive"}"#,
+    );
+    e.handle_bind(t(0), Slot(10), 1, 5, Start::Queue, "x")
+        .unwrap();
+    e.handle_bind(t(0), Slot(11), 1, 5, Start::Queue, "x")
+        .unwrap();
+    assert_eq!(
+        drain(&mut e),
+        vec![
+            (Slot(10), Out::Bound(1, true)),
+            (Slot(11), Out::Bound(2, false))
+        ]
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    e.handle_durable(t(0), log.records.len() as u64);
+    let out = drain(&mut e);
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, (Slot(10), Out::Deliver { .. }))));
+    assert!(!out
+        .iter()
+        .any(|o| matches!(o, (Slot(11), Out::Deliver { .. }))));
+    e.handle_disconnect(&mut log, t(1), Slot(10));
+    let out = drain(&mut e);
+    assert_eq!(out[0], (Slot(11), Out::Bound(2, true)));
+    assert!(matches!(
+        out[1],
+        (
+            Slot(11),
+            Out::Deliver {
+                id: 1,
+                redelivered: true,
+                ..
+            }
+        )
+    ));
+}
+
+#[test]
+fn spool_failure_nacks_and_forgets_the_message() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    let lsn = log.records.len() as u64;
+    e.handle_failed(t(0), lsn, lsn, "No space left on device");
+    assert_eq!(
+        drain(&mut e),
+        vec![
+            (P, Out::Opened(0)),
+            (P, Out::Nack(1, "spool-failed".into()))
+        ]
+    );
+    assert_eq!(e.stats_json()["queues"][0]["depth"], 0);
+    // The append itself failing is answered at once.
+    log.fail_next = true;
+    publish(&mut e, &mut log, P, "a", 2, b"x");
+    assert_eq!(
+        drain(&mut e),
+        vec![(P, Out::Nack(2, "spool-failed".into()))]
+    );
+    // A resend of 1 is stored now (it was never stored).
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    e.handle_durable(t(1), log.records.len() as u64);
+    assert_eq!(drain(&mut e), vec![(P, Out::Ack(1, 1))]);
+}
+
+#[test]
+fn replay_binding_browses_retained_messages_from_the_start_without_consuming() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=3 {
+        publish(&mut e, &mut log, P, "a", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 2, Start::Queue, "q").unwrap();
+    drain(&mut e);
+    // Window 2: 1 and 2 are in flight; acking them lets 3 through.
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 3).unwrap();
+    assert!(matches!(
+        drain(&mut e)[..],
+        [(C, Out::Deliver { id: 3, .. })]
+    ));
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 3, 3).unwrap();
+    assert_eq!(e.stats_json()["queues"][0]["depth"], 0);
+    // Consumed, still retained: a replay from id 2 sees 2 and 3.
+    e.handle_bind(t(1), Slot(8), 1, 10, Start::MessageId(2), "q")
+        .unwrap();
+    let ids: Vec<u64> = drain(&mut e)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, vec![2, 3]);
+}
+
+#[test]
+fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a/>"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=4 {
+        publish(&mut e, &mut log, P, "a/b", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 2).unwrap();
+    // Restart from the log.
+    let mut r = Engine::new(GmConfig::default());
+    for (i, rec) in log.records.iter().enumerate() {
+        r.recover_record(i as u64 + 1, rec);
+    }
+    r.finish_recovery();
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    r.handle_pub_open(P, 1, 0, "pub").unwrap();
+    assert_eq!(drain(&mut r), vec![(P, Out::Opened(4))]);
+    r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
+    let got: Vec<(u64, bool)> = drain(&mut r)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver {
+                id, redelivered, ..
+            } => Some((id, redelivered)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, vec![(3, true), (4, true)]);
+    // New ids continue after the old ones.
+    let mut log2 = MemLog {
+        records: log.records.clone(),
+        fail_next: false,
+    };
+    publish(&mut r, &mut log2, P, "a/b", 5, b"5");
+    r.handle_durable(t(1), log2.records.len() as u64);
+    let out = drain(&mut r);
+    assert!(out.iter().any(|o| matches!(
+        o,
+        (
+            C,
+            Out::Deliver {
+                id: 5,
+                redelivered: false,
+                ..
+            }
+        )
+    )));
+}
+
+#[test]
+fn bad_queue_definitions_and_unknown_queues_get_clear_errors() {
+    let (mut e, mut log) = engine();
+    for (json, code) in [
+        ("not json", ErrorCode::INVALID_REQUEST),
+        (r#"{"name":""}"#, ErrorCode::INVALID_REQUEST),
+        (
+            r#"{"name":"q","subscriptions":["a//b"]}"#,
+            ErrorCode::INVALID_REQUEST,
+        ),
+        (r#"{"name":"q","bogus":1}"#, ErrorCode::INVALID_REQUEST),
+    ] {
+        let r = e
+            .handle_queue_request(&mut log, C, 9, QueueOp::Create, json)
+            .unwrap_err();
+        assert_eq!((r.code, r.request_id, r.fatal), (code, 9, false), "{json}");
+    }
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    let r = e
+        .handle_queue_request(
+            &mut log,
+            C,
+            3,
+            QueueOp::Create,
+            r#"{"name":"q","subscriptions":["b"]}"#,
+        )
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::QUEUE_EXISTS);
+    let r = e
+        .handle_bind(t(0), C, 4, 1, Start::Queue, "nope")
+        .unwrap_err();
+    assert_eq!((r.code, r.request_id), (ErrorCode::NO_SUCH_QUEUE, 4));
+    let r = e
+        .handle_consumer_ack(&mut log, t(0), C, 77, 1, 1)
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::UNKNOWN_DELIVERY);
+}
+
+// ----------------------------------------------------------------------------------
+// Random interleavings against a reference model: every acknowledged publish is
+// delivered until a consumer acknowledges it; a second delivery is always flagged;
+// each publisher's messages arrive in order on first delivery.
+
+#[derive(Debug, Clone)]
+enum Op {
+    Publish(u8),
+    Durable,
+    Ack,
+    Nack,
+    ConsumerGone,
+    PublisherReconnect,
+    Restart,
+    Timeout,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => any::<u8>().prop_map(Op::Publish),
+        4 => Just(Op::Durable),
+        4 => Just(Op::Ack),
+        1 => Just(Op::Nack),
+        1 => Just(Op::ConsumerGone),
+        1 => Just(Op::PublisherReconnect),
+        1 => Just(Op::Restart),
+        1 => Just(Op::Timeout),
+    ]
+}
+
+/// What the test saw, to check the engine's output against.
+#[derive(Default)]
+struct Model {
+    binding: u32,
+    /// Seqs ACKed to the publisher.
+    acked_pub: std::collections::BTreeSet<u64>,
+    unanswered: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Seqs acknowledged by the consumer.
+    consumed: std::collections::BTreeSet<u64>,
+    /// (msg id, seq) delivered and not acknowledged.
+    in_flight: Vec<(u64, u64)>,
+    seen_once: std::collections::BTreeSet<u64>,
+    last_first_seq: u64,
+}
+
+impl Model {
+    fn check(&mut self, e: &mut Engine, pslot: u32) -> Result<(), TestCaseError> {
+        for (slot, o) in drain(e) {
+            match o {
+                Out::Ack(a, b) => {
+                    prop_assert_eq!(slot, Slot(pslot));
+                    for s in a..=b {
+                        self.unanswered.remove(&s);
+                        self.acked_pub.insert(s);
+                    }
+                }
+                Out::Nack(s, _) => {
+                    self.unanswered.remove(&s);
+                }
+                Out::Bound(b, _) => self.binding = b,
+                Out::Deliver {
+                    id,
+                    redelivered,
+                    seq,
+                    ..
+                } => {
+                    if !self.seen_once.insert(seq) {
+                        prop_assert!(redelivered, "second delivery of seq {} not flagged", seq);
+                    } else if !redelivered {
+                        prop_assert!(
+                            seq > self.last_first_seq,
+                            "out of order: {} after {}",
+                            seq,
+                            self.last_first_seq
+                        );
+                        self.last_first_seq = seq;
+                    }
+                    prop_assert!(
+                        !self.consumed.contains(&seq) || redelivered,
+                        "consumed seq {} delivered unflagged",
+                        seq
+                    );
+                    self.in_flight.push((id, seq));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn acknowledged_publishes_are_delivered_until_consumed(ops in proptest::collection::vec(op(), 1..120)) {
+        let mut e = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
+        e.finish_recovery();
+        let mut log = MemLog::default();
+        // Durable prefix of the log (what survives a restart).
+        let mut durable;
+        create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"],"ack_timeout_ms":50,"max_redeliveries":1000}"#);
+        durable = log.records.len();
+        let mut now = 0u64;
+        let mut pslot = 100u32;
+        let mut cslot = 500u32;
+        e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+        e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
+        let mut m = Model::default();
+        let mut next_seq = 1u64;
+        for o in ops {
+            now += 10;
+            match o {
+                Op::Publish(b) => {
+                    let seq = next_seq;
+                    next_seq += 1;
+                    m.unanswered.insert(seq, vec![b]);
+                    publish(&mut e, &mut log, Slot(pslot), "t", seq, &[b]);
+                }
+                Op::Durable => {
+                    durable = log.records.len();
+                    e.handle_durable(t(now), durable as u64);
+                }
+                Op::Ack => {
+                    if let Some((id, seq)) = m.in_flight.first().copied() {
+                        m.in_flight.remove(0);
+                        if e.handle_consumer_ack(&mut log, t(now), Slot(cslot), m.binding, id, id).is_ok() {
+                            m.consumed.insert(seq);
+                        }
+                    }
+                }
+                Op::Nack => {
+                    if let Some((id, _)) = m.in_flight.pop() {
+                        let _ = e.handle_consumer_nack(&mut log, t(now), Slot(cslot), m.binding, NackAction::Redeliver, id);
+                    }
+                }
+                Op::ConsumerGone => {
+                    e.handle_disconnect(&mut log, t(now), Slot(cslot));
+                    m.in_flight.clear();
+                    cslot += 1;
+                    e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
+                }
+                Op::PublisherReconnect => {
+                    e.handle_disconnect(&mut log, t(now), Slot(pslot));
+                    pslot += 1;
+                    e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+                    m.check(&mut e, pslot)?;
+                    let resend: Vec<(u64, Vec<u8>)> = m.unanswered.iter().map(|(k, v)| (*k, v.clone())).collect();
+                    for (s, p) in resend {
+                        publish(&mut e, &mut log, Slot(pslot), "t", s, &p);
+                    }
+                }
+                Op::Restart => {
+                    // Everything not durable is lost, as after kill -9.
+                    log.records.truncate(durable);
+                    let mut r = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
+                    for (i, rec) in log.records.iter().enumerate() {
+                        r.recover_record(i as u64 + 1, rec);
+                    }
+                    r.finish_recovery();
+                    prop_assert!(r.recovery_errors.is_empty());
+                    e = r;
+                    m.in_flight.clear();
+                    pslot += 1;
+                    cslot += 1;
+                    e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+                    e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
+                    m.check(&mut e, pslot)?;
+                    let resend: Vec<(u64, Vec<u8>)> = m.unanswered.iter().map(|(k, v)| (*k, v.clone())).collect();
+                    for (s, p) in resend {
+                        publish(&mut e, &mut log, Slot(pslot), "t", s, &p);
+                    }
+                }
+                Op::Timeout => e.handle_timeout(&mut log, t(now + 100), wall(now)),
+            }
+            m.check(&mut e, pslot)?;
+        }
+        // Drain: make everything durable, then consume everything.
+        durable = log.records.len();
+        e.handle_durable(t(now), durable as u64);
+        m.check(&mut e, pslot)?;
+        for _ in 0..10_000 {
+            let Some((id, seq)) = m.in_flight.first().copied() else { break };
+            m.in_flight.remove(0);
+            // A stale entry (its ack timeout requeued it) is refused; its redelivery comes.
+            if e.handle_consumer_ack(&mut log, t(now), Slot(cslot), m.binding, id, id).is_ok() {
+                m.consumed.insert(seq);
+            }
+            m.check(&mut e, pslot)?;
+        }
+        for s in &m.acked_pub {
+            prop_assert!(m.consumed.contains(s), "acknowledged publish {} never consumed", s);
+        }
+        prop_assert!(m.unanswered.is_empty(), "publishes never answered: {:?}", m.unanswered.keys());
+    }
+}
