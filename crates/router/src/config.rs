@@ -93,6 +93,23 @@ pub struct Config {
     /// frame that cannot complete meets its stall deadline. Default 67108864 (64 MiB);
     /// at least `max_frame`.
     pub read_memory_limit: usize,
+    /// Directory of the guaranteed-messaging spool. Unset: guaranteed messaging is off
+    /// (PUB_OPEN, QUEUE_REQUEST and BIND are answered with SPOOL_UNAVAILABLE). The
+    /// `tickwire router` command sets a per-user default (see its `--help`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// When a guaranteed publish counts as durable and is acknowledged: `fsync` (group
+    /// commit: fdatasync before the ACK; the default), `interval:DURATION` (written, and
+    /// fdatasync at most once per interval), or `page-cache` (written, never synced:
+    /// survives a router crash, not a power cut).
+    pub sync: String,
+    /// Most unacknowledged guaranteed publishes per publisher. Default 4096.
+    pub publish_window: u32,
+    /// Acknowledged guaranteed messages stay retained for replay while they total at
+    /// most this many bytes... Default 67108864 (64 MiB).
+    pub retain_bytes: u64,
+    /// ... and are younger than this many ms. Default 3600000 (1 hour).
+    pub retain_ms: u64,
 }
 
 impl Default for Config {
@@ -111,6 +128,11 @@ impl Default for Config {
             stall_timeout_ms: 10_000,
             read_buffer: 256 << 10,
             read_memory_limit: 64 << 20,
+            data_dir: None,
+            sync: "fsync".to_string(),
+            publish_window: 4096,
+            retain_bytes: 64 << 20,
+            retain_ms: 3_600_000,
         }
     }
 }
@@ -163,6 +185,12 @@ impl Config {
         if self.name.len() > tickwire_wire::frame::MAX_NAME_LEN {
             return err("name must be at most 64 bytes".into());
         }
+        if let Err(e) = parse_sync(&self.sync) {
+            return err(e);
+        }
+        if self.publish_window == 0 || self.publish_window > 1 << 20 {
+            return err("publish_window must be in 1..=1048576".into());
+        }
         Ok(())
     }
 
@@ -174,5 +202,45 @@ impl Config {
     /// The stall timeout as a duration.
     pub fn stall_timeout(&self) -> Duration {
         Duration::from_millis(self.stall_timeout_ms)
+    }
+}
+
+/// When a guaranteed publish counts as durable (the router's `sync` key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncSetting {
+    /// Group commit: fdatasync before the ACK.
+    Fsync,
+    /// Written, then fdatasync at most once per interval.
+    Interval(Duration),
+    /// Written to the page cache, never synced.
+    PageCache,
+}
+
+impl std::fmt::Display for SyncSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncSetting::Fsync => f.write_str("fsync (group commit: fdatasync before every ACK)"),
+            SyncSetting::Interval(d) => write!(
+                f,
+                "interval:{d:?} (ACK once written; fdatasync at most every {d:?})"
+            ),
+            SyncSetting::PageCache => f.write_str("page-cache (ACK once written; never fdatasync)"),
+        }
+    }
+}
+
+/// Parses `fsync`, `interval:DURATION` (e.g. `interval:10ms`) or `page-cache`.
+pub fn parse_sync(s: &str) -> Result<SyncSetting, String> {
+    match s {
+        "fsync" => Ok(SyncSetting::Fsync),
+        "page-cache" => Ok(SyncSetting::PageCache),
+        _ => match s.strip_prefix("interval:") {
+            Some(d) => tickwire_rt::units::parse_duration(d)
+                .map(SyncSetting::Interval)
+                .map_err(|e| format!("sync {s:?}: {e}")),
+            None => Err(format!(
+                "sync {s:?}: expected fsync, interval:DURATION (e.g. interval:10ms) or page-cache"
+            )),
+        },
     }
 }

@@ -28,6 +28,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
+use crate::gm::{self, Engine, NoSpool, Progress, Reject, SpoolPort};
 use crate::index::{Slot, SubscriptionIndex};
 use tickwire_rt::{MonoNanos, UtcNanos};
 
@@ -138,6 +139,17 @@ pub struct Core {
     /// Where the router-out stamp of a STAMPS message comes from: the driver injects its
     /// clock ([`Core::set_stamp_clock`]); without one the stamp is the turn's `now`.
     stamp_clock: Option<fn() -> MonoNanos>,
+    /// Guaranteed messaging: queues, publishers, consumers.
+    gm: Engine,
+    /// Where guaranteed messages are persisted ([`NoSpool`] until the driver attaches one).
+    spool: Box<dyn SpoolPort>,
+    /// Wall-clock time at `started` (wall time = this + monotonic elapsed: message
+    /// times, TTLs and retention need no clock read).
+    started_wall: UtcNanos,
+    gm_closing: Vec<(Slot, ErrorCode, String)>,
+    gm_scratch_slots: Vec<(Slot, Vec<u8>)>,
+    /// The latest time passed in (for work triggered without a time, e.g. a close).
+    latest: MonoNanos,
 }
 
 /// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
@@ -157,7 +169,8 @@ impl Core {
     /// A core for `cfg` (assumed validated). `wall` is used only for display.
     pub fn new(cfg: Config, now: MonoNanos, wall: UtcNanos) -> Core {
         Core {
-            cfg,
+            gm_scratch_slots: Vec::new(),
+            latest: now,
             clients: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -171,7 +184,109 @@ impl Core {
             last_id: 0,
             next_deadline: None,
             stamp_clock: None,
+            gm: Engine::new(gm::GmConfig {
+                publish_window: cfg.publish_window,
+                retain_bytes: cfg.retain_bytes,
+                retain_ms: cfg.retain_ms,
+                max_frame: cfg.max_frame,
+                ..gm::GmConfig::default()
+            }),
+            spool: Box::new(NoSpool),
+            started_wall: wall,
+            gm_closing: Vec::new(),
+            cfg,
         }
+    }
+
+    /// The guaranteed-messaging engine, for recovery at start-up (the driver replays the
+    /// spool into it, then calls [`Engine::finish_recovery`]).
+    pub fn gm_mut(&mut self) -> &mut Engine {
+        &mut self.gm
+    }
+
+    /// Attaches the spool guaranteed messages are written to.
+    pub fn attach_spool(&mut self, spool: Box<dyn SpoolPort>) {
+        self.spool = spool;
+    }
+
+    fn wall(&self, now: MonoNanos) -> UtcNanos {
+        UtcNanos(self.started_wall.as_nanos() + now.saturating_sub(self.started))
+    }
+
+    /// Hands this turn's spool records to the storage thread (once per loop turn).
+    pub fn flush_spool(&mut self) {
+        self.spool.flush();
+    }
+
+    /// Takes the spool's progress: acknowledges publishes that became durable, NACKs
+    /// failed ones, delivers what became deliverable.
+    pub fn handle_spool(&mut self, now: MonoNanos) {
+        while let Some(p) = self.spool.poll_progress() {
+            match p {
+                Progress::Durable(lsn) => self.gm.handle_durable(now, lsn),
+                Progress::Failed { first, last, why } => {
+                    tracing::error!(first, last, %why, "spool write failed; those guaranteed publishes are NACKed");
+                    self.gm.handle_failed(now, first, last, &why);
+                }
+            }
+        }
+        self.gm_output();
+    }
+
+    /// Moves the engine's frames into the clients' egress buffers.
+    fn gm_output(&mut self) {
+        let mut frames = std::mem::take(&mut self.gm_scratch_slots);
+        self.gm
+            .poll_transmit(|slot, bytes| frames.push((slot, bytes.to_vec())));
+        for (slot, bytes) in frames.drain(..) {
+            self.control(slot, |b| b.extend_from_slice(&bytes));
+        }
+        self.gm_scratch_slots = frames;
+        while let Some(f) = self.gm.poll_fail() {
+            self.gm_closing.push(f);
+        }
+        while let Some((slot, code, text)) = self.gm_closing.pop() {
+            self.fail(slot, code, &text);
+        }
+    }
+
+    fn gm_result(&mut self, id: Slot, r: Result<(), Reject>) -> bool {
+        self.gm_output();
+        match r {
+            Ok(()) => true,
+            Err(rej) if rej.fatal => {
+                self.fail(id, rej.code, &rej.text);
+                false
+            }
+            Err(rej) => {
+                let Reject {
+                    request_id,
+                    code,
+                    text,
+                    ..
+                } = rej;
+                self.control(id, |b| {
+                    frame::encode_error(b, request_id, code, false, &text)
+                });
+                true
+            }
+        }
+    }
+
+    fn gm_unavailable(&mut self, id: Slot, request_id: u32) -> bool {
+        if self.spool.enabled() {
+            return false;
+        }
+        self.control(id, |b| {
+            frame::encode_error(
+                b,
+                request_id,
+                ErrorCode::SPOOL_UNAVAILABLE,
+                false,
+                "guaranteed messaging is off: this router runs without a spool (see tickwire router --help, --data-dir)",
+            )
+        });
+        true
     }
 
     /// Sets the clock read for the router-out stamp of each message that carries STAMPS
@@ -261,6 +376,7 @@ impl Core {
     /// not consumed by earlier calls, of which the last `fresh` bytes were just read
     /// (only those are counted in `bytes_in`).
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
+        self.latest = self.latest.max(now);
         let mut used = 0;
         let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
@@ -362,7 +478,86 @@ impl Core {
                     return false;
                 }
                 self.route(id, now, m.topic, raw);
+                if m.flags & frame::flags::GUARANTEED != 0 {
+                    let wall = self.wall(now);
+                    let r = self
+                        .gm
+                        .handle_publish(&mut *self.spool, id, wall, now.as_nanos(), &m);
+                    return self.gm_result(id, r);
+                }
                 true
+            }
+            Frame::PubOpen {
+                request_id,
+                options,
+                name,
+            } => {
+                if self.gm_unavailable(id, request_id) {
+                    return true;
+                }
+                let r = self.gm.handle_pub_open(id, request_id, options, name);
+                self.gm_result(id, r)
+            }
+            Frame::QueueRequest {
+                request_id,
+                op,
+                arg,
+            } => {
+                if self.gm_unavailable(id, request_id) {
+                    return true;
+                }
+                let r = self
+                    .gm
+                    .handle_queue_request(&mut *self.spool, id, request_id, op, arg);
+                self.gm_result(id, r)
+            }
+            Frame::Bind {
+                request_id,
+                window,
+                start,
+                queue,
+            } => {
+                if self.gm_unavailable(id, request_id) {
+                    return true;
+                }
+                let r = self
+                    .gm
+                    .handle_bind(now, id, request_id, window, start, queue);
+                self.gm_result(id, r)
+            }
+            Frame::ConsumerAck {
+                binding,
+                first,
+                last,
+            } => {
+                let r =
+                    self.gm
+                        .handle_consumer_ack(&mut *self.spool, now, id, binding, first, last);
+                self.gm_result(id, r)
+            }
+            Frame::ConsumerNack {
+                binding,
+                action,
+                msg_id,
+            } => {
+                let r = self.gm.handle_consumer_nack(
+                    &mut *self.spool,
+                    now,
+                    id,
+                    binding,
+                    action,
+                    msg_id,
+                );
+                self.gm_result(id, r)
+            }
+            Frame::Unbind {
+                request_id,
+                binding,
+            } => {
+                let r = self
+                    .gm
+                    .handle_unbind(&mut *self.spool, now, id, request_id, binding);
+                self.gm_result(id, r)
             }
             Frame::Subscribe {
                 request_id,
@@ -656,6 +851,14 @@ impl Core {
         for p in c.patterns.drain() {
             self.index.unsubscribe(id, &p);
         }
+        // Its in-flight guaranteed deliveries go back to their queues now; it frees its
+        // publisher identity. (The deliveries to others land in their egress later, at
+        // the next gm output.)
+        let now = self.latest;
+        self.gm.handle_disconnect(&mut *self.spool, now, id);
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
             tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, %reason, "closing client");
         } else {
@@ -671,6 +874,7 @@ impl Core {
 
     /// Clients whose egress gained bytes since the last call.
     pub fn poll_transmit(&mut self, out: &mut Vec<Slot>) {
+        self.gm_output();
         for &id in &self.dirty {
             if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 c.dirty = false;
@@ -718,6 +922,7 @@ impl Core {
             }
         }
         self.closing.retain(|c| *c != id);
+        self.gm_output();
     }
 
     /// The phase of a client, if connected.
@@ -731,13 +936,20 @@ impl Core {
     /// The earliest time [`Core::handle_timeout`] has something to do (a handshake or
     /// frame deadline), or `None`. Calling it earlier is harmless.
     pub fn poll_timeout(&self) -> Option<MonoNanos> {
-        self.next_deadline
+        match (self.next_deadline, self.gm.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Closes clients that missed a deadline: no HELLO within the handshake timeout of
     /// connecting, or a frame begun and not completed within the stall timeout (bytes
     /// trickling in do not extend it). Spurious calls are no-ops.
     pub fn handle_timeout(&mut self, now: MonoNanos) {
+        self.latest = self.latest.max(now);
+        let wall = self.wall(now);
+        self.gm.handle_timeout(&mut *self.spool, now, wall);
+        self.gm_output();
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
@@ -840,6 +1052,13 @@ impl Core {
             },
             clients,
             clients_omitted: omitted,
+            guaranteed: if self.spool.enabled() {
+                let mut g = self.gm.stats_json();
+                g["spool"] = self.spool.usage();
+                g
+            } else {
+                serde_json::Value::Null
+            },
         };
         serde_json::to_string(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
@@ -855,6 +1074,8 @@ struct StatsDoc<'a> {
     router: RouterStats,
     clients: &'a [ClientStats],
     clients_omitted: usize,
+    /// Queues, publishers and the spool (null when guaranteed messaging is off).
+    guaranteed: serde_json::Value,
 }
 
 #[derive(Serialize)]

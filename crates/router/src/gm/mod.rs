@@ -34,6 +34,60 @@ pub trait Log {
     fn append(&mut self, record: &[u8]) -> Result<u64, LogError>;
 }
 
+/// What the spool reports back to the router thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Every record up to this number is durable (failed ones were reported before).
+    Durable(u64),
+    /// Records `first..=last` were not written.
+    Failed {
+        /// First failed record.
+        first: u64,
+        /// Last failed record.
+        last: u64,
+        /// Why, for the NACK text.
+        why: String,
+    },
+}
+
+/// The router's side of a spool: the driver adapts the storage thread's appender; a
+/// router without a data directory uses [`NoSpool`].
+pub trait SpoolPort: Log + Send {
+    /// Guaranteed messaging is available.
+    fn enabled(&self) -> bool;
+    /// Hands the records appended this turn to the storage thread.
+    fn flush(&mut self);
+    /// What became durable (or failed) since the last call.
+    fn poll_progress(&mut self) -> Option<Progress>;
+    /// Records below this number are needed by nobody.
+    fn reclaim(&mut self, below: u64);
+    /// Usage figures for the stats document.
+    fn usage(&self) -> serde_json::Value;
+}
+
+/// No spool: guaranteed messaging is off (the router was started without one).
+pub struct NoSpool;
+
+impl Log for NoSpool {
+    fn append(&mut self, _: &[u8]) -> Result<u64, LogError> {
+        Err(LogError::Failed)
+    }
+}
+
+impl SpoolPort for NoSpool {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn flush(&mut self) {}
+    fn poll_progress(&mut self) -> Option<Progress> {
+        None
+    }
+    fn reclaim(&mut self, _: u64) {}
+    fn usage(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
 /// Why a record could not be appended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogError {
