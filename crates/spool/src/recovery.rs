@@ -215,6 +215,8 @@ impl Reader {
             }
         };
         seg.len = file_len;
+        // The window's bytes belong to the previous file.
+        self.window.clear();
         let mut win = Window { file: &file, len: file_len, buf: &mut self.window, start: 0, cap: self.cap };
         let mut off = 0u64;
         let mut highest = 0u64;
