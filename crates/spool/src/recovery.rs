@@ -292,7 +292,10 @@ impl Reader {
             return Outcome { highest, clean: true, empty: file_len == 0 };
         };
         // Is there any valid record after the bad one? Then it is damage, not a tail.
-        let later = scan_for_records(&mut win, off + 1, highest, self.max_record);
+        // Numbers after the bad record are above everything read so far, and above what
+        // the segment's name promises.
+        let above = highest.max(expected.map_or(0, |e| e.saturating_sub(1))).max(seg.first.saturating_sub(1));
+        let later = scan_for_records(&mut win, off + 1, above, self.max_record);
         let tail_like = matches!(stop, Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_));
         if is_last && tail_like && later.is_none() {
             let cut = file_len - off;
