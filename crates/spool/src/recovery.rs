@@ -1,0 +1,426 @@
+//! Recovery: read every segment in order, hand each valid record to the caller, cut a
+//! torn tail, report everything else.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::record::{Header, HEADER, SKIP_PAYLOAD};
+use crate::{Config, Error, Lsn};
+
+/// What recovery found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segment files read.
+    pub segments: usize,
+    /// Valid records handed to the callback.
+    pub records: u64,
+    /// The last record number delivered, if any.
+    pub last_lsn: Option<Lsn>,
+    /// The record number the next `append` will get.
+    pub next_lsn: Lsn,
+    /// The torn tail cut from the end of the last segment, if there was one.
+    pub torn_tail: Option<TornTail>,
+    /// Damage anywhere other than the tail: never silently dropped.
+    pub damaged: Vec<Damage>,
+    /// Record numbers that failed batches used (skip markers). Expected, not damage.
+    pub skipped: Vec<SkippedRange>,
+}
+
+/// An incomplete or checksum-failing end of the last segment, truncated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// Where the file now ends.
+    pub offset: u64,
+    /// Bytes cut.
+    pub bytes_cut: u64,
+}
+
+/// Damage recovery found and stepped over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// Byte offset of the first bad record in it (0 for a whole-file problem).
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: DamageReason,
+}
+
+/// What is wrong at a damaged place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DamageReason {
+    /// A record's checksum does not match; the rest of the segment was skipped.
+    BadChecksum,
+    /// A length field above `max_record` (or a malformed skip marker); the rest of the
+    /// segment was skipped.
+    BadLength(u32),
+    /// A record runs past the end of a segment that is not the last one.
+    Truncated,
+    /// Record numbers jump: `expected` was next, `found` came. At a segment's first
+    /// record the segment is still read; inside a segment the rest is skipped.
+    LsnGap {
+        /// The record number that should have come.
+        expected: Lsn,
+        /// The one that came.
+        found: Lsn,
+    },
+    /// The segment could not be read (open or read error).
+    Unreadable(io::ErrorKind),
+}
+
+/// Record numbers `first..=last` were used by a batch that failed to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkippedRange {
+    /// The first unused number.
+    pub first: Lsn,
+    /// The last unused number.
+    pub last: Lsn,
+}
+
+/// One segment file of the log.
+#[derive(Debug, Clone)]
+pub(crate) struct Segment {
+    pub first: u64,
+    pub path: PathBuf,
+    pub len: u64,
+}
+
+/// What `Spool::start` needs from recovery.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub segments: Vec<Segment>,
+    /// Whether appends may continue at the end of the last segment.
+    pub append_to_last: bool,
+}
+
+/// A segment file name: the first record number, zero-padded to 20 digits.
+pub(crate) fn segment_name(first: u64) -> String {
+    format!("{first:020}.log")
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".log")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+pub(crate) fn recover(
+    config: &Config,
+    on_record: &mut dyn FnMut(Lsn, &[u8]),
+) -> Result<(Recovered, RecoveryReport), Error> {
+    let dir = &config.dir;
+    fs::create_dir_all(dir).map_err(|e| Error::io("creating spool directory", dir, e))?;
+    let mut segments = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("listing spool directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("listing spool directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(first) = name.to_str().and_then(parse_segment_name) else {
+            continue;
+        };
+        segments.push(Segment { first, path: entry.path(), len: 0 });
+    }
+    segments.sort_by_key(|s| s.first);
+
+    let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
+    let mut reader = Reader::new(config.max_record);
+    // The next record number expected; None before the first record of the log.
+    let mut expected: Option<u64> = None;
+    // The highest record number seen anywhere, including past damage.
+    let mut highest: u64 = 0;
+    let mut last_clean = true;
+    let count = segments.len();
+    for (i, seg) in segments.iter_mut().enumerate() {
+        let is_last = i + 1 == count;
+        let outcome = reader.read_segment(seg, is_last, &mut expected, &mut report, on_record);
+        highest = highest.max(outcome.highest);
+        last_clean = outcome.clean;
+        if outcome.empty {
+            // An empty segment promises its first number to the next record.
+            highest = highest.max(seg.first.saturating_sub(1));
+        }
+    }
+    let next = highest + 1;
+    report.next_lsn = Lsn(next);
+    let append_to_last = match segments.last() {
+        Some(last) => last_clean && (last.len > 0 || last.first == next),
+        None => false,
+    };
+    Ok((Recovered { segments, append_to_last }, report))
+}
+
+struct Outcome {
+    /// The highest record number found (0 if none).
+    highest: u64,
+    /// No damage: appends may continue at its end (if it is the last).
+    clean: bool,
+    /// The file has no bytes.
+    empty: bool,
+}
+
+/// Reads segment files through one window buffer whose size depends on `max_record`
+/// only, never on a length read from disk.
+struct Reader {
+    max_record: u32,
+    window: Vec<u8>,
+    cap: usize,
+}
+
+/// Why parsing stopped inside a segment.
+enum Stop {
+    Incomplete,
+    BadChecksum,
+    BadLength(u32),
+    Gap { expected: u64, found: u64 },
+}
+
+impl Reader {
+    fn new(max_record: u32) -> Reader {
+        let cap = (2 * (max_record as usize + HEADER)).max(256 << 10);
+        Reader { max_record, window: Vec::new(), cap }
+    }
+
+    fn read_segment(
+        &mut self,
+        seg: &mut Segment,
+        is_last: bool,
+        expected: &mut Option<u64>,
+        report: &mut RecoveryReport,
+        on_record: &mut dyn FnMut(Lsn, &[u8]),
+    ) -> Outcome {
+        let unreadable = |kind| Damage {
+            segment: seg.path.clone(),
+            offset: 0,
+            reason: DamageReason::Unreadable(kind),
+        };
+        let file = match OpenOptions::new().read(true).write(is_last).open(&seg.path) {
+            Ok(f) => f,
+            Err(e) => {
+                report.damaged.push(unreadable(e.kind()));
+                return Outcome { highest: 0, clean: false, empty: false };
+            }
+        };
+        let file_len = match file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                report.damaged.push(unreadable(e.kind()));
+                return Outcome { highest: 0, clean: false, empty: false };
+            }
+        };
+        seg.len = file_len;
+        // The window's bytes belong to the previous file.
+        self.window.clear();
+        let mut win = Window { file: &file, len: file_len, buf: &mut self.window, start: 0, cap: self.cap };
+        let mut off = 0u64;
+        let mut highest = 0u64;
+        let stop = loop {
+            if off == file_len {
+                break None;
+            }
+            let (h, ok) = match parse_at(&mut win, off, self.max_record) {
+                Ok(Parsed::Record(h, ok)) => (h, ok),
+                Ok(Parsed::Incomplete) => break Some(Stop::Incomplete),
+                Ok(Parsed::BadLength(len)) => break Some(Stop::BadLength(len)),
+                Err(e) => {
+                    report.damaged.push(Damage {
+                        segment: seg.path.clone(),
+                        offset: off,
+                        reason: DamageReason::Unreadable(e.kind()),
+                    });
+                    return Outcome { highest, clean: false, empty: false };
+                }
+            };
+            if !ok {
+                break Some(Stop::BadChecksum);
+            }
+            if let Some(exp) = *expected {
+                if h.lsn != exp {
+                    if off == 0 && h.lsn > exp {
+                        // A gap between segments: report it, keep this segment's records.
+                        report.damaged.push(Damage {
+                            segment: seg.path.clone(),
+                            offset: 0,
+                            reason: DamageReason::LsnGap { expected: Lsn(exp), found: Lsn(h.lsn) },
+                        });
+                    } else {
+                        break Some(Stop::Gap { expected: exp, found: h.lsn });
+                    }
+                }
+            }
+            let next = if h.skip {
+                let Ok(payload) = win.get(off + HEADER as u64, SKIP_PAYLOAD) else {
+                    break Some(Stop::Incomplete);
+                };
+                let mut b = [0u8; 8];
+                b.copy_from_slice(payload);
+                let n = u64::from_le_bytes(b);
+                if n == 0 {
+                    break Some(Stop::BadLength(h.len));
+                }
+                let last = h.lsn.saturating_add(n - 1);
+                report.skipped.push(SkippedRange { first: Lsn(h.lsn), last: Lsn(last) });
+                last
+            } else {
+                let payload = match win.get(off + HEADER as u64, h.len as usize) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        report.damaged.push(Damage {
+                            segment: seg.path.clone(),
+                            offset: off,
+                            reason: DamageReason::Unreadable(e.kind()),
+                        });
+                        return Outcome { highest, clean: false, empty: false };
+                    }
+                };
+                on_record(Lsn(h.lsn), payload);
+                report.records += 1;
+                report.last_lsn = Some(Lsn(h.lsn));
+                h.lsn
+            };
+            highest = highest.max(next);
+            *expected = Some(next.saturating_add(1));
+            off += (HEADER + h.len as usize) as u64;
+        };
+        let Some(stop) = stop else {
+            return Outcome { highest, clean: true, empty: file_len == 0 };
+        };
+        // Is there any valid record after the bad one? Then it is damage, not a tail.
+        // Numbers after the bad record are above everything read so far, and above what
+        // the segment's name promises.
+        let above = highest.max(expected.map_or(0, |e| e.saturating_sub(1))).max(seg.first.saturating_sub(1));
+        let later = scan_for_records(&mut win, off + 1, above, self.max_record);
+        let tail_like = matches!(stop, Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_));
+        if is_last && tail_like && later.is_none() {
+            let cut = file_len - off;
+            if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
+                report.damaged.push(Damage {
+                    segment: seg.path.clone(),
+                    offset: off,
+                    reason: DamageReason::Unreadable(e.kind()),
+                });
+                return Outcome { highest, clean: false, empty: false };
+            }
+            tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
+            seg.len = off;
+            report.torn_tail = Some(TornTail { segment: seg.path.clone(), offset: off, bytes_cut: cut });
+            return Outcome { highest, clean: true, empty: off == 0 };
+        }
+        let reason = match stop {
+            Stop::Incomplete => DamageReason::Truncated,
+            Stop::BadChecksum => DamageReason::BadChecksum,
+            Stop::BadLength(len) => DamageReason::BadLength(len),
+            Stop::Gap { expected, found } => {
+                DamageReason::LsnGap { expected: Lsn(expected), found: Lsn(found) }
+            }
+        };
+        tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, "spool: damaged segment, rest skipped");
+        report.damaged.push(Damage { segment: seg.path.clone(), offset: off, reason });
+        if let Stop::Gap { found, .. } = stop {
+            highest = highest.max(found);
+        }
+        Outcome { highest: highest.max(later.unwrap_or(0)), clean: false, empty: false }
+    }
+}
+
+enum Parsed {
+    /// A complete record; whether its checksum holds.
+    Record(Header, bool),
+    Incomplete,
+    BadLength(u32),
+}
+
+fn parse_at(win: &mut Window<'_>, off: u64, max_record: u32) -> io::Result<Parsed> {
+    if win.len - off < HEADER as u64 {
+        return Ok(Parsed::Incomplete);
+    }
+    let mut hb = [0u8; HEADER];
+    hb.copy_from_slice(win.get(off, HEADER)?);
+    let h = Header::parse(&hb);
+    let bad_len = if h.skip { h.len as usize != SKIP_PAYLOAD } else { h.len > max_record };
+    if bad_len {
+        return Ok(Parsed::BadLength(h.len));
+    }
+    if win.len - off - (HEADER as u64) < u64::from(h.len) {
+        return Ok(Parsed::Incomplete);
+    }
+    let payload = win.get(off + HEADER as u64, h.len as usize)?;
+    let ok = h.check(payload);
+    Ok(Parsed::Record(h, ok))
+}
+
+/// Looks at every offset from `from` for a valid record numbered above `above` (and
+/// plausibly: not more records above it than the file could hold). Returns the highest
+/// such record number, so that no number is used twice.
+fn scan_for_records(win: &mut Window<'_>, from: u64, above: u64, max_record: u32) -> Option<u64> {
+    let mut best = None;
+    let mut off = from;
+    let ceiling = above.saturating_add(win.len / HEADER as u64 + 1);
+    while off + (HEADER as u64) <= win.len {
+        let mut step = 1;
+        let mut hb = [0u8; HEADER];
+        if let Ok(b) = win.get(off, HEADER) {
+            hb.copy_from_slice(b);
+            let h = Header::parse(&hb);
+            if h.lsn > above && h.lsn <= ceiling {
+                if let Ok(Parsed::Record(h, true)) = parse_at(win, off, max_record) {
+                    best = best.max(Some(h.lsn));
+                    step = (HEADER + h.len as usize) as u64;
+                }
+            }
+        }
+        off += step;
+    }
+    best
+}
+
+/// A read window over one file: positioned reads into a buffer of at most `cap` bytes.
+struct Window<'a> {
+    file: &'a File,
+    len: u64,
+    buf: &'a mut Vec<u8>,
+    start: u64,
+    cap: usize,
+}
+
+impl Window<'_> {
+    /// `n` bytes at `off`; the caller keeps `off + n <= len` and `n <= cap / 2`.
+    fn get(&mut self, off: u64, n: usize) -> io::Result<&[u8]> {
+        let end = off + n as u64;
+        if end > self.len {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if off < self.start || end > self.start + self.buf.len() as u64 {
+            let want = (self.cap as u64).min(self.len - off) as usize;
+            self.buf.clear();
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(self.buf, off)?;
+            self.start = off;
+        }
+        let at = (off - self.start) as usize;
+        Ok(&self.buf[at..at + n])
+    }
+}
+
+pub(crate) fn segment_path(dir: &Path, first: u64) -> PathBuf {
+    dir.join(segment_name(first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip() {
+        assert_eq!(segment_name(1), "00000000000000000001.log");
+        assert_eq!(parse_segment_name("00000000000000000001.log"), Some(1));
+        assert_eq!(parse_segment_name("1.log"), None);
+        assert_eq!(parse_segment_name("0000000000000000000x.log"), None);
+    }
+}
