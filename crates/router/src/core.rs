@@ -150,6 +150,8 @@ pub struct Core {
     gm_scratch_slots: Vec<(Slot, Vec<u8>)>,
     /// The latest time passed in (for work triggered without a time, e.g. a close).
     latest: MonoNanos,
+    last_reclaim: MonoNanos,
+    reclaimed_below: u64,
 }
 
 /// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
@@ -171,6 +173,8 @@ impl Core {
         Core {
             gm_scratch_slots: Vec::new(),
             latest: now,
+            last_reclaim: now,
+            reclaimed_below: 0,
             clients: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -231,6 +235,23 @@ impl Core {
             }
         }
         self.gm_output();
+    }
+
+    /// Now and then (every 10 s at most): lets the spool delete segments nothing retained
+    /// needs, after appending a checkpoint (queue definitions, publisher marks) so the
+    /// deleted segments' definitions survive.
+    pub fn maybe_reclaim(&mut self, now: MonoNanos) {
+        if !self.spool.enabled() || now.saturating_sub(self.last_reclaim) < 10_000_000_000 {
+            return;
+        }
+        self.last_reclaim = now;
+        let below = self.gm.reclaim_below();
+        if below == u64::MAX || below <= self.reclaimed_below {
+            return;
+        }
+        self.gm.checkpoint(&mut *self.spool);
+        self.spool.reclaim(below);
+        self.reclaimed_below = below;
     }
 
     /// Moves the engine's frames into the clients' egress buffers.

@@ -63,6 +63,9 @@ pub enum Error {
     /// The event loop's own IO failed (epoll, waker).
     #[error("router event loop failed: {0}")]
     Io(#[from] io::Error),
+    /// The guaranteed-messaging spool could not be opened.
+    #[error(transparent)]
+    Spool(#[from] crate::spool_port::SpoolError),
 }
 
 /// A bound, not yet running router.
@@ -144,8 +147,11 @@ impl Router {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut cfg = cfg;
         cfg.listen = addr;
-        let mut core = Core::new(cfg, MonoNanos::now(), UtcNanos::now());
+        let mut core = Core::new(cfg.clone(), MonoNanos::now(), UtcNanos::now());
         core.set_stamp_clock(MonoNanos::now);
+        if let Some(spool) = crate::spool_port::open(&cfg, &mut core, waker.clone())? {
+            core.attach_spool(Box::new(spool));
+        }
         Ok(Router {
             poll,
             listener,
@@ -217,7 +223,7 @@ impl Router {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all(now),
-                    WAKER => {}
+                    WAKER => self.core.handle_spool(now),
                     Token(i) => {
                         let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
@@ -259,6 +265,8 @@ impl Router {
             if !read_list.is_empty() {
                 last_active = now;
             }
+            // Guaranteed publishes read this turn go to the storage thread in one batch.
+            self.core.flush_spool();
 
             // Write each client with queued bytes once.
             self.core.poll_transmit(&mut dirty);
@@ -295,6 +303,7 @@ impl Router {
             if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 self.core.handle_timeout(now);
+                self.core.maybe_reclaim(now);
                 self.drain_closed(now);
                 // Sockets left unread while the read memory was at its limit.
                 for (i, c) in self.conns.iter_mut().enumerate() {

@@ -18,6 +18,7 @@ pub mod driver;
 pub mod egress;
 pub mod gm;
 pub mod index;
+pub mod spool_port;
 
 pub use config::{parse_router_idle, Config, IdleStrategy, SlowConsumerPolicy, ROUTER_IDLE};
 pub use driver::{Router, RouterHandle};

@@ -99,6 +99,18 @@ pub enum LogError {
     Failed,
 }
 
+/// Whether a queue defined by `def` holds message `id` that arrived at `time`: published
+/// after it was created, or retained when it was created and selected by its `start`.
+fn holds(def: &QueueDef, id: u64, time: u64) -> bool {
+    id >= def.created_at
+        || match def.start {
+            StartAt::Now => false,
+            StartAt::Beginning => true,
+            StartAt::Id(from) => id >= from,
+            StartAt::TimeNs(t) => time >= t,
+        }
+}
+
 /// Settings of the guaranteed-messaging engine.
 #[derive(Debug, Clone)]
 pub struct GmConfig {
@@ -299,6 +311,8 @@ pub struct Engine {
     fail: Vec<(Slot, ErrorCode, String)>,
     totals: GmTotals,
     recovering: bool,
+    recovered_defs: Vec<QueueDef>,
+    defs_preinstalled: bool,
     /// Recovery problems to report (records that do not decode or apply).
     pub recovery_errors: Vec<String>,
 }
@@ -327,6 +341,8 @@ impl Engine {
             fail: Vec::new(),
             totals: GmTotals::default(),
             recovering: true,
+            recovered_defs: Vec::new(),
+            defs_preinstalled: false,
             recovery_errors: Vec::new(),
         }
     }
@@ -337,6 +353,37 @@ impl Engine {
     }
 
     // ------------------------------------------------------------------ recovery
+
+    /// First recovery pass: queue definitions and deletions only, so that messages
+    /// recorded before a (re-written, checkpointed) definition still find their queue.
+    pub fn recover_definition(&mut self, bytes: &[u8]) {
+        match record::decode(bytes) {
+            Ok(Record::QueueDefined { json }) => {
+                if let Ok(def) = serde_json::from_str::<QueueDef>(json) {
+                    let keep = self
+                        .recovered_defs
+                        .iter()
+                        .position(|d| d.name == def.name);
+                    match keep {
+                        // A checkpoint repeats a definition: the first one stays.
+                        Some(i) if self.recovered_defs[i].created_at == def.created_at => {}
+                        Some(i) => self.recovered_defs[i] = def,
+                        None => self.recovered_defs.push(def),
+                    }
+                }
+            }
+            Ok(Record::QueueDeleted { queue }) => self.recovered_defs.retain(|d| d.name != queue),
+            _ => {}
+        }
+    }
+
+    /// Between the passes: installs the queues the first pass found.
+    pub fn install_recovered_definitions(&mut self) {
+        for def in std::mem::take(&mut self.recovered_defs) {
+            self.install_queue(def);
+        }
+        self.defs_preinstalled = true;
+    }
 
     /// Replays one spool record at start-up (in record order).
     pub fn recover_record(&mut self, lsn: u64, bytes: &[u8]) {
@@ -385,7 +432,7 @@ impl Engine {
                 let size = (topic.len() + payload.len()) as u64;
                 for i in 0..self.matched.len() {
                     let q = self.matched[i].0;
-                    if self.queue(q).is_some_and(|q| q.def.created_at <= id) {
+                    if self.queue(q).is_some_and(|q| holds(&q.def, id, time)) {
                         self.enqueue(q, id, size);
                     }
                 }
@@ -414,6 +461,7 @@ impl Engine {
                     self.purge(q, up_to);
                 }
             }
+            Record::QueueDefined { .. } | Record::QueueDeleted { .. } if self.defs_preinstalled => {}
             Record::QueueDefined { json } => match serde_json::from_str::<QueueDef>(json) {
                 Ok(def) => {
                     if !self.queue_names.contains_key(&def.name) {

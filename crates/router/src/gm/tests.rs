@@ -76,6 +76,52 @@ fn drain(e: &mut Engine) -> Vec<(Slot, Out)> {
     v
 }
 
+/// A restart: the two recovery passes over `records` (the first numbered `first_lsn`).
+fn recover(cfg: GmConfig, records: &[Vec<u8>], first_lsn: u64) -> Engine {
+    let mut r = Engine::new(cfg);
+    for rec in records {
+        r.recover_definition(rec);
+    }
+    r.install_recovered_definitions();
+    for (i, rec) in records.iter().enumerate() {
+        r.recover_record(first_lsn + i as u64, rec);
+    }
+    r.finish_recovery();
+    r
+}
+
+#[test]
+fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=3 {
+        publish(&mut e, &mut log, P, "a", s, b"x");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 1).unwrap();
+    // Message 1 is consumed; retention 0 lets it go.
+    e.cfg.retain_bytes = 0;
+    e.handle_timeout(&mut log, t(1), wall(1));
+    let below = e.reclaim_below();
+    assert_eq!(below, 3, "the queue definition (1) and message 1 (2) are no longer needed");
+    e.checkpoint(&mut log);
+    // The spool deletes records below `below`.
+    let kept = log.records[(below - 1) as usize..].to_vec();
+    let mut r = recover(GmConfig::default(), &kept, below);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
+    let ids: Vec<u64> = drain(&mut r)
+        .into_iter()
+        .filter_map(|(_, o)| match o { Out::Deliver { id, .. } => Some(id), _ => None })
+        .collect();
+    assert_eq!(ids, vec![2, 3]);
+    r.handle_pub_open(P, 1, 0, "pub").unwrap();
+    assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
+}
+
 fn publish_bytes(topic: &str, seq: u64, payload: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
     tickwire_wire::frame::encode_publish(
@@ -395,11 +441,7 @@ fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
     drain(&mut e);
     e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 2).unwrap();
     // Restart from the log.
-    let mut r = Engine::new(GmConfig::default());
-    for (i, rec) in log.records.iter().enumerate() {
-        r.recover_record(i as u64 + 1, rec);
-    }
-    r.finish_recovery();
+    let mut r = recover(GmConfig::default(), &log.records, 1);
     assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
     r.handle_pub_open(P, 1, 0, "pub").unwrap();
     assert_eq!(drain(&mut r), vec![(P, Out::Opened(4))]);
@@ -627,11 +669,7 @@ proptest! {
                 Op::Restart => {
                     // Everything not durable is lost, as after kill -9.
                     log.records.truncate(durable);
-                    let mut r = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
-                    for (i, rec) in log.records.iter().enumerate() {
-                        r.recover_record(i as u64 + 1, rec);
-                    }
-                    r.finish_recovery();
+                    let r = recover(GmConfig { publish_window: 1000, ..GmConfig::default() }, &log.records, 1);
                     prop_assert!(r.recovery_errors.is_empty());
                     e = r;
                     m.in_flight.clear();

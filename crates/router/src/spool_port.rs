@@ -1,0 +1,176 @@
+//! The driver's side of guaranteed messaging: opens the spool directory (locked, so two
+//! routers never share one), replays it into the core's engine, and adapts the storage
+//! thread's [`Appender`] to the core's [`SpoolPort`].
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mio::Waker;
+use tickwire_spool::{Appender, Config as SpoolConfig, Durable, Lsn, SyncPolicy};
+
+use crate::config::{parse_sync, Config, SyncSetting};
+use crate::core::Core;
+use crate::gm::{Log, LogError, Progress, SpoolPort};
+
+/// Why the spool could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    /// Another process holds the directory.
+    #[error("the spool directory {0} is in use by another tickwire router; give this router its own with --data-dir DIR (or run it without guaranteed messaging: --no-guaranteed)")]
+    Locked(PathBuf),
+    /// The directory or its lock file could not be created.
+    #[error("cannot use the spool directory {dir}: {source}")]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The spool failed to open.
+    #[error("cannot open the spool in {dir}: {source}")]
+    Open {
+        /// The directory.
+        dir: PathBuf,
+        /// What the spool said.
+        source: tickwire_spool::Error,
+    },
+    /// The `sync` setting does not parse.
+    #[error("{0}")]
+    Sync(String),
+}
+
+/// The open spool: the appender and the lock that keeps the directory ours.
+pub struct SpoolAdapter {
+    appender: Appender,
+    _lock: File,
+    dir: PathBuf,
+    sync: SyncSetting,
+}
+
+/// Opens `cfg.data_dir`, replays it into `core`, and starts the storage thread.
+pub fn open(cfg: &Config, core: &mut Core, waker: Arc<Waker>) -> Result<Option<SpoolAdapter>, SpoolError> {
+    let Some(dir) = cfg.data_dir.clone() else {
+        return Ok(None);
+    };
+    let sync = parse_sync(&cfg.sync).map_err(SpoolError::Sync)?;
+    let lock = lock_dir(&dir)?;
+    let mut scfg = SpoolConfig::new(dir.join("spool"));
+    scfg.max_record = cfg.max_frame + 256;
+    scfg.max_pending_bytes = 64 << 20;
+    scfg.sync = match sync {
+        SyncSetting::Fsync => SyncPolicy::Fsync,
+        SyncSetting::Interval(d) => SyncPolicy::Interval(d),
+        SyncSetting::PageCache => SyncPolicy::PageCache,
+    };
+    let engine = core.gm_mut();
+    // Pass 1: queue definitions (a checkpoint may have re-written them after messages
+    // that need them). Pass 2: everything, in order.
+    let (first, _) = tickwire_spool::Spool::open(scfg.clone(), |_, rec| engine.recover_definition(rec))
+        .map_err(|source| SpoolError::Open {
+            dir: dir.clone(),
+            source,
+        })?;
+    drop(first);
+    engine.install_recovered_definitions();
+    let (spool, report) = tickwire_spool::Spool::open(scfg, |lsn, rec| engine.recover_record(lsn.0, rec))
+        .map_err(|source| SpoolError::Open {
+            dir: dir.clone(),
+            source,
+        })?;
+    engine.finish_recovery();
+    for e in engine.recovery_errors.drain(..) {
+        tracing::error!(dir = %dir.display(), "spool recovery: {e}");
+    }
+    for d in &report.damaged {
+        tracing::error!(dir = %dir.display(), damage = ?d, "spool recovery found a damaged record; it was skipped and the rest recovered");
+    }
+    if let Some(t) = &report.torn_tail {
+        tracing::warn!(dir = %dir.display(), torn_tail = ?t, "spool recovery cut a torn tail (a write the crash interrupted; never acknowledged)");
+    }
+    let (queues, depth) = engine.queue_summary();
+    tracing::info!(dir = %dir.display(), records = report.records, queues, messages = depth, %sync, "guaranteed messaging: spool recovered");
+    let appender = spool
+        .start(Box::new(move || {
+            let _ = waker.wake();
+        }))
+        .map_err(|source| SpoolError::Open {
+            dir: dir.clone(),
+            source,
+        })?;
+    Ok(Some(SpoolAdapter {
+        appender,
+        _lock: lock,
+        dir,
+        sync,
+    }))
+}
+
+fn lock_dir(dir: &Path) -> Result<File, SpoolError> {
+    let io = |source| SpoolError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("LOCK"))
+        .map_err(io)?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(SpoolError::Locked(dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
+impl Log for SpoolAdapter {
+    fn append(&mut self, record: &[u8]) -> Result<u64, LogError> {
+        match self.appender.append(record) {
+            Ok(Lsn(n)) => Ok(n),
+            Err(tickwire_spool::AppendError::Busy) => Err(LogError::Busy),
+            Err(tickwire_spool::AppendError::TooLarge { .. }) => Err(LogError::TooLarge),
+            Err(_) => Err(LogError::Failed),
+        }
+    }
+}
+
+impl SpoolPort for SpoolAdapter {
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn flush(&mut self) {
+        self.appender.flush();
+    }
+    fn poll_progress(&mut self) -> Option<Progress> {
+        match self.appender.poll_durable()? {
+            Durable::Through(Lsn(n)) => Some(Progress::Durable(n)),
+            Durable::Failed { first, last, kind } => Some(Progress::Failed {
+                first: first.0,
+                last: last.0,
+                why: match kind {
+                    std::io::ErrorKind::StorageFull => "the disk is full".to_string(),
+                    k => format!("write error: {k}"),
+                },
+            }),
+        }
+    }
+    fn reclaim(&mut self, below: u64) {
+        self.appender.reclaim(Lsn(below));
+    }
+    fn usage(&self) -> serde_json::Value {
+        let s = self.appender.stats();
+        serde_json::json!({
+            "dir": self.dir.display().to_string(),
+            "sync": self.sync.to_string(),
+            "bytes_on_disk": s.bytes_on_disk,
+            "segments": s.segments,
+            "records_written": s.records_written,
+            "batches": s.batches,
+            "fsyncs": s.fsyncs,
+            "failed_batches": s.failed_batches,
+            "durable": s.durable.0,
+        })
+    }
+}
