@@ -96,7 +96,10 @@ pub struct Appender {
 
 impl std::fmt::Debug for Appender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Appender").field("next_lsn", &self.next_lsn).field("batch_bytes", &self.batch.len()).finish()
+        f.debug_struct("Appender")
+            .field("next_lsn", &self.next_lsn)
+            .field("batch_bytes", &self.batch.len())
+            .finish()
     }
 }
 
@@ -106,13 +109,19 @@ pub(crate) fn start(
     next_lsn: u64,
     wake: Box<dyn Fn() + Send>,
 ) -> Result<Appender, Error> {
-    let Recovered { mut segments, append_to_last } = recovered;
+    let Recovered {
+        mut segments,
+        append_to_last,
+    } = recovered;
     let file = if append_to_last {
         // Invariant: `append_to_last` is only set when there is a last segment.
         let Some(last) = segments.last() else {
             return Err(Error::Thread("recovery lost its last segment".into()));
         };
-        OpenOptions::new().append(true).open(&last.path).map_err(|e| Error::io("opening segment", &last.path, e))?
+        OpenOptions::new()
+            .append(true)
+            .open(&last.path)
+            .map_err(|e| Error::io("opening segment", &last.path, e))?
     } else {
         let path = segment_path(&config.dir, next_lsn);
         let f = OpenOptions::new()
@@ -125,14 +134,19 @@ pub(crate) fn start(
                 .and_then(|d| d.sync_all())
                 .map_err(|e| Error::io("syncing spool directory", &config.dir, e))?;
         }
-        segments.push(Segment { first: next_lsn, path, len: 0 });
+        segments.push(Segment {
+            first: next_lsn,
+            path,
+            len: 0,
+        });
         f
     };
     let durable = next_lsn - 1;
     let shared = Arc::new(Shared::new(durable));
     let c = &shared.counters;
     c.segments.store(segments.len() as u64, Ordering::Relaxed);
-    c.bytes_on_disk.store(segments.iter().map(|s| s.len).sum(), Ordering::Relaxed);
+    c.bytes_on_disk
+        .store(segments.iter().map(|s| s.len).sum(), Ordering::Relaxed);
     let storage = Storage {
         shared: shared.clone(),
         wake,
@@ -168,7 +182,10 @@ impl Appender {
     /// until [`flush`](Self::flush). On error no number is used.
     pub fn append(&mut self, payload: &[u8]) -> Result<Lsn, AppendError> {
         if payload.len() > self.max_record as usize {
-            return Err(AppendError::TooLarge { len: payload.len(), max: self.max_record });
+            return Err(AppendError::TooLarge {
+                len: payload.len(),
+                max: self.max_record,
+            });
         }
         if self.shared.stopped.load(Ordering::Acquire) {
             return Err(AppendError::Failed);
@@ -194,7 +211,11 @@ impl Appender {
         let mut st = self.shared.lock();
         let fresh = st.free.pop().unwrap_or_else(|| Vec::with_capacity(len));
         let buf = std::mem::replace(&mut self.batch, fresh);
-        st.queue.push(Batch { buf, first: self.batch_first, last: self.next_lsn - 1 });
+        st.queue.push(Batch {
+            buf,
+            first: self.batch_first,
+            last: self.next_lsn - 1,
+        });
         self.shared.pending_bytes.fetch_add(len, Ordering::AcqRel);
         drop(st);
         self.shared.cv.notify_one();
@@ -225,7 +246,9 @@ impl Appender {
     /// Asks the storage thread to delete the segments (never the current one) whose
     /// records are all below `below`.
     pub fn reclaim(&mut self, below: Lsn) {
-        self.shared.reclaim_below.fetch_max(below.0, Ordering::AcqRel);
+        self.shared
+            .reclaim_below
+            .fetch_max(below.0, Ordering::AcqRel);
         self.shared.lock().reclaim = true;
         self.shared.cv.notify_one();
     }
@@ -252,7 +275,9 @@ impl Appender {
         self.shared.lock().shutdown = true;
         self.shared.cv.notify_one();
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| Error::Thread("storage thread panicked".into())),
+            Some(t) => t
+                .join()
+                .map_err(|_| Error::Thread("storage thread panicked".into())),
             None => Ok(()),
         }
     }

@@ -71,7 +71,9 @@ impl Config {
         }
         if let SyncPolicy::Interval(d) = self.sync {
             if d.is_zero() {
-                return Err(Error::Config("sync interval must not be 0 (use Fsync)".into()));
+                return Err(Error::Config(
+                    "sync interval must not be 0 (use Fsync)".into(),
+                ));
             }
         }
         Ok(())

@@ -28,7 +28,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 }
 

@@ -137,7 +137,14 @@ impl Spool {
             "spool recovered"
         );
         let next_lsn = report.next_lsn.0;
-        Ok((Spool { config, recovered, next_lsn }, report))
+        Ok((
+            Spool {
+                config,
+                recovered,
+                next_lsn,
+            },
+            report,
+        ))
     }
 
     /// The number the next appended record will get.

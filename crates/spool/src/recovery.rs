@@ -125,11 +125,18 @@ pub(crate) fn recover(
         let Some(first) = name.to_str().and_then(parse_segment_name) else {
             continue;
         };
-        segments.push(Segment { first, path: entry.path(), len: 0 });
+        segments.push(Segment {
+            first,
+            path: entry.path(),
+            len: 0,
+        });
     }
     segments.sort_by_key(|s| s.first);
 
-    let mut report = RecoveryReport { segments: segments.len(), ..RecoveryReport::default() };
+    let mut report = RecoveryReport {
+        segments: segments.len(),
+        ..RecoveryReport::default()
+    };
     let mut reader = Reader::new(config.max_record);
     // The next record number expected; None before the first record of the log.
     let mut expected: Option<u64> = None;
@@ -153,7 +160,13 @@ pub(crate) fn recover(
         Some(last) => last_clean && (last.len > 0 || last.first == next),
         None => false,
     };
-    Ok((Recovered { segments, append_to_last }, report))
+    Ok((
+        Recovered {
+            segments,
+            append_to_last,
+        },
+        report,
+    ))
 }
 
 struct Outcome {
@@ -184,7 +197,11 @@ enum Stop {
 impl Reader {
     fn new(max_record: u32) -> Reader {
         let cap = (2 * (max_record as usize + HEADER)).max(256 << 10);
-        Reader { max_record, window: Vec::new(), cap }
+        Reader {
+            max_record,
+            window: Vec::new(),
+            cap,
+        }
     }
 
     fn read_segment(
@@ -204,20 +221,34 @@ impl Reader {
             Ok(f) => f,
             Err(e) => {
                 report.damaged.push(unreadable(e.kind()));
-                return Outcome { highest: 0, clean: false, empty: false };
+                return Outcome {
+                    highest: 0,
+                    clean: false,
+                    empty: false,
+                };
             }
         };
         let file_len = match file.metadata() {
             Ok(m) => m.len(),
             Err(e) => {
                 report.damaged.push(unreadable(e.kind()));
-                return Outcome { highest: 0, clean: false, empty: false };
+                return Outcome {
+                    highest: 0,
+                    clean: false,
+                    empty: false,
+                };
             }
         };
         seg.len = file_len;
         // The window's bytes belong to the previous file.
         self.window.clear();
-        let mut win = Window { file: &file, len: file_len, buf: &mut self.window, start: 0, cap: self.cap };
+        let mut win = Window {
+            file: &file,
+            len: file_len,
+            buf: &mut self.window,
+            start: 0,
+            cap: self.cap,
+        };
         let mut off = 0u64;
         let mut highest = 0u64;
         let stop = loop {
@@ -234,7 +265,11 @@ impl Reader {
                         offset: off,
                         reason: DamageReason::Unreadable(e.kind()),
                     });
-                    return Outcome { highest, clean: false, empty: false };
+                    return Outcome {
+                        highest,
+                        clean: false,
+                        empty: false,
+                    };
                 }
             };
             if !ok {
@@ -247,10 +282,16 @@ impl Reader {
                         report.damaged.push(Damage {
                             segment: seg.path.clone(),
                             offset: 0,
-                            reason: DamageReason::LsnGap { expected: Lsn(exp), found: Lsn(h.lsn) },
+                            reason: DamageReason::LsnGap {
+                                expected: Lsn(exp),
+                                found: Lsn(h.lsn),
+                            },
                         });
                     } else {
-                        break Some(Stop::Gap { expected: exp, found: h.lsn });
+                        break Some(Stop::Gap {
+                            expected: exp,
+                            found: h.lsn,
+                        });
                     }
                 }
             }
@@ -265,7 +306,10 @@ impl Reader {
                     break Some(Stop::BadLength(h.len));
                 }
                 let last = h.lsn.saturating_add(n - 1);
-                report.skipped.push(SkippedRange { first: Lsn(h.lsn), last: Lsn(last) });
+                report.skipped.push(SkippedRange {
+                    first: Lsn(h.lsn),
+                    last: Lsn(last),
+                });
                 last
             } else {
                 let payload = match win.get(off + HEADER as u64, h.len as usize) {
@@ -276,7 +320,11 @@ impl Reader {
                             offset: off,
                             reason: DamageReason::Unreadable(e.kind()),
                         });
-                        return Outcome { highest, clean: false, empty: false };
+                        return Outcome {
+                            highest,
+                            clean: false,
+                            empty: false,
+                        };
                     }
                 };
                 on_record(Lsn(h.lsn), payload);
@@ -289,14 +337,23 @@ impl Reader {
             off += (HEADER + h.len as usize) as u64;
         };
         let Some(stop) = stop else {
-            return Outcome { highest, clean: true, empty: file_len == 0 };
+            return Outcome {
+                highest,
+                clean: true,
+                empty: file_len == 0,
+            };
         };
         // Is there any valid record after the bad one? Then it is damage, not a tail.
         // Numbers after the bad record are above everything read so far, and above what
         // the segment's name promises.
-        let above = highest.max(expected.map_or(0, |e| e.saturating_sub(1))).max(seg.first.saturating_sub(1));
+        let above = highest
+            .max(expected.map_or(0, |e| e.saturating_sub(1)))
+            .max(seg.first.saturating_sub(1));
         let later = scan_for_records(&mut win, off + 1, above, self.max_record);
-        let tail_like = matches!(stop, Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_));
+        let tail_like = matches!(
+            stop,
+            Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_)
+        );
         if is_last && tail_like && later.is_none() {
             let cut = file_len - off;
             if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
@@ -305,27 +362,48 @@ impl Reader {
                     offset: off,
                     reason: DamageReason::Unreadable(e.kind()),
                 });
-                return Outcome { highest, clean: false, empty: false };
+                return Outcome {
+                    highest,
+                    clean: false,
+                    empty: false,
+                };
             }
             tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
             seg.len = off;
-            report.torn_tail = Some(TornTail { segment: seg.path.clone(), offset: off, bytes_cut: cut });
-            return Outcome { highest, clean: true, empty: off == 0 };
+            report.torn_tail = Some(TornTail {
+                segment: seg.path.clone(),
+                offset: off,
+                bytes_cut: cut,
+            });
+            return Outcome {
+                highest,
+                clean: true,
+                empty: off == 0,
+            };
         }
         let reason = match stop {
             Stop::Incomplete => DamageReason::Truncated,
             Stop::BadChecksum => DamageReason::BadChecksum,
             Stop::BadLength(len) => DamageReason::BadLength(len),
-            Stop::Gap { expected, found } => {
-                DamageReason::LsnGap { expected: Lsn(expected), found: Lsn(found) }
-            }
+            Stop::Gap { expected, found } => DamageReason::LsnGap {
+                expected: Lsn(expected),
+                found: Lsn(found),
+            },
         };
         tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, "spool: damaged segment, rest skipped");
-        report.damaged.push(Damage { segment: seg.path.clone(), offset: off, reason });
+        report.damaged.push(Damage {
+            segment: seg.path.clone(),
+            offset: off,
+            reason,
+        });
         if let Stop::Gap { found, .. } = stop {
             highest = highest.max(found);
         }
-        Outcome { highest: highest.max(later.unwrap_or(0)), clean: false, empty: false }
+        Outcome {
+            highest: highest.max(later.unwrap_or(0)),
+            clean: false,
+            empty: false,
+        }
     }
 }
 
@@ -343,7 +421,11 @@ fn parse_at(win: &mut Window<'_>, off: u64, max_record: u32) -> io::Result<Parse
     let mut hb = [0u8; HEADER];
     hb.copy_from_slice(win.get(off, HEADER)?);
     let h = Header::parse(&hb);
-    let bad_len = if h.skip { h.len as usize != SKIP_PAYLOAD } else { h.len > max_record };
+    let bad_len = if h.skip {
+        h.len as usize != SKIP_PAYLOAD
+    } else {
+        h.len > max_record
+    };
     if bad_len {
         return Ok(Parsed::BadLength(h.len));
     }

@@ -133,7 +133,10 @@ impl Storage {
                 st.reclaim = false;
                 st.shutdown
             };
-            let before = (self.shared.durable.load(Ordering::Relaxed), self.shared.failures_posted.load(Ordering::Relaxed));
+            let before = (
+                self.shared.durable.load(Ordering::Relaxed),
+                self.shared.failures_posted.load(Ordering::Relaxed),
+            );
             if !batches.is_empty() {
                 self.write_batches(&batches);
                 let bytes: usize = batches.iter().map(|b| b.buf.len()).sum();
@@ -151,7 +154,10 @@ impl Storage {
             if shutdown {
                 self.finish();
             }
-            let after = (self.shared.durable.load(Ordering::Relaxed), self.shared.failures_posted.load(Ordering::Relaxed));
+            let after = (
+                self.shared.durable.load(Ordering::Relaxed),
+                self.shared.failures_posted.load(Ordering::Relaxed),
+            );
             if after != before {
                 (self.wake)();
             }
@@ -174,7 +180,10 @@ impl Storage {
         if let Some(f) = &self.file {
             self.shared.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = f.sync_data() {
-                self.shared.counters.sync_errors.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .counters
+                    .sync_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "spool: fdatasync failed");
             }
         }
@@ -185,7 +194,9 @@ impl Storage {
     /// At shutdown: cover failed numbers with a marker (so they are not reused after a
     /// restart) and sync unless the policy never does.
     fn finish(&mut self) {
-        if let (Some((first, count)), Some(f), None) = (self.pending_skip, self.file.as_mut(), self.dead) {
+        if let (Some((first, count)), Some(f), None) =
+            (self.pending_skip, self.file.as_mut(), self.dead)
+        {
             let marker = encode_skip(first, count);
             if f.write_all(&marker).is_ok() {
                 self.pending_skip = None;
@@ -206,7 +217,11 @@ impl Storage {
                 self.post_failure(batches[i].first, last, kind, (batches.len() - i) as u64);
                 return;
             }
-            let skip_len = if self.pending_skip.is_some() { SKIP_RECORD as u64 } else { 0 };
+            let skip_len = if self.pending_skip.is_some() {
+                SKIP_RECORD as u64
+            } else {
+                0
+            };
             let cur_len = self.segments.last().map_or(0, |s| s.len);
             let first_len = batches[i].buf.len() as u64 + skip_len;
             if self.file.is_none() || (cur_len > 0 && cur_len + first_len > self.segment_size) {
@@ -223,7 +238,9 @@ impl Storage {
             let cur_len = self.segments.last().map_or(0, |s| s.len);
             let mut j = i + 1;
             let mut len = first_len;
-            while j < batches.len() && cur_len + len + batches[j].buf.len() as u64 <= self.segment_size {
+            while j < batches.len()
+                && cur_len + len + batches[j].buf.len() as u64 <= self.segment_size
+            {
                 len += batches[j].buf.len() as u64;
                 j += 1;
             }
@@ -262,7 +279,9 @@ impl Storage {
                 let c = &self.shared.counters;
                 c.records_written.fetch_add(records, Ordering::Relaxed);
                 c.batches.fetch_add(run.len() as u64, Ordering::Relaxed);
-                self.shared.durable.fetch_max(run[run.len() - 1].last, Ordering::AcqRel);
+                self.shared
+                    .durable
+                    .fetch_max(run[run.len() - 1].last, Ordering::AcqRel);
             }
             Err(e) => {
                 tracing::warn!(error = %e, first = run[0].first, last = run[run.len() - 1].last, "spool: batch write failed; truncating it away");
@@ -288,7 +307,10 @@ impl Storage {
     }
 
     fn post_failure(&mut self, first: u64, last: u64, kind: io::ErrorKind, batches: u64) {
-        self.shared.counters.failed_batches.fetch_add(batches, Ordering::Relaxed);
+        self.shared
+            .counters
+            .failed_batches
+            .fetch_add(batches, Ordering::Relaxed);
         let mut st = self.shared.lock();
         match st.failures.back_mut() {
             // Merge with a still-unread neighbour of the same kind: the queue stays short.
@@ -302,17 +324,24 @@ impl Storage {
         if let Some(s) = self.segments.last_mut() {
             s.len += n;
         }
-        self.shared.counters.bytes_on_disk.fetch_add(n, Ordering::Relaxed);
+        self.shared
+            .counters
+            .bytes_on_disk
+            .fetch_add(n, Ordering::Relaxed);
     }
 
     /// Closes the current segment (synced unless the policy never syncs) and starts a
     /// new one named `first`.
     fn roll(&mut self, first: u64) -> io::Result<()> {
         if let Some(f) = self.file.take() {
-            if self.policy != SyncPolicy::PageCache {
+            // Under `Fsync` every run was synced already.
+            if self.unsynced && self.policy != SyncPolicy::PageCache {
                 self.shared.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = f.sync_data() {
-                    self.shared.counters.sync_errors.fetch_add(1, Ordering::Relaxed);
+                    self.shared
+                        .counters
+                        .sync_errors
+                        .fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %e, "spool: fdatasync at segment roll failed");
                 }
                 self.unsynced = false;
@@ -328,10 +357,20 @@ impl Storage {
             File::open(&self.dir)?.sync_all()?;
         }
         if self.segments.last().is_none_or(|s| s.first != first) {
-            self.segments.push(Segment { first, path, len: 0 });
-            self.shared.counters.segments.fetch_add(1, Ordering::Relaxed);
+            self.segments.push(Segment {
+                first,
+                path,
+                len: 0,
+            });
+            self.shared
+                .counters
+                .segments
+                .fetch_add(1, Ordering::Relaxed);
         } else if let Some(s) = self.segments.last_mut() {
-            self.shared.counters.bytes_on_disk.fetch_sub(s.len, Ordering::Relaxed);
+            self.shared
+                .counters
+                .bytes_on_disk
+                .fetch_sub(s.len, Ordering::Relaxed);
             s.len = 0;
         }
         self.file = Some(file);
@@ -353,13 +392,23 @@ impl Storage {
                 }
             }
             let seg = self.segments.remove(0);
-            self.shared.counters.bytes_on_disk.fetch_sub(seg.len, Ordering::Relaxed);
-            self.shared.counters.segments.fetch_sub(1, Ordering::Relaxed);
+            self.shared
+                .counters
+                .bytes_on_disk
+                .fetch_sub(seg.len, Ordering::Relaxed);
+            self.shared
+                .counters
+                .segments
+                .fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
-fn write_all_vectored(file: &mut File, mut bufs: &mut [IoSlice<'_>], writes: &AtomicU64) -> io::Result<()> {
+fn write_all_vectored(
+    file: &mut File,
+    mut bufs: &mut [IoSlice<'_>],
+    writes: &AtomicU64,
+) -> io::Result<()> {
     while !bufs.is_empty() {
         writes.fetch_add(1, Ordering::Relaxed);
         match file.write_vectored(bufs) {
@@ -375,6 +424,10 @@ fn write_all_vectored(file: &mut File, mut bufs: &mut [IoSlice<'_>], writes: &At
 /// A failure as the appender reports it.
 impl From<Failure> for crate::Durable {
     fn from(f: Failure) -> crate::Durable {
-        crate::Durable::Failed { first: Lsn(f.first), last: Lsn(f.last), kind: f.kind }
+        crate::Durable::Failed {
+            first: Lsn(f.first),
+            last: Lsn(f.last),
+            kind: f.kind,
+        }
     }
 }

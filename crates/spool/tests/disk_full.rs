@@ -34,7 +34,10 @@ fn failed_batch_is_reported_and_later_batches_succeed_once_space_frees_up() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("disk-full child: ok"), "child did not run:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("disk-full child: ok"),
+        "child did not run:\n{stdout}\n{stderr}"
+    );
 }
 
 /// Appends one batch of 10 records of 100 bytes (1,160 bytes on disk) and waits for
@@ -63,23 +66,42 @@ fn batch(app: &mut Appender) -> Durable {
 
 fn child() {
     // SIGXFSZ would kill the process; with a handler the write returns EFBIG instead.
-    signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::new(AtomicBool::new(false))).unwrap();
+    signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = Config::new(dir.path());
     let (spool, _) = Spool::open(config.clone(), |_, _| {}).unwrap();
     let mut app = spool.start(Box::new(|| {})).unwrap();
 
     let original = getrlimit(Resource::Fsize);
-    setrlimit(Resource::Fsize, Rlimit { current: Some(8192), maximum: original.maximum }).unwrap();
+    setrlimit(
+        Resource::Fsize,
+        Rlimit {
+            current: Some(8192),
+            maximum: original.maximum,
+        },
+    )
+    .unwrap();
     // 7 batches fit (8,120 bytes), the 8th and 9th do not.
     for k in 0..7 {
         assert_eq!(batch(&mut app), Durable::Through(Lsn(10 * k + 10)));
     }
-    let full = |first, last| Durable::Failed { first: Lsn(first), last: Lsn(last), kind: io::ErrorKind::FileTooLarge };
+    let full = |first, last| Durable::Failed {
+        first: Lsn(first),
+        last: Lsn(last),
+        kind: io::ErrorKind::FileTooLarge,
+    };
     assert_eq!(batch(&mut app), full(71, 80));
     assert_eq!(batch(&mut app), full(81, 90));
     let seg = dir.path().join(format!("{:020}.log", 1));
-    assert_eq!(std::fs::metadata(&seg).unwrap().len(), 8120, "the partial writes were truncated");
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        8120,
+        "the partial writes were truncated"
+    );
 
     // Space frees up: the next batch goes through, numbering continues after the gap.
     setrlimit(Resource::Fsize, original).unwrap();
@@ -93,7 +115,13 @@ fn child() {
     assert_eq!(got, (1..=70).chain(91..=100).collect::<Vec<_>>());
     assert!(report.damaged.is_empty(), "{report:?}");
     assert!(report.torn_tail.is_none());
-    assert_eq!(report.skipped, vec![SkippedRange { first: Lsn(71), last: Lsn(90) }]);
+    assert_eq!(
+        report.skipped,
+        vec![SkippedRange {
+            first: Lsn(71),
+            last: Lsn(90)
+        }]
+    );
     assert_eq!(spool.next_lsn(), Lsn(101));
     println!("disk-full child: ok");
 }

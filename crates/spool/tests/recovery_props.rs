@@ -31,9 +31,15 @@ fn recover(config: &Config) -> (Vec<(u64, Vec<u8>)>, RecoveryReport) {
     (got, report)
 }
 
-/// Segment files in order, with the (start, end, lsn) of each record in them.
-fn layout(dir: &Path) -> Vec<(PathBuf, Vec<(u64, u64, u64)>)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+/// (start, end, lsn) of one record in a segment file.
+type Span = (u64, u64, u64);
+
+/// Segment files in order, with the span of each record in them.
+fn layout(dir: &Path) -> Vec<(PathBuf, Vec<Span>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     files
         .into_iter()

@@ -4,11 +4,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tickwire_spool::{Appender, Config, DamageReason, Durable, Lsn, RecoveryReport, Spool, SyncPolicy};
+use tickwire_spool::{
+    Appender, Config, DamageReason, Durable, Lsn, RecoveryReport, Spool, SyncPolicy,
+};
 
 fn open(config: &Config) -> (Vec<(u64, Vec<u8>)>, RecoveryReport, Spool) {
     let mut got = Vec::new();
-    let (spool, report) = Spool::open(config.clone(), |lsn, p| got.push((lsn.0, p.to_vec()))).unwrap();
+    let (spool, report) =
+        Spool::open(config.clone(), |lsn, p| got.push((lsn.0, p.to_vec()))).unwrap();
     (got, report, spool)
 }
 
@@ -24,11 +27,16 @@ fn wait_durable(app: &mut Appender, lsn: u64) -> Vec<Durable> {
                 f => failures.push(f),
             }
         }
-        let failed_past = failures.iter().any(|f| matches!(f, Durable::Failed { last, .. } if last.0 >= lsn));
+        let failed_past = failures
+            .iter()
+            .any(|f| matches!(f, Durable::Failed { last, .. } if last.0 >= lsn));
         if through >= lsn || failed_past {
             return failures;
         }
-        assert!(Instant::now() < deadline, "not durable in time: through {through}, want {lsn}");
+        assert!(
+            Instant::now() < deadline,
+            "not durable in time: through {through}, want {lsn}"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -73,7 +81,10 @@ fn round_trip_across_segment_rolls_and_reopen() {
     let files = segment_files(dir.path());
     assert_eq!(files[0], "00000000000000000001.log");
     assert_eq!(files.len() as u64, stats.segments);
-    let on_disk: u64 = files.iter().map(|f| std::fs::metadata(dir.path().join(f)).unwrap().len()).sum();
+    let on_disk: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().len())
+        .sum();
     assert_eq!(on_disk, stats.bytes_on_disk);
 
     let (got, report, spool) = open(&config);
@@ -89,7 +100,11 @@ fn round_trip_across_segment_rolls_and_reopen() {
 
 #[test]
 fn lsn_continues_after_reopen_under_every_policy() {
-    for policy in [SyncPolicy::Fsync, SyncPolicy::Interval(Duration::from_millis(5)), SyncPolicy::PageCache] {
+    for policy in [
+        SyncPolicy::Fsync,
+        SyncPolicy::Interval(Duration::from_millis(5)),
+        SyncPolicy::PageCache,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::new(dir.path());
         config.sync = policy;
@@ -120,10 +135,11 @@ fn wake_is_called_and_busy_bounds_the_hand_off() {
     let (_, _, spool) = open(&config);
     let wakes = Arc::new(AtomicUsize::new(0));
     let w = wakes.clone();
-    let mut app = spool.start(Box::new(move || {
-        w.fetch_add(1, Ordering::Relaxed);
-    }))
-    .unwrap();
+    let mut app = spool
+        .start(Box::new(move || {
+            w.fetch_add(1, Ordering::Relaxed);
+        }))
+        .unwrap();
     assert_eq!(
         app.append(&[0; 101]),
         Err(tickwire_spool::AppendError::TooLarge { len: 101, max: 100 })
@@ -133,13 +149,19 @@ fn wake_is_called_and_busy_bounds_the_hand_off() {
         ok += 1;
     }
     assert_eq!(ok, 1000 / 116);
-    assert_eq!(app.append(&[1; 100]), Err(tickwire_spool::AppendError::Busy));
+    assert_eq!(
+        app.append(&[1; 100]),
+        Err(tickwire_spool::AppendError::Busy)
+    );
     app.flush();
     assert!(wait_durable(&mut app, ok).is_empty());
     assert!(wakes.load(Ordering::Relaxed) >= 1);
     assert_eq!(app.append(&[1; 100]).unwrap(), Lsn(ok + 1));
     app.close().unwrap();
-    assert_eq!(app.append(b"late"), Err(tickwire_spool::AppendError::Failed));
+    assert_eq!(
+        app.append(b"late"),
+        Err(tickwire_spool::AppendError::Failed)
+    );
 }
 
 #[test]
@@ -230,7 +252,13 @@ fn mid_log_damage_is_reported_and_the_next_segment_still_read() {
     assert_eq!(report.damaged.len(), 2, "{report:?}");
     assert_eq!(report.damaged[0].offset, 100);
     assert_eq!(report.damaged[0].reason, DamageReason::BadChecksum);
-    assert_eq!(report.damaged[1].reason, DamageReason::LsnGap { expected: Lsn(3), found: Lsn(11) });
+    assert_eq!(
+        report.damaged[1].reason,
+        DamageReason::LsnGap {
+            expected: Lsn(3),
+            found: Lsn(11)
+        }
+    );
     let lsns: Vec<u64> = got.iter().map(|g| g.0).collect();
     assert_eq!(lsns, [1, 2].into_iter().chain(11..=30).collect::<Vec<_>>());
     assert_eq!(spool.next_lsn(), Lsn(31));
@@ -254,7 +282,11 @@ fn damage_in_the_last_segment_moves_appends_to_a_new_segment() {
     assert_eq!(got.len(), 4);
     assert!(report.torn_tail.is_none());
     assert_eq!(report.damaged.len(), 1);
-    assert_eq!(spool.next_lsn(), Lsn(11), "numbers past the damage are never reused");
+    assert_eq!(
+        spool.next_lsn(),
+        Lsn(11),
+        "numbers past the damage are never reused"
+    );
     let mut app = spool.start(Box::new(|| {})).unwrap();
     assert_eq!(app.append(b"new").unwrap(), Lsn(11));
     app.close().unwrap();
@@ -282,5 +314,8 @@ fn invalid_config_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path());
     config.max_pending_bytes = 10;
-    assert!(matches!(Spool::open(config, |_, _| {}), Err(tickwire_spool::Error::Config(_))));
+    assert!(matches!(
+        Spool::open(config, |_, _| {}),
+        Err(tickwire_spool::Error::Config(_))
+    ));
 }
