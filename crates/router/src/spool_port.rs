@@ -49,7 +49,11 @@ pub struct SpoolAdapter {
 }
 
 /// Opens `cfg.data_dir`, replays it into `core`, and starts the storage thread.
-pub fn open(cfg: &Config, core: &mut Core, waker: Arc<Waker>) -> Result<Option<SpoolAdapter>, SpoolError> {
+pub fn open(
+    cfg: &Config,
+    core: &mut Core,
+    waker: Arc<Waker>,
+) -> Result<Option<SpoolAdapter>, SpoolError> {
     let Some(dir) = cfg.data_dir.clone() else {
         return Ok(None);
     };
@@ -66,18 +70,21 @@ pub fn open(cfg: &Config, core: &mut Core, waker: Arc<Waker>) -> Result<Option<S
     let engine = core.gm_mut();
     // Pass 1: queue definitions (a checkpoint may have re-written them after messages
     // that need them). Pass 2: everything, in order.
-    let (first, _) = tickwire_spool::Spool::open(scfg.clone(), |_, rec| engine.recover_definition(rec))
-        .map_err(|source| SpoolError::Open {
-            dir: dir.clone(),
-            source,
-        })?;
+    let (first, _) =
+        tickwire_spool::Spool::open(scfg.clone(), |_, rec| engine.recover_definition(rec))
+            .map_err(|source| SpoolError::Open {
+                dir: dir.clone(),
+                source,
+            })?;
     drop(first);
     engine.install_recovered_definitions();
-    let (spool, report) = tickwire_spool::Spool::open(scfg, |lsn, rec| engine.recover_record(lsn.0, rec))
-        .map_err(|source| SpoolError::Open {
-            dir: dir.clone(),
-            source,
-        })?;
+    let (spool, report) =
+        tickwire_spool::Spool::open(scfg, |lsn, rec| engine.recover_record(lsn.0, rec)).map_err(
+            |source| SpoolError::Open {
+                dir: dir.clone(),
+                source,
+            },
+        )?;
     engine.finish_recovery();
     for e in engine.recovery_errors.drain(..) {
         tracing::error!(dir = %dir.display(), "spool recovery: {e}");

@@ -127,7 +127,7 @@ impl Spool {
     ) -> Result<(Spool, RecoveryReport), Error> {
         config.validate()?;
         let (recovered, report) = recovery::recover(&config, &mut on_record)?;
-        tracing::info!(
+        tracing::debug!(
             dir = %config.dir.display(),
             segments = report.segments,
             records = report.records,

@@ -24,6 +24,14 @@ Example config file (every key optional):
   egress_limit = 16777216    # bytes queued per slow subscriber
   slow_consumer = \"discard\"  # discard | disconnect
 
+Guaranteed messaging (queues, acknowledged publishing: docs/guaranteed.md) keeps
+its spool in --data-dir. Default: $XDG_DATA_HOME/tickwire/router-PORT (usually
+~/.local/share/tickwire/router-7420), so a restarted router on the same port
+finds its queues again; with --listen on port 0 (an ephemeral port) a temporary
+directory, deleted on a clean exit. A directory serves one router at a time.
+--sync says when a guaranteed publish is acknowledged: fsync (default; group
+commit, fdatasync before every ACK), interval:10ms, or page-cache.
+
 Stop with Ctrl-C or SIGTERM: clients get an orderly CLOSE and queued bytes are
 flushed for up to two seconds.
 
@@ -31,7 +39,9 @@ Examples:
   tickwire router                                      # on 127.0.0.1:7420, idle hybrid
   tickwire router --listen 0.0.0.0:7420 --idle spin    # all interfaces, busy-poll
   tickwire router --config router.toml --stall-timeout 2s   # a file, one flag wins
-  tickwire router --print-config > router.toml         # start a config file";
+  tickwire router --print-config > router.toml         # start a config file
+  tickwire router --data-dir /var/lib/tickwire --sync fsync   # guaranteed messages here
+  tickwire router --no-guaranteed                      # direct messages only, no spool";
 
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]
@@ -93,6 +103,20 @@ pub struct RouterArgs {
     /// at the limit sockets are left unread until memory frees up [default: 64MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     read_memory_limit: Option<usize>,
+    /// Directory of the guaranteed-messaging spool [default: see below].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_guaranteed")]
+    data_dir: Option<PathBuf>,
+    /// Run without guaranteed messaging (no spool; guaranteed requests are refused
+    /// with SPOOL_UNAVAILABLE).
+    #[arg(long)]
+    no_guaranteed: bool,
+    /// When a guaranteed publish is acknowledged: fsync, interval:DURATION, page-cache
+    /// [default: fsync].
+    #[arg(long, value_name = "POLICY")]
+    sync: Option<String>,
+    /// Most unacknowledged guaranteed publishes per publisher [default: 4096].
+    #[arg(long, value_name = "N")]
+    publish_window: Option<u32>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -136,8 +160,16 @@ impl RouterArgs {
             stall_timeout_ms,
             read_buffer,
             read_memory_limit,
-            name
+            name,
+            sync,
+            publish_window
         );
+        if let Some(d) = &self.data_dir {
+            cfg.data_dir = Some(d.clone());
+        }
+        if self.no_guaranteed {
+            cfg.data_dir = None;
+        }
         // The duration flags, in the config's units (they conflict with the old spellings).
         let whole = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
         if let Some(d) = self.hybrid_spin {
@@ -167,12 +199,40 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let mut cfg = cfg;
+    let mut temp_spool = None;
+    if cfg.data_dir.is_none() && !args.no_guaranteed {
+        if cfg.listen.port() == 0 {
+            let dir = tempfile::Builder::new()
+                .prefix("tickwire-spool-")
+                .tempdir()
+                .context("creating a temporary spool directory")?;
+            cfg.data_dir = Some(dir.path().to_path_buf());
+            temp_spool = Some(dir);
+        } else {
+            let home = tickwire_rt::paths::Environment::current()
+                .data_home()
+                .context(
+                "no per-user data directory (HOME unset): pass --data-dir DIR or --no-guaranteed",
+            )?;
+            cfg.data_dir = Some(
+                home.join("tickwire")
+                    .join(format!("router-{}", cfg.listen.port())),
+            );
+        }
+    }
     let listen = cfg.listen;
     let summary = format!(
         "idle={:?} slow_consumer={:?} egress_limit={} max_frame={} max_clients={}",
         cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
     )
     .to_lowercase();
+    match &cfg.data_dir {
+        Some(d) => {
+            tracing::info!(data_dir = %d.display(), sync = %cfg.sync, "guaranteed messaging on")
+        }
+        None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
+    }
     let router = Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -193,5 +253,6 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     // Tests and scripts wait for this line on stdout to learn the bound address.
     println!("tickwire router listening on {}", router.local_addr());
     router.run().context("running the router")?;
+    drop(temp_spool);
     Ok(ExitCode::SUCCESS)
 }

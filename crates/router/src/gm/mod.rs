@@ -360,10 +360,7 @@ impl Engine {
         match record::decode(bytes) {
             Ok(Record::QueueDefined { json }) => {
                 if let Ok(def) = serde_json::from_str::<QueueDef>(json) {
-                    let keep = self
-                        .recovered_defs
-                        .iter()
-                        .position(|d| d.name == def.name);
+                    let keep = self.recovered_defs.iter().position(|d| d.name == def.name);
                     match keep {
                         // A checkpoint repeats a definition: the first one stays.
                         Some(i) if self.recovered_defs[i].created_at == def.created_at => {}
@@ -461,7 +458,8 @@ impl Engine {
                     self.purge(q, up_to);
                 }
             }
-            Record::QueueDefined { .. } | Record::QueueDeleted { .. } if self.defs_preinstalled => {}
+            Record::QueueDefined { .. } | Record::QueueDeleted { .. } if self.defs_preinstalled => {
+            }
             Record::QueueDefined { json } => match serde_json::from_str::<QueueDef>(json) {
                 Ok(def) => {
                     if !self.queue_names.contains_key(&def.name) {

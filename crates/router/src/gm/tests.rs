@@ -106,7 +106,10 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     e.cfg.retain_bytes = 0;
     e.handle_timeout(&mut log, t(1), wall(1));
     let below = e.reclaim_below();
-    assert_eq!(below, 3, "the queue definition (1) and message 1 (2) are no longer needed");
+    assert_eq!(
+        below, 3,
+        "the queue definition (1) and message 1 (2) are no longer needed"
+    );
     e.checkpoint(&mut log);
     // The spool deletes records below `below`.
     let kept = log.records[(below - 1) as usize..].to_vec();
@@ -115,7 +118,10 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
     let ids: Vec<u64> = drain(&mut r)
         .into_iter()
-        .filter_map(|(_, o)| match o { Out::Deliver { id, .. } => Some(id), _ => None })
+        .filter_map(|(_, o)| match o {
+            Out::Deliver { id, .. } => Some(id),
+            _ => None,
+        })
         .collect();
     assert_eq!(ids, vec![2, 3]);
     r.handle_pub_open(P, 1, 0, "pub").unwrap();
