@@ -314,7 +314,40 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
         let mut guaranteed = Vec::new();
         frame::encode_publish(&mut guaranteed, "w/x", b"x", Default::default(), u32::MAX).unwrap();
         guaranteed[5] = frame::flags::GUARANTEED;
-        v.push(("reserved flag", guaranteed, true, ErrorCode::UNSUPPORTED));
+        v.push((
+            "guaranteed publish without SEQ",
+            guaranteed,
+            true,
+            ErrorCode::MALFORMED_FRAME,
+        ));
+        let mut unopened = Vec::new();
+        frame::encode_publish(
+            &mut unopened,
+            "w/x",
+            b"x",
+            frame::PublishOptions {
+                seq: Some(1),
+                publisher_send: None,
+            },
+            u32::MAX,
+        )
+        .unwrap();
+        unopened[5] |= frame::flags::GUARANTEED;
+        v.push((
+            "guaranteed publish before PUB_OPEN",
+            unopened,
+            true,
+            ErrorCode::NOT_OPEN,
+        ));
+        let mut unknown = Vec::new();
+        frame::encode_publish(&mut unknown, "w/x", b"x", Default::default(), u32::MAX).unwrap();
+        unknown[5] = 0x40;
+        v.push((
+            "unknown flag",
+            unknown,
+            true,
+            ErrorCode::MALFORMED_FRAME,
+        ));
         v
     };
     for (what, bytes, handshake_first, code) in cases {
