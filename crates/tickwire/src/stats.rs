@@ -117,6 +117,72 @@ pub fn render(doc: &Value) -> String {
         num(t, "refused"),
         num(t, "disconnects_error"),
     );
+    s += &render_guaranteed(&doc["guaranteed"]);
+    s
+}
+
+/// The queues and the spool (guaranteed messaging), or a line saying it is off.
+pub fn render_guaranteed(g: &Value) -> String {
+    if g.is_null() {
+        return "\nguaranteed messaging: off (router started with --no-guaranteed)\n".into();
+    }
+    let sp = &g["spool"];
+    let t = &g["totals"];
+    let mut s = format!(
+        "\nguaranteed: spool {} ({}), {} bytes in {} segments, {} records, {} fsyncs; publishes={} acked={} nacked={} duplicates={} delivered={} redelivered={}\n",
+        text(sp, "dir"),
+        text(sp, "sync"),
+        num(sp, "bytes_on_disk"),
+        num(sp, "segments"),
+        num(sp, "records_written"),
+        num(sp, "fsyncs"),
+        num(t, "publishes"),
+        num(t, "acked"),
+        num(t, "nacked"),
+        num(t, "duplicates"),
+        num(t, "delivered"),
+        num(t, "redelivered"),
+    );
+    s += &queue_table(g["queues"].as_array().map(Vec::as_slice).unwrap_or(&[]));
+    s
+}
+
+/// One line per queue: depth, bytes, consumers, redeliveries, dead-lettered.
+pub fn queue_table(queues: &[Value]) -> String {
+    if queues.is_empty() {
+        return "no queues (tickwire queue create NAME --sub PATTERN)\n".into();
+    }
+    let mut s = format!(
+        "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
+        "QUEUE",
+        "ACCESS",
+        "DEPTH",
+        "BYTES",
+        "IN_FLIGHT",
+        "CONSUMERS",
+        "SPOOLED",
+        "ACKED",
+        "REDELIV",
+        "DEAD",
+        "REJECTED"
+    );
+    for q in queues {
+        let d = &q["definition"];
+        s += &format!(
+            "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
+            truncate(text(q, "name"), 24),
+            text(d, "access"),
+            num(q, "depth"),
+            num(q, "bytes"),
+            num(q, "in_flight"),
+            num(q, "consumers"),
+            num(q, "spooled"),
+            num(q, "acked"),
+            num(q, "redelivered"),
+            num(q, "dead_lettered"),
+            num(q, "rejected"),
+        );
+    }
     s
 }
 

@@ -342,12 +342,7 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
         let mut unknown = Vec::new();
         frame::encode_publish(&mut unknown, "w/x", b"x", Default::default(), u32::MAX).unwrap();
         unknown[5] = 0x40;
-        v.push((
-            "unknown flag",
-            unknown,
-            true,
-            ErrorCode::MALFORMED_FRAME,
-        ));
+        v.push(("unknown flag", unknown, true, ErrorCode::MALFORMED_FRAME));
         v
     };
     for (what, bytes, handshake_first, code) in cases {
