@@ -256,10 +256,17 @@ mod tests {
         log.end_turn();
         assert_eq!(log.dropped(), EXTRA);
 
-        open_gate.send(()).expect("the writer is waiting on the gate");
-        let kept: Vec<Vec<u64>> = (0..QUEUE).map(|_| reports.recv().expect("a batch")).collect();
+        open_gate
+            .send(())
+            .expect("the writer is waiting on the gate");
+        let kept: Vec<Vec<u64>> = (0..QUEUE)
+            .map(|_| reports.recv().expect("a batch"))
+            .collect();
         let expected: Vec<Vec<u64>> = (0..QUEUE as u64).map(|t| vec![t, t]).collect();
-        assert_eq!(kept, expected, "the first QUEUE batches arrive whole and in order");
+        assert_eq!(
+            kept, expected,
+            "the first QUEUE batches arrive whole and in order"
+        );
 
         // The writer has caught up: the next batch goes through, and holds only its own
         // records (nothing of the dropped batches).

@@ -551,11 +551,19 @@ fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
         seq += 1;
     };
     send(&mut s);
-    assert_eq!(std::fs::read(&seqnums).unwrap(), at_open, "one flush wrote it");
+    assert_eq!(
+        std::fs::read(&seqnums).unwrap(),
+        at_open,
+        "one flush wrote it"
+    );
     let mut half = 0;
     while std::fs::read(&seqnums).unwrap() == at_open {
         let len = std::fs::metadata(store_file(&dir)).unwrap().len();
-        assert!(len - start < SEQNUMS_EVERY, "not written after {} bytes", len - start);
+        assert!(
+            len - start < SEQNUMS_EVERY,
+            "not written after {} bytes",
+            len - start
+        );
         if half == 0 && len - start >= SEQNUMS_EVERY / 2 {
             half = len;
         }
