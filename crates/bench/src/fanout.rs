@@ -16,6 +16,7 @@ mod output;
 mod transport;
 pub mod workload;
 
+use crate::console::Console;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
@@ -201,7 +202,8 @@ pub struct FanoutArgs {
 const START_DELAY_NS: u64 = 50_000_000;
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
-pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+/// The report goes to `con`.
+pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow::Result<ExitCode> {
     let knobs = Knobs {
         rate: args.rate,
         burst: args.burst,
@@ -249,7 +251,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         publisher_pacing: "sleep while > 200 µs remain, then yield the CPU until the slot",
         nats_io_threads: matches!(args.target, Target::Nats { .. }).then_some(2),
     };
-    output::print_header(&w, &args.target, &router, &layout);
+    output::print_header(con.out, &w, &args.target, &router, &layout);
 
     let rt = match &args.target {
         Target::Nats { .. } => Some(transport::nats_runtime()?),
@@ -290,6 +292,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         w.subscribers,
     );
     shared.hops = args.hops;
+    shared.progress = con.progress;
     let (pub_results, sub_results) = run_threads(
         &w,
         &schedule,
@@ -328,8 +331,9 @@ pub fn run(args: &FanoutArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         router_stats,
         stop.is_set(),
     );
-    report.print();
+    report.print(con.out);
     args.output.write(
+        con.out,
         &report,
         |path| report.plot(path),
         crate::report::Announce::WrittenTo,
@@ -385,7 +389,7 @@ fn run_threads(
             }
         }
 
-        let mut progress = Progress::new(crate::harness::print_line);
+        let mut progress = Progress::new(shared.progress);
         let mut last = (MonoNanos::now().as_nanos(), 0u64, 0u64);
         let mut tick = |progress: &mut Progress, draining: bool| {
             progress.tick(|| {

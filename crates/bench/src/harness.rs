@@ -11,7 +11,7 @@
 //! let router = RouterChild::start(std::path::Path::new("tickwire"), "spin", Some(0), &[])?;
 //! let stop = StopFlag::install();
 //! harness::pin_current_thread(1);
-//! let mut progress = Progress::new(harness::print_line);
+//! let mut progress = Progress::new(|line| tracing::info!("{line}")); // the caller's sink
 //! let start = MonoNanos::now();
 //! for i in 0..1000u64 {
 //!     if stop.is_set() {
@@ -38,11 +38,6 @@ use anyhow::{bail, Context};
 pub use tickwire_rt::pin::pin_current_thread;
 pub use tickwire_rt::progress::Progress;
 
-/// The bench's progress sink: one line on stderr (this crate is the suite's report
-/// writer, the documented exception to "libraries never print").
-pub fn print_line(line: &str) {
-    eprintln!("{line}");
-}
 pub use tickwire_rt::stop::StopFlag;
 use tickwire_rt::stop::{register_child, terminate};
 pub use tickwire_rt::IdleStrategy;
@@ -169,7 +164,7 @@ pub fn pinned_command(program: &Path, cpu: Option<usize>, what: &str) -> Command
             c
         }
         Some(cpu) => {
-            eprintln!("warning: taskset not found; {what} runs unpinned (wanted CPU {cpu})");
+            tracing::warn!("taskset not found; {what} runs unpinned (wanted CPU {cpu})");
             Command::new(program)
         }
         None => Command::new(program),
@@ -295,6 +290,8 @@ mod tests {
 
     /// Uses the workspace's debug `tickwire` binary when it has been built (the bench
     /// crate cannot depend on the binary crate); otherwise says so and skips.
+    // A skip is loud: it says so on the test's stderr.
+    #[allow(clippy::print_stderr)]
     #[test]
     fn starts_a_real_router_pinned_and_terminates_it_on_drop() {
         let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -7,14 +7,15 @@
 //! - [`pingpong`], [`stream`], [`fanout`], [`tick_to_trade`]: the bench drivers (IO).
 //! - [`md_replay`]: the market-data replay test and its measuring clients.
 //!
-//! Printing: this crate is the exception to "libraries never print". It is the suite's
-//! report writer, driven only by `tickwire bench ...` (nothing in the product depends on
-//! it), and its drivers print their progress lines and the final report table to the
-//! terminal as the binary would. Hence the `allow` below; every other library crate
-//! denies `clippy::print_stdout` / `clippy::print_stderr` (workspace lints).
+//! - [`console`]: where a command's report and progress lines go.
+//!
+//! Printing: none, as in every library crate (`clippy::print_stdout` /
+//! `clippy::print_stderr` deny, workspace lints). Each command writes its report to the
+//! [`console::Console`] its caller passes (the binary: stdout, and a progress sink on
+//! stderr); warnings are `tracing` events.
 #![forbid(unsafe_code)]
-#![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod console;
 pub mod fanout;
 pub mod harness;
 pub mod md_replay;

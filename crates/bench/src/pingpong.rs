@@ -25,7 +25,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
-pub use crate::harness::{parse_pin, Pinning};
+pub use crate::console::Console;
+use crate::harness::{parse_pin, Pinning};
 
 use crate::harness::{
     self, idle_parser, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
@@ -230,7 +231,12 @@ struct Report<'a> {
 }
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
-pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+/// The report goes to `con`.
+pub fn run(
+    args: &PingpongArgs,
+    tickwire: &Path,
+    con: &mut Console<'_>,
+) -> anyhow::Result<ExitCode> {
     validate(args)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
@@ -241,7 +247,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     let mut ctx = Ctx {
         args,
         stop: stop.clone(),
-        progress: Progress::new(crate::harness::print_line),
+        progress: Progress::new(con.progress),
     };
 
     let mut router_desc = None;
@@ -284,6 +290,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     }
 
     print_report(
+        con.out,
         args,
         &machine,
         &results,
@@ -306,6 +313,7 @@ pub fn run(args: &PingpongArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         ratio_to_tcp_p50: ratios,
     };
     args.output.write(
+        con.out,
         &rep,
         |path| plot(path, args, &results),
         report::Announce::Wrote,
@@ -851,16 +859,20 @@ pub fn size_table(title: &str, sizes: &[SizeResult]) -> String {
 }
 
 fn print_report(
+    out: &mut dyn std::io::Write,
     args: &PingpongArgs,
     machine: &Machine,
     results: &[TransportResult],
     router: Option<&str>,
     stopped: bool,
 ) {
-    println!();
-    println!(
+    crate::outln!(out);
+    crate::outln!(
+        out,
         "tickwire bench pingpong: half round trip (RTT/2) in µs on {} ({} cores, kernel {})",
-        machine.cpu_model, machine.cores, machine.kernel
+        machine.cpu_model,
+        machine.cores,
+        machine.kernel
     );
     let pin = match args.pin {
         Some(p) => format!(
@@ -869,15 +881,17 @@ fn print_report(
         ),
         None => "not pinned".into(),
     };
-    println!(
+    crate::outln!(
+        out,
         "idle {} on both ends; {pin}; warm-up {} pings per size excluded",
         args.idle.name(),
         args.warmup
     );
-    report::print_run_notes(router, stopped);
+    report::print_run_notes(out, router, stopped);
     for r in results {
-        println!();
-        print!(
+        crate::outln!(out);
+        crate::out!(
+            out,
             "{}",
             size_table(
                 &report::transport_title(r.transport.name(), &r.path, r.spin_yields),
@@ -887,16 +901,17 @@ fn print_report(
         let lost: u64 = r.sizes.iter().map(|s| s.counters.gaps).sum();
         let sent: u64 = r.sizes.iter().map(|s| s.counters.sent).sum();
         let recv: u64 = r.sizes.iter().map(|s| s.counters.received).sum();
-        println!("counters: sent {sent}, received {recv}, lost {lost}");
+        crate::outln!(out, "counters: sent {sent}, received {recv}, lost {lost}");
     }
     let ratios = ratios(results);
     if !ratios.is_empty() {
-        println!();
+        crate::outln!(out);
         let parts: Vec<String> = ratios
             .iter()
             .map(|(s, r)| format!("{s} B {r:.2}x"))
             .collect();
-        println!(
+        crate::outln!(
+            out,
             "tickwire p50 / raw TCP p50 (same run): {}",
             parts.join(", ")
         );

@@ -142,11 +142,13 @@ impl OutputArgs {
     /// [`write_outputs`] to these files.
     pub fn write(
         &self,
+        out: &mut dyn std::io::Write,
         report: &impl Serialize,
         draw: impl FnOnce(&Path) -> anyhow::Result<()>,
         announce: Announce,
     ) -> anyhow::Result<()> {
         write_outputs(
+            out,
             self.json.as_deref(),
             report,
             self.plot.as_deref(),
@@ -156,7 +158,7 @@ impl OutputArgs {
     }
 }
 
-/// How a command announces on stdout the files [`write_outputs`] wrote (each command
+/// How a command announces in its report (`out`) the files [`write_outputs`] wrote (each command
 /// keeps the wording its users and scripts know).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Announce {
@@ -169,18 +171,19 @@ pub enum Announce {
 }
 
 impl Announce {
-    fn say(self, what: &str, path: &Path) {
+    fn say(self, out: &mut dyn std::io::Write, what: &str, path: &Path) {
         match self {
-            Announce::Wrote => println!("wrote {}", path.display()),
-            Announce::WrittenTo => println!("{what} written to {}", path.display()),
-            Announce::Labelled => println!("{what}: {}", path.display()),
+            Announce::Wrote => crate::outln!(out, "wrote {}", path.display()),
+            Announce::WrittenTo => crate::outln!(out, "{what} written to {}", path.display()),
+            Announce::Labelled => crate::outln!(out, "{what}: {}", path.display()),
         }
     }
 }
 
 /// The tail of every bench command: `report` as JSON to `json` (`--json`), then the
-/// chart `draw` makes to `plot` (`--plot`), each announced on stdout once written.
+/// chart `draw` makes to `plot` (`--plot`), each announced in `out` once written.
 pub fn write_outputs(
+    out: &mut dyn std::io::Write,
     json: Option<&Path>,
     report: &impl Serialize,
     plot: Option<&Path>,
@@ -189,11 +192,11 @@ pub fn write_outputs(
 ) -> anyhow::Result<()> {
     if let Some(path) = json {
         write_json(path, report).with_context(|| format!("writing {}", path.display()))?;
-        announce.say("JSON", path);
+        announce.say(out, "JSON", path);
     }
     if let Some(path) = plot {
         draw(path).with_context(|| format!("writing {}", path.display()))?;
-        announce.say("plot", path);
+        announce.say(out, "plot", path);
     }
     Ok(())
 }
@@ -467,14 +470,14 @@ fn series_colour(i: usize) -> RGBColor {
     })
 }
 
-/// Prints the router's command line (when the bench started one) and, after Ctrl-C,
+/// Writes the router's command line (when the bench started one) and, after Ctrl-C,
 /// that the results below are partial.
-pub fn print_run_notes(router: Option<&str>, stopped: bool) {
+pub fn print_run_notes(out: &mut dyn std::io::Write, router: Option<&str>, stopped: bool) {
     if let Some(r) = router {
-        println!("router: {r}");
+        crate::outln!(out, "router: {r}");
     }
     if stopped {
-        println!("STOPPED by Ctrl-C: partial results below");
+        crate::outln!(out, "STOPPED by Ctrl-C: partial results below");
     }
 }
 

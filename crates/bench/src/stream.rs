@@ -29,6 +29,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
+use crate::console::Console;
 use crate::harness::{self, Progress, RouterChild, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning};
@@ -259,14 +260,15 @@ struct Report<'a> {
 }
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
-pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
+/// The report goes to `con`.
+pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow::Result<ExitCode> {
     validate(args)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
     if let Some(p) = args.pin {
         harness::pin_current_thread(p.near);
     }
-    let mut progress = Progress::new(crate::harness::print_line);
+    let mut progress = Progress::new(con.progress);
     let mut results = Vec::new();
     let mut router_desc = None;
     for &t in &args.transport {
@@ -328,6 +330,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     }
 
     print_report(
+        con.out,
         args,
         &machine,
         &results,
@@ -348,6 +351,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
         transports: &results,
     };
     args.output.write(
+        con.out,
         &rep,
         |path| plot(path, args, &results),
         report::Announce::Wrote,
@@ -923,14 +927,15 @@ pub fn rate_table(title: &str, steps: &[StepResult]) -> String {
 }
 
 fn print_report(
+    out: &mut dyn std::io::Write,
     args: &StreamArgs,
     machine: &Machine,
     results: &[TransportResult],
     router: Option<&str>,
     stopped: bool,
 ) {
-    println!();
-    println!(
+    crate::outln!(out);
+    crate::outln!(out,
         "tickwire bench stream: {}-byte messages, 1 in {} reflected, {} s per rate after {} s warm-up (excluded); {} ({} cores)",
         args.size, args.reflect_every, args.step_secs, args.warmup_secs, machine.cpu_model, machine.cores
     );
@@ -941,11 +946,12 @@ fn print_report(
         ),
         None => "not pinned".into(),
     };
-    println!("idle {}; {pin}", args.idle.name());
-    report::print_run_notes(router, stopped);
+    crate::outln!(out, "idle {}; {pin}", args.idle.name());
+    report::print_run_notes(out, router, stopped);
     for r in results {
-        println!();
-        print!(
+        crate::outln!(out);
+        crate::out!(
+            out,
             "{}",
             rate_table(
                 &report::transport_title(r.transport.name(), &r.path, r.spin_yields),
@@ -976,8 +982,9 @@ fn print_report(
                     (label(s), sum.clone())
                 })
                 .collect();
-            println!();
-            print!(
+            crate::outln!(out);
+            crate::out!(
+                out,
                 "{}",
                 report::latency_table(&format!("{} {what}", r.transport.name()), &rows)
             );
@@ -987,10 +994,10 @@ fn print_report(
             .iter()
             .filter_map(|s| s.invalid.as_ref().map(|w| (s.target_rate, w)))
         {
-            println!("INVALID at {}: {}", fmt_rate(s.0), s.1);
+            crate::outln!(out, "INVALID at {}: {}", fmt_rate(s.0), s.1);
         }
         if let Some(why) = &r.stopped {
-            println!("{why}");
+            crate::outln!(out, "{why}");
         }
     }
 }

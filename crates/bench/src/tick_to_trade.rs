@@ -29,6 +29,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Serialize;
 
+use crate::console::Console;
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning, StopFlag};
 use crate::report::OutputArgs;
@@ -347,8 +348,13 @@ pub struct Report {
 
 /// Runs the bench; `tickwire` is the binary that starts tickwire's own algos.
 /// Fails only when no algo could be measured at all.
-pub fn run(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
-    let report = run_report(a, tickwire)?;
+/// The report goes to `con`.
+pub fn run(
+    a: &TickToTradeArgs,
+    tickwire: &Path,
+    con: &mut Console<'_>,
+) -> anyhow::Result<ExitCode> {
+    let report = run_report(a, tickwire, con)?;
     let all_failed = report.algos.iter().all(|r| r.error.is_some());
     Ok(if all_failed {
         ExitCode::FAILURE
@@ -357,8 +363,13 @@ pub fn run(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Runs the bench, prints the report (and writes `--json`/`--plot`), and returns it.
-pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report> {
+/// Runs the bench, writes the report to `con` (and writes `--json`/`--plot`), and
+/// returns it.
+pub fn run_report(
+    a: &TickToTradeArgs,
+    tickwire: &Path,
+    con: &mut Console<'_>,
+) -> anyhow::Result<Report> {
     let (cycle_name, steps) = if a.rates.is_empty() {
         (a.cycle.name().to_string(), a.cycle.published())
     } else {
@@ -383,16 +394,17 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
 
     let machine = Machine::detect();
     let (published, run_s) = tl.measured_secs();
-    println!(
+    crate::outln!(
+        con.out,
         "tick-to-trade (docs/benchmarking.md family D) — {}",
         machine.one_line()
     );
-    println!(
+    crate::outln!(con.out,
         "cycle {cycle_name}: {} step(s), {run_s:.1} s measured per algo (published {published:.0} s)",
         tl.phases.iter().filter(|p| !p.warmup).count()
     );
-    println!("*** {} ***", tl.scaling.describe());
-    println!(
+    crate::outln!(con.out, "*** {} ***", tl.scaling.describe());
+    crate::outln!(con.out,
         "warm-up {:.1} s at {}/s excluded from every figure; drain up to {:.1} s; HeartBtInt {} s; pinning {}",
         a.warmup,
         steps[0].1,
@@ -408,8 +420,8 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         let addr = resolve(addr)?;
         let probe = a.algo_pid.and_then(CpuProbe::new);
         if a.algo_pid.is_some() && probe.is_none() {
-            eprintln!(
-                "warning: cannot read /proc/{}/stat: no CPU figures",
+            tracing::warn!(
+                "cannot read /proc/{}/stat: no CPU figures",
                 a.algo_pid.unwrap_or(0)
             );
         }
@@ -423,6 +435,7 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
             a,
             &tl,
             &stop,
+            con,
         ));
     } else {
         for choice in choices {
@@ -442,6 +455,7 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
                         a,
                         &tl,
                         &stop,
+                        con,
                     );
                     drop(p);
                     r.kind = Some(choice.kind);
@@ -456,14 +470,14 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
                 }
             };
             if let Some(e) = &r.error {
-                eprintln!("error: {}: {e}", r.name);
+                tracing::error!("{}: {e}", r.name);
             }
             results.push(r);
         }
     }
 
     let ratios = ratios(&results);
-    print_report(&results, &ratios, stop.is_set());
+    print_report(con.out, &results, &ratios, stop.is_set());
     let report = Report {
         bench: "tick-to-trade",
         machine,
@@ -480,6 +494,7 @@ pub fn run_report(a: &TickToTradeArgs, tickwire: &Path) -> anyhow::Result<Report
         ratios,
     };
     a.output.write(
+        con.out,
         &report,
         |path| plot(path, &report),
         report::Announce::Labelled,
@@ -679,10 +694,11 @@ fn measure(
     a: &TickToTradeArgs,
     tl: &Timeline,
     stop: &StopFlag,
+    con: &mut Console<'_>,
 ) -> AlgoResult {
-    println!("\n== {name}: {description}");
+    crate::outln!(con.out, "\n== {name}: {description}");
     if let Some(c) = &command {
-        println!("   {c}");
+        crate::outln!(con.out, "   {c}");
     }
     let opts = VenueOptions {
         addr,
@@ -691,6 +707,7 @@ fn measure(
         logon_timeout: Duration::from_secs(10),
         label: name.into(),
         cpu: a.pin.map(|p| p.near),
+        progress: con.progress,
     };
     let mut cpu = || probe.as_ref().and_then(|p| p.read());
     match venue::run(&opts, tl, stop, &mut cpu) {
@@ -950,24 +967,35 @@ pub fn algo_table(r: &AlgoResult) -> String {
     out
 }
 
-fn print_report(results: &[AlgoResult], ratios: &[Ratio], stopped: bool) {
-    println!();
+fn print_report(
+    out: &mut dyn std::io::Write,
+    results: &[AlgoResult],
+    ratios: &[Ratio],
+    stopped: bool,
+) {
+    crate::outln!(out);
     if stopped {
-        println!("STOPPED by Ctrl-C: partial results below");
+        crate::outln!(out, "STOPPED by Ctrl-C: partial results below");
     }
     for r in results {
-        print!("{}", algo_table(r));
-        println!();
+        crate::out!(out, "{}", algo_table(r));
+        crate::outln!(out);
     }
     if !ratios.is_empty() {
-        println!("ratios (same simulator, same schedule, same run):");
+        crate::outln!(out, "ratios (same simulator, same schedule, same run):");
         for x in ratios {
             let cpu = x
                 .cpu_per_tick
                 .map_or("-".to_string(), |c| format!("{c:.2}x"));
-            println!(
+            crate::outln!(
+                out,
                 "  {:<12} {:>9} / {:<8} p50 {:>6.2}x  p99 {:>6.2}x  CPU per tick {}",
-                x.step, x.algo, x.versus, x.p50, x.p99, cpu
+                x.step,
+                x.algo,
+                x.versus,
+                x.p50,
+                x.p99,
+                cpu
             );
         }
     }

@@ -52,8 +52,6 @@ impl MessageLog {
     /// Starts the writer thread. `targets[i]` is session i's `(FileLogPath, file
     /// prefix)`, None for sessions without a log.
     pub(crate) fn start(targets: LogTargets) -> std::io::Result<MessageLog> {
-        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
-        let (pool_tx, pool) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
         let mut files: Vec<Option<(BufWriter<File>, BufWriter<File>)>> = Vec::new();
         for t in targets {
             files.push(match t {
@@ -75,9 +73,20 @@ impl MessageLog {
                 None => None,
             });
         }
+        Self::spawn(move |rx, pool_tx| writer(rx, pool_tx, files))
+    }
+
+    /// Starts `sink` on the writer thread: it receives the batches and hands emptied
+    /// buffers back to the pool. [`MessageLog::start`]'s sink writes the files; tests
+    /// pass one that blocks.
+    fn spawn(
+        sink: impl FnOnce(Receiver<Vec<u8>>, SyncSender<Vec<u8>>) + Send + 'static,
+    ) -> std::io::Result<MessageLog> {
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
+        let (pool_tx, pool) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
         let thread = std::thread::Builder::new()
             .name("fix-log".into())
-            .spawn(move || writer(rx, pool_tx, files))?;
+            .spawn(move || sink(rx, pool_tx))?;
         Ok(MessageLog {
             batch: Vec::with_capacity(64 * 1024),
             tx: Some(tx),
@@ -195,5 +204,76 @@ fn writer(rx: Receiver<Vec<u8>>, pool: SyncSender<Vec<u8>>, mut files: Files) {
     for (m, e) in files.iter_mut().flatten() {
         let _ = m.flush();
         let _ = e.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The record times in one batch, in order.
+    fn times(batch: &[u8]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while let Some(head) = batch.get(pos..pos + HEAD) {
+            let mut t = [0u8; 8];
+            t.copy_from_slice(&head[5..13]);
+            out.push(u64::from_le_bytes(t));
+            let len = u32::from_le_bytes([head[13], head[14], head[15], head[16]]) as usize;
+            pos += HEAD + len;
+        }
+        out
+    }
+
+    /// A writer stuck (here: on a gate the test opens later) must cost the engine
+    /// nothing but dropped batches: `end_turn` never waits for it, every batch beyond
+    /// the channel's capacity is dropped and counted, and a dropped batch leaves
+    /// nothing behind in the next one. No timing: had `end_turn` blocked on the full
+    /// channel, the test thread would never reach the line that opens the gate.
+    #[test]
+    fn a_stuck_writer_makes_the_engine_drop_and_count_batches_not_wait() {
+        let (open_gate, gate) = mpsc::channel::<()>();
+        let (report, reports) = mpsc::channel::<Vec<u64>>();
+        let mut log = MessageLog::spawn(move |rx, pool| {
+            let _ = gate.recv();
+            while let Ok(mut batch) = rx.recv() {
+                let _ = report.send(times(&batch));
+                batch.clear();
+                let _ = pool.try_send(batch);
+            }
+        })
+        .expect("spawning the writer thread");
+
+        const EXTRA: u64 = 10;
+        for t in 0..QUEUE as u64 + EXTRA {
+            log.event(0, t, "event");
+            log.incoming(1, t, b"8=FIX.4.4\x01");
+            log.end_turn();
+        }
+        // The channel held QUEUE batches; every later one was dropped.
+        assert_eq!(log.dropped(), EXTRA);
+        // An empty turn hands nothing over and drops nothing.
+        log.end_turn();
+        assert_eq!(log.dropped(), EXTRA);
+
+        open_gate
+            .send(())
+            .expect("the writer is waiting on the gate");
+        let kept: Vec<Vec<u64>> = (0..QUEUE)
+            .map(|_| reports.recv().expect("a batch"))
+            .collect();
+        let expected: Vec<Vec<u64>> = (0..QUEUE as u64).map(|t| vec![t, t]).collect();
+        assert_eq!(
+            kept, expected,
+            "the first QUEUE batches arrive whole and in order"
+        );
+
+        // The writer has caught up: the next batch goes through, and holds only its own
+        // records (nothing of the dropped batches).
+        log.event(0, 1_000, "after");
+        log.close();
+        assert_eq!(reports.recv().expect("the last batch"), vec![1_000]);
+        assert!(reports.recv().is_err(), "nothing else was written");
+        assert_eq!(log.dropped(), EXTRA);
     }
 }

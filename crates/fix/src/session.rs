@@ -322,8 +322,10 @@ enum HeaderValue {
 type StoreResult = Result<(), StoreError>;
 
 /// The session's connection, as its driver reported it. One value instead of a
-/// `connected` and a `connecting` flag, which could both be set.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// `connected` and a `connecting` flag, which could both be set; the state of a
+/// Logon/Logout exchange exists only inside [`Link::Up`], so nothing of one connection
+/// survives into the next.
+#[derive(Debug)]
 enum Link {
     /// No connection, none being made.
     Down,
@@ -331,14 +333,94 @@ enum Link {
     /// back ([`Session::handle_connected`] / [`Session::handle_disconnected`]).
     Connecting,
     /// Connected.
-    Up,
+    Up(Connection),
+}
+
+/// What one connection's exchange got to (the phase inside [`Link::Up`]).
+#[derive(Debug, Default)]
+struct Connection {
+    /// How far the Logon exchange got.
+    logon: Handshake,
+    /// Which side's Logon carried ResetSeqNumFlag=Y, until the exchange completes.
+    reset: ResetFlag,
+    /// Whether we sent a Logout (and now wait for the answer).
+    logout: Logout,
+    /// Whether queued messages are being processed (a nested drain returns at once).
+    queue: Drain,
+}
+
+/// Whether we sent a Logout on this connection.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+enum Logout {
+    #[default]
+    NotSent,
+    /// Sent: waiting up to LogoutTimeout for the answer.
+    Sent,
+}
+
+/// Whether the queue of early messages is being processed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+enum Drain {
+    #[default]
+    Idle,
+    Running,
+}
+
+/// Which Logon of the current exchange carried ResetSeqNumFlag=Y (QuickFIX's
+/// `sentReset` and `receivedReset`; either, both or none).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+enum ResetFlag {
+    #[default]
+    None,
+    Sent,
+    Received,
+    Both,
+}
+
+impl ResetFlag {
+    fn sent(self) -> bool {
+        matches!(self, ResetFlag::Sent | ResetFlag::Both)
+    }
+
+    fn received(self) -> bool {
+        matches!(self, ResetFlag::Received | ResetFlag::Both)
+    }
+
+    fn of(sent: bool, received: bool) -> ResetFlag {
+        match (sent, received) {
+            (false, false) => ResetFlag::None,
+            (true, false) => ResetFlag::Sent,
+            (false, true) => ResetFlag::Received,
+            (true, true) => ResetFlag::Both,
+        }
+    }
+
+    fn with_sent(self, sent: bool) -> ResetFlag {
+        ResetFlag::of(sent, self.received())
+    }
+
+    fn with_received(self, received: bool) -> ResetFlag {
+        ResetFlag::of(self.sent(), received)
+    }
+}
+
+/// Whether the session may log on: disabled by [`Session::logout`] (with the Logout's
+/// text) until [`Session::logon`].
+#[derive(Debug)]
+enum Admin {
+    Enabled,
+    Disabled {
+        /// Text (58) of the Logout the session sends.
+        logout_text: String,
+    },
 }
 
 /// How far the Logon exchange of the current connection got. Logged on is `Done`
-/// (QuickFIX: `sentLogon && receivedLogon`); back to `None` when the connection drops.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// (QuickFIX: `sentLogon && receivedLogon`); gone with the connection.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 enum Handshake {
     /// Neither side's Logon yet.
+    #[default]
     None,
     /// Ours went out (initiator: waiting for the answer).
     Sent,
@@ -386,16 +468,11 @@ pub struct Session<S: MessageStore> {
     out: Outbox,
     validation: Option<Validation>,
 
-    /// The connection: none, being made (initiator), or up.
+    /// The connection: none, being made (initiator), or up (with how far its
+    /// Logon/Logout exchange got).
     link: Link,
     last_connect_attempt: Option<u64>,
-    enabled: bool,
-    logout_reason: String,
-    /// How far this connection's Logon exchange got.
-    logon: Handshake,
-    sent_logout: bool,
-    sent_reset: bool,
-    received_reset: bool,
+    admin: Admin,
     heart_bt_int: u64,
     last_sent: u64,
     last_received: u64,
@@ -408,7 +485,6 @@ pub struct Session<S: MessageStore> {
 
     queue: BTreeMap<u64, Vec<u8>>,
     spare_bufs: Vec<Vec<u8>>,
-    draining: bool,
     fields_pool: Vec<Fields>,
     resend_buf: Vec<u8>,
     resend_idx: Vec<(usize, usize)>,
@@ -437,12 +513,7 @@ impl<S: MessageStore> Session<S> {
             validation: None,
             link: Link::Down,
             last_connect_attempt: None,
-            enabled: true,
-            logout_reason: String::new(),
-            logon: Handshake::None,
-            sent_logout: false,
-            sent_reset: false,
-            received_reset: false,
+            admin: Admin::Enabled,
             heart_bt_int,
             last_sent: 0,
             last_received: 0,
@@ -453,7 +524,6 @@ impl<S: MessageStore> Session<S> {
             schedule_cache: Cell::new(None),
             queue: BTreeMap::new(),
             spare_bufs: Vec::new(),
-            draining: false,
             fields_pool: Vec::new(),
             resend_buf: Vec::new(),
             resend_idx: Vec::new(),
@@ -495,12 +565,54 @@ impl<S: MessageStore> Session<S> {
 
     /// Logons exchanged and the session not ended.
     pub fn is_logged_on(&self) -> bool {
-        self.logon == Handshake::Done
+        self.handshake() == Handshake::Done
     }
 
     /// Between [`Session::handle_connected`] and the disconnect.
     pub fn is_connected(&self) -> bool {
-        self.link == Link::Up
+        matches!(self.link, Link::Up(_))
+    }
+
+    // ─── the phase ──────────────────────────────────────────────────────────────
+
+    /// The current connection's exchange, if connected.
+    fn connection(&self) -> Option<&Connection> {
+        match &self.link {
+            Link::Up(c) => Some(c),
+            Link::Down | Link::Connecting => None,
+        }
+    }
+
+    /// The current connection's exchange, if connected (changes to a connection
+    /// that is gone have nothing to change).
+    fn connection_mut(&mut self) -> Option<&mut Connection> {
+        match &mut self.link {
+            Link::Up(c) => Some(c),
+            Link::Down | Link::Connecting => None,
+        }
+    }
+
+    /// How far this connection's Logon exchange got (`None` when not connected).
+    fn handshake(&self) -> Handshake {
+        self.connection().map_or(Handshake::None, |c| c.logon)
+    }
+
+    fn reset_flag(&self) -> ResetFlag {
+        self.connection().map_or(ResetFlag::None, |c| c.reset)
+    }
+
+    fn set_reset_flag(&mut self, f: impl FnOnce(ResetFlag) -> ResetFlag) {
+        if let Some(c) = self.connection_mut() {
+            c.reset = f(c.reset);
+        }
+    }
+
+    fn logout_sent(&self) -> bool {
+        self.connection().is_some_and(|c| c.logout == Logout::Sent)
+    }
+
+    fn is_enabled(&self) -> bool {
+        matches!(self.admin, Admin::Enabled)
     }
 
     /// The heartbeat interval in use (seconds): ours as initiator, the initiator's
@@ -545,8 +657,11 @@ impl<S: MessageStore> Session<S> {
         let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
         // With a schedule, look at the clock every second to notice the window's ends.
         let tick = at(self.last_now, 1);
-        if self.link != Link::Up {
-            if self.cfg.role == Role::Initiator && self.enabled && self.link != Link::Connecting {
+        if !self.is_connected() {
+            if self.cfg.role == Role::Initiator
+                && self.is_enabled()
+                && !matches!(self.link, Link::Connecting)
+            {
                 match self.last_connect_attempt {
                     None => min(self.last_now),
                     Some(t) => min(at(t, u64::from(self.cfg.reconnect_interval))),
@@ -560,9 +675,9 @@ impl<S: MessageStore> Session<S> {
         if self.cfg.schedule.is_some() {
             min(tick);
         }
-        if !self.logon.received() {
+        if !self.handshake().received() {
             let since = match self.cfg.role {
-                Role::Initiator if self.logon.sent() => self.last_received,
+                Role::Initiator if self.handshake().sent() => self.last_received,
                 Role::Initiator => return Some(tick),
                 Role::Acceptor => self.connected_at,
             };
@@ -573,7 +688,7 @@ impl<S: MessageStore> Session<S> {
         if hb == 0 {
             return d;
         }
-        if self.sent_logout {
+        if self.logout_sent() {
             min(at(self.last_sent, u64::from(self.cfg.logout_timeout)));
         }
         if self.test_requests == 0 {
@@ -593,7 +708,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_connected(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        if self.link == Link::Up {
+        if self.is_connected() {
             return;
         }
         if !self.check_session_time(now) {
@@ -604,7 +719,7 @@ impl<S: MessageStore> Session<S> {
             let r = self.store.reset(now);
             self.fail_on_store_error(r);
         }
-        self.link = Link::Up;
+        self.link = Link::Up(Connection::default());
         self.connected_at = now;
         self.last_received = now;
         self.last_sent = now;
@@ -620,12 +735,12 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_disconnected(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        if self.link == Link::Up {
-            // The driver knows: no Disconnect output for it.
+        // The driver knows: no Disconnect output for it.
+        let was = std::mem::replace(&mut self.link, Link::Down);
+        if matches!(was, Link::Up(_)) {
             self.note(format_args!("Connection closed"));
         }
-        self.link = Link::Down;
-        let r = self.disconnect(now);
+        let r = self.after_disconnect(was, now);
         self.fail_on_store_error(r);
     }
 
@@ -633,7 +748,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_message(&mut self, now: UtcNanos, raw: &[u8]) {
         let now = now.as_nanos();
         self.enter(now);
-        if self.link != Link::Up {
+        if !self.is_connected() {
             return;
         }
         let r = self.process(now, raw, false);
@@ -645,7 +760,7 @@ impl<S: MessageStore> Session<S> {
     pub fn handle_timeout(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        let r = if self.link == Link::Up {
+        let r = if self.is_connected() {
             self.timer(now)
         } else {
             self.timer_disconnected(now)
@@ -774,12 +889,12 @@ impl<S: MessageStore> Session<S> {
     pub fn logout(&mut self, now: UtcNanos, text: Option<&str>) {
         let now = now.as_nanos();
         self.enter(now);
-        self.enabled = false;
-        self.logout_reason.clear();
-        self.logout_reason.push_str(text.unwrap_or(""));
-        let r = if self.link == Link::Up && !self.is_logged_on() {
+        self.admin = Admin::Disabled {
+            logout_text: text.unwrap_or("").to_owned(),
+        };
+        let r = if self.is_connected() && !self.is_logged_on() {
             self.disconnect(now)
-        } else if self.link == Link::Up {
+        } else if self.is_connected() {
             self.timer(now)
         } else {
             Ok(())
@@ -793,8 +908,7 @@ impl<S: MessageStore> Session<S> {
     pub fn logon(&mut self, now: UtcNanos) {
         let now = now.as_nanos();
         self.enter(now);
-        self.enabled = true;
-        self.logout_reason.clear();
+        self.admin = Admin::Enabled;
     }
 
     /// QuickFIX `Session::reset`: Logout (if connected), disconnect, and reset both
@@ -829,7 +943,10 @@ impl<S: MessageStore> Session<S> {
     // ─── timers ─────────────────────────────────────────────────────────────────
 
     fn timer_disconnected(&mut self, now: u64) -> StoreResult {
-        if self.cfg.role != Role::Initiator || !self.enabled || self.link == Link::Connecting {
+        if self.cfg.role != Role::Initiator
+            || !self.is_enabled()
+            || matches!(self.link, Link::Connecting)
+        {
             return Ok(());
         }
         if !self.is_session_time(now) {
@@ -849,27 +966,32 @@ impl<S: MessageStore> Session<S> {
 
     /// QuickFIX `Session::next(now)`.
     fn timer(&mut self, now: u64) -> StoreResult {
-        if self.link != Link::Up {
+        if !self.is_connected() {
             return Ok(());
         }
         if !self.check_session_time(now) {
             return self.reset_session(now);
         }
-        if !self.enabled || !self.is_session_time(now) {
+        if !self.is_enabled() || !self.is_session_time(now) {
             if !self.is_logged_on() {
                 return Ok(());
             }
-            if !self.sent_logout {
+            if !self.logout_sent() {
                 self.note(format_args!("Initiated logout request"));
-                let reason = std::mem::take(&mut self.logout_reason);
+                let reason = match &mut self.admin {
+                    Admin::Disabled { logout_text } => std::mem::take(logout_text),
+                    Admin::Enabled => String::new(),
+                };
                 let r = self.logout_msg(now, Some(&reason));
-                self.logout_reason = reason;
+                if let Admin::Disabled { logout_text } = &mut self.admin {
+                    *logout_text = reason;
+                }
                 r?;
             }
         }
-        if !self.logon.received() {
-            if self.cfg.role == Role::Initiator && !self.logon.sent() {
-                if self.enabled && self.is_session_time(now) {
+        if !self.handshake().received() {
+            if self.cfg.role == Role::Initiator && !self.handshake().sent() {
+                if self.is_enabled() && self.is_session_time(now) {
                     self.logon_msg(now)?;
                     self.note(format_args!("Initiated logon request"));
                 }
@@ -890,7 +1012,7 @@ impl<S: MessageStore> Session<S> {
         }
         let since_sent = secs_between(now, self.last_sent);
         let since_received = secs_between(now, self.last_received);
-        if self.sent_logout && since_sent >= i64::from(self.cfg.logout_timeout) {
+        if self.logout_sent() && since_sent >= i64::from(self.cfg.logout_timeout) {
             self.note(format_args!("Timed out waiting for logout response"));
             return self.disconnect(now);
         }
@@ -948,7 +1070,7 @@ impl<S: MessageStore> Session<S> {
     }
 
     fn reset_session(&mut self, now: u64) -> StoreResult {
-        if self.link == Link::Up {
+        if self.is_connected() {
             self.logout_msg(now, None)?;
         }
         self.disconnect(now)?;
@@ -958,7 +1080,13 @@ impl<S: MessageStore> Session<S> {
     /// QuickFIX `disconnect()`: drop the connection, report the logout, clear the
     /// per-connection state.
     fn disconnect(&mut self, now: u64) -> StoreResult {
-        self.drop_connection();
+        let was = self.take_connection();
+        self.after_disconnect(was, now)
+    }
+
+    /// The rest of [`Session::disconnect`] once the link is down: `was` is what it was.
+    fn after_disconnect(&mut self, was: Link, now: u64) -> StoreResult {
+        self.connection_gone(was);
         if self.cfg.reset_on_disconnect {
             self.store.reset(now)?;
         }
@@ -966,18 +1094,28 @@ impl<S: MessageStore> Session<S> {
     }
 
     fn drop_connection(&mut self) {
-        if self.link == Link::Up {
-            self.note(format_args!("Disconnecting"));
-            self.out.disconnect();
-            self.link = Link::Down;
+        let was = self.take_connection();
+        self.connection_gone(was);
+    }
+
+    /// Asks the driver to close the connection, if there is one; returns the link as it
+    /// was (a connection attempt in progress stays in progress).
+    fn take_connection(&mut self) -> Link {
+        if !self.is_connected() {
+            return Link::Down;
         }
-        if self.logon != Handshake::None {
-            self.logon = Handshake::None;
-            self.out.logged_out();
+        self.note(format_args!("Disconnecting"));
+        self.out.disconnect();
+        std::mem::replace(&mut self.link, Link::Down)
+    }
+
+    /// Clears what belonged to the connection `was` (the link is no longer up).
+    fn connection_gone(&mut self, was: Link) {
+        if let Link::Up(c) = was {
+            if c.logon != Handshake::None {
+                self.out.logged_out();
+            }
         }
-        self.sent_logout = false;
-        self.received_reset = false;
-        self.sent_reset = false;
         self.test_requests = 0;
         self.resend = None;
         while let Some((_, mut buf)) = self.queue.pop_first() {

@@ -71,12 +71,23 @@
 //! The log alone cannot tell "a new session" from "a log someone deleted, emptied
 //! (`: > store.log`) or truncated at a record boundary": all are valid logs, and each
 //! would silently restart at lower sequence numbers, which the counterparty then sees
-//! reused. So every `flush()` that wrote records ends with one more small `pwrite`, to
-//! `store.seqnums`: the log's creation time, its flushed length and the two sequence
-//! numbers, in one of two 48-byte slots (generation number + CRC-32, written
-//! alternately, so that a torn write of one slot leaves the other; the newest intact
-//! slot counts). It is written after the log's write (and sync), so it never records
-//! more than the log holds, and a torn log tail is always past it.
+//! reused. So a second file, `store.seqnums`, records what the log held at some flush:
+//! the log's creation time, its flushed length and the two sequence numbers, in one of
+//! two 48-byte slots (generation number + CRC-32, written alternately, so that a torn
+//! write of one slot leaves the other; the newest intact slot counts). It is written
+//! after the log's write (and sync), so it never records more than the log holds, and a
+//! torn log tail is always past it.
+//!
+//! It is a lower bound, not a mirror of every flush, so that it costs no system call
+//! per loop turn. A slot is written on open and on reset; in every `flush()` that
+//! `fdatasync`s (where one more small write is noise beside the disk round trip); in
+//! [`FileStore::sync`]; in a `flush()` that brings the log [`SEQNUMS_EVERY`] bytes or
+//! more past the last recorded length; and when the store is dropped (a clean stop).
+//! The sequence numbers themselves never depend on it: they are recovered from the log,
+//! which holds every record handed to the kernel, so a `kill -9` never sends them
+//! backwards. What the lower bound gives up: a truncation of the log that removes only
+//! records written after the last slot (less than [`SEQNUMS_EVERY`] bytes, and only
+//! after a crash, since a clean stop records the full length) is not detected.
 //!
 //! On open: a missing or empty log while `store.seqnums` exists, a log shorter than its
 //! recorded length, lower sequence numbers than recorded, damage inside the recorded
@@ -88,10 +99,11 @@
 //! (first start, or a store written before this file existed) is accepted and the file
 //! written. Deleting the whole session directory is an explicit fresh start.
 //!
-//! Cost: one 48-byte `pwrite` per `flush()` that wrote something (once per loop turn),
-//! not synced by itself. With [`SyncPolicy::Os`], a machine crash may keep the seqnums
-//! write and lose log pages; the store then refuses to open instead of reusing the lost
-//! sequence numbers.
+//! Cost: with [`SyncPolicy::Os`], one 48-byte `pwrite` per [`SEQNUMS_EVERY`] bytes of
+//! log (a few hundred messages), so a loop turn's `flush()` is one `pwrite`; with a
+//! sync, one per synced flush, beside the `fdatasync`. The slot is not synced by itself.
+//! With [`SyncPolicy::Os`], a machine crash may keep the seqnums write and lose log
+//! pages; the store then refuses to open instead of reusing the lost sequence numbers.
 //!
 //! # Reading for resends
 //!
@@ -350,6 +362,10 @@ const SEQ_NAME: &str = "store.seqnums";
 const SEQ_MAGIC: &[u8; 4] = b"TWSQ";
 /// magic + generation + creation + log length + next sender + next target + crc.
 const SEQ_SLOT: usize = 4 + 8 * 5 + 4;
+/// Log growth (bytes) after which a `flush()` without a sync records the log's length
+/// and sequence numbers in `store.seqnums` again (module docs, "A lost, emptied or
+/// truncated log").
+pub const SEQNUMS_EVERY: u64 = 64 * 1024;
 
 /// The content of one `store.seqnums` slot: what the log held after a flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -456,6 +472,8 @@ pub struct FileStore {
     seq_path: PathBuf,
     /// Generation of the last slot written (the next goes to slot `(gen + 1) % 2`).
     seq_generation: u64,
+    /// The log length the last slot written records.
+    seq_recorded_len: u64,
 }
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -721,6 +739,7 @@ impl FileStore {
             seq_file,
             seq_path,
             seq_generation: expected.map_or(0, |e| e.generation),
+            seq_recorded_len: 0,
         };
         let warning = store.recover(&data, expected)?;
         // From here on the sequence-number file describes this log.
@@ -730,7 +749,7 @@ impl FileStore {
 
     /// Writes the next `store.seqnums` slot: the flushed log length and the sequence
     /// numbers. One small `pwrite`, after the log's own write (and sync), so that the
-    /// file never records more than the log holds.
+    /// file never records more than the log holds. When: see the module docs.
     fn write_seqnums(&mut self) -> Result<(), StoreError> {
         let generation = self.seq_generation.wrapping_add(1);
         let snap = SeqSnapshot {
@@ -745,6 +764,7 @@ impl FileStore {
             .write_all_at(&snap.encode(), at)
             .map_err(io_err(&self.seq_path, "write"))?;
         self.seq_generation = generation;
+        self.seq_recorded_len = self.file_len;
         Ok(())
     }
 
@@ -909,6 +929,9 @@ impl FileStore {
             .sync_data()
             .map_err(io_err(&self.path, "fdatasync"))?;
         self.unsynced_messages = 0;
+        if self.seq_recorded_len != self.file_len {
+            self.write_seqnums()?;
+        }
         Ok(())
     }
 
@@ -1088,6 +1111,19 @@ impl MessageStore for FileStore {
                 .map_err(io_err(&self.path, "fdatasync"))?;
             self.unsynced_messages = 0;
         }
-        self.write_seqnums()
+        if sync || self.file_len.saturating_sub(self.seq_recorded_len) >= SEQNUMS_EVERY {
+            self.write_seqnums()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileStore {
+    /// A clean stop records the full flushed length (what is still pending is not the
+    /// log's yet: the owner flushes before dropping).
+    fn drop(&mut self) {
+        if self.seq_recorded_len != self.file_len {
+            let _ = self.write_seqnums();
+        }
     }
 }

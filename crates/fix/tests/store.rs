@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use tickwire_fix::store::{
-    FileStore, MemoryStore, MessageStore, OnLostLog, StoreError, SyncPolicy,
+    FileStore, MemoryStore, MessageStore, OnLostLog, StoreError, SyncPolicy, SEQNUMS_EVERY,
 };
 
 /// A fresh, empty directory unique to this test.
@@ -528,5 +528,64 @@ fn reset_interrupted_before_seqnums_and_stores_without_seqnums_open() {
     assert_eq!(s.next_sender_seq(), 1);
     drop(s);
     assert!(dir.join("store.seqnums").exists(), "written on open");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `store.seqnums` costs no system call per loop turn: a `flush()` without a sync
+/// leaves it alone until the log has grown by `SEQNUMS_EVERY` bytes; then it is written,
+/// and a truncation below what it records is detected even though the store was never
+/// dropped (as after `kill -9`).
+#[test]
+fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
+    let dir = test_dir("seqnums-every");
+    let seqnums = dir.join("store.seqnums");
+    let mut s = open(&dir);
+    let at_open = std::fs::read(&seqnums).unwrap();
+    let start = std::fs::metadata(store_file(&dir)).unwrap().len();
+    let mut seq = 1;
+    let mut send = |s: &mut FileStore| {
+        s.save(seq, &msg(seq)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+        s.incr_next_target_seq().unwrap();
+        s.flush().unwrap();
+        seq += 1;
+    };
+    send(&mut s);
+    assert_eq!(
+        std::fs::read(&seqnums).unwrap(),
+        at_open,
+        "one flush wrote it"
+    );
+    let mut half = 0;
+    while std::fs::read(&seqnums).unwrap() == at_open {
+        let len = std::fs::metadata(store_file(&dir)).unwrap().len();
+        assert!(
+            len - start < SEQNUMS_EVERY,
+            "not written after {} bytes",
+            len - start
+        );
+        if half == 0 && len - start >= SEQNUMS_EVERY / 2 {
+            half = len;
+        }
+        send(&mut s);
+    }
+    // A few more flushes past the slot: not recorded, and not needed to be.
+    send(&mut s);
+    send(&mut s);
+    let next = s.next_sender_seq();
+    std::mem::forget(s); // no clean stop: the slot written at the threshold is the record
+    let log = std::fs::read(store_file(&dir)).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(store_file(&dir))
+        .unwrap();
+    f.set_len(half).unwrap();
+    drop(f);
+    let text = expect_lost(&dir, "log truncated below the recorded length");
+    assert!(text.contains("truncated"), "{text}");
+    // The log as the crash left it opens at the right numbers.
+    std::fs::write(store_file(&dir), &log).unwrap();
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), next);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,11 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Pins the calling thread to `cpu` (sched_setaffinity); returns false (and warns once
-/// per process) if it cannot.
-// A known exception to "libraries never print" (ARCHITECTURE.md, Invariants): the
-// once-per-process warning on stderr that the bench drivers relied on when this lived in
-// tickwire-bench. To be returned to the caller instead.
-#[allow(clippy::print_stderr)]
+/// per process, a `tracing` event) if it cannot.
 pub fn pin_current_thread(cpu: usize) -> bool {
     static WARNED: AtomicBool = AtomicBool::new(false);
     let mut set = rustix::thread::CpuSet::new();
@@ -21,7 +17,7 @@ pub fn pin_current_thread(cpu: usize) -> bool {
         Ok(()) => true,
         Err(e) => {
             if !WARNED.swap(true, Ordering::Relaxed) {
-                eprintln!("warning: cannot pin a thread to CPU {cpu} ({e}); running unpinned");
+                tracing::warn!("cannot pin a thread to CPU {cpu} ({e}); running unpinned");
             }
             false
         }

@@ -20,17 +20,14 @@ static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 impl StopFlag {
     /// Installs the signal handling (first call only) and returns the flag. If that
-    /// fails, warns and returns a flag that only [`StopFlag::set`] sets (Ctrl-C then
-    /// kills the process, and its process group with it).
-    // A known exception to "libraries never print" (ARCHITECTURE.md, Invariants): the
-    // process-wide Ctrl-C handling the binary installs says on stderr what a signal did.
-    #[allow(clippy::print_stderr)]
+    /// fails, warns (a `tracing` event) and returns a flag that only [`StopFlag::set`]
+    /// sets (Ctrl-C then kills the process, and its process group with it).
     pub fn install() -> StopFlag {
         let flag = STOP.get_or_init(|| {
             let flag = Arc::new(AtomicBool::new(false));
             if let Err(e) = watch_signals(Arc::clone(&flag)) {
-                eprintln!(
-                    "warning: cannot install the Ctrl-C handler ({e}); Ctrl-C will kill the bench"
+                tracing::warn!(
+                    "cannot install the Ctrl-C handler ({e}); Ctrl-C will kill the process"
                 );
             }
             flag
@@ -62,9 +59,8 @@ impl StopFlag {
 }
 
 /// Receives SIGINT/SIGTERM on a thread of its own (not in a signal handler, so it may
-/// print, run `kill` and exit).
-// The same known exception as `StopFlag::install`: the user is told what Ctrl-C did.
-#[allow(clippy::print_stderr)]
+/// log, run `kill` and exit). What a signal did is a `tracing` warning, which the
+/// binary shows on stderr.
 fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
@@ -74,13 +70,13 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
         .spawn(move || {
             for _ in signals.forever() {
                 if flag.swap(true, Ordering::Relaxed) {
-                    eprintln!("aborting: stopping the router(s) and exiting");
+                    tracing::warn!("aborting: stopping the router(s) and exiting");
                     for pid in live_children() {
                         terminate(pid);
                     }
                     std::process::exit(130);
                 }
-                eprintln!("stopping: reporting what was measured (Ctrl-C again to abort)");
+                tracing::warn!("stopping: reporting what was measured (Ctrl-C again to abort)");
             }
         })
         .map_err(|e| format!("spawning the stop-signals thread: {e}"))?;

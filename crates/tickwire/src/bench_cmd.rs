@@ -4,6 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use std::io::Write as _;
+
+use tickwire_bench::console::Console;
 use tickwire_bench::{fanout, pingpong, stream};
 
 const BENCH_HELP: &str = "\
@@ -54,12 +57,30 @@ enum BenchCmd {
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let me = std::env::current_exe().context("locating the tickwire binary")?;
     match a.cmd {
-        BenchCmd::Pingpong(a) => pingpong::run(&a, &me),
-        BenchCmd::Fanout(a) => fanout::run(&a, &me),
-        BenchCmd::Stream(a) => stream::run(&a, &me),
+        BenchCmd::Pingpong(a) => with_console(|c| pingpong::run(&a, &me, c)),
+        BenchCmd::Fanout(a) => with_console(|c| fanout::run(&a, &me, c)),
+        BenchCmd::Stream(a) => with_console(|c| stream::run(&a, &me, c)),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
-        BenchCmd::TickToTrade(a) => tickwire_bench::tick_to_trade::run(&a, &me),
-        BenchCmd::TickToTradeAlgo(a) => tickwire_bench::tick_to_trade::run_algo(&a),
+        BenchCmd::TickToTrade(a) => {
+            with_console(|c| tickwire_bench::tick_to_trade::run(&a, &me, c))
+        }
+        BenchCmd::TickToTradeAlgo(a) => {
+            tickwire_bench::tick_to_trade::run_algo(&a, &mut std::io::stdout().lock())
+        }
     }
+}
+
+/// Runs `f` with a bench console: the report on stdout, progress lines on stderr.
+pub(crate) fn with_console<R>(f: impl FnOnce(&mut Console<'_>) -> R) -> R {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let r = f(&mut Console::new(&mut out, progress_line));
+    let _ = out.flush();
+    r
+}
+
+/// The progress sink of the bench commands: one line on stderr.
+pub(crate) fn progress_line(line: &str) {
+    eprintln!("{line}");
 }

@@ -234,7 +234,9 @@ fn tick_to_trade() -> anyhow::Result<bool> {
     let cmd =
         <Cmd as clap::Parser>::try_parse_from(argv).context("demo tick-to-trade arguments")?;
     let me = std::env::current_exe().context("locating the tickwire binary")?;
-    let report = tickwire_bench::tick_to_trade::run_report(&cmd.args, &me)?;
+    let report = crate::bench_cmd::with_console(|c| {
+        tickwire_bench::tick_to_trade::run_report(&cmd.args, &me, c)
+    })?;
     Ok(report.algos.iter().all(|r| {
         r.error.is_none()
             && r.counters.sent > 0
@@ -266,7 +268,8 @@ fn market_data() -> anyhow::Result<bool> {
         plot: None,
     };
     let stop = tickwire_rt::StopFlag::install();
-    let report = tickwire_bench::md_replay::repro::run(&opts, &stop)?;
+    let report =
+        crate::bench_cmd::with_console(|c| tickwire_bench::md_replay::repro::run(&opts, &stop, c))?;
     Ok(report.results.iter().all(|r| r.lossless))
 }
 

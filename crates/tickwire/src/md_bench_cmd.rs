@@ -184,7 +184,7 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         plot: a.plot,
     };
     let stop = StopFlag::install();
-    let report = repro::run(&opts, &stop)?;
+    let report = crate::bench_cmd::with_console(|c| repro::run(&opts, &stop, c))?;
     let lossless = report.results.iter().all(|r| r.lossless);
     Ok(if lossless {
         ExitCode::SUCCESS

@@ -47,6 +47,8 @@ pub struct Shared {
     pub stop: StopFlag,
     /// Publishers carry in-line stamps (tickwire `--hops`).
     pub hops: bool,
+    /// Where the progress lines go (the caller's sink; none by default).
+    pub progress: fn(&str),
     /// Messages sent so far, per publisher (progress line only).
     pub pub_sent: Vec<AtomicU64>,
     /// Current sender lateness in ns, per publisher (progress line only).
@@ -66,6 +68,7 @@ impl Shared {
             start_ns,
             stop,
             hops: false,
+            progress: |_| {},
             pub_sent: zeros(publishers, 0),
             pub_late: zeros(publishers, 0),
             sub_received: zeros(subscribers, 0),

@@ -251,21 +251,31 @@ fn mix_text(w: &Workload) -> String {
     parts.join(",")
 }
 
-fn banner_lines(text: &str) {
+fn banner_lines(out: &mut dyn std::io::Write, text: &str) {
     let bar = "#".repeat(text.len() + 8);
-    println!("{bar}\n### {text} ###\n{bar}");
+    crate::outln!(out, "{bar}\n### {text} ###\n{bar}");
 }
 
 /// What is about to run (printed before the connections are made).
-pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: &Layout) {
+pub fn print_header(
+    out: &mut dyn std::io::Write,
+    w: &Workload,
+    target: &Target,
+    router: &RouterInfo,
+    layout: &Layout,
+) {
     if let Some(s) = scaled_banner(w) {
-        banner_lines(&s);
+        banner_lines(out, &s);
     }
     let preset = w
         .preset
         .map_or("custom".to_owned(), |p| format!("{p:?}").to_lowercase());
-    println!("tickwire bench fanout ({preset}) against {}", target.name());
-    println!("system:    {}", router.describe());
+    crate::outln!(
+        out,
+        "tickwire bench fanout ({preset}) against {}",
+        target.name()
+    );
+    crate::outln!(out, "system:    {}", router.describe());
     let unscaled = format!(
         "{}{}",
         human_rate(w.published_rate),
@@ -279,12 +289,13 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
         Some(_) => format!("{}x the published {unscaled}", w.scale),
         None => format!("{}x {unscaled}", w.scale),
     };
-    println!(
+    crate::outln!(
+        out,
         "workload:  {} ({origin}), mix {}",
         pattern_text(&w.pattern),
         mix_text(w)
     );
-    println!(
+    crate::outln!(out,
         "           {} publishers x {} topics ({} bytes, e.g. {}) x {} subscribers, each on {} topic(s)",
         w.publishers,
         w.topics,
@@ -293,12 +304,14 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
         w.subscribers,
         w.sub_topics
     );
-    println!(
+    crate::outln!(
+        out,
         "           warm-up {:.1} s (excluded from latency), measured {:.1} s",
         w.warmup_ns as f64 / 1e9,
         w.duration_ns as f64 / 1e9
     );
-    println!(
+    crate::outln!(
+        out,
         "layout:    measuring process {}; router {}; subscribers {}; publishers open loop ({}){}",
         layout
             .bench_cpu
@@ -314,7 +327,7 @@ pub fn print_header(w: &Workload, target: &Target, router: &RouterInfo, layout: 
             "; NATS client IO on {n} tokio worker threads"
         ))
     );
-    println!();
+    crate::outln!(out);
 }
 
 impl Report {
@@ -529,20 +542,21 @@ impl Report {
         }
     }
 
-    /// The terminal report.
-    pub fn print(&self) {
-        println!();
-        println!(
+    /// The terminal report, to `out`.
+    pub fn print(&self, out: &mut dyn std::io::Write) {
+        crate::outln!(out);
+        crate::outln!(
+            out,
             "==== results: {} fan-out, {} ====",
             self.system,
             pattern_text(&self.workload.pattern)
         );
-        println!("machine: {}", self.machine.one_line());
+        crate::outln!(out, "machine: {}", self.machine.one_line());
         if self.stopped_by_user {
-            println!("STOPPED by Ctrl-C after {:.1} measured seconds: the figures cover what was measured.", self.rates.measured_seconds);
+            crate::outln!(out, "STOPPED by Ctrl-C after {:.1} measured seconds: the figures cover what was measured.", self.rates.measured_seconds);
         }
         if let Some(why) = &self.invalid {
-            banner_lines(&format!("INVALID (saturated): {why}"));
+            banner_lines(out, &format!("INVALID (saturated): {why}"));
         }
         let mut rows = vec![(
             format!("all ({})", mix_text(&self.workload)),
@@ -553,7 +567,7 @@ impl Report {
                 rows.push((format!("{} B", r.size), r.latency.clone()));
             }
         }
-        print!(
+        crate::out!(out,
             "{}",
             latency_table(
                 &format!(
@@ -563,7 +577,8 @@ impl Report {
                 &rows
             )
         );
-        print!(
+        crate::out!(
+            out,
             "{}",
             latency_table(
                 "\nsender lateness (actual send call - intended send time), all publishers:",
@@ -571,7 +586,8 @@ impl Report {
             )
         );
         if let Some(h) = &self.hops {
-            print!(
+            crate::out!(
+                out,
                 "{}",
                 latency_table(
                     "\nper hop, from in-line stamps (one clock), measured part:",
@@ -585,7 +601,8 @@ impl Report {
         } else {
             0.0
         };
-        println!(
+        crate::outln!(
+            out,
             "\nsend rate: target {:.0} msg/s, achieved {:.0} msg/s ({pct:.1}%) over {:.1} s -> {}",
             r.target,
             r.achieved,
@@ -597,7 +614,7 @@ impl Report {
             }
         );
         let c = &self.counters;
-        println!(
+        crate::outln!(out,
             "correctness (whole run, warm-up included): sent {} messages, expected {} deliveries, received {}, gaps {}, duplicates {}, out-of-order {}, discarded by router {}, malformed {} -> {}",
             c.counters.sent,
             c.expected,
@@ -610,9 +627,13 @@ impl Report {
             if c.reconciled { "OK (reconciled)" } else { "FAILED (does not reconcile)" }
         );
         if !c.reconciled {
-            println!("  per subscriber:  sub  expected  received  gaps  dups  ooo  discarded");
+            crate::outln!(
+                out,
+                "  per subscriber:  sub  expected  received  gaps  dups  ooo  discarded"
+            );
             for s in &self.subscribers {
-                println!(
+                crate::outln!(
+                    out,
                     "                  {:>3} {:>9} {:>9} {:>5} {:>5} {:>4} {:>10}",
                     s.subscriber,
                     s.expected,
@@ -626,26 +647,40 @@ impl Report {
         }
         if let Some(t) = self.router_stats.as_ref().map(|s| &s["router"]["totals"]) {
             if !t.is_null() {
-                println!(
+                crate::outln!(
+                    out,
                     "router counters: msgs_in={} msgs_out={} discards={} unrouted={}",
-                    t["msgs_in"], t["msgs_out"], t["discards"], t["unrouted"]
+                    t["msgs_in"],
+                    t["msgs_out"],
+                    t["discards"],
+                    t["unrouted"]
                 );
             }
         }
         for p in &self.problems {
-            println!("problem: {p}");
+            crate::outln!(out, "problem: {p}");
         }
 
-        println!(
+        crate::outln!(
+            out,
             "\nper second (latency by intended send second, 2 significant digits; rates in msg/s):"
         );
-        println!(
+        crate::outln!(
+            out,
             "{:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "second", "phase", "target", "achieved", "samples", "p50 µs", "p99 µs", "max µs"
+            "second",
+            "phase",
+            "target",
+            "achieved",
+            "samples",
+            "p50 µs",
+            "p99 µs",
+            "max µs"
         );
         let f = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
         for s in &self.timeline {
-            println!(
+            crate::outln!(
+                out,
                 "{:>6} {:>8} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>10}",
                 s.second,
                 s.phase.label(),
@@ -657,7 +692,7 @@ impl Report {
                 f(s.max_us)
             );
         }
-        println!(
+        crate::outln!(out,
             "\n{}: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, mean {:.1} µs, sd {:.1} µs at {:.0} msg/s target ({:.0} deliveries/s){}",
             self.system,
             self.latency.p50_us,
@@ -670,10 +705,10 @@ impl Report {
             if self.valid { "" } else { " -- INVALID (saturated)" }
         );
         if let Some(why) = &self.invalid {
-            banner_lines(&format!("INVALID (saturated): {why}"));
+            banner_lines(out, &format!("INVALID (saturated): {why}"));
         }
         if let Some(s) = &self.scaled {
-            banner_lines(s);
+            banner_lines(out, s);
         }
     }
 

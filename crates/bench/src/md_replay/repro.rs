@@ -25,6 +25,7 @@ use tickwire_md::publisher::{self, PublishOptions};
 use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
+use crate::console::Console;
 use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
 use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
@@ -89,8 +90,12 @@ pub struct ReproReport {
     pub results: Vec<SpeedResult>,
 }
 
-/// Runs the test and prints the report.
-pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> {
+/// Runs the test, writes the report to `con`, and returns it.
+pub fn run(
+    opts: &ReproOptions,
+    stop: &StopFlag,
+    con: &mut Console<'_>,
+) -> anyhow::Result<ReproReport> {
     let tmp = std::env::temp_dir().join(format!("tickwire-md-replay-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let file = match &opts.file {
@@ -105,7 +110,8 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
                 ..GeneratorConfig::default()
             };
             let s = write_session(cfg, &f)?;
-            println!(
+            crate::outln!(
+                con.out,
                 "generated {} ITCH messages, {} symbols, seed {} ({:.1} s of session at 1x)",
                 s.messages,
                 opts.symbols,
@@ -128,7 +134,8 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         opts.pin.map(|p| p.near),
         &[],
     )?;
-    println!(
+    crate::outln!(
+        con.out,
         "router: {} (idle {}), feed handler idle {}, {} measuring clients, {}",
         router.addr,
         opts.router_idle,
@@ -145,7 +152,8 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
             break;
         }
         let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * k as u16);
-        println!(
+        crate::outln!(
+            con.out,
             "\n=== replay at {speed}: {} messages via {group} ===",
             data.len()
         );
@@ -156,6 +164,7 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
             group,
             &router.addr.to_string(),
             stop,
+            con,
         )?);
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -170,9 +179,10 @@ pub fn run(opts: &ReproOptions, stop: &StopFlag) -> anyhow::Result<ReproReport> 
         results,
     };
     if opts.json.is_some() {
-        println!();
+        crate::outln!(con.out);
     }
     write_outputs(
+        con.out,
         opts.json.as_deref(),
         &report,
         opts.plot.as_deref(),
@@ -189,6 +199,7 @@ fn one_speed(
     group: SocketAddrV4,
     router: &str,
     stop: &StopFlag,
+    con: &mut Console<'_>,
 ) -> anyhow::Result<SpeedResult> {
     let lat_opts = LatencyOptions {
         router: router.to_string(),
@@ -238,7 +249,7 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
-        progress: Some(crate::harness::print_line),
+        progress: Some(con.progress),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh
@@ -277,16 +288,20 @@ fn one_speed(
         clients,
         windows,
     };
-    print_speed(&res, opts.window);
+    print_speed(con.out, &res, opts.window);
     Ok(res)
 }
 
-fn print_speed(r: &SpeedResult, window: Duration) {
-    println!(
+fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) {
+    crate::outln!(
+        out,
         "exchange: {} ITCH messages in {:.2} s; publisher lateness p50 {:.1} µs, p99 {:.1} µs",
-        r.messages, r.publish_seconds, r.publisher_lateness.p50_us, r.publisher_lateness.p99_us
+        r.messages,
+        r.publish_seconds,
+        r.publisher_lateness.p50_us,
+        r.publisher_lateness.p99_us
     );
-    println!(
+    crate::outln!(out,
         "feed handler: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
         r.feed_packets,
         r.feed_gaps,
@@ -298,7 +313,8 @@ fn print_speed(r: &SpeedResult, window: Duration) {
         r.peak_window_rate,
         window.as_secs_f64()
     );
-    println!(
+    crate::outln!(
+        out,
         "{}",
         if r.lossless {
             "NO LOSS: every client received every update"
@@ -306,22 +322,40 @@ fn print_speed(r: &SpeedResult, window: Duration) {
             "LOSS: see the counters above and the per-client table"
         }
     );
-    println!("\nper client, end to end (exchange send → client receive):");
-    print!("{}", latency::client_table(&r.clients));
-    println!();
-    print!("{}", latency_table("per hop, all clients merged:", &r.hops));
-    println!(
+    crate::outln!(
+        out,
+        "\nper client, end to end (exchange send → client receive):"
+    );
+    crate::out!(out, "{}", latency::client_table(&r.clients));
+    crate::outln!(out);
+    crate::out!(
+        out,
+        "{}",
+        latency_table("per hop, all clients merged:", &r.hops)
+    );
+    crate::outln!(
+        out,
         "\nlatency against update rate ({}-s windows, client 0):",
         window.as_secs_f64()
     );
-    println!(
+    crate::outln!(
+        out,
         "{:>8} {:>12} {:>10} {:>10} {:>10}",
-        "start s", "updates/s", "mean µs", "p99 µs", "max µs"
+        "start s",
+        "updates/s",
+        "mean µs",
+        "p99 µs",
+        "max µs"
     );
     for w in &r.windows {
-        println!(
+        crate::outln!(
+            out,
             "{:>8.0} {:>12.0} {:>10.2} {:>10.2} {:>10.2}",
-            w.start_s, w.rate, w.mean_us, w.p99_us, w.max_us
+            w.start_s,
+            w.rate,
+            w.mean_us,
+            w.p99_us,
+            w.max_us
         );
     }
 }

@@ -94,16 +94,17 @@ pub struct AlgoArgs {
     pub dictionary: Option<PathBuf>,
 }
 
-/// Runs the algo until SIGTERM/SIGINT or the end of standard input.
-pub fn run_algo(a: &AlgoArgs) -> anyhow::Result<ExitCode> {
+/// Runs the algo until SIGTERM/SIGINT or the end of standard input. The line
+/// `READY <addr>` the parent waits for goes to `out` (the binary passes stdout).
+pub fn run_algo(a: &AlgoArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     watch_stdin(stop.clone());
     match a.kind {
-        OwnAlgo::Raw => run_raw(a, &stop),
-        OwnAlgo::Builtin => run_builtin(a, stop),
+        OwnAlgo::Raw => run_raw(a, &stop, out),
+        OwnAlgo::Builtin => run_builtin(a, stop, out),
     }
 }
 
@@ -123,8 +124,7 @@ fn watch_stdin(stop: Arc<AtomicBool>) {
         });
 }
 
-fn ready(addr: SocketAddr) {
-    let mut out = std::io::stdout().lock();
+fn ready(out: &mut dyn Write, addr: SocketAddr) {
     let _ = writeln!(out, "READY {addr}");
     let _ = out.flush();
 }
@@ -208,7 +208,11 @@ impl Application for TickToTrade {
     }
 }
 
-fn run_builtin(a: &AlgoArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
+fn run_builtin(
+    a: &AlgoArgs,
+    stop: Arc<AtomicBool>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     let mut dicts = DictionaryCache::new();
     let validation = match &a.dictionary {
         Some(path) => {
@@ -261,7 +265,7 @@ fn run_builtin(a: &AlgoArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> 
         .listen_addrs()
         .first()
         .context("the engine listens nowhere")?;
-    ready(addr);
+    ready(out, addr);
     // Forward our stop flag (signals, stdin EOF) to the engine's.
     std::thread::Builder::new()
         .name("stop".into())
@@ -277,7 +281,7 @@ fn run_builtin(a: &AlgoArgs, stop: Arc<AtomicBool>) -> anyhow::Result<ExitCode> 
         .shutdown(Duration::from_secs(2))
         .context("stopping the builtin algo")?;
     if engine.app().errors > 0 {
-        eprintln!("algo: {} orders could not be sent", engine.app().errors);
+        tracing::warn!("algo: {} orders could not be sent", engine.app().errors);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -451,11 +455,11 @@ fn raw_admin(
     true
 }
 
-fn run_raw(a: &AlgoArgs, stop: &AtomicBool) -> anyhow::Result<ExitCode> {
+fn run_raw(a: &AlgoArgs, stop: &AtomicBool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let listener = TcpListener::bind(a.listen)
         .with_context(|| format!("binding the raw responder to {}", a.listen))?;
     listener.set_nonblocking(true)?;
-    ready(listener.local_addr()?);
+    ready(out, listener.local_addr()?);
     let mut enc = Encoder::new(BEGIN_STRING);
     let mut stamp = Stamp::new();
 

@@ -91,6 +91,8 @@ pub struct VenueOptions {
     pub logon_timeout: Duration,
     /// Name of the algo, for the progress line.
     pub label: String,
+    /// Where the progress lines go (the caller's sink).
+    pub progress: fn(&str),
     /// Pin the simulator's thread to this CPU.
     pub cpu: Option<usize>,
 }
@@ -247,7 +249,7 @@ pub fn run(
     let mut next = 0u64;
     let mut send_hint = 0usize;
     let mut next_timer = 0u64;
-    let mut progress = Progress::new(crate::harness::print_line);
+    let mut progress = Progress::new(opts.progress);
     let mut backlog_max = 0usize;
     let mut ended_early = None;
     let mut stopped = false;

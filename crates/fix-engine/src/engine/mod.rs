@@ -633,8 +633,20 @@ impl<A: Application> Engine<A> {
         }
         if let Some(l) = &mut self.log {
             l.close();
+            if l.dropped() > 0 {
+                tracing::warn!(
+                    "FIX message log: {} batches (loop turns) not written, the log writer was behind",
+                    l.dropped()
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Message-log batches (one per loop turn) dropped because the log writer was
+    /// behind (the engine never waits for it); 0 without a `FileLogPath`.
+    pub fn log_dropped(&self) -> u64 {
+        self.log.as_ref().map_or(0, MessageLog::dropped)
     }
 
     // ─── connections ────────────────────────────────────────────────────────────

@@ -245,12 +245,13 @@ impl<S: MessageStore> Session<S> {
 
     pub(super) fn valid_logon_state(&self, msg_type: &[u8]) -> bool {
         let logon = msg_type == mt::LOGON;
-        (logon && self.sent_reset)
-            || self.received_reset
-            || (logon && !self.logon.received())
-            || (!logon && self.logon.received())
-            || (msg_type == mt::LOGOUT && self.logon.sent())
-            || (msg_type != mt::LOGOUT && self.sent_logout)
+        let (handshake, reset) = (self.handshake(), self.reset_flag());
+        (logon && reset.sent())
+            || reset.received()
+            || (logon && !handshake.received())
+            || (!logon && handshake.received())
+            || (msg_type == mt::LOGOUT && handshake.sent())
+            || (msg_type != mt::LOGOUT && self.logout_sent())
             || msg_type == mt::SEQUENCE_RESET
             || msg_type == mt::REJECT
     }
@@ -435,12 +436,15 @@ impl<S: MessageStore> Session<S> {
     /// iteratively: a nested call while draining returns at once and the outer loop
     /// carries on.
     pub(super) fn next_queued(&mut self, now: u64) -> StoreResult {
-        if self.draining {
-            return Ok(());
+        // Only a connection has a queue (it is emptied when the connection goes).
+        match self.connection_mut() {
+            Some(c) if c.queue == Drain::Idle => c.queue = Drain::Running,
+            _ => return Ok(()),
         }
-        self.draining = true;
         let r = self.drain_queue(now);
-        self.draining = false;
+        if let Some(c) = self.connection_mut() {
+            c.queue = Drain::Idle;
+        }
         r
     }
 
@@ -460,14 +464,14 @@ impl<S: MessageStore> Session<S> {
             buf.clear();
             self.spare_bufs.push(buf);
             r?;
-            if self.link != Link::Up {
+            if !self.is_connected() {
                 return Ok(());
             }
         }
     }
 
     pub(super) fn on_logon(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
-        if !self.enabled {
+        if !self.is_enabled() {
             self.note(format_args!("Session is not enabled for logon"));
             return self.disconnect(now);
         }
@@ -476,17 +480,17 @@ impl<S: MessageStore> Session<S> {
             return self.disconnect(now);
         }
         let reset = m.get_bool(tag::RESET_SEQ_NUM_FLAG) == Some(true);
-        self.received_reset = reset;
+        self.set_reset_flag(|f| f.with_received(reset));
         if reset {
             self.note(format_args!(
                 "Logon contains ResetSeqNumFlag=Y, reseting sequence numbers to 1"
             ));
-            if !self.sent_reset {
+            if !self.reset_flag().sent() {
                 self.store.reset(now)?;
             }
         }
         let initiator = self.cfg.role == Role::Initiator;
-        if initiator && !self.logon.sent() && !reset {
+        if initiator && !self.handshake().sent() && !reset {
             self.note(format_args!(
                 "Received logon response before sending request"
             ));
@@ -498,7 +502,9 @@ impl<S: MessageStore> Session<S> {
         if !self.verify(now, m, false, true)? {
             return Ok(());
         }
-        self.logon = self.logon.receive();
+        if let Some(c) = self.connection_mut() {
+            c.logon = c.logon.receive();
+        }
 
         let next_sender = self.store.next_sender_seq();
         let mut retransmit_from = None;
@@ -521,7 +527,7 @@ impl<S: MessageStore> Session<S> {
             }
         }
 
-        if !initiator || (reset && !self.sent_reset) {
+        if !initiator || (reset && !self.reset_flag().sent()) {
             if let Some(h) = m.get_u64(tag::HEART_BT_INT) {
                 // Bounded so that timer arithmetic cannot overflow on hostile input.
                 self.heart_bt_int = h.min(u64::from(u32::MAX));
@@ -532,8 +538,7 @@ impl<S: MessageStore> Session<S> {
         } else {
             self.note(format_args!("Received logon response"));
         }
-        self.sent_reset = false;
-        self.received_reset = false;
+        self.set_reset_flag(|_| ResetFlag::None);
 
         let seq = m.seq_num().unwrap_or(0);
         let expected = self.store.next_target_seq();
@@ -580,7 +585,7 @@ impl<S: MessageStore> Session<S> {
         if !self.verify(now, m, false, false)? {
             return Ok(());
         }
-        if !self.sent_logout {
+        if !self.logout_sent() {
             self.note(format_args!("Received logout request"));
             self.logout_msg(now, None)?;
             self.note(format_args!("Sending logout response"));

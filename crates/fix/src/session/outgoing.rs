@@ -49,7 +49,8 @@ impl<S: MessageStore> Session<S> {
             self.store.save(seq, msg)?;
         }
         self.store.incr_next_sender_seq()?;
-        if self.link == Link::Up && (always_send || (self.logon.received() && self.logon.sent())) {
+        // The link's fields, not its methods: `msg` borrows the encoder.
+        if matches!(&self.link, Link::Up(c) if always_send || c.logon == Handshake::Done) {
             self.out.send(msg);
         }
         Ok(())
@@ -62,7 +63,7 @@ impl<S: MessageStore> Session<S> {
             self.store.save(seq, msg)?;
         }
         self.store.incr_next_sender_seq()?;
-        if self.link == Link::Up && self.logon.received() && self.logon.sent() {
+        if matches!(&self.link, Link::Up(c) if c.logon == Handshake::Done) {
             self.out.send(msg);
         }
         Ok(())
@@ -81,11 +82,11 @@ impl<S: MessageStore> Session<S> {
             self.store.reset(now)?;
         }
         let reset = self.should_send_reset();
-        if reset && !self.received_reset {
+        if reset && !self.reset_flag().received() {
             self.store.reset(now)?;
         }
-        if !self.received_reset {
-            self.sent_reset = reset;
+        if !self.reset_flag().received() {
+            self.set_reset_flag(|f| f.with_sent(reset));
         }
         let seq = self.store.next_sender_seq();
         let expected = self.store.next_target_seq();
@@ -111,7 +112,9 @@ impl<S: MessageStore> Session<S> {
         self.logon_extras(&mut extra, u32::MAX);
         self.last_received = now;
         self.test_requests = 0;
-        self.logon = self.logon.send();
+        if let Some(c) = self.connection_mut() {
+            c.logon = c.logon.send();
+        }
         self.finish_admin(seq, true)
     }
 
@@ -125,11 +128,11 @@ impl<S: MessageStore> Session<S> {
         self.enc.field(tag::ENCRYPT_METHOD, b"0");
         self.logon_extras(&mut extra, tag::HEART_BT_INT);
         self.enc.field_u64(tag::HEART_BT_INT, heart_bt_int);
-        if self.received_reset {
+        if self.reset_flag().received() {
             self.logon_extras(&mut extra, tag::RESET_SEQ_NUM_FLAG);
             self.enc.field(tag::RESET_SEQ_NUM_FLAG, b"Y");
         } else {
-            self.sent_reset = false;
+            self.set_reset_flag(|f| f.with_sent(false));
         }
         if self.cfg.send_next_expected_msg_seq_num {
             // +1: the incoming Logon has not been counted yet.
@@ -144,7 +147,9 @@ impl<S: MessageStore> Session<S> {
         }
         self.logon_extras(&mut extra, u32::MAX);
         self.finish_admin(seq, true)?;
-        self.logon = self.logon.send();
+        if let Some(c) = self.connection_mut() {
+            c.logon = c.logon.send();
+        }
         Ok(())
     }
 
@@ -167,7 +172,9 @@ impl<S: MessageStore> Session<S> {
             self.enc.field_str(tag::TEXT, t);
         }
         self.finish_admin(seq, true)?;
-        self.sent_logout = true;
+        if let Some(c) = self.connection_mut() {
+            c.logout = Logout::Sent;
+        }
         Ok(())
     }
 
@@ -222,7 +229,7 @@ impl<S: MessageStore> Session<S> {
         self.enc.field_u64(tag::NEW_SEQ_NO, new_seq);
         self.enc.field(tag::GAP_FILL_FLAG, b"Y");
         let msg = self.enc.finish();
-        if self.link == Link::Up {
+        if matches!(self.link, Link::Up(_)) {
             self.out.send(msg);
         }
         self.note(format_args!("Sent SequenceReset TO: {new_seq}"));
@@ -259,7 +266,7 @@ impl<S: MessageStore> Session<S> {
             Some(t) => self.note(format_args!("Message {seq_txt} Rejected: {t}")),
             None => self.note(format_args!("Message {seq_txt} Rejected")),
         }
-        if !self.logon.received() {
+        if !self.handshake().received() {
             self.note(format_args!("Tried to send a reject while not logged on"));
             return Ok(false);
         }

@@ -146,7 +146,7 @@ impl<S: MessageStore> Session<S> {
                 .raw_fields(raw.get(bs..body_end).unwrap_or_default());
         }
         let out = self.enc.finish();
-        if self.link == Link::Up {
+        if matches!(self.link, Link::Up(_)) {
             self.out.send(out);
         }
         self.header_scratch = hdr;
