@@ -125,10 +125,10 @@ fn lock_dir(dir: &Path) -> Result<File, SpoolError> {
         .write(true)
         .open(dir.join("LOCK"))
         .map_err(io)?;
-    match f.try_lock() {
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(SpoolError::Locked(dir.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(SpoolError::Locked(dir.to_path_buf())),
+        Err(e) => Err(io(e.into())),
     }
 }
 

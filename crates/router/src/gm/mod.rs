@@ -1656,10 +1656,7 @@ impl Engine {
     pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
         for qi in 0..self.queues.len() as u32 {
             // Ack timeouts.
-            loop {
-                let Some(q) = self.queue_mut(qi) else {
-                    break;
-                };
+            while let Some(q) = self.queue_mut(qi) {
                 let Some(&(at, id, binding, count)) = q.timeouts.front() else {
                     break;
                 };
@@ -1668,9 +1665,8 @@ impl Engine {
                 }
                 q.timeouts.pop_front();
                 let still = q.find(id).is_some_and(|i| {
-                    !q.entries[i].done
-                        && q.entries[i].binding == binding
-                        && q.entries[i].deliveries == count
+                    let e = &q.entries[i];
+                    !e.done && e.binding == binding && e.deliveries == count
                 });
                 if !still {
                     continue;
@@ -1683,10 +1679,7 @@ impl Engine {
                 self.requeue(log, qi, id);
             }
             // Time to live: undelivered messages past it are dead-lettered.
-            loop {
-                let Some(q) = self.queue(qi) else {
-                    break;
-                };
+            while let Some(q) = self.queue(qi) {
                 if q.def.ttl_ms == 0 {
                     break;
                 }

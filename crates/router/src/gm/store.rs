@@ -93,6 +93,11 @@ impl Store {
         self.entries.len()
     }
 
+    /// No message retained.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Appends a message; `m.id` must be [`Store::next_id`] (ids skipped on recovery are
     /// filled with dead entries).
     pub fn push(&mut self, m: &NewMessage<'_>) {
