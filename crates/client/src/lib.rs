@@ -63,6 +63,7 @@
 mod buffers;
 mod client;
 mod error;
+mod gm;
 mod message;
 mod session;
 
