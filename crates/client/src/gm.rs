@@ -52,6 +52,20 @@ pub struct PublishCounts {
     pub resent: u64,
 }
 
+/// One refused publish, as [`PublishWindow`] remembers the most recent ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NackRecord {
+    /// The publish's sequence number.
+    pub seq: u64,
+    /// Why.
+    pub reason: NackReason,
+    /// The router's explanation.
+    pub text: String,
+}
+
+/// How many [`NackRecord`]s are kept (the oldest are dropped; counts stay exact).
+pub const RECENT_NACKS: usize = 16;
+
 /// Why [`PublishWindow::push`] refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PushError {
@@ -89,6 +103,7 @@ pub(crate) struct PublishWindow {
     /// A sequence number whose outcome a blocking caller waits for.
     watch: Option<(u64, Option<Outcome>)>,
     counts: PublishCounts,
+    recent_nacks: VecDeque<NackRecord>,
 }
 
 impl PublishWindow {
@@ -183,6 +198,14 @@ impl PublishWindow {
             Some((_, n)) => *n += 1,
             None => self.counts.nacked_by_reason.push((reason, 1)),
         }
+        if self.recent_nacks.len() == RECENT_NACKS {
+            self.recent_nacks.pop_front();
+        }
+        self.recent_nacks.push_back(NackRecord {
+            seq,
+            reason,
+            text: text.to_owned(),
+        });
         if let Some((w, out @ None)) = &mut self.watch {
             if *w == seq {
                 *out = Some(Outcome::Nacked {
@@ -226,6 +249,11 @@ impl PublishWindow {
 
     pub(crate) fn counts(&self) -> &PublishCounts {
         &self.counts
+    }
+
+    /// The last [`RECENT_NACKS`] refusals, oldest first.
+    pub(crate) fn recent_nacks(&self) -> impl Iterator<Item = &NackRecord> + '_ {
+        self.recent_nacks.iter()
     }
 
     /// Remembers the outcome of `seq` for [`PublishWindow::take_watched`]. A seq that
@@ -336,7 +364,19 @@ mod tests {
         assert_eq!(resend_list(&w), vec![(1, "t".into(), b"1".to_vec())]);
         assert_eq!(w.handle_ack(1, 2), 1);
         assert!(w.has_room());
-        assert_eq!(w.counts().nacked_by_reason, vec![(NackReason::QUEUE_FULL, 1)]);
+        assert_eq!(
+            w.counts().nacked_by_reason,
+            vec![(NackReason::QUEUE_FULL, 1)]
+        );
+        let rec: Vec<_> = w.recent_nacks().cloned().collect();
+        assert_eq!(
+            rec,
+            vec![NackRecord {
+                seq: 2,
+                reason: NackReason::QUEUE_FULL,
+                text: "full".into()
+            }]
+        );
     }
 
     #[test]
@@ -404,7 +444,10 @@ mod tests {
         /// Ack a range given relative to the oldest possible seq.
         Ack(u8, u8),
         Nack(u8, u16),
-        Reconnect { window: u8, router_ahead: u8 },
+        Reconnect {
+            window: u8,
+            router_ahead: u8,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {

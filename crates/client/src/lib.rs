@@ -63,17 +63,23 @@
 mod buffers;
 mod client;
 mod error;
+mod event;
 mod gm;
 mod message;
+mod publisher;
 mod session;
 
 pub use client::{Client, ClientOptions, Messages, Wait};
 pub use error::Error;
+pub use event::{Binding, BindingId, Delivery, Event, Opened};
+pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
 pub use message::{Message, OwnedMessage};
+pub use publisher::{GuaranteedPublisher, ReconnectOptions};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).
 pub use tickwire_rt::MonoNanos;
 pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
+pub use tickwire_wire::gm::{open_options, NackAction, NackReason, QueueOp, Start};
 pub use tickwire_wire::topic::{Topic, TopicError};
 
 #[cfg(test)]
