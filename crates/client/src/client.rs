@@ -92,7 +92,8 @@ pub struct Client {
     /// reported by the next call so neither is lost.
     deferred: Option<Error>,
     /// Guaranteed publishes not answered yet (empty unless a publisher is open).
-    pub(crate) gm: PublishWindow,
+    /// Boxed: most clients never publish guaranteed, and a `Client` moves by value.
+    pub(crate) gm: Box<PublishWindow>,
 }
 
 enum ReadOutcome {
@@ -128,7 +129,7 @@ impl Client {
             next_request_id: 1,
             next_ping_token: 1,
             deferred: None,
-            gm: PublishWindow::default(),
+            gm: Box::default(),
             opts,
         };
         client.handshake(deadline)?;

@@ -422,7 +422,7 @@ mod tests {
         for _ in 0..8 {
             w.push("md/x", &payload).unwrap();
         }
-        let mut cycle = |w: &mut PublishWindow, n: usize| {
+        let cycle = |w: &mut PublishWindow, n: usize| {
             for _ in 0..n {
                 let s = w.push("md/x", &payload).unwrap();
                 let oldest = s - 8;

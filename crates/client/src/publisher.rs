@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use tickwire_wire::frame::ErrorCode;
 
-use crate::gm::{NackRecord, PublishCounts};
+use crate::gm::{NackRecord, PublishCounts, PublishWindow};
 use crate::{Client, ClientOptions, Error, Wait};
 
 /// How a [`GuaranteedPublisher`] connects and reconnects. Every field has a
@@ -85,8 +85,7 @@ impl GuaranteedPublisher {
         identity: &str,
         opts: ReconnectOptions,
     ) -> Result<GuaranteedPublisher, Error> {
-        let window = crate::gm::PublishWindow::default();
-        let client = open(addr, identity, &opts, window, &mut Vec::new())?;
+        let client = open(addr, identity, &opts, Box::default()).map_err(|(e, _)| e)?;
         Ok(GuaranteedPublisher {
             addr: addr.to_owned(),
             identity: identity.to_owned(),
@@ -183,18 +182,15 @@ impl GuaranteedPublisher {
         }
         let window = std::mem::take(&mut self.client.gm);
         self.client.abandon_tx();
-        let mut back = Vec::new();
-        match open(&self.addr, &self.identity, &self.opts, window, &mut back) {
+        match open(&self.addr, &self.identity, &self.opts, window) {
             Ok(c) => {
                 self.client = c;
                 self.reconnects += 1;
                 Ok(())
             }
-            Err(e) => {
+            Err((e, window)) => {
                 // Keep the unanswered publishes and counts reachable.
-                if let Some(w) = back.pop() {
-                    self.client.gm = w;
-                }
+                self.client.gm = window;
                 Err(e)
             }
         }
@@ -202,14 +198,13 @@ impl GuaranteedPublisher {
 }
 
 /// Connects and opens `identity` with `window`'s unanswered publishes, retrying with
-/// backoff; on failure the window is handed back through `back`.
+/// backoff; on failure the window is handed back with the error.
 fn open(
     addr: &str,
     identity: &str,
     opts: &ReconnectOptions,
-    mut window: crate::gm::PublishWindow,
-    back: &mut Vec<crate::gm::PublishWindow>,
-) -> Result<Client, Error> {
+    mut window: Box<PublishWindow>,
+) -> Result<Client, (Error, Box<PublishWindow>)> {
     let started = Instant::now();
     let mut pause = opts.initial_backoff;
     loop {
@@ -233,8 +228,7 @@ fn open(
             .is_some_and(|limit| started.elapsed() >= limit);
         if !worth_reconnecting(&err) || expired {
             window.handle_disconnect();
-            back.push(window);
-            return Err(err);
+            return Err((err, window));
         }
         std::thread::sleep(pause);
         pause = (pause * 2)
