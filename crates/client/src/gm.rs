@@ -52,7 +52,7 @@ pub struct PublishCounts {
     pub resent: u64,
 }
 
-/// One refused publish, as [`PublishWindow`] remembers the most recent ones.
+/// One refused publish, as the client remembers the most recent ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NackRecord {
     /// The publish's sequence number.
