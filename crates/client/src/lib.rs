@@ -51,7 +51,8 @@
 //!   [`Event::Delivery`] from [`Client::poll_events`]; answer each with
 //!   [`Client::ack`] / [`Client::ack_range`] or [`Client::nack`] (redeliver or
 //!   dead-letter); [`Client::unbind`] ends it. A standby binding of an exclusive queue
-//!   reports [`Event::Activated`].
+//!   reports [`Event::Activated`]. [`QueueConsumer`] binds again after a lost
+//!   connection (unacknowledged deliveries come again, marked redelivered).
 //! - **Administration.** [`Client::queue_request`] with a [`QueueOp`] returns the
 //!   router's JSON.
 //!
@@ -93,6 +94,7 @@
 
 mod buffers;
 mod client;
+mod consumer;
 mod error;
 mod event;
 mod gm;
@@ -101,6 +103,7 @@ mod publisher;
 mod session;
 
 pub use client::{Client, ClientOptions, Messages, Wait};
+pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
 pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};

@@ -238,7 +238,7 @@ fn open(
 }
 
 /// Whether a new connection could cure `e`.
-fn worth_reconnecting(e: &Error) -> bool {
+pub(crate) fn worth_reconnecting(e: &Error) -> bool {
     match e {
         Error::Connect { .. } | Error::Io(_) | Error::Timeout { .. } => true,
         Error::Closed { code, .. } => {

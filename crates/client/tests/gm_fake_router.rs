@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tickwire_client::{
     Client, ClientOptions, Error, Event, GuaranteedPublisher, NackAction, NackReason, Outcome,
-    QueueOp, ReconnectOptions, Start, Wait,
+    QueueConsumer, QueueOp, ReconnectOptions, Start, Wait,
 };
 use tickwire_wire::frame::{self, decode, flags, ErrorCode, Frame, DEFAULT_MAX_FRAME};
 use tickwire_wire::gm::{self, Stored};
@@ -390,5 +390,90 @@ fn bind_deliver_ack_and_queue_requests() {
         .unwrap();
     }
     assert_eq!(activated, Some(8));
+    drop(router.join().unwrap());
+}
+
+#[test]
+fn a_queue_consumer_binds_again_after_a_lost_connection() {
+    let (l, addr) = listener();
+    let deliver = |o: &mut Vec<u8>, binding: u32, id: u64, count: u32| {
+        let m = Stored {
+            seq: id,
+            stamps: None,
+            topic: b"q/t",
+            payload: b"p",
+        };
+        gm::encode_deliver(o, binding, id, count, count > 1, m, DEFAULT_MAX_FRAME).unwrap();
+    };
+    let router = thread::spawn(move || {
+        let mut f = Fake::accept(&l);
+        let b = f.next();
+        let Frame::Bind { request_id, .. } = one(&b) else {
+            panic!()
+        };
+        f.send_with(|o| {
+            gm::encode_bound(o, request_id, 1, true);
+            deliver(o, 1, 10, 1);
+            deliver(o, 1, 11, 1);
+        });
+        let b = f.next();
+        assert_eq!(
+            one(&b),
+            Frame::ConsumerAck {
+                binding: 1,
+                first: 10,
+                last: 10
+            }
+        );
+        // Dies before 11 is acknowledged.
+        drop(f);
+        let mut f = Fake::accept(&l);
+        let b = f.next();
+        let Frame::Bind {
+            request_id, queue, ..
+        } = one(&b)
+        else {
+            panic!()
+        };
+        assert_eq!(queue, "q");
+        f.send_with(|o| {
+            gm::encode_bound(o, request_id, 2, true);
+            deliver(o, 2, 11, 2);
+        });
+        let b = f.next();
+        assert_eq!(
+            one(&b),
+            Frame::ConsumerAck {
+                binding: 2,
+                first: 11,
+                last: 11
+            }
+        );
+        f
+    });
+    let ro = ReconnectOptions {
+        client: opts(),
+        ..ReconnectOptions::default()
+    };
+    let mut c = QueueConsumer::connect(&addr, "q", 8, Start::Queue, ro).unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        c.poll(Wait::Timeout(Duration::from_secs(5)), |d| {
+            got.push((d.msg_id, d.redelivered))
+        })
+        .unwrap();
+    }
+    c.ack(10).unwrap();
+    c.client().flush().unwrap();
+    while got.len() < 3 {
+        c.poll(Wait::Timeout(Duration::from_millis(100)), |d| {
+            got.push((d.msg_id, d.redelivered))
+        })
+        .unwrap();
+    }
+    assert_eq!(got, vec![(10, false), (11, false), (11, true)]);
+    assert_eq!((c.binding().id.0, c.reconnects()), (2, 1));
+    c.ack(11).unwrap();
+    c.client().flush().unwrap();
     drop(router.join().unwrap());
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use tickwire_client::{
-    Client, ClientOptions, Event, GuaranteedPublisher, ReconnectOptions, Start, Wait,
+    Client, ClientOptions, GuaranteedPublisher, QueueConsumer, ReconnectOptions, Start, Wait,
 };
 
 use crate::units::{parse_rate, parse_size};
@@ -292,6 +292,8 @@ Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 before) and acknowledged once it is written out, so the router removes it. Up to
 --window messages are in flight unacknowledged. With --start other than 'queue' the
 binding replays (browses) the queue's retained messages from that point instead.
+When the router restarts it reconnects and binds again (for up to 60 s); messages
+printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders                        # consume and acknowledge
   tickwire sub --queue orders --count 10 --print-json
   tickwire sub --queue audit --start time:2026-11-24T09:30:00Z --quiet";
@@ -429,15 +431,16 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
-    let opts = ClientOptions {
-        name: a.name.clone(),
-        ..ClientOptions::default()
+    let opts = ReconnectOptions {
+        client: ClientOptions {
+            name: a.name.clone(),
+            ..ClientOptions::default()
+        },
+        ..ReconnectOptions::default()
     };
-    let mut client = Client::connect_with(a.router.as_str(), opts)?;
-    let binding = client
-        .bind(queue, a.window, a.start)
+    let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)
         .with_context(|| format!("binding to queue {queue:?}"))?;
-    if !binding.active {
+    if !consumer.binding().active {
         eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
     }
     let stdout = std::io::stdout();
@@ -450,15 +453,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     // Message ids handled in this turn, acknowledged once the output is flushed.
     let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
     while received < limit {
-        let polled = client.poll_events(Wait::Timeout(Duration::from_millis(200)), |ev| {
-            let d = match ev {
-                Event::Delivery(d) if d.binding == binding.id.0 => d,
-                Event::Activated { binding: b } if b == binding.id => {
-                    eprintln!("binding to queue {queue:?} is now active");
-                    return;
-                }
-                _ => return,
-            };
+        consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
             if received >= limit || io_err.is_some() {
                 return;
             }
@@ -472,19 +467,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
                 }
             }
             handled.push(d.msg_id);
-        });
-        match polled {
-            Ok(_) => {}
-            Err(tickwire_client::Error::Closed { code, reason })
-                if code == tickwire_wire::frame::ErrorCode::NORMAL
-                    || code == tickwire_wire::frame::ErrorCode::SHUTTING_DOWN =>
-            {
-                out.flush().ok();
-                eprintln!("router closed the connection: {reason} (unacknowledged messages stay in the queue)");
-                break;
-            }
-            Err(e) => return Err(e.into()),
-        }
+        })?;
         if let Some(e) = io_err.take().or_else(|| out.flush().err()) {
             // Nothing written for these: leave them unacknowledged for redelivery.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -492,10 +475,10 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             }
             return Err(e).context("writing to standard output");
         }
-        ack_runs(&mut client, binding.id, &handled)?;
+        ack_runs(&mut consumer, &handled)?;
         handled.clear();
     }
-    client.flush()?;
+    consumer.client().flush()?;
     if a.quiet {
         let secs = first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         eprintln!(
@@ -503,24 +486,19 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             received as f64 / secs.max(1e-9)
         );
     }
-    client.unbind(binding.id).ok();
-    client.close().ok();
+    consumer.close().ok();
     Ok(ExitCode::SUCCESS)
 }
 
 /// Acknowledges `ids` (in delivery order), one range per run of consecutive ids.
-fn ack_runs(
-    client: &mut Client,
-    binding: tickwire_client::BindingId,
-    ids: &[u64],
-) -> Result<(), tickwire_client::Error> {
+fn ack_runs(consumer: &mut QueueConsumer, ids: &[u64]) -> Result<(), tickwire_client::Error> {
     let mut i = 0;
     while i < ids.len() {
         let mut j = i;
         while j + 1 < ids.len() && ids[j + 1] == ids[j].wrapping_add(1) {
             j += 1;
         }
-        client.ack_range(binding, ids[i], ids[j])?;
+        consumer.ack_range(ids[i], ids[j])?;
         i = j + 1;
     }
     Ok(())
