@@ -332,7 +332,7 @@ fn render_list(doc: &Value) -> String {
     s
 }
 
-/// One `key: value` line per field, in the router's order; nested values as JSON.
+/// One `key  value` line per field, sorted by key; nested values as JSON.
 fn render_show(doc: &Value) -> String {
     let Some(obj) = doc.as_object() else {
         return format!("{doc}\n");
