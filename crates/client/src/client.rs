@@ -10,11 +10,15 @@ use rustix::io::Errno;
 use rustix::net::SendFlags;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
-    self, decode, frame_len, ErrorCode, Frame, PublishOptions, DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
+    self, decode, flags, frame_len, ErrorCode, Frame, Kind, PublishOptions, DEFAULT_MAX_FRAME,
+    PROTOCOL_VERSION,
 };
+use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
 use tickwire_wire::topic::{validate_pattern, validate_topic, Topic};
 
 use crate::buffers::{RxBuf, Stash};
+use crate::event::{Binding, BindingId, Event, Opened};
+use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
 use crate::session::{frame_name, Pending, Reply, Session};
 use crate::{Error, Message, OwnedMessage};
 
@@ -87,6 +91,9 @@ pub struct Client {
     /// An error that happened after messages were already delivered in the same call;
     /// reported by the next call so neither is lost.
     deferred: Option<Error>,
+    /// Guaranteed publishes not answered yet (empty unless a publisher is open).
+    /// Boxed: most clients never publish guaranteed, and a `Client` moves by value.
+    pub(crate) gm: Box<PublishWindow>,
 }
 
 enum ReadOutcome {
@@ -122,6 +129,7 @@ impl Client {
             next_request_id: 1,
             next_ping_token: 1,
             deferred: None,
+            gm: Box::default(),
             opts,
         };
         client.handshake(deadline)?;
@@ -311,17 +319,50 @@ impl Client {
     /// PING, PONG, ERROR and CLOSE frames are handled internally: a close is reported
     /// as [`Error::Closed`] (after the messages that preceded it were delivered), an
     /// ERROR that answers no request as [`Error::Rejected`].
+    ///
+    /// Guaranteed-messaging answers (PUB_ACK / PUB_NACK) still update the publisher's
+    /// window and counts, but queue deliveries and the answers themselves are only
+    /// reported by [`Client::poll_events`]: a client that binds to a queue must use it.
     pub fn poll<F: FnMut(Message<'_>)>(
         &mut self,
         wait: Wait,
         mut handler: F,
     ) -> Result<usize, Error> {
+        self.poll_any(wait, false, &mut |ev| {
+            if let Event::Message(m) = ev {
+                handler(m);
+            }
+        })
+    }
+
+    /// [`Client::poll`] for everything that arrives: messages, answers to guaranteed
+    /// publishes, queue deliveries and binding activations, in arrival order. Returns
+    /// how many events were handled.
+    ///
+    /// Each [`Event`] borrows the receive buffer (no allocation per event).
+    pub fn poll_events<F: FnMut(Event<'_>)>(
+        &mut self,
+        wait: Wait,
+        mut handler: F,
+    ) -> Result<usize, Error> {
+        self.poll_any(wait, true, &mut handler)
+    }
+
+    fn poll_any<F: FnMut(Event<'_>)>(
+        &mut self,
+        wait: Wait,
+        events: bool,
+        handler: &mut F,
+    ) -> Result<usize, Error> {
         let mut n = 0;
         while let Some(range) = self.stash.pop() {
-            handler(Message::from_frame(&self.stash.buf[range])?);
-            n += 1;
+            let ev = Event::from_frame(&self.stash.buf[range])?;
+            if events || matches!(ev, Event::Message(_)) {
+                handler(ev);
+                n += 1;
+            }
         }
-        match self.poll_inner(wait, &mut handler, &mut n) {
+        match self.poll_inner(wait, events, handler, &mut n) {
             Ok(()) => Ok(n),
             Err(e) if n > 0 => {
                 self.defer(e);
@@ -331,9 +372,10 @@ impl Client {
         }
     }
 
-    fn poll_inner<F: FnMut(Message<'_>)>(
+    fn poll_inner<F: FnMut(Event<'_>)>(
         &mut self,
         wait: Wait,
+        events: bool,
         handler: &mut F,
         n: &mut usize,
     ) -> Result<(), Error> {
@@ -343,7 +385,7 @@ impl Client {
         self.flush()?;
         let deadline = deadline_for(wait);
         loop {
-            let drained = self.drain_rx(handler, n);
+            let drained = self.drain_rx(handler, n, events);
             // PONGs written while draining go out now, even if draining failed.
             self.flush()?;
             drained?;
@@ -362,11 +404,13 @@ impl Client {
         }
     }
 
-    /// Delivers every complete MESSAGE in the receive buffer to `handler`.
-    fn drain_rx<F: FnMut(Message<'_>)>(
+    /// Delivers every complete MESSAGE (with `events`: every event) in the receive
+    /// buffer to `handler`; other events are applied (publish answers) and dropped.
+    fn drain_rx<F: FnMut(Event<'_>)>(
         &mut self,
         handler: &mut F,
         n: &mut usize,
+        events: bool,
     ) -> Result<(), Error> {
         loop {
             let decoded = decode(self.rx.data(), self.rx_limit());
@@ -378,13 +422,18 @@ impl Client {
                     return Err(self.protocol_error(msg));
                 }
             };
-            if let Frame::Message(m) = frame {
-                match Message::from_wire(m) {
-                    Ok(msg) => handler(msg),
+            if is_event(&frame) {
+                apply_publish_answer(&mut self.gm, &frame);
+                match Event::from_decoded(frame) {
+                    Ok(ev) => {
+                        if events || matches!(ev, Event::Message(_)) {
+                            handler(ev);
+                            *n += 1;
+                        }
+                    }
                     Err(Error::Protocol(msg)) => return Err(self.protocol_error(msg)),
                     Err(e) => return Err(e),
                 }
-                *n += 1;
                 self.rx.consume(len);
                 continue;
             }
@@ -399,8 +448,10 @@ impl Client {
     }
 
     /// Returns the next message, waiting per `wait`; `None` when none arrived in time.
+    ///
+    /// Like [`Client::poll`], it reports no guaranteed-messaging events.
     pub fn recv(&mut self, wait: Wait) -> Result<Option<Message<'_>>, Error> {
-        if let Some(range) = self.stash.pop() {
+        if let Some(range) = self.next_stashed_message() {
             return Message::from_frame(&self.stash.buf[range]).map(Some);
         }
         if let Some(e) = self.take_deferred_or_closed() {
@@ -409,7 +460,7 @@ impl Client {
         self.flush()?;
         let deadline = deadline_for(wait);
         loop {
-            if let Some(range) = self.next_rx_message()? {
+            if let Some(range) = self.next_rx_message(false)? {
                 // PONGs go out now, without the waiting (and reading, which would move
                 // the message) that `flush` may do.
                 if let Err(e) = self.send_now() {
@@ -430,9 +481,24 @@ impl Client {
         }
     }
 
-    /// Handles control frames in the receive buffer up to the next MESSAGE, which is
-    /// consumed and returned as a byte range of `rx.buf`.
-    fn next_rx_message(&mut self) -> Result<Option<std::ops::Range<usize>>, Error> {
+    /// The oldest stashed MESSAGE; stashed events before it are dropped (`recv` does
+    /// not report them).
+    fn next_stashed_message(&mut self) -> Option<std::ops::Range<usize>> {
+        while let Some(range) = self.stash.pop() {
+            if self.stash.buf.get(range.start + 4) == Some(&(Kind::Message as u8)) {
+                return Some(range);
+            }
+        }
+        None
+    }
+
+    /// Handles control frames in the receive buffer up to the next MESSAGE (with
+    /// `keep_events`: the next event), which is consumed and returned as a byte range
+    /// of `rx.buf`. Publish answers are applied to the window either way.
+    fn next_rx_message(
+        &mut self,
+        keep_events: bool,
+    ) -> Result<Option<std::ops::Range<usize>>, Error> {
         loop {
             let start = self.rx.start;
             let decoded = decode(self.rx.data(), self.rx_limit());
@@ -454,6 +520,14 @@ impl Client {
                     self.rx.consume(len);
                     return Ok(Some(start..start + len));
                 }
+                frame if is_event(&frame) => {
+                    apply_publish_answer(&mut self.gm, &frame);
+                    if keep_events {
+                        self.rx.consume(len);
+                        return Ok(Some(start..start + len));
+                    }
+                    Ok(())
+                }
                 frame => self.session.on_control(frame, &mut self.tx),
             };
             self.rx.consume(len);
@@ -463,6 +537,330 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    // -- guaranteed messaging: publisher -------------------------------------------
+
+    /// Opens this connection as the guaranteed publisher `identity` (1 to 64 bytes)
+    /// and waits for PUB_OPENED; `options` are [`open_options`](crate::open_options)
+    /// bits. A refusal is [`Error::Rejected`].
+    ///
+    /// Publishes left unanswered by an earlier connection of this client's window (see
+    /// [`GuaranteedPublisher`](crate::GuaranteedPublisher)) are sent again, in
+    /// sequence order; the router only acknowledges those it already stored. New
+    /// publishes are numbered after both the router's `last_seq` and our own last.
+    /// Another connection opening the same identity later takes it over: this one is
+    /// then closed ([`Error::Closed`] with [`ErrorCode::TAKEN_OVER`]).
+    pub fn open_publisher(&mut self, identity: &str, options: u32) -> Result<Opened, Error> {
+        check_name("publisher identity", identity)?;
+        let id = self.request_id();
+        let reply = self.request("the router's PUB_OPENED", Pending::Request(id), |tx| {
+            wire_gm::encode_pub_open(tx, id, options, identity)
+        })?;
+        match reply {
+            Reply::PubOpened { window, last_seq } => {
+                self.gm.handle_opened(window, last_seq);
+                let resent = self.resend_unanswered()?;
+                Ok(Opened {
+                    window,
+                    last_seq,
+                    resent,
+                })
+            }
+            Reply::Rejected { code, text } => Err(Error::Rejected { code, text }),
+            other => Err(unexpected_reply(other)),
+        }
+    }
+
+    /// Queues one guaranteed publish and returns its sequence number. While the
+    /// window is full it waits (reading answers) up to
+    /// [`ClientOptions::request_timeout`] for room, then fails with
+    /// [`Error::Timeout`]. Batches like [`Client::publish`]: call [`Client::flush`] or
+    /// [`Client::poll_events`] after a burst.
+    ///
+    /// The answer (exactly one per publish) arrives later as [`Event::Acked`] /
+    /// [`Event::Nacked`] from [`Client::poll_events`] and in
+    /// [`Client::publish_counts`]. The topic and payload are kept until then.
+    ///
+    /// `Ok(seq)` means the publish is in the window (it will be answered, or resent by
+    /// a reconnecting publisher); an `Err` means it was not taken. A write failure
+    /// after it was taken is reported by the next call.
+    pub fn publish_guaranteed(&mut self, topic: &str, payload: &[u8]) -> Result<u64, Error> {
+        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        self.take_fatal_deferred()?;
+        self.wait_for_room()?;
+        self.push_guaranteed(topic, payload)
+    }
+
+    /// [`Client::publish_guaranteed`] that never waits: [`Error::WindowFull`] when
+    /// the window is full after reading the answers already received.
+    pub fn try_publish_guaranteed(&mut self, topic: &str, payload: &[u8]) -> Result<u64, Error> {
+        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        self.take_fatal_deferred()?;
+        if self.gm.is_open() && !self.gm.has_room() {
+            self.send_now()?;
+            if let ReadOutcome::Eof = self.read_rx()? {
+                return Err(self.on_eof());
+            }
+            self.drain_rx_into_stash()?;
+        }
+        self.push_guaranteed(topic, payload)
+    }
+
+    /// Publishes, flushes and waits (up to [`ClientOptions::request_timeout`]) for
+    /// this publish's answer. Events that arrive meanwhile (its own answer included)
+    /// are still reported by the next [`Client::poll_events`].
+    pub fn publish_guaranteed_wait(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+    ) -> Result<Outcome, Error> {
+        let seq = self.publish_guaranteed(topic, payload)?;
+        self.gm.watch(seq);
+        let res = self.wait_until("the router's PUB_ACK or PUB_NACK", |c| c.gm.take_watched());
+        self.gm.unwatch();
+        res
+    }
+
+    /// Guaranteed publishes handed to the router and not answered yet.
+    pub fn unanswered(&self) -> usize {
+        self.gm.unanswered_len()
+    }
+
+    /// Outcome totals of this client's guaranteed publishes (each counted once).
+    pub fn publish_counts(&self) -> &PublishCounts {
+        self.gm.counts()
+    }
+
+    /// The window PUB_OPENED granted (0 while no publisher is open).
+    pub fn publish_window(&self) -> u32 {
+        self.gm.window()
+    }
+
+    fn push_guaranteed(&mut self, topic: &str, payload: &[u8]) -> Result<u64, Error> {
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        if !self.gm.has_room() {
+            return Err(match self.gm.is_open() {
+                true => Error::WindowFull,
+                false => Error::PublisherNotOpen,
+            });
+        }
+        let seq = self.gm.last_seq() + 1;
+        let stamp = self.opts.stamp.then(|| MonoNanos::now().as_nanos());
+        let start = self.tx.len();
+        encode_guaranteed(
+            &mut self.tx,
+            topic,
+            payload,
+            seq,
+            stamp,
+            self.router_max_frame,
+        )?;
+        match self.gm.push(topic, payload) {
+            Ok(s) if s == seq => {}
+            // `has_room` was checked and numbering is ours alone, so neither happens.
+            Ok(_) | Err(PushError::NotOpen | PushError::Full) => {
+                self.tx.truncate(start);
+                return Err(Error::Protocol("internal: publish window disagrees".into()));
+            }
+        }
+        if self.pending_bytes() >= self.opts.batch_bytes {
+            // The publish is taken either way: a failed write is the next call's error.
+            if let Err(e) = self.flush() {
+                self.defer(e);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// Reports a deferred error that ended the connection (a non-fatal one stays for
+    /// the next poll).
+    fn take_fatal_deferred(&mut self) -> Result<(), Error> {
+        if self.deferred.as_ref().is_some_and(Error::is_fatal) {
+            if let Some(e) = self.deferred.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The last few refused publishes ([`RECENT_NACKS`](crate::RECENT_NACKS)), oldest
+    /// first; [`Client::publish_counts`] has the exact totals.
+    pub fn recent_nacks(&self) -> impl Iterator<Item = &NackRecord> + '_ {
+        self.gm.recent_nacks()
+    }
+
+    /// Forgets unsent bytes, so that dropping a dead connection does not wait to
+    /// flush them.
+    pub(crate) fn abandon_tx(&mut self) {
+        self.tx.clear();
+        self.tx_start = 0;
+    }
+
+    /// Sends every unanswered publish again (after an open), in sequence order.
+    fn resend_unanswered(&mut self) -> Result<usize, Error> {
+        let stamp = self.opts.stamp.then(|| MonoNanos::now().as_nanos());
+        let mut n = 0;
+        for (seq, topic, payload) in self.gm.unanswered() {
+            encode_guaranteed(
+                &mut self.tx,
+                topic,
+                payload,
+                seq,
+                stamp,
+                self.router_max_frame,
+            )?;
+            n += 1;
+        }
+        self.gm.note_resent(n as u64);
+        self.flush()?;
+        Ok(n)
+    }
+
+    fn wait_for_room(&mut self) -> Result<(), Error> {
+        if self.gm.has_room() || !self.gm.is_open() {
+            // Not open: `push_guaranteed` reports it.
+            return Ok(());
+        }
+        self.wait_until("the router's PUB_ACK (publish window full)", |c| {
+            c.gm.has_room().then_some(())
+        })
+    }
+
+    /// Flushes, then reads (keeping events for `poll_events`) until `done` says so,
+    /// failing after [`ClientOptions::request_timeout`] without any frame arriving.
+    fn wait_until<T>(
+        &mut self,
+        what: &'static str,
+        mut done: impl FnMut(&mut Client) -> Option<T>,
+    ) -> Result<T, Error> {
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        self.flush()?;
+        let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
+        loop {
+            let drained = self.drain_rx_into_stash();
+            let flushed = self.flush();
+            if let Some(v) = done(self) {
+                if let Err(e) = drained.and(flushed) {
+                    self.defer(e);
+                }
+                return Ok(v);
+            }
+            drained?;
+            flushed?;
+            match self.read_rx()? {
+                ReadOutcome::Data => {
+                    deadline = Instant::now().checked_add(self.opts.request_timeout)
+                }
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Err(Error::Timeout {
+                            what,
+                            after: self.opts.request_timeout,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops stashed events without any IO: for a publisher that reads its answers
+    /// through the counts, so that the stash stays bounded.
+    pub(crate) fn drop_stashed_events(&mut self) {
+        while self.stash.pop().is_some() {}
+    }
+
+    // -- guaranteed messaging: consumer and queues -------------------------------
+
+    /// Binds to `queue` and waits for BOUND. At most `window` (≥ 1) deliveries are
+    /// unacknowledged at once; [`Start::Queue`] consumes, the other starts replay
+    /// (browse). Deliveries arrive as [`Event::Delivery`] from
+    /// [`Client::poll_events`]. A missing queue is [`Error::Rejected`] with
+    /// [`ErrorCode::NO_SUCH_QUEUE`].
+    pub fn bind(&mut self, queue: &str, window: u32, start: Start) -> Result<Binding, Error> {
+        check_name("queue name", queue)?;
+        if window == 0 {
+            return Err(Error::InvalidArgument(
+                "a binding's window must be at least 1".into(),
+            ));
+        }
+        let id = self.request_id();
+        match self.request("the router's BOUND", Pending::Request(id), |tx| {
+            wire_gm::encode_bind(tx, id, window, start, queue)
+        })? {
+            Reply::Bound { binding, active } => Ok(Binding {
+                id: BindingId(binding),
+                active,
+            }),
+            Reply::Rejected { code, text } => Err(Error::Rejected { code, text }),
+            other => Err(unexpected_reply(other)),
+        }
+    }
+
+    /// Acknowledges one delivery: the router forgets it. Queued like a publish; it goes
+    /// out with the next flush (every `poll` / `poll_events` flushes first).
+    pub fn ack(&mut self, binding: BindingId, msg_id: u64) -> Result<(), Error> {
+        self.ack_range(binding, msg_id, msg_id)
+    }
+
+    /// Acknowledges every delivery of `binding` with a message id in `first..=last`.
+    pub fn ack_range(&mut self, binding: BindingId, first: u64, last: u64) -> Result<(), Error> {
+        if first > last {
+            return Err(Error::InvalidArgument(format!(
+                "acknowledged range {first}..={last} is empty"
+            )));
+        }
+        self.queue_control(|tx| wire_gm::encode_consumer_ack(tx, binding.0, first, last))
+    }
+
+    /// Refuses one delivery: redeliver it, or move it to the dead-message queue.
+    pub fn nack(
+        &mut self,
+        binding: BindingId,
+        msg_id: u64,
+        action: NackAction,
+    ) -> Result<(), Error> {
+        self.queue_control(|tx| wire_gm::encode_consumer_nack(tx, binding.0, action, msg_id))
+    }
+
+    /// Ends a binding and waits for the router's ACK; unacknowledged deliveries go
+    /// back to the queue.
+    pub fn unbind(&mut self, binding: BindingId) -> Result<(), Error> {
+        let id = self.request_id();
+        self.request("the router's ACK to UNBIND", Pending::Request(id), |tx| {
+            wire_gm::encode_unbind(tx, id, binding.0)
+        })
+        .and_then(expect_ack)
+    }
+
+    /// A queue administration request (create, delete, purge, show, list); returns the
+    /// router's JSON answer. `arg` is a JSON queue definition for
+    /// [`QueueOp::Create`], the queue name for delete / purge / show, empty for list.
+    pub fn queue_request(&mut self, op: QueueOp, arg: &str) -> Result<String, Error> {
+        let id = self.request_id();
+        match self.request("the router's QUEUE_REPLY", Pending::Request(id), |tx| {
+            wire_gm::encode_queue_request(tx, id, op, arg)
+        })? {
+            Reply::Queue(json) => Ok(json),
+            Reply::Rejected { code, text } => Err(Error::Rejected { code, text }),
+            other => Err(unexpected_reply(other)),
+        }
+    }
+
+    fn queue_control(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<(), Error> {
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        encode(&mut self.tx);
+        if self.pending_bytes() >= self.opts.batch_bytes {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     /// A blocking iterator of owned messages; it ends after the router closes the
@@ -668,7 +1066,7 @@ impl Client {
     /// An ERROR that answers no request is deferred to the next poll / recv.
     fn drain_rx_into_stash(&mut self) -> Result<(), Error> {
         loop {
-            match self.next_rx_message() {
+            match self.next_rx_message(true) {
                 Ok(Some(range)) => self.stash.push(&self.rx.buf[range]),
                 Ok(None) => return Ok(()),
                 Err(e @ Error::Rejected { .. }) => self.defer(e),
@@ -889,6 +1287,64 @@ fn deadline_for(wait: Wait) -> Option<Instant> {
     match wait {
         Wait::Timeout(d) => Instant::now().checked_add(d),
         Wait::NoWait | Wait::Forever => None,
+    }
+}
+
+/// Appends a guaranteed PUBLISH (GUARANTEED | SEQ, optional STAMPS).
+fn encode_guaranteed(
+    tx: &mut Vec<u8>,
+    topic: &str,
+    payload: &[u8],
+    seq: u64,
+    publisher_send: Option<u64>,
+    max_frame: u32,
+) -> Result<(), Error> {
+    let start = tx.len();
+    let opts = PublishOptions {
+        seq: Some(seq),
+        publisher_send,
+    };
+    frame::encode_publish(tx, topic, payload, opts, max_frame).map_err(Error::TooLarge)?;
+    tx[start + 5] |= flags::GUARANTEED;
+    Ok(())
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > frame::MAX_NAME_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "{what} {name:?} must be 1 to {} bytes",
+            frame::MAX_NAME_LEN
+        )));
+    }
+    Ok(())
+}
+
+/// Frames reported as [`Event`]s rather than handled as control frames.
+fn is_event(frame: &Frame<'_>) -> bool {
+    matches!(
+        frame,
+        Frame::Message(_)
+            | Frame::PubAck { .. }
+            | Frame::PubNack { .. }
+            | Frame::Deliver(_)
+            | Frame::Bound {
+                request_id: 0,
+                active: true,
+                ..
+            }
+    )
+}
+
+/// PUB_ACK / PUB_NACK update the window when they arrive, whoever reads them.
+fn apply_publish_answer(gm: &mut PublishWindow, frame: &Frame<'_>) {
+    match *frame {
+        Frame::PubAck { first, last } => {
+            gm.handle_ack(first, last);
+        }
+        Frame::PubNack { seq, reason, text } => {
+            gm.handle_nack(seq, reason, text);
+        }
+        _ => {}
     }
 }
 

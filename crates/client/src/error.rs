@@ -63,6 +63,16 @@ pub enum Error {
     /// A message does not fit in the router's maximum frame size.
     #[error("message too large for the router: {0}")]
     TooLarge(EncodeError),
+    /// A guaranteed publish before `open_publisher` succeeded on this connection.
+    #[error("no guaranteed publisher is open on this connection (call open_publisher first)")]
+    PublisherNotOpen,
+    /// `try_publish_guaranteed` found the publish window full: wait for answers.
+    #[error("the guaranteed publish window is full (the router has not answered yet)")]
+    WindowFull,
+    /// An argument the caller passed is out of range (a name's length, a window, a
+    /// range).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 impl Error {

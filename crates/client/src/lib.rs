@@ -29,6 +29,38 @@
 //! delivered, in order, by the next `poll` / `recv`. Once the router closes the
 //! connection every call returns [`Error::Closed`].
 //!
+//! # Guaranteed messaging
+//!
+//! Durable queues on the router (`docs/guaranteed.md`):
+//!
+//! - **Publishing.** [`Client::open_publisher`] opens the connection as a publisher
+//!   identity (keep it stable across restarts: the router recognises resends by
+//!   identity and sequence number). [`Client::publish_guaranteed`] numbers and queues a
+//!   publish, waiting while the router's window of unanswered publishes is full
+//!   ([`Client::try_publish_guaranteed`] fails with [`Error::WindowFull`] instead);
+//!   [`Client::publish_guaranteed_wait`] waits for its [`Outcome`]. Each publish is
+//!   answered exactly once, as [`Event::Acked`] (a range of sequence numbers is
+//!   durable) or [`Event::Nacked`] (refused, with a [`NackReason`]), and counted in
+//!   [`Client::publish_counts`]. The client keeps every unanswered publish (bounded by
+//!   the window, in one reused buffer: no allocation per message at steady state).
+//! - **Reconnecting.** [`GuaranteedPublisher`] owns a client: after a lost connection
+//!   it reconnects with bounded backoff, re-opens, resends every unanswered publish in
+//!   sequence order and carries on ([`ReconnectOptions`]).
+//! - **Consuming.** [`Client::bind`] to a queue (at most `window` deliveries
+//!   unacknowledged; [`Start`] other than [`Start::Queue`] replays), then
+//!   [`Event::Delivery`] from [`Client::poll_events`]; answer each with
+//!   [`Client::ack`] / [`Client::ack_range`] or [`Client::nack`] (redeliver or
+//!   dead-letter); [`Client::unbind`] ends it. A standby binding of an exclusive queue
+//!   reports [`Event::Activated`]. [`QueueConsumer`] binds again after a lost
+//!   connection (unacknowledged deliveries come again, marked redelivered).
+//! - **Administration.** [`Client::queue_request`] with a [`QueueOp`] returns the
+//!   router's JSON.
+//!
+//! Only [`Client::poll_events`] reports these events. [`Client::poll`] and
+//! [`Client::recv`] deliver messages only: publish answers still update the window and
+//! counts, but deliveries and the answer events are dropped there. Events that arrive
+//! while a call waits (a request, a full window) are kept for the next `poll_events`.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -62,17 +94,26 @@
 
 mod buffers;
 mod client;
+mod consumer;
 mod error;
+mod event;
+mod gm;
 mod message;
+mod publisher;
 mod session;
 
 pub use client::{Client, ClientOptions, Messages, Wait};
+pub use consumer::QueueConsumer;
 pub use error::Error;
+pub use event::{Binding, BindingId, Delivery, Event, Opened};
+pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
 pub use message::{Message, OwnedMessage};
+pub use publisher::{GuaranteedPublisher, ReconnectOptions};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).
 pub use tickwire_rt::MonoNanos;
 pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
+pub use tickwire_wire::gm::{open_options, NackAction, NackReason, QueueOp, Start};
 pub use tickwire_wire::topic::{Topic, TopicError};
 
 #[cfg(test)]

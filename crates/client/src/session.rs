@@ -27,6 +27,9 @@ pub(crate) enum Reply {
     Rejected { code: ErrorCode, text: String },
     Stats(String),
     Pong,
+    PubOpened { window: u32, last_seq: u64 },
+    Bound { binding: u32, active: bool },
+    Queue(String),
 }
 
 /// Per-connection protocol state.
@@ -61,6 +64,29 @@ impl Session {
             Frame::StatsReply { request_id, json } => {
                 if self.is_pending(request_id) {
                     self.reply = Some(Reply::Stats(json.to_owned()));
+                }
+            }
+            Frame::PubOpened {
+                request_id,
+                window,
+                last_seq,
+            } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::PubOpened { window, last_seq });
+                }
+            }
+            Frame::Bound {
+                request_id,
+                binding,
+                active,
+            } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::Bound { binding, active });
+                }
+            }
+            Frame::QueueReply { request_id, json } => {
+                if self.is_pending(request_id) {
+                    self.reply = Some(Reply::Queue(json.to_owned()));
                 }
             }
             Frame::Error {
@@ -139,6 +165,18 @@ pub(crate) fn frame_name(frame: &Frame<'_>) -> &'static str {
         Frame::Message(_) => "MESSAGE",
         Frame::StatsRequest { .. } => "STATS_REQUEST",
         Frame::StatsReply { .. } => "STATS_REPLY",
+        Frame::PubOpen { .. } => "PUB_OPEN",
+        Frame::PubOpened { .. } => "PUB_OPENED",
+        Frame::PubAck { .. } => "PUB_ACK",
+        Frame::PubNack { .. } => "PUB_NACK",
+        Frame::QueueRequest { .. } => "QUEUE_REQUEST",
+        Frame::QueueReply { .. } => "QUEUE_REPLY",
+        Frame::Bind { .. } => "BIND",
+        Frame::Bound { .. } => "BOUND",
+        Frame::Deliver(_) => "DELIVER",
+        Frame::ConsumerAck { .. } => "CONSUMER_ACK",
+        Frame::ConsumerNack { .. } => "CONSUMER_NACK",
+        Frame::Unbind { .. } => "UNBIND",
         _ => "unknown",
     }
 }

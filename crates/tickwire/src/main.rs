@@ -12,6 +12,7 @@ mod fix_cmd;
 mod md_bench_cmd;
 mod md_cmd;
 mod pubsub;
+mod queue_cmd;
 mod replay_cmd;
 mod router_cmd;
 mod stats;
@@ -47,6 +48,9 @@ Examples:
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
   tickwire stats                                  # per-client counters
+  tickwire queue create orders --sub 'orders/>'   # a durable queue
+  tickwire pub orders/new 'buy 100' --guaranteed  # stored, acknowledged publish
+  tickwire sub --queue orders                     # consume and acknowledge
   tickwire bench pingpong                         # latency vs size: raw TCP/UDP vs tickwire
 
 Logging: set TICKWIRE_LOG (e.g. TICKWIRE_LOG=debug); the default is 'info' for
@@ -69,6 +73,8 @@ enum Cmd {
     Sub(pubsub::SubArgs),
     /// Show a router's per-client counters and totals.
     Stats(stats::StatsArgs),
+    /// Durable queues: create, list, show, delete, purge.
+    Queue(queue_cmd::QueueArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
     Demo(demo::DemoArgs),
     /// Measure: ping-pong, router fan-out (vs NATS), rate sweeps, market-data replay, FIX tick-to-trade.
@@ -96,6 +102,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Pub(a) => pubsub::run_pub(a),
         Cmd::Sub(a) => pubsub::run_sub(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Queue(a) => queue_cmd::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Md(a) => md_cmd::run(a),

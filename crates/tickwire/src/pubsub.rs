@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_client::{
+    Client, ClientOptions, GuaranteedPublisher, QueueConsumer, ReconnectOptions, Start, Wait,
+};
 
 use crate::units::{parse_rate, parse_size};
 
@@ -23,7 +25,27 @@ Modes:
                                               the achieved rate
   tickwire pub TOPIC MESSAGE --count N        the same message N times
 
-Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').";
+Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
+
+Guaranteed (--guaranteed): every message is stored by the router in the queues whose
+subscriptions match, and acknowledged; the command waits (up to --answer-timeout)
+for every answer and prints a summary: how many were acknowledged and how many the
+router refused (NACK), by reason. When the router restarts or the connection drops, it
+reconnects (for up to --give-up-after), re-opens and resends every unanswered message;
+the router never stores one twice.
+  The publisher identity (--identity) names the sequence numbers the router uses to
+recognise a resend. Its default, 'tickwire-pub:TOPIC', is stable, so a command re-run
+after a crash continues the same sequence; two commands publishing to the same topic
+at the same time need different identities (a second open of an identity takes it
+over and the first command fails with taken-over).
+  Exit status: 0 every message acknowledged; 3 some were refused (NACK); 4 some were
+still unanswered when --answer-timeout ran out (takes precedence over 3); 1 another
+error (no router within --give-up-after, identity taken over, ...).
+
+Examples:
+  tickwire pub orders/new 'buy 100 AAPL' --guaranteed
+  tickwire pub orders/new --stdin --guaranteed --identity orders-gw-1 < orders.txt
+  tickwire pub orders/new --count 100000 --size 200 --guaranteed   # survives a router restart";
 
 #[derive(Args)]
 #[command(after_help = PUB_HELP)]
@@ -50,11 +72,31 @@ pub struct PubArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-pub")]
     name: String,
+    /// Guaranteed publishing: stored and acknowledged by the router (see below).
+    #[arg(long)]
+    guaranteed: bool,
+    /// Publisher identity for --guaranteed (1 to 64 bytes) [default: tickwire-pub:TOPIC].
+    #[arg(long, value_name = "NAME", requires = "guaranteed")]
+    identity: Option<String>,
+    /// With --guaranteed: how long to wait for the last answers after the last publish.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "30s", requires = "guaranteed")]
+    answer_timeout: Duration,
+    /// With --guaranteed: give up when the router cannot be reached for this long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "60s", requires = "guaranteed")]
+    give_up_after: Duration,
 }
+
+/// Exit status of `pub --guaranteed` when the router refused some messages.
+const EXIT_NACKED: u8 = 3;
+/// Exit status of `pub --guaranteed` when answers were missing at the timeout.
+const EXIT_UNANSWERED: u8 = 4;
 
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     tickwire_wire::topic::validate_topic(a.topic.as_bytes())
         .map_err(|e| anyhow::anyhow!("invalid topic {:?}: {e}", a.topic))?;
+    if a.guaranteed {
+        return run_pub_guaranteed(a);
+    }
     let opts = ClientOptions {
         name: a.name.clone(),
         ..ClientOptions::default()
@@ -73,14 +115,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         eprintln!("published {n} messages to {}", a.topic);
         return Ok(ExitCode::SUCCESS);
     }
-    let payload: Vec<u8> = match (&a.message, a.size, a.count) {
-        (Some(m), _, _) => m.clone().into_bytes(),
-        (None, Some(size), _) => load_payload(size),
-        (None, None, Some(_)) => load_payload(100),
-        (None, None, None) => {
-            bail!("nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)")
-        }
-    };
+    let payload = payload_of(&a)?;
     let count = a.count.unwrap_or(1);
     let start = tickwire_rt::MonoNanos::now();
     pace(count, a.rate, start, |_| client.publish(&a.topic, &payload))?;
@@ -97,6 +132,118 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             count as f64 / secs,
             count as f64 * payload.len() as f64 / secs / 1e6
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn payload_of(a: &PubArgs) -> anyhow::Result<Vec<u8>> {
+    Ok(match (&a.message, a.size, a.count) {
+        (Some(m), _, _) => m.clone().into_bytes(),
+        (None, Some(size), _) => load_payload(size),
+        (None, None, Some(_)) => load_payload(100),
+        (None, None, None) => {
+            bail!("nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)")
+        }
+    })
+}
+
+/// The default publisher identity: stable per topic, at most 64 bytes (a long topic
+/// keeps its start and a hash of the whole).
+fn default_identity(topic: &str) -> String {
+    let id = format!("tickwire-pub:{topic}");
+    if id.len() <= 64 {
+        return id;
+    }
+    // FNV-1a: stable across runs and builds, unlike std's hasher.
+    let hash = topic.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut cut = 64 - 17;
+    while !id.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}~{hash:016x}", &id[..cut])
+}
+
+fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
+    let identity = a
+        .identity
+        .clone()
+        .unwrap_or_else(|| default_identity(&a.topic));
+    let opts = ReconnectOptions {
+        client: ClientOptions {
+            name: a.name.clone(),
+            ..ClientOptions::default()
+        },
+        give_up_after: Some(a.give_up_after),
+        ..ReconnectOptions::default()
+    };
+    let mut p = GuaranteedPublisher::connect(&a.router, &identity, opts)
+        .with_context(|| format!("opening guaranteed publisher {identity:?}"))?;
+    let start = tickwire_rt::MonoNanos::now();
+    let sent: anyhow::Result<u64> = (|| {
+        if a.stdin {
+            let mut n = 0u64;
+            for line in std::io::stdin().lock().lines() {
+                let line = line.context("reading standard input")?;
+                p.publish(&a.topic, line.as_bytes())?;
+                n += 1;
+            }
+            return Ok(n);
+        }
+        let payload = payload_of(&a)?;
+        let count = a.count.unwrap_or(1);
+        pace(count, a.rate, start, |_| {
+            p.publish(&a.topic, &payload).map(drop)
+        })?;
+        Ok(count)
+    })();
+    let answered = match &sent {
+        Ok(_) => Some(
+            p.wait_answered(a.answer_timeout)
+                .context("waiting for the router's answers")?,
+        ),
+        Err(_) => None,
+    };
+    let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
+    let c = p.counts().clone();
+    let mut summary = format!(
+        "guaranteed publisher {identity:?} to {}: {} published, {} acknowledged, {} refused",
+        a.topic, c.published, c.acked, c.nacked
+    );
+    if !c.nacked_by_reason.is_empty() {
+        let reasons: Vec<String> = c
+            .nacked_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r}: {n}"))
+            .collect();
+        summary += &format!(" ({})", reasons.join(", "));
+    }
+    summary += &format!(
+        ", {} unanswered; {} resent after {} reconnects; {:.3} s",
+        p.unanswered(),
+        c.resent,
+        p.reconnects(),
+        elapsed.as_secs_f64()
+    );
+    eprintln!("{summary}");
+    for n in p.recent_nacks() {
+        eprintln!("  refused seq {}: {} ({})", n.seq, n.reason, n.text);
+    }
+    let unanswered = p.unanswered();
+    if answered == Some(true) {
+        p.close().ok();
+    }
+    sent?;
+    if unanswered > 0 {
+        eprintln!(
+            "error: {unanswered} messages unanswered after {:?}",
+            a.answer_timeout
+        );
+        return Ok(ExitCode::from(EXIT_UNANSWERED));
+    }
+    if c.nacked > 0 {
+        return Ok(ExitCode::from(EXIT_NACKED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -137,7 +284,19 @@ Examples:
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'              # print matching messages
   tickwire sub 'orders/>' --count 10 --print-json    # 10 messages as JSON lines
   tickwire sub 'md/>' --quiet --count 1000000        # count and rate only
-  tickwire sub 'md/>' --router 10.0.0.5:7420        # another router";
+  tickwire sub 'md/>' --router 10.0.0.5:7420        # another router
+
+Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
+`tickwire queue`) and consume: each message is printed as
+'[id ID] TOPIC PAYLOAD' (with 'delivery N, redelivered' when it was delivered
+before) and acknowledged once it is written out, so the router removes it. Up to
+--window messages are in flight unacknowledged. With --start other than 'queue' the
+binding replays (browses) the queue's retained messages from that point instead.
+When the router restarts it reconnects and binds again (for up to 60 s); messages
+printed but not yet acknowledged then come again, marked redelivered.
+  tickwire sub --queue orders                        # consume and acknowledge
+  tickwire sub --queue orders --count 10 --print-json
+  tickwire sub --queue audit --start time:2026-11-24T09:30:00Z --quiet";
 
 #[derive(Args)]
 #[command(after_help = SUB_HELP)]
@@ -146,8 +305,17 @@ pub struct SubArgs {
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
-    #[arg(required = true, value_name = "PATTERN")]
+    #[arg(required_unless_present = "queue", value_name = "PATTERN")]
     patterns: Vec<String>,
+    /// Consume from this durable queue instead of subscribing (see below).
+    #[arg(long, value_name = "NAME", conflicts_with = "patterns")]
+    queue: Option<String>,
+    /// With --queue: most messages delivered and not yet acknowledged.
+    #[arg(long, value_name = "N", default_value = "64", requires = "queue", value_parser = clap::value_parser!(u32).range(1..))]
+    window: u32,
+    /// With --queue: queue (consume) | beginning | id:N | time:RFC3339-or-ns (replay).
+    #[arg(long, value_name = "START", default_value = "queue", requires = "queue", value_parser = crate::queue_cmd::parse_start)]
+    start: Start,
     /// Exit after this many messages.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
@@ -180,6 +348,9 @@ fn reader_gone(out: &impl std::os::fd::AsFd) -> bool {
 }
 
 pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
+    if let Some(queue) = a.queue.clone() {
+        return run_sub_queue(a, &queue);
+    }
     let opts = ClientOptions {
         name: a.name.clone(),
         ..ClientOptions::default()
@@ -257,6 +428,120 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     }
     client.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
+    let opts = ReconnectOptions {
+        client: ClientOptions {
+            name: a.name.clone(),
+            ..ClientOptions::default()
+        },
+        ..ReconnectOptions::default()
+    };
+    let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)
+        .with_context(|| format!("binding to queue {queue:?}"))?;
+    if !consumer.binding().active {
+        eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    let limit = a.count.unwrap_or(u64::MAX);
+    let mut received = 0u64;
+    let mut redelivered = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut io_err: Option<std::io::Error> = None;
+    // Message ids handled in this turn, acknowledged once the output is flushed.
+    let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
+    while received < limit {
+        consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
+            if received >= limit || io_err.is_some() {
+                return;
+            }
+            received += 1;
+            redelivered += u64::from(d.redelivered);
+            first.get_or_insert_with(Instant::now);
+            if !a.quiet {
+                if let Err(e) = print_delivery(&mut out, &d, a.hex, a.print_json) {
+                    io_err = Some(e);
+                    return;
+                }
+            }
+            handled.push(d.msg_id);
+        })?;
+        if let Some(e) = io_err.take().or_else(|| out.flush().err()) {
+            // Nothing written for these: leave them unacknowledged for redelivery.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(e).context("writing to standard output");
+        }
+        ack_runs(&mut consumer, &handled)?;
+        handled.clear();
+    }
+    consumer.client().flush()?;
+    if a.quiet {
+        let secs = first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
+        eprintln!(
+            "received {received} messages from queue {queue} ({redelivered} redelivered) in {secs:.3} s: {:.0} msg/s",
+            received as f64 / secs.max(1e-9)
+        );
+    }
+    consumer.close().ok();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Acknowledges `ids` (in delivery order), one range per run of consecutive ids.
+fn ack_runs(consumer: &mut QueueConsumer, ids: &[u64]) -> Result<(), tickwire_client::Error> {
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j].wrapping_add(1) {
+            j += 1;
+        }
+        consumer.ack_range(ids[i], ids[j])?;
+        i = j + 1;
+    }
+    Ok(())
+}
+
+fn print_delivery(
+    out: &mut impl Write,
+    d: &tickwire_client::Delivery<'_>,
+    hex: bool,
+    json: bool,
+) -> std::io::Result<()> {
+    let topic = String::from_utf8_lossy(d.topic);
+    let text = std::str::from_utf8(d.payload)
+        .ok()
+        .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'));
+    if json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("topic".into(), topic.as_ref().into());
+        match (text, hex) {
+            (Some(t), false) => obj.insert("payload".into(), t.into()),
+            _ => obj.insert("payload_hex".into(), to_hex(d.payload).into()),
+        };
+        obj.insert("msg_id".into(), d.msg_id.into());
+        obj.insert("delivery_count".into(), d.delivery_count.into());
+        obj.insert("redelivered".into(), d.redelivered.into());
+        if let Some(seq) = d.seq {
+            obj.insert("seq".into(), seq.into());
+        }
+        return writeln!(out, "{}", serde_json::Value::Object(obj));
+    }
+    let body = match (text, hex) {
+        (Some(t), false) => t.to_owned(),
+        _ => to_hex(d.payload),
+    };
+    if d.redelivered || d.delivery_count > 1 {
+        writeln!(
+            out,
+            "[id {} delivery {}, redelivered] {topic} {body}",
+            d.msg_id, d.delivery_count
+        )
+    } else {
+        writeln!(out, "[id {}] {topic} {body}", d.msg_id)
+    }
 }
 
 fn print_message(

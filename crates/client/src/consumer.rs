@@ -1,0 +1,190 @@
+//! A queue consumer that survives router restarts: reconnect and bind again.
+
+use std::time::{Duration, Instant};
+
+use tickwire_wire::frame::ErrorCode;
+use tickwire_wire::gm::{NackAction, Start};
+
+use crate::event::{Binding, Delivery, Event};
+use crate::{Client, Error, ReconnectOptions, Wait};
+
+/// One binding to a queue, re-established after a lost connection.
+///
+/// Deliveries that were not acknowledged when the connection was lost are delivered
+/// again by the router (with [`Delivery::redelivered`] set): a consumer sees every
+/// message at least once. An acknowledgement for a delivery of the lost connection is
+/// dropped by the router (it is redelivered instead); the "unknown delivery" error
+/// that answers it is ignored here.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickwire_client::{QueueConsumer, ReconnectOptions, Start, Wait};
+///
+/// fn main() -> Result<(), tickwire_client::Error> {
+///     let mut c = QueueConsumer::connect("127.0.0.1:7420", "orders", 64, Start::Queue, ReconnectOptions::default())?;
+///     let mut handled = Vec::new();
+///     loop {
+///         c.poll(Wait::Timeout(Duration::from_millis(100)), |d| {
+///             println!("{} {:?}", d.msg_id, d.payload);
+///             handled.push(d.msg_id);
+///         })?;
+///         for id in handled.drain(..) {
+///             c.ack(id)?;
+///         }
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct QueueConsumer {
+    addr: String,
+    queue: String,
+    window: u32,
+    start: Start,
+    opts: ReconnectOptions,
+    client: Client,
+    binding: Binding,
+    reconnects: u64,
+}
+
+impl QueueConsumer {
+    /// Connects and binds to `queue` (see [`Client::bind`]); a first connection that
+    /// fails is retried like a lost one. A replay binding ([`Start`] other than
+    /// `Queue`) starts over from `start` after a reconnect.
+    pub fn connect(
+        addr: &str,
+        queue: &str,
+        window: u32,
+        start: Start,
+        opts: ReconnectOptions,
+    ) -> Result<QueueConsumer, Error> {
+        let (client, binding) = bind(addr, queue, window, start, &opts)?;
+        Ok(QueueConsumer {
+            addr: addr.to_owned(),
+            queue: queue.to_owned(),
+            window,
+            start,
+            opts,
+            client,
+            binding,
+            reconnects: 0,
+        })
+    }
+
+    /// Flushes acknowledgements, then calls `handler` for every delivery of this
+    /// binding available, waiting per `wait`; returns how many. Reconnects and binds
+    /// again as needed.
+    pub fn poll<F: FnMut(Delivery<'_>)>(
+        &mut self,
+        wait: Wait,
+        mut handler: F,
+    ) -> Result<usize, Error> {
+        loop {
+            let id = self.binding.id;
+            let mut activated = false;
+            let mut n = 0;
+            let res = self.client.poll_events(wait, |ev| match ev {
+                Event::Delivery(d) if d.binding == id.0 => {
+                    handler(d);
+                    n += 1;
+                }
+                Event::Activated { binding } if binding == id => activated = true,
+                _ => {}
+            });
+            if activated {
+                self.binding.active = true;
+            }
+            match res {
+                Ok(_) => return Ok(n),
+                Err(Error::Rejected { code, .. }) if code == ErrorCode::UNKNOWN_DELIVERY => {
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                }
+                Err(e) => self.recover(e)?,
+            }
+        }
+    }
+
+    /// Acknowledges one delivery (sent with the next poll or flush).
+    pub fn ack(&mut self, msg_id: u64) -> Result<(), Error> {
+        self.client.ack(self.binding.id, msg_id)
+    }
+
+    /// Acknowledges deliveries `first..=last`.
+    pub fn ack_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
+        self.client.ack_range(self.binding.id, first, last)
+    }
+
+    /// Refuses one delivery.
+    pub fn nack(&mut self, msg_id: u64, action: NackAction) -> Result<(), Error> {
+        self.client.nack(self.binding.id, msg_id, action)
+    }
+
+    /// The current binding (its id changes after a reconnect).
+    pub fn binding(&self) -> Binding {
+        self.binding
+    }
+
+    /// Connections opened after the first.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects
+    }
+
+    /// The current connection.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Sends pending acknowledgements, unbinds (unacknowledged deliveries go back to
+    /// the queue) and closes.
+    pub fn close(mut self) -> Result<(), Error> {
+        self.client.unbind(self.binding.id)?;
+        self.client.close()
+    }
+
+    fn recover(&mut self, cause: Error) -> Result<(), Error> {
+        if !crate::publisher::worth_reconnecting(&cause) {
+            return Err(cause);
+        }
+        self.client.abandon_tx();
+        let (client, binding) = bind(&self.addr, &self.queue, self.window, self.start, &self.opts)?;
+        self.client = client;
+        self.binding = binding;
+        self.reconnects += 1;
+        Ok(())
+    }
+}
+
+/// Connects and binds, retrying with backoff (as [`crate::GuaranteedPublisher`]).
+fn bind(
+    addr: &str,
+    queue: &str,
+    window: u32,
+    start: Start,
+    opts: &ReconnectOptions,
+) -> Result<(Client, Binding), Error> {
+    let started = Instant::now();
+    let mut pause = opts.initial_backoff;
+    loop {
+        let err = match Client::connect_with(addr, opts.client.clone()) {
+            Ok(mut c) => match c.bind(queue, window, start) {
+                Ok(b) => return Ok((c, b)),
+                Err(e) => {
+                    c.abandon_tx();
+                    e
+                }
+            },
+            Err(e) => e,
+        };
+        let expired = opts
+            .give_up_after
+            .is_some_and(|limit| started.elapsed() >= limit);
+        if !crate::publisher::worth_reconnecting(&err) || expired {
+            return Err(err);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2)
+            .min(opts.max_backoff)
+            .max(Duration::from_millis(1));
+    }
+}

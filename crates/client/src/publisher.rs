@@ -1,0 +1,273 @@
+//! A guaranteed publisher that survives router restarts: reconnect, re-open, resend.
+
+use std::time::{Duration, Instant};
+
+use tickwire_wire::frame::ErrorCode;
+
+use crate::gm::{NackRecord, PublishCounts, PublishWindow};
+use crate::{Client, ClientOptions, Error, Wait};
+
+/// How a [`GuaranteedPublisher`] connects and reconnects. Every field has a
+/// [`Default`].
+#[derive(Debug, Clone)]
+pub struct ReconnectOptions {
+    /// Options of every connection. Default [`ClientOptions::default`].
+    pub client: ClientOptions,
+    /// PUB_OPEN option bits ([`open_options`](crate::open_options)). Default 0.
+    pub open_options: u32,
+    /// Pause before the second connection attempt; it doubles after each failure up
+    /// to `max_backoff`. Default 50 ms.
+    pub initial_backoff: Duration,
+    /// Longest pause between attempts. Default 1 s.
+    pub max_backoff: Duration,
+    /// Give up (return the last error) when no connection could be opened for this
+    /// long; `None` retries forever. Default 60 s.
+    pub give_up_after: Option<Duration>,
+}
+
+impl Default for ReconnectOptions {
+    fn default() -> ReconnectOptions {
+        ReconnectOptions {
+            client: ClientOptions::default(),
+            open_options: 0,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+            give_up_after: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// One publisher identity on a router, kept open across connection losses.
+///
+/// On a connection failure (end of stream, reset, timeout, the router closing) it
+/// connects again with bounded backoff, re-opens the identity and resends every
+/// unanswered publish in sequence order; the router stores none twice. It fails only
+/// when [`ReconnectOptions::give_up_after`] passes without a connection, when another
+/// connection takes the identity over ([`ErrorCode::TAKEN_OVER`]), or on an error
+/// that a new connection would not cure (a bad topic, a refused PUB_OPEN, a protocol
+/// error).
+///
+/// Outcomes are reported as totals ([`GuaranteedPublisher::counts`]) and the most
+/// recent refusals ([`GuaranteedPublisher::recent_nacks`]), not as events: use
+/// [`Client::publish_guaranteed`] and [`Client::poll_events`] directly for one event
+/// per answer.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickwire_client::{GuaranteedPublisher, ReconnectOptions};
+///
+/// fn main() -> Result<(), tickwire_client::Error> {
+///     let mut p = GuaranteedPublisher::connect("127.0.0.1:7420", "orders-gw-1", ReconnectOptions::default())?;
+///     for i in 0..1000 {
+///         p.publish("orders/new", format!("order {i}").as_bytes())?;
+///     }
+///     let all = p.wait_answered(Duration::from_secs(30))?;
+///     let c = p.counts();
+///     println!("answered: {all}, acked {}, nacked {}, resent {}", c.acked, c.nacked, c.resent);
+///     p.close()
+/// }
+/// ```
+#[derive(Debug)]
+pub struct GuaranteedPublisher {
+    addr: String,
+    identity: String,
+    opts: ReconnectOptions,
+    client: Client,
+    reconnects: u64,
+}
+
+impl GuaranteedPublisher {
+    /// Connects to `addr`, opens `identity` (1 to 64 bytes; keep it stable across
+    /// restarts of the program so that a resend is recognised) and resends nothing
+    /// yet. A first connection that fails is retried like a lost one.
+    pub fn connect(
+        addr: &str,
+        identity: &str,
+        opts: ReconnectOptions,
+    ) -> Result<GuaranteedPublisher, Error> {
+        let client = open(addr, identity, &opts, Box::default()).map_err(|(e, _)| e)?;
+        Ok(GuaranteedPublisher {
+            addr: addr.to_owned(),
+            identity: identity.to_owned(),
+            opts,
+            client,
+            reconnects: 0,
+        })
+    }
+
+    /// Publishes `payload` to `topic` as a guaranteed message; returns its sequence
+    /// number. Waits while the window is full; reconnects and resends as needed.
+    pub fn publish(&mut self, topic: &str, payload: &[u8]) -> Result<u64, Error> {
+        loop {
+            match self.client.publish_guaranteed(topic, payload) {
+                Ok(seq) => {
+                    self.client.drop_stashed_events();
+                    return Ok(seq);
+                }
+                Err(e) => self.recover(e)?,
+            }
+        }
+    }
+
+    /// Writes pending publishes and reads the answers that arrived, waiting per
+    /// `wait`; returns how many events were read. Reconnects as needed.
+    pub fn poll(&mut self, wait: Wait) -> Result<usize, Error> {
+        loop {
+            match self.client.poll_events(wait, |_| {}) {
+                Ok(n) => return Ok(n),
+                Err(e) => self.recover(e)?,
+            }
+        }
+    }
+
+    /// Flushes and waits until every publish is answered, or `timeout` passes:
+    /// `Ok(true)` when nothing is unanswered. Reconnects as needed.
+    pub fn wait_answered(&mut self, timeout: Duration) -> Result<bool, Error> {
+        let deadline = Instant::now().checked_add(timeout);
+        while self.client.unanswered() > 0 {
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(1),
+            };
+            if left.is_zero() {
+                return Ok(false);
+            }
+            self.poll(Wait::Timeout(left.min(Duration::from_millis(100))))?;
+        }
+        Ok(true)
+    }
+
+    /// Outcome totals, each publish counted once across reconnects.
+    pub fn counts(&self) -> &PublishCounts {
+        self.client.publish_counts()
+    }
+
+    /// The last few refusals, oldest first.
+    pub fn recent_nacks(&self) -> impl Iterator<Item = &NackRecord> + '_ {
+        self.client.recent_nacks()
+    }
+
+    /// Publishes not answered yet.
+    pub fn unanswered(&self) -> usize {
+        self.client.unanswered()
+    }
+
+    /// Connections opened after the first.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects
+    }
+
+    /// The identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The current connection (for its id, window or a ping). Publishing through it
+    /// directly is allowed: it shares the window.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Closes the connection (see [`Client::close`]); unanswered publishes are
+    /// abandoned: call [`GuaranteedPublisher::wait_answered`] first.
+    pub fn close(self) -> Result<(), Error> {
+        self.client.close()
+    }
+
+    /// After `cause` ended the connection: reconnect and re-open, or return the error
+    /// when a new connection would not help.
+    fn recover(&mut self, cause: Error) -> Result<(), Error> {
+        if !worth_reconnecting(&cause) {
+            return Err(cause);
+        }
+        let window = std::mem::take(&mut self.client.gm);
+        self.client.abandon_tx();
+        match open(&self.addr, &self.identity, &self.opts, window) {
+            Ok(c) => {
+                self.client = c;
+                self.reconnects += 1;
+                Ok(())
+            }
+            Err((e, window)) => {
+                // Keep the unanswered publishes and counts reachable.
+                self.client.gm = window;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Connects and opens `identity` with `window`'s unanswered publishes, retrying with
+/// backoff; on failure the window is handed back with the error.
+fn open(
+    addr: &str,
+    identity: &str,
+    opts: &ReconnectOptions,
+    mut window: Box<PublishWindow>,
+) -> Result<Client, (Error, Box<PublishWindow>)> {
+    let started = Instant::now();
+    let mut pause = opts.initial_backoff;
+    loop {
+        window.handle_disconnect();
+        let err = match Client::connect_with(addr, opts.client.clone()) {
+            Ok(mut c) => {
+                c.gm = window;
+                match c.open_publisher(identity, opts.open_options) {
+                    Ok(_) => return Ok(c),
+                    Err(e) => {
+                        window = std::mem::take(&mut c.gm);
+                        c.abandon_tx();
+                        e
+                    }
+                }
+            }
+            Err(e) => e,
+        };
+        let expired = opts
+            .give_up_after
+            .is_some_and(|limit| started.elapsed() >= limit);
+        if !worth_reconnecting(&err) || expired {
+            window.handle_disconnect();
+            return Err((err, window));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2)
+            .min(opts.max_backoff)
+            .max(Duration::from_millis(1));
+    }
+}
+
+/// Whether a new connection could cure `e`.
+pub(crate) fn worth_reconnecting(e: &Error) -> bool {
+    match e {
+        Error::Connect { .. } | Error::Io(_) | Error::Timeout { .. } => true,
+        Error::Closed { code, .. } => {
+            *code != ErrorCode::TAKEN_OVER && *code != ErrorCode::MALFORMED_FRAME
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_errors_reconnect() {
+        let closed = |code| Error::Closed {
+            code,
+            reason: String::new(),
+        };
+        assert!(worth_reconnecting(&closed(ErrorCode::NORMAL)));
+        assert!(worth_reconnecting(&closed(ErrorCode::SHUTTING_DOWN)));
+        assert!(!worth_reconnecting(&closed(ErrorCode::TAKEN_OVER)));
+        assert!(worth_reconnecting(&Error::Io(
+            std::io::ErrorKind::BrokenPipe.into()
+        )));
+        assert!(!worth_reconnecting(&Error::Rejected {
+            code: ErrorCode::INVALID_REQUEST,
+            text: String::new()
+        }));
+        assert!(!worth_reconnecting(&Error::InvalidArgument("x".into())));
+    }
+}

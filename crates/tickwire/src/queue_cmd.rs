@@ -1,0 +1,433 @@
+//! `tickwire queue`: create, list, show, delete and purge a router's durable queues,
+//! over the protocol (QUEUE_REQUEST / QUEUE_REPLY).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::{json, Map, Value};
+use tickwire_client::{Client, ClientOptions, QueueOp, Start};
+
+use crate::pubsub::DEFAULT_ROUTER;
+use crate::units::{parse_duration, parse_size};
+
+const QUEUE_HELP: &str = "\
+A queue keeps every guaranteed message whose topic matches one of its subscription
+patterns until a consumer acknowledges it, across router restarts. Publish to it with
+`tickwire pub --guaranteed`, consume with `tickwire sub --queue NAME`.
+
+Examples:
+  tickwire queue create orders --sub 'orders/>'              # a shared work queue
+  tickwire queue create audit --sub 'orders/>' --sub 'fills/>' --exclusive \\
+      --max-bytes 1GiB --ttl 168h --dead-letter-queue audit-dlq
+  tickwire queue list                                        # depth and counters
+  tickwire queue show orders --print-json | jq .depth
+  tickwire queue purge orders                                # drop its messages
+  tickwire queue delete orders";
+
+/// `tickwire queue ...`.
+#[derive(Args)]
+#[command(after_help = QUEUE_HELP)]
+pub struct QueueArgs {
+    #[command(subcommand)]
+    cmd: QueueCmd,
+}
+
+#[derive(Subcommand)]
+enum QueueCmd {
+    /// Create a queue (an identical definition of an existing queue is accepted).
+    Create(Box<CreateArgs>),
+    /// List every queue with its depth and counters.
+    List(Common),
+    /// Show one queue's configuration and counters.
+    Show(NameArgs),
+    /// Delete a queue and every message in it.
+    Delete(NameArgs),
+    /// Remove every message from a queue; the queue stays.
+    Purge(NameArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// Router address.
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
+    router: String,
+    /// Print the router's raw JSON answer instead of a table (`--json` is accepted too).
+    #[arg(long, alias = "json")]
+    print_json: bool,
+}
+
+const NAME_HELP: &str = "\
+Examples:
+  tickwire queue show orders
+  tickwire queue purge orders --router 10.0.0.5:7420
+  tickwire queue delete orders --print-json";
+
+#[derive(Args)]
+#[command(after_help = NAME_HELP)]
+struct NameArgs {
+    /// The queue.
+    name: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+const CREATE_HELP: &str = "\
+Sizes take units (64KiB, 1GiB, 100MB), durations too (500ms, 30s, 5m, 24h).
+--start says which retained messages a new queue begins with: now (default: only
+messages published from now on), beginning, id:N (from message id N), or
+time:T with T an RFC 3339 UTC time (2026-11-24T09:30:00Z) or Unix nanoseconds.
+
+Examples:
+  tickwire queue create orders --sub 'orders/>'
+  tickwire queue create risk --sub 'orders/*/new' --exclusive --max-messages 1000000 \\
+      --full-policy discard-oldest --ack-timeout 30s --max-redeliveries 5 \\
+      --dead-letter-queue risk-dlq
+  tickwire queue create replay --sub 'md/>' --start time:2026-11-24T09:30:00Z";
+
+#[derive(Args)]
+#[command(after_help = CREATE_HELP)]
+struct CreateArgs {
+    /// Queue name (1 to 64 bytes).
+    name: String,
+    /// A subscription pattern (repeat for several), e.g. 'orders/>'.
+    #[arg(long = "sub", value_name = "PATTERN")]
+    subs: Vec<String>,
+    /// One consumer at a time (others wait as standbys); default: shared among
+    /// consumers.
+    #[arg(long)]
+    exclusive: bool,
+    /// Most messages held.
+    #[arg(long, value_name = "N")]
+    max_messages: Option<u64>,
+    /// Most payload bytes held (e.g. 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_bytes: Option<usize>,
+    /// Largest message accepted (e.g. 64KiB); a larger one is NACKed too-large.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_message_size: Option<usize>,
+    /// Messages older than this expire (e.g. 24h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ttl: Option<Duration>,
+    /// Deliveries of one message before it is dead-lettered.
+    #[arg(long, value_name = "N")]
+    max_redeliveries: Option<u64>,
+    /// A delivery not acknowledged within this long is redelivered (e.g. 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    ack_timeout: Option<Duration>,
+    /// What a full queue does with a new message: refuse it (the publisher gets a
+    /// queue-full NACK) or drop the oldest.
+    #[arg(long, value_name = "POLICY", value_parser = ["reject", "discard-oldest"])]
+    full_policy: Option<String>,
+    /// Where dead-lettered messages go.
+    #[arg(long, value_name = "NAME")]
+    dead_letter_queue: Option<String>,
+    /// now | beginning | id:N | time:RFC3339-or-ns (see below).
+    #[arg(long, value_name = "START", value_parser = parse_create_start)]
+    start: Option<Value>,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
+    match a.cmd {
+        QueueCmd::Create(c) => {
+            let def = definition(&c);
+            let json = request(&c.common, QueueOp::Create, &def.to_string())
+                .with_context(|| format!("creating queue {:?}", c.name))?;
+            if c.common.print_json {
+                println!("{json}");
+            } else {
+                println!("queue {} created", c.name);
+            }
+        }
+        QueueCmd::List(c) => {
+            let json = request(&c, QueueOp::List, "").context("listing queues")?;
+            if c.print_json {
+                println!("{json}");
+            } else {
+                let doc: Value =
+                    serde_json::from_str(&json).context("the router sent invalid JSON")?;
+                print!("{}", render_list(&doc));
+            }
+        }
+        QueueCmd::Show(n) => {
+            let json = request(&n.common, QueueOp::Show, &n.name)
+                .with_context(|| format!("showing queue {:?}", n.name))?;
+            if n.common.print_json {
+                println!("{json}");
+            } else {
+                let doc: Value =
+                    serde_json::from_str(&json).context("the router sent invalid JSON")?;
+                print!("{}", render_show(&doc));
+            }
+        }
+        QueueCmd::Delete(n) => simple(&n, QueueOp::Delete, "deleted")?,
+        QueueCmd::Purge(n) => simple(&n, QueueOp::Purge, "purged")?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
+    let json = request(&n.common, op, &n.name).with_context(|| format!("queue {:?}", n.name))?;
+    if n.common.print_json {
+        println!("{json}");
+    } else {
+        println!("queue {} {done}", n.name);
+    }
+    Ok(())
+}
+
+fn request(c: &Common, op: QueueOp, arg: &str) -> anyhow::Result<String> {
+    let opts = ClientOptions {
+        name: "tickwire-queue".into(),
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect_with(c.router.as_str(), opts)?;
+    let json = client.queue_request(op, arg)?;
+    client.close().ok();
+    Ok(json)
+}
+
+/// The JSON queue definition QUEUE_REQUEST(create) carries (docs/protocol.md).
+fn definition(c: &CreateArgs) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), c.name.clone().into());
+    m.insert("subscriptions".into(), c.subs.clone().into());
+    let access = if c.exclusive {
+        "exclusive"
+    } else {
+        "non-exclusive"
+    };
+    m.insert("access".into(), access.into());
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            m.insert(k.into(), v);
+        }
+    };
+    let ms = |d: Option<Duration>| d.map(|d| Value::from(d.as_millis() as u64));
+    put("max_messages", c.max_messages.map(Value::from));
+    put("max_bytes", c.max_bytes.map(|v| Value::from(v as u64)));
+    put(
+        "max_message_size",
+        c.max_message_size.map(|v| Value::from(v as u64)),
+    );
+    put("ttl_ms", ms(c.ttl));
+    put("max_redeliveries", c.max_redeliveries.map(Value::from));
+    put("ack_timeout_ms", ms(c.ack_timeout));
+    put("full_policy", c.full_policy.clone().map(Value::from));
+    put(
+        "dead_letter_queue",
+        c.dead_letter_queue.clone().map(Value::from),
+    );
+    put("start", c.start.clone());
+    Value::Object(m)
+}
+
+/// `now | beginning | id:N | time:T` as the definition's `start` value.
+fn parse_create_start(s: &str) -> Result<Value, String> {
+    Ok(match s {
+        "now" => json!("now"),
+        _ => match parse_start(s)? {
+            Start::Queue => json!("now"),
+            Start::Beginning => json!("beginning"),
+            Start::MessageId(id) => json!({ "id": id }),
+            Start::Time(ns) => json!({ "time_ns": ns }),
+        },
+    })
+}
+
+/// `queue | beginning | id:N | time:T` (T: RFC 3339 UTC or Unix nanoseconds) as a
+/// binding start; `queue` (also spelled `now`) is a normal consumer.
+pub fn parse_start(s: &str) -> Result<Start, String> {
+    let expected = "expected queue, now, beginning, id:N or time:T (RFC 3339 UTC or Unix ns)";
+    match s {
+        "queue" | "now" => return Ok(Start::Queue),
+        "beginning" => return Ok(Start::Beginning),
+        _ => {}
+    }
+    if let Some(id) = s.strip_prefix("id:") {
+        return id
+            .parse()
+            .map(Start::MessageId)
+            .map_err(|_| format!("{id:?} is not a message id: {expected}"));
+    }
+    if let Some(t) = s.strip_prefix("time:") {
+        if let Ok(ns) = t.parse::<u64>() {
+            return Ok(Start::Time(ns));
+        }
+        return parse_rfc3339_utc(t)
+            .map(Start::Time)
+            .ok_or_else(|| format!("{t:?} is not a time: {expected}"));
+    }
+    Err(format!("{s:?}: {expected}"))
+}
+
+/// `2026-11-24T09:30:00Z`, with optional fraction (up to 9 digits) and `Z` or
+/// `+00:00`, to Unix nanoseconds. Other offsets are refused rather than guessed.
+fn parse_rfc3339_utc(t: &str) -> Option<u64> {
+    let t = t
+        .strip_suffix('Z')
+        .or_else(|| t.strip_suffix("+00:00"))
+        .or_else(|| t.strip_suffix('z'))?;
+    let (date, time) = t.split_once(['T', 't', ' '])?;
+    let d = date.as_bytes();
+    if d.len() != 10 || d[4] != b'-' || d[7] != b'-' {
+        return None;
+    }
+    let (hms, frac) = match time.split_once('.') {
+        Some((h, f)) => (h, f),
+        None => (time, ""),
+    };
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // FIX UTCTimestamp syntax, whose parser checks every field's range.
+    let mut fix = format!("{}{}{}-{}", &date[..4], &date[5..7], &date[8..10], hms);
+    if !frac.is_empty() {
+        let width = [3, 6, 9].into_iter().find(|w| *w >= frac.len())?;
+        fix.push('.');
+        fix.push_str(frac);
+        fix.extend(std::iter::repeat_n('0', width - frac.len()));
+    }
+    tickwire_fix::codec::parse_utc_timestamp(fix.as_bytes())
+}
+
+fn num(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn render_list(doc: &Value) -> String {
+    let queues = doc["queues"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if queues.is_empty() {
+        return "no queues\n".into();
+    }
+    let mut s = format!(
+        "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13}  SUBSCRIPTIONS\n",
+        "NAME", "DEPTH", "BYTES", "CONSUMERS", "ACKED", "REDELIVERED", "DEAD_LETTERED"
+    );
+    for q in queues {
+        let subs = q["subscriptions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        s += &format!(
+            "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13}  {}\n",
+            q["name"].as_str().unwrap_or(""),
+            num(q, "depth"),
+            num(q, "bytes"),
+            num(q, "consumers"),
+            num(q, "acked"),
+            num(q, "redelivered"),
+            num(q, "dead_lettered"),
+            subs
+        );
+    }
+    s
+}
+
+/// One `key  value` line per field, sorted by key; nested values as JSON.
+fn render_show(doc: &Value) -> String {
+    let Some(obj) = doc.as_object() else {
+        return format!("{doc}\n");
+    };
+    let width = obj.keys().map(String::len).max().unwrap_or(0);
+    let mut s = String::new();
+    for (k, v) in obj {
+        let shown = match v {
+            Value::String(t) => t.clone(),
+            other => other.to_string(),
+        };
+        s += &format!("{k:<width$}  {shown}\n");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(subcommand)]
+        cmd: QueueCmd,
+    }
+
+    #[test]
+    fn start_positions() {
+        assert_eq!(parse_start("queue"), Ok(Start::Queue));
+        assert_eq!(parse_start("beginning"), Ok(Start::Beginning));
+        assert_eq!(parse_start("id:42"), Ok(Start::MessageId(42)));
+        assert_eq!(parse_start("time:5"), Ok(Start::Time(5)));
+        assert_eq!(
+            parse_start("time:1970-01-01T00:00:01Z"),
+            Ok(Start::Time(1_000_000_000))
+        );
+        assert_eq!(
+            parse_start("time:2026-11-24T09:30:00.5Z"),
+            Ok(Start::Time(1_795_512_600_500_000_000))
+        );
+        assert!(parse_start("time:2026-11-24T09:30:00+01:00").is_err());
+        assert!(parse_start("time:2026-13-24T09:30:00Z").is_err());
+        assert!(parse_start("id:x").is_err());
+        assert!(parse_start("later").is_err());
+        assert_eq!(parse_create_start("now"), Ok(json!("now")));
+        assert_eq!(parse_create_start("id:7"), Ok(json!({"id": 7})));
+    }
+
+    #[test]
+    fn create_builds_the_documented_definition() {
+        let t = T::parse_from([
+            "t",
+            "create",
+            "orders",
+            "--sub",
+            "orders/>",
+            "--sub",
+            "fills/>",
+            "--exclusive",
+            "--max-bytes",
+            "1KiB",
+            "--ttl",
+            "2s",
+            "--ack-timeout",
+            "500ms",
+            "--full-policy",
+            "discard-oldest",
+            "--start",
+            "beginning",
+        ]);
+        let QueueCmd::Create(c) = t.cmd else { panic!() };
+        assert_eq!(
+            definition(&c),
+            json!({
+                "name": "orders",
+                "subscriptions": ["orders/>", "fills/>"],
+                "access": "exclusive",
+                "max_bytes": 1024,
+                "ttl_ms": 2000,
+                "ack_timeout_ms": 500,
+                "full_policy": "discard-oldest",
+                "start": "beginning",
+            })
+        );
+    }
+
+    #[test]
+    fn list_renders_one_row_per_queue() {
+        let doc = json!({"queues": [{"name": "orders", "depth": 3, "bytes": 300,
+            "consumers": 1, "acked": 9, "redelivered": 2, "dead_lettered": 0,
+            "subscriptions": ["orders/>"]}]});
+        let s = render_list(&doc);
+        assert!(s.starts_with("NAME"), "{s}");
+        assert!(s.contains("orders") && s.contains("orders/>"), "{s}");
+        assert_eq!(render_list(&json!({"queues": []})), "no queues\n");
+    }
+}
