@@ -308,8 +308,10 @@ fn render_list(doc: &Value) -> String {
         "NAME", "DEPTH", "BYTES", "CONSUMERS", "ACKED", "REDELIVERED", "DEAD_LETTERED"
     );
     for q in queues {
-        let subs = q["subscriptions"]
+        // The router puts them in the definition; accept them at the top level too.
+        let subs = q["definition"]["subscriptions"]
             .as_array()
+            .or_else(|| q["subscriptions"].as_array())
             .map(|a| {
                 a.iter()
                     .filter_map(Value::as_str)

@@ -25,9 +25,10 @@ pub enum Access {
     NonExclusive,
 }
 
-/// Where a new queue's content starts.
+/// Where a new queue's content starts: `"now"`, `"beginning"`, `{"id": N}`,
+/// `{"time_ns": T}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "snake_case")]
 pub enum StartAt {
     /// Only messages published after the queue exists.
     #[default]

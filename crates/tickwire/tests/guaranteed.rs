@@ -1,0 +1,556 @@
+//! Guaranteed messaging across processes, on the real binary: the CLI flow, bad input
+//! and faults, and the kill -9 loop (a publisher and a consumer carry on while the
+//! router is killed with SIGKILL at random moments and restarted on its data directory).
+//!
+//! The long run: `TICKWIRE_KILL_CYCLES=20 cargo test -p tickwire --test guaranteed kill_9 -- --nocapture`.
+
+// Tests fail loudly on any unexpected error.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{run_cli, Raw, RouterProc, BIN};
+use tickwire_client::{
+    Client, ClientOptions, ErrorCode, Event, GuaranteedPublisher, QueueConsumer, QueueOp,
+    ReconnectOptions, Start, Wait,
+};
+use tickwire_wire::gm as wgm;
+
+/// A router child on a fixed port and data directory, so it can be killed and restarted.
+struct Durable {
+    child: Child,
+    addr: SocketAddr,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Durable {
+    fn start(port: u16, dir: &Path, sync: &str) -> Durable {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut child = Command::new(BIN)
+                .args(["router", "--listen", &format!("127.0.0.1:{port}")])
+                .args(["--data-dir", &dir.display().to_string(), "--sync", sync])
+                .env("TICKWIRE_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn tickwire router");
+            let mut line = String::new();
+            let stdout = child.stdout.take().expect("stdout");
+            BufReader::new(stdout).read_line(&mut line).ok();
+            if let Some(a) = line.trim().rsplit(' ').next().and_then(|a| a.parse().ok()) {
+                return Durable { child, addr: a };
+            }
+            // The port or the data directory's lock may still be held by the killed
+            // process for a moment.
+            let _ = child.wait();
+            assert!(
+                Instant::now() < deadline,
+                "router did not restart on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL the router");
+        self.child.wait().expect("reap the router");
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn reconnect_opts(name: &str) -> ReconnectOptions {
+    ReconnectOptions {
+        client: ClientOptions {
+            name: name.into(),
+            ..ClientOptions::default()
+        },
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+        give_up_after: Some(Duration::from_secs(60)),
+        ..ReconnectOptions::default()
+    }
+}
+
+fn create_queue(addr: SocketAddr, json: &str) {
+    let mut c = Client::connect(addr).expect("connect");
+    c.queue_request(QueueOp::Create, json)
+        .expect("create queue");
+    c.close().ok();
+}
+
+/// What the consumer saw, per publisher sequence number.
+#[derive(Default)]
+struct Seen {
+    /// seq -> deliveries (first, then flagged repeats)
+    deliveries: BTreeMap<u64, u32>,
+    unflagged_duplicates: Vec<u64>,
+    redelivered: u64,
+}
+
+#[test]
+fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
+    let cycles: usize = std::env::var("TICKWIRE_KILL_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut router = Durable::start(port, dir.path(), "fsync");
+    let addr = router.addr.to_string();
+    create_queue(
+        router.addr,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    );
+
+    let per_cycle = 3_000u64;
+    let total = per_cycle * cycles as u64 + per_cycle;
+    let stop = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicU64::new(0));
+
+    // The consumer: acknowledges each delivery after recording it.
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let consumer = {
+        let (addr, seen, stop) = (addr.clone(), seen.clone(), stop.clone());
+        std::thread::spawn(move || -> Result<(), String> {
+            let mut c = QueueConsumer::connect(
+                &addr,
+                "orders",
+                256,
+                Start::Queue,
+                reconnect_opts("killer-consumer"),
+            )
+            .map_err(|e| format!("consumer connect: {e}"))?;
+            while !stop.load(Ordering::Acquire) {
+                let mut acks = Vec::new();
+                c.poll(Wait::Timeout(Duration::from_millis(50)), |d| {
+                    let seq = u64::from_le_bytes(d.payload[..8].try_into().unwrap_or([0; 8]));
+                    let mut s = seen.lock().unwrap();
+                    let n = s.deliveries.entry(seq).or_insert(0);
+                    *n += 1;
+                    if d.redelivered {
+                        s.redelivered += 1;
+                    } else if *n > 1 {
+                        s.unflagged_duplicates.push(seq);
+                    }
+                    acks.push(d.msg_id);
+                })
+                .map_err(|e| format!("consumer poll: {e}"))?;
+                for id in acks {
+                    c.ack(id).map_err(|e| format!("consumer ack: {e}"))?;
+                }
+            }
+            c.close().ok();
+            Ok(())
+        })
+    };
+
+    // The publisher: guaranteed publishes of the sequence number, paced lightly.
+    let publisher = {
+        let (addr, published) = (addr.clone(), published.clone());
+        std::thread::spawn(move || -> Result<(u64, u64, u64, u64), String> {
+            let mut p = GuaranteedPublisher::connect(
+                &addr,
+                "killer-publisher",
+                reconnect_opts("killer-publisher"),
+            )
+            .map_err(|e| format!("publisher connect: {e}"))?;
+            let mut payload = vec![0u8; 64];
+            for seq in 1..=total {
+                payload[..8].copy_from_slice(&seq.to_le_bytes());
+                p.publish("orders/new", &payload)
+                    .map_err(|e| format!("publish {seq}: {e}"))?;
+                published.store(seq, Ordering::Release);
+                if seq % 100 == 0 {
+                    p.poll(Wait::NoWait)
+                        .map_err(|e| format!("publisher poll: {e}"))?;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            let all = p
+                .wait_answered(Duration::from_secs(60))
+                .map_err(|e| format!("waiting for answers: {e}"))?;
+            let c = p.counts().clone();
+            if !all {
+                return Err(format!(
+                    "{} publishes unanswered after 60 s",
+                    p.unanswered()
+                ));
+            }
+            Ok((c.published, c.acked, c.nacked, p.reconnects()))
+        })
+    };
+
+    // Kill -9 at pseudo-random moments while publishing is under way.
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for cycle in 0..cycles {
+        let target = per_cycle * (cycle as u64 + 1);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while published.load(Ordering::Acquire) < target && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(rng % 40));
+        router.kill9();
+        router = Durable::start(port, dir.path(), "fsync");
+        eprintln!(
+            "cycle {}: killed and restarted at ~{} published",
+            cycle + 1,
+            published.load(Ordering::Acquire)
+        );
+    }
+
+    let (npub, acked, nacked, reconnects) = publisher
+        .join()
+        .expect("publisher thread")
+        .expect("publisher");
+    assert_eq!(npub, total);
+    assert_eq!(nacked, 0, "no publish should be refused");
+    assert_eq!(acked, total, "every publish acknowledged in the end");
+    assert!(
+        reconnects >= cycles as u64,
+        "the publisher reconnected {reconnects} times for {cycles} kills"
+    );
+
+    // Every acknowledged publish is delivered at least once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let missing = {
+            let s = seen.lock().unwrap();
+            (1..=total)
+                .filter(|q| !s.deliveries.contains_key(q))
+                .count()
+        };
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} acknowledged messages never delivered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Release);
+    consumer.join().expect("consumer thread").expect("consumer");
+    let s = seen.lock().unwrap();
+    assert!(
+        s.unflagged_duplicates.is_empty(),
+        "duplicates without REDELIVERED: {:?}",
+        &s.unflagged_duplicates[..s.unflagged_duplicates.len().min(20)]
+    );
+    eprintln!(
+        "kill -9 loop: {cycles} cycles, {total} published and acknowledged, 0 lost, {} redelivered (flagged), 0 unflagged duplicates, {reconnects} publisher reconnects",
+        s.redelivered
+    );
+    // After everything was acknowledged by the consumer, the queue is empty.
+    drop(s);
+    let mut c = Client::connect(router.addr).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let show: serde_json::Value =
+            serde_json::from_str(&c.queue_request(QueueOp::Show, "orders").expect("show"))
+                .expect("json");
+        if show["depth"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "queue not drained: {show}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(60);
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "fills", "--sub", "fills/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "fills/IBM",
+            "--count",
+            "500",
+            "--rate",
+            "0",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("500 acknowledged"),
+        "{out}{err}"
+    );
+    let (st, out, err) = run_cli(
+        &["queue", "show", "fills", "--print-json", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert_eq!(q["depth"], 500, "{q}");
+    let (st, out, err) = run_cli(
+        &[
+            "sub", "--queue", "fills", "--count", "500", "--quiet", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (_, out, _) = run_cli(
+        &["queue", "show", "fills", "--print-json", "--router", &a],
+        t,
+    );
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert_eq!(
+        (q["depth"].as_u64(), q["acked"].as_u64()),
+        (Some(0), Some(500)),
+        "{q}"
+    );
+    // stats shows the queue.
+    let (st, out, _) = run_cli(&["stats", "--router", &a], t);
+    assert!(st.success());
+    assert!(
+        out.contains("fills") && out.contains("guaranteed: spool"),
+        "{out}"
+    );
+    // A second create with a different definition is refused with a clear error.
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "fills", "--sub", "other/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(!st.success(), "{out}{err}");
+    assert!(err.contains("queue-exists"), "{err}");
+    // A publish to a full queue is NACKed, reported and reflected in the exit code.
+    let (st, ..) = run_cli(
+        &[
+            "queue",
+            "create",
+            "tiny",
+            "--sub",
+            "tiny",
+            "--max-messages",
+            "2",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success());
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "tiny",
+            "--count",
+            "5",
+            "--rate",
+            "0",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert_eq!(st.code(), Some(3), "{out}{err}");
+    assert!(format!("{out}{err}").contains("queue-full"), "{out}{err}");
+}
+
+#[test]
+fn bad_guaranteed_input_gets_clear_errors_and_direct_traffic_carries_on() {
+    let r = RouterProc::start(&[]);
+    // A direct subscriber that must keep receiving throughout.
+    let mut sub = Client::connect(r.addr).expect("sub");
+    sub.subscribe("md/>").expect("subscribe");
+    let mut direct = Client::connect(r.addr).expect("direct publisher");
+    let mut got = 0u64;
+    let check_direct = |direct: &mut Client, sub: &mut Client, got: &mut u64| {
+        direct.publish("md/x", b"tick").expect("publish");
+        direct.flush().expect("flush");
+        let want = *got + 1;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while *got < want {
+            sub.poll(Wait::Timeout(Duration::from_millis(100)), |_| *got += 1)
+                .expect("poll");
+            assert!(Instant::now() < deadline, "direct message not delivered");
+        }
+    };
+    check_direct(&mut direct, &mut sub, &mut got);
+
+    // Malformed guaranteed frames are fatal for that client only.
+    let mut bad = Vec::new();
+    wgm::encode_bind(&mut bad, 1, 1, Start::Queue, "q");
+    bad[8 + 4 + 4] = 7; // unknown start position
+    let mut raw = Raw::hello(r.addr, "bad-bind");
+    raw.send(&bad);
+    assert!(!raw.expect_fatal(ErrorCode::MALFORMED_FRAME).is_empty());
+    check_direct(&mut direct, &mut sub, &mut got);
+
+    // Acks for unknown bindings and ids, a BIND to a missing queue: non-fatal errors.
+    let mut c = Client::connect(r.addr).expect("connect");
+    let e = c
+        .bind("nope", 4, Start::Queue)
+        .expect_err("bind to a missing queue");
+    assert!(e.to_string().contains("no-such-queue"), "{e}");
+    let mut raw = Raw::hello(r.addr, "acker");
+    let mut b = Vec::new();
+    wgm::encode_consumer_ack(&mut b, 99, 1, 5);
+    raw.send(&b);
+    match raw.next(Duration::from_secs(5)) {
+        Ok(common::Got::Error { code, fatal, .. }) => {
+            assert_eq!((code, fatal), (ErrorCode::UNKNOWN_DELIVERY, false));
+        }
+        other => panic!("expected a non-fatal ERROR, got {other:?}"),
+    }
+    check_direct(&mut direct, &mut sub, &mut got);
+
+    // A consumer that never acknowledges gets its window and no more; the rest waits.
+    create_queue(r.addr, r#"{"name":"slow","subscriptions":["slow"]}"#);
+    let mut slow = Client::connect(r.addr).expect("slow consumer");
+    let binding = slow.bind("slow", 3, Start::Queue).expect("bind");
+    let mut p = Client::connect(r.addr).expect("publisher");
+    p.open_publisher("bad-input-pub", 0).expect("open");
+    for i in 0..10u8 {
+        p.publish_guaranteed("slow", &[i]).expect("publish");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p.unanswered() > 0 {
+        p.poll_events(Wait::Timeout(Duration::from_millis(50)), |_| {})
+            .expect("poll");
+        assert!(Instant::now() < deadline, "publishes unanswered");
+    }
+    let mut delivered = 0;
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        slow.poll_events(Wait::Timeout(Duration::from_millis(50)), |e| {
+            if let Event::Delivery(d) = e {
+                assert_eq!(d.binding, binding.id.0);
+                delivered += 1;
+            }
+        })
+        .expect("poll");
+    }
+    assert_eq!(
+        delivered, 3,
+        "window 3: exactly 3 deliveries before any ack"
+    );
+    check_direct(&mut direct, &mut sub, &mut got);
+
+    // Without a spool: a clear SPOOL_UNAVAILABLE, not a hang or a disconnect.
+    let off = RouterProc::start(&["--no-guaranteed"]);
+    let mut c = Client::connect(off.addr).expect("connect");
+    let e = c.queue_request(QueueOp::List, "").expect_err("no spool");
+    assert!(e.to_string().contains("spool-unavailable"), "{e}");
+    c.subscribe("x").expect("the connection is still usable");
+}
+
+#[test]
+fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
+    // A 1 MiB tmpfs as the data directory (root only: CI runs as root).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(dir.path())
+        .status();
+    if !mount.is_ok_and(|s| s.success()) {
+        common::peer_missing(
+            "a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic",
+            "cannot mount a small tmpfs (needs root)",
+        );
+        return;
+    }
+    struct Umount<'a>(&'a Path);
+    impl Drop for Umount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _u = Umount(dir.path());
+    let port = free_port();
+    let router = Durable::start(port, dir.path(), "fsync");
+    create_queue(router.addr, r#"{"name":"big","subscriptions":["big"]}"#);
+    let mut sub = Client::connect(router.addr).expect("sub");
+    sub.subscribe("md/>").expect("subscribe");
+    let mut p = Client::connect(router.addr).expect("publisher");
+    p.open_publisher("disk-filler", 0).expect("open");
+    let payload = vec![7u8; 16 * 1024];
+    let mut spool_failed = 0u64;
+    let mut acked = 0u64;
+    for _ in 0..200 {
+        p.publish_guaranteed("big", &payload).expect("publish");
+        p.poll_events(Wait::NoWait, |e| match e {
+            Event::Nacked { reason, .. } if reason == wgm::NackReason::SPOOL_FAILED => {
+                spool_failed += 1
+            }
+            Event::Acked { first, last } => acked += last - first + 1,
+            _ => {}
+        })
+        .expect("poll");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.unanswered() > 0 {
+        p.poll_events(Wait::Timeout(Duration::from_millis(50)), |e| match e {
+            Event::Nacked { reason, .. } if reason == wgm::NackReason::SPOOL_FAILED => {
+                spool_failed += 1
+            }
+            Event::Acked { first, last } => acked += last - first + 1,
+            _ => {}
+        })
+        .expect("poll");
+        assert!(
+            Instant::now() < deadline,
+            "publishes unanswered with a full disk"
+        );
+    }
+    assert!(
+        spool_failed > 0,
+        "a 1 MiB disk cannot hold 3.2 MiB: some publishes must be NACKed spool-failed"
+    );
+    assert!(acked > 0 && acked < 200, "acked {acked}");
+    // Direct traffic still flows.
+    let mut d = Client::connect(router.addr).expect("direct");
+    d.publish("md/y", b"still here").expect("publish");
+    d.flush().expect("flush");
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while n == 0 {
+        sub.poll(Wait::Timeout(Duration::from_millis(100)), |_| n += 1)
+            .expect("poll");
+        assert!(
+            Instant::now() < deadline,
+            "direct message lost while the disk is full"
+        );
+    }
+    drop(router);
+}
