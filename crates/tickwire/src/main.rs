@@ -7,6 +7,7 @@
 
 mod bench_cmd;
 mod demo;
+mod demo_gm;
 mod feed_cmd;
 mod fix_cmd;
 mod md_bench_cmd;
