@@ -147,7 +147,6 @@ pub struct Core {
     /// times, TTLs and retention need no clock read).
     started_wall: UtcNanos,
     gm_closing: Vec<(Slot, ErrorCode, String)>,
-    gm_scratch_slots: Vec<(Slot, Vec<u8>)>,
     /// The latest time passed in (for work triggered without a time, e.g. a close).
     latest: MonoNanos,
     last_reclaim: MonoNanos,
@@ -171,7 +170,6 @@ impl Core {
     /// A core for `cfg` (assumed validated). `wall` is used only for display.
     pub fn new(cfg: Config, now: MonoNanos, wall: UtcNanos) -> Core {
         Core {
-            gm_scratch_slots: Vec::new(),
             latest: now,
             last_reclaim: now,
             reclaimed_below: 0,
@@ -256,13 +254,11 @@ impl Core {
 
     /// Moves the engine's frames into the clients' egress buffers.
     fn gm_output(&mut self) {
-        let mut frames = std::mem::take(&mut self.gm_scratch_slots);
-        self.gm
-            .poll_transmit(|slot, bytes| frames.push((slot, bytes.to_vec())));
-        for (slot, bytes) in frames.drain(..) {
-            self.control(slot, |b| b.extend_from_slice(&bytes));
+        let (out, ranges) = self.gm.take_output();
+        for &(slot, a, b) in &ranges {
+            self.control(slot, |e| e.extend_from_slice(&out[a..b]));
         }
-        self.gm_scratch_slots = frames;
+        self.gm.return_output(out, ranges);
         while let Some(f) = self.gm.poll_fail() {
             self.gm_closing.push(f);
         }

@@ -313,6 +313,7 @@ pub struct Engine {
     recovering: bool,
     recovered_defs: Vec<QueueDef>,
     defs_preinstalled: bool,
+    scratch_ids: Vec<u64>,
     /// Recovery problems to report (records that do not decode or apply).
     pub recovery_errors: Vec<String>,
 }
@@ -343,6 +344,7 @@ impl Engine {
             recovering: true,
             recovered_defs: Vec::new(),
             defs_preinstalled: false,
+            scratch_ids: Vec::new(),
             recovery_errors: Vec::new(),
         }
     }
@@ -678,7 +680,6 @@ impl Engine {
         }
         let id = self.store.next_id();
         let stamps = m.stamps.map(|s| (s.publisher_send, router_in));
-        let identity = self.publishers[p as usize].name.clone();
         let mut rec = std::mem::take(&mut self.rec);
         record::encode(
             &mut rec,
@@ -687,7 +688,7 @@ impl Engine {
                 time: wall.as_nanos(),
                 seq,
                 stamps,
-                identity: &identity,
+                identity: &self.publishers[p as usize].name,
                 topic: m.topic,
                 payload: m.payload,
             },
@@ -1295,7 +1296,8 @@ impl Engine {
         };
         let qi = b.queue;
         let browse = b.browse.is_some();
-        let mut acked = Vec::new();
+        let mut acked = std::mem::take(&mut self.scratch_ids);
+        acked.clear();
         b.in_flight.retain(|&id| {
             let hit = id >= first && id <= last;
             if hit {
@@ -1304,32 +1306,51 @@ impl Engine {
             !hit
         });
         if acked.is_empty() {
+            self.scratch_ids = acked;
             return Err(reject(
                 0,
                 ErrorCode::UNKNOWN_DELIVERY,
                 format!("binding {binding} has no unacknowledged delivery in {first}..={last}"),
             ));
         }
-        if browse {
-            self.pump_browse(now, binding);
-            return Ok(());
-        }
-        {
-            let name = self
-                .queue(qi)
-                .map(|q| q.def.name.clone())
-                .unwrap_or_default();
-            for id in acked {
+        if !browse {
+            for &id in &acked {
                 if self.remove_from_queue(qi, id) {
                     if let Some(q) = self.queue_mut(qi) {
                         q.counters.acked += 1;
                     }
-                    self.log_record(log, &Record::Acked { id, queue: &name });
+                    self.log_acked(log, qi, id);
                 }
             }
         }
-        self.pump(now, qi);
+        self.scratch_ids = acked;
+        if browse {
+            self.pump_browse(now, binding);
+        } else {
+            self.pump(now, qi);
+        }
         Ok(())
+    }
+
+    /// Appends an `A` record for message `id` of queue `qi` (no allocation).
+    fn log_acked(&mut self, log: &mut dyn Log, qi: u32, id: u64) {
+        if self.recovering {
+            return;
+        }
+        let mut rec = std::mem::take(&mut self.rec);
+        if let Some(q) = self.queues.get(qi as usize).and_then(Option::as_ref) {
+            record::encode(
+                &mut rec,
+                &Record::Acked {
+                    id,
+                    queue: &q.def.name,
+                },
+            );
+            if log.append(&rec).is_err() {
+                self.totals.spool_failures += 1;
+            }
+        }
+        self.rec = rec;
     }
 
     /// CONSUMER_NACK.
@@ -1660,14 +1681,16 @@ impl Engine {
                 let Some(&(at, id, binding, count)) = q.timeouts.front() else {
                     break;
                 };
-                if at > now {
-                    break;
-                }
-                q.timeouts.pop_front();
+                // Entries of acknowledged (or since redelivered) messages go as soon as
+                // they reach the front, so the list holds about what is in flight.
                 let still = q.find(id).is_some_and(|i| {
                     let e = &q.entries[i];
                     !e.done && e.binding == binding && e.deliveries == count
                 });
+                if still && at > now {
+                    break;
+                }
+                q.timeouts.pop_front();
                 if !still {
                     continue;
                 }
@@ -1768,6 +1791,26 @@ impl Engine {
             }
         }
         self.outq.push((slot, start, end));
+    }
+
+    /// Takes the frames queued since the last call: the bytes and (connection, start,
+    /// end) ranges into them. Give both back with [`Engine::return_output`] so their
+    /// capacity is reused.
+    pub fn take_output(&mut self) -> (Vec<u8>, Vec<(Slot, usize, usize)>) {
+        (
+            std::mem::take(&mut self.out),
+            std::mem::take(&mut self.outq),
+        )
+    }
+
+    /// Returns the buffers of [`Engine::take_output`], emptied.
+    pub fn return_output(&mut self, mut out: Vec<u8>, mut q: Vec<(Slot, usize, usize)>) {
+        out.clear();
+        q.clear();
+        if self.out.is_empty() && self.outq.is_empty() {
+            self.out = out;
+            self.outq = q;
+        }
     }
 
     /// Hands each connection the frames queued for it since the last call.

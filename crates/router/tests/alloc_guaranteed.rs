@@ -1,0 +1,224 @@
+//! Steady-state guaranteed messaging allocates nothing per message: after a warm-up,
+//! the real router core takes batches of guaranteed publishes, hands them to the spool
+//! port, acknowledges them when the port reports them durable, delivers them to a queue
+//! consumer and takes the consumer's acknowledgements — without a single allocation.
+//! (The storage thread's own path is measured by crates/spool/tests/hot_path.rs.)
+//!
+//! Its own test binary, so the counting global allocator is this file's alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+
+use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
+use tickwire_router::core::{Core, Input};
+use tickwire_router::gm::{Log, LogError, Progress, SpoolPort};
+use tickwire_router::index::Slot;
+use tickwire_router::Config;
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
+use tickwire_wire::gm::{self as wgm, QueueOp, Start};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+const BATCH: usize = 64;
+const WARMUP_BATCHES: usize = 200;
+const MEASURED_BATCHES: usize = 1_000;
+
+/// A spool that keeps nothing: every record is "durable" at the next flush.
+struct Instant {
+    next: u64,
+    flushed: u64,
+    reported: u64,
+}
+
+impl Log for Instant {
+    fn append(&mut self, _: &[u8]) -> Result<u64, LogError> {
+        self.next += 1;
+        Ok(self.next)
+    }
+}
+
+impl SpoolPort for Instant {
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn flush(&mut self) {
+        self.flushed = self.next;
+    }
+    fn poll_progress(&mut self) -> Option<Progress> {
+        (self.flushed > self.reported).then(|| {
+            self.reported = self.flushed;
+            Progress::Durable(self.flushed)
+        })
+    }
+    fn reclaim(&mut self, _: u64) {}
+    fn usage(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+struct Bench {
+    core: Core,
+    publisher: Slot,
+    consumer: Slot,
+    dirty: Vec<Slot>,
+    acks: Vec<u8>,
+    acked_to_publisher: u64,
+    delivered: u64,
+    now: MonoNanos,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        // No retention for replay: acknowledged messages are released (at the timer), so
+        // the store stays the same size; with retention it grows to its limit (amortized).
+        let cfg = Config {
+            retain_bytes: 0,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(1), UtcNanos(1));
+        core.gm_mut().finish_recovery();
+        core.attach_spool(Box::new(Instant {
+            next: 0,
+            flushed: 0,
+            reported: 0,
+        }));
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        let mut feed = |core: &mut Core, id: Slot, b: &[u8]| {
+            assert_eq!(
+                core.handle_input(id, MonoNanos(1), b, b.len()),
+                Input::Consumed(b.len())
+            );
+        };
+        let mut hello = |core: &mut Core, name: &str| {
+            let id = core
+                .handle_accept(addr, MonoNanos(1), UtcNanos(1))
+                .map_err(|_| "refused")
+                .unwrap();
+            let mut b = Vec::new();
+            frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
+            feed(core, id, &b);
+            id
+        };
+        let publisher = hello(&mut core, "pub");
+        let consumer = hello(&mut core, "cons");
+        let mut b = Vec::new();
+        wgm::encode_queue_request(
+            &mut b,
+            1,
+            QueueOp::Create,
+            r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+        );
+        wgm::encode_pub_open(&mut b, 2, 0, "alloc-test");
+        feed(&mut core, publisher, &b);
+        b.clear();
+        wgm::encode_bind(&mut b, 3, 4 * BATCH as u32, Start::Queue, "orders");
+        feed(&mut core, consumer, &b);
+        let mut bench = Bench {
+            core,
+            publisher,
+            consumer,
+            dirty: Vec::with_capacity(16),
+            acks: Vec::with_capacity(64 * BATCH),
+            acked_to_publisher: 0,
+            delivered: 0,
+            now: MonoNanos(1_000),
+        };
+        bench.drain();
+        bench
+    }
+
+    /// What the driver does: write every dirty client's egress; the consumer's
+    /// deliveries become CONSUMER_ACKs.
+    fn drain(&mut self) {
+        self.core.poll_transmit(&mut self.dirty);
+        for &id in &self.dirty {
+            let out = self.core.egress(id);
+            let n = out.len();
+            let mut rest = out;
+            while let Ok(Some((f, used))) = frame::decode(rest, u32::MAX) {
+                match f {
+                    Frame::Deliver(d) => {
+                        self.delivered += 1;
+                        wgm::encode_consumer_ack(&mut self.acks, d.binding, d.msg_id, d.msg_id);
+                    }
+                    Frame::PubAck { first, last } => self.acked_to_publisher += last - first + 1,
+                    Frame::Error { code, text, .. } => panic!("ERROR {code}: {text}"),
+                    _ => {}
+                }
+                rest = &rest[used..];
+            }
+            assert!(rest.is_empty(), "a partial frame in the egress");
+            self.core.handle_written(id, n);
+        }
+        self.dirty.clear();
+    }
+
+    fn turn(&mut self, input: &[u8]) {
+        self.now = self.now.add_nanos(1_000);
+        assert_eq!(
+            self.core
+                .handle_input(self.publisher, self.now, input, input.len()),
+            Input::Consumed(input.len())
+        );
+        self.core.flush_spool();
+        self.core.handle_spool(self.now);
+        self.drain();
+        if !self.acks.is_empty() {
+            let acks = std::mem::take(&mut self.acks);
+            assert_eq!(
+                self.core
+                    .handle_input(self.consumer, self.now, &acks, acks.len()),
+                Input::Consumed(acks.len())
+            );
+            self.acks = acks;
+            self.acks.clear();
+            self.drain();
+        }
+        // The driver's timer (every 10 ms at the latest): releases consumed messages.
+        self.core.handle_timeout(self.now);
+    }
+}
+
+fn batch(first_seq: u64) -> Vec<u8> {
+    let mut input = Vec::new();
+    for i in 0..BATCH as u64 {
+        let start = input.len();
+        let opts = PublishOptions {
+            seq: Some(first_seq + i),
+            publisher_send: (i % 2 == 1).then_some(12_345),
+        };
+        frame::encode_publish(&mut input, "orders/new", &[i as u8; 100], opts, 1 << 20).unwrap();
+        input[start + 5] |= frame::flags::GUARANTEED;
+    }
+    input
+}
+
+#[test]
+fn steady_state_guaranteed_messaging_allocates_nothing() {
+    assert_counting();
+    let mut b = Bench::new();
+    let inputs: Vec<Vec<u8>> = (0..(WARMUP_BATCHES + MEASURED_BATCHES) as u64)
+        .map(|k| batch(1 + k * BATCH as u64))
+        .collect();
+    for input in &inputs[..WARMUP_BATCHES] {
+        b.turn(input);
+    }
+    let warm = (BATCH * WARMUP_BATCHES) as u64;
+    assert_eq!((b.acked_to_publisher, b.delivered), (warm, warm));
+    let (_, allocations) = allocations_during(|| {
+        for input in &inputs[WARMUP_BATCHES..] {
+            b.turn(input);
+        }
+    });
+    let n = (BATCH * (WARMUP_BATCHES + MEASURED_BATCHES)) as u64;
+    assert_eq!(b.acked_to_publisher, n, "every publish acknowledged");
+    assert_eq!(b.delivered, n, "every message delivered");
+    assert_eq!(
+        allocations,
+        0,
+        "{allocations} allocations for {} guaranteed messages published, acknowledged, delivered and consumed",
+        n - warm
+    );
+}
