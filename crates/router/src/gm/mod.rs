@@ -122,6 +122,9 @@ pub struct GmConfig {
     pub retain_ms: u64,
     /// Most queues.
     pub max_queues: usize,
+    /// Most publisher identities remembered (each keeps up to `2 × publish_window + 16`
+    /// recent sequence numbers for the duplicate check).
+    pub max_publishers: usize,
     /// Largest frame (a DELIVER must fit).
     pub max_frame: u32,
 }
@@ -133,6 +136,7 @@ impl Default for GmConfig {
             retain_bytes: 64 << 20,
             retain_ms: 3_600_000,
             max_queues: 10_000,
+            max_publishers: 1024,
             max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
         }
     }
@@ -546,6 +550,18 @@ impl Engine {
         options: u32,
         name: &str,
     ) -> Result<(), Reject> {
+        if !self.publisher_names.contains_key(name)
+            && self.publishers.len() >= self.cfg.max_publishers
+        {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "the router remembers at most {} publisher identities; reuse one",
+                    self.cfg.max_publishers
+                ),
+            ));
+        }
         let p = self.publisher_idx(name);
         if let Some(old) = self.publishers[p as usize].slot {
             if old != slot {

@@ -712,3 +712,24 @@ proptest! {
         prop_assert!(m.unanswered.is_empty(), "publishes never answered: {:?}", m.unanswered.keys());
     }
 }
+
+#[test]
+fn publisher_identities_are_bounded() {
+    let mut e = Engine::new(GmConfig {
+        max_publishers: 3,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    for i in 0..3 {
+        e.handle_pub_open(Slot(i), 1, 0, &format!("p{i}")).unwrap();
+    }
+    let r = e
+        .handle_pub_open(Slot(9), 7, 0, "one-too-many")
+        .unwrap_err();
+    assert_eq!(
+        (r.code, r.request_id, r.fatal),
+        (ErrorCode::INVALID_REQUEST, 7, false)
+    );
+    // A known identity may still be opened (taken over).
+    e.handle_pub_open(Slot(9), 8, 0, "p1").unwrap();
+}
