@@ -190,7 +190,28 @@ impl RouterArgs {
 }
 
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
-    let cfg = args.to_config()?;
+    let mut cfg = args.to_config()?;
+    // The default spool directory: per user and port, or temporary for port 0.
+    let mut temp_spool = None;
+    if cfg.data_dir.is_none() && !args.no_guaranteed {
+        if cfg.listen.port() == 0 {
+            if !args.print_config {
+                let dir = tempfile::Builder::new()
+                    .prefix("tickwire-spool-")
+                    .tempdir()
+                    .context("creating a temporary spool directory")?;
+                cfg.data_dir = Some(dir.path().to_path_buf());
+                temp_spool = Some(dir);
+            }
+        } else {
+            let home = tickwire_rt::paths::Environment::current()
+                .data_home()
+                .context(
+                "no per-user data directory (HOME unset): pass --data-dir DIR or --no-guaranteed",
+            )?;
+            cfg.data_dir = Some(home.join(format!("router-{}", cfg.listen.port())));
+        }
+    }
     if args.print_config {
         let doc = ConfigFile { router: cfg };
         print!(
@@ -198,28 +219,6 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             toml::to_string(&doc).context("rendering the configuration")?
         );
         return Ok(ExitCode::SUCCESS);
-    }
-    let mut cfg = cfg;
-    let mut temp_spool = None;
-    if cfg.data_dir.is_none() && !args.no_guaranteed {
-        if cfg.listen.port() == 0 {
-            let dir = tempfile::Builder::new()
-                .prefix("tickwire-spool-")
-                .tempdir()
-                .context("creating a temporary spool directory")?;
-            cfg.data_dir = Some(dir.path().to_path_buf());
-            temp_spool = Some(dir);
-        } else {
-            let home = tickwire_rt::paths::Environment::current()
-                .data_home()
-                .context(
-                "no per-user data directory (HOME unset): pass --data-dir DIR or --no-guaranteed",
-            )?;
-            cfg.data_dir = Some(
-                home.join("tickwire")
-                    .join(format!("router-{}", cfg.listen.port())),
-            );
-        }
     }
     let listen = cfg.listen;
     let summary = format!(

@@ -36,6 +36,11 @@ const CONFIG_KEYS: &[&str] = &[
     "stall_timeout_ms",
     "read_buffer",
     "read_memory_limit",
+    "data_dir",
+    "sync",
+    "publish_window",
+    "retain_bytes",
+    "retain_ms",
 ];
 
 /// A `tickwire` command running in the background; killed when dropped.
@@ -419,6 +424,13 @@ fn router_print_config_lists_every_key() {
     assert_eq!(table["slow_consumer"].as_str(), Some("discard"));
     assert_eq!(table["egress_limit"].as_integer(), Some(8 << 20));
     assert_eq!(table["max_frame"].as_integer(), Some(1 << 20));
+    assert_eq!(table["sync"].as_str(), Some("fsync"));
+    assert!(
+        table["data_dir"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("tickwire/router-7420")),
+        "{table:?}"
+    );
     // Flags show up in it.
     let cfg = print_config(&[
         "--egress-limit",
