@@ -51,8 +51,10 @@
 //!   for a record with a good checksum and a plausible number), it is a **torn tail**:
 //!   the file is truncated there and [`RecoveryReport::torn_tail`] says how many bytes
 //!   were cut. Appends continue at the new end.
-//! - Anywhere else it is **damage**: reported, the rest of that segment skipped, and
-//!   recovery continues with the next segment. If the last segment is damaged, appends go
+//! - Anywhere else it is **damage**: reported in [`RecoveryReport::damaged`], and
+//!   recovery resynchronises on the next valid record (the same byte-by-byte scan) and
+//!   reads on, so one damaged record costs that record alone; only when no valid record
+//!   follows in the segment is the rest of it skipped. If the last segment is damaged, appends go
 //!   to a new segment and the next number is above every number seen, including those
 //!   after the damage, so none is used twice.
 //! - A segment whose first record does not continue the numbering is reported as a

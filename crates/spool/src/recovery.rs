@@ -54,7 +54,7 @@ pub struct Damage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DamageReason {
-    /// A record's checksum does not match; the rest of the segment was skipped.
+    /// A record's checksum does not match; recovery read on from the next valid record.
     BadChecksum,
     /// A length field above `max_record` (or a malformed skip marker); the rest of the
     /// segment was skipped.
@@ -251,69 +251,17 @@ impl Reader {
         };
         let mut off = 0u64;
         let mut highest = 0u64;
-        let stop = loop {
-            if off == file_len {
-                break None;
-            }
-            let (h, ok) = match parse_at(&mut win, off, self.max_record) {
-                Ok(Parsed::Record(h, ok)) => (h, ok),
-                Ok(Parsed::Incomplete) => break Some(Stop::Incomplete),
-                Ok(Parsed::BadLength(len)) => break Some(Stop::BadLength(len)),
-                Err(e) => {
-                    report.damaged.push(Damage {
-                        segment: seg.path.clone(),
-                        offset: off,
-                        reason: DamageReason::Unreadable(e.kind()),
-                    });
-                    return Outcome {
-                        highest,
-                        clean: false,
-                        empty: false,
-                    };
+        // Damage was found (and skipped) earlier in this segment.
+        let mut damaged = false;
+        loop {
+            let stop = loop {
+                if off == file_len {
+                    break None;
                 }
-            };
-            if !ok {
-                break Some(Stop::BadChecksum);
-            }
-            if let Some(exp) = *expected {
-                if h.lsn != exp {
-                    if off == 0 && h.lsn > exp {
-                        // A gap between segments: report it, keep this segment's records.
-                        report.damaged.push(Damage {
-                            segment: seg.path.clone(),
-                            offset: 0,
-                            reason: DamageReason::LsnGap {
-                                expected: Lsn(exp),
-                                found: Lsn(h.lsn),
-                            },
-                        });
-                    } else {
-                        break Some(Stop::Gap {
-                            expected: exp,
-                            found: h.lsn,
-                        });
-                    }
-                }
-            }
-            let next = if h.skip {
-                let Ok(payload) = win.get(off + HEADER as u64, SKIP_PAYLOAD) else {
-                    break Some(Stop::Incomplete);
-                };
-                let mut b = [0u8; 8];
-                b.copy_from_slice(payload);
-                let n = u64::from_le_bytes(b);
-                if n == 0 {
-                    break Some(Stop::BadLength(h.len));
-                }
-                let last = h.lsn.saturating_add(n - 1);
-                report.skipped.push(SkippedRange {
-                    first: Lsn(h.lsn),
-                    last: Lsn(last),
-                });
-                last
-            } else {
-                let payload = match win.get(off + HEADER as u64, h.len as usize) {
-                    Ok(p) => p,
+                let (h, ok) = match parse_at(&mut win, off, self.max_record) {
+                    Ok(Parsed::Record(h, ok)) => (h, ok),
+                    Ok(Parsed::Incomplete) => break Some(Stop::Incomplete),
+                    Ok(Parsed::BadLength(len)) => break Some(Stop::BadLength(len)),
                     Err(e) => {
                         report.damaged.push(Damage {
                             segment: seg.path.clone(),
@@ -327,82 +275,154 @@ impl Reader {
                         };
                     }
                 };
-                on_record(Lsn(h.lsn), payload);
-                report.records += 1;
-                report.last_lsn = Some(Lsn(h.lsn));
-                h.lsn
+                if !ok {
+                    break Some(Stop::BadChecksum);
+                }
+                if let Some(exp) = *expected {
+                    if h.lsn != exp {
+                        if off == 0 && h.lsn > exp {
+                            // A gap between segments: report it, keep this segment's records.
+                            report.damaged.push(Damage {
+                                segment: seg.path.clone(),
+                                offset: 0,
+                                reason: DamageReason::LsnGap {
+                                    expected: Lsn(exp),
+                                    found: Lsn(h.lsn),
+                                },
+                            });
+                        } else {
+                            break Some(Stop::Gap {
+                                expected: exp,
+                                found: h.lsn,
+                            });
+                        }
+                    }
+                }
+                let next = if h.skip {
+                    let Ok(payload) = win.get(off + HEADER as u64, SKIP_PAYLOAD) else {
+                        break Some(Stop::Incomplete);
+                    };
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(payload);
+                    let n = u64::from_le_bytes(b);
+                    if n == 0 {
+                        break Some(Stop::BadLength(h.len));
+                    }
+                    let last = h.lsn.saturating_add(n - 1);
+                    report.skipped.push(SkippedRange {
+                        first: Lsn(h.lsn),
+                        last: Lsn(last),
+                    });
+                    last
+                } else {
+                    let payload = match win.get(off + HEADER as u64, h.len as usize) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            report.damaged.push(Damage {
+                                segment: seg.path.clone(),
+                                offset: off,
+                                reason: DamageReason::Unreadable(e.kind()),
+                            });
+                            return Outcome {
+                                highest,
+                                clean: false,
+                                empty: false,
+                            };
+                        }
+                    };
+                    on_record(Lsn(h.lsn), payload);
+                    report.records += 1;
+                    report.last_lsn = Some(Lsn(h.lsn));
+                    h.lsn
+                };
+                highest = highest.max(next);
+                *expected = Some(next.saturating_add(1));
+                off += (HEADER + h.len as usize) as u64;
             };
-            highest = highest.max(next);
-            *expected = Some(next.saturating_add(1));
-            off += (HEADER + h.len as usize) as u64;
-        };
-        let Some(stop) = stop else {
-            return Outcome {
-                highest,
-                clean: true,
-                empty: file_len == 0,
+            let Some(stop) = stop else {
+                return Outcome {
+                    highest,
+                    clean: !damaged,
+                    empty: file_len == 0,
+                };
             };
-        };
-        // Is there any valid record after the bad one? Then it is damage, not a tail.
-        // Numbers after the bad record are above everything read so far, and above what
-        // the segment's name promises.
-        let above = highest
-            .max(expected.map_or(0, |e| e.saturating_sub(1)))
-            .max(seg.first.saturating_sub(1));
-        let later = scan_for_records(&mut win, off + 1, above, self.max_record);
-        let tail_like = matches!(
-            stop,
-            Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_)
-        );
-        if is_last && tail_like && later.is_none() {
-            let cut = file_len - off;
-            if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
-                report.damaged.push(Damage {
+            // Is there any valid record after the bad one? Then it is damage, not a tail.
+            // Numbers after the bad record are above everything read so far, and above
+            // what the segment's name promises.
+            let above = highest
+                .max(expected.map_or(0, |e| e.saturating_sub(1)))
+                .max(seg.first.saturating_sub(1));
+            let later = scan_for_records(&mut win, off + 1, above, self.max_record);
+            let tail_like = matches!(
+                stop,
+                Stop::Incomplete | Stop::BadChecksum | Stop::BadLength(_)
+            );
+            if is_last && tail_like && later.is_none() {
+                let cut = file_len - off;
+                if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
+                    report.damaged.push(Damage {
+                        segment: seg.path.clone(),
+                        offset: off,
+                        reason: DamageReason::Unreadable(e.kind()),
+                    });
+                    return Outcome {
+                        highest,
+                        clean: false,
+                        empty: false,
+                    };
+                }
+                tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
+                seg.len = off;
+                report.torn_tail = Some(TornTail {
                     segment: seg.path.clone(),
                     offset: off,
-                    reason: DamageReason::Unreadable(e.kind()),
+                    bytes_cut: cut,
                 });
                 return Outcome {
                     highest,
-                    clean: false,
-                    empty: false,
+                    clean: !damaged,
+                    empty: off == 0,
                 };
             }
-            tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
-            seg.len = off;
-            report.torn_tail = Some(TornTail {
+            let reason = match stop {
+                Stop::Incomplete => DamageReason::Truncated,
+                Stop::BadChecksum => DamageReason::BadChecksum,
+                Stop::BadLength(len) => DamageReason::BadLength(len),
+                Stop::Gap { expected, found } => DamageReason::LsnGap {
+                    expected: Lsn(expected),
+                    found: Lsn(found),
+                },
+            };
+            report.damaged.push(Damage {
                 segment: seg.path.clone(),
                 offset: off,
-                bytes_cut: cut,
+                reason: reason.clone(),
             });
-            return Outcome {
-                highest,
-                clean: true,
-                empty: off == 0,
+            damaged = true;
+            // Resynchronise on the next valid record and go on reading from there: one
+            // damaged record costs that record, not the rest of the segment.
+            let resume = match stop {
+                Stop::Gap { found, .. } if found > above => Some((off, found)),
+                _ => first_record_after(&mut win, off + 1, above, self.max_record),
             };
-        }
-        let reason = match stop {
-            Stop::Incomplete => DamageReason::Truncated,
-            Stop::BadChecksum => DamageReason::BadChecksum,
-            Stop::BadLength(len) => DamageReason::BadLength(len),
-            Stop::Gap { expected, found } => DamageReason::LsnGap {
-                expected: Lsn(expected),
-                found: Lsn(found),
-            },
-        };
-        tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, "spool: damaged segment, rest skipped");
-        report.damaged.push(Damage {
-            segment: seg.path.clone(),
-            offset: off,
-            reason,
-        });
-        if let Stop::Gap { found, .. } = stop {
-            highest = highest.max(found);
-        }
-        Outcome {
-            highest: highest.max(later.unwrap_or(0)),
-            clean: false,
-            empty: false,
+            match resume {
+                Some((at, lsn)) => {
+                    tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, resume_offset = at, resume_record = lsn, "spool: damaged record skipped, reading on");
+                    off = at;
+                    *expected = Some(lsn);
+                }
+                None => {
+                    tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, "spool: damaged segment, rest skipped");
+                    if let Stop::Gap { found, .. } = stop {
+                        highest = highest.max(found);
+                    }
+                    return Outcome {
+                        highest: highest.max(later.unwrap_or(0)),
+                        clean: false,
+                        empty: false,
+                    };
+                }
+            }
         }
     }
 }
@@ -460,6 +480,32 @@ fn scan_for_records(win: &mut Window<'_>, from: u64, above: u64, max_record: u32
         off += step;
     }
     best
+}
+
+/// The first offset from `from` holding a valid record numbered above `above` (and
+/// plausibly: not more records above it than the file could hold), with its number.
+fn first_record_after(
+    win: &mut Window<'_>,
+    from: u64,
+    above: u64,
+    max_record: u32,
+) -> Option<(u64, u64)> {
+    let ceiling = above.saturating_add(win.len / HEADER as u64 + 1);
+    let mut off = from;
+    while off + (HEADER as u64) <= win.len {
+        let mut hb = [0u8; HEADER];
+        if let Ok(b) = win.get(off, HEADER) {
+            hb.copy_from_slice(b);
+            let h = Header::parse(&hb);
+            if h.lsn > above && h.lsn <= ceiling {
+                if let Ok(Parsed::Record(h, true)) = parse_at(win, off, max_record) {
+                    return Some((off, h.lsn));
+                }
+            }
+        }
+        off += 1;
+    }
+    None
 }
 
 /// A read window over one file: positioned reads into a buffer of at most `cap` bytes.

@@ -40,6 +40,11 @@ fn free_port() -> u16 {
 
 impl Durable {
     fn start(port: u16, dir: &Path, sync: &str) -> Durable {
+        Self::start_with(port, dir, sync, Stdio::inherit())
+    }
+
+    fn start_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> Durable {
+        let mut stderr = Some(stderr);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let mut child = Command::new(BIN)
@@ -48,7 +53,7 @@ impl Durable {
                 .env("TICKWIRE_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
+                .stderr(stderr.take().unwrap_or_else(Stdio::inherit))
                 .spawn()
                 .expect("spawn tickwire router");
             let mut line = String::new();
@@ -553,4 +558,84 @@ fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
         );
     }
     drop(router);
+}
+
+#[test]
+fn a_corrupt_spool_record_is_reported_and_the_rest_recovered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let router = Durable::start(port, dir.path(), "fsync");
+    create_queue(router.addr, r#"{"name":"c","subscriptions":["c"]}"#);
+    let mut p = Client::connect(router.addr).expect("publisher");
+    p.open_publisher("corruptor", 0).expect("open");
+    for i in 0..100u64 {
+        let mut payload = i.to_le_bytes().to_vec();
+        payload.extend_from_slice(&[0xAB; 200]);
+        p.publish_guaranteed("c", &payload).expect("publish");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.unanswered() > 0 {
+        p.poll_events(Wait::Timeout(Duration::from_millis(50)), |_| {})
+            .expect("poll");
+        assert!(Instant::now() < deadline, "publishes unanswered");
+    }
+    assert_eq!(p.publish_counts().acked, 100);
+    router.kill9();
+    // Flip one byte in the middle of the segment: inside a message's payload.
+    let seg = std::fs::read_dir(dir.path().join("spool"))
+        .expect("spool dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("a segment file");
+    let mut bytes = std::fs::read(&seg).expect("read segment");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xFF;
+    std::fs::write(&seg, &bytes).expect("write segment");
+    let mut router = Durable::start_with(port, dir.path(), "fsync", Stdio::piped());
+    let stderr = router.child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("router: {line}");
+                log.lock().unwrap().push_str(&line);
+            }
+        });
+    }
+    // The damage is reported, and everything else is there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log.lock().unwrap().contains("damaged") {
+        assert!(
+            Instant::now() < deadline,
+            "no damage report in the router log: {}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = Client::connect(router.addr).expect("connect");
+    let show: serde_json::Value =
+        serde_json::from_str(&c.queue_request(QueueOp::Show, "c").expect("show")).expect("json");
+    let depth = show["depth"].as_u64().expect("depth");
+    assert!(
+        (98..=99).contains(&depth),
+        "one damaged record skipped, the rest recovered: depth {depth}"
+    );
+    // Direct traffic and the queue work after recovery.
+    c.subscribe("d").expect("subscribe");
+    let b = c.bind("c", 200, Start::Queue).expect("bind");
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while n < depth {
+        c.poll_events(Wait::Timeout(Duration::from_millis(50)), |e| {
+            if let Event::Delivery(d) = e {
+                assert_eq!(d.binding, b.id.0);
+                assert!(d.redelivered, "recovered messages are flagged");
+                n += 1;
+            }
+        })
+        .expect("poll");
+        assert!(Instant::now() < deadline, "only {n} of {depth} delivered");
+    }
 }
