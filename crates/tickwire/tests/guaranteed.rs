@@ -639,3 +639,72 @@ fn a_corrupt_spool_record_is_reported_and_the_rest_recovered() {
         assert!(Instant::now() < deadline, "only {n} of {depth} delivered");
     }
 }
+
+#[test]
+fn a_publisher_that_never_reads_its_acks_is_cut_off_and_what_it_stored_stays() {
+    let r = RouterProc::start(&["--egress-limit", "64KiB", "--max-frame", "64KiB"]);
+    create_queue(
+        r.addr,
+        r#"{"name":"deaf","subscriptions":["deaf"],"max_messages":0,"max_bytes":0}"#,
+    );
+    let mut raw = Raw::hello(r.addr, "deaf-publisher");
+    let mut b = Vec::new();
+    wgm::encode_pub_open(&mut b, 1, 0, "deaf");
+    raw.send(&b);
+    // Publish without ever reading, until the router cuts the connection off.
+    let mut writer = raw.s.try_clone().expect("clone");
+    writer
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let sender = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut sent = 0u64;
+        let mut batch = Vec::new();
+        for seq in 1..=2_000_000u64 {
+            let start = batch.len();
+            tickwire_wire::frame::encode_publish(
+                &mut batch,
+                "deaf",
+                b"x",
+                tickwire_wire::frame::PublishOptions {
+                    seq: Some(seq),
+                    publisher_send: None,
+                },
+                u32::MAX,
+            )
+            .expect("encode");
+            batch[start + 5] |= tickwire_wire::frame::flags::GUARANTEED;
+            if seq % 1_000 == 0 {
+                if writer.write_all(&batch).is_err() {
+                    return sent;
+                }
+                sent = seq;
+                batch.clear();
+            }
+        }
+        sent
+    });
+    let sent = sender.join().expect("sender");
+    assert!(
+        sent < 2_000_000,
+        "the router never cut off a publisher that reads nothing"
+    );
+    // What it reads now: the answers the kernel held, then the fatal SLOW_CONSUMER.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match raw.next(Duration::from_secs(10)) {
+            Ok(common::Got::Error { code, fatal, .. }) => {
+                assert_eq!((code, fatal), (ErrorCode::SLOW_CONSUMER, true));
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("closed without the SLOW_CONSUMER error: {e:?}"),
+        }
+        assert!(Instant::now() < deadline, "no SLOW_CONSUMER error");
+    }
+    // The messages it published before that are stored, and the router serves others.
+    let mut c = Client::connect(r.addr).expect("connect");
+    let show: serde_json::Value =
+        serde_json::from_str(&c.queue_request(QueueOp::Show, "deaf").expect("show")).expect("json");
+    assert!(show["depth"].as_u64().is_some_and(|d| d > 1_000), "{show}");
+}
