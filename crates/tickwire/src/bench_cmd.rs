@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use tickwire_bench::{fanout, pingpong, stream};
+use tickwire_bench::{fanout, guaranteed, pingpong, stream};
 
 const BENCH_HELP: &str = "\
 The industry's latency tests, open loop, HDR histograms, raw-socket baseline in the
@@ -12,6 +12,9 @@ same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md)
   pingpong   socket ping-pong half round trip vs message size: raw TCP, raw UDP, tickwire
   fanout     router fan-out under bursty mixed-size load (published patterns 1 and 2, mdd);
              --target nats://HOST:PORT runs the identical workload against NATS
+  guaranteed guaranteed messaging: open-loop publishes acknowledged once durable, one
+             queue, acknowledging consumers; publish->ACK and publish->delivery latency,
+             lossless check, durability policy; --target nats runs it against JetStream
   stream     rate sweep: achieved rate and latency per target rate
   md-latency market-data measuring clients: per-hop latency of feed-handler updates
   md-replay  market-data replay test in one command: generate, replay 1x and 4x through
@@ -23,6 +26,7 @@ Every command prints a table; --json FILE and --plot FILE.svg write full results
 Examples:
   tickwire bench pingpong                               # latency vs size, 3 transports
   tickwire bench fanout --duration 30s --json fan.json  # fan-out, results as JSON
+  tickwire bench guaranteed --rate 135k --sync fsync      # guaranteed, fsync before ACK
   tickwire bench tick-to-trade --compare builtin,raw    # FIX engine vs raw floor";
 
 #[derive(Args)]
@@ -38,6 +42,8 @@ enum BenchCmd {
     Pingpong(pingpong::PingpongArgs),
     /// Router fan-out under bursty, mixed-size, open-loop load (family A).
     Fanout(fanout::FanoutArgs),
+    /// Guaranteed messaging: publish->ACK and publish->delivery latency, lossless check (family E).
+    Guaranteed(guaranteed::GuaranteedArgs),
     /// Rate sweep: achieved rate and latency per target rate (family B).
     Stream(stream::StreamArgs),
     /// Market-data measuring clients: per-hop latency of feed-handler updates (family C).
@@ -56,6 +62,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         BenchCmd::Pingpong(a) => pingpong::run(&a, &me),
         BenchCmd::Fanout(a) => fanout::run(&a, &me),
+        BenchCmd::Guaranteed(a) => guaranteed::run(&a, &me),
         BenchCmd::Stream(a) => stream::run(&a, &me),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
