@@ -11,8 +11,11 @@
 //! - [`tickwire`]: a minimal guaranteed-messaging driver over `tickwire_wire` and a
 //!   std `TcpStream` (HELLO, PUB_OPEN, PUBLISH SEQ|GUARANTEED, BIND, CONSUMER_ACK).
 //! - [`nats`]: the same over async-nats' JetStream API, and the nats-server child.
+//! - [`floor`]: `--target floor`, raw TCP + write + fdatasync per read batch + ACK, the
+//!   floor measured in the same session.
 //! - [`output`]: the terminal report, JSON and the SVG plot.
 
+mod floor;
 mod nats;
 mod output;
 mod tickwire;
@@ -133,7 +136,9 @@ pub struct GuaranteedArgs {
     pub router: Option<SocketAddr>,
 
     /// What to measure: `tickwire`, `nats` (start nats-server -js on a free port with a
-    /// temporary store) or `nats://HOST:PORT` (a running JetStream server).
+    /// temporary store), `nats://HOST:PORT` (a running JetStream server) or `floor` (the
+    /// publishers' bytes to a raw TCP server that writes them to a file and fdatasyncs
+    /// once per read batch before acknowledging: no routing, no delivery).
     #[arg(long, value_name = "TARGET", default_value = "tickwire", value_parser = Target::parse)]
     pub target: Target,
 
@@ -159,6 +164,8 @@ pub enum Target {
     NatsLocal,
     /// A running server.
     Nats(String),
+    /// The floor: raw TCP + write + fdatasync per read batch, then the ACK; no delivery.
+    Floor,
 }
 
 impl Target {
@@ -166,9 +173,10 @@ impl Target {
         match s {
             "tickwire" => Ok(Target::Tickwire),
             "nats" => Ok(Target::NatsLocal),
+            "floor" => Ok(Target::Floor),
             _ if s.starts_with("nats://") => Ok(Target::Nats(s.to_string())),
             _ => Err(format!(
-                "{s:?}: expected tickwire, nats or nats://HOST:PORT"
+                "{s:?}: expected tickwire, nats, nats://HOST:PORT or floor"
             )),
         }
     }
@@ -431,11 +439,16 @@ pub struct Reconciliation {
     pub unknown: u64,
     /// NACKed and delivered anyway.
     pub nacked_delivered: u64,
+    /// False for the floor (nothing is delivered): only the ACKs are checked.
+    pub delivery_checked: bool,
     pub lossless: bool,
 }
 
-fn reconcile(pubs: &[PubResult], cons: &[ConsResult]) -> Reconciliation {
-    let mut r = Reconciliation::default();
+fn reconcile(pubs: &[PubResult], cons: &[ConsResult], delivery_checked: bool) -> Reconciliation {
+    let mut r = Reconciliation {
+        delivery_checked,
+        ..Reconciliation::default()
+    };
     for c in cons {
         r.deliveries += c.deliveries;
         r.redelivered += c.redelivered;
@@ -457,7 +470,7 @@ fn reconcile(pubs: &[PubResult], cons: &[ConsResult]) -> Reconciliation {
             match state {
                 1 => {
                     r.acked += 1;
-                    if !delivered {
+                    if !delivered && delivery_checked {
                         r.acked_lost += 1;
                     }
                 }
@@ -485,7 +498,8 @@ fn reconcile(pubs: &[PubResult], cons: &[ConsResult]) -> Reconciliation {
         && r.unflagged_duplicates == 0
         && r.unknown == 0
         && r.nacked_delivered == 0
-        && r.acked > 0;
+        && r.acked > 0
+        && (delivery_checked || r.acked + r.nacked == r.sent);
     r
 }
 
@@ -510,6 +524,7 @@ fn durability(args: &GuaranteedArgs) -> String {
             "JetStream file storage, sync_interval: always (fsync every write before the ack)".into()
         }
         (Target::NatsLocal, _) => "JetStream file storage, default sync_interval (fsync every 2 min: acknowledged before fsync)".into(),
+        (Target::Floor, _) => "floor: raw TCP + write + fdatasync per read batch before the ACK (group commit; no routing, no delivery)".into(),
         (Target::Nats(_), _) => "JetStream file storage on an external server, sync as configured there (not checked here)".into(),
     }
 }
@@ -576,6 +591,7 @@ pub fn run(args: &GuaranteedArgs, tickwire_bin: &Path) -> anyhow::Result<ExitCod
             out
         }
         Target::Nats(url) => ("nats-jetstream", url.clone(), None),
+        Target::Floor => ("floor", floor::start(data_dir.path())?.to_string(), None),
     };
     eprintln!(
         "bench guaranteed: {system} at {server}; {} msg/s for {} s (+{} s warm-up), sizes {:?}, {} publisher(s), {} consumer(s)\n  durability: {durability}",
@@ -591,7 +607,11 @@ pub fn run(args: &GuaranteedArgs, tickwire_bin: &Path) -> anyhow::Result<ExitCod
         schedule,
         mix,
         publishers: args.publishers,
-        consumers: args.consumers,
+        consumers: if args.target == Target::Floor {
+            0
+        } else {
+            args.consumers
+        },
         consumer_window: args.consumer_window,
         start_ns: 0,
         per_publisher,
@@ -602,7 +622,7 @@ pub fn run(args: &GuaranteedArgs, tickwire_bin: &Path) -> anyhow::Result<ExitCod
     });
 
     let (pubs, cons, extra) = match &args.target {
-        Target::Tickwire => {
+        Target::Tickwire | Target::Floor => {
             let addr: SocketAddr = server.parse().context("the router's address")?;
             tickwire::run(addr, &mut plan, &shared)?
         }
@@ -617,7 +637,7 @@ pub fn run(args: &GuaranteedArgs, tickwire_bin: &Path) -> anyhow::Result<ExitCod
     drop(router_child);
     drop(nats_child);
 
-    let recon = reconcile(&pubs, &cons);
+    let recon = reconcile(&pubs, &cons, plan.consumers > 0);
     let report = output::Report::build(output::Inputs {
         machine,
         system,
@@ -749,20 +769,20 @@ mod tests {
             write_header(&mut payload, 0, n, 0);
             c.on_delivery(&pl, &payload, false, 5);
         }
-        let r = reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c));
+        let r = reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c), true);
         assert!(r.lossless, "{r:?}");
         assert_eq!((r.acked, r.delivered_distinct), (3, 3));
         // A flagged redelivery is fine; an unflagged second copy is not.
         write_header(&mut payload, 0, 1, 0);
         c.on_delivery(&pl, &payload, true, 6);
-        assert!(reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c)).lossless);
+        assert!(reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c), true).lossless);
         c.on_delivery(&pl, &payload, false, 7);
-        let r = reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c));
+        let r = reconcile(std::slice::from_ref(&p), std::slice::from_ref(&c), true);
         assert_eq!(r.unflagged_duplicates, 1);
         assert!(!r.lossless);
         // An acknowledged message never delivered is a loss.
         let c2 = ConsResult::new(&pl);
-        let r = reconcile(std::slice::from_ref(&p), &[c2]);
+        let r = reconcile(std::slice::from_ref(&p), &[c2], true);
         assert_eq!(r.acked_lost, 3);
         assert!(!r.lossless);
     }

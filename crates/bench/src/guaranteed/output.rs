@@ -162,7 +162,7 @@ impl Report {
                 publish_windows: i.pubs.iter().map(|p| p.window).collect(),
                 router_idle: (i.system == "tickwire" && i.args.router.is_none())
                     .then(|| i.args.idle.clone()),
-                ack_batching: if i.system == "tickwire" {
+                ack_batching: if i.system != "nats-jetstream" {
                     "one CONSUMER_ACK range per read batch"
                 } else {
                     "one ack per message (JetStream explicit ack)"

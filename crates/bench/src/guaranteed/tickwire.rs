@@ -136,7 +136,9 @@ pub fn run(
     plan: &mut Plan,
     shared: &Arc<Shared>,
 ) -> anyhow::Result<(Vec<PubResult>, Vec<ConsResult>, Extra)> {
-    create_queue(addr)?;
+    if plan.consumers > 0 {
+        create_queue(addr)?;
+    }
     let run_id = format!("{}-{}", std::process::id(), MonoNanos::now().as_nanos());
     // Consumers first, so nothing waits in the queue before they are bound.
     let mut cons = Vec::new();
