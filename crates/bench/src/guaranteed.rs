@@ -257,6 +257,8 @@ impl Shared {
 /// One publisher's record.
 #[derive(Debug)]
 pub struct PubResult {
+    /// Slots of the schedule for this publisher.
+    pub planned: u64,
     pub sent: u64,
     pub sent_measured: u64,
     /// State per message number: 0 sent and unresolved, 1 acknowledged, 2 NACKed.
@@ -283,6 +285,7 @@ impl PubResult {
     fn new(plan: &Plan, p: usize, window: u32) -> PubResult {
         let secs = plan.seconds() + 60;
         PubResult {
+            planned: plan.per_publisher[p],
             sent: 0,
             sent_measured: 0,
             state: Vec::with_capacity(plan.per_publisher[p] as usize),
@@ -419,9 +422,24 @@ impl ConsResult {
     }
 }
 
+/// A publisher held back by a full window stops sending this long after the schedule
+/// ends (the slots left are counted as unsent): bounds a run against a server that
+/// does not keep up.
+pub const LATE_CUTOFF_NS: u64 = 1_000_000_000;
+
+impl Plan {
+    /// True once the schedule's end plus [`LATE_CUTOFF_NS`] has passed.
+    fn past_cutoff(&self) -> bool {
+        MonoNanos::now().as_nanos() > self.start_ns + self.schedule.end_ns() + LATE_CUTOFF_NS
+    }
+}
+
 /// The lossless check over every publisher and consumer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Reconciliation {
+    /// Slots of the schedule not sent: the publisher was still held back by a full
+    /// window one second after the schedule ended.
+    pub unsent: u64,
     pub sent: u64,
     pub acked: u64,
     pub nacked: u64,
@@ -456,6 +474,7 @@ fn reconcile(pubs: &[PubResult], cons: &[ConsResult], delivery_checked: bool) ->
     }
     for (p, pr) in pubs.iter().enumerate() {
         r.sent += pr.sent;
+        r.unsent += pr.planned.saturating_sub(pr.sent);
         for (n, state) in pr.state.iter().enumerate() {
             let (mut plain, mut flagged) = (0u64, 0u64);
             for c in cons {

@@ -55,6 +55,7 @@ fn assert_reconciles(doc: &serde_json::Value, output: &str) {
     for c in [
         "nacked",
         "unresolved",
+        "unsent",
         "acked_lost",
         "unflagged_duplicates",
         "unknown",

@@ -252,7 +252,7 @@ async fn publish(
         }
     };
     for slot in plan.slots_of(p) {
-        if shared.stopped() {
+        if shared.stopped() || plan.past_cutoff() {
             break;
         }
         let due = plan.start_ns + slot.at_ns;
@@ -276,10 +276,14 @@ async fn publish(
                 std::thread::yield_now();
             }
         }
-        while inflight.len() >= window as usize {
-            if let Some(done) = inflight.next().await {
+        while inflight.len() >= window as usize && !plan.past_cutoff() {
+            let wait = Duration::from_millis(100);
+            if let Ok(Some(done)) = tokio::time::timeout(wait, inflight.next()).await {
                 on_done(&mut r, done);
             }
+        }
+        if plan.past_cutoff() {
+            break;
         }
         let size = plan.mix.size_at(slot.index);
         write_header(&mut payload[..size], p as u32, n, slot.at_ns);

@@ -279,7 +279,7 @@ fn publish(
         let mut lateness = tickwire_rt::latency::Latency::new();
         let (mut n, mut n_measured, mut last_send) = (0u64, 0u64, 0u64);
         for slot in plan.slots_of(p) {
-            if shared.stopped() || reader_done.load(Ordering::Acquire) {
+            if shared.stopped() || reader_done.load(Ordering::Acquire) || plan.past_cutoff() {
                 break;
             }
             // Wait for the slot: sleep while far, then yield (2 shared cores).
@@ -309,12 +309,15 @@ fn publish(
                     }
                     out.clear();
                 }
-                if reader_done.load(Ordering::Acquire) || shared.stopped() {
+                if reader_done.load(Ordering::Acquire) || shared.stopped() || plan.past_cutoff() {
                     break;
                 }
                 std::thread::yield_now();
             }
             if err.is_some() {
+                break;
+            }
+            if plan.past_cutoff() || shared.stopped() {
                 break;
             }
             let size = plan.mix.size_at(slot.index);
