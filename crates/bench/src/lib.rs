@@ -5,6 +5,8 @@
 //! - [`stats`]: latency histograms, summaries, correctness counters, the INVALID rule. Pure.
 //! - [`report`]: machine metadata, the terminal table, JSON, SVG plots.
 //! - [`pingpong`], [`stream`], [`fanout`], [`tick_to_trade`]: the bench drivers (IO).
+//! - [`guaranteed`]: guaranteed messaging (publish->ACK, publish->delivery, lossless
+//!   check) against tickwire or NATS JetStream.
 //! - [`md_replay`]: the market-data replay test and its measuring clients.
 //!
 //! - [`console`]: where a command's report and progress lines go.
@@ -17,6 +19,7 @@
 
 pub mod console;
 pub mod fanout;
+pub mod guaranteed;
 pub mod harness;
 pub mod md_replay;
 pub mod pingpong;

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use std::io::Write as _;
 
 use tickwire_bench::console::Console;
-use tickwire_bench::{fanout, pingpong, stream};
+use tickwire_bench::{fanout, guaranteed, pingpong, stream};
 
 const BENCH_HELP: &str = "\
 The industry's latency tests, open loop, HDR histograms, raw-socket baseline in the
@@ -15,6 +15,9 @@ same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md)
   pingpong   socket ping-pong half round trip vs message size: raw TCP, raw UDP, tickwire
   fanout     router fan-out under bursty mixed-size load (published patterns 1 and 2, mdd);
              --target nats://HOST:PORT runs the identical workload against NATS
+  guaranteed guaranteed messaging: open-loop publishes acknowledged once durable, one
+             queue, acknowledging consumers; publish->ACK and publish->delivery latency,
+             lossless check, durability policy; --target nats runs it against JetStream
   stream     rate sweep: achieved rate and latency per target rate
   md-latency market-data measuring clients: per-hop latency of feed-handler updates
   md-replay  market-data replay test in one command: generate, replay 1x and 4x through
@@ -26,6 +29,7 @@ Every command prints a table; --json FILE and --plot FILE.svg write full results
 Examples:
   tickwire bench pingpong                               # latency vs size, 3 transports
   tickwire bench fanout --duration 30s --json fan.json  # fan-out, results as JSON
+  tickwire bench guaranteed --rate 135k --sync fsync      # guaranteed, fsync before ACK
   tickwire bench tick-to-trade --compare builtin,raw    # FIX engine vs raw floor";
 
 #[derive(Args)]
@@ -41,6 +45,8 @@ enum BenchCmd {
     Pingpong(pingpong::PingpongArgs),
     /// Router fan-out under bursty, mixed-size, open-loop load (family A).
     Fanout(fanout::FanoutArgs),
+    /// Guaranteed messaging: publish->ACK and publish->delivery latency, lossless check (family E).
+    Guaranteed(guaranteed::GuaranteedArgs),
     /// Rate sweep: achieved rate and latency per target rate (family B).
     Stream(stream::StreamArgs),
     /// Market-data measuring clients: per-hop latency of feed-handler updates (family C).
@@ -59,6 +65,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         BenchCmd::Pingpong(a) => with_console(|c| pingpong::run(&a, &me, c)),
         BenchCmd::Fanout(a) => with_console(|c| fanout::run(&a, &me, c)),
+        BenchCmd::Guaranteed(a) => with_console(|c| guaranteed::run(&a, &me, c)),
         BenchCmd::Stream(a) => with_console(|c| stream::run(&a, &me, c)),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The mixed claim of issue 13: direct pattern-1 traffic alone, then again while
+# `bench guaranteed` sends guaranteed messages to the same router; direct p99 with and
+# without, per pair, and the ratio (the bar is <= 1.2x).
+#
+#   scripts/bench-guaranteed-mixed.sh [RUNS] [SCALE] [GM_RATE] [SYNC]
+#   (defaults: 3 pairs, pattern1 --scale 0.2, 135k guaranteed msg/s, fsync)
+#
+# Layout (2 cores): the router alone on CPU 0 (idle block), both measuring processes
+# on CPU 1. Needs a release build: cargo build --release -p tickwire.
+set -euo pipefail
+RUNS=${1:-3}
+SCALE=${2:-0.2}
+GM_RATE=${3:-135k}
+SYNC=${4:-fsync}
+BIN=${TICKWIRE:-target/release/tickwire}
+OUT=${OUT:-target/bench-guaranteed-mixed}
+mkdir -p "$OUT"
+DATA=$(mktemp -d "${TMPDIR:-/tmp}/tickwire-mixed-XXXXXX")
+taskset -c 0 "$BIN" router --listen 127.0.0.1:0 --idle block --data-dir "$DATA" --sync "$SYNC" \
+  >"$OUT/router.out" 2>"$OUT/router.err" &
+ROUTER=$!
+cleanup() { kill "$ROUTER" 2>/dev/null || true; wait "$ROUTER" 2>/dev/null || true; rm -rf "$DATA"; }
+trap cleanup EXIT
+for _ in $(seq 100); do grep -q 'listening on' "$OUT/router.out" 2>/dev/null && break; sleep 0.1; done
+ADDR=$(sed -n 's/.*listening on //p' "$OUT/router.out" | head -1)
+echo "router pid $ROUTER at $ADDR (CPU 0, idle block, --sync $SYNC, data $DATA)"
+
+FANOUT=(bench fanout --preset pattern1 --scale "$SCALE" --duration 6 --warmup 2 --pin 1,0 --router "$ADDR")
+# The guaranteed run covers the whole fan-out run (8 s) with a second to spare each side.
+GM=(bench guaranteed --router "$ADDR" --rate "$GM_RATE" --warmup 1s --duration 10s)
+
+p99() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['latency']['p99_us'])" "$1"; }
+for r in $(seq "$RUNS"); do
+  "$BIN" "${FANOUT[@]}" --json "$OUT/alone-$r.json" >"$OUT/alone-$r.txt" 2>&1 || echo "alone run $r: exit $?"
+  taskset -c 1 "$BIN" "${GM[@]}" --json "$OUT/gm-$r.json" >"$OUT/gm-$r.txt" 2>&1 &
+  GMPID=$!
+  sleep 1.5
+  "$BIN" "${FANOUT[@]}" --json "$OUT/mixed-$r.json" >"$OUT/mixed-$r.txt" 2>&1 || echo "mixed run $r: exit $?"
+  wait "$GMPID" || echo "guaranteed run $r: exit $?"
+  A=$(p99 "$OUT/alone-$r.json"); M=$(p99 "$OUT/mixed-$r.json")
+  G=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['reconciliation']; print(f\"gm published {d['achieved_publish_rate']:.0f} acked {d['acked_rate']:.0f} msg/s ack p99 {d['ack_latency']['p99_us']:.0f} us lossless {r['lossless']}\")" "$OUT/gm-$r.json")
+  python3 -c "import sys; a,m=float(sys.argv[1]),float(sys.argv[2]); print(f'run {sys.argv[3]}: direct p99 alone {a:.1f} us, with guaranteed {m:.1f} us: {m/a:.2f}x')" "$A" "$M" "$r"
+  echo "       $G"
+done
+echo "files: $OUT"
