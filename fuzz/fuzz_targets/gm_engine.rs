@@ -14,17 +14,20 @@
 //! Checks, after every operation:
 //! - nothing panics;
 //! - everything the router writes to a client is a sequence of well-formed frames;
+//! - every DELIVER names a message whose record the spool reported durable and not
+//!   failed ("only durable messages are delivered"), and no message id is spooled twice;
 //! - what a client has queued stays bounded (`EGRESS_BOUND`);
 //! - after `handle_timeout`, `poll_timeout` is never in the past;
 //! - `live()` equals the number of clients accepted and not removed.
 #![no_main]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_router::core::{Core, Input, Phase};
+use tickwire_router::gm::record::{self, Record};
 use tickwire_router::gm::{Log, LogError, Progress, SpoolPort};
 use tickwire_router::index::Slot;
 use tickwire_router::{Config, SlowConsumerPolicy};
@@ -62,16 +65,23 @@ struct MemSpool {
     reported: u64,
     progress: VecDeque<Progress>,
     busy: bool,
+    /// Every message record ever appended: message id → (record number, failed). Kept
+    /// across reclaim and restarts, to check that only durable messages are delivered.
+    msgs: HashMap<u64, (u64, bool)>,
+    /// The highest `Progress::Durable` reported.
+    durable: u64,
 }
 
 impl MemSpool {
-    fn new(records: Vec<(u64, Vec<u8>, bool)>) -> MemSpool {
+    fn new(records: Vec<(u64, Vec<u8>, bool)>, msgs: HashMap<u64, (u64, bool)>) -> MemSpool {
         let last = records.last().map_or(0, |r| r.0);
         MemSpool {
             records,
             next: last + 1,
             flushed: last,
             reported: last,
+            durable: last,
+            msgs,
             ..MemSpool::default()
         }
     }
@@ -89,6 +99,11 @@ impl MemSpool {
                     r.2 = true;
                 }
             }
+            for m in self.msgs.values_mut() {
+                if (first..=to).contains(&m.0) {
+                    m.1 = true;
+                }
+            }
             self.progress.push_back(Progress::Failed {
                 first,
                 last: to,
@@ -96,6 +111,7 @@ impl MemSpool {
             });
         } else {
             self.progress.push_back(Progress::Durable(to));
+            self.durable = to;
         }
         self.reported = to;
     }
@@ -132,6 +148,10 @@ impl Log for Shared {
             let n = s.next;
             s.next += 1;
             s.records.push((n, record.to_vec(), false));
+            if let Ok(Record::Message { id, .. }) = record::decode(record) {
+                let old = s.msgs.insert(id, (n, false));
+                assert!(old.is_none(), "message id {id} appended twice");
+            }
             Ok(n)
         })
     }
@@ -177,7 +197,12 @@ struct World {
     scratch: Vec<u8>,
 }
 
-fn new_core(cfg: &Config, now: MonoNanos, records: Vec<(u64, Vec<u8>, bool)>) -> (Core, Shared) {
+fn new_core(
+    cfg: &Config,
+    now: MonoNanos,
+    records: Vec<(u64, Vec<u8>, bool)>,
+    msgs: HashMap<u64, (u64, bool)>,
+) -> (Core, Shared) {
     let mut core = Core::new(cfg.clone(), now, UtcNanos(1_700_000_000_000_000_000));
     // Recovery, as `spool_port::open` does it: definitions first, then every record.
     let engine = core.gm_mut();
@@ -189,7 +214,7 @@ fn new_core(cfg: &Config, now: MonoNanos, records: Vec<(u64, Vec<u8>, bool)>) ->
     }
     engine.finish_recovery();
     engine.recovery_errors.clear();
-    let spool = Shared(Arc::new(Mutex::new(MemSpool::new(records))));
+    let spool = Shared(Arc::new(Mutex::new(MemSpool::new(records, msgs))));
     core.attach_spool(Box::new(spool.clone()));
     (core, spool)
 }
@@ -217,10 +242,7 @@ impl World {
             Input::Closing => {
                 c.closing = true;
                 c.rbuf.clear();
-                assert!(matches!(
-                    self.core.phase(c.id),
-                    Some(Phase::Closing) | None
-                ));
+                assert!(matches!(self.core.phase(c.id), Some(Phase::Closing) | None));
             }
         }
     }
@@ -238,6 +260,7 @@ impl World {
         let Some(c) = self.conns.get_mut(k) else {
             return;
         };
+        let spool = self.spool.clone();
         let egress = self.core.egress(c.id);
         let n = n.min(egress.len());
         c.rx.extend_from_slice(&egress[..n]);
@@ -247,6 +270,17 @@ impl World {
                 Ok(Some((f, used))) => {
                     match f {
                         Frame::Deliver(d) => {
+                            // Only durable messages are delivered (docs/guaranteed.md 3.5).
+                            spool.with(|s| match s.msgs.get(&d.msg_id) {
+                                Some(&(lsn, failed)) => assert!(
+                                    !failed && lsn <= s.durable,
+                                    "message {} delivered but its record {lsn} is {} (durable through {})",
+                                    d.msg_id,
+                                    if failed { "failed" } else { "not durable" },
+                                    s.durable
+                                ),
+                                None => panic!("message {} delivered but never spooled", d.msg_id),
+                            });
                             if c.delivered.len() >= 64 {
                                 c.delivered.remove(0);
                             }
@@ -392,7 +426,9 @@ impl World {
                     def["max_message_size"] = raw.into();
                 }
                 let json = def.to_string();
-                self.send(k, |o| wgm::encode_queue_request(o, u32::from(c), QueueOp::Create, &json));
+                self.send(k, |o| {
+                    wgm::encode_queue_request(o, u32::from(c), QueueOp::Create, &json)
+                });
             }
             // Other queue requests.
             5 => {
@@ -504,8 +540,18 @@ impl World {
             // Restart: a new core recovered from what was durable; every client is gone.
             _ => {
                 self.core.flush_spool();
-                let records = self.spool.with(|s| s.durable());
-                let (core, spool) = new_core(&self.cfg, self.now, records);
+                let (records, msgs) = self.spool.with(|s| {
+                    // What was not durable is lost in the crash.
+                    let durable = s.durable;
+                    let msgs = s
+                        .msgs
+                        .iter()
+                        .filter(|(_, &(lsn, failed))| !failed && lsn <= durable)
+                        .map(|(&id, &m)| (id, m))
+                        .collect();
+                    (s.durable(), msgs)
+                });
+                let (core, spool) = new_core(&self.cfg, self.now, records, msgs);
                 self.core = core;
                 self.spool = spool;
                 self.conns.clear();
@@ -536,7 +582,7 @@ fuzz_target!(|data: &[u8]| {
         ..Config::default()
     };
     let now = MonoNanos(1_000_000_000);
-    let (core, spool) = new_core(&cfg, now, Vec::new());
+    let (core, spool) = new_core(&cfg, now, Vec::new(), HashMap::new());
     let mut w = World {
         cfg,
         core,
