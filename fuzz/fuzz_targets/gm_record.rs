@@ -15,7 +15,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut once = Vec::new();
     encode(&mut once, &r);
-    let again = decode(&once).unwrap_or_else(|e| panic!("{r:?} re-encodes to bytes that do not decode: {e}"));
+    let again = decode(&once)
+        .unwrap_or_else(|e| panic!("{r:?} re-encodes to bytes that do not decode: {e}"));
     assert_eq!(again, r, "the round trip changed the record");
     let mut twice = Vec::new();
     encode(&mut twice, &again);
