@@ -1,19 +1,17 @@
 //! Guaranteed publishing allocates nothing per message after warm-up: publish into the
 //! window (waiting for room when it is full), flush, read the ACKs with `poll_events`.
-//! The router is a fake in another thread that acknowledges whatever it read; only the
-//! test thread is counted. Its own test binary, so the counting allocator is this
-//! file's alone.
+//! The router is the real one (`tickwire_router::Router` in a thread of this process,
+//! on 127.0.0.1, spooling to a fresh data directory, window 64); only the test thread
+//! is counted. Its own test binary, so the counting allocator is this file's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
-use tickwire_client::{Client, ClientOptions, Event, Wait};
-use tickwire_wire::frame::{self, decode, Frame, DEFAULT_MAX_FRAME};
-use tickwire_wire::gm;
+use tickwire_client::{Client, ClientOptions, Event, QueueOp, Wait};
+use tickwire_router::{Config, IdleStrategy, Router};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -22,65 +20,37 @@ const BATCH: u64 = 100;
 const WARMUP_BATCHES: u64 = 20;
 const MEASURED_BATCHES: u64 = 100;
 
-/// Accepts one client, opens it with a window of 64 and acknowledges every guaranteed
-/// publish, one PUB_ACK per read. Returns how many it acknowledged.
-fn fake_router(l: TcpListener) -> u64 {
-    let (mut s, _) = l.accept().unwrap();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut out = Vec::new();
-    let mut tmp = vec![0u8; 64 << 10];
-    let mut acked = 0;
-    loop {
-        let n = s.read(&mut tmp).unwrap_or(0);
-        if n == 0 {
-            return acked;
-        }
-        buf.extend_from_slice(&tmp[..n]);
-        let mut used = 0;
-        let mut range: Option<(u64, u64)> = None;
-        while let Ok(Some((f, len))) = decode(&buf[used..], DEFAULT_MAX_FRAME) {
-            match f {
-                Frame::Hello { .. } => {
-                    frame::encode_welcome(&mut out, 1, DEFAULT_MAX_FRAME, "fake")
-                }
-                Frame::PubOpen { request_id, .. } => {
-                    gm::encode_pub_opened(&mut out, request_id, 64, 0)
-                }
-                Frame::Publish(p) => {
-                    let seq = p.seq.unwrap();
-                    range = Some(range.map_or((seq, seq), |(a, _)| (a, seq)));
-                }
-                Frame::Close { .. } => {
-                    frame::encode_close(&mut out, frame::ErrorCode::NORMAL, "bye")
-                }
-                _ => {}
-            }
-            used += len;
-        }
-        buf.drain(..used);
-        if let Some((a, b)) = range {
-            gm::encode_pub_ack(&mut out, a, b);
-            acked += b - a + 1;
-        }
-        if !out.is_empty() {
-            s.write_all(&out).unwrap();
-            out.clear();
-        }
-    }
-}
-
 #[test]
 fn guaranteed_publishing_allocates_nothing_per_message() {
     assert_counting();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let router = thread::spawn(move || fake_router(l));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("alloc-guaranteed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        idle: IdleStrategy::Block,
+        data_dir: Some(dir.clone()),
+        // What is measured is the client; spare the shared disk 200 fsyncs.
+        sync: "page-cache".into(),
+        publish_window: 64,
+        ..Config::default()
+    };
+    let router = Router::bind(cfg).expect("router binds");
+    let addr = router.local_addr();
+    let handle = router.handle();
+    let router_thread = thread::spawn(move || router.run());
     let opts = ClientOptions {
         request_timeout: Duration::from_secs(10),
         ..ClientOptions::default()
     };
     let mut c = Client::connect_with(addr, opts).unwrap();
-    c.open_publisher("alloc-test", 0).unwrap();
+    c.queue_request(
+        QueueOp::Create,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    )
+    .unwrap();
+    let opened = c.open_publisher("alloc-test", 0).unwrap();
+    assert_eq!(opened.window, 64);
     let payload = [7u8; 64];
 
     let batch = |c: &mut Client| -> u64 {
@@ -117,6 +87,17 @@ fn guaranteed_publishing_allocates_nothing_per_message() {
         BATCH * (WARMUP_BATCHES + MEASURED_BATCHES)
     );
     assert_eq!(counts.acked, counts.published);
+    // The router stored every one, once.
+    let json = c.queue_request(QueueOp::Show, "orders").unwrap();
+    assert!(
+        json.contains(&format!("\"depth\":{},", counts.published)),
+        "{json}"
+    );
     c.close().unwrap();
-    assert_eq!(router.join().unwrap(), counts.published);
+    handle.shutdown();
+    router_thread
+        .join()
+        .expect("router thread")
+        .expect("router ran");
+    let _ = std::fs::remove_dir_all(&dir);
 }
