@@ -132,3 +132,77 @@ fn a_vanished_clients_subscriptions_do_not_pass_to_the_next_client_in_its_slot()
     );
     assert_eq!(core.totals().unrouted, 3);
 }
+
+/// A core whose subscriber `s` (to `x/>`) has `k` unread MESSAGE frames queued, the
+/// publisher `p` and the egress limit `limit` (discard policy).
+fn with_backlog(limit: usize, k: usize) -> (Core, Slot) {
+    let cfg = Config {
+        egress_limit: limit,
+        slow_consumer: tickwire_router::SlowConsumerPolicy::Discard,
+        ..Config::default()
+    };
+    let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
+    let p = open(&mut core, "p");
+    let s = open(&mut core, "s");
+    subscribe(&mut core, s, "x/>");
+    publish(&mut core, p, "x/1", k);
+    (core, s)
+}
+
+fn ping(core: &mut Core, id: Slot) {
+    let mut b = Vec::new();
+    frame::encode_ping(&mut b, 77);
+    feed(core, id, &b);
+}
+
+#[test]
+fn a_control_frame_filling_the_egress_exactly_to_its_limit_discards_nothing() {
+    // Sizes as the core queues them: one MESSAGE to the subscriber, one PONG.
+    let (mut core, s) = with_backlog(1 << 20, 1);
+    let message = core.egress(s).len();
+    drain(&mut core, s);
+    ping(&mut core, s);
+    let pong = core.egress(s).len();
+    assert!(message > 0 && pong > 0);
+
+    // Exactly at the limit after the PONG: nothing is discarded, nobody is cut.
+    let k = 10;
+    let limit = k * message + pong;
+    let (mut core, s) = with_backlog(limit, k);
+    assert_eq!(core.egress(s).len(), k * message);
+    ping(&mut core, s);
+    assert_eq!(core.egress(s).len(), limit);
+    assert_eq!(drain(&mut core, s).len(), k);
+    assert_eq!(core.totals().discards, 0);
+
+    // One byte less of limit: the oldest messages make room.
+    let (mut core, s) = with_backlog(limit - 1, k);
+    ping(&mut core, s);
+    let got = drain(&mut core, s).len() as u64;
+    assert!(core.totals().discards > 0);
+    assert_eq!(got + core.totals().discards, k as u64);
+    assert!(core.phase(s).is_some(), "discarded, not disconnected");
+}
+
+#[test]
+fn a_client_gone_by_eof_is_not_reported_closing_and_the_one_closing_still_is() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let leaving = open(&mut core, "leaving");
+    let gone = open(&mut core, "gone");
+    // `leaving` says goodbye: the router answers CLOSE and starts closing it.
+    let mut b = Vec::new();
+    frame::encode_close(&mut b, frame::ErrorCode::NORMAL, "bye");
+    assert_eq!(
+        core.handle_input(leaving, MonoNanos(T0), &b, b.len()),
+        Input::Closing
+    );
+    // `gone`'s socket reaches EOF before the driver polled: it is forgotten at once.
+    core.handle_closed(gone, "connection closed by the client");
+    let mut closing = Vec::new();
+    core.poll_closing(&mut closing);
+    assert_eq!(
+        closing,
+        [leaving],
+        "the driver must close `leaving` and must not close `gone`'s slot (reusable now)"
+    );
+}
