@@ -85,13 +85,13 @@ impl Bench {
             reported: 0,
         }));
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-        let mut feed = |core: &mut Core, id: Slot, b: &[u8]| {
+        let feed = |core: &mut Core, id: Slot, b: &[u8]| {
             assert_eq!(
                 core.handle_input(id, MonoNanos(1), b, b.len()),
                 Input::Consumed(b.len())
             );
         };
-        let mut hello = |core: &mut Core, name: &str| {
+        let hello = |core: &mut Core, name: &str| {
             let id = core
                 .handle_accept(addr, MonoNanos(1), UtcNanos(1))
                 .map_err(|_| "refused")
