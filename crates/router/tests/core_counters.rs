@@ -206,3 +206,46 @@ fn a_client_gone_by_eof_is_not_reported_closing_and_the_one_closing_still_is() {
         "the driver must close `leaving` and must not close `gone`'s slot (reusable now)"
     );
 }
+
+#[test]
+fn a_stats_reply_read_to_its_end_lets_the_next_request_through_while_messages_wait() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let p = open(&mut core, "p");
+    let s = open(&mut core, "s");
+    subscribe(&mut core, s, "x/>");
+    let mut req = Vec::new();
+    frame::encode_stats_request(&mut req, 1);
+    feed(&mut core, s, &req);
+    let reply = core.egress(s).len();
+    assert!(reply > 0);
+    // Unread, the reply makes a second request BUSY.
+    let mut again = Vec::new();
+    frame::encode_stats_request(&mut again, 2);
+    feed(&mut core, s, &again);
+    let busy = core.egress(s)[reply..].to_vec();
+    assert!(matches!(
+        frame::decode(&busy, u32::MAX),
+        Ok(Some((Frame::Error { request_id: 2, .. }, _)))
+    ));
+    core.handle_written(s, reply + busy.len());
+    // Messages queue behind a new reply; the client reads exactly the reply.
+    feed(&mut core, s, &again);
+    let reply = core.egress(s).len();
+    publish(&mut core, p, "x/1", 3);
+    core.handle_written(s, reply);
+    // The reply was read to its end: the next request is answered, not BUSY.
+    let mut third = Vec::new();
+    frame::encode_stats_request(&mut third, 3);
+    feed(&mut core, s, &third);
+    let mut rest = core.egress(s);
+    let mut kinds = Vec::new();
+    while let Some((f, n)) = frame::decode(rest, u32::MAX).expect("well-formed egress") {
+        kinds.push(match f {
+            Frame::Message(_) => "message".to_owned(),
+            Frame::StatsReply { request_id, .. } => format!("stats {request_id}"),
+            other => format!("{other:?}"),
+        });
+        rest = &rest[n..];
+    }
+    assert_eq!(kinds, ["message", "message", "message", "stats 3"]);
+}
