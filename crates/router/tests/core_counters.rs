@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use tickwire_router::core::{Core, Input};
+use tickwire_router::core::{Core, Input, Phase};
 use tickwire_router::index::Slot;
 use tickwire_router::Config;
 use tickwire_rt::{MonoNanos, UtcNanos};
@@ -198,6 +198,12 @@ fn a_client_gone_by_eof_is_not_reported_closing_and_the_one_closing_still_is() {
     );
     // `gone`'s socket reaches EOF before the driver polled: it is forgotten at once.
     core.handle_closed(gone, "connection closed by the client");
+    // The answer to CLOSE is CLOSE(NORMAL), not an ERROR.
+    let answer = core.egress(leaving).to_vec();
+    assert!(matches!(
+        frame::decode(&answer, u32::MAX),
+        Ok(Some((Frame::Close { code: frame::ErrorCode::NORMAL, .. }, n))) if n == answer.len()
+    ));
     let mut closing = Vec::new();
     core.poll_closing(&mut closing);
     assert_eq!(
@@ -248,4 +254,50 @@ fn a_stats_reply_read_to_its_end_lets_the_next_request_through_while_messages_wa
         rest = &rest[n..];
     }
     assert_eq!(kinds, ["message", "message", "message", "stats 3"]);
+}
+
+#[test]
+fn total_bytes_out_is_the_sum_of_the_bytes_written() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let p = open(&mut core, "p");
+    let s = open(&mut core, "s");
+    subscribe(&mut core, s, "x/>");
+    let before = core.totals().bytes_out;
+    assert!(before > 0, "WELCOME and ACK were written");
+    publish(&mut core, p, "x/1", 4);
+    let queued = core.egress(s).len();
+    core.handle_written(s, 10);
+    core.handle_written(s, queued - 10);
+    assert_eq!(core.totals().bytes_out, before + queued as u64);
+}
+
+#[test]
+fn the_next_timeout_is_the_earliest_handshake_deadline_whatever_the_slot_order() {
+    let hs = Config::default().handshake_timeout_ms * 1_000_000;
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let first = core
+        .handle_accept(addr(), MonoNanos(T0), UtcNanos(0))
+        .ok()
+        .expect("accepted");
+    let early = core
+        .handle_accept(addr(), MonoNanos(T0), UtcNanos(0))
+        .ok()
+        .expect("accepted");
+    // Slot 0 is freed and taken by a later connection: the lower slot now holds the
+    // later deadline.
+    core.handle_closed(first, "connection reset");
+    let late = core
+        .handle_accept(addr(), MonoNanos(T0 + 1_000_000_000), UtcNanos(0))
+        .ok()
+        .expect("accepted");
+    assert_eq!(
+        late, first,
+        "the slot is reused (the case this test is about)"
+    );
+    core.handle_timeout(MonoNanos(T0 + 1_000_000_000));
+    assert_eq!(core.poll_timeout(), Some(MonoNanos(T0 + hs)));
+    // At that deadline the early client is cut, the late one is not.
+    core.handle_timeout(MonoNanos(T0 + hs + 1));
+    assert_eq!(core.phase(early), Some(Phase::Closing));
+    assert_eq!(core.phase(late), Some(Phase::Handshake));
 }
