@@ -301,3 +301,42 @@ fn the_next_timeout_is_the_earliest_handshake_deadline_whatever_the_slot_order()
     assert_eq!(core.phase(early), Some(Phase::Closing));
     assert_eq!(core.phase(late), Some(Phase::Handshake));
 }
+
+#[test]
+fn a_guaranteed_publish_before_pub_open_closes_the_client_and_nothing_after_it_is_read() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let c = open(&mut core, "c");
+    let mut b = Vec::new();
+    let opts = frame::PublishOptions {
+        seq: Some(1),
+        publisher_send: None,
+    };
+    frame::encode_publish(&mut b, "orders/new", b"x", opts, 1 << 20).unwrap();
+    b[5] |= frame::flags::GUARANTEED;
+    // In the same read: a SUBSCRIBE that must not be processed.
+    frame::encode_subscribe(&mut b, 9, "orders/>");
+    assert_eq!(
+        core.handle_input(c, MonoNanos(T0), &b, b.len()),
+        Input::Closing
+    );
+    let out = core.egress(c).to_vec();
+    let mut rest = &out[..];
+    let mut frames = Vec::new();
+    while let Some((f, n)) = frame::decode(rest, u32::MAX).expect("well-formed egress") {
+        frames.push(format!("{f:?}"));
+        rest = &rest[n..];
+    }
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(matches!(
+        frame::decode(&out, u32::MAX),
+        Ok(Some((
+            Frame::Error {
+                code: frame::ErrorCode::NOT_OPEN,
+                fatal: true,
+                ..
+            },
+            _
+        )))
+    ));
+    assert_eq!(core.phase(c), Some(Phase::Closing));
+}
