@@ -8,7 +8,7 @@
 mod session_harness;
 
 use session_harness::*;
-use tickwire_fix::session::{Output, Role};
+use tickwire_fix::session::{Output, Role, SessionConfig};
 use tickwire_fix::store::MessageStore;
 use tickwire_rt::UtcNanos;
 
@@ -333,4 +333,20 @@ fn logon_extra_fields_such_as_username_and_password_are_written_in_tag_order() {
     let mut bad = Harness::config("FIX.4.4", Role::Initiator);
     bad.logon_fields = vec![(108, "5".to_owned())];
     assert!(bad.check().is_err());
+}
+
+#[test]
+fn logon_initiator_with_reset_on_logout_or_on_disconnect_at_seq_1_sends_141() {
+    // QuickFIX shouldSendReset(): any of ResetOnLogon/Logout/Disconnect, both
+    // sequence numbers at 1, FIX.4.1 or later.
+    let only_logout: fn(&mut SessionConfig) = |c| c.reset_on_logout = true;
+    let only_disconnect: fn(&mut SessionConfig) = |c| c.reset_on_disconnect = true;
+    for change in [only_logout, only_disconnect] {
+        let mut h = Harness::with("FIX.4.4", Role::Initiator, change);
+        let out = h.connect();
+        assert_eq!(
+            sends(&out),
+            vec![format!("35=A|{}98=0|108=30|141=Y|", h.hdr(1))]
+        );
+    }
 }

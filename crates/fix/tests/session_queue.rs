@@ -6,6 +6,7 @@
 
 mod session_harness;
 
+use chrono::Weekday;
 use session_harness::*;
 use tickwire_fix::session::{Role, Schedule, SendError, Zone};
 use tickwire_rt::UtcNanos;
@@ -186,4 +187,36 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn schedule_week_wrapping_window_starts_at_its_last_start_day() {
+    // Saturday 00:00 to Friday 12:00 UTC: the window wraps the end of the week.
+    // T0 (Friday 2026-11-20 08:00) is in the period that began Saturday 2026-11-14.
+    let s = Schedule::weekly(Weekday::Sat, hms("00:00:00"), Weekday::Fri, hms("12:00:00"));
+    let saturday = chrono::NaiveDate::from_ymd_opt(2026, 11, 14)
+        .unwrap()
+        .and_time(hms("00:00:00"));
+    assert_eq!(s.period_start(T0), Some(saturday));
+    let saturday_10h = T0 - 6 * 24 * 3600 * NANOS + 2 * 3600 * NANOS;
+    assert_eq!(s.period_start(saturday_10h), Some(saturday));
+    assert!(s.same_period(saturday_10h, T0));
+    // Friday 13:00 is outside; the next Saturday starts a new period.
+    assert!(!s.contains(T0 + 5 * 3600 * NANOS));
+    assert!(!s.same_period(T0, T0 + 16 * 3600 * NANOS));
+}
+
+#[test]
+fn a_scheduled_session_asks_for_the_clock_at_the_next_second() {
+    // With a schedule the session looks at the clock every second (to notice the
+    // window's end), so its deadline is the next whole second after the last call.
+    let mut cfg = Harness::config("FIX.4.4", Role::Acceptor);
+    cfg.schedule = Some(Schedule::daily(hms("07:00:00"), hms("09:00:00")));
+    let mut h = Harness::new(cfg);
+    h.tick_ms(1_500);
+    h.connect();
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 2 * NANOS)));
+    h.tick_ms(1_000);
+    assert_eq!(h.advance(0), vec![]);
+    assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 3 * NANOS)));
 }

@@ -96,3 +96,25 @@ fn case_2i_invalid_msg_type_is_rejected() {
     );
     assert_eq!(h.seqs(), (3, 3));
 }
+
+#[test]
+fn with_length_and_checksum_validation_off_a_bad_checksum_is_accepted() {
+    // QuickFIX ValidateLengthAndChecksum=N.
+    let dict = Dictionary::from_file(spec::spec_dir().join("FIX44.xml")).expect("FIX44.xml");
+    let mut h = Harness::acceptor("FIX.4.4");
+    let cfg = Harness::config("FIX.4.4", Role::Acceptor);
+    let options = ValidationOptions {
+        validate_length_and_checksum: false,
+        ..ValidationOptions::default()
+    };
+    h.s = Session::new(cfg, MemoryStore::new(T0))
+        .unwrap()
+        .with_validation(Validation::single(Arc::new(dict), options));
+    h.logon_as_acceptor();
+    let mut m = h.build("D", 2, ORDER);
+    // "10=NNN<SOH>": change the last digit of the checksum.
+    let at = m.len() - 2;
+    m[at] = if m[at] == b'0' { b'1' } else { b'0' };
+    assert_eq!(h.feed(&m), vec![Act::FromApp(pretty(&m))]);
+    assert_eq!(h.seqs(), (2, 3));
+}

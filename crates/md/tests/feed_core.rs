@@ -622,3 +622,99 @@ fn without_receive_time(mut s: Stream) -> Stream {
     }
     s
 }
+
+#[test]
+fn every_datagram_is_counted_as_a_packet_good_bad_or_foreign() {
+    let msgs = messages(3, 500, 11);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let mut f = FeedHandler::new(config(0)).unwrap();
+    let mut stream = Stream::new();
+    let mut other = pkts[0].clone();
+    other[..10].copy_from_slice(b"OTHER     ");
+    let extra: [&[u8]; 3] = [&pkts[0][..5], &other, &pkts[0]];
+    for p in pkts.iter().map(Vec::as_slice).chain(extra) {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let c = *f.counters();
+    assert_eq!(c.packets, pkts.len() as u64 + 3);
+    assert_eq!((c.truncated_packets, c.foreign_session), (1, 1));
+    assert_eq!(
+        c.duplicates,
+        u64::from(MoldHeader::decode(&pkts[0]).unwrap().count)
+    );
+}
+
+#[test]
+fn a_held_packet_overtaken_by_a_wider_retransmission_counts_its_messages_as_duplicates() {
+    let msgs = [
+        directory(1, "AAPL"),
+        add(1, 1, Side::Buy, 100),
+        add(1, 2, Side::Buy, 101),
+        add(1, 3, Side::Sell, 105),
+        add(1, 4, Side::Sell, 104),
+    ];
+    // Messages 3..=4 arrive first (held: 1..=2 are missing), then one packet with all
+    // five (a retransmission grouped differently) makes the held packet wholly behind.
+    let ahead = packetize(session(), 3, &msgs[2..4], 1400);
+    let all = packetize(session(), 1, &msgs, 1400);
+    assert_eq!((ahead.len(), all.len()), (1, 1));
+    let (clean, clean_stream) = lossless(&msgs, &all, 0);
+
+    let mut f = FeedHandler::new(config(0)).unwrap();
+    let mut stream = Stream::new();
+    deliver(&mut f, &mut stream, &ahead[0], None);
+    assert!(f.recovering());
+    assert!(stream.is_empty());
+    deliver(&mut f, &mut stream, &all[0], None);
+    let c = *f.counters();
+    assert_eq!(
+        c.duplicates, 2,
+        "the two held messages, applied once already"
+    );
+    assert_eq!(c.messages, 5);
+    assert_eq!(f.expected_sequence(), 6);
+    assert!(!f.recovering());
+    assert!(stream == clean_stream, "update streams differ");
+    assert_eq!(snapshot(&f, 1), snapshot(&clean, 1));
+}
+
+fn trade(locate: u16, shares: u32, price: u32, match_number: u64) -> Message {
+    Message::from(tickwire_itch::Trade {
+        header: Header {
+            stock_locate: locate,
+            tracking_number: 0,
+            timestamp: 3,
+        },
+        order_ref: 0,
+        side: Side::Buy,
+        shares,
+        stock: Symbol::new("MSFT").unwrap(),
+        price: Price(price),
+        match_number,
+    })
+}
+
+#[test]
+fn a_trade_for_a_symbol_without_a_directory_is_counted_unpublished() {
+    let mut b = PacketBuilder::new(session(), 1, 1400);
+    b.push_message(&directory(2, "MSFT")).unwrap();
+    b.push_message(&trade(7, 300, 1_234_500, 41)).unwrap();
+    b.push_message(&trade(2, 200, 2_000_100, 42)).unwrap();
+    b.push_message(&trade(7, 100, 1_234_600, 43)).unwrap();
+    let pkt = b.finish().to_vec();
+
+    let mut f = FeedHandler::new(config(0)).unwrap();
+    let mut stream = Stream::new();
+    deliver(&mut f, &mut stream, &pkt, None);
+    let c = *f.counters();
+    assert_eq!((c.messages, c.published, c.unpublished), (4, 1, 2));
+    assert_eq!(stream.len(), 1);
+    assert_eq!(stream[0].0, "md/NASDAQ/MSFT/trade");
+    let Ok(Update::Trade(h, t)) = update::decode(&stream[0].1) else {
+        panic!("not a trade");
+    };
+    assert_eq!(
+        (h.seq, t.price, t.shares, t.match_number, t.source),
+        (3, 2_000_100, 200, 42, b'P')
+    );
+}
