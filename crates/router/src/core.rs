@@ -494,8 +494,18 @@ impl Core {
                     self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
                     return false;
                 }
+                let guaranteed = m.flags & frame::flags::GUARANTEED != 0;
+                if guaranteed && !self.gm.is_publisher(id) {
+                    // Refused whole: not even the direct subscribers get it.
+                    self.fail(
+                        id,
+                        ErrorCode::NOT_OPEN,
+                        "guaranteed PUBLISH before PUB_OPEN on this connection",
+                    );
+                    return false;
+                }
                 self.route(id, now, m.topic, raw);
-                if m.flags & frame::flags::GUARANTEED != 0 {
+                if guaranteed {
                     let wall = self.wall(now);
                     let r = self
                         .gm

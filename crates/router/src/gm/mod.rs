@@ -597,6 +597,14 @@ impl Engine {
         self.emit(slot, |b| wgm::encode_pub_nack(b, seq, reason, text));
     }
 
+    /// Whether this connection opened a publisher identity (a guaranteed PUBLISH before
+    /// PUB_OPEN is refused before anything is routed).
+    pub fn is_publisher(&self, slot: Slot) -> bool {
+        self.conns
+            .get(&slot.0)
+            .is_some_and(|c| c.publisher.is_some())
+    }
+
     /// A guaranteed PUBLISH (`m.flags` has GUARANTEED). Direct subscribers were served
     /// by the caller already.
     pub fn handle_publish(
