@@ -14,10 +14,13 @@ SCALE=${2:-0.2}
 GM_RATE=${3:-135k}
 SYNC=${4:-fsync}
 BIN=${TICKWIRE:-target/release/tickwire}
+# SPOOL_CPU=1 pins the router's spool storage thread to CPU 1 (router --spool-cpu).
+SPOOL_ARGS=()
+[ -n "${SPOOL_CPU:-}" ] && SPOOL_ARGS=(--spool-cpu "$SPOOL_CPU")
 OUT=${OUT:-target/bench-guaranteed-mixed}
 mkdir -p "$OUT"
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/tickwire-mixed-XXXXXX")
-taskset -c 0 "$BIN" router --listen 127.0.0.1:0 --idle block --data-dir "$DATA" --sync "$SYNC" \
+taskset -c 0 "$BIN" router --listen 127.0.0.1:0 --idle block --data-dir "$DATA" --sync "$SYNC" "${SPOOL_ARGS[@]}" \
   >"$OUT/router.out" 2>"$OUT/router.err" &
 ROUTER=$!
 cleanup() { kill "$ROUTER" 2>/dev/null || true; wait "$ROUTER" 2>/dev/null || true; rm -rf "$DATA"; }

@@ -110,6 +110,10 @@ pub struct Config {
     pub retain_bytes: u64,
     /// ... and are younger than this many ms. Default 3600000 (1 hour).
     pub retain_ms: u64,
+    /// Pin the spool's storage thread to this CPU, away from the router thread's (its
+    /// writes and fdatasyncs are kernel work on whichever core it runs). Unset: not pinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool_cpu: Option<usize>,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             publish_window: 4096,
             retain_bytes: 64 << 20,
             retain_ms: 3_600_000,
+            spool_cpu: None,
         }
     }
 }

@@ -62,6 +62,7 @@ pub fn open(
     let mut scfg = SpoolConfig::new(dir.join("spool"));
     scfg.max_record = cfg.max_frame + 256;
     scfg.max_pending_bytes = 64 << 20;
+    scfg.cpu = cfg.spool_cpu;
     scfg.sync = match sync {
         SyncSetting::Fsync => SyncPolicy::Fsync,
         SyncSetting::Interval(d) => SyncPolicy::Interval(d),

@@ -160,9 +160,16 @@ pub(crate) fn start(
         last_sync: Instant::now(),
         dead: None,
     };
+    let cpu = config.cpu;
     let thread = std::thread::Builder::new()
         .name("tickwire-spool".into())
-        .spawn(move || storage.run())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                // A warning (tracing) when the CPU does not exist; the thread runs anyway.
+                tickwire_rt::pin::pin_current_thread(cpu);
+            }
+            storage.run()
+        })
         .map_err(|e| Error::Thread(e.to_string()))?;
     Ok(Appender {
         shared,

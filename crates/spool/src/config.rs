@@ -38,6 +38,9 @@ pub struct Config {
     pub max_pending_bytes: usize,
     /// When records count as durable. Default `Fsync`.
     pub sync: SyncPolicy,
+    /// Pin the storage thread to this CPU (its writes and fdatasyncs then leave the
+    /// caller's core alone). Default: not pinned.
+    pub cpu: Option<usize>,
 }
 
 impl Config {
@@ -49,6 +52,7 @@ impl Config {
             max_record: 1 << 20,
             max_pending_bytes: 16 << 20,
             sync: SyncPolicy::Fsync,
+            cpu: None,
         }
     }
 

@@ -114,6 +114,10 @@ pub struct RouterArgs {
     /// [default: fsync].
     #[arg(long, value_name = "POLICY")]
     sync: Option<String>,
+    /// Pin the spool's storage thread to this CPU, away from the router's (e.g. the
+    /// router under `taskset -c 0`, the spool on 1) [default: not pinned].
+    #[arg(long, value_name = "CPU")]
+    spool_cpu: Option<usize>,
     /// Most unacknowledged guaranteed publishes per publisher [default: 4096].
     #[arg(long, value_name = "N")]
     publish_window: Option<u32>,
@@ -166,6 +170,9 @@ impl RouterArgs {
         );
         if let Some(d) = &self.data_dir {
             cfg.data_dir = Some(d.clone());
+        }
+        if let Some(c) = self.spool_cpu {
+            cfg.spool_cpu = Some(c);
         }
         if self.no_guaranteed {
             cfg.data_dir = None;
