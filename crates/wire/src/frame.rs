@@ -780,73 +780,20 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
             let binding = r.u32()?;
             let delivery_count = r.u32()?;
             let msg_id = r.u64()?;
-            let seq = if fl & flags::SEQ != 0 {
-                Some(r.u64()?)
-            } else {
-                None
-            };
-            let stamps = if fl & flags::STAMPS != 0 {
-                Some(Stamps {
-                    publisher_send: r.u64()?,
-                    router_in: r.u64()?,
-                    router_out: r.u64()?,
-                })
-            } else {
-                None
-            };
-            let topic_len = aux as usize;
-            if topic_len == 0 {
-                return Err(r.malformed("empty topic"));
-            }
-            let Some(topic) = r.rest.get(..topic_len) else {
-                return Err(r.malformed("topic length exceeds frame"));
-            };
+            let m = r.message(fl, aux)?;
             Frame::Deliver(crate::gm::Delivery {
                 binding,
                 msg_id,
                 delivery_count,
                 redelivered: fl & flags::REDELIVERED != 0,
-                seq,
-                stamps,
-                topic,
-                payload: &r.rest[topic_len..],
+                seq: m.seq,
+                stamps: m.stamps,
+                topic: m.topic,
+                payload: m.payload,
             })
         }
         Kind::Publish | Kind::Message => {
-            let seq = if fl & flags::SEQ != 0 {
-                Some(r.u64()?)
-            } else {
-                None
-            };
-            let discarded = if fl & flags::DISCARDS != 0 {
-                r.u64()?
-            } else {
-                0
-            };
-            let stamps = if fl & flags::STAMPS != 0 {
-                Some(Stamps {
-                    publisher_send: r.u64()?,
-                    router_in: r.u64()?,
-                    router_out: r.u64()?,
-                })
-            } else {
-                None
-            };
-            let topic_len = aux as usize;
-            if topic_len == 0 {
-                return Err(r.malformed("empty topic"));
-            }
-            let Some(topic) = r.rest.get(..topic_len) else {
-                return Err(r.malformed("topic length exceeds frame"));
-            };
-            let msg = Msg {
-                flags: fl,
-                seq,
-                discarded,
-                stamps,
-                topic,
-                payload: &r.rest[topic_len..],
-            };
+            let msg = r.message(fl, aux)?;
             if kind == Kind::Publish {
                 Frame::Publish(msg)
             } else {
@@ -878,6 +825,45 @@ impl<'a> Reader<'a> {
             None => Err(self.malformed("body shorter than its fixed fields")),
         }
     }
+    /// The optional fields (in flag order: SEQ, DISCARDS, STAMPS), then the topic of
+    /// `aux` bytes, then the payload to the end: the tail of PUBLISH, MESSAGE and DELIVER.
+    fn message(&mut self, fl: u8, aux: u16) -> Result<Msg<'a>, FrameError> {
+        let seq = if fl & flags::SEQ != 0 {
+            Some(self.u64()?)
+        } else {
+            None
+        };
+        let discarded = if fl & flags::DISCARDS != 0 {
+            self.u64()?
+        } else {
+            0
+        };
+        let stamps = if fl & flags::STAMPS != 0 {
+            Some(Stamps {
+                publisher_send: self.u64()?,
+                router_in: self.u64()?,
+                router_out: self.u64()?,
+            })
+        } else {
+            None
+        };
+        let topic_len = aux as usize;
+        if topic_len == 0 {
+            return Err(self.malformed("empty topic"));
+        }
+        let Some(topic) = self.rest.get(..topic_len) else {
+            return Err(self.malformed("topic length exceeds frame"));
+        };
+        Ok(Msg {
+            flags: fl,
+            seq,
+            discarded,
+            stamps,
+            topic,
+            payload: &self.rest[topic_len..],
+        })
+    }
+
     fn u16(&mut self) -> Result<u16, FrameError> {
         self.take::<2>().map(u16::from_le_bytes)
     }
