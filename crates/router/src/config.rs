@@ -110,6 +110,10 @@ pub struct Config {
     pub retain_bytes: u64,
     /// ... and are younger than this many ms. Default 3600000 (1 hour).
     pub retain_ms: u64,
+    /// Most bytes of guaranteed messages held in memory over every queue and the replay
+    /// retention; beyond it a guaranteed publish is NACKed `queue-full`. Default
+    /// 1073741824 (1 GiB).
+    pub max_stored_bytes: u64,
     /// Pin the spool's storage thread to this CPU, away from the router thread's (its
     /// writes and fdatasyncs are kernel work on whichever core it runs). Unset: not pinned.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,6 +141,7 @@ impl Default for Config {
             publish_window: 4096,
             retain_bytes: 64 << 20,
             retain_ms: 3_600_000,
+            max_stored_bytes: 1 << 30,
             spool_cpu: None,
         }
     }

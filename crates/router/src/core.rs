@@ -190,6 +190,7 @@ impl Core {
                 publish_window: cfg.publish_window,
                 retain_bytes: cfg.retain_bytes,
                 retain_ms: cfg.retain_ms,
+                max_stored_bytes: cfg.max_stored_bytes,
                 max_frame: cfg.max_frame,
                 ..gm::GmConfig::default()
             }),

@@ -41,6 +41,7 @@ const CONFIG_KEYS: &[&str] = &[
     "publish_window",
     "retain_bytes",
     "retain_ms",
+    "max_stored_bytes",
 ];
 
 /// A `tickwire` command running in the background; killed when dropped.

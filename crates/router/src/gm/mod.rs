@@ -125,6 +125,10 @@ pub struct GmConfig {
     pub retain_ms: u64,
     /// Most queues.
     pub max_queues: usize,
+    /// Most bytes (topic + payload) of guaranteed messages held in memory, over every
+    /// queue and the replay retention: a publish beyond it is NACKed `queue-full` (after
+    /// releasing retained messages no queue holds).
+    pub max_stored_bytes: u64,
     /// Most publisher identities remembered (each keeps up to `2 × publish_window + 16`
     /// recent sequence numbers for the duplicate check).
     pub max_publishers: usize,
@@ -140,6 +144,7 @@ impl Default for GmConfig {
             retain_ms: 3_600_000,
             max_queues: 10_000,
             max_publishers: 1024,
+            max_stored_bytes: 1 << 30,
             max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
         }
     }
@@ -703,6 +708,18 @@ impl Engine {
                         break;
                     }
                 }
+            }
+        }
+        if self.store.bytes() + size > self.cfg.max_stored_bytes {
+            // Replay retention gives way first; then the publish is refused.
+            self.store.release_front(|_, _| false);
+            if self.store.bytes() + size > self.cfg.max_stored_bytes {
+                let text = format!(
+                    "the router holds its maximum of {} bytes of guaranteed messages (max_stored_bytes)",
+                    self.cfg.max_stored_bytes
+                );
+                self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
+                return Ok(());
             }
         }
         let id = self.store.next_id();

@@ -733,3 +733,37 @@ fn publisher_identities_are_bounded() {
     // A known identity may still be opened (taken over).
     e.handle_pub_open(Slot(9), 8, 0, "p1").unwrap();
 }
+
+#[test]
+fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
+    let mut e = Engine::new(GmConfig {
+        max_stored_bytes: 3 * 101,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    let mut log = MemLog::default();
+    // Queues without limits of their own.
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"a","subscriptions":["a"],"max_messages":0,"max_bytes":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=4 {
+        publish(&mut e, &mut log, P, "a", s, &[0; 100]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    let out = drain(&mut e);
+    assert!(out.contains(&(P, Out::Ack(1, 3))), "{out:?}");
+    assert!(
+        out.contains(&(P, Out::Nack(4, "queue-full".into()))),
+        "{out:?}"
+    );
+    // Consumed messages kept for replay are released to make room.
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "a").unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 3).unwrap();
+    publish(&mut e, &mut log, P, "a", 4, &[0; 100]);
+    e.handle_durable(t(1), log.records.len() as u64);
+    assert!(drain(&mut e).contains(&(P, Out::Ack(4, 4))));
+}
