@@ -1688,19 +1688,25 @@ impl Engine {
             }
             let qi = b.queue;
             let slot = b.slot;
-            let Some(subs) = self.queue(qi).map(|q| q.def.subscriptions.clone()) else {
+            let Some(subs) = self.queues.get(qi as usize).and_then(Option::as_ref) else {
                 return;
             };
+            let subs = &subs.def.subscriptions;
             let durable = self.durable_id;
-            let next = self.store.ids_from(cursor).find(|e| {
-                e.id <= durable && {
+            // Only durable messages; ids are in order, so the scan stops at the first
+            // one that is not.
+            let next = self
+                .store
+                .ids_from(cursor)
+                .take_while(|e| e.id <= durable)
+                .find(|e| {
                     let (t, _) = self.store.bytes_of(e);
                     let t = std::str::from_utf8(t).unwrap_or_default();
                     subs.iter()
                         .any(|p| tickwire_wire::topic::pattern_matches(p, t))
-                }
-            });
-            let Some(e) = next.copied() else {
+                })
+                .copied();
+            let Some(e) = next else {
                 if let Some(b) = self.bindings.get_mut(&binding) {
                     b.browse = Some(self.store.next_id().min(durable + 1).max(cursor));
                 }
