@@ -699,6 +699,44 @@ fn since_start(start_ns: u64) -> u64 {
     MonoNanos::now().as_nanos().saturating_sub(start_ns)
 }
 
+/// The end of a run, the same for every target: progress until the publishers finish,
+/// then until every accepted publish is delivered (or `DRAIN` passes, or the consumers
+/// stop), a little longer so a duplicate right behind the last message is seen too, then
+/// the consumers stop; returns what each side counted.
+fn finish(
+    shared: &Shared,
+    plan: &Plan,
+    pub_h: Vec<std::thread::ScopedJoinHandle<'_, PubResult>>,
+    cons_h: Vec<std::thread::ScopedJoinHandle<'_, ConsResult>>,
+) -> anyhow::Result<(Vec<PubResult>, Vec<ConsResult>)> {
+    progress_until(shared, plan, || pub_h.iter().all(|h| h.is_finished()));
+    let pubs: Vec<PubResult> = pub_h
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a publisher panicked"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let accepted: u64 = pubs
+        .iter()
+        .map(|p| p.sent - p.nacks.values().sum::<u64>())
+        .sum();
+    shared.publishers_done.store(true, Ordering::Release);
+    let deadline = std::time::Instant::now() + DRAIN;
+    progress_until(shared, plan, || {
+        shared.delivered.load(Ordering::Acquire) >= accepted
+            || std::time::Instant::now() > deadline
+            || cons_h.iter().all(|h| h.is_finished())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    shared.consumers_stop.store(true, Ordering::Release);
+    let cons: Vec<ConsResult> = cons_h
+        .into_iter()
+        .map(|h| h.join().map_err(|_| anyhow::anyhow!("a consumer panicked")))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((pubs, cons))
+}
+
 /// Prints a progress line every second until `done` is true.
 fn progress_until(shared: &Shared, plan: &Plan, done: impl Fn() -> bool) {
     let mut progress = crate::harness::Progress::new(plan.progress);

@@ -16,8 +16,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tickwire_rt::MonoNanos;
 
 use super::{
-    progress_until, since_start, write_header, ConsResult, Plan, PubResult, Shared, DRAIN,
-    START_DELAY_NS,
+    since_start, write_header, ConsResult, Plan, PubResult, Shared, DRAIN, START_DELAY_NS,
 };
 
 const STREAM: &str = "GBENCH";
@@ -185,31 +184,7 @@ pub fn run(
                     })
             })
             .collect::<Result<_, _>>()?;
-        progress_until(shared, plan, || pub_h.iter().all(|h| h.is_finished()));
-        let pubs: Vec<PubResult> = pub_h
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a publisher panicked"))
-            })
-            .collect::<anyhow::Result<_>>()?;
-        let accepted: u64 = pubs
-            .iter()
-            .map(|p| p.sent - p.nacks.values().sum::<u64>())
-            .sum();
-        shared.publishers_done.store(true, Ordering::Release);
-        let deadline = Instant::now() + DRAIN;
-        progress_until(shared, plan, || {
-            shared.delivered.load(Ordering::Acquire) >= accepted
-                || Instant::now() > deadline
-                || cons_h.iter().all(|h| h.is_finished())
-        });
-        std::thread::sleep(Duration::from_millis(200));
-        shared.consumers_stop.store(true, Ordering::Release);
-        let cons: Vec<ConsResult> = cons_h
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a consumer panicked")))
-            .collect::<anyhow::Result<_>>()?;
+        let (pubs, cons) = super::finish(shared, plan, pub_h, cons_h)?;
         anyhow::Ok((pubs, cons))
     })?;
     let _ = rt.block_on(admin.delete_stream(STREAM));

@@ -14,8 +14,7 @@ use tickwire_wire::frame::{self, flags, Frame, PublishOptions, DEFAULT_MAX_FRAME
 use tickwire_wire::gm::{self, QueueOp, Start};
 
 use super::{
-    progress_until, since_start, write_header, ConsResult, Plan, PubResult, Shared, DRAIN,
-    START_DELAY_NS,
+    since_start, write_header, ConsResult, Plan, PubResult, Shared, DRAIN, START_DELAY_NS,
 };
 
 /// The queue every consumer binds to.
@@ -197,32 +196,7 @@ pub fn run(
                     .spawn_scoped(s, move || publish(conn, p, window, last_seq, plan, &shared))
             })
             .collect::<Result<_, _>>()?;
-        progress_until(shared, plan, || pub_h.iter().all(|h| h.is_finished()));
-        let pubs: Vec<PubResult> = pub_h
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("a publisher panicked"))
-            })
-            .collect::<anyhow::Result<_>>()?;
-        let accepted: u64 = pubs
-            .iter()
-            .map(|p| p.sent - p.nacks.values().sum::<u64>())
-            .sum();
-        shared.publishers_done.store(true, Ordering::Release);
-        let deadline = Instant::now() + DRAIN;
-        progress_until(shared, plan, || {
-            shared.delivered.load(Ordering::Acquire) >= accepted
-                || Instant::now() > deadline
-                || cons_h.iter().all(|h| h.is_finished())
-        });
-        // A little longer, so a duplicate right behind the last message is seen too.
-        std::thread::sleep(Duration::from_millis(200));
-        shared.consumers_stop.store(true, Ordering::Release);
-        let cons: Vec<ConsResult> = cons_h
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a consumer panicked")))
-            .collect::<anyhow::Result<_>>()?;
+        let (pubs, cons) = super::finish(shared, plan, pub_h, cons_h)?;
         let stats = tickwire_client::Client::connect(addr)
             .and_then(|mut c| c.stats_json())
             .ok()
