@@ -186,6 +186,27 @@ struct Reader {
     cap: usize,
 }
 
+/// Records that `path` could not be read (or repaired) at `offset`, and gives up on the
+/// rest of that segment.
+fn unreadable_at(
+    report: &mut RecoveryReport,
+    path: &Path,
+    offset: u64,
+    kind: io::ErrorKind,
+    highest: u64,
+) -> Outcome {
+    report.damaged.push(Damage {
+        segment: path.to_path_buf(),
+        offset,
+        reason: DamageReason::Unreadable(kind),
+    });
+    Outcome {
+        highest,
+        clean: false,
+        empty: false,
+    }
+}
+
 /// Why parsing stopped inside a segment.
 enum Stop {
     Incomplete,
@@ -212,32 +233,13 @@ impl Reader {
         report: &mut RecoveryReport,
         on_record: &mut dyn FnMut(Lsn, &[u8]),
     ) -> Outcome {
-        let unreadable = |kind| Damage {
-            segment: seg.path.clone(),
-            offset: 0,
-            reason: DamageReason::Unreadable(kind),
-        };
         let file = match OpenOptions::new().read(true).write(is_last).open(&seg.path) {
             Ok(f) => f,
-            Err(e) => {
-                report.damaged.push(unreadable(e.kind()));
-                return Outcome {
-                    highest: 0,
-                    clean: false,
-                    empty: false,
-                };
-            }
+            Err(e) => return unreadable_at(report, &seg.path, 0, e.kind(), 0),
         };
         let file_len = match file.metadata() {
             Ok(m) => m.len(),
-            Err(e) => {
-                report.damaged.push(unreadable(e.kind()));
-                return Outcome {
-                    highest: 0,
-                    clean: false,
-                    empty: false,
-                };
-            }
+            Err(e) => return unreadable_at(report, &seg.path, 0, e.kind(), 0),
         };
         seg.len = file_len;
         // The window's bytes belong to the previous file.
@@ -263,16 +265,7 @@ impl Reader {
                     Ok(Parsed::Incomplete) => break Some(Stop::Incomplete),
                     Ok(Parsed::BadLength(len)) => break Some(Stop::BadLength(len)),
                     Err(e) => {
-                        report.damaged.push(Damage {
-                            segment: seg.path.clone(),
-                            offset: off,
-                            reason: DamageReason::Unreadable(e.kind()),
-                        });
-                        return Outcome {
-                            highest,
-                            clean: false,
-                            empty: false,
-                        };
+                        return unreadable_at(report, &seg.path, off, e.kind(), highest);
                     }
                 };
                 if !ok {
@@ -318,16 +311,7 @@ impl Reader {
                     let payload = match win.get(off + HEADER as u64, h.len as usize) {
                         Ok(p) => p,
                         Err(e) => {
-                            report.damaged.push(Damage {
-                                segment: seg.path.clone(),
-                                offset: off,
-                                reason: DamageReason::Unreadable(e.kind()),
-                            });
-                            return Outcome {
-                                highest,
-                                clean: false,
-                                empty: false,
-                            };
+                            return unreadable_at(report, &seg.path, off, e.kind(), highest);
                         }
                     };
                     on_record(Lsn(h.lsn), payload);
@@ -360,16 +344,7 @@ impl Reader {
             if is_last && tail_like && later.is_none() {
                 let cut = file_len - off;
                 if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
-                    report.damaged.push(Damage {
-                        segment: seg.path.clone(),
-                        offset: off,
-                        reason: DamageReason::Unreadable(e.kind()),
-                    });
-                    return Outcome {
-                        highest,
-                        clean: false,
-                        empty: false,
-                    };
+                    return unreadable_at(report, &seg.path, off, e.kind(), highest);
                 }
                 tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
                 seg.len = off;
