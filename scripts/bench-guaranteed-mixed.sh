@@ -33,17 +33,38 @@ FANOUT=(bench fanout --preset pattern1 --scale "$SCALE" --duration 6 --warmup 2 
 # The guaranteed run covers the whole fan-out run (8 s) with a second to spare each side.
 GM=(bench guaranteed --router "$ADDR" --rate "$GM_RATE" --warmup 1s --duration 10s)
 
+# CPU seconds (user+system) used by each of the router's threads so far, one per line:
+# "name seconds".
+router_cpu() {
+  local hz t
+  hz=$(getconf CLK_TCK)
+  for t in /proc/"$ROUTER"/task/*; do
+    awk -v hz="$hz" -v name="$(cat "$t/comm")" '{sub(/^.*\) /,""); printf "%s %.2f\n", name, ($12+$13)/hz}' "$t/stat"
+  done
+}
+# The router's CPU use between two router_cpu snapshots, per thread, in % of one core.
+cpu_delta() {
+  paste -d' ' "$1" "$2" | awk -v s="$3" '{printf "%s %.0f%%  ", $1, 100*($4-$2)/s}'
+}
 p99() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['latency']['p99_us'])" "$1"; }
 for r in $(seq "$RUNS"); do
+  router_cpu >"$OUT/cpu0"; T0=$(date +%s.%N)
   "$BIN" "${FANOUT[@]}" --json "$OUT/alone-$r.json" >"$OUT/alone-$r.txt" 2>&1 || echo "alone run $r: exit $?"
+  router_cpu >"$OUT/cpu1"; T1=$(date +%s.%N)
+  CPU_ALONE=$(cpu_delta "$OUT/cpu0" "$OUT/cpu1" "$(echo "$T1 - $T0" | bc)")
   taskset -c 1 "$BIN" "${GM[@]}" --json "$OUT/gm-$r.json" >"$OUT/gm-$r.txt" 2>&1 &
   GMPID=$!
   sleep 1.5
+  router_cpu >"$OUT/cpu0"; T0=$(date +%s.%N)
   "$BIN" "${FANOUT[@]}" --json "$OUT/mixed-$r.json" >"$OUT/mixed-$r.txt" 2>&1 || echo "mixed run $r: exit $?"
+  router_cpu >"$OUT/cpu1"; T1=$(date +%s.%N)
+  CPU_MIXED=$(cpu_delta "$OUT/cpu0" "$OUT/cpu1" "$(echo "$T1 - $T0" | bc)")
   wait "$GMPID" || echo "guaranteed run $r: exit $?"
   A=$(p99 "$OUT/alone-$r.json"); M=$(p99 "$OUT/mixed-$r.json")
   G=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['reconciliation']; print(f\"gm published {d['achieved_publish_rate']:.0f} acked {d['acked_rate']:.0f} msg/s ack p99 {d['ack_latency']['p99_us']:.0f} us lossless {r['lossless']}\")" "$OUT/gm-$r.json")
   python3 -c "import sys; a,m=float(sys.argv[1]),float(sys.argv[2]); print(f'run {sys.argv[3]}: direct p99 alone {a:.1f} us, with guaranteed {m:.1f} us: {m/a:.2f}x')" "$A" "$M" "$r"
   echo "       $G"
+  echo "       router CPU alone: $CPU_ALONE"
+  echo "       router CPU mixed: $CPU_MIXED"
 done
 echo "files: $OUT"

@@ -114,6 +114,9 @@ struct Client {
     /// `counters.bytes_out` once the last STATS_REPLY queued is written (at most one
     /// is outstanding per client: see docs/protocol.md, "Stats").
     stats_due: Option<u64>,
+    /// The client has published a direct message: it is read with the direct traffic
+    /// (see [`Core::is_background`]).
+    direct_publisher: bool,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -219,6 +222,20 @@ impl Core {
     /// Hands this turn's spool records to the storage thread (once per loop turn).
     pub fn flush_spool(&mut self) {
         self.spool.flush();
+    }
+
+    /// Whether `id` carries only guaranteed traffic: a guaranteed publisher or
+    /// consumer that has never published a direct message. The driver reads such
+    /// clients after it has written out the direct traffic of the turn, so storing,
+    /// acknowledging and delivering guaranteed messages never delays a direct message
+    /// read in the same turn. A client that also publishes direct messages is read
+    /// with the others.
+    pub fn is_background(&self, id: Slot) -> bool {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| !c.direct_publisher && c.phase == Phase::Open)
+            && self.gm.is_guaranteed_client(id)
     }
 
     /// Takes the spool's progress: acknowledges publishes that became durable, NACKs
@@ -352,6 +369,7 @@ impl Core {
             counters: ClientCounters::default(),
             close_reason: None,
             stats_due: None,
+            direct_publisher: false,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -505,7 +523,7 @@ impl Core {
                     );
                     return false;
                 }
-                self.route(id, now, m.topic, raw);
+                self.route(id, now, m.topic, raw, guaranteed);
                 if guaranteed {
                     let wall = self.wall(now);
                     let r = self
@@ -733,11 +751,12 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
+    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8], guaranteed: bool) {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
             c.counters.msgs_in += 1;
+            c.direct_publisher |= !guaranteed;
         }
         self.totals.msgs_in += 1;
         self.matched.clear();

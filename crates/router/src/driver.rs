@@ -6,6 +6,9 @@
 //! 3. read once from every readable client (up to its read buffer) and feed the core,
 //!    which routes every complete frame into the subscribers' egress buffers;
 //! 4. write each client with queued bytes once (one `write` per client per turn);
+//! 4b. only then read the clients that carry nothing but guaranteed traffic
+//!    ([`Core::is_background`]) and write what that produced: spooling, acknowledging
+//!    and delivering guaranteed messages never delays a direct message read this turn;
 //! 5. close clients that finished closing; now and then, check stall timers.
 //!
 //! Reads are edge-triggered: a client stays on the read list until a read returns
@@ -190,6 +193,7 @@ impl Router {
         let mut flush_list: Vec<Slot> = Vec::with_capacity(1024);
         let mut dirty: Vec<Slot> = Vec::with_capacity(1024);
         let mut closing: Vec<Slot> = Vec::new();
+        let mut background: Vec<Slot> = Vec::with_capacity(64);
         let mut now = MonoNanos::now();
         let mut last_active = now;
         let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
@@ -254,41 +258,34 @@ impl Router {
                 shutdown_deadline = Some(now.add_nanos(SHUTDOWN_GRACE_NS));
             }
 
-            // Read and route.
+            // Read and route the direct traffic, hand this turn's guaranteed publishes
+            // to the storage thread in one batch, and write each client once...
             std::mem::swap(&mut read_list, &mut reading);
             for &id in &reading {
-                if self.read_once(id, now) {
+                if self.core.is_background(id) {
+                    background.push(id);
+                } else if self.read_once(id, now) {
                     read_list.push(id);
                 }
             }
             reading.clear();
+            self.core.flush_spool();
+            self.transmit(&mut dirty, &mut flush_list);
+            // ...then the clients that carry only guaranteed traffic (publishers and
+            // consumers), whose storing, acknowledging and delivering must not delay
+            // the direct messages read above; their output is written at once.
+            if !background.is_empty() {
+                for &id in &background {
+                    if self.read_once(id, now) {
+                        read_list.push(id);
+                    }
+                }
+                background.clear();
+                self.core.flush_spool();
+                self.transmit(&mut dirty, &mut flush_list);
+            }
             if !read_list.is_empty() {
                 last_active = now;
-            }
-            // Guaranteed publishes read this turn go to the storage thread in one batch.
-            self.core.flush_spool();
-
-            // Write each client with queued bytes once.
-            self.core.poll_transmit(&mut dirty);
-            for id in dirty.drain(..) {
-                if let Some(c) = self.conn_mut(id) {
-                    if !c.on_flush_list {
-                        c.on_flush_list = true;
-                        flush_list.push(id);
-                    }
-                }
-            }
-            let mut i = 0;
-            while i < flush_list.len() {
-                let id = flush_list[i];
-                if self.write_once(id) {
-                    i += 1;
-                } else {
-                    if let Some(c) = self.conn_mut(id) {
-                        c.on_flush_list = false;
-                    }
-                    flush_list.swap_remove(i);
-                }
             }
 
             // Close what finished closing.
@@ -630,6 +627,32 @@ impl Router {
 
     fn conn(&self, id: Slot) -> Option<&Conn> {
         self.conns.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// Takes the core's newly dirty clients onto the flush list and writes each client
+    /// on it once; those with bytes left stay on the list.
+    fn transmit(&mut self, dirty: &mut Vec<Slot>, flush_list: &mut Vec<Slot>) {
+        self.core.poll_transmit(dirty);
+        for id in dirty.drain(..) {
+            if let Some(c) = self.conn_mut(id) {
+                if !c.on_flush_list {
+                    c.on_flush_list = true;
+                    flush_list.push(id);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < flush_list.len() {
+            let id = flush_list[i];
+            if self.write_once(id) {
+                i += 1;
+            } else {
+                if let Some(c) = self.conn_mut(id) {
+                    c.on_flush_list = false;
+                }
+                flush_list.swap_remove(i);
+            }
+        }
     }
 
     fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {

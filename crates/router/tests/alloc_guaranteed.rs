@@ -222,3 +222,51 @@ fn steady_state_guaranteed_messaging_allocates_nothing() {
         n - warm
     );
 }
+
+/// The driver reads clients that carry only guaranteed traffic after it has written the
+/// turn's direct traffic (`Core::is_background`): a queue publisher and a consumer are
+/// such clients; a plain client is not, and a publisher stops being one with its first
+/// direct message.
+#[test]
+fn only_guaranteed_only_clients_are_read_in_the_background() {
+    let mut b = Bench::new();
+    let core = &mut b.core;
+    assert!(core.is_background(b.publisher), "a guaranteed publisher");
+    assert!(core.is_background(b.consumer), "a queue consumer");
+    let plain = core
+        .handle_accept(
+            SocketAddr::from(([127, 0, 0, 1], 2)),
+            MonoNanos(1),
+            UtcNanos(1),
+        )
+        .map_err(|_| "refused")
+        .unwrap();
+    assert!(!core.is_background(plain), "before HELLO");
+    let mut f = Vec::new();
+    frame::encode_hello(&mut f, PROTOCOL_VERSION, "plain");
+    core.handle_input(plain, MonoNanos(1), &f, f.len());
+    assert!(
+        !core.is_background(plain),
+        "a client with no guaranteed role"
+    );
+    // One guaranteed publish keeps the publisher in the background...
+    let g = batch(1);
+    core.handle_input(b.publisher, MonoNanos(2), &g, g.len());
+    assert!(core.is_background(b.publisher));
+    // ...one direct publish brings it to the foreground for good.
+    f.clear();
+    frame::encode_publish(
+        &mut f,
+        "md/x",
+        b"direct",
+        PublishOptions::default(),
+        1 << 20,
+    )
+    .unwrap();
+    core.handle_input(b.publisher, MonoNanos(3), &f, f.len());
+    assert!(
+        !core.is_background(b.publisher),
+        "a client that published a direct message"
+    );
+    assert!(core.is_background(b.consumer));
+}

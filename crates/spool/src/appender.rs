@@ -208,8 +208,9 @@ impl Appender {
         Ok(Lsn(lsn))
     }
 
-    /// Hands the current batch to the storage thread (one mutex and one notify per
-    /// batch; the buffer is swapped for a recycled one). A no-op when empty.
+    /// Hands the current batch to the storage thread (one uncontended mutex per batch,
+    /// and a notify only when the storage thread sleeps; the buffer is swapped for a
+    /// recycled one). A no-op when empty.
     pub fn flush(&mut self) {
         if self.batch.is_empty() {
             return;
@@ -224,8 +225,11 @@ impl Appender {
             last: self.next_lsn - 1,
         });
         self.shared.pending_bytes.fetch_add(len, Ordering::AcqRel);
+        let sleeping = st.sleeping;
         drop(st);
-        self.shared.cv.notify_one();
+        if sleeping {
+            self.shared.cv.notify_one();
+        }
         self.batch_first = self.next_lsn;
     }
 
@@ -256,8 +260,13 @@ impl Appender {
         self.shared
             .reclaim_below
             .fetch_max(below.0, Ordering::AcqRel);
-        self.shared.lock().reclaim = true;
-        self.shared.cv.notify_one();
+        let mut st = self.shared.lock();
+        st.reclaim = true;
+        let sleeping = st.sleeping;
+        drop(st);
+        if sleeping {
+            self.shared.cv.notify_one();
+        }
     }
 
     /// The number the next record will get.

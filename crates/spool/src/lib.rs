@@ -73,7 +73,7 @@
 //! Spool::open(config, |lsn, payload| ..)  (recovery, on the caller's thread)
 //! spool.start(wake) ─────────────────────────────► spawned
 //! appender.append(payload) -> Lsn    copy into the batch buffer (no lock, no syscall)
-//! appender.flush()  ── one mutex + notify ──────► takes every queued batch, one writev
+//! appender.flush()  ── one mutex (+ notify) ────► takes every queued batch, one writev
 //!                                                 per segment run, fdatasync (Fsync),
 //! appender.poll_durable() ◄── atomics ──────────  publishes durable / failures, calls wake()
 //! appender.reclaim(below)                         deletes fully-below segments

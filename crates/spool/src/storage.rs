@@ -35,6 +35,11 @@ pub(crate) struct State {
     pub failures: VecDeque<Failure>,
     pub shutdown: bool,
     pub reclaim: bool,
+    /// The storage thread is waiting on the condition variable. The appender notifies
+    /// only then: `Condvar::notify_one` is a futex syscall even with nobody waiting, and
+    /// the router flushes once per loop turn while the storage thread is mostly busy
+    /// writing or syncing (measured: one futex per router turn, 39k/s at 135k msg/s).
+    pub sleeping: bool,
 }
 
 /// Counters, each written by one side and read by anyone.
@@ -119,13 +124,17 @@ impl Storage {
                             if now >= deadline {
                                 break;
                             }
+                            st.sleeping = true;
                             st = match self.shared.cv.wait_timeout(st, deadline - now) {
                                 Ok((g, _)) => g,
                                 Err(p) => p.into_inner().0,
                             };
+                            st.sleeping = false;
                         }
                         None => {
+                            st.sleeping = true;
                             st = self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                            st.sleeping = false;
                         }
                     }
                 }

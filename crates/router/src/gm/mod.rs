@@ -602,6 +602,13 @@ impl Engine {
         self.emit(slot, |b| wgm::encode_pub_nack(b, seq, reason, text));
     }
 
+    /// Whether this connection opened a publisher identity or is bound to a queue.
+    pub fn is_guaranteed_client(&self, slot: Slot) -> bool {
+        self.conns
+            .get(&slot.0)
+            .is_some_and(|c| c.publisher.is_some() || !c.bindings.is_empty())
+    }
+
     /// Whether this connection opened a publisher identity (a guaranteed PUBLISH before
     /// PUB_OPEN is refused before anything is routed).
     pub fn is_publisher(&self, slot: Slot) -> bool {
