@@ -6,7 +6,7 @@
 //! 3. read once from every readable client (up to its read buffer) and feed the core,
 //!    which routes every complete frame into the subscribers' egress buffers;
 //! 4. write each client with queued bytes once (one `write` per client per turn);
-//! 4b. only then read the clients that carry nothing but guaranteed traffic
+//!    only then read the clients that carry nothing but guaranteed traffic
 //!    ([`Core::is_background`]) and write what that produced: spooling, acknowledging
 //!    and delivering guaranteed messages never delays a direct message read this turn;
 //! 5. close clients that finished closing; now and then, check stall timers.
