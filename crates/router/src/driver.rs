@@ -224,10 +224,13 @@ impl Router {
             if !events.is_empty() {
                 last_active = now;
             }
+            let mut spool_progress = false;
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all(now),
-                    WAKER => self.core.handle_spool(now),
+                    // The spool's progress (ACKs, deliveries) is taken after the
+                    // direct traffic of this turn is written.
+                    WAKER => spool_progress = true,
                     Token(i) => {
                         let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
@@ -271,10 +274,14 @@ impl Router {
             reading.clear();
             self.core.flush_spool();
             self.transmit(&mut dirty, &mut flush_list);
-            // ...then the clients that carry only guaranteed traffic (publishers and
-            // consumers), whose storing, acknowledging and delivering must not delay
-            // the direct messages read above; their output is written at once.
-            if !background.is_empty() {
+            // ...then the spool's progress (acknowledgements, deliveries) and the
+            // clients that carry only guaranteed traffic (publishers and consumers),
+            // whose storing, acknowledging and delivering must not delay the direct
+            // messages read above; their output is written at once.
+            if spool_progress || !background.is_empty() {
+                if spool_progress {
+                    self.core.handle_spool(now);
+                }
                 for &id in &background {
                     if self.read_once(id, now) {
                         read_list.push(id);
