@@ -109,7 +109,7 @@ fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collec
     (done, h)
 }
 
-fn generate(name: &str, seed: &str) -> std::path::PathBuf {
+fn generate(name: &str, seed: &str) -> tempfile::TempPath {
     let f = temp(name);
     let (st, out, err) = run_cli(
         &[

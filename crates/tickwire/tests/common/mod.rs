@@ -17,6 +17,9 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_tickwire");
 pub struct RouterProc {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The spool directory given to the router unless the test chose its own: removed
+    /// after the kill on drop (the router's own temporary one would outlive a SIGKILL).
+    pub data: Option<tempfile::TempDir>,
 }
 
 impl RouterProc {
@@ -45,8 +48,16 @@ impl RouterProc {
     }
 
     fn spawn(extra: &[&str], level: &str, stderr: Stdio) -> RouterProc {
-        let mut child = Command::new(BIN)
-            .args(["router", "--listen", "127.0.0.1:0"])
+        let own_spool = !extra
+            .iter()
+            .any(|a| ["--data-dir", "--no-guaranteed", "--config"].contains(a));
+        let data = own_spool.then(|| tempfile::tempdir().expect("a spool directory"));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["router", "--listen", "127.0.0.1:0"]);
+        if let Some(d) = &data {
+            cmd.arg("--data-dir").arg(d.path());
+        }
+        let mut child = cmd
             .args(extra)
             .env("TICKWIRE_LOG", level)
             .stdin(Stdio::null())
@@ -65,7 +76,7 @@ impl RouterProc {
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("router banner without address: {line:?}"));
-        RouterProc { child, addr }
+        RouterProc { child, addr, data }
     }
 
     /// The address as a string for `--router`.
@@ -388,9 +399,14 @@ pub fn run_cli_in(
     (status, t_out.join().unwrap(), t_err.join().unwrap())
 }
 
-/// A per-process temporary path for a test's output file.
-pub fn temp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("tickwire-{}-{name}", std::process::id()))
+/// A temporary path for a test's output file (created empty), deleted when dropped.
+pub fn temp(name: &str) -> tempfile::TempPath {
+    tempfile::Builder::new()
+        .prefix("tickwire-test-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .expect("a temporary file")
+        .into_temp_path()
 }
 
 /// The unsigned integer at `key` of a JSON object; panics with the document when absent.
