@@ -542,6 +542,11 @@ impl<S: MessageStore> Session<S> {
         self
     }
 
+    /// The dictionaries the session validates with, if any (`with_validation`).
+    pub fn validation(&self) -> Option<&Validation> {
+        self.validation.as_ref()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SessionConfig {
         &self.cfg

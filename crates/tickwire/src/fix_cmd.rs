@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use tickwire_fix::codec::{MessageRef, SOH};
+use tickwire_fix::order::QuickFixOrder;
 use tickwire_fix::settings::{ConnectionType, Settings};
 use tickwire_fix_engine::{Application, Ctx, Engine, EngineOptions, Handle, SessionKey};
 
@@ -173,6 +174,7 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         seen: HashMap::new(),
         body: Vec::new(),
         line: Vec::new(),
+        order: QuickFixOrder::new(),
     };
     let opts = EngineOptions {
         reset_lost_stores: a.reset_lost_store,
@@ -318,11 +320,7 @@ struct CliApp {
     seen: HashMap<SessionKey, HashSet<Vec<u8>>>,
     body: Vec<u8>,
     line: Vec<u8>,
-}
-
-/// Header and trailer tags: not copied into an echoed body (QuickFIX's sets).
-fn is_header_or_trailer(tag: u32) -> bool {
-    tickwire_fix::session::is_header_tag(tag) || tickwire_fix::session::is_trailer_tag(tag)
+    order: QuickFixOrder,
 }
 
 impl CliApp {
@@ -372,15 +370,12 @@ impl CliApp {
             }
             seen.insert(cl_ord_id.to_vec());
         }
+        // As QuickFIX's acceptance-test application: the whole parsed message goes
+        // back (header fields such as 97 or 115 included, not reversed), written in
+        // QuickFIX's field order (body ascending, groups in dictionary order).
         self.body.clear();
-        for f in msg.fields() {
-            if is_header_or_trailer(f.tag) {
-                continue;
-            }
-            let _ = write!(self.body, "{}=", f.tag);
-            self.body.extend_from_slice(msg.value(f));
-            self.body.push(SOH);
-        }
+        self.order
+            .write_body(msg, ctx.dictionary(k), &mut self.body);
         if let Err(e) = ctx.send(k, msg_type, &self.body) {
             eprintln!("error: echoing on {}: {e}", self.name(k));
         }
