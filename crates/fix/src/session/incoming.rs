@@ -40,7 +40,12 @@ impl<S: MessageStore> Session<S> {
                 }
                 let seq = scan_field(raw, tag::MSG_SEQ_NUM).and_then(codec::parse_u64);
                 let msg_type = scan_field(raw, tag::MSG_TYPE).unwrap_or_default();
-                let r = RefMsg { seq, msg_type };
+                let route = Route::of(|t| scan_field(raw, t));
+                let r = RefMsg {
+                    seq,
+                    msg_type,
+                    route,
+                };
                 self.reject_quiet(now, r, reason, e.tag().unwrap_or(0), true)?;
                 self.after_message(now, queued)
             }

@@ -272,6 +272,7 @@ impl<S: MessageStore> Session<S> {
         }
         let seq = self.store.next_sender_seq();
         self.header(now, mt::REJECT, seq, false, None);
+        self.reverse_route(&r.route);
         if let Some(s) = r.seq {
             self.enc.field_u64(tag::REF_SEQ_NUM, s);
         }
@@ -300,6 +301,17 @@ impl<S: MessageStore> Session<S> {
         Ok(true)
     }
 
+    /// The rejected message's routing fields, reversed (recorded: `reverse_route`,
+    /// `reverse_route_empty`; QuickFIX 1.15 does this on session Rejects only, not on
+    /// Heartbeats, BusinessMessageRejects or Logouts).
+    fn reverse_route(&mut self, route: &Route<'_>) {
+        for (t, v) in route.reversed(self.ver.ge42) {
+            if !v.is_empty() {
+                self.enc.field(t, v);
+            }
+        }
+    }
+
     /// [`Session::reject`] where QuickFIX only logs a failure to reject before Logon.
     pub(super) fn reject_quiet(
         &mut self,
@@ -325,6 +337,7 @@ impl<S: MessageStore> Session<S> {
         }
         let seq = self.store.next_sender_seq();
         self.header(now, mt::REJECT, seq, false, None);
+        self.reverse_route(&r.route);
         self.enc.field_u64(tag::REF_SEQ_NUM, r.seq.unwrap_or(0));
         self.enc.field_str(tag::TEXT, text);
         if self.ver.ge42 {
