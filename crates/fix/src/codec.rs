@@ -231,9 +231,49 @@ pub fn frame_len(buf: &[u8], max_len: usize) -> Result<Option<usize>, FrameError
     // empty, which parse() rejects anyway (MsgType missing).
     let soh_before = body_len == 0 || buf[body_start + body_len - 1] == SOH;
     if !soh_before || &t[..3] != b"10=" || t[6] != SOH {
-        return Err(FrameError::BodyLengthMismatch { skip: resync(buf) });
+        return mismatched_frame(buf, body_start + body_len, max_len);
     }
     Ok(Some(total))
+}
+
+/// A BodyLength that does not lead to the trailer: the frame QuickFIX's parser cuts
+/// (`Parser::readFixMessage`): from the first `<SOH>10=` at or after the declared end
+/// (one byte before it) to the SOH after it. A BodyLength too short gives the message
+/// itself; one too long swallows what follows up to the next trailer (recorded:
+/// `body_length_wrong`, `garbled_bad_length`). [`parse`] then finds the mismatch and the
+/// session ignores the frame as garbled. Waits for more bytes while no trailer is there,
+/// at most up to `max_len`.
+#[cold]
+fn mismatched_frame(
+    buf: &[u8],
+    declared_end: usize,
+    max_len: usize,
+) -> Result<Option<usize>, FrameError> {
+    let from = declared_end.saturating_sub(1);
+    let found = buf
+        .get(from..)
+        .and_then(|rest| rest.windows(4).position(|w| w == b"\x0110="))
+        .map(|p| from + p + 4);
+    let end = found.and_then(|value| {
+        buf[value..]
+            .iter()
+            .position(|&b| b == SOH)
+            .map(|p| value + p + 1)
+    });
+    match end {
+        Some(n) if n <= max_len => Ok(Some(n)),
+        Some(n) => Err(FrameError::TooLong {
+            len: n,
+            max: max_len,
+            skip: resync(buf),
+        }),
+        None if buf.len() >= max_len => Err(FrameError::TooLong {
+            len: buf.len(),
+            max: max_len,
+            skip: resync(buf),
+        }),
+        None => Ok(None),
+    }
 }
 
 /// SessionRejectReason (373) values the codec's errors map to, as QuickFIX uses them.
