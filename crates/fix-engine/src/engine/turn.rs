@@ -160,6 +160,7 @@ impl<A: Application> Engine<A> {
     /// Closing connections past their linger, silent unbound connections, connection
     /// attempts that take longer than the session's LogonTimeout.
     pub(super) fn housekeeping(&mut self) {
+        const FIRST_MESSAGE_NS: u64 = 1_000_000_000;
         let now = self.now;
         let unbound = self.opts.unbound_timeout.as_nanos() as u64;
         for c in 0..self.net.conns.len() {
@@ -169,7 +170,16 @@ impl<A: Application> Engine<A> {
             let age = now.as_nanos().saturating_sub(conn.since);
             let close = match conn.state {
                 ConnState::Closing => age >= LINGER_NS,
-                ConnState::Open => conn.session.is_none() && age >= unbound,
+                // QuickFIX's acceptor reads a connection's first message with a 1 s
+                // select and closes the connection if it is not complete by then
+                // (recorded: logon_body_length_long).
+                ConnState::Open => {
+                    conn.session.is_none()
+                        && (age >= unbound
+                            || conn.first_bytes.is_some_and(|t| {
+                                now.as_nanos().saturating_sub(t) >= FIRST_MESSAGE_NS
+                            }))
+                }
                 ConnState::Connecting => {
                     let limit = conn
                         .session
