@@ -672,6 +672,9 @@ fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
                 tag = tag * 10 + u32::from(c - b'0');
                 i += 1;
             }
+            Some(&b'-') | Some(b'0'..=b'9') if i == pos || raw[pos] == b'-' || i - pos >= 9 => {
+                return quickfix_tag_number(raw, pos);
+            }
             _ => return Err(bad),
         }
     }
@@ -685,6 +688,38 @@ fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
         return Err(bad);
     }
     Ok((tag, i + 1))
+}
+
+/// A tag QuickFIX reads as a number although it is not a valid tag: a minus sign or
+/// more than 9 digits. QuickFIX converts it to a C `int` (wrapping) and rejects the
+/// message with "Invalid tag number" and that number as RefTagID (recorded:
+/// `invalid_tag_number`, `-1=HI` → `371=-1`, `12345678901=HI` → `371=-539222987`). The
+/// number travels in [`ParseError::InvalidTagNumber`] as the `int`'s bits (tags are
+/// below 2^31). One that wraps to a positive number is that tag, as in QuickFIX.
+#[cold]
+fn quickfix_tag_number(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
+    let bad = ParseError::InvalidTag { offset: pos as u32 };
+    let negative = raw.get(pos) == Some(&b'-');
+    let mut i = pos + usize::from(negative);
+    let digits = i;
+    let mut v: i32 = 0;
+    loop {
+        match raw.get(i) {
+            Some(&b'=') if i > digits => break,
+            Some(&c) if c.is_ascii_digit() => {
+                v = v.wrapping_mul(10).wrapping_add(i32::from(c - b'0'));
+                i += 1;
+            }
+            _ => return Err(bad),
+        }
+    }
+    if negative {
+        v = v.wrapping_neg();
+    }
+    if v <= 0 {
+        return Err(ParseError::InvalidTagNumber { tag: v as u32 });
+    }
+    Ok((v as u32, i + 1))
 }
 
 fn parse_inner<'a>(

@@ -326,8 +326,20 @@ fn parse_header_and_trailer_errors() {
             fix("8=FIX.4.4|9=5|35=0|00=1|10=000|"),
             ParseError::InvalidTagNumber { tag: 0 },
         ),
+        // A minus sign or more than 9 digits: read as QuickFIX reads it, a wrapping
+        // C int; zero or negative is an invalid tag number carrying the int's bits.
         (
-            fix("8=FIX.4.4|9=5|35=0|99999999999=1|10=000|"),
+            fix("8=FIX.4.4|9=5|35=0|-5=1|10=000|"),
+            ParseError::InvalidTagNumber { tag: -5i32 as u32 },
+        ),
+        (
+            fix("8=FIX.4.4|9=5|35=0|12345678901=1|10=000|"),
+            ParseError::InvalidTagNumber {
+                tag: -539_222_987i32 as u32,
+            },
+        ),
+        (
+            fix("8=FIX.4.4|9=5|35=0|1-2=1|10=000|"),
             ParseError::InvalidTag { offset: 19 },
         ),
         (

@@ -261,6 +261,7 @@ impl<S: MessageStore> Session<S> {
         let seq_txt = SeqText(r.seq);
         match reason {
             Some(t) if field != 0 || err == session_reject::INVALID_TAG_NUMBER => {
+                let field = field as i32;
                 self.note(format_args!("Message {seq_txt} Rejected: {t}:{field}"))
             }
             Some(t) => self.note(format_args!("Message {seq_txt} Rejected: {t}")),
@@ -286,7 +287,9 @@ impl<S: MessageStore> Session<S> {
             }
         }
         if with_field && self.ver.ge42 {
-            self.enc.field_u64(tag::REF_TAG_ID, u64::from(field));
+            // A tag QuickFIX read as a negative `int` (see codec::quickfix_tag_number)
+            // is written as that number; every real tag is below 2^31.
+            self.enc.field_i64(tag::REF_TAG_ID, i64::from(field as i32));
         }
         if self.ver.ge42 {
             if !r.msg_type.is_empty() {
