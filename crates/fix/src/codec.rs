@@ -646,7 +646,7 @@ pub fn checksum(bytes: &[u8]) -> u8 {
 /// values, BodyLength and CheckSum are verified. Data fields of the standard
 /// length/data pairs ([`data_length_tag`]) are taken by length and may contain SOH.
 pub fn parse<'a>(raw: &'a [u8], fields: &'a mut Fields) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, true)
+    parse_inner(raw, fields, true, false)
 }
 
 /// Like [`parse`] but without verifying the CheckSum value (its format is still
@@ -655,7 +655,19 @@ pub fn parse_unchecked<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
 ) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, false)
+    parse_inner(raw, fields, false, false)
+}
+
+/// Like [`parse`] (CheckSum verified when `verify_checksum`) but an empty value
+/// (`tag=<SOH>`) is kept as an empty field instead of failing: QuickFIX rejects empty
+/// values only where its validation looks (header, body, trailer), not inside
+/// repeating groups (recorded: `empty_values`), which only a dictionary can tell.
+pub fn parse_keeping_empty<'a>(
+    raw: &'a [u8],
+    fields: &'a mut Fields,
+    verify_checksum: bool,
+) -> Result<MessageRef<'a>, ParseError> {
+    parse_inner(raw, fields, verify_checksum, true)
 }
 
 /// Parses the tag starting at `pos`; returns it and the position after `=`.
@@ -726,6 +738,7 @@ fn parse_inner<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
     verify_checksum: bool,
+    keep_empty: bool,
 ) -> Result<MessageRef<'a>, ParseError> {
     if raw.len() > u32::MAX as usize {
         return Err(ParseError::TooLarge);
@@ -809,7 +822,7 @@ fn parse_inner<'a>(
             }
             _ => {}
         }
-        if vend == vstart {
+        if vend == vstart && !keep_empty {
             return Err(ParseError::EmptyValue { tag });
         }
         v.push(Field {

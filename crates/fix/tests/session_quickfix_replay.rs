@@ -141,7 +141,8 @@ impl Replay {
                 Output::Disconnect => self.pending.push_back(Pending::Disconnect),
                 Output::Event(Event::FromApp(raw)) => {
                     let mut fields = codec::Fields::default();
-                    let m = codec::parse(raw, &mut fields).expect("delivered message parses");
+                    let m = codec::parse_keeping_empty(raw, &mut fields, true)
+                        .expect("delivered message parses");
                     let mt = String::from_utf8_lossy(m.msg_type()).into_owned();
                     self.delivered.push_back((m.seq_num().unwrap_or(0), mt));
                 }

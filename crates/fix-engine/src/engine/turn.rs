@@ -323,7 +323,9 @@ impl<A: Application> Engine<A> {
                             }
                         }
                         if observe {
-                            if let Ok(m) = codec::parse_unchecked(bytes, &mut scratch.out_fields) {
+                            if let Ok(m) =
+                                codec::parse_keeping_empty(bytes, &mut scratch.out_fields, false)
+                            {
                                 if is_admin_msg_type(m.msg_type()) {
                                     app.to_admin(key, &m);
                                 } else {
@@ -371,7 +373,9 @@ impl<A: Application> Engine<A> {
             match then {
                 Then::Nothing => {}
                 Then::FromApp | Then::FromAdmin => {
-                    if let Ok(m) = codec::parse_unchecked(&scratch.msg, &mut scratch.fields) {
+                    if let Ok(m) =
+                        codec::parse_keeping_empty(&scratch.msg, &mut scratch.fields, false)
+                    {
                         if matches!(then, Then::FromApp) {
                             app.from_app(&mut ctx, key, &m);
                         } else {
