@@ -74,7 +74,19 @@ impl QuickFixOrder {
         dict: Option<&Dictionary>,
         out: &mut Vec<u8>,
     ) {
-        let fields = msg.fields();
+        self.write_fields(msg.raw(), msg.fields(), msg.msg_type(), dict, out);
+    }
+
+    /// [`QuickFixOrder::write_body`] over a field table of `raw` (values at
+    /// `raw[f.start..f.end]`) of a message of type `msg_type`.
+    fn write_fields(
+        &mut self,
+        raw: &[u8],
+        fields: &[Field],
+        msg_type: &[u8],
+        dict: Option<&Dictionary>,
+        out: &mut Vec<u8>,
+    ) {
         let is_header = |t: u32| {
             dict.map_or(is_header_tag(t), |d| {
                 d.is_header_field(t) || is_header_tag(t)
@@ -85,7 +97,7 @@ impl QuickFixOrder {
                 d.is_trailer_field(t) || is_trailer_tag(t)
             })
         };
-        let body = dict.and_then(|d| d.body_layout(msg.msg_type()));
+        let body = dict.and_then(|d| d.body_layout(msg_type));
         self.units.clear();
         // Header units first (key: tag), then body units (key: 2^32 + tag), each group
         // with its entries as one unit.
@@ -132,7 +144,7 @@ impl QuickFixOrder {
             } else {
                 None
             };
-            self.write_unit(msg, fields, u, group, out);
+            self.write_unit(raw, fields, u, group, out);
         }
         self.units.truncate(0);
     }
@@ -140,14 +152,14 @@ impl QuickFixOrder {
     /// Writes one unit: a field, or a group's count field and its entries in order.
     fn write_unit(
         &mut self,
-        msg: &MessageRef<'_>,
+        raw: &[u8],
         fields: &[Field],
         u: Unit,
         group: Option<&GroupDef>,
         out: &mut Vec<u8>,
     ) {
         let first = &fields[u.start as usize];
-        write_field(msg, first, out);
+        write_field(raw, first, out);
         let Some(group) = group else {
             return;
         };
@@ -157,14 +169,14 @@ impl QuickFixOrder {
         let end = u.end as usize;
         while pos < end {
             let entry_end = next_entry_end(group, fields, pos, end);
-            self.write_entry(msg, fields, group, pos, entry_end, out);
+            self.write_entry(raw, fields, group, pos, entry_end, out);
             pos = entry_end.max(pos + 1);
         }
     }
 
     fn write_entry(
         &mut self,
-        msg: &MessageRef<'_>,
+        raw: &[u8],
         fields: &[Field],
         group: &GroupDef,
         start: usize,
@@ -203,7 +215,7 @@ impl QuickFixOrder {
             } else {
                 None
             };
-            self.write_unit(msg, fields, u, nested, out);
+            self.write_unit(raw, fields, u, nested, out);
         }
         self.units.truncate(base);
     }
@@ -241,11 +253,14 @@ fn next_entry_end(group: &GroupDef, fields: &[Field], start: usize, end: usize) 
     end
 }
 
-fn write_field(msg: &MessageRef<'_>, f: &Field, out: &mut Vec<u8>) {
+fn write_field(raw: &[u8], f: &Field, out: &mut Vec<u8>) {
     let mut b = itoa_buf(f.tag);
     out.extend_from_slice(b.as_bytes());
     out.push(b'=');
-    out.extend_from_slice(msg.value(f));
+    out.extend_from_slice(
+        raw.get(f.start as usize..f.end as usize)
+            .unwrap_or_default(),
+    );
     out.push(SOH);
     b.clear();
 }
@@ -285,5 +300,60 @@ impl TagDigits {
     }
     fn clear(&mut self) {
         self.len = 0;
+    }
+}
+
+/// A message body built field by field in any order and written in QuickFIX's order
+/// (see the module docs): what a QuickFIX application gets from `FIX::Message::setField`
+/// and `toString`. Header fields other than the session's (97, 115, ...) may be set too;
+/// they are written first, ascending. Repeating groups: set the NumInGroup field, then
+/// each entry's fields with the entry's delimiter first (the rest of an entry in any
+/// order); entries are written in the order set. Fields are appended, not replaced: set
+/// a tag once. Reuse one builder: [`QuickFixBody::clear`] keeps its buffers.
+///
+/// ```
+/// use tickwire_fix::order::QuickFixBody;
+/// let mut b = QuickFixBody::new();
+/// b.field(55, b"IBM").field(11, b"ORD1").field(54, b"1").field(97, b"Y");
+/// let mut body = Vec::new();
+/// b.write(b"D", None, &mut body);
+/// assert_eq!(body, b"97=Y\x0111=ORD1\x0154=1\x0155=IBM\x01");
+/// ```
+#[derive(Debug, Default)]
+pub struct QuickFixBody {
+    values: Vec<u8>,
+    fields: Vec<Field>,
+    order: QuickFixOrder,
+}
+
+impl QuickFixBody {
+    /// An empty body.
+    pub fn new() -> QuickFixBody {
+        QuickFixBody::default()
+    }
+
+    /// Forgets the fields set; keeps the buffers.
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.fields.clear();
+    }
+
+    /// Sets `tag` to `value` (appended; see the type docs for groups).
+    pub fn field(&mut self, tag: u32, value: &[u8]) -> &mut QuickFixBody {
+        let start = self.values.len();
+        self.values.extend_from_slice(value);
+        self.fields.push(Field {
+            tag,
+            start: start as u32,
+            end: self.values.len() as u32,
+        });
+        self
+    }
+
+    /// Appends the body (`tag=value<SOH>...`, for `Session::send_app` / `Ctx::send`) of a
+    /// message of type `msg_type` in QuickFIX's order, groups resolved with `dict`.
+    pub fn write(&mut self, msg_type: &[u8], dict: Option<&Dictionary>, out: &mut Vec<u8>) {
+        self.order
+            .write_fields(&self.values, &self.fields, msg_type, dict, out);
     }
 }

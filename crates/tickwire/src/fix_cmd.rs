@@ -59,10 +59,12 @@ const FIX_EXAMPLES: &str = "\
 Applications (--app):
   log    print what arrives
   echo   send NewOrderSingle (D), SecurityDefinition (d) and Email (C) messages back
-         to their sender (same MsgType, same body); ignore a PossResend=Y
-         NewOrderSingle whose ClOrdID was already seen on that session; answer any
-         other application message as unsupported (BusinessMessageReject 380=3, a
-         Reject before FIX.4.2), as QuickFIX's acceptance-test application does
+         to their sender (same MsgType, the whole message: body and header fields
+         such as 97 or 115, written in QuickFIX's field order); ignore a
+         PossResend=Y NewOrderSingle whose ClOrdID was already seen on that session;
+         answer any other application message as unsupported (BusinessMessageReject
+         380=3, a Reject before FIX.4.2), as QuickFIX's acceptance-test application
+         does
 
 A settings file for both sides (save as fix.cfg; run 'tickwire fix acceptor --config
 fix.cfg --app echo' in one terminal and 'tickwire fix initiator --config fix.cfg' in
