@@ -1175,6 +1175,35 @@ def s_empty_values(args, c):
     c.read(quiet=0.5)
 
 
+@scenario("neighbour_tag_forms", "Neighbours of classes 3 and 7: a leading-zero tag (0112=), a field without '=', 52= empty, a tag of 10 digits that wraps positive")
+def s_neighbour_tags(args, c):
+    c.logon(hb=30)
+    c.note("TestRequest with 0112=LZ:")
+    c.send("1", [("0112", "LZ")])
+    c.read(quiet=0.5)
+    c.note("Heartbeat with a field without '=' (58):")
+    c.raw(_with_bare_tag(c))
+    c.read(quiet=0.5)
+    c.note("Heartbeat with 52= (empty SendingTime):")
+    c.send("0", sending_time="")
+    c.read(quiet=0.5)
+    c.note("Heartbeat with 4294967297=X (wraps to tag 1, Account):")
+    c.send("0", [("4294967297", "X")])
+    c.read(quiet=0.5)
+    c.send("1", [(112, "AFTER")])
+    c.read(quiet=0.5)
+
+
+def _with_bare_tag(c):
+    """A Heartbeat whose last body field is a bare `58` (no `=`), with 9 and 10 right."""
+    fields = [(35, "0"), (49, c.sender), (56, c.target), (34, str(c.seq)), (52, now_ts())]
+    body = "".join("%s=%s%s" % (t, v, SOH) for t, v in fields) + "58" + SOH
+    head = "8=%s%s9=%d%s" % (c.begin, SOH, len(body.encode()), SOH)
+    cks = sum((head + body).encode()) % 256
+    c.seq += 1
+    return (head + body + "10=%03d%s" % (cks, SOH)).encode()
+
+
 @scenario("logon_empty_value", "A Logon with 108= (empty HeartBtInt)")
 def s_logon_empty(args, c):
     c.send("A", [(98, "0"), (108, "")])

@@ -697,13 +697,14 @@ fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
         return Err(ParseError::InvalidTagNumber { tag: 0 });
     }
     if raw[pos] == b'0' {
-        return Err(bad);
+        // QuickFIX reads `0112=` as tag 112 (recorded: neighbour_tag_forms).
+        return quickfix_tag_number(raw, pos);
     }
     Ok((tag, i + 1))
 }
 
-/// A tag QuickFIX reads as a number although it is not a valid tag: a minus sign or
-/// more than 9 digits. QuickFIX converts it to a C `int` (wrapping) and rejects the
+/// A tag QuickFIX reads as a number although it is not a valid tag: a minus sign,
+/// a leading zero or more than 9 digits. QuickFIX converts it to a C `int` (wrapping) and rejects the
 /// message with "Invalid tag number" and that number as RefTagID (recorded:
 /// `invalid_tag_number`, `-1=HI` → `371=-1`, `12345678901=HI` → `371=-539222987`). The
 /// number travels in [`ParseError::InvalidTagNumber`] as the `int`'s bits (tags are

@@ -318,9 +318,14 @@ fn parse_header_and_trailer_errors() {
             fix("8=FIX.4.4|9=5|35=0|=1|10=000|"),
             ParseError::InvalidTag { offset: 19 },
         ),
+        // A leading zero: QuickFIX reads 058 as 58 (neighbour_tag_forms), so the
+        // field is fine and the BodyLength is what is wrong here.
         (
             fix("8=FIX.4.4|9=5|35=0|058=1|10=000|"),
-            ParseError::InvalidTag { offset: 19 },
+            ParseError::BodyLengthMismatch {
+                declared: 5,
+                actual: 11,
+            },
         ),
         (
             fix("8=FIX.4.4|9=5|35=0|00=1|10=000|"),

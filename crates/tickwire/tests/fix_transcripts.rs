@@ -83,19 +83,20 @@ fn first_sending_time(steps: &[Step]) -> u64 {
             Step::Send(m) => fields(m)
                 .into_iter()
                 .find(|(t, _)| t == "52")
-                .and_then(|(_, v)| parse_utc_timestamp(v.as_bytes())),
+                .and_then(|(_, v)| parse_utc_timestamp(v?.as_bytes())),
             _ => None,
         })
         .expect("a SendingTime in the transcript")
 }
 
-fn fields(raw: &[u8]) -> Vec<(String, String)> {
+/// The fields of a message; a value of None is a field without '='.
+fn fields(raw: &[u8]) -> Vec<(String, Option<String>)> {
     String::from_utf8_lossy(raw)
         .split('\x01')
         .filter(|f| !f.is_empty())
         .map(|f| match f.split_once('=') {
-            Some((t, v)) => (t.to_string(), v.to_string()),
-            None => (f.to_string(), String::new()),
+            Some((t, v)) => (t.to_string(), Some(v.to_string())),
+            None => (f.to_string(), None),
         })
         .collect()
 }
@@ -104,32 +105,37 @@ fn fields(raw: &[u8]) -> Vec<(String, String)> {
 /// right (or as wrong) as they were.
 fn refresh(recorded: &[u8], shift: u64) -> Vec<u8> {
     let fs = fields(recorded);
-    let body_of = |fs: &[(String, String)]| -> Vec<u8> {
+    let body_of = |fs: &[(String, Option<String>)]| -> Vec<u8> {
         let mut b = Vec::new();
         for (t, v) in fs.iter().skip(2) {
             if t == "10" {
                 break;
             }
-            b.extend_from_slice(format!("{t}={v}\x01").as_bytes());
+            // A field without '=' (recorded on purpose) stays without one.
+            if v.is_none() {
+                b.extend_from_slice(format!("{t}\x01").as_bytes());
+            } else {
+                b.extend_from_slice(format!("{t}={}\x01", v.as_deref().unwrap_or("")).as_bytes());
+            }
         }
         b
     };
     let rec_len = body_of(&fs).len() as i64;
-    let rec_9: i64 = fs[1].1.parse().unwrap();
-    let rec_10 = fs.last().map(|(_, v)| v.clone()).unwrap_or_default();
+    let rec_9: i64 = fs[1].1.as_deref().unwrap().parse().unwrap();
+    let rec_10 = fs.last().and_then(|(_, v)| v.clone()).unwrap_or_default();
     let rec_sum = {
         let upto = recorded.len() - (rec_10.len() + 4);
         u32::from(recorded[..upto].iter().fold(0u8, |a, b| a.wrapping_add(*b)))
     };
     let cks_right = rec_10.parse::<u32>().ok() == Some(rec_sum);
-    let moved: Vec<(String, String)> = fs
+    let moved: Vec<(String, Option<String>)> = fs
         .into_iter()
         .map(|(t, v)| {
             if t == "52" || t == "122" {
-                if let Some(ns) = parse_utc_timestamp(v.as_bytes()) {
+                if let Some(ns) = v.as_deref().and_then(|v| parse_utc_timestamp(v.as_bytes())) {
                     let mut b = [0u8; 27];
                     let n = format_utc_timestamp(&mut b, ns + shift, TimestampPrecision::Millis);
-                    return (t, String::from_utf8_lossy(&b[..n]).into_owned());
+                    return (t, Some(String::from_utf8_lossy(&b[..n]).into_owned()));
                 }
             }
             (t, v)
@@ -137,7 +143,7 @@ fn refresh(recorded: &[u8], shift: u64) -> Vec<u8> {
         .collect();
     let body = body_of(&moved);
     let len = body.len() as i64 + (rec_9 - rec_len);
-    let mut out = format!("8={}\x019={len}\x01", moved[0].1).into_bytes();
+    let mut out = format!("8={}\x019={len}\x01", moved[0].1.as_deref().unwrap_or("")).into_bytes();
     out.extend_from_slice(&body);
     let sum = out.iter().fold(0u8, |a, b| a.wrapping_add(*b));
     if cks_right {
@@ -259,7 +265,10 @@ fn replay(scenario: &str) {
         match step {
             Step::Send(recorded) => {
                 let m = refresh(recorded, shift);
-                log.push_str(&format!(">> {}\n", String::from_utf8_lossy(&m)));
+                log.push_str(&format!(
+                    ">> {}\n",
+                    String::from_utf8_lossy(&m).replace('\x01', "|")
+                ));
                 // A write after tickwire closed is the disconnect step's business.
                 let _ = wire.sock.write_all(&m);
             }
@@ -350,4 +359,6 @@ transcripts! {
     empty_values,
     /// Class 7: a Logon with an empty HeartBtInt.
     logon_empty_value,
+    /// Neighbours of 3 and 7: a leading-zero tag, a bare tag, 52=, a tag that wraps.
+    neighbour_tag_forms,
 }
