@@ -90,7 +90,10 @@ fn without_a_dictionary_every_field_is_sorted_by_tag_as_quickfix_does() {
 /// QuickFIX application could set in any order: plain fields, and the Parties group
 /// (count, one entry whose delimiter comes first, the rest of the entry in any order,
 /// the nested PartySubIDs group as one piece).
-fn units() -> (Vec<Vec<(u32, &'static str)>>, Vec<Vec<(u32, &'static str)>>) {
+/// Fields that are set together (one field, or a nested group as a whole).
+type Unit = Vec<(u32, &'static str)>;
+
+fn units() -> (Vec<Unit>, Vec<Unit>) {
     let top = vec![
         vec![(11, "ID")],
         vec![(21, "3")],
