@@ -254,53 +254,25 @@ fn next_entry_end(group: &GroupDef, fields: &[Field], start: usize, end: usize) 
 }
 
 fn write_field(raw: &[u8], f: &Field, out: &mut Vec<u8>) {
-    let mut b = itoa_buf(f.tag);
-    out.extend_from_slice(b.as_bytes());
+    // The tag's decimal digits, without allocating (a u32 has at most 10).
+    let mut digits = [0u8; 10];
+    let mut n = digits.len();
+    let mut v = f.tag;
+    loop {
+        n -= 1;
+        digits[n] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[n..]);
     out.push(b'=');
     out.extend_from_slice(
         raw.get(f.start as usize..f.end as usize)
             .unwrap_or_default(),
     );
     out.push(SOH);
-    b.clear();
-}
-
-/// The tag as decimal digits without allocating.
-fn itoa_buf(tag: u32) -> TagDigits {
-    let mut d = TagDigits {
-        buf: [0; 10],
-        len: 0,
-    };
-    let mut v = tag;
-    let mut tmp = [0u8; 10];
-    let mut n = 0;
-    loop {
-        tmp[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for k in 0..n {
-        d.buf[k] = tmp[n - 1 - k];
-    }
-    d.len = n;
-    d
-}
-
-struct TagDigits {
-    buf: [u8; 10],
-    len: usize,
-}
-
-impl TagDigits {
-    fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-    fn clear(&mut self) {
-        self.len = 0;
-    }
 }
 
 /// A message body built field by field in any order and written in QuickFIX's order
