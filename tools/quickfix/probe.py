@@ -181,6 +181,12 @@ BeginString=FIX.4.2
 SenderCompID=QF
 TargetCompID=PROBE
 DataDictionary=@SPEC@/FIX42.xml
+
+[SESSION]
+BeginString=FIX.4.0
+SenderCompID=QF
+TargetCompID=PROBE
+DataDictionary=@SPEC@/FIX40.xml
 """
 
 INITIATOR_CFG = """[DEFAULT]
@@ -323,6 +329,8 @@ def scenario(name, title, app="log", extra=""):
 
 
 def begin_for(name):
+    if "fix40" in name:
+        return "FIX.4.0"
     return "FIX.4.2" if "fix42" in name else "FIX.4.4"
 
 
@@ -1173,6 +1181,23 @@ def s_empty_values(args, c):
     c.read(quiet=0.5)
     c.send("1", [(112, "AFTER")])
     c.read(quiet=0.5)
+
+
+@scenario("at_echo_field_order_fix40", "FIX.4.0 --app at: an order with reordered header and body (SendingTime in seconds)", app="at")
+def s_at_order40(args, c):
+    c.logon(hb=30)
+    body = [(11, "ID"), (21, "3"), (38, "100"), (40, "1"), (54, "1"), (55, "INTC")]
+    c.send("D", list(reversed(body)), order=[35, 49, 34, 56, 52], sending_time=now_ts()[:17])
+    c.read(quiet=0.5)
+
+
+@scenario("reverse_route_fix40", "FIX.4.0 --app at: a Reject of an order (40=w) with 115/116/144 and one with 128/129/145 (no LocationIDs before FIX.4.2)", app="at")
+def s_reverse_route40(args, c):
+    c.logon(hb=30)
+    body = [(11, "ID"), (21, "3"), (38, "100"), (40, "w"), (54, "1"), (55, "INTC")]
+    for hdr in ([(115, "JCD"), (116, "CS"), (144, "CHI")], [(128, "JCD"), (129, "CS"), (145, "CHI")]):
+        c.send("D", body, header=hdr, sending_time=now_ts()[:17])
+        c.read(quiet=0.5)
 
 
 @scenario("neighbour_tag_forms", "Neighbours of classes 3 and 7: a leading-zero tag (0112=), a field without '=', 52= empty, a tag of 10 digits that wraps positive")

@@ -331,14 +331,17 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
 #[test]
 fn quickfix_transcripts_replay_identically() {
     let spec = spec::spec_dir();
-    let dicts: Vec<(String, Arc<Dictionary>)> =
-        [("FIX.4.4", "FIX44.xml"), ("FIX.4.2", "FIX42.xml")]
-            .iter()
-            .map(|(b, f)| {
-                let d = Dictionary::from_file(spec.join(f)).expect("dictionary");
-                (b.to_string(), Arc::new(d))
-            })
-            .collect();
+    let dicts: Vec<(String, Arc<Dictionary>)> = [
+        ("FIX.4.4", "FIX44.xml"),
+        ("FIX.4.2", "FIX42.xml"),
+        ("FIX.4.0", "FIX40.xml"),
+    ]
+    .iter()
+    .map(|(b, f)| {
+        let d = Dictionary::from_file(spec.join(f)).expect("dictionary");
+        (b.to_string(), Arc::new(d))
+    })
+    .collect();
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir())
         .expect("testdata/quickfix")
         .map(|e| e.unwrap().path())

@@ -4,7 +4,7 @@
 //! Each scenario is a transcript in `crates/fix/testdata/quickfix/`, recorded by
 //! `tools/quickfix/probe.py` against a real QuickFIX/C++ (`qf_peer --app at`, QuickFIX's
 //! acceptance-test application). The test starts a fresh tickwire acceptor with the
-//! probe's settings (sessions `FIX.4.4` and `FIX.4.2` `QF` ← `PROBE`, the standard
+//! probe's settings (sessions `FIX.4.4`, `FIX.4.2` and `FIX.4.0` `QF` ← `PROBE`, the standard
 //! dictionaries, `ValidateUserDefinedFields=Y`), sends the probe's bytes again (52 and
 //! 122 moved to now by the same amount, so offsets between them are kept; 9 and 10
 //! recomputed, or kept wrong by the same amount when the probe sent them wrong) and
@@ -221,7 +221,9 @@ fn acceptor_cfg(dir: &Path, port: u16) -> std::path::PathBuf {
          [SESSION]\nBeginString=FIX.4.4\nSenderCompID=QF\nTargetCompID=PROBE\n\
          DataDictionary={s}/FIX44.xml\n\n\
          [SESSION]\nBeginString=FIX.4.2\nSenderCompID=QF\nTargetCompID=PROBE\n\
-         DataDictionary={s}/FIX42.xml\n",
+         DataDictionary={s}/FIX42.xml\n\n\
+         [SESSION]\nBeginString=FIX.4.0\nSenderCompID=QF\nTargetCompID=PROBE\n\
+         DataDictionary={s}/FIX40.xml\n",
         d = dir.display(),
         s = spec.display()
     );
@@ -335,10 +337,14 @@ transcripts! {
     at_echo_groups,
     /// Class 1 on FIX.4.2.
     at_echo_field_order_fix42,
+    /// Class 1 on FIX.4.0 (SendingTime in seconds).
+    at_echo_field_order_fix40,
     /// Class 2: rejects carry the reversed routing fields.
     reverse_route,
     /// Class 2: present-but-empty routing fields are rejected, not reversed.
     reverse_route_empty,
+    /// Class 2 on FIX.4.0: no LocationIDs (144/145 are invalid tags there).
+    reverse_route_fix40,
     /// Class 3: an invalid tag number is a session Reject with reason 0.
     invalid_tag_number,
     /// Class 3 on FIX.4.2.
