@@ -181,6 +181,12 @@ BeginString=FIX.4.2
 SenderCompID=QF
 TargetCompID=PROBE
 DataDictionary=@SPEC@/FIX42.xml
+
+[SESSION]
+BeginString=FIX.4.0
+SenderCompID=QF
+TargetCompID=PROBE
+DataDictionary=@SPEC@/FIX40.xml
 """
 
 INITIATOR_CFG = """[DEFAULT]
@@ -323,6 +329,8 @@ def scenario(name, title, app="log", extra=""):
 
 
 def begin_for(name):
+    if "fix40" in name:
+        return "FIX.4.0"
     return "FIX.4.2" if "fix42" in name else "FIX.4.4"
 
 
@@ -960,6 +968,271 @@ def s_logon_twice(args, c):
     c.logon(hb=30)
     c.send("A", [(98, "0"), (108, "30")])
     c.read(quiet=1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 18: the behaviour classes of QuickFIX's acceptance suite (its `at` application echoes
+# NewOrderSingle and SecurityDefinition back as parsed, as QuickFIX's test server does).
+
+AT_ORDER = [(11, "ID"), (21, "3"), (38, "100"), (40, "1"), (54, "1"), (55, "INTC"),
+            (60, "20240101-00:00:00.000")]
+
+
+@scenario("at_echo_field_order", "--app at: orders with header and body fields in various orders come back in QuickFIX's order", app="at")
+def s_at_order(args, c):
+    c.logon(hb=30)
+    c.note("in order:")
+    c.send("D", AT_ORDER)
+    c.read(quiet=0.5)
+    c.note("header 49,34,56,52 and body 60,55,54,40,38,21,11:")
+    c.send("D", list(reversed(AT_ORDER)), order=[35, 49, 34, 56, 52])
+    c.read(quiet=0.5)
+    c.note("header 56,34,49,52 then PossResend 97=N and OnBehalfOfCompID 115 (echoed as received, not reversed):")
+    c.send("D", AT_ORDER[3:] + AT_ORDER[:3], order=[35, 56, 34, 49, 52], header=[(115, "OBO"), (97, "N")])
+    c.read(quiet=0.5)
+
+
+@scenario("at_echo_groups", "--app at: repeating groups (Parties 453, nested PartySubIDs 802) in non-dictionary order come back in dictionary order", app="at")
+def s_at_groups(args, c):
+    c.logon(hb=30)
+    c.note("two Parties entries with 452 before 447, and a body field (59) after the group:")
+    c.send("D", [(453, "2"), (448, "P1"), (452, "1"), (447, "D"), (448, "P2"), (452, "3"), (447, "D")]
+           + AT_ORDER[::-1] + [(59, "0")])
+    c.read(quiet=0.5)
+    c.note("a nested group (802 PartySubIDs inside a Parties entry), entry fields reversed:")
+    c.send("D", AT_ORDER + [(453, "1"), (448, "P1"), (802, "2"), (523, "S1"), (803, "1"),
+                            (523, "S2"), (803, "2"), (452, "1"), (447, "D")])
+    c.read(quiet=0.5)
+    c.note("SecurityDefinition with an empty group (454=0) and one with two entries:")
+    c.send("d", [(320, "REQ1"), (322, "RESP1"), (323, "6"), (55, "TBS"), (22, "8"), (167, "CS"),
+                 (336, "ONE_MAIN"), (58, "none"), (454, "0")])
+    c.read(quiet=0.5)
+    c.send("d", [(320, "REQ2"), (322, "RESP2"), (323, "1"), (55, "TBS"), (454, "2"), (455, "A1"),
+                 (456, "4"), (455, "A2"), (456, "8"), (22, "8")])
+    c.read(quiet=0.5)
+
+
+@scenario("at_echo_field_order_fix42", "FIX.4.2 --app at: an order with reordered header and body", app="at")
+def s_at_order42(args, c):
+    c.logon(hb=30)
+    c.send("D", list(reversed(AT_ORDER)), order=[35, 49, 34, 56, 52])
+    c.read(quiet=0.5)
+
+
+BAD_ORDER = [(11, "ID"), (21, "3"), (38, "100"), (40, "w"), (54, "1"), (55, "INTC"),
+             (60, "20240101-00:00:00.000")]
+
+
+@scenario("reverse_route", "--app at: rejects of orders (40=w) carrying OnBehalfOf*/DeliverTo* (115/116/144, 128/129/145) are reverse-routed", app="at")
+def s_reverse_route(args, c):
+    c.logon(hb=30)
+    for hdr in ([(115, "JCD")], [(128, "JCD")], [(115, "JCD"), (116, "CS")], [(128, "JCD"), (129, "CS")],
+                [(115, "JCD"), (116, "CS"), (144, "CHI")], [(128, "JCD"), (129, "CS"), (145, "CHI")]):
+        c.send("D", BAD_ORDER, header=hdr)
+        c.read(quiet=0.5)
+    c.note("other replies: a TestRequest, an unsupported message type (News) and a too-low SequenceReset with 115:")
+    c.send("1", [(112, "RR")], header=[(115, "JCD"), (116, "CS")])
+    c.read(quiet=0.5)
+    c.send("B", [(148, "headline"), (33, "1"), (58, "text")], header=[(128, "JCD")])
+    c.read(quiet=0.5)
+    c.send("4", [(36, "2")], header=[(115, "JCD")])
+    c.read(quiet=0.5)
+    c.note("Logout with 128/129:")
+    c.seq += 0
+    c.send("5", header=[(128, "JCD"), (129, "CS")])
+    c.read(quiet=1.0)
+
+
+@scenario("reverse_route_empty", "--app at: orders with present-but-empty routing fields (115=, 128=, 116=, 129=, 144=, 145=)", app="at")
+def s_reverse_route_empty(args, c):
+    c.logon(hb=30)
+    good = [f if f[0] != 40 else (40, "1") for f in BAD_ORDER]
+    for hdr, body in (([(115, "")], good), ([(128, "")], good), ([(115, "JCD"), (116, "")], good),
+                      ([(128, "JCD"), (129, "")], good), ([(115, "JCD"), (116, "CS"), (144, "")], good),
+                      ([(128, "JCD"), (129, "CS"), (145, "")], BAD_ORDER)):
+        c.send("D", body, header=hdr)
+        c.read(quiet=0.5)
+    c.note("valid order with 115 and an empty 116: echoed?")
+    c.send("D", good, header=[(115, "JCD"), (50, "")])
+    c.read(quiet=0.5)
+
+
+@scenario("invalid_tag_number", "Heartbeats with tags 999, 0, -1, 5000, abc and 00112 (FIX.4.4)")
+def s_invalid_tag(args, c):
+    c.logon(hb=30)
+    for tag in ("999", "0", "-1", "5000", "abc", "12345678901"):
+        c.send("0", [(tag, "HI")])
+        c.read(quiet=0.5)
+    c.note("an invalid tag in an application message (--app log) and a TestRequest after it:")
+    c.send("D", AT_ORDER + [("4000", "X")])
+    c.read(quiet=0.5)
+    c.send("1", [(112, "AFTER")])
+    c.read(quiet=0.5)
+
+
+@scenario("invalid_tag_number_fix42", "FIX.4.2: Heartbeats with tags 999, 0, -1, 5000")
+def s_invalid_tag42(args, c):
+    c.logon(hb=30)
+    for tag in ("999", "0", "-1", "5000"):
+        c.send("0", [(tag, "HI")])
+        c.read(quiet=0.5)
+
+
+@scenario("possresend_seen", "--app at: an order, then the same ClOrdID with 97=Y (ignored by the application), then Logout", app="at")
+def s_possresend_seen(args, c):
+    c.logon(hb=30)
+    c.send("D", AT_ORDER)
+    c.read(quiet=0.5)
+    c.send("D", AT_ORDER, header=[(97, "Y")])
+    c.read(quiet=0.5)
+    c.send("5")
+    c.read(quiet=1.0)
+
+
+@scenario("possresend_not_seen", "--app at: a new ClOrdID with 97=Y (delivered and echoed, 97 kept), a duplicate 97=Y, then 97=N", app="at")
+def s_possresend_new(args, c):
+    c.logon(hb=30)
+    c.send("D", AT_ORDER, header=[(97, "Y")])
+    c.read(quiet=0.5)
+    c.send("D", AT_ORDER, header=[(97, "Y")])
+    c.read(quiet=0.5)
+    c.send("D", AT_ORDER, header=[(97, "N")])
+    c.read(quiet=0.5)
+    c.send("5")
+    c.read(quiet=1.0)
+
+
+def order_len(c, body, seq):
+    """The BodyLength an order from `c` with `body` and 34=`seq` really has."""
+    fields = [(35, "D"), (49, c.sender), (56, c.target), (34, str(seq)), (52, now_ts())] + list(body)
+    return len("".join("%s=%s%s" % (t, v, SOH) for t, v in fields).encode())
+
+
+@scenario("body_length_wrong", "--app at: an order with BodyLength too short (ignored), the next one too high (ResendRequest); then too long (swallows the next)", app="at")
+def s_body_length(args, c):
+    c.logon(hb=30)
+    c.send("D", AT_ORDER, body_length=30, bump=False)
+    c.seq += 1
+    c.send("D", AT_ORDER)
+    c.read(quiet=1.0)
+    c.note("the first one again, PossDup with 122:")
+    c.send("D", AT_ORDER, seq=2, header=[(43, "Y"), (122, now_ts(-1))])
+    c.read(quiet=1.0)
+    c.note("BodyLength 10 too long (4), then 5 correct: both lost?")
+    c.send("D", AT_ORDER, body_length=order_len(c, AT_ORDER, c.seq) + 10, bump=False)
+    c.send("D", AT_ORDER, seq=c.seq + 1, bump=False)
+    c.read(quiet=1.0)
+    c.note("4 and 5 again:")
+    c.send("D", AT_ORDER)
+    c.send("D", AT_ORDER)
+    c.read(quiet=1.0)
+    c.send("5")
+    c.read(quiet=1.0)
+
+
+@scenario("logon_body_length_short", "A Logon whose BodyLength (40) is too short")
+def s_logon_len_short(args, c):
+    c.send("A", [(98, "0"), (108, "30")], body_length=40)
+    c.read(quiet=3.0, limit=15.0, stamp=True)
+
+
+@scenario("logon_body_length_long", "A Logon whose BodyLength is 20 too long (nothing follows)")
+def s_logon_len_long(args, c):
+    body = [(98, "0"), (108, "30")]
+    fields = [(35, "A"), (49, c.sender), (56, c.target), (34, "1"), (52, now_ts())] + body
+    real = len("".join("%s=%s%s" % (t, v, SOH) for t, v in fields).encode())
+    c.send("A", body, body_length=real + 20)
+    c.read(quiet=3.0, limit=15.0, stamp=True)
+
+
+@scenario("logon_body_length_long_then_logon", "A Logon whose BodyLength is 20 too long, then a correct Logon")
+def s_logon_len_long2(args, c):
+    body = [(98, "0"), (108, "30")]
+    fields = [(35, "A"), (49, c.sender), (56, c.target), (34, "1"), (52, now_ts())] + body
+    real = len("".join("%s=%s%s" % (t, v, SOH) for t, v in fields).encode())
+    c.send("A", body, body_length=real + 20, bump=False)
+    c.send("A", body)
+    c.read(quiet=3.0, limit=15.0, stamp=True)
+
+
+@scenario("empty_values", "--app at: empty values in the header (56=, 49=, 115=), body (58= , 60=), a group (448=) and 34=/35=", app="at")
+def s_empty_values(args, c):
+    c.logon(hb=30)
+    c.note("Heartbeat 56= (header):")
+    c.send("0", target="")
+    c.read(quiet=0.5)
+    c.note("Heartbeat with 49= (header):")
+    c.send("0", sender="")
+    c.read(quiet=0.5)
+    c.note("order with 60= (required body field):")
+    c.send("D", [f if f[0] != 60 else (60, "") for f in AT_ORDER])
+    c.read(quiet=0.5)
+    c.note("order with a group entry 448= :")
+    c.send("D", AT_ORDER + [(453, "1"), (448, ""), (447, "D"), (452, "1")])
+    c.read(quiet=0.5)
+    c.note("order with 453= (group count empty):")
+    c.send("D", AT_ORDER + [(453, "")])
+    c.read(quiet=0.5)
+    c.note("TestRequest with 43= (PossDupFlag empty):")
+    c.send("1", [(112, "X")], header=[(43, "")])
+    c.read(quiet=0.5)
+    c.note("TestRequest with 34= :")
+    c.send("1", [(112, "NO-SEQ")], seq="", bump=False)
+    c.read(quiet=0.5)
+    c.send("1", [(112, "AFTER")])
+    c.read(quiet=0.5)
+
+
+@scenario("at_echo_field_order_fix40", "FIX.4.0 --app at: an order with reordered header and body (SendingTime in seconds)", app="at")
+def s_at_order40(args, c):
+    c.logon(hb=30)
+    body = [(11, "ID"), (21, "3"), (38, "100"), (40, "1"), (54, "1"), (55, "INTC")]
+    c.send("D", list(reversed(body)), order=[35, 49, 34, 56, 52], sending_time=now_ts()[:17])
+    c.read(quiet=0.5)
+
+
+@scenario("reverse_route_fix40", "FIX.4.0 --app at: a Reject of an order (40=w) with 115/116/144 and one with 128/129/145 (no LocationIDs before FIX.4.2)", app="at")
+def s_reverse_route40(args, c):
+    c.logon(hb=30)
+    body = [(11, "ID"), (21, "3"), (38, "100"), (40, "w"), (54, "1"), (55, "INTC")]
+    for hdr in ([(115, "JCD"), (116, "CS"), (144, "CHI")], [(128, "JCD"), (129, "CS"), (145, "CHI")]):
+        c.send("D", body, header=hdr, sending_time=now_ts()[:17])
+        c.read(quiet=0.5)
+
+
+@scenario("neighbour_tag_forms", "Neighbours of classes 3 and 7: a leading-zero tag (0112=), a field without '=', 52= empty, a tag of 10 digits that wraps positive")
+def s_neighbour_tags(args, c):
+    c.logon(hb=30)
+    c.note("TestRequest with 0112=LZ:")
+    c.send("1", [("0112", "LZ")])
+    c.read(quiet=0.5)
+    c.note("Heartbeat with a field without '=' (58):")
+    c.raw(_with_bare_tag(c))
+    c.read(quiet=0.5)
+    c.note("Heartbeat with 52= (empty SendingTime):")
+    c.send("0", sending_time="")
+    c.read(quiet=0.5)
+    c.note("Heartbeat with 4294967297=X (wraps to tag 1, Account):")
+    c.send("0", [("4294967297", "X")])
+    c.read(quiet=0.5)
+    c.send("1", [(112, "AFTER")])
+    c.read(quiet=0.5)
+
+
+def _with_bare_tag(c):
+    """A Heartbeat whose last body field is a bare `58` (no `=`), with 9 and 10 right."""
+    fields = [(35, "0"), (49, c.sender), (56, c.target), (34, str(c.seq)), (52, now_ts())]
+    body = "".join("%s=%s%s" % (t, v, SOH) for t, v in fields) + "58" + SOH
+    head = "8=%s%s9=%d%s" % (c.begin, SOH, len(body.encode()), SOH)
+    cks = sum((head + body).encode()) % 256
+    c.seq += 1
+    return (head + body + "10=%03d%s" % (cks, SOH)).encode()
+
+
+@scenario("logon_empty_value", "A Logon with 108= (empty HeartBtInt)")
+def s_logon_empty(args, c):
+    c.send("A", [(98, "0"), (108, "")])
+    c.read(quiet=2.0, limit=5.0)
 
 
 def run_acceptor_scenario(args, name, title, fn, app, extra):

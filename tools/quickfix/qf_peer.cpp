@@ -5,7 +5,7 @@
 //   * recording QuickFIX's exact session-layer behaviour (tools/quickfix/probe.py),
 //   * the QuickFIX reference "algo" of the tick-to-trade benchmark (BENCHMARKING.md family D).
 //
-// Usage: qf_peer --config FILE --app echo|algo|log [--store file|memory] [--log stdout|none]
+// Usage: qf_peer --config FILE --app echo|at|algo|log [--store file|memory] [--log stdout|none]
 //                [--order-sender COMPID] [--define NAME=VALUE]...
 //
 // The program runs a SocketAcceptor or a SocketInitiator depending on ConnectionType in the
@@ -46,6 +46,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 #include <csignal>
@@ -111,14 +112,18 @@ class NullLogFactory : public FIX::LogFactory {
   void destroy(FIX::Log* log) override { delete log; }
 };
 
-enum class AppKind { Log, Echo, Algo };
+enum class AppKind { Log, Echo, At, Algo };
 
 std::atomic<unsigned long long> g_md_in{0};
 std::atomic<unsigned long long> g_orders_out{0};
 
 // The application callbacks. `log` only logs (through the Log above); `echo` answers
-// NewOrderSingle with an ExecutionReport and sends Email back; `algo` turns each
-// MarketDataIncrementalRefresh entry into a NewOrderSingle on the order session.
+// NewOrderSingle with an ExecutionReport and sends Email back; `at` behaves as QuickFIX's own
+// acceptance-test application (the conformance suite's server): NewOrderSingle and
+// SecurityDefinition are sent back as received (the whole parsed message, header fields
+// included, through sendToTarget), a PossResend=Y order whose ClOrdID was already seen on
+// that session is ignored; `algo` turns each MarketDataIncrementalRefresh entry into a
+// NewOrderSingle on the order session.
 class PeerApp : public FIX::Application {
  public:
   PeerApp(AppKind kind, std::string order_sender) : kind_(kind), order_sender_(std::move(order_sender)) {}
@@ -151,6 +156,16 @@ class PeerApp : public FIX::Application {
         } else {
           // As tickwire's own `--app echo`: everything else is answered as unsupported
           // (QuickFIX turns this into a BusinessMessageReject, or a Reject before FIX.4.2).
+          throw FIX::UnsupportedMessageType();
+        }
+        return;
+      case AppKind::At:
+        if (type == "D") {
+          at_order(message, id);
+        } else if (type == "d") {
+          FIX::Message echo(message);
+          FIX::Session::sendToTarget(echo, id);
+        } else {
           throw FIX::UnsupportedMessageType();
         }
         return;
@@ -189,6 +204,22 @@ class PeerApp : public FIX::Application {
       report.setField(FIX::FIELD::LastPx, "0");
     }
     FIX::Session::sendToTarget(report, id);
+  }
+
+  // QuickFIX's acceptance-test application: the parsed order goes back as is (sendToTarget
+  // sets 8/49/56, Session::send drops 43 and 122 and fills 34/52); a PossResend=Y order whose
+  // ClOrdID this session already saw is ignored.
+  void at_order(const FIX::Message& order, const FIX::SessionID& id) {
+    FIX::Message echo(order);
+    bool poss_resend = false;
+    if (order.getHeader().isSetField(FIX::FIELD::PossResend)) {
+      poss_resend = order.getHeader().getField(FIX::FIELD::PossResend) == "Y";
+    }
+    const std::string cl_ord_id = order.isSetField(FIX::FIELD::ClOrdID) ? order.getField(FIX::FIELD::ClOrdID) : "";
+    const std::string key = cl_ord_id + "\x01" + id.toString();
+    if (poss_resend && at_seen_.count(key)) return;
+    at_seen_.insert(key);
+    FIX::Session::sendToTarget(echo, id);
   }
 
   void echo_email(const FIX::Message& email, const FIX::SessionID& id) {
@@ -235,6 +266,7 @@ class PeerApp : public FIX::Application {
   FIX::SessionID order_session_;
   bool have_order_session_ = false;
   unsigned long long exec_counter_ = 0;
+  std::set<std::string> at_seen_;
   std::string exec_prefix_ = "E" + std::to_string(static_cast<long long>(time(nullptr))) + "-";
 };
 
@@ -278,7 +310,7 @@ bool render_config(const std::string& path, const std::vector<std::pair<std::str
 
 int usage_error(const std::string& why) {
   std::cerr << "qf_peer: " << why << "\n"
-            << "usage: qf_peer --config FILE --app echo|algo|log [--store file|memory] [--log stdout|none]\n"
+            << "usage: qf_peer --config FILE --app echo|at|algo|log [--store file|memory] [--log stdout|none]\n"
             << "              [--order-sender COMPID]   (algo: SenderCompID of the order session, "
                "default ALGO_OE)\n"
             << "              [--define NAME=VALUE]...  (replaces ${NAME} in the settings file)\n";
@@ -321,8 +353,9 @@ int main(int argc, char** argv) {
   AppKind kind;
   if (app_name == "log") kind = AppKind::Log;
   else if (app_name == "echo") kind = AppKind::Echo;
+  else if (app_name == "at") kind = AppKind::At;
   else if (app_name == "algo") kind = AppKind::Algo;
-  else return usage_error("--app must be echo, algo or log");
+  else return usage_error("--app must be echo, at, algo or log");
   if (store != "file" && store != "memory") return usage_error("--store must be file or memory");
   if (log_mode.empty()) log_mode = kind == AppKind::Algo ? "none" : "stdout";
   if (log_mode != "stdout" && log_mode != "none") return usage_error("--log must be stdout or none");

@@ -127,6 +127,13 @@ impl Ctx<'_> {
         Ok(slot.session.send_app_with(now, msg_type, write_body)?)
     }
 
+    /// The application dictionary `session` validates with (None without
+    /// `UseDataDictionary`), e.g. for [`tickwire_fix::order::QuickFixOrder`].
+    pub fn dictionary(&self, session: SessionKey) -> Option<&tickwire_fix::dict::Dictionary> {
+        let slot = self.slots.get(session.0)?;
+        slot.session.validation().map(|v| &*v.app)
+    }
+
     /// Answers an application message the application does not support, as QuickFIX
     /// does (35=j 380=3 from FIX.4.2, a Reject before).
     pub fn reject_unsupported(

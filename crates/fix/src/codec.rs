@@ -231,9 +231,49 @@ pub fn frame_len(buf: &[u8], max_len: usize) -> Result<Option<usize>, FrameError
     // empty, which parse() rejects anyway (MsgType missing).
     let soh_before = body_len == 0 || buf[body_start + body_len - 1] == SOH;
     if !soh_before || &t[..3] != b"10=" || t[6] != SOH {
-        return Err(FrameError::BodyLengthMismatch { skip: resync(buf) });
+        return mismatched_frame(buf, body_start + body_len, max_len);
     }
     Ok(Some(total))
+}
+
+/// A BodyLength that does not lead to the trailer: the frame QuickFIX's parser cuts
+/// (`Parser::readFixMessage`): from the first `<SOH>10=` at or after the declared end
+/// (one byte before it) to the SOH after it. A BodyLength too short gives the message
+/// itself; one too long swallows what follows up to the next trailer (recorded:
+/// `body_length_wrong`, `garbled_bad_length`). [`parse`] then finds the mismatch and the
+/// session ignores the frame as garbled. Waits for more bytes while no trailer is there,
+/// at most up to `max_len`.
+#[cold]
+fn mismatched_frame(
+    buf: &[u8],
+    declared_end: usize,
+    max_len: usize,
+) -> Result<Option<usize>, FrameError> {
+    let from = declared_end.saturating_sub(1);
+    let found = buf
+        .get(from..)
+        .and_then(|rest| rest.windows(4).position(|w| w == b"\x0110="))
+        .map(|p| from + p + 4);
+    let end = found.and_then(|value| {
+        buf[value..]
+            .iter()
+            .position(|&b| b == SOH)
+            .map(|p| value + p + 1)
+    });
+    match end {
+        Some(n) if n <= max_len => Ok(Some(n)),
+        Some(n) => Err(FrameError::TooLong {
+            len: n,
+            max: max_len,
+            skip: resync(buf),
+        }),
+        None if buf.len() >= max_len => Err(FrameError::TooLong {
+            len: buf.len(),
+            max: max_len,
+            skip: resync(buf),
+        }),
+        None => Ok(None),
+    }
 }
 
 /// SessionRejectReason (373) values the codec's errors map to, as QuickFIX uses them.
@@ -606,7 +646,7 @@ pub fn checksum(bytes: &[u8]) -> u8 {
 /// values, BodyLength and CheckSum are verified. Data fields of the standard
 /// length/data pairs ([`data_length_tag`]) are taken by length and may contain SOH.
 pub fn parse<'a>(raw: &'a [u8], fields: &'a mut Fields) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, true)
+    parse_inner(raw, fields, true, false)
 }
 
 /// Like [`parse`] but without verifying the CheckSum value (its format is still
@@ -615,7 +655,19 @@ pub fn parse_unchecked<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
 ) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, false)
+    parse_inner(raw, fields, false, false)
+}
+
+/// Like [`parse`] (CheckSum verified when `verify_checksum`) but an empty value
+/// (`tag=<SOH>`) is kept as an empty field instead of failing: QuickFIX rejects empty
+/// values only where its validation looks (header, body, trailer), not inside
+/// repeating groups (recorded: `empty_values`), which only a dictionary can tell.
+pub fn parse_keeping_empty<'a>(
+    raw: &'a [u8],
+    fields: &'a mut Fields,
+    verify_checksum: bool,
+) -> Result<MessageRef<'a>, ParseError> {
+    parse_inner(raw, fields, verify_checksum, true)
 }
 
 /// Parses the tag starting at `pos`; returns it and the position after `=`.
@@ -632,6 +684,9 @@ fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
                 tag = tag * 10 + u32::from(c - b'0');
                 i += 1;
             }
+            Some(&b'-') | Some(b'0'..=b'9') if i == pos || raw[pos] == b'-' || i - pos >= 9 => {
+                return quickfix_tag_number(raw, pos);
+            }
             _ => return Err(bad),
         }
     }
@@ -642,15 +697,49 @@ fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
         return Err(ParseError::InvalidTagNumber { tag: 0 });
     }
     if raw[pos] == b'0' {
-        return Err(bad);
+        // QuickFIX reads `0112=` as tag 112 (recorded: neighbour_tag_forms).
+        return quickfix_tag_number(raw, pos);
     }
     Ok((tag, i + 1))
+}
+
+/// A tag QuickFIX reads as a number although it is not a valid tag: a minus sign,
+/// a leading zero or more than 9 digits. QuickFIX converts it to a C `int` (wrapping) and rejects the
+/// message with "Invalid tag number" and that number as RefTagID (recorded:
+/// `invalid_tag_number`, `-1=HI` → `371=-1`, `12345678901=HI` → `371=-539222987`). The
+/// number travels in [`ParseError::InvalidTagNumber`] as the `int`'s bits (tags are
+/// below 2^31). One that wraps to a positive number is that tag, as in QuickFIX.
+#[cold]
+fn quickfix_tag_number(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
+    let bad = ParseError::InvalidTag { offset: pos as u32 };
+    let negative = raw.get(pos) == Some(&b'-');
+    let mut i = pos + usize::from(negative);
+    let digits = i;
+    let mut v: i32 = 0;
+    loop {
+        match raw.get(i) {
+            Some(&b'=') if i > digits => break,
+            Some(&c) if c.is_ascii_digit() => {
+                v = v.wrapping_mul(10).wrapping_add(i32::from(c - b'0'));
+                i += 1;
+            }
+            _ => return Err(bad),
+        }
+    }
+    if negative {
+        v = v.wrapping_neg();
+    }
+    if v <= 0 {
+        return Err(ParseError::InvalidTagNumber { tag: v as u32 });
+    }
+    Ok((v as u32, i + 1))
 }
 
 fn parse_inner<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
     verify_checksum: bool,
+    keep_empty: bool,
 ) -> Result<MessageRef<'a>, ParseError> {
     if raw.len() > u32::MAX as usize {
         return Err(ParseError::TooLarge);
@@ -734,7 +823,7 @@ fn parse_inner<'a>(
             }
             _ => {}
         }
-        if vend == vstart {
+        if vend == vstart && !keep_empty {
             return Err(ParseError::EmptyValue { tag });
         }
         v.push(Field {

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod dict;
+pub mod order;
 pub mod session;
 pub mod settings;
 pub mod store;

@@ -300,6 +300,8 @@ struct ResendRange {
 struct RefMsg<'a> {
     seq: Option<u64>,
     msg_type: &'a [u8],
+    /// Its routing fields, for the reverse routing of a Reject.
+    route: Route<'a>,
 }
 
 impl<'a> RefMsg<'a> {
@@ -307,7 +309,43 @@ impl<'a> RefMsg<'a> {
         RefMsg {
             seq: m.seq_num(),
             msg_type: m.msg_type(),
+            route: Route::of(|t| m.get(t)),
         }
+    }
+}
+
+/// The routing fields of a received message: OnBehalfOfCompID/SubID/LocationID (115,
+/// 116, 144) and DeliverToCompID/SubID/LocationID (128, 129, 145); empty = absent.
+#[derive(Clone, Copy, Default)]
+struct Route<'a> {
+    on_behalf_of: [&'a [u8]; 3],
+    deliver_to: [&'a [u8]; 3],
+}
+
+impl<'a> Route<'a> {
+    fn of(get: impl Fn(u32) -> Option<&'a [u8]>) -> Self {
+        let v = |t| get(t).unwrap_or_default();
+        Route {
+            on_behalf_of: [v(115), v(116), v(144)],
+            deliver_to: [v(128), v(129), v(145)],
+        }
+    }
+
+    /// The reversed routing fields, in tag order, as QuickFIX's `Message::reverseRoute`
+    /// writes them on a Reject: OnBehalfOf* becomes DeliverTo* and the other way round;
+    /// an empty value is not carried over; LocationIDs only from FIX.4.2 on.
+    fn reversed(&self, ge42: bool) -> [(u32, &'a [u8]); 6] {
+        let [obo, obo_sub, obo_loc] = self.on_behalf_of;
+        let [dt, dt_sub, dt_loc] = self.deliver_to;
+        let (obo_loc, dt_loc): (&[u8], &[u8]) = if ge42 { (obo_loc, dt_loc) } else { (b"", b"") };
+        [
+            (115, dt),
+            (116, dt_sub),
+            (128, obo),
+            (129, obo_sub),
+            (144, dt_loc),
+            (145, obo_loc),
+        ]
     }
 }
 
@@ -540,6 +578,11 @@ impl<S: MessageStore> Session<S> {
     pub fn with_validation(mut self, validation: Validation) -> Self {
         self.validation = Some(validation);
         self
+    }
+
+    /// The dictionaries the session validates with, if any (`with_validation`).
+    pub fn validation(&self) -> Option<&Validation> {
+        self.validation.as_ref()
     }
 
     /// The configuration.
@@ -878,6 +921,7 @@ impl<S: MessageStore> Session<S> {
         let r = RefMsg {
             seq: Some(ref_seq),
             msg_type: ref_msg_type,
+            route: Route::default(),
         };
         Ok((now, r))
     }

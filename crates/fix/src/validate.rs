@@ -508,6 +508,25 @@ fn walk<'d>(
     }
 }
 
+/// Whether every empty value of `msg` (parsed with
+/// [`crate::codec::parse_keeping_empty`]) sits inside a repeating group: QuickFIX's
+/// `ValidateFieldsHaveValues` looks at the header, body and trailer fields only
+/// (recorded: `empty_values`, `453=1|448=|447=D|452=1` is accepted and echoed).
+pub fn empty_values_only_in_groups(msg: &MessageRef<'_>, dicts: &Dictionaries<'_>) -> bool {
+    let msg_type = msg.msg_type();
+    let app = if is_admin_msg_type(msg_type) {
+        dicts.transport
+    } else {
+        dicts.app
+    };
+    let body = app.message(msg_type).map(|m| m.layout());
+    let mut top_level_empty = false;
+    walk(msg.fields(), dicts.transport, body, |_, f, _, _| {
+        top_level_empty |= f.start == f.end;
+    });
+    !top_level_empty
+}
+
 /// Whether the top-level section holding `tag` has it (used for tags beyond the bitset).
 fn top_level_has(
     fields: &[Field],

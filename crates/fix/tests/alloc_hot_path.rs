@@ -1,7 +1,8 @@
 //! FIX hot paths allocate nothing per message after warm-up: the codec (encode with a
 //! reused `Encoder`, frame with `frame_len`, parse into reused `Fields`), dictionary
-//! validation (FIX 4.4), and a logged-on session receiving in-sequence application
-//! messages (`handle_message` + draining `poll_event`).
+//! validation (FIX 4.4), a logged-on session receiving in-sequence application
+//! messages (`handle_message` + draining `poll_event`), and re-writing a parsed message
+//! in QuickFIX's field order (`order::QuickFixOrder`, what `--app echo` does).
 //!
 //! Its own test binary, so the counting global allocator is this file's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,6 +13,7 @@ mod spec;
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
 use tickwire_fix::codec::{self, frame_len, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::dict::Dictionary;
+use tickwire_fix::order::QuickFixOrder;
 use tickwire_fix::session::{Event, Output, Role, Session, SessionConfig};
 use tickwire_fix::store::MemoryStore;
 use tickwire_fix::validate::{validate, Dictionaries, ValidationOptions};
@@ -72,6 +74,34 @@ fn encode_frame_parse_validate_allocate_nothing() {
     assert_eq!(
         allocations, 0,
         "{allocations} allocations encoding, framing, parsing and validating {MEASURED} orders"
+    );
+}
+
+#[test]
+fn writing_a_parsed_order_in_quickfix_order_allocates_nothing() {
+    assert_counting();
+    let dict = Dictionary::from_file(spec::spec_file("FIX44.xml")).expect("FIX44.xml");
+    let mut enc = Encoder::new("FIX.4.4");
+    let mut fields = Fields::default();
+    let mut order = QuickFixOrder::new();
+    let mut body = Vec::with_capacity(256);
+    let mut run = |from: u64, to: u64| {
+        let mut bytes = 0;
+        for seq in from..to {
+            let raw = new_order(&mut enc, seq, T0 + seq * 1_000_000);
+            let msg = codec::parse(raw, &mut fields).expect("parses");
+            body.clear();
+            order.write_body(&msg, Some(&dict), &mut body);
+            bytes += body.len();
+        }
+        bytes
+    };
+    assert!(run(1, 1 + WARMUP) > 0);
+    let (bytes, allocations) = allocations_during(|| run(1 + WARMUP, 1 + WARMUP + MEASURED));
+    assert!(bytes > 0);
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations re-ordering {MEASURED} orders"
     );
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use tickwire_fix::codec::{MessageRef, SOH};
+use tickwire_fix::order::QuickFixOrder;
 use tickwire_fix::settings::{ConnectionType, Settings};
 use tickwire_fix_engine::{Application, Ctx, Engine, EngineOptions, Handle, SessionKey};
 
@@ -58,10 +59,12 @@ const FIX_EXAMPLES: &str = "\
 Applications (--app):
   log    print what arrives
   echo   send NewOrderSingle (D), SecurityDefinition (d) and Email (C) messages back
-         to their sender (same MsgType, same body); ignore a PossResend=Y
-         NewOrderSingle whose ClOrdID was already seen on that session; answer any
-         other application message as unsupported (BusinessMessageReject 380=3, a
-         Reject before FIX.4.2), as QuickFIX's acceptance-test application does
+         to their sender (same MsgType, the whole message: body and header fields
+         such as 97 or 115, written in QuickFIX's field order); ignore a
+         PossResend=Y NewOrderSingle whose ClOrdID was already seen on that session;
+         answer any other application message as unsupported (BusinessMessageReject
+         380=3, a Reject before FIX.4.2), as QuickFIX's acceptance-test application
+         does
 
 A settings file for both sides (save as fix.cfg; run 'tickwire fix acceptor --config
 fix.cfg --app echo' in one terminal and 'tickwire fix initiator --config fix.cfg' in
@@ -173,6 +176,7 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         seen: HashMap::new(),
         body: Vec::new(),
         line: Vec::new(),
+        order: QuickFixOrder::new(),
     };
     let opts = EngineOptions {
         reset_lost_stores: a.reset_lost_store,
@@ -318,11 +322,7 @@ struct CliApp {
     seen: HashMap<SessionKey, HashSet<Vec<u8>>>,
     body: Vec<u8>,
     line: Vec<u8>,
-}
-
-/// Header and trailer tags: not copied into an echoed body (QuickFIX's sets).
-fn is_header_or_trailer(tag: u32) -> bool {
-    tickwire_fix::session::is_header_tag(tag) || tickwire_fix::session::is_trailer_tag(tag)
+    order: QuickFixOrder,
 }
 
 impl CliApp {
@@ -372,15 +372,12 @@ impl CliApp {
             }
             seen.insert(cl_ord_id.to_vec());
         }
+        // As QuickFIX's acceptance-test application: the whole parsed message goes
+        // back (header fields such as 97 or 115 included, not reversed), written in
+        // QuickFIX's field order (body ascending, groups in dictionary order).
         self.body.clear();
-        for f in msg.fields() {
-            if is_header_or_trailer(f.tag) {
-                continue;
-            }
-            let _ = write!(self.body, "{}=", f.tag);
-            self.body.extend_from_slice(msg.value(f));
-            self.body.push(SOH);
-        }
+        self.order
+            .write_body(msg, ctx.dictionary(k), &mut self.body);
         if let Err(e) = ctx.send(k, msg_type, &self.body) {
             eprintln!("error: echoing on {}: {e}", self.name(k));
         }

@@ -30,6 +30,7 @@ impl<A: Application> Engine<A> {
             wbuf: Vec::new(),
             wpos: 0,
             since: self.now.as_nanos(),
+            first_bytes: None,
             queued: false,
         };
         if let Err(e) = self.net.poll.registry().register(
@@ -172,6 +173,9 @@ impl<A: Application> Engine<A> {
                 }
                 Ok(n) => {
                     conn.rend += n;
+                    if conn.session.is_none() && conn.first_bytes.is_none() {
+                        conn.first_bytes = Some(self.now.as_nanos());
+                    }
                     let drained = n < len - rend;
                     self.process_frames(c);
                     if drained && !to_eof {

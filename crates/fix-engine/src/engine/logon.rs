@@ -122,28 +122,29 @@ impl<A: Application> Engine<A> {
         };
         let listener = conn.listener;
         let peer = conn.peer;
-        let found = match codec::parse_unchecked(&conn.rbuf[a..b], &mut self.scratch.fields) {
-            Err(_) => Err("garbled first message"),
-            Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon"),
-            Ok(m) => {
-                let (begin, sender, target) = (
-                    m.begin_string(),
-                    m.get(49).unwrap_or_default(),
-                    m.get(56).unwrap_or_default(),
-                );
-                self.slots
-                    .iter()
-                    .position(|s| {
-                        let cfg = s.session.config();
-                        s.listener == listener
-                            && cfg.begin_string.as_bytes() == begin
-                            && cfg.sender_comp_id.as_bytes() == target
-                            && cfg.target_comp_id.as_bytes() == sender
-                    })
-                    .map(SessionKey)
-                    .ok_or("Session not found for incoming message")
-            }
-        };
+        let found =
+            match codec::parse_keeping_empty(&conn.rbuf[a..b], &mut self.scratch.fields, false) {
+                Err(_) => Err("garbled first message"),
+                Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon"),
+                Ok(m) => {
+                    let (begin, sender, target) = (
+                        m.begin_string(),
+                        m.get(49).unwrap_or_default(),
+                        m.get(56).unwrap_or_default(),
+                    );
+                    self.slots
+                        .iter()
+                        .position(|s| {
+                            let cfg = s.session.config();
+                            s.listener == listener
+                                && cfg.begin_string.as_bytes() == begin
+                                && cfg.sender_comp_id.as_bytes() == target
+                                && cfg.target_comp_id.as_bytes() == sender
+                        })
+                        .map(SessionKey)
+                        .ok_or("Session not found for incoming message")
+                }
+            };
         match found {
             Err(why) => {
                 tracing::warn!("FIX acceptor: {why}: connection closed");

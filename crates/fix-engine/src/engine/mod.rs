@@ -262,6 +262,9 @@ struct Conn {
     wpos: usize,
     /// Accepted / connecting / closing since.
     since: u64,
+    /// Unbound: when the first bytes of its first message arrived (QuickFIX gives the
+    /// rest of that message 1 s, then closes the connection).
+    first_bytes: Option<u64>,
     /// On the write list this turn.
     queued: bool,
 }

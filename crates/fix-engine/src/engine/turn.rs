@@ -160,6 +160,7 @@ impl<A: Application> Engine<A> {
     /// Closing connections past their linger, silent unbound connections, connection
     /// attempts that take longer than the session's LogonTimeout.
     pub(super) fn housekeeping(&mut self) {
+        const FIRST_MESSAGE_NS: u64 = 1_000_000_000;
         let now = self.now;
         let unbound = self.opts.unbound_timeout.as_nanos() as u64;
         for c in 0..self.net.conns.len() {
@@ -169,7 +170,16 @@ impl<A: Application> Engine<A> {
             let age = now.as_nanos().saturating_sub(conn.since);
             let close = match conn.state {
                 ConnState::Closing => age >= LINGER_NS,
-                ConnState::Open => conn.session.is_none() && age >= unbound,
+                // QuickFIX's acceptor reads a connection's first message with a 1 s
+                // select and closes the connection if it is not complete by then
+                // (recorded: logon_body_length_long).
+                ConnState::Open => {
+                    conn.session.is_none()
+                        && (age >= unbound
+                            || conn.first_bytes.is_some_and(|t| {
+                                now.as_nanos().saturating_sub(t) >= FIRST_MESSAGE_NS
+                            }))
+                }
                 ConnState::Connecting => {
                     let limit = conn
                         .session
@@ -313,7 +323,9 @@ impl<A: Application> Engine<A> {
                             }
                         }
                         if observe {
-                            if let Ok(m) = codec::parse_unchecked(bytes, &mut scratch.out_fields) {
+                            if let Ok(m) =
+                                codec::parse_keeping_empty(bytes, &mut scratch.out_fields, false)
+                            {
                                 if is_admin_msg_type(m.msg_type()) {
                                     app.to_admin(key, &m);
                                 } else {
@@ -361,7 +373,9 @@ impl<A: Application> Engine<A> {
             match then {
                 Then::Nothing => {}
                 Then::FromApp | Then::FromAdmin => {
-                    if let Ok(m) = codec::parse_unchecked(&scratch.msg, &mut scratch.fields) {
+                    if let Ok(m) =
+                        codec::parse_keeping_empty(&scratch.msg, &mut scratch.fields, false)
+                    {
                         if matches!(then, Then::FromApp) {
                             app.from_app(&mut ctx, key, &m);
                         } else {

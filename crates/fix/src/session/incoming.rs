@@ -18,10 +18,36 @@ impl<S: MessageStore> Session<S> {
         };
         let r = match parsed {
             Ok(m) => self.process_message(now, &m, queued),
+            // An empty value inside a repeating group is not QuickFIX's business
+            // (only a dictionary tells where groups are).
+            Err(e @ codec::ParseError::EmptyValue { .. })
+                if self
+                    .validation
+                    .as_ref()
+                    .is_some_and(|v| v.options.use_data_dictionary) =>
+            {
+                let verify = !queued && verify_checksum;
+                let seq_empty =
+                    matches!(e, codec::ParseError::EmptyValue { tag } if tag == tag::MSG_SEQ_NUM);
+                match codec::parse_keeping_empty(raw, &mut fields, verify) {
+                    // `34=` is dropped like a MsgSeqNum that is not a number (recorded:
+                    // empty_values, QuickFIX's event "Incorrect data format for value").
+                    Ok(m) if seq_empty || self.empty_values_only_in_groups(&m) => {
+                        self.process_message(now, &m, queued)
+                    }
+                    _ => self.process_unparsable(now, raw, e, queued),
+                }
+            }
             Err(e) => self.process_unparsable(now, raw, e, queued),
         };
         self.fields_pool.push(fields);
         r
+    }
+
+    fn empty_values_only_in_groups(&self, m: &MessageRef<'_>) -> bool {
+        self.validation.as_ref().is_some_and(|v| {
+            validate::empty_values_only_in_groups(m, &Dictionaries::fixt(&v.transport, &v.app))
+        })
     }
 
     pub(super) fn process_unparsable(
@@ -40,7 +66,12 @@ impl<S: MessageStore> Session<S> {
                 }
                 let seq = scan_field(raw, tag::MSG_SEQ_NUM).and_then(codec::parse_u64);
                 let msg_type = scan_field(raw, tag::MSG_TYPE).unwrap_or_default();
-                let r = RefMsg { seq, msg_type };
+                let route = Route::of(|t| scan_field(raw, t));
+                let r = RefMsg {
+                    seq,
+                    msg_type,
+                    route,
+                };
                 self.reject_quiet(now, r, reason, e.tag().unwrap_or(0), true)?;
                 self.after_message(now, queued)
             }

@@ -261,6 +261,7 @@ impl<S: MessageStore> Session<S> {
         let seq_txt = SeqText(r.seq);
         match reason {
             Some(t) if field != 0 || err == session_reject::INVALID_TAG_NUMBER => {
+                let field = field as i32;
                 self.note(format_args!("Message {seq_txt} Rejected: {t}:{field}"))
             }
             Some(t) => self.note(format_args!("Message {seq_txt} Rejected: {t}")),
@@ -272,6 +273,7 @@ impl<S: MessageStore> Session<S> {
         }
         let seq = self.store.next_sender_seq();
         self.header(now, mt::REJECT, seq, false, None);
+        self.reverse_route(&r.route);
         if let Some(s) = r.seq {
             self.enc.field_u64(tag::REF_SEQ_NUM, s);
         }
@@ -285,7 +287,9 @@ impl<S: MessageStore> Session<S> {
             }
         }
         if with_field && self.ver.ge42 {
-            self.enc.field_u64(tag::REF_TAG_ID, u64::from(field));
+            // A tag QuickFIX read as a negative `int` (see codec::quickfix_tag_number)
+            // is written as that number; every real tag is below 2^31.
+            self.enc.field_i64(tag::REF_TAG_ID, i64::from(field as i32));
         }
         if self.ver.ge42 {
             if !r.msg_type.is_empty() {
@@ -298,6 +302,17 @@ impl<S: MessageStore> Session<S> {
         }
         self.finish_admin(seq, false)?;
         Ok(true)
+    }
+
+    /// The rejected message's routing fields, reversed (recorded: `reverse_route`,
+    /// `reverse_route_empty`; QuickFIX 1.15 does this on session Rejects only, not on
+    /// Heartbeats, BusinessMessageRejects or Logouts).
+    fn reverse_route(&mut self, route: &Route<'_>) {
+        for (t, v) in route.reversed(self.ver.ge42) {
+            if !v.is_empty() {
+                self.enc.field(t, v);
+            }
+        }
     }
 
     /// [`Session::reject`] where QuickFIX only logs a failure to reject before Logon.
@@ -325,6 +340,7 @@ impl<S: MessageStore> Session<S> {
         }
         let seq = self.store.next_sender_seq();
         self.header(now, mt::REJECT, seq, false, None);
+        self.reverse_route(&r.route);
         self.enc.field_u64(tag::REF_SEQ_NUM, r.seq.unwrap_or(0));
         self.enc.field_str(tag::TEXT, text);
         if self.ver.ge42 {

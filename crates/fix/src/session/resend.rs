@@ -47,7 +47,7 @@ impl<S: MessageStore> Session<S> {
         let mut r = Ok(());
         for &(s, e) in idx {
             let Some(raw) = buf.get(s..e) else { continue };
-            let Ok(msg) = codec::parse_unchecked(raw, &mut fields) else {
+            let Ok(msg) = codec::parse_keeping_empty(raw, &mut fields, false) else {
                 // An unreadable stored message is treated as missing: gap-filled.
                 continue;
             };

@@ -39,7 +39,8 @@ pub fn pretty(raw: &[u8]) -> String {
 /// without 8 (`35=...|...|`).
 pub fn strip(raw: &[u8]) -> String {
     let mut fields = Fields::default();
-    codec::parse(raw, &mut fields)
+    // Empty values inside repeating groups go back as QuickFIX sends them.
+    codec::parse_keeping_empty(raw, &mut fields, true)
         .unwrap_or_else(|e| panic!("session sent an invalid message {}: {e}", pretty(raw)));
     let p = pretty(raw);
     let start = p.find("|35=").expect("35 present") + 1;
