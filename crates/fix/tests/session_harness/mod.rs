@@ -288,12 +288,10 @@ pub fn gave_up(why: &str) -> Vec<Act> {
 
 /// Only the messages sent.
 pub fn sends(v: &[Act]) -> Vec<String> {
-    v.iter()
-        .filter_map(|o| match o {
-            Act::Send(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+    texts(v, |o| match o {
+        Act::Send(s) => Some(s),
+        _ => None,
+    })
 }
 
 /// Everything except notes.
@@ -311,10 +309,13 @@ pub fn noted(v: &[Act], text: &str) -> bool {
 
 /// Only the notes.
 pub fn notes(v: &[Act]) -> Vec<String> {
-    v.iter()
-        .filter_map(|o| match o {
-            Act::Note(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+    texts(v, |o| match o {
+        Act::Note(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// The text of every act that `pick` takes, in order.
+fn texts(v: &[Act], pick: fn(&Act) -> Option<&String>) -> Vec<String> {
+    v.iter().filter_map(pick).cloned().collect()
 }
