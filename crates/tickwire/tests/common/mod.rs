@@ -188,9 +188,7 @@ impl Raw {
     }
 
     pub fn publish(&mut self, topic: &str, payload: &[u8]) {
-        let mut b = Vec::new();
-        frame::encode_publish(&mut b, topic, payload, Default::default(), u32::MAX).unwrap();
-        self.send(&b);
+        self.send(&publish_frame(topic, payload));
     }
 
     /// The next frame, or why none came: the router closed the connection (EOF), reset
@@ -292,6 +290,13 @@ impl Raw {
             Ok(got) => panic!("expected the router to close the connection, got {got:?}"),
         }
     }
+}
+
+/// A PUBLISH frame of `payload` to `topic`, without options.
+pub fn publish_frame(topic: &str, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::encode_publish(&mut b, topic, payload, Default::default(), u32::MAX).unwrap();
+    b
 }
 
 /// The log lines of a router started with [`RouterProc::start_logged`].
