@@ -25,8 +25,7 @@ fn case_4b_heartbeat_answers_test_request_with_its_test_req_id() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
     h.tick_ms(1500);
-    let tr = h.build("1", 2, "112=ABC 123|");
-    let out = h.feed(&tr);
+    let (tr, out) = h.recv_kept("1", 2, "112=ABC 123|");
     assert_eq!(
         out,
         vec![

@@ -16,8 +16,7 @@ use tickwire_rt::UtcNanos;
 fn case_1s_logon_as_acceptor_answers_with_the_initiators_heartbeat_interval() {
     let mut h = Harness::acceptor("FIX.4.4");
     assert_eq!(h.connect(), vec![]);
-    let logon = h.build("A", 1, "98=0|108=45|");
-    let out = h.feed(&logon);
+    let (logon, out) = h.recv_kept("A", 1, "98=0|108=45|");
     assert_eq!(
         actions(&out),
         vec![
@@ -44,8 +43,7 @@ fn case_1b_logon_as_initiator_sends_logon_and_accepts_the_answer() {
         actions(&out),
         vec![Act::Send(format!("35=A|{}98=0|108=30|", h.hdr(1)))]
     );
-    let answer = h.build("A", 1, "98=0|108=30|");
-    let out = h.feed(&answer);
+    let (answer, out) = h.recv_kept("A", 1, "98=0|108=30|");
     assert_eq!(
         actions(&out),
         vec![Act::FromAdmin(pretty(&answer)), Act::LoggedOn]
@@ -73,8 +71,7 @@ fn case_1s_logon_with_too_high_seq_is_answered_then_gap_requested() {
     ));
     assert_eq!(h.seqs(), (3, 1));
     // The counterparty gap-fills 1..4; the queued Logon (5) is then consumed.
-    let fill = h.build("4", 1, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
-    let out = h.feed(&fill);
+    let (fill, out) = h.recv_kept("4", 1, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
     assert_eq!(sends(&out), Vec::<String>::new());
     assert!(noted(&out, "Processing QUEUED message: 5"));
     assert_eq!(h.seqs(), (3, 6));

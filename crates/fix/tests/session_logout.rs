@@ -26,8 +26,7 @@ fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
     // Messages still arrive until the answer.
     let m = h.build("D", 2, "11=A|");
     assert_eq!(actions(&h.feed(&m)), vec![Act::FromApp(pretty(&m))]);
-    let answer = h.build("5", 3, "");
-    let out = h.feed(&answer);
+    let (answer, out) = h.recv_kept("5", 3, "");
     assert_eq!(
         actions(&out),
         vec![
@@ -60,8 +59,7 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
 fn case_13_received_logout_is_answered_and_the_connection_closed() {
     let mut h = Harness::acceptor("FIX.4.4");
     h.logon_as_acceptor();
-    let logout = h.build("5", 2, "58=bye|");
-    let out = h.feed(&logout);
+    let (logout, out) = h.recv_kept("5", 2, "58=bye|");
     assert_eq!(
         out,
         vec![

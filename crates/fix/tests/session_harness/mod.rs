@@ -178,8 +178,15 @@ impl Harness {
 
     /// Sends a counterparty message with an explicit MsgSeqNum (peer_seq untouched).
     pub fn recv_seq(&mut self, msg_type: &str, seq: u64, extra: &str) -> Vec<Act> {
+        self.recv_kept(msg_type, seq, extra).1
+    }
+
+    /// [`Harness::recv_seq`] that also returns the message, for expectations that
+    /// show it (`Act::FromAdmin(pretty(&msg))`).
+    pub fn recv_kept(&mut self, msg_type: &str, seq: u64, extra: &str) -> (Vec<u8>, Vec<Act>) {
         let raw = self.build(msg_type, seq, extra);
-        self.feed(&raw)
+        let out = self.feed(&raw);
+        (raw, out)
     }
 
     pub fn drain(&mut self) -> Vec<Act> {
