@@ -189,8 +189,7 @@ fn logon_with_wrong_comp_ids_disconnects_without_logging_on() {
 
 #[test]
 fn logon_duplicate_while_logged_on_disconnects() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     let out = h.recv("A", "98=0|108=30|");
     assert_eq!(actions(&out), vec![Act::Disconnect, Act::LoggedOut]);
     assert!(noted(&out, "Logon state is not valid for message"));
@@ -256,8 +255,7 @@ fn logon_missing_heart_bt_int_is_left_unanswered_like_quickfix() {
 #[test]
 fn logon_with_reset_seq_num_flag_inside_a_session_resets_both_directions() {
     // Recorded (logon_reset_seqnum_after_traffic, logon_reset_seqnum_wrong_seq).
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.recv("0", "");
     h.advance(30);
     assert_eq!(h.seqs(), (3, 3));

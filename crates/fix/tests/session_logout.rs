@@ -12,8 +12,7 @@ use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.s.logout(UtcNanos(h.now), Some("end of day"));
     let out = h.drain();
     assert_eq!(
@@ -41,8 +40,7 @@ fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
 
 #[test]
 fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.logon_as_initiator();
+    let mut h = Harness::logged_on_initiator("FIX.4.4");
     h.s.logout(UtcNanos(h.now), None);
     assert_eq!(sends(&h.drain()), vec![format!("35=5|{}", h.hdr(2))]);
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 2 * NANOS)));
@@ -57,8 +55,7 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
 
 #[test]
 fn case_13_received_logout_is_answered_and_the_connection_closed() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     let (logout, out) = h.recv_kept("5", 2, "58=bye|");
     assert_eq!(
         out,

@@ -65,8 +65,7 @@ fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
 
 #[test]
 fn case_8_resend_request_before_fix42_uses_end_seq_no_999999() {
-    let mut h = Harness::acceptor("FIX.4.1");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.1");
     let out = h.recv_seq("D", 3, ORDER);
     // FIX.4.1 SendingTime has no milliseconds.
     let hdr = h.hdr(2).replace(".000", "");

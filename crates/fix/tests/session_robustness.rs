@@ -28,8 +28,7 @@ proptest! {
         let mut h = Harness::acceptor("FIX.4.4");
         h.connect();
         h.feed(&data);
-        let mut h = Harness::acceptor("FIX.4.4");
-        h.logon_as_acceptor();
+        let mut h = Harness::logged_on_acceptor("FIX.4.4");
         h.feed(&data);
         h.advance(100);
     }

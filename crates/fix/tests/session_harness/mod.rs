@@ -88,6 +88,20 @@ impl Harness {
         Harness::new(Harness::config(begin_string, Role::Initiator))
     }
 
+    /// An acceptor already logged on ([`Harness::logon_as_acceptor`]).
+    pub fn logged_on_acceptor(begin_string: &str) -> Harness {
+        let mut h = Harness::acceptor(begin_string);
+        h.logon_as_acceptor();
+        h
+    }
+
+    /// An initiator already logged on ([`Harness::logon_as_initiator`]).
+    pub fn logged_on_initiator(begin_string: &str) -> Harness {
+        let mut h = Harness::initiator(begin_string);
+        h.logon_as_initiator();
+        h
+    }
+
     /// A session of `role` with the configuration `change` makes to the defaults.
     pub fn with(
         begin_string: &str,
