@@ -62,9 +62,7 @@ fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
         ]
     );
     // No heartbeat while a test request is outstanding; disconnect at 72 s.
-    assert_eq!(h.advance(30), vec![]);
-    let out = h.advance(6);
-    assert_eq!(out, gave_up("Timed out waiting for heartbeat"));
+    h.assert_gives_up(30, 6, "Timed out waiting for heartbeat");
 }
 
 #[test]

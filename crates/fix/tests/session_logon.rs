@@ -163,9 +163,7 @@ fn logon_timeout_disconnects_the_initiator() {
     let mut h = Harness::initiator("FIX.4.4");
     h.connect();
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 10 * NANOS)));
-    assert_eq!(h.advance(9), vec![]);
-    let out = h.advance(1);
-    assert_eq!(out, gave_up("Timed out waiting for logon response"));
+    h.assert_gives_up(9, 1, "Timed out waiting for logon response");
 }
 
 #[test]

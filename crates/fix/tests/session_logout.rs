@@ -44,9 +44,7 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
     h.s.logout(UtcNanos(h.now), None);
     assert_eq!(sends(&h.drain()), vec![format!("35=5|{}", h.hdr(2))]);
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 2 * NANOS)));
-    assert_eq!(h.advance(1), vec![]);
-    let out = h.advance(1);
-    assert_eq!(out, gave_up("Timed out waiting for logout response"));
+    h.assert_gives_up(1, 1, "Timed out waiting for logout response");
     // Disabled by logout(): no reconnection until logon().
     assert_eq!(h.advance(60), vec![]);
     h.s.logon(UtcNanos(h.now));

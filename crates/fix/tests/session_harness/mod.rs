@@ -284,6 +284,13 @@ impl Harness {
         );
     }
 
+    /// Asserts that nothing happens for `quiet` seconds, and that `after` seconds more
+    /// the session gives up: `why`, then the disconnect ([`gave_up`]).
+    pub fn assert_gives_up(&mut self, quiet: u64, after: u64, why: &str) {
+        assert_eq!(self.advance(quiet), vec![]);
+        assert_eq!(self.advance(after), gave_up(why));
+    }
+
     pub fn store(&self) -> &MemoryStore {
         self.s.store()
     }
