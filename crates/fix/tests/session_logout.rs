@@ -76,16 +76,15 @@ fn case_13_received_logout_is_answered_and_the_connection_closed() {
 
 #[test]
 fn reset_on_logout_restarts_sequence_numbers() {
-    let mut h = Harness::with("FIX.4.4", Role::Acceptor, |c| c.reset_on_logout = true);
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_with("FIX.4.4", Role::Acceptor, |c| c.reset_on_logout = true);
     h.recv("5", "");
     assert_eq!(h.seqs(), (1, 1));
 }
 
 #[test]
 fn reset_on_disconnect_restarts_sequence_numbers_when_the_connection_drops() {
-    let mut h = Harness::with("FIX.4.4", Role::Acceptor, |c| c.reset_on_disconnect = true);
-    h.logon_as_acceptor();
+    let mut h =
+        Harness::logged_on_with("FIX.4.4", Role::Acceptor, |c| c.reset_on_disconnect = true);
     h.recv("D", "11=A|");
     assert_eq!(h.seqs(), (2, 3));
     assert_eq!(actions(&h.disconnected()), vec![Act::LoggedOut]);

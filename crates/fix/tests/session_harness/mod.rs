@@ -90,15 +90,23 @@ impl Harness {
 
     /// An acceptor already logged on ([`Harness::logon_as_acceptor`]).
     pub fn logged_on_acceptor(begin_string: &str) -> Harness {
-        let mut h = Harness::acceptor(begin_string);
-        h.logon_as_acceptor();
-        h
+        Harness::logged_on_with(begin_string, Role::Acceptor, |_| {})
     }
 
     /// An initiator already logged on ([`Harness::logon_as_initiator`]).
     pub fn logged_on_initiator(begin_string: &str) -> Harness {
-        let mut h = Harness::initiator(begin_string);
-        h.logon_as_initiator();
+        Harness::logged_on_with(begin_string, Role::Initiator, |_| {})
+    }
+
+    /// [`Harness::with`], then logged on: the counterparty's Logon (seq 1, HeartBtInt
+    /// 30) arrives on a new connection.
+    pub fn logged_on_with(
+        begin_string: &str,
+        role: Role,
+        change: impl FnOnce(&mut SessionConfig),
+    ) -> Harness {
+        let mut h = Harness::with(begin_string, role, change);
+        h.connect_and_logon();
         h
     }
 
