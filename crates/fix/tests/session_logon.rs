@@ -54,8 +54,7 @@ fn case_1b_logon_as_initiator_sends_logon_and_accepts_the_answer() {
 
 #[test]
 fn case_1s_logon_with_too_high_seq_is_answered_then_gap_requested() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv_seq("A", 5, "98=0|108=30|");
     assert_eq!(
         sends(&out),
@@ -133,8 +132,7 @@ fn logon_fixt_sends_default_appl_ver_id_and_requires_it() {
 
     // An acceptor refuses a FIXT Logon without DefaultApplVerID: it cannot reject
     // before logon, so it disconnects.
-    let mut h = Harness::acceptor("FIXT.1.1");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIXT.1.1");
     let out = h.recv("A", "98=0|108=30|");
     assert_eq!(actions(&out), vec![Act::Disconnect]);
     assert!(noted(&out, "Required field missing from logon"));
@@ -144,8 +142,7 @@ fn logon_fixt_sends_default_appl_ver_id_and_requires_it() {
 
 #[test]
 fn logon_first_message_not_a_logon_disconnects_the_acceptor() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv("0", "");
     assert_eq!(
         out,
@@ -160,24 +157,21 @@ fn logon_first_message_not_a_logon_disconnects_the_acceptor() {
 
 #[test]
 fn logon_timeout_disconnects_the_initiator() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 10 * NANOS)));
     h.assert_gives_up(9, 1, "Timed out waiting for logon response");
 }
 
 #[test]
 fn logon_timeout_disconnects_a_silent_acceptor_connection() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     assert_eq!(h.advance(9), vec![]);
     assert_eq!(actions(&h.advance(1)), vec![Act::Disconnect]);
 }
 
 #[test]
 fn logon_with_wrong_comp_ids_disconnects_without_logging_on() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let raw = h.build_from("XX", "TW", "A", 1, h.now, "98=0|108=30|");
     let out = h.feed(&raw);
     assert_eq!(actions(&out), vec![Act::Disconnect]);
@@ -237,8 +231,7 @@ fn acceptor_never_asks_to_connect() {
 #[test]
 fn logon_missing_heart_bt_int_is_left_unanswered_like_quickfix() {
     // Recorded (logon_missing_heartbtint): nothing sent, connection left open.
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv("A", "98=0|");
     assert_eq!(
         out,
@@ -268,8 +261,7 @@ fn logon_with_reset_seq_num_flag_inside_a_session_resets_both_directions() {
 #[test]
 fn initiator_logon_answered_by_logout_answers_and_disconnects() {
     // Recorded (initiator_logon_rejected).
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("5", "58=not allowed|");
     assert_eq!(actions(&out)[1..], h.logged_out(2, "")[..]);
 }
@@ -277,8 +269,7 @@ fn initiator_logon_answered_by_logout_answers_and_disconnects() {
 #[test]
 fn initiator_logon_answered_by_heartbeat_disconnects() {
     // Recorded (initiator_logon_answer_not_logon).
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("0", "");
     assert_eq!(actions(&out), vec![Act::Disconnect, Act::LoggedOut]);
     assert_eq!(notes(&out)[0], "Logon state is not valid for message");
@@ -286,8 +277,7 @@ fn initiator_logon_answered_by_heartbeat_disconnects() {
 
 #[test]
 fn logon_next_expected_msg_seq_num_too_high_logs_out() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("A", "98=0|108=30|789=5|");
     let text = "NextExpectedMsgSeqNum too high, expecting 2 but received 5";
     assert_eq!(

@@ -93,8 +93,7 @@ fn reset_on_disconnect_restarts_sequence_numbers_when_the_connection_drops() {
 
 #[test]
 fn logout_before_logon_completes_just_closes_the_connection() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     h.s.logout(UtcNanos(h.now), None);
     assert_eq!(actions(&h.drain()), vec![Act::Disconnect, Act::LoggedOut]);
 }

@@ -88,6 +88,20 @@ impl Harness {
         Harness::new(Harness::config(begin_string, Role::Initiator))
     }
 
+    /// An acceptor on a new connection, before any Logon.
+    pub fn connected_acceptor(begin_string: &str) -> Harness {
+        let mut h = Harness::acceptor(begin_string);
+        h.connect();
+        h
+    }
+
+    /// An initiator that has connected (and so sent its Logon).
+    pub fn connected_initiator(begin_string: &str) -> Harness {
+        let mut h = Harness::initiator(begin_string);
+        h.connect();
+        h
+    }
+
     /// An acceptor already logged on ([`Harness::logon_as_acceptor`]).
     pub fn logged_on_acceptor(begin_string: &str) -> Harness {
         Harness::logged_on_with(begin_string, Role::Acceptor, |_| {})
