@@ -31,6 +31,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tickwire_rt::MonoNanos;
 
+use crate::fanout::workload::Header;
 use crate::harness::{RouterChild, StopFlag};
 use crate::report::OutputArgs;
 use crate::schedule::{RatePattern, Schedule, SizeMix};
@@ -182,27 +183,24 @@ impl Target {
     }
 }
 
-/// Bytes at the start of every payload: publisher id (u32), reserved (u32), message
-/// number of that publisher (u64, from 0), intended send time (u64 ns, MonoNanos).
-pub const HEADER_LEN: usize = 24;
+/// Bytes at the start of every payload: the fan-out bench's [`Header`] with the topic
+/// field reserved (0): publisher id (u32), reserved (u32), message number of that
+/// publisher (u64, from 0), intended send time (u64 ns, MonoNanos).
+pub const HEADER_LEN: usize = crate::fanout::workload::HEADER_LEN;
 
 fn write_header(buf: &mut [u8], publisher: u32, n: u64, intended_ns: u64) {
-    buf[0..4].copy_from_slice(&publisher.to_le_bytes());
-    buf[4..8].copy_from_slice(&[0; 4]);
-    buf[8..16].copy_from_slice(&n.to_le_bytes());
-    buf[16..24].copy_from_slice(&intended_ns.to_le_bytes());
+    Header {
+        publisher,
+        topic: 0,
+        seq: n,
+        intended_ns,
+    }
+    .encode(buf);
 }
 
 /// (publisher, message number, intended send time in ns), or None when too short.
 fn read_header(p: &[u8]) -> Option<(u32, u64, u64)> {
-    let h = p.get(..HEADER_LEN)?;
-    let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    let u64_at = |i: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&h[i..i + 8]);
-        u64::from_le_bytes(b)
-    };
-    Some((u32_at(0), u64_at(8), u64_at(16)))
+    Header::decode(p).map(|h| (h.publisher, h.seq, h.intended_ns))
 }
 
 /// What one run is: the schedule, the sizes, who is where. Shared read-only by every

@@ -42,6 +42,23 @@ pub use tickwire_rt::stop::StopFlag;
 use tickwire_rt::stop::{register_child, terminate};
 pub use tickwire_rt::IdleStrategy;
 
+/// Spawns a thread named `name` that first pins itself to `cpu` (when given), then
+/// runs `f`: the echo, receiver and feed-handler threads of the benches.
+pub fn spawn_pinned<T: Send + 'static>(
+    name: &str,
+    cpu: Option<usize>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_current_thread(cpu);
+            }
+            f()
+        })
+}
+
 /// The line the router prints on stdout once it listens, followed by the address.
 const BANNER: &str = "tickwire router listening on ";
 /// How long [`RouterChild::start`] waits for the banner.
@@ -110,21 +127,13 @@ impl RouterChild {
         };
         let stdout = stdout.context("the router's stdout was not piped")?;
 
-        let line = match wait_for_line(stdout, "router-stdout", BANNER_TIMEOUT, |_| true)? {
-            ReadyLine::Line(line) => line,
-            ReadyLine::TimedOut => bail!(
-                "{} printed no banner within {BANNER_TIMEOUT:?}",
-                router.command
-            ),
-            ReadyLine::Closed => {
-                let status = router.child.wait().ok();
-                bail!(
-                    "{} exited before it listened (status {}); see its stderr above",
-                    router.command,
-                    status.map_or("unknown".into(), |s| s.to_string())
-                )
-            }
-        };
+        let line = wait_for_line(stdout, "router-stdout", BANNER_TIMEOUT, |_| true)?.or_error(
+            &mut router.child,
+            &router.command,
+            "banner",
+            BANNER_TIMEOUT,
+            "it listened",
+        )?;
         let addr = line
             .trim()
             .strip_prefix(BANNER)
@@ -180,6 +189,32 @@ pub enum ReadyLine {
     TimedOut,
     /// The output ended (the child exited) first.
     Closed,
+}
+
+impl ReadyLine {
+    /// The line; otherwise an error naming `command`: it printed no `line` (e.g.
+    /// "banner") within `timeout`, or it exited (`child` is reaped for its status)
+    /// before `ready` (e.g. "it listened").
+    pub fn or_error(
+        self,
+        child: &mut Child,
+        command: &str,
+        line: &str,
+        timeout: Duration,
+        ready: &str,
+    ) -> anyhow::Result<String> {
+        match self {
+            ReadyLine::Line(l) => Ok(l),
+            ReadyLine::TimedOut => bail!("{command} printed no {line} within {timeout:?}"),
+            ReadyLine::Closed => {
+                let status = child.wait().ok();
+                bail!(
+                    "{command} exited before {ready} (status {}); see its stderr above",
+                    status.map_or("unknown".into(), |s| s.to_string())
+                )
+            }
+        }
+    }
 }
 
 /// Reads a child's stdout on a thread named `name` until a line satisfies `is_ready`,

@@ -436,12 +436,8 @@ impl Ctx<'_> {
         let listener = TcpListener::bind("127.0.0.1:0").context("binding the TCP echo")?;
         let addr = listener.local_addr().context("TCP echo address")?;
         let far = self.args.pin.map(|p| p.far);
-        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
-            .name("tcp-echo".into())
-            .spawn(move || {
-                if let Some(cpu) = far {
-                    harness::pin_current_thread(cpu);
-                }
+        let echo: JoinHandle<anyhow::Result<()>> =
+            harness::spawn_pinned("tcp-echo", far, move || {
                 let (mut s, _) = listener.accept().context("accepting the pinger")?;
                 s.set_nodelay(true)?;
                 s.set_nonblocking(spin)?;
@@ -497,12 +493,8 @@ impl Ctx<'_> {
         let s = UdpSocket::bind("127.0.0.1:0").context("binding the UDP pinger")?;
         s.connect(echo_addr)?;
         let far = self.args.pin.map(|p| p.far);
-        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
-            .name("udp-echo".into())
-            .spawn(move || {
-                if let Some(cpu) = far {
-                    harness::pin_current_thread(cpu);
-                }
+        let echo: JoinHandle<anyhow::Result<()>> =
+            harness::spawn_pinned("udp-echo", far, move || {
                 echo_sock.set_nonblocking(spin)?;
                 let mut buf = vec![0u8; MAX_UDP + 1];
                 loop {
@@ -634,12 +626,8 @@ impl Ctx<'_> {
         let near = self.args.pin.map(|p| p.near);
         let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
         let stop = self.stop.clone();
-        let echo: JoinHandle<anyhow::Result<()>> = std::thread::Builder::new()
-            .name("tickwire-echo".into())
-            .spawn(move || {
-                if let Some(cpu) = near {
-                    harness::pin_current_thread(cpu);
-                }
+        let echo: JoinHandle<anyhow::Result<()>> =
+            harness::spawn_pinned("tickwire-echo", near, move || {
                 let setup = connect_subscribed(addr, ECHO_NAME, PING_TOPIC);
                 let mut b = match setup {
                     Ok(b) => {

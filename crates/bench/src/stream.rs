@@ -682,12 +682,8 @@ fn udp_pair(
         args.pin.map(|p| p.far),
     );
     let q = Arc::clone(&quit);
-    let handle = std::thread::Builder::new()
-        .name("udp-receiver".into())
-        .spawn(move || -> anyhow::Result<RxOutcome> {
-            if let Some(cpu) = far {
-                harness::pin_current_thread(cpu);
-            }
+    let handle =
+        harness::spawn_pinned("udp-receiver", far, move || -> anyhow::Result<RxOutcome> {
             rx_sock.set_nonblocking(spin)?;
             if !spin {
                 rx_sock.set_read_timeout(Some(Duration::from_millis(50)))?;
@@ -775,12 +771,10 @@ fn tickwire_pair(
     );
     let q = Arc::clone(&quit);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let handle = std::thread::Builder::new()
-        .name("tickwire-receiver".into())
-        .spawn(move || -> anyhow::Result<RxOutcome> {
-            if let Some(cpu) = near {
-                harness::pin_current_thread(cpu);
-            }
+    let handle = harness::spawn_pinned(
+        "tickwire-receiver",
+        near,
+        move || -> anyhow::Result<RxOutcome> {
             let opts = ClientOptions {
                 name: "bench-stream-receiver".into(),
                 ..ClientOptions::default()
@@ -844,8 +838,9 @@ fn tickwire_pair(
                     idle_once(yields);
                 }
             }
-        })
-        .context("spawning the tickwire receiver")?;
+        },
+    )
+    .context("spawning the tickwire receiver")?;
     match ready_rx.recv() {
         Ok(Ok(())) => {}
         Ok(Err(e)) => bail!("starting the receiver client: {e}"),

@@ -21,7 +21,8 @@ pub mod target;
 pub mod venue;
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::io::{ErrorKind, Write as _};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -1056,6 +1057,22 @@ fn plot(path: &Path, r: &Report) -> anyhow::Result<()> {
             None,
         )
     }
+}
+
+/// Writes `buf[*pos..]` to the non-blocking `sock` until all is written or it would
+/// block, advancing `pos`: `Ok(false)` when the peer is gone (a write took nothing).
+/// For the simulator's and the raw responder's write buffers.
+fn write_pending(sock: &mut TcpStream, buf: &[u8], pos: &mut usize) -> std::io::Result<bool> {
+    while *pos < buf.len() {
+        match sock.write(&buf[*pos..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => *pos += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -159,26 +159,34 @@ impl Client {
     /// Messages that arrive meanwhile are kept for the next [`Client::poll`] /
     /// [`Client::recv`].
     pub fn subscribe(&mut self, pattern: &str) -> Result<(), Error> {
-        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
-        let id = self.request_id();
-        self.request(
+        self.pattern_request(
+            pattern,
             "the router's ACK to SUBSCRIBE",
-            Pending::Request(id),
-            |tx| frame::encode_subscribe(tx, id, pattern),
+            frame::encode_subscribe,
         )
-        .and_then(expect_ack)
     }
 
     /// Removes the subscription to `pattern` (exactly as subscribed) and waits for the ACK.
     pub fn unsubscribe(&mut self, pattern: &str) -> Result<(), Error> {
+        self.pattern_request(
+            pattern,
+            "the router's ACK to UNSUBSCRIBE",
+            frame::encode_unsubscribe,
+        )
+    }
+
+    /// SUBSCRIBE or UNSUBSCRIBE (`encode`) of a pattern checked here first; waits for
+    /// the ACK (`what` names it in a timeout).
+    fn pattern_request(
+        &mut self,
+        pattern: &str,
+        what: &'static str,
+        encode: fn(&mut Vec<u8>, u32, &str),
+    ) -> Result<(), Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
         let id = self.request_id();
-        self.request(
-            "the router's ACK to UNSUBSCRIBE",
-            Pending::Request(id),
-            |tx| frame::encode_unsubscribe(tx, id, pattern),
-        )
-        .and_then(expect_ack)
+        self.request(what, Pending::Request(id), |tx| encode(tx, id, pattern))
+            .and_then(expect_ack)
     }
 
     /// Queues one message for `topic`; writes when [`ClientOptions::batch_bytes`] are

@@ -186,6 +186,16 @@ mod tests {
     use super::*;
     use tickwire_wire::frame::{decode, DEFAULT_MAX_FRAME};
 
+    /// An ERROR frame from the router.
+    fn error(request_id: u32, code: ErrorCode, fatal: bool, text: &str) -> Frame<'_> {
+        Frame::Error {
+            request_id,
+            code,
+            fatal,
+            text,
+        }
+    }
+
     #[test]
     fn ping_is_answered_with_the_same_token() {
         let mut s = Session::default();
@@ -203,21 +213,11 @@ mod tests {
         s.pending = Some(Pending::Request(2));
         // Stale ACK and ERROR for an earlier, timed-out request: ignored.
         s.on_control(Frame::Ack { request_id: 1 }, &mut tx).unwrap();
-        let stale = Frame::Error {
-            request_id: 1,
-            code: ErrorCode::INVALID_PATTERN,
-            fatal: false,
-            text: "x",
-        };
+        let stale = error(1, ErrorCode::INVALID_PATTERN, false, "x");
         s.on_control(stale, &mut tx).unwrap();
         s.on_control(Frame::Pong(2), &mut tx).unwrap();
         assert_eq!(s.reply, None);
-        let answer = Frame::Error {
-            request_id: 2,
-            code: ErrorCode::NOT_SUBSCRIBED,
-            fatal: false,
-            text: "no such subscription",
-        };
+        let answer = error(2, ErrorCode::NOT_SUBSCRIBED, false, "no such subscription");
         s.on_control(answer, &mut tx).unwrap();
         assert_eq!(
             s.reply,
@@ -234,12 +234,7 @@ mod tests {
         let mut s = Session::default();
         let e = s
             .on_control(
-                Frame::Error {
-                    request_id: 0,
-                    code: ErrorCode::UNSUPPORTED,
-                    fatal: false,
-                    text: "nope",
-                },
+                error(0, ErrorCode::UNSUPPORTED, false, "nope"),
                 &mut Vec::new(),
             )
             .unwrap_err();
@@ -250,12 +245,7 @@ mod tests {
     #[test]
     fn fatal_error_and_close_are_sticky() {
         let mut s = Session::default();
-        let fatal = Frame::Error {
-            request_id: 0,
-            code: ErrorCode::SLOW_CONSUMER,
-            fatal: true,
-            text: "too slow",
-        };
+        let fatal = error(0, ErrorCode::SLOW_CONSUMER, true, "too slow");
         let e = s.on_control(fatal, &mut Vec::new()).unwrap_err();
         assert!(matches!(e, Error::Closed { code, .. } if code == ErrorCode::SLOW_CONSUMER));
         // A later CLOSE does not overwrite the first reason.

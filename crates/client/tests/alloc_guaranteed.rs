@@ -5,13 +5,15 @@
 //! is counted. Its own test binary, so the counting allocator is this file's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
-use std::thread;
 use std::time::Duration;
 
+use support::InProcessRouter;
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
 use tickwire_client::{Client, ClientOptions, Event, QueueOp, Wait};
-use tickwire_router::{Config, IdleStrategy, Router};
+use tickwire_router::{Config, IdleStrategy};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -35,15 +37,12 @@ fn guaranteed_publishing_allocates_nothing_per_message() {
         publish_window: 64,
         ..Config::default()
     };
-    let router = Router::bind(cfg).expect("router binds");
-    let addr = router.local_addr();
-    let handle = router.handle();
-    let router_thread = thread::spawn(move || router.run());
+    let router = InProcessRouter::start(cfg);
     let opts = ClientOptions {
         request_timeout: Duration::from_secs(10),
         ..ClientOptions::default()
     };
-    let mut c = Client::connect_with(addr, opts).unwrap();
+    let mut c = Client::connect_with(router.addr, opts).unwrap();
     c.queue_request(
         QueueOp::Create,
         r#"{"name":"orders","subscriptions":["orders/>"]}"#,
@@ -94,10 +93,6 @@ fn guaranteed_publishing_allocates_nothing_per_message() {
         "{json}"
     );
     c.close().unwrap();
-    handle.shutdown();
-    router_thread
-        .join()
-        .expect("router thread")
-        .expect("router ran");
+    router.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

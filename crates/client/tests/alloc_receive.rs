@@ -8,12 +8,14 @@
 //! global allocator is this file's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::thread;
+mod support;
+
 use std::time::Duration;
 
+use support::InProcessRouter;
 use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
 use tickwire_client::{Client, ClientOptions, Wait};
-use tickwire_router::{Config, IdleStrategy, Router};
+use tickwire_router::{Config, IdleStrategy};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -30,10 +32,8 @@ fn publishing_and_receiving_allocate_nothing_per_message() {
         idle: IdleStrategy::Block,
         ..Config::default()
     };
-    let router = Router::bind(cfg).expect("router binds");
-    let addr = router.local_addr();
-    let handle = router.handle();
-    let router_thread = thread::spawn(move || router.run());
+    let router = InProcessRouter::start(cfg);
+    let addr = router.addr;
 
     let connect = |name: &str| {
         let opts = ClientOptions {
@@ -103,10 +103,6 @@ fn publishing_and_receiving_allocate_nothing_per_message() {
 
     publisher.close().unwrap();
     subscriber.close().unwrap();
-    handle.shutdown();
-    let totals = router_thread
-        .join()
-        .expect("router thread")
-        .expect("router ran");
+    let totals = router.stop();
     assert_eq!(totals.msgs_in, received);
 }

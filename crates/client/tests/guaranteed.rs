@@ -8,18 +8,21 @@
 //! Waits are bounded (`DEADLINE`) and fail loudly; no assertion depends on timing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
+use support::InProcessRouter;
 use tickwire_client::{
     open_options, Client, ClientOptions, Error, ErrorCode, Event, GuaranteedPublisher, NackAction,
     NackReason, Outcome, QueueConsumer, QueueOp, ReconnectOptions, Start, Wait,
 };
-use tickwire_router::{Config, IdleStrategy, Router, RouterHandle};
+use tickwire_router::{Config, IdleStrategy, Router};
 
 /// Longest any single wait of these tests may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -48,12 +51,8 @@ impl Drop for DataDir {
     }
 }
 
-/// A real router running in a thread of this process.
-struct TestRouter {
-    addr: SocketAddr,
-    handle: RouterHandle,
-    thread: JoinHandle<()>,
-}
+/// A real router with a spool, running in a thread of this process.
+struct TestRouter(InProcessRouter);
 
 impl TestRouter {
     /// A router with a spool in `dir`, on `addr` (port 0: a free one). Binding the port
@@ -77,27 +76,18 @@ impl TestRouter {
                 Err(e) => panic!("router does not bind {addr}: {e}"),
             }
         };
-        let addr = router.local_addr();
-        let handle = router.handle();
-        let thread = thread::spawn(move || {
-            router.run().expect("router ran");
-        });
-        TestRouter {
-            addr,
-            handle,
-            thread,
-        }
+        TestRouter(InProcessRouter::run(router))
     }
 
     fn addr(&self) -> String {
-        self.addr.to_string()
+        self.0.addr.to_string()
     }
 
     /// Shuts the router down gracefully and waits for its thread.
     fn stop(self) -> SocketAddr {
-        self.handle.shutdown();
-        self.thread.join().expect("router thread");
-        self.addr
+        let addr = self.0.addr;
+        self.0.stop();
+        addr
     }
 }
 
@@ -114,7 +104,7 @@ fn opts(name: &str) -> ClientOptions {
 }
 
 fn connect(r: &TestRouter, name: &str) -> Client {
-    Client::connect_with(r.addr.to_string().as_str(), opts(name)).unwrap()
+    Client::connect_with(r.addr().as_str(), opts(name)).unwrap()
 }
 
 fn reconnect_opts(name: &str) -> ReconnectOptions {

@@ -111,8 +111,7 @@ impl Ctx<'_> {
         msg_type: &[u8],
         body: &[u8],
     ) -> Result<u64, SendError> {
-        let (now, slot) = self.touch(session)?;
-        Ok(slot.session.send_app(now, msg_type, body)?)
+        self.send_with(session, msg_type, |enc| enc.raw_fields(body))
     }
 
     /// Like [`Ctx::send`], with the body written straight into the session's encoder

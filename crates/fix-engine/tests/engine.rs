@@ -170,6 +170,20 @@ struct Seen {
     events: Arc<Mutex<Vec<String>>>,
 }
 
+impl Seen {
+    /// Every event so far.
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Every event so far; fails the test unless one of them contains `part`.
+    fn assert_any(&self, part: &str) -> Vec<String> {
+        let events = self.events();
+        assert!(events.iter().any(|e| e.contains(part)), "{events:?}");
+        events
+    }
+}
+
 impl Application for Seen {
     fn on_logon(&mut self, _ctx: &mut Ctx<'_>, _s: SessionKey) {
         self.events.lock().unwrap().push("logon".into());
@@ -236,7 +250,7 @@ impl Acceptor {
     }
 
     fn events(&self) -> Vec<String> {
-        self.seen.events.lock().unwrap().clone()
+        self.seen.events()
     }
 }
 
@@ -414,11 +428,7 @@ fn garbage_and_a_huge_body_length_cost_only_their_own_connection() {
     let r = one.next().expect("answer after a bad checksum");
     assert!(r.contains("|11=G2|"), "{r}");
 
-    let events = acc.seen.events.lock().unwrap().clone();
-    assert!(
-        events.iter().any(|e| e.contains("exceeds the limit")),
-        "{events:?}"
-    );
+    let events = acc.seen.assert_any("exceeds the limit");
     assert!(!events.iter().any(|e| e == "app BAD"), "{events:?}");
     assert_eq!(
         events.iter().filter(|e| e.starts_with("app G")).count(),
@@ -427,17 +437,26 @@ fn garbage_and_a_huge_body_length_cost_only_their_own_connection() {
     );
 }
 
-#[test]
-fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
-    let dir = std::env::temp_dir().join(format!("tickwire-fix-engine-{}", std::process::id()));
+/// A directory `tickwire-fix-engine-{tag}{pid}` under the system's temporary directory
+/// (emptied), and the settings of a non-stop acceptor ACC->ONE on any port with the
+/// `[DEFAULT]` lines `files`, where `{dir}` stands for the directory.
+fn acceptor_with_files(tag: &str, files: &str) -> (std::path::PathBuf, Settings) {
+    let dir = std::env::temp_dir().join(format!("tickwire-fix-engine-{tag}{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let text = format!(
         "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort=0\n\
-         NonStopSession=Y\nFileStorePath={0}/store\nFileLogPath={0}/log\n\
+         NonStopSession=Y\n{}\
          [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n",
-        dir.display()
+        files.replace("{dir}", &dir.display().to_string())
     );
     let settings = Settings::parse(&text, "test.cfg").unwrap();
+    (dir, settings)
+}
+
+#[test]
+fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
+    let (dir, settings) =
+        acceptor_with_files("", "FileStorePath={dir}/store\nFileLogPath={dir}/log\n");
     for round in 0..2u64 {
         let seen = Seen::default();
         let mut engine = Engine::from_settings(&settings, seen.clone()).unwrap();
@@ -572,13 +591,7 @@ fn regression_allowed_remote_addresses_refuses_other_peers() {
     c.send("A", &[(98, "0"), (108, "30")]);
     assert_eq!(c.until_closed(), Vec::<String>::new());
     let _two = Raw::logon(acc.addr, "TWO");
-    let events = acc.events();
-    assert!(
-        events
-            .iter()
-            .any(|e| e.contains("Refusing connection from 127.0.0.1")),
-        "{events:?}"
-    );
+    let events = acc.seen.assert_any("Refusing connection from 127.0.0.1");
     assert_eq!(
         events.iter().filter(|e| *e == "logon").count(),
         1,
@@ -598,15 +611,7 @@ fn allowed_remote_addresses_admits_a_listed_peer() {
 /// start (and so cannot reuse sequence numbers) unless reset_lost_stores asks for it.
 #[test]
 fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
-    let dir = std::env::temp_dir().join(format!("tickwire-fix-engine-lost-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = format!(
-        "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort=0\n\
-         NonStopSession=Y\nFileStorePath={}\n\
-         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n",
-        dir.display()
-    );
-    let settings = Settings::parse(&text, "test.cfg").unwrap();
+    let (dir, settings) = acceptor_with_files("lost-", "FileStorePath={dir}\n");
     {
         let mut engine = Engine::from_settings(&settings, Seen::default()).unwrap();
         let key = engine.sessions().next().unwrap().0;
@@ -633,11 +638,7 @@ fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
     let engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
     let key = engine.sessions().next().unwrap().0;
     assert_eq!(engine.session(key).unwrap().next_sender_seq(), 1);
-    let events = seen.events.lock().unwrap().clone();
-    assert!(
-        events.iter().any(|e| e.contains("started over")),
-        "{events:?}"
-    );
+    seen.assert_any("started over");
     drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -672,11 +673,7 @@ fn handle_command_queue_full_is_reported_and_drains_on_the_next_turn() {
     h.send(SessionKey(7), b"D", b"11=Q5\x01").unwrap();
     engine.turn().unwrap();
     assert_eq!(engine.session(key).unwrap().next_sender_seq(), 4);
-    let events = seen.events.lock().unwrap().clone();
-    assert!(
-        events.iter().any(|e| e.contains("Queued command failed")),
-        "{events:?}"
-    );
+    seen.assert_any("Queued command failed");
     drop(engine);
     assert!(matches!(
         h.send(key, b"D", b"11=Q6\x01"),
@@ -740,7 +737,7 @@ fn initiator_reconnects_after_the_acceptor_closes_the_connection() {
             .to_string()
     };
     assert_ne!(seq(&logons[0]), seq(&logons[1]), "{logons:?}");
-    let events = seen.events.lock().unwrap().clone();
+    let events = seen.events();
     assert!(
         events
             .iter()

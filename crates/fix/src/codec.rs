@@ -276,20 +276,38 @@ fn mismatched_frame(
     }
 }
 
-/// SessionRejectReason (373) values the codec's errors map to, as QuickFIX uses them.
+/// SessionRejectReason (373) values, as QuickFIX uses them: the ones the codec's errors
+/// map to and the ones the session sends ([`crate::session::session_reject`] re-exports
+/// them with QuickFIX's texts).
 pub mod reject_reason {
-    /// 0 = Invalid tag number.
+    /// 0 Invalid tag number.
     pub const INVALID_TAG_NUMBER: u32 = 0;
-    /// 4 = Tag specified without a value.
-    pub const TAG_SPECIFIED_WITHOUT_A_VALUE: u32 = 4;
-    /// 5 = Value is incorrect (out of range) for this tag.
+    /// 1 Required tag missing.
+    pub const REQUIRED_TAG_MISSING: u32 = 1;
+    /// 2 Tag not defined for this message type.
+    pub const TAG_NOT_DEFINED_FOR_MESSAGE: u32 = 2;
+    /// 3 Undefined tag.
+    pub const UNDEFINED_TAG: u32 = 3;
+    /// 4 Tag specified without a value.
+    pub const TAG_WITHOUT_VALUE: u32 = 4;
+    /// 4, the same as [`TAG_WITHOUT_VALUE`] (the name the codec used first).
+    pub const TAG_SPECIFIED_WITHOUT_A_VALUE: u32 = TAG_WITHOUT_VALUE;
+    /// 5 Value is incorrect (out of range) for this tag.
     pub const VALUE_IS_INCORRECT: u32 = 5;
-    /// 6 = Incorrect data format for value.
+    /// 6 Incorrect data format for value.
     pub const INCORRECT_DATA_FORMAT: u32 = 6;
-    /// 9 = CompID problem.
+    /// 9 CompID problem.
     pub const COMPID_PROBLEM: u32 = 9;
-    /// 14 = Tag specified out of required order.
+    /// 10 SendingTime accuracy problem.
+    pub const SENDING_TIME_ACCURACY: u32 = 10;
+    /// 11 Invalid MsgType.
+    pub const INVALID_MSG_TYPE: u32 = 11;
+    /// 13 Tag appears more than once.
+    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
+    /// 14 Tag specified out of required order.
     pub const TAG_OUT_OF_ORDER: u32 = 14;
+    /// 16 Incorrect NumInGroup count for repeating group.
+    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
 }
 
 /// Why [`parse`] rejected a message.
@@ -944,19 +962,13 @@ impl Encoder {
     /// Appends an unsigned integer field.
     #[inline]
     pub fn field_u64(&mut self, tag: u32, value: u64) {
-        push_tag(&mut self.buf, tag);
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-        self.buf.push(SOH);
+        self.field(tag, itoa::Buffer::new().format(value).as_bytes());
     }
 
     /// Appends a signed integer field.
     #[inline]
     pub fn field_i64(&mut self, tag: u32, value: i64) {
-        push_tag(&mut self.buf, tag);
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-        self.buf.push(SOH);
+        self.field(tag, itoa::Buffer::new().format(value).as_bytes());
     }
 
     /// Appends a Boolean field (`Y` / `N`).

@@ -135,34 +135,10 @@ mod tag {
     pub const DEFAULT_APPL_VER_ID: u32 = 1137;
 }
 
-/// SessionRejectReason (373) values and QuickFIX's texts for them.
+/// SessionRejectReason (373) values (the one list is [`crate::codec::reject_reason`])
+/// and QuickFIX's texts for them.
 pub mod session_reject {
-    /// 0 Invalid tag number.
-    pub const INVALID_TAG_NUMBER: u32 = 0;
-    /// 1 Required tag missing.
-    pub const REQUIRED_TAG_MISSING: u32 = 1;
-    /// 2 Tag not defined for this message type.
-    pub const TAG_NOT_DEFINED_FOR_MESSAGE: u32 = 2;
-    /// 3 Undefined tag.
-    pub const UNDEFINED_TAG: u32 = 3;
-    /// 4 Tag specified without a value.
-    pub const TAG_WITHOUT_VALUE: u32 = 4;
-    /// 5 Value is incorrect (out of range) for this tag.
-    pub const VALUE_IS_INCORRECT: u32 = 5;
-    /// 6 Incorrect data format for value.
-    pub const INCORRECT_DATA_FORMAT: u32 = 6;
-    /// 9 CompID problem.
-    pub const COMPID_PROBLEM: u32 = 9;
-    /// 10 SendingTime accuracy problem.
-    pub const SENDING_TIME_ACCURACY: u32 = 10;
-    /// 11 Invalid MsgType.
-    pub const INVALID_MSG_TYPE: u32 = 11;
-    /// 13 Tag appears more than once.
-    pub const TAG_APPEARS_MORE_THAN_ONCE: u32 = 13;
-    /// 14 Tag specified out of required order.
-    pub const TAG_OUT_OF_ORDER: u32 = 14;
-    /// 16 Incorrect NumInGroup count for repeating group.
-    pub const INCORRECT_NUM_IN_GROUP: u32 = 16;
+    pub use crate::codec::reject_reason::*;
 
     /// QuickFIX's Text (58) for a SessionRejectReason; None for reasons QuickFIX has
     /// no text for (7, 8, 12, 15, 17+), which it sends without a 58.

@@ -915,16 +915,8 @@ fn parse_int<T: TryFrom<i128>>(v: &[u8]) -> Option<T> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, v),
     };
-    if digits.is_empty() || digits.len() > 20 {
-        return None;
-    }
-    let mut x: i128 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        x = x * 10 + i128::from(c - b'0');
-    }
+    // Every `T` used is narrower than u64, so an overflow of u64 is one of `T` too.
+    let x = i128::from(codec::parse_u64(digits)?);
     T::try_from(if neg { -x } else { x }).ok()
 }
 

@@ -11,8 +11,7 @@ use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_4a_heartbeat_sent_after_heart_bt_int_of_silence() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 30 * NANOS)));
     assert_eq!(h.advance(29), vec![]);
     let out = h.advance(1);
@@ -22,11 +21,9 @@ fn case_4a_heartbeat_sent_after_heart_bt_int_of_silence() {
 
 #[test]
 fn case_4b_heartbeat_answers_test_request_with_its_test_req_id() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.tick_ms(1500);
-    let tr = h.build("1", 2, "112=ABC 123|");
-    let out = h.feed(&tr);
+    let (tr, out) = h.recv_kept("1", 2, "112=ABC 123|");
     assert_eq!(
         out,
         vec![
@@ -39,8 +36,7 @@ fn case_4b_heartbeat_answers_test_request_with_its_test_req_id() {
 
 #[test]
 fn case_5_received_heartbeat_counts_and_resets_the_silence_timer() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.advance(20);
     let out = h.recv("0", "");
     assert!(matches!(out.as_slice(), [Act::FromAdmin(_)]), "{out:?}");
@@ -53,8 +49,7 @@ fn case_5_received_heartbeat_counts_and_resets_the_silence_timer() {
 
 #[test]
 fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.advance(30); // heartbeat 2
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 36 * NANOS)));
     assert_eq!(h.advance(5), vec![]);
@@ -67,15 +62,12 @@ fn case_6_test_request_after_1_2_heart_bt_int_then_disconnect_at_2_4() {
         ]
     );
     // No heartbeat while a test request is outstanding; disconnect at 72 s.
-    assert_eq!(h.advance(30), vec![]);
-    let out = h.advance(6);
-    assert_eq!(out, gave_up("Timed out waiting for heartbeat"));
+    h.assert_gives_up(30, 6, "Timed out waiting for heartbeat");
 }
 
 #[test]
 fn case_6_test_request_answered_keeps_the_session_up() {
-    let mut h = Harness::initiator("FIX.4.2");
-    h.logon_as_initiator();
+    let mut h = Harness::logged_on_initiator("FIX.4.2");
     h.advance(30);
     let out = h.advance(6);
     assert_eq!(sends(&out), vec![format!("35=1|{}112=TEST|", h.hdr(3))]);

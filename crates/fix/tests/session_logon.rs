@@ -16,8 +16,7 @@ use tickwire_rt::UtcNanos;
 fn case_1s_logon_as_acceptor_answers_with_the_initiators_heartbeat_interval() {
     let mut h = Harness::acceptor("FIX.4.4");
     assert_eq!(h.connect(), vec![]);
-    let logon = h.build("A", 1, "98=0|108=45|");
-    let out = h.feed(&logon);
+    let (logon, out) = h.recv_kept("A", 1, "98=0|108=45|");
     assert_eq!(
         actions(&out),
         vec![
@@ -44,8 +43,7 @@ fn case_1b_logon_as_initiator_sends_logon_and_accepts_the_answer() {
         actions(&out),
         vec![Act::Send(format!("35=A|{}98=0|108=30|", h.hdr(1)))]
     );
-    let answer = h.build("A", 1, "98=0|108=30|");
-    let out = h.feed(&answer);
+    let (answer, out) = h.recv_kept("A", 1, "98=0|108=30|");
     assert_eq!(
         actions(&out),
         vec![Act::FromAdmin(pretty(&answer)), Act::LoggedOn]
@@ -56,8 +54,7 @@ fn case_1b_logon_as_initiator_sends_logon_and_accepts_the_answer() {
 
 #[test]
 fn case_1s_logon_with_too_high_seq_is_answered_then_gap_requested() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv_seq("A", 5, "98=0|108=30|");
     assert_eq!(
         sends(&out),
@@ -73,8 +70,7 @@ fn case_1s_logon_with_too_high_seq_is_answered_then_gap_requested() {
     ));
     assert_eq!(h.seqs(), (3, 1));
     // The counterparty gap-fills 1..4; the queued Logon (5) is then consumed.
-    let fill = h.build("4", 1, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
-    let out = h.feed(&fill);
+    let out = h.recv_seq("4", 1, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
     assert_eq!(sends(&out), Vec::<String>::new());
     assert!(noted(&out, "Processing QUEUED message: 5"));
     assert_eq!(h.seqs(), (3, 6));
@@ -136,8 +132,7 @@ fn logon_fixt_sends_default_appl_ver_id_and_requires_it() {
 
     // An acceptor refuses a FIXT Logon without DefaultApplVerID: it cannot reject
     // before logon, so it disconnects.
-    let mut h = Harness::acceptor("FIXT.1.1");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIXT.1.1");
     let out = h.recv("A", "98=0|108=30|");
     assert_eq!(actions(&out), vec![Act::Disconnect]);
     assert!(noted(&out, "Required field missing from logon"));
@@ -147,8 +142,7 @@ fn logon_fixt_sends_default_appl_ver_id_and_requires_it() {
 
 #[test]
 fn logon_first_message_not_a_logon_disconnects_the_acceptor() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv("0", "");
     assert_eq!(
         out,
@@ -163,26 +157,21 @@ fn logon_first_message_not_a_logon_disconnects_the_acceptor() {
 
 #[test]
 fn logon_timeout_disconnects_the_initiator() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 10 * NANOS)));
-    assert_eq!(h.advance(9), vec![]);
-    let out = h.advance(1);
-    assert_eq!(out, gave_up("Timed out waiting for logon response"));
+    h.assert_gives_up(9, 1, "Timed out waiting for logon response");
 }
 
 #[test]
 fn logon_timeout_disconnects_a_silent_acceptor_connection() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     assert_eq!(h.advance(9), vec![]);
     assert_eq!(actions(&h.advance(1)), vec![Act::Disconnect]);
 }
 
 #[test]
 fn logon_with_wrong_comp_ids_disconnects_without_logging_on() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let raw = h.build_from("XX", "TW", "A", 1, h.now, "98=0|108=30|");
     let out = h.feed(&raw);
     assert_eq!(actions(&out), vec![Act::Disconnect]);
@@ -192,8 +181,7 @@ fn logon_with_wrong_comp_ids_disconnects_without_logging_on() {
 
 #[test]
 fn logon_duplicate_while_logged_on_disconnects() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     let out = h.recv("A", "98=0|108=30|");
     assert_eq!(actions(&out), vec![Act::Disconnect, Act::LoggedOut]);
     assert!(noted(&out, "Logon state is not valid for message"));
@@ -243,8 +231,7 @@ fn acceptor_never_asks_to_connect() {
 #[test]
 fn logon_missing_heart_bt_int_is_left_unanswered_like_quickfix() {
     // Recorded (logon_missing_heartbtint): nothing sent, connection left open.
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let out = h.recv("A", "98=0|");
     assert_eq!(
         out,
@@ -259,8 +246,7 @@ fn logon_missing_heart_bt_int_is_left_unanswered_like_quickfix() {
 #[test]
 fn logon_with_reset_seq_num_flag_inside_a_session_resets_both_directions() {
     // Recorded (logon_reset_seqnum_after_traffic, logon_reset_seqnum_wrong_seq).
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.recv("0", "");
     h.advance(30);
     assert_eq!(h.seqs(), (3, 3));
@@ -275,8 +261,7 @@ fn logon_with_reset_seq_num_flag_inside_a_session_resets_both_directions() {
 #[test]
 fn initiator_logon_answered_by_logout_answers_and_disconnects() {
     // Recorded (initiator_logon_rejected).
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("5", "58=not allowed|");
     assert_eq!(actions(&out)[1..], h.logged_out(2, "")[..]);
 }
@@ -284,8 +269,7 @@ fn initiator_logon_answered_by_logout_answers_and_disconnects() {
 #[test]
 fn initiator_logon_answered_by_heartbeat_disconnects() {
     // Recorded (initiator_logon_answer_not_logon).
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("0", "");
     assert_eq!(actions(&out), vec![Act::Disconnect, Act::LoggedOut]);
     assert_eq!(notes(&out)[0], "Logon state is not valid for message");
@@ -293,8 +277,7 @@ fn initiator_logon_answered_by_heartbeat_disconnects() {
 
 #[test]
 fn logon_next_expected_msg_seq_num_too_high_logs_out() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     let out = h.recv("A", "98=0|108=30|789=5|");
     let text = "NextExpectedMsgSeqNum too high, expecting 2 but received 5";
     assert_eq!(

@@ -12,8 +12,7 @@ use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
     h.s.logout(UtcNanos(h.now), Some("end of day"));
     let out = h.drain();
     assert_eq!(
@@ -26,8 +25,7 @@ fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
     // Messages still arrive until the answer.
     let m = h.build("D", 2, "11=A|");
     assert_eq!(actions(&h.feed(&m)), vec![Act::FromApp(pretty(&m))]);
-    let answer = h.build("5", 3, "");
-    let out = h.feed(&answer);
+    let (answer, out) = h.recv_kept("5", 3, "");
     assert_eq!(
         actions(&out),
         vec![
@@ -42,14 +40,11 @@ fn case_12_initiated_logout_waits_for_the_answer_then_disconnects() {
 
 #[test]
 fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.logon_as_initiator();
+    let mut h = Harness::logged_on_initiator("FIX.4.4");
     h.s.logout(UtcNanos(h.now), None);
     assert_eq!(sends(&h.drain()), vec![format!("35=5|{}", h.hdr(2))]);
     assert_eq!(h.s.poll_timeout(), Some(UtcNanos(T0 + 2 * NANOS)));
-    assert_eq!(h.advance(1), vec![]);
-    let out = h.advance(1);
-    assert_eq!(out, gave_up("Timed out waiting for logout response"));
+    h.assert_gives_up(1, 1, "Timed out waiting for logout response");
     // Disabled by logout(): no reconnection until logon().
     assert_eq!(h.advance(60), vec![]);
     h.s.logon(UtcNanos(h.now));
@@ -58,10 +53,8 @@ fn case_12_logout_answer_not_received_disconnects_after_logout_timeout() {
 
 #[test]
 fn case_13_received_logout_is_answered_and_the_connection_closed() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
-    let logout = h.build("5", 2, "58=bye|");
-    let out = h.feed(&logout);
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    let (logout, out) = h.recv_kept("5", 2, "58=bye|");
     assert_eq!(
         out,
         vec![
@@ -83,16 +76,15 @@ fn case_13_received_logout_is_answered_and_the_connection_closed() {
 
 #[test]
 fn reset_on_logout_restarts_sequence_numbers() {
-    let mut h = Harness::with("FIX.4.4", Role::Acceptor, |c| c.reset_on_logout = true);
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_with("FIX.4.4", Role::Acceptor, |c| c.reset_on_logout = true);
     h.recv("5", "");
     assert_eq!(h.seqs(), (1, 1));
 }
 
 #[test]
 fn reset_on_disconnect_restarts_sequence_numbers_when_the_connection_drops() {
-    let mut h = Harness::with("FIX.4.4", Role::Acceptor, |c| c.reset_on_disconnect = true);
-    h.logon_as_acceptor();
+    let mut h =
+        Harness::logged_on_with("FIX.4.4", Role::Acceptor, |c| c.reset_on_disconnect = true);
     h.recv("D", "11=A|");
     assert_eq!(h.seqs(), (2, 3));
     assert_eq!(actions(&h.disconnected()), vec![Act::LoggedOut]);
@@ -101,8 +93,7 @@ fn reset_on_disconnect_restarts_sequence_numbers_when_the_connection_drops() {
 
 #[test]
 fn logout_before_logon_completes_just_closes_the_connection() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_initiator("FIX.4.4");
     h.s.logout(UtcNanos(h.now), None);
     assert_eq!(actions(&h.drain()), vec![Act::Disconnect, Act::LoggedOut]);
 }

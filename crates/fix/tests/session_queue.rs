@@ -13,8 +13,7 @@ use tickwire_rt::UtcNanos;
 
 #[test]
 fn case_15_messages_sent_while_disconnected_are_stored_and_recovered_by_resend() {
-    let mut h = Harness::initiator("FIX.4.4");
-    h.logon_as_initiator();
+    let mut h = Harness::logged_on_initiator("FIX.4.4");
     h.disconnected();
     // The application keeps sending: stored under 2 and 3, nothing transmitted.
     let t_send = h.now;
@@ -59,10 +58,8 @@ fn case_15_messages_are_refused_when_the_next_logon_resets_sequence_numbers() {
 
 #[test]
 fn case_18_poss_resend_message_is_delivered_for_the_application_to_judge() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.logon_as_acceptor();
-    let m = h.build("D", 2, &format!("97=Y|122={}|11=ORD1|55=IBM|", ts(h.now)));
-    let out = h.feed(&m);
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    let (m, out) = h.recv_kept("D", 2, &format!("97=Y|122={}|11=ORD1|55=IBM|", ts(h.now)));
     assert_eq!(out, vec![Act::FromApp(pretty(&m))]);
     assert!(pretty(&m).contains("|97=Y|"));
     assert_eq!(h.seqs(), (2, 3));

@@ -45,8 +45,7 @@ fn case_2d_3_garbled_message_bad_checksum_is_ignored() {
 
 #[test]
 fn case_2d_garbled_message_before_logon_closes_the_connection() {
-    let mut h = Harness::acceptor("FIX.4.4");
-    h.connect();
+    let mut h = Harness::connected_acceptor("FIX.4.4");
     let mut m = h.build("A", 1, "98=0|108=30|");
     let n = m.len();
     m[n - 3] = b'9';

@@ -22,8 +22,7 @@ fn logged_on_acceptor(cfg: Option<SessionConfig>) -> Harness {
 #[test]
 fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
     let mut h = logged_on_acceptor(None);
-    let m4 = h.build("D", 4, ORDER);
-    let out = h.feed(&m4);
+    let (m4, out) = h.recv_kept("D", 4, ORDER);
     assert_eq!(
         out,
         vec![
@@ -33,8 +32,7 @@ fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
         ]
     );
     // Another too-high message: queued, no second request.
-    let m5 = h.build("D", 5, ORDER);
-    let out = h.feed(&m5);
+    let (m5, out) = h.recv_kept("D", 5, ORDER);
     assert_eq!(
         notes(&out),
         vec![
@@ -46,11 +44,9 @@ fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
     // The counterparty resends 2 and 3; 4 and 5 then come out of the queue.
     let orig = ts(h.now);
     h.tick_ms(10);
-    let m2 = h.build("D", 2, &format!("43=Y|122={orig}|{ORDER}"));
-    let out = h.feed(&m2);
+    let (m2, out) = h.recv_kept("D", 2, &format!("43=Y|122={orig}|{ORDER}"));
     assert_eq!(actions(&out), vec![Act::FromApp(pretty(&m2))]);
-    let m3 = h.build("D", 3, &format!("43=Y|122={orig}|{ORDER}"));
-    let out = h.feed(&m3);
+    let (m3, out) = h.recv_kept("D", 3, &format!("43=Y|122={orig}|{ORDER}"));
     assert_eq!(
         actions(&out),
         vec![
@@ -69,8 +65,7 @@ fn case_2b_8_too_high_queues_and_requests_resend_then_processes_the_queue() {
 
 #[test]
 fn case_8_resend_request_before_fix42_uses_end_seq_no_999999() {
-    let mut h = Harness::acceptor("FIX.4.1");
-    h.logon_as_acceptor();
+    let mut h = Harness::logged_on_acceptor("FIX.4.1");
     let out = h.recv_seq("D", 3, ORDER);
     // FIX.4.1 SendingTime has no milliseconds.
     let hdr = h.hdr(2).replace(".000", "");
@@ -261,8 +256,7 @@ fn case_10_gap_fill_moves_the_expected_number_forward() {
     let mut h = logged_on_acceptor(None);
     let out = h.recv_seq("D", 5, ORDER); // gap 2..4, RR sent, 5 queued
     assert_eq!(sends(&out).len(), 1);
-    let fill = h.build("4", 2, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
-    let out = h.feed(&fill);
+    let (fill, out) = h.recv_kept("4", 2, &format!("43=Y|122={}|36=5|123=Y|", ts(h.now)));
     assert_eq!(actions(&out)[0], Act::FromAdmin(pretty(&fill)));
     assert_eq!(
         actions(&out)[1],

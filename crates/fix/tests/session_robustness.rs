@@ -25,11 +25,9 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
-        let mut h = Harness::acceptor("FIX.4.4");
-        h.connect();
+        let mut h = Harness::connected_acceptor("FIX.4.4");
         h.feed(&data);
-        let mut h = Harness::acceptor("FIX.4.4");
-        h.logon_as_acceptor();
+        let mut h = Harness::logged_on_acceptor("FIX.4.4");
         h.feed(&data);
         h.advance(100);
     }

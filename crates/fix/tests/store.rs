@@ -31,6 +31,14 @@ fn collect(store: &dyn MessageStore, begin: u64, end: u64) -> Vec<(u64, Vec<u8>)
     out
 }
 
+/// Saves messages 1..=`n` as sent: each saved, then the sender sequence moved past it.
+fn save_sent(s: &mut impl MessageStore, n: u64) {
+    for seq in 1..=n {
+        s.save(seq, &msg(seq)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+    }
+}
+
 fn open(dir: &Path) -> FileStore {
     let (s, w) = FileStore::open(dir, SyncPolicy::Os, 42).expect("open");
     assert!(w.is_none(), "unexpected warning {w:?}");
@@ -45,10 +53,7 @@ fn store_file(dir: &Path) -> PathBuf {
 fn memory_store_round_trip_range_and_reset() {
     let mut s = MemoryStore::new(7);
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (1, 1));
-    for seq in 1..=5 {
-        s.save(seq, &msg(seq)).unwrap();
-        s.incr_next_sender_seq().unwrap();
-    }
+    save_sent(&mut s, 5);
     s.incr_next_target_seq().unwrap();
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (6, 2));
     let got = collect(&s, 2, 4);
@@ -122,10 +127,7 @@ fn file_store_reset_drops_messages_and_persists() {
     let dir = test_dir("reset");
     {
         let mut s = open(&dir);
-        for seq in 1..=3 {
-            s.save(seq, &msg(seq)).unwrap();
-            s.incr_next_sender_seq().unwrap();
-        }
+        save_sent(&mut s, 3);
         s.set_next_target_seq(9).unwrap();
         s.flush().unwrap();
         s.reset(5_000).unwrap();
@@ -174,10 +176,7 @@ fn file_store_corrupt_byte_in_middle_is_an_error() {
     let dir = test_dir("corrupt");
     {
         let mut s = open(&dir);
-        for seq in 1..=5 {
-            s.save(seq, &msg(seq)).unwrap();
-            s.incr_next_sender_seq().unwrap();
-        }
+        save_sent(&mut s, 5);
         s.flush().unwrap();
     }
     let path = store_file(&dir);
@@ -242,10 +241,7 @@ fn file_store_torn_tail_is_truncated_with_warning() {
     let seqnums;
     {
         let mut s = open(&dir);
-        for seq in 1..=4 {
-            s.save(seq, &msg(seq)).unwrap();
-            s.incr_next_sender_seq().unwrap();
-        }
+        save_sent(&mut s, 4);
         s.flush().unwrap();
         full_len = std::fs::metadata(store_file(&dir)).unwrap().len();
         seqnums = std::fs::read(dir.join("store.seqnums")).unwrap();
@@ -387,10 +383,7 @@ fn file_store_survives_kill_9() {
 /// A store with five messages sent (next sender 6, next target 3), flushed.
 fn store_with_five(dir: &Path) -> u64 {
     let mut s = open(dir);
-    for seq in 1..=5 {
-        s.save(seq, &msg(seq)).unwrap();
-        s.incr_next_sender_seq().unwrap();
-    }
+    save_sent(&mut s, 5);
     s.incr_next_target_seq().unwrap();
     s.incr_next_target_seq().unwrap();
     s.flush().unwrap();
@@ -442,10 +435,7 @@ fn regression_store_log_truncated_at_record_boundary_is_detected() {
     let three;
     {
         let mut s = open(&dir);
-        for seq in 1..=3 {
-            s.save(seq, &msg(seq)).unwrap();
-            s.incr_next_sender_seq().unwrap();
-        }
+        save_sent(&mut s, 3);
         s.flush().unwrap();
         three = std::fs::metadata(store_file(&dir)).unwrap().len();
         for seq in 4..=5 {

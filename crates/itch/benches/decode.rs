@@ -112,15 +112,9 @@ fn mix(n: usize) -> Vec<Message> {
 
 fn bench(c: &mut Criterion) {
     let msgs = mix(10_000);
-    let mut packets: Vec<Vec<u8>> = Vec::new();
-    let mut b = PacketBuilder::new(Session::new("BENCH").unwrap(), 1, DEFAULT_MAX_PACKET);
-    for m in &msgs {
-        if let Err(BuildError::Full) = b.push_message(m) {
-            packets.push(b.finish().to_vec());
-            b.push_message(m).unwrap();
-        }
-    }
-    packets.push(b.finish().to_vec());
+    let packets = PacketBuilder::new(Session::new("BENCH").unwrap(), 1, DEFAULT_MAX_PACKET)
+        .pack(&msgs)
+        .unwrap();
     let raw: Vec<Vec<u8>> = msgs
         .iter()
         .map(|m| {

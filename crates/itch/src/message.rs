@@ -21,7 +21,6 @@
 //! is rejected with [`DecodeError::InvalidField`].
 
 use std::fmt;
-use std::str::FromStr;
 
 /// Length of the common header: message type (1), stock locate (2), tracking number (2),
 /// timestamp (6).
@@ -204,6 +203,40 @@ pub fn alpha_str(b: &[u8]) -> Option<&str> {
     std::str::from_utf8(alpha_trim(b)).ok()
 }
 
+/// `FromStr` (through `new`), `Display` (the text without its padding, a byte other
+/// than printable ASCII as `\xNN`) and `Debug` (`Name("text")`) for a space-padded
+/// alpha newtype over a byte array: [`Symbol`] and [`Session`](crate::Session).
+macro_rules! alpha_text_impls {
+    ($name:ident) => {
+        impl std::str::FromStr for $name {
+            type Err = $crate::message::AlphaError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::new(s)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                for &c in $crate::message::alpha_trim(&self.0) {
+                    if (0x20..0x7f).contains(&c) {
+                        write!(f, "{}", char::from(c))?;
+                    } else {
+                        write!(f, "\\x{c:02x}")?;
+                    }
+                }
+                Ok(())
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!(stringify!($name), "(\"{}\")"), self)
+            }
+        }
+    };
+}
+pub(crate) use alpha_text_impls;
+
 /// An 8-byte stock symbol, space-padded on the right as on the wire.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Symbol(pub [u8; 8]);
@@ -230,31 +263,7 @@ impl Symbol {
     }
 }
 
-impl FromStr for Symbol {
-    type Err = AlphaError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Symbol::new(s)
-    }
-}
-
-impl fmt::Display for Symbol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for &c in self.trimmed() {
-            if (0x20..0x7f).contains(&c) {
-                write!(f, "{}", char::from(c))?;
-            } else {
-                write!(f, "\\x{c:02x}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Symbol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Symbol(\"{self}\")")
-    }
-}
+alpha_text_impls!(Symbol);
 
 /// A 4-byte market participant identifier (MPID), space-padded like all alpha fields.
 pub type Mpid = [u8; 4];

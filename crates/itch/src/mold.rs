@@ -22,10 +22,7 @@
 //! [`PacketBuilder`] writes packets into one reusable buffer: messages are encoded in
 //! place and the header's count is patched on [`PacketBuilder::finish`].
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::message::{alpha, alpha_str, alpha_trim, AlphaError, EncodeError, Message};
+use crate::message::{alpha, alpha_str, AlphaError, EncodeError, Message};
 
 /// Length of the session field.
 pub const SESSION_LEN: usize = 10;
@@ -97,31 +94,7 @@ impl Default for Session {
     }
 }
 
-impl FromStr for Session {
-    type Err = AlphaError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Session::new(s)
-    }
-}
-
-impl fmt::Display for Session {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for &c in alpha_trim(&self.0) {
-            if (0x20..0x7f).contains(&c) {
-                write!(f, "{}", char::from(c))?;
-            } else {
-                write!(f, "\\x{c:02x}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Session {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Session(\"{self}\")")
-    }
-}
+crate::message::alpha_text_impls!(Session);
 
 /// The 20-byte header of a downstream packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -503,6 +476,30 @@ impl PacketBuilder {
             return Err(e.into());
         }
         Ok(self.bump())
+    }
+
+    /// Packs every message of `msgs` into as many packets as it takes, finishing each
+    /// when the next message does not fit; returns the packets (none for no messages).
+    /// A message that fits no packet of this size, or does not encode, is the error.
+    pub fn pack<M: std::borrow::Borrow<Message>>(
+        &mut self,
+        msgs: impl IntoIterator<Item = M>,
+    ) -> Result<Vec<Vec<u8>>, BuildError> {
+        let mut packets = Vec::new();
+        for m in msgs {
+            match self.push_message(m.borrow()) {
+                Ok(_) => {}
+                Err(BuildError::Full) => {
+                    packets.push(self.finish().to_vec());
+                    self.push_message(m.borrow())?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !self.is_empty() {
+            packets.push(self.finish().to_vec());
+        }
+        Ok(packets)
     }
 
     fn bump(&mut self) -> u64 {

@@ -335,6 +335,29 @@ fn builder_fills_packets_and_continues_the_sequence() {
 }
 
 #[test]
+fn pack_fills_packets_in_order_and_reports_a_message_that_never_fits() {
+    let m = add(9); // 38 bytes a block: 4 fit a 200-byte packet.
+    let mut b = PacketBuilder::new(Session::new("FEED").unwrap(), 1, 200);
+    let packets = b.pack(vec![m; 10]).unwrap();
+    let got: Vec<(u64, u16)> = packets
+        .iter()
+        .map(|p| {
+            let p = MoldPacket::parse(p).unwrap();
+            (p.sequence(), p.message_count())
+        })
+        .collect();
+    assert_eq!(got, [(1, 4), (5, 4), (9, 2)]);
+    assert_eq!(b.next_sequence(), 11);
+    assert_eq!(
+        b.pack(Vec::<Message>::new()).unwrap(),
+        Vec::<Vec<u8>>::new()
+    );
+    let mut late = m;
+    late.header_mut().timestamp = u64::MAX;
+    assert!(matches!(b.pack([&m, &late]), Err(BuildError::Encode(_))));
+}
+
+#[test]
 fn builder_stops_before_the_end_of_session_count() {
     let mut b = PacketBuilder::new(Session::default(), 0, 200_000);
     let mut n = 0u32;

@@ -33,16 +33,9 @@ fn session_packets() -> Vec<Vec<u8>> {
         seed: 1,
         ..GeneratorConfig::default()
     };
-    let mut b = PacketBuilder::new(Session::new("BENCH").expect("valid session"), 1, 1400);
-    let mut out = Vec::new();
-    for m in Generator::new(cfg).expect("valid generator config") {
-        if b.push_message(&m).is_err() {
-            out.push(b.finish().to_vec());
-            b.push_message(&m).expect("a message fits an empty packet");
-        }
-    }
-    out.push(b.finish().to_vec());
-    out
+    PacketBuilder::new(Session::new("BENCH").expect("valid session"), 1, 1400)
+        .pack(Generator::new(cfg).expect("valid generator config"))
+        .expect("a message fits an empty packet")
 }
 
 fn run(f: &mut FeedHandler, packets: &[Vec<u8>], tx: &mut Vec<u8>) -> u64 {

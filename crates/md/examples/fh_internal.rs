@@ -52,15 +52,9 @@ fn main() {
         seed: 7,
         ..GeneratorConfig::default()
     };
-    let mut b = PacketBuilder::new(Session::new("BENCH").expect("valid session"), 1, 1400);
-    let mut packets = Vec::new();
-    for m in Generator::new(cfg).expect("valid generator config") {
-        if b.push_message(&m).is_err() {
-            packets.push(b.finish().to_vec());
-            b.push_message(&m).expect("a message fits an empty packet");
-        }
-    }
-    packets.push(b.finish().to_vec());
+    let packets = PacketBuilder::new(Session::new("BENCH").expect("valid session"), 1, 1400)
+        .pack(Generator::new(cfg).expect("valid generator config"))
+        .expect("a message fits an empty packet");
 
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
     sock.set_nonblocking(true).expect("non-blocking");

@@ -297,31 +297,29 @@ fn put_levels(out: &mut Vec<u8>, levels: impl Iterator<Item = Level>) -> u8 {
 // ---------------------------------------------------------------------------------
 // Decoding
 
+/// The `N` bytes at `at`; zeros where `b` is shorter (the callers check lengths first).
 #[inline]
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    let mut a = [0; 2];
-    if let Some(s) = b.get(at..at + 2) {
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0; N];
+    if let Some(s) = b.get(at..at + N) {
         a.copy_from_slice(s);
     }
-    u16::from_le_bytes(a)
+    a
+}
+
+#[inline]
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(bytes_at(b, at))
 }
 
 #[inline]
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        a.copy_from_slice(s);
-    }
-    u32::from_le_bytes(a)
+    u32::from_le_bytes(bytes_at(b, at))
 }
 
 #[inline]
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        a.copy_from_slice(s);
-    }
-    u64::from_le_bytes(a)
+    u64::from_le_bytes(bytes_at(b, at))
 }
 
 fn exact(b: &[u8], need: usize) -> Result<(), UpdateError> {

@@ -20,16 +20,9 @@ static ALLOC: CountingAlloc = CountingAlloc;
 const NOW: MonoNanos = MonoNanos(1_000_000);
 
 fn packets(msgs: &[Message]) -> Vec<Vec<u8>> {
-    let mut b = PacketBuilder::new(Session::new("TEST0001").unwrap(), 1, 1400);
-    let mut out = Vec::new();
-    for m in msgs {
-        if b.push_message(m).is_err() {
-            out.push(b.finish().to_vec());
-            b.push_message(m).unwrap();
-        }
-    }
-    out.push(b.finish().to_vec());
-    out
+    PacketBuilder::new(Session::new("TEST0001").unwrap(), 1, 1400)
+        .pack(msgs)
+        .unwrap()
 }
 
 #[test]

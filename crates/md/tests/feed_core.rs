@@ -63,6 +63,18 @@ fn deliver(f: &mut FeedHandler, stream: &mut Stream, pkt: &[u8], server: Option<
     }
 }
 
+/// A fresh handler (`config(0)`) and an empty stream for what it publishes.
+fn fresh() -> (FeedHandler, Stream) {
+    (FeedHandler::new(config(0)).unwrap(), Stream::new())
+}
+
+/// A fresh handler that has handled `pkt`, and what it published.
+fn after_one_packet(pkt: &[u8]) -> (FeedHandler, Stream) {
+    let (mut f, mut stream) = fresh();
+    deliver(&mut f, &mut stream, pkt, None);
+    (f, stream)
+}
+
 /// Every level of every book.
 fn snapshot(f: &FeedHandler, symbols: u16) -> Vec<(u16, Vec<Level>, Vec<Level>)> {
     (0..=symbols)
@@ -228,8 +240,7 @@ fn malformed_packets_are_counted_and_dropped_whole() {
     let pkts = packetize(session(), 1, &msgs, 1400);
     let (clean, clean_stream) = lossless(&msgs, &pkts, 0);
 
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     for (i, p) in pkts.iter().enumerate() {
         if i > 0 && i % 10 == 0 {
             // Each bad variant of the packet about to be applied.
@@ -306,11 +317,7 @@ fn bad_messages_inside_a_good_packet_are_counted_and_consume_their_sequence_numb
     b.push_message(&add(2, 2, Side::Sell, 200)).unwrap();
     // An order for a locate without a directory: booked, not published.
     b.push_message(&add(9, 3, Side::Sell, 200)).unwrap();
-    let pkt = b.finish().to_vec();
-
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
-    deliver(&mut f, &mut stream, &pkt, None);
+    let (f, stream) = after_one_packet(b.finish());
     let c = *f.counters();
     assert_eq!((c.unknown_types, c.bad_messages, c.malformed), (2, 1, 3));
     assert_eq!(c.messages, 6);
@@ -334,8 +341,7 @@ fn bad_messages_inside_a_good_packet_are_counted_and_consume_their_sequence_numb
 fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
     let msgs = messages(5, 2_000, 9);
     let pkts = packetize(session(), 1, &msgs, 1400);
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     deliver(&mut f, &mut stream, &pkts[0], None);
     deliver(&mut f, &mut stream, &pkts[1], None);
     let missing = MoldHeader::decode(&pkts[2]).unwrap();
@@ -550,8 +556,7 @@ fn a_jump_confirmed_by_the_stream_is_followed_without_a_rerequest_storm() {
     let pkts = packetize(session(), 1, &msgs, 300);
     let far = 1_000_000_000u64;
     let moved = packetize(session(), far, &msgs, 300);
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     for p in &pkts[..5] {
         deliver(&mut f, &mut stream, p, None);
     }
@@ -600,8 +605,7 @@ fn suspect_packets_are_bounded_and_never_opened_a_gap() {
     let msgs = messages(5, 3_000, 35);
     let pkts = packetize(session(), 1, &msgs, 1400);
     let (_, clean_stream) = reference(&msgs, &pkts);
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     for (i, p) in pkts.iter().enumerate() {
         deliver(&mut f, &mut stream, p, Some(&msgs));
         let seq = f.expected_sequence() + 5_000_000 + 1_000 * i as u64;
@@ -627,8 +631,7 @@ fn without_receive_time(mut s: Stream) -> Stream {
 fn every_datagram_is_counted_as_a_packet_good_bad_or_foreign() {
     let msgs = messages(3, 500, 11);
     let pkts = packetize(session(), 1, &msgs, 1400);
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     let mut other = pkts[0].clone();
     other[..10].copy_from_slice(b"OTHER     ");
     let extra: [&[u8]; 3] = [&pkts[0][..5], &other, &pkts[0]];
@@ -660,8 +663,7 @@ fn a_held_packet_overtaken_by_a_wider_retransmission_counts_its_messages_as_dupl
     assert_eq!((ahead.len(), all.len()), (1, 1));
     let (clean, clean_stream) = lossless(&msgs, &all, 0);
 
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
+    let (mut f, mut stream) = fresh();
     deliver(&mut f, &mut stream, &ahead[0], None);
     assert!(f.recovering());
     assert!(stream.is_empty());
@@ -701,11 +703,7 @@ fn a_trade_for_a_symbol_without_a_directory_is_counted_unpublished() {
     b.push_message(&trade(7, 300, 1_234_500, 41)).unwrap();
     b.push_message(&trade(2, 200, 2_000_100, 42)).unwrap();
     b.push_message(&trade(7, 100, 1_234_600, 43)).unwrap();
-    let pkt = b.finish().to_vec();
-
-    let mut f = FeedHandler::new(config(0)).unwrap();
-    let mut stream = Stream::new();
-    deliver(&mut f, &mut stream, &pkt, None);
+    let (f, stream) = after_one_packet(b.finish());
     let c = *f.counters();
     assert_eq!((c.messages, c.published, c.unpublished), (4, 1, 2));
     assert_eq!(stream.len(), 1);

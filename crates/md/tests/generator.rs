@@ -348,6 +348,16 @@ fn check_session(config: &GeneratorConfig) -> Checker {
     checker
 }
 
+/// The default configuration with `symbols`, `messages` and `seed`.
+fn session_config(symbols: u16, messages: u64, seed: u64) -> GeneratorConfig {
+    GeneratorConfig {
+        symbols,
+        messages,
+        seed,
+        ..Default::default()
+    }
+}
+
 fn session_bytes(config: &GeneratorConfig) -> Vec<u8> {
     let mut out = Vec::new();
     write_session_to(Generator::new(config.clone()).unwrap(), &mut out).unwrap();
@@ -359,14 +369,14 @@ proptest! {
 
     #[test]
     fn generated_sessions_satisfy_every_invariant(seed in any::<u64>(), symbols in 1u16..12, flow in 0u64..2_500) {
-        let config = GeneratorConfig { symbols, seed, messages: 6 + 2 * u64::from(symbols) + flow, ..Default::default() };
+        let config = session_config(symbols, 6 + 2 * u64::from(symbols) + flow, seed);
         let checker = check_session(&config);
         prop_assert_eq!(checker.messages, config.messages);
     }
 
     #[test]
     fn the_same_seed_gives_the_same_bytes_and_another_seed_others(seed in any::<u64>(), symbols in 1u16..8) {
-        let config = GeneratorConfig { symbols, seed, messages: 600, ..Default::default() };
+        let config = session_config(symbols, 600, seed);
         let a = session_bytes(&config);
         prop_assert_eq!(&a, &session_bytes(&config));
         let other = GeneratorConfig { seed: seed.wrapping_add(1), ..config };
@@ -376,12 +386,7 @@ proptest! {
 
 #[test]
 fn a_200k_session_has_realistic_statistics() {
-    let config = GeneratorConfig {
-        symbols: 50,
-        messages: 200_000,
-        seed: 42,
-        ..Default::default()
-    };
+    let config = session_config(50, 200_000, 42);
     let c = check_session(&config);
 
     // Cancels and deletes dominate executions by a wide margin.
@@ -464,12 +469,7 @@ fn many_symbols_get_unique_tickers_and_a_u_shaped_day() {
 
 #[test]
 fn a_session_file_round_trips_through_the_reader() {
-    let config = GeneratorConfig {
-        symbols: 5,
-        messages: 3_000,
-        seed: 9,
-        ..Default::default()
-    };
+    let config = session_config(5, 3_000, 9);
     let dir = std::env::temp_dir().join(format!("tickwire-mdgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("session.itch");

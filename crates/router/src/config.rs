@@ -156,30 +156,26 @@ impl Config {
     /// Checks ranges; the router calls this once at start.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |s: String| Err(ConfigError(s));
-        if self.max_frame < MIN_MAX_FRAME {
-            return err(format!(
-                "max_frame {} is below the minimum {MIN_MAX_FRAME}",
-                self.max_frame
-            ));
-        }
-        if self.egress_limit < self.max_frame as usize {
-            return err(format!(
-                "egress_limit {} must be at least max_frame {}",
-                self.egress_limit, self.max_frame
-            ));
-        }
-        if self.read_buffer < 4096 {
-            return err(format!(
-                "read_buffer {} is below the minimum 4096",
-                self.read_buffer
-            ));
-        }
-        if self.read_memory_limit < self.max_frame as usize {
-            return err(format!(
-                "read_memory_limit {} must be at least max_frame {}",
-                self.read_memory_limit, self.max_frame
-            ));
-        }
+        let minimum = |key: &str, value: u64, min: u64| {
+            if value < min {
+                return err(format!("{key} {value} is below the minimum {min}"));
+            }
+            Ok(())
+        };
+        // A buffer that must hold a whole frame.
+        let holds_a_frame = |key: &str, value: usize| {
+            if value < self.max_frame as usize {
+                return err(format!(
+                    "{key} {value} must be at least max_frame {}",
+                    self.max_frame
+                ));
+            }
+            Ok(())
+        };
+        minimum("max_frame", self.max_frame.into(), MIN_MAX_FRAME.into())?;
+        holds_a_frame("egress_limit", self.egress_limit)?;
+        minimum("read_buffer", self.read_buffer as u64, 4096)?;
+        holds_a_frame("read_memory_limit", self.read_memory_limit)?;
         if !ROUTER_IDLE.contains(&self.idle) {
             return err(format!(
                 "idle {} is not supported by the router (block, spin or hybrid)",

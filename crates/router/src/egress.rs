@@ -310,14 +310,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn half_written_frame_and_control_frames_survive_a_discard() {
+    /// Message 0, an ACK and message 1 (100-byte payloads), of which the socket took
+    /// 5 bytes of the first frame.
+    fn half_written() -> Egress {
         let mut e = Egress::default();
         e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
         encode_ack(e.control(), 7);
         e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
-        // The socket took 5 bytes of the first frame.
         e.consume(5);
+        e
+    }
+
+    #[test]
+    fn half_written_frame_and_control_frames_survive_a_discard() {
+        let mut e = half_written();
         for i in 2..40 {
             e.push_message(&publish(i, 100), 1000, true, 0, || 0);
         }
@@ -354,11 +360,7 @@ mod tests {
 
     #[test]
     fn drop_unwritten_keeps_only_the_half_written_frame() {
-        let mut e = Egress::default();
-        e.push_message(&publish(0, 100), 10_000, true, 0, || 0);
-        encode_ack(e.control(), 7);
-        e.push_message(&publish(1, 100), 10_000, true, 0, || 0);
-        e.consume(5);
+        let mut e = half_written();
         let first_len = publish(0, 100).len();
         e.drop_unwritten();
         assert_eq!(e.pending(), first_len - 5);

@@ -99,6 +99,15 @@ struct PrefixLen {
 }
 
 impl Node {
+    /// The clients whose pattern ends here: with a trailing `>` (`rest`) or exactly.
+    fn clients_mut(&mut self, rest: bool) -> &mut Vec<Slot> {
+        if rest {
+            &mut self.rest
+        } else {
+            &mut self.exact
+        }
+    }
+
     fn is_unused(&self) -> bool {
         self.literal.is_empty()
             && self.any.is_none()
@@ -171,12 +180,7 @@ impl SubscriptionIndex {
             };
             path.push(node);
         }
-        let target = &mut self.nodes[node.index()];
-        let clients = if rest {
-            &mut target.rest
-        } else {
-            &mut target.exact
-        };
+        let clients = self.nodes[node.index()].clients_mut(rest);
         let Err(at) = clients.binary_search(&client) else {
             self.path = path;
             return false;
@@ -318,12 +322,7 @@ impl SubscriptionIndex {
             node = child;
             path.push(node);
         }
-        let target = &mut self.nodes[node.index()];
-        let clients = if rest {
-            &mut target.rest
-        } else {
-            &mut target.exact
-        };
+        let clients = self.nodes[node.index()].clients_mut(rest);
         let Ok(at) = clients.binary_search(&client) else {
             return false;
         };

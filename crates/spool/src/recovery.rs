@@ -438,19 +438,11 @@ fn parse_at(win: &mut Window<'_>, off: u64, max_record: u32) -> io::Result<Parse
 fn scan_for_records(win: &mut Window<'_>, from: u64, above: u64, max_record: u32) -> Option<u64> {
     let mut best = None;
     let mut off = from;
-    let ceiling = above.saturating_add(win.len / HEADER as u64 + 1);
     while off + (HEADER as u64) <= win.len {
         let mut step = 1;
-        let mut hb = [0u8; HEADER];
-        if let Ok(b) = win.get(off, HEADER) {
-            hb.copy_from_slice(b);
-            let h = Header::parse(&hb);
-            if h.lsn > above && h.lsn <= ceiling {
-                if let Ok(Parsed::Record(h, true)) = parse_at(win, off, max_record) {
-                    best = best.max(Some(h.lsn));
-                    step = (HEADER + h.len as usize) as u64;
-                }
-            }
+        if let Some(h) = plausible_record_at(win, off, above, max_record) {
+            best = best.max(Some(h.lsn));
+            step = (HEADER + h.len as usize) as u64;
         }
         off += step;
     }
@@ -465,22 +457,36 @@ fn first_record_after(
     above: u64,
     max_record: u32,
 ) -> Option<(u64, u64)> {
-    let ceiling = above.saturating_add(win.len / HEADER as u64 + 1);
     let mut off = from;
     while off + (HEADER as u64) <= win.len {
-        let mut hb = [0u8; HEADER];
-        if let Ok(b) = win.get(off, HEADER) {
-            hb.copy_from_slice(b);
-            let h = Header::parse(&hb);
-            if h.lsn > above && h.lsn <= ceiling {
-                if let Ok(Parsed::Record(h, true)) = parse_at(win, off, max_record) {
-                    return Some((off, h.lsn));
-                }
-            }
+        if let Some(h) = plausible_record_at(win, off, above, max_record) {
+            return Some((off, h.lsn));
         }
         off += 1;
     }
     None
+}
+
+/// The header of a valid record at `off` numbered above `above`, and plausibly so: not
+/// more records above it than the file could hold. The number is checked before the
+/// payload is read, so a scan over garbage reads headers only.
+fn plausible_record_at(
+    win: &mut Window<'_>,
+    off: u64,
+    above: u64,
+    max_record: u32,
+) -> Option<Header> {
+    let ceiling = above.saturating_add(win.len / HEADER as u64 + 1);
+    let mut hb = [0u8; HEADER];
+    hb.copy_from_slice(win.get(off, HEADER).ok()?);
+    let h = Header::parse(&hb);
+    if h.lsn <= above || h.lsn > ceiling {
+        return None;
+    }
+    match parse_at(win, off, max_record) {
+        Ok(Parsed::Record(h, true)) => Some(h),
+        _ => None,
+    }
 }
 
 /// A read window over one file: positioned reads into a buffer of at most `cap` bytes.

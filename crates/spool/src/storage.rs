@@ -84,6 +84,16 @@ impl Shared {
         }
     }
 
+    /// An fdatasync of `f`, counted; a failure is counted and logged as `failed`, and
+    /// the caller carries on (the interval sync and the sync at a segment roll).
+    fn sync_counted(&self, f: &File, failed: &str) {
+        self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = f.sync_data() {
+            self.counters.sync_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "{failed}");
+        }
+    }
+
     /// The state, even if a panicking holder poisoned the lock (the state stays
     /// consistent: every critical section only moves whole values).
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -187,14 +197,7 @@ impl Storage {
 
     fn sync_now(&mut self) {
         if let Some(f) = &self.file {
-            self.shared.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = f.sync_data() {
-                self.shared
-                    .counters
-                    .sync_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, "spool: fdatasync failed");
-            }
+            self.shared.sync_counted(f, "spool: fdatasync failed");
         }
         self.unsynced = false;
         self.last_sync = Instant::now();
@@ -345,14 +348,8 @@ impl Storage {
         if let Some(f) = self.file.take() {
             // Under `Fsync` every run was synced already.
             if self.unsynced && self.policy != SyncPolicy::PageCache {
-                self.shared.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = f.sync_data() {
-                    self.shared
-                        .counters
-                        .sync_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "spool: fdatasync at segment roll failed");
-                }
+                self.shared
+                    .sync_counted(&f, "spool: fdatasync at segment roll failed");
                 self.unsynced = false;
             }
         }

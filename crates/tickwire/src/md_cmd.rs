@@ -299,15 +299,11 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     if r.stopped {
         println!("stopped by Ctrl-C before the end of the session");
     }
-    if r.send_errors > 0 {
-        eprintln!(
-            "md publish: {} datagrams could not be sent; the first: {}",
-            r.send_errors,
-            r.first_send_error.as_deref().unwrap_or("?")
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(crate::replay_cmd::exit_after_send_errors(
+        "md publish",
+        r.send_errors,
+        r.first_send_error.as_deref(),
+    ))
 }
 
 /// Where the md and replay drivers' progress lines go: stderr, one line each.

@@ -363,25 +363,20 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
-    let limit = a.count.unwrap_or(u64::MAX);
-    let mut received = 0u64;
+    let mut tally = Tally::new(a.count);
     let mut discarded = 0u64;
-    let mut first: Option<Instant> = None;
-    let mut io_err: Option<std::io::Error> = None;
-    while received < limit {
+    while tally.wants_more() {
         let polled = client.poll(Wait::Timeout(Duration::from_millis(200)), |m| {
-            if received >= limit || io_err.is_some() {
+            if !tally.take() {
                 return;
             }
-            received += 1;
             discarded += m.discarded();
-            first.get_or_insert_with(Instant::now);
             if a.quiet {
                 return;
             }
             let r = print_message(&mut out, &m, a.hex, a.print_json);
             if let Err(e) = r {
-                io_err = Some(e);
+                tally.io_err = Some(e);
             }
         });
         let idle = matches!(polled, Ok(0));
@@ -402,7 +397,8 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         // and a quiet subscription notices it through `reader_gone`.
         let closed = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let gone = idle && reader_gone(&std::io::stdout());
-        if let Some(e) = io_err
+        if let Some(e) = tally
+            .io_err
             .take()
             .or_else(|| out.flush().err())
             .or_else(|| gone.then(closed))
@@ -420,11 +416,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     if a.quiet {
-        let secs = first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
-        eprintln!(
-            "received {received} messages ({discarded} discarded by the router) in {secs:.3} s: {:.0} msg/s",
-            received as f64 / secs.max(1e-9)
-        );
+        tally.report(&format!("({discarded} discarded by the router)"));
     }
     client.close().ok();
     Ok(ExitCode::SUCCESS)
@@ -445,30 +437,25 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
-    let limit = a.count.unwrap_or(u64::MAX);
-    let mut received = 0u64;
+    let mut tally = Tally::new(a.count);
     let mut redelivered = 0u64;
-    let mut first: Option<Instant> = None;
-    let mut io_err: Option<std::io::Error> = None;
     // Message ids handled in this turn, acknowledged once the output is flushed.
     let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
-    while received < limit {
+    while tally.wants_more() {
         consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
-            if received >= limit || io_err.is_some() {
+            if !tally.take() {
                 return;
             }
-            received += 1;
             redelivered += u64::from(d.redelivered);
-            first.get_or_insert_with(Instant::now);
             if !a.quiet {
                 if let Err(e) = print_delivery(&mut out, &d, a.hex, a.print_json) {
-                    io_err = Some(e);
+                    tally.io_err = Some(e);
                     return;
                 }
             }
             handled.push(d.msg_id);
         })?;
-        if let Some(e) = io_err.take().or_else(|| out.flush().err()) {
+        if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
             // Nothing written for these: leave them unacknowledged for redelivery.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return Ok(ExitCode::SUCCESS);
@@ -480,14 +467,55 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     }
     consumer.client().flush()?;
     if a.quiet {
-        let secs = first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
-        eprintln!(
-            "received {received} messages from queue {queue} ({redelivered} redelivered) in {secs:.3} s: {:.0} msg/s",
-            received as f64 / secs.max(1e-9)
-        );
+        tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `sub` counts while it prints: the messages taken (up to `--count`), when the
+/// first arrived, and the first error writing them out (after which none is taken).
+struct Tally {
+    limit: u64,
+    received: u64,
+    first: Option<Instant>,
+    io_err: Option<std::io::Error>,
+}
+
+impl Tally {
+    fn new(count: Option<u64>) -> Tally {
+        Tally {
+            limit: count.unwrap_or(u64::MAX),
+            received: 0,
+            first: None,
+            io_err: None,
+        }
+    }
+
+    fn wants_more(&self) -> bool {
+        self.received < self.limit
+    }
+
+    /// Counts one arrival; false (not counted, not to be printed) once `--count` are
+    /// taken or writing failed.
+    fn take(&mut self) -> bool {
+        if self.received >= self.limit || self.io_err.is_some() {
+            return false;
+        }
+        self.received += 1;
+        self.first.get_or_insert_with(Instant::now);
+        true
+    }
+
+    /// The `--quiet` summary on stderr; `what` tells what else was counted.
+    fn report(&self, what: &str) {
+        let secs = self.first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
+        eprintln!(
+            "received {} messages {what} in {secs:.3} s: {:.0} msg/s",
+            self.received,
+            self.received as f64 / secs.max(1e-9)
+        );
+    }
 }
 
 /// Acknowledges `ids` (in delivery order), one range per run of consecutive ids.
@@ -511,16 +539,9 @@ fn print_delivery(
     json: bool,
 ) -> std::io::Result<()> {
     let topic = String::from_utf8_lossy(d.topic);
-    let text = std::str::from_utf8(d.payload)
-        .ok()
-        .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'));
+    let text = printable(d.payload);
     if json {
-        let mut obj = serde_json::Map::new();
-        obj.insert("topic".into(), topic.as_ref().into());
-        match (text, hex) {
-            (Some(t), false) => obj.insert("payload".into(), t.into()),
-            _ => obj.insert("payload_hex".into(), to_hex(d.payload).into()),
-        };
+        let mut obj = json_object(&topic, d.payload, hex);
         obj.insert("msg_id".into(), d.msg_id.into());
         obj.insert("delivery_count".into(), d.delivery_count.into());
         obj.insert("redelivered".into(), d.redelivered.into());
@@ -557,16 +578,9 @@ fn print_message(
             m.discarded()
         )?;
     }
-    let text = std::str::from_utf8(m.payload())
-        .ok()
-        .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'));
+    let text = printable(m.payload());
     if json {
-        let mut obj = serde_json::Map::new();
-        obj.insert("topic".into(), m.topic().into());
-        match (text, hex) {
-            (Some(t), false) => obj.insert("payload".into(), t.into()),
-            _ => obj.insert("payload_hex".into(), to_hex(m.payload()).into()),
-        };
+        let mut obj = json_object(m.topic(), m.payload(), hex);
         obj.insert("discarded".into(), m.discarded().into());
         writeln!(out, "{}", serde_json::Value::Object(obj))
     } else {
@@ -575,6 +589,29 @@ fn print_message(
             _ => writeln!(out, "{} {}", m.topic(), to_hex(m.payload())),
         }
     }
+}
+
+/// The payload as text, if it is UTF-8 without control characters (tabs allowed).
+fn printable(payload: &[u8]) -> Option<&str> {
+    std::str::from_utf8(payload)
+        .ok()
+        .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'))
+}
+
+/// The JSON output's object for one message: its topic and its payload, as `payload`
+/// when it is printable and `hex` is off, else as `payload_hex`.
+fn json_object(
+    topic: &str,
+    payload: &[u8],
+    hex: bool,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut obj = serde_json::Map::new();
+    obj.insert("topic".into(), topic.into());
+    match (printable(payload), hex) {
+        (Some(t), false) => obj.insert("payload".into(), t.into()),
+        _ => obj.insert("payload_hex".into(), to_hex(payload).into()),
+    };
+    obj
 }
 
 fn to_hex(b: &[u8]) -> String {

@@ -109,13 +109,26 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             s.p50_us, s.p99_us, s.p999_us, s.max_us, s.samples
         );
     }
-    if r.send_errors > 0 {
+    Ok(exit_after_send_errors(
+        "replay",
+        r.send_errors,
+        r.first_send_error.as_deref(),
+    ))
+}
+
+/// Failure when datagrams could not be sent (says how many, and the first error, on
+/// stderr); success otherwise. For `md publish` and `replay`.
+pub(crate) fn exit_after_send_errors(
+    command: &str,
+    send_errors: u64,
+    first: Option<&str>,
+) -> ExitCode {
+    if send_errors > 0 {
         eprintln!(
-            "replay: {} datagrams could not be sent; the first: {}",
-            r.send_errors,
-            r.first_send_error.as_deref().unwrap_or("?")
+            "{command}: {send_errors} datagrams could not be sent; the first: {}",
+            first.unwrap_or("?")
         );
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }

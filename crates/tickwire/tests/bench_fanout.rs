@@ -11,9 +11,11 @@
 mod common;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::u_at;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -21,15 +23,6 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 /// code, the parsed JSON and the output (for failure messages).
 fn run_fanout(tag: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
     common::run_bench_json("fanout", tag, args, None, TIMEOUT)
-}
-
-fn u(doc: &serde_json::Value, path: &[&str]) -> u64 {
-    let mut v = doc;
-    for p in path {
-        v = &v[*p];
-    }
-    v.as_u64()
-        .unwrap_or_else(|| panic!("{} is not a number in the report", path.join(".")))
 }
 
 /// The exit code is 0, or 3 (INVALID: the machine did not sustain 90% of the target
@@ -52,9 +45,9 @@ fn assert_exit_ok_or_invalid(code: i32, doc: &serde_json::Value, output: &str) {
 
 /// Sent, expected and received reconcile: every message reached every subscriber once.
 fn assert_reconciles(doc: &serde_json::Value, subscribers: u64, output: &str) {
-    let sent = u(doc, &["counters", "sent"]);
-    let expected = u(doc, &["counters", "expected"]);
-    let received = u(doc, &["counters", "received"]);
+    let sent = u_at(doc, &["counters", "sent"]);
+    let expected = u_at(doc, &["counters", "expected"]);
+    let received = u_at(doc, &["counters", "received"]);
     assert!(sent > 0, "nothing was sent:\n{output}");
     assert_eq!(
         expected,
@@ -63,11 +56,11 @@ fn assert_reconciles(doc: &serde_json::Value, subscribers: u64, output: &str) {
     );
     assert_eq!(received, expected, "deliveries do not reconcile:\n{output}");
     for c in ["gaps", "duplicates", "out_of_order", "malformed"] {
-        assert_eq!(u(doc, &["counters", c]), 0, "{c}:\n{output}");
+        assert_eq!(u_at(doc, &["counters", c]), 0, "{c}:\n{output}");
     }
     assert_eq!(doc["counters"]["reconciled"], true, "{output}");
     // The latency figures cover the measured part only, one sample per delivery.
-    let samples = u(doc, &["latency", "samples"]);
+    let samples = u_at(doc, &["latency", "samples"]);
     assert!(
         samples > 0 && samples <= received,
         "{samples} samples of {received}:\n{output}"
@@ -118,7 +111,7 @@ fn fanout_smoke_against_a_tickwire_router_reconciles() {
     if !totals.is_null() {
         assert_eq!(
             totals["msgs_in"].as_u64(),
-            Some(u(&doc, &["counters", "sent"])),
+            Some(u_at(&doc, &["counters", "sent"])),
             "{output}"
         );
     }
@@ -157,19 +150,6 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
     );
     assert_eq!(doc["workload"]["topic_len"], 12);
     assert_reconciles(&doc, 2, &output);
-}
-
-/// nats-server from $GOBIN, ~/go/bin or PATH, if installed.
-fn nats_server() -> Option<PathBuf> {
-    let gobin = std::env::var_os("GOBIN").map(|d| Path::new(&d).join("nats-server"));
-    let home = std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/nats-server"));
-    if let Some(p) = gobin.into_iter().chain(home).find(|p| p.exists()) {
-        return Some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("nats-server"))
-        .find(|p| p.exists())
 }
 
 /// A nats-server child on a free loopback port, killed on drop.
@@ -215,7 +195,7 @@ fn start_nats(bin: &Path) -> NatsServer {
 
 #[test]
 fn fanout_smoke_against_nats_reconciles() {
-    let Some(bin) = nats_server() else {
+    let Some(bin) = common::nats_server() else {
         common::peer_missing(
             "fanout_smoke_against_nats_reconciles",
             "nats-server is not installed (looked in $GOBIN, ~/go/bin and PATH; \

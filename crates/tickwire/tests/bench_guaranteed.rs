@@ -11,20 +11,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use common::u_at;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const SMALL: &[&str] = &["--rate", "2k", "--duration", "1s", "--warmup", "200ms"];
-
-fn u(doc: &serde_json::Value, path: &[&str]) -> u64 {
-    let mut v = doc;
-    for p in path {
-        v = &v[*p];
-    }
-    v.as_u64()
-        .unwrap_or_else(|| panic!("{} is not a number in the report", path.join(".")))
-}
 
 /// Exit 0, or 3 (INVALID: a loaded test machine may not sustain 90% of the rate; the
 /// report says so). Never 1 (lossless check failed, or an error).
@@ -42,16 +34,20 @@ fn assert_exit_ok_or_invalid(code: i32, doc: &serde_json::Value, output: &str) {
 /// Every publish acknowledged and delivered exactly once, nothing unknown.
 fn assert_reconciles(doc: &serde_json::Value, output: &str) {
     let r = &doc["reconciliation"];
-    let sent = u(doc, &["reconciliation", "sent"]);
+    let sent = u_at(doc, &["reconciliation", "sent"]);
     // 2k msg/s for 1.2 s, warm-up included: 2,400 slots.
     assert_eq!(sent, 2400, "{output}");
-    assert_eq!(u(doc, &["reconciliation", "acked"]), sent, "{output}");
+    assert_eq!(u_at(doc, &["reconciliation", "acked"]), sent, "{output}");
     assert_eq!(
-        u(doc, &["reconciliation", "delivered_distinct"]),
+        u_at(doc, &["reconciliation", "delivered_distinct"]),
         sent,
         "{output}"
     );
-    assert_eq!(u(doc, &["reconciliation", "deliveries"]), sent, "{output}");
+    assert_eq!(
+        u_at(doc, &["reconciliation", "deliveries"]),
+        sent,
+        "{output}"
+    );
     for c in [
         "nacked",
         "unresolved",
@@ -62,12 +58,16 @@ fn assert_reconciles(doc: &serde_json::Value, output: &str) {
         "nacked_delivered",
         "redelivered",
     ] {
-        assert_eq!(u(doc, &["reconciliation", c]), 0, "{c}:\n{output}");
+        assert_eq!(u_at(doc, &["reconciliation", c]), 0, "{c}:\n{output}");
     }
     assert_eq!(r["lossless"], true, "{output}");
     // Latency covers the measured second only: one sample per publish.
-    assert_eq!(u(doc, &["ack_latency", "samples"]), 2000, "{output}");
-    assert_eq!(u(doc, &["delivery_latency", "samples"]), 2000, "{output}");
+    assert_eq!(u_at(doc, &["ack_latency", "samples"]), 2000, "{output}");
+    assert_eq!(
+        u_at(doc, &["delivery_latency", "samples"]),
+        2000,
+        "{output}"
+    );
     assert!(
         doc["errors"].as_array().expect("errors").is_empty(),
         "{output}"
@@ -105,25 +105,9 @@ fn guaranteed_smoke_with_two_publishers_and_two_consumers_reconciles() {
     assert_reconciles(&doc, &output);
 }
 
-/// nats-server from $GOBIN, ~/go/bin or PATH, if installed.
-fn nats_server() -> Option<PathBuf> {
-    let gobin = std::env::var_os("GOBIN").map(|d| Path::new(&d).join("nats-server"));
-    let home = std::env::var_os("HOME").map(|h| Path::new(&h).join("go/bin/nats-server"));
-    let path = std::env::var_os("PATH").into_iter().flat_map(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("nats-server"))
-            .collect::<Vec<_>>()
-    });
-    gobin
-        .into_iter()
-        .chain(home)
-        .chain(path)
-        .find(|p| p.is_file())
-}
-
 fn nats_run(tag: &str, extra: &[&str], durability: &str) {
     let test = format!("guaranteed_smoke_against_jetstream_{tag}");
-    let Some(bin) = nats_server() else {
+    let Some(bin) = common::nats_server() else {
         common::peer_missing(
             &test,
             "nats-server is not installed (looked in $GOBIN, ~/go/bin and PATH; \
@@ -179,8 +163,8 @@ fn guaranteed_smoke_floor_acknowledges_everything() {
     let (code, doc, output) = common::run_bench_json("guaranteed", "floor", &args, None, TIMEOUT);
     assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["system"], "floor", "{output}");
-    assert_eq!(u(&doc, &["reconciliation", "sent"]), 2400, "{output}");
-    assert_eq!(u(&doc, &["reconciliation", "acked"]), 2400, "{output}");
+    assert_eq!(u_at(&doc, &["reconciliation", "sent"]), 2400, "{output}");
+    assert_eq!(u_at(&doc, &["reconciliation", "acked"]), 2400, "{output}");
     assert_eq!(doc["reconciliation"]["delivery_checked"], false, "{output}");
     assert_eq!(doc["reconciliation"]["lossless"], true, "{output}");
 }

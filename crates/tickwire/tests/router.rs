@@ -273,19 +273,16 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
             true,
             ErrorCode::UNKNOWN_KIND,
         ));
-        let mut bad_topic = Vec::new();
-        frame::encode_publish(&mut bad_topic, "a//b", b"x", Default::default(), u32::MAX).unwrap();
+        let bad_topic = common::publish_frame("a//b", b"x");
         v.push((
             "invalid topic",
             bad_topic.clone(),
             true,
             ErrorCode::INVALID_TOPIC,
         ));
-        let mut wild = Vec::new();
-        frame::encode_publish(&mut wild, "md/*/AAPL", b"x", Default::default(), u32::MAX).unwrap();
+        let wild = common::publish_frame("md/*/AAPL", b"x");
         v.push(("wildcard topic", wild, true, ErrorCode::INVALID_TOPIC));
-        let mut publish = Vec::new();
-        frame::encode_publish(&mut publish, "w/x", b"x", Default::default(), u32::MAX).unwrap();
+        let publish = common::publish_frame("w/x", b"x");
         v.push((
             "publish before handshake",
             publish,
@@ -311,8 +308,7 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
             true,
             ErrorCode::UNEXPECTED_KIND,
         ));
-        let mut guaranteed = Vec::new();
-        frame::encode_publish(&mut guaranteed, "w/x", b"x", Default::default(), u32::MAX).unwrap();
+        let mut guaranteed = common::publish_frame("w/x", b"x");
         guaranteed[5] = frame::flags::GUARANTEED;
         v.push((
             "guaranteed publish without SEQ",
@@ -339,8 +335,7 @@ fn bad_input_gets_a_clear_error_and_harms_no_one_else() {
             true,
             ErrorCode::NOT_OPEN,
         ));
-        let mut unknown = Vec::new();
-        frame::encode_publish(&mut unknown, "w/x", b"x", Default::default(), u32::MAX).unwrap();
+        let mut unknown = common::publish_frame("w/x", b"x");
         unknown[5] = 0x40;
         v.push(("unknown flag", unknown, true, ErrorCode::MALFORMED_FRAME));
         v
@@ -376,8 +371,7 @@ fn stalled_and_vanished_clients_are_dropped_alone() {
     let r = RouterProc::start(&["--stall-timeout-ms", "300", "--handshake-timeout-ms", "300"]);
     // Half a frame, then silence.
     let mut half = Raw::hello(r.addr, "half");
-    let mut p = Vec::new();
-    frame::encode_publish(&mut p, "a/b", &[0; 100], Default::default(), u32::MAX).unwrap();
+    let p = common::publish_frame("a/b", &[0; 100]);
     half.send(&p[..20]);
     half.expect_fatal(ErrorCode::STALLED);
     // Connected, never says HELLO.
@@ -701,8 +695,7 @@ fn a_client_that_never_reads_its_error_is_still_closed_after_the_linger() {
     let (mut observer, _) = queue_backlog(&r);
     // A fatal error for the stalled client: its ERROR is queued behind megabytes it
     // does not read, so it cannot be flushed; the router must close it anyway.
-    let mut bad = Vec::new();
-    frame::encode_publish(&mut bad, "bad//topic", b"x", Default::default(), u32::MAX).unwrap();
+    let bad = common::publish_frame("bad//topic", b"x");
     slow.send(&bad);
     let line = log.wait_for(&["disconnecting client", "stalled", "invalid topic"], T);
     assert!(line.is_some(), "no disconnect logged:\n{}", log.text());

@@ -26,7 +26,7 @@ use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use crate::console::Console;
-use crate::harness::{pin_current_thread, Pinning, RouterChild, StopFlag};
+use crate::harness::{pin_current_thread, spawn_pinned, Pinning, RouterChild, StopFlag};
 use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
@@ -228,14 +228,9 @@ fn one_speed(
     };
     let fh_stop = stop.clone();
     let fh_cpu = opts.pin.map(|p| p.far);
-    let fh = std::thread::Builder::new()
-        .name("feed-handler".into())
-        .spawn(move || {
-            if let Some(cpu) = fh_cpu {
-                pin_current_thread(cpu);
-            }
-            handler::run(&h_opts, &fh_stop)
-        })?;
+    let fh = spawn_pinned("feed-handler", fh_cpu, move || {
+        handler::run(&h_opts, &fh_stop)
+    })?;
     // Let the feed handler join the group and connect before the first packet.
     std::thread::sleep(Duration::from_millis(300));
     let p_opts = PublishOptions {

@@ -370,14 +370,9 @@ impl RawConn {
     }
 
     fn flush(&mut self) {
-        while self.open && self.wpos < self.wbuf.len() {
-            match self.sock.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => self.open = false,
-                Ok(n) => self.wpos += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => self.open = false,
-            }
+        if self.open {
+            self.open =
+                super::write_pending(&mut self.sock, &self.wbuf, &mut self.wpos).unwrap_or(false);
         }
         if self.wpos == self.wbuf.len() {
             self.wbuf.clear();

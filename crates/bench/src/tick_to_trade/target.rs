@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
-use crate::harness::{pinned_command, stop_child, wait_for_line, ReadyLine};
+use crate::harness::{pinned_command, stop_child, wait_for_line};
 
 /// How long a child may take to print READY.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -66,21 +66,13 @@ impl AlgoProcess {
         };
         let stdout = stdout.context("the algo's stdout was not piped")?;
         let ready = |l: &str| l.starts_with("READY");
-        let line = match wait_for_line(stdout, "algo-stdout", READY_TIMEOUT, ready)? {
-            ReadyLine::Line(line) => line,
-            ReadyLine::TimedOut => bail!(
-                "{} printed no READY line within {READY_TIMEOUT:?}",
-                p.command
-            ),
-            ReadyLine::Closed => {
-                let status = p.child.wait().ok();
-                bail!(
-                    "{} exited before it was ready (status {}); see its stderr above",
-                    p.command,
-                    status.map_or("unknown".into(), |s| s.to_string())
-                )
-            }
-        };
+        let line = wait_for_line(stdout, "algo-stdout", READY_TIMEOUT, ready)?.or_error(
+            &mut p.child,
+            &p.command,
+            "READY line",
+            READY_TIMEOUT,
+            "it was ready",
+        )?;
         let parsed = line
             .split_whitespace()
             .find_map(|w| w.parse::<SocketAddr>().ok());

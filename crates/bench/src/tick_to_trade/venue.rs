@@ -49,7 +49,7 @@
 //! sequence numbers, checks) and `codec::frame_len`. The algo side (`algo.rs`) is the
 //! engine.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use tickwire_rt::{MonoNanos, UtcNanos};
@@ -697,12 +697,9 @@ impl Conn {
 
     /// Writes as much of the buffer as the kernel takes, never waiting.
     fn flush(&mut self) {
-        while self.open && self.wpos < self.wbuf.len() {
-            match self.sock.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => self.open = false,
-                Ok(n) => self.wpos += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        if self.open {
+            match super::write_pending(&mut self.sock, &self.wbuf, &mut self.wpos) {
+                Ok(open) => self.open = open,
                 Err(e) => {
                     self.note(format!("write error: {e}"));
                     self.open = false;

@@ -144,12 +144,9 @@ impl<A: Application> Engine<A> {
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
     pub(super) fn read_conn(&mut self, c: ConnId, to_eof: bool) {
         loop {
-            let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
+            let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
-            if conn.state != ConnState::Open {
-                return;
-            }
             let max = frame_limit(&self.opts, conn);
             if conn.rend == conn.rbuf.len() {
                 if conn.rstart > 0 {
@@ -196,12 +193,9 @@ impl<A: Application> Engine<A> {
     /// Frames and delivers every complete message in the read buffer.
     pub(super) fn process_frames(&mut self, c: ConnId) {
         loop {
-            let Some(Some(conn)) = self.net.conns.get_mut(c.0) else {
+            let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
-            if conn.state != ConnState::Open {
-                return;
-            }
             let max = frame_limit(&self.opts, conn);
             let avail = &conn.rbuf[conn.rstart..conn.rend];
             if avail.is_empty() {
@@ -298,6 +292,16 @@ impl<A: Application> Engine<A> {
 
 /// The longest frame a connection may announce: [`EngineOptions::max_logon_len`] on an
 /// accepted connection before its Logon bound it, else `max_message_len`.
+impl Net {
+    /// Connection `c` while it is open (not yet connected, closed or gone: `None`).
+    fn open_conn(&mut self, c: ConnId) -> Option<&mut Conn> {
+        match self.conns.get_mut(c.0) {
+            Some(Some(conn)) if conn.state == ConnState::Open => Some(conn),
+            _ => None,
+        }
+    }
+}
+
 pub(super) fn frame_limit(opts: &EngineOptions, conn: &Conn) -> usize {
     if conn.session.is_none() && conn.listener.is_some() {
         opts.max_logon_len.min(opts.max_message_len)

@@ -89,6 +89,42 @@ impl Harness {
         Harness::new(Harness::config(begin_string, Role::Initiator))
     }
 
+    /// An acceptor on a new connection, before any Logon.
+    pub fn connected_acceptor(begin_string: &str) -> Harness {
+        let mut h = Harness::acceptor(begin_string);
+        h.connect();
+        h
+    }
+
+    /// An initiator that has connected (and so sent its Logon).
+    pub fn connected_initiator(begin_string: &str) -> Harness {
+        let mut h = Harness::initiator(begin_string);
+        h.connect();
+        h
+    }
+
+    /// An acceptor already logged on ([`Harness::logon_as_acceptor`]).
+    pub fn logged_on_acceptor(begin_string: &str) -> Harness {
+        Harness::logged_on_with(begin_string, Role::Acceptor, |_| {})
+    }
+
+    /// An initiator already logged on ([`Harness::logon_as_initiator`]).
+    pub fn logged_on_initiator(begin_string: &str) -> Harness {
+        Harness::logged_on_with(begin_string, Role::Initiator, |_| {})
+    }
+
+    /// [`Harness::with`], then logged on: the counterparty's Logon (seq 1, HeartBtInt
+    /// 30) arrives on a new connection.
+    pub fn logged_on_with(
+        begin_string: &str,
+        role: Role,
+        change: impl FnOnce(&mut SessionConfig),
+    ) -> Harness {
+        let mut h = Harness::with(begin_string, role, change);
+        h.connect_and_logon();
+        h
+    }
+
     /// A session of `role` with the configuration `change` makes to the defaults.
     pub fn with(
         begin_string: &str,
@@ -179,8 +215,15 @@ impl Harness {
 
     /// Sends a counterparty message with an explicit MsgSeqNum (peer_seq untouched).
     pub fn recv_seq(&mut self, msg_type: &str, seq: u64, extra: &str) -> Vec<Act> {
+        self.recv_kept(msg_type, seq, extra).1
+    }
+
+    /// [`Harness::recv_seq`] that also returns the message, for expectations that
+    /// show it (`Act::FromAdmin(pretty(&msg))`).
+    pub fn recv_kept(&mut self, msg_type: &str, seq: u64, extra: &str) -> (Vec<u8>, Vec<Act>) {
         let raw = self.build(msg_type, seq, extra);
-        self.feed(&raw)
+        let out = self.feed(&raw);
+        (raw, out)
     }
 
     pub fn drain(&mut self) -> Vec<Act> {
@@ -264,6 +307,13 @@ impl Harness {
         );
     }
 
+    /// Asserts that nothing happens for `quiet` seconds, and that `after` seconds more
+    /// the session gives up: `why`, then the disconnect ([`gave_up`]).
+    pub fn assert_gives_up(&mut self, quiet: u64, after: u64, why: &str) {
+        assert_eq!(self.advance(quiet), vec![]);
+        assert_eq!(self.advance(after), gave_up(why));
+    }
+
     pub fn store(&self) -> &MemoryStore {
         self.s.store()
     }
@@ -289,12 +339,10 @@ pub fn gave_up(why: &str) -> Vec<Act> {
 
 /// Only the messages sent.
 pub fn sends(v: &[Act]) -> Vec<String> {
-    v.iter()
-        .filter_map(|o| match o {
-            Act::Send(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+    texts(v, |o| match o {
+        Act::Send(s) => Some(s),
+        _ => None,
+    })
 }
 
 /// Everything except notes.
@@ -312,10 +360,13 @@ pub fn noted(v: &[Act], text: &str) -> bool {
 
 /// Only the notes.
 pub fn notes(v: &[Act]) -> Vec<String> {
-    v.iter()
-        .filter_map(|o| match o {
-            Act::Note(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+    texts(v, |o| match o {
+        Act::Note(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// The text of every act that `pick` takes, in order.
+fn texts(v: &[Act], pick: fn(&Act) -> Option<&String>) -> Vec<String> {
+    v.iter().filter_map(pick).cloned().collect()
 }

@@ -10,18 +10,9 @@ pub fn packetize(
     msgs: &[Message],
     max_packet: usize,
 ) -> Vec<Vec<u8>> {
-    let mut b = PacketBuilder::new(session, first, max_packet);
-    let mut out = Vec::new();
-    for m in msgs {
-        if b.push_message(m).is_err() {
-            out.push(b.finish().to_vec());
-            b.push_message(m).unwrap();
-        }
-    }
-    if b.count() > 0 {
-        out.push(b.finish().to_vec());
-    }
-    out
+    PacketBuilder::new(session, first, max_packet)
+        .pack(msgs)
+        .unwrap()
 }
 
 /// The retransmission server: the packets answering `req` from the session `msgs`.

@@ -76,6 +76,17 @@ fn drain(e: &mut Engine) -> Vec<(Slot, Out)> {
     v
 }
 
+/// The counters of queue `name` in a `stats_json` document.
+fn queue_stats(stats: &serde_json::Value, name: &str) -> serde_json::Value {
+    stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == name)
+        .unwrap()
+        .clone()
+}
+
 /// A restart: the two recovery passes over `records` (the first numbered `first_lsn`).
 fn recover(cfg: GmConfig, records: &[Vec<u8>], first_lsn: u64) -> Engine {
     let mut r = Engine::new(cfg);
@@ -253,13 +264,7 @@ fn full_queue_rejects_by_default_and_discards_oldest_when_asked() {
         publish(&mut e, &mut log, P, "d", s, b"x");
     }
     let j = e.stats_json();
-    let d = j["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "d")
-        .unwrap()
-        .clone();
+    let d = queue_stats(&j, "d");
     assert_eq!(d["depth"], 2);
     assert_eq!(d["discarded"], 1);
 }
@@ -309,21 +314,9 @@ fn unacked_messages_are_redelivered_flagged_when_the_consumer_goes_and_after_the
     // The ack timeout expires: max_redeliveries 1 is used up, so it is dead-lettered.
     e.handle_timeout(&mut log, t(200), wall(200));
     let j = e.stats_json();
-    let dmq = j["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == queue::DEFAULT_DMQ)
-        .unwrap()
-        .clone();
+    let dmq = queue_stats(&j, queue::DEFAULT_DMQ);
     assert_eq!(dmq["depth"], 1);
-    let q = j["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "q")
-        .unwrap()
-        .clone();
+    let q = queue_stats(&j, "q");
     assert_eq!(q["depth"], 0);
     assert_eq!(q["dead_lettered"], 1);
 }

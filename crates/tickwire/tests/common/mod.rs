@@ -199,9 +199,7 @@ impl Raw {
     }
 
     pub fn publish(&mut self, topic: &str, payload: &[u8]) {
-        let mut b = Vec::new();
-        frame::encode_publish(&mut b, topic, payload, Default::default(), u32::MAX).unwrap();
-        self.send(&b);
+        self.send(&publish_frame(topic, payload));
     }
 
     /// The next frame, or why none came: the router closed the connection (EOF), reset
@@ -303,6 +301,13 @@ impl Raw {
             Ok(got) => panic!("expected the router to close the connection, got {got:?}"),
         }
     }
+}
+
+/// A PUBLISH frame of `payload` to `topic`, without options.
+pub fn publish_frame(topic: &str, payload: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::encode_publish(&mut b, topic, payload, Default::default(), u32::MAX).unwrap();
+    b
 }
 
 /// The log lines of a router started with [`RouterProc::start_logged`].
@@ -414,6 +419,35 @@ pub fn u(v: &serde_json::Value, key: &str) -> u64 {
     v[key]
         .as_u64()
         .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// The unsigned integer at `path` (object keys, outermost first) of a bench's JSON
+/// report; panics naming the path when it is absent or not a number.
+pub fn u_at(doc: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut v = doc;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{} is not a number in the report", path.join(".")))
+}
+
+/// nats-server from $GOBIN, ~/go/bin or PATH (the first of them that holds it), if
+/// installed.
+pub fn nats_server() -> Option<std::path::PathBuf> {
+    let gobin = std::env::var_os("GOBIN").map(|d| std::path::Path::new(&d).join("nats-server"));
+    let home =
+        std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join("go/bin/nats-server"));
+    let path = std::env::var_os("PATH").into_iter().flat_map(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("nats-server"))
+            .collect::<Vec<_>>()
+    });
+    gobin
+        .into_iter()
+        .chain(home)
+        .chain(path)
+        .find(|p| p.is_file())
 }
 
 /// Runs a `tickwire bench ...` command with a generous limit (a debug build on a busy
