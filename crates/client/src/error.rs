@@ -73,6 +73,16 @@ pub enum Error {
     /// range).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A [`ReconnectingClient`](crate::ReconnectingClient) is disconnected and its
+    /// buffer of publishes made meanwhile is full: this publish was not taken.
+    #[error(
+        "not connected to the router and the offline publish buffer is full \
+         ({limit} bytes, ReconnectOptions::offline_buffer_bytes): publish refused"
+    )]
+    OfflineBufferFull {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
 }
 
 impl Error {
