@@ -121,7 +121,7 @@ pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
 pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
-pub use message::{Message, OwnedMessage};
+pub use message::{Message, OwnedMessage, ReplyTo};
 pub use publisher::{GuaranteedPublisher, ReconnectOptions};
 pub use reconnecting::{LinkEvent, LinkStats, Outage, ReconnectingClient, SEQ_TOPICS};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,

@@ -92,6 +92,9 @@ pub struct Totals {
     pub discards: u64,
     /// Published messages that matched no subscriber.
     pub unrouted: u64,
+    /// Requests (PUBLISH with a reply topic) answered NO_RESPONDERS: they matched no
+    /// subscriber (also counted in `unrouted`).
+    pub no_responders: u64,
 }
 
 struct Client {
@@ -505,7 +508,33 @@ impl Core {
                     );
                     return false;
                 }
-                self.route(id, now, m.topic, raw);
+                let request = m.reply.filter(|r| r.is_request());
+                if let Some(r) = request {
+                    // Checked here so that a responder is never handed a reply topic
+                    // it cannot publish to (that would cost it its connection).
+                    if let Err(e) = validate_topic(r.to) {
+                        let text = format!("invalid reply topic: {e}");
+                        self.fail(id, ErrorCode::INVALID_TOPIC, &text);
+                        return false;
+                    }
+                }
+                let routed = self.route(id, now, m.topic, raw);
+                if let (false, Some(r)) = (routed, request) {
+                    // Like NATS: the router knows its subscription table, so a request
+                    // nobody can answer fails now instead of timing out. Answers count
+                    // against the egress limit like every control frame: a storm of
+                    // unread ones ends in SLOW_CONSUMER, never in unbounded memory.
+                    self.totals.no_responders += 1;
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            r.correlation,
+                            ErrorCode::NO_RESPONDERS,
+                            false,
+                            "no responders: no subscription matches the request's topic",
+                        )
+                    });
+                }
                 if guaranteed {
                     let wall = self.wall(now);
                     let r = self
@@ -733,7 +762,8 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) {
+    /// Queues the MESSAGE for every matching subscriber; false when none matched.
+    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8]) -> bool {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -744,7 +774,7 @@ impl Core {
         self.index.match_topic(topic, &mut self.matched);
         if self.matched.is_empty() {
             self.totals.unrouted += 1;
-            return;
+            return false;
         }
         let limit = self.cfg.egress_limit;
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
@@ -790,6 +820,7 @@ impl Core {
                 self.dirty.push(to);
             }
         }
+        true
     }
 
     /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,

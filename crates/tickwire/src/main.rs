@@ -15,6 +15,7 @@ mod md_cmd;
 mod pubsub;
 mod queue_cmd;
 mod replay_cmd;
+mod reqrep_cmd;
 mod router_cmd;
 mod stats;
 mod units;
@@ -48,6 +49,8 @@ Examples:
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'           # print matching messages
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
+  tickwire reply svc/time --exec date             # a responder
+  tickwire request svc/time now                   # ask it (exit 2: no responders)
   tickwire stats                                  # per-client counters
   tickwire queue create orders --sub 'orders/>'   # a durable queue
   tickwire pub orders/new 'buy 100' --guaranteed  # stored, acknowledged publish
@@ -72,6 +75,10 @@ enum Cmd {
     Pub(pubsub::PubArgs),
     /// Subscribe to patterns and print what arrives.
     Sub(pubsub::SubArgs),
+    /// Send a request and print the first reply (request/reply).
+    Request(reqrep_cmd::RequestArgs),
+    /// Answer requests on a pattern: echo, or run a command per request.
+    Reply(reqrep_cmd::ReplyArgs),
     /// Show a router's per-client counters and totals.
     Stats(stats::StatsArgs),
     /// Durable queues: create, list, show, delete, purge.
@@ -102,6 +109,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Router(a) => router_cmd::run(a),
         Cmd::Pub(a) => pubsub::run_pub(a),
         Cmd::Sub(a) => pubsub::run_sub(a),
+        Cmd::Request(a) => reqrep_cmd::run_request(a),
+        Cmd::Reply(a) => reqrep_cmd::run_reply(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Queue(a) => queue_cmd::run(a),
         Cmd::Demo(a) => demo::run(a),

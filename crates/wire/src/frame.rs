@@ -129,12 +129,17 @@ pub mod flags {
     /// DELIVER only: this message was delivered before (or may have been, before a
     /// router restart).
     pub const REDELIVERED: u8 = 0x10;
+    /// PUBLISH and MESSAGE: a REPLY field follows STAMPS: `u32` correlation id, `u8`
+    /// reply topic length, the reply topic. A request names a reply topic; a reply to
+    /// it names none (length 0) and carries the request's correlation id. Not with
+    /// GUARANTEED. (The same bit on DELIVER is [`REDELIVERED`].)
+    pub const REPLY: u8 = 0x10;
     /// Flags a PUBLISH may carry.
-    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED;
+    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED | REPLY;
     /// Flags a DELIVER may carry.
     pub const DELIVER_ALLOWED: u8 = SEQ | STAMPS | REDELIVERED;
     /// Flags a version 1 MESSAGE may carry.
-    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS;
+    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS | REPLY;
     /// ERROR only: the router closes the connection after this frame.
     pub const FATAL: u8 = 0x01;
 }
@@ -194,6 +199,9 @@ impl ErrorCode {
     pub const TAKEN_OVER: ErrorCode = ErrorCode(22);
     /// Guaranteed messaging is unavailable (the spool failed to open or write).
     pub const SPOOL_UNAVAILABLE: ErrorCode = ErrorCode(23);
+    /// Non-fatal: a request (PUBLISH with a REPLY field naming a reply topic) matched
+    /// no subscription; `request_id` is the request's correlation id.
+    pub const NO_RESPONDERS: ErrorCode = ErrorCode(24);
 
     /// Short, stable name for logs and tools.
     pub fn name(self) -> &'static str {
@@ -222,6 +230,7 @@ impl ErrorCode {
             21 => "unknown-delivery",
             22 => "taken-over",
             23 => "spool-unavailable",
+            24 => "no-responders",
             _ => "unknown",
         }
     }
@@ -308,10 +317,31 @@ pub struct Msg<'a> {
     pub discarded: u64,
     /// In-line timestamps, when [`flags::STAMPS`] is set.
     pub stamps: Option<Stamps>,
+    /// The REPLY field, when [`flags::REPLY`] is set (PUBLISH and MESSAGE only).
+    pub reply: Option<ReplyField<'a>>,
     /// Topic bytes, not yet validated (see [`crate::topic::validate_topic`]).
     pub topic: &'a [u8],
     /// Application payload.
     pub payload: &'a [u8],
+}
+
+/// The REPLY field of a request or a reply ([`flags::REPLY`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyField<'a> {
+    /// Chosen by the requester; a reply carries the request's. The router answers a
+    /// request that matches no subscription with a non-fatal ERROR
+    /// [`ErrorCode::NO_RESPONDERS`] whose request_id is this.
+    pub correlation: u32,
+    /// A request: the topic to publish the reply to (not yet validated, 1 to 250
+    /// bytes). A reply: empty.
+    pub to: &'a [u8],
+}
+
+impl ReplyField<'_> {
+    /// Whether this is a request (it names a reply topic).
+    pub fn is_request(&self) -> bool {
+        !self.to.is_empty()
+    }
 }
 
 /// One decoded frame, borrowing the input buffer.
@@ -558,6 +588,9 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     }
     if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::SEQ == 0 {
         return Err(r.malformed("a guaranteed publish must carry SEQ"));
+    }
+    if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::REPLY != 0 {
+        return Err(r.malformed("a guaranteed publish cannot be a request or reply"));
     }
     if aux != 0 && !matches!(kind, Kind::Publish | Kind::Message | Kind::Deliver) {
         return Err(r.malformed("reserved header field is not zero"));
@@ -847,6 +880,18 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        // DELIVER uses the bit for REDELIVERED: its tail has no REPLY field.
+        let reply = if fl & flags::REPLY != 0 && self.kind != Kind::Deliver {
+            let correlation = self.u32()?;
+            let [len] = self.take::<1>()?;
+            let Some((to, rest)) = self.rest.split_at_checked(usize::from(len)) else {
+                return Err(self.malformed("reply topic length exceeds frame"));
+            };
+            self.rest = rest;
+            Some(ReplyField { correlation, to })
+        } else {
+            None
+        };
         let topic_len = aux as usize;
         if topic_len == 0 {
             return Err(self.malformed("empty topic"));
@@ -859,6 +904,7 @@ impl<'a> Reader<'a> {
             seq,
             discarded,
             stamps,
+            reply,
             topic,
             payload: &self.rest[topic_len..],
         })
@@ -1054,8 +1100,25 @@ pub fn encode_publish(
     opts: PublishOptions,
     max_frame: u32,
 ) -> Result<(), EncodeError> {
+    encode_publish_reply(out, topic, payload, opts, None, max_frame)
+}
+
+/// Appends a PUBLISH with a REPLY field: a request (`reply.to` names the reply topic,
+/// at most 255 bytes) or a reply (`reply.to` empty). Topics are not validated here.
+pub fn encode_publish_reply(
+    out: &mut Vec<u8>,
+    topic: &str,
+    payload: &[u8],
+    opts: PublishOptions,
+    reply: Option<ReplyField<'_>>,
+    max_frame: u32,
+) -> Result<(), EncodeError> {
     let topic_len =
         u16::try_from(topic.len()).map_err(|_| EncodeError::TopicTooLong(topic.len()))?;
+    let reply_len = match reply {
+        Some(r) => u8::try_from(r.to.len()).map_err(|_| EncodeError::TopicTooLong(r.to.len()))?,
+        None => 0,
+    };
     let mut fl = 0;
     let mut len = HEADER_LEN + topic.len() + payload.len();
     if opts.seq.is_some() {
@@ -1065,6 +1128,10 @@ pub fn encode_publish(
     if opts.publisher_send.is_some() {
         fl |= flags::STAMPS;
         len += STAMPS_LEN;
+    }
+    if reply.is_some() {
+        fl |= flags::REPLY;
+        len += 5 + usize::from(reply_len);
     }
     if len > max_frame as usize {
         return Err(EncodeError::TooLarge {
@@ -1082,6 +1149,11 @@ pub fn encode_publish(
     if let Some(t) = opts.publisher_send {
         out.extend_from_slice(&t.to_le_bytes());
         out.extend_from_slice(&[0; 16]);
+    }
+    if let Some(r) = reply {
+        out.extend_from_slice(&r.correlation.to_le_bytes());
+        out.push(reply_len);
+        out.extend_from_slice(r.to);
     }
     out.extend_from_slice(topic.as_bytes());
     out.extend_from_slice(payload);
@@ -1391,5 +1463,82 @@ mod tests {
             prop_assert_eq!(msg.discarded, discarded);
             prop_assert_eq!(msg.seq, seq);
         }
+
+        #[test]
+        fn request_and_reply_fields_round_trip_through_the_router_copy(
+            topic in "[a-z]{1,8}(/[a-z]{1,8}){0,3}",
+            reply_to in "([a-z_]{1,8}(/[a-z0-9]{1,8}){0,3})?",
+            correlation in any::<u32>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..100),
+            seq in proptest::option::of(any::<u64>()),
+            ts in proptest::option::of(any::<u64>()),
+            discarded in 0u64..3,
+            split in any::<prop::sample::Index>(),
+        ) {
+            let mut b = Vec::new();
+            let reply = ReplyField { correlation, to: reply_to.as_bytes() };
+            let opts = PublishOptions { seq, publisher_send: ts };
+            encode_publish_reply(&mut b, &topic, &payload, opts, Some(reply), MAX).unwrap();
+            let Frame::Publish(p) = one(&b) else { panic!("not a publish") };
+            prop_assert_eq!(p.reply, Some(reply));
+            prop_assert_eq!(p.reply.is_some_and(|r| r.is_request()), !reply_to.is_empty());
+            prop_assert_eq!(p.topic, topic.as_bytes());
+            prop_assert_eq!(p.payload, &payload[..]);
+            prop_assert_eq!(p.seq, seq);
+            let cut = split.index(b.len());
+            prop_assert_eq!(decode(&b[..cut], MAX), Ok(None));
+            let mut m = Vec::new();
+            encode_message_from_publish(&mut m, &b, discarded, 7, 9);
+            let Frame::Message(msg) = one(&m) else { panic!("not a message") };
+            prop_assert_eq!(msg.reply, Some(reply));
+            prop_assert_eq!(msg.topic, topic.as_bytes());
+            prop_assert_eq!(msg.payload, &payload[..]);
+            prop_assert_eq!(msg.discarded, discarded);
+            prop_assert_eq!(msg.stamps.map(|s| (s.publisher_send, s.router_in, s.router_out)), ts.map(|t| (t, 7, 9)));
+        }
+    }
+
+    #[test]
+    fn reply_field_bad_input() {
+        // A reply topic length past the end of the frame.
+        let mut b = Vec::new();
+        let r = ReplyField {
+            correlation: 1,
+            to: b"x/y",
+        };
+        encode_publish_reply(&mut b, "a", b"", PublishOptions::default(), Some(r), MAX).unwrap();
+        // Frame: header 8, correlation 4, len 1, "x/y" 3, topic "a" 1.
+        assert_eq!(b.len(), 17);
+        b[12] = 200;
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // The REPLY flag with no room for its field.
+        let b = [9, 0, 0, 0, 0x20, flags::REPLY, 1, 0, b'a'];
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // GUARANTEED | REPLY is refused.
+        let mut b = Vec::new();
+        let opts = PublishOptions {
+            seq: Some(1),
+            publisher_send: None,
+        };
+        encode_publish_reply(&mut b, "a", b"", opts, Some(r), MAX).unwrap();
+        b[5] |= flags::GUARANTEED;
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // A reply topic over 255 bytes cannot be encoded.
+        let long = vec![b'x'; 256];
+        let r = ReplyField {
+            correlation: 1,
+            to: &long,
+        };
+        let e = encode_publish_reply(
+            &mut Vec::new(),
+            "a",
+            b"",
+            PublishOptions::default(),
+            Some(r),
+            MAX,
+        );
+        assert_eq!(e, Err(EncodeError::TopicTooLong(256)));
+        // DELIVER's 0x10 is REDELIVERED, not REPLY: no field is read.
+        assert_ne!(flags::DELIVER_ALLOWED & flags::REPLY, 0);
     }
 }
