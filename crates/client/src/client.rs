@@ -173,6 +173,15 @@ impl Client {
         .and_then(expect_ack)
     }
 
+    /// Joins the shared subscription (queue group) `group` on `pattern`: the router
+    /// gives each message matching `pattern` to one member of the group (round robin),
+    /// while every other subscription still gets its own copy. It is the SUBSCRIBE of
+    /// the pattern `$share/GROUP/PATTERN` (docs/protocol.md section 8); leave with
+    /// [`Client::unsubscribe`] of that same pattern, or by disconnecting.
+    pub fn subscribe_shared(&mut self, group: &str, pattern: &str) -> Result<(), Error> {
+        self.subscribe(&shared_pattern(group, pattern))
+    }
+
     /// Removes the subscription to `pattern` (exactly as subscribed) and waits for the ACK.
     pub fn unsubscribe(&mut self, pattern: &str) -> Result<(), Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
@@ -1434,6 +1443,11 @@ fn connect_one(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 
 /// `None` waits forever: `Forever`, and a timeout too large to represent. `NoWait`
 /// never reaches a wait, so its deadline does not matter.
+/// The SUBSCRIBE pattern of the shared subscription `group` on `pattern`.
+pub fn shared_pattern(group: &str, pattern: &str) -> String {
+    format!("$share/{group}/{pattern}")
+}
+
 fn deadline_for(wait: Wait) -> Option<Instant> {
     match wait {
         Wait::Timeout(d) => Instant::now().checked_add(d),

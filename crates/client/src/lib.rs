@@ -116,7 +116,7 @@ mod reconnecting;
 mod session;
 
 pub use backoff::Backoff;
-pub use client::{Client, ClientOptions, Messages, Wait};
+pub use client::{shared_pattern, Client, ClientOptions, Messages, Wait};
 pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};

@@ -29,6 +29,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
 use crate::gm::{self, Engine, NoSpool, Progress, Reject, SpoolPort};
+use crate::groups::{self, Groups};
 use crate::index::{Slot, SubscriptionIndex};
 use tickwire_rt::{MonoNanos, UtcNanos};
 
@@ -130,6 +131,8 @@ pub struct Core {
     live: usize,
     index: SubscriptionIndex,
     matched: Vec<Slot>,
+    /// Shared subscriptions (`$share/GROUP/PATTERN`).
+    groups: Groups,
     dirty: Vec<Slot>,
     closing: Vec<Slot>,
     totals: Totals,
@@ -181,6 +184,7 @@ impl Core {
             live: 0,
             index: SubscriptionIndex::new(),
             matched: Vec::with_capacity(1024),
+            groups: Groups::default(),
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
@@ -698,6 +702,16 @@ impl Core {
                 return;
             }
         };
+        let shared = match groups::parse(pattern) {
+            Ok(s) => s,
+            Err(why) => {
+                let text = format!("invalid pattern: {why}");
+                self.control(id, |b| {
+                    frame::encode_error(b, request_id, ErrorCode::INVALID_PATTERN, false, &text)
+                });
+                return;
+            }
+        };
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -711,11 +725,21 @@ impl Core {
                 ))
             } else {
                 c.patterns.insert(pattern.into());
-                self.index.subscribe(id, pattern);
+                match shared {
+                    Some(s) => self.groups.join(id, pattern, s),
+                    None => {
+                        self.index.subscribe(id, pattern);
+                    }
+                }
                 Ok(())
             }
         } else if c.patterns.remove(pattern) {
-            self.index.unsubscribe(id, pattern);
+            match shared {
+                Some(s) => self.groups.leave(id, pattern, s),
+                None => {
+                    self.index.unsubscribe(id, pattern);
+                }
+            }
             Ok(())
         } else {
             Err((
@@ -772,6 +796,15 @@ impl Core {
         self.totals.msgs_in += 1;
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
+        if !self.groups.is_empty() {
+            let clients = &self.clients;
+            self.groups.pick(topic, &mut self.matched, |s| {
+                clients
+                    .get(s.0 as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| c.phase == Phase::Open)
+            });
+        }
         if self.matched.is_empty() {
             self.totals.unrouted += 1;
             return false;
@@ -908,7 +941,12 @@ impl Core {
         c.phase = Phase::Closing;
         c.close_reason = Some((code, reason.to_string()));
         for p in c.patterns.drain() {
-            self.index.unsubscribe(id, &p);
+            match groups::parse(&p) {
+                Ok(Some(s)) => self.groups.leave(id, &p, s),
+                _ => {
+                    self.index.unsubscribe(id, &p);
+                }
+            }
         }
         // Its in-flight guaranteed deliveries go back to their queues now; it frees its
         // publisher identity. (The deliveries to others land in their egress later, at

@@ -17,6 +17,7 @@ pub mod core;
 pub mod driver;
 pub mod egress;
 pub mod gm;
+pub mod groups;
 pub mod index;
 pub mod spool_port;
 

@@ -342,6 +342,14 @@ the disconnections and, for publishers that number their messages (SEQ), how man
 are missing. --no-reconnect exits (status 0) on the first loss instead;
 --give-up-after bounds the outage it waits through (default: forever; then exit 1).
 
+Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same
+pattern is a member of one group, and the router gives each message to one member,
+round robin in the order they joined; subscribers outside the group still get every
+message. Members join and leave at any time. A member that stops reading is handled by
+the router's slow-consumer policy like any subscriber (its share is discarded, or it
+is disconnected); the others are unaffected. (It subscribes to '$share/NAME/PATTERN'.)
+  tickwire sub 'jobs/>' --group workers              # run several: each job once
+
 Examples:
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'              # print matching messages
   tickwire sub 'md/>' --give-up-after 30s            # exit if the router stays away 30 s
@@ -396,6 +404,10 @@ pub struct SubArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-sub")]
     name: String,
+    /// Join the shared subscription (queue group) NAME on every pattern: each message
+    /// goes to one member of the group (see below).
+    #[arg(long, value_name = "NAME", conflicts_with = "queue")]
+    group: Option<String>,
     /// Exit when the connection is lost instead of reconnecting.
     #[arg(long, conflicts_with = "queue")]
     no_reconnect: bool,
@@ -424,8 +436,12 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let opts = link_options(&a.name, a.no_reconnect, a.give_up_after);
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     for p in &a.patterns {
+        let p = match &a.group {
+            Some(g) => tickwire_client::shared_pattern(g, p),
+            None => p.clone(),
+        };
         client
-            .subscribe(p)
+            .subscribe(&p)
             .with_context(|| format!("subscribing to {p:?}"))?;
     }
     let stdout = std::io::stdout();

@@ -1499,6 +1499,27 @@ mod tests {
     }
 
     #[test]
+    fn request_example_of_protocol_md_5_1() {
+        let mut b = Vec::new();
+        let r = ReplyField {
+            correlation: 7,
+            to: b"_reply/3/ab",
+        };
+        encode_publish_reply(
+            &mut b,
+            "svc/time",
+            b"now",
+            PublishOptions::default(),
+            Some(r),
+            MAX,
+        )
+        .unwrap();
+        let mut want = vec![0x23, 0, 0, 0, 0x20, 0x10, 8, 0, 7, 0, 0, 0, 11];
+        want.extend_from_slice(b"_reply/3/absvc/timenow");
+        assert_eq!(b, want);
+    }
+
+    #[test]
     fn reply_field_bad_input() {
         // A reply topic length past the end of the frame.
         let mut b = Vec::new();
