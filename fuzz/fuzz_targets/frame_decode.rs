@@ -14,10 +14,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_wire::frame::{
-    add_discards, decode, encode_ack, encode_close, encode_error, encode_hello,
-    encode_message_from_publish, encode_ping, encode_pong, encode_publish_reply, encode_stats_reply,
-    encode_stats_request, encode_subscribe, encode_unsubscribe, encode_welcome, flags, Frame, Msg,
-    PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
+    add_discards, decode, encode_ack, encode_cached_message, encode_close, encode_error,
+    encode_hello, encode_message_from_publish, encode_ping, encode_pong, encode_publish_reply,
+    encode_stats_reply, encode_stats_request, encode_subscribe_image, encode_unsubscribe,
+    encode_welcome, flags, Frame, Msg, PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN,
+    PROTOCOL_VERSION,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -90,6 +91,22 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     assert_eq!(m.stamps, want_stamps);
     check_message(message, m);
 
+    // What the router's cache sends for it.
+    let mut cached = Vec::new();
+    let n = encode_cached_message(&mut cached, bytes, router_in);
+    assert_eq!(n, bytes.len() + 8);
+    let Ok(Some((Frame::Message(c), _))) = decode(&cached, u32::MAX) else {
+        panic!("cached MESSAGE made from a PUBLISH does not decode");
+    };
+    assert_eq!(c.cached, Some(router_in));
+    assert_eq!(
+        (c.topic, c.payload, c.seq, c.reply),
+        (p.topic, p.payload, p.seq, p.reply)
+    );
+    assert_eq!(c.stamps, p.stamps);
+    assert_eq!(c.flags, (p.flags & !flags::GUARANTEED) | flags::CACHED);
+    check_message(&cached, c);
+
     // A publisher's encoder produces the same bytes (when it could have sent them).
     let zero_router_stamps = p
         .stamps
@@ -100,8 +117,15 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
             publisher_send: p.stamps.map(|s| s.publisher_send),
         };
         let mut again = Vec::new();
-        encode_publish_reply(&mut again, topic, p.payload, opts, p.reply, bytes.len() as u32)
-            .expect("re-encoding a decoded PUBLISH fits its own size");
+        encode_publish_reply(
+            &mut again,
+            topic,
+            p.payload,
+            opts,
+            p.reply,
+            bytes.len() as u32,
+        )
+        .expect("re-encoding a decoded PUBLISH fits its own size");
         // A guaranteed publish is a PUBLISH with the GUARANTEED bit set on top.
         again[5] |= p.flags & flags::GUARANTEED;
         assert_eq!(again, bytes);
@@ -129,7 +153,10 @@ fn check_message(bytes: &[u8], m: Msg<'_>) {
         m.discarded
     };
     assert_eq!(after.discarded, want);
-    assert_eq!((after.seq, after.stamps, after.reply), (m.seq, m.stamps, m.reply));
+    assert_eq!(
+        (after.seq, after.stamps, after.reply, after.cached),
+        (m.seq, m.stamps, m.reply, m.cached)
+    );
     assert_eq!((after.topic, after.payload), (m.topic, m.payload));
 }
 
@@ -139,6 +166,9 @@ fn fixed_fields(fl: u8, reply_len: usize) -> usize {
     let mut n = HEADER_LEN;
     if fl & flags::REPLY != 0 {
         n += 5 + reply_len;
+    }
+    if fl & flags::CACHED != 0 {
+        n += 8;
     }
     if fl & flags::SEQ != 0 {
         n += 8;
@@ -182,8 +212,9 @@ fn check_control(bytes: &[u8], frame: Frame<'_>) {
         Frame::Subscribe {
             request_id,
             pattern,
+            image,
         } => match std::str::from_utf8(pattern) {
-            Ok(p) => encode_subscribe(&mut out, request_id, p),
+            Ok(p) => encode_subscribe_image(&mut out, request_id, p, image),
             Err(_) => return,
         },
         Frame::Unsubscribe {

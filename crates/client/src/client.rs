@@ -10,7 +10,7 @@ use rustix::io::Errno;
 use rustix::net::SendFlags;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
-    self, decode, flags, frame_len, ErrorCode, Frame, Kind, PublishOptions, ReplyField,
+    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, PublishOptions, ReplyField,
     DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
 use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
@@ -171,6 +171,88 @@ impl Client {
             |tx| frame::encode_subscribe(tx, id, pattern),
         )
         .and_then(expect_ack)
+    }
+
+    /// Subscribes to `pattern` with an initial image: the router first sends the
+    /// messages of its last-value cache matching `pattern` (each with
+    /// [`Message::cached`] set to its original receive time), then the ACK, then live
+    /// messages, with no gap and no duplicate between the two (docs/protocol.md,
+    /// "Last-value cache"). The image is kept for the next [`Client::poll`].
+    pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        let id = self.request_id();
+        self.call(
+            "the router's ACK to SUBSCRIBE (initial image)",
+            Pending::Request(id),
+            |tx| frame::encode_subscribe_image(tx, id, pattern, Image::ThenLive),
+        )
+        .and_then(expect_ack)
+    }
+
+    /// The messages of the router's last-value cache matching `pattern`, without
+    /// subscribing (a one-shot query). Live messages of this client's subscriptions
+    /// that arrive meanwhile are kept for the next [`Client::poll`].
+    pub fn cache_query(&mut self, pattern: &str) -> Result<Vec<OwnedMessage>, Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        if let Some(e) = self.take_deferred_or_closed() {
+            return Err(e);
+        }
+        let id = self.request_id();
+        frame::encode_subscribe_image(&mut self.tx, id, pattern, Image::Only);
+        self.session.pending = Some(Pending::Request(id));
+        self.session.reply = None;
+        let res = self.await_image(id);
+        self.session.pending = None;
+        self.session.reply = None;
+        res
+    }
+
+    fn await_image(&mut self, _id: u32) -> Result<Vec<OwnedMessage>, Error> {
+        self.flush()?;
+        let mut got = Vec::new();
+        let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
+        loop {
+            loop {
+                match self.next_rx_message(true) {
+                    Ok(Some(range)) => {
+                        let bytes = &self.rx.buf[range];
+                        // Only this request's image is in flight: the one request
+                        // outstanding is this one.
+                        if let Ok(Some((Frame::Message(m), _))) = decode(bytes, u32::MAX) {
+                            if m.cached.is_some() {
+                                got.push(Message::from_wire(m)?.into_owned());
+                                continue;
+                            }
+                        }
+                        self.stash.push(bytes);
+                    }
+                    Ok(None) => break,
+                    Err(e @ Error::Rejected { .. }) => self.defer(e),
+                    Err(e) => return Err(e),
+                }
+            }
+            match self.session.reply.take() {
+                Some(Reply::Ack) => return Ok(got),
+                Some(Reply::Rejected { code, text }) => return Err(Error::Rejected { code, text }),
+                _ => {}
+            }
+            self.flush()?;
+            match self.read_rx()? {
+                // A large image takes a while: the limit is on silence, not the total.
+                ReadOutcome::Data => {
+                    deadline = Instant::now().checked_add(self.opts.request_timeout)
+                }
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Err(Error::Timeout {
+                            what: "the router's cache query answer",
+                            after: self.opts.request_timeout,
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// Joins the shared subscription (queue group) `group` on `pattern`: the router

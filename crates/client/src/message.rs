@@ -17,6 +17,7 @@ pub struct Message<'a> {
     seq: Option<u64>,
     /// The REPLY field: correlation id and reply topic (empty for a reply).
     reply: Option<(u32, &'a str)>,
+    cached: Option<u64>,
 }
 
 /// Where to send the answer to a request (see [`Client::reply`](crate::Client::reply)).
@@ -50,6 +51,7 @@ impl<'a> Message<'a> {
             stamps: m.stamps,
             seq: m.seq,
             reply,
+            cached: m.cached,
         })
     }
 
@@ -110,6 +112,14 @@ impl<'a> Message<'a> {
         self.reply.filter(|(_, to)| to.is_empty()).map(|(c, _)| c)
     }
 
+    /// From the router's last-value cache (an initial image or a cache query), not
+    /// live: when the router received the original publish, in nanoseconds since the
+    /// Unix epoch.
+    #[inline]
+    pub fn cached(&self) -> Option<u64> {
+        self.cached
+    }
+
     /// Copies the message out of the receive buffer.
     pub fn into_owned(self) -> OwnedMessage {
         OwnedMessage::from(self)
@@ -133,6 +143,8 @@ pub struct OwnedMessage {
     pub reply_to: Option<ReplyTo>,
     /// For a reply: the correlation id of the request it answers.
     pub correlation: Option<u32>,
+    /// From the cache: when the router received the original publish (Unix ns).
+    pub cached: Option<u64>,
 }
 
 impl From<Message<'_>> for OwnedMessage {
@@ -148,6 +160,7 @@ impl From<Message<'_>> for OwnedMessage {
                 correlation,
             }),
             correlation: m.correlation(),
+            cached: m.cached,
         }
     }
 }
@@ -185,6 +198,7 @@ mod tests {
                 }),
                 reply_to: None,
                 correlation: None,
+                cached: None,
                 seq: Some(9),
             }
         );

@@ -112,8 +112,9 @@ pub struct ReconnectingClient {
     addr: String,
     opts: ReconnectOptions,
     conn: Option<Client>,
-    /// Patterns subscribed, in order, restored on every new connection.
-    subs: Vec<String>,
+    /// Patterns subscribed, in order, restored on every new connection (with an initial
+    /// image again when the flag says so).
+    subs: Vec<(String, bool)>,
     backoff: Backoff,
     /// While disconnected: when the outage began, the attempts so far, the next one.
     down: Option<Down>,
@@ -163,16 +164,30 @@ impl ReconnectingClient {
     /// Subscribes to `pattern` (restored after every reconnection). While
     /// disconnected it is only recorded, and sent with the others on reconnection.
     pub fn subscribe(&mut self, pattern: &str) -> Result<(), Error> {
+        self.add_subscription(pattern, false)
+    }
+
+    /// [`Client::subscribe_with_image`], restored after every reconnection with a new
+    /// image (from the new connection's router: what it cached since it started).
+    pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
+        self.add_subscription(pattern, true)
+    }
+
+    fn add_subscription(&mut self, pattern: &str, image: bool) -> Result<(), Error> {
         validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
         self.reconnect_if_due()?;
         if let Some(c) = &mut self.conn {
-            match c.subscribe(pattern) {
+            let res = match image {
+                true => c.subscribe_with_image(pattern),
+                false => c.subscribe(pattern),
+            };
+            match res {
                 Ok(()) => {}
                 Err(e) if worth_reconnecting(&e) => self.lost(e),
                 Err(e) => return Err(e),
             }
         }
-        self.subs.push(pattern.to_owned());
+        self.subs.push((pattern.to_owned(), image));
         Ok(())
     }
 
@@ -187,7 +202,7 @@ impl ReconnectingClient {
                 Err(e) => return Err(e),
             }
         }
-        if let Some(i) = self.subs.iter().position(|p| p == pattern) {
+        if let Some(i) = self.subs.iter().position(|(p, _)| p == pattern) {
             self.subs.remove(i);
         }
         Ok(())
@@ -292,8 +307,8 @@ impl ReconnectingClient {
     }
 
     /// The patterns restored on reconnection.
-    pub fn subscriptions(&self) -> &[String] {
-        &self.subs
+    pub fn subscriptions(&self) -> impl Iterator<Item = &str> + '_ {
+        self.subs.iter().map(|(p, _)| p.as_str())
     }
 
     /// Bytes (and publishes) waiting in the offline buffer.
@@ -433,13 +448,16 @@ impl ReconnectingClient {
 fn open(
     addr: &str,
     opts: &ReconnectOptions,
-    subs: &[String],
+    subs: &[(String, bool)],
     offline: &[u8],
     count: usize,
 ) -> Result<Client, Error> {
     let mut c = Client::connect_with(addr, opts.client.clone())?;
-    for p in subs {
-        c.subscribe(p)?;
+    for (p, image) in subs {
+        match image {
+            true => c.subscribe_with_image(p)?,
+            false => c.subscribe(p)?,
+        }
     }
     let mut rest = offline;
     for _ in 0..count {

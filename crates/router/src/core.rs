@@ -23,9 +23,10 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use serde::Serialize;
-use tickwire_wire::frame::{self, ErrorCode, Frame, PROTOCOL_VERSION};
+use tickwire_wire::frame::{self, ErrorCode, Frame, Image, PROTOCOL_VERSION};
 use tickwire_wire::topic::{validate_pattern, validate_topic};
 
+use crate::cache::{Cache, CacheLimits};
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
 use crate::gm::{self, Engine, NoSpool, Progress, Reject, SpoolPort};
@@ -133,6 +134,8 @@ pub struct Core {
     matched: Vec<Slot>,
     /// Shared subscriptions (`$share/GROUP/PATTERN`).
     groups: Groups,
+    /// The last-value cache.
+    cache: Cache,
     dirty: Vec<Slot>,
     closing: Vec<Slot>,
     totals: Totals,
@@ -185,6 +188,14 @@ impl Core {
             index: SubscriptionIndex::new(),
             matched: Vec::with_capacity(1024),
             groups: Groups::default(),
+            cache: Cache::new(
+                &cfg.cache,
+                CacheLimits {
+                    depth: cfg.cache_depth,
+                    max_topics: cfg.cache_max_topics,
+                    max_bytes: cfg.cache_max_bytes,
+                },
+            ),
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
@@ -523,6 +534,12 @@ impl Core {
                     }
                 }
                 let routed = self.route(id, now, m.topic, raw);
+                if m.reply.is_none() && self.cache.is_enabled() {
+                    // validate_topic succeeded, so the topic is UTF-8.
+                    let topic = std::str::from_utf8(m.topic).unwrap_or_default();
+                    let wall = self.wall(now).as_nanos();
+                    self.cache.handle_publish(topic, raw, wall);
+                }
                 if let (false, Some(r)) = (routed, request) {
                     // Like NATS: the router knows its subscription table, so a request
                     // nobody can answer fails now instead of timing out. Answers count
@@ -623,8 +640,17 @@ impl Core {
             Frame::Subscribe {
                 request_id,
                 pattern,
+                image: Image::None,
             } => {
                 self.on_subscribe(id, request_id, pattern, true);
+                true
+            }
+            Frame::Subscribe {
+                request_id,
+                pattern,
+                image,
+            } => {
+                self.on_image(id, request_id, pattern, image);
                 true
             }
             Frame::Unsubscribe {
@@ -688,6 +714,81 @@ impl Core {
             frame::encode_welcome(b, wire_id, max_frame, &router_name)
         });
         true
+    }
+
+    /// A SUBSCRIBE asking for an initial image (or only the image: a cache query).
+    ///
+    /// The cut between cached and live messages is exact because the router is one
+    /// thread: the subscription is installed and the image appended to the client's
+    /// egress in this one call, so every PUBLISH handled before it is in the cache (or
+    /// was replaced there by a later one), and every PUBLISH handled after it is routed
+    /// live behind the image. Order on the wire: the cached MESSAGEs (flag CACHED),
+    /// then the ACK, then live MESSAGEs.
+    ///
+    /// The image is queued whole, beyond `egress_limit` if need be (it is bounded by
+    /// the cache's `cache_max_bytes`); a client whose unread bytes already exceed the
+    /// limit gets BUSY instead, so asking again without reading cannot pile images up.
+    fn on_image(&mut self, id: Slot, request_id: u32, pattern: &[u8], image: Image) {
+        let limit = self.cfg.egress_limit;
+        let refusal = match validate_pattern(pattern) {
+            Err(e) => Some((ErrorCode::INVALID_PATTERN, format!("invalid pattern: {e}"))),
+            Ok(p) if p.starts_with("$share") => Some((
+                ErrorCode::INVALID_PATTERN,
+                "initial images are not available for shared subscriptions".to_owned(),
+            )),
+            Ok(_) => match self.client_mut(id) {
+                Some(c) if c.egress.pending() > limit => Some((
+                    ErrorCode::BUSY,
+                    format!("more than {limit} bytes unread: read them before asking for an image"),
+                )),
+                _ => None,
+            },
+        };
+        if let Some((code, text)) = refusal {
+            self.control(id, |b| {
+                frame::encode_error(b, request_id, code, false, &text)
+            });
+            return;
+        }
+        // Checked above.
+        let pattern = std::str::from_utf8(pattern).unwrap_or_default();
+        if image == Image::ThenLive {
+            let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+                return;
+            };
+            let max_subs = self.cfg.max_subscriptions;
+            if !c.patterns.contains(pattern) {
+                if c.patterns.len() >= max_subs {
+                    let text = format!("at most {max_subs} subscriptions per client");
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            request_id,
+                            ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                            false,
+                            &text,
+                        )
+                    });
+                    return;
+                }
+                c.patterns.insert(pattern.into());
+                self.index.subscribe(id, pattern);
+            }
+        }
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.phase != Phase::Open {
+            return;
+        }
+        let out = c.egress.control();
+        let n = self.cache.for_each_matching(pattern, |f, at| {
+            frame::encode_cached_message(out, f, at);
+        });
+        frame::encode_ack(out, request_id);
+        c.counters.msgs_out += n as u64;
+        self.totals.msgs_out += n as u64;
+        self.mark_dirty(id);
     }
 
     fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
@@ -1149,6 +1250,14 @@ impl Core {
             },
             clients,
             clients_omitted: omitted,
+            cache: self.cache.is_enabled().then(|| CacheDoc {
+                patterns: self.cache.patterns(),
+                depth: self.cfg.cache_depth,
+                max_topics: self.cfg.cache_max_topics,
+                max_bytes: self.cfg.cache_max_bytes,
+                stats: self.cache.stats(),
+            }),
+            shared_groups: self.groups.len(),
             guaranteed: if self.spool.enabled() {
                 let mut g = self.gm.stats_json();
                 g["spool"] = self.spool.usage();
@@ -1171,8 +1280,22 @@ struct StatsDoc<'a> {
     router: RouterStats,
     clients: &'a [ClientStats],
     clients_omitted: usize,
+    /// The last-value cache (null when no cache pattern is configured).
+    cache: Option<CacheDoc<'a>>,
+    /// Shared subscription groups that have members.
+    shared_groups: usize,
     /// Queues, publishers and the spool (null when guaranteed messaging is off).
     guaranteed: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct CacheDoc<'a> {
+    patterns: &'a [String],
+    depth: usize,
+    max_topics: usize,
+    max_bytes: usize,
+    #[serde(flatten)]
+    stats: &'a crate::cache::CacheStats,
 }
 
 #[derive(Serialize)]

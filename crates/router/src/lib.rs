@@ -12,6 +12,7 @@
 //! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod config;
 pub mod core;
 pub mod driver;

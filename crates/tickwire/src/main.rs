@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench_cmd;
+mod cache_cmd;
 mod demo;
 mod demo_gm;
 mod feed_cmd;
@@ -51,6 +52,9 @@ Examples:
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
   tickwire reply svc/time --exec date             # a responder
   tickwire request svc/time now                   # ask it (exit 2: no responders)
+  tickwire router --cache 'md/>'                  # keep every md topic's last value
+  tickwire sub 'md/>' --initial-image             # cached last values, then live
+  tickwire cache show 'md/>'                      # the cached values, no subscription
   tickwire stats                                  # per-client counters
   tickwire queue create orders --sub 'orders/>'   # a durable queue
   tickwire pub orders/new 'buy 100' --guaranteed  # stored, acknowledged publish
@@ -81,6 +85,8 @@ enum Cmd {
     Reply(reqrep_cmd::ReplyArgs),
     /// Show a router's per-client counters and totals.
     Stats(stats::StatsArgs),
+    /// Last-value cache: show the cached messages of the topics matching a pattern.
+    Cache(cache_cmd::CacheArgs),
     /// Durable queues: create, list, show, delete, purge.
     Queue(queue_cmd::QueueArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
@@ -112,6 +118,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Request(a) => reqrep_cmd::run_request(a),
         Cmd::Reply(a) => reqrep_cmd::run_reply(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Cache(a) => cache_cmd::run(a),
         Cmd::Queue(a) => queue_cmd::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),

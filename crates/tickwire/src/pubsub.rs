@@ -342,6 +342,13 @@ the disconnections and, for publishers that number their messages (SEQ), how man
 are missing. --no-reconnect exits (status 0) on the first loss instead;
 --give-up-after bounds the outage it waits through (default: forever; then exit 1).
 
+Initial image (--initial-image): on a router with a last-value cache (`tickwire router
+--cache PATTERN`), the command first prints the cached messages of the matching topics,
+marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
+live stream: nothing missed and nothing twice between the two. After a reconnection it
+asks the new connection for a new image.
+  tickwire sub 'md/>' --initial-image                # every symbol's last quote, then live
+
 Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same
 pattern is a member of one group, and the router gives each message to one member,
 round robin in the order they joined; subscribers outside the group still get every
@@ -404,6 +411,10 @@ pub struct SubArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-sub")]
     name: String,
+    /// Ask the router for an initial image: the cached last value of every matching
+    /// topic first (lines marked '[cached]'), then the live stream (see below).
+    #[arg(long, conflicts_with_all = ["queue", "group"])]
+    initial_image: bool,
     /// Join the shared subscription (queue group) NAME on every pattern: each message
     /// goes to one member of the group (see below).
     #[arg(long, value_name = "NAME", conflicts_with = "queue")]
@@ -440,9 +451,11 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             Some(g) => tickwire_client::shared_pattern(g, p),
             None => p.clone(),
         };
-        client
-            .subscribe(&p)
-            .with_context(|| format!("subscribing to {p:?}"))?;
+        let subscribed = match a.initial_image {
+            true => client.subscribe_with_image(&p),
+            false => client.subscribe(&p),
+        };
+        subscribed.with_context(|| format!("subscribing to {p:?}"))?;
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
@@ -643,7 +656,7 @@ fn print_delivery(
     }
 }
 
-fn print_message(
+pub fn print_message(
     out: &mut impl Write,
     m: &tickwire_client::Message<'_>,
     hex: bool,
@@ -656,6 +669,9 @@ fn print_message(
             m.discarded()
         )?;
     }
+    if m.cached().is_some() && !json {
+        write!(out, "[cached] ")?;
+    }
     let text = std::str::from_utf8(m.payload())
         .ok()
         .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'));
@@ -667,6 +683,9 @@ fn print_message(
             _ => obj.insert("payload_hex".into(), to_hex(m.payload()).into()),
         };
         obj.insert("discarded".into(), m.discarded().into());
+        if let Some(at) = m.cached() {
+            obj.insert("cached_unix_ns".into(), at.into());
+        }
         writeln!(out, "{}", serde_json::Value::Object(obj))
     } else {
         match (text, hex) {

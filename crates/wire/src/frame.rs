@@ -134,12 +134,24 @@ pub mod flags {
     /// it names none (length 0) and carries the request's correlation id. Not with
     /// GUARANTEED. (The same bit on DELIVER is [`REDELIVERED`].)
     pub const REPLY: u8 = 0x10;
+    /// MESSAGE only: delivered from the router's last-value cache (an initial image or
+    /// a cache query), not live; a `u64` field follows REPLY: when the router received
+    /// the original PUBLISH, in nanoseconds since the Unix epoch.
+    pub const CACHED: u8 = 0x20;
+    /// SUBSCRIBE only: send the cached messages matching the pattern before the ACK,
+    /// then live messages (an initial image).
+    pub const IMAGE: u8 = 0x01;
+    /// SUBSCRIBE only: send the cached messages matching the pattern, then the ACK, and
+    /// install no subscription (a one-shot cache query).
+    pub const IMAGE_ONLY: u8 = 0x02;
+    /// Flags a SUBSCRIBE may carry (one of them at most).
+    pub const SUBSCRIBE_ALLOWED: u8 = IMAGE | IMAGE_ONLY;
     /// Flags a PUBLISH may carry.
     pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED | REPLY;
     /// Flags a DELIVER may carry.
     pub const DELIVER_ALLOWED: u8 = SEQ | STAMPS | REDELIVERED;
     /// Flags a version 1 MESSAGE may carry.
-    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS | REPLY;
+    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS | REPLY | CACHED;
     /// ERROR only: the router closes the connection after this frame.
     pub const FATAL: u8 = 0x01;
 }
@@ -319,10 +331,25 @@ pub struct Msg<'a> {
     pub stamps: Option<Stamps>,
     /// The REPLY field, when [`flags::REPLY`] is set (PUBLISH and MESSAGE only).
     pub reply: Option<ReplyField<'a>>,
+    /// MESSAGE from the cache ([`flags::CACHED`]): when the router received the
+    /// original PUBLISH, in nanoseconds since the Unix epoch.
+    pub cached: Option<u64>,
     /// Topic bytes, not yet validated (see [`crate::topic::validate_topic`]).
     pub topic: &'a [u8],
     /// Application payload.
     pub payload: &'a [u8],
+}
+
+/// What a SUBSCRIBE asks of the router's last-value cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Image {
+    /// Live messages only (no flag).
+    #[default]
+    None,
+    /// The cached messages matching the pattern, then live ones ([`flags::IMAGE`]).
+    ThenLive,
+    /// The cached messages only; no subscription is installed ([`flags::IMAGE_ONLY`]).
+    Only,
 }
 
 /// The REPLY field of a request or a reply ([`flags::REPLY`]).
@@ -398,6 +425,9 @@ pub enum Frame<'a> {
         request_id: u32,
         /// Pattern bytes, not yet validated.
         pattern: &'a [u8],
+        /// Whether cached messages are asked for ([`flags::IMAGE`],
+        /// [`flags::IMAGE_ONLY`]).
+        image: Image,
     },
     /// See [`Kind::Unsubscribe`].
     Unsubscribe {
@@ -581,6 +611,7 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
         Kind::Message => flags::MESSAGE_ALLOWED,
         Kind::Deliver => flags::DELIVER_ALLOWED,
         Kind::Error => flags::FATAL,
+        Kind::Subscribe => flags::SUBSCRIBE_ALLOWED,
         _ => 0,
     };
     if fl & !allowed != 0 {
@@ -588,6 +619,9 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     }
     if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::SEQ == 0 {
         return Err(r.malformed("a guaranteed publish must carry SEQ"));
+    }
+    if kind == Kind::Subscribe && fl == flags::SUBSCRIBE_ALLOWED {
+        return Err(r.malformed("IMAGE and IMAGE_ONLY together"));
     }
     if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::REPLY != 0 {
         return Err(r.malformed("a guaranteed publish cannot be a request or reply"));
@@ -645,9 +679,17 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
             let request_id = r.u32()?;
             let pattern = r.rest;
             if kind == Kind::Subscribe {
+                let image = if fl & flags::IMAGE_ONLY != 0 {
+                    Image::Only
+                } else if fl & flags::IMAGE != 0 {
+                    Image::ThenLive
+                } else {
+                    Image::None
+                };
                 Frame::Subscribe {
                     request_id,
                     pattern,
+                    image,
                 }
             } else {
                 Frame::Unsubscribe {
@@ -892,6 +934,11 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        let cached = if fl & flags::CACHED != 0 && self.kind == Kind::Message {
+            Some(self.u64()?)
+        } else {
+            None
+        };
         let topic_len = aux as usize;
         if topic_len == 0 {
             return Err(self.malformed("empty topic"));
@@ -905,6 +952,7 @@ impl<'a> Reader<'a> {
             discarded,
             stamps,
             reply,
+            cached,
             topic,
             payload: &self.rest[topic_len..],
         })
@@ -1054,6 +1102,19 @@ pub fn encode_pong(out: &mut Vec<u8>, token: u64) {
 /// Appends a SUBSCRIBE.
 pub fn encode_subscribe(out: &mut Vec<u8>, request_id: u32, pattern: &str) {
     encode_request(out, Kind::Subscribe, request_id, pattern.as_bytes());
+}
+
+/// Appends a SUBSCRIBE asking for cached messages per `image`.
+pub fn encode_subscribe_image(out: &mut Vec<u8>, request_id: u32, pattern: &str, image: Image) {
+    let fl = match image {
+        Image::None => 0,
+        Image::ThenLive => flags::IMAGE,
+        Image::Only => flags::IMAGE_ONLY,
+    };
+    let s = begin(out, Kind::Subscribe, fl, 0);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(pattern.as_bytes());
+    finish(out, s);
 }
 
 /// Appends an UNSUBSCRIBE.
@@ -1207,6 +1268,28 @@ pub fn encode_message_from_publish(
     out.len() - start
 }
 
+/// Appends the MESSAGE the router delivers from its cache for the PUBLISH frame
+/// `publish` (exact bytes of a decoded PUBLISH): a copy with the kind patched,
+/// GUARANTEED cleared, and the CACHED field (`published_unix_ns`) inserted after the
+/// other optional fields. Returns the number of bytes appended.
+pub fn encode_cached_message(out: &mut Vec<u8>, publish: &[u8], published_unix_ns: u64) -> usize {
+    let start = out.len();
+    let Ok(Some((Frame::Publish(p), n))) = decode(publish, u32::MAX) else {
+        return 0;
+    };
+    let publish = &publish[..n];
+    // Topic and payload end the frame: the optional fields end where they begin.
+    let at = n - p.topic.len() - p.payload.len();
+    let len = (n + 8) as u32;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(Kind::Message as u8);
+    out.push((publish[5] & !flags::GUARANTEED) | flags::CACHED);
+    out.extend_from_slice(&publish[6..at]);
+    out.extend_from_slice(&published_unix_ns.to_le_bytes());
+    out.extend_from_slice(&publish[at..]);
+    out.len() - start
+}
+
 /// Adds `more` to the DISCARDS count of the MESSAGE frame `frame` (exact frame bytes)
 /// if it already carries one; returns false if it has no DISCARDS field.
 pub fn add_discards(frame: &mut [u8], more: u64) -> bool {
@@ -1293,7 +1376,8 @@ mod tests {
             one(&b),
             Frame::Subscribe {
                 request_id: 3,
-                pattern: b"md/>"
+                pattern: b"md/>",
+                image: Image::None,
             }
         );
         b.clear();
