@@ -1,5 +1,8 @@
 //! Bounded exponential backoff with jitter (pure: no clock, no sleep, its own PRNG).
 
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
 use std::time::Duration;
 
 /// The pauses between reconnection attempts: the first is `initial`, each next one

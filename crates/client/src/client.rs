@@ -93,7 +93,7 @@ pub struct Client {
     /// reported by the next call so neither is lost.
     deferred: Option<Error>,
     /// This connection's reply topic, once a request subscribed to it.
-    inbox: Option<String>,
+    inbox: Option<Box<str>>,
     /// Guaranteed publishes not answered yet (empty unless a publisher is open).
     /// Boxed: most clients never publish guaranteed, and a `Client` moves by value.
     pub(crate) gm: Box<PublishWindow>,
@@ -678,7 +678,6 @@ impl Client {
         let res = self.await_request_reply(topic, &inbox, id, timeout);
         self.session.pending = None;
         self.session.reply = None;
-        self.inbox = Some(inbox);
         res
     }
 
@@ -712,15 +711,16 @@ impl Client {
     }
 
     /// The reply topic, subscribing to it the first time.
-    fn inbox(&mut self) -> Result<String, Error> {
-        if let Some(i) = self.inbox.take() {
-            return Ok(i);
+    fn inbox(&mut self) -> Result<Box<str>, Error> {
+        if let Some(i) = &self.inbox {
+            return Ok(i.clone());
         }
         // Unique per connection: the router's id for it plus a per-process nonce (ids
         // restart with the router, the nonce does not repeat them).
         let nonce = MonoNanos::now().as_nanos() ^ (u64::from(std::process::id()) << 40);
-        let inbox = format!("_reply/{}/{nonce:x}", self.client_id);
+        let inbox: Box<str> = format!("_reply/{}/{nonce:x}", self.client_id).into();
         self.subscribe(&inbox)?;
+        self.inbox = Some(inbox.clone());
         Ok(inbox)
     }
 
