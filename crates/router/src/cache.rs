@@ -162,12 +162,14 @@ impl Cache {
             }
         };
         self.store(idx, publish, received_unix_ns);
-        // Replacing a message by a larger one may exceed the byte bound: evict others.
+        // A larger message (or a deeper ring) may exceed the byte bound: evict other
+        // topics, then this topic's own older messages (the newest always fits).
         while self.stats.bytes > self.limits.max_bytes && self.lru_head != idx {
             if !self.evict_oldest() {
                 break;
             }
         }
+        while self.stats.bytes > self.limits.max_bytes && self.drop_oldest_message(idx) {}
         self.stats.stored += 1;
     }
 
@@ -244,6 +246,26 @@ impl Cache {
         *when = at;
         self.unlink(idx);
         self.link_tail(idx);
+    }
+
+    /// Drops the oldest message of topic `idx` if it has more than one.
+    fn drop_oldest_message(&mut self, idx: u32) -> bool {
+        let Some(Some(e)) = self.entries.get_mut(idx as usize) else {
+            return false;
+        };
+        if e.len <= 1 {
+            return false;
+        }
+        let (buf, _) = &mut e.ring[e.head];
+        let freed = buf.len();
+        // Cleared, not freed: the slot is reused by the next message.
+        buf.clear();
+        e.head = (e.head + 1) % e.ring.len();
+        e.len -= 1;
+        e.bytes -= freed;
+        self.stats.bytes -= freed;
+        self.stats.evicted_messages += 1;
+        true
     }
 
     /// Evicts the least recently updated topic; false when none is left.
@@ -381,6 +403,19 @@ mod tests {
         c.handle_publish("e", &[0; 30], 0);
         assert!(c.stats().bytes <= 35);
         assert_eq!(image(&mut c, "e").len(), 1);
+    }
+
+    #[test]
+    fn a_deep_ring_of_one_topic_stays_within_the_byte_bound() {
+        let mut c = Cache::new(&[">".into()], limits(4, 10, 40));
+        for i in 0..6u8 {
+            c.handle_publish("t", &[i; 15], u64::from(i));
+            assert!(c.stats().bytes <= 40, "{:?}", c.stats());
+        }
+        // 1 + 15 + 15 = 31 fits, a third would not: the last two are kept.
+        let mut got = Vec::new();
+        c.for_each_matching("t", |f, _| got.push(f[0]));
+        assert_eq!(got, [4, 5]);
     }
 
     #[test]
