@@ -94,13 +94,15 @@ fn rtt(addr: &str, n: usize) {
     let (mut rr, mut pp) = (Vec::with_capacity(n), Vec::with_capacity(n));
     // Warm-up: the inbox subscription, caches, the responder's first turns.
     for _ in 0..1000 {
-        c.request("rr/echo", &payload, Duration::from_secs(5)).unwrap();
+        c.request("rr/echo", &payload, Duration::from_secs(5))
+            .unwrap();
     }
     let rounds = n.div_ceil(1000);
     for _ in 0..rounds {
         for _ in 0..1000 {
             let t0 = Instant::now();
-            c.request("rr/echo", &payload, Duration::from_secs(5)).unwrap();
+            c.request("rr/echo", &payload, Duration::from_secs(5))
+                .unwrap();
             rr.push(t0.elapsed().as_nanos() as u64);
         }
         for _ in 0..1000 {
@@ -118,8 +120,14 @@ fn rtt(addr: &str, n: usize) {
     t.join().unwrap();
     let (rr50, rr99) = (pct(&mut rr, 0.5), pct(&mut rr, 0.99));
     let (pp50, pp99) = (pct(&mut pp, 0.5), pct(&mut pp, 0.99));
-    println!("request/reply RTT  n={}  p50 {rr50:.1} us  p99 {rr99:.1} us", rr.len());
-    println!("ping-pong RTT      n={}  p50 {pp50:.1} us  p99 {pp99:.1} us", pp.len());
+    println!(
+        "request/reply RTT  n={}  p50 {rr50:.1} us  p99 {rr99:.1} us",
+        rr.len()
+    );
+    println!(
+        "ping-pong RTT      n={}  p50 {pp50:.1} us  p99 {pp99:.1} us",
+        pp.len()
+    );
     println!("ratio p50 {:.3}  p99 {:.3}", rr50 / pp50, rr99 / pp99);
 }
 
@@ -143,7 +151,10 @@ fn image(addr: &str, n: usize) {
     let got = c.cache_query("img/>").unwrap();
     let dt = t0.elapsed();
     // Bytes on the wire: each MESSAGE is header 8 + CACHED 8 + topic + payload.
-    let bytes: usize = got.iter().map(|m| 16 + m.topic.len() + m.payload.len()).sum();
+    let bytes: usize = got
+        .iter()
+        .map(|m| 16 + m.topic.len() + m.payload.len())
+        .sum();
     println!(
         "image: {} cached topics, {bytes} bytes in {:.1} ms: {:.0} MB/s, {:.0} msg/s",
         got.len(),
