@@ -28,6 +28,13 @@ Modes:
 
 Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
 
+Reconnecting: the first connection must succeed; after that, when the router restarts
+or the connection drops, the command reconnects with exponential backoff and jitter
+(for up to --give-up-after) and goes on; messages published while disconnected are kept
+(up to 1 MiB) and sent after the reconnection, the rest fail with a clear error.
+Messages that were in flight when the connection dropped may be lost (direct messaging;
+--guaranteed for every message). --no-reconnect exits on a lost connection instead.
+
 Guaranteed (--guaranteed): every message is stored by the router in the queues whose
 subscriptions match, and acknowledged; the command waits (up to --answer-timeout)
 for every answer and prints a summary: how many were acknowledged and how many the
