@@ -168,7 +168,10 @@ impl ReconnectingClient {
     }
 
     /// [`Client::subscribe_with_image`], restored after every reconnection with a new
-    /// image (from the new connection's router: what it cached since it started).
+    /// image (from the new connection's router: what it cached since it started). When
+    /// the same router is still up (a dropped connection, not a restart), the new image
+    /// may repeat last values delivered before the loss; they are flagged
+    /// [`Message::cached`](crate::Message::cached) like every image message.
     pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
         self.add_subscription(pattern, true)
     }

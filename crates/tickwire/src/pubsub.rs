@@ -353,7 +353,8 @@ Initial image (--initial-image): on a router with a last-value cache (`tickwire 
 --cache PATTERN`), the command first prints the cached messages of the matching topics,
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
 live stream: nothing missed and nothing twice between the two. After a reconnection it
-asks the new connection for a new image.
+asks the new connection for a new image (which may repeat, marked, last values printed
+before the loss when the router itself did not restart).
   tickwire sub 'md/>' --initial-image                # every symbol's last quote, then live
 
 Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same
