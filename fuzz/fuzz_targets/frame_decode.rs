@@ -14,10 +14,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_wire::frame::{
-    add_discards, decode, encode_ack, encode_close, encode_error, encode_hello,
-    encode_message_from_publish, encode_ping, encode_pong, encode_publish, encode_stats_reply,
-    encode_stats_request, encode_subscribe, encode_unsubscribe, encode_welcome, flags, Frame, Msg,
-    PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
+    add_discards, decode, encode_ack, encode_cached_message, encode_close, encode_error,
+    encode_hello, encode_message_from_publish, encode_ping, encode_pong, encode_publish_reply,
+    encode_stats_reply, encode_stats_request, encode_subscribe_image, encode_unsubscribe,
+    encode_welcome, flags, Frame, Msg, PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN,
+    PROTOCOL_VERSION,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -59,7 +60,7 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     );
     // Topic and payload end the frame, in that order.
     assert_eq!(
-        p.topic.len() + p.payload.len() + fixed_fields(p.flags),
+        p.topic.len() + p.payload.len() + fixed_fields(p.flags, p.reply.map_or(0, |r| r.to.len())),
         bytes.len()
     );
     assert!(bytes.ends_with(p.payload));
@@ -77,6 +78,7 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     assert_eq!(m.topic, p.topic);
     assert_eq!(m.payload, p.payload);
     assert_eq!(m.seq, p.seq);
+    assert_eq!(m.reply, p.reply);
     assert_eq!(m.discarded, discarded);
     assert_eq!(m.flags & flags::DISCARDS != 0, discarded != 0);
     // The MESSAGE copy of a guaranteed publish does not carry GUARANTEED.
@@ -89,6 +91,22 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
     assert_eq!(m.stamps, want_stamps);
     check_message(message, m);
 
+    // What the router's cache sends for it.
+    let mut cached = Vec::new();
+    let n = encode_cached_message(&mut cached, bytes, router_in);
+    assert_eq!(n, bytes.len() + 8);
+    let Ok(Some((Frame::Message(c), _))) = decode(&cached, u32::MAX) else {
+        panic!("cached MESSAGE made from a PUBLISH does not decode");
+    };
+    assert_eq!(c.cached, Some(router_in));
+    assert_eq!(
+        (c.topic, c.payload, c.seq, c.reply),
+        (p.topic, p.payload, p.seq, p.reply)
+    );
+    assert_eq!(c.stamps, p.stamps);
+    assert_eq!(c.flags, (p.flags & !flags::GUARANTEED) | flags::CACHED);
+    check_message(&cached, c);
+
     // A publisher's encoder produces the same bytes (when it could have sent them).
     let zero_router_stamps = p
         .stamps
@@ -99,8 +117,15 @@ fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, route
             publisher_send: p.stamps.map(|s| s.publisher_send),
         };
         let mut again = Vec::new();
-        encode_publish(&mut again, topic, p.payload, opts, bytes.len() as u32)
-            .expect("re-encoding a decoded PUBLISH fits its own size");
+        encode_publish_reply(
+            &mut again,
+            topic,
+            p.payload,
+            opts,
+            p.reply,
+            bytes.len() as u32,
+        )
+        .expect("re-encoding a decoded PUBLISH fits its own size");
         // A guaranteed publish is a PUBLISH with the GUARANTEED bit set on top.
         again[5] |= p.flags & flags::GUARANTEED;
         assert_eq!(again, bytes);
@@ -112,7 +137,7 @@ fn check_message(bytes: &[u8], m: Msg<'_>) {
     assert_eq!(m.flags & !flags::MESSAGE_ALLOWED, 0);
     assert!(!m.topic.is_empty());
     assert_eq!(
-        m.topic.len() + m.payload.len() + fixed_fields(m.flags),
+        m.topic.len() + m.payload.len() + fixed_fields(m.flags, m.reply.map_or(0, |r| r.to.len())),
         bytes.len()
     );
     assert!(bytes.ends_with(m.payload));
@@ -128,13 +153,23 @@ fn check_message(bytes: &[u8], m: Msg<'_>) {
         m.discarded
     };
     assert_eq!(after.discarded, want);
-    assert_eq!((after.seq, after.stamps), (m.seq, m.stamps));
+    assert_eq!(
+        (after.seq, after.stamps, after.reply, after.cached),
+        (m.seq, m.stamps, m.reply, m.cached)
+    );
     assert_eq!((after.topic, after.payload), (m.topic, m.payload));
 }
 
-/// Header plus the optional fixed fields the flags announce.
-fn fixed_fields(fl: u8) -> usize {
+/// Header plus the optional fields the flags announce (a REPLY field's reply topic
+/// is `reply_len` bytes).
+fn fixed_fields(fl: u8, reply_len: usize) -> usize {
     let mut n = HEADER_LEN;
+    if fl & flags::REPLY != 0 {
+        n += 5 + reply_len;
+    }
+    if fl & flags::CACHED != 0 {
+        n += 8;
+    }
     if fl & flags::SEQ != 0 {
         n += 8;
     }
@@ -177,8 +212,9 @@ fn check_control(bytes: &[u8], frame: Frame<'_>) {
         Frame::Subscribe {
             request_id,
             pattern,
+            image,
         } => match std::str::from_utf8(pattern) {
-            Ok(p) => encode_subscribe(&mut out, request_id, p),
+            Ok(p) => encode_subscribe_image(&mut out, request_id, p, image),
             Err(_) => return,
         },
         Frame::Unsubscribe {

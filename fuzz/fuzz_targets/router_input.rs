@@ -37,6 +37,10 @@ use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
 
 const MAX_FRAME: u32 = 4096;
 const EGRESS_LIMIT: usize = 16 << 10;
+/// The last-value cache of every run: every topic, the last 2 messages, small bounds.
+const CACHE_DEPTH: usize = 2;
+const CACHE_MAX_TOPICS: usize = 8;
+const CACHE_MAX_BYTES: usize = 4096;
 const MAX_CLIENTS: usize = 8;
 
 /// One connected client as the driver and the client on the other end see it.
@@ -135,9 +139,12 @@ impl World {
                 }
                 rest = &rest[used..];
             }
+            // An initial image is queued whole beyond the limit, bounded by the cache
+            // (its bytes plus the 8-byte CACHED field of each of its messages).
+            let image_bound = CACHE_MAX_BYTES + 8 * CACHE_MAX_TOPICS * CACHE_DEPTH;
             assert!(
-                message_bytes <= EGRESS_LIMIT,
-                "{message_bytes} bytes of MESSAGE queued, limit {EGRESS_LIMIT}"
+                message_bytes <= EGRESS_LIMIT + image_bound,
+                "{message_bytes} bytes of MESSAGE queued, limit {EGRESS_LIMIT} + image {image_bound}"
             );
         }
     }
@@ -179,7 +186,18 @@ impl World {
                 let pattern = String::from_utf8_lossy(cur.bytes(n)).into_owned();
                 self.scratch.clear();
                 if op % 10 == 3 {
-                    frame::encode_subscribe(&mut self.scratch, u32::from(op), &pattern);
+                    // Plain, with an initial image, or a cache query.
+                    let image = match op / 10 % 3 {
+                        0 => frame::Image::None,
+                        1 => frame::Image::ThenLive,
+                        _ => frame::Image::Only,
+                    };
+                    frame::encode_subscribe_image(
+                        &mut self.scratch,
+                        u32::from(op),
+                        &pattern,
+                        image,
+                    );
                 } else {
                     frame::encode_unsubscribe(&mut self.scratch, u32::from(op), &pattern);
                 }
@@ -198,8 +216,20 @@ impl World {
                     publisher_send: (flags & 2 != 0).then_some(self.now.0),
                 };
                 self.scratch.clear();
-                if frame::encode_publish(&mut self.scratch, &topic, &payload, opts, MAX_FRAME)
-                    .is_ok()
+                // Some are requests (REPLY with a reply topic): NO_RESPONDERS answers.
+                let reply = (flags & 4 != 0).then_some(frame::ReplyField {
+                    correlation: u32::from(flags),
+                    to: b"_r/x",
+                });
+                if frame::encode_publish_reply(
+                    &mut self.scratch,
+                    &topic,
+                    &payload,
+                    opts,
+                    reply,
+                    MAX_FRAME,
+                )
+                .is_ok()
                 {
                     let repeat = 1 + usize::from(flags >> 4);
                     let one = self.scratch.clone();
@@ -275,6 +305,12 @@ fuzz_target!(|data: &[u8]| {
         handshake_timeout_ms: 1_000,
         stall_timeout_ms: 2_000,
         read_buffer: MAX_FRAME as usize,
+        // The last-value cache on every topic, with small bounds: publishes fill it
+        // and evict, SUBSCRIBE frames with IMAGE / IMAGE_ONLY read it.
+        cache: vec![">".into()],
+        cache_depth: CACHE_DEPTH,
+        cache_max_topics: CACHE_MAX_TOPICS,
+        cache_max_bytes: CACHE_MAX_BYTES,
         ..Config::default()
     };
     let mut w = World {

@@ -10,8 +10,8 @@ use rustix::io::Errno;
 use rustix::net::SendFlags;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
-    self, decode, flags, frame_len, ErrorCode, Frame, Kind, PublishOptions, DEFAULT_MAX_FRAME,
-    PROTOCOL_VERSION,
+    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, PublishOptions, ReplyField,
+    DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
 use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
 use tickwire_wire::topic::{validate_pattern, validate_topic, Topic};
@@ -19,6 +19,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic, Topic};
 use crate::buffers::{RxBuf, Stash};
 use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
+use crate::message::ReplyTo;
 use crate::session::{frame_name, Pending, Reply, Session};
 use crate::{Error, Message, OwnedMessage};
 
@@ -91,6 +92,8 @@ pub struct Client {
     /// An error that happened after messages were already delivered in the same call;
     /// reported by the next call so neither is lost.
     deferred: Option<Error>,
+    /// This connection's reply topic, once a request subscribed to it.
+    inbox: Option<Box<str>>,
     /// Guaranteed publishes not answered yet (empty unless a publisher is open).
     /// Boxed: most clients never publish guaranteed, and a `Client` moves by value.
     pub(crate) gm: Box<PublishWindow>,
@@ -129,6 +132,7 @@ impl Client {
             next_request_id: 1,
             next_ping_token: 1,
             deferred: None,
+            inbox: None,
             gm: Box::default(),
             opts,
         };
@@ -166,6 +170,97 @@ impl Client {
         )
     }
 
+    /// Subscribes to `pattern` with an initial image: the router first sends the
+    /// messages of its last-value cache matching `pattern` (each with
+    /// [`Message::cached`] set to its original receive time), then the ACK, then live
+    /// messages, with no gap and no duplicate between the two (docs/protocol.md,
+    /// "Last-value cache"). The image is kept for the next [`Client::poll`].
+    pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        let id = self.request_id();
+        self.call(
+            "the router's ACK to SUBSCRIBE (initial image)",
+            Pending::Request(id),
+            |tx| frame::encode_subscribe_image(tx, id, pattern, Image::ThenLive),
+        )
+        .and_then(expect_ack)
+    }
+
+    /// The messages of the router's last-value cache matching `pattern`, without
+    /// subscribing (a one-shot query). Live messages of this client's subscriptions
+    /// that arrive meanwhile are kept for the next [`Client::poll`].
+    pub fn cache_query(&mut self, pattern: &str) -> Result<Vec<OwnedMessage>, Error> {
+        let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        if let Some(e) = self.take_deferred_or_closed() {
+            return Err(e);
+        }
+        let id = self.request_id();
+        frame::encode_subscribe_image(&mut self.tx, id, pattern, Image::Only);
+        self.session.pending = Some(Pending::Request(id));
+        self.session.reply = None;
+        let res = self.await_image(id);
+        self.session.pending = None;
+        self.session.reply = None;
+        res
+    }
+
+    fn await_image(&mut self, _id: u32) -> Result<Vec<OwnedMessage>, Error> {
+        self.flush()?;
+        let mut got = Vec::new();
+        let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
+        loop {
+            loop {
+                match self.next_rx_message(true) {
+                    Ok(Some(range)) => {
+                        let bytes = &self.rx.buf[range];
+                        // Only this request's image is in flight: the one request
+                        // outstanding is this one.
+                        if let Ok(Some((Frame::Message(m), _))) = decode(bytes, u32::MAX) {
+                            if m.cached.is_some() {
+                                got.push(Message::from_wire(m)?.into_owned());
+                                continue;
+                            }
+                        }
+                        self.stash.push(bytes);
+                    }
+                    Ok(None) => break,
+                    Err(e @ Error::Rejected { .. }) => self.defer(e),
+                    Err(e) => return Err(e),
+                }
+            }
+            match self.session.reply.take() {
+                Some(Reply::Ack) => return Ok(got),
+                Some(Reply::Rejected { code, text }) => return Err(Error::Rejected { code, text }),
+                _ => {}
+            }
+            self.flush()?;
+            match self.read_rx()? {
+                // A large image takes a while: the limit is on silence, not the total.
+                ReadOutcome::Data => {
+                    deadline = Instant::now().checked_add(self.opts.request_timeout)
+                }
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Err(Error::Timeout {
+                            what: "the router's cache query answer",
+                            after: self.opts.request_timeout,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Joins the shared subscription (queue group) `group` on `pattern`: the router
+    /// gives each message matching `pattern` to one member of the group (round robin),
+    /// while every other subscription still gets its own copy. It is the SUBSCRIBE of
+    /// the pattern `$share/GROUP/PATTERN` (docs/protocol.md section 8); leave with
+    /// [`Client::unsubscribe`] of that same pattern, or by disconnecting.
+    pub fn subscribe_shared(&mut self, group: &str, pattern: &str) -> Result<(), Error> {
+        self.subscribe(&shared_pattern(group, pattern))
+    }
+
     /// Removes the subscription to `pattern` (exactly as subscribed) and waits for the ACK.
     pub fn unsubscribe(&mut self, pattern: &str) -> Result<(), Error> {
         self.pattern_request(
@@ -185,7 +280,7 @@ impl Client {
     ) -> Result<(), Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
         let id = self.request_id();
-        self.request(what, Pending::Request(id), |tx| encode(tx, id, pattern))
+        self.call(what, Pending::Request(id), |tx| encode(tx, id, pattern))
             .and_then(expect_ack)
     }
 
@@ -547,6 +642,153 @@ impl Client {
         }
     }
 
+    // -- request / reply -------------------------------------------------------------
+
+    /// Sends a request to `topic` and returns the first reply, waiting up to `timeout`.
+    ///
+    /// The request carries this connection's reply topic (`_reply/<id>/<nonce>`, made
+    /// and subscribed on the first request) and a correlation id; the reply is the
+    /// first message on the reply topic carrying that id (later ones, and replies to
+    /// requests that timed out, are dropped). When no subscription on the router
+    /// matches `topic`, the router says so at once: [`Error::NoResponders`]. Messages
+    /// that arrive meanwhile are kept for the next [`Client::poll`].
+    pub fn request(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<OwnedMessage, Error> {
+        validate_topic(topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        if let Some(e) = self.take_deferred_or_closed() {
+            return Err(e);
+        }
+        let inbox = self.inbox()?;
+        let id = self.request_id();
+        let reply = ReplyField {
+            correlation: id,
+            to: inbox.as_bytes(),
+        };
+        let opts = PublishOptions {
+            seq: None,
+            publisher_send: self.opts.stamp.then(|| MonoNanos::now().as_nanos()),
+        };
+        frame::encode_publish_reply(
+            &mut self.tx,
+            topic,
+            payload,
+            opts,
+            Some(reply),
+            self.router_max_frame,
+        )
+        .map_err(Error::TooLarge)?;
+        self.session.pending = Some(Pending::Request(id));
+        self.session.reply = None;
+        let res = self.await_request_reply(topic, &inbox, id, timeout);
+        self.session.pending = None;
+        self.session.reply = None;
+        res
+    }
+
+    /// Answers the request `to` (from [`Message::reply_to`] or
+    /// [`OwnedMessage::reply_to`](crate::OwnedMessage)) with `payload`. Batched like a
+    /// publish: flushed by the next `poll` or `flush`.
+    pub fn reply(&mut self, to: &ReplyTo, payload: &[u8]) -> Result<(), Error> {
+        // A reply topic the router accepted is valid; checked anyway, since a bad one
+        // would cost this connection.
+        validate_topic(to.topic.as_bytes()).map_err(Error::InvalidTopic)?;
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        let reply = ReplyField {
+            correlation: to.correlation,
+            to: b"",
+        };
+        frame::encode_publish_reply(
+            &mut self.tx,
+            &to.topic,
+            payload,
+            PublishOptions::default(),
+            Some(reply),
+            self.router_max_frame,
+        )
+        .map_err(Error::TooLarge)?;
+        if self.pending_bytes() >= self.opts.batch_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The reply topic, subscribing to it the first time.
+    fn inbox(&mut self) -> Result<Box<str>, Error> {
+        if let Some(i) = &self.inbox {
+            return Ok(i.clone());
+        }
+        // Unique per connection: the router's id for it plus a per-process nonce (ids
+        // restart with the router, the nonce does not repeat them).
+        let nonce = MonoNanos::now().as_nanos() ^ (u64::from(std::process::id()) << 40);
+        let inbox: Box<str> = format!("_reply/{}/{nonce:x}", self.client_id).into();
+        self.subscribe(&inbox)?;
+        self.inbox = Some(inbox.clone());
+        Ok(inbox)
+    }
+
+    fn await_request_reply(
+        &mut self,
+        topic: &str,
+        inbox: &str,
+        id: u32,
+        timeout: Duration,
+    ) -> Result<OwnedMessage, Error> {
+        self.flush()?;
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            loop {
+                match self.next_rx_message(true) {
+                    Ok(Some(range)) => {
+                        let bytes = &self.rx.buf[range];
+                        if let Ok(Some((Frame::Message(m), _))) = decode(bytes, u32::MAX) {
+                            let is_ours = m.topic == inbox.as_bytes()
+                                && m.reply.is_some_and(|r| r.correlation == id);
+                            if is_ours {
+                                return Ok(Message::from_wire(m)?.into_owned());
+                            }
+                            if m.topic == inbox.as_bytes() {
+                                // A late reply to an earlier request: nobody waits.
+                                continue;
+                            }
+                        }
+                        self.stash.push(bytes);
+                    }
+                    Ok(None) => break,
+                    Err(e @ Error::Rejected { .. }) => self.defer(e),
+                    Err(e) => return Err(e),
+                }
+            }
+            match self.session.reply.take() {
+                Some(Reply::Rejected { code, .. }) if code == ErrorCode::NO_RESPONDERS => {
+                    return Err(Error::NoResponders {
+                        topic: topic.to_owned(),
+                    });
+                }
+                Some(Reply::Rejected { code, text }) => return Err(Error::Rejected { code, text }),
+                _ => {}
+            }
+            self.flush()?;
+            match self.read_rx()? {
+                ReadOutcome::Data => {}
+                ReadOutcome::Eof => return Err(self.on_eof()),
+                ReadOutcome::WouldBlock => {
+                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
+                        return Err(Error::Timeout {
+                            what: "a reply to the request",
+                            after: timeout,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
     // -- guaranteed messaging: publisher -------------------------------------------
 
     /// Opens this connection as the guaranteed publisher `identity` (1 to 64 bytes)
@@ -562,7 +804,7 @@ impl Client {
     pub fn open_publisher(&mut self, identity: &str, options: u32) -> Result<Opened, Error> {
         check_name("publisher identity", identity)?;
         let id = self.request_id();
-        let reply = self.request("the router's PUB_OPENED", Pending::Request(id), |tx| {
+        let reply = self.call("the router's PUB_OPENED", Pending::Request(id), |tx| {
             wire_gm::encode_pub_open(tx, id, options, identity)
         })?;
         match reply {
@@ -798,7 +1040,7 @@ impl Client {
             ));
         }
         let id = self.request_id();
-        match self.request("the router's BOUND", Pending::Request(id), |tx| {
+        match self.call("the router's BOUND", Pending::Request(id), |tx| {
             wire_gm::encode_bind(tx, id, window, start, queue)
         })? {
             Reply::Bound { binding, active } => Ok(Binding {
@@ -840,7 +1082,7 @@ impl Client {
     /// back to the queue.
     pub fn unbind(&mut self, binding: BindingId) -> Result<(), Error> {
         let id = self.request_id();
-        self.request("the router's ACK to UNBIND", Pending::Request(id), |tx| {
+        self.call("the router's ACK to UNBIND", Pending::Request(id), |tx| {
             wire_gm::encode_unbind(tx, id, binding.0)
         })
         .and_then(expect_ack)
@@ -851,7 +1093,7 @@ impl Client {
     /// [`QueueOp::Create`], the queue name for delete / purge / show, empty for list.
     pub fn queue_request(&mut self, op: QueueOp, arg: &str) -> Result<String, Error> {
         let id = self.request_id();
-        match self.request("the router's QUEUE_REPLY", Pending::Request(id), |tx| {
+        match self.call("the router's QUEUE_REPLY", Pending::Request(id), |tx| {
             wire_gm::encode_queue_request(tx, id, op, arg)
         })? {
             Reply::Queue(json) => Ok(json),
@@ -884,7 +1126,7 @@ impl Client {
     /// Asks the router for its counters; returns the JSON document.
     pub fn stats_json(&mut self) -> Result<String, Error> {
         let id = self.request_id();
-        match self.request("the router's STATS_REPLY", Pending::Request(id), |tx| {
+        match self.call("the router's STATS_REPLY", Pending::Request(id), |tx| {
             frame::encode_stats_request(tx, id)
         })? {
             Reply::Stats(json) => Ok(json),
@@ -898,7 +1140,7 @@ impl Client {
         let token = self.next_ping_token;
         self.next_ping_token = self.next_ping_token.wrapping_add(1);
         let sent = Instant::now();
-        match self.request("the router's PONG", Pending::Ping(token), |tx| {
+        match self.call("the router's PONG", Pending::Ping(token), |tx| {
             frame::encode_ping(tx, token)
         })? {
             Reply::Pong => Ok(sent.elapsed()),
@@ -1021,7 +1263,7 @@ impl Client {
     }
 
     /// Sends one request and waits for its reply, keeping messages that arrive meanwhile.
-    fn request(
+    fn call(
         &mut self,
         what: &'static str,
         pending: Pending,
@@ -1291,6 +1533,11 @@ fn connect_one(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 
 /// `None` waits forever: `Forever`, and a timeout too large to represent. `NoWait`
 /// never reaches a wait, so its deadline does not matter.
+/// The SUBSCRIBE pattern of the shared subscription `group` on `pattern`.
+pub fn shared_pattern(group: &str, pattern: &str) -> String {
+    format!("$share/{group}/{pattern}")
+}
+
 fn deadline_for(wait: Wait) -> Option<Instant> {
     match wait {
         Wait::Timeout(d) => Instant::now().checked_add(d),

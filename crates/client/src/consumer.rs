@@ -1,6 +1,6 @@
 //! A queue consumer that survives router restarts: reconnect and bind again.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tickwire_wire::frame::ErrorCode;
 use tickwire_wire::gm::{NackAction, Start};
@@ -164,7 +164,7 @@ fn bind(
     opts: &ReconnectOptions,
 ) -> Result<(Client, Binding), Error> {
     let started = Instant::now();
-    let mut pause = opts.initial_backoff;
+    let mut backoff = opts.backoff();
     loop {
         let err = match Client::connect_with(addr, opts.client.clone()) {
             Ok(mut c) => match c.bind(queue, window, start) {
@@ -182,9 +182,6 @@ fn bind(
         if !crate::publisher::worth_reconnecting(&err) || expired {
             return Err(err);
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2)
-            .min(opts.max_backoff)
-            .max(Duration::from_millis(1));
+        std::thread::sleep(backoff.next_pause());
     }
 }

@@ -73,6 +73,22 @@ pub enum Error {
     /// range).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A request matched no subscription on the router: nobody can answer it.
+    #[error("no responders: no subscriber on the router matches {topic:?}")]
+    NoResponders {
+        /// The request's topic.
+        topic: String,
+    },
+    /// A [`ReconnectingClient`](crate::ReconnectingClient) is disconnected and its
+    /// buffer of publishes made meanwhile is full: this publish was not taken.
+    #[error(
+        "not connected to the router and the offline publish buffer is full \
+         ({limit} bytes, ReconnectOptions::offline_buffer_bytes): publish refused"
+    )]
+    OfflineBufferFull {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
 }
 
 impl Error {

@@ -29,6 +29,17 @@
 //! delivered, in order, by the next `poll` / `recv`. Once the router closes the
 //! connection every call returns [`Error::Closed`].
 //!
+//! # Reconnecting
+//!
+//! A [`Client`] is one connection: when the router goes away every call fails.
+//! [`ReconnectingClient`] keeps a pub/sub session across router restarts: it
+//! reconnects with bounded exponential backoff and jitter ([`ReconnectOptions`],
+//! [`Backoff`]), subscribes again to every pattern, reports [`LinkEvent::Disconnected`]
+//! and [`LinkEvent::Reconnected`] among the messages, counts what may have been missed
+//! ([`LinkStats`]: router discards, jumps in per-topic SEQ numbers, time disconnected),
+//! and keeps publishes made while disconnected in a bounded buffer
+//! ([`Error::OfflineBufferFull`] beyond it). The CLI's `tickwire sub` uses it.
+//!
 //! # Guaranteed messaging
 //!
 //! Durable queues on the router (`docs/guaranteed.md`):
@@ -92,6 +103,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod backoff;
 mod buffers;
 mod client;
 mod consumer;
@@ -100,15 +112,18 @@ mod event;
 mod gm;
 mod message;
 mod publisher;
+mod reconnecting;
 mod session;
 
-pub use client::{Client, ClientOptions, Messages, Wait};
+pub use backoff::Backoff;
+pub use client::{shared_pattern, Client, ClientOptions, Messages, Wait};
 pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
 pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
-pub use message::{Message, OwnedMessage};
+pub use message::{Message, OwnedMessage, ReplyTo};
 pub use publisher::{GuaranteedPublisher, ReconnectOptions};
+pub use reconnecting::{LinkEvent, LinkStats, Outage, ReconnectingClient, SEQ_TOPICS};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).
 pub use tickwire_rt::MonoNanos;

@@ -15,6 +15,18 @@ pub struct Message<'a> {
     discarded: u64,
     stamps: Option<Stamps>,
     seq: Option<u64>,
+    /// The REPLY field: correlation id and reply topic (empty for a reply).
+    reply: Option<(u32, &'a str)>,
+    cached: Option<u64>,
+}
+
+/// Where to send the answer to a request (see [`Client::reply`](crate::Client::reply)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyTo {
+    /// The requester's reply topic.
+    pub topic: String,
+    /// The request's correlation id, carried back in the reply.
+    pub correlation: u32,
 }
 
 impl<'a> Message<'a> {
@@ -23,12 +35,23 @@ impl<'a> Message<'a> {
     pub(crate) fn from_wire(m: Msg<'a>) -> Result<Message<'a>, Error> {
         let topic = std::str::from_utf8(m.topic)
             .map_err(|_| Error::Protocol("router delivered a topic that is not UTF-8".into()))?;
+        let reply = match m.reply {
+            None => None,
+            Some(r) => Some((
+                r.correlation,
+                std::str::from_utf8(r.to).map_err(|_| {
+                    Error::Protocol("router delivered a reply topic that is not UTF-8".into())
+                })?,
+            )),
+        };
         Ok(Message {
             topic,
             payload: m.payload,
             discarded: m.discarded,
             stamps: m.stamps,
             seq: m.seq,
+            reply,
+            cached: m.cached,
         })
     }
 
@@ -74,6 +97,29 @@ impl<'a> Message<'a> {
         self.seq
     }
 
+    /// For a request: its reply topic and correlation id (answer with
+    /// [`Client::reply`](crate::Client::reply)).
+    #[inline]
+    pub fn reply_to(&self) -> Option<(&'a str, u32)> {
+        self.reply
+            .filter(|(_, to)| !to.is_empty())
+            .map(|(c, to)| (to, c))
+    }
+
+    /// For a reply: the correlation id of the request it answers.
+    #[inline]
+    pub fn correlation(&self) -> Option<u32> {
+        self.reply.filter(|(_, to)| to.is_empty()).map(|(c, _)| c)
+    }
+
+    /// From the router's last-value cache (an initial image or a cache query), not
+    /// live: when the router received the original publish, in nanoseconds since the
+    /// Unix epoch.
+    #[inline]
+    pub fn cached(&self) -> Option<u64> {
+        self.cached
+    }
+
     /// Copies the message out of the receive buffer.
     pub fn into_owned(self) -> OwnedMessage {
         OwnedMessage::from(self)
@@ -93,6 +139,12 @@ pub struct OwnedMessage {
     pub stamps: Option<Stamps>,
     /// The publisher's sequence number, when it sent one.
     pub seq: Option<u64>,
+    /// For a request: where the answer goes.
+    pub reply_to: Option<ReplyTo>,
+    /// For a reply: the correlation id of the request it answers.
+    pub correlation: Option<u32>,
+    /// From the cache: when the router received the original publish (Unix ns).
+    pub cached: Option<u64>,
 }
 
 impl From<Message<'_>> for OwnedMessage {
@@ -103,6 +155,12 @@ impl From<Message<'_>> for OwnedMessage {
             discarded: m.discarded,
             stamps: m.stamps,
             seq: m.seq,
+            reply_to: m.reply_to().map(|(topic, correlation)| ReplyTo {
+                topic: topic.to_owned(),
+                correlation,
+            }),
+            correlation: m.correlation(),
+            cached: m.cached,
         }
     }
 }
@@ -138,6 +196,9 @@ mod tests {
                     router_in: 6,
                     router_out: 7
                 }),
+                reply_to: None,
+                correlation: None,
+                cached: None,
                 seq: Some(9),
             }
         );

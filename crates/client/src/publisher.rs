@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use tickwire_wire::frame::ErrorCode;
 
+use crate::backoff::Backoff;
 use crate::gm::{NackRecord, PublishCounts, PublishWindow};
 use crate::{Client, ClientOptions, Error, Wait};
 
@@ -23,6 +24,13 @@ pub struct ReconnectOptions {
     /// Give up (return the last error) when no connection could be opened for this
     /// long; `None` retries forever. Default 60 s.
     pub give_up_after: Option<Duration>,
+    /// Draw each pause uniformly from `[pause / 2, pause]` ([`Backoff`]), so that
+    /// clients that lost the same router do not all come back at once. Default on.
+    pub jitter: bool,
+    /// [`ReconnectingClient`](crate::ReconnectingClient) only: bytes of publishes
+    /// (topic + payload) kept while disconnected, sent after the reconnection; a
+    /// publish beyond it fails with [`Error::OfflineBufferFull`]. Default 1 MiB.
+    pub offline_buffer_bytes: usize,
 }
 
 impl Default for ReconnectOptions {
@@ -33,6 +41,8 @@ impl Default for ReconnectOptions {
             initial_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(1),
             give_up_after: Some(Duration::from_secs(60)),
+            jitter: true,
+            offline_buffer_bytes: 1 << 20,
         }
     }
 }
@@ -206,7 +216,7 @@ fn open(
     mut window: Box<PublishWindow>,
 ) -> Result<Client, (Error, Box<PublishWindow>)> {
     let started = Instant::now();
-    let mut pause = opts.initial_backoff;
+    let mut backoff = opts.backoff();
     loop {
         window.handle_disconnect();
         let err = match Client::connect_with(addr, opts.client.clone()) {
@@ -230,10 +240,15 @@ fn open(
             window.handle_disconnect();
             return Err((err, window));
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2)
-            .min(opts.max_backoff)
-            .max(Duration::from_millis(1));
+        std::thread::sleep(backoff.next_pause());
+    }
+}
+
+impl ReconnectOptions {
+    /// The backoff schedule these options describe, seeded per process and call.
+    pub(crate) fn backoff(&self) -> Backoff {
+        let seed = tickwire_rt::MonoNanos::now().as_nanos() ^ u64::from(std::process::id()) << 32;
+        Backoff::new(self.initial_backoff, self.max_backoff, self.jitter, seed)
     }
 }
 

@@ -118,6 +118,18 @@ pub struct Config {
     /// writes and fdatasyncs are kernel work on whichever core it runs). Unset: not pinned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool_cpu: Option<usize>,
+    /// Last-value cache: patterns of the topics whose last messages the router keeps
+    /// for initial images and cache queries (e.g. `["md/>"]`; `>` is allowed, bounded
+    /// by the limits below). Empty (the default): no cache.
+    pub cache: Vec<String>,
+    /// Messages kept per cached topic (the last N). Default 1.
+    pub cache_depth: usize,
+    /// Most topics cached; beyond it the topic updated least recently is evicted.
+    /// Default 100000.
+    pub cache_max_topics: usize,
+    /// Most bytes of cached messages (frames and topic names); beyond it the topics
+    /// updated least recently are evicted. Default 67108864 (64 MiB).
+    pub cache_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -143,6 +155,10 @@ impl Default for Config {
             retain_ms: 3_600_000,
             max_stored_bytes: 1 << 30,
             spool_cpu: None,
+            cache: Vec::new(),
+            cache_depth: 1,
+            cache_max_topics: 100_000,
+            cache_max_bytes: 64 << 20,
         }
     }
 }
@@ -196,6 +212,22 @@ impl Config {
         }
         if self.publish_window == 0 || self.publish_window > 1 << 20 {
             return err("publish_window must be in 1..=1048576".into());
+        }
+        for p in &self.cache {
+            if let Err(e) = tickwire_wire::topic::validate_pattern(p.as_bytes()) {
+                return err(format!("cache pattern {p:?} is invalid: {e}"));
+            }
+            if p.starts_with("$share") {
+                return err(format!(
+                    "cache pattern {p:?}: $share is for shared subscriptions"
+                ));
+            }
+        }
+        if self.cache_depth == 0 || self.cache_depth > 1024 {
+            return err("cache_depth must be in 1..=1024".into());
+        }
+        if self.cache_max_topics == 0 {
+            return err("cache_max_topics must be at least 1".into());
         }
         Ok(())
     }

@@ -23,12 +23,14 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use serde::Serialize;
-use tickwire_wire::frame::{self, ErrorCode, Frame, PROTOCOL_VERSION};
+use tickwire_wire::frame::{self, ErrorCode, Frame, Image, PROTOCOL_VERSION};
 use tickwire_wire::topic::{validate_pattern, validate_topic};
 
+use crate::cache::{Cache, CacheLimits};
 use crate::config::{Config, SlowConsumerPolicy};
 use crate::egress::{Egress, Push};
 use crate::gm::{self, Engine, NoSpool, Progress, Reject, SpoolPort};
+use crate::groups::{self, Groups};
 use crate::index::{Slot, SubscriptionIndex};
 use tickwire_rt::{MonoNanos, UtcNanos};
 
@@ -92,6 +94,9 @@ pub struct Totals {
     pub discards: u64,
     /// Published messages that matched no subscriber.
     pub unrouted: u64,
+    /// Requests (PUBLISH with a reply topic) answered NO_RESPONDERS: they matched no
+    /// subscriber (also counted in `unrouted`).
+    pub no_responders: u64,
 }
 
 struct Client {
@@ -130,6 +135,10 @@ pub struct Core {
     live: usize,
     index: SubscriptionIndex,
     matched: Vec<Slot>,
+    /// Shared subscriptions (`$share/GROUP/PATTERN`).
+    groups: Groups,
+    /// The last-value cache.
+    cache: Cache,
     dirty: Vec<Slot>,
     closing: Vec<Slot>,
     totals: Totals,
@@ -181,6 +190,15 @@ impl Core {
             live: 0,
             index: SubscriptionIndex::new(),
             matched: Vec::with_capacity(1024),
+            groups: Groups::default(),
+            cache: Cache::new(
+                &cfg.cache,
+                CacheLimits {
+                    depth: cfg.cache_depth,
+                    max_topics: cfg.cache_max_topics,
+                    max_bytes: cfg.cache_max_bytes,
+                },
+            ),
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
             totals: Totals::default(),
@@ -523,7 +541,39 @@ impl Core {
                     );
                     return false;
                 }
-                self.route(id, now, m.topic, raw, guaranteed);
+                let request = m.reply.filter(|r| r.is_request());
+                if let Some(r) = request {
+                    // Checked here so that a responder is never handed a reply topic
+                    // it cannot publish to (that would cost it its connection).
+                    if let Err(e) = validate_topic(r.to) {
+                        let text = format!("invalid reply topic: {e}");
+                        self.fail(id, ErrorCode::INVALID_TOPIC, &text);
+                        return false;
+                    }
+                }
+                let routed = self.route(id, now, m.topic, raw, guaranteed);
+                if m.reply.is_none() && self.cache.is_enabled() {
+                    // validate_topic succeeded, so the topic is UTF-8.
+                    let topic = std::str::from_utf8(m.topic).unwrap_or_default();
+                    let wall = self.wall(now).as_nanos();
+                    self.cache.handle_publish(topic, raw, wall);
+                }
+                if let (false, Some(r)) = (routed, request) {
+                    // Like NATS: the router knows its subscription table, so a request
+                    // nobody can answer fails now instead of timing out. Answers count
+                    // against the egress limit like every control frame: a storm of
+                    // unread ones ends in SLOW_CONSUMER, never in unbounded memory.
+                    self.totals.no_responders += 1;
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            r.correlation,
+                            ErrorCode::NO_RESPONDERS,
+                            false,
+                            "no responders: no subscription matches the request's topic",
+                        )
+                    });
+                }
                 if guaranteed {
                     let wall = self.wall(now);
                     let r = self
@@ -608,8 +658,17 @@ impl Core {
             Frame::Subscribe {
                 request_id,
                 pattern,
+                image: Image::None,
             } => {
                 self.on_subscribe(id, request_id, pattern, true);
+                true
+            }
+            Frame::Subscribe {
+                request_id,
+                pattern,
+                image,
+            } => {
+                self.on_image(id, request_id, pattern, image);
                 true
             }
             Frame::Unsubscribe {
@@ -675,12 +734,97 @@ impl Core {
         true
     }
 
+    /// A SUBSCRIBE asking for an initial image (or only the image: a cache query).
+    ///
+    /// The cut between cached and live messages is exact because the router is one
+    /// thread: the subscription is installed and the image appended to the client's
+    /// egress in this one call, so every PUBLISH handled before it is in the cache (or
+    /// was replaced there by a later one), and every PUBLISH handled after it is routed
+    /// live behind the image. Order on the wire: the cached MESSAGEs (flag CACHED),
+    /// then the ACK, then live MESSAGEs.
+    ///
+    /// The image is queued whole, beyond `egress_limit` if need be (it is bounded by
+    /// the cache's `cache_max_bytes`); a client whose unread bytes already exceed the
+    /// limit gets BUSY instead, so asking again without reading cannot pile images up.
+    fn on_image(&mut self, id: Slot, request_id: u32, pattern: &[u8], image: Image) {
+        let limit = self.cfg.egress_limit;
+        let refusal = match validate_pattern(pattern) {
+            Err(e) => Some((ErrorCode::INVALID_PATTERN, format!("invalid pattern: {e}"))),
+            Ok(p) if p.starts_with("$share") => Some((
+                ErrorCode::INVALID_PATTERN,
+                "initial images are not available for shared subscriptions".to_owned(),
+            )),
+            Ok(_) => match self.client_mut(id) {
+                Some(c) if c.egress.pending() > limit => Some((
+                    ErrorCode::BUSY,
+                    format!("more than {limit} bytes unread: read them before asking for an image"),
+                )),
+                _ => None,
+            },
+        };
+        if let Some((code, text)) = refusal {
+            self.control(id, |b| {
+                frame::encode_error(b, request_id, code, false, &text)
+            });
+            return;
+        }
+        // Checked above.
+        let pattern = std::str::from_utf8(pattern).unwrap_or_default();
+        if image == Image::ThenLive {
+            let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+                return;
+            };
+            let max_subs = self.cfg.max_subscriptions;
+            if !c.patterns.contains(pattern) {
+                if c.patterns.len() >= max_subs {
+                    let text = format!("at most {max_subs} subscriptions per client");
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            request_id,
+                            ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                            false,
+                            &text,
+                        )
+                    });
+                    return;
+                }
+                c.patterns.insert(pattern.into());
+                self.index.subscribe(id, pattern);
+            }
+        }
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.phase != Phase::Open {
+            return;
+        }
+        let out = c.egress.control();
+        let n = self.cache.for_each_matching(pattern, |f, at| {
+            frame::encode_cached_message(out, f, at);
+        });
+        frame::encode_ack(out, request_id);
+        c.counters.msgs_out += n as u64;
+        self.totals.msgs_out += n as u64;
+        self.mark_dirty(id);
+    }
+
     fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
         let max_subs = self.cfg.max_subscriptions;
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
             Err(e) => {
                 let text = format!("invalid pattern: {e}");
+                self.control(id, |b| {
+                    frame::encode_error(b, request_id, ErrorCode::INVALID_PATTERN, false, &text)
+                });
+                return;
+            }
+        };
+        let shared = match groups::parse(pattern) {
+            Ok(s) => s,
+            Err(why) => {
+                let text = format!("invalid pattern: {why}");
                 self.control(id, |b| {
                     frame::encode_error(b, request_id, ErrorCode::INVALID_PATTERN, false, &text)
                 });
@@ -700,11 +844,21 @@ impl Core {
                 ))
             } else {
                 c.patterns.insert(pattern.into());
-                self.index.subscribe(id, pattern);
+                match shared {
+                    Some(s) => self.groups.join(id, pattern, s),
+                    None => {
+                        self.index.subscribe(id, pattern);
+                    }
+                }
                 Ok(())
             }
         } else if c.patterns.remove(pattern) {
-            self.index.unsubscribe(id, pattern);
+            match shared {
+                Some(s) => self.groups.leave(id, pattern, s),
+                None => {
+                    self.index.unsubscribe(id, pattern);
+                }
+            }
             Ok(())
         } else {
             Err((
@@ -751,7 +905,15 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    fn route(&mut self, from: Slot, now: MonoNanos, topic: &[u8], raw: &[u8], guaranteed: bool) {
+    /// Queues the MESSAGE for every matching subscriber; false when none matched.
+    fn route(
+        &mut self,
+        from: Slot,
+        now: MonoNanos,
+        topic: &[u8],
+        raw: &[u8],
+        guaranteed: bool,
+    ) -> bool {
         // validate_topic succeeded, so the topic is UTF-8.
         let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
@@ -761,9 +923,18 @@ impl Core {
         self.totals.msgs_in += 1;
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
+        if !self.groups.is_empty() {
+            let clients = &self.clients;
+            self.groups.pick(topic, &mut self.matched, |s| {
+                clients
+                    .get(s.0 as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| c.phase == Phase::Open)
+            });
+        }
         if self.matched.is_empty() {
             self.totals.unrouted += 1;
-            return;
+            return false;
         }
         let limit = self.cfg.egress_limit;
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
@@ -809,6 +980,7 @@ impl Core {
                 self.dirty.push(to);
             }
         }
+        true
     }
 
     /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,
@@ -896,7 +1068,12 @@ impl Core {
         c.phase = Phase::Closing;
         c.close_reason = Some((code, reason.to_string()));
         for p in c.patterns.drain() {
-            self.index.unsubscribe(id, &p);
+            match groups::parse(&p) {
+                Ok(Some(s)) => self.groups.leave(id, &p, s),
+                _ => {
+                    self.index.unsubscribe(id, &p);
+                }
+            }
         }
         // Its in-flight guaranteed deliveries go back to their queues now; it frees its
         // publisher identity. (The deliveries to others land in their egress later, at
@@ -1099,6 +1276,14 @@ impl Core {
             },
             clients,
             clients_omitted: omitted,
+            cache: self.cache.is_enabled().then(|| CacheDoc {
+                patterns: self.cache.patterns(),
+                depth: self.cfg.cache_depth,
+                max_topics: self.cfg.cache_max_topics,
+                max_bytes: self.cfg.cache_max_bytes,
+                stats: self.cache.stats(),
+            }),
+            shared_groups: self.groups.len(),
             guaranteed: if self.spool.enabled() {
                 let mut g = self.gm.stats_json();
                 g["spool"] = self.spool.usage();
@@ -1121,8 +1306,22 @@ struct StatsDoc<'a> {
     router: RouterStats,
     clients: &'a [ClientStats],
     clients_omitted: usize,
+    /// The last-value cache (null when no cache pattern is configured).
+    cache: Option<CacheDoc<'a>>,
+    /// Shared subscription groups that have members.
+    shared_groups: usize,
     /// Queues, publishers and the spool (null when guaranteed messaging is off).
     guaranteed: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct CacheDoc<'a> {
+    patterns: &'a [String],
+    depth: usize,
+    max_topics: usize,
+    max_bytes: usize,
+    #[serde(flatten)]
+    stats: &'a crate::cache::CacheStats,
 }
 
 #[derive(Serialize)]

@@ -12,11 +12,13 @@
 //! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod config;
 pub mod core;
 pub mod driver;
 pub mod egress;
 pub mod gm;
+pub mod groups;
 pub mod index;
 pub mod spool_port;
 

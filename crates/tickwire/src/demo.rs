@@ -52,7 +52,9 @@ Then the market-data path (skip it with --no-market-data): a synthetic NASDAQ IT
 session (100,000 messages, 50 symbols) is published as MoldUDP64 multicast on loopback
 at 4x its recorded rate, through the feed handler (gap detection, order books) and a
 router child process, to 2 measuring clients; the report says whether anything was lost
-and gives the latency of each hop. The full test: `tickwire bench md-replay`.
+and gives the latency of each hop. The router caches the quote topics (md/*/*/quote):
+at the end a late subscriber gets every symbol's last quote at once from the cache. The
+full test: `tickwire bench md-replay`.
 
 Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
 simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at
@@ -278,6 +280,9 @@ fn market_data() -> anyhow::Result<bool> {
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,
+        // The feed handler's quote topics are cached: a late subscriber has every
+        // symbol's top of book at once.
+        cache: vec!["md/*/*/quote".into()],
     };
     let stop = tickwire_rt::StopFlag::install();
     let report =

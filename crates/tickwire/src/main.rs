@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench_cmd;
+mod cache_cmd;
 mod demo;
 mod demo_gm;
 mod feed_cmd;
@@ -15,6 +16,7 @@ mod md_cmd;
 mod pubsub;
 mod queue_cmd;
 mod replay_cmd;
+mod reqrep_cmd;
 mod router_cmd;
 mod stats;
 mod units;
@@ -48,6 +50,11 @@ Examples:
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'           # print matching messages
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
+  tickwire reply svc/time --exec date             # a responder
+  tickwire request svc/time now                   # ask it (exit 2: no responders)
+  tickwire router --cache 'md/>'                  # keep every md topic's last value
+  tickwire sub 'md/>' --initial-image             # cached last values, then live
+  tickwire cache show 'md/>'                      # the cached values, no subscription
   tickwire stats                                  # per-client counters
   tickwire queue create orders --sub 'orders/>'   # a durable queue
   tickwire pub orders/new 'buy 100' --guaranteed  # stored, acknowledged publish
@@ -72,8 +79,14 @@ enum Cmd {
     Pub(pubsub::PubArgs),
     /// Subscribe to patterns and print what arrives.
     Sub(pubsub::SubArgs),
+    /// Send a request and print the first reply (request/reply).
+    Request(reqrep_cmd::RequestArgs),
+    /// Answer requests on a pattern: echo, or run a command per request.
+    Reply(reqrep_cmd::ReplyArgs),
     /// Show a router's per-client counters and totals.
     Stats(stats::StatsArgs),
+    /// Last-value cache: show the cached messages of the topics matching a pattern.
+    Cache(cache_cmd::CacheArgs),
     /// Durable queues: create, list, show, delete, purge.
     Queue(queue_cmd::QueueArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
@@ -102,7 +115,10 @@ fn main() -> std::process::ExitCode {
         Cmd::Router(a) => router_cmd::run(a),
         Cmd::Pub(a) => pubsub::run_pub(a),
         Cmd::Sub(a) => pubsub::run_sub(a),
+        Cmd::Request(a) => reqrep_cmd::run_request(a),
+        Cmd::Reply(a) => reqrep_cmd::run_reply(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Cache(a) => cache_cmd::run(a),
         Cmd::Queue(a) => queue_cmd::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),

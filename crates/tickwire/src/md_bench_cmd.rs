@@ -182,6 +182,7 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         group: a.group,
         json: a.json,
         plot: a.plot,
+        cache: Vec::new(),
     };
     let stop = StopFlag::install();
     let report = crate::bench_cmd::with_console(|c| repro::run(&opts, &stop, c))?;

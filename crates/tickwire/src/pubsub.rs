@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use tickwire_client::{
-    Client, ClientOptions, GuaranteedPublisher, QueueConsumer, ReconnectOptions, Start, Wait,
+    ClientOptions, GuaranteedPublisher, LinkEvent, QueueConsumer, ReconnectOptions,
+    ReconnectingClient, Start, Wait,
 };
 
 use crate::units::{parse_rate, parse_size};
@@ -26,6 +27,13 @@ Modes:
   tickwire pub TOPIC MESSAGE --count N        the same message N times
 
 Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
+
+Reconnecting: the first connection must succeed; after that, when the router restarts
+or the connection drops, the command reconnects with exponential backoff and jitter
+(for up to --give-up-after) and goes on; messages published while disconnected are kept
+(up to 1 MiB) and sent after the reconnection, the rest fail with a clear error.
+Messages that were in flight when the connection dropped may be lost (direct messaging;
+--guaranteed for every message). --no-reconnect exits on a lost connection instead.
 
 Guaranteed (--guaranteed): every message is stored by the router in the queues whose
 subscriptions match, and acknowledged; the command waits (up to --answer-timeout)
@@ -81,9 +89,13 @@ pub struct PubArgs {
     /// With --guaranteed: how long to wait for the last answers after the last publish.
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "30s", requires = "guaranteed")]
     answer_timeout: Duration,
-    /// With --guaranteed: give up when the router cannot be reached for this long.
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "60s", requires = "guaranteed")]
+    /// Give up when the router cannot be reached for this long (after a lost
+    /// connection; the first must succeed).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "60s")]
     give_up_after: Duration,
+    /// Exit on a lost connection instead of reconnecting (direct publishing).
+    #[arg(long, conflicts_with = "guaranteed")]
+    no_reconnect: bool,
 }
 
 /// Exit status of `pub --guaranteed` when the router refused some messages.
@@ -97,11 +109,8 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
-    let opts = ClientOptions {
-        name: a.name.clone(),
-        ..ClientOptions::default()
-    };
-    let mut client = Client::connect_with(a.router.as_str(), opts)?;
+    let opts = link_options(&a.name, a.no_reconnect, Some(a.give_up_after));
+    let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
         let stdin = std::io::stdin();
         let mut n = 0u64;
@@ -110,8 +119,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             client.publish(&a.topic, line.as_bytes())?;
             n += 1;
         }
-        client.flush()?;
-        client.close()?;
+        finish_publishing(client)?;
         eprintln!("published {n} messages to {}", a.topic);
         return Ok(ExitCode::SUCCESS);
     }
@@ -121,7 +129,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     pace(count, a.rate, start, |_| client.publish(&a.topic, &payload))?;
     client.flush()?;
     let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
-    client.close()?;
+    finish_publishing(client)?;
     if count > 1 {
         let secs = elapsed.as_secs_f64().max(1e-9);
         eprintln!(
@@ -134,6 +142,58 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reconnection options of the direct `pub` and `sub`: `no_reconnect` gives up on the
+/// first failed attempt.
+fn link_options(
+    name: &str,
+    no_reconnect: bool,
+    give_up_after: Option<Duration>,
+) -> ReconnectOptions {
+    ReconnectOptions {
+        client: ClientOptions {
+            name: name.to_owned(),
+            ..ClientOptions::default()
+        },
+        give_up_after: if no_reconnect {
+            Some(Duration::ZERO)
+        } else {
+            give_up_after
+        },
+        ..ReconnectOptions::default()
+    }
+}
+
+/// Sends what is buffered (waiting for a reconnection if the router is away, up to
+/// --give-up-after), then closes.
+fn finish_publishing(mut client: ReconnectingClient) -> anyhow::Result<()> {
+    client.flush()?;
+    while !client.is_connected() || client.offline_buffered().1 > 0 {
+        client.poll(Wait::Timeout(Duration::from_millis(100)), |ev| {
+            report_link(&ev);
+        })?;
+    }
+    client.flush()?;
+    client.close()?;
+    Ok(())
+}
+
+/// Tells the person at the terminal that the router went away or came back.
+fn report_link(ev: &LinkEvent<'_>) {
+    match ev {
+        LinkEvent::Disconnected { reason } => {
+            eprintln!("disconnected: {reason}; reconnecting");
+        }
+        LinkEvent::Reconnected(o) => eprintln!(
+            "reconnected after {:.3} s ({} attempts): {} subscriptions restored, {} buffered publishes sent",
+            o.down_for.as_secs_f64(),
+            o.attempts,
+            o.resubscribed,
+            o.republished
+        ),
+        _ => {}
+    }
 }
 
 fn payload_of(a: &PubArgs) -> anyhow::Result<Vec<u8>> {
@@ -280,8 +340,35 @@ UTF-8 are shown as hex; --hex forces hex; --print-json prints one JSON object pe
 ({\"topic\", \"payload\" or \"payload_hex\", \"discarded\"}). When the router had to
 drop messages because this subscriber read too slowly, a line says how many.
 
+Reconnecting: when the router restarts or the connection drops, the command says so
+on standard error ('disconnected: ...; reconnecting'), reconnects with exponential
+backoff (50 ms doubling to 1 s, with jitter), subscribes again and carries on
+('reconnected after ...'). Messages published while it was away are not delivered
+(direct messaging keeps nothing; use --queue for that); at the end, --quiet reports
+the disconnections and, for publishers that number their messages (SEQ), how many
+are missing. --no-reconnect exits (status 0) on the first loss instead;
+--give-up-after bounds the outage it waits through (default: forever; then exit 1).
+
+Initial image (--initial-image): on a router with a last-value cache (`tickwire router
+--cache PATTERN`), the command first prints the cached messages of the matching topics,
+marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
+live stream: nothing missed and nothing twice between the two. After a reconnection it
+asks the new connection for a new image (which may repeat, marked, last values printed
+before the loss when the router itself did not restart).
+  tickwire sub 'md/>' --initial-image                # every symbol's last quote, then live
+
+Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same
+pattern is a member of one group, and the router gives each message to one member,
+round robin in the order they joined; subscribers outside the group still get every
+message. Members join and leave at any time. A member that stops reading is handled by
+the router's slow-consumer policy like any subscriber (its share is discarded, or it
+is disconnected); the others are unaffected. (It subscribes to '$share/NAME/PATTERN'.)
+  tickwire sub 'jobs/>' --group workers              # run several: each job once
+
 Examples:
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'              # print matching messages
+  tickwire sub 'md/>' --give-up-after 30s            # exit if the router stays away 30 s
+  tickwire sub 'md/>' --no-reconnect                 # exit when the connection drops
   tickwire sub 'orders/>' --count 10 --print-json    # 10 messages as JSON lines
   tickwire sub 'md/>' --quiet --count 1000000        # count and rate only
   tickwire sub 'md/>' --router 10.0.0.5:7420        # another router
@@ -332,6 +419,20 @@ pub struct SubArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-sub")]
     name: String,
+    /// Ask the router for an initial image: the cached last value of every matching
+    /// topic first (lines marked '[cached]'), then the live stream (see below).
+    #[arg(long, conflicts_with_all = ["queue", "group"])]
+    initial_image: bool,
+    /// Join the shared subscription (queue group) NAME on every pattern: each message
+    /// goes to one member of the group (see below).
+    #[arg(long, value_name = "NAME", conflicts_with = "queue")]
+    group: Option<String>,
+    /// Exit when the connection is lost instead of reconnecting.
+    #[arg(long, conflicts_with = "queue")]
+    no_reconnect: bool,
+    /// Exit when the router cannot be reached again for this long [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
+    give_up_after: Option<Duration>,
 }
 
 /// Whether `out` is a pipe whose reading end has been closed: `poll(2)` reports an error
@@ -351,22 +452,37 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     if let Some(queue) = a.queue.clone() {
         return run_sub_queue(a, &queue);
     }
-    let opts = ClientOptions {
-        name: a.name.clone(),
-        ..ClientOptions::default()
-    };
-    let mut client = Client::connect_with(a.router.as_str(), opts)?;
+    let opts = link_options(&a.name, a.no_reconnect, a.give_up_after);
+    let mut client = ReconnectingClient::connect(&a.router, opts)?;
     for p in &a.patterns {
-        client
-            .subscribe(p)
-            .with_context(|| format!("subscribing to {p:?}"))?;
+        let p = match &a.group {
+            Some(g) => tickwire_client::shared_pattern(g, p),
+            None => p.clone(),
+        };
+        let subscribed = match a.initial_image {
+            true => client.subscribe_with_image(&p),
+            false => client.subscribe(&p),
+        };
+        subscribed.with_context(|| format!("subscribing to {p:?}"))?;
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
     let mut tally = Tally::new(a.count);
     let mut discarded = 0u64;
+    let mut lost: Option<String> = None;
     while tally.wants_more() {
-        let polled = client.poll(Wait::Timeout(Duration::from_millis(200)), |m| {
+        let polled = client.poll(Wait::Timeout(Duration::from_millis(200)), |ev| {
+            let LinkEvent::Message(m) = ev else {
+                // Flushed first, so the report lands between the right messages.
+                out.flush().ok();
+                match ev {
+                    LinkEvent::Disconnected { reason } if a.no_reconnect => {
+                        lost = Some(reason.to_owned());
+                    }
+                    _ => report_link(&ev),
+                }
+                return;
+            };
             if !tally.take() {
                 return;
             }
@@ -380,17 +496,11 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             }
         });
         let idle = matches!(polled, Ok(0));
-        match polled {
-            Ok(_) => {}
-            Err(tickwire_client::Error::Closed { code, reason })
-                if code == tickwire_wire::frame::ErrorCode::NORMAL
-                    || code == tickwire_wire::frame::ErrorCode::SHUTTING_DOWN =>
-            {
-                out.flush().ok();
-                eprintln!("router closed the connection: {reason}");
-                break;
-            }
-            Err(e) => return Err(e.into()),
+        polled?;
+        if let Some(reason) = lost.take() {
+            out.flush().ok();
+            eprintln!("{reason} (--no-reconnect: exiting)");
+            break;
         }
         // A closed pipe (`tickwire sub ... | head`) ends the command quietly; the
         // buffered writer reports it on a write or on this flush, whichever comes first,
@@ -417,6 +527,16 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     }
     if a.quiet {
         tally.report(&format!("({discarded} discarded by the router)"));
+        let st = client.stats();
+        if st.disconnects > 0 {
+            eprintln!(
+                "{} disconnections, {} reconnections, {:.3} s disconnected; {} messages missing by sequence number",
+                st.disconnects,
+                st.reconnects,
+                st.time_disconnected.as_secs_f64(),
+                st.missed_by_seq
+            );
+        }
     }
     client.close().ok();
     Ok(ExitCode::SUCCESS)
@@ -565,7 +685,7 @@ fn print_delivery(
     }
 }
 
-fn print_message(
+pub fn print_message(
     out: &mut impl Write,
     m: &tickwire_client::Message<'_>,
     hex: bool,
@@ -578,10 +698,16 @@ fn print_message(
             m.discarded()
         )?;
     }
+    if m.cached().is_some() && !json {
+        write!(out, "[cached] ")?;
+    }
     let text = printable(m.payload());
     if json {
         let mut obj = json_object(m.topic(), m.payload(), hex);
         obj.insert("discarded".into(), m.discarded().into());
+        if let Some(at) = m.cached() {
+            obj.insert("cached_unix_ns".into(), at.into());
+        }
         writeln!(out, "{}", serde_json::Value::Object(obj))
     } else {
         match (text, hex) {

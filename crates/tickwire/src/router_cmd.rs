@@ -41,7 +41,15 @@ Examples:
   tickwire router --config router.toml --stall-timeout 2s   # a file, one flag wins
   tickwire router --print-config > router.toml         # start a config file
   tickwire router --data-dir /var/lib/tickwire --sync fsync   # guaranteed messages here
-  tickwire router --no-guaranteed                      # direct messages only, no spool";
+  tickwire router --no-guaranteed                      # direct messages only, no spool
+  tickwire router --cache 'md/>' --cache-depth 1       # last value of every md topic
+
+Last-value cache (--cache PATTERN, repeatable; config key cache = [\"md/>\"]): the router
+keeps the last message (--cache-depth N: the last N) of every topic matching a cache
+pattern, bounded by --cache-max-topics and --cache-max-bytes (the topics updated least
+recently are evicted, and counted in stats). `tickwire sub --initial-image` gets them
+before the live stream, with no gap and no duplicate; `tickwire cache show PATTERN`
+prints them without subscribing.";
 
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]
@@ -121,6 +129,20 @@ pub struct RouterArgs {
     /// Most unacknowledged guaranteed publishes per publisher [default: 4096].
     #[arg(long, value_name = "N")]
     publish_window: Option<u32>,
+    /// Last-value cache: keep the last message of every topic matching PATTERN
+    /// (repeat for several; '>' is allowed, bounded by --cache-max-*). Subscribers may
+    /// then ask for an initial image (`tickwire sub --initial-image`).
+    #[arg(long = "cache", value_name = "PATTERN")]
+    cache: Vec<String>,
+    /// Messages kept per cached topic (the last N) [default: 1].
+    #[arg(long, value_name = "N")]
+    cache_depth: Option<usize>,
+    /// Most topics cached; the least recently updated is evicted [default: 100000].
+    #[arg(long, value_name = "N")]
+    cache_max_topics: Option<usize>,
+    /// Most bytes cached; the least recently updated topics are evicted [default: 64MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    cache_max_bytes: Option<usize>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -166,8 +188,14 @@ impl RouterArgs {
             read_memory_limit,
             name,
             sync,
-            publish_window
+            publish_window,
+            cache_depth,
+            cache_max_topics,
+            cache_max_bytes
         );
+        if !self.cache.is_empty() {
+            cfg.cache = self.cache.clone();
+        }
         if let Some(d) = &self.data_dir {
             cfg.data_dir = Some(d.clone());
         }

@@ -42,6 +42,10 @@ const CONFIG_KEYS: &[&str] = &[
     "retain_bytes",
     "retain_ms",
     "max_stored_bytes",
+    "cache",
+    "cache_depth",
+    "cache_max_topics",
+    "cache_max_bytes",
 ];
 
 /// A `tickwire` command running in the background; killed when dropped.

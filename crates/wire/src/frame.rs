@@ -129,12 +129,29 @@ pub mod flags {
     /// DELIVER only: this message was delivered before (or may have been, before a
     /// router restart).
     pub const REDELIVERED: u8 = 0x10;
+    /// PUBLISH and MESSAGE: a REPLY field follows STAMPS: `u32` correlation id, `u8`
+    /// reply topic length, the reply topic. A request names a reply topic; a reply to
+    /// it names none (length 0) and carries the request's correlation id. Not with
+    /// GUARANTEED. (The same bit on DELIVER is [`REDELIVERED`].)
+    pub const REPLY: u8 = 0x10;
+    /// MESSAGE only: delivered from the router's last-value cache (an initial image or
+    /// a cache query), not live; a `u64` field follows REPLY: when the router received
+    /// the original PUBLISH, in nanoseconds since the Unix epoch.
+    pub const CACHED: u8 = 0x20;
+    /// SUBSCRIBE only: send the cached messages matching the pattern before the ACK,
+    /// then live messages (an initial image).
+    pub const IMAGE: u8 = 0x01;
+    /// SUBSCRIBE only: send the cached messages matching the pattern, then the ACK, and
+    /// install no subscription (a one-shot cache query).
+    pub const IMAGE_ONLY: u8 = 0x02;
+    /// Flags a SUBSCRIBE may carry (one of them at most).
+    pub const SUBSCRIBE_ALLOWED: u8 = IMAGE | IMAGE_ONLY;
     /// Flags a PUBLISH may carry.
-    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED;
+    pub const PUBLISH_ALLOWED: u8 = SEQ | STAMPS | GUARANTEED | REPLY;
     /// Flags a DELIVER may carry.
     pub const DELIVER_ALLOWED: u8 = SEQ | STAMPS | REDELIVERED;
     /// Flags a version 1 MESSAGE may carry.
-    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS;
+    pub const MESSAGE_ALLOWED: u8 = SEQ | DISCARDS | STAMPS | REPLY | CACHED;
     /// ERROR only: the router closes the connection after this frame.
     pub const FATAL: u8 = 0x01;
 }
@@ -194,6 +211,9 @@ impl ErrorCode {
     pub const TAKEN_OVER: ErrorCode = ErrorCode(22);
     /// Guaranteed messaging is unavailable (the spool failed to open or write).
     pub const SPOOL_UNAVAILABLE: ErrorCode = ErrorCode(23);
+    /// Non-fatal: a request (PUBLISH with a REPLY field naming a reply topic) matched
+    /// no subscription; `request_id` is the request's correlation id.
+    pub const NO_RESPONDERS: ErrorCode = ErrorCode(24);
 
     /// Short, stable name for logs and tools.
     pub fn name(self) -> &'static str {
@@ -222,6 +242,7 @@ impl ErrorCode {
             21 => "unknown-delivery",
             22 => "taken-over",
             23 => "spool-unavailable",
+            24 => "no-responders",
             _ => "unknown",
         }
     }
@@ -308,10 +329,46 @@ pub struct Msg<'a> {
     pub discarded: u64,
     /// In-line timestamps, when [`flags::STAMPS`] is set.
     pub stamps: Option<Stamps>,
+    /// The REPLY field, when [`flags::REPLY`] is set (PUBLISH and MESSAGE only).
+    pub reply: Option<ReplyField<'a>>,
+    /// MESSAGE from the cache ([`flags::CACHED`]): when the router received the
+    /// original PUBLISH, in nanoseconds since the Unix epoch.
+    pub cached: Option<u64>,
     /// Topic bytes, not yet validated (see [`crate::topic::validate_topic`]).
     pub topic: &'a [u8],
     /// Application payload.
     pub payload: &'a [u8],
+}
+
+/// What a SUBSCRIBE asks of the router's last-value cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Image {
+    /// Live messages only (no flag).
+    #[default]
+    None,
+    /// The cached messages matching the pattern, then live ones ([`flags::IMAGE`]).
+    ThenLive,
+    /// The cached messages only; no subscription is installed ([`flags::IMAGE_ONLY`]).
+    Only,
+}
+
+/// The REPLY field of a request or a reply ([`flags::REPLY`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyField<'a> {
+    /// Chosen by the requester; a reply carries the request's. The router answers a
+    /// request that matches no subscription with a non-fatal ERROR
+    /// [`ErrorCode::NO_RESPONDERS`] whose request_id is this.
+    pub correlation: u32,
+    /// A request: the topic to publish the reply to (not yet validated, 1 to 250
+    /// bytes). A reply: empty.
+    pub to: &'a [u8],
+}
+
+impl ReplyField<'_> {
+    /// Whether this is a request (it names a reply topic).
+    pub fn is_request(&self) -> bool {
+        !self.to.is_empty()
+    }
 }
 
 /// One decoded frame, borrowing the input buffer.
@@ -368,6 +425,9 @@ pub enum Frame<'a> {
         request_id: u32,
         /// Pattern bytes, not yet validated.
         pattern: &'a [u8],
+        /// Whether cached messages are asked for ([`flags::IMAGE`],
+        /// [`flags::IMAGE_ONLY`]).
+        image: Image,
     },
     /// See [`Kind::Unsubscribe`].
     Unsubscribe {
@@ -551,6 +611,7 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
         Kind::Message => flags::MESSAGE_ALLOWED,
         Kind::Deliver => flags::DELIVER_ALLOWED,
         Kind::Error => flags::FATAL,
+        Kind::Subscribe => flags::SUBSCRIBE_ALLOWED,
         _ => 0,
     };
     if fl & !allowed != 0 {
@@ -558,6 +619,12 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     }
     if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::SEQ == 0 {
         return Err(r.malformed("a guaranteed publish must carry SEQ"));
+    }
+    if kind == Kind::Subscribe && fl == flags::SUBSCRIBE_ALLOWED {
+        return Err(r.malformed("IMAGE and IMAGE_ONLY together"));
+    }
+    if kind == Kind::Publish && fl & flags::GUARANTEED != 0 && fl & flags::REPLY != 0 {
+        return Err(r.malformed("a guaranteed publish cannot be a request or reply"));
     }
     if aux != 0 && !matches!(kind, Kind::Publish | Kind::Message | Kind::Deliver) {
         return Err(r.malformed("reserved header field is not zero"));
@@ -612,9 +679,17 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
             let request_id = r.u32()?;
             let pattern = r.rest;
             if kind == Kind::Subscribe {
+                let image = if fl & flags::IMAGE_ONLY != 0 {
+                    Image::Only
+                } else if fl & flags::IMAGE != 0 {
+                    Image::ThenLive
+                } else {
+                    Image::None
+                };
                 Frame::Subscribe {
                     request_id,
                     pattern,
+                    image,
                 }
             } else {
                 Frame::Unsubscribe {
@@ -847,6 +922,23 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        // DELIVER uses the bit for REDELIVERED: its tail has no REPLY field.
+        let reply = if fl & flags::REPLY != 0 && self.kind != Kind::Deliver {
+            let correlation = self.u32()?;
+            let [len] = self.take::<1>()?;
+            let Some((to, rest)) = self.rest.split_at_checked(usize::from(len)) else {
+                return Err(self.malformed("reply topic length exceeds frame"));
+            };
+            self.rest = rest;
+            Some(ReplyField { correlation, to })
+        } else {
+            None
+        };
+        let cached = if fl & flags::CACHED != 0 && self.kind == Kind::Message {
+            Some(self.u64()?)
+        } else {
+            None
+        };
         let topic_len = aux as usize;
         if topic_len == 0 {
             return Err(self.malformed("empty topic"));
@@ -859,6 +951,8 @@ impl<'a> Reader<'a> {
             seq,
             discarded,
             stamps,
+            reply,
+            cached,
             topic,
             payload: &self.rest[topic_len..],
         })
@@ -1010,6 +1104,19 @@ pub fn encode_subscribe(out: &mut Vec<u8>, request_id: u32, pattern: &str) {
     encode_request(out, Kind::Subscribe, request_id, pattern.as_bytes());
 }
 
+/// Appends a SUBSCRIBE asking for cached messages per `image`.
+pub fn encode_subscribe_image(out: &mut Vec<u8>, request_id: u32, pattern: &str, image: Image) {
+    let fl = match image {
+        Image::None => 0,
+        Image::ThenLive => flags::IMAGE,
+        Image::Only => flags::IMAGE_ONLY,
+    };
+    let s = begin(out, Kind::Subscribe, fl, 0);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(pattern.as_bytes());
+    finish(out, s);
+}
+
 /// Appends an UNSUBSCRIBE.
 pub fn encode_unsubscribe(out: &mut Vec<u8>, request_id: u32, pattern: &str) {
     encode_request(out, Kind::Unsubscribe, request_id, pattern.as_bytes());
@@ -1054,8 +1161,25 @@ pub fn encode_publish(
     opts: PublishOptions,
     max_frame: u32,
 ) -> Result<(), EncodeError> {
+    encode_publish_reply(out, topic, payload, opts, None, max_frame)
+}
+
+/// Appends a PUBLISH with a REPLY field: a request (`reply.to` names the reply topic,
+/// at most 255 bytes) or a reply (`reply.to` empty). Topics are not validated here.
+pub fn encode_publish_reply(
+    out: &mut Vec<u8>,
+    topic: &str,
+    payload: &[u8],
+    opts: PublishOptions,
+    reply: Option<ReplyField<'_>>,
+    max_frame: u32,
+) -> Result<(), EncodeError> {
     let topic_len =
         u16::try_from(topic.len()).map_err(|_| EncodeError::TopicTooLong(topic.len()))?;
+    let reply_len = match reply {
+        Some(r) => u8::try_from(r.to.len()).map_err(|_| EncodeError::TopicTooLong(r.to.len()))?,
+        None => 0,
+    };
     let mut fl = 0;
     let mut len = HEADER_LEN + topic.len() + payload.len();
     if opts.seq.is_some() {
@@ -1065,6 +1189,10 @@ pub fn encode_publish(
     if opts.publisher_send.is_some() {
         fl |= flags::STAMPS;
         len += STAMPS_LEN;
+    }
+    if reply.is_some() {
+        fl |= flags::REPLY;
+        len += 5 + usize::from(reply_len);
     }
     if len > max_frame as usize {
         return Err(EncodeError::TooLarge {
@@ -1082,6 +1210,11 @@ pub fn encode_publish(
     if let Some(t) = opts.publisher_send {
         out.extend_from_slice(&t.to_le_bytes());
         out.extend_from_slice(&[0; 16]);
+    }
+    if let Some(r) = reply {
+        out.extend_from_slice(&r.correlation.to_le_bytes());
+        out.push(reply_len);
+        out.extend_from_slice(r.to);
     }
     out.extend_from_slice(topic.as_bytes());
     out.extend_from_slice(payload);
@@ -1132,6 +1265,28 @@ pub fn encode_message_from_publish(
         out[at..at + 8].copy_from_slice(&router_in.to_le_bytes());
         out[at + 8..at + 16].copy_from_slice(&router_out.to_le_bytes());
     }
+    out.len() - start
+}
+
+/// Appends the MESSAGE the router delivers from its cache for the PUBLISH frame
+/// `publish` (exact bytes of a decoded PUBLISH): a copy with the kind patched,
+/// GUARANTEED cleared, and the CACHED field (`published_unix_ns`) inserted after the
+/// other optional fields. Returns the number of bytes appended.
+pub fn encode_cached_message(out: &mut Vec<u8>, publish: &[u8], published_unix_ns: u64) -> usize {
+    let start = out.len();
+    let Ok(Some((Frame::Publish(p), n))) = decode(publish, u32::MAX) else {
+        return 0;
+    };
+    let publish = &publish[..n];
+    // Topic and payload end the frame: the optional fields end where they begin.
+    let at = n - p.topic.len() - p.payload.len();
+    let len = (n + 8) as u32;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(Kind::Message as u8);
+    out.push((publish[5] & !flags::GUARANTEED) | flags::CACHED);
+    out.extend_from_slice(&publish[6..at]);
+    out.extend_from_slice(&published_unix_ns.to_le_bytes());
+    out.extend_from_slice(&publish[at..]);
     out.len() - start
 }
 
@@ -1221,7 +1376,8 @@ mod tests {
             one(&b),
             Frame::Subscribe {
                 request_id: 3,
-                pattern: b"md/>"
+                pattern: b"md/>",
+                image: Image::None,
             }
         );
         b.clear();
@@ -1391,5 +1547,103 @@ mod tests {
             prop_assert_eq!(msg.discarded, discarded);
             prop_assert_eq!(msg.seq, seq);
         }
+
+        #[test]
+        fn request_and_reply_fields_round_trip_through_the_router_copy(
+            topic in "[a-z]{1,8}(/[a-z]{1,8}){0,3}",
+            reply_to in "([a-z_]{1,8}(/[a-z0-9]{1,8}){0,3})?",
+            correlation in any::<u32>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..100),
+            seq in proptest::option::of(any::<u64>()),
+            ts in proptest::option::of(any::<u64>()),
+            discarded in 0u64..3,
+            split in any::<prop::sample::Index>(),
+        ) {
+            let mut b = Vec::new();
+            let reply = ReplyField { correlation, to: reply_to.as_bytes() };
+            let opts = PublishOptions { seq, publisher_send: ts };
+            encode_publish_reply(&mut b, &topic, &payload, opts, Some(reply), MAX).unwrap();
+            let Frame::Publish(p) = one(&b) else { panic!("not a publish") };
+            prop_assert_eq!(p.reply, Some(reply));
+            prop_assert_eq!(p.reply.is_some_and(|r| r.is_request()), !reply_to.is_empty());
+            prop_assert_eq!(p.topic, topic.as_bytes());
+            prop_assert_eq!(p.payload, &payload[..]);
+            prop_assert_eq!(p.seq, seq);
+            let cut = split.index(b.len());
+            prop_assert_eq!(decode(&b[..cut], MAX), Ok(None));
+            let mut m = Vec::new();
+            encode_message_from_publish(&mut m, &b, discarded, 7, 9);
+            let Frame::Message(msg) = one(&m) else { panic!("not a message") };
+            prop_assert_eq!(msg.reply, Some(reply));
+            prop_assert_eq!(msg.topic, topic.as_bytes());
+            prop_assert_eq!(msg.payload, &payload[..]);
+            prop_assert_eq!(msg.discarded, discarded);
+            prop_assert_eq!(msg.stamps.map(|s| (s.publisher_send, s.router_in, s.router_out)), ts.map(|t| (t, 7, 9)));
+        }
+    }
+
+    #[test]
+    fn request_example_of_protocol_md_5_1() {
+        let mut b = Vec::new();
+        let r = ReplyField {
+            correlation: 7,
+            to: b"_reply/3/ab",
+        };
+        encode_publish_reply(
+            &mut b,
+            "svc/time",
+            b"now",
+            PublishOptions::default(),
+            Some(r),
+            MAX,
+        )
+        .unwrap();
+        let mut want = vec![0x23, 0, 0, 0, 0x20, 0x10, 8, 0, 7, 0, 0, 0, 11];
+        want.extend_from_slice(b"_reply/3/absvc/timenow");
+        assert_eq!(b, want);
+    }
+
+    #[test]
+    fn reply_field_bad_input() {
+        // A reply topic length past the end of the frame.
+        let mut b = Vec::new();
+        let r = ReplyField {
+            correlation: 1,
+            to: b"x/y",
+        };
+        encode_publish_reply(&mut b, "a", b"", PublishOptions::default(), Some(r), MAX).unwrap();
+        // Frame: header 8, correlation 4, len 1, "x/y" 3, topic "a" 1.
+        assert_eq!(b.len(), 17);
+        b[12] = 200;
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // The REPLY flag with no room for its field.
+        let b = [9, 0, 0, 0, 0x20, flags::REPLY, 1, 0, b'a'];
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // GUARANTEED | REPLY is refused.
+        let mut b = Vec::new();
+        let opts = PublishOptions {
+            seq: Some(1),
+            publisher_send: None,
+        };
+        encode_publish_reply(&mut b, "a", b"", opts, Some(r), MAX).unwrap();
+        b[5] |= flags::GUARANTEED;
+        assert!(matches!(decode(&b, MAX), Err(FrameError::Malformed { .. })));
+        // A reply topic over 255 bytes cannot be encoded.
+        let long = vec![b'x'; 256];
+        let r = ReplyField {
+            correlation: 1,
+            to: &long,
+        };
+        let e = encode_publish_reply(
+            &mut Vec::new(),
+            "a",
+            b"",
+            PublishOptions::default(),
+            Some(r),
+            MAX,
+        );
+        assert_eq!(e, Err(EncodeError::TopicTooLong(256)));
+        // DELIVER's 0x10 is REDELIVERED, not REPLY: no field is read.
+        assert_ne!(flags::DELIVER_ALLOWED & flags::REPLY, 0);
     }
 }

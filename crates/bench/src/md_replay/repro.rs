@@ -53,6 +53,9 @@ pub struct ReproOptions {
     pub group: SocketAddrV4,
     pub json: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// Last-value cache patterns for the router (`--cache`); after the replay a late
+    /// client queries the cache for each and reports what it found at once.
+    pub cache: Vec<String>,
 }
 
 /// One speed's results.
@@ -128,11 +131,16 @@ pub fn run(
         // The exchange (this thread) and, through inheritance, the measuring thread.
         pin_current_thread(p.near);
     }
+    let cache_args: Vec<&str> = opts
+        .cache
+        .iter()
+        .flat_map(|p| ["--cache", p.as_str()])
+        .collect();
     let router = RouterChild::start(
         &opts.tickwire,
         &opts.router_idle,
         opts.pin.map(|p| p.near),
-        &[],
+        &cache_args,
     )?;
     crate::outln!(
         con.out,
@@ -166,6 +174,19 @@ pub fn run(
             stop,
             con,
         )?);
+    }
+    for pattern in &opts.cache {
+        // A subscriber joining after the session: the cache has every symbol's last
+        // update, without waiting for the next one (a quiet symbol may never trade again).
+        let started = std::time::Instant::now();
+        let mut late = tickwire_client::Client::connect(router.addr)?;
+        let cached = late.cache_query(pattern)?;
+        crate::outln!(
+            con.out,
+            "\nlate subscriber: {} cached topics match {pattern} (every symbol's last quote), received in {:.1} ms",
+            cached.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
     let _ = std::fs::remove_dir_all(&tmp);
     let report = ReproReport {

@@ -1,0 +1,452 @@
+//! The last-value cache: the last message (or last N) of every topic matching the
+//! configured cache patterns, for initial images and cache queries.
+//!
+//! Bounded by topics and bytes: when a new message would exceed either bound, the
+//! topic **updated least recently** is evicted whole (counted), until it fits; a
+//! single message larger than the byte bound is not cached (counted). Requests and
+//! replies (PUBLISH with REPLY) are conversations, not state: never cached.
+//!
+//! Pure: no IO, no clock (the receive time is a parameter). Steady state (a topic
+//! already cached, a message no larger than one it held before) allocates nothing:
+//! each topic keeps a ring of `depth` reused buffers, and recency is an intrusive
+//! doubly-linked list over the slab of entries.
+
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+
+use tickwire_wire::topic::pattern_matches;
+
+use crate::index::{Slot, SubscriptionIndex};
+
+/// Limits of a [`Cache`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Messages kept per topic (the last N). At least 1.
+    pub depth: usize,
+    /// Most topics cached.
+    pub max_topics: usize,
+    /// Most bytes of cached frames (plus topic names).
+    pub max_bytes: usize,
+}
+
+/// Counters of a [`Cache`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStats {
+    /// Topics cached now.
+    pub topics: usize,
+    /// Bytes cached now.
+    pub bytes: usize,
+    /// Messages stored (replacing older ones included).
+    pub stored: u64,
+    /// Topics evicted to stay within the limits.
+    pub evicted_topics: u64,
+    /// Messages evicted with them.
+    pub evicted_messages: u64,
+    /// Messages not cached because one alone exceeds `max_bytes`.
+    pub too_large: u64,
+    /// Initial images and cache queries served.
+    pub images: u64,
+    /// Cached messages sent in them.
+    pub image_messages: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct Entry {
+    topic: Box<str>,
+    /// Ring of the last `depth` messages: `(frame, received_unix_ns)`; `len` valid,
+    /// the oldest at `head`.
+    ring: Vec<(Vec<u8>, u64)>,
+    head: usize,
+    len: usize,
+    bytes: usize,
+    prev: u32,
+    next: u32,
+}
+
+/// See the module docs.
+pub struct Cache {
+    patterns: SubscriptionIndex,
+    pattern_list: Vec<String>,
+    scratch: Vec<Slot>,
+    limits: CacheLimits,
+    topics: HashMap<Box<str>, u32>,
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    /// Least recently updated first.
+    lru_head: u32,
+    lru_tail: u32,
+    stats: CacheStats,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("patterns", &self.pattern_list)
+            .field("limits", &self.limits)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cache {
+    /// A cache of the topics matching `patterns` (already validated); none: disabled.
+    pub fn new(patterns: &[String], limits: CacheLimits) -> Cache {
+        let mut index = SubscriptionIndex::new();
+        for (i, p) in patterns.iter().enumerate() {
+            index.subscribe(Slot(i as u32), p);
+        }
+        Cache {
+            patterns: index,
+            pattern_list: patterns.to_vec(),
+            scratch: Vec::with_capacity(patterns.len()),
+            limits: CacheLimits {
+                depth: limits.depth.max(1),
+                ..limits
+            },
+            topics: HashMap::new(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            lru_head: NIL,
+            lru_tail: NIL,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Whether any pattern is configured.
+    pub fn is_enabled(&self) -> bool {
+        !self.pattern_list.is_empty()
+    }
+
+    /// The cache patterns.
+    pub fn patterns(&self) -> &[String] {
+        &self.pattern_list
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    /// Keeps `publish` (a decoded PUBLISH's exact bytes) as the latest message of
+    /// `topic` if a cache pattern matches it.
+    pub fn handle_publish(&mut self, topic: &str, publish: &[u8], received_unix_ns: u64) {
+        if self.pattern_list.is_empty() {
+            return;
+        }
+        self.scratch.clear();
+        self.patterns.match_topic(topic, &mut self.scratch);
+        if self.scratch.is_empty() {
+            return;
+        }
+        let cost = publish.len();
+        if cost + topic.len() > self.limits.max_bytes {
+            self.stats.too_large += 1;
+            return;
+        }
+        let idx = match self.topics.get(topic) {
+            Some(&i) => i,
+            None => {
+                // A new topic: make room for one more topic and its name.
+                while self.topics.len() >= self.limits.max_topics.max(1)
+                    || self.stats.bytes + cost + topic.len() > self.limits.max_bytes
+                {
+                    if !self.evict_oldest() {
+                        break;
+                    }
+                }
+                self.insert(topic)
+            }
+        };
+        self.store(idx, publish, received_unix_ns);
+        // A larger message (or a deeper ring) may exceed the byte bound: evict other
+        // topics, then this topic's own older messages (the newest always fits).
+        while self.stats.bytes > self.limits.max_bytes && self.lru_head != idx {
+            if !self.evict_oldest() {
+                break;
+            }
+        }
+        while self.stats.bytes > self.limits.max_bytes && self.drop_oldest_message(idx) {}
+        self.stats.stored += 1;
+    }
+
+    /// Calls `f(frame, received_unix_ns)` for every cached message whose topic
+    /// matches `pattern`: per topic oldest first; topics in no particular order.
+    /// Returns how many.
+    pub fn for_each_matching(&mut self, pattern: &str, mut f: impl FnMut(&[u8], u64)) -> usize {
+        let mut n = 0;
+        for e in self.entries.iter().flatten() {
+            if !pattern_matches(pattern, &e.topic) {
+                continue;
+            }
+            for k in 0..e.len {
+                let (frame, at) = &e.ring[(e.head + k) % e.ring.len()];
+                f(frame, *at);
+                n += 1;
+            }
+        }
+        self.stats.images += 1;
+        self.stats.image_messages += n as u64;
+        n
+    }
+
+    fn insert(&mut self, topic: &str) -> u32 {
+        let e = Entry {
+            topic: topic.into(),
+            ring: Vec::new(),
+            head: 0,
+            len: 0,
+            bytes: topic.len(),
+            prev: NIL,
+            next: NIL,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = Some(e);
+                i
+            }
+            None => {
+                self.entries.push(Some(e));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.topics.insert(topic.into(), idx);
+        self.stats.topics = self.topics.len();
+        self.stats.bytes += topic.len();
+        self.link_tail(idx);
+        idx
+    }
+
+    fn store(&mut self, idx: u32, publish: &[u8], at: u64) {
+        let depth = self.limits.depth;
+        let Some(Some(e)) = self.entries.get_mut(idx as usize) else {
+            return;
+        };
+        let slot = if e.len < depth {
+            if e.ring.len() < depth {
+                e.ring.push((Vec::new(), 0));
+            }
+            let s = (e.head + e.len) % e.ring.len().max(1);
+            e.len += 1;
+            s
+        } else {
+            // Full: overwrite the oldest, which becomes the newest.
+            let s = e.head;
+            e.head = (e.head + 1) % e.ring.len();
+            s
+        };
+        let (buf, when) = &mut e.ring[slot];
+        e.bytes = e.bytes - buf.len() + publish.len();
+        self.stats.bytes = self.stats.bytes - buf.len() + publish.len();
+        buf.clear();
+        buf.extend_from_slice(publish);
+        *when = at;
+        self.unlink(idx);
+        self.link_tail(idx);
+    }
+
+    /// Drops the oldest message of topic `idx` if it has more than one.
+    fn drop_oldest_message(&mut self, idx: u32) -> bool {
+        let Some(Some(e)) = self.entries.get_mut(idx as usize) else {
+            return false;
+        };
+        if e.len <= 1 {
+            return false;
+        }
+        let (buf, _) = &mut e.ring[e.head];
+        let freed = buf.len();
+        // Cleared, not freed: the slot is reused by the next message.
+        buf.clear();
+        e.head = (e.head + 1) % e.ring.len();
+        e.len -= 1;
+        e.bytes -= freed;
+        self.stats.bytes -= freed;
+        self.stats.evicted_messages += 1;
+        true
+    }
+
+    /// Evicts the least recently updated topic; false when none is left.
+    fn evict_oldest(&mut self) -> bool {
+        let idx = self.lru_head;
+        if idx == NIL {
+            return false;
+        }
+        self.unlink(idx);
+        if let Some(e) = self.entries.get_mut(idx as usize).and_then(Option::take) {
+            self.topics.remove(&e.topic);
+            self.stats.bytes -= e.bytes;
+            self.stats.evicted_topics += 1;
+            self.stats.evicted_messages += e.len as u64;
+        }
+        self.free.push(idx);
+        self.stats.topics = self.topics.len();
+        true
+    }
+
+    fn link_tail(&mut self, idx: u32) {
+        let tail = self.lru_tail;
+        if let Some(Some(e)) = self.entries.get_mut(idx as usize) {
+            e.prev = tail;
+            e.next = NIL;
+        }
+        match self.entries.get_mut(tail as usize) {
+            Some(Some(t)) => t.next = idx,
+            _ => self.lru_head = idx,
+        }
+        self.lru_tail = idx;
+    }
+
+    fn unlink(&mut self, idx: u32) {
+        let Some(Some(e)) = self.entries.get(idx as usize) else {
+            return;
+        };
+        let (prev, next) = (e.prev, e.next);
+        match self.entries.get_mut(prev as usize) {
+            Some(Some(p)) => p.next = next,
+            _ => {
+                if self.lru_head == idx {
+                    self.lru_head = next;
+                }
+            }
+        }
+        match self.entries.get_mut(next as usize) {
+            Some(Some(n)) => n.prev = prev,
+            _ => {
+                if self.lru_tail == idx {
+                    self.lru_tail = prev;
+                }
+            }
+        }
+        if let Some(Some(e)) = self.entries.get_mut(idx as usize) {
+            e.prev = NIL;
+            e.next = NIL;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(depth: usize, topics: usize, bytes: usize) -> CacheLimits {
+        CacheLimits {
+            depth,
+            max_topics: topics,
+            max_bytes: bytes,
+        }
+    }
+
+    fn image(c: &mut Cache, pattern: &str) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        c.for_each_matching(pattern, |f, at| {
+            out.push((String::from_utf8_lossy(f).into_owned(), at))
+        });
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn keeps_the_last_message_of_matching_topics_only() {
+        let mut c = Cache::new(&["md/>".into()], limits(1, 100, 1 << 20));
+        c.handle_publish("md/a", b"a1", 1);
+        c.handle_publish("md/a", b"a2", 2);
+        c.handle_publish("md/b", b"b1", 3);
+        c.handle_publish("other", b"x", 4);
+        assert_eq!(image(&mut c, "md/>"), [("a2".into(), 2), ("b1".into(), 3)]);
+        assert_eq!(image(&mut c, "md/b"), [("b1".into(), 3)]);
+        assert_eq!(image(&mut c, "other"), []);
+        assert_eq!(c.stats().topics, 2);
+        assert_eq!(c.stats().bytes, 4 + 4 + 2 + 2);
+    }
+
+    #[test]
+    fn depth_keeps_the_last_n_oldest_first() {
+        let mut c = Cache::new(&[">".into()], limits(3, 100, 1 << 20));
+        for i in 1..=5u64 {
+            c.handle_publish("t", format!("m{i}").as_bytes(), i);
+        }
+        let mut got = Vec::new();
+        c.for_each_matching("t", |f, _| got.push(f.to_vec()));
+        assert_eq!(got, [b"m3".to_vec(), b"m4".to_vec(), b"m5".to_vec()]);
+    }
+
+    #[test]
+    fn the_least_recently_updated_topic_is_evicted_at_the_topic_bound() {
+        let mut c = Cache::new(&[">".into()], limits(1, 2, 1 << 20));
+        c.handle_publish("a", b"1", 1);
+        c.handle_publish("b", b"1", 2);
+        c.handle_publish("a", b"2", 3); // a is now the most recent
+        c.handle_publish("c", b"1", 4); // evicts b
+        let mut ats: Vec<_> = image(&mut c, ">").into_iter().map(|(_, at)| at).collect();
+        ats.sort();
+        assert_eq!(ats, [3, 4]);
+        assert_eq!(c.stats().evicted_topics, 1);
+        assert_eq!(c.stats().topics, 2);
+    }
+
+    #[test]
+    fn the_byte_bound_holds_and_a_message_too_large_alone_is_refused() {
+        // Each topic costs 1 (name) + 10 (frame).
+        let mut c = Cache::new(&[">".into()], limits(1, 1000, 35));
+        for t in ["a", "b", "c", "d", "e"] {
+            c.handle_publish(t, &[0; 10], 0);
+            assert!(c.stats().bytes <= 35, "{:?}", c.stats());
+        }
+        assert_eq!(c.stats().topics, 3);
+        assert_eq!(c.stats().evicted_topics, 2);
+        c.handle_publish("big", &[0; 40], 0);
+        assert_eq!(c.stats().too_large, 1);
+        // Growing one entry evicts the others, never itself.
+        c.handle_publish("e", &[0; 30], 0);
+        assert!(c.stats().bytes <= 35);
+        assert_eq!(image(&mut c, "e").len(), 1);
+    }
+
+    #[test]
+    fn a_deep_ring_of_one_topic_stays_within_the_byte_bound() {
+        let mut c = Cache::new(&[">".into()], limits(4, 10, 40));
+        for i in 0..6u8 {
+            c.handle_publish("t", &[i; 15], u64::from(i));
+            assert!(c.stats().bytes <= 40, "{:?}", c.stats());
+        }
+        // 1 + 15 + 15 = 31 fits, a third would not: the last two are kept.
+        let mut got = Vec::new();
+        c.for_each_matching("t", |f, _| got.push(f[0]));
+        assert_eq!(got, [4, 5]);
+    }
+
+    #[test]
+    fn an_evicted_slot_is_reused_and_the_lru_list_stays_consistent() {
+        let mut c = Cache::new(&[">".into()], limits(2, 3, 1 << 20));
+        for round in 0..50u64 {
+            for t in ["a", "b", "c", "d", "e"] {
+                c.handle_publish(t, &round.to_le_bytes(), round);
+            }
+            assert_eq!(c.stats().topics, 3);
+            assert!(c.entries.len() <= 4);
+        }
+        // Walk the list both ways.
+        let mut n = 0;
+        let mut at = c.lru_head;
+        let mut prev = NIL;
+        while at != NIL {
+            let e = c.entries[at as usize].as_ref().unwrap();
+            assert_eq!(e.prev, prev);
+            prev = at;
+            at = e.next;
+            n += 1;
+        }
+        assert_eq!((n, prev), (3, c.lru_tail));
+    }
+
+    #[test]
+    fn disabled_cache_keeps_nothing() {
+        let mut c = Cache::new(&[], limits(1, 10, 100));
+        c.handle_publish("a", b"x", 1);
+        assert!(!c.is_enabled());
+        assert_eq!(c.stats().topics, 0);
+    }
+}

@@ -1,0 +1,309 @@
+//! Shared subscriptions (queue groups): subscribers naming the same group on the
+//! same pattern share its messages, each message going to one member.
+//!
+//! A shared subscription is a SUBSCRIBE whose pattern is `$share/GROUP/PATTERN`
+//! (MQTT 5's syntax). Members are served **round robin** in the order they joined,
+//! skipping members that cannot take messages (still in handshake or closing); a
+//! member that stops reading is still chosen in its turn, so the slow-consumer policy
+//! (discard its oldest messages, or disconnect it) applies to it alone and the other
+//! members are unaffected. Members join and leave at any time; a group disappears with
+//! its last member.
+//!
+//! Pure: no IO, no clock. No allocation per message: matching fills a reused vector.
+
+// A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
+#![deny(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+
+use crate::index::{Slot, SubscriptionIndex};
+
+/// The first level of a shared subscription's pattern.
+pub const SHARE_PREFIX: &str = "$share/";
+
+/// A shared subscription pattern split into its group and its pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared<'a> {
+    /// The group name (one level, no wildcard).
+    pub group: &'a str,
+    /// The pattern the group subscribes to.
+    pub pattern: &'a str,
+}
+
+/// Splits `$share/GROUP/PATTERN`; `Ok(None)` for an ordinary pattern, `Err` with the
+/// reason for a malformed shared one. `full` is an already validated pattern.
+pub fn parse(full: &str) -> Result<Option<Shared<'_>>, &'static str> {
+    let Some(rest) = full.strip_prefix(SHARE_PREFIX) else {
+        if full == "$share" {
+            return Err("a shared subscription is $share/GROUP/PATTERN");
+        }
+        return Ok(None);
+    };
+    let Some((group, pattern)) = rest.split_once('/') else {
+        return Err("a shared subscription is $share/GROUP/PATTERN (no pattern given)");
+    };
+    if group.contains(['*', '>']) {
+        return Err("a shared subscription's group name cannot contain '*' or '>'");
+    }
+    Ok(Some(Shared { group, pattern }))
+}
+
+#[derive(Debug)]
+struct Group {
+    /// `$share/GROUP/PATTERN` as subscribed.
+    key: Box<str>,
+    members: Vec<Slot>,
+    /// The member whose turn is next, modulo the number of members.
+    next: usize,
+}
+
+/// Every group, and an index from topics to groups.
+#[derive(Default)]
+pub struct Groups {
+    /// Values are group numbers (as `Slot`s), not clients.
+    index: SubscriptionIndex,
+    by_key: HashMap<Box<str>, u32>,
+    groups: Vec<Option<Group>>,
+    free: Vec<u32>,
+    /// Group numbers matched by the last topic (reused).
+    matched: Vec<Slot>,
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups")
+            .field("groups", &self.groups)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Groups {
+    /// Whether no group exists (routing then skips groups entirely).
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Adds `member` to the group of `full` (`shared` is its parse); a member already in
+    /// it is not added twice.
+    pub fn join(&mut self, member: Slot, full: &str, shared: Shared<'_>) {
+        let gid = match self.by_key.get(full) {
+            Some(&g) => g,
+            None => {
+                let g = self.free.pop().unwrap_or(self.groups.len() as u32);
+                let group = Group {
+                    key: full.into(),
+                    members: Vec::new(),
+                    next: 0,
+                };
+                match self.groups.get_mut(g as usize) {
+                    Some(slot) => *slot = Some(group),
+                    None => self.groups.push(Some(group)),
+                }
+                self.by_key.insert(full.into(), g);
+                self.index.subscribe(Slot(g), shared.pattern);
+                g
+            }
+        };
+        if let Some(Some(g)) = self.groups.get_mut(gid as usize) {
+            if !g.members.contains(&member) {
+                g.members.push(member);
+            }
+        }
+    }
+
+    /// Removes `member` from the group of `full`; the group goes with its last member.
+    pub fn leave(&mut self, member: Slot, full: &str, shared: Shared<'_>) {
+        let Some(&gid) = self.by_key.get(full) else {
+            return;
+        };
+        let Some(Some(g)) = self.groups.get_mut(gid as usize) else {
+            return;
+        };
+        if let Some(i) = g.members.iter().position(|&m| m == member) {
+            g.members.remove(i);
+            // Keep the rotation where it was for the remaining members.
+            if i < g.next {
+                g.next -= 1;
+            }
+        }
+        if g.members.is_empty() {
+            self.index.unsubscribe(Slot(gid), shared.pattern);
+            self.by_key.remove(full);
+            self.groups[gid as usize] = None;
+            self.free.push(gid);
+        }
+    }
+
+    /// For every group matching `topic`, picks the member whose turn it is among those
+    /// `eligible` accepts and appends it to `out` unless already there (a client that
+    /// also matches directly gets one copy). Returns the number of groups matched.
+    pub fn pick(
+        &mut self,
+        topic: &str,
+        out: &mut Vec<Slot>,
+        mut eligible: impl FnMut(Slot) -> bool,
+    ) -> usize {
+        self.matched.clear();
+        self.index.match_topic(topic, &mut self.matched);
+        for &Slot(gid) in &self.matched {
+            let Some(Some(g)) = self.groups.get_mut(gid as usize) else {
+                continue;
+            };
+            let n = g.members.len();
+            let start = g.next.checked_rem(n).unwrap_or(0);
+            for k in 0..n {
+                let i = (start + k) % n;
+                let m = g.members[i];
+                if eligible(m) {
+                    // Not wrapped: a member joining at the end is next in turn.
+                    g.next = i + 1;
+                    if !out.contains(&m) {
+                        out.push(m);
+                    }
+                    break;
+                }
+            }
+        }
+        self.matched.len()
+    }
+
+    /// Members of the group `$share/GROUP/PATTERN`, in turn order from the next one.
+    pub fn members(&self, full: &str) -> Vec<Slot> {
+        let Some(Some(g)) = self
+            .by_key
+            .get(full)
+            .and_then(|&gid| self.groups.get(gid as usize))
+        else {
+            return Vec::new();
+        };
+        let n = g.members.len();
+        let start = g.next.checked_rem(n).unwrap_or(0);
+        (0..n).map(|k| g.members[(start + k) % n]).collect()
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// The keys of every group (for stats), unordered.
+    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+        self.groups.iter().flatten().map(|g| &*g.key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(g: &mut Groups, m: u32, full: &str) {
+        let s = parse(full).unwrap().unwrap();
+        g.join(Slot(m), full, s);
+    }
+
+    fn leave(g: &mut Groups, m: u32, full: &str) {
+        let s = parse(full).unwrap().unwrap();
+        g.leave(Slot(m), full, s);
+    }
+
+    fn pick(g: &mut Groups, topic: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        g.pick(topic, &mut out, |_| true);
+        out.into_iter().map(|s| s.0).collect()
+    }
+
+    #[test]
+    fn parse_splits_group_and_pattern() {
+        assert_eq!(parse("md/>"), Ok(None));
+        assert_eq!(
+            parse("$share/workers/jobs/>"),
+            Ok(Some(Shared {
+                group: "workers",
+                pattern: "jobs/>"
+            }))
+        );
+        assert!(parse("$share/workers").is_err());
+        assert!(parse("$share").is_err());
+        assert!(parse("$share/w*/jobs").is_err());
+        assert!(parse("$share/>").is_err());
+        // `$shared/...` is an ordinary pattern.
+        assert_eq!(parse("$shared/x"), Ok(None));
+    }
+
+    #[test]
+    fn round_robin_among_members_in_join_order() {
+        let mut g = Groups::default();
+        for m in [1, 2, 3] {
+            join(&mut g, m, "$share/w/jobs/>");
+        }
+        let got: Vec<u32> = (0..7).flat_map(|_| pick(&mut g, "jobs/a")).collect();
+        assert_eq!(got, [1, 2, 3, 1, 2, 3, 1]);
+        assert_eq!(pick(&mut g, "other"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn two_groups_on_one_pattern_each_get_every_message() {
+        let mut g = Groups::default();
+        join(&mut g, 1, "$share/a/t");
+        join(&mut g, 2, "$share/a/t");
+        join(&mut g, 3, "$share/b/t");
+        let mut a = pick(&mut g, "t");
+        a.sort();
+        assert_eq!(a, [1, 3]);
+        let mut b = pick(&mut g, "t");
+        b.sort();
+        assert_eq!(b, [2, 3]);
+    }
+
+    #[test]
+    fn members_join_and_leave_at_any_time() {
+        let mut g = Groups::default();
+        join(&mut g, 1, "$share/w/t");
+        join(&mut g, 2, "$share/w/t");
+        assert_eq!(pick(&mut g, "t"), [1]);
+        leave(&mut g, 1, "$share/w/t");
+        assert_eq!(pick(&mut g, "t"), [2]);
+        join(&mut g, 3, "$share/w/t");
+        assert_eq!(pick(&mut g, "t"), [3]);
+        assert_eq!(pick(&mut g, "t"), [2]);
+        leave(&mut g, 2, "$share/w/t");
+        leave(&mut g, 3, "$share/w/t");
+        assert!(g.is_empty());
+        assert_eq!(pick(&mut g, "t"), Vec::<u32>::new());
+        // The freed group number is reused.
+        join(&mut g, 9, "$share/z/u");
+        assert_eq!(pick(&mut g, "u"), [9]);
+        assert_eq!(g.len(), 1);
+    }
+
+    #[test]
+    fn ineligible_members_are_skipped_and_duplicates_not_added() {
+        let mut g = Groups::default();
+        for m in [1, 2, 3] {
+            join(&mut g, m, "$share/w/t");
+        }
+        let mut out = vec![Slot(1)];
+        g.pick("t", &mut out, |s| s != Slot(1));
+        assert_eq!(out, [Slot(1), Slot(2)]);
+        let mut out = vec![Slot(3)];
+        g.pick("t", &mut out, |_| true);
+        // Member 3's turn, and it already has the message directly: one copy.
+        assert_eq!(out, [Slot(3)]);
+        assert_eq!(g.members("$share/w/t"), [Slot(1), Slot(2), Slot(3)]);
+        // Nobody eligible: nothing picked, no panic.
+        let mut out = Vec::new();
+        g.pick("t", &mut out, |_| false);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn joining_twice_and_leaving_an_unknown_group_are_harmless() {
+        let mut g = Groups::default();
+        join(&mut g, 1, "$share/w/t");
+        join(&mut g, 1, "$share/w/t");
+        assert_eq!(g.members("$share/w/t"), [Slot(1)]);
+        leave(&mut g, 5, "$share/w/t");
+        leave(&mut g, 1, "$share/x/t");
+        assert_eq!(pick(&mut g, "t"), [1]);
+    }
+}

@@ -1,0 +1,202 @@
+//! `tickwire request` and `tickwire reply`.
+
+use std::io::{Read, Write};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tickwire_client::{Client, ClientOptions, Error, ReplyTo, Wait};
+
+use crate::pubsub::DEFAULT_ROUTER;
+
+/// Exit status of `request` when nobody is subscribed to the topic.
+const EXIT_NO_RESPONDERS: u8 = 2;
+/// Exit status of `request` when no reply came in time.
+const EXIT_TIMEOUT: u8 = 3;
+
+const REQUEST_HELP: &str = "\
+Sends MESSAGE to TOPIC as a request and prints the first reply's payload. The request
+carries a reply topic unique to this connection and a correlation id; a responder
+(`tickwire reply`, or Client::reply in a program) publishes its answer there.
+
+Exit status: 0 a reply was printed; 2 no responders (no subscription on the router
+matches TOPIC: the router says so at once); 3 no reply within --timeout; 1 another
+error.
+
+Examples:
+  tickwire request svc/time now                    # ask, print the answer
+  tickwire request svc/quote AAPL --timeout 500ms
+  tickwire request svc/nobody x; echo $?           # 2: no responders";
+
+#[derive(Args)]
+#[command(after_help = REQUEST_HELP)]
+pub struct RequestArgs {
+    /// Router address.
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
+    router: String,
+    /// Topic of the request, e.g. svc/time.
+    topic: String,
+    /// Request payload.
+    message: String,
+    /// How long to wait for a reply.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "5s")]
+    timeout: Duration,
+    /// Client name shown in the router's stats.
+    #[arg(long, default_value = "tickwire-request")]
+    name: String,
+}
+
+pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
+    let opts = ClientOptions {
+        name: a.name.clone(),
+        ..ClientOptions::default()
+    };
+    let mut c = Client::connect_with(a.router.as_str(), opts)?;
+    match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
+        Ok(reply) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&reply.payload)?;
+            if !reply.payload.ends_with(b"\n") {
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+            c.close().ok();
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ Error::NoResponders { .. }) => {
+            eprintln!("{e}");
+            Ok(ExitCode::from(EXIT_NO_RESPONDERS))
+        }
+        Err(e @ Error::Timeout { .. }) => {
+            eprintln!("no reply: {e}");
+            Ok(ExitCode::from(EXIT_TIMEOUT))
+        }
+        Err(e) => Err(e).with_context(|| format!("request to {}", a.topic)),
+    }
+}
+
+const REPLY_HELP: &str = "\
+Answers requests on the topics matching PATTERN: by default with the request's own
+payload (echo); with --exec CMD, by running CMD with `sh -c` once per request, the
+request payload on its standard input, and replying with its standard output (at most
+--max-reply bytes; a failing command's reply is its standard error prefixed 'error: ').
+Messages that are not requests are ignored. A line per request goes to standard error
+unless --quiet.
+
+Several `tickwire reply` on one pattern each answer every request; the requester keeps
+the first reply.
+
+Examples:
+  tickwire reply 'svc/echo'                        # echo server
+  tickwire reply 'svc/time' --exec date            # answer with the date
+  tickwire reply 'svc/upper' --exec 'tr a-z A-Z'
+  tickwire reply 'svc/>' --count 1                 # answer one request, then exit";
+
+#[derive(Args)]
+#[command(after_help = REPLY_HELP)]
+pub struct ReplyArgs {
+    /// Router address.
+    #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
+    router: String,
+    /// Pattern of the request topics to answer, e.g. 'svc/time' or 'svc/>'.
+    pattern: String,
+    /// Run this shell command per request (payload on stdin, reply from stdout).
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// Exit after answering this many requests.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Largest reply sent from --exec output, in bytes (the rest is cut).
+    #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size, default_value = "64KiB")]
+    max_reply: usize,
+    /// Print nothing per request.
+    #[arg(long)]
+    quiet: bool,
+    /// Client name shown in the router's stats.
+    #[arg(long, default_value = "tickwire-reply")]
+    name: String,
+}
+
+pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
+    let opts = ClientOptions {
+        name: a.name.clone(),
+        ..ClientOptions::default()
+    };
+    let mut c = Client::connect_with(a.router.as_str(), opts)?;
+    c.subscribe(&a.pattern)
+        .with_context(|| format!("subscribing to {:?}", a.pattern))?;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let mut answered = 0u64;
+    // Requests of one poll; answered after it (a message borrows the client).
+    let mut batch: Vec<(String, ReplyTo, Vec<u8>)> = Vec::new();
+    while answered < limit {
+        c.poll(Wait::Timeout(Duration::from_millis(200)), |m| {
+            if let Some((to, correlation)) = m.reply_to() {
+                let to = ReplyTo {
+                    topic: to.to_owned(),
+                    correlation,
+                };
+                batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
+            }
+        })?;
+        for (topic, to, payload) in batch.drain(..) {
+            if answered >= limit {
+                break;
+            }
+            let answer = match &a.exec {
+                None => payload,
+                Some(cmd) => run_exec(cmd, &payload, a.max_reply),
+            };
+            let max = (c.router_max_frame() as usize).saturating_sub(600);
+            c.reply(&to, &answer[..answer.len().min(max)])?;
+            answered += 1;
+            if !a.quiet {
+                eprintln!("answered a request on {topic} ({} bytes)", answer.len());
+            }
+        }
+        c.flush()?;
+    }
+    c.close().ok();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `cmd` with `input` on its stdin; its stdout (or, when it fails, "error: " and
+/// its stderr), cut to `max` bytes.
+fn run_exec(cmd: &str, input: &[u8], max: usize) -> Vec<u8> {
+    let child = Command::new("sh")
+        .args(["-c", cmd])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return format!("error: cannot run {cmd:?}: {e}").into_bytes(),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its input closes the pipe early: not an error.
+        stdin.write_all(input).ok();
+    }
+    let mut out = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        // Bounded: what is beyond `max` is read and dropped so the command can finish.
+        let mut taken = stdout.take(max as u64);
+        taken.read_to_end(&mut out).ok();
+        std::io::copy(&mut taken.into_inner(), &mut std::io::sink()).ok();
+    }
+    let mut err = Vec::new();
+    if let Some(stderr) = child.stderr.take() {
+        stderr.take(max as u64).read_to_end(&mut err).ok();
+    }
+    match child.wait() {
+        Ok(st) if st.success() => out,
+        Ok(st) => {
+            let mut e = format!("error: {cmd:?} {st}: ").into_bytes();
+            e.extend_from_slice(&err);
+            e.truncate(max);
+            e
+        }
+        Err(e) => format!("error: waiting for {cmd:?}: {e}").into_bytes(),
+    }
+}

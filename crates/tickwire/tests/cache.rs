@@ -1,0 +1,263 @@
+//! The last-value cache across processes on the real router: the initial-image cut
+//! under a concurrent publisher (checked by sequence: no gap, no duplicate), cache
+//! queries, bounds with counted eviction, and the CLI.
+
+// Tests fail loudly on any unexpected error.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{run_cli, RouterProc};
+use tickwire_client::{Client, Error, ErrorCode, PublishOptions, Wait};
+
+const TOPICS: u64 = 50;
+
+fn seq(s: u64) -> PublishOptions {
+    PublishOptions {
+        seq: Some(s),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn initial_image_then_live_has_no_gap_and_no_duplicate_under_a_concurrent_publisher() {
+    let router = RouterProc::start(&["--no-guaranteed", "--cache", "t/>"]);
+    let addr = router.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    // Publishes t/0..t/49 round and round, each topic numbered from 1, until told.
+    let publisher = std::thread::spawn(move || {
+        let mut p = Client::connect(addr).unwrap();
+        let mut n = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            let round = n / TOPICS + 1;
+            let t = n % TOPICS;
+            p.publish_with(&format!("t/{t}"), b"x", seq(round)).unwrap();
+            n += 1;
+            if n % 64 == 0 {
+                p.flush().unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        p.flush().unwrap();
+        // The last seq of every topic.
+        (0..TOPICS)
+            .map(|t| {
+                let full = n / TOPICS + u64::from(t < n % TOPICS);
+                (format!("t/{t}"), full)
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Several subscribers join mid-stream, each checked on its own.
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let mut s = Client::connect(addr).unwrap();
+        s.subscribe_with_image("t/>").unwrap();
+        subs.push(s);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let last = publisher.join().unwrap();
+
+    for (k, s) in subs.iter_mut().enumerate() {
+        // topic -> (cached seq, live seqs)
+        let mut seen: BTreeMap<String, (Option<u64>, Vec<u64>)> = BTreeMap::new();
+        let mut live_started = false;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let done = |seen: &BTreeMap<String, (Option<u64>, Vec<u64>)>| {
+            last.iter().all(|(t, &l)| {
+                seen.get(t)
+                    .is_some_and(|(c, v)| v.last().copied().or(*c) == Some(l))
+            })
+        };
+        while !done(&seen) {
+            s.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+                let e = seen.entry(m.topic().to_owned()).or_default();
+                let sq = m.seq().unwrap();
+                if m.cached().is_some() {
+                    assert!(!live_started, "sub {k}: a cached message after a live one");
+                    assert!(
+                        e.0.is_none(),
+                        "sub {k}: two cached messages for {}",
+                        m.topic()
+                    );
+                    assert!(m.cached().unwrap() > 1_600_000_000_000_000_000);
+                    e.0 = Some(sq);
+                } else {
+                    live_started = true;
+                    e.1.push(sq);
+                }
+            })
+            .unwrap();
+            assert!(Instant::now() < deadline, "sub {k}: incomplete: {seen:?}");
+        }
+        for (t, (cached, live)) in &seen {
+            // The image had every topic (the publisher covered them all before).
+            let c = cached.unwrap_or_else(|| panic!("sub {k}: no cached message for {t}"));
+            let want: Vec<u64> = (c + 1..=last[t]).collect();
+            assert_eq!(live, &want, "sub {k} topic {t}: cached {c}, then live");
+        }
+    }
+}
+
+#[test]
+fn cache_query_bounds_and_counted_eviction() {
+    let router = RouterProc::start(&[
+        "--no-guaranteed",
+        "--cache",
+        ">",
+        "--cache-max-topics",
+        "10",
+        "--cache-depth",
+        "2",
+    ]);
+    let mut p = Client::connect(router.addr).unwrap();
+    for round in 1..=3u64 {
+        for t in 0..100 {
+            p.publish_with(
+                &format!("a/{t}"),
+                format!("{t}.{round}").as_bytes(),
+                seq(round),
+            )
+            .unwrap();
+        }
+    }
+    // An evicted topic comes back with its last message only; a fourth round on the
+    // 10 kept topics gives each its last two.
+    for t in 90..100 {
+        p.publish_with(&format!("a/{t}"), format!("{t}.4").as_bytes(), seq(4))
+            .unwrap();
+    }
+    p.flush().unwrap();
+    let mut q = Client::connect(router.addr).unwrap();
+    // The publisher's bytes are in the router once a ping through it returns.
+    p.ping().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let got = loop {
+        let got = q.cache_query(">").unwrap();
+        if got.len() == 20 {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "{} cached", got.len());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The 10 topics updated last, each with its last 2 messages, oldest first.
+    let mut by_topic: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in &got {
+        assert!(m.cached.is_some());
+        by_topic
+            .entry(m.topic.clone())
+            .or_default()
+            .push(String::from_utf8(m.payload.clone()).unwrap());
+    }
+    let want: BTreeMap<String, Vec<String>> = (90..100)
+        .map(|t| (format!("a/{t}"), vec![format!("{t}.3"), format!("{t}.4")]))
+        .collect();
+    assert_eq!(by_topic, want);
+    assert_eq!(q.cache_query("a/95").unwrap().len(), 2);
+    assert!(q.cache_query("b/>").unwrap().is_empty());
+    let stats: serde_json::Value = serde_json::from_str(&q.stats_json().unwrap()).unwrap();
+    let c = &stats["cache"];
+    assert_eq!(c["topics"], 10);
+    // 100 topics a round, 10 kept: 90 evicted in round 1, 100 in each later round.
+    assert_eq!(c["evicted_topics"], 290, "{c}");
+    assert_eq!(c["patterns"][0], ">");
+    // A query is not a subscription: nothing live follows.
+    p.publish("a/1", b"live").unwrap();
+    p.flush().unwrap();
+    assert_eq!(
+        q.poll(Wait::Timeout(Duration::from_millis(200)), |_| {})
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn image_requests_bad_input() {
+    let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);
+    let mut c = Client::connect(router.addr).unwrap();
+    // No image for shared subscriptions.
+    match c.cache_query("$share/g/md/>") {
+        Err(Error::Rejected { code, .. }) => assert_eq!(code, ErrorCode::INVALID_PATTERN),
+        other => panic!("expected INVALID_PATTERN, got {other:?}"),
+    }
+    // An empty cache answers with nothing; the connection stays usable.
+    assert!(c.cache_query("md/>").unwrap().is_empty());
+    c.subscribe_with_image("md/>").unwrap();
+    // A router without a cache answers images with nothing.
+    let plain = RouterProc::start(&["--no-guaranteed"]);
+    let mut c = Client::connect(plain.addr).unwrap();
+    assert!(c.cache_query(">").unwrap().is_empty());
+    c.subscribe_with_image(">").unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&c.stats_json().unwrap()).unwrap();
+    assert!(stats["cache"].is_null());
+}
+
+#[test]
+fn cli_cache_show_and_sub_initial_image() {
+    let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);
+    let addr = router.addr_str();
+    let mut p = Client::connect(router.addr).unwrap();
+    p.publish("md/A", b"1").unwrap();
+    p.publish("md/A", b"2").unwrap();
+    p.publish("md/B", b"3").unwrap();
+    p.publish("other", b"4").unwrap();
+    p.flush().unwrap();
+    p.ping().unwrap();
+    let (st, out, err) = run_cli(
+        &["cache", "show", "--router", &addr, "md/>"],
+        Duration::from_secs(20),
+    );
+    assert!(st.success(), "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["md/A 2", "md/B 3"]);
+    assert!(err.contains("2 cached messages"), "{err}");
+
+    // sub --initial-image prints the image marked, then live.
+    let sub = std::process::Command::new(common::BIN)
+        .args([
+            "sub",
+            "--router",
+            &addr,
+            "md/>",
+            "--initial-image",
+            "--count",
+            "3",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The two cached lines come at once; then one live message ends it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut stats = Client::connect(router.addr).unwrap();
+    loop {
+        let doc: serde_json::Value = serde_json::from_str(&stats.stats_json().unwrap()).unwrap();
+        if doc["cache"]["images"] == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.publish("md/B", b"live").unwrap();
+    p.flush().unwrap();
+    let out = sub.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let mut image = lines[..2].to_vec();
+    image.sort();
+    assert_eq!(image, ["[cached] md/A 2", "[cached] md/B 3"]);
+    assert_eq!(lines[2], "md/B live");
+    common::assert_help_lists(&["cache", "show", "--help"], &["Examples:"]);
+    common::assert_help_lists(&["sub", "--help"], &["--initial-image"]);
+    common::assert_help_lists(&["router", "--help"], &["--cache"]);
+}

@@ -1,0 +1,340 @@
+//! Reconnecting clients across processes: the real router binary is killed and
+//! restarted on the same port under a reconnecting `tickwire sub` and under the
+//! library's `ReconnectingClient`.
+
+// Tests fail loudly on any unexpected error.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::BIN;
+use tickwire_client::{Client, Error, LinkEvent, ReconnectOptions, ReconnectingClient, Wait};
+
+/// A plain router (no spool) on a fixed port, so that it can be killed and restarted.
+struct Router {
+    child: Child,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Router {
+    fn start(port: u16) -> Router {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut child = Command::new(BIN)
+                .args(["router", "--listen", &format!("127.0.0.1:{port}")])
+                .arg("--no-guaranteed")
+                .env("TICKWIRE_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn tickwire router");
+            let mut line = String::new();
+            let stdout = child.stdout.take().expect("stdout");
+            BufReader::new(stdout).read_line(&mut line).ok();
+            if line.contains(&format!(":{port}")) {
+                return Router { child, port };
+            }
+            // The killed router's port may not be free again yet.
+            let _ = child.wait();
+            assert!(
+                Instant::now() < deadline,
+                "router did not restart on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL the router");
+        self.child.wait().expect("reap the router");
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Publishes `topic payload` every 50 ms until `seen` says the line arrived.
+fn publish_until_seen(addr: &str, topic: &str, payload: &str, lines: &mpsc::Receiver<String>) {
+    let mut c = Client::connect(addr).expect("publisher connects");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let want = format!("{topic} {payload}");
+    loop {
+        c.publish(topic, payload.as_bytes()).unwrap();
+        c.flush().unwrap();
+        while let Ok(line) = lines.recv_timeout(Duration::from_millis(50)) {
+            if line == want {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{want:?} never printed");
+    }
+}
+
+/// A reconnecting `tickwire sub`: its stdout lines arrive on a channel.
+fn spawn_sub(addr: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["sub", "--router", addr, "t/>"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire sub");
+    let stdout = child.stdout.take().expect("sub stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+#[test]
+fn tickwire_sub_keeps_going_across_a_router_restart() {
+    let port = free_port();
+    let router = Router::start(port);
+    let addr = router.addr();
+    let (mut sub, lines) = spawn_sub(&addr, &[]);
+    publish_until_seen(&addr, "t/a", "before", &lines);
+
+    router.kill9();
+    // Down for a while: several attempts fail and back off.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        sub.try_wait().unwrap().is_none(),
+        "sub exited with the router"
+    );
+    let router = Router::start(port);
+    publish_until_seen(&addr, "t/b", "after", &lines);
+
+    // Twice more, at once: it comes back every time.
+    let mut router = router;
+    for round in 0..2 {
+        router.kill9();
+        router = Router::start(port);
+        publish_until_seen(&addr, "t/c", &format!("round-{round}"), &lines);
+    }
+    // And a graceful shutdown (CLOSE shutting-down) is a loss like any other.
+    let st = Command::new("kill")
+        .args(["-TERM", &router.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    router.child.wait().unwrap();
+    let router = Router::start(port);
+    publish_until_seen(&addr, "t/d", "after-sigterm", &lines);
+    drop(router);
+    let _ = sub.kill();
+    let _ = sub.wait();
+    let mut err = String::new();
+    sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        err.contains("disconnected: "),
+        "no disconnection report: {err}"
+    );
+    assert!(
+        err.contains("reconnected after") && err.contains("1 subscriptions restored"),
+        "no reconnection report: {err}"
+    );
+}
+
+#[test]
+fn no_reconnect_exits_when_the_router_goes() {
+    let port = free_port();
+    let router = Router::start(port);
+    let addr = router.addr();
+    let (mut sub, lines) = spawn_sub(&addr, &["--no-reconnect"]);
+    publish_until_seen(&addr, "t/a", "x", &lines);
+    router.kill9();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = sub.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "sub --no-reconnect kept running");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
+fn opts(buffer: usize) -> ReconnectOptions {
+    ReconnectOptions {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(100),
+        give_up_after: Some(Duration::from_secs(20)),
+        offline_buffer_bytes: buffer,
+        ..ReconnectOptions::default()
+    }
+}
+
+#[test]
+fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_buffered() {
+    let port = free_port();
+    let router = Router::start(port);
+    let addr = router.addr();
+    let mut sub = ReconnectingClient::connect(&addr, opts(1 << 20)).unwrap();
+    sub.subscribe("t/>").unwrap();
+    // 8 + 3 + 10 bytes per publish: two fit in 50 bytes, the third does not.
+    let mut publ = ReconnectingClient::connect(&addr, opts(50)).unwrap();
+
+    router.kill9();
+    // The publisher notices on its next write, or on a poll.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publ.is_connected() {
+        publ.poll(Wait::Timeout(Duration::from_millis(20)), |_| {})
+            .unwrap();
+        assert!(Instant::now() < deadline, "the loss went unnoticed");
+    }
+    publ.publish("t/x", b"offline-01").unwrap();
+    publ.publish("t/x", b"offline-02").unwrap();
+    match publ.publish("t/x", b"offline-03") {
+        Err(e @ Error::OfflineBufferFull { limit: 50 }) => {
+            assert!(
+                e.to_string().contains("offline publish buffer is full"),
+                "{e}"
+            );
+        }
+        other => panic!("expected OfflineBufferFull, got {other:?}"),
+    }
+    assert_eq!(publ.offline_buffered(), (42, 2));
+    assert_eq!(publ.stats().offline_refused, 1);
+
+    let _router = Router::start(port);
+    // The subscriber reports the loss, then the reconnection with its subscription.
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !events.iter().any(|e: &String| e.starts_with("reconnected")) {
+        sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| match ev {
+            LinkEvent::Disconnected { reason } => events.push(format!("disconnected {reason}")),
+            LinkEvent::Reconnected(o) => {
+                assert_eq!(o.resubscribed, 1);
+                assert!(o.attempts >= 1);
+                events.push("reconnected".into());
+            }
+            LinkEvent::Message(m) => panic!("unexpected message {}", m.topic()),
+            _ => {}
+        })
+        .unwrap();
+        assert!(Instant::now() < deadline, "no reconnection: {events:?}");
+    }
+    assert!(events[0].starts_with("disconnected"), "{events:?}");
+    assert_eq!(sub.stats().disconnects, 1);
+    assert_eq!(sub.stats().reconnects, 1);
+
+    // Now the publisher reconnects and sends the two buffered publishes, in order.
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 2 {
+        publ.poll(Wait::Timeout(Duration::from_millis(20)), |_| {})
+            .unwrap();
+        sub.poll(Wait::Timeout(Duration::from_millis(20)), |ev| {
+            if let LinkEvent::Message(m) = ev {
+                got.push(String::from_utf8_lossy(m.payload()).into_owned());
+            }
+        })
+        .unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "buffered publishes never arrived: {got:?}"
+        );
+    }
+    assert_eq!(got, ["offline-01", "offline-02"]);
+    assert_eq!(publ.offline_buffered(), (0, 0));
+    assert_eq!(publ.stats().offline_published, 2);
+}
+
+#[test]
+fn library_client_gives_up_after_the_configured_outage() {
+    let port = free_port();
+    let router = Router::start(port);
+    let mut c = ReconnectingClient::connect(
+        &router.addr(),
+        ReconnectOptions {
+            give_up_after: Some(Duration::from_millis(300)),
+            ..opts(1024)
+        },
+    )
+    .unwrap();
+    c.subscribe("t/>").unwrap();
+    router.kill9();
+    let started = Instant::now();
+    let err = loop {
+        match c.poll(Wait::Timeout(Duration::from_millis(50)), |_| {}) {
+            Ok(_) => assert!(started.elapsed() < Duration::from_secs(20), "never gave up"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    assert!(c.stats().failed_attempts >= 2, "{:?}", c.stats());
+}
+
+#[test]
+fn sequence_jumps_across_an_outage_are_counted_as_missed() {
+    let port = free_port();
+    let router = Router::start(port);
+    let addr = router.addr();
+    let mut sub = ReconnectingClient::connect(&addr, opts(1024)).unwrap();
+    sub.subscribe("t/>").unwrap();
+    let mut p = Client::connect(&addr).unwrap();
+    let seq = |s| tickwire_client::PublishOptions {
+        seq: Some(s),
+        ..Default::default()
+    };
+    p.publish_with("t/s", b"1", seq(1)).unwrap();
+    p.flush().unwrap();
+    let mut n = 0;
+    while n < 1 {
+        sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
+            n += usize::from(matches!(ev, LinkEvent::Message(_)));
+        })
+        .unwrap();
+    }
+    router.kill9();
+    let _router = Router::start(port);
+    // Seqs 2..=4 are published while the subscriber is still away (never seen), then
+    // 5 after it is back.
+    let mut p = Client::connect(&addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = None;
+    while last != Some(5) {
+        sub.poll(Wait::Timeout(Duration::from_millis(20)), |ev| {
+            if let LinkEvent::Message(m) = ev {
+                last = m.seq();
+            }
+        })
+        .unwrap();
+        if sub.is_connected() && sub.stats().reconnects == 1 {
+            p.publish_with("t/s", b"5", seq(5)).unwrap();
+            p.flush().unwrap();
+        }
+        assert!(Instant::now() < deadline, "seq 5 never arrived");
+    }
+    // Duplicate 5s (published until seen) are not gaps.
+    assert_eq!(sub.stats().missed_by_seq, 3, "{:?}", sub.stats());
+}

@@ -1,0 +1,266 @@
+//! Request/reply across processes on the real router: the library's `request` and
+//! `reply`, the router's NO_RESPONDERS answer, bad input, and the CLI commands.
+
+// Tests fail loudly on any unexpected error.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{run_cli, Got, Raw, RouterProc, BIN};
+use tickwire_client::{Client, Error, ErrorCode, ReplyTo, Wait};
+use tickwire_wire::frame::{self, PublishOptions, ReplyField};
+
+/// A responder thread: answers `n` requests on `pattern` with "re:" + payload.
+fn responder(addr: String, pattern: &'static str, n: usize) -> std::thread::JoinHandle<()> {
+    let mut c = Client::connect(addr.as_str()).unwrap();
+    c.subscribe(pattern).unwrap();
+    std::thread::spawn(move || {
+        let mut done = 0;
+        let mut todo: Vec<(ReplyTo, Vec<u8>)> = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while done < n {
+            c.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
+                if let Some((to, correlation)) = m.reply_to() {
+                    let to = ReplyTo {
+                        topic: to.into(),
+                        correlation,
+                    };
+                    todo.push((to, [b"re:", m.payload()].concat()));
+                }
+            })
+            .unwrap();
+            for (to, answer) in todo.drain(..) {
+                c.reply(&to, &answer).unwrap();
+                done += 1;
+            }
+            c.flush().unwrap();
+            assert!(Instant::now() < deadline, "responder saw {done} of {n}");
+        }
+    })
+}
+
+#[test]
+fn request_returns_the_first_reply_with_its_correlation_id() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let r = responder(addr.clone(), "svc/echo", 3);
+    let mut c = Client::connect(addr.as_str()).unwrap();
+    // A plain subscription of the requester keeps its messages across requests.
+    c.subscribe("news/>").unwrap();
+    for i in 0..3 {
+        let reply = c
+            .request(
+                "svc/echo",
+                format!("q{i}").as_bytes(),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        assert_eq!(reply.payload, format!("re:q{i}").as_bytes());
+        assert!(reply.topic.starts_with("_reply/"), "{}", reply.topic);
+        assert!(reply.correlation.is_some());
+        assert!(reply.reply_to.is_none());
+    }
+    r.join().unwrap();
+}
+
+#[test]
+fn no_responders_is_answered_at_once_and_the_connection_stays_usable() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let mut c = Client::connect(addr.as_str()).unwrap();
+    let started = Instant::now();
+    match c.request("svc/nobody", b"hi", Duration::from_secs(30)) {
+        Err(e @ Error::NoResponders { .. }) => {
+            assert!(e.to_string().contains("no responders"), "{e}");
+        }
+        other => panic!("expected NoResponders, got {other:?}"),
+    }
+    // Well within the timeout: the router answered, the client did not time out.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let r = responder(addr.clone(), "svc/nobody", 1);
+    let reply = c
+        .request("svc/nobody", b"now", Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(reply.payload, b"re:now");
+    r.join().unwrap();
+    assert!(c.ping().is_ok());
+}
+
+#[test]
+fn a_request_with_an_invalid_reply_topic_is_refused_before_any_responder_sees_it() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let mut resp = Raw::hello(router.addr, "responder");
+    resp.subscribe(1, "svc/>");
+    assert_eq!(resp.next(Duration::from_secs(5)), Ok(Got::Ack(1)));
+    let mut bad = Raw::hello(router.addr, "bad");
+    let mut b = Vec::new();
+    let reply = ReplyField {
+        correlation: 5,
+        to: b"a/>",
+    };
+    let opts = PublishOptions::default();
+    frame::encode_publish_reply(&mut b, "svc/x", b"p", opts, Some(reply), u32::MAX).unwrap();
+    bad.send(&b);
+    let text = bad.expect_fatal(ErrorCode::INVALID_TOPIC);
+    assert!(text.contains("reply topic"), "{text}");
+    // The responder got nothing and is still served.
+    let mut p = Raw::hello(router.addr, "p");
+    p.publish("svc/ok", b"x");
+    match resp.next(Duration::from_secs(5)) {
+        Ok(Got::Message { topic, .. }) => assert_eq!(topic, "svc/ok"),
+        other => panic!("expected svc/ok, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_storm_of_unanswerable_requests_costs_the_router_a_bounded_egress() {
+    // Small egress limit: the unread NO_RESPONDERS answers end in SLOW_CONSUMER.
+    let router = RouterProc::start(&[
+        "--no-guaranteed",
+        "--egress-limit",
+        "64KiB",
+        "--max-frame",
+        "4096",
+    ]);
+    let mut storm = Raw::hello(router.addr, "storm");
+    let mut b = Vec::new();
+    for i in 0..20_000u32 {
+        let reply = ReplyField {
+            correlation: i + 1,
+            to: b"_reply/storm",
+        };
+        let opts = PublishOptions::default();
+        frame::encode_publish_reply(&mut b, "svc/none", b"", opts, Some(reply), u32::MAX).unwrap();
+    }
+    // Written from a thread: the router stops reading once it closes the connection.
+    let mut s = storm.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = s.write_all(&b);
+    });
+    // Meanwhile another client is served normally.
+    let mut c = Client::connect(router.addr).unwrap();
+    assert!(c.ping().is_ok());
+    // Read nothing for a while, then look: the storm client was cut off (its own
+    // unread answers), with at most the egress limit queued for it.
+    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut errors = 0;
+    loop {
+        match storm.next(Duration::from_secs(5)) {
+            Ok(Got::Error {
+                code, fatal: false, ..
+            }) if code == ErrorCode::NO_RESPONDERS => errors += 1,
+            Ok(Got::Error {
+                code, fatal: true, ..
+            }) => {
+                assert_eq!(code, ErrorCode::SLOW_CONSUMER);
+                break;
+            }
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(e) => panic!("storm connection ended without SLOW_CONSUMER: {e:?} after {errors}"),
+        }
+        assert!(Instant::now() < deadline);
+    }
+    assert!(
+        errors < 20_000,
+        "every answer arrived: the limit did not apply"
+    );
+    writer.join().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&c.stats_json().unwrap()).unwrap();
+    assert!(common::u(&stats["router"]["totals"], "no_responders") > 0);
+    assert!(c.ping().is_ok());
+}
+
+#[test]
+fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let (st, _out, err) = run_cli(
+        &["request", "--router", &addr, "svc/upper", "x"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("no responders"), "{err}");
+
+    let mut replier = Command::new(BIN)
+        .args([
+            "reply",
+            "--router",
+            &addr,
+            "svc/upper",
+            "--exec",
+            "tr a-z A-Z",
+        ])
+        .args(["--count", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the responder has subscribed, requests get "no responders".
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        let (st, out, err) = run_cli(
+            &["request", "--router", &addr, "svc/upper", "hello there"],
+            Duration::from_secs(20),
+        );
+        if st.success() {
+            break out;
+        }
+        assert_eq!(st.code(), Some(2), "{err}");
+        assert!(Instant::now() < deadline, "responder never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(out, "HELLO THERE\n");
+    let st = replier.wait().unwrap();
+    assert!(st.success());
+
+    // Echo by default; a reply within the timeout, else exit 3.
+    let mut echo = Command::new(BIN)
+        .args(["reply", "--router", &addr, "svc/echo", "--count", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = loop {
+        let (st, out, _) = run_cli(
+            &["request", "--router", &addr, "svc/echo", "ping"],
+            Duration::from_secs(20),
+        );
+        if st.success() {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "echo never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(out, "ping\n");
+    echo.wait().unwrap();
+
+    // A subscriber that never answers: the request times out (exit 3).
+    let mut silent = Client::connect(router.addr).unwrap();
+    silent.subscribe("svc/silent").unwrap();
+    let (st, _, err) = run_cli(
+        &[
+            "request",
+            "--router",
+            &addr,
+            "svc/silent",
+            "x",
+            "--timeout",
+            "300ms",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(st.code(), Some(3), "{err}");
+}
+
+#[test]
+fn help_has_examples() {
+    common::assert_help_lists(&["request", "--help"], &["Examples:", "no responders"]);
+    common::assert_help_lists(&["reply", "--help"], &["Examples:", "--exec"]);
+}
