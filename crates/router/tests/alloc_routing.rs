@@ -2,6 +2,9 @@
 //! routes N messages (plain, with SEQ, with STAMPS) from one publisher to three
 //! subscribers (an exact topic, a `*` and a `>` pattern) and the driver-side steps
 //! (`poll_transmit`, `egress`, `handle_written`) run, without a single allocation.
+//! The same with the last-value cache on for every topic (`>`, last 2 messages each)
+//! and a shared subscription: N messages over 64 topics to a `>` subscriber and to a
+//! group of two members (`$share/g/md/>`), caching every one.
 //!
 //! Its own test binary, so the counting global allocator is this file's alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,8 +35,8 @@ struct Bench {
 }
 
 impl Bench {
-    fn new() -> Bench {
-        let mut core = Core::new(Config::default(), MonoNanos(1), UtcNanos(0));
+    fn new(cfg: Config, patterns: [&str; 3]) -> Bench {
+        let mut core = Core::new(cfg, MonoNanos(1), UtcNanos(0));
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
         let hello = |core: &mut Core, name: &str| {
             let id = core
@@ -50,7 +53,7 @@ impl Bench {
         };
         let publisher = hello(&mut core, "pub");
         let mut subs = Vec::new();
-        for (i, pattern) in ["md/AAPL/trade", "md/*/trade", "md/>"].iter().enumerate() {
+        for (i, pattern) in patterns.iter().enumerate() {
             let id = hello(&mut core, &format!("sub{i}"));
             let mut b = Vec::new();
             frame::encode_subscribe(&mut b, 1, pattern);
@@ -106,24 +109,35 @@ impl Bench {
     }
 }
 
-#[test]
-fn steady_state_routing_allocates_nothing() {
-    assert_counting();
-    let mut b = Bench::new();
-    // One read's worth of PUBLISH frames: plain, SEQ, STAMPS, both.
+/// One read's worth of PUBLISH frames (plain, SEQ, STAMPS, both) to `topic(i)`.
+fn batch(topic: impl Fn(usize) -> String) -> Vec<u8> {
     let mut input = Vec::new();
     for i in 0..BATCH {
         let opts = PublishOptions {
             seq: (i % 2 == 1).then_some(i as u64),
             publisher_send: (i % 4 >= 2).then_some(12_345),
         };
-        frame::encode_publish(&mut input, "md/AAPL/trade", &[i as u8; 100], opts, 1 << 20).unwrap();
+        frame::encode_publish(&mut input, &topic(i), &[i as u8; 100], opts, 1 << 20).unwrap();
     }
-    let mut now = MonoNanos(1_000);
-    b.route(&input, WARMUP_BATCHES, &mut now);
+    input
+}
+
+/// Warms `b` up, then routes the measured batches; returns the allocations counted
+/// and the number of messages measured (delivery counts restart after the warm-up).
+fn measure(b: &mut Bench, input: &[u8], now: &mut MonoNanos) -> (u64, u64) {
+    b.route(input, WARMUP_BATCHES, now);
     b.delivered = vec![0; 3];
-    let (_, allocations) = allocations_during(|| b.route(&input, MEASURED_BATCHES, &mut now));
-    let n = (BATCH * MEASURED_BATCHES) as u64;
+    let (_, allocations) = allocations_during(|| b.route(input, MEASURED_BATCHES, now));
+    (allocations, (BATCH * MEASURED_BATCHES) as u64)
+}
+
+#[test]
+fn steady_state_routing_allocates_nothing() {
+    assert_counting();
+    let mut b = Bench::new(Config::default(), ["md/AAPL/trade", "md/*/trade", "md/>"]);
+    let input = batch(|_| "md/AAPL/trade".into());
+    let mut now = MonoNanos(1_000);
+    let (allocations, n) = measure(&mut b, &input, &mut now);
     assert_eq!(
         b.delivered,
         vec![n; 3],
@@ -137,4 +151,35 @@ fn steady_state_routing_allocates_nothing() {
         b.core.totals().msgs_out,
         3 * (n + (BATCH * WARMUP_BATCHES) as u64)
     );
+}
+
+#[test]
+fn steady_state_routing_with_the_cache_and_a_group_allocates_nothing() {
+    assert_counting();
+    let cfg = Config {
+        cache: vec![">".into()],
+        cache_depth: 2,
+        ..Config::default()
+    };
+    let mut b = Bench::new(cfg, ["md/>", "$share/g/md/>", "$share/g/md/>"]);
+    let input = batch(|i| format!("md/T{i}/trade"));
+    let mut now = MonoNanos(1_000);
+    let (allocations, n) = measure(&mut b, &input, &mut now);
+    assert_eq!(b.delivered[0], n, "the plain subscriber got every message");
+    assert_eq!(
+        (b.delivered[1], b.delivered[2]),
+        (n / 2, n / 2),
+        "the group shared them, round robin"
+    );
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations while routing and caching {n} messages"
+    );
+    let stats: serde_json::Value = serde_json::from_str(&b.core.stats_json(now)).unwrap();
+    assert_eq!(stats["cache"]["topics"], 64);
+    assert_eq!(
+        stats["cache"]["stored"],
+        n + (BATCH * WARMUP_BATCHES) as u64
+    );
+    assert_eq!(stats["cache"]["evicted_topics"], 0);
 }

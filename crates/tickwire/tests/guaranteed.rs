@@ -11,79 +11,28 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{run_cli, Raw, RouterProc, BIN};
+use common::{free_port, run_cli, FixedRouter, Raw, RouterProc};
 use tickwire_client::{
     Client, ClientOptions, ErrorCode, Event, GuaranteedPublisher, QueueConsumer, QueueOp,
     ReconnectOptions, Start, Wait,
 };
 use tickwire_wire::gm as wgm;
 
-/// A router child on a fixed port and data directory, so it can be killed and restarted.
-struct Durable {
-    child: Child,
-    addr: SocketAddr,
+/// A router on a fixed port and data directory, so it can be killed and restarted.
+fn durable(port: u16, dir: &Path, sync: &str) -> FixedRouter {
+    durable_with(port, dir, sync, Stdio::inherit())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-impl Durable {
-    fn start(port: u16, dir: &Path, sync: &str) -> Durable {
-        Self::start_with(port, dir, sync, Stdio::inherit())
-    }
-
-    fn start_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> Durable {
-        let mut stderr = Some(stderr);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut child = Command::new(BIN)
-                .args(["router", "--listen", &format!("127.0.0.1:{port}")])
-                .args(["--data-dir", &dir.display().to_string(), "--sync", sync])
-                .env("TICKWIRE_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(stderr.take().unwrap_or_else(Stdio::inherit))
-                .spawn()
-                .expect("spawn tickwire router");
-            let mut line = String::new();
-            let stdout = child.stdout.take().expect("stdout");
-            BufReader::new(stdout).read_line(&mut line).ok();
-            if let Some(a) = line.trim().rsplit(' ').next().and_then(|a| a.parse().ok()) {
-                return Durable { child, addr: a };
-            }
-            // The port or the data directory's lock may still be held by the killed
-            // process for a moment.
-            let _ = child.wait();
-            assert!(
-                Instant::now() < deadline,
-                "router did not restart on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL the router");
-        self.child.wait().expect("reap the router");
-    }
-}
-
-impl Drop for Durable {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn durable_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> FixedRouter {
+    let dir = dir.display().to_string();
+    FixedRouter::start(port, &["--data-dir", &dir, "--sync", sync], stderr)
 }
 
 fn reconnect_opts(name: &str) -> ReconnectOptions {
@@ -123,7 +72,7 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
         .unwrap_or(5);
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let mut router = Durable::start(port, dir.path(), "fsync");
+    let mut router = durable(port, dir.path(), "fsync");
     let addr = router.addr.to_string();
     create_queue(
         router.addr,
@@ -221,7 +170,7 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
         rng ^= rng << 17;
         std::thread::sleep(Duration::from_millis(rng % 40));
         router.kill9();
-        router = Durable::start(port, dir.path(), "fsync");
+        router = durable(port, dir.path(), "fsync");
         eprintln!(
             "cycle {}: killed and restarted at ~{} published",
             cycle + 1,
@@ -503,7 +452,7 @@ fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
     }
     let _u = Umount(dir.path());
     let port = free_port();
-    let router = Durable::start(port, dir.path(), "fsync");
+    let router = durable(port, dir.path(), "fsync");
     create_queue(router.addr, r#"{"name":"big","subscriptions":["big"]}"#);
     let mut sub = Client::connect(router.addr).expect("sub");
     sub.subscribe("md/>").expect("subscribe");
@@ -580,7 +529,7 @@ fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
 fn a_corrupt_spool_record_is_reported_and_the_rest_recovered() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let router = Durable::start(port, dir.path(), "fsync");
+    let router = durable(port, dir.path(), "fsync");
     create_queue(router.addr, r#"{"name":"c","subscriptions":["c"]}"#);
     let mut p = Client::connect(router.addr).expect("publisher");
     p.open_publisher("corruptor", 0).expect("open");
@@ -608,7 +557,7 @@ fn a_corrupt_spool_record_is_reported_and_the_rest_recovered() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xFF;
     std::fs::write(&seg, &bytes).expect("write segment");
-    let mut router = Durable::start_with(port, dir.path(), "fsync", Stdio::piped());
+    let mut router = durable_with(port, dir.path(), "fsync", Stdio::piped());
     let stderr = router.child.stderr.take().expect("stderr");
     let log = Arc::new(Mutex::new(String::new()));
     {

@@ -8,71 +8,16 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::BIN;
+use common::{free_port, FixedRouter, BIN};
 use tickwire_client::{Client, Error, LinkEvent, ReconnectOptions, ReconnectingClient, Wait};
 
 /// A plain router (no spool) on a fixed port, so that it can be killed and restarted.
-struct Router {
-    child: Child,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-impl Router {
-    fn start(port: u16) -> Router {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut child = Command::new(BIN)
-                .args(["router", "--listen", &format!("127.0.0.1:{port}")])
-                .arg("--no-guaranteed")
-                .env("TICKWIRE_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("spawn tickwire router");
-            let mut line = String::new();
-            let stdout = child.stdout.take().expect("stdout");
-            BufReader::new(stdout).read_line(&mut line).ok();
-            if line.contains(&format!(":{port}")) {
-                return Router { child, port };
-            }
-            // The killed router's port may not be free again yet.
-            let _ = child.wait();
-            assert!(
-                Instant::now() < deadline,
-                "router did not restart on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL the router");
-        self.child.wait().expect("reap the router");
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn plain(port: u16) -> FixedRouter {
+    FixedRouter::start(port, &["--no-guaranteed"], Stdio::inherit())
 }
 
 /// Publishes `topic payload` every 50 ms until `seen` says the line arrived.
@@ -118,8 +63,8 @@ fn spawn_sub(addr: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
 #[test]
 fn tickwire_sub_keeps_going_across_a_router_restart() {
     let port = free_port();
-    let router = Router::start(port);
-    let addr = router.addr();
+    let router = plain(port);
+    let addr = router.addr_str();
     let (mut sub, lines) = spawn_sub(&addr, &[]);
     publish_until_seen(&addr, "t/a", "before", &lines);
 
@@ -130,14 +75,14 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
         sub.try_wait().unwrap().is_none(),
         "sub exited with the router"
     );
-    let router = Router::start(port);
+    let router = plain(port);
     publish_until_seen(&addr, "t/b", "after", &lines);
 
     // Twice more, at once: it comes back every time.
     let mut router = router;
     for round in 0..2 {
         router.kill9();
-        router = Router::start(port);
+        router = plain(port);
         publish_until_seen(&addr, "t/c", &format!("round-{round}"), &lines);
     }
     // And a graceful shutdown (CLOSE shutting-down) is a loss like any other.
@@ -147,7 +92,7 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
         .unwrap();
     assert!(st.success());
     router.child.wait().unwrap();
-    let router = Router::start(port);
+    let router = plain(port);
     publish_until_seen(&addr, "t/d", "after-sigterm", &lines);
     drop(router);
     let _ = sub.kill();
@@ -167,8 +112,8 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
 #[test]
 fn no_reconnect_exits_when_the_router_goes() {
     let port = free_port();
-    let router = Router::start(port);
-    let addr = router.addr();
+    let router = plain(port);
+    let addr = router.addr_str();
     let (mut sub, lines) = spawn_sub(&addr, &["--no-reconnect"]);
     publish_until_seen(&addr, "t/a", "x", &lines);
     router.kill9();
@@ -196,8 +141,8 @@ fn opts(buffer: usize) -> ReconnectOptions {
 #[test]
 fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_buffered() {
     let port = free_port();
-    let router = Router::start(port);
-    let addr = router.addr();
+    let router = plain(port);
+    let addr = router.addr_str();
     let mut sub = ReconnectingClient::connect(&addr, opts(1 << 20)).unwrap();
     sub.subscribe("t/>").unwrap();
     // 8 + 3 + 10 bytes per publish: two fit in 50 bytes, the third does not.
@@ -225,7 +170,7 @@ fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_bu
     assert_eq!(publ.offline_buffered(), (42, 2));
     assert_eq!(publ.stats().offline_refused, 1);
 
-    let _router = Router::start(port);
+    let _router = plain(port);
     // The subscriber reports the loss, then the reconnection with its subscription.
     let mut events = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -272,9 +217,9 @@ fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_bu
 #[test]
 fn library_client_gives_up_after_the_configured_outage() {
     let port = free_port();
-    let router = Router::start(port);
+    let router = plain(port);
     let mut c = ReconnectingClient::connect(
-        &router.addr(),
+        &router.addr_str(),
         ReconnectOptions {
             give_up_after: Some(Duration::from_millis(300)),
             ..opts(1024)
@@ -297,8 +242,8 @@ fn library_client_gives_up_after_the_configured_outage() {
 #[test]
 fn sequence_jumps_across_an_outage_are_counted_as_missed() {
     let port = free_port();
-    let router = Router::start(port);
-    let addr = router.addr();
+    let router = plain(port);
+    let addr = router.addr_str();
     let mut sub = ReconnectingClient::connect(&addr, opts(1024)).unwrap();
     sub.subscribe("t/>").unwrap();
     let mut p = Client::connect(&addr).unwrap();
@@ -316,7 +261,7 @@ fn sequence_jumps_across_an_outage_are_counted_as_missed() {
         .unwrap();
     }
     router.kill9();
-    let _router = Router::start(port);
+    let _router = plain(port);
     // Seqs 2..=4 are published while the subscriber is still away (never seen), then
     // 5 after it is back.
     let mut p = Client::connect(&addr).unwrap();

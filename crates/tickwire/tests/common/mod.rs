@@ -5,7 +5,7 @@
 #![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -546,4 +546,71 @@ pub fn transport_rows<'a>(
         all.extend(rs.iter().map(|r| (t, r)));
     }
     all
+}
+
+/// A free loopback port, for a router that is restarted on the same one.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A `tickwire router` child on a fixed port, so it can be killed and restarted;
+/// killed on drop.
+pub struct FixedRouter {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl FixedRouter {
+    /// Starts `tickwire router --listen 127.0.0.1:PORT <extra>`, retrying (20 s at
+    /// most) while the port or a spool directory's lock is still held by a killed
+    /// predecessor.
+    pub fn start(port: u16, extra: &[&str], stderr: Stdio) -> FixedRouter {
+        let mut stderr = Some(stderr);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut child = Command::new(BIN)
+                .args(["router", "--listen", &format!("127.0.0.1:{port}")])
+                .args(extra)
+                .env("TICKWIRE_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(stderr.take().unwrap_or_else(Stdio::inherit))
+                .spawn()
+                .expect("spawn tickwire router");
+            let mut line = String::new();
+            let stdout = child.stdout.take().expect("stdout");
+            BufReader::new(stdout).read_line(&mut line).ok();
+            let addr = line.trim().rsplit(' ').next().and_then(|a| a.parse().ok());
+            if let Some(addr) = addr.filter(|a: &SocketAddr| a.port() == port) {
+                return FixedRouter { child, addr };
+            }
+            let _ = child.wait();
+            assert!(
+                Instant::now() < deadline,
+                "router did not restart on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The address as a string for `--router`.
+    pub fn addr_str(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL the router");
+        self.child.wait().expect("reap the router");
+    }
+}
+
+impl Drop for FixedRouter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
