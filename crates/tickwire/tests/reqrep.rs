@@ -201,20 +201,7 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Until the responder has subscribed, requests get "no responders".
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let out = loop {
-        let (st, out, err) = run_cli(
-            &["request", "--router", &addr, "svc/upper", "hello there"],
-            Duration::from_secs(20),
-        );
-        if st.success() {
-            break out;
-        }
-        assert_eq!(st.code(), Some(2), "{err}");
-        assert!(Instant::now() < deadline, "responder never answered");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let out = request_when_answered(&addr, "svc/upper", "hello there");
     assert_eq!(out, "HELLO THERE\n");
     let st = replier.wait().unwrap();
     assert!(st.success());
@@ -227,17 +214,7 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let out = loop {
-        let (st, out, _) = run_cli(
-            &["request", "--router", &addr, "svc/echo", "ping"],
-            Duration::from_secs(20),
-        );
-        if st.success() {
-            break out;
-        }
-        assert!(Instant::now() < deadline, "echo never answered");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let out = request_when_answered(&addr, "svc/echo", "ping");
     assert_eq!(out, "ping\n");
     echo.wait().unwrap();
 
@@ -263,4 +240,22 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
 fn help_has_examples() {
     common::assert_help_lists(&["request", "--help"], &["Examples:", "no responders"]);
     common::assert_help_lists(&["reply", "--help"], &["Examples:", "--exec"]);
+}
+
+/// `tickwire request` until a responder answers: until it has subscribed, a request
+/// gets "no responders" (exit 2); 20 s at most.
+fn request_when_answered(addr: &str, topic: &str, msg: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (st, out, err) = run_cli(
+            &["request", "--router", addr, topic, msg],
+            Duration::from_secs(20),
+        );
+        if st.success() {
+            return out;
+        }
+        assert_eq!(st.code(), Some(2), "{err}");
+        assert!(Instant::now() < deadline, "no responder answered {topic}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
