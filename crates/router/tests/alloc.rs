@@ -35,6 +35,24 @@ struct Bench {
     delivered: Vec<u64>,
 }
 
+/// What the driver does after a read: write every dirty client's egress; `on` sees
+/// each frame written, with its client.
+fn drain_egress(core: &mut Core, dirty: &mut Vec<Slot>, mut on: impl FnMut(Slot, Frame<'_>)) {
+    core.poll_transmit(dirty);
+    for &id in dirty.iter() {
+        let out = core.egress(id);
+        let n = out.len();
+        let mut rest = out;
+        while let Ok(Some((f, used))) = frame::decode(rest, u32::MAX) {
+            on(id, f);
+            rest = &rest[used..];
+        }
+        assert!(rest.is_empty(), "a partial frame in the egress");
+        core.handle_written(id, n);
+    }
+    dirty.clear();
+}
+
 impl Bench {
     fn new(cfg: Config, patterns: [&str; 3]) -> Bench {
         let mut core = Core::new(cfg, MonoNanos(1), UtcNanos(0));
@@ -78,23 +96,12 @@ impl Bench {
 
     /// What the driver does after a read: write every dirty client's egress.
     fn drain(&mut self) {
-        self.core.poll_transmit(&mut self.dirty);
-        for &id in &self.dirty {
-            let out = self.core.egress(id);
-            let n = out.len();
-            if let Some(k) = self.subs.iter().position(|&s| s == id) {
-                let mut rest = out;
-                while let Ok(Some((f, used))) = frame::decode(rest, u32::MAX) {
-                    if matches!(f, Frame::Message(_)) {
-                        self.delivered[k] += 1;
-                    }
-                    rest = &rest[used..];
-                }
-                assert!(rest.is_empty(), "a partial frame in the egress");
+        let (subs, delivered) = (&self.subs, &mut self.delivered);
+        drain_egress(&mut self.core, &mut self.dirty, |id, f| {
+            if let (Some(k), Frame::Message(_)) = (subs.iter().position(|&s| s == id), f) {
+                delivered[k] += 1;
             }
-            self.core.handle_written(id, n);
-        }
-        self.dirty.clear();
+        });
     }
 
     fn route(&mut self, input: &[u8], batches: usize, now: &mut MonoNanos) {
@@ -312,29 +319,20 @@ mod guaranteed {
         /// What the driver does: write every dirty client's egress; the consumer's
         /// deliveries become CONSUMER_ACKs.
         fn drain(&mut self) {
-            self.core.poll_transmit(&mut self.dirty);
-            for &id in &self.dirty {
-                let out = self.core.egress(id);
-                let n = out.len();
-                let mut rest = out;
-                while let Ok(Some((f, used))) = frame::decode(rest, u32::MAX) {
-                    match f {
-                        Frame::Deliver(d) => {
-                            self.delivered += 1;
-                            wgm::encode_consumer_ack(&mut self.acks, d.binding, d.msg_id, d.msg_id);
-                        }
-                        Frame::PubAck { first, last } => {
-                            self.acked_to_publisher += last - first + 1
-                        }
-                        Frame::Error { code, text, .. } => panic!("ERROR {code}: {text}"),
-                        _ => {}
-                    }
-                    rest = &rest[used..];
+            let (delivered, acks, acked) = (
+                &mut self.delivered,
+                &mut self.acks,
+                &mut self.acked_to_publisher,
+            );
+            super::drain_egress(&mut self.core, &mut self.dirty, |_, f| match f {
+                Frame::Deliver(d) => {
+                    *delivered += 1;
+                    wgm::encode_consumer_ack(acks, d.binding, d.msg_id, d.msg_id);
                 }
-                assert!(rest.is_empty(), "a partial frame in the egress");
-                self.core.handle_written(id, n);
-            }
-            self.dirty.clear();
+                Frame::PubAck { first, last } => *acked += last - first + 1,
+                Frame::Error { code, text, .. } => panic!("ERROR {code}: {text}"),
+                _ => {}
+            });
         }
 
         fn turn(&mut self, input: &[u8]) {

@@ -103,15 +103,7 @@ fn recover(cfg: GmConfig, records: &[Vec<u8>], first_lsn: u64) -> Engine {
 
 #[test]
 fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive() {
-    let (mut e, mut log) = engine();
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
-    for s in 1..=3 {
-        publish(&mut e, &mut log, P, "a", s, b"x");
-    }
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
-    drain(&mut e);
+    let (mut e, mut log) = bound("a", "a", 3, 10);
     e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 1).unwrap();
     // Message 1 is consumed; retention 0 lets it go.
     e.cfg.retain_bytes = 0;
@@ -127,13 +119,7 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     let mut r = recover(GmConfig::default(), &kept, below);
     assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
-    let ids: Vec<u64> = drain(&mut r)
-        .into_iter()
-        .filter_map(|(_, o)| match o {
-            Out::Deliver { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect();
+    let ids: Vec<u64> = delivered_ids(&mut r);
     assert_eq!(ids, vec![2, 3]);
     r.handle_pub_open(P, 1, 0, "pub").unwrap();
     assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
@@ -168,6 +154,35 @@ fn create(e: &mut Engine, log: &mut MemLog, json: &str) {
     e.handle_queue_request(log, Slot(99), 1, QueueOp::Create, json)
         .unwrap();
     drain(e);
+}
+
+/// Queue `q` on `subscription`, `n` durable messages published by P to `topic` (the
+/// payload: the sequence number), and consumer C bound with `window`; the output of
+/// all that drained.
+fn bound(subscription: &str, topic: &str, n: u64, window: u32) -> (Engine, MemLog) {
+    let (mut e, mut log) = engine();
+    let def = format!(r#"{{"name":"q","subscriptions":["{subscription}"]}}"#);
+    create(&mut e, &mut log, &def);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=n {
+        publish(&mut e, &mut log, P, topic, s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, window, Start::Queue, "q")
+        .unwrap();
+    drain(&mut e);
+    (e, log)
+}
+
+/// The ids of the DELIVERs in `e`'s output.
+fn delivered_ids(e: &mut Engine) -> Vec<u64> {
+    drain(e)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect()
 }
 
 fn engine() -> (Engine, MemLog) {
@@ -397,15 +412,7 @@ fn spool_failure_nacks_and_forgets_the_message() {
 
 #[test]
 fn replay_binding_browses_retained_messages_from_the_start_without_consuming() {
-    let (mut e, mut log) = engine();
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
-    for s in 1..=3 {
-        publish(&mut e, &mut log, P, "a", s, &[s as u8]);
-    }
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_bind(t(0), C, 1, 2, Start::Queue, "q").unwrap();
-    drain(&mut e);
+    let (mut e, mut log) = bound("a", "a", 3, 2);
     // Window 2: 1 and 2 are in flight; acking them lets 3 through.
     e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 3).unwrap();
     assert!(matches!(
@@ -417,27 +424,13 @@ fn replay_binding_browses_retained_messages_from_the_start_without_consuming() {
     // Consumed, still retained: a replay from id 2 sees 2 and 3.
     e.handle_bind(t(1), Slot(8), 1, 10, Start::MessageId(2), "q")
         .unwrap();
-    let ids: Vec<u64> = drain(&mut e)
-        .into_iter()
-        .filter_map(|(_, o)| match o {
-            Out::Deliver { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect();
+    let ids: Vec<u64> = delivered_ids(&mut e);
     assert_eq!(ids, vec![2, 3]);
 }
 
 #[test]
 fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
-    let (mut e, mut log) = engine();
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a/>"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
-    for s in 1..=4 {
-        publish(&mut e, &mut log, P, "a/b", s, &[s as u8]);
-    }
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
-    drain(&mut e);
+    let (mut e, mut log) = bound("a/>", "a/b", 4, 10);
     e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 2).unwrap();
     // Restart from the log.
     let mut r = recover(GmConfig::default(), &log.records, 1);
