@@ -72,11 +72,7 @@ fn rtt(addr: &str, n: usize) {
         while !stop2.load(Ordering::Relaxed) {
             responder
                 .poll(Wait::NoWait, |m| {
-                    let to = m.reply_to().map(|(t, c)| ReplyTo {
-                        topic: t.into(),
-                        correlation: c,
-                    });
-                    todo.push((to, m.payload().to_vec()));
+                    todo.push((m.reply_target(), m.payload().to_vec()));
                 })
                 .unwrap();
             for (to, p) in todo.drain(..) {

@@ -106,6 +106,15 @@ impl<'a> Message<'a> {
             .map(|(c, to)| (to, c))
     }
 
+    /// For a request: where to send the answer, owned (to keep past this message, e.g.
+    /// to answer after the `poll` that delivered it).
+    pub fn reply_target(&self) -> Option<ReplyTo> {
+        self.reply_to().map(|(topic, correlation)| ReplyTo {
+            topic: topic.to_owned(),
+            correlation,
+        })
+    }
+
     /// For a reply: the correlation id of the request it answers.
     #[inline]
     pub fn correlation(&self) -> Option<u32> {
@@ -155,10 +164,7 @@ impl From<Message<'_>> for OwnedMessage {
             discarded: m.discarded,
             stamps: m.stamps,
             seq: m.seq,
-            reply_to: m.reply_to().map(|(topic, correlation)| ReplyTo {
-                topic: topic.to_owned(),
-                correlation,
-            }),
+            reply_to: m.reply_target(),
             correlation: m.correlation(),
             cached: m.cached,
         }

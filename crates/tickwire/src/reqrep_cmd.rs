@@ -132,11 +132,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     let mut batch: Vec<(String, ReplyTo, Vec<u8>)> = Vec::new();
     while answered < limit {
         c.poll(Wait::Timeout(Duration::from_millis(200)), |m| {
-            if let Some((to, correlation)) = m.reply_to() {
-                let to = ReplyTo {
-                    topic: to.to_owned(),
-                    correlation,
-                };
+            if let Some(to) = m.reply_target() {
                 batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
             }
         })?;

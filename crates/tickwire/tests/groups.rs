@@ -6,10 +6,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{run_cli, Got, Raw, RouterProc, BIN};
+use common::{run_cli, Got, Raw, RouterProc};
 use tickwire_client::{Client, ErrorCode, Wait};
 
 fn drain(c: &mut Client, into: &mut Vec<u32>, quiet_for: Duration) {
@@ -199,15 +198,11 @@ fn tickwire_sub_group_members_share_the_stream() {
     let router = RouterProc::start(&["--no-guaranteed"]);
     let addr = router.addr_str();
     let spawn = || {
-        Command::new(BIN)
-            .args([
-                "sub", "--router", &addr, "jobs/>", "--group", "w", "--count", "5",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        common::cli(&[
+            "sub", "--router", &addr, "jobs/>", "--group", "w", "--count", "5",
+        ])
+        .spawn()
+        .unwrap()
     };
     let subs = [spawn(), spawn()];
     // Wait until both members are in (the stats count the group's members).

@@ -12,12 +12,12 @@ mod common;
 #[path = "../../md/tests/model/mod.rs"]
 mod model;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{run_cli, temp, RouterProc, BIN};
+use common::{run_cli, temp, RouterProc};
 use tickwire_client::{Client, Wait};
 
 /// Offset of the feed handler's receive timestamp in an update (docs/market-data.md);
@@ -44,10 +44,7 @@ impl Drop for Kill {
 
 fn spawn(args: &[&str]) -> Kill {
     Kill(
-        Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+        common::cli(args)
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn tickwire"),

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, FixedRouter, BIN};
+use common::{free_port, FixedRouter};
 use tickwire_client::{Client, Error, LinkEvent, ReconnectOptions, ReconnectingClient, Wait};
 
 /// A plain router (no spool) on a fixed port, so that it can be killed and restarted.
@@ -39,12 +39,7 @@ fn publish_until_seen(addr: &str, topic: &str, payload: &str, lines: &mpsc::Rece
 
 /// A reconnecting `tickwire sub`: its stdout lines arrive on a channel.
 fn spawn_sub(addr: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(BIN)
-        .args(["sub", "--router", addr, "t/>"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = common::cli(&[&["sub", "--router", addr, "t/>"], extra].concat())
         .spawn()
         .expect("spawn tickwire sub");
     let stdout = child.stdout.take().expect("sub stdout");

@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{run_cli, Got, Raw, RouterProc, BIN};
+use common::{run_cli, Got, Raw, RouterProc};
 use tickwire_client::{Client, Error, ErrorCode, ReplyTo, Wait};
 use tickwire_wire::frame::{self, PublishOptions, ReplyField};
 
@@ -23,11 +23,7 @@ fn responder(addr: String, pattern: &'static str, n: usize) -> std::thread::Join
         let deadline = Instant::now() + Duration::from_secs(30);
         while done < n {
             c.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
-                if let Some((to, correlation)) = m.reply_to() {
-                    let to = ReplyTo {
-                        topic: to.into(),
-                        correlation,
-                    };
+                if let Some(to) = m.reply_target() {
                     todo.push((to, [b"re:", m.payload()].concat()));
                 }
             })
@@ -186,30 +182,26 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("no responders"), "{err}");
 
-    let mut replier = Command::new(BIN)
-        .args([
-            "reply",
-            "--router",
-            &addr,
-            "svc/upper",
-            "--exec",
-            "tr a-z A-Z",
-        ])
-        .args(["--count", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut replier = common::cli(&[
+        "reply",
+        "--router",
+        &addr,
+        "svc/upper",
+        "--exec",
+        "tr a-z A-Z",
+        "--count",
+        "1",
+    ])
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
     let out = request_when_answered(&addr, "svc/upper", "hello there");
     assert_eq!(out, "HELLO THERE\n");
     let st = replier.wait().unwrap();
     assert!(st.success());
 
     // Echo by default; a reply within the timeout, else exit 3.
-    let mut echo = Command::new(BIN)
-        .args(["reply", "--router", &addr, "svc/echo", "--count", "1"])
-        .stdin(Stdio::null())
+    let mut echo = common::cli(&["reply", "--router", &addr, "svc/echo", "--count", "1"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -360,17 +360,11 @@ pub fn run_cli_in(
     args: &[&str],
     timeout: Duration,
 ) -> (std::process::ExitStatus, String, String) {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = cli(args);
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
-    let mut child = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tickwire");
+    let mut child = cmd.spawn().expect("spawn tickwire");
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -613,4 +607,15 @@ impl Drop for FixedRouter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `tickwire ARGS` with stdin closed and stdout and stderr piped; set other stdio on
+/// it before spawning.
+pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
