@@ -775,10 +775,7 @@ fn tickwire_pair(
         "tickwire-receiver",
         near,
         move || -> anyhow::Result<RxOutcome> {
-            let opts = ClientOptions {
-                name: "bench-stream-receiver".into(),
-                ..ClientOptions::default()
-            };
+            let opts = ClientOptions::named("bench-stream-receiver");
             let setup = Client::connect_with(addr, opts)
                 .and_then(|mut c| c.subscribe(STREAM_TOPIC).map(|()| c))
                 .with_context(|| format!("receiver connecting to the router at {addr}"));
@@ -852,10 +849,7 @@ fn tickwire_pair(
             bail!("the receiver thread died: {e}");
         }
     }
-    let opts = ClientOptions {
-        name: "bench-stream-sender".into(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named("bench-stream-sender");
     let mut client = Client::connect_with(addr, opts)
         .with_context(|| format!("sender connecting to the router at {addr}"))?;
     client

@@ -60,6 +60,16 @@ impl Default for ClientOptions {
     }
 }
 
+impl ClientOptions {
+    /// The defaults with `name` (shown in the router's logs and stats).
+    pub fn named(name: impl Into<String>) -> ClientOptions {
+        ClientOptions {
+            name: name.into(),
+            ..ClientOptions::default()
+        }
+    }
+}
+
 /// How long [`Client::poll`] and [`Client::recv`] may wait when nothing is buffered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {

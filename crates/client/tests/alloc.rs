@@ -36,10 +36,7 @@ fn publishing_and_receiving_allocate_nothing_per_message() {
     let addr = router.addr;
 
     let connect = |name: &str| {
-        let opts = ClientOptions {
-            name: name.into(),
-            ..ClientOptions::default()
-        };
+        let opts = ClientOptions::named(name);
         Client::connect_with(addr, opts).unwrap()
     };
     let mut publisher = connect("pub");
@@ -118,9 +115,7 @@ mod guaranteed {
     use tickwire_client::{Client, ClientOptions, Event, QueueOp, Wait};
     use tickwire_router::{Config, IdleStrategy};
 
-    const BATCH: u64 = 100;
-    const WARMUP_BATCHES: u64 = 20;
-    const MEASURED_BATCHES: u64 = 100;
+    use super::{BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
 
     #[test]
     fn guaranteed_publishing_allocates_nothing_per_message() {

@@ -23,7 +23,7 @@ use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
 static ALLOC: CountingAlloc = CountingAlloc;
 
 const BATCH: usize = 64;
-const WARMUP_BATCHES: usize = 100;
+const WARMUP_BATCHES: usize = 200;
 const MEASURED_BATCHES: usize = 1_000;
 
 struct Bench {
@@ -208,9 +208,7 @@ mod guaranteed {
     use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
     use tickwire_wire::gm::{self as wgm, QueueOp, Start};
 
-    const BATCH: usize = 64;
-    const WARMUP_BATCHES: usize = 200;
-    const MEASURED_BATCHES: usize = 1_000;
+    use super::{BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
 
     /// A spool that keeps nothing: every record is "durable" at the next flush.
     struct Instant {

@@ -51,10 +51,7 @@ struct ShowArgs {
 
 pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     let CacheCmd::Show(a) = a.cmd;
-    let opts = ClientOptions {
-        name: "tickwire-cache".into(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named("tickwire-cache");
     let mut c = Client::connect_with(a.router.as_str(), opts)?;
     let msgs = c
         .cache_query(&a.pattern)

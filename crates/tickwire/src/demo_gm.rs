@@ -84,10 +84,7 @@ struct Seen {
 
 fn reconnecting(name: &str) -> ReconnectOptions {
     ReconnectOptions {
-        client: ClientOptions {
-            name: name.into(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::named(name),
         initial_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(200),
         give_up_after: Some(Duration::from_secs(30)),

@@ -152,10 +152,7 @@ fn link_options(
     give_up_after: Option<Duration>,
 ) -> ReconnectOptions {
     ReconnectOptions {
-        client: ClientOptions {
-            name: name.to_owned(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::named(name),
         give_up_after: if no_reconnect {
             Some(Duration::ZERO)
         } else {
@@ -231,10 +228,7 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| default_identity(&a.topic));
     let opts = ReconnectOptions {
-        client: ClientOptions {
-            name: a.name.clone(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::named(a.name.clone()),
         give_up_after: Some(a.give_up_after),
         ..ReconnectOptions::default()
     };
@@ -544,10 +538,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let opts = ReconnectOptions {
-        client: ClientOptions {
-            name: a.name.clone(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::named(a.name.clone()),
         ..ReconnectOptions::default()
     };
     let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)

@@ -48,10 +48,7 @@ pub struct RequestArgs {
 }
 
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
-    let opts = ClientOptions {
-        name: a.name.clone(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named(a.name.clone());
     let mut c = Client::connect_with(a.router.as_str(), opts)?;
     match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
         Ok(reply) => {
@@ -119,10 +116,7 @@ pub struct ReplyArgs {
 }
 
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
-    let opts = ClientOptions {
-        name: a.name.clone(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named(a.name.clone());
     let mut c = Client::connect_with(a.router.as_str(), opts)?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;

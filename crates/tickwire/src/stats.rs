@@ -34,10 +34,7 @@ pub struct StatsArgs {
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let opts = ClientOptions {
-        name: "tickwire-stats".into(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named("tickwire-stats");
     let mut client = Client::connect_with(a.router.as_str(), opts)?;
     let json = client.stats_json()?;
     client.close().ok();

@@ -37,10 +37,7 @@ fn durable_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> FixedRouter
 
 fn reconnect_opts(name: &str) -> ReconnectOptions {
     ReconnectOptions {
-        client: ClientOptions {
-            name: name.into(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::named(name),
         initial_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(200),
         give_up_after: Some(Duration::from_secs(60)),

@@ -81,10 +81,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn client(addr: SocketAddr, name: &str) -> Client {
-    let opts = ClientOptions {
-        name: name.into(),
-        ..ClientOptions::default()
-    };
+    let opts = ClientOptions::named(name);
     Client::connect_with(addr, opts).expect("connect")
 }
 
