@@ -775,8 +775,7 @@ fn tickwire_pair(
         "tickwire-receiver",
         near,
         move || -> anyhow::Result<RxOutcome> {
-            let opts = ClientOptions::named("bench-stream-receiver");
-            let setup = Client::connect_with(addr, opts)
+            let setup = Client::connect_with(addr, ClientOptions::named("bench-stream-receiver"))
                 .and_then(|mut c| c.subscribe(STREAM_TOPIC).map(|()| c))
                 .with_context(|| format!("receiver connecting to the router at {addr}"));
             let mut c = match setup {
@@ -849,8 +848,7 @@ fn tickwire_pair(
             bail!("the receiver thread died: {e}");
         }
     }
-    let opts = ClientOptions::named("bench-stream-sender");
-    let mut client = Client::connect_with(addr, opts)
+    let mut client = Client::connect_with(addr, ClientOptions::named("bench-stream-sender"))
         .with_context(|| format!("sender connecting to the router at {addr}"))?;
     client
         .subscribe(REFLECT_TOPIC)

@@ -35,10 +35,7 @@ fn publishing_and_receiving_allocate_nothing_per_message() {
     let router = InProcessRouter::start(cfg);
     let addr = router.addr;
 
-    let connect = |name: &str| {
-        let opts = ClientOptions::named(name);
-        Client::connect_with(addr, opts).unwrap()
-    };
+    let connect = |name: &str| Client::connect_with(addr, ClientOptions::named(name)).unwrap();
     let mut publisher = connect("pub");
     let mut subscriber = connect("sub");
     subscriber.subscribe("md/>").unwrap();

@@ -35,6 +35,30 @@ struct Bench {
     delivered: Vec<u64>,
 }
 
+/// Feeds `bytes` to client `id` and checks that the core took them all.
+fn feed(core: &mut Core, id: Slot, bytes: &[u8]) {
+    assert_eq!(
+        core.handle_input(id, MonoNanos(1), bytes, bytes.len()),
+        Input::Consumed(bytes.len())
+    );
+}
+
+/// A new client named `name`, past its HELLO.
+fn hello(core: &mut Core, name: &str) -> Slot {
+    let id = core
+        .handle_accept(
+            SocketAddr::from(([127, 0, 0, 1], 1)),
+            MonoNanos(1),
+            UtcNanos(0),
+        )
+        .map_err(|_| "refused")
+        .unwrap();
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
+    feed(core, id, &b);
+    id
+}
+
 /// What the driver does after a read: write every dirty client's egress; `on` sees
 /// each frame written, with its client.
 fn drain_egress(core: &mut Core, dirty: &mut Vec<Slot>, mut on: impl FnMut(Slot, Frame<'_>)) {
@@ -56,20 +80,6 @@ fn drain_egress(core: &mut Core, dirty: &mut Vec<Slot>, mut on: impl FnMut(Slot,
 impl Bench {
     fn new(cfg: Config, patterns: [&str; 3]) -> Bench {
         let mut core = Core::new(cfg, MonoNanos(1), UtcNanos(0));
-        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-        let hello = |core: &mut Core, name: &str| {
-            let id = core
-                .handle_accept(addr, MonoNanos(1), UtcNanos(0))
-                .map_err(|_| "refused")
-                .unwrap();
-            let mut b = Vec::new();
-            frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
-            assert_eq!(
-                core.handle_input(id, MonoNanos(1), &b, b.len()),
-                Input::Consumed(b.len())
-            );
-            id
-        };
         let publisher = hello(&mut core, "pub");
         let mut subs = Vec::new();
         for (i, pattern) in patterns.iter().enumerate() {
@@ -208,7 +218,7 @@ mod guaranteed {
     use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
     use tickwire_wire::gm::{self as wgm, QueueOp, Start};
 
-    use super::{BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
+    use super::{feed, hello, BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
 
     /// A spool that keeps nothing: every record is "durable" at the next flush.
     struct Instant {
@@ -269,23 +279,6 @@ mod guaranteed {
                 flushed: 0,
                 reported: 0,
             }));
-            let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-            let feed = |core: &mut Core, id: Slot, b: &[u8]| {
-                assert_eq!(
-                    core.handle_input(id, MonoNanos(1), b, b.len()),
-                    Input::Consumed(b.len())
-                );
-            };
-            let hello = |core: &mut Core, name: &str| {
-                let id = core
-                    .handle_accept(addr, MonoNanos(1), UtcNanos(1))
-                    .map_err(|_| "refused")
-                    .unwrap();
-                let mut b = Vec::new();
-                frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
-                feed(core, id, &b);
-                id
-            };
             let publisher = hello(&mut core, "pub");
             let consumer = hello(&mut core, "cons");
             let mut b = Vec::new();

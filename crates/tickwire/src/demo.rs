@@ -300,8 +300,8 @@ struct Published {
 /// Two publisher connections on one open-loop schedule.
 fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Result<Published> {
     let connect = |name: &str| {
-        let opts = ClientOptions::named(name);
-        Client::connect_with(addr, opts).with_context(|| format!("connecting publisher {name}"))
+        Client::connect_with(addr, ClientOptions::named(name))
+            .with_context(|| format!("connecting publisher {name}"))
     };
     let mut md = connect("md-feed")?;
     let mut oms = connect("oms")?;
@@ -360,8 +360,7 @@ fn subscriber(
     expected: &[AtomicU64],
     ready: &Barrier,
 ) -> anyhow::Result<SubResult> {
-    let opts = ClientOptions::named(s.name);
-    let connected = Client::connect_with(addr, opts).and_then(|mut c| {
+    let connected = Client::connect_with(addr, ClientOptions::named(s.name)).and_then(|mut c| {
         for p in s.patterns {
             c.subscribe(p)?;
         }

@@ -17,8 +17,7 @@ use tickwire_wire::topic::pattern_matches;
 const T: Duration = Duration::from_secs(10);
 
 fn client(r: &RouterProc, name: &str) -> Client {
-    let opts = ClientOptions::named(name);
-    Client::connect_with(r.addr, opts).expect("connect")
+    Client::connect_with(r.addr, ClientOptions::named(name)).expect("connect")
 }
 
 /// Receives until `n` messages arrived or `timeout` passed; returns (topic, payload).

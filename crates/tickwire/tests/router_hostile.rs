@@ -81,8 +81,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn client(addr: SocketAddr, name: &str) -> Client {
-    let opts = ClientOptions::named(name);
-    Client::connect_with(addr, opts).expect("connect")
+    Client::connect_with(addr, ClientOptions::named(name)).expect("connect")
 }
 
 fn stats(addr: SocketAddr) -> serde_json::Value {

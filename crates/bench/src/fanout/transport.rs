@@ -173,8 +173,7 @@ impl SubConn {
     /// Connects and subscribes to every topic in `topics` (exact topics, one
     /// subscription each), waiting for the router's ACKs.
     pub fn tickwire(addr: SocketAddr, name: &str, topics: &[&str]) -> anyhow::Result<SubConn> {
-        let opts = ClientOptions::named(name);
-        let mut c = Client::connect_with(addr, opts)
+        let mut c = Client::connect_with(addr, ClientOptions::named(name))
             .with_context(|| format!("connecting {name} to the router at {addr}"))?;
         for t in topics {
             c.subscribe(t)
