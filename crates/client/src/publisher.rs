@@ -47,6 +47,21 @@ impl Default for ReconnectOptions {
     }
 }
 
+impl ReconnectOptions {
+    /// For a router on this host that is restarted at once (a supervisor, a test, the
+    /// demo): the client named `name`, backoff from 20 ms to 200 ms, giving up after
+    /// `give_up_after` without a connection; the rest as [`Default`].
+    pub fn local(name: &str, give_up_after: Duration) -> ReconnectOptions {
+        ReconnectOptions {
+            client: ClientOptions::named(name),
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_millis(200),
+            give_up_after: Some(give_up_after),
+            ..ReconnectOptions::default()
+        }
+    }
+}
+
 /// One publisher identity on a router, kept open across connection losses.
 ///
 /// On a connection failure (end of stream, reset, timeout, the router closing) it

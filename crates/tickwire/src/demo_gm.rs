@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tickwire_client::{
-    Client, ClientOptions, GuaranteedPublisher, QueueConsumer, QueueOp, ReconnectOptions, Start,
-    Wait,
+    Client, GuaranteedPublisher, QueueConsumer, QueueOp, ReconnectOptions, Start, Wait,
 };
 use tickwire_rt::MonoNanos;
 
@@ -83,13 +82,7 @@ struct Seen {
 }
 
 fn reconnecting(name: &str) -> ReconnectOptions {
-    ReconnectOptions {
-        client: ClientOptions::named(name),
-        initial_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-        give_up_after: Some(Duration::from_secs(30)),
-        ..ReconnectOptions::default()
-    }
+    ReconnectOptions::local(name, Duration::from_secs(30))
 }
 
 /// Runs the part and prints its report; true when every acknowledged order arrived and

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::{free_port, run_cli, FixedRouter, Raw, RouterProc};
 use tickwire_client::{
-    Client, ClientOptions, ErrorCode, Event, GuaranteedPublisher, QueueConsumer, QueueOp,
-    ReconnectOptions, Start, Wait,
+    Client, ErrorCode, Event, GuaranteedPublisher, QueueConsumer, QueueOp, ReconnectOptions, Start,
+    Wait,
 };
 use tickwire_wire::gm as wgm;
 
@@ -36,13 +36,7 @@ fn durable_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> FixedRouter
 }
 
 fn reconnect_opts(name: &str) -> ReconnectOptions {
-    ReconnectOptions {
-        client: ClientOptions::named(name),
-        initial_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-        give_up_after: Some(Duration::from_secs(60)),
-        ..ReconnectOptions::default()
-    }
+    ReconnectOptions::local(name, Duration::from_secs(60))
 }
 
 fn create_queue(addr: SocketAddr, json: &str) {
