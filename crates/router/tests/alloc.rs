@@ -43,19 +43,25 @@ fn feed(core: &mut Core, id: Slot, bytes: &[u8]) {
     );
 }
 
-/// A new client named `name`, past its HELLO.
-fn hello(core: &mut Core, name: &str) -> Slot {
-    let id = core
-        .handle_accept(
-            SocketAddr::from(([127, 0, 0, 1], 1)),
-            MonoNanos(1),
-            UtcNanos(0),
-        )
+/// A new connection, before its HELLO.
+fn accept(core: &mut Core) -> Slot {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+    core.handle_accept(addr, MonoNanos(1), UtcNanos(0))
         .map_err(|_| "refused")
-        .unwrap();
+        .unwrap()
+}
+
+/// Sends `id`'s HELLO as `name`.
+fn say_hello(core: &mut Core, id: Slot, name: &str) {
     let mut b = Vec::new();
     frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
     feed(core, id, &b);
+}
+
+/// A new client named `name`, past its HELLO.
+fn hello(core: &mut Core, name: &str) -> Slot {
+    let id = accept(core);
+    say_hello(core, id, name);
     id
 }
 
@@ -218,7 +224,7 @@ mod guaranteed {
     use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
     use tickwire_wire::gm::{self as wgm, QueueOp, Start};
 
-    use super::{feed, hello, BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
+    use super::{accept, feed, hello, say_hello, BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
 
     /// A spool that keeps nothing: every record is "durable" at the next flush.
     struct Instant {
@@ -405,18 +411,9 @@ mod guaranteed {
         let core = &mut b.core;
         assert!(core.is_background(b.publisher), "a guaranteed publisher");
         assert!(core.is_background(b.consumer), "a queue consumer");
-        let plain = core
-            .handle_accept(
-                SocketAddr::from(([127, 0, 0, 1], 2)),
-                MonoNanos(1),
-                UtcNanos(1),
-            )
-            .map_err(|_| "refused")
-            .unwrap();
+        let plain = accept(core);
         assert!(!core.is_background(plain), "before HELLO");
-        let mut f = Vec::new();
-        frame::encode_hello(&mut f, PROTOCOL_VERSION, "plain");
-        core.handle_input(plain, MonoNanos(1), &f, f.len());
+        say_hello(core, plain, "plain");
         assert!(
             !core.is_background(plain),
             "a client with no guaranteed role"
@@ -426,7 +423,7 @@ mod guaranteed {
         core.handle_input(b.publisher, MonoNanos(2), &g, g.len());
         assert!(core.is_background(b.publisher));
         // ...one direct publish brings it to the foreground for good.
-        f.clear();
+        let mut f = Vec::new();
         frame::encode_publish(
             &mut f,
             "md/x",

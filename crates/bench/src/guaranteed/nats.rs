@@ -166,22 +166,20 @@ pub fn run(
             .into_iter()
             .enumerate()
             .map(|(c, messages)| {
-                let (shared, handle) = (shared.clone(), handle.clone());
-                std::thread::Builder::new()
-                    .name(format!("js-cons-{c}"))
-                    .spawn_scoped(s, move || handle.block_on(consume(messages, plan, &shared)))
+                let shared = shared.clone();
+                on_thread(s, format!("js-cons-{c}"), &handle, async move {
+                    consume(messages, plan, &shared).await
+                })
             })
             .collect::<Result<_, _>>()?;
         let pub_h: Vec<_> = pubs
             .into_iter()
             .enumerate()
             .map(|(p, js)| {
-                let (shared, handle) = (shared.clone(), handle.clone());
-                std::thread::Builder::new()
-                    .name(format!("js-pub-{p}"))
-                    .spawn_scoped(s, move || {
-                        handle.block_on(publish(js, p, window, plan, &shared))
-                    })
+                let shared = shared.clone();
+                on_thread(s, format!("js-pub-{p}"), &handle, async move {
+                    publish(js, p, window, plan, &shared).await
+                })
             })
             .collect::<Result<_, _>>()?;
         let (pubs, cons) = super::finish(shared, plan, pub_h, cons_h)?;
@@ -327,4 +325,22 @@ async fn consume(mut messages: consumer::pull::Stream, plan: &Plan, shared: &Sha
         }
     }
     r
+}
+
+/// Runs `fut` to completion on the runtime behind `handle`, from a scoped thread named
+/// `name` (one per JetStream publisher and consumer).
+fn on_thread<'s, F>(
+    s: &'s std::thread::Scope<'s, '_>,
+    name: String,
+    handle: &tokio::runtime::Handle,
+    fut: F,
+) -> std::io::Result<std::thread::ScopedJoinHandle<'s, F::Output>>
+where
+    F: std::future::Future + Send + 's,
+    F::Output: Send + 's,
+{
+    let handle = handle.clone();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn_scoped(s, move || handle.block_on(fut))
 }
