@@ -214,14 +214,13 @@ fn steady_state_routing_with_the_cache_and_a_group_allocates_nothing() {
 /// consumer and takes the consumer's acknowledgements — without a single allocation.
 /// (The storage thread's own path is measured by crates/spool/tests/hot_path.rs.)
 mod guaranteed {
-    use std::net::SocketAddr;
     use tickwire_alloc_count::{allocations_during, assert_counting};
     use tickwire_router::core::{Core, Input};
     use tickwire_router::gm::{Log, LogError, Progress, SpoolPort};
     use tickwire_router::index::Slot;
     use tickwire_router::Config;
     use tickwire_rt::{MonoNanos, UtcNanos};
-    use tickwire_wire::frame::{self, Frame, PublishOptions, PROTOCOL_VERSION};
+    use tickwire_wire::frame::{self, Frame, PublishOptions};
     use tickwire_wire::gm::{self as wgm, QueueOp, Start};
 
     use super::{accept, feed, hello, say_hello, BATCH, MEASURED_BATCHES, WARMUP_BATCHES};
