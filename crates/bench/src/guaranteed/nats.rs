@@ -162,26 +162,14 @@ pub fn run(
     let plan: &Plan = plan;
     let handle = rt.handle().clone();
     let out = std::thread::scope(|s| {
-        let cons_h: Vec<_> = cons
-            .into_iter()
-            .enumerate()
-            .map(|(c, messages)| {
-                let shared = shared.clone();
-                on_thread(s, format!("js-cons-{c}"), &handle, async move {
-                    consume(messages, plan, &shared).await
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let pub_h: Vec<_> = pubs
-            .into_iter()
-            .enumerate()
-            .map(|(p, js)| {
-                let shared = shared.clone();
-                on_thread(s, format!("js-pub-{p}"), &handle, async move {
-                    publish(js, p, window, plan, &shared).await
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let cons_h = on_threads(s, &handle, "js-cons", cons, |_, messages| {
+            let shared = shared.clone();
+            async move { consume(messages, plan, &shared).await }
+        })?;
+        let pub_h = on_threads(s, &handle, "js-pub", pubs, |p, js| {
+            let shared = shared.clone();
+            async move { publish(js, p, window, plan, &shared).await }
+        })?;
         let (pubs, cons) = super::finish(shared, plan, pub_h, cons_h)?;
         anyhow::Ok((pubs, cons))
     })?;
@@ -327,20 +315,27 @@ async fn consume(mut messages: consumer::pull::Stream, plan: &Plan, shared: &Sha
     r
 }
 
-/// Runs `fut` to completion on the runtime behind `handle`, from a scoped thread named
-/// `name` (one per JetStream publisher and consumer).
-fn on_thread<'s, F>(
+/// One scoped thread per item, named `PREFIX-i`, each running `make(i, item)` to
+/// completion on the runtime behind `handle` (the JetStream publishers and consumers).
+fn on_threads<'s, T, F>(
     s: &'s std::thread::Scope<'s, '_>,
-    name: String,
     handle: &tokio::runtime::Handle,
-    fut: F,
-) -> std::io::Result<std::thread::ScopedJoinHandle<'s, F::Output>>
+    prefix: &str,
+    items: Vec<T>,
+    make: impl Fn(usize, T) -> F,
+) -> std::io::Result<Vec<std::thread::ScopedJoinHandle<'s, F::Output>>>
 where
     F: std::future::Future + Send + 's,
     F::Output: Send + 's,
 {
-    let handle = handle.clone();
-    std::thread::Builder::new()
-        .name(name)
-        .spawn_scoped(s, move || handle.block_on(fut))
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let (handle, fut) = (handle.clone(), make(i, item));
+            std::thread::Builder::new()
+                .name(format!("{prefix}-{i}"))
+                .spawn_scoped(s, move || handle.block_on(fut))
+        })
+        .collect()
 }
