@@ -165,32 +165,59 @@ impl Drop for NatsServer {
     }
 }
 
+/// Starts nats-server on a free port. The port is only free when it was picked: if
+/// another process takes it first, nats-server exits and a connect would reach that
+/// process; so the check is NATS's own greeting (`INFO {...}`) from a live child, and a
+/// lost race is retried on a new port.
 fn start_nats(bin: &Path) -> NatsServer {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting nats-server");
-    let server = NatsServer {
-        child,
-        addr: SocketAddr::from(([127, 0, 0, 1], port)),
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(server.addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nats-server did not listen on {}",
-            server.addr
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting nats-server");
+        let mut server = NatsServer {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        loop {
+            if server
+                .child
+                .try_wait()
+                .expect("nats-server status")
+                .is_some()
+            {
+                break; // it could not listen: another port
+            }
+            if greets_as_nats(server.addr) {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen on {}",
+                server.addr
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(Instant::now() < deadline, "nats-server never started");
     }
-    server
+}
+
+/// Whether `addr` accepts a connection and says `INFO` first, as a NATS server does.
+fn greets_as_nats(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut first = [0u8; 4];
+    std::io::Read::read_exact(&mut s, &mut first).is_ok() && &first == b"INFO"
 }
 
 #[test]
