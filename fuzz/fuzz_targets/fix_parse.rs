@@ -8,8 +8,10 @@
 //! - every framed message goes through `parse` and `parse_unchecked` without panicking;
 //!   a message `parse` accepts is accepted by `parse_unchecked` with the same fields,
 //!   starts with 8/9/35, ends with 10, and every field value lies inside the message;
-//! - a parsed message (BodyLength without leading zeros) re-encodes byte for byte with the `Encoder` (so BodyLength and
-//!   CheckSum agree with the encoder's one-pass computation);
+//! - a parsed message whose tags and BodyLength are written canonically (no leading
+//!   zeros, no sign: QuickFIX reads `054=` as tag 54 and the parser follows it, but the
+//!   encoder writes `54=`) re-encodes byte for byte with the `Encoder` (so BodyLength
+//!   and CheckSum agree with the encoder's one-pass computation);
 //! - `parse` on the unframed input never panics either.
 #![no_main]
 
@@ -40,8 +42,10 @@ fuzz_target!(|data: &[u8]| {
                     for f in fs {
                         assert!(f.start < f.end && f.end as usize <= n);
                     }
-                    // BodyLength with leading zeros parses but the encoder never writes it.
-                    let canonical_len = m.get(9).is_some_and(|v| v.first() != Some(&b'0'));
+                    // BodyLength with leading zeros parses but the encoder never writes it;
+                    // nor a tag written other than in plain decimal.
+                    let canonical_len = m.get(9).is_some_and(|v| v.first() != Some(&b'0'))
+                        && canonical_tags(raw, fs);
                     if let (Ok(begin), true) =
                         (std::str::from_utf8(m.begin_string()), canonical_len)
                     {
@@ -64,3 +68,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = parse(&data[1..], &mut fields);
 });
+
+/// Every field's tag is written as its number in plain decimal (the text between the
+/// previous SOH and the `=` before the value).
+fn canonical_tags(raw: &[u8], fs: &[tickwire_fix::codec::Field]) -> bool {
+    let mut from = 0usize;
+    fs.iter().all(|f| {
+        let eq = f.start as usize - 1;
+        let ok = raw.get(from..eq) == Some(f.tag.to_string().as_bytes());
+        from = f.end as usize + 1;
+        ok
+    })
+}
+
