@@ -293,6 +293,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
     );
     shared.hops = args.hops;
     shared.progress = con.progress;
+    let watch = crate::host_watch::HostWatch::start_all();
     let (pub_results, sub_results) = run_threads(
         &w,
         &schedule,
@@ -303,6 +304,9 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         &shared,
     )?;
 
+    let host = watch
+        .finish()
+        .within(MonoNanos(shared.start_ns + w.warmup_ns), MonoNanos::now());
     let router_stats = match (&args.target, router.addr) {
         (Target::Tickwire { .. }, Some(addr)) => tickwire_client::Client::connect(addr)
             .and_then(|mut c| c.stats_json())
@@ -319,7 +323,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             .lock()
             .map_err(|_| anyhow::anyhow!("a subscriber panicked"))?,
     );
-    let report = output::Report::build(
+    let mut report = output::Report::build(
         machine,
         &w,
         &schedule,
@@ -331,6 +335,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         router_stats,
         stop.is_set(),
     );
+    report.host = Some(host);
     report.print(con.out);
     args.output.write(
         con.out,

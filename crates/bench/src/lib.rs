@@ -21,6 +21,7 @@ pub mod console;
 pub mod fanout;
 pub mod guaranteed;
 pub mod harness;
+pub mod host_watch;
 pub mod md_replay;
 pub mod pingpong;
 pub mod report;

@@ -221,6 +221,9 @@ pub struct Report {
     pub router_stats: Option<serde_json::Value>,
     /// Errors and give-ups from the threads.
     pub problems: Vec<String>,
+    /// CPU stalls of the machine itself during the measured part (crate::host_watch);
+    /// set by the driver after `build`.
+    pub host: Option<crate::host_watch::StallSummary>,
 }
 
 /// The scaling banner, when scaled.
@@ -539,6 +542,7 @@ impl Report {
             timeline: tl,
             router_stats,
             problems,
+            host: None,
         }
     }
 
@@ -659,6 +663,9 @@ impl Report {
         }
         for p in &self.problems {
             crate::outln!(out, "problem: {p}");
+        }
+        if let Some(h) = &self.host {
+            crate::outln!(out, "{}", h.line());
         }
 
         crate::outln!(

@@ -1,0 +1,280 @@
+//! Host stall sentinel: notices when a CPU of this (virtual) machine did not run at all.
+//!
+//! On a virtual machine the host can take a vCPU away for a while: on the 2-vCPU
+//! machines this project is measured on, a vCPU regularly stops for ~100 ms (a
+//! CPU-bandwidth period of the host), whatever the guest runs. A 100 ms stall inside a
+//! 4 s run delays more than 2% of its messages by up to 100 ms, so it alone decides the
+//! run's p99. Nothing in the guest can prevent it; a bench can only notice it and say so.
+//!
+//! The sentinel is one thread per CPU, pinned to it, raised to the highest SCHED_FIFO
+//! priority when allowed (root), sleeping [`PERIOD`] at a time. A FIFO thread that
+//! sleeps is runnable again the moment its timer fires and preempts everything else on
+//! its CPU, so a wake-up later than [`THRESHOLD`] past its period means the CPU itself
+//! did not run. Its cost: 1000 / PERIOD wake-ups per second per CPU, a few µs each.
+//! Without realtime priority (not root) the sentinel still runs, but a busy thread of
+//! the same priority can delay it: the report says which.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+use tickwire_rt::MonoNanos;
+
+/// How long the sentinel sleeps between two clock readings.
+pub const PERIOD: Duration = Duration::from_millis(5);
+
+/// A wake-up later than this past the period counts as a stall.
+pub const THRESHOLD: Duration = Duration::from_millis(10);
+
+/// At most this many stalls are kept per CPU (the count goes on).
+const KEEP: usize = 4096;
+
+/// One CPU's stall: it did not run from `from` to `to`, give or take [`PERIOD`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    pub cpu: usize,
+    pub from: MonoNanos,
+    pub to: MonoNanos,
+}
+
+impl Stall {
+    /// How long the CPU did not run (the wake-up's lateness).
+    pub fn length_ns(&self) -> u64 {
+        self.to.saturating_sub(self.from)
+    }
+}
+
+/// The running sentinel; [`HostWatch::finish`] stops it.
+pub struct HostWatch {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<(Vec<Stall>, u64, bool)>>,
+}
+
+impl HostWatch {
+    /// Starts one sentinel thread per CPU `0..cpus`. Never fails: a thread that cannot
+    /// start is left out (the report then lists fewer CPUs).
+    pub fn start(cpus: usize) -> HostWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..cpus)
+            .filter_map(|cpu| {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("host-watch-{cpu}"))
+                    .spawn(move || watch(cpu, &stop))
+                    .ok()
+            })
+            .collect();
+        HostWatch { stop, threads }
+    }
+
+    /// Starts one sentinel per CPU of the machine (`/sys/devices/system/cpu/online`,
+    /// or the CPUs this process may use if that cannot be read).
+    pub fn start_all() -> HostWatch {
+        HostWatch::start(online_cpus())
+    }
+
+    /// Stops the sentinel and returns what it saw.
+    pub fn finish(self) -> HostStalls {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut out = HostStalls {
+            cpus: 0,
+            realtime: true,
+            stalls: Vec::new(),
+            total: 0,
+        };
+        for t in self.threads {
+            if let Ok((stalls, total, realtime)) = t.join() {
+                out.cpus += 1;
+                out.realtime &= realtime;
+                out.total += total;
+                out.stalls.extend(stalls);
+            }
+        }
+        out.stalls.sort_by_key(|s| s.from);
+        out
+    }
+}
+
+/// Sentinel thread body: returns (kept stalls, all stalls, ran at realtime priority).
+fn watch(cpu: usize, stop: &AtomicBool) -> (Vec<Stall>, u64, bool) {
+    let pinned = tickwire_rt::pin::pin_current_thread(cpu);
+    let realtime = pinned && raise_to_realtime();
+    let limit = (PERIOD + THRESHOLD).as_nanos() as u64;
+    let mut stalls = Vec::new();
+    let mut total = 0u64;
+    let mut last = MonoNanos::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(PERIOD);
+        let now = MonoNanos::now();
+        if now.saturating_sub(last) > limit {
+            total += 1;
+            if stalls.len() < KEEP {
+                stalls.push(Stall {
+                    cpu,
+                    from: last.add_duration(PERIOD),
+                    to: now,
+                });
+            }
+        }
+        last = now;
+    }
+    (stalls, total, realtime)
+}
+
+/// SCHED_FIFO at the highest priority, if this process may (root or CAP_SYS_NICE).
+fn raise_to_realtime() -> bool {
+    use thread_priority::{RealtimeThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
+    thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Max,
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .is_ok()
+}
+
+fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// "0-1" or "0,2-3" -> the highest CPU number + 1 (sentinels go on 0..that).
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut max = None;
+    for part in s.split(',') {
+        let hi = part.rsplit('-').next()?.trim().parse::<usize>().ok()?;
+        max = Some(max.map_or(hi, |m: usize| m.max(hi)));
+    }
+    max.map(|m| m + 1).filter(|&n| n <= 4096)
+}
+
+/// What the sentinel saw over a run.
+#[derive(Debug, Clone, Default)]
+pub struct HostStalls {
+    /// CPUs watched.
+    pub cpus: usize,
+    /// Every sentinel ran at SCHED_FIFO (otherwise a busy thread may look like a stall).
+    pub realtime: bool,
+    /// The stalls kept, oldest first.
+    pub stalls: Vec<Stall>,
+    /// All stalls seen (the list keeps at most 4096 per CPU).
+    pub total: u64,
+}
+
+/// The stalls that overlap a window, summed up for a report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StallSummary {
+    /// CPUs watched and whether the sentinel ran at realtime priority.
+    pub cpus: usize,
+    pub realtime: bool,
+    /// Stalls longer than the threshold overlapping the window.
+    pub count: usize,
+    /// The longest one, in ms (0 when none).
+    pub longest_ms: f64,
+    /// All of them together (CPU-milliseconds lost).
+    pub total_ms: f64,
+}
+
+impl HostStalls {
+    /// The stalls overlapping `[from, to]`.
+    pub fn within(&self, from: MonoNanos, to: MonoNanos) -> StallSummary {
+        let hit: Vec<&Stall> = self
+            .stalls
+            .iter()
+            .filter(|s| s.to >= from && s.from <= to)
+            .collect();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        StallSummary {
+            cpus: self.cpus,
+            realtime: self.realtime,
+            count: hit.len(),
+            longest_ms: ms(hit.iter().map(|s| s.length_ns()).max().unwrap_or(0)),
+            total_ms: ms(hit.iter().map(|s| s.length_ns()).sum()),
+        }
+    }
+}
+
+impl StallSummary {
+    /// One report line: what the sentinel saw, and what it means for the figures.
+    pub fn line(&self) -> String {
+        let how = if self.realtime {
+            "one SCHED_FIFO sentinel per CPU"
+        } else {
+            "one sentinel per CPU, NOT realtime (not root): a busy thread can look like a stall"
+        };
+        if self.count == 0 {
+            format!(
+                "host: no CPU stall over {} ms during the measured part ({how}, {} CPUs)",
+                THRESHOLD.as_millis(),
+                self.cpus
+            )
+        } else {
+            format!(
+                "host: DISTURBED: {} CPU stall(s) during the measured part, longest {:.1} ms, \
+                 {:.1} CPU-ms in all ({how}, {} CPUs): the host did not run a CPU of this \
+                 machine; the percentiles above include the delay",
+                self.count, self.longest_ms, self.total_ms, self.cpus
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stall(cpu: usize, from_ms: u64, to_ms: u64) -> Stall {
+        Stall {
+            cpu,
+            from: MonoNanos(from_ms * 1_000_000),
+            to: MonoNanos(to_ms * 1_000_000),
+        }
+    }
+
+    #[test]
+    fn a_window_counts_the_stalls_that_overlap_it() {
+        let h = HostStalls {
+            cpus: 2,
+            realtime: true,
+            stalls: vec![stall(0, 100, 200), stall(1, 450, 550), stall(0, 900, 1000)],
+            total: 3,
+        };
+        let s = h.within(MonoNanos(150_000_000), MonoNanos(500_000_000));
+        assert_eq!(s.count, 2);
+        assert_eq!(s.longest_ms, 100.0);
+        assert_eq!(s.total_ms, 200.0);
+        assert!(
+            s.line().contains("DISTURBED: 2 CPU stall(s)"),
+            "{}",
+            s.line()
+        );
+        let none = h.within(MonoNanos(600_000_000), MonoNanos(800_000_000));
+        assert_eq!(none.count, 0);
+        assert!(
+            none.line().starts_with("host: no CPU stall"),
+            "{}",
+            none.line()
+        );
+    }
+
+    #[test]
+    fn cpu_lists_give_the_number_of_cpus_to_watch() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-3"), Some(4));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn a_quiet_sentinel_starts_and_stops() {
+        let w = HostWatch::start(1);
+        std::thread::sleep(Duration::from_millis(30));
+        let h = w.finish();
+        assert_eq!(h.cpus, 1);
+        // A stall may happen on a shared machine; the list and the count agree.
+        assert_eq!(h.total as usize, h.stalls.len());
+    }
+}
