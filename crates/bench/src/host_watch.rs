@@ -198,8 +198,9 @@ impl HostStalls {
 }
 
 impl StallSummary {
-    /// One report line: what the sentinel saw, and what it means for the figures.
-    pub fn line(&self) -> String {
+    /// One report line: what the sentinel saw `during` (e.g. "the measured part"), and
+    /// what it means for the figures.
+    pub fn line(&self, during: &str) -> String {
         let how = if self.realtime {
             "one SCHED_FIFO sentinel per CPU"
         } else {
@@ -207,13 +208,13 @@ impl StallSummary {
         };
         if self.count == 0 {
             format!(
-                "host: no CPU stall over {} ms during the measured part ({how}, {} CPUs)",
+                "host: no CPU stall over {} ms during {during} ({how}, {} CPUs)",
                 THRESHOLD.as_millis(),
                 self.cpus
             )
         } else {
             format!(
-                "host: DISTURBED: {} CPU stall(s) during the measured part, longest {:.1} ms, \
+                "host: DISTURBED: {} CPU stall(s) during {during}, longest {:.1} ms, \
                  {:.1} CPU-ms in all ({how}, {} CPUs): the host did not run a CPU of this \
                  machine; the percentiles above include the delay",
                 self.count, self.longest_ms, self.total_ms, self.cpus
@@ -247,14 +248,14 @@ mod tests {
         assert_eq!(s.longest_ms, 100.0);
         assert_eq!(s.total_ms, 200.0);
         assert!(
-            s.line().contains("DISTURBED: 2 CPU stall(s)"),
+            s.line("the run").contains("DISTURBED: 2 CPU stall(s)"),
             "{}",
             s.line()
         );
         let none = h.within(MonoNanos(600_000_000), MonoNanos(800_000_000));
         assert_eq!(none.count, 0);
         assert!(
-            none.line().starts_with("host: no CPU stall"),
+            none.line("the run").starts_with("host: no CPU stall"),
             "{}",
             none.line()
         );

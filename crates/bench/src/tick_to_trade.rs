@@ -40,6 +40,7 @@ use algo::{StoreKind, SyncKind};
 use plan::{parse_duration, parse_scale, parse_whole_rate, Cycle, Scaling, Timeline};
 use target::{AlgoProcess, CpuProbe};
 use tickwire_rt::paths;
+use tickwire_rt::MonoNanos;
 use venue::{TimePoint, VenueOptions, VenueRun};
 
 pub use algo::{run_algo, AlgoArgs};
@@ -316,6 +317,9 @@ pub struct AlgoResult {
     pub notes: Vec<String>,
     /// The algo could not be measured at all.
     pub error: Option<String>,
+    /// CPU stalls of the machine itself during this algo's run, warm-up included
+    /// (crate::host_watch).
+    pub host: Option<crate::host_watch::StallSummary>,
 }
 
 /// Ratios of one algo to another for one step.
@@ -536,6 +540,7 @@ fn failed(name: &str, error: String) -> AlgoResult {
         ended_early: None,
         notes: Vec::new(),
         error: Some(error),
+        host: None,
     }
 }
 
@@ -711,10 +716,14 @@ fn measure(
         progress: con.progress,
     };
     let mut cpu = || probe.as_ref().and_then(|p| p.read());
-    match venue::run(&opts, tl, stop, &mut cpu) {
+    let (watch, from) = (crate::host_watch::HostWatch::start_all(), MonoNanos::now());
+    let ran = venue::run(&opts, tl, stop, &mut cpu);
+    let host = watch.finish().within(from, MonoNanos::now());
+    match ran {
         Ok(run) => {
             let mut r = summarise(name, description, command, tl, &run);
             r.cpu_resolution_ms = probe.map(|p| p.resolution_ns() as f64 / 1e6);
+            r.host = Some(host);
             r
         }
         Err(e) => {
@@ -807,6 +816,7 @@ fn summarise(
         ended_early: run.ended_early.clone(),
         notes: run.notes.clone(),
         error: None,
+        host: None,
     }
 }
 
@@ -953,6 +963,9 @@ pub fn algo_table(r: &AlgoResult) -> String {
         r.cpu_resolution_ms
             .map_or("; no CPU probe".to_string(), |ms| format!("; CPU probe resolution {ms} ms"))
     );
+    if let Some(h) = &r.host {
+        let _ = writeln!(out, "  {}", h.line("this algo's run, warm-up included"));
+    }
     if let Some(e) = &r.ended_early {
         let _ = writeln!(out, "  ENDED EARLY: {e}");
     }

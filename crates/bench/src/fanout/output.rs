@@ -665,7 +665,7 @@ impl Report {
             crate::outln!(out, "problem: {p}");
         }
         if let Some(h) = &self.host {
-            crate::outln!(out, "{}", h.line());
+            crate::outln!(out, "{}", h.line("the measured part"));
         }
 
         crate::outln!(
