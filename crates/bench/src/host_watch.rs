@@ -250,14 +250,14 @@ mod tests {
         assert!(
             s.line("the run").contains("DISTURBED: 2 CPU stall(s)"),
             "{}",
-            s.line()
+            s.line("the run")
         );
         let none = h.within(MonoNanos(600_000_000), MonoNanos(800_000_000));
         assert_eq!(none.count, 0);
         assert!(
             none.line("the run").starts_with("host: no CPU stall"),
             "{}",
-            none.line()
+            none.line("the run")
         );
     }
 
