@@ -2,7 +2,7 @@
 
 use std::io::{Read, Write};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
@@ -97,12 +97,16 @@ pub struct ReplyArgs {
     router: String,
     /// Pattern of the request topics to answer, e.g. 'svc/time' or 'svc/>'.
     pattern: String,
-    /// Run this shell command per request (payload on stdin, reply from stdout).
+    /// Run this shell command per request (payload on stdin, reply from stdout; a command
+    /// that fails is answered with "error: ", its exit status and its stderr).
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
     /// Exit after answering this many requests.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
+    /// Kill an --exec command still running after this long (the reply then says so).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "10s")]
+    exec_timeout: Duration,
     /// Largest reply sent from --exec output, in bytes (the rest is cut).
     #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size, default_value = "64KiB")]
     max_reply: usize,
@@ -134,7 +138,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             }
             let answer = match &a.exec {
                 None => payload,
-                Some(cmd) => run_exec(cmd, &payload, a.max_reply),
+                Some(cmd) => run_exec(cmd, &payload, a.max_reply, a.exec_timeout),
             };
             let max = (c.router_max_frame() as usize).saturating_sub(600);
             c.reply(&to, &answer[..answer.len().min(max)])?;
@@ -150,8 +154,12 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `cmd` with `input` on its stdin; its stdout (or, when it fails, "error: " and
-/// its stderr), cut to `max` bytes.
-fn run_exec(cmd: &str, input: &[u8], max: usize) -> Vec<u8> {
+/// its stderr), cut to `max` bytes. Stdin is written and stderr read on their own
+/// threads, so a command that writes before it has read all its input, or that writes a
+/// lot to stderr, cannot deadlock with us; what is beyond `max` is read and dropped so the
+/// command can finish. A command still running after `timeout` is killed and the reply
+/// says so.
+fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Vec<u8> {
     let child = Command::new("sh")
         .args(["-c", cmd])
         .stdin(Stdio::piped())
@@ -162,22 +170,47 @@ fn run_exec(cmd: &str, input: &[u8], max: usize) -> Vec<u8> {
         Ok(c) => c,
         Err(e) => return format!("error: cannot run {cmd:?}: {e}").into_bytes(),
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input closes the pipe early: not an error.
-        stdin.write_all(input).ok();
-    }
-    let mut out = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        // Bounded: what is beyond `max` is read and dropped so the command can finish.
-        let mut taken = stdout.take(max as u64);
-        taken.read_to_end(&mut out).ok();
-        std::io::copy(&mut taken.into_inner(), &mut std::io::sink()).ok();
-    }
-    let mut err = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        stderr.take(max as u64).read_to_end(&mut err).ok();
-    }
-    match child.wait() {
+    let stdin = child.stdin.take();
+    let input = input.to_vec();
+    // A command that does not read its input closes the pipe early: not an error.
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            stdin.write_all(&input).ok();
+        }
+    });
+    let (err_tx, err_rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take();
+    std::thread::spawn(move || err_tx.send(read_bounded(stderr, max)));
+    let (out_tx, out_rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take();
+    std::thread::spawn(move || out_tx.send(read_bounded(stdout, max)));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) if Instant::now() >= deadline => {
+                child.kill().ok();
+                child.wait().ok();
+                break Err(format!(
+                    "error: {cmd:?} still running after {timeout:?}: killed"
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => break Err(format!("error: waiting for {cmd:?}: {e}")),
+        }
+    };
+    // The pipes close when the command and whatever it started exit; a background
+    // process that keeps them open is not waited for past the deadline (its reader
+    // thread is left to finish on its own).
+    let rest = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100))
+    };
+    let out = out_rx.recv_timeout(rest()).unwrap_or_default();
+    let err = err_rx.recv_timeout(rest()).unwrap_or_default();
+    drop(writer);
+    match status {
         Ok(st) if st.success() => out,
         Ok(st) => {
             let mut e = format!("error: {cmd:?} {st}: ").into_bytes();
@@ -185,6 +218,17 @@ fn run_exec(cmd: &str, input: &[u8], max: usize) -> Vec<u8> {
             e.truncate(max);
             e
         }
-        Err(e) => format!("error: waiting for {cmd:?}: {e}").into_bytes(),
+        Err(e) => e.into_bytes(),
     }
+}
+
+/// Up to `max` bytes of `r`; the rest is read and dropped.
+fn read_bounded(r: Option<impl Read>, max: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(r) = r {
+        let mut taken = r.take(max as u64);
+        taken.read_to_end(&mut out).ok();
+        std::io::copy(&mut taken.into_inner(), &mut std::io::sink()).ok();
+    }
+    out
 }

@@ -228,6 +228,50 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
     assert_eq!(st.code(), Some(3), "{err}");
 }
 
+/// A command that floods stderr and fails, one that answers before reading its input,
+/// and one that never exits: none of them hangs the responder.
+#[test]
+fn reply_exec_survives_commands_that_flood_or_hang() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let mut replier = common::cli(&[
+        "reply",
+        "--router",
+        &addr,
+        "svc/>",
+        "--exec-timeout",
+        "500ms",
+        "--exec",
+        // Topic-independent: the command picks its behaviour from the payload.
+        "read -r what; case $what in \
+           flood) head -c 300000 /dev/zero | tr '\\0' e >&2; exit 3;; \
+           early) head -c 200000 /dev/zero | tr '\\0' o | head -c 10; cat >/dev/null;; \
+           *) sleep 30;; esac",
+        "--count",
+        "3",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let flood = request_when_answered(&addr, "svc/flood", "flood");
+    assert!(flood.starts_with("error: "), "{flood:.200}");
+    assert!(flood.contains("exit status: 3"), "{flood:.200}");
+    let early = request_when_answered(&addr, "svc/early", "early");
+    assert_eq!(early, "oooooooooo\n");
+    let hang = request_when_answered(&addr, "svc/hang", "hang");
+    assert!(hang.contains("still running after 500ms: killed"), "{hang}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let st = loop {
+        if let Some(st) = replier.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the responder did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(st.success(), "{st}");
+}
+
 #[test]
 fn help_has_examples() {
     common::assert_help_lists(&["request", "--help"], &["Examples:", "no responders"]);
