@@ -45,6 +45,12 @@
 //!   have added are then unknown to the book and later references to them are counted
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
+//! - **A/B lines**: a driver may feed the packets of two redundant lines of one session
+//!   into one core. The first copy of a packet wins; the second is a duplicate. With
+//!   [`FeedConfig::line_wait`] set, a new gap waits that long for the other line before
+//!   its first re-request: a packet lost on one line only is filled from the other and
+//!   never re-requested ([`Counters::line_filled`]); one lost on both is re-requested as
+//!   above.
 //!
 //! # Choosing the session, believing a jump (stray and spoofed datagrams)
 //!
@@ -168,6 +174,12 @@ pub struct FeedConfig {
     pub order_capacity: usize,
     /// Price levels per book side reserved at Stock Directory time (default 64).
     pub levels_per_side: usize,
+    /// A/B line arbitration: how long a gap waits for the other line's copy of the
+    /// missing packets before the first re-request goes out (default 0: at once, for a
+    /// single line). With two lines fed into one core, the first copy of each packet
+    /// wins and the second is a duplicate; a packet lost on one line only is filled from
+    /// the other within this wait and never re-requested ([`Counters::line_filled`]).
+    pub line_wait: Duration,
 }
 
 impl Default for FeedConfig {
@@ -185,6 +197,7 @@ impl Default for FeedConfig {
             confirm_packets: 3,
             order_capacity: 1 << 20,
             levels_per_side: 64,
+            line_wait: Duration::ZERO,
         }
     }
 }
@@ -283,6 +296,9 @@ pub struct Counters {
     pub heartbeats: u64,
     /// Re-requests queued.
     pub requests: u64,
+    /// Gaps closed before their first re-request: the other line (A/B arbitration,
+    /// [`FeedConfig::line_wait`]) or a reordered packet brought what was missing.
+    pub line_filled: u64,
     /// Ahead packets dropped because `max_held_packets` were already held.
     pub overflow: u64,
     /// Valid packets of a session other than the one followed (stray or spoofed
@@ -738,7 +754,9 @@ impl FeedHandler {
     fn check_gap(&mut self, now: MonoNanos) {
         let end = self.missing_until();
         if self.expected >= end {
-            self.gap = None;
+            if self.gap.take().is_some_and(|g| g.tries == 0) {
+                self.counters.line_filled += 1;
+            }
             return;
         }
         self.missing_end = self.missing_end.max(end);
@@ -748,12 +766,23 @@ impl FeedHandler {
                 if open.is_none() {
                     self.counters.gaps += 1;
                 }
-                self.gap = Some(Gap {
-                    first: self.expected,
-                    tries: 1,
-                    deadline: now.add_duration(self.cfg.retransmit_timeout),
-                });
-                self.queue_request();
+                // A gap already being re-requested that moved on keeps re-requesting.
+                if self.cfg.line_wait.is_zero() || open.is_some_and(|g| g.tries > 0) {
+                    self.gap = Some(Gap {
+                        first: self.expected,
+                        tries: 1,
+                        deadline: now.add_duration(self.cfg.retransmit_timeout),
+                    });
+                    self.queue_request();
+                } else {
+                    // Give the other line its chance first: the first re-request goes
+                    // out at the deadline if the gap is still open (handle_timeout).
+                    self.gap = Some(Gap {
+                        first: self.expected,
+                        tries: 0,
+                        deadline: now.add_duration(self.cfg.line_wait),
+                    });
+                }
             }
         }
     }

@@ -37,6 +37,10 @@ pub fn parse_feed_idle(s: &str) -> Result<IdleStrategy, String> {
 #[derive(Debug, Clone)]
 pub struct HandlerOptions {
     pub group: SocketAddrV4,
+    /// Line B: a redundant copy of the same session on a second group (A/B line
+    /// arbitration: the first copy of each packet wins, a gap on one line is filled from
+    /// the other within `feed.line_wait` before any re-request).
+    pub group_b: Option<SocketAddrV4>,
     pub interface: Ipv4Addr,
     /// The exchange's re-request server.
     pub request_to: SocketAddrV4,
@@ -110,6 +114,14 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
     let mut core = FeedHandler::new(opts.feed.clone())?;
     let feed = group_receiver(opts.group, opts.interface)?;
     feed.set_nonblocking(true)?;
+    let feed_b = match opts.group_b {
+        Some(g) => {
+            let s = group_receiver(g, opts.interface)?;
+            s.set_nonblocking(true)?;
+            Some(s)
+        }
+        None => None,
+    };
     let req = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
     req.set_nonblocking(true)?;
     let client_opts = ClientOptions {
@@ -142,8 +154,11 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             error: None,
         };
         let mut got = 0usize;
-        // 1. Drain both sockets.
-        for sock in [&feed, &req] {
+        // 1. Drain the sockets: line A, line B, retransmissions.
+        for sock in [Some(&feed), feed_b.as_ref(), Some(&req)]
+            .into_iter()
+            .flatten()
+        {
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
@@ -152,7 +167,12 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(anyhow::anyhow!("receiving from {}: {e}", opts.group)),
+                    Err(e) => {
+                        let from = sock
+                            .local_addr()
+                            .map_or("a feed socket".into(), |a| a.to_string());
+                        return Err(anyhow::anyhow!("receiving on {from}: {e}"));
+                    }
                 }
             }
         }
@@ -217,13 +237,20 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         }
         if got == 0 && opts.idle == IdleStrategy::Block {
             let (feed_fd, req_fd) = (feed.as_fd(), req.as_fd());
+            // Line B's socket, or line A's again (polling one fd twice is harmless).
+            let b_fd = feed_b.as_ref().map_or(feed.as_fd(), |b| b.as_fd());
             let mut fds = [
                 rustix::event::PollFd::new(&feed_fd, rustix::event::PollFlags::IN),
+                rustix::event::PollFd::new(&b_fd, rustix::event::PollFlags::IN),
                 rustix::event::PollFd::new(&req_fd, rustix::event::PollFlags::IN),
             ];
+            // Up to 1 ms, or until a gap's line wait or re-request is due.
+            let wait_ns = core.poll_timeout().map_or(1_000_000, |t| {
+                t.saturating_sub(MonoNanos::now()).clamp(1, 1_000_000)
+            });
             let timeout = rustix::event::Timespec {
                 tv_sec: 0,
-                tv_nsec: 1_000_000,
+                tv_nsec: wait_ns as i64,
             };
             let _ = rustix::event::poll(&mut fds, Some(&timeout));
         }

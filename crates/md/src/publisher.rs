@@ -13,6 +13,11 @@
 //! Re-requests arrive on a unicast UDP socket (`request_listen`); each is answered to
 //! its sender with one packet holding as many of the requested messages as fit.
 //! Injected loss applies to the multicast originals only, never to retransmissions.
+//!
+//! With a line B (`group_b`) every packet goes to both groups, as exchanges send two
+//! redundant lines; each line drops originals with its own probability, drawn
+//! independently, but never the same packet on both unless asked (`double_loss`): a
+//! packet lost on both lines can only come back by re-request.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +36,17 @@ use crate::exchange::{Exchange, SessionData};
 #[derive(Debug, Clone)]
 pub struct PublishOptions {
     pub group: SocketAddrV4,
+    /// Line B: every packet (originals, heartbeats, End of Session) is also sent to this
+    /// group, as exchanges send a redundant line.
+    pub group_b: Option<SocketAddrV4>,
+    /// Probability of dropping each original packet on line B, drawn independently of
+    /// line A's. A packet drawn for dropping on both lines is still sent on line B
+    /// (counted in `PublishReport::double_loss_avoided`) unless `double_loss` is set: a
+    /// packet lost on both lines is recoverable only by re-request.
+    pub loss_b: f64,
+    pub double_loss: bool,
+    /// Answer re-requests (false: no re-request server, for arbitration tests).
+    pub serve_requests: bool,
     pub interface: Ipv4Addr,
     /// Where re-requests are received (unicast).
     pub request_listen: SocketAddrV4,
@@ -57,6 +73,9 @@ pub struct PublishReport {
     pub packets: u64,
     pub dropped_packets: u64,
     pub dropped_messages: u64,
+    /// Line B's drops, and the packets drawn for dropping on both lines but sent on B.
+    pub dropped_packets_b: u64,
+    pub double_loss_avoided: u64,
     pub heartbeats: u64,
     pub requests: u64,
     pub bad_requests: u64,
@@ -135,6 +154,8 @@ pub fn publish(
         packets: 0,
         dropped_packets: 0,
         dropped_messages: 0,
+        dropped_packets_b: 0,
+        double_loss_avoided: 0,
         heartbeats: 0,
         requests: 0,
         bad_requests: 0,
@@ -152,6 +173,18 @@ pub fn publish(
     let mut last_send = start;
     let mut progress = opts.progress.map(Progress::new);
     let dst = SocketAddr::V4(opts.group);
+    let dst_b = opts.group_b.map(SocketAddr::V4);
+    // Heartbeats and End of Session go to both lines, never dropped.
+    let send_both = |p: &[u8], r: &mut PublishReport| -> bool {
+        let mut ok = true;
+        for to in std::iter::once(dst).chain(dst_b) {
+            if let Err(e) = sock.send_to(p, to) {
+                r.send_failed(&e, to);
+                ok = false;
+            }
+        }
+        ok
+    };
     let mut req_buf = [0u8; 64];
 
     let mut serve_requests = |ex: &Exchange, data: &SessionData, r: &mut PublishReport| {
@@ -161,6 +194,9 @@ pub fn publish(
                 continue;
             };
             r.requests += 1;
+            if !opts.serve_requests {
+                continue; // read and ignored: no re-request server
+            }
             if let Some(p) = ex.answer(data, &req, &mut answer_buf) {
                 let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
                 match sock.send_to(p, from) {
@@ -182,9 +218,8 @@ pub fn publish(
                 }
                 serve_requests(&ex, &data, &mut r);
                 if now - last_send >= 1_000_000_000 {
-                    match sock.send_to(&ex.heartbeat(), dst) {
-                        Ok(_) => r.heartbeats += 1,
-                        Err(e) => r.send_failed(&e, dst),
+                    if send_both(&ex.heartbeat(), &mut r) {
+                        r.heartbeats += 1;
                     }
                     last_send = now;
                 }
@@ -232,13 +267,27 @@ pub fn publish(
         };
         let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
         r.messages += count;
-        if opts.loss > 0.0 && rng.gen_bool(opts.loss.min(1.0)) {
+        // Both draws every packet, so line A's pattern does not depend on line B.
+        let drop_a = opts.loss > 0.0 && rng.gen_bool(opts.loss.min(1.0));
+        let mut drop_b = opts.loss_b > 0.0 && rng.gen_bool(opts.loss_b.min(1.0));
+        if drop_a && drop_b && !opts.double_loss {
+            drop_b = false;
+            r.double_loss_avoided += 1;
+        }
+        if drop_a {
             r.dropped_packets += 1;
             r.dropped_messages += count;
         } else {
             match sock.send_to(p, dst) {
                 Ok(_) => r.packets += 1,
                 Err(e) => r.send_failed(&e, dst),
+            }
+        }
+        if let Some(to) = dst_b {
+            if drop_b {
+                r.dropped_packets_b += 1;
+            } else if let Err(e) = sock.send_to(p, to) {
+                r.send_failed(&e, to);
             }
         }
         last_send = MonoNanos::now().as_nanos();
@@ -280,9 +329,8 @@ pub fn publish(
     let mut next_hb = MonoNanos::now().as_nanos();
     while MonoNanos::now().as_nanos() < linger_end && !stop.is_set() {
         if MonoNanos::now().as_nanos() >= next_hb {
-            match sock.send_to(&ex.heartbeat(), dst) {
-                Ok(_) => r.heartbeats += 1,
-                Err(e) => r.send_failed(&e, dst),
+            if send_both(&ex.heartbeat(), &mut r) {
+                r.heartbeats += 1;
             }
             next_hb += 1_000_000_000;
         }
@@ -290,9 +338,7 @@ pub fn publish(
         std::thread::sleep(Duration::from_micros(200));
     }
     for _ in 0..3 {
-        if let Err(e) = sock.send_to(&ex.end_of_session(), dst) {
-            r.send_failed(&e, dst);
-        }
+        send_both(&ex.end_of_session(), &mut r);
     }
     Ok(r)
 }

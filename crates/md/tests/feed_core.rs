@@ -716,3 +716,97 @@ fn a_trade_for_a_symbol_without_a_directory_is_counted_unpublished() {
         (3, 2_000_100, 200, 42, b'P')
     );
 }
+
+/// Two redundant lines of one session, each losing ~5% of the packets (never the same
+/// packet on both), interleaved with line B running behind line A: with a line wait
+/// and no re-request server, nothing is lost, nothing is re-requested, and the update
+/// stream is the lossless one.
+#[test]
+fn ab_lines_fill_each_others_gaps_before_any_rerequest() {
+    let msgs = messages(20, 20_000, 5);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let (clean, clean_stream) = lossless(&msgs, &pkts, 0);
+    // A deterministic 5% per line, disjoint: hash of the index picks the line that drops.
+    let drop_a = |i: usize| (i * 7919 + 13) % 20 == 0;
+    let drop_b = |i: usize| !drop_a(i) && (i * 104_729 + 7) % 20 == 0;
+    assert!((0..pkts.len()).any(drop_a) && (0..pkts.len()).any(drop_b));
+    let mut f = FeedHandler::new(FeedConfig {
+        line_wait: std::time::Duration::from_millis(2),
+        ..config(0)
+    })
+    .unwrap();
+    let mut stream = Stream::new();
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    // Line B lags three packets behind line A; the clock moves 10 µs per packet, so
+    // every gap is filled long before the 2 ms wait ends.
+    let lag = 3;
+    for step in 0..pkts.len() + lag {
+        let now = MonoNanos(1_000_000 + step as u64 * 10_000);
+        if step < pkts.len() && !drop_a(step) {
+            f.handle_datagram(now, &pkts[step], &mut sink);
+        }
+        if let Some(j) = step.checked_sub(lag).filter(|&j| !drop_b(j)) {
+            f.handle_datagram(now, &pkts[j], &mut sink);
+        }
+        if f.poll_timeout().is_some_and(|t| now >= t) {
+            f.handle_timeout(now, &mut sink);
+        }
+        assert!(
+            f.poll_transmit().is_none(),
+            "a re-request went out at step {step}"
+        );
+    }
+    let c = *f.counters();
+    assert_eq!((c.lost, c.requests), (0, 0), "{c:?}");
+    assert!(c.gaps > 0 && c.line_filled == c.gaps, "{c:?}");
+    assert!(c.duplicates > 0, "{c:?}");
+    assert_eq!(c.messages, msgs.len() as u64);
+    // Receive times differ (the clock moved): compare everything else.
+    assert!(
+        without_receive_time(stream) == without_receive_time(clean_stream),
+        "update streams differ"
+    );
+    assert_eq!(snapshot(&f, 20), snapshot(&clean, 20));
+}
+
+/// A packet lost on both lines is re-requested once the line wait is over (not
+/// before), and recovered from the server.
+#[test]
+fn a_packet_lost_on_both_lines_is_rerequested_after_the_line_wait() {
+    let msgs = messages(5, 2_000, 9);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let wait = std::time::Duration::from_millis(2);
+    let mut f = FeedHandler::new(FeedConfig {
+        line_wait: wait,
+        ..config(0)
+    })
+    .unwrap();
+    let mut stream = Stream::new();
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    let t0 = MonoNanos(1_000_000);
+    f.handle_datagram(t0, &pkts[0], &mut sink);
+    f.handle_datagram(t0, &pkts[2], &mut sink); // packet 1 missing on both lines
+    assert!(
+        f.poll_transmit().is_none(),
+        "re-requested before the line wait"
+    );
+    let due = f.poll_timeout().expect("a gap waits for the other line");
+    assert_eq!(due, t0.add_duration(wait));
+    f.handle_timeout(MonoNanos(due.as_nanos() - 1), &mut sink);
+    assert!(
+        f.poll_transmit().is_none(),
+        "re-requested before the line wait"
+    );
+    f.handle_timeout(due, &mut sink);
+    let req = f.poll_transmit().expect("re-request after the line wait");
+    for p in answer(&msgs, req) {
+        f.handle_datagram(due, &p, &mut sink);
+    }
+    let c = *f.counters();
+    assert_eq!(
+        (c.gaps, c.requests, c.lost, c.line_filled),
+        (1, 1, 0, 0),
+        "{c:?}"
+    );
+    assert!(!f.recovering());
+}

@@ -38,12 +38,19 @@ of the highest sequence known is suspect (suspect_jumps): it is ignored unless
 then followed (accepted_jumps) and the skipped messages counted lost, never
 re-requested.
 
+A/B lines: with --group-b, the same session is also received on a second group (the
+redundant line every exchange sends). The first copy of each packet wins, the second
+is counted as a duplicate; a gap on one line waits --line-wait for the other line's
+copy before the first re-request, so a packet lost on one line only is never
+re-requested (line_filled counts such gaps).
+
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
 the report says why); 1 an error (router unreachable, socket error, bad option).
 
 Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
   tickwire feed --group 239.1.1.1:26400 --session TICKWIRE01   # only this session
+  tickwire feed --group 239.1.1.1:26400 --group-b 239.1.1.2:26400  # A/B lines
   tickwire sub 'md/NASDAQ/AAPL/>'";
 
 #[derive(Args)]
@@ -52,6 +59,13 @@ pub struct FeedArgs {
     /// Multicast group of the MoldUDP64 feed.
     #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400")]
     group: SocketAddrV4,
+    /// Line B: the same session's redundant copy on a second multicast group.
+    #[arg(long, value_name = "ADDR:PORT")]
+    group_b: Option<SocketAddrV4>,
+    /// With --group-b: how long a gap waits for the other line before the first
+    /// re-request (without --group-b gaps are re-requested at once).
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    line_wait: Duration,
     /// The exchange's re-request server (default: 127.0.0.1, the group's port + 1).
     #[arg(long, value_name = "ADDR:PORT")]
     request: Option<SocketAddrV4>,
@@ -124,10 +138,19 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
             None => a.retransmit_timeout,
         },
         max_retransmit_tries: a.retransmit_tries,
+        line_wait: if a.group_b.is_some() {
+            a.line_wait
+        } else {
+            Duration::ZERO
+        },
         ..FeedConfig::default()
     };
+    if a.group_b == Some(a.group) {
+        anyhow::bail!("--group-b must differ from --group (line B is a second group)");
+    }
     let opts = HandlerOptions {
         group: a.group,
+        group_b: a.group_b,
         interface: a.interface,
         request_to: a.request.unwrap_or_else(|| {
             SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.group.port().wrapping_add(1))
@@ -163,7 +186,7 @@ fn summary(r: &HandlerReport) -> String {
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
          session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
-         unpublished {} · unknown_refs {}\n",
+         unpublished {} · unknown_refs {} · line_filled {}\n",
         c.packets,
         c.messages,
         c.gaps,
@@ -186,6 +209,7 @@ fn summary(r: &HandlerReport) -> String {
         c.bad_messages,
         c.unpublished,
         r.unknown_refs,
+        c.line_filled,
     )
 }
 

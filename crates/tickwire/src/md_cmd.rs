@@ -60,6 +60,10 @@ second while idle; after the last message, heartbeats and re-request answers for
 
 --loss P drops each original packet with probability P (seeded by --seed), never a
 retransmission: a feed handler must recover every gap.
+--group-b sends every packet to a second group too (the redundant line B of A/B feeds);
+--loss-b drops line B's originals independently of line A's, but never a packet line A
+dropped too unless --double-loss. --no-retransmit reads re-requests and never answers,
+so only line arbitration can fill gaps.
 --restamp rewrites each message's ITCH timestamp to its scheduled send time (UTC time of
 day), so exchange-to-feed-handler latency can be measured on one host.
 
@@ -72,7 +76,9 @@ an error (unreadable file, bad option, re-request port in use).
 
 Examples:
   tickwire md publish --file day.itch --group 239.1.1.1:26400
-  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x --loss 0.01 --seed 3";
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x --loss 0.01 --seed 3
+  tickwire md publish --file day.itch --group 239.1.1.1:26400 --group-b 239.1.1.2:26400 \\
+      --loss 0.05 --loss-b 0.05 --no-retransmit        # A/B lines, no re-request server";
 
 #[derive(Args)]
 #[command(after_help = PUBLISH_HELP)]
@@ -100,6 +106,19 @@ struct PublishArgs {
     /// Seed of the loss pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Line B: also send every packet to this group (the redundant line of A/B feeds).
+    #[arg(long, value_name = "ADDR:PORT")]
+    group_b: Option<SocketAddrV4>,
+    /// Probability of dropping each original packet on line B, drawn independently of
+    /// --loss (never the same packet as line A unless --double-loss).
+    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "group_b")]
+    loss_b: f64,
+    /// Let a packet be dropped on both lines (only a re-request can then recover it).
+    #[arg(long, requires = "group_b")]
+    double_loss: bool,
+    /// Read re-requests but never answer them (no re-request server).
+    #[arg(long)]
+    no_retransmit: bool,
     /// Rewrite ITCH timestamps to the scheduled send time (time of day, UTC).
     #[arg(long)]
     restamp: bool,
@@ -230,6 +249,12 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     if !(0.0..=1.0).contains(&a.loss) {
         anyhow::bail!("--loss must be between 0 and 1 (got {})", a.loss);
     }
+    if !(0.0..=1.0).contains(&a.loss_b) {
+        anyhow::bail!("--loss-b must be between 0 and 1 (got {})", a.loss_b);
+    }
+    if a.group_b == Some(a.group) {
+        anyhow::bail!("--group-b must differ from --group (line B is a second group)");
+    }
     let session =
         Session::new(&a.session).map_err(|e| anyhow::anyhow!("--session {:?}: {e}", a.session))?;
     let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
@@ -263,6 +288,10 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         session,
         speed: a.speed,
         loss: a.loss,
+        group_b: a.group_b,
+        loss_b: a.loss_b,
+        double_loss: a.double_loss,
+        serve_requests: !a.no_retransmit,
         seed: a.seed,
         restamp: a.restamp,
         linger: a.linger,
@@ -283,6 +312,20 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         "dropped       {} packets ({} messages) by --loss",
         r.dropped_packets, r.dropped_messages
     );
+    if let Some(b) = a.group_b {
+        println!(
+            "line B        {b}: {} packets dropped by --loss-b; {} drawn on both lines and sent on B{}",
+            r.dropped_packets_b,
+            r.double_loss_avoided,
+            if a.double_loss { " (none: --double-loss)" } else { "" }
+        );
+    }
+    if a.no_retransmit {
+        println!(
+            "re-requests   not answered (--no-retransmit): {} received",
+            r.requests
+        );
+    }
     println!(
         "re-requests   {} answered ({} messages retransmitted), {} malformed",
         r.requests, r.retransmitted_messages, r.bad_requests

@@ -269,6 +269,40 @@ fn injected_loss_is_recovered_and_the_stream_equals_a_lossless_run() {
     assert_matches_input(&session, &lossy);
 }
 
+/// A/B lines (issue 19): 5% independent loss on each line and no re-request server:
+/// the feed handler fills every gap from the other line, nothing is lost or
+/// re-requested, and the stream is what the ITCH input says.
+#[test]
+fn ab_lines_with_loss_on_both_and_no_rerequest_server_lose_nothing() {
+    let session = generate("ab.itch", "13");
+    let port_b = free_udp_port_pair();
+    let group_b = format!("239.255.43.{}:{port_b}", 1 + port_b % 200);
+    let (code, out, stream) = run_path(
+        &session,
+        &[
+            "--group-b",
+            &group_b,
+            "--loss",
+            "0.05",
+            "--loss-b",
+            "0.05",
+            "--seed",
+            "5",
+            "--no-retransmit",
+        ],
+        &["--group-b", &group_b, "--line-wait", "20ms"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(counter(&out, "lost"), 0, "{out}");
+    assert_eq!(counter(&out, "re-requests"), 0, "{out}");
+    assert!(counter(&out, "gaps") > 0, "5% loss must open gaps: {out}");
+    assert_eq!(counter(&out, "line_filled"), counter(&out, "gaps"), "{out}");
+    assert!(counter(&out, "duplicates") > 0, "the second copies: {out}");
+    assert_eq!(counter(&out, "messages"), 30_000, "{out}");
+    assert_eq!(stream.len() as u64, counter(&out, "published"));
+    assert_matches_input(&session, &stream);
+}
+
 #[test]
 fn unrecoverable_loss_is_counted_and_reported() {
     let session = generate("lost.itch", "12");

@@ -238,6 +238,7 @@ fn one_speed(
         .spawn(move || latency::run(clients, &lat_opts, &client_stop))?;
     let request = SocketAddrV4::new(Ipv4Addr::LOCALHOST, group.port() + 1);
     let h_opts = HandlerOptions {
+        group_b: None,
         group,
         interface: Ipv4Addr::LOCALHOST,
         request_to: request,
@@ -261,6 +262,10 @@ fn one_speed(
         session: Session::new("TWREPLAY").map_err(|e| anyhow::anyhow!("{e}"))?,
         speed,
         loss: 0.0,
+        group_b: None,
+        loss_b: 0.0,
+        double_loss: false,
+        serve_requests: true,
         seed: 1,
         restamp: true,
         linger: Duration::from_millis(500),
