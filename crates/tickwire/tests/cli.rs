@@ -678,18 +678,7 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
     reader.read_line(&mut line).expect("first line");
     assert_eq!(line, "pipe/x hello\n");
     drop(reader); // like `head -1` exiting
-    let deadline = Instant::now() + T;
-    let status = loop {
-        if let Some(st) = sub.try_wait().expect("try_wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = sub.kill();
-            let _ = sub.wait();
-            panic!("tickwire sub kept running after its stdout reader went away");
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
+    let status = common::wait_child(&mut sub, T, "tickwire sub, whose stdout reader went away,");
     let mut err = String::new();
     sub.stderr
         .take()

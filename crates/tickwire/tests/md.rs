@@ -53,19 +53,10 @@ fn spawn(args: &[&str]) -> Kill {
 
 /// Waits (bounded) for a child and returns its exit code and stdout.
 fn finish(mut k: Kill, limit: Duration) -> (i32, String) {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = k.0.try_wait().unwrap() {
-            let mut out = String::new();
-            std::io::Read::read_to_string(k.0.stdout.as_mut().unwrap(), &mut out).unwrap();
-            return (st.code().unwrap_or(-1), out);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "child did not finish in {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let st = common::wait_child(&mut k.0, limit, "the child");
+    let mut out = String::new();
+    std::io::Read::read_to_string(k.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+    (st.code().unwrap_or(-1), out)
 }
 
 /// What a collector gathered: (topic, payload with the receive time zeroed).

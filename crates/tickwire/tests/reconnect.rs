@@ -112,14 +112,7 @@ fn no_reconnect_exits_when_the_router_goes() {
     let (mut sub, lines) = spawn_sub(&addr, &["--no-reconnect"]);
     publish_until_seen(&addr, "t/a", "x", &lines);
     router.kill9();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = sub.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "sub --no-reconnect kept running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = common::wait_child(&mut sub, Duration::from_secs(10), "sub --no-reconnect");
     assert!(status.success(), "{status}");
 }
 

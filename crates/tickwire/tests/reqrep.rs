@@ -261,14 +261,7 @@ fn reply_exec_survives_commands_that_flood_or_hang() {
     assert_eq!(early, "oooooooooo\n");
     let hang = request_when_answered(&addr, "svc/hang", "hang");
     assert!(hang.contains("still running after 500ms: killed"), "{hang}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let st = loop {
-        if let Some(st) = replier.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < deadline, "the responder did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
     assert!(st.success(), "{st}");
 }
 

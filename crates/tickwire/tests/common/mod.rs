@@ -619,3 +619,24 @@ pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
         .stderr(Stdio::piped());
     c
 }
+
+/// Waits for `child` to exit, at most `limit` (then kills it and fails the test, saying
+/// `what` kept running), and returns its status: a timeout is never mistaken for an exit.
+pub fn wait_child(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
