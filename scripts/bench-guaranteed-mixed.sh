@@ -8,7 +8,8 @@
 #   (defaults: 3 pairs, pattern1 --scale 0.2, 135k guaranteed msg/s, fsync)
 #
 # Layout (2 cores): the router alone on CPU 0 (idle block), both measuring processes
-# on CPU 1. Needs a release build: cargo build --release -p tickwire.
+# on CPU 1 (ROUTER_IDLE=hybrid|spin changes the router's idle strategy). Needs a release
+# build: cargo build --release -p tickwire.
 set -euo pipefail
 RUNS=${1:-3}
 SCALE=${2:-0.2}
@@ -21,7 +22,7 @@ SPOOL_ARGS=()
 OUT=${OUT:-target/bench-guaranteed-mixed}
 mkdir -p "$OUT"
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/tickwire-mixed-XXXXXX")
-taskset -c 0 "$BIN" router --listen 127.0.0.1:0 --idle block --data-dir "$DATA" --sync "$SYNC" "${SPOOL_ARGS[@]}" \
+taskset -c 0 "$BIN" router --listen 127.0.0.1:0 --idle "${ROUTER_IDLE:-block}" --data-dir "$DATA" --sync "$SYNC" "${SPOOL_ARGS[@]}" \
   >"$OUT/router.out" 2>"$OUT/router.err" &
 ROUTER=$!
 cleanup() { kill "$ROUTER" 2>/dev/null || true; wait "$ROUTER" 2>/dev/null || true; rm -rf "$DATA"; }
