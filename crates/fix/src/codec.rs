@@ -48,6 +48,7 @@ use thiserror::Error;
 pub use time::{
     format_utc_timestamp, parse_utc_date_only, parse_utc_time_only, parse_utc_timestamp,
     write_utc_date_only, write_utc_time_only, write_utc_timestamp, TimestampPrecision,
+    TimestampWriter,
 };
 
 /// The FIX field delimiter (Start Of Header, 0x01).
@@ -564,6 +565,14 @@ pub fn parse_i64(v: &[u8]) -> Option<i64> {
 }
 
 impl<'a> MessageRef<'a> {
+    /// A message from its bytes and the field table a parse of exactly these bytes
+    /// produced (e.g. [`crate::session::Session::event_fields`] beside the event's
+    /// bytes). A table that does not belong to `raw` gives wrong values, never a panic:
+    /// every accessor reads `raw` through bounds-checked offsets.
+    pub fn from_parts(raw: &'a [u8], fields: &'a [Field]) -> MessageRef<'a> {
+        MessageRef { raw, fields }
+    }
+
     /// The whole message, `8=` to the trailing SOH.
     pub fn raw(&self) -> &'a [u8] {
         self.raw
@@ -899,6 +908,8 @@ pub struct Encoder {
     body_start: usize,
     /// Offset of the finished message in `buf`, once finished.
     finished_at: Option<usize>,
+    /// Timestamps of one second share their formatted date and time.
+    stamps: TimestampWriter,
 }
 
 impl Encoder {
@@ -918,6 +929,7 @@ impl Encoder {
             header: Vec::new(),
             body_start,
             finished_at: None,
+            stamps: TimestampWriter::default(),
         }
     }
 
@@ -981,7 +993,7 @@ impl Encoder {
     #[inline]
     pub fn field_timestamp(&mut self, tag: u32, unix_nanos: u64, p: TimestampPrecision) {
         push_tag(&mut self.buf, tag);
-        write_utc_timestamp(&mut self.buf, unix_nanos, p);
+        self.stamps.write(&mut self.buf, unix_nanos, p);
         self.buf.push(SOH);
     }
 

@@ -661,6 +661,14 @@ impl<S: MessageStore> Session<S> {
         self.out.poll()
     }
 
+    /// The field table of the [`Event::FromApp`] / [`Event::FromAdmin`] message last
+    /// returned by [`Session::poll_event`] (empty after any other output): what the
+    /// session parsed, so that a driver can hand the application that message with
+    /// [`codec::MessageRef::from_parts`] instead of parsing it again.
+    pub fn event_fields(&self) -> &[codec::Field] {
+        self.out.polled_fields()
+    }
+
     /// The latest time at which [`Session::handle_timeout`] must be called (it may be
     /// called earlier or more often: spurious calls do nothing). A deadline at or
     /// before the current time means "now" (e.g. a new initiator's first connection).

@@ -315,6 +315,8 @@ struct Net {
 #[derive(Default)]
 struct Scratch {
     msg: Vec<u8>,
+    /// The field table of `msg`, as the session parsed it.
+    msg_fields: Vec<codec::Field>,
     fields: Fields,
     out_fields: Fields,
     note: String,

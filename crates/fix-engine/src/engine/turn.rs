@@ -348,11 +348,19 @@ impl<A: Application> Engine<A> {
                     Output::Event(Event::FromApp(b)) => {
                         scratch.msg.clear();
                         scratch.msg.extend_from_slice(b);
+                        scratch.msg_fields.clear();
+                        scratch
+                            .msg_fields
+                            .extend_from_slice(slot.session.event_fields());
                         Then::FromApp
                     }
                     Output::Event(Event::FromAdmin(b)) => {
                         scratch.msg.clear();
                         scratch.msg.extend_from_slice(b);
+                        scratch.msg_fields.clear();
+                        scratch
+                            .msg_fields
+                            .extend_from_slice(slot.session.event_fields());
                         Then::FromAdmin
                     }
                     Output::Event(Event::LoggedOn) => Then::LoggedOn,
@@ -373,14 +381,12 @@ impl<A: Application> Engine<A> {
             match then {
                 Then::Nothing => {}
                 Then::FromApp | Then::FromAdmin => {
-                    if let Ok(m) =
-                        codec::parse_keeping_empty(&scratch.msg, &mut scratch.fields, false)
-                    {
-                        if matches!(then, Then::FromApp) {
-                            app.from_app(&mut ctx, key, &m);
-                        } else {
-                            app.from_admin(&mut ctx, key, &m);
-                        }
+                    // The session's own parse of these bytes: no second parse.
+                    let m = codec::MessageRef::from_parts(&scratch.msg, &scratch.msg_fields);
+                    if matches!(then, Then::FromApp) {
+                        app.from_app(&mut ctx, key, &m);
+                    } else {
+                        app.from_admin(&mut ctx, key, &m);
                     }
                 }
                 Then::LoggedOn => app.on_logon(&mut ctx, key),

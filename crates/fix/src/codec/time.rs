@@ -157,6 +157,56 @@ pub fn format_utc_timestamp(b: &mut [u8; 27], unix_nanos: u64, p: TimestampPreci
     9 + format_time(&mut b[9..], nanos_of_day, p)
 }
 
+/// [`write_utc_timestamp`] for a stream of instants that mostly share their second (a
+/// session's SendingTime): the `YYYYMMDD-HH:MM:SS` part is formatted once per second and
+/// copied, only the fraction is formatted per call. Same output as
+/// [`write_utc_timestamp`] for every instant.
+#[derive(Debug, Clone)]
+pub struct TimestampWriter {
+    /// The second the prefix is for (u64::MAX: none yet).
+    sec: u64,
+    prefix: [u8; 17],
+}
+
+impl Default for TimestampWriter {
+    fn default() -> Self {
+        TimestampWriter {
+            sec: u64::MAX,
+            prefix: [0; 17],
+        }
+    }
+}
+
+impl TimestampWriter {
+    /// Appends the UTCTimestamp for `unix_nanos` at precision `p` to `out`.
+    #[inline]
+    pub fn write(&mut self, out: &mut Vec<u8>, unix_nanos: u64, p: TimestampPrecision) {
+        let sec = unix_nanos / NANOS_PER_SEC;
+        if sec / SECS_PER_DAY >= YEAR_10000_DAYS {
+            // Clamped by the format: the slow path knows how.
+            return write_utc_timestamp(out, unix_nanos, p);
+        }
+        if sec != self.sec {
+            let mut b = [0u8; 27];
+            format_utc_timestamp(&mut b, sec * NANOS_PER_SEC, TimestampPrecision::Seconds);
+            self.prefix.copy_from_slice(&b[..17]);
+            self.sec = sec;
+        }
+        out.extend_from_slice(&self.prefix);
+        let digits = p.digits();
+        if digits > 0 {
+            // Truncated, never rounded, as format_time does.
+            let mut v = (unix_nanos % NANOS_PER_SEC) / 10u64.pow(9 - digits as u32);
+            let mut frac = [b'.'; 10];
+            for i in (1..=digits).rev() {
+                frac[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            out.extend_from_slice(&frac[..=digits]);
+        }
+    }
+}
+
 /// Appends a UTCDateOnly (`YYYYMMDD`) for the UTC day containing `unix_nanos`.
 pub fn write_utc_date_only(out: &mut Vec<u8>, unix_nanos: u64) {
     let mut b = [0u8; 27];
@@ -255,5 +305,60 @@ mod tests {
         assert_eq!(days_from_civil(2000, 3, 1), Some(11_017));
         assert_eq!(days_from_civil(1969, 12, 31), None);
         assert_eq!(civil_from_days(YEAR_10000_DAYS), (10000, 1, 1));
+    }
+}
+
+#[cfg(test)]
+mod writer_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn precision() -> impl Strategy<Value = TimestampPrecision> {
+        prop_oneof![
+            Just(TimestampPrecision::Seconds),
+            Just(TimestampPrecision::Millis),
+            Just(TimestampPrecision::Micros),
+            Just(TimestampPrecision::Nanos),
+        ]
+    }
+
+    proptest! {
+        /// The cached writer gives exactly write_utc_timestamp's bytes, for instants
+        /// that share a second, cross one (midnight, month and year ends included) or
+        /// jump anywhere in u64.
+        #[test]
+        fn the_cached_writer_matches_the_formatter(
+            start in prop_oneof![any::<u64>(), 0u64..4_102_444_800_000_000_000],
+            steps in proptest::collection::vec((0u64..3_000_000_000, precision()), 1..40),
+        ) {
+            let mut w = TimestampWriter::default();
+            let mut t = start;
+            for (step, p) in steps {
+                t = t.saturating_add(step);
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                w.write(&mut got, t, p);
+                write_utc_timestamp(&mut want, t, p);
+                prop_assert_eq!(&got, &want, "instant {} precision {:?}", t, p);
+            }
+        }
+    }
+
+    #[test]
+    fn the_cached_writer_matches_at_day_and_year_ends() {
+        let mut w = TimestampWriter::default();
+        // 2026-12-31T23:59:59.999999999Z, then the next nanosecond (a new year).
+        for t in [
+            1_798_761_599_999_999_999u64,
+            1_798_761_600_000_000_000,
+            0,
+            u64::MAX,
+        ] {
+            for p in [TimestampPrecision::Seconds, TimestampPrecision::Nanos] {
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                w.write(&mut got, t, p);
+                write_utc_timestamp(&mut want, t, p);
+                assert_eq!(got, want, "{t}");
+            }
+        }
     }
 }

@@ -360,9 +360,9 @@ impl<S: MessageStore> Session<S> {
         self.last_received = now;
         self.test_requests = 0;
         if is_admin(msg_type) {
-            self.out.deliver_admin(m.raw());
+            self.out.deliver_admin(m);
         } else {
-            self.out.deliver_app(m.raw());
+            self.out.deliver_app(m);
         }
         Ok(true)
     }

@@ -9,6 +9,8 @@ use std::collections::VecDeque;
 use std::io::Write as _;
 use std::ops::Range;
 
+use crate::codec::{Field, MessageRef};
+
 /// One thing the driver must do or the application may want to know, returned by
 /// [`Session::poll`](super::Session::poll) in the order it happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,16 +61,22 @@ enum Action {
     Connect,
     LoggedOn,
     LoggedOut,
-    FromAdmin(Range<usize>),
-    FromApp(Range<usize>),
+    /// The message's bytes and its field table (offsets relative to the message).
+    FromAdmin(Range<usize>, Range<usize>),
+    FromApp(Range<usize>, Range<usize>),
     Note(Range<usize>),
 }
 
-/// The FIFO of outputs plus the byte buffer their payloads live in.
+/// The FIFO of outputs plus the byte buffer their payloads live in, and the field
+/// tables of the messages delivered to the application (so that a driver hands the
+/// application the message the session parsed, instead of parsing it again).
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     actions: VecDeque<Action>,
     buf: Vec<u8>,
+    fields: Vec<Field>,
+    /// The field table of the FromApp / FromAdmin event last polled.
+    polled_fields: Range<usize>,
 }
 
 impl Outbox {
@@ -77,6 +85,8 @@ impl Outbox {
     pub fn recycle(&mut self) {
         if self.actions.is_empty() {
             self.buf.clear();
+            self.fields.clear();
+            self.polled_fields = 0..0;
             // A large resend can leave megabytes behind; steady state needs little.
             const KEEP: usize = 1 << 20;
             if self.buf.capacity() > 16 * KEEP {
@@ -113,14 +123,28 @@ impl Outbox {
         self.actions.push_back(Action::LoggedOut);
     }
 
-    pub fn deliver_admin(&mut self, msg: &[u8]) {
-        let r = self.copy(msg);
-        self.actions.push_back(Action::FromAdmin(r));
+    fn copy_message(&mut self, m: &MessageRef<'_>) -> (Range<usize>, Range<usize>) {
+        let start = self.fields.len();
+        self.fields.extend_from_slice(m.fields());
+        (self.copy(m.raw()), start..self.fields.len())
     }
 
-    pub fn deliver_app(&mut self, msg: &[u8]) {
-        let r = self.copy(msg);
-        self.actions.push_back(Action::FromApp(r));
+    pub fn deliver_admin(&mut self, m: &MessageRef<'_>) {
+        let (r, f) = self.copy_message(m);
+        self.actions.push_back(Action::FromAdmin(r, f));
+    }
+
+    pub fn deliver_app(&mut self, m: &MessageRef<'_>) {
+        let (r, f) = self.copy_message(m);
+        self.actions.push_back(Action::FromApp(r, f));
+    }
+
+    /// The field table of the FromApp / FromAdmin event last returned by
+    /// [`Outbox::poll`] (empty after any other output).
+    pub fn polled_fields(&self) -> &[Field] {
+        self.fields
+            .get(self.polled_fields.clone())
+            .unwrap_or_default()
     }
 
     /// Queues a note formatted in place (no allocation once the buffer has grown).
@@ -132,8 +156,10 @@ impl Outbox {
     }
 
     pub fn poll(&mut self) -> Option<Output<'_>> {
+        self.polled_fields = 0..0;
         let Some(action) = self.actions.pop_front() else {
             self.buf.clear();
+            self.fields.clear();
             return None;
         };
         let buf = &self.buf;
@@ -147,11 +173,52 @@ impl Outbox {
             Action::Connect => Output::Connect,
             Action::LoggedOn => Output::Event(Event::LoggedOn),
             Action::LoggedOut => Output::Event(Event::LoggedOut),
-            Action::FromAdmin(r) => Output::Event(Event::FromAdmin(slice(r))),
-            Action::FromApp(r) => Output::Event(Event::FromApp(slice(r))),
+            Action::FromAdmin(r, f) => {
+                self.polled_fields = f;
+                Output::Event(Event::FromAdmin(slice(r)))
+            }
+            Action::FromApp(r, f) => {
+                self.polled_fields = f;
+                Output::Event(Event::FromApp(slice(r)))
+            }
             Action::Note(r) => Output::Event(Event::Note(
                 std::str::from_utf8(slice(r)).unwrap_or("(note not UTF-8)"),
             )),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Fields;
+
+    #[test]
+    fn a_delivered_message_comes_back_with_the_field_table_it_was_parsed_with() {
+        let raw = b"8=FIX.4.4\x019=41\x0135=D\x0134=2\x0149=A\x0152=20261124-10:00:00\x0156=B\x0110=000\x01";
+        let mut fields = Fields::new();
+        let mut out = Outbox::default();
+        let m = crate::codec::parse_unchecked(raw, &mut fields).expect("parses");
+        out.note(format_args!("before"));
+        out.deliver_app(&m);
+        out.send(b"8=FIX.4.4\x01");
+        assert!(matches!(
+            out.poll(),
+            Some(Output::Event(Event::Note("before")))
+        ));
+        assert!(out.polled_fields().is_empty());
+        match out.poll() {
+            Some(Output::Event(Event::FromApp(b))) => assert_eq!(b, &raw[..]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(out.polled_fields(), m.fields());
+        let again = MessageRef::from_parts(&raw[..], out.polled_fields());
+        assert_eq!(again.get(35), Some(&b"D"[..]));
+        assert!(matches!(out.poll(), Some(Output::Send(_))));
+        assert!(
+            out.polled_fields().is_empty(),
+            "only for the event just polled"
+        );
+        assert!(out.poll().is_none());
     }
 }
