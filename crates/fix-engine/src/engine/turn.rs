@@ -345,23 +345,19 @@ impl<A: Application> Engine<A> {
                         }
                         Then::Nothing
                     }
-                    Output::Event(Event::FromApp(b)) => {
+                    Output::Event(e @ (Event::FromApp(_) | Event::FromAdmin(_))) => {
+                        let (b, then) = match e {
+                            Event::FromApp(b) => (b, Then::FromApp),
+                            Event::FromAdmin(b) => (b, Then::FromAdmin),
+                            _ => (&[][..], Then::Nothing),
+                        };
+                        // The bytes, and the session's field table for them.
                         scratch.msg.clear();
                         scratch.msg.extend_from_slice(b);
+                        let fields = slot.session.event_fields();
                         scratch.msg_fields.clear();
-                        scratch
-                            .msg_fields
-                            .extend_from_slice(slot.session.event_fields());
-                        Then::FromApp
-                    }
-                    Output::Event(Event::FromAdmin(b)) => {
-                        scratch.msg.clear();
-                        scratch.msg.extend_from_slice(b);
-                        scratch.msg_fields.clear();
-                        scratch
-                            .msg_fields
-                            .extend_from_slice(slot.session.event_fields());
-                        Then::FromAdmin
+                        scratch.msg_fields.extend_from_slice(fields);
+                        then
                     }
                     Output::Event(Event::LoggedOn) => Then::LoggedOn,
                     Output::Event(Event::LoggedOut) => Then::LoggedOut,
