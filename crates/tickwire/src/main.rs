@@ -13,6 +13,7 @@ mod feed_cmd;
 mod fix_cmd;
 mod md_bench_cmd;
 mod md_cmd;
+mod monitor;
 mod pubsub;
 mod queue_cmd;
 mod replay_cmd;

@@ -149,6 +149,12 @@ pub struct RouterArgs {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    #[command(flatten)]
+    http: crate::monitor::HttpArgs,
+    /// With --http: the latency probe publishes a message through the router every
+    /// this many milliseconds and times its round trip (0: no probe) [default: 5].
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    probe_ms: u64,
 }
 
 #[derive(Deserialize, Serialize, Default)]
@@ -267,7 +273,10 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
     }
-    let router = Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let http = args.http.addr(7480)?;
+    let mut router =
+        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -286,6 +295,26 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(listen = %router.local_addr(), "{summary}");
     // Tests and scripts wait for this line on stdout to learn the bound address.
     println!("tickwire router listening on {}", router.local_addr());
+    let _server = match (http, monitor) {
+        (Some(addr), Some(reader)) => {
+            let probe = match args.probe_ms {
+                0 => None,
+                ms => Some(
+                    crate::monitor::probe::start(router.local_addr(), Duration::from_millis(ms))
+                        .context("starting the latency probe")?,
+                ),
+            };
+            let component = std::sync::Arc::new(crate::monitor::router::RouterMonitor::new(
+                reader, probe,
+            ));
+            Some(crate::monitor::serve(
+                addr,
+                component,
+                args.http.metrics_max_series,
+            )?)
+        }
+        _ => None,
+    };
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)
