@@ -153,7 +153,9 @@ pub fn parse_head(buf: &[u8], max: usize) -> Result<Option<Head<'_>>, Refusal> {
             }
             for h in req.headers.iter() {
                 let announces_body = (h.name.eq_ignore_ascii_case("content-length")
-                    && h.value.iter().any(|&b| b != b'0' && !b.is_ascii_whitespace()))
+                    && h.value
+                        .iter()
+                        .any(|&b| b != b'0' && !b.is_ascii_whitespace()))
                     || h.name.eq_ignore_ascii_case("transfer-encoding");
                 if announces_body {
                     return Err(Refusal::Body);
@@ -223,7 +225,11 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
         };
         if active.load(Ordering::Relaxed) >= limits.max_connections {
             let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-            let _ = respond(&stream, "GET", &Response::error(503, "too many connections"));
+            let _ = respond(
+                &stream,
+                "GET",
+                &Response::error(503, "too many connections"),
+            );
             continue;
         }
         active.fetch_add(1, Ordering::Relaxed);
@@ -343,11 +349,13 @@ mod tests {
             Err(Refusal::Body)
         );
         assert_eq!(
-            parse_head(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 8192)
-                .map(|h| h.is_some()),
+            parse_head(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 8192).map(|h| h.is_some()),
             Ok(true)
         );
-        assert_eq!(parse_head(b"\x00\x01 /\r\n\r\n", 8192), Err(Refusal::Malformed));
+        assert_eq!(
+            parse_head(b"\x00\x01 /\r\n\r\n", 8192),
+            Err(Refusal::Malformed)
+        );
         let many: String = (0..40).map(|i| format!("h{i}: v\r\n")).collect();
         let req = format!("GET / HTTP/1.1\r\n{many}\r\n");
         assert_eq!(parse_head(req.as_bytes(), 8192), Err(Refusal::Malformed));

@@ -99,8 +99,11 @@ mod tests {
     fn families_samples_and_escapes() {
         let mut t = Text::new();
         t.single("tickwire_up", Kind::Gauge, "Up.", 1.0);
-        t.family("tickwire_x_total", Kind::Counter, "X\nY.")
-            .sample("tickwire_x_total", &[("name", "a\"b\\c\nd")], 2.5);
+        t.family("tickwire_x_total", Kind::Counter, "X\nY.").sample(
+            "tickwire_x_total",
+            &[("name", "a\"b\\c\nd")],
+            2.5,
+        );
         assert_eq!(
             t.finish(),
             "# HELP tickwire_up Up.\n# TYPE tickwire_up gauge\ntickwire_up 1\n\

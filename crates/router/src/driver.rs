@@ -190,7 +190,7 @@ impl Router {
     /// a [`crate::monitor::Snapshot`] when the returned reader asks (at most one per
     /// tick). Calling it again replaces the earlier reader.
     pub fn monitor(&mut self) -> crate::monitor::Reader {
-        let (publisher, reader) = crate::monitor::channel();
+        let (publisher, reader) = crate::monitor::channel(MonoNanos::now());
         self.monitor = Some(publisher);
         reader
     }

@@ -18,7 +18,7 @@
 //! drops before it asks again.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,11 +78,12 @@ pub struct Reader {
     rx: Receiver<Box<Snapshot>>,
 }
 
-/// A connected pair.
-pub fn channel() -> (Publisher, Reader) {
+/// A connected pair; the heartbeat starts at `now` (a loop that never ticks is then
+/// seen as stuck, not as starting forever).
+pub fn channel(now: MonoNanos) -> (Publisher, Reader) {
     let shared = Arc::new(Shared {
         wanted: AtomicBool::new(false),
-        heartbeat: AtomicU64::new(0),
+        heartbeat: AtomicU64::new(now.0),
     });
     let (tx, rx) = sync_channel(1);
     (
@@ -114,10 +115,7 @@ impl Reader {
         // A snapshot left by a request that timed out is stale: drop it.
         while let Ok(_stale) = self.rx.try_recv() {}
         self.shared.wanted.store(true, Ordering::Relaxed);
-        match self.rx.recv_timeout(timeout) {
-            Ok(s) => Some(s),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// The loop's last timer tick (None before the first).
@@ -144,7 +142,7 @@ mod tests {
     #[test]
     fn a_snapshot_is_made_only_when_asked_and_handed_over_at_the_next_tick() {
         let core = Core::new(Config::default(), MonoNanos(1), UtcNanos(1));
-        let (publisher, reader) = channel();
+        let (publisher, reader) = channel(MonoNanos(1));
         let mut made = 0;
         publisher.tick(MonoNanos(5), || {
             made += 1;
@@ -153,7 +151,7 @@ mod tests {
         assert_eq!(made, 0, "nobody asked");
         assert_eq!(reader.heartbeat(), Some(MonoNanos(5)));
         std::thread::scope(|s| {
-            let r = s.spawn(|| reader.fetch(Duration::from_secs(10)));
+            let r = s.spawn(move || reader.fetch(Duration::from_secs(10)));
             while !publisher.shared.wanted.load(Ordering::Relaxed) {
                 std::thread::yield_now();
             }

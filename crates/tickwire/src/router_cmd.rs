@@ -304,9 +304,8 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
                         .context("starting the latency probe")?,
                 ),
             };
-            let component = std::sync::Arc::new(crate::monitor::router::RouterMonitor::new(
-                reader, probe,
-            ));
+            let component =
+                std::sync::Arc::new(crate::monitor::router::RouterMonitor::new(reader, probe));
             Some(crate::monitor::serve(
                 addr,
                 component,

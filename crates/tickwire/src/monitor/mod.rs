@@ -72,13 +72,15 @@ pub fn serve(
     max_series: usize,
 ) -> anyhow::Result<Server> {
     let started = std::time::Instant::now();
-    let handler: Handler = Arc::new(move |req: &Request<'_>| {
-        route(&*component, req, max_series, started)
-    });
+    let handler: Handler =
+        Arc::new(move |req: &Request<'_>| route(&*component, req, max_series, started));
     let server = Server::spawn(addr, Limits::default(), handler)
         .with_context(|| format!("starting the monitoring endpoint on {addr}"))?;
     tracing::info!(http = %server.local_addr(), "monitoring endpoint listening");
-    println!("tickwire monitor listening on http://{}/", server.local_addr());
+    println!(
+        "tickwire monitor listening on http://{}/",
+        server.local_addr()
+    );
     Ok(server)
 }
 
@@ -111,7 +113,11 @@ fn route(
                 started.elapsed().as_secs_f64(),
             );
             c.metrics(&mut out, max_series);
-            Response::with(200, "text/plain; version=0.0.4; charset=utf-8", out.finish())
+            Response::with(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                out.finish(),
+            )
         }
         _ => c.route(req).unwrap_or_else(Response::not_found),
     }

@@ -25,6 +25,9 @@ const STUCK_NS: u64 = 2_000_000_000;
 /// Connections listed on the dashboard.
 const DASHBOARD_CONNECTIONS: usize = 20;
 
+/// A labelled metric family: name, type, help, and the value of one item.
+type Family<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
+
 /// The router as the monitoring endpoint sees it.
 pub struct RouterMonitor {
     cache: Mutex<Cache>,
@@ -97,7 +100,10 @@ fn queues(s: &Snapshot) -> &[Value] {
 /// Sorts connections by `key` (largest first for counters).
 fn sort_clients(clients: &mut [&ClientView], key: &str) -> Result<(), String> {
     let k: fn(&ClientView) -> u64 = match key {
-        "id" => return Ok(clients.sort_by_key(|c| c.stats.id.0)),
+        "id" => {
+            clients.sort_by_key(|c| c.stats.id.0);
+            return Ok(());
+        }
         "msgs_in" => |c| c.stats.counters.msgs_in,
         "msgs_out" => |c| c.stats.counters.msgs_out,
         "bytes_in" => |c| c.stats.counters.bytes_in,
@@ -157,27 +163,97 @@ impl Component for RouterMonitor {
 
     fn metrics(&self, out: &mut Text, max_series: usize) {
         let Some(s) = self.snapshot() else {
-            out.single("tickwire_router_up", Kind::Gauge, "1 when the router's event loop answers.", 0.0);
+            out.single(
+                "tickwire_router_up",
+                Kind::Gauge,
+                "1 when the router's event loop answers.",
+                0.0,
+            );
             return;
         };
-        out.single("tickwire_router_up", Kind::Gauge, "1 when the router's event loop answers.", 1.0);
+        out.single(
+            "tickwire_router_up",
+            Kind::Gauge,
+            "1 when the router's event loop answers.",
+            1.0,
+        );
         let r = &s.router;
         let t = &r.totals;
-        out.single("tickwire_router_uptime_seconds", Kind::Gauge, "Seconds since the router started.", r.uptime_ms as f64 / 1e3);
-        out.single("tickwire_router_clients", Kind::Gauge, "Connected clients (the latency probe included).", r.clients as f64);
-        out.single("tickwire_router_subscriptions", Kind::Gauge, "Subscriptions, all clients.", r.subscriptions as f64);
-        out.single("tickwire_router_slow_consumers", Kind::Gauge, "Clients whose egress buffer filled and who are losing their oldest messages now.", slow_count(&s) as f64);
+        out.single(
+            "tickwire_router_uptime_seconds",
+            Kind::Gauge,
+            "Seconds since the router started.",
+            r.uptime_ms as f64 / 1e3,
+        );
+        out.single(
+            "tickwire_router_clients",
+            Kind::Gauge,
+            "Connected clients (the latency probe included).",
+            r.clients as f64,
+        );
+        out.single(
+            "tickwire_router_subscriptions",
+            Kind::Gauge,
+            "Subscriptions, all clients.",
+            r.subscriptions as f64,
+        );
+        out.single(
+            "tickwire_router_slow_consumers",
+            Kind::Gauge,
+            "Clients whose egress buffer filled and who are losing their oldest messages now.",
+            slow_count(&s) as f64,
+        );
         for (name, help, v) in [
-            ("tickwire_router_connections_total", "Connections accepted.", t.connections),
-            ("tickwire_router_refused_connections_total", "Connections refused at the connection limit.", t.refused),
-            ("tickwire_router_error_disconnects_total", "Connections closed for a protocol error, stall or slow consumer.", t.disconnects_error),
-            ("tickwire_router_received_messages_total", "Messages published to the router.", t.msgs_in),
-            ("tickwire_router_received_bytes_total", "Bytes received, all frames.", t.bytes_in),
-            ("tickwire_router_delivered_messages_total", "Messages queued to subscribers (one per matching subscriber).", t.msgs_out),
-            ("tickwire_router_sent_bytes_total", "Bytes written, all frames.", t.bytes_out),
-            ("tickwire_router_discarded_messages_total", "Messages discarded for slow consumers.", t.discards),
-            ("tickwire_router_unrouted_messages_total", "Published messages that matched no subscriber.", t.unrouted),
-            ("tickwire_router_no_responders_total", "Requests answered NO_RESPONDERS.", t.no_responders),
+            (
+                "tickwire_router_connections_total",
+                "Connections accepted.",
+                t.connections,
+            ),
+            (
+                "tickwire_router_refused_connections_total",
+                "Connections refused at the connection limit.",
+                t.refused,
+            ),
+            (
+                "tickwire_router_error_disconnects_total",
+                "Connections closed for a protocol error, stall or slow consumer.",
+                t.disconnects_error,
+            ),
+            (
+                "tickwire_router_received_messages_total",
+                "Messages published to the router.",
+                t.msgs_in,
+            ),
+            (
+                "tickwire_router_received_bytes_total",
+                "Bytes received, all frames.",
+                t.bytes_in,
+            ),
+            (
+                "tickwire_router_delivered_messages_total",
+                "Messages queued to subscribers (one per matching subscriber).",
+                t.msgs_out,
+            ),
+            (
+                "tickwire_router_sent_bytes_total",
+                "Bytes written, all frames.",
+                t.bytes_out,
+            ),
+            (
+                "tickwire_router_discarded_messages_total",
+                "Messages discarded for slow consumers.",
+                t.discards,
+            ),
+            (
+                "tickwire_router_unrouted_messages_total",
+                "Published messages that matched no subscriber.",
+                t.unrouted,
+            ),
+            (
+                "tickwire_router_no_responders_total",
+                "Requests answered NO_RESPONDERS.",
+                t.no_responders,
+            ),
         ] {
             out.single(name, Kind::Counter, help, v as f64);
         }
@@ -190,12 +266,37 @@ impl Component for RouterMonitor {
             s.clients.len().saturating_sub(clients.len()) as f64,
         );
         let ids: Vec<String> = clients.iter().map(|c| c.stats.id.0.to_string()).collect();
-        let per_client: [(&str, Kind, &str, fn(&ClientView) -> f64); 5] = [
-            ("tickwire_router_client_received_messages_total", Kind::Counter, "Messages published by the client.", |c| c.stats.counters.msgs_in as f64),
-            ("tickwire_router_client_delivered_messages_total", Kind::Counter, "Messages queued to the client.", |c| c.stats.counters.msgs_out as f64),
-            ("tickwire_router_client_discarded_messages_total", Kind::Counter, "Messages discarded because the client read too slowly.", |c| c.stats.counters.discards as f64),
-            ("tickwire_router_client_egress_pending_bytes", Kind::Gauge, "Bytes queued for the client, not yet written.", |c| c.stats.egress_pending as f64),
-            ("tickwire_router_client_slow", Kind::Gauge, "1 while the client is a slow consumer.", |c| f64::from(u8::from(c.slow))),
+        let per_client: [Family<ClientView>; 5] = [
+            (
+                "tickwire_router_client_received_messages_total",
+                Kind::Counter,
+                "Messages published by the client.",
+                |c| c.stats.counters.msgs_in as f64,
+            ),
+            (
+                "tickwire_router_client_delivered_messages_total",
+                Kind::Counter,
+                "Messages queued to the client.",
+                |c| c.stats.counters.msgs_out as f64,
+            ),
+            (
+                "tickwire_router_client_discarded_messages_total",
+                Kind::Counter,
+                "Messages discarded because the client read too slowly.",
+                |c| c.stats.counters.discards as f64,
+            ),
+            (
+                "tickwire_router_client_egress_pending_bytes",
+                Kind::Gauge,
+                "Bytes queued for the client, not yet written.",
+                |c| c.stats.egress_pending as f64,
+            ),
+            (
+                "tickwire_router_client_slow",
+                Kind::Gauge,
+                "1 while the client is a slow consumer.",
+                |c| f64::from(u8::from(c.slow)),
+            ),
         ];
         for (name, kind, help, value) in per_client {
             out.family(name, kind, help);
@@ -207,12 +308,42 @@ impl Component for RouterMonitor {
         let qs = queues(&s);
         if !s.guaranteed.is_null() {
             let per_queue: [(&str, Kind, &str, &str); 6] = [
-                ("tickwire_router_queue_depth_messages", Kind::Gauge, "Messages stored in the queue, not yet acknowledged.", "depth"),
-                ("tickwire_router_queue_depth_bytes", Kind::Gauge, "Bytes of the messages stored in the queue.", "bytes"),
-                ("tickwire_router_queue_in_flight_messages", Kind::Gauge, "Messages delivered and not yet acknowledged.", "in_flight"),
-                ("tickwire_router_queue_consumers", Kind::Gauge, "Consumers bound to the queue.", "consumers"),
-                ("tickwire_router_queue_delivered_messages_total", Kind::Counter, "Deliveries from the queue.", "delivered"),
-                ("tickwire_router_queue_acked_messages_total", Kind::Counter, "Acknowledged messages.", "acked"),
+                (
+                    "tickwire_router_queue_depth_messages",
+                    Kind::Gauge,
+                    "Messages stored in the queue, not yet acknowledged.",
+                    "depth",
+                ),
+                (
+                    "tickwire_router_queue_depth_bytes",
+                    Kind::Gauge,
+                    "Bytes of the messages stored in the queue.",
+                    "bytes",
+                ),
+                (
+                    "tickwire_router_queue_in_flight_messages",
+                    Kind::Gauge,
+                    "Messages delivered and not yet acknowledged.",
+                    "in_flight",
+                ),
+                (
+                    "tickwire_router_queue_consumers",
+                    Kind::Gauge,
+                    "Consumers bound to the queue.",
+                    "consumers",
+                ),
+                (
+                    "tickwire_router_queue_delivered_messages_total",
+                    Kind::Counter,
+                    "Deliveries from the queue.",
+                    "delivered",
+                ),
+                (
+                    "tickwire_router_queue_acked_messages_total",
+                    Kind::Counter,
+                    "Acknowledged messages.",
+                    "acked",
+                ),
             ];
             for (name, kind, help, field) in per_queue {
                 out.family(name, kind, help);
@@ -353,4 +484,3 @@ impl Component for RouterMonitor {
         })
     }
 }
-
