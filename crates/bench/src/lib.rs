@@ -22,6 +22,7 @@ pub mod fanout;
 pub mod guaranteed;
 pub mod harness;
 pub mod md_replay;
+pub mod monitor_poll;
 pub mod pingpong;
 pub mod report;
 pub mod schedule;
