@@ -397,3 +397,60 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
     let errors = errors.lock().unwrap();
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 }
+
+/// `--log-format json --log-file`: JSON lines in the file; SIGHUP re-reads the config
+/// file's `[log] level` and reopens the file (rotation by rename).
+#[test]
+fn json_log_file_and_sighup_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("router.toml");
+    let log = dir.path().join("router.log");
+    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
+    let r = RouterProc::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--no-guaranteed",
+        "--log-format",
+        "json",
+        "--log-file",
+        log.to_str().unwrap(),
+    ]);
+    // At warn, a client's connect logs nothing.
+    drop(Client::connect(r.addr).unwrap());
+    std::fs::write(&config, "[log]\nlevel = \"info\"\n").unwrap();
+    let rotated = dir.path().join("router.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    let pid = r.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("log settings reloaded") {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reload line in the new log file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    let mut r = r;
+    assert!(r.is_running(), "the router survived SIGHUP");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(
+        !old.contains("connected"),
+        "warn level logged a connect: {old}"
+    );
+}
