@@ -95,11 +95,25 @@ fn find<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no {name} in {list}"))
 }
 
-#[test]
-fn json_endpoints_show_what_the_clients_did() {
+/// A `tickwire router --http` after [`traffic`] of `n` messages; its monitoring address.
+fn monitored_router(n: usize) -> (RouterProc, SocketAddr, Traffic) {
     let r = RouterProc::start(&["--http", "127.0.0.1:0"]);
     let http = r.http.expect("monitor address");
-    let _t = traffic(r.addr, 37);
+    let t = traffic(r.addr, n);
+    (r, http, t)
+}
+
+/// The peer, if `found`; otherwise the missing-peer report (a failure under CI).
+fn require(test: &str, found: Option<PathBuf>, why: &str) -> Option<PathBuf> {
+    if found.is_none() {
+        peer_missing(test, why);
+    }
+    found
+}
+
+#[test]
+fn json_endpoints_show_what_the_clients_did() {
+    let (_r, http, _t) = monitored_router(37);
 
     let (status, body) = get(http, "/healthz");
     assert_eq!((status, body.contains("ok")), (200, true), "{body}");
@@ -170,16 +184,14 @@ fn hostile_requests_are_refused_and_the_endpoint_keeps_serving() {
 
 #[test]
 fn metrics_pass_promtool() {
-    let Some(promtool) = which("promtool") else {
-        peer_missing(
-            "metrics_pass_promtool",
-            "promtool not found (apt-get install prometheus; .ci/setup)",
-        );
+    let Some(promtool) = require(
+        "metrics_pass_promtool",
+        which("promtool"),
+        "promtool not found (apt-get install prometheus; .ci/setup)",
+    ) else {
         return;
     };
-    let r = RouterProc::start(&["--http", "127.0.0.1:0"]);
-    let http = r.http.expect("monitor address");
-    let _t = traffic(r.addr, 10);
+    let (r, http, _t) = monitored_router(10);
     // A queue, so the per-queue families are present too.
     let (st, _, err) = common::run_cli(
         &[
@@ -282,16 +294,14 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
     use headless_chrome::protocol::cdp::{Log, Page, Runtime};
     use headless_chrome::{Browser, LaunchOptions};
 
-    let Some(chrome) = chromium() else {
-        peer_missing(
-            "dashboard_in_headless_chromium_shows_the_counts",
-            "no chromium on PATH (apt-get install chromium; .ci/setup) and CHROMIUM unset",
-        );
+    let Some(chrome) = require(
+        "dashboard_in_headless_chromium_shows_the_counts",
+        chromium(),
+        "no chromium on PATH (apt-get install chromium; .ci/setup) and CHROMIUM unset",
+    ) else {
         return;
     };
-    let r = RouterProc::start(&["--http", "127.0.0.1:0"]);
-    let http = r.http.expect("monitor address");
-    let _t = traffic(r.addr, 42);
+    let (_r, http, _t) = monitored_router(42);
 
     let browser = Browser::new(LaunchOptions {
         path: Some(chrome),
