@@ -194,6 +194,14 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024)]
     pub batch_bytes: usize,
 
+    /// Start the router with its monitoring endpoint (`--http` on a free loopback port,
+    /// the latency probe on) and poll it every MS milliseconds from a thread of this
+    /// process, as a dashboard and a Prometheus scraper would: each poll fetches
+    /// `/api/dashboard` and `/metrics`. For measuring what monitoring costs
+    /// (BENCHMARKS.md, "Monitoring").
+    #[arg(long, value_name = "MS", conflicts_with = "router")]
+    pub monitor_poll_ms: Option<u64>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -227,12 +235,27 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
 
     // The router (unless external), then pin this process: threads inherit it.
     let mut child = None;
+    let mut monitor = None;
     let router = match (&args.target, args.router) {
         (Target::Nats { url }, _) => RouterInfo::nats(url),
         (Target::Tickwire { .. }, Some(addr)) => RouterInfo::external(addr),
         (Target::Tickwire { .. }, None) => {
             let far = args.pin.map(|p| p.far);
-            let c = RouterChild::start(tickwire, &args.idle, far, &[])?;
+            let http = match args.monitor_poll_ms {
+                Some(_) => Some(
+                    std::net::TcpListener::bind("127.0.0.1:0")
+                        .and_then(|l| l.local_addr())
+                        .context("finding a free port for the router's --http")?,
+                ),
+                None => None,
+            };
+            monitor = http.zip(args.monitor_poll_ms);
+            let http_arg = http.map(|a| a.to_string());
+            let extra: Vec<&str> = match &http_arg {
+                Some(a) => vec!["--http", a.as_str()],
+                None => vec![],
+            };
+            let c = RouterChild::start(tickwire, &args.idle, far, &extra)?;
             let info = RouterInfo::started(c.addr, &args.idle, far, c.command());
             child = Some(c);
             info
@@ -284,6 +307,8 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         });
     }
 
+    let poller =
+        monitor.map(|(addr, ms)| crate::monitor_poll::Poller::start(addr, ms, stop.clone()));
     let schedule = w.schedule();
     let mut shared = Shared::new(
         MonoNanos::now().as_nanos() + START_DELAY_NS,
@@ -337,6 +362,14 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
     );
     report.host = Some(host);
     report.print(con.out);
+    if let Some(p) = poller {
+        let polls = p.finish();
+        let _ = writeln!(
+            con.out,
+            "monitoring: --http on the router, polled every {} ms: {} polls, {} failed",
+            polls.period_ms, polls.ok, polls.failed
+        );
+    }
     args.output.write(
         con.out,
         &report,

@@ -23,6 +23,7 @@ pub mod guaranteed;
 pub mod harness;
 pub mod host_watch;
 pub mod md_replay;
+pub mod monitor_poll;
 pub mod pingpong;
 pub mod report;
 pub mod schedule;

@@ -1232,20 +1232,7 @@ impl Core {
         let mut clients: Vec<ClientStats> = self
             .clients
             .iter()
-            .filter_map(|c| {
-                let c = c.as_ref()?;
-                Some(ClientStats {
-                    id: c.id,
-                    name: c.name.clone(),
-                    addr: c.addr.to_string(),
-                    phase: c.phase,
-                    connected_unix_ms: c.connected_unix_ms,
-                    connected_for_ms: now.saturating_sub(c.connected_at) / 1_000_000,
-                    subscriptions: c.patterns.len(),
-                    egress_pending: c.egress.pending(),
-                    counters: c.counters.clone(),
-                })
-            })
+            .filter_map(|c| Some(c.as_ref()?.stats(now)))
             .collect();
         let limit = self.cfg.max_frame as usize - frame::HEADER_LEN - 4;
         let mut omitted = 0;
@@ -1260,20 +1247,57 @@ impl Core {
         }
     }
 
+    /// Everything the monitoring endpoint shows, copied out of the core (see
+    /// [`crate::monitor`]): built only when the monitoring thread asked for it, at the
+    /// driver's timer tick, never per message.
+    pub fn snapshot(&self, now: MonoNanos) -> crate::monitor::Snapshot {
+        crate::monitor::Snapshot {
+            taken: now,
+            router: self.router_stats(now),
+            max_clients: self.cfg.max_clients,
+            egress_limit: self.cfg.egress_limit,
+            shared_groups: self.groups.len(),
+            clients: self
+                .clients
+                .iter()
+                .filter_map(|c| {
+                    let c = c.as_ref()?;
+                    let mut patterns: Vec<String> =
+                        c.patterns.iter().map(|p| p.to_string()).collect();
+                    patterns.sort_unstable();
+                    Some(crate::monitor::ClientView {
+                        stats: c.stats(now),
+                        slow: c.discarding,
+                        patterns,
+                    })
+                })
+                .collect(),
+            guaranteed: if self.spool.enabled() {
+                self.gm.stats_json()
+            } else {
+                serde_json::Value::Null
+            },
+        }
+    }
+
+    fn router_stats(&self, now: MonoNanos) -> RouterStats {
+        RouterStats {
+            name: self.cfg.name.clone(),
+            version: env!("CARGO_PKG_VERSION"),
+            listen: self.cfg.listen.to_string(),
+            idle: self.cfg.idle,
+            slow_consumer: self.cfg.slow_consumer,
+            started_unix_ms: self.started_unix_ms,
+            uptime_ms: now.saturating_sub(self.started) / 1_000_000,
+            clients: self.live,
+            subscriptions: self.index.len(),
+            totals: self.totals.clone(),
+        }
+    }
+
     fn render_stats(&self, now: MonoNanos, clients: &[ClientStats], omitted: usize) -> String {
         let doc = StatsDoc {
-            router: RouterStats {
-                name: self.cfg.name.clone(),
-                version: env!("CARGO_PKG_VERSION"),
-                listen: self.cfg.listen.to_string(),
-                idle: self.cfg.idle,
-                slow_consumer: self.cfg.slow_consumer,
-                started_unix_ms: self.started_unix_ms,
-                uptime_ms: now.saturating_sub(self.started) / 1_000_000,
-                clients: self.live,
-                subscriptions: self.index.len(),
-                totals: self.totals.clone(),
-            },
+            router: self.router_stats(now),
             clients,
             clients_omitted: omitted,
             cache: self.cache.is_enabled().then(|| CacheDoc {
@@ -1324,32 +1348,70 @@ struct CacheDoc<'a> {
     stats: &'a crate::cache::CacheStats,
 }
 
-#[derive(Serialize)]
-struct RouterStats {
-    name: String,
-    version: &'static str,
-    listen: String,
-    idle: crate::config::IdleStrategy,
-    slow_consumer: SlowConsumerPolicy,
-    started_unix_ms: u64,
-    uptime_ms: u64,
-    clients: usize,
-    subscriptions: usize,
-    totals: Totals,
+/// The router's identity, configuration summary and totals (the `router` object of the
+/// stats document and of the monitoring endpoint's `/varz`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterStats {
+    /// Configured name.
+    pub name: String,
+    /// Crate version.
+    pub version: &'static str,
+    /// The bound listen address.
+    pub listen: String,
+    /// Idle strategy.
+    pub idle: crate::config::IdleStrategy,
+    /// Slow-consumer policy.
+    pub slow_consumer: SlowConsumerPolicy,
+    /// Start time, Unix milliseconds.
+    pub started_unix_ms: u64,
+    /// Time since the start.
+    pub uptime_ms: u64,
+    /// Connected clients.
+    pub clients: usize,
+    /// Subscriptions, all clients.
+    pub subscriptions: usize,
+    /// Totals over the router's life.
+    pub totals: Totals,
 }
 
-#[derive(Serialize)]
-struct ClientStats {
-    id: ClientId,
-    name: String,
-    addr: String,
-    phase: Phase,
-    connected_unix_ms: u64,
-    connected_for_ms: u64,
-    subscriptions: usize,
-    egress_pending: usize,
+/// One client's line in the stats document and in the monitoring endpoint's `/connz`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientStats {
+    /// The router-assigned id.
+    pub id: ClientId,
+    /// The name from HELLO.
+    pub name: String,
+    /// The peer address.
+    pub addr: String,
+    /// Handshake, open or closing.
+    pub phase: Phase,
+    /// Connect time, Unix milliseconds.
+    pub connected_unix_ms: u64,
+    /// Time since the connect.
+    pub connected_for_ms: u64,
+    /// Subscriptions of this client.
+    pub subscriptions: usize,
+    /// Bytes queued for this client, not yet written.
+    pub egress_pending: usize,
+    /// Its counters.
     #[serde(flatten)]
-    counters: ClientCounters,
+    pub counters: ClientCounters,
+}
+
+impl Client {
+    fn stats(&self, now: MonoNanos) -> ClientStats {
+        ClientStats {
+            id: self.id,
+            name: self.name.clone(),
+            addr: self.addr.to_string(),
+            phase: self.phase,
+            connected_unix_ms: self.connected_unix_ms,
+            connected_for_ms: now.saturating_sub(self.connected_at) / 1_000_000,
+            subscriptions: self.patterns.len(),
+            egress_pending: self.egress.pending(),
+            counters: self.counters.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -95,6 +95,8 @@ pub struct Router {
     /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
     /// together; growth stops at `read_memory_limit` (see `read_once`).
     read_extra: usize,
+    /// The monitoring thread's feed (see [`crate::monitor`]), once asked for.
+    monitor: Option<crate::monitor::Publisher>,
 }
 
 /// Stops a running router from any thread.
@@ -167,6 +169,7 @@ impl Router {
             accept_retry: false,
             draining: Vec::new(),
             read_extra: 0,
+            monitor: None,
         })
     }
 
@@ -181,6 +184,15 @@ impl Router {
             stop: self.stop.clone(),
             waker: self.waker.clone(),
         }
+    }
+
+    /// Connects a monitoring thread: the loop publishes a heartbeat every timer tick and
+    /// a [`crate::monitor::Snapshot`] when the returned reader asks (at most one per
+    /// tick). Calling it again replaces the earlier reader.
+    pub fn monitor(&mut self) -> crate::monitor::Reader {
+        let (publisher, reader) = crate::monitor::channel(MonoNanos::now());
+        self.monitor = Some(publisher);
+        reader
     }
 
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
@@ -308,6 +320,9 @@ impl Router {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
                 self.core.handle_timeout(now);
                 self.core.maybe_reclaim(now);
+                if let Some(m) = &self.monitor {
+                    m.tick(now, || self.core.snapshot(now));
+                }
                 self.drain_closed(now);
                 // Sockets left unread while the read memory was at its limit.
                 for (i, c) in self.conns.iter_mut().enumerate() {

@@ -6,7 +6,9 @@
 //! - [`core`]: every client's protocol state, routing and counters (pure: bytes and time in,
 //!   bytes out);
 //! - [`gm`]: guaranteed messaging: queues, acknowledged publishing, redelivery (pure);
-//! - [`driver`]: the single-threaded mio event loop that owns the sockets.
+//! - [`driver`]: the single-threaded mio event loop that owns the sockets;
+//! - [`monitor`]: the heartbeat and on-request snapshots the loop publishes, without a
+//!   lock, to a monitoring thread (`tickwire router --http`).
 //!
 //! Run one with [`Router::bind`] and [`Router::run`]; stop it from another thread with
 //! [`RouterHandle::shutdown`].
@@ -20,6 +22,7 @@ pub mod egress;
 pub mod gm;
 pub mod groups;
 pub mod index;
+pub mod monitor;
 pub mod spool_port;
 
 pub use config::{parse_router_idle, Config, IdleStrategy, SlowConsumerPolicy, ROUTER_IDLE};

@@ -155,6 +155,34 @@ fn measure(b: &mut Bench, input: &[u8], now: &mut MonoNanos) -> (u64, u64) {
     (allocations, (BATCH * MEASURED_BATCHES) as u64)
 }
 
+/// Monitoring attached and nobody polling: routing plus the loop's per-tick
+/// publication (the heartbeat) allocate nothing; a snapshot is made (and allocates)
+/// only when the monitoring side asks.
+#[test]
+fn routing_with_monitoring_attached_allocates_nothing_until_asked() {
+    assert_counting();
+    let mut b = Bench::new(Config::default(), ["md/AAPL/trade", "md/*/trade", "md/>"]);
+    let (publisher, _reader) = tickwire_router::monitor::channel(MonoNanos(1));
+    let input = batch(|_| "md/AAPL/trade".into());
+    let mut now = MonoNanos(1_000);
+    b.route(&input, WARMUP_BATCHES, &mut now);
+    let mut made = 0;
+    let (_, allocations) = allocations_during(|| {
+        for _ in 0..MEASURED_BATCHES / 10 {
+            b.route(&input, 10, &mut now);
+            publisher.tick(now, || {
+                made += 1;
+                b.core.snapshot(now)
+            });
+        }
+    });
+    assert_eq!(made, 0, "no snapshot without a request");
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations with monitoring attached"
+    );
+}
+
 #[test]
 fn steady_state_routing_allocates_nothing() {
     assert_counting();

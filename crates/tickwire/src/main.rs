@@ -11,8 +11,10 @@ mod demo;
 mod demo_gm;
 mod feed_cmd;
 mod fix_cmd;
+mod logging;
 mod md_bench_cmd;
 mod md_cmd;
+mod monitor;
 mod pubsub;
 mod queue_cmd;
 mod replay_cmd;
@@ -61,14 +63,18 @@ Examples:
   tickwire sub --queue orders                     # consume and acknowledge
   tickwire bench pingpong                         # latency vs size: raw TCP/UDP vs tickwire
 
-Logging: set TICKWIRE_LOG (e.g. TICKWIRE_LOG=debug); the default is 'info' for
-the router and 'warn' for the clients.";
+Logging: --log-level LEVEL (or TICKWIRE_LOG=debug); the default is 'info' for the
+router and 'warn' for the clients. --log-format json writes one JSON object per line;
+--log-file FILE appends there instead of stderr. SIGHUP (router) reopens the log file
+and re-reads the level from the --config file's [log] table.";
 
 #[derive(Parser)]
 #[command(name = "tickwire", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    #[command(flatten)]
+    log: logging::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -110,7 +116,10 @@ fn main() -> std::process::ExitCode {
         Cmd::Router(_) => "info",
         _ => "warn",
     };
-    init_logging(default_level);
+    if let Err(e) = logging::init(&cli.log, default_level) {
+        eprintln!("error: {}", error_text(&e));
+        return std::process::ExitCode::FAILURE;
+    }
     let result = match cli.cmd {
         Cmd::Router(a) => router_cmd::run(a),
         Cmd::Pub(a) => pubsub::run_pub(a),
@@ -171,15 +180,4 @@ fn exit_quietly_on_broken_pipe() {
         }
         default(info);
     }));
-}
-
-fn init_logging(default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TICKWIRE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }

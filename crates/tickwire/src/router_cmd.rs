@@ -149,6 +149,12 @@ pub struct RouterArgs {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
+    #[command(flatten)]
+    http: crate::monitor::HttpArgs,
+    /// With --http: the latency probe publishes a message through the router every
+    /// this many milliseconds and times its round trip (0: no probe) [default: 5].
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    probe_ms: u64,
 }
 
 #[derive(Deserialize, Serialize, Default)]
@@ -156,6 +162,37 @@ pub struct RouterArgs {
 struct ConfigFile {
     #[serde(default)]
     router: Config,
+    /// Logging settings SIGHUP re-reads (docs/monitoring.md, "Logging").
+    #[serde(default, skip_serializing_if = "LogSection::is_empty")]
+    log: LogSection,
+}
+
+/// `[log]`: what may change while the router runs.
+#[derive(Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LogSection {
+    /// The log level or filter (as --log-level); --log-level wins at start, SIGHUP applies
+    /// this one.
+    level: Option<String>,
+}
+
+impl LogSection {
+    fn is_empty(&self) -> bool {
+        self.level.is_none()
+    }
+}
+
+/// The `[log] level` of the config file at `path` (None without one or without the key).
+fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    Ok(toml::from_str::<ConfigFile>(&text)
+        .with_context(|| format!("parsing config file {}", path.display()))?
+        .log
+        .level)
 }
 
 impl RouterArgs {
@@ -226,6 +263,11 @@ impl RouterArgs {
 
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = args.to_config()?;
+    if !crate::logging::level_from_flag() {
+        if let Some(level) = config_log_level(args.config.as_deref())? {
+            crate::logging::reload(Some(&level))?;
+        }
+    }
     // The default spool directory: per user and port, or temporary for port 0.
     let mut temp_spool = None;
     if cfg.data_dir.is_none() && !args.no_guaranteed {
@@ -248,7 +290,10 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.print_config {
-        let doc = ConfigFile { router: cfg };
+        let doc = ConfigFile {
+            router: cfg,
+            log: LogSection::default(),
+        };
         print!(
             "{}",
             toml::to_string(&doc).context("rendering the configuration")?
@@ -267,25 +312,60 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
     }
-    let router = Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let http = args.http.addr(7480)?;
+    let mut router =
+        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
     ])
     .context("installing signal handlers")?;
+    let config_path = args.config.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if sig == signal_hook::consts::SIGHUP {
+                    // Only what can change safely: the log level and the log file.
+                    let reloaded = config_log_level(config_path.as_deref())
+                        .and_then(|level| crate::logging::reload(level.as_deref()));
+                    match reloaded {
+                        Ok(()) => tracing::info!("SIGHUP: log settings reloaded"),
+                        Err(e) => tracing::warn!(error = %format!("{e:#}"), "SIGHUP: reload failed; settings unchanged"),
+                    }
+                    continue;
+                }
                 tracing::info!(signal = sig, "signal received");
                 handle.shutdown();
+                break;
             }
         })
         .context("starting the signal thread")?;
     tracing::info!(listen = %router.local_addr(), "{summary}");
     // Tests and scripts wait for this line on stdout to learn the bound address.
     println!("tickwire router listening on {}", router.local_addr());
+    let _server = match (http, monitor) {
+        (Some(addr), Some(reader)) => {
+            let probe = match args.probe_ms {
+                0 => None,
+                ms => Some(
+                    crate::monitor::probe::start(router.local_addr(), Duration::from_millis(ms))
+                        .context("starting the latency probe")?,
+                ),
+            };
+            let component =
+                std::sync::Arc::new(crate::monitor::router::RouterMonitor::new(reader, probe));
+            Some(crate::monitor::serve(
+                addr,
+                component,
+                args.http.metrics_max_series,
+            )?)
+        }
+        _ => None,
+    };
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)

@@ -20,6 +20,8 @@ pub struct RouterProc {
     /// The spool directory given to the router unless the test chose its own: removed
     /// after the kill on drop (the router's own temporary one would outlive a SIGKILL).
     pub data: Option<tempfile::TempDir>,
+    /// The monitoring endpoint, when started with `--http` (its banner's address).
+    pub http: Option<SocketAddr>,
 }
 
 impl RouterProc {
@@ -66,17 +68,30 @@ impl RouterProc {
             .spawn()
             .expect("spawn tickwire router");
         let stdout = child.stdout.take().expect("router stdout");
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read router banner");
+        stdout.read_line(&mut line).expect("read router banner");
         let addr = line
             .trim()
             .rsplit(' ')
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("router banner without address: {line:?}"));
-        RouterProc { child, addr, data }
+        // `tickwire monitor listening on http://ADDR/` follows with --http.
+        let http = extra.contains(&"--http").then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read monitor banner");
+            line.trim()
+                .strip_prefix("tickwire monitor listening on http://")
+                .and_then(|a| a.trim_end_matches('/').parse().ok())
+                .unwrap_or_else(|| panic!("monitor banner without address: {line:?}"))
+        });
+        RouterProc {
+            child,
+            addr,
+            data,
+            http,
+        }
     }
 
     /// The address as a string for `--router`.

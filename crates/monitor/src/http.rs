@@ -1,0 +1,397 @@
+//! A small HTTP/1.1 server for monitoring: GET and HEAD only, one request per
+//! connection, every resource bounded.
+//!
+//! Request heads are parsed by `httparse` (the parser under hyper: well kept, no
+//! allocation, fuzzed upstream); this module only bounds what reaches it:
+//! - at most [`Limits::max_connections`] connections at a time, one thread each; one
+//!   more is answered `503` at once and closed;
+//! - a request head of at most [`Limits::max_head_bytes`] (else `431`) and
+//!   [`MAX_HEADERS`] headers (else `400`);
+//! - the whole request must arrive within [`Limits::timeout`] of the connect (a slow
+//!   client is dropped; a byte trickle does not extend it), and the response is written
+//!   with the same timeout;
+//! - no request body is read: a request that announces one is answered `413`;
+//! - a handler that panics answers `500`; the server thread itself has no panic path.
+//!
+//! The server runs on its own threads, never on a hot thread.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::query::Query;
+
+/// Most headers in a request.
+pub const MAX_HEADERS: usize = 32;
+
+/// The server's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Bytes of request line and headers.
+    pub max_head_bytes: usize,
+    /// Time from connect to the complete request head, and to write the response.
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 16,
+            max_head_bytes: 8192,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A request as a handler sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `GET` or `HEAD`.
+    pub method: &'a str,
+    /// The path, without the query.
+    pub path: &'a str,
+    /// The query string after `?` (empty when none).
+    pub query: Query<'a>,
+}
+
+/// What a handler answers.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// HTTP status code.
+    pub status: u16,
+    /// The Content-Type header.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// 200 with a JSON body.
+    pub fn json(value: &impl serde::Serialize) -> Response {
+        match serde_json::to_vec_pretty(value) {
+            Ok(body) => Response {
+                status: 200,
+                content_type: "application/json",
+                body,
+            },
+            Err(e) => Response::error(500, &format!("rendering JSON: {e}")),
+        }
+    }
+
+    /// A body of `content_type` with `status`.
+    pub fn with(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Response {
+        Response {
+            status,
+            content_type,
+            body: body.into(),
+        }
+    }
+
+    /// An error status with a one-line text body.
+    pub fn error(status: u16, text: &str) -> Response {
+        Response::with(status, "text/plain; charset=utf-8", format!("{text}\n"))
+    }
+
+    /// 404.
+    pub fn not_found() -> Response {
+        Response::error(404, "not found")
+    }
+}
+
+/// Why a request head was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Malformed (400).
+    Malformed,
+    /// Head longer than the limit (431).
+    TooLarge,
+    /// Not GET or HEAD (405).
+    Method,
+    /// The request carries a body (413).
+    Body,
+}
+
+impl Refusal {
+    fn response(self) -> Response {
+        match self {
+            Refusal::Malformed => Response::error(400, "bad request"),
+            Refusal::TooLarge => Response::error(431, "request header fields too large"),
+            Refusal::Method => Response::error(405, "only GET and HEAD"),
+            Refusal::Body => Response::error(413, "no request body accepted"),
+        }
+    }
+}
+
+/// The parts of a complete, accepted request head (borrowing the buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head<'a> {
+    /// `GET` or `HEAD`.
+    pub method: &'a str,
+    /// The request target as sent (path and query).
+    pub target: &'a str,
+}
+
+/// Parses what has arrived of a request head: `Ok(None)` while incomplete (and within
+/// `max` bytes), the head once complete, or why it is refused. Pure; never panics.
+pub fn parse_head(buf: &[u8], max: usize) -> Result<Option<Head<'_>>, Refusal> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Partial) if buf.len() >= max => Err(Refusal::TooLarge),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Ok(httparse::Status::Complete(n)) if n > max => Err(Refusal::TooLarge),
+        Ok(httparse::Status::Complete(_)) => {
+            let (Some(method), Some(target)) = (req.method, req.path) else {
+                return Err(Refusal::Malformed);
+            };
+            if method != "GET" && method != "HEAD" {
+                return Err(Refusal::Method);
+            }
+            for h in req.headers.iter() {
+                let announces_body = (h.name.eq_ignore_ascii_case("content-length")
+                    && h.value
+                        .iter()
+                        .any(|&b| b != b'0' && !b.is_ascii_whitespace()))
+                    || h.name.eq_ignore_ascii_case("transfer-encoding");
+                if announces_body {
+                    return Err(Refusal::Body);
+                }
+            }
+            Ok(Some(Head { method, target }))
+        }
+        Err(httparse::Error::TooManyHeaders) => Err(Refusal::Malformed),
+        Err(_) => Err(Refusal::Malformed),
+    }
+}
+
+/// Splits a request target into path and query.
+pub fn split_target(target: &str) -> (&str, Query<'_>) {
+    match target.split_once('?') {
+        Some((path, q)) => (path, Query::new(q)),
+        None => (target, Query::new("")),
+    }
+}
+
+/// A handler: called on a connection thread for each accepted request.
+pub type Handler = Arc<dyn Fn(&Request<'_>) -> Response + Send + Sync>;
+
+/// A running server; [`Server::stop`] ends the accept loop (connections in progress
+/// finish on their own threads).
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Binds `addr` and serves `handler` on a thread named `http`.
+    pub fn spawn(addr: SocketAddr, limits: Limits, handler: Handler) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("http".into())
+            .spawn(move || accept_loop(listener, limits, handler, flag))?;
+        Ok(Server { addr, stop })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Unblock accept(); a failure means the listener is gone already.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+    }
+}
+
+fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(stream) = conn else {
+            // EMFILE and friends: back off instead of spinning.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if active.load(Ordering::Relaxed) >= limits.max_connections {
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+            let _ = respond(
+                &stream,
+                "GET",
+                &Response::error(503, "too many connections"),
+            );
+            continue;
+        }
+        active.fetch_add(1, Ordering::Relaxed);
+        let guard = ActiveGuard(active.clone());
+        let handler = handler.clone();
+        let spawned = std::thread::Builder::new()
+            .name("http-conn".into())
+            .spawn(move || {
+                let _guard = guard;
+                serve(stream, limits, &handler);
+            });
+        if spawned.is_err() {
+            tracing::warn!("monitoring: cannot start a connection thread");
+        }
+    }
+}
+
+/// Decrements the connection count when a connection thread ends, however it ends.
+struct ActiveGuard(Arc<AtomicUsize>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
+    let deadline = Instant::now() + limits.timeout;
+    let _ = stream.set_write_timeout(Some(limits.timeout));
+    let mut buf = vec![0u8; limits.max_head_bytes];
+    let mut len = 0;
+    let response = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        let n = match stream.read(&mut buf[len..]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        len += n;
+        match parse_head(&buf[..len], limits.max_head_bytes) {
+            Ok(None) => continue,
+            Err(refusal) => break ("GET", refusal.response()),
+            Ok(Some(head)) => {
+                let (path, query) = split_target(head.target);
+                let req = Request {
+                    method: head.method,
+                    path,
+                    query,
+                };
+                let answer =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
+                        .unwrap_or_else(|_| Response::error(500, "internal error"));
+                break (if head.method == "HEAD" { "HEAD" } else { "GET" }, answer);
+            }
+        }
+    };
+    let _ = respond(&stream, response.0, &response.1);
+}
+
+fn respond(mut stream: &TcpStream, method: &str, r: &Response) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+        r.status,
+        reason(r.status),
+        r.content_type,
+        r.body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    if method != "HEAD" {
+        stream.write_all(&r.body)?;
+    }
+    stream.flush()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn heads_are_accepted_refused_or_awaited() {
+        let ok = parse_head(b"GET /varz?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 8192);
+        assert_eq!(
+            ok,
+            Ok(Some(Head {
+                method: "GET",
+                target: "/varz?x=1"
+            }))
+        );
+        assert_eq!(parse_head(b"GET /varz HTTP/1.1\r\nHo", 8192), Ok(None));
+        assert_eq!(
+            parse_head(b"GET /varz HTTP/1.1\r\nHo", 10),
+            Err(Refusal::TooLarge)
+        );
+        assert_eq!(
+            parse_head(b"POST / HTTP/1.1\r\n\r\n", 8192),
+            Err(Refusal::Method)
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", 8192),
+            Err(Refusal::Body)
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 8192).map(|h| h.is_some()),
+            Ok(true)
+        );
+        assert_eq!(
+            parse_head(b"\x00\x01 /\r\n\r\n", 8192),
+            Err(Refusal::Malformed)
+        );
+        let many: String = (0..40).map(|i| format!("h{i}: v\r\n")).collect();
+        let req = format!("GET / HTTP/1.1\r\n{many}\r\n");
+        assert_eq!(parse_head(req.as_bytes(), 8192), Err(Refusal::Malformed));
+    }
+
+    #[test]
+    fn targets_split_into_path_and_query() {
+        let (p, q) = split_target("/connz?limit=5&sort=msgs_out");
+        assert_eq!(p, "/connz");
+        assert_eq!(q.get("limit"), Some("5"));
+        assert_eq!(split_target("/").0, "/");
+    }
+
+    proptest! {
+        /// Any bytes, cut anywhere: the parser answers without panicking, an incomplete
+        /// answer only below the limit, and a prefix of an accepted head is never refused
+        /// as malformed.
+        #[test]
+        fn parse_head_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600), max in 1usize..700) {
+            match parse_head(&bytes, max) {
+                Ok(None) => prop_assert!(bytes.len() < max),
+                Ok(Some(h)) => prop_assert!(h.method == "GET" || h.method == "HEAD"),
+                Err(_) => {}
+            }
+        }
+
+        #[test]
+        fn a_valid_head_split_anywhere_is_awaited_then_accepted(
+            path in "/[a-z]{0,12}(\\?[a-z=&0-9]{0,20})?",
+            cut in 0usize..100,
+        ) {
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: t\r\n\r\n");
+            let cut = cut.min(req.len() - 1);
+            prop_assert_eq!(parse_head(&req.as_bytes()[..cut], 8192), Ok(None));
+            let head = parse_head(req.as_bytes(), 8192).unwrap().unwrap();
+            prop_assert_eq!(head.target, path.as_str());
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Logging for every command: `--log-level`, `--log-format text|json`, `--log-file`,
+//! and what SIGHUP may change while running ([`reload`]).
+//!
+//! The level filter sits behind a `tracing_subscriber::reload` layer; the log file
+//! behind a mutex that SIGHUP swaps for a freshly opened file (so logrotate's
+//! rename-then-HUP works). Neither is on a hot path: nothing logs per message.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Registry};
+
+/// The logging flags (global: they go before or after the subcommand).
+#[derive(Args, Debug, Clone)]
+pub struct LogArgs {
+    /// Log level: error, warn, info, debug, trace, or a filter such as
+    /// `info,tickwire_router=debug` [default: $TICKWIRE_LOG, else info for router, feed
+    /// and fix, warn for the clients].
+    #[arg(long, value_name = "LEVEL", global = true)]
+    pub log_level: Option<String>,
+    /// Log line format: text (human) or json (one object per line).
+    #[arg(long, value_name = "FORMAT", global = true, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Append log lines to FILE instead of standard error; SIGHUP reopens it (rotate by
+    /// renaming the file, then `kill -HUP`).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+}
+
+/// `--log-format`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `2026-11-24T19:00:00Z  INFO message key=value`.
+    Text,
+    /// `{"timestamp":...,"level":"INFO","fields":{...}}`, one per line.
+    Json,
+}
+
+struct Reloader {
+    filter: reload::Handle<EnvFilter, Registry>,
+    /// --log-level was given.
+    from_flag: bool,
+    file: Option<(PathBuf, Arc<Mutex<File>>)>,
+}
+
+static RELOADER: OnceLock<Reloader> = OnceLock::new();
+
+/// Installs the global subscriber.
+pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
+    let filter = match &args.log_level {
+        Some(level) => parse_filter(level)?,
+        None => EnvFilter::try_from_env("TICKWIRE_LOG")
+            .unwrap_or_else(|_| EnvFilter::new(default_level)),
+    };
+    let (filter, handle) = reload::Layer::new(filter);
+    let (writer, file, ansi) = match &args.log_file {
+        Some(path) => {
+            let f = Arc::new(Mutex::new(open(path)?));
+            let shared = f.clone();
+            let writer = BoxMakeWriter::new(move || SharedFile(shared.clone()));
+            (writer, Some((path.clone(), f)), false)
+        }
+        None => (
+            BoxMakeWriter::new(io::stderr),
+            None,
+            io::IsTerminal::is_terminal(&io::stderr()),
+        ),
+    };
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_target(false);
+    let registry = tracing_subscriber::registry().with(filter);
+    match args.log_format {
+        LogFormat::Text => registry.with(fmt.with_ansi(ansi)).try_init(),
+        LogFormat::Json => registry
+            .with(fmt.json().with_current_span(false))
+            .try_init(),
+    }
+    .context("installing the logger")?;
+    let _ = RELOADER.set(Reloader {
+        filter: handle,
+        from_flag: args.log_level.is_some(),
+        file,
+    });
+    Ok(())
+}
+
+/// What SIGHUP changes: the level (when `level` is Some: from the config file) and the
+/// log file (reopened). The format and the destination stay as started.
+pub fn reload(level: Option<&str>) -> anyhow::Result<()> {
+    let Some(r) = RELOADER.get() else {
+        return Ok(());
+    };
+    if let Some((path, file)) = &r.file {
+        let fresh = open(path)?;
+        *file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+    if let Some(level) = level {
+        let filter = parse_filter(level)?;
+        r.filter
+            .reload(filter)
+            .context("replacing the log level filter")?;
+        tracing::info!(level, "log level reloaded");
+    }
+    Ok(())
+}
+
+/// True when --log-level chose the level at start.
+pub fn level_from_flag() -> bool {
+    RELOADER.get().is_some_and(|r| r.from_flag)
+}
+
+fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
+    EnvFilter::try_new(level).with_context(|| format!("log level {level:?}"))
+}
+
+fn open(path: &Path) -> anyhow::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the log file {}", path.display()))
+}
+
+/// A writer into the current log file.
+struct SharedFile(Arc<Mutex<File>>);
+
+impl Write for SharedFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .flush()
+    }
+}

@@ -1,0 +1,486 @@
+//! The router's monitoring component: `/varz`, `/connz`, `/subsz`, `/queuez`, `/latz`,
+//! `/metrics` and the dashboard document, all rendered on HTTP threads from a
+//! [`Snapshot`] the event loop hands over at its timer tick
+//! ([`tickwire_router::monitor`]), plus the latency probe's histograms.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tickwire_monitor::http::{Request, Response};
+use tickwire_monitor::latency::QUANTILES;
+use tickwire_monitor::prom::{Kind, Text};
+use tickwire_router::monitor::{ClientView, Reader, Snapshot};
+use tickwire_rt::MonoNanos;
+
+use super::{page, probe, Component};
+
+/// Requests within this long of a snapshot share it (the loop makes at most one per
+/// tick either way).
+const FRESH: Duration = Duration::from_millis(50);
+/// How long a request waits for the loop's next tick.
+const WAIT: Duration = Duration::from_millis(500);
+/// The loop ticks at least every 50 ms: silent for this long, it is reported stuck.
+const STUCK_NS: u64 = 2_000_000_000;
+/// Connections listed on the dashboard.
+const DASHBOARD_CONNECTIONS: usize = 20;
+
+/// A labelled metric family: name, type, help, and the value of one item.
+type Family<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
+
+/// The router as the monitoring endpoint sees it.
+pub struct RouterMonitor {
+    cache: Mutex<Cache>,
+    probe: Option<probe::Shared>,
+}
+
+struct Cache {
+    reader: Reader,
+    last: Option<(Instant, Arc<Snapshot>)>,
+}
+
+impl RouterMonitor {
+    /// Serves what `reader` fetches and what `probe` measured.
+    pub fn new(reader: Reader, probe: Option<probe::Shared>) -> RouterMonitor {
+        RouterMonitor {
+            cache: Mutex::new(Cache { reader, last: None }),
+            probe,
+        }
+    }
+
+    /// A snapshot at most [`FRESH`] old, or None when the loop did not answer.
+    fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        let mut c = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, s)) = &c.last {
+            if at.elapsed() < FRESH {
+                return Some(s.clone());
+            }
+        }
+        let s: Arc<Snapshot> = Arc::from(c.reader.fetch(WAIT)?);
+        c.last = Some((Instant::now(), s.clone()));
+        Some(s)
+    }
+
+    fn with_snapshot(&self, f: impl FnOnce(&Snapshot) -> Value) -> Response {
+        match self.snapshot() {
+            Some(s) => Response::json(&f(&s)),
+            None => Response::error(503, "the router's event loop did not answer"),
+        }
+    }
+
+    fn probe_summary(&self) -> Value {
+        self.probe
+            .as_ref()
+            .map_or(Value::Null, |p| latency_summary(&probe::lock(p)))
+    }
+}
+
+fn latency_summary(l: &tickwire_monitor::Latency) -> Value {
+    let us = |q: f64| l.quantile_seconds(q) * 1e6;
+    json!({
+        "samples": l.count(),
+        "p50_us": us(0.5),
+        "p99_us": us(0.99),
+        "p999_us": us(0.999),
+        "max_us": us(1.0),
+    })
+}
+
+fn slow_count(s: &Snapshot) -> usize {
+    s.clients.iter().filter(|c| c.slow).count()
+}
+
+fn queues(s: &Snapshot) -> &[Value] {
+    s.guaranteed["queues"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// Sorts connections by `key` (largest first for counters).
+fn sort_clients(clients: &mut [&ClientView], key: &str) -> Result<(), String> {
+    let k: fn(&ClientView) -> u64 = match key {
+        "id" => {
+            clients.sort_by_key(|c| c.stats.id.0);
+            return Ok(());
+        }
+        "msgs_in" => |c| c.stats.counters.msgs_in,
+        "msgs_out" => |c| c.stats.counters.msgs_out,
+        "bytes_in" => |c| c.stats.counters.bytes_in,
+        "bytes_out" => |c| c.stats.counters.bytes_out,
+        "discards" => |c| c.stats.counters.discards,
+        "pending" => |c| c.stats.egress_pending as u64,
+        "subs" => |c| c.stats.subscriptions as u64,
+        "uptime" => |c| c.stats.connected_for_ms,
+        other => return Err(format!("sort: unknown key {other:?} (id, msgs_in, msgs_out, bytes_in, bytes_out, discards, pending, subs, uptime)")),
+    };
+    clients.sort_by_key(|c| std::cmp::Reverse(k(c)));
+    Ok(())
+}
+
+/// The clients with their own /metrics series: the `max` that queued the most.
+fn metric_clients(s: &Snapshot, max: usize) -> Vec<&ClientView> {
+    let mut v: Vec<&ClientView> = s.clients.iter().collect();
+    v.sort_by_key(|c| std::cmp::Reverse(c.stats.counters.bytes_out + c.stats.counters.bytes_in));
+    v.truncate(max);
+    v.sort_by_key(|c| c.stats.id.0);
+    v
+}
+
+impl Component for RouterMonitor {
+    fn health(&self) -> Result<(), String> {
+        let c = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match c.reader.heartbeat() {
+            None => Err("the event loop has not ticked yet".into()),
+            Some(t) if MonoNanos::now().saturating_sub(t) > STUCK_NS => Err(format!(
+                "the event loop's last tick was {} ms ago",
+                MonoNanos::now().saturating_sub(t) / 1_000_000
+            )),
+            Some(_) if c.reader.loop_gone() => Err("the event loop has stopped".into()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn varz(&self) -> Value {
+        match self.snapshot() {
+            Some(s) => json!({
+                "kind": "router",
+                "server": s.router,
+                "max_clients": s.max_clients,
+                "egress_limit": s.egress_limit,
+                "shared_groups": s.shared_groups,
+                "slow_consumers": slow_count(&s),
+                "queues": queues(&s).len(),
+                "guaranteed": !s.guaranteed.is_null(),
+                "latency_probe": self.probe_summary(),
+            }),
+            None => json!({ "kind": "router", "error": "the event loop did not answer" }),
+        }
+    }
+
+    fn metrics(&self, out: &mut Text, max_series: usize) {
+        let Some(s) = self.snapshot() else {
+            out.single(
+                "tickwire_router_up",
+                Kind::Gauge,
+                "1 when the router's event loop answers.",
+                0.0,
+            );
+            return;
+        };
+        out.single(
+            "tickwire_router_up",
+            Kind::Gauge,
+            "1 when the router's event loop answers.",
+            1.0,
+        );
+        let r = &s.router;
+        let t = &r.totals;
+        out.single(
+            "tickwire_router_uptime_seconds",
+            Kind::Gauge,
+            "Seconds since the router started.",
+            r.uptime_ms as f64 / 1e3,
+        );
+        out.single(
+            "tickwire_router_clients",
+            Kind::Gauge,
+            "Connected clients (the latency probe included).",
+            r.clients as f64,
+        );
+        out.single(
+            "tickwire_router_subscriptions",
+            Kind::Gauge,
+            "Subscriptions, all clients.",
+            r.subscriptions as f64,
+        );
+        out.single(
+            "tickwire_router_slow_consumers",
+            Kind::Gauge,
+            "Clients whose egress buffer filled and who are losing their oldest messages now.",
+            slow_count(&s) as f64,
+        );
+        for (name, help, v) in [
+            (
+                "tickwire_router_connections_total",
+                "Connections accepted.",
+                t.connections,
+            ),
+            (
+                "tickwire_router_refused_connections_total",
+                "Connections refused at the connection limit.",
+                t.refused,
+            ),
+            (
+                "tickwire_router_error_disconnects_total",
+                "Connections closed for a protocol error, stall or slow consumer.",
+                t.disconnects_error,
+            ),
+            (
+                "tickwire_router_received_messages_total",
+                "Messages published to the router.",
+                t.msgs_in,
+            ),
+            (
+                "tickwire_router_received_bytes_total",
+                "Bytes received, all frames.",
+                t.bytes_in,
+            ),
+            (
+                "tickwire_router_delivered_messages_total",
+                "Messages queued to subscribers (one per matching subscriber).",
+                t.msgs_out,
+            ),
+            (
+                "tickwire_router_sent_bytes_total",
+                "Bytes written, all frames.",
+                t.bytes_out,
+            ),
+            (
+                "tickwire_router_discarded_messages_total",
+                "Messages discarded for slow consumers.",
+                t.discards,
+            ),
+            (
+                "tickwire_router_unrouted_messages_total",
+                "Published messages that matched no subscriber.",
+                t.unrouted,
+            ),
+            (
+                "tickwire_router_no_responders_total",
+                "Requests answered NO_RESPONDERS.",
+                t.no_responders,
+            ),
+        ] {
+            out.single(name, Kind::Counter, help, v as f64);
+        }
+
+        let clients = metric_clients(&s, max_series);
+        out.single(
+            "tickwire_router_client_series_omitted",
+            Kind::Gauge,
+            "Connected clients without their own series (beyond --metrics-max-series; counted in the totals).",
+            s.clients.len().saturating_sub(clients.len()) as f64,
+        );
+        let ids: Vec<String> = clients.iter().map(|c| c.stats.id.0.to_string()).collect();
+        let per_client: [Family<ClientView>; 5] = [
+            (
+                "tickwire_router_client_received_messages_total",
+                Kind::Counter,
+                "Messages published by the client.",
+                |c| c.stats.counters.msgs_in as f64,
+            ),
+            (
+                "tickwire_router_client_delivered_messages_total",
+                Kind::Counter,
+                "Messages queued to the client.",
+                |c| c.stats.counters.msgs_out as f64,
+            ),
+            (
+                "tickwire_router_client_discarded_messages_total",
+                Kind::Counter,
+                "Messages discarded because the client read too slowly.",
+                |c| c.stats.counters.discards as f64,
+            ),
+            (
+                "tickwire_router_client_egress_pending_bytes",
+                Kind::Gauge,
+                "Bytes queued for the client, not yet written.",
+                |c| c.stats.egress_pending as f64,
+            ),
+            (
+                "tickwire_router_client_slow",
+                Kind::Gauge,
+                "1 while the client is a slow consumer.",
+                |c| f64::from(u8::from(c.slow)),
+            ),
+        ];
+        for (name, kind, help, value) in per_client {
+            out.family(name, kind, help);
+            for (c, id) in clients.iter().zip(&ids) {
+                out.sample(name, &[("client", id), ("name", &c.stats.name)], value(c));
+            }
+        }
+
+        let qs = queues(&s);
+        if !s.guaranteed.is_null() {
+            let per_queue: [(&str, Kind, &str, &str); 6] = [
+                (
+                    "tickwire_router_queue_depth_messages",
+                    Kind::Gauge,
+                    "Messages stored in the queue, not yet acknowledged.",
+                    "depth",
+                ),
+                (
+                    "tickwire_router_queue_depth_bytes",
+                    Kind::Gauge,
+                    "Bytes of the messages stored in the queue.",
+                    "bytes",
+                ),
+                (
+                    "tickwire_router_queue_in_flight_messages",
+                    Kind::Gauge,
+                    "Messages delivered and not yet acknowledged.",
+                    "in_flight",
+                ),
+                (
+                    "tickwire_router_queue_consumers",
+                    Kind::Gauge,
+                    "Consumers bound to the queue.",
+                    "consumers",
+                ),
+                (
+                    "tickwire_router_queue_delivered_messages_total",
+                    Kind::Counter,
+                    "Deliveries from the queue.",
+                    "delivered",
+                ),
+                (
+                    "tickwire_router_queue_acked_messages_total",
+                    Kind::Counter,
+                    "Acknowledged messages.",
+                    "acked",
+                ),
+            ];
+            for (name, kind, help, field) in per_queue {
+                out.family(name, kind, help);
+                for q in qs.iter().take(max_series) {
+                    let qname = q["name"].as_str().unwrap_or("");
+                    out.sample(name, &[("queue", qname)], q[field].as_f64().unwrap_or(0.0));
+                }
+            }
+        }
+
+        if let Some(p) = &self.probe {
+            let l = probe::lock(p);
+            let name = "tickwire_router_probe_round_trip_seconds";
+            out.family(name, Kind::Summary, "Round trip of the built-in probe's messages through the router (publish to receipt), since the start.");
+            for q in QUANTILES {
+                let label = q.to_string();
+                out.sample(name, &[("quantile", &label)], l.quantile_seconds(q));
+            }
+            out.sample(&format!("{name}_sum"), &[], l.sum_seconds());
+            out.sample(&format!("{name}_count"), &[], l.count() as f64);
+        }
+    }
+
+    fn dashboard(&self) -> Value {
+        let Some(s) = self.snapshot() else {
+            return json!({ "kind": "router", "error": "the event loop did not answer" });
+        };
+        let r = &s.router;
+        let t = &r.totals;
+        let mut shown: Vec<&ClientView> = s.clients.iter().collect();
+        shown.sort_by_key(|c| {
+            std::cmp::Reverse((c.slow, c.stats.egress_pending, c.stats.counters.msgs_out))
+        });
+        shown.truncate(DASHBOARD_CONNECTIONS);
+        let latency = self.probe.as_ref().map(|p| {
+            let l = probe::lock(p);
+            json!({
+                "source": "built-in probe: publish → router → back",
+                "history": l.history().collect::<Vec<_>>(),
+            })
+        });
+        json!({
+            "kind": "router",
+            "name": r.name,
+            "version": r.version,
+            "uptime_ms": r.uptime_ms,
+            "counters": {
+                "msgs_in": t.msgs_in,
+                "msgs_out": t.msgs_out,
+                "bytes_in": t.bytes_in,
+                "bytes_out": t.bytes_out,
+                "discards": t.discards,
+                "unrouted": t.unrouted,
+                "connections": t.connections,
+            },
+            "gauges": {
+                "clients": r.clients,
+                "subscriptions": r.subscriptions,
+                "slow_consumers": slow_count(&s),
+            },
+            "rate_charts": [["msgs_in", "msgs_out"], ["bytes_in", "bytes_out"], ["discards", "unrouted"]],
+            "connections": {
+                "total": s.clients.len(),
+                "shown": shown.len(),
+                "slow": slow_count(&s),
+                "list": shown,
+            },
+            "latency": latency,
+            "queues": (!s.guaranteed.is_null()).then(|| queues(&s).to_vec()),
+        })
+    }
+
+    fn route(&self, req: &Request<'_>) -> Option<Response> {
+        Some(match req.path {
+            "/connz" => {
+                let Some(s) = self.snapshot() else {
+                    return Some(Response::error(503, "the router's event loop did not answer"));
+                };
+                let mut clients: Vec<&ClientView> = s.clients.iter().collect();
+                let sort = req.query.get("sort").unwrap_or("id");
+                if let Err(e) = sort_clients(&mut clients, sort) {
+                    return Some(Response::error(400, &e));
+                }
+                let subs = req.query.get("subs").is_some_and(|v| v == "1" || v == "true");
+                let list: Vec<Value> = clients
+                    .iter()
+                    .map(|c| {
+                        let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
+                        if !subs {
+                            if let Some(o) = v.as_object_mut() {
+                                o.remove("patterns");
+                            }
+                        }
+                        v
+                    })
+                    .collect();
+                let mut doc = page(req, &list);
+                doc["sort"] = json!(sort);
+                doc["slow_consumers"] = json!(slow_count(&s));
+                Response::json(&doc)
+            }
+            "/subsz" => self.with_snapshot(|s| {
+                let filter = req.query.get("pattern");
+                let list: Vec<Value> = s
+                    .clients
+                    .iter()
+                    .filter(|c| !c.patterns.is_empty())
+                    .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| p == f)))
+                    .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.patterns }))
+                    .collect();
+                let mut doc = page(req, &list);
+                doc["subscriptions"] = json!(s.router.subscriptions);
+                doc["shared_groups"] = json!(s.shared_groups);
+                doc
+            }),
+            "/queuez" => self.with_snapshot(|s| {
+                if s.guaranteed.is_null() {
+                    return json!({ "enabled": false, "total": 0, "items": [] });
+                }
+                let mut doc = page(req, queues(s));
+                doc["enabled"] = json!(true);
+                doc["totals"] = s.guaranteed["totals"].clone();
+                doc
+            }),
+            "/latz" => match &self.probe {
+                None => Response::json(&json!({ "enabled": false })),
+                Some(p) => {
+                    let l = probe::lock(p);
+                    Response::json(&json!({
+                        "enabled": true,
+                        "source": "built-in probe: publish → router → back",
+                        "summary": latency_summary(&l),
+                        "history": l.history().collect::<Vec<_>>(),
+                    }))
+                }
+            },
+            _ => return None,
+        })
+    }
+}

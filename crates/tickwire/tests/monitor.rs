@@ -1,0 +1,466 @@
+//! The monitoring endpoint of the real `tickwire router --http`: the JSON endpoints
+//! show what real clients just did, the HTTP server refuses hostile requests,
+//! `/metrics` passes `promtool check metrics`, and the dashboard, loaded in a real
+//! headless Chromium, shows the counts without a console error.
+//!
+//! Peers: promtool (Debian's `prometheus`) and Chromium (Debian's `chromium`), both
+//! installed by `.ci/setup` (scripts/install-monitoring-peers.sh). Missing locally, the
+//! test says SKIPPED loudly; under CI=true it fails.
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{peer_missing, RouterProc};
+use tickwire_client::{Client, ClientOptions, Wait};
+
+/// GET `path`: (status, body).
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let raw = exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes(),
+    );
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, body.to_string())
+}
+
+fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let (status, body) = get(addr, path);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Sends `request` raw and reads the answer until the server closes.
+fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to the monitoring endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The server may answer and close before a long request is fully written.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A publisher that sent `n` messages to `mon/a` and a subscriber (`mon/>`) that got
+/// them all, both still connected.
+struct Traffic {
+    _publisher: Client,
+    _subscriber: Client,
+}
+
+fn traffic(router: SocketAddr, n: usize) -> Traffic {
+    let mut sub = Client::connect_with(router, ClientOptions::named("mon-sub")).unwrap();
+    sub.subscribe("mon/>").unwrap();
+    let mut publisher = Client::connect_with(router, ClientOptions::named("mon-pub")).unwrap();
+    for i in 0..n {
+        publisher
+            .publish("mon/a", format!("m{i}").as_bytes())
+            .unwrap();
+    }
+    publisher.flush().unwrap();
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got < n && Instant::now() < deadline {
+        if sub
+            .recv(Wait::Timeout(Duration::from_millis(200)))
+            .unwrap()
+            .is_some()
+        {
+            got += 1;
+        }
+    }
+    assert_eq!(got, n, "the subscriber got every message");
+    Traffic {
+        _publisher: publisher,
+        _subscriber: sub,
+    }
+}
+
+fn find<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+/// A `tickwire router --http` after [`traffic`] of `n` messages; its monitoring address.
+fn monitored_router(n: usize) -> (RouterProc, SocketAddr, Traffic) {
+    let r = RouterProc::start(&["--http", "127.0.0.1:0"]);
+    let http = r.http.expect("monitor address");
+    let t = traffic(r.addr, n);
+    (r, http, t)
+}
+
+/// The peer, if `found`; otherwise the missing-peer report (a failure under CI).
+fn require(test: &str, found: Option<PathBuf>, why: &str) -> Option<PathBuf> {
+    if found.is_none() {
+        peer_missing(test, why);
+    }
+    found
+}
+
+#[test]
+fn json_endpoints_show_what_the_clients_did() {
+    let (_r, http, _t) = monitored_router(37);
+
+    let (status, body) = get(http, "/healthz");
+    assert_eq!((status, body.contains("ok")), (200, true), "{body}");
+
+    let varz = get_json(http, "/varz");
+    assert_eq!(varz["kind"], "router");
+    assert!(varz["server"]["totals"]["msgs_in"].as_u64().unwrap() >= 37);
+
+    let connz = get_json(http, "/connz?sort=msgs_in&subs=1");
+    let items = &connz["items"];
+    assert_eq!(find(items, "mon-pub")["msgs_in"], 37, "{connz}");
+    assert_eq!(find(items, "mon-sub")["msgs_out"], 37, "{connz}");
+    assert_eq!(find(items, "mon-sub")["patterns"][0], "mon/>");
+    // Paging: one per page, the total unchanged.
+    let page = get_json(http, "/connz?limit=1&offset=1&sort=id");
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["total"], connz["total"]);
+    assert_eq!(get(http, "/connz?sort=bogus").0, 400);
+
+    let subsz = get_json(http, "/subsz?pattern=mon/>");
+    assert_eq!(subsz["total"], 1, "{subsz}");
+    assert_eq!(subsz["items"][0]["name"], "mon-sub");
+
+    let queuez = get_json(http, "/queuez");
+    assert_eq!(queuez["enabled"], true);
+
+    // The probe measures within a second or two.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let latz = get_json(http, "/latz");
+        if latz["summary"]["samples"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no probe samples: {latz}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(http, "/nope").0, 404);
+}
+
+#[test]
+fn hostile_requests_are_refused_and_the_endpoint_keeps_serving() {
+    let r = RouterProc::start(&["--http", "127.0.0.1:0", "--no-guaranteed"]);
+    let http = r.http.expect("monitor address");
+    // A connection that never sends a byte does not block others.
+    let _idle = TcpStream::connect(http).unwrap();
+    let status = |raw: &str| raw.split(' ').nth(1).unwrap_or("").to_string();
+    assert_eq!(
+        status(&exchange(http, b"POST /varz HTTP/1.1\r\n\r\n")),
+        "405"
+    );
+    assert_eq!(
+        status(&exchange(
+            http,
+            b"GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"
+        )),
+        "413"
+    );
+    let huge = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
+    assert_eq!(status(&exchange(http, huge.as_bytes())), "431");
+    assert_eq!(
+        status(&exchange(http, b"\x16\x03\x01garbage\r\n\r\n")),
+        "400"
+    );
+    let queuez = get_json(http, "/queuez");
+    assert_eq!(queuez["enabled"], false);
+    assert_eq!(get(http, "/healthz").0, 200);
+}
+
+#[test]
+fn metrics_pass_promtool() {
+    let Some(promtool) = require(
+        "metrics_pass_promtool",
+        which("promtool"),
+        "promtool not found (apt-get install prometheus; .ci/setup)",
+    ) else {
+        return;
+    };
+    let (r, http, _t) = monitored_router(10);
+    // A queue, so the per-queue families are present too.
+    let (st, _, err) = common::run_cli(
+        &[
+            "queue",
+            "create",
+            "mon-q",
+            "--sub",
+            "monq/>",
+            "--router",
+            &r.addr_str(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(st.success(), "queue create: {err}");
+    let (status, metrics) = get(http, "/metrics");
+    assert_eq!(status, 200);
+    for name in [
+        "tickwire_router_received_messages_total",
+        "tickwire_router_client_received_messages_total{client=",
+        "tickwire_router_queue_depth_messages{queue=\"mon-q\"}",
+        "tickwire_router_probe_round_trip_seconds_count",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {}\n{said}\n{metrics}",
+        out.status
+    );
+}
+
+#[test]
+fn metrics_cap_the_per_client_series() {
+    let r = RouterProc::start(&[
+        "--http",
+        "127.0.0.1:0",
+        "--metrics-max-series",
+        "2",
+        "--no-guaranteed",
+    ]);
+    let http = r.http.expect("monitor address");
+    let _t = traffic(r.addr, 3);
+    let _more: Vec<Client> = (0..3)
+        .map(|i| Client::connect_with(r.addr, ClientOptions::named(format!("extra{i}"))).unwrap())
+        .collect();
+    let (_, metrics) = get(http, "/metrics");
+    let series = metrics
+        .lines()
+        .filter(|l| l.starts_with("tickwire_router_client_received_messages_total{"))
+        .count();
+    assert_eq!(series, 2, "{metrics}");
+    // Probe, two clients of the traffic and three extras: six, two with series.
+    assert!(
+        metrics.contains("tickwire_router_client_series_omitted 4"),
+        "{metrics}"
+    );
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|n| which(n))
+}
+
+/// The dashboard in a real browser: no console error, and the connection table shows
+/// the publisher's and the subscriber's counts. With TICKWIRE_SCREENSHOT_DIR set it
+/// also saves `dashboard.png` there (how docs/ got its screenshot).
+#[test]
+fn dashboard_in_headless_chromium_shows_the_counts() {
+    use headless_chrome::protocol::cdp::types::Event;
+    use headless_chrome::protocol::cdp::{Log, Page, Runtime};
+    use headless_chrome::{Browser, LaunchOptions};
+
+    let Some(chrome) = require(
+        "dashboard_in_headless_chromium_shows_the_counts",
+        chromium(),
+        "no chromium on PATH (apt-get install chromium; .ci/setup) and CHROMIUM unset",
+    ) else {
+        return;
+    };
+    let (_r, http, _t) = monitored_router(42);
+
+    let browser = Browser::new(LaunchOptions {
+        path: Some(chrome),
+        headless: true,
+        // Containers and CI run as root, where Chromium's sandbox cannot start.
+        sandbox: false,
+        window_size: Some((1280, 1400)),
+        idle_browser_timeout: Duration::from_secs(60),
+        ..LaunchOptions::default()
+    })
+    .expect("start headless chromium");
+    let tab = browser.new_tab().expect("a tab");
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = errors.clone();
+    tab.add_event_listener(Arc::new(move |event: &Event| {
+        let error = match event {
+            Event::RuntimeConsoleAPICalled(e)
+                if e.params.Type == Runtime::ConsoleAPICalledEventTypeOption::Error =>
+            {
+                Some(format!("console.error: {:?}", e.params.args))
+            }
+            Event::RuntimeExceptionThrown(e) => {
+                Some(format!("exception: {:?}", e.params.exception_details))
+            }
+            Event::LogEntryAdded(e) if e.params.entry.level == Log::LogEntryLevel::Error => Some(
+                format!("log: {} {:?}", e.params.entry.text, e.params.entry.url),
+            ),
+            _ => None,
+        };
+        if let Some(e) = error {
+            seen.lock().unwrap().push(e);
+        }
+    }))
+    .unwrap();
+    tab.enable_runtime().unwrap();
+    tab.enable_log().unwrap();
+    tab.set_default_timeout(Duration::from_secs(20));
+    tab.navigate_to(&format!("http://{http}/?poll=250"))
+        .unwrap()
+        .wait_until_navigated()
+        .unwrap();
+
+    // Wait for the table row of each client, then read the cells the page drew.
+    let cell = |name: &str, key: &str| -> String {
+        let js = format!(
+            "(() => {{ for (const tr of document.querySelectorAll('#connections tr')) {{
+                 const n = tr.querySelector('td[data-key=name]');
+                 if (n && n.textContent === {name:?}) return tr.querySelector('td[data-key={key}]').textContent;
+               }} return ''; }})()"
+        );
+        tab.evaluate(&js, false)
+            .unwrap()
+            .value
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cell("mon-sub", "msgs_out").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard never listed mon-sub"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(cell("mon-pub", "msgs_in"), "42");
+    assert_eq!(cell("mon-sub", "msgs_out"), "42");
+    assert_eq!(cell("mon-sub", "slow"), "false");
+    // The totals card counts the probe's messages too: at least the 42.
+    let total = tab
+        .evaluate(
+            "Number(document.getElementById('counter-msgs_in').dataset.value)",
+            false,
+        )
+        .unwrap()
+        .value
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    assert!(total >= 42.0, "msgs_in card shows {total}");
+    // Let a few more polls and the latency chart happen, then check for errors.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let points = tab
+            .evaluate(
+                "document.querySelectorAll('#chart-latency polyline').length",
+                false,
+            )
+            .unwrap()
+            .value
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        if points > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no latency chart");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if let Some(dir) = std::env::var_os("TICKWIRE_SCREENSHOT_DIR") {
+        let png = tab
+            .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
+            .unwrap();
+        std::fs::write(PathBuf::from(dir).join("dashboard.png"), png).unwrap();
+    }
+    let errors = errors.lock().unwrap();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+}
+
+/// `--log-format json --log-file`: JSON lines in the file; SIGHUP re-reads the config
+/// file's `[log] level` and reopens the file (rotation by rename).
+#[test]
+fn json_log_file_and_sighup_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("router.toml");
+    let log = dir.path().join("router.log");
+    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
+    let r = RouterProc::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--no-guaranteed",
+        "--log-format",
+        "json",
+        "--log-file",
+        log.to_str().unwrap(),
+    ]);
+    // At warn, a client's connect logs nothing.
+    drop(Client::connect(r.addr).unwrap());
+    std::fs::write(&config, "[log]\nlevel = \"info\"\n").unwrap();
+    let rotated = dir.path().join("router.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    let pid = r.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("log settings reloaded") {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reload line in the new log file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    let mut r = r;
+    assert!(r.is_running(), "the router survived SIGHUP");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(
+        !old.contains("connected"),
+        "warn level logged a connect: {old}"
+    );
+}
