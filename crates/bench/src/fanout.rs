@@ -198,7 +198,7 @@ pub struct FanoutArgs {
     /// Run each of these scales (for each --compare system), e.g. 0.1,0.2,0.3,0.5,1.0:
     /// prints latency versus rate and the knee (highest scale with p99 <= 1 ms and both
     /// verdicts sustained); --plot draws one curve per system. Replaces --scale.
-    #[arg(long, value_name = "SCALES", value_parser = compare::parse_scales)]
+    #[arg(long, value_name = "SCALES", value_delimiter = ',', value_parser = workload::parse_scale)]
     pub sweep: Option<Vec<f64>>,
 
     /// The receiver rule's bound on the measured part's p99 (10ms, 500us): above it,
@@ -650,6 +650,22 @@ mod tests {
         assert_eq!(c.args.burst, Some(250_000.0));
         assert_eq!(c.args.pin, Some(Pinning { near: 1, far: 0 }));
         assert!(matches!(c.args.target, Target::Nats { .. }));
+        let c = Cli::try_parse_from([
+            "x",
+            "--sweep",
+            "0.1,0.5",
+            "--compare",
+            "tickwire,raw",
+            "--max-p99",
+            "2ms",
+        ])
+        .unwrap();
+        assert_eq!(c.args.sweep, Some(vec![0.1, 0.5]));
+        assert_eq!(
+            c.args.compare,
+            Some(vec![Target::Tickwire { addr: None }, Target::Raw])
+        );
+        assert_eq!(c.args.max_p99, 0.002);
         let c = Cli::try_parse_from(["x", "--pin", "0,1", "--rate", "2k"]).unwrap();
         assert_eq!(c.args.pin, Some(Pinning { near: 0, far: 1 }));
         assert_eq!(c.args.rate, Some(2000.0));

@@ -217,7 +217,7 @@ impl Comparison {
                     (Some(s), Some(r)) => {
                         crate::outln!(out, "  {:<9} scale {s} ({} msg/s)", k.system, human_rate(r))
                     }
-                    _ => crate::outln!(out, "  {:<9} none of the scales run", k.system),
+                    _ => crate::outln!(out, "  {:<9} no scale run qualified", k.system),
                 }
             }
         }
@@ -318,18 +318,6 @@ fn knees(systems: &[String], points: &[Point]) -> Vec<Knee> {
         .collect()
 }
 
-/// Parses `--sweep`: comma-separated scales (each as `--scale` takes it).
-pub fn parse_scales(s: &str) -> Result<Vec<f64>, String> {
-    let v: Vec<f64> = s
-        .split(',')
-        .map(|x| super::workload::parse_scale(x.trim()))
-        .collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err("expected scales, e.g. 0.1,0.2,0.5,1.0".into());
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,11 +368,5 @@ mod tests {
         let k = knees(&["tickwire".into(), "raw".into()], &pts);
         assert_eq!(k[0].scale, Some(0.3));
         assert_eq!(k[1].scale, None);
-    }
-
-    #[test]
-    fn scales_parse_as_a_list() {
-        assert_eq!(parse_scales("0.1, 0.5,1"), Ok(vec![0.1, 0.5, 1.0]));
-        assert!(parse_scales("0.1,x").is_err());
     }
 }

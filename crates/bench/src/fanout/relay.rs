@@ -159,11 +159,10 @@ impl Relay {
                 let Some(c) = self.conns.get_mut(slot.0).and_then(Option::as_mut) else {
                     continue;
                 };
-                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    if !c.on_read_list {
-                        c.on_read_list = true;
-                        self.read_list.push(slot);
-                    }
+                let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                if readable && !c.on_read_list {
+                    c.on_read_list = true;
+                    self.read_list.push(slot);
                 }
                 if ev.is_writable() || ev.is_write_closed() {
                     c.writable = true;
