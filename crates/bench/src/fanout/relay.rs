@@ -454,8 +454,9 @@ mod tests {
                     .map(|i| ((i % 3) as u16, i.to_le_bytes().to_vec()))
                     .collect()
             };
-            assert_eq!(read_frames(&mut a, 667), want(&[1, 2]), "{idle}");
-            assert_eq!(read_frames(&mut b, 333), want(&[2]), "{idle}");
+            let (want_a, want_b) = (want(&[1, 2]), want(&[2]));
+            assert_eq!(read_frames(&mut a, want_a.len()), want_a, "{idle}");
+            assert_eq!(read_frames(&mut b, want_b.len()), want_b, "{idle}");
         }
     }
 
