@@ -117,19 +117,15 @@ fn fanout_smoke_against_a_tickwire_router_reconciles() {
     }
 }
 
+/// A preset cut down to 2 publishers, 2 subscribers and 2 topics (a debug build's
+/// measuring process on a shared core).
+const TWO_BY_TWO: [&str; 6] = ["--publishers", "2", "--subscribers", "2", "--topics", "2"];
+
 #[test]
 fn fanout_smoke_scaled_preset_prints_the_scaling() {
-    let args = [
-        "--preset",
-        "mdd",
-        "--scale",
-        "0.002",
-        "--publishers",
-        "2",
-        "--subscribers",
-        "2",
-        "--topics",
-        "2",
+    let mut args = vec!["--preset", "mdd", "--scale", "0.002"];
+    args.extend(TWO_BY_TWO);
+    args.extend([
         "--duration",
         "0.5",
         "--warmup",
@@ -139,7 +135,7 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
         // The yielding busy-poll, so that its path is exercised too.
         "--client-idle",
         "yield",
-    ];
+    ]);
     let (code, doc, output) = run_fanout("scaled", &args);
     assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["layout"]["client_idle"], "yield", "{output}");
@@ -293,7 +289,7 @@ fn fanout_tiny_sweep_writes_the_table_the_json_and_the_svg() {
     let json = common::temp("bench-fanout-sweep.json");
     let svg = common::temp("bench-fanout-sweep.svg");
     let (json_arg, svg_arg) = (json.display().to_string(), svg.display().to_string());
-    let args = [
+    let mut args = vec![
         "bench",
         "fanout",
         "--preset",
@@ -302,12 +298,9 @@ fn fanout_tiny_sweep_writes_the_table_the_json_and_the_svg() {
         "0.001,0.002",
         "--compare",
         "tickwire,raw",
-        "--publishers",
-        "2",
-        "--subscribers",
-        "2",
-        "--topics",
-        "2",
+    ];
+    args.extend(TWO_BY_TWO);
+    args.extend([
         "--duration",
         "1",
         "--warmup",
@@ -318,7 +311,7 @@ fn fanout_tiny_sweep_writes_the_table_the_json_and_the_svg() {
         &json_arg,
         "--plot",
         &svg_arg,
-    ];
+    ]);
     let (st, out, err) = common::run_bench(&args);
     let output = format!("{out}{err}");
     assert!(st.success(), "exit {st}:\n{output}");

@@ -206,19 +206,12 @@ impl RawSub {
             self.end -= self.start;
             self.start = 0;
         }
+        use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
         let n = match self.stream.read(&mut self.buf[self.end..]) {
             Ok(0) => bail!("the raw relay closed the connection"),
             Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                return Ok(0)
-            }
+            // Nothing within the block slice (or a non-blocking socket had nothing).
+            Err(e) if [WouldBlock, TimedOut, Interrupted].contains(&e.kind()) => return Ok(0),
             Err(e) => return Err(e).context("reading from the raw relay"),
         };
         self.end += n;
