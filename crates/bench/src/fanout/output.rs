@@ -254,25 +254,31 @@ pub const GROWTH_SLACK_US: f64 = 100.0;
 pub struct ReceiverVerdict {
     /// All three checks below hold.
     pub sustained: bool,
-    /// The last measured second with samples, and the first measured second with the
-    /// same target rate (bursty patterns alternate rates: like is compared with like).
-    pub last_second: Option<u64>,
-    pub reference_second: Option<u64>,
-    pub last_p50_us: Option<f64>,
-    pub reference_p50_us: Option<f64>,
-    /// GROWTH_FACTOR x reference p50 + GROWTH_SLACK_US.
-    pub growth_limit_us: Option<f64>,
-    /// 1. Latency did not grow over the run (last p50 <= growth limit). Not judged
-    ///    (true) with fewer than two measured seconds of the last second's rate.
+    /// 1. Latency did not grow over the run; `growth` is None (not judged, passes) with
+    ///    fewer than two measured seconds at the last second's rate.
     pub no_growth: bool,
+    pub growth: Option<Growth>,
     /// 2. The measured part's p99 is within the stated bound (`--max-p99`).
+    pub p99_within_bound: bool,
     pub p99_us: f64,
     pub p99_bound_us: f64,
-    pub p99_within_bound: bool,
     /// 3. Every delivery arrived (counters reconcile: nothing discarded or lost).
     pub all_delivered: bool,
     /// Why not, in words.
     pub reason: Option<String>,
+}
+
+/// The two seconds the growth check compares: the last measured second with samples
+/// and the first measured second at the same target rate (bursty patterns alternate
+/// rates: like is compared with like).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Growth {
+    pub last_second: u64,
+    pub last_p50_us: f64,
+    pub reference_second: u64,
+    pub reference_p50_us: f64,
+    /// GROWTH_FACTOR x reference p50 + GROWTH_SLACK_US.
+    pub limit_us: f64,
 }
 
 impl ReceiverVerdict {
@@ -283,34 +289,30 @@ impl ReceiverVerdict {
         p99_bound_us: f64,
         reconciled: bool,
     ) -> ReceiverVerdict {
-        let measured: Vec<&Second> = timeline
+        let measured: Vec<(u64, f64, f64)> = timeline
             .iter()
-            .filter(|s| s.phase == Phase::Measure && s.p50_us.is_some())
+            .filter(|s| s.phase == Phase::Measure)
+            .filter_map(|s| s.p50_us.map(|p50| (s.second, s.target_rate, p50)))
             .collect();
-        let last = measured.last().copied();
-        let reference = last.and_then(|l| {
-            measured
+        let growth = measured.last().and_then(|&(last, rate, last_p50)| {
+            let &(reference, _, ref_p50) = measured
                 .iter()
-                .copied()
-                .find(|s| (s.target_rate - l.target_rate).abs() <= 0.01 * l.target_rate.max(1.0))
+                .find(|(_, r, _)| (r - rate).abs() <= 0.01 * rate.max(1.0))?;
+            (reference != last).then_some(Growth {
+                last_second: last,
+                last_p50_us: last_p50,
+                reference_second: reference,
+                reference_p50_us: ref_p50,
+                limit_us: GROWTH_FACTOR * ref_p50 + GROWTH_SLACK_US,
+            })
         });
-        let (last_p50, ref_p50) = (
-            last.and_then(|s| s.p50_us),
-            reference.and_then(|s| s.p50_us),
-        );
-        let limit = ref_p50.map(|r| GROWTH_FACTOR * r + GROWTH_SLACK_US);
-        let judged = matches!((last, reference), (Some(l), Some(r)) if l.second != r.second);
-        let no_growth = !judged || matches!((last_p50, limit), (Some(l), Some(m)) if l <= m);
+        let no_growth = growth.is_none_or(|g| g.last_p50_us <= g.limit_us);
         let p99_within_bound = p99_us <= p99_bound_us;
         let mut why = Vec::new();
-        if !no_growth {
+        if let Some(g) = growth.filter(|_| !no_growth) {
             why.push(format!(
                 "latency grew: p50 {:.0} µs in second {} vs {:.0} µs in second {} (limit {:.0} µs)",
-                last_p50.unwrap_or(0.0),
-                last.map_or(0, |s| s.second),
-                ref_p50.unwrap_or(0.0),
-                reference.map_or(0, |s| s.second),
-                limit.unwrap_or(0.0)
+                g.last_p50_us, g.last_second, g.reference_p50_us, g.reference_second, g.limit_us
             ));
         }
         if !p99_within_bound {
@@ -323,15 +325,11 @@ impl ReceiverVerdict {
         }
         ReceiverVerdict {
             sustained: no_growth && p99_within_bound && reconciled,
-            last_second: last.map(|s| s.second),
-            reference_second: reference.map(|s| s.second),
-            last_p50_us: last_p50,
-            reference_p50_us: ref_p50,
-            growth_limit_us: limit,
             no_growth,
+            growth,
+            p99_within_bound,
             p99_us,
             p99_bound_us,
-            p99_within_bound,
             all_delivered: reconciled,
             reason: (!why.is_empty()).then(|| why.join("; ")),
         }
@@ -339,14 +337,12 @@ impl ReceiverVerdict {
 
     /// The report line.
     pub fn line(&self) -> String {
-        let growth = match (self.last_second, self.reference_second) {
-            (Some(l), Some(r)) if l != r => format!(
-                "p50 {:.0} µs in second {l} vs {:.0} µs in second {r} (same target rate; limit {:.0} µs)",
-                self.last_p50_us.unwrap_or(0.0),
-                self.reference_p50_us.unwrap_or(0.0),
-                self.growth_limit_us.unwrap_or(0.0)
+        let growth = match self.growth {
+            Some(g) => format!(
+                "p50 {:.0} µs in second {} vs {:.0} µs in second {} (same target rate; limit {:.0} µs)",
+                g.last_p50_us, g.last_second, g.reference_p50_us, g.reference_second, g.limit_us
             ),
-            _ => "growth not judged (one measured second at the last second's rate)".into(),
+            None => "growth not judged (one measured second at the last second's rate)".into(),
         };
         format!(
             "receivers: {growth}; p99 {:.0} µs (bound {:.0} µs); {} -> {}",
@@ -970,8 +966,9 @@ mod tests {
         let v =
             ReceiverVerdict::judge(&timeline([300.0, 50.0, 320.0, 60.0]), 900.0, 10_000.0, true);
         assert!(v.sustained, "{}", v.line());
-        assert_eq!((v.last_second, v.reference_second), (Some(4), Some(2)));
-        assert_eq!(v.growth_limit_us, Some(200.0));
+        let g = v.growth.unwrap();
+        assert_eq!((g.last_second, g.reference_second), (4, 2));
+        assert_eq!(g.limit_us, 200.0);
         assert!(v.line().ends_with("-> sustained"), "{}", v.line());
     }
 
