@@ -7,12 +7,20 @@
 //!
 //! - [`workload`]: presets, flags, topic names, the subscription mapping, the payload
 //!   header. Pure.
-//! - [`transport`]: a publishing and a subscribing connection, for tickwire and NATS.
+//! - [`transport`]: a publishing and a subscribing connection, for tickwire, the raw
+//!   floor and NATS.
+//! - [`raw`] and [`relay`]: the raw fan-out floor (`--target raw`, `--compare
+//!   tickwire,raw`): its frames and client ends, and the relay process.
+//! - [`compare`]: several runs in one invocation (`--compare`, `--sweep`): ratios to the
+//!   floor, the latency-versus-rate table, the knee, JSON and plot.
 //! - [`measure`]: the publisher (open loop) and subscriber (tracking) thread bodies.
 //! - [`output`]: the terminal report, JSON and the SVG plot.
 
+mod compare;
 mod measure;
 mod output;
+mod raw;
+pub mod relay;
 mod transport;
 pub mod workload;
 
@@ -30,7 +38,7 @@ use crate::harness::{self, parse_pin, Pinning, Progress, RouterChild, StopFlag};
 use crate::report::OutputArgs;
 use crate::schedule::SizeMix;
 use measure::{PubResult, Shared, SubResult};
-use output::{Layout, RouterInfo};
+use output::{Layout, ReceiverVerdict, Report, RouterInfo};
 use tickwire_rt::IdleStrategy;
 pub use transport::CLIENT_IDLE;
 use transport::{PubConn, SubConn};
@@ -66,14 +74,36 @@ and subscribers on another). A NATS server is not started by the bench: start it
 yourself, e.g. `taskset -c 0 nats-server -a 127.0.0.1 -p 4222`.
 
 Report: latency (samples, min, p50, p90, p99, p99.9, p99.99, max, mean, stddev) overall
-and per message size; target and achieved send rate (below 90% of target: INVALID,
-saturated); sender lateness; sent / expected / received deliveries, gaps, duplicates,
+and per message size; target and achieved send rate (the sender rule: below 90% of
+target is INVALID, saturated); the receiver rule (sustained when the last measured
+second's p50 is at most 2 x that of the first measured second at the same target rate
++ 100 µs, the p99 is within --max-p99, and every delivery arrived); sender lateness; sent / expected / received deliveries, gaps, duplicates,
 out-of-order; a per-second timeline (target and achieved rate, p50, p99, max) that
-shows the bursts. Exit code: 0 ok, 1 lost / duplicated / reordered messages or an
-error, 3 INVALID (saturated).
+shows the bursts; a `host:` line says whether the VM's host stopped a CPU meanwhile
+(a DISTURBED run's tail is the host's, not ours). Exit code: 0 ok, 1 lost / duplicated
+/ reordered messages or an error, 3 INVALID (saturated; a --sweep exits 0 then, its top
+scales are meant to saturate). The receiver rule does not change the exit code.
+
+The raw floor (--target raw, or --compare tickwire,raw): `tickwire bench fanout-relay`,
+a minimal relay started exactly like the router (child process, FAR CPU, same --idle)
+that copies length-prefixed frames from publishers to the subscribers of a table fixed
+at connect time: no protocol, no trie. Same connections, threads, batching and
+schedule, so tickwire / raw per percentile is what the router costs over the kernel
+and the measuring process.
+
+Comparisons and sweeps: --compare tickwire,raw[,nats://HOST:PORT] runs the identical
+workload against each, one after the other, and prints each percentile's ratio to the
+raw floor (JSON: ratios). --sweep 0.1,0.2,0.5,1.0 runs every scale for each system and
+prints latency versus rate (p50, p99, p99.9, both verdicts, host) and the knee: the
+highest scale with p99 <= 1 ms, sender valid and receivers sustained. --json writes
+every run plus points, ratios and knees; --plot draws p50 and p99 versus rate, one
+curve per system.
 
 Examples:
   tickwire bench fanout --preset pattern1 --scale 0.05
+  tickwire bench fanout --preset pattern1 --scale 0.5 --compare tickwire,raw --pin 1,0 --idle block
+  tickwire bench fanout --preset pattern1 --sweep 0.1,0.2,0.3,0.5,1.0 --compare tickwire,raw \
+      --duration 4 --warmup 1 --pin 1,0 --idle block --json sweep.json --plot sweep.svg
   tickwire bench fanout --preset pattern1 --scale 0.05 --target nats://127.0.0.1:4222
   tickwire bench fanout --preset mdd --scale 0.1 --duration 60 --pin --json mdd.json --plot mdd.svg
   tickwire bench fanout --rate 100k --burst +100k --mix 100:67,600:33 --publishers 1 --subscribers 1
@@ -153,10 +183,28 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = secs)]
     pub duration: f64,
 
-    /// What to measure: `tickwire` (a router this bench starts, or --router) or
+    /// What to measure: `tickwire` (a router this bench starts, or --router), `raw`
+    /// (the raw fan-out floor: a minimal relay started like the router) or
     /// `nats://HOST:PORT` (a running core NATS server; topics map `/` to `.`).
     #[arg(long, value_name = "URL", default_value = "tickwire", value_parser = Target::parse)]
     pub target: Target,
+
+    /// Run the identical workload against each of these, one after the other, in this
+    /// order (e.g. tickwire,raw or tickwire,raw,nats://127.0.0.1:4222), and print each
+    /// percentile's ratio to the raw floor's. Replaces --target.
+    #[arg(long, value_name = "SYSTEMS", value_delimiter = ',', value_parser = Target::parse)]
+    pub compare: Option<Vec<Target>>,
+
+    /// Run each of these scales (for each --compare system), e.g. 0.1,0.2,0.3,0.5,1.0:
+    /// prints latency versus rate and the knee (highest scale with p99 <= 1 ms and both
+    /// verdicts sustained); --plot draws one curve per system. Replaces --scale.
+    #[arg(long, value_name = "SCALES", value_delimiter = ',', value_parser = workload::parse_scale)]
+    pub sweep: Option<Vec<f64>>,
+
+    /// The receiver rule's bound on the measured part's p99 (10ms, 500us): above it,
+    /// the receivers are NOT SUSTAINED whatever the sender achieved.
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = secs)]
+    pub max_p99: f64,
 
     /// Use the tickwire router already listening at ADDR instead of starting one (its
     /// idle strategy and pinning are then whatever it was started with).
@@ -212,6 +260,85 @@ const START_DELAY_NS: u64 = 50_000_000;
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
 /// The report goes to `con`.
 pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow::Result<ExitCode> {
+    // Before pinning: pinned, the process sees one core.
+    let machine = crate::report::Machine::detect();
+    if args.compare.is_none() && args.sweep.is_none() {
+        let report = run_one(args, &args.target, args.scale, machine, tickwire, con)?;
+        return finish(args, con, &report);
+    }
+    let systems = args
+        .compare
+        .clone()
+        .unwrap_or_else(|| vec![args.target.clone()]);
+    let scales = args.sweep.clone().unwrap_or_else(|| vec![args.scale]);
+    let stop = StopFlag::install();
+    let mut runs = Vec::new();
+    'all: for &scale in &scales {
+        for target in &systems {
+            if stop.is_set() {
+                break 'all;
+            }
+            let report = run_one(args, target, scale, machine.clone(), tickwire, con)?;
+            report.print(con.out);
+            runs.push(report);
+        }
+    }
+    let all = compare::Comparison::new(machine, args.sweep.is_some(), runs);
+    finish(args, con, &all)
+}
+
+/// What a fan-out invocation ends with: one run's report or a comparison of several.
+trait Outcome: serde::Serialize {
+    fn print(&self, out: &mut dyn std::io::Write);
+    fn plot(&self, path: &Path) -> anyhow::Result<()>;
+    fn exit_code(&self) -> ExitCode;
+}
+
+impl Outcome for Report {
+    fn print(&self, out: &mut dyn std::io::Write) {
+        Report::print(self, out)
+    }
+    fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        Report::plot(self, path)
+    }
+    fn exit_code(&self) -> ExitCode {
+        Report::exit_code(self)
+    }
+}
+
+impl Outcome for compare::Comparison {
+    fn print(&self, out: &mut dyn std::io::Write) {
+        compare::Comparison::print(self, out)
+    }
+    fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        compare::Comparison::plot(self, path)
+    }
+    fn exit_code(&self) -> ExitCode {
+        compare::Comparison::exit_code(self)
+    }
+}
+
+/// Prints `r`, writes its --json and --plot, and returns its exit code.
+fn finish(args: &FanoutArgs, con: &mut Console<'_>, r: &impl Outcome) -> anyhow::Result<ExitCode> {
+    r.print(con.out);
+    args.output.write(
+        con.out,
+        r,
+        |path| r.plot(path),
+        crate::report::Announce::WrittenTo,
+    )?;
+    Ok(r.exit_code())
+}
+
+/// One run against `target` at `scale`; the report is returned, not printed.
+fn run_one(
+    args: &FanoutArgs,
+    target: &Target,
+    scale: f64,
+    machine: crate::report::Machine,
+    tickwire: &Path,
+    con: &mut Console<'_>,
+) -> anyhow::Result<Report> {
     let knobs = Knobs {
         rate: args.rate,
         burst: args.burst,
@@ -222,22 +349,31 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         sub_topics: args.sub_topics,
         topic_len: args.topic_len,
     };
-    let w = Workload::resolve(args.preset, knobs, args.scale, args.warmup, args.duration)
+    let w = Workload::resolve(args.preset, knobs, scale, args.warmup, args.duration)
         .map_err(anyhow::Error::msg)?;
-    if args.hops && matches!(args.target, Target::Nats { .. }) {
+    if args.hops && !matches!(target, Target::Tickwire { .. }) {
         anyhow::bail!(
-            "--hops needs tickwire's in-line stamps: it cannot be used with a NATS target"
+            "--hops needs tickwire's in-line stamps: it cannot be used with a {} target",
+            target.name()
         );
     }
+    if matches!(target, Target::Raw) && w.topics >= usize::from(raw::CONTROL) {
+        anyhow::bail!("the raw floor numbers topics with 16 bits: at most 65534 topics");
+    }
     let stop = StopFlag::install();
-    // Before pinning: pinned, the process sees one core.
-    let machine = crate::report::Machine::detect();
 
     // The router (unless external), then pin this process: threads inherit it.
     let mut child = None;
     let mut monitor = None;
-    let router = match (&args.target, args.router) {
+    let router = match (target, args.router) {
         (Target::Nats { url }, _) => RouterInfo::nats(url),
+        (Target::Raw, _) => {
+            let far = args.pin.map(|p| p.far);
+            let c = RouterChild::start_as(tickwire, &RELAY_COMMAND, &args.idle, far, &[])?;
+            let info = RouterInfo::started(c.addr, &args.idle, far, c.command()).raw_floor();
+            child = Some(c);
+            info
+        }
         (Target::Tickwire { .. }, Some(addr)) => RouterInfo::external(addr),
         (Target::Tickwire { .. }, None) => {
             let far = args.pin.map(|p| p.far);
@@ -272,18 +408,18 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         client_idle: args.client_idle,
         batch_bytes: args.batch_bytes,
         publisher_pacing: "sleep while > 200 µs remain, then yield the CPU until the slot",
-        nats_io_threads: matches!(args.target, Target::Nats { .. }).then_some(2),
+        nats_io_threads: matches!(target, Target::Nats { .. }).then_some(2),
     };
-    output::print_header(con.out, &w, &args.target, &router, &layout);
+    output::print_header(con.out, &w, target, &router, &layout);
 
-    let rt = match &args.target {
+    let rt = match target {
         Target::Nats { .. } => Some(transport::nats_runtime()?),
-        Target::Tickwire { .. } => None,
+        Target::Tickwire { .. } | Target::Raw => None,
     };
     let names = w.topic_names();
-    let target_names: Vec<String> = match args.target {
+    let target_names: Vec<String> = match target {
         Target::Nats { .. } => names.iter().map(|t| nats_subject(t)).collect(),
-        Target::Tickwire { .. } => names.clone(),
+        Target::Tickwire { .. } | Target::Raw => names.clone(),
     };
 
     // Connect everything before the clock starts.
@@ -293,16 +429,24 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             .map(|t| names[t].as_str())
             .collect();
         let name = format!("fanout-sub-{s}");
-        subs.push(match (&args.target, &rt) {
+        subs.push(match (target, &rt) {
             (Target::Nats { url }, Some(rt)) => SubConn::nats(rt.handle(), url, &name, &topics)?,
+            (Target::Raw, _) => {
+                // Topic numbers fit 16 bits: checked above.
+                let ids: Vec<u16> = subscriber_topics(s, w.topics, w.sub_topics)
+                    .map(|t| t as u16)
+                    .collect();
+                SubConn::raw(router.addr_or_err()?, &name, &ids, &names, args.client_idle)?
+            }
             _ => SubConn::tickwire(router.addr_or_err()?, &name, &topics)?,
         });
     }
     let mut pubs = Vec::with_capacity(w.publishers);
     for p in 0..w.publishers {
         let name = format!("fanout-pub-{p}");
-        pubs.push(match (&args.target, &rt) {
+        pubs.push(match (target, &rt) {
             (Target::Nats { url }, Some(rt)) => PubConn::nats(rt.handle(), url, &name, &names)?,
+            (Target::Raw, _) => PubConn::raw(router.addr_or_err()?, &name, args.batch_bytes)?,
             _ => PubConn::tickwire(router.addr_or_err()?, &name, args.batch_bytes, &names)?,
         });
     }
@@ -332,7 +476,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
     let host = watch
         .finish()
         .within(MonoNanos(shared.start_ns + w.warmup_ns), MonoNanos::now());
-    let router_stats = match (&args.target, router.addr) {
+    let router_stats = match (target, router.addr) {
         (Target::Tickwire { .. }, Some(addr)) => tickwire_client::Client::connect(addr)
             .and_then(|mut c| c.stats_json())
             .ok()
@@ -348,7 +492,7 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             .lock()
             .map_err(|_| anyhow::anyhow!("a subscriber panicked"))?,
     );
-    let mut report = output::Report::build(
+    let mut report = Report::build(
         machine,
         &w,
         &schedule,
@@ -361,7 +505,6 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         stop.is_set(),
     );
     report.host = Some(host);
-    report.print(con.out);
     if let Some(p) = poller {
         let polls = p.finish();
         let _ = writeln!(
@@ -370,14 +513,17 @@ pub fn run(args: &FanoutArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             polls.period_ms, polls.ok, polls.failed
         );
     }
-    args.output.write(
-        con.out,
-        &report,
-        |path| report.plot(path),
-        crate::report::Announce::WrittenTo,
-    )?;
-    Ok(report.exit_code())
+    report.receivers = Some(ReceiverVerdict::judge(
+        &report.timeline,
+        report.latency.p99_us,
+        args.max_p99 * 1e6,
+        report.counters.reconciled,
+    ));
+    Ok(report)
 }
+
+/// The relay's subcommand: the hidden `tickwire bench fanout-relay`.
+const RELAY_COMMAND: [&str; 2] = ["bench", "fanout-relay"];
 
 /// Spawns the subscriber and publisher threads, shows progress, waits for the
 /// publishers, tells the subscribers what to expect and waits for them.
@@ -537,6 +683,22 @@ mod tests {
         assert_eq!(c.args.burst, Some(250_000.0));
         assert_eq!(c.args.pin, Some(Pinning { near: 1, far: 0 }));
         assert!(matches!(c.args.target, Target::Nats { .. }));
+        let c = Cli::try_parse_from([
+            "x",
+            "--sweep",
+            "0.1,0.5",
+            "--compare",
+            "tickwire,raw",
+            "--max-p99",
+            "2ms",
+        ])
+        .unwrap();
+        assert_eq!(c.args.sweep, Some(vec![0.1, 0.5]));
+        assert_eq!(
+            c.args.compare,
+            Some(vec![Target::Tickwire { addr: None }, Target::Raw])
+        );
+        assert_eq!(c.args.max_p99, 0.002);
         let c = Cli::try_parse_from(["x", "--pin", "0,1", "--rate", "2k"]).unwrap();
         assert_eq!(c.args.pin, Some(Pinning { near: 0, far: 1 }));
         assert_eq!(c.args.rate, Some(2000.0));

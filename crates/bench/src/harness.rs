@@ -59,8 +59,9 @@ pub fn spawn_pinned<T: Send + 'static>(
         })
 }
 
-/// The line the router prints on stdout once it listens, followed by the address.
-const BANNER: &str = "tickwire router listening on ";
+/// What the line a child prints on stdout once it listens has before the address
+/// (`tickwire router listening on ADDR`, `tickwire fanout-relay listening on ADDR`).
+const BANNER_TAIL: &str = " listening on ";
 /// How long [`RouterChild::start`] waits for the banner.
 const BANNER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`RouterChild`]'s drop waits after SIGTERM (the router flushes for up to
@@ -96,13 +97,26 @@ impl RouterChild {
         cpu: Option<usize>,
         extra: &[&str],
     ) -> anyhow::Result<RouterChild> {
-        let mut args: Vec<String> = vec![
-            "router".into(),
+        RouterChild::start_as(tickwire, &["router"], idle, cpu, extra)
+    }
+
+    /// [`RouterChild::start`] for another subcommand that takes the router's
+    /// `--listen` and `--idle` and prints a `... listening on ADDR` banner first (the
+    /// raw fan-out relay, `bench fanout-relay`), so it runs exactly as the router does.
+    pub fn start_as(
+        tickwire: &Path,
+        subcommand: &[&str],
+        idle: &str,
+        cpu: Option<usize>,
+        extra: &[&str],
+    ) -> anyhow::Result<RouterChild> {
+        let mut args: Vec<String> = subcommand.iter().map(|s| s.to_string()).collect();
+        args.extend([
             "--listen".into(),
             "127.0.0.1:0".into(),
             "--idle".into(),
             idle.into(),
-        ];
+        ]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut cmd = pinned_command(tickwire, cpu, "the router");
         cmd.args(&args)
@@ -136,7 +150,8 @@ impl RouterChild {
         )?;
         let addr = line
             .trim()
-            .strip_prefix(BANNER)
+            .split_once(BANNER_TAIL)
+            .map(|(_, addr)| addr)
             .with_context(|| format!("unexpected first line from the router: {line:?}"))?;
         router.addr = addr
             .parse()

@@ -58,6 +58,9 @@ enum BenchCmd {
     /// The algo under test of tick-to-trade, started by it (internal).
     #[command(hide = true)]
     TickToTradeAlgo(tickwire_bench::tick_to_trade::AlgoArgs),
+    /// The raw fan-out floor's relay, started by `bench fanout --target raw` (internal).
+    #[command(hide = true)]
+    FanoutRelay(fanout::relay::RelayArgs),
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -74,6 +77,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         BenchCmd::TickToTradeAlgo(a) => {
             tickwire_bench::tick_to_trade::run_algo(&a, &mut std::io::stdout().lock())
+        }
+        BenchCmd::FanoutRelay(a) => {
+            fanout::relay::run(&a, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -117,19 +117,15 @@ fn fanout_smoke_against_a_tickwire_router_reconciles() {
     }
 }
 
+/// A preset cut down to 2 publishers, 2 subscribers and 2 topics (a debug build's
+/// measuring process on a shared core).
+const TWO_BY_TWO: [&str; 6] = ["--publishers", "2", "--subscribers", "2", "--topics", "2"];
+
 #[test]
 fn fanout_smoke_scaled_preset_prints_the_scaling() {
-    let args = [
-        "--preset",
-        "mdd",
-        "--scale",
-        "0.002",
-        "--publishers",
-        "2",
-        "--subscribers",
-        "2",
-        "--topics",
-        "2",
+    let mut args = vec!["--preset", "mdd", "--scale", "0.002"];
+    args.extend(TWO_BY_TWO);
+    args.extend([
         "--duration",
         "0.5",
         "--warmup",
@@ -139,7 +135,7 @@ fn fanout_smoke_scaled_preset_prints_the_scaling() {
         // The yielding busy-poll, so that its path is exercised too.
         "--client-idle",
         "yield",
-    ];
+    ]);
     let (code, doc, output) = run_fanout("scaled", &args);
     assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["layout"]["client_idle"], "yield", "{output}");
@@ -239,4 +235,107 @@ fn fanout_smoke_against_nats_reconciles() {
     assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["system"], "NATS");
     assert_reconciles(&doc, 2, &output);
+}
+
+#[test]
+fn fanout_raw_floor_reconciles_and_judges_the_receivers() {
+    let mut args = SMALL.to_vec();
+    args.extend(["--target", "raw", "--idle", "block"]);
+    let (code, doc, output) = run_fanout("raw", &args);
+    assert_exit_ok_or_invalid(code, &doc, &output);
+    assert_eq!(doc["system"], "raw", "{output}");
+    assert_eq!(doc["router"]["started_by_bench"], true, "{output}");
+    assert!(output.contains("raw fan-out relay"), "{output}");
+    assert_reconciles(&doc, 2, &output);
+    // Both verdicts are reported; everything arrived, so the receivers' third check holds.
+    assert!(output.contains("receivers: "), "{output}");
+    assert_eq!(doc["receivers"]["all_delivered"], true, "{output}");
+    assert!(doc["receivers"]["sustained"].is_boolean(), "{output}");
+}
+
+/// Each run of a comparison or sweep reconciles on its own.
+fn assert_runs_reconcile(doc: &serde_json::Value, runs: usize, subscribers: u64, output: &str) {
+    let all = doc["runs"].as_array().expect("runs");
+    assert_eq!(all.len(), runs, "{output}");
+    for r in all {
+        assert_reconciles(r, subscribers, output);
+    }
+}
+
+#[test]
+fn fanout_compare_puts_each_percentile_ratio_to_the_raw_floor_in_the_json() {
+    let mut args = SMALL.to_vec();
+    args.extend(["--compare", "tickwire,raw", "--idle", "block"]);
+    let (code, doc, output) = run_fanout("compare", &args);
+    assert!(code == 0 || code == 3, "exit {code}:\n{output}");
+    assert_eq!(doc["mode"], "compare", "{output}");
+    assert_eq!(doc["systems"], serde_json::json!(["tickwire", "raw"]));
+    assert_runs_reconcile(&doc, 2, 2, &output);
+    let ratios = doc["ratios"].as_array().expect("ratios");
+    assert_eq!(ratios.len(), 1, "{output}");
+    assert_eq!(ratios[0]["system"], "tickwire");
+    assert_eq!(ratios[0]["floor"], "raw");
+    for p in ["p50", "p90", "p99", "p999", "max", "mean"] {
+        assert!(
+            ratios[0][p].as_f64().is_some_and(|r| r > 0.0),
+            "{p}: {output}"
+        );
+    }
+    assert!(output.contains("ratio to the raw floor"), "{output}");
+}
+
+#[test]
+fn fanout_tiny_sweep_writes_the_table_the_json_and_the_svg() {
+    let json = common::temp("bench-fanout-sweep.json");
+    let svg = common::temp("bench-fanout-sweep.svg");
+    let (json_arg, svg_arg) = (json.display().to_string(), svg.display().to_string());
+    let mut args = vec![
+        "bench",
+        "fanout",
+        "--preset",
+        "mdd",
+        "--sweep",
+        "0.001,0.002",
+        "--compare",
+        "tickwire,raw",
+    ];
+    args.extend(TWO_BY_TWO);
+    args.extend([
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--idle",
+        "block",
+        "--json",
+        &json_arg,
+        "--plot",
+        &svg_arg,
+    ]);
+    let (st, out, err) = common::run_bench(&args);
+    let output = format!("{out}{err}");
+    assert!(st.success(), "exit {st}:\n{output}");
+    assert!(
+        output.contains("==== fan-out sweep: tickwire vs raw ===="),
+        "{output}"
+    );
+    assert!(
+        output.contains("knee (highest scale with p99 <= 1000 µs"),
+        "{output}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid");
+    assert_eq!(doc["mode"], "sweep");
+    assert_eq!(doc["scales"], serde_json::json!([0.001, 0.002]));
+    assert_eq!(doc["points"].as_array().map(Vec::len), Some(4), "{output}");
+    assert_eq!(doc["ratios"].as_array().map(Vec::len), Some(2), "{output}");
+    assert_eq!(doc["knees"].as_array().map(Vec::len), Some(2), "{output}");
+    assert_runs_reconcile(&doc, 4, 2, &output);
+    let plot = std::fs::read_to_string(&svg).expect("svg");
+    assert!(
+        plot.contains("<svg") && plot.contains("raw p99"),
+        "not the sweep plot"
+    );
+    let _ = std::fs::remove_file(json);
+    let _ = std::fs::remove_file(svg);
 }

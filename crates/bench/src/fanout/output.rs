@@ -66,6 +66,13 @@ impl RouterInfo {
             command: Some(command.to_owned()),
         }
     }
+    /// The same, for the raw fan-out floor's relay.
+    pub fn raw_floor(self) -> RouterInfo {
+        RouterInfo {
+            system: "raw",
+            ..self
+        }
+    }
     pub fn addr_or_err(&self) -> anyhow::Result<SocketAddr> {
         self.addr
             .ok_or_else(|| anyhow::anyhow!("no router address"))
@@ -76,7 +83,12 @@ impl RouterInfo {
                 "core NATS server at {url} (started outside the bench; its pinning is not known)"
             ),
             (None, Some(addr)) if self.started_by_bench => format!(
-                "tickwire router at {addr}, started by the bench: idle={}, {}",
+                "{} at {addr}, started by the bench: idle={}, {}",
+                if self.system == "raw" {
+                    "raw fan-out relay (the floor: frames copied to a fixed table, no protocol)"
+                } else {
+                    "tickwire router"
+                },
                 self.idle.as_deref().unwrap_or("?"),
                 self.cpu
                     .map_or("not pinned".to_owned(), |c| format!("pinned to CPU {c}"))
@@ -224,6 +236,129 @@ pub struct Report {
     /// CPU stalls of the machine itself during the measured part (crate::host_watch);
     /// set by the driver after `build`.
     pub host: Option<crate::host_watch::StallSummary>,
+    /// The receiver rule's verdict (docs/benchmarking.md, "Sustained: the sender rule
+    /// and the receiver rule"); set by the driver after `build`.
+    pub receivers: Option<ReceiverVerdict>,
+}
+
+/// Latency growth allowed by the receiver rule: the last measured second's p50 may be
+/// at most this many times the reference second's...
+pub const GROWTH_FACTOR: f64 = 2.0;
+/// ...plus this much (µs), so that microsecond-level jitter is not called growth.
+pub const GROWTH_SLACK_US: f64 = 100.0;
+
+/// Did the receivers keep up? (The sender rule, `valid`, only asks whether the
+/// publishers sent at >= 90% of the target rate: a run whose deliveries queue up
+/// behind the router passes it.)
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReceiverVerdict {
+    /// All three checks below hold.
+    pub sustained: bool,
+    /// 1. Latency did not grow over the run; `growth` is None (not judged, passes) with
+    ///    fewer than two measured seconds at the last second's rate.
+    pub no_growth: bool,
+    pub growth: Option<Growth>,
+    /// 2. The measured part's p99 is within the stated bound (`--max-p99`).
+    pub p99_within_bound: bool,
+    pub p99_us: f64,
+    pub p99_bound_us: f64,
+    /// 3. Every delivery arrived (counters reconcile: nothing discarded or lost).
+    pub all_delivered: bool,
+    /// Why not, in words.
+    pub reason: Option<String>,
+}
+
+/// The two seconds the growth check compares: the last measured second with samples
+/// and the first measured second at the same target rate (bursty patterns alternate
+/// rates: like is compared with like).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Growth {
+    pub last_second: u64,
+    pub last_p50_us: f64,
+    pub reference_second: u64,
+    pub reference_p50_us: f64,
+    /// GROWTH_FACTOR x reference p50 + GROWTH_SLACK_US.
+    pub limit_us: f64,
+}
+
+impl ReceiverVerdict {
+    /// Applies the receiver rule to a run's per-second timeline and figures.
+    pub fn judge(
+        timeline: &[Second],
+        p99_us: f64,
+        p99_bound_us: f64,
+        reconciled: bool,
+    ) -> ReceiverVerdict {
+        let measured: Vec<(u64, f64, f64)> = timeline
+            .iter()
+            .filter(|s| s.phase == Phase::Measure)
+            .filter_map(|s| s.p50_us.map(|p50| (s.second, s.target_rate, p50)))
+            .collect();
+        let growth = measured.last().and_then(|&(last, rate, last_p50)| {
+            let &(reference, _, ref_p50) = measured
+                .iter()
+                .find(|(_, r, _)| (r - rate).abs() <= 0.01 * rate.max(1.0))?;
+            (reference != last).then_some(Growth {
+                last_second: last,
+                last_p50_us: last_p50,
+                reference_second: reference,
+                reference_p50_us: ref_p50,
+                limit_us: GROWTH_FACTOR * ref_p50 + GROWTH_SLACK_US,
+            })
+        });
+        let no_growth = growth.is_none_or(|g| g.last_p50_us <= g.limit_us);
+        let p99_within_bound = p99_us <= p99_bound_us;
+        let mut why = Vec::new();
+        if let Some(g) = growth.filter(|_| !no_growth) {
+            why.push(format!(
+                "latency grew: p50 {:.0} µs in second {} vs {:.0} µs in second {} (limit {:.0} µs)",
+                g.last_p50_us, g.last_second, g.reference_p50_us, g.reference_second, g.limit_us
+            ));
+        }
+        if !p99_within_bound {
+            why.push(format!(
+                "p99 {p99_us:.0} µs above the bound {p99_bound_us:.0} µs"
+            ));
+        }
+        if !reconciled {
+            why.push("deliveries lost, discarded or duplicated".into());
+        }
+        ReceiverVerdict {
+            sustained: no_growth && p99_within_bound && reconciled,
+            no_growth,
+            growth,
+            p99_within_bound,
+            p99_us,
+            p99_bound_us,
+            all_delivered: reconciled,
+            reason: (!why.is_empty()).then(|| why.join("; ")),
+        }
+    }
+
+    /// The report line.
+    pub fn line(&self) -> String {
+        let growth = match self.growth {
+            Some(g) => format!(
+                "p50 {:.0} µs in second {} vs {:.0} µs in second {} (same target rate; limit {:.0} µs)",
+                g.last_p50_us, g.last_second, g.reference_p50_us, g.reference_second, g.limit_us
+            ),
+            None => "growth not judged (one measured second at the last second's rate)".into(),
+        };
+        format!(
+            "receivers: {growth}; p99 {:.0} µs (bound {:.0} µs); {} -> {}",
+            self.p99_us,
+            self.p99_bound_us,
+            if self.all_delivered {
+                "all delivered"
+            } else {
+                "NOT all delivered"
+            },
+            match &self.reason {
+                None => "sustained".to_owned(),
+                Some(why) => format!("NOT SUSTAINED ({why})"),
+            }
+        )
+    }
 }
 
 /// The scaling banner, when scaled.
@@ -543,6 +678,7 @@ impl Report {
             router_stats,
             problems,
             host: None,
+            receivers: None,
         }
     }
 
@@ -617,6 +753,9 @@ impl Report {
                 "INVALID (< 90%: saturated)"
             }
         );
+        if let Some(v) = &self.receivers {
+            crate::outln!(out, "{}", v.line());
+        }
         let c = &self.counters;
         crate::outln!(out,
             "correctness (whole run, warm-up included): sent {} messages, expected {} deliveries, received {}, gaps {}, duplicates {}, out-of-order {}, discarded by router {}, malformed {} -> {}",
@@ -775,15 +914,93 @@ impl Report {
         )
     }
 
+    /// Lost, duplicated or reordered messages, or a thread error.
+    pub fn failed(&self) -> bool {
+        let errors = self.problems.iter().any(|p| !p.contains("gave up"));
+        !self.counters.reconciled || errors
+    }
+
     /// 0 ok, 1 lost / duplicated / reordered messages or a thread error, 3 INVALID.
     pub fn exit_code(&self) -> ExitCode {
-        let errors = self.problems.iter().any(|p| !p.contains("gave up"));
-        if !self.counters.reconciled || errors {
+        if self.failed() {
             ExitCode::FAILURE
         } else if !self.valid {
             ExitCode::from(3)
         } else {
             ExitCode::SUCCESS
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sec(second: u64, phase: Phase, target_rate: f64, p50: Option<f64>) -> Second {
+        Second {
+            second,
+            phase,
+            target_rate,
+            achieved_rate: target_rate,
+            samples: p50.map_or(0, |_| 100),
+            p50_us: p50,
+            p99_us: p50.map(|v| v * 3.0),
+            max_us: p50.map(|v| v * 5.0),
+        }
+    }
+
+    /// Pattern 1's shape: base and burst seconds alternate.
+    fn timeline(p50s: [f64; 4]) -> Vec<Second> {
+        let mut t = vec![sec(0, Phase::Warmup, 500.0, Some(1.0))];
+        for (i, p) in p50s.iter().enumerate() {
+            let rate = if i % 2 == 0 { 1000.0 } else { 500.0 };
+            t.push(sec(i as u64 + 1, Phase::Measure, rate, Some(*p)));
+        }
+        t
+    }
+
+    #[test]
+    fn flat_latency_is_sustained_and_like_is_compared_with_like() {
+        // The burst seconds are slower; the last (base) second is compared with the
+        // first base second (2), not with the first measured second (a burst).
+        let v =
+            ReceiverVerdict::judge(&timeline([300.0, 50.0, 320.0, 60.0]), 900.0, 10_000.0, true);
+        assert!(v.sustained, "{}", v.line());
+        let g = v.growth.unwrap();
+        assert_eq!((g.last_second, g.reference_second), (4, 2));
+        assert_eq!(g.limit_us, 200.0);
+        assert!(v.line().ends_with("-> sustained"), "{}", v.line());
+    }
+
+    #[test]
+    fn growing_latency_a_high_p99_or_a_loss_is_not_sustained() {
+        let grew = ReceiverVerdict::judge(
+            &timeline([80.0, 90.0, 900.0, 2_000.0]),
+            900.0,
+            10_000.0,
+            true,
+        );
+        assert!(!grew.sustained && !grew.no_growth);
+        assert!(
+            grew.line().contains("NOT SUSTAINED (latency grew"),
+            "{}",
+            grew.line()
+        );
+        let tail = ReceiverVerdict::judge(&timeline([50.0; 4]), 20_000.0, 10_000.0, true);
+        assert!(!tail.sustained && tail.no_growth && !tail.p99_within_bound);
+        let lost = ReceiverVerdict::judge(&timeline([50.0; 4]), 100.0, 10_000.0, false);
+        assert!(!lost.sustained && !lost.all_delivered);
+    }
+
+    #[test]
+    fn one_measured_second_leaves_growth_unjudged() {
+        let t = vec![
+            sec(0, Phase::Warmup, 500.0, Some(1.0)),
+            sec(1, Phase::Measure, 500.0, Some(5_000.0)),
+            sec(2, Phase::AfterEnd, 0.0, None),
+        ];
+        let v = ReceiverVerdict::judge(&t, 6_000.0, 10_000.0, true);
+        assert!(v.sustained && v.no_growth);
+        assert!(v.line().contains("growth not judged"), "{}", v.line());
     }
 }

@@ -1,5 +1,6 @@
-//! The two systems under test behind one small interface: a publishing connection and
-//! a subscribing connection, for tickwire and for core NATS.
+//! The systems under test behind one small interface: a publishing connection and a
+//! subscribing connection, for tickwire, for the raw fan-out floor ([`super::raw`]) and
+//! for core NATS.
 //!
 //! NATS client choice: `async-nats`, the official client maintained by the NATS
 //! authors (nats-io/nats.rs). The synchronous `nats` crate is deprecated by them
@@ -20,6 +21,7 @@ use futures_util::{FutureExt, StreamExt};
 use tickwire_client::{Client, ClientOptions, PublishOptions, Stamps, Wait};
 use tickwire_rt::IdleStrategy;
 
+use super::raw::{RawPub, RawSub};
 use super::workload::nats_subject;
 
 /// How subscribers wait for messages.
@@ -53,6 +55,8 @@ pub enum PubConn {
         client: Client,
         topics: Vec<String>,
     },
+    /// The raw floor: frames to the relay, batched like the tickwire client.
+    Raw(RawPub),
     Nats {
         rt: tokio::runtime::Handle,
         client: async_nats::Client,
@@ -78,6 +82,10 @@ impl PubConn {
             client,
             topics: topics.to_vec(),
         })
+    }
+
+    pub fn raw(addr: SocketAddr, name: &str, batch_bytes: usize) -> anyhow::Result<PubConn> {
+        Ok(PubConn::Raw(RawPub::connect(addr, name, batch_bytes)?))
     }
 
     pub fn nats(
@@ -114,6 +122,8 @@ impl PubConn {
                     .publish_with(&topics[t], payload, opts)
                     .context("publishing to the router")
             }
+            // The workload has at most u16::MAX topics (the raw floor's topic field).
+            PubConn::Raw(c) => c.send(t as u16, payload),
             PubConn::Nats {
                 rt,
                 client,
@@ -131,6 +141,7 @@ impl PubConn {
     pub fn flush(&mut self) -> anyhow::Result<()> {
         match self {
             PubConn::Tickwire { client, .. } => client.flush().context("flushing to the router"),
+            PubConn::Raw(c) => c.flush(),
             // The IO task flushes whenever its queue runs empty.
             PubConn::Nats { .. } => Ok(()),
         }
@@ -140,6 +151,7 @@ impl PubConn {
     pub fn close(self) -> anyhow::Result<()> {
         match self {
             PubConn::Tickwire { client, .. } => client.close().context("closing a publisher"),
+            PubConn::Raw(c) => c.close(),
             PubConn::Nats { rt, client, .. } => {
                 rt.block_on(client.flush()).context("flushing to NATS")?;
                 Ok(())
@@ -151,6 +163,8 @@ impl PubConn {
 /// One subscribing connection, subscribed to its topics.
 pub enum SubConn {
     Tickwire(Client),
+    /// The raw floor, with every topic's name by its index (the frames carry the index).
+    Raw(RawSub, Vec<String>),
     Nats(NatsSub),
 }
 
@@ -180,6 +194,19 @@ impl SubConn {
                 .with_context(|| format!("{name} subscribing to {t}"))?;
         }
         Ok(SubConn::Tickwire(c))
+    }
+
+    /// Connects to the raw relay and subscribes to `topics` (indices into `names`, the
+    /// workload's topic names); `idle` is how [`SubConn::poll`] will be called.
+    pub fn raw(
+        addr: SocketAddr,
+        name: &str,
+        topics: &[u16],
+        names: &[String],
+        idle: IdleStrategy,
+    ) -> anyhow::Result<SubConn> {
+        let c = RawSub::connect(addr, name, topics, idle, BLOCK_SLICE)?;
+        Ok(SubConn::Raw(c, names.to_vec()))
     }
 
     /// Connects, subscribes to every subject, then round-trips a PING so the server has
@@ -228,6 +255,16 @@ impl SubConn {
                         f(m.topic(), m.payload(), m.discarded(), m.stamps())
                     })
                     .context("receiving from the router")?;
+                if n == 0 && idle == IdleStrategy::Yield {
+                    std::thread::yield_now();
+                }
+                Ok(n)
+            }
+            SubConn::Raw(c, names) => {
+                let n = c.poll(|t, payload| {
+                    let topic = names.get(t as usize).map_or("", String::as_str);
+                    f(topic, payload, 0, None)
+                })?;
                 if n == 0 && idle == IdleStrategy::Yield {
                     std::thread::yield_now();
                 }

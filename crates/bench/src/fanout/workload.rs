@@ -85,18 +85,22 @@ pub const DEFAULT_TOPIC_LEN: usize = 12;
 pub enum Target {
     /// A tickwire router: started by the bench (`addr` None) or at `--router ADDR`.
     Tickwire { addr: Option<SocketAddr> },
+    /// The raw fan-out floor: `tickwire bench fanout-relay`, started like the router.
+    Raw,
     /// A core NATS server at this URL (`nats://HOST:PORT`).
     Nats { url: String },
 }
 
 impl Target {
-    /// Parses `--target`: `nats://HOST:PORT` (or `tickwire`, the default).
+    /// Parses `--target`: `tickwire` (the default), `raw` or `nats://HOST:PORT`.
     pub fn parse(s: &str) -> Result<Target, String> {
-        if s == "tickwire" {
-            return Ok(Target::Tickwire { addr: None });
+        match s {
+            "tickwire" => return Ok(Target::Tickwire { addr: None }),
+            "raw" => return Ok(Target::Raw),
+            _ => {}
         }
         let rest = s.strip_prefix("nats://").ok_or_else(|| {
-            format!("{s:?}: expected nats://HOST:PORT (for a running tickwire router use --router ADDR)")
+            format!("{s:?}: expected tickwire, raw or nats://HOST:PORT (for a running tickwire router use --router ADDR)")
         })?;
         let (host, port) = rest
             .rsplit_once(':')
@@ -110,6 +114,7 @@ impl Target {
     pub fn name(&self) -> &'static str {
         match self {
             Target::Tickwire { .. } => "tickwire",
+            Target::Raw => "raw",
             Target::Nats { .. } => "NATS",
         }
     }
@@ -427,6 +432,7 @@ mod tests {
             Target::parse("tickwire"),
             Ok(Target::Tickwire { addr: None })
         );
+        assert_eq!(Target::parse("raw"), Ok(Target::Raw));
         assert!(Target::parse("nats://127.0.0.1").is_err());
         assert!(Target::parse("127.0.0.1:4222").is_err());
     }
