@@ -130,6 +130,15 @@ pub struct Config {
     /// Most bytes of cached messages (frames and topic names); beyond it the topics
     /// updated least recently are evicted. Default 67108864 (64 MiB).
     pub cache_max_bytes: usize,
+    /// Shared-memory listener name: clients on this host connect with `shm:NAME`
+    /// (docs/shm.md). The handshake socket is `/dev/shm/tickwire-NAME.sock` (NAME with a
+    /// `/` is the path itself), mode 0600: only the router's user may attach. Unset
+    /// (the default): TCP only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shm: Option<String>,
+    /// Bytes of each shared-memory ring (each client gets two: one per direction), a
+    /// power of two in 4096..=1073741824. Default 1048576 (1 MiB).
+    pub shm_ring: usize,
 }
 
 impl Default for Config {
@@ -159,6 +168,8 @@ impl Default for Config {
             cache_depth: 1,
             cache_max_topics: 100_000,
             cache_max_bytes: 64 << 20,
+            shm: None,
+            shm_ring: 1 << 20,
         }
     }
 }
@@ -228,6 +239,18 @@ impl Config {
         }
         if self.cache_max_topics == 0 {
             return err("cache_max_topics must be at least 1".into());
+        }
+        if !self.shm_ring.is_power_of_two()
+            || !(tickwire_shm::MIN_RING_BYTES..=tickwire_shm::MAX_RING_BYTES)
+                .contains(&self.shm_ring)
+        {
+            return err(format!(
+                "shm_ring {} must be a power of two in 4096..=1073741824",
+                self.shm_ring
+            ));
+        }
+        if self.shm.as_deref().is_some_and(str::is_empty) {
+            return err("shm name must not be empty".into());
         }
         Ok(())
     }

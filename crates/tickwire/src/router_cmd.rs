@@ -43,6 +43,7 @@ Examples:
   tickwire router --data-dir /var/lib/tickwire --sync fsync   # guaranteed messages here
   tickwire router --no-guaranteed                      # direct messages only, no spool
   tickwire router --cache 'md/>' --cache-depth 1       # last value of every md topic
+  tickwire router --shm main --idle spin               # + shared memory: clients use shm:main
 
 Last-value cache (--cache PATTERN, repeatable; config key cache = [\"md/>\"]): the router
 keeps the last message (--cache-depth N: the last N) of every topic matching a cache
@@ -143,6 +144,15 @@ pub struct RouterArgs {
     /// Most bytes cached; the least recently updated topics are evicted [default: 64MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     cache_max_bytes: Option<usize>,
+    /// Also listen on shared memory under NAME: clients on this host connect with
+    /// `--router shm:NAME` (handshake socket /dev/shm/tickwire-NAME.sock, mode 0600:
+    /// only this user may attach; docs/shm.md) [default: TCP only].
+    #[arg(long, value_name = "NAME")]
+    shm: Option<String>,
+    /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB)
+    /// [default: 1MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    shm_ring: Option<usize>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -191,10 +201,14 @@ impl RouterArgs {
             publish_window,
             cache_depth,
             cache_max_topics,
-            cache_max_bytes
+            cache_max_bytes,
+            shm_ring
         );
         if !self.cache.is_empty() {
             cfg.cache = self.cache.clone();
+        }
+        if let Some(n) = &self.shm {
+            cfg.shm = Some(n.clone());
         }
         if let Some(d) = &self.data_dir {
             cfg.data_dir = Some(d.clone());
@@ -256,6 +270,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let listen = cfg.listen;
+    let shm_name = cfg.shm.clone();
     let summary = format!(
         "idle={:?} slow_consumer={:?} egress_limit={} max_frame={} max_clients={}",
         cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
@@ -286,6 +301,13 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(listen = %router.local_addr(), "{summary}");
     // Tests and scripts wait for this line on stdout to learn the bound address.
     println!("tickwire router listening on {}", router.local_addr());
+    if let Some(name) = &shm_name {
+        let path = tickwire_shm::socket_path(name);
+        println!(
+            "tickwire router listening on shm:{name} ({})",
+            path.display()
+        );
+    }
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)
