@@ -139,6 +139,12 @@ pub struct Config {
     /// Bytes of each shared-memory ring (each client gets two: one per direction), a
     /// power of two in 4096..=1073741824. Default 1048576 (1 MiB).
     pub shm_ring: usize,
+    /// Spin only, with a shared-memory listener: the shortest time in µs between two
+    /// `epoll_wait` calls. A spinning router scans its shared-memory rings every turn
+    /// but asks epoll about sockets (TCP clients, new connections) at most this often,
+    /// so a shared-memory hop does not wait behind a syscall every turn; TCP input may
+    /// wait up to this long. 0: epoll every turn. Default 2.
+    pub shm_epoll_interval_us: u64,
 }
 
 impl Default for Config {
@@ -170,6 +176,7 @@ impl Default for Config {
             cache_max_bytes: 64 << 20,
             shm: None,
             shm_ring: 1 << 20,
+            shm_epoll_interval_us: 2,
         }
     }
 }

@@ -163,12 +163,18 @@ impl Router {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let shm = match &cfg.shm {
-            Some(name) => Some(ShmPort::open(name, cfg.shm_ring, poll.registry()).map_err(
-                |source| Error::ShmBind {
+            Some(name) => Some(
+                ShmPort::open(
+                    name,
+                    cfg.shm_ring,
+                    cfg.shm_epoll_interval_us,
+                    poll.registry(),
+                )
+                .map_err(|source| Error::ShmBind {
                     name: name.clone(),
                     source,
-                },
-            )?),
+                })?,
+            ),
             None => None,
         };
         let mut cfg = cfg;
@@ -242,7 +248,12 @@ impl Router {
             if timeout != Some(Duration::ZERO) && self.shm_park() {
                 timeout = Some(Duration::ZERO);
             }
-            let polled = self.poll.poll(&mut events, timeout);
+            let polled = if timeout == Some(Duration::ZERO) && self.shm_skips_epoll() {
+                events.clear();
+                Ok(())
+            } else {
+                self.poll.poll(&mut events, timeout)
+            };
             self.shm_unpark();
             if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -287,7 +298,7 @@ impl Router {
                 }
             }
 
-            if self.shm_scan(&mut read_list) {
+            if self.shm_scan(&mut read_list, now) {
                 last_active = now;
             }
 

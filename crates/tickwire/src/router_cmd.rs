@@ -153,6 +153,10 @@ pub struct RouterArgs {
     /// [default: 1MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     shm_ring: Option<usize>,
+    /// Spin with --shm: least time between two epoll_wait calls (the rings are scanned
+    /// every turn; sockets at most this often): 2us, 0 for every turn [default: 2us].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    shm_epoll_interval: Option<Duration>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -221,6 +225,9 @@ impl RouterArgs {
         }
         // The duration flags, in the config's units (they conflict with the old spellings).
         let whole = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+        if let Some(d) = self.shm_epoll_interval {
+            cfg.shm_epoll_interval_us = whole(d.as_micros());
+        }
         if let Some(d) = self.hybrid_spin {
             cfg.hybrid_spin_us = whole(d.as_micros());
         }
@@ -270,7 +277,6 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let listen = cfg.listen;
-    let shm_name = cfg.shm.clone();
     let summary = format!(
         "idle={:?} slow_consumer={:?} egress_limit={} max_frame={} max_clients={}",
         cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
@@ -301,13 +307,8 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(listen = %router.local_addr(), "{summary}");
     // Tests and scripts wait for this line on stdout to learn the bound address.
     println!("tickwire router listening on {}", router.local_addr());
-    if let Some(name) = &shm_name {
-        let path = tickwire_shm::socket_path(name);
-        println!(
-            "tickwire router listening on shm:{name} ({})",
-            path.display()
-        );
-    }
+    // The shared-memory listener is announced in the log (`shared-memory listener
+    // ready`), not on stdout: scripts read one banner line and may close the pipe.
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)

@@ -121,11 +121,28 @@ pub(super) struct ShmPort {
     listener: Listener,
     /// Shared-memory clients (slots may have been reused since: checked on use).
     slots: Vec<Slot>,
+    /// Spin: the least time between two `epoll_wait` calls (`shm_epoll_interval_us`).
+    epoll_interval_ns: u64,
+    /// When epoll was last asked.
+    last_epoll: MonoNanos,
+    /// The park flags are set (only then are they cleared: a spinning router must not
+    /// write the clients' cache lines every turn).
+    parked: bool,
+    /// A handshake failed for want of resources: try accepting again next turn.
+    accept_retry: bool,
 }
+
+/// Most failed handshakes in one accept round before the rest wait for the next turn.
+const MAX_ACCEPT_FAILURES: u32 = 16;
 
 impl ShmPort {
     /// Binds the handshake socket and registers it and the doorbell.
-    pub(super) fn open(name: &str, ring: usize, registry: &Registry) -> io::Result<ShmPort> {
+    pub(super) fn open(
+        name: &str,
+        ring: usize,
+        epoll_interval_us: u64,
+        registry: &Registry,
+    ) -> io::Result<ShmPort> {
         let path = tickwire_shm::socket_path(name);
         let listener = Listener::bind(&path, ring)?;
         let fd: RawFd = listener.raw_fd();
@@ -136,6 +153,10 @@ impl ShmPort {
         Ok(ShmPort {
             listener,
             slots: Vec::new(),
+            epoll_interval_ns: epoll_interval_us.saturating_mul(1000),
+            last_epoll: MonoNanos::now(),
+            parked: false,
+            accept_retry: false,
         })
     }
 
@@ -146,18 +167,42 @@ impl ShmPort {
 }
 
 impl Router {
+    /// A turn that would only look (a zero timeout): true when epoll was asked less
+    /// than `shm_epoll_interval_us` ago, so this turn scans the rings only. One clock
+    /// read per turn, and only with a shared-memory listener.
+    pub(super) fn shm_skips_epoll(&mut self) -> bool {
+        let Some(port) = self.shm.as_mut() else {
+            return false;
+        };
+        if port.epoll_interval_ns == 0 {
+            return false;
+        }
+        let now = MonoNanos::now();
+        if now.saturating_sub(port.last_epoll) < port.epoll_interval_ns {
+            return true;
+        }
+        port.last_epoll = now;
+        false
+    }
+
     /// Accepts every waiting shared-memory client.
     pub(super) fn shm_accept(&mut self, now: MonoNanos) {
+        let mut failures = 0;
         loop {
             let Some(port) = self.shm.as_mut() else {
                 return;
             };
+            port.accept_retry = false;
             let link = match port.listener.accept() {
                 Ok(Some(link)) => link,
                 Ok(None) => return,
                 Err(e) => {
+                    // The client may have gone (its handshake fails alone), or we lack
+                    // descriptors or memory: then retry next turn rather than spin here.
                     tracing::warn!(error = %e, "shared-memory handshake failed");
-                    if e.kind() == io::ErrorKind::WouldBlock {
+                    failures += 1;
+                    if failures >= MAX_ACCEPT_FAILURES {
+                        port.accept_retry = true;
                         return;
                     }
                     continue;
@@ -202,7 +247,10 @@ impl Router {
 
     /// Puts shared-memory clients with bytes waiting on the read list and marks those
     /// whose outbound ring has room writable. Returns true if any has input.
-    pub(super) fn shm_scan(&mut self, read_list: &mut Vec<Slot>) -> bool {
+    pub(super) fn shm_scan(&mut self, read_list: &mut Vec<Slot>, now: MonoNanos) -> bool {
+        if self.shm.as_ref().is_some_and(|p| p.accept_retry) {
+            self.shm_accept(now);
+        }
         let Some(port) = self.shm.as_mut() else {
             return false;
         };
@@ -234,9 +282,10 @@ impl Router {
     /// Announces in every shared-memory client's ring that the router is about to
     /// sleep. True if one of them has bytes after all: do not sleep.
     pub(super) fn shm_park(&mut self) -> bool {
-        let Some(port) = self.shm.as_ref() else {
+        let Some(port) = self.shm.as_mut() else {
             return false;
         };
+        port.parked = true;
         let mut ready = false;
         for &id in &port.slots {
             if let Some(Conn {
@@ -252,9 +301,10 @@ impl Router {
 
     /// Withdraws [`Router::shm_park`] after waking.
     pub(super) fn shm_unpark(&mut self) {
-        let Some(port) = self.shm.as_ref() else {
+        let Some(port) = self.shm.as_mut().filter(|p| p.parked) else {
             return;
         };
+        port.parked = false;
         for &id in &port.slots {
             if let Some(Conn {
                 stream: Link::Shm(l),
