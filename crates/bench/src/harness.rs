@@ -91,22 +91,22 @@ pub fn shm_name(purpose: &str) -> String {
 }
 
 /// The router a tickwire transport of a bench talks to: the external one at
-/// `external` (TCP only), or a child started with `idle` on `far` (and, for
-/// `shm`, `--shm NAME`). Returns the address clients connect to (`HOST:PORT` or
+/// `external` (TCP only), or a child started with `idle` on the far CPU of `pin` (and,
+/// for `shm`, `--shm NAME`). Returns the address clients connect to (`HOST:PORT` or
 /// `shm:NAME`), the child to keep alive for the measurement, and the description the
 /// report shows.
 pub fn bench_router(
     tickwire: &Path,
-    idle: &str,
-    far: Option<usize>,
+    idle: IdleStrategy,
+    pin: Option<Pinning>,
     external: Option<SocketAddr>,
     shm: bool,
-    purpose: &str,
 ) -> anyhow::Result<(String, Option<RouterChild>, String)> {
     if let (Some(a), false) = (external, shm) {
         return Ok((a.to_string(), None, format!("external router at {a}")));
     }
-    let name = shm.then(|| shm_name(purpose));
+    let (idle, far) = (idle.name(), pin.map(|p| p.far));
+    let name = shm.then(|| shm_name("bench"));
     let extra: Vec<&str> = match &name {
         Some(n) => vec!["--shm", n],
         None => Vec::new(),

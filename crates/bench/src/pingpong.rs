@@ -279,14 +279,9 @@ pub fn run(
             Transport::Udp => ctx.raw_udp(),
             Transport::Shm => ctx.raw_shm(),
             Transport::Tickwire | Transport::TickwireShm => {
-                let (addr, _child, desc) = harness::bench_router(
-                    tickwire,
-                    args.idle.name(),
-                    args.pin.map(|p| p.far),
-                    args.router,
-                    t == Transport::TickwireShm,
-                    "pingpong",
-                )?;
+                let shm = t == Transport::TickwireShm;
+                let (addr, _child, desc) =
+                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
                 router_desc = Some(desc);
                 match args.echo {
                     Echo::SameThread => ctx.tickwire_same_thread(t, &addr),

@@ -284,16 +284,10 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         let (addr, yields) = match t {
             Transport::Udp => (None, false),
             Transport::Tickwire | Transport::TickwireShm => {
-                let (addr, child, desc) = harness::bench_router(
-                    tickwire,
-                    args.idle.name(),
-                    args.pin.map(|p| p.far),
-                    args.router,
-                    t == Transport::TickwireShm,
-                    "stream",
-                )?;
-                router_desc = Some(desc);
-                _child = child;
+                let shm = t == Transport::TickwireShm;
+                let (addr, child, desc) =
+                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
+                (router_desc, _child) = (Some(desc), child);
                 let yields =
                     args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)

@@ -156,10 +156,12 @@ impl Listener {
         }
         ctl.set_nonblocking(true)?;
         Ok(Some(ServerLink {
-            ctl,
-            rx: Consumer::new(region.clone(), header.client_to_router()),
-            tx: Producer::new(region, header.router_to_client()),
-            client_wake,
+            ends: Ends {
+                ctl,
+                rx: Consumer::new(region.clone(), header.client_to_router()),
+                tx: Producer::new(region, header.router_to_client()),
+                peer_bell: client_wake,
+            },
             check_ctl: false,
         }))
     }
@@ -176,20 +178,54 @@ impl Drop for Listener {
 /// after [`ServerLink::hint_ctl_event`] finds the ring empty (one `recv` peek).
 #[derive(Debug)]
 pub struct ServerLink {
-    ctl: UnixStream,
-    rx: Consumer<Arc<Region>>,
-    tx: Producer<Arc<Region>>,
-    client_wake: Notify,
+    ends: Ends,
     /// The handshake socket reported an event: look for its end of stream once the
     /// ring is empty.
     check_ctl: bool,
+}
+
+/// What both link ends hold: the handshake socket, the inbound and outbound rings,
+/// and the peer's doorbell.
+#[derive(Debug)]
+struct Ends {
+    ctl: UnixStream,
+    rx: Consumer<Arc<Region>>,
+    tx: Producer<Arc<Region>>,
+    peer_bell: Notify,
+}
+
+impl Ends {
+    /// Copies what fits into the outbound ring and rings the peer if it sleeps;
+    /// `WouldBlock` when full.
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tx.write(buf).map_err(corrupt)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if self.tx.wake_needed() {
+            self.peer_bell.signal();
+        }
+        Ok(n)
+    }
+
+    /// Looks at the handshake socket without waiting: `Some(true)` at the peer's end of
+    /// stream, `Some(false)` when it sent bytes, `None` when nothing happened.
+    fn peek_ctl(&self) -> io::Result<Option<bool>> {
+        let mut probe = [0u8; 1];
+        match rustix::net::recv(&self.ctl, &mut probe, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((0, _)) | Err(Errno::CONNRESET) => Ok(Some(true)),
+            Ok(_) => Ok(Some(false)),
+            Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 impl ServerLink {
     /// The handshake socket, to register for readability (its end of stream is the
     /// client's death or goodbye).
     pub fn ctl_fd(&self) -> RawFd {
-        self.ctl.as_raw_fd()
+        self.ends.ctl.as_raw_fd()
     }
 
     /// The handshake socket had an event: the next read that finds the ring empty
@@ -201,28 +237,28 @@ impl ServerLink {
     /// Whether a read would do something: bytes waiting, a broken ring to report, or
     /// a socket event to look at.
     pub fn wants_read(&self) -> bool {
-        self.check_ctl || !matches!(self.rx.available(), Ok(0))
+        self.check_ctl || !matches!(self.ends.rx.available(), Ok(0))
     }
 
     /// Whether the client's ring has room (or is broken, which a write reports).
     pub fn has_room(&mut self) -> bool {
-        !matches!(self.tx.free(), Ok(0))
+        !matches!(self.ends.tx.free(), Ok(0))
     }
 
     /// Announces that the router is about to sleep; true if bytes arrived meanwhile
     /// (then it must not sleep). A broken ring counts as input: the read reports it.
     pub fn park(&self) -> bool {
-        self.rx.park().unwrap_or(true)
+        self.ends.rx.park().unwrap_or(true)
     }
 
     /// Withdraws [`ServerLink::park`].
     pub fn unpark(&self) {
-        self.rx.unpark();
+        self.ends.rx.unpark();
     }
 
     /// Ends our side: the client sees end of stream once it has read the ring.
     pub fn shutdown(&self) {
-        let _ = self.ctl.shutdown(std::net::Shutdown::Both);
+        let _ = self.ends.ctl.shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -231,22 +267,20 @@ impl io::Read for ServerLink {
     /// of stream with the ring empty; `WouldBlock` when empty; `InvalidData` when the
     /// client corrupted its ring's index.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.rx.read(buf).map_err(corrupt)?;
+        let n = self.ends.rx.read(buf).map_err(corrupt)?;
         if n > 0 || buf.is_empty() {
             return Ok(n);
         }
         if self.check_ctl {
-            let mut probe = [0u8; 1];
-            match rustix::net::recv(&self.ctl, &mut probe, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
-                Ok((0, _)) => return Ok(0),
-                Ok(_) => {
+            match self.ends.peek_ctl()? {
+                Some(true) => return Ok(0),
+                Some(false) => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         "bytes on the shared-memory handshake socket after the handshake",
                     ))
                 }
-                Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => self.check_ctl = false,
-                Err(e) => return Err(e.into()),
+                None => self.check_ctl = false,
             }
         }
         Err(io::ErrorKind::WouldBlock.into())
@@ -257,14 +291,7 @@ impl io::Write for ServerLink {
     /// Copies what fits into the client's ring; rings the client's doorbell if it
     /// sleeps. `WouldBlock` when full.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.tx.write(buf).map_err(corrupt)?;
-        if n == 0 && !buf.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if self.tx.wake_needed() {
-            self.client_wake.signal();
-        }
-        Ok(n)
+        self.ends.send(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -275,11 +302,8 @@ impl io::Write for ServerLink {
 /// The client's end of its mapping.
 #[derive(Debug)]
 pub struct ClientLink {
-    ctl: UnixStream,
-    rx: Consumer<Arc<Region>>,
-    tx: Producer<Arc<Region>>,
+    ends: Ends,
     wake: Notify,
-    router_wake: Notify,
     /// Empty reads since the last look at the socket (a busy-polling client looks for
     /// the router's end of stream once per `EOF_CHECK_EVERY` empty reads).
     empty_reads: u32,
@@ -348,11 +372,13 @@ impl ClientLink {
         }
         ctl.set_nonblocking(true)?;
         Ok(ClientLink {
-            ctl,
-            rx: Consumer::new(region.clone(), header.router_to_client()),
-            tx: Producer::new(region, header.client_to_router()),
+            ends: Ends {
+                ctl,
+                rx: Consumer::new(region.clone(), header.router_to_client()),
+                tx: Producer::new(region, header.client_to_router()),
+                peer_bell: Notify::from_fd(router_wake),
+            },
             wake: Notify::from_fd(wake),
-            router_wake: Notify::from_fd(router_wake),
             empty_reads: 0,
             eof: false,
         })
@@ -364,20 +390,13 @@ impl ClientLink {
         if self.eof {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let n = self.tx.write(buf).map_err(corrupt)?;
-        if n == 0 && !buf.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if self.tx.wake_needed() {
-            self.router_wake.signal();
-        }
-        Ok(n)
+        self.ends.send(buf)
     }
 
     /// Copies waiting bytes out. `Ok(0)` at the router's end of stream (ring empty),
     /// `WouldBlock` when empty.
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.rx.read(buf).map_err(corrupt)?;
+        let n = self.ends.rx.read(buf).map_err(corrupt)?;
         if n > 0 || buf.is_empty() {
             self.empty_reads = 0;
             return Ok(n);
@@ -407,8 +426,8 @@ impl ClientLink {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let ready = Ready {
-                input: want_input && (self.eof || !matches!(self.rx.available(), Ok(0))),
-                output: want_output && !matches!(self.tx.free(), Ok(0)),
+                input: want_input && (self.eof || !matches!(self.ends.rx.available(), Ok(0))),
+                output: want_output && !matches!(self.ends.tx.free(), Ok(0)),
             };
             if ready.input || ready.output {
                 return Ok(ready);
@@ -421,16 +440,16 @@ impl ClientLink {
             if want_output {
                 nap = Some(nap.map_or(ROOM_POLL, |l| l.min(ROOM_POLL)));
             }
-            if want_input && self.rx.park().unwrap_or(true) {
+            if want_input && self.ends.rx.park().unwrap_or(true) {
                 continue;
             }
             let spec = nap.and_then(|n| Timespec::try_from(n).ok());
             let mut fds = [
                 PollFd::new(&self.wake, PollFlags::IN),
-                PollFd::new(&self.ctl, PollFlags::IN),
+                PollFd::new(&self.ends.ctl, PollFlags::IN),
             ];
             let polled = rustix::event::poll(&mut fds, spec.as_ref());
-            self.rx.unpark();
+            self.ends.rx.unpark();
             let (woken, ctl_event) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
             match polled {
                 Ok(_) | Err(Errno::INTR) => {}
@@ -447,7 +466,7 @@ impl ClientLink {
 
     /// Ends our side: the router sees end of stream once it has read the ring.
     pub fn shutdown(&mut self) {
-        let _ = self.ctl.shutdown(std::net::Shutdown::Both);
+        let _ = self.ends.ctl.shutdown(std::net::Shutdown::Both);
     }
 
     /// The client's doorbell (readable when the router rang it), for waiting on several
@@ -460,15 +479,12 @@ impl ClientLink {
     /// hostile or broken client could.
     #[doc(hidden)]
     pub fn debug_store_tail(&self, tail: u64) {
-        self.tx.debug_store_tail(tail);
+        self.ends.tx.debug_store_tail(tail);
     }
 
     fn peek_eof(&mut self) -> io::Result<bool> {
-        let mut probe = [0u8; 1];
-        match rustix::net::recv(&self.ctl, &mut probe, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
-            Ok((0, _)) | Err(Errno::CONNRESET) => self.eof = true,
-            Ok(_) | Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
+        if self.ends.peek_ctl()? == Some(true) {
+            self.eof = true;
         }
         Ok(self.eof)
     }

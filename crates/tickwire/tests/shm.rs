@@ -83,6 +83,16 @@ fn sub(router: &str, name: &str, pattern: &str, count: u32) -> Child {
     .unwrap()
 }
 
+/// `tickwire pub --router ROUTER TOPIC --count COUNT --size 32`, which must succeed.
+fn publish(router: &str, topic: &str, count: u32) {
+    let count = count.to_string();
+    let args = [
+        "pub", "--router", router, topic, "--count", &count, "--size", "32",
+    ];
+    let (st, _, err) = run_cli(&args, Duration::from_secs(20));
+    assert!(st.success(), "{err}");
+}
+
 fn wait_output(mut child: Child, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
@@ -113,13 +123,7 @@ fn pub_and_sub_over_shared_memory_and_tcp_see_the_same_stream() {
         n.iter().any(|x| x == "sub-shm") && n.iter().any(|x| x == "sub-tcp")
     });
     std::thread::sleep(Duration::from_millis(100));
-    let (st, _, err) = run_cli(
-        &[
-            "pub", "--router", &shm, "t/x", "--count", "500", "--size", "32",
-        ],
-        Duration::from_secs(20),
-    );
-    assert!(st.success(), "{err}");
+    publish(&shm, "t/x", 500);
     let a = wait_output(s_shm, Duration::from_secs(20));
     let b = wait_output(s_tcp, Duration::from_secs(20));
     assert_eq!(a.lines().count(), 500);
@@ -149,11 +153,7 @@ fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
     wait_clients(&tcp, "the killed client removed", |n| {
         !n.iter().any(|x| x == "victim") && n.iter().any(|x| x == "survivor")
     });
-    let (st, _, err) = run_cli(
-        &["pub", "--router", &shm, "k/x", "--count", "20"],
-        Duration::from_secs(20),
-    );
-    assert!(st.success(), "{err}");
+    publish(&shm, "k/x", 20);
     assert_eq!(
         wait_output(survivor, Duration::from_secs(20))
             .lines()
