@@ -184,13 +184,20 @@ pub struct ServerLink {
     check_ctl: bool,
 }
 
+/// The ring this end reads.
+type Inbound = Consumer<Arc<Region>>;
+/// The ring this end writes.
+type Outbound = Producer<Arc<Region>>;
+
 /// What both link ends hold: the handshake socket, the inbound and outbound rings,
 /// and the peer's doorbell.
 #[derive(Debug)]
 struct Ends {
+    /// The handshake socket, kept open: its end of stream is the peer's.
     ctl: UnixStream,
-    rx: Consumer<Arc<Region>>,
-    tx: Producer<Arc<Region>>,
+    rx: Inbound,
+    tx: Outbound,
+    /// Rung after a write when the peer announced that it sleeps.
     peer_bell: Notify,
 }
 

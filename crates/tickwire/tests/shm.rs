@@ -39,6 +39,15 @@ fn router(name: &str) -> RouterProc {
     r
 }
 
+/// A router on TCP and on a fresh shared-memory name: the name, its clean-up guard,
+/// the router, and the two addresses (`shm:NAME`, `HOST:PORT`).
+fn start(test: &str) -> (String, Cleanup, RouterProc, String, String) {
+    let (name, cleanup) = shm_name(test);
+    let r = router(&name);
+    let (shm, tcp) = (format!("shm:{name}"), r.addr_str());
+    (name, cleanup, r, shm, tcp)
+}
+
 /// The router's live clients and their names.
 fn clients(addr: &str) -> (u64, Vec<String>) {
     let mut c = Client::connect_to(addr, ClientOptions::named("test-stats")).unwrap();
@@ -113,10 +122,7 @@ fn wait_output(mut child: Child, timeout: Duration) -> String {
 
 #[test]
 fn pub_and_sub_over_shared_memory_and_tcp_see_the_same_stream() {
-    let (name, _cleanup) = shm_name("pubsub");
-    let r = router(&name);
-    let shm = format!("shm:{name}");
-    let tcp = r.addr_str();
+    let (name, _cleanup, r, shm, tcp) = start("pubsub");
     let s_shm = sub(&shm, "sub-shm", "t/>", 500);
     let s_tcp = sub(&tcp, "sub-tcp", "t/>", 500);
     wait_clients(&tcp, "both subscribers connected", |n| {
@@ -138,10 +144,7 @@ fn pub_and_sub_over_shared_memory_and_tcp_see_the_same_stream() {
 
 #[test]
 fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
-    let (name, _cleanup) = shm_name("kill9");
-    let r = router(&name);
-    let shm = format!("shm:{name}");
-    let tcp = r.addr_str();
+    let (name, _cleanup, r, shm, tcp) = start("kill9");
     let mut victim = sub(&shm, "victim", "k/>", 1_000_000);
     let survivor = sub(&shm, "survivor", "k/>", 20);
     wait_clients(&tcp, "both connected", |n| {
@@ -191,10 +194,7 @@ fn closed_by_router(link: &mut ClientLink, timeout: Duration) -> bool {
 
 #[test]
 fn garbage_or_a_corrupt_index_in_a_ring_disconnects_only_that_client() {
-    let (name, _cleanup) = shm_name("garbage");
-    let r = router(&name);
-    let shm = format!("shm:{name}");
-    let tcp = r.addr_str();
+    let (name, _cleanup, r, shm, tcp) = start("garbage");
     let mut good = Client::connect_to(&shm, ClientOptions::named("good")).unwrap();
     good.subscribe("g/>").unwrap();
 
