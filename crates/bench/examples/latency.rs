@@ -23,6 +23,11 @@
 //!    Latency is reported from the publisher's send stamp and from the intended send
 //!    time.
 //!
+//! With `--shm`, the router also listens on shared memory and both clients connect
+//! with `shm:NAME` (docs/shm.md); a raw shared-memory ping-pong (a bare ring pair, two
+//! spinning threads on the two CPUs, no router) is measured first as that transport's
+//! floor, and the p50 is also given as a ratio to it.
+//!
 //! This is the simple, honest measurement for the router milestone; the full suite is
 //! `tickwire bench` (later).
 
@@ -49,6 +54,7 @@ struct Args {
     pings: u64,
     idle: String,
     raw_delayed_acks: bool,
+    shm: bool,
 }
 
 fn parse_args() -> Args {
@@ -61,6 +67,7 @@ fn parse_args() -> Args {
         pings: 100_000,
         idle: "spin".into(),
         raw_delayed_acks: false,
+        shm: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -83,8 +90,13 @@ fn parse_args() -> Args {
                 i += 1;
                 continue;
             }
+            "--shm" => {
+                a.shm = true;
+                i += 1;
+                continue;
+            }
             "-h" | "--help" => {
-                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1] [--idle spin|hybrid|block] [--raw-delayed-acks]");
+                println!("latency [--rate 10000] [--secs 10] [--size 100] [--pings 100000] [--near-cpu 0] [--far-cpu 1] [--idle spin|hybrid|block] [--raw-delayed-acks] [--shm]");
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other} (see --help)"),
@@ -383,11 +395,22 @@ fn main() {
         &relay,
     );
 
+    let raw_shm = a.shm.then(|| {
+        let h = raw_shm_pingpong(&a);
+        row("raw shm ping-pong, half round trip (spin)", &h);
+        h
+    });
+
     // The real router, pinned to the far CPU.
+    let shm_name = format!("latency-{}", std::process::id());
+    let mut router_args = vec!["router", "--listen", "127.0.0.1:0", "--idle", &a.idle];
+    if a.shm {
+        router_args.extend(["--shm", &shm_name]);
+    }
     let mut child = Command::new("taskset")
         .args(["-c", &a.far_cpu.to_string()])
         .arg(&bin)
-        .args(["router", "--listen", "127.0.0.1:0", "--idle", &a.idle])
+        .args(&router_args)
         .env("TICKWIRE_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
@@ -404,14 +427,20 @@ fn main() {
         .expect("router address");
 
     pin(a.near_cpu);
-    let mut sub = Client::connect(addr).expect("subscriber connect");
+    let target = if a.shm {
+        format!("shm:{shm_name}")
+    } else {
+        addr.to_string()
+    };
+    let mut sub = Client::connect_to(&target, ClientOptions::named("latency-sub"))
+        .expect("subscriber connect");
     sub.subscribe("lat/>").expect("subscribe");
     let opts = ClientOptions {
         name: "latency-pub".into(),
         batch_bytes: 0,
         ..ClientOptions::default()
     };
-    let mut publ = Client::connect_with(addr, opts).expect("publisher connect");
+    let mut publ = Client::connect_to(&target, opts).expect("publisher connect");
     let total = a.rate * a.secs;
     let warm = total / 10;
     // One thread publishes on schedule and busy-polls the subscriber in between: no
@@ -458,7 +487,12 @@ fn main() {
         .expect("poll");
     }
     row(
-        &format!("tickwire ({}) one-way @{} msg/s, from send", a.idle, a.rate),
+        &format!(
+            "tickwire ({}{}) one-way @{} msg/s, from send",
+            a.idle,
+            if a.shm { ", shm" } else { "" },
+            a.rate
+        ),
         &from_send,
     );
     quartiles("  the same, p25 / p50 / p75", &from_send);
@@ -472,8 +506,57 @@ fn main() {
         from_send.value_at_quantile(0.5) as f64 / raw50,
         from_send.value_at_quantile(0.5) as f64 / relay.value_at_quantile(0.5) as f64
     );
+    if let Some(h) = &raw_shm {
+        println!(
+            "p50 ratio tickwire/raw shm ping-pong = {:.2}",
+            from_send.value_at_quantile(0.5) as f64 / h.value_at_quantile(0.5) as f64
+        );
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
+}
+
+/// Half round trips over a bare shared-memory ring pair: an echo thread on the far CPU
+/// and the pinger on the near CPU, both spinning (no router, no doorbells).
+fn raw_shm_pingpong(a: &Args) -> Histogram<u64> {
+    let (mut near, mut far) = tickwire_shm::bare_pair(1 << 20).expect("bare ring pair");
+    let size = a.size.max(8);
+    let total = a.pings + a.pings / 10;
+    let far_cpu = a.far_cpu;
+    let echo = std::thread::spawn(move || {
+        pin(far_cpu);
+        let mut buf = vec![0u8; size];
+        for _ in 0..total {
+            let mut got = 0;
+            while got < size {
+                got += far.rx.read(&mut buf[got..]).expect("echo read");
+            }
+            let mut sent = 0;
+            while sent < size {
+                sent += far.tx.write(&buf[sent..]).expect("echo write");
+            }
+        }
+    });
+    pin(a.near_cpu);
+    let mut h = hist();
+    let msg = vec![1u8; size];
+    let mut back = vec![0u8; size];
+    for i in 0..total {
+        let t0 = MonoNanos::now().as_nanos();
+        let mut sent = 0;
+        while sent < size {
+            sent += near.tx.write(&msg[sent..]).expect("ping write");
+        }
+        let mut got = 0;
+        while got < size {
+            got += near.rx.read(&mut back[got..]).expect("ping read");
+        }
+        if i >= a.pings / 10 {
+            h.saturating_record((MonoNanos::now().as_nanos() - t0) / 2);
+        }
+    }
+    echo.join().expect("echo thread");
+    h
 }

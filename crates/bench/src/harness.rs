@@ -85,6 +85,42 @@ pub struct RouterChild {
     command: String,
 }
 
+/// A shared-memory name for a router this process starts: unique per process and
+/// purpose, so concurrent runs never meet.
+pub fn shm_name(purpose: &str) -> String {
+    format!("bench-{purpose}-{}", std::process::id())
+}
+
+/// The router a tickwire transport of a bench talks to: the external one at
+/// `external` (TCP only), or a child started with `idle` on the far CPU of `pin` (and,
+/// for `shm`, `--shm NAME`). Returns the address clients connect to (`HOST:PORT` or
+/// `shm:NAME`), the child to keep alive for the measurement, and the description the
+/// report shows.
+pub fn bench_router(
+    tickwire: &Path,
+    idle: IdleStrategy,
+    pin: Option<Pinning>,
+    external: Option<SocketAddr>,
+    shm: bool,
+) -> anyhow::Result<(String, Option<RouterChild>, String)> {
+    if let (Some(a), false) = (external, shm) {
+        return Ok((a.to_string(), None, format!("external router at {a}")));
+    }
+    let (idle, far) = (idle.name(), pin.map(|p| p.far));
+    let name = shm.then(|| shm_name("bench"));
+    let extra: Vec<&str> = match &name {
+        Some(n) => vec!["--shm", n],
+        None => Vec::new(),
+    };
+    let c = RouterChild::start(tickwire, idle, far, &extra)?;
+    let addr = match &name {
+        Some(n) => format!("{}{n}", tickwire_shm::ADDR_PREFIX),
+        None => c.addr.to_string(),
+    };
+    let desc = c.command().to_owned();
+    Ok((addr, Some(c), desc))
+}
+
 impl RouterChild {
     /// Starts `<tickwire> router --listen 127.0.0.1:0 --idle <idle> <extra...>` (stdout
     /// piped: the first line is `tickwire router listening on ADDR`; stderr inherited;

@@ -1,5 +1,6 @@
 //! The `tickwire bench pingpong` driver: half round-trip latency versus message size
-//! (docs/benchmarking.md family B), over raw TCP, raw UDP and tickwire through a router.
+//! (docs/benchmarking.md family B), over raw TCP, raw UDP, a raw shared-memory ring
+//! pair, and tickwire through a router over TCP or over shared memory.
 //!
 //! One ping is outstanding at a time (closed loop, on purpose: ping-pong measures
 //! unloaded latency only, rule 4). Per size, `--warmup` pings are sent first and
@@ -16,7 +17,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tickwire_rt::MonoNanos;
@@ -28,9 +30,7 @@ use tickwire_client::{Client, ClientOptions, Wait};
 pub use crate::console::Console;
 use crate::harness::{parse_pin, Pinning};
 
-use crate::harness::{
-    self, idle_parser, IdleStrategy, Progress, RouterChild, StopFlag, BENCH_IDLE,
-};
+use crate::harness::{self, idle_parser, IdleStrategy, Progress, StopFlag, BENCH_IDLE};
 use crate::report::OutputArgs;
 use crate::report::{self, Machine, Series};
 use crate::stats::{Counters, Latency, Summary};
@@ -46,10 +46,15 @@ What it measures:
 Transports, measured side by side in the same run:
   tcp       raw TCP (TCP_NODELAY) to a minimal echo thread: the floor, no tickwire code
   udp       raw UDP datagrams to a minimal echo thread: the floor without TCP
+  shm       a bare shared-memory ring pair (tickwire-shm, no router, no doorbells) to
+            an echo thread that spins: the floor of the shared-memory transport
   tickwire  client A publishes on bench/ping through a `tickwire router` child process
             (or --router ADDR); echo client B, subscribed, republishes on bench/pong;
             A receives. Four TCP hops per round trip (A → router → B → router → A),
             so RTT/2 is two hops and the router's work, against one hop for tcp.
+  tickwire-shm  the same through a router started with --shm, A and B connected with
+            shm:NAME: four ring hops per round trip, no syscall on the path when
+            everyone spins.
 
 Where echo client B runs (--echo):
   same-thread  (default) the pinging thread drives both clients: it publishes with A,
@@ -79,6 +84,7 @@ Examples:
       all transports, sizes 64,100,600,1024,1472, 20000 pings per size, spin
   tickwire bench pingpong --idle block --pin 0,1 --json pp.json --plot pp.svg
   tickwire bench pingpong --transports tcp,tickwire --sizes 64 --iterations 100000
+  tickwire bench pingpong --transports shm,tickwire-shm,tcp,tickwire --sizes 64 --pin 0,1
   tickwire bench pingpong --transports tickwire --router 10.0.0.5:7420
 
 Ctrl-C stops the run and still prints (and writes) what was measured.";
@@ -106,7 +112,9 @@ pub struct PingpongArgs {
     pub warmup: u64,
 
     /// Transports to measure, comma-separated, in this order: tcp, udp (raw sockets, the
-    /// floor) and tickwire (through the router).
+    /// floor), shm (a bare shared-memory ring pair, the shared-memory floor), tickwire
+    /// (through the router over TCP) and tickwire-shm (through the router over shared
+    /// memory).
     #[arg(long, value_delimiter = ',', default_value = "tcp,udp,tickwire")]
     pub transports: Vec<Transport>,
 
@@ -145,6 +153,10 @@ pub enum Transport {
     Udp,
     /// Through a tickwire router: publish, echo client republishes, receive.
     Tickwire,
+    /// A bare shared-memory ring pair to a spinning echo thread (the shm floor).
+    Shm,
+    /// Through a tickwire router over shared memory (`shm:NAME`).
+    TickwireShm,
 }
 
 impl Transport {
@@ -153,6 +165,8 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Udp => "udp",
             Transport::Tickwire => "tickwire",
+            Transport::Shm => "shm",
+            Transport::TickwireShm => "tickwire-shm",
         }
     }
 }
@@ -228,6 +242,10 @@ struct Report<'a> {
     transports: &'a [TransportResult],
     /// tickwire p50 / raw TCP p50 per size, when both were measured.
     ratio_to_tcp_p50: Vec<(usize, f64)>,
+    /// tickwire-shm p50 / raw shm p50 per size, when both were measured.
+    shm_ratio_to_raw_shm_p50: Vec<(usize, f64)>,
+    /// tickwire-shm p50 / tickwire (TCP) p50 per size, when both were measured.
+    shm_ratio_to_tickwire_tcp_p50: Vec<(usize, f64)>,
 }
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
@@ -259,29 +277,19 @@ pub fn run(
         let r = match t {
             Transport::Tcp => ctx.raw_tcp(),
             Transport::Udp => ctx.raw_udp(),
-            Transport::Tickwire => {
-                let mut _child = None;
-                let addr = match args.router {
-                    Some(a) => {
-                        router_desc = Some(format!("external router at {a}"));
-                        a
-                    }
-                    None => {
-                        let far = args.pin.map(|p| p.far);
-                        let c = RouterChild::start(tickwire, args.idle.name(), far, &[])?;
-                        router_desc = Some(c.command().to_owned());
-                        let a = c.addr;
-                        _child = Some(c);
-                        a
-                    }
-                };
+            Transport::Shm => ctx.raw_shm(),
+            Transport::Tickwire | Transport::TickwireShm => {
+                let shm = t == Transport::TickwireShm;
+                let (addr, _child, desc) =
+                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
+                router_desc = Some(desc);
                 match args.echo {
-                    Echo::SameThread => ctx.tickwire_same_thread(addr),
+                    Echo::SameThread => ctx.tickwire_same_thread(t, &addr),
                     Echo::Thread => {
                         // A, B and a spinning router: three spinners.
                         let yields =
                             args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
-                        ctx.tickwire(addr, yields)
+                        ctx.tickwire(t, &addr, yields)
                     }
                 }
             }
@@ -297,6 +305,9 @@ pub fn run(
         router_desc.as_deref(),
         stop.is_set(),
     );
+    let shm_ratio_to_raw_shm_p50 = ratios_of(&results, Transport::TickwireShm, Transport::Shm);
+    let shm_ratio_to_tickwire_tcp_p50 =
+        ratios_of(&results, Transport::TickwireShm, Transport::Tickwire);
     let ratios = ratios(&results);
     let rep = Report {
         bench: "pingpong",
@@ -311,6 +322,8 @@ pub fn run(
         stopped_by_user: stop.is_set(),
         transports: &results,
         ratio_to_tcp_p50: ratios,
+        shm_ratio_to_raw_shm_p50,
+        shm_ratio_to_tickwire_tcp_p50,
     };
     args.output.write(
         con.out,
@@ -486,6 +499,69 @@ impl Ctx<'_> {
         })
     }
 
+    /// The shared-memory floor: a bare ring pair (no router, no doorbells) to an echo
+    /// thread that spins whatever `--idle` says (a bare ring has nothing to sleep on).
+    fn raw_shm(&mut self) -> anyhow::Result<TransportResult> {
+        let (mut near, mut far_end) =
+            tickwire_shm::bare_pair(1 << 20).context("mapping a bare shared-memory ring pair")?;
+        let done = Arc::new(AtomicBool::new(false));
+        let done_echo = done.clone();
+        let far = self.args.pin.map(|p| p.far);
+        let echo: JoinHandle<anyhow::Result<()>> =
+            harness::spawn_pinned("shm-echo", far, move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while !done_echo.load(Ordering::Relaxed) {
+                    let n = far_end.rx.read(&mut buf).context("shm echo read")?;
+                    if n == 0 {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let mut sent = 0;
+                    while sent < n {
+                        sent += far_end.tx.write(&buf[sent..n]).context("shm echo write")?;
+                    }
+                }
+                Ok(())
+            })
+            .context("spawning the shm echo thread")?;
+        let mut back = Vec::new();
+        let (sizes, result) = self.measure_sizes(Transport::Shm, |buf| {
+            back.resize(buf.len(), 0);
+            let t0 = MonoNanos::now().as_nanos();
+            let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+            let mut sent = 0;
+            while sent < buf.len() {
+                sent += near.tx.write(&buf[sent..]).context("shm ping write")?;
+            }
+            let mut got = 0;
+            while got < back.len() {
+                let n = near.rx.read(&mut back[got..]).context("shm ping read")?;
+                got += n;
+                if n == 0 {
+                    if MonoNanos::now().as_nanos() > deadline {
+                        bail!("no shm echo within {REPLY_TIMEOUT:?}");
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            let t1 = MonoNanos::now().as_nanos();
+            if back[..8] != buf[..8] {
+                bail!("shm echo returned the wrong ping");
+            }
+            Ok(Reply::Rtt(t1 - t0))
+        });
+        done.store(true, Ordering::Relaxed);
+        join(echo, "shm echo")?;
+        result?;
+        Ok(TransportResult {
+            transport: Transport::Shm,
+            path: "bare shared-memory ring pair (memfd, no router) to a spinning echo thread"
+                .into(),
+            spin_yields: false,
+            sizes,
+        })
+    }
+
     fn raw_udp(&mut self) -> anyhow::Result<TransportResult> {
         let spin = self.args.idle == IdleStrategy::Spin;
         let echo_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP echo")?;
@@ -575,14 +651,18 @@ impl Ctx<'_> {
 
     /// The tickwire path with A and B driven by one thread: A publishes the ping, the
     /// thread polls B until the ping arrives, B republishes it, the thread polls A.
-    fn tickwire_same_thread(&mut self, addr: SocketAddr) -> anyhow::Result<TransportResult> {
+    fn tickwire_same_thread(
+        &mut self,
+        transport: Transport,
+        addr: &str,
+    ) -> anyhow::Result<TransportResult> {
         let idle = self.args.idle;
         let mut b = connect_subscribed(addr, ECHO_NAME, PING_TOPIC)?;
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
         let wait = client_wait(idle, REPLY_TIMEOUT);
         let mut echo_buf = Vec::with_capacity(64 * 1024);
         let stop = self.stop.clone();
-        let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
+        let (sizes, result) = self.measure_sizes(transport, |buf| {
             let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
@@ -612,23 +692,31 @@ impl Ctx<'_> {
         let _ = a.close();
         let _ = b.close();
         Ok(TransportResult {
-            transport: Transport::Tickwire,
-            path: "client A → router → echo client B → router → A (topics bench/ping, \
-                   bench/pong; A and B driven by one thread)"
-                .into(),
+            transport,
+            path: format!(
+                "client A → router → echo client B → router → A over {} (topics bench/ping, \
+                 bench/pong; A and B driven by one thread)",
+                path_of(transport)
+            ),
             spin_yields: false,
             sizes,
         })
     }
 
-    fn tickwire(&mut self, addr: SocketAddr, yields: bool) -> anyhow::Result<TransportResult> {
+    fn tickwire(
+        &mut self,
+        transport: Transport,
+        addr: &str,
+        yields: bool,
+    ) -> anyhow::Result<TransportResult> {
+        let echo_addr = addr.to_owned();
         let idle = self.args.idle;
         let near = self.args.pin.map(|p| p.near);
         let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
         let stop = self.stop.clone();
         let echo: JoinHandle<anyhow::Result<()>> =
             harness::spawn_pinned("tickwire-echo", near, move || {
-                let setup = connect_subscribed(addr, ECHO_NAME, PING_TOPIC);
+                let setup = connect_subscribed(&echo_addr, ECHO_NAME, PING_TOPIC);
                 let mut b = match setup {
                     Ok(b) => {
                         let _ = ready_tx.send(Ok(()));
@@ -671,7 +759,7 @@ impl Ctx<'_> {
         let mut a = connect_subscribed(addr, PINGER_NAME, PONG_TOPIC)?;
 
         let stop = self.stop.clone();
-        let (sizes, result) = self.measure_sizes(Transport::Tickwire, |buf| {
+        let (sizes, result) = self.measure_sizes(transport, |buf| {
             let t0 = MonoNanos::now().as_nanos();
             a.publish(PING_TOPIC, buf).context("publishing a ping")?;
             let wait = client_wait(idle, REPLY_TIMEOUT);
@@ -684,9 +772,12 @@ impl Ctx<'_> {
         }
         result?;
         Ok(TransportResult {
-            transport: Transport::Tickwire,
-            path: "client A → router → echo client B → router → A (topics bench/ping, bench/pong)"
-                .into(),
+            transport,
+            path: format!(
+                "client A → router → echo client B → router → A over {} (topics bench/ping, \
+                 bench/pong)",
+                path_of(transport)
+            ),
             spin_yields: yields,
             sizes,
         })
@@ -699,13 +790,13 @@ const ECHO_NAME: &str = "bench-pingpong-echo";
 
 /// A tickwire client named `name`, writing every publish at once (no batching: one
 /// ping is outstanding), subscribed to `pattern`.
-fn connect_subscribed(addr: SocketAddr, name: &str, pattern: &str) -> anyhow::Result<Client> {
+fn connect_subscribed(addr: &str, name: &str, pattern: &str) -> anyhow::Result<Client> {
     let opts = ClientOptions {
         name: name.to_owned(),
         batch_bytes: 0,
         ..ClientOptions::default()
     };
-    let mut c = Client::connect_with(addr, opts)
+    let mut c = Client::connect_to(addr, opts)
         .with_context(|| format!("{name} connecting to the router at {addr}"))?;
     c.subscribe(pattern)
         .with_context(|| format!("{name} subscribing to {pattern}"))?;
@@ -720,7 +811,7 @@ fn await_pong(
     t0: u64,
     wait: Wait,
     stop: &StopFlag,
-    addr: SocketAddr,
+    addr: &str,
     yields: bool,
 ) -> anyhow::Result<Reply> {
     let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
@@ -792,10 +883,23 @@ fn read_exact_until(s: &mut TcpStream, buf: &mut [u8], deadline: u64) -> anyhow:
     Ok(())
 }
 
+/// What the router path of `transport` runs over.
+fn path_of(transport: Transport) -> &'static str {
+    match transport {
+        Transport::TickwireShm => "shared memory (shm:NAME)",
+        _ => "TCP",
+    }
+}
+
 /// tickwire p50 / tcp p50 per size, where both have samples.
 fn ratios(results: &[TransportResult]) -> Vec<(usize, f64)> {
+    ratios_of(results, Transport::Tickwire, Transport::Tcp)
+}
+
+/// `of` p50 / `base` p50 per size, where both have samples.
+fn ratios_of(results: &[TransportResult], of: Transport, base: Transport) -> Vec<(usize, f64)> {
     let find = |t| results.iter().find(|r| r.transport == t);
-    let (Some(tcp), Some(tw)) = (find(Transport::Tcp), find(Transport::Tickwire)) else {
+    let (Some(tcp), Some(tw)) = (find(base), find(of)) else {
         return Vec::new();
     };
     tw.sizes
@@ -891,18 +995,33 @@ fn print_report(
         let recv: u64 = r.sizes.iter().map(|s| s.counters.received).sum();
         crate::outln!(out, "counters: sent {sent}, received {recv}, lost {lost}");
     }
-    let ratios = ratios(results);
-    if !ratios.is_empty() {
-        crate::outln!(out);
-        let parts: Vec<String> = ratios
-            .iter()
-            .map(|(s, r)| format!("{s} B {r:.2}x"))
-            .collect();
-        crate::outln!(
-            out,
-            "tickwire p50 / raw TCP p50 (same run): {}",
-            parts.join(", ")
-        );
+    crate::outln!(out);
+    for (of, base, what) in [
+        (
+            Transport::Tickwire,
+            Transport::Tcp,
+            "tickwire p50 / raw TCP p50",
+        ),
+        (
+            Transport::TickwireShm,
+            Transport::Shm,
+            "tickwire-shm p50 / raw shm p50",
+        ),
+        (
+            Transport::TickwireShm,
+            Transport::Tickwire,
+            "tickwire-shm p50 / tickwire (TCP) p50",
+        ),
+        (Transport::Shm, Transport::Tcp, "raw shm p50 / raw TCP p50"),
+    ] {
+        let ratios = ratios_of(results, of, base);
+        if !ratios.is_empty() {
+            let parts: Vec<String> = ratios
+                .iter()
+                .map(|(s, r)| format!("{s} B {r:.3}x"))
+                .collect();
+            crate::outln!(out, "{what} (same run): {}", parts.join(", "));
+        }
     }
 }
 

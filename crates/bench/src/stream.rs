@@ -30,7 +30,7 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 use crate::console::Console;
-use crate::harness::{self, Progress, RouterChild, StopFlag};
+use crate::harness::{self, Progress, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning};
 use crate::pingpong::idle_once;
@@ -61,6 +61,8 @@ Transports (--transport, measured in the order given, in the same run):
   tickwire  the sender publishes on bench/stream through a `tickwire router` child
             process (or --router ADDR); a receiver client subscribed to it counts and
             republishes the sampled ones on bench/reflect; the sender subscribes there
+  tickwire-shm  the same through a router started with --shm, both clients connected
+            with shm:NAME (docs/shm.md)
 
 Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
 e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
@@ -158,6 +160,8 @@ pub enum Transport {
     Udp,
     /// Through a tickwire router.
     Tickwire,
+    /// Through a tickwire router over shared memory (`shm:NAME`).
+    TickwireShm,
 }
 
 impl Transport {
@@ -165,6 +169,7 @@ impl Transport {
         match self {
             Transport::Udp => "udp",
             Transport::Tickwire => "tickwire",
+            Transport::TickwireShm => "tickwire-shm",
         }
     }
 }
@@ -278,21 +283,11 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         let mut _child = None;
         let (addr, yields) = match t {
             Transport::Udp => (None, false),
-            Transport::Tickwire => {
-                let addr = match args.router {
-                    Some(a) => {
-                        router_desc = Some(format!("external router at {a}"));
-                        a
-                    }
-                    None => {
-                        let far = args.pin.map(|p| p.far);
-                        let c = RouterChild::start(tickwire, args.idle.name(), far, &[])?;
-                        router_desc = Some(c.command().to_owned());
-                        let a = c.addr;
-                        _child = Some(c);
-                        a
-                    }
-                };
+            Transport::Tickwire | Transport::TickwireShm => {
+                let shm = t == Transport::TickwireShm;
+                let (addr, child, desc) =
+                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
+                (router_desc, _child) = (Some(desc), child);
                 let yields =
                     args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)
@@ -305,6 +300,9 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 Transport::Tickwire => {
                     "sender → router → receiver client (bench/stream), sampled reflections → router → sender (bench/reflect)".into()
                 }
+                Transport::TickwireShm => {
+                    "as tickwire, every hop over shared memory (shm:NAME)".into()
+                }
             },
             spin_yields: yields,
             steps: Vec::new(),
@@ -315,7 +313,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 tr.stopped = Some("stopped by Ctrl-C".into());
                 break;
             }
-            let step = run_step(args, t, addr, rate, yields, &stop, &mut progress)
+            let step = run_step(args, t, addr.as_deref(), rate, yields, &stop, &mut progress)
                 .with_context(|| format!("{} at {rate:.0} msg/s", t.name()))?;
             let short = invalid_reason(rate, step.achieved_send_rate.min(step.achieved_recv_rate));
             tr.steps.push(step);
@@ -444,7 +442,7 @@ struct Receiver {
 fn run_step(
     args: &StreamArgs,
     t: Transport,
-    router: Option<SocketAddr>,
+    router: Option<&str>,
     rate: f64,
     yields: bool,
     stop: &StopFlag,
@@ -452,7 +450,9 @@ fn run_step(
 ) -> anyhow::Result<StepResult> {
     let quit = Arc::new(AtomicBool::new(false));
     let (mut link, receiver): (Box<dyn SenderLink>, Receiver) = match (t, router) {
-        (Transport::Tickwire, Some(addr)) => tickwire_pair(args, addr, yields, quit)?,
+        (Transport::Tickwire | Transport::TickwireShm, Some(addr)) => {
+            tickwire_pair(args, addr, yields, quit)?
+        }
         _ => udp_pair(args, quit)?,
     };
     let sched = Schedule {
@@ -760,7 +760,7 @@ impl SenderLink for TickwireSender {
 
 fn tickwire_pair(
     args: &StreamArgs,
-    addr: SocketAddr,
+    addr: &str,
     yields: bool,
     quit: Arc<AtomicBool>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
@@ -770,14 +770,15 @@ fn tickwire_pair(
         args.pin.map(|p| p.near),
     );
     let q = Arc::clone(&quit);
+    let rx_addr = addr.to_owned();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let handle = harness::spawn_pinned(
         "tickwire-receiver",
         near,
         move || -> anyhow::Result<RxOutcome> {
-            let setup = Client::connect_with(addr, ClientOptions::named("bench-stream-receiver"))
+            let setup = Client::connect_to(&rx_addr, ClientOptions::named("bench-stream-receiver"))
                 .and_then(|mut c| c.subscribe(STREAM_TOPIC).map(|()| c))
-                .with_context(|| format!("receiver connecting to the router at {addr}"));
+                .with_context(|| format!("receiver connecting to the router at {rx_addr}"));
             let mut c = match setup {
                 Ok(c) => {
                     let _ = ready_tx.send(Ok(()));
@@ -848,7 +849,7 @@ fn tickwire_pair(
             bail!("the receiver thread died: {e}");
         }
     }
-    let mut client = Client::connect_with(addr, ClientOptions::named("bench-stream-sender"))
+    let mut client = Client::connect_to(addr, ClientOptions::named("bench-stream-sender"))
         .with_context(|| format!("sender connecting to the router at {addr}"))?;
     client
         .subscribe(REFLECT_TOPIC)

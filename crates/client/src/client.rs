@@ -1,13 +1,13 @@
-//! The socket driver: a non-blocking TCP stream, waits with `poll(2)`.
+//! The driver: a non-blocking TCP stream or a shared-memory ring pair
+//! (`crate::transport`), waits with `poll(2)`.
 
-use std::io::{self, Read};
+use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 use tickwire_rt::MonoNanos;
 
-use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::event::PollFlags;
 use rustix::io::Errno;
-use rustix::net::SendFlags;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
     self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, PublishOptions, ReplyField,
@@ -21,6 +21,7 @@ use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
 use crate::message::ReplyTo;
 use crate::session::{frame_name, Pending, Reply, Session};
+use crate::transport::Transport;
 use crate::{Error, Message, OwnedMessage};
 
 /// Configuration of one [`Client`]. Every field has a sensible [`Default`].
@@ -84,7 +85,7 @@ pub enum Wait {
 /// A connection to a tickwire router. Single-threaded; see the crate docs.
 #[derive(Debug)]
 pub struct Client {
-    stream: TcpStream,
+    stream: Transport,
     opts: ClientOptions,
     client_id: u32,
     router_max_frame: u32,
@@ -124,11 +125,43 @@ impl Client {
     /// Connects to the router at `addr` and completes the handshake.
     ///
     /// Tries every address `addr` resolves to until one accepts, all within
-    /// `opts.connect_timeout` (handshake included).
+    /// `opts.connect_timeout` (handshake included). For an address given as text that
+    /// may name shared memory (`shm:NAME`), use [`Client::connect_to`].
     pub fn connect_with(addr: impl ToSocketAddrs, opts: ClientOptions) -> Result<Client, Error> {
-        let started = Instant::now();
-        let deadline = started.checked_add(opts.connect_timeout);
+        let deadline = Instant::now().checked_add(opts.connect_timeout);
         let stream = connect_tcp(addr, deadline)?;
+        Client::start(Transport::Tcp(stream), opts, deadline)
+    }
+
+    /// Connects to `addr`: `shm:NAME` over shared memory to a router on this host
+    /// started with `--shm NAME` (docs/shm.md), anything else over TCP as
+    /// [`Client::connect_with`].
+    pub fn connect_to(addr: &str, opts: ClientOptions) -> Result<Client, Error> {
+        match tickwire_shm::parse_addr(addr) {
+            Some(name) => Client::connect_shm(name, opts),
+            None => Client::connect_with(addr, opts),
+        }
+    }
+
+    /// Connects over shared memory to the router listening on `name` (its `--shm`).
+    pub fn connect_shm(name: &str, opts: ClientOptions) -> Result<Client, Error> {
+        let deadline = Instant::now().checked_add(opts.connect_timeout);
+        let path = tickwire_shm::socket_path(name);
+        let link =
+            tickwire_shm::ClientLink::connect(&path, opts.connect_timeout).map_err(|cause| {
+                Error::Connect {
+                    addr: format!("shm:{name} ({})", path.display()),
+                    cause,
+                }
+            })?;
+        Client::start(Transport::Shm(Box::new(link)), opts, deadline)
+    }
+
+    fn start(
+        stream: Transport,
+        opts: ClientOptions,
+        deadline: Option<Instant>,
+    ) -> Result<Client, Error> {
         let mut client = Client {
             stream,
             rx: RxBuf::new(opts.recv_buffer.max(1024)),
@@ -365,7 +398,7 @@ impl Client {
         }
         let mut stalled_since: Option<Instant> = None;
         loop {
-            match rustix::net::send(&self.stream, &self.tx[self.tx_start..], SendFlags::NOSIGNAL) {
+            match self.stream.send(&self.tx[self.tx_start..]) {
                 Ok(n) => {
                     self.tx_start += n;
                     if self.tx_start >= self.tx.len() {
@@ -407,7 +440,7 @@ impl Client {
     /// Writes what the socket takes right now, without waiting.
     fn send_now(&mut self) -> Result<(), Error> {
         while self.pending_bytes() > 0 {
-            match rustix::net::send(&self.stream, &self.tx[self.tx_start..], SendFlags::NOSIGNAL) {
+            match self.stream.send(&self.tx[self.tx_start..]) {
                 Ok(n) => self.tx_start += n,
                 Err(Errno::INTR) => {}
                 Err(Errno::WOULDBLOCK) => return Ok(()),
@@ -1353,7 +1386,7 @@ impl Client {
             return Ok(ReadOutcome::WouldBlock);
         }
         loop {
-            match (&self.stream).read(spare) {
+            match self.stream.recv(spare) {
                 Ok(0) => {
                     self.rx_eof = true;
                     return Ok(ReadOutcome::Eof);
@@ -1374,7 +1407,7 @@ impl Client {
     /// Waits in `poll(2)` until one of `events` (or an error / hang-up) is signalled.
     /// `None` when `deadline` passed first; no deadline waits forever.
     fn wait_fd(
-        &self,
+        &mut self,
         events: PollFlags,
         deadline: Option<Instant>,
     ) -> Result<Option<PollFlags>, Error> {
@@ -1386,14 +1419,12 @@ impl Client {
                     if left.is_zero() {
                         return Ok(None);
                     }
-                    // A limit too large for a timespec is as good as none.
-                    Timespec::try_from(left).ok()
+                    Some(left)
                 }
             };
-            let mut fds = [PollFd::new(&self.stream, events)];
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(0) => {}
-                Ok(_) => return Ok(Some(fds[0].revents())),
+            match self.stream.wait(events, timeout) {
+                Ok(flags) if flags.is_empty() => {}
+                Ok(flags) => return Ok(Some(flags)),
                 Err(Errno::INTR) => {}
                 Err(e) => return Err(io::Error::from(e).into()),
             }
@@ -1433,8 +1464,8 @@ impl Client {
             // Best effort: tell the router why, then stop using the connection.
             let mut out = Vec::new();
             frame::encode_close(&mut out, ErrorCode::MALFORMED_FRAME, &msg);
-            let _ = rustix::net::send(&self.stream, &out, SendFlags::NOSIGNAL);
-            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            let _ = self.stream.send(&out);
+            self.stream.shutdown();
             self.session.closed =
                 Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
         }
@@ -1630,6 +1661,6 @@ fn unexpected_reply(reply: Reply) -> Error {
 /// it directly would corrupt the session: only wait on it.
 impl std::os::fd::AsFd for Client {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.stream.as_fd()
+        self.stream.fd()
     }
 }

@@ -166,7 +166,7 @@ fn bind(
     let started = Instant::now();
     let mut backoff = opts.backoff();
     loop {
-        let err = match Client::connect_with(addr, opts.client.clone()) {
+        let err = match Client::connect_to(addr, opts.client.clone()) {
             Ok(mut c) => match c.bind(queue, window, start) {
                 Ok(b) => return Ok((c, b)),
                 Err(e) => {

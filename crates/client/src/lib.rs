@@ -114,6 +114,7 @@ mod message;
 mod publisher;
 mod reconnecting;
 mod session;
+mod transport;
 
 pub use backoff::Backoff;
 pub use client::{shared_pattern, Client, ClientOptions, Messages, Wait};

@@ -234,7 +234,7 @@ fn open(
     let mut backoff = opts.backoff();
     loop {
         window.handle_disconnect();
-        let err = match Client::connect_with(addr, opts.client.clone()) {
+        let err = match Client::connect_to(addr, opts.client.clone()) {
             Ok(mut c) => {
                 c.gm = window;
                 match c.open_publisher(identity, opts.open_options) {

@@ -145,7 +145,7 @@ enum Notice {
 impl ReconnectingClient {
     /// Connects to `addr` (which must answer now) with `opts.client`.
     pub fn connect(addr: &str, opts: ReconnectOptions) -> Result<ReconnectingClient, Error> {
-        let conn = Client::connect_with(addr, opts.client.clone())?;
+        let conn = Client::connect_to(addr, opts.client.clone())?;
         Ok(ReconnectingClient {
             addr: addr.to_owned(),
             backoff: opts.backoff(),
@@ -455,7 +455,7 @@ fn open(
     offline: &[u8],
     count: usize,
 ) -> Result<Client, Error> {
-    let mut c = Client::connect_with(addr, opts.client.clone())?;
+    let mut c = Client::connect_to(addr, opts.client.clone())?;
     for (p, image) in subs {
         match image {
             true => c.subscribe_with_image(p)?,

@@ -26,16 +26,31 @@ const MEASURED_BATCHES: u64 = 200;
 
 #[test]
 fn publishing_and_receiving_allocate_nothing_per_message() {
+    pubsub_allocates_nothing(None);
+}
+
+/// The same over shared memory (`shm:NAME`): the client's ring writes and reads, and
+/// its sleeps on the doorbell (`Wait::Timeout`), allocate nothing either.
+#[test]
+fn publishing_and_receiving_over_shared_memory_allocate_nothing_per_message() {
+    pubsub_allocates_nothing(Some(format!("alloc-client-{}", std::process::id())));
+}
+
+fn pubsub_allocates_nothing(shm: Option<String>) {
     assert_counting();
     let cfg = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         idle: IdleStrategy::Block,
+        shm: shm.clone(),
         ..Config::default()
     };
     let router = InProcessRouter::start(cfg);
-    let addr = router.addr;
+    let addr = match &shm {
+        Some(name) => format!("shm:{name}"),
+        None => router.addr.to_string(),
+    };
 
-    let connect = |name: &str| Client::connect_with(addr, ClientOptions::named(name)).unwrap();
+    let connect = |name: &str| Client::connect_to(&addr, ClientOptions::named(name)).unwrap();
     let mut publisher = connect("pub");
     let mut subscriber = connect("sub");
     subscriber.subscribe("md/>").unwrap();

@@ -129,7 +129,7 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         batch_bytes: 256 * 1024,
         ..ClientOptions::default()
     };
-    let mut client = Client::connect_with(opts.router.as_str(), client_opts)
+    let mut client = Client::connect_to(opts.router.as_str(), client_opts)
         .map_err(|e| anyhow::anyhow!("connecting to the router at {}: {e}", opts.router))?;
     let mut buf = vec![0u8; 65_536];
     let mut report = HandlerReport {

@@ -130,6 +130,21 @@ pub struct Config {
     /// Most bytes of cached messages (frames and topic names); beyond it the topics
     /// updated least recently are evicted. Default 67108864 (64 MiB).
     pub cache_max_bytes: usize,
+    /// Shared-memory listener name: clients on this host connect with `shm:NAME`
+    /// (docs/shm.md). The handshake socket is `/dev/shm/tickwire-NAME.sock` (NAME with a
+    /// `/` is the path itself), mode 0600: only the router's user may attach. Unset
+    /// (the default): TCP only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shm: Option<String>,
+    /// Bytes of each shared-memory ring (each client gets two: one per direction), a
+    /// power of two in 4096..=1073741824. Default 1048576 (1 MiB).
+    pub shm_ring: usize,
+    /// Spin only, with a shared-memory listener: the shortest time in µs between two
+    /// `epoll_wait` calls. A spinning router scans its shared-memory rings every turn
+    /// but asks epoll about sockets (TCP clients, new connections) at most this often,
+    /// so a shared-memory hop does not wait behind a syscall every turn; TCP input may
+    /// wait up to this long. 0: epoll every turn. Default 2.
+    pub shm_epoll_interval_us: u64,
 }
 
 impl Default for Config {
@@ -159,6 +174,9 @@ impl Default for Config {
             cache_depth: 1,
             cache_max_topics: 100_000,
             cache_max_bytes: 64 << 20,
+            shm: None,
+            shm_ring: 1 << 20,
+            shm_epoll_interval_us: 2,
         }
     }
 }
@@ -228,6 +246,18 @@ impl Config {
         }
         if self.cache_max_topics == 0 {
             return err("cache_max_topics must be at least 1".into());
+        }
+        if !self.shm_ring.is_power_of_two()
+            || !(tickwire_shm::MIN_RING_BYTES..=tickwire_shm::MAX_RING_BYTES)
+                .contains(&self.shm_ring)
+        {
+            return err(format!(
+                "shm_ring {} must be a power of two in 4096..=1073741824",
+                self.shm_ring
+            ));
+        }
+        if self.shm.as_deref().is_some_and(str::is_empty) {
+            return err("shm name must not be empty".into());
         }
         Ok(())
     }

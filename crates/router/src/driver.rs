@@ -24,10 +24,14 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
+mod shm;
+
 use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
 use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
+
+use shm::{Link, ShmPort, SHM_LISTENER, SHM_WAKE};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -66,6 +70,14 @@ pub enum Error {
     /// The event loop's own IO failed (epoll, waker).
     #[error("router event loop failed: {0}")]
     Io(#[from] io::Error),
+    /// The shared-memory listener could not be set up.
+    #[error("cannot listen on shared memory {name:?}: {source}")]
+    ShmBind {
+        /// Name from the configuration.
+        name: String,
+        /// What the OS said.
+        source: io::Error,
+    },
     /// The guaranteed-messaging spool could not be opened.
     #[error(transparent)]
     Spool(#[from] crate::spool_port::SpoolError),
@@ -92,6 +104,8 @@ pub struct Router {
     /// Closing a socket with unread input would send a reset, and the peer's kernel
     /// then drops the error it has not read yet.
     draining: Vec<(TcpStream, MonoNanos)>,
+    /// The shared-memory listener and its clients (`driver/shm.rs`), if configured.
+    shm: Option<ShmPort>,
     /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
     /// together; growth stops at `read_memory_limit` (see `read_once`).
     read_extra: usize,
@@ -117,7 +131,7 @@ impl RouterHandle {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Link,
     rbuf: Vec<u8>,
     start: usize,
     end: usize,
@@ -150,6 +164,21 @@ impl Router {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let shm = match &cfg.shm {
+            Some(name) => Some(
+                ShmPort::open(
+                    name,
+                    cfg.shm_ring,
+                    cfg.shm_epoll_interval_us,
+                    poll.registry(),
+                )
+                .map_err(|source| Error::ShmBind {
+                    name: name.clone(),
+                    source,
+                })?,
+            ),
+            None => None,
+        };
         let mut cfg = cfg;
         cfg.listen = addr;
         let mut core = Core::new(cfg.clone(), MonoNanos::now(), UtcNanos::now());
@@ -168,6 +197,7 @@ impl Router {
             reserve_fd: open_reserve(),
             accept_retry: false,
             draining: Vec::new(),
+            shm,
             read_extra: 0,
             monitor: None,
         })
@@ -217,7 +247,7 @@ impl Router {
                 || flush_list
                     .iter()
                     .any(|id| self.conn(*id).is_some_and(|c| c.writable));
-            let timeout = if busy {
+            let mut timeout = if busy {
                 Some(Duration::ZERO)
             } else {
                 Some(cfg.idle.wait_timeout(
@@ -226,7 +256,18 @@ impl Router {
                     MAX_BLOCK,
                 ))
             };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            // Shared-memory clients announce nothing to epoll: tell them we sleep.
+            if timeout != Some(Duration::ZERO) && self.shm_park() {
+                timeout = Some(Duration::ZERO);
+            }
+            let polled = if timeout == Some(Duration::ZERO) && self.shm_skips_epoll() {
+                events.clear();
+                Ok(())
+            } else {
+                self.poll.poll(&mut events, timeout)
+            };
+            self.shm_unpark();
+            if let Err(e) = polled {
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e.into());
                 }
@@ -243,12 +284,19 @@ impl Router {
                     // The spool's progress (ACKs, deliveries) is taken after the
                     // direct traffic of this turn is written.
                     WAKER => spool_progress = true,
+                    SHM_LISTENER => self.shm_accept(now),
+                    SHM_WAKE => {
+                        if let Some(port) = &self.shm {
+                            port.on_wake();
+                        }
+                    }
                     Token(i) => {
                         let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                             continue;
                         };
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            c.stream.on_event();
                             c.readable = true;
                             if !c.on_read_list && c.closing_deadline.is_none() {
                                 c.on_read_list = true;
@@ -260,6 +308,10 @@ impl Router {
                         }
                     }
                 }
+            }
+
+            if self.shm_scan(&mut read_list, now) {
+                last_active = now;
             }
 
             if self.accept_retry {
@@ -379,19 +431,7 @@ impl Router {
                             if self.conns.len() <= i {
                                 self.conns.resize_with(i + 1, || None);
                             }
-                            self.conns[i] = Some(Conn {
-                                stream,
-                                rbuf: vec![0; INITIAL_READ_BUFFER],
-                                start: 0,
-                                end: 0,
-                                readable: false,
-                                read_recently: false,
-                                readable_full: false,
-                                on_read_list: false,
-                                writable: true,
-                                on_flush_list: false,
-                                closing_deadline: None,
-                            });
+                            self.conns[i] = Some(Conn::new(Link::Tcp(stream)));
                         }
                         Err(refused) => {
                             tracing::warn!(%addr, max = self.core.config().max_clients, "connection refused: at the connection limit");
@@ -602,7 +642,9 @@ impl Router {
                 let _ = self.poll.registry().deregister(&mut c.stream);
                 // FIN after the last bytes; the peer's input is read and dropped.
                 let _ = c.stream.shutdown(Shutdown::Write);
-                self.draining.push((c.stream, now.add_nanos(LINGER_NS)));
+                if let Some(tcp) = c.stream.into_tcp() {
+                    self.draining.push((tcp, now.add_nanos(LINGER_NS)));
+                }
             }
             self.core.handle_closed(id, "closed");
             true

@@ -51,7 +51,7 @@ struct ShowArgs {
 
 pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     let CacheCmd::Show(a) = a.cmd;
-    let mut c = Client::connect_with(a.router.as_str(), ClientOptions::named("tickwire-cache"))?;
+    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named("tickwire-cache"))?;
     let msgs = c
         .cache_query(&a.pattern)
         .with_context(|| format!("querying the cache for {:?}", a.pattern))?;

@@ -58,7 +58,7 @@ Examples:
 #[derive(Args)]
 #[command(after_help = PUB_HELP)]
 pub struct PubArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
@@ -382,7 +382,7 @@ printed but not yet acknowledged then come again, marked redelivered.
 #[derive(Args)]
 #[command(after_help = SUB_HELP)]
 pub struct SubArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.

@@ -180,8 +180,7 @@ fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
 }
 
 fn request(c: &Common, op: QueueOp, arg: &str) -> anyhow::Result<String> {
-    let mut client =
-        Client::connect_with(c.router.as_str(), ClientOptions::named("tickwire-queue"))?;
+    let mut client = Client::connect_to(c.router.as_str(), ClientOptions::named("tickwire-queue"))?;
     let json = client.queue_request(op, arg)?;
     client.close().ok();
     Ok(json)

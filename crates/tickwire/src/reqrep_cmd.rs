@@ -48,7 +48,7 @@ pub struct RequestArgs {
 }
 
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_with(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
+    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
     match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
         Ok(reply) => {
             let mut out = std::io::stdout().lock();
@@ -119,7 +119,7 @@ pub struct ReplyArgs {
 }
 
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_with(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
+    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;
     let limit = a.count.unwrap_or(u64::MAX);

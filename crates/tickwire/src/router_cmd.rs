@@ -43,6 +43,7 @@ Examples:
   tickwire router --data-dir /var/lib/tickwire --sync fsync   # guaranteed messages here
   tickwire router --no-guaranteed                      # direct messages only, no spool
   tickwire router --cache 'md/>' --cache-depth 1       # last value of every md topic
+  tickwire router --shm main --idle spin               # + shared memory: clients use shm:main
 
 Last-value cache (--cache PATTERN, repeatable; config key cache = [\"md/>\"]): the router
 keeps the last message (--cache-depth N: the last N) of every topic matching a cache
@@ -143,6 +144,19 @@ pub struct RouterArgs {
     /// Most bytes cached; the least recently updated topics are evicted [default: 64MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     cache_max_bytes: Option<usize>,
+    /// Also listen on shared memory under NAME: clients on this host connect with
+    /// `--router shm:NAME` (handshake socket /dev/shm/tickwire-NAME.sock, mode 0600:
+    /// only this user may attach; docs/shm.md) [default: TCP only].
+    #[arg(long, value_name = "NAME")]
+    shm: Option<String>,
+    /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB)
+    /// [default: 1MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    shm_ring: Option<usize>,
+    /// Spin with --shm: least time between two epoll_wait calls (the rings are scanned
+    /// every turn; sockets at most this often): 2us, 0 for every turn [default: 2us].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    shm_epoll_interval: Option<Duration>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -228,10 +242,14 @@ impl RouterArgs {
             publish_window,
             cache_depth,
             cache_max_topics,
-            cache_max_bytes
+            cache_max_bytes,
+            shm_ring
         );
         if !self.cache.is_empty() {
             cfg.cache = self.cache.clone();
+        }
+        if let Some(n) = &self.shm {
+            cfg.shm = Some(n.clone());
         }
         if let Some(d) = &self.data_dir {
             cfg.data_dir = Some(d.clone());
@@ -244,6 +262,9 @@ impl RouterArgs {
         }
         // The duration flags, in the config's units (they conflict with the old spellings).
         let whole = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+        if let Some(d) = self.shm_epoll_interval {
+            cfg.shm_epoll_interval_us = whole(d.as_micros());
+        }
         if let Some(d) = self.hybrid_spin {
             cfg.hybrid_spin_us = whole(d.as_micros());
         }
@@ -366,6 +387,8 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    // The shared-memory listener is announced in the log (`shared-memory listener
+    // ready`), not on stdout: scripts read one banner line and may close the pipe.
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)

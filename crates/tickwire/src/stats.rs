@@ -34,8 +34,7 @@ pub struct StatsArgs {
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let mut client =
-        Client::connect_with(a.router.as_str(), ClientOptions::named("tickwire-stats"))?;
+    let mut client = Client::connect_to(a.router.as_str(), ClientOptions::named("tickwire-stats"))?;
     let json = client.stats_json()?;
     client.close().ok();
     if a.print_json {

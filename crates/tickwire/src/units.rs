@@ -20,7 +20,15 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 /// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
 /// is checked here so that a missing one is a usage error that says so.
 pub fn parse_router_addr(s: &str) -> Result<String, String> {
-    let expected = "expected HOST:PORT, e.g. 127.0.0.1:7420";
+    if s.starts_with(tickwire_shm::ADDR_PREFIX) {
+        return match tickwire_shm::parse_addr(s) {
+            Some(_) => Ok(s.to_owned()),
+            None => Err(format!(
+                "{s:?}: expected shm:NAME (the router's --shm NAME)"
+            )),
+        };
+    }
+    let expected = "expected HOST:PORT (e.g. 127.0.0.1:7420) or shm:NAME";
     let (host, port) = s
         .rsplit_once(':')
         .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;

@@ -46,6 +46,8 @@ const CONFIG_KEYS: &[&str] = &[
     "cache_depth",
     "cache_max_topics",
     "cache_max_bytes",
+    "shm_ring",
+    "shm_epoll_interval_us",
 ];
 
 /// A `tickwire` command running in the background; killed when dropped.

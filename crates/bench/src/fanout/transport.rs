@@ -50,6 +50,9 @@ const BLOCK_SLICE: Duration = Duration::from_millis(20);
 const NATS_SUBSCRIPTION_CAPACITY: usize = 1 << 20;
 
 /// One publishing connection.
+// A handful per run, built once and never moved on the hot path: boxing the larger
+// variant would only add an indirection to every publish.
+#[allow(clippy::large_enum_variant)]
 pub enum PubConn {
     Tickwire {
         client: Client,

@@ -1,0 +1,102 @@
+//! The client's byte stream: a non-blocking TCP socket or a shared-memory ring pair
+//! (`shm:NAME`, docs/shm.md). Both read and write like a non-blocking socket, so the
+//! client's session, buffers and error handling are one code path.
+
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::net::SendFlags;
+use tickwire_shm::ClientLink;
+
+#[derive(Debug)]
+pub(crate) enum Transport {
+    Tcp(TcpStream),
+    Shm(Box<ClientLink>),
+}
+
+impl Transport {
+    /// Writes what the transport takes now (`WOULDBLOCK` when nothing fits).
+    pub(crate) fn send(&mut self, buf: &[u8]) -> Result<usize, Errno> {
+        match self {
+            Transport::Tcp(s) => rustix::net::send(&*s, buf, SendFlags::NOSIGNAL),
+            Transport::Shm(l) => l.send(buf).map_err(|e| to_errno(&e)),
+        }
+    }
+
+    /// Reads what is there (`Ok(0)` at end of stream, `WouldBlock` when nothing is).
+    pub(crate) fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Tcp(s) => s.read(buf),
+            Transport::Shm(l) => l.recv(buf),
+        }
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for `events` (IN and/or OUT); `Ok(0)`
+    /// flags when the time ran out.
+    pub(crate) fn wait(
+        &mut self,
+        events: PollFlags,
+        timeout: Option<Duration>,
+    ) -> Result<PollFlags, Errno> {
+        match self {
+            Transport::Tcp(s) => {
+                let spec = timeout.and_then(|t| Timespec::try_from(t).ok());
+                let mut fds = [PollFd::new(&*s, events)];
+                match rustix::event::poll(&mut fds, spec.as_ref())? {
+                    0 => Ok(PollFlags::empty()),
+                    _ => Ok(fds[0].revents()),
+                }
+            }
+            Transport::Shm(l) => {
+                let ready = l
+                    .wait(
+                        events.contains(PollFlags::IN),
+                        events.contains(PollFlags::OUT),
+                        timeout,
+                    )
+                    .map_err(|e| to_errno(&e))?;
+                let mut flags = PollFlags::empty();
+                if ready.input {
+                    flags |= PollFlags::IN;
+                }
+                if ready.output {
+                    flags |= PollFlags::OUT;
+                }
+                Ok(flags)
+            }
+        }
+    }
+
+    /// Ends both directions (the router sees end of stream).
+    pub(crate) fn shutdown(&mut self) {
+        match self {
+            Transport::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            Transport::Shm(l) => l.shutdown(),
+        }
+    }
+
+    /// What to `poll(2)` on: the socket, or the shared-memory doorbell (which the
+    /// router rings only after [`crate::Client`] announced a sleep: see
+    /// [`crate::Client`]'s `AsFd` docs).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Transport::Tcp(s) => s.as_fd(),
+            Transport::Shm(l) => l.wake_fd(),
+        }
+    }
+}
+
+fn to_errno(e: &io::Error) -> Errno {
+    match e.kind() {
+        io::ErrorKind::WouldBlock => Errno::WOULDBLOCK,
+        io::ErrorKind::BrokenPipe => Errno::PIPE,
+        io::ErrorKind::InvalidData => Errno::PROTO,
+        _ => Errno::from_io_error(e).unwrap_or(Errno::IO),
+    }
+}

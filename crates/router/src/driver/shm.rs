@@ -1,0 +1,337 @@
+//! The shared-memory transport's part of the event loop (docs/shm.md).
+//!
+//! A shared-memory client is a [`Conn`] like any other: its [`Link`] reads and writes
+//! like a non-blocking socket (`WouldBlock` when its ring is empty or full), so the
+//! loop's read, route, write and close steps, the core, the slow-consumer policy and
+//! the stats are the TCP ones. What differs is readiness, which no kernel reports:
+//!
+//! - every turn, [`Router::shm_scan`] puts each shared-memory client with bytes in its
+//!   ring on the read list and marks it writable when its outbound ring has room (one
+//!   acquire load each, no syscall);
+//! - before a wait that could sleep (idle `block`/`hybrid`), [`Router::shm_park`]
+//!   announces the sleep in every client's ring header and looks once more; a client
+//!   that then publishes rings the router's doorbell (an eventfd in the epoll set);
+//! - the handshake socket of each client is in the epoll set under the client's token:
+//!   its end of stream (the client closed or died, kill -9 included) is the client's
+//!   end of stream.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::RawFd;
+
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_shm::{Listener, ServerLink};
+
+use super::{Conn, Router, INITIAL_READ_BUFFER};
+use crate::index::Slot;
+
+/// The shared-memory handshake socket's token.
+pub(super) const SHM_LISTENER: Token = Token(usize::MAX - 3);
+/// The router's doorbell's token.
+pub(super) const SHM_WAKE: Token = Token(usize::MAX - 4);
+/// What the core records as a shared-memory client's address (stats, logs).
+const SHM_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// A client's byte stream: a TCP socket or a shared-memory ring pair.
+pub(super) enum Link {
+    Tcp(TcpStream),
+    Shm(Box<ServerLink>),
+}
+
+impl Link {
+    pub(super) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Link::Tcp(s) => s.shutdown(how),
+            Link::Shm(l) => {
+                l.shutdown();
+                Ok(())
+            }
+        }
+    }
+
+    /// The TCP stream, to drain after closing; a shared-memory link needs no draining
+    /// (its ring is not read by the kernel, nothing can be reset).
+    pub(super) fn into_tcp(self) -> Option<TcpStream> {
+        match self {
+            Link::Tcp(s) => Some(s),
+            Link::Shm(_) => None,
+        }
+    }
+
+    /// A readiness event on this client's token: for shared memory, its handshake
+    /// socket (end of stream ahead).
+    pub(super) fn on_event(&mut self) {
+        if let Link::Shm(l) = self {
+            l.hint_ctl_event();
+        }
+    }
+}
+
+impl Read for Link {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Link::Tcp(s) => s.read(buf),
+            Link::Shm(l) => l.read(buf),
+        }
+    }
+}
+
+impl Write for Link {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Link::Tcp(s) => s.write(buf),
+            Link::Shm(l) => l.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl mio::event::Source for Link {
+    fn register(&mut self, r: &Registry, token: Token, interest: Interest) -> io::Result<()> {
+        match self {
+            Link::Tcp(s) => s.register(r, token, interest),
+            Link::Shm(l) => SourceFd(&l.ctl_fd()).register(r, token, Interest::READABLE),
+        }
+    }
+
+    fn reregister(&mut self, r: &Registry, token: Token, interest: Interest) -> io::Result<()> {
+        match self {
+            Link::Tcp(s) => s.reregister(r, token, interest),
+            Link::Shm(l) => SourceFd(&l.ctl_fd()).reregister(r, token, Interest::READABLE),
+        }
+    }
+
+    fn deregister(&mut self, r: &Registry) -> io::Result<()> {
+        match self {
+            Link::Tcp(s) => s.deregister(r),
+            Link::Shm(l) => SourceFd(&l.ctl_fd()).deregister(r),
+        }
+    }
+}
+
+/// The router's shared-memory listener and its clients.
+pub(super) struct ShmPort {
+    listener: Listener,
+    /// Shared-memory clients (slots may have been reused since: checked on use).
+    slots: Vec<Slot>,
+    /// Spin: the least time between two `epoll_wait` calls (`shm_epoll_interval_us`).
+    epoll_interval_ns: u64,
+    /// When epoll was last asked.
+    last_epoll: MonoNanos,
+    /// The park flags are set (only then are they cleared: a spinning router must not
+    /// write the clients' cache lines every turn).
+    parked: bool,
+    /// A handshake failed for want of resources: try accepting again next turn.
+    accept_retry: bool,
+}
+
+/// Most failed handshakes in one accept round before the rest wait for the next turn.
+const MAX_ACCEPT_FAILURES: u32 = 16;
+
+impl ShmPort {
+    /// Binds the handshake socket and registers it and the doorbell.
+    pub(super) fn open(
+        name: &str,
+        ring: usize,
+        epoll_interval_us: u64,
+        registry: &Registry,
+    ) -> io::Result<ShmPort> {
+        let path = tickwire_shm::socket_path(name);
+        let listener = Listener::bind(&path, ring)?;
+        let fd: RawFd = listener.raw_fd();
+        registry.register(&mut SourceFd(&fd), SHM_LISTENER, Interest::READABLE)?;
+        let wake: RawFd = listener.wake_fd();
+        registry.register(&mut SourceFd(&wake), SHM_WAKE, Interest::READABLE)?;
+        tracing::info!(path = %path.display(), ring, "shared-memory listener ready");
+        Ok(ShmPort {
+            listener,
+            slots: Vec::new(),
+            epoll_interval_ns: epoll_interval_us.saturating_mul(1000),
+            last_epoll: MonoNanos::now(),
+            parked: false,
+            accept_retry: false,
+        })
+    }
+
+    /// The doorbell rang: reset it (the turn's scan finds the bytes).
+    pub(super) fn on_wake(&self) {
+        self.listener.drain_wake();
+    }
+}
+
+impl Router {
+    /// A turn that would only look (a zero timeout): true when epoll was asked less
+    /// than `shm_epoll_interval_us` ago, so this turn scans the rings only. One clock
+    /// read per turn, and only with a shared-memory listener.
+    pub(super) fn shm_skips_epoll(&mut self) -> bool {
+        let Some(port) = self.shm.as_mut() else {
+            return false;
+        };
+        if port.epoll_interval_ns == 0 {
+            return false;
+        }
+        let now = MonoNanos::now();
+        if now.saturating_sub(port.last_epoll) < port.epoll_interval_ns {
+            return true;
+        }
+        port.last_epoll = now;
+        false
+    }
+
+    /// Accepts every waiting shared-memory client.
+    pub(super) fn shm_accept(&mut self, now: MonoNanos) {
+        let mut failures = 0;
+        loop {
+            let Some(port) = self.shm.as_mut() else {
+                return;
+            };
+            port.accept_retry = false;
+            let link = match port.listener.accept() {
+                Ok(Some(link)) => link,
+                Ok(None) => return,
+                Err(e) => {
+                    // The client may have gone (its handshake fails alone), or we lack
+                    // descriptors or memory: then retry next turn rather than spin here.
+                    tracing::warn!(error = %e, "shared-memory handshake failed");
+                    failures += 1;
+                    if failures >= MAX_ACCEPT_FAILURES {
+                        port.accept_retry = true;
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let mut link = Link::Shm(Box::new(link));
+            let id = match self.core.handle_accept(SHM_PEER, now, UtcNanos::now()) {
+                Ok(id) => id,
+                Err(refused) => {
+                    tracing::warn!(
+                        max = self.core.config().max_clients,
+                        "shared-memory client refused: at the connection limit"
+                    );
+                    // A fresh ring takes the short error frame.
+                    let _ = link.write(&refused.0);
+                    let _ = link.shutdown(Shutdown::Both);
+                    continue;
+                }
+            };
+            let token = Token(id.0 as usize);
+            if let Err(e) = self
+                .poll
+                .registry()
+                .register(&mut link, token, Interest::READABLE)
+            {
+                tracing::warn!(error = %e, "cannot register shared-memory client");
+                self.core.handle_closed(id, "registration failed");
+                continue;
+            }
+            let i = id.0 as usize;
+            if self.conns.len() <= i {
+                self.conns.resize_with(i + 1, || None);
+            }
+            self.conns[i] = Some(Conn::new(link));
+            if let Some(port) = self.shm.as_mut() {
+                if !port.slots.contains(&id) {
+                    port.slots.push(id);
+                }
+            }
+        }
+    }
+
+    /// Puts shared-memory clients with bytes waiting on the read list and marks those
+    /// whose outbound ring has room writable. Returns true if any has input.
+    pub(super) fn shm_scan(&mut self, read_list: &mut Vec<Slot>, now: MonoNanos) -> bool {
+        if self.shm.as_ref().is_some_and(|p| p.accept_retry) {
+            self.shm_accept(now);
+        }
+        let Some(port) = self.shm.as_mut() else {
+            return false;
+        };
+        let conns = &mut self.conns;
+        let mut input = false;
+        port.slots.retain(|&id| {
+            let Some(c) = conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+                return false;
+            };
+            let Link::Shm(l) = &mut c.stream else {
+                return false;
+            };
+            if c.closing_deadline.is_none() && l.wants_read() {
+                input = true;
+                c.readable = true;
+                if !c.on_read_list {
+                    c.on_read_list = true;
+                    read_list.push(id);
+                }
+            }
+            if !c.writable && l.has_room() {
+                c.writable = true;
+            }
+            true
+        });
+        input
+    }
+
+    /// Announces in every shared-memory client's ring that the router is about to
+    /// sleep. True if one of them has bytes after all: do not sleep.
+    pub(super) fn shm_park(&mut self) -> bool {
+        let Some(port) = self.shm.as_mut() else {
+            return false;
+        };
+        port.parked = true;
+        let mut ready = false;
+        for &id in &port.slots {
+            if let Some(Conn {
+                stream: Link::Shm(l),
+                ..
+            }) = self.conns.get(id.0 as usize).and_then(Option::as_ref)
+            {
+                ready |= l.park();
+            }
+        }
+        ready
+    }
+
+    /// Withdraws [`Router::shm_park`] after waking.
+    pub(super) fn shm_unpark(&mut self) {
+        let Some(port) = self.shm.as_mut().filter(|p| p.parked) else {
+            return;
+        };
+        port.parked = false;
+        for &id in &port.slots {
+            if let Some(Conn {
+                stream: Link::Shm(l),
+                ..
+            }) = self.conns.get(id.0 as usize).and_then(Option::as_ref)
+            {
+                l.unpark();
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// A new connection's state around `stream`.
+    pub(super) fn new(stream: Link) -> Conn {
+        Conn {
+            stream,
+            rbuf: vec![0; INITIAL_READ_BUFFER],
+            start: 0,
+            end: 0,
+            readable: false,
+            read_recently: false,
+            readable_full: false,
+            on_read_list: false,
+            writable: true,
+            on_flush_list: false,
+            closing_deadline: None,
+        }
+    }
+}

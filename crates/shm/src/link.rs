@@ -1,0 +1,502 @@
+//! The connection: a Unix-socket handshake that hands each client its own mapping,
+//! and the two ends ([`ServerLink`] in the router, [`ClientLink`] in the client) that
+//! speak the tickwire byte stream over the mapping's two rings.
+//!
+//! Handshake: the client connects to the router's Unix socket (`socket_path`). The
+//! router creates a memfd (sealed against shrinking and growing, so a client cannot
+//! truncate it under the router), maps it, writes the header, and sends one message:
+//! 16 bytes (magic, ring capacity) plus three descriptors by `SCM_RIGHTS` — the memfd,
+//! the router's doorbell, the client's doorbell. The socket then stays open, silent:
+//! its end of stream is how each side learns that the other died (the kernel closes a
+//! killed process's descriptors), and the client's shutdown is its goodbye.
+
+use std::fs::File;
+use std::io::{self, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+use crate::layout::{self, Header};
+use crate::notify::Notify;
+use crate::raw::Region;
+use crate::ring::{Consumer, Corrupt, Producer};
+
+/// Default bytes per ring (each direction).
+pub const DEFAULT_RING_BYTES: usize = 1 << 20;
+/// Smallest and largest ring accepted.
+pub const MIN_RING_BYTES: usize = 4096;
+/// See [`MIN_RING_BYTES`].
+pub const MAX_RING_BYTES: usize = 1 << 30;
+
+/// Where the router's handshake socket for `name` lives: `name` itself when it holds a
+/// `/`, otherwise `/dev/shm/tickwire-<name>.sock`.
+pub fn socket_path(name: &str) -> PathBuf {
+    if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        PathBuf::from(format!("/dev/shm/tickwire-{name}.sock"))
+    }
+}
+
+/// The router's shared-memory listener: the handshake socket and the router's doorbell.
+#[derive(Debug)]
+pub struct Listener {
+    sock: UnixListener,
+    path: PathBuf,
+    ring_bytes: usize,
+    wake: Arc<Notify>,
+}
+
+impl Listener {
+    /// Binds the handshake socket at `path`, mode 0600 (owner only) from the moment the
+    /// name exists: bound under a temporary name, restricted, then renamed. A stale
+    /// socket left by a dead router is replaced; a live one is an error.
+    pub fn bind(path: &Path, ring_bytes: usize) -> io::Result<Listener> {
+        if !ring_bytes.is_power_of_two() || !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring size {ring_bytes} must be a power of two in {MIN_RING_BYTES}..={MAX_RING_BYTES}"),
+            ));
+        }
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a router already listens on {}", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let sock = UnixListener::bind(&tmp)?;
+        let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        sock.set_nonblocking(true)?;
+        Ok(Listener {
+            sock,
+            path: path.to_owned(),
+            ring_bytes,
+            wake: Arc::new(Notify::new()?),
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The handshake socket, to register for readability (a client is waiting).
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The router's doorbell, to register for readability (a client rang it).
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_fd().as_raw_fd()
+    }
+
+    /// Resets the router's doorbell after it rang.
+    pub fn drain_wake(&self) {
+        self.wake.drain();
+    }
+
+    /// Accepts one waiting client and hands it its mapping. `Ok(None)`: nobody waits.
+    pub fn accept(&self) -> io::Result<Option<ServerLink>> {
+        let ctl = match self.sock.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let cap = self.ring_bytes;
+        let memfd = rustix::fs::memfd_create(
+            "tickwire-shm",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )?;
+        let file = File::from(memfd);
+        file.set_len(layout::mapping_len(cap) as u64)?;
+        rustix::fs::fcntl_add_seals(&file, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        let region = Arc::new(Region::map(&file)?);
+        let header = Header::new(cap);
+        layout::write_header(&*region, header);
+        let client_wake = Notify::new()?;
+        let hello = header.to_bytes();
+        let fds = [file.as_fd(), self.wake.as_fd(), client_wake.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+        // A fresh socket's buffer is empty: this small message never blocks.
+        let sent = rustix::net::sendmsg(
+            &ctl,
+            &[io::IoSlice::new(&hello)],
+            &mut control,
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+        )?;
+        if sent != hello.len() {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake"));
+        }
+        ctl.set_nonblocking(true)?;
+        Ok(Some(ServerLink {
+            ends: Ends {
+                ctl,
+                rx: Consumer::new(region.clone(), header.client_to_router()),
+                tx: Producer::new(region, header.router_to_client()),
+                peer_bell: client_wake,
+            },
+            check_ctl: false,
+        }))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The router's end of one client's mapping. Reads and writes never block and make no
+/// syscall, except a write that finds the client asleep (one eventfd write) and a read
+/// after [`ServerLink::hint_ctl_event`] finds the ring empty (one `recv` peek).
+#[derive(Debug)]
+pub struct ServerLink {
+    ends: Ends,
+    /// The handshake socket reported an event: look for its end of stream once the
+    /// ring is empty.
+    check_ctl: bool,
+}
+
+/// The ring this end reads.
+type Inbound = Consumer<Arc<Region>>;
+/// The ring this end writes.
+type Outbound = Producer<Arc<Region>>;
+
+/// What both link ends hold: the handshake socket, the inbound and outbound rings,
+/// and the peer's doorbell.
+#[derive(Debug)]
+struct Ends {
+    /// The handshake socket, kept open: its end of stream is the peer's.
+    ctl: UnixStream,
+    rx: Inbound,
+    tx: Outbound,
+    /// Rung after a write when the peer announced that it sleeps.
+    peer_bell: Notify,
+}
+
+impl Ends {
+    /// Copies what fits into the outbound ring and rings the peer if it sleeps;
+    /// `WouldBlock` when full.
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tx.write(buf).map_err(corrupt)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if self.tx.wake_needed() {
+            self.peer_bell.signal();
+        }
+        Ok(n)
+    }
+
+    /// Looks at the handshake socket without waiting: `Some(true)` at the peer's end of
+    /// stream, `Some(false)` when it sent bytes, `None` when nothing happened.
+    fn peek_ctl(&self) -> io::Result<Option<bool>> {
+        let mut probe = [0u8; 1];
+        match rustix::net::recv(&self.ctl, &mut probe, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((0, _)) | Err(Errno::CONNRESET) => Ok(Some(true)),
+            Ok(_) => Ok(Some(false)),
+            Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl ServerLink {
+    /// The handshake socket, to register for readability (its end of stream is the
+    /// client's death or goodbye).
+    pub fn ctl_fd(&self) -> RawFd {
+        self.ends.ctl.as_raw_fd()
+    }
+
+    /// The handshake socket had an event: the next read that finds the ring empty
+    /// checks for end of stream.
+    pub fn hint_ctl_event(&mut self) {
+        self.check_ctl = true;
+    }
+
+    /// Whether a read would do something: bytes waiting, a broken ring to report, or
+    /// a socket event to look at.
+    pub fn wants_read(&self) -> bool {
+        self.check_ctl || !matches!(self.ends.rx.available(), Ok(0))
+    }
+
+    /// Whether the client's ring has room (or is broken, which a write reports).
+    pub fn has_room(&mut self) -> bool {
+        !matches!(self.ends.tx.free(), Ok(0))
+    }
+
+    /// Announces that the router is about to sleep; true if bytes arrived meanwhile
+    /// (then it must not sleep). A broken ring counts as input: the read reports it.
+    pub fn park(&self) -> bool {
+        self.ends.rx.park().unwrap_or(true)
+    }
+
+    /// Withdraws [`ServerLink::park`].
+    pub fn unpark(&self) {
+        self.ends.rx.unpark();
+    }
+
+    /// Ends our side: the client sees end of stream once it has read the ring.
+    pub fn shutdown(&self) {
+        let _ = self.ends.ctl.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl io::Read for ServerLink {
+    /// Copies waiting bytes out of the client's ring. `Ok(0)` only at the client's end
+    /// of stream with the ring empty; `WouldBlock` when empty; `InvalidData` when the
+    /// client corrupted its ring's index.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.ends.rx.read(buf).map_err(corrupt)?;
+        if n > 0 || buf.is_empty() {
+            return Ok(n);
+        }
+        if self.check_ctl {
+            match self.ends.peek_ctl()? {
+                Some(true) => return Ok(0),
+                Some(false) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "bytes on the shared-memory handshake socket after the handshake",
+                    ))
+                }
+                None => self.check_ctl = false,
+            }
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
+impl io::Write for ServerLink {
+    /// Copies what fits into the client's ring; rings the client's doorbell if it
+    /// sleeps. `WouldBlock` when full.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.ends.send(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The client's end of its mapping.
+#[derive(Debug)]
+pub struct ClientLink {
+    ends: Ends,
+    wake: Notify,
+    /// Empty reads since the last look at the socket (a busy-polling client looks for
+    /// the router's end of stream once per `EOF_CHECK_EVERY` empty reads).
+    empty_reads: u32,
+    eof: bool,
+}
+
+/// See [`ClientLink::empty_reads`].
+const EOF_CHECK_EVERY: u32 = 4096;
+/// While waiting for room in the outbound ring (the router wakes nobody for that),
+/// look again this often.
+const ROOM_POLL: Duration = Duration::from_micros(200);
+
+/// What [`ClientLink::wait`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ready {
+    /// Bytes (or the router's end of stream) to read.
+    pub input: bool,
+    /// Room to write.
+    pub output: bool,
+}
+
+impl ClientLink {
+    /// Connects to the router's handshake socket at `path` and maps the ring pair it
+    /// hands over; fails after `timeout`.
+    pub fn connect(path: &Path, timeout: Duration) -> io::Result<ClientLink> {
+        let ctl = UnixStream::connect(path)?;
+        ctl.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        let mut hello = [0u8; layout::HELLO_LEN];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = loop {
+            match rustix::net::recvmsg(
+                &ctl,
+                &mut [IoSliceMut::new(&mut hello)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC,
+            ) {
+                Err(Errno::INTR) => continue,
+                Err(Errno::WOULDBLOCK) => return Err(io::ErrorKind::TimedOut.into()),
+                r => break r?,
+            }
+        };
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(3);
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = msg {
+                fds.extend(rights);
+            }
+        }
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        if got.bytes != hello.len() || fds.len() != 3 {
+            return Err(bad("not a tickwire shared-memory handshake"));
+        }
+        let header = Header::from_bytes(&hello).ok_or_else(|| bad("bad shared-memory header"))?;
+        let mut fds = fds.into_iter();
+        let (Some(memfd), Some(router_wake), Some(wake)) = (fds.next(), fds.next(), fds.next())
+        else {
+            return Err(bad("missing descriptors"));
+        };
+        let file = File::from(memfd);
+        if file.metadata()?.len() != layout::mapping_len(header.cap) as u64 {
+            return Err(bad("shared-memory mapping of the wrong size"));
+        }
+        let region = Arc::new(Region::map(&file)?);
+        if layout::read_header(&*region) != Some(header) {
+            return Err(bad("shared-memory header does not match the handshake"));
+        }
+        ctl.set_nonblocking(true)?;
+        Ok(ClientLink {
+            ends: Ends {
+                ctl,
+                rx: Consumer::new(region.clone(), header.router_to_client()),
+                tx: Producer::new(region, header.client_to_router()),
+                peer_bell: Notify::from_fd(router_wake),
+            },
+            wake: Notify::from_fd(wake),
+            empty_reads: 0,
+            eof: false,
+        })
+    }
+
+    /// Copies what fits into the router's ring; rings the router if it sleeps.
+    /// `WouldBlock` when full.
+    pub fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.eof {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        self.ends.send(buf)
+    }
+
+    /// Copies waiting bytes out. `Ok(0)` at the router's end of stream (ring empty),
+    /// `WouldBlock` when empty.
+    pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.ends.rx.read(buf).map_err(corrupt)?;
+        if n > 0 || buf.is_empty() {
+            self.empty_reads = 0;
+            return Ok(n);
+        }
+        if self.eof {
+            return Ok(0);
+        }
+        self.empty_reads += 1;
+        if self.empty_reads >= EOF_CHECK_EVERY {
+            self.empty_reads = 0;
+            if self.peek_eof()? {
+                return self.recv(buf);
+            }
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for input (`want_input`) or room
+    /// (`want_output`). Sleeps in `poll(2)` on the client's doorbell and the socket
+    /// after announcing it (wake protocol); room is looked for every 200 µs.
+    pub fn wait(
+        &mut self,
+        want_input: bool,
+        want_output: bool,
+        timeout: Option<Duration>,
+    ) -> io::Result<Ready> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let ready = Ready {
+                input: want_input && (self.eof || !matches!(self.ends.rx.available(), Ok(0))),
+                output: want_output && !matches!(self.ends.tx.free(), Ok(0)),
+            };
+            if ready.input || ready.output {
+                return Ok(ready);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(Ready::default());
+            }
+            let mut nap = left;
+            if want_output {
+                nap = Some(nap.map_or(ROOM_POLL, |l| l.min(ROOM_POLL)));
+            }
+            if want_input && self.ends.rx.park().unwrap_or(true) {
+                continue;
+            }
+            let spec = nap.and_then(|n| Timespec::try_from(n).ok());
+            let mut fds = [
+                PollFd::new(&self.wake, PollFlags::IN),
+                PollFd::new(&self.ends.ctl, PollFlags::IN),
+            ];
+            let polled = rustix::event::poll(&mut fds, spec.as_ref());
+            self.ends.rx.unpark();
+            let (woken, ctl_event) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+            match polled {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if woken {
+                self.wake.drain();
+            }
+            if ctl_event {
+                self.peek_eof()?;
+            }
+        }
+    }
+
+    /// Ends our side: the router sees end of stream once it has read the ring.
+    pub fn shutdown(&mut self) {
+        let _ = self.ends.ctl.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// The client's doorbell (readable when the router rang it), for waiting on several
+    /// connections at once.
+    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
+    }
+
+    /// Test support: overwrites the published index of the client→router ring, as a
+    /// hostile or broken client could.
+    #[doc(hidden)]
+    pub fn debug_store_tail(&self, tail: u64) {
+        self.ends.tx.debug_store_tail(tail);
+    }
+
+    fn peek_eof(&mut self) -> io::Result<bool> {
+        if self.ends.peek_ctl()? == Some(true) {
+            self.eof = true;
+        }
+        Ok(self.eof)
+    }
+}
+
+fn corrupt(c: Corrupt) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, c)
+}

@@ -1,0 +1,165 @@
+//! The crate's one unsafe module: a shared mapping seen only through raw pointers.
+//!
+//! A [`Region`] is a `MAP_SHARED` mapping of a memfd that another process maps too and
+//! may write at any moment. Rust's references promise that nobody else writes the
+//! memory behind them, so this module never hands out a `&[u8]` or `&mut [u8]` over the
+//! mapping. It offers exactly three things:
+//!
+//! - [`Region::atomic_u64`] / [`Region::atomic_u32`]: shared references to atomics at
+//!   fixed, aligned, in-bounds offsets (atomics are the one type whose memory may be
+//!   written concurrently through other references, including another process's);
+//! - [`Region::copy_out`]: a `memcpy` from the mapping into private memory;
+//! - [`Region::copy_in`]: a `memcpy` from private memory into the mapping.
+//!
+//! Every offset is bounds-checked here (a failed check panics: callers compute offsets
+//! from their own private state, so a failure is a bug of ours, never peer input).
+//! The copies race with the peer by design: what the peer writes while we copy out
+//! can only make the copied bytes wrong, and the callers treat every copied byte as
+//! hostile (decoded later from the private copy, never in place). Tearing is the worst
+//! a racing writer achieves: the copy is a plain byte copy of memory no Rust reference
+//! covers. The mapping's size cannot change under us: the memfd is sealed against
+//! shrinking and growing before it is shared (see `link.rs`), so no access faults.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use memmap2::MmapRaw;
+
+/// A shared mapping, accessed only through atomics and bounds-checked copies.
+#[derive(Debug)]
+pub struct Region {
+    map: MmapRaw,
+}
+
+impl Region {
+    /// Maps all of `file` shared, read and write.
+    pub fn map(file: &File) -> io::Result<Region> {
+        let map = MmapRaw::map_raw(file)?;
+        Ok(Region { map })
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether nothing is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// The atomic `u64` at byte `offset` (a multiple of 8, in bounds).
+    pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
+        self.check(offset, 8, 8);
+        // SAFETY: `check` proved offset..offset+8 lies inside the mapping and is 8-byte
+        // aligned (the mapping starts page-aligned). The mapping lives as long as
+        // `self`, which the returned reference borrows. `AtomicU64` has the size and
+        // alignment of `u64`, every bit pattern is a valid value, and concurrent
+        // writes by other threads or processes through atomic operations are exactly
+        // what atomics permit. No `&`/`&mut` to plain bytes ever covers this range
+        // (the ring layout keeps index words apart from ring data).
+        unsafe { &*(self.map.as_ptr().wrapping_add(offset) as *const AtomicU64) }
+    }
+
+    /// The atomic `u32` at byte `offset` (a multiple of 4, in bounds).
+    pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        self.check(offset, 4, 4);
+        // SAFETY: as for `atomic_u64`, with 4 bytes and 4-byte alignment.
+        unsafe { &*(self.map.as_ptr().wrapping_add(offset) as *const AtomicU32) }
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` out of the mapping.
+    pub fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+        self.check(offset, dst.len(), 1);
+        // SAFETY: `check` proved the source range lies inside the mapping, which lives
+        // while `self` is borrowed. `dst` is private memory we borrow mutably, so the
+        // ranges cannot overlap. The source may be written concurrently by the peer;
+        // no Rust reference covers it, and the bytes copied are treated as untrusted
+        // input by every caller (see the module docs).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().wrapping_add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        }
+    }
+
+    /// Copies `src` into the mapping at `offset`.
+    pub fn copy_in(&self, offset: usize, src: &[u8]) {
+        self.check(offset, src.len(), 1);
+        // SAFETY: `check` proved the destination range lies inside the mapping, which
+        // was mapped writable and lives while `self` is borrowed; `src` is private
+        // memory, so the ranges cannot overlap. No Rust reference covers the
+        // destination (only raw pointers), so writing it invalidates no borrow.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.map.as_mut_ptr().wrapping_add(offset),
+                src.len(),
+            )
+        }
+    }
+
+    /// Panics unless `offset..offset+len` is inside the mapping and `offset` is a
+    /// multiple of `align`. Offsets come from our own state, never from the peer.
+    fn check(&self, offset: usize, len: usize, align: usize) {
+        let end = offset.checked_add(len);
+        assert!(
+            end.is_some_and(|e| e <= self.map.len()) && offset % align == 0,
+            "shared-memory access out of bounds: {offset}+{len} of {} (align {align})",
+            self.map.len()
+        );
+    }
+}
+
+// SAFETY: a `Region` is a pointer to a shared mapping; every access goes through
+// atomics or through copies whose races are part of the contract above, so sharing it
+// between threads adds nothing another process could not already do.
+unsafe impl Send for Region {}
+// SAFETY: as for `Send`: `&Region` only allows atomic access and racing-tolerant copies.
+unsafe impl Sync for Region {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(len: u64) -> Region {
+        let fd =
+            rustix::fs::memfd_create("tickwire-raw-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let file = File::from(fd);
+        file.set_len(len).unwrap();
+        Region::map(&file).unwrap()
+    }
+
+    #[test]
+    fn copies_round_trip_and_atomics_alias_the_bytes() {
+        let r = region(4096);
+        r.copy_in(100, b"hello");
+        let mut out = [0u8; 5];
+        r.copy_out(100, &mut out);
+        assert_eq!(&out, b"hello");
+        r.atomic_u64(8)
+            .store(0x0102_0304_0506_0708, std::sync::atomic::Ordering::Relaxed);
+        let mut w = [0u8; 8];
+        r.copy_out(8, &mut w);
+        assert_eq!(u64::from_ne_bytes(w), 0x0102_0304_0506_0708);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn copy_past_the_end_panics() {
+        let r = region(4096);
+        let mut out = [0u8; 8];
+        r.copy_out(4090, &mut out);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn misaligned_atomic_panics() {
+        let r = region(4096);
+        let _ = r.atomic_u64(4);
+    }
+}

@@ -1,0 +1,100 @@
+//! The handshake and both link ends over a real Unix socket and memfd.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use tickwire_shm::{socket_path, ClientLink, Listener};
+
+fn name(test: &str) -> String {
+    format!("link-{test}-{}", std::process::id())
+}
+
+fn accept(l: &Listener) -> tickwire_shm::ServerLink {
+    for _ in 0..1000 {
+        if let Some(s) = l.accept().unwrap() {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("no client");
+}
+
+#[test]
+fn handshake_bytes_both_ways_and_end_of_stream() {
+    let path = socket_path(&name("basic"));
+    let l = Listener::bind(&path, 4096).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let p = path.clone();
+    let client = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(5)));
+    let mut server = accept(&l);
+    let mut c = client.join().unwrap().unwrap();
+
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        server.read(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    assert_eq!(c.send(b"hello").unwrap(), 5);
+    assert_eq!(server.read(&mut buf).unwrap(), 5);
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(server.write(b"world").unwrap(), 5);
+    let ready = c.wait(true, false, Some(Duration::from_secs(1))).unwrap();
+    assert!(ready.input);
+    assert_eq!(c.recv(&mut buf).unwrap(), 5);
+
+    // A sleeping client is woken by the doorbell.
+    let waiter = std::thread::spawn(move || {
+        let r = c.wait(true, false, Some(Duration::from_secs(10))).unwrap();
+        (r, c)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(server.write(b"x").unwrap(), 1);
+    let (r, mut c) = waiter.join().unwrap();
+    assert!(r.input);
+    assert_eq!(c.recv(&mut buf).unwrap(), 1);
+
+    // The client's end: the router reads what is left, then end of stream.
+    assert_eq!(c.send(b"bye").unwrap(), 3);
+    drop(c);
+    server.hint_ctl_event();
+    assert_eq!(server.read(&mut buf).unwrap(), 3);
+    assert_eq!(server.read(&mut buf).unwrap(), 0);
+    drop(l);
+    assert!(!path.exists(), "the socket file is removed");
+}
+
+#[test]
+fn a_client_that_corrupts_its_tail_is_reported() {
+    let path = socket_path(&name("corrupt"));
+    let l = Listener::bind(&path, 4096).unwrap();
+    let p = path.clone();
+    let client = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(5)));
+    let mut server = accept(&l);
+    let c = client.join().unwrap().unwrap();
+    // Simulate the hostile client through its own mapping: a huge tail.
+    c.debug_store_tail(u64::MAX / 2);
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        server.read(&mut buf).unwrap_err().kind(),
+        ErrorKind::InvalidData
+    );
+}
+
+#[test]
+fn a_live_socket_is_not_stolen_and_a_stale_one_is_replaced() {
+    let path = socket_path(&name("stale"));
+    let l = Listener::bind(&path, 4096).unwrap();
+    assert_eq!(
+        Listener::bind(&path, 4096).unwrap_err().kind(),
+        ErrorKind::AddrInUse
+    );
+    drop(l);
+    // A file left behind by a dead router.
+    let dead = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    drop(dead);
+    let l = Listener::bind(&path, 4096).unwrap();
+    drop(l);
+}

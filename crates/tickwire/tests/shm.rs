@@ -1,0 +1,277 @@
+//! The shared-memory transport end to end: the real `tickwire router --shm` and real
+//! `tickwire pub`/`sub` processes, plus a hand-driven ring client for hostile input.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Read;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cli, run_cli, RouterProc};
+use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_shm::ClientLink;
+use tickwire_wire::frame::{self, PROTOCOL_VERSION};
+
+/// A shared-memory name unique to this test and process; its socket file is removed
+/// when the guard drops (a router killed by the harness cannot remove it).
+fn shm_name(test: &str) -> (String, Cleanup) {
+    let name = format!("t-{test}-{}", std::process::id());
+    let path = tickwire_shm::socket_path(&name);
+    (name, Cleanup(path))
+}
+
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Starts a router on TCP and on shared memory `name`.
+fn router(name: &str) -> RouterProc {
+    let r = RouterProc::start(&["--no-guaranteed", "--idle", "block", "--shm", name]);
+    assert!(
+        tickwire_shm::socket_path(name).exists(),
+        "no handshake socket"
+    );
+    r
+}
+
+/// A router on TCP and on a fresh shared-memory name: the name, its clean-up guard,
+/// the router, and the two addresses (`shm:NAME`, `HOST:PORT`).
+fn start(test: &str) -> (String, Cleanup, RouterProc, String, String) {
+    let (name, cleanup) = shm_name(test);
+    let r = router(&name);
+    let (shm, tcp) = (format!("shm:{name}"), r.addr_str());
+    (name, cleanup, r, shm, tcp)
+}
+
+/// The router's live clients and their names.
+fn clients(addr: &str) -> (u64, Vec<String>) {
+    let mut c = Client::connect_to(addr, ClientOptions::named("test-stats")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&c.stats_json().unwrap()).unwrap();
+    let names = doc["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str().map(str::to_owned))
+        .filter(|n| n != "test-stats")
+        .collect();
+    (doc["router"]["clients"].as_u64().unwrap() - 1, names)
+}
+
+/// Waits until `cond` holds on the router's client names (up to 10 s).
+fn wait_clients(addr: &str, what: &str, cond: impl Fn(&[String]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, names) = clients(addr);
+        if cond(&names) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: clients now {names:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `tickwire sub` child on `router` for `pattern`, its stdout piped.
+fn sub(router: &str, name: &str, pattern: &str, count: u32) -> Child {
+    cli(&[
+        "sub",
+        "--router",
+        router,
+        "--name",
+        name,
+        pattern,
+        "--count",
+        &count.to_string(),
+    ])
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap()
+}
+
+/// `tickwire pub --router ROUTER TOPIC --count COUNT --size 32`, which must succeed.
+fn publish(router: &str, topic: &str, count: u32) {
+    let count = count.to_string();
+    let args = [
+        "pub", "--router", router, topic, "--count", &count, "--size", "32",
+    ];
+    let (st, _, err) = run_cli(&args, Duration::from_secs(20));
+    assert!(st.success(), "{err}");
+}
+
+fn wait_output(mut child: Child, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("subscriber did not finish in {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut s = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn pub_and_sub_over_shared_memory_and_tcp_see_the_same_stream() {
+    let (name, _cleanup, r, shm, tcp) = start("pubsub");
+    let s_shm = sub(&shm, "sub-shm", "t/>", 500);
+    let s_tcp = sub(&tcp, "sub-tcp", "t/>", 500);
+    wait_clients(&tcp, "both subscribers connected", |n| {
+        n.iter().any(|x| x == "sub-shm") && n.iter().any(|x| x == "sub-tcp")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    publish(&shm, "t/x", 500);
+    let a = wait_output(s_shm, Duration::from_secs(20));
+    let b = wait_output(s_tcp, Duration::from_secs(20));
+    assert_eq!(a.lines().count(), 500);
+    assert_eq!(a, b);
+    // A graceful stop removes the socket file.
+    assert!(r.terminate().success());
+    assert!(
+        !tickwire_shm::socket_path(&name).exists(),
+        "socket file left behind"
+    );
+}
+
+#[test]
+fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
+    let (_name, _cleanup, _router, shm, tcp) = start("kill9");
+    let mut victim = sub(&shm, "victim", "k/>", 1_000_000);
+    let survivor = sub(&shm, "survivor", "k/>", 20);
+    wait_clients(&tcp, "both connected", |n| {
+        n.iter().any(|x| x == "victim") && n.iter().any(|x| x == "survivor")
+    });
+    // The victim dies mid-session (kill -9: no goodbye, its rings left as they were).
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    wait_clients(&tcp, "the killed client removed", |n| {
+        !n.iter().any(|x| x == "victim") && n.iter().any(|x| x == "survivor")
+    });
+    publish(&shm, "k/x", 20);
+    assert_eq!(
+        wait_output(survivor, Duration::from_secs(20))
+            .lines()
+            .count(),
+        20
+    );
+}
+
+/// A hand-driven ring client: the handshake, then HELLO.
+fn raw_client(name: &str, client: &str) -> ClientLink {
+    let path = tickwire_shm::socket_path(name);
+    let mut link = ClientLink::connect(&path, Duration::from_secs(5)).unwrap();
+    let mut hello = Vec::new();
+    frame::encode_hello(&mut hello, PROTOCOL_VERSION, client);
+    assert_eq!(link.send(&hello).unwrap(), hello.len());
+    link
+}
+
+/// Reads until the router ends the stream; false after `timeout`.
+fn closed_by_router(link: &mut ClientLink, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut buf = vec![0u8; 64 * 1024];
+    while Instant::now() < deadline {
+        match link.recv(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let _ = link.wait(true, false, Some(Duration::from_millis(50)));
+            }
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn garbage_or_a_corrupt_index_in_a_ring_disconnects_only_that_client() {
+    let (name, _cleanup, _router, shm, tcp) = start("garbage");
+    let mut good = Client::connect_to(&shm, ClientOptions::named("good")).unwrap();
+    good.subscribe("g/>").unwrap();
+
+    // Garbage bytes after a valid HELLO: an undecodable frame.
+    let mut bad = raw_client(&name, "garbage");
+    wait_clients(&tcp, "garbage client connected", |n| {
+        n.iter().any(|x| x == "garbage")
+    });
+    bad.send(&[0xFF; 256]).unwrap();
+    assert!(closed_by_router(&mut bad, Duration::from_secs(10)));
+
+    // A client that publishes an impossible write index (more than a ring ahead).
+    let corrupt = raw_client(&name, "corrupt");
+    wait_clients(&tcp, "corrupt client connected", |n| {
+        n.iter().any(|x| x == "corrupt")
+    });
+    corrupt.debug_store_tail(u64::MAX / 3);
+    wait_clients(&tcp, "both bad clients gone", |n| {
+        !n.iter().any(|x| x == "garbage" || x == "corrupt")
+    });
+
+    // The good client carries on.
+    let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
+    p.publish("g/1", b"still here").unwrap();
+    p.flush().unwrap();
+    let m = good
+        .recv(Wait::Timeout(Duration::from_secs(5)))
+        .unwrap()
+        .expect("a message");
+    assert_eq!(m.payload(), b"still here");
+}
+
+#[test]
+fn a_client_that_stops_reading_meets_the_slow_consumer_policy() {
+    let (name, _cleanup) = shm_name("slow");
+    let r = RouterProc::start(&[
+        "--no-guaranteed",
+        "--idle",
+        "block",
+        "--shm",
+        &name,
+        "--shm-ring",
+        "64KiB",
+        "--egress-limit",
+        "1MiB",
+        "--slow-consumer",
+        "disconnect",
+    ]);
+    let shm = format!("shm:{name}");
+    let tcp = r.addr_str();
+    // Subscribes, then never reads again.
+    let mut stuck = raw_client(&name, "stuck");
+    let mut sub_frame = Vec::new();
+    frame::encode_subscribe(&mut sub_frame, 1, "s/>");
+    stuck.send(&sub_frame).unwrap();
+    let mut live = Client::connect_to(&shm, ClientOptions::named("live")).unwrap();
+    live.subscribe("s/>").unwrap();
+    wait_clients(&tcp, "both connected", |n| n.iter().any(|x| x == "stuck"));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
+    let payload = [7u8; 1000];
+    let mut got = 0;
+    for _ in 0..4000 {
+        p.publish("s/x", &payload).unwrap();
+        p.flush().unwrap();
+        while live.recv(Wait::NoWait).unwrap().is_some() {
+            got += 1;
+        }
+    }
+    while got < 4000 {
+        assert!(live
+            .recv(Wait::Timeout(Duration::from_secs(5)))
+            .unwrap()
+            .is_some());
+        got += 1;
+    }
+    wait_clients(&tcp, "the stuck client disconnected", |n| {
+        !n.iter().any(|x| x == "stuck") && n.iter().any(|x| x == "live")
+    });
+}
