@@ -80,16 +80,25 @@ pub struct Knee {
 /// The `--json` document of a comparison or sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// Always "fanout".
     pub bench: &'static str,
     /// "compare" (one scale) or "sweep".
     pub mode: &'static str,
+    /// Where it ran (docs/benchmarking.md rule 10).
     pub machine: Machine,
+    /// The command line, word by word.
     pub command: Vec<String>,
+    /// The systems compared, in the order run ("tickwire", "raw", "nats").
     pub systems: Vec<String>,
+    /// The scales run, in order (one for `--compare` without `--sweep`).
     pub scales: Vec<f64>,
+    /// The knee's definition, in words (p99 bound and both verdicts).
     pub knee_rule: String,
+    /// One latency point per (system, scale).
     pub points: Vec<Point>,
+    /// Each system's percentiles divided by the raw floor's, per scale.
     pub ratios: Vec<Ratio>,
+    /// Each system's knee (its `scale` is None when no scale passed).
     pub knees: Vec<Knee>,
     /// Every run's full report, in the order run.
     pub runs: Vec<Report>,
