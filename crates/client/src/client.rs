@@ -10,7 +10,7 @@ use rustix::event::PollFlags;
 use rustix::io::Errno;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
-    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, PublishOptions, ReplyField,
+    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, Msg, PublishOptions, ReplyField,
     DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
 use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
@@ -239,60 +239,36 @@ impl Client {
         }
         let id = self.request_id();
         frame::encode_subscribe_image(&mut self.tx, id, pattern, Image::Only);
-        self.session.pending = Some(Pending::Request(id));
-        self.session.reply = None;
-        let res = self.await_image(id);
-        self.session.pending = None;
-        self.session.reply = None;
-        res
-    }
-
-    fn await_image(&mut self, _id: u32) -> Result<Vec<OwnedMessage>, Error> {
-        self.flush()?;
-        let mut got = Vec::new();
-        let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
-        loop {
-            loop {
-                match self.next_rx_message(true) {
-                    Ok(Some(range)) => {
-                        let bytes = &self.rx.buf[range];
-                        // Only this request's image is in flight: the one request
-                        // outstanding is this one.
-                        if let Ok(Some((Frame::Message(m), _))) = decode(bytes, u32::MAX) {
-                            if m.cached.is_some() {
-                                got.push(Message::from_wire(m)?.into_owned());
-                                continue;
-                            }
-                        }
-                        self.stash.push(bytes);
+        let wait = AnswerWait {
+            id,
+            timeout: self.opts.request_timeout,
+            // A large image takes a while: the limit is on silence, not the total.
+            silence: true,
+            what: "the router's cache query answer",
+        };
+        // Only this request's image is in flight: the one request outstanding is
+        // this one.
+        self.await_answer(
+            &mut Vec::new(),
+            wait,
+            |got, m| {
+                if m.cached.is_none() {
+                    return Take::Stash;
+                }
+                match Message::from_wire(m) {
+                    Ok(msg) => {
+                        got.push(msg.into_owned());
+                        Take::Skip
                     }
-                    Ok(None) => break,
-                    Err(e @ Error::Rejected { .. }) => self.defer(e),
-                    Err(e) => return Err(e),
+                    Err(e) => Take::Done(Err(e)),
                 }
-            }
-            match self.session.reply.take() {
-                Some(Reply::Ack) => return Ok(got),
-                Some(Reply::Rejected { code, text }) => return Err(Error::Rejected { code, text }),
-                _ => {}
-            }
-            self.flush()?;
-            match self.read_rx()? {
-                // A large image takes a while: the limit is on silence, not the total.
-                ReadOutcome::Data => {
-                    deadline = Instant::now().checked_add(self.opts.request_timeout)
-                }
-                ReadOutcome::Eof => return Err(self.on_eof()),
-                ReadOutcome::WouldBlock => {
-                    if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
-                        return Err(Error::Timeout {
-                            what: "the router's cache query answer",
-                            after: self.opts.request_timeout,
-                        });
-                    }
-                }
-            }
-        }
+            },
+            |got, reply| match reply {
+                Reply::Ack => Some(Ok(std::mem::take(got))),
+                Reply::Rejected { code, text } => Some(Err(Error::Rejected { code, text })),
+                _ => None,
+            },
+        )
     }
 
     /// Joins the shared subscription (queue group) `group` on `pattern`: the router
@@ -724,12 +700,35 @@ impl Client {
             self.router_max_frame,
         )
         .map_err(Error::TooLarge)?;
-        self.session.pending = Some(Pending::Request(id));
-        self.session.reply = None;
-        let res = self.await_request_reply(topic, &inbox, id, timeout);
-        self.session.pending = None;
-        self.session.reply = None;
-        res
+        let wait = AnswerWait {
+            id,
+            timeout,
+            silence: false,
+            what: "a reply to the request",
+        };
+        self.await_answer(
+            &mut (),
+            wait,
+            |_, m| {
+                if m.topic != inbox.as_bytes() {
+                    return Take::Stash;
+                }
+                if m.reply.is_some_and(|r| r.correlation == id) {
+                    return Take::Done(Message::from_wire(m).map(Message::into_owned));
+                }
+                // A late reply to an earlier request: nobody waits.
+                Take::Skip
+            },
+            |_, reply| match reply {
+                Reply::Rejected { code, .. } if code == ErrorCode::NO_RESPONDERS => {
+                    Some(Err(Error::NoResponders {
+                        topic: topic.to_owned(),
+                    }))
+                }
+                Reply::Rejected { code, text } => Some(Err(Error::Rejected { code, text })),
+                _ => None,
+            },
+        )
     }
 
     /// Answers the request `to` (from [`Message::reply_to`] or
@@ -775,29 +774,44 @@ impl Client {
         Ok(inbox)
     }
 
-    fn await_request_reply(
+    /// Waits for the answer to request `wait.id`: every message frame that arrives
+    /// meanwhile goes to `on_message` (stashed for the next `poll` unless it says
+    /// otherwise), every reply of the router's to `on_reply`, until one of them is
+    /// done or `wait.timeout` passes (of silence only, with `wait.silence`).
+    fn await_answer<S, T>(
         &mut self,
-        topic: &str,
-        inbox: &str,
-        id: u32,
-        timeout: Duration,
-    ) -> Result<OwnedMessage, Error> {
+        state: &mut S,
+        wait: AnswerWait,
+        mut on_message: impl FnMut(&mut S, Msg<'_>) -> Take<T>,
+        mut on_reply: impl FnMut(&mut S, Reply) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.session.pending = Some(Pending::Request(wait.id));
+        self.session.reply = None;
+        let res = self.await_answer_inner(state, &wait, &mut on_message, &mut on_reply);
+        self.session.pending = None;
+        self.session.reply = None;
+        res
+    }
+
+    fn await_answer_inner<S, T>(
+        &mut self,
+        state: &mut S,
+        wait: &AnswerWait,
+        on_message: &mut impl FnMut(&mut S, Msg<'_>) -> Take<T>,
+        on_reply: &mut impl FnMut(&mut S, Reply) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
         self.flush()?;
-        let deadline = Instant::now().checked_add(timeout);
+        let mut deadline = Instant::now().checked_add(wait.timeout);
         loop {
             loop {
                 match self.next_rx_message(true) {
                     Ok(Some(range)) => {
                         let bytes = &self.rx.buf[range];
                         if let Ok(Some((Frame::Message(m), _))) = decode(bytes, u32::MAX) {
-                            let is_ours = m.topic == inbox.as_bytes()
-                                && m.reply.is_some_and(|r| r.correlation == id);
-                            if is_ours {
-                                return Ok(Message::from_wire(m)?.into_owned());
-                            }
-                            if m.topic == inbox.as_bytes() {
-                                // A late reply to an earlier request: nobody waits.
-                                continue;
+                            match on_message(state, m) {
+                                Take::Stash => {}
+                                Take::Skip => continue,
+                                Take::Done(res) => return res,
                             }
                         }
                         self.stash.push(bytes);
@@ -807,24 +821,21 @@ impl Client {
                     Err(e) => return Err(e),
                 }
             }
-            match self.session.reply.take() {
-                Some(Reply::Rejected { code, .. }) if code == ErrorCode::NO_RESPONDERS => {
-                    return Err(Error::NoResponders {
-                        topic: topic.to_owned(),
-                    });
-                }
-                Some(Reply::Rejected { code, text }) => return Err(Error::Rejected { code, text }),
-                _ => {}
+            if let Some(res) = self.session.reply.take().and_then(|r| on_reply(state, r)) {
+                return res;
             }
             self.flush()?;
             match self.read_rx()? {
+                ReadOutcome::Data if wait.silence => {
+                    deadline = Instant::now().checked_add(wait.timeout)
+                }
                 ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
                 ReadOutcome::WouldBlock => {
                     if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
                         return Err(Error::Timeout {
-                            what: "a reply to the request",
-                            after: timeout,
+                            what: wait.what,
+                            after: wait.timeout,
                         });
                     }
                 }
@@ -1663,4 +1674,25 @@ impl std::os::fd::AsFd for Client {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.stream.fd()
     }
+}
+
+/// What [`Client::await_answer`] waits for, and how long.
+struct AnswerWait {
+    /// The request's id.
+    id: u32,
+    timeout: Duration,
+    /// The timeout counts silence only (restarts whenever data arrives).
+    silence: bool,
+    /// For the timeout error.
+    what: &'static str,
+}
+
+/// What [`Client::await_answer`] does with a message frame that arrives meanwhile.
+enum Take<T> {
+    /// Not the answer: keep it for the next `poll`.
+    Stash,
+    /// Consumed (part of the answer, or nobody's).
+    Skip,
+    /// The answer is complete.
+    Done(Result<T, Error>),
 }

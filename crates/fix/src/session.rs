@@ -380,43 +380,45 @@ enum Drain {
     Running,
 }
 
-/// Which Logon of the current exchange carried ResetSeqNumFlag=Y (QuickFIX's
-/// `sentReset` and `receivedReset`; either, both or none).
+/// Which sides of the current connection's Logon exchange did something: ours
+/// (`sent`) and the counterparty's (`received`). Used twice: which Logons were
+/// exchanged ([`Handshake`]) and which carried ResetSeqNumFlag=Y ([`ResetFlag`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-enum ResetFlag {
-    #[default]
-    None,
-    Sent,
-    Received,
-    Both,
+struct Sides {
+    sent: bool,
+    received: bool,
 }
 
-impl ResetFlag {
+impl Sides {
+    const NONE: Sides = Sides {
+        sent: false,
+        received: false,
+    };
+
     fn sent(self) -> bool {
-        matches!(self, ResetFlag::Sent | ResetFlag::Both)
+        self.sent
     }
 
     fn received(self) -> bool {
-        matches!(self, ResetFlag::Received | ResetFlag::Both)
+        self.received
     }
 
-    fn of(sent: bool, received: bool) -> ResetFlag {
-        match (sent, received) {
-            (false, false) => ResetFlag::None,
-            (true, false) => ResetFlag::Sent,
-            (false, true) => ResetFlag::Received,
-            (true, true) => ResetFlag::Both,
-        }
+    fn both(self) -> bool {
+        self.sent && self.received
     }
 
-    fn with_sent(self, sent: bool) -> ResetFlag {
-        ResetFlag::of(sent, self.received())
+    fn with_sent(self, sent: bool) -> Sides {
+        Sides { sent, ..self }
     }
 
-    fn with_received(self, received: bool) -> ResetFlag {
-        ResetFlag::of(self.sent(), received)
+    fn with_received(self, received: bool) -> Sides {
+        Sides { received, ..self }
     }
 }
+
+/// Which Logon of the current exchange carried ResetSeqNumFlag=Y (QuickFIX's
+/// `sentReset` and `receivedReset`; either, both or none).
+type ResetFlag = Sides;
 
 /// Whether the session may log on: disabled by [`Session::logout`] (with the Logout's
 /// text) until [`Session::logon`].
@@ -429,48 +431,10 @@ enum Admin {
     },
 }
 
-/// How far the Logon exchange of the current connection got. Logged on is `Done`
-/// (QuickFIX: `sentLogon && receivedLogon`); gone with the connection.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-enum Handshake {
-    /// Neither side's Logon yet.
-    #[default]
-    None,
-    /// Ours went out (initiator: waiting for the answer).
-    Sent,
-    /// Theirs arrived (acceptor: our answer not sent yet).
-    Received,
-    /// Both: logged on.
-    Done,
-}
-
-impl Handshake {
-    fn sent(self) -> bool {
-        matches!(self, Handshake::Sent | Handshake::Done)
-    }
-
-    fn received(self) -> bool {
-        matches!(self, Handshake::Received | Handshake::Done)
-    }
-
-    /// After sending our Logon.
-    fn send(self) -> Handshake {
-        if self.received() {
-            Handshake::Done
-        } else {
-            Handshake::Sent
-        }
-    }
-
-    /// After accepting theirs.
-    fn receive(self) -> Handshake {
-        if self.sent() {
-            Handshake::Done
-        } else {
-            Handshake::Received
-        }
-    }
-}
+/// How far the Logon exchange of the current connection got: ours sent, theirs
+/// received. Logged on is both (QuickFIX: `sentLogon && receivedLogon`); gone with
+/// the connection.
+type Handshake = Sides;
 
 /// One FIX session (one counterparty). See the module docs for how to drive it.
 pub struct Session<S: MessageStore> {
@@ -584,7 +548,7 @@ impl<S: MessageStore> Session<S> {
 
     /// Logons exchanged and the session not ended.
     pub fn is_logged_on(&self) -> bool {
-        self.handshake() == Handshake::Done
+        self.handshake().both()
     }
 
     /// Between [`Session::handle_connected`] and the disconnect.
@@ -613,11 +577,11 @@ impl<S: MessageStore> Session<S> {
 
     /// How far this connection's Logon exchange got (`None` when not connected).
     fn handshake(&self) -> Handshake {
-        self.connection().map_or(Handshake::None, |c| c.logon)
+        self.connection().map_or(Sides::NONE, |c| c.logon)
     }
 
     fn reset_flag(&self) -> ResetFlag {
-        self.connection().map_or(ResetFlag::None, |c| c.reset)
+        self.connection().map_or(Sides::NONE, |c| c.reset)
     }
 
     fn set_reset_flag(&mut self, f: impl FnOnce(ResetFlag) -> ResetFlag) {
@@ -1140,7 +1104,7 @@ impl<S: MessageStore> Session<S> {
     /// Clears what belonged to the connection `was` (the link is no longer up).
     fn connection_gone(&mut self, was: Link) {
         if let Link::Up(c) = was {
-            if c.logon != Handshake::None {
+            if c.logon != Sides::NONE {
                 self.out.logged_out();
             }
         }

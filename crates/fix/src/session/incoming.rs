@@ -534,7 +534,7 @@ impl<S: MessageStore> Session<S> {
             return Ok(());
         }
         if let Some(c) = self.connection_mut() {
-            c.logon = c.logon.receive();
+            c.logon = c.logon.with_received(true);
         }
 
         let next_sender = self.store.next_sender_seq();
@@ -569,7 +569,7 @@ impl<S: MessageStore> Session<S> {
         } else {
             self.note(format_args!("Received logon response"));
         }
-        self.set_reset_flag(|_| ResetFlag::None);
+        self.set_reset_flag(|_| Sides::NONE);
 
         let seq = m.seq_num().unwrap_or(0);
         let expected = self.store.next_target_seq();

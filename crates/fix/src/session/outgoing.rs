@@ -50,7 +50,7 @@ impl<S: MessageStore> Session<S> {
         }
         self.store.incr_next_sender_seq()?;
         // The link's fields, not its methods: `msg` borrows the encoder.
-        if matches!(&self.link, Link::Up(c) if always_send || c.logon == Handshake::Done) {
+        if matches!(&self.link, Link::Up(c) if always_send || c.logon.both()) {
             self.out.send(msg);
         }
         Ok(())
@@ -63,7 +63,7 @@ impl<S: MessageStore> Session<S> {
             self.store.save(seq, msg)?;
         }
         self.store.incr_next_sender_seq()?;
-        if matches!(&self.link, Link::Up(c) if c.logon == Handshake::Done) {
+        if matches!(&self.link, Link::Up(c) if c.logon.both()) {
             self.out.send(msg);
         }
         Ok(())
@@ -88,57 +88,35 @@ impl<S: MessageStore> Session<S> {
         if !self.reset_flag().received() {
             self.set_reset_flag(|f| f.with_sent(reset));
         }
-        let seq = self.store.next_sender_seq();
         let expected = self.store.next_target_seq();
-        self.header(now, mt::LOGON, seq, false, None);
-        let mut extra = 0;
-        self.logon_extras(&mut extra, tag::ENCRYPT_METHOD);
-        self.enc.field(tag::ENCRYPT_METHOD, b"0");
-        self.logon_extras(&mut extra, tag::HEART_BT_INT);
-        self.enc.field_u64(tag::HEART_BT_INT, self.heart_bt_int);
-        if reset {
-            self.logon_extras(&mut extra, tag::RESET_SEQ_NUM_FLAG);
-            self.enc.field(tag::RESET_SEQ_NUM_FLAG, b"Y");
-        }
-        if self.cfg.send_next_expected_msg_seq_num {
-            self.logon_extras(&mut extra, tag::NEXT_EXPECTED_MSG_SEQ_NUM);
-            self.enc.field_u64(tag::NEXT_EXPECTED_MSG_SEQ_NUM, expected);
-        }
-        if self.ver.fixt {
-            self.logon_extras(&mut extra, tag::DEFAULT_APPL_VER_ID);
-            self.enc
-                .field_str(tag::DEFAULT_APPL_VER_ID, &self.cfg.default_appl_ver_id);
-        }
-        self.logon_extras(&mut extra, u32::MAX);
+        let seq = self.write_logon(now, self.heart_bt_int, reset, expected);
         self.last_received = now;
         self.test_requests = 0;
         if let Some(c) = self.connection_mut() {
-            c.logon = c.logon.send();
+            c.logon = c.logon.with_sent(true);
         }
         self.finish_admin(seq, true)
     }
 
-    /// Our Logon answering the counterparty's (QuickFIX `generateLogon(Message)`).
-    pub(super) fn logon_response_msg(&mut self, now: u64, heart_bt_int: u64) -> StoreResult {
+    /// Encodes a Logon (header and body, application extras in QuickFIX's order) and
+    /// returns its sequence number: ResetSeqNumFlag=Y with `reset`,
+    /// NextExpectedMsgSeqNum `next_expected` when configured.
+    fn write_logon(&mut self, now: u64, heart_bt_int: u64, reset: bool, next_expected: u64) -> u64 {
         let seq = self.store.next_sender_seq();
-        let expected = self.store.next_target_seq();
         self.header(now, mt::LOGON, seq, false, None);
         let mut extra = 0;
         self.logon_extras(&mut extra, tag::ENCRYPT_METHOD);
         self.enc.field(tag::ENCRYPT_METHOD, b"0");
         self.logon_extras(&mut extra, tag::HEART_BT_INT);
         self.enc.field_u64(tag::HEART_BT_INT, heart_bt_int);
-        if self.reset_flag().received() {
+        if reset {
             self.logon_extras(&mut extra, tag::RESET_SEQ_NUM_FLAG);
             self.enc.field(tag::RESET_SEQ_NUM_FLAG, b"Y");
-        } else {
-            self.set_reset_flag(|f| f.with_sent(false));
         }
         if self.cfg.send_next_expected_msg_seq_num {
-            // +1: the incoming Logon has not been counted yet.
             self.logon_extras(&mut extra, tag::NEXT_EXPECTED_MSG_SEQ_NUM);
             self.enc
-                .field_u64(tag::NEXT_EXPECTED_MSG_SEQ_NUM, expected.saturating_add(1));
+                .field_u64(tag::NEXT_EXPECTED_MSG_SEQ_NUM, next_expected);
         }
         if self.ver.fixt {
             self.logon_extras(&mut extra, tag::DEFAULT_APPL_VER_ID);
@@ -146,9 +124,21 @@ impl<S: MessageStore> Session<S> {
                 .field_str(tag::DEFAULT_APPL_VER_ID, &self.cfg.default_appl_ver_id);
         }
         self.logon_extras(&mut extra, u32::MAX);
+        seq
+    }
+
+    /// Our Logon answering the counterparty's (QuickFIX `generateLogon(Message)`).
+    pub(super) fn logon_response_msg(&mut self, now: u64, heart_bt_int: u64) -> StoreResult {
+        let reset = self.reset_flag().received();
+        if !reset {
+            self.set_reset_flag(|f| f.with_sent(false));
+        }
+        // +1: the incoming Logon has not been counted yet.
+        let expected = self.store.next_target_seq().saturating_add(1);
+        let seq = self.write_logon(now, heart_bt_int, reset, expected);
         self.finish_admin(seq, true)?;
         if let Some(c) = self.connection_mut() {
-            c.logon = c.logon.send();
+            c.logon = c.logon.with_sent(true);
         }
         Ok(())
     }
