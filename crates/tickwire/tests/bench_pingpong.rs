@@ -24,17 +24,7 @@ fn pingpong_runs_every_transport_and_reconciles() {
             "block",
         ],
     );
-    for header in [
-        "size",
-        "mean",
-        "min",
-        "median",
-        "max",
-        "p99",
-        "p99.9",
-        "stddev",
-        "iterations",
-    ] {
+    for header in "size mean min median max p99 p99.9 stddev iterations".split_whitespace() {
         assert!(out.contains(header), "no {header:?} column in\n{out}");
     }
     for t in ["tcp", "udp", "tickwire"] {
