@@ -260,7 +260,13 @@ impl Router {
             if timeout != Some(Duration::ZERO) && self.shm_park() {
                 timeout = Some(Duration::ZERO);
             }
-            let polled = if timeout == Some(Duration::ZERO) && self.shm_skips_epoll() {
+            // A spinning turn that skips epoll reads the clock once, for both purposes.
+            let skipped_at = if timeout == Some(Duration::ZERO) {
+                self.shm_skips_epoll()
+            } else {
+                None
+            };
+            let polled = if skipped_at.is_some() {
                 events.clear();
                 Ok(())
             } else {
@@ -273,7 +279,7 @@ impl Router {
                 }
             }
             // The turn's clock read: timers and accepts use it; each read takes its own.
-            now = MonoNanos::now();
+            now = skipped_at.unwrap_or_else(MonoNanos::now);
             if !events.is_empty() {
                 last_active = now;
             }

@@ -167,22 +167,21 @@ impl ShmPort {
 }
 
 impl Router {
-    /// A turn that would only look (a zero timeout): true when epoll was asked less
-    /// than `shm_epoll_interval_us` ago, so this turn scans the rings only. One clock
-    /// read per turn, and only with a shared-memory listener.
-    pub(super) fn shm_skips_epoll(&mut self) -> bool {
-        let Some(port) = self.shm.as_mut() else {
-            return false;
-        };
+    /// A turn that would only look (a zero timeout): `Some(now)` when epoll was asked
+    /// less than `shm_epoll_interval_us` ago, so this turn scans the rings only and
+    /// takes `now` as its clock. One clock read per turn, and only with a
+    /// shared-memory listener.
+    pub(super) fn shm_skips_epoll(&mut self) -> Option<MonoNanos> {
+        let port = self.shm.as_mut()?;
         if port.epoll_interval_ns == 0 {
-            return false;
+            return None;
         }
         let now = MonoNanos::now();
         if now.saturating_sub(port.last_epoll) < port.epoll_interval_ns {
-            return true;
+            return Some(now);
         }
         port.last_epoll = now;
-        false
+        None
     }
 
     /// Accepts every waiting shared-memory client.
