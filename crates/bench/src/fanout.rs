@@ -99,11 +99,16 @@ highest scale with p99 <= 1 ms, sender valid and receivers sustained. --json wri
 every run plus points, ratios and knees; --plot draws p50 and p99 versus rate, one
 curve per system.
 
+Shared memory: --shm starts the router with --shm NAME as well and connects every
+publisher and subscriber with shm:NAME (docs/shm.md): the same workload without the
+kernel on the path. With --compare tickwire,raw the tickwire runs use it.
+
 Examples:
   tickwire bench fanout --preset pattern1 --scale 0.05
   tickwire bench fanout --preset pattern1 --scale 0.5 --compare tickwire,raw --pin 1,0 --idle block
   tickwire bench fanout --preset pattern1 --sweep 0.1,0.2,0.3,0.5,1.0 --compare tickwire,raw \
       --duration 4 --warmup 1 --pin 1,0 --idle block --json sweep.json --plot sweep.svg
+  tickwire bench fanout --preset pattern1 --scale 0.2 --shm --pin 1,0 --idle spin
   tickwire bench fanout --preset pattern1 --scale 0.05 --target nats://127.0.0.1:4222
   tickwire bench fanout --preset mdd --scale 0.1 --duration 60 --pin --json mdd.json --plot mdd.svg
   tickwire bench fanout --rate 100k --burst +100k --mix 100:67,600:33 --publishers 1 --subscribers 1
@@ -250,6 +255,12 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "MS", conflicts_with = "router")]
     pub monitor_poll_ms: Option<u64>,
 
+    /// Connect every tickwire publisher and subscriber over shared memory (`shm:NAME`,
+    /// docs/shm.md) to the router the bench starts with `--shm NAME`, instead of TCP.
+    /// With --compare it applies to the tickwire runs only.
+    #[arg(long, conflicts_with = "router")]
+    pub shm: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -357,6 +368,11 @@ fn run_one(
             target.name()
         );
     }
+    if args.shm && args.compare.is_none() && !matches!(target, Target::Tickwire { .. }) {
+        anyhow::bail!(
+            "--shm connects tickwire clients over shared memory: use it with --target tickwire"
+        );
+    }
     if matches!(target, Target::Raw) && w.topics >= usize::from(raw::CONTROL) {
         anyhow::bail!("the raw floor numbers topics with 16 bits: at most 65534 topics");
     }
@@ -387,12 +403,17 @@ fn run_one(
             };
             monitor = http.zip(args.monitor_poll_ms);
             let http_arg = http.map(|a| a.to_string());
-            let extra: Vec<&str> = match &http_arg {
+            let mut extra: Vec<&str> = match &http_arg {
                 Some(a) => vec!["--http", a.as_str()],
                 None => vec![],
             };
+            let shm_name = args.shm.then(|| crate::harness::shm_name("fanout"));
+            if let Some(n) = &shm_name {
+                extra.extend(["--shm", n.as_str()]);
+            }
             let c = RouterChild::start(tickwire, &args.idle, far, &extra)?;
-            let info = RouterInfo::started(c.addr, &args.idle, far, c.command());
+            let mut info = RouterInfo::started(c.addr, &args.idle, far, c.command());
+            info.shm = shm_name.map(|n| format!("{}{n}", tickwire_shm::ADDR_PREFIX));
             child = Some(c);
             info
         }
@@ -438,7 +459,7 @@ fn run_one(
                     .collect();
                 SubConn::raw(router.addr_or_err()?, &name, &ids, &names, args.client_idle)?
             }
-            _ => SubConn::tickwire(router.addr_or_err()?, &name, &topics)?,
+            _ => SubConn::tickwire(&router.client_addr()?, &name, &topics)?,
         });
     }
     let mut pubs = Vec::with_capacity(w.publishers);
@@ -447,7 +468,7 @@ fn run_one(
         pubs.push(match (target, &rt) {
             (Target::Nats { url }, Some(rt)) => PubConn::nats(rt.handle(), url, &name, &names)?,
             (Target::Raw, _) => PubConn::raw(router.addr_or_err()?, &name, args.batch_bytes)?,
-            _ => PubConn::tickwire(router.addr_or_err()?, &name, args.batch_bytes, &names)?,
+            _ => PubConn::tickwire(&router.client_addr()?, &name, args.batch_bytes, &names)?,
         });
     }
 

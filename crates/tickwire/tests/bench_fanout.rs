@@ -117,6 +117,47 @@ fn fanout_smoke_against_a_tickwire_router_reconciles() {
     }
 }
 
+#[test]
+fn fanout_smoke_over_shared_memory_reconciles() {
+    let mut args = SMALL.to_vec();
+    args.extend(["--idle", "block", "--shm"]);
+    let (code, doc, output) = run_fanout("shm", &args);
+    assert_exit_ok_or_invalid(code, &doc, &output);
+    let shm = doc["router"]["shm"]
+        .as_str()
+        .expect("router.shm in the report");
+    assert!(shm.starts_with("shm:bench-fanout-"), "{shm}:\n{output}");
+    let command = doc["router"]["command"].as_str().expect("router.command");
+    assert!(command.contains("--shm"), "{command}:\n{output}");
+    assert!(
+        output.contains("clients connect over shared memory"),
+        "the header says so:\n{output}"
+    );
+    assert_reconciles(&doc, 2, &output);
+}
+
+#[test]
+fn fanout_shm_needs_the_tickwire_target() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args([
+            "bench",
+            "fanout",
+            "--target",
+            "raw",
+            "--shm",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .expect("running tickwire");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--shm") && stderr.contains("--target tickwire"),
+        "{stderr}"
+    );
+}
+
 /// A preset cut down to 2 publishers, 2 subscribers and 2 topics (a debug build's
 /// measuring process on a shared core).
 const TWO_BY_TWO: [&str; 6] = ["--publishers", "2", "--subscribers", "2", "--topics", "2"];

@@ -30,6 +30,8 @@ pub struct RouterInfo {
     /// The router's CPU, when the bench started it pinned.
     pub cpu: Option<usize>,
     pub command: Option<String>,
+    /// `shm:NAME` when the tickwire clients connect over shared memory (`--shm`).
+    pub shm: Option<String>,
 }
 
 impl RouterInfo {
@@ -42,6 +44,7 @@ impl RouterInfo {
             idle: None,
             cpu: None,
             command: None,
+            shm: None,
         }
     }
     pub fn external(addr: SocketAddr) -> RouterInfo {
@@ -53,6 +56,7 @@ impl RouterInfo {
             idle: None,
             cpu: None,
             command: None,
+            shm: None,
         }
     }
     pub fn started(addr: SocketAddr, idle: &str, cpu: Option<usize>, command: &str) -> RouterInfo {
@@ -64,6 +68,7 @@ impl RouterInfo {
             idle: Some(idle.to_owned()),
             cpu,
             command: Some(command.to_owned()),
+            shm: None,
         }
     }
     /// The same, for the raw fan-out floor's relay.
@@ -77,13 +82,21 @@ impl RouterInfo {
         self.addr
             .ok_or_else(|| anyhow::anyhow!("no router address"))
     }
+    /// Where tickwire clients connect: `shm:NAME` with `--shm`, else `HOST:PORT`.
+    pub fn client_addr(&self) -> anyhow::Result<String> {
+        match &self.shm {
+            Some(n) => Ok(n.clone()),
+            None => Ok(self.addr_or_err()?.to_string()),
+        }
+    }
+
     fn describe(&self) -> String {
         match (&self.url, self.addr) {
             (Some(url), _) => format!(
                 "core NATS server at {url} (started outside the bench; its pinning is not known)"
             ),
             (None, Some(addr)) if self.started_by_bench => format!(
-                "{} at {addr}, started by the bench: idle={}, {}",
+                "{} at {addr}, started by the bench: idle={}, {}{}",
                 if self.system == "raw" {
                     "raw fan-out relay (the floor: frames copied to a fixed table, no protocol)"
                 } else {
@@ -91,7 +104,10 @@ impl RouterInfo {
                 },
                 self.idle.as_deref().unwrap_or("?"),
                 self.cpu
-                    .map_or("not pinned".to_owned(), |c| format!("pinned to CPU {c}"))
+                    .map_or("not pinned".to_owned(), |c| format!("pinned to CPU {c}")),
+                self.shm.as_deref().map_or(String::new(), |n| format!(
+                    "; clients connect over shared memory ({n})"
+                )),
             ),
             (None, Some(addr)) => format!(
                 "tickwire router at {addr} (external: its idle strategy and pinning are not known)"

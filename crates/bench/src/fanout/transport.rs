@@ -68,8 +68,9 @@ pub enum PubConn {
 }
 
 impl PubConn {
+    /// `addr`: `HOST:PORT`, or `shm:NAME` over shared memory.
     pub fn tickwire(
-        addr: SocketAddr,
+        addr: &str,
         name: &str,
         batch_bytes: usize,
         topics: &[String],
@@ -79,7 +80,7 @@ impl PubConn {
             batch_bytes,
             ..ClientOptions::default()
         };
-        let client = Client::connect_with(addr, opts)
+        let client = Client::connect_to(addr, opts)
             .with_context(|| format!("connecting {name} to the router at {addr}"))?;
         Ok(PubConn::Tickwire {
             client,
@@ -189,8 +190,9 @@ impl Drop for NatsSub {
 impl SubConn {
     /// Connects and subscribes to every topic in `topics` (exact topics, one
     /// subscription each), waiting for the router's ACKs.
-    pub fn tickwire(addr: SocketAddr, name: &str, topics: &[&str]) -> anyhow::Result<SubConn> {
-        let mut c = Client::connect_with(addr, ClientOptions::named(name))
+    /// `addr`: `HOST:PORT`, or `shm:NAME` over shared memory.
+    pub fn tickwire(addr: &str, name: &str, topics: &[&str]) -> anyhow::Result<SubConn> {
+        let mut c = Client::connect_to(addr, ClientOptions::named(name))
             .with_context(|| format!("connecting {name} to the router at {addr}"))?;
         for t in topics {
             c.subscribe(t)
