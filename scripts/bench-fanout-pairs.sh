@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fan-out through two routers that differ in one setting, alternating A and B run by run,
-# and the median p50/p99 ratios B/A: over all pairs, and over the pairs in which the host
-# took no CPU away from this machine (the bench's sentinel, crates/bench/src/host_watch.rs).
+# and the median p50/p99 ratios B/A: over all pairs, over the pairs in which the host
+# took no CPU away from this machine (the bench's sentinel, crates/bench/src/host_watch.rs),
+# and over each run's stall-free seconds (the report's "stall-free:" line).
 #
 #     scripts/bench-fanout-pairs.sh PAIRS "ROUTER FLAGS A" "ROUTER FLAGS B" [BENCH FLAGS...]
 #
@@ -60,4 +61,24 @@ def med(sel, label):
           f"B {statistics.median(x[2]['p99_us'] for x in sel):.1f} µs")
 med(rows, "all pairs")
 med([r for r in rows if r[3] == 0], "pairs without a host stall")
+# The stall-free seconds of every run (the bench's "stall-free:" line): each run's
+# latency over its measured seconds that no host stall touched, whatever the pair.
+sf = []
+for i in range(1, pairs + 1):
+    try:
+        a, b = (json.load(open(f"{out}/{s}-{i}.json")).get("stall_free") or {} for s in "ab")
+    except (OSError, ValueError):
+        continue
+    if a.get("p99_us") and b.get("p99_us"):
+        sf.append((i, a, b))
+if sf:
+    print("pair  stall-free seconds A, B   p99 A     p99 B     B/A p99")
+    for i, a, b in sf:
+        print(f"{i:>4}  {a['seconds']}/{a['of']}, {b['seconds']}/{b['of']}"
+              f"{'':>14}{a['p99_us']:>9.1f} {b['p99_us']:>9.1f} {b['p99_us']/a['p99_us']:>8.2f}")
+    print(f"stall-free seconds ({len(sf)} pairs with both sides kept): median B/A p99 "
+          f"{statistics.median(b['p99_us'] / a['p99_us'] for _, a, b in sf):.2f}x, "
+          f"p50 {statistics.median(b['p50_us'] / a['p50_us'] for _, a, b in sf):.2f}x")
+else:
+    print("stall-free seconds: no pair had stall-free seconds on both sides")
 EOF

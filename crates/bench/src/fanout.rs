@@ -494,9 +494,8 @@ fn run_one(
         &shared,
     )?;
 
-    let host = watch
-        .finish()
-        .within(MonoNanos(shared.start_ns + w.warmup_ns), MonoNanos::now());
+    let stalls = watch.finish();
+    let host = stalls.within(MonoNanos(shared.start_ns + w.warmup_ns), MonoNanos::now());
     let router_stats = match (target, router.addr) {
         (Target::Tickwire { .. }, Some(addr)) => tickwire_client::Client::connect(addr)
             .and_then(|mut c| c.stats_json())
@@ -513,6 +512,12 @@ fn run_one(
             .lock()
             .map_err(|_| anyhow::anyhow!("a subscriber panicked"))?,
     );
+    // Seconds wholly inside the measured part: from the first after the warm-up to the
+    // schedule's end.
+    let measured =
+        w.warmup_ns.div_ceil(1_000_000_000) as usize..(schedule.end_ns() / 1_000_000_000) as usize;
+    let free = stalls.stall_free_seconds(MonoNanos(shared.start_ns), measured.end);
+    let stall_free = crate::host_watch::StallFree::from_timeline(&timeline, measured, &free);
     let mut report = Report::build(
         machine,
         &w,
@@ -526,6 +531,7 @@ fn run_one(
         stop.is_set(),
     );
     report.host = Some(host);
+    report.stall_free = Some(stall_free);
     if let Some(p) = poller {
         let polls = p.finish();
         let _ = writeln!(

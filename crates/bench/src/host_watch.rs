@@ -197,6 +197,109 @@ impl HostStalls {
     }
 }
 
+/// How long before a second a stall still disturbs it: a message sent near a second's end
+/// is still in flight, or queued, when a stall starting just after it hits.
+pub const STALL_LEAD_NS: u64 = 50_000_000;
+/// How long after a stall its backlog is assumed to take to drain.
+pub const STALL_DRAIN_NS: u64 = 250_000_000;
+
+impl HostStalls {
+    /// For each of `seconds` seconds from `start` (second k is `[start + k s, start +
+    /// (k+1) s)`), whether no stall touched it: none overlaps
+    /// `[second start - STALL_DRAIN_NS, second end + STALL_LEAD_NS)`. Decided from the
+    /// sentinels' clock alone, never from the latencies measured.
+    pub fn stall_free_seconds(&self, start: MonoNanos, seconds: usize) -> Vec<bool> {
+        (0..seconds as u64)
+            .map(|k| {
+                let from = start.as_nanos() + k * 1_000_000_000;
+                let lo = from.saturating_sub(STALL_DRAIN_NS);
+                let hi = from + 1_000_000_000 + STALL_LEAD_NS;
+                !self
+                    .stalls
+                    .iter()
+                    .any(|s| s.from.as_nanos() < hi && s.to.as_nanos() > lo)
+            })
+            .collect()
+    }
+}
+
+/// The latency of the measured seconds that no host stall touched
+/// ([`HostStalls::stall_free_seconds`]): the figure a p99 comparison can use on a
+/// machine whose host takes CPUs away (docs/benchmarking.md).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StallFree {
+    /// Measured seconds kept, and of how many.
+    pub seconds: usize,
+    pub of: usize,
+    /// Deliveries in them and their latency (2 significant digits), µs; None when no
+    /// second was kept.
+    pub samples: u64,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub p999_us: Option<f64>,
+}
+
+impl StallFree {
+    /// Merges the per-second histograms `timeline[k]` for `k` in `measured` whose
+    /// second is stall-free (`free[k]`).
+    pub fn from_timeline(
+        timeline: &[Option<hdrhistogram::Histogram<u64>>],
+        measured: std::ops::Range<usize>,
+        free: &[bool],
+    ) -> StallFree {
+        let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
+        let mut kept = 0;
+        for k in measured.clone() {
+            if !free.get(k).copied().unwrap_or(false) {
+                continue;
+            }
+            kept += 1;
+            if let Some(h) = timeline.get(k).and_then(Option::as_ref) {
+                match &mut merged {
+                    Some(m) => {
+                        // Same bounds and precision: add cannot fail.
+                        let _ = m.add(h);
+                    }
+                    None => merged = Some(h.clone()),
+                }
+            }
+        }
+        let q = |p: f64| {
+            merged
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .map(|h| h.value_at_quantile(p) as f64 / 1e3)
+        };
+        StallFree {
+            seconds: kept,
+            of: measured.len(),
+            samples: merged.as_ref().map_or(0, |h| h.len()),
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+        }
+    }
+
+    /// One report line.
+    pub fn line(&self) -> String {
+        match self.p99_us {
+            Some(p99) => format!(
+                "stall-free: {} of {} measured seconds untouched by a host stall, {} deliveries: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
+                self.seconds,
+                self.of,
+                self.samples,
+                self.p50_us.unwrap_or(0.0),
+                p99,
+                self.p999_us.unwrap_or(0.0)
+            ),
+            None => format!(
+                "stall-free: none of the {} measured seconds was untouched by a host stall",
+                self.of
+            ),
+        }
+    }
+}
+
 impl StallSummary {
     /// One report line: what the sentinel saw `during` (e.g. "the measured part"), and
     /// what it means for the figures.
@@ -233,6 +336,62 @@ mod tests {
             from: MonoNanos(from_ms * 1_000_000),
             to: MonoNanos(to_ms * 1_000_000),
         }
+    }
+
+    #[test]
+    fn a_second_is_disturbed_by_a_stall_inside_it_just_after_it_or_draining_into_it() {
+        let h = HostStalls {
+            cpus: 2,
+            realtime: true,
+            // Inside second 1; 30 ms after second 3 ends (within the lead); ending
+            // 200 ms before second 7 starts (within the 250 ms drain).
+            stalls: vec![
+                stall(0, 1_400, 1_500),
+                stall(1, 4_030, 4_130),
+                stall(0, 6_700, 6_800),
+            ],
+            total: 3,
+        };
+        let free = h.stall_free_seconds(MonoNanos(0), 9);
+        // 0: clear; 1: inside; 2: clear (the first drained by 1.75 s); 3: the second
+        // starts within the lead after it; 4: inside; 5: clear; 6: inside; 7: the
+        // third's drain reaches 7.05 s; 8: clear.
+        assert_eq!(
+            free,
+            [true, false, true, false, false, true, false, false, true]
+        );
+        let none = HostStalls::default().stall_free_seconds(MonoNanos(5), 3);
+        assert_eq!(none, [true, true, true]);
+    }
+
+    #[test]
+    fn stall_free_latency_merges_only_the_kept_measured_seconds() {
+        let sec = |v: u64, n: u64| {
+            let mut h =
+                hdrhistogram::Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 2).unwrap();
+            h.record_n(v, n).unwrap();
+            Some(h)
+        };
+        // Second 0 is warm-up, 2 is disturbed (a 50 ms value), 1 and 3 are kept (1 µs
+        // and 2 µs); second 4 has no samples.
+        let timeline = vec![
+            sec(9_000_000, 10),
+            sec(1_000, 50),
+            sec(50_000_000, 50),
+            sec(2_000, 50),
+            None,
+        ];
+        let free = [true, true, false, true, true];
+        let f = StallFree::from_timeline(&timeline, 1..5, &free);
+        assert_eq!((f.seconds, f.of, f.samples), (3, 4, 100));
+        // 2 significant digits: a value reads back as the top of its bucket.
+        let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < want * 0.01);
+        assert!(near(f.p50_us, 1.0), "{:?}", f.p50_us);
+        assert!(near(f.p99_us, 2.0), "{:?}", f.p99_us);
+        assert!(f.line().contains("3 of 4 measured seconds"), "{}", f.line());
+        let none = StallFree::from_timeline(&timeline, 1..3, &[false; 5]);
+        assert_eq!((none.seconds, none.p99_us), (0, None));
+        assert!(none.line().contains("none of the 2"), "{}", none.line());
     }
 
     #[test]

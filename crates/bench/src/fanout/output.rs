@@ -252,6 +252,9 @@ pub struct Report {
     /// CPU stalls of the machine itself during the measured part (crate::host_watch);
     /// set by the driver after `build`.
     pub host: Option<crate::host_watch::StallSummary>,
+    /// The latency of the measured seconds no host stall touched; set by the driver
+    /// after `build`.
+    pub stall_free: Option<crate::host_watch::StallFree>,
     /// The receiver rule's verdict (docs/benchmarking.md, "Sustained: the sender rule
     /// and the receiver rule"); set by the driver after `build`.
     pub receivers: Option<ReceiverVerdict>,
@@ -694,6 +697,7 @@ impl Report {
             router_stats,
             problems,
             host: None,
+            stall_free: None,
             receivers: None,
         }
     }
@@ -821,6 +825,9 @@ impl Report {
         }
         if let Some(h) = &self.host {
             crate::outln!(out, "{}", h.line("the measured part"));
+        }
+        if let Some(f) = &self.stall_free {
+            crate::outln!(out, "{}", f.line());
         }
 
         crate::outln!(
