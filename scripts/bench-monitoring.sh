@@ -14,7 +14,9 @@ mkdir -p "$out"
 common=(bench fanout --preset pattern1 --scale "$scale" --duration 6 --warmup 2 --pin 1,0 --idle block)
 # The report's summary line: "tickwire: p50 X µs, p99 Y µs, ...".
 p99() { sed -n 's/^tickwire: p50 [0-9.]* µs, p99 \([0-9.]*\) µs.*/\1/p' "$1" | head -1; }
-ratios=()
+# The p99 of the measured seconds no host stall touched (docs/benchmarking.md).
+sf99() { sed -n 's/^stall-free: .* p99 \([0-9.]*\) µs.*/\1/p' "$1" | head -1; }
+ratios=(); sf_ratios=()
 for n in $(seq 1 "$pairs"); do
     "$bin" "${common[@]}" --json "$out/off-$n.json" > "$out/off-$n.txt" 2>&1
     "$bin" "${common[@]}" --monitor-poll-ms 100 --json "$out/on-$n.json" > "$out/on-$n.txt" 2>&1
@@ -25,5 +27,16 @@ for n in $(seq 1 "$pairs"); do
     r=$(python3 -c "print(f'{$on/$off:.3f}')")
     ratios+=("$r")
     echo "pair $n: p99 off ${off} µs, on ${on} µs, on/off ${r}; $(grep -h '^monitoring:' "$out/on-$n.txt")"
+    soff=$(sf99 "$out/off-$n.txt"); son=$(sf99 "$out/on-$n.txt")
+    if [ -n "$soff" ] && [ -n "$son" ]; then
+        sr=$(python3 -c "print(f'{$son/$soff:.3f}')")
+        sf_ratios+=("$sr")
+        echo "        stall-free seconds: p99 off ${soff} µs, on ${son} µs, on/off ${sr}"
+    else
+        echo "        stall-free seconds: none on one side"
+    fi
 done
 printf '%s\n' "${ratios[@]}" | sort -n | python3 -c 'import sys; v=[float(l) for l in sys.stdin]; print(f"median on/off p99 ratio over {len(v)} pairs: {sorted(v)[len(v)//2]:.3f}")'
+if [ ${#sf_ratios[@]} -gt 0 ]; then
+    printf '%s\n' "${sf_ratios[@]}" | sort -n | python3 -c 'import sys; v=[float(l) for l in sys.stdin]; print(f"median on/off p99 ratio of the stall-free seconds over {len(v)} pairs: {sorted(v)[len(v)//2]:.3f}")'
+fi

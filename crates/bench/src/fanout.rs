@@ -503,6 +503,8 @@ fn run_one(
             .and_then(|j| serde_json::from_str(&j).ok()),
         _ => None,
     };
+    // The poller stops before the router does (a poll of a stopped router would fail).
+    let polls = poller.map(crate::monitor_poll::Poller::finish);
     drop(child);
     drop(rt);
 
@@ -532,8 +534,7 @@ fn run_one(
     );
     report.host = Some(host);
     report.stall_free = Some(stall_free);
-    if let Some(p) = poller {
-        let polls = p.finish();
+    if let Some(polls) = polls {
         let _ = writeln!(
             con.out,
             "monitoring: --http on the router, polled every {} ms: {} polls, {} failed",
