@@ -66,11 +66,12 @@ med([r for r in rows if r[3] == 0], "pairs without a host stall")
 sf = []
 for i in range(1, pairs + 1):
     try:
-        a, b = (json.load(open(f"{out}/{s}-{i}.json")).get("stall_free") or {} for s in "ab")
+        fa, fb = (json.load(open(f"{out}/{s}-{i}.json")).get("stall_free") or {} for s in "ab")
     except (OSError, ValueError):
         continue
-    if a.get("p99_us") and b.get("p99_us"):
-        sf.append((i, a, b))
+    la, lb = fa.get("latency"), fb.get("latency")
+    if la and lb and la["p99_us"] > 0:
+        sf.append((i, dict(la, seconds=fa["seconds"], of=fa["of"]), dict(lb, seconds=fb["seconds"], of=fb["of"])))
 if sf:
     print("pair  stall-free seconds A, B   p99 A     p99 B     B/A p99")
     for i, a, b in sf:

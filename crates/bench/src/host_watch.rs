@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{Latency, MonoNanos, Summary};
 
 /// How long the sentinel sleeps between two clock readings.
 pub const PERIOD: Duration = Duration::from_millis(5);
@@ -231,12 +231,9 @@ pub struct StallFree {
     /// Measured seconds kept, and of how many.
     pub seconds: usize,
     pub of: usize,
-    /// Deliveries in them and their latency (2 significant digits), µs; None when no
-    /// second was kept.
-    pub samples: u64,
-    pub p50_us: Option<f64>,
-    pub p99_us: Option<f64>,
-    pub p999_us: Option<f64>,
+    /// The deliveries of the kept seconds (their per-second histograms have 2
+    /// significant digits); None when no kept second had any.
+    pub latency: Option<Summary>,
 }
 
 impl StallFree {
@@ -247,7 +244,7 @@ impl StallFree {
         measured: std::ops::Range<usize>,
         free: &[bool],
     ) -> StallFree {
-        let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
+        let mut merged = Latency::new();
         let mut kept = 0;
         for k in measured.clone() {
             if !free.get(k).copied().unwrap_or(false) {
@@ -255,42 +252,22 @@ impl StallFree {
             }
             kept += 1;
             if let Some(h) = timeline.get(k).and_then(Option::as_ref) {
-                match &mut merged {
-                    Some(m) => {
-                        // Same bounds and precision: add cannot fail.
-                        let _ = m.add(h);
-                    }
-                    None => merged = Some(h.clone()),
-                }
+                merged.merge(&Latency { hist: h.clone() });
             }
         }
-        let q = |p: f64| {
-            merged
-                .as_ref()
-                .filter(|h| !h.is_empty())
-                .map(|h| h.value_at_quantile(p) as f64 / 1e3)
-        };
         StallFree {
             seconds: kept,
             of: measured.len(),
-            samples: merged.as_ref().map_or(0, |h| h.len()),
-            p50_us: q(0.5),
-            p99_us: q(0.99),
-            p999_us: q(0.999),
+            latency: (!merged.is_empty()).then(|| merged.summary()),
         }
     }
 
     /// One report line.
     pub fn line(&self) -> String {
-        match self.p99_us {
-            Some(p99) => format!(
+        match &self.latency {
+            Some(l) => format!(
                 "stall-free: {} of {} measured seconds untouched by a host stall, {} deliveries: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
-                self.seconds,
-                self.of,
-                self.samples,
-                self.p50_us.unwrap_or(0.0),
-                p99,
-                self.p999_us.unwrap_or(0.0)
+                self.seconds, self.of, l.samples, l.p50_us, l.p99_us, l.p999_us
             ),
             None => format!(
                 "stall-free: none of the {} measured seconds was untouched by a host stall",
@@ -383,14 +360,15 @@ mod tests {
         ];
         let free = [true, true, false, true, true];
         let f = StallFree::from_timeline(&timeline, 1..5, &free);
-        assert_eq!((f.seconds, f.of, f.samples), (3, 4, 100));
+        let l = f.latency.clone().expect("kept seconds have samples");
+        assert_eq!((f.seconds, f.of, l.samples), (3, 4, 100));
         // 2 significant digits: a value reads back as the top of its bucket.
-        let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < want * 0.01);
-        assert!(near(f.p50_us, 1.0), "{:?}", f.p50_us);
-        assert!(near(f.p99_us, 2.0), "{:?}", f.p99_us);
+        let near = |v: f64, want: f64| (v - want).abs() < want * 0.01;
+        assert!(near(l.p50_us, 1.0), "{}", l.p50_us);
+        assert!(near(l.p99_us, 2.0), "{}", l.p99_us);
         assert!(f.line().contains("3 of 4 measured seconds"), "{}", f.line());
         let none = StallFree::from_timeline(&timeline, 1..3, &[false; 5]);
-        assert_eq!((none.seconds, none.p99_us), (0, None));
+        assert_eq!((none.seconds, &none.latency), (0, &None));
         assert!(none.line().contains("none of the 2"), "{}", none.line());
     }
 
