@@ -173,6 +173,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     };
     let http = a.http.addr(FEED_HTTP_PORT)?;
     let stop = StopFlag::install();
+    crate::logging::reopen_on_sighup()?;
     let (publisher, _server) = match http {
         Some(addr) => {
             let (publisher, reader) = tickwire_rt::snapshot::channel(tickwire_rt::MonoNanos::now());

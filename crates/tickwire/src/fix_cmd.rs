@@ -210,6 +210,7 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    crate::logging::reopen_on_sighup()?;
     let names: Vec<(SessionKey, String)> = engine
         .sessions()
         .map(|(k, id)| (k, id.to_string()))
