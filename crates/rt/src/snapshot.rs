@@ -126,8 +126,8 @@ mod tests {
         });
         assert_eq!(made, 0, "nobody asked");
         assert_eq!(reader.heartbeat(), Some(MonoNanos(5)));
-        std::thread::scope(|s| {
-            let r = s.spawn(|| reader.fetch(Duration::from_secs(10)));
+        let reader = std::thread::scope(|s| {
+            let r = s.spawn(move || (reader.fetch(Duration::from_secs(10)), reader));
             while !publisher.is_wanted() {
                 std::thread::yield_now();
             }
@@ -135,7 +135,9 @@ mod tests {
                 made += 1;
                 7
             });
-            assert_eq!(r.join().unwrap().map(|b| *b), Some(7));
+            let (got, reader) = r.join().unwrap();
+            assert_eq!(got.map(|b| *b), Some(7));
+            reader
         });
         assert_eq!(made, 1);
         // Nobody waits: a tick makes nothing.
