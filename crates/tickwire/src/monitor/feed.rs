@@ -8,7 +8,7 @@ use tickwire_monitor::http::{Request, Response};
 use tickwire_monitor::prom::{Kind, Text};
 use tickwire_rt::snapshot::Reader;
 
-use super::{page, singles, up, Component, Source};
+use super::{page, singles, Component, Source};
 
 const WHO: &str = "the feed handler's loop";
 
@@ -65,21 +65,16 @@ impl Component for FeedMonitor {
     }
 
     fn varz(&self) -> Value {
-        match self.source.snapshot() {
-            Some(s) => {
-                let mut v = serde_json::to_value(&*s).unwrap_or(Value::Null);
-                v["kind"] = json!("feed");
-                v["version"] = json!(env!("CARGO_PKG_VERSION"));
-                v
-            }
-            None => self.source.error_doc("feed"),
-        }
+        self.source.doc("feed", |s| {
+            let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+            v["kind"] = json!("feed");
+            v["version"] = json!(env!("CARGO_PKG_VERSION"));
+            v
+        })
     }
 
     fn metrics(&self, out: &mut Text, _max_series: usize) {
-        let snapshot = self.source.snapshot();
-        up(out, "tickwire_feed_up", WHO, snapshot.is_some());
-        let Some(s) = snapshot else {
+        let Some(s) = self.source.scrape(out, "tickwire_feed_up") else {
             return;
         };
         let c = &s.counters;
@@ -133,13 +128,11 @@ impl Component for FeedMonitor {
     }
 
     fn dashboard(&self) -> Value {
-        let Some(s) = self.source.snapshot() else {
-            return self.source.error_doc("feed");
-        };
+        self.source.doc("feed", |s| {
         let c = &s.counters;
         json!({
             "kind": "feed",
-            "name": name(&s),
+            "name": name(s),
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_ms": s.uptime_ms,
             "counters": {
@@ -154,7 +147,8 @@ impl Component for FeedMonitor {
             },
             "gauges": { "recovering": u8::from(s.recovering) },
             "rate_charts": [["messages", "published"], ["packets", "duplicates"], ["gaps", "recovered", "lost"]],
-            "feed_channels": [channel(&s)],
+            "feed_channels": [channel(s)],
+        })
         })
     }
 

@@ -8,7 +8,7 @@ use tickwire_fix_engine::{EngineSnapshot, SessionCounters, SessionState, Session
 use tickwire_monitor::http::{Request, Response};
 use tickwire_monitor::prom::{Kind, Text};
 
-use super::{page, per_item, singles, up, Component, Family, Source};
+use super::{page, per_item, singles, Component, Family, Source};
 
 const WHO: &str = "the FIX engine's loop";
 
@@ -60,25 +60,22 @@ impl Component for FixMonitor {
     }
 
     fn varz(&self) -> Value {
-        match self.source.snapshot() {
-            Some(s) => json!({
+        self.source.doc("fix", |s| {
+            json!({
                 "kind": "fix",
                 "side": self.side,
                 "version": env!("CARGO_PKG_VERSION"),
                 "sessions": s.sessions.len(),
-                "logged_on": logged_on(&s),
+                "logged_on": logged_on(s),
                 "refused_connections": s.refused_connections,
                 "log_batches_dropped": s.log_batches_dropped,
-                "totals": totals(&s),
-            }),
-            None => self.source.error_doc("fix"),
-        }
+                "totals": totals(s),
+            })
+        })
     }
 
     fn metrics(&self, out: &mut Text, max_series: usize) {
-        let snapshot = self.source.snapshot();
-        up(out, "tickwire_fix_up", WHO, snapshot.is_some());
-        let Some(s) = snapshot else {
+        let Some(s) = self.source.scrape(out, "tickwire_fix_up") else {
             return;
         };
         let t = totals(&s);
@@ -168,10 +165,8 @@ impl Component for FixMonitor {
     }
 
     fn dashboard(&self) -> Value {
-        let Some(s) = self.source.snapshot() else {
-            return self.source.error_doc("fix");
-        };
-        let t = totals(&s);
+        self.source.doc("fix", |s| {
+        let t = totals(s);
         json!({
             "kind": format!("fix {}", self.side),
             "name": format!("{} sessions", s.sessions.len()),
@@ -185,9 +180,10 @@ impl Component for FixMonitor {
                 "logons": t.logons,
                 "disconnects": t.disconnects,
             },
-            "gauges": { "sessions": s.sessions.len(), "logged_on": logged_on(&s) },
+            "gauges": { "sessions": s.sessions.len(), "logged_on": logged_on(s) },
             "rate_charts": [["msgs_in", "msgs_out"], ["resend_requests_in", "resend_requests_out"]],
             "fix_sessions": s.sessions,
+        })
         })
     }
 

@@ -204,6 +204,27 @@ impl<T> Source<T> {
         Response::error(503, &format!("{} did not answer", self.who))
     }
 
+    /// `f` of a snapshot, or the error document of [`Source::error_doc`].
+    pub fn doc(&self, kind: &str, f: impl FnOnce(&T) -> serde_json::Value) -> serde_json::Value {
+        match self.snapshot() {
+            Some(s) => f(&s),
+            None => self.error_doc(kind),
+        }
+    }
+
+    /// For `/metrics`: the `<prefix>_up` gauge (1 when the hot thread answers this
+    /// scrape), then the snapshot if it did.
+    pub fn scrape(&self, out: &mut prom::Text, up: &str) -> Option<Arc<T>> {
+        let s = self.snapshot();
+        out.single(
+            up,
+            prom::Kind::Gauge,
+            &format!("1 when {} answers.", self.who),
+            f64::from(u8::from(s.is_some())),
+        );
+        s
+    }
+
     /// The `/varz`-style error document.
     pub fn error_doc(&self, kind: &str) -> serde_json::Value {
         serde_json::json!({ "kind": kind, "error": format!("{} did not answer", self.who) })
@@ -223,16 +244,6 @@ impl<T> Source<T> {
             Some(_) => Ok(()),
         }
     }
-}
-
-/// The `<prefix>_up` gauge: 1 when the hot thread answers.
-pub fn up(out: &mut prom::Text, name: &str, who: &str, answered: bool) {
-    out.single(
-        name,
-        prom::Kind::Gauge,
-        &format!("1 when {who} answers."),
-        f64::from(u8::from(answered)),
-    );
 }
 
 /// One unlabelled family per `(name, kind, help, value)`.

@@ -9,7 +9,7 @@ use tickwire_monitor::latency::QUANTILES;
 use tickwire_monitor::prom::{Kind, Text};
 use tickwire_router::monitor::{ClientView, Reader, Snapshot};
 
-use super::{page, per_item, probe, up, Component, Family, Source};
+use super::{page, per_item, probe, Component, Family, Source};
 
 /// Connections listed on the dashboard.
 const DASHBOARD_CONNECTIONS: usize = 20;
@@ -93,26 +93,23 @@ impl Component for RouterMonitor {
     }
 
     fn varz(&self) -> Value {
-        match self.source.snapshot() {
-            Some(s) => json!({
+        self.source.doc("router", |s| {
+            json!({
                 "kind": "router",
                 "server": s.router,
                 "max_clients": s.max_clients,
                 "egress_limit": s.egress_limit,
                 "shared_groups": s.shared_groups,
-                "slow_consumers": slow_count(&s),
-                "queues": queues(&s).len(),
+                "slow_consumers": slow_count(s),
+                "queues": queues(s).len(),
                 "guaranteed": !s.guaranteed.is_null(),
                 "latency_probe": self.probe_summary(),
-            }),
-            None => self.source.error_doc("router"),
-        }
+            })
+        })
     }
 
     fn metrics(&self, out: &mut Text, max_series: usize) {
-        let snapshot = self.source.snapshot();
-        up(out, "tickwire_router_up", WHO, snapshot.is_some());
-        let Some(s) = snapshot else {
+        let Some(s) = self.source.scrape(out, "tickwire_router_up") else {
             return;
         };
         let r = &s.router;
