@@ -60,12 +60,14 @@
 mod app;
 mod engine;
 mod log;
+pub mod monitor;
 mod spec;
 mod store;
 
 pub use app::{Application, Ctx, SessionKey};
 pub use engine::{Engine, EngineOptions, Handle, SendError};
 pub use log::MessageLog;
+pub use monitor::{EngineSnapshot, SessionCounters, SessionState, SessionView};
 pub use spec::{DictionaryCache, SessionSpec, StoreSpec};
 pub use store::AnyStore;
 pub use tickwire_fix::settings::IdleStrategy;

@@ -263,7 +263,7 @@ impl FeedConfig {
 
 /// Counters, plain integers owned by the core; the driver reads them (e.g. once a
 /// second). `malformed` is the sum of the per-kind bad-input counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Counters {
     /// Packets handed to the core (all of them, good or bad).
     pub packets: u64,

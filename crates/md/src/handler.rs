@@ -9,7 +9,10 @@
 //! 2. one `write` to the router for everything queued (smart batching);
 //! 3. send the core's re-requests, run its timeout when due;
 //! 4. once a second, record the counters (packets, messages, gaps, recovered, lost,
-//!    published) and optionally print them.
+//!    published) and optionally print them;
+//! 5. every 10 ms, with `--http`, store a heartbeat and, when the monitoring thread
+//!    asked, hand it a [`FeedSnapshot`] (see [`tickwire_rt::snapshot`]: no lock, and
+//!    nothing at all per message).
 //!
 //! Idle: `spin` polls the sockets without sleeping (lowest latency, one core); `block`
 //! waits in `poll(2)` up to 1 ms.
@@ -20,7 +23,7 @@ use std::time::Duration;
 
 use tickwire_capture::net::group_receiver;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
-use tickwire_rt::{IdleStrategy, MonoNanos, StopFlag};
+use tickwire_rt::{snapshot, IdleStrategy, MonoNanos, StopFlag};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
 
@@ -85,6 +88,60 @@ pub struct HandlerReport {
     pub end_of_session: bool,
 }
 
+/// The feed handler at one tick, owned by the monitoring side (`tickwire feed --http`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FeedSnapshot {
+    /// When it was taken.
+    #[serde(skip)]
+    pub taken: MonoNanos,
+    /// Milliseconds since the handler started.
+    pub uptime_ms: u64,
+    /// Line A's multicast group.
+    pub group: String,
+    /// Line B's, if any.
+    pub group_b: Option<String>,
+    /// The re-request server.
+    pub request_to: String,
+    /// The router published to.
+    pub router: String,
+    /// The venue level of the topics.
+    pub venue: String,
+    /// The MoldUDP64 session followed (None: none adopted yet).
+    pub session: Option<String>,
+    /// The core's counters (sequencing, stray traffic, bad input).
+    pub counters: Counters,
+    /// Updates published to the router.
+    pub published: u64,
+    /// Re-requests sent, and those the socket refused.
+    pub requests_sent: u64,
+    /// Re-requests the socket refused to send.
+    pub request_send_errors: u64,
+    /// Order references the books did not know.
+    pub unknown_refs: u64,
+    /// A gap is open now.
+    pub recovering: bool,
+    /// End of Session was received.
+    pub session_ended: bool,
+    /// The last complete second's counts (the rates).
+    pub last_second: Option<Second>,
+    /// Datagrams received, per socket.
+    pub datagrams: Datagrams,
+}
+
+/// Datagrams received per socket (duplicates across lines included).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Datagrams {
+    /// On line A's group.
+    pub line_a: u64,
+    /// On line B's group (0 without one).
+    pub line_b: u64,
+    /// Re-request answers.
+    pub retransmissions: u64,
+}
+
+/// How often the loop stores its heartbeat and answers a snapshot request.
+const MONITOR_TICK_NS: u64 = 10_000_000;
+
 struct RouterSink<'a> {
     client: &'a mut Client,
     published: u64,
@@ -111,6 +168,16 @@ impl Sink for RouterSink<'_> {
 
 /// Runs the feed handler until End of Session (when asked) or `stop`.
 pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerReport> {
+    run_monitored(opts, stop, None)
+}
+
+/// [`run`], publishing to a monitoring thread: a heartbeat every 10 ms and a
+/// [`FeedSnapshot`] whenever the reader of `monitor` asks.
+pub fn run_monitored(
+    opts: &HandlerOptions,
+    stop: &StopFlag,
+    monitor: Option<&snapshot::Publisher<FeedSnapshot>>,
+) -> anyhow::Result<HandlerReport> {
     let mut core = FeedHandler::new(opts.feed.clone())?;
     let feed = group_receiver(opts.group, opts.interface)?;
     feed.set_nonblocking(true)?;
@@ -145,6 +212,9 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
     };
     let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
+    let mut next_monitor_tick = start;
+    // Datagrams received on line A, line B and the re-request socket.
+    let mut line_datagrams = [0u64; 3];
     let mut last = Second::default();
     let mut published = 0u64;
     loop {
@@ -155,15 +225,17 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
         };
         let mut got = 0usize;
         // 1. Drain the sockets: line A, line B, retransmissions.
-        for sock in [Some(&feed), feed_b.as_ref(), Some(&req)]
+        for (line, sock) in [Some(&feed), feed_b.as_ref(), Some(&req)]
             .into_iter()
-            .flatten()
+            .enumerate()
         {
+            let Some(sock) = sock else { continue };
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
                         core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
+                        line_datagrams[line] += 1;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -227,6 +299,33 @@ pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerRepo
             }
             report.timeline.push(s);
             next_second += 1_000_000_000;
+        }
+        // 5. Monitoring.
+        if let Some(m) = monitor.filter(|_| now.as_nanos() >= next_monitor_tick) {
+            next_monitor_tick = now.as_nanos() + MONITOR_TICK_NS;
+            m.tick(now, || FeedSnapshot {
+                taken: now,
+                uptime_ms: (now.as_nanos() - start) / 1_000_000,
+                group: opts.group.to_string(),
+                group_b: opts.group_b.map(|g| g.to_string()),
+                request_to: opts.request_to.to_string(),
+                router: opts.router.clone(),
+                venue: opts.feed.venue.clone(),
+                session: core.session().map(|s| s.to_string().trim_end().to_string()),
+                counters: *core.counters(),
+                published,
+                requests_sent: report.requests_sent,
+                request_send_errors: report.request_send_errors,
+                unknown_refs: core.books().unknown_refs,
+                recovering: core.recovering(),
+                session_ended: core.session_ended(),
+                last_second: report.timeline.last().copied(),
+                datagrams: Datagrams {
+                    line_a: line_datagrams[0],
+                    line_b: line_datagrams[1],
+                    retransmissions: line_datagrams[2],
+                },
+            });
         }
         if opts.exit_on_end_of_session && core.session_ended() && !core.recovering() {
             report.end_of_session = true;

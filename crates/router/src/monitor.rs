@@ -1,29 +1,15 @@
 //! Publication of the router's state to a monitoring thread (the HTTP endpoint of
 //! `tickwire router --http`), without a lock on the event-loop thread.
 //!
-//! The event loop is the single writer of every counter ([`crate::core::Core`]). It
-//! shares two things with the monitoring side:
-//! - a heartbeat: the time of its last timer tick, stored with a relaxed atomic store
-//!   every tick (at most every 10 ms while busy, 50 ms while idle), so `/healthz` can
-//!   tell a live loop from a stuck one without asking it anything;
-//! - a [`Snapshot`] on request: the monitoring side raises a flag (an atomic) and waits
-//!   on a bounded channel; at its next timer tick the loop sees the flag, copies its
-//!   state out ([`crate::core::Core::snapshot`]) and hands the copy over with a
-//!   non-blocking `try_send`. The copy is made at most once per tick and only when
-//!   someone asked: nothing happens per message, and with nobody polling nothing
-//!   happens at all beyond the heartbeat store.
-//!
-//! The channel is std's bounded channel (lock-free on the sending side); a reader that
-//! gave up waiting leaves at most one stale snapshot behind, which the next request
-//! drops before it asks again.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
-use std::sync::Arc;
-use std::time::Duration;
+//! The event loop is the single writer of every counter ([`crate::core::Core`]). At
+//! each timer tick (at most every 10 ms while busy, 50 ms while idle) it stores a
+//! heartbeat and, when the monitoring side asked, copies its state out
+//! ([`crate::core::Core::snapshot`]) into a [`Snapshot`], through the lock-free
+//! channel of [`tickwire_rt::snapshot`] (shared with the feed handler and the FIX
+//! engine).
 
 use serde::Serialize;
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{snapshot, MonoNanos};
 
 use crate::core::{ClientStats, RouterStats};
 
@@ -60,76 +46,14 @@ pub struct ClientView {
     pub patterns: Vec<String>,
 }
 
-struct Shared {
-    wanted: AtomicBool,
-    /// Nanoseconds on the monotonic clock of the loop's last timer tick; 0 before the first.
-    heartbeat: AtomicU64,
-}
-
-/// The event loop's end: see [`Publisher::tick`].
-pub struct Publisher {
-    shared: Arc<Shared>,
-    tx: SyncSender<Box<Snapshot>>,
-}
-
+/// The event loop's end (a [`tickwire_rt::snapshot::Publisher`] of [`Snapshot`]s).
+pub type Publisher = snapshot::Publisher<Snapshot>;
 /// The monitoring thread's end.
-pub struct Reader {
-    shared: Arc<Shared>,
-    rx: Receiver<Box<Snapshot>>,
-}
+pub type Reader = snapshot::Reader<Snapshot>;
 
-/// A connected pair; the heartbeat starts at `now` (a loop that never ticks is then
-/// seen as stuck, not as starting forever).
+/// A connected pair (see [`tickwire_rt::snapshot::channel`]).
 pub fn channel(now: MonoNanos) -> (Publisher, Reader) {
-    let shared = Arc::new(Shared {
-        wanted: AtomicBool::new(false),
-        heartbeat: AtomicU64::new(now.0),
-    });
-    let (tx, rx) = sync_channel(1);
-    (
-        Publisher {
-            shared: shared.clone(),
-            tx,
-        },
-        Reader { shared, rx },
-    )
-}
-
-impl Publisher {
-    /// Called by the event loop at each timer tick: stores the heartbeat and, when the
-    /// reader asked, hands it `make()`. Never blocks.
-    pub fn tick(&self, now: MonoNanos, make: impl FnOnce() -> Snapshot) {
-        self.shared.heartbeat.store(now.0, Ordering::Relaxed);
-        if self.shared.wanted.load(Ordering::Relaxed) {
-            self.shared.wanted.store(false, Ordering::Relaxed);
-            // Full (the reader has not taken the last one) or disconnected: drop it.
-            let _ = self.tx.try_send(Box::new(make()));
-        }
-    }
-}
-
-impl Reader {
-    /// Asks the loop for a snapshot and waits up to `timeout` for it (the loop answers
-    /// at its next timer tick: within 50 ms unless it is stuck). None on timeout.
-    pub fn fetch(&self, timeout: Duration) -> Option<Box<Snapshot>> {
-        // A snapshot left by a request that timed out is stale: drop it.
-        while let Ok(_stale) = self.rx.try_recv() {}
-        self.shared.wanted.store(true, Ordering::Relaxed);
-        self.rx.recv_timeout(timeout).ok()
-    }
-
-    /// The loop's last timer tick (None before the first).
-    pub fn heartbeat(&self) -> Option<MonoNanos> {
-        match self.shared.heartbeat.load(Ordering::Relaxed) {
-            0 => None,
-            t => Some(MonoNanos(t)),
-        }
-    }
-
-    /// True once the loop has stopped (its end is dropped).
-    pub fn loop_gone(&self) -> bool {
-        matches!(self.rx.try_recv(), Err(TryRecvError::Disconnected))
-    }
+    snapshot::channel(now)
 }
 
 #[cfg(test)]
@@ -137,33 +61,22 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::core::Core;
+    use std::time::Duration;
     use tickwire_rt::UtcNanos;
 
     #[test]
-    fn a_snapshot_is_made_only_when_asked_and_handed_over_at_the_next_tick() {
+    fn the_loop_hands_over_the_core_snapshot_of_its_tick() {
         let core = Core::new(Config::default(), MonoNanos(1), UtcNanos(1));
         let (publisher, reader) = channel(MonoNanos(1));
-        let mut made = 0;
-        publisher.tick(MonoNanos(5), || {
-            made += 1;
-            core.snapshot(MonoNanos(5))
-        });
-        assert_eq!(made, 0, "nobody asked");
-        assert_eq!(reader.heartbeat(), Some(MonoNanos(5)));
         std::thread::scope(|s| {
             let r = s.spawn(move || reader.fetch(Duration::from_secs(10)));
-            while !publisher.shared.wanted.load(Ordering::Relaxed) {
+            while !publisher.is_wanted() {
                 std::thread::yield_now();
             }
-            publisher.tick(MonoNanos(7), || {
-                made += 1;
-                core.snapshot(MonoNanos(7))
-            });
+            publisher.tick(MonoNanos(7), || core.snapshot(MonoNanos(7)));
             let snap = r.join().unwrap().expect("a snapshot");
             assert_eq!(snap.taken, MonoNanos(7));
+            assert!(snap.clients.is_empty());
         });
-        assert_eq!(made, 1);
-        // Nobody waits: a tick makes nothing.
-        publisher.tick(MonoNanos(9), || unreachable!());
     }
 }

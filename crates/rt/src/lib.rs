@@ -11,6 +11,7 @@ pub mod pacing;
 pub mod paths;
 pub mod pin;
 pub mod progress;
+pub mod snapshot;
 pub mod stop;
 pub mod time;
 pub mod units;

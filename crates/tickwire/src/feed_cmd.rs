@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tickwire_md::feed::{FeedConfig, Session};
-use tickwire_md::handler::{parse_feed_idle, run, HandlerOptions, HandlerReport, Second};
+use tickwire_md::handler::{parse_feed_idle, run_monitored, HandlerOptions, HandlerReport, Second};
 use tickwire_rt::IdleStrategy;
 use tickwire_rt::StopFlag;
 
@@ -44,6 +44,10 @@ is counted as a duplicate; a gap on one line waits --line-wait for the other lin
 copy before the first re-request, so a packet lost on one line only is never
 re-requested (line_filled counts such gaps).
 
+Monitoring: --http serves /healthz, /varz, /channelz (gaps, recovered, lost,
+line_filled, rates), /metrics (Prometheus) and a live dashboard, on 127.0.0.1:7481
+unless ADDR says otherwise (docs/monitoring.md).
+
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
 the report says why); 1 an error (router unreachable, socket error, bad option).
 
@@ -51,7 +55,11 @@ Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
   tickwire feed --group 239.1.1.1:26400 --session TICKWIRE01   # only this session
   tickwire feed --group 239.1.1.1:26400 --group-b 239.1.1.2:26400  # A/B lines
+  tickwire feed --group 239.1.1.1:26400 --http   # dashboard on http://127.0.0.1:7481/
   tickwire sub 'md/NASDAQ/AAPL/>'";
+
+/// `--http` without an address: 127.0.0.1 on this port.
+const FEED_HTTP_PORT: u16 = 7481;
 
 #[derive(Args)]
 #[command(after_help = FEED_HELP)]
@@ -117,6 +125,8 @@ pub struct FeedArgs {
     /// Interface address to join the group on.
     #[arg(long, default_value = "127.0.0.1")]
     interface: Ipv4Addr,
+    #[command(flatten)]
+    http: crate::monitor::HttpArgs,
 }
 
 pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
@@ -161,8 +171,19 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         exit_on_end_of_session: !a.keep_running,
         on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
+    let http = a.http.addr(FEED_HTTP_PORT)?;
     let stop = StopFlag::install();
-    let r = run(&opts, &stop)?;
+    crate::logging::reopen_on_sighup()?;
+    let (publisher, _server) = match http {
+        Some(addr) => {
+            let (publisher, reader) = tickwire_rt::snapshot::channel(tickwire_rt::MonoNanos::now());
+            let component = std::sync::Arc::new(crate::monitor::feed::FeedMonitor::new(reader));
+            let server = crate::monitor::serve(addr, component, a.http.metrics_max_series)?;
+            (Some(publisher), Some(server))
+        }
+        None => (None, None),
+    };
+    let r = run_monitored(&opts, &stop, publisher.as_ref())?;
     print!("{}", summary(&r));
     let c = &r.counters;
     if c.lost > 0 {

@@ -53,7 +53,12 @@ Standard input, one command per line:
   logout [<session>]           log out (all sessions without a name)
   logon [<session>]            enable again after a logout
   quit                         log out and exit
-SIGINT/SIGTERM log every session out (waiting up to 3 s) and exit.";
+SIGINT/SIGTERM log every session out (waiting up to 3 s) and exit.
+
+Monitoring: --http serves /healthz, /varz, /sessionz (state, next sender and target
+sequence numbers, message counts, resend requests), /metrics (Prometheus) and a live
+dashboard, on 127.0.0.1:7482 unless ADDR says otherwise; the line
+'tickwire monitor listening on http://ADDR/' comes before READY (docs/monitoring.md).";
 
 const FIX_EXAMPLES: &str = "\
 Applications (--app):
@@ -137,7 +142,12 @@ struct RunArgs {
     /// see sequence numbers reused).
     #[arg(long)]
     reset_lost_store: bool,
+    #[command(flatten)]
+    http: crate::monitor::HttpArgs,
 }
+
+/// `--http` without an address: 127.0.0.1 on this port.
+const FIX_HTTP_PORT: u16 = 7482;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum AppKind {
@@ -184,10 +194,23 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     };
     let mut engine = Engine::from_settings_with(&settings, app, opts)
         .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))?;
+    let _server = match a.http.addr(FIX_HTTP_PORT)? {
+        Some(addr) => {
+            let component =
+                std::sync::Arc::new(crate::monitor::fix::FixMonitor::new(engine.monitor(), side));
+            Some(crate::monitor::serve(
+                addr,
+                component,
+                a.http.metrics_max_series,
+            )?)
+        }
+        None => None,
+    };
     let stop = engine.stop_flag();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    crate::logging::reopen_on_sighup()?;
     let names: Vec<(SessionKey, String)> = engine
         .sessions()
         .map(|(k, id)| (k, id.to_string()))

@@ -114,6 +114,25 @@ pub fn reload(level: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// For commands without a config file (`feed`, `fix`): SIGHUP reopens the log file
+/// (rotation by rename), on a thread of its own; the level stays as started.
+pub fn reopen_on_sighup() -> anyhow::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+        .context("installing the SIGHUP handler")?;
+    std::thread::Builder::new()
+        .name("sighup".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                match reload(None) {
+                    Ok(()) => tracing::info!("SIGHUP: log file reopened"),
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "SIGHUP: reopening the log file failed"),
+                }
+            }
+        })
+        .context("starting the SIGHUP thread")?;
+    Ok(())
+}
+
 /// True when --log-level chose the level at start.
 pub fn level_from_flag() -> bool {
     RELOADER.get().is_some_and(|r| r.from_flag)

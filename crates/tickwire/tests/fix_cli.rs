@@ -10,7 +10,7 @@ mod common;
 mod fix_support;
 
 use common::assert_help_lists;
-use fix_support::{field, free_port, temp_dir, Peer, BIN};
+use fix_support::{field, free_port, temp_dir, two_sided_cfg, Peer, BIN};
 
 const ORDER: &str = "38=100|40=1|54=1|55=IBM|60=20240101-00:00:00";
 
@@ -141,31 +141,6 @@ fn start_two_sided(name: &str) -> (std::path::PathBuf, Peer, Peer) {
     venue.wait(&["READY acceptor"]);
     let client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
     (cfg, venue, client)
-}
-
-/// One settings file for both sides (each command takes the sessions of its
-/// ConnectionType), with a file store and, when `log`, a message log in `dir`.
-fn two_sided_cfg(dir: &std::path::Path, port: u16, log: bool) -> std::path::PathBuf {
-    let d = dir.display();
-    let log = if log {
-        format!("FileLogPath={d}/log\n")
-    } else {
-        String::new()
-    };
-    let cfg = dir.join("fix.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
-             ReconnectInterval=1\nFileStorePath={d}/store\n{log}\n\
-             [SESSION]\nConnectionType=acceptor\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\
-             TargetCompID=CLIENT\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort={port}\n\n\
-             [SESSION]\nConnectionType=initiator\nBeginString=FIX.4.4\nSenderCompID=CLIENT\n\
-             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n"
-        ),
-    )
-    .unwrap();
-    cfg
 }
 
 /// Issue 22: SIGTERM of the real `tickwire fix acceptor` logs the session out (the

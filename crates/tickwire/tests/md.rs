@@ -17,22 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{run_cli, temp, RouterProc};
+use common::{free_udp_port_pair, run_cli, temp, RouterProc};
 use tickwire_client::{Client, Wait};
 
 /// Offset of the feed handler's receive timestamp in an update (docs/market-data.md);
 /// it differs between runs and is zeroed before streams are compared.
 const RECEIVE_NS: std::ops::Range<usize> = 32..40;
-
-fn free_udp_port_pair() -> u16 {
-    loop {
-        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let p = a.local_addr().unwrap().port();
-        if p < 65_000 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
-            return p;
-        }
-    }
-}
 
 struct Kill(Child);
 impl Drop for Kill {
@@ -98,26 +88,7 @@ fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collec
 }
 
 fn generate(name: &str, seed: &str) -> tempfile::TempPath {
-    let f = temp(name);
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "generate",
-            "--symbols",
-            "20",
-            "--messages",
-            "30000",
-            "--seed",
-            seed,
-            "--rate",
-            "300k",
-            "--out",
-            f.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(st.success(), "{out}{err}");
-    f
+    common::md_session(name, seed, 20, 30_000)
 }
 
 /// One pass: router, feed handler, collector, publisher; returns (feed stdout, stream).

@@ -1,7 +1,8 @@
-//! The monitoring endpoint of the real `tickwire router --http`: the JSON endpoints
-//! show what real clients just did, the HTTP server refuses hostile requests,
-//! `/metrics` passes `promtool check metrics`, and the dashboard, loaded in a real
-//! headless Chromium, shows the counts without a console error.
+//! The monitoring endpoint of the real `tickwire router --http`, `tickwire feed --http`
+//! and `tickwire fix ... --http`: the JSON endpoints show what real clients, a real
+//! lossy feed and a real FIX session just did, the HTTP server refuses hostile
+//! requests, every `/metrics` passes `promtool check metrics`, and the dashboard,
+//! loaded in a real headless Chromium, shows the counts without a console error.
 //!
 //! Peers: promtool (Debian's `prometheus`) and Chromium (Debian's `chromium`), both
 //! installed by `.ci/setup` (scripts/install-monitoring-peers.sh). Missing locally, the
@@ -11,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod fix_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,7 +21,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{peer_missing, RouterProc};
+use common::{free_udp_port_pair, peer_missing, run_cli, RouterProc};
+use fix_support::{free_port, temp_dir, two_sided_cfg, Peer, BIN};
+use headless_chrome::{Browser, Tab};
 use tickwire_client::{Client, ClientOptions, Wait};
 
 /// GET `path`: (status, body).
@@ -184,11 +188,7 @@ fn hostile_requests_are_refused_and_the_endpoint_keeps_serving() {
 
 #[test]
 fn metrics_pass_promtool() {
-    let Some(promtool) = require(
-        "metrics_pass_promtool",
-        which("promtool"),
-        "promtool not found (apt-get install prometheus; .ci/setup)",
-    ) else {
+    let Some(promtool) = promtool("metrics_pass_promtool") else {
         return;
     };
     let (r, http, _t) = monitored_router(10);
@@ -216,6 +216,11 @@ fn metrics_pass_promtool() {
     ] {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }
+    promtool_check(&promtool, &metrics);
+}
+
+/// `promtool check metrics` on `metrics`: it must pass without a word.
+fn promtool_check(promtool: &std::path::Path, metrics: &str) {
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -240,6 +245,14 @@ fn metrics_pass_promtool() {
         "promtool check metrics: {}\n{said}\n{metrics}",
         out.status
     );
+}
+
+fn promtool(test: &str) -> Option<PathBuf> {
+    require(
+        test,
+        which("promtool"),
+        "promtool not found (apt-get install prometheus; .ci/setup)",
+    )
 }
 
 #[test]
@@ -276,6 +289,128 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// A dashboard open in a headless Chromium tab, with every console error, exception
+/// and error log entry of the page collected.
+struct Dashboard {
+    _browser: Browser,
+    tab: Arc<Tab>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Dashboard {
+    /// Opens `http://<http>/?poll=250` in a new headless Chromium.
+    fn open(chrome: PathBuf, http: SocketAddr) -> Dashboard {
+        use headless_chrome::protocol::cdp::types::Event;
+        use headless_chrome::protocol::cdp::{Log, Runtime};
+        use headless_chrome::LaunchOptions;
+
+        let browser = Browser::new(LaunchOptions {
+            path: Some(chrome),
+            headless: true,
+            // Containers and CI run as root, where Chromium's sandbox cannot start.
+            sandbox: false,
+            window_size: Some((1280, 1400)),
+            idle_browser_timeout: Duration::from_secs(60),
+            ..LaunchOptions::default()
+        })
+        .expect("start headless chromium");
+        let tab = browser.new_tab().expect("a tab");
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = errors.clone();
+        tab.add_event_listener(Arc::new(move |event: &Event| {
+            let error = match event {
+                Event::RuntimeConsoleAPICalled(e)
+                    if e.params.Type == Runtime::ConsoleAPICalledEventTypeOption::Error =>
+                {
+                    Some(format!("console.error: {:?}", e.params.args))
+                }
+                Event::RuntimeExceptionThrown(e) => {
+                    Some(format!("exception: {:?}", e.params.exception_details))
+                }
+                Event::LogEntryAdded(e) if e.params.entry.level == Log::LogEntryLevel::Error => {
+                    Some(format!(
+                        "log: {} {:?}",
+                        e.params.entry.text, e.params.entry.url
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(e) = error {
+                seen.lock().unwrap().push(e);
+            }
+        }))
+        .unwrap();
+        tab.enable_runtime().unwrap();
+        tab.enable_log().unwrap();
+        tab.set_default_timeout(Duration::from_secs(20));
+        tab.navigate_to(&format!("http://{http}/?poll=250"))
+            .unwrap()
+            .wait_until_navigated()
+            .unwrap();
+        Dashboard {
+            _browser: browser,
+            tab,
+            errors,
+        }
+    }
+
+    /// The text of cell `key` in the row of table `table` whose `by` cell is `value`
+    /// ("" while there is no such row).
+    fn cell(&self, table: &str, by: &str, value: &str, key: &str) -> String {
+        let js = format!(
+            "(() => {{ for (const tr of document.querySelectorAll('#{table} tr')) {{
+                 const n = tr.querySelector('td[data-key={by}]');
+                 if (n && n.textContent === {value:?}) return tr.querySelector('td[data-key={key}]').textContent;
+               }} return ''; }})()"
+        );
+        self.tab
+            .evaluate(&js, false)
+            .unwrap()
+            .value
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// Waits (bounded) until cell `key` of the row is `want`.
+    fn wait_cell(&self, table: &str, by: &str, value: &str, key: &str, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = self.cell(table, by, value, key);
+            if got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "#{table} row {value}: {key} shows {got:?}, not {want:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Saves a screenshot as `name` in TICKWIRE_SCREENSHOT_DIR (if set; how docs/ got
+    /// its screenshots), then asserts the page logged no error.
+    fn finish(&self, name: &str) {
+        use headless_chrome::protocol::cdp::Page;
+        if let Some(dir) = std::env::var_os("TICKWIRE_SCREENSHOT_DIR") {
+            let png = self
+                .tab
+                .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
+                .unwrap();
+            std::fs::write(PathBuf::from(dir).join(name), png).unwrap();
+        }
+        let errors = self.errors.lock().unwrap();
+        assert!(errors.is_empty(), "console errors: {errors:#?}");
+    }
+}
+
+fn require_chromium(test: &str) -> Option<PathBuf> {
+    require(
+        test,
+        chromium(),
+        "no chromium on PATH (apt-get install chromium; .ci/setup) and CHROMIUM unset",
+    )
+}
+
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHROMIUM") {
         return Some(PathBuf::from(p));
@@ -290,74 +425,16 @@ fn chromium() -> Option<PathBuf> {
 /// also saves `dashboard.png` there (how docs/ got its screenshot).
 #[test]
 fn dashboard_in_headless_chromium_shows_the_counts() {
-    use headless_chrome::protocol::cdp::types::Event;
-    use headless_chrome::protocol::cdp::{Log, Page, Runtime};
-    use headless_chrome::{Browser, LaunchOptions};
-
-    let Some(chrome) = require(
-        "dashboard_in_headless_chromium_shows_the_counts",
-        chromium(),
-        "no chromium on PATH (apt-get install chromium; .ci/setup) and CHROMIUM unset",
-    ) else {
+    let Some(chrome) = require_chromium("dashboard_in_headless_chromium_shows_the_counts") else {
         return;
     };
     let (_r, http, _t) = monitored_router(42);
 
-    let browser = Browser::new(LaunchOptions {
-        path: Some(chrome),
-        headless: true,
-        // Containers and CI run as root, where Chromium's sandbox cannot start.
-        sandbox: false,
-        window_size: Some((1280, 1400)),
-        idle_browser_timeout: Duration::from_secs(60),
-        ..LaunchOptions::default()
-    })
-    .expect("start headless chromium");
-    let tab = browser.new_tab().expect("a tab");
-    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = errors.clone();
-    tab.add_event_listener(Arc::new(move |event: &Event| {
-        let error = match event {
-            Event::RuntimeConsoleAPICalled(e)
-                if e.params.Type == Runtime::ConsoleAPICalledEventTypeOption::Error =>
-            {
-                Some(format!("console.error: {:?}", e.params.args))
-            }
-            Event::RuntimeExceptionThrown(e) => {
-                Some(format!("exception: {:?}", e.params.exception_details))
-            }
-            Event::LogEntryAdded(e) if e.params.entry.level == Log::LogEntryLevel::Error => Some(
-                format!("log: {} {:?}", e.params.entry.text, e.params.entry.url),
-            ),
-            _ => None,
-        };
-        if let Some(e) = error {
-            seen.lock().unwrap().push(e);
-        }
-    }))
-    .unwrap();
-    tab.enable_runtime().unwrap();
-    tab.enable_log().unwrap();
-    tab.set_default_timeout(Duration::from_secs(20));
-    tab.navigate_to(&format!("http://{http}/?poll=250"))
-        .unwrap()
-        .wait_until_navigated()
-        .unwrap();
+    let page = Dashboard::open(chrome, http);
+    let tab = &page.tab;
 
     // Wait for the table row of each client, then read the cells the page drew.
-    let cell = |name: &str, key: &str| -> String {
-        let js = format!(
-            "(() => {{ for (const tr of document.querySelectorAll('#connections tr')) {{
-                 const n = tr.querySelector('td[data-key=name]');
-                 if (n && n.textContent === {name:?}) return tr.querySelector('td[data-key={key}]').textContent;
-               }} return ''; }})()"
-        );
-        tab.evaluate(&js, false)
-            .unwrap()
-            .value
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    };
+    let cell = |name: &str, key: &str| page.cell("connections", "name", name, key);
     let deadline = Instant::now() + Duration::from_secs(30);
     while cell("mon-sub", "msgs_out").is_empty() {
         assert!(
@@ -398,14 +475,7 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
         assert!(Instant::now() < deadline, "no latency chart");
         std::thread::sleep(Duration::from_millis(200));
     }
-    if let Some(dir) = std::env::var_os("TICKWIRE_SCREENSHOT_DIR") {
-        let png = tab
-            .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
-            .unwrap();
-        std::fs::write(PathBuf::from(dir).join("dashboard.png"), png).unwrap();
-    }
-    let errors = errors.lock().unwrap();
-    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    page.finish("dashboard.png");
 }
 
 /// `--log-format json --log-file`: JSON lines in the file; SIGHUP re-reads the config
@@ -463,4 +533,210 @@ fn json_log_file_and_sighup_reload() {
         !old.contains("connected"),
         "warn level logged a connect: {old}"
     );
+}
+
+/// The address in a `tickwire monitor listening on http://ADDR/` line.
+fn banner_addr(line: &str) -> SocketAddr {
+    line.split("http://")
+        .nth(1)
+        .and_then(|a| a.trim().trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("monitor banner without address: {line:?}"))
+}
+
+/// GETs `path` (bounded) until `done` holds for the JSON document, and returns it.
+fn poll_json(
+    http: SocketAddr,
+    path: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = get(http, path);
+        if status == 200 {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if done(&v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "GET {path}: never done: {v}");
+        } else {
+            assert!(Instant::now() < deadline, "GET {path}: {status} {body}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const FEED_MESSAGES: u64 = 5_000;
+
+/// A real `tickwire feed --http` receiving a `tickwire md publish` with 5% loss
+/// (re-requests answered by the publisher): `/channelz`, `/varz` and `/metrics` show
+/// the gaps it saw and recovered, and every message; `/metrics` passes promtool; the
+/// dashboard in headless Chromium shows the same gap and message counts.
+#[test]
+fn feed_endpoint_shows_the_gaps_it_recovered() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let session = common::md_session("mon-feed.itch", "21", 10, FEED_MESSAGES);
+    let port = free_udp_port_pair();
+    let group = format!("239.255.44.{}:{port}", 1 + port % 200);
+    let mut feed = Peer::spawn(
+        "tickwire feed",
+        Command::new(BIN)
+            .args(["feed", "--group", &group, "--router", &router.addr_str()])
+            .args(["--idle", "block", "--quiet", "--keep-running"])
+            .args(["--http", "127.0.0.1:0"])
+            .env("TICKWIRE_LOG", "warn"),
+    );
+    let http = banner_addr(&feed.wait(&["tickwire monitor listening on http://"]));
+    // The loop answers once it runs, i.e. after it joined the group.
+    let before = poll_json(http, "/varz", |v| v["kind"] == "feed");
+    assert_eq!(before["counters"]["messages"], 0, "{before}");
+
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "publish",
+            "--file",
+            session.to_str().unwrap(),
+            "--group",
+            &group,
+            "--speed",
+            "1x",
+            "--linger",
+            "1s",
+            "--loss",
+            "0.05",
+            "--seed",
+            "3",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "publish failed:\n{out}{err}");
+    let channelz = poll_json(http, "/channelz", |v| {
+        v["items"][0]["messages"] == FEED_MESSAGES && v["items"][0]["recovering"] == false
+    });
+    let ch = &channelz["items"][0];
+    assert_eq!(channelz["total"], 1);
+    let gaps = ch["gaps"].as_u64().unwrap();
+    assert!(gaps > 0, "5% loss must open gaps: {ch}");
+    assert!(ch["recovered"].as_u64().unwrap() > 0, "{ch}");
+    assert_eq!(ch["lost"], 0, "{ch}");
+    assert!(ch["requests"].as_u64().unwrap() > 0, "{ch}");
+    assert!(ch["published"].as_u64().unwrap() > 0, "{ch}");
+    assert!(
+        ch["datagrams"]["retransmissions"].as_u64().unwrap() > 0,
+        "{ch}"
+    );
+    assert!(
+        ch["channel"].as_str().unwrap().starts_with("TICKWIRE"),
+        "{ch}"
+    );
+
+    let varz = get_json(http, "/varz");
+    assert_eq!(varz["counters"]["gaps"], gaps, "{varz}");
+    assert_eq!(varz["group"], group.as_str(), "{varz}");
+    assert_eq!(get(http, "/healthz").0, 200);
+
+    let (status, metrics) = get(http, "/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "tickwire_feed_up 1".to_string(),
+        format!("tickwire_feed_messages_total {FEED_MESSAGES}"),
+        format!("tickwire_feed_gaps_total {gaps}"),
+        "tickwire_feed_lost_messages_total 0".to_string(),
+        "tickwire_feed_received_datagrams_total{line=\"retransmit\"}".to_string(),
+    ] {
+        assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+    }
+    if let Some(promtool) = promtool("feed_endpoint_shows_the_gaps_it_recovered") {
+        promtool_check(&promtool, &metrics);
+    }
+    let Some(chrome) = require_chromium("feed_endpoint_shows_the_gaps_it_recovered") else {
+        return;
+    };
+    let page = Dashboard::open(chrome, http);
+    let name = ch["channel"].as_str().unwrap();
+    page.wait_cell(
+        "channels",
+        "channel",
+        name,
+        "messages",
+        &FEED_MESSAGES.to_string(),
+    );
+    page.wait_cell("channels", "channel", name, "gaps", &gaps.to_string());
+    page.wait_cell("channels", "channel", name, "lost", "0");
+    page.finish("dashboard-feed.png");
+    drop(feed);
+}
+
+/// A `tickwire fix acceptor --app echo --http` and a `tickwire fix initiator`, one order
+/// sent and echoed: the acceptor's `/sessionz` shows the session logged on with its
+/// next sender and target sequence numbers and message counts; `/metrics` says the
+/// same and passes promtool; the dashboard in headless Chromium shows the session row.
+#[test]
+fn fix_endpoint_shows_the_session_and_its_sequence_numbers() {
+    let dir = temp_dir("mon-fix");
+    let cfg = two_sided_cfg(&dir, free_port(), false);
+    let mut venue = Peer::spawn(
+        "tickwire acceptor",
+        Command::new(BIN)
+            .args(["fix", "acceptor", "--config"])
+            .arg(&cfg)
+            .args(["--app", "echo", "--http", "127.0.0.1:0"])
+            .env("TICKWIRE_LOG", "warn"),
+    );
+    let http = banner_addr(&venue.wait(&["tickwire monitor listening on http://"]));
+    venue.wait(&["READY acceptor"]);
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    let v = "FIX.4.4:VENUE->CLIENT";
+    client.wait(&["LOGON", c]);
+    client.send("35=D|11=ORD1|38=100|40=1|54=1|55=IBM|60=20240101-00:00:00");
+    client.wait(&["IN", c, "|35=D|", "|11=ORD1|"]);
+
+    // In: Logon and the order; out: Logon and the echo.
+    let sessionz = poll_json(http, "/sessionz", |d| d["items"][0]["app_msgs_in"] == 1);
+    let s = &sessionz["items"][0];
+    assert_eq!(sessionz["total"], 1);
+    assert_eq!(sessionz["logged_on"], 1);
+    assert_eq!(s["session"], v, "{s}");
+    assert_eq!(s["role"], "acceptor", "{s}");
+    assert_eq!(s["state"], "logged_on", "{s}");
+    assert_eq!(s["next_sender_seq"], 3, "{s}");
+    assert_eq!(s["next_target_seq"], 3, "{s}");
+    assert_eq!(s["msgs_in"], 2, "{s}");
+    assert_eq!(s["msgs_out"], 2, "{s}");
+    assert_eq!(s["logons"], 1, "{s}");
+    assert_eq!(s["resend_requests_in"], 0, "{s}");
+    let varz = get_json(http, "/varz");
+    assert_eq!(
+        (&varz["kind"], &varz["side"], &varz["logged_on"]),
+        (&"fix".into(), &"acceptor".into(), &1.into()),
+        "{varz}"
+    );
+    assert_eq!(get(http, "/healthz").0, 200);
+
+    let (status, metrics) = get(http, "/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "tickwire_fix_up 1".to_string(),
+        "tickwire_fix_sessions_logged_on 1".to_string(),
+        format!("tickwire_fix_session_next_sender_seq_number{{session=\"{v}\"}} 3"),
+        format!("tickwire_fix_session_next_target_seq_number{{session=\"{v}\"}} 3"),
+        format!("tickwire_fix_session_received_messages_total{{session=\"{v}\"}} 2"),
+        "tickwire_fix_session_series_omitted 0".to_string(),
+    ] {
+        assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
+    }
+    if let Some(promtool) = promtool("fix_endpoint_shows_the_session_and_its_sequence_numbers") {
+        promtool_check(&promtool, &metrics);
+    }
+    let Some(chrome) = require_chromium("fix_endpoint_shows_the_session_and_its_sequence_numbers")
+    else {
+        return;
+    };
+    let page = Dashboard::open(chrome, http);
+    page.wait_cell("sessions", "session", v, "state", "logged_on");
+    page.wait_cell("sessions", "session", v, "next_target_seq", "3");
+    page.wait_cell("sessions", "session", v, "next_sender_seq", "3");
+    page.wait_cell("sessions", "session", v, "msgs_in", "2");
+    page.finish("dashboard-fix.png");
 }

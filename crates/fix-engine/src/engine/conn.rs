@@ -248,6 +248,7 @@ impl<A: Application> Engine<A> {
                 }
                 let slot = &mut self.slots[k.0];
                 slot.conn = None;
+                slot.counters.disconnects += 1;
                 slot.session.handle_disconnected(self.now);
                 slot.touched = true;
                 self.drain(k);

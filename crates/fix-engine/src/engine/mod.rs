@@ -30,9 +30,10 @@ use tickwire_fix::validate::is_admin_msg_type;
 
 use crate::app::{Application, Ctx, SessionKey};
 use crate::log::{LogTargets, MessageLog};
+use crate::monitor::{self, EngineSnapshot, SessionCounters, SessionState, SessionView};
 use crate::spec::{DictionaryCache, SessionSpec, StoreSpec};
 use crate::store::AnyStore;
-use tickwire_rt::UtcNanos;
+use tickwire_rt::{MonoNanos, UtcNanos};
 
 use crate::Error;
 
@@ -236,6 +237,8 @@ pub(crate) struct Slot {
     logged: bool,
     /// `AllowedRemoteAddresses` (empty: any peer).
     allowed: Vec<IpAddr>,
+    /// Counted by the engine thread, published on request (`Engine::monitor`).
+    pub(crate) counters: SessionCounters,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -335,6 +338,8 @@ pub struct Engine<A: Application> {
     stop: bool,
     /// The time of this loop turn (read once per turn).
     now: UtcNanos,
+    /// The monitoring channel, once [`Engine::monitor`] was called.
+    monitor: Option<monitor::Publisher>,
 }
 
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
@@ -481,6 +486,7 @@ impl<A: Application> Engine<A> {
                 nodelay: spec.nodelay,
                 listener,
                 allowed: spec.allowed_remote_addresses,
+                counters: SessionCounters::default(),
             });
         }
         let log = if log_targets.iter().any(Option::is_some) {
@@ -524,6 +530,7 @@ impl<A: Application> Engine<A> {
             handle,
             stop: false,
             now,
+            monitor: None,
         })
     }
 
@@ -646,6 +653,60 @@ impl<A: Application> Engine<A> {
             }
         }
         Ok(())
+    }
+
+    /// Starts publishing to a monitoring thread: the engine stores a heartbeat at its
+    /// housekeeping tick (every 10 ms while busy; at most `max_block` apart while idle)
+    /// and hands the returned reader an [`EngineSnapshot`] when it asks (at most one
+    /// per tick), without a lock (see [`tickwire_rt::snapshot`]).
+    pub fn monitor(&mut self) -> monitor::Reader {
+        let (publisher, reader) = tickwire_rt::snapshot::channel(MonoNanos::now());
+        self.monitor = Some(publisher);
+        reader
+    }
+
+    /// The counters of a session.
+    pub fn counters(&self, key: SessionKey) -> Option<SessionCounters> {
+        self.slots.get(key.0).map(|s| s.counters)
+    }
+
+    /// Every session's state, sequence numbers and counters, now.
+    pub fn snapshot(&self) -> EngineSnapshot {
+        let sessions = self
+            .slots
+            .iter()
+            .map(|s| {
+                let conn = s
+                    .conn
+                    .and_then(|c| self.net.conns.get(c.0))
+                    .and_then(Option::as_ref);
+                let state = match conn.map(|c| c.state) {
+                    None | Some(ConnState::Closing) => SessionState::Disconnected,
+                    Some(ConnState::Connecting) => SessionState::Connecting,
+                    Some(ConnState::Open) if s.session.is_logged_on() => SessionState::LoggedOn,
+                    Some(ConnState::Open) => SessionState::LoggingOn,
+                };
+                SessionView {
+                    session: s.id.to_string(),
+                    role: match s.session.config().role {
+                        Role::Acceptor => "acceptor",
+                        Role::Initiator => "initiator",
+                    },
+                    state,
+                    next_sender_seq: s.session.next_sender_seq(),
+                    next_target_seq: s.session.next_target_seq(),
+                    heart_bt_int: s.session.heart_bt_int(),
+                    peer: conn.and_then(|c| c.peer).map(|p| p.to_string()),
+                    counters: s.counters,
+                }
+            })
+            .collect();
+        EngineSnapshot {
+            taken: MonoNanos::now(),
+            sessions,
+            refused_connections: self.net.refused,
+            log_batches_dropped: self.log_dropped(),
+        }
     }
 
     /// Message-log batches (one per loop turn) dropped because the log writer was

@@ -73,6 +73,9 @@ impl<A: Application> Engine<A> {
         if self.now.as_nanos() >= self.net.next_housekeeping {
             self.net.next_housekeeping = self.now.as_nanos() + HOUSEKEEPING_NS;
             self.housekeeping();
+            if let Some(m) = &self.monitor {
+                m.tick(MonoNanos::now(), || self.snapshot());
+            }
         }
         self.finish_turn();
         Ok(())
@@ -308,6 +311,7 @@ impl<A: Application> Engine<A> {
                 };
                 match out {
                     Output::Send(bytes) => {
+                        slot.counters.sent(bytes);
                         if let Some(c) = conn_idx {
                             if let Some(Some(conn)) = net.conns.get_mut(c.0) {
                                 conn.wbuf.extend_from_slice(bytes);
@@ -336,7 +340,10 @@ impl<A: Application> Engine<A> {
                         Then::Nothing
                     }
                     Output::Disconnect => match slot.conn.take() {
-                        Some(c) => Then::Disconnect(c),
+                        Some(c) => {
+                            slot.counters.disconnects += 1;
+                            Then::Disconnect(c)
+                        }
                         None => Then::Nothing,
                     },
                     Output::Connect => {
@@ -379,13 +386,18 @@ impl<A: Application> Engine<A> {
                 Then::FromApp | Then::FromAdmin => {
                     // The session's own parse of these bytes: no second parse.
                     let m = codec::MessageRef::from_parts(&scratch.msg, &scratch.msg_fields);
-                    if matches!(then, Then::FromApp) {
+                    let is_app = matches!(then, Then::FromApp);
+                    ctx.slots[k.0].counters.received(m.msg_type(), is_app);
+                    if is_app {
                         app.from_app(&mut ctx, key, &m);
                     } else {
                         app.from_admin(&mut ctx, key, &m);
                     }
                 }
-                Then::LoggedOn => app.on_logon(&mut ctx, key),
+                Then::LoggedOn => {
+                    ctx.slots[k.0].counters.logons += 1;
+                    app.on_logon(&mut ctx, key);
+                }
                 Then::LoggedOut => app.on_logout(&mut ctx, key),
                 Then::Note => {
                     if slots[k.0].logged {

@@ -154,10 +154,12 @@ function render(d) {
     table("queues", [["name", "queue"], ["depth", "depth"], ["in_flight", "in flight"], ["consumers", "consumers"], ["delivered", "delivered"], ["acked", "acked"], ["dead_lettered", "dead-lettered"]], d.queues);
   }
   if (d.fix_sessions) {
-    table("sessions", [["session", "session"], ["state", "state"], ["next_sender_seq", "next out seq"], ["next_target_seq", "next in seq"], ["msgs_in", "msgs in"], ["msgs_out", "msgs out"]], d.fix_sessions);
+    table("sessions", [["session", "session"], ["role", "role"], ["state", "state"], ["next_sender_seq", "next out seq"], ["next_target_seq", "next in seq"], ["msgs_in", "msgs in"], ["msgs_out", "msgs out"], ["resend_requests_in", "resend req in"], ["resend_requests_out", "resend req out"], ["logons", "logons"], ["disconnects", "disconnects"], ["peer", "peer"]],
+      d.fix_sessions, (v) => (v.state === "logged_on" ? "" : "slow"));
   }
   if (d.feed_channels) {
-    table("channels", [["channel", "channel"], ["packets", "packets"], ["messages", "messages"], ["gaps", "gaps"], ["recovered", "recovered"], ["lost", "lost"]], d.feed_channels);
+    table("channels", [["channel", "channel"], ["lines", "lines"], ["packets", "packets"], ["messages", "messages"], ["gaps", "gaps"], ["recovered", "recovered"], ["lost", "lost"], ["line_filled", "line filled"], ["duplicates", "duplicates"], ["requests", "re-requests"], ["published", "published"], ["recovering", "recovering"]],
+      d.feed_channels, (c) => (c.lost > 0 ? "slow" : ""));
   }
 }
 

@@ -6,13 +6,18 @@
 //! `/api/dashboard`) are dispatched here once; a component adds its own (`/connz`...).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
 use tickwire_monitor::http::{Handler, Limits, Request, Response, Server};
 use tickwire_monitor::prom;
+use tickwire_rt::snapshot::Reader;
+use tickwire_rt::MonoNanos;
 
+pub mod feed;
+pub mod fix;
 pub mod probe;
 pub mod router;
 
@@ -135,4 +140,142 @@ pub fn page<T: serde::Serialize>(req: &Request<'_>, items: &[T]) -> serde_json::
         "limit": limit,
         "items": &items[offset..end],
     })
+}
+
+/// Requests within this long of a snapshot share it (the hot thread makes at most one
+/// per tick either way).
+const FRESH: Duration = Duration::from_millis(50);
+/// How long a request waits for the hot thread's next tick.
+const WAIT: Duration = Duration::from_millis(500);
+/// The hot threads tick at least every 100 ms: silent for this long, one is stuck.
+const STUCK_NS: u64 = 2_000_000_000;
+
+/// A hot thread's snapshots as the HTTP threads see them: fetched on request through
+/// [`tickwire_rt::snapshot`] and shared for [`FRESH`].
+pub struct Source<T> {
+    cache: Mutex<Cache<T>>,
+    /// Who answers, for errors: "the router's event loop".
+    who: &'static str,
+}
+
+struct Cache<T> {
+    reader: Reader<T>,
+    last: Option<(Instant, Arc<T>)>,
+}
+
+impl<T> Source<T> {
+    /// Serves what `reader` fetches from `who`.
+    pub fn new(reader: Reader<T>, who: &'static str) -> Source<T> {
+        Source {
+            cache: Mutex::new(Cache { reader, last: None }),
+            who,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<T>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A snapshot at most [`FRESH`] old, or None when the hot thread did not answer.
+    pub fn snapshot(&self) -> Option<Arc<T>> {
+        let mut c = self.lock();
+        if let Some((at, s)) = &c.last {
+            if at.elapsed() < FRESH {
+                return Some(s.clone());
+            }
+        }
+        let s: Arc<T> = Arc::from(c.reader.fetch(WAIT)?);
+        c.last = Some((Instant::now(), s.clone()));
+        Some(s)
+    }
+
+    /// `f` of a snapshot as JSON, or 503.
+    pub fn json(&self, f: impl FnOnce(&T) -> serde_json::Value) -> Response {
+        match self.snapshot() {
+            Some(s) => Response::json(&f(&s)),
+            None => self.unanswered(),
+        }
+    }
+
+    /// 503: the hot thread did not answer.
+    pub fn unanswered(&self) -> Response {
+        Response::error(503, &format!("{} did not answer", self.who))
+    }
+
+    /// `f` of a snapshot, or the error document of [`Source::error_doc`].
+    pub fn doc(&self, kind: &str, f: impl FnOnce(&T) -> serde_json::Value) -> serde_json::Value {
+        match self.snapshot() {
+            Some(s) => f(&s),
+            None => self.error_doc(kind),
+        }
+    }
+
+    /// For `/metrics`: the `<prefix>_up` gauge (1 when the hot thread answers this
+    /// scrape), then the snapshot if it did.
+    pub fn scrape(&self, out: &mut prom::Text, up: &str) -> Option<Arc<T>> {
+        let s = self.snapshot();
+        out.single(
+            up,
+            prom::Kind::Gauge,
+            &format!("1 when {} answers.", self.who),
+            f64::from(u8::from(s.is_some())),
+        );
+        s
+    }
+
+    /// The `/varz`-style error document.
+    pub fn error_doc(&self, kind: &str) -> serde_json::Value {
+        serde_json::json!({ "kind": kind, "error": format!("{} did not answer", self.who) })
+    }
+
+    /// Live: the hot thread ticked within [`STUCK_NS`] and has not stopped.
+    pub fn health(&self) -> Result<(), String> {
+        let c = self.lock();
+        match c.reader.heartbeat() {
+            None => Err(format!("{} has not ticked yet", self.who)),
+            Some(t) if MonoNanos::now().saturating_sub(t) > STUCK_NS => Err(format!(
+                "{}'s last tick was {} ms ago",
+                self.who,
+                MonoNanos::now().saturating_sub(t) / 1_000_000
+            )),
+            Some(_) if c.reader.loop_gone() => Err(format!("{} has stopped", self.who)),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// One unlabelled family per `(name, kind, help, value)`.
+pub fn singles(out: &mut prom::Text, families: &[(&str, prom::Kind, &str, u64)]) {
+    for &(name, kind, help, v) in families {
+        out.single(name, kind, help, v as f64);
+    }
+}
+
+/// A labelled metric family: name, type, help, and the value of one item.
+pub type Family<T> = (&'static str, prom::Kind, &'static str, fn(&T) -> f64);
+
+/// Each family of `families`, with one sample per item of `items` (the item and its
+/// labels), after a `<series_omitted>` gauge counting the `omitted` items that have no
+/// series of their own (the `--metrics-max-series` cap).
+pub fn per_item<T>(
+    out: &mut prom::Text,
+    (series_omitted, omitted_help, omitted): (&str, &str, usize),
+    families: &[Family<T>],
+    items: &[(&T, Vec<(&str, String)>)],
+) {
+    out.single(
+        series_omitted,
+        prom::Kind::Gauge,
+        omitted_help,
+        omitted as f64,
+    );
+    for &(name, kind, help, value) in families {
+        out.family(name, kind, help);
+        for (item, labels) in items {
+            let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            out.sample(name, &labels, value(item));
+        }
+    }
 }

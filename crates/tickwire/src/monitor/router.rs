@@ -3,71 +3,31 @@
 //! [`Snapshot`] the event loop hands over at its timer tick
 //! ([`tickwire_router::monitor`]), plus the latency probe's histograms.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
 use serde_json::{json, Value};
 use tickwire_monitor::http::{Request, Response};
 use tickwire_monitor::latency::QUANTILES;
 use tickwire_monitor::prom::{Kind, Text};
 use tickwire_router::monitor::{ClientView, Reader, Snapshot};
-use tickwire_rt::MonoNanos;
 
-use super::{page, probe, Component};
+use super::{page, per_item, probe, Component, Family, Source};
 
-/// Requests within this long of a snapshot share it (the loop makes at most one per
-/// tick either way).
-const FRESH: Duration = Duration::from_millis(50);
-/// How long a request waits for the loop's next tick.
-const WAIT: Duration = Duration::from_millis(500);
-/// The loop ticks at least every 50 ms: silent for this long, it is reported stuck.
-const STUCK_NS: u64 = 2_000_000_000;
 /// Connections listed on the dashboard.
 const DASHBOARD_CONNECTIONS: usize = 20;
 
-/// A labelled metric family: name, type, help, and the value of one item.
-type Family<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
-
 /// The router as the monitoring endpoint sees it.
 pub struct RouterMonitor {
-    cache: Mutex<Cache>,
+    source: Source<Snapshot>,
     probe: Option<probe::Shared>,
 }
 
-struct Cache {
-    reader: Reader,
-    last: Option<(Instant, Arc<Snapshot>)>,
-}
+const WHO: &str = "the router's event loop";
 
 impl RouterMonitor {
     /// Serves what `reader` fetches and what `probe` measured.
     pub fn new(reader: Reader, probe: Option<probe::Shared>) -> RouterMonitor {
         RouterMonitor {
-            cache: Mutex::new(Cache { reader, last: None }),
+            source: Source::new(reader, WHO),
             probe,
-        }
-    }
-
-    /// A snapshot at most [`FRESH`] old, or None when the loop did not answer.
-    fn snapshot(&self) -> Option<Arc<Snapshot>> {
-        let mut c = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((at, s)) = &c.last {
-            if at.elapsed() < FRESH {
-                return Some(s.clone());
-            }
-        }
-        let s: Arc<Snapshot> = Arc::from(c.reader.fetch(WAIT)?);
-        c.last = Some((Instant::now(), s.clone()));
-        Some(s)
-    }
-
-    fn with_snapshot(&self, f: impl FnOnce(&Snapshot) -> Value) -> Response {
-        match self.snapshot() {
-            Some(s) => Response::json(&f(&s)),
-            None => Response::error(503, "the router's event loop did not answer"),
         }
     }
 
@@ -129,54 +89,29 @@ fn metric_clients(s: &Snapshot, max: usize) -> Vec<&ClientView> {
 
 impl Component for RouterMonitor {
     fn health(&self) -> Result<(), String> {
-        let c = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match c.reader.heartbeat() {
-            None => Err("the event loop has not ticked yet".into()),
-            Some(t) if MonoNanos::now().saturating_sub(t) > STUCK_NS => Err(format!(
-                "the event loop's last tick was {} ms ago",
-                MonoNanos::now().saturating_sub(t) / 1_000_000
-            )),
-            Some(_) if c.reader.loop_gone() => Err("the event loop has stopped".into()),
-            Some(_) => Ok(()),
-        }
+        self.source.health()
     }
 
     fn varz(&self) -> Value {
-        match self.snapshot() {
-            Some(s) => json!({
+        self.source.doc("router", |s| {
+            json!({
                 "kind": "router",
                 "server": s.router,
                 "max_clients": s.max_clients,
                 "egress_limit": s.egress_limit,
                 "shared_groups": s.shared_groups,
-                "slow_consumers": slow_count(&s),
-                "queues": queues(&s).len(),
+                "slow_consumers": slow_count(s),
+                "queues": queues(s).len(),
                 "guaranteed": !s.guaranteed.is_null(),
                 "latency_probe": self.probe_summary(),
-            }),
-            None => json!({ "kind": "router", "error": "the event loop did not answer" }),
-        }
+            })
+        })
     }
 
     fn metrics(&self, out: &mut Text, max_series: usize) {
-        let Some(s) = self.snapshot() else {
-            out.single(
-                "tickwire_router_up",
-                Kind::Gauge,
-                "1 when the router's event loop answers.",
-                0.0,
-            );
+        let Some(s) = self.source.scrape(out, "tickwire_router_up") else {
             return;
         };
-        out.single(
-            "tickwire_router_up",
-            Kind::Gauge,
-            "1 when the router's event loop answers.",
-            1.0,
-        );
         let r = &s.router;
         let t = &r.totals;
         out.single(
@@ -259,13 +194,6 @@ impl Component for RouterMonitor {
         }
 
         let clients = metric_clients(&s, max_series);
-        out.single(
-            "tickwire_router_client_series_omitted",
-            Kind::Gauge,
-            "Connected clients without their own series (beyond --metrics-max-series; counted in the totals).",
-            s.clients.len().saturating_sub(clients.len()) as f64,
-        );
-        let ids: Vec<String> = clients.iter().map(|c| c.stats.id.0.to_string()).collect();
         let per_client: [Family<ClientView>; 5] = [
             (
                 "tickwire_router_client_received_messages_total",
@@ -298,12 +226,26 @@ impl Component for RouterMonitor {
                 |c| f64::from(u8::from(c.slow)),
             ),
         ];
-        for (name, kind, help, value) in per_client {
-            out.family(name, kind, help);
-            for (c, id) in clients.iter().zip(&ids) {
-                out.sample(name, &[("client", id), ("name", &c.stats.name)], value(c));
-            }
-        }
+        let items: Vec<(&ClientView, Vec<(&str, String)>)> = clients
+            .iter()
+            .map(|c| {
+                let labels = vec![
+                    ("client", c.stats.id.0.to_string()),
+                    ("name", c.stats.name.clone()),
+                ];
+                (*c, labels)
+            })
+            .collect();
+        per_item(
+            out,
+            (
+                "tickwire_router_client_series_omitted",
+                "Connected clients without their own series (beyond --metrics-max-series; counted in the totals).",
+                s.clients.len().saturating_sub(clients.len()),
+            ),
+            &per_client,
+            &items,
+        );
 
         let qs = queues(&s);
         if !s.guaranteed.is_null() {
@@ -368,8 +310,8 @@ impl Component for RouterMonitor {
     }
 
     fn dashboard(&self) -> Value {
-        let Some(s) = self.snapshot() else {
-            return json!({ "kind": "router", "error": "the event loop did not answer" });
+        let Some(s) = self.source.snapshot() else {
+            return self.source.error_doc("router");
         };
         let r = &s.router;
         let t = &r.totals;
@@ -419,8 +361,8 @@ impl Component for RouterMonitor {
     fn route(&self, req: &Request<'_>) -> Option<Response> {
         Some(match req.path {
             "/connz" => {
-                let Some(s) = self.snapshot() else {
-                    return Some(Response::error(503, "the router's event loop did not answer"));
+                let Some(s) = self.source.snapshot() else {
+                    return Some(self.source.unanswered());
                 };
                 let mut clients: Vec<&ClientView> = s.clients.iter().collect();
                 let sort = req.query.get("sort").unwrap_or("id");
@@ -445,7 +387,7 @@ impl Component for RouterMonitor {
                 doc["slow_consumers"] = json!(slow_count(&s));
                 Response::json(&doc)
             }
-            "/subsz" => self.with_snapshot(|s| {
+            "/subsz" => self.source.json(|s| {
                 let filter = req.query.get("pattern");
                 let list: Vec<Value> = s
                     .clients
@@ -459,7 +401,7 @@ impl Component for RouterMonitor {
                 doc["shared_groups"] = json!(s.shared_groups);
                 doc
             }),
-            "/queuez" => self.with_snapshot(|s| {
+            "/queuez" => self.source.json(|s| {
                 if s.guaranteed.is_null() {
                     return json!({ "enabled": false, "total": 0, "items": [] });
                 }

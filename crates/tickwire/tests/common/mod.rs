@@ -557,6 +557,45 @@ pub fn transport_rows<'a>(
     all
 }
 
+/// `tickwire md generate` of `messages` ITCH messages over `symbols` symbols with
+/// `seed`, at 300k messages/s, into a temporary file `name`.
+pub fn md_session(name: &str, seed: &str, symbols: u32, messages: u64) -> tempfile::TempPath {
+    let f = temp(name);
+    let path = f.to_str().expect("a UTF-8 temporary path").to_string();
+    let (symbols, messages) = (symbols.to_string(), messages.to_string());
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "generate",
+            "--symbols",
+            &symbols,
+            "--messages",
+            &messages,
+            "--seed",
+            seed,
+            "--rate",
+            "300k",
+            "--out",
+            &path,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "md generate: {out}{err}");
+    f
+}
+
+/// A free UDP port P on 127.0.0.1 with P+1 free too (a feed's group port and its
+/// re-request port).
+pub fn free_udp_port_pair() -> u16 {
+    loop {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP port");
+        let p = a.local_addr().expect("its address").port();
+        if p < 65_000 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
 /// A free loopback port, for a router that is restarted on the same one.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

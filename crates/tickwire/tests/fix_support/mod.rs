@@ -342,3 +342,28 @@ pub fn field(line: &str, tag: u32) -> Option<String> {
         })
         .find_map(|f| f.strip_prefix(&prefix).map(str::to_string))
 }
+
+/// One settings file for both sides (each command takes the sessions of its
+/// ConnectionType), with a file store and, when `log`, a message log in `dir`.
+pub fn two_sided_cfg(dir: &std::path::Path, port: u16, log: bool) -> std::path::PathBuf {
+    let d = dir.display();
+    let log = if log {
+        format!("FileLogPath={d}/log\n")
+    } else {
+        String::new()
+    };
+    let cfg = dir.join("fix.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
+             ReconnectInterval=1\nFileStorePath={d}/store\n{log}\n\
+             [SESSION]\nConnectionType=acceptor\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\
+             TargetCompID=CLIENT\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort={port}\n\n\
+             [SESSION]\nConnectionType=initiator\nBeginString=FIX.4.4\nSenderCompID=CLIENT\n\
+             TargetCompID=VENUE\nSocketConnectHost=127.0.0.1\nSocketConnectPort={port}\n"
+        ),
+    )
+    .unwrap();
+    cfg
+}
