@@ -1738,9 +1738,7 @@ mod tests {
         // The example of docs/protocol.md section 4.10.
         assert_eq!(
             good,
-            [
-                0x13, 0, 0, 0, 7, 0, 0, 0, 1, 5, 0, 0, b'a', b'l', b'i', b'c', b'e', b'p', b'w'
-            ]
+            [0x13, 0, 0, 0, 7, 0, 0, 0, 1, 5, 0, 0, b'a', b'l', b'i', b'c', b'e', b'p', b'w']
         );
         let malformed = |b: &[u8]| matches!(decode(b, MAX), Err(FrameError::Malformed { .. }));
         let mut b = good.clone();
@@ -1774,24 +1772,42 @@ mod tests {
         encode_auth(&mut b, &a).unwrap();
         assert!(matches!(one(&b), Frame::Auth(x) if x.secret.len() == MAX_SECRET_LEN));
         let e = encode_auth(&mut Vec::new(), &Auth { secret: &long, ..a });
-        assert_eq!(e, Err(EncodeError::CredentialTooLong("secret", MAX_SECRET_LEN)));
+        assert_eq!(
+            e,
+            Err(EncodeError::CredentialTooLong("secret", MAX_SECRET_LEN))
+        );
         b.push(7);
         let len = b.len() as u32;
         b[..4].copy_from_slice(&len.to_le_bytes());
         assert!(malformed(&b));
         // Debug never shows the secret.
         let shown = format!("{:?}", one(&good));
-        assert!(shown.contains("<2 bytes>") && !shown.contains("pw"), "{shown}");
+        assert!(
+            shown.contains("<2 bytes>") && !shown.contains("pw"),
+            "{shown}"
+        );
     }
 
     #[test]
     fn hello_capabilities_round_trip() {
         let mut b = Vec::new();
         encode_hello_caps(&mut b, 1, caps::AUTH, "c");
-        assert!(matches!(one(&b), Frame::Hello { capabilities: caps::AUTH, .. }));
+        assert!(matches!(
+            one(&b),
+            Frame::Hello {
+                capabilities: caps::AUTH,
+                ..
+            }
+        ));
         let mut b = Vec::new();
         encode_welcome_caps(&mut b, 3, 1024, caps::AUTH, "r");
-        assert!(matches!(one(&b), Frame::Welcome { capabilities: caps::AUTH, .. }));
+        assert!(matches!(
+            one(&b),
+            Frame::Welcome {
+                capabilities: caps::AUTH,
+                ..
+            }
+        ));
     }
 
     #[test]
