@@ -45,6 +45,33 @@ pub struct ClientOptions {
     /// Initial receive buffer size; it grows only to hold a single larger frame (up to
     /// `max_frame`). Default 256 KiB.
     pub recv_buffer: usize,
+    /// Log in with these credentials (an AUTH frame right after HELLO). Default `None`:
+    /// connect anonymously, which a router allows on loopback unless configured
+    /// otherwise (docs/security.md).
+    pub login: Option<Login>,
+}
+
+/// Credentials for [`ClientOptions::login`]. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Login {
+    /// A user name and its password.
+    Password {
+        /// The user.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// A token (it names its user by itself).
+    Token(String),
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Login::Password { user, .. } => write!(f, "Password {{ user: {user:?}, .. }}"),
+            Login::Token(_) => f.write_str("Token(..)"),
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -57,6 +84,7 @@ impl Default for ClientOptions {
             stamp: false,
             max_frame: DEFAULT_MAX_FRAME,
             recv_buffer: 256 * 1024,
+            login: None,
         }
     }
 }
@@ -1233,7 +1261,27 @@ impl Client {
     // -- internals ----------------------------------------------------------------
 
     fn handshake(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
-        frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name);
+        match &self.opts.login {
+            None => frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name),
+            Some(login) => {
+                let auth = match login {
+                    Login::Password { user, password } => frame::Auth {
+                        method: frame::AuthMethod::Password,
+                        user,
+                        secret: password.as_bytes(),
+                    },
+                    Login::Token(token) => frame::Auth {
+                        method: frame::AuthMethod::Token,
+                        user: "",
+                        secret: token.as_bytes(),
+                    },
+                };
+                let name = &self.opts.name;
+                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, frame::caps::AUTH, name);
+                frame::encode_auth(&mut self.tx, &auth)
+                    .map_err(|e| Error::InvalidArgument(format!("login: {e}")))?;
+            }
+        }
         self.flush()?;
         loop {
             let decoded = decode(self.rx.data(), self.rx_limit());
