@@ -1222,7 +1222,9 @@ impl Client {
     /// Flushes, sends CLOSE(NORMAL) and waits up to [`ClientOptions::request_timeout`]
     /// for the router's CLOSE or end of stream. Messages still arriving are dropped.
     ///
-    /// Fails only if pending publishes could not be written (they may be lost).
+    /// Fails if pending publishes could not be written (they may be lost), or with
+    /// [`Error::Rejected`] when a non-fatal ERROR that answers no request (a PUBLISH the
+    /// user is not permitted) arrives while closing.
     pub fn close(mut self) -> Result<(), Error> {
         if self.session.closed.is_some() {
             return match self.pending_bytes() {
@@ -1244,6 +1246,9 @@ impl Client {
         loop {
             match self.drain_rx_into_stash() {
                 Ok(()) => {}
+                // A refusal nobody read yet (a publish not permitted): the caller's
+                // work did not all happen, so say so rather than close quietly.
+                Err(e @ Error::Rejected { .. }) => return Err(e),
                 // The router's CLOSE (or anything else that ends it) is what we wait for.
                 Err(_) => return Ok(()),
             }
