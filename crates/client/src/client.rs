@@ -1244,22 +1244,24 @@ impl Client {
         }
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
         loop {
-            match self.drain_rx_into_stash() {
-                Ok(()) => {}
-                // A refusal nobody read yet (a publish not permitted): the caller's
-                // work did not all happen, so say so rather than close quietly.
-                Err(e @ Error::Rejected { .. }) => return Err(e),
-                // The router's CLOSE (or anything else that ends it) is what we wait for.
-                Err(_) => return Ok(()),
+            // The router's CLOSE (or anything else that ends it) is what we wait for.
+            if self.drain_rx_into_stash().is_err() {
+                break;
             }
             match self.read_rx() {
                 Ok(ReadOutcome::Data) => {}
-                Ok(ReadOutcome::Eof) | Err(_) => return Ok(()),
+                Ok(ReadOutcome::Eof) | Err(_) => break,
                 Ok(ReadOutcome::WouldBlock) => match self.wait_fd(PollFlags::IN, deadline) {
                     Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => return Ok(()),
+                    Ok(None) | Err(_) => break,
                 },
             }
+        }
+        // A refusal nobody read yet (a publish not permitted): the caller's work did not
+        // all happen, so say so rather than close quietly.
+        match self.deferred.take() {
+            Some(e @ Error::Rejected { .. }) => Err(e),
+            _ => Ok(()),
         }
     }
 

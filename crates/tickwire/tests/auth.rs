@@ -49,7 +49,10 @@ fn fixture() -> Fixture {
     let path = password_file.path().to_str().unwrap();
     let (st, hash_line, err) = run_cli(&["passwd", "--password-file", path], LONG);
     assert!(st.success(), "{err}");
-    assert!(hash_line.starts_with("password_hash = \"$argon2id$"), "{hash_line}");
+    assert!(
+        hash_line.starts_with("password_hash = \"$argon2id$"),
+        "{hash_line}"
+    );
     let (ops_token, ops_sha) = new_token();
     let (solo_token, solo_sha) = new_token();
     let mut config = tempfile::NamedTempFile::new().unwrap();
@@ -80,8 +83,7 @@ max_connections = 1
 "#
     )
     .unwrap();
-    let (router, log) =
-        RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
+    let (router, log) = RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
     Fixture {
         router,
         log,
@@ -145,17 +147,31 @@ fn a_wrong_password_is_refused_counted_and_logged_without_the_secret() {
         })
         .unwrap_err();
     assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
-    assert!(e.to_string().contains("unknown user or wrong password"), "{e}");
+    assert!(
+        e.to_string().contains("unknown user or wrong password"),
+        "{e}"
+    );
     // The CLI says the same and fails.
     let addr = f.router.addr_str();
     let (st, _, err) = run_cli(
-        &["stats", "--router", &addr, "--user", "alice", "--password", wrong],
+        &[
+            "stats",
+            "--router",
+            &addr,
+            "--user",
+            "alice",
+            "--password",
+            wrong,
+        ],
         LONG,
     );
     assert!(!st.success());
     assert!(err.contains("auth-failed"), "{err}");
     // Counted, and logged with the user, never the secret.
-    assert_eq!(common::u_at(&f.stats(), &["router", "totals", "auth_failures"]), 2);
+    assert_eq!(
+        common::u_at(&f.stats(), &["router", "totals", "auth_failures"]),
+        2
+    );
     let line = f
         .log
         .wait_for(&["login refused", "alice"], LONG)
@@ -206,16 +222,33 @@ fn a_user_denied_gt_receives_nothing_outside_their_patterns() {
             seen.push(m.topic().to_owned());
         }
     }
-    let m = alice.recv(Wait::Timeout(LONG)).unwrap().expect("one message");
+    let m = alice
+        .recv(Wait::Timeout(LONG))
+        .unwrap()
+        .expect("one message");
     assert_eq!(m.topic(), "md/NASDAQ/AAPL");
-    assert!(alice.recv(Wait::Timeout(Duration::from_millis(300))).unwrap().is_none());
+    assert!(alice
+        .recv(Wait::Timeout(Duration::from_millis(300)))
+        .unwrap()
+        .is_none());
     // The CLI: `tickwire sub '>'` as alice fails with the reason.
     let addr = f.router.addr_str();
-    let mut args = vec!["sub", ">", "--router", &addr, "--no-reconnect", "--count", "1"];
+    let mut args = vec![
+        "sub",
+        ">",
+        "--router",
+        &addr,
+        "--no-reconnect",
+        "--count",
+        "1",
+    ];
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
     assert!(!st.success());
-    assert!(err.contains("permission-denied") && err.contains("not permitted to subscribe"), "{err}");
+    assert!(
+        err.contains("permission-denied") && err.contains("not permitted to subscribe"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -226,7 +259,10 @@ fn stats_and_queue_listing_from_a_non_admin_are_refused() {
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
     assert!(!st.success());
-    assert!(err.contains("permission-denied") && err.contains("admin only"), "{err}");
+    assert!(
+        err.contains("permission-denied") && err.contains("admin only"),
+        "{err}"
+    );
     let mut args = vec!["queue", "list", "--router", &addr];
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
@@ -235,7 +271,14 @@ fn stats_and_queue_listing_from_a_non_admin_are_refused() {
     // The admin sees the stats, with alice's user name and the refusals counted.
     let _alice = f.alice();
     let (st, out, err) = run_cli(
-        &["stats", "--router", &addr, "--token", &f.ops_token, "--print-json"],
+        &[
+            "stats",
+            "--router",
+            &addr,
+            "--token",
+            &f.ops_token,
+            "--print-json",
+        ],
         LONG,
     );
     assert!(st.success(), "{err}");
@@ -255,23 +298,50 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     ops.subscribe("orders/>").unwrap();
     let addr = f.router.addr_str();
     // Direct: the CLI reports the refusal and fails.
-    let mut args = vec!["pub", "orders/bob/1", "forged", "--router", &addr, "--no-reconnect"];
+    let mut args = vec![
+        "pub",
+        "orders/bob/1",
+        "forged",
+        "--router",
+        &addr,
+        "--no-reconnect",
+    ];
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
     assert!(!st.success(), "{err}");
-    assert!(err.contains("not permitted to publish to \"orders/bob/1\""), "{err}");
+    assert!(
+        err.contains("not permitted to publish to \"orders/bob/1\""),
+        "{err}"
+    );
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).
-    let mut args = vec!["pub", "orders/bob/2", "forged", "--router", &addr, "--guaranteed"];
+    let mut args = vec![
+        "pub",
+        "orders/bob/2",
+        "forged",
+        "--router",
+        &addr,
+        "--guaranteed",
+    ];
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
     assert_eq!(st.code(), Some(3), "{err}");
     assert!(err.contains("not-permitted"), "{err}");
     // Allowed: delivered, and the subscriber never saw the forged ones.
-    let mut args = vec!["pub", "orders/alice/1", "real", "--router", &addr, "--no-reconnect"];
+    let mut args = vec![
+        "pub",
+        "orders/alice/1",
+        "real",
+        "--router",
+        &addr,
+        "--no-reconnect",
+    ];
     args.extend(f.alice_args());
     let (st, _, err) = run_cli(&args, LONG);
     assert!(st.success(), "{err}");
-    let m = ops.recv(Wait::Timeout(LONG)).unwrap().expect("the allowed publish");
+    let m = ops
+        .recv(Wait::Timeout(LONG))
+        .unwrap()
+        .expect("the allowed publish");
     assert_eq!((m.topic(), m.payload()), ("orders/alice/1", &b"real"[..]));
 }
 
@@ -279,9 +349,7 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
 fn one_user_at_its_connection_limit_locks_out_no_one_else() {
     let f = fixture();
     let solo = f.connect(Login::Token(f.solo_token.clone())).unwrap();
-    let e = f
-        .connect(Login::Token(f.solo_token.clone()))
-        .unwrap_err();
+    let e = f.connect(Login::Token(f.solo_token.clone())).unwrap_err();
     assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
     assert!(e.to_string().contains("limit of 1 connections"), "{e}");
     let _alice = f.alice();
@@ -289,10 +357,16 @@ fn one_user_at_its_connection_limit_locks_out_no_one_else() {
     // The slot is given back when the first connection ends.
     let deadline = std::time::Instant::now() + LONG;
     while f.connect(Login::Token(f.solo_token.clone())).is_err() {
-        assert!(std::time::Instant::now() < deadline, "solo never got back in");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "solo never got back in"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(common::u_at(&f.stats(), &["router", "totals", "user_limit_refused"]), 1);
+    assert_eq!(
+        common::u_at(&f.stats(), &["router", "totals", "user_limit_refused"]),
+        1
+    );
 }
 
 #[test]
