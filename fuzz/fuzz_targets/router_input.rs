@@ -32,7 +32,7 @@
 use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
-use tickwire_router::auth::{token_sha256, AllowDeny, Anonymous, AuthConfig, UserConfig};
+use tickwire_router::auth::{token_sha256, AllowDeny, Anonymous, AuthConfig, Rules, UserConfig};
 use tickwire_router::core::{Core, Input, Phase};
 use tickwire_router::index::Slot;
 use tickwire_router::{Config, SlowConsumerPolicy};
@@ -314,20 +314,26 @@ fn auth() -> AuthConfig {
             UserConfig {
                 name: "reader".into(),
                 token_sha256: Some(token_sha256(b"r")),
-                subscribe: AllowDeny {
-                    allow: Some(list(&["a/>"])),
-                    deny: list(&["a/s/>"]),
-                },
-                publish: AllowDeny {
-                    allow: Some(list(&["a/p/>"])),
-                    deny: vec![],
+                rules: Rules {
+                    subscribe: AllowDeny {
+                        allow: Some(list(&["a/>"])),
+                        deny: list(&["a/s/>"]),
+                    },
+                    publish: AllowDeny {
+                        allow: Some(list(&["a/p/>"])),
+                        deny: vec![],
+                    },
+                    ..Rules::default()
                 },
                 ..UserConfig::default()
             },
             UserConfig {
                 name: "ops".into(),
                 token_sha256: Some(token_sha256(b"o")),
-                admin: true,
+                rules: Rules {
+                    admin: true,
+                    ..Rules::default()
+                },
                 max_connections: Some(2),
                 ..UserConfig::default()
             },

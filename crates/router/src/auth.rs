@@ -94,9 +94,10 @@ pub struct Rules {
     pub queues: AllowDeny,
 }
 
-/// One user of `[[auth.users]]`.
+/// One user of `[[auth.users]]`: its login, limits and [`Rules`] (the same keys as a
+/// group's, at the user's level).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct UserConfig {
     /// The login name (1 to 64 bytes).
     pub name: String,
@@ -114,14 +115,14 @@ pub struct UserConfig {
     /// max_connections_per_user`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
-    /// See [`Rules::admin`].
-    pub admin: bool,
-    /// See [`Rules::publish`].
-    pub publish: AllowDeny,
-    /// See [`Rules::subscribe`].
-    pub subscribe: AllowDeny,
-    /// See [`Rules::queues`].
-    pub queues: AllowDeny,
+    /// What the user may do, besides what its groups allow.
+    #[serde(flatten)]
+    pub rules: Rules,
+    /// Keys that are none of the above: refused by [`Authenticator::new`] (serde cannot
+    /// deny unknown fields next to a flattened table, and a misspelt rule must not
+    /// silently widen a user's rights).
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 /// The `[auth]` table of the router's configuration file.
@@ -359,8 +360,12 @@ impl Authenticator {
             if u.name.is_empty() || u.name.len() > tickwire_wire::frame::MAX_USER_LEN {
                 return err(format!("{who}: a name is 1 to 64 bytes"));
             }
-            check_rules(&who, [&u.publish, &u.subscribe, &u.queues])?;
-            let mut rules = vec![(u.admin, [&u.publish, &u.subscribe, &u.queues])];
+            if let Some(key) = u.unknown.keys().next() {
+                return err(format!("{who}: unknown key {key:?}"));
+            }
+            let r = &u.rules;
+            check_rules(&who, [&r.publish, &r.subscribe, &r.queues])?;
+            let mut rules = vec![(r.admin, [&r.publish, &r.subscribe, &r.queues])];
             for g in &u.groups {
                 let Some(r) = cfg.groups.get(g) else {
                     return err(format!("{who}: no group {g:?} in [auth.groups]"));
@@ -610,13 +615,19 @@ mod tests {
                     name: "alice".into(),
                     password_hash: Some(hash_password(b"pw").unwrap()),
                     groups: vec!["md-readers".into()],
-                    publish: ad(Some(&["orders/alice/>"]), &[]),
+                    rules: Rules {
+                        publish: ad(Some(&["orders/alice/>"]), &[]),
+                        ..Rules::default()
+                    },
                     ..UserConfig::default()
                 },
                 UserConfig {
                     name: "ops".into(),
                     token_sha256: Some(token_sha256(b"tok")),
-                    admin: true,
+                    rules: Rules {
+                        admin: true,
+                        ..Rules::default()
+                    },
                     ..UserConfig::default()
                 },
             ],
@@ -717,7 +728,7 @@ mod tests {
             .0
             .contains("nope"));
         let mut cfg = config();
-        cfg.users[0].publish.deny.push("a//b".into());
+        cfg.users[0].rules.publish.deny.push("a//b".into());
         assert!(Authenticator::new(&cfg, true, 1)
             .unwrap_err()
             .0
@@ -728,6 +739,14 @@ mod tests {
             .unwrap_err()
             .0
             .contains("64 hex"));
+        let mut cfg = config();
+        cfg.users[0]
+            .unknown
+            .insert("publsh".into(), serde_json::Value::Null);
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("unknown key \"publsh\""));
         let mut cfg = config();
         cfg.users[0].password_hash = Some("plaintext".into());
         assert!(Authenticator::new(&cfg, true, 1)

@@ -44,18 +44,24 @@ fn core() -> Core {
             users: vec![
                 UserConfig {
                     groups: vec!["md".into()],
-                    publish: AllowDeny {
-                        allow: Some(vec![]),
-                        deny: vec![],
-                    },
-                    queues: AllowDeny {
-                        allow: Some(patterns(&["mine*"])),
-                        deny: vec![],
+                    rules: Rules {
+                        publish: AllowDeny {
+                            allow: Some(vec![]),
+                            deny: vec![],
+                        },
+                        queues: AllowDeny {
+                            allow: Some(patterns(&["mine*"])),
+                            deny: vec![],
+                        },
+                        ..Rules::default()
                     },
                     ..user("reader", "r")
                 },
                 UserConfig {
-                    admin: true,
+                    rules: Rules {
+                        admin: true,
+                        ..Rules::default()
+                    },
                     ..user("ops", "o")
                 },
                 UserConfig {

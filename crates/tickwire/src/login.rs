@@ -17,31 +17,16 @@ pub const TOKEN_ENV: &str = "TICKWIRE_TOKEN";
 /// How a client command logs in to a router that requires it (docs/security.md).
 #[derive(Args, Debug, Clone, Default)]
 pub struct LoginArgs {
-    /// Log in as USER; the password comes from --password-file, --password or the
-    /// TICKWIRE_PASSWORD environment variable [default: anonymous, or the token in
-    /// TICKWIRE_TOKEN when set].
+    /// Log in as USER, with the password in --password-file or the TICKWIRE_PASSWORD
+    /// environment variable (never on the command line, which other users of the host
+    /// can read) [default: anonymous, or the token in TICKWIRE_TOKEN when set].
     #[arg(long, value_name = "USER", help_heading = "Login")]
     user: Option<String>,
-    /// The password of --user, read from the first line of FILE ('-': standard input).
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "user",
-        conflicts_with = "password",
-        help_heading = "Login"
-    )]
+    /// The password of --user: the first line of FILE ('-': standard input).
+    #[arg(long, value_name = "FILE", requires = "user", help_heading = "Login")]
     password_file: Option<PathBuf>,
-    /// The password of --user. Other users of this host can see a command line: prefer
-    /// --password-file or TICKWIRE_PASSWORD.
-    #[arg(
-        long,
-        value_name = "PASSWORD",
-        requires = "user",
-        help_heading = "Login"
-    )]
-    password: Option<String>,
-    /// Log in with a token (`tickwire passwd --token` makes one); TICKWIRE_TOKEN is read
-    /// when no login flag is given.
+    /// Log in with a token (`tickwire passwd --token` makes one; TICKWIRE_TOKEN is read
+    /// when no login flag is given).
     #[arg(
         long,
         value_name = "TOKEN",
@@ -63,10 +48,9 @@ impl LoginArgs {
                 .filter(|t| !t.is_empty())
                 .map(Login::Token));
         };
-        let password = match (&self.password_file, &self.password) {
-            (Some(path), _) => first_line(path)?,
-            (None, Some(p)) => p.clone(),
-            (None, None) => std::env::var(PASSWORD_ENV).map_err(|_| {
+        let password = match &self.password_file {
+            Some(path) => first_line(path)?,
+            None => std::env::var(PASSWORD_ENV).map_err(|_| {
                 anyhow::anyhow!(
                     "--user {user} needs a password: --password-file FILE, or the {PASSWORD_ENV} environment variable"
                 )

@@ -95,13 +95,14 @@ max_connections = 1
 }
 
 impl Fixture {
-    fn alice_args(&self) -> [&str; 4] {
-        [
-            "--user",
-            "alice",
-            "--password-file",
-            self.alice_password_file.path().to_str().unwrap(),
-        ]
+    /// `tickwire ARGS --router ADDR` logged in as alice.
+    fn alice_cli(&self, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+        let addr = self.router.addr_str();
+        let password_file = self.alice_password_file.path().to_str().unwrap();
+        let mut all = args.to_vec();
+        all.extend(["--router", &addr, "--user", "alice"]);
+        all.extend(["--password-file", password_file]);
+        run_cli(&all, LONG)
     }
 
     fn connect(&self, login: Login) -> Result<Client, Error> {
@@ -153,6 +154,9 @@ fn a_wrong_password_is_refused_counted_and_logged_without_the_secret() {
     );
     // The CLI says the same and fails.
     let addr = f.router.addr_str();
+    let mut wrong_file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(wrong_file, "{wrong}").unwrap();
+    let path = wrong_file.path().to_str().unwrap();
     let (st, _, err) = run_cli(
         &[
             "stats",
@@ -160,8 +164,8 @@ fn a_wrong_password_is_refused_counted_and_logged_without_the_secret() {
             &addr,
             "--user",
             "alice",
-            "--password",
-            wrong,
+            "--password-file",
+            path,
         ],
         LONG,
     );
@@ -178,9 +182,7 @@ fn a_wrong_password_is_refused_counted_and_logged_without_the_secret() {
         .expect("the refusal is logged");
     assert!(!f.log.text().contains(wrong), "{line}");
     // The right password works, from the CLI too.
-    let mut args = vec!["stats", "--router", &addr];
-    args.extend(f.alice_args());
-    let (_, _, err) = run_cli(&args, LONG);
+    let (_, _, err) = f.alice_cli(&["stats"]);
     assert!(!err.contains("auth-failed"), "{err}");
 }
 
@@ -232,18 +234,7 @@ fn a_user_denied_gt_receives_nothing_outside_their_patterns() {
         .unwrap()
         .is_none());
     // The CLI: `tickwire sub '>'` as alice fails with the reason.
-    let addr = f.router.addr_str();
-    let mut args = vec![
-        "sub",
-        ">",
-        "--router",
-        &addr,
-        "--no-reconnect",
-        "--count",
-        "1",
-    ];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["sub", ">", "--no-reconnect", "--count", "1"]);
     assert!(!st.success());
     assert!(
         err.contains("permission-denied") && err.contains("not permitted to subscribe"),
@@ -255,17 +246,13 @@ fn a_user_denied_gt_receives_nothing_outside_their_patterns() {
 fn stats_and_queue_listing_from_a_non_admin_are_refused() {
     let f = fixture();
     let addr = f.router.addr_str();
-    let mut args = vec!["stats", "--router", &addr];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["stats"]);
     assert!(!st.success());
     assert!(
         err.contains("permission-denied") && err.contains("admin only"),
         "{err}"
     );
-    let mut args = vec!["queue", "list", "--router", &addr];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["queue", "list"]);
     assert!(!st.success());
     assert!(err.contains("permission-denied"), "{err}");
     // The admin sees the stats, with alice's user name and the refusals counted.
@@ -296,47 +283,19 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     let f = fixture();
     let mut ops = f.ops();
     ops.subscribe("orders/>").unwrap();
-    let addr = f.router.addr_str();
     // Direct: the CLI reports the refusal and fails.
-    let mut args = vec![
-        "pub",
-        "orders/bob/1",
-        "forged",
-        "--router",
-        &addr,
-        "--no-reconnect",
-    ];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["pub", "orders/bob/1", "forged", "--no-reconnect"]);
     assert!(!st.success(), "{err}");
     assert!(
         err.contains("not permitted to publish to \"orders/bob/1\""),
         "{err}"
     );
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).
-    let mut args = vec![
-        "pub",
-        "orders/bob/2",
-        "forged",
-        "--router",
-        &addr,
-        "--guaranteed",
-    ];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["pub", "orders/bob/2", "forged", "--guaranteed"]);
     assert_eq!(st.code(), Some(3), "{err}");
     assert!(err.contains("not-permitted"), "{err}");
     // Allowed: delivered, and the subscriber never saw the forged ones.
-    let mut args = vec![
-        "pub",
-        "orders/alice/1",
-        "real",
-        "--router",
-        &addr,
-        "--no-reconnect",
-    ];
-    args.extend(f.alice_args());
-    let (st, _, err) = run_cli(&args, LONG);
+    let (st, _, err) = f.alice_cli(&["pub", "orders/alice/1", "real", "--no-reconnect"]);
     assert!(st.success(), "{err}");
     let m = ops
         .recv(Wait::Timeout(LONG))
