@@ -114,16 +114,30 @@ fn drain(core: &mut Core, id: Slot) -> Vec<String> {
     out
 }
 
-fn hello_auth(token: &str) -> Vec<u8> {
+/// A HELLO offering AUTH and the AUTH: `user` with a password, or a token when `user`
+/// is empty.
+fn hello_login(user: &str, secret: &str) -> Vec<u8> {
     let mut b = Vec::new();
     frame::encode_hello_caps(&mut b, PROTOCOL_VERSION, caps::AUTH, "t");
-    let a = Auth {
-        method: AuthMethod::Token,
-        user: "",
-        secret: token.as_bytes(),
+    let method = match user {
+        "" => AuthMethod::Token,
+        _ => AuthMethod::Password,
     };
-    frame::encode_auth(&mut b, &a).unwrap();
+    let secret = secret.as_bytes();
+    frame::encode_auth(
+        &mut b,
+        &Auth {
+            method,
+            user,
+            secret,
+        },
+    )
+    .unwrap();
     b
+}
+
+fn hello_auth(token: &str) -> Vec<u8> {
+    hello_login("", token)
 }
 
 fn login(core: &mut Core, token: &str) -> Slot {
@@ -195,15 +209,7 @@ fn a_password_login_checks_the_argon2_hash() {
     let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
     for (password, ok) in [("s3cret", true), ("s3cret ", false)] {
         let id = accept(&mut core);
-        let mut b = Vec::new();
-        frame::encode_hello_caps(&mut b, PROTOCOL_VERSION, caps::AUTH, "t");
-        let a = Auth {
-            method: AuthMethod::Password,
-            user: "alice",
-            secret: password.as_bytes(),
-        };
-        frame::encode_auth(&mut b, &a).unwrap();
-        feed(&mut core, id, &b);
+        feed(&mut core, id, &hello_login("alice", password));
         assert_eq!(drain(&mut core, id)[0].starts_with("WELCOME"), ok);
     }
     assert_eq!(core.totals().auth_failures, 1);
