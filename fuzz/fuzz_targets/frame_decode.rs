@@ -14,11 +14,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_wire::frame::{
-    add_discards, decode, encode_ack, encode_cached_message, encode_close, encode_error,
-    encode_hello, encode_message_from_publish, encode_ping, encode_pong, encode_publish_reply,
-    encode_stats_reply, encode_stats_request, encode_subscribe_image, encode_unsubscribe,
-    encode_welcome, flags, Frame, Msg, PublishOptions, Stamps, HEADER_LEN, MAX_TEXT_LEN,
-    PROTOCOL_VERSION,
+    add_discards, decode, encode_ack, encode_auth, encode_cached_message, encode_close,
+    encode_error, encode_hello_caps, encode_message_from_publish, encode_ping, encode_pong,
+    encode_publish_reply, encode_stats_reply, encode_stats_request, encode_subscribe_image,
+    encode_unsubscribe, encode_welcome_caps, flags, Frame, Msg, PublishOptions, Stamps,
+    HEADER_LEN, MAX_AUTH_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -188,16 +188,22 @@ fn check_control(bytes: &[u8], frame: Frame<'_>) {
     match frame {
         Frame::Hello {
             version,
-            capabilities: 0,
+            capabilities,
             name,
-        } => encode_hello(&mut out, version, name),
+        } => encode_hello_caps(&mut out, version, capabilities, name),
         Frame::Welcome {
             version: PROTOCOL_VERSION,
             client_id,
             max_frame,
-            capabilities: 0,
+            capabilities,
             name,
-        } => encode_welcome(&mut out, client_id, max_frame, name),
+        } => encode_welcome_caps(&mut out, client_id, max_frame, capabilities, name),
+        Frame::Auth(a) => {
+            assert!(bytes.len() <= MAX_AUTH_LEN, "an AUTH of {} bytes", bytes.len());
+            if let Err(e) = encode_auth(&mut out, &a) {
+                panic!("a decoded AUTH does not re-encode: {e}");
+            }
+        }
         Frame::Close { code, reason } if reason.len() <= MAX_TEXT_LEN => {
             encode_close(&mut out, code, reason)
         }

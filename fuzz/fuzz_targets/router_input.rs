@@ -7,6 +7,9 @@
 //! Replaces the old `frame_stream` target, which fuzzed a re-implementation of the
 //! reassembly loop instead of the router.
 //!
+//! With the policy byte's bit 2 the router requires a login (tokens, with publish and
+//! subscribe rules: see `auth`), and HELLO operations may log in, right or wrong.
+//!
 //! Input: a list of operations, each one opcode byte followed by its arguments (see
 //! `step`). Besides raw bytes, operations can send a well-formed HELLO, SUBSCRIBE or
 //! PUBLISH built from fuzz bytes, so the fuzzer reaches routing without first having
@@ -29,6 +32,7 @@
 use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
+use tickwire_router::auth::{token_sha256, AllowDeny, Anonymous, AuthConfig, Rules, UserConfig};
 use tickwire_router::core::{Core, Input, Phase};
 use tickwire_router::index::Slot;
 use tickwire_router::{Config, SlowConsumerPolicy};
@@ -174,9 +178,22 @@ impl World {
             2 => {
                 let n = usize::from(cur.u8()? % 80);
                 let name = String::from_utf8_lossy(cur.bytes(n)).into_owned();
-                let version = if cur.u8()? == 0 { 0 } else { PROTOCOL_VERSION };
+                let how = cur.u8()?;
+                let version = if how == 0 { 0 } else { PROTOCOL_VERSION };
                 self.scratch.clear();
-                frame::encode_hello(&mut self.scratch, version, &name);
+                if how & 2 != 0 {
+                    // A login: one of the configured tokens, or a wrong one.
+                    frame::encode_hello_caps(&mut self.scratch, version, frame::caps::AUTH, &name);
+                    let token: &[u8] = [&b"r"[..], b"o", b"wrong"][usize::from(how >> 2) % 3];
+                    let auth = frame::Auth {
+                        method: frame::AuthMethod::Token,
+                        user: "",
+                        secret: token,
+                    };
+                    let _ = frame::encode_auth(&mut self.scratch, &auth);
+                } else {
+                    frame::encode_hello(&mut self.scratch, version, &name);
+                }
                 let b = std::mem::take(&mut self.scratch);
                 self.feed(k, &b);
                 self.scratch = b;
@@ -287,6 +304,44 @@ impl World {
     }
 }
 
+/// With policy bit 2: anonymous clients refused; token `r` subscribes inside `a/>` but
+/// not `a/s/>` and publishes to `a/p/>` only; token `o` is an admin with no rule.
+fn auth() -> AuthConfig {
+    let list = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    AuthConfig {
+        anonymous: Anonymous::Deny,
+        users: vec![
+            UserConfig {
+                name: "reader".into(),
+                token_sha256: Some(token_sha256(b"r")),
+                rules: Rules {
+                    subscribe: AllowDeny {
+                        allow: Some(list(&["a/>"])),
+                        deny: list(&["a/s/>"]),
+                    },
+                    publish: AllowDeny {
+                        allow: Some(list(&["a/p/>"])),
+                        deny: vec![],
+                    },
+                    ..Rules::default()
+                },
+                ..UserConfig::default()
+            },
+            UserConfig {
+                name: "ops".into(),
+                token_sha256: Some(token_sha256(b"o")),
+                rules: Rules {
+                    admin: true,
+                    ..Rules::default()
+                },
+                max_connections: Some(2),
+                ..UserConfig::default()
+            },
+        ],
+        ..AuthConfig::default()
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&policy, ops)) = data.split_first() else {
         return;
@@ -311,6 +366,7 @@ fuzz_target!(|data: &[u8]| {
         cache_depth: CACHE_DEPTH,
         cache_max_topics: CACHE_MAX_TOPICS,
         cache_max_bytes: CACHE_MAX_BYTES,
+        auth: if policy & 2 != 0 { auth() } else { AuthConfig::default() },
         ..Config::default()
     };
     let mut w = World {

@@ -45,6 +45,33 @@ pub struct ClientOptions {
     /// Initial receive buffer size; it grows only to hold a single larger frame (up to
     /// `max_frame`). Default 256 KiB.
     pub recv_buffer: usize,
+    /// Log in with these credentials (an AUTH frame right after HELLO). Default `None`:
+    /// connect anonymously, which a router allows on loopback unless configured
+    /// otherwise (docs/security.md).
+    pub login: Option<Login>,
+}
+
+/// Credentials for [`ClientOptions::login`]. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Login {
+    /// A user name and its password.
+    Password {
+        /// The user.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// A token (it names its user by itself).
+    Token(String),
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Login::Password { user, .. } => write!(f, "Password {{ user: {user:?}, .. }}"),
+            Login::Token(_) => f.write_str("Token(..)"),
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -57,6 +84,7 @@ impl Default for ClientOptions {
             stamp: false,
             max_frame: DEFAULT_MAX_FRAME,
             recv_buffer: 256 * 1024,
+            login: None,
         }
     }
 }
@@ -1205,7 +1233,9 @@ impl Client {
     /// Flushes, sends CLOSE(NORMAL) and waits up to [`ClientOptions::request_timeout`]
     /// for the router's CLOSE or end of stream. Messages still arriving are dropped.
     ///
-    /// Fails only if pending publishes could not be written (they may be lost).
+    /// Fails if pending publishes could not be written (they may be lost), or with
+    /// [`Error::Rejected`] when a non-fatal ERROR that answers no request (a PUBLISH the
+    /// user is not permitted) arrives while closing.
     pub fn close(mut self) -> Result<(), Error> {
         if self.session.closed.is_some() {
             return match self.pending_bytes() {
@@ -1225,26 +1255,51 @@ impl Client {
         }
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
         loop {
-            match self.drain_rx_into_stash() {
-                Ok(()) => {}
-                // The router's CLOSE (or anything else that ends it) is what we wait for.
-                Err(_) => return Ok(()),
+            // The router's CLOSE (or anything else that ends it) is what we wait for.
+            if self.drain_rx_into_stash().is_err() {
+                break;
             }
             match self.read_rx() {
                 Ok(ReadOutcome::Data) => {}
-                Ok(ReadOutcome::Eof) | Err(_) => return Ok(()),
+                Ok(ReadOutcome::Eof) | Err(_) => break,
                 Ok(ReadOutcome::WouldBlock) => match self.wait_fd(PollFlags::IN, deadline) {
                     Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => return Ok(()),
+                    Ok(None) | Err(_) => break,
                 },
             }
+        }
+        // A refusal nobody read yet (a publish not permitted): the caller's work did not
+        // all happen, so say so rather than close quietly.
+        match self.deferred.take() {
+            Some(e @ Error::Rejected { .. }) => Err(e),
+            _ => Ok(()),
         }
     }
 
     // -- internals ----------------------------------------------------------------
 
     fn handshake(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
-        frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name);
+        match &self.opts.login {
+            None => frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name),
+            Some(login) => {
+                let auth = match login {
+                    Login::Password { user, password } => frame::Auth {
+                        method: frame::AuthMethod::Password,
+                        user,
+                        secret: password.as_bytes(),
+                    },
+                    Login::Token(token) => frame::Auth {
+                        method: frame::AuthMethod::Token,
+                        user: "",
+                        secret: token.as_bytes(),
+                    },
+                };
+                let name = &self.opts.name;
+                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, frame::caps::AUTH, name);
+                frame::encode_auth(&mut self.tx, &auth)
+                    .map_err(|e| Error::InvalidArgument(format!("login: {e}")))?;
+            }
+        }
         self.flush()?;
         loop {
             let decoded = decode(self.rx.data(), self.rx_limit());

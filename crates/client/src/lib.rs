@@ -24,6 +24,12 @@
 //!    data arrives.
 //! 5. [`Client::close`] says goodbye; dropping a client only flushes (best effort).
 //!
+//! To log in (a router that requires it, docs/security.md), set
+//! [`ClientOptions::login`] to a [`Login`]: the AUTH frame goes out with the HELLO, and a
+//! refusal is [`Error::Closed`] with code `auth-failed`. An action the user is not
+//! permitted is [`Error::Rejected`] with code `permission-denied` (a subscribe, a
+//! request, stats) or, for a direct publish, reported by the next call that reads.
+//!
 //! PINGs from the router are answered inside every call that reads. Messages that
 //! arrive while a call waits for an answer (subscribe, stats, ping) are kept and
 //! delivered, in order, by the next `poll` / `recv`. Once the router closes the
@@ -117,7 +123,7 @@ mod session;
 mod transport;
 
 pub use backoff::Backoff;
-pub use client::{shared_pattern, Client, ClientOptions, Messages, Wait};
+pub use client::{shared_pattern, Client, ClientOptions, Login, Messages, Wait};
 pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};

@@ -145,6 +145,10 @@ pub struct Config {
     /// so a shared-memory hop does not wait behind a syscall every turn; TCP input may
     /// wait up to this long. 0: epoll every turn. Default 2.
     pub shm_epoll_interval_us: u64,
+    /// Authentication and authorization: the `[auth]` table of the configuration file
+    /// (a table of its own there, not a key of `[router]`; docs/security.md).
+    #[serde(skip)]
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl Default for Config {
@@ -177,6 +181,7 @@ impl Default for Config {
             shm: None,
             shm_ring: 1 << 20,
             shm_epoll_interval_us: 2,
+            auth: crate::auth::AuthConfig::default(),
         }
     }
 }
@@ -259,7 +264,22 @@ impl Config {
         if self.shm.as_deref().is_some_and(str::is_empty) {
             return err("shm name must not be empty".into());
         }
+        if let Err(e) = self.authenticator() {
+            return err(e.0);
+        }
         Ok(())
+    }
+
+    /// Compiles the `[auth]` table for this listener (anonymous access depends on
+    /// whether `listen` is a loopback address).
+    pub fn authenticator(
+        &self,
+    ) -> Result<crate::auth::Authenticator, crate::auth::AuthConfigError> {
+        crate::auth::Authenticator::new(
+            &self.auth,
+            self.listen.ip().is_loopback(),
+            self.max_clients,
+        )
     }
 
     /// The handshake timeout as a duration.

@@ -19,12 +19,16 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::Serialize;
-use tickwire_wire::frame::{self, ErrorCode, Frame, Image, PROTOCOL_VERSION};
+use tickwire_wire::frame::{self, caps, ErrorCode, Frame, Image, PROTOCOL_VERSION};
+use tickwire_wire::gm::QueueOp;
 use tickwire_wire::topic::{validate_pattern, validate_topic};
+
+use crate::auth::{Authenticator, Identity, LoginError, PublishCache};
 
 use crate::cache::{Cache, CacheLimits};
 use crate::config::{Config, SlowConsumerPolicy};
@@ -52,6 +56,8 @@ impl std::fmt::Display for ClientId {
 pub enum Phase {
     /// Connected, HELLO not yet received.
     Handshake,
+    /// HELLO offered a login: the AUTH frame is awaited (within the handshake timeout).
+    Login,
     /// HELLO accepted.
     Open,
     /// Being closed: nothing more is read or routed to it; its egress is flushed.
@@ -97,6 +103,12 @@ pub struct Totals {
     /// Requests (PUBLISH with a reply topic) answered NO_RESPONDERS: they matched no
     /// subscriber (also counted in `unrouted`).
     pub no_responders: u64,
+    /// Logins refused (bad credentials, or none where the listener requires one).
+    pub auth_failures: u64,
+    /// Connections refused at their user's connection limit.
+    pub user_limit_refused: u64,
+    /// Actions refused PERMISSION_DENIED (publishes, subscriptions, stats, queues).
+    pub denied: u64,
 }
 
 struct Client {
@@ -122,6 +134,12 @@ struct Client {
     /// The client has published a direct message: it is read with the direct traffic
     /// (see [`Core::is_background`]).
     direct_publisher: bool,
+    /// Who it is, once admitted (anonymous or logged in); counted in
+    /// [`Core`]'s per-identity connections while set.
+    identity: Option<Arc<Identity>>,
+    /// Its publish decisions by topic, when its identity has publish rules (`None`: it
+    /// may publish anywhere, and nothing is checked).
+    publish_check: Option<Box<PublishCache>>,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -163,11 +181,19 @@ pub struct Core {
     latest: MonoNanos,
     last_reclaim: MonoNanos,
     reclaimed_below: u64,
+    /// Users, tokens and rules (`[auth]`), compiled.
+    auth: Authenticator,
+    /// Connections per identity (`None`: anonymous), for the per-user limits.
+    connections_of: HashMap<Option<Box<str>>, usize>,
 }
 
 /// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
 /// the handshake the router buffers no more than this.
 pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as u32;
+
+const HELLO_FIRST: &str = "the first frame must be HELLO (see docs/protocol.md)";
+const AUTH_NEXT: &str =
+    "after a HELLO offering AUTH the next frame must be AUTH (see docs/protocol.md)";
 
 /// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +244,12 @@ impl Core {
             spool: Box::new(NoSpool),
             started_wall: wall,
             gm_closing: Vec::new(),
+            // `Config::validate` compiled it already; should it fail now, nobody gets in.
+            auth: cfg.authenticator().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "refusing every client");
+                Authenticator::closed()
+            }),
+            connections_of: HashMap::new(),
             cfg,
         }
     }
@@ -388,6 +420,8 @@ impl Core {
             close_reason: None,
             stats_due: None,
             direct_publisher: false,
+            identity: None,
+            publish_check: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -442,18 +476,18 @@ impl Core {
         self.totals.bytes_in += fresh;
         loop {
             let rest = &input[used..];
-            if self.phase(id) == Some(Phase::Handshake)
-                && rest.len() > 4
-                && rest[4] != frame::Kind::Hello as u8
-            {
-                // Known from the header: no need to buffer the body of a frame that
-                // must be refused anyway.
-                self.fail(
-                    id,
-                    ErrorCode::HANDSHAKE,
-                    "the first frame must be HELLO (see docs/protocol.md)",
-                );
-                return Input::Closing;
+            let expected = match self.phase(id) {
+                Some(Phase::Handshake) => Some((frame::Kind::Hello, HELLO_FIRST)),
+                Some(Phase::Login) => Some((frame::Kind::Auth, AUTH_NEXT)),
+                _ => None,
+            };
+            if let Some((kind, text)) = expected {
+                if rest.len() > 4 && rest[4] != kind as u8 {
+                    // Known from the header: no need to buffer the body of a frame that
+                    // must be refused anyway.
+                    self.fail(id, ErrorCode::HANDSHAKE, text);
+                    return Input::Closing;
+                }
             }
             match frame::decode(rest, self.frame_limit(id)) {
                 Ok(Some((f, n))) => {
@@ -480,6 +514,7 @@ impl Core {
     pub fn frame_limit(&self, id: Slot) -> u32 {
         match self.phase(id) {
             Some(Phase::Handshake) => MAX_HELLO_LEN.min(self.cfg.max_frame),
+            Some(Phase::Login) => frame::MAX_AUTH_LEN as u32,
             _ => self.cfg.max_frame,
         }
     }
@@ -512,18 +547,28 @@ impl Core {
         let Some(c) = self.client_mut(id) else {
             return false;
         };
-        if c.phase == Phase::Handshake {
-            return match f {
-                Frame::Hello { version, name, .. } => self.on_hello(id, version, name),
-                _ => {
-                    self.fail(
-                        id,
-                        ErrorCode::HANDSHAKE,
-                        "the first frame must be HELLO (see docs/protocol.md)",
-                    );
-                    false
-                }
-            };
+        match (c.phase, f) {
+            (
+                Phase::Handshake,
+                Frame::Hello {
+                    version,
+                    capabilities,
+                    name,
+                },
+            ) => return self.on_hello(id, version, capabilities, name),
+            (Phase::Handshake, _) => {
+                self.fail(id, ErrorCode::HANDSHAKE, HELLO_FIRST);
+                return false;
+            }
+            (Phase::Login, Frame::Auth(a)) => {
+                let login = self.auth.login(a.method, a.user, a.secret);
+                return self.admit(id, login, Some(a.user));
+            }
+            (Phase::Login, _) => {
+                self.fail(id, ErrorCode::HANDSHAKE, AUTH_NEXT);
+                return false;
+            }
+            _ => {}
         }
         match f {
             Frame::Publish(m) => {
@@ -540,6 +585,11 @@ impl Core {
                         "guaranteed PUBLISH before PUB_OPEN on this connection",
                     );
                     return false;
+                }
+                if !self.may_publish(id, m.topic) {
+                    // Refused whole and answered; the connection stays.
+                    self.deny_publish(id, &m, guaranteed);
+                    return true;
                 }
                 let request = m.reply.filter(|r| r.is_request());
                 if let Some(r) = request {
@@ -602,6 +652,10 @@ impl Core {
                 if self.gm_unavailable(id, request_id) {
                     return true;
                 }
+                if let Err(text) = self.queue_request_allowed(id, op, arg) {
+                    self.deny(id, request_id, &text);
+                    return true;
+                }
                 let r = self
                     .gm
                     .handle_queue_request(&mut *self.spool, id, request_id, op, arg);
@@ -614,6 +668,10 @@ impl Core {
                 queue,
             } => {
                 if self.gm_unavailable(id, request_id) {
+                    return true;
+                }
+                if let Err(text) = self.check(id, |p| p.may_use_queue(queue)) {
+                    self.deny(id, request_id, &text);
                     return true;
                 }
                 let r = self
@@ -695,6 +753,14 @@ impl Core {
                 self.fail(id, ErrorCode::HANDSHAKE, "HELLO sent twice");
                 false
             }
+            Frame::Auth(_) => {
+                self.fail(
+                    id,
+                    ErrorCode::HANDSHAKE,
+                    "AUTH is only sent right after a HELLO offering it",
+                );
+                false
+            }
             _ => {
                 self.fail(
                     id,
@@ -706,7 +772,7 @@ impl Core {
         }
     }
 
-    fn on_hello(&mut self, id: Slot, version: u16, name: &str) -> bool {
+    fn on_hello(&mut self, id: Slot, version: u16, capabilities: u32, name: &str) -> bool {
         if version != PROTOCOL_VERSION {
             let text = format!(
                 "protocol version {version} is not supported; this router speaks version {PROTOCOL_VERSION}"
@@ -714,24 +780,193 @@ impl Core {
             self.fail(id, ErrorCode::UNSUPPORTED_VERSION, &text);
             return false;
         }
-        let max_frame = self.cfg.max_frame;
-        let router_name = self.cfg.name.clone();
         let Some(c) = self.client_mut(id) else {
             return false;
         };
-        c.phase = Phase::Open;
         c.name = if name.is_empty() {
             format!("client-{}", c.id)
         } else {
             name.to_string()
         };
-        tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, "client connected");
+        if capabilities & caps::AUTH != 0 {
+            // The AUTH frame comes next (the client sends it without waiting).
+            c.phase = Phase::Login;
+            return true;
+        }
+        let anonymous = self.auth.anonymous();
+        self.admit(id, anonymous, None)
+    }
+
+    /// Ends the handshake with a login's outcome: WELCOME, or fatal ERROR AUTH_FAILED
+    /// (bad credentials, or the identity at its connection limit), counted and logged
+    /// with the user name, never the secret.
+    fn admit(
+        &mut self,
+        id: Slot,
+        login: Result<Arc<Identity>, LoginError>,
+        user: Option<&str>,
+    ) -> bool {
+        let max_frame = self.cfg.max_frame;
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        let identity = match login {
+            Ok(identity) => identity,
+            Err(e) => {
+                tracing::warn!(client = %c.id, name = %c.name, addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
+                self.totals.auth_failures += 1;
+                self.fail(id, ErrorCode::AUTH_FAILED, &e.to_string());
+                return false;
+            }
+        };
+        let count = self
+            .connections_of
+            .entry(identity.user.clone())
+            .or_default();
+        if *count >= identity.max_connections {
+            let text = format!(
+                "authentication failed: {} is at its limit of {} connections",
+                identity.name(),
+                identity.max_connections
+            );
+            tracing::warn!(client = %c.id, name = %c.name, addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
+            self.totals.user_limit_refused += 1;
+            self.fail(id, ErrorCode::AUTH_FAILED, &text);
+            return false;
+        }
+        *count += 1;
+        c.phase = Phase::Open;
+        c.publish_check = (!identity.perms.publishes_anywhere()).then(Box::default);
+        let granted = if identity.user.is_some() {
+            caps::AUTH
+        } else {
+            0
+        };
+        tracing::info!(client = %c.id, name = %c.name, addr = %c.addr, user = identity.name(), "client connected");
+        c.identity = Some(identity);
         // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
         let wire_id = c.id.0 as u32;
-        self.control(id, |b| {
-            frame::encode_welcome(b, wire_id, max_frame, &router_name)
-        });
+        let router_name = &self.cfg.name;
+        if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            frame::encode_welcome_caps(
+                c.egress.control(),
+                wire_id,
+                max_frame,
+                granted,
+                router_name,
+            );
+        }
+        self.mark_dirty(id);
         true
+    }
+
+    /// Whether client `id` may publish to `topic` (a validated topic): decided once per
+    /// topic per connection ([`PublishCache`]); free for a client without publish rules.
+    #[inline]
+    fn may_publish(&mut self, id: Slot, topic: &[u8]) -> bool {
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        match (&mut c.publish_check, &c.identity) {
+            (Some(cache), Some(identity)) => {
+                // validate_topic succeeded, so the topic is UTF-8.
+                let topic = std::str::from_utf8(topic).unwrap_or_default();
+                cache.may_publish(&identity.perms, topic)
+            }
+            _ => true,
+        }
+    }
+
+    /// Answers a refused PUBLISH: a PUB_NACK `not-permitted` for a guaranteed one (its
+    /// publisher waits for an answer per sequence number), else a non-fatal ERROR
+    /// PERMISSION_DENIED (request_id: the correlation id of a request, else 0).
+    #[cold]
+    fn deny_publish(&mut self, id: Slot, m: &frame::Msg<'_>, guaranteed: bool) {
+        let topic = String::from_utf8_lossy(m.topic);
+        let text = format!("not permitted to publish to {topic:?}");
+        if guaranteed {
+            self.totals.denied += 1;
+            self.gm.handle_denied_publish(id, m.seq.unwrap_or(0), &text);
+            self.gm_output();
+            return;
+        }
+        let request_id = m
+            .reply
+            .filter(|r| r.is_request())
+            .map_or(0, |r| r.correlation);
+        self.deny(id, request_id, &text);
+    }
+
+    /// A non-fatal ERROR PERMISSION_DENIED, counted.
+    #[cold]
+    fn deny(&mut self, id: Slot, request_id: u32, text: &str) {
+        self.totals.denied += 1;
+        self.control(id, |b| {
+            frame::encode_error(b, request_id, ErrorCode::PERMISSION_DENIED, false, text)
+        });
+    }
+
+    /// Runs `rule` on client `id`'s permissions (a client without an identity has none).
+    fn check(
+        &self,
+        id: Slot,
+        rule: impl FnOnce(&crate::auth::Perms) -> Result<(), String>,
+    ) -> Result<(), String> {
+        match self
+            .clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.identity.as_ref())
+        {
+            Some(identity) => rule(&identity.perms),
+            None => Err("not logged in".to_owned()),
+        }
+    }
+
+    /// Queue management: listing is for admins; the other operations need the queue
+    /// name allowed, and a created queue's subscriptions must be patterns the client
+    /// may subscribe to (a queue is another way to receive what they match).
+    fn queue_request_allowed(&self, id: Slot, op: QueueOp, arg: &str) -> Result<(), String> {
+        self.check(id, |p| match op {
+            QueueOp::List => match p.is_admin() {
+                true => Ok(()),
+                false => Err("not permitted to list queues (admin only)".to_owned()),
+            },
+            QueueOp::Create => {
+                #[derive(serde::Deserialize)]
+                struct Peek {
+                    name: String,
+                    #[serde(default)]
+                    subscriptions: Vec<String>,
+                }
+                // An unreadable definition is the engine's to refuse, with its reason.
+                let Ok(def) = serde_json::from_str::<Peek>(arg) else {
+                    return Ok(());
+                };
+                p.may_use_queue(&def.name)?;
+                for s in &def.subscriptions {
+                    if let Ok(s) = validate_pattern(s.as_bytes()) {
+                        p.may_subscribe(s)?;
+                    }
+                }
+                Ok(())
+            }
+            QueueOp::Delete | QueueOp::Purge | QueueOp::Show => p.may_use_queue(arg),
+        })
+    }
+
+    /// Whether client `id` may subscribe to (or query the cache with) `pattern`, a
+    /// validated pattern; a shared subscription is judged by the pattern it shares.
+    fn may_subscribe(&self, id: Slot, pattern: &str) -> Result<(), String> {
+        let inner = match groups::parse(pattern) {
+            Ok(Some(shared)) => shared.pattern,
+            _ => pattern,
+        };
+        match validate_pattern(inner.as_bytes()) {
+            Ok(inner) => self.check(id, |p| p.may_subscribe(inner)),
+            // Its syntax is refused on its own (INVALID_PATTERN) by the caller.
+            Err(_) => Ok(()),
+        }
     }
 
     /// A SUBSCRIBE asking for an initial image (or only the image: a cache query).
@@ -754,8 +989,9 @@ impl Core {
                 ErrorCode::INVALID_PATTERN,
                 "initial images are not available for shared subscriptions".to_owned(),
             )),
-            Ok(_) => match self.client_mut(id) {
-                Some(c) if c.egress.pending() > limit => Some((
+            Ok(p) => match (self.may_subscribe(id, p), self.client_mut(id)) {
+                (Err(text), _) => Some((ErrorCode::PERMISSION_DENIED, text)),
+                (Ok(()), Some(c)) if c.egress.pending() > limit => Some((
                     ErrorCode::BUSY,
                     format!("more than {limit} bytes unread: read them before asking for an image"),
                 )),
@@ -763,6 +999,9 @@ impl Core {
             },
         };
         if let Some((code, text)) = refusal {
+            if code == ErrorCode::PERMISSION_DENIED {
+                self.totals.denied += 1;
+            }
             self.control(id, |b| {
                 frame::encode_error(b, request_id, code, false, &text)
             });
@@ -831,6 +1070,12 @@ impl Core {
                 return;
             }
         };
+        if add {
+            if let Err(text) = self.may_subscribe(id, pattern) {
+                self.deny(id, request_id, &text);
+                return;
+            }
+        }
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -878,6 +1123,14 @@ impl Core {
     /// unread: then a non-fatal ERROR `BUSY` (a few dozen bytes instead of a document
     /// of up to `max_frame`), so requesting without reading cannot amplify.
     fn on_stats_request(&mut self, id: Slot, now: MonoNanos, request_id: u32) {
+        let admin = self.check(id, |p| match p.is_admin() {
+            true => Ok(()),
+            false => Err("not permitted to read the router's stats (admin only)".to_owned()),
+        });
+        if let Err(text) = admin {
+            self.deny(id, request_id, &text);
+            return;
+        }
         let Some(c) = self.client_mut(id) else {
             return;
         };
@@ -1140,9 +1393,17 @@ impl Core {
             self.begin_close(id, ErrorCode::NORMAL, why);
         }
         if let Some(slot) = self.clients.get_mut(id.0 as usize) {
-            if slot.take().is_some() {
+            if let Some(c) = slot.take() {
                 self.live -= 1;
                 self.free.push(id.0);
+                if let Some(identity) = c.identity {
+                    if let Some(n) = self.connections_of.get_mut(&identity.user) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            self.connections_of.remove(&identity.user);
+                        }
+                    }
+                }
             }
         }
         self.closing.retain(|c| *c != id);
@@ -1185,6 +1446,10 @@ impl Core {
                 (Phase::Handshake, _) => (
                     c.connected_at.add_nanos(hs),
                     "no HELLO within the handshake timeout",
+                ),
+                (Phase::Login, _) => (
+                    c.connected_at.add_nanos(hs),
+                    "no AUTH within the handshake timeout",
                 ),
                 (Phase::Open, Some(start)) => (
                     start.add_nanos(stall),
@@ -1383,7 +1648,10 @@ pub struct ClientStats {
     pub name: String,
     /// The peer address.
     pub addr: String,
-    /// Handshake, open or closing.
+    /// The user it logged in as; absent for an anonymous client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Handshake, login, open or closing.
     pub phase: Phase,
     /// Connect time, Unix milliseconds.
     pub connected_unix_ms: u64,
@@ -1404,6 +1672,10 @@ impl Client {
             id: self.id,
             name: self.name.clone(),
             addr: self.addr.to_string(),
+            user: self
+                .identity
+                .as_ref()
+                .and_then(|i| i.user.as_deref().map(str::to_owned)),
             phase: self.phase,
             connected_unix_ms: self.connected_unix_ms,
             connected_for_ms: now.saturating_sub(self.connected_at) / 1_000_000,

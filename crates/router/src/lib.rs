@@ -2,6 +2,7 @@
 //!
 //! Layers, bottom up:
 //! - [`index`]: the subscription trie (pure);
+//! - [`auth`]: users, tokens, groups and their publish / subscribe / queue rules (pure);
 //! - [`egress`]: a client's bounded egress buffer with the slow-consumer discard policy (pure);
 //! - [`core`]: every client's protocol state, routing and counters (pure: bytes and time in,
 //!   bytes out);
@@ -14,6 +15,7 @@
 //! [`RouterHandle::shutdown`].
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod core;

@@ -39,6 +39,8 @@ struct ShowArgs {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Pattern of the topics to show, e.g. 'md/>'.
     pattern: String,
     /// Print payloads as hex.
@@ -51,7 +53,10 @@ struct ShowArgs {
 
 pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     let CacheCmd::Show(a) = a.cmd;
-    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named("tickwire-cache"))?;
+    let mut c = Client::connect_to(
+        a.router.as_str(),
+        a.login.apply(ClientOptions::named("tickwire-cache"))?,
+    )?;
     let msgs = c
         .cache_query(&a.pattern)
         .with_context(|| format!("querying the cache for {:?}", a.pattern))?;

@@ -12,6 +12,7 @@ mod demo_gm;
 mod feed_cmd;
 mod fix_cmd;
 mod logging;
+mod login;
 mod md_bench_cmd;
 mod md_cmd;
 mod monitor;
@@ -95,6 +96,8 @@ enum Cmd {
     Cache(cache_cmd::CacheArgs),
     /// Durable queues: create, list, show, delete, purge.
     Queue(queue_cmd::QueueArgs),
+    /// Hash a password (or make a token) for the router's [auth] users.
+    Passwd(login::PasswdArgs),
     /// Run a router, publishers and subscribers in one process and report latency.
     Demo(demo::DemoArgs),
     /// Measure: ping-pong, router fan-out (vs NATS), rate sweeps, market-data replay, FIX tick-to-trade.
@@ -129,6 +132,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Cache(a) => cache_cmd::run(a),
         Cmd::Queue(a) => queue_cmd::run(a),
+        Cmd::Passwd(a) => login::run_passwd(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Md(a) => md_cmd::run(a),

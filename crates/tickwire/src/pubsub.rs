@@ -61,6 +61,8 @@ pub struct PubArgs {
     /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
     topic: String,
     /// Message text (omit with --stdin or a load run).
@@ -109,7 +111,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
-    let opts = link_options(&a.name, a.no_reconnect, Some(a.give_up_after));
+    let opts = link_options(&a.name, &a.login, a.no_reconnect, Some(a.give_up_after))?;
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
         let stdin = std::io::stdin();
@@ -148,18 +150,19 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
 /// first failed attempt.
 fn link_options(
     name: &str,
+    login: &crate::login::LoginArgs,
     no_reconnect: bool,
     give_up_after: Option<Duration>,
-) -> ReconnectOptions {
-    ReconnectOptions {
-        client: ClientOptions::named(name),
+) -> anyhow::Result<ReconnectOptions> {
+    Ok(ReconnectOptions {
+        client: login.apply(ClientOptions::named(name))?,
         give_up_after: if no_reconnect {
             Some(Duration::ZERO)
         } else {
             give_up_after
         },
         ..ReconnectOptions::default()
-    }
+    })
 }
 
 /// Sends what is buffered (waiting for a reconnection if the router is away, up to
@@ -228,7 +231,7 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| default_identity(&a.topic));
     let opts = ReconnectOptions {
-        client: ClientOptions::named(a.name.clone()),
+        client: a.login.apply(ClientOptions::named(a.name.clone()))?,
         give_up_after: Some(a.give_up_after),
         ..ReconnectOptions::default()
     };
@@ -385,6 +388,8 @@ pub struct SubArgs {
     /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
     #[arg(required_unless_present = "queue", value_name = "PATTERN")]
     patterns: Vec<String>,
@@ -446,7 +451,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     if let Some(queue) = a.queue.clone() {
         return run_sub_queue(a, &queue);
     }
-    let opts = link_options(&a.name, a.no_reconnect, a.give_up_after);
+    let opts = link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     for p in &a.patterns {
         let p = match &a.group {
@@ -538,7 +543,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let opts = ReconnectOptions {
-        client: ClientOptions::named(a.name.clone()),
+        client: a.login.apply(ClientOptions::named(a.name.clone()))?,
         ..ReconnectOptions::default()
     };
     let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)

@@ -53,6 +53,8 @@ struct Common {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Print the router's raw JSON answer instead of a table (`--json` is accepted too).
     #[arg(long, alias = "json")]
     print_json: bool,
@@ -180,7 +182,10 @@ fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
 }
 
 fn request(c: &Common, op: QueueOp, arg: &str) -> anyhow::Result<String> {
-    let mut client = Client::connect_to(c.router.as_str(), ClientOptions::named("tickwire-queue"))?;
+    let mut client = Client::connect_to(
+        c.router.as_str(),
+        c.login.apply(ClientOptions::named("tickwire-queue"))?,
+    )?;
     let json = client.queue_request(op, arg)?;
     client.close().ok();
     Ok(json)

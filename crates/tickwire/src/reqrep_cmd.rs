@@ -35,6 +35,8 @@ pub struct RequestArgs {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Topic of the request, e.g. svc/time.
     topic: String,
     /// Request payload.
@@ -48,7 +50,10 @@ pub struct RequestArgs {
 }
 
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
+    let mut c = Client::connect_to(
+        a.router.as_str(),
+        a.login.apply(ClientOptions::named(a.name.clone()))?,
+    )?;
     match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
         Ok(reply) => {
             let mut out = std::io::stdout().lock();
@@ -95,6 +100,8 @@ pub struct ReplyArgs {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Pattern of the request topics to answer, e.g. 'svc/time' or 'svc/>'.
     pattern: String,
     /// Run this shell command per request (payload on stdin, reply from stdout; a command
@@ -119,7 +126,10 @@ pub struct ReplyArgs {
 }
 
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_to(a.router.as_str(), ClientOptions::named(a.name.clone()))?;
+    let mut c = Client::connect_to(
+        a.router.as_str(),
+        a.login.apply(ClientOptions::named(a.name.clone()))?,
+    )?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;
     let limit = a.count.unwrap_or(u64::MAX);

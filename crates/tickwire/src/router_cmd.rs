@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use tickwire_router::auth::{Anonymous, AuthConfig};
 use tickwire_router::{Config, IdleStrategy, Router, SlowConsumerPolicy};
 
 use crate::units::{parse_duration, parse_size};
@@ -24,6 +25,19 @@ Example config file (every key optional):
   egress_limit = 16777216    # bytes queued per slow subscriber
   slow_consumer = \"discard\"  # discard | disconnect
 
+  [[auth.users]]             # who may log in, and what they may do
+  name = \"alice\"
+  password_hash = \"$argon2id$...\"   # tickwire passwd prints it
+  subscribe = { allow = [\"md/>\"], deny = [\"md/secret/>\"] }
+  publish = { allow = [\"orders/alice/>\"] }
+
+Authentication (docs/security.md): on a loopback address (the default 127.0.0.1)
+clients may connect anonymously with every permission, as always. On any other
+address every client must log in (--user/--password-file or --token on the client
+commands) unless --anonymous allow opens it, with a warning in the log. Users,
+groups, per-user connection limits and allow/deny patterns for publish, subscribe and
+queues live in the [auth] table; STATS and listing queues are for admin users.
+
 Guaranteed messaging (queues, acknowledged publishing: docs/guaranteed.md) keeps
 its spool in --data-dir. Default: $XDG_DATA_HOME/tickwire/router-PORT (usually
 ~/.local/share/tickwire/router-7420), so a restarted router on the same port
@@ -37,7 +51,7 @@ flushed for up to two seconds.
 
 Examples:
   tickwire router                                      # on 127.0.0.1:7420, idle hybrid
-  tickwire router --listen 0.0.0.0:7420 --idle spin    # all interfaces, busy-poll
+  tickwire router --listen 0.0.0.0:7420 --config router.toml   # all interfaces: users in [auth]
   tickwire router --config router.toml --stall-timeout 2s   # a file, one flag wins
   tickwire router --print-config > router.toml         # start a config file
   tickwire router --data-dir /var/lib/tickwire --sync fsync   # guaranteed messages here
@@ -157,6 +171,10 @@ pub struct RouterArgs {
     /// every turn; sockets at most this often): 2us, 0 for every turn [default: 2us].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     shm_epoll_interval: Option<Duration>,
+    /// Who may connect without logging in: loopback (only when listening on a loopback
+    /// address), allow (anywhere: a warning off loopback) or deny [default: loopback].
+    #[arg(long, value_name = "POLICY")]
+    anonymous: Option<Anonymous>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -176,6 +194,9 @@ pub struct RouterArgs {
 struct ConfigFile {
     #[serde(default)]
     router: Config,
+    /// Users, groups and permissions (docs/security.md).
+    #[serde(default)]
+    auth: AuthConfig,
     /// Logging settings SIGHUP re-reads (docs/monitoring.md, "Logging").
     #[serde(default, skip_serializing_if = "LogSection::is_empty")]
     log: LogSection,
@@ -216,12 +237,18 @@ impl RouterArgs {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                toml::from_str::<ConfigFile>(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?
-                    .router
+                let file = toml::from_str::<ConfigFile>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?;
+                Config {
+                    auth: file.auth,
+                    ..file.router
+                }
             }
             None => Config::default(),
         };
+        if let Some(a) = self.anonymous {
+            cfg.auth.anonymous = a;
+        }
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { cfg.$f = v.clone().into(); } )* };
         }
@@ -312,6 +339,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     if args.print_config {
         let doc = ConfigFile {
+            auth: std::mem::take(&mut cfg.auth),
             router: cfg,
             log: LogSection::default(),
         };
@@ -333,6 +361,14 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
     }
+    if !cfg.listen.ip().is_loopback() && cfg.auth.anonymous == Anonymous::Allow {
+        tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
+    }
+    tracing::info!(
+        users = cfg.auth.users.len(),
+        anonymous = ?cfg.auth.anonymous,
+        "authentication"
+    );
     let http = args.http.addr(7480)?;
     let mut router =
         Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;

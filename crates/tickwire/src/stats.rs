@@ -27,6 +27,8 @@ pub struct StatsArgs {
     /// Router address.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Print the raw JSON document instead of a table (`--json` is the old spelling:
     /// `--json FILE` means "write results to FILE" in every other command).
     #[arg(long, alias = "json")]
@@ -34,7 +36,10 @@ pub struct StatsArgs {
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let mut client = Client::connect_to(a.router.as_str(), ClientOptions::named("tickwire-stats"))?;
+    let mut client = Client::connect_to(
+        a.router.as_str(),
+        a.login.apply(ClientOptions::named("tickwire-stats"))?,
+    )?;
     let json = client.stats_json()?;
     client.close().ok();
     if a.print_json {

@@ -41,6 +41,9 @@ pub enum Kind {
     Ping = 0x05,
     /// Either direction: keepalive answer.
     Pong = 0x06,
+    /// Client → router: the login (user and password, or a token), right after a HELLO
+    /// offering [`caps::AUTH`].
+    Auth = 0x07,
     /// Client → router: add a subscription.
     Subscribe = 0x10,
     /// Client → router: remove a subscription.
@@ -91,6 +94,7 @@ impl Kind {
             0x04 => Kind::Error,
             0x05 => Kind::Ping,
             0x06 => Kind::Pong,
+            0x07 => Kind::Auth,
             0x10 => Kind::Subscribe,
             0x11 => Kind::Unsubscribe,
             0x12 => Kind::Ack,
@@ -113,6 +117,31 @@ impl Kind {
             _ => return None,
         })
     }
+}
+
+/// Capability bits of HELLO and WELCOME.
+pub mod caps {
+    /// HELLO: an AUTH frame follows this HELLO; WELCOME: the login was accepted.
+    pub const AUTH: u32 = 0x01;
+    /// Every bit a version 1 peer may set.
+    pub const KNOWN: u32 = AUTH;
+}
+
+/// Longest user name carried by AUTH.
+pub const MAX_USER_LEN: usize = 64;
+/// Longest secret (password or token) carried by AUTH.
+pub const MAX_SECRET_LEN: usize = 512;
+/// The largest AUTH frame: header, method, user length, reserved, user and secret.
+pub const MAX_AUTH_LEN: usize = HEADER_LEN + 4 + MAX_USER_LEN + MAX_SECRET_LEN;
+
+/// How an AUTH frame proves who the client is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AuthMethod {
+    /// A user name and that user's password.
+    Password = 1,
+    /// A token; it names its user by itself (the user field may be empty).
+    Token = 2,
 }
 
 /// Flags of PUBLISH and MESSAGE frames (byte 5 of the header).
@@ -214,6 +243,13 @@ impl ErrorCode {
     /// Non-fatal: a request (PUBLISH with a REPLY field naming a reply topic) matched
     /// no subscription; `request_id` is the request's correlation id.
     pub const NO_RESPONDERS: ErrorCode = ErrorCode(24);
+    /// The login failed (unknown user, wrong password or token, a certificate the
+    /// router does not know), or the listener requires one and none was offered, or the
+    /// user is at its connection limit.
+    pub const AUTH_FAILED: ErrorCode = ErrorCode(25);
+    /// The user may not do this (publish to that topic, subscribe to that pattern, ask
+    /// for stats, manage or bind that queue); nothing else is affected.
+    pub const PERMISSION_DENIED: ErrorCode = ErrorCode(26);
 
     /// Short, stable name for logs and tools.
     pub fn name(self) -> &'static str {
@@ -243,6 +279,8 @@ impl ErrorCode {
             22 => "taken-over",
             23 => "spool-unavailable",
             24 => "no-responders",
+            25 => "auth-failed",
+            26 => "permission-denied",
             _ => "unknown",
         }
     }
@@ -371,6 +409,27 @@ impl ReplyField<'_> {
     }
 }
 
+/// The body of an AUTH frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Auth<'a> {
+    /// Password or token.
+    pub method: AuthMethod,
+    /// The user (UTF-8, at most [`MAX_USER_LEN`] bytes; may be empty for a token).
+    pub user: &'a str,
+    /// The password or token (at most [`MAX_SECRET_LEN`] bytes). Never log it.
+    pub secret: &'a [u8],
+}
+
+impl fmt::Debug for Auth<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("method", &self.method)
+            .field("user", &self.user)
+            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .finish()
+    }
+}
+
 /// One decoded frame, borrowing the input buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -415,6 +474,8 @@ pub enum Frame<'a> {
         /// Human-readable detail.
         text: &'a str,
     },
+    /// See [`Kind::Auth`]. Its `Debug` shows the secret's length, never its bytes.
+    Auth(Auth<'a>),
     /// See [`Kind::Ping`].
     Ping(u64),
     /// See [`Kind::Pong`].
@@ -672,6 +733,32 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
                 fatal: fl & flags::FATAL != 0,
                 text: r.text()?,
             }
+        }
+        Kind::Auth => {
+            let [method, user_len] = r.take::<2>()?;
+            let method = match method {
+                1 => AuthMethod::Password,
+                2 => AuthMethod::Token,
+                _ => return Err(r.malformed("unknown AUTH method")),
+            };
+            r.zero16()?;
+            let user_len = usize::from(user_len);
+            if user_len > MAX_USER_LEN {
+                return Err(r.malformed("user name longer than 64 bytes"));
+            }
+            let Some((user, secret)) = r.rest.split_at_checked(user_len) else {
+                return Err(r.malformed("user name length exceeds frame"));
+            };
+            let user =
+                std::str::from_utf8(user).map_err(|_| r.malformed("user name is not UTF-8"))?;
+            if secret.len() > MAX_SECRET_LEN {
+                return Err(r.malformed("secret longer than 512 bytes"));
+            }
+            Frame::Auth(Auth {
+                method,
+                user,
+                secret,
+            })
         }
         Kind::Ping => Frame::Ping(r.u64_exact()?),
         Kind::Pong => Frame::Pong(r.u64_exact()?),
@@ -1016,6 +1103,9 @@ pub enum EncodeError {
     /// A topic is longer than a frame's topic-length field allows.
     #[error("topic of {0} bytes is too long")]
     TopicTooLong(usize),
+    /// A user name or secret is longer than AUTH carries.
+    #[error("{0} longer than {1} bytes")]
+    CredentialTooLong(&'static str, usize),
 }
 
 /// Writes a header and returns the offset of the frame start (to patch the length).
@@ -1044,25 +1134,14 @@ pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Appends a HELLO. Names longer than 64 bytes are truncated.
+/// Appends a HELLO (no capabilities). Names longer than 64 bytes are truncated.
 pub fn encode_hello(out: &mut Vec<u8>, version: u16, name: &str) {
-    let s = begin(out, Kind::Hello, 0, 0);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
-    finish(out, s);
+    encode_hello_caps(out, version, 0, name);
 }
 
-/// Appends a WELCOME. Names longer than 64 bytes are truncated.
+/// Appends a WELCOME (no capabilities). Names longer than 64 bytes are truncated.
 pub fn encode_welcome(out: &mut Vec<u8>, client_id: u32, max_frame: u32, name: &str) {
-    let s = begin(out, Kind::Welcome, 0, 0);
-    out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&client_id.to_le_bytes());
-    out.extend_from_slice(&max_frame.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
-    finish(out, s);
+    encode_welcome_caps(out, client_id, max_frame, 0, name);
 }
 
 /// Longest text carried by CLOSE and ERROR frames (longer text is truncated).
@@ -1082,6 +1161,54 @@ pub fn encode_error(out: &mut Vec<u8>, request_id: u32, code: ErrorCode, fatal: 
     out.extend_from_slice(&request_id.to_le_bytes());
     out.extend_from_slice(&code.0.to_le_bytes());
     out.extend_from_slice(truncate_utf8(text, MAX_TEXT_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Appends an AUTH frame.
+///
+/// A user name over [`MAX_USER_LEN`] or a secret over [`MAX_SECRET_LEN`] bytes is
+/// refused (truncating a credential would only make the login fail later).
+pub fn encode_auth(out: &mut Vec<u8>, auth: &Auth<'_>) -> Result<(), EncodeError> {
+    if auth.user.len() > MAX_USER_LEN {
+        return Err(EncodeError::CredentialTooLong("user name", MAX_USER_LEN));
+    }
+    if auth.secret.len() > MAX_SECRET_LEN {
+        return Err(EncodeError::CredentialTooLong("secret", MAX_SECRET_LEN));
+    }
+    let s = begin(out, Kind::Auth, 0, 0);
+    // Checked above: at most 64.
+    out.extend_from_slice(&[auth.method as u8, auth.user.len() as u8, 0, 0]);
+    out.extend_from_slice(auth.user.as_bytes());
+    out.extend_from_slice(auth.secret);
+    finish(out, s);
+    Ok(())
+}
+
+/// Appends a HELLO with capability bits (see [`caps`]).
+pub fn encode_hello_caps(out: &mut Vec<u8>, version: u16, capabilities: u32, name: &str) {
+    let s = begin(out, Kind::Hello, 0, 0);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&capabilities.to_le_bytes());
+    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
+    finish(out, s);
+}
+
+/// Appends a WELCOME granting capability bits (see [`caps`]).
+pub fn encode_welcome_caps(
+    out: &mut Vec<u8>,
+    client_id: u32,
+    max_frame: u32,
+    capabilities: u32,
+    name: &str,
+) {
+    let s = begin(out, Kind::Welcome, 0, 0);
+    out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&client_id.to_le_bytes());
+    out.extend_from_slice(&max_frame.to_le_bytes());
+    out.extend_from_slice(&capabilities.to_le_bytes());
+    out.extend_from_slice(truncate_utf8(name, MAX_NAME_LEN).as_bytes());
     finish(out, s);
 }
 
@@ -1549,6 +1676,23 @@ mod tests {
         }
 
         #[test]
+        fn auth_round_trips_and_any_split_is_incomplete(
+            token in any::<bool>(),
+            user in "[a-zé]{0,20}",
+            secret in proptest::collection::vec(any::<u8>(), 0..=MAX_SECRET_LEN),
+            split in any::<prop::sample::Index>(),
+        ) {
+            let method = if token { AuthMethod::Token } else { AuthMethod::Password };
+            let a = Auth { method, user: &user, secret: &secret };
+            let mut b = Vec::new();
+            encode_auth(&mut b, &a).unwrap();
+            prop_assert!(b.len() <= MAX_AUTH_LEN);
+            prop_assert_eq!(one(&b), Frame::Auth(a));
+            let cut = split.index(b.len());
+            prop_assert_eq!(decode(&b[..cut], MAX), Ok(None));
+        }
+
+        #[test]
         fn request_and_reply_fields_round_trip_through_the_router_copy(
             topic in "[a-z]{1,8}(/[a-z]{1,8}){0,3}",
             reply_to in "([a-z_]{1,8}(/[a-z0-9]{1,8}){0,3})?",
@@ -1580,6 +1724,90 @@ mod tests {
             prop_assert_eq!(msg.discarded, discarded);
             prop_assert_eq!(msg.stamps.map(|s| (s.publisher_send, s.router_in, s.router_out)), ts.map(|t| (t, 7, 9)));
         }
+    }
+
+    #[test]
+    fn auth_bad_input_and_limits() {
+        let a = Auth {
+            method: AuthMethod::Password,
+            user: "alice",
+            secret: b"pw",
+        };
+        let mut good = Vec::new();
+        encode_auth(&mut good, &a).unwrap();
+        // The example of docs/protocol.md section 4.10.
+        assert_eq!(
+            good,
+            [0x13, 0, 0, 0, 7, 0, 0, 0, 1, 5, 0, 0, b'a', b'l', b'i', b'c', b'e', b'p', b'w']
+        );
+        let malformed = |b: &[u8]| matches!(decode(b, MAX), Err(FrameError::Malformed { .. }));
+        let mut b = good.clone();
+        b[8] = 3; // unknown method
+        assert!(malformed(&b));
+        let mut b = good.clone();
+        b[9] = 200; // user longer than the frame
+        assert!(malformed(&b));
+        let mut b = good.clone();
+        b[9] = 65; // over the limit, whatever follows
+        b.resize(8 + 4 + 65, b'x');
+        let len = b.len() as u32;
+        b[..4].copy_from_slice(&len.to_le_bytes());
+        assert!(malformed(&b));
+        let mut b = good.clone();
+        b[10] = 1; // reserved
+        assert!(malformed(&b));
+        let mut b = good.clone();
+        b[12] = 0xff; // user not UTF-8
+        assert!(malformed(&b));
+        // Too short for the fixed fields.
+        assert!(malformed(&[10, 0, 0, 0, 7, 0, 0, 0, 1, 0]));
+        // The longest secret decodes; one byte more does not encode or decode.
+        let long = vec![7u8; MAX_SECRET_LEN + 1];
+        let mut b = Vec::new();
+        let a = Auth {
+            method: AuthMethod::Token,
+            user: "",
+            secret: &long[..MAX_SECRET_LEN],
+        };
+        encode_auth(&mut b, &a).unwrap();
+        assert!(matches!(one(&b), Frame::Auth(x) if x.secret.len() == MAX_SECRET_LEN));
+        let e = encode_auth(&mut Vec::new(), &Auth { secret: &long, ..a });
+        assert_eq!(
+            e,
+            Err(EncodeError::CredentialTooLong("secret", MAX_SECRET_LEN))
+        );
+        b.push(7);
+        let len = b.len() as u32;
+        b[..4].copy_from_slice(&len.to_le_bytes());
+        assert!(malformed(&b));
+        // Debug never shows the secret.
+        let shown = format!("{:?}", one(&good));
+        assert!(
+            shown.contains("<2 bytes>") && !shown.contains("pw"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn hello_capabilities_round_trip() {
+        let mut b = Vec::new();
+        encode_hello_caps(&mut b, 1, caps::AUTH, "c");
+        assert!(matches!(
+            one(&b),
+            Frame::Hello {
+                capabilities: caps::AUTH,
+                ..
+            }
+        ));
+        let mut b = Vec::new();
+        encode_welcome_caps(&mut b, 3, 1024, caps::AUTH, "r");
+        assert!(matches!(
+            one(&b),
+            Frame::Welcome {
+                capabilities: caps::AUTH,
+                ..
+            }
+        ));
     }
 
     #[test]

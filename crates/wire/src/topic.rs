@@ -180,6 +180,48 @@ pub fn pattern_matches(pattern: &str, topic: &str) -> bool {
     levels.next().is_none()
 }
 
+/// Whether every topic `inner` matches is also matched by `outer` (both validated
+/// patterns): `md/>` covers `md/NASDAQ/*`, `md/*` does not cover `md/>`.
+///
+/// Permissions use it to decide a SUBSCRIBE once, at subscribe time: a pattern inside
+/// an allowed pattern can only ever deliver allowed topics.
+pub fn pattern_covers(outer: &str, inner: &str) -> bool {
+    let (mut o, mut i) = (segments(outer), segments(inner));
+    loop {
+        match (o.next(), i.next()) {
+            (None, None) => return true,
+            // `>` takes one or more levels, and the rest of `inner` stands for at least one.
+            (Some(Segment::Rest), Some(_)) => return true,
+            // Nothing but `>` covers the unbounded depth of `>`.
+            (Some(_), Some(Segment::Rest)) => return false,
+            (Some(Segment::Literal(a)), Some(Segment::Literal(b))) if a == b => {}
+            (Some(Segment::Prefix(p)), Some(Segment::Literal(b))) if b.starts_with(p) => {}
+            (Some(Segment::Prefix(p)), Some(Segment::Prefix(q))) if q.starts_with(p) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Whether some topic matches both patterns (both validated): `md/>` and `*/secret`
+/// overlap (`md/secret`), `md/*` and `fx/*` do not.
+pub fn patterns_overlap(a: &str, b: &str) -> bool {
+    let (mut a, mut b) = (segments(a), segments(b));
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            // `>` takes whatever one or more levels the other side's rest becomes.
+            (Some(Segment::Rest), Some(_)) | (Some(_), Some(Segment::Rest)) => return true,
+            (Some(Segment::Literal(x)), Some(Segment::Literal(y))) if x == y => {}
+            (Some(Segment::Literal(x)), Some(Segment::Prefix(p)))
+            | (Some(Segment::Prefix(p)), Some(Segment::Literal(x)))
+                if x.starts_with(p) => {}
+            (Some(Segment::Prefix(p)), Some(Segment::Prefix(q)))
+                if p.starts_with(q) || q.starts_with(p) => {}
+            _ => return false,
+        }
+    }
+}
+
 /// Byte classes for the validation scan; most bytes are [`ORDINARY`], so the hot loop
 /// is one table load and one compare per byte.
 const ORDINARY: u8 = 0;
@@ -508,6 +550,50 @@ mod tests {
         ]
     }
 
+    fn small_pattern() -> impl Strategy<Value = String> {
+        let level = prop::sample::select(vec!["a", "ab", "b", "*", "a*", "ab*"]);
+        (prop::collection::vec(level, 1..=3), any::<bool>()).prop_map(|(levels, rest)| {
+            let mut p = levels.join("/");
+            if rest {
+                p.push_str("/>");
+            }
+            if p == "a/>" && levels.len() == 1 {
+                return ">".to_owned();
+            }
+            p
+        })
+    }
+
+    fn small_topics() -> Vec<String> {
+        let texts = ["a", "ab", "abc", "b", "c"];
+        let mut all: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let mut last = all.clone();
+        for _ in 1..5 {
+            let next: Vec<String> = last
+                .iter()
+                .flat_map(|p| texts.iter().map(move |t| format!("{p}/{t}")))
+                .collect();
+            all.extend(next.iter().cloned());
+            last = next;
+        }
+        all
+    }
+
+    #[test]
+    fn covers_and_overlap_examples() {
+        assert!(pattern_covers("md/>", "md/NASDAQ/*"));
+        assert!(pattern_covers(">", ">"));
+        assert!(pattern_covers("md/NAS*", "md/NASDAQ"));
+        assert!(!pattern_covers("md/*", "md/>"));
+        assert!(!pattern_covers("md/>", "md"));
+        assert!(!pattern_covers("md/NASDAQ", "md/NAS*"));
+        assert!(patterns_overlap("md/>", "*/secret"));
+        assert!(patterns_overlap(">", "a"));
+        assert!(!patterns_overlap("md/*", "fx/*"));
+        assert!(!patterns_overlap("md/>", "md"));
+        assert!(patterns_overlap("md/NAS*", "md/NA*"));
+    }
+
     proptest! {
         #[test]
         fn validate_never_panics(bytes in topic_bytes()) {
@@ -540,6 +626,18 @@ mod tests {
             if let Ok(topic) = validate_topic(&bytes) {
                 prop_assert!(pattern_matches(topic, topic));
             }
+        }
+
+        #[test]
+        fn covers_and_overlap_agree_with_brute_force(a in small_pattern(), b in small_pattern()) {
+            // Every topic of up to 5 levels over these level texts: enough to tell the
+            // patterns of small_pattern apart (a level no prefix matches, `c`, and one
+            // level beyond their 3).
+            let universe = small_topics();
+            let both = universe.iter().any(|t| pattern_matches(&a, t) && pattern_matches(&b, t));
+            prop_assert_eq!(patterns_overlap(&a, &b), both, "overlap {} {}", a, b);
+            let inside = universe.iter().all(|t| !pattern_matches(&b, t) || pattern_matches(&a, t));
+            prop_assert_eq!(pattern_covers(&a, &b), inside, "covers {} {}", a, b);
         }
 
         #[test]

@@ -28,6 +28,8 @@ fn every_error_code_has_its_name_and_debug_form() {
         (ErrorCode::INVALID_PATTERN, "invalid-pattern"),
         (ErrorCode::TOO_MANY_CLIENTS, "too-many-clients"),
         (ErrorCode::UNEXPECTED_KIND, "unexpected-kind"),
+        (ErrorCode::AUTH_FAILED, "auth-failed"),
+        (ErrorCode::PERMISSION_DENIED, "permission-denied"),
     ];
     for (code, name) in names {
         assert_eq!(code.name(), name);

@@ -602,6 +602,12 @@ impl Engine {
         self.emit(slot, |b| wgm::encode_pub_nack(b, seq, reason, text));
     }
 
+    /// Answers a guaranteed publish the publisher was not permitted to make (the core
+    /// checked its topic): PUB_NACK `not-permitted`. Nothing is stored or routed.
+    pub fn handle_denied_publish(&mut self, slot: Slot, seq: u64, text: &str) {
+        self.nack(slot, seq, NackReason::NOT_PERMITTED, text);
+    }
+
     /// Whether this connection opened a publisher identity or is bound to a queue.
     pub fn is_guaranteed_client(&self, slot: Slot) -> bool {
         self.conns

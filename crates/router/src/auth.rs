@@ -1,0 +1,772 @@
+//! Authentication and authorization (docs/security.md): who a client is, and what it
+//! may publish, subscribe to, bind and ask.
+//!
+//! Pure: no IO and no clock. The `[auth]` table of the router's TOML file is an
+//! [`AuthConfig`]; [`Authenticator::new`] checks and compiles it once at start (password
+//! hashes parsed, patterns validated, each user's rules merged with its groups'), and
+//! [`Authenticator::login`] turns an AUTH frame into an [`Identity`]. The core asks an
+//! identity's [`Perms`] once per SUBSCRIBE, queue request or BIND, and once per topic per
+//! connection for PUBLISH ([`PublishCache`]), never per message.
+//!
+//! # Precedence
+//!
+//! A user's rules and the rules of every group it belongs to are merged: for each of
+//! `publish`, `subscribe` and `queues`, the `deny` lists add up and the `allow` lists
+//! add up. Then, for a topic (or queue name):
+//!
+//! 1. any matching `deny` pattern refuses it, whoever (user or group) listed it;
+//! 2. otherwise, when nobody gave an `allow` list for that action, it is allowed;
+//! 3. otherwise it is allowed only when an `allow` pattern matches it.
+//!
+//! A SUBSCRIBE pattern (and a queue's subscription at create) is allowed when it is
+//! *inside* an allowed pattern (every topic it can match is allowed) and *overlaps no*
+//! denied pattern, so a subscription can only ever deliver allowed topics and nothing is
+//! checked per delivered message. `admin` (STATS, listing queues) is granted when the
+//! user or any of its groups says `admin = true`.
+
+// A pure module: time is not read here.
+#![deny(clippy::disallowed_methods)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tickwire_wire::frame::AuthMethod;
+use tickwire_wire::topic::{
+    pattern_covers, pattern_matches, patterns_overlap, validate_pattern, validate_topic,
+};
+
+/// Who may connect without logging in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Anonymous {
+    /// Only when the router listens on a loopback address (the default: `tickwire
+    /// router` on 127.0.0.1 works as before; on another address clients must log in).
+    #[default]
+    Loopback,
+    /// Always, on any address (logged as a warning on a non-loopback address).
+    Allow,
+    /// Never: every client logs in.
+    Deny,
+}
+
+impl std::str::FromStr for Anonymous {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "loopback" => Ok(Anonymous::Loopback),
+            "allow" => Ok(Anonymous::Allow),
+            "deny" => Ok(Anonymous::Deny),
+            _ => Err(format!(
+                "unknown anonymous policy {s:?}: expected loopback, allow or deny"
+            )),
+        }
+    }
+}
+
+/// Allowed and denied patterns for one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct AllowDeny {
+    /// Patterns allowed. Absent: everything not denied (unless a group gives a list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    /// Patterns denied; a deny always wins over an allow.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+/// The rules of a group, or of anonymous clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Rules {
+    /// STATS and listing queues. Default false for groups and users; anonymous clients
+    /// (where allowed) are admins unless `[auth.anonymous_rules]` says otherwise.
+    pub admin: bool,
+    /// Topics the members may publish to (direct, guaranteed, requests and replies).
+    pub publish: AllowDeny,
+    /// Patterns the members may subscribe to (also initial images and cache queries).
+    pub subscribe: AllowDeny,
+    /// Queue names the members may bind to, create, delete, purge and show.
+    pub queues: AllowDeny,
+}
+
+/// One user of `[[auth.users]]`: its login, limits and [`Rules`] (the same keys as a
+/// group's, at the user's level).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct UserConfig {
+    /// The login name (1 to 64 bytes).
+    pub name: String,
+    /// The password's argon2 hash in PHC form (`tickwire passwd` prints one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    /// SHA-256 of the user's token, in hex (`tickwire passwd --token` makes a token and
+    /// prints this).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
+    /// Groups whose rules apply too (names of `[auth.groups.NAME]` tables).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Most simultaneous connections of this user. Default `[auth]
+    /// max_connections_per_user`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    /// What the user may do, besides what its groups allow.
+    #[serde(flatten)]
+    pub rules: Rules,
+    /// Keys that are none of the above: refused by [`Authenticator::new`] (serde cannot
+    /// deny unknown fields next to a flattened table, and a misspelt rule must not
+    /// silently widen a user's rights).
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
+}
+
+/// The `[auth]` table of the router's configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Who may connect without logging in: `loopback` (default), `allow` or `deny`.
+    pub anonymous: Anonymous,
+    /// What anonymous clients may do, where they are allowed. Absent: everything
+    /// (including STATS), as before authentication existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymous_rules: Option<Rules>,
+    /// Most simultaneous anonymous connections. Default: `max_clients` (no limit of
+    /// its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymous_max_connections: Option<usize>,
+    /// Most simultaneous connections per user, unless the user sets its own. Default 64.
+    pub max_connections_per_user: usize,
+    /// The users.
+    pub users: Vec<UserConfig>,
+    /// Named groups of rules.
+    pub groups: BTreeMap<String, Rules>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            anonymous: Anonymous::Loopback,
+            anonymous_rules: None,
+            anonymous_max_connections: None,
+            max_connections_per_user: 64,
+            users: Vec::new(),
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+/// Compiled rules of one action: the merged allow and deny patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Compiled {
+    /// `None`: no allow list anywhere, so everything not denied is allowed.
+    allow: Option<Vec<Box<str>>>,
+    deny: Vec<Box<str>>,
+}
+
+impl Compiled {
+    fn add(&mut self, rules: &AllowDeny) {
+        if let Some(allow) = &rules.allow {
+            self.allow
+                .get_or_insert_with(Vec::new)
+                .extend(allow.iter().map(|p| p.as_str().into()));
+        }
+        self.deny
+            .extend(rules.deny.iter().map(|p| p.as_str().into()));
+    }
+
+    fn is_open(&self) -> bool {
+        self.allow.is_none() && self.deny.is_empty()
+    }
+
+    /// A topic (validated): deny wins, then allow (or no allow list at all).
+    fn allows_topic(&self, topic: &str) -> bool {
+        if self.deny.iter().any(|d| pattern_matches(d, topic)) {
+            return false;
+        }
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|p| pattern_matches(p, topic)))
+    }
+
+    /// A pattern (validated): it overlaps no denied pattern and lies inside an allowed
+    /// one, so nothing it can ever match is refused.
+    fn allows_pattern(&self, pattern: &str) -> Result<(), String> {
+        if let Some(d) = self.deny.iter().find(|d| patterns_overlap(d, pattern)) {
+            return Err(format!("it overlaps the denied pattern {d:?}"));
+        }
+        match &self.allow {
+            Some(a) if !a.iter().any(|p| pattern_covers(p, pattern)) => {
+                Err("it is not inside any allowed pattern".to_owned())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What one identity may do (its own rules merged with its groups').
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Perms {
+    admin: bool,
+    publish: Compiled,
+    subscribe: Compiled,
+    queues: Compiled,
+}
+
+impl Perms {
+    /// Everything, admin included (anonymous clients without `anonymous_rules`).
+    pub fn everything() -> Perms {
+        Perms {
+            admin: true,
+            ..Perms::default()
+        }
+    }
+
+    fn from_rules<'a>(rules: impl IntoIterator<Item = (bool, [&'a AllowDeny; 3])>) -> Perms {
+        let mut p = Perms::default();
+        for (admin, [publish, subscribe, queues]) in rules {
+            p.admin |= admin;
+            p.publish.add(publish);
+            p.subscribe.add(subscribe);
+            p.queues.add(queues);
+        }
+        p
+    }
+
+    /// STATS and queue listing.
+    pub fn is_admin(&self) -> bool {
+        self.admin
+    }
+
+    /// No publish rule at all: the core skips the check (and its cache) entirely.
+    pub fn publishes_anywhere(&self) -> bool {
+        self.publish.is_open()
+    }
+
+    /// Whether a PUBLISH to `topic` (validated) is allowed. Costs a scan of the rules:
+    /// call it through a [`PublishCache`].
+    pub fn may_publish(&self, topic: &str) -> bool {
+        self.publish.allows_topic(topic)
+    }
+
+    /// Whether a SUBSCRIBE to `pattern` (validated; for a shared subscription, the
+    /// pattern after `$share/GROUP/`) is allowed; the error says why not.
+    pub fn may_subscribe(&self, pattern: &str) -> Result<(), String> {
+        self.subscribe
+            .allows_pattern(pattern)
+            .map_err(|why| format!("not permitted to subscribe to {pattern:?}: {why}"))
+    }
+
+    /// Whether the queue `name` may be bound, created, deleted, purged or shown.
+    pub fn may_use_queue(&self, name: &str) -> Result<(), String> {
+        let ok = match validate_topic(name.as_bytes()) {
+            Ok(t) => self.queues.allows_topic(t),
+            // Not a name any pattern can match: allowed only without rules.
+            Err(_) => self.queues.is_open(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("not permitted to use queue {name:?}"))
+        }
+    }
+}
+
+/// Who a connection is, once logged in (or anonymous).
+#[derive(Debug)]
+pub struct Identity {
+    /// The user name; `None` for an anonymous client.
+    pub user: Option<Box<str>>,
+    /// What it may do.
+    pub perms: Perms,
+    /// Most simultaneous connections of this identity.
+    pub max_connections: usize,
+}
+
+impl Identity {
+    /// The name shown in logs and stats: the user, or `anonymous`.
+    pub fn name(&self) -> &str {
+        self.user.as_deref().unwrap_or("anonymous")
+    }
+}
+
+/// Why a login failed; `Display` is the text of the fatal ERROR `AUTH_FAILED` (it never
+/// says whether the user exists).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoginError {
+    /// Unknown user or wrong password.
+    #[error("authentication failed: unknown user or wrong password")]
+    BadPassword,
+    /// No user has this token.
+    #[error("authentication failed: unknown token")]
+    BadToken,
+    /// The listener requires a login and the HELLO offered none.
+    #[error("authentication required: this router does not accept anonymous clients here (log in with a user and password or a token)")]
+    Required,
+}
+
+/// A configuration that cannot be used; the router refuses to start with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid [auth] configuration: {0}")]
+pub struct AuthConfigError(pub String);
+
+/// The compiled `[auth]` table: users by name and by token, anonymous access.
+#[derive(Debug)]
+pub struct Authenticator {
+    users: HashMap<Box<str>, (Option<String>, Arc<Identity>)>,
+    tokens: HashMap<[u8; 32], Arc<Identity>>,
+    /// `None`: anonymous clients are refused.
+    anonymous: Option<Arc<Identity>>,
+    /// Verified for unknown users, so a login takes as long whether the user exists.
+    dummy_hash: String,
+}
+
+impl Authenticator {
+    /// Checks and compiles `cfg`. `loopback` says whether the listener is on a loopback
+    /// address (for [`Anonymous::Loopback`]); `max_clients` is the router's limit.
+    pub fn new(
+        cfg: &AuthConfig,
+        loopback: bool,
+        max_clients: usize,
+    ) -> Result<Authenticator, AuthConfigError> {
+        fn err<T>(s: String) -> Result<T, AuthConfigError> {
+            Err(AuthConfigError(s))
+        }
+        let check_rules = |who: &str, r: [&AllowDeny; 3]| -> Result<(), AuthConfigError> {
+            for (what, ad) in ["publish", "subscribe", "queues"].iter().zip(r) {
+                for p in ad.allow.iter().flatten().chain(&ad.deny) {
+                    if let Err(e) = validate_pattern(p.as_bytes()) {
+                        return err(format!("{who}: {what} pattern {p:?} is invalid: {e}"));
+                    }
+                }
+            }
+            Ok(())
+        };
+        for (name, g) in &cfg.groups {
+            check_rules(
+                &format!("group {name:?}"),
+                [&g.publish, &g.subscribe, &g.queues],
+            )?;
+        }
+        let mut users = HashMap::new();
+        let mut tokens = HashMap::new();
+        for u in &cfg.users {
+            let who = format!("user {:?}", u.name);
+            if u.name.is_empty() || u.name.len() > tickwire_wire::frame::MAX_USER_LEN {
+                return err(format!("{who}: a name is 1 to 64 bytes"));
+            }
+            if let Some(key) = u.unknown.keys().next() {
+                return err(format!("{who}: unknown key {key:?}"));
+            }
+            let r = &u.rules;
+            check_rules(&who, [&r.publish, &r.subscribe, &r.queues])?;
+            let mut rules = vec![(r.admin, [&r.publish, &r.subscribe, &r.queues])];
+            for g in &u.groups {
+                let Some(r) = cfg.groups.get(g) else {
+                    return err(format!("{who}: no group {g:?} in [auth.groups]"));
+                };
+                rules.push((r.admin, [&r.publish, &r.subscribe, &r.queues]));
+            }
+            if u.password_hash.is_none() && u.token_sha256.is_none() {
+                return err(format!(
+                    "{who} has neither password_hash nor token_sha256: nobody could log in as it"
+                ));
+            }
+            if let Some(h) = &u.password_hash {
+                if let Err(e) = PasswordHash::new(h) {
+                    return err(format!(
+                        "{who}: password_hash is not a PHC string ({e}); make one with `tickwire passwd`"
+                    ));
+                }
+            }
+            let identity = Arc::new(Identity {
+                user: Some(u.name.as_str().into()),
+                perms: Perms::from_rules(rules),
+                max_connections: u.max_connections.unwrap_or(cfg.max_connections_per_user),
+            });
+            if let Some(t) = &u.token_sha256 {
+                let Some(digest) = parse_hex32(t) else {
+                    return err(format!(
+                        "{who}: token_sha256 must be 64 hex digits (`tickwire passwd --token`)"
+                    ));
+                };
+                if tokens.insert(digest, identity.clone()).is_some() {
+                    return err(format!("{who}: another user has the same token"));
+                }
+            }
+            let user = u.name.as_str().into();
+            if users
+                .insert(user, (u.password_hash.clone(), identity))
+                .is_some()
+            {
+                return err(format!("{who} is listed twice"));
+            }
+        }
+        let anonymous_ok = match cfg.anonymous {
+            Anonymous::Allow => true,
+            Anonymous::Deny => false,
+            Anonymous::Loopback => loopback,
+        };
+        if !anonymous_ok && users.is_empty() {
+            return err(if loopback {
+                "anonymous = \"deny\" and no [[auth.users]]: nobody could connect".to_owned()
+            } else {
+                "the router listens on a non-loopback address, where clients must log in, but \
+                 [auth] has no users: add [[auth.users]] (docs/security.md), or open it to \
+                 anonymous clients with anonymous = \"allow\" (--anonymous allow)"
+                    .to_owned()
+            });
+        }
+        let anonymous = anonymous_ok.then(|| {
+            Arc::new(Identity {
+                user: None,
+                perms: match &cfg.anonymous_rules {
+                    Some(r) => {
+                        Perms::from_rules([(r.admin, [&r.publish, &r.subscribe, &r.queues])])
+                    }
+                    None => Perms::everything(),
+                },
+                max_connections: cfg.anonymous_max_connections.unwrap_or(max_clients),
+            })
+        });
+        if let Some(r) = &cfg.anonymous_rules {
+            check_rules("anonymous_rules", [&r.publish, &r.subscribe, &r.queues])?;
+        }
+        Ok(Authenticator {
+            users,
+            tokens,
+            anonymous,
+            dummy_hash: DUMMY_HASH.to_owned(),
+        })
+    }
+
+    /// An authenticator without users that lets everyone in with every permission.
+    pub fn open() -> Authenticator {
+        Authenticator {
+            users: HashMap::new(),
+            tokens: HashMap::new(),
+            anonymous: Some(Arc::new(Identity {
+                user: None,
+                perms: Perms::everything(),
+                max_connections: usize::MAX,
+            })),
+            dummy_hash: DUMMY_HASH.to_owned(),
+        }
+    }
+
+    /// An authenticator that lets nobody in (the fallback for a configuration that no
+    /// longer compiles, which `Config::validate` prevents).
+    pub fn closed() -> Authenticator {
+        Authenticator {
+            users: HashMap::new(),
+            tokens: HashMap::new(),
+            anonymous: None,
+            dummy_hash: DUMMY_HASH.to_owned(),
+        }
+    }
+
+    /// The identity of a client that offered no login.
+    pub fn anonymous(&self) -> Result<Arc<Identity>, LoginError> {
+        self.anonymous.clone().ok_or(LoginError::Required)
+    }
+
+    /// Whether anonymous clients are refused (a HELLO without AUTH fails at once).
+    pub fn anonymous_allowed(&self) -> bool {
+        self.anonymous.is_some()
+    }
+
+    /// Checks an AUTH frame's credentials. A password check runs argon2 (milliseconds,
+    /// by design); a token check is one SHA-256.
+    pub fn login(
+        &self,
+        method: AuthMethod,
+        user: &str,
+        secret: &[u8],
+    ) -> Result<Arc<Identity>, LoginError> {
+        match method {
+            AuthMethod::Token => {
+                let digest: [u8; 32] = Sha256::digest(secret).into();
+                match self.tokens.get(&digest) {
+                    Some(id) if user.is_empty() || id.user.as_deref() == Some(user) => {
+                        Ok(id.clone())
+                    }
+                    _ => Err(LoginError::BadToken),
+                }
+            }
+            AuthMethod::Password => {
+                let found = self.users.get(user);
+                let hash = match found {
+                    Some((Some(h), _)) => h.as_str(),
+                    // Unknown user, or one without a password: the same work, then no.
+                    _ => self.dummy_hash.as_str(),
+                };
+                let ok = PasswordHash::new(hash)
+                    .is_ok_and(|h| Argon2::default().verify_password(secret, &h).is_ok());
+                match found {
+                    Some((Some(_), id)) if ok => Ok(id.clone()),
+                    _ => Err(LoginError::BadPassword),
+                }
+            }
+        }
+    }
+}
+
+/// An argon2id hash of a random password nobody knows (made with `hash_password`).
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$dGlja3dpcmUtZHVtbXk$Ugnm8C0fwPUNkEhAJf5kNXCEzU4c5g7fdm1ZJwm0fzM";
+
+/// Hashes `password` with argon2id (the crate's defaults: OWASP's m=19 MiB, t=2, p=1)
+/// and a random salt, in PHC form for `password_hash`.
+pub fn hash_password(password: &[u8]) -> Result<String, String> {
+    let salt = SaltString::generate(&mut argon2::password_hash::rand_core::OsRng);
+    Argon2::default()
+        .hash_password(password, &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| format!("hashing the password: {e}"))
+}
+
+/// A new random token (32 bytes, hex) and its SHA-256 in hex (for `token_sha256`).
+pub fn new_token() -> (String, String) {
+    use argon2::password_hash::rand_core::RngCore;
+    let mut bytes = [0u8; 32];
+    argon2::password_hash::rand_core::OsRng.fill_bytes(&mut bytes);
+    let token = hex(&bytes);
+    let digest = token_sha256(token.as_bytes());
+    (token, digest)
+}
+
+/// The `token_sha256` value of a token.
+pub fn token_sha256(token: &[u8]) -> String {
+    hex(&Sha256::digest(token))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    let s = s.as_bytes();
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.chunks_exact(2).enumerate() {
+        let digit = |c: u8| (c as char).to_digit(16);
+        out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(out)
+}
+
+/// Most topics one connection's publish decisions are remembered for; beyond it the
+/// memory starts over (a client cycling through more topics pays a rule scan per new
+/// topic, still never more than one per topic until the next reset).
+pub const PUBLISH_CACHE_TOPICS: usize = 4096;
+
+/// One connection's publish decisions, by topic: the rules are scanned once per topic.
+#[derive(Debug, Default)]
+pub struct PublishCache {
+    decided: HashMap<Box<str>, bool>,
+}
+
+impl PublishCache {
+    /// Whether `perms` allow publishing to `topic` (validated), from memory when this
+    /// topic was decided before.
+    #[inline]
+    pub fn may_publish(&mut self, perms: &Perms, topic: &str) -> bool {
+        if let Some(&ok) = self.decided.get(topic) {
+            return ok;
+        }
+        let ok = perms.may_publish(topic);
+        if self.decided.len() >= PUBLISH_CACHE_TOPICS {
+            self.decided.clear();
+        }
+        self.decided.insert(topic.into(), ok);
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ad(allow: Option<&[&str]>, deny: &[&str]) -> AllowDeny {
+        AllowDeny {
+            allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            deny: deny.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn config() -> AuthConfig {
+        let mut groups = BTreeMap::new();
+        groups.insert(
+            "md-readers".to_owned(),
+            Rules {
+                subscribe: ad(Some(&["md/>"]), &["md/secret/>"]),
+                ..Rules::default()
+            },
+        );
+        AuthConfig {
+            users: vec![
+                UserConfig {
+                    name: "alice".into(),
+                    password_hash: Some(hash_password(b"pw").unwrap()),
+                    groups: vec!["md-readers".into()],
+                    rules: Rules {
+                        publish: ad(Some(&["orders/alice/>"]), &[]),
+                        ..Rules::default()
+                    },
+                    ..UserConfig::default()
+                },
+                UserConfig {
+                    name: "ops".into(),
+                    token_sha256: Some(token_sha256(b"tok")),
+                    rules: Rules {
+                        admin: true,
+                        ..Rules::default()
+                    },
+                    ..UserConfig::default()
+                },
+            ],
+            groups,
+            ..AuthConfig::default()
+        }
+    }
+
+    #[test]
+    fn passwords_and_tokens_log_in_and_nothing_else_does() {
+        let a = Authenticator::new(&config(), true, 10).unwrap();
+        let alice = a.login(AuthMethod::Password, "alice", b"pw").unwrap();
+        assert_eq!(alice.name(), "alice");
+        assert!(!alice.perms.is_admin());
+        assert_eq!(
+            a.login(AuthMethod::Password, "alice", b"wrong")
+                .unwrap_err(),
+            LoginError::BadPassword
+        );
+        assert_eq!(
+            a.login(AuthMethod::Password, "nobody", b"pw").unwrap_err(),
+            LoginError::BadPassword
+        );
+        // ops has a token and no password.
+        assert_eq!(
+            a.login(AuthMethod::Password, "ops", b"tok").unwrap_err(),
+            LoginError::BadPassword
+        );
+        let ops = a.login(AuthMethod::Token, "", b"tok").unwrap();
+        assert!(ops.perms.is_admin());
+        assert!(a.login(AuthMethod::Token, "ops", b"tok").is_ok());
+        assert_eq!(
+            a.login(AuthMethod::Token, "alice", b"tok").unwrap_err(),
+            LoginError::BadToken
+        );
+        assert_eq!(
+            a.login(AuthMethod::Token, "", b"tak").unwrap_err(),
+            LoginError::BadToken
+        );
+        // The messages never carry the secret.
+        assert!(!LoginError::BadPassword.to_string().contains("pw"));
+    }
+
+    #[test]
+    fn deny_wins_and_subscriptions_must_lie_inside_an_allow() {
+        let a = Authenticator::new(&config(), true, 10).unwrap();
+        let p = &a.login(AuthMethod::Password, "alice", b"pw").unwrap().perms;
+        assert!(p.may_subscribe("md/NASDAQ/*").is_ok());
+        assert!(p.may_subscribe("md/>").unwrap_err().contains("md/secret/>"));
+        assert!(p.may_subscribe(">").is_err());
+        assert!(p.may_subscribe("fx/EURUSD").is_err());
+        assert!(p.may_subscribe("md/secret/x").is_err());
+        assert!(p.may_publish("orders/alice/1"));
+        assert!(!p.may_publish("orders/bob/1"));
+        // No queue rules: any queue.
+        assert!(p.may_use_queue("orders").is_ok());
+        // No rules at all: everything.
+        let ops = &a.login(AuthMethod::Token, "", b"tok").unwrap().perms;
+        assert!(ops.may_subscribe(">").is_ok() && ops.may_publish("x") && ops.publishes_anywhere());
+    }
+
+    #[test]
+    fn anonymous_follows_the_listener_and_the_policy() {
+        let cfg = config();
+        assert!(Authenticator::new(&cfg, true, 10)
+            .unwrap()
+            .anonymous()
+            .is_ok());
+        assert_eq!(
+            Authenticator::new(&cfg, false, 10)
+                .unwrap()
+                .anonymous()
+                .unwrap_err(),
+            LoginError::Required
+        );
+        let open = AuthConfig {
+            anonymous: Anonymous::Allow,
+            ..AuthConfig::default()
+        };
+        assert!(Authenticator::new(&open, false, 10)
+            .unwrap()
+            .anonymous()
+            .is_ok());
+        // Non-loopback, no users, anonymous not opened: refused at start.
+        let e = Authenticator::new(&AuthConfig::default(), false, 10).unwrap_err();
+        assert!(e.0.contains("anonymous = \"allow\""), "{e}");
+        // The default: loopback, everything.
+        let a = Authenticator::new(&AuthConfig::default(), true, 10).unwrap();
+        assert_eq!(a.anonymous().unwrap().perms, Perms::everything());
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_with_the_user_named() {
+        let mut cfg = config();
+        cfg.users[0].groups.push("nope".into());
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("nope"));
+        let mut cfg = config();
+        cfg.users[0].rules.publish.deny.push("a//b".into());
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("alice"));
+        let mut cfg = config();
+        cfg.users[1].token_sha256 = Some("xyz".into());
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("64 hex"));
+        let mut cfg = config();
+        cfg.users[0]
+            .unknown
+            .insert("publsh".into(), serde_json::Value::Null);
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("unknown key \"publsh\""));
+        let mut cfg = config();
+        cfg.users[0].password_hash = Some("plaintext".into());
+        assert!(Authenticator::new(&cfg, true, 1)
+            .unwrap_err()
+            .0
+            .contains("PHC"));
+    }
+
+    #[test]
+    fn the_dummy_hash_parses_and_the_publish_cache_is_bounded() {
+        assert!(PasswordHash::new(DUMMY_HASH).is_ok());
+        let p = Perms::from_rules([(
+            false,
+            [&ad(Some(&["a/>"]), &[]), &ad(None, &[]), &ad(None, &[])],
+        )]);
+        let mut c = PublishCache::default();
+        for i in 0..PUBLISH_CACHE_TOPICS + 10 {
+            assert!(c.may_publish(&p, &format!("a/{i}")));
+            assert!(c.decided.len() <= PUBLISH_CACHE_TOPICS);
+        }
+        assert!(!c.may_publish(&p, "b"));
+    }
+}

@@ -1,0 +1,287 @@
+//! The router core's login and permission rules (docs/security.md), driven with bytes
+//! and a fixed time like the driver does: no sockets.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use tickwire_router::auth::{token_sha256, AllowDeny, Anonymous, AuthConfig, Rules, UserConfig};
+use tickwire_router::core::{Core, Input};
+use tickwire_router::index::Slot;
+use tickwire_router::Config;
+use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_wire::frame::{self, caps, Auth, AuthMethod, ErrorCode, Frame, PROTOCOL_VERSION};
+
+const T0: u64 = 7_000_000_000;
+
+fn patterns(p: &[&str]) -> Vec<String> {
+    p.iter().map(|s| s.to_string()).collect()
+}
+
+/// Users: `reader` (token "r": subscribes to md/> except md/secret/>, publishes
+/// nowhere), `ops` (token "o": an admin, everything), `solo` (token "s": one connection
+/// at a time). Anonymous clients: refused.
+fn core() -> Core {
+    let mut groups = BTreeMap::new();
+    groups.insert(
+        "md".to_owned(),
+        Rules {
+            subscribe: AllowDeny {
+                allow: Some(patterns(&["md/>"])),
+                deny: patterns(&["md/secret/>"]),
+            },
+            ..Rules::default()
+        },
+    );
+    let user = |name: &str, token: &str| UserConfig {
+        name: name.into(),
+        token_sha256: Some(token_sha256(token.as_bytes())),
+        ..UserConfig::default()
+    };
+    let cfg = Config {
+        auth: AuthConfig {
+            anonymous: Anonymous::Deny,
+            users: vec![
+                UserConfig {
+                    groups: vec!["md".into()],
+                    rules: Rules {
+                        publish: AllowDeny {
+                            allow: Some(vec![]),
+                            deny: vec![],
+                        },
+                        queues: AllowDeny {
+                            allow: Some(patterns(&["mine*"])),
+                            deny: vec![],
+                        },
+                        ..Rules::default()
+                    },
+                    ..user("reader", "r")
+                },
+                UserConfig {
+                    rules: Rules {
+                        admin: true,
+                        ..Rules::default()
+                    },
+                    ..user("ops", "o")
+                },
+                UserConfig {
+                    max_connections: Some(1),
+                    ..user("solo", "s")
+                },
+            ],
+            groups,
+            ..AuthConfig::default()
+        },
+        ..Config::default()
+    };
+    cfg.validate().unwrap();
+    Core::new(cfg, MonoNanos(T0), UtcNanos(0))
+}
+
+fn accept(core: &mut Core) -> Slot {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+    core.handle_accept(addr, MonoNanos(T0), UtcNanos(0))
+        .ok()
+        .expect("accepted")
+}
+
+fn feed(core: &mut Core, id: Slot, bytes: &[u8]) -> Input {
+    core.handle_input(id, MonoNanos(T0), bytes, bytes.len())
+}
+
+/// The frames queued for `id`, as short strings.
+fn drain(core: &mut Core, id: Slot) -> Vec<String> {
+    let bytes = core.egress(id).to_vec();
+    core.handle_written(id, bytes.len());
+    let mut out = Vec::new();
+    let mut rest = &bytes[..];
+    while let Some((f, n)) = frame::decode(rest, u32::MAX).expect("well-formed egress") {
+        out.push(match f {
+            Frame::Welcome { capabilities, .. } => format!("WELCOME {capabilities}"),
+            Frame::Ack { request_id } => format!("ACK {request_id}"),
+            Frame::Error {
+                request_id,
+                code,
+                fatal,
+                text,
+            } => format!("ERROR {request_id} {} {fatal} {text}", code.name()),
+            Frame::Message(m) => format!("MSG {}", String::from_utf8_lossy(m.topic)),
+            Frame::StatsReply { .. } => "STATS".to_owned(),
+            other => format!("{other:?}"),
+        });
+        rest = &rest[n..];
+    }
+    out
+}
+
+/// A HELLO offering AUTH and the AUTH: `user` with a password, or a token when `user`
+/// is empty.
+fn hello_login(user: &str, secret: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::encode_hello_caps(&mut b, PROTOCOL_VERSION, caps::AUTH, "t");
+    let method = match user {
+        "" => AuthMethod::Token,
+        _ => AuthMethod::Password,
+    };
+    let secret = secret.as_bytes();
+    frame::encode_auth(
+        &mut b,
+        &Auth {
+            method,
+            user,
+            secret,
+        },
+    )
+    .unwrap();
+    b
+}
+
+fn hello_auth(token: &str) -> Vec<u8> {
+    hello_login("", token)
+}
+
+fn login(core: &mut Core, token: &str) -> Slot {
+    let id = accept(core);
+    let b = hello_auth(token);
+    assert_eq!(feed(core, id, &b), Input::Consumed(b.len()));
+    assert_eq!(drain(core, id), [format!("WELCOME {}", caps::AUTH)]);
+    id
+}
+
+fn subscribe(core: &mut Core, id: Slot, request_id: u32, pattern: &str) -> Vec<String> {
+    let mut b = Vec::new();
+    frame::encode_subscribe(&mut b, request_id, pattern);
+    feed(core, id, &b);
+    drain(core, id)
+}
+
+fn publish(core: &mut Core, id: Slot, topic: &str) {
+    let mut b = Vec::new();
+    frame::encode_publish(&mut b, topic, b"x", Default::default(), 1 << 20).unwrap();
+    assert_eq!(feed(core, id, &b), Input::Consumed(b.len()));
+}
+
+#[test]
+fn a_token_logs_in_and_bad_or_missing_credentials_are_refused_and_counted() {
+    let mut core = core();
+    login(&mut core, "r");
+    // A wrong token.
+    let id = accept(&mut core);
+    assert_eq!(feed(&mut core, id, &hello_auth("nope")), Input::Closing);
+    let out = drain(&mut core, id);
+    assert_eq!(out.len(), 1);
+    assert!(
+        out[0].starts_with("ERROR 0 auth-failed true authentication failed"),
+        "{out:?}"
+    );
+    assert!(!out[0].contains("nope"), "the secret is never echoed");
+    // No login where anonymous clients are refused.
+    let id = accept(&mut core);
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, PROTOCOL_VERSION, "anon");
+    assert_eq!(feed(&mut core, id, &b), Input::Closing);
+    assert!(drain(&mut core, id)[0].contains("auth-failed true authentication required"));
+    // A HELLO offering AUTH, then something else.
+    let id = accept(&mut core);
+    let mut b = Vec::new();
+    frame::encode_hello_caps(&mut b, PROTOCOL_VERSION, caps::AUTH, "t");
+    frame::encode_ping(&mut b, 1);
+    assert_eq!(feed(&mut core, id, &b), Input::Closing);
+    assert!(drain(&mut core, id)[0].contains("handshake true after a HELLO offering AUTH"));
+    assert_eq!(core.totals().auth_failures, 2);
+}
+
+#[test]
+fn a_password_login_checks_the_argon2_hash() {
+    let hash = tickwire_router::auth::hash_password(b"s3cret").unwrap();
+    let cfg = Config {
+        auth: AuthConfig {
+            anonymous: Anonymous::Deny,
+            users: vec![UserConfig {
+                name: "alice".into(),
+                password_hash: Some(hash),
+                ..UserConfig::default()
+            }],
+            ..AuthConfig::default()
+        },
+        ..Config::default()
+    };
+    let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
+    for (password, ok) in [("s3cret", true), ("s3cret ", false)] {
+        let id = accept(&mut core);
+        feed(&mut core, id, &hello_login("alice", password));
+        assert_eq!(drain(&mut core, id)[0].starts_with("WELCOME"), ok);
+    }
+    assert_eq!(core.totals().auth_failures, 1);
+}
+
+#[test]
+fn denied_actions_get_permission_denied_and_the_connection_goes_on() {
+    let mut core = core();
+    let reader = login(&mut core, "r");
+    let ops = login(&mut core, "o");
+    assert_eq!(subscribe(&mut core, ops, 1, ">"), ["ACK 1"]);
+    // Subscriptions: inside md/>, clear of md/secret/>.
+    let denied = subscribe(&mut core, reader, 2, ">");
+    assert!(
+        denied[0].starts_with("ERROR 2 permission-denied false not permitted to subscribe"),
+        "{denied:?}"
+    );
+    assert!(subscribe(&mut core, reader, 3, "md/>")[0].contains("md/secret/>"));
+    assert!(subscribe(&mut core, reader, 4, "$share/g/>")[0].contains("permission-denied"));
+    assert_eq!(subscribe(&mut core, reader, 5, "md/NASDAQ/*"), ["ACK 5"]);
+    // A cache query outside the rules.
+    let mut b = Vec::new();
+    frame::encode_subscribe_image(&mut b, 6, "fx/>", frame::Image::Only);
+    feed(&mut core, reader, &b);
+    assert!(drain(&mut core, reader)[0].contains("ERROR 6 permission-denied"));
+    // The reader may publish nowhere: refused, and nobody gets it.
+    publish(&mut core, reader, "md/NASDAQ/AAPL");
+    assert!(drain(&mut core, reader)[0].contains("ERROR 0 permission-denied false"));
+    assert!(drain(&mut core, ops).is_empty());
+    // Delivery follows the subscriptions, which can only hold allowed topics.
+    publish(&mut core, ops, "md/NASDAQ/AAPL");
+    publish(&mut core, ops, "md/secret/x");
+    publish(&mut core, ops, "fx/EURUSD");
+    assert_eq!(drain(&mut core, reader), ["MSG md/NASDAQ/AAPL"]);
+    // STATS: admins only.
+    let mut b = Vec::new();
+    frame::encode_stats_request(&mut b, 9);
+    feed(&mut core, reader, &b);
+    assert!(drain(&mut core, reader)[0].contains("ERROR 9 permission-denied false"));
+    feed(&mut core, ops, &b);
+    assert_eq!(drain(&mut core, ops).last().unwrap(), "STATS");
+    // Still connected and counted.
+    assert_eq!(subscribe(&mut core, reader, 10, "md/x"), ["ACK 10"]);
+    assert_eq!(core.totals().denied, 6);
+    let stats = core.stats_json(MonoNanos(T0));
+    assert!(stats.contains("\"user\":\"reader\""), "{stats}");
+    assert!(stats.contains("\"denied\":6"), "{stats}");
+}
+
+#[test]
+fn a_user_at_its_connection_limit_is_refused_until_one_leaves() {
+    let mut core = core();
+    let first = login(&mut core, "s");
+    let id = accept(&mut core);
+    assert_eq!(feed(&mut core, id, &hello_auth("s")), Input::Closing);
+    assert!(drain(&mut core, id)[0].contains("is at its limit of 1 connections"));
+    core.handle_closed(id, "gone");
+    // Other users are not affected.
+    login(&mut core, "o");
+    core.handle_closed(first, "gone");
+    login(&mut core, "s");
+    assert_eq!(core.totals().user_limit_refused, 1);
+}
+
+#[test]
+fn the_default_router_is_open_to_anonymous_clients_as_before() {
+    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
+    let id = accept(&mut core);
+    let mut b = Vec::new();
+    frame::encode_hello(&mut b, PROTOCOL_VERSION, "anon");
+    frame::encode_stats_request(&mut b, 1);
+    feed(&mut core, id, &b);
+    assert_eq!(drain(&mut core, id), ["WELCOME 0", "STATS"]);
+    assert_eq!(ErrorCode::PERMISSION_DENIED.name(), "permission-denied");
+}

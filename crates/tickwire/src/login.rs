@@ -1,0 +1,131 @@
+//! The login flags every client command shares (`--user`, `--password-file`, `--token`)
+//! and `tickwire passwd`, which makes the hashes the router's `[auth]` table holds.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tickwire_client::{ClientOptions, Login};
+
+/// Environment variable holding the password for `--user`.
+pub const PASSWORD_ENV: &str = "TICKWIRE_PASSWORD";
+/// Environment variable holding a token (used when neither --user nor --token is given).
+pub const TOKEN_ENV: &str = "TICKWIRE_TOKEN";
+
+/// How a client command logs in to a router that requires it (docs/security.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct LoginArgs {
+    /// Log in as USER, with the password in --password-file or the TICKWIRE_PASSWORD
+    /// environment variable (never on the command line, which other users of the host
+    /// can read) [default: anonymous, or the token in TICKWIRE_TOKEN when set].
+    #[arg(long, value_name = "USER", help_heading = "Login")]
+    user: Option<String>,
+    /// The password of --user: the first line of FILE ('-': standard input).
+    #[arg(long, value_name = "FILE", requires = "user", help_heading = "Login")]
+    password_file: Option<PathBuf>,
+    /// Log in with a token (`tickwire passwd --token` makes one; TICKWIRE_TOKEN is read
+    /// when no login flag is given).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        conflicts_with = "user",
+        help_heading = "Login"
+    )]
+    token: Option<String>,
+}
+
+impl LoginArgs {
+    /// The credentials these flags and the environment give, if any.
+    pub fn login(&self) -> anyhow::Result<Option<Login>> {
+        if let Some(token) = &self.token {
+            return Ok(Some(Login::Token(token.clone())));
+        }
+        let Some(user) = &self.user else {
+            return Ok(std::env::var(TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.is_empty())
+                .map(Login::Token));
+        };
+        let password = match &self.password_file {
+            Some(path) => first_line(path)?,
+            None => std::env::var(PASSWORD_ENV).map_err(|_| {
+                anyhow::anyhow!(
+                    "--user {user} needs a password: --password-file FILE, or the {PASSWORD_ENV} environment variable"
+                )
+            })?,
+        };
+        Ok(Some(Login::Password {
+            user: user.clone(),
+            password,
+        }))
+    }
+
+    /// `opts` with these credentials.
+    pub fn apply(&self, mut opts: ClientOptions) -> anyhow::Result<ClientOptions> {
+        opts.login = self.login()?;
+        Ok(opts)
+    }
+}
+
+/// The first line of `path` ('-': standard input), without its line ending.
+fn first_line(path: &std::path::Path) -> anyhow::Result<String> {
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading the password from standard input")?;
+    } else {
+        text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the password file {}", path.display()))?;
+    }
+    Ok(text.lines().next().unwrap_or_default().to_owned())
+}
+
+const PASSWD_HELP: &str = "\
+Prints what the router's [auth] table stores for a user (docs/security.md):
+
+  printf '%s' \"$PASSWORD\" | tickwire passwd      # -> password_hash = \"$argon2id$...\"
+  tickwire passwd --token                         # a new token, and its token_sha256
+
+The password is read from the first line of standard input (or --password-file) and
+hashed with argon2id (m=19MiB, t=2, p=1) and a random salt; only the hash goes in the
+config file. A token is 32 random bytes in hex: give the token to the client
+(--token or TICKWIRE_TOKEN), put its SHA-256 in the config.
+
+Example [auth] entry:
+  [[auth.users]]
+  name = \"alice\"
+  password_hash = \"$argon2id$v=19$m=19456,t=2,p=1$...\"
+  subscribe = { allow = [\"md/>\"] }";
+
+/// `tickwire passwd`.
+#[derive(Args)]
+#[command(after_help = PASSWD_HELP)]
+pub struct PasswdArgs {
+    /// Make a new random token instead of hashing a password.
+    #[arg(long, conflicts_with = "password_file")]
+    token: bool,
+    /// Read the password from the first line of FILE instead of standard input.
+    #[arg(long, value_name = "FILE")]
+    password_file: Option<PathBuf>,
+}
+
+pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
+    if a.token {
+        let (token, digest) = tickwire_router::auth::new_token();
+        println!("token = \"{token}\"          # give this to the client (--token, {TOKEN_ENV})");
+        println!("token_sha256 = \"{digest}\"   # put this in [[auth.users]]");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = a.password_file.unwrap_or_else(|| PathBuf::from("-"));
+    let password = first_line(&path)?;
+    if password.is_empty() {
+        anyhow::bail!("empty password: pipe it on standard input or pass --password-file FILE");
+    }
+    let hash =
+        tickwire_router::auth::hash_password(password.as_bytes()).map_err(anyhow::Error::msg)?;
+    println!("password_hash = \"{hash}\"");
+    Ok(ExitCode::SUCCESS)
+}

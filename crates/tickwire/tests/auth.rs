@@ -1,0 +1,348 @@
+//! Authentication and authorization across processes (docs/security.md): the real
+//! `tickwire router` with an `[auth]` table whose hashes and tokens the real
+//! `tickwire passwd` made, and the real CLI and client library logging in.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::{run_cli, RouterProc};
+use tickwire_client::{Client, ClientOptions, Error, Login, Wait};
+use tickwire_wire::frame::ErrorCode;
+
+const ALICE_PASSWORD: &str = "wonder land";
+const LONG: Duration = Duration::from_secs(30);
+
+/// A router that admits only these users (anonymous clients are refused):
+/// - `alice` (password): group `md` (subscribe inside `md/>` but not `md/secret/>`),
+///   publishes to `orders/alice/>` only, no admin;
+/// - `ops` (token): admin, no other rule;
+/// - `solo` (token): one connection at a time.
+struct Fixture {
+    router: RouterProc,
+    log: common::RouterLog,
+    ops_token: String,
+    solo_token: String,
+    _config: tempfile::NamedTempFile,
+    alice_password_file: tempfile::NamedTempFile,
+}
+
+/// `tickwire passwd --token`: (token, token_sha256).
+fn new_token() -> (String, String) {
+    let (st, out, err) = run_cli(&["passwd", "--token"], LONG);
+    assert!(st.success(), "{err}");
+    let value = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
+            .and_then(|l| l.split('"').next())
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+            .to_owned()
+    };
+    (value("token"), value("token_sha256"))
+}
+
+fn fixture() -> Fixture {
+    let mut password_file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(password_file, "{ALICE_PASSWORD}").unwrap();
+    let path = password_file.path().to_str().unwrap();
+    let (st, hash_line, err) = run_cli(&["passwd", "--password-file", path], LONG);
+    assert!(st.success(), "{err}");
+    assert!(
+        hash_line.starts_with("password_hash = \"$argon2id$"),
+        "{hash_line}"
+    );
+    let (ops_token, ops_sha) = new_token();
+    let (solo_token, solo_sha) = new_token();
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        config,
+        r#"
+[auth]
+anonymous = "deny"
+
+[auth.groups.md]
+subscribe = {{ allow = ["md/>"], deny = ["md/secret/>"] }}
+
+[[auth.users]]
+name = "alice"
+{hash_line}
+groups = ["md"]
+publish = {{ allow = ["orders/alice/>"] }}
+
+[[auth.users]]
+name = "ops"
+token_sha256 = "{ops_sha}"
+admin = true
+
+[[auth.users]]
+name = "solo"
+token_sha256 = "{solo_sha}"
+max_connections = 1
+"#
+    )
+    .unwrap();
+    let (router, log) = RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
+    Fixture {
+        router,
+        log,
+        ops_token,
+        solo_token,
+        _config: config,
+        alice_password_file: password_file,
+    }
+}
+
+impl Fixture {
+    /// `tickwire ARGS --router ADDR` logged in as alice.
+    fn alice_cli(&self, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+        let addr = self.router.addr_str();
+        let password_file = self.alice_password_file.path().to_str().unwrap();
+        let mut all = args.to_vec();
+        all.extend(["--router", &addr, "--user", "alice"]);
+        all.extend(["--password-file", password_file]);
+        run_cli(&all, LONG)
+    }
+
+    fn connect(&self, login: Login) -> Result<Client, Error> {
+        let opts = ClientOptions {
+            login: Some(login),
+            ..ClientOptions::named("t")
+        };
+        Client::connect_with(self.router.addr, opts)
+    }
+
+    fn alice(&self) -> Client {
+        self.connect(Login::Password {
+            user: "alice".into(),
+            password: ALICE_PASSWORD.into(),
+        })
+        .unwrap()
+    }
+
+    fn ops(&self) -> Client {
+        self.connect(Login::Token(self.ops_token.clone())).unwrap()
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let mut ops = self.ops();
+        let doc = serde_json::from_str(&ops.stats_json().unwrap()).unwrap();
+        ops.close().unwrap();
+        doc
+    }
+}
+
+fn is_closed_with(e: &Error, code: ErrorCode) -> bool {
+    matches!(e, Error::Closed { code: c, .. } if *c == code)
+}
+
+#[test]
+fn a_wrong_password_is_refused_counted_and_logged_without_the_secret() {
+    let f = fixture();
+    let wrong = "not-the-password-42";
+    let e = f
+        .connect(Login::Password {
+            user: "alice".into(),
+            password: wrong.into(),
+        })
+        .unwrap_err();
+    assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
+    assert!(
+        e.to_string().contains("unknown user or wrong password"),
+        "{e}"
+    );
+    // The CLI says the same and fails.
+    let addr = f.router.addr_str();
+    let mut wrong_file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(wrong_file, "{wrong}").unwrap();
+    let path = wrong_file.path().to_str().unwrap();
+    let (st, _, err) = run_cli(
+        &[
+            "stats",
+            "--router",
+            &addr,
+            "--user",
+            "alice",
+            "--password-file",
+            path,
+        ],
+        LONG,
+    );
+    assert!(!st.success());
+    assert!(err.contains("auth-failed"), "{err}");
+    // Counted, and logged with the user, never the secret.
+    assert_eq!(
+        common::u_at(&f.stats(), &["router", "totals", "auth_failures"]),
+        2
+    );
+    let line = f
+        .log
+        .wait_for(&["login refused", "alice"], LONG)
+        .expect("the refusal is logged");
+    assert!(!f.log.text().contains(wrong), "{line}");
+    // The right password works, from the CLI too.
+    let (_, _, err) = f.alice_cli(&["stats"]);
+    assert!(!err.contains("auth-failed"), "{err}");
+}
+
+#[test]
+fn anonymous_clients_and_unknown_tokens_are_refused_where_anonymous_is_denied() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let (st, _, err) = run_cli(&["stats", "--router", &addr], LONG);
+    assert!(!st.success());
+    assert!(err.contains("authentication required"), "{err}");
+    let e = f.connect(Login::Token("0".repeat(64))).unwrap_err();
+    assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
+}
+
+#[test]
+fn a_user_denied_gt_receives_nothing_outside_their_patterns() {
+    let f = fixture();
+    let mut alice = f.alice();
+    // `>` and `md/>` (it overlaps md/secret/>) are refused; the connection stays.
+    for pattern in [">", "md/>", "fx/>", "$share/g/>"] {
+        match alice.subscribe(pattern) {
+            Err(Error::Rejected { code, text }) => {
+                assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{pattern}: {text}")
+            }
+            other => panic!("{pattern}: {other:?}"),
+        }
+    }
+    alice.subscribe("md/NASDAQ/>").unwrap();
+    let mut ops = f.ops();
+    ops.subscribe(">").unwrap();
+    for topic in ["md/secret/x", "fx/EURUSD", "md/NYSE/IBM", "md/NASDAQ/AAPL"] {
+        ops.publish(topic, topic.as_bytes()).unwrap();
+    }
+    ops.flush().unwrap();
+    // ops (everything) sees all four, so all four were routed before alice's one.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        if let Some(m) = ops.recv(Wait::Timeout(LONG)).unwrap() {
+            seen.push(m.topic().to_owned());
+        }
+    }
+    let m = alice
+        .recv(Wait::Timeout(LONG))
+        .unwrap()
+        .expect("one message");
+    assert_eq!(m.topic(), "md/NASDAQ/AAPL");
+    assert!(alice
+        .recv(Wait::Timeout(Duration::from_millis(300)))
+        .unwrap()
+        .is_none());
+    // The CLI: `tickwire sub '>'` as alice fails with the reason.
+    let (st, _, err) = f.alice_cli(&["sub", ">", "--no-reconnect", "--count", "1"]);
+    assert!(!st.success());
+    assert!(
+        err.contains("permission-denied") && err.contains("not permitted to subscribe"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stats_and_queue_listing_from_a_non_admin_are_refused() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let (st, _, err) = f.alice_cli(&["stats"]);
+    assert!(!st.success());
+    assert!(
+        err.contains("permission-denied") && err.contains("admin only"),
+        "{err}"
+    );
+    let (st, _, err) = f.alice_cli(&["queue", "list"]);
+    assert!(!st.success());
+    assert!(err.contains("permission-denied"), "{err}");
+    // The admin sees the stats, with alice's user name and the refusals counted.
+    let _alice = f.alice();
+    let (st, out, err) = run_cli(
+        &[
+            "stats",
+            "--router",
+            &addr,
+            "--token",
+            &f.ops_token,
+            "--print-json",
+        ],
+        LONG,
+    );
+    assert!(st.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["user"] == "alice"));
+    assert_eq!(common::u_at(&doc, &["router", "totals", "denied"]), 2);
+}
+
+#[test]
+fn a_denied_publish_is_refused_and_harms_nothing_else() {
+    let f = fixture();
+    let mut ops = f.ops();
+    ops.subscribe("orders/>").unwrap();
+    // Direct: the CLI reports the refusal and fails.
+    let (st, _, err) = f.alice_cli(&["pub", "orders/bob/1", "forged", "--no-reconnect"]);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains("not permitted to publish to \"orders/bob/1\""),
+        "{err}"
+    );
+    // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).
+    let (st, _, err) = f.alice_cli(&["pub", "orders/bob/2", "forged", "--guaranteed"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("not-permitted"), "{err}");
+    // Allowed: delivered, and the subscriber never saw the forged ones.
+    let (st, _, err) = f.alice_cli(&["pub", "orders/alice/1", "real", "--no-reconnect"]);
+    assert!(st.success(), "{err}");
+    let m = ops
+        .recv(Wait::Timeout(LONG))
+        .unwrap()
+        .expect("the allowed publish");
+    assert_eq!((m.topic(), m.payload()), ("orders/alice/1", &b"real"[..]));
+}
+
+#[test]
+fn one_user_at_its_connection_limit_locks_out_no_one_else() {
+    let f = fixture();
+    let solo = f.connect(Login::Token(f.solo_token.clone())).unwrap();
+    let e = f.connect(Login::Token(f.solo_token.clone())).unwrap_err();
+    assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
+    assert!(e.to_string().contains("limit of 1 connections"), "{e}");
+    let _alice = f.alice();
+    solo.close().unwrap();
+    // The slot is given back when the first connection ends.
+    let deadline = std::time::Instant::now() + LONG;
+    while f.connect(Login::Token(f.solo_token.clone())).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "solo never got back in"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        common::u_at(&f.stats(), &["router", "totals", "user_limit_refused"]),
+        1
+    );
+}
+
+#[test]
+fn a_non_loopback_listener_requires_users_unless_opened() {
+    // Refused before any socket is bound.
+    let (st, _, err) = run_cli(
+        &["router", "--listen", "0.0.0.0:0", "--no-guaranteed"],
+        LONG,
+    );
+    assert!(!st.success());
+    assert!(
+        err.contains("non-loopback") && err.contains("--anonymous allow"),
+        "{err}"
+    );
+    // The default loopback router still admits anonymous clients with every right.
+    let r = RouterProc::start(&[]);
+    let (st, out, err) = run_cli(&["stats", "--router", &r.addr_str()], LONG);
+    assert!(st.success(), "{err}");
+    assert!(out.contains("clients"), "{out}");
+}
