@@ -217,6 +217,9 @@ pub struct SubscriberOptions {
     pub receiver: ReceiverConfig,
     /// Injected loss of every datagram received.
     pub loss: Loss,
+    /// The socket's receive buffer (`SO_RCVBUF`); `None` keeps 8 MiB. A small one makes
+    /// a receiver that stops reading lose datagrams, as a slow host would.
+    pub recv_buffer: Option<usize>,
 }
 
 impl Default for SubscriberOptions {
@@ -227,6 +230,7 @@ impl Default for SubscriberOptions {
             patterns: vec![">".into()],
             receiver: ReceiverConfig::default(),
             loss: Loss::none(),
+            recv_buffer: None,
         }
     }
 }
@@ -282,6 +286,11 @@ impl McastSubscriber {
         let core = Receiver::new(cfg, MonoNanos::now())?;
         let sock = group_receiver(opts.group, opts.interface).map_err(net)?;
         sock.set_nonblocking(true).map_err(io("O_NONBLOCK"))?;
+        if let Some(bytes) = opts.recv_buffer {
+            socket2::SockRef::from(&sock)
+                .set_recv_buffer_size(bytes)
+                .map_err(io(format!("SO_RCVBUF {bytes}")))?;
+        }
         Ok(McastSubscriber {
             core,
             sock,
@@ -355,6 +364,14 @@ impl McastSubscriber {
                     handler(Delivery::Joined { session, first_msg })
                 }
             }
+        }
+    }
+
+    /// Tells the sender where this receiver stopped (a last flow report).
+    pub fn close(&mut self) {
+        self.core.handle_close(MonoNanos::now());
+        while let Some((to, d)) = self.core.poll_transmit() {
+            let _ = self.sock.send_to(d, to);
         }
     }
 

@@ -168,9 +168,24 @@ pub struct ReceiverStats {
 struct Slot {
     seq: u64,
     bytes: Vec<u8>,
-    /// (sequence, when first seen missing) for recovery latency.
-    missing: (u64, MonoNanos),
+    /// The datagram this slot waits for, while it is missing.
+    missing: Missing,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Missing {
+    seq: u64,
+    /// When it was first seen missing (recovery latency).
+    since: MonoNanos,
+    /// When it was last NAKed (0: never).
+    naked: MonoNanos,
+}
+
+const NOT_MISSING: Missing = Missing {
+    seq: u64::MAX,
+    since: MonoNanos(0),
+    naked: MonoNanos(0),
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -188,6 +203,13 @@ struct Cursor {
 struct PendingGap {
     first_msg: u64,
     datagrams: u64,
+}
+
+struct NakRound {
+    /// The first missing datagram was NAKed again (no progress since the last round).
+    retried_first: bool,
+    /// When the next missing datagram is due for a NAK.
+    next_due: Option<MonoNanos>,
 }
 
 enum Step {
@@ -239,7 +261,7 @@ impl Receiver {
             .map(|_| Slot {
                 seq: EMPTY,
                 bytes: Vec::with_capacity(cfg.max_datagram),
-                missing: (EMPTY, MonoNanos(0)),
+                missing: NOT_MISSING,
             })
             .collect();
         Ok(Receiver {
@@ -341,7 +363,11 @@ impl Receiver {
             let window_end = self.expected + self.slots.len() as u64;
             for s in self.highest.max(self.expected)..hole_end.min(window_end) {
                 let i = self.index(s);
-                self.slots[i].missing = (s, now);
+                self.slots[i].missing = Missing {
+                    seq: s,
+                    since: now,
+                    naked: MonoNanos(0),
+                };
             }
             if hole_end > self.highest.max(self.expected) {
                 self.arm_nak(now);
@@ -414,7 +440,7 @@ impl Receiver {
         self.nak_tries = 0;
         for s in &mut self.slots {
             s.seq = EMPTY;
-            s.missing = (EMPTY, MonoNanos(0));
+            s.missing = NOT_MISSING;
         }
         self.staged.clear();
         self.stage(Event::Joined {
@@ -456,9 +482,9 @@ impl Receiver {
         slot.seq = seq;
         slot.bytes.clear();
         slot.bytes.extend_from_slice(bytes);
-        if slot.missing.0 == seq {
-            let after = Duration::from_nanos(now.saturating_sub(slot.missing.1));
-            slot.missing.0 = EMPTY;
+        if slot.missing.seq == seq {
+            let after = Duration::from_nanos(now.saturating_sub(slot.missing.since));
+            slot.missing = NOT_MISSING;
             self.stats.recovered += 1;
             self.stage(Event::Recovered { seq, after });
         }
@@ -470,10 +496,10 @@ impl Receiver {
         }
     }
 
+    /// A new hole: NAK it after a random delay (earlier than a pending retry).
     fn arm_nak(&mut self, now: MonoNanos) {
-        if self.nak_at.is_none() {
-            self.nak_at = Some(now.add_nanos(self.jitter()));
-        }
+        let at = now.add_nanos(self.jitter());
+        self.nak_at = Some(self.nak_at.map_or(at, |t| t.min(at)));
     }
 
     fn jitter(&mut self) -> u64 {
@@ -509,23 +535,23 @@ impl Receiver {
             self.tx_next = 0;
         }
         if self.nak_at.is_some_and(|t| now >= t) {
-            self.nak_at = None;
-            let runs = self.queue_naks(session);
-            if runs > 0 {
+            let round = self.queue_naks(now, session);
+            if round.retried_first {
                 self.nak_tries += 1;
                 if self.nak_tries > self.cfg.max_nak_tries {
                     // The sender does not answer for the first run: give it up.
                     self.give_up = self.give_up.max(self.first_run_end());
                     self.nak_tries = 0;
                 }
-                let at = now.add_duration(self.cfg.nak_retry);
-                self.nak_at = Some(at.add_nanos(self.jitter()));
-            } else if self.highest > self.expected {
-                // Nothing missing in the window, but more beyond it or undelivered.
-                self.nak_at = Some(now.add_duration(self.cfg.nak_retry));
-            } else {
-                self.nak_tries = 0;
             }
+            self.nak_at = match round.next_due {
+                Some(t) => Some(t.add_nanos(self.jitter())),
+                // Nothing missing in the window, but more may be beyond it.
+                None if self.highest > self.window_end() => {
+                    Some(now.add_duration(self.cfg.nak_retry))
+                }
+                None => None,
+            };
         }
         if now >= self.status_at {
             self.status_at = now.add_duration(self.cfg.status_interval);
@@ -539,6 +565,13 @@ impl Receiver {
                 c: self.stats.delivered,
             });
         }
+    }
+
+    /// Queues a flow report now (a receiver leaving tells the sender where it stopped).
+    pub fn handle_close(&mut self, now: MonoNanos) {
+        self.status_at = now;
+        self.nak_at = None;
+        self.handle_timer(now);
     }
 
     fn window_end(&self) -> u64 {
@@ -559,34 +592,70 @@ impl Receiver {
         s
     }
 
-    /// Queues one NAK per missing run of the hold window (at most 16); returns how many.
-    fn queue_naks(&mut self, session: u32) -> usize {
+    /// Queues one NAK per run of missing datagrams that are due (never NAKed, or NAKed
+    /// `nak_retry` ago), at most 16 runs per round.
+    fn queue_naks(&mut self, now: MonoNanos, session: u32) -> NakRound {
+        let retry = self.cfg.nak_retry.as_nanos() as u64;
         let end = self.window_end();
+        let mut round = NakRound {
+            retried_first: false,
+            next_due: None,
+        };
         let mut runs = 0;
+        let mut run_from = None;
         let mut s = self.expected;
-        // Data beyond the window exists (overrun): ask for the window's missing part.
-        while s < end && runs < MAX_NAK_RUNS {
-            if self.held(s) {
-                s += 1;
-                continue;
+        while s <= end {
+            let i = self.index(s);
+            let due = s < end && !self.held(s) && runs < MAX_NAK_RUNS && {
+                let m = &mut self.slots[i].missing;
+                if m.seq != s {
+                    // Missing since a jump or a skip: first seen now.
+                    *m = Missing {
+                        seq: s,
+                        since: now,
+                        naked: MonoNanos(0),
+                    };
+                }
+                let due = m.naked.0 == 0 || now.saturating_sub(m.naked) >= retry;
+                let again = if due { now } else { m.naked };
+                if due {
+                    round.retried_first |= s == self.expected && m.naked.0 != 0;
+                    m.naked = now;
+                }
+                let at = again.add_nanos(retry);
+                round.next_due = Some(round.next_due.map_or(at, |t: MonoNanos| t.min(at)));
+                due
+            };
+            match (due, run_from) {
+                (true, None) => run_from = Some(s),
+                (true, Some(from)) if s - from >= u64::from(u16::MAX) => {
+                    self.push_nak(session, from, s);
+                    runs += 1;
+                    run_from = Some(s);
+                }
+                (false, Some(from)) => {
+                    self.push_nak(session, from, s);
+                    runs += 1;
+                    run_from = None;
+                }
+                _ => {}
             }
-            let from = s;
-            while s < end && !self.held(s) && s - from < u64::from(u16::MAX) {
-                s += 1;
-            }
-            self.push_tx(Header {
-                kind: Kind::Nak,
-                flags: 0,
-                session,
-                count: (s - from) as u16,
-                a: from,
-                b: self.cfg.receiver_id,
-                c: 0,
-            });
-            self.stats.naks_sent += 1;
-            runs += 1;
+            s += 1;
         }
-        runs
+        round
+    }
+
+    fn push_nak(&mut self, session: u32, from: u64, to: u64) {
+        self.push_tx(Header {
+            kind: Kind::Nak,
+            flags: 0,
+            session,
+            count: (to - from) as u16,
+            a: from,
+            b: self.cfg.receiver_id,
+            c: 0,
+        });
+        self.stats.naks_sent += 1;
     }
 
     fn push_tx(&mut self, h: Header) {

@@ -151,6 +151,7 @@ struct Slot {
     seq: u64,
     count: u16,
     first_msg: u64,
+    /// When it was last retransmitted (0: never).
     last_tx: MonoNanos,
     bytes: Vec<u8>,
 }
@@ -324,7 +325,8 @@ impl Sender {
                 c: low,
             },
         );
-        slot.last_tx = now;
+        // The linger is for retransmissions: a NAK right after the original is answered.
+        slot.last_tx = MonoNanos(0);
         self.next_seq += 1;
         self.last_send = now;
         self.stats.datagrams += 1;
