@@ -163,6 +163,9 @@ pub struct ReceiverStats {
     pub recovered: u64,
     pub gaps: u64,
     pub lost_messages: u64,
+    /// Datagrams whose message numbering went back (a broken or hostile sender); their
+    /// messages were given the next positions instead.
+    pub renumbered: u64,
 }
 
 struct Slot {
@@ -516,7 +519,7 @@ impl Receiver {
             let messages = next_first_msg.saturating_sub(g.first_msg);
             self.stats.gaps += 1;
             self.stats.lost_messages += messages;
-            self.next_msg = next_first_msg;
+            self.next_msg = self.next_msg.max(next_first_msg);
             self.stage(Event::Gap {
                 first_msg: g.first_msg,
                 messages,
@@ -755,7 +758,17 @@ impl Receiver {
                     continue;
                 };
                 self.report_gap(first_msg);
-                self.next_msg = first_msg;
+                if first_msg > self.next_msg {
+                    // Messages skipped between consecutive datagrams: lost, and said so.
+                    self.gap = Some(PendingGap {
+                        first_msg: self.next_msg,
+                        datagrams: 0,
+                    });
+                    self.report_gap(first_msg);
+                } else if first_msg < self.next_msg {
+                    // A sender going back in its own numbering: positions never do.
+                    self.stats.renumbered += 1;
+                }
                 self.cursor = Some(Cursor {
                     offset: HEADER_LEN,
                     left: count,

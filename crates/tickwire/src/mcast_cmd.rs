@@ -120,12 +120,17 @@ struct SendArgs {
     /// Print the summary as JSON on standard output.
     #[arg(long)]
     json: bool,
+    /// The floor for benchmarks: plain UDP datagrams, one PUBLISH frame each, no
+    /// sequencing, no recovery (receive with 'mcast recv --raw').
+    #[arg(long, conflicts_with_all = ["loss", "session"])]
+    raw: bool,
     #[command(flatten)]
     net: NetArgs,
 }
 
 const RECV_HELP: &str = "\
-Output: one line per message, 'TOPIC PAYLOAD' (hex when not printable); a lost range
+Output: 'ready: joined GROUP ...' on standard error once the group is joined; then one
+line per message, 'TOPIC PAYLOAD' (hex when not printable); a lost range
 that cannot be recovered any more is reported on standard error as
 'gap: messages FIRST..LAST lost (N messages)'. At the end (--count reached, --timeout,
 or Ctrl-C) a summary goes to standard error, or as JSON to standard output with --json:
@@ -164,6 +169,9 @@ struct RecvArgs {
     /// How long the stall lasts.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     stall: Option<Duration>,
+    /// Receive what 'mcast send --raw' sends: plain datagrams, no recovery (the floor).
+    #[arg(long, conflicts_with_all = ["loss", "session", "stall_after"])]
+    raw: bool,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -192,10 +200,14 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
         session: a.net.session,
         loss: Loss::new(a.net.loss, a.net.seed)?,
     };
+    if a.raw {
+        return run_send_raw(&a);
+    }
     let mut publisher = McastPublisher::new(opts)
         .with_context(|| format!("opening a multicast sender to {}", a.net.group))?;
     let stop = StopFlag::install();
     let start = MonoNanos::now();
+    let cpu_start = cpu_now();
     match (&a.message, a.count) {
         (Some(text), None) => {
             publisher.publish(&a.topic, text.as_bytes())?;
@@ -234,7 +246,8 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     publisher.flush();
     let sent_at = MonoNanos::now();
     linger(&mut publisher, a.linger, a.wait_receivers, &stop);
-    report_send(&publisher, sent_at.duration_since(start), a.json)?;
+    let cpu = cpu_now().saturating_sub(cpu_start);
+    report_send(&publisher, sent_at.duration_since(start), cpu, a.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -251,7 +264,75 @@ fn linger(p: &mut McastPublisher, time: Duration, wait: Option<usize>, stop: &St
     }
 }
 
-fn report_send(p: &McastPublisher, took: Duration, json: bool) -> anyhow::Result<()> {
+/// This process's CPU time so far (user + system, every thread), in ns.
+fn cpu_now() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+fn per_message(cpu_ns: u64, messages: u64) -> f64 {
+    cpu_ns as f64 / messages.max(1) as f64
+}
+
+/// `send --raw`: one PUBLISH frame per plain datagram, the same payload, SEQ and STAMPS
+/// as the reliable stream, nothing else: what the protocol costs is the difference.
+fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
+    let sock = tickwire_capture::net::group_sender(a.net.interface)
+        .with_context(|| format!("opening a UDP sender on {}", a.net.interface))?;
+    let count = a.count.unwrap_or(1);
+    let payload = match &a.message {
+        Some(t) => t.clone().into_bytes(),
+        None => crate::pubsub::load_payload(a.size),
+    };
+    let stop = StopFlag::install();
+    let mut buf = Vec::with_capacity(a.max_datagram);
+    let (start, cpu_start) = (MonoNanos::now(), cpu_now());
+    let mut sent = 0u64;
+    for i in 0..count {
+        if stop.is_set() {
+            break;
+        }
+        if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(a.rate) {
+            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
+        }
+        buf.clear();
+        let opts = PublishOptions {
+            seq: Some(i),
+            publisher_send: Some(MonoNanos::now().as_nanos()),
+        };
+        tickwire_wire::frame::encode_publish(
+            &mut buf,
+            &a.topic,
+            &payload,
+            opts,
+            a.max_datagram as u32,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if sock.send_to(&buf, a.net.group).is_ok() {
+            sent += 1;
+        }
+    }
+    let (took, cpu) = (
+        MonoNanos::now().duration_since(start),
+        cpu_now() - cpu_start,
+    );
+    let doc = serde_json::json!({
+        "raw": true, "messages": sent, "seconds": took.as_secs_f64(),
+        "cpu_ns_per_msg": per_message(cpu, sent),
+    });
+    if a.json {
+        println!("{doc}");
+    } else {
+        eprintln!(
+            "sent {sent} plain datagrams in {:.3} s, {:.0} ns CPU per message",
+            took.as_secs_f64(),
+            per_message(cpu, sent)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_send(p: &McastPublisher, took: Duration, cpu_ns: u64, json: bool) -> anyhow::Result<()> {
     let st = p.stats();
     let (dropped, send_errors) = p.dropped();
     let receivers: Vec<serde_json::Value> = p
@@ -271,18 +352,20 @@ fn report_send(p: &McastPublisher, took: Duration, json: bool) -> anyhow::Result
         "nak_suppressed": st.nak_suppressed, "nak_rate_limited": st.nak_rate_limited,
         "nak_unrecoverable": st.nak_unrecoverable, "dropped_by_loss": dropped,
         "send_errors": send_errors, "receivers": receivers,
+        "cpu_ns_per_msg": per_message(cpu_ns, st.messages),
     });
     if json {
         println!("{doc}");
         return Ok(());
     }
     eprintln!(
-        "sent {} messages in {} datagrams in {:.3} s (session {}); {} NAKs: {} datagrams \
-         retransmitted, {} suppressed (linger), {} over the rate limit, {} asked for after \
-         they left the buffer; {} dropped by injected loss",
+        "sent {} messages in {} datagrams in {:.3} s ({:.0} ns CPU per message, session {}); \
+         {} NAKs: {} datagrams retransmitted, {} suppressed (linger), {} over the rate \
+         limit, {} asked for after they left the buffer; {} dropped by injected loss",
         st.messages,
         st.datagrams,
         took.as_secs_f64(),
+        per_message(cpu_ns, st.messages),
         p.session(),
         st.naks,
         st.retransmitted,
@@ -313,6 +396,9 @@ struct RecvState {
 }
 
 fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
+    if a.raw {
+        return run_recv_raw(&a);
+    }
     let opts = SubscriberOptions {
         group: a.net.group,
         interface: a.net.interface,
@@ -327,6 +413,12 @@ fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     };
     let mut sub = McastSubscriber::new(opts)
         .with_context(|| format!("joining multicast group {}", a.net.group))?;
+    eprintln!(
+        "ready: joined {} on {}, patterns {}",
+        a.net.group,
+        a.net.interface,
+        a.patterns.join(" ")
+    );
     let stop = StopFlag::install();
     let deadline = a.timeout.map(|t| MonoNanos::now().add_duration(t));
     let mut st = RecvState {
@@ -469,4 +561,60 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
             lat.p50_us, lat.p99_us
         );
     }
+}
+
+/// `recv --raw`: counts and times what `send --raw` sends; a lost datagram is lost.
+fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
+    let sock = tickwire_capture::net::group_receiver(a.net.group, a.net.interface)
+        .with_context(|| format!("joining multicast group {}", a.net.group))?;
+    sock.set_read_timeout(Some(Duration::from_millis(10)))
+        .context("SO_RCVTIMEO")?;
+    eprintln!("ready: joined {} on {} (raw)", a.net.group, a.net.interface);
+    let stop = StopFlag::install();
+    let deadline = a.timeout.map(|t| MonoNanos::now().add_duration(t));
+    let mut st = RecvState {
+        in_order: true,
+        ..RecvState::default()
+    };
+    let mut buf = vec![0u8; tickwire_mcast::packet::MAX_DATAGRAM];
+    while !stop.is_set() && a.count.is_none_or(|n| st.delivered < n) {
+        if deadline.is_some_and(|d| MonoNanos::now() >= d) {
+            break;
+        }
+        let Ok(n) = sock.recv(&mut buf) else { continue };
+        let now = MonoNanos::now();
+        if let Ok(Some((tickwire_wire::frame::Frame::Publish(msg), _))) =
+            tickwire_wire::frame::decode(&buf[..n], u32::MAX)
+        {
+            let index = msg.seq.unwrap_or(st.delivered);
+            if st.next_index.is_some_and(|i| i != index) {
+                st.in_order = false;
+            }
+            st.next_index = Some(index + 1);
+            st.delivered += 1;
+            if let Some(s) = msg.stamps {
+                st.latency
+                    .record(now.as_nanos().saturating_sub(s.publisher_send));
+            }
+        }
+    }
+    let lat = st.latency.summary();
+    let doc = serde_json::json!({
+        "raw": true, "delivered": st.delivered, "in_order": st.in_order,
+        "latency_samples": lat.samples, "latency_p50_us": lat.p50_us, "latency_p99_us": lat.p99_us,
+    });
+    if a.json {
+        println!("{doc}");
+    } else {
+        eprintln!(
+            "received {} plain datagrams; one-way latency p50 {:.1} µs, p99 {:.1} µs",
+            st.delivered, lat.p50_us, lat.p99_us
+        );
+    }
+    let reached = a.count.is_none_or(|n| st.delivered >= n);
+    Ok(if reached || stop.is_set() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
