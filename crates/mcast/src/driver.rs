@@ -116,13 +116,10 @@ impl McastPublisher {
         self.core.session()
     }
 
-    /// Appends a message; full datagrams go out at once, the rest at [`Self::flush`].
-    pub fn publish(&mut self, topic: &str, payload: &[u8]) -> Result<u64, Error> {
-        self.publish_with(topic, payload, PublishOptions::default())
-    }
-
-    /// [`Self::publish`] with PUBLISH options (sequence number, STAMPS).
-    pub fn publish_with(
+    /// Appends a message (with its PUBLISH options: sequence number, STAMPS; or
+    /// `PublishOptions::default()`); full datagrams go out at once, the rest at
+    /// [`Self::flush`]. Returns the message's index in the stream.
+    pub fn publish(
         &mut self,
         topic: &str,
         payload: &[u8],

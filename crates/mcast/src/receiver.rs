@@ -44,6 +44,13 @@ use tickwire_wire::frame::{self, Msg};
 use crate::packet::{self, Datagram, DecodeError, Header, Kind, HEADER_LEN};
 use crate::{Error, SessionId};
 
+/// A slot holding no datagram.
+const EMPTY: u64 = u64::MAX;
+/// NAK datagrams per round at most.
+const MAX_NAK_RUNS: usize = 16;
+/// Non-message events waiting to be polled at most (`Recovered` ones beyond are dropped).
+const MAX_STAGED: usize = 64;
+
 /// The receiver's settings. Every field has a default ([`ReceiverConfig::default`]).
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
@@ -223,10 +230,6 @@ enum Step {
         index: u64,
     },
 }
-
-const EMPTY: u64 = u64::MAX;
-const MAX_NAK_RUNS: usize = 16;
-const MAX_STAGED: usize = 64;
 
 /// One multicast stream's receiver. Single-threaded; the caller owns IO and time.
 pub struct Receiver {

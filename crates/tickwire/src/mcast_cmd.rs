@@ -210,7 +210,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     let cpu_start = cpu_now();
     match (&a.message, a.count) {
         (Some(text), None) => {
-            publisher.publish(&a.topic, text.as_bytes())?;
+            publisher.publish(&a.topic, text.as_bytes(), PublishOptions::default())?;
         }
         (message, count) => {
             let count = count.unwrap_or(1);
@@ -231,7 +231,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
                     seq: Some(i),
                     publisher_send: Some(now.as_nanos()),
                 };
-                publisher.publish_with(&a.topic, &payload, opts)?;
+                publisher.publish(&a.topic, &payload, opts)?;
                 if (i + 1) % a.batch == 0 {
                     publisher.flush();
                 }
@@ -395,6 +395,21 @@ struct RecvState {
     session: Option<SessionId>,
 }
 
+impl RecvState {
+    /// A message at stream position `index`, received `now`: order, count, latency.
+    fn message(&mut self, index: u64, msg: &tickwire_wire::frame::Msg<'_>, now: MonoNanos) {
+        if self.next_index.is_some_and(|n| n != index) {
+            self.in_order = false;
+        }
+        self.next_index = Some(index + 1);
+        self.delivered += 1;
+        if let Some(s) = msg.stamps {
+            self.latency
+                .record(now.as_nanos().saturating_sub(s.publisher_send));
+        }
+    }
+}
+
 fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     if a.raw {
         return run_recv_raw(&a);
@@ -479,15 +494,10 @@ fn on_delivery(
 ) {
     match d {
         Delivery::Message { index, topic, msg } => {
-            if st.next_index.is_some_and(|n| n != index) || msg.seq.is_some_and(|s| s != index) {
+            if msg.seq.is_some_and(|s| s != index) {
                 st.in_order = false;
             }
-            st.next_index = Some(index + 1);
-            st.delivered += 1;
-            if let Some(s) = msg.stamps {
-                st.latency
-                    .record(now.as_nanos().saturating_sub(s.publisher_send));
-            }
+            st.message(index, &msg, now);
             print(topic, msg.payload);
         }
         Delivery::Gap {
@@ -586,16 +596,7 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
         if let Ok(Some((tickwire_wire::frame::Frame::Publish(msg), _))) =
             tickwire_wire::frame::decode(&buf[..n], u32::MAX)
         {
-            let index = msg.seq.unwrap_or(st.delivered);
-            if st.next_index.is_some_and(|i| i != index) {
-                st.in_order = false;
-            }
-            st.next_index = Some(index + 1);
-            st.delivered += 1;
-            if let Some(s) = msg.stamps {
-                st.latency
-                    .record(now.as_nanos().saturating_sub(s.publisher_send));
-            }
+            st.message(msg.seq.unwrap_or(st.delivered), &msg, now);
         }
     }
     let lat = st.latency.summary();

@@ -66,6 +66,10 @@ fn send(group: &str, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(out.trim()).expect(&out)
 }
 
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
 fn u(v: &serde_json::Value, k: &str) -> u64 {
     v[k].as_u64()
         .unwrap_or_else(|| panic!("{k} missing in {v}"))
@@ -93,22 +97,8 @@ fn every_receiver_gets_every_message_in_order_under_1_and_5_percent_loss() {
                 recv(&g, &["--count", &c, "--loss", loss, "--seed", &seed])
             })
             .collect();
-        let sent = send(
-            &g,
-            &[
-                "md/X",
-                "--count",
-                &c,
-                "--rate",
-                "20k",
-                "--loss",
-                loss,
-                "--seed",
-                "7",
-                "--wait-receivers",
-                "3",
-            ],
-        );
+        let args = format!("md/X --count {c} --rate 20k --loss {loss} --seed 7 --wait-receivers 3");
+        let sent = send(&g, &words(&args));
         assert_eq!(u(&sent, "messages"), count);
         assert!(u(&sent, "dropped_by_loss") > 0, "{sent}");
         assert!(u(&sent, "retransmitted") > 0, "{sent}");
@@ -132,31 +122,12 @@ fn a_receiver_that_falls_behind_the_buffer_reports_the_gap_and_carries_on() {
     // hold, and the sender (64 datagrams of buffer) has moved on by then.
     let slow = recv(
         &g,
-        &[
-            "--count",
-            &c,
-            "--recv-buffer",
-            "16K",
-            "--stall-after",
-            "500",
-            "--stall",
-            "500ms",
-        ],
+        &words(&format!(
+            "--count {c} --recv-buffer 16K --stall-after 500 --stall 500ms"
+        )),
     );
-    let sent = send(
-        &g,
-        &[
-            "md/X",
-            "--count",
-            &c,
-            "--rate",
-            "5k",
-            "--buffer",
-            "64",
-            "--wait-receivers",
-            "2",
-        ],
-    );
+    let args = format!("md/X --count {c} --rate 5k --buffer 64 --wait-receivers 2");
+    let sent = send(&g, &words(&args));
     let (doc, _) = healthy.finish();
     assert_everything_in_order(&doc, count);
     let (doc, err) = slow.finish();
@@ -186,36 +157,12 @@ fn a_stray_sender_with_another_session_is_ignored() {
     let r = recv(&g, &["--count", "2000"]);
     let g2 = g.clone();
     let real = std::thread::spawn(move || {
-        send(
-            &g2,
-            &[
-                "md/real",
-                "--count",
-                "2000",
-                "--rate",
-                "4k",
-                "--session",
-                "00000a11",
-                "--wait-receivers",
-                "1",
-            ],
-        )
+        let args = "md/real --count 2000 --rate 4k --session 00000a11 --wait-receivers 1";
+        send(&g2, &words(args))
     });
     std::thread::sleep(Duration::from_millis(150));
-    let stray = send(
-        &g,
-        &[
-            "md/stray",
-            "--count",
-            "500",
-            "--rate",
-            "5k",
-            "--session",
-            "00000bad",
-            "--linger",
-            "100ms",
-        ],
-    );
+    let args = "md/stray --count 500 --rate 5k --session 00000bad --linger 100ms";
+    let stray = send(&g, &words(args));
     let real = real.join().unwrap();
     assert_eq!(real["session"], "00000a11");
     assert_eq!(stray["session"], "00000bad");
@@ -257,7 +204,9 @@ fn patterns_filter_what_a_receiver_prints() {
         ("md/NASDAQ/IBM", "b"),
         ("md/ARCA/AAPL", "c"),
     ] {
-        publisher.publish(topic, text.as_bytes()).unwrap();
+        publisher
+            .publish(topic, text.as_bytes(), Default::default())
+            .unwrap();
     }
     publisher.flush();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
