@@ -534,6 +534,10 @@ impl Receiver {
     /// Timers: NAKs for what is still missing, flow reports. Spurious calls are harmless.
     pub fn handle_timer(&mut self, now: MonoNanos) {
         let Phase::Joined { session, .. } = self.phase else {
+            // Nothing to report yet; the deadline must still move on (no busy loop).
+            if now >= self.status_at {
+                self.status_at = now.add_duration(self.cfg.status_interval);
+            }
             return;
         };
         if self.tx_next >= self.tx.len() {

@@ -454,3 +454,15 @@ fn retransmissions_are_rate_limited_and_lingered() {
     tx.handle_nak(later, &nak).unwrap();
     assert_eq!(tx.stats().nak_suppressed, 2);
 }
+
+/// Found by fuzzing: a receiver that never heard a sender kept a deadline in the past
+/// after its first report period, so a driver waiting for it spun.
+#[test]
+fn a_receiver_waiting_for_a_sender_keeps_its_deadline_in_the_future() {
+    let now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let later = now.add_nanos(5_000_000_000);
+    rx.handle_timer(later);
+    assert!(rx.poll_timeout() > later);
+    assert!(rx.poll_transmit().is_none());
+}
