@@ -20,6 +20,9 @@
 //! 40   ...   DATA: `count` PUBLISH frames (crates/wire), nothing after the last
 //! ```
 //!
+//! Sequences, message indexes, low marks and counts of delivered messages are below
+//! [`MAX_SEQ`] (2^62).
+//!
 //! [`decode`] is a bounded flyweight: it reads only the given bytes, allocates nothing,
 //! and checks every DATA frame (length, kind, structure) before anything is believed.
 
@@ -38,6 +41,10 @@ pub const HEADER_LEN: usize = 40;
 pub const MAX_DATAGRAM: usize = 65_507;
 /// The smallest `max_datagram` a sender may be configured with.
 pub const MIN_DATAGRAM: usize = 256;
+/// Sequences, message indexes and low marks are below this (2^62: a sender at 10^8
+/// datagrams a second reaches it in 1,400 years); larger ones are refused, so no sum a
+/// core makes with them can overflow.
+pub const MAX_SEQ: u64 = 1 << 62;
 /// Flag of a DATA datagram sent again after a NAK.
 pub const FLAG_RETRANSMIT: u8 = 1;
 
@@ -162,6 +169,11 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, DecodeError> {
     let count = u16_at(buf, 12);
     let (a, b, c) = (u64_at(buf, 16), u64_at(buf, 24), u64_at(buf, 32));
     let body = &buf[HEADER_LEN..];
+    // NAK and STATUS carry the receiver's (random) id in `b`.
+    let b_is_seq = matches!(buf[5], 1 | 2);
+    if a >= MAX_SEQ || c >= MAX_SEQ || (b_is_seq && b >= MAX_SEQ) {
+        return Err(DecodeError::BadHeader("sequence out of range"));
+    }
     match buf[5] {
         1 => {
             if fl & !FLAG_RETRANSMIT != 0 {
@@ -374,6 +386,12 @@ mod tests {
         let mut d = good.clone();
         d[32] = 5; // low above seq
         assert!(decode(&d).is_err());
+        let mut d = good.clone();
+        d[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(
+            decode(&d),
+            Err(DecodeError::BadHeader("sequence out of range"))
+        );
         let mut d = good;
         d[14] = 1;
         assert_eq!(decode(&d), Err(DecodeError::BadHeader("reserved")));

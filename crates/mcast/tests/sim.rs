@@ -466,3 +466,14 @@ fn a_receiver_waiting_for_a_sender_keeps_its_deadline_in_the_future() {
     assert!(rx.poll_timeout() > later);
     assert!(rx.poll_transmit().is_none());
 }
+
+/// Found by fuzzing: a DATA datagram with sequence 2^64 - 1 overflowed `seq + 1`.
+#[test]
+fn sequences_near_the_top_of_u64_are_refused_not_overflowed() {
+    let now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let d = data(7, u64::MAX, 0, 0, b"x");
+    assert!(rx.handle_datagram(now, sender_addr(), &d).is_err());
+    assert_eq!(rx.stats().malformed, 1);
+    assert!(rx.poll_event().is_none());
+}
