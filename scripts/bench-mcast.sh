@@ -29,7 +29,7 @@ run() {
   PORT=$((PORT + 1))
   local group="239.255.74.50:$PORT" pids=()
   for i in $(seq 1 "$n"); do
-    $TW mcast recv --group "$group" --count "$MSGS" --timeout 60s --quiet --json $raw \
+    $TW mcast recv --group "$group" --count "$MSGS" --timeout 60s --quiet --print-json $raw \
       ${loss[@]+"${loss[@]}"} ${loss[@]+--seed $((100 + i))} \
       >"$TMP/r$i.json" 2>"$TMP/r$i.err" &
     pids+=($!)
@@ -38,11 +38,11 @@ run() {
     until grep -q ready "$TMP/r$i.err" 2>/dev/null; do sleep 0.05; done
   done
   if [ -n "$raw" ]; then
-    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --json --raw >"$TMP/s.json"
+    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json --raw >"$TMP/s.json"
     # A raw receiver waits for what never comes when a datagram was lost: bounded.
     sleep 1; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   else
-    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --json \
+    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json \
       ${loss[@]+"${loss[@]}"} --seed 7 --wait-receivers "$n" --linger 20s >"$TMP/s.json"
   fi
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -31,7 +31,7 @@ Examples:
   tickwire mcast send md/NASDAQ/AAPL 'bid 189.20'           # one message
   tickwire mcast send md/X --count 100000 --rate 50k        # a paced load
   tickwire mcast send md/X --count 100000 --loss 0.05 --seed 7   # 5% of datagrams dropped
-  tickwire mcast recv --count 100000 --quiet --json         # check and summarise
+  tickwire mcast recv --count 100000 --quiet --print-json         # check and summarise
 
 Both sides default to group 239.255.74.1:7440 on interface 127.0.0.1 (this host).";
 
@@ -117,9 +117,9 @@ struct SendArgs {
     /// Largest datagram in bytes, header included (256 to 65507).
     #[arg(long, value_name = "BYTES", default_value_t = 1400)]
     max_datagram: usize,
-    /// Print the summary as JSON on standard output.
+    /// Print the summary as JSON on standard output instead of text.
     #[arg(long)]
-    json: bool,
+    print_json: bool,
     /// The floor for benchmarks: plain UDP datagrams, one PUBLISH frame each, no
     /// sequencing, no recovery (receive with 'mcast recv --raw').
     #[arg(long, conflicts_with_all = ["loss", "session"])]
@@ -133,7 +133,7 @@ Output: 'ready: joined GROUP ...' on standard error once the group is joined; th
 line per message, 'TOPIC PAYLOAD' (hex when not printable); a lost range
 that cannot be recovered any more is reported on standard error as
 'gap: messages FIRST..LAST lost (N messages)'. At the end (--count reached, --timeout,
-or Ctrl-C) a summary goes to standard error, or as JSON to standard output with --json:
+or Ctrl-C) a summary goes to standard error, or as JSON to standard output with --print-json:
 messages delivered, whether they came in order, gaps, recoveries and their latency
 (p50/p99), one-way latency when the sender stamped messages, strays from other sessions.
 
@@ -154,9 +154,9 @@ struct RecvArgs {
     /// Do not print messages (summary only).
     #[arg(long)]
     quiet: bool,
-    /// Print the summary as JSON on standard output.
+    /// Print the summary as JSON on standard output instead of text.
     #[arg(long)]
-    json: bool,
+    print_json: bool,
     /// Datagrams held out of order while a loss is recovered.
     #[arg(long, value_name = "DATAGRAMS", default_value_t = 1024)]
     hold: usize,
@@ -247,7 +247,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     let sent_at = MonoNanos::now();
     linger(&mut publisher, a.linger, a.wait_receivers, &stop);
     let cpu = cpu_now().saturating_sub(cpu_start);
-    report_send(&publisher, sent_at.duration_since(start), cpu, a.json)?;
+    report_send(&publisher, sent_at.duration_since(start), cpu, a.print_json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -320,7 +320,7 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
         "raw": true, "messages": sent, "seconds": took.as_secs_f64(),
         "cpu_ns_per_msg": per_message(cpu, sent),
     });
-    if a.json {
+    if a.print_json {
         println!("{doc}");
     } else {
         eprintln!(
@@ -477,7 +477,7 @@ fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     }
     drop(out);
     sub.close();
-    report_recv(&sub, &st, a.json);
+    report_recv(&sub, &st, a.print_json);
     let reached = a.count.is_none_or(|n| st.delivered + st.lost >= n);
     Ok(if reached || stop.is_set() {
         ExitCode::SUCCESS
@@ -604,7 +604,7 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
         "raw": true, "delivered": st.delivered, "in_order": st.in_order,
         "latency_samples": lat.samples, "latency_p50_us": lat.p50_us, "latency_p99_us": lat.p99_us,
     });
-    if a.json {
+    if a.print_json {
         println!("{doc}");
     } else {
         eprintln!(

@@ -15,14 +15,14 @@ fn group(n: u8) -> String {
     format!("239.255.74.{n}:{}", free_port())
 }
 
-/// A `tickwire mcast recv --quiet --json` process, once it said it joined.
+/// A `tickwire mcast recv --quiet --print-json` process, once it said it joined.
 struct Recv {
     child: Child,
     stderr: std::thread::JoinHandle<String>,
 }
 
 fn recv(group: &str, extra: &[&str]) -> Recv {
-    let mut args = vec!["mcast", "recv", "--group", group, "--quiet", "--json"];
+    let mut args = vec!["mcast", "recv", "--group", group, "--quiet", "--print-json"];
     args.extend_from_slice(&["--timeout", "60s"]);
     args.extend_from_slice(extra);
     let mut child = cli(&args).spawn().expect("spawn tickwire mcast recv");
@@ -56,7 +56,7 @@ impl Recv {
 }
 
 fn send(group: &str, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["mcast", "send", "--group", group, "--json"];
+    let mut all = vec!["mcast", "send", "--group", group, "--print-json"];
     if !args.contains(&"--linger") {
         all.extend_from_slice(&["--linger", "30s"]);
     }
