@@ -21,7 +21,7 @@ fn steady_state_sending_and_receiving_allocates_nothing() {
     let mut tx = Sender::new(SenderConfig::default(), now).unwrap();
     let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
     let mut wire = vec![0u8; 65_536];
-    let mut nak = vec![0u8; 64];
+    let mut nak = [0u8; 64];
     let payload = [7u8; 100];
     let mut delivered = 0u64;
     let mut round = |now: MonoNanos, tx: &mut Sender, rx: &mut Receiver, delivered: &mut u64| {
