@@ -18,7 +18,7 @@
 //! Hot path: per message, a `memcpy` into a preallocated slot (sender) and a flyweight
 //! decode (receiver); syscalls are per datagram. Bad input: a datagram that does not
 //! decode, comes from another session or source, or claims an implausible jump is
-//! counted and dropped; nothing panics (fuzzed: `fuzz/fuzz_targets/mcast_receiver.rs`).
+//! counted and dropped; nothing panics (fuzzed: `fuzz/fuzz_targets/mcast_input.rs`).
 
 #![forbid(unsafe_code)]
 
