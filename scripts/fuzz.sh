@@ -23,7 +23,7 @@ set -euo pipefail
 
 SECONDS_PER_TARGET="${1:-10}"
 shift || true
-ALL_TARGETS=(frame_decode topic_parse itch_decode mold_decode md_update fix_parse router_input fix_session gm_record gm_engine monitor_http)
+ALL_TARGETS=(frame_decode topic_parse itch_decode mold_decode md_update fix_parse router_input fix_session gm_record gm_engine monitor_http mcast_input)
 if [ "$#" -gt 0 ]; then
     TARGETS=("$@")
 else

@@ -13,6 +13,7 @@ mod feed_cmd;
 mod fix_cmd;
 mod logging;
 mod login;
+mod mcast_cmd;
 mod md_bench_cmd;
 mod md_cmd;
 mod monitor;
@@ -62,6 +63,8 @@ Examples:
   tickwire queue create orders --sub 'orders/>'   # a durable queue
   tickwire pub orders/new 'buy 100' --guaranteed  # stored, acknowledged publish
   tickwire sub --queue orders                     # consume and acknowledge
+  tickwire mcast recv 'md/>'                      # reliable multicast, no router
+  tickwire mcast send md/X --count 1000 --loss 0.05   # ... recovered by NAK
   tickwire bench pingpong                         # latency vs size: raw TCP/UDP vs tickwire
 
 Logging: --log-level LEVEL (or TICKWIRE_LOG=debug); the default is 'info' for the
@@ -104,6 +107,8 @@ enum Cmd {
     Bench(bench_cmd::BenchArgs),
     /// Market data: generate a synthetic ITCH session, publish it as MoldUDP64, capture to pcap.
     Md(md_cmd::MdArgs),
+    /// Reliable multicast without a router: send to a group, receive with NAK recovery.
+    Mcast(mcast_cmd::McastArgs),
     /// ITCH feed handler: MoldUDP64 multicast in, order books, normalized updates to the router.
     Feed(feed_cmd::FeedArgs),
     /// Replay a pcap capture's UDP datagrams with their recorded timing (1x, 4x, max).
@@ -138,6 +143,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Md(a) => md_cmd::run(a),
         Cmd::Replay(a) => replay_cmd::run(a),
         Cmd::Feed(a) => feed_cmd::run_cmd(a),
+        Cmd::Mcast(a) => mcast_cmd::run(a),
         Cmd::Fix(a) => fix_cmd::run(a),
     };
     match result {

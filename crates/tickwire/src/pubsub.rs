@@ -305,7 +305,7 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn load_payload(size: usize) -> Vec<u8> {
+pub(crate) fn load_payload(size: usize) -> Vec<u8> {
     (0..size).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
@@ -697,7 +697,6 @@ pub fn print_message(
     if m.cached().is_some() && !json {
         write!(out, "[cached] ")?;
     }
-    let text = printable(m.payload());
     if json {
         let mut obj = json_object(m.topic(), m.payload(), hex);
         obj.insert("discarded".into(), m.discarded().into());
@@ -706,10 +705,21 @@ pub fn print_message(
         }
         writeln!(out, "{}", serde_json::Value::Object(obj))
     } else {
-        match (text, hex) {
-            (Some(t), false) => writeln!(out, "{} {}", m.topic(), t),
-            _ => writeln!(out, "{} {}", m.topic(), to_hex(m.payload())),
-        }
+        write_line(out, m.topic(), m.payload(), hex)
+    }
+}
+
+/// One message as a line: `TOPIC PAYLOAD`, the payload as hex when it is not printable
+/// or `hex` is on.
+pub(crate) fn write_line(
+    out: &mut impl Write,
+    topic: &str,
+    payload: &[u8],
+    hex: bool,
+) -> std::io::Result<()> {
+    match (printable(payload), hex) {
+        (Some(t), false) => writeln!(out, "{topic} {t}"),
+        _ => writeln!(out, "{topic} {}", to_hex(payload)),
     }
 }
 

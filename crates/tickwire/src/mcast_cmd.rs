@@ -1,0 +1,621 @@
+//! `tickwire mcast send` and `tickwire mcast recv`: reliable multicast, no router.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use tickwire_mcast::driver::{Delivery, DEFAULT_GROUP};
+use tickwire_mcast::{
+    Loss, McastPublisher, McastSubscriber, PublisherOptions, ReceiverConfig, SenderConfig,
+    SessionId, SubscriberOptions,
+};
+use tickwire_rt::{Latency, MonoNanos, StopFlag};
+use tickwire_wire::frame::PublishOptions;
+
+use crate::units::{parse_duration, parse_rate, parse_size};
+
+const MCAST_HELP: &str = "\
+Reliable multicast (docs/multicast.md): one send reaches every receiver on the group,
+whatever their number. The sender puts messages into sequenced UDP datagrams; each
+receiver delivers them in order, asks the sender again (NAK) for what it missed, and
+reports as a gap what cannot be recovered any more (never hidden).
+
+No router is involved: 'mcast send' publishes directly to a group, 'mcast recv' joins
+it and filters by its patterns (the router's pattern syntax).
+
+Examples:
+  tickwire mcast recv 'md/>'                                # print what arrives
+  tickwire mcast send md/NASDAQ/AAPL 'bid 189.20'           # one message
+  tickwire mcast send md/X --count 100000 --rate 50k        # a paced load
+  tickwire mcast send md/X --count 100000 --loss 0.05 --seed 7   # 5% of datagrams dropped
+  tickwire mcast recv --count 100000 --quiet --print-json         # check and summarise
+
+Both sides default to group 239.255.74.1:7440 on interface 127.0.0.1 (this host).";
+
+#[derive(Args)]
+#[command(after_help = MCAST_HELP)]
+pub struct McastArgs {
+    #[command(subcommand)]
+    cmd: McastCmd,
+}
+
+#[derive(Subcommand)]
+enum McastCmd {
+    /// Publish to a multicast group: one message or a paced load.
+    Send(SendArgs),
+    /// Join a multicast group and print (or count) the messages matching patterns.
+    Recv(RecvArgs),
+}
+
+#[derive(Args)]
+struct NetArgs {
+    /// Multicast group and port.
+    #[arg(long, value_name = "ADDR:PORT", default_value_t = DEFAULT_GROUP)]
+    group: SocketAddrV4,
+    /// Interface to send or join on (127.0.0.1 keeps the traffic on this host).
+    #[arg(long, value_name = "IP", default_value_t = Ipv4Addr::LOCALHOST)]
+    interface: Ipv4Addr,
+    /// Injected loss, for tests and demos: drop this fraction of datagrams (0.05 = 5%).
+    /// Sender: original datagrams (never retransmissions); receiver: every datagram.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    loss: f64,
+    /// Seed of the injected loss: the same seed drops the same datagrams.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// Session id (8 hex digits). Sender: use this one instead of a random one.
+    /// Receiver: accept only this one (default: the first sender heard).
+    #[arg(long, value_name = "HEX", value_parser = parse_session)]
+    session: Option<SessionId>,
+}
+
+fn parse_session(s: &str) -> Result<SessionId, String> {
+    u32::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map(SessionId)
+        .map_err(|_| format!("{s:?} is not a session id: expected up to 8 hex digits"))
+}
+
+const SEND_HELP: &str = "\
+Load mode (--count N) numbers each message (SEQ) and stamps its send time (STAMPS), so
+'mcast recv' can check the order and measure one-way latency. After the last message
+the sender stays for --linger, answering NAKs, and prints what it sent, retransmitted
+and what its receivers reported; --wait-receivers N ends the linger as soon as N
+receivers reported having everything.
+
+Exit status: 0, or 1 on an error (bad topic, message larger than a datagram, ...).";
+
+#[derive(Args)]
+#[command(after_help = SEND_HELP)]
+struct SendArgs {
+    /// Topic to publish to, e.g. md/NASDAQ/AAPL.
+    topic: String,
+    /// Message text (omit for a load run).
+    message: Option<String>,
+    /// Number of messages (load mode).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Payload size in load mode (e.g. 100, 1K).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "100")]
+    size: usize,
+    /// Messages per second (e.g. 10000, 50k); 0 = as fast as possible.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "0")]
+    rate: u64,
+    /// Messages per datagram at most: flush after this many (full datagrams go at once).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    batch: u64,
+    /// Stay this long after the last message, answering NAKs.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    linger: Duration,
+    /// End the linger once this many receivers reported having every datagram.
+    #[arg(long, value_name = "N")]
+    wait_receivers: Option<usize>,
+    /// Retransmission buffer, in datagrams (receivers further behind report a gap).
+    #[arg(long, value_name = "DATAGRAMS", default_value_t = 4096)]
+    buffer: usize,
+    /// Largest datagram in bytes, header included (256 to 65507).
+    #[arg(long, value_name = "BYTES", default_value_t = 1400)]
+    max_datagram: usize,
+    /// Print the summary as JSON on standard output instead of text.
+    #[arg(long)]
+    print_json: bool,
+    /// The floor for benchmarks: plain UDP datagrams, one PUBLISH frame each, no
+    /// sequencing, no recovery (receive with 'mcast recv --raw').
+    #[arg(long, conflicts_with_all = ["loss", "session"])]
+    raw: bool,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+const RECV_HELP: &str = "\
+Output: 'ready: joined GROUP ...' on standard error once the group is joined; then one
+line per message, 'TOPIC PAYLOAD' (hex when not printable); a lost range
+that cannot be recovered any more is reported on standard error as
+'gap: messages FIRST..LAST lost (N messages)'. At the end (--count reached, --timeout,
+or Ctrl-C) a summary goes to standard error, or as JSON to standard output with --print-json:
+messages delivered, whether they came in order, gaps, recoveries and their latency
+(p50/p99), one-way latency when the sender stamped messages, strays from other sessions.
+
+Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages.";
+
+#[derive(Args)]
+#[command(after_help = RECV_HELP)]
+struct RecvArgs {
+    /// Patterns to deliver (default: every topic).
+    #[arg(value_name = "PATTERN", default_value = ">")]
+    patterns: Vec<String>,
+    /// Exit once this many messages are accounted for (delivered or reported lost).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Give up after this long (exit status 2 if --count was not reached).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Do not print messages (summary only).
+    #[arg(long)]
+    quiet: bool,
+    /// Print the summary as JSON on standard output instead of text.
+    #[arg(long)]
+    print_json: bool,
+    /// Datagrams held out of order while a loss is recovered.
+    #[arg(long, value_name = "DATAGRAMS", default_value_t = 1024)]
+    hold: usize,
+    /// Socket receive buffer (e.g. 64K); small, a receiver that stalls loses datagrams.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    recv_buffer: Option<usize>,
+    /// Stall (stop reading) once, after this many messages, for --stall (tests, demos).
+    #[arg(long, value_name = "N", requires = "stall")]
+    stall_after: Option<u64>,
+    /// How long the stall lasts.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    stall: Option<Duration>,
+    /// Receive what 'mcast send --raw' sends: plain datagrams, no recovery (the floor).
+    #[arg(long, conflicts_with_all = ["loss", "session", "stall_after"])]
+    raw: bool,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
+    match a.cmd {
+        McastCmd::Send(s) => run_send(s),
+        McastCmd::Recv(r) => run_recv(r),
+    }
+}
+
+fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
+    tickwire_wire::topic::validate_topic(a.topic.as_bytes())
+        .map_err(|e| anyhow::anyhow!("invalid topic {:?}: {e}", a.topic))?;
+    if a.batch == 0 {
+        anyhow::bail!("--batch must be at least 1");
+    }
+    let opts = PublisherOptions {
+        group: a.net.group,
+        interface: a.net.interface,
+        sender: SenderConfig {
+            buffer_datagrams: a.buffer,
+            max_datagram: a.max_datagram,
+            ..SenderConfig::default()
+        },
+        session: a.net.session,
+        loss: Loss::new(a.net.loss, a.net.seed)?,
+    };
+    if a.raw {
+        return run_send_raw(&a);
+    }
+    let mut publisher = McastPublisher::new(opts)
+        .with_context(|| format!("opening a multicast sender to {}", a.net.group))?;
+    let stop = StopFlag::install();
+    let start = MonoNanos::now();
+    let cpu_start = cpu_now();
+    match (&a.message, a.count) {
+        (Some(text), None) => {
+            publisher.publish(&a.topic, text.as_bytes(), PublishOptions::default())?;
+        }
+        (message, count) => {
+            let count = count.unwrap_or(1);
+            let payload = match message {
+                Some(t) => t.clone().into_bytes(),
+                None => crate::pubsub::load_payload(a.size),
+            };
+            let mut polled = start;
+            for i in 0..count {
+                if stop.is_set() {
+                    break;
+                }
+                if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(a.rate) {
+                    tickwire_rt::pacing::wait_until(start.add_nanos(offset));
+                }
+                let now = MonoNanos::now();
+                let opts = PublishOptions {
+                    seq: Some(i),
+                    publisher_send: Some(now.as_nanos()),
+                };
+                publisher.publish(&a.topic, &payload, opts)?;
+                if (i + 1) % a.batch == 0 {
+                    publisher.flush();
+                }
+                // NAKs and heartbeats: every 100 µs, not per message.
+                if now.saturating_sub(polled) > 100_000 {
+                    publisher.poll();
+                    polled = now;
+                }
+            }
+        }
+    }
+    publisher.flush();
+    let sent_at = MonoNanos::now();
+    linger(&mut publisher, a.linger, a.wait_receivers, &stop);
+    let cpu = cpu_now().saturating_sub(cpu_start);
+    report_send(&publisher, sent_at.duration_since(start), cpu, a.print_json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Answers NAKs for `time`, or until `wait` receivers reported having everything.
+fn linger(p: &mut McastPublisher, time: Duration, wait: Option<usize>, stop: &StopFlag) {
+    let end = MonoNanos::now().add_duration(time);
+    while MonoNanos::now() < end && !stop.is_set() {
+        p.linger(Duration::from_millis(20));
+        let sent = p.stats().datagrams;
+        let done = p.receivers().iter().filter(|r| r.expected >= sent).count();
+        if wait.is_some_and(|n| done >= n) {
+            return;
+        }
+    }
+}
+
+/// This process's CPU time so far (user + system, every thread), in ns.
+fn cpu_now() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+fn per_message(cpu_ns: u64, messages: u64) -> f64 {
+    cpu_ns as f64 / messages.max(1) as f64
+}
+
+/// `send --raw`: one PUBLISH frame per plain datagram, the same payload, SEQ and STAMPS
+/// as the reliable stream, nothing else: what the protocol costs is the difference.
+fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
+    let sock = tickwire_capture::net::group_sender(a.net.interface)
+        .with_context(|| format!("opening a UDP sender on {}", a.net.interface))?;
+    let count = a.count.unwrap_or(1);
+    let payload = match &a.message {
+        Some(t) => t.clone().into_bytes(),
+        None => crate::pubsub::load_payload(a.size),
+    };
+    let stop = StopFlag::install();
+    let mut buf = Vec::with_capacity(a.max_datagram);
+    let (start, cpu_start) = (MonoNanos::now(), cpu_now());
+    let mut sent = 0u64;
+    for i in 0..count {
+        if stop.is_set() {
+            break;
+        }
+        if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(a.rate) {
+            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
+        }
+        buf.clear();
+        let opts = PublishOptions {
+            seq: Some(i),
+            publisher_send: Some(MonoNanos::now().as_nanos()),
+        };
+        tickwire_wire::frame::encode_publish(
+            &mut buf,
+            &a.topic,
+            &payload,
+            opts,
+            a.max_datagram as u32,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if sock.send_to(&buf, a.net.group).is_ok() {
+            sent += 1;
+        }
+    }
+    let (took, cpu) = (
+        MonoNanos::now().duration_since(start),
+        cpu_now() - cpu_start,
+    );
+    let doc = serde_json::json!({
+        "raw": true, "messages": sent, "seconds": took.as_secs_f64(),
+        "cpu_ns_per_msg": per_message(cpu, sent),
+    });
+    if a.print_json {
+        println!("{doc}");
+    } else {
+        eprintln!(
+            "sent {sent} plain datagrams in {:.3} s, {:.0} ns CPU per message",
+            took.as_secs_f64(),
+            per_message(cpu, sent)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_send(p: &McastPublisher, took: Duration, cpu_ns: u64, json: bool) -> anyhow::Result<()> {
+    let st = p.stats();
+    let (dropped, send_errors) = p.dropped();
+    let receivers: Vec<serde_json::Value> = p
+        .receivers()
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "receiver": format!("{:016x}", r.receiver),
+                "expected": r.expected, "delivered": r.delivered, "behind": r.behind,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "session": p.session().to_string(),
+        "messages": st.messages, "datagrams": st.datagrams, "seconds": took.as_secs_f64(),
+        "heartbeats": st.heartbeats, "naks": st.naks, "retransmitted": st.retransmitted,
+        "nak_suppressed": st.nak_suppressed, "nak_rate_limited": st.nak_rate_limited,
+        "nak_unrecoverable": st.nak_unrecoverable, "dropped_by_loss": dropped,
+        "send_errors": send_errors, "receivers": receivers,
+        "cpu_ns_per_msg": per_message(cpu_ns, st.messages),
+    });
+    if json {
+        println!("{doc}");
+        return Ok(());
+    }
+    eprintln!(
+        "sent {} messages in {} datagrams in {:.3} s ({:.0} ns CPU per message, session {}); \
+         {} NAKs: {} datagrams retransmitted, {} suppressed (linger), {} over the rate \
+         limit, {} asked for after they left the buffer; {} dropped by injected loss",
+        st.messages,
+        st.datagrams,
+        took.as_secs_f64(),
+        per_message(cpu_ns, st.messages),
+        p.session(),
+        st.naks,
+        st.retransmitted,
+        st.nak_suppressed,
+        st.nak_rate_limited,
+        st.nak_unrecoverable,
+        dropped
+    );
+    for r in p.receivers() {
+        eprintln!(
+            "receiver {:016x}: {} messages delivered, {} datagrams behind when it last told",
+            r.receiver, r.delivered, r.behind
+        );
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct RecvState {
+    delivered: u64,
+    lost: u64,
+    next_index: Option<u64>,
+    in_order: bool,
+    gaps: Vec<(u64, u64)>,
+    recovery: Latency,
+    latency: Latency,
+    session: Option<SessionId>,
+}
+
+impl RecvState {
+    /// A message at stream position `index`, received `now`: order, count, latency.
+    fn message(&mut self, index: u64, msg: &tickwire_wire::frame::Msg<'_>, now: MonoNanos) {
+        if self.next_index.is_some_and(|n| n != index) {
+            self.in_order = false;
+        }
+        self.next_index = Some(index + 1);
+        self.delivered += 1;
+        if let Some(s) = msg.stamps {
+            self.latency
+                .record(now.as_nanos().saturating_sub(s.publisher_send));
+        }
+    }
+}
+
+fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
+    if a.raw {
+        return run_recv_raw(&a);
+    }
+    let opts = SubscriberOptions {
+        group: a.net.group,
+        interface: a.net.interface,
+        patterns: a.patterns.clone(),
+        receiver: ReceiverConfig {
+            session: a.net.session,
+            hold_datagrams: a.hold,
+            ..ReceiverConfig::default()
+        },
+        loss: Loss::new(a.net.loss, a.net.seed)?,
+        recv_buffer: a.recv_buffer,
+    };
+    let mut sub = McastSubscriber::new(opts)
+        .with_context(|| format!("joining multicast group {}", a.net.group))?;
+    eprintln!(
+        "ready: joined {} on {}, patterns {}",
+        a.net.group,
+        a.net.interface,
+        a.patterns.join(" ")
+    );
+    let stop = StopFlag::install();
+    let deadline = a.timeout.map(|t| MonoNanos::now().add_duration(t));
+    let mut st = RecvState {
+        in_order: true,
+        ..RecvState::default()
+    };
+    let mut stall = a.stall_after.zip(a.stall);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut write_error = None;
+    loop {
+        let accounted = st.delivered + st.lost;
+        if a.count.is_some_and(|n| accounted >= n) || stop.is_set() {
+            break;
+        }
+        if deadline.is_some_and(|d| MonoNanos::now() >= d) {
+            break;
+        }
+        if let Some((after, time)) = stall {
+            if st.delivered >= after {
+                std::thread::sleep(time);
+                stall = None;
+            }
+        }
+        sub.poll_wait(Duration::from_millis(10), |d| {
+            let now = MonoNanos::now();
+            on_delivery(&mut st, d, now, |topic, payload| {
+                if !a.quiet && write_error.is_none() {
+                    if let Err(e) = crate::pubsub::write_line(&mut out, topic, payload, false) {
+                        write_error = Some(e);
+                    }
+                }
+            })
+        });
+        if !a.quiet {
+            out.flush().context("writing standard output")?;
+        }
+        if let Some(e) = write_error.take() {
+            return Err(e).context("writing standard output");
+        }
+    }
+    drop(out);
+    sub.close();
+    report_recv(&sub, &st, a.print_json);
+    let reached = a.count.is_none_or(|n| st.delivered + st.lost >= n);
+    Ok(if reached || stop.is_set() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn on_delivery(
+    st: &mut RecvState,
+    d: Delivery<'_>,
+    now: MonoNanos,
+    mut print: impl FnMut(&str, &[u8]),
+) {
+    match d {
+        Delivery::Message { index, topic, msg } => {
+            if msg.seq.is_some_and(|s| s != index) {
+                st.in_order = false;
+            }
+            st.message(index, &msg, now);
+            print(topic, msg.payload);
+        }
+        Delivery::Gap {
+            first_msg,
+            messages,
+            ..
+        } => {
+            eprintln!(
+                "gap: messages {first_msg}..{} lost ({messages} messages)",
+                first_msg + messages.saturating_sub(1)
+            );
+            if st.next_index.is_some_and(|n| n != first_msg) {
+                st.in_order = false;
+            }
+            st.next_index = Some(first_msg + messages);
+            st.lost += messages;
+            st.gaps.push((first_msg, messages));
+        }
+        Delivery::Recovered { after } => st.recovery.record(after.as_nanos() as u64),
+        Delivery::Joined { session, first_msg } => {
+            st.session = Some(session);
+            st.next_index = Some(first_msg);
+        }
+    }
+}
+
+fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
+    let c = sub.stats();
+    let (rec, lat) = (st.recovery.summary(), st.latency.summary());
+    if json {
+        let gaps: Vec<_> = st
+            .gaps
+            .iter()
+            .map(|(f, n)| serde_json::json!({"first": f, "messages": n}))
+            .collect();
+        let doc = serde_json::json!({
+            "session": st.session.map(|s| s.to_string()),
+            "delivered": st.delivered, "in_order": st.in_order, "lost": st.lost, "gaps": gaps,
+            "recovered": c.recovered, "recovery_p50_us": rec.p50_us, "recovery_p99_us": rec.p99_us,
+            "latency_samples": lat.samples, "latency_p50_us": lat.p50_us, "latency_p99_us": lat.p99_us,
+            "strays": c.strays, "malformed": c.malformed, "implausible": c.implausible,
+            "duplicates": c.duplicates, "naks_sent": c.naks_sent, "overrun": c.overrun,
+            "dropped_by_loss": sub.dropped(),
+        });
+        println!("{doc}");
+        return;
+    }
+    eprintln!(
+        "received {} messages ({}), {} lost in {} gaps; {} datagrams recovered \
+         (p50 {:.0} µs, p99 {:.0} µs after the loss was seen); {} NAKs sent; \
+         {} strays, {} malformed; {} dropped by injected loss",
+        st.delivered,
+        if st.in_order {
+            "in order"
+        } else {
+            "OUT OF ORDER"
+        },
+        st.lost,
+        st.gaps.len(),
+        c.recovered,
+        rec.p50_us,
+        rec.p99_us,
+        c.naks_sent,
+        c.strays,
+        c.malformed,
+        sub.dropped()
+    );
+    if lat.samples > 0 {
+        eprintln!(
+            "one-way latency (publisher stamp to delivery): p50 {:.1} µs, p99 {:.1} µs",
+            lat.p50_us, lat.p99_us
+        );
+    }
+}
+
+/// `recv --raw`: counts and times what `send --raw` sends; a lost datagram is lost.
+fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
+    let sock = tickwire_capture::net::group_receiver(a.net.group, a.net.interface)
+        .with_context(|| format!("joining multicast group {}", a.net.group))?;
+    sock.set_read_timeout(Some(Duration::from_millis(10)))
+        .context("SO_RCVTIMEO")?;
+    eprintln!("ready: joined {} on {} (raw)", a.net.group, a.net.interface);
+    let stop = StopFlag::install();
+    let deadline = a.timeout.map(|t| MonoNanos::now().add_duration(t));
+    let mut st = RecvState {
+        in_order: true,
+        ..RecvState::default()
+    };
+    let mut buf = vec![0u8; tickwire_mcast::packet::MAX_DATAGRAM];
+    while !stop.is_set() && a.count.is_none_or(|n| st.delivered < n) {
+        if deadline.is_some_and(|d| MonoNanos::now() >= d) {
+            break;
+        }
+        let Ok(n) = sock.recv(&mut buf) else { continue };
+        let now = MonoNanos::now();
+        if let Ok(Some((tickwire_wire::frame::Frame::Publish(msg), _))) =
+            tickwire_wire::frame::decode(&buf[..n], u32::MAX)
+        {
+            st.message(msg.seq.unwrap_or(st.delivered), &msg, now);
+        }
+    }
+    let lat = st.latency.summary();
+    let doc = serde_json::json!({
+        "raw": true, "delivered": st.delivered, "in_order": st.in_order,
+        "latency_samples": lat.samples, "latency_p50_us": lat.p50_us, "latency_p99_us": lat.p99_us,
+    });
+    if a.print_json {
+        println!("{doc}");
+    } else {
+        eprintln!(
+            "received {} plain datagrams; one-way latency p50 {:.1} µs, p99 {:.1} µs",
+            st.delivered, lat.p50_us, lat.p99_us
+        );
+    }
+    let reached = a.count.is_none_or(|n| st.delivered >= n);
+    Ok(if reached || stop.is_set() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
