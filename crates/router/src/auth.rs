@@ -308,6 +308,9 @@ pub enum LoginError {
     /// The listener requires a login and the HELLO offered none.
     #[error("authentication required: this router does not accept anonymous clients here (log in with a user and password or a token)")]
     Required,
+    /// Too many password checks are waiting already (a flood of logins): try again.
+    #[error("authentication busy: too many password logins in progress, try again")]
+    Busy,
 }
 
 /// A configuration that cannot be used; the router refuses to start with it.
@@ -498,20 +501,55 @@ impl Authenticator {
                     _ => Err(LoginError::BadToken),
                 }
             }
-            AuthMethod::Password => {
-                let found = self.users.get(user);
-                let hash = match found {
-                    Some((Some(h), _)) => h.as_str(),
-                    // Unknown user, or one without a password: the same work, then no.
-                    _ => self.dummy_hash.as_str(),
-                };
-                let ok = PasswordHash::new(hash)
-                    .is_ok_and(|h| Argon2::default().verify_password(secret, &h).is_ok());
-                match found {
-                    Some((Some(_), id)) if ok => Ok(id.clone()),
-                    _ => Err(LoginError::BadPassword),
-                }
-            }
+            AuthMethod::Password => self.password_check(user, secret).run(),
+        }
+    }
+
+    /// What checking a password takes, to run where the time can be spent (argon2 costs
+    /// milliseconds and 19 MiB by design: the router runs it on a thread of its own).
+    pub fn password_check(&self, user: &str, secret: &[u8]) -> PasswordCheck {
+        let found = self.users.get(user);
+        match found {
+            Some((Some(h), id)) => PasswordCheck {
+                hash: h.clone(),
+                secret: secret.to_vec(),
+                identity: Some(id.clone()),
+            },
+            // Unknown user, or one without a password: the same work, then no.
+            _ => PasswordCheck {
+                hash: self.dummy_hash.clone(),
+                secret: secret.to_vec(),
+                identity: None,
+            },
+        }
+    }
+}
+
+/// One password login to check: the stored hash, the secret offered (at most
+/// `frame::MAX_SECRET_LEN` bytes) and the identity it would give. Pure computation.
+pub struct PasswordCheck {
+    hash: String,
+    secret: Vec<u8>,
+    identity: Option<Arc<Identity>>,
+}
+
+impl std::fmt::Debug for PasswordCheck {
+    // Never the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordCheck")
+            .field("known_user", &self.identity.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PasswordCheck {
+    /// Runs argon2 (milliseconds): the login's result.
+    pub fn run(&self) -> Result<Arc<Identity>, LoginError> {
+        let ok = PasswordHash::new(&self.hash)
+            .is_ok_and(|h| Argon2::default().verify_password(&self.secret, &h).is_ok());
+        match &self.identity {
+            Some(id) if ok => Ok(id.clone()),
+            _ => Err(LoginError::BadPassword),
         }
     }
 }

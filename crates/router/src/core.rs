@@ -140,6 +140,9 @@ struct Client {
     /// Its publish decisions by topic, when its identity has publish rules (`None`: it
     /// may publish anywhere, and nothing is checked).
     publish_check: Option<Box<PublishCache>>,
+    /// Its password is being checked off the loop ([`Core::poll_login`]): any frame
+    /// before the answer is a protocol error.
+    verifying: bool,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -185,6 +188,60 @@ pub struct Core {
     auth: Authenticator,
     /// Connections per identity (`None`: anonymous), for the per-user limits.
     connections_of: HashMap<Option<Box<str>>, usize>,
+    /// Password checks go to the driver ([`Core::poll_login`]) instead of running here.
+    async_logins: bool,
+    /// Password checks not yet taken by the driver.
+    logins_out: Vec<LoginRequest>,
+    /// Password checks handed out and not yet answered (bounded by
+    /// [`MAX_PENDING_LOGINS`] with `logins_out`).
+    logins_in_flight: usize,
+}
+
+/// Password logins waiting for their check at most; more are refused busy at once, so
+/// a flood of logins costs the router no more than this much memory and queueing.
+pub const MAX_PENDING_LOGINS: usize = 64;
+
+/// A password login for the driver to check off the event loop (argon2 takes
+/// milliseconds): [`LoginRequest::run`] it anywhere, then hand the result back with
+/// [`Core::handle_login_result`].
+#[derive(Debug)]
+pub struct LoginRequest {
+    slot: Slot,
+    client: ClientId,
+    user: Box<str>,
+    check: crate::auth::PasswordCheck,
+}
+
+impl LoginRequest {
+    /// Checks the password (milliseconds, 19 MiB of argon2 memory).
+    pub fn run(self) -> LoginResult {
+        let result = self.check.run();
+        LoginResult {
+            slot: self.slot,
+            client: self.client,
+            user: self.user,
+            result,
+        }
+    }
+
+    /// Refuses it unchecked (the checking thread is busy).
+    pub fn busy(self) -> LoginResult {
+        LoginResult {
+            slot: self.slot,
+            client: self.client,
+            user: self.user,
+            result: Err(LoginError::Busy),
+        }
+    }
+}
+
+/// The answer to a [`LoginRequest`].
+#[derive(Debug)]
+pub struct LoginResult {
+    slot: Slot,
+    client: ClientId,
+    user: Box<str>,
+    result: Result<Arc<Identity>, LoginError>,
 }
 
 /// The largest HELLO: header, version, reserved, capabilities and a 64-byte name. Before
@@ -194,6 +251,8 @@ pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as 
 const HELLO_FIRST: &str = "the first frame must be HELLO (see docs/protocol.md)";
 const AUTH_NEXT: &str =
     "after a HELLO offering AUTH the next frame must be AUTH (see docs/protocol.md)";
+const AUTH_WAIT: &str =
+    "a frame arrived before the answer to AUTH: wait for WELCOME (see docs/protocol.md)";
 
 /// What [`Core::handle_input`] asks of the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +309,9 @@ impl Core {
                 Authenticator::closed()
             }),
             connections_of: HashMap::new(),
+            async_logins: false,
+            logins_out: Vec::new(),
+            logins_in_flight: 0,
             cfg,
         }
     }
@@ -422,6 +484,7 @@ impl Core {
             direct_publisher: false,
             identity: None,
             publish_check: None,
+            verifying: false,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -476,6 +539,16 @@ impl Core {
         self.totals.bytes_in += fresh;
         loop {
             let rest = &input[used..];
+            let verifying = self
+                .clients
+                .get(id.0 as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.verifying);
+            if verifying && !rest.is_empty() {
+                // Nothing may follow AUTH before its answer: not buffered, refused.
+                self.fail(id, ErrorCode::HANDSHAKE, AUTH_WAIT);
+                return Input::Closing;
+            }
             let expected = match self.phase(id) {
                 Some(Phase::Handshake) => Some((frame::Kind::Hello, HELLO_FIRST)),
                 Some(Phase::Login) => Some((frame::Kind::Auth, AUTH_NEXT)),
@@ -559,6 +632,11 @@ impl Core {
             (Phase::Handshake, _) => {
                 self.fail(id, ErrorCode::HANDSHAKE, HELLO_FIRST);
                 return false;
+            }
+            (Phase::Login, Frame::Auth(a))
+                if self.async_logins && matches!(a.method, frame::AuthMethod::Password) =>
+            {
+                return self.queue_login(id, a.user, a.secret);
             }
             (Phase::Login, Frame::Auth(a)) => {
                 let login = self.auth.login(a.method, a.user, a.secret);
@@ -800,6 +878,57 @@ impl Core {
     /// Ends the handshake with a login's outcome: WELCOME, or fatal ERROR AUTH_FAILED
     /// (bad credentials, or the identity at its connection limit), counted and logged
     /// with the user name, never the secret.
+    /// Hands a password check to the driver, or refuses it busy past
+    /// [`MAX_PENDING_LOGINS`].
+    fn queue_login(&mut self, id: Slot, user: &str, secret: &[u8]) -> bool {
+        if self.logins_out.len() + self.logins_in_flight >= MAX_PENDING_LOGINS {
+            return self.admit(id, Err(LoginError::Busy), Some(user));
+        }
+        let check = self.auth.password_check(user, secret);
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        c.verifying = true;
+        let client = c.id;
+        self.logins_out.push(LoginRequest {
+            slot: id,
+            client,
+            user: user.into(),
+            check,
+        });
+        true
+    }
+
+    /// Makes password logins asynchronous: the driver takes each check with
+    /// [`Core::poll_login`], runs it off the loop and answers with
+    /// [`Core::handle_login_result`]. Off (the default), the core checks passwords
+    /// itself, blocking for argon2's milliseconds.
+    pub fn set_async_logins(&mut self, on: bool) {
+        self.async_logins = on;
+    }
+
+    /// The next password check to run off the loop.
+    pub fn poll_login(&mut self) -> Option<LoginRequest> {
+        let r = self.logins_out.pop()?;
+        self.logins_in_flight += 1;
+        Some(r)
+    }
+
+    /// The answer to a check taken with [`Core::poll_login`]: admits or refuses the
+    /// client, if it is still the one that asked and still waiting.
+    pub fn handle_login_result(&mut self, r: LoginResult) {
+        self.logins_in_flight = self.logins_in_flight.saturating_sub(1);
+        let waiting = self
+            .clients
+            .get_mut(r.slot.0 as usize)
+            .and_then(Option::as_mut)
+            .filter(|c| c.id == r.client && c.phase == Phase::Login && c.verifying);
+        if let Some(c) = waiting {
+            c.verifying = false;
+            self.admit(r.slot, r.result, Some(&r.user));
+        }
+    }
+
     fn admit(
         &mut self,
         id: Slot,

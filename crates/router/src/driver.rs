@@ -111,6 +111,38 @@ pub struct Router {
     read_extra: usize,
     /// The monitoring thread's feed (see [`crate::monitor`]), once asked for.
     monitor: Option<crate::monitor::Publisher>,
+    /// The thread that checks passwords (argon2: milliseconds each), started with the
+    /// first password login; the loop never runs a check itself.
+    logins: Option<LoginWorker>,
+}
+
+/// A thread checking password logins off the event loop: at most
+/// [`crate::core::MAX_PENDING_LOGINS`] wait for it (more are refused busy); each answer
+/// comes back on a channel and wakes the loop.
+struct LoginWorker {
+    requests: std::sync::mpsc::SyncSender<crate::core::LoginRequest>,
+    results: std::sync::mpsc::Receiver<crate::core::LoginResult>,
+}
+
+impl LoginWorker {
+    fn start(waker: Arc<Waker>) -> io::Result<LoginWorker> {
+        let (requests, inbox) = std::sync::mpsc::sync_channel::<crate::core::LoginRequest>(
+            crate::core::MAX_PENDING_LOGINS,
+        );
+        let (outbox, results) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("tickwire-login".into())
+            .spawn(move || {
+                // Ends when the router drops its sender (or its receiver).
+                for r in inbox {
+                    if outbox.send(r.run()).is_err() {
+                        break;
+                    }
+                    let _ = waker.wake();
+                }
+            })?;
+        Ok(LoginWorker { requests, results })
+    }
 }
 
 /// Stops a running router from any thread.
@@ -183,6 +215,7 @@ impl Router {
         cfg.listen = addr;
         let mut core = Core::new(cfg.clone(), MonoNanos::now(), UtcNanos::now());
         core.set_stamp_clock(MonoNanos::now);
+        core.set_async_logins(true);
         if let Some(spool) = crate::spool_port::open(&cfg, &mut core, waker.clone())? {
             core.attach_spool(Box::new(spool));
         }
@@ -200,6 +233,7 @@ impl Router {
             shm,
             read_extra: 0,
             monitor: None,
+            logins: None,
         })
     }
 
@@ -319,6 +353,11 @@ impl Router {
             if self.shm_scan(&mut read_list, now) {
                 last_active = now;
             }
+            if let Some(w) = &self.logins {
+                while let Ok(r) = w.results.try_recv() {
+                    self.core.handle_login_result(r);
+                }
+            }
 
             if self.accept_retry {
                 self.accept_retry = false;
@@ -342,6 +381,7 @@ impl Router {
                 }
             }
             reading.clear();
+            self.submit_logins();
             self.core.flush_spool();
             self.transmit(&mut dirty, &mut flush_list);
             // ...then the spool's progress (acknowledgements, deliveries) and the
@@ -411,6 +451,32 @@ impl Router {
                     );
                     return Ok(t);
                 }
+            }
+        }
+    }
+
+    /// Hands the turn's password checks to the login thread (started on the first);
+    /// one it cannot take is refused busy, as is every one when no thread can start.
+    fn submit_logins(&mut self) {
+        while let Some(r) = self.core.poll_login() {
+            if self.logins.is_none() {
+                match LoginWorker::start(self.waker.clone()) {
+                    Ok(w) => self.logins = Some(w),
+                    Err(e) => tracing::warn!(error = %e, "cannot start the login thread"),
+                }
+            }
+            let refused = match &self.logins {
+                Some(w) => match w.requests.try_send(r) {
+                    Ok(()) => None,
+                    Err(
+                        std::sync::mpsc::TrySendError::Full(r)
+                        | std::sync::mpsc::TrySendError::Disconnected(r),
+                    ) => Some(r),
+                },
+                None => Some(r),
+            };
+            if let Some(r) = refused {
+                self.core.handle_login_result(r.busy());
             }
         }
     }

@@ -216,6 +216,96 @@ fn a_password_login_checks_the_argon2_hash() {
 }
 
 #[test]
+fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy() {
+    let hash = tickwire_router::auth::hash_password(b"s3cret").unwrap();
+    let cfg = Config {
+        auth: AuthConfig {
+            anonymous: Anonymous::Deny,
+            users: vec![UserConfig {
+                name: "alice".into(),
+                password_hash: Some(hash),
+                ..UserConfig::default()
+            }],
+            ..AuthConfig::default()
+        },
+        ..Config::default()
+    };
+    let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
+    core.set_async_logins(true);
+    // The check is handed out, not run: no answer until its result comes back.
+    let good = accept(&mut core);
+    let b = hello_login("alice", "s3cret");
+    assert_eq!(feed(&mut core, good, &b), Input::Consumed(b.len()));
+    assert!(
+        drain(&mut core, good).is_empty(),
+        "nothing before the check"
+    );
+    let check = core.poll_login().expect("a check to run");
+    assert!(core.poll_login().is_none());
+    // A frame before the answer is a protocol error for that client alone.
+    let eager = accept(&mut core);
+    let mut b = hello_login("alice", "s3cret");
+    frame::encode_ping(&mut b, 1);
+    assert_eq!(feed(&mut core, eager, &b), Input::Closing);
+    let out = drain(&mut core, eager);
+    assert!(
+        out[0].contains("a frame arrived before the answer to AUTH"),
+        "{out:?}"
+    );
+    let eager_check = core
+        .poll_login()
+        .expect("its check was queued before the PING");
+    core.handle_login_result(check.run());
+    assert_eq!(drain(&mut core, good), [format!("WELCOME {}", caps::AUTH)]);
+    // The closed client's late answer changes nothing.
+    core.handle_login_result(eager_check.run());
+    assert!(drain(&mut core, eager).is_empty());
+    // A wrong password, answered later: refused and counted.
+    let bad = accept(&mut core);
+    feed(&mut core, bad, &hello_login("alice", "wrong"));
+    let r = core.poll_login().unwrap().run();
+    core.handle_login_result(r);
+    assert!(drain(&mut core, bad)[0].contains("auth-failed true authentication failed"));
+    // A flood: past MAX_PENDING_LOGINS unanswered checks, logins are refused busy at
+    // once, without a check being queued.
+    let waiting: Vec<Slot> = (0..tickwire_router::core::MAX_PENDING_LOGINS)
+        .map(|_| {
+            let id = accept(&mut core);
+            feed(&mut core, id, &hello_login("mallory", "x"));
+            id
+        })
+        .collect();
+    let late = accept(&mut core);
+    assert_eq!(
+        feed(&mut core, late, &hello_login("mallory", "x")),
+        Input::Closing
+    );
+    assert!(drain(&mut core, late)[0].contains("authentication busy"));
+    let mut taken = Vec::new();
+    while let Some(r) = core.poll_login() {
+        taken.push(r);
+    }
+    assert_eq!(taken.len(), waiting.len());
+    // Checks the driver cannot take are answered busy: every waiting client is refused.
+    for r in taken {
+        core.handle_login_result(r.busy());
+    }
+    for id in waiting {
+        let out = drain(&mut core, id);
+        assert!(
+            out[0].contains("auth-failed true authentication busy"),
+            "{out:?}"
+        );
+    }
+    // With the backlog answered, a login is checked again.
+    let again = accept(&mut core);
+    feed(&mut core, again, &hello_login("alice", "s3cret"));
+    let r = core.poll_login().unwrap().run();
+    core.handle_login_result(r);
+    assert_eq!(drain(&mut core, again), [format!("WELCOME {}", caps::AUTH)]);
+}
+
+#[test]
 fn denied_actions_get_permission_denied_and_the_connection_goes_on() {
     let mut core = core();
     let reader = login(&mut core, "r");
