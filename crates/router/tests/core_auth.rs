@@ -191,8 +191,8 @@ fn a_token_logs_in_and_bad_or_missing_credentials_are_refused_and_counted() {
     assert_eq!(core.totals().auth_failures, 2);
 }
 
-#[test]
-fn a_password_login_checks_the_argon2_hash() {
+/// One user, `alice`, with the password `s3cret` (argon2); anonymous clients refused.
+fn alice_core() -> Core {
     let hash = tickwire_router::auth::hash_password(b"s3cret").unwrap();
     let cfg = Config {
         auth: AuthConfig {
@@ -206,7 +206,12 @@ fn a_password_login_checks_the_argon2_hash() {
         },
         ..Config::default()
     };
-    let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
+    Core::new(cfg, MonoNanos(T0), UtcNanos(0))
+}
+
+#[test]
+fn a_password_login_checks_the_argon2_hash() {
+    let mut core = alice_core();
     for (password, ok) in [("s3cret", true), ("s3cret ", false)] {
         let id = accept(&mut core);
         feed(&mut core, id, &hello_login("alice", password));
@@ -217,20 +222,7 @@ fn a_password_login_checks_the_argon2_hash() {
 
 #[test]
 fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy() {
-    let hash = tickwire_router::auth::hash_password(b"s3cret").unwrap();
-    let cfg = Config {
-        auth: AuthConfig {
-            anonymous: Anonymous::Deny,
-            users: vec![UserConfig {
-                name: "alice".into(),
-                password_hash: Some(hash),
-                ..UserConfig::default()
-            }],
-            ..AuthConfig::default()
-        },
-        ..Config::default()
-    };
-    let mut core = Core::new(cfg, MonoNanos(T0), UtcNanos(0));
+    let mut core = alice_core();
     core.set_async_logins(true);
     // The check is handed out, not run: no answer until its result comes back.
     let good = accept(&mut core);
