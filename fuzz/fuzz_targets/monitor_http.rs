@@ -1,5 +1,6 @@
-//! The monitoring endpoint's request-head parser and query-string reader
-//! (`tickwire_monitor::http::parse_head`, `split_target`, `Query`) on arbitrary bytes.
+//! The monitoring endpoint's request-head parser, query-string reader and credentials
+//! parser (`tickwire_monitor::http::parse_head`, `split_target`, `Query`,
+//! `credentials::parse_authorization`) on arbitrary bytes.
 //!
 //! Input: 2 bytes of head limit (1..=8192), then the bytes that arrived on a connection.
 //!
@@ -10,11 +11,15 @@
 //!   (never refused as malformed while still arriving), as the server reads it in
 //!   pieces;
 //! - `split_target` gives back the target (path, then `?query`);
+//! - `parse_authorization` (the `Authorization` header of an accepted head, and the
+//!   whole input) never panics and keeps its bounds: a Basic user of 1 to 64 bytes
+//!   without `:`, a password or token of at most 512 bytes;
 //! - every key of the query is found by `Query::get` with its first value, and
 //!   `Query::number` never exceeds its maximum.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tickwire_monitor::credentials::{parse_authorization, Credentials, MAX_SECRET_LEN, MAX_USER_LEN};
 use tickwire_monitor::http::{parse_head, split_target, Refusal};
 use tickwire_monitor::Query;
 
@@ -43,12 +48,30 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             check_target(head.target);
+            if let Some(value) = head.authorization {
+                check_credentials(value);
+            }
         }
         Err(_) => {}
     }
-    // The query reader on any text, not only on what the parser accepted.
+    // The query reader and the credentials parser on any bytes, not only on what the
+    // head parser accepted.
     check_target(&String::from_utf8_lossy(input));
+    check_credentials(input);
 });
+
+fn check_credentials(value: &[u8]) {
+    match parse_authorization(value) {
+        Ok(Credentials::Basic { user, password }) => {
+            assert!(!user.is_empty() && user.len() <= MAX_USER_LEN && !user.contains(':'));
+            assert!(password.len() <= MAX_SECRET_LEN);
+        }
+        Ok(Credentials::Bearer(token)) => {
+            assert!(!token.is_empty() && token.len() <= MAX_SECRET_LEN);
+        }
+        Err(_) => {}
+    }
+}
 
 fn check_target(target: &str) {
     let (path, query) = split_target(target);

@@ -56,6 +56,10 @@ pub struct Request<'a> {
     pub path: &'a str,
     /// The query string after `?` (empty when none).
     pub query: Query<'a>,
+    /// The `Authorization` header's value, if the request carries one.
+    pub authorization: Option<&'a [u8]>,
+    /// The peer's address.
+    pub peer: SocketAddr,
 }
 
 /// What a handler answers.
@@ -67,17 +71,15 @@ pub struct Response {
     pub content_type: &'static str,
     /// The body.
     pub body: Vec<u8>,
+    /// A `WWW-Authenticate` challenge (with status 401).
+    pub challenge: Option<&'static str>,
 }
 
 impl Response {
     /// 200 with a JSON body.
     pub fn json(value: &impl serde::Serialize) -> Response {
         match serde_json::to_vec_pretty(value) {
-            Ok(body) => Response {
-                status: 200,
-                content_type: "application/json",
-                body,
-            },
+            Ok(body) => Response::with(200, "application/json", body),
             Err(e) => Response::error(500, &format!("rendering JSON: {e}")),
         }
     }
@@ -88,6 +90,7 @@ impl Response {
             status,
             content_type,
             body: body.into(),
+            challenge: None,
         }
     }
 
@@ -99,6 +102,13 @@ impl Response {
     /// 404.
     pub fn not_found() -> Response {
         Response::error(404, "not found")
+    }
+
+    /// 401 with a Basic challenge for `realm` (a browser asks for a user and password).
+    pub fn unauthorized(challenge: &'static str, text: &str) -> Response {
+        let mut r = Response::error(401, text);
+        r.challenge = Some(challenge);
+        r
     }
 }
 
@@ -133,6 +143,8 @@ pub struct Head<'a> {
     pub method: &'a str,
     /// The request target as sent (path and query).
     pub target: &'a str,
+    /// The `Authorization` header's value, if present (the first one).
+    pub authorization: Option<&'a [u8]>,
 }
 
 /// Parses what has arrived of a request head: `Ok(None)` while incomplete (and within
@@ -151,7 +163,11 @@ pub fn parse_head(buf: &[u8], max: usize) -> Result<Option<Head<'_>>, Refusal> {
             if method != "GET" && method != "HEAD" {
                 return Err(Refusal::Method);
             }
+            let mut authorization = None;
             for h in req.headers.iter() {
+                if authorization.is_none() && h.name.eq_ignore_ascii_case("authorization") {
+                    authorization = Some(h.value);
+                }
                 let announces_body = (h.name.eq_ignore_ascii_case("content-length")
                     && h.value
                         .iter()
@@ -161,7 +177,11 @@ pub fn parse_head(buf: &[u8], max: usize) -> Result<Option<Head<'_>>, Refusal> {
                     return Err(Refusal::Body);
                 }
             }
-            Ok(Some(Head { method, target }))
+            Ok(Some(Head {
+                method,
+                target,
+                authorization,
+            }))
         }
         Err(httparse::Error::TooManyHeaders) => Err(Refusal::Malformed),
         Err(_) => Err(Refusal::Malformed),
@@ -257,6 +277,9 @@ impl Drop for ActiveGuard {
 }
 
 fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
+    let Ok(peer) = stream.peer_addr() else {
+        return;
+    };
     let deadline = Instant::now() + limits.timeout;
     let _ = stream.set_write_timeout(Some(limits.timeout));
     let mut buf = vec![0u8; limits.max_head_bytes];
@@ -280,6 +303,8 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
                     method: head.method,
                     path,
                     query,
+                    authorization: head.authorization,
+                    peer,
                 };
                 let answer =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
@@ -292,8 +317,12 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
 }
 
 fn respond(mut stream: &TcpStream, method: &str, r: &Response) -> io::Result<()> {
+    let challenge = match r.challenge {
+        Some(c) => format!("WWW-Authenticate: {c}\r\n"),
+        None => String::new(),
+    };
     let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{challenge}Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
         r.status,
         reason(r.status),
         r.content_type,
@@ -310,6 +339,8 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         413 => "Content Too Large",
@@ -332,7 +363,8 @@ mod tests {
             ok,
             Ok(Some(Head {
                 method: "GET",
-                target: "/varz?x=1"
+                target: "/varz?x=1",
+                authorization: None,
             }))
         );
         assert_eq!(parse_head(b"GET /varz HTTP/1.1\r\nHo", 8192), Ok(None));

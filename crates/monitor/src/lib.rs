@@ -2,6 +2,7 @@
 //! engine (`--http ADDR`):
 //! - [`http`]: a small HTTP/1.1 server (GET/HEAD, one request per connection) whose
 //!   every resource is bounded, on its own threads;
+//! - [`credentials`]: the `Authorization` header (Basic, Bearer), parsed as hostile input;
 //! - [`prom`]: the Prometheus text format;
 //! - [`latency`]: HDR histograms of a latency probe, cumulative and per interval;
 //! - [`dashboard`]: the web dashboard, embedded in the binary (no CDN, no build step).
@@ -11,6 +12,7 @@
 //! nothing about the components it serves: each gives a [`http::Handler`].
 #![forbid(unsafe_code)]
 
+pub mod credentials;
 pub mod dashboard;
 pub mod http;
 pub mod latency;

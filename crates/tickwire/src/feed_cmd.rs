@@ -172,13 +172,17 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         on_second: (!a.quiet).then_some(print_second as fn(&Second)),
     };
     let http = a.http.addr(FEED_HTTP_PORT)?;
+    let access = match http {
+        Some(addr) => a.http.access(addr, None)?,
+        None => None,
+    };
     let stop = StopFlag::install();
     crate::logging::reopen_on_sighup()?;
     let (publisher, _server) = match http {
         Some(addr) => {
             let (publisher, reader) = tickwire_rt::snapshot::channel(tickwire_rt::MonoNanos::now());
             let component = std::sync::Arc::new(crate::monitor::feed::FeedMonitor::new(reader));
-            let server = crate::monitor::serve(addr, component, a.http.metrics_max_series)?;
+            let server = crate::monitor::serve(addr, component, a.http.metrics_max_series, access)?;
             (Some(publisher), Some(server))
         }
         None => (None, None),

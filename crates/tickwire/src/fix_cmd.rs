@@ -198,10 +198,12 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         Some(addr) => {
             let component =
                 std::sync::Arc::new(crate::monitor::fix::FixMonitor::new(engine.monitor(), side));
+            let access = a.http.access(addr, None)?;
             Some(crate::monitor::serve(
                 addr,
                 component,
                 a.http.metrics_max_series,
+                access,
             )?)
         }
         None => None,

@@ -184,7 +184,8 @@ pub struct RouterArgs {
     #[command(flatten)]
     http: crate::monitor::HttpArgs,
     /// With --http: the latency probe publishes a message through the router every
-    /// this many milliseconds and times its round trip (0: no probe) [default: 5].
+    /// this many milliseconds and times its round trip (0: no probe) [default: 5]. It
+    /// connects as an anonymous client, so it is off where the router refuses those.
     #[arg(long, value_name = "MS", default_value_t = 5)]
     probe_ms: u64,
 }
@@ -370,6 +371,17 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         "authentication"
     );
     let http = args.http.addr(7480)?;
+    let refuses_anonymous = match cfg.auth.anonymous {
+        Anonymous::Allow => false,
+        Anonymous::Deny => true,
+        Anonymous::Loopback => !cfg.listen.ip().is_loopback(),
+    };
+    let access = match http {
+        Some(addr) => args
+            .http
+            .access(addr, Some((&cfg.auth, refuses_anonymous)))?,
+        None => None,
+    };
     let mut router =
         Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
     let monitor = http.map(|_| router.monitor());
@@ -408,6 +420,10 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         (Some(addr), Some(reader)) => {
             let probe = match args.probe_ms {
                 0 => None,
+                _ if refuses_anonymous => {
+                    tracing::warn!("latency probe off: it connects anonymously and this router refuses anonymous clients");
+                    None
+                }
                 ms => Some(
                     crate::monitor::probe::start(router.local_addr(), Duration::from_millis(ms))
                         .context("starting the latency probe")?,
@@ -419,6 +435,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
                 addr,
                 component,
                 args.http.metrics_max_series,
+                access,
             )?)
         }
         _ => None,

@@ -44,6 +44,11 @@ fn new_token() -> (String, String) {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(&[])
+}
+
+/// The fixture's router with `extra` arguments.
+fn fixture_with(extra: &[&str]) -> Fixture {
     let mut password_file = tempfile::NamedTempFile::new().unwrap();
     writeln!(password_file, "{ALICE_PASSWORD}").unwrap();
     let path = password_file.path().to_str().unwrap();
@@ -83,7 +88,9 @@ max_connections = 1
 "#
     )
     .unwrap();
-    let (router, log) = RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
+    let mut args = vec!["--config", config.path().to_str().unwrap()];
+    args.extend(extra);
+    let (router, log) = RouterProc::start_logged(&args);
     Fixture {
         router,
         log,
@@ -345,4 +352,120 @@ fn a_non_loopback_listener_requires_users_unless_opened() {
     let (st, out, err) = run_cli(&["stats", "--router", &r.addr_str()], LONG);
     assert!(st.success(), "{err}");
     assert!(out.contains("clients"), "{out}");
+}
+
+/// Basic credentials for an `Authorization` header.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Authorization: Basic {b64}")
+}
+
+#[test]
+fn the_monitoring_endpoint_of_a_router_that_refuses_anonymous_clients_asks_for_an_admin() {
+    let f = fixture_with(&["--http", "127.0.0.1:0"]);
+    let http = f.router.http.expect("monitor address");
+    // No login: 401 with a challenge a browser answers; /healthz stays open.
+    let (status, head, _) = common::http_get(http, "/varz", &[]);
+    assert_eq!(status, 401, "{head}");
+    assert!(head.contains("WWW-Authenticate: Basic realm="), "{head}");
+    assert_eq!(common::http_get(http, "/healthz", &[]).0, 200);
+    // A wrong password, garbage, an unknown token: 401; a user who is not an admin: 403.
+    let wrong = basic("alice", "not her password");
+    let (status, _, body) = common::http_get(http, "/varz", &[&wrong]);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("authentication failed"), "{body}");
+    let (status, _, body) = common::http_get(http, "/connz", &["Authorization: Basic !!!"]);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("malformed Basic"), "{body}");
+    let bad_token = "Authorization: Bearer 0123456789abcdef";
+    assert_eq!(common::http_get(http, "/varz", &[bad_token]).0, 401);
+    let alice = basic("alice", ALICE_PASSWORD);
+    let (status, _, body) = common::http_get(http, "/varz", &[&alice]);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("admin = true"), "{body}");
+    // The admin, by token: the documents; twice (the second from the remembered login).
+    let ops = format!("Authorization: Bearer {}", f.ops_token);
+    for _ in 0..2 {
+        let (status, _, body) = common::http_get(http, "/varz", &[&ops]);
+        assert_eq!(status, 200, "{body}");
+        let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(varz.is_object(), "{body}");
+    }
+    // Four refusals counted (the request without credentials is only challenged).
+    let (status, _, metrics) = common::http_get(http, "/metrics", &[&ops]);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("tickwire_monitor_login_failures_total 4"),
+        "{metrics}"
+    );
+    // Logged with the user, never the secret.
+    let line = f
+        .log
+        .wait_for(&["monitoring: login failed", "alice"], LONG)
+        .expect("a log line for the wrong password");
+    assert!(!line.contains("not her password"), "{line}");
+    assert!(!f.log.text().contains("not her password"));
+    assert!(f.log.wait_for(&["latency probe off"], LONG).is_some());
+}
+
+#[test]
+fn http_auth_protects_an_endpoint_on_loopback_and_beyond_loopback_needs_a_login() {
+    let (ops_token, ops_sha) = new_token();
+    let mut users = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        users,
+        "[auth]\n[[auth.users]]\nname = \"ops\"\ntoken_sha256 = \"{ops_sha}\"\nadmin = true\n"
+    )
+    .unwrap();
+    let file = users.path().to_str().unwrap();
+    // An anonymous router, but its endpoint only for the file's admin.
+    let r = RouterProc::start(&[
+        "--no-guaranteed",
+        "--http",
+        "127.0.0.1:0",
+        "--http-auth",
+        file,
+    ]);
+    let http = r.http.expect("monitor address");
+    assert_eq!(common::http_get(http, "/varz", &[]).0, 401);
+    let ops = format!("Authorization: Bearer {ops_token}");
+    assert_eq!(common::http_get(http, "/varz", &[&ops]).0, 200);
+    drop(r);
+    // Beyond loopback without a way to log in: refused at start, saying what to do.
+    let (st, _, err) = run_cli(
+        &[
+            "router",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-guaranteed",
+            "--http",
+            "0.0.0.0:0",
+        ],
+        LONG,
+    );
+    assert!(!st.success());
+    assert!(
+        err.contains("--http-auth") && err.contains("--http-open"),
+        "{err}"
+    );
+    // A file without an admin: refused at start too.
+    let mut no_admin = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        no_admin,
+        "[auth]\n[[auth.users]]\nname = \"x\"\ntoken_sha256 = \"{ops_sha}\"\n"
+    )
+    .unwrap();
+    let (st, _, err) = run_cli(
+        &[
+            "feed",
+            "--http",
+            "127.0.0.1:0",
+            "--http-auth",
+            no_admin.path().to_str().unwrap(),
+        ],
+        LONG,
+    );
+    assert!(!st.success());
+    assert!(err.contains("no user with admin = true"), "{err}");
 }

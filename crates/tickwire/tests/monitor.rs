@@ -14,7 +14,7 @@
 mod common;
 mod fix_support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -28,34 +28,14 @@ use tickwire_client::{Client, ClientOptions, Wait};
 
 /// GET `path`: (status, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let raw = exchange(
-        addr,
-        format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes(),
-    );
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    (status, body.to_string())
+    let (status, _, body) = common::http_get(addr, path, &[]);
+    (status, body)
 }
 
 fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
     let (status, body) = get(addr, path);
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
-}
-
-/// Sends `request` raw and reads the answer until the server closes.
-fn exchange(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the monitoring endpoint");
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    // The server may answer and close before a long request is fully written.
-    let _ = s.write_all(request);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A publisher that sent `n` messages to `mon/a` and a subscriber (`mon/>`) that got
@@ -165,20 +145,20 @@ fn hostile_requests_are_refused_and_the_endpoint_keeps_serving() {
     let _idle = TcpStream::connect(http).unwrap();
     let status = |raw: &str| raw.split(' ').nth(1).unwrap_or("").to_string();
     assert_eq!(
-        status(&exchange(http, b"POST /varz HTTP/1.1\r\n\r\n")),
+        status(&common::http_exchange(http, b"POST /varz HTTP/1.1\r\n\r\n")),
         "405"
     );
     assert_eq!(
-        status(&exchange(
+        status(&common::http_exchange(
             http,
             b"GET / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789"
         )),
         "413"
     );
     let huge = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
-    assert_eq!(status(&exchange(http, huge.as_bytes())), "431");
+    assert_eq!(status(&common::http_exchange(http, huge.as_bytes())), "431");
     assert_eq!(
-        status(&exchange(http, b"\x16\x03\x01garbage\r\n\r\n")),
+        status(&common::http_exchange(http, b"\x16\x03\x01garbage\r\n\r\n")),
         "400"
     );
     let queuez = get_json(http, "/queuez");

@@ -6,6 +6,7 @@
 //! `/api/dashboard`) are dispatched here once; a component adds its own (`/connz`...).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,9 +14,11 @@ use anyhow::Context;
 use clap::Args;
 use tickwire_monitor::http::{Handler, Limits, Request, Response, Server};
 use tickwire_monitor::prom;
+use tickwire_router::auth::AuthConfig;
 use tickwire_rt::snapshot::Reader;
 use tickwire_rt::MonoNanos;
 
+pub mod access;
 pub mod feed;
 pub mod fix;
 pub mod probe;
@@ -26,10 +29,20 @@ pub mod router;
 pub struct HttpArgs {
     /// Serve the monitoring endpoint (dashboard, JSON, /metrics) on ADDR. Off unless
     /// given; `--http` alone listens on loopback only (127.0.0.1, the command's default
-    /// port: router 7480, feed 7481, fix 7482). There is no authentication: bind a
-    /// non-loopback address only on a trusted network (docs/monitoring.md).
+    /// port: router 7480, feed 7481, fix 7482). Beyond loopback it requires a login
+    /// (--http-auth, or the router's own users) unless --http-open (docs/monitoring.md).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = false)]
     pub http: Option<Option<String>>,
+    /// Who may read the endpoint: a TOML file with an [auth] table in the router's format
+    /// (the router's config file will do); its users with `admin = true` log in with
+    /// HTTP Basic (password) or Bearer (token). Required on that endpoint even on
+    /// loopback once given. The router uses its own [auth] users without this flag.
+    #[arg(long, value_name = "FILE", conflicts_with = "http_open")]
+    pub http_auth: Option<PathBuf>,
+    /// Serve a non-loopback --http address to anyone who can reach it, without a login
+    /// (a warning is logged). Never needed on loopback.
+    #[arg(long)]
+    pub http_open: bool,
     /// /metrics: the most clients (router) or sessions (FIX) given their own labelled
     /// series; the rest are in the totals only [default: 50].
     #[arg(long, value_name = "N", default_value_t = 50)]
@@ -56,6 +69,44 @@ impl HttpArgs {
     }
 }
 
+/// Who may read an endpoint: `None` is everyone.
+pub type Access = Option<Arc<access::Guard>>;
+
+impl HttpArgs {
+    /// Who may read the endpoint on `addr`. `own` is the component's own `[auth]` (the
+    /// router's) and whether the component itself refuses anonymous clients: its admin
+    /// users are asked for beyond loopback, and on loopback too when it refuses
+    /// anonymous clients.
+    pub fn access(
+        &self,
+        addr: SocketAddr,
+        own: Option<(&AuthConfig, bool)>,
+    ) -> anyhow::Result<Access> {
+        let beyond_loopback = !addr.ip().is_loopback();
+        if let Some(path) = &self.http_auth {
+            let cfg = access::read_auth_file(path)?;
+            let guard = access::Guard::new(&cfg, &format!("--http-auth {}", path.display()))?;
+            return Ok(Some(Arc::new(guard)));
+        }
+        if self.http_open {
+            if beyond_loopback {
+                tracing::warn!(http = %addr, "the monitoring endpoint is open beyond loopback (--http-open): anyone who reaches it reads every client's name, address and counters");
+            }
+            return Ok(None);
+        }
+        match own {
+            Some((cfg, refuses_anonymous))
+                if !cfg.users.is_empty() && (beyond_loopback || refuses_anonymous) =>
+            {
+                let guard = access::Guard::new(cfg, "the router's [auth] table")?;
+                Ok(Some(Arc::new(guard)))
+            }
+            _ if beyond_loopback => Err(access::refuse_open(addr)),
+            _ => Ok(None),
+        }
+    }
+}
+
 /// What a monitored component renders; called on HTTP connection threads.
 pub trait Component: Send + Sync + 'static {
     /// Live and serving (`/healthz`): Err says why not.
@@ -70,18 +121,33 @@ pub trait Component: Send + Sync + 'static {
     fn route(&self, req: &Request<'_>) -> Option<Response>;
 }
 
-/// Starts the endpoint for `component` on `addr`; prints and logs where it listens.
+/// Starts the endpoint for `component` on `addr`, readable by `access`; prints and logs
+/// where it listens.
 pub fn serve(
     addr: SocketAddr,
     component: Arc<dyn Component>,
     max_series: usize,
+    access: Access,
 ) -> anyhow::Result<Server> {
     let started = std::time::Instant::now();
-    let handler: Handler =
-        Arc::new(move |req: &Request<'_>| route(&*component, req, max_series, started));
+    let login = if access.is_some() {
+        "admin login"
+    } else {
+        "open"
+    };
+    let handler: Handler = Arc::new(move |req: &Request<'_>| {
+        if req.path != "/healthz" {
+            if let Some(guard) = &access {
+                if let Err(refusal) = guard.admit(req) {
+                    return refusal;
+                }
+            }
+        }
+        route(&*component, req, max_series, started, access.as_deref())
+    });
     let server = Server::spawn(addr, Limits::default(), handler)
         .with_context(|| format!("starting the monitoring endpoint on {addr}"))?;
-    tracing::info!(http = %server.local_addr(), "monitoring endpoint listening");
+    tracing::info!(http = %server.local_addr(), access = login, "monitoring endpoint listening");
     println!(
         "tickwire monitor listening on http://{}/",
         server.local_addr()
@@ -94,6 +160,7 @@ fn route(
     req: &Request<'_>,
     max_series: usize,
     started: std::time::Instant,
+    guard: Option<&access::Guard>,
 ) -> Response {
     if let Some(asset) = tickwire_monitor::dashboard::asset(req.path) {
         return asset;
@@ -117,6 +184,14 @@ fn route(
                 "Seconds since the monitoring endpoint started.",
                 started.elapsed().as_secs_f64(),
             );
+            if let Some(g) = guard {
+                out.single(
+                    "tickwire_monitor_login_failures_total",
+                    prom::Kind::Counter,
+                    "Requests to the monitoring endpoint refused for a missing, wrong or non-admin login.",
+                    g.failures() as f64,
+                );
+            }
             c.metrics(&mut out, max_series);
             Response::with(
                 200,

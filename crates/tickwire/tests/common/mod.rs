@@ -694,3 +694,42 @@ pub fn wait_child(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Sends `request` raw to an HTTP endpoint and reads the answer until the server
+/// closes. A reset after the answer (the server closes before reading a long request)
+/// ends the answer; no close within 20 s is a failure, never an answer.
+pub fn http_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to the HTTP endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The server may answer and close before a long request is fully written.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    if let Err(e) = s.read_to_end(&mut out) {
+        assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "the HTTP endpoint {addr} did not close within 20 s (got {} bytes)",
+            out.len()
+        );
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `GET path` with `headers` (each `Name: value`): the status, the response head and
+/// the body.
+pub fn http_get(addr: SocketAddr, path: &str, headers: &[&str]) -> (u16, String, String) {
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    let raw = http_exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").as_bytes(),
+    );
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, head.to_owned(), body.to_owned())
+}
