@@ -20,7 +20,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1
 
 echo "=== 1. ping-pong"
 for i in $(seq 1 "$RUNS"); do
-  $TW bench pingpong --transports shm,tickwire-shm,tcp,tickwire --sizes 100 \
+  $TW bench pingpong --transports shm,shm-relay,tickwire-shm,tcp,tickwire --sizes 100 \
     --iterations 20000 --warmup 2000 --idle spin --pin 0,1 --json "/tmp/bench-shm-pp-$i.json" \
     | grep -E '^ +100 |^(shm|tickwire|tcp)|p50 /' || true
 done

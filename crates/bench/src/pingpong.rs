@@ -112,9 +112,10 @@ pub struct PingpongArgs {
     pub warmup: u64,
 
     /// Transports to measure, comma-separated, in this order: tcp, udp (raw sockets, the
-    /// floor), shm (a bare shared-memory ring pair, the shared-memory floor), tickwire
-    /// (through the router over TCP) and tickwire-shm (through the router over shared
-    /// memory).
+    /// floor), shm (a bare shared-memory ring pair, the shared-memory floor), shm-relay
+    /// (the router's topology over bare rings: a relay thread copying between two ring
+    /// pairs, the floor of tickwire-shm), tickwire (through the router over TCP) and
+    /// tickwire-shm (through the router over shared memory).
     #[arg(long, value_delimiter = ',', default_value = "tcp,udp,tickwire")]
     pub transports: Vec<Transport>,
 
@@ -157,6 +158,10 @@ pub enum Transport {
     Shm,
     /// Through a tickwire router over shared memory (`shm:NAME`).
     TickwireShm,
+    /// The router's topology with nothing of the router: two bare ring pairs and a
+    /// relay thread on the far CPU copying bytes between them (the floor of
+    /// `tickwire-shm`: the same four CPU crossings per round trip).
+    ShmRelay,
 }
 
 impl Transport {
@@ -167,6 +172,7 @@ impl Transport {
             Transport::Tickwire => "tickwire",
             Transport::Shm => "shm",
             Transport::TickwireShm => "tickwire-shm",
+            Transport::ShmRelay => "shm-relay",
         }
     }
 }
@@ -246,6 +252,12 @@ struct Report<'a> {
     shm_ratio_to_raw_shm_p50: Vec<(usize, f64)>,
     /// tickwire-shm p50 / tickwire (TCP) p50 per size, when both were measured.
     shm_ratio_to_tickwire_tcp_p50: Vec<(usize, f64)>,
+    /// tickwire-shm p50 / shm-relay p50 per size (what the router adds to its
+    /// topology's floor), when both were measured.
+    shm_ratio_to_shm_relay_p50: Vec<(usize, f64)>,
+    /// shm-relay p50 / raw shm p50 per size (what the topology costs), when both were
+    /// measured.
+    shm_relay_ratio_to_raw_shm_p50: Vec<(usize, f64)>,
 }
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
@@ -278,6 +290,7 @@ pub fn run(
             Transport::Tcp => ctx.raw_tcp(),
             Transport::Udp => ctx.raw_udp(),
             Transport::Shm => ctx.raw_shm(),
+            Transport::ShmRelay => ctx.shm_relay(),
             Transport::Tickwire | Transport::TickwireShm => {
                 let shm = t == Transport::TickwireShm;
                 let (addr, _child, desc) =
@@ -308,6 +321,9 @@ pub fn run(
     let shm_ratio_to_raw_shm_p50 = ratios_of(&results, Transport::TickwireShm, Transport::Shm);
     let shm_ratio_to_tickwire_tcp_p50 =
         ratios_of(&results, Transport::TickwireShm, Transport::Tickwire);
+    let shm_ratio_to_shm_relay_p50 =
+        ratios_of(&results, Transport::TickwireShm, Transport::ShmRelay);
+    let shm_relay_ratio_to_raw_shm_p50 = ratios_of(&results, Transport::ShmRelay, Transport::Shm);
     let ratios = ratios(&results);
     let rep = Report {
         bench: "pingpong",
@@ -324,6 +340,8 @@ pub fn run(
         ratio_to_tcp_p50: ratios,
         shm_ratio_to_raw_shm_p50,
         shm_ratio_to_tickwire_tcp_p50,
+        shm_ratio_to_shm_relay_p50,
+        shm_relay_ratio_to_raw_shm_p50,
     };
     args.output.write(
         con.out,
@@ -511,14 +529,8 @@ impl Ctx<'_> {
             harness::spawn_pinned("shm-echo", far, move || {
                 let mut buf = vec![0u8; 64 * 1024];
                 while !done_echo.load(Ordering::Relaxed) {
-                    let n = far_end.rx.read(&mut buf).context("shm echo read")?;
-                    if n == 0 {
+                    if copy_ring(&mut far_end.rx, &mut far_end.tx, &mut buf)? == 0 {
                         std::hint::spin_loop();
-                        continue;
-                    }
-                    let mut sent = 0;
-                    while sent < n {
-                        sent += far_end.tx.write(&buf[sent..n]).context("shm echo write")?;
                     }
                 }
                 Ok(())
@@ -529,21 +541,8 @@ impl Ctx<'_> {
             back.resize(buf.len(), 0);
             let t0 = MonoNanos::now().as_nanos();
             let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
-            let mut sent = 0;
-            while sent < buf.len() {
-                sent += near.tx.write(&buf[sent..]).context("shm ping write")?;
-            }
-            let mut got = 0;
-            while got < back.len() {
-                let n = near.rx.read(&mut back[got..]).context("shm ping read")?;
-                got += n;
-                if n == 0 {
-                    if MonoNanos::now().as_nanos() > deadline {
-                        bail!("no shm echo within {REPLY_TIMEOUT:?}");
-                    }
-                    std::hint::spin_loop();
-                }
-            }
+            write_ring(&mut near.tx, buf)?;
+            read_ring(&mut near.rx, &mut back, deadline)?;
             let t1 = MonoNanos::now().as_nanos();
             if back[..8] != buf[..8] {
                 bail!("shm echo returned the wrong ping");
@@ -556,6 +555,62 @@ impl Ctx<'_> {
         Ok(TransportResult {
             transport: Transport::Shm,
             path: "bare shared-memory ring pair (memfd, no router) to a spinning echo thread"
+                .into(),
+            spin_yields: false,
+            sizes,
+        })
+    }
+
+    /// The floor of `tickwire-shm` in its default layout (`--echo same-thread`): the
+    /// measuring thread plays both clients, A and B, each with a bare ring pair to a
+    /// relay thread on the far CPU that copies A's bytes to B and B's to A — the
+    /// router's place and its four CPU crossings per round trip, with no framing,
+    /// matching or doorbell.
+    fn shm_relay(&mut self) -> anyhow::Result<TransportResult> {
+        let ring = 1 << 20;
+        let (mut a, mut relay_a) =
+            tickwire_shm::bare_pair(ring).context("mapping a bare shared-memory ring pair")?;
+        let (mut b, mut relay_b) =
+            tickwire_shm::bare_pair(ring).context("mapping a bare shared-memory ring pair")?;
+        let done = Arc::new(AtomicBool::new(false));
+        let done_relay = done.clone();
+        let far = self.args.pin.map(|p| p.far);
+        let relay: JoinHandle<anyhow::Result<()>> =
+            harness::spawn_pinned("shm-relay", far, move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while !done_relay.load(Ordering::Relaxed) {
+                    let from_a = copy_ring(&mut relay_a.rx, &mut relay_b.tx, &mut buf)?;
+                    let from_b = copy_ring(&mut relay_b.rx, &mut relay_a.tx, &mut buf)?;
+                    if from_a + from_b == 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+                Ok(())
+            })
+            .context("spawning the shm relay thread")?;
+        let mut got_b = Vec::new();
+        let mut back = Vec::new();
+        let (sizes, result) = self.measure_sizes(Transport::ShmRelay, |buf| {
+            got_b.resize(buf.len(), 0);
+            back.resize(buf.len(), 0);
+            let t0 = MonoNanos::now().as_nanos();
+            let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
+            write_ring(&mut a.tx, buf)?;
+            read_ring(&mut b.rx, &mut got_b, deadline)?;
+            write_ring(&mut b.tx, &got_b)?;
+            read_ring(&mut a.rx, &mut back, deadline)?;
+            let t1 = MonoNanos::now().as_nanos();
+            if back[..8] != buf[..8] {
+                bail!("shm relay returned the wrong ping");
+            }
+            Ok(Reply::Rtt(t1 - t0))
+        });
+        done.store(true, Ordering::Relaxed);
+        join(relay, "shm relay")?;
+        result?;
+        Ok(TransportResult {
+            transport: Transport::ShmRelay,
+            path: "two bare shared-memory ring pairs through a spinning relay thread (the router's topology, no router)"
                 .into(),
             spin_yields: false,
             sizes,
@@ -897,6 +952,47 @@ fn ratios(results: &[TransportResult]) -> Vec<(usize, f64)> {
 }
 
 /// `of` p50 / `base` p50 per size, where both have samples.
+type ShmRx = tickwire_shm::ring::Consumer<Arc<tickwire_shm::Region>>;
+type ShmTx = tickwire_shm::ring::Producer<Arc<tickwire_shm::Region>>;
+
+/// Moves what `from` holds into `to` (all of it: `to` is as large as `from`); the
+/// bytes moved.
+fn copy_ring(from: &mut ShmRx, to: &mut ShmTx, buf: &mut [u8]) -> anyhow::Result<usize> {
+    let n = from.read(buf).context("shm relay read")?;
+    if n > 0 {
+        write_ring(to, &buf[..n])?;
+    }
+    Ok(n)
+}
+
+/// Writes all of `bytes` into `to`, spinning while it is full.
+fn write_ring(to: &mut ShmTx, mut bytes: &[u8]) -> anyhow::Result<()> {
+    while !bytes.is_empty() {
+        let n = to.write(bytes).context("shm write")?;
+        bytes = &bytes[n..];
+        if n == 0 {
+            std::hint::spin_loop();
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `from`, spinning, until full or past `deadline` (ns).
+fn read_ring(from: &mut ShmRx, buf: &mut [u8], deadline: u64) -> anyhow::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = from.read(&mut buf[got..]).context("shm read")?;
+        got += n;
+        if n == 0 {
+            if MonoNanos::now().as_nanos() > deadline {
+                bail!("no shm reply within {REPLY_TIMEOUT:?}");
+            }
+            std::hint::spin_loop();
+        }
+    }
+    Ok(())
+}
+
 fn ratios_of(results: &[TransportResult], of: Transport, base: Transport) -> Vec<(usize, f64)> {
     let find = |t| results.iter().find(|r| r.transport == t);
     let (Some(tcp), Some(tw)) = (find(base), find(of)) else {
@@ -1011,6 +1107,16 @@ fn print_report(
             Transport::TickwireShm,
             Transport::Tickwire,
             "tickwire-shm p50 / tickwire (TCP) p50",
+        ),
+        (
+            Transport::TickwireShm,
+            Transport::ShmRelay,
+            "tickwire-shm p50 / shm-relay p50",
+        ),
+        (
+            Transport::ShmRelay,
+            Transport::Shm,
+            "shm-relay p50 / raw shm p50",
         ),
         (Transport::Shm, Transport::Tcp, "raw shm p50 / raw TCP p50"),
     ] {

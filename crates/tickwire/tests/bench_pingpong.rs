@@ -46,6 +46,52 @@ fn pingpong_runs_every_transport_and_reconciles() {
     }
 }
 
+/// The shared-memory transports against their two floors (a bare ring pair, and the
+/// router's topology over bare rings): every ping answered, and each ratio reported.
+#[test]
+fn pingpong_over_shared_memory_reports_both_floors_and_reconciles() {
+    let (out, v) = run_bench_report(
+        "pingpong",
+        &[
+            "--transports",
+            "shm,shm-relay,tickwire-shm",
+            "--sizes",
+            "100",
+            "--iterations",
+            "300",
+            "--warmup",
+            "30",
+            "--idle",
+            "spin",
+        ],
+    );
+    for t in ["shm", "shm-relay", "tickwire-shm"] {
+        assert!(out.contains(&format!("{t} —")), "no {t} table in\n{out}");
+    }
+    for line in [
+        "tickwire-shm p50 / raw shm p50",
+        "tickwire-shm p50 / shm-relay p50",
+        "shm-relay p50 / raw shm p50",
+    ] {
+        assert!(out.contains(line), "no {line:?} line in\n{out}");
+    }
+    for (_, s) in transport_rows(&v, "sizes", 3, 1) {
+        let c = &s["counters"];
+        assert_eq!(u(c, "sent"), 300, "{s}");
+        assert_eq!(u(c, "received"), 300, "{s}");
+        assert_eq!(u(&s["latency"], "samples"), 300, "{s}");
+    }
+    for key in [
+        "shm_ratio_to_raw_shm_p50",
+        "shm_ratio_to_shm_relay_p50",
+        "shm_relay_ratio_to_raw_shm_p50",
+    ] {
+        let r = &v[key][0];
+        assert_eq!(r[0], 100, "{key}: {}", v[key]);
+        assert!(r[1].as_f64().is_some_and(|x| x > 0.0), "{key}: {}", v[key]);
+    }
+}
+
 /// The other layout: echo client B on its own thread, both ends spinning (and
 /// yielding, on a small machine), against a real router.
 #[test]
