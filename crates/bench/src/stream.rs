@@ -503,10 +503,12 @@ fn run_step(
                 tickwire_rt::pacing::wait_until(MonoNanos(due.min(now + 1_000_000)));
             }
         }
-        // Send everything that is due, then write once.
+        // Send everything that is due, then write once. One clock read for the batch:
+        // nothing of it leaves before the write, so each message's lateness is the
+        // batch's start less its intended time.
+        let now = MonoNanos::now().as_nanos();
         while let Some(&slot) = slots.peek() {
             let intended = start + slot.at_ns;
-            let now = MonoNanos::now().as_nanos();
             if intended > now {
                 break;
             }
@@ -800,10 +802,13 @@ fn tickwire_pair(
                 Wait::Timeout(Duration::from_millis(50))
             };
             loop {
+                // One clock read per batch read from the router: every message of
+                // the batch had arrived when it was read.
+                let mut batch_now = None;
                 let n = c
                     .poll(wait, |m| {
                         let p = m.payload();
-                        let now = MonoNanos::now().as_nanos();
+                        let now = *batch_now.get_or_insert_with(|| MonoNanos::now().as_nanos());
                         match observe(p, now, every, &mut tracker, &mut out) {
                             Msg::End => ended = true,
                             Msg::Count => {}
