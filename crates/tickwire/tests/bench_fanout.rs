@@ -281,8 +281,11 @@ fn fanout_smoke_against_nats_reconciles() {
 #[test]
 fn fanout_raw_floor_reconciles_and_judges_the_receivers() {
     let mut args = SMALL.to_vec();
-    args.extend(["--target", "raw", "--idle", "block"]);
+    // With write coalescing: everything still arrives, and the layout says so.
+    args.extend(["--target", "raw", "--idle", "block", "--coalesce-us", "50"]);
     let (code, doc, output) = run_fanout("raw", &args);
+    assert!(output.contains("writes coalesced within 50 µs"), "{output}");
+    assert_eq!(doc["layout"]["coalesce_us"], 50, "{output}");
     assert_exit_ok_or_invalid(code, &doc, &output);
     assert_eq!(doc["system"], "raw", "{output}");
     assert_eq!(doc["router"]["started_by_bench"], true, "{output}");

@@ -47,6 +47,8 @@ pub struct Shared {
     pub stop: StopFlag,
     /// Publishers carry in-line stamps (tickwire `--hops`).
     pub hops: bool,
+    /// Publisher write coalescing window in ns (`--coalesce-us`; 0: none).
+    pub coalesce_ns: u64,
     /// Where the progress lines go (the caller's sink; none by default).
     pub progress: fn(&str),
     /// Messages sent so far, per publisher (progress line only).
@@ -68,6 +70,7 @@ impl Shared {
             start_ns,
             stop,
             hops: false,
+            coalesce_ns: 0,
             progress: |_| {},
             pub_sent: zeros(publishers, 0),
             pub_late: zeros(publishers, 0),
@@ -119,6 +122,8 @@ pub fn publish(
     };
     let start = shared.start_ns;
     let mut buf = vec![0x5Au8; w.mix.max_size()];
+    // The intended time of the oldest message not written yet.
+    let mut unwritten_since: Option<u64> = None;
     for (j, slot) in schedule.slots_for(k, w.publishers).enumerate() {
         if shared.stop.is_set() {
             r.stopped_at_rel_ns = Some(MonoNanos::now().as_nanos().saturating_sub(start));
@@ -127,10 +132,16 @@ pub fn publish(
         let intended = start + slot.at_ns;
         let mut now = MonoNanos::now().as_nanos();
         if now < intended {
-            // Nothing is due yet: write what is batched, then wait for the slot.
-            if let Err(e) = conn.flush() {
-                r.problem = Some(format!("publisher {k}: {e:#}"));
-                break;
+            // Nothing is due yet: write what is batched (unless the next slot falls in
+            // the coalescing window of the oldest unwritten message), then wait.
+            let coalesce =
+                unwritten_since.is_some_and(|t0| intended.saturating_sub(t0) <= shared.coalesce_ns);
+            if !coalesce {
+                if let Err(e) = conn.flush() {
+                    r.problem = Some(format!("publisher {k}: {e:#}"));
+                    break;
+                }
+                unwritten_since = None;
             }
             pace_until(intended);
             now = MonoNanos::now().as_nanos();
@@ -158,6 +169,7 @@ pub fn publish(
             r.problem = Some(format!("publisher {k}: {e:#}"));
             break;
         }
+        unwritten_since.get_or_insert(intended);
         r.per_topic[t] += 1;
         r.sent += 1;
         if !slot.warmup {

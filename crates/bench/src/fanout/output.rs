@@ -126,6 +126,8 @@ pub struct Layout {
     pub router_cpu: Option<usize>,
     pub client_idle: IdleStrategy,
     pub batch_bytes: usize,
+    /// Publisher write coalescing window (`--coalesce-us`; 0: none).
+    pub coalesce_us: u64,
     pub publisher_pacing: &'static str,
     /// Extra IO threads the NATS client runs (tokio workers).
     pub nats_io_threads: Option<usize>,
@@ -479,7 +481,13 @@ pub fn print_header(
                 "on CPU {c}"
             )),
         layout.client_idle.name(),
-        layout.publisher_pacing,
+        match layout.coalesce_us {
+            0 => layout.publisher_pacing.to_owned(),
+            us => format!(
+                "{}; writes coalesced within {us} µs",
+                layout.publisher_pacing
+            ),
+        },
         layout.nats_io_threads.map_or(String::new(), |n| format!(
             "; NATS client IO on {n} tokio worker threads"
         ))
