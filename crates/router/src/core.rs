@@ -1684,7 +1684,7 @@ impl Core {
             started_unix_ms: self.started_unix_ms,
             uptime_ms: now.saturating_sub(self.started) / 1_000_000,
             clients: self.live,
-            subscriptions: self.index.len(),
+            subscriptions: self.index.len() + self.groups.members_total(),
             totals: self.totals.clone(),
         }
     }
@@ -1762,7 +1762,7 @@ pub struct RouterStats {
     pub uptime_ms: u64,
     /// Connected clients.
     pub clients: usize,
-    /// Subscriptions, all clients.
+    /// Subscriptions, all clients (shared-group memberships included).
     pub subscriptions: usize,
     /// Totals over the router's life.
     pub totals: Totals,

@@ -186,6 +186,11 @@ impl Groups {
         self.by_key.len()
     }
 
+    /// Members of every group together (each member of each group once).
+    pub fn members_total(&self) -> usize {
+        self.groups.iter().flatten().map(|g| g.members.len()).sum()
+    }
+
     /// The keys of every group (for stats), unordered.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
         self.groups.iter().flatten().map(|g| &*g.key)
@@ -236,6 +241,7 @@ mod tests {
         for m in [1, 2, 3] {
             join(&mut g, m, "$share/w/jobs/>");
         }
+        assert_eq!((g.len(), g.members_total()), (1, 3));
         let got: Vec<u32> = (0..7).flat_map(|_| pick(&mut g, "jobs/a")).collect();
         assert_eq!(got, [1, 2, 3, 1, 2, 3, 1]);
         assert_eq!(pick(&mut g, "other"), Vec::<u32>::new());
