@@ -20,7 +20,9 @@ pub struct Machine {
     pub kernel: String,
     pub hostname: String,
     pub tickwire_version: String,
-    /// `git rev-parse --short HEAD` at run time, if available.
+    /// The commit the binary was built from (HEAD at build time; uncommitted changes
+    /// are not marked), else `git rev-parse --short HEAD` of the current directory at
+    /// run time, if available.
     pub commit: Option<String>,
 }
 
@@ -29,7 +31,8 @@ impl Machine {
     ///
     /// cpu model: the first `model name` of /proc/cpuinfo ("unknown" if absent); cores:
     /// `available_parallelism` (the CPUs this process may use); kernel and hostname from
-    /// /proc/sys/kernel; commit: `git rev-parse --short HEAD` in the current directory.
+    /// /proc/sys/kernel; commit: the build's HEAD, else `git rev-parse --short HEAD` in
+    /// the current directory.
     pub fn detect() -> Machine {
         let read = |path: &str| {
             std::fs::read_to_string(path)
@@ -44,15 +47,18 @@ impl Machine {
                     .map(|(_, v)| v.trim().to_string())
             })
             .unwrap_or_else(|| "unknown".into());
-        let commit = std::process::Command::new("git")
-            .args(["rev-parse", "--short", "HEAD"])
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let built = Some(env!("TICKWIRE_BUILD_COMMIT").to_owned()).filter(|c| !c.is_empty());
+        let commit = built.or_else(|| {
+            std::process::Command::new("git")
+                .args(["rev-parse", "--short", "HEAD"])
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        });
         Machine {
             cpu_model,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
