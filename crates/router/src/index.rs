@@ -30,9 +30,14 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use std::collections::HashMap;
-
 use tickwire_wire::topic::{segments, Segment};
+
+/// The trie's child maps. Their keys are topic levels a client chose, so the hash is
+/// keyed at random per map (ahash's `RandomState`: no peer can aim collisions at it)
+/// but several times cheaper per lookup than std's SipHash, which took about a sixth of
+/// the router's time per message (BENCHMARKS.md, "Issue 15: the router's cost per
+/// message over shared memory").
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
 /// A connected client's slot: a dense small integer, reused after the client leaves
 /// (the router's slab key and mio token). Not an identity: see `core::ClientId`.
