@@ -650,10 +650,13 @@ impl Core {
         }
         match f {
             Frame::Publish(m) => {
-                if let Err(e) = validate_topic(m.topic) {
-                    self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
-                    return false;
-                }
+                let topic = match validate_topic(m.topic) {
+                    Ok(topic) => topic,
+                    Err(e) => {
+                        self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
+                        return false;
+                    }
+                };
                 let guaranteed = m.flags & frame::flags::GUARANTEED != 0;
                 if guaranteed && !self.gm.is_publisher(id) {
                     // Refused whole: not even the direct subscribers get it.
@@ -679,10 +682,8 @@ impl Core {
                         return false;
                     }
                 }
-                let routed = self.route(id, now, m.topic, raw, guaranteed);
+                let routed = self.route(id, now, topic, raw, guaranteed);
                 if m.reply.is_none() && self.cache.is_enabled() {
-                    // validate_topic succeeded, so the topic is UTF-8.
-                    let topic = std::str::from_utf8(m.topic).unwrap_or_default();
                     let wall = self.wall(now).as_nanos();
                     self.cache.handle_publish(topic, raw, wall);
                 }
@@ -1292,12 +1293,10 @@ impl Core {
         &mut self,
         from: Slot,
         now: MonoNanos,
-        topic: &[u8],
+        topic: &str,
         raw: &[u8],
         guaranteed: bool,
     ) -> bool {
-        // validate_topic succeeded, so the topic is UTF-8.
-        let topic = std::str::from_utf8(topic).unwrap_or_default();
         if let Some(c) = self.client_mut(from) {
             c.counters.msgs_in += 1;
             c.direct_publisher |= !guaranteed;
