@@ -236,7 +236,8 @@ impl Sender {
     /// The next datagram's sequence: after [`Sender::flush`], the first datagram that
     /// carries message [`Sender::next_msg`].
     pub fn next_seq(&self) -> u64 {
-        self.next_seq + u64::from(self.open_slot().is_some())
+        let open = self.open_slot().is_some_and(|i| self.slots[i].count > 0);
+        self.next_seq + u64::from(open)
     }
 
     /// The oldest datagram still retained.
