@@ -380,6 +380,12 @@ impl McastSubscriber {
         }
     }
 
+    /// When the core's next timer (NAK, flow report) is due: a caller waiting on several
+    /// subscribers' sockets (see [`std::os::fd::AsFd`]) wakes by then and polls.
+    pub fn poll_timeout(&self) -> MonoNanos {
+        self.core.poll_timeout()
+    }
+
     /// Tells the sender where this receiver stopped (a last flow report).
     pub fn close(&mut self) {
         self.core.handle_close(MonoNanos::now());
@@ -401,5 +407,12 @@ impl McastSubscriber {
     /// The adopted session, once one was heard.
     pub fn session(&self) -> Option<SessionId> {
         self.core.session()
+    }
+}
+
+impl AsFd for McastSubscriber {
+    /// The group socket: readable when a datagram waits.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }
