@@ -198,6 +198,20 @@ mod tests {
     }
 
     #[test]
+    fn the_protocol_documents_example_encodes_byte_for_byte() {
+        // docs/protocol.md §4.11.
+        let want = "2d 00 00 00 08 00 00 00 ef ff 4a 02 11 1d 00 00 fe ca ad 0b 00 00 00 00 \
+                    00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 04 6d 64 2f 3e";
+        let want: Vec<u8> = want
+            .split_whitespace()
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
+        let mut b = Vec::new();
+        encode_mcast_route(&mut b, group(), 0x0bad_cafe, 0, 0, ["md/>"]).unwrap();
+        assert_eq!(b, want);
+    }
+
+    #[test]
     fn refuses_what_it_cannot_encode() {
         let mut b = Vec::new();
         let unicast = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7441);

@@ -1,0 +1,212 @@
+//! The router as a reliable multicast sender, with the real binaries: `tickwire router
+//! --multicast GROUP=md/>` and `tickwire sub` with and without `--multicast auto`, also
+//! under seeded injected loss at the router and at the receiver.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::{cli, free_port, wait_child, wait_for_subscriber, RouterProc};
+
+/// A group of its own per test (a free port), so tests running at once never meet.
+fn group(n: u8) -> String {
+    format!("239.255.75.{n}:{}", free_port())
+}
+
+/// `tickwire sub --router R --name NAME PATTERNS... EXTRA...`, running.
+fn sub(router: &RouterProc, name: &str, patterns: &[&str], extra: &[&str]) -> Child {
+    let mut args = vec!["sub", "--router", &router.addr_str(), "--name", name];
+    args.extend_from_slice(patterns);
+    args.extend_from_slice(extra);
+    cli(&args).spawn().expect("spawn tickwire sub")
+}
+
+/// Waits for a `sub` to exit successfully; its stdout and stderr.
+fn finish(mut child: Child, what: &str) -> (String, String) {
+    let st = wait_child(&mut child, Duration::from_secs(120), what);
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(st.success(), "{what}: {st}\n{err}");
+    (out, err)
+}
+
+/// `tickwire pub TOPIC --stdin` of `lines`.
+fn publish(router: &RouterProc, topic: &str, lines: &[String]) -> Child {
+    let mut child = cli(&["pub", "--router", &router.addr_str(), topic, "--stdin"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire pub");
+    let mut stdin = child.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    child
+}
+
+/// The payloads printed for `topic`, in order.
+fn of_topic<'a>(out: &'a str, topic: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(topic)?.strip_prefix(' '))
+        .collect()
+}
+
+/// A TCP subscriber and two multicast ones (one printing, one counting) on a router
+/// sending md/> by multicast; two publishers, md/a (multicast) and fx/a (TCP).
+fn same_messages_both_ways(router_extra: &[&str], sub_loss: &[&str], n: usize) {
+    let g = group(1);
+    let route = format!("{g}=md/>");
+    let mut args = vec!["--no-guaranteed", "--multicast", &route];
+    args.extend_from_slice(router_extra);
+    let router = RouterProc::start(&args);
+    let count = (2 * n).to_string();
+    let both = ["md/>", "fx/>"];
+    let tcp = sub(&router, "tcp", &both, &["--count", &count]);
+    let mut mc_args = vec!["--multicast", "auto", "--count", &count];
+    mc_args.extend_from_slice(sub_loss);
+    let mc = sub(&router, "mc", &both, &mc_args);
+    let mut quiet_args = mc_args.clone();
+    quiet_args.push("--quiet");
+    let quiet = sub(&router, "mc-quiet", &both, &quiet_args);
+    for name in ["tcp", "mc", "mc-quiet"] {
+        wait_for_subscriber(&router.addr_str(), name, 2);
+    }
+    let md: Vec<String> = (0..n).map(|i| format!("md-{i}")).collect();
+    let fx: Vec<String> = (0..n).map(|i| format!("fx-{i}")).collect();
+    let (mut p1, mut p2) = (publish(&router, "md/a", &md), publish(&router, "fx/a", &fx));
+    for (p, what) in [(&mut p1, "pub md"), (&mut p2, "pub fx")] {
+        let st = wait_child(p, Duration::from_secs(60), what);
+        assert!(st.success(), "{what}: {st}");
+    }
+    let (tcp_out, _) = finish(tcp, "tcp sub");
+    let (mc_out, mc_err) = finish(mc, "multicast sub");
+    let (_, quiet_err) = finish(quiet, "quiet multicast sub");
+    // Every message, in publish order, to both, by topic (the two paths may interleave
+    // the two topics differently; each topic's order is its publisher's).
+    for (topic, sent) in [("md/a", &md), ("fx/a", &fx)] {
+        let want: Vec<&str> = sent.iter().map(String::as_str).collect();
+        assert_eq!(of_topic(&tcp_out, topic), want, "tcp, {topic}");
+        assert_eq!(of_topic(&mc_out, topic), want, "multicast, {topic}");
+    }
+    assert!(mc_err.contains(&format!("multicast: receiving md/> from {g}")), "{mc_err}");
+    // The md messages came by multicast (only they could), none lost for good.
+    assert!(
+        quiet_err.contains(&format!("multicast: {n} messages")),
+        "{quiet_err}"
+    );
+    assert!(quiet_err.contains(" 0 gaps (0 messages lost)"), "{quiet_err}");
+    assert!(!mc_err.contains("multicast gap"), "{mc_err}");
+}
+
+#[test]
+fn tcp_and_multicast_subscribers_see_the_same_messages_in_the_same_order() {
+    same_messages_both_ways(&[], &[], 2_000);
+}
+
+#[test]
+fn one_percent_injected_loss_at_router_and_receiver_is_recovered() {
+    same_messages_both_ways(
+        &["--multicast-loss", "0.01", "--multicast-seed", "3"],
+        &["--multicast-loss", "0.01", "--multicast-seed", "4"],
+        5_000,
+    );
+}
+
+#[test]
+fn five_percent_injected_loss_at_router_and_receiver_is_recovered() {
+    same_messages_both_ways(
+        &["--multicast-loss", "0.05", "--multicast-seed", "5"],
+        &["--multicast-loss", "0.05", "--multicast-seed", "6"],
+        5_000,
+    );
+}
+
+/// A subscriber stopped (SIGSTOP) while the router sends far more than its 16-datagram
+/// retransmission buffer, losing some datagrams on the way in: what it can no longer
+/// recover is reported as a counted gap, and it carries on with the later messages.
+#[test]
+fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() {
+    let g = group(2);
+    let cfg = common::temp("mcast-router.toml");
+    std::fs::write(
+        &cfg,
+        format!("[[router.multicast]]\ngroup = \"{g}\"\ntopics = [\"md/>\"]\nbuffer = 16\n"),
+    )
+    .unwrap();
+    let router = RouterProc::start(&["--no-guaranteed", "--config", cfg.to_str().unwrap()]);
+    let mut mc = sub(
+        &router,
+        "mc",
+        &["md/>"],
+        &["--multicast", "auto", "--multicast-loss", "0.2", "--multicast-seed", "9"],
+    );
+    wait_for_subscriber(&router.addr_str(), "mc", 1);
+    let pid = mc.id().to_string();
+    let signal = |sig: &str| {
+        let st = std::process::Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(st.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    // One message per datagram (1200 bytes each in 1400-byte datagrams): 300 datagrams.
+    let pad = "x".repeat(1200);
+    let early: Vec<String> = (0..300).map(|i| format!("early-{i:03}-{pad}")).collect();
+    let mut p = publish(&router, "md/a", &early);
+    assert!(wait_child(&mut p, Duration::from_secs(60), "pub early").success());
+    std::thread::sleep(Duration::from_millis(200));
+    signal("-CONT");
+    std::thread::sleep(Duration::from_millis(500));
+    let late: Vec<String> = (0..20).map(|i| format!("late-{i:02}")).collect();
+    let mut p = publish(&router, "md/a", &late);
+    assert!(wait_child(&mut p, Duration::from_secs(60), "pub late").success());
+    // Read until the last late message, then stop it.
+    let mut lines = BufReader::new(mc.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = line.ends_with("late-19");
+        got.push(line);
+        if done {
+            break;
+        }
+    }
+    signal("-TERM");
+    wait_child(&mut mc, Duration::from_secs(30), "multicast sub");
+    let mut err = String::new();
+    mc.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let payloads = of_topic_owned(&got);
+    let early_seen: Vec<usize> = payloads
+        .iter()
+        .filter_map(|p| p.strip_prefix("early-")?.get(..3)?.parse().ok())
+        .collect();
+    assert!(early_seen.windows(2).all(|w| w[0] < w[1]), "in order: {early_seen:?}");
+    let late_seen: Vec<&str> = payloads.iter().filter(|p| p.starts_with("late-")).map(String::as_str).collect();
+    let want: Vec<String> = (0..20).map(|i| format!("late-{i:02}")).collect();
+    assert_eq!(late_seen, want, "every later message, in order");
+    // The gaps reported count exactly the early messages missing.
+    let lost: u64 = err
+        .lines()
+        .filter(|l| l.starts_with("multicast gap:"))
+        .map(|l| {
+            let n = l.rsplit('(').next().unwrap();
+            n.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(lost > 0, "a gap was reported: {err}");
+    assert_eq!(lost as usize, 300 - early_seen.len(), "{err}");
+}
+
+fn of_topic_owned(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| Some(l.strip_prefix("md/a ")?.to_owned()))
+        .collect()
+}
+
+#[test]
+fn help_teaches_multicast() {
+    common::assert_help_lists(&["router", "--help"], &["--multicast", "[[router.multicast]]", "--multicast-loss"]);
+    common::assert_help_lists(&["sub", "--help"], &["--multicast", "auto", "--multicast-loss"]);
+}
