@@ -1302,7 +1302,9 @@ impl Client {
             0
         };
         match &self.opts.login {
-            None => frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, mcast, &self.opts.name),
+            None => {
+                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, mcast, &self.opts.name)
+            }
             Some(login) => {
                 let auth = match login {
                     Login::Password { user, password } => frame::Auth {
@@ -1350,7 +1352,9 @@ impl Client {
                             false
                         }
                         Frame::McastRoute(r) if self.opts.multicast => {
-                            if let Err(msg) = crate::MulticastRoute::record(&mut self.mcast_routes, &r) {
+                            if let Err(msg) =
+                                crate::MulticastRoute::record(&mut self.mcast_routes, &r)
+                            {
                                 return Err(self.protocol_error(msg));
                             }
                             false

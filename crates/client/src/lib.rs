@@ -130,8 +130,7 @@ pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
 pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
 pub use mcast::{
-    MulticastEvent, MulticastOptions, MulticastReceiver, MulticastRoute, MulticastStats,
-    MAX_ROUTES,
+    MulticastEvent, MulticastOptions, MulticastReceiver, MulticastRoute, MulticastStats, MAX_ROUTES,
 };
 pub use message::{Message, OwnedMessage, ReplyTo};
 pub use publisher::{GuaranteedPublisher, ReconnectOptions};

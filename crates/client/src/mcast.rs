@@ -41,9 +41,14 @@ pub struct MulticastRoute {
 
 impl MulticastRoute {
     /// Appends a route received during the handshake, bounded by [`MAX_ROUTES`].
-    pub(crate) fn record(routes: &mut Vec<MulticastRoute>, r: &McastRoute<'_>) -> Result<(), String> {
+    pub(crate) fn record(
+        routes: &mut Vec<MulticastRoute>,
+        r: &McastRoute<'_>,
+    ) -> Result<(), String> {
         if routes.len() == MAX_ROUTES {
-            return Err(format!("router announced more than {MAX_ROUTES} multicast streams"));
+            return Err(format!(
+                "router announced more than {MAX_ROUTES} multicast streams"
+            ));
         }
         routes.push(MulticastRoute {
             group: r.group,
@@ -125,7 +130,10 @@ impl MulticastReceiver {
     /// Joins every stream of `routes` (from [`crate::Client::multicast_routes`]), each
     /// received from the position the router announced and only from its session.
     /// Deliver nothing until [`MulticastReceiver::add_pattern`].
-    pub fn join(routes: &[MulticastRoute], opts: &MulticastOptions) -> Result<MulticastReceiver, Error> {
+    pub fn join(
+        routes: &[MulticastRoute],
+        opts: &MulticastOptions,
+    ) -> Result<MulticastReceiver, Error> {
         let mut streams = Vec::with_capacity(routes.len());
         for (i, r) in routes.iter().enumerate() {
             let bad = |e: tickwire_mcast::Error| {
@@ -186,7 +194,9 @@ impl MulticastReceiver {
     pub fn poll<F: FnMut(MulticastEvent<'_>)>(&mut self, wait: Duration, mut handler: F) -> usize {
         let now = MonoNanos::now();
         let wait = self.streams.iter().fold(wait, |w, s| {
-            w.min(Duration::from_nanos(s.sub.poll_timeout().saturating_sub(now)))
+            w.min(Duration::from_nanos(
+                s.sub.poll_timeout().saturating_sub(now),
+            ))
         });
         if !wait.is_zero() && !self.streams.is_empty() {
             let mut fds: Vec<_> = self
@@ -252,7 +262,10 @@ impl MulticastReceiver {
 impl std::fmt::Debug for MulticastReceiver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MulticastReceiver")
-            .field("groups", &self.streams.iter().map(|s| s.group).collect::<Vec<_>>())
+            .field(
+                "groups",
+                &self.streams.iter().map(|s| s.group).collect::<Vec<_>>(),
+            )
             .field("patterns", &self.patterns)
             .field("stats", &self.stats)
             .finish()

@@ -52,7 +52,12 @@ fn wait_readable(sock: &UdpSocket, timeout: Duration) {
 /// original DATA datagrams (never retransmissions or heartbeats). Returns the sends that
 /// failed (a full socket buffer: receivers NAK what is missing). Used by
 /// [`McastPublisher`] and by the router's multicast streams.
-pub fn send_pending(core: &mut Sender, sock: &UdpSocket, group: SocketAddr, loss: &mut Loss) -> u64 {
+pub fn send_pending(
+    core: &mut Sender,
+    sock: &UdpSocket,
+    group: SocketAddr,
+    loss: &mut Loss,
+) -> u64 {
     let mut errors = 0;
     while let Some(d) = core.poll_transmit() {
         let original = d[5] == Kind::Data as u8 && d[6] == 0;

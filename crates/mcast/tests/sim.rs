@@ -489,7 +489,8 @@ fn a_start_position_from_the_router_is_received_from_there() {
     };
     let mut rx = Receiver::new(cfg, now).unwrap();
     let a = sender_addr();
-    rx.handle_datagram(now, a, &data(7, 5, 5, 0, b"m5")).unwrap();
+    rx.handle_datagram(now, a, &data(7, 5, 5, 0, b"m5"))
+        .unwrap();
     assert_eq!(events(&mut rx), ["joined 00000007 at 3"]);
     // Datagrams 3 and 4 are asked for, not skipped.
     rx.handle_timer(MonoNanos(now.0 + 2_000_000));
@@ -497,11 +498,19 @@ fn a_start_position_from_the_router_is_received_from_there() {
         .filter(|d| d[5] == Kind::Nak as u8)
         .collect();
     assert_eq!(naks.len(), 1, "one NAK for the run 3..=4");
-    rx.handle_datagram(now, a, &data(7, 3, 3, 0, b"m3")).unwrap();
-    rx.handle_datagram(now, a, &data(7, 4, 4, 0, b"m4")).unwrap();
+    rx.handle_datagram(now, a, &data(7, 3, 3, 0, b"m3"))
+        .unwrap();
+    rx.handle_datagram(now, a, &data(7, 4, 4, 0, b"m4"))
+        .unwrap();
     assert_eq!(
         events(&mut rx),
-        ["recovered 3", "recovered 4", "msg 3 m3", "msg 4 m4", "msg 5 m5"]
+        [
+            "recovered 3",
+            "recovered 4",
+            "msg 3 m3",
+            "msg 4 m4",
+            "msg 5 m5"
+        ]
     );
 }
 

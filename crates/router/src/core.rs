@@ -2239,12 +2239,17 @@ mod tests {
     #[test]
     fn multicast_clients_learn_the_streams_before_welcome_and_are_not_sent_them_over_tcp() {
         let cfg = Config {
-            multicast: vec![crate::mcast::MulticastRoute::parse_flag("239.255.74.9:7449=md/>").unwrap()],
+            multicast: vec![
+                crate::mcast::MulticastRoute::parse_flag("239.255.74.9:7449=md/>").unwrap(),
+            ],
             ..Config::default()
         };
         let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         let tcp = open(&mut core, 0);
-        let mc = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)).ok().unwrap();
+        let mc = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
         let mut f = Vec::new();
         frame::encode_hello_caps(&mut f, PROTOCOL_VERSION, caps::MCAST, "m");
         core.handle_input(mc, MonoNanos(0), &f, f.len());

@@ -117,7 +117,9 @@ impl MulticastRoute {
         }
         for p in &self.topics {
             if let Err(e) = validate_pattern(p.as_bytes()) {
-                return Err(format!("multicast group {g}: pattern {p:?} is invalid: {e}"));
+                return Err(format!(
+                    "multicast group {g}: pattern {p:?} is invalid: {e}"
+                ));
             }
             if p.starts_with("$share") {
                 return Err(format!(
@@ -193,7 +195,9 @@ impl Multicast {
                     counters: StreamCounters::default(),
                 }),
                 // Validated by `Config::validate`: unreachable for a checked config.
-                Err(e) => tracing::error!(group = %r.group, error = %e, "multicast stream not started"),
+                Err(e) => {
+                    tracing::error!(group = %r.group, error = %e, "multicast stream not started")
+                }
             }
         }
         Multicast { streams }

@@ -28,8 +28,18 @@ fn sub(router: &RouterProc, name: &str, patterns: &[&str], extra: &[&str]) -> Ch
 fn finish(mut child: Child, what: &str) -> (String, String) {
     let st = wait_child(&mut child, Duration::from_secs(120), what);
     let (mut out, mut err) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(st.success(), "{what}: {st}\n{err}");
     (out, err)
 }
@@ -91,13 +101,19 @@ fn same_messages_both_ways(router_extra: &[&str], sub_loss: &[&str], n: usize) {
         assert_eq!(of_topic(&tcp_out, topic), want, "tcp, {topic}");
         assert_eq!(of_topic(&mc_out, topic), want, "multicast, {topic}");
     }
-    assert!(mc_err.contains(&format!("multicast: receiving md/> from {g}")), "{mc_err}");
+    assert!(
+        mc_err.contains(&format!("multicast: receiving md/> from {g}")),
+        "{mc_err}"
+    );
     // The md messages came by multicast (only they could), none lost for good.
     assert!(
         quiet_err.contains(&format!("multicast: {n} messages")),
         "{quiet_err}"
     );
-    assert!(quiet_err.contains(" 0 gaps (0 messages lost)"), "{quiet_err}");
+    assert!(
+        quiet_err.contains(" 0 gaps (0 messages lost)"),
+        "{quiet_err}"
+    );
     assert!(!mc_err.contains("multicast gap"), "{mc_err}");
 }
 
@@ -141,12 +157,22 @@ fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() 
         &router,
         "mc",
         &["md/>"],
-        &["--multicast", "auto", "--multicast-loss", "0.2", "--multicast-seed", "9"],
+        &[
+            "--multicast",
+            "auto",
+            "--multicast-loss",
+            "0.2",
+            "--multicast-seed",
+            "9",
+        ],
     );
     wait_for_subscriber(&router.addr_str(), "mc", 1);
     let pid = mc.id().to_string();
     let signal = |sig: &str| {
-        let st = std::process::Command::new("kill").args([sig, &pid]).status().unwrap();
+        let st = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
         assert!(st.success(), "kill {sig}");
     };
     signal("-STOP");
@@ -181,8 +207,15 @@ fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() 
         .iter()
         .filter_map(|p| p.strip_prefix("early-")?.get(..3)?.parse().ok())
         .collect();
-    assert!(early_seen.windows(2).all(|w| w[0] < w[1]), "in order: {early_seen:?}");
-    let late_seen: Vec<&str> = payloads.iter().filter(|p| p.starts_with("late-")).map(String::as_str).collect();
+    assert!(
+        early_seen.windows(2).all(|w| w[0] < w[1]),
+        "in order: {early_seen:?}"
+    );
+    let late_seen: Vec<&str> = payloads
+        .iter()
+        .filter(|p| p.starts_with("late-"))
+        .map(String::as_str)
+        .collect();
     let want: Vec<String> = (0..20).map(|i| format!("late-{i:02}")).collect();
     assert_eq!(late_seen, want, "every later message, in order");
     // The gaps reported count exactly the early messages missing.
@@ -207,6 +240,12 @@ fn of_topic_owned(lines: &[String]) -> Vec<String> {
 
 #[test]
 fn help_teaches_multicast() {
-    common::assert_help_lists(&["router", "--help"], &["--multicast", "[[router.multicast]]", "--multicast-loss"]);
-    common::assert_help_lists(&["sub", "--help"], &["--multicast", "auto", "--multicast-loss"]);
+    common::assert_help_lists(
+        &["router", "--help"],
+        &["--multicast", "[[router.multicast]]", "--multicast-loss"],
+    );
+    common::assert_help_lists(
+        &["sub", "--help"],
+        &["--multicast", "auto", "--multicast-loss"],
+    );
 }

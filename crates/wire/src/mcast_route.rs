@@ -67,7 +67,8 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<McastRoute<'_>, &'static str> {
         return Err("body shorter than its fixed fields");
     };
     let u16_at = |o: usize| u16::from_le_bytes([fixed[o], fixed[o + 1]]);
-    let u32_at = |o: usize| u32::from_le_bytes([fixed[o], fixed[o + 1], fixed[o + 2], fixed[o + 3]]);
+    let u32_at =
+        |o: usize| u32::from_le_bytes([fixed[o], fixed[o + 1], fixed[o + 2], fixed[o + 3]]);
     let u64_at = |o: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&fixed[o..o + 8]);
@@ -193,7 +194,10 @@ mod tests {
         let Frame::McastRoute(r) = f else {
             panic!("not a route: {f:?}")
         };
-        assert_eq!((r.group, r.session, r.start_seq, r.start_msg), (group(), 0xdead_beef, 7, 42));
+        assert_eq!(
+            (r.group, r.session, r.start_seq, r.start_msg),
+            (group(), 0xdead_beef, 7, 42)
+        );
         assert_eq!(r.patterns().collect::<Vec<_>>(), ["md/>", "fx/*"]);
     }
 
@@ -229,12 +233,12 @@ mod tests {
         let mut good = Vec::new();
         encode_mcast_route(&mut good, group(), 1, 0, 0, ["md/>"]).unwrap();
         let cases: [(usize, u8); 6] = [
-            (8, 10),   // group 10.x: not multicast
-            (12, 0),   // port low byte 0 ...
-            (14, 1),   // reserved
-            (20, 1),   // reserved
+            (8, 10),    // group 10.x: not multicast
+            (12, 0),    // port low byte 0 ...
+            (14, 1),    // reserved
+            (20, 1),    // reserved
             (31, 0x40), // start_seq ≥ 2^62
-            (40, 200), // pattern length past the end
+            (40, 200),  // pattern length past the end
         ];
         for (off, v) in cases {
             let mut b = good.clone();

@@ -371,8 +371,14 @@ pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, S
 
 /// `tickwire stats --json` of the router at `router`.
 pub fn stats_json(router: &str) -> serde_json::Value {
-    let (st, out, err) = run_cli(&["stats", "--json", "--router", router], Duration::from_secs(30));
-    assert!(st.success(), "tickwire stats failed: {st}\nstdout: {out}\nstderr: {err}");
+    let (st, out, err) = run_cli(
+        &["stats", "--json", "--router", router],
+        Duration::from_secs(30),
+    );
+    assert!(
+        st.success(),
+        "tickwire stats failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("stats --json: {e}: {out}"))
 }
 
