@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -27,19 +27,7 @@ fn sub(router: &RouterProc, name: &str, patterns: &[&str], extra: &[&str]) -> Ch
 /// Waits for a `sub` to exit successfully; its stdout and stderr.
 fn finish(mut child: Child, what: &str) -> (String, String) {
     let st = wait_child(&mut child, Duration::from_secs(120), what);
-    let (mut out, mut err) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (out, err) = common::take_output(&mut child);
     assert!(st.success(), "{what}: {st}\n{err}");
     (out, err)
 }
@@ -122,22 +110,21 @@ fn tcp_and_multicast_subscribers_see_the_same_messages_in_the_same_order() {
     same_messages_both_ways(&[], &[], 2_000);
 }
 
+/// [`same_messages_both_ways`] with loss `p` at the router (seed `seeds.0`) and at the
+/// receivers (seed `seeds.1`).
+fn under_loss(p: &str, seeds: (&str, &str)) {
+    let at = |seed| ["--multicast-loss", p, "--multicast-seed", seed];
+    same_messages_both_ways(&at(seeds.0), &at(seeds.1), 5_000);
+}
+
 #[test]
 fn one_percent_injected_loss_at_router_and_receiver_is_recovered() {
-    same_messages_both_ways(
-        &["--multicast-loss", "0.01", "--multicast-seed", "3"],
-        &["--multicast-loss", "0.01", "--multicast-seed", "4"],
-        5_000,
-    );
+    under_loss("0.01", ("3", "4"));
 }
 
 #[test]
 fn five_percent_injected_loss_at_router_and_receiver_is_recovered() {
-    same_messages_both_ways(
-        &["--multicast-loss", "0.05", "--multicast-seed", "5"],
-        &["--multicast-loss", "0.05", "--multicast-seed", "6"],
-        5_000,
-    );
+    under_loss("0.05", ("5", "6"));
 }
 
 /// A subscriber stopped (SIGSTOP) while the router sends far more than its 16-datagram
@@ -200,8 +187,7 @@ fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() 
     }
     signal("-TERM");
     wait_child(&mut mc, Duration::from_secs(30), "multicast sub");
-    let mut err = String::new();
-    mc.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let (_, err) = common::take_output(&mut mc);
     let payloads = of_topic_owned(&got);
     let early_seen: Vec<usize> = payloads
         .iter()

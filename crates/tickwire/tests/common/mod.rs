@@ -369,6 +369,18 @@ pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, S
     run_cli_in(None, args, timeout)
 }
 
+/// Everything left on an exited child's stdout and stderr (both piped).
+pub fn take_output(child: &mut Child) -> (String, String) {
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out).expect("child stdout");
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).expect("child stderr");
+    }
+    (out, err)
+}
+
 /// `tickwire stats --json` of the router at `router`.
 pub fn stats_json(router: &str) -> serde_json::Value {
     let (st, out, err) = run_cli(
