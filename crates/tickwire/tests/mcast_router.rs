@@ -6,7 +6,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{cli, free_port, wait_child, wait_for_subscriber, RouterProc};
@@ -16,20 +16,37 @@ fn group(n: u8) -> String {
     format!("239.255.75.{n}:{}", free_port())
 }
 
-/// `tickwire sub --router R --name NAME PATTERNS... EXTRA...`, running.
-fn sub(router: &RouterProc, name: &str, patterns: &[&str], extra: &[&str]) -> Child {
-    let mut args = vec!["sub", "--router", &router.addr_str(), "--name", name];
+/// `tickwire sub --router R --name NAME PATTERNS... EXTRA...`, to spawn.
+fn sub_cmd(router: &RouterProc, name: &str, patterns: &[&str], extra: &[&str]) -> Command {
+    let addr = router.addr_str();
+    let mut args = vec!["sub", "--router", &addr, "--name", name];
     args.extend_from_slice(patterns);
     args.extend_from_slice(extra);
-    cli(&args).spawn().expect("spawn tickwire sub")
+    cli(&args)
 }
 
-/// Waits for a `sub` to exit successfully; its stdout and stderr.
-fn finish(mut child: Child, what: &str) -> (String, String) {
+/// A `sub` writing its messages to a file (a pipe nobody reads would fill and stop it).
+fn sub_to_file(
+    router: &RouterProc,
+    name: &str,
+    patterns: &[&str],
+    extra: &[&str],
+) -> (Child, tempfile::TempPath) {
+    let path = common::temp(&format!("mcast-router-{name}.out"));
+    let file = std::fs::File::create(&path).unwrap();
+    let child = sub_cmd(router, name, patterns, extra)
+        .stdout(file)
+        .spawn()
+        .expect("spawn tickwire sub");
+    (child, path)
+}
+
+/// Waits for a `sub` to exit successfully; what it printed and its stderr.
+fn finish((mut child, path): (Child, tempfile::TempPath), what: &str) -> (String, String) {
     let st = wait_child(&mut child, Duration::from_secs(120), what);
-    let (out, err) = common::take_output(&mut child);
+    let (_, err) = common::take_output(&mut child);
     assert!(st.success(), "{what}: {st}\n{err}");
-    (out, err)
+    (std::fs::read_to_string(&path).unwrap(), err)
 }
 
 /// `tickwire pub TOPIC --stdin` of `lines`.
@@ -62,13 +79,13 @@ fn same_messages_both_ways(router_extra: &[&str], sub_loss: &[&str], n: usize) {
     let router = RouterProc::start(&args);
     let count = (2 * n).to_string();
     let both = ["md/>", "fx/>"];
-    let tcp = sub(&router, "tcp", &both, &["--count", &count]);
+    let tcp = sub_to_file(&router, "tcp", &both, &["--count", &count]);
     let mut mc_args = vec!["--multicast", "auto", "--count", &count];
     mc_args.extend_from_slice(sub_loss);
-    let mc = sub(&router, "mc", &both, &mc_args);
+    let mc = sub_to_file(&router, "mc", &both, &mc_args);
     let mut quiet_args = mc_args.clone();
     quiet_args.push("--quiet");
-    let quiet = sub(&router, "mc-quiet", &both, &quiet_args);
+    let quiet = sub_to_file(&router, "mc-quiet", &both, &quiet_args);
     for name in ["tcp", "mc", "mc-quiet"] {
         wait_for_subscriber(&router.addr_str(), name, 2);
     }
@@ -140,7 +157,7 @@ fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() 
     )
     .unwrap();
     let router = RouterProc::start(&["--no-guaranteed", "--config", cfg.to_str().unwrap()]);
-    let mut mc = sub(
+    let mut mc = sub_cmd(
         &router,
         "mc",
         &["md/>"],
@@ -152,7 +169,9 @@ fn a_receiver_behind_the_retransmission_buffer_reports_the_gap_and_carries_on() 
             "--multicast-seed",
             "9",
         ],
-    );
+    )
+    .spawn()
+    .expect("spawn tickwire sub");
     wait_for_subscriber(&router.addr_str(), "mc", 1);
     let pid = mc.id().to_string();
     let signal = |sig: &str| {
