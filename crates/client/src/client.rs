@@ -49,6 +49,12 @@ pub struct ClientOptions {
     /// connect anonymously, which a router allows on loopback unless configured
     /// otherwise (docs/security.md).
     pub login: Option<Login>,
+    /// Receive the topics the router sends by multicast by multicast: offer the MCAST
+    /// capability; the router then announces its streams
+    /// ([`Client::multicast_routes`]) and stops sending those topics over this
+    /// connection. Receive them with a [`crate::MulticastReceiver`]
+    /// (docs/multicast.md §10). Default off: everything over TCP.
+    pub multicast: bool,
 }
 
 /// Credentials for [`ClientOptions::login`]. `Debug` never shows the secret.
@@ -85,6 +91,7 @@ impl Default for ClientOptions {
             max_frame: DEFAULT_MAX_FRAME,
             recv_buffer: 256 * 1024,
             login: None,
+            multicast: false,
         }
     }
 }
@@ -136,6 +143,8 @@ pub struct Client {
     /// Guaranteed publishes not answered yet (empty unless a publisher is open).
     /// Boxed: most clients never publish guaranteed, and a `Client` moves by value.
     pub(crate) gm: Box<PublishWindow>,
+    /// Multicast streams the router announced before WELCOME (with `multicast` on).
+    mcast_routes: Vec<crate::MulticastRoute>,
 }
 
 enum ReadOutcome {
@@ -205,6 +214,7 @@ impl Client {
             deferred: None,
             inbox: None,
             gm: Box::default(),
+            mcast_routes: Vec::new(),
             opts,
         };
         client.handshake(deadline)?;
@@ -216,6 +226,13 @@ impl Client {
     /// and logs show it in full).
     pub fn client_id(&self) -> u32 {
         self.client_id
+    }
+
+    /// The multicast streams the router announced (empty unless
+    /// [`ClientOptions::multicast`] is on and the router sends topics by multicast):
+    /// join them with [`crate::MulticastReceiver::join`].
+    pub fn multicast_routes(&self) -> &[crate::MulticastRoute] {
+        &self.mcast_routes
     }
 
     /// Largest frame the router accepts (from its WELCOME).
@@ -1279,8 +1296,15 @@ impl Client {
     // -- internals ----------------------------------------------------------------
 
     fn handshake(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
+        let mcast = if self.opts.multicast {
+            frame::caps::MCAST
+        } else {
+            0
+        };
         match &self.opts.login {
-            None => frame::encode_hello(&mut self.tx, PROTOCOL_VERSION, &self.opts.name),
+            None => {
+                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, mcast, &self.opts.name)
+            }
             Some(login) => {
                 let auth = match login {
                     Login::Password { user, password } => frame::Auth {
@@ -1295,7 +1319,8 @@ impl Client {
                     },
                 };
                 let name = &self.opts.name;
-                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, frame::caps::AUTH, name);
+                let caps = frame::caps::AUTH | mcast;
+                frame::encode_hello_caps(&mut self.tx, PROTOCOL_VERSION, caps, name);
                 frame::encode_auth(&mut self.tx, &auth)
                     .map_err(|e| Error::InvalidArgument(format!("login: {e}")))?;
             }
@@ -1324,6 +1349,14 @@ impl Client {
                         }
                         Frame::Ping(token) => {
                             frame::encode_pong(&mut self.tx, token);
+                            false
+                        }
+                        Frame::McastRoute(r) if self.opts.multicast => {
+                            if let Err(msg) =
+                                crate::MulticastRoute::record(&mut self.mcast_routes, &r)
+                            {
+                                return Err(self.protocol_error(msg));
+                            }
                             false
                         }
                         Frame::Error { code, text, .. } | Frame::Close { code, reason: text } => {

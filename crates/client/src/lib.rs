@@ -116,6 +116,7 @@ mod consumer;
 mod error;
 mod event;
 mod gm;
+mod mcast;
 mod message;
 mod publisher;
 mod reconnecting;
@@ -128,6 +129,9 @@ pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
 pub use gm::{NackRecord, Outcome, PublishCounts, RECENT_NACKS};
+pub use mcast::{
+    MulticastEvent, MulticastOptions, MulticastReceiver, MulticastRoute, MulticastStats, MAX_ROUTES,
+};
 pub use message::{Message, OwnedMessage, ReplyTo};
 pub use publisher::{GuaranteedPublisher, ReconnectOptions};
 pub use reconnecting::{LinkEvent, LinkStats, Outage, ReconnectingClient, SEQ_TOPICS};

@@ -177,6 +177,7 @@ pub(crate) fn frame_name(frame: &Frame<'_>) -> &'static str {
         Frame::ConsumerAck { .. } => "CONSUMER_ACK",
         Frame::ConsumerNack { .. } => "CONSUMER_NACK",
         Frame::Unbind { .. } => "UNBIND",
+        Frame::McastRoute(_) => "MCAST_ROUTE",
         _ => "unknown",
     }
 }

@@ -48,6 +48,39 @@ fn wait_readable(sock: &UdpSocket, timeout: Duration) {
     let _ = rustix::event::poll(&mut fds, spec.as_ref());
 }
 
+/// Sends every datagram `core` has queued to `group`, one `sendto` each; `loss` drops
+/// original DATA datagrams (never retransmissions or heartbeats). Returns the sends that
+/// failed (a full socket buffer: receivers NAK what is missing). Used by
+/// [`McastPublisher`] and by the router's multicast streams.
+pub fn send_pending(
+    core: &mut Sender,
+    sock: &UdpSocket,
+    group: SocketAddr,
+    loss: &mut Loss,
+) -> u64 {
+    let mut errors = 0;
+    while let Some(d) = core.poll_transmit() {
+        let original = d[5] == Kind::Data as u8 && d[6] == 0;
+        if original && loss.drop_next() {
+            continue;
+        }
+        if let Err(e) = sock.send_to(d, group) {
+            if e.kind() != ErrorKind::Interrupted {
+                errors += 1;
+            }
+        }
+    }
+    errors
+}
+
+/// The sender's socket for `interface`: bound to it on an ephemeral port (where NAKs
+/// arrive), multicast TTL 1 and loop on, non-blocking.
+pub fn sender_socket(interface: Ipv4Addr) -> Result<UdpSocket, Error> {
+    let sock = group_sender(interface).map_err(net)?;
+    sock.set_nonblocking(true).map_err(io("O_NONBLOCK"))?;
+    Ok(sock)
+}
+
 /// How to publish.
 #[derive(Debug, Clone)]
 pub struct PublisherOptions {
@@ -99,8 +132,7 @@ impl McastPublisher {
                 opts.group
             )));
         }
-        let sock = group_sender(opts.interface).map_err(net)?;
-        sock.set_nonblocking(true).map_err(io("O_NONBLOCK"))?;
+        let sock = sender_socket(opts.interface)?;
         Ok(McastPublisher {
             core,
             sock,
@@ -166,18 +198,7 @@ impl McastPublisher {
     }
 
     fn transmit(&mut self) {
-        while let Some(d) = self.core.poll_transmit() {
-            let original = d[5] == Kind::Data as u8 && d[6] == 0;
-            if original && self.loss.drop_next() {
-                continue;
-            }
-            if let Err(e) = self.sock.send_to(d, self.group) {
-                // A full send buffer or a transient error: receivers NAK what is missing.
-                if e.kind() != ErrorKind::Interrupted {
-                    self.send_errors += 1;
-                }
-            }
-        }
+        self.send_errors += send_pending(&mut self.core, &self.sock, self.group, &mut self.loss);
     }
 
     /// The next event of the core (a receiver asked for what is gone).
@@ -364,6 +385,12 @@ impl McastSubscriber {
         }
     }
 
+    /// When the core's next timer (NAK, flow report) is due: a caller waiting on several
+    /// subscribers' sockets (see [`std::os::fd::AsFd`]) wakes by then and polls.
+    pub fn poll_timeout(&self) -> MonoNanos {
+        self.core.poll_timeout()
+    }
+
     /// Tells the sender where this receiver stopped (a last flow report).
     pub fn close(&mut self) {
         self.core.handle_close(MonoNanos::now());
@@ -385,5 +412,12 @@ impl McastSubscriber {
     /// The adopted session, once one was heard.
     pub fn session(&self) -> Option<SessionId> {
         self.core.session()
+    }
+}
+
+impl AsFd for McastSubscriber {
+    /// The group socket: readable when a datagram waits.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
     }
 }

@@ -83,6 +83,12 @@ pub struct ReceiverConfig {
     /// before the sender recover what they missed while joining. Otherwise delivery
     /// starts at the first datagram heard.
     pub join_backlog: u64,
+    /// Where to start, as (datagram sequence, message index): the stream position a
+    /// router announced in MCAST_ROUTE when this receiver's client connected. The first
+    /// session adopted is received from there (what is missing is NAKed; what the
+    /// sender no longer holds is reported as a gap), not from the first datagram heard.
+    /// `None` (the default): the `join_backlog` rule.
+    pub start: Option<(u64, u64)>,
 }
 
 impl Default for ReceiverConfig {
@@ -101,6 +107,7 @@ impl Default for ReceiverConfig {
             status_interval: Duration::from_millis(100),
             seed: 1,
             join_backlog: 16,
+            start: None,
         }
     }
 }
@@ -422,7 +429,9 @@ impl Receiver {
                 false
             }
             _ => {
-                if low == 0 && seq <= self.cfg.join_backlog {
+                if let Some((s, m)) = self.cfg.start.take() {
+                    self.join(session, from, s, m);
+                } else if low == 0 && seq <= self.cfg.join_backlog {
                     self.join(session, from, 0, 0);
                 } else {
                     self.join(session, from, seq, msg);

@@ -233,6 +233,13 @@ impl Sender {
         self.next_msg
     }
 
+    /// The next datagram's sequence: after [`Sender::flush`], the first datagram that
+    /// carries message [`Sender::next_msg`].
+    pub fn next_seq(&self) -> u64 {
+        let open = self.open_slot().is_some_and(|i| self.slots[i].count > 0);
+        self.next_seq + u64::from(open)
+    }
+
     /// The oldest datagram still retained.
     pub fn low(&self) -> u64 {
         let n = self.slots.len() as u64;

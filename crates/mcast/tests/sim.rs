@@ -477,3 +477,51 @@ fn sequences_near_the_top_of_u64_are_refused_not_overflowed() {
     assert_eq!(rx.stats().malformed, 1);
     assert!(rx.poll_event().is_none());
 }
+
+#[test]
+fn a_start_position_from_the_router_is_received_from_there() {
+    // The router announced (datagram 3, message 3); the first datagram heard is 5.
+    let now = MonoNanos(1);
+    let cfg = ReceiverConfig {
+        session: Some(SessionId(7)),
+        start: Some((3, 3)),
+        ..ReceiverConfig::default()
+    };
+    let mut rx = Receiver::new(cfg, now).unwrap();
+    let a = sender_addr();
+    rx.handle_datagram(now, a, &data(7, 5, 5, 0, b"m5"))
+        .unwrap();
+    assert_eq!(events(&mut rx), ["joined 00000007 at 3"]);
+    // Datagrams 3 and 4 are asked for, not skipped.
+    rx.handle_timer(MonoNanos(now.0 + 2_000_000));
+    let naks: Vec<_> = std::iter::from_fn(|| rx.poll_transmit().map(|(_, d)| d.to_vec()))
+        .filter(|d| d[5] == Kind::Nak as u8)
+        .collect();
+    assert_eq!(naks.len(), 1, "one NAK for the run 3..=4");
+    rx.handle_datagram(now, a, &data(7, 3, 3, 0, b"m3"))
+        .unwrap();
+    rx.handle_datagram(now, a, &data(7, 4, 4, 0, b"m4"))
+        .unwrap();
+    let got = events(&mut rx).join(", ");
+    assert_eq!(
+        got,
+        "recovered 3, recovered 4, msg 3 m3, msg 4 m4, msg 5 m5"
+    );
+}
+
+#[test]
+fn a_start_position_the_sender_no_longer_holds_is_a_counted_gap() {
+    let now = MonoNanos(1);
+    let cfg = ReceiverConfig {
+        start: Some((1, 1)),
+        ..ReceiverConfig::default()
+    };
+    let mut rx = Receiver::new(cfg, now).unwrap();
+    // Low mark 4: datagrams 1..=3 are gone.
+    rx.handle_datagram(now, sender_addr(), &data(7, 4, 4, 4, b"m4"))
+        .unwrap();
+    assert_eq!(
+        events(&mut rx),
+        ["joined 00000007 at 1", "gap 1+3 (3 datagrams)", "msg 4 m4"]
+    );
+}

@@ -149,6 +149,11 @@ pub struct Config {
     /// (a table of its own there, not a key of `[router]`; docs/security.md).
     #[serde(skip)]
     pub auth: crate::auth::AuthConfig,
+    /// Reliable multicast streams: `[[router.multicast]]` tables, each a group and the
+    /// topics that leave by it (docs/multicast.md §10). Empty (the default): every
+    /// message goes over TCP.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub multicast: Vec<crate::mcast::MulticastRoute>,
 }
 
 impl Default for Config {
@@ -182,6 +187,7 @@ impl Default for Config {
             shm_ring: 1 << 20,
             shm_epoll_interval_us: 2,
             auth: crate::auth::AuthConfig::default(),
+            multicast: Vec::new(),
         }
     }
 }
@@ -267,7 +273,7 @@ impl Config {
         if let Err(e) = self.authenticator() {
             return err(e.0);
         }
-        Ok(())
+        crate::mcast::validate_routes(&self.multicast).or_else(err)
     }
 
     /// Compiles the `[auth]` table for this listener (anonymous access depends on

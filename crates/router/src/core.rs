@@ -143,6 +143,9 @@ struct Client {
     /// Its password is being checked off the loop ([`Core::poll_login`]): any frame
     /// before the answer is a protocol error.
     verifying: bool,
+    /// It receives the multicast topics by multicast (HELLO offered MCAST and the
+    /// router has streams): they are not sent over its connection ([`crate::mcast`]).
+    mcast: bool,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -195,6 +198,8 @@ pub struct Core {
     /// Password checks handed out and not yet answered (bounded by
     /// [`MAX_PENDING_LOGINS`] with `logins_out`).
     logins_in_flight: usize,
+    /// The multicast streams (empty without `[[router.multicast]]`).
+    mcast: crate::mcast::Multicast,
 }
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
@@ -312,8 +317,14 @@ impl Core {
             async_logins: false,
             logins_out: Vec::new(),
             logins_in_flight: 0,
+            mcast: crate::mcast::Multicast::new(&cfg.multicast, now, wall),
             cfg,
         }
+    }
+
+    /// The multicast streams, for the driver to send, read NAKs and run timers.
+    pub fn multicast_mut(&mut self) -> &mut crate::mcast::Multicast {
+        &mut self.mcast
     }
 
     /// The guaranteed-messaging engine, for recovery at start-up (the driver replays the
@@ -485,6 +496,7 @@ impl Core {
             identity: None,
             publish_check: None,
             verifying: false,
+            mcast: false,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -859,14 +871,17 @@ impl Core {
             self.fail(id, ErrorCode::UNSUPPORTED_VERSION, &text);
             return false;
         }
+        let mcast = capabilities & caps::MCAST != 0 && !self.mcast.is_empty();
         let Some(c) = self.client_mut(id) else {
             return false;
         };
+        c.mcast = mcast;
         c.name = if name.is_empty() {
             format!("client-{}", c.id)
         } else {
             name.to_string()
         };
+
         if capabilities & caps::AUTH != 0 {
             // The AUTH frame comes next (the client sends it without waiting).
             c.phase = Phase::Login;
@@ -976,8 +991,13 @@ impl Core {
         c.identity = Some(identity);
         // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
         let wire_id = c.id.0 as u32;
+        let granted = granted | if c.mcast { caps::MCAST } else { 0 };
         let router_name = &self.cfg.name;
         if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            if c.mcast {
+                // Topic resolution: the streams, then WELCOME (docs/multicast.md §10).
+                self.mcast.encode_routes(self.latest, c.egress.control());
+            }
             frame::encode_welcome_caps(
                 c.egress.control(),
                 wire_id,
@@ -1302,8 +1322,12 @@ impl Core {
             c.direct_publisher |= !guaranteed;
         }
         self.totals.msgs_in += 1;
+        // Sent once to its multicast group, if the topic leaves by multicast; then
+        // multicast clients subscribed directly are not sent it here.
+        let by_mcast = self.mcast.publish(now, topic, raw);
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
+        let direct = if by_mcast { self.matched.len() } else { 0 };
         if !self.groups.is_empty() {
             let clients = &self.clients;
             self.groups.pick(topic, &mut self.matched, |s| {
@@ -1314,8 +1338,8 @@ impl Core {
             });
         }
         if self.matched.is_empty() {
-            self.totals.unrouted += 1;
-            return false;
+            self.totals.unrouted += u64::from(!by_mcast);
+            return by_mcast;
         }
         let limit = self.cfg.egress_limit;
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
@@ -1326,7 +1350,7 @@ impl Core {
             let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
                 continue;
             };
-            if c.phase != Phase::Open {
+            if c.phase != Phase::Open || (i < direct && c.mcast) {
                 continue;
             }
             match c
@@ -2209,5 +2233,49 @@ mod tests {
             }
         ));
         assert_eq!(core.totals().refused, 1);
+    }
+
+    #[test]
+    fn multicast_clients_learn_the_streams_before_welcome_and_are_not_sent_them_over_tcp() {
+        let cfg = Config {
+            multicast: vec![
+                crate::mcast::MulticastRoute::parse_flag("239.255.74.9:7449=md/>").unwrap(),
+            ],
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let tcp = open(&mut core, 0);
+        let mc = core
+            .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+            .ok()
+            .unwrap();
+        let mut f = Vec::new();
+        frame::encode_hello_caps(&mut f, PROTOCOL_VERSION, caps::MCAST, "m");
+        core.handle_input(mc, MonoNanos(0), &f, f.len());
+        let hello = out(&mut core, mc);
+        assert_eq!(hello.len(), 2, "{hello:?}");
+        assert!(hello[0].starts_with("McastRoute"), "{hello:?}");
+        assert_eq!(hello[1], "WELCOME");
+        for (id, p) in [(tcp, "md/>"), (tcp, "fx/>"), (mc, "md/>"), (mc, "fx/>")] {
+            f.clear();
+            encode_subscribe(&mut f, 1, p);
+            core.handle_input(id, MonoNanos(0), &f, f.len());
+        }
+        out(&mut core, tcp);
+        out(&mut core, mc);
+        f.clear();
+        encode_publish(&mut f, "md/a", b"x", Default::default(), u32::MAX).unwrap();
+        encode_publish(&mut f, "fx/a", b"x", Default::default(), u32::MAX).unwrap();
+        core.handle_input(tcp, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, tcp), ["MSG md/a", "MSG fx/a"]);
+        assert_eq!(out(&mut core, mc), ["MSG fx/a"], "md/a went by multicast");
+        core.multicast_mut().flush(MonoNanos(0));
+        assert!(core.multicast_mut().sender_mut(0).poll_transmit().is_some());
+        // A multicast topic with no TCP subscriber at all still counts as routed.
+        f.clear();
+        frame::encode_unsubscribe(&mut f, 2, "md/>");
+        encode_publish(&mut f, "md/only", b"x", Default::default(), u32::MAX).unwrap();
+        core.handle_input(tcp, MonoNanos(0), &f, f.len());
+        assert_eq!(core.totals().unrouted, 0);
     }
 }

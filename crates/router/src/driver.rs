@@ -24,6 +24,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_wire::frame;
 
+mod mcast;
 mod shm;
 
 use crate::config::{Config, ConfigError};
@@ -78,6 +79,14 @@ pub enum Error {
         /// What the OS said.
         source: io::Error,
     },
+    /// A multicast stream's socket could not be set up.
+    #[error("cannot send multicast to {group}: {source}")]
+    McastBind {
+        /// The stream's group.
+        group: std::net::SocketAddrV4,
+        /// What the OS said.
+        source: io::Error,
+    },
     /// The guaranteed-messaging spool could not be opened.
     #[error(transparent)]
     Spool(#[from] crate::spool_port::SpoolError),
@@ -114,6 +123,8 @@ pub struct Router {
     /// The thread that checks passwords (argon2: milliseconds each), started with the
     /// first password login; the loop never runs a check itself.
     logins: Option<LoginWorker>,
+    /// The multicast streams' sockets (`driver/mcast.rs`), if configured.
+    mcast: Option<mcast::McastPort>,
 }
 
 /// A thread checking password logins off the event loop: at most
@@ -211,6 +222,7 @@ impl Router {
             ),
             None => None,
         };
+        let mcast = mcast::McastPort::open(&cfg.multicast, poll.registry())?;
         let mut cfg = cfg;
         cfg.listen = addr;
         let mut core = Core::new(cfg.clone(), MonoNanos::now(), UtcNanos::now());
@@ -234,6 +246,7 @@ impl Router {
             read_extra: 0,
             monitor: None,
             logins: None,
+            mcast,
         })
     }
 
@@ -281,7 +294,7 @@ impl Router {
                 || flush_list
                     .iter()
                     .any(|id| self.conn(*id).is_some_and(|c| c.writable));
-            let mut timeout = if busy {
+            let timeout = if busy {
                 Some(Duration::ZERO)
             } else {
                 Some(cfg.idle.wait_timeout(
@@ -290,6 +303,7 @@ impl Router {
                     MAX_BLOCK,
                 ))
             };
+            let mut timeout = self.mcast_bound(timeout, now);
             // Shared-memory clients announce nothing to epoll: tell them we sleep.
             if timeout != Some(Duration::ZERO) && self.shm_park() {
                 timeout = Some(Duration::ZERO);
@@ -330,6 +344,7 @@ impl Router {
                             port.on_wake();
                         }
                     }
+                    t if self.mcast_event(t) => {}
                     Token(i) => {
                         let id = Slot(i as u32);
                         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
@@ -401,6 +416,7 @@ impl Router {
                 self.core.flush_spool();
                 self.transmit(&mut dirty, &mut flush_list);
             }
+            self.mcast_turn(now);
             if !read_list.is_empty() {
                 last_active = now;
             }

@@ -6,6 +6,7 @@
 //! - [`egress`]: a client's bounded egress buffer with the slow-consumer discard policy (pure);
 //! - [`core`]: every client's protocol state, routing and counters (pure: bytes and time in,
 //!   bytes out);
+//! - [`mcast`]: the router as a reliable multicast sender for configured topics (pure);
 //! - [`gm`]: guaranteed messaging: queues, acknowledged publishing, redelivery (pure);
 //! - [`driver`]: the single-threaded mio event loop that owns the sockets;
 //! - [`monitor`]: the heartbeat and on-request snapshots the loop publishes, without a
@@ -24,6 +25,7 @@ pub mod egress;
 pub mod gm;
 pub mod groups;
 pub mod index;
+pub mod mcast;
 pub mod monitor;
 pub mod spool_port;
 

@@ -23,6 +23,7 @@ mod replay_cmd;
 mod reqrep_cmd;
 mod router_cmd;
 mod stats;
+mod sub_mcast;
 mod units;
 
 use clap::{Parser, Subcommand};

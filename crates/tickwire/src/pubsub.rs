@@ -432,6 +432,8 @@ pub struct SubArgs {
     /// Exit when the router cannot be reached again for this long [default: never].
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
     give_up_after: Option<Duration>,
+    #[command(flatten)]
+    multicast: crate::sub_mcast::MulticastArgs,
 }
 
 /// Whether `out` is a pipe whose reading end has been closed: `poll(2)` reports an error
@@ -452,7 +454,8 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         return run_sub_queue(a, &queue);
     }
     let opts = link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
-    let mut client = ReconnectingClient::connect(&a.router, opts)?;
+    let mut client = ReconnectingClient::connect(&a.router, a.multicast.apply(opts))?;
+    let mut mcast = crate::sub_mcast::SubMulticast::new(&a.multicast, &a.patterns);
     for p in &a.patterns {
         let p = match &a.group {
             Some(g) => tickwire_client::shared_pattern(g, p),
@@ -469,8 +472,14 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let mut tally = Tally::new(a.count);
     let mut discarded = 0u64;
     let mut lost: Option<String> = None;
+    mcast.refresh(&mut client)?;
     while tally.wants_more() {
-        let polled = client.poll(Wait::Timeout(Duration::from_millis(200)), |ev| {
+        // With multicast streams, TCP is polled without waiting and the wait is theirs.
+        let wait = match mcast.active() {
+            true => Wait::NoWait,
+            false => Wait::Timeout(Duration::from_millis(200)),
+        };
+        let polled = client.poll(wait, |ev| {
             let LinkEvent::Message(m) = ev else {
                 // Flushed first, so the report lands between the right messages.
                 out.flush().ok();
@@ -482,20 +491,19 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                 }
                 return;
             };
-            if !tally.take() {
-                return;
-            }
-            discarded += m.discarded();
-            if a.quiet {
-                return;
-            }
-            let r = print_message(&mut out, &m, a.hex, a.print_json);
-            if let Err(e) = r {
-                tally.io_err = Some(e);
-            }
+            discarded += emit(&m, &a, &mut out, &mut tally);
         });
-        let idle = matches!(polled, Ok(0));
+        let mut idle = matches!(polled, Ok(0));
         polled?;
+        if mcast.active() || a.multicast.on() {
+            mcast.refresh(&mut client)?;
+            let wait = Duration::from_millis(if idle { 1 } else { 0 });
+            let got = mcast.poll(wait, |m| match m {
+                Some(m) => discarded += emit(m, &a, &mut out, &mut tally),
+                None => drop(out.flush()),
+            });
+            idle &= got == 0;
+        }
         if let Some(reason) = lost.take() {
             out.flush().ok();
             eprintln!("{reason} (--no-reconnect: exiting)");
@@ -526,6 +534,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     }
     if a.quiet {
         tally.report(&format!("({discarded} discarded by the router)"));
+        mcast.report();
         let st = client.stats();
         if st.disconnects > 0 {
             eprintln!(
@@ -537,8 +546,28 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    mcast.close();
     client.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Counts and prints one message (unless --count is reached or --quiet); returns its
+/// DISCARDS count.
+fn emit(
+    m: &tickwire_client::Message<'_>,
+    a: &SubArgs,
+    out: &mut impl Write,
+    tally: &mut Tally,
+) -> u64 {
+    if !tally.take() {
+        return 0;
+    }
+    if !a.quiet {
+        if let Err(e) = print_message(out, m, a.hex, a.print_json) {
+            tally.io_err = Some(e);
+        }
+    }
+    m.discarded()
 }
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {

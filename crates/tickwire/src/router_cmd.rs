@@ -64,7 +64,23 @@ keeps the last message (--cache-depth N: the last N) of every topic matching a c
 pattern, bounded by --cache-max-topics and --cache-max-bytes (the topics updated least
 recently are evicted, and counted in stats). `tickwire sub --initial-image` gets them
 before the live stream, with no gap and no duplicate; `tickwire cache show PATTERN`
-prints them without subscribing.";
+prints them without subscribing.
+
+Reliable multicast (docs/multicast.md, section 10): topics matching a stream's patterns
+are sent once per message to its multicast group, whatever the number of receivers,
+with NAK recovery. Clients that ask for it (`tickwire sub --multicast auto`) learn the
+groups over their session and receive those topics by multicast instead of TCP; other
+clients get them over TCP as before, the same messages in the same order.
+  tickwire router --multicast '239.255.74.2:7441=md/>'            # one stream, flags
+  tickwire router --multicast '239.255.74.2:7441=md/>,fx/>' --multicast-interface 10.0.0.5
+In a config file, one table per stream:
+  [[router.multicast]]
+  group = \"239.255.74.2:7441\"
+  topics = [\"md/>\"]
+  interface = \"127.0.0.1\"    # where multicast leaves (loopback: this host only)
+  buffer = 4096              # datagrams kept for retransmission
+  max_datagram = 1400
+  retransmit_rate = 67108864 # bytes/s of retransmissions at most";
 
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]
@@ -175,6 +191,20 @@ pub struct RouterArgs {
     /// address), allow (anywhere: a warning off loopback) or deny [default: loopback].
     #[arg(long, value_name = "POLICY")]
     anonymous: Option<Anonymous>,
+    /// Send topics matching PATTERNS by reliable multicast to GROUP:PORT, as
+    /// GROUP:PORT=PATTERN[,PATTERN...] (repeat for several streams; see below).
+    #[arg(long = "multicast", value_name = "GROUP=PATTERNS", value_parser = tickwire_router::mcast::MulticastRoute::parse_flag)]
+    multicast: Vec<tickwire_router::mcast::MulticastRoute>,
+    /// The interface the --multicast streams leave through [default: 127.0.0.1].
+    #[arg(long, value_name = "IP", requires = "multicast")]
+    multicast_interface: Option<std::net::Ipv4Addr>,
+    /// Tests and demos: every multicast stream drops this fraction of its original
+    /// datagrams (0.05 = 5%; receivers recover them by NAK) [default: 0].
+    #[arg(long, value_name = "P")]
+    multicast_loss: Option<f64>,
+    /// Seed of --multicast-loss (the same seed drops the same datagrams) [default: 0].
+    #[arg(long, value_name = "S", requires = "multicast_loss")]
+    multicast_seed: Option<u64>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -278,6 +308,21 @@ impl RouterArgs {
         }
         if let Some(n) = &self.shm {
             cfg.shm = Some(n.clone());
+        }
+        for r in &self.multicast {
+            let mut r = r.clone();
+            if let Some(ip) = self.multicast_interface {
+                r.interface = ip;
+            }
+            cfg.multicast.push(r);
+        }
+        for r in &mut cfg.multicast {
+            if let Some(p) = self.multicast_loss {
+                r.loss = p;
+            }
+            if let Some(seed) = self.multicast_seed {
+                r.seed = seed;
+            }
         }
         if let Some(d) = &self.data_dir {
             cfg.data_dir = Some(d.clone());

@@ -150,29 +150,7 @@ fn fails(args: &[&str]) -> (i32, String) {
     (st.code().expect("exited, not killed"), err)
 }
 
-fn stats_json(router: &str) -> Value {
-    let out = ok(&["stats", "--json", "--router", router]);
-    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("stats --json: {e}: {out}"))
-}
-
-/// Waits until the router lists a client called `name` holding `subs` subscriptions.
-fn wait_for_subscriber(router: &str, name: &str, subs: u64) {
-    let deadline = Instant::now() + T;
-    loop {
-        let doc = stats_json(router);
-        let found = doc["clients"].as_array().unwrap().iter().any(|c| {
-            c["name"] == name && c["subscriptions"].as_u64() == Some(subs) && c["phase"] == "open"
-        });
-        if found {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no client {name} with {subs} subscriptions: {doc}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{stats_json, wait_for_subscriber};
 
 fn print_config(extra: &[&str]) -> toml::Value {
     let mut args = vec!["router", "--print-config"];

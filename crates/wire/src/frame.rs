@@ -44,6 +44,9 @@ pub enum Kind {
     /// Client → router: the login (user and password, or a token), right after a HELLO
     /// offering [`caps::AUTH`].
     Auth = 0x07,
+    /// Router → client, before WELCOME: a multicast stream, its group and topics
+    /// (topic resolution; only to a HELLO offering [`caps::MCAST`]).
+    McastRoute = 0x08,
     /// Client → router: add a subscription.
     Subscribe = 0x10,
     /// Client → router: remove a subscription.
@@ -95,6 +98,7 @@ impl Kind {
             0x05 => Kind::Ping,
             0x06 => Kind::Pong,
             0x07 => Kind::Auth,
+            0x08 => Kind::McastRoute,
             0x10 => Kind::Subscribe,
             0x11 => Kind::Unsubscribe,
             0x12 => Kind::Ack,
@@ -123,8 +127,12 @@ impl Kind {
 pub mod caps {
     /// HELLO: an AUTH frame follows this HELLO; WELCOME: the login was accepted.
     pub const AUTH: u32 = 0x01;
+    /// HELLO: the client receives topics the router sends by multicast over multicast
+    /// (it is sent MCAST_ROUTE frames before WELCOME, and the router stops sending it
+    /// those topics over this connection); WELCOME: granted (docs/multicast.md §10).
+    pub const MCAST: u32 = 0x02;
     /// Every bit a version 1 peer may set.
-    pub const KNOWN: u32 = AUTH;
+    pub const KNOWN: u32 = AUTH | MCAST;
 }
 
 /// Longest user name carried by AUTH.
@@ -616,6 +624,8 @@ pub enum Frame<'a> {
         /// The binding to end.
         binding: u32,
     },
+    /// See [`Kind::McastRoute`].
+    McastRoute(crate::mcast_route::McastRoute<'a>),
 }
 
 /// Reads the length field of the frame at the start of `buf`.
@@ -929,6 +939,9 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
                 msg_id,
             }
         }
+        Kind::McastRoute => Frame::McastRoute(
+            crate::mcast_route::decode_body(r.rest).map_err(|what| r.malformed(what))?,
+        ),
         Kind::Unbind => {
             let request_id = r.u32()?;
             let binding = r.u32()?;

@@ -7,4 +7,5 @@
 
 pub mod frame;
 pub mod gm;
+pub mod mcast_route;
 pub mod topic;

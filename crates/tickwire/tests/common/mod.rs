@@ -369,6 +369,51 @@ pub fn run_cli(args: &[&str], timeout: Duration) -> (std::process::ExitStatus, S
     run_cli_in(None, args, timeout)
 }
 
+/// Everything left on an exited child's stdout and stderr (both piped).
+pub fn take_output(child: &mut Child) -> (String, String) {
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out).expect("child stdout");
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).expect("child stderr");
+    }
+    (out, err)
+}
+
+/// `tickwire stats --json` of the router at `router`.
+pub fn stats_json(router: &str) -> serde_json::Value {
+    let (st, out, err) = run_cli(
+        &["stats", "--json", "--router", router],
+        Duration::from_secs(30),
+    );
+    assert!(
+        st.success(),
+        "tickwire stats failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("stats --json: {e}: {out}"))
+}
+
+/// Waits (up to 30 s) until the router lists a client called `name` holding `subs`
+/// subscriptions.
+pub fn wait_for_subscriber(router: &str, name: &str, subs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let doc = stats_json(router);
+        let found = doc["clients"].as_array().unwrap().iter().any(|c| {
+            c["name"] == name && c["subscriptions"].as_u64() == Some(subs) && c["phase"] == "open"
+        });
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no client {name} with {subs} subscriptions: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// [`run_cli`] in the directory `dir` (None: the test's own).
 pub fn run_cli_in(
     dir: Option<&std::path::Path>,
