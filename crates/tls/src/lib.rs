@@ -578,3 +578,281 @@ pub fn describe(e: &rustls::Error) -> String {
         _ => format!("TLS failed: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// One direction of an in-memory non-blocking socket pair: `WouldBlock` when empty.
+    #[derive(Default)]
+    struct Pipe {
+        bytes: VecDeque<u8>,
+        /// Most bytes one write takes (a socket buffer).
+        room: usize,
+    }
+
+    /// One end: reads `inbound`, writes `outbound`.
+    struct End<'a> {
+        inbound: &'a mut Pipe,
+        outbound: &'a mut Pipe,
+    }
+
+    impl Read for End<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.inbound.bytes.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.inbound.bytes.len());
+            for (b, v) in buf.iter_mut().zip(self.inbound.bytes.drain(..n)) {
+                *b = v;
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for End<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let free = self.outbound.room.saturating_sub(self.outbound.bytes.len());
+            if free == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(free);
+            self.outbound.bytes.extend(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Pki {
+        server: Arc<ServerConfig>,
+        client: Arc<ClientConfig>,
+    }
+
+    fn pki(tag: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("tickwire-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let write = |name: &str, text: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let files = ServerFiles {
+            cert: Some(write("router.pem", leaf.pem())),
+            key: Some(write("router.key", key.serialize_pem())),
+            ..ServerFiles::default()
+        };
+        let client = ClientFiles {
+            ca: Some(write("ca.pem", ca.pem())),
+            ..ClientFiles::default()
+        };
+        let pki = Pki {
+            server: server_config(&files).unwrap(),
+            client: client_config(&client).unwrap(),
+        };
+        std::fs::remove_dir_all(&dir).unwrap();
+        pki
+    }
+
+    /// One side's turn: flush its records, read what came. True if it read something.
+    fn step(
+        io: &mut TlsIo,
+        inbound: &mut Pipe,
+        outbound: &mut Pipe,
+        buf: &mut [u8],
+        got: &mut Vec<u8>,
+    ) -> bool {
+        let mut end = End { inbound, outbound };
+        io.flush_tls(&mut end).unwrap();
+        match io.read(&mut end, buf) {
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                n > 0
+            }
+            Err(e) => {
+                let kind = e.kind();
+                assert!(
+                    matches!(kind, io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+                    "{e}"
+                );
+                false
+            }
+        }
+    }
+
+    /// Moves bytes both ways until neither side makes progress; returns what each
+    /// side read.
+    fn pump(
+        c: &mut TlsIo,
+        s: &mut TlsIo,
+        c2s: &mut Pipe,
+        s2c: &mut Pipe,
+        got_c: &mut Vec<u8>,
+        got_s: &mut Vec<u8>,
+    ) {
+        let mut buf = vec![0u8; 8192];
+        for _ in 0..1000 {
+            let progress = step(c, s2c, c2s, &mut buf, got_c) | step(s, c2s, s2c, &mut buf, got_s);
+            if !progress && c2s.bytes.is_empty() && s2c.bytes.is_empty() {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn a_client_and_a_server_exchange_bytes_through_small_socket_buffers() {
+        let pki = pki("pair");
+        let mut c = TlsIo::client(pki.client.clone(), server_name("localhost").unwrap()).unwrap();
+        let mut s = TlsIo::server(pki.server.clone()).unwrap();
+        let (mut c2s, mut s2c) = (
+            Pipe {
+                room: 1500,
+                ..Pipe::default()
+            },
+            Pipe {
+                room: 1500,
+                ..Pipe::default()
+            },
+        );
+        let (mut got_c, mut got_s) = (Vec::new(), Vec::new());
+        // Written before the handshake: buffered, sent once it ends.
+        let hello: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut sent = 0;
+        while sent < hello.len() {
+            let mut end = End {
+                inbound: &mut s2c,
+                outbound: &mut c2s,
+            };
+            match c.write(&mut end, &hello[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            pump(&mut c, &mut s, &mut c2s, &mut s2c, &mut got_c, &mut got_s);
+        }
+        pump(&mut c, &mut s, &mut c2s, &mut s2c, &mut got_c, &mut got_s);
+        assert!(!s.is_handshaking());
+        assert_eq!(got_s, hello);
+        let mut end = End {
+            inbound: &mut c2s,
+            outbound: &mut s2c,
+        };
+        let n = s.write(&mut end, b"welcome").unwrap();
+        assert_eq!(n, 7);
+        pump(&mut c, &mut s, &mut c2s, &mut s2c, &mut got_c, &mut got_s);
+        assert_eq!(got_c, b"welcome");
+    }
+
+    #[test]
+    fn a_client_refuses_a_certificate_for_another_name() {
+        let pki = pki("name");
+        let mut c = TlsIo::client(pki.client.clone(), server_name("elsewhere").unwrap()).unwrap();
+        let mut s = TlsIo::server(pki.server.clone()).unwrap();
+        let (mut c2s, mut s2c) = (
+            Pipe {
+                room: 1 << 20,
+                ..Pipe::default()
+            },
+            Pipe {
+                room: 1 << 20,
+                ..Pipe::default()
+            },
+        );
+        let mut buf = [0u8; 4096];
+        let mut err = None;
+        for _ in 0..10 {
+            let _ = c.flush_tls(&mut End {
+                inbound: &mut s2c,
+                outbound: &mut c2s,
+            });
+            let _ = s.read(
+                &mut End {
+                    inbound: &mut c2s,
+                    outbound: &mut s2c,
+                },
+                &mut buf,
+            );
+            if let Err(e) = c.read(
+                &mut End {
+                    inbound: &mut s2c,
+                    outbound: &mut c2s,
+                },
+                &mut buf,
+            ) {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    err = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let err = err.expect("the handshake fails");
+        assert!(err.contains("not valid for the server name"), "{err}");
+    }
+
+    #[test]
+    fn missing_or_broken_files_are_named_in_the_error() {
+        let e = client_config(&ClientFiles::default()).unwrap_err();
+        assert!(e.to_string().contains("--ca FILE"), "{e}");
+        let e = client_config(&ClientFiles {
+            ca: Some("/nonexistent/ca.pem".into()),
+            ..ClientFiles::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
+        let e = server_config(&ServerFiles {
+            cert: Some("/nonexistent/c.pem".into()),
+            key: Some("/nonexistent/k.pem".into()),
+            ..ServerFiles::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("certificate file /nonexistent/c.pem"), "{e}");
+        let e = server_config(&ServerFiles {
+            client_auth: ClientAuth::Required,
+            ..ServerFiles::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("tls_cert"), "{e}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever a peer sends instead of a ClientHello, the server side never panics,
+        /// holds at most its bounded buffers, and ends with an error or still waits.
+        #[test]
+        fn hostile_bytes_before_the_handshake_are_refused_within_bounds(
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..20_000), 1..8)
+        ) {
+            let pki = hostile_pki();
+            let mut s = TlsIo::server(pki.server.clone()).unwrap();
+            let (mut inbound, mut outbound) = (Pipe::default(), Pipe { room: 1 << 20, ..Pipe::default() });
+            let mut buf = vec![0u8; 4096];
+            for chunk in chunks {
+                inbound.bytes.extend(chunk);
+                let r = s.read(&mut End { inbound: &mut inbound, outbound: &mut outbound }, &mut buf);
+                proptest::prop_assert!(s.cipher.len() <= MAX_CIPHER_BUFFER);
+                match r {
+                    Err(e) if e.kind() == io::ErrorKind::InvalidData => break,
+                    Err(e) => proptest::prop_assert!(matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted), "{}", e),
+                    // No plaintext can come before a handshake.
+                    Ok(n) => proptest::prop_assert_eq!(n, 0),
+                }
+            }
+        }
+    }
+
+    fn hostile_pki() -> &'static Pki {
+        static PKI: std::sync::OnceLock<Pki> = std::sync::OnceLock::new();
+        PKI.get_or_init(|| pki("hostile"))
+    }
+}
