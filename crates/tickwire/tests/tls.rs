@@ -138,7 +138,15 @@ fn tls_and_plaintext_clients_on_one_router_see_the_same_messages() {
 
     // The CLI publishes once over each listener (a tls:// address and --ca).
     let (st, _, err) = run_cli(
-        &["pub", "x/tls", "over-tls", "--router", &url, "--ca", s(&ca.pem())],
+        &[
+            "pub",
+            "x/tls",
+            "over-tls",
+            "--router",
+            &url,
+            "--ca",
+            s(&ca.pem()),
+        ],
         LONG,
     );
     assert!(st.success(), "{err}");
@@ -279,10 +287,14 @@ publish = { allow = ["md/>"] }
 
     // The certificate whose CN is feed's cert_name logs in as feed, without AUTH.
     let (fc, fk) = clients.issue("feed-svc", &[]);
-    let mut feed = Client::connect_to(&url, tls_opts("feed-tls", &ca.pem(), Some((&fc, &fk)))).unwrap();
+    let mut feed =
+        Client::connect_to(&url, tls_opts("feed-tls", &ca.pem(), Some((&fc, &fk)))).unwrap();
     assert!(
-        log.wait_for(&["TLS client certificate identifies the user", "feed"], LONG)
-            .is_some(),
+        log.wait_for(
+            &["TLS client certificate identifies the user", "feed"],
+            LONG
+        )
+        .is_some(),
         "{}",
         log.text()
     );
@@ -350,9 +362,13 @@ fn garbage_or_a_stalled_handshake_disconnects_only_that_client() {
 
     // Not TLS at all: an HTTP request, then a stream of junk.
     let mut junk = TcpStream::connect(r.tls.unwrap()).unwrap();
-    junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     let _ = junk.write_all(&[0xAB; 64 * 1024]);
-    assert!(closed_within(&mut junk, LONG), "a non-TLS peer is disconnected");
+    assert!(
+        closed_within(&mut junk, LONG),
+        "a non-TLS peer is disconnected"
+    );
     assert!(
         log.wait_for(&["TLS connection failed", "does not speak TLS"], LONG)
             .is_some(),
@@ -365,13 +381,19 @@ fn garbage_or_a_stalled_handshake_disconnects_only_that_client() {
     let mut b = Vec::new();
     tickwire_wire::frame::encode_hello(&mut b, tickwire_wire::frame::PROTOCOL_VERSION, "clear");
     hello.write_all(&b).unwrap();
-    assert!(closed_within(&mut hello, LONG), "no WELCOME in the clear on the TLS port");
+    assert!(
+        closed_within(&mut hello, LONG),
+        "no WELCOME in the clear on the TLS port"
+    );
 
     // A handshake that starts (a record header) and never finishes: dropped at the
     // handshake deadline.
     let mut stalled = TcpStream::connect(r.tls.unwrap()).unwrap();
     stalled.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
-    assert!(closed_within(&mut stalled, LONG), "a stalled handshake is dropped");
+    assert!(
+        closed_within(&mut stalled, LONG),
+        "a stalled handshake is dropped"
+    );
     assert!(
         log.wait_for(&["no HELLO within the handshake timeout"], LONG)
             .is_some(),

@@ -499,10 +499,12 @@ impl TlsIo {
             let _ = self.conn.write_tls(sock);
             return Err(io::Error::new(io::ErrorKind::InvalidData, describe(&e)));
         }
-        if self.conn.wants_write() {
+        // The handshake's answer (a few records): until the socket stops taking them.
+        while self.conn.wants_write() {
             match self.conn.write_tls(sock) {
+                Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
         }
@@ -621,6 +623,23 @@ mod tests {
             self.outbound.bytes.extend(&buf[..n]);
             Ok(n)
         }
+        /// Like `writev(2)`: as much of every buffer as there is room for.
+        fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+            let mut total = 0;
+            for b in bufs.iter().filter(|b| !b.is_empty()) {
+                match self.write(b) {
+                    Ok(n) => {
+                        total += n;
+                        if n < b.len() {
+                            break;
+                        }
+                    }
+                    Err(e) if total == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            Ok(total)
+        }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
@@ -704,7 +723,8 @@ mod tests {
         let mut buf = vec![0u8; 8192];
         for _ in 0..1000 {
             let progress = step(c, s2c, c2s, &mut buf, got_c) | step(s, c2s, s2c, &mut buf, got_s);
-            if !progress && c2s.bytes.is_empty() && s2c.bytes.is_empty() {
+            let idle = c2s.bytes.is_empty() && s2c.bytes.is_empty();
+            if !progress && idle && !c.wants_write() && !s.wants_write() {
                 return;
             }
         }
@@ -776,13 +796,12 @@ mod tests {
                 inbound: &mut s2c,
                 outbound: &mut c2s,
             });
-            let _ = s.read(
-                &mut End {
-                    inbound: &mut c2s,
-                    outbound: &mut s2c,
-                },
-                &mut buf,
-            );
+            let mut end = End {
+                inbound: &mut c2s,
+                outbound: &mut s2c,
+            };
+            let _ = s.read(&mut end, &mut buf);
+            let _ = s.flush_tls(&mut end);
             if let Err(e) = c.read(
                 &mut End {
                     inbound: &mut s2c,
@@ -816,7 +835,11 @@ mod tests {
             ..ServerFiles::default()
         })
         .unwrap_err();
-        assert!(e.to_string().contains("certificate file /nonexistent/c.pem"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("certificate file /nonexistent/c.pem"),
+            "{e}"
+        );
         let e = server_config(&ServerFiles {
             client_auth: ClientAuth::Required,
             ..ServerFiles::default()
