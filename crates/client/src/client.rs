@@ -21,7 +21,7 @@ use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
 use crate::message::ReplyTo;
 use crate::session::{frame_name, Pending, Reply, Session};
-use crate::transport::Transport;
+use crate::transport::{TlsStream, Transport};
 use crate::{Error, Message, OwnedMessage};
 
 /// Configuration of one [`Client`]. Every field has a sensible [`Default`].
@@ -55,6 +55,20 @@ pub struct ClientOptions {
     /// connection. Receive them with a [`crate::MulticastReceiver`]
     /// (docs/multicast.md §10). Default off: everything over TCP.
     pub multicast: bool,
+    /// Connect over TLS with this configuration (docs/security.md, "TLS"). Default
+    /// `None`: TLS only for a `tls://` address, which then needs it.
+    pub tls: Option<TlsOptions>,
+}
+
+/// TLS settings of [`ClientOptions::tls`].
+#[derive(Debug, Clone)]
+pub struct TlsOptions {
+    /// What the client trusts and presents ([`tickwire_tls::client_config`] builds one
+    /// from PEM files).
+    pub config: std::sync::Arc<rustls::ClientConfig>,
+    /// The name the router's certificate must carry. Default `None`: the host of the
+    /// address connected to.
+    pub server_name: Option<String>,
 }
 
 /// Credentials for [`ClientOptions::login`]. `Debug` never shows the secret.
@@ -92,6 +106,7 @@ impl Default for ClientOptions {
             recv_buffer: 256 * 1024,
             login: None,
             multicast: false,
+            tls: None,
         }
     }
 }
@@ -171,13 +186,47 @@ impl Client {
     }
 
     /// Connects to `addr`: `shm:NAME` over shared memory to a router on this host
-    /// started with `--shm NAME` (docs/shm.md), anything else over TCP as
-    /// [`Client::connect_with`].
+    /// started with `--shm NAME` (docs/shm.md), `tls://HOST:PORT` over TLS (with
+    /// [`ClientOptions::tls`]), anything else over TCP as [`Client::connect_with`] (or
+    /// over TLS when [`ClientOptions::tls`] is set).
     pub fn connect_to(addr: &str, opts: ClientOptions) -> Result<Client, Error> {
+        if let Some(rest) = addr.strip_prefix(TLS_SCHEME) {
+            return Client::connect_tls(rest, opts);
+        }
         match tickwire_shm::parse_addr(addr) {
             Some(name) => Client::connect_shm(name, opts),
+            None if opts.tls.is_some() => Client::connect_tls(addr, opts),
             None => Client::connect_with(addr, opts),
         }
+    }
+
+    /// Connects over TLS to `addr` (`HOST:PORT`), verifying the router's certificate
+    /// against [`TlsOptions::server_name`] or else HOST.
+    pub fn connect_tls(addr: &str, opts: ClientOptions) -> Result<Client, Error> {
+        let Some(tls) = &opts.tls else {
+            return Err(Error::InvalidArgument(format!(
+                "{TLS_SCHEME}{addr} needs TLS settings: the CA that signed the router's certificate (--ca FILE)"
+            )));
+        };
+        let name = match &tls.server_name {
+            Some(n) => n.clone(),
+            None => host_of(addr).to_owned(),
+        };
+        let server_name =
+            tickwire_tls::server_name(&name).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let io = tickwire_tls::TlsIo::client(tls.config.clone(), server_name)
+            .map_err(|e| Error::InvalidArgument(format!("TLS: {e}")))?;
+        let deadline = Instant::now().checked_add(opts.connect_timeout);
+        let sock = connect_tcp(addr, deadline)?;
+        let stream = Transport::Tls(Box::new(TlsStream { sock, io }));
+        Client::start(stream, opts, deadline).map_err(|e| match e {
+            // A failed TLS handshake: say so with the address.
+            Error::Io(cause) if cause.kind() == io::ErrorKind::InvalidData => Error::Connect {
+                addr: format!("{TLS_SCHEME}{addr} (server name {name})"),
+                cause,
+            },
+            e => e,
+        })
     }
 
     /// Connects over shared memory to the router listening on `name` (its `--shm`).
@@ -411,7 +460,7 @@ impl Client {
     /// [`ClientOptions::request_timeout`]. While waiting it keeps reading into the
     /// receive buffer, so the router is never blocked on us.
     pub fn flush(&mut self) -> Result<(), Error> {
-        if self.pending_bytes() == 0 {
+        if self.pending_bytes() == 0 && !self.stream.pending_below() {
             return Ok(());
         }
         if let Some(e) = self.session.closed_error() {
@@ -419,16 +468,30 @@ impl Client {
         }
         let mut stalled_since: Option<Instant> = None;
         loop {
-            match self.stream.send(&self.tx[self.tx_start..]) {
+            let sent = match self.stream.send(&self.tx[self.tx_start..]) {
                 Ok(n) => {
                     self.tx_start += n;
                     if self.tx_start >= self.tx.len() {
                         self.tx.clear();
                         self.tx_start = 0;
-                        return Ok(());
+                        if !self.stream.pending_below() {
+                            return Ok(());
+                        }
                     }
-                    stalled_since = None;
+                    if n > 0 {
+                        stalled_since = None;
+                    }
+                    // All taken, TLS records still below: wait until the socket takes them.
+                    if self.pending_bytes() == 0 {
+                        Err(Errno::WOULDBLOCK)
+                    } else {
+                        Ok(n)
+                    }
                 }
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(_) => {}
                 Err(Errno::INTR) => {}
                 Err(Errno::WOULDBLOCK) => {
                     let since = *stalled_since.get_or_insert_with(Instant::now);
@@ -1620,6 +1683,17 @@ impl Iterator for Messages<'_> {
             }
         }
     }
+}
+
+/// The prefix of a TLS address.
+pub const TLS_SCHEME: &str = "tls://";
+
+/// The host of `HOST:PORT` (`[::1]:PORT` gives `::1`).
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 fn connect_tcp(addr: impl ToSocketAddrs, deadline: Option<Instant>) -> Result<TcpStream, Error> {

@@ -124,7 +124,9 @@ mod session;
 mod transport;
 
 pub use backoff::Backoff;
-pub use client::{shared_pattern, Client, ClientOptions, Login, Messages, Wait};
+pub use client::{
+    shared_pattern, Client, ClientOptions, Login, Messages, TlsOptions, Wait, TLS_SCHEME,
+};
 pub use consumer::QueueConsumer;
 pub use error::Error;
 pub use event::{Binding, BindingId, Delivery, Event, Opened};
@@ -138,6 +140,8 @@ pub use reconnecting::{LinkEvent, LinkStats, Outage, ReconnectingClient, SEQ_TOP
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).
 pub use tickwire_rt::MonoNanos;
+/// TLS configurations from PEM files (for [`TlsOptions::config`]).
+pub use tickwire_tls as tls;
 pub use tickwire_wire::frame::{EncodeError, ErrorCode, PublishOptions, Stamps};
 pub use tickwire_wire::gm::{open_options, NackAction, NackReason, QueueOp, Start};
 pub use tickwire_wire::topic::{Topic, TopicError};

@@ -1,6 +1,7 @@
-//! The client's byte stream: a non-blocking TCP socket or a shared-memory ring pair
-//! (`shm:NAME`, docs/shm.md). Both read and write like a non-blocking socket, so the
-//! client's session, buffers and error handling are one code path.
+//! The client's byte stream: a non-blocking TCP socket, TLS over one (`tls://HOST:PORT`,
+//! docs/security.md) or a shared-memory ring pair (`shm:NAME`, docs/shm.md). All read
+//! and write like a non-blocking socket, so the client's session, buffers and error
+//! handling are one code path.
 
 use std::io::{self, Read};
 use std::net::TcpStream;
@@ -15,7 +16,15 @@ use tickwire_shm::ClientLink;
 #[derive(Debug)]
 pub(crate) enum Transport {
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
     Shm(Box<ClientLink>),
+}
+
+/// A TLS connection and its socket.
+#[derive(Debug)]
+pub(crate) struct TlsStream {
+    pub(crate) sock: TcpStream,
+    pub(crate) io: tickwire_tls::TlsIo,
 }
 
 impl Transport {
@@ -23,6 +32,7 @@ impl Transport {
     pub(crate) fn send(&mut self, buf: &[u8]) -> Result<usize, Errno> {
         match self {
             Transport::Tcp(s) => rustix::net::send(&*s, buf, SendFlags::NOSIGNAL),
+            Transport::Tls(t) => t.io.write(&mut &t.sock, buf).map_err(|e| to_errno(&e)),
             Transport::Shm(l) => l.send(buf).map_err(|e| to_errno(&e)),
         }
     }
@@ -31,6 +41,7 @@ impl Transport {
     pub(crate) fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Transport::Tcp(s) => s.read(buf),
+            Transport::Tls(t) => t.io.read(&mut &t.sock, buf),
             Transport::Shm(l) => l.recv(buf),
         }
     }
@@ -43,13 +54,26 @@ impl Transport {
         timeout: Option<Duration>,
     ) -> Result<PollFlags, Errno> {
         match self {
-            Transport::Tcp(s) => {
-                let spec = timeout.and_then(|t| Timespec::try_from(t).ok());
-                let mut fds = [PollFd::new(&*s, events)];
-                match rustix::event::poll(&mut fds, spec.as_ref())? {
-                    0 => Ok(PollFlags::empty()),
-                    _ => Ok(fds[0].revents()),
+            Transport::Tcp(s) => poll_one(s, events, timeout),
+            Transport::Tls(t) => {
+                if events.contains(PollFlags::IN) && t.io.has_buffered_input() {
+                    return Ok(PollFlags::IN);
                 }
+                // Records the socket did not take yet go out while we wait.
+                let queued = t.io.wants_write();
+                let asked = if queued {
+                    events | PollFlags::OUT
+                } else {
+                    events
+                };
+                let ready = poll_one(&t.sock, asked, timeout)?;
+                if queued && ready.contains(PollFlags::OUT) {
+                    t.io.flush_tls(&mut &t.sock).map_err(|e| to_errno(&e))?;
+                    if !events.contains(PollFlags::OUT) {
+                        return Ok(ready - PollFlags::OUT);
+                    }
+                }
+                Ok(ready)
             }
             Transport::Shm(l) => {
                 let ready = l
@@ -77,6 +101,11 @@ impl Transport {
             Transport::Tcp(s) => {
                 let _ = s.shutdown(std::net::Shutdown::Both);
             }
+            Transport::Tls(t) => {
+                t.io.send_close_notify();
+                let _ = t.io.flush_tls(&mut &t.sock);
+                let _ = t.sock.shutdown(std::net::Shutdown::Both);
+            }
             Transport::Shm(l) => l.shutdown(),
         }
     }
@@ -87,8 +116,28 @@ impl Transport {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match self {
             Transport::Tcp(s) => s.as_fd(),
+            Transport::Tls(t) => t.sock.as_fd(),
             Transport::Shm(l) => l.wake_fd(),
         }
+    }
+
+    /// Bytes accepted by [`Transport::send`] still wait below it (TLS records the
+    /// socket has not taken): a flush is not complete yet.
+    pub(crate) fn pending_below(&self) -> bool {
+        matches!(self, Transport::Tls(t) if t.io.wants_write())
+    }
+}
+
+fn poll_one(
+    fd: &impl AsFd,
+    events: PollFlags,
+    timeout: Option<Duration>,
+) -> Result<PollFlags, Errno> {
+    let spec = timeout.and_then(|t| Timespec::try_from(t).ok());
+    let mut fds = [PollFd::new(fd, events)];
+    match rustix::event::poll(&mut fds, spec.as_ref())? {
+        0 => Ok(PollFlags::empty()),
+        _ => Ok(fds[0].revents()),
     }
 }
 

@@ -108,6 +108,11 @@ pub struct UserConfig {
     /// prints this).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_sha256: Option<String>,
+    /// A name in the user's TLS client certificate: its subject common name (CN) or a
+    /// subject alternative name (DNS, e-mail or URI). A client whose verified
+    /// certificate carries it is this user without AUTH (docs/security.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_name: Option<String>,
     /// Groups whose rules apply too (names of `[auth.groups.NAME]` tables).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
@@ -323,6 +328,8 @@ pub struct AuthConfigError(pub String);
 pub struct Authenticator {
     users: HashMap<Box<str>, (Option<String>, Arc<Identity>)>,
     tokens: HashMap<[u8; 32], Arc<Identity>>,
+    /// Users by the name their TLS client certificate carries.
+    certs: HashMap<Box<str>, Arc<Identity>>,
     /// `None`: anonymous clients are refused.
     anonymous: Option<Arc<Identity>>,
     /// Verified for unknown users, so a login takes as long whether the user exists.
@@ -358,6 +365,7 @@ impl Authenticator {
         }
         let mut users = HashMap::new();
         let mut tokens = HashMap::new();
+        let mut certs = HashMap::new();
         for u in &cfg.users {
             let who = format!("user {:?}", u.name);
             if u.name.is_empty() || u.name.len() > tickwire_wire::frame::MAX_USER_LEN {
@@ -375,9 +383,9 @@ impl Authenticator {
                 };
                 rules.push((r.admin, [&r.publish, &r.subscribe, &r.queues]));
             }
-            if u.password_hash.is_none() && u.token_sha256.is_none() {
+            if u.password_hash.is_none() && u.token_sha256.is_none() && u.cert_name.is_none() {
                 return err(format!(
-                    "{who} has neither password_hash nor token_sha256: nobody could log in as it"
+                    "{who} has none of password_hash, token_sha256 and cert_name: nobody could log in as it"
                 ));
             }
             if let Some(h) = &u.password_hash {
@@ -400,6 +408,14 @@ impl Authenticator {
                 };
                 if tokens.insert(digest, identity.clone()).is_some() {
                     return err(format!("{who}: another user has the same token"));
+                }
+            }
+            if let Some(n) = &u.cert_name {
+                if n.is_empty() {
+                    return err(format!("{who}: cert_name must not be empty"));
+                }
+                if certs.insert(n.as_str().into(), identity.clone()).is_some() {
+                    return err(format!("{who}: another user has the cert_name {n:?}"));
                 }
             }
             let user = u.name.as_str().into();
@@ -443,6 +459,7 @@ impl Authenticator {
         Ok(Authenticator {
             users,
             tokens,
+            certs,
             anonymous,
             dummy_hash: DUMMY_HASH.to_owned(),
         })
@@ -453,6 +470,7 @@ impl Authenticator {
         Authenticator {
             users: HashMap::new(),
             tokens: HashMap::new(),
+            certs: HashMap::new(),
             anonymous: Some(Arc::new(Identity {
                 user: None,
                 perms: Perms::everything(),
@@ -468,6 +486,7 @@ impl Authenticator {
         Authenticator {
             users: HashMap::new(),
             tokens: HashMap::new(),
+            certs: HashMap::new(),
             anonymous: None,
             dummy_hash: DUMMY_HASH.to_owned(),
         }
@@ -476,6 +495,15 @@ impl Authenticator {
     /// The identity of a client that offered no login.
     pub fn anonymous(&self) -> Result<Arc<Identity>, LoginError> {
         self.anonymous.clone().ok_or(LoginError::Required)
+    }
+
+    /// The user named by a verified client certificate with these `names` (in the
+    /// order [`tickwire_tls::cert_names`] gives them: CN first, then the alternative
+    /// names): the first name that is some user's `cert_name`.
+    pub fn cert_user(&self, names: &[String]) -> Option<Arc<Identity>> {
+        names
+            .iter()
+            .find_map(|n| self.certs.get(n.as_str()).cloned())
     }
 
     /// Whether anonymous clients are refused (a HELLO without AUTH fails at once).

@@ -145,6 +145,23 @@ pub struct Config {
     /// so a shared-memory hop does not wait behind a syscall every turn; TCP input may
     /// wait up to this long. 0: epoll every turn. Default 2.
     pub shm_epoll_interval_us: u64,
+    /// A TLS listener next to the plaintext one (docs/security.md, "TLS"): its clients
+    /// connect with `tls://HOST:PORT`. Unset (the default): no TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain of the TLS listener (the router's own certificate first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `tls_cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// PEM certificates of the CAs that sign client certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Client certificates: `none` (the default), `optional` (a client may present one,
+    /// signed by `tls_client_ca`) or `required`. A verified certificate whose name is a
+    /// user's `cert_name` logs that user in.
+    pub tls_client_auth: String,
     /// Authentication and authorization: the `[auth]` table of the configuration file
     /// (a table of its own there, not a key of `[router]`; docs/security.md).
     #[serde(skip)]
@@ -186,6 +203,11 @@ impl Default for Config {
             shm: None,
             shm_ring: 1 << 20,
             shm_epoll_interval_us: 2,
+            tls_listen: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_client_auth: "none".to_string(),
             auth: crate::auth::AuthConfig::default(),
             multicast: Vec::new(),
         }
@@ -270,22 +292,48 @@ impl Config {
         if self.shm.as_deref().is_some_and(str::is_empty) {
             return err("shm name must not be empty".into());
         }
+        let client_auth = match self.tls_client_auth.parse::<tickwire_tls::ClientAuth>() {
+            Ok(a) => a,
+            Err(e) => return err(format!("tls_client_auth: {e}")),
+        };
+        if self.tls_listen.is_some() && (self.tls_cert.is_none() || self.tls_key.is_none()) {
+            return err(
+                "tls_listen needs tls_cert and tls_key (--tls-cert FILE --tls-key FILE)".into(),
+            );
+        }
+        if client_auth != tickwire_tls::ClientAuth::None && self.tls_client_ca.is_none() {
+            return err(format!(
+                "tls_client_auth = \"{client_auth}\" needs tls_client_ca (--tls-client-ca FILE)"
+            ));
+        }
         if let Err(e) = self.authenticator() {
             return err(e.0);
         }
         crate::mcast::validate_routes(&self.multicast).or_else(err)
     }
 
-    /// Compiles the `[auth]` table for this listener (anonymous access depends on
-    /// whether `listen` is a loopback address).
+    /// Compiles the `[auth]` table for these listeners (the `loopback` anonymous policy
+    /// admits anonymous clients only when every listener, TLS included, is on a loopback
+    /// address).
     pub fn authenticator(
         &self,
     ) -> Result<crate::auth::Authenticator, crate::auth::AuthConfigError> {
-        crate::auth::Authenticator::new(
-            &self.auth,
-            self.listen.ip().is_loopback(),
-            self.max_clients,
-        )
+        crate::auth::Authenticator::new(&self.auth, self.loopback_only(), self.max_clients)
+    }
+
+    /// Every listener (plaintext and TLS) is on a loopback address.
+    pub fn loopback_only(&self) -> bool {
+        self.listen.ip().is_loopback() && self.tls_listen.is_none_or(|a| a.ip().is_loopback())
+    }
+
+    /// The TLS listener's files, as [`tickwire_tls::server_config`] takes them.
+    pub fn tls_files(&self) -> tickwire_tls::ServerFiles {
+        tickwire_tls::ServerFiles {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            client_ca: self.tls_client_ca.clone(),
+            client_auth: self.tls_client_auth.parse().unwrap_or_default(),
+        }
     }
 
     /// The handshake timeout as a duration.

@@ -146,6 +146,9 @@ struct Client {
     /// It receives the multicast topics by multicast (HELLO offered MCAST and the
     /// router has streams): they are not sent over its connection ([`crate::mcast`]).
     mcast: bool,
+    /// The user its verified TLS client certificate names (docs/security.md): its
+    /// identity when the HELLO offers no login.
+    cert_identity: Option<Arc<Identity>>,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -497,6 +500,7 @@ impl Core {
             publish_check: None,
             verifying: false,
             mcast: false,
+            cert_identity: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -887,8 +891,31 @@ impl Core {
             c.phase = Phase::Login;
             return true;
         }
-        let anonymous = self.auth.anonymous();
-        self.admit(id, anonymous, None)
+        let identity = match c.cert_identity.take() {
+            Some(user) => Ok(user),
+            None => self.auth.anonymous(),
+        };
+        self.admit(id, identity, None)
+    }
+
+    /// The names of client `id`'s verified TLS certificate (the driver reports them
+    /// once, after the TLS handshake and before any frame): the user whose `cert_name`
+    /// is among them becomes the client's identity unless its HELLO logs in otherwise.
+    /// Names that match no user change nothing (logged).
+    pub fn handle_peer_cert(&mut self, id: Slot, names: &[String]) {
+        let found = self.auth.cert_user(names);
+        let Some(c) = self.client_mut(id) else {
+            return;
+        };
+        match &found {
+            Some(user) => {
+                tracing::info!(client = %c.id, addr = %c.addr, user = user.name(), "TLS client certificate identifies the user")
+            }
+            None => {
+                tracing::info!(client = %c.id, addr = %c.addr, names = ?names, "TLS client certificate names no user: the client logs in or is anonymous")
+            }
+        }
+        c.cert_identity = found;
     }
 
     /// Ends the handshake with a login's outcome: WELCOME, or fatal ERROR AUTH_FAILED
@@ -1560,6 +1587,14 @@ impl Core {
         }
         self.closing.retain(|c| *c != id);
         self.gm_output();
+    }
+
+    /// The address of a client, if connected.
+    pub fn peer_addr(&self, id: Slot) -> Option<SocketAddr> {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .map(|c| c.addr)
     }
 
     /// The phase of a client, if connected.

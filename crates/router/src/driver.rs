@@ -26,6 +26,7 @@ use tickwire_wire::frame;
 
 mod mcast;
 mod shm;
+mod tls;
 
 use crate::config::{Config, ConfigError};
 use crate::core::{Core, Input, Totals};
@@ -33,6 +34,7 @@ use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
 
 use shm::{Link, ShmPort, SHM_LISTENER, SHM_WAKE};
+use tls::{TlsLink, TlsPort, TLS_LISTENER};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -87,6 +89,9 @@ pub enum Error {
         /// What the OS said.
         source: io::Error,
     },
+    /// The TLS listener's certificate, key or client CA could not be used.
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] tickwire_tls::Error),
     /// The guaranteed-messaging spool could not be opened.
     #[error(transparent)]
     Spool(#[from] crate::spool_port::SpoolError),
@@ -115,6 +120,8 @@ pub struct Router {
     draining: Vec<(TcpStream, MonoNanos)>,
     /// The shared-memory listener and its clients (`driver/shm.rs`), if configured.
     shm: Option<ShmPort>,
+    /// The TLS listener (`driver/tls.rs`), if configured.
+    tls: Option<TlsPort>,
     /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
     /// together; growth stops at `read_memory_limit` (see `read_once`).
     read_extra: usize,
@@ -223,8 +230,25 @@ impl Router {
             None => None,
         };
         let mcast = mcast::McastPort::open(&cfg.multicast, poll.registry())?;
+        let tls = match cfg.tls_listen {
+            Some(tls_addr) => {
+                let config = tickwire_tls::server_config(&cfg.tls_files())?;
+                let bind_err = |source| Error::Bind {
+                    addr: tls_addr,
+                    source,
+                };
+                let mut listener = TcpListener::bind(tls_addr).map_err(bind_err)?;
+                poll.registry()
+                    .register(&mut listener, TLS_LISTENER, Interest::READABLE)?;
+                Some(TlsPort { listener, config })
+            }
+            None => None,
+        };
         let mut cfg = cfg;
         cfg.listen = addr;
+        if let Some(port) = &tls {
+            cfg.tls_listen = Some(port.listener.local_addr()?);
+        }
         let mut core = Core::new(cfg.clone(), MonoNanos::now(), UtcNanos::now());
         core.set_stamp_clock(MonoNanos::now);
         core.set_async_logins(true);
@@ -243,6 +267,7 @@ impl Router {
             accept_retry: false,
             draining: Vec::new(),
             shm,
+            tls,
             read_extra: 0,
             monitor: None,
             logins: None,
@@ -253,6 +278,11 @@ impl Router {
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS listener's address actually bound, if there is one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.core.config().tls_listen
     }
 
     /// A handle that stops the router from another thread.
@@ -334,7 +364,8 @@ impl Router {
             let mut spool_progress = false;
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => self.accept_all(now),
+                    LISTENER => self.accept_all(now, false),
+                    TLS_LISTENER => self.accept_all(now, true),
                     // The spool's progress (ACKs, deliveries) is taken after the
                     // direct traffic of this turn is written.
                     WAKER => spool_progress = true,
@@ -360,6 +391,11 @@ impl Router {
                         }
                         if ev.is_writable() || ev.is_write_closed() {
                             c.writable = true;
+                            // TLS records the socket did not take earlier.
+                            if c.stream.wants_write() && !c.on_flush_list {
+                                c.on_flush_list = true;
+                                flush_list.push(id);
+                            }
                         }
                     }
                 }
@@ -376,7 +412,10 @@ impl Router {
 
             if self.accept_retry {
                 self.accept_retry = false;
-                self.accept_all(now);
+                self.accept_all(now, false);
+                if self.tls.is_some() {
+                    self.accept_all(now, true);
+                }
             }
 
             if shutdown_deadline.is_none() && self.stop.load(Ordering::Acquire) {
@@ -497,19 +536,42 @@ impl Router {
         }
     }
 
-    fn accept_all(&mut self, now: MonoNanos) {
+    /// Accepts one waiting connection of the plaintext or (`tls`) the TLS listener.
+    fn accept_one(&self, tls: bool) -> io::Result<(TcpStream, SocketAddr)> {
+        match (&self.tls, tls) {
+            (Some(port), true) => port.listener.accept(),
+            (None, true) => Err(io::ErrorKind::WouldBlock.into()),
+            (_, false) => self.listener.accept(),
+        }
+    }
+
+    /// Accepts every waiting connection of the plaintext or (`tls`) the TLS listener.
+    fn accept_all(&mut self, now: MonoNanos, tls: bool) {
         loop {
-            match self.listener.accept() {
+            match self.accept_one(tls) {
                 Ok((mut stream, addr)) => {
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }
                     match self.core.handle_accept(addr, now, UtcNanos::now()) {
                         Ok(id) => {
+                            let mut link = match &self.tls {
+                                Some(port) if tls => {
+                                    match TlsLink::accept(stream, port.config.clone()) {
+                                        Ok(t) => Link::Tls(Box::new(t)),
+                                        Err(e) => {
+                                            tracing::warn!(%addr, error = %e, "cannot start a TLS connection");
+                                            self.core.handle_closed(id, "TLS setup failed");
+                                            continue;
+                                        }
+                                    }
+                                }
+                                _ => Link::Tcp(stream),
+                            };
                             let token = Token(id.0 as usize);
                             let interest = Interest::READABLE | Interest::WRITABLE;
                             if let Err(e) =
-                                self.poll.registry().register(&mut stream, token, interest)
+                                self.poll.registry().register(&mut link, token, interest)
                             {
                                 tracing::warn!(%addr, error = %e, "cannot register connection");
                                 self.core.handle_closed(id, "registration failed");
@@ -519,13 +581,16 @@ impl Router {
                             if self.conns.len() <= i {
                                 self.conns.resize_with(i + 1, || None);
                             }
-                            self.conns[i] = Some(Conn::new(Link::Tcp(stream)));
+                            self.conns[i] = Some(Conn::new(link));
                         }
                         Err(refused) => {
                             tracing::warn!(%addr, max = self.core.config().max_clients, "connection refused: at the connection limit");
                             // A fresh socket's send buffer is empty; a short write only
-                            // loses the error text, never blocks.
-                            let _ = stream.write(&refused.0);
+                            // loses the error text, never blocks. (A TLS client sees the
+                            // connection end in its handshake instead.)
+                            if !tls {
+                                let _ = stream.write(&refused.0);
+                            }
                             let _ = stream.shutdown(Shutdown::Both);
                         }
                     }
@@ -540,12 +605,14 @@ impl Router {
                         return;
                     }
                     // The reserve is closed: one descriptor for the waiting client.
-                    let accepted = self.listener.accept();
+                    let accepted = self.accept_one(tls);
                     if let Ok((mut stream, addr)) = accepted {
                         tracing::warn!(%addr, "connection refused: out of file descriptors");
                         let refused = self.core.refuse_out_of_descriptors();
                         // As above: a fresh socket takes the short error frame.
-                        let _ = stream.write(&refused.0);
+                        if !tls {
+                            let _ = stream.write(&refused.0);
+                        }
                         let _ = stream.shutdown(Shutdown::Both);
                         drop(stream);
                         self.reserve_fd = open_reserve();
@@ -649,10 +716,20 @@ impl Router {
                 return true;
             }
             Err(e) => {
+                if matches!(c.stream, Link::Tls(_)) {
+                    // The peer does not speak TLS, or a certificate was refused.
+                    let addr = self.core.peer_addr(id);
+                    tracing::warn!(?addr, error = %e, "TLS connection failed");
+                }
                 self.drop_conn(id, &format!("read failed: {e}"));
                 return false;
             }
         };
+        if let Link::Tls(t) = &mut c.stream {
+            if let Some(names) = t.take_cert_names() {
+                self.core.handle_peer_cert(id, &names);
+            }
+        }
         c.end += n;
         // One clock read per read syscall (not per message): the router-in stamp and the
         // frame deadline are as fresh as the bytes, not as old as the turn (a turn that
@@ -676,8 +753,8 @@ impl Router {
                 return false;
             }
         }
-        let more = n == space;
-        c.readable_full = more;
+        let more = n == space || c.stream.socket_unread();
+        c.readable_full = n == space;
         c.readable = more;
         c.on_read_list = more;
         more
@@ -690,7 +767,23 @@ impl Router {
         };
         let pending = self.core.egress(id);
         if pending.is_empty() {
-            return false;
+            // TLS records the socket did not take earlier.
+            if !c.stream.wants_write() {
+                return false;
+            }
+            if !c.writable {
+                return true;
+            }
+            return match c.stream.flush_below() {
+                Ok(more) => {
+                    c.writable = !more;
+                    more
+                }
+                Err(e) => {
+                    self.drop_conn(id, &format!("write failed: {e}"));
+                    false
+                }
+            };
         }
         if !c.writable {
             return true;
@@ -698,12 +791,15 @@ impl Router {
         match c.stream.write(pending) {
             Ok(n) => {
                 let left = pending.len() - n;
-                if left > 0 {
-                    // The socket buffer is full; wait for the writable edge.
+                // The socket buffer is full (a short plaintext write, or TLS records
+                // left over); wait for the writable edge. A TLS write that stopped at
+                // its send buffer with the socket still taking bytes goes on next turn.
+                let queued = c.stream.wants_write();
+                if queued || (left > 0 && !matches!(c.stream, Link::Tls(_))) {
                     c.writable = false;
                 }
                 self.core.handle_written(id, n);
-                left > 0
+                left > 0 || queued
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 c.writable = false;
@@ -723,7 +819,7 @@ impl Router {
         let Some(c) = self.conn(id) else {
             return true;
         };
-        let flushed = self.core.egress(id).is_empty();
+        let flushed = self.core.egress(id).is_empty() && !c.stream.wants_write();
         if flushed {
             if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
                 self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);

@@ -1,5 +1,7 @@
-//! The login flags every client command shares (`--user`, `--password-file`, `--token`)
-//! and `tickwire passwd`, which makes the hashes the router's `[auth]` table holds.
+//! The connection flags every command that connects to a router shares: the login
+//! (`--user`, `--password-file`, `--token`) and TLS (`--tls`, `--ca`, `--cert`, `--key`,
+//! `--server-name`); and `tickwire passwd`, which makes the hashes the router's `[auth]`
+//! table holds.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -14,7 +16,8 @@ pub const PASSWORD_ENV: &str = "TICKWIRE_PASSWORD";
 /// Environment variable holding a token (used when neither --user nor --token is given).
 pub const TOKEN_ENV: &str = "TICKWIRE_TOKEN";
 
-/// How a client command logs in to a router that requires it (docs/security.md).
+/// How a client command logs in to a router that requires it, and connects over TLS
+/// (docs/security.md): one set of flags for every command that connects to a router.
 #[derive(Args, Debug, Clone, Default)]
 pub struct LoginArgs {
     /// Log in as USER, with the password in --password-file or the TICKWIRE_PASSWORD
@@ -34,6 +37,49 @@ pub struct LoginArgs {
         help_heading = "Login"
     )]
     token: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// How a client command connects over TLS (docs/security.md, "TLS").
+#[derive(Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// Connect over TLS (as a tls://HOST:PORT address does).
+    #[arg(long, help_heading = "TLS")]
+    tls: bool,
+    /// The CA certificate(s) that signed the router's certificate, PEM. Required for TLS.
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
+    ca: Option<PathBuf>,
+    /// This client's certificate (PEM chain), for a router that asks for one; with --key.
+    /// A router may take the certificate's name as the login (docs/security.md).
+    #[arg(long, value_name = "FILE", requires = "key", help_heading = "TLS")]
+    cert: Option<PathBuf>,
+    /// The private key of --cert, PEM.
+    #[arg(long, value_name = "FILE", requires = "cert", help_heading = "TLS")]
+    key: Option<PathBuf>,
+    /// The name the router's certificate must carry [default: the host of --router].
+    #[arg(long, value_name = "NAME", help_heading = "TLS")]
+    server_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// The TLS options these flags give, if TLS is asked for (--tls or a CA or a
+    /// certificate given).
+    pub fn options(&self) -> anyhow::Result<Option<tickwire_client::TlsOptions>> {
+        if !self.tls && self.ca.is_none() && self.cert.is_none() && self.server_name.is_none() {
+            return Ok(None);
+        }
+        let files = tickwire_client::tls::ClientFiles {
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+        };
+        let config = tickwire_client::tls::client_config(&files)?;
+        Ok(Some(tickwire_client::TlsOptions {
+            config,
+            server_name: self.server_name.clone(),
+        }))
+    }
 }
 
 impl LoginArgs {
@@ -62,9 +108,10 @@ impl LoginArgs {
         }))
     }
 
-    /// `opts` with these credentials.
+    /// `opts` with these credentials and TLS settings.
     pub fn apply(&self, mut opts: ClientOptions) -> anyhow::Result<ClientOptions> {
         opts.login = self.login()?;
+        opts.tls = self.tls.options()?;
         Ok(opts)
     }
 }

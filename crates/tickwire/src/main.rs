@@ -85,7 +85,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a message router.
-    Router(router_cmd::RouterArgs),
+    Router(Box<router_cmd::RouterArgs>),
     /// Publish messages: one, one per stdin line, or a paced load.
     Pub(pubsub::PubArgs),
     /// Subscribe to patterns and print what arrives.
@@ -130,7 +130,7 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     let result = match cli.cmd {
-        Cmd::Router(a) => router_cmd::run(a),
+        Cmd::Router(a) => router_cmd::run(*a),
         Cmd::Pub(a) => pubsub::run_pub(a),
         Cmd::Sub(a) => pubsub::run_sub(a),
         Cmd::Request(a) => reqrep_cmd::run_request(a),

@@ -31,9 +31,16 @@ Example config file (every key optional):
   subscribe = { allow = [\"md/>\"], deny = [\"md/secret/>\"] }
   publish = { allow = [\"orders/alice/>\"] }
 
-Authentication (docs/security.md): on a loopback address (the default 127.0.0.1)
-clients may connect anonymously with every permission, as always. On any other
-address every client must log in (--user/--password-file or --token on the client
+TLS (docs/security.md): --tls-listen ADDR --tls-cert FILE --tls-key FILE adds a TLS
+listener next to the plaintext one (config keys tls_listen, tls_cert, tls_key,
+tls_client_ca, tls_client_auth); clients use --router tls://HOST:PORT --ca FILE. With
+--tls-client-auth optional|required and --tls-client-ca FILE, a client certificate
+signed by that CA is checked in the handshake, and a user whose cert_name is the
+certificate's CN (or one of its DNS/e-mail/URI alternative names) is logged in by it.
+
+Authentication (docs/security.md): when every listener is on a loopback address (the
+default 127.0.0.1) clients may connect anonymously with every permission, as always.
+On any other address every client must log in (--user/--password-file or --token on the client
 commands) unless --anonymous allow opens it, with a warning in the log. Users,
 groups, per-user connection limits and allow/deny patterns for publish, subscribe and
 queues live in the [auth] table; STATS and listing queues are for admin users.
@@ -58,6 +65,7 @@ Examples:
   tickwire router --no-guaranteed                      # direct messages only, no spool
   tickwire router --cache 'md/>' --cache-depth 1       # last value of every md topic
   tickwire router --shm main --idle spin               # + shared memory: clients use shm:main
+  tickwire router --tls-listen 0.0.0.0:7443 --tls-cert router.pem --tls-key router.key --config router.toml
 
 Last-value cache (--cache PATTERN, repeatable; config key cache = [\"md/>\"]): the router
 keeps the last message (--cache-depth N: the last N) of every topic matching a cache
@@ -205,6 +213,24 @@ pub struct RouterArgs {
     /// Seed of --multicast-loss (the same seed drops the same datagrams) [default: 0].
     #[arg(long, value_name = "S", requires = "multicast_loss")]
     multicast_seed: Option<u64>,
+    /// Also listen for TLS clients on ADDR (they connect with --router tls://HOST:PORT);
+    /// needs --tls-cert and --tls-key [default: no TLS].
+    #[arg(long, value_name = "ADDR", help_heading = "TLS")]
+    tls_listen: Option<SocketAddr>,
+    /// The TLS listener's certificate chain, PEM (the router's certificate first).
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM.
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
+    tls_key: Option<PathBuf>,
+    /// CA certificate(s) that sign client certificates, PEM.
+    #[arg(long, value_name = "FILE", help_heading = "TLS")]
+    tls_client_ca: Option<PathBuf>,
+    /// Client certificates: none, optional (verified against --tls-client-ca when
+    /// presented) or required (a client without a trusted one is refused in the
+    /// handshake) [default: none].
+    #[arg(long, value_name = "POLICY", help_heading = "TLS")]
+    tls_client_auth: Option<tickwire_client::tls::ClientAuth>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -305,6 +331,21 @@ impl RouterArgs {
         );
         if !self.cache.is_empty() {
             cfg.cache = self.cache.clone();
+        }
+        if let Some(a) = self.tls_listen {
+            cfg.tls_listen = Some(a);
+        }
+        if let Some(p) = &self.tls_cert {
+            cfg.tls_cert = Some(p.clone());
+        }
+        if let Some(p) = &self.tls_key {
+            cfg.tls_key = Some(p.clone());
+        }
+        if let Some(p) = &self.tls_client_ca {
+            cfg.tls_client_ca = Some(p.clone());
+        }
+        if let Some(a) = self.tls_client_auth {
+            cfg.tls_client_auth = a.to_string();
         }
         if let Some(n) = &self.shm {
             cfg.shm = Some(n.clone());
@@ -407,8 +448,8 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
     }
-    if !cfg.listen.ip().is_loopback() && cfg.auth.anonymous == Anonymous::Allow {
-        tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
+    if !cfg.loopback_only() && cfg.auth.anonymous == Anonymous::Allow {
+        tracing::warn!(listen = %cfg.listen, tls_listen = ?cfg.tls_listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
     }
     tracing::info!(
         users = cfg.auth.users.len(),
@@ -458,9 +499,17 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             }
         })
         .context("starting the signal thread")?;
-    tracing::info!(listen = %router.local_addr(), "{summary}");
-    // Tests and scripts wait for this line on stdout to learn the bound address.
-    println!("tickwire router listening on {}", router.local_addr());
+    tracing::info!(listen = %router.local_addr(), tls_listen = ?router.tls_addr(), "{summary}");
+    // Tests and scripts wait for this line on stdout to learn the bound address (its
+    // last word is the plaintext listener's address).
+    match router.tls_addr() {
+        Some(tls) => println!(
+            "tickwire router listening on {}{tls} and {}",
+            tickwire_client::TLS_SCHEME,
+            router.local_addr()
+        ),
+        None => println!("tickwire router listening on {}", router.local_addr()),
+    }
     let _server = match (http, monitor) {
         (Some(addr), Some(reader)) => {
             let probe = match args.probe_ms {

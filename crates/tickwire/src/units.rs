@@ -17,8 +17,8 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     tickwire_rt::units::parse_rate(s).map(|r| r.round() as u64)
 }
 
-/// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets); the port
-/// is checked here so that a missing one is a usage error that says so.
+/// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets), the same
+/// after `tls://` (TLS), or `shm:NAME`; the port is checked here so that a missing one is a usage error that says so.
 pub fn parse_router_addr(s: &str) -> Result<String, String> {
     if s.starts_with(tickwire_shm::ADDR_PREFIX) {
         return match tickwire_shm::parse_addr(s) {
@@ -28,8 +28,9 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
             )),
         };
     }
-    let expected = "expected HOST:PORT (e.g. 127.0.0.1:7420) or shm:NAME";
-    let (host, port) = s
+    let expected = "expected HOST:PORT (e.g. 127.0.0.1:7420), tls://HOST:PORT or shm:NAME";
+    let plain = s.strip_prefix(tickwire_client::TLS_SCHEME).unwrap_or(s);
+    let (host, port) = plain
         .rsplit_once(':')
         .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;
     if host.is_empty() || host == "[" || (host.contains(':') && !host.starts_with('[')) {

@@ -47,6 +47,7 @@ const CONFIG_KEYS: &[&str] = &[
     "cache_max_topics",
     "cache_max_bytes",
     "shm_ring",
+    "tls_client_auth",
     "shm_epoll_interval_us",
 ];
 

@@ -363,6 +363,7 @@ fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout(
         addr,
         data: Some(data),
         http: None,
+        tls: None,
     };
     let mut pair = HealthyPair::start(r.addr);
     pair.exchange(100);

@@ -25,6 +25,7 @@ use mio::{Interest, Registry, Token};
 use tickwire_rt::{MonoNanos, UtcNanos};
 use tickwire_shm::{Listener, ServerLink};
 
+use super::tls::TlsLink;
 use super::{Conn, Router, INITIAL_READ_BUFFER};
 use crate::index::Slot;
 
@@ -36,16 +37,19 @@ pub(super) const SHM_WAKE: Token = Token(usize::MAX - 4);
 const SHM_PEER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
-/// A client's byte stream: a TCP socket or a shared-memory ring pair.
+/// A client's byte stream: a TCP socket, a TLS connection over one (`driver/tls.rs`)
+/// or a shared-memory ring pair.
 pub(super) enum Link {
     Tcp(TcpStream),
+    Tls(Box<TlsLink>),
     Shm(Box<ServerLink>),
 }
 
 impl Link {
-    pub(super) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+    pub(super) fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         match self {
             Link::Tcp(s) => s.shutdown(how),
+            Link::Tls(t) => t.shutdown(how),
             Link::Shm(l) => {
                 l.shutdown();
                 Ok(())
@@ -58,7 +62,28 @@ impl Link {
     pub(super) fn into_tcp(self) -> Option<TcpStream> {
         match self {
             Link::Tcp(s) => Some(s),
+            Link::Tls(t) => Some(t.into_tcp()),
             Link::Shm(_) => None,
+        }
+    }
+
+    /// Encrypted bytes wait for the socket (TLS only): the client stays on the flush
+    /// list until they are written.
+    pub(super) fn wants_write(&self) -> bool {
+        matches!(self, Link::Tls(t) if t.wants_write())
+    }
+
+    /// The last read may have left bytes in the socket although it returned less than
+    /// the space offered (TLS: the ciphertext buffer filled up).
+    pub(super) fn socket_unread(&self) -> bool {
+        matches!(self, Link::Tls(t) if t.socket_unread())
+    }
+
+    /// Writes what waits below the stream (TLS records). Returns true if some still wait.
+    pub(super) fn flush_below(&mut self) -> io::Result<bool> {
+        match self {
+            Link::Tls(t) => t.flush(),
+            _ => Ok(false),
         }
     }
 
@@ -75,6 +100,7 @@ impl Read for Link {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Link::Tcp(s) => s.read(buf),
+            Link::Tls(t) => t.read(buf),
             Link::Shm(l) => l.read(buf),
         }
     }
@@ -84,6 +110,7 @@ impl Write for Link {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Link::Tcp(s) => s.write(buf),
+            Link::Tls(t) => t.write(buf),
             Link::Shm(l) => l.write(buf),
         }
     }
@@ -97,6 +124,7 @@ impl mio::event::Source for Link {
     fn register(&mut self, r: &Registry, token: Token, interest: Interest) -> io::Result<()> {
         match self {
             Link::Tcp(s) => s.register(r, token, interest),
+            Link::Tls(t) => t.socket().register(r, token, interest),
             Link::Shm(l) => SourceFd(&l.ctl_fd()).register(r, token, Interest::READABLE),
         }
     }
@@ -104,6 +132,7 @@ impl mio::event::Source for Link {
     fn reregister(&mut self, r: &Registry, token: Token, interest: Interest) -> io::Result<()> {
         match self {
             Link::Tcp(s) => s.reregister(r, token, interest),
+            Link::Tls(t) => t.socket().reregister(r, token, interest),
             Link::Shm(l) => SourceFd(&l.ctl_fd()).reregister(r, token, Interest::READABLE),
         }
     }
@@ -111,6 +140,7 @@ impl mio::event::Source for Link {
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
             Link::Tcp(s) => s.deregister(r),
+            Link::Tls(t) => t.socket().deregister(r),
             Link::Shm(l) => SourceFd(&l.ctl_fd()).deregister(r),
         }
     }

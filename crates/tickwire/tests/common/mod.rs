@@ -22,6 +22,8 @@ pub struct RouterProc {
     pub data: Option<tempfile::TempDir>,
     /// The monitoring endpoint, when started with `--http` (its banner's address).
     pub http: Option<SocketAddr>,
+    /// The TLS listener, when started with `--tls-listen` (the banner's `tls://` address).
+    pub tls: Option<SocketAddr>,
 }
 
 impl RouterProc {
@@ -77,6 +79,10 @@ impl RouterProc {
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("router banner without address: {line:?}"));
+        let tls = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("tls://"))
+            .and_then(|a| a.parse().ok());
         // `tickwire monitor listening on http://ADDR/` follows with --http.
         let http = extra.contains(&"--http").then(|| {
             let mut line = String::new();
@@ -91,6 +97,7 @@ impl RouterProc {
             addr,
             data,
             http,
+            tls,
         }
     }
 
