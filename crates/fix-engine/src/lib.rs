@@ -83,8 +83,8 @@ pub use log::MessageLog;
 pub use monitor::{EngineSnapshot, SessionCounters, SessionState, SessionView};
 pub use spec::{DictionaryCache, SessionSpec, StoreSpec};
 pub use store::AnyStore;
-pub use tls::TlsConfig;
 pub use tickwire_fix::settings::IdleStrategy;
+pub use tls::TlsConfig;
 
 use std::path::PathBuf;
 

@@ -185,7 +185,10 @@ fn server(t: &TlsSettings) -> Result<ServerConfig, Error> {
     let chain = certs("ServerCertificateFile", cert_file)?;
     let key = match &t.server_certificate_key_file {
         Some(k) => private_key("ServerCertificateKeyFile", k)?,
-        None => private_key("ServerCertificateFile (no ServerCertificateKeyFile)", cert_file)?,
+        None => private_key(
+            "ServerCertificateFile (no ServerCertificateKeyFile)",
+            cert_file,
+        )?,
     };
     let roots = roots(t)?;
     let verifier = match (t.verify_level, roots) {
@@ -221,7 +224,11 @@ fn server(t: &TlsSettings) -> Result<ServerConfig, Error> {
         .map_err(|e| fail(format!("SSLProtocol: {e}")))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
-        .map_err(|e| fail(format!("ServerCertificateFile / ServerCertificateKeyFile: {e}")))
+        .map_err(|e| {
+            fail(format!(
+                "ServerCertificateFile / ServerCertificateKeyFile: {e}"
+            ))
+        })
 }
 
 /// The client configuration of an initiator (QuickFIX's `SSLSocketInitiator`).
@@ -247,13 +254,16 @@ fn client(t: &TlsSettings) -> Result<ClientConfig, Error> {
             let chain = certs("ClientCertificateFile", cert_file)?;
             let key = match &t.client_certificate_key_file {
                 Some(k) => private_key("ClientCertificateKeyFile", k)?,
-                None => {
-                    private_key("ClientCertificateFile (no ClientCertificateKeyFile)", cert_file)?
-                }
+                None => private_key(
+                    "ClientCertificateFile (no ClientCertificateKeyFile)",
+                    cert_file,
+                )?,
             };
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| fail(format!("ClientCertificateFile / ClientCertificateKeyFile: {e}")))
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                fail(format!(
+                    "ClientCertificateFile / ClientCertificateKeyFile: {e}"
+                ))
+            })
         }
     }
 }

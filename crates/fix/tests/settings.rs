@@ -256,7 +256,11 @@ fn regression_tls_settings_refuse_to_start_instead_of_warning() {
     let head = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n";
     let session = "[SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
     for (line, key, why) in [
-        ("SSLProtocol=TLSv1_2", "SSLProtocol", "without SocketUseSSL=Y"),
+        (
+            "SSLProtocol=TLSv1_2",
+            "SSLProtocol",
+            "without SocketUseSSL=Y",
+        ),
         (
             "ServerCertificateFile=/etc/ssl/cert.pem",
             "ServerCertificateFile",
@@ -272,9 +276,21 @@ fn regression_tls_settings_refuse_to_start_instead_of_warning() {
             "TLSCipherSuites",
             "OpenSSL cipher list",
         ),
-        ("SocketUseSSL=Y\nSSLProtocol=SSLv3", "SSLProtocol", "no protocol tickwire speaks"),
-        ("SocketUseSSL=Y\nSSLProtocol=TLSv1.2", "SSLProtocol", "unknown protocol"),
-        ("SocketUseSSL=Y\nCertificateVerifyLevel=5", "CertificateVerifyLevel", "expected 0"),
+        (
+            "SocketUseSSL=Y\nSSLProtocol=SSLv3",
+            "SSLProtocol",
+            "no protocol tickwire speaks",
+        ),
+        (
+            "SocketUseSSL=Y\nSSLProtocol=TLSv1.2",
+            "SSLProtocol",
+            "unknown protocol",
+        ),
+        (
+            "SocketUseSSL=Y\nCertificateVerifyLevel=5",
+            "CertificateVerifyLevel",
+            "expected 0",
+        ),
         ("SocketUseSSL=maybe", "SocketUseSSL", "Y or N"),
     ] {
         let text = format!("{head}{line}\n{session}");
@@ -310,8 +326,14 @@ fn tls_settings_are_read_from_default_with_quickfix_defaults() {
                 [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
     let s = Settings::parse(text, "tls.cfg").unwrap();
     let t = s.tls.expect("tls on");
-    assert_eq!(t.server_certificate_file.as_deref(), Some(Path::new("srv.pem")));
-    assert_eq!(t.server_certificate_key_file, None, "defaults to the certificate file");
+    assert_eq!(
+        t.server_certificate_file.as_deref(),
+        Some(Path::new("srv.pem"))
+    );
+    assert_eq!(
+        t.server_certificate_key_file, None,
+        "defaults to the certificate file"
+    );
     assert_eq!(t.ca_file.as_deref(), Some(Path::new("ca.pem")));
     assert_eq!(t.verify_level, VerifyLevel::Require);
     assert_eq!(
@@ -332,7 +354,11 @@ fn ssl_protocol_follows_quickfix_grammar() {
     assert_eq!(p(""), v(true, true));
     assert_eq!(p("all -SSLv2"), v(true, true));
     assert_eq!(p("all -SSLv2 -SSLv3 -TLSv1 -TLSv1_1"), v(true, true));
-    assert_eq!(p("tlsv1_2"), v(true, true), "QuickFIX never turns TLS 1.3 off");
+    assert_eq!(
+        p("tlsv1_2"),
+        v(true, true),
+        "QuickFIX never turns TLS 1.3 off"
+    );
     assert_eq!(p("TLSv1_2 -TLSv1_3"), v(true, false));
     assert_eq!(p("TLSv1_3"), v(false, true));
     assert_eq!(p("+TLSv1_1 +TLSv1_2"), v(true, true));

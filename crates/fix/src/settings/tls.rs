@@ -110,11 +110,7 @@ pub(super) fn parse(file: &str, default: &Values) -> Result<Option<TlsSettings>,
         },
     };
     let Some(line) = on else {
-        if let Some((k, e)) = KEYS
-            .iter()
-            .skip(1)
-            .find_map(|k| get(k).map(|e| (*k, e)))
-        {
+        if let Some((k, e)) = KEYS.iter().skip(1).find_map(|k| get(k).map(|e| (*k, e))) {
             return Err(err(
                 file,
                 e,
