@@ -83,6 +83,21 @@ fn private_key(key: &str, path: &Path) -> Result<PrivateKeyDer<'static>, Error> 
         .map_err(|e| fail(format!("{key} {}: no private key: {e}", path.display())))
 }
 
+/// `<which>File` (a certificate chain) and `<which>KeyFile` (its key; QuickFIX's
+/// default: the certificate file).
+fn cert_and_key(
+    which: &str,
+    cert: &Path,
+    key: Option<&Path>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
+    let chain = certs(&format!("{which}File"), cert)?;
+    let key = match key {
+        Some(k) => private_key(&format!("{which}KeyFile"), k)?,
+        None => private_key(&format!("{which}File (no {which}KeyFile)"), cert)?,
+    };
+    Ok((chain, key))
+}
+
 /// The regular files of a directory, sorted (for CA and CRL directories).
 fn dir_files(key: &str, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let rd = std::fs::read_dir(dir).map_err(|e| fail(format!("{key} {}: {e}", dir.display())))?;
@@ -182,14 +197,11 @@ fn server(t: &TlsSettings) -> Result<ServerConfig, Error> {
     let cert_file = t.server_certificate_file.as_deref().ok_or_else(|| {
         fail("ServerCertificateFile parameter not found (an acceptor with SocketUseSSL=Y needs its certificate)")
     })?;
-    let chain = certs("ServerCertificateFile", cert_file)?;
-    let key = match &t.server_certificate_key_file {
-        Some(k) => private_key("ServerCertificateKeyFile", k)?,
-        None => private_key(
-            "ServerCertificateFile (no ServerCertificateKeyFile)",
-            cert_file,
-        )?,
-    };
+    let (chain, key) = cert_and_key(
+        "ServerCertificate",
+        cert_file,
+        t.server_certificate_key_file.as_deref(),
+    )?;
     let roots = roots(t)?;
     let verifier = match (t.verify_level, roots) {
         (VerifyLevel::Require | VerifyLevel::Optional, None) => {
@@ -251,14 +263,11 @@ fn client(t: &TlsSettings) -> Result<ClientConfig, Error> {
     match &t.client_certificate_file {
         None => Ok(builder.with_no_client_auth()),
         Some(cert_file) => {
-            let chain = certs("ClientCertificateFile", cert_file)?;
-            let key = match &t.client_certificate_key_file {
-                Some(k) => private_key("ClientCertificateKeyFile", k)?,
-                None => private_key(
-                    "ClientCertificateFile (no ClientCertificateKeyFile)",
-                    cert_file,
-                )?,
-            };
+            let (chain, key) = cert_and_key(
+                "ClientCertificate",
+                cert_file,
+                t.client_certificate_key_file.as_deref(),
+            )?;
             builder.with_client_auth_cert(chain, key).map_err(|e| {
                 fail(format!(
                     "ClientCertificateFile / ClientCertificateKeyFile: {e}"

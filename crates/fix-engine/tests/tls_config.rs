@@ -127,7 +127,6 @@ fn settings_that_would_run_less_safely_than_quickfix_suggests_are_refused() {
             enc.display()
         ),
     )
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert!(e.contains("passphrase"), "{e}");
 }

@@ -156,6 +156,19 @@ fn qf_cfg(dir: &Path, side: &str, ssl: &str) -> PathBuf {
     write_cfg(dir, &format!("qf-{side}.cfg"), &text)
 }
 
+/// QuickFIX's SSL acceptor or initiator (the same SSL settings as tickwire's) on `port`.
+fn qf_ssl_peer(dir: &Path, side: &str, ssl: &str, port: u16) -> Peer {
+    let cfg = qf_cfg(dir, side, ssl);
+    let qf = quickfix(
+        &format!("quickfix SSL {side}"),
+        cfg.to_str().unwrap(),
+        port,
+        &dir.join("qf"),
+    );
+    qf.wait_ever(&[&format!("READY {side} ssl")]);
+    qf
+}
+
 /// Sends an order on `tw`'s session and waits for its echo / execution report.
 fn order_round_trip(tw: &mut Peer, session: &str, id: &str, answer: &str) -> String {
     tw.send(&format!("{session} 35=D|11={id}|{ORDER}"));
@@ -300,21 +313,7 @@ fn our_tls_initiator_with_quickfix_ssl_acceptor() {
     qf_peer();
     let pki = Pki::new(&dir, true);
     let port = free_port();
-    let ssl = format!(
-        "SocketUseSSL=Y\nServerCertificateFile={}\nServerCertificateKeyFile={}\n\
-         CertificationAuthoritiesFile={}\nCertificateVerifyLevel=1\n",
-        pki.path("server.pem"),
-        pki.path("server.key"),
-        pki.path("ca.pem")
-    );
-    let qf_cfg = qf_cfg(&dir, "acceptor", &ssl);
-    let qf = quickfix(
-        "quickfix SSL acceptor",
-        qf_cfg.to_str().unwrap(),
-        port,
-        &dir.join("qf"),
-    );
-    qf.wait_ever(&["READY acceptor ssl"]);
+    let qf = qf_ssl_peer(&dir, "acceptor", &pki.acceptor(), port);
     let cfg = tw_initiator(
         &dir,
         "tw-initiator",
@@ -356,21 +355,7 @@ fn quickfix_ssl_initiator_with_our_tls_acceptor() {
     let acc_cfg = tw_acceptor(&dir, port, "QF", &pki.acceptor());
     let mut tw = Peer::tickwire("tickwire TLS acceptor", "acceptor", &acc_cfg, "log");
     tw.wait(&["READY", "acceptor"]);
-    let ssl = format!(
-        "SocketUseSSL=Y\nCertificationAuthoritiesFile={}\nClientCertificateFile={}\n\
-         ClientCertificateKeyFile={}\n",
-        pki.path("ca.pem"),
-        pki.path("client.pem"),
-        pki.path("client.key")
-    );
-    let qf_cfg = qf_cfg(&dir, "initiator", &ssl);
-    let qf = quickfix(
-        "quickfix SSL initiator",
-        qf_cfg.to_str().unwrap(),
-        port,
-        &dir.join("qf"),
-    );
-    qf.wait_ever(&["READY initiator ssl"]);
+    let qf = qf_ssl_peer(&dir, "initiator", &pki.initiator("ca", "client"), port);
     tw.wait(&["LOGON", "FIX.4.4:TW->QF"]);
     qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logon response"]);
 

@@ -174,12 +174,8 @@ impl<A: Application> Engine<A> {
                 return;
             }
             let (rend, len) = (conn.rend, conn.rbuf.len());
-            match conn.stream.read(&mut conn.rbuf[rend..len]) {
-                Ok(0) => {
-                    self.close_conn(c, "Connection closed by counterparty");
-                    return;
-                }
-                Ok(n) => {
+            match read_socket(&mut conn.stream, &mut conn.rbuf[rend..len]) {
+                Got::Bytes(n) => {
                     conn.rend += n;
                     if conn.session.is_none() && conn.first_bytes.is_none() {
                         conn.first_bytes = Some(self.now.as_nanos());
@@ -190,11 +186,9 @@ impl<A: Application> Engine<A> {
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let text = format!("Socket error: {e}");
-                    self.close_conn(c, &text);
+                Got::WouldBlock => return,
+                Got::Closed(why) => {
+                    self.close_conn(c, &why);
                     return;
                 }
             }
@@ -319,6 +313,29 @@ impl Net {
             Some(Some(conn)) if conn.state == ConnState::Open => Some(conn),
             _ => None,
         }
+    }
+}
+
+/// What one `read` of a socket gave.
+pub(super) enum Got {
+    /// Some bytes.
+    Bytes(usize),
+    /// Nothing more for now.
+    WouldBlock,
+    /// The end of the stream or an error: close, saying this.
+    Closed(String),
+}
+
+/// One `read` (again after EINTR).
+pub(super) fn read_socket(stream: &mut TcpStream, buf: &mut [u8]) -> Got {
+    loop {
+        return match stream.read(buf) {
+            Ok(0) => Got::Closed("Connection closed by counterparty".to_string()),
+            Ok(n) => Got::Bytes(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Got::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Got::Closed(format!("Socket error: {e}")),
+        };
     }
 }
 

@@ -39,12 +39,8 @@ impl<A: Application> Engine<A> {
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
-            match conn.stream.read(input) {
-                Ok(0) => {
-                    self.close_conn(c, "Connection closed by counterparty");
-                    return;
-                }
-                Ok(n) => {
+            match conn::read_socket(&mut conn.stream, input) {
+                conn::Got::Bytes(n) => {
                     if !self.feed_tls(c, &input[..n]) {
                         return;
                     }
@@ -53,11 +49,9 @@ impl<A: Application> Engine<A> {
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let text = format!("Socket error: {e}");
-                    self.close_conn(c, &text);
+                conn::Got::WouldBlock => return,
+                conn::Got::Closed(why) => {
+                    self.close_conn(c, &why);
                     return;
                 }
             }
