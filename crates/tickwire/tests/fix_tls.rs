@@ -140,6 +140,20 @@ fn tw_initiator(dir: &Path, name: &str, port: u16, me: &str, target: &str, extra
     write_cfg(dir, &format!("{name}.cfg"), &text)
 }
 
+/// tickwire's TLS initiator CL -> TW on `port` (settings `<name>.cfg`), trusting CA
+/// `ca.0`, presenting certificate `ca.1`.
+fn cl_initiator(
+    dir: &Path,
+    pki: &Pki,
+    port: u16,
+    name: &str,
+    title: &str,
+    ca: (&str, &str),
+) -> Peer {
+    let cfg = tw_initiator(dir, name, port, "CL", "TW", &pki.initiator(ca.0, ca.1));
+    Peer::tickwire(title, "initiator", &cfg, "log")
+}
+
 /// QuickFIX's settings (rendered by qf_peer: PORT, SPEC, DIR) with SSL in [DEFAULT].
 fn qf_cfg(dir: &Path, side: &str, ssl: &str) -> PathBuf {
     let socket = if side == "acceptor" {
@@ -167,6 +181,22 @@ fn qf_ssl_peer(dir: &Path, side: &str, ssl: &str, port: u16) -> Peer {
     );
     qf.wait_ever(&[&format!("READY {side} ssl")]);
     qf
+}
+
+/// An order from tickwire to QuickFIX and QuickFIX's execution report back (messages
+/// both ways over TLS), nothing rejected by QuickFIX; then our Logout, answered.
+fn order_and_logout_with_quickfix(mut tw: Peer, qf: &Peer, id: &str) {
+    let (ours, theirs) = ("FIX.4.4:TW->QF", "FIX.4.4:QF->TW");
+    let report = order_round_trip(&mut tw, ours, id, "|35=8|");
+    assert_eq!(field(&report, 39).as_deref(), Some("0"), "{report}");
+    assert_eq!(field(&report, 55).as_deref(), Some("IBM"), "{report}");
+    qf.wait_ever(&["IN", theirs, "|35=D|", &format!("|11={id}|")]);
+    let rejected = qf.find_all_since(0, &["Rejected"]);
+    assert!(rejected.is_empty(), "{}", qf.output());
+    tw.send("logout");
+    tw.wait(&["LOGOUT", ours]);
+    qf.wait_ever(&["EVENT", theirs, "Received logout"]);
+    assert!(tw.terminate().success(), "{}", tw.output());
 }
 
 /// Sends an order on `tw`'s session and waits for its echo / execution report.
@@ -214,15 +244,14 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
     );
     acc.wait(&["READY", "acceptor"]);
     acc.wait_ever(&["listening on 127.0.0.1", "TLS"]);
-    let cfg = tw_initiator(
+    let mut good = cl_initiator(
         &dir,
-        "good",
+        &pki,
         port,
-        "CL",
-        "TW",
-        &pki.initiator("ca", "client"),
+        "good",
+        "tickwire TLS initiator",
+        ("ca", "client"),
     );
-    let mut good = Peer::tickwire("tickwire TLS initiator", "initiator", &cfg, "log");
     good.wait(&["LOGON", "FIX.4.4:CL->TW"]);
     acc.wait_ever(&["LOGON", "FIX.4.4:TW->CL"]);
     let echo = order_round_trip(&mut good, "FIX.4.4:CL->TW", "T1", "|35=D|");
@@ -237,30 +266,28 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
     acc.wait_ever(&["closed: TLS error"]);
 
     // A client certificate from a CA the acceptor does not trust.
-    let cfg = tw_initiator(
+    let rogue = cl_initiator(
         &dir,
-        "rogue",
+        &pki,
         port,
-        "CL",
-        "TW",
-        &pki.initiator("ca", "rogue-client"),
+        "rogue",
+        "tickwire initiator (rogue cert)",
+        ("ca", "rogue-client"),
     );
-    let rogue = Peer::tickwire("tickwire initiator (rogue cert)", "initiator", &cfg, "log");
     // (Refusals are logged at most once a second: its retries get through the limit.)
     acc.wait_ever(&["closed: TLS error", "UnknownIssuer"]);
     assert!(!rogue.ever(&["LOGON"]), "{}", rogue.output());
     drop(rogue);
 
     // An initiator that trusts only the rogue CA refuses our acceptor's certificate.
-    let cfg = tw_initiator(
+    let distrust = cl_initiator(
         &dir,
-        "distrust",
+        &pki,
         port,
-        "CL",
-        "TW",
-        &pki.initiator("rogue-ca", "client"),
+        "distrust",
+        "tickwire initiator (wrong CA)",
+        ("rogue-ca", "client"),
     );
-    let distrust = Peer::tickwire("tickwire initiator (wrong CA)", "initiator", &cfg, "log");
     distrust.wait_ever(&[
         "EVENT",
         "FIX.4.4:CL->TW",
@@ -289,15 +316,14 @@ fn tls_acceptor_refuses_a_peer_outside_allowed_remote_addresses() {
     let acc_cfg = tw_acceptor(&dir, port, "CL", &extra);
     let mut acc = Peer::tickwire("tickwire TLS acceptor", "acceptor", &acc_cfg, "echo");
     acc.wait(&["READY", "acceptor"]);
-    let cfg = tw_initiator(
+    let tw = cl_initiator(
         &dir,
-        "outside",
+        &pki,
         port,
-        "CL",
-        "TW",
-        &pki.initiator("ca", "client"),
+        "outside",
+        "tickwire initiator (127.0.0.1)",
+        ("ca", "client"),
     );
-    let tw = Peer::tickwire("tickwire initiator (127.0.0.1)", "initiator", &cfg, "log");
     acc.wait_ever(&["127.0.0.1", "address not in AllowedRemoteAddresses"]);
     // Its retries (ReconnectInterval=1) are refused the same way.
     tw.wait_ever(&["EVENT", "FIX.4.4:CL->TW", "Connecting to 127.0.0.1"]);
@@ -326,22 +352,10 @@ fn our_tls_initiator_with_quickfix_ssl_acceptor() {
     tw.wait(&["LOGON", "FIX.4.4:TW->QF"]);
     qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logon request"]);
 
-    let report = order_round_trip(&mut tw, "FIX.4.4:TW->QF", "ORD1", "|35=8|");
-    assert_eq!(field(&report, 39).as_deref(), Some("0"), "{report}");
-    qf.wait_ever(&["IN", "FIX.4.4:QF->TW", "|35=D|", "|11=ORD1|"]);
     tw.send("FIX.4.4:TW->QF 35=C|164=T1|94=0|147=over tls|33=1|58=line");
     let email = tw.wait(&["IN", "FIX.4.4:TW->QF", "|35=C|"]);
     assert_eq!(field(&email, 147).as_deref(), Some("over tls"), "{email}");
-    assert!(
-        qf.find_all_since(0, &["Rejected"]).is_empty(),
-        "{}",
-        qf.output()
-    );
-
-    tw.send("logout");
-    tw.wait(&["LOGOUT", "FIX.4.4:TW->QF"]);
-    qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logout request"]);
-    assert!(tw.terminate().success(), "{}", tw.output());
+    order_and_logout_with_quickfix(tw, &qf, "ORD1");
 }
 
 /// QuickFIX/C++'s SSLSocketInitiator (presenting its client certificate, verifying
@@ -359,20 +373,5 @@ fn quickfix_ssl_initiator_with_our_tls_acceptor() {
     tw.wait(&["LOGON", "FIX.4.4:TW->QF"]);
     qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logon response"]);
 
-    // An order to QuickFIX, its echo application's execution report back: messages in
-    // both directions over TLS.
-    tw.send(&format!("FIX.4.4:TW->QF 35=D|11=ORD9|{ORDER}"));
-    let report = tw.wait(&["IN", "FIX.4.4:TW->QF", "|35=8|", "|11=ORD9|"]);
-    assert_eq!(field(&report, 55).as_deref(), Some("IBM"), "{report}");
-    qf.wait_ever(&["IN", "FIX.4.4:QF->TW", "|35=D|", "|11=ORD9|"]);
-    assert!(
-        qf.find_all_since(0, &["Rejected"]).is_empty(),
-        "{}",
-        qf.output()
-    );
-
-    tw.send("logout");
-    tw.wait(&["LOGOUT", "FIX.4.4:TW->QF"]);
-    qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logout"]);
-    assert!(tw.terminate().success(), "{}", tw.output());
+    order_and_logout_with_quickfix(tw, &qf, "ORD9");
 }
