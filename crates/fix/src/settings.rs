@@ -22,8 +22,8 @@
 //! Every key QuickFIX/C++ 1.16 knows (session, socket, store, log and SSL settings) is
 //! recognised. The keys tickwire implements are parsed into [`SessionSettings`] with
 //! QuickFIX's defaults; known keys we do not implement (database stores and logs,
-//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning,
-//! except the TLS keys, which are refused (see "Security settings" below). A
+//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning.
+//! The TLS keys are read from `[DEFAULT]` only (see "Security settings" below). A
 //! key QuickFIX does not know is an error with file, line and a "did you mean" suggestion.
 //! A few keys from QuickFIX/J that the issue asks for are also implemented:
 //! `SenderSubID`, `SenderLocationID`, `TargetSubID`, `TargetLocationID`, `TimeZone`,
@@ -50,8 +50,8 @@
 //!
 //! # Security settings
 //!
-//! `AllowedRemoteAddresses` (a QuickFIX/J key, later also QuickFIX/C++'s;
-//! comma-separated IP addresses, per session) is enforced: an acceptor closes, without
+//! `AllowedRemoteAddresses` (QuickFIX/C++ 1.16 and QuickFIX/J; comma-separated IP
+//! addresses, per session) is enforced: an acceptor closes, without
 //! a reply, a connection whose Logon names a session that does not list the peer's
 //! address (see the engine's docs).
 //!

@@ -166,7 +166,8 @@ impl<A: Application> Engine<A> {
                 let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
                 self.note(
                     k,
-                    format_args!("Refusing connection from {who}: not in AllowedRemoteAddresses"),
+                    // QuickFIX 1.16's event (SocketConnection.cpp).
+                    format_args!("Deny connections to the acceptor from {who}"),
                 );
                 tracing::warn!(
                     "FIX acceptor: Logon for {} from {who}, not in its AllowedRemoteAddresses: connection closed",
