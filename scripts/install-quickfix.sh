@@ -19,6 +19,10 @@ missing=()
 dpkg-query -W -f='${Status}' libquickfix-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libquickfix-dev)
 command -v g++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
+# QuickFIX's SSL headers include OpenSSL's (qf_peer's SSL acceptor/initiator); the TLS
+# interop tests make RSA keys with the openssl CLI (QuickFIX 1.15.1 takes RSA or DSA only).
+dpkg-query -W -f='${Status}' libssl-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libssl-dev)
+command -v openssl >/dev/null || missing+=(openssl)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo=()
@@ -32,9 +36,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if ! apt-cache show libquickfix-dev >/dev/null 2>&1; then
     "${sudo[@]}" apt-get update -q
   fi
-  "${sudo[@]}" apt-get install -y -q --no-install-recommends libquickfix-dev g++ make
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends libquickfix-dev libssl-dev openssl g++ make
 else
-  echo "install-quickfix: libquickfix-dev, g++ and make already present"
+  echo "install-quickfix: libquickfix-dev, libssl-dev, openssl, g++ and make already present"
 fi
 echo "install-quickfix: QuickFIX $(dpkg-query -W -f='${Version}' libquickfix-dev)"
 
@@ -50,7 +54,7 @@ for src in "$src_dir"/*.cpp; do
     continue
   fi
   echo "install-quickfix: building $out"
-  g++ "${cxxflags[@]}" -o "$out.tmp" "$src" -lquickfix -lpthread
+  g++ "${cxxflags[@]}" -o "$out.tmp" "$src" -lquickfix -lssl -lcrypto -lpthread
   mv "$out.tmp" "$out"
   built=$((built + 1))
 done

@@ -9,7 +9,9 @@
 //                [--order-sender COMPID] [--define NAME=VALUE]...
 //
 // The program runs a SocketAcceptor or a SocketInitiator depending on ConnectionType in the
-// settings file (all sessions must agree). It is built against the system QuickFIX
+// settings file (all sessions must agree); with SocketUseSSL=Y in [DEFAULT] it runs QuickFIX's
+// SSLSocketAcceptor / SSLSocketInitiator instead (QuickFIX 1.15.1 has no such setting: the
+// program picks the class; tickwire's key is used here so that one file drives both). It is built against the system QuickFIX
 // (Debian's libquickfix-dev) by scripts/install-quickfix.sh; no QuickFIX code is copied here.
 //
 // Output (stdout, flushed per line, so tests can read it while the program runs):
@@ -32,6 +34,12 @@
 #include <quickfix/SessionSettings.h>
 #include <quickfix/SocketAcceptor.h>
 #include <quickfix/SocketInitiator.h>
+// Debian's libquickfix is built with OpenSSL; its SSL headers want HAVE_SSL.
+#ifndef HAVE_SSL
+#define HAVE_SSL 1
+#endif
+#include <quickfix/SSLSocketAcceptor.h>
+#include <quickfix/SSLSocketInitiator.h>
 #include <quickfix/fix44/MarketDataIncrementalRefresh.h>
 #include <quickfix/fix44/NewOrderSingle.h>
 
@@ -394,14 +402,18 @@ int main(int argc, char** argv) {
 
     std::unique_ptr<FIX::Acceptor> acceptor;
     std::unique_ptr<FIX::Initiator> initiator;
+    const FIX::Dictionary& defaults = settings.get();
+    const bool ssl = defaults.has("SocketUseSSL") && defaults.getString("SocketUseSSL") == "Y";
     if (connection_type == "acceptor") {
-      acceptor.reset(new FIX::SocketAcceptor(app, *store_factory, settings, *log_factory));
+      if (ssl) acceptor.reset(new FIX::SSLSocketAcceptor(app, *store_factory, settings, *log_factory));
+      else acceptor.reset(new FIX::SocketAcceptor(app, *store_factory, settings, *log_factory));
       acceptor->start();
     } else {
-      initiator.reset(new FIX::SocketInitiator(app, *store_factory, settings, *log_factory));
+      if (ssl) initiator.reset(new FIX::SSLSocketInitiator(app, *store_factory, settings, *log_factory));
+      else initiator.reset(new FIX::SocketInitiator(app, *store_factory, settings, *log_factory));
       initiator->start();
     }
-    print_line("READY " + connection_type);
+    print_line("READY " + connection_type + (ssl ? " ssl" : ""));
 
     while (!g_stop) {
       if (g_report) {

@@ -45,6 +45,18 @@
 //! session's output buffer into the engine's scratch buffer before `from_app` runs, so
 //! that the callback may send on its own session.
 //!
+//! # TLS
+//!
+//! With `SocketUseSSL=Y` ([`TlsConfig`], built from QuickFIX's SSL settings) every
+//! connection runs through rustls' buffered API. The syscall pattern stays the clear
+//! path's: one `read` per readable connection per wake (into an engine-wide input
+//! buffer, handed to rustls, decrypted into the connection's read buffer) and one
+//! vectored `write` of the turn's records per connection. rustls allocates one buffer
+//! per TLS record it seals (a turn's messages to one peer go out in as few records as
+//! fit 16 KiB), so the TLS path is not allocation-free per turn as the clear path is.
+//! A failed handshake (untrusted certificate, clear text on a TLS port) closes that
+//! connection only; it is counted and logged with the accept refusals.
+//!
 //! # Bad input
 //!
 //! Garbage before a message is skipped up to the next `8=FIX` (as the codec
@@ -63,6 +75,7 @@ mod log;
 pub mod monitor;
 mod spec;
 mod store;
+mod tls;
 
 pub use app::{Application, Ctx, SessionKey};
 pub use engine::{Engine, EngineOptions, Handle, SendError};
@@ -71,6 +84,7 @@ pub use monitor::{EngineSnapshot, SessionCounters, SessionState, SessionView};
 pub use spec::{DictionaryCache, SessionSpec, StoreSpec};
 pub use store::AnyStore;
 pub use tickwire_fix::settings::IdleStrategy;
+pub use tls::TlsConfig;
 
 use std::path::PathBuf;
 
@@ -116,6 +130,13 @@ pub enum Error {
         /// The session.
         session: String,
         /// What is wrong.
+        reason: String,
+    },
+    /// The TLS settings cannot be used: a file missing or unreadable, a setting
+    /// tickwire refuses (configuration fault).
+    #[error("TLS: {reason}")]
+    Tls {
+        /// What is wrong, naming the setting.
         reason: String,
     },
     /// A socket, poll or thread operation failed (IO fault).

@@ -591,7 +591,9 @@ fn regression_allowed_remote_addresses_refuses_other_peers() {
     c.send("A", &[(98, "0"), (108, "30")]);
     assert_eq!(c.until_closed(), Vec::<String>::new());
     let _two = Raw::logon(acc.addr, "TWO");
-    let events = acc.seen.assert_any("Refusing connection from 127.0.0.1");
+    let events = acc
+        .seen
+        .assert_any("Deny connections to the acceptor from 127.0.0.1");
     assert_eq!(
         events.iter().filter(|e| *e == "logon").count(),
         1,

@@ -22,8 +22,8 @@
 //! Every key QuickFIX/C++ 1.16 knows (session, socket, store, log and SSL settings) is
 //! recognised. The keys tickwire implements are parsed into [`SessionSettings`] with
 //! QuickFIX's defaults; known keys we do not implement (database stores and logs,
-//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning,
-//! except the TLS keys, which are refused (see "Security settings" below). A
+//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning.
+//! The TLS keys are read from `[DEFAULT]` only (see "Security settings" below). A
 //! key QuickFIX does not know is an error with file, line and a "did you mean" suggestion.
 //! A few keys from QuickFIX/J that the issue asks for are also implemented:
 //! `SenderSubID`, `SenderLocationID`, `TargetSubID`, `TargetLocationID`, `TimeZone`,
@@ -50,12 +50,18 @@
 //!
 //! # Security settings
 //!
-//! `AllowedRemoteAddresses` (QuickFIX 1.16; comma-separated IP addresses) is enforced:
-//! an acceptor closes, without a reply, a connection whose Logon names a session that
-//! does not list the peer's address (see the engine's docs). TLS is not implemented, and
-//! a file asking for it (`SocketUseSSL=Y`, `SSLProtocol`, `SSLCipherSuite`,
-//! `TLSCipherSuites`, the certificate and revocation-list keys) is refused with
-//! [`SettingsError::Insecure`] instead of silently running in clear text.
+//! `AllowedRemoteAddresses` (QuickFIX/C++ 1.16 and QuickFIX/J; comma-separated IP
+//! addresses, per session) is enforced: an acceptor closes, without
+//! a reply, a connection whose Logon names a session that does not list the peer's
+//! address (see the engine's docs).
+//!
+//! TLS: `SocketUseSSL=Y` in `[DEFAULT]` turns it on for every session, with QuickFIX's
+//! SSL settings (`ServerCertificateFile`, `CertificationAuthoritiesFile`,
+//! `CertificateVerifyLevel`, `SSLProtocol`, ...), read from `[DEFAULT]` only as
+//! QuickFIX/C++ reads them ([`TlsSettings`]; a TLS key in a `[SESSION]` is an error).
+//! What tickwire's TLS cannot honour (an OpenSSL cipher string, only SSL 3 / TLS 1.0)
+//! is refused with [`SettingsError::Tls`] and the reason, never ignored; so is an SSL
+//! setting without `SocketUseSSL=Y`, which would otherwise run in clear text.
 //!
 //! Environment variable substitution (`$VAR`, QuickFIX's optional `resolveEnvVars`) is not
 //! supported.
@@ -65,6 +71,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use chrono::{NaiveTime, Weekday};
+
+mod tls;
+pub use tls::{protocols as parse_ssl_protocol, TlsSettings, TlsVersions, VerifyLevel};
 
 use crate::codec::TimestampPrecision;
 use crate::store::SyncPolicy;
@@ -120,10 +129,10 @@ pub enum SettingsError {
         /// The missing key and why.
         key: &'static str,
     },
-    /// A setting tickwire does not implement whose absence would make the session less
-    /// secure than the file asks for (TLS and its certificates): refused, not ignored.
-    #[error("{file}:{line}: {key}={value}: tickwire does not implement TLS, and running this session in clear text would be less secure than the settings ask for; refusing to start (terminate TLS in front of tickwire, e.g. stunnel, and remove the TLS settings)")]
-    Insecure {
+    /// A TLS setting that cannot be honoured as written (see [`TlsSettings`]): refused
+    /// rather than ignored or run in clear text.
+    #[error("{file}:{line}: {key}={value}: {reason}; refusing to start")]
+    Tls {
         /// File name.
         file: String,
         /// 1-based line.
@@ -132,6 +141,8 @@ pub enum SettingsError {
         key: &'static str,
         /// The value as written.
         value: String,
+        /// Why, and what to do.
+        reason: String,
     },
     /// Two sessions with the same identity.
     #[error("{file}:{line}: duplicate session {session}")]
@@ -167,11 +178,10 @@ impl std::fmt::Display for SettingsWarning {
 enum Support {
     Implemented,
     Ignored,
-    /// Not implemented, and running without it would be less secure than the user
-    /// asked for (TLS): the file is refused rather than run in clear text.
-    Refused,
+    /// A TLS setting: engine-wide, read from `[DEFAULT]` only (module `tls`).
+    Tls,
 }
-use Support::{Ignored, Implemented, Refused};
+use Support::{Ignored, Implemented, Tls};
 
 /// Every key QuickFIX/C++ 1.16 knows, plus the QuickFIX/J and tickwire keys we implement.
 const KEYS: &[(&str, Support)] = &[
@@ -282,20 +292,20 @@ const KEYS: &[(&str, Support)] = &[
     ("TimestampPrecision", Implemented),
     ("HttpAcceptPort", Ignored),
     ("PersistMessages", Implemented),
-    ("ServerCertificateFile", Refused),
-    ("ServerCertificateKeyFile", Refused),
-    ("ClientCertificateFile", Refused),
-    ("ClientCertificateKeyFile", Refused),
-    ("CertificationAuthoritiesFile", Refused),
-    ("CertificationAuthoritiesDirectory", Refused),
-    ("CertificateRevocationListFile", Refused),
-    ("CertificateRevocationListDirectory", Refused),
-    ("CertificateVerifyLevel", Refused),
+    ("ServerCertificateFile", Tls),
+    ("ServerCertificateKeyFile", Tls),
+    ("ClientCertificateFile", Tls),
+    ("ClientCertificateKeyFile", Tls),
+    ("CertificationAuthoritiesFile", Tls),
+    ("CertificationAuthoritiesDirectory", Tls),
+    ("CertificateRevocationListFile", Tls),
+    ("CertificateRevocationListDirectory", Tls),
+    ("CertificateVerifyLevel", Tls),
     ("AllowedRemoteAddresses", Implemented),
-    ("SocketUseSSL", Refused),
-    ("SSLProtocol", Refused),
-    ("SSLCipherSuite", Refused),
-    ("TLSCipherSuites", Refused),
+    ("SocketUseSSL", Tls),
+    ("SSLProtocol", Tls),
+    ("SSLCipherSuite", Tls),
+    ("TLSCipherSuites", Tls),
     ("TickwireIdleStrategy", Implemented),
     ("TickwireStoreSync", Implemented),
     ("TickwireStoreSyncBatch", Implemented),
@@ -545,6 +555,8 @@ pub struct SessionSettings {
 pub struct Settings {
     /// The sessions, in file order.
     pub sessions: Vec<SessionSettings>,
+    /// TLS for every session (`SocketUseSSL=Y` in `[DEFAULT]`), or `None`.
+    pub tls: Option<TlsSettings>,
     /// Ignored keys and lines.
     pub warnings: Vec<SettingsWarning>,
 }
@@ -632,14 +644,15 @@ impl Settings {
                     suggestion: suggest(key),
                 });
             };
-            // `SocketUseSSL=N` asks for nothing we lack; every other TLS key does.
-            let asks_for_tls = !(canon == "SocketUseSSL" && value.eq_ignore_ascii_case("N"));
-            if support == Refused && asks_for_tls {
-                return Err(SettingsError::Insecure {
+            if support == Tls && matches!(target, Target::Session) {
+                return Err(SettingsError::Tls {
                     file: file.to_string(),
                     line: line_no,
                     key: canon,
                     value: value.to_string(),
+                    reason: "QuickFIX reads the SSL settings from [DEFAULT] only (one TLS \
+                             configuration per engine); move it to [DEFAULT]"
+                        .to_string(),
                 });
             }
             if support == Ignored {
@@ -682,6 +695,7 @@ impl Settings {
                 },
             );
         }
+        let tls = tls::parse(file, &default.values)?;
         let mut out = Vec::with_capacity(sessions.len());
         for s in sessions {
             let mut merged = default.values.clone();
@@ -698,6 +712,7 @@ impl Settings {
         }
         Ok(Settings {
             sessions: out,
+            tls,
             warnings,
         })
     }

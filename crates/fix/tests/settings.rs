@@ -248,38 +248,122 @@ fn quickfix_line_rules() {
 }
 
 /// Issue 12 item 5: TLS settings were accepted with a warning and the session ran in
-/// clear text. Every TLS key is now refused (except `SocketUseSSL=N`).
+/// clear text. Issue 20: TLS is implemented; an SSL setting without `SocketUseSSL=Y`
+/// (clear text), in a `[SESSION]` (QuickFIX reads them from `[DEFAULT]` only), or that
+/// rustls cannot honour is still refused, with the reason.
 #[test]
 fn regression_tls_settings_refuse_to_start_instead_of_warning() {
-    let base = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
-                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
-    for (line, key) in [
-        ("SocketUseSSL=Y", "SocketUseSSL"),
-        ("SSLProtocol=+TLSv1.2", "SSLProtocol"),
+    let head = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n";
+    let session = "[SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
+    for (line, key, why) in [
+        (
+            "SSLProtocol=TLSv1_2",
+            "SSLProtocol",
+            "without SocketUseSSL=Y",
+        ),
         (
             "ServerCertificateFile=/etc/ssl/cert.pem",
             "ServerCertificateFile",
+            "without SocketUseSSL=Y",
         ),
         (
-            "CertificationAuthoritiesFile=ca.pem",
-            "CertificationAuthoritiesFile",
+            "SocketUseSSL=Y\nSSLCipherSuite=HIGH:!aNULL",
+            "SSLCipherSuite",
+            "OpenSSL cipher list",
         ),
-        ("TLSCipherSuites=TLS_AES_128_GCM_SHA256", "TLSCipherSuites"),
+        (
+            "SocketUseSSL=Y\nTLSCipherSuites=TLS_AES_128_GCM_SHA256",
+            "TLSCipherSuites",
+            "OpenSSL cipher list",
+        ),
+        (
+            "SocketUseSSL=Y\nSSLProtocol=SSLv3",
+            "SSLProtocol",
+            "no protocol tickwire speaks",
+        ),
+        (
+            "SocketUseSSL=Y\nSSLProtocol=TLSv1.2",
+            "SSLProtocol",
+            "unknown protocol",
+        ),
+        (
+            "SocketUseSSL=Y\nCertificateVerifyLevel=5",
+            "CertificateVerifyLevel",
+            "expected 0",
+        ),
+        ("SocketUseSSL=maybe", "SocketUseSSL", "Y or N"),
     ] {
-        let text = format!("{base}{line}\n");
+        let text = format!("{head}{line}\n{session}");
         match Settings::parse(&text, "tls.cfg") {
-            Err(e @ SettingsError::Insecure { line: 9, .. }) => {
+            Err(e @ SettingsError::Tls { .. }) => {
                 let msg = e.to_string();
                 assert!(
-                    msg.contains(key) && msg.contains("refusing to start"),
+                    msg.contains(key) && msg.contains(why) && msg.contains("refusing to start"),
                     "{msg}"
                 );
             }
-            other => panic!("{line}: expected Insecure, got {other:?}"),
+            other => panic!("{line}: expected a TLS error, got {other:?}"),
         }
     }
-    let plain = Settings::parse(&format!("{base}SocketUseSSL=N\n"), "tls.cfg").unwrap();
+    // In a [SESSION]: QuickFIX would not read it there.
+    match Settings::parse(&format!("{head}{session}SocketUseSSL=Y\n"), "tls.cfg") {
+        Err(e @ SettingsError::Tls { line: 9, .. }) => {
+            assert!(e.to_string().contains("[DEFAULT] only"), "{e}")
+        }
+        other => panic!("expected a TLS error, got {other:?}"),
+    }
+    let plain = Settings::parse(&format!("{head}SocketUseSSL=N\n{session}"), "tls.cfg").unwrap();
     assert_eq!(plain.sessions.len(), 1);
+    assert!(plain.tls.is_none());
+}
+
+#[test]
+fn tls_settings_are_read_from_default_with_quickfix_defaults() {
+    use tickwire_fix::settings::{TlsVersions, VerifyLevel};
+    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
+                SocketUseSSL=Y\nServerCertificateFile=srv.pem\n\
+                CertificationAuthoritiesFile=ca.pem\nCertificateVerifyLevel=1\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
+    let s = Settings::parse(text, "tls.cfg").unwrap();
+    let t = s.tls.expect("tls on");
+    assert_eq!(
+        t.server_certificate_file.as_deref(),
+        Some(Path::new("srv.pem"))
+    );
+    assert_eq!(
+        t.server_certificate_key_file, None,
+        "defaults to the certificate file"
+    );
+    assert_eq!(t.ca_file.as_deref(), Some(Path::new("ca.pem")));
+    assert_eq!(t.verify_level, VerifyLevel::Require);
+    assert_eq!(
+        t.versions,
+        TlsVersions {
+            tls12: true,
+            tls13: true
+        },
+        "default all -SSLv2"
+    );
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+}
+
+#[test]
+fn ssl_protocol_follows_quickfix_grammar() {
+    use tickwire_fix::settings::parse_ssl_protocol as p;
+    let v = |tls12, tls13| Ok(tickwire_fix::settings::TlsVersions { tls12, tls13 });
+    assert_eq!(p(""), v(true, true));
+    assert_eq!(p("all -SSLv2"), v(true, true));
+    assert_eq!(p("all -SSLv2 -SSLv3 -TLSv1 -TLSv1_1"), v(true, true));
+    assert_eq!(
+        p("tlsv1_2"),
+        v(true, true),
+        "QuickFIX never turns TLS 1.3 off"
+    );
+    assert_eq!(p("TLSv1_2 -TLSv1_3"), v(true, false));
+    assert_eq!(p("TLSv1_3"), v(false, true));
+    assert_eq!(p("+TLSv1_1 +TLSv1_2"), v(true, true));
+    assert!(p("all -TLSv1_2").is_err(), "only versions rustls lacks");
+    assert!(p("TLSv1_2 bogus").is_err());
 }
 
 #[test]

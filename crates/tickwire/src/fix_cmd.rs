@@ -20,11 +20,21 @@ Run a FIX acceptor or initiator from a QuickFIX settings file.
 
 tickwire's FIX engine reads QuickFIX's session settings format as is ([DEFAULT] and
 [SESSION] sections, the same keys), so a QuickFIX configuration can be reused. Keys
-QuickFIX knows but tickwire does not implement are reported and ignored, except the
-TLS keys (SocketUseSSL=Y, SSL*, certificates), which refuse to start: tickwire has no
-TLS and will not run in clear text a session configured for it. Unknown keys are an
-error. AllowedRemoteAddresses is enforced (a Logon from another address is closed
-without a reply). tickwire's own keys start with 'Tickwire':
+QuickFIX knows but tickwire does not implement are reported and ignored. Unknown keys
+are an error. AllowedRemoteAddresses is enforced (a peer at another address is closed
+without a reply).
+
+TLS: SocketUseSSL=Y in [DEFAULT] runs every session over TLS with QuickFIX's SSL
+settings, read from [DEFAULT] as QuickFIX does: ServerCertificateFile (+KeyFile) for
+an acceptor; CertificationAuthoritiesFile (or ...Directory) to verify the peer (an
+initiator must have one); ClientCertificateFile (+KeyFile) for an initiator;
+CertificateVerifyLevel=1 (client certificate required) or 2 (optional);
+CertificateRevocationListFile/Directory; SSLProtocol (TLS 1.2 and 1.3 only).
+SSLCipherSuite (an OpenSSL cipher list) refuses to start, as does any SSL setting
+without SocketUseSSL=Y: a session configured for TLS never runs in clear text.
+An acceptor without SocketAcceptHost listens on ALL interfaces (QuickFIX's default;
+a warning says so): set SocketAcceptHost=127.0.0.1 to keep it local. See docs/fix.md
+\"TLS and network access\". tickwire's own keys start with 'Tickwire':
   TickwireIdleStrategy=block|spin    wait in epoll (default) or busy-poll
   TickwireStoreSync=every|batched|os file store fdatasync policy (default os)
   TickwireStoreSyncBatch=N           messages per fdatasync with 'batched'

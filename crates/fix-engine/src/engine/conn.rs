@@ -3,6 +3,7 @@
 //! connection, reused; before Logon the read buffer is bounded by
 //! [`EngineOptions::max_logon_len`].
 
+use super::tls_io::tls_client;
 use super::*;
 
 impl<A: Application> Engine<A> {
@@ -32,6 +33,7 @@ impl<A: Application> Engine<A> {
             since: self.now.as_nanos(),
             first_bytes: None,
             queued: false,
+            tls: None,
         };
         if let Err(e) = self.net.poll.registry().register(
             &mut conn.stream,
@@ -113,6 +115,23 @@ impl<A: Application> Engine<A> {
         match result {
             Ok(false) => {}
             Ok(true) => {
+                if let Some(cfg) = &self.opts.tls.as_ref().and_then(|t| t.client.clone()) {
+                    let host = k
+                        .and_then(|k| self.slots.get(k.0))
+                        .and_then(|s| s.connect.get(s.next_addr % s.connect.len().max(1)))
+                        .map(|(h, _)| h.clone())
+                        .unwrap_or_default();
+                    match tls_client(cfg, &host) {
+                        Ok(t) => conn.tls = Some(Box::new(t)),
+                        Err(e) => {
+                            if let Some(k) = k {
+                                self.note(k, format_args!("TLS: {e}"));
+                            }
+                            self.close_conn(c, "");
+                            return;
+                        }
+                    }
+                }
                 conn.state = ConnState::Open;
                 let nodelay = k
                     .and_then(|k| self.slots.get(k.0))
@@ -143,32 +162,20 @@ impl<A: Application> Engine<A> {
     /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
     pub(super) fn read_conn(&mut self, c: ConnId, to_eof: bool) {
+        if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
+            return self.read_conn_tls(c, to_eof);
+        }
         loop {
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
-            let max = frame_limit(&self.opts, conn);
-            if conn.rend == conn.rbuf.len() {
-                if conn.rstart > 0 {
-                    conn.rbuf.copy_within(conn.rstart..conn.rend, 0);
-                    conn.rend -= conn.rstart;
-                    conn.rstart = 0;
-                } else if conn.rbuf.len() < max {
-                    let len = conn.rbuf.len().saturating_mul(2).min(max);
-                    conn.rbuf.resize(len, 0);
-                } else {
-                    // Cannot happen with frame_len's limit; never loop forever.
-                    self.close_conn(c, "Read buffer full without a complete message");
-                    return;
-                }
+            if !make_room(conn, frame_limit(&self.opts, conn)) {
+                self.close_conn(c, "Read buffer full without a complete message");
+                return;
             }
             let (rend, len) = (conn.rend, conn.rbuf.len());
-            match conn.stream.read(&mut conn.rbuf[rend..len]) {
-                Ok(0) => {
-                    self.close_conn(c, "Connection closed by counterparty");
-                    return;
-                }
-                Ok(n) => {
+            match read_socket(&mut conn.stream, &mut conn.rbuf[rend..len]) {
+                Got::Bytes(n) => {
                     conn.rend += n;
                     if conn.session.is_none() && conn.first_bytes.is_none() {
                         conn.first_bytes = Some(self.now.as_nanos());
@@ -179,11 +186,9 @@ impl<A: Application> Engine<A> {
                         return;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let text = format!("Socket error: {e}");
-                    self.close_conn(c, &text);
+                Got::WouldBlock => return,
+                Got::Closed(why) => {
+                    self.close_conn(c, &why);
                     return;
                 }
             }
@@ -239,6 +244,11 @@ impl<A: Application> Engine<A> {
             return;
         };
         let _ = self.net.poll.registry().deregister(&mut conn.stream);
+        if let Some(tls) = &mut conn.tls {
+            // Best effort: a close_notify alert in one write, never waiting.
+            tls.send_close_notify();
+            let _ = tls.write_tls(&mut conn.stream);
+        }
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
         self.net.free_later.push(c);
         if let Some(k) = conn.session {
@@ -265,6 +275,9 @@ impl<A: Application> Engine<A> {
         };
         if conn.state == ConnState::Connecting {
             return;
+        }
+        if conn.tls.is_some() {
+            return self.write_conn_tls(c);
         }
         while conn.wpos < conn.wbuf.len() {
             match conn.stream.write(&conn.wbuf[conn.wpos..]) {
@@ -295,12 +308,54 @@ impl<A: Application> Engine<A> {
 /// accepted connection before its Logon bound it, else `max_message_len`.
 impl Net {
     /// Connection `c` while it is open (not yet connected, closed or gone: `None`).
-    fn open_conn(&mut self, c: ConnId) -> Option<&mut Conn> {
+    pub(super) fn open_conn(&mut self, c: ConnId) -> Option<&mut Conn> {
         match self.conns.get_mut(c.0) {
             Some(Some(conn)) if conn.state == ConnState::Open => Some(conn),
             _ => None,
         }
     }
+}
+
+/// What one `read` of a socket gave.
+pub(super) enum Got {
+    /// Some bytes.
+    Bytes(usize),
+    /// Nothing more for now.
+    WouldBlock,
+    /// The end of the stream or an error: close, saying this.
+    Closed(String),
+}
+
+/// One `read` (again after EINTR).
+pub(super) fn read_socket(stream: &mut TcpStream, buf: &mut [u8]) -> Got {
+    loop {
+        return match stream.read(buf) {
+            Ok(0) => Got::Closed("Connection closed by counterparty".to_string()),
+            Ok(n) => Got::Bytes(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Got::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Got::Closed(format!("Socket error: {e}")),
+        };
+    }
+}
+
+/// Makes room at the end of a connection's read buffer: moves the unread bytes to the
+/// front, else grows the buffer up to `max`. False: full (cannot happen with
+/// `frame_len`'s limit; the caller closes rather than loop forever).
+pub(super) fn make_room(conn: &mut Conn, max: usize) -> bool {
+    if conn.rend == conn.rbuf.len() {
+        if conn.rstart > 0 {
+            conn.rbuf.copy_within(conn.rstart..conn.rend, 0);
+            conn.rend -= conn.rstart;
+            conn.rstart = 0;
+        } else if conn.rbuf.len() < max {
+            let len = conn.rbuf.len().saturating_mul(2).min(max);
+            conn.rbuf.resize(len, 0);
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 pub(super) fn frame_limit(opts: &EngineOptions, conn: &Conn) -> usize {

@@ -68,10 +68,21 @@ impl<A: Application> Engine<A> {
                     tracing::debug!("FIX connection from {peer}");
                     // Before Logon only a Logon is buffered (up to max_logon_len).
                     let rbuf = self.opts.read_buffer.min(self.opts.max_logon_len).max(256);
+                    let tls = match self.opts.tls.as_ref().and_then(|t| t.server.clone()) {
+                        None => None,
+                        Some(cfg) => match rustls::ServerConnection::new(cfg) {
+                            Ok(t) => Some(Box::new(rustls::Connection::Server(t))),
+                            Err(e) => {
+                                self.refused_at_accept(peer, &format!("TLS: {e}"));
+                                continue;
+                            }
+                        },
+                    };
                     if let Some(c) = self.add_conn(stream, ConnState::Open, rbuf) {
                         if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
                             conn.listener = Some(l);
                             conn.peer = Some(peer.ip());
+                            conn.tls = tls;
                         }
                     }
                 }
@@ -155,7 +166,8 @@ impl<A: Application> Engine<A> {
                 let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
                 self.note(
                     k,
-                    format_args!("Refusing connection from {who}: not in AllowedRemoteAddresses"),
+                    // QuickFIX 1.16's event (SocketConnection.cpp).
+                    format_args!("Deny connections to the acceptor from {who}"),
                 );
                 tracing::warn!(
                     "FIX acceptor: Logon for {} from {who}, not in its AllowedRemoteAddresses: connection closed",

@@ -11,6 +11,7 @@
 
 mod conn;
 mod logon;
+mod tls_io;
 mod turn;
 
 use std::io::{self, Read, Write};
@@ -24,7 +25,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tickwire_fix::codec::{self, Fields, FrameError};
 use tickwire_fix::session::{Event, Output, Role, Session};
-use tickwire_fix::settings::{IdleStrategy, SessionId, Settings};
+use tickwire_fix::settings::{ConnectionType, IdleStrategy, SessionId, Settings};
 use tickwire_fix::store::{FileStore, MemoryStore, MessageStore, OnLostLog};
 use tickwire_fix::validate::is_admin_msg_type;
 
@@ -33,6 +34,7 @@ use crate::log::{LogTargets, MessageLog};
 use crate::monitor::{self, EngineSnapshot, SessionCounters, SessionState, SessionView};
 use crate::spec::{DictionaryCache, SessionSpec, StoreSpec};
 use crate::store::AnyStore;
+use crate::tls::TlsConfig;
 use tickwire_rt::{MonoNanos, UtcNanos};
 
 use crate::Error;
@@ -80,6 +82,9 @@ pub struct EngineOptions {
     /// `tickwire_fix::store`) starts over at sequence 1/1 instead of refusing to start.
     /// Default false; `tickwire fix --reset-lost-store`.
     pub reset_lost_stores: bool,
+    /// TLS for every connection (`SocketUseSSL=Y`). [`Engine::from_settings_with`]
+    /// builds it from the settings when it is `None` and the settings ask for TLS.
+    pub tls: Option<TlsConfig>,
 }
 
 impl EngineOptions {
@@ -123,6 +128,7 @@ impl Default for EngineOptions {
             max_logon_len: 8 << 10,
             max_pending: 64,
             reset_lost_stores: false,
+            tls: None,
         }
     }
 }
@@ -270,6 +276,9 @@ struct Conn {
     first_bytes: Option<u64>,
     /// On the write list this turn.
     queued: bool,
+    /// The TLS state (`SocketUseSSL=Y`): bytes on the socket are TLS records, `rbuf`
+    /// and `wbuf` hold clear text.
+    tls: Option<Box<rustls::Connection>>,
 }
 
 /// What one poll event says about a socket, copied out of `mio::Events` so that the
@@ -312,6 +321,9 @@ struct Net {
     refused: u64,
     /// `refused` when it was last logged, and when.
     refused_logged: (u64, u64),
+    /// TLS: what one `read` takes from a socket before rustls decrypts it (empty
+    /// without TLS).
+    tls_in: Vec<u8>,
 }
 
 /// Reused buffers for callbacks.
@@ -360,8 +372,16 @@ impl<A: Application> Engine<A> {
     pub fn from_settings_with(
         settings: &Settings,
         app: A,
-        opts: EngineOptions,
+        mut opts: EngineOptions,
     ) -> Result<Engine<A>, Error> {
+        if let (None, Some(t)) = (&opts.tls, &settings.tls) {
+            let has = |ct| settings.sessions.iter().any(|s| s.connection_type == ct);
+            opts.tls = Some(TlsConfig::from_settings(
+                t,
+                has(ConnectionType::Acceptor),
+                has(ConnectionType::Initiator),
+            )?);
+        }
         let mut dicts = DictionaryCache::new();
         let specs = settings
             .sessions
@@ -428,6 +448,18 @@ impl<A: Application> Engine<A> {
             if let Some(v) = spec.validation.clone() {
                 session = session.with_validation(v);
             }
+            if let Some(t) = &opts.tls {
+                let (side, missing) = match spec.role() {
+                    Role::Acceptor => ("acceptor", t.server.is_none()),
+                    Role::Initiator => ("initiator", t.client.is_none()),
+                };
+                if missing {
+                    return Err(Error::Config {
+                        session: name,
+                        reason: format!("TLS is on but has no configuration for an {side}"),
+                    });
+                }
+            }
             let listener = match (spec.role(), spec.accept) {
                 (Role::Acceptor, Some(addr)) => {
                     let i = match listen_specs.iter().position(|a| *a == addr) {
@@ -440,6 +472,7 @@ impl<A: Application> Engine<A> {
                                 .register(&mut l, Token(LISTENER_BASE + i), Interest::READABLE)
                                 .map_err(io_err("registering a listener"))?;
                             let local = l.local_addr().map_err(io_err("listener address"))?;
+                            log_listening(local, opts.tls.is_some());
                             listeners.push((Some(l), local));
                             listen_specs.push(addr);
                             i
@@ -522,6 +555,11 @@ impl<A: Application> Engine<A> {
                 next_housekeeping: 0,
                 refused: 0,
                 refused_logged: (0, 0),
+                tls_in: if opts.tls.is_some() {
+                    vec![0; opts.read_buffer.clamp(16 << 10, 1 << 20)]
+                } else {
+                    Vec::new()
+                },
             },
             scratch: Scratch::default(),
             log,
@@ -718,6 +756,21 @@ impl<A: Application> Engine<A> {
     // ─── connections ────────────────────────────────────────────────────────────
 
     // ─── sessions ───────────────────────────────────────────────────────────────
+}
+
+/// The startup line of a listener: its address, whether it speaks TLS, and a warning
+/// when it listens on every interface (no `SocketAcceptHost`: QuickFIX's default too).
+fn log_listening(local: SocketAddr, tls: bool) {
+    let proto = if tls { "TLS" } else { "clear text (no TLS)" };
+    if local.ip().is_unspecified() {
+        tracing::warn!(
+            "FIX acceptor listening on {local}, ALL network interfaces, {proto}: no \
+             SocketAcceptHost is set (QuickFIX's default); set SocketAcceptHost=127.0.0.1 \
+             (or one interface's address) to restrict it"
+        );
+    } else {
+        tracing::info!("FIX acceptor listening on {local}, {proto}");
+    }
 }
 
 impl<A: Application> Drop for Engine<A> {
