@@ -272,6 +272,7 @@ fn market_data() -> anyhow::Result<bool> {
         seed: 7,
         rate: 20_000.0,
         speeds: vec![tickwire_capture::Speed::Factor(4.0)],
+        targets: vec![tickwire_bench::md_replay::repro::Target::Tickwire],
         clients: 2,
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
