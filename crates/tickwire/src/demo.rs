@@ -277,6 +277,7 @@ fn market_data() -> anyhow::Result<bool> {
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
         feed_idle: tickwire_rt::IdleStrategy::Spin,
+        spin_before: tickwire_md::publisher::DEFAULT_SPIN_BEFORE,
         pin: None,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,

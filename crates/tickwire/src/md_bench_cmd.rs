@@ -166,6 +166,10 @@ pub struct MdReplayArgs {
     /// Feed-handler (and raw feed thread) idle strategy (spin or block).
     #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
     feed_idle: IdleStrategy,
+    /// The exchange sleeps until this long before each packet is due, then spins
+    /// (default 0: never spins; its lateness is in the report).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    exchange_spin: Option<Duration>,
     /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
     /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine); the raw floor's
     /// parts go where their tickwire counterparts go.
@@ -197,6 +201,9 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         window: a.window,
         router_idle: a.router_idle,
         feed_idle: a.feed_idle,
+        spin_before: a
+            .exchange_spin
+            .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
         pin: a.pin,
         group: a.group,
         json: a.json,

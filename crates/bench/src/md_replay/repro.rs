@@ -82,6 +82,8 @@ pub struct ReproOptions {
     pub window: Duration,
     pub router_idle: String,
     pub feed_idle: IdleStrategy,
+    /// The exchange sleeps until this long before each packet, then spins.
+    pub spin_before: Duration,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
@@ -122,6 +124,7 @@ pub struct ReproReport {
     pub machine: Machine,
     pub router_idle: String,
     pub feed_idle: String,
+    pub exchange_spin_before_us: f64,
     pub pin: Option<Pinning>,
     pub session_file: String,
     pub session_messages: u64,
@@ -258,7 +261,7 @@ pub fn run(
     };
     crate::outln!(
         con.out,
-        "{}{}idle {} (router{}), feed handler idle {}, {} measuring clients, {}",
+        "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps to {} µs before each packet, {} measuring clients, {}",
         router
             .as_ref()
             .map_or(String::new(), |r| format!("router: {}, ", r.addr)),
@@ -272,6 +275,7 @@ pub fn run(
             ""
         },
         opts.feed_idle,
+        opts.spin_before.as_micros(),
         opts.clients,
         opts.pin.map_or("unpinned".to_string(), |p| format!(
             "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
@@ -341,6 +345,7 @@ pub fn run(
         machine,
         router_idle: opts.router_idle.clone(),
         feed_idle: opts.feed_idle.to_string(),
+        exchange_spin_before_us: opts.spin_before.as_secs_f64() * 1e6,
         pin: opts.pin,
         session_file: file.display().to_string(),
         session_messages: data.len(),
@@ -470,6 +475,7 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
+        spin_before: opts.spin_before,
         progress: Some(con.progress),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
