@@ -278,7 +278,8 @@ fn market_data() -> anyhow::Result<bool> {
         router_idle: "hybrid".into(),
         feed_idle: tickwire_rt::IdleStrategy::Spin,
         spin_before: tickwire_md::publisher::DEFAULT_SPIN_BEFORE,
-        pin: None,
+        // The test's layout (printed in the first line of the part).
+        pin: tickwire_bench::md_replay::repro::default_pin(),
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,

@@ -171,10 +171,13 @@ pub struct MdReplayArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     exchange_spin: Option<Duration>,
     /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
-    /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine); the raw floor's
-    /// parts go where their tickwire counterparts go.
+    /// measuring clients to CPU NEAR; the raw floor's parts go where their tickwire
+    /// counterparts go. Default: 0,1 with 2 or more CPUs (the measured layout).
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pin: Option<Pinning>,
+    /// Run nothing pinned (the scheduler places every thread).
+    #[arg(long, conflicts_with = "pin")]
+    no_pin: bool,
     /// Multicast group (the port grows by 2 per run, a run being one speed through one
     /// target; port + 1 serves re-requests).
     #[arg(long, default_value = "239.1.1.7:27400")]
@@ -204,7 +207,10 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         spin_before: a
             .exchange_spin
             .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
-        pin: a.pin,
+        pin: match a.no_pin {
+            true => None,
+            false => a.pin.or_else(repro::default_pin),
+        },
         group: a.group,
         json: a.json,
         plot: a.plot,

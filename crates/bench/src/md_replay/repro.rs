@@ -63,6 +63,16 @@ impl Target {
     }
 }
 
+/// The placement the test and the demo use unless told otherwise (measured on the
+/// 2-CPU machine, BENCHMARKS.md issue 19; docs/benchmarking.md for more cores): with 2
+/// or more CPUs the feed handler (the only spinning party) alone on CPU 1, and the
+/// exchange, the router and the measuring clients, which all sleep when idle, on CPU 0.
+/// Unpinned with a single CPU.
+pub fn default_pin() -> Option<Pinning> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus >= 2).then_some(Pinning { near: 0, far: 1 })
+}
+
 /// Settings of the reproduction.
 #[derive(Debug, Clone)]
 pub struct ReproOptions {
