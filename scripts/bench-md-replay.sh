@@ -15,7 +15,9 @@
 #
 # TICKWIRE (default target/release/tickwire) is the binary; OUT (default target/md-replay)
 # gets each run's report (run-N.txt) and JSON (run-N.json). NICE (default 0) runs the
-# bench at that nice level.
+# bench at that nice level (-20 keeps compiles on a shared machine off its CPUs). The
+# multicast group is this script's own (from its pid): loopback multicast is shared by
+# every process on the host, and a concurrent replay on the default group would mix in.
 set -euo pipefail
 runs=${1:-3}
 [ $# -gt 0 ] && shift
@@ -25,10 +27,11 @@ out=${OUT:-target/md-replay}
 mkdir -p "$out"
 [ -x "$bin" ] || { echo "no $bin: cargo build --release -p tickwire (or set TICKWIRE)" >&2; exit 2; }
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, $(uname -r)"
+group="239.1.$(( ($$ >> 8) % 250 + 2 )).$(( $$ % 250 + 2 )):$(( 30000 + ($$ % 1000) * 20 ))"
 for i in $(seq 1 "$runs"); do
-    echo "run $i / $runs: $bin bench md-replay --speeds 4x --pin 0,1 --compare tickwire,raw $*"
+    echo "run $i / $runs: $bin bench md-replay --speeds 4x --pin 0,1 --compare tickwire,raw --group $group $*"
     nice -n "$nice" "$bin" bench md-replay --speeds 4x --pin 0,1 --compare tickwire,raw \
-        "$@" --json "$out/run-$i.json" > "$out/run-$i.txt" 2>&1 \
+        --group "$group" "$@" --json "$out/run-$i.json" > "$out/run-$i.txt" 2>&1 \
         || echo "run $i exited $?: see $out/run-$i.txt"
 done
 python3 - "$out" "$runs" <<'EOF'

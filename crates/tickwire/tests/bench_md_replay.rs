@@ -120,7 +120,7 @@ fn md_replay_help_teaches_the_raw_floor() {
             "tickwire,raw",
             "raw floor",
             "ratios",
-            "fanout-relay --stamp",
+            "--stamp",
         ],
     );
 }
