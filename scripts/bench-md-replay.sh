@@ -34,15 +34,16 @@ for i in $(seq 1 "$runs"); do
         --group "$group" "$@" --json "$out/run-$i.json" > "$out/run-$i.txt" 2>&1 \
         || echo "run $i exited $?: see $out/run-$i.txt"
 done
-python3 - "$out" "$runs" <<'EOF'
+files=()
+for i in $(seq 1 "$runs"); do files+=("$out/run-$i.json"); done
+python3 - "${files[@]}" <<'EOF'
 import json, statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
 docs = []
-for i in range(1, runs + 1):
+for path in sys.argv[1:]:
     try:
-        docs.append(json.load(open(f"{out}/run-{i}.json")))
+        docs.append(json.load(open(path)))
     except (OSError, ValueError) as e:
-        print(f"run {i}: no report ({e})")
+        print(f"{path}: no report ({e})")
 if not docs:
     sys.exit(1)
 for d in docs:

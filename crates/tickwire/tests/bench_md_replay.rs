@@ -11,15 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::{assert_help_lists, free_udp_port_pair, run_bench_json};
-
-const HOPS: [&str; 6] = [
-    "exchange→FH",
-    "FH internal",
-    "FH→router",
-    "router internal",
-    "router→client",
-    "end to end",
-];
+use tickwire_bench::md_replay::latency::HOPS;
 
 #[test]
 fn md_replay_compares_tickwire_with_the_raw_floor_hop_by_hop() {
