@@ -53,8 +53,10 @@ session (100,000 messages, 50 symbols) is published as MoldUDP64 multicast on lo
 at 4x its recorded rate, through the feed handler (gap detection, order books) and a
 router child process, to 2 measuring clients; the report says whether anything was lost
 and gives the latency of each hop. The router caches the quote topics (md/*/*/quote):
-at the end a late subscriber gets every symbol's last quote at once from the cache. The
-full test: `tickwire bench md-replay`.
+at the end a late subscriber gets every symbol's last quote at once from the cache. It
+uses the full test's layout, printed in its first line: with 2 or more CPUs the feed
+handler (spinning) alone on CPU 1, the exchange (sleeping to each send), the router and
+the clients on CPU 0. The full test, with its raw floor: `tickwire bench md-replay`.
 
 Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
 simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at
