@@ -16,6 +16,10 @@
 //! relay's is 256 KiB from the start), protocol decoding and validation, the trie,
 //! per-client counters, slow-consumer policy (an output buffer above
 //! [`MAX_PENDING`] drops that subscriber; the bench then reports gaps).
+//!
+//! With `--stamp` (the market-data floor of `bench md-replay`, [`crate::md_replay::raw`])
+//! it also writes, as the router does for STAMPS, its read time and each copy's routing
+//! time into the second and third u64 of every payload of at least [`STAMPS_LEN`] bytes.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
