@@ -19,7 +19,7 @@
 mod compare;
 mod measure;
 mod output;
-mod raw;
+pub mod raw;
 pub mod relay;
 mod transport;
 pub mod workload;
@@ -561,7 +561,7 @@ fn run_one(
 }
 
 /// The relay's subcommand: the hidden `tickwire bench fanout-relay`.
-const RELAY_COMMAND: [&str; 2] = ["bench", "fanout-relay"];
+pub const RELAY_COMMAND: [&str; 2] = ["bench", "fanout-relay"];
 
 /// Spawns the subscriber and publisher threads, shows progress, waits for the
 /// publishers, tells the subscribers what to expect and waits for them.

@@ -3,6 +3,8 @@
 //!
 //! - [`repro`]: `tickwire bench md-replay`, the whole test in one command.
 //! - [`latency`]: `tickwire bench md-latency`, the measuring clients.
+//! - [`raw`]: the raw floor the replay compares with (`--compare tickwire,raw`).
 
 pub mod latency;
+pub mod raw;
 pub mod repro;

@@ -5,7 +5,11 @@
 //!
 //! Timing: message `seq` is due at `start + (t_seq - t_1) / speed` (an absolute
 //! schedule, see [`tickwire_capture::speed`]); each packet carries the next due message
-//! and every following message already due. While idle for a second the publisher
+//! and every following message already due. The publisher sleeps until `spin_before`
+//! ahead of each packet and spins only that last stretch (zero: it never spins, and
+//! sends when the sleep ends, late by the sleep's wake-up time), so on a machine whose
+//! cores it shares it takes no more CPU than its sends need. Its thread's timer slack is
+//! set to 1 µs while it publishes (the default 50 µs would make every sleep that late). While idle for a second the publisher
 //! sends a heartbeat (as MoldUDP64 servers do), so a receiver detects a lost tail. After
 //! the last message it keeps sending heartbeats and answering re-requests for the
 //! linger time, then sends End of Session.
@@ -61,10 +65,24 @@ pub struct PublishOptions {
     /// Keep answering re-requests this long after the last message.
     pub linger: Duration,
     pub max_packet: usize,
+    /// How long before a packet is due the publisher stops sleeping and spins (zero:
+    /// never spins). See [`DEFAULT_SPIN_BEFORE`].
+    pub spin_before: Duration,
     /// Where progress lines go (None: nowhere): one a second, then the final count. The
     /// library never prints; the binary passes a function that does.
     pub progress: Option<fn(&str)>,
 }
+
+/// The default of [`PublishOptions::spin_before`]: no spinning. Measured in `bench
+/// md-replay` at 4x on a 2-core machine (BENCHMARKS.md, issue 19): sleeping to the due
+/// time costs a few tens of µs of lateness per packet, spinning the last 150 µs (the
+/// earlier behaviour) kept the exchange on its CPU nearly all the time at 4x (packets
+/// every ~37 µs), starving the router and the clients that share it.
+pub const DEFAULT_SPIN_BEFORE: Duration = Duration::ZERO;
+
+/// The longest single sleep of the publisher, so it serves re-requests and heartbeats
+/// while it waits for a distant packet.
+const MAX_SLEEP: Duration = Duration::from_millis(1);
 
 /// What a publish run did.
 #[derive(Debug, Clone)]
@@ -186,6 +204,10 @@ pub fn publish(
         ok
     };
     let mut req_buf = [0u8; 64];
+    // A sleep ends up to the timer slack late (50 µs by default): 1 µs while publishing.
+    let slack = rustix::thread::current_timer_slack().ok();
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1_000));
+    let spin_before = opts.spin_before.as_nanos() as u64;
 
     let mut serve_requests = |ex: &Exchange, data: &SessionData, r: &mut PublishReport| {
         while let Ok((n, from)) = req_sock.recv_from(&mut req_buf) {
@@ -227,10 +249,12 @@ pub fn publish(
                     r.stopped = true;
                     break;
                 }
-                // Sleep while far from due (other threads on a small machine need the
-                // core), spin the last stretch (a sleep wakes tens of µs late).
-                if due - now > 150_000 {
-                    std::thread::sleep(Duration::from_micros(50));
+                // Sleep while further than `spin_before` from due (other threads on a
+                // small machine need the core), spin the last stretch.
+                let left = due - now;
+                if left > spin_before {
+                    let nap = Duration::from_nanos(left - spin_before).min(MAX_SLEEP);
+                    std::thread::sleep(nap);
                 } else {
                     std::hint::spin_loop();
                 }
@@ -339,6 +363,9 @@ pub fn publish(
     }
     for _ in 0..3 {
         send_both(&ex.end_of_session(), &mut r);
+    }
+    if let Some(v) = slack {
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(v));
     }
     Ok(r)
 }

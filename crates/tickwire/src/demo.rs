@@ -53,8 +53,10 @@ session (100,000 messages, 50 symbols) is published as MoldUDP64 multicast on lo
 at 4x its recorded rate, through the feed handler (gap detection, order books) and a
 router child process, to 2 measuring clients; the report says whether anything was lost
 and gives the latency of each hop. The router caches the quote topics (md/*/*/quote):
-at the end a late subscriber gets every symbol's last quote at once from the cache. The
-full test: `tickwire bench md-replay`.
+at the end a late subscriber gets every symbol's last quote at once from the cache. It
+uses the full test's layout, printed in its first line: with 2 or more CPUs the feed
+handler (spinning) alone on CPU 1, the exchange (sleeping to each send), the router and
+the clients on CPU 0. The full test, with its raw floor: `tickwire bench md-replay`.
 
 Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
 simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at
@@ -272,11 +274,14 @@ fn market_data() -> anyhow::Result<bool> {
         seed: 7,
         rate: 20_000.0,
         speeds: vec![tickwire_capture::Speed::Factor(4.0)],
+        targets: vec![tickwire_bench::md_replay::repro::Target::Tickwire],
         clients: 2,
         window: Duration::from_secs(1),
         router_idle: "hybrid".into(),
         feed_idle: tickwire_rt::IdleStrategy::Spin,
-        pin: None,
+        spin_before: tickwire_md::publisher::DEFAULT_SPIN_BEFORE,
+        // The test's layout (printed in the first line of the part).
+        pin: tickwire_bench::md_replay::repro::default_pin(),
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use tickwire_bench::harness::{parse_pin, Pinning, StopFlag};
 use tickwire_bench::md_replay::latency::{self, LatencyOptions};
-use tickwire_bench::md_replay::repro::{self, ReproOptions};
+use tickwire_bench::md_replay::repro::{self, ReproOptions, Target};
 use tickwire_bench::report::{latency_table, write_json};
 use tickwire_capture::Speed;
 use tickwire_md::handler::parse_feed_idle;
@@ -113,8 +113,19 @@ send time, so the per-hop table starts at the exchange. Prints, per speed: wheth
 anything was lost, the per-client table (mean, stddev, p50, p99, max end to end), the
 per-hop table, and latency against update rate per window; --plot draws the latter.
 
+The raw floor (--compare tickwire,raw, the default): each speed runs a second time with
+the same exchange, session, pinning and idle choices through a pipeline with nothing of
+tickwire's on it: a thread that forwards every ITCH message as a stamped frame (no
+books, no recovery) in the feed handler's place, the raw relay (`bench fanout-relay
+--stamp`, a child on the router's CPU with the router's --router-idle) in the router's,
+raw TCP clients polled by the same measuring thread. The report then prints, per hop
+and end to end, tickwire's and the floor's mean, p50 and p99 and their ratios: what
+the machine and the topology cost, and what tickwire adds. --compare tickwire runs
+tickwire alone (half the time); --compare raw the floor alone.
+
 Examples:
-  tickwire bench md-replay                                  # 1x then 4x, 4 clients
+  tickwire bench md-replay                                  # 1x then 4x, tickwire and raw floor
+  tickwire bench md-replay --speeds 4x --pin 0,1            # the 4x figures of BENCHMARKS.md
   tickwire bench md-replay --messages 3000000 --clients 8 --plot md.svg --json md.json";
 
 #[derive(Args)]
@@ -138,23 +149,37 @@ pub struct MdReplayArgs {
     /// Speeds, in order.
     #[arg(long, value_delimiter = ',', default_value = "1x,4x", value_parser = Speed::parse)]
     speeds: Vec<Speed>,
+    /// What each speed runs through, in order: tickwire (feed handler, router, clients)
+    /// and/or raw (the floor: forwarding thread, raw relay, raw clients); with both the
+    /// report prints the tickwire/raw ratio of every hop.
+    #[arg(long, value_name = "TARGETS", value_delimiter = ',', default_value = "tickwire,raw", value_parser = Target::parse)]
+    compare: Vec<Target>,
     /// Number of measuring clients.
     #[arg(long, default_value_t = 4)]
     clients: usize,
     /// Window of the latency-versus-update-rate figures.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
-    /// Router idle strategy (block, spin or hybrid).
+    /// Router (and raw relay) idle strategy (block, spin or hybrid).
     #[arg(long, value_name = "IDLE", default_value = "hybrid")]
     router_idle: String,
-    /// Feed-handler idle strategy (spin or block).
+    /// Feed-handler (and raw feed thread) idle strategy (spin or block).
     #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
     feed_idle: IdleStrategy,
+    /// The exchange sleeps until this long before each packet is due, then spins
+    /// (default 0: never spins; its lateness is in the report).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    exchange_spin: Option<Duration>,
     /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
-    /// measuring clients to CPU NEAR (e.g. 0,1 on a 2-core machine).
+    /// measuring clients to CPU NEAR; the raw floor's parts go where their tickwire
+    /// counterparts go. Default: 0,1 with 2 or more CPUs (the measured layout).
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pin: Option<Pinning>,
-    /// Multicast group (the port grows by 2 per speed; port + 1 serves re-requests).
+    /// Run nothing pinned (the scheduler places every thread).
+    #[arg(long, conflicts_with = "pin")]
+    no_pin: bool,
+    /// Multicast group (the port grows by 2 per run, a run being one speed through one
+    /// target; port + 1 serves re-requests).
     #[arg(long, default_value = "239.1.1.7:27400")]
     group: SocketAddrV4,
     /// Write the full results as JSON.
@@ -174,11 +199,18 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         rate: a.rate,
         speeds: a.speeds,
+        targets: dedup(a.compare),
         clients: a.clients.max(1),
         window: a.window,
         router_idle: a.router_idle,
         feed_idle: a.feed_idle,
-        pin: a.pin,
+        spin_before: a
+            .exchange_spin
+            .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
+        pin: match a.no_pin {
+            true => None,
+            false => a.pin.or_else(repro::default_pin),
+        },
         group: a.group,
         json: a.json,
         plot: a.plot,
@@ -192,4 +224,15 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(3)
     })
+}
+
+/// The targets in the order given, each once.
+fn dedup(targets: Vec<Target>) -> Vec<Target> {
+    let mut out: Vec<Target> = Vec::with_capacity(targets.len());
+    for t in targets {
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
 }

@@ -128,6 +128,11 @@ struct PublishArgs {
     /// Largest packet in bytes (MoldUDP64 header included).
     #[arg(long, value_name = "BYTES", default_value_t = 1400)]
     max_packet: usize,
+    /// Sleep until this long before each packet is due, then spin (e.g. 20us; default 0:
+    /// never spin, send when the sleep ends, a few tens of µs late; spinning keeps a
+    /// core busy between packets).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    spin_before: Option<Duration>,
     /// Interface address multicast leaves through.
     #[arg(long, default_value = "127.0.0.1")]
     interface: Ipv4Addr,
@@ -296,6 +301,9 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         restamp: a.restamp,
         linger: a.linger,
         max_packet: a.max_packet,
+        spin_before: a
+            .spin_before
+            .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
         progress: Some(print_progress),
     };
     let r = publish(data, &opts, &stop)?;

@@ -235,6 +235,13 @@ impl RawSub {
     }
 }
 
+impl std::os::fd::AsFd for RawSub {
+    /// The socket, for a thread that polls several subscribers with `poll(2)`.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

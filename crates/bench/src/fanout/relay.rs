@@ -16,6 +16,10 @@
 //! relay's is 256 KiB from the start), protocol decoding and validation, the trie,
 //! per-client counters, slow-consumer policy (an output buffer above
 //! [`MAX_PENDING`] drops that subscriber; the bench then reports gaps).
+//!
+//! With `--stamp` (the market-data floor of `bench md-replay`, [`crate::md_replay::raw`])
+//! it also writes, as the router does for STAMPS, its read time and each copy's routing
+//! time into the second and third u64 of every payload of at least [`STAMPS_LEN`] bytes.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -52,7 +56,17 @@ pub struct RelayArgs {
     /// block (epoll with a timeout), spin (epoll(0) in a loop) or hybrid, as the router.
     #[arg(long, value_name = "STRATEGY", default_value = "spin", value_parser = ["spin", "block", "hybrid"])]
     pub idle: String,
+    /// Stamp as the router does (the market-data floor, `bench md-replay --compare
+    /// tickwire,raw`): a payload of at least 24 bytes starts with three u64 (publisher
+    /// send, relay in, relay out); the relay writes its read time and, per copy, its
+    /// routing time into the second and third.
+    #[arg(long)]
+    pub stamp: bool,
 }
+
+/// Payload bytes a stamped frame starts with: publisher send, relay in, relay out
+/// (u64 little-endian each, CLOCK_MONOTONIC ns).
+pub const STAMPS_LEN: usize = 24;
 
 /// Runs the relay until SIGTERM or SIGINT; prints the banner with the address to `out`.
 pub fn run(args: &RelayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -73,6 +87,7 @@ pub fn run(args: &RelayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             .context("handling SIGTERM")?;
     }
     let mut relay = Relay::bind(args.listen)?;
+    relay.stamp = args.stamp;
     writeln!(out, "{BANNER}{}", relay.listener.local_addr()?)?;
     out.flush()?;
     relay.run(idle, &stop)
@@ -106,6 +121,8 @@ struct Relay {
     table: Vec<Vec<Slot>>,
     read_list: Vec<Slot>,
     write_list: Vec<Slot>,
+    /// Write relay-in and relay-out stamps into the copies ([`RelayArgs::stamp`]).
+    stamp: bool,
 }
 
 impl Relay {
@@ -122,6 +139,7 @@ impl Relay {
             table: Vec::new(),
             read_list: Vec::with_capacity(64),
             write_list: Vec::with_capacity(64),
+            stamp: false,
         })
     }
 
@@ -251,6 +269,12 @@ impl Relay {
             Err(_) => return self.drop_conn(slot),
         };
         c.end += n;
+        // The relay-in stamp: one clock read per read, as the router's.
+        let relay_in = if self.stamp {
+            MonoNanos::now().as_nanos()
+        } else {
+            0
+        };
         if n == space {
             // More may be waiting (edge-triggered): read again next turn.
             c.on_read_list = true;
@@ -269,7 +293,7 @@ impl Relay {
                     if f.topic == CONTROL {
                         self.greet(slot, f.payload);
                     } else {
-                        self.route(f.topic, bytes);
+                        self.route(f.topic, bytes, relay_in);
                     }
                 }
                 Ok(None) => break,
@@ -315,15 +339,23 @@ impl Relay {
         self.queue_write(slot);
     }
 
-    /// Appends one frame's bytes to every subscriber of `topic`.
+    /// Appends one frame's bytes to every subscriber of `topic` (stamping each copy
+    /// when asked: `relay_in`, and the time of the copy as relay out).
     #[inline]
-    fn route(&mut self, topic: u16, bytes: &[u8]) {
+    fn route(&mut self, topic: u16, bytes: &[u8], relay_in: u64) {
         let Some(subs) = self.table.get(topic as usize) else {
             return;
         };
+        let stamp = self.stamp && bytes.len() >= raw::HEADER + STAMPS_LEN;
         for &s in subs {
             if let Some(c) = self.conns.get_mut(s.0).and_then(Option::as_mut) {
+                let at = c.out.len() + raw::HEADER + 8;
                 c.out.extend_from_slice(bytes);
+                if stamp {
+                    let relay_out = MonoNanos::now().as_nanos();
+                    c.out[at..at + 8].copy_from_slice(&relay_in.to_le_bytes());
+                    c.out[at + 8..at + 16].copy_from_slice(&relay_out.to_le_bytes());
+                }
                 if !c.on_write_list {
                     c.on_write_list = true;
                     self.write_list.push(s);
@@ -396,7 +428,12 @@ mod tests {
     use std::net::TcpStream as StdStream;
 
     fn start(idle: &str) -> SocketAddr {
+        start_stamping(idle, false)
+    }
+
+    fn start_stamping(idle: &str, stamp: bool) -> SocketAddr {
         let mut relay = Relay::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        relay.stamp = stamp;
         let addr = relay.listener.local_addr().unwrap();
         let idle = IdleStrategy::parse_one_of(idle, &IdleStrategy::ALL).unwrap();
         std::thread::spawn(move || {
@@ -473,5 +510,36 @@ mod tests {
         raw::encode(&mut out, 5, b"still here");
         p.write_all(&out).unwrap();
         assert_eq!(read_frames(&mut sub, 1), [(5, b"still here".to_vec())]);
+    }
+
+    #[test]
+    fn a_stamping_relay_writes_in_and_out_into_each_copy_and_nothing_else() {
+        let addr = start_stamping("block", true);
+        let mut a = client(addr, &[1]);
+        let mut b = client(addr, &[1]);
+        let mut p = client(addr, &[]);
+        let before = MonoNanos::now().as_nanos();
+        let mut payload = 7u64.to_le_bytes().to_vec();
+        payload.extend_from_slice(&[0; 16]);
+        payload.extend_from_slice(b"tail");
+        let mut out = Vec::new();
+        raw::encode(&mut out, 1, &payload);
+        // Too short to carry stamps: copied unchanged.
+        raw::encode(&mut out, 1, b"short");
+        p.write_all(&out).unwrap();
+        for s in [&mut a, &mut b] {
+            let got = read_frames(s, 2);
+            let f = &got[0].1;
+            let word = |i: usize| u64::from_le_bytes(f[i * 8..i * 8 + 8].try_into().unwrap());
+            assert_eq!(word(0), 7, "publisher send untouched");
+            assert!(
+                word(1) >= before && word(2) >= word(1),
+                "in {} out {}",
+                word(1),
+                word(2)
+            );
+            assert_eq!(&f[STAMPS_LEN..], b"tail");
+            assert_eq!(got[1], (1, b"short".to_vec()));
+        }
     }
 }

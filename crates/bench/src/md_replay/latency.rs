@@ -130,14 +130,122 @@ fn tod_delta(from: u64, to: u64) -> u64 {
     }
 }
 
+/// What a measuring client reads from one update: the update header's sequence and
+/// timestamps, and the router's (or the raw relay's) stamps when it carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub seq: u64,
+    /// ITCH timestamp (ns since midnight).
+    pub exchange_ns: u64,
+    /// Feed-handler receive time (CLOCK_MONOTONIC ns).
+    pub receive_ns: u64,
+    /// Publisher send, router in, router out (CLOCK_MONOTONIC ns).
+    pub stamps: Option<[u64; 3]>,
+}
+
+/// One update as a measuring connection delivers it.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery {
+    /// Messages the router discarded before this one (slow-consumer policy).
+    pub discarded: u64,
+    /// `None`: the payload did not decode.
+    pub sample: Option<Sample>,
+}
+
+/// One measuring connection: a tickwire client, or the raw floor's subscriber
+/// ([`super::raw`]). [`run`] polls several of them from one thread.
+pub trait Source: std::os::fd::AsFd {
+    /// Hands every update already received to `f`, without waiting.
+    fn drain(&mut self, f: impl FnMut(Delivery)) -> anyhow::Result<()>;
+}
+
+impl Source for Client {
+    fn drain(&mut self, mut f: impl FnMut(Delivery)) -> anyhow::Result<()> {
+        self.poll(Wait::NoWait, |m| {
+            let sample = update::decode(m.payload()).ok().map(|u| {
+                let h = u.header();
+                Sample {
+                    seq: h.seq,
+                    exchange_ns: h.exchange_ns,
+                    receive_ns: h.receive_ns,
+                    stamps: m
+                        .stamps()
+                        .map(|st| [st.publisher_send, st.router_in, st.router_out]),
+                }
+            });
+            f(Delivery {
+                discarded: m.discarded(),
+                sample,
+            })
+        })
+        .map_err(|e| anyhow::anyhow!("receiving: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The monotonic → time-of-day offset and the options that shape what a sample adds.
+struct Recorder {
+    tod: i128,
+    window_ns: u64,
+    restamped: bool,
+}
+
+impl Recorder {
+    /// Adds one delivery received at `rx` (first update of the run at `t0`) to `acc`.
+    #[inline]
+    fn record(&self, acc: &mut Acc, rx: u64, t0: u64, d: Delivery) {
+        acc.received += 1;
+        acc.discarded += d.discarded;
+        let Some(s) = d.sample else {
+            acc.undecodable += 1;
+            return;
+        };
+        if s.seq < acc.last_seq {
+            acc.out_of_order += 1;
+        }
+        acc.last_seq = s.seq;
+        let Some([publisher_send, router_in, router_out]) = s.stamps else {
+            acc.unstamped += 1;
+            return;
+        };
+        let rx_tod = time_of_day(rx, self.tod);
+        let fh_rx_tod = time_of_day(s.receive_ns, self.tod);
+        if self.restamped {
+            acc.hops[0].record(tod_delta(s.exchange_ns, fh_rx_tod));
+        }
+        acc.hops[1].record(publisher_send.saturating_sub(s.receive_ns));
+        acc.hops[2].record(router_in.saturating_sub(publisher_send));
+        acc.hops[3].record(router_out.saturating_sub(router_in));
+        acc.hops[4].record(rx.saturating_sub(router_out));
+        let e2e = if self.restamped {
+            tod_delta(s.exchange_ns, rx_tod)
+        } else {
+            rx.saturating_sub(s.receive_ns)
+        };
+        acc.hops[5].record(e2e);
+        let w = (rx - t0) / self.window_ns;
+        match acc.windows.last_mut() {
+            Some((i, l)) if *i == w => l.record(e2e),
+            _ => {
+                let mut l = Latency::new();
+                l.record(e2e);
+                acc.windows.push((w, l));
+            }
+        }
+    }
+}
+
 /// Receives on every client until the duration, the idle limit or `stop`.
-pub fn run(
-    mut clients: Vec<Client>,
+pub fn run<S: Source>(
+    mut clients: Vec<S>,
     opts: &LatencyOptions,
     stop: &StopFlag,
 ) -> anyhow::Result<Vec<ClientResult>> {
-    let tod = monotonic_to_time_of_day();
-    let window_ns = opts.window.as_nanos().max(1) as u64;
+    let rec = Recorder {
+        tod: monotonic_to_time_of_day(),
+        window_ns: opts.window.as_nanos().max(1) as u64,
+        restamped: opts.restamped,
+    };
     let mut accs: Vec<Acc> = (0..clients.len())
         .map(|_| Acc {
             hops: (0..HOPS.len()).map(|_| Latency::new()).collect(),
@@ -146,72 +254,23 @@ pub fn run(
         .collect();
     let mut first: Option<u64> = None;
     let mut last_rx = MonoNanos::now().as_nanos();
-    let single = clients.len() == 1;
     loop {
         let mut got = 0usize;
         for (client, acc) in clients.iter_mut().zip(accs.iter_mut()) {
-            let wait = if single {
-                Wait::Timeout(Duration::from_millis(1))
-            } else {
-                Wait::NoWait
-            };
-            let restamped = opts.restamped;
             let start = &mut first;
-            let r = client.poll(wait, |m| {
+            client.drain(|d| {
                 let rx = MonoNanos::now().as_nanos();
                 let t0 = *start.get_or_insert(rx);
                 got += 1;
-                acc.received += 1;
-                acc.discarded += m.discarded();
-                let Ok(u) = update::decode(m.payload()) else {
-                    acc.undecodable += 1;
-                    return;
-                };
-                let h = u.header();
-                if h.seq < acc.last_seq {
-                    acc.out_of_order += 1;
-                }
-                acc.last_seq = h.seq;
-                let Some(st) = m.stamps() else {
-                    acc.unstamped += 1;
-                    return;
-                };
-                let rx_tod = time_of_day(rx, tod);
-                let fh_rx_tod = time_of_day(h.receive_ns, tod);
-                if restamped {
-                    acc.hops[0].record(tod_delta(h.exchange_ns, fh_rx_tod));
-                }
-                acc.hops[1].record(st.publisher_send.saturating_sub(h.receive_ns));
-                acc.hops[2].record(st.router_in.saturating_sub(st.publisher_send));
-                acc.hops[3].record(st.router_out.saturating_sub(st.router_in));
-                acc.hops[4].record(rx.saturating_sub(st.router_out));
-                let e2e = if restamped {
-                    tod_delta(h.exchange_ns, rx_tod)
-                } else {
-                    rx.saturating_sub(h.receive_ns)
-                };
-                acc.hops[5].record(e2e);
-                let w = (rx - t0) / window_ns;
-                match acc.windows.last_mut() {
-                    Some((i, l)) if *i == w => l.record(e2e),
-                    _ => {
-                        let mut l = Latency::new();
-                        l.record(e2e);
-                        acc.windows.push((w, l));
-                    }
-                }
-            });
-            if let Err(e) = r {
-                return Err(anyhow::anyhow!("receiving: {e}"));
-            }
+                rec.record(acc, rx, t0, d);
+            })?;
         }
         let now = MonoNanos::now().as_nanos();
         if got > 0 {
             last_rx = now;
-        } else if !single {
+        } else {
             // Nothing complete in any buffer: wait (up to 1 ms) until one of the sockets
             // is readable, so idle measuring clients leave the cores to the feed path.
-            use std::os::fd::AsFd;
             let fds: Vec<_> = clients.iter().map(|c| c.as_fd()).collect();
             let mut pfds: Vec<_> = fds
                 .iter()
@@ -241,7 +300,7 @@ pub fn run(
             }
         }
     }
-    let window_s = window_ns as f64 / 1e9;
+    let window_s = rec.window_ns as f64 / 1e9;
     Ok(accs
         .into_iter()
         .enumerate()

@@ -9,6 +9,10 @@
 //! 3. When the feed handler has seen End of Session and the clients went quiet, report:
 //!    per-client table (mean, stddev, p50, p99, max end to end), per-hop table,
 //!    latency against update rate per window, and whether anything was lost.
+//! 4. With the raw floor among the targets (`--compare tickwire,raw`, the default),
+//!    the same speed again through [`super::raw`] (same exchange, session, pinning and
+//!    idle choices, a relay child in the router's place), then the tickwire/raw ratio
+//!    of every hop's mean, p50 and p99.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -25,10 +29,49 @@ use tickwire_md::publisher::{self, PublishOptions};
 use tickwire_rt::IdleStrategy;
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
+use super::raw;
 use crate::console::Console;
 use crate::harness::{pin_current_thread, spawn_pinned, Pinning, RouterChild, StopFlag};
 use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
+
+/// What carries the updates from the exchange to the measuring clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// The feed handler, the router and tickwire clients.
+    Tickwire,
+    /// The raw floor ([`super::raw`]): a forwarding thread, the raw relay, raw clients.
+    Raw,
+}
+
+impl Target {
+    /// Parses one `--compare` entry: `tickwire` or `raw`.
+    pub fn parse(s: &str) -> Result<Target, String> {
+        match s {
+            "tickwire" => Ok(Target::Tickwire),
+            "raw" => Ok(Target::Raw),
+            _ => Err(format!("{s:?}: expected tickwire or raw")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Tickwire => "tickwire",
+            Target::Raw => "raw",
+        }
+    }
+}
+
+/// The placement the test and the demo use unless told otherwise (measured on the
+/// 2-CPU machine, BENCHMARKS.md issue 19; docs/benchmarking.md for more cores): with 2
+/// or more CPUs the feed handler (the only spinning party) alone on CPU 1, and the
+/// exchange, the router and the measuring clients, which all sleep when idle, on CPU 0.
+/// Unpinned with a single CPU.
+pub fn default_pin() -> Option<Pinning> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus >= 2).then_some(Pinning { near: 0, far: 1 })
+}
 
 /// Settings of the reproduction.
 #[derive(Debug, Clone)]
@@ -43,10 +86,14 @@ pub struct ReproOptions {
     /// Mean ITCH message rate of the generated session at 1x.
     pub rate: f64,
     pub speeds: Vec<Speed>,
+    /// Run each speed through these, in order (tickwire, the raw floor or both).
+    pub targets: Vec<Target>,
     pub clients: usize,
     pub window: Duration,
     pub router_idle: String,
     pub feed_idle: IdleStrategy,
+    /// The exchange sleeps until this long before each packet, then spins.
+    pub spin_before: Duration,
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
@@ -58,10 +105,11 @@ pub struct ReproOptions {
     pub cache: Vec<String>,
 }
 
-/// One speed's results.
+/// One speed's results through one target.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedResult {
     pub speed: String,
+    pub target: Target,
     pub messages: u64,
     pub packets_dropped: u64,
     pub publish_seconds: f64,
@@ -86,11 +134,75 @@ pub struct ReproReport {
     pub machine: Machine,
     pub router_idle: String,
     pub feed_idle: String,
+    pub exchange_spin_before_us: f64,
     pub pin: Option<Pinning>,
     pub session_file: String,
     pub session_messages: u64,
     pub window_seconds: f64,
     pub results: Vec<SpeedResult>,
+    /// tickwire/raw per hop and speed (when both ran).
+    pub ratios: Vec<HopRatio>,
+}
+
+/// One hop at one speed: tickwire's and the raw floor's figures and their ratios.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopRatio {
+    pub speed: String,
+    pub hop: String,
+    /// mean, p50, p99 in µs.
+    pub tickwire_us: [f64; 3],
+    pub raw_us: [f64; 3],
+    /// tickwire / raw of each (None where raw is 0).
+    pub ratio: [Option<f64>; 3],
+}
+
+/// The tickwire/raw rows of one speed (hops in path order).
+pub fn hop_ratios(tickwire: &SpeedResult, raw: &SpeedResult) -> Vec<HopRatio> {
+    let three = |s: &Summary| [s.mean_us, s.p50_us, s.p99_us];
+    tickwire
+        .hops
+        .iter()
+        .zip(&raw.hops)
+        .map(|((hop, t), (_, r))| {
+            let (t, r) = (three(t), three(r));
+            HopRatio {
+                speed: tickwire.speed.clone(),
+                hop: hop.clone(),
+                tickwire_us: t,
+                raw_us: r,
+                ratio: [0, 1, 2].map(|i| (r[i] > 0.0).then(|| t[i] / r[i])),
+            }
+        })
+        .collect()
+}
+
+/// The ratio table printed after each speed that ran through both targets.
+pub fn ratio_table(rows: &[HopRatio]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<16} {:>30} {:>30} {:>26}",
+        "", "tickwire mean / p50 / p99", "raw mean / p50 / p99", "ratio mean / p50 / p99"
+    );
+    let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}"));
+    for r in rows {
+        let us = |v: [f64; 3]| format!("{:.1} / {:.1} / {:.1}", v[0], v[1], v[2]);
+        let _ = writeln!(
+            out,
+            "{:<16} {:>30} {:>30} {:>26}",
+            r.hop,
+            us(r.tickwire_us),
+            us(r.raw_us),
+            format!(
+                "{} / {} / {}",
+                ratio(r.ratio[0]),
+                ratio(r.ratio[1]),
+                ratio(r.ratio[2])
+            )
+        );
+    }
+    out
 }
 
 /// Runs the test, writes the report to `con`, and returns it.
@@ -136,18 +248,44 @@ pub fn run(
         .iter()
         .flat_map(|p| ["--cache", p.as_str()])
         .collect();
-    let router = RouterChild::start(
-        &opts.tickwire,
-        &opts.router_idle,
-        opts.pin.map(|p| p.near),
-        &cache_args,
-    )?;
+    let near = opts.pin.map(|p| p.near);
+    let router = match opts.targets.contains(&Target::Tickwire) {
+        true => Some(RouterChild::start(
+            &opts.tickwire,
+            &opts.router_idle,
+            near,
+            &cache_args,
+        )?),
+        false => None,
+    };
+    // The raw floor's relay runs as the router does: a child on the same CPU, same idle.
+    let relay = match opts.targets.contains(&Target::Raw) {
+        true => Some(RouterChild::start_as(
+            &opts.tickwire,
+            &crate::fanout::RELAY_COMMAND,
+            &opts.router_idle,
+            near,
+            &["--stamp"],
+        )?),
+        false => None,
+    };
     crate::outln!(
         con.out,
-        "router: {} (idle {}), feed handler idle {}, {} measuring clients, {}",
-        router.addr,
+        "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps to {} µs before each packet, {} measuring clients, {}",
+        router
+            .as_ref()
+            .map_or(String::new(), |r| format!("router: {}, ", r.addr)),
+        relay
+            .as_ref()
+            .map_or(String::new(), |r| format!("raw relay: {}, ", r.addr)),
         opts.router_idle,
+        if relay.is_some() {
+            " and raw relay"
+        } else {
+            ""
+        },
         opts.feed_idle,
+        opts.spin_before.as_micros(),
         opts.clients,
         opts.pin.map_or("unpinned".to_string(), |p| format!(
             "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
@@ -155,27 +293,51 @@ pub fn run(
         ))
     );
     let mut results = Vec::new();
-    for (k, &speed) in opts.speeds.iter().enumerate() {
-        if stop.is_set() {
-            break;
+    let mut ratios = Vec::new();
+    let mut run_index = 0u16;
+    for &speed in &opts.speeds {
+        for &target in &opts.targets {
+            if stop.is_set() {
+                break;
+            }
+            let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * run_index);
+            run_index += 1;
+            let to = match target {
+                Target::Tickwire => router.as_ref(),
+                Target::Raw => relay.as_ref(),
+            }
+            .map(|c| c.addr)
+            .ok_or_else(|| anyhow::anyhow!("no {} child", target.name()))?;
+            crate::outln!(
+                con.out,
+                "\n=== replay at {speed} through {}: {} messages via {group} ===",
+                target.name(),
+                data.len()
+            );
+            results.push(one_speed(opts, &data, speed, target, group, to, stop, con)?);
         }
-        let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * k as u16);
-        crate::outln!(
-            con.out,
-            "\n=== replay at {speed}: {} messages via {group} ===",
-            data.len()
-        );
-        results.push(one_speed(
-            opts,
-            &data,
-            speed,
-            group,
-            &router.addr.to_string(),
-            stop,
-            con,
-        )?);
+        let of = |t: Target| {
+            results
+                .iter()
+                .rev()
+                .find(|r: &&SpeedResult| r.target == t && r.speed == speed.to_string())
+        };
+        if let (Some(t), Some(r)) = (of(Target::Tickwire), of(Target::Raw)) {
+            let rows = hop_ratios(t, r);
+            crate::outln!(
+                con.out,
+                "\ntickwire / raw floor at {speed}, per hop, all clients merged (µs):"
+            );
+            crate::out!(con.out, "{}", ratio_table(&rows));
+            ratios.extend(rows);
+        }
     }
-    for pattern in &opts.cache {
+    // The late subscriber needs the router (a raw-only run has none).
+    for (pattern, router) in opts
+        .cache
+        .iter()
+        .filter_map(|p| Some((p, router.as_ref()?)))
+    {
         // A subscriber joining after the session: the cache has every symbol's last
         // update, without waiting for the next one (a quiet symbol may never trade again).
         let started = std::time::Instant::now();
@@ -193,11 +355,13 @@ pub fn run(
         machine,
         router_idle: opts.router_idle.clone(),
         feed_idle: opts.feed_idle.to_string(),
+        exchange_spin_before_us: opts.spin_before.as_secs_f64() * 1e6,
         pin: opts.pin,
         session_file: file.display().to_string(),
         session_messages: data.len(),
         window_seconds: opts.window.as_secs_f64(),
         results,
+        ratios,
     };
     if opts.json.is_some() {
         crate::outln!(con.out);
@@ -213,17 +377,29 @@ pub fn run(
     Ok(report)
 }
 
+/// What a feed thread (the feed handler or the raw floor's) reports.
+struct FeedOutcome {
+    packets: u64,
+    gaps: u64,
+    recovered: u64,
+    lost: u64,
+    malformed: u64,
+    published: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn one_speed(
     opts: &ReproOptions,
     data: &SessionData,
     speed: Speed,
+    target: Target,
     group: SocketAddrV4,
-    router: &str,
+    to: std::net::SocketAddr,
     stop: &StopFlag,
     con: &mut Console<'_>,
 ) -> anyhow::Result<SpeedResult> {
     let lat_opts = LatencyOptions {
-        router: router.to_string(),
+        router: to.to_string(),
         clients: opts.clients,
         pattern: "md/NASDAQ/>".into(),
         duration: None,
@@ -231,29 +407,68 @@ fn one_speed(
         window: opts.window,
         restamped: true,
     };
-    let clients = latency::connect(&lat_opts)?;
     let client_stop = stop.clone();
-    let measure = std::thread::Builder::new()
-        .name("md-clients".into())
-        .spawn(move || latency::run(clients, &lat_opts, &client_stop))?;
-    let request = SocketAddrV4::new(Ipv4Addr::LOCALHOST, group.port() + 1);
-    let h_opts = HandlerOptions {
-        group_b: None,
-        group,
-        interface: Ipv4Addr::LOCALHOST,
-        request_to: request,
-        router: router.to_string(),
-        feed: FeedConfig::default(),
-        idle: opts.feed_idle,
-        exit_on_end_of_session: true,
-        on_second: None,
+    let measure = match target {
+        Target::Tickwire => {
+            let clients = latency::connect(&lat_opts)?;
+            std::thread::Builder::new()
+                .name("md-clients".into())
+                .spawn(move || latency::run(clients, &lat_opts, &client_stop))?
+        }
+        Target::Raw => {
+            let clients = raw::connect_clients(to, opts.clients)?;
+            std::thread::Builder::new()
+                .name("md-raw-clients".into())
+                .spawn(move || latency::run(clients, &lat_opts, &client_stop))?
+        }
     };
+    let request = SocketAddrV4::new(Ipv4Addr::LOCALHOST, group.port() + 1);
     let fh_stop = stop.clone();
     let fh_cpu = opts.pin.map(|p| p.far);
-    let fh = spawn_pinned("feed-handler", fh_cpu, move || {
-        handler::run(&h_opts, &fh_stop)
-    })?;
-    // Let the feed handler join the group and connect before the first packet.
+    let fh = match target {
+        Target::Tickwire => {
+            let h_opts = HandlerOptions {
+                group_b: None,
+                group,
+                interface: Ipv4Addr::LOCALHOST,
+                request_to: request,
+                router: to.to_string(),
+                feed: FeedConfig::default(),
+                idle: opts.feed_idle,
+                exit_on_end_of_session: true,
+                on_second: None,
+            };
+            spawn_pinned("feed-handler", fh_cpu, move || {
+                handler::run(&h_opts, &fh_stop).map(|r| FeedOutcome {
+                    packets: r.counters.packets,
+                    gaps: r.counters.gaps,
+                    recovered: r.counters.recovered,
+                    lost: r.counters.lost,
+                    malformed: r.counters.malformed,
+                    published: r.published,
+                })
+            })?
+        }
+        Target::Raw => {
+            let f_opts = raw::FeedOptions {
+                group,
+                interface: Ipv4Addr::LOCALHOST,
+                relay: to,
+                idle: opts.feed_idle,
+            };
+            spawn_pinned("raw-feed", fh_cpu, move || {
+                raw::run_feed(&f_opts, &fh_stop).map(|r| FeedOutcome {
+                    packets: r.packets,
+                    gaps: 0,
+                    recovered: 0,
+                    lost: r.lost,
+                    malformed: r.malformed,
+                    published: r.published,
+                })
+            })?
+        }
+    };
+    // Let the feed thread join the group and connect before the first packet.
     std::thread::sleep(Duration::from_millis(300));
     let p_opts = PublishOptions {
         group,
@@ -270,12 +485,13 @@ fn one_speed(
         restamp: true,
         linger: Duration::from_millis(500),
         max_packet: 1400,
+        spin_before: opts.spin_before,
         progress: Some(con.progress),
     };
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh
         .join()
-        .map_err(|_| anyhow::anyhow!("the feed-handler thread panicked"))??;
+        .map_err(|_| anyhow::anyhow!("the feed thread panicked"))??;
     let clients = measure
         .join()
         .map_err(|_| anyhow::anyhow!("the measuring thread panicked"))??;
@@ -286,21 +502,22 @@ fn one_speed(
         .map(|c| c.windows.clone())
         .unwrap_or_default();
     let secs = pr.elapsed_ns as f64 / 1e9;
-    let lossless = fr.counters.lost == 0
+    let lossless = fr.lost == 0
         && clients
             .iter()
             .all(|c| c.received == fr.published && c.discarded == 0);
     let res = SpeedResult {
         speed: speed.to_string(),
+        target,
         messages: pr.messages,
         packets_dropped: pr.dropped_packets,
         publish_seconds: secs,
         publisher_lateness: pr.lateness.summary(),
-        feed_packets: fr.counters.packets,
-        feed_gaps: fr.counters.gaps,
-        feed_recovered: fr.counters.recovered,
-        feed_lost: fr.counters.lost,
-        feed_malformed: fr.counters.malformed,
+        feed_packets: fr.packets,
+        feed_gaps: fr.gaps,
+        feed_recovered: fr.recovered,
+        feed_lost: fr.lost,
+        feed_malformed: fr.malformed,
         published_updates: fr.published,
         updates_per_second: fr.published as f64 / secs.max(1e-9),
         peak_window_rate: windows.iter().map(|w| w.rate).fold(0.0, f64::max),
@@ -323,7 +540,11 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.publisher_lateness.p99_us
     );
     crate::outln!(out,
-        "feed handler: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
+        "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
+        match r.target {
+            Target::Tickwire => "feed handler",
+            Target::Raw => "raw feed (one update per ITCH message)",
+        },
         r.feed_packets,
         r.feed_gaps,
         r.feed_recovered,
@@ -382,7 +603,11 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
 }
 
 fn plot(path: &Path, report: &ReproReport) -> anyhow::Result<()> {
-    let labels: Vec<String> = report.results.iter().map(|r| r.speed.clone()).collect();
+    let labels: Vec<String> = report
+        .results
+        .iter()
+        .map(|r| format!("{} {}", r.speed, r.target.name()))
+        .collect();
     let runs: Vec<(&str, &[Window])> = labels
         .iter()
         .zip(&report.results)
