@@ -9,7 +9,10 @@
 # plus answering NAKs, divided by messages) and, over the receivers, the median of their
 # one-way p50 (publisher stamp to delivery, CLOCK_MONOTONIC of this host) and the worst
 # p99; under loss, the recovery latency (first seen missing -> filled) p50/p99 and
-# whether every receiver got every message in order.
+# whether every receiver got every message in order. With `perf` installed the sender's
+# CPU is also split into user and system time (perf stat's rusage figures): the
+# protocol's own work is the user part; on loopback the kernel delivers a copy to every
+# member socket inside the sender's `sendto`, which is system time.
 set -euo pipefail
 MSGS=${1:-20000}; RATE=${2:-10k}
 cd "$(dirname "$0")/.."
@@ -37,12 +40,15 @@ run() {
   for i in $(seq 1 "$n"); do
     until grep -q ready "$TMP/r$i.err" 2>/dev/null; do sleep 0.05; done
   done
+  local perf=()
+  command -v perf >/dev/null && perf=(perf stat -x, -e user_time,system_time -o "$TMP/perf.txt" --)
+  rm -f "$TMP/perf.txt"
   if [ -n "$raw" ]; then
-    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json --raw >"$TMP/s.json"
+    ${perf[@]+"${perf[@]}"} $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json --raw >"$TMP/s.json"
     # A raw receiver waits for what never comes when a datagram was lost: bounded.
     sleep 1; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   else
-    $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json \
+    ${perf[@]+"${perf[@]}"} $TW mcast send md/X --group "$group" --count "$MSGS" --rate "$RATE" --print-json \
       ${loss[@]+"${loss[@]}"} --seed 7 --wait-receivers "$n" --linger 20s >"$TMP/s.json"
   fi
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -59,6 +65,13 @@ for i in range(1, n + 1):
 p50 = statistics.median(r.get("latency_p50_us", float("nan")) for r in rs)
 p99 = max(r.get("latency_p99_us", float("nan")) for r in rs)
 line = f"{name:5} loss {float(loss)*100:3.0f}%  receivers {n}  sender CPU {s['cpu_ns_per_msg']:7.0f} ns/msg  one-way p50 {p50:8.1f} us  p99 {p99:9.1f} us"
+try:
+    f = [l.split(",") for l in open(f"{tmp}/perf.txt") if l.count(",") >= 2]
+    t = {x[2]: float(x[0]) if x[0][:1].isdigit() else 0.0 for x in f}
+    # perf stat reports user_time and system_time in ns (rusage, µs resolution).
+    line += f"  (user {t['user_time'] / s['messages']:.0f}, sys {t['system_time'] / s['messages']:.0f} ns/msg)"
+except (OSError, KeyError, ValueError):
+    pass
 line += f"  delivered {min(r.get('delivered', 0) for r in rs)}/{s['messages']}"
 if name != "raw":
     ok = all(r.get("in_order") and r.get("lost") == 0 and r.get("delivered") == s["messages"] for r in rs)
