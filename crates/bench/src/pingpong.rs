@@ -522,20 +522,9 @@ impl Ctx<'_> {
     fn raw_shm(&mut self) -> anyhow::Result<TransportResult> {
         let (mut near, mut far_end) =
             tickwire_shm::bare_pair(1 << 20).context("mapping a bare shared-memory ring pair")?;
-        let done = Arc::new(AtomicBool::new(false));
-        let done_echo = done.clone();
-        let far = self.args.pin.map(|p| p.far);
-        let echo: JoinHandle<anyhow::Result<()>> =
-            harness::spawn_pinned("shm-echo", far, move || {
-                let mut buf = vec![0u8; 64 * 1024];
-                while !done_echo.load(Ordering::Relaxed) {
-                    if copy_ring(&mut far_end.rx, &mut far_end.tx, &mut buf)? == 0 {
-                        std::hint::spin_loop();
-                    }
-                }
-                Ok(())
-            })
-            .context("spawning the shm echo thread")?;
+        let echo = FarSpinner::start("shm echo", self.args.pin.map(|p| p.far), move |buf| {
+            copy_ring(&mut far_end.rx, &mut far_end.tx, buf)
+        })?;
         let mut back = Vec::new();
         let (sizes, result) = self.measure_sizes(Transport::Shm, |buf| {
             back.resize(buf.len(), 0);
@@ -549,8 +538,7 @@ impl Ctx<'_> {
             }
             Ok(Reply::Rtt(t1 - t0))
         });
-        done.store(true, Ordering::Relaxed);
-        join(echo, "shm echo")?;
+        echo.stop()?;
         result?;
         Ok(TransportResult {
             transport: Transport::Shm,
@@ -572,22 +560,10 @@ impl Ctx<'_> {
             tickwire_shm::bare_pair(ring).context("mapping a bare shared-memory ring pair")?;
         let (mut b, mut relay_b) =
             tickwire_shm::bare_pair(ring).context("mapping a bare shared-memory ring pair")?;
-        let done = Arc::new(AtomicBool::new(false));
-        let done_relay = done.clone();
-        let far = self.args.pin.map(|p| p.far);
-        let relay: JoinHandle<anyhow::Result<()>> =
-            harness::spawn_pinned("shm-relay", far, move || {
-                let mut buf = vec![0u8; 64 * 1024];
-                while !done_relay.load(Ordering::Relaxed) {
-                    let from_a = copy_ring(&mut relay_a.rx, &mut relay_b.tx, &mut buf)?;
-                    let from_b = copy_ring(&mut relay_b.rx, &mut relay_a.tx, &mut buf)?;
-                    if from_a + from_b == 0 {
-                        std::hint::spin_loop();
-                    }
-                }
-                Ok(())
-            })
-            .context("spawning the shm relay thread")?;
+        let relay = FarSpinner::start("shm relay", self.args.pin.map(|p| p.far), move |buf| {
+            let from_a = copy_ring(&mut relay_a.rx, &mut relay_b.tx, buf)?;
+            Ok(from_a + copy_ring(&mut relay_b.rx, &mut relay_a.tx, buf)?)
+        })?;
         let mut got_b = Vec::new();
         let mut back = Vec::new();
         let (sizes, result) = self.measure_sizes(Transport::ShmRelay, |buf| {
@@ -605,8 +581,7 @@ impl Ctx<'_> {
             }
             Ok(Reply::Rtt(t1 - t0))
         });
-        done.store(true, Ordering::Relaxed);
-        join(relay, "shm relay")?;
+        relay.stop()?;
         result?;
         Ok(TransportResult {
             transport: Transport::ShmRelay,
@@ -952,6 +927,41 @@ fn ratios(results: &[TransportResult]) -> Vec<(usize, f64)> {
 }
 
 /// `of` p50 / `base` p50 per size, where both have samples.
+/// A thread on the far CPU that runs `turn` over a 64 KiB scratch buffer until stopped,
+/// spinning after a turn that moved no bytes (the shared-memory floors' echo and relay).
+struct FarSpinner {
+    done: Arc<AtomicBool>,
+    handle: JoinHandle<anyhow::Result<()>>,
+    what: &'static str,
+}
+
+impl FarSpinner {
+    fn start(
+        what: &'static str,
+        cpu: Option<usize>,
+        mut turn: impl FnMut(&mut [u8]) -> anyhow::Result<usize> + Send + 'static,
+    ) -> anyhow::Result<FarSpinner> {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let handle = harness::spawn_pinned(&what.replace(' ', "-"), cpu, move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while !stop.load(Ordering::Relaxed) {
+                if turn(&mut buf)? == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        })
+        .with_context(|| format!("spawning the {what} thread"))?;
+        Ok(FarSpinner { done, handle, what })
+    }
+
+    fn stop(self) -> anyhow::Result<()> {
+        self.done.store(true, Ordering::Relaxed);
+        join(self.handle, self.what)
+    }
+}
+
 type ShmRx = tickwire_shm::ring::Consumer<Arc<tickwire_shm::Region>>;
 type ShmTx = tickwire_shm::ring::Producer<Arc<tickwire_shm::Region>>;
 
