@@ -40,6 +40,8 @@ pub use tickwire_rt::progress::Progress;
 
 pub use tickwire_rt::stop::StopFlag;
 use tickwire_rt::stop::{register_child, terminate};
+
+pub use crate::bench_tls::{BenchCerts, RouterAddr};
 pub use tickwire_rt::IdleStrategy;
 
 /// Spawns a thread named `name` that first pins itself to `cpu` (when given), then
@@ -80,6 +82,8 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 pub struct RouterChild {
     /// Where the router listens.
     pub addr: SocketAddr,
+    /// Where its TLS listener listens, when it has one (`--tls-listen`).
+    pub tls_addr: Option<SocketAddr>,
     child: Child,
     /// The command line, for error messages and reports.
     command: String,
@@ -91,34 +95,90 @@ pub fn shm_name(purpose: &str) -> String {
     format!("bench-{purpose}-{}", std::process::id())
 }
 
+/// Which of the router's listeners a tickwire transport of a bench measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterPath {
+    /// Plain TCP.
+    Tcp,
+    /// Shared memory (`--shm NAME`, clients at `shm:NAME`).
+    Shm,
+    /// TLS over TCP (`--tls-listen`, clients at `tls://HOST:PORT`), with a throw-away
+    /// CA and certificate ([`BenchCerts`]).
+    Tls,
+}
+
+/// The router a tickwire transport of a bench talks to, and what keeps it alive.
+pub struct BenchRouter {
+    /// Where clients connect, and with what TLS settings.
+    pub addr: RouterAddr,
+    /// The child to keep alive for the measurement (None: an external router).
+    pub child: Option<RouterChild>,
+    /// The description the report shows.
+    pub desc: String,
+    /// The TLS path's certificates, removed once the router is gone.
+    _certs: Option<BenchCerts>,
+}
+
 /// The router a tickwire transport of a bench talks to: the external one at
-/// `external` (TCP only), or a child started with `idle` on the far CPU of `pin` (and,
-/// for `shm`, `--shm NAME`). Returns the address clients connect to (`HOST:PORT` or
-/// `shm:NAME`), the child to keep alive for the measurement, and the description the
-/// report shows.
+/// `external` (TCP only), or a child started with `idle` on the far CPU of `pin`, with
+/// the listener `path` needs.
 pub fn bench_router(
     tickwire: &Path,
     idle: IdleStrategy,
     pin: Option<Pinning>,
     external: Option<SocketAddr>,
-    shm: bool,
-) -> anyhow::Result<(String, Option<RouterChild>, String)> {
-    if let (Some(a), false) = (external, shm) {
-        return Ok((a.to_string(), None, format!("external router at {a}")));
+    path: RouterPath,
+) -> anyhow::Result<BenchRouter> {
+    if let (Some(a), RouterPath::Tcp) = (external, path) {
+        return Ok(BenchRouter {
+            addr: RouterAddr::plain(a.to_string()),
+            child: None,
+            desc: format!("external router at {a}"),
+            _certs: None,
+        });
     }
     let (idle, far) = (idle.name(), pin.map(|p| p.far));
-    let name = shm.then(|| shm_name("bench"));
-    let extra: Vec<&str> = match &name {
-        Some(n) => vec!["--shm", n],
-        None => Vec::new(),
+    let name = (path == RouterPath::Shm).then(|| shm_name("bench"));
+    let certs = match path {
+        RouterPath::Tls => Some(BenchCerts::generate()?),
+        _ => None,
     };
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(n) = &name {
+        extra.extend(["--shm".into(), n.clone()]);
+    }
+    if let Some(c) = &certs {
+        extra.extend([
+            "--tls-listen".into(),
+            "127.0.0.1:0".into(),
+            "--tls-cert".into(),
+            c.cert().display().to_string(),
+            "--tls-key".into(),
+            c.key().display().to_string(),
+        ]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let c = RouterChild::start(tickwire, idle, far, &extra)?;
-    let addr = match &name {
-        Some(n) => format!("{}{n}", tickwire_shm::ADDR_PREFIX),
-        None => c.addr.to_string(),
+    let addr = match (&name, &certs) {
+        (Some(n), _) => RouterAddr::plain(format!("{}{n}", tickwire_shm::ADDR_PREFIX)),
+        (None, Some(certs)) => {
+            let tls = c.tls_addr.with_context(|| {
+                format!("the router did not report a TLS listener: {}", c.command)
+            })?;
+            RouterAddr {
+                addr: format!("{}{tls}", tickwire_client::TLS_SCHEME),
+                tls: Some(certs.client_options()?),
+            }
+        }
+        (None, None) => RouterAddr::plain(c.addr.to_string()),
     };
     let desc = c.command().to_owned();
-    Ok((addr, Some(c), desc))
+    Ok(BenchRouter {
+        addr,
+        child: Some(c),
+        desc,
+        _certs: certs,
+    })
 }
 
 impl RouterChild {
@@ -172,6 +232,7 @@ impl RouterChild {
         // From here on, dropping `router` terminates the child on every error path.
         let mut router = RouterChild {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls_addr: None,
             child,
             command,
         };
@@ -184,14 +245,7 @@ impl RouterChild {
             BANNER_TIMEOUT,
             "it listened",
         )?;
-        let addr = line
-            .trim()
-            .split_once(BANNER_TAIL)
-            .map(|(_, addr)| addr)
-            .with_context(|| format!("unexpected first line from the router: {line:?}"))?;
-        router.addr = addr
-            .parse()
-            .with_context(|| format!("parsing the router's address {addr:?}"))?;
+        (router.addr, router.tls_addr) = parse_banner(&line)?;
         Ok(router)
     }
 
@@ -204,6 +258,28 @@ impl RouterChild {
     pub fn command(&self) -> &str {
         &self.command
     }
+}
+
+/// The addresses in a router's banner: `... listening on ADDR`, or with a TLS
+/// listener `... listening on tls://TLS_ADDR and ADDR` (the last word is always the
+/// plaintext listener).
+fn parse_banner(line: &str) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
+    let bad = || format!("unexpected first line from the router: {line:?}");
+    let (_, addrs) = line.trim().split_once(BANNER_TAIL).with_context(bad)?;
+    let (tls, plain) = match addrs.split_once(" and ") {
+        Some((tls, plain)) => {
+            let tls = tls
+                .strip_prefix(tickwire_client::TLS_SCHEME)
+                .with_context(bad)?;
+            (Some(tls), plain)
+        }
+        None => (None, addrs),
+    };
+    let parse = |a: &str| -> anyhow::Result<SocketAddr> {
+        a.parse()
+            .with_context(|| format!("parsing the router's address {a:?}"))
+    };
+    Ok((parse(plain)?, tls.map(parse).transpose()?))
 }
 
 impl Drop for RouterChild {
@@ -373,6 +449,25 @@ pub fn parse_pin(s: &str) -> Result<Pinning, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn banner_with_and_without_a_tls_listener() {
+        let (plain, tls) = parse_banner("tickwire router listening on 127.0.0.1:7000\n").unwrap();
+        assert_eq!(plain, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls, None);
+        let (plain, tls) =
+            parse_banner("tickwire router listening on tls://127.0.0.1:7443 and 127.0.0.1:7000")
+                .unwrap();
+        assert_eq!(plain, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls, Some("127.0.0.1:7443".parse().unwrap()));
+        for bad in [
+            "hello",
+            "tickwire router listening on 127.0.0.1:7443 and 127.0.0.1:7000",
+            "tickwire router listening on tls://nowhere and 127.0.0.1:7000",
+        ] {
+            assert!(parse_banner(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 
     /// Uses the workspace's debug `tickwire` binary when it has been built (the bench
     /// crate cannot depend on the binary crate); otherwise says so and skips.

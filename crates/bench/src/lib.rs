@@ -17,6 +17,7 @@
 //! stderr); warnings are `tracing` events.
 #![forbid(unsafe_code)]
 
+pub mod bench_tls;
 pub mod console;
 pub mod fanout;
 pub mod guaranteed;

@@ -28,7 +28,7 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 pub use crate::console::Console;
-use crate::harness::{parse_pin, Pinning};
+use crate::harness::{parse_pin, Pinning, RouterAddr, RouterPath};
 
 use crate::harness::{self, idle_parser, IdleStrategy, Progress, StopFlag, BENCH_IDLE};
 use crate::report::OutputArgs;
@@ -55,6 +55,10 @@ Transports, measured side by side in the same run:
   tickwire-shm  the same through a router started with --shm, A and B connected with
             shm:NAME: four ring hops per round trip, no syscall on the path when
             everyone spins.
+  tickwire-tls  the same through a router's TLS listener (--tls-listen), A and B
+            connected with tls://HOST:PORT: every hop encrypted (rustls, TLS 1.3); the
+            bench makes a throw-away CA and router certificate for the run. The report
+            adds tickwire-tls p50 / tickwire (TCP) p50: what TLS costs (issue 20).
 
 Where echo client B runs (--echo):
   same-thread  (default) the pinging thread drives both clients: it publishes with A,
@@ -115,7 +119,8 @@ pub struct PingpongArgs {
     /// floor), shm (a bare shared-memory ring pair, the shared-memory floor), shm-relay
     /// (the router's topology over bare rings: a relay thread copying between two ring
     /// pairs, the floor of tickwire-shm), tickwire (through the router over TCP) and
-    /// tickwire-shm (through the router over shared memory).
+    /// tickwire-shm (through the router over shared memory), tickwire-tls (through the
+    /// router over TLS).
     #[arg(long, value_delimiter = ',', default_value = "tcp,udp,tickwire")]
     pub transports: Vec<Transport>,
 
@@ -146,7 +151,8 @@ pub struct PingpongArgs {
 
 /// A ping-pong transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+// The JSON names are the command line's (`tickwire-shm`, `shm-relay`).
+#[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// Raw TCP to a minimal echo thread (the floor).
     Tcp,
@@ -158,6 +164,9 @@ pub enum Transport {
     Shm,
     /// Through a tickwire router over shared memory (`shm:NAME`).
     TickwireShm,
+    /// Through a tickwire router over TLS (`tls://HOST:PORT`; a throw-away CA and
+    /// certificate made for the run).
+    TickwireTls,
     /// The router's topology with nothing of the router: two bare ring pairs and a
     /// relay thread on the far CPU copying bytes between them (the floor of
     /// `tickwire-shm`: the same four CPU crossings per round trip).
@@ -172,6 +181,7 @@ impl Transport {
             Transport::Tickwire => "tickwire",
             Transport::Shm => "shm",
             Transport::TickwireShm => "tickwire-shm",
+            Transport::TickwireTls => "tickwire-tls",
             Transport::ShmRelay => "shm-relay",
         }
     }
@@ -258,6 +268,9 @@ struct Report<'a> {
     /// shm-relay p50 / raw shm p50 per size (what the topology costs), when both were
     /// measured.
     shm_relay_ratio_to_raw_shm_p50: Vec<(usize, f64)>,
+    /// tickwire-tls p50 / tickwire (TCP) p50 per size (what TLS adds), when both were
+    /// measured.
+    tls_ratio_to_tickwire_tcp_p50: Vec<(usize, f64)>,
 }
 
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
@@ -291,18 +304,23 @@ pub fn run(
             Transport::Udp => ctx.raw_udp(),
             Transport::Shm => ctx.raw_shm(),
             Transport::ShmRelay => ctx.shm_relay(),
-            Transport::Tickwire | Transport::TickwireShm => {
-                let shm = t == Transport::TickwireShm;
-                let (addr, _child, desc) =
-                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
-                router_desc = Some(desc);
+            Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
+                let path = match t {
+                    Transport::TickwireShm => RouterPath::Shm,
+                    Transport::TickwireTls => RouterPath::Tls,
+                    _ => RouterPath::Tcp,
+                };
+                let router =
+                    harness::bench_router(tickwire, args.idle, args.pin, args.router, path)?;
+                router_desc = Some(router.desc.clone());
+                let addr = &router.addr;
                 match args.echo {
-                    Echo::SameThread => ctx.tickwire_same_thread(t, &addr),
+                    Echo::SameThread => ctx.tickwire_same_thread(t, addr),
                     Echo::Thread => {
                         // A, B and a spinning router: three spinners.
                         let yields =
                             args.idle == IdleStrategy::Spin && (args.pin.is_some() || cores < 3);
-                        ctx.tickwire(t, &addr, yields)
+                        ctx.tickwire(t, addr, yields)
                     }
                 }
             }
@@ -324,6 +342,8 @@ pub fn run(
     let shm_ratio_to_shm_relay_p50 =
         ratios_of(&results, Transport::TickwireShm, Transport::ShmRelay);
     let shm_relay_ratio_to_raw_shm_p50 = ratios_of(&results, Transport::ShmRelay, Transport::Shm);
+    let tls_ratio_to_tickwire_tcp_p50 =
+        ratios_of(&results, Transport::TickwireTls, Transport::Tickwire);
     let ratios = ratios(&results);
     let rep = Report {
         bench: "pingpong",
@@ -342,6 +362,7 @@ pub fn run(
         shm_ratio_to_tickwire_tcp_p50,
         shm_ratio_to_shm_relay_p50,
         shm_relay_ratio_to_raw_shm_p50,
+        tls_ratio_to_tickwire_tcp_p50,
     };
     args.output.write(
         con.out,
@@ -684,7 +705,7 @@ impl Ctx<'_> {
     fn tickwire_same_thread(
         &mut self,
         transport: Transport,
-        addr: &str,
+        addr: &RouterAddr,
     ) -> anyhow::Result<TransportResult> {
         let idle = self.args.idle;
         let mut b = connect_subscribed(addr, ECHO_NAME, PING_TOPIC)?;
@@ -736,10 +757,10 @@ impl Ctx<'_> {
     fn tickwire(
         &mut self,
         transport: Transport,
-        addr: &str,
+        addr: &RouterAddr,
         yields: bool,
     ) -> anyhow::Result<TransportResult> {
-        let echo_addr = addr.to_owned();
+        let echo_addr = addr.clone();
         let idle = self.args.idle;
         let near = self.args.pin.map(|p| p.near);
         let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
@@ -820,13 +841,13 @@ const ECHO_NAME: &str = "bench-pingpong-echo";
 
 /// A tickwire client named `name`, writing every publish at once (no batching: one
 /// ping is outstanding), subscribed to `pattern`.
-fn connect_subscribed(addr: &str, name: &str, pattern: &str) -> anyhow::Result<Client> {
-    let opts = ClientOptions {
+fn connect_subscribed(addr: &RouterAddr, name: &str, pattern: &str) -> anyhow::Result<Client> {
+    let opts = addr.options(ClientOptions {
         name: name.to_owned(),
         batch_bytes: 0,
         ..ClientOptions::default()
-    };
-    let mut c = Client::connect_to(addr, opts)
+    });
+    let mut c = Client::connect_to(&addr.addr, opts)
         .with_context(|| format!("{name} connecting to the router at {addr}"))?;
     c.subscribe(pattern)
         .with_context(|| format!("{name} subscribing to {pattern}"))?;
@@ -841,7 +862,7 @@ fn await_pong(
     t0: u64,
     wait: Wait,
     stop: &StopFlag,
-    addr: &str,
+    addr: &RouterAddr,
     yields: bool,
 ) -> anyhow::Result<Reply> {
     let deadline = t0 + REPLY_TIMEOUT.as_nanos() as u64;
@@ -917,6 +938,7 @@ fn read_exact_until(s: &mut TcpStream, buf: &mut [u8], deadline: u64) -> anyhow:
 fn path_of(transport: Transport) -> &'static str {
     match transport {
         Transport::TickwireShm => "shared memory (shm:NAME)",
+        Transport::TickwireTls => "TLS (tls://HOST:PORT)",
         _ => "TCP",
     }
 }
@@ -1129,6 +1151,16 @@ fn print_report(
             "shm-relay p50 / raw shm p50",
         ),
         (Transport::Shm, Transport::Tcp, "raw shm p50 / raw TCP p50"),
+        (
+            Transport::TickwireTls,
+            Transport::Tickwire,
+            "tickwire-tls p50 / tickwire (TCP) p50",
+        ),
+        (
+            Transport::TickwireTls,
+            Transport::Tcp,
+            "tickwire-tls p50 / raw TCP p50",
+        ),
     ] {
         let ratios = ratios_of(results, of, base);
         if !ratios.is_empty() {

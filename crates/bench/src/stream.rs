@@ -30,7 +30,7 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 use crate::console::Console;
-use crate::harness::{self, Progress, StopFlag};
+use crate::harness::{self, Progress, RouterAddr, RouterPath, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning};
 use crate::pingpong::idle_once;
@@ -63,6 +63,9 @@ Transports (--transport, measured in the order given, in the same run):
             republishes the sampled ones on bench/reflect; the sender subscribes there
   tickwire-shm  the same through a router started with --shm, both clients connected
             with shm:NAME (docs/shm.md)
+  tickwire-tls  the same through the router's TLS listener (--tls-listen), both
+            clients connected with tls://HOST:PORT (rustls, TLS 1.3); the bench makes a
+            throw-away CA and router certificate for the run (docs/security.md)
 
 Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
 e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
@@ -78,6 +81,8 @@ Examples:
   tickwire bench stream --transport tickwire --rates 50k,100k,150k,200k --step-secs 5
   tickwire bench stream --idle block --pin 0,1 --json stream.json --plot stream.svg
   tickwire bench stream --transport tickwire --router 10.0.0.5:7420 --reflect-every 10
+  tickwire bench stream --transport tickwire,tickwire-tls --size 100 --rates 500k,1M,2M
+      TLS throughput against plaintext through the same router code, same run
 
 Ctrl-C stops the run and still prints (and writes) what was measured.";
 
@@ -91,7 +96,8 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 )]
 pub struct StreamArgs {
     /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
-    /// floor) and tickwire (through the router).
+    /// floor), tickwire (through the router), tickwire-shm (over shared memory),
+    /// tickwire-tls (over TLS).
     #[arg(
         long,
         alias = "transports",
@@ -154,7 +160,8 @@ pub struct StreamArgs {
 
 /// A stream transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+// The JSON names are the command line's (`tickwire-shm`, `shm-relay`).
+#[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// Raw UDP to a receiver thread (the floor).
     Udp,
@@ -162,6 +169,9 @@ pub enum Transport {
     Tickwire,
     /// Through a tickwire router over shared memory (`shm:NAME`).
     TickwireShm,
+    /// Through a tickwire router over TLS (`tls://HOST:PORT`; a throw-away CA and
+    /// certificate made for the run).
+    TickwireTls,
 }
 
 impl Transport {
@@ -170,6 +180,7 @@ impl Transport {
             Transport::Udp => "udp",
             Transport::Tickwire => "tickwire",
             Transport::TickwireShm => "tickwire-shm",
+            Transport::TickwireTls => "tickwire-tls",
         }
     }
 }
@@ -280,14 +291,19 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         if stop.is_set() {
             break;
         }
-        let mut _child = None;
+        let mut _router = None;
         let (addr, yields) = match t {
             Transport::Udp => (None, false),
-            Transport::Tickwire | Transport::TickwireShm => {
-                let shm = t == Transport::TickwireShm;
-                let (addr, child, desc) =
-                    harness::bench_router(tickwire, args.idle, args.pin, args.router, shm)?;
-                (router_desc, _child) = (Some(desc), child);
+            Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
+                let path = match t {
+                    Transport::TickwireShm => RouterPath::Shm,
+                    Transport::TickwireTls => RouterPath::Tls,
+                    _ => RouterPath::Tcp,
+                };
+                let r = harness::bench_router(tickwire, args.idle, args.pin, args.router, path)?;
+                router_desc = Some(r.desc.clone());
+                let addr = r.addr.clone();
+                _router = Some(r);
                 let yields =
                     args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3);
                 (Some(addr), yields)
@@ -303,6 +319,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 Transport::TickwireShm => {
                     "as tickwire, every hop over shared memory (shm:NAME)".into()
                 }
+                Transport::TickwireTls => "as tickwire, every hop over TLS (tls://HOST:PORT)".into(),
             },
             spin_yields: yields,
             steps: Vec::new(),
@@ -313,7 +330,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 tr.stopped = Some("stopped by Ctrl-C".into());
                 break;
             }
-            let step = run_step(args, t, addr.as_deref(), rate, yields, &stop, &mut progress)
+            let step = run_step(args, t, addr.as_ref(), rate, yields, &stop, &mut progress)
                 .with_context(|| format!("{} at {rate:.0} msg/s", t.name()))?;
             let short = invalid_reason(rate, step.achieved_send_rate.min(step.achieved_recv_rate));
             tr.steps.push(step);
@@ -442,7 +459,7 @@ struct Receiver {
 fn run_step(
     args: &StreamArgs,
     t: Transport,
-    router: Option<&str>,
+    router: Option<&RouterAddr>,
     rate: f64,
     yields: bool,
     stop: &StopFlag,
@@ -450,7 +467,7 @@ fn run_step(
 ) -> anyhow::Result<StepResult> {
     let quit = Arc::new(AtomicBool::new(false));
     let (mut link, receiver): (Box<dyn SenderLink>, Receiver) = match (t, router) {
-        (Transport::Tickwire | Transport::TickwireShm, Some(addr)) => {
+        (Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls, Some(addr)) => {
             tickwire_pair(args, addr, yields, quit)?
         }
         _ => udp_pair(args, quit)?,
@@ -762,7 +779,7 @@ impl SenderLink for TickwireSender {
 
 fn tickwire_pair(
     args: &StreamArgs,
-    addr: &str,
+    addr: &RouterAddr,
     yields: bool,
     quit: Arc<AtomicBool>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
@@ -772,13 +789,14 @@ fn tickwire_pair(
         args.pin.map(|p| p.near),
     );
     let q = Arc::clone(&quit);
-    let rx_addr = addr.to_owned();
+    let rx_addr = addr.clone();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let handle = harness::spawn_pinned(
         "tickwire-receiver",
         near,
         move || -> anyhow::Result<RxOutcome> {
-            let setup = Client::connect_to(&rx_addr, ClientOptions::named("bench-stream-receiver"))
+            let opts = rx_addr.options(ClientOptions::named("bench-stream-receiver"));
+            let setup = Client::connect_to(&rx_addr.addr, opts)
                 .and_then(|mut c| c.subscribe(STREAM_TOPIC).map(|()| c))
                 .with_context(|| format!("receiver connecting to the router at {rx_addr}"));
             let mut c = match setup {
@@ -854,8 +872,11 @@ fn tickwire_pair(
             bail!("the receiver thread died: {e}");
         }
     }
-    let mut client = Client::connect_to(addr, ClientOptions::named("bench-stream-sender"))
-        .with_context(|| format!("sender connecting to the router at {addr}"))?;
+    let mut client = Client::connect_to(
+        &addr.addr,
+        addr.options(ClientOptions::named("bench-stream-sender")),
+    )
+    .with_context(|| format!("sender connecting to the router at {addr}"))?;
     client
         .subscribe(REFLECT_TOPIC)
         .context("subscribing to bench/reflect")?;

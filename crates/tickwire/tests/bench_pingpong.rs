@@ -92,6 +92,40 @@ fn pingpong_over_shared_memory_reports_both_floors_and_reconciles() {
     }
 }
 
+/// The TLS path (issue 20) beside plaintext through the same router code: every ping
+/// answered, and the ratio reported.
+#[test]
+fn pingpong_over_tls_reports_its_ratio_to_plaintext() {
+    let (out, v) = run_bench_report(
+        "pingpong",
+        &[
+            "--transports",
+            "tickwire,tickwire-tls",
+            "--sizes",
+            "100",
+            "--iterations",
+            "300",
+            "--warmup",
+            "30",
+            "--idle",
+            "block",
+        ],
+    );
+    assert!(out.contains("tickwire-tls —"), "no TLS table in\n{out}");
+    assert!(
+        out.contains("tickwire-tls p50 / tickwire (TCP) p50"),
+        "no ratio line in\n{out}"
+    );
+    for (_, s) in transport_rows(&v, "sizes", 2, 1) {
+        let c = &s["counters"];
+        assert_eq!(u(c, "sent"), 300, "{s}");
+        assert_eq!(u(c, "received"), 300, "{s}");
+    }
+    let r = &v["tls_ratio_to_tickwire_tcp_p50"][0];
+    assert_eq!(r[0], 100, "{v}");
+    assert!(r[1].as_f64().is_some_and(|x| x > 0.0), "{v}");
+}
+
 /// The other layout: echo client B on its own thread, both ends spinning (and
 /// yielding, on a small machine), against a real router.
 #[test]

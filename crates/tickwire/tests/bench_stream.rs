@@ -62,6 +62,45 @@ fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
     }
 }
 
+/// The TLS path (issue 20): the same router code behind its TLS listener, every
+/// message received and every reflection back.
+#[test]
+fn stream_over_tls_reconciles_beside_plaintext() {
+    let (out, v) = run_bench_report(
+        "stream",
+        &[
+            "--transport",
+            "tickwire,tickwire-tls",
+            "--size",
+            "100",
+            "--rates",
+            "2k",
+            "--step-secs",
+            "0.3",
+            "--warmup-secs",
+            "0.1",
+            "--reflect-every",
+            "10",
+            "--idle",
+            "block",
+        ],
+    );
+    assert!(out.contains("tickwire-tls —"), "no TLS table in\n{out}");
+    let rows = transport_rows(&v, "steps", 2, 1);
+    assert_eq!(rows[1].0["transport"], "tickwire-tls", "{v}");
+    for (_, s) in rows {
+        let c = &s["counters"];
+        assert!(u(c, "sent") >= 590, "{s}");
+        assert_eq!(u(c, "received"), u(c, "sent"), "{s}");
+        assert_eq!(u(c, "gaps"), 0, "{s}");
+        assert_eq!(
+            u(s, "reflections_received"),
+            u(s, "reflections_sent"),
+            "{s}"
+        );
+    }
+}
+
 #[test]
 fn stream_help_teaches() {
     assert_help_lists(
@@ -75,6 +114,7 @@ fn stream_help_teaches() {
             "--idle",
             "--json",
             "--plot",
+            "tickwire-tls",
             "Examples:",
         ],
     );
