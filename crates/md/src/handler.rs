@@ -49,6 +49,9 @@ pub struct HandlerOptions {
     pub request_to: SocketAddrV4,
     /// The router to publish to.
     pub router: String,
+    /// The router connection's login and TLS settings (docs/security.md); the handler
+    /// sets the client's name and batching itself.
+    pub client: ClientOptions,
     pub feed: FeedConfig,
     /// [`FEED_IDLE`]: spin or block.
     pub idle: IdleStrategy,
@@ -194,7 +197,7 @@ pub fn run_monitored(
     let client_opts = ClientOptions {
         name: "tickwire-feed".into(),
         batch_bytes: 256 * 1024,
-        ..ClientOptions::default()
+        ..opts.client.clone()
     };
     let mut client = Client::connect_to(opts.router.as_str(), client_opts)
         .map_err(|e| anyhow::anyhow!("connecting to the router at {}: {e}", opts.router))?;

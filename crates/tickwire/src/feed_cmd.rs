@@ -56,6 +56,8 @@ Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --session TICKWIRE01   # only this session
   tickwire feed --group 239.1.1.1:26400 --group-b 239.1.1.2:26400  # A/B lines
   tickwire feed --group 239.1.1.1:26400 --http   # dashboard on http://127.0.0.1:7481/
+  TICKWIRE_TOKEN=... tickwire feed --group 239.1.1.1:26400 --router tls://rtr:7443 --ca ca.pem
+      # into a router that requires a login, over TLS (docs/security.md)
   tickwire sub 'md/NASDAQ/AAPL/>'";
 
 /// `--http` without an address: 127.0.0.1 on this port.
@@ -127,6 +129,8 @@ pub struct FeedArgs {
     interface: Ipv4Addr,
     #[command(flatten)]
     http: crate::monitor::HttpArgs,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
 }
 
 pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
@@ -166,6 +170,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
             SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.group.port().wrapping_add(1))
         }),
         router: a.router,
+        client: a.login.apply(tickwire_client::ClientOptions::default())?,
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,

@@ -52,6 +52,8 @@ pub struct MdLatencyArgs {
     /// ITCH timestamps are the exchange's send times on this host (md publish --restamp).
     #[arg(long)]
     restamped: bool,
+    #[command(flatten)]
+    login: crate::login::LoginArgs,
     /// Write the full results as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -63,6 +65,7 @@ pub struct MdLatencyArgs {
 pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
     let opts = LatencyOptions {
         router: a.router,
+        client: a.login.apply(tickwire_client::ClientOptions::default())?,
         clients: a.clients.max(1),
         pattern: a.pattern,
         duration: a.duration,

@@ -8,7 +8,7 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
-use common::{run_cli, RouterProc};
+use common::{new_token, run_cli, RouterProc};
 use tickwire_client::{Client, ClientOptions, Error, Login, Wait};
 use tickwire_wire::frame::ErrorCode;
 
@@ -27,20 +27,6 @@ struct Fixture {
     solo_token: String,
     _config: tempfile::NamedTempFile,
     alice_password_file: tempfile::NamedTempFile,
-}
-
-/// `tickwire passwd --token`: (token, token_sha256).
-fn new_token() -> (String, String) {
-    let (st, out, err) = run_cli(&["passwd", "--token"], LONG);
-    assert!(st.success(), "{err}");
-    let value = |key: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
-            .and_then(|l| l.split('"').next())
-            .unwrap_or_else(|| panic!("no {key} in {out}"))
-            .to_owned()
-    };
-    (value("token"), value("token_sha256"))
 }
 
 fn fixture() -> Fixture {

@@ -407,3 +407,124 @@ fn garbage_or_a_stalled_handshake_disconnects_only_that_client() {
     p.flush().unwrap();
     assert_eq!(receive(&mut sub, 1, LONG), ["x/after still here"]);
 }
+
+/// The feed handler publishes into a router that admits only logged-in clients, over
+/// TLS with a token (issue 20: the commands that connect to a router share the login
+/// and TLS flags); without the token it is refused with the router's reason.
+#[test]
+fn the_feed_handler_publishes_over_tls_with_a_token_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "main");
+    let (feed_token, feed_sha) = common::new_token();
+    let (reader_token, reader_sha) = common::new_token();
+    let config = dir.path().join("router.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[auth]
+anonymous = "deny"
+
+[[auth.users]]
+name = "feed"
+token_sha256 = "{feed_sha}"
+publish = {{ allow = ["md/>"] }}
+
+[[auth.users]]
+name = "reader"
+token_sha256 = "{reader_sha}"
+subscribe = {{ allow = ["md/>"] }}
+"#
+        ),
+    )
+    .unwrap();
+    let (r, _log) = tls_router(&ca, &["--no-guaranteed", "--config", s(&config)]);
+    let url = tls_url(&r);
+    let mut reader = Client::connect_to(
+        &url,
+        ClientOptions {
+            login: Some(tickwire_client::Login::Token(reader_token)),
+            ..tls_opts("reader", &ca.pem(), None)
+        },
+    )
+    .unwrap();
+    reader.subscribe("md/>").unwrap();
+
+    let session = common::md_session("feed-tls.itch", "20", 5, 2_000);
+    let port = common::free_udp_port_pair();
+    let group = format!("239.255.44.{}:{port}", 1 + port % 200);
+    let feed_args = |token: &str| {
+        let mut a = vec![
+            "feed".to_owned(),
+            "--group".into(),
+            group.clone(),
+            "--router".into(),
+            url.clone(),
+            "--ca".into(),
+            s(&ca.pem()).into(),
+            "--idle".into(),
+            "block".into(),
+            "--quiet".into(),
+        ];
+        if !token.is_empty() {
+            a.extend(["--token".into(), token.to_owned()]);
+        }
+        a
+    };
+
+    // Without a login: refused at once, and the error says why.
+    let args = feed_args("");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (st, out, err) = run_cli(&args, LONG);
+    assert!(!st.success(), "a feed without a login ran: {out}{err}");
+    assert!(err.contains("connecting to the router"), "{err}");
+
+    // With the token: every message of the session published over TLS.
+    let args = feed_args(&feed_token);
+    let mut feed = common::cli(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "publish",
+            "--file",
+            session.to_str().unwrap(),
+            "--group",
+            &group,
+            "--speed",
+            "1x",
+            "--linger",
+            "1s",
+        ],
+        LONG,
+    );
+    assert!(st.success(), "md publish: {out}{err}");
+    let st = common::wait_child(&mut feed, LONG, "the feed handler");
+    let mut fout = String::new();
+    feed.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut fout)
+        .unwrap();
+    let mut ferr = String::new();
+    feed.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut ferr)
+        .unwrap();
+    assert!(st.success(), "feed: {fout}{ferr}");
+    let published: u64 = fout
+        .split(" · ")
+        .find_map(|p| p.trim().strip_prefix("published "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no published count in {fout}"));
+    assert!(published > 0, "{fout}");
+    assert!(fout.contains("lost 0"), "{fout}");
+    let got = receive(&mut reader, published as usize, LONG);
+    assert_eq!(got.len() as u64, published, "the reader saw {got:?}");
+    assert!(got.iter().all(|m| m.starts_with("md/")), "{got:?}");
+}

@@ -49,6 +49,9 @@ pub const HOPS: [&str; 6] = [
 #[derive(Debug, Clone)]
 pub struct LatencyOptions {
     pub router: String,
+    /// The clients' login and TLS settings (docs/security.md); each client's name and
+    /// receive buffer are set here.
+    pub client: ClientOptions,
     pub clients: usize,
     pub pattern: String,
     /// Stop this long after the first update (None: until stopped or idle).
@@ -108,9 +111,9 @@ pub fn connect(opts: &LatencyOptions) -> anyhow::Result<Vec<Client>> {
         let co = ClientOptions {
             name: format!("md-latency-{i}"),
             recv_buffer: 4 << 20,
-            ..ClientOptions::default()
+            ..opts.client.clone()
         };
-        let mut c = Client::connect_with(opts.router.as_str(), co)
+        let mut c = Client::connect_to(opts.router.as_str(), co)
             .map_err(|e| anyhow::anyhow!("client {i}: connecting to {}: {e}", opts.router))?;
         c.subscribe(&opts.pattern)
             .map_err(|e| anyhow::anyhow!("client {i}: subscribing to {:?}: {e}", opts.pattern))?;

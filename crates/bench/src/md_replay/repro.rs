@@ -400,6 +400,7 @@ fn one_speed(
 ) -> anyhow::Result<SpeedResult> {
     let lat_opts = LatencyOptions {
         router: to.to_string(),
+        client: tickwire_client::ClientOptions::default(),
         clients: opts.clients,
         pattern: "md/NASDAQ/>".into(),
         duration: None,
@@ -433,6 +434,7 @@ fn one_speed(
                 interface: Ipv4Addr::LOCALHOST,
                 request_to: request,
                 router: to.to_string(),
+                client: tickwire_client::ClientOptions::default(),
                 feed: FeedConfig::default(),
                 idle: opts.feed_idle,
                 exit_on_end_of_session: true,

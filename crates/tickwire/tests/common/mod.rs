@@ -636,6 +636,20 @@ pub fn md_session(name: &str, seed: &str, symbols: u32, messages: u64) -> tempfi
     f
 }
 
+/// `tickwire passwd --token`: (token, token_sha256).
+pub fn new_token() -> (String, String) {
+    let (st, out, err) = run_cli(&["passwd", "--token"], Duration::from_secs(30));
+    assert!(st.success(), "{err}");
+    let value = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = \"")))
+            .and_then(|l| l.split('"').next())
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+            .to_owned()
+    };
+    (value("token"), value("token_sha256"))
+}
+
 /// A free UDP port P on 127.0.0.1 with P+1 free too (a feed's group port and its
 /// re-request port).
 pub fn free_udp_port_pair() -> u16 {
