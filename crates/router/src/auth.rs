@@ -253,7 +253,9 @@ impl Perms {
     }
 
     /// Whether a PUBLISH to `topic` (validated) is allowed. Costs a scan of the rules:
-    /// call it through a [`PublishCache`].
+    /// call it through a [`PublishCache`]. Never inlined: it is the cache's miss path,
+    /// once per topic per connection, and a profile shows it under its own name.
+    #[inline(never)]
     pub fn may_publish(&self, topic: &str) -> bool {
         self.publish.allows_topic(topic)
     }
@@ -633,9 +635,13 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
 pub const PUBLISH_CACHE_TOPICS: usize = 4096;
 
 /// One connection's publish decisions, by topic: the rules are scanned once per topic.
+/// Looked up once per PUBLISH, so keyed with ahash (keyed at random per map, as the
+/// subscription index's maps: no peer can aim collisions at it) rather than SipHash:
+/// a lookup of a short topic costs a few dozen instructions, not hundreds
+/// (BENCHMARKS.md, "Issue 20: permissions in instructions").
 #[derive(Debug, Default)]
 pub struct PublishCache {
-    decided: HashMap<Box<str>, bool>,
+    decided: HashMap<Box<str>, bool, ahash::RandomState>,
 }
 
 impl PublishCache {

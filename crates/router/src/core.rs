@@ -683,7 +683,7 @@ impl Core {
                     );
                     return false;
                 }
-                if !self.may_publish(id, m.topic) {
+                if !self.may_publish(id, topic) {
                     // Refused whole and answered; the connection stays.
                     self.deny_publish(id, &m, guaranteed);
                     return true;
@@ -1040,16 +1040,12 @@ impl Core {
     /// Whether client `id` may publish to `topic` (a validated topic): decided once per
     /// topic per connection ([`PublishCache`]); free for a client without publish rules.
     #[inline]
-    fn may_publish(&mut self, id: Slot, topic: &[u8]) -> bool {
+    fn may_publish(&mut self, id: Slot, topic: &str) -> bool {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
         match (&mut c.publish_check, &c.identity) {
-            (Some(cache), Some(identity)) => {
-                // validate_topic succeeded, so the topic is UTF-8.
-                let topic = std::str::from_utf8(topic).unwrap_or_default();
-                cache.may_publish(&identity.perms, topic)
-            }
+            (Some(cache), Some(identity)) => cache.may_publish(&identity.perms, topic),
             _ => true,
         }
     }
