@@ -24,9 +24,57 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
+/// The calling thread's CPU affinity before [`pin_current_thread_scoped`] pinned it;
+/// restores it on drop.
+#[derive(Debug)]
+#[must_use = "dropping it at once restores the affinity at once"]
+pub struct Pinned {
+    before: Option<rustix::thread::CpuSet>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(set) = &self.before {
+            let _ = rustix::thread::sched_setaffinity(None, set);
+        }
+    }
+}
+
+/// [`pin_current_thread`] until the returned guard is dropped, which gives the thread
+/// back the CPUs it had: for a run inside a longer-lived process (the demo runs several
+/// benches in turn; threads and children started while pinned keep the pinning).
+pub fn pin_current_thread_scoped(cpu: usize) -> Pinned {
+    let before = rustix::thread::sched_getaffinity(None).ok();
+    if pin_current_thread(cpu) {
+        Pinned { before }
+    } else {
+        Pinned { before: None }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scoped_pin_gives_the_thread_its_cpus_back() {
+        std::thread::spawn(|| {
+            let before = rustix::thread::sched_getaffinity(None).unwrap();
+            {
+                let _pinned = pin_current_thread_scoped(0);
+                let now = rustix::thread::sched_getaffinity(None).unwrap();
+                assert_eq!(now.count(), 1);
+                assert!(now.is_set(0));
+            }
+            let after = rustix::thread::sched_getaffinity(None).unwrap();
+            assert_eq!(after.count(), before.count());
+            for cpu in 0..rustix::thread::CpuSet::MAX_CPU {
+                assert_eq!(after.is_set(cpu), before.is_set(cpu), "CPU {cpu}");
+            }
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn pinning_to_an_impossible_cpu_fails_without_panicking() {

@@ -621,6 +621,13 @@ fn demo_runs_and_reports_ok() {
     for algo in ["builtin", "raw"] {
         assert!(t2t.contains(algo), "tick-to-trade lacks {algo}: {t2t}");
     }
+    // The market-data part pins its thread while it runs and must give it back: the
+    // tick-to-trade part after it sees (and reports) every CPU, not the one it was left on.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert!(
+        t2t.contains(&format!("({cpus} cores)")),
+        "tick-to-trade ran on fewer CPUs than the machine has ({cpus}): {t2t}"
+    );
 }
 
 #[test]

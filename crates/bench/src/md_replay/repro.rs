@@ -31,7 +31,7 @@ use tickwire_rt::IdleStrategy;
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use super::raw;
 use crate::console::Console;
-use crate::harness::{pin_current_thread, spawn_pinned, Pinning, RouterChild, StopFlag};
+use crate::harness::{spawn_pinned, Pinning, RouterChild, StopFlag};
 use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
@@ -239,10 +239,12 @@ pub fn run(
     let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
     // Before pinning: the core count comes from this thread's affinity.
     let machine = Machine::detect();
-    if let Some(p) = opts.pin {
-        // The exchange (this thread) and, through inheritance, the measuring thread.
-        pin_current_thread(p.near);
-    }
+    // The exchange (this thread) and, through inheritance, the measuring thread; the
+    // caller's thread gets its CPUs back when the run ends (the demo goes on to other
+    // benches in the same thread).
+    let _pinned = opts
+        .pin
+        .map(|p| tickwire_rt::pin::pin_current_thread_scoped(p.near));
     let cache_args: Vec<&str> = opts
         .cache
         .iter()
@@ -271,7 +273,7 @@ pub fn run(
     };
     crate::outln!(
         con.out,
-        "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps to {} µs before each packet, {} measuring clients, {}",
+        "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps until {} µs before each packet is due, {} measuring clients, {}",
         router
             .as_ref()
             .map_or(String::new(), |r| format!("router: {}, ", r.addr)),
