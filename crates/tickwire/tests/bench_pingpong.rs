@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_help_lists, run_bench as run, run_bench_report, temp, transport_rows, u};
+use common::{assert_help_lists, run_bench as run, run_bench_report, transport_rows, u};
 use serde_json::Value;
 
 #[test]
@@ -50,21 +50,7 @@ fn pingpong_runs_every_transport_and_reconciles() {
 /// router's topology over bare rings): every ping answered, and each ratio reported.
 #[test]
 fn pingpong_over_shared_memory_reports_both_floors_and_reconciles() {
-    let (out, v) = run_bench_report(
-        "pingpong",
-        &[
-            "--transports",
-            "shm,shm-relay,tickwire-shm",
-            "--sizes",
-            "100",
-            "--iterations",
-            "300",
-            "--warmup",
-            "30",
-            "--idle",
-            "spin",
-        ],
-    );
+    let (out, v) = short_run("shm,shm-relay,tickwire-shm", "spin", &[]);
     for t in ["shm", "shm-relay", "tickwire-shm"] {
         assert!(out.contains(&format!("{t} —")), "no {t} table in\n{out}");
     }
@@ -86,31 +72,41 @@ fn pingpong_over_shared_memory_reports_both_floors_and_reconciles() {
         "shm_ratio_to_shm_relay_p50",
         "shm_relay_ratio_to_raw_shm_p50",
     ] {
-        let r = &v[key][0];
-        assert_eq!(r[0], 100, "{key}: {}", v[key]);
-        assert!(r[1].as_f64().is_some_and(|x| x > 0.0), "{key}: {}", v[key]);
+        assert_ratio_at_100_bytes(&v, key);
     }
+}
+
+/// 300 pings of 100 bytes (30 of warm-up before them) over `transports`, idle `idle`,
+/// with `extra` flags: the printed report and its JSON.
+fn short_run(transports: &str, idle: &str, extra: &[&str]) -> (String, Value) {
+    let mut args = vec![
+        "--transports",
+        transports,
+        "--sizes",
+        "100",
+        "--iterations",
+        "300",
+        "--warmup",
+        "30",
+        "--idle",
+        idle,
+    ];
+    args.extend_from_slice(extra);
+    run_bench_report("pingpong", &args)
+}
+
+/// The report's ratio list `key` holds a positive ratio for the 100-byte size.
+fn assert_ratio_at_100_bytes(v: &Value, key: &str) {
+    let r = &v[key][0];
+    assert_eq!(r[0], 100, "{key}: {}", v[key]);
+    assert!(r[1].as_f64().is_some_and(|x| x > 0.0), "{key}: {}", v[key]);
 }
 
 /// The TLS path (issue 20) beside plaintext through the same router code: every ping
 /// answered, and the ratio reported.
 #[test]
 fn pingpong_over_tls_reports_its_ratio_to_plaintext() {
-    let (out, v) = run_bench_report(
-        "pingpong",
-        &[
-            "--transports",
-            "tickwire,tickwire-tls",
-            "--sizes",
-            "100",
-            "--iterations",
-            "300",
-            "--warmup",
-            "30",
-            "--idle",
-            "block",
-        ],
-    );
+    let (out, v) = short_run("tickwire,tickwire-tls", "block", &[]);
     assert!(out.contains("tickwire-tls —"), "no TLS table in\n{out}");
     assert!(
         out.contains("tickwire-tls p50 / tickwire (TCP) p50"),
@@ -121,44 +117,20 @@ fn pingpong_over_tls_reports_its_ratio_to_plaintext() {
         assert_eq!(u(c, "sent"), 300, "{s}");
         assert_eq!(u(c, "received"), 300, "{s}");
     }
-    let r = &v["tls_ratio_to_tickwire_tcp_p50"][0];
-    assert_eq!(r[0], 100, "{v}");
-    assert!(r[1].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    assert_ratio_at_100_bytes(&v, "tls_ratio_to_tickwire_tcp_p50");
 }
 
 /// The other layout: echo client B on its own thread, both ends spinning (and
 /// yielding, on a small machine), against a real router.
 #[test]
 fn pingpong_with_the_echo_on_its_own_thread_reconciles() {
-    let json = temp("pingpong-thread.json");
-    let (st, out, err) = run(&[
-        "bench",
-        "pingpong",
-        "--transports",
-        "tickwire",
-        "--sizes",
-        "100",
-        "--iterations",
-        "300",
-        "--warmup",
-        "30",
-        "--idle",
-        "spin",
-        "--echo",
-        "thread",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(st.success(), "exit {st}\nstdout:\n{out}\nstderr:\n{err}");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (_, v) = short_run("tickwire", "spin", &["--echo", "thread"]);
     assert_eq!(v["echo"], "thread");
-    let t = &v["transports"][0];
-    assert_eq!(t["transport"], "tickwire");
-    let s = &t["sizes"][0];
-    assert_eq!(u(&s["counters"], "sent"), 300, "{s}");
-    assert_eq!(u(&s["counters"], "received"), 300, "{s}");
-    assert_eq!(u(&s["latency"], "samples"), 300, "{s}");
-    let _ = std::fs::remove_file(json);
+    for (_, s) in transport_rows(&v, "sizes", 1, 1) {
+        assert_eq!(u(&s["counters"], "sent"), 300, "{s}");
+        assert_eq!(u(&s["counters"], "received"), 300, "{s}");
+        assert_eq!(u(&s["latency"], "samples"), 300, "{s}");
+    }
 }
 
 #[test]

@@ -10,21 +10,7 @@ use common::{assert_help_lists, run_bench_report, transport_rows, u};
 
 #[test]
 fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
-    let (out, v) = run_bench_report(
-        "stream",
-        &[
-            "--rates",
-            "1k,2k",
-            "--step-secs",
-            "0.3",
-            "--warmup-secs",
-            "0.1",
-            "--reflect-every",
-            "10",
-            "--idle",
-            "block",
-        ],
-    );
+    let (out, v) = short_sweep(&[], "1k,2k");
     for header in [
         "target/s",
         "sent/s",
@@ -66,24 +52,9 @@ fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
 /// message received and every reflection back.
 #[test]
 fn stream_over_tls_reconciles_beside_plaintext() {
-    let (out, v) = run_bench_report(
-        "stream",
-        &[
-            "--transport",
-            "tickwire,tickwire-tls",
-            "--size",
-            "100",
-            "--rates",
-            "2k",
-            "--step-secs",
-            "0.3",
-            "--warmup-secs",
-            "0.1",
-            "--reflect-every",
-            "10",
-            "--idle",
-            "block",
-        ],
+    let (out, v) = short_sweep(
+        &["--transport", "tickwire,tickwire-tls", "--size", "100"],
+        "2k",
     );
     assert!(out.contains("tickwire-tls —"), "no TLS table in\n{out}");
     let rows = transport_rows(&v, "steps", 2, 1);
@@ -99,6 +70,25 @@ fn stream_over_tls_reconciles_beside_plaintext() {
             "{s}"
         );
     }
+}
+
+/// A sweep of `rates`, 0.3 s per rate after 0.1 s of warm-up, every tenth message
+/// reflected, idle block, with `extra` flags: the printed report and its JSON.
+fn short_sweep(extra: &[&str], rates: &str) -> (String, serde_json::Value) {
+    let mut args = extra.to_vec();
+    args.extend([
+        "--rates",
+        rates,
+        "--step-secs",
+        "0.3",
+        "--warmup-secs",
+        "0.1",
+        "--reflect-every",
+        "10",
+        "--idle",
+        "block",
+    ]);
+    run_bench_report("stream", &args)
 }
 
 #[test]

@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{free_udp_port_pair, peer_missing, run_cli, RouterProc};
+use common::{free_udp_port_pair, peer_missing, RouterProc};
 use fix_support::{free_port, temp_dir, two_sided_cfg, Peer, BIN};
 use headless_chrome::{Browser, Tab};
 use tickwire_client::{Client, ClientOptions, Wait};
@@ -570,25 +570,7 @@ fn feed_endpoint_shows_the_gaps_it_recovered() {
     let before = poll_json(http, "/varz", |v| v["kind"] == "feed");
     assert_eq!(before["counters"]["messages"], 0, "{before}");
 
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "publish",
-            "--file",
-            session.to_str().unwrap(),
-            "--group",
-            &group,
-            "--speed",
-            "1x",
-            "--linger",
-            "1s",
-            "--loss",
-            "0.05",
-            "--seed",
-            "3",
-        ],
-        Duration::from_secs(60),
-    );
+    let (st, out, err) = common::md_publish(&session, &group, &["--loss", "0.05", "--seed", "3"]);
     assert!(st.success(), "publish failed:\n{out}{err}");
     let channelz = poll_json(http, "/channelz", |v| {
         v["items"][0]["messages"] == FEED_MESSAGES && v["items"][0]["recovering"] == false

@@ -487,21 +487,7 @@ subscribe = {{ allow = ["md/>"] }}
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "publish",
-            "--file",
-            session.to_str().unwrap(),
-            "--group",
-            &group,
-            "--speed",
-            "1x",
-            "--linger",
-            "1s",
-        ],
-        LONG,
-    );
+    let (st, out, err) = common::md_publish(&session, &group, &[]);
     assert!(st.success(), "md publish: {out}{err}");
     let st = common::wait_child(&mut feed, LONG, "the feed handler");
     let mut fout = String::new();

@@ -636,6 +636,21 @@ pub fn md_session(name: &str, seed: &str, symbols: u32, messages: u64) -> tempfi
     f
 }
 
+/// `tickwire md publish --file SESSION --group GROUP --speed 1x --linger 1s EXTRA...`,
+/// waited for (60 s at most): its exit status, stdout and stderr.
+pub fn md_publish(
+    session: &std::path::Path,
+    group: &str,
+    extra: &[&str],
+) -> (std::process::ExitStatus, String, String) {
+    let session = session.to_str().expect("a UTF-8 session path");
+    let mut args = vec![
+        "md", "publish", "--file", session, "--group", group, "--speed", "1x", "--linger", "1s",
+    ];
+    args.extend_from_slice(extra);
+    run_cli(&args, Duration::from_secs(60))
+}
+
 /// `tickwire passwd --token`: (token, token_sha256).
 pub fn new_token() -> (String, String) {
     let (st, out, err) = run_cli(&["passwd", "--token"], Duration::from_secs(30));
