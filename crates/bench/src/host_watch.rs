@@ -223,6 +223,18 @@ impl HostStalls {
     }
 }
 
+/// Significant digits of the per-second timeline histograms (the summaries use 3;
+/// 2 keeps a long run's per-second histograms small: ~30 KB per second).
+const TIMELINE_SIGFIG: u8 = 2;
+/// Highest latency the timeline tracks (larger values are clamped): 100 s.
+pub const TIMELINE_MAX_NS: u64 = 100_000_000_000;
+
+/// An empty per-second timeline histogram (1 ns .. 100 s, 2 significant digits), the
+/// kind [`StallFree::from_timeline`] merges.
+pub fn timeline_histogram() -> Option<hdrhistogram::Histogram<u64>> {
+    hdrhistogram::Histogram::new_with_bounds(1, TIMELINE_MAX_NS, TIMELINE_SIGFIG).ok()
+}
+
 /// The latency of the measured seconds that no host stall touched
 /// ([`HostStalls::stall_free_seconds`]): the figure a p99 comparison can use on a
 /// machine whose host takes CPUs away (docs/benchmarking.md).

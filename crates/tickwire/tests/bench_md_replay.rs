@@ -64,12 +64,28 @@ fn md_replay_compares_tickwire_with_the_raw_floor_hop_by_hop() {
         for h in hops {
             assert_eq!(h[1]["samples"].as_u64(), Some(2 * published), "{h}");
         }
+        // The host-stall sentinel watched the run, and the stall-free figure covers at
+        // most every update, over the seconds it kept.
+        assert!(r["host"]["cpus"].as_u64().is_some_and(|n| n >= 1), "{r}");
+        let sf = &r["stall_free"];
+        let (kept, of) = (sf["seconds"].as_u64().unwrap(), sf["of"].as_u64().unwrap());
+        assert!(of >= 1 && kept <= of, "{sf}");
+        if let Some(n) = sf["latency"]["samples"].as_u64() {
+            assert!(kept > 0 && n <= 2 * published, "{sf}");
+        }
     }
     // The floor forwards every ITCH message; the feed handler publishes updates only.
     assert_eq!(results[1]["published_updates"].as_u64(), Some(20_000));
     // One ratio row per hop, each with both sides' mean, p50 and p99.
     let ratios = doc["ratios"].as_array().expect("ratios");
-    let names: Vec<&str> = ratios.iter().map(|r| r["hop"].as_str().unwrap()).collect();
+    let mut names: Vec<&str> = ratios.iter().map(|r| r["hop"].as_str().unwrap()).collect();
+    // Then end to end over the stall-free seconds, when both runs kept some.
+    let both_kept = results
+        .iter()
+        .all(|r| r["stall_free"]["latency"].is_object());
+    if both_kept {
+        assert_eq!(names.pop(), Some("e2e stall-free"), "{output}");
+    }
     assert_eq!(names, HOPS, "{output}");
     for r in ratios {
         assert_eq!(r["speed"], "4x");

@@ -33,12 +33,6 @@ pub const DRAIN_IDLE: Duration = Duration::from_secs(3);
 /// wake-ups are late by tens of µs).
 const SLEEP_ABOVE_NS: u64 = 200_000;
 
-/// Significant digits of the per-second timeline histograms (the summaries use 3;
-/// 2 keeps a long run's per-second histograms small: ~30 KB per second).
-const TIMELINE_SIGFIG: u8 = 2;
-/// Highest latency the timeline tracks (larger values are clamped): 100 s.
-const TIMELINE_MAX_NS: u64 = 100_000_000_000;
-
 /// What the threads share: the start time, the stop flag, progress counters and the
 /// merged per-second timeline.
 pub struct Shared {
@@ -391,10 +385,7 @@ impl<'a> TimelineRecorder<'a> {
     }
 }
 
-/// An empty timeline histogram (1 ns .. 100 s, 2 significant digits).
-pub fn timeline_histogram() -> Option<Histogram<u64>> {
-    Histogram::new_with_bounds(1, TIMELINE_MAX_NS, TIMELINE_SIGFIG).ok()
-}
+pub use crate::host_watch::timeline_histogram;
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,9 @@
 //!
 //! Per client, updates are also grouped in windows (10 s by default) by receive time:
 //! the update rate and the latency of each window give latency against update rate.
+//! All clients' end-to-end latencies are also kept per second of receive time (the
+//! first [`TIMELINE_SECONDS`]), for the figures of the seconds no host stall touched
+//! ([`crate::host_watch`]).
 
 use std::time::Duration;
 use tickwire_rt::MonoNanos;
@@ -194,14 +197,15 @@ struct Recorder {
 }
 
 impl Recorder {
-    /// Adds one delivery received at `rx` (first update of the run at `t0`) to `acc`.
+    /// Adds one delivery received at `rx` (first update of the run at `t0`) to `acc`;
+    /// its end-to-end latency, if it had the stamps for one.
     #[inline]
-    fn record(&self, acc: &mut Acc, rx: u64, t0: u64, d: Delivery) {
+    fn record(&self, acc: &mut Acc, rx: u64, t0: u64, d: Delivery) -> Option<u64> {
         acc.received += 1;
         acc.discarded += d.discarded;
         let Some(s) = d.sample else {
             acc.undecodable += 1;
-            return;
+            return None;
         };
         if s.seq < acc.last_seq {
             acc.out_of_order += 1;
@@ -209,7 +213,7 @@ impl Recorder {
         acc.last_seq = s.seq;
         let Some([publisher_send, router_in, router_out]) = s.stamps else {
             acc.unstamped += 1;
-            return;
+            return None;
         };
         let rx_tod = time_of_day(rx, self.tod);
         let fh_rx_tod = time_of_day(s.receive_ns, self.tod);
@@ -235,15 +239,64 @@ impl Recorder {
                 acc.windows.push((w, l));
             }
         }
+        Some(e2e)
+    }
+}
+
+/// Seconds of per-second end-to-end histograms kept for the stall-free figures (about
+/// 30 KB each): a longer run's later seconds count in everything else, not there.
+pub const TIMELINE_SECONDS: usize = 600;
+
+/// What [`run_timed`] measured: the clients' results, and all clients' end-to-end
+/// latency per second of receive time from `origin` (index k: `[origin + k s, origin +
+/// (k+1) s)`), for [`crate::host_watch::StallFree::from_timeline`].
+pub struct Timed {
+    pub clients: Vec<ClientResult>,
+    pub origin: MonoNanos,
+    pub seconds: Vec<Option<hdrhistogram::Histogram<u64>>>,
+}
+
+/// Records `e2e`, received at `rx`, in second `(rx - origin) / 1 s` of `seconds` (a
+/// histogram is made the first time its second sees a sample; none past
+/// [`TIMELINE_SECONDS`]).
+fn record_second(
+    seconds: &mut Vec<Option<hdrhistogram::Histogram<u64>>>,
+    origin: u64,
+    rx: u64,
+    e2e: u64,
+) {
+    let k = (rx.saturating_sub(origin) / 1_000_000_000) as usize;
+    if k >= TIMELINE_SECONDS {
+        return;
+    }
+    if seconds.len() <= k {
+        seconds.resize_with(k + 1, || None);
+    }
+    if seconds[k].is_none() {
+        seconds[k] = crate::host_watch::timeline_histogram();
+    }
+    if let Some(h) = seconds[k].as_mut() {
+        h.saturating_record(e2e.clamp(1, crate::host_watch::TIMELINE_MAX_NS));
     }
 }
 
 /// Receives on every client until the duration, the idle limit or `stop`.
 pub fn run<S: Source>(
-    mut clients: Vec<S>,
+    clients: Vec<S>,
     opts: &LatencyOptions,
     stop: &StopFlag,
 ) -> anyhow::Result<Vec<ClientResult>> {
+    run_timed(clients, opts, stop).map(|t| t.clients)
+}
+
+/// [`run`], with all clients' end-to-end latency per second ([`Timed`]).
+pub fn run_timed<S: Source>(
+    mut clients: Vec<S>,
+    opts: &LatencyOptions,
+    stop: &StopFlag,
+) -> anyhow::Result<Timed> {
+    let origin = MonoNanos::now();
+    let mut seconds = Vec::new();
     let rec = Recorder {
         tod: monotonic_to_time_of_day(),
         window_ns: opts.window.as_nanos().max(1) as u64,
@@ -265,7 +318,9 @@ pub fn run<S: Source>(
                 let rx = MonoNanos::now().as_nanos();
                 let t0 = *start.get_or_insert(rx);
                 got += 1;
-                rec.record(acc, rx, t0, d);
+                if let Some(e2e) = rec.record(acc, rx, t0, d) {
+                    record_second(&mut seconds, origin.as_nanos(), rx, e2e);
+                }
             })?;
         }
         let now = MonoNanos::now().as_nanos();
@@ -304,7 +359,7 @@ pub fn run<S: Source>(
         }
     }
     let window_s = rec.window_ns as f64 / 1e9;
-    Ok(accs
+    let clients = accs
         .into_iter()
         .enumerate()
         .map(|(i, a)| ClientResult {
@@ -336,7 +391,12 @@ pub fn run<S: Source>(
                 .collect(),
             hists: a.hops,
         })
-        .collect())
+        .collect();
+    Ok(Timed {
+        clients,
+        origin,
+        seconds,
+    })
 }
 
 /// The hops merged over every client (lossless HDR merge).
@@ -389,4 +449,28 @@ pub fn client_table(results: &[ClientResult]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_land_in_the_second_of_their_receipt_and_none_past_the_cap() {
+        let mut s = Vec::new();
+        let origin = 5_000_000_000;
+        record_second(&mut s, origin, origin + 10, 100);
+        record_second(&mut s, origin, origin + 2_500_000_000, 300);
+        record_second(&mut s, origin, origin + 2_600_000_000, 200_000_000_000);
+        record_second(&mut s, origin, origin - 1, 7); // before the origin: second 0
+        let beyond = origin + TIMELINE_SECONDS as u64 * 1_000_000_000;
+        record_second(&mut s, origin, beyond, 9);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].as_ref().unwrap().len(), 2);
+        assert!(s[1].is_none());
+        let third = s[2].as_ref().unwrap();
+        assert_eq!(third.len(), 2);
+        // Clamped into the timeline's range, not dropped.
+        assert!(third.max() >= crate::host_watch::TIMELINE_MAX_NS / 2);
+    }
 }

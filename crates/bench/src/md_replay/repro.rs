@@ -26,12 +26,13 @@ use tickwire_md::feed::FeedConfig;
 use tickwire_md::generator::{write_session, GeneratorConfig};
 use tickwire_md::handler::{self, HandlerOptions};
 use tickwire_md::publisher::{self, PublishOptions};
-use tickwire_rt::IdleStrategy;
+use tickwire_rt::{IdleStrategy, MonoNanos};
 
 use super::latency::{self, ClientResult, LatencyOptions, Window};
 use super::raw;
 use crate::console::Console;
 use crate::harness::{spawn_pinned, Pinning, RouterChild, StopFlag};
+use crate::host_watch::{HostWatch, StallFree};
 use crate::report::{latency_table, line_chart_svg, write_outputs, Announce, Machine, Series};
 use crate::stats::Summary;
 
@@ -126,6 +127,10 @@ pub struct SpeedResult {
     pub hops: Vec<(String, Summary)>,
     pub clients: Vec<ClientResult>,
     pub windows: Vec<Window>,
+    /// CPU stalls of the machine itself during the run (crate::host_watch).
+    pub host: crate::host_watch::StallSummary,
+    /// End to end over the seconds of the run that no host stall touched (all clients).
+    pub stall_free: crate::host_watch::StallFree,
 }
 
 /// Everything, for `--json`.
@@ -156,18 +161,28 @@ pub struct HopRatio {
     pub ratio: [Option<f64>; 3],
 }
 
-/// The tickwire/raw rows of one speed (hops in path order).
+/// The label of the end-to-end row over the seconds no host stall touched.
+pub const STALL_FREE_HOP: &str = "e2e stall-free";
+
+/// The tickwire/raw rows of one speed (hops in path order, then end to end over the
+/// stall-free seconds when both runs had some).
 pub fn hop_ratios(tickwire: &SpeedResult, raw: &SpeedResult) -> Vec<HopRatio> {
     let three = |s: &Summary| [s.mean_us, s.p50_us, s.p99_us];
+    let stall_free = match (&tickwire.stall_free.latency, &raw.stall_free.latency) {
+        (Some(t), Some(r)) => Some((STALL_FREE_HOP.to_string(), t.clone(), r.clone())),
+        _ => None,
+    };
     tickwire
         .hops
         .iter()
         .zip(&raw.hops)
-        .map(|((hop, t), (_, r))| {
-            let (t, r) = (three(t), three(r));
+        .map(|((hop, t), (_, r))| (hop.clone(), t.clone(), r.clone()))
+        .chain(stall_free)
+        .map(|(hop, t, r)| {
+            let (t, r) = (three(&t), three(&r));
             HopRatio {
                 speed: tickwire.speed.clone(),
-                hop: hop.clone(),
+                hop,
                 tickwire_us: t,
                 raw_us: r,
                 ratio: [0, 1, 2].map(|i| (r[i] > 0.0).then(|| t[i] / r[i])),
@@ -411,18 +426,21 @@ fn one_speed(
         restamped: true,
     };
     let client_stop = stop.clone();
+    // The sentinel watches the whole run; the stall-free seconds are decided from its
+    // clock alone (docs/benchmarking.md, "When the host takes a CPU away").
+    let (watch, watch_from) = (HostWatch::start_all(), MonoNanos::now());
     let measure = match target {
         Target::Tickwire => {
             let clients = latency::connect(&lat_opts)?;
             std::thread::Builder::new()
                 .name("md-clients".into())
-                .spawn(move || latency::run(clients, &lat_opts, &client_stop))?
+                .spawn(move || latency::run_timed(clients, &lat_opts, &client_stop))?
         }
         Target::Raw => {
             let clients = raw::connect_clients(to, opts.clients)?;
             std::thread::Builder::new()
                 .name("md-raw-clients".into())
-                .spawn(move || latency::run(clients, &lat_opts, &client_stop))?
+                .spawn(move || latency::run_timed(clients, &lat_opts, &client_stop))?
         }
     };
     let request = SocketAddrV4::new(Ipv4Addr::LOCALHOST, group.port() + 1);
@@ -496,9 +514,15 @@ fn one_speed(
     let fr = fh
         .join()
         .map_err(|_| anyhow::anyhow!("the feed thread panicked"))??;
-    let clients = measure
+    let timed = measure
         .join()
         .map_err(|_| anyhow::anyhow!("the measuring thread panicked"))??;
+    let stalls = watch.finish();
+    let host = stalls.within(watch_from, MonoNanos::now());
+    let seconds = timed.seconds.len();
+    let free = stalls.stall_free_seconds(timed.origin, seconds);
+    let stall_free = StallFree::from_timeline(&timed.seconds, 0..seconds, &free);
+    let clients = timed.clients;
 
     let hops = latency::merged_hops(&clients);
     let windows = clients
@@ -529,6 +553,8 @@ fn one_speed(
         hops,
         clients,
         windows,
+        host,
+        stall_free,
     };
     print_speed(con.out, &res, opts.window);
     Ok(res)
@@ -579,6 +605,8 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         "{}",
         latency_table("per hop, all clients merged:", &r.hops)
     );
+    crate::outln!(out, "{}", r.host.line("the run"));
+    crate::outln!(out, "{}", stall_free_line(&r.stall_free));
     crate::outln!(
         out,
         "\nlatency against update rate ({}-s windows, client 0):",
@@ -603,6 +631,21 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
             w.p99_us,
             w.max_us
         );
+    }
+}
+
+/// End to end over the seconds no host stall touched, with the mean (the replay test's
+/// published figure is a mean).
+fn stall_free_line(f: &StallFree) -> String {
+    match &f.latency {
+        Some(l) => format!(
+            "end to end over the {} of {} seconds no host stall touched ({} updates): mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs",
+            f.seconds, f.of, l.samples, l.mean_us, l.p50_us, l.p99_us
+        ),
+        None => format!(
+            "end to end: none of the {} seconds was untouched by a host stall",
+            f.of
+        ),
     }
 }
 
