@@ -14,6 +14,8 @@
 #   pin-spin-hybrid   --pin 0,1 --feed-idle spin  --router-idle hybrid   (FH alone on CPU 1)
 #   pin-spin-block    --pin 0,1 --feed-idle spin  --router-idle block
 #   pin-block-block   --pin 0,1 --feed-idle block --router-idle block
+#   pin-rfar-block    --pin 0,1 --router-cpu far --feed-idle block --router-idle block
+#                     (feed handler and router on CPU 1, exchange and clients on CPU 0)
 #   free-spin-hybrid  --no-pin  --feed-idle spin  --router-idle hybrid   (the scheduler places all)
 #   free-block-hybrid --no-pin  --feed-idle block --router-idle hybrid
 #   free-block-block  --no-pin  --feed-idle block --router-idle block
@@ -30,11 +32,12 @@ declare -A flags=(
     [pin-spin-hybrid]="--pin 0,1 --feed-idle spin --router-idle hybrid"
     [pin-spin-block]="--pin 0,1 --feed-idle spin --router-idle block"
     [pin-block-block]="--pin 0,1 --feed-idle block --router-idle block"
+    [pin-rfar-block]="--pin 0,1 --router-cpu far --feed-idle block --router-idle block"
     [free-spin-hybrid]="--no-pin --feed-idle spin --router-idle hybrid"
     [free-block-hybrid]="--no-pin --feed-idle block --router-idle hybrid"
     [free-block-block]="--no-pin --feed-idle block --router-idle block"
 )
-layouts=(pin-spin-hybrid pin-spin-block pin-block-block free-spin-hybrid free-block-hybrid free-block-block)
+layouts=(pin-spin-hybrid pin-spin-block pin-block-block pin-rfar-block free-spin-hybrid free-block-hybrid free-block-block)
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs, $(uname -r); $rounds rounds of ${#layouts[@]} layouts, $messages messages at 4x"
 group="239.1.$(( ($$ >> 8) % 250 + 2 )).$(( $$ % 250 + 2 )):$(( 30000 + ($$ % 1000) * 20 ))"
 for r in $(seq 1 "$rounds"); do

@@ -277,11 +277,15 @@ fn market_data() -> anyhow::Result<bool> {
         targets: vec![tickwire_bench::md_replay::repro::Target::Tickwire],
         clients: 2,
         window: Duration::from_secs(1),
-        router_idle: "hybrid".into(),
-        feed_idle: tickwire_rt::IdleStrategy::Spin,
+        // The replay test's defaults, the measured best layout on 2 CPUs (BENCHMARKS.md,
+        // issue 19 layouts): feed handler and router blocking on CPU 1, the exchange and
+        // the clients on CPU 0.
+        router_idle: "block".into(),
+        feed_idle: tickwire_rt::IdleStrategy::Block,
         spin_before: tickwire_md::publisher::DEFAULT_SPIN_BEFORE,
         // The test's layout (printed in the first line of the part).
         pin: tickwire_bench::md_replay::repro::default_pin(),
+        router_far: true,
         group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
         json: None,
         plot: None,

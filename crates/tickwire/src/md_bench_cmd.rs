@@ -126,6 +126,12 @@ and end to end, tickwire's and the floor's mean, p50 and p99 and their ratios: w
 the machine and the topology cost, and what tickwire adds. --compare tickwire runs
 tickwire alone (half the time); --compare raw the floor alone.
 
+Each run is watched for host stalls (a VM's host taking a CPU away): the report gives
+end to end over the seconds no stall touched beside the whole run (docs/benchmarking.md).
+The default layout on 2 CPUs, chosen by measurement (scripts/bench-md-layouts.sh): the
+feed handler and the router on CPU 1, both blocking; the exchange (sleeping to each
+packet's time) and the measuring clients on CPU 0.
+
 Examples:
   tickwire bench md-replay                                  # 1x then 4x, tickwire and raw floor
   tickwire bench md-replay --speeds 4x --pin 0,1            # the 4x figures of BENCHMARKS.md
@@ -163,24 +169,33 @@ pub struct MdReplayArgs {
     /// Window of the latency-versus-update-rate figures.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
-    /// Router (and raw relay) idle strategy (block, spin or hybrid).
-    #[arg(long, value_name = "IDLE", default_value = "hybrid")]
+    /// Router (and raw relay) idle strategy (block, spin or hybrid). The default is the
+    /// measured best on 2 CPUs (BENCHMARKS.md, issue 19 layouts).
+    #[arg(long, value_name = "IDLE", default_value = "block")]
     router_idle: String,
-    /// Feed-handler (and raw feed thread) idle strategy (spin or block).
-    #[arg(long, value_name = "spin|block", default_value = "spin", value_parser = parse_feed_idle)]
+    /// Feed-handler (and raw feed thread) idle strategy (spin or block). The default is
+    /// the measured best on 2 CPUs: it shares its CPU with the router.
+    #[arg(long, value_name = "spin|block", default_value = "block", value_parser = parse_feed_idle)]
     feed_idle: IdleStrategy,
     /// The exchange sleeps until this long before each packet is due, then spins
     /// (default 0: never spins; its lateness is in the report).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     exchange_spin: Option<Duration>,
-    /// Pin the feed handler alone to CPU FAR and the exchange, the router and the
-    /// measuring clients to CPU NEAR; the raw floor's parts go where their tickwire
-    /// counterparts go. Default: 0,1 with 2 or more CPUs (the measured layout).
+    /// Pin the feed handler (and, with --router-cpu far, the router) to CPU FAR and the
+    /// exchange, the measuring clients (and the router with --router-cpu near) to CPU
+    /// NEAR; the raw floor's parts go where their tickwire counterparts go. Default: 0,1
+    /// with 2 or more CPUs (the measured layout).
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pin: Option<Pinning>,
     /// Run nothing pinned (the scheduler places every thread).
     #[arg(long, conflicts_with = "pin")]
     no_pin: bool,
+    /// Where the pinned layout puts the router (and the raw relay): far (with the feed
+    /// handler, the default: the measured best on 2 CPUs, with both blocking) or near
+    /// (with the exchange and the clients; the layout before 2026-11-25). With far, a
+    /// spinning feed handler (--feed-idle spin) would spin against the router.
+    #[arg(long, value_name = "near|far", default_value = "far", value_parser = ["near", "far"], conflicts_with = "no_pin")]
+    router_cpu: String,
     /// Multicast group (the port grows by 2 per run, a run being one speed through one
     /// target; port + 1 serves re-requests).
     #[arg(long, default_value = "239.1.1.7:27400")]
@@ -210,6 +225,7 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         spin_before: a
             .exchange_spin
             .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
+        router_far: a.router_cpu == "far",
         pin: match a.no_pin {
             true => None,
             false => a.pin.or_else(repro::default_pin),

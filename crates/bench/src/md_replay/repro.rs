@@ -98,6 +98,9 @@ pub struct ReproOptions {
     /// The feed handler alone on CPU `far`; the exchange, the router and the measuring
     /// clients on CPU `near` (None: unpinned).
     pub pin: Option<Pinning>,
+    /// With `pin`: the router (and the raw relay) on the feed handler's CPU `far`
+    /// instead of `near` (the feed handler should then block, not spin).
+    pub router_far: bool,
     pub group: SocketAddrV4,
     pub json: Option<PathBuf>,
     pub plot: Option<PathBuf>,
@@ -265,12 +268,14 @@ pub fn run(
         .iter()
         .flat_map(|p| ["--cache", p.as_str()])
         .collect();
-    let near = opts.pin.map(|p| p.near);
+    let router_cpu = opts
+        .pin
+        .map(|p| if opts.router_far { p.far } else { p.near });
     let router = match opts.targets.contains(&Target::Tickwire) {
         true => Some(RouterChild::start(
             &opts.tickwire,
             &opts.router_idle,
-            near,
+            router_cpu,
             &cache_args,
         )?),
         false => None,
@@ -281,7 +286,7 @@ pub fn run(
             &opts.tickwire,
             &crate::fanout::RELAY_COMMAND,
             &opts.router_idle,
-            near,
+            router_cpu,
             &["--stamp"],
         )?),
         false => None,
@@ -304,10 +309,16 @@ pub fn run(
         opts.feed_idle,
         opts.spin_before.as_micros(),
         opts.clients,
-        opts.pin.map_or("unpinned".to_string(), |p| format!(
-            "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
-            p.far, p.near
-        ))
+        opts.pin.map_or("unpinned".to_string(), |p| match opts.router_far {
+            false => format!(
+                "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
+                p.far, p.near
+            ),
+            true => format!(
+                "feed handler and router pinned to CPU {}, exchange and clients to CPU {}",
+                p.far, p.near
+            ),
+        })
     );
     let mut results = Vec::new();
     let mut ratios = Vec::new();
