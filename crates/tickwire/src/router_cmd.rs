@@ -468,6 +468,22 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             .access(addr, Some((&cfg.auth, refuses_anonymous)))?,
         None => None,
     };
+    // Where anonymous clients are refused, the latency probe logs in as a user of its
+    // own (added after the monitoring endpoint took its users: it is no HTTP login).
+    let probe_login = match (http, args.probe_ms, refuses_anonymous) {
+        (Some(_), 1.., true) => {
+            let probe = crate::monitor::probe::PROBE_USER;
+            if cfg.auth.users.iter().any(|u| u.name == probe) {
+                anyhow::bail!(
+                    "[[auth.users]] name {probe:?} is reserved for the router's latency probe"
+                );
+            }
+            let (user, login) = crate::monitor::probe::probe_user();
+            cfg.auth.users.push(user);
+            Some(login)
+        }
+        _ => None,
+    };
     let mut router =
         Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
     let monitor = http.map(|_| router.monitor());
@@ -514,13 +530,13 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         (Some(addr), Some(reader)) => {
             let probe = match args.probe_ms {
                 0 => None,
-                _ if refuses_anonymous => {
-                    tracing::warn!("latency probe off: it connects anonymously and this router refuses anonymous clients");
-                    None
-                }
                 ms => Some(
-                    crate::monitor::probe::start(router.local_addr(), Duration::from_millis(ms))
-                        .context("starting the latency probe")?,
+                    crate::monitor::probe::start(
+                        router.local_addr(),
+                        Duration::from_millis(ms),
+                        probe_login,
+                    )
+                    .context("starting the latency probe")?,
                 ),
             };
             let component =

@@ -392,7 +392,31 @@ fn the_monitoring_endpoint_of_a_router_that_refuses_anonymous_clients_asks_for_a
         .expect("a log line for the wrong password");
     assert!(!line.contains("not her password"), "{line}");
     assert!(!f.log.text().contains("not her password"));
-    assert!(f.log.wait_for(&["latency probe off"], LONG).is_some());
+    // The latency probe logs in as its own user (anonymous clients are refused here)
+    // and measures: its round trips are counted within a few seconds.
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let (_, _, metrics) = common::http_get(http, "/metrics", &[&ops]);
+        let count = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("tickwire_router_probe_round_trip_seconds_count "))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if count > 0.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the probe measured nothing: {metrics}\n{}",
+            f.log.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !f.log.text().contains("latency probe off"),
+        "{}",
+        f.log.text()
+    );
 }
 
 #[test]
