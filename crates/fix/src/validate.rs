@@ -783,9 +783,9 @@ fn entry_missing(entry: &GroupEntry<'_, '_>) -> Option<Reject> {
     let fields = entry.fields();
     // Without a nested group's NumInGroup field every field of the entry is direct and
     // no nested group has entries: a plain scan answers, and the nested loop is moot.
-    let nested = fields.iter().any(|f| layout.group(f.tag).is_some());
+    let has_nested = fields.iter().any(|f| layout.group(f.tag).is_some());
     let has = |t: u32| {
-        if nested {
+        if has_nested {
             entry.field(t).is_some()
         } else {
             fields.iter().any(|f| f.tag == t)
@@ -797,7 +797,7 @@ fn entry_missing(entry: &GroupEntry<'_, '_>) -> Option<Reject> {
             Some(tag),
         ));
     }
-    if !nested {
+    if !has_nested {
         return None;
     }
     for nested in layout.groups() {
