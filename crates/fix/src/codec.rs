@@ -48,7 +48,7 @@ use thiserror::Error;
 pub use time::{
     format_utc_timestamp, parse_utc_date_only, parse_utc_time_only, parse_utc_timestamp,
     write_utc_date_only, write_utc_time_only, write_utc_timestamp, TimestampPrecision,
-    TimestampWriter,
+    TimestampReader, TimestampWriter,
 };
 
 /// The FIX field delimiter (Start Of Header, 0x01).
@@ -475,7 +475,7 @@ impl ParseError {
 /// | 1185 | 1184 | SecurityXML / SecurityXMLLen |
 /// | 1402 | 1401 | EncryptedPassword / EncryptedPasswordLen |
 /// | 1404 | 1403 | EncryptedNewPassword / EncryptedNewPasswordLen |
-pub fn data_length_tag(data_tag: u32) -> Option<u32> {
+pub const fn data_length_tag(data_tag: u32) -> Option<u32> {
     Some(match data_tag {
         89 => 93,
         91 => 90,
@@ -490,6 +490,30 @@ pub fn data_length_tag(data_tag: u32) -> Option<u32> {
         1404 => 1403,
         _ => return None,
     })
+}
+
+/// The data tags of [`data_length_tag`] as a bitset (all below 1408): the parser asks
+/// it for every field, and a bit test is cheaper than the match.
+const DATA_TAG_BITS: [u64; 22] = {
+    let mut bits = [0u64; 22];
+    let mut t = 0;
+    while t < 22 * 64 {
+        if data_length_tag(t as u32).is_some() {
+            bits[t / 64] |= 1 << (t % 64);
+        }
+        t += 1;
+    }
+    bits
+};
+
+/// [`data_length_tag`] behind a bit test.
+#[inline]
+fn data_length_tag_fast(tag: u32) -> Option<u32> {
+    let word = DATA_TAG_BITS.get(tag as usize / 64)?;
+    if word & (1 << (tag % 64)) == 0 {
+        return None;
+    }
+    data_length_tag(tag)
 }
 
 /// One parsed field: its tag and the byte range `start..end` of its value in the raw
@@ -790,7 +814,7 @@ fn parse_inner<'a>(
                 })
             }
         };
-        let vend = match data_length_tag(tag)
+        let vend = match data_length_tag_fast(tag)
             .and_then(|lt| v.iter().rev().find(|f| f.tag == lt).map(|f| (lt, *f)))
         {
             Some((length_tag, lf)) => {
@@ -1058,10 +1082,20 @@ pub fn push_trailer(out: &mut Vec<u8>, start: usize) {
     ]);
 }
 
+/// Appends `tag=`. Tags below 1000 (nearly every field of a session) are written as a
+/// fixed-size array, which compiles to a few stores instead of a formatter and a copy.
 #[inline]
 fn push_tag(out: &mut Vec<u8>, tag: u32) {
-    out.extend_from_slice(itoa::Buffer::new().format(tag).as_bytes());
-    out.push(b'=');
+    let d = |n: u32| b'0' + (n % 10) as u8;
+    match tag {
+        0..=9 => out.extend_from_slice(&[d(tag), b'=']),
+        10..=99 => out.extend_from_slice(&[d(tag / 10), d(tag), b'=']),
+        100..=999 => out.extend_from_slice(&[d(tag / 100), d(tag / 10), d(tag), b'=']),
+        _ => {
+            out.extend_from_slice(itoa::Buffer::new().format(tag).as_bytes());
+            out.push(b'=');
+        }
+    }
 }
 
 #[inline]
@@ -1074,6 +1108,27 @@ fn push_field(out: &mut Vec<u8>, tag: u32, value: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tag=` is written as the formatter writes the tag, on both sides of each
+    /// fast-path boundary.
+    #[test]
+    fn push_tag_matches_itoa() {
+        let tags = (0..2000).chain([9_999, 10_000, 50_002, 999_999, u32::MAX]);
+        for tag in tags {
+            let mut out = vec![b'x'];
+            push_tag(&mut out, tag);
+            assert_eq!(out, format!("x{tag}=").into_bytes());
+        }
+    }
+
+    /// The bitset in front of the data tag match agrees with it for every tag.
+    #[test]
+    fn data_tag_bits_agree_with_the_match() {
+        for tag in 0..100_000 {
+            assert_eq!(data_length_tag_fast(tag), data_length_tag(tag), "tag {tag}");
+        }
+        assert_eq!(data_length_tag_fast(u32::MAX), None);
+    }
 
     /// The SWAR SOH search agrees with a naive scan for every window of buffers with
     /// SOH, 0x00, 0x81 and 0x02 bytes (the values near the bit tricks' edge cases).

@@ -669,20 +669,32 @@ fn entry_end(group: &GroupDef, fields: &[Field], start: usize) -> usize {
         return start;
     }
     let mut pos = start;
+    // One bit per field of `fields[start..pos]` (tag mod 64, nested groups' fields
+    // included): a clear bit proves no field there has the tag, so `entry_has` only
+    // runs on a possible repeat.
+    let mut seen = 0u64;
     while let Some(f) = fields.get(pos) {
         let tag = f.tag;
+        let bit = 1u64 << (tag % 64);
         if pos > start {
             let member = group.layout.contains(tag);
             if !member {
                 break;
             }
-            if tag == group.delimiter || entry_has(group, fields, start, pos, tag) {
+            if tag == group.delimiter
+                || (seen & bit != 0 && entry_has(group, fields, start, pos, tag))
+            {
                 break; // next entry
             }
         }
+        seen |= bit;
         pos += 1;
         if let Some(nested) = group.layout.group(tag) {
-            pos = scan_group(nested, fields, pos).end;
+            let end = scan_group(nested, fields, pos).end;
+            for f in fields.get(pos..end).unwrap_or(&[]) {
+                seen |= 1u64 << (f.tag % 64);
+            }
+            pos = end;
         }
     }
     pos

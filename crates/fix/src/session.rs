@@ -76,7 +76,7 @@ use std::sync::Arc;
 
 use tickwire_rt::UtcNanos;
 
-use crate::codec::{self, Encoder, Fields, MessageRef, TimestampPrecision};
+use crate::codec::{self, Encoder, Fields, MessageRef, TimestampPrecision, TimestampReader};
 use crate::dict::Dictionary;
 use crate::store::{MessageStore, StoreError};
 use crate::validate::{self, Dictionaries, SessionRejectReason, ValidationOptions};
@@ -468,6 +468,8 @@ pub struct Session<S: MessageStore> {
     resend_idx: Vec<(usize, usize)>,
     header_scratch: Vec<(u32, HeaderValue)>,
     text: String,
+    /// SendingTime of received messages, parsed once per message.
+    sending_times: TimestampReader,
 }
 
 impl<S: MessageStore> Session<S> {
@@ -507,6 +509,7 @@ impl<S: MessageStore> Session<S> {
             resend_idx: Vec::new(),
             header_scratch: Vec::new(),
             text: String::new(),
+            sending_times: TimestampReader::default(),
             cfg,
         })
     }

@@ -780,15 +780,25 @@ fn group_missing(def: &GroupDef, entries: &[Field]) -> Option<Reject> {
 
 fn entry_missing(entry: &GroupEntry<'_, '_>) -> Option<Reject> {
     let layout = entry.def().layout();
-    if let Some(&tag) = layout
-        .required()
-        .iter()
-        .find(|&&t| entry.field(t).is_none())
-    {
+    let fields = entry.fields();
+    // Without a nested group's NumInGroup field every field of the entry is direct and
+    // no nested group has entries: a plain scan answers, and the nested loop is moot.
+    let has_nested = fields.iter().any(|f| layout.group(f.tag).is_some());
+    let has = |t: u32| {
+        if has_nested {
+            entry.field(t).is_some()
+        } else {
+            fields.iter().any(|f| f.tag == t)
+        }
+    };
+    if let Some(&tag) = layout.required().iter().find(|&&t| !has(t)) {
         return Some(Reject::new(
             SessionRejectReason::RequiredTagMissing,
             Some(tag),
         ));
+    }
+    if !has_nested {
+        return None;
     }
     for nested in layout.groups() {
         if let Some(iter) = entry.group(nested.count_tag) {

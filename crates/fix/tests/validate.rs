@@ -224,6 +224,56 @@ fn reason_16_incorrect_numingroup_count() {
     );
 }
 
+/// A member repeated inside an entry starts the next entry even without the delimiter
+/// (the entry scan's repeat check): that entry has no MDUpdateAction (279, required in
+/// the required group), whatever the count says. A nested group inside an entry is
+/// skipped over: its members are not the entry's own, and they repeat freely.
+#[test]
+fn entries_split_on_a_repeated_member_and_nested_groups_stay_inside_their_entry() {
+    let opts = ValidationOptions::default();
+    let repeated = [(279, "0"), (269, "0"), (270, "10"), (269, "1"), (270, "11")];
+    for count in ["1", "2"] {
+        expect_reject(
+            &market_data(count, &repeated),
+            1,
+            Some(279),
+            "Required tag missing",
+        );
+    }
+    let nested = [
+        (279, "0"),
+        (269, "0"),
+        (55, "ABC"),
+        (454, "2"),
+        (455, "A"),
+        (456, "1"),
+        (455, "B"),
+        (456, "1"),
+        (270, "10"),
+        (279, "1"),
+        (269, "1"),
+        (270, "11"),
+    ];
+    assert_eq!(check44(&market_data("2", &nested), &opts), Ok(()));
+    expect_reject(
+        &market_data("1", &nested),
+        16,
+        Some(268),
+        "Incorrect NumInGroup count for repeating group",
+    );
+    // 269 repeated after the nested group: a second entry without 279.
+    let mut split = nested;
+    split[9] = (269, "1");
+    split[10] = (270, "12");
+    split[11] = (271, "5");
+    expect_reject(
+        &market_data("2", &split),
+        1,
+        Some(279),
+        "Required tag missing",
+    );
+}
+
 #[test]
 fn reason_9_comp_id_problem_and_reason_10_sending_time() {
     let raw = nos_with(|_| {});

@@ -285,6 +285,40 @@ pub fn parse_utc_timestamp(v: &[u8]) -> Option<u64> {
     day.checked_add(t)
 }
 
+/// [`parse_utc_timestamp`] remembering its last input and answer: a session reads a
+/// message's SendingTime more than once (the format check, the latency check), and the
+/// second read of the same bytes costs a comparison instead of a parse. Same answer as
+/// [`parse_utc_timestamp`] for every input.
+#[derive(Debug, Clone, Default)]
+pub struct TimestampReader {
+    /// The last input (the longest UTCTimestamp has 27 bytes), `len` bytes of it.
+    last: [u8; 27],
+    /// 0: nothing remembered.
+    len: u8,
+    value: Option<u64>,
+}
+
+impl TimestampReader {
+    /// [`parse_utc_timestamp`] of `v`.
+    #[inline]
+    pub fn parse(&mut self, v: &[u8]) -> Option<u64> {
+        let n = v.len();
+        if !(17..=27).contains(&n) {
+            return parse_utc_timestamp(v);
+        }
+        if usize::from(self.len) == n && self.last.get(..n) == Some(v) {
+            return self.value;
+        }
+        let value = parse_utc_timestamp(v);
+        if let Some(dst) = self.last.get_mut(..n) {
+            dst.copy_from_slice(v);
+            self.len = n as u8;
+            self.value = value;
+        }
+        value
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +357,25 @@ mod writer_props {
     }
 
     proptest! {
+        /// The memo answers as the parser does, for repeated and changing inputs alike.
+        #[test]
+        fn timestamp_reader_agrees_with_the_parser(
+            inputs in proptest::collection::vec(
+                prop_oneof![
+                    "2026112[0-9]-0[0-9]:[0-5][0-9]:[0-6][0-9](\\.[0-9]{1,9})?",
+                    proptest::collection::vec(any::<u8>(), 0..30)
+                        .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+                ],
+                1..20,
+            )
+        ) {
+            let mut r = TimestampReader::default();
+            for v in &inputs {
+                prop_assert_eq!(r.parse(v.as_bytes()), parse_utc_timestamp(v.as_bytes()));
+                prop_assert_eq!(r.parse(v.as_bytes()), parse_utc_timestamp(v.as_bytes()));
+            }
+        }
+
         /// The cached writer gives exactly write_utc_timestamp's bytes, for instants
         /// that share a second, cross one (midnight, month and year ends included) or
         /// jump anywhere in u64.

@@ -44,6 +44,12 @@ impl<S: MessageStore> Session<S> {
         r
     }
 
+    /// The SendingTime of `m` (None if absent or malformed), parsed once per message.
+    fn sending_time(&mut self, m: &MessageRef<'_>) -> Option<u64> {
+        let v = m.get(tag::SENDING_TIME)?;
+        self.sending_times.parse(v)
+    }
+
     fn empty_values_only_in_groups(&self, m: &MessageRef<'_>) -> bool {
         self.validation.as_ref().is_some_and(|v| {
             validate::empty_values_only_in_groups(m, &Dictionaries::fixt(&v.transport, &v.app))
@@ -152,7 +158,7 @@ impl<S: MessageStore> Session<S> {
         }
         // The checks QuickFIX's standard session dictionary makes: required header
         // fields, their formats, and the required fields of administrative messages.
-        if m.get_timestamp(tag::SENDING_TIME).is_none() {
+        if self.sending_time(m).is_none() {
             let r = RefMsg::of(m);
             return self.reject_quiet(
                 now,
@@ -303,7 +309,7 @@ impl<S: MessageStore> Session<S> {
             self.disconnect(now)?;
             return Ok(false);
         }
-        let sending_time = m.get_timestamp(tag::SENDING_TIME).unwrap_or(0);
+        let sending_time = self.sending_time(m).unwrap_or(0);
         if self.cfg.check_latency
             && secs_between(now, sending_time).unsigned_abs() > u64::from(self.cfg.max_latency)
         {
@@ -434,7 +440,7 @@ impl<S: MessageStore> Session<S> {
             return Ok(());
         }
         let r = RefMsg::of(m);
-        let sending = m.get_timestamp(tag::SENDING_TIME).unwrap_or(0);
+        let sending = self.sending_time(m).unwrap_or(0);
         let sent = match m
             .get(tag::ORIG_SENDING_TIME)
             .map(codec::parse_utc_timestamp)
