@@ -27,7 +27,7 @@ use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_client::{Client, ClientOptions, PublishOptions, Topic, Wait};
 
 use crate::console::Console;
 use crate::harness::{self, Progress, StopFlag};
@@ -739,12 +739,15 @@ fn udp_pair(
 
 struct TickwireSender {
     client: Client,
+    /// bench/stream, checked once: a publisher that sends to one topic over and over
+    /// uses `publish_to`, as a feed handler does (no per-message topic check).
+    topic: Topic,
 }
 
 impl SenderLink for TickwireSender {
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         self.client
-            .publish(STREAM_TOPIC, payload)
+            .publish_to(&self.topic, payload, PublishOptions::default())
             .context("publishing on bench/stream")
     }
 
@@ -860,7 +863,10 @@ fn tickwire_pair(
         .subscribe(REFLECT_TOPIC)
         .context("subscribing to bench/reflect")?;
     Ok((
-        Box::new(TickwireSender { client }),
+        Box::new(TickwireSender {
+            client,
+            topic: Topic::new(STREAM_TOPIC)?,
+        }),
         Receiver { handle, quit },
     ))
 }
