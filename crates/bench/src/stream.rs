@@ -61,6 +61,8 @@ Transports (--transport, measured in the order given, in the same run):
   tickwire  the sender publishes on bench/stream through a `tickwire router` child
             process (or --router ADDR); a receiver client subscribed to it counts and
             republishes the sampled ones on bench/reflect; the sender subscribes there
+            (it publishes with `publish_to` to a topic checked once, as a one-topic
+            publisher such as a feed handler does)
   tickwire-shm  the same through a router started with --shm, both clients connected
             with shm:NAME (docs/shm.md)
 
