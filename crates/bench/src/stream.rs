@@ -27,7 +27,7 @@ use tickwire_rt::MonoNanos;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use tickwire_client::{Client, ClientOptions, Wait};
+use tickwire_client::{Client, ClientOptions, PublishOptions, Topic, Wait};
 
 use crate::console::Console;
 use crate::harness::{self, Progress, RouterAddr, RouterPath, StopFlag};
@@ -61,6 +61,8 @@ Transports (--transport, measured in the order given, in the same run):
   tickwire  the sender publishes on bench/stream through a `tickwire router` child
             process (or --router ADDR); a receiver client subscribed to it counts and
             republishes the sampled ones on bench/reflect; the sender subscribes there
+            (it publishes with `publish_to` to a topic checked once, as a one-topic
+            publisher such as a feed handler does)
   tickwire-shm  the same through a router started with --shm, both clients connected
             with shm:NAME (docs/shm.md)
   tickwire-tls  the same through the router's TLS listener (--tls-listen), both
@@ -756,12 +758,15 @@ fn udp_pair(
 
 struct TickwireSender {
     client: Client,
+    /// bench/stream, checked once: a publisher that sends to one topic over and over
+    /// uses `publish_to`, as a feed handler does (no per-message topic check).
+    topic: Topic,
 }
 
 impl SenderLink for TickwireSender {
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         self.client
-            .publish(STREAM_TOPIC, payload)
+            .publish_to(&self.topic, payload, PublishOptions::default())
             .context("publishing on bench/stream")
     }
 
@@ -881,7 +886,10 @@ fn tickwire_pair(
         .subscribe(REFLECT_TOPIC)
         .context("subscribing to bench/reflect")?;
     Ok((
-        Box::new(TickwireSender { client }),
+        Box::new(TickwireSender {
+            client,
+            topic: Topic::new(STREAM_TOPIC)?,
+        }),
         Receiver { handle, quit },
     ))
 }

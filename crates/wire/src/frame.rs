@@ -991,6 +991,7 @@ impl<'a> Reader<'a> {
             what,
         }
     }
+    #[inline(always)]
     fn take<const N: usize>(&mut self) -> Result<[u8; N], FrameError> {
         match self.rest.split_first_chunk::<N>() {
             Some((head, tail)) => {
@@ -1002,6 +1003,11 @@ impl<'a> Reader<'a> {
     }
     /// The optional fields (in flag order: SEQ, DISCARDS, STAMPS), then the topic of
     /// `aux` bytes, then the payload to the end: the tail of PUBLISH, MESSAGE and DELIVER.
+    // Always inlined: built in its caller's frame, the `Msg` is written once. Called
+    // out of line, it went back through the stack and its caller's wide reloads of
+    // the narrow stores stalled (store forwarding): a third of the receiving client's
+    // decode time in `perf` (BENCHMARKS.md, issue 15).
+    #[inline(always)]
     fn message(&mut self, fl: u8, aux: u16) -> Result<Msg<'a>, FrameError> {
         let seq = if fl & flags::SEQ != 0 {
             Some(self.u64()?)
@@ -1067,9 +1073,11 @@ impl<'a> Reader<'a> {
             _ => Err(self.malformed("reserved field is not zero")),
         }
     }
+    #[inline(always)]
     fn u32(&mut self) -> Result<u32, FrameError> {
         self.take::<4>().map(u32::from_le_bytes)
     }
+    #[inline(always)]
     fn u64(&mut self) -> Result<u64, FrameError> {
         self.take::<8>().map(u64::from_le_bytes)
     }
