@@ -39,6 +39,8 @@ use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
 
+mod mcast;
+
 const AFTER_HELP: &str = "\
 What it measures, per target rate (one step of the sweep):
   The sender streams --size-byte messages open loop at the target rate (every message
@@ -63,6 +65,12 @@ Transports (--transport, measured in the order given, in the same run):
             republishes the sampled ones on bench/reflect; the sender subscribes there
   tickwire-shm  the same through a router started with --shm, both clients connected
             with shm:NAME (docs/shm.md)
+  tickwire-mcast  reliable multicast (docs/multicast.md), no router: the sender
+            publishes with tickwire's multicast sender to a fresh group on 127.0.0.1
+            (the messages due at once share a datagram); a receiver thread joined to it
+            delivers in stream order (NAKs recover losses) and reflects by unicast UDP
+  udp-mcast the floor of tickwire-mcast: plain UDP datagrams to a multicast group, one
+            message each, received and reflected as by udp
 
 Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
 e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
@@ -91,7 +99,8 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 )]
 pub struct StreamArgs {
     /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
-    /// floor) and tickwire (through the router).
+    /// floor), tickwire (through the router), tickwire-shm, tickwire-mcast (reliable
+    /// multicast) and udp-mcast (its floor).
     #[arg(
         long,
         alias = "transports",
@@ -162,6 +171,12 @@ pub enum Transport {
     Tickwire,
     /// Through a tickwire router over shared memory (`shm:NAME`).
     TickwireShm,
+    /// tickwire's reliable multicast, no router.
+    #[serde(rename = "tickwire-mcast")]
+    TickwireMcast,
+    /// Raw UDP to a multicast group (the floor of `tickwire-mcast`).
+    #[serde(rename = "udp-mcast")]
+    UdpMcast,
 }
 
 impl Transport {
@@ -170,6 +185,8 @@ impl Transport {
             Transport::Udp => "udp",
             Transport::Tickwire => "tickwire",
             Transport::TickwireShm => "tickwire-shm",
+            Transport::TickwireMcast => "tickwire-mcast",
+            Transport::UdpMcast => "udp-mcast",
         }
     }
 }
@@ -282,7 +299,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         }
         let mut _child = None;
         let (addr, yields) = match t {
-            Transport::Udp => (None, false),
+            Transport::Udp | Transport::TickwireMcast | Transport::UdpMcast => (None, false),
             Transport::Tickwire | Transport::TickwireShm => {
                 let shm = t == Transport::TickwireShm;
                 let (addr, child, desc) =
@@ -303,6 +320,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 Transport::TickwireShm => {
                     "as tickwire, every hop over shared memory (shm:NAME)".into()
                 }
+                Transport::TickwireMcast | Transport::UdpMcast => mcast::path(t).into(),
             },
             spin_yields: yields,
             steps: Vec::new(),
@@ -367,6 +385,7 @@ fn validate(args: &StreamArgs) -> anyhow::Result<()> {
             args.size
         );
     }
+    mcast::validate(args)?;
     if args.transport.contains(&Transport::Udp) && args.size > MAX_UDP {
         bail!(
             "--size {} does not fit in one UDP datagram (max {MAX_UDP})",
@@ -453,6 +472,8 @@ fn run_step(
         (Transport::Tickwire | Transport::TickwireShm, Some(addr)) => {
             tickwire_pair(args, addr, yields, quit)?
         }
+        (Transport::TickwireMcast, _) => mcast::tickwire_mcast_pair(args, quit)?,
+        (Transport::UdpMcast, _) => mcast::udp_mcast_pair(args, quit)?,
         _ => udp_pair(args, quit)?,
     };
     let sched = Schedule {
@@ -669,6 +690,18 @@ fn udp_pair(
     let rx_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP receiver")?;
     let rx_addr = rx_sock.local_addr()?;
     let sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP sender")?;
+    sock.connect(rx_addr)?;
+    spawn_udp(args, quit, rx_sock, sock)
+}
+
+/// The raw UDP link over `sock` (connected to where `rx_sock` receives: a unicast
+/// address, or a multicast group `rx_sock` joined) and its receiver thread on `rx_sock`.
+fn spawn_udp(
+    args: &StreamArgs,
+    quit: Arc<AtomicBool>,
+    rx_sock: UdpSocket,
+    sock: UdpSocket,
+) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     // Large socket buffers (capped by net.core.{r,w}mem_max), so that losses at high
     // rates measure the receiver, not a 200 KiB default buffer.
     for s in [&rx_sock, &sock] {
@@ -676,7 +709,6 @@ fn udp_pair(
         let _ = s.set_recv_buffer_size(UDP_BUFFER);
         let _ = s.set_send_buffer_size(UDP_BUFFER);
     }
-    sock.connect(rx_addr)?;
     sock.set_nonblocking(true)?;
     let (spin, every, far) = (
         args.idle == IdleStrategy::Spin,

@@ -10,9 +10,24 @@ use common::{assert_help_lists, run_bench_report, transport_rows, u};
 
 #[test]
 fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
-    let (out, v) = run_bench_report(
-        "stream",
-        &[
+    sweep_two_rates_and_reconcile(&[], &["tickwire"]);
+}
+
+/// Over multicast: tickwire's reliable multicast (no router) and its plain UDP floor.
+#[test]
+fn stream_sweeps_two_rates_over_multicast_and_reconciles() {
+    sweep_two_rates_and_reconcile(
+        &["--transport", "udp-mcast,tickwire-mcast"],
+        &["tickwire-mcast"],
+    );
+}
+
+/// A short two-rate sweep on the default transports or `transport_args`' two: tables,
+/// counters that reconcile, latency samples; on the `reliable` ones every message and
+/// every reflection arrived.
+fn sweep_two_rates_and_reconcile(transport_args: &[&str], reliable: &[&str]) {
+    let mut args = transport_args.to_vec();
+    args.extend_from_slice(&[
             "--rates",
             "1k,2k",
             "--step-secs",
@@ -23,8 +38,8 @@ fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
             "10",
             "--idle",
             "block",
-        ],
-    );
+        ]);
+    let (out, v) = run_bench_report("stream", &args);
     for header in [
         "target/s",
         "sent/s",
@@ -49,7 +64,7 @@ fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
         assert_eq!(u(c, "out_of_order"), 0, "{s}");
         // Every message is received or accounted as a gap.
         assert_eq!(u(c, "received") + u(c, "gaps"), sent, "{s}");
-        if t["transport"] == "tickwire" {
+        if reliable.iter().any(|r| t["transport"] == *r) {
             assert_eq!(u(c, "received"), sent, "{s}");
             assert_eq!(
                 u(s, "reflections_received"),
@@ -68,6 +83,8 @@ fn stream_help_teaches() {
         &["bench", "stream", "--help"],
         &[
             "--transport",
+            "tickwire-mcast",
+            "udp-mcast",
             "--size",
             "--rates",
             "--step-secs",
