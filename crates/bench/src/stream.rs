@@ -642,13 +642,20 @@ fn secs_ns(s: f64) -> u64 {
 
 struct UdpSender {
     sock: UdpSocket,
+    /// Where to send when `sock` is not connected (a multicast group: a socket
+    /// connected to it would not accept the reflections from the receiver's address).
+    to: Option<SocketAddr>,
     buf: Vec<u8>,
 }
 
 impl SenderLink for UdpSender {
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         loop {
-            match self.sock.send(payload) {
+            let sent = match self.to {
+                Some(to) => self.sock.send_to(payload, to),
+                None => self.sock.send(payload),
+            };
+            match sent {
                 Ok(_) => return Ok(()),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
                     std::hint::spin_loop()
@@ -691,16 +698,17 @@ fn udp_pair(
     let rx_addr = rx_sock.local_addr()?;
     let sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP sender")?;
     sock.connect(rx_addr)?;
-    spawn_udp(args, quit, rx_sock, sock)
+    spawn_udp(args, quit, rx_sock, sock, None)
 }
 
-/// The raw UDP link over `sock` (connected to where `rx_sock` receives: a unicast
-/// address, or a multicast group `rx_sock` joined) and its receiver thread on `rx_sock`.
+/// The raw UDP link over `sock` (connected to where `rx_sock` receives, or sending to
+/// `to`: a multicast group `rx_sock` joined) and its receiver thread on `rx_sock`.
 fn spawn_udp(
     args: &StreamArgs,
     quit: Arc<AtomicBool>,
     rx_sock: UdpSocket,
     sock: UdpSocket,
+    to: Option<SocketAddr>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     // Large socket buffers (capped by net.core.{r,w}mem_max), so that losses at high
     // rates measure the receiver, not a 200 KiB default buffer.
@@ -762,6 +770,7 @@ fn spawn_udp(
         .context("spawning the UDP receiver")?;
     let link = UdpSender {
         sock,
+        to,
         buf: vec![0u8; MAX_UDP + 1],
     };
     Ok((Box::new(link), Receiver { handle, quit }))

@@ -77,8 +77,7 @@ pub(super) fn udp_mcast_pair(
     let rx = group_receiver(group, Ipv4Addr::LOCALHOST)
         .with_context(|| format!("joining {group}"))?;
     let sock = group_sender(Ipv4Addr::LOCALHOST).context("opening the multicast sender")?;
-    sock.connect(group)?;
-    spawn_udp(args, quit, rx, sock)
+    spawn_udp(args, quit, rx, sock, Some(SocketAddr::V4(group)))
 }
 
 struct McastLink {
