@@ -64,7 +64,12 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub struct McastFanoutArgs {
     /// Receiver process counts to run, comma-separated, in this order.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8", value_name = "N,...")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,4,8",
+        value_name = "N,..."
+    )]
     pub receivers: Vec<usize>,
 
     /// Messages per run (k and M suffixes: 200k = 200000).
@@ -356,7 +361,11 @@ fn run_one(
     let limit = Duration::from_secs(30 + 3 * args.messages / args.rate.max(1));
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut recv = s(&["mcast", "recv", "--group", &group, "--count", &m, "--quiet"]);
-    recv.extend(s(&["--print-json", "--timeout", &format!("{}s", limit.as_secs())]));
+    recv.extend(s(&[
+        "--print-json",
+        "--timeout",
+        &format!("{}s", limit.as_secs()),
+    ]));
     let (rate, burst, size) = (
         args.rate.to_string(),
         args.burst.to_string(),
@@ -388,7 +397,14 @@ fn run_one(
         .into_iter()
         .map(|r| r.finish(recv_limit))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(summarise(kind, n, args.messages, half_rtt_p50, sender, reports))
+    Ok(summarise(
+        kind,
+        n,
+        args.messages,
+        half_rtt_p50,
+        sender,
+        reports,
+    ))
 }
 
 fn f(v: &Value, key: &str) -> f64 {
@@ -548,7 +564,11 @@ mod tests {
     fn a_run_is_summarised_over_its_receivers() {
         let sender = serde_json::json!({"messages": 10, "cpu_ns_per_msg": 3000.0,
             "cpu_user_ns_per_msg": 1000.0, "cpu_sys_ns_per_msg": 2000.0, "retransmitted": 2});
-        let rs = vec![recv(10.0, 50.0, 10), recv(30.0, 90.0, 10), recv(20.0, 60.0, 10)];
+        let rs = vec![
+            recv(10.0, 50.0, 10),
+            recv(30.0, 90.0, 10),
+            recv(20.0, 60.0, 10),
+        ];
         let r = summarise(Kind::Mcast, 3, 10, 5.0, sender.clone(), rs);
         assert_eq!((r.one_way_p50_us, r.one_way_p99_us), (20.0, 90.0));
         assert_eq!(r.p50_over_half_rtt, 4.0);
@@ -575,7 +595,10 @@ mod tests {
         let g = growth(&runs);
         assert_eq!(g.len(), 2);
         assert_eq!((g[0].kind, g[0].total, g[0].user), (Kind::Raw, 4.0, 4.0));
-        assert_eq!((g[1].kind, g[1].from_receivers, g[1].total), (Kind::Mcast, 1, 1.5));
+        assert_eq!(
+            (g[1].kind, g[1].from_receivers, g[1].total),
+            (Kind::Mcast, 1, 1.5)
+        );
         // A single receiver count gives no growth.
         assert!(growth(&runs[..1]).is_empty());
     }

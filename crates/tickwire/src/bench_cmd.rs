@@ -74,9 +74,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Fanout(a) => with_console(|c| fanout::run(&a, &me, c)),
         BenchCmd::Guaranteed(a) => with_console(|c| guaranteed::run(&a, &me, c)),
         BenchCmd::Stream(a) => with_console(|c| stream::run(&a, &me, c)),
-        BenchCmd::McastFanout(a) => {
-            with_console(|c| tickwire_bench::mcast_fanout::run(&a, &me, c))
-        }
+        BenchCmd::McastFanout(a) => with_console(|c| tickwire_bench::mcast_fanout::run(&a, &me, c)),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
         BenchCmd::TickToTrade(a) => {

@@ -338,7 +338,10 @@ impl Cpu {
 /// `/proc/self/stat`, after the parenthesised command name).
 fn proc_stat_times() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let mut f = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().skip(11);
+    let mut f = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .skip(11);
     Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 

@@ -33,7 +33,13 @@ fn mcast_fanout_reaches_every_receiver_process_raw_and_reliable() {
         Duration::from_secs(180),
     );
     assert_eq!(code, 0, "{out}");
-    for header in ["half round trip", "receivers", "CPU ns/msg", "one-way p50", "sender CPU per message, 1 → 2 receivers"] {
+    for header in [
+        "half round trip",
+        "receivers",
+        "CPU ns/msg",
+        "one-way p50",
+        "sender CPU per message, 1 → 2 receivers",
+    ] {
         assert!(out.contains(header), "no {header:?} in\n{out}");
     }
     assert_eq!(v["bench"], "mcast-fanout");
@@ -62,7 +68,11 @@ fn mcast_fanout_reaches_every_receiver_process_raw_and_reliable() {
         }
         if r["kind"] == "mcast" {
             assert_eq!(r["all_in_order"], true, "{r}");
-            assert_eq!(u(&r["sender"], "datagrams"), 2000, "one message per datagram: {r}");
+            assert_eq!(
+                u(&r["sender"], "datagrams"),
+                2000,
+                "one message per datagram: {r}"
+            );
         }
         for key in ["cpu_ns_per_msg", "one_way_p50_us", "p50_over_half_rtt"] {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {r}");
@@ -73,7 +83,11 @@ fn mcast_fanout_reaches_every_receiver_process_raw_and_reliable() {
         for key in ["cpu_user_ns_per_msg", "cpu_sys_ns_per_msg"] {
             let x = &r[key];
             assert!(
-                if ticks > 0 { x.as_f64().is_some_and(|x| x >= 0.0) } else { x.is_null() },
+                if ticks > 0 {
+                    x.as_f64().is_some_and(|x| x >= 0.0)
+                } else {
+                    x.is_null()
+                },
                 "{key} with {ticks} ticks: {r}"
             );
         }
@@ -81,7 +95,11 @@ fn mcast_fanout_reaches_every_receiver_process_raw_and_reliable() {
     let growth = v["growth"].as_array().unwrap();
     assert_eq!(growth.len(), 2, "{v}");
     for g in growth {
-        assert_eq!((u(g, "from_receivers"), u(g, "to_receivers")), (1, 2), "{g}");
+        assert_eq!(
+            (u(g, "from_receivers"), u(g, "to_receivers")),
+            (1, 2),
+            "{g}"
+        );
     }
 }
 

@@ -28,17 +28,17 @@ fn stream_sweeps_two_rates_over_multicast_and_reconciles() {
 fn sweep_two_rates_and_reconcile(transport_args: &[&str], reliable: &[&str]) {
     let mut args = transport_args.to_vec();
     args.extend_from_slice(&[
-            "--rates",
-            "1k,2k",
-            "--step-secs",
-            "0.3",
-            "--warmup-secs",
-            "0.1",
-            "--reflect-every",
-            "10",
-            "--idle",
-            "block",
-        ]);
+        "--rates",
+        "1k,2k",
+        "--step-secs",
+        "0.3",
+        "--warmup-secs",
+        "0.1",
+        "--reflect-every",
+        "10",
+        "--idle",
+        "block",
+    ]);
     let (out, v) = run_bench_report("stream", &args);
     for header in [
         "target/s",

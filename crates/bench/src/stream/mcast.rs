@@ -74,8 +74,8 @@ pub(super) fn udp_mcast_pair(
     quit: Arc<AtomicBool>,
 ) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     let group = fresh_group()?;
-    let rx = group_receiver(group, Ipv4Addr::LOCALHOST)
-        .with_context(|| format!("joining {group}"))?;
+    let rx =
+        group_receiver(group, Ipv4Addr::LOCALHOST).with_context(|| format!("joining {group}"))?;
     let sock = group_sender(Ipv4Addr::LOCALHOST).context("opening the multicast sender")?;
     spawn_udp(args, quit, rx, sock, Some(SocketAddr::V4(group)))
 }
