@@ -64,12 +64,7 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub struct McastFanoutArgs {
     /// Receiver process counts to run, comma-separated, in this order.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1,4,8",
-        value_name = "N,..."
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     pub receivers: Vec<usize>,
 
     /// Messages per run (k and M suffixes: 200k = 200000).
@@ -100,7 +95,7 @@ pub struct McastFanoutArgs {
 
 fn parse_count(s: &str) -> Result<u64, String> {
     let v = crate::schedule::parse_rate(s)?;
-    if !(v >= 1.0 && v <= 1e12) {
+    if !(1.0..=1e12).contains(&v) {
         return Err(format!("{s:?}: expected a count of at least 1"));
     }
     Ok(v.round() as u64)

@@ -452,6 +452,53 @@ enum Msg {
     End,
 }
 
+/// A receiver's reflections collected during one read (written after it), each stamped
+/// with its receipt time, and whether END came.
+#[derive(Default)]
+struct Reflections {
+    buf: Vec<u8>,
+    size: usize,
+    ended: bool,
+}
+
+impl Reflections {
+    /// [`observe`]s one message; keeps a stamped copy when it is to be reflected.
+    fn observe(
+        &mut self,
+        p: &[u8],
+        now: u64,
+        every: u64,
+        tracker: &mut SeqTracker,
+        rx: &mut RxOutcome,
+    ) {
+        match observe(p, now, every, tracker, rx) {
+            Msg::End => self.ended = true,
+            Msg::Count => {}
+            Msg::Reflect => {
+                let at = self.buf.len();
+                self.buf.extend_from_slice(p);
+                self.size = p.len();
+                if p.len() >= MIN_SIZE {
+                    put_u64(&mut self.buf[at..], OFF_RX, now);
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The collected reflections (every message of a stream has the same size).
+    fn iter(&self) -> std::slice::Chunks<'_, u8> {
+        self.buf.chunks(self.size.max(1))
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+    }
+}
+
 /// A running receiver thread: its result arrives once it saw END or `quit` was set.
 struct Receiver {
     handle: JoinHandle<anyhow::Result<RxOutcome>>,
@@ -834,9 +881,7 @@ fn tickwire_pair(
             };
             let mut out = RxOutcome::default();
             let mut tracker = SeqTracker::default();
-            let mut to_reflect: Vec<u8> = Vec::new();
-            let mut size = 0;
-            let mut ended = false;
+            let mut refl = Reflections::default();
             let wait = if spin {
                 Wait::NoWait
             } else {
@@ -850,30 +895,19 @@ fn tickwire_pair(
                     .poll(wait, |m| {
                         let p = m.payload();
                         let now = *batch_now.get_or_insert_with(|| MonoNanos::now().as_nanos());
-                        match observe(p, now, every, &mut tracker, &mut out) {
-                            Msg::End => ended = true,
-                            Msg::Count => {}
-                            Msg::Reflect => {
-                                let at = to_reflect.len();
-                                to_reflect.extend_from_slice(p);
-                                size = p.len();
-                                if p.len() >= MIN_SIZE {
-                                    put_u64(&mut to_reflect[at..], OFF_RX, now);
-                                }
-                            }
-                        }
+                        refl.observe(p, now, every, &mut tracker, &mut out);
                     })
                     .context("receiver poll")?;
-                if size > 0 {
-                    for p in to_reflect.chunks(size) {
+                if refl.pending() {
+                    for p in refl.iter() {
                         c.publish(REFLECT_TOPIC, p)
                             .context("publishing a reflection")?;
                         out.reflections_sent += 1;
                     }
-                    to_reflect.clear();
+                    refl.clear();
                     c.flush().context("flushing reflections")?;
                 }
-                if ended || q.load(Ordering::Relaxed) {
+                if refl.ended || q.load(Ordering::Relaxed) {
                     let _ = c.close();
                     return Ok(out);
                 }

@@ -26,8 +26,8 @@ use tickwire_rt::MonoNanos;
 use tickwire_wire::frame::PublishOptions;
 
 use super::{
-    harness, idle_once, observe, put_u64, spawn_udp, IdleStrategy, Msg, Receiver, RxOutcome,
-    SenderLink, StreamArgs, Transport, MIN_SIZE, OFF_RX, STREAM_TOPIC,
+    harness, idle_once, spawn_udp, IdleStrategy, Receiver, Reflections, RxOutcome, SenderLink,
+    StreamArgs, Transport, STREAM_TOPIC,
 };
 use crate::stats::SeqTracker;
 
@@ -192,25 +192,12 @@ fn receive(
 ) -> anyhow::Result<RxOutcome> {
     let mut out = RxOutcome::default();
     let mut tracker = SeqTracker::default();
-    let (mut to_reflect, mut size, mut ended) = (Vec::<u8>::new(), 0, false);
+    let mut refl = Reflections::default();
     loop {
         let mut handler = |d: Delivery<'_>| {
-            let Delivery::Message { msg, .. } = d else {
-                return;
-            };
-            let p = msg.payload;
-            let now = MonoNanos::now().as_nanos();
-            match observe(p, now, every, &mut tracker, &mut out) {
-                Msg::End => ended = true,
-                Msg::Count => {}
-                Msg::Reflect => {
-                    let at = to_reflect.len();
-                    to_reflect.extend_from_slice(p);
-                    size = p.len();
-                    if p.len() >= MIN_SIZE {
-                        put_u64(&mut to_reflect[at..], OFF_RX, now);
-                    }
-                }
+            if let Delivery::Message { msg, .. } = d {
+                let now = MonoNanos::now().as_nanos();
+                refl.observe(msg.payload, now, every, &mut tracker, &mut out);
             }
         };
         let n = if spin {
@@ -218,17 +205,15 @@ fn receive(
         } else {
             sub.poll_wait(Duration::from_millis(50), &mut handler)
         };
-        if size > 0 {
-            for p in to_reflect.chunks(size) {
-                // A reflection that does not fit the socket now is lost (and shows as
-                // reflections_sent > received).
-                if sock.send_to(p, reflect_to).is_ok() {
-                    out.reflections_sent += 1;
-                }
+        // A reflection that does not fit the socket now is lost (and shows as
+        // reflections_sent > received).
+        for p in refl.iter() {
+            if sock.send_to(p, reflect_to).is_ok() {
+                out.reflections_sent += 1;
             }
-            to_reflect.clear();
         }
-        if ended || quit.load(Ordering::Relaxed) {
+        refl.clear();
+        if refl.ended || quit.load(Ordering::Relaxed) {
             sub.close();
             return Ok(out);
         }
