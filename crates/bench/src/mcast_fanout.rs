@@ -39,9 +39,9 @@ What it measures, per receiver count N (--receivers, default 1,4,8), in one run:
   compares the one-way latency with.
 
 Reported per run: the sender's CPU per message (whole process, from its first message
-to the end of its linger: total, exact from the scheduler; user and system, the kernel's
-split by timer ticks, so take runs of some seconds: every run's tick count is about
-CPU seconds x CONFIG_HZ), one-way latency (publisher stamp to delivery, one clock:
+to the end of its linger: total, exact from the scheduler; user and system, the total
+split in the ratio of the kernel's tick-sampled utime and stime, so take runs of some
+CPU seconds: the JSON gives each sender's cpu_ticks, in 1/100 s), one-way latency (publisher stamp to delivery, one clock:
 CLOCK_MONOTONIC of this host; p50 the median of the receivers' p50s, p99 the worst
 receiver's), p50 over the UDP half round trip, messages delivered (the fewest of any
 receiver) and, for mcast, whether every receiver got every message in order and how many
