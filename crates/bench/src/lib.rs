@@ -8,6 +8,8 @@
 //! - [`guaranteed`]: guaranteed messaging (publish->ACK, publish->delivery, lossless
 //!   check) against tickwire or NATS JetStream.
 //! - [`md_replay`]: the market-data replay test and its measuring clients.
+//! - [`mcast_fanout`]: multicast fan-out to N receiver processes (`tickwire mcast`),
+//!   reliable against plain UDP multicast, sender CPU per message.
 //!
 //! - [`console`]: where a command's report and progress lines go.
 //!
@@ -23,6 +25,7 @@ pub mod fanout;
 pub mod guaranteed;
 pub mod harness;
 pub mod host_watch;
+pub mod mcast_fanout;
 pub mod md_replay;
 pub mod monitor_poll;
 pub mod pingpong;

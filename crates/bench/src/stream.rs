@@ -39,6 +39,8 @@ use crate::report::{self, Machine, Series};
 use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
 
+mod mcast;
+
 const AFTER_HELP: &str = "\
 What it measures, per target rate (one step of the sweep):
   The sender streams --size-byte messages open loop at the target rate (every message
@@ -68,6 +70,12 @@ Transports (--transport, measured in the order given, in the same run):
   tickwire-tls  the same through the router's TLS listener (--tls-listen), both
             clients connected with tls://HOST:PORT (rustls, TLS 1.3); the bench makes a
             throw-away CA and router certificate for the run (docs/security.md)
+  tickwire-mcast  reliable multicast (docs/multicast.md), no router: the sender
+            publishes with tickwire's multicast sender to a fresh group on 127.0.0.1
+            (the messages due at once share a datagram); a receiver thread joined to it
+            delivers in stream order (NAKs recover losses) and reflects by unicast UDP
+  udp-mcast the floor of tickwire-mcast: plain UDP datagrams to a multicast group, one
+            message each, received and reflected as by udp
 
 Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
 e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
@@ -99,7 +107,8 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 pub struct StreamArgs {
     /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
     /// floor), tickwire (through the router), tickwire-shm (over shared memory),
-    /// tickwire-tls (over TLS).
+    /// tickwire-tls (over TLS), tickwire-mcast (reliable multicast) and udp-mcast (its
+    /// floor).
     #[arg(
         long,
         alias = "transports",
@@ -174,6 +183,10 @@ pub enum Transport {
     /// Through a tickwire router over TLS (`tls://HOST:PORT`; a throw-away CA and
     /// certificate made for the run).
     TickwireTls,
+    /// tickwire's reliable multicast, no router.
+    TickwireMcast,
+    /// Raw UDP to a multicast group (the floor of `tickwire-mcast`).
+    UdpMcast,
 }
 
 impl Transport {
@@ -183,6 +196,8 @@ impl Transport {
             Transport::Tickwire => "tickwire",
             Transport::TickwireShm => "tickwire-shm",
             Transport::TickwireTls => "tickwire-tls",
+            Transport::TickwireMcast => "tickwire-mcast",
+            Transport::UdpMcast => "udp-mcast",
         }
     }
 }
@@ -295,7 +310,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         }
         let mut _router = None;
         let (addr, yields) = match t {
-            Transport::Udp => (None, false),
+            Transport::Udp | Transport::TickwireMcast | Transport::UdpMcast => (None, false),
             Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
                 let path = match t {
                     Transport::TickwireShm => RouterPath::Shm,
@@ -322,6 +337,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                     "as tickwire, every hop over shared memory (shm:NAME)".into()
                 }
                 Transport::TickwireTls => "as tickwire, every hop over TLS (tls://HOST:PORT)".into(),
+                Transport::TickwireMcast | Transport::UdpMcast => mcast::path(t).into(),
             },
             spin_yields: yields,
             steps: Vec::new(),
@@ -386,6 +402,7 @@ fn validate(args: &StreamArgs) -> anyhow::Result<()> {
             args.size
         );
     }
+    mcast::validate(args)?;
     if args.transport.contains(&Transport::Udp) && args.size > MAX_UDP {
         bail!(
             "--size {} does not fit in one UDP datagram (max {MAX_UDP})",
@@ -452,6 +469,53 @@ enum Msg {
     End,
 }
 
+/// A receiver's reflections collected during one read (written after it), each stamped
+/// with its receipt time, and whether END came.
+#[derive(Default)]
+struct Reflections {
+    buf: Vec<u8>,
+    size: usize,
+    ended: bool,
+}
+
+impl Reflections {
+    /// [`observe`]s one message; keeps a stamped copy when it is to be reflected.
+    fn observe(
+        &mut self,
+        p: &[u8],
+        now: u64,
+        every: u64,
+        tracker: &mut SeqTracker,
+        rx: &mut RxOutcome,
+    ) {
+        match observe(p, now, every, tracker, rx) {
+            Msg::End => self.ended = true,
+            Msg::Count => {}
+            Msg::Reflect => {
+                let at = self.buf.len();
+                self.buf.extend_from_slice(p);
+                self.size = p.len();
+                if p.len() >= MIN_SIZE {
+                    put_u64(&mut self.buf[at..], OFF_RX, now);
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The collected reflections (every message of a stream has the same size).
+    fn iter(&self) -> std::slice::Chunks<'_, u8> {
+        self.buf.chunks(self.size.max(1))
+    }
+
+    fn clear(&mut self) {
+        self.buf.clear();
+    }
+}
+
 /// A running receiver thread: its result arrives once it saw END or `quit` was set.
 struct Receiver {
     handle: JoinHandle<anyhow::Result<RxOutcome>>,
@@ -472,6 +536,8 @@ fn run_step(
         (Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls, Some(addr)) => {
             tickwire_pair(args, addr, yields, quit)?
         }
+        (Transport::TickwireMcast, _) => mcast::tickwire_mcast_pair(args, quit)?,
+        (Transport::UdpMcast, _) => mcast::udp_mcast_pair(args, quit)?,
         _ => udp_pair(args, quit)?,
     };
     let sched = Schedule {
@@ -640,13 +706,20 @@ fn secs_ns(s: f64) -> u64 {
 
 struct UdpSender {
     sock: UdpSocket,
+    /// Where to send when `sock` is not connected (a multicast group: a socket
+    /// connected to it would not accept the reflections from the receiver's address).
+    to: Option<SocketAddr>,
     buf: Vec<u8>,
 }
 
 impl SenderLink for UdpSender {
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         loop {
-            match self.sock.send(payload) {
+            let sent = match self.to {
+                Some(to) => self.sock.send_to(payload, to),
+                None => self.sock.send(payload),
+            };
+            match sent {
                 Ok(_) => return Ok(()),
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
                     std::hint::spin_loop()
@@ -688,6 +761,19 @@ fn udp_pair(
     let rx_sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP receiver")?;
     let rx_addr = rx_sock.local_addr()?;
     let sock = UdpSocket::bind("127.0.0.1:0").context("binding the UDP sender")?;
+    sock.connect(rx_addr)?;
+    spawn_udp(args, quit, rx_sock, sock, None)
+}
+
+/// The raw UDP link over `sock` (connected to where `rx_sock` receives, or sending to
+/// `to`: a multicast group `rx_sock` joined) and its receiver thread on `rx_sock`.
+fn spawn_udp(
+    args: &StreamArgs,
+    quit: Arc<AtomicBool>,
+    rx_sock: UdpSocket,
+    sock: UdpSocket,
+    to: Option<SocketAddr>,
+) -> anyhow::Result<(Box<dyn SenderLink>, Receiver)> {
     // Large socket buffers (capped by net.core.{r,w}mem_max), so that losses at high
     // rates measure the receiver, not a 200 KiB default buffer.
     for s in [&rx_sock, &sock] {
@@ -695,7 +781,6 @@ fn udp_pair(
         let _ = s.set_recv_buffer_size(UDP_BUFFER);
         let _ = s.set_send_buffer_size(UDP_BUFFER);
     }
-    sock.connect(rx_addr)?;
     sock.set_nonblocking(true)?;
     let (spin, every, far) = (
         args.idle == IdleStrategy::Spin,
@@ -749,6 +834,7 @@ fn udp_pair(
         .context("spawning the UDP receiver")?;
     let link = UdpSender {
         sock,
+        to,
         buf: vec![0u8; MAX_UDP + 1],
     };
     Ok((Box::new(link), Receiver { handle, quit }))
@@ -816,9 +902,7 @@ fn tickwire_pair(
             };
             let mut out = RxOutcome::default();
             let mut tracker = SeqTracker::default();
-            let mut to_reflect: Vec<u8> = Vec::new();
-            let mut size = 0;
-            let mut ended = false;
+            let mut refl = Reflections::default();
             let wait = if spin {
                 Wait::NoWait
             } else {
@@ -832,30 +916,19 @@ fn tickwire_pair(
                     .poll(wait, |m| {
                         let p = m.payload();
                         let now = *batch_now.get_or_insert_with(|| MonoNanos::now().as_nanos());
-                        match observe(p, now, every, &mut tracker, &mut out) {
-                            Msg::End => ended = true,
-                            Msg::Count => {}
-                            Msg::Reflect => {
-                                let at = to_reflect.len();
-                                to_reflect.extend_from_slice(p);
-                                size = p.len();
-                                if p.len() >= MIN_SIZE {
-                                    put_u64(&mut to_reflect[at..], OFF_RX, now);
-                                }
-                            }
-                        }
+                        refl.observe(p, now, every, &mut tracker, &mut out);
                     })
                     .context("receiver poll")?;
-                if size > 0 {
-                    for p in to_reflect.chunks(size) {
+                if refl.pending() {
+                    for p in refl.iter() {
                         c.publish(REFLECT_TOPIC, p)
                             .context("publishing a reflection")?;
                         out.reflections_sent += 1;
                     }
-                    to_reflect.clear();
+                    refl.clear();
                     c.flush().context("flushing reflections")?;
                 }
-                if ended || q.load(Ordering::Relaxed) {
+                if refl.ended || q.load(Ordering::Relaxed) {
                     let _ = c.close();
                     return Ok(out);
                 }

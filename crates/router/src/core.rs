@@ -1756,6 +1756,7 @@ impl Core {
                 stats: self.cache.stats(),
             }),
             shared_groups: self.groups.len(),
+            multicast: self.mcast.stats_json(now),
             guaranteed: if self.spool.enabled() {
                 let mut g = self.gm.stats_json();
                 g["spool"] = self.spool.usage();
@@ -1782,6 +1783,9 @@ struct StatsDoc<'a> {
     cache: Option<CacheDoc<'a>>,
     /// Shared subscription groups that have members.
     shared_groups: usize,
+    /// The multicast streams (`[[router.multicast]]`; empty without): per stream its
+    /// group, counters and receivers' flow reports.
+    multicast: serde_json::Value,
     /// Queues, publishers and the spool (null when guaranteed messaging is off).
     guaranteed: serde_json::Value,
 }

@@ -316,22 +316,44 @@ impl Multicast {
         }
     }
 
-    /// Per stream: group, session, counters and the sender's own (for stats).
-    pub fn stats_json(&self) -> serde_json::Value {
+    /// Per stream (the `multicast` array of the stats document, docs/multicast.md):
+    /// group, topics, session, the router's counters and the sender's own, and every
+    /// receiver's last flow report with its age at `now`.
+    pub fn stats_json(&self, now: MonoNanos) -> serde_json::Value {
         let streams: Vec<_> = self
             .streams
             .iter()
             .map(|s| {
                 let st = s.sender.stats();
+                let reports: Vec<_> = s
+                    .sender
+                    .receivers()
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({
+                            "receiver": format!("{:016x}", r.receiver),
+                            "expected": r.expected,
+                            "delivered": r.delivered,
+                            "behind": r.behind,
+                            "age_ms": now.saturating_sub(r.at) / 1_000_000,
+                        })
+                    })
+                    .collect();
                 serde_json::json!({
                     "group": s.route.group.to_string(),
+                    "topics": s.route.topics,
                     "session": s.sender.session().to_string(),
                     "messages": s.counters.messages,
                     "too_large": s.counters.too_large,
                     "datagrams": st.datagrams,
+                    "heartbeats": st.heartbeats,
                     "retransmitted": st.retransmitted,
                     "naks": st.naks,
-                    "receivers": s.sender.receivers().len(),
+                    "nak_suppressed": st.nak_suppressed,
+                    "nak_rate_limited": st.nak_rate_limited,
+                    "nak_unrecoverable": st.nak_unrecoverable,
+                    "receivers": reports.len(),
+                    "receiver_reports": reports,
                 })
             })
             .collect();
@@ -406,7 +428,7 @@ mod tests {
         assert_eq!(r.patterns().collect::<Vec<_>>(), ["md/>"]);
         let d = m.sender_mut(0).poll_transmit().expect("the datagram");
         assert!(d.len() > 40);
-        let stats = m.stats_json();
+        let stats = m.stats_json(now);
         assert_eq!(stats[0]["messages"], 1);
         assert_eq!(stats[0]["too_large"], 1);
     }

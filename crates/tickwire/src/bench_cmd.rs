@@ -18,7 +18,9 @@ same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md)
   guaranteed guaranteed messaging: open-loop publishes acknowledged once durable, one
              queue, acknowledging consumers; publish->ACK and publish->delivery latency,
              lossless check, durability policy; --target nats runs it against JetStream
-  stream     rate sweep: achieved rate and latency per target rate
+  stream     rate sweep: achieved rate and latency per target rate (also over multicast)
+  mcast-fanout  multicast to 1, 4, 8 receiver processes, reliable vs plain UDP multicast:
+             one-way latency against a UDP half round trip, sender CPU per message
   md-latency market-data measuring clients: per-hop latency of feed-handler updates
   md-replay  market-data replay test in one command: generate, replay 1x and 4x through
              the feed handler and router to measuring clients
@@ -49,6 +51,8 @@ enum BenchCmd {
     Guaranteed(guaranteed::GuaranteedArgs),
     /// Rate sweep: achieved rate and latency per target rate (family B).
     Stream(stream::StreamArgs),
+    /// Multicast fan-out to N receiver processes: latency, sender CPU per message (issue 21).
+    McastFanout(tickwire_bench::mcast_fanout::McastFanoutArgs),
     /// Market-data measuring clients: per-hop latency of feed-handler updates (family C).
     MdLatency(crate::md_bench_cmd::MdLatencyArgs),
     /// The market-data replay test in one command: generate, replay 1x and 4x (family C).
@@ -70,6 +74,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Fanout(a) => with_console(|c| fanout::run(&a, &me, c)),
         BenchCmd::Guaranteed(a) => with_console(|c| guaranteed::run(&a, &me, c)),
         BenchCmd::Stream(a) => with_console(|c| stream::run(&a, &me, c)),
+        BenchCmd::McastFanout(a) => with_console(|c| tickwire_bench::mcast_fanout::run(&a, &me, c)),
         BenchCmd::MdLatency(a) => crate::md_bench_cmd::run_latency(a),
         BenchCmd::MdReplay(a) => crate::md_bench_cmd::run_replay(a, &me),
         BenchCmd::TickToTrade(a) => {

@@ -105,6 +105,12 @@ struct SendArgs {
     /// Messages per datagram at most: flush after this many (full datagrams go at once).
     #[arg(long, value_name = "N", default_value_t = 1)]
     batch: u64,
+    /// Pace by sleeping, in bursts of N messages sent back to back (with --rate): no
+    /// busy wait between bursts, so the sender's CPU time is its sending (plus one
+    /// wake-up per burst). Without it the sender spins the last 200 µs before each
+    /// message, which is exact but burns CPU.
+    #[arg(long, value_name = "N", requires = "rate")]
+    burst: Option<u64>,
     /// Stay this long after the last message, answering NAKs.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     linger: Duration,
@@ -186,8 +192,8 @@ pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
 fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     tickwire_wire::topic::validate_topic(a.topic.as_bytes())
         .map_err(|e| anyhow::anyhow!("invalid topic {:?}: {e}", a.topic))?;
-    if a.batch == 0 {
-        anyhow::bail!("--batch must be at least 1");
+    if a.batch == 0 || a.burst == Some(0) {
+        anyhow::bail!("--batch and --burst must be at least 1");
     }
     let opts = PublisherOptions {
         group: a.net.group,
@@ -207,7 +213,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening a multicast sender to {}", a.net.group))?;
     let stop = StopFlag::install();
     let start = MonoNanos::now();
-    let cpu_start = cpu_now();
+    let cpu_start = Cpu::now();
     match (&a.message, a.count) {
         (Some(text), None) => {
             publisher.publish(&a.topic, text.as_bytes(), PublishOptions::default())?;
@@ -223,9 +229,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
                 if stop.is_set() {
                     break;
                 }
-                if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(a.rate) {
-                    tickwire_rt::pacing::wait_until(start.add_nanos(offset));
-                }
+                pace(start, i, a.rate, a.burst);
                 let now = MonoNanos::now();
                 let opts = PublishOptions {
                     seq: Some(i),
@@ -246,7 +250,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     publisher.flush();
     let sent_at = MonoNanos::now();
     linger(&mut publisher, a.linger, a.wait_receivers, &stop);
-    let cpu = cpu_now().saturating_sub(cpu_start);
+    let cpu = Cpu::now().since(&cpu_start);
     report_send(&publisher, sent_at.duration_since(start), cpu, a.print_json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -264,14 +268,93 @@ fn linger(p: &mut McastPublisher, time: Duration, wait: Option<usize>, stop: &St
     }
 }
 
-/// This process's CPU time so far (user + system, every thread), in ns.
-fn cpu_now() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+/// Waits until message `i` is due at `rate` msg/s (0: at once): spinning the last
+/// 200 µs before each message, or with `burst`, sleeping until each burst of that many.
+fn pace(start: MonoNanos, i: u64, rate: u64, burst: Option<u64>) {
+    let Some(burst) = burst else {
+        if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(rate) {
+            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
+        }
+        return;
+    };
+    if i % burst != 0 {
+        return;
+    }
+    if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(rate) {
+        let wait = start.add_nanos(offset).saturating_sub(MonoNanos::now());
+        if wait > 0 {
+            std::thread::sleep(Duration::from_nanos(wait));
+        }
+    }
+}
+
+/// This process's CPU time (every thread): the exact total (the scheduler's runtime,
+/// ns) and the clock ticks (`/proc/self/stat` utime and stime) that apportion it into
+/// user and system time. The kernel counts a tick as user or system by where the
+/// process was when its timer tick came, so the split is only as fine as the ticks
+/// counted (reported as `cpu_ticks`): take runs of some CPU seconds.
+struct Cpu {
+    total_ns: u64,
+    user_ticks: u64,
+    sys_ticks: u64,
+}
+
+impl Cpu {
+    fn now() -> Cpu {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        let (user_ticks, sys_ticks) = proc_stat_times().unwrap_or((0, 0));
+        Cpu {
+            total_ns: t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64,
+            user_ticks,
+            sys_ticks,
+        }
+    }
+
+    fn since(&self, start: &Cpu) -> Cpu {
+        Cpu {
+            total_ns: self.total_ns.saturating_sub(start.total_ns),
+            user_ticks: self.user_ticks.saturating_sub(start.user_ticks),
+            sys_ticks: self.sys_ticks.saturating_sub(start.sys_ticks),
+        }
+    }
+
+    /// The JSON fields of CPU per message: the total, its user and system shares (ns;
+    /// null when no tick was counted) and the ticks counted.
+    fn per_message_json(&self, messages: u64) -> serde_json::Value {
+        let ticks = self.user_ticks + self.sys_ticks;
+        let share = |part: u64| {
+            (ticks > 0).then(|| per_message(self.total_ns, messages) * part as f64 / ticks as f64)
+        };
+        serde_json::json!({
+            "cpu_ns_per_msg": per_message(self.total_ns, messages),
+            "cpu_user_ns_per_msg": share(self.user_ticks),
+            "cpu_sys_ns_per_msg": share(self.sys_ticks),
+            "cpu_ticks": ticks,
+        })
+    }
+}
+
+/// utime and stime of this process, in clock ticks (fields 14 and 15 of
+/// `/proc/self/stat`, after the parenthesised command name).
+fn proc_stat_times() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let mut f = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .skip(11);
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
 fn per_message(cpu_ns: u64, messages: u64) -> f64 {
     cpu_ns as f64 / messages.max(1) as f64
+}
+
+/// `doc` (an object) with `extra`'s fields added.
+fn merged(mut doc: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    if let (Some(d), serde_json::Value::Object(e)) = (doc.as_object_mut(), extra) {
+        d.extend(e);
+    }
+    doc
 }
 
 /// `send --raw`: one PUBLISH frame per plain datagram, the same payload, SEQ and STAMPS
@@ -286,15 +369,13 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
     };
     let stop = StopFlag::install();
     let mut buf = Vec::with_capacity(a.max_datagram);
-    let (start, cpu_start) = (MonoNanos::now(), cpu_now());
+    let (start, cpu_start) = (MonoNanos::now(), Cpu::now());
     let mut sent = 0u64;
     for i in 0..count {
         if stop.is_set() {
             break;
         }
-        if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(a.rate) {
-            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
-        }
+        pace(start, i, a.rate, a.burst);
         buf.clear();
         let opts = PublishOptions {
             seq: Some(i),
@@ -314,25 +395,25 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
     }
     let (took, cpu) = (
         MonoNanos::now().duration_since(start),
-        cpu_now() - cpu_start,
+        Cpu::now().since(&cpu_start),
     );
     let doc = serde_json::json!({
         "raw": true, "messages": sent, "seconds": took.as_secs_f64(),
-        "cpu_ns_per_msg": per_message(cpu, sent),
     });
+    let doc = merged(doc, cpu.per_message_json(sent));
     if a.print_json {
         println!("{doc}");
     } else {
         eprintln!(
             "sent {sent} plain datagrams in {:.3} s, {:.0} ns CPU per message",
             took.as_secs_f64(),
-            per_message(cpu, sent)
+            per_message(cpu.total_ns, sent)
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn report_send(p: &McastPublisher, took: Duration, cpu_ns: u64, json: bool) -> anyhow::Result<()> {
+fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyhow::Result<()> {
     let st = p.stats();
     let (dropped, send_errors) = p.dropped();
     let receivers: Vec<serde_json::Value> = p
@@ -352,8 +433,8 @@ fn report_send(p: &McastPublisher, took: Duration, cpu_ns: u64, json: bool) -> a
         "nak_suppressed": st.nak_suppressed, "nak_rate_limited": st.nak_rate_limited,
         "nak_unrecoverable": st.nak_unrecoverable, "dropped_by_loss": dropped,
         "send_errors": send_errors, "receivers": receivers,
-        "cpu_ns_per_msg": per_message(cpu_ns, st.messages),
     });
+    let doc = merged(doc, cpu.per_message_json(st.messages));
     if json {
         println!("{doc}");
         return Ok(());
@@ -365,7 +446,7 @@ fn report_send(p: &McastPublisher, took: Duration, cpu_ns: u64, json: bool) -> a
         st.messages,
         st.datagrams,
         took.as_secs_f64(),
-        per_message(cpu_ns, st.messages),
+        per_message(cpu.total_ns, st.messages),
         p.session(),
         st.naks,
         st.retransmitted,

@@ -10,7 +10,23 @@ use common::{assert_help_lists, run_bench_report, transport_rows, u};
 
 #[test]
 fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
-    let (out, v) = short_sweep(&[], "1k,2k");
+    sweep_two_rates_and_reconcile(&[], &["tickwire"]);
+}
+
+/// Over multicast: tickwire's reliable multicast (no router) and its plain UDP floor.
+#[test]
+fn stream_sweeps_two_rates_over_multicast_and_reconciles() {
+    sweep_two_rates_and_reconcile(
+        &["--transport", "udp-mcast,tickwire-mcast"],
+        &["tickwire-mcast"],
+    );
+}
+
+/// A short two-rate sweep on the default transports or `transport_args`' two: tables,
+/// counters that reconcile, latency samples; on the `reliable` ones every message and
+/// every reflection arrived.
+fn sweep_two_rates_and_reconcile(transport_args: &[&str], reliable: &[&str]) {
+    let (out, v) = short_sweep(transport_args, "1k,2k");
     for header in [
         "target/s",
         "sent/s",
@@ -35,7 +51,7 @@ fn stream_sweeps_two_rates_on_both_transports_and_reconciles() {
         assert_eq!(u(c, "out_of_order"), 0, "{s}");
         // Every message is received or accounted as a gap.
         assert_eq!(u(c, "received") + u(c, "gaps"), sent, "{s}");
-        if t["transport"] == "tickwire" {
+        if reliable.iter().any(|r| t["transport"] == *r) {
             assert_eq!(u(c, "received"), sent, "{s}");
             assert_eq!(
                 u(s, "reflections_received"),
@@ -97,6 +113,8 @@ fn stream_help_teaches() {
         &["bench", "stream", "--help"],
         &[
             "--transport",
+            "tickwire-mcast",
+            "udp-mcast",
             "--size",
             "--rates",
             "--step-secs",

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{cli, free_port, wait_child, wait_for_subscriber, RouterProc};
+use common::{cli, free_port, stats_json, u, wait_child, wait_for_subscriber, RouterProc};
 
 /// A group of its own per test (a free port), so tests running at once never meet.
 fn group(n: u8) -> String {
@@ -120,6 +120,38 @@ fn same_messages_both_ways(router_extra: &[&str], sub_loss: &[&str], n: usize) {
         "{quiet_err}"
     );
     assert!(!mc_err.contains("multicast gap"), "{mc_err}");
+    stream_stats_account_for(&router, &g, n as u64, !router_extra.is_empty());
+}
+
+/// The router's stats document (`tickwire stats --json`) lists the stream with its
+/// counters and the receivers' flow reports: the subscribers, done, told it they
+/// delivered all `n` messages. `lossy`: the router dropped datagrams (NAKs answered).
+fn stream_stats_account_for(router: &RouterProc, g: &str, n: u64, lossy: bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let doc = stats_json(&router.addr_str());
+        let streams = doc["multicast"].as_array().expect("a multicast array");
+        assert_eq!(streams.len(), 1, "{doc}");
+        let s = &streams[0];
+        assert_eq!(s["group"], g, "{s}");
+        assert_eq!(s["topics"], serde_json::json!(["md/>"]), "{s}");
+        assert_eq!(u(s, "messages"), n, "{s}");
+        assert!((1..=n).contains(&u(s, "datagrams")), "{s}");
+        if lossy {
+            assert!(u(s, "naks") > 0 && u(s, "retransmitted") > 0, "{s}");
+        }
+        let reports = s["receiver_reports"].as_array().expect("receiver_reports");
+        assert_eq!(u(s, "receivers"), reports.len() as u64, "{s}");
+        let done = reports.iter().filter(|r| u(r, "delivered") == n).count();
+        if done >= 2 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the two multicast subscribers' reports of {n} messages never came: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
