@@ -169,6 +169,13 @@ impl Sink for RouterSink<'_> {
     }
 }
 
+/// Most datagrams the loop takes from its sockets between two writes to the router.
+/// Under a burst the sockets hold hundreds; writing only once they are all drained would
+/// hold the first updates back for the whole drain (measured: FH→router 3.9x the raw
+/// floor's at the mean). A write per this many keeps that wait to a few µs and still
+/// batches. The raw floor's forwarding thread uses the same bound.
+pub const FLUSH_EVERY_DATAGRAMS: usize = 8;
+
 /// Runs the feed handler until End of Session (when asked) or `stop`.
 pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerReport> {
     run_monitored(opts, stop, None)
@@ -239,6 +246,11 @@ pub fn run_monitored(
                         core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
                         got += 1;
                         line_datagrams[line] += 1;
+                        if got % FLUSH_EVERY_DATAGRAMS == 0 {
+                            sink.client
+                                .flush()
+                                .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
+                        }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -134,6 +134,10 @@ pub fn run_feed(opts: &FeedOptions, stop: &StopFlag) -> anyhow::Result<FeedRepor
     while !r.end_of_session && !stop.is_set() {
         let mut got = 0usize;
         loop {
+            // A write per FLUSH_EVERY_DATAGRAMS datagrams, as the feed handler does.
+            if got > 0 && got % tickwire_md::handler::FLUSH_EVERY_DATAGRAMS == 0 {
+                relay.flush()?;
+            }
             let n = match sock.recv(&mut buf) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
