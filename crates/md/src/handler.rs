@@ -272,7 +272,7 @@ pub fn run_monitored(
         if let Some(e) = sink.error.take() {
             return Err(anyhow::anyhow!("publishing to the router: {e}"));
         }
-        // 2. One write for the turn.
+        // 2. The turn's last write (one per FLUSH_EVERY_DATAGRAMS before it).
         client
             .flush()
             .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;

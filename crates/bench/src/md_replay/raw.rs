@@ -5,7 +5,7 @@
 //! | tickwire                                  | raw floor                                      |
 //! |-------------------------------------------|------------------------------------------------|
 //! | exchange (same thread, same schedule)     | the same exchange, the same session            |
-//! | feed handler thread: MoldUDP64 → books → updates, one `write` per loop turn | [`run_feed`]: MoldUDP64 → one frame per ITCH message (no books), one `write` per loop turn |
+//! | feed handler thread: MoldUDP64 → books → updates, a `write` per 8 datagrams and per loop turn | [`run_feed`]: MoldUDP64 → one frame per ITCH message (no books), the same writes |
 //! | router child process                      | `tickwire bench fanout-relay --stamp` child (same CPU, same `--idle`) |
 //! | N clients polled by one thread            | N [`RawSub`]s polled by one thread, same code ([`super::latency::run`]) |
 //!
@@ -36,7 +36,7 @@ pub const FIXED_LEN: usize = STAMPS_LEN + 24;
 /// Bytes of the ITCH timestamp (ns since midnight, big-endian) and where it starts.
 const ITCH_TS: std::ops::Range<usize> = 5..11;
 /// How long the relay connection queues before a write (the tickwire feed handler's
-/// client batch): in practice one write per loop turn.
+/// client batch): in practice a write per 8 datagrams and per loop turn.
 const BATCH_BYTES: usize = 256 * 1024;
 
 /// Appends the payload of one forwarded ITCH message to `out` (cleared first).
@@ -186,7 +186,7 @@ pub fn run_feed(opts: &FeedOptions, stop: &StopFlag) -> anyhow::Result<FeedRepor
                 }
             }
         }
-        // One write for the turn.
+        // The turn's last write.
         relay.flush()?;
         if got == 0 && opts.idle == IdleStrategy::Block {
             let fd = sock.as_fd();
