@@ -278,8 +278,8 @@ impl StallFree {
     pub fn line(&self) -> String {
         match &self.latency {
             Some(l) => format!(
-                "stall-free: {} of {} measured seconds untouched by a host stall, {} deliveries: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
-                self.seconds, self.of, l.samples, l.p50_us, l.p99_us, l.p999_us
+                "stall-free: {} of {} measured seconds untouched by a host stall, {} deliveries: mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
+                self.seconds, self.of, l.samples, l.mean_us, l.p50_us, l.p99_us, l.p999_us
             ),
             None => format!(
                 "stall-free: none of the {} measured seconds was untouched by a host stall",

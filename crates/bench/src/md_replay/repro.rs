@@ -617,7 +617,7 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         latency_table("per hop, all clients merged:", &r.hops)
     );
     crate::outln!(out, "{}", r.host.line("the run"));
-    crate::outln!(out, "{}", stall_free_line(&r.stall_free));
+    crate::outln!(out, "end to end, {}", r.stall_free.line());
     crate::outln!(
         out,
         "\nlatency against update rate ({}-s windows, client 0):",
@@ -642,21 +642,6 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
             w.p99_us,
             w.max_us
         );
-    }
-}
-
-/// End to end over the seconds no host stall touched, with the mean (the replay test's
-/// published figure is a mean).
-fn stall_free_line(f: &StallFree) -> String {
-    match &f.latency {
-        Some(l) => format!(
-            "end to end over the {} of {} seconds no host stall touched ({} updates): mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs",
-            f.seconds, f.of, l.samples, l.mean_us, l.p50_us, l.p99_us
-        ),
-        None => format!(
-            "end to end: none of the {} seconds was untouched by a host stall",
-            f.of
-        ),
     }
 }
 
