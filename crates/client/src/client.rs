@@ -543,6 +543,20 @@ impl Client {
         self.tx.len() - self.tx_start
     }
 
+    /// Before sleeping in `poll(2)` on this client's [`AsFd`](std::os::fd::AsFd) together
+    /// with other connections (after a [`Wait::NoWait`] round found nothing): false when
+    /// input is already waiting, so the caller must not sleep. Over shared memory it
+    /// announces the sleep, so that the router rings the doorbell; call
+    /// [`Client::end_sleep`] after the `poll(2)` in every case.
+    pub fn begin_sleep(&mut self) -> bool {
+        self.stream.begin_sleep()
+    }
+
+    /// Withdraws [`Client::begin_sleep`] after the `poll(2)`.
+    pub fn end_sleep(&mut self) {
+        self.stream.end_sleep();
+    }
+
     /// Flushes pending publishes, then calls `handler` for every message available,
     /// waiting per `wait` only if none is buffered. Returns how many were handled.
     ///
@@ -1831,7 +1845,10 @@ fn unexpected_reply(reply: Reply) -> Error {
 
 /// The connection's socket, for waiting on several clients at once (e.g. `poll(2)` over
 /// many connections after a [`Wait::NoWait`] round found nothing). Reading or writing
-/// it directly would corrupt the session: only wait on it.
+/// it directly would corrupt the session: only wait on it. Over shared memory this is
+/// the client's doorbell, which the router rings only for a client that announced its
+/// sleep: bracket the `poll(2)` with [`Client::begin_sleep`] and [`Client::end_sleep`]
+/// (over TCP they cost nothing).
 impl std::os::fd::AsFd for Client {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.stream.fd()

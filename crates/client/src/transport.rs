@@ -121,6 +121,24 @@ impl Transport {
         }
     }
 
+    /// Before a `poll(2)` on [`Transport::fd`] with other connections: false when input
+    /// is already there (do not sleep). Shared memory announces the sleep, so the
+    /// router rings the doorbell.
+    pub(crate) fn begin_sleep(&mut self) -> bool {
+        match self {
+            Transport::Tcp(_) => true,
+            Transport::Tls(t) => !t.io.has_buffered_input(),
+            Transport::Shm(l) => l.begin_sleep(),
+        }
+    }
+
+    /// After that `poll(2)`: withdraws what [`Transport::begin_sleep`] announced.
+    pub(crate) fn end_sleep(&mut self) {
+        if let Transport::Shm(l) = self {
+            l.end_sleep();
+        }
+    }
+
     /// Bytes accepted by [`Transport::send`] still wait below it (TLS records the
     /// socket has not taken): a flush is not complete yet.
     pub(crate) fn pending_below(&self) -> bool {

@@ -477,9 +477,26 @@ impl ClientLink {
     }
 
     /// The client's doorbell (readable when the router rang it), for waiting on several
-    /// connections at once.
+    /// connections at once: announce the sleep with [`ClientLink::begin_sleep`] first
+    /// (the router rings only a client that did), withdraw it with
+    /// [`ClientLink::end_sleep`] after.
     pub fn wake_fd(&self) -> BorrowedFd<'_> {
         self.wake.as_fd()
+    }
+
+    /// Announces that the caller is about to sleep on [`ClientLink::wake_fd`] (with
+    /// others, in one `poll(2)`). False when input (or the router's end of stream) is
+    /// already there: then do not sleep. A broken ring counts as input (the read
+    /// reports it).
+    pub fn begin_sleep(&self) -> bool {
+        !self.eof && !self.ends.rx.park().unwrap_or(true)
+    }
+
+    /// Withdraws [`ClientLink::begin_sleep`] after the `poll(2)`, and empties the
+    /// doorbell if the router rang it.
+    pub fn end_sleep(&self) {
+        self.ends.rx.unpark();
+        self.wake.drain();
     }
 
     /// Test support: overwrites the published index of the client→router ring, as a

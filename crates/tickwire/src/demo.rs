@@ -292,6 +292,7 @@ fn market_data() -> anyhow::Result<bool> {
         // The feed handler's quote topics are cached: a late subscriber has every
         // symbol's top of book at once.
         cache: vec!["md/*/*/quote".into()],
+        shm: false,
     };
     let stop = tickwire_rt::StopFlag::install();
     let report =

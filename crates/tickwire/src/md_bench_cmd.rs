@@ -196,6 +196,12 @@ pub struct MdReplayArgs {
     /// spinning feed handler (--feed-idle spin) would spin against the router.
     #[arg(long, value_name = "near|far", default_value = "far", value_parser = ["near", "far"], conflicts_with = "no_pin")]
     router_cpu: String,
+    /// How tickwire's feed handler and measuring clients reach the router: tcp, or shm
+    /// (the router's shared memory on this host, docs/shm.md; the router still blocks or
+    /// spins per --router-idle). The raw floor stays TCP either way, so with shm the
+    /// ratios show what shared memory saves against the TCP floor.
+    #[arg(long, value_name = "tcp|shm", default_value = "tcp", value_parser = ["tcp", "shm"])]
+    transport: String,
     /// Multicast group (the port grows by 2 per run, a run being one speed through one
     /// target; port + 1 serves re-requests).
     #[arg(long, default_value = "239.1.1.7:27400")]
@@ -234,6 +240,7 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         json: a.json,
         plot: a.plot,
         cache: Vec::new(),
+        shm: a.transport == "shm",
     };
     let stop = StopFlag::install();
     let report = crate::bench_cmd::with_console(|c| repro::run(&opts, &stop, c))?;

@@ -15,8 +15,23 @@ use tickwire_bench::md_replay::latency::HOPS;
 
 #[test]
 fn md_replay_compares_tickwire_with_the_raw_floor_hop_by_hop() {
+    replay_against_the_floor("tcp");
+}
+
+#[test]
+fn md_replay_over_shared_memory_compares_with_the_same_tcp_floor() {
+    // The feed handler and the clients reach the router over shared memory (waking from
+    // one poll(2) over several doorbells); the floor is the same TCP pipeline.
+    replay_against_the_floor("shm");
+}
+
+/// A short session at 4x through tickwire (its feed handler and clients on `transport`)
+/// and the raw floor, checked by structure and counts.
+fn replay_against_the_floor(transport: &str) {
     let group = format!("239.1.1.41:{}", free_udp_port_pair());
     let args = [
+        "--transport",
+        transport,
         "--messages",
         "20000",
         "--symbols",
@@ -32,9 +47,15 @@ fn md_replay_compares_tickwire_with_the_raw_floor_hop_by_hop() {
         "--group",
         &group,
     ];
-    let (code, doc, output) =
-        run_bench_json("md-replay", "raw", &args, None, Duration::from_secs(240));
+    let (code, doc, output) = run_bench_json(
+        "md-replay",
+        transport,
+        &args,
+        None,
+        Duration::from_secs(240),
+    );
     assert_eq!(code, 0, "lossless runs exit 0:\n{output}");
+    assert_eq!(doc["transport"], transport, "{output}");
     let results = doc["results"].as_array().expect("results");
     let targets: Vec<&str> = results
         .iter()

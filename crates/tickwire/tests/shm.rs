@@ -275,3 +275,65 @@ fn a_client_that_stops_reading_meets_the_slow_consumer_policy() {
         !n.iter().any(|x| x == "stuck") && n.iter().any(|x| x == "live")
     });
 }
+
+/// `poll(2)` on one client's descriptor for up to `timeout`: true when it became
+/// readable, false when the time ran out.
+fn readable_within(c: &Client, timeout: Duration) -> bool {
+    use std::os::fd::AsFd;
+    let fd = c.as_fd();
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let spec = rustix::event::Timespec::try_from(timeout).unwrap();
+    let n = rustix::event::poll(&mut fds, Some(&spec)).unwrap();
+    n == 1 && fds[0].revents().contains(rustix::event::PollFlags::IN)
+}
+
+#[test]
+fn a_client_waiting_with_others_in_poll_is_woken_by_the_doorbell() {
+    // The md-replay measuring thread's way of waiting: several clients, one poll(2).
+    let (_name, _cleanup, _r, shm, _tcp) = start("doorbell");
+    let mut c = Client::connect_to(&shm, ClientOptions::named("sleeper")).unwrap();
+    c.subscribe("bell/>").unwrap();
+    // Nothing is waiting: the sleep may begin, and without a message nothing rings.
+    assert!(c.begin_sleep(), "input before anything was published");
+    assert!(
+        !readable_within(&c, Duration::from_millis(200)),
+        "rang for nothing"
+    );
+    c.end_sleep();
+    // Announced, then a publish from another process: the router rings.
+    assert!(c.begin_sleep());
+    let publisher = std::thread::spawn({
+        let shm = shm.clone();
+        move || publish(&shm, "bell/1", 1)
+    });
+    assert!(
+        readable_within(&c, Duration::from_secs(20)),
+        "a parked client was not woken by the router's write"
+    );
+    c.end_sleep();
+    publisher.join().unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.is_empty() && Instant::now() < deadline {
+        c.poll(Wait::Timeout(Duration::from_millis(100)), |m| {
+            got.push(m.topic().to_owned())
+        })
+        .unwrap();
+    }
+    assert_eq!(got, ["bell/1"]);
+    // Input already waiting (published while not announced): begin_sleep says so.
+    publish(&shm, "bell/2", 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.begin_sleep() {
+        c.end_sleep();
+        assert!(
+            Instant::now() < deadline,
+            "bell/2 never arrived in the ring"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.end_sleep();
+}

@@ -163,6 +163,15 @@ pub struct Delivery {
 pub trait Source: std::os::fd::AsFd {
     /// Hands every update already received to `f`, without waiting.
     fn drain(&mut self, f: impl FnMut(Delivery)) -> anyhow::Result<()>;
+
+    /// Before sleeping in `poll(2)` on the descriptor: false when input is already
+    /// there (see [`Client::begin_sleep`]: shared memory announces the sleep).
+    fn begin_sleep(&mut self) -> bool {
+        true
+    }
+
+    /// After that `poll(2)`.
+    fn end_sleep(&mut self) {}
 }
 
 impl Source for Client {
@@ -186,6 +195,14 @@ impl Source for Client {
         })
         .map_err(|e| anyhow::anyhow!("receiving: {e}"))?;
         Ok(())
+    }
+
+    fn begin_sleep(&mut self) -> bool {
+        Client::begin_sleep(self)
+    }
+
+    fn end_sleep(&mut self) {
+        Client::end_sleep(self);
     }
 }
 
@@ -328,17 +345,27 @@ pub fn run_timed<S: Source>(
             last_rx = now;
         } else {
             // Nothing complete in any buffer: wait (up to 1 ms) until one of the sockets
-            // is readable, so idle measuring clients leave the cores to the feed path.
-            let fds: Vec<_> = clients.iter().map(|c| c.as_fd()).collect();
-            let mut pfds: Vec<_> = fds
-                .iter()
-                .map(|fd| rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN))
-                .collect();
-            let timeout = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 1_000_000,
-            };
-            let _ = rustix::event::poll(&mut pfds, Some(&timeout));
+            // (or shared-memory doorbells) is readable, so idle measuring clients leave
+            // the cores to the feed path.
+            let mut sleep = true;
+            for c in clients.iter_mut() {
+                sleep &= c.begin_sleep();
+            }
+            if sleep {
+                let fds: Vec<_> = clients.iter().map(|c| c.as_fd()).collect();
+                let mut pfds: Vec<_> = fds
+                    .iter()
+                    .map(|fd| rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN))
+                    .collect();
+                let timeout = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                };
+                let _ = rustix::event::poll(&mut pfds, Some(&timeout));
+            }
+            for c in clients.iter_mut() {
+                c.end_sleep();
+            }
         }
         if stop.is_set() {
             break;

@@ -107,6 +107,9 @@ pub struct ReproOptions {
     /// Last-value cache patterns for the router (`--cache`); after the replay a late
     /// client queries the cache for each and reports what it found at once.
     pub cache: Vec<String>,
+    /// How the feed handler and the measuring clients reach the router: TCP, or the
+    /// router's shared memory (`--shm`). The raw floor is TCP either way.
+    pub shm: bool,
 }
 
 /// One speed's results through one target.
@@ -147,6 +150,8 @@ pub struct ReproReport {
     pub session_file: String,
     pub session_messages: u64,
     pub window_seconds: f64,
+    /// How tickwire's feed handler and clients reached the router: "tcp" or "shm".
+    pub transport: &'static str,
     pub results: Vec<SpeedResult>,
     /// tickwire/raw per hop and speed (when both ran).
     pub ratios: Vec<HopRatio>,
@@ -271,15 +276,25 @@ pub fn run(
     let router_cpu = opts
         .pin
         .map(|p| if opts.router_far { p.far } else { p.near });
+    let shm = opts.shm.then(|| crate::harness::shm_name("md-replay"));
+    let mut router_args = cache_args.clone();
+    if let Some(n) = &shm {
+        router_args.extend(["--shm", n.as_str()]);
+    }
     let router = match opts.targets.contains(&Target::Tickwire) {
         true => Some(RouterChild::start(
             &opts.tickwire,
             &opts.router_idle,
             router_cpu,
-            &cache_args,
+            &router_args,
         )?),
         false => None,
     };
+    // Where the feed handler and the measuring clients connect.
+    let router_at = router.as_ref().map(|r| match &shm {
+        Some(n) => format!("{}{n}", tickwire_shm::ADDR_PREFIX),
+        None => r.addr.to_string(),
+    });
     // The raw floor's relay runs as the router does: a child on the same CPU, same idle.
     let relay = match opts.targets.contains(&Target::Raw) {
         true => Some(RouterChild::start_as(
@@ -296,7 +311,14 @@ pub fn run(
         "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps until {} µs before each packet is due, {} measuring clients, {}",
         router
             .as_ref()
-            .map_or(String::new(), |r| format!("router: {}, ", r.addr)),
+            .map_or(String::new(), |r| match &shm {
+                Some(n) => format!(
+                    "router: {} (feed handler and clients over shared memory, {}{n}), ",
+                    r.addr,
+                    tickwire_shm::ADDR_PREFIX
+                ),
+                None => format!("router: {}, ", r.addr),
+            }),
         relay
             .as_ref()
             .map_or(String::new(), |r| format!("raw relay: {}, ", r.addr)),
@@ -331,10 +353,9 @@ pub fn run(
             let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * run_index);
             run_index += 1;
             let to = match target {
-                Target::Tickwire => router.as_ref(),
-                Target::Raw => relay.as_ref(),
+                Target::Tickwire => router_at.clone(),
+                Target::Raw => relay.as_ref().map(|c| c.addr.to_string()),
             }
-            .map(|c| c.addr)
             .ok_or_else(|| anyhow::anyhow!("no {} child", target.name()))?;
             crate::outln!(
                 con.out,
@@ -342,7 +363,9 @@ pub fn run(
                 target.name(),
                 data.len()
             );
-            results.push(one_speed(opts, &data, speed, target, group, to, stop, con)?);
+            results.push(one_speed(
+                opts, &data, speed, target, group, &to, stop, con,
+            )?);
         }
         let of = |t: Target| {
             results
@@ -388,6 +411,7 @@ pub fn run(
         session_file: file.display().to_string(),
         session_messages: data.len(),
         window_seconds: opts.window.as_secs_f64(),
+        transport: if opts.shm { "shm" } else { "tcp" },
         results,
         ratios,
     };
@@ -403,6 +427,12 @@ pub fn run(
         Announce::Labelled,
     )?;
     Ok(report)
+}
+
+/// The raw relay's address (always TCP).
+fn relay_addr(to: &str) -> anyhow::Result<std::net::SocketAddr> {
+    to.parse()
+        .map_err(|e| anyhow::anyhow!("the raw relay's address {to}: {e}"))
 }
 
 /// What a feed thread (the feed handler or the raw floor's) reports.
@@ -422,7 +452,7 @@ fn one_speed(
     speed: Speed,
     target: Target,
     group: SocketAddrV4,
-    to: std::net::SocketAddr,
+    to: &str,
     stop: &StopFlag,
     con: &mut Console<'_>,
 ) -> anyhow::Result<SpeedResult> {
@@ -448,7 +478,7 @@ fn one_speed(
                 .spawn(move || latency::run_timed(clients, &lat_opts, &client_stop))?
         }
         Target::Raw => {
-            let clients = raw::connect_clients(to, opts.clients)?;
+            let clients = raw::connect_clients(relay_addr(to)?, opts.clients)?;
             std::thread::Builder::new()
                 .name("md-raw-clients".into())
                 .spawn(move || latency::run_timed(clients, &lat_opts, &client_stop))?
@@ -486,7 +516,7 @@ fn one_speed(
             let f_opts = raw::FeedOptions {
                 group,
                 interface: Ipv4Addr::LOCALHOST,
-                relay: to,
+                relay: relay_addr(to)?,
                 idle: opts.feed_idle,
             };
             spawn_pinned("raw-feed", fh_cpu, move || {
