@@ -334,6 +334,9 @@ impl Router {
                 ))
             };
             let mut timeout = self.mcast_bound(timeout, now);
+            if timeout != Some(Duration::ZERO) && self.shm_awaits_room() {
+                timeout = Some(timeout.map_or(shm::ROOM_POLL, |t| t.min(shm::ROOM_POLL)));
+            }
             // Shared-memory clients announce nothing to epoll: tell them we sleep.
             if timeout != Some(Duration::ZERO) && self.shm_park() {
                 timeout = Some(Duration::ZERO);

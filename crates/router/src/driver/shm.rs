@@ -11,6 +11,9 @@
 //! - before a wait that could sleep (idle `block`/`hybrid`), [`Router::shm_park`]
 //!   announces the sleep in every client's ring header and looks once more; a client
 //!   that then publishes rings the router's doorbell (an eventfd in the epoll set);
+//! - a client frees room in its full inbound ring without ringing (no doorbell for
+//!   room), so while one has output waiting [`Router::shm_awaits_room`] caps the
+//!   sleep at [`ROOM_POLL`];
 //! - the handshake socket of each client is in the epoll set under the client's token:
 //!   its end of stream (the client closed or died, kill -9 included) is the client's
 //!   end of stream.
@@ -165,6 +168,9 @@ pub(super) struct ShmPort {
 /// Most failed handshakes in one accept round before the rest wait for the next turn.
 const MAX_ACCEPT_FAILURES: u32 = 16;
 
+/// The longest sleep while a shared-memory client's output waits for room in its ring.
+pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micros(20);
+
 impl ShmPort {
     /// Binds the handshake socket and registers it and the doorbell.
     pub(super) fn open(
@@ -306,6 +312,23 @@ impl Router {
             true
         });
         input
+    }
+
+    /// Whether a shared-memory client has output waiting for room in its full ring. A
+    /// client rings no doorbell when it frees room (the wake protocol announces sleeps
+    /// only), so a sleeping router looks again every [`ROOM_POLL`] until there is room:
+    /// without that, a burst that filled a subscriber's ring would wait for the next
+    /// input or the longest block (50 ms).
+    pub(super) fn shm_awaits_room(&self) -> bool {
+        let Some(port) = self.shm.as_ref() else {
+            return false;
+        };
+        port.slots.iter().any(|&id| {
+            self.conns
+                .get(id.0 as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.on_flush_list && !c.writable)
+        })
     }
 
     /// Announces in every shared-memory client's ring that the router is about to
