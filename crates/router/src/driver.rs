@@ -334,8 +334,10 @@ impl Router {
                 ))
             };
             let mut timeout = self.mcast_bound(timeout, now);
-            if timeout != Some(Duration::ZERO) && self.shm_awaits_room() {
-                timeout = Some(timeout.map_or(shm::ROOM_POLL, |t| t.min(shm::ROOM_POLL)));
+            if timeout != Some(Duration::ZERO) {
+                if let Some(cap) = self.shm_room_wait() {
+                    timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+                }
             }
             // Shared-memory clients announce nothing to epoll: tell them we sleep.
             if timeout != Some(Duration::ZERO) && self.shm_park() {

@@ -12,8 +12,8 @@
 //!   announces the sleep in every client's ring header and looks once more; a client
 //!   that then publishes rings the router's doorbell (an eventfd in the epoll set);
 //! - a client frees room in its full inbound ring without ringing (no doorbell for
-//!   room), so while one has output waiting [`Router::shm_awaits_room`] caps the
-//!   sleep at [`ROOM_POLL`];
+//!   room), so while one has output waiting [`Router::shm_room_wait`] caps the
+//!   sleep at [`ROOM_POLL`], doubling to [`ROOM_POLL_MAX`] while no room appears;
 //! - the handshake socket of each client is in the epoll set under the client's token:
 //!   its end of stream (the client closed or died, kill -9 included) is the client's
 //!   end of stream.
@@ -163,13 +163,22 @@ pub(super) struct ShmPort {
     parked: bool,
     /// A handshake failed for want of resources: try accepting again next turn.
     accept_retry: bool,
+    /// The next sleep cap while output waits for room: [`ROOM_POLL`] after a client
+    /// freed room, doubling up to [`ROOM_POLL_MAX`] while none does.
+    room_wait: std::time::Duration,
 }
 
 /// Most failed handshakes in one accept round before the rest wait for the next turn.
 const MAX_ACCEPT_FAILURES: u32 = 16;
 
-/// The longest sleep while a shared-memory client's output waits for room in its ring.
+/// The longest sleep while a shared-memory client's output waits for room in its ring,
+/// right after some client freed room.
 pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// The cap [`ROOM_POLL`] doubles up to while no client frees room: a client that stops
+/// reading costs the router at most 1,000 wake-ups a second, not 50,000, until the
+/// slow-consumer policy deals with it.
+pub(super) const ROOM_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl ShmPort {
     /// Binds the handshake socket and registers it and the doorbell.
@@ -193,6 +202,7 @@ impl ShmPort {
             last_epoll: MonoNanos::now(),
             parked: false,
             accept_retry: false,
+            room_wait: ROOM_POLL,
         })
     }
 
@@ -291,6 +301,7 @@ impl Router {
         };
         let conns = &mut self.conns;
         let mut input = false;
+        let mut room = false;
         port.slots.retain(|&id| {
             let Some(c) = conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
                 return false;
@@ -308,27 +319,39 @@ impl Router {
             }
             if !c.writable && l.has_room() {
                 c.writable = true;
+                room = true;
             }
             true
         });
+        if room {
+            port.room_wait = ROOM_POLL;
+        }
         input
     }
 
-    /// Whether a shared-memory client has output waiting for room in its full ring. A
-    /// client rings no doorbell when it frees room (the wake protocol announces sleeps
-    /// only), so a sleeping router looks again every [`ROOM_POLL`] until there is room:
-    /// without that, a burst that filled a subscriber's ring would wait for the next
-    /// input or the longest block (50 ms).
-    pub(super) fn shm_awaits_room(&self) -> bool {
-        let Some(port) = self.shm.as_ref() else {
-            return false;
-        };
-        port.slots.iter().any(|&id| {
-            self.conns
+    /// How long a sleep may last while a shared-memory client has output waiting for
+    /// room in its full ring (`None`: no client waits). A client rings no doorbell when
+    /// it frees room (the wake protocol announces sleeps only), so a sleeping router
+    /// looks again after [`ROOM_POLL`]; without that, a burst that filled a subscriber's
+    /// ring would wait for the next input or the longest block (50 ms). Each look that
+    /// finds no room doubles the wait, up to [`ROOM_POLL_MAX`], so a client that has
+    /// stopped reading does not keep the router waking every 20 µs.
+    pub(super) fn shm_room_wait(&mut self) -> Option<std::time::Duration> {
+        let port = self.shm.as_mut()?;
+        let conns = &self.conns;
+        let waits = port.slots.iter().any(|&id| {
+            conns
                 .get(id.0 as usize)
                 .and_then(Option::as_ref)
                 .is_some_and(|c| c.on_flush_list && !c.writable)
-        })
+        });
+        if !waits {
+            port.room_wait = ROOM_POLL;
+            return None;
+        }
+        let wait = port.room_wait;
+        port.room_wait = (wait * 2).min(ROOM_POLL_MAX);
+        Some(wait)
     }
 
     /// Announces in every shared-memory client's ring that the router is about to
