@@ -32,9 +32,11 @@
 //!
 //! # Cost
 //!
-//! One walk over the field table with a 1 KiB bitset on the stack for duplicate and
-//! presence checks (a second 7 KiB one only for messages with tags from 8192 to 65535;
-//! tags beyond fall back to a scan); no allocation, no panic on any input.
+//! One walk over the field table with a 128-byte bitset on the stack for duplicate and
+//! presence checks (a second 896-byte one only for messages with tags from 1024 to 8191,
+//! a third 7 KiB one only for tags from 8192 to 65535; tags beyond fall back to a scan);
+//! one load per field for its section and definition (`Dictionary::tag_class`); no
+//! allocation, no panic on any input.
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
@@ -396,10 +398,15 @@ enum Section {
     Trailer,
 }
 
+/// QuickFIX's section of a tag: its fixed header list or the transport dictionary's
+/// header, else its fixed trailer list or the dictionary's trailer, else the body (one
+/// load from the dictionary's class table).
+#[inline]
 fn section_of(tag: u32, transport: &Dictionary) -> Section {
-    if is_standard_header_tag(tag) || transport.is_header_field(tag) {
+    let class = transport.tag_class(tag);
+    if class.is_header() {
         Section::Header
-    } else if is_standard_trailer_tag(tag) || transport.is_trailer_field(tag) {
+    } else if class.is_trailer() {
         Section::Trailer
     } else {
         Section::Body
@@ -426,21 +433,27 @@ fn sort_key(section: Section, tag: u32) -> u64 {
     }
 }
 
-/// Tags below this are tracked in the small stack bitset (always zeroed).
-const SMALL_TAGS: u32 = 8192;
-/// Tags below this are tracked too, in a second bitset zeroed only when a message has
+/// Tags below this are tracked in the small stack bitset (always zeroed: 128 bytes; the
+/// FIX.4.x standard tags fit).
+const SMALL_TAGS: u32 = 1024;
+/// Tags below this are tracked in a second bitset, zeroed only when a message has such a
+/// tag (FIXT's ApplVerID 1128, FIX 5.0's fields).
+const MEDIUM_TAGS: u32 = 8192;
+/// Tags below this are tracked too, in a third bitset zeroed only when a message has
 /// such a tag; the standard dictionaries stop at 50002.
 const BITSET_TAGS: u32 = 65536;
 
 struct TagSet {
     small: [u64; (SMALL_TAGS / 64) as usize],
-    large: Option<[u64; ((BITSET_TAGS - SMALL_TAGS) / 64) as usize]>,
+    medium: Option<[u64; ((MEDIUM_TAGS - SMALL_TAGS) / 64) as usize]>,
+    large: Option<[u64; ((BITSET_TAGS - MEDIUM_TAGS) / 64) as usize]>,
 }
 
 impl TagSet {
     fn new() -> TagSet {
         TagSet {
             small: [0; (SMALL_TAGS / 64) as usize],
+            medium: None,
             large: None,
         }
     }
@@ -449,11 +462,16 @@ impl TagSet {
     fn insert(&mut self, tag: u32) -> Option<bool> {
         let (words, t) = if tag < SMALL_TAGS {
             (&mut self.small[..], tag)
+        } else if tag < MEDIUM_TAGS {
+            let medium = self
+                .medium
+                .get_or_insert([0; ((MEDIUM_TAGS - SMALL_TAGS) / 64) as usize]);
+            (&mut medium[..], tag - SMALL_TAGS)
         } else if tag < BITSET_TAGS {
             let large = self
                 .large
-                .get_or_insert([0; ((BITSET_TAGS - SMALL_TAGS) / 64) as usize]);
-            (&mut large[..], tag - SMALL_TAGS)
+                .get_or_insert([0; ((BITSET_TAGS - MEDIUM_TAGS) / 64) as usize]);
+            (&mut large[..], tag - MEDIUM_TAGS)
         } else {
             return None;
         };
@@ -468,9 +486,14 @@ impl TagSet {
     fn contains(&self, tag: u32) -> Option<bool> {
         let (words, t): (&[u64], u32) = if tag < SMALL_TAGS {
             (&self.small, tag)
+        } else if tag < MEDIUM_TAGS {
+            match &self.medium {
+                Some(m) => (m, tag - SMALL_TAGS),
+                None => return Some(false),
+            }
         } else if tag < BITSET_TAGS {
             match &self.large {
-                Some(l) => (l, tag - SMALL_TAGS),
+                Some(l) => (l, tag - MEDIUM_TAGS),
                 None => return Some(false),
             }
         } else {
@@ -745,7 +768,7 @@ fn check_field(
         ));
     }
     let header_or_trailer =
-        section != Section::Body || dict.is_header_field(tag) || dict.is_trailer_field(tag);
+        section != Section::Body || dict.tag_class(tag).in_dict_header_or_trailer();
     if !header_or_trailer {
         if !body.is_some_and(|b| b.contains(tag)) {
             return Some(Reject::new(
