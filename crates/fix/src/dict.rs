@@ -761,12 +761,29 @@ pub struct GroupScan {
 /// Scans the group `group` whose entries start at `fields[start]` (just after the
 /// NumInGroup field), with QuickFIX's rule; see the module docs.
 pub fn scan_group(group: &GroupDef, fields: &[Field], start: usize) -> GroupScan {
+    scan_group_entries(group, fields, start, |_| {})
+}
+
+/// [`scan_group`], handing each entry to `each` as it is found (the entries a
+/// [`GroupIter`] over the group would give, without scanning them a second time).
+pub fn scan_group_entries<'d, 'm>(
+    group: &'d GroupDef,
+    fields: &'m [Field],
+    start: usize,
+    mut each: impl FnMut(GroupEntry<'d, 'm>),
+) -> GroupScan {
     let mut pos = start;
     let mut entries = 0;
     while pos < fields.len() {
         let next = entry_end(group, fields, pos);
         if next == pos {
             break;
+        }
+        if let Some(entry) = fields.get(pos..next) {
+            each(GroupEntry {
+                group,
+                fields: entry,
+            });
         }
         entries += 1;
         pos = next;

@@ -505,14 +505,21 @@ impl TagSet {
     }
 }
 
+/// A NumInGroup field met by [`walk`]: its group's definition, the scan of its entries
+/// and, when asked for, the first required member missing from them.
+type WalkedGroup<'d> = (&'d GroupDef, GroupScan, Option<Reject>);
+
 /// Walks the top-level fields (group members skipped), calling
-/// `f(index, field, section, group)`; `group` is the definition and scan when the field is
-/// a NumInGroup field resolved with the dictionaries.
+/// `f(index, field, section, group)`; `group` is set when the field is a NumInGroup field
+/// resolved with the dictionaries. With `check_required`, the required members of each
+/// body group's entries are checked during its scan (QuickFIX's `checkHasRequired` per
+/// entry, as `group_missing` does with a second scan), so the entries are scanned once.
 fn walk<'d>(
     fields: &[Field],
     transport: &'d Dictionary,
     body: Option<&'d Layout>,
-    mut f: impl FnMut(usize, &Field, Section, Option<(&'d GroupDef, GroupScan)>),
+    check_required: bool,
+    mut f: impl FnMut(usize, &Field, Section, Option<WalkedGroup<'d>>),
 ) {
     let mut i = 0;
     while let Some(field) = fields.get(i) {
@@ -522,10 +529,23 @@ fn walk<'d>(
             Section::Trailer => transport.trailer().group(field.tag),
             Section::Body => body.and_then(|b| b.group(field.tag)),
         };
-        let scan = def.map(|g| (g, crate::dict::scan_group(g, fields, i + 1)));
+        let scan = def.map(|g| {
+            let mut missing = None;
+            let scan = if check_required && section == Section::Body {
+                crate::dict::scan_group_entries(g, fields, i + 1, |entry| {
+                    if missing.is_none() {
+                        missing = entry_missing(&entry);
+                    }
+                })
+            } else {
+                crate::dict::scan_group(g, fields, i + 1)
+            };
+            (g, scan, missing)
+        });
+        let end = scan.map(|(_, s, _)| s.end);
         f(i, field, section, scan);
-        i = match scan {
-            Some((_, s)) => s.end.max(i + 1),
+        i = match end {
+            Some(end) => end.max(i + 1),
             None => i + 1,
         };
     }
@@ -544,7 +564,7 @@ pub fn empty_values_only_in_groups(msg: &MessageRef<'_>, dicts: &Dictionaries<'_
     };
     let body = app.message(msg_type).map(|m| m.layout());
     let mut top_level_empty = false;
-    walk(msg.fields(), dicts.transport, body, |_, f, _, _| {
+    walk(msg.fields(), dicts.transport, body, false, |_, f, _, _| {
         top_level_empty |= f.start == f.end;
     });
     !top_level_empty
@@ -558,7 +578,9 @@ fn top_level_has(
     tag: u32,
 ) -> bool {
     let mut found = false;
-    walk(fields, transport, body, |_, f, _, _| found |= f.tag == tag);
+    walk(fields, transport, body, false, |_, f, _, _| {
+        found |= f.tag == tag
+    });
     found
 }
 
@@ -609,7 +631,7 @@ pub fn validate(
     let mut group_required = Best(None);
     let mut errors = [Best(None), Best(None), Best(None)]; // header, trailer, body
 
-    walk(fields, transport, body, |i, field, section, group| {
+    walk(fields, transport, body, true, |i, field, section, group| {
         let tag = field.tag;
         // 1. structure (Message::setString)
         match section {
@@ -668,14 +690,13 @@ pub fn validate(
                 best.offer(key, 0, r);
             }
         }
-        if let Some((def, scan)) = group {
-            let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
-            if section == Section::Body && !group_required.beats(u64::from(tag), 0) {
-                if let Some(r) = group_missing(def, entries) {
-                    group_required.offer(u64::from(tag), 0, r);
-                }
+        if let Some((def, scan, missing)) = group {
+            // `missing` is set for body groups only (walk's `check_required`).
+            if let Some(r) = missing {
+                group_required.offer(u64::from(tag), 0, r);
             }
             if opts.validate_unordered_group_fields && group_order.is_none() {
+                let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
                 group_order = group_out_of_order(def, entries);
             }
         }
@@ -791,7 +812,9 @@ fn check_field(
 
 /// The first missing required member in the entries of a group (QuickFIX's
 /// `checkHasRequired` on each entry: required members ascending, then nested groups by
-/// NumInGroup tag).
+/// NumInGroup tag). [`validate`] gets the same answer from [`walk`]'s single scan; this
+/// two-scan form is the reference its test compares with.
+#[cfg(test)]
 fn group_missing(def: &GroupDef, entries: &[Field]) -> Option<Reject> {
     for entry in GroupIter::new(def, entries, 0) {
         if let Some(r) = entry_missing(&entry) {
@@ -1031,6 +1054,78 @@ fn valid_utc_date(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message type with a required group holding a nested group (tags 100-102,
+    /// 200-202) and a body field 55.
+    const NESTED_GROUPS: &str = r#"<fix type="FIX" major="4" minor="4" servicepack="0">
+ <header><field name="BeginString" required="Y"/></header>
+ <trailer><field name="CheckSum" required="Y"/></trailer>
+ <messages>
+  <message name="M" msgtype="X" msgcat="app">
+   <field name="Symbol" required="N"/>
+   <group name="NoA" required="Y">
+    <field name="A1" required="Y"/>
+    <field name="A2" required="Y"/>
+    <group name="NoB" required="Y">
+     <field name="B1" required="Y"/>
+     <field name="B2" required="N"/>
+    </group>
+   </group>
+  </message>
+ </messages>
+ <components/>
+ <fields>
+  <field number="8" name="BeginString" type="STRING"/>
+  <field number="10" name="CheckSum" type="STRING"/>
+  <field number="55" name="Symbol" type="STRING"/>
+  <field number="100" name="NoA" type="NUMINGROUP"/>
+  <field number="101" name="A1" type="STRING"/>
+  <field number="102" name="A2" type="STRING"/>
+  <field number="200" name="NoB" type="NUMINGROUP"/>
+  <field number="201" name="B1" type="STRING"/>
+  <field number="202" name="B2" type="STRING"/>
+ </fields>
+</fix>"#;
+
+    proptest::proptest! {
+        /// `walk`'s single scan finds the same first missing required member, group by
+        /// group, as scanning each group's entries a second time (`group_missing`).
+        #[test]
+        fn walk_finds_missing_members_as_a_second_scan_does(
+            tags in proptest::collection::vec(
+                proptest::sample::select(vec![55u32, 100, 101, 102, 200, 201, 202]),
+                0..24,
+            )
+        ) {
+            let dict = Dictionary::from_xml(NESTED_GROUPS).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.to_string())
+            })?;
+            let body = dict.message(b"X").map(|m| m.layout());
+            let fields: Vec<Field> = tags
+                .iter()
+                .map(|&tag| Field { tag, start: 0, end: 0 })
+                .collect();
+            let mut groups = 0;
+            walk(&fields, &dict, body, true, |i, _, section, group| {
+                if let Some((def, scan, missing)) = group {
+                    groups += 1;
+                    let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
+                    let reference = (section == Section::Body)
+                        .then(|| group_missing(def, entries))
+                        .flatten();
+                    assert_eq!(missing, reference, "{tags:?} at {i}");
+                }
+            });
+            let mut unchecked = 0;
+            walk(&fields, &dict, body, false, |_, _, _, group| {
+                if let Some((_, _, missing)) = group {
+                    unchecked += 1;
+                    assert_eq!(missing, None);
+                }
+            });
+            proptest::prop_assert_eq!(groups, unchecked);
+        }
+    }
 
     #[test]
     fn formats_follow_quickfix_converters() {
