@@ -195,6 +195,10 @@ pub struct FieldDef {
     values: Vec<EnumValue>,
     /// `prefix_key` of each value, same order.
     value_keys: Vec<u64>,
+    /// The one-byte values, one bit per byte: most enumerations (Side, MsgType's admin
+    /// types, MDUpdateAction) are single characters, checked with one load instead of a
+    /// binary search.
+    single_bytes: [u64; 4],
 }
 
 impl FieldDef {
@@ -214,6 +218,19 @@ impl FieldDef {
             .and_then(|i| self.values.get(i))
     }
 
+    /// Whether `value` is one of the enumerated values (a one-byte value by the bitset,
+    /// any other by binary search).
+    #[inline]
+    fn has_value(&self, value: &[u8]) -> bool {
+        match value {
+            [b] => self
+                .single_bytes
+                .get(usize::from(*b / 64))
+                .is_some_and(|w| w & (1 << (b % 64)) != 0),
+            _ => self.find_value(value).is_some(),
+        }
+    }
+
     /// Whether `value` is allowed by the enumeration (always true without one). Values of
     /// multiple-value types are checked one by one, split on spaces, as QuickFIX does.
     pub fn allows(&self, value: &[u8]) -> bool {
@@ -221,13 +238,24 @@ impl FieldDef {
             return true;
         }
         if self.field_type.is_multiple_value() {
-            value
-                .split(|&b| b == b' ')
-                .all(|v| self.find_value(v).is_some())
+            value.split(|&b| b == b' ').all(|v| self.has_value(v))
         } else {
-            self.find_value(value).is_some()
+            self.has_value(value)
         }
     }
+}
+
+/// The bitset of [`FieldDef::has_value`]: one bit per enumerated value of one byte.
+fn single_byte_bits(values: &[EnumValue]) -> [u64; 4] {
+    let mut bits = [0u64; 4];
+    for v in values {
+        if let [b] = v.value.as_bytes() {
+            if let Some(w) = bits.get_mut(usize::from(*b / 64)) {
+                *w |= 1 << (b % 64);
+            }
+        }
+    }
+    bits
 }
 
 /// Admin or application message (`msgcat`).
@@ -419,6 +447,50 @@ impl TagBits {
     }
 }
 
+/// What a dictionary knows of one tag ([`Dictionary::tag_class`]): whether it belongs to
+/// the header or trailer (QuickFIX's fixed lists or the dictionary's sections) and whether
+/// `<fields>` defines it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TagClass(u8);
+
+impl TagClass {
+    const STANDARD_HEADER: u8 = 1;
+    const DICT_HEADER: u8 = 2;
+    const STANDARD_TRAILER: u8 = 4;
+    const DICT_TRAILER: u8 = 8;
+    const FIELD: u8 = 16;
+
+    /// In QuickFIX's fixed header list or the dictionary's `<header>`: a header field for
+    /// the message structure.
+    #[inline]
+    pub fn is_header(self) -> bool {
+        self.0 & (Self::STANDARD_HEADER | Self::DICT_HEADER) != 0
+    }
+
+    /// In QuickFIX's fixed trailer list or the dictionary's `<trailer>`.
+    #[inline]
+    pub fn is_trailer(self) -> bool {
+        self.0 & (Self::STANDARD_TRAILER | Self::DICT_TRAILER) != 0
+    }
+
+    /// In the dictionary's own `<header>` or `<trailer>` ([`Dictionary::is_header_field`]
+    /// or [`Dictionary::is_trailer_field`]).
+    #[inline]
+    pub fn in_dict_header_or_trailer(self) -> bool {
+        self.0 & (Self::DICT_HEADER | Self::DICT_TRAILER) != 0
+    }
+
+    /// Defined in `<fields>` ([`Dictionary::is_field`]).
+    #[inline]
+    pub fn is_field(self) -> bool {
+        self.0 & Self::FIELD != 0
+    }
+}
+
+/// Tags up to this one are in QuickFIX's fixed header and trailer lists
+/// (`validate::is_standard_header_tag`): the class table covers at least them.
+const LARGEST_STANDARD_TAG: u32 = 1129;
+
 /// A repeating group: its NumInGroup tag, delimiter and entry layout.
 #[derive(Clone, Debug)]
 pub struct GroupDef {
@@ -475,6 +547,10 @@ pub struct Dictionary {
     service_pack: u32,
     /// Index into `fields` by tag (`NO_FIELD` when undefined).
     field_index: Vec<u32>,
+    /// [`TagClass`] bits by tag, for every tag up to the largest one the dictionary or
+    /// QuickFIX's fixed header and trailer lists know (beyond it [`Dictionary::classify`]
+    /// answers): the validation's section and definition questions in one load.
+    tag_classes: Vec<u8>,
     fields: Vec<FieldDef>,
     names: HashMap<String, u32>,
     header: Layout,
@@ -484,6 +560,9 @@ pub struct Dictionary {
     messages: Vec<MessageDef>,
     /// `prefix_key` of each MsgType, same order.
     message_keys: Vec<u64>,
+    /// Index into `messages` of each one-byte MsgType, by byte (`NO_FIELD` when
+    /// undefined): most messages (35=X, D, 8, the admin types) are found with one load.
+    single_byte_messages: Vec<u32>,
 }
 
 impl Dictionary {
@@ -573,6 +652,38 @@ impl Dictionary {
         &self.trailer
     }
 
+    /// What this dictionary (and QuickFIX's fixed header and trailer lists) know of
+    /// `tag`, from a table built when loading: equal to [`Dictionary::classify`].
+    #[inline]
+    pub fn tag_class(&self, tag: u32) -> TagClass {
+        match self.tag_classes.get(tag as usize) {
+            Some(&bits) => TagClass(bits),
+            None => self.classify(tag),
+        }
+    }
+
+    /// [`Dictionary::tag_class`] computed from its definition (four lookups and two fixed
+    /// lists); the table is built with it.
+    pub fn classify(&self, tag: u32) -> TagClass {
+        let mut bits = 0;
+        if crate::validate::is_standard_header_tag(tag) {
+            bits |= TagClass::STANDARD_HEADER;
+        }
+        if self.is_header_field(tag) {
+            bits |= TagClass::DICT_HEADER;
+        }
+        if crate::validate::is_standard_trailer_tag(tag) {
+            bits |= TagClass::STANDARD_TRAILER;
+        }
+        if self.is_trailer_field(tag) {
+            bits |= TagClass::DICT_TRAILER;
+        }
+        if self.is_field(tag) {
+            bits |= TagClass::FIELD;
+        }
+        TagClass(bits)
+    }
+
     /// Whether this dictionary lists `tag` in its header.
     #[inline]
     pub fn is_header_field(&self, tag: u32) -> bool {
@@ -588,6 +699,10 @@ impl Dictionary {
     /// The definition of a message type.
     #[inline]
     pub fn message(&self, msg_type: &[u8]) -> Option<&MessageDef> {
+        if let [b] = msg_type {
+            let i = *self.single_byte_messages.get(usize::from(*b))?;
+            return self.messages.get(i as usize);
+        }
         find_sorted(&self.message_keys, |i| &self.messages[i].msg_type, msg_type)
             .and_then(|i| self.messages.get(i))
     }
@@ -646,12 +761,29 @@ pub struct GroupScan {
 /// Scans the group `group` whose entries start at `fields[start]` (just after the
 /// NumInGroup field), with QuickFIX's rule; see the module docs.
 pub fn scan_group(group: &GroupDef, fields: &[Field], start: usize) -> GroupScan {
+    scan_group_entries(group, fields, start, |_| {})
+}
+
+/// [`scan_group`], handing each entry to `each` as it is found (the entries a
+/// [`GroupIter`] over the group would give, without scanning them a second time).
+pub fn scan_group_entries<'d, 'm>(
+    group: &'d GroupDef,
+    fields: &'m [Field],
+    start: usize,
+    mut each: impl FnMut(GroupEntry<'d, 'm>),
+) -> GroupScan {
     let mut pos = start;
     let mut entries = 0;
     while pos < fields.len() {
         let next = entry_end(group, fields, pos);
         if next == pos {
             break;
+        }
+        if let Some(entry) = fields.get(pos..next) {
+            each(GroupEntry {
+                group,
+                fields: entry,
+            });
         }
         entries += 1;
         pos = next;
@@ -939,6 +1071,7 @@ impl<'x> Builder<'x> {
                     .iter()
                     .map(|v| prefix_key(v.value.as_bytes()))
                     .collect(),
+                single_bytes: single_byte_bits(&values),
                 values,
             });
         }
@@ -1052,13 +1185,14 @@ impl<'x> Builder<'x> {
         }
         messages.sort_by(|a, b| a.msg_type.as_bytes().cmp(b.msg_type.as_bytes()));
 
-        Ok(Dictionary {
+        let mut dict = Dictionary {
             begin_string,
             fixt,
             major,
             minor,
             service_pack,
             field_index,
+            tag_classes: Vec::new(),
             fields,
             names: ctx.names,
             header,
@@ -1069,7 +1203,22 @@ impl<'x> Builder<'x> {
                 .map(|m| prefix_key(m.msg_type.as_bytes()))
                 .collect(),
             messages,
-        })
+            single_byte_messages: Vec::new(),
+        };
+        dict.single_byte_messages = vec![NO_FIELD; 256];
+        for (i, m) in dict.messages.iter().enumerate() {
+            if let [b] = m.msg_type.as_bytes() {
+                if let Some(slot) = dict.single_byte_messages.get_mut(usize::from(*b)) {
+                    *slot = i as u32;
+                }
+            }
+        }
+        // Header and trailer members are defined fields, so the larger of the two covers
+        // every tag with a bit set.
+        dict.tag_classes = (0..=max_tag.max(LARGEST_STANDARD_TAG))
+            .map(|t| dict.classify(t).0)
+            .collect();
+        Ok(dict)
     }
 }
 

@@ -32,9 +32,11 @@
 //!
 //! # Cost
 //!
-//! One walk over the field table with a 1 KiB bitset on the stack for duplicate and
-//! presence checks (a second 7 KiB one only for messages with tags from 8192 to 65535;
-//! tags beyond fall back to a scan); no allocation, no panic on any input.
+//! One walk over the field table with a 128-byte bitset on the stack for duplicate and
+//! presence checks (a second 896-byte one only for messages with tags from 1024 to 8191,
+//! a third 7 KiB one only for tags from 8192 to 65535; tags beyond fall back to a scan);
+//! one load per field for its section and definition (`Dictionary::tag_class`); no
+//! allocation, no panic on any input.
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
@@ -396,10 +398,15 @@ enum Section {
     Trailer,
 }
 
+/// QuickFIX's section of a tag: its fixed header list or the transport dictionary's
+/// header, else its fixed trailer list or the dictionary's trailer, else the body (one
+/// load from the dictionary's class table).
+#[inline]
 fn section_of(tag: u32, transport: &Dictionary) -> Section {
-    if is_standard_header_tag(tag) || transport.is_header_field(tag) {
+    let class = transport.tag_class(tag);
+    if class.is_header() {
         Section::Header
-    } else if is_standard_trailer_tag(tag) || transport.is_trailer_field(tag) {
+    } else if class.is_trailer() {
         Section::Trailer
     } else {
         Section::Body
@@ -426,21 +433,27 @@ fn sort_key(section: Section, tag: u32) -> u64 {
     }
 }
 
-/// Tags below this are tracked in the small stack bitset (always zeroed).
-const SMALL_TAGS: u32 = 8192;
-/// Tags below this are tracked too, in a second bitset zeroed only when a message has
+/// Tags below this are tracked in the small stack bitset (always zeroed: 128 bytes; the
+/// FIX.4.x standard tags fit).
+const SMALL_TAGS: u32 = 1024;
+/// Tags below this are tracked in a second bitset, zeroed only when a message has such a
+/// tag (FIXT's ApplVerID 1128, FIX 5.0's fields).
+const MEDIUM_TAGS: u32 = 8192;
+/// Tags below this are tracked too, in a third bitset zeroed only when a message has
 /// such a tag; the standard dictionaries stop at 50002.
 const BITSET_TAGS: u32 = 65536;
 
 struct TagSet {
     small: [u64; (SMALL_TAGS / 64) as usize],
-    large: Option<[u64; ((BITSET_TAGS - SMALL_TAGS) / 64) as usize]>,
+    medium: Option<[u64; ((MEDIUM_TAGS - SMALL_TAGS) / 64) as usize]>,
+    large: Option<[u64; ((BITSET_TAGS - MEDIUM_TAGS) / 64) as usize]>,
 }
 
 impl TagSet {
     fn new() -> TagSet {
         TagSet {
             small: [0; (SMALL_TAGS / 64) as usize],
+            medium: None,
             large: None,
         }
     }
@@ -449,11 +462,16 @@ impl TagSet {
     fn insert(&mut self, tag: u32) -> Option<bool> {
         let (words, t) = if tag < SMALL_TAGS {
             (&mut self.small[..], tag)
+        } else if tag < MEDIUM_TAGS {
+            let medium = self
+                .medium
+                .get_or_insert([0; ((MEDIUM_TAGS - SMALL_TAGS) / 64) as usize]);
+            (&mut medium[..], tag - SMALL_TAGS)
         } else if tag < BITSET_TAGS {
             let large = self
                 .large
-                .get_or_insert([0; ((BITSET_TAGS - SMALL_TAGS) / 64) as usize]);
-            (&mut large[..], tag - SMALL_TAGS)
+                .get_or_insert([0; ((BITSET_TAGS - MEDIUM_TAGS) / 64) as usize]);
+            (&mut large[..], tag - MEDIUM_TAGS)
         } else {
             return None;
         };
@@ -468,9 +486,14 @@ impl TagSet {
     fn contains(&self, tag: u32) -> Option<bool> {
         let (words, t): (&[u64], u32) = if tag < SMALL_TAGS {
             (&self.small, tag)
+        } else if tag < MEDIUM_TAGS {
+            match &self.medium {
+                Some(m) => (m, tag - SMALL_TAGS),
+                None => return Some(false),
+            }
         } else if tag < BITSET_TAGS {
             match &self.large {
-                Some(l) => (l, tag - SMALL_TAGS),
+                Some(l) => (l, tag - MEDIUM_TAGS),
                 None => return Some(false),
             }
         } else {
@@ -482,14 +505,21 @@ impl TagSet {
     }
 }
 
+/// A NumInGroup field met by [`walk`]: its group's definition, the scan of its entries
+/// and, when asked for, the first required member missing from them.
+type WalkedGroup<'d> = (&'d GroupDef, GroupScan, Option<Reject>);
+
 /// Walks the top-level fields (group members skipped), calling
-/// `f(index, field, section, group)`; `group` is the definition and scan when the field is
-/// a NumInGroup field resolved with the dictionaries.
+/// `f(index, field, section, group)`; `group` is set when the field is a NumInGroup field
+/// resolved with the dictionaries. With `check_required`, the required members of each
+/// body group's entries are checked during its scan (QuickFIX's `checkHasRequired` per
+/// entry, as `group_missing` does with a second scan), so the entries are scanned once.
 fn walk<'d>(
     fields: &[Field],
     transport: &'d Dictionary,
     body: Option<&'d Layout>,
-    mut f: impl FnMut(usize, &Field, Section, Option<(&'d GroupDef, GroupScan)>),
+    check_required: bool,
+    mut f: impl FnMut(usize, &Field, Section, Option<WalkedGroup<'d>>),
 ) {
     let mut i = 0;
     while let Some(field) = fields.get(i) {
@@ -499,10 +529,23 @@ fn walk<'d>(
             Section::Trailer => transport.trailer().group(field.tag),
             Section::Body => body.and_then(|b| b.group(field.tag)),
         };
-        let scan = def.map(|g| (g, crate::dict::scan_group(g, fields, i + 1)));
+        let scan = def.map(|g| {
+            let mut missing = None;
+            let scan = if check_required && section == Section::Body {
+                crate::dict::scan_group_entries(g, fields, i + 1, |entry| {
+                    if missing.is_none() {
+                        missing = entry_missing(&entry);
+                    }
+                })
+            } else {
+                crate::dict::scan_group(g, fields, i + 1)
+            };
+            (g, scan, missing)
+        });
+        let end = scan.map(|(_, s, _)| s.end);
         f(i, field, section, scan);
-        i = match scan {
-            Some((_, s)) => s.end.max(i + 1),
+        i = match end {
+            Some(end) => end.max(i + 1),
             None => i + 1,
         };
     }
@@ -521,7 +564,7 @@ pub fn empty_values_only_in_groups(msg: &MessageRef<'_>, dicts: &Dictionaries<'_
     };
     let body = app.message(msg_type).map(|m| m.layout());
     let mut top_level_empty = false;
-    walk(msg.fields(), dicts.transport, body, |_, f, _, _| {
+    walk(msg.fields(), dicts.transport, body, false, |_, f, _, _| {
         top_level_empty |= f.start == f.end;
     });
     !top_level_empty
@@ -535,7 +578,9 @@ fn top_level_has(
     tag: u32,
 ) -> bool {
     let mut found = false;
-    walk(fields, transport, body, |_, f, _, _| found |= f.tag == tag);
+    walk(fields, transport, body, false, |_, f, _, _| {
+        found |= f.tag == tag
+    });
     found
 }
 
@@ -586,7 +631,7 @@ pub fn validate(
     let mut group_required = Best(None);
     let mut errors = [Best(None), Best(None), Best(None)]; // header, trailer, body
 
-    walk(fields, transport, body, |i, field, section, group| {
+    walk(fields, transport, body, true, |i, field, section, group| {
         let tag = field.tag;
         // 1. structure (Message::setString)
         match section {
@@ -645,14 +690,13 @@ pub fn validate(
                 best.offer(key, 0, r);
             }
         }
-        if let Some((def, scan)) = group {
-            let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
-            if section == Section::Body && !group_required.beats(u64::from(tag), 0) {
-                if let Some(r) = group_missing(def, entries) {
-                    group_required.offer(u64::from(tag), 0, r);
-                }
+        if let Some((def, scan, missing)) = group {
+            // `missing` is set for body groups only (walk's `check_required`).
+            if let Some(r) = missing {
+                group_required.offer(u64::from(tag), 0, r);
             }
             if opts.validate_unordered_group_fields && group_order.is_none() {
+                let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
                 group_order = group_out_of_order(def, entries);
             }
         }
@@ -745,7 +789,7 @@ fn check_field(
         ));
     }
     let header_or_trailer =
-        section != Section::Body || dict.is_header_field(tag) || dict.is_trailer_field(tag);
+        section != Section::Body || dict.tag_class(tag).in_dict_header_or_trailer();
     if !header_or_trailer {
         if !body.is_some_and(|b| b.contains(tag)) {
             return Some(Reject::new(
@@ -768,7 +812,9 @@ fn check_field(
 
 /// The first missing required member in the entries of a group (QuickFIX's
 /// `checkHasRequired` on each entry: required members ascending, then nested groups by
-/// NumInGroup tag).
+/// NumInGroup tag). [`validate`] gets the same answer from [`walk`]'s single scan; this
+/// two-scan form is the reference its test compares with.
+#[cfg(test)]
 fn group_missing(def: &GroupDef, entries: &[Field]) -> Option<Reject> {
     for entry in GroupIter::new(def, entries, 0) {
         if let Some(r) = entry_missing(&entry) {
@@ -1008,6 +1054,78 @@ fn valid_utc_date(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message type with a required group holding a nested group (tags 100-102,
+    /// 200-202) and a body field 55.
+    const NESTED_GROUPS: &str = r#"<fix type="FIX" major="4" minor="4" servicepack="0">
+ <header><field name="BeginString" required="Y"/></header>
+ <trailer><field name="CheckSum" required="Y"/></trailer>
+ <messages>
+  <message name="M" msgtype="X" msgcat="app">
+   <field name="Symbol" required="N"/>
+   <group name="NoA" required="Y">
+    <field name="A1" required="Y"/>
+    <field name="A2" required="Y"/>
+    <group name="NoB" required="Y">
+     <field name="B1" required="Y"/>
+     <field name="B2" required="N"/>
+    </group>
+   </group>
+  </message>
+ </messages>
+ <components/>
+ <fields>
+  <field number="8" name="BeginString" type="STRING"/>
+  <field number="10" name="CheckSum" type="STRING"/>
+  <field number="55" name="Symbol" type="STRING"/>
+  <field number="100" name="NoA" type="NUMINGROUP"/>
+  <field number="101" name="A1" type="STRING"/>
+  <field number="102" name="A2" type="STRING"/>
+  <field number="200" name="NoB" type="NUMINGROUP"/>
+  <field number="201" name="B1" type="STRING"/>
+  <field number="202" name="B2" type="STRING"/>
+ </fields>
+</fix>"#;
+
+    proptest::proptest! {
+        /// `walk`'s single scan finds the same first missing required member, group by
+        /// group, as scanning each group's entries a second time (`group_missing`).
+        #[test]
+        fn walk_finds_missing_members_as_a_second_scan_does(
+            tags in proptest::collection::vec(
+                proptest::sample::select(vec![55u32, 100, 101, 102, 200, 201, 202]),
+                0..24,
+            )
+        ) {
+            let dict = Dictionary::from_xml(NESTED_GROUPS).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.to_string())
+            })?;
+            let body = dict.message(b"X").map(|m| m.layout());
+            let fields: Vec<Field> = tags
+                .iter()
+                .map(|&tag| Field { tag, start: 0, end: 0 })
+                .collect();
+            let mut groups = 0;
+            walk(&fields, &dict, body, true, |i, _, section, group| {
+                if let Some((def, scan, missing)) = group {
+                    groups += 1;
+                    let entries = fields.get(i + 1..scan.end).unwrap_or(&[]);
+                    let reference = (section == Section::Body)
+                        .then(|| group_missing(def, entries))
+                        .flatten();
+                    assert_eq!(missing, reference, "{tags:?} at {i}");
+                }
+            });
+            let mut unchecked = 0;
+            walk(&fields, &dict, body, false, |_, _, _, group| {
+                if let Some((_, _, missing)) = group {
+                    unchecked += 1;
+                    assert_eq!(missing, None);
+                }
+            });
+            proptest::prop_assert_eq!(groups, unchecked);
+        }
+    }
 
     #[test]
     fn formats_follow_quickfix_converters() {

@@ -278,3 +278,117 @@ fn a_repeated_member_starts_a_new_entry_even_without_the_delimiter() {
         .collect();
     assert_eq!(sizes, vec![2, 1]);
 }
+
+/// The class table (`Dictionary::tag_class`, one load per field on the validation path)
+/// agrees with the four lookups and two fixed lists it replaces, on every tag every
+/// standard dictionary defines or lists, every member of every message type, and the
+/// tags around the table's end.
+#[test]
+fn tag_class_table_agrees_with_the_lookups_it_replaces() {
+    use tickwire_fix::validate::{is_standard_header_tag, is_standard_trailer_tag};
+    let files = [
+        "FIX40.xml",
+        "FIX41.xml",
+        "FIX42.xml",
+        "FIX43.xml",
+        "FIX44.xml",
+        "FIX50.xml",
+        "FIX50SP1.xml",
+        "FIX50SP2.xml",
+        "FIXT11.xml",
+    ];
+    for file in files {
+        let d = load(file);
+        let max = d.fields().iter().map(|f| f.tag).max().unwrap();
+        let mut tags: Vec<u32> = (0..=max.max(1129) + 2048).collect();
+        for m in d.messages() {
+            tags.extend_from_slice(m.layout().members());
+        }
+        tags.extend([u32::MAX, u32::MAX - 1, 1 << 20, 65_535, 65_536]);
+        for tag in tags {
+            let c = d.tag_class(tag);
+            assert_eq!(c, d.classify(tag), "{file}: {tag}");
+            assert_eq!(
+                c.is_header(),
+                is_standard_header_tag(tag) || d.is_header_field(tag),
+                "{file}: {tag}"
+            );
+            assert_eq!(
+                c.is_trailer(),
+                is_standard_trailer_tag(tag) || d.is_trailer_field(tag),
+                "{file}: {tag}"
+            );
+            assert_eq!(
+                c.in_dict_header_or_trailer(),
+                d.is_header_field(tag) || d.is_trailer_field(tag),
+                "{file}: {tag}"
+            );
+            assert_eq!(c.is_field(), d.is_field(tag), "{file}: {tag}");
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Any tag at all: the table (or its fallback beyond the table) answers as the lookups.
+    #[test]
+    fn tag_class_agrees_on_any_tag(tag in proptest::prelude::any::<u32>(), small in 0u32..70_000) {
+        use tickwire_fix::validate::{is_standard_header_tag, is_standard_trailer_tag};
+        static DICTS: std::sync::OnceLock<Vec<Dictionary>> = std::sync::OnceLock::new();
+        let dicts = DICTS.get_or_init(|| ["FIX42.xml", "FIX44.xml", "FIXT11.xml", "FIX50SP2.xml"].map(load).into());
+        for d in dicts {
+            for t in [tag, small] {
+                let c = d.tag_class(t);
+                proptest::prop_assert_eq!(c.is_header(), is_standard_header_tag(t) || d.is_header_field(t));
+                proptest::prop_assert_eq!(c.is_trailer(), is_standard_trailer_tag(t) || d.is_trailer_field(t));
+                proptest::prop_assert_eq!(c.in_dict_header_or_trailer(), d.is_header_field(t) || d.is_trailer_field(t));
+                proptest::prop_assert_eq!(c.is_field(), d.is_field(t));
+            }
+        }
+    }
+}
+
+/// The one-byte fast paths (MsgType by byte, enumerated values by bitset) answer as a
+/// linear search over the definitions, for every byte and every standard dictionary.
+#[test]
+fn one_byte_lookups_agree_with_a_linear_search() {
+    for file in [
+        "FIX40.xml",
+        "FIX41.xml",
+        "FIX42.xml",
+        "FIX43.xml",
+        "FIX44.xml",
+        "FIX50.xml",
+        "FIX50SP1.xml",
+        "FIX50SP2.xml",
+        "FIXT11.xml",
+    ] {
+        let d = load(file);
+        for m in d.messages() {
+            let found = d.message(m.msg_type.as_bytes()).unwrap();
+            assert_eq!(found.msg_type, m.msg_type, "{file}");
+        }
+        for b in 0..=255u8 {
+            let linear = d.messages().iter().find(|m| m.msg_type.as_bytes() == [b]);
+            assert_eq!(
+                d.message(&[b]).map(|m| &m.msg_type),
+                linear.map(|m| &m.msg_type),
+                "{file}: 35={b}"
+            );
+        }
+        for f in d.fields().iter().filter(|f| !f.values().is_empty()) {
+            for b in 0..=255u8 {
+                let listed = f.values().iter().any(|v| v.value.as_bytes() == [b]);
+                assert_eq!(f.allows(&[b]), listed, "{file}: {}={b}", f.tag);
+            }
+            for v in f.values() {
+                assert!(
+                    f.allows(v.value.as_bytes()),
+                    "{file}: {}={}",
+                    f.tag,
+                    v.value
+                );
+            }
+            assert!(!f.allows(b"\xff\xfe"), "{file}: {}", f.tag);
+        }
+    }
+}
