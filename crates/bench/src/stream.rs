@@ -40,6 +40,7 @@ use crate::schedule::{RatePattern, Schedule};
 use crate::stats::{invalid_reason, Counters, Latency, SeqTracker, Summary};
 
 mod mcast;
+mod relay;
 
 const AFTER_HELP: &str = "\
 What it measures, per target rate (one step of the sweep):
@@ -76,6 +77,18 @@ Transports (--transport, measured in the order given, in the same run):
             delivers in stream order (NAKs recover losses) and reflects by unicast UDP
   udp-mcast the floor of tickwire-mcast: plain UDP datagrams to a multicast group, one
             message each, received and reflected as by udp
+  tcp-relay the floor of tickwire with the router's topology: the sender and a receiver
+            thread each hold a TCP connection to a relay thread in the router's place
+            (CPU FAR) that copies bytes both ways; messages are a 4-byte length and the
+            payload; nothing of the router (no framing, matching or doorbell)
+  shm-relay the same over bare shared-memory ring pairs: the floor of tickwire-shm. The
+            relay spins (CPU FAR is its own); with --idle block the shm receiver, which
+            has no doorbell, yields after an empty poll
+  With two or more transports the report ends with each one's highest lossless rate
+  (both ends kept 90% of the target, nothing lost) and their ratios: shm-relay /
+  tcp-relay is what shared memory itself buys over TCP on this topology, with the
+  sender and the receiver as they are; tickwire / tcp-relay and tickwire-shm /
+  shm-relay are the router against its floor on each transport.
 
 Idle strategy (--idle): spin busy-polls every socket (when spinners outnumber cores,
 e.g. tickwire on 2 cores, the measuring threads yield after an empty poll); block
@@ -93,6 +106,9 @@ Examples:
   tickwire bench stream --transport tickwire --router 10.0.0.5:7420 --reflect-every 10
   tickwire bench stream --transport tickwire,tickwire-tls --size 100 --rates 500k,1M,2M
       TLS throughput against plaintext through the same router code, same run
+  tickwire bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \
+      --rates 4M,6M,8M,10M,12M --keep-going --idle block --pin 0,1
+      shared memory against TCP through the router, beside both floors of the topology
 
 Ctrl-C stops the run and still prints (and writes) what was measured.";
 
@@ -107,8 +123,10 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 pub struct StreamArgs {
     /// Transports to sweep, comma-separated, in this order: udp (raw sockets, the
     /// floor), tickwire (through the router), tickwire-shm (over shared memory),
-    /// tickwire-tls (over TLS), tickwire-mcast (reliable multicast) and udp-mcast (its
-    /// floor).
+    /// tickwire-tls (over TLS), tickwire-mcast (reliable multicast), udp-mcast (its
+    /// floor), tcp-relay and shm-relay (the router's topology over TCP and shared
+    /// memory with a bare relay in the router's place: the floors of tickwire and
+    /// tickwire-shm).
     #[arg(
         long,
         alias = "transports",
@@ -187,6 +205,12 @@ pub enum Transport {
     TickwireMcast,
     /// Raw UDP to a multicast group (the floor of `tickwire-mcast`).
     UdpMcast,
+    /// The router's topology over TCP with a relay thread in the router's place (the
+    /// floor of `tickwire`).
+    TcpRelay,
+    /// The router's topology over bare shared-memory rings with a relay thread in the
+    /// router's place (the floor of `tickwire-shm`).
+    ShmRelay,
 }
 
 impl Transport {
@@ -198,6 +222,8 @@ impl Transport {
             Transport::TickwireTls => "tickwire-tls",
             Transport::TickwireMcast => "tickwire-mcast",
             Transport::UdpMcast => "udp-mcast",
+            Transport::TcpRelay => "tcp-relay",
+            Transport::ShmRelay => "shm-relay",
         }
     }
 }
@@ -275,7 +301,58 @@ pub struct TransportResult {
     pub steps: Vec<StepResult>,
     /// Why the sweep ended before the last rate, if it did.
     pub stopped: Option<String>,
+    /// The highest target rate of a step that was valid, complete and lost nothing
+    /// ([`highest_lossless`]).
+    pub highest_lossless_rate: Option<f64>,
 }
+
+/// Whether a step counts as carried without loss at its rate: the sender and the
+/// receiver both kept at least 90% of the target, the step completed, every message
+/// arrived, no gap.
+pub fn lossless(s: &StepResult) -> bool {
+    invalid_reason(
+        s.target_rate,
+        s.achieved_send_rate.min(s.achieved_recv_rate),
+    )
+    .is_none()
+        && s.complete
+        && s.counters.received == s.counters.sent
+        && s.counters.gaps == 0
+}
+
+/// The highest target rate among `steps` that were [`lossless`].
+pub fn highest_lossless(steps: &[StepResult]) -> Option<f64> {
+    steps
+        .iter()
+        .filter(|s| lossless(s))
+        .map(|s| s.target_rate)
+        .fold(None, |m, r| Some(m.map_or(r, |m: f64| m.max(r))))
+}
+
+/// The ratios the end of the report prints, when both transports ran: (numerator,
+/// denominator, what it says).
+const LOSSLESS_RATIOS: [(Transport, Transport, &str); 4] = [
+    (
+        Transport::TickwireShm,
+        Transport::Tickwire,
+        "shared memory against TCP through the router",
+    ),
+    (
+        Transport::ShmRelay,
+        Transport::TcpRelay,
+        "the same for the bare topology: what the transports alone allow",
+    ),
+    (
+        Transport::Tickwire,
+        Transport::TcpRelay,
+        "the router over TCP against its floor",
+    ),
+    (
+        Transport::TickwireShm,
+        Transport::ShmRelay,
+        "the router over shared memory against its floor",
+    ),
+];
 
 #[derive(Debug, Serialize)]
 struct Report<'a> {
@@ -311,6 +388,11 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         let mut _router = None;
         let (addr, yields) = match t {
             Transport::Udp | Transport::TickwireMcast | Transport::UdpMcast => (None, false),
+            // Three parties on the cores, as through the router.
+            Transport::TcpRelay | Transport::ShmRelay => (
+                None,
+                args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3),
+            ),
             Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
                 let path = match t {
                     Transport::TickwireShm => RouterPath::Shm,
@@ -338,10 +420,12 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 }
                 Transport::TickwireTls => "as tickwire, every hop over TLS (tls://HOST:PORT)".into(),
                 Transport::TickwireMcast | Transport::UdpMcast => mcast::path(t).into(),
+                Transport::TcpRelay | Transport::ShmRelay => relay::path(t).into(),
             },
             spin_yields: yields,
             steps: Vec::new(),
             stopped: None,
+            highest_lossless_rate: None,
         };
         for &rate in &args.rates {
             if stop.is_set() {
@@ -359,6 +443,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 }
             }
         }
+        tr.highest_lossless_rate = highest_lossless(&tr.steps);
         results.push(tr);
     }
 
@@ -538,6 +623,8 @@ fn run_step(
         }
         (Transport::TickwireMcast, _) => mcast::tickwire_mcast_pair(args, quit)?,
         (Transport::UdpMcast, _) => mcast::udp_mcast_pair(args, quit)?,
+        (Transport::TcpRelay, _) => relay::tcp_relay_pair(args, yields, quit)?,
+        (Transport::ShmRelay, _) => relay::shm_relay_pair(args, yields, quit)?,
         _ => udp_pair(args, quit)?,
     };
     let sched = Schedule {
@@ -1095,6 +1182,44 @@ fn print_report(
             crate::outln!(out, "{why}");
         }
     }
+    if results.len() >= 2 {
+        crate::outln!(out);
+        crate::out!(out, "{}", lossless_summary(results));
+    }
+}
+
+/// Each transport's highest lossless rate, and the ratios of [`LOSSLESS_RATIOS`] whose
+/// two transports both ran.
+pub fn lossless_summary(results: &[TransportResult]) -> String {
+    let mut out = String::from("highest lossless rate (valid, complete, nothing lost)\n");
+    let top = |r: &TransportResult| r.steps.iter().map(|s| s.target_rate).fold(0.0, f64::max);
+    for r in results {
+        let line = match r.highest_lossless_rate {
+            Some(h) if h >= top(r) => {
+                format!("{} (the top of the sweep: may be higher)", fmt_rate(h))
+            }
+            Some(h) => fmt_rate(h),
+            None => "none of the rates swept".into(),
+        };
+        out.push_str(&format!("  {:<15} {line}\n", r.transport.name()));
+    }
+    let find = |t| {
+        results
+            .iter()
+            .find(|r| r.transport == t)
+            .and_then(|r| r.highest_lossless_rate)
+    };
+    for (a, b, what) in LOSSLESS_RATIOS {
+        if let (Some(x), Some(y)) = (find(a), find(b)) {
+            out.push_str(&format!(
+                "  {} / {}: {:.2}x  ({what})\n",
+                a.name(),
+                b.name(),
+                x / y
+            ));
+        }
+    }
+    out
 }
 
 fn plot(path: &Path, args: &StreamArgs, results: &[TransportResult]) -> anyhow::Result<()> {
@@ -1234,6 +1359,71 @@ mod tests {
         let t = rate_table("udp", &[step]);
         assert!(t.contains("target/s") && t.contains("recv/s"), "{t}");
         assert!(t.contains("100.0k") && t.contains("INVALID"), "{t}");
+    }
+
+    fn step(target: f64, recv: f64, sent: u64, received: u64) -> StepResult {
+        let sum = Latency::new().summary();
+        StepResult {
+            target_rate: target,
+            achieved_send_rate: target,
+            achieved_recv_rate: recv,
+            one_way: sum.clone(),
+            round_trip: sum.clone(),
+            sender_lateness: sum,
+            counters: Counters {
+                sent,
+                received,
+                gaps: sent - received,
+                ..Counters::default()
+            },
+            warmup_messages: 0,
+            reflections_sent: 0,
+            reflections_received: 0,
+            invalid: invalid_reason(target, target),
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn highest_lossless_needs_both_ends_at_the_rate_and_nothing_lost() {
+        let steps = [
+            step(1e6, 1e6, 10, 10),
+            // Lost one.
+            step(2e6, 2e6, 10, 9),
+            // Everything arrived, but the receiver fell behind the rate.
+            step(3e6, 2e6, 10, 10),
+            step(1.5e6, 1.5e6, 10, 10),
+        ];
+        assert_eq!(highest_lossless(&steps), Some(1.5e6));
+        assert_eq!(highest_lossless(&steps[1..3]), None);
+
+        let result = |t, steps: Vec<StepResult>| TransportResult {
+            transport: t,
+            path: String::new(),
+            spin_yields: false,
+            highest_lossless_rate: highest_lossless(&steps),
+            steps,
+            stopped: None,
+        };
+        let text = lossless_summary(&[
+            result(
+                Transport::TcpRelay,
+                vec![step(4e6, 4e6, 1, 1), step(8e6, 8e6, 1, 1)],
+            ),
+            result(
+                Transport::ShmRelay,
+                vec![step(4e6, 4e6, 1, 1), step(8e6, 8e6, 2, 1)],
+            ),
+            result(Transport::Tickwire, vec![step(4e6, 4e6, 2, 1)]),
+        ]);
+        assert!(
+            text.contains("8.00M (the top of the sweep: may be higher)"),
+            "{text}"
+        );
+        assert!(text.contains("shm-relay / tcp-relay: 0.50x"), "{text}");
+        assert!(text.contains("none of the rates swept"), "{text}");
+        // tickwire lost at its only rate: no ratio with it.
+        assert!(!text.contains("tickwire / tcp-relay"), "{text}");
     }
 
     #[test]

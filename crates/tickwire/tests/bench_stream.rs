@@ -64,6 +64,36 @@ fn sweep_two_rates_and_reconcile(transport_args: &[&str], reliable: &[&str]) {
     }
 }
 
+/// The floors of the router's topology (issue 15): a bare relay thread in the
+/// router's place over TCP and over shared-memory rings. Every message and every
+/// reflection arrives, and the report ends with each one's highest lossless rate and
+/// their ratio.
+#[test]
+fn stream_relay_floors_reconcile_and_report_their_highest_lossless_rates() {
+    sweep_two_rates_and_reconcile(
+        &["--transport", "tcp-relay,shm-relay", "--size", "100"],
+        &["tcp-relay", "shm-relay"],
+    );
+    let (out, v) = short_sweep(
+        &["--transport", "tcp-relay,shm-relay", "--size", "100"],
+        "1k,2k",
+    );
+    assert!(
+        out.contains("tcp-relay —") && out.contains("shm-relay —"),
+        "{out}"
+    );
+    assert!(
+        out.contains("highest lossless rate"),
+        "no summary in\n{out}"
+    );
+    for (t, _) in transport_rows(&v, "steps", 2, 2) {
+        // Both steps lost nothing; at these rates both ends keep the rate.
+        let top = t["highest_lossless_rate"].as_f64();
+        assert!(matches!(top, Some(r) if r == 1000.0 || r == 2000.0), "{t}");
+    }
+    assert!(out.contains("shm-relay / tcp-relay:"), "no ratio in\n{out}");
+}
+
 /// The TLS path (issue 20): the same router code behind its TLS listener, every
 /// message received and every reflection back.
 #[test]
@@ -115,6 +145,8 @@ fn stream_help_teaches() {
             "--transport",
             "tickwire-mcast",
             "udp-mcast",
+            "tcp-relay",
+            "shm-relay",
             "--size",
             "--rates",
             "--step-secs",
