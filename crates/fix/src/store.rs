@@ -9,10 +9,13 @@
 //!
 //! # The latency contract
 //!
-//! [`MessageStore::save`] and the sequence number setters only append an encoded record to
-//! an in-process buffer: no system call, and no allocation once the buffer has grown to
-//! its working size. [`MessageStore::flush`] hands the whole buffer to the kernel with ONE
-//! positioned write (`pwrite`), followed by `fdatasync` when the [`SyncPolicy`] asks for it.
+//! [`MessageStore::save`] and the sender sequence number setters only append an encoded
+//! record to an in-process buffer: no system call, and no allocation once the buffer has
+//! grown to its working size; the target sequence number setters only note the value, and
+//! the next flush appends one NextTarget record for it (one per flush, however many
+//! messages a loop turn received). [`MessageStore::flush`] hands the whole buffer to the
+//! kernel with ONE positioned write (`pwrite`), followed by `fdatasync` when the
+//! [`SyncPolicy`] asks for it.
 //!
 //! The driver calls `flush()` once per loop turn, **before** it writes the socket. Hence a
 //! message is never on the wire before its record is in the kernel's page cache, and a
@@ -472,6 +475,10 @@ pub struct FileStore {
     /// The value of the log's last NextSender record (1 without one): with the highest
     /// stored MsgSeqNum, what recovery makes the next sender sequence number.
     sender_record: u64,
+    /// The value of the log's last NextTarget record (1 without one). The record for a
+    /// new value is appended by the next flush: one per flush, however many messages
+    /// the turn received.
+    target_record: u64,
     next_sender: u64,
     next_target: u64,
     creation: u64,
@@ -748,6 +755,7 @@ impl FileStore {
             index: Vec::new(),
             crc: crc32fast::Hasher::new(),
             sender_record: 1,
+            target_record: 1,
             next_sender: 1,
             next_target: 1,
             creation: now_unix_nanos,
@@ -894,6 +902,7 @@ impl FileStore {
         }
         self.file_len = at as u64;
         self.sender_record = sender_rec;
+        self.target_record = self.next_target;
         self.next_sender = match last_msg {
             Some(m) => sender_rec.max(m.saturating_add(1)),
             None => sender_rec,
@@ -978,6 +987,10 @@ impl FileStore {
     /// One `pwrite` of the pending buffer at the end of the file. On failure nothing is
     /// lost from the buffer and a retry writes the same bytes at the same offset.
     fn write_pending(&mut self) -> Result<bool, StoreError> {
+        if self.next_target != self.target_record {
+            self.append(KIND_NEXT_TARGET, self.next_target, &[])?;
+            self.target_record = self.next_target;
+        }
         if self.pending.is_empty() {
             return Ok(false);
         }
@@ -1077,7 +1090,7 @@ impl MessageStore for FileStore {
         Ok(())
     }
     fn set_next_target_seq(&mut self, seq: u64) -> Result<(), StoreError> {
-        self.append(KIND_NEXT_TARGET, seq, &[])?;
+        // Recorded by the next flush (`write_pending`), before anything is written.
         self.next_target = seq;
         Ok(())
     }
@@ -1129,6 +1142,7 @@ impl MessageStore for FileStore {
         self.unsynced_messages = 0;
         self.index.clear();
         self.sender_record = 1;
+        self.target_record = 1;
         self.next_sender = 1;
         self.next_target = 1;
         self.creation = now_unix_nanos;

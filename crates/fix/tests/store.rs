@@ -122,6 +122,45 @@ fn file_store_sender_seq_recovered_from_last_message() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The target sequence number is recorded by the flush: one NextTarget record however
+/// many messages a turn received, none when it did not move, and recovery finds the
+/// last value flushed.
+#[test]
+fn file_store_target_seq_is_recorded_once_per_flush() {
+    let dir = test_dir("targetflush");
+    let record = (8 + 9) as u64;
+    let len = |d: &Path| std::fs::metadata(store_file(d)).unwrap().len();
+    {
+        let mut s = open(&dir);
+        s.flush().unwrap();
+        let start = len(&dir);
+        for _ in 0..5 {
+            s.incr_next_target_seq().unwrap();
+        }
+        assert_eq!(s.next_target_seq(), 6);
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record, "one record for five increments");
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record, "nothing new to record");
+        // Moved and moved back within a turn: the log already says 6.
+        s.set_next_target_seq(9).unwrap();
+        s.set_next_target_seq(6).unwrap();
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record);
+        s.set_next_target_seq(9).unwrap();
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, 2 * record);
+    }
+    let mut s = open(&dir);
+    assert_eq!(s.next_target_seq(), 9);
+    // Not flushed: not in the log (as a message saved and never flushed).
+    s.incr_next_target_seq().unwrap();
+    drop(s);
+    let s = open(&dir);
+    assert_eq!(s.next_target_seq(), 9);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A sent message (save, then the increment past it) appends one record: the increment
 /// adds no NextSender record, since recovery already takes one past the highest stored
 /// MsgSeqNum. A sender sequence number the messages do not imply is still recorded and
