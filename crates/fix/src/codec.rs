@@ -724,6 +724,28 @@ pub fn parse_keeping_empty<'a>(
 /// Parses the tag starting at `pos`; returns it and the position after `=`.
 #[inline]
 fn parse_tag(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
+    // The common form (1 to 9 digits, the first not 0, then `=`) in a tight loop; any
+    // other form goes to the full parser, which gives the same answer for this one.
+    let mut tag: u32 = 0;
+    let mut i = pos;
+    while let Some(&c) = raw.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        tag = tag.wrapping_mul(10).wrapping_add(u32::from(d));
+        i += 1;
+    }
+    if raw.get(i) == Some(&b'=') && (1..=9).contains(&(i - pos)) && raw[pos] != b'0' {
+        return Ok((tag, i + 1));
+    }
+    parse_tag_slow(raw, pos)
+}
+
+/// [`parse_tag`] for every form: QuickFIX's readings of odd tags, and the errors.
+#[cold]
+#[inline(never)]
+fn parse_tag_slow(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseError> {
     let bad = ParseError::InvalidTag { offset: pos as u32 };
     let mut tag: u32 = 0;
     let mut i = pos;
@@ -786,6 +808,64 @@ fn quickfix_tag_number(raw: &[u8], pos: usize) -> Result<(u32, usize), ParseErro
     Ok((v as u32, i + 1))
 }
 
+/// The end of a data field's value (its SOH), from the value of its length field `lf`.
+#[inline]
+fn data_end(
+    raw: &[u8],
+    vstart: usize,
+    tag: u32,
+    length_tag: u32,
+    lf: Field,
+) -> Result<usize, ParseError> {
+    let len = raw
+        .get(lf.start as usize..lf.end as usize)
+        .and_then(parse_u64)
+        .and_then(|l| usize::try_from(l).ok())
+        .ok_or(ParseError::IncorrectDataFormat { tag: length_tag })?;
+    vstart
+        .checked_add(len)
+        .filter(|&e| raw.get(e) == Some(&SOH))
+        .ok_or(ParseError::DataLengthMismatch { tag, length_tag })
+}
+
+/// The checks of the CheckSum field (`10=` at `field_start`, its value at
+/// `vstart..vend`, `pos` past its SOH): BodyLength, last field, format, value.
+#[allow(clippy::too_many_arguments)] // the parser's state, passed by value
+#[inline]
+fn check_trailer(
+    raw: &[u8],
+    field_start: usize,
+    vstart: usize,
+    vend: usize,
+    pos: usize,
+    body_start: usize,
+    declared_body_len: u64,
+    verify_checksum: bool,
+) -> Result<(), ParseError> {
+    let actual = (field_start - body_start) as u64;
+    if actual != declared_body_len {
+        return Err(ParseError::BodyLengthMismatch {
+            declared: declared_body_len,
+            actual,
+        });
+    }
+    if pos != raw.len() {
+        return Err(ParseError::CheckSumNotLast);
+    }
+    let cs = &raw[vstart..vend];
+    if cs.len() != 3 || !cs.iter().all(u8::is_ascii_digit) {
+        return Err(ParseError::CheckSumFormat);
+    }
+    if verify_checksum {
+        let declared = cs.iter().fold(0u16, |a, &c| a * 10 + u16::from(c - b'0'));
+        let computed = checksum(&raw[..field_start]);
+        if declared != u16::from(computed) {
+            return Err(ParseError::BadCheckSum { declared, computed });
+        }
+    }
+    Ok(())
+}
+
 fn parse_inner<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
@@ -800,42 +880,22 @@ fn parse_inner<'a>(
     let mut pos = 0usize;
     let mut declared_body_len: u64 = 0;
     let mut body_start = 0usize;
-    while pos < raw.len() {
-        let field_start = pos;
-        let (tag, vstart) = match parse_tag(raw, pos) {
-            Ok(t) => t,
-            // A broken tag in the standard header means the message is garbled.
-            Err(e) => {
-                return Err(match v.len() {
-                    0 => ParseError::BeginStringNotFirst,
-                    1 => ParseError::BodyLengthNotSecond,
-                    2 => ParseError::MsgTypeNotThird,
-                    _ => e,
-                })
-            }
+    // The standard header's first three fields (8, 9, 35); the body loop below.
+    while pos < raw.len() && v.len() < 3 {
+        // A broken tag or a missing SOH in these fields means the message is garbled.
+        let garbled = match v.len() {
+            0 => ParseError::BeginStringNotFirst,
+            1 => ParseError::BodyLengthNotSecond,
+            _ => ParseError::MsgTypeNotThird,
+        };
+        let Ok((tag, vstart)) = parse_tag(raw, pos) else {
+            return Err(garbled);
         };
         let vend = match data_length_tag_fast(tag)
             .and_then(|lt| v.iter().rev().find(|f| f.tag == lt).map(|f| (lt, *f)))
         {
-            Some((length_tag, lf)) => {
-                let len = raw
-                    .get(lf.start as usize..lf.end as usize)
-                    .and_then(parse_u64)
-                    .and_then(|l| usize::try_from(l).ok())
-                    .ok_or(ParseError::IncorrectDataFormat { tag: length_tag })?;
-                let end = vstart
-                    .checked_add(len)
-                    .filter(|&e| raw.get(e) == Some(&SOH))
-                    .ok_or(ParseError::DataLengthMismatch { tag, length_tag })?;
-                end
-            }
-            None => find_soh(raw, vstart, raw.len()).ok_or(match v.len() {
-                0 => ParseError::BeginStringNotFirst,
-                1 => ParseError::BodyLengthNotSecond,
-                2 => ParseError::MsgTypeNotThird,
-                _ if tag == 10 => ParseError::CheckSumFormat,
-                _ => ParseError::MissingSoh { tag },
-            })?,
+            Some((length_tag, lf)) => data_end(raw, vstart, tag, length_tag, lf)?,
+            None => find_soh(raw, vstart, raw.len()).ok_or(garbled)?,
         };
         pos = vend + 1;
         match (v.len(), tag) {
@@ -849,29 +909,6 @@ fn parse_inner<'a>(
             (1, _) => return Err(ParseError::BodyLengthNotSecond),
             (2, 35) => {}
             (2, _) => return Err(ParseError::MsgTypeNotThird),
-            (_, 10) => {
-                let actual = (field_start - body_start) as u64;
-                if actual != declared_body_len {
-                    return Err(ParseError::BodyLengthMismatch {
-                        declared: declared_body_len,
-                        actual,
-                    });
-                }
-                if pos != raw.len() {
-                    return Err(ParseError::CheckSumNotLast);
-                }
-                let cs = &raw[vstart..vend];
-                if cs.len() != 3 || !cs.iter().all(u8::is_ascii_digit) {
-                    return Err(ParseError::CheckSumFormat);
-                }
-                if verify_checksum {
-                    let declared = cs.iter().fold(0u16, |a, &c| a * 10 + u16::from(c - b'0'));
-                    let computed = checksum(&raw[..field_start]);
-                    if declared != u16::from(computed) {
-                        return Err(ParseError::BadCheckSum { declared, computed });
-                    }
-                }
-            }
             _ => {}
         }
         if vend == vstart && !keep_empty {
@@ -882,9 +919,49 @@ fn parse_inner<'a>(
             start: vstart as u32,
             end: vend as u32,
         });
+    }
+    // The rest: the checks above for a field past the third, in the same order (a
+    // broken tag, a data field's length, the SOH, the CheckSum, an empty value).
+    while pos < raw.len() {
+        let field_start = pos;
+        let (tag, vstart) = parse_tag(raw, pos)?;
+        let vend = match data_length_tag_fast(tag)
+            .and_then(|lt| v.iter().rev().find(|f| f.tag == lt).map(|f| (lt, *f)))
+        {
+            Some((length_tag, lf)) => data_end(raw, vstart, tag, length_tag, lf)?,
+            None => find_soh(raw, vstart, raw.len()).ok_or(if tag == 10 {
+                ParseError::CheckSumFormat
+            } else {
+                ParseError::MissingSoh { tag }
+            })?,
+        };
+        pos = vend + 1;
         if tag == 10 {
+            check_trailer(
+                raw,
+                field_start,
+                vstart,
+                vend,
+                pos,
+                body_start,
+                declared_body_len,
+                verify_checksum,
+            )?;
+            v.push(Field {
+                tag,
+                start: vstart as u32,
+                end: vend as u32,
+            });
             return Ok(MessageRef { raw, fields: v });
         }
+        if vend == vstart && !keep_empty {
+            return Err(ParseError::EmptyValue { tag });
+        }
+        v.push(Field {
+            tag,
+            start: vstart as u32,
+            end: vend as u32,
+        });
     }
     Err(match v.len() {
         0 => ParseError::BeginStringNotFirst,

@@ -650,7 +650,7 @@ impl<S: MessageStore> Session<S> {
         let mut d: Option<u64> = None;
         let mut min = |t: u64| d = Some(d.map_or(t, |x: u64| x.min(t)));
         // With a schedule, look at the clock every second to notice the window's ends.
-        let tick = at(self.last_now, 1);
+        let tick = || at(self.last_now, 1);
         if !self.is_connected() {
             if self.cfg.role == Role::Initiator
                 && self.is_enabled()
@@ -661,18 +661,18 @@ impl<S: MessageStore> Session<S> {
                     Some(t) => min(at(t, u64::from(self.cfg.reconnect_interval))),
                 }
                 if self.cfg.schedule.is_some() {
-                    min(tick);
+                    min(tick());
                 }
             }
             return d;
         }
         if self.cfg.schedule.is_some() {
-            min(tick);
+            min(tick());
         }
         if !self.handshake().received() {
             let since = match self.cfg.role {
                 Role::Initiator if self.handshake().sent() => self.last_received,
-                Role::Initiator => return Some(tick),
+                Role::Initiator => return Some(tick()),
                 Role::Acceptor => self.connected_at,
             };
             min(at(since, u64::from(self.cfg.logon_timeout)));
@@ -688,12 +688,11 @@ impl<S: MessageStore> Session<S> {
         if self.test_requests == 0 {
             min(at(self.last_sent, hb));
         }
-        // Test request at 1.2 * (n + 1) * HeartBtInt of silence, disconnect at 2.4 *.
-        min(at(
-            self.last_received,
-            (12 * (self.test_requests + 1) * hb).div_ceil(10),
-        ));
-        min(at(self.last_received, (24 * hb).div_ceil(10)));
+        // Test request at 1.2 * (n + 1) * HeartBtInt of silence, disconnect at 2.4 *
+        // (one `at` for both: it grows with its seconds).
+        let test_request = (12 * (self.test_requests + 1) * hb).div_ceil(10);
+        let disconnect = (24 * hb).div_ceil(10);
+        min(at(self.last_received, test_request.min(disconnect)));
         d
     }
 

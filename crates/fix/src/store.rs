@@ -9,10 +9,13 @@
 //!
 //! # The latency contract
 //!
-//! [`MessageStore::save`] and the sequence number setters only append an encoded record to
-//! an in-process buffer: no system call, and no allocation once the buffer has grown to
-//! its working size. [`MessageStore::flush`] hands the whole buffer to the kernel with ONE
-//! positioned write (`pwrite`), followed by `fdatasync` when the [`SyncPolicy`] asks for it.
+//! [`MessageStore::save`] and the sender sequence number setters only append an encoded
+//! record to an in-process buffer: no system call, and no allocation once the buffer has
+//! grown to its working size; the target sequence number setters only note the value, and
+//! the next flush appends one NextTarget record for it (one per flush, however many
+//! messages a loop turn received). [`MessageStore::flush`] hands the whole buffer to the
+//! kernel with ONE positioned write (`pwrite`), followed by `fdatasync` when the
+//! [`SyncPolicy`] asks for it.
 //!
 //! The driver calls `flush()` once per loop turn, **before** it writes the socket. Hence a
 //! message is never on the wire before its record is in the kernel's page cache, and a
@@ -44,7 +47,11 @@
 //!           4 NextTarget value = next target MsgSeqNum
 //! ```
 //!
-//! The first record is always a Header. A reset writes a fresh file (`store.log.tmp`,
+//! The first record is always a Header. A NextSender record is written only when the
+//! log does not already imply its value (recovery below takes the larger of the last
+//! NextSender record and the highest stored MsgSeqNum + 1): the increment that follows
+//! [`MessageStore::save`] of the next message adds no record, so a sent message costs one
+//! record, not two. A reset writes a fresh file (`store.log.tmp`,
 //! fsync, rename over `store.log`, fsync of the directory), so a crash during a reset
 //! leaves either the old or the new store, never a mix. The log is never compacted other
 //! than by a reset (sessions normally reset daily).
@@ -463,6 +470,15 @@ pub struct FileStore {
     pending_messages: u32,
     /// Message index sorted by seq.
     index: Vec<Entry>,
+    /// A fresh CRC-32 hasher, cloned for each record (see `encode_record`).
+    crc: crc32fast::Hasher,
+    /// The value of the log's last NextSender record (1 without one): with the highest
+    /// stored MsgSeqNum, what recovery makes the next sender sequence number.
+    sender_record: u64,
+    /// The value of the log's last NextTarget record (1 without one). The record for a
+    /// new value is appended by the next flush: one per flush, however many messages
+    /// the turn received.
+    target_record: u64,
     next_sender: u64,
     next_target: u64,
     creation: u64,
@@ -484,24 +500,28 @@ fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> Sto
     }
 }
 
+/// Appends one record to `out`. `crc` is a fresh hasher to clone: `Hasher::new` detects
+/// the CPU's features on every call, a clone copies them. The body is written first and
+/// hashed in one pass where it lies.
 fn encode_record(
     out: &mut Vec<u8>,
+    crc: &crc32fast::Hasher,
     kind: u8,
     value: u64,
     payload: &[u8],
 ) -> Result<(), StoreError> {
     let len = u32::try_from(BODY_HEAD + payload.len())
         .map_err(|_| StoreError::TooLarge(payload.len()))?;
-    let mut h = crc32fast::Hasher::new();
-    let mut head = [0u8; BODY_HEAD];
-    head[0] = kind;
-    head[1..].copy_from_slice(&value.to_le_bytes());
-    h.update(&head);
-    h.update(payload);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&h.finalize().to_le_bytes());
+    let start = out.len();
+    let mut head = [0u8; PREFIX + BODY_HEAD];
+    head[..4].copy_from_slice(&len.to_le_bytes());
+    head[PREFIX] = kind;
+    head[PREFIX + 1..].copy_from_slice(&value.to_le_bytes());
     out.extend_from_slice(&head);
     out.extend_from_slice(payload);
+    let mut h = crc.clone();
+    h.update(&out[start + PREFIX..]);
+    out[start + 4..start + PREFIX].copy_from_slice(&h.finalize().to_le_bytes());
     Ok(())
 }
 
@@ -733,6 +753,9 @@ impl FileStore {
             unsynced_messages: 0,
             pending_messages: 0,
             index: Vec::new(),
+            crc: crc32fast::Hasher::new(),
+            sender_record: 1,
+            target_record: 1,
             next_sender: 1,
             next_target: 1,
             creation: now_unix_nanos,
@@ -878,6 +901,8 @@ impl FileStore {
             }
         }
         self.file_len = at as u64;
+        self.sender_record = sender_rec;
+        self.target_record = self.next_target;
         self.next_sender = match last_msg {
             Some(m) => sender_rec.max(m.saturating_add(1)),
             None => sender_rec,
@@ -915,9 +940,18 @@ impl FileStore {
         }
     }
 
+    /// The next sender sequence number recovery would find in the log as it stands
+    /// (flushed and pending records).
+    fn recovered_next_sender(&self) -> u64 {
+        match self.index.last() {
+            Some(e) => self.sender_record.max(e.seq.saturating_add(1)),
+            None => self.sender_record,
+        }
+    }
+
     fn append(&mut self, kind: u8, value: u64, payload: &[u8]) -> Result<u64, StoreError> {
         let at = self.file_len + self.pending.len() as u64;
-        encode_record(&mut self.pending, kind, value, payload)?;
+        encode_record(&mut self.pending, &self.crc, kind, value, payload)?;
         Ok(at)
     }
 
@@ -953,6 +987,10 @@ impl FileStore {
     /// One `pwrite` of the pending buffer at the end of the file. On failure nothing is
     /// lost from the buffer and a retry writes the same bytes at the same offset.
     fn write_pending(&mut self) -> Result<bool, StoreError> {
+        if self.next_target != self.target_record {
+            self.append(KIND_NEXT_TARGET, self.next_target, &[])?;
+            self.target_record = self.next_target;
+        }
         if self.pending.is_empty() {
             return Ok(false);
         }
@@ -1015,7 +1053,13 @@ fn write_fresh(dir: &Path, creation: u64) -> Result<(), StoreError> {
     let tmp = dir.join(TMP_NAME);
     let path = dir.join(FILE_NAME);
     let mut buf = Vec::with_capacity(32);
-    encode_record(&mut buf, KIND_HEADER, creation, MAGIC)?;
+    encode_record(
+        &mut buf,
+        &crc32fast::Hasher::new(),
+        KIND_HEADER,
+        creation,
+        MAGIC,
+    )?;
     fs::write(&tmp, &buf).map_err(io_err(&tmp, "write"))?;
     File::open(&tmp)
         .and_then(|f| f.sync_all())
@@ -1035,12 +1079,18 @@ impl MessageStore for FileStore {
         self.next_target
     }
     fn set_next_sender_seq(&mut self, seq: u64) -> Result<(), StoreError> {
-        self.append(KIND_NEXT_SENDER, seq, &[])?;
+        // Recovery takes the larger of the last NextSender record and the highest
+        // stored MsgSeqNum + 1; a record that would not change that is not written (the
+        // increment after `save`: one record per sent message, not two).
+        if seq != self.recovered_next_sender() {
+            self.append(KIND_NEXT_SENDER, seq, &[])?;
+            self.sender_record = seq;
+        }
         self.next_sender = seq;
         Ok(())
     }
     fn set_next_target_seq(&mut self, seq: u64) -> Result<(), StoreError> {
-        self.append(KIND_NEXT_TARGET, seq, &[])?;
+        // Recorded by the next flush (`write_pending`), before anything is written.
         self.next_target = seq;
         Ok(())
     }
@@ -1091,6 +1141,8 @@ impl MessageStore for FileStore {
         self.pending_messages = 0;
         self.unsynced_messages = 0;
         self.index.clear();
+        self.sender_record = 1;
+        self.target_record = 1;
         self.next_sender = 1;
         self.next_target = 1;
         self.creation = now_unix_nanos;

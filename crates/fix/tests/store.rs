@@ -122,6 +122,95 @@ fn file_store_sender_seq_recovered_from_last_message() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The target sequence number is recorded by the flush: one NextTarget record however
+/// many messages a turn received, none when it did not move, and recovery finds the
+/// last value flushed.
+#[test]
+fn file_store_target_seq_is_recorded_once_per_flush() {
+    let dir = test_dir("targetflush");
+    let record = (8 + 9) as u64;
+    let len = |d: &Path| std::fs::metadata(store_file(d)).unwrap().len();
+    {
+        let mut s = open(&dir);
+        s.flush().unwrap();
+        let start = len(&dir);
+        for _ in 0..5 {
+            s.incr_next_target_seq().unwrap();
+        }
+        assert_eq!(s.next_target_seq(), 6);
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record, "one record for five increments");
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record, "nothing new to record");
+        // Moved and moved back within a turn: the log already says 6.
+        s.set_next_target_seq(9).unwrap();
+        s.set_next_target_seq(6).unwrap();
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, record);
+        s.set_next_target_seq(9).unwrap();
+        s.flush().unwrap();
+        assert_eq!(len(&dir) - start, 2 * record);
+    }
+    let mut s = open(&dir);
+    assert_eq!(s.next_target_seq(), 9);
+    // Not flushed: not in the log (as a message saved and never flushed).
+    s.incr_next_target_seq().unwrap();
+    drop(s);
+    let s = open(&dir);
+    assert_eq!(s.next_target_seq(), 9);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sent message (save, then the increment past it) appends one record: the increment
+/// adds no NextSender record, since recovery already takes one past the highest stored
+/// MsgSeqNum. A sender sequence number the messages do not imply is still recorded and
+/// recovered.
+#[test]
+fn file_store_sender_increment_after_save_adds_no_record() {
+    let dir = test_dir("onerecord");
+    let record = |payload: usize| (8 + 9 + payload) as u64;
+    let sizes: Vec<u64>;
+    {
+        let mut s = open(&dir);
+        s.flush().unwrap();
+        let start = std::fs::metadata(store_file(&dir)).unwrap().len();
+        save_sent(&mut s, 3);
+        s.flush().unwrap();
+        let after = std::fs::metadata(store_file(&dir)).unwrap().len();
+        let payloads: u64 = (1..=3).map(|q| record(msg(q).len())).sum();
+        assert_eq!(after - start, payloads, "one record per sent message");
+        assert_eq!(s.next_sender_seq(), 4);
+        // Not implied by the messages: recorded.
+        s.set_next_sender_seq(10).unwrap();
+        s.flush().unwrap();
+        let with_jump = std::fs::metadata(store_file(&dir)).unwrap().len();
+        assert_eq!(with_jump - after, record(0));
+        // The message for 10 and the increment past it: one record again.
+        s.save(10, &msg(10)).unwrap();
+        s.incr_next_sender_seq().unwrap();
+        s.flush().unwrap();
+        sizes = vec![
+            with_jump,
+            std::fs::metadata(store_file(&dir)).unwrap().len(),
+        ];
+        assert_eq!(sizes[1] - sizes[0], record(msg(10).len()));
+    }
+    {
+        let mut s = open(&dir);
+        assert_eq!(s.next_sender_seq(), 11);
+        assert_eq!(collect(&s, 1, u64::MAX).len(), 4);
+        // Past the last message: both the move and the increment after it are
+        // recorded (no message implies them).
+        s.set_next_sender_seq(12).unwrap();
+        s.incr_next_sender_seq().unwrap();
+        s.flush().unwrap();
+        assert_eq!(s.next_sender_seq(), 13);
+    }
+    let s = open(&dir);
+    assert_eq!(s.next_sender_seq(), 13);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn file_store_reset_drops_messages_and_persists() {
     let dir = test_dir("reset");

@@ -7,7 +7,7 @@ impl<A: Application> Engine<A> {
     /// One loop turn: wait (per the idle strategy), accept, read and process, run the
     /// timers and the queued commands, drain the sessions, flush the stores, write.
     pub fn turn(&mut self) -> Result<(), Error> {
-        let timeout = self.wait_timeout();
+        let (timeout, earliest) = self.wait_timeout();
         if let Err(e) = self.net.poll.poll(&mut self.net.events, Some(timeout)) {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(Error::Io {
@@ -69,7 +69,7 @@ impl<A: Application> Engine<A> {
             }
         }
         self.commands();
-        self.timers();
+        self.timers(earliest);
         if self.now.as_nanos() >= self.net.next_housekeeping {
             self.net.next_housekeeping = self.now.as_nanos() + HOUSEKEEPING_NS;
             self.housekeeping();
@@ -81,27 +81,35 @@ impl<A: Application> Engine<A> {
         Ok(())
     }
 
-    pub(super) fn wait_timeout(&self) -> Duration {
+    /// How long the turn may wait, and the earliest session deadline found on the way
+    /// (None: not looked at, as when a session has work; u64::MAX: no session has one).
+    pub(super) fn wait_timeout(&self) -> (Duration, Option<u64>) {
         if self.opts.idle == IdleStrategy::Spin
             || self.slots.iter().any(|s| s.touched)
             || !self.net.connects.is_empty()
         {
-            return Duration::ZERO;
+            return (Duration::ZERO, None);
         }
         let now = UtcNanos::now().as_nanos();
-        let mut until = now.saturating_add(self.opts.max_block.as_nanos() as u64);
+        let mut earliest = u64::MAX;
         for s in &self.slots {
             if let Some(d) = s.session.poll_timeout().map(UtcNanos::as_nanos) {
-                until = until.min(d);
+                earliest = earliest.min(d);
             }
         }
+        let mut until = now
+            .saturating_add(self.opts.max_block.as_nanos() as u64)
+            .min(earliest);
         if self.net.conns.iter().any(|c| {
             c.as_ref()
                 .is_some_and(|c| c.state != ConnState::Open || c.session.is_none())
         }) {
             until = until.min(self.net.next_housekeeping);
         }
-        Duration::from_nanos(until.saturating_sub(now))
+        (
+            Duration::from_nanos(until.saturating_sub(now)),
+            Some(earliest),
+        )
     }
 
     pub(super) fn note(&mut self, k: SessionKey, args: std::fmt::Arguments<'_>) {
@@ -149,7 +157,16 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    pub(super) fn timers(&mut self) {
+    /// Runs `handle_timeout` for every session past its deadline. `earliest`: the
+    /// earliest deadline `wait_timeout` found before this turn's wait; while the clock
+    /// is before it, no session is asked (two `poll_timeout`s per session per turn
+    /// otherwise). What this turn did can only move a deadline into the past through a
+    /// disconnect or a command, and such a session is then served by the next turn,
+    /// whose wait is zero because its deadline is due.
+    pub(super) fn timers(&mut self, earliest: Option<u64>) {
+        if earliest.is_some_and(|d| self.now.as_nanos() < d) {
+            return;
+        }
         for k in (0..self.slots.len()).map(SessionKey) {
             let slot = &mut self.slots[k.0];
             if slot.session.poll_timeout().is_some_and(|d| d <= self.now) {

@@ -159,50 +159,87 @@ pub fn format_utc_timestamp(b: &mut [u8; 27], unix_nanos: u64, p: TimestampPreci
 
 /// [`write_utc_timestamp`] for a stream of instants that mostly share their second (a
 /// session's SendingTime): the `YYYYMMDD-HH:MM:SS` part is formatted once per second and
-/// copied, only the fraction is formatted per call. Same output as
-/// [`write_utc_timestamp`] for every instant.
+/// kept, only the fraction is formatted per call, and an instant written again at the
+/// same precision (a message's SendingTime and TransactTime from one clock reading) is
+/// copied whole. Same output as [`write_utc_timestamp`] for every instant.
 #[derive(Debug, Clone)]
 pub struct TimestampWriter {
-    /// The second the prefix is for (u64::MAX: none yet).
+    /// The second `stamp[..17]` is for (u64::MAX: none yet).
     sec: u64,
-    prefix: [u8; 17],
+    /// The instant and fraction digits `stamp[..len]` is for (`digits` 255: none yet).
+    nanos: u64,
+    digits: u8,
+    len: u8,
+    stamp: [u8; 27],
 }
 
 impl Default for TimestampWriter {
     fn default() -> Self {
         TimestampWriter {
             sec: u64::MAX,
-            prefix: [0; 17],
+            nanos: u64::MAX,
+            digits: u8::MAX,
+            len: 0,
+            stamp: [0; 27],
         }
     }
 }
+
+/// `10^(9 - digits)`: the divisor that truncates nanoseconds to `digits` fraction digits.
+const FRAC_DIVISOR: [u64; 10] = [
+    1_000_000_000,
+    100_000_000,
+    10_000_000,
+    1_000_000,
+    100_000,
+    10_000,
+    1_000,
+    100,
+    10,
+    1,
+];
 
 impl TimestampWriter {
     /// Appends the UTCTimestamp for `unix_nanos` at precision `p` to `out`.
     #[inline]
     pub fn write(&mut self, out: &mut Vec<u8>, unix_nanos: u64, p: TimestampPrecision) {
+        let digits = p.digits();
+        if unix_nanos != self.nanos || digits != usize::from(self.digits) {
+            self.format(unix_nanos, p);
+        }
+        out.extend_from_slice(&self.stamp[..usize::from(self.len)]);
+    }
+
+    /// Formats `unix_nanos` into `stamp` (the date and time of day only on a new second).
+    fn format(&mut self, unix_nanos: u64, p: TimestampPrecision) {
+        let digits = p.digits();
+        self.nanos = unix_nanos;
+        self.digits = digits as u8;
         let sec = unix_nanos / NANOS_PER_SEC;
         if sec / SECS_PER_DAY >= YEAR_10000_DAYS {
             // Clamped by the format: the slow path knows how.
-            return write_utc_timestamp(out, unix_nanos, p);
+            self.len = format_utc_timestamp(&mut self.stamp, unix_nanos, p) as u8;
+            self.sec = u64::MAX;
+            return;
         }
         if sec != self.sec {
-            let mut b = [0u8; 27];
-            format_utc_timestamp(&mut b, sec * NANOS_PER_SEC, TimestampPrecision::Seconds);
-            self.prefix.copy_from_slice(&b[..17]);
+            format_utc_timestamp(
+                &mut self.stamp,
+                sec * NANOS_PER_SEC,
+                TimestampPrecision::Seconds,
+            );
             self.sec = sec;
         }
-        out.extend_from_slice(&self.prefix);
-        let digits = p.digits();
+        self.len = 17;
         if digits > 0 {
             // Truncated, never rounded, as format_time does.
-            let mut v = (unix_nanos % NANOS_PER_SEC) / 10u64.pow(9 - digits as u32);
-            let mut frac = [b'.'; 10];
+            let mut v = (unix_nanos % NANOS_PER_SEC) / FRAC_DIVISOR[digits];
+            self.stamp[17] = b'.';
             for i in (1..=digits).rev() {
-                frac[i] = b'0' + (v % 10) as u8;
+                self.stamp[17 + i] = b'0' + (v % 10) as u8;
                 v /= 10;
             }
-            out.extend_from_slice(&frac[..=digits]);
+            self.len = 18 + digits as u8;
         }
     }
 }
@@ -287,8 +324,10 @@ pub fn parse_utc_timestamp(v: &[u8]) -> Option<u64> {
 
 /// [`parse_utc_timestamp`] remembering its last input and answer: a session reads a
 /// message's SendingTime more than once (the format check, the latency check), and the
-/// second read of the same bytes costs a comparison instead of a parse. Same answer as
-/// [`parse_utc_timestamp`] for every input.
+/// second read of the same bytes costs a comparison instead of a parse. It also keeps
+/// the last `YYYYMMDD-HH:MM:SS` it parsed, so that a new timestamp of the same second
+/// (consecutive messages, mostly) costs a comparison and the fraction's digits. Same
+/// answer as [`parse_utc_timestamp`] for every input.
 #[derive(Debug, Clone, Default)]
 pub struct TimestampReader {
     /// The last input (the longest UTCTimestamp has 27 bytes), `len` bytes of it.
@@ -296,6 +335,11 @@ pub struct TimestampReader {
     /// 0: nothing remembered.
     len: u8,
     value: Option<u64>,
+    /// The last date and time to the second parsed (`sec_known` false: none yet) and
+    /// its value.
+    sec: [u8; 17],
+    sec_known: bool,
+    sec_value: Option<u64>,
 }
 
 impl TimestampReader {
@@ -309,13 +353,37 @@ impl TimestampReader {
         if usize::from(self.len) == n && self.last.get(..n) == Some(v) {
             return self.value;
         }
-        let value = parse_utc_timestamp(v);
+        let value = self.parse_by_second(v);
         if let Some(dst) = self.last.get_mut(..n) {
             dst.copy_from_slice(v);
             self.len = n as u8;
             self.value = value;
         }
         value
+    }
+
+    /// [`parse_utc_timestamp`] of `v` (17 to 27 bytes) as the value of its first 17
+    /// bytes (`YYYYMMDD-HH:MM:SS`, remembered) plus its fraction: a malformed or
+    /// out-of-range prefix makes the whole malformed, and the sum overflows exactly when
+    /// the parser's does.
+    fn parse_by_second(&mut self, v: &[u8]) -> Option<u64> {
+        let (prefix, frac) = v.split_at(17.min(v.len()));
+        if !self.sec_known || self.sec[..] != *prefix {
+            self.sec_value = parse_utc_timestamp(prefix);
+            if let Some(dst) = self.sec.get_mut(..prefix.len()) {
+                dst.copy_from_slice(prefix);
+                self.sec_known = prefix.len() == 17;
+            }
+        }
+        let base = self.sec_value?;
+        match frac.len() {
+            0 => Some(base),
+            4 | 7 | 10 if frac[0] == b'.' => {
+                let f = &frac[1..];
+                base.checked_add(digits(f)? * FRAC_DIVISOR[f.len()])
+            }
+            _ => None,
+        }
     }
 }
 
@@ -363,6 +431,11 @@ mod writer_props {
             inputs in proptest::collection::vec(
                 prop_oneof![
                     "2026112[0-9]-0[0-9]:[0-5][0-9]:[0-6][0-9](\\.[0-9]{1,9})?",
+                    // Few seconds, so that inputs share them, with good and bad
+                    // fractions and bad dates and times; the last second of the u64
+                    // range, where the fraction decides whether the sum overflows.
+                    "202611(29|31)-(00|24):00:(00|60)(\\.[0-9a]{0,10})?",
+                    "25540721-23:34:33(\\.[5-9][0-9]{0,8})?",
                     proptest::collection::vec(any::<u8>(), 0..30)
                         .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
                 ],
