@@ -569,7 +569,7 @@ mod tests {
     fn framer_reassembles_frames_split_at_any_byte() {
         let mut wire = Vec::new();
         for i in 0..50u8 {
-            push_frame(&mut wire, &vec![i; 40]);
+            push_frame(&mut wire, &[i; 40]);
         }
         for chunk in [1, 3, 7, 44, 1000] {
             let mut p = Mem {
