@@ -180,6 +180,20 @@ pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micr
 /// slow-consumer policy deals with it.
 pub(super) const ROOM_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// One step of the room poll's back-off: the sleep cap now (`None`: no client's output
+/// waits for room) and the next one. The cap starts at [`ROOM_POLL`], doubles while
+/// output keeps waiting, stops at [`ROOM_POLL_MAX`], and starts over once nothing waits.
+fn room_wait_step(
+    current: std::time::Duration,
+    waits: bool,
+) -> (Option<std::time::Duration>, std::time::Duration) {
+    if waits {
+        (Some(current), (current * 2).min(ROOM_POLL_MAX))
+    } else {
+        (None, ROOM_POLL)
+    }
+}
+
 impl ShmPort {
     /// Binds the handshake socket and registers it and the doorbell.
     pub(super) fn open(
@@ -345,13 +359,9 @@ impl Router {
                 .and_then(Option::as_ref)
                 .is_some_and(|c| c.on_flush_list && !c.writable)
         });
-        if !waits {
-            port.room_wait = ROOM_POLL;
-            return None;
-        }
-        let wait = port.room_wait;
-        port.room_wait = (wait * 2).min(ROOM_POLL_MAX);
-        Some(wait)
+        let (wait, next) = room_wait_step(port.room_wait, waits);
+        port.room_wait = next;
+        wait
     }
 
     /// Announces in every shared-memory client's ring that the router is about to
@@ -408,5 +418,43 @@ impl Conn {
             on_flush_list: false,
             closing_deadline: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that stops reading: the router's sleep cap doubles from 20 µs to 1 ms
+    /// and stays there (at most 1,000 wake-ups a second), and starts over at 20 µs once
+    /// no output waits.
+    #[test]
+    fn room_poll_doubles_to_its_cap_and_starts_over_when_nothing_waits() {
+        let mut cap = ROOM_POLL;
+        let mut sleeps = Vec::new();
+        for _ in 0..10 {
+            let (wait, next) = room_wait_step(cap, true);
+            sleeps.push(wait.map(|w| w.as_micros()));
+            cap = next;
+        }
+        let us = |v: u128| Some(v);
+        assert_eq!(
+            sleeps,
+            [
+                us(20),
+                us(40),
+                us(80),
+                us(160),
+                us(320),
+                us(640),
+                us(1000),
+                us(1000),
+                us(1000),
+                us(1000)
+            ]
+        );
+        let (wait, next) = room_wait_step(cap, false);
+        assert_eq!((wait, next), (None, ROOM_POLL));
+        assert_eq!(room_wait_step(next, true).0, Some(ROOM_POLL));
     }
 }
