@@ -1599,6 +1599,12 @@ impl Engine {
         let durable = self.durable_id;
         let q = self.queues.get_mut(qi as usize)?.as_mut()?;
         while let Some(&id) = q.redeliver.front() {
+            // A message published behind the queue's cursor (a replay start ahead of
+            // the newest id) waits here too, and may not be durable yet: the list is in
+            // id order, so nothing after a non-durable one is durable either.
+            if id > durable {
+                break;
+            }
             q.redeliver.pop_front();
             if let Some(i) = q.find(id) {
                 if !q.entries[i].done && q.entries[i].binding == 0 {
