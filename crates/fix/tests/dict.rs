@@ -286,18 +286,7 @@ fn a_repeated_member_starts_a_new_entry_even_without_the_delimiter() {
 #[test]
 fn tag_class_table_agrees_with_the_lookups_it_replaces() {
     use tickwire_fix::validate::{is_standard_header_tag, is_standard_trailer_tag};
-    let files = [
-        "FIX40.xml",
-        "FIX41.xml",
-        "FIX42.xml",
-        "FIX43.xml",
-        "FIX44.xml",
-        "FIX50.xml",
-        "FIX50SP1.xml",
-        "FIX50SP2.xml",
-        "FIXT11.xml",
-    ];
-    for file in files {
+    for file in spec::SPEC_FILES {
         let d = load(file);
         let max = d.fields().iter().map(|f| f.tag).max().unwrap();
         let mut tags: Vec<u32> = (0..=max.max(1129) + 2048).collect();
@@ -351,17 +340,7 @@ proptest::proptest! {
 /// linear search over the definitions, for every byte and every standard dictionary.
 #[test]
 fn one_byte_lookups_agree_with_a_linear_search() {
-    for file in [
-        "FIX40.xml",
-        "FIX41.xml",
-        "FIX42.xml",
-        "FIX43.xml",
-        "FIX44.xml",
-        "FIX50.xml",
-        "FIX50SP1.xml",
-        "FIX50SP2.xml",
-        "FIXT11.xml",
-    ] {
+    for file in spec::SPEC_FILES {
         let d = load(file);
         for m in d.messages() {
             let found = d.message(m.msg_type.as_bytes()).unwrap();

@@ -348,6 +348,18 @@ struct RelaySender<P: Pipe> {
     relay: Relay,
 }
 
+impl<P: Pipe> RelaySender<P> {
+    fn new(pipe: P, size: usize, relay: Relay) -> RelaySender<P> {
+        RelaySender {
+            pipe,
+            out: Vec::new(),
+            back: Framer::new(size),
+            stash: Vec::new(),
+            relay,
+        }
+    }
+}
+
 impl<P: Pipe> SenderLink for RelaySender<P> {
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         push_frame(&mut self.out, payload);
@@ -426,16 +438,7 @@ pub(super) fn tcp_relay_pair(
     }
     let receiver = spawn_receiver(args, rx, Idle::new(yields, false), quit)?;
     let relay = Relay::start(relay_a, relay_b, None, args.pin.map(|p| p.far))?;
-    Ok((
-        Box::new(RelaySender {
-            pipe: tx,
-            out: Vec::new(),
-            back: Framer::new(args.size),
-            stash: Vec::new(),
-            relay,
-        }),
-        receiver,
-    ))
+    Ok((Box::new(RelaySender::new(tx, args.size, relay)), receiver))
 }
 
 /// `shm-relay`: the sender's and the receiver's bare ring pairs to a relay thread.
@@ -453,16 +456,7 @@ pub(super) fn shm_relay_pair(
     let receiver = spawn_receiver(args, rx, Idle::new(yields, block), quit)?;
     let wake = block.then(|| receiver.handle.thread().clone());
     let relay = Relay::start(relay_a, relay_b, wake, args.pin.map(|p| p.far))?;
-    Ok((
-        Box::new(RelaySender {
-            pipe: tx,
-            out: Vec::new(),
-            back: Framer::new(args.size),
-            stash: Vec::new(),
-            relay,
-        }),
-        receiver,
-    ))
+    Ok((Box::new(RelaySender::new(tx, args.size, relay)), receiver))
 }
 
 /// What the receiver does after an empty poll.
