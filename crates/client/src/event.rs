@@ -59,6 +59,12 @@ impl<'a> Event<'a> {
     pub(crate) fn from_decoded(frame: Frame<'a>) -> Result<Event<'a>, Error> {
         match frame {
             Frame::Message(m) => Message::from_wire(m).map(Event::Message),
+            other => Event::other(other),
+        }
+    }
+
+    fn other(frame: Frame<'a>) -> Result<Event<'a>, Error> {
+        match frame {
             Frame::PubAck { first, last } => Ok(Event::Acked { first, last }),
             Frame::PubNack { seq, reason, text } => Ok(Event::Nacked { seq, reason, text }),
             Frame::Deliver(d) => Ok(Event::Delivery(d)),

@@ -1,6 +1,7 @@
 //! Delivered messages: a borrowed view for the hot path and an owned copy.
 
 use tickwire_wire::frame::{decode, Frame, Msg, Stamps};
+use tickwire_wire::topic::MAX_TOPIC_BYTES;
 
 use crate::Error;
 
@@ -20,6 +21,36 @@ pub struct Message<'a> {
     cached: Option<u64>,
 }
 
+#[cold]
+fn not_utf8() -> Error {
+    Error::Protocol("router delivered a topic that is not UTF-8".into())
+}
+
+/// The last delivered topic that was valid UTF-8, so that a stream of messages on one
+/// topic is checked once: a hit costs one comparison of the bytes. Remembers topics of
+/// at most [`MAX_TOPIC_BYTES`] (the longest the router accepts), so it never grows
+/// beyond that.
+#[derive(Debug, Default)]
+pub(crate) struct TopicText {
+    last: String,
+}
+
+impl TopicText {
+    /// `bytes` as text, or `None` when they are not UTF-8.
+    #[inline]
+    pub(crate) fn check<'a>(&'a mut self, bytes: &'a [u8]) -> Option<&'a str> {
+        if !self.last.is_empty() && self.last.as_bytes() == bytes {
+            return Some(&self.last);
+        }
+        let text = std::str::from_utf8(bytes).ok()?;
+        if text.len() <= MAX_TOPIC_BYTES {
+            self.last.clear();
+            self.last.push_str(text);
+        }
+        Some(text)
+    }
+}
+
 /// Where to send the answer to a request (see [`Client::reply`](crate::Client::reply)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplyTo {
@@ -33,8 +64,20 @@ impl<'a> Message<'a> {
     /// Builds the view from a decoded MESSAGE body, checking that the topic is UTF-8.
     #[inline]
     pub(crate) fn from_wire(m: Msg<'a>) -> Result<Message<'a>, Error> {
-        let topic = std::str::from_utf8(m.topic)
-            .map_err(|_| Error::Protocol("router delivered a topic that is not UTF-8".into()))?;
+        let topic = std::str::from_utf8(m.topic).map_err(|_| not_utf8())?;
+        Message::with_topic(&m, topic)
+    }
+
+    /// [`Message::from_wire`] with the topic checked through `memo` (a run of messages
+    /// on one topic is checked once).
+    #[inline]
+    pub(crate) fn from_wire_in(m: &Msg<'a>, memo: &'a mut TopicText) -> Result<Message<'a>, Error> {
+        let topic = memo.check(m.topic).ok_or_else(not_utf8)?;
+        Message::with_topic(m, topic)
+    }
+
+    #[inline]
+    fn with_topic(m: &Msg<'a>, topic: &'a str) -> Result<Message<'a>, Error> {
         let reply = match m.reply {
             None => None,
             Some(r) => Some((
@@ -175,6 +218,31 @@ impl From<Message<'_>> for OwnedMessage {
 mod tests {
     use super::*;
     use tickwire_wire::frame::{encode_message_from_publish, encode_publish, PublishOptions};
+
+    #[test]
+    fn topic_text_answers_as_from_utf8_whatever_came_before() {
+        let long = "x".repeat(MAX_TOPIC_BYTES + 1);
+        let inputs: [&[u8]; 8] = [
+            b"md/x",
+            b"md/x",
+            b"\xff/x",
+            b"md/x",
+            "md/é".as_bytes(),
+            b"md/\xc3",
+            long.as_bytes(),
+            long.as_bytes(),
+        ];
+        let mut memo = TopicText::default();
+        for bytes in inputs {
+            assert_eq!(
+                memo.check(bytes),
+                std::str::from_utf8(bytes).ok(),
+                "{bytes:?}"
+            );
+        }
+        // Longer than any topic the router accepts: answered, never remembered.
+        assert_eq!(memo.last, "md/é");
+    }
 
     #[test]
     fn view_and_owned_copy_agree() {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tickwire_wire::frame::{self, caps, ErrorCode, Frame, Image, PROTOCOL_VERSION};
 use tickwire_wire::gm::QueueOp;
-use tickwire_wire::topic::{validate_pattern, validate_topic};
+use tickwire_wire::topic::{validate_pattern, validate_topic, TopicMemo};
 
 use crate::auth::{Authenticator, Identity, LoginError, PublishCache};
 
@@ -203,6 +203,8 @@ pub struct Core {
     logins_in_flight: usize,
     /// The multicast streams (empty without `[[router.multicast]]`).
     mcast: crate::mcast::Multicast,
+    /// The last valid PUBLISH topic ([`Core::on_publish`]).
+    topic_memo: TopicMemo,
 }
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
@@ -321,6 +323,7 @@ impl Core {
             logins_out: Vec::new(),
             logins_in_flight: 0,
             mcast: crate::mcast::Multicast::new(&cfg.multicast, now, wall),
+            topic_memo: TopicMemo::default(),
             cfg,
         }
     }
@@ -555,17 +558,18 @@ impl Core {
         self.totals.bytes_in += fresh;
         loop {
             let rest = &input[used..];
-            let verifying = self
-                .clients
-                .get(id.0 as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|c| c.verifying);
+            // One look at the client per frame: its phase and whether an AUTH waits.
+            let (phase, verifying) = match self.clients.get(id.0 as usize).and_then(Option::as_ref)
+            {
+                Some(c) => (Some(c.phase), c.verifying),
+                None => (None, false),
+            };
             if verifying && !rest.is_empty() {
                 // Nothing may follow AUTH before its answer: not buffered, refused.
                 self.fail(id, ErrorCode::HANDSHAKE, AUTH_WAIT);
                 return Input::Closing;
             }
-            let expected = match self.phase(id) {
+            let expected = match phase {
                 Some(Phase::Handshake) => Some((frame::Kind::Hello, HELLO_FIRST)),
                 Some(Phase::Login) => Some((frame::Kind::Auth, AUTH_NEXT)),
                 _ => None,
@@ -578,7 +582,18 @@ impl Core {
                     return Input::Closing;
                 }
             }
-            match frame::decode(rest, self.frame_limit(id)) {
+            let decoded = frame::decode(rest, self.frame_limit_in(phase));
+            match decoded {
+                // The data path: a PUBLISH from an open client is handled in place
+                // (bound by reference: moving the frame out is a 144-byte copy per
+                // message).
+                Ok(Some((Frame::Publish(ref m), n))) if phase == Some(Phase::Open) => {
+                    let raw = &input[used..used + n];
+                    used += n;
+                    if !self.publish_frame(id, now, m, raw) {
+                        return Input::Closing;
+                    }
+                }
                 Ok(Some((f, n))) => {
                     let raw = &input[used..used + n];
                     used += n;
@@ -601,7 +616,13 @@ impl Core {
     /// The largest frame client `id` may send now: a HELLO before the handshake,
     /// `max_frame` after. The driver grows the read buffer no further than this.
     pub fn frame_limit(&self, id: Slot) -> u32 {
-        match self.phase(id) {
+        self.frame_limit_in(self.phase(id))
+    }
+
+    /// [`Core::frame_limit`] of a client in `phase`.
+    #[inline]
+    fn frame_limit_in(&self, phase: Option<Phase>) -> u32 {
+        match phase {
             Some(Phase::Handshake) => MAX_HELLO_LEN.min(self.cfg.max_frame),
             Some(Phase::Login) => frame::MAX_AUTH_LEN as u32,
             _ => self.cfg.max_frame,
@@ -665,69 +686,7 @@ impl Core {
             _ => {}
         }
         match f {
-            Frame::Publish(m) => {
-                let topic = match validate_topic(m.topic) {
-                    Ok(topic) => topic,
-                    Err(e) => {
-                        self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
-                        return false;
-                    }
-                };
-                let guaranteed = m.flags & frame::flags::GUARANTEED != 0;
-                if guaranteed && !self.gm.is_publisher(id) {
-                    // Refused whole: not even the direct subscribers get it.
-                    self.fail(
-                        id,
-                        ErrorCode::NOT_OPEN,
-                        "guaranteed PUBLISH before PUB_OPEN on this connection",
-                    );
-                    return false;
-                }
-                if !self.may_publish(id, topic) {
-                    // Refused whole and answered; the connection stays.
-                    self.deny_publish(id, &m, guaranteed);
-                    return true;
-                }
-                let request = m.reply.filter(|r| r.is_request());
-                if let Some(r) = request {
-                    // Checked here so that a responder is never handed a reply topic
-                    // it cannot publish to (that would cost it its connection).
-                    if let Err(e) = validate_topic(r.to) {
-                        let text = format!("invalid reply topic: {e}");
-                        self.fail(id, ErrorCode::INVALID_TOPIC, &text);
-                        return false;
-                    }
-                }
-                let routed = self.route(id, now, topic, raw, guaranteed);
-                if m.reply.is_none() && self.cache.is_enabled() {
-                    let wall = self.wall(now).as_nanos();
-                    self.cache.handle_publish(topic, raw, wall);
-                }
-                if let (false, Some(r)) = (routed, request) {
-                    // Like NATS: the router knows its subscription table, so a request
-                    // nobody can answer fails now instead of timing out. Answers count
-                    // against the egress limit like every control frame: a storm of
-                    // unread ones ends in SLOW_CONSUMER, never in unbounded memory.
-                    self.totals.no_responders += 1;
-                    self.control(id, |b| {
-                        frame::encode_error(
-                            b,
-                            r.correlation,
-                            ErrorCode::NO_RESPONDERS,
-                            false,
-                            "no responders: no subscription matches the request's topic",
-                        )
-                    });
-                }
-                if guaranteed {
-                    let wall = self.wall(now);
-                    let r = self
-                        .gm
-                        .handle_publish(&mut *self.spool, id, wall, now.as_nanos(), &m);
-                    return self.gm_result(id, r);
-                }
-                true
-            }
+            Frame::Publish(m) => self.publish_frame(id, now, &m, raw),
             Frame::PubOpen {
                 request_id,
                 options,
@@ -1034,6 +993,92 @@ impl Core {
             );
         }
         self.mark_dirty(id);
+        true
+    }
+
+    /// [`Core::on_publish`] with the topic memo, which is taken out of `self` for the
+    /// call so that the topic it lends does not borrow the core.
+    #[inline]
+    fn publish_frame(&mut self, id: Slot, now: MonoNanos, m: &frame::Msg<'_>, raw: &[u8]) -> bool {
+        let mut memo = std::mem::take(&mut self.topic_memo);
+        let open = self.on_publish(id, now, m, raw, &mut memo);
+        self.topic_memo = memo;
+        open
+    }
+
+    /// A PUBLISH from an open client: topic and rights checked, routed, cached, and
+    /// handed to guaranteed messaging when it is guaranteed. False: the client is
+    /// being closed. `memo` remembers the last valid topic (one check per run of
+    /// messages on one topic).
+    #[inline]
+    fn on_publish(
+        &mut self,
+        id: Slot,
+        now: MonoNanos,
+        m: &frame::Msg<'_>,
+        raw: &[u8],
+        memo: &mut TopicMemo,
+    ) -> bool {
+        let topic = match memo.validate(m.topic) {
+            Ok(topic) => topic,
+            Err(e) => {
+                self.fail(id, ErrorCode::INVALID_TOPIC, &format!("invalid topic: {e}"));
+                return false;
+            }
+        };
+        let guaranteed = m.flags & frame::flags::GUARANTEED != 0;
+        if guaranteed && !self.gm.is_publisher(id) {
+            // Refused whole: not even the direct subscribers get it.
+            self.fail(
+                id,
+                ErrorCode::NOT_OPEN,
+                "guaranteed PUBLISH before PUB_OPEN on this connection",
+            );
+            return false;
+        }
+        if !self.may_publish(id, topic) {
+            // Refused whole and answered; the connection stays.
+            self.deny_publish(id, m, guaranteed);
+            return true;
+        }
+        let request = m.reply.filter(|r| r.is_request());
+        if let Some(r) = request {
+            // Checked here so that a responder is never handed a reply topic
+            // it cannot publish to (that would cost it its connection).
+            if let Err(e) = validate_topic(r.to) {
+                let text = format!("invalid reply topic: {e}");
+                self.fail(id, ErrorCode::INVALID_TOPIC, &text);
+                return false;
+            }
+        }
+        let routed = self.route(id, now, topic, raw, guaranteed);
+        if m.reply.is_none() && self.cache.is_enabled() {
+            let wall = self.wall(now).as_nanos();
+            self.cache.handle_publish(topic, raw, wall);
+        }
+        if let (false, Some(r)) = (routed, request) {
+            // Like NATS: the router knows its subscription table, so a request
+            // nobody can answer fails now instead of timing out. Answers count
+            // against the egress limit like every control frame: a storm of
+            // unread ones ends in SLOW_CONSUMER, never in unbounded memory.
+            self.totals.no_responders += 1;
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    r.correlation,
+                    ErrorCode::NO_RESPONDERS,
+                    false,
+                    "no responders: no subscription matches the request's topic",
+                )
+            });
+        }
+        if guaranteed {
+            let wall = self.wall(now);
+            let r = self
+                .gm
+                .handle_publish(&mut *self.spool, id, wall, now.as_nanos(), m);
+            return self.gm_result(id, r);
+        }
         true
     }
 

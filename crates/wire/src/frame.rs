@@ -652,7 +652,33 @@ pub fn frame_len(buf: &[u8], max_frame: u32) -> Result<Option<usize>, FrameError
 /// Returns `Ok(None)` when `buf` holds only part of a frame, `Ok(Some((frame, n)))`
 /// with the number of bytes it used, or an error for bytes that can never become a
 /// valid frame (the connection should then be closed).
+///
+/// The data path's frames (a complete PUBLISH or MESSAGE) take a short, inlined path
+/// to the same checks ([`decode_msg`]) and the same answer; every other frame, and any
+/// buffer holding less than a whole frame, goes through [`decode_any`].
+#[inline]
 pub fn decode(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
+    if let Some(head) = buf.first_chunk::<HEADER_LEN>() {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let kind = match head[4] {
+            k if k == Kind::Publish as u8 => Some(Kind::Publish),
+            k if k == Kind::Message as u8 => Some(Kind::Message),
+            _ => None,
+        };
+        // The conditions under which `decode_any` reaches `decode_body` with this
+        // kind: a length in range and the whole frame in `buf`.
+        if let (Some(kind), true) = (kind, len as usize >= HEADER_LEN && len <= max_frame) {
+            if let Some(frame) = buf.get(..len as usize) {
+                return decode_msg(kind, frame).map(|f| Some((f, len as usize)));
+            }
+        }
+    }
+    decode_any(buf, max_frame)
+}
+
+/// [`decode`] without the short path: every frame kind, partial buffers, errors.
+#[inline(never)]
+pub fn decode_any(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
     let Some(len) = frame_len(buf, max_frame)? else {
         return Ok(None);
     };
@@ -670,7 +696,41 @@ pub fn decode(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, 
     decode_body(kind, frame).map(|f| Some((f, len)))
 }
 
+/// The body of a whole PUBLISH or MESSAGE frame (`kind` is one of the two): the
+/// header checks [`decode_body`] applies to these kinds, in its order, then the fields.
+/// Both [`decode`]'s short path and `decode_body` use it, so they cannot disagree.
+#[inline(always)]
+fn decode_msg(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
+    debug_assert!(matches!(kind, Kind::Publish | Kind::Message));
+    let fl = frame[5];
+    let aux = u16::from_le_bytes([frame[6], frame[7]]);
+    let mut r = Reader {
+        kind,
+        rest: &frame[HEADER_LEN..],
+    };
+    if kind == Kind::Publish {
+        if fl & !flags::PUBLISH_ALLOWED != 0 {
+            return Err(FrameError::BadFlags { kind, flags: fl });
+        }
+        if fl & flags::GUARANTEED != 0 && fl & flags::SEQ == 0 {
+            return Err(r.malformed("a guaranteed publish must carry SEQ"));
+        }
+        if fl & flags::GUARANTEED != 0 && fl & flags::REPLY != 0 {
+            return Err(r.malformed("a guaranteed publish cannot be a request or reply"));
+        }
+        Ok(Frame::Publish(r.message(fl, aux)?))
+    } else {
+        if fl & !flags::MESSAGE_ALLOWED != 0 {
+            return Err(FrameError::BadFlags { kind, flags: fl });
+        }
+        Ok(Frame::Message(r.message(fl, aux)?))
+    }
+}
+
 fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
+    if matches!(kind, Kind::Publish | Kind::Message) {
+        return decode_msg(kind, frame);
+    }
     let fl = frame[5];
     let aux = u16::from_le_bytes([frame[6], frame[7]]);
     let mut r = Reader {
@@ -967,14 +1027,8 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
                 payload: m.payload,
             })
         }
-        Kind::Publish | Kind::Message => {
-            let msg = r.message(fl, aux)?;
-            if kind == Kind::Publish {
-                Frame::Publish(msg)
-            } else {
-                Frame::Message(msg)
-            }
-        }
+        // Taken by the test above; kept total without a panic path.
+        Kind::Publish | Kind::Message => return decode_msg(kind, frame),
     };
     Ok(frame)
 }
@@ -1662,7 +1716,38 @@ mod tests {
         assert_eq!((frames, start), (3, b.len()));
     }
 
+    /// Bytes that look like a PUBLISH or MESSAGE header (any flags, topic length and
+    /// length field, often the true one) over any body, or anything at all.
+    fn msg_like_frame() -> impl Strategy<Value = (Vec<u8>, u32)> {
+        let framed = (
+            prop::sample::select(vec![0x20u8, 0x21, 0x22, 0x48]),
+            any::<u8>(),
+            0u16..40,
+            proptest::collection::vec(any::<u8>(), 0..120),
+            prop_oneof![3 => Just(None), 1 => (0u32..200).prop_map(Some)],
+        )
+            .prop_map(|(kind, flags, aux, body, len)| {
+                let len = len.unwrap_or((HEADER_LEN + body.len()) as u32);
+                let mut b = len.to_le_bytes().to_vec();
+                b.extend_from_slice(&[kind, flags]);
+                b.extend_from_slice(&aux.to_le_bytes());
+                b.extend_from_slice(&body);
+                b
+            });
+        (
+            prop_oneof![3 => framed, 1 => proptest::collection::vec(any::<u8>(), 0..64)],
+            prop_oneof![Just(MAX), 8u32..160],
+        )
+    }
+
     proptest! {
+        #[test]
+        fn the_short_path_answers_as_the_full_decoder((bytes, max) in msg_like_frame(), cut in any::<prop::sample::Index>()) {
+            prop_assert_eq!(decode(&bytes, max), decode_any(&bytes, max));
+            let part = &bytes[..cut.index(bytes.len() + 1)];
+            prop_assert_eq!(decode(part, max), decode_any(part, max));
+        }
+
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256), max in 8u32..512) {
             let _ = decode(&bytes, max);

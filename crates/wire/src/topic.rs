@@ -124,6 +124,39 @@ impl std::fmt::Display for Topic {
     }
 }
 
+/// The last topic that passed [`validate_topic`], so that a stream of messages on one
+/// topic (the common case: a feed handler, a market-data line) is checked once, not once
+/// per message. A hit costs one comparison of the bytes with the remembered topic.
+///
+/// ```
+/// use tickwire_wire::topic::TopicMemo;
+/// let mut memo = TopicMemo::default();
+/// assert_eq!(memo.validate(b"md/AAPL").unwrap(), "md/AAPL"); // checked
+/// assert_eq!(memo.validate(b"md/AAPL").unwrap(), "md/AAPL"); // remembered
+/// assert!(memo.validate(b"md//AAPL").is_err()); // a different topic is checked again
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct TopicMemo {
+    /// Empty, or a topic that passed [`validate_topic`] (never longer than
+    /// [`MAX_TOPIC_BYTES`], so it grows to at most that).
+    last: String,
+}
+
+impl TopicMemo {
+    /// [`validate_topic`], answered from memory when `bytes` are the last valid topic.
+    /// An error leaves the remembered topic as it was.
+    #[inline]
+    pub fn validate<'a>(&'a mut self, bytes: &'a [u8]) -> Result<&'a str, TopicError> {
+        if !self.last.is_empty() && self.last.as_bytes() == bytes {
+            return Ok(&self.last);
+        }
+        let topic = validate_topic(bytes)?;
+        self.last.clear();
+        self.last.push_str(topic);
+        Ok(topic)
+    }
+}
+
 /// Checks `bytes` as a subscription pattern and returns it as `&str`.
 ///
 /// Never allocates; errors report the first fault from the left (length first).
@@ -638,6 +671,19 @@ mod tests {
             prop_assert_eq!(patterns_overlap(&a, &b), both, "overlap {} {}", a, b);
             let inside = universe.iter().all(|t| !pattern_matches(&b, t) || pattern_matches(&a, t));
             prop_assert_eq!(pattern_covers(&a, &b), inside, "covers {} {}", a, b);
+        }
+
+        #[test]
+        fn the_memo_answers_as_validate_topic_does(seq in prop::collection::vec(
+            prop_oneof![topic_bytes(), Just(b"md/AAPL".to_vec()), Just(b"md//x".to_vec())],
+            1..12,
+        )) {
+            // Whatever came before (valid topics, invalid ones, repeats), the memo gives
+            // validate_topic's answer for each.
+            let mut memo = TopicMemo::default();
+            for bytes in &seq {
+                prop_assert_eq!(memo.validate(bytes), validate_topic(bytes));
+            }
         }
 
         #[test]
