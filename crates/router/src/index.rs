@@ -253,19 +253,33 @@ impl SubscriptionIndex {
     /// copies the remembered answer instead of walking the trie: one comparison of the
     /// topic's bytes, where the walk hashes and compares every level. A topic that
     /// differs costs that comparison and a copy of the answer into the memo.
+    ///
+    /// The remembered answer is taken inline (one subscriber, the common case, by a
+    /// push rather than a call to copy); the walk is out of line.
+    #[inline]
     pub fn match_topic(&mut self, topic: &str, out: &mut Vec<Slot>) {
         debug_assert!(
             tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok(),
             "unvalidated topic {topic:?}"
         );
         if self.memo.valid && self.memo.topic == topic {
-            out.extend_from_slice(&self.memo.clients);
+            if let [one] = self.memo.clients[..] {
+                out.push(one);
+            } else {
+                out.extend_from_slice(&self.memo.clients);
+            }
             #[cfg(test)]
             {
                 self.last_work = 0;
             }
             return;
         }
+        self.walk_and_remember(topic, out);
+    }
+
+    /// [`SubscriptionIndex::match_topic`] for a topic other than the remembered one.
+    #[inline(never)]
+    fn walk_and_remember(&mut self, topic: &str, out: &mut Vec<Slot>) {
         let start = out.len();
         // A u64 bumped once per call does not wrap in the life of the process.
         self.generation += 1;
