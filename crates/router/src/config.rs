@@ -137,7 +137,8 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shm: Option<String>,
     /// Bytes of each shared-memory ring (each client gets two: one per direction), a
-    /// power of two in 4096..=1073741824. Default 1048576 (1 MiB).
+    /// power of two in 4096..=1073741824. Default 8388608 (8 MiB: see
+    /// `tickwire_shm::DEFAULT_RING_BYTES`).
     pub shm_ring: usize,
     /// Spin only, with a shared-memory listener: the shortest time in µs between two
     /// `epoll_wait` calls. A spinning router scans its shared-memory rings every turn
@@ -201,7 +202,7 @@ impl Default for Config {
             cache_max_topics: 100_000,
             cache_max_bytes: 64 << 20,
             shm: None,
-            shm_ring: 1 << 20,
+            shm_ring: tickwire_shm::DEFAULT_RING_BYTES,
             shm_epoll_interval_us: 2,
             tls_listen: None,
             tls_cert: None,

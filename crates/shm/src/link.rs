@@ -34,7 +34,12 @@ use crate::raw::Region;
 use crate::ring::{Consumer, Corrupt, Producer};
 
 /// Default bytes per ring (each direction).
-pub const DEFAULT_RING_BYTES: usize = 1 << 20;
+/// 8 MiB: bursts of the size TCP's kernel buffers absorb (loopback autotunes a socket's
+/// receive buffer up to `tcp_rmem`'s maximum, 6–32 MiB on common kernels) are absorbed
+/// here too; with 1 MiB a receiver stalled ~1 ms at 10M msg/s overflowed its ring and
+/// its egress buffer where TCP did not (BENCHMARKS.md, issue 15). Memory is touched
+/// as the ring cycles: 16 MiB per busy client at most.
+pub const DEFAULT_RING_BYTES: usize = 8 << 20;
 /// Smallest and largest ring accepted.
 pub const MIN_RING_BYTES: usize = 4096;
 /// See [`MIN_RING_BYTES`].

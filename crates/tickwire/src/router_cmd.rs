@@ -187,8 +187,8 @@ pub struct RouterArgs {
     /// only this user may attach; docs/shm.md) [default: TCP only].
     #[arg(long, value_name = "NAME")]
     shm: Option<String>,
-    /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB)
-    /// [default: 1MiB].
+    /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB);
+    /// the ring absorbs a slow reader's bursts as TCP's socket buffers do [default: 8MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     shm_ring: Option<usize>,
     /// Spin with --shm: least time between two epoll_wait calls (the rings are scanned
