@@ -42,7 +42,7 @@ use crate::stats::SeqTracker;
 /// The length prefix of a floor frame.
 const LEN: usize = 4;
 /// Bytes per ring of `shm-relay` (the router's default ring).
-const RING: usize = 1 << 20;
+const RING: usize = tickwire_shm::DEFAULT_RING_BYTES;
 /// The receiver's and the sender's read buffers.
 const READ_BUF: usize = 256 * 1024;
 /// The relay's buffer per direction.
