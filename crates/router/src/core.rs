@@ -401,6 +401,9 @@ impl Core {
 
     /// Moves the engine's frames into the clients' egress buffers.
     fn gm_output(&mut self) {
+        if !self.gm.has_output() && self.gm_closing.is_empty() {
+            return;
+        }
         let (out, ranges) = self.gm.take_output();
         for &(slot, a, b) in &ranges {
             self.control(slot, |e| e.extend_from_slice(&out[a..b]));

@@ -1891,6 +1891,14 @@ impl Engine {
         self.out.clear();
     }
 
+    /// Whether [`Engine::take_output`] or [`Engine::poll_fail`] has anything (the router
+    /// asks every loop turn; most turns of a router without guaranteed traffic have
+    /// nothing).
+    #[inline]
+    pub fn has_output(&self) -> bool {
+        !self.outq.is_empty() || !self.fail.is_empty()
+    }
+
     /// Connections to close with a fatal error (identity taken over, queue deleted).
     pub fn poll_fail(&mut self) -> Option<(Slot, ErrorCode, String)> {
         self.fail.pop()
