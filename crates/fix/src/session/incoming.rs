@@ -152,7 +152,8 @@ impl<S: MessageStore> Session<S> {
         }
         if let Some(v) = &self.validation {
             let dicts = Dictionaries::fixt(&v.transport, &v.app);
-            if let Err(rej) = validate::validate(m, &dicts, &v.options) {
+            let shape = &mut self.validated_shape;
+            if let Err(rej) = validate::validate_cached(m, &dicts, &v.options, shape) {
                 return self.validation_failed(now, m, rej);
             }
         }
