@@ -42,7 +42,9 @@
 #![deny(clippy::disallowed_methods)]
 
 use crate::codec::{self, Field, Fields, MessageRef, ParseError};
-use crate::dict::{Dictionary, FieldType, GroupDef, GroupEntry, GroupIter, GroupScan, Layout};
+use crate::dict::{
+    Dictionary, FieldDef, FieldType, GroupDef, GroupEntry, GroupIter, GroupScan, Layout,
+};
 
 /// SessionRejectReason (373) values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -615,6 +617,10 @@ struct ValueCheck {
     key: u64,
     /// The entries its NumInGroup value is compared with, or [`NOT_COUNTED`].
     entries: u32,
+    /// Its type, when [`valid_format`] checks it ([`format_checked`]).
+    format: Option<FieldType>,
+    /// Its definition has an enumeration ([`FieldDef::allows`] can refuse a value).
+    enumerated: bool,
 }
 
 const NO_CHECK: ValueCheck = ValueCheck {
@@ -622,6 +628,8 @@ const NO_CHECK: ValueCheck = ValueCheck {
     section: Section::Body,
     key: 0,
     entries: NOT_COUNTED,
+    format: None,
+    enumerated: false,
 };
 
 /// The shape of the last message [`validate_cached`] accepted, and the checks of its
@@ -709,8 +717,16 @@ impl ShapeCache {
             && fields.iter().zip(&self.tags).all(|(f, &t)| f.tag == t)
     }
 
-    /// During a full validation: the top-level field `fields[index]` passed its checks.
-    fn record(&mut self, index: usize, section: Section, key: u64, counted: Option<usize>) {
+    /// During a full validation: the top-level field `fields[index]`, defined (or not) by
+    /// `def` in the dictionary its section is checked with, passed its checks.
+    fn record(
+        &mut self,
+        index: usize,
+        section: Section,
+        key: u64,
+        counted: Option<usize>,
+        def: Option<&FieldDef>,
+    ) {
         let n = usize::from(self.checks_len);
         let entries = match counted.map(u32::try_from) {
             None => Some(NOT_COUNTED),
@@ -726,6 +742,8 @@ impl ShapeCache {
                     section,
                     key,
                     entries,
+                    format: def.map(|d| d.field_type).filter(|&ty| format_checked(ty)),
+                    enumerated: def.is_some_and(|d| !d.values().is_empty()),
                 };
                 self.checks_len += 1;
             }
@@ -781,6 +799,9 @@ impl ShapeCache {
             dicts.app
         };
         let fields = msg.fields();
+        let have_values = opts.validate_fields_have_values;
+        // check_value's checks, with what the definition decides known from the shape:
+        // most fields have neither a checked format nor an enumeration.
         for c in self
             .checks
             .get(..usize::from(self.checks_len))
@@ -789,15 +810,37 @@ impl ShapeCache {
             let Some(field) = fields.get(usize::from(c.index)) else {
                 continue;
             };
+            let tag = field.tag;
             let value = msg.value(field);
-            let dict = if c.section == Section::Body {
-                app
-            } else {
-                dicts.transport
-            };
-            check_value(dict, field.tag, value, opts)?;
+            if have_values && value.is_empty() {
+                return Err(Reject::new(
+                    SessionRejectReason::TagSpecifiedWithoutAValue,
+                    Some(tag),
+                ));
+            }
+            if let Some(ty) = c.format {
+                if !valid_format(ty, value) {
+                    return Err(Reject::new(
+                        SessionRejectReason::IncorrectDataFormatForValue,
+                        Some(tag),
+                    ));
+                }
+            }
+            if c.enumerated {
+                let dict = if c.section == Section::Body {
+                    app
+                } else {
+                    dicts.transport
+                };
+                if dict.field(tag).is_some_and(|def| !def.allows(value)) {
+                    return Err(Reject::new(
+                        SessionRejectReason::ValueIsIncorrect,
+                        Some(tag),
+                    ));
+                }
+            }
             if c.entries != NOT_COUNTED {
-                check_count(field.tag, value, c.entries as usize)?;
+                check_count(tag, value, c.entries as usize)?;
             }
         }
         Ok(())
@@ -945,7 +988,7 @@ fn validate_full(
                 Err(r) => best.offer(key, 0, r),
                 Ok(counted) => {
                     if let Some(cache) = record.as_deref_mut() {
-                        cache.record(i, section, key, counted);
+                        cache.record(i, section, key, counted, dict.field(tag));
                     }
                 }
             }
@@ -1267,6 +1310,29 @@ pub fn valid_format(ty: FieldType, value: &[u8]) -> bool {
     }
 }
 
+/// Whether [`valid_format`] can refuse a value of type `ty` (it refuses the empty value
+/// of every such type and accepts any value of the others).
+pub fn format_checked(ty: FieldType) -> bool {
+    matches!(
+        ty,
+        FieldType::Int
+            | FieldType::NumInGroup
+            | FieldType::Length
+            | FieldType::SeqNum
+            | FieldType::Price
+            | FieldType::Amt
+            | FieldType::Qty
+            | FieldType::Float
+            | FieldType::PriceOffset
+            | FieldType::Percentage
+            | FieldType::Char
+            | FieldType::Boolean
+            | FieldType::UtcTimestamp
+            | FieldType::UtcTimeOnly
+            | FieldType::UtcDate
+    )
+}
+
 /// QuickFIX's integer converter: optional `-`, digits only, no overflow of `T`.
 fn parse_int<T: TryFrom<i128>>(v: &[u8]) -> Option<T> {
     let (neg, digits) = match v.split_first() {
@@ -1356,6 +1422,51 @@ fn valid_utc_date(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `format_checked` is what the shape cache relies on to skip `valid_format`: a type
+    /// it leaves out accepts anything, a type it names refuses at least the empty value.
+    #[test]
+    fn format_checked_names_exactly_the_types_valid_format_can_refuse() {
+        use FieldType as T;
+        let all = [
+            T::String,
+            T::Char,
+            T::Price,
+            T::Int,
+            T::Amt,
+            T::Qty,
+            T::Currency,
+            T::MultipleValueString,
+            T::MultipleStringValue,
+            T::MultipleCharValue,
+            T::Exchange,
+            T::UtcTimestamp,
+            T::Boolean,
+            T::LocalMktDate,
+            T::Data,
+            T::Float,
+            T::PriceOffset,
+            T::MonthYear,
+            T::DayOfMonth,
+            T::UtcDate,
+            T::UtcDateOnly,
+            T::UtcTimeOnly,
+            T::NumInGroup,
+            T::Percentage,
+            T::SeqNum,
+            T::Length,
+            T::Country,
+            T::Unknown,
+        ];
+        for ty in all {
+            assert_eq!(format_checked(ty), !valid_format(ty, b""), "{ty:?}");
+            if !format_checked(ty) {
+                for v in [&b"x"[..], b"-", b"1.5.", b"\xff", b"20241399-99:99:99"] {
+                    assert!(valid_format(ty, v), "{ty:?}");
+                }
+            }
+        }
+    }
 
     /// A message type with a required group holding a nested group (tags 100-102,
     /// 200-202) and a body field 55.
