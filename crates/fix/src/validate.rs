@@ -1291,10 +1291,14 @@ pub fn check_sending_time(
 /// (`DataDictionary::checkValidFormat`). Types QuickFIX treats as strings always pass.
 pub fn valid_format(ty: FieldType, value: &[u8]) -> bool {
     match ty {
+        // `short_digits` first: the common value, which the converters accept.
         FieldType::Int | FieldType::NumInGroup | FieldType::Length => {
-            parse_int::<i32>(value).is_some()
+            short_digits(value) || parse_int::<i32>(value).is_some()
         }
-        FieldType::SeqNum => value.first() != Some(&b'-') && parse_int::<u64>(value).is_some(),
+        FieldType::SeqNum => {
+            short_digits(value)
+                || (value.first() != Some(&b'-') && parse_int::<u64>(value).is_some())
+        }
         FieldType::Price
         | FieldType::Amt
         | FieldType::Qty
@@ -1331,6 +1335,13 @@ pub fn format_checked(ty: FieldType) -> bool {
             | FieldType::UtcTimeOnly
             | FieldType::UtcDate
     )
+}
+
+/// One to nine ASCII digits: a value below 10^9, which every integer type's converter
+/// accepts (i32, u64).
+#[inline]
+fn short_digits(v: &[u8]) -> bool {
+    (1..=9).contains(&v.len()) && v.iter().all(u8::is_ascii_digit)
 }
 
 /// QuickFIX's integer converter: optional `-`, digits only, no overflow of `T`.
@@ -1422,6 +1433,18 @@ fn valid_utc_date(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The integer types' shortcut accepts only what their converters accept.
+        #[test]
+        fn short_digits_are_valid_integers(v in "[0-9]{0,12}|-?[0-9a]{0,10}") {
+            if short_digits(v.as_bytes()) {
+                proptest::prop_assert!(parse_int::<i32>(v.as_bytes()).is_some());
+                proptest::prop_assert!(parse_int::<u64>(v.as_bytes()).is_some());
+                proptest::prop_assert!(!v.starts_with('-'));
+            }
+        }
+    }
 
     /// `format_checked` is what the shape cache relies on to skip `valid_format`: a type
     /// it leaves out accepts anything, a type it names refuses at least the empty value.

@@ -159,7 +159,7 @@ impl<S: MessageStore> Session<S> {
         }
         // The checks QuickFIX's standard session dictionary makes: required header
         // fields, their formats, and the required fields of administrative messages.
-        if self.sending_time(m).is_none() {
+        let Some(sending_time) = self.sending_time(m) else {
             let r = RefMsg::of(m);
             return self.reject_quiet(
                 now,
@@ -168,7 +168,7 @@ impl<S: MessageStore> Session<S> {
                 tag::SENDING_TIME,
                 true,
             );
-        }
+        };
         let required: &[u32] = match msg_type {
             mt::LOGON => &[tag::ENCRYPT_METHOD, tag::HEART_BT_INT],
             mt::TEST_REQUEST => &[tag::TEST_REQ_ID],
@@ -208,14 +208,14 @@ impl<S: MessageStore> Session<S> {
         match msg_type {
             mt::LOGON => self.on_logon(now, m),
             mt::HEARTBEAT => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, sending_time, true, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             mt::TEST_REQUEST => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, sending_time, true, true)? {
                     self.heartbeat_msg(now, m.get(tag::TEST_REQ_ID))?;
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
@@ -226,14 +226,14 @@ impl<S: MessageStore> Session<S> {
             mt::LOGOUT => self.on_logout(now, m),
             mt::RESEND_REQUEST => self.on_resend_request(now, m),
             mt::REJECT => {
-                if self.verify(now, m, false, true)? {
+                if self.verify_at(now, m, sending_time, false, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             _ => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, sending_time, true, true)? {
                     self.store.incr_next_target_seq()?;
                 }
                 Ok(())
@@ -304,13 +304,26 @@ impl<S: MessageStore> Session<S> {
         check_too_high: bool,
         check_too_low: bool,
     ) -> Result<bool, StoreError> {
+        let sending_time = self.sending_time(m).unwrap_or(0);
+        self.verify_at(now, m, sending_time, check_too_high, check_too_low)
+    }
+
+    /// [`Session::verify`] with the message's SendingTime already parsed (0 when it
+    /// does not parse).
+    pub(super) fn verify_at(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        sending_time: u64,
+        check_too_high: bool,
+        check_too_low: bool,
+    ) -> Result<bool, StoreError> {
         let msg_type = m.msg_type();
         if !self.valid_logon_state(msg_type) {
             self.note(format_args!("Logon state is not valid for message"));
             self.disconnect(now)?;
             return Ok(false);
         }
-        let sending_time = self.sending_time(m).unwrap_or(0);
         if self.cfg.check_latency
             && secs_between(now, sending_time).unsigned_abs() > u64::from(self.cfg.max_latency)
         {
