@@ -663,6 +663,8 @@ pub struct ShapeCache {
     checks_len: u8,
     /// A check could not be recorded: the shape is not kept.
     incomplete: bool,
+    /// The date and time of the last valid UTCTimestamp value checked on a hit.
+    stamps: StampMemo,
 }
 
 impl Default for ShapeCache {
@@ -685,6 +687,7 @@ impl ShapeCache {
             checks: [NO_CHECK; SHAPE_FIELDS],
             checks_len: 0,
             incomplete: false,
+            stamps: StampMemo::default(),
         }
     }
 
@@ -788,7 +791,7 @@ impl ShapeCache {
 
     /// The value checks of a message of the accepted shape, first failure first.
     fn check_values(
-        &self,
+        &mut self,
         msg: &MessageRef<'_>,
         dicts: &Dictionaries<'_>,
         opts: &ValidationOptions,
@@ -819,7 +822,12 @@ impl ShapeCache {
                 ));
             }
             if let Some(ty) = c.format {
-                if !valid_format(ty, value) {
+                let valid = if ty == FieldType::UtcTimestamp {
+                    self.stamps.valid(value)
+                } else {
+                    valid_format(ty, value)
+                };
+                if !valid {
                     return Err(Reject::new(
                         SessionRejectReason::IncorrectDataFormatForValue,
                         Some(tag),
@@ -844,6 +852,40 @@ impl ShapeCache {
             }
         }
         Ok(())
+    }
+}
+
+/// [`valid_format`] for UTCTimestamp values, remembering the `YYYYMMDD-HH:MM:SS` of the
+/// last valid one: a value of 17 to 27 bytes that starts with it is valid exactly when
+/// the rest is empty or a `.` and digits (the fraction part of `valid_time`), so the
+/// date and time are checked once per second of SendingTime, not once per message.
+#[derive(Clone, Debug, Default)]
+struct StampMemo {
+    /// Whether `prefix` holds the first 17 bytes of a valid value.
+    known: bool,
+    prefix: [u8; 17],
+}
+
+impl StampMemo {
+    #[inline]
+    fn valid(&mut self, v: &[u8]) -> bool {
+        if self.known && (17..=27).contains(&v.len()) {
+            if let (Some(prefix), Some(rest)) = (v.get(..17), v.get(17..)) {
+                if prefix == self.prefix {
+                    return match rest {
+                        [] => true,
+                        [b'.', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+                        _ => false,
+                    };
+                }
+            }
+        }
+        let valid = valid_utc_timestamp(v);
+        if let (true, Some(prefix)) = (valid, v.get(..17)) {
+            self.prefix.copy_from_slice(prefix);
+            self.known = true;
+        }
+        valid
     }
 }
 
@@ -1435,6 +1477,23 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// The remembered date and time change no answer of `valid_format`, whatever
+        /// sequence of timestamps (valid, near-valid, of another second) it sees.
+        #[test]
+        fn stamp_memo_agrees_with_valid_format(
+            stamps in proptest::collection::vec(
+                "2024010[12]-0[34]:0[45]:0[56](\\.[0-9x]{0,10})?|[0-9:.-]{0,30}", 1..20)
+        ) {
+            let mut memo = StampMemo::default();
+            for v in &stamps {
+                proptest::prop_assert_eq!(
+                    memo.valid(v.as_bytes()),
+                    valid_format(FieldType::UtcTimestamp, v.as_bytes()),
+                    "{}", v
+                );
+            }
+        }
+
         /// The integer types' shortcut accepts only what their converters accept.
         #[test]
         fn short_digits_are_valid_integers(v in "[0-9]{0,12}|-?[0-9a]{0,10}") {
