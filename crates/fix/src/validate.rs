@@ -37,6 +37,12 @@
 //! a third 7 KiB one only for tags from 8192 to 65535; tags beyond fall back to a scan);
 //! one load per field for its section and definition (`Dictionary::tag_class`); no
 //! allocation, no panic on any input.
+//!
+//! A stream of messages of few shapes (market data, orders) is cheaper with
+//! [`validate_cached`]: same answer, and a message of the shape last accepted (same
+//! MsgType, same tags in the same order) gets only the checks that depend on the values
+//! of its top-level fields, with what the dictionary says of each field known from the
+//! shape ([`ShapeCache`]).
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]

@@ -145,11 +145,11 @@ impl<S: MessageStore> Session<S> {
             self.note(format_args!("Field not found"));
             return self.disconnect(now);
         }
-        if m.seq_num().is_none() {
+        let Some(seq) = m.seq_num() else {
             let v = String::from_utf8_lossy(m.get(tag::MSG_SEQ_NUM).unwrap_or_default());
             self.note(format_args!("Incorrect data format for value: {v}"));
             return Ok(());
-        }
+        };
         if let Some(v) = &self.validation {
             let dicts = Dictionaries::fixt(&v.transport, &v.app);
             let shape = &mut self.validated_shape;
@@ -208,14 +208,14 @@ impl<S: MessageStore> Session<S> {
         match msg_type {
             mt::LOGON => self.on_logon(now, m),
             mt::HEARTBEAT => {
-                if self.verify_at(now, m, sending_time, true, true)? {
+                if self.verify_at(now, m, sending_time, seq, true, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             mt::TEST_REQUEST => {
-                if self.verify_at(now, m, sending_time, true, true)? {
+                if self.verify_at(now, m, sending_time, seq, true, true)? {
                     self.heartbeat_msg(now, m.get(tag::TEST_REQ_ID))?;
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
@@ -226,14 +226,14 @@ impl<S: MessageStore> Session<S> {
             mt::LOGOUT => self.on_logout(now, m),
             mt::RESEND_REQUEST => self.on_resend_request(now, m),
             mt::REJECT => {
-                if self.verify_at(now, m, sending_time, false, true)? {
+                if self.verify_at(now, m, sending_time, seq, false, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             _ => {
-                if self.verify_at(now, m, sending_time, true, true)? {
+                if self.verify_at(now, m, sending_time, seq, true, true)? {
                     self.store.incr_next_target_seq()?;
                 }
                 Ok(())
@@ -305,16 +305,18 @@ impl<S: MessageStore> Session<S> {
         check_too_low: bool,
     ) -> Result<bool, StoreError> {
         let sending_time = self.sending_time(m).unwrap_or(0);
-        self.verify_at(now, m, sending_time, check_too_high, check_too_low)
+        let seq = m.seq_num().unwrap_or(0);
+        self.verify_at(now, m, sending_time, seq, check_too_high, check_too_low)
     }
 
-    /// [`Session::verify`] with the message's SendingTime already parsed (0 when it
-    /// does not parse).
+    /// [`Session::verify`] with the message's SendingTime and MsgSeqNum already parsed
+    /// (0 when they do not parse).
     pub(super) fn verify_at(
         &mut self,
         now: u64,
         m: &MessageRef<'_>,
         sending_time: u64,
+        seq: u64,
         check_too_high: bool,
         check_too_low: bool,
     ) -> Result<bool, StoreError> {
@@ -351,7 +353,6 @@ impl<S: MessageStore> Session<S> {
             }
             return Ok(false);
         }
-        let seq = m.seq_num().unwrap_or(0);
         let expected = self.store.next_target_seq();
         if check_too_high && seq > expected {
             self.target_too_high(now, m, seq)?;
