@@ -651,7 +651,7 @@ const NO_CHECK: ValueCheck = ValueCheck {
 /// The first of these in QuickFIX's order (header, trailer, body; sorted within each,
 /// as [`validate`] picks) is the answer; `checks` holds that order.
 ///
-/// Fixed-size (about 1 KiB): nothing is allocated, and messages of more than 64 fields
+/// Fixed-size (1,344 bytes): nothing is allocated, and messages of more than 64 fields
 /// or with a MsgType longer than 8 bytes are validated in full every time.
 #[derive(Clone, Debug)]
 pub struct ShapeCache {
