@@ -200,7 +200,8 @@ pub mod business_reject {
 /// `DataDictionary`, or `TransportDataDictionary` + `AppDataDictionary` for FIXT).
 ///
 /// Every received message is checked with [`validate::validate`] before the session
-/// rules run, and a failure is answered exactly as QuickFIX answers its validation
+/// rules run (as [`validate::validate_cached`]: the same answer, with only the value
+/// checks for a message of the last accepted shape), and a failure is answered exactly as QuickFIX answers its validation
 /// exceptions (Reject 35=3 with SessionRejectReason/RefTagID, consuming the message's
 /// sequence number when it is the expected one). The CompID and SendingTime switches
 /// of `options` are not used: [`SessionConfig`]'s `check_comp_id`, `check_latency`
@@ -445,6 +446,8 @@ pub struct Session<S: MessageStore> {
     enc: Encoder,
     out: Outbox,
     validation: Option<Validation>,
+    /// The shape of the last message validation accepted (`validate_cached`).
+    validated_shape: Box<validate::ShapeCache>,
 
     /// The connection: none, being made (initiator), or up (with how far its
     /// Logon/Logout exchange got).
@@ -491,6 +494,7 @@ impl<S: MessageStore> Session<S> {
             enc,
             out: Outbox::default(),
             validation: None,
+            validated_shape: Box::default(),
             link: Link::Down,
             last_connect_attempt: None,
             admin: Admin::Enabled,
@@ -520,6 +524,7 @@ impl<S: MessageStore> Session<S> {
     /// administrative messages).
     pub fn with_validation(mut self, validation: Validation) -> Self {
         self.validation = Some(validation);
+        self.validated_shape.clear();
         self
     }
 

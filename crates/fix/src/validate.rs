@@ -37,12 +37,20 @@
 //! a third 7 KiB one only for tags from 8192 to 65535; tags beyond fall back to a scan);
 //! one load per field for its section and definition (`Dictionary::tag_class`); no
 //! allocation, no panic on any input.
+//!
+//! A stream of messages of few shapes (market data, orders) is cheaper with
+//! [`validate_cached`]: same answer, and a message of the shape last accepted (same
+//! MsgType, same tags in the same order) gets only the checks that depend on the values
+//! of its top-level fields, with what the dictionary says of each field known from the
+//! shape ([`ShapeCache`]).
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
 use crate::codec::{self, Field, Fields, MessageRef, ParseError};
-use crate::dict::{Dictionary, FieldType, GroupDef, GroupEntry, GroupIter, GroupScan, Layout};
+use crate::dict::{
+    Dictionary, FieldDef, FieldType, GroupDef, GroupEntry, GroupIter, GroupScan, Layout,
+};
 
 /// SessionRejectReason (373) values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -413,6 +421,17 @@ fn section_of(tag: u32, transport: &Dictionary) -> Section {
     }
 }
 
+/// The order in which QuickFIX reports the field errors of each section: header,
+/// trailer, body.
+#[inline]
+fn slot_of(section: Section) -> u8 {
+    match section {
+        Section::Header => 0,
+        Section::Trailer => 1,
+        Section::Body => 2,
+    }
+}
+
 /// Position of a tag in QuickFIX's sorted order within its section.
 fn sort_key(section: Section, tag: u32) -> u64 {
     let tag = u64::from(tag);
@@ -584,6 +603,298 @@ fn top_level_has(
     found
 }
 
+/// Most fields of a message whose shape [`ShapeCache`] keeps; longer messages are
+/// always validated in full.
+const SHAPE_FIELDS: usize = 64;
+/// Longest MsgType a [`ShapeCache`] keeps.
+const SHAPE_MSG_TYPE: usize = 8;
+/// [`ValueCheck::entries`] when no NumInGroup count is compared.
+const NOT_COUNTED: u32 = u32::MAX;
+
+/// The value checks of one top-level field of an accepted message.
+#[derive(Clone, Copy, Debug)]
+struct ValueCheck {
+    /// Index of the field in the message's field table.
+    index: u8,
+    /// Header, trailer or body: the dictionary the value is checked with (the
+    /// application dictionary for the body) and the first part of QuickFIX's order.
+    section: Section,
+    /// The second part of QuickFIX's order ([`sort_key`]).
+    key: u64,
+    /// The entries its NumInGroup value is compared with, or [`NOT_COUNTED`].
+    entries: u32,
+    /// Its type, when [`valid_format`] checks it ([`format_checked`]).
+    format: Option<FieldType>,
+    /// Its definition has an enumeration ([`FieldDef::allows`] can refuse a value).
+    enumerated: bool,
+}
+
+const NO_CHECK: ValueCheck = ValueCheck {
+    index: 0,
+    section: Section::Body,
+    key: 0,
+    entries: NOT_COUNTED,
+    format: None,
+    enumerated: false,
+};
+
+/// The shape of the last message [`validate_cached`] accepted, and the checks of its
+/// fields that depend on their values, in the order QuickFIX runs them.
+///
+/// Everything [`validate`] checks apart from the values of top-level fields depends
+/// only on the MsgType, the tags in wire order, the dictionaries and the options: the
+/// header/body/trailer structure, repeated tags, required fields and group members,
+/// where each group ends and how many entries it has, whether a tag is defined for the
+/// message. A message that was accepted passed all of them, so a message of the same
+/// shape passes them too, and the only Reject it can get is one of its top-level
+/// fields' empty value (4), data format (6), enumeration (5) or NumInGroup count (16).
+/// The first of these in QuickFIX's order (header, trailer, body; sorted within each,
+/// as [`validate`] picks) is the answer; `checks` holds that order.
+///
+/// Fixed-size (1,344 bytes): nothing is allocated, and messages of more than 64 fields
+/// or with a MsgType longer than 8 bytes are validated in full every time.
+#[derive(Clone, Debug)]
+pub struct ShapeCache {
+    /// Whether the fields below describe an accepted message.
+    accepted: bool,
+    /// The addresses of the transport and application dictionaries it was accepted
+    /// with (identity only, never dereferenced).
+    dicts: (usize, usize),
+    opts: ValidationOptions,
+    msg_type: [u8; SHAPE_MSG_TYPE],
+    msg_type_len: u8,
+    tags: [u32; SHAPE_FIELDS],
+    tags_len: u8,
+    checks: [ValueCheck; SHAPE_FIELDS],
+    checks_len: u8,
+    /// A check could not be recorded: the shape is not kept.
+    incomplete: bool,
+    /// The date and time of the last valid UTCTimestamp value checked on a hit.
+    stamps: StampMemo,
+}
+
+impl Default for ShapeCache {
+    fn default() -> Self {
+        ShapeCache::new()
+    }
+}
+
+impl ShapeCache {
+    /// An empty cache (the first message is validated in full).
+    pub fn new() -> ShapeCache {
+        ShapeCache {
+            accepted: false,
+            dicts: (0, 0),
+            opts: ValidationOptions::default(),
+            msg_type: [0; SHAPE_MSG_TYPE],
+            msg_type_len: 0,
+            tags: [0; SHAPE_FIELDS],
+            tags_len: 0,
+            checks: [NO_CHECK; SHAPE_FIELDS],
+            checks_len: 0,
+            incomplete: false,
+            stamps: StampMemo::default(),
+        }
+    }
+
+    /// Forgets the shape (the next message is validated in full).
+    pub fn clear(&mut self) {
+        self.accepted = false;
+    }
+
+    fn dict_ids(dicts: &Dictionaries<'_>) -> (usize, usize) {
+        (
+            std::ptr::from_ref(dicts.transport).addr(),
+            std::ptr::from_ref(dicts.app).addr(),
+        )
+    }
+
+    /// Whether `msg` has the accepted shape, with the same dictionaries and options.
+    #[inline]
+    fn matches(
+        &self,
+        msg: &MessageRef<'_>,
+        dicts: &Dictionaries<'_>,
+        opts: &ValidationOptions,
+    ) -> bool {
+        let fields = msg.fields();
+        self.accepted
+            && fields.len() == usize::from(self.tags_len)
+            && self.msg_type.get(..usize::from(self.msg_type_len)) == Some(msg.msg_type())
+            && self.dicts == ShapeCache::dict_ids(dicts)
+            && self.opts == *opts
+            && fields.iter().zip(&self.tags).all(|(f, &t)| f.tag == t)
+    }
+
+    /// During a full validation: the top-level field `fields[index]`, defined (or not) by
+    /// `def` in the dictionary its section is checked with, passed its checks.
+    fn record(
+        &mut self,
+        index: usize,
+        section: Section,
+        key: u64,
+        counted: Option<usize>,
+        def: Option<&FieldDef>,
+    ) {
+        let n = usize::from(self.checks_len);
+        let entries = match counted.map(u32::try_from) {
+            None => Some(NOT_COUNTED),
+            Some(Ok(e)) if e != NOT_COUNTED => Some(e),
+            Some(_) => None,
+        };
+        // Never fails for the messages of at most SHAPE_FIELDS fields recorded; if it
+        // did, the shape is not kept.
+        match (self.checks.get_mut(n), u8::try_from(index), entries) {
+            (Some(slot), Ok(index), Some(entries)) => {
+                *slot = ValueCheck {
+                    index,
+                    section,
+                    key,
+                    entries,
+                    format: def.map(|d| d.field_type).filter(|&ty| format_checked(ty)),
+                    enumerated: def.is_some_and(|d| !d.values().is_empty()),
+                };
+                self.checks_len += 1;
+            }
+            _ => self.incomplete = true,
+        }
+    }
+
+    /// After a full validation with `record` that accepted `msg`: keeps its shape, the
+    /// recorded checks in QuickFIX's order.
+    fn accept(&mut self, msg: &MessageRef<'_>, dicts: &Dictionaries<'_>, opts: &ValidationOptions) {
+        let fields = msg.fields();
+        let msg_type = msg.msg_type();
+        let (Ok(tags_len), Ok(msg_type_len)) =
+            (u8::try_from(fields.len()), u8::try_from(msg_type.len()))
+        else {
+            return;
+        };
+        let (Some(tags), Some(mt)) = (
+            self.tags.get_mut(..fields.len()),
+            self.msg_type.get_mut(..msg_type.len()),
+        ) else {
+            return;
+        };
+        for (t, f) in tags.iter_mut().zip(fields) {
+            *t = f.tag;
+        }
+        mt.copy_from_slice(msg_type);
+        let checks = self
+            .checks
+            .get_mut(..usize::from(self.checks_len))
+            .unwrap_or_default();
+        if self.incomplete {
+            return;
+        }
+        checks.sort_unstable_by_key(|c| (slot_of(c.section), c.key));
+        self.tags_len = tags_len;
+        self.msg_type_len = msg_type_len;
+        self.dicts = ShapeCache::dict_ids(dicts);
+        self.opts = *opts;
+        self.accepted = true;
+    }
+
+    /// The value checks of a message of the accepted shape, first failure first.
+    fn check_values(
+        &mut self,
+        msg: &MessageRef<'_>,
+        dicts: &Dictionaries<'_>,
+        opts: &ValidationOptions,
+    ) -> Result<(), Reject> {
+        let app = if is_admin_msg_type(msg.msg_type()) {
+            dicts.transport
+        } else {
+            dicts.app
+        };
+        let fields = msg.fields();
+        let have_values = opts.validate_fields_have_values;
+        // check_value's checks, with what the definition decides known from the shape:
+        // most fields have neither a checked format nor an enumeration.
+        for c in self
+            .checks
+            .get(..usize::from(self.checks_len))
+            .unwrap_or(&[])
+        {
+            let Some(field) = fields.get(usize::from(c.index)) else {
+                continue;
+            };
+            let tag = field.tag;
+            let value = msg.value(field);
+            if have_values && value.is_empty() {
+                return Err(Reject::new(
+                    SessionRejectReason::TagSpecifiedWithoutAValue,
+                    Some(tag),
+                ));
+            }
+            if let Some(ty) = c.format {
+                let valid = if ty == FieldType::UtcTimestamp {
+                    self.stamps.valid(value)
+                } else {
+                    valid_format(ty, value)
+                };
+                if !valid {
+                    return Err(Reject::new(
+                        SessionRejectReason::IncorrectDataFormatForValue,
+                        Some(tag),
+                    ));
+                }
+            }
+            if c.enumerated {
+                let dict = if c.section == Section::Body {
+                    app
+                } else {
+                    dicts.transport
+                };
+                if dict.field(tag).is_some_and(|def| !def.allows(value)) {
+                    return Err(Reject::new(
+                        SessionRejectReason::ValueIsIncorrect,
+                        Some(tag),
+                    ));
+                }
+            }
+            if c.entries != NOT_COUNTED {
+                check_count(tag, value, c.entries as usize)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`valid_format`] for UTCTimestamp values, remembering the `YYYYMMDD-HH:MM:SS` of the
+/// last valid one: a value of 17 to 27 bytes that starts with it is valid exactly when
+/// the rest is empty or a `.` and digits (the fraction part of `valid_time`), so the
+/// date and time are checked once per second of SendingTime, not once per message.
+#[derive(Clone, Debug, Default)]
+struct StampMemo {
+    /// Whether `prefix` holds the first 17 bytes of a valid value.
+    known: bool,
+    prefix: [u8; 17],
+}
+
+impl StampMemo {
+    #[inline]
+    fn valid(&mut self, v: &[u8]) -> bool {
+        if self.known && (17..=27).contains(&v.len()) {
+            if let (Some(prefix), Some(rest)) = (v.get(..17), v.get(17..)) {
+                if prefix == self.prefix {
+                    return match rest {
+                        [] => true,
+                        [b'.', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+                        _ => false,
+                    };
+                }
+            }
+        }
+        let valid = valid_utc_timestamp(v);
+        if let (true, Some(prefix)) = (valid, v.get(..17)) {
+            self.prefix.copy_from_slice(prefix);
+            self.known = true;
+        }
+        valid
+    }
+}
+
 /// Keeps the error QuickFIX would meet first.
 struct Best(Option<(u64, u8, Reject)>);
 
@@ -613,6 +924,45 @@ pub fn validate(
     if !opts.use_data_dictionary {
         return Ok(());
     }
+    validate_full(msg, dicts, opts, None)
+}
+
+/// [`validate`] for a stream of messages of few shapes: gives the same answer, and
+/// when `msg` has the shape of the last message `cache` saw accepted (same MsgType, same
+/// tags in the same order; same dictionaries and options), runs only the checks that
+/// depend on field values (see [`ShapeCache`]).
+pub fn validate_cached(
+    msg: &MessageRef<'_>,
+    dicts: &Dictionaries<'_>,
+    opts: &ValidationOptions,
+    cache: &mut ShapeCache,
+) -> Result<(), Reject> {
+    if !opts.use_data_dictionary {
+        return Ok(());
+    }
+    if cache.matches(msg, dicts, opts) {
+        return cache.check_values(msg, dicts, opts);
+    }
+    cache.accepted = false;
+    cache.checks_len = 0;
+    cache.incomplete = false;
+    if msg.fields().len() > SHAPE_FIELDS || msg.msg_type().len() > SHAPE_MSG_TYPE {
+        return validate_full(msg, dicts, opts, None);
+    }
+    validate_full(msg, dicts, opts, Some(&mut *cache))?;
+    cache.accept(msg, dicts, opts);
+    Ok(())
+}
+
+/// [`validate`] with `UseDataDictionary` on; with `record`, the value checks of every
+/// top-level field that passed all its checks are written to its `checks` (in walk
+/// order; [`ShapeCache::accept`] sorts them).
+fn validate_full(
+    msg: &MessageRef<'_>,
+    dicts: &Dictionaries<'_>,
+    opts: &ValidationOptions,
+    mut record: Option<&mut ShapeCache>,
+) -> Result<(), Reject> {
     let fields = msg.fields();
     let msg_type = msg.msg_type();
     let transport = dicts.transport;
@@ -648,11 +998,7 @@ pub fn validate(
             }
         }
         let key = sort_key(section, tag);
-        let slot = match section {
-            Section::Header => 0,
-            Section::Trailer => 1,
-            Section::Body => 2,
-        };
+        let slot = usize::from(slot_of(section));
         let repeated = match seen.insert(tag) {
             Some(r) => r,
             // Beyond 65535 (never a standard tag): an exact scan, only when it could
@@ -678,7 +1024,7 @@ pub fn validate(
             } else {
                 transport
             };
-            if let Some(r) = check_field(
+            match check_field(
                 dict,
                 section,
                 body,
@@ -687,7 +1033,12 @@ pub fn validate(
                 group.map(|g| g.1),
                 opts,
             ) {
-                best.offer(key, 0, r);
+                Err(r) => best.offer(key, 0, r),
+                Ok(counted) => {
+                    if let Some(cache) = record.as_deref_mut() {
+                        cache.record(i, section, key, counted, dict.field(tag));
+                    }
+                }
             }
         }
         if let Some((def, scan, missing)) = group {
@@ -741,7 +1092,9 @@ pub fn validate(
     Ok(())
 }
 
-/// The per-field checks of QuickFIX's `DataDictionary::iterate` (after the repeat check).
+/// The per-field checks of QuickFIX's `DataDictionary::iterate` (after the repeat check),
+/// in its order: [`check_value`], then [`check_tag`], then the NumInGroup count. On
+/// success, the number of entries the count was compared with (None when it was not).
 fn check_field(
     dict: &Dictionary,
     section: Section,
@@ -750,28 +1103,63 @@ fn check_field(
     value: &[u8],
     group: Option<GroupScan>,
     opts: &ValidationOptions,
-) -> Option<Reject> {
+) -> Result<Option<usize>, Reject> {
+    check_value(dict, tag, value, opts)?;
+    if !check_tag(dict, section, body, tag, opts)? {
+        return Ok(None);
+    }
+    match group {
+        Some(scan) => {
+            check_count(tag, value, scan.entries)?;
+            Ok(Some(scan.entries))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The checks of one field that depend on its value: empty (4), data format (6),
+/// enumeration (5).
+#[inline]
+fn check_value(
+    dict: &Dictionary,
+    tag: u32,
+    value: &[u8],
+    opts: &ValidationOptions,
+) -> Result<(), Reject> {
     if opts.validate_fields_have_values && value.is_empty() {
-        return Some(Reject::new(
+        return Err(Reject::new(
             SessionRejectReason::TagSpecifiedWithoutAValue,
             Some(tag),
         ));
     }
-    let def = dict.field(tag);
-    if let Some(def) = def {
+    if let Some(def) = dict.field(tag) {
         if !valid_format(def.field_type, value) {
-            return Some(Reject::new(
+            return Err(Reject::new(
                 SessionRejectReason::IncorrectDataFormatForValue,
                 Some(tag),
             ));
         }
         if !def.allows(value) {
-            return Some(Reject::new(
+            return Err(Reject::new(
                 SessionRejectReason::ValueIsIncorrect,
                 Some(tag),
             ));
         }
     }
+    Ok(())
+}
+
+/// The checks of one field that depend on its tag only (QuickFIX's `shouldCheckTag`,
+/// then 0 "Invalid tag number" and 2 "Tag not defined for this message type"). Ok(true)
+/// when QuickFIX goes on to compare a NumInGroup count (a body field defined for the
+/// message type).
+fn check_tag(
+    dict: &Dictionary,
+    section: Section,
+    body: Option<&Layout>,
+    tag: u32,
+    opts: &ValidationOptions,
+) -> Result<bool, Reject> {
     let user_defined = tag >= 5000;
     // QuickFIX's shouldCheckTag.
     let skip = if user_defined {
@@ -780,34 +1168,39 @@ fn check_field(
         opts.allow_unknown_msg_fields
     };
     if skip {
-        return None;
+        return Ok(false);
     }
-    if def.is_none() {
-        return Some(Reject::new(
+    if dict.field(tag).is_none() {
+        return Err(Reject::new(
             SessionRejectReason::InvalidTagNumber,
             Some(tag),
         ));
     }
     let header_or_trailer =
         section != Section::Body || dict.tag_class(tag).in_dict_header_or_trailer();
-    if !header_or_trailer {
-        if !body.is_some_and(|b| b.contains(tag)) {
-            return Some(Reject::new(
-                SessionRejectReason::TagNotDefinedForThisMessageType,
-                Some(tag),
-            ));
-        }
-        if let Some(scan) = group {
-            let declared = parse_int::<i32>(value).and_then(|v| usize::try_from(v).ok());
-            if declared != Some(scan.entries) {
-                return Some(Reject::new(
-                    SessionRejectReason::IncorrectNumInGroupCountForRepeatingGroup,
-                    Some(tag),
-                ));
-            }
-        }
+    if header_or_trailer {
+        return Ok(false);
     }
-    None
+    if !body.is_some_and(|b| b.contains(tag)) {
+        return Err(Reject::new(
+            SessionRejectReason::TagNotDefinedForThisMessageType,
+            Some(tag),
+        ));
+    }
+    Ok(true)
+}
+
+/// 16 "Incorrect NumInGroup count" unless the NumInGroup value is `entries`.
+#[inline]
+fn check_count(tag: u32, value: &[u8], entries: usize) -> Result<(), Reject> {
+    let declared = parse_int::<i32>(value).and_then(|v| usize::try_from(v).ok());
+    if declared != Some(entries) {
+        return Err(Reject::new(
+            SessionRejectReason::IncorrectNumInGroupCountForRepeatingGroup,
+            Some(tag),
+        ));
+    }
+    Ok(())
 }
 
 /// The first missing required member in the entries of a group (QuickFIX's
@@ -946,10 +1339,14 @@ pub fn check_sending_time(
 /// (`DataDictionary::checkValidFormat`). Types QuickFIX treats as strings always pass.
 pub fn valid_format(ty: FieldType, value: &[u8]) -> bool {
     match ty {
+        // `short_digits` first: the common value, which the converters accept.
         FieldType::Int | FieldType::NumInGroup | FieldType::Length => {
-            parse_int::<i32>(value).is_some()
+            short_digits(value) || parse_int::<i32>(value).is_some()
         }
-        FieldType::SeqNum => value.first() != Some(&b'-') && parse_int::<u64>(value).is_some(),
+        FieldType::SeqNum => {
+            short_digits(value)
+                || (value.first() != Some(&b'-') && parse_int::<u64>(value).is_some())
+        }
         FieldType::Price
         | FieldType::Amt
         | FieldType::Qty
@@ -963,6 +1360,36 @@ pub fn valid_format(ty: FieldType, value: &[u8]) -> bool {
         FieldType::UtcDate => valid_utc_date(value),
         _ => true,
     }
+}
+
+/// Whether [`valid_format`] can refuse a value of type `ty` (it refuses the empty value
+/// of every such type and accepts any value of the others).
+pub fn format_checked(ty: FieldType) -> bool {
+    matches!(
+        ty,
+        FieldType::Int
+            | FieldType::NumInGroup
+            | FieldType::Length
+            | FieldType::SeqNum
+            | FieldType::Price
+            | FieldType::Amt
+            | FieldType::Qty
+            | FieldType::Float
+            | FieldType::PriceOffset
+            | FieldType::Percentage
+            | FieldType::Char
+            | FieldType::Boolean
+            | FieldType::UtcTimestamp
+            | FieldType::UtcTimeOnly
+            | FieldType::UtcDate
+    )
+}
+
+/// One to nine ASCII digits: a value below 10^9, which every integer type's converter
+/// accepts (i32, u64).
+#[inline]
+fn short_digits(v: &[u8]) -> bool {
+    (1..=9).contains(&v.len()) && v.iter().all(u8::is_ascii_digit)
 }
 
 /// QuickFIX's integer converter: optional `-`, digits only, no overflow of `T`.
@@ -1054,6 +1481,80 @@ fn valid_utc_date(v: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The remembered date and time change no answer of `valid_format`, whatever
+        /// sequence of timestamps (valid, near-valid, of another second) it sees.
+        #[test]
+        fn stamp_memo_agrees_with_valid_format(
+            stamps in proptest::collection::vec(
+                "2024010[12]-0[34]:0[45]:0[56](\\.[0-9x]{0,10})?|[0-9:.-]{0,30}", 1..20)
+        ) {
+            let mut memo = StampMemo::default();
+            for v in &stamps {
+                proptest::prop_assert_eq!(
+                    memo.valid(v.as_bytes()),
+                    valid_format(FieldType::UtcTimestamp, v.as_bytes()),
+                    "{}", v
+                );
+            }
+        }
+
+        /// The integer types' shortcut accepts only what their converters accept.
+        #[test]
+        fn short_digits_are_valid_integers(v in "[0-9]{0,12}|-?[0-9a]{0,10}") {
+            if short_digits(v.as_bytes()) {
+                proptest::prop_assert!(parse_int::<i32>(v.as_bytes()).is_some());
+                proptest::prop_assert!(parse_int::<u64>(v.as_bytes()).is_some());
+                proptest::prop_assert!(!v.starts_with('-'));
+            }
+        }
+    }
+
+    /// `format_checked` is what the shape cache relies on to skip `valid_format`: a type
+    /// it leaves out accepts anything, a type it names refuses at least the empty value.
+    #[test]
+    fn format_checked_names_exactly_the_types_valid_format_can_refuse() {
+        use FieldType as T;
+        let all = [
+            T::String,
+            T::Char,
+            T::Price,
+            T::Int,
+            T::Amt,
+            T::Qty,
+            T::Currency,
+            T::MultipleValueString,
+            T::MultipleStringValue,
+            T::MultipleCharValue,
+            T::Exchange,
+            T::UtcTimestamp,
+            T::Boolean,
+            T::LocalMktDate,
+            T::Data,
+            T::Float,
+            T::PriceOffset,
+            T::MonthYear,
+            T::DayOfMonth,
+            T::UtcDate,
+            T::UtcDateOnly,
+            T::UtcTimeOnly,
+            T::NumInGroup,
+            T::Percentage,
+            T::SeqNum,
+            T::Length,
+            T::Country,
+            T::Unknown,
+        ];
+        for ty in all {
+            assert_eq!(format_checked(ty), !valid_format(ty, b""), "{ty:?}");
+            if !format_checked(ty) {
+                for v in [&b"x"[..], b"-", b"1.5.", b"\xff", b"20241399-99:99:99"] {
+                    assert!(valid_format(ty, v), "{ty:?}");
+                }
+            }
+        }
+    }
 
     /// A message type with a required group holding a nested group (tags 100-102,
     /// 200-202) and a body field 55.

@@ -490,3 +490,171 @@ mod never_panics {
         }
     }
 }
+
+/// `validate_cached` answers exactly as `validate` for streams of messages that share
+/// shapes (the cache's hits) and that change shape, values, options or dictionaries
+/// (its misses): same Ok, same reason, tag and text.
+mod cached_agrees_with_full {
+    use super::*;
+    use proptest::prelude::*;
+    use tickwire_fix::codec::parse_keeping_empty;
+    use tickwire_fix::validate::{validate_cached, ShapeCache};
+
+    const TAGS: [u32; 18] = [
+        11, 21, 38, 40, 44, 54, 55, 60, 268, 269, 270, 271, 278, 279, 262, 97, 43, 122,
+    ];
+    /// Valid, invalid and empty values for every type the templates use.
+    const VALUES: [&str; 18] = [
+        "1",
+        "0",
+        "2",
+        "3",
+        "-1",
+        "Z",
+        "abc",
+        "10.5",
+        "1.",
+        "-",
+        "20240102-03:04:05",
+        "20241302-03:04:05.123",
+        "Y",
+        "N",
+        "",
+        "99999999999",
+        "ord1",
+        "X",
+    ];
+
+    fn templates() -> Vec<Vec<(u32, &'static str)>> {
+        let mut nos: Vec<(u32, &'static str)> = HEADER.to_vec();
+        nos.extend_from_slice(&NOS_BODY);
+        let mut md: Vec<(u32, &'static str)> = HEADER.to_vec();
+        md.extend_from_slice(&[(262, "req"), (268, "3")]);
+        md.extend_from_slice(&THREE_ENTRIES);
+        // The tick-to-trade bench's market data.
+        let mut tick: Vec<(u32, &'static str)> = HEADER.to_vec();
+        tick.extend_from_slice(&[
+            (268, "1"),
+            (279, "0"),
+            (269, "0"),
+            (55, "IBM"),
+            (270, "1.5"),
+            (271, "100"),
+            (278, "id"),
+        ]);
+        let mut nos_extra: Vec<(u32, &'static str)> = HEADER.to_vec();
+        nos_extra.extend_from_slice(&[(97, "N"), (43, "Y"), (122, "20240102-03:04:05")]);
+        nos_extra.extend_from_slice(&NOS_BODY);
+        vec![nos, md, tick, HEADER.to_vec(), nos_extra]
+    }
+
+    fn encode(msg_type: &str, fields: &[(u32, &str)]) -> Vec<u8> {
+        let mut e = Encoder::new("FIX.4.4");
+        e.begin(msg_type.as_bytes());
+        for &(tag, v) in fields {
+            e.field_str(tag, v);
+        }
+        e.finish().to_vec()
+    }
+
+    fn options(flags: [bool; 5]) -> ValidationOptions {
+        ValidationOptions {
+            validate_fields_out_of_order: flags[0],
+            validate_fields_have_values: flags[1],
+            validate_user_defined_fields: flags[2],
+            allow_unknown_msg_fields: flags[3],
+            validate_unordered_group_fields: flags[4],
+            ..ValidationOptions::default()
+        }
+    }
+
+    /// A hit runs every value check: each failure below comes from the cache (the
+    /// accepted message before it has the same shape), and equals the full answer.
+    #[test]
+    fn on_a_hit_every_value_check_runs() {
+        let opts = ValidationOptions::default();
+        let d44 = Dictionaries::single(dict("FIX44.xml"));
+        let mut cache = ShapeCache::new();
+        let tick = &templates()[2];
+        let edits: [&[(u32, &str)]; 6] = [
+            &[(268, "2")],
+            // A group member: QuickFIX checks no value of it (accepted).
+            &[(269, "Z")],
+            &[(34, "x"), (268, "2")],
+            &[(52, "20240102-25:04:05"), (49, "")],
+            &[(56, ""), (268, "-1")],
+            &[],
+        ];
+        let mut rejected = 0;
+        for edit in edits {
+            let ok = encode("X", tick);
+            let mut table = Fields::new();
+            let msg = parse_keeping_empty(&ok, &mut table, true).unwrap();
+            assert_eq!(validate_cached(&msg, &d44, &opts, &mut cache), Ok(()));
+            let mut fields = tick.clone();
+            for &(tag, v) in edit {
+                fields
+                    .iter_mut()
+                    .filter(|f| f.0 == tag)
+                    .for_each(|f| f.1 = v);
+            }
+            let raw = encode("X", &fields);
+            let mut table = Fields::new();
+            let msg = parse_keeping_empty(&raw, &mut table, true).unwrap();
+            let full = validate(&msg, &d44, &opts);
+            assert_eq!(validate_cached(&msg, &d44, &opts, &mut cache), full);
+            rejected += usize::from(full.is_err());
+        }
+        assert_eq!(rejected, 4);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        #[test]
+        fn on_streams_of_messages(
+            random_body in prop::collection::vec(
+                (prop_oneof![prop::sample::select(TAGS.to_vec()), 1u32..100_000],
+                 prop::sample::select(VALUES.to_vec())),
+                0..20),
+            stream in prop::collection::vec(
+                (0usize..6,
+                 prop::option::weighted(0.2, prop::sample::select(vec!["D", "X", "0", "8", "ZZ"])),
+                 prop::collection::vec((0usize..40, prop::sample::select(VALUES.to_vec())), 0..4),
+                 prop::bool::weighted(0.1),
+                 prop::bool::weighted(0.1)),
+                1..12),
+            flags in any::<[bool; 5]>(),
+            other_flags in any::<[bool; 5]>(),
+        ) {
+            let mut templates = templates();
+            let mut random: Vec<(u32, &'static str)> = HEADER.to_vec();
+            random.extend_from_slice(&random_body);
+            templates.push(random);
+            let types = ["D", "X", "X", "0", "D", "D"];
+            let d44 = Dictionaries::single(dict("FIX44.xml"));
+            let fixt = Dictionaries::fixt(dict("FIXT11.xml"), dict("FIX50SP2.xml"));
+            let mut cache = ShapeCache::new();
+            for (template, random_type, edits, switch_opts, switch_dicts) in stream {
+                let mut fields = templates[template].clone();
+                // Mostly the template's own type (a hit after the first), sometimes another.
+                let msg_type = random_type.unwrap_or(types[template]);
+                for (at, v) in edits {
+                    let n = fields.len();
+                    if let Some(f) = fields.get_mut(at % n.max(1)) {
+                        f.1 = v;
+                    }
+                }
+                let raw = encode(msg_type, &fields);
+                let mut table = Fields::new();
+                let Ok(msg) = parse_keeping_empty(&raw, &mut table, true) else {
+                    continue;
+                };
+                let opts = options(if switch_opts { other_flags } else { flags });
+                let dicts = if switch_dicts { fixt } else { d44 };
+                let full = validate(&msg, &dicts, &opts);
+                let cached = validate_cached(&msg, &dicts, &opts, &mut cache);
+                prop_assert_eq!(cached, full, "{}", String::from_utf8_lossy(&raw));
+            }
+        }
+    }
+}

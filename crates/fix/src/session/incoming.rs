@@ -3,6 +3,40 @@
 
 use super::*;
 
+/// The header fields the session reads from every received message, found in one pass
+/// (each the first occurrence of its tag, as `MessageRef::get` finds it).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Received<'a> {
+    sender_comp_id: Option<&'a [u8]>,
+    target_comp_id: Option<&'a [u8]>,
+    msg_seq_num: Option<&'a [u8]>,
+    sending_time: Option<&'a [u8]>,
+}
+
+impl<'a> Received<'a> {
+    pub(super) fn of(m: &MessageRef<'a>) -> Received<'a> {
+        let mut r = Received::default();
+        let mut missing = 4;
+        for f in m.fields() {
+            let slot = match f.tag {
+                tag::SENDER_COMP_ID => &mut r.sender_comp_id,
+                tag::TARGET_COMP_ID => &mut r.target_comp_id,
+                tag::MSG_SEQ_NUM => &mut r.msg_seq_num,
+                tag::SENDING_TIME => &mut r.sending_time,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(m.value(f));
+                missing -= 1;
+                if missing == 0 {
+                    break;
+                }
+            }
+        }
+        r
+    }
+}
+
 impl<S: MessageStore> Session<S> {
     /// QuickFIX `Session::next(string)`: parse, then check and dispatch.
     pub(super) fn process(&mut self, now: u64, raw: &[u8], queued: bool) -> StoreResult {
@@ -123,8 +157,12 @@ impl<S: MessageStore> Session<S> {
 
     pub(super) fn dispatch(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
         let msg_type = m.msg_type();
-        for t in [tag::SENDER_COMP_ID, tag::TARGET_COMP_ID] {
-            if m.get(t).is_none() {
+        let h = Received::of(m);
+        for (t, v) in [
+            (tag::SENDER_COMP_ID, h.sender_comp_id),
+            (tag::TARGET_COMP_ID, h.target_comp_id),
+        ] {
+            if v.is_none() {
                 return self.field_not_found(now, m, t);
             }
         }
@@ -141,24 +179,25 @@ impl<S: MessageStore> Session<S> {
         // Recorded QuickFIX behaviour (docs/fix/quickfix-behaviour.md): a message
         // without MsgSeqNum or SendingTime makes `verify` fail on a missing field, which
         // disconnects without a word; a MsgSeqNum that is not a number is dropped.
-        if m.get(tag::MSG_SEQ_NUM).is_none() || m.get(tag::SENDING_TIME).is_none() {
+        let (Some(seq_value), Some(sending_value)) = (h.msg_seq_num, h.sending_time) else {
             self.note(format_args!("Field not found"));
             return self.disconnect(now);
-        }
-        if m.seq_num().is_none() {
-            let v = String::from_utf8_lossy(m.get(tag::MSG_SEQ_NUM).unwrap_or_default());
+        };
+        let Some(seq) = codec::parse_u64(seq_value) else {
+            let v = String::from_utf8_lossy(seq_value);
             self.note(format_args!("Incorrect data format for value: {v}"));
             return Ok(());
-        }
+        };
         if let Some(v) = &self.validation {
             let dicts = Dictionaries::fixt(&v.transport, &v.app);
-            if let Err(rej) = validate::validate(m, &dicts, &v.options) {
+            let shape = &mut self.validated_shape;
+            if let Err(rej) = validate::validate_cached(m, &dicts, &v.options, shape) {
                 return self.validation_failed(now, m, rej);
             }
         }
         // The checks QuickFIX's standard session dictionary makes: required header
         // fields, their formats, and the required fields of administrative messages.
-        if self.sending_time(m).is_none() {
+        let Some(sending_time) = self.sending_times.parse(sending_value) else {
             let r = RefMsg::of(m);
             return self.reject_quiet(
                 now,
@@ -167,7 +206,7 @@ impl<S: MessageStore> Session<S> {
                 tag::SENDING_TIME,
                 true,
             );
-        }
+        };
         let required: &[u32] = match msg_type {
             mt::LOGON => &[tag::ENCRYPT_METHOD, tag::HEART_BT_INT],
             mt::TEST_REQUEST => &[tag::TEST_REQ_ID],
@@ -207,14 +246,14 @@ impl<S: MessageStore> Session<S> {
         match msg_type {
             mt::LOGON => self.on_logon(now, m),
             mt::HEARTBEAT => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, &h, sending_time, seq, true, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             mt::TEST_REQUEST => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, &h, sending_time, seq, true, true)? {
                     self.heartbeat_msg(now, m.get(tag::TEST_REQ_ID))?;
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
@@ -225,14 +264,14 @@ impl<S: MessageStore> Session<S> {
             mt::LOGOUT => self.on_logout(now, m),
             mt::RESEND_REQUEST => self.on_resend_request(now, m),
             mt::REJECT => {
-                if self.verify(now, m, false, true)? {
+                if self.verify_at(now, m, &h, sending_time, seq, false, true)? {
                     self.store.incr_next_target_seq()?;
                     self.next_queued(now)?;
                 }
                 Ok(())
             }
             _ => {
-                if self.verify(now, m, true, true)? {
+                if self.verify_at(now, m, &h, sending_time, seq, true, true)? {
                     self.store.incr_next_target_seq()?;
                 }
                 Ok(())
@@ -303,13 +342,31 @@ impl<S: MessageStore> Session<S> {
         check_too_high: bool,
         check_too_low: bool,
     ) -> Result<bool, StoreError> {
+        let h = Received::of(m);
+        let sending_time = self.sending_time(m).unwrap_or(0);
+        let seq = m.seq_num().unwrap_or(0);
+        self.verify_at(now, m, &h, sending_time, seq, check_too_high, check_too_low)
+    }
+
+    /// [`Session::verify`] with the message's header fields already found (`h`) and its
+    /// SendingTime and MsgSeqNum already parsed (0 when they do not parse).
+    #[allow(clippy::too_many_arguments)] // the message's parsed header, passed by value
+    pub(super) fn verify_at(
+        &mut self,
+        now: u64,
+        m: &MessageRef<'_>,
+        h: &Received<'_>,
+        sending_time: u64,
+        seq: u64,
+        check_too_high: bool,
+        check_too_low: bool,
+    ) -> Result<bool, StoreError> {
         let msg_type = m.msg_type();
         if !self.valid_logon_state(msg_type) {
             self.note(format_args!("Logon state is not valid for message"));
             self.disconnect(now)?;
             return Ok(false);
         }
-        let sending_time = self.sending_time(m).unwrap_or(0);
         if self.cfg.check_latency
             && secs_between(now, sending_time).unsigned_abs() > u64::from(self.cfg.max_latency)
         {
@@ -327,8 +384,8 @@ impl<S: MessageStore> Session<S> {
             return Ok(false);
         }
         if self.cfg.check_comp_id
-            && (m.get(tag::SENDER_COMP_ID) != Some(self.cfg.target_comp_id.as_bytes())
-                || m.get(tag::TARGET_COMP_ID) != Some(self.cfg.sender_comp_id.as_bytes()))
+            && (h.sender_comp_id != Some(self.cfg.target_comp_id.as_bytes())
+                || h.target_comp_id != Some(self.cfg.sender_comp_id.as_bytes()))
         {
             if self.reject(now, RefMsg::of(m), session_reject::COMPID_PROBLEM, 0, true)? {
                 self.logout_msg(now, None)?;
@@ -337,7 +394,6 @@ impl<S: MessageStore> Session<S> {
             }
             return Ok(false);
         }
-        let seq = m.seq_num().unwrap_or(0);
         let expected = self.store.next_target_seq();
         if check_too_high && seq > expected {
             self.target_too_high(now, m, seq)?;
