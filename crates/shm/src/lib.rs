@@ -65,7 +65,7 @@ pub fn bare_pair(cap: usize) -> std::io::Result<(BareEnd, BareEnd)> {
     let fd = rustix::fs::memfd_create("tickwire-bare", rustix::fs::MemfdFlags::CLOEXEC)?;
     let file = std::fs::File::from(fd);
     file.set_len(layout::mapping_len(cap) as u64)?;
-    let region = std::sync::Arc::new(Region::map(&file)?);
+    let region = std::sync::Arc::new(Region::map_populated(&file)?);
     let h = layout::Header::new(cap);
     let a = BareEnd {
         rx: ring::Consumer::new(region.clone(), h.router_to_client()),

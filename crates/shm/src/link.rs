@@ -378,7 +378,7 @@ impl ClientLink {
         if file.metadata()?.len() != layout::mapping_len(header.cap) as u64 {
             return Err(bad("shared-memory mapping of the wrong size"));
         }
-        let region = Arc::new(Region::map(&file)?);
+        let region = Arc::new(Region::map_populated(&file)?);
         if layout::read_header(&*region) != Some(header) {
             return Err(bad("shared-memory header does not match the handshake"));
         }

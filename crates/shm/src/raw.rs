@@ -34,15 +34,22 @@ pub struct Region {
 }
 
 impl Region {
-    /// Maps all of `file` shared, read and write, with every page faulted in now
-    /// (`MADV_POPULATE_WRITE`): the rings' first lap then takes no page fault (a
-    /// fault and a zeroed page per 4 KiB, microseconds each, on the data path). A
-    /// kernel without it (before 5.14) leaves the pages to fault in on first use.
+    /// Maps all of `file` shared, read and write; pages fault in on first use.
     pub fn map(file: &File) -> io::Result<Region> {
         let map = MmapRaw::map_raw(file)?;
-        // Best effort: the mapping works the same without it, only its first lap is slower.
-        let _ = map.advise(memmap2::Advice::PopulateWrite);
         Ok(Region { map })
+    }
+
+    /// [`Region::map`] with every page allocated and mapped now (`MADV_POPULATE_WRITE`),
+    /// so the rings' first lap takes no page fault on the data path (a fault and a
+    /// zeroed page per 4 KiB, microseconds each). The caller pays the zeroing (a few
+    /// milliseconds for 16 MiB): the client does, at its handshake, never the router's
+    /// event loop. A kernel without it (before 5.14) leaves the pages to first use.
+    pub fn map_populated(file: &File) -> io::Result<Region> {
+        let region = Region::map(file)?;
+        // Best effort: the mapping works the same without it, only its first lap is slower.
+        let _ = region.map.advise(memmap2::Advice::PopulateWrite);
+        Ok(region)
     }
 
     /// Bytes mapped.
@@ -151,6 +158,23 @@ mod tests {
         let mut w = [0u8; 8];
         r.copy_out(8, &mut w);
         assert_eq!(u64::from_ne_bytes(w), 0x0102_0304_0506_0708);
+    }
+
+    #[test]
+    fn a_populated_mapping_is_resident_and_shared_with_a_plain_one() {
+        let fd =
+            rustix::fs::memfd_create("tickwire-raw-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let file = File::from(fd);
+        file.set_len(1 << 20).unwrap();
+        let populated = Region::map_populated(&file).unwrap();
+        // Every page of the memfd was allocated by the populate (st_blocks counts them).
+        use std::os::unix::fs::MetadataExt;
+        assert!(file.metadata().unwrap().blocks() * 512 >= 1 << 20);
+        let plain = Region::map(&file).unwrap();
+        populated.copy_in(4096 * 7, b"both ends");
+        let mut out = [0u8; 9];
+        plain.copy_out(4096 * 7, &mut out);
+        assert_eq!(&out, b"both ends");
     }
 
     #[test]
