@@ -199,6 +199,9 @@ impl Schedule {
             cumulative: 0.0,
             in_second: 0,
             j: 0,
+            step: (0, 0),
+            offset: 0,
+            carry: 0,
             index: 0,
         }
     }
@@ -265,6 +268,13 @@ struct SlotIter<'a> {
     second: u64,
     in_second: u64,
     j: u64,
+    /// `1e9 / in_second` as quotient and remainder: slot `j` of the second is at
+    /// `floor(j * 1e9 / in_second)` = `offset`, kept by adding the quotient and carrying
+    /// the remainder (`carry` = `j * rem mod in_second`) instead of a 128-bit division
+    /// per slot (the sender's hot loop at millions of messages a second).
+    step: (u64, u64),
+    offset: u64,
+    carry: u64,
     /// The running sum of [`messages_in_second`].
     cumulative: f64,
     index: u64,
@@ -282,12 +292,20 @@ impl Iterator for SlotIter<'_> {
             if self.j == 0 && self.in_second == 0 {
                 self.in_second =
                     messages_in_second(&self.schedule.pattern, self.second, &mut self.cumulative);
+                let n = self.in_second.max(1);
+                self.step = (NS_PER_SEC / n, NS_PER_SEC % n);
+                self.offset = 0;
+                self.carry = 0;
             }
             if self.j < self.in_second {
-                let offset =
-                    u128::from(self.j) * u128::from(NS_PER_SEC) / u128::from(self.in_second);
-                // offset < 1e9, so it fits.
-                let at_ns = start + offset as u64;
+                // offset = floor(j * 1e9 / in_second) < 1e9.
+                let at_ns = start + self.offset;
+                self.offset += self.step.0;
+                self.carry += self.step.1;
+                if self.carry >= self.in_second {
+                    self.carry -= self.in_second;
+                    self.offset += 1;
+                }
                 if at_ns >= self.end_ns {
                     // Slots only grow in time: none of the rest is before the end either.
                     self.end_ns = 0;
@@ -419,6 +437,35 @@ mod tests {
                 burst: 250.0
             }
         );
+    }
+
+    #[test]
+    fn slot_times_are_the_exact_division() {
+        // The carried offsets equal floor(j * 1e9 / n) for rates that divide 1e9, that
+        // do not, and that are large.
+        for rate in [
+            1.0,
+            3.0,
+            7.0,
+            999_999.0,
+            1_000_000.0,
+            16_000_003.0,
+            24_000_000.0,
+        ] {
+            let s = Schedule {
+                pattern: RatePattern::Steady { rate },
+                warmup_ns: 0,
+                duration_ns: 2 * NS_PER_SEC,
+            };
+            let n = rate as u64;
+            for slot in s.slots() {
+                let j = slot.index % n;
+                let second = slot.index / n;
+                let want =
+                    second * NS_PER_SEC + (u128::from(j) * 1_000_000_000 / u128::from(n)) as u64;
+                assert_eq!(slot.at_ns, want, "rate {rate}, slot {}", slot.index);
+            }
+        }
     }
 
     #[test]
