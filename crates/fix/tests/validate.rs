@@ -445,6 +445,20 @@ fn repeated_large_tags_are_found() {
     }
 }
 
+/// The five validation switches the property tests vary, in this order: fields out of
+/// order, fields have values, user-defined fields, unknown message fields, unordered
+/// group fields.
+fn options(flags: [bool; 5]) -> ValidationOptions {
+    ValidationOptions {
+        validate_fields_out_of_order: flags[0],
+        validate_fields_have_values: flags[1],
+        validate_user_defined_fields: flags[2],
+        allow_unknown_msg_fields: flags[3],
+        validate_unordered_group_fields: flags[4],
+        ..ValidationOptions::default()
+    }
+}
+
 mod never_panics {
     use super::*;
     use proptest::prelude::*;
@@ -468,14 +482,7 @@ mod never_panics {
         ) {
             let body: Vec<(u32, &str)> = body.iter().map(|(t, v)| (*t, v.as_str())).collect();
             let raw = build("FIX.4.4", msg_type, &body);
-            let opts = ValidationOptions {
-                validate_fields_out_of_order: flags[0],
-                validate_fields_have_values: flags[1],
-                validate_user_defined_fields: flags[2],
-                allow_unknown_msg_fields: flags[3],
-                validate_unordered_group_fields: flags[4],
-                ..ValidationOptions::default()
-            };
+            let opts = options(flags);
             // Random data-length tags (95, 212, ...) can make a message unparsable;
             // only parsed messages reach validation.
             let mut fields = Fields::new();
@@ -555,17 +562,6 @@ mod cached_agrees_with_full {
             e.field_str(tag, v);
         }
         e.finish().to_vec()
-    }
-
-    fn options(flags: [bool; 5]) -> ValidationOptions {
-        ValidationOptions {
-            validate_fields_out_of_order: flags[0],
-            validate_fields_have_values: flags[1],
-            validate_user_defined_fields: flags[2],
-            allow_unknown_msg_fields: flags[3],
-            validate_unordered_group_fields: flags[4],
-            ..ValidationOptions::default()
-        }
     }
 
     /// A hit runs every value check: each failure below comes from the cache (the

@@ -15,65 +15,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::net::SocketAddr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tickwire_router::core::{Core, Input};
-use tickwire_router::index::Slot;
-use tickwire_router::Config;
-use tickwire_rt::{MonoNanos, UtcNanos};
-use tickwire_wire::frame::{self, PublishOptions, PROTOCOL_VERSION};
+use tickwire_wire::frame;
 
-const T0: u64 = 7_000_000_000;
-const TOPIC: &str = "bench/stream";
+#[path = "support/one_to_one.rs"]
+mod one_to_one;
+use one_to_one::{publish_frames, OneToOne};
+
 const BATCH: usize = 64;
 
-fn feed(core: &mut Core, id: Slot, bytes: &[u8]) {
-    let got = core.handle_input(id, MonoNanos(T0), bytes, bytes.len());
-    assert_eq!(got, Input::Consumed(bytes.len()));
-}
-
-fn take_egress(core: &mut Core, id: Slot) -> usize {
-    let n = core.egress(id).len();
-    core.handle_written(id, n);
-    n
-}
-
-fn open(core: &mut Core, name: &str) -> Slot {
-    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
-    let id = core
-        .handle_accept(addr, MonoNanos(T0), UtcNanos(0))
-        .ok()
-        .expect("accepted");
-    let mut b = Vec::new();
-    frame::encode_hello(&mut b, PROTOCOL_VERSION, name);
-    feed(core, id, &b);
-    take_egress(core, id);
-    id
-}
-
-fn publish_frames(n: usize) -> Vec<u8> {
-    let mut b = Vec::new();
-    for i in 0..n {
-        let mut payload = [0u8; 100];
-        payload[..8].copy_from_slice(&(i as u64).to_le_bytes());
-        frame::encode_publish(&mut b, TOPIC, &payload, PublishOptions::default(), 1 << 20).unwrap();
-    }
-    b
-}
-
 fn core_path(c: &mut Criterion) {
-    let mut core = Core::new(Config::default(), MonoNanos(T0), UtcNanos(0));
-    let publisher = open(&mut core, "publisher");
-    let subscriber = open(&mut core, "subscriber");
-    let mut sub = Vec::new();
-    frame::encode_subscribe(&mut sub, 1, TOPIC);
-    feed(&mut core, subscriber, &sub);
-    take_egress(&mut core, subscriber);
+    let mut path = OneToOne::new();
     let batch = publish_frames(BATCH);
     // One round first: every PUBLISH must reach the subscriber.
-    feed(&mut core, publisher, &batch);
-    let queued = take_egress(&mut core, subscriber);
+    let queued = path.round(&batch);
     assert!(
         queued >= batch.len(),
         "{queued} bytes queued for {} published",
@@ -83,10 +39,7 @@ fn core_path(c: &mut Criterion) {
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(BATCH as u64));
     group.bench_function("publish_1to1", |b| {
-        b.iter(|| {
-            feed(&mut core, publisher, black_box(&batch));
-            black_box(take_egress(&mut core, subscriber));
-        })
+        b.iter(|| black_box(path.round(black_box(&batch))))
     });
     group.finish();
 }
