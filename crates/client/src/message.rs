@@ -39,7 +39,7 @@ impl TopicText {
     /// `bytes` as text, or `None` when they are not UTF-8.
     #[inline]
     pub(crate) fn check<'a>(&'a mut self, bytes: &'a [u8]) -> Option<&'a str> {
-        if !self.last.is_empty() && self.last.as_bytes() == bytes {
+        if !self.last.is_empty() && tickwire_wire::topic::same_bytes(self.last.as_bytes(), bytes) {
             return Some(&self.last);
         }
         let text = std::str::from_utf8(bytes).ok()?;

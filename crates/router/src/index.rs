@@ -30,7 +30,7 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use tickwire_wire::topic::{segments, Segment};
+use tickwire_wire::topic::{same_bytes, segments, Segment};
 
 /// The trie's child maps. Their keys are topic levels a client chose, so the hash is
 /// keyed at random per map (ahash's `RandomState`: no peer can aim collisions at it)
@@ -256,13 +256,13 @@ impl SubscriptionIndex {
     ///
     /// The remembered answer is taken inline (one subscriber, the common case, by a
     /// push rather than a call to copy); the walk is out of line.
-    #[inline]
+    #[inline(always)]
     pub fn match_topic(&mut self, topic: &str, out: &mut Vec<Slot>) {
         debug_assert!(
             tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok(),
             "unvalidated topic {topic:?}"
         );
-        if self.memo.valid && self.memo.topic == topic {
+        if self.memo.valid && same_bytes(self.memo.topic.as_bytes(), topic.as_bytes()) {
             if let [one] = self.memo.clients[..] {
                 out.push(one);
             } else {
