@@ -111,11 +111,51 @@ pub struct Totals {
     pub denied: u64,
 }
 
+/// Where a client is connected from, as stats and logs show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// A TCP (or TLS) connection from this address.
+    Tcp(SocketAddr),
+    /// A shared-memory connection on this host, from the process the kernel recorded
+    /// when it connected to the handshake socket (`SO_PEERCRED`), when it could say.
+    Shm {
+        /// Its process id.
+        pid: Option<u32>,
+        /// Its user id.
+        uid: Option<u32>,
+    },
+}
+
+impl From<SocketAddr> for Peer {
+    fn from(a: SocketAddr) -> Self {
+        Peer::Tcp(a)
+    }
+}
+
+impl std::fmt::Display for Peer {
+    /// `127.0.0.1:50312`, `shm pid 4711 uid 1000`, or `shm` when the process is unknown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => a.fmt(f),
+            Peer::Shm { pid, uid } => {
+                f.write_str("shm")?;
+                if let Some(p) = pid {
+                    write!(f, " pid {p}")?;
+                }
+                if let Some(u) = uid {
+                    write!(f, " uid {u}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 struct Client {
     id: ClientId,
     phase: Phase,
     name: String,
-    addr: SocketAddr,
+    addr: Peer,
     connected_at: MonoNanos,
     connected_unix_ms: u64,
     /// When the first byte of the unfinished frame arrived, if one is unfinished: the
@@ -471,10 +511,11 @@ impl Core {
     /// Registers a new connection, or refuses it at the connection limit.
     pub fn handle_accept(
         &mut self,
-        addr: SocketAddr,
+        addr: impl Into<Peer>,
         now: MonoNanos,
         wall: UtcNanos,
     ) -> Result<Slot, Refused> {
+        let addr = addr.into();
         if self.live >= self.cfg.max_clients {
             self.totals.refused += 1;
             let mut b = Vec::new();
@@ -1633,8 +1674,8 @@ impl Core {
         self.gm_output();
     }
 
-    /// The address of a client, if connected.
-    pub fn peer_addr(&self, id: Slot) -> Option<SocketAddr> {
+    /// Where a client is connected from, if connected.
+    pub fn peer_addr(&self, id: Slot) -> Option<Peer> {
         self.clients
             .get(id.0 as usize)
             .and_then(Option::as_ref)
@@ -1932,6 +1973,29 @@ mod tests {
 
     fn addr() -> SocketAddr {
         "127.0.0.1:9".parse().unwrap()
+    }
+
+    #[test]
+    fn a_peer_shows_its_address_or_its_process() {
+        assert_eq!(Peer::from(addr()).to_string(), "127.0.0.1:9");
+        let shm = Peer::Shm {
+            pid: Some(4711),
+            uid: Some(1000),
+        };
+        assert_eq!(shm.to_string(), "shm pid 4711 uid 1000");
+        let unknown = Peer::Shm {
+            pid: None,
+            uid: None,
+        };
+        assert_eq!(unknown.to_string(), "shm");
+        // The stats line carries the same text.
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let Ok(id) = core.handle_accept(shm, MonoNanos(0), UtcNanos(0)) else {
+            panic!("refused");
+        };
+        assert_eq!(core.peer_addr(id), Some(shm));
+        let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+        assert_eq!(doc["clients"][0]["addr"], "shm pid 4711 uid 1000");
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.

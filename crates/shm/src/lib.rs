@@ -34,8 +34,8 @@ mod notify;
 
 #[cfg(not(loom))]
 pub use link::{
-    socket_path, ClientLink, Listener, Ready, ServerLink, DEFAULT_RING_BYTES, MAX_RING_BYTES,
-    MIN_RING_BYTES,
+    socket_path, ClientLink, Listener, PeerProcess, Ready, ServerLink, DEFAULT_RING_BYTES,
+    MAX_RING_BYTES, MIN_RING_BYTES,
 };
 #[cfg(not(loom))]
 pub use raw::Region;

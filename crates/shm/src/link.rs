@@ -160,7 +160,16 @@ impl Listener {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake"));
         }
         ctl.set_nonblocking(true)?;
+        // Who attached, for stats and logs (the kernel's record of the connecting
+        // process; unavailable only on a socket that is already gone).
+        let peer = rustix::net::sockopt::socket_peercred(&ctl)
+            .ok()
+            .map(|c| PeerProcess {
+                pid: c.pid.as_raw_nonzero().get().unsigned_abs(),
+                uid: c.uid.as_raw(),
+            });
         Ok(Some(ServerLink {
+            peer,
             ends: Ends {
                 ctl,
                 rx: Consumer::new(region.clone(), header.client_to_router()),
@@ -178,12 +187,24 @@ impl Drop for Listener {
     }
 }
 
+/// The process at the other end of a shared-memory connection, as the kernel recorded
+/// it when the client connected to the handshake socket (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerProcess {
+    /// Its process id.
+    pub pid: u32,
+    /// Its user id.
+    pub uid: u32,
+}
+
 /// The router's end of one client's mapping. Reads and writes never block and make no
 /// syscall, except a write that finds the client asleep (one eventfd write) and a read
 /// after [`ServerLink::hint_ctl_event`] finds the ring empty (one `recv` peek).
 #[derive(Debug)]
 pub struct ServerLink {
     ends: Ends,
+    /// The process that connected (`SO_PEERCRED` at accept).
+    peer: Option<PeerProcess>,
     /// The handshake socket reported an event: look for its end of stream once the
     /// ring is empty.
     check_ctl: bool,
@@ -234,6 +255,11 @@ impl Ends {
 }
 
 impl ServerLink {
+    /// The process that connected, when the kernel could say.
+    pub fn peer(&self) -> Option<PeerProcess> {
+        self.peer
+    }
+
     /// The handshake socket, to register for readability (its end of stream is the
     /// client's death or goodbye).
     pub fn ctl_fd(&self) -> RawFd {

@@ -165,6 +165,38 @@ fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
     );
 }
 
+/// Stats name a shared-memory client by the process that attached (the kernel's
+/// record of the handshake socket's peer), a TCP client by its address.
+#[test]
+fn stats_show_the_process_behind_a_shared_memory_client() {
+    use std::os::unix::fs::MetadataExt;
+    let (_name, _cleanup, _router, shm, tcp) = start("peer");
+    let _over_shm = Client::connect_to(&shm, ClientOptions::named("peer-shm")).unwrap();
+    let _over_tcp = Client::connect_to(&tcp, ClientOptions::named("peer-tcp")).unwrap();
+    let mut c = Client::connect_to(&tcp, ClientOptions::named("test-stats")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&c.stats_json().unwrap()).unwrap();
+    let addr_of = |name: &str| {
+        doc["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["addr"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("{name} not in stats: {doc}"))
+    };
+    // This test process is the peer; /proc/self belongs to its user.
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    assert_eq!(
+        addr_of("peer-shm"),
+        format!("shm pid {} uid {uid}", std::process::id())
+    );
+    let tcp_addr = addr_of("peer-tcp");
+    assert!(
+        tcp_addr.starts_with("127.0.0.1:") && !tcp_addr.ends_with(":0"),
+        "{tcp_addr}"
+    );
+}
+
 /// A hand-driven ring client: the handshake, then HELLO.
 fn raw_client(name: &str, client: &str) -> ClientLink {
     let path = tickwire_shm::socket_path(name);

@@ -19,7 +19,7 @@
 //!   end of stream.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::net::Shutdown;
 use std::os::fd::RawFd;
 
 use mio::net::TcpStream;
@@ -30,15 +30,13 @@ use tickwire_shm::{Listener, ServerLink};
 
 use super::tls::TlsLink;
 use super::{Conn, Router, INITIAL_READ_BUFFER};
+use crate::core::Peer;
 use crate::index::Slot;
 
 /// The shared-memory handshake socket's token.
 pub(super) const SHM_LISTENER: Token = Token(usize::MAX - 3);
 /// The router's doorbell's token.
 pub(super) const SHM_WAKE: Token = Token(usize::MAX - 4);
-/// What the core records as a shared-memory client's address (stats, logs).
-const SHM_PEER: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 /// A client's byte stream: a TCP socket, a TLS connection over one (`driver/tls.rs`)
 /// or a shared-memory ring pair.
@@ -267,8 +265,13 @@ impl Router {
                     continue;
                 }
             };
+            let process = link.peer();
+            let peer = Peer::Shm {
+                pid: process.map(|p| p.pid),
+                uid: process.map(|p| p.uid),
+            };
             let mut link = Link::Shm(Box::new(link));
-            let id = match self.core.handle_accept(SHM_PEER, now, UtcNanos::now()) {
+            let id = match self.core.handle_accept(peer, now, UtcNanos::now()) {
                 Ok(id) => id,
                 Err(refused) => {
                     tracing::warn!(
