@@ -27,12 +27,45 @@ pub(crate) struct TlsStream {
     pub(crate) io: tickwire_tls::TlsIo,
 }
 
+/// The TLS connection's socket as rustls reads and writes it: writes go out with
+/// `MSG_NOSIGNAL`, as the plain TCP path's do, so that a router that closed the
+/// connection gives the writer `EPIPE` instead of killing a process that did not
+/// ignore `SIGPIPE` (Rust programs ignore it from `main`; a C or Python host may not).
+struct NoSigPipe<'a>(&'a TcpStream);
+
+impl io::Read for NoSigPipe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&mut &*self.0).read(buf)
+    }
+}
+
+impl io::Write for NoSigPipe<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, buf, SendFlags::NOSIGNAL).map_err(io::Error::from)
+    }
+
+    /// rustls hands its records over as several slices: one `sendmsg`, as `writev`
+    /// would be, but with `MSG_NOSIGNAL`.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut no_control = rustix::net::SendAncillaryBuffer::default();
+        rustix::net::sendmsg(self.0, bufs, &mut no_control, SendFlags::NOSIGNAL)
+            .map_err(io::Error::from)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Transport {
     /// Writes what the transport takes now (`WOULDBLOCK` when nothing fits).
     pub(crate) fn send(&mut self, buf: &[u8]) -> Result<usize, Errno> {
         match self {
             Transport::Tcp(s) => rustix::net::send(&*s, buf, SendFlags::NOSIGNAL),
-            Transport::Tls(t) => t.io.write(&mut &t.sock, buf).map_err(|e| to_errno(&e)),
+            Transport::Tls(t) => {
+                t.io.write(&mut NoSigPipe(&t.sock), buf)
+                    .map_err(|e| to_errno(&e))
+            }
             Transport::Shm(l) => l.send(buf).map_err(|e| to_errno(&e)),
         }
     }
@@ -41,7 +74,7 @@ impl Transport {
     pub(crate) fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Transport::Tcp(s) => s.read(buf),
-            Transport::Tls(t) => t.io.read(&mut &t.sock, buf),
+            Transport::Tls(t) => t.io.read(&mut NoSigPipe(&t.sock), buf),
             Transport::Shm(l) => l.recv(buf),
         }
     }
@@ -68,7 +101,8 @@ impl Transport {
                 };
                 let ready = poll_one(&t.sock, asked, timeout)?;
                 if queued && ready.contains(PollFlags::OUT) {
-                    t.io.flush_tls(&mut &t.sock).map_err(|e| to_errno(&e))?;
+                    t.io.flush_tls(&mut NoSigPipe(&t.sock))
+                        .map_err(|e| to_errno(&e))?;
                     if !events.contains(PollFlags::OUT) {
                         return Ok(ready - PollFlags::OUT);
                     }
@@ -103,7 +137,7 @@ impl Transport {
             }
             Transport::Tls(t) => {
                 t.io.send_close_notify();
-                let _ = t.io.flush_tls(&mut &t.sock);
+                let _ = t.io.flush_tls(&mut NoSigPipe(&t.sock));
                 let _ = t.sock.shutdown(std::net::Shutdown::Both);
             }
             Transport::Shm(l) => l.shutdown(),
@@ -165,5 +199,53 @@ fn to_errno(e: &io::Error) -> Errno {
         io::ErrorKind::BrokenPipe => Errno::PIPE,
         io::ErrorKind::InvalidData => Errno::PROTO,
         _ => Errno::from_io_error(e).unwrap_or(Errno::IO),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// The TLS path's socket wrapper moves bytes both ways (plain and vectored
+    /// writes), and a write after the peer closed returns an error (EPIPE or
+    /// ECONNRESET) to the caller. (That no SIGPIPE is raised cannot be seen from a Rust
+    /// test, which ignores SIGPIPE from `main`; `strace` shows the writes as
+    /// `sendmsg(..., MSG_NOSIGNAL)` where they were `writev`.)
+    #[test]
+    fn no_sigpipe_socket_reads_writes_and_reports_a_closed_peer() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut theirs, _) = l.accept().unwrap();
+        let mut s = NoSigPipe(&ours);
+        assert_eq!(s.write(b"ping").unwrap(), 4);
+        let parts = [io::IoSlice::new(b"one "), io::IoSlice::new(b"two")];
+        assert_eq!(s.write_vectored(&parts).unwrap(), 7);
+        let mut got = [0u8; 11];
+        theirs.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"pingone two");
+        theirs.write_all(b"pong").unwrap();
+        let mut back = [0u8; 4];
+        let mut n = 0;
+        while n < 4 {
+            n += s.read(&mut back[n..]).unwrap();
+        }
+        assert_eq!(&back, b"pong");
+        drop(theirs);
+        // The first write after the close may still be accepted (the RST comes back
+        // for it); a later one fails.
+        let failed = (0..100).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            s.write(&[0u8; 1024]).err()
+        });
+        let e = failed.expect("a write to a closed peer kept succeeding");
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ),
+            "{e:?}"
+        );
     }
 }
