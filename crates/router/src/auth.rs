@@ -92,6 +92,11 @@ pub struct Rules {
     pub subscribe: AllowDeny,
     /// Queue names the members may bind to, create, delete, purge and show.
     pub queues: AllowDeny,
+    /// A member that is handed a request (a message with a reply topic) may publish
+    /// one reply to that reply topic within [`RESPONSE_WINDOW_NS`] of the delivery,
+    /// whatever its publish rules say (NATS' `allow_responses`): a responder needs no
+    /// publish permission on every requester's inbox (`_reply/>`).
+    pub allow_responses: bool,
 }
 
 /// One user of `[[auth.users]]`: its login, limits and [`Rules`] (the same keys as a
@@ -220,6 +225,7 @@ pub struct Perms {
     publish: Compiled,
     subscribe: Compiled,
     queues: Compiled,
+    allow_responses: bool,
 }
 
 impl Perms {
@@ -231,15 +237,22 @@ impl Perms {
         }
     }
 
-    fn from_rules<'a>(rules: impl IntoIterator<Item = (bool, [&'a AllowDeny; 3])>) -> Perms {
+    fn from_rules<'a>(rules: impl IntoIterator<Item = &'a Rules>) -> Perms {
         let mut p = Perms::default();
-        for (admin, [publish, subscribe, queues]) in rules {
-            p.admin |= admin;
-            p.publish.add(publish);
-            p.subscribe.add(subscribe);
-            p.queues.add(queues);
+        for r in rules {
+            p.admin |= r.admin;
+            p.allow_responses |= r.allow_responses;
+            p.publish.add(&r.publish);
+            p.subscribe.add(&r.subscribe);
+            p.queues.add(&r.queues);
         }
         p
+    }
+
+    /// `allow_responses`: one reply per request handed to it, to the request's reply
+    /// topic, whatever the publish rules say ([`Responses`]).
+    pub fn allows_responses(&self) -> bool {
+        self.allow_responses
     }
 
     /// STATS and queue listing.
@@ -378,12 +391,12 @@ impl Authenticator {
             }
             let r = &u.rules;
             check_rules(&who, [&r.publish, &r.subscribe, &r.queues])?;
-            let mut rules = vec![(r.admin, [&r.publish, &r.subscribe, &r.queues])];
+            let mut rules = vec![r];
             for g in &u.groups {
                 let Some(r) = cfg.groups.get(g) else {
                     return err(format!("{who}: no group {g:?} in [auth.groups]"));
                 };
-                rules.push((r.admin, [&r.publish, &r.subscribe, &r.queues]));
+                rules.push(r);
             }
             if u.password_hash.is_none() && u.token_sha256.is_none() && u.cert_name.is_none() {
                 return err(format!(
@@ -447,9 +460,7 @@ impl Authenticator {
             Arc::new(Identity {
                 user: None,
                 perms: match &cfg.anonymous_rules {
-                    Some(r) => {
-                        Perms::from_rules([(r.admin, [&r.publish, &r.subscribe, &r.queues])])
-                    }
+                    Some(r) => Perms::from_rules([r]),
                     None => Perms::everything(),
                 },
                 max_connections: cfg.anonymous_max_connections.unwrap_or(max_clients),
@@ -627,6 +638,96 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
         out[i] = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
     }
     Some(out)
+}
+
+/// How long after a request was handed to a responder allowed `allow_responses` its
+/// one reply may be published: 60 s.
+pub const RESPONSE_WINDOW_NS: u64 = 60_000_000_000;
+
+/// Most reply topics one connection may owe replies to at once under
+/// `allow_responses`; past it a further request's reply is not granted (the responder
+/// gets PERMISSION_DENIED for it) until grants are used or expire.
+pub const MAX_PENDING_RESPONSES: usize = 1024;
+
+/// Most replies owed on one reply topic (requests of one requester share its reply
+/// topic, told apart by correlation id).
+const MAX_REPLIES_PER_TOPIC: u32 = 1024;
+
+/// The replies a connection allowed `allow_responses` may still publish: per reply
+/// topic of a request handed to it, how many replies (one per request) until when.
+/// Bounded by [`MAX_PENDING_RESPONSES`] topics and [`MAX_REPLIES_PER_TOPIC`] each;
+/// expired grants are swept when the table is full, at most once per expiry time.
+#[derive(Debug, Default)]
+pub struct Responses {
+    /// Reply topic → (replies owed, expiry in the core's monotonic ns).
+    owed: HashMap<Box<str>, (u32, u64), ahash::RandomState>,
+    /// No grant expires before this (a sweep before it would free nothing).
+    earliest_expiry: u64,
+    /// The last grant was refused (the table is full): the next refusal is not news.
+    refusing: bool,
+}
+
+/// What [`Responses::grant`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// The reply is owed.
+    Recorded,
+    /// The table is full of live grants: not recorded. `first`: the first refusal
+    /// since the last recorded grant (worth one log line).
+    Refused {
+        /// The first of a run of refusals.
+        first: bool,
+    },
+}
+
+impl Responses {
+    /// A request with reply topic `reply_to` (validated) was handed over at `now_ns`.
+    pub fn grant(&mut self, reply_to: &str, now_ns: u64) -> Grant {
+        let expiry = now_ns.saturating_add(RESPONSE_WINDOW_NS);
+        if let Some((n, until)) = self.owed.get_mut(reply_to) {
+            *n = (*n + 1).min(MAX_REPLIES_PER_TOPIC);
+            *until = expiry;
+            self.refusing = false;
+            return Grant::Recorded;
+        }
+        if self.owed.len() >= MAX_PENDING_RESPONSES {
+            if now_ns >= self.earliest_expiry {
+                self.owed.retain(|_, (_, until)| *until > now_ns);
+                self.earliest_expiry = self.owed.values().map(|(_, u)| *u).min().unwrap_or(0);
+            }
+            if self.owed.len() >= MAX_PENDING_RESPONSES {
+                let first = !self.refusing;
+                self.refusing = true;
+                return Grant::Refused { first };
+            }
+        }
+        if self.owed.is_empty() || expiry < self.earliest_expiry {
+            self.earliest_expiry = expiry;
+        }
+        self.owed.insert(reply_to.into(), (1, expiry));
+        self.refusing = false;
+        Grant::Recorded
+    }
+
+    /// Uses one reply owed on `topic` at `now_ns`; false when none is (or it expired).
+    pub fn take(&mut self, topic: &str, now_ns: u64) -> bool {
+        let Some((n, until)) = self.owed.get_mut(topic) else {
+            return false;
+        };
+        let live = now_ns < *until;
+        if live {
+            *n -= 1;
+        }
+        if !live || *n == 0 {
+            self.owed.remove(topic);
+        }
+        live
+    }
+
+    /// Reply topics with replies owed.
+    pub fn pending(&self) -> usize {
+        self.owed.len()
+    }
 }
 
 /// Most topics one connection's publish decisions are remembered for; beyond it the
@@ -828,12 +929,63 @@ mod tests {
     }
 
     #[test]
+    fn responses_owe_one_reply_per_request_until_the_window_ends_and_stay_bounded() {
+        let mut r = Responses::default();
+        let t = 1_000;
+        assert!(!r.take("_reply/1/a", t), "nothing granted yet");
+        assert_eq!(r.grant("_reply/1/a", t), Grant::Recorded);
+        assert_eq!(r.grant("_reply/1/a", t + 1), Grant::Recorded);
+        assert!(!r.take("_reply/1/b", t + 2), "another topic");
+        assert!(r.take("_reply/1/a", t + 2));
+        assert!(r.take("_reply/1/a", t + 3), "two requests, two replies");
+        assert!(!r.take("_reply/1/a", t + 4), "no third");
+        assert_eq!(r.pending(), 0);
+        // The window counts from the latest request on the topic.
+        assert_eq!(r.grant("_reply/1/a", t), Grant::Recorded);
+        assert!(!r.take("_reply/1/a", t + RESPONSE_WINDOW_NS), "expired");
+        assert_eq!(r.pending(), 0, "an expired grant is dropped when tried");
+        // Full of live grants: refused, and only the first refusal of a run says so.
+        for i in 0..MAX_PENDING_RESPONSES {
+            assert_eq!(r.grant(&format!("_reply/{i}"), t), Grant::Recorded);
+        }
+        assert_eq!(r.grant("_reply/x", t + 1), Grant::Refused { first: true });
+        assert_eq!(r.grant("_reply/y", t + 1), Grant::Refused { first: false });
+        assert_eq!(r.pending(), MAX_PENDING_RESPONSES);
+        assert!(!r.take("_reply/x", t + 2));
+        // A topic already owed still counts up while full.
+        assert_eq!(r.grant("_reply/7", t + 1), Grant::Recorded);
+        // Once the grants expire, the sweep makes room.
+        let later = t + RESPONSE_WINDOW_NS + 2;
+        assert_eq!(r.grant("_reply/z", later), Grant::Recorded);
+        assert_eq!(r.pending(), 1);
+        assert!(r.take("_reply/z", later));
+    }
+
+    #[test]
+    fn allow_responses_is_read_from_a_user_or_its_groups() {
+        let open = Perms::from_rules([&Rules::default()]);
+        assert!(!open.allows_responses());
+        let r = Rules {
+            allow_responses: true,
+            ..Rules::default()
+        };
+        assert!(Perms::from_rules([&Rules::default(), &r]).allows_responses());
+        let parsed: AuthConfig = serde_json::from_str(
+            r#"{"users": [{"name": "svc", "token_sha256": "00", "allow_responses": true}],
+                "groups": {"g": {"allow_responses": true}}}"#,
+        )
+        .unwrap();
+        assert!(parsed.users[0].rules.allow_responses);
+        assert!(parsed.groups["g"].allow_responses);
+    }
+
+    #[test]
     fn the_dummy_hash_parses_and_the_publish_cache_is_bounded() {
         assert!(PasswordHash::new(DUMMY_HASH).is_ok());
-        let p = Perms::from_rules([(
-            false,
-            [&ad(Some(&["a/>"]), &[]), &ad(None, &[]), &ad(None, &[])],
-        )]);
+        let p = Perms::from_rules([&Rules {
+            publish: ad(Some(&["a/>"]), &[]),
+            ..Rules::default()
+        }]);
         let mut c = PublishCache::default();
         for i in 0..PUBLISH_CACHE_TOPICS + 10 {
             assert!(c.may_publish(&p, &format!("a/{i}")));

@@ -28,7 +28,7 @@ use tickwire_wire::frame::{self, caps, ErrorCode, Frame, Image, PROTOCOL_VERSION
 use tickwire_wire::gm::QueueOp;
 use tickwire_wire::topic::{validate_pattern, validate_topic, TopicMemo};
 
-use crate::auth::{Authenticator, Identity, LoginError, PublishCache};
+use crate::auth::{Authenticator, Grant, Identity, LoginError, PublishCache, Responses};
 
 use crate::cache::{Cache, CacheLimits};
 use crate::config::{Config, SlowConsumerPolicy};
@@ -180,6 +180,9 @@ struct Client {
     /// Its publish decisions by topic, when its identity has publish rules (`None`: it
     /// may publish anywhere, and nothing is checked).
     publish_check: Option<Box<PublishCache>>,
+    /// The replies it may still publish outside its publish rules, when its identity
+    /// has publish rules and `allow_responses` (one per request handed to it).
+    responses: Option<Box<Responses>>,
     /// Its password is being checked off the loop ([`Core::poll_login`]): any frame
     /// before the answer is a protocol error.
     verifying: bool,
@@ -189,6 +192,21 @@ struct Client {
     /// The user its verified TLS client certificate names (docs/security.md): its
     /// identity when the HELLO offers no login.
     cert_identity: Option<Arc<Identity>>,
+}
+
+/// A request with reply topic `reply_to` was handed to `c`: under `allow_responses` it
+/// may publish one reply there ([`Responses`]). Out of the routing loop's way.
+#[inline(never)]
+fn grant_response(c: &mut Client, reply_to: &str, now: MonoNanos) {
+    let Some(r) = c.responses.as_mut() else {
+        return;
+    };
+    if r.grant(reply_to, now.as_nanos()) == (Grant::Refused { first: true }) {
+        tracing::warn!(
+            client = %c.id, name = %c.name, pending = r.pending(),
+            "allow_responses: replies owed to 1024 reply topics; replies to further requests are refused until owed ones are published or expire"
+        );
+    }
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -545,6 +563,7 @@ impl Core {
             direct_publisher: false,
             identity: None,
             publish_check: None,
+            responses: None,
             verifying: false,
             mcast: false,
             cert_identity: None,
@@ -1012,6 +1031,8 @@ impl Core {
         *count += 1;
         c.phase = Phase::Open;
         c.publish_check = (!identity.perms.publishes_anywhere()).then(Box::default);
+        c.responses =
+            (c.publish_check.is_some() && identity.perms.allows_responses()).then(Box::default);
         let granted = if identity.user.is_some() {
             caps::AUTH
         } else {
@@ -1080,22 +1101,26 @@ impl Core {
             );
             return false;
         }
-        if !self.may_publish(id, topic) {
+        if !self.may_publish(id, topic, now) {
             // Refused whole and answered; the connection stays.
             self.deny_publish(id, m, guaranteed);
             return true;
         }
         let request = m.reply.filter(|r| r.is_request());
-        if let Some(r) = request {
+        let reply_to = match request {
             // Checked here so that a responder is never handed a reply topic
             // it cannot publish to (that would cost it its connection).
-            if let Err(e) = validate_topic(r.to) {
-                let text = format!("invalid reply topic: {e}");
-                self.fail(id, ErrorCode::INVALID_TOPIC, &text);
-                return false;
-            }
-        }
-        let routed = self.route(id, now, topic, raw, guaranteed);
+            Some(r) => match validate_topic(r.to) {
+                Ok(to) => Some(to),
+                Err(e) => {
+                    let text = format!("invalid reply topic: {e}");
+                    self.fail(id, ErrorCode::INVALID_TOPIC, &text);
+                    return false;
+                }
+            },
+            None => None,
+        };
+        let routed = self.route(id, now, topic, raw, guaranteed, reply_to);
         if m.reply.is_none() && self.cache.is_enabled() {
             let wall = self.wall(now).as_nanos();
             self.cache.handle_publish(topic, raw, wall);
@@ -1128,13 +1153,19 @@ impl Core {
 
     /// Whether client `id` may publish to `topic` (a validated topic): decided once per
     /// topic per connection ([`PublishCache`]); free for a client without publish rules.
+    /// A topic its rules refuse may still take a reply it owes (`allow_responses`).
     #[inline]
-    fn may_publish(&mut self, id: Slot, topic: &str) -> bool {
+    fn may_publish(&mut self, id: Slot, topic: &str, now: MonoNanos) -> bool {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
         match (&mut c.publish_check, &c.identity) {
-            (Some(cache), Some(identity)) => cache.may_publish(&identity.perms, topic),
+            (Some(cache), Some(identity)) => {
+                cache.may_publish(&identity.perms, topic)
+                    || c.responses
+                        .as_mut()
+                        .is_some_and(|r| r.take(topic, now.as_nanos()))
+            }
             _ => true,
         }
     }
@@ -1428,6 +1459,7 @@ impl Core {
         topic: &str,
         raw: &[u8],
         guaranteed: bool,
+        reply_to: Option<&str>,
     ) -> bool {
         if let Some(c) = self.client_mut(from) {
             c.counters.msgs_in += 1;
@@ -1492,6 +1524,9 @@ impl Core {
             }
             c.counters.msgs_out += 1;
             self.totals.msgs_out += 1;
+            if let Some(reply_to) = reply_to {
+                grant_response(c, reply_to, now);
+            }
             if !c.dirty {
                 c.dirty = true;
                 self.dirty.push(to);

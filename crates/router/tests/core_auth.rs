@@ -341,6 +341,161 @@ fn denied_actions_get_permission_denied_and_the_connection_goes_on() {
     assert!(stats.contains("\"denied\":6"), "{stats}");
 }
 
+/// Users `asker` (token "a": publishes requests on svc/>, reads its replies on
+/// _reply/>), `svc` (token "v": subscribes svc/>, publishes nowhere, allow_responses),
+/// `nosy` (token "n": the same rules as svc without allow_responses) and `peer` (token
+/// "p": allow_responses, publishes nowhere, subscribes nothing it is not handed).
+fn responses_core() -> Core {
+    let user = |name: &str, token: &str, rules: Rules| UserConfig {
+        name: name.into(),
+        token_sha256: Some(token_sha256(token.as_bytes())),
+        rules,
+        ..UserConfig::default()
+    };
+    let publish_nowhere = AllowDeny {
+        allow: Some(vec![]),
+        deny: vec![],
+    };
+    let responder = Rules {
+        publish: publish_nowhere.clone(),
+        subscribe: AllowDeny {
+            allow: Some(patterns(&["svc/>"])),
+            deny: vec![],
+        },
+        allow_responses: true,
+        ..Rules::default()
+    };
+    let cfg = Config {
+        auth: AuthConfig {
+            anonymous: Anonymous::Deny,
+            users: vec![
+                user(
+                    "asker",
+                    "a",
+                    Rules {
+                        publish: AllowDeny {
+                            allow: Some(patterns(&["svc/>"])),
+                            deny: vec![],
+                        },
+                        subscribe: AllowDeny {
+                            allow: Some(patterns(&["_reply/>"])),
+                            deny: vec![],
+                        },
+                        ..Rules::default()
+                    },
+                ),
+                user("svc", "v", responder.clone()),
+                user(
+                    "nosy",
+                    "n",
+                    Rules {
+                        allow_responses: false,
+                        ..responder.clone()
+                    },
+                ),
+                user(
+                    "peer",
+                    "p",
+                    Rules {
+                        publish: publish_nowhere,
+                        allow_responses: true,
+                        ..Rules::default()
+                    },
+                ),
+            ],
+            ..AuthConfig::default()
+        },
+        ..Config::default()
+    };
+    cfg.validate().unwrap();
+    Core::new(cfg, MonoNanos(T0), UtcNanos(0))
+}
+
+fn request(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &str) {
+    let mut b = Vec::new();
+    let reply = frame::ReplyField {
+        correlation,
+        to: reply_to.as_bytes(),
+    };
+    frame::encode_publish_reply(
+        &mut b,
+        topic,
+        b"q",
+        Default::default(),
+        Some(reply),
+        1 << 20,
+    )
+    .unwrap();
+    assert_eq!(feed(core, id, &b), Input::Consumed(b.len()));
+}
+
+fn reply(core: &mut Core, id: Slot, topic: &str, correlation: u32, at: u64) {
+    let mut b = Vec::new();
+    let reply = frame::ReplyField {
+        correlation,
+        to: b"",
+    };
+    frame::encode_publish_reply(
+        &mut b,
+        topic,
+        b"r",
+        Default::default(),
+        Some(reply),
+        1 << 20,
+    )
+    .unwrap();
+    assert_eq!(
+        core.handle_input(id, MonoNanos(at), &b, b.len()),
+        Input::Consumed(b.len())
+    );
+}
+
+#[test]
+fn allow_responses_lets_a_responder_answer_each_request_once_and_nobody_else() {
+    let mut core = responses_core();
+    let asker = login(&mut core, "a");
+    let svc = login(&mut core, "v");
+    let nosy = login(&mut core, "n");
+    let peer = login(&mut core, "p");
+    assert_eq!(subscribe(&mut core, asker, 1, "_reply/>"), ["ACK 1"]);
+    assert_eq!(subscribe(&mut core, svc, 2, "svc/>"), ["ACK 2"]);
+    assert_eq!(subscribe(&mut core, nosy, 3, "svc/>"), ["ACK 3"]);
+    // Two requests on one reply topic: svc and nosy are handed both.
+    request(&mut core, asker, "svc/time", 7, "_reply/1/x");
+    request(&mut core, asker, "svc/time", 8, "_reply/1/x");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time", "MSG svc/time"]);
+    assert_eq!(drain(&mut core, nosy), ["MSG svc/time", "MSG svc/time"]);
+    // svc answers both, outside its publish rules; a third reply is refused.
+    reply(&mut core, svc, "_reply/1/x", 7, T0);
+    reply(&mut core, svc, "_reply/1/x", 8, T0);
+    assert_eq!(
+        drain(&mut core, asker),
+        ["MSG _reply/1/x", "MSG _reply/1/x"]
+    );
+    reply(&mut core, svc, "_reply/1/x", 9, T0);
+    let refused = drain(&mut core, svc);
+    assert!(
+        refused[0].starts_with("ERROR 0 permission-denied false not permitted to publish"),
+        "{refused:?}"
+    );
+    // nosy was handed the same requests but has no allow_responses; peer has it but
+    // was handed none: both refused, and the asker gets nothing.
+    reply(&mut core, nosy, "_reply/1/x", 7, T0);
+    assert!(drain(&mut core, nosy)[0].contains("permission-denied"));
+    reply(&mut core, peer, "_reply/1/x", 7, T0);
+    assert!(drain(&mut core, peer)[0].contains("permission-denied"));
+    assert!(drain(&mut core, asker).is_empty());
+    // A grant is not a right to the rest of the inbox tree, and it expires.
+    request(&mut core, asker, "svc/time", 10, "_reply/1/y");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    reply(&mut core, svc, "_reply/1/z", 10, T0);
+    assert!(drain(&mut core, svc)[0].contains("permission-denied"));
+    let late = T0 + tickwire_router::auth::RESPONSE_WINDOW_NS;
+    reply(&mut core, svc, "_reply/1/y", 10, late);
+    assert!(drain(&mut core, svc)[0].contains("permission-denied"));
+    assert!(drain(&mut core, asker).is_empty());
+}
+
 #[test]
 fn a_user_at_its_connection_limit_is_refused_until_one_leaves() {
     let mut core = core();

@@ -19,12 +19,14 @@ const LONG: Duration = Duration::from_secs(30);
 /// - `alice` (password): group `md` (subscribe inside `md/>` but not `md/secret/>`),
 ///   publishes to `orders/alice/>` only, no admin;
 /// - `ops` (token): admin, no other rule;
-/// - `solo` (token): one connection at a time.
+/// - `solo` (token): one connection at a time;
+/// - `pricer` (token): subscribes inside `svc/>`, publishes nowhere, `allow_responses`.
 struct Fixture {
     router: RouterProc,
     log: common::RouterLog,
     ops_token: String,
     solo_token: String,
+    pricer_token: String,
     _config: tempfile::NamedTempFile,
     alice_password_file: tempfile::NamedTempFile,
 }
@@ -46,6 +48,7 @@ fn fixture_with(extra: &[&str]) -> Fixture {
     );
     let (ops_token, ops_sha) = new_token();
     let (solo_token, solo_sha) = new_token();
+    let (pricer_token, pricer_sha) = new_token();
     let mut config = tempfile::NamedTempFile::new().unwrap();
     write!(
         config,
@@ -71,6 +74,13 @@ admin = true
 name = "solo"
 token_sha256 = "{solo_sha}"
 max_connections = 1
+
+[[auth.users]]
+name = "pricer"
+token_sha256 = "{pricer_sha}"
+subscribe = {{ allow = ["svc/>"] }}
+publish = {{ allow = [] }}
+allow_responses = true
 "#
     )
     .unwrap();
@@ -82,6 +92,7 @@ max_connections = 1
         log,
         ops_token,
         solo_token,
+        pricer_token,
         _config: config,
         alice_password_file: password_file,
     }
@@ -295,6 +306,44 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
         .unwrap()
         .expect("the allowed publish");
     assert_eq!((m.topic(), m.payload()), ("orders/alice/1", &b"real"[..]));
+}
+
+/// A responder allowed responses (and no publish right at all) answers the request
+/// it is handed: `tickwire reply` logged in as `pricer`, a client as `ops` asking.
+#[test]
+fn a_responder_with_allow_responses_answers_without_publish_rights() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let mut responder = std::process::Command::new(common::BIN)
+        .args(["reply", "svc/>", "--count", "1", "--router", &addr])
+        .args(["--token", &f.pricer_token])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + LONG;
+    while !f.stats()["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["user"] == "pricer" && c["subscriptions"] == 1)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the responder never subscribed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut ops = f.ops();
+    let answer = ops.request("svc/time", b"now?", LONG).unwrap();
+    assert_eq!(
+        (answer.topic.starts_with("_reply/"), &answer.payload[..]),
+        (true, &b"now?"[..])
+    );
+    let status = responder.wait().unwrap();
+    let (_, err) = common::take_output(&mut responder);
+    assert!(status.success(), "{err}");
+    assert!(!err.contains("not permitted"), "{err}");
 }
 
 #[test]
