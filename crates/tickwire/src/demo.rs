@@ -286,7 +286,9 @@ fn market_data() -> anyhow::Result<bool> {
         // The test's layout (printed in the first line of the part).
         pin: tickwire_bench::md_replay::repro::default_pin(),
         router_far: true,
-        group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 27600),
+        // Port 0: free ports chosen at the start, so that two demos on one host (or a
+        // demo beside a test run) never hear each other's feed.
+        group: std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 9), 0),
         json: None,
         plot: None,
         // The feed handler's quote topics are cached: a late subscriber has every

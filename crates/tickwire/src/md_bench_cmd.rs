@@ -203,8 +203,9 @@ pub struct MdReplayArgs {
     #[arg(long, value_name = "tcp|shm", default_value = "tcp", value_parser = ["tcp", "shm"])]
     transport: String,
     /// Multicast group (the port grows by 2 per run, a run being one speed through one
-    /// target; port + 1 serves re-requests).
-    #[arg(long, default_value = "239.1.1.7:27400")]
+    /// target; port + 1 serves re-requests). Port 0 (the default): free ports chosen at
+    /// the start, so that two runs on one host do not hear each other's feed.
+    #[arg(long, default_value = "239.1.1.7:0")]
     group: SocketAddrV4,
     /// Write the full results as JSON.
     #[arg(long, value_name = "FILE")]

@@ -101,6 +101,8 @@ pub struct ReproOptions {
     /// With `pin`: the router (and the raw relay) on the feed handler's CPU `far`
     /// instead of `near` (the feed handler should then block, not spin).
     pub router_far: bool,
+    /// Multicast group; port 0: free ports chosen at the start ([`free_port_run`]), so
+    /// that two runs on one host do not hear each other's feed.
     pub group: SocketAddrV4,
     pub json: Option<PathBuf>,
     pub plot: Option<PathBuf>,
@@ -229,6 +231,27 @@ pub fn ratio_table(rows: &[HopRatio]) -> String {
 }
 
 /// Runs the test, writes the report to `con`, and returns it.
+/// The first of `n` consecutive UDP ports that nothing on this host has bound now
+/// (each bound once on the wildcard address, without address reuse, and released): a
+/// multicast group's port that another run's feed is unlikely to share.
+pub fn free_port_run(n: usize) -> anyhow::Result<u16> {
+    let n = u16::try_from(n).map_err(|_| anyhow::anyhow!("too many runs for one port range"))?;
+    for _ in 0..64 {
+        let probe = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+        let base = probe.local_addr()?.port();
+        drop(probe);
+        let Some(end) = base.checked_add(n) else {
+            continue;
+        };
+        let free =
+            (base..end).all(|p| std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, p)).is_ok());
+        if free {
+            return Ok(base);
+        }
+    }
+    anyhow::bail!("found no {n} consecutive free UDP ports for the multicast feed")
+}
+
 pub fn run(
     opts: &ReproOptions,
     stop: &StopFlag,
@@ -345,12 +368,18 @@ pub fn run(
     let mut results = Vec::new();
     let mut ratios = Vec::new();
     let mut run_index = 0u16;
+    // Each run takes a port and the next one (re-requests).
+    let ports = 2 * (opts.speeds.len() * opts.targets.len()).max(1);
+    let base = match opts.group.port() {
+        0 => free_port_run(ports)?,
+        p => p,
+    };
     for &speed in &opts.speeds {
         for &target in &opts.targets {
             if stop.is_set() {
                 break;
             }
-            let group = SocketAddrV4::new(*opts.group.ip(), opts.group.port() + 2 * run_index);
+            let group = SocketAddrV4::new(*opts.group.ip(), base + 2 * run_index);
             run_index += 1;
             let to = match target {
                 Target::Tickwire => router_at.clone(),
@@ -720,4 +749,30 @@ pub fn plot_windows(
         true,
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ports handed out are free (bindable) and a port held by someone else is
+    /// never inside the run.
+    #[test]
+    fn a_free_port_run_avoids_ports_in_use() {
+        let held = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+        let taken = held.local_addr().unwrap().port();
+        for _ in 0..20 {
+            let base = free_port_run(6).unwrap();
+            let run = base..base + 6;
+            assert!(
+                !run.contains(&taken),
+                "{run:?} includes the held port {taken}"
+            );
+            let sockets: Vec<_> = run
+                .clone()
+                .map(|p| std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, p)))
+                .collect();
+            assert!(sockets.iter().all(Result::is_ok), "{run:?}: {sockets:?}");
+        }
+    }
 }
