@@ -714,7 +714,7 @@ impl Client {
     /// Like [`Client::poll`], it reports no guaranteed-messaging events.
     pub fn recv(&mut self, wait: Wait) -> Result<Option<Message<'_>>, Error> {
         if let Some(range) = self.next_stashed_message() {
-            return Message::from_frame(&self.stash.buf[range]).map(Some);
+            return Message::from_frame(&self.stash.buf[range], &mut self.topic_text).map(Some);
         }
         if let Some(e) = self.take_deferred_or_closed() {
             return Err(e);
@@ -728,7 +728,7 @@ impl Client {
                 if let Err(e) = self.send_now() {
                     self.defer(e);
                 }
-                return Message::from_frame(&self.rx.buf[range]).map(Some);
+                return Message::from_frame(&self.rx.buf[range], &mut self.topic_text).map(Some);
             }
             self.flush()?;
             match self.read_rx()? {
@@ -774,7 +774,7 @@ impl Client {
             };
             let res = match frame {
                 // Checked here so that the stash only ever holds deliverable messages.
-                Frame::Message(m) if std::str::from_utf8(m.topic).is_err() => {
+                Frame::Message(m) if self.topic_text.check(m.topic).is_none() => {
                     let msg = "router delivered a topic that is not UTF-8".to_owned();
                     return Err(self.protocol_error(msg));
                 }

@@ -99,10 +99,14 @@ impl<'a> Message<'a> {
     }
 
     /// Decodes a MESSAGE from the exact bytes of a frame that was decoded (and its topic
-    /// checked) once already.
-    pub(crate) fn from_frame(bytes: &'a [u8]) -> Result<Message<'a>, Error> {
+    /// checked) once already; the topic's text through `memo` (a repeated topic costs
+    /// one comparison, not a second UTF-8 check).
+    pub(crate) fn from_frame(
+        bytes: &'a [u8],
+        memo: &'a mut TopicText,
+    ) -> Result<Message<'a>, Error> {
         match decode(bytes, u32::MAX) {
-            Ok(Some((Frame::Message(m), _))) => Message::from_wire(m),
+            Ok(Some((Frame::Message(m), _))) => Message::from_wire_in(&m, memo),
             // Only bytes that decoded as a MESSAGE are kept, so this is unreachable.
             _ => Err(Error::Protocol(
                 "internal: kept frame is no longer a MESSAGE".into(),
@@ -254,7 +258,8 @@ mod tests {
         encode_publish(&mut p, "md/x", b"hello", opts, 4096).unwrap();
         let mut m = Vec::new();
         encode_message_from_publish(&mut m, &p, 2, 6, 7);
-        let view = Message::from_frame(&m).unwrap();
+        let mut memo = TopicText::default();
+        let view = Message::from_frame(&m, &mut memo).unwrap();
         assert_eq!(view.topic(), "md/x");
         assert_eq!(view.payload(), b"hello");
         assert_eq!((view.discarded(), view.seq()), (2, Some(9)));
@@ -282,10 +287,17 @@ mod tests {
     fn non_utf8_topic_is_a_protocol_error() {
         // MESSAGE, topic length 1, topic byte 0xff.
         let m = [9, 0, 0, 0, 0x21, 0, 1, 0, 0xff];
-        assert!(matches!(Message::from_frame(&m), Err(Error::Protocol(_))));
+        let mut memo = TopicText::default();
+        assert!(matches!(
+            Message::from_frame(&m, &mut memo),
+            Err(Error::Protocol(_))
+        ));
         // A frame that is not a MESSAGE.
         let mut p = Vec::new();
         tickwire_wire::frame::encode_ping(&mut p, 1);
-        assert!(matches!(Message::from_frame(&p), Err(Error::Protocol(_))));
+        assert!(matches!(
+            Message::from_frame(&p, &mut memo),
+            Err(Error::Protocol(_))
+        ));
     }
 }
