@@ -6,6 +6,8 @@
 //! ```sh
 //! cargo build --release --example route_count -p tickwire-router
 //! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/route_count 10000
+//! # the same with the topics alternating between two (a request and its reply):
+//! valgrind --tool=callgrind --callgrind-out-file=cg.out target/release/examples/route_count 10000 alternating
 //! callgrind_annotate --inclusive=yes cg.out | grep 'Core::handle_input'
 //! ```
 //! The inclusive instructions of `Core::handle_input` divided by ROUNDS × 64 (it prints
@@ -20,7 +22,7 @@ use std::hint::black_box;
 
 #[path = "../benches/support/one_to_one.rs"]
 mod one_to_one;
-use one_to_one::{publish_frames, OneToOne};
+use one_to_one::{publish_frames, publish_frames_alternating, OneToOne};
 
 const BATCH: usize = 64;
 
@@ -28,8 +30,14 @@ fn main() {
     let rounds: usize = std::env::args()
         .nth(1)
         .map_or(10_000, |a| a.parse().expect("ROUNDS: a number"));
+    // `route_count ROUNDS alternating`: the topics alternate between two.
+    let alternating = std::env::args().nth(2).is_some_and(|a| a == "alternating");
     let mut path = OneToOne::new();
-    let batch = publish_frames(BATCH);
+    let batch = if alternating {
+        publish_frames_alternating(BATCH)
+    } else {
+        publish_frames(BATCH)
+    };
     let mut delivered = 0;
     for _ in 0..rounds {
         delivered += path.round(black_box(&batch));

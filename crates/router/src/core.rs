@@ -261,8 +261,9 @@ pub struct Core {
     logins_in_flight: usize,
     /// The multicast streams (empty without `[[router.multicast]]`).
     mcast: crate::mcast::Multicast,
-    /// The last valid PUBLISH topic ([`Core::on_publish`]).
-    topic_memo: TopicMemo,
+    /// The last two valid PUBLISH topics ([`Core::on_publish`]); boxed so that lending
+    /// it out per message moves a pointer, not the memo.
+    topic_memo: Option<Box<TopicMemo>>,
 }
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
@@ -381,7 +382,7 @@ impl Core {
             logins_out: Vec::new(),
             logins_in_flight: 0,
             mcast: crate::mcast::Multicast::new(&cfg.multicast, now, wall),
-            topic_memo: TopicMemo::default(),
+            topic_memo: Some(Box::default()),
             cfg,
         }
     }
@@ -1065,9 +1066,10 @@ impl Core {
     /// call so that the topic it lends does not borrow the core.
     #[inline]
     fn publish_frame(&mut self, id: Slot, now: MonoNanos, m: &frame::Msg<'_>, raw: &[u8]) -> bool {
-        let mut memo = std::mem::take(&mut self.topic_memo);
+        // Always Some between calls (on_publish does not reach here again).
+        let mut memo = self.topic_memo.take().unwrap_or_default();
         let open = self.on_publish(id, now, m, raw, &mut memo);
-        self.topic_memo = memo;
+        self.topic_memo = Some(memo);
         open
     }
 

@@ -76,7 +76,10 @@ pub struct SubscriptionIndex {
     path: Vec<NodeId>,
     /// The last topic matched and what it matched, while no subscription changed: a
     /// stream of messages on one topic walks the trie once (see [`Self::match_topic`]).
-    memo: Memo,
+    /// The answers for the last two topics matched (a request and its reply, two
+    /// publishers interleaved): a miss replaces `memo[next]`, the less recently used.
+    memo: [Memo; 2],
+    next: usize,
     /// Children the last `match_topic` considered.
     #[cfg(test)]
     last_work: u64,
@@ -89,6 +92,13 @@ struct Memo {
     valid: bool,
     topic: String,
     clients: Vec<Slot>,
+}
+
+impl Memo {
+    #[inline(always)]
+    fn hits(&self, topic: &str) -> bool {
+        self.valid && same_bytes(self.topic.as_bytes(), topic.as_bytes())
+    }
 }
 
 #[derive(Default)]
@@ -168,7 +178,8 @@ impl SubscriptionIndex {
             marks: Vec::new(),
             generation: 0,
             path: Vec::new(),
-            memo: Memo::default(),
+            memo: Default::default(),
+            next: 0,
             #[cfg(test)]
             last_work: 0,
         }
@@ -181,7 +192,7 @@ impl SubscriptionIndex {
             tickwire_wire::topic::validate_pattern(pattern.as_bytes()).is_ok(),
             "unvalidated pattern {pattern:?}"
         );
-        self.memo.valid = false;
+        self.forget();
         let mut node = ROOT;
         let mut rest = false;
         let mut path = std::mem::take(&mut self.path);
@@ -224,7 +235,7 @@ impl SubscriptionIndex {
     /// Removes `client`'s subscription to a validated pattern; returns false if the
     /// client had no such subscription. Frees the trie nodes it leaves unused.
     pub fn unsubscribe(&mut self, client: Slot, pattern: &str) -> bool {
-        self.memo.valid = false;
+        self.forget();
         let mut path = std::mem::take(&mut self.path);
         path.clear();
         path.push(ROOT);
@@ -249,10 +260,10 @@ impl SubscriptionIndex {
     /// `topic`, each client once. Allocates only if `out` (or, for a topic longer or a
     /// match larger than any before, the memo) must grow.
     ///
-    /// The same topic as the call before, with no subscription changed in between,
-    /// copies the remembered answer instead of walking the trie: one comparison of the
-    /// topic's bytes, where the walk hashes and compares every level. A topic that
-    /// differs costs that comparison and a copy of the answer into the memo.
+    /// The same topic as one of the two calls before (with no subscription changed in
+    /// between) copies the remembered answer instead of walking the trie: a comparison
+    /// of the topic's bytes, where the walk hashes and compares every level. Another
+    /// topic costs the two comparisons and a copy of the answer into the memo.
     ///
     /// The remembered answer is taken inline (one subscriber, the common case, by a
     /// push rather than a call to copy); the walk is out of line.
@@ -262,19 +273,32 @@ impl SubscriptionIndex {
             tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok(),
             "unvalidated topic {topic:?}"
         );
-        if self.memo.valid && same_bytes(self.memo.topic.as_bytes(), topic.as_bytes()) {
-            if let [one] = self.memo.clients[..] {
-                out.push(one);
-            } else {
-                out.extend_from_slice(&self.memo.clients);
-            }
-            #[cfg(test)]
-            {
-                self.last_work = 0;
-            }
-            return;
+        let hit = if self.memo[0].hits(topic) {
+            0
+        } else if self.memo[1].hits(topic) {
+            1
+        } else {
+            return self.walk_and_remember(topic, out);
+        };
+        // The other one is now the less recently used.
+        self.next = hit ^ 1;
+        let m = &self.memo[hit];
+        if let [one] = m.clients[..] {
+            out.push(one);
+        } else {
+            out.extend_from_slice(&m.clients);
         }
-        self.walk_and_remember(topic, out);
+        #[cfg(test)]
+        {
+            self.last_work = 0;
+        }
+    }
+
+    /// A subscription changed: no remembered answer holds.
+    fn forget(&mut self) {
+        for m in &mut self.memo {
+            m.valid = false;
+        }
     }
 
     /// [`SubscriptionIndex::match_topic`] for a topic other than the remembered one.
@@ -296,11 +320,13 @@ impl SubscriptionIndex {
         {
             self.last_work = walk.work;
         }
-        self.memo.topic.clear();
-        self.memo.topic.push_str(topic);
-        self.memo.clients.clear();
-        self.memo.clients.extend_from_slice(&out[start..]);
-        self.memo.valid = true;
+        let m = &mut self.memo[self.next];
+        self.next ^= 1;
+        m.topic.clear();
+        m.topic.push_str(topic);
+        m.clients.clear();
+        m.clients.extend_from_slice(&out[start..]);
+        m.valid = true;
     }
 
     /// Number of (client, pattern) subscriptions held.
@@ -704,9 +730,26 @@ mod tests {
         // Again: no walk, the same answer.
         assert_eq!(matches(&mut index, "md/a/q"), [1]);
         assert_eq!(index.last_work, 0);
-        // Another topic walks, and becomes the one remembered.
+        // Another topic walks, and is remembered beside the first: alternating
+        // between the two (a request and its reply) walks no more.
         assert_eq!(matches(&mut index, "md/b/t"), Vec::<u32>::new());
         assert!(index.last_work > 0);
+        for _ in 0..3 {
+            assert_eq!(matches(&mut index, "md/a/q"), [1]);
+            assert_eq!(index.last_work, 0);
+            assert_eq!(matches(&mut index, "md/b/t"), Vec::<u32>::new());
+            assert_eq!(index.last_work, 0);
+        }
+        // A third topic walks and takes the place of the less recently used one.
+        assert_eq!(matches(&mut index, "md/a/q"), [1]);
+        assert_eq!(matches(&mut index, "md/b/t"), Vec::<u32>::new());
+        assert_eq!(matches(&mut index, "md/a/q"), [1]);
+        assert_eq!(matches(&mut index, "md/c/q"), [1]);
+        assert!(index.last_work > 0);
+        assert_eq!(matches(&mut index, "md/a/q"), [1]);
+        assert_eq!(index.last_work, 0, "md/a/q was used last: kept");
+        assert_eq!(matches(&mut index, "md/b/t"), Vec::<u32>::new());
+        assert!(index.last_work > 0, "md/b/t was replaced by md/c/q");
         // Every change forgets: subscribe, then unsubscribe, an idempotent one too.
         index.subscribe(Slot(2), "md/>");
         assert_eq!(matches(&mut index, "md/b/t"), [2]);

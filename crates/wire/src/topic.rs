@@ -124,35 +124,54 @@ impl std::fmt::Display for Topic {
     }
 }
 
-/// The last topic that passed [`validate_topic`], so that a stream of messages on one
-/// topic (the common case: a feed handler, a market-data line) is checked once, not once
-/// per message. A hit costs one comparison of the bytes with the remembered topic.
+/// The last two topics that passed [`validate_topic`], so that a stream of messages on
+/// one topic (the common case: a feed handler, a market-data line), or on two in turn (a
+/// request and its reply), is checked once, not once per message. A hit costs a
+/// comparison of the bytes with a remembered topic; a miss replaces the one used less
+/// recently.
 ///
 /// ```
 /// use tickwire_wire::topic::TopicMemo;
 /// let mut memo = TopicMemo::default();
 /// assert_eq!(memo.validate(b"md/AAPL").unwrap(), "md/AAPL"); // checked
 /// assert_eq!(memo.validate(b"md/AAPL").unwrap(), "md/AAPL"); // remembered
+/// assert_eq!(memo.validate(b"md/MSFT").unwrap(), "md/MSFT"); // checked
+/// assert_eq!(memo.validate(b"md/AAPL").unwrap(), "md/AAPL"); // still remembered
 /// assert!(memo.validate(b"md//AAPL").is_err()); // a different topic is checked again
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct TopicMemo {
-    /// Empty, or a topic that passed [`validate_topic`] (never longer than
-    /// [`MAX_TOPIC_BYTES`], so it grows to at most that).
-    last: String,
+    /// Each empty, or a topic that passed [`validate_topic`] (never longer than
+    /// [`MAX_TOPIC_BYTES`], so each grows to at most that).
+    last: [String; 2],
+    /// The one a miss replaces: the one used less recently.
+    next: usize,
 }
 
 impl TopicMemo {
-    /// [`validate_topic`], answered from memory when `bytes` are the last valid topic.
-    /// An error leaves the remembered topic as it was.
+    /// [`validate_topic`], answered from memory when `bytes` are one of the last two
+    /// valid topics. An error leaves the remembered topics as they were.
     #[inline]
     pub fn validate<'a>(&'a mut self, bytes: &'a [u8]) -> Result<&'a str, TopicError> {
-        if !self.last.is_empty() && same_bytes(self.last.as_bytes(), bytes) {
-            return Ok(&self.last);
+        if !self.last[0].is_empty() && same_bytes(self.last[0].as_bytes(), bytes) {
+            self.next = 1;
+            return Ok(&self.last[0]);
         }
+        if !self.last[1].is_empty() && same_bytes(self.last[1].as_bytes(), bytes) {
+            self.next = 0;
+            return Ok(&self.last[1]);
+        }
+        self.remember(bytes)
+    }
+
+    /// The miss path: the full check, and the topic kept in place of the older one.
+    #[inline(never)]
+    fn remember<'a>(&'a mut self, bytes: &'a [u8]) -> Result<&'a str, TopicError> {
         let topic = validate_topic(bytes)?;
-        self.last.clear();
-        self.last.push_str(topic);
+        let i = self.next;
+        self.next ^= 1;
+        self.last[i].clear();
+        self.last[i].push_str(topic);
         Ok(topic)
     }
 }

@@ -28,6 +28,7 @@ impl OneToOne {
         let subscriber = open(&mut core, "subscriber");
         let mut sub = Vec::new();
         frame::encode_subscribe(&mut sub, 1, TOPIC);
+        frame::encode_subscribe(&mut sub, 2, OTHER);
         feed(&mut core, subscriber, &sub);
         take_egress(&mut core, subscriber);
         OneToOne {
@@ -46,14 +47,29 @@ impl OneToOne {
     }
 }
 
+/// A second topic the subscriber also takes (for [`publish_frames_alternating`]).
+pub const OTHER: &str = "bench/reply";
+
 /// `n` PUBLISH frames on [`TOPIC`], each with a 100-byte payload numbered in its first
 /// 8 bytes.
 pub fn publish_frames(n: usize) -> Vec<u8> {
+    frames(n, &[TOPIC])
+}
+
+/// As [`publish_frames`], the topics alternating between [`TOPIC`] and [`OTHER`] (a
+/// request and its reply, two interleaved publishers).
+#[allow(dead_code)]
+pub fn publish_frames_alternating(n: usize) -> Vec<u8> {
+    frames(n, &[TOPIC, OTHER])
+}
+
+fn frames(n: usize, topics: &[&str]) -> Vec<u8> {
     let mut b = Vec::new();
     for i in 0..n {
         let mut payload = [0u8; 100];
         payload[..8].copy_from_slice(&(i as u64).to_le_bytes());
-        frame::encode_publish(&mut b, TOPIC, &payload, PublishOptions::default(), 1 << 20).unwrap();
+        let topic = topics[i % topics.len()];
+        frame::encode_publish(&mut b, topic, &payload, PublishOptions::default(), 1 << 20).unwrap();
     }
     b
 }
