@@ -41,9 +41,11 @@
 //! tables and the callback scratch buffer are reused and only grow), no lock, no log
 //! line, no syscall; syscalls are one `read` per readable connection (until it would
 //! block) and one `write` per connection per turn, preceded by one store `flush` per
-//! session that changed. A received application message is copied once from the
-//! session's output buffer into the engine's scratch buffer before `from_app` runs, so
-//! that the callback may send on its own session.
+//! session that changed. A received application message moves from the session's
+//! output buffer into the engine's scratch buffer before `from_app` runs, so that the
+//! callback may send on its own session: the two buffers are swapped when the event
+//! was the session's last output (the steady state), copied otherwise
+//! (`Session::take_event_message`).
 //!
 //! # TLS
 //!

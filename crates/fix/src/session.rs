@@ -641,6 +641,17 @@ impl<S: MessageStore> Session<S> {
         self.out.polled_fields()
     }
 
+    /// The bytes and field table of the [`Event::FromApp`] / [`Event::FromAdmin`]
+    /// message last returned by [`Session::poll_event`], moved into `bytes` and
+    /// `fields` (replacing what they held; both empty after any other output): for a
+    /// driver that hands the message to a callback which may call this session. When
+    /// the event was the last output queued (the steady state: one message in, one
+    /// event out), the session's buffers are swapped with these instead of copied.
+    /// Afterwards [`Session::event_fields`] is empty.
+    pub fn take_event_message(&mut self, bytes: &mut Vec<u8>, fields: &mut Vec<codec::Field>) {
+        self.out.take_polled(bytes, fields);
+    }
+
     /// The latest time at which [`Session::handle_timeout`] must be called (it may be
     /// called earlier or more often: spurious calls do nothing). A deadline at or
     /// before the current time means "now" (e.g. a new initiator's first connection).

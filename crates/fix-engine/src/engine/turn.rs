@@ -326,7 +326,7 @@ impl<A: Application> Engine<A> {
                 let Some(out) = slot.session.poll_event() else {
                     return;
                 };
-                match out {
+                let then = match out {
                     Output::Send(bytes) => {
                         slot.counters.sent(bytes);
                         if let Some(c) = conn_idx {
@@ -369,20 +369,8 @@ impl<A: Application> Engine<A> {
                         }
                         Then::Nothing
                     }
-                    Output::Event(e @ (Event::FromApp(_) | Event::FromAdmin(_))) => {
-                        let (b, then) = match e {
-                            Event::FromApp(b) => (b, Then::FromApp),
-                            Event::FromAdmin(b) => (b, Then::FromAdmin),
-                            _ => (&[][..], Then::Nothing),
-                        };
-                        // The bytes, and the session's field table for them.
-                        scratch.msg.clear();
-                        scratch.msg.extend_from_slice(b);
-                        let fields = slot.session.event_fields();
-                        scratch.msg_fields.clear();
-                        scratch.msg_fields.extend_from_slice(fields);
-                        then
-                    }
+                    Output::Event(Event::FromApp(_)) => Then::FromApp,
+                    Output::Event(Event::FromAdmin(_)) => Then::FromAdmin,
                     Output::Event(Event::LoggedOn) => Then::LoggedOn,
                     Output::Event(Event::LoggedOut) => Then::LoggedOut,
                     Output::Event(Event::Note(t)) => {
@@ -391,7 +379,14 @@ impl<A: Application> Engine<A> {
                         Then::Note
                     }
                     _ => Then::Nothing,
+                };
+                if matches!(then, Then::FromApp | Then::FromAdmin) {
+                    // The bytes, and the session's field table for them (handed over,
+                    // not copied, when the event was the session's last output).
+                    slot.session
+                        .take_event_message(&mut scratch.msg, &mut scratch.msg_fields);
                 }
+                then
             };
             let mut ctx = Ctx {
                 slots: &mut slots[..],

@@ -203,11 +203,18 @@ impl TimestampWriter {
     /// Appends the UTCTimestamp for `unix_nanos` at precision `p` to `out`.
     #[inline]
     pub fn write(&mut self, out: &mut Vec<u8>, unix_nanos: u64, p: TimestampPrecision) {
+        out.extend_from_slice(self.stamp(unix_nanos, p));
+    }
+
+    /// The UTCTimestamp for `unix_nanos` at precision `p` (what [`TimestampWriter::write`]
+    /// appends), valid until the next call.
+    #[inline]
+    pub fn stamp(&mut self, unix_nanos: u64, p: TimestampPrecision) -> &[u8] {
         let digits = p.digits();
         if unix_nanos != self.nanos || digits != usize::from(self.digits) {
             self.format(unix_nanos, p);
         }
-        out.extend_from_slice(&self.stamp[..usize::from(self.len)]);
+        &self.stamp[..usize::from(self.len)]
     }
 
     /// Formats `unix_nanos` into `stamp` (the date and time of day only on a new second).

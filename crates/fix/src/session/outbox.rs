@@ -77,6 +77,8 @@ pub(crate) struct Outbox {
     fields: Vec<Field>,
     /// The field table of the FromApp / FromAdmin event last polled.
     polled_fields: Range<usize>,
+    /// The bytes of the FromApp / FromAdmin event last polled.
+    polled_msg: Range<usize>,
 }
 
 impl Outbox {
@@ -87,6 +89,7 @@ impl Outbox {
             self.buf.clear();
             self.fields.clear();
             self.polled_fields = 0..0;
+            self.polled_msg = 0..0;
             // A large resend can leave megabytes behind; steady state needs little.
             const KEEP: usize = 1 << 20;
             if self.buf.capacity() > 16 * KEEP {
@@ -155,8 +158,29 @@ impl Outbox {
         self.actions.push_back(Action::Note(start..self.buf.len()));
     }
 
+    /// Moves the bytes and field table of the FromApp / FromAdmin event last polled
+    /// into `bytes` and `fields` (replacing their contents; empty after any other
+    /// output). When nothing else is queued and the message starts both buffers, the
+    /// buffers are swapped (the caller's, emptied, become the outbox's), not copied.
+    pub fn take_polled(&mut self, bytes: &mut Vec<u8>, fields: &mut Vec<Field>) {
+        let msg = std::mem::replace(&mut self.polled_msg, 0..0);
+        let table = std::mem::replace(&mut self.polled_fields, 0..0);
+        bytes.clear();
+        fields.clear();
+        if self.actions.is_empty() && msg.start == 0 && table.start == 0 {
+            std::mem::swap(&mut self.buf, bytes);
+            std::mem::swap(&mut self.fields, fields);
+            bytes.truncate(msg.end);
+            fields.truncate(table.end);
+        } else {
+            bytes.extend_from_slice(self.buf.get(msg).unwrap_or_default());
+            fields.extend_from_slice(self.fields.get(table).unwrap_or_default());
+        }
+    }
+
     pub fn poll(&mut self) -> Option<Output<'_>> {
         self.polled_fields = 0..0;
+        self.polled_msg = 0..0;
         let Some(action) = self.actions.pop_front() else {
             self.buf.clear();
             self.fields.clear();
@@ -175,10 +199,12 @@ impl Outbox {
             Action::LoggedOut => Output::Event(Event::LoggedOut),
             Action::FromAdmin(r, f) => {
                 self.polled_fields = f;
+                self.polled_msg = r.clone();
                 Output::Event(Event::FromAdmin(slice(r)))
             }
             Action::FromApp(r, f) => {
                 self.polled_fields = f;
+                self.polled_msg = r.clone();
                 Output::Event(Event::FromApp(slice(r)))
             }
             Action::Note(r) => Output::Event(Event::Note(
@@ -220,5 +246,64 @@ mod tests {
             "only for the event just polled"
         );
         assert!(out.poll().is_none());
+    }
+
+    /// `take_polled` gives what `poll` and `polled_fields` give, whether it swaps (the
+    /// event is the last output and starts the buffers) or copies (something precedes
+    /// or follows it), and the outputs after it are intact.
+    #[test]
+    fn a_taken_message_equals_the_polled_one_swapped_or_copied() {
+        let raw = b"8=FIX.4.4\x019=41\x0135=D\x0134=2\x0149=A\x0152=20261124-10:00:00\x0156=B\x0110=000\x01";
+        let mut fields = Fields::new();
+        let m = crate::codec::parse_unchecked(raw, &mut fields).expect("parses");
+        let (mut bytes, mut table) = (b"old".to_vec(), vec![m.fields()[0]; 3]);
+        for case in 0..4 {
+            let mut out = Outbox::default();
+            if case == 1 {
+                out.note(format_args!("before"));
+            }
+            out.deliver_app(&m);
+            if case == 2 {
+                out.send(b"after");
+            }
+            if case == 3 {
+                out.deliver_admin(&m);
+            }
+            if case == 1 {
+                assert!(matches!(
+                    out.poll(),
+                    Some(Output::Event(Event::Note("before")))
+                ));
+            }
+            let polled = match out.poll() {
+                Some(Output::Event(Event::FromApp(b))) => b.to_vec(),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(out.polled_fields(), m.fields());
+            out.take_polled(&mut bytes, &mut table);
+            assert_eq!(bytes, polled, "case {case}");
+            assert_eq!(bytes, &raw[..]);
+            assert_eq!(table, m.fields(), "case {case}");
+            assert!(out.polled_fields().is_empty());
+            match case {
+                2 => assert_eq!(out.poll(), Some(Output::Send(b"after"))),
+                3 => {
+                    assert!(
+                        matches!(out.poll(), Some(Output::Event(Event::FromAdmin(b))) if b == &raw[..])
+                    );
+                    assert_eq!(out.polled_fields(), m.fields());
+                }
+                _ => {}
+            }
+            assert!(out.poll().is_none());
+            // Nothing polled: empty.
+            out.take_polled(&mut bytes, &mut table);
+            assert!(bytes.is_empty() && table.is_empty());
+            // The outbox still works after a swap.
+            out.recycle();
+            out.deliver_app(&m);
+            assert!(matches!(out.poll(), Some(Output::Event(Event::FromApp(b))) if b == &raw[..]));
+            assert_eq!(out.polled_fields(), m.fields());
+        }
     }
 }
