@@ -665,16 +665,10 @@ pub fn new_token() -> (String, String) {
     (value("token"), value("token_sha256"))
 }
 
-/// A free UDP port P on 127.0.0.1 with P+1 free too (a feed's group port and its
+/// A free UDP port P with P+1 free too (a feed's group port and its
 /// re-request port).
 pub fn free_udp_port_pair() -> u16 {
-    loop {
-        let a = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP port");
-        let p = a.local_addr().expect("its address").port();
-        if p < 65_000 && std::net::UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
-            return p;
-        }
-    }
+    tickwire_bench::md_replay::repro::free_port_run(2).expect("two free UDP ports")
 }
 
 /// A free loopback port, for a router that is restarted on the same one.
