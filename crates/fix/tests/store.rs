@@ -129,27 +129,28 @@ fn file_store_sender_seq_recovered_from_last_message() {
 fn file_store_target_seq_is_recorded_once_per_flush() {
     let dir = test_dir("targetflush");
     let record = (8 + 9) as u64;
-    let len = |d: &Path| std::fs::metadata(store_file(d)).unwrap().len();
+    // The log's length: the file is longer while the store's mapped window is open.
+    let len = |s: &FileStore| s.log_len();
     {
         let mut s = open(&dir);
         s.flush().unwrap();
-        let start = len(&dir);
+        let start = len(&s);
         for _ in 0..5 {
             s.incr_next_target_seq().unwrap();
         }
         assert_eq!(s.next_target_seq(), 6);
         s.flush().unwrap();
-        assert_eq!(len(&dir) - start, record, "one record for five increments");
+        assert_eq!(len(&s) - start, record, "one record for five increments");
         s.flush().unwrap();
-        assert_eq!(len(&dir) - start, record, "nothing new to record");
+        assert_eq!(len(&s) - start, record, "nothing new to record");
         // Moved and moved back within a turn: the log already says 6.
         s.set_next_target_seq(9).unwrap();
         s.set_next_target_seq(6).unwrap();
         s.flush().unwrap();
-        assert_eq!(len(&dir) - start, record);
+        assert_eq!(len(&s) - start, record);
         s.set_next_target_seq(9).unwrap();
         s.flush().unwrap();
-        assert_eq!(len(&dir) - start, 2 * record);
+        assert_eq!(len(&s) - start, 2 * record);
     }
     let mut s = open(&dir);
     assert_eq!(s.next_target_seq(), 9);
@@ -173,26 +174,23 @@ fn file_store_sender_increment_after_save_adds_no_record() {
     {
         let mut s = open(&dir);
         s.flush().unwrap();
-        let start = std::fs::metadata(store_file(&dir)).unwrap().len();
+        let start = s.log_len();
         save_sent(&mut s, 3);
         s.flush().unwrap();
-        let after = std::fs::metadata(store_file(&dir)).unwrap().len();
+        let after = s.log_len();
         let payloads: u64 = (1..=3).map(|q| record(msg(q).len())).sum();
         assert_eq!(after - start, payloads, "one record per sent message");
         assert_eq!(s.next_sender_seq(), 4);
         // Not implied by the messages: recorded.
         s.set_next_sender_seq(10).unwrap();
         s.flush().unwrap();
-        let with_jump = std::fs::metadata(store_file(&dir)).unwrap().len();
+        let with_jump = s.log_len();
         assert_eq!(with_jump - after, record(0));
         // The message for 10 and the increment past it: one record again.
         s.save(10, &msg(10)).unwrap();
         s.incr_next_sender_seq().unwrap();
         s.flush().unwrap();
-        sizes = vec![
-            with_jump,
-            std::fs::metadata(store_file(&dir)).unwrap().len(),
-        ];
+        sizes = vec![with_jump, s.log_len()];
         assert_eq!(sizes[1] - sizes[0], record(msg(10).len()));
     }
     {
@@ -298,7 +296,7 @@ fn file_store_damaged_length_in_middle_is_an_error_not_a_truncation() {
         let mut s = open(&dir);
         s.save(1, &msg(1)).unwrap();
         s.flush().unwrap();
-        second = std::fs::metadata(store_file(&dir)).unwrap().len() as usize;
+        second = s.log_len() as usize;
         for seq in 2..=6 {
             s.save(seq, &msg(seq)).unwrap();
         }
@@ -332,7 +330,7 @@ fn file_store_torn_tail_is_truncated_with_warning() {
         let mut s = open(&dir);
         save_sent(&mut s, 4);
         s.flush().unwrap();
-        full_len = std::fs::metadata(store_file(&dir)).unwrap().len();
+        full_len = s.log_len();
         seqnums = std::fs::read(dir.join("store.seqnums")).unwrap();
         s.save(5, &msg(5)).unwrap();
         s.flush().unwrap();
@@ -353,12 +351,34 @@ fn file_store_torn_tail_is_truncated_with_warning() {
     assert_eq!(s.next_sender_seq(), 5);
     assert_eq!(collect(&s, 1, u64::MAX).len(), 4);
     drop(s);
-    // A zero-filled tail (file extended but data never written) is also torn.
+    // Zeros after the last record are the unwritten rest of the mapped window a crash
+    // left allocated: the log ends there, no warning, and the zeros go.
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(full_len + 100).unwrap();
     drop(f);
     let (s, w) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
-    assert_eq!(w.expect("warning").dropped_bytes, 100);
+    assert_eq!(w, None);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), full_len);
+    assert_eq!(s.next_sender_seq(), 5);
+    assert_eq!(collect(&s, 1, u64::MAX).len(), 4);
+    drop(s);
+    // A torn record followed by the window's zeros is still a torn final record.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut tail = msg(5);
+    tail.truncate(tail.len() / 2);
+    let mut record = ((9 + msg(5).len()) as u32).to_le_bytes().to_vec();
+    record.extend_from_slice(&[0xAB; 4]); // a checksum the half body cannot match
+    record.push(2);
+    record.extend_from_slice(&5u64.to_le_bytes());
+    record.extend_from_slice(&tail);
+    bytes.extend_from_slice(&record);
+    bytes.resize(bytes.len() + 4096, 0);
+    std::fs::write(&path, &bytes).unwrap();
+    let (s, w) = FileStore::open(&dir, SyncPolicy::Os, 0).unwrap();
+    let w = w.expect("a torn-tail warning");
+    assert_eq!(w.truncated_at, full_len);
+    assert_eq!(w.dropped_bytes, record.len() as u64 + 4096);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), full_len);
     assert_eq!(s.next_sender_seq(), 5);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -526,7 +546,7 @@ fn regression_store_log_truncated_at_record_boundary_is_detected() {
         let mut s = open(&dir);
         save_sent(&mut s, 3);
         s.flush().unwrap();
-        three = std::fs::metadata(store_file(&dir)).unwrap().len();
+        three = s.log_len();
         for seq in 4..=5 {
             s.save(seq, &msg(seq)).unwrap();
             s.incr_next_sender_seq().unwrap();
@@ -620,7 +640,7 @@ fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
     let seqnums = dir.join("store.seqnums");
     let mut s = open(&dir);
     let at_open = std::fs::read(&seqnums).unwrap();
-    let start = std::fs::metadata(store_file(&dir)).unwrap().len();
+    let start = s.log_len();
     let mut seq = 1;
     let mut send = |s: &mut FileStore| {
         s.save(seq, &msg(seq)).unwrap();
@@ -637,7 +657,7 @@ fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
     );
     let mut half = 0;
     while std::fs::read(&seqnums).unwrap() == at_open {
-        let len = std::fs::metadata(store_file(&dir)).unwrap().len();
+        let len = s.log_len();
         assert!(
             len - start < SEQNUMS_EVERY,
             "not written after {} bytes",

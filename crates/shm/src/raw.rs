@@ -19,6 +19,14 @@
 //! a racing writer achieves: the copy is a plain byte copy of memory no Rust reference
 //! covers. The mapping's size cannot change under us: the memfd is sealed against
 //! shrinking and growing before it is shared (see `link.rs`), so no access faults.
+//!
+//! [`Region::map_file_range`] maps a window of an ordinary file instead: the FIX file
+//! store's log (`tickwire_fix::store`) copies its records into the window at its end
+//! rather than `pwrite` them. The same three operations apply. Its owner allocates the
+//! window's blocks before mapping it (`fallocate`), so a full disk cannot fault a write;
+//! the file is not sealed, so another process that truncates it while it is mapped makes
+//! the next access fault (`SIGBUS`, the process ends): a crash, never a read of freed
+//! memory, and the store documents that its directory belongs to its session alone.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -50,6 +58,29 @@ impl Region {
         // Best effort: the mapping works the same without it, only its first lap is slower.
         let _ = region.map.advise(memmap2::Advice::PopulateWrite);
         Ok(region)
+    }
+
+    /// Maps `len` bytes of `file` from byte `offset` (any offset: the mapping starts at
+    /// the page that holds it, and offset 0 of the region is `offset`), shared, read and
+    /// write; pages fault in on first use ([`Region::populate`] faults
+    /// them in ahead). The caller makes sure the file extends to `offset + len` for as
+    /// long as the region lives (see the module docs).
+    pub fn map_file_range(file: &File, offset: u64, len: usize) -> io::Result<Region> {
+        let map = memmap2::MmapOptions::new()
+            .offset(offset)
+            .len(len)
+            .map_raw(file)?;
+        Ok(Region { map })
+    }
+
+    /// Allocates and maps the pages of `offset..offset + len` now
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14+), so that copies into them take no page
+    /// fault. An error (an older kernel: `EINVAL`) changes nothing else: the pages
+    /// fault in on first use.
+    pub fn populate(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.check(offset, len, 1);
+        self.map
+            .advise_range(memmap2::Advice::PopulateWrite, offset, len)
     }
 
     /// Bytes mapped.
@@ -175,6 +206,38 @@ mod tests {
         let mut out = [0u8; 9];
         plain.copy_out(4096 * 7, &mut out);
         assert_eq!(&out, b"both ends");
+    }
+
+    #[test]
+    fn a_file_window_writes_the_file_at_its_offset() {
+        let dir = std::env::temp_dir().join(format!("tickwire-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("window");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        file.set_len(3 * 4096).unwrap();
+        let w = Region::map_file_range(&file, 4096, 2 * 4096).unwrap();
+        assert_eq!(w.len(), 2 * 4096);
+        w.populate(0, 4096).unwrap();
+        w.copy_in(10, b"in the file");
+        w.copy_in(2 * 4096 - 3, b"end");
+        let data = std::fs::read(&path).unwrap();
+        assert_eq!(&data[4096 + 10..4096 + 21], b"in the file");
+        assert_eq!(&data[3 * 4096 - 3..], b"end");
+        assert!(data[..4096].iter().all(|&b| b == 0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn populate_past_the_end_panics() {
+        let r = region(4096);
+        let _ = r.populate(0, 8192);
     }
 
     #[test]
