@@ -1070,7 +1070,9 @@ impl FileStore {
             self.file
                 .write_all_at(&self.pending, self.file_len)
                 .map_err(io_err(&self.path, "write"))?;
-            self.allocated = self.allocated.max(self.file_len + self.pending.len() as u64);
+            self.allocated = self
+                .allocated
+                .max(self.file_len + self.pending.len() as u64);
         }
         self.file_len += self.pending.len() as u64;
         self.pending.clear();
@@ -1121,12 +1123,9 @@ impl FileStore {
         let Ok(len_usize) = usize::try_from(len) else {
             return false;
         };
-        if let Err(e) = rustix::fs::fallocate(
-            &self.file,
-            rustix::fs::FallocateFlags::empty(),
-            start,
-            len,
-        ) {
+        if let Err(e) =
+            rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), start, len)
+        {
             if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS {
                 self.map_writes = false;
             }
@@ -1352,10 +1351,8 @@ mod tests {
     use super::*;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "tickwire-store-unit-{}-{name}",
-            std::process::id()
-        ));
+        let d =
+            std::env::temp_dir().join(format!("tickwire-store-unit-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         d
     }
@@ -1407,10 +1404,7 @@ mod tests {
             // read the same messages from both.
             let m_size = fs::metadata(a.join(FILE_NAME)).unwrap().len();
             assert!(m_size > m.log_len(), "{m_size} vs {}", m.log_len());
-            assert_eq!(
-                fs::metadata(b.join(FILE_NAME)).unwrap().len(),
-                p.log_len()
-            );
+            assert_eq!(fs::metadata(b.join(FILE_NAME)).unwrap().len(), p.log_len());
             assert_eq!(all(&m), all(&p));
             assert_eq!(all(&m).len(), 300);
         }
@@ -1507,7 +1501,14 @@ mod tests {
         // A record whose length is too small, then an intact NextTarget record for 5.
         bytes.extend_from_slice(&[3, 0, 0, 0, 1, 2, 3, 4]);
         let mut next = Vec::new();
-        encode_record(&mut next, &crc32fast::Hasher::new(), KIND_NEXT_TARGET, 5, &[]).unwrap();
+        encode_record(
+            &mut next,
+            &crc32fast::Hasher::new(),
+            KIND_NEXT_TARGET,
+            5,
+            &[],
+        )
+        .unwrap();
         assert_eq!(next.last(), Some(&0));
         bytes.extend_from_slice(&next);
         bytes.resize(bytes.len() + 1000, 0);

@@ -40,7 +40,8 @@ pub fn dither_ns(rel: u64, rate: u64) -> u64 {
     } else {
         2 * DITHER_STEPS - 1 - m
     };
-    (u128::from(step) * u128::from(NS_PER_SEC) / (u128::from(rate.max(1)) * u128::from(DITHER_STEPS))) as u64
+    (u128::from(step) * u128::from(NS_PER_SEC)
+        / (u128::from(rate.max(1)) * u128::from(DITHER_STEPS))) as u64
 }
 
 /// One of the published cycles, or the user's own list of rates.
@@ -338,7 +339,10 @@ mod tests {
         }
         assert!(phases.len() > 900, "{} phases", phases.len());
         assert_eq!(dither_ns(0, 50_000), 0);
-        assert_eq!(dither_ns(DITHER_STEPS - 1, 50_000), dither_ns(DITHER_STEPS, 50_000));
+        assert_eq!(
+            dither_ns(DITHER_STEPS - 1, 50_000),
+            dither_ns(DITHER_STEPS, 50_000)
+        );
         assert!(dither_ns(DITHER_STEPS - 1, 50_000) < slot);
         assert_eq!(dither_ns(2 * DITHER_STEPS, 50_000), 0);
     }
