@@ -61,4 +61,7 @@ impl MessageStore for AnyStore {
     fn flush(&mut self) -> Result<(), StoreError> {
         delegate!(self, s => s.flush())
     }
+    fn prepare(&mut self) {
+        delegate!(self, s => s.prepare())
+    }
 }

@@ -22,8 +22,9 @@
 //!
 //! [`Region::map_file_range`] maps a window of an ordinary file instead: the FIX file
 //! store's log (`tickwire_fix::store`) copies its records into the window at its end
-//! rather than `pwrite` them. The same three operations apply. Its owner allocates the
-//! window's blocks before mapping it (`fallocate`), so a full disk cannot fault a write;
+//! rather than `pwrite` them. The same operations apply, plus [`Region::populate`] and
+//! [`Region::release`]. Its owner writes zeros to a range before copying into it, so
+//! the file covers every byte written and a full disk fails that write, never a copy;
 //! the file is not sealed, so another process that truncates it while it is mapped makes
 //! the next access fault (`SIGBUS`, the process ends): a crash, never a read of freed
 //! memory, and the store documents that its directory belongs to its session alone.
@@ -81,6 +82,23 @@ impl Region {
         self.check(offset, len, 1);
         self.map
             .advise_range(memmap2::Advice::PopulateWrite, offset, len)
+    }
+
+    /// Drops the page-table entries of `offset..offset + len` (`MADV_DONTNEED`, the
+    /// range widened to whole pages), so that unmapping the region later has no pages
+    /// left to tear down. The data stays: the mapping is shared, so the pages belong to
+    /// the file (or memfd), and a later access maps them again.
+    pub fn release(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.check(offset, len, 1);
+        // SAFETY: `check` proved the range lies inside the mapping. `map_raw` maps
+        // `MAP_SHARED` only, and for a shared mapping `MADV_DONTNEED` only unmaps the
+        // pages: their content stays in the file's (memfd's) pages, which the next
+        // access maps again, so no byte anyone reads changes. No Rust reference covers
+        // the mapping (module docs), so none is invalidated.
+        unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+        }
     }
 
     /// Bytes mapped.
@@ -226,6 +244,11 @@ mod tests {
         w.populate(0, 4096).unwrap();
         w.copy_in(10, b"in the file");
         w.copy_in(2 * 4096 - 3, b"end");
+        // Released pages keep their bytes (a shared mapping): the next access maps them.
+        w.release(0, 4096).unwrap();
+        let mut back = [0u8; 11];
+        w.copy_out(10, &mut back);
+        assert_eq!(&back, b"in the file");
         let data = std::fs::read(&path).unwrap();
         assert_eq!(&data[4096 + 10..4096 + 21], b"in the file");
         assert_eq!(&data[3 * 4096 - 3..], b"end");

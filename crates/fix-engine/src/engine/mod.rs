@@ -235,6 +235,8 @@ pub(crate) struct Slot {
     pub(crate) touched: bool,
     /// Its store has records to flush this turn.
     dirty: bool,
+    /// Its store was flushed this turn: `prepare` it after the socket writes.
+    flushed: bool,
     conn: Option<ConnId>,
     connect: Vec<(String, u16)>,
     next_addr: usize,
@@ -513,6 +515,7 @@ impl<A: Application> Engine<A> {
                 session,
                 touched: true,
                 dirty: false,
+                flushed: false,
                 conn: None,
                 connect: spec.connect,
                 next_addr: 0,

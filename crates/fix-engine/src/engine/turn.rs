@@ -1,5 +1,6 @@
 //! The loop turn: wait, dispatch readiness, queued commands, session timers,
-//! housekeeping, then drain the sessions, flush the stores and write the sockets.
+//! housekeeping, then drain the sessions, flush the stores, write the sockets and let
+//! the stores prepare their next flushes.
 
 use super::*;
 
@@ -247,6 +248,7 @@ impl<A: Application> Engine<A> {
                 continue;
             }
             self.slots[k.0].dirty = false;
+            self.slots[k.0].flushed = true;
             if let Err(e) = self.slots[k.0].session.store_mut().flush() {
                 let text = format!("Message store error: {e}");
                 if let Some(c) = self.slots[k.0].conn {
@@ -270,6 +272,14 @@ impl<A: Application> Engine<A> {
         }
         self.net.write_list = list;
         self.net.write_list.clear();
+        // Off the message path, after the writes: the stores prepare their next flushes
+        // (the file store's mapped window).
+        for slot in &mut self.slots {
+            if slot.flushed {
+                slot.flushed = false;
+                slot.session.store_mut().prepare();
+            }
+        }
         if let Some(l) = &mut self.log {
             l.end_turn();
         }
