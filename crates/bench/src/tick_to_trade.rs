@@ -53,8 +53,10 @@ test: market data VENUE_MD -> ALGO_MD and orders VENUE_OE -> ALGO_OE. It sends 3
 (268=1|279=0|269=0/1|55|270|271|278=CORRID) at an open-loop schedule; the algo answers
 each X with a 35=D (11=CORRID|38|40=2|44|54|55|59=0|60) on the order session.
 Latency = D receive time - the X's INTENDED send time (a late simulator counts; its
-lateness is reported apart). The algo's CPU time per X->D comes from /proc/<pid>/stat
-(utime+stime) sampled at every step boundary.";
+lateness is reported apart). Each X is shifted within its 1/rate slot by a slow triangle
+wave (spacing +-0.1%), so that the kernel's timer tick, which splits CPU time into user
+and system, samples every phase of the X->D cycle. The algo's CPU time per X->D comes
+from /proc/<pid>/stat (utime+stime) sampled at every step boundary.";
 
 const AFTER: &str = "\
 Algos (--algo, or several with --compare builtin,raw,quickfix):
