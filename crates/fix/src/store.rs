@@ -1182,9 +1182,12 @@ impl FileStore {
         let Some(t) = self.tail.as_mut() else {
             return;
         };
-        let at = (end - t.start) as usize;
-        if t.allocated < at + ALLOCATE_STEP && t.allocated < t.region.len() {
-            let to = (t.allocated.max(at) + ALLOCATE_STEP).min(t.region.len());
+        // Where the log ends in the file: records still pending are not in it, and
+        // the zeros must cover the bytes their copy will write.
+        let at = (self.file_len - t.start) as usize;
+        let want = (end - t.start) as usize;
+        if t.allocated < want + ALLOCATE_STEP && t.allocated < t.region.len() {
+            let to = (t.allocated.max(want) + ALLOCATE_STEP).min(t.region.len());
             if t.grow(&self.file, at, to).is_ok() {
                 self.allocated = self.allocated.max(t.start + to as u64);
             }
@@ -1520,6 +1523,40 @@ mod tests {
             let _ = fs::remove_dir_all(&a);
             let _ = fs::remove_dir_all(&b);
         }
+    }
+
+    /// `prepare` with records still pending (not the engine's order, but allowed) zeros
+    /// and faults in the bytes their copy will write: the copy never lands past the
+    /// file's end (which would be `SIGBUS`).
+    #[test]
+    fn prepare_with_pending_records_covers_them() {
+        let d = dir("prepare-pending");
+        {
+            let (mut s, _) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+            s.save(1, &msg(1, 10)).unwrap();
+            s.flush().unwrap();
+            s.prepare();
+            // More than the step already prepared ahead, pending when `prepare` runs.
+            for seq in 2..=400 {
+                s.save(seq, &msg(seq, 300)).unwrap();
+            }
+            assert!(s.pending.len() > ALLOCATE_STEP);
+            s.prepare();
+            let t = s.tail.as_ref().unwrap();
+            let end = s.file_len + s.pending.len() as u64;
+            assert!(t.start + t.allocated as u64 >= end + ALLOCATE_STEP as u64);
+            // Written with zeros up to there: no hole (unreserved blocks) under the copy.
+            let size = fs::metadata(d.join(FILE_NAME)).unwrap().len();
+            assert!(size >= end + ALLOCATE_STEP as u64);
+            let hole = rustix::fs::seek(&s.file, rustix::fs::SeekFrom::Hole(0)).unwrap();
+            assert_eq!(hole, size, "a hole in the prepared range");
+            s.flush().unwrap();
+            assert_eq!(all(&s).len(), 400);
+        }
+        let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+        assert_eq!(w, None);
+        assert_eq!(all(&s).len(), 400);
+        let _ = fs::remove_dir_all(&d);
     }
 
     /// Flushes that `pwrite` while a window is mapped (as when mapping failed for a
