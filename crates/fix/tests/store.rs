@@ -688,3 +688,94 @@ fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
     assert_eq!(s.next_sender_seq(), next);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// How a property case damages `store.log` after a clean stop.
+#[derive(Debug, Clone)]
+enum Damage {
+    /// Zeros appended (the unwritten rest of a mapped window after a crash).
+    Zeros(usize),
+    /// Cut at a fraction (per mille) of the file.
+    Cut(u16),
+    /// Cut, then zeros appended (a crash in a flush, the window's zeros after it).
+    CutThenZeros(u16, usize),
+    /// One byte XORed with a non-zero mask, at a fraction (per mille) of the file.
+    Flip(u16, u8),
+    /// Bytes appended.
+    Garbage(Vec<u8>),
+}
+
+fn damage() -> impl proptest::strategy::Strategy<Value = Damage> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (1usize..200_000).prop_map(Damage::Zeros),
+        (0u16..1000).prop_map(Damage::Cut),
+        ((0u16..1000), (1usize..100_000)).prop_map(|(c, z)| Damage::CutThenZeros(c, z)),
+        ((0u16..1000), (1u8..=255)).prop_map(|(at, m)| Damage::Flip(at, m)),
+        proptest::collection::vec(any::<u8>(), 1..64).prop_map(Damage::Garbage),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Recovery of a damaged log, with `store.seqnums` gone (so that only the log's own
+    /// checks decide): it never panics; it either refuses (Corrupt) or opens with a
+    /// prefix of the messages saved, byte for byte; zeros after the log (a crashed
+    /// store's mapped window) are the end of the log, with every message and no warning.
+    #[test]
+    fn recovery_of_a_damaged_log_opens_a_prefix_or_refuses(
+        n in 1u64..120,
+        per_flush in 1u64..8,
+        hurt in damage(),
+    ) {
+        let dir = test_dir(&format!("prop-{}", std::process::id()));
+        {
+            let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 5).unwrap();
+            for seq in 1..=n {
+                s.save(seq, &msg(seq)).unwrap();
+                s.incr_next_sender_seq().unwrap();
+                if seq % per_flush == 0 {
+                    s.flush().unwrap();
+                    s.prepare();
+                }
+            }
+            s.flush().unwrap();
+        }
+        let path = store_file(&dir);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = |per_mille: u16, len: usize| len * usize::from(per_mille) / 1000;
+        match &hurt {
+            Damage::Zeros(z) => bytes.resize(bytes.len() + z, 0),
+            Damage::Cut(c) => bytes.truncate(at(*c, bytes.len())),
+            Damage::CutThenZeros(c, z) => {
+                bytes.truncate(at(*c, bytes.len()));
+                bytes.resize(bytes.len() + z, 0);
+            }
+            Damage::Flip(f, m) => {
+                let i = at(*f, bytes.len()).min(bytes.len() - 1);
+                bytes[i] ^= m;
+            }
+            Damage::Garbage(g) => bytes.extend_from_slice(g),
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::remove_file(dir.join("store.seqnums")).unwrap();
+        let originals: Vec<(u64, Vec<u8>)> = (1..=n).map(|q| (q, msg(q))).collect();
+        match FileStore::open(&dir, SyncPolicy::Os, 6) {
+            Ok((s, w)) => {
+                let got = collect(&s, 1, u64::MAX);
+                proptest::prop_assert!(got.len() as u64 <= n);
+                proptest::prop_assert_eq!(&got[..], &originals[..got.len()]);
+                if let Damage::Zeros(_) = hurt {
+                    proptest::prop_assert_eq!(got.len() as u64, n);
+                    proptest::prop_assert_eq!(w, None);
+                    proptest::prop_assert_eq!(s.next_sender_seq(), n + 1);
+                }
+            }
+            Err(StoreError::Corrupt { .. }) => {
+                proptest::prop_assert!(!matches!(hurt, Damage::Zeros(_)));
+            }
+            Err(e) => proptest::prop_assert!(false, "unexpected error {e}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
