@@ -3,7 +3,7 @@
 //! (as the FIX engine does after its socket writes) and waits ~18 µs, MESSAGES times
 //! (default 200,000; ~50k per second, the tick-to-trade bar's rate), in a fresh store
 //! under the temporary directory; prints the distribution of the flush times and of the
-//! prepare times. `pwrite` as the second argument measures the store with mapped writes
+//! prepare times (HDR histograms, `tickwire_rt::Latency`). `pwrite` as the second argument measures the store with mapped writes
 //! off (one `pwrite` per flush), for comparison.
 // A measuring tool: it prints its figures, and fails loudly on a store error.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
@@ -11,24 +11,14 @@
 use std::time::{Duration, Instant};
 
 use tickwire_fix::store::{FileStore, MessageStore, SyncPolicy};
+use tickwire_rt::Latency;
 
-fn summary(name: &str, mut ns: Vec<u64>) {
-    let n = ns.len().max(1);
-    let total: u64 = ns.iter().sum();
-    ns.sort_unstable();
-    let q = |f: f64| {
-        ns.get(((ns.len() as f64 - 1.0) * f) as usize)
-            .copied()
-            .unwrap_or(0)
-    };
+fn summary(name: &str, l: &Latency) {
+    let s = l.summary();
+    let over = l.hist.count_between(20_001, tickwire_rt::latency::MAX_NS);
     println!(
-        "{name:8} mean {:>7} ns  p50 {:>7}  p99 {:>7}  p99.9 {:>7}  max {:>8}  over 20 µs: {}",
-        total / n as u64,
-        q(0.5),
-        q(0.99),
-        q(0.999),
-        ns.last().copied().unwrap_or(0),
-        ns.iter().filter(|&&x| x > 20_000).count()
+        "{name:8} mean {:>8.3} µs  p50 {:>8.3}  p99 {:>8.3}  p99.9 {:>8.3}  max {:>8.3}  over 20 µs: {over}",
+        s.mean_us, s.p50_us, s.p99_us, s.p999_us, s.max_us
     );
 }
 
@@ -43,10 +33,7 @@ fn main() {
         s.set_mapped_writes(false);
     }
     let msg = vec![b'x'; 230];
-    let (mut flush, mut prepare) = (
-        Vec::with_capacity(n as usize),
-        Vec::with_capacity(n as usize),
-    );
+    let (mut flush, mut prepare) = (Latency::new(), Latency::new());
     for seq in 1..=n {
         s.save(seq, &msg).unwrap();
         s.incr_next_sender_seq().unwrap();
@@ -54,8 +41,8 @@ fn main() {
         s.flush().unwrap();
         let t1 = Instant::now();
         s.prepare();
-        prepare.push(t1.elapsed().as_nanos() as u64);
-        flush.push((t1 - t).as_nanos() as u64);
+        prepare.record(t1.elapsed().as_nanos() as u64);
+        flush.record((t1 - t).as_nanos() as u64);
         let until = Instant::now() + Duration::from_micros(18);
         while Instant::now() < until {}
     }
@@ -63,8 +50,8 @@ fn main() {
         "{n} flushes of one 230-byte message, writes mapped: {}",
         s.writes_mapped()
     );
-    summary("flush", flush);
-    summary("prepare", prepare);
+    summary("flush", &flush);
+    summary("prepare", &prepare);
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -432,6 +432,9 @@ static ZEROS: [u8; ALLOCATE_STEP] = [0; ALLOCATE_STEP];
 /// Bytes of written window unmapped at a time behind the write position (one
 /// `madvise(MADV_DONTNEED)`), so that moving the window has few pages to tear down.
 pub const RELEASE_STEP: usize = 256 << 10;
+/// Bytes before the log's end never released: two pages, so that widening a release to
+/// whole pages never unmaps the page the next copy writes.
+const RELEASE_SLACK: usize = 2 * 4096;
 
 /// The mapped window at the log's end (module docs, "Writing").
 #[derive(Debug)]
@@ -1193,7 +1196,7 @@ impl FileStore {
             }
         }
         // Never the page being written (the release widens to whole pages).
-        let done = at.saturating_sub(2 * 4096);
+        let done = at.saturating_sub(RELEASE_SLACK);
         if done >= t.released + RELEASE_STEP {
             // Best effort: what is not released is unmapped with the window.
             let _ = t.region.release(t.released, done - t.released);
@@ -1475,6 +1478,16 @@ mod tests {
         s.flush().unwrap();
     }
 
+    /// The logs of the stores in `a` and `b` are the same bytes; both directories go.
+    fn assert_same_log_and_remove(a: &Path, b: &Path) {
+        assert_eq!(
+            fs::read(a.join(FILE_NAME)).unwrap(),
+            fs::read(b.join(FILE_NAME)).unwrap()
+        );
+        let _ = fs::remove_dir_all(a);
+        let _ = fs::remove_dir_all(b);
+    }
+
     fn all(s: &FileStore) -> Vec<(u64, Vec<u8>)> {
         let mut out = Vec::new();
         s.get_range(1, u64::MAX, &mut |q, m| out.push((q, m.to_vec())))
@@ -1512,22 +1525,18 @@ mod tests {
                 assert_eq!(all(&m), all(&p));
                 assert_eq!(all(&m).len() as u64, n);
             }
-            // Dropped: truncated to the log, identical files.
-            assert_eq!(
-                fs::read(a.join(FILE_NAME)).unwrap(),
-                fs::read(b.join(FILE_NAME)).unwrap()
-            );
             let (m, w) = FileStore::open(&a, SyncPolicy::Os, 0).unwrap();
             assert_eq!(w, None);
             assert_eq!((m.next_sender_seq(), m.next_target_seq()), (n + 1, n + 1));
-            let _ = fs::remove_dir_all(&a);
-            let _ = fs::remove_dir_all(&b);
+            drop(m);
+            // Dropped: truncated to the log, identical files.
+            assert_same_log_and_remove(&a, &b);
         }
     }
 
     /// `prepare` with records still pending (not the engine's order, but allowed) zeros
-    /// and faults in the bytes their copy will write: the copy never lands past the
-    /// file's end (which would be `SIGBUS`).
+    /// and faults in the bytes their copy will write: no hole (blocks the file system
+    /// never reserved, so a full disk would fault the copy) lies under them.
     #[test]
     fn prepare_with_pending_records_covers_them() {
         let d = dir("prepare-pending");
@@ -1585,12 +1594,7 @@ mod tests {
             m.map_writes = true;
             assert_eq!(all(&m), all(&p));
         }
-        assert_eq!(
-            fs::read(a.join(FILE_NAME)).unwrap(),
-            fs::read(b.join(FILE_NAME)).unwrap()
-        );
-        let _ = fs::remove_dir_all(&a);
-        let _ = fs::remove_dir_all(&b);
+        assert_same_log_and_remove(&a, &b);
     }
 
     /// A flush larger than the window maps a window of its own size.
