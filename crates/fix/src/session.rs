@@ -362,6 +362,8 @@ struct Connection {
     logout: Logout,
     /// Whether queued messages are being processed (a nested drain returns at once).
     queue: Drain,
+    /// The resend in progress and the ResendRequests waiting behind it.
+    resends: resend::Resends,
 }
 
 /// Whether we sent a Logout on this connection.
@@ -761,6 +763,22 @@ impl<S: MessageStore> Session<S> {
             return;
         }
         let r = self.process(now, raw, false);
+        self.fail_on_store_error(r);
+    }
+
+    /// The connection has room for more output (what was sent so far is mostly
+    /// written): a resend in progress ([`Session::resend_pending`]) goes on by one step
+    /// of at most `RESEND_CHUNK` (1,024) sequence numbers. A resend of up to that many
+    /// messages is answered whole when the ResendRequest arrives; a longer one waits
+    /// for these calls, so a counterparty that does not read is never sent (nor
+    /// buffered) more than a step ahead.
+    pub fn handle_send_room(&mut self, now: UtcNanos) {
+        let now = now.as_nanos();
+        self.enter(now);
+        if !self.is_connected() {
+            return;
+        }
+        let r = self.retransmit_step(now);
         self.fail_on_store_error(r);
     }
 

@@ -356,3 +356,135 @@ fn case_10_gap_fill_too_low_with_poss_dup_is_ignored_even_without_orig_sending_t
     assert_eq!(out, vec![]);
     assert_eq!(h.seqs(), (2, 4));
 }
+
+/// Sequence numbers of the `35=<msg_type>` messages in `sends`, with the GapFill's
+/// NewSeqNo (36) for SequenceResets.
+fn resent(out: &[Act]) -> Vec<(String, u64, u64)> {
+    sends(out)
+        .iter()
+        .map(|m| {
+            let get = |tag: &str| {
+                m.split('|')
+                    .find_map(|f| f.strip_prefix(&format!("{tag}=")[..]))
+                    .map(str::to_string)
+            };
+            let seq = get("34").unwrap().parse().unwrap();
+            let new_seq = get("36").map_or(0, |v| v.parse().unwrap());
+            (get("35").unwrap(), seq, new_seq)
+        })
+        .collect()
+}
+
+/// Calls `handle_send_room` until the resend in progress is over; returns what it
+/// sent and how many steps it took.
+fn finish_resend(h: &mut Harness) -> (Vec<Act>, usize) {
+    let mut out = Vec::new();
+    let mut steps = 0;
+    while h.s.resend_pending() {
+        assert!(steps < 100, "the resend never ends");
+        h.s.handle_send_room(UtcNanos(h.now));
+        out.extend(h.drain());
+        steps += 1;
+    }
+    (out, steps)
+}
+
+/// A resend of more than 1,024 sequence numbers goes in steps: the first with the
+/// ResendRequest, each next one when the driver says the connection has room
+/// (`handle_send_room`). Together the steps send what one pass sends: a run of
+/// administrative messages across a step boundary is still one gap fill.
+#[test]
+fn a_long_resend_goes_in_steps_that_together_equal_one_pass() {
+    let mut h = logged_on_acceptor(None);
+    for i in 2..=1000 {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+    // 1001..=1100: our Heartbeats (administrative), the peer's keeping us talking.
+    for _ in 0..100 {
+        assert_eq!(resent(&h.advance(30))[0].0, "0");
+        h.recv("0", "");
+    }
+    for i in 1101..=2500 {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+    assert_eq!(h.seqs().0, 2501);
+
+    let first = h.recv("2", "7=1|16=0|");
+    // Seqs 1..=1024: the Logon gap-filled, 2..=1000 resent; the administrative run
+    // from 1001 is still open at the step's end.
+    let got = resent(&first);
+    assert_eq!(got.len(), 1 + 999);
+    assert_eq!(got[0], ("4".to_string(), 1, 2));
+    assert_eq!(got[999], ("D".to_string(), 1000, 0));
+    assert!(h.s.resend_pending());
+
+    let (rest, steps) = finish_resend(&mut h);
+    assert_eq!(steps, 2, "1025..=2048 and 2049..=2500");
+    let mut all = got;
+    all.extend(resent(&rest));
+    let mut want = vec![("4".to_string(), 1, 2)];
+    want.extend((2..=1000).map(|s| ("D".to_string(), s, 0)));
+    want.push(("4".to_string(), 1001, 1101));
+    want.extend((1101..=2500).map(|s| ("D".to_string(), s, 0)));
+    assert_eq!(all, want);
+    // Resending consumes no sequence number.
+    assert_eq!(h.seqs().0, 2501);
+}
+
+/// ResendRequests that arrive during a resend wait their turn, at most eight of
+/// them; the ninth and later widen the last one waiting instead of adding work. So
+/// a flood of requests costs what eight requests cost, however many there are.
+#[test]
+fn resend_requests_during_a_resend_wait_and_a_flood_of_them_is_bounded() {
+    let mut h = logged_on_acceptor(None);
+    for i in 2..=1500 {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+    let first = h.recv("2", "7=2|16=0|");
+    assert_eq!(resent(&first).len(), 1024, "2..=1025");
+    let mut waiting = Vec::new();
+    for _ in 0..50 {
+        waiting.extend(h.recv("2", "7=5|16=6|"));
+    }
+    assert!(
+        resent(&waiting).is_empty(),
+        "nothing sent while one is in progress"
+    );
+    assert!(noted(
+        &waiting,
+        "ResendRequest FROM: 5 TO: 6 waits for the resend in progress"
+    ));
+    let (rest, steps) = finish_resend(&mut h);
+    // The rest of the first (1026..=1500), then eight waiting requests of two each.
+    assert_eq!(steps, 1 + 8);
+    let got = resent(&rest);
+    assert_eq!(got.len(), 475 + 8 * 2);
+    let fives = got.iter().filter(|(t, s, _)| t == "D" && *s == 5).count();
+    assert_eq!(fives, 8);
+    assert!(!h.s.resend_pending());
+    assert!(h.s.is_logged_on());
+}
+
+/// A disconnect ends a resend in progress and drops the requests waiting.
+#[test]
+fn a_disconnect_ends_the_resend_in_progress() {
+    let mut h = logged_on_acceptor(None);
+    for i in 2..=1500 {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+    h.recv("2", "7=1|16=0|");
+    h.recv("2", "7=1|16=0|");
+    assert!(h.s.resend_pending());
+    h.disconnected();
+    assert!(!h.s.resend_pending());
+    h.s.handle_send_room(UtcNanos(h.now));
+    assert!(resent(&h.drain()).is_empty());
+}

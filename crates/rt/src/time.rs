@@ -59,6 +59,16 @@ macro_rules! instant_ops {
 instant_ops!(MonoNanos);
 instant_ops!(UtcNanos);
 
+/// Nanoseconds since the Unix epoch of a `CLOCK_REALTIME` reading: 0 before 1970,
+/// saturating after year 2554 (`u64` nanoseconds).
+#[inline]
+fn utc_nanos(sec: i64, nsec: i64) -> u64 {
+    let (Ok(sec), Ok(nsec)) = (u64::try_from(sec), u64::try_from(nsec)) else {
+        return 0;
+    };
+    sec.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
 impl MonoNanos {
     /// Reads `CLOCK_MONOTONIC`. Drivers only: cores take the time as a parameter.
     #[inline]
@@ -70,16 +80,16 @@ impl MonoNanos {
 }
 
 impl UtcNanos {
-    /// Reads the wall clock (UTC). Drivers only: cores take the time as a parameter.
-    /// A clock set before 1970 reads as 0.
+    /// Reads the wall clock (UTC, `CLOCK_REALTIME`). Drivers only: cores take the time
+    /// as a parameter. A clock set before 1970 reads as 0.
+    ///
+    /// Read through rustix's vDSO call, as [`MonoNanos::now`]: `SystemTime::now` and
+    /// its `duration_since(UNIX_EPOCH)` cost ~60 instructions more per read (callgrind,
+    /// BENCHMARKS.md), and the FIX engine reads the wall clock every loop turn.
     #[inline]
     pub fn now() -> UtcNanos {
-        UtcNanos(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-                .unwrap_or(0),
-        )
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        UtcNanos(utc_nanos(t.tv_sec, t.tv_nsec))
     }
 
     /// Milliseconds since the Unix epoch (display only).
@@ -105,6 +115,28 @@ mod tests {
     fn utc_is_after_2020() {
         // 2020-01-01T00:00:00Z in ns: a wall clock below it is not a real clock.
         assert!(UtcNanos::now().as_nanos() > 1_577_836_800_000_000_000);
+    }
+
+    #[test]
+    fn utc_agrees_with_system_time() {
+        let std_ns = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        };
+        let before = std_ns(std::time::SystemTime::now());
+        let ours = UtcNanos::now().as_nanos();
+        let after = std_ns(std::time::SystemTime::now());
+        assert!(
+            before <= ours && ours <= after,
+            "{before} <= {ours} <= {after}"
+        );
+    }
+
+    #[test]
+    fn utc_nanos_of_odd_readings() {
+        assert_eq!(utc_nanos(0, 0), 0);
+        assert_eq!(utc_nanos(1, 5), 1_000_000_005);
+        assert_eq!(utc_nanos(-1, 999_999_999), 0, "before 1970");
+        assert_eq!(utc_nanos(i64::MAX, 0), u64::MAX, "saturates");
     }
 
     #[test]

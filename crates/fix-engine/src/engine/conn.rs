@@ -33,6 +33,7 @@ impl<A: Application> Engine<A> {
             since: self.now.as_nanos(),
             first_bytes: None,
             queued: false,
+            paused: None,
             tls: None,
         };
         if let Err(e) = self.net.poll.registry().register(
@@ -162,10 +163,16 @@ impl<A: Application> Engine<A> {
     /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
     pub(super) fn read_conn(&mut self, c: ConnId, to_eof: bool) {
+        if self.net.pause_if_backed_up(c, to_eof) {
+            return;
+        }
         if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
             return self.read_conn_tls(c, to_eof);
         }
         loop {
+            if self.net.pause_if_backed_up(c, to_eof) {
+                return;
+            }
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
@@ -174,7 +181,7 @@ impl<A: Application> Engine<A> {
                 return;
             }
             let (rend, len) = (conn.rend, conn.rbuf.len());
-            match read_socket(&mut conn.stream, &mut conn.rbuf[rend..len]) {
+            match read_socket(&conn.stream, &mut conn.rbuf[rend..len]) {
                 Got::Bytes(n) => {
                     conn.rend += n;
                     if conn.session.is_none() && conn.first_bytes.is_none() {
@@ -277,10 +284,12 @@ impl<A: Application> Engine<A> {
             return;
         }
         if conn.tls.is_some() {
-            return self.write_conn_tls(c);
+            self.write_conn_tls(c);
+            self.net.resume_if_taken(c);
+            return;
         }
         while conn.wpos < conn.wbuf.len() {
-            match conn.stream.write(&conn.wbuf[conn.wpos..]) {
+            match write_socket(&conn.stream, &conn.wbuf[conn.wpos..]) {
                 Ok(0) => break,
                 Ok(n) => conn.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -299,14 +308,40 @@ impl<A: Application> Engine<A> {
             conn.wpos = 0;
             if conn.state == ConnState::Closing {
                 self.close_conn(c, "");
+                return;
             }
         }
+        self.net.resume_if_taken(c);
     }
 }
 
 /// The longest frame a connection may announce: [`EngineOptions::max_logon_len`] on an
 /// accepted connection before its Logon bound it, else `max_message_len`.
 impl Net {
+    /// Stops reading `c` while more than [`OUTPUT_HIGH`] waits for its peer; true when
+    /// paused (the read is left for [`Net::resume_if_taken`]).
+    pub(super) fn pause_if_backed_up(&mut self, c: ConnId, to_eof: bool) -> bool {
+        match self.conns.get_mut(c.0) {
+            Some(Some(conn)) if conn.wbuf.len() - conn.wpos > OUTPUT_HIGH => {
+                conn.paused = Some(to_eof || conn.paused == Some(true));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A paused connection whose peer has taken half of what waited is read again
+    /// at the next turn.
+    pub(super) fn resume_if_taken(&mut self, c: ConnId) {
+        if let Some(Some(conn)) = self.conns.get_mut(c.0) {
+            if conn.wbuf.len() - conn.wpos <= OUTPUT_HIGH / 2 {
+                if let Some(to_eof) = conn.paused.take() {
+                    self.resume.push((c, to_eof));
+                }
+            }
+        }
+    }
+
     /// Connection `c` while it is open (not yet connected, closed or gone: `None`).
     pub(super) fn open_conn(&mut self, c: ConnId) -> Option<&mut Conn> {
         match self.conns.get_mut(c.0) {
@@ -326,15 +361,29 @@ pub(super) enum Got {
     Closed(String),
 }
 
-/// One `read` (again after EINTR).
-pub(super) fn read_socket(stream: &mut TcpStream, buf: &mut [u8]) -> Got {
+/// One `recv` (again after EINTR), issued by rustix without the C library's wrapper:
+/// `recv` is a pthread cancellation point there, and its enable/disable pair cost ~1%
+/// of the engine's user time per message (perf, BENCHMARKS.md). The engine never
+/// cancels threads.
+pub(super) fn read_socket(stream: &TcpStream, buf: &mut [u8]) -> Got {
     loop {
-        return match stream.read(buf) {
-            Ok(0) => Got::Closed("Connection closed by counterparty".to_string()),
-            Ok(n) => Got::Bytes(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Got::WouldBlock,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Got::Closed(format!("Socket error: {e}")),
+        return match rustix::net::recv(stream, &mut *buf, rustix::net::RecvFlags::empty()) {
+            Ok((0, _)) => Got::Closed("Connection closed by counterparty".to_string()),
+            Ok((n, _)) => Got::Bytes(n),
+            Err(rustix::io::Errno::AGAIN) => Got::WouldBlock,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => Got::Closed(format!("Socket error: {}", io::Error::from(e))),
+        };
+    }
+}
+
+/// One `send` (again after EINTR), as [`read_socket`] without the C library's wrapper;
+/// `MSG_NOSIGNAL` as the standard library's `write` on a socket.
+pub(super) fn write_socket(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        return match rustix::net::send(stream, buf, rustix::net::SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => r.map_err(io::Error::from),
         };
     }
 }

@@ -49,6 +49,15 @@ const HOUSEKEEPING_NS: u64 = 10_000_000;
 /// Rounds of "drain the sessions the callbacks touched" per turn before the rest is
 /// left for the next turn (two applications answering each other forever).
 const MAX_DRAIN_ROUNDS: usize = 64;
+/// A resend in progress takes its next step (`Session::handle_send_room`) only while
+/// its connection has less than this unsent: a counterparty that asks for a long
+/// resend and does not read holds the engine to about this much output for it.
+const RESEND_ROOM: usize = 1 << 20;
+/// A connection with more than this written for it and not yet taken by its peer is
+/// not read until the peer has taken half: a peer that sends and never reads the
+/// answers (an echo, rejects, resends) fills its own TCP window, not our memory. Its
+/// session then times out as for any silent peer (TestRequest, then disconnect).
+const OUTPUT_HIGH: usize = 4 << 20;
 
 /// Engine-wide settings (everything per session is in [`SessionSpec`]).
 #[derive(Debug, Clone)]
@@ -278,6 +287,10 @@ struct Conn {
     first_bytes: Option<u64>,
     /// On the write list this turn.
     queued: bool,
+    /// Reading stopped because more than [`OUTPUT_HIGH`] of output waits for the peer
+    /// (`Some(to_eof)`: whether the peer had closed); it goes on once the peer has
+    /// taken half of it.
+    paused: Option<bool>,
     /// The TLS state (`SocketUseSSL=Y`): bytes on the socket are TLS records, `rbuf`
     /// and `wbuf` hold clear text.
     tls: Option<Box<rustls::Connection>>,
@@ -316,6 +329,9 @@ struct Net {
     free: Vec<ConnId>,
     free_later: Vec<ConnId>,
     write_list: Vec<ConnId>,
+    /// Paused connections whose output went below half of [`OUTPUT_HIGH`]: read at
+    /// the next turn (edge-triggered: what waits on the socket raises no new event).
+    resume: Vec<(ConnId, bool)>,
     connects: Vec<SessionKey>,
     next_housekeeping: u64,
     /// Accepted connections closed at once because `max_pending` were waiting for
@@ -554,6 +570,7 @@ impl<A: Application> Engine<A> {
                 free: Vec::new(),
                 free_later: Vec::new(),
                 write_list: Vec::new(),
+                resume: Vec::new(),
                 connects: Vec::new(),
                 next_housekeeping: 0,
                 refused: 0,

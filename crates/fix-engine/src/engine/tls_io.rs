@@ -36,10 +36,13 @@ impl<A: Application> Engine<A> {
 
     fn read_tls_socket(&mut self, c: ConnId, to_eof: bool, input: &mut [u8]) {
         loop {
+            if self.net.pause_if_backed_up(c, to_eof) {
+                return;
+            }
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
-            match conn::read_socket(&mut conn.stream, input) {
+            match conn::read_socket(&conn.stream, input) {
                 conn::Got::Bytes(n) => {
                     if !self.feed_tls(c, &input[..n]) {
                         return;

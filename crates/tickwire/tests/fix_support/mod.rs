@@ -73,6 +73,21 @@ impl Peer {
         )
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's resident memory in KiB (`VmRSS` of `/proc/<pid>/status`).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in /proc/{}/status", self.pid()))
+    }
+
     /// Everything printed so far.
     pub fn output(&self) -> String {
         self.lines.0.lock().unwrap().join("\n")

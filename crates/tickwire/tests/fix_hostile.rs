@@ -1,0 +1,256 @@
+//! `tickwire fix acceptor --app echo` against counterparties that ask for work and do
+//! not read the answers, on 127.0.0.1, with a well-behaved session on the same
+//! acceptor that must keep working:
+//! - a peer that floods orders and never reads the echoes is no longer read once 4 MiB
+//!   of answers wait for it (its own TCP window fills, not the acceptor's memory);
+//! - a peer that sends a flood of ResendRequests for its whole history gets them
+//!   answered a step at a time, eight waiting at most: the acceptor neither freezes
+//!   nor buffers the resends of every request.
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fix_support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fix_support::{free_port, temp_dir, Peer};
+use tickwire_fix::codec::{frame_len, Encoder, TimestampPrecision};
+
+/// An acceptor (VENUE) of two sessions on one port: ATTACK and GOOD.
+fn acceptor_cfg(dir: &Path, port: u16) -> PathBuf {
+    let text = format!(
+        "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+         SocketAcceptPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n\
+         FileStorePath={d}/store\nBeginString=FIX.4.4\nSenderCompID=VENUE\n\n\
+         [SESSION]\nTargetCompID=ATTACK\n\n[SESSION]\nTargetCompID=GOOD\n",
+        d = dir.display(),
+    );
+    let p = dir.join("acceptor.cfg");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A counterparty on a raw socket: builds messages with the codec, reads frames.
+struct Client {
+    sock: TcpStream,
+    enc: Encoder,
+    seq: u64,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn logon(port: u16, name: &str, heartbeat: u32) -> Client {
+        let sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        sock.set_nodelay(true).unwrap();
+        let mut enc = Encoder::new("FIX.4.4");
+        enc.set_header_fields(&[(49, name.as_bytes()), (56, b"VENUE")]);
+        let mut c = Client {
+            sock,
+            enc,
+            seq: 1,
+            buf: Vec::new(),
+        };
+        let hb = heartbeat.to_string();
+        let logon = c.msg(b"A", &[(98, "0"), (108, &hb)]);
+        c.sock.write_all(&logon).unwrap();
+        let reply = c.next(Instant::now() + Duration::from_secs(30)).unwrap();
+        assert!(
+            contains(&reply, "\x0135=A\x01"),
+            "no Logon answer: {}",
+            show(&reply)
+        );
+        c
+    }
+
+    /// The next message of ours, numbered.
+    fn msg(&mut self, msg_type: &[u8], fields: &[(u32, &str)]) -> Vec<u8> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        self.enc.begin(msg_type);
+        self.enc.field_u64(34, self.seq);
+        self.enc
+            .field_timestamp(52, now, TimestampPrecision::Millis);
+        for (tag, value) in fields {
+            self.enc.field(*tag, value.as_bytes());
+        }
+        self.seq += 1;
+        self.enc.finish().to_vec()
+    }
+
+    fn order(&mut self, id: u64) -> Vec<u8> {
+        let id = format!("O{id}");
+        self.msg(
+            b"D",
+            &[
+                (11, &id),
+                (21, "1"),
+                (38, "100"),
+                (40, "1"),
+                (54, "1"),
+                (55, "IBM"),
+                (60, "20260101-00:00:00"),
+            ],
+        )
+    }
+
+    /// The next complete message, or None at `deadline` (or when the acceptor closed).
+    fn next(&mut self, deadline: Instant) -> Option<Vec<u8>> {
+        loop {
+            if let Ok(Some(n)) = frame_len(&self.buf, 1 << 20) {
+                return Some(self.buf.drain(..n).collect());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            self.sock.set_read_timeout(Some(deadline - now)).unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("reading: {e}"),
+            }
+        }
+    }
+
+    /// Messages until none comes for `quiet`; at most `limit` seconds in all.
+    fn read_until_quiet(&mut self, quiet: Duration, limit: Duration) -> Vec<Vec<u8>> {
+        let end = Instant::now() + limit;
+        let mut got = Vec::new();
+        while let Some(m) = self.next((Instant::now() + quiet).min(end)) {
+            got.push(m);
+        }
+        got
+    }
+}
+
+fn contains(m: &[u8], s: &str) -> bool {
+    m.windows(s.len()).any(|w| w == s.as_bytes())
+}
+
+fn show(m: &[u8]) -> String {
+    String::from_utf8_lossy(m).replace('\x01', "|")
+}
+
+/// The well-behaved session: an order goes out and its echo comes back within
+/// `within` (the acceptor is not frozen by the other session's peer).
+fn assert_echoes(good: &mut Client, id: u64, within: Duration) {
+    let order = good.order(id);
+    good.sock.write_all(&order).unwrap();
+    let want = format!("\x0111=O{id}\x01");
+    let deadline = Instant::now() + within;
+    while let Some(m) = good.next(deadline) {
+        if contains(&m, "\x0135=D\x01") && contains(&m, &want) {
+            return;
+        }
+    }
+    panic!("the good session's order O{id} was not echoed within {within:?}");
+}
+
+fn start(name: &str) -> (Peer, u16) {
+    let dir = temp_dir(name);
+    let port = free_port();
+    let cfg = acceptor_cfg(&dir, port);
+    let mut venue = Peer::spawn(
+        "tickwire acceptor",
+        std::process::Command::new(fix_support::BIN)
+            .args(["fix", "acceptor", "--app", "echo", "--no-out", "--config"])
+            .arg(&cfg)
+            .env("TICKWIRE_LOG", "warn"),
+    );
+    venue.wait(&["READY acceptor"]);
+    (venue, port)
+}
+
+#[test]
+fn a_peer_that_never_reads_the_echoes_stops_being_read() {
+    let (venue, port) = start("hostile-noread");
+    let mut good = Client::logon(port, "GOOD", 30);
+    let mut attacker = Client::logon(port, "ATTACK", 30);
+    let rss_before = venue.rss_kib();
+    // Up to 64 MB of orders, never reading the echoes: each write waits at most 0.2 s.
+    attacker
+        .sock
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let (mut sent, mut stuck, mut id) = (0usize, 0, 0u64);
+    let started = Instant::now();
+    while sent < 64 << 20 && stuck < 10 && started.elapsed() < Duration::from_secs(60) {
+        let batch: Vec<u8> = (0..1000)
+            .flat_map(|_| {
+                id += 1;
+                attacker.order(id)
+            })
+            .collect();
+        let mut at = 0;
+        while at < batch.len() {
+            match attacker.sock.write(&batch[at..]) {
+                Ok(n) => at += n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    stuck += 1;
+                    if stuck >= 10 {
+                        break;
+                    }
+                }
+                Err(e) => panic!("the acceptor closed the connection: {e}"),
+            }
+        }
+        sent += at;
+    }
+    // The acceptor stopped reading: what the attacker got in is the kernel's buffers
+    // and the 4 MiB of answers the acceptor holds, not 64 MB.
+    assert!(
+        stuck >= 10,
+        "sent {sent} bytes and the acceptor still read them all"
+    );
+    assert!(
+        sent < 40 << 20,
+        "the acceptor read {sent} bytes without being read"
+    );
+    let grown = venue.rss_kib().saturating_sub(rss_before);
+    assert!(
+        grown < 48 << 10,
+        "the acceptor grew by {grown} KiB for {sent} bytes sent"
+    );
+    assert_echoes(&mut good, 1, Duration::from_secs(10));
+}
+
+#[test]
+fn a_flood_of_resend_requests_is_answered_a_step_at_a_time() {
+    let (venue, port) = start("hostile-resend");
+    let mut good = Client::logon(port, "GOOD", 30);
+    let mut attacker = Client::logon(port, "ATTACK", 30);
+    // A history of 1,500 echoed orders, read.
+    let orders: Vec<u8> = (1..=1500).flat_map(|i| attacker.order(i)).collect();
+    attacker.sock.write_all(&orders).unwrap();
+    let echoed = attacker.read_until_quiet(Duration::from_secs(2), Duration::from_secs(60));
+    assert_eq!(echoed.len(), 1500);
+    // 1,000 ResendRequests for all of it (88 kB), not read for now.
+    let requests: Vec<u8> = (0..1000)
+        .flat_map(|_| attacker.msg(b"2", &[(7, "1"), (16, "0")]))
+        .collect();
+    attacker.sock.write_all(&requests).unwrap();
+    // The other session is answered meanwhile (each step is at most 1,024 messages).
+    assert_echoes(&mut good, 1, Duration::from_secs(5));
+    assert_echoes(&mut good, 2, Duration::from_secs(5));
+    // Now read: the first request and eight waiting ones are answered, not 1,000.
+    let got = attacker.read_until_quiet(Duration::from_secs(3), Duration::from_secs(120));
+    let resent = got
+        .iter()
+        .filter(|m| contains(m, "\x0135=D\x01") && contains(m, "\x0143=Y\x01"))
+        .count();
+    assert_eq!(resent, 9 * 1500, "{} messages read", got.len());
+    assert!(
+        venue.rss_kib() < 200 << 10,
+        "the acceptor holds {} KiB",
+        venue.rss_kib()
+    );
+    assert_echoes(&mut attacker, 2000, Duration::from_secs(10));
+}
