@@ -183,7 +183,7 @@ impl Client {
     /// may name shared memory (`shm:NAME`), use [`Client::connect_to`].
     pub fn connect_with(addr: impl ToSocketAddrs, opts: ClientOptions) -> Result<Client, Error> {
         let deadline = Instant::now().checked_add(opts.connect_timeout);
-        let stream = connect_tcp(addr, deadline)?;
+        let stream = connect_tcp(addr, "the given address", deadline)?;
         Client::start(Transport::Tcp(stream), opts, deadline)
     }
 
@@ -198,7 +198,12 @@ impl Client {
         match tickwire_shm::parse_addr(addr) {
             Some(name) => Client::connect_shm(name, opts),
             None if opts.tls.is_some() => Client::connect_tls(addr, opts),
-            None => Client::connect_with(addr, opts),
+            None => {
+                // As `connect_with`, with the address as given in its errors.
+                let deadline = Instant::now().checked_add(opts.connect_timeout);
+                let stream = connect_tcp(addr, addr, deadline)?;
+                Client::start(Transport::Tcp(stream), opts, deadline)
+            }
         }
     }
 
@@ -219,7 +224,7 @@ impl Client {
         let io = tickwire_tls::TlsIo::client(tls.config.clone(), server_name)
             .map_err(|e| Error::InvalidArgument(format!("TLS: {e}")))?;
         let deadline = Instant::now().checked_add(opts.connect_timeout);
-        let sock = connect_tcp(addr, deadline)?;
+        let sock = connect_tcp(addr, addr, deadline)?;
         let stream = Transport::Tls(Box::new(TlsStream { sock, io }));
         Client::start(stream, opts, deadline).map_err(|e| match e {
             // A failed TLS handshake: say so with the address.
@@ -1728,11 +1733,16 @@ fn host_of(addr: &str) -> &str {
         .unwrap_or(host)
 }
 
-fn connect_tcp(addr: impl ToSocketAddrs, deadline: Option<Instant>) -> Result<TcpStream, Error> {
+/// `shown`: the address as errors name it (the text given, where there is one).
+fn connect_tcp(
+    addr: impl ToSocketAddrs,
+    shown: &str,
+    deadline: Option<Instant>,
+) -> Result<TcpStream, Error> {
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
         .map_err(|cause| Error::Connect {
-            addr: "the given address".to_owned(),
+            addr: shown.to_owned(),
             cause,
         })?
         .collect();

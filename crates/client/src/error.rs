@@ -108,6 +108,12 @@ fn connect_hint(e: &io::Error) -> String {
             "connection refused (is `tickwire router` running?)".to_owned()
         }
         io::ErrorKind::TimedOut => "connection timed out".to_owned(),
+        // The resolver's own text ("Name or service not known") says nothing of what
+        // was wrong with the address.
+        _ if e.to_string().contains("lookup address") => format!(
+            "not an IP address nor a host name this machine can resolve ({e}); \
+             expected HOST:PORT, e.g. 127.0.0.1:7420"
+        ),
         _ => e.to_string(),
     }
 }

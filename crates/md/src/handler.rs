@@ -206,8 +206,9 @@ pub fn run_monitored(
         batch_bytes: 256 * 1024,
         ..opts.client.clone()
     };
+    // The error names the router's address and what to check.
     let mut client = Client::connect_to(opts.router.as_str(), client_opts)
-        .map_err(|e| anyhow::anyhow!("connecting to the router at {}: {e}", opts.router))?;
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut buf = vec![0u8; 65_536];
     let mut report = HandlerReport {
         counters: Counters::default(),

@@ -55,8 +55,8 @@ router child process, to 2 measuring clients; the report says whether anything w
 and gives the latency of each hop. The router caches the quote topics (md/*/*/quote):
 at the end a late subscriber gets every symbol's last quote at once from the cache. It
 uses the full test's layout, printed in its first line: with 2 or more CPUs the feed
-handler (spinning) alone on CPU 1, the exchange (sleeping to each send), the router and
-the clients on CPU 0. The full test, with its raw floor: `tickwire bench md-replay`.
+handler and the router (both blocking in the kernel when idle) on CPU 1, the exchange
+(sleeping to each send) and the clients on CPU 0. The full test, with its raw floor: `tickwire bench md-replay`.
 
 Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
 simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at

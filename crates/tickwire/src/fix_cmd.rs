@@ -100,6 +100,7 @@ another: each command uses the sessions of its ConnectionType):
   BeginString=FIX.4.4
   SenderCompID=VENUE
   TargetCompID=CLIENT
+  SocketAcceptHost=127.0.0.1
   SocketAcceptPort=9878
 
   [SESSION]
@@ -173,8 +174,8 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         FixCmd::Acceptor(a) => (ConnectionType::Acceptor, a),
         FixCmd::Initiator(a) => (ConnectionType::Initiator, a),
     };
-    let mut settings = Settings::load(&a.config)
-        .with_context(|| format!("reading FIX settings {}", a.config.display()))?;
+    // The error names the file (and the line).
+    let mut settings = Settings::load(&a.config).context("reading FIX settings")?;
     for w in &settings.warnings {
         eprintln!("warning: {w}");
     }

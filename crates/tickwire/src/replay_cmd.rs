@@ -56,7 +56,8 @@ pub struct ReplayArgs {
 }
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let cap = Captured::load(&a.file).with_context(|| format!("loading {}", a.file.display()))?;
+    // The error names the file.
+    let cap = Captured::load(&a.file).context("loading the capture")?;
     if cap.entries.is_empty() {
         anyhow::bail!(
             "{}: no UDP datagrams to replay ({} other frames skipped)",

@@ -23,9 +23,7 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
     if s.starts_with(tickwire_shm::ADDR_PREFIX) {
         return match tickwire_shm::parse_addr(s) {
             Some(_) => Ok(s.to_owned()),
-            None => Err(format!(
-                "{s:?}: expected shm:NAME (the router's --shm NAME)"
-            )),
+            None => Err("expected shm:NAME (the name given to the router's --shm)".to_owned()),
         };
     }
     let expected = "expected HOST:PORT (e.g. 127.0.0.1:7420), tls://HOST:PORT or shm:NAME";
