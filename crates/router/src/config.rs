@@ -70,6 +70,11 @@ pub struct Config {
     pub max_clients: usize,
     /// Most subscriptions one client may hold. Default 10000.
     pub max_subscriptions: usize,
+    /// Most pattern levels one client's subscriptions may hold in all (`md/*/quote` is
+    /// three): each level is a node of the subscription index unless another pattern
+    /// shares it, ~320 bytes on this build, so this bounds a client's index memory
+    /// (~32 MB at the default). Default 100000.
+    pub max_subscription_levels: usize,
     /// Bytes of undelivered messages queued per client before the slow-consumer policy
     /// applies. Default 8388608 (8 MiB).
     pub egress_limit: usize,
@@ -184,6 +189,7 @@ impl Default for Config {
             max_frame: DEFAULT_MAX_FRAME,
             max_clients: 1024,
             max_subscriptions: 10_000,
+            max_subscription_levels: 100_000,
             egress_limit: 8 << 20,
             slow_consumer: SlowConsumerPolicy::default(),
             handshake_timeout_ms: 5_000,

@@ -163,6 +163,8 @@ struct Client {
     /// frame do not extend it).
     frame_started: Option<MonoNanos>,
     patterns: HashSet<Box<str>>,
+    /// Levels of `patterns` in all (`max_subscription_levels`).
+    levels: usize,
     egress: Egress,
     dirty: bool,
     discarding: bool,
@@ -555,6 +557,7 @@ impl Core {
             connected_unix_ms: wall.as_nanos() / 1_000_000,
             frame_started: None,
             patterns: HashSet::new(),
+            levels: 0,
             egress: Egress::default(),
             dirty: false,
             discarding: false,
@@ -1308,10 +1311,8 @@ impl Core {
             let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
                 return;
             };
-            let max_subs = self.cfg.max_subscriptions;
             if !c.patterns.contains(pattern) {
-                if c.patterns.len() >= max_subs {
-                    let text = format!("at most {max_subs} subscriptions per client");
+                if let Err(text) = c.room_for(pattern, &self.cfg) {
                     self.control(id, |b| {
                         frame::encode_error(
                             b,
@@ -1324,6 +1325,7 @@ impl Core {
                     return;
                 }
                 c.patterns.insert(pattern.into());
+                c.levels += levels(pattern);
                 self.index.subscribe(id, pattern);
             }
         }
@@ -1344,7 +1346,6 @@ impl Core {
     }
 
     fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
-        let max_subs = self.cfg.max_subscriptions;
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
             Err(e) => {
@@ -1377,13 +1378,11 @@ impl Core {
         let outcome = if add {
             if c.patterns.contains(pattern) {
                 Ok(())
-            } else if c.patterns.len() >= max_subs {
-                Err((
-                    ErrorCode::TOO_MANY_SUBSCRIPTIONS,
-                    format!("at most {max_subs} subscriptions per client"),
-                ))
+            } else if let Err(text) = c.room_for(pattern, &self.cfg) {
+                Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
             } else {
                 c.patterns.insert(pattern.into());
+                c.levels += levels(pattern);
                 match shared {
                     Some(s) => self.groups.join(id, pattern, s),
                     None => {
@@ -1393,6 +1392,7 @@ impl Core {
                 Ok(())
             }
         } else if c.patterns.remove(pattern) {
+            c.levels -= levels(pattern);
             match shared {
                 Some(s) => self.groups.leave(id, pattern, s),
                 None => {
@@ -1621,6 +1621,7 @@ impl Core {
         }
         c.phase = Phase::Closing;
         c.close_reason = Some((code, reason.to_string()));
+        c.levels = 0;
         for p in c.patterns.drain() {
             match groups::parse(&p) {
                 Ok(Some(s)) => self.groups.leave(id, &p, s),
@@ -1979,7 +1980,32 @@ pub struct ClientStats {
     pub counters: ClientCounters,
 }
 
+/// The levels of a (valid) pattern: what it costs in the subscription index.
+fn levels(pattern: &str) -> usize {
+    pattern.bytes().filter(|&b| b == b'/').count() + 1
+}
+
 impl Client {
+    /// Whether this client may hold one more pattern: `max_subscriptions` of them and
+    /// `max_subscription_levels` levels in all (each level of a pattern is a node of the
+    /// subscription index, a few hundred bytes, unless another pattern shares it).
+    fn room_for(&self, pattern: &str, cfg: &Config) -> Result<(), String> {
+        let max_subs = cfg.max_subscriptions;
+        if self.patterns.len() >= max_subs {
+            return Err(format!("at most {max_subs} subscriptions per client"));
+        }
+        let max_levels = cfg.max_subscription_levels;
+        let n = levels(pattern);
+        if self.levels + n > max_levels {
+            return Err(format!(
+                "at most {max_levels} pattern levels per client in all (this client holds {}, \
+                 the pattern has {n})",
+                self.levels
+            ));
+        }
+        Ok(())
+    }
+
     fn stats(&self, now: MonoNanos) -> ClientStats {
         ClientStats {
             id: self.id,

@@ -119,6 +119,10 @@ pub struct RouterArgs {
     /// Most subscriptions per client [default: 10000].
     #[arg(long, value_name = "N")]
     max_subscriptions: Option<usize>,
+    /// Most pattern levels one client's subscriptions hold in all (`md/*/quote` is
+    /// three; each costs the router a few hundred bytes of index) [default: 100000].
+    #[arg(long, value_name = "N")]
+    max_subscription_levels: Option<usize>,
     /// Bytes queued for one client before the slow-consumer policy applies; answers to
     /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
     /// answers alone exceed it is disconnected under either policy [default: 8MiB].
@@ -315,6 +319,7 @@ impl RouterArgs {
             hybrid_spin_us,
             max_clients,
             max_subscriptions,
+            max_subscription_levels,
             egress_limit,
             slow_consumer,
             handshake_timeout_ms,

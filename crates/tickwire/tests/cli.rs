@@ -30,6 +30,7 @@ const CONFIG_KEYS: &[&str] = &[
     "max_frame",
     "max_clients",
     "max_subscriptions",
+    "max_subscription_levels",
     "egress_limit",
     "slow_consumer",
     "handshake_timeout_ms",

@@ -352,6 +352,40 @@ fn late_ack_after_a_timeout_is_ignored() {
 }
 
 #[test]
+/// A client's patterns may hold `max_subscription_levels` levels in all (each level is
+/// index memory in the router): one more is refused like one subscription too many,
+/// an unsubscribe gives its levels back, and the connection stays usable.
+#[test]
+fn the_level_budget_bounds_a_clients_patterns() {
+    let router = RouterProc::start(&["--max-subscription-levels", "6"]);
+    let mut c = Client::connect_with(router.addr, named("levels")).unwrap();
+    c.subscribe("a/b/c").unwrap();
+    c.subscribe("x/*").unwrap();
+    match c.subscribe("p/q") {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::TOO_MANY_SUBSCRIPTIONS);
+            assert!(text.contains("at most 6 pattern levels"), "{text}");
+            assert!(text.contains("holds 5, the pattern has 2"), "{text}");
+        }
+        other => panic!("expected Rejected(TOO_MANY_SUBSCRIPTIONS), got {other:?}"),
+    }
+    c.subscribe("y").unwrap();
+    c.unsubscribe("a/b/c").unwrap();
+    c.subscribe("p/q").unwrap();
+    c.subscribe("r").unwrap();
+    assert!(matches!(c.subscribe("s"), Err(Error::Rejected { .. })));
+    // Still delivered on what it holds.
+    let mut p = Client::connect_with(router.addr, named("levels-pub")).unwrap();
+    p.publish("p/q", b"hi").unwrap();
+    p.flush().unwrap();
+    let m = c
+        .recv(Wait::Timeout(PATIENCE))
+        .unwrap()
+        .expect("a message on p/q");
+    assert_eq!(m.payload(), b"hi");
+}
+
+#[test]
 fn rejected_requests_leave_the_connection_usable() {
     let router = RouterProc::start(&["--max-subscriptions", "2"]);
     let mut c = Client::connect_with(router.addr, named("rejected")).unwrap();
