@@ -351,7 +351,6 @@ fn late_ack_after_a_timeout_is_ignored() {
     c.close().unwrap();
 }
 
-#[test]
 /// A client's patterns may hold `max_subscription_levels` levels in all (each level is
 /// index memory in the router): one more is refused like one subscription too many,
 /// an unsubscribe gives its levels back, and the connection stays usable.
