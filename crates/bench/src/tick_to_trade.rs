@@ -407,7 +407,7 @@ pub fn run_report(
         machine.one_line()
     );
     crate::outln!(con.out,
-        "cycle {cycle_name}: {} step(s), {run_s:.1} s measured per algo (published {published:.0} s)",
+        "cycle {cycle_name}: {} step(s), {run_s:.1} s measured per algo (the published cycle: {published:.0} s)",
         tl.phases.iter().filter(|p| !p.warmup).count()
     );
     crate::outln!(con.out, "*** {} ***", tl.scaling.describe());
@@ -610,7 +610,7 @@ fn start_algo(
                     ]);
                     scratch = Some(dir);
                     match a.sync {
-                        SyncKind::Os => "durable file store (sync os)",
+                        SyncKind::Os => "file store (sync os: written to the page cache, no fsync)",
                         SyncKind::Every => "durable file store (fdatasync every turn)",
                     }
                 }
@@ -859,7 +859,13 @@ fn ratios(results: &[AlgoResult]) -> Vec<Ratio> {
                     versus: base.into(),
                     p50: div(s.latency.p50_us, bs.latency.p50_us),
                     p99: div(s.latency.p99_us, bs.latency.p99_us),
+                    // Spinning algos use their whole core: no CPU cost to compare.
                     cpu_per_tick: match (s.cpu_us_per_tick, bs.cpu_us_per_tick) {
+                        _ if r.idle == Some(IdleStrategy::Spin)
+                            || b.idle == Some(IdleStrategy::Spin) =>
+                        {
+                            None
+                        }
                         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
                         _ => None,
                     },
@@ -928,7 +934,13 @@ pub fn algo_table(r: &AlgoResult) -> String {
             let _ = write!(out, " {v:>9.2}");
         }
         for c in [s.cpu_us_per_tick, s.cpu_user_us_per_tick] {
-            let c = c.map_or("-".to_string(), |c| format!("{c:.2}"));
+            // A spinning algo uses its whole core whatever it does: its CPU per tick is
+            // 1 / rate, not a cost.
+            let c = match c {
+                _ if r.idle == Some(IdleStrategy::Spin) => "(spins)".to_string(),
+                None => "-".to_string(),
+                Some(c) => format!("{c:.2}"),
+            };
             let _ = write!(out, " {c:>9}");
         }
         if let Some(why) = &s.invalid {
@@ -1002,7 +1014,9 @@ fn print_report(
         for x in ratios {
             let cpu = x
                 .cpu_per_tick
-                .map_or("-".to_string(), |c| format!("{c:.2}x"));
+                .map_or("- (a spinning algo uses its whole core)".to_string(), |c| {
+                    format!("{c:.2}x")
+                });
             crate::outln!(
                 out,
                 "  {:<12} {:>9} / {:<8} p50 {:>6.2}x  p99 {:>6.2}x  CPU per tick {}",

@@ -216,6 +216,23 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     let gm_ok = a.no_guaranteed || crate::demo_gm::run()?;
     let md_ok = a.no_market_data || market_data()?;
     let t2t_ok = a.no_tick_to_trade || tick_to_trade()?;
+    let part = |skipped: bool, ok: bool| match (skipped, ok) {
+        (true, _) => "skipped",
+        (false, true) => "PASS",
+        (false, false) => "FAIL",
+    };
+    println!(
+        "\n==================== summary ====================\n\
+         pub/sub {}, guaranteed messaging {}, market data {}, tick-to-trade {}",
+        part(false, code == ExitCode::SUCCESS),
+        part(a.no_guaranteed, gm_ok),
+        part(a.no_market_data, md_ok),
+        part(a.no_tick_to_trade, t2t_ok),
+    );
+    println!(
+        "(latencies on a shared or busy machine move with its load: each part says when the \
+         host stalled it; the full benchmarks and their floors are in BENCHMARKS.md)"
+    );
     Ok(if gm_ok && md_ok && t2t_ok {
         code
     } else {
@@ -253,14 +270,30 @@ fn tick_to_trade() -> anyhow::Result<bool> {
     let report = crate::bench_cmd::with_console(|c| {
         tickwire_bench::tick_to_trade::run_report(&cmd.args, &me, c)
     })?;
-    Ok(report.algos.iter().all(|r| {
+    let ok = report.algos.iter().all(|r| {
         r.error.is_none()
             && r.counters.sent > 0
             && r.counters.received == r.counters.sent
             && r.counters.gaps == 0
             && r.counters.duplicates == 0
             && r.unexpected == 0
-    }))
+    });
+    let line = |r: &tickwire_bench::tick_to_trade::AlgoResult| {
+        let (p50, p99) = r.steps.first().map_or((f64::NAN, f64::NAN), |s| {
+            (s.latency.p50_us, s.latency.p99_us)
+        });
+        format!(
+            "{}: {} of {} X answered by one D, p50 {p50:.1} µs, p99 {p99:.1} µs",
+            r.name, r.counters.received, r.counters.sent
+        )
+    };
+    let lines: Vec<String> = report.algos.iter().map(line).collect();
+    println!(
+        "tick-to-trade {}: {}",
+        if ok { "PASS" } else { "FAIL" },
+        lines.join("; ")
+    );
+    Ok(ok)
 }
 
 /// The short market-data replay (see the help text); true when nothing was lost.
