@@ -45,8 +45,9 @@ Patterns: levels are separated by '/'. '*' matches one whole level, or a level
 prefix when it ends a level ('md/NAS*/AAPL'); '>' as the last level matches one
 or more remaining levels ('md/>').
 
-Start here:  tickwire demo   (router, publishers and subscribers in-process, then market
-                               data and tick-to-trade: about 20 seconds)";
+Start here:  tickwire demo   (router, publishers and subscribers in-process, guaranteed
+                               messaging through router crashes, market data and
+                               tick-to-trade: about 25 seconds)";
 
 const EXAMPLES: &str = "\
 Examples:
