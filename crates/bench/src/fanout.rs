@@ -251,16 +251,17 @@ pub struct FanoutArgs {
     /// what it has not written yet if that slot is due within this many µs of the
     /// oldest unwritten message, and writes them together (one write instead of
     /// several; latency is still measured from each message's intended time, so the
-    /// wait is charged). 0: write whenever nothing is due.
-    #[arg(long, value_name = "US", default_value_t = 0)]
+    /// wait is charged). 0: write whenever nothing is due. A plain number is µs;
+    /// `50us`, `1ms` also work.
+    #[arg(long, value_name = "US", default_value = "0", value_parser = tickwire_rt::units::parse_us)]
     pub coalesce_us: u64,
 
     /// Start the router with its monitoring endpoint (`--http` on a free loopback port,
     /// the latency probe on) and poll it every MS milliseconds from a thread of this
     /// process, as a dashboard and a Prometheus scraper would: each poll fetches
     /// `/api/dashboard` and `/metrics`. For measuring what monitoring costs
-    /// (BENCHMARKS.md, "Monitoring").
-    #[arg(long, value_name = "MS", conflicts_with = "router")]
+    /// (BENCHMARKS.md, "Monitoring"). A plain number is milliseconds; `1s` also works.
+    #[arg(long, value_name = "MS", conflicts_with = "router", value_parser = tickwire_rt::units::parse_ms)]
     pub monitor_poll_ms: Option<u64>,
 
     /// Connect every tickwire publisher and subscriber over shared memory (`shm:NAME`,

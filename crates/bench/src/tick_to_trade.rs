@@ -180,8 +180,9 @@ pub struct TickToTradeArgs {
     #[arg(long, value_name = "FILE")]
     pub quickfix_config: Option<PathBuf>,
 
-    /// HeartBtInt of both sessions, seconds.
-    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    /// HeartBtInt of both sessions, whole seconds (a plain number is seconds; `1m`
+    /// also works).
+    #[arg(long, default_value = "30", value_name = "SECS", value_parser = tickwire_rt::units::parse_whole_secs)]
     pub heartbeat: u32,
 
     /// Pin the simulator to CPU NEAR and the algo to CPU FAR (e.g. 0,1).

@@ -37,6 +37,38 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A duration for a flag named after its unit (`--probe-ms`, `--coalesce-us`): a plain
+/// number is in `unit`, anything else is read as [`parse_duration`] reads it, so
+/// `--probe-ms 5` and `--probe-ms 5ms` agree.
+pub fn parse_duration_in(s: &str, unit: Duration) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) => {
+            let secs = v * unit.as_secs_f64();
+            if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+                return Err(format!("{s:?} is out of range (0 to 1e7 seconds)"));
+            }
+            Ok(Duration::from_secs_f64(secs))
+        }
+        Err(_) => parse_duration(s),
+    }
+}
+
+/// [`parse_duration_in`] milliseconds, as whole milliseconds.
+pub fn parse_ms(s: &str) -> Result<u64, String> {
+    parse_duration_in(s, Duration::from_millis(1)).map(|d| d.as_millis() as u64)
+}
+
+/// [`parse_duration_in`] microseconds, as whole microseconds.
+pub fn parse_us(s: &str) -> Result<u64, String> {
+    parse_duration_in(s, Duration::from_micros(1)).map(|d| d.as_micros() as u64)
+}
+
+/// [`parse_duration_in`] seconds, as whole seconds (at most `u32::MAX`).
+pub fn parse_whole_secs(s: &str) -> Result<u32, String> {
+    let d = parse_duration_in(s, Duration::from_secs(1))?;
+    u32::try_from(d.as_secs()).map_err(|_| format!("{s:?} is out of range"))
+}
+
 /// Parses a message rate in msg/s (see the module docs).
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase();
@@ -131,5 +163,20 @@ mod tests {
         fn whole_milliseconds_round_trip(ms in 0u64..10_000_000) {
             prop_assert_eq!(parse_duration(&format!("{ms}ms")), Ok(Duration::from_millis(ms)));
         }
+    }
+
+    #[test]
+    fn flags_named_for_a_unit_take_a_plain_number_in_it_or_any_duration() {
+        assert_eq!(parse_ms("5"), Ok(5));
+        assert_eq!(parse_ms("5ms"), Ok(5));
+        assert_eq!(parse_ms("2s"), Ok(2000));
+        assert_eq!(parse_ms("0"), Ok(0));
+        assert_eq!(parse_us("250"), Ok(250));
+        assert_eq!(parse_us("1ms"), Ok(1000));
+        assert_eq!(parse_whole_secs("30"), Ok(30));
+        assert_eq!(parse_whole_secs("2m"), Ok(120));
+        assert!(parse_ms("-1").is_err());
+        assert!(parse_ms("5 parsecs").is_err());
+        assert!(parse_whole_secs("1e30").is_err());
     }
 }

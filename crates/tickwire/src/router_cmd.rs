@@ -246,7 +246,8 @@ pub struct RouterArgs {
     /// With --http: the latency probe publishes a message through the router every
     /// this many milliseconds and times its round trip (0: no probe) [default: 5]. It
     /// connects as an anonymous client, so it is off where the router refuses those.
-    #[arg(long, value_name = "MS", default_value_t = 5)]
+    /// A plain number is milliseconds; `5ms`, `1s` also work.
+    #[arg(long, value_name = "MS", default_value = "5", value_parser = tickwire_rt::units::parse_ms)]
     probe_ms: u64,
 }
 
