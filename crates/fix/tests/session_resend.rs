@@ -375,6 +375,15 @@ fn resent(out: &[Act]) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
+/// Sends orders `11=<i>` for each `i` of `ids` (stored and sent in sequence).
+fn send_orders(h: &mut Harness, ids: std::ops::RangeInclusive<u64>) {
+    for i in ids {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+}
+
 /// Calls `handle_send_room` until the resend in progress is over; returns what it
 /// sent and how many steps it took.
 fn finish_resend(h: &mut Harness) -> (Vec<Act>, usize) {
@@ -396,21 +405,13 @@ fn finish_resend(h: &mut Harness) -> (Vec<Act>, usize) {
 #[test]
 fn a_long_resend_goes_in_steps_that_together_equal_one_pass() {
     let mut h = logged_on_acceptor(None);
-    for i in 2..=1000 {
-        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
-            .unwrap();
-    }
-    h.drain();
+    send_orders(&mut h, 2..=1000);
     // 1001..=1100: our Heartbeats (administrative), the peer's keeping us talking.
     for _ in 0..100 {
         assert_eq!(resent(&h.advance(30))[0].0, "0");
         h.recv("0", "");
     }
-    for i in 1101..=2500 {
-        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
-            .unwrap();
-    }
-    h.drain();
+    send_orders(&mut h, 1101..=2500);
     assert_eq!(h.seqs().0, 2501);
 
     let first = h.recv("2", "7=1|16=0|");
@@ -441,11 +442,7 @@ fn a_long_resend_goes_in_steps_that_together_equal_one_pass() {
 #[test]
 fn resend_requests_during_a_resend_wait_and_a_flood_of_them_is_bounded() {
     let mut h = logged_on_acceptor(None);
-    for i in 2..=1500 {
-        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
-            .unwrap();
-    }
-    h.drain();
+    send_orders(&mut h, 2..=1500);
     let first = h.recv("2", "7=2|16=0|");
     assert_eq!(resent(&first).len(), 1024, "2..=1025");
     let mut waiting = Vec::new();
@@ -475,11 +472,7 @@ fn resend_requests_during_a_resend_wait_and_a_flood_of_them_is_bounded() {
 #[test]
 fn a_disconnect_ends_the_resend_in_progress() {
     let mut h = logged_on_acceptor(None);
-    for i in 2..=1500 {
-        h.s.send_app(UtcNanos(h.now), b"D", format!("11={i}\x01").as_bytes())
-            .unwrap();
-    }
-    h.drain();
+    send_orders(&mut h, 2..=1500);
     h.recv("2", "7=1|16=0|");
     h.recv("2", "7=1|16=0|");
     assert!(h.s.resend_pending());
