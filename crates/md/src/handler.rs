@@ -206,9 +206,13 @@ pub fn run_monitored(
         batch_bytes: 256 * 1024,
         ..opts.client.clone()
     };
-    // The error names the router's address and what to check.
-    let mut client = Client::connect_to(opts.router.as_str(), client_opts)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A connection error names the router's address itself; any other (a refused
+    // login, a failed TLS handshake) gets it here.
+    let mut client =
+        Client::connect_to(opts.router.as_str(), client_opts).map_err(|e| match e {
+            tickwire_client::Error::Connect { .. } => anyhow::anyhow!("{e}"),
+            e => anyhow::anyhow!("connecting to the router at {}: {e}", opts.router),
+        })?;
     let mut buf = vec![0u8; 65_536];
     let mut report = HandlerReport {
         counters: Counters::default(),
