@@ -182,8 +182,17 @@ impl Client {
     /// `opts.connect_timeout` (handshake included). For an address given as text that
     /// may name shared memory (`shm:NAME`), use [`Client::connect_to`].
     pub fn connect_with(addr: impl ToSocketAddrs, opts: ClientOptions) -> Result<Client, Error> {
+        Client::connect_plain(addr, "the given address", opts)
+    }
+
+    /// [`Client::connect_with`], naming the address `shown` in its errors.
+    fn connect_plain(
+        addr: impl ToSocketAddrs,
+        shown: &str,
+        opts: ClientOptions,
+    ) -> Result<Client, Error> {
         let deadline = Instant::now().checked_add(opts.connect_timeout);
-        let stream = connect_tcp(addr, "the given address", deadline)?;
+        let stream = connect_tcp(addr, shown, deadline)?;
         Client::start(Transport::Tcp(stream), opts, deadline)
     }
 
@@ -198,12 +207,7 @@ impl Client {
         match tickwire_shm::parse_addr(addr) {
             Some(name) => Client::connect_shm(name, opts),
             None if opts.tls.is_some() => Client::connect_tls(addr, opts),
-            None => {
-                // As `connect_with`, with the address as given in its errors.
-                let deadline = Instant::now().checked_add(opts.connect_timeout);
-                let stream = connect_tcp(addr, addr, deadline)?;
-                Client::start(Transport::Tcp(stream), opts, deadline)
-            }
+            None => Client::connect_plain(addr, addr, opts),
         }
     }
 

@@ -30,7 +30,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let v: f64 = num.trim().parse().map_err(|_| {
         format!("{s:?} is not a duration (examples: 5s, 250ms, 2.5s, 4m, 1h; a plain number is seconds)")
     })?;
-    let secs = v * mult;
+    in_range(v * mult, s)
+}
+
+/// `secs` as a duration, refused when negative, not finite or above 1e7 s (`s`: the
+/// text it was read from, for the error).
+fn in_range(secs: f64, s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
         return Err(format!("{s:?} is out of range (0 to 1e7 seconds)"));
     }
@@ -42,13 +47,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `--probe-ms 5` and `--probe-ms 5ms` agree.
 pub fn parse_duration_in(s: &str, unit: Duration) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) => {
-            let secs = v * unit.as_secs_f64();
-            if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
-                return Err(format!("{s:?} is out of range (0 to 1e7 seconds)"));
-            }
-            Ok(Duration::from_secs_f64(secs))
-        }
+        Ok(v) => in_range(v * unit.as_secs_f64(), s),
         Err(_) => parse_duration(s),
     }
 }
