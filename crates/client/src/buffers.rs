@@ -104,6 +104,11 @@ impl Stash {
         self.buf.extend_from_slice(frame);
     }
 
+    /// True when every stashed frame was delivered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.read >= self.buf.len()
+    }
+
     /// Byte range in `buf` of the oldest undelivered frame, which counts as delivered.
     ///
     /// The range stays valid until the next [`Stash::push`].

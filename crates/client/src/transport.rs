@@ -79,6 +79,16 @@ impl Transport {
         }
     }
 
+    /// Whether a read may find something: false only for a shared-memory ring that is
+    /// empty (one load, no copy). TCP and TLS: true (only a read can tell).
+    #[inline]
+    pub(crate) fn may_have_input(&mut self) -> io::Result<bool> {
+        match self {
+            Transport::Shm(l) => l.has_input(),
+            Transport::Tcp(_) | Transport::Tls(_) => Ok(true),
+        }
+    }
+
     /// Waits up to `timeout` (`None`: forever) for `events` (IN and/or OUT); `Ok(0)`
     /// flags when the time ran out.
     pub(crate) fn wait(

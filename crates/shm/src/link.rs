@@ -452,6 +452,22 @@ impl ClientLink {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
+    /// Whether [`ClientLink::recv`] would return something (bytes, end of stream or an
+    /// error) without copying: false on an empty ring. An empty answer counts as an
+    /// empty read, so a client that polls with this alone still notices the router's
+    /// end of stream.
+    pub fn has_input(&mut self) -> io::Result<bool> {
+        if self.eof || !matches!(self.ends.rx.available(), Ok(0)) {
+            return Ok(true);
+        }
+        self.empty_reads += 1;
+        if self.empty_reads >= EOF_CHECK_EVERY {
+            self.empty_reads = 0;
+            return self.peek_eof();
+        }
+        Ok(false)
+    }
+
     /// Waits up to `timeout` (`None`: forever) for input (`want_input`) or room
     /// (`want_output`). Sleeps in `poll(2)` on the client's doorbell and the socket
     /// after announcing it (wake protocol); room is looked for every 200 µs.

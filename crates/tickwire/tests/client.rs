@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -150,11 +150,13 @@ fn handshake_reports_ids_and_close_is_orderly() {
 
 #[test]
 fn connect_refused_says_what_to_do() {
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
+    // A port held by a socket that is bound but never listens: connecting is refused,
+    // and no router of a test running alongside can take the port meanwhile (a
+    // listener bound and dropped could hand its port to one; that made this flaky).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
         .unwrap();
-    // The listener is gone: nothing listens on `addr` now.
+    let addr = held.local_addr().unwrap().as_socket().unwrap();
     let err = Client::connect(addr).unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err:?}");
     assert!(err.is_fatal());

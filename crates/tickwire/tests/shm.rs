@@ -369,3 +369,58 @@ fn a_client_waiting_with_others_in_poll_is_woken_by_the_doorbell() {
     }
     c.end_sleep();
 }
+
+/// Busy-polls `c` with [`Wait::NoWait`] until `want` messages arrived or `timeout`
+/// passed; returns the topics seen, or the error that ended the polling.
+fn busy_poll(c: &mut Client, want: usize, timeout: Duration) -> Result<Vec<String>, String> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + timeout;
+    while got.len() < want {
+        match c.recv(Wait::NoWait) {
+            Ok(Some(m)) => got.push(m.topic().to_owned()),
+            Ok(None) => std::hint::spin_loop(),
+            Err(e) => return Err(e.to_string()),
+        }
+        if Instant::now() > deadline {
+            return Ok(got);
+        }
+    }
+    Ok(got)
+}
+
+#[test]
+fn a_spinning_router_serves_busy_polling_shm_clients_and_tcp_clients_alike() {
+    // A spinning router asks epoll only every `shm_epoll_interval_us`: TCP clients
+    // must still be served. A client that only ever polls without waiting must see
+    // every message and the router's death: its polls take a shortcut while the ring
+    // is empty (one load), which must still count the empty polls that look for the
+    // router's end of stream.
+    let (name, _cleanup) = shm_name("spinwatch");
+    let mut r = RouterProc::start(&["--no-guaranteed", "--idle", "spin", "--shm", &name]);
+    let shm = format!("shm:{name}");
+    let tcp = r.addr_str();
+    let mut busy = Client::connect_to(&shm, ClientOptions::named("busy")).unwrap();
+    busy.subscribe("w/>").unwrap();
+    let s_tcp = sub(&tcp, "sub-tcp", "w/>", 400);
+    wait_clients(&tcp, "the TCP subscriber connected", |n| {
+        n.iter().any(|x| x == "sub-tcp")
+    });
+    publish(&shm, "w/shm", 200);
+    publish(&tcp, "w/tcp", 200);
+    let got = busy_poll(&mut busy, 400, Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        got.len(),
+        400,
+        "the busy-polling shm client missed messages"
+    );
+    assert_eq!(got.iter().filter(|t| *t == "w/shm").count(), 200);
+    let tcp_lines = wait_output(s_tcp, Duration::from_secs(20));
+    assert_eq!(tcp_lines.lines().count(), 400);
+    // The router dies without a goodbye: the busy poller gets an error, not silence.
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    match busy_poll(&mut busy, 1, Duration::from_secs(10)) {
+        Err(e) => assert!(!e.is_empty()),
+        Ok(got) => panic!("no error within 10 s after the router died (got {got:?})"),
+    }
+}
