@@ -76,8 +76,10 @@ pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
     let stop = StopFlag::install();
     let clients = latency::connect(&opts)?;
     eprintln!(
-        "{} clients subscribed to {:?} on {}; waiting for updates",
-        opts.clients, opts.pattern, opts.router
+        "{} subscribed to {:?} on {}; waiting for updates",
+        tickwire_rt::text::count(opts.clients as u64, "client", "clients"),
+        opts.pattern,
+        opts.router
     );
     let results = latency::run(clients, &opts, &stop)?;
     print!("{}", latency::client_table(&results));

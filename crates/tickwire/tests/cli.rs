@@ -376,6 +376,8 @@ fn stats_table_has_column_headers() {
     for w in columns.split_whitespace().chain(others) {
         assert!(out.contains(w), "stats table lacks {w:?}:\n{out}");
     }
+    // Regression: "1 clients". The stats client is the only one; it subscribes to nothing.
+    assert!(out.contains(", 1 client, 0 subscriptions\n"), "{out}");
     // The JSON form is one document.
     let doc = stats_json(&r);
     assert_eq!(doc["router"]["name"], "table-test");
