@@ -172,7 +172,7 @@ pub struct MdReplayArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
     /// Router (and raw relay) idle strategy (block, spin or hybrid). The default is the
-    /// measured best on 2 CPUs (BENCHMARKS.md, issue 19 layouts).
+    /// measured best on 2 CPUs (BENCHMARKS.md, market data against its raw floor).
     #[arg(long, value_name = "IDLE", default_value = "block")]
     router_idle: String,
     /// Feed-handler (and raw feed thread) idle strategy (spin or block). The default is

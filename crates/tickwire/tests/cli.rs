@@ -705,6 +705,60 @@ fn an_error_names_its_cause_once() {
     assert_eq!(err.matches(cause).count(), 1, "{err}");
 }
 
+/// Every help page, from the top command down through every listed subcommand.
+fn every_help_page() -> Vec<(String, String)> {
+    let mut pages = Vec::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(cmd) = todo.pop() {
+        let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        args.push("--help");
+        let text = ok(&args);
+        let mut in_commands = false;
+        for line in text.lines() {
+            if line == "Commands:" {
+                in_commands = true;
+            } else if line.is_empty() {
+                in_commands = false;
+            } else if in_commands && line.starts_with("  ") && !line.starts_with("   ") {
+                let sub = line.split_whitespace().next().unwrap_or("");
+                if sub != "help" {
+                    let mut next = cmd.clone();
+                    next.push(sub.to_string());
+                    todo.push(next);
+                }
+            }
+        }
+        pages.push((cmd.join(" "), text));
+    }
+    pages
+}
+
+/// Regression: `bench --help` said "(issue 21)". Help is for users: no internal issue
+/// numbers.
+#[test]
+fn help_cites_no_internal_issue() {
+    let pages = every_help_page();
+    assert!(pages.len() > 30, "{} pages", pages.len());
+    for (cmd, text) in &pages {
+        // Word by word: a reference may be wrapped ("(issue\n  21)").
+        let words: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+        for pair in words.windows(2) {
+            let cites = pair[0].trim_start_matches('(') == "issue"
+                && pair[1].starts_with(|c: char| c.is_ascii_digit());
+            assert!(
+                !cites,
+                "tickwire {cmd} --help cites an internal issue ({pair:?}):\n{text}"
+            );
+        }
+        assert!(
+            !words
+                .iter()
+                .any(|w| w.starts_with("issue-") || w.starts_with("issue#")),
+            "tickwire {cmd} --help:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn every_subcommand_help_has_examples() {
     let commands: &[&[&str]] = &[
