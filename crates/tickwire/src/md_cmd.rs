@@ -56,7 +56,7 @@ start + (t_i - t_1) / speed (absolute schedule); a packet carries the next due m
 and every following one already due (up to --max-packet bytes). Heartbeats once a
 second while idle; after the last message, heartbeats and re-request answers for
 --linger, then End of Session. Re-requests (20-byte MoldUDP64 requests) are received on
---request-listen and answered from memory to their sender.
+--request and answered from memory to their sender.
 
 --loss P drops each original packet with probability P (seeded by --seed), never a
 retransmission: a feed handler must recover every gap.
@@ -93,8 +93,8 @@ struct PublishArgs {
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
     /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
-    /// group's port + 1). The same flag as `feed --request` (`--request-listen` is the
-    /// old spelling).
+    /// group's port + 1). The same flag as `feed --request`.
+    // `--request-listen` is the old spelling, kept working and hidden (README).
     #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 characters).

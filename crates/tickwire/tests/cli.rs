@@ -733,10 +733,11 @@ fn every_help_page() -> Vec<(String, String)> {
     pages
 }
 
-/// Regression: `bench --help` said "(issue 21)". Help is for users: no internal issue
-/// numbers.
+/// Regression: `bench --help` said "(issue 21)", `md publish --help` used the old hidden
+/// spelling `--request-listen`. Help is for users: no internal issue numbers, no
+/// hidden old spellings.
 #[test]
-fn help_cites_no_internal_issue() {
+fn help_cites_no_internal_issue_and_no_hidden_spelling() {
     let pages = every_help_page();
     assert!(pages.len() > 30, "{} pages", pages.len());
     for (cmd, text) in &pages {
@@ -756,7 +757,13 @@ fn help_cites_no_internal_issue() {
                 .any(|w| w.starts_with("issue-") || w.starts_with("issue#")),
             "tickwire {cmd} --help:\n{text}"
         );
+        assert!(
+            !text.contains("--request-listen"),
+            "tickwire {cmd} --help: {text}"
+        );
     }
+    let (_, publish) = pages.iter().find(|(c, _)| c == "md publish").unwrap();
+    assert!(publish.contains("--request <ADDR:PORT>"), "{publish}");
 }
 
 #[test]
