@@ -705,6 +705,58 @@ fn an_error_names_its_cause_once() {
     assert_eq!(err.matches(cause).count(), 1, "{err}");
 }
 
+/// Regression: `router --listen localhost:PORT` was refused ("invalid socket address
+/// syntax") while every client takes a host name. The listen flags resolve a name and
+/// log what it resolved to.
+#[test]
+fn router_listen_flags_take_a_host_name() {
+    let mut child = common::cli(&[
+        "router",
+        "--listen",
+        "localhost:0",
+        "--http",
+        "localhost:0",
+        "--no-guaranteed",
+        "--log-level",
+        "info",
+    ])
+    .spawn()
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
+    let addr: SocketAddr = banner
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in the banner {banner:?}"));
+    assert!(addr.ip().is_loopback(), "{banner}");
+    let mut monitor = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut monitor).unwrap();
+    assert!(
+        monitor.starts_with("tickwire monitor listening on http://") && !monitor.contains(":0/"),
+        "{monitor}"
+    );
+    let out = ok(&["stats", "--router", &addr.to_string()]);
+    assert!(out.contains("tickwire-stats"), "{out}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("--listen localhost:0 resolves to"), "{log}");
+    assert!(log.contains("--http localhost:0 resolves to"), "{log}");
+    // A malformed address is still a usage error, and says what is expected.
+    let (code, err) = fails(&["router", "--listen", "localhost"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("HOST:PORT"), "{err}");
+}
+
 /// Every help page, from the top command down through every listed subcommand.
 fn every_help_page() -> Vec<(String, String)> {
     let mut pages = Vec::new();
