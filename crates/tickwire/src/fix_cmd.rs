@@ -204,7 +204,16 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         ..EngineOptions::from_settings(&settings)
     };
     let mut engine = Engine::from_settings_with(&settings, app, opts)
-        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))?;
+        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))
+        .map_err(|e| {
+            // Only an acceptor listens (SocketAcceptPort); an initiator's connect
+            // failures are not binds.
+            let hint = format!(
+                "is another FIX acceptor running? pick another SocketAcceptPort in {}",
+                a.config.display()
+            );
+            crate::listen::hint_in_use(e, &hint)
+        })?;
     let _server = match a.http.addr(FIX_HTTP_PORT)? {
         Some(addr) => {
             let component =

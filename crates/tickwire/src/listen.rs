@@ -1,10 +1,12 @@
-//! Listen addresses on the command line: an IP address or a host name.
+//! Listen addresses on the command line: an IP address or a host name, and what a
+//! failed bind tells the user.
 //!
 //! Clients take `HOST:PORT` (`--router localhost:7420`); the listeners take the same,
 //! resolved once at start-up. A name may resolve to several addresses (`localhost` to
 //! 127.0.0.1 and ::1): a listener binds one, the first the resolver gives, and the log
 //! says which.
 
+use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 /// What a listen flag says, as the usage line shows it.
@@ -62,6 +64,20 @@ pub fn resolve(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
     Ok(first)
 }
 
+/// `e` with `hint` after it when its cause is an address already in use ("is another
+/// tickwire router running? pick another port with --listen"); any other error as is.
+pub fn hint_in_use(e: anyhow::Error, hint: &str) -> anyhow::Error {
+    let in_use = e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::AddrInUse)
+    });
+    if in_use {
+        anyhow::anyhow!("{}: {hint}", crate::error_text(&e))
+    } else {
+        e
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +112,21 @@ mod tests {
         let name = resolve("--listen", "localhost:7420").unwrap();
         assert!(name.ip().is_loopback(), "{name}");
         assert_eq!(name.port(), 7420);
+    }
+
+    #[test]
+    fn only_a_port_in_use_gets_the_hint() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = std::net::TcpListener::bind(taken.local_addr().unwrap()).unwrap_err();
+        let e = anyhow::Error::from(e).context("binding");
+        let hint = "is another tickwire router running? pick another port with --listen";
+        let text = hint_in_use(e, hint).to_string();
+        assert!(
+            text.starts_with("binding: ") && text.ends_with(&format!(": {hint}")),
+            "{text}"
+        );
+        let other = anyhow::anyhow!("no such file");
+        let text = hint_in_use(other, hint).to_string();
+        assert_eq!(text, "no such file");
     }
 }

@@ -306,7 +306,12 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
         progress: Some(print_progress),
     };
-    let r = publish(data, &opts, &stop)?;
+    let r = publish(data, &opts, &stop).map_err(|e| {
+        crate::listen::hint_in_use(
+            e,
+            "is another md publish running? pick another port with --request",
+        )
+    })?;
     let secs = r.elapsed_ns as f64 / 1e9;
     println!(
         "messages      {} scheduled ({:.3} s, {:.0} msg/s): {} packets sent, {} dropped by --loss",

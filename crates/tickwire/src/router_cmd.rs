@@ -493,8 +493,19 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    let mut router =
-        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let tls_listen = cfg.tls_listen;
+    let mut router = Router::bind(cfg).map_err(|e| {
+        use tickwire_router::driver::Error;
+        let hint = match &e {
+            Error::ShmBind { .. } => "pick another name with --shm",
+            Error::Bind { addr, .. } if Some(*addr) == tls_listen => {
+                "is another tickwire router running? pick another port with --tls-listen"
+            }
+            _ => "is another tickwire router running? pick another port with --listen",
+        };
+        let e = anyhow::Error::new(e).context(format!("starting the router on {listen}"));
+        crate::listen::hint_in_use(e, hint)
+    })?;
     let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([

@@ -705,6 +705,72 @@ fn an_error_names_its_cause_once() {
     assert_eq!(err.matches(cause).count(), 1, "{err}");
 }
 
+/// Regression: a port in use said only "Address already in use". Every listener of the
+/// CLI now says what to do, naming the flag (or key) that picks another port.
+#[test]
+fn a_port_in_use_says_what_to_do() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let tcp = taken.local_addr().expect("addr").to_string();
+    let taken_udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let udp = taken_udp.local_addr().expect("addr").to_string();
+
+    let (_, err) = fails(&["router", "--listen", &tcp, "--no-guaranteed"]);
+    assert!(
+        err.contains("Address already in use")
+            && err.contains("is another tickwire router running? pick another port with --listen"),
+        "{err}"
+    );
+    let (_, err) = fails(&[
+        "router",
+        "--listen",
+        "127.0.0.1:0",
+        "--no-guaranteed",
+        "--http",
+        &tcp,
+    ]);
+    assert!(err.contains("pick another port with --http"), "{err}");
+
+    let session = common::temp("in-use.itch");
+    let session = session.to_str().unwrap();
+    ok(&[
+        "md",
+        "generate",
+        "--messages",
+        "1000",
+        "--symbols",
+        "5",
+        "--out",
+        session,
+    ]);
+    let (_, err) = fails(&["md", "publish", "--file", session, "--request", &udp]);
+    assert!(
+        err.contains(&format!("cannot listen for re-requests on {udp}"))
+            && err.contains("pick another port with --request"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("acceptor.cfg");
+    let port = taken.local_addr().unwrap().port();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+             SocketAcceptPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n\
+             FileStorePath={}\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\n\
+             TargetCompID=B\n",
+            dir.path().join("store").display()
+        ),
+    )
+    .unwrap();
+    let (_, err) = fails(&["fix", "acceptor", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        err.contains("is another FIX acceptor running? pick another SocketAcceptPort in")
+            && err.contains("acceptor.cfg"),
+        "{err}"
+    );
+}
+
 /// Regression: `router --listen localhost:PORT` was refused ("invalid socket address
 /// syntax") while every client takes a host name. The listen flags resolve a name and
 /// log what it resolved to.

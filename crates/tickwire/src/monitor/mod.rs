@@ -148,7 +148,13 @@ pub fn serve(
         route(&*component, req, max_series, started, access.as_deref())
     });
     let server = Server::spawn(addr, Limits::default(), handler)
-        .with_context(|| format!("starting the monitoring endpoint on {addr}"))?;
+        .with_context(|| format!("starting the monitoring endpoint on {addr}"))
+        .map_err(|e| {
+            crate::listen::hint_in_use(
+                e,
+                "is another tickwire command serving --http there? pick another port with --http",
+            )
+        })?;
     tracing::info!(http = %server.local_addr(), access = login, "monitoring endpoint listening");
     println!(
         "tickwire monitor listening on http://{}/",
