@@ -12,7 +12,7 @@ use tickwire_capture::net::{capture, CaptureOptions};
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
 use tickwire_md::exchange::SessionData;
-use tickwire_md::generator::{write_session, GeneratorConfig};
+use tickwire_md::generator::{write_session_file, Generator, GeneratorConfig};
 use tickwire_md::publisher::{publish, PublishOptions};
 use tickwire_rt::units::parse_duration;
 use tickwire_rt::StopFlag;
@@ -234,9 +234,15 @@ fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
         mean_rate: a.rate,
         ..GeneratorConfig::default()
     };
+    // What can be checked is checked before any message is generated: the settings
+    // (no side effect), then the output file (created now, so a bad path fails at once
+    // and names itself).
+    let generator = Generator::new(config).context("invalid session settings")?;
+    let file = std::fs::File::create(&a.out)
+        .with_context(|| format!("cannot create the output file {}", a.out.display()))?;
     let t0 = std::time::Instant::now();
-    let s =
-        write_session(config, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    let s = write_session_file(generator, file)
+        .with_context(|| format!("writing {}", a.out.display()))?;
     let span = (s.last_timestamp.saturating_sub(s.first_timestamp)) as f64 / 1e9;
     println!(
         "wrote {} messages ({} bytes) to {} in {:.2} s; the session spans {:.1} s at 1x ({:.0} msg/s mean)",

@@ -823,6 +823,33 @@ fn router_listen_flags_take_a_host_name() {
     assert!(err.contains("HOST:PORT"), "{err}");
 }
 
+/// Regression: `md generate` named a bad setting as an error "writing" the output
+/// file, and the output path is checked before any message is generated.
+#[test]
+fn md_generate_checks_settings_and_output_path_first() {
+    let (_, err) = fails(&["md", "generate", "--out", "/nonexistent-dir/x.itch"]);
+    assert!(
+        err.contains("cannot create the output file /nonexistent-dir/x.itch")
+            && err.contains("No such file or directory"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.itch");
+    let (_, err) = fails(&[
+        "md",
+        "generate",
+        "--symbols",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("invalid session settings") && !err.contains("writing"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a bad setting leaves no file behind");
+}
+
 /// Every help page, from the top command down through every listed subcommand.
 fn every_help_page() -> Vec<(String, String)> {
     let mut pages = Vec::new();
