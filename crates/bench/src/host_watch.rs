@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
+use tickwire_rt::text::count;
 use tickwire_rt::{Latency, MonoNanos, Summary};
 
 /// How long the sentinel sleeps between two clock readings.
@@ -278,9 +279,18 @@ impl StallFree {
     pub fn line(&self) -> String {
         match &self.latency {
             Some(l) => format!(
-                "stall-free: {} of {} measured seconds untouched by a host stall, {} deliveries: mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
-                self.seconds, self.of, l.samples, l.mean_us, l.p50_us, l.p99_us, l.p999_us
+                "stall-free: {} of {} untouched by a host stall, {}: mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs",
+                self.seconds,
+                count(self.of as u64, "measured second", "measured seconds"),
+                count(l.samples, "delivery", "deliveries"),
+                l.mean_us,
+                l.p50_us,
+                l.p99_us,
+                l.p999_us
             ),
+            None if self.of == 1 => {
+                "stall-free: the one measured second was touched by a host stall".to_string()
+            }
             None => format!(
                 "stall-free: none of the {} measured seconds was untouched by a host stall",
                 self.of
@@ -379,6 +389,12 @@ mod tests {
         assert!(near(l.p50_us, 1.0), "{}", l.p50_us);
         assert!(near(l.p99_us, 2.0), "{}", l.p99_us);
         assert!(f.line().contains("3 of 4 measured seconds"), "{}", f.line());
+        let one = StallFree::from_timeline(&timeline, 1..2, &free);
+        assert!(
+            one.line().contains("1 of 1 measured second untouched"),
+            "{}",
+            one.line()
+        );
         let none = StallFree::from_timeline(&timeline, 1..3, &[false; 5]);
         assert_eq!((none.seconds, &none.latency), (0, &None));
         assert!(none.line().contains("none of the 2"), "{}", none.line());

@@ -58,7 +58,7 @@ Transports, measured side by side in the same run:
   tickwire-tls  the same through a router's TLS listener (--tls-listen), A and B
             connected with tls://HOST:PORT: every hop encrypted (rustls, TLS 1.3); the
             bench makes a throw-away CA and router certificate for the run. The report
-            adds tickwire-tls p50 / tickwire (TCP) p50: what TLS costs (issue 20).
+            adds tickwire-tls p50 / tickwire (TCP) p50: what TLS costs.
 
 Where echo client B runs (--echo):
   same-thread  (default) the pinging thread drives both clients: it publishes with A,

@@ -2,15 +2,19 @@
 //!
 //! # Format (as QuickFIX/C++ `Settings.cpp` / `Dictionary.cpp` read it)
 //!
-//! * Each line is stripped of leading and trailing whitespace.
+//! * Each line is stripped of leading and trailing whitespace; a UTF-8 byte order mark
+//!   at the start of the file (as some Windows editors write) is skipped.
 //! * A line starting with `#` is a comment; blank lines are ignored.
 //! * `[NAME]` starts a section (the name is stripped). `[DEFAULT]` holds values every
 //!   session inherits; each `[SESSION]` is one session. Other section names are ignored
 //!   by QuickFIX; we accept them with a warning.
 //! * Any other line containing `=` is `Key=Value`, split at the first `=`; key and value
 //!   are stripped. Keys are case-insensitive (QuickFIX upper-cases them); the last
-//!   occurrence in a section wins. Lines without `=` and key/value lines before the first
-//!   section are ignored by QuickFIX; we report them as warnings.
+//!   occurrence in a section wins. Key/value lines before the first section are ignored
+//!   by QuickFIX; we report them as warnings.
+//! * Any other line (no `=`, or a `[` without its `]`) is ignored by QuickFIX; we refuse
+//!   it with file and line, as an unknown key: `SocketAcceptPort 5001` or `[SESSION`
+//!   would otherwise drop settings and fail later, or not at all, far from the typo.
 //! * Booleans are `Y` / `N`; numbers are plain digits; days are matched on their first two
 //!   letters (`Mo`, `monday`, ...); times are `HH:MM:SS`.
 //!
@@ -144,6 +148,18 @@ pub enum SettingsError {
         /// Why, and what to do.
         reason: String,
     },
+    /// A line that is neither a comment, a `[SECTION]` header nor `Key=Value`.
+    #[error("{file}:{line}: {reason}: {text}")]
+    Malformed {
+        /// File name.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// The line as written (stripped).
+        text: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// Two sessions with the same identity.
     #[error("{file}:{line}: duplicate session {session}")]
     DuplicateSession {
@@ -156,7 +172,8 @@ pub enum SettingsError {
     },
 }
 
-/// Something accepted but worth telling the user (an ignored key, an ignored line).
+/// Something accepted but worth telling the user (an ignored key or section, a key
+/// before any section).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingsWarning {
     /// File name.
@@ -591,6 +608,7 @@ impl Settings {
             Other,
         }
         let mut target = Target::Nothing;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, raw) in text.lines().enumerate() {
             let line_no = i + 1;
             let line = raw.trim();
@@ -624,13 +642,19 @@ impl Settings {
                 };
                 continue;
             }
+            let malformed = |reason| SettingsError::Malformed {
+                file: file.to_string(),
+                line: line_no,
+                text: line.to_string(),
+                reason,
+            };
+            if line.starts_with('[') {
+                return Err(malformed("a section header without its closing ']'"));
+            }
             let Some((key, value)) = line.split_once('=') else {
-                warn(
-                    &mut warnings,
-                    line_no,
-                    format!("line ignored (no '='): {line}"),
-                );
-                continue;
+                return Err(malformed(
+                    "expected Key=Value, a [SECTION] header or a # comment",
+                ));
             };
             let (key, value) = (key.trim(), value.trim());
             if matches!(target, Target::Other) {

@@ -227,7 +227,7 @@ fn bad_values_and_duplicates_are_errors() {
 fn quickfix_line_rules() {
     let text = "# comment\n\n   # indented comment\nBeginString=FIX.4.4\n[ DEFAULT ]\n\
                 ConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
-                [OTHER]\nFoo=bar\n[SESSION]\nnot a key value line\n\
+                [OTHER]\nFoo=bar\n[SESSION]\n\
                 BeginString=FIX.4.3\nSenderCompID=S\nTargetCompID=T\nFileStorePath=a=b\n";
     let s = Settings::parse(text, "l.cfg").unwrap();
     assert_eq!(s.sessions.len(), 1);
@@ -244,7 +244,53 @@ fn quickfix_line_rules() {
         "split at the first '='"
     );
     let lines: Vec<usize> = s.warnings.iter().map(|w| w.line).collect();
-    assert_eq!(lines, vec![4, 9, 12], "{:?}", s.warnings);
+    assert_eq!(lines, vec![4, 9], "{:?}", s.warnings);
+}
+
+/// Regression: a malformed first line was ignored. With a byte order mark before
+/// `[DEFAULT]` the header went unrecognised, every default was dropped and the error
+/// named the session's line instead; a stray line was a warning that a later error
+/// swallowed. A line that is neither a comment, a header nor Key=Value is now an error
+/// with file and line, wherever it is, and a byte order mark is skipped.
+#[test]
+fn regression_a_malformed_line_is_an_error_with_file_and_line_even_the_first() {
+    let rest = "ConnectionType=acceptor\nSocketAcceptPort=7\nNonStopSession=Y\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=S\nTargetCompID=T\n";
+    let cases = [
+        (
+            format!("garbage\n[DEFAULT]\n{rest}"),
+            1,
+            "expected Key=Value",
+        ),
+        (format!("[DEFAULT\n{rest}"), 1, "without its closing ']'"),
+        (format!("DEFAULT]\n{rest}"), 1, "expected Key=Value"),
+        (
+            format!("[DEFAULT]\nConnectionType acceptor\n{rest}"),
+            2,
+            "expected Key=Value",
+        ),
+        (
+            format!("[DEFAULT]\n{rest}[SESSION\n"),
+            9,
+            "without its closing ']'",
+        ),
+    ];
+    for (text, line, why) in cases {
+        let e = Settings::parse(&text, "m.cfg").expect_err(&text);
+        let msg = e.to_string();
+        assert!(
+            matches!(e, SettingsError::Malformed { line: l, .. } if l == line),
+            "{text:?}: {msg}"
+        );
+        assert!(
+            msg.starts_with(&format!("m.cfg:{line}: ")) && msg.contains(why),
+            "{msg}"
+        );
+    }
+    let bom = format!("\u{feff}[DEFAULT]\n{rest}");
+    let s = Settings::parse(&bom, "bom.cfg").unwrap();
+    assert_eq!(s.sessions[0].socket_accept_port, Some(7));
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
 }
 
 /// Issue 12 item 5: TLS settings were accepted with a warning and the session ran in

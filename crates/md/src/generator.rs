@@ -1341,7 +1341,15 @@ pub fn write_session(
     path: &std::path::Path,
 ) -> Result<SessionSummary, Error> {
     let generator = Generator::new(config)?;
-    let file = std::fs::File::create(path)?;
+    write_session_file(generator, std::fs::File::create(path)?)
+}
+
+/// [`write_session`] into a file the caller created: it can then check the path (and
+/// name it in its error) before generating anything. Synced to disk before returning.
+pub fn write_session_file(
+    generator: Generator,
+    file: std::fs::File,
+) -> Result<SessionSummary, Error> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let summary = write_session_to(generator, &mut out)?;
     let file = out.into_inner().map_err(|e| Error::Io(e.into_error()))?;

@@ -26,6 +26,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -157,12 +158,10 @@ pub fn publish(
     stop: &StopFlag,
 ) -> anyhow::Result<PublishReport> {
     let sock = group_sender(opts.interface)?;
-    let req_sock = UdpSocket::bind(opts.request_listen).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen for re-requests on {}: {e}",
-            opts.request_listen
-        )
-    })?;
+    // The OS error stays the cause (not only its text), so the caller can tell a port
+    // in use from other failures.
+    let req_sock = UdpSocket::bind(opts.request_listen)
+        .with_context(|| format!("cannot listen for re-requests on {}", opts.request_listen))?;
     req_sock.set_nonblocking(true)?;
     let mut ex = Exchange::new(opts.session, opts.max_packet);
     let mut answer_buf = PacketBuilder::new(opts.session, 1, opts.max_packet);

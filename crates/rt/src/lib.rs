@@ -13,6 +13,7 @@ pub mod pin;
 pub mod progress;
 pub mod snapshot;
 pub mod stop;
+pub mod text;
 pub mod time;
 pub mod units;
 

@@ -51,7 +51,7 @@ enum BenchCmd {
     Guaranteed(guaranteed::GuaranteedArgs),
     /// Rate sweep: achieved rate and latency per target rate (family B).
     Stream(stream::StreamArgs),
-    /// Multicast fan-out to N receiver processes: latency, sender CPU per message (issue 21).
+    /// Multicast fan-out to N receiver processes: latency, sender CPU per message (family B).
     McastFanout(tickwire_bench::mcast_fanout::McastFanoutArgs),
     /// Market-data measuring clients: per-hop latency of feed-handler updates (family C).
     MdLatency(crate::md_bench_cmd::MdLatencyArgs),

@@ -246,7 +246,10 @@ fn summary(r: &HandlerReport) -> String {
 /// The counters that explain lost messages, in words.
 fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     let c = &r.counters;
-    let mut s = format!("feed: {} messages lost:\n", c.lost);
+    let mut s = format!(
+        "feed: {} lost:\n",
+        tickwire_rt::text::count(c.lost, "message", "messages")
+    );
     if c.overflow > 0 {
         s += &format!(
             "  {} packets ahead of a gap were dropped because {} were already held \

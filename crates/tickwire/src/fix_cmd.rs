@@ -21,7 +21,8 @@ Run a FIX acceptor or initiator from a QuickFIX settings file.
 tickwire's FIX engine reads QuickFIX's session settings format as is ([DEFAULT] and
 [SESSION] sections, the same keys), so a QuickFIX configuration can be reused. Keys
 QuickFIX knows but tickwire does not implement are reported and ignored. Unknown keys
-are an error. AllowedRemoteAddresses is enforced (a peer at another address is closed
+and malformed lines (neither Key=Value, a [SECTION] header nor a # comment) are an
+error naming the file and line. AllowedRemoteAddresses is enforced (a peer at another address is closed
 without a reply).
 
 TLS: SocketUseSSL=Y in [DEFAULT] runs every session over TLS with QuickFIX's SSL
@@ -204,7 +205,16 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         ..EngineOptions::from_settings(&settings)
     };
     let mut engine = Engine::from_settings_with(&settings, app, opts)
-        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))?;
+        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))
+        .map_err(|e| {
+            // Only an acceptor listens (SocketAcceptPort); an initiator's connect
+            // failures are not binds.
+            let hint = format!(
+                "is another FIX acceptor running? pick another SocketAcceptPort in {}",
+                a.config.display()
+            );
+            crate::listen::hint_in_use(e, &hint)
+        })?;
     let _server = match a.http.addr(FIX_HTTP_PORT)? {
         Some(addr) => {
             let component =

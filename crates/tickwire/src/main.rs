@@ -11,6 +11,7 @@ mod demo;
 mod demo_gm;
 mod feed_cmd;
 mod fix_cmd;
+mod listen;
 mod logging;
 mod login;
 mod mcast_cmd;

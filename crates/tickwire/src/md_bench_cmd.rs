@@ -76,8 +76,10 @@ pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
     let stop = StopFlag::install();
     let clients = latency::connect(&opts)?;
     eprintln!(
-        "{} clients subscribed to {:?} on {}; waiting for updates",
-        opts.clients, opts.pattern, opts.router
+        "{} subscribed to {:?} on {}; waiting for updates",
+        tickwire_rt::text::count(opts.clients as u64, "client", "clients"),
+        opts.pattern,
+        opts.router
     );
     let results = latency::run(clients, &opts, &stop)?;
     print!("{}", latency::client_table(&results));
@@ -170,7 +172,7 @@ pub struct MdReplayArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
     /// Router (and raw relay) idle strategy (block, spin or hybrid). The default is the
-    /// measured best on 2 CPUs (BENCHMARKS.md, issue 19 layouts).
+    /// measured best on 2 CPUs (BENCHMARKS.md, market data against its raw floor).
     #[arg(long, value_name = "IDLE", default_value = "block")]
     router_idle: String,
     /// Feed-handler (and raw feed thread) idle strategy (spin or block). The default is

@@ -12,7 +12,7 @@ use tickwire_capture::net::{capture, CaptureOptions};
 use tickwire_capture::Speed;
 use tickwire_itch::Session;
 use tickwire_md::exchange::SessionData;
-use tickwire_md::generator::{write_session, GeneratorConfig};
+use tickwire_md::generator::{write_session_file, Generator, GeneratorConfig};
 use tickwire_md::publisher::{publish, PublishOptions};
 use tickwire_rt::units::parse_duration;
 use tickwire_rt::StopFlag;
@@ -56,7 +56,7 @@ start + (t_i - t_1) / speed (absolute schedule); a packet carries the next due m
 and every following one already due (up to --max-packet bytes). Heartbeats once a
 second while idle; after the last message, heartbeats and re-request answers for
 --linger, then End of Session. Re-requests (20-byte MoldUDP64 requests) are received on
---request-listen and answered from memory to their sender.
+--request and answered from memory to their sender.
 
 --loss P drops each original packet with probability P (seeded by --seed), never a
 retransmission: a feed handler must recover every gap.
@@ -93,8 +93,8 @@ struct PublishArgs {
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
     /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
-    /// group's port + 1). The same flag as `feed --request` (`--request-listen` is the
-    /// old spelling).
+    /// group's port + 1). The same flag as `feed --request`.
+    // `--request-listen` is the old spelling, kept working and hidden (README).
     #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 characters).
@@ -234,9 +234,15 @@ fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
         mean_rate: a.rate,
         ..GeneratorConfig::default()
     };
+    // What can be checked is checked before any message is generated: the settings
+    // (no side effect), then the output file (created now, so a bad path fails at once
+    // and names itself).
+    let generator = Generator::new(config).context("invalid session settings")?;
+    let file = std::fs::File::create(&a.out)
+        .with_context(|| format!("cannot create the output file {}", a.out.display()))?;
     let t0 = std::time::Instant::now();
-    let s =
-        write_session(config, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    let s = write_session_file(generator, file)
+        .with_context(|| format!("writing {}", a.out.display()))?;
     let span = (s.last_timestamp.saturating_sub(s.first_timestamp)) as f64 / 1e9;
     println!(
         "wrote {} messages ({} bytes) to {} in {:.2} s; the session spans {:.1} s at 1x ({:.0} msg/s mean)",
@@ -306,7 +312,12 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(tickwire_md::publisher::DEFAULT_SPIN_BEFORE),
         progress: Some(print_progress),
     };
-    let r = publish(data, &opts, &stop)?;
+    let r = publish(data, &opts, &stop).map_err(|e| {
+        crate::listen::hint_in_use(
+            e,
+            "is another md publish running? pick another port with --request",
+        )
+    })?;
     let secs = r.elapsed_ns as f64 / 1e9;
     println!(
         "messages      {} scheduled ({:.3} s, {:.0} msg/s): {} packets sent, {} dropped by --loss",

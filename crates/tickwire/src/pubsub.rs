@@ -12,6 +12,7 @@ use tickwire_client::{
 };
 
 use crate::units::{parse_rate, parse_size};
+use tickwire_rt::text::count;
 
 /// Default router address of every client command.
 pub const DEFAULT_ROUTER: &str = "127.0.0.1:7420";
@@ -186,11 +187,15 @@ fn report_link(ev: &LinkEvent<'_>) {
             eprintln!("disconnected: {reason}; reconnecting");
         }
         LinkEvent::Reconnected(o) => eprintln!(
-            "reconnected after {:.3} s ({} attempts): {} subscriptions restored, {} buffered publishes sent",
+            "reconnected after {:.3} s ({}): {} restored, {} sent",
             o.down_for.as_secs_f64(),
-            o.attempts,
-            o.resubscribed,
-            o.republished
+            count(u64::from(o.attempts), "attempt", "attempts"),
+            count(o.resubscribed as u64, "subscription", "subscriptions"),
+            count(
+                o.republished as u64,
+                "buffered publish",
+                "buffered publishes"
+            ),
         ),
         _ => {}
     }
@@ -538,11 +543,11 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         let st = client.stats();
         if st.disconnects > 0 {
             eprintln!(
-                "{} disconnections, {} reconnections, {:.3} s disconnected; {} messages missing by sequence number",
-                st.disconnects,
-                st.reconnects,
+                "{}, {}, {:.3} s disconnected; {} missing by sequence number",
+                count(st.disconnects, "disconnection", "disconnections"),
+                count(st.reconnects, "reconnection", "reconnections"),
                 st.time_disconnected.as_secs_f64(),
-                st.missed_by_seq
+                count(st.missed_by_seq, "message", "messages")
             );
         }
     }
@@ -656,8 +661,8 @@ impl Tally {
     fn report(&self, what: &str) {
         let secs = self.first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         eprintln!(
-            "received {} messages {what} in {secs:.3} s: {:.0} msg/s",
-            self.received,
+            "received {} {what} in {secs:.3} s: {:.0} msg/s",
+            count(self.received, "message", "messages"),
             self.received as f64 / secs.max(1e-9)
         );
     }
@@ -717,10 +722,12 @@ pub fn print_message(
     json: bool,
 ) -> std::io::Result<()> {
     if m.discarded() > 0 && !json {
+        let n = m.discarded();
         writeln!(
             out,
-            "# {} messages were discarded by the router (this subscriber read too slowly)",
-            m.discarded()
+            "# {} {} discarded by the router (this subscriber read too slowly)",
+            count(n, "message", "messages"),
+            if n == 1 { "was" } else { "were" }
         )?;
     }
     if m.cached().is_some() && !json {

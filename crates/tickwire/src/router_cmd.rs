@@ -1,6 +1,5 @@
 //! `tickwire router`: configuration from a TOML file and flags, signals, run.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -96,9 +95,10 @@ pub struct RouterArgs {
     /// TOML file with a [router] table (keys as in --print-config).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:7420].
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
+    /// Address to listen on: IP:PORT, or HOST:PORT (resolved at start-up; of several
+    /// addresses the first, logged) [default: 127.0.0.1:7420].
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen::parse)]
+    listen: Option<String>,
     /// Idle strategy: block (epoll, least CPU), spin (busy-poll, lowest latency) or
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
     #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
@@ -217,10 +217,11 @@ pub struct RouterArgs {
     /// Seed of --multicast-loss (the same seed drops the same datagrams) [default: 0].
     #[arg(long, value_name = "S", requires = "multicast_loss")]
     multicast_seed: Option<u64>,
-    /// Also listen for TLS clients on ADDR (they connect with --router tls://HOST:PORT);
-    /// needs --tls-cert and --tls-key [default: no TLS].
-    #[arg(long, value_name = "ADDR", help_heading = "TLS")]
-    tls_listen: Option<SocketAddr>,
+    /// Also listen for TLS clients on ADDR, IP:PORT or HOST:PORT as --listen (they
+    /// connect with --router tls://HOST:PORT); needs --tls-cert and --tls-key
+    /// [default: no TLS].
+    #[arg(long, value_name = "ADDR", help_heading = "TLS", value_parser = crate::listen::parse)]
+    tls_listen: Option<String>,
     /// The TLS listener's certificate chain, PEM (the router's certificate first).
     #[arg(long, value_name = "FILE", help_heading = "TLS")]
     tls_cert: Option<PathBuf>,
@@ -314,8 +315,10 @@ impl RouterArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { cfg.$f = v.clone().into(); } )* };
         }
+        if let Some(a) = &self.listen {
+            cfg.listen = crate::listen::resolve("--listen", a)?;
+        }
         set!(
-            listen,
             idle,
             hybrid_spin_us,
             max_clients,
@@ -338,8 +341,8 @@ impl RouterArgs {
         if !self.cache.is_empty() {
             cfg.cache = self.cache.clone();
         }
-        if let Some(a) = self.tls_listen {
-            cfg.tls_listen = Some(a);
+        if let Some(a) = &self.tls_listen {
+            cfg.tls_listen = Some(crate::listen::resolve("--tls-listen", a)?);
         }
         if let Some(p) = &self.tls_cert {
             cfg.tls_cert = Some(p.clone());
@@ -490,8 +493,19 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    let mut router =
-        Router::bind(cfg).with_context(|| format!("starting the router on {listen}"))?;
+    let tls_listen = cfg.tls_listen;
+    let mut router = Router::bind(cfg).map_err(|e| {
+        use tickwire_router::driver::Error;
+        let hint = match &e {
+            Error::ShmBind { .. } => "pick another name with --shm",
+            Error::Bind { addr, .. } if Some(*addr) == tls_listen => {
+                "is another tickwire router running? pick another port with --tls-listen"
+            }
+            _ => "is another tickwire router running? pick another port with --listen",
+        };
+        let e = anyhow::Error::new(e).context(format!("starting the router on {listen}"));
+        crate::listen::hint_in_use(e, hint)
+    })?;
     let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([

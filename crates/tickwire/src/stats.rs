@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 use tickwire_client::{Client, ClientOptions};
+use tickwire_rt::text::count;
 
 use crate::pubsub::DEFAULT_ROUTER;
 
@@ -64,15 +65,15 @@ pub fn render(doc: &Value) -> String {
     let r = &doc["router"];
     let t = &r["totals"];
     let mut s = format!(
-        "router {} (v{}) on {}: up {:.1} s, idle={}, slow_consumer={}, {} clients, {} subscriptions\n\n",
+        "router {} (v{}) on {}: up {:.1} s, idle={}, slow_consumer={}, {}, {}\n\n",
         text(r, "name"),
         text(r, "version"),
         text(r, "listen"),
         num(r, "uptime_ms") as f64 / 1000.0,
         text(r, "idle"),
         text(r, "slow_consumer"),
-        num(r, "clients"),
-        num(r, "subscriptions"),
+        count(num(r, "clients"), "client", "clients"),
+        count(num(r, "subscriptions"), "subscription", "subscriptions"),
     );
     s += &format!(
         "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9}\n",
@@ -130,13 +131,13 @@ pub fn render_guaranteed(g: &Value) -> String {
     let sp = &g["spool"];
     let t = &g["totals"];
     let mut s = format!(
-        "\nguaranteed: spool {} ({}), {} bytes in {} segments, {} records, {} fsyncs; publishes={} acked={} nacked={} duplicates={} delivered={} redelivered={}\n",
+        "\nguaranteed: spool {} ({}), {} in {}, {}, {}; publishes={} acked={} nacked={} duplicates={} delivered={} redelivered={}\n",
         text(sp, "dir"),
         text(sp, "sync"),
-        num(sp, "bytes_on_disk"),
-        num(sp, "segments"),
-        num(sp, "records_written"),
-        num(sp, "fsyncs"),
+        count(num(sp, "bytes_on_disk"), "byte", "bytes"),
+        count(num(sp, "segments"), "segment", "segments"),
+        count(num(sp, "records_written"), "record", "records"),
+        count(num(sp, "fsyncs"), "fsync", "fsyncs"),
         num(t, "publishes"),
         num(t, "acked"),
         num(t, "nacked"),

@@ -8,6 +8,7 @@ use tickwire_client::{
     Message, MulticastEvent, MulticastOptions, MulticastReceiver, ReconnectOptions,
     ReconnectingClient,
 };
+use tickwire_rt::text::count;
 
 /// `--multicast auto|off` and its settings.
 #[derive(Args, Debug, Clone)]
@@ -132,8 +133,12 @@ impl SubMulticast {
             rx.close();
             let s = rx.stats();
             eprintln!(
-                "multicast: {} messages, {} recovered holes, {} gaps ({} messages lost), {} datagrams dropped by --multicast-loss",
-                s.delivered, s.recovered, s.gaps, s.lost, s.injected_loss
+                "multicast: {}, {}, {} ({} lost), {} dropped by --multicast-loss",
+                count(s.delivered, "message", "messages"),
+                count(s.recovered, "recovered hole", "recovered holes"),
+                count(s.gaps, "gap", "gaps"),
+                count(s.lost, "message", "messages"),
+                count(s.injected_loss, "datagram", "datagrams"),
             );
         }
     }

@@ -386,7 +386,7 @@ fn a_non_loopback_listener_requires_users_unless_opened() {
     let r = RouterProc::start(&[]);
     let (st, out, err) = run_cli(&["stats", "--router", &r.addr_str()], LONG);
     assert!(st.success(), "{err}");
-    assert!(out.contains("clients"), "{out}");
+    assert!(out.contains("1 client,"), "{out}");
 }
 
 /// Basic credentials for an `Authorization` header.

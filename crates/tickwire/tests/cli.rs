@@ -376,6 +376,8 @@ fn stats_table_has_column_headers() {
     for w in columns.split_whitespace().chain(others) {
         assert!(out.contains(w), "stats table lacks {w:?}:\n{out}");
     }
+    // Regression: "1 clients". The stats client is the only one; it subscribes to nothing.
+    assert!(out.contains(", 1 client, 0 subscriptions\n"), "{out}");
     // The JSON form is one document.
     let doc = stats_json(&r);
     assert_eq!(doc["router"]["name"], "table-test");
@@ -701,6 +703,212 @@ fn an_error_names_its_cause_once() {
     let (_, err) = fails(&["router", "--listen", &addr]);
     let cause = "(os error 98)";
     assert_eq!(err.matches(cause).count(), 1, "{err}");
+}
+
+/// Regression: a port in use said only "Address already in use". Every listener of the
+/// CLI now says what to do, naming the flag (or key) that picks another port.
+#[test]
+fn a_port_in_use_says_what_to_do() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let tcp = taken.local_addr().expect("addr").to_string();
+    let taken_udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let udp = taken_udp.local_addr().expect("addr").to_string();
+
+    let (_, err) = fails(&["router", "--listen", &tcp, "--no-guaranteed"]);
+    assert!(
+        err.contains("Address already in use")
+            && err.contains("is another tickwire router running? pick another port with --listen"),
+        "{err}"
+    );
+    let (_, err) = fails(&[
+        "router",
+        "--listen",
+        "127.0.0.1:0",
+        "--no-guaranteed",
+        "--http",
+        &tcp,
+    ]);
+    assert!(err.contains("pick another port with --http"), "{err}");
+
+    let session = common::temp("in-use.itch");
+    let session = session.to_str().unwrap();
+    ok(&[
+        "md",
+        "generate",
+        "--messages",
+        "1000",
+        "--symbols",
+        "5",
+        "--out",
+        session,
+    ]);
+    let (_, err) = fails(&["md", "publish", "--file", session, "--request", &udp]);
+    assert!(
+        err.contains(&format!("cannot listen for re-requests on {udp}"))
+            && err.contains("pick another port with --request"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("acceptor.cfg");
+    let port = taken.local_addr().unwrap().port();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+             SocketAcceptPort={port}\nStartTime=00:00:00\nEndTime=00:00:00\n\
+             FileStorePath={}\n[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\n\
+             TargetCompID=B\n",
+            dir.path().join("store").display()
+        ),
+    )
+    .unwrap();
+    let (_, err) = fails(&["fix", "acceptor", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        err.contains("is another FIX acceptor running? pick another SocketAcceptPort in")
+            && err.contains("acceptor.cfg"),
+        "{err}"
+    );
+}
+
+/// Regression: `router --listen localhost:PORT` was refused ("invalid socket address
+/// syntax") while every client takes a host name. The listen flags resolve a name and
+/// log what it resolved to.
+#[test]
+fn router_listen_flags_take_a_host_name() {
+    let mut child = common::cli(&[
+        "router",
+        "--listen",
+        "localhost:0",
+        "--http",
+        "localhost:0",
+        "--no-guaranteed",
+        "--log-level",
+        "info",
+    ])
+    .spawn()
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
+    let addr: SocketAddr = banner
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in the banner {banner:?}"));
+    assert!(addr.ip().is_loopback(), "{banner}");
+    let mut monitor = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut monitor).unwrap();
+    assert!(
+        monitor.starts_with("tickwire monitor listening on http://") && !monitor.contains(":0/"),
+        "{monitor}"
+    );
+    let out = ok(&["stats", "--router", &addr.to_string()]);
+    assert!(out.contains("tickwire-stats"), "{out}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("--listen localhost:0 resolves to"), "{log}");
+    assert!(log.contains("--http localhost:0 resolves to"), "{log}");
+    // A malformed address is still a usage error, and says what is expected.
+    let (code, err) = fails(&["router", "--listen", "localhost"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("HOST:PORT"), "{err}");
+}
+
+/// Regression: `md generate` named a bad setting as an error "writing" the output
+/// file, and the output path is checked before any message is generated.
+#[test]
+fn md_generate_checks_settings_and_output_path_first() {
+    let (_, err) = fails(&["md", "generate", "--out", "/nonexistent-dir/x.itch"]);
+    assert!(
+        err.contains("cannot create the output file /nonexistent-dir/x.itch")
+            && err.contains("No such file or directory"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.itch");
+    let (_, err) = fails(&[
+        "md",
+        "generate",
+        "--symbols",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("invalid session settings") && !err.contains("writing"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a bad setting leaves no file behind");
+}
+
+/// Every help page, from the top command down through every listed subcommand.
+fn every_help_page() -> Vec<(String, String)> {
+    let mut pages = Vec::new();
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(cmd) = todo.pop() {
+        let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        args.push("--help");
+        let text = ok(&args);
+        let mut in_commands = false;
+        for line in text.lines() {
+            if line == "Commands:" {
+                in_commands = true;
+            } else if line.is_empty() {
+                in_commands = false;
+            } else if in_commands && line.starts_with("  ") && !line.starts_with("   ") {
+                let sub = line.split_whitespace().next().unwrap_or("");
+                if sub != "help" {
+                    let mut next = cmd.clone();
+                    next.push(sub.to_string());
+                    todo.push(next);
+                }
+            }
+        }
+        pages.push((cmd.join(" "), text));
+    }
+    pages
+}
+
+/// Regression: `bench --help` said "(issue 21)", `md publish --help` used the old hidden
+/// spelling `--request-listen`. Help is for users: no internal issue numbers, no
+/// hidden old spellings.
+#[test]
+fn help_cites_no_internal_issue_and_no_hidden_spelling() {
+    let pages = every_help_page();
+    assert!(pages.len() > 30, "{} pages", pages.len());
+    for (cmd, text) in &pages {
+        // Word by word: a reference may be wrapped ("(issue\n  21)").
+        let words: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+        for pair in words.windows(2) {
+            let cites = pair[0].trim_start_matches('(') == "issue"
+                && pair[1].starts_with(|c: char| c.is_ascii_digit());
+            assert!(
+                !cites,
+                "tickwire {cmd} --help cites an internal issue ({pair:?}):\n{text}"
+            );
+        }
+        assert!(
+            !words
+                .iter()
+                .any(|w| w.starts_with("issue-") || w.starts_with("issue#")),
+            "tickwire {cmd} --help:\n{text}"
+        );
+        assert!(
+            !text.contains("--request-listen"),
+            "tickwire {cmd} --help: {text}"
+        );
+    }
+    let (_, publish) = pages.iter().find(|(c, _)| c == "md publish").unwrap();
+    assert!(publish.contains("--request <ADDR:PORT>"), "{publish}");
 }
 
 #[test]

@@ -118,6 +118,21 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
     let (st, _, err) = run(&["fix", "initiator", "--config", cfg.to_str().unwrap()]);
     assert!(!st.success());
     assert!(err.contains("error"), "{err}");
+    // Regression: a malformed first line was ignored (a later error, if any, named
+    // another line). It is an error naming the file and line, as other bad lines are.
+    let first = dir.join("first.cfg");
+    std::fs::write(
+        &first,
+        "[DEFAULT\nConnectionType=acceptor\n\
+         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nSocketAcceptPort=1\n",
+    )
+    .unwrap();
+    let (st, _, err) = run(&["fix", "acceptor", "--config", first.to_str().unwrap()]);
+    assert!(!st.success());
+    assert!(
+        err.contains("first.cfg:1: a section header without its closing ']': [DEFAULT"),
+        "{err}"
+    );
 }
 
 fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {

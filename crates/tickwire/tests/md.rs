@@ -436,6 +436,7 @@ fn md_publish_that_cannot_send_says_why() {
     let request = format!("127.0.0.1:{}", port + 1);
     let broadcast = format!("255.255.255.255:{port}");
     let mut args = publish_args(&session, &broadcast, "max", "0s");
+    // The old spelling of --request: hidden from --help, still accepted.
     args.extend_from_slice(&["--request-listen", &request]);
     let (st, out, err) = run_cli(&args, Duration::from_secs(60));
     assert_eq!(st.code(), Some(1), "{out}{err}");

@@ -99,7 +99,7 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
         "no disconnection report: {err}"
     );
     assert!(
-        err.contains("reconnected after") && err.contains("1 subscriptions restored"),
+        err.contains("reconnected after") && err.contains("1 subscription restored"),
         "no reconnection report: {err}"
     );
 }

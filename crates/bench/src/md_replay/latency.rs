@@ -269,6 +269,11 @@ pub const TIMELINE_SECONDS: usize = 600;
 /// (k+1) s)`), for [`crate::host_watch::StallFree::from_timeline`].
 pub struct Timed {
     pub clients: Vec<ClientResult>,
+    /// The first update's receipt, where the clients' windows start too: with 1-s
+    /// windows, second k and window k are the same second. (The start of the
+    /// measurement, before the replay began, counted a second more than the windows
+    /// showed: "2 of 2 measured seconds" over a one-row table.) When nothing arrived,
+    /// the start of the measurement.
     pub origin: MonoNanos,
     pub seconds: Vec<Option<hdrhistogram::Histogram<u64>>>,
 }
@@ -312,7 +317,7 @@ pub fn run_timed<S: Source>(
     opts: &LatencyOptions,
     stop: &StopFlag,
 ) -> anyhow::Result<Timed> {
-    let origin = MonoNanos::now();
+    let started = MonoNanos::now();
     let mut seconds = Vec::new();
     let rec = Recorder {
         tod: monotonic_to_time_of_day(),
@@ -336,7 +341,7 @@ pub fn run_timed<S: Source>(
                 let t0 = *start.get_or_insert(rx);
                 got += 1;
                 if let Some(e2e) = rec.record(acc, rx, t0, d) {
-                    record_second(&mut seconds, origin.as_nanos(), rx, e2e);
+                    record_second(&mut seconds, t0, rx, e2e);
                 }
             })?;
         }
@@ -421,7 +426,7 @@ pub fn run_timed<S: Source>(
         .collect();
     Ok(Timed {
         clients,
-        origin,
+        origin: first.map_or(started, MonoNanos),
         seconds,
     })
 }
@@ -499,5 +504,70 @@ mod tests {
         assert_eq!(third.len(), 2);
         // Clamped into the timeline's range, not dropped.
         assert!(third.max() >= crate::host_watch::TIMELINE_MAX_NS / 2);
+    }
+
+    /// A source with nothing for `quiet`, then a burst of `n` stamped updates at once.
+    struct LateBurst {
+        sock: std::net::UdpSocket,
+        since: std::time::Instant,
+        quiet: Duration,
+        n: u64,
+    }
+
+    impl std::os::fd::AsFd for LateBurst {
+        fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+            self.sock.as_fd()
+        }
+    }
+
+    impl Source for LateBurst {
+        fn drain(&mut self, mut f: impl FnMut(Delivery)) -> anyhow::Result<()> {
+            if self.since.elapsed() < self.quiet {
+                return Ok(());
+            }
+            for seq in 1..=std::mem::take(&mut self.n) {
+                let now = MonoNanos::now().as_nanos();
+                f(Delivery {
+                    discarded: 0,
+                    sample: Some(Sample {
+                        seq,
+                        exchange_ns: 0,
+                        receive_ns: now,
+                        stamps: Some([now, now, now]),
+                    }),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    /// Regression: the per-second timeline counted from the start of the measurement,
+    /// before the replay began, and the windows from the first update, so `demo` said
+    /// "2 of 2 measured seconds" over a table of one 1-s window. Both count from the
+    /// first update now.
+    #[test]
+    fn the_timeline_seconds_start_with_the_first_update_as_the_windows_do() {
+        let source = LateBurst {
+            sock: std::net::UdpSocket::bind("127.0.0.1:0").unwrap(),
+            since: std::time::Instant::now(),
+            quiet: Duration::from_millis(1_100),
+            n: 50,
+        };
+        let opts = LatencyOptions {
+            router: String::new(),
+            client: ClientOptions::default(),
+            clients: 1,
+            pattern: String::new(),
+            duration: None,
+            idle_exit: Some(Duration::from_millis(100)),
+            window: Duration::from_secs(1),
+            restamped: false,
+        };
+        let timed = run_timed(vec![source], &opts, &StopFlag::unregistered()).unwrap();
+        assert_eq!(timed.clients[0].received, 50);
+        // One burst: one window, one second (it was two, the first empty).
+        assert_eq!(timed.clients[0].windows.len(), 1);
+        assert_eq!(timed.seconds.len(), 1);
+        assert_eq!(timed.seconds[0].as_ref().map(|h| h.len()), Some(50));
     }
 }

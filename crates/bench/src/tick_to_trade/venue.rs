@@ -63,7 +63,7 @@ use tickwire_fix::store::MemoryStore;
 use super::plan::Timeline;
 use super::protocol::{self, ALGO_MD, ALGO_OE, BEGIN_STRING, VENUE_MD, VENUE_OE};
 use super::target::CpuTime;
-use crate::harness::{self, Progress, StopFlag};
+use crate::harness::{self, StopFlag};
 use crate::stats::{Counters, Latency, SeqTracker};
 
 const NS_PER_SEC: u64 = 1_000_000_000;
@@ -249,7 +249,6 @@ pub fn run(
     let mut next = 0u64;
     let mut send_hint = 0usize;
     let mut next_timer = 0u64;
-    let mut progress = Progress::new(opts.progress);
     let mut backlog_max = 0usize;
     let mut ended_early = None;
     let mut stopped = false;
@@ -271,7 +270,11 @@ pub fn run(
             cpu_at[time_phase] = cpu();
         }
         rec.time_phase = (time_phase < n_phases).then_some(time_phase);
-        rec.roll_second(rel);
+        // A progress line is due exactly when a second has closed, so every line
+        // carries the figures of a second it has not shown before. (A timer of its own
+        // fired a few µs before the roll as often as not and showed the previous
+        // second's figures again.)
+        let closed = rec.roll_second(rel);
 
         // Send what is due.
         let mut burst = 0;
@@ -384,14 +387,14 @@ pub fn run(
             }
         }
 
-        progress.tick(|| {
+        if let Some(second) = closed {
             let phase = &tl.phases[rec.time_phase.unwrap_or(n_phases - 1)];
             let last = match rec.last_point {
                 Some((p50, p99)) => format!("p50 {p50:.1} µs p99 {p99:.1} µs"),
                 None => "nothing measured (warm-up, or no order arrived)".to_string(),
             };
-            format!(
-                "{}: {} ({}/s) {:.0}/{:.0} s  X sent {}  D received {}  last second {last}  backlog {} KiB",
+            (opts.progress)(&format!(
+                "{}: {} ({}/s) {:.0}/{:.0} s  X sent {}  D received {}  second {}-{} s: {last}  backlog {} KiB",
                 opts.label,
                 phase.label,
                 phase.rate,
@@ -399,9 +402,11 @@ pub fn run(
                 end_ns as f64 / 1e9,
                 rec.sent_total,
                 rec.counters.received,
+                second,
+                second + 1,
                 backlog >> 10
-            )
-        });
+            ));
+        }
         std::hint::spin_loop();
     }
     rec.roll_second(u64::MAX);
@@ -469,8 +474,8 @@ struct Recorder<'t> {
     second_hist: Latency,
     second_orders: u64,
     timeline: Vec<TimePoint>,
-    /// p50 and p99 of the last complete second (progress line).
-    /// p50 and p99 of the last whole second (None: it had no measured order).
+    /// p50 and p99 of the last whole second (progress line; None: it had no measured
+    /// order).
     last_point: Option<(f64, f64)>,
 }
 
@@ -533,12 +538,15 @@ impl<'t> Recorder<'t> {
         }
     }
 
-    /// Closes the per-second histogram when the second has changed.
-    fn roll_second(&mut self, rel: u64) {
+    /// Closes the per-second histogram when the second has changed; returns the second
+    /// closed (its start, in whole seconds of the run), whose figures are now in
+    /// `last_point`.
+    fn roll_second(&mut self, rel: u64) -> Option<u64> {
         let s = rel / NS_PER_SEC;
         if s == self.second {
-            return;
+            return None;
         }
+        let closed = self.second;
         self.last_point = None;
         if self.second_orders > 0 {
             let sum = self.second_hist.summary();
@@ -554,6 +562,7 @@ impl<'t> Recorder<'t> {
             self.second_orders = 0;
         }
         self.second = s;
+        Some(closed)
     }
 }
 
@@ -727,5 +736,35 @@ impl Conn {
         } else {
             format!(" ({})", self.notes.join("; "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plan::{build, Scaling};
+    use super::*;
+
+    /// Regression: progress lines repeated the previous second's figures when their
+    /// own timer fired just before the second rolled. A line is now printed when, and
+    /// only when, `roll_second` closes a second, with that second's figures.
+    #[test]
+    fn a_second_closes_once_and_carries_its_own_figures() {
+        let tl = build(&[("10".into(), 10, 5.0)], Scaling::None, 0.0).unwrap();
+        let mut rec = Recorder::new(&tl);
+        let ms = |m: u64| m * 1_000_000;
+        assert_eq!(rec.roll_second(ms(500)), None);
+        rec.second_hist.record(2_000);
+        rec.second_orders += 1;
+        assert_eq!(rec.roll_second(ms(999)), None);
+        assert_eq!(rec.roll_second(ms(1_000)), Some(0));
+        let (p50, _) = rec.last_point.expect("second 0 had an order");
+        assert!((p50 - 2.0).abs() < 0.01, "{p50}");
+        // Later turns of the same second close nothing: no second line for it.
+        assert_eq!(rec.roll_second(ms(1_001)), None);
+        assert_eq!(rec.roll_second(ms(1_999)), None);
+        // A second without orders says so instead of repeating second 0's figures.
+        assert_eq!(rec.roll_second(ms(2_000)), Some(1));
+        assert_eq!(rec.last_point, None);
+        assert_eq!(rec.timeline.len(), 1);
     }
 }

@@ -169,7 +169,7 @@ impl Component for FixMonitor {
         let t = totals(s);
         json!({
             "kind": format!("fix {}", self.side),
-            "name": format!("{} sessions", s.sessions.len()),
+            "name": tickwire_rt::text::count(s.sessions.len() as u64, "session", "sessions"),
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_ms": self.started.elapsed().as_millis() as u64,
             "counters": {

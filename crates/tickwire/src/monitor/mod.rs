@@ -50,8 +50,9 @@ pub struct HttpArgs {
 }
 
 impl HttpArgs {
-    /// The address to serve on, if enabled: a bare port or host:port; a bare `--http`
-    /// is loopback on `default_port`.
+    /// The address to serve on, if enabled: a bare port (on loopback), IP:PORT or
+    /// HOST:PORT (resolved, as the router's --listen); a bare `--http` is loopback on
+    /// `default_port`.
     pub fn addr(&self, default_port: u16) -> anyhow::Result<Option<SocketAddr>> {
         let Some(given) = &self.http else {
             return Ok(None);
@@ -61,9 +62,10 @@ impl HttpArgs {
             None => SocketAddr::new(loopback, default_port),
             Some(text) => match text.parse::<u16>() {
                 Ok(port) => SocketAddr::new(loopback, port),
-                Err(_) => text
-                    .parse()
-                    .with_context(|| format!("--http {text:?}: expected PORT or IP:PORT"))?,
+                Err(_) => {
+                    crate::listen::parse(text).map_err(|e| anyhow::anyhow!("--http: {e}"))?;
+                    crate::listen::resolve("--http", text)?
+                }
             },
         }))
     }
@@ -146,7 +148,13 @@ pub fn serve(
         route(&*component, req, max_series, started, access.as_deref())
     });
     let server = Server::spawn(addr, Limits::default(), handler)
-        .with_context(|| format!("starting the monitoring endpoint on {addr}"))?;
+        .with_context(|| format!("starting the monitoring endpoint on {addr}"))
+        .map_err(|e| {
+            crate::listen::hint_in_use(
+                e,
+                "is another tickwire command serving --http there? pick another port with --http",
+            )
+        })?;
     tracing::info!(http = %server.local_addr(), access = login, "monitoring endpoint listening");
     println!(
         "tickwire monitor listening on http://{}/",
