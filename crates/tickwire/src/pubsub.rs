@@ -413,8 +413,7 @@ pub struct SubArgs {
     /// Print payloads as hex.
     #[arg(long)]
     hex: bool,
-    /// Print one JSON object per message (`--json` is the old spelling: `--json FILE`
-    /// means "write results to FILE" in every other command).
+    /// Print one JSON object per message.
     #[arg(long, alias = "json", conflicts_with = "hex")]
     print_json: bool,
     /// Print nothing per message; report the count (and rate) at the end.

@@ -55,7 +55,7 @@ struct Common {
     router: String,
     #[command(flatten)]
     login: crate::login::LoginArgs,
-    /// Print the router's raw JSON answer instead of a table (`--json` is accepted too).
+    /// Print the router's raw JSON answer instead of a table.
     #[arg(long, alias = "json")]
     print_json: bool,
 }

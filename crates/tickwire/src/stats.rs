@@ -30,8 +30,7 @@ pub struct StatsArgs {
     router: String,
     #[command(flatten)]
     login: crate::login::LoginArgs,
-    /// Print the raw JSON document instead of a table (`--json` is the old spelling:
-    /// `--json FILE` means "write results to FILE" in every other command).
+    /// Print the raw JSON document instead of a table.
     #[arg(long, alias = "json")]
     print_json: bool,
 }
