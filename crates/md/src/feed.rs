@@ -41,7 +41,11 @@
 //!   next request goes out at once. If nothing arrives for `retransmit_timeout`, the
 //!   request is repeated; after `max_retransmit_tries` requests without progress the
 //!   missing messages up to the next data held (or announced) are declared **lost**:
-//!   counted in [`Counters::lost`], skipped, and the session goes on. Orders they would
+//!   counted in [`Counters::lost`], skipped, and the session goes on. After a gap that
+//!   got no message back at all, the next gaps get one request each (the server looks
+//!   silent: a replay has none) until a retransmission arrives again. When a packet
+//!   arrives ahead with `max_held_packets` already held, the oldest gap is given up at
+//!   once to make room ([`Counters::overflow`]), so the loss stays what was missing. Orders they would
 //!   have added are then unknown to the book and later references to them are counted
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
@@ -152,12 +156,16 @@ pub struct FeedConfig {
     /// How long to wait for an answer to a re-request before repeating it (default
     /// 50 ms).
     pub retransmit_timeout: Duration,
-    /// Re-requests sent for one missing range before it is declared lost (default 3).
+    /// Re-requests sent for one missing range before it is declared lost (default 3;
+    /// one while the server looks silent: the last gap given up got nothing back).
     pub max_retransmit_tries: u32,
     /// Most messages asked for in one re-request (default 1000; below 0xFFFF).
     pub max_request_count: u16,
-    /// Most packets held while waiting for a gap to fill (default 8192); more are
-    /// dropped and counted ([`Counters::overflow`]), to be re-requested later.
+    /// Most packets held while waiting for a gap to fill (default 8192). When a packet
+    /// arrives ahead with all of them in use, the oldest gap is given up at once (its
+    /// messages counted lost, [`Counters::overflow`] counts the event) and the held
+    /// packets it was holding back are applied, so the packet is kept: with re-requests
+    /// unanswered, what is lost stays what was missing.
     pub max_held_packets: usize,
     /// How far ahead, in messages, a packet's first sequence number may be of the
     /// highest one known (expected or announced) and still be believed (default
@@ -299,7 +307,9 @@ pub struct Counters {
     /// Gaps closed before their first re-request: the other line (A/B arbitration,
     /// [`FeedConfig::line_wait`]) or a reordered packet brought what was missing.
     pub line_filled: u64,
-    /// Ahead packets dropped because `max_held_packets` were already held.
+    /// Times a packet arrived ahead with `max_held_packets` already held: each time the
+    /// oldest gap was given up before its re-requests ran out (its messages are in
+    /// `lost`) to make room.
     pub overflow: u64,
     /// Valid packets of a session other than the one followed (stray or spoofed
     /// traffic), ignored; before a session is adopted, the packets of the candidates
@@ -327,6 +337,8 @@ struct Gap {
     first: u64,
     tries: u32,
     deadline: MonoNanos,
+    /// `Counters::recovered` when it opened: unchanged at its end means no answer came.
+    recovered: u64,
 }
 
 /// Packets that agree on a session and a sequence neighbourhood, kept until
@@ -378,6 +390,10 @@ pub struct FeedHandler {
     /// After: suspect packets far ahead, waiting to be confirmed or contradicted.
     jump: Option<Candidate>,
     gap: Option<Gap>,
+    /// The last gap given up by its timeouts got no message back: the re-request
+    /// server looks silent (a replay has none), so the next gaps get one try, not
+    /// `max_retransmit_tries`, until a retransmitted message arrives again.
+    unanswered: bool,
     request: Option<RetransmitRequest>,
     ended: bool,
     books: OrderBooks,
@@ -412,6 +428,7 @@ impl FeedHandler {
             candidates: Vec::new(),
             jump: None,
             gap: None,
+            unanswered: false,
             request: None,
             ended: false,
             books: OrderBooks::with_capacity(cfg.order_capacity, cfg.levels_per_side),
@@ -547,6 +564,14 @@ impl FeedHandler {
                     return;
                 }
                 self.known_end = self.known_end.max(next);
+                if seq > self.expected && self.held_full(seq) {
+                    // No room to wait any longer: the oldest gap is given up now (its
+                    // messages counted lost) and what it held back is applied, rather
+                    // than dropping this packet, which would open a gap of its own
+                    // (with 1% loss and no answers, that turned ~1% into ~95% lost).
+                    self.counters.overflow += 1;
+                    self.give_up_gap(sink);
+                }
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
@@ -727,19 +752,40 @@ impl FeedHandler {
         if now < gap.deadline {
             return;
         }
-        if gap.tries < self.cfg.max_retransmit_tries {
+        let tries = if self.unanswered {
+            1
+        } else {
+            self.cfg.max_retransmit_tries
+        };
+        if gap.tries < tries {
             gap.tries += 1;
             gap.deadline = now.add_duration(self.cfg.retransmit_timeout);
             self.gap = Some(gap);
             self.queue_request();
             return;
         }
+        self.unanswered = self.counters.recovered == gap.recovered;
+        self.give_up_gap(sink);
+        self.check_gap(now);
+    }
+
+    /// Declares the first missing range lost (up to the first held packet or the end
+    /// announced) and applies the held packets that are then in order. The caller
+    /// opens the next gap, if any (`check_gap`).
+    fn give_up_gap<S: Sink + ?Sized>(&mut self, sink: &mut S) {
         let end = self.missing_until();
         self.counters.lost += end.saturating_sub(self.expected);
         self.expected = end.max(self.expected);
         self.gap = None;
         self.drain_held(sink);
-        self.check_gap(now);
+    }
+
+    /// Whether holding a packet starting at `seq` would need a slot that is not there
+    /// (`max_held_packets` held, and it is not one of them).
+    fn held_full(&self, seq: u64) -> bool {
+        !self.held.is_empty()
+            && self.held.len() >= self.cfg.max_held_packets
+            && self.held.binary_search_by_key(&seq, |h| h.seq).is_err()
     }
 
     /// End (exclusive) of the first missing range: the first held packet or the end
@@ -772,6 +818,7 @@ impl FeedHandler {
                         first: self.expected,
                         tries: 1,
                         deadline: now.add_duration(self.cfg.retransmit_timeout),
+                        recovered: self.counters.recovered,
                     });
                     self.queue_request();
                 } else {
@@ -781,6 +828,7 @@ impl FeedHandler {
                         first: self.expected,
                         tries: 0,
                         deadline: now.add_duration(self.cfg.line_wait),
+                        recovered: self.counters.recovered,
                     });
                 }
             }
@@ -809,6 +857,7 @@ impl FeedHandler {
             Err(at) => at,
         };
         if self.held.len() >= self.cfg.max_held_packets {
+            // Only reachable with `max_held_packets` 0: the caller made room otherwise.
             self.counters.overflow += 1;
             return;
         }
@@ -860,6 +909,7 @@ impl FeedHandler {
             self.counters.messages += 1;
             if block.sequence < self.missing_end {
                 self.counters.recovered += 1;
+                self.unanswered = false;
             }
             self.expected = block.sequence.saturating_add(1);
             self.apply_message(block.sequence, block.data, received, sink);

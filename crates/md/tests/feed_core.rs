@@ -191,6 +191,101 @@ fn an_unanswered_gap_is_declared_lost_after_the_retries_and_the_stream_goes_on()
 }
 
 #[test]
+fn a_full_hold_buffer_gives_up_the_oldest_gap_and_loses_only_what_was_missing() {
+    // A replay with 1 packet in 10 missing and nobody answering re-requests: every gap
+    // waits out its retries while packets keep coming. With room for 16 held packets,
+    // the arriving packet used to be dropped (a new gap of its own, and so on: ~95% of
+    // the session lost); now the oldest gap is given up to make room, so exactly the
+    // missing packets' messages are lost and every other message is applied.
+    let msgs = messages(10, 20_000, 5);
+    let pkts = packetize(session(), 1, &msgs, 600);
+    let cfg = FeedConfig {
+        max_held_packets: 16,
+        ..config(0)
+    };
+    let mut f = FeedHandler::new(cfg).unwrap();
+    let mut stream = Stream::new();
+    let mut missing = 0u64;
+    for (i, p) in pkts.iter().enumerate() {
+        if i % 10 == 5 {
+            missing += u64::from(MoldHeader::decode(p).unwrap().count);
+            continue;
+        }
+        // Re-requests are taken and never answered; no timeout ever fires.
+        deliver(&mut f, &mut stream, p, None);
+        while f.poll_transmit().is_some() {}
+    }
+    let c = *f.counters();
+    assert!(c.overflow > 0, "the hold buffer never filled: {c:?}");
+    // What is still held waits for its gap's retries: give them up too.
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    let mut t = NOW;
+    while let Some(at) = f.poll_timeout() {
+        t = at.max(t);
+        f.handle_timeout(t, &mut sink);
+        while f.poll_transmit().is_some() {}
+    }
+    let c = *f.counters();
+    assert_eq!(c.lost, missing, "{c:?}");
+    assert_eq!(c.messages + c.lost, msgs.len() as u64, "{c:?}");
+    assert_eq!(f.expected_sequence(), msgs.len() as u64 + 1);
+}
+
+/// Runs the core's timeouts until no gap is open; returns the re-requests sent.
+fn time_out_every_gap(f: &mut FeedHandler, stream: &mut Stream) -> u64 {
+    let before = f.counters().requests;
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    while let Some(at) = f.poll_timeout() {
+        f.handle_timeout(at, &mut sink);
+        while f.poll_transmit().is_some() {}
+    }
+    f.counters().requests - before
+}
+
+#[test]
+fn after_a_gap_nobody_answered_the_next_gets_one_request_until_answers_return() {
+    let msgs = messages(10, 8_000, 13);
+    let pkts = packetize(session(), 1, &msgs, 600);
+    let cfg = FeedConfig {
+        retransmit_timeout: std::time::Duration::from_nanos(1_000),
+        ..config(0)
+    };
+    let mut f = FeedHandler::new(cfg).unwrap();
+    let mut stream = Stream::new();
+    let deliver_all = |f: &mut FeedHandler, stream: &mut Stream, range: std::ops::Range<usize>| {
+        for p in &pkts[range] {
+            deliver(f, stream, p, None);
+            while f.poll_transmit().is_some() {}
+        }
+    };
+    // Gap 1 (packet 10 missing): three requests, no answer.
+    deliver_all(&mut f, &mut stream, 0..10);
+    deliver_all(&mut f, &mut stream, 11..12);
+    assert_eq!(time_out_every_gap(&mut f, &mut stream), 3 - 1);
+    assert_eq!(f.counters().requests, 3);
+    // Gap 2 (packet 20 missing): the server looks silent, one request.
+    deliver_all(&mut f, &mut stream, 12..20);
+    deliver_all(&mut f, &mut stream, 21..22);
+    assert_eq!(time_out_every_gap(&mut f, &mut stream), 0);
+    assert_eq!(f.counters().requests, 4);
+    // Gap 3 (packet 30 missing) is answered: the server is back...
+    deliver_all(&mut f, &mut stream, 22..30);
+    deliver(&mut f, &mut stream, &pkts[31], Some(&msgs));
+    assert!(f.counters().recovered > 0);
+    // ...so gap 4 (packet 40 missing, unanswered) gets its three requests again.
+    deliver_all(&mut f, &mut stream, 32..40);
+    let requests = f.counters().requests;
+    deliver_all(&mut f, &mut stream, 41..42);
+    assert_eq!(time_out_every_gap(&mut f, &mut stream), 2);
+    assert_eq!(f.counters().requests, requests + 3);
+    let lost: u64 = [10, 20, 40]
+        .iter()
+        .map(|&i| u64::from(MoldHeader::decode(&pkts[i]).unwrap().count))
+        .sum();
+    assert_eq!(f.counters().lost, lost);
+}
+
+#[test]
 fn duplicates_and_overlaps_are_skipped() {
     let msgs = messages(10, 5_000, 3);
     let pkts = packetize(session(), 1, &msgs, 1400);

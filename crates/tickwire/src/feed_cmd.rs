@@ -115,7 +115,8 @@ pub struct FeedArgs {
     /// Packets that must agree before a session is adopted or a larger jump believed (1-16).
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().confirm_packets)]
     confirm_packets: usize,
-    /// Packets held ahead of a gap while it is re-requested; more are dropped (overflow).
+    /// Packets held ahead of a gap while it is re-requested; when all are in use the
+    /// oldest gap is given up (counted lost, and in overflow) to make room.
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_held_packets)]
     max_held: usize,
     /// Keep running after End of Session.
@@ -252,9 +253,10 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     );
     if c.overflow > 0 {
         s += &format!(
-            "  {} packets ahead of a gap were dropped because {} were already held \
-             (--max-held); each became a gap of its own\n",
-            c.overflow, opts.feed.max_held_packets
+            "  {} given up before their re-requests ran out: {} packets were already held \
+             behind them (--max-held)\n",
+            tickwire_rt::text::count(c.overflow, "gap was", "gaps were"),
+            opts.feed.max_held_packets
         );
     }
     if c.accepted_jumps > 0 {
@@ -273,7 +275,8 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     }
     s += &format!(
         "  {} re-requests were sent to {} and {} missing messages came back; the rest went \
-         unanswered after {} tries {} ms apart (is the re-request server running? --request)\n",
+         unanswered after {} tries {} ms apart (one per gap after a gap nothing came back \
+         for; is the re-request server running? --request)\n",
         r.requests_sent,
         opts.request_to,
         c.recovered,

@@ -102,7 +102,7 @@ impl Component for FeedMonitor {
                 ("tickwire_feed_line_filled_gaps_total", counter, "Gaps closed before their first re-request (the other line, or reordering).", c.line_filled),
                 ("tickwire_feed_duplicate_messages_total", counter, "Messages received again after they were applied (A/B copies included).", c.duplicates),
                 ("tickwire_feed_malformed_total", counter, "Bad input: truncated packets, bad blocks, unknown types, bad messages.", c.malformed),
-                ("tickwire_feed_overflow_packets_total", counter, "Packets ahead of a gap dropped because --max-held were already held.", c.overflow),
+                ("tickwire_feed_overflow_packets_total", counter, "Packets that arrived ahead with --max-held packets already held; each gave up the oldest gap (its messages counted lost).", c.overflow),
                 ("tickwire_feed_foreign_session_packets_total", counter, "Packets of a MoldUDP64 session other than the one followed.", c.foreign_session),
                 ("tickwire_feed_suspect_jumps_total", counter, "Packets too far ahead of the known sequence (--max-jump).", c.suspect_jumps),
                 ("tickwire_feed_heartbeats_total", counter, "MoldUDP64 heartbeat packets.", c.heartbeats),
