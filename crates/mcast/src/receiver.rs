@@ -14,7 +14,9 @@
 //! - The first session heard is adopted (or only the configured one); datagrams of any
 //!   other session, or from another address under the adopted session, are strays:
 //!   counted, ignored. Another session is adopted only after `session_timeout` of
-//!   silence from the current one.
+//!   silence from the current one; the receiver then asks for what the sender still
+//!   holds of it and reports the rest of its beginning as a gap (a receiver that was
+//!   listening all along missed it: that is loss, not a late join).
 //! - A datagram more than `max_jump` ahead of the next expected one is not believed
 //!   until `confirm` consecutive datagrams agree with it.
 //! - A hole (a datagram sequence skipped, or a heartbeat announcing more) arms the NAK
@@ -429,10 +431,23 @@ impl Receiver {
                 false
             }
             _ => {
+                let switching = matches!(self.phase, Phase::Joined { .. });
                 if let Some((s, m)) = self.cfg.start.take() {
                     self.join(session, from, s, m);
                 } else if low == 0 && seq <= self.cfg.join_backlog {
                     self.join(session, from, 0, 0);
+                } else if switching {
+                    // This receiver was listening while the new session began (the old
+                    // one held it): what it did not take of it is loss, said so. It
+                    // asks for what the sender still holds (from its low mark, when the
+                    // hold window reaches that far), and the messages before the first
+                    // one it delivers are reported as a gap from message 0.
+                    let first = if seq.saturating_sub(low) < self.slots.len() as u64 {
+                        low
+                    } else {
+                        seq
+                    };
+                    self.join(session, from, first, 0);
                 } else {
                     self.join(session, from, seq, msg);
                 }

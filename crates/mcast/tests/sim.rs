@@ -304,6 +304,41 @@ fn a_stray_sender_with_another_session_is_ignored() {
 }
 
 #[test]
+fn a_new_session_after_the_old_one_fell_silent_counts_what_was_missed() {
+    // README's multicast tour: a receiver still joined to a finished session ignores
+    // the next session's first datagrams for `session_timeout`; switching, it must
+    // not pretend they never existed.
+    let t0 = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), t0).unwrap();
+    let a = sender_addr();
+    rx.handle_datagram(t0, a, &data(7, 0, 0, 0, b"old"))
+        .unwrap();
+    assert_eq!(events(&mut rx), ["joined 00000007 at 0", "msg 0 old"]);
+    // Session 8 starts at once: its datagrams 0..=99 are strays while 7 holds on.
+    for seq in 0..100 {
+        rx.handle_datagram(t0, a, &data(8, seq, seq, 0, b"early"))
+            .unwrap();
+    }
+    assert_eq!(rx.stats().strays, 100);
+    // Past the timeout, datagram 100 (the sender no longer holds below 90) switches.
+    let later = t0.add_nanos(3_000_000_000);
+    rx.handle_datagram(later, a, &data(8, 100, 100, 90, b"m100"))
+        .unwrap();
+    assert_eq!(rx.session(), Some(SessionId(8)));
+    // The receiver asks for 90..100; the sender answers (retransmissions).
+    for seq in 90..100 {
+        rx.handle_datagram(later, a, &data(8, seq, seq, 90, b"again"))
+            .unwrap();
+    }
+    let ev = events(&mut rx);
+    assert_eq!(ev[0], "joined 00000008 at 0");
+    assert!(ev.contains(&"gap 0+90 (0 datagrams)".to_string()), "{ev:?}");
+    assert!(ev.contains(&"msg 90 again".to_string()), "{ev:?}");
+    assert_eq!(ev.last().map(String::as_str), Some("msg 100 m100"));
+    assert_eq!(rx.stats().lost_messages, 90);
+}
+
+#[test]
 fn a_configured_session_refuses_every_other() {
     let now = MonoNanos(1);
     let cfg = ReceiverConfig {
