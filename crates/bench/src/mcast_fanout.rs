@@ -184,12 +184,13 @@ pub fn run(
             if stop.is_set() {
                 break 'runs;
             }
+            let to = tickwire_rt::text::count(n as u64, "receiver", "receivers");
             (con.progress)(&format!(
-                "{kind:?} to {n} receivers: {} messages at {} msg/s",
+                "{kind:?} to {to}: {} messages at {} msg/s",
                 args.messages, args.rate
             ));
             let r = run_one(args, tickwire, kind, n, half_rtt.p50_us)
-                .with_context(|| format!("{kind:?} to {n} receivers"))?;
+                .with_context(|| format!("{kind:?} to {to}"))?;
             runs.push(r);
         }
     }

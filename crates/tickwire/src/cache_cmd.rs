@@ -85,7 +85,11 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
-    eprintln!("{} cached messages match {}", msgs.len(), a.pattern);
+    eprintln!(
+        "{} match {}",
+        tickwire_rt::text::count(msgs.len() as u64, "cached message", "cached messages"),
+        a.pattern
+    );
     c.close().ok();
     Ok(ExitCode::SUCCESS)
 }

@@ -22,8 +22,8 @@ tickwire's FIX engine reads QuickFIX's session settings format as is ([DEFAULT] 
 [SESSION] sections, the same keys), so a QuickFIX configuration can be reused. Keys
 QuickFIX knows but tickwire does not implement are reported and ignored. Unknown keys
 and malformed lines (neither Key=Value, a [SECTION] header nor a # comment) are an
-error naming the file and line. AllowedRemoteAddresses is enforced (a peer at another address is closed
-without a reply).
+error naming the file and line. AllowedRemoteAddresses is enforced (a peer at another
+address is closed without a reply).
 
 TLS: SocketUseSSL=Y in [DEFAULT] runs every session over TLS with QuickFIX's SSL
 settings, read from [DEFAULT] as QuickFIX does: ServerCertificateFile (+KeyFile) for

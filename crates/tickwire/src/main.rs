@@ -52,7 +52,7 @@ Start here:  tickwire demo   (router, publishers and subscribers in-process, gua
 
 const EXAMPLES: &str = "\
 Examples:
-  tickwire demo                                   # a 20-second tour with latency reports
+  tickwire demo                                   # a ~25-second tour with latency reports
   tickwire router                                 # router on 127.0.0.1:7420
   tickwire sub 'md/NASDAQ/>' 'md/*/IBM'           # print matching messages
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message

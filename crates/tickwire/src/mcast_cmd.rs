@@ -440,11 +440,11 @@ fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyh
         return Ok(());
     }
     eprintln!(
-        "sent {} messages in {} datagrams in {:.3} s ({:.0} ns CPU per message, session {}); \
+        "sent {} in {} in {:.3} s ({:.0} ns CPU per message, session {}); \
          {} NAKs: {} datagrams retransmitted, {} suppressed (linger), {} over the rate \
          limit, {} asked for after they left the buffer; {} dropped by injected loss",
-        st.messages,
-        st.datagrams,
+        tickwire_rt::text::count(st.messages, "message", "messages"),
+        tickwire_rt::text::count(st.datagrams, "datagram", "datagrams"),
         took.as_secs_f64(),
         per_message(cpu.total_ns, st.messages),
         p.session(),

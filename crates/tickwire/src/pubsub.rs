@@ -477,7 +477,10 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let mut discarded = 0u64;
     let mut lost: Option<String> = None;
     mcast.refresh(&mut client)?;
-    while tally.wants_more() {
+    // Ctrl-C (or SIGTERM) ends the loop at its next poll: --quiet's summary is printed
+    // and what is buffered is written (a second Ctrl-C aborts).
+    let stop = tickwire_rt::StopFlag::install();
+    while tally.wants_more() && !stop.is_set() {
         // With multicast streams, TCP is polled without waiting and the wait is theirs.
         let wait = match mcast.active() {
             true => Wait::NoWait,

@@ -245,7 +245,7 @@ pub struct RouterArgs {
     #[command(flatten)]
     http: crate::monitor::HttpArgs,
     /// With --http: the latency probe publishes a message through the router every
-    /// this many milliseconds and times its round trip (0: no probe) [default: 5]. It
+    /// this many milliseconds and times its round trip (0: no probe). It
     /// connects as an anonymous client, so it is off where the router refuses those.
     /// A plain number is milliseconds; `5ms`, `1s` also work.
     #[arg(long, value_name = "MS", default_value = "5", value_parser = tickwire_rt::units::parse_ms)]

@@ -13,7 +13,7 @@ use tickwire_rt::text::count;
 /// `--multicast auto|off` and its settings.
 #[derive(Args, Debug, Clone)]
 pub struct MulticastArgs {
-    /// auto: receive the topics the router sends by multicast by multicast (it
+    /// auto: receive the topics the router sends by multicast that way (it
     /// announces the groups when connecting; nothing else changes); off: everything over
     /// TCP.
     #[arg(long, value_name = "MODE", default_value = "off", value_parser = ["auto", "off"])]

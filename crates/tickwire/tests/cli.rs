@@ -667,6 +667,57 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
 }
 
 #[test]
+fn sub_quiet_reports_its_count_when_stopped_with_ctrl_c() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = Command::new(BIN)
+        .args(["sub", "--router", &r, "--quiet", "quiet/>"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire sub");
+    wait_for_subscriber(&r, "tickwire-sub", 1);
+    ok(&[
+        "pub", "--router", &r, "quiet/x", "--count", "7", "--size", "16",
+    ]);
+    // The router has written all 7 to the subscriber before it is stopped.
+    let deadline = Instant::now() + T;
+    loop {
+        let doc = stats_json(&r);
+        let sent = doc["clients"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["name"] == "tickwire-sub" && c["msgs_out"] == 7)
+        });
+        if sent {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the 7 messages never left: {doc}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = sub.id().to_string();
+    let st = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let status = common::wait_child(&mut sub, T, "tickwire sub --quiet after Ctrl-C");
+    let mut err = String::new();
+    sub.stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .ok();
+    assert!(status.success(), "sub: {status}, stderr: {err}");
+    assert!(
+        err.contains("received 7 messages"),
+        "no summary after Ctrl-C: {err}"
+    );
+}
+
+#[test]
 fn output_to_a_closed_pipe_is_not_a_panic() {
     // The reading end is closed before (or while) the command prints: it either got its
     // output out first (status 0) or ends as if by SIGPIPE (141), never with a panic.

@@ -44,7 +44,7 @@ pub struct HttpArgs {
     #[arg(long)]
     pub http_open: bool,
     /// /metrics: the most clients (router) or sessions (FIX) given their own labelled
-    /// series; the rest are in the totals only [default: 50].
+    /// series; the rest are in the totals only.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub metrics_max_series: usize,
 }
