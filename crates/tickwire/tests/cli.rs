@@ -633,6 +633,16 @@ fn demo_runs_and_reports_ok() {
     );
 }
 
+/// `tickwire ARGS` with stdout and stderr piped to the test.
+fn spawn_piped(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire")
+}
+
 #[test]
 fn sub_ends_quietly_when_its_reader_goes_away() {
     // `tickwire sub ... | head -1`: once `head` has its line and exits, sub must exit
@@ -640,12 +650,7 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
     use std::io::BufRead;
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
-    let mut sub = Command::new(BIN)
-        .args(["sub", "--router", &r, "pipe/>"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tickwire sub");
+    let mut sub = spawn_piped(&["sub", "--router", &r, "pipe/>"]);
     wait_for_subscriber(&r, "tickwire-sub", 1);
     for _ in 0..5 {
         ok(&["pub", "--router", &r, "pipe/x", "hello"]);
@@ -656,12 +661,7 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
     assert_eq!(line, "pipe/x hello\n");
     drop(reader); // like `head -1` exiting
     let status = common::wait_child(&mut sub, T, "tickwire sub, whose stdout reader went away,");
-    let mut err = String::new();
-    sub.stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .ok();
+    let (_, err) = common::take_output(&mut sub);
     assert!(status.success(), "sub: {status}, stderr: {err}");
     assert!(!err.contains("panicked"), "{err}");
 }
@@ -670,12 +670,7 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
 fn sub_quiet_reports_its_count_when_stopped_with_ctrl_c() {
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
-    let mut sub = Command::new(BIN)
-        .args(["sub", "--router", &r, "--quiet", "quiet/>"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tickwire sub");
+    let mut sub = spawn_piped(&["sub", "--router", &r, "--quiet", "quiet/>"]);
     wait_for_subscriber(&r, "tickwire-sub", 1);
     ok(&[
         "pub", "--router", &r, "quiet/x", "--count", "7", "--size", "16",
@@ -704,12 +699,7 @@ fn sub_quiet_reports_its_count_when_stopped_with_ctrl_c() {
         .expect("kill");
     assert!(st.success());
     let status = common::wait_child(&mut sub, T, "tickwire sub --quiet after Ctrl-C");
-    let mut err = String::new();
-    sub.stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .ok();
+    let (_, err) = common::take_output(&mut sub);
     assert!(status.success(), "sub: {status}, stderr: {err}");
     assert!(
         err.contains("received 7 messages"),
