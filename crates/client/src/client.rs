@@ -750,6 +750,10 @@ impl Client {
         self.flush()?;
         let deadline = deadline_for(wait);
         loop {
+            // The data path: a whole MESSAGE at the front is decoded once, in place.
+            if let Some(len) = self.front_message_len() {
+                return self.take_front_message(len).map(Some);
+            }
             // An empty buffer holds no frame: read first.
             let next = if self.rx.data().is_empty() {
                 None
@@ -790,6 +794,51 @@ impl Client {
             && self.session.closed.is_none()
             && !self.stream.pending_below()
             && !self.stream.may_have_input()?)
+    }
+
+    /// The length of the MESSAGE at the front of the receive buffer when it is there
+    /// whole (read from its header); `None` for anything else, which takes
+    /// [`Client::next_rx_message`]'s path.
+    #[inline]
+    fn front_message_len(&self) -> Option<usize> {
+        let data = self.rx.data();
+        let head = data.first_chunk::<5>()?;
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        (head[4] == Kind::Message as u8 && len <= data.len()).then_some(len)
+    }
+
+    /// Consumes the whole MESSAGE of `len` bytes at the front of the receive buffer and
+    /// returns it, decoded once (the bytes stay in place until the next read). A frame
+    /// that does not decode ends the connection as in [`Client::next_rx_message`].
+    fn take_front_message(&mut self, len: usize) -> Result<Message<'_>, Error> {
+        let start = self.rx.start;
+        self.rx.consume(len);
+        if self.pending_bytes() > 0 {
+            // PONGs go out now, without the waiting (and reading, which would move the
+            // message) that `flush` may do.
+            if let Err(e) = self.send_now() {
+                self.defer(e);
+            }
+        }
+        let limit = self.rx_limit();
+        // Only `rx.buf` and `topic_text` are borrowed by the message; a failure closes
+        // through the session and the stream.
+        let failed = match decode(&self.rx.buf[start..start + len], limit) {
+            Ok(Some((Frame::Message(m), _))) => {
+                match Message::from_wire_in(&m, &mut self.topic_text) {
+                    Ok(msg) => return Ok(msg),
+                    Err(Error::Protocol(text)) => text,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(_) => "a MESSAGE header on a frame that is not one".to_owned(),
+            Err(e) => format!("undecodable frame from the router: {e}"),
+        };
+        Err(close_for_protocol_error(
+            &mut self.session,
+            &mut self.stream,
+            failed,
+        ))
     }
 
     /// The oldest stashed MESSAGE; stashed events before it are dropped (`recv` does
@@ -1703,16 +1752,7 @@ impl Client {
 
     /// Gives up on a connection whose byte stream cannot be trusted any more.
     fn protocol_error(&mut self, msg: String) -> Error {
-        if self.session.closed.is_none() {
-            // Best effort: tell the router why, then stop using the connection.
-            let mut out = Vec::new();
-            frame::encode_close(&mut out, ErrorCode::MALFORMED_FRAME, &msg);
-            let _ = self.stream.send(&out);
-            self.stream.shutdown();
-            self.session.closed =
-                Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
-        }
-        Error::Protocol(msg)
+        close_for_protocol_error(&mut self.session, &mut self.stream, msg)
     }
 
     fn defer(&mut self, e: Error) {
@@ -1836,6 +1876,20 @@ fn connect_one(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
 /// The SUBSCRIBE pattern of the shared subscription `group` on `pattern`.
 pub fn shared_pattern(group: &str, pattern: &str) -> String {
     format!("$share/{group}/{pattern}")
+}
+
+/// The router broke the protocol: tells it why (best effort), stops using the
+/// connection and records why it closed. Takes the two fields it needs, so that a
+/// caller may hold a message borrowed from the receive buffer.
+fn close_for_protocol_error(session: &mut Session, stream: &mut Transport, msg: String) -> Error {
+    if session.closed.is_none() {
+        let mut out = Vec::new();
+        frame::encode_close(&mut out, ErrorCode::MALFORMED_FRAME, &msg);
+        let _ = stream.send(&out);
+        stream.shutdown();
+        session.closed = Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
+    }
+    Error::Protocol(msg)
 }
 
 fn deadline_for(wait: Wait) -> Option<Instant> {

@@ -625,6 +625,12 @@ impl Core {
         self.totals.bytes_in += fresh;
         loop {
             let rest = &input[used..];
+            if rest.is_empty() {
+                // Everything read was whole frames (a message per read, the usual
+                // case): nothing left to look at or decode.
+                self.note_partial(id, now, used, input.len());
+                return Input::Consumed(used);
+            }
             // One look at the client per frame: its phase and whether an AUTH waits.
             let (phase, verifying) = match self.clients.get(id.0 as usize).and_then(Option::as_ref)
             {

@@ -1,0 +1,123 @@
+//! The router's bytes are input like any other: a broken or hostile peer in the
+//! router's place (a TCP listener on 127.0.0.1 that completes the handshake, then
+//! sends what a real router never would) gets a protocol error and the client's CLOSE,
+//! never a panic or a message built from bad bytes.
+
+// A test fails loudly on the first surprise: unwrap/expect are its asserts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use tickwire_client::{Client, Error, ErrorCode, PublishOptions, Wait};
+use tickwire_wire::frame::{self, Frame};
+
+/// A MESSAGE on topic `zq` whose topic bytes are then replaced by `topic` (2 bytes).
+fn message_with_topic(topic: [u8; 2]) -> Vec<u8> {
+    let mut publish = Vec::new();
+    frame::encode_publish(&mut publish, "zq", b"x", PublishOptions::default(), 1 << 20).unwrap();
+    let at = publish.windows(2).position(|w| w == b"zq").unwrap();
+    publish[at..at + 2].copy_from_slice(&topic);
+    let mut out = Vec::new();
+    frame::encode_message_from_publish(&mut out, &publish, 0, 0, 0);
+    out
+}
+
+/// Plays the router: WELCOMEs the client, sends `bad` once told to (after the client's
+/// handshake is over), then returns every byte the client sent until it closed.
+fn broken_router(
+    bad: Vec<u8>,
+) -> (
+    std::net::SocketAddr,
+    mpsc::Sender<()>,
+    thread::JoinHandle<Vec<u8>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = mpsc::channel();
+    let peer = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        // Bounded: a client that never closes fails the test instead of hanging it.
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut welcome = Vec::new();
+        frame::encode_welcome(&mut welcome, 1, 1 << 20, "broken");
+        s.write_all(&welcome).unwrap();
+        wait.recv().unwrap();
+        s.write_all(&bad).unwrap();
+        let mut said = Vec::new();
+        s.read_to_end(&mut said)
+            .expect("the client never closed the connection");
+        said
+    });
+    (addr, go, peer)
+}
+
+/// The CLOSE among the frames `said` (the client's HELLO comes first).
+fn close_of(said: &[u8]) -> Option<(ErrorCode, String)> {
+    let mut at = 0;
+    while let Ok(Some((f, n))) = frame::decode(&said[at..], 1 << 20) {
+        if let Frame::Close { code, reason } = f {
+            return Some((code, reason.to_owned()));
+        }
+        at += n;
+    }
+    None
+}
+
+#[test]
+fn a_message_whose_topic_is_not_utf8_is_a_protocol_error_for_recv_and_poll() {
+    for api in ["recv", "poll"] {
+        let (addr, go, peer) = broken_router(message_with_topic([0xff, 0xfe]));
+        let mut c = Client::connect(addr).unwrap();
+        go.send(()).unwrap();
+        let err = match api {
+            "recv" => c
+                .recv(Wait::Timeout(Duration::from_secs(20)))
+                .map(|m| m.is_some()),
+            _ => c
+                .poll(Wait::Timeout(Duration::from_secs(20)), |_| {
+                    panic!("a message with a broken topic was delivered")
+                })
+                .map(|n| n > 0),
+        }
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::Protocol(m) if m.contains("not UTF-8")),
+            "{api}: {err:?}"
+        );
+        assert!(
+            matches!(c.recv(Wait::NoWait), Err(Error::Closed { .. })),
+            "{api}: the connection stays usable"
+        );
+        let said = peer.join().unwrap();
+        let (code, reason) =
+            close_of(&said).unwrap_or_else(|| panic!("{api}: no CLOSE in {said:?}"));
+        assert_eq!(code, ErrorCode::MALFORMED_FRAME, "{api}: {reason}");
+        assert!(reason.contains("not UTF-8"), "{api}: {reason}");
+    }
+}
+
+#[test]
+fn a_message_header_on_a_short_frame_is_a_protocol_error() {
+    // A MESSAGE header whose length leaves no room for its fields (8: the header
+    // alone), or is shorter than a header (6).
+    for len in [8u32, 6] {
+        let mut bad = len.to_le_bytes().to_vec();
+        bad.extend_from_slice(&[frame::Kind::Message as u8, 0, 0, 0]);
+        let (addr, go, peer) = broken_router(bad);
+        let mut c = Client::connect(addr).unwrap();
+        go.send(()).unwrap();
+        let err = c
+            .recv(Wait::Timeout(Duration::from_secs(20)))
+            .map(|m| m.is_some())
+            .unwrap_err();
+        assert!(matches!(&err, Error::Protocol(_)), "length {len}: {err:?}");
+        let said = peer.join().unwrap();
+        let (code, reason) =
+            close_of(&said).unwrap_or_else(|| panic!("length {len}: no CLOSE in {said:?}"));
+        assert_eq!(code, ErrorCode::MALFORMED_FRAME, "length {len}: {reason}");
+    }
+}
