@@ -33,6 +33,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     in_range(v * mult, s)
 }
 
+/// [`parse_duration`] for settings measured in micro- or milliseconds (a spin window,
+/// a polling interval): a plain number other than 0 is refused, since as seconds it
+/// is almost certainly not what was meant (`--hybrid-spin 200` would spin for 200 s).
+pub fn parse_short_duration(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v == 0.0 => Ok(Duration::ZERO),
+        Ok(_) => Err(format!(
+            "{s:?} needs a unit (e.g. {}us or {}ms): a plain number would be seconds",
+            s.trim(),
+            s.trim()
+        )),
+        Err(_) => parse_duration(s),
+    }
+}
+
 /// `secs` as a duration, refused when negative, not finite or above 1e7 s (`s`: the
 /// text it was read from, for the error).
 fn in_range(secs: f64, s: &str) -> Result<Duration, String> {
@@ -126,6 +141,21 @@ mod tests {
         for bad in ["soon", "-1s", "", "s", "1e400", "NaN", "1x"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn short_durations_need_a_unit_unless_zero() {
+        assert_eq!(
+            parse_short_duration("200us"),
+            Ok(Duration::from_micros(200))
+        );
+        assert_eq!(parse_short_duration("2ms"), Ok(Duration::from_millis(2)));
+        assert_eq!(parse_short_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_short_duration("0.0"), Ok(Duration::ZERO));
+        let e = parse_short_duration("200").unwrap_err();
+        assert!(e.contains("needs a unit") && e.contains("200us"), "{e}");
+        assert!(parse_short_duration("-1").is_err());
+        assert!(parse_short_duration("soon").is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tickwire_router::auth::{Anonymous, AuthConfig};
 use tickwire_router::{Config, IdleStrategy, Router, SlowConsumerPolicy};
 
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_short_duration, parse_size};
 
 const ROUTER_HELP: &str = "\
 Configuration comes from built-in defaults, then the [router] table of the
@@ -103,9 +103,9 @@ pub struct RouterArgs {
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
     #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: Option<IdleStrategy>,
-    /// Hybrid: how long to keep spinning after the last activity: 200us, 1ms
-    /// [default: 200us].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "hybrid_spin_us")]
+    /// Hybrid: how long to keep spinning after the last activity, with its unit: 200us,
+    /// 1ms [default: 200us].
+    #[arg(long, value_name = "DURATION", value_parser = parse_short_duration, conflicts_with = "hybrid_spin_us")]
     hybrid_spin: Option<Duration>,
     /// The old spelling of --hybrid-spin, in microseconds.
     #[arg(long, value_name = "US", hide = true)]
@@ -196,8 +196,9 @@ pub struct RouterArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     shm_ring: Option<usize>,
     /// Spin with --shm: least time between two epoll_wait calls (the rings are scanned
-    /// every turn; sockets at most this often): 2us, 0 for every turn [default: 2us].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// every turn; sockets at most this often), with its unit: 2us, 0 for every turn
+    /// [default: 2us].
+    #[arg(long, value_name = "DURATION", value_parser = parse_short_duration)]
     shm_epoll_interval: Option<Duration>,
     /// Who may connect without logging in: loopback (only when listening on a loopback
     /// address), allow (anywhere: a warning off loopback) or deny [default: loopback].

@@ -3,7 +3,7 @@
 
 pub use tickwire_rt::units::parse_size;
 
-pub use tickwire_rt::units::parse_duration;
+pub use tickwire_rt::units::{parse_duration, parse_short_duration};
 
 /// A duration in seconds, in the one duration syntax (`5s`, `250ms`, `2m`; a plain
 /// number is seconds), for the options that keep an `f64` of seconds.

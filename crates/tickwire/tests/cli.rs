@@ -1027,6 +1027,27 @@ fn duration_flags_take_units_and_plain_numbers_stay_seconds_or_old_units() {
 }
 
 #[test]
+fn sub_second_duration_flags_refuse_a_plain_number() {
+    // `--hybrid-spin 200` as seconds would spin for minutes: refused, with the fix.
+    for flag in ["--hybrid-spin", "--shm-epoll-interval"] {
+        let (code, err) = fails(&["router", "--print-config", flag, "200"]);
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(
+            err.contains("needs a unit") && err.contains("200us"),
+            "{flag}: {err}"
+        );
+    }
+    // 0 needs no unit (--shm-epoll-interval 0: every turn); units work as everywhere.
+    let c = print_config(&["--shm-epoll-interval", "0", "--hybrid-spin", "50us"]);
+    assert_eq!(
+        c["router"]["shm_epoll_interval_us"].as_integer(),
+        Some(0),
+        "{c}"
+    );
+    assert_eq!(c["router"]["hybrid_spin_us"].as_integer(), Some(50), "{c}");
+}
+
+#[test]
 fn demo_duration_with_units_runs() {
     // The cheapest real run: the pub/sub part only, half a second, a blocking router.
     let (st, out, err) = run_cli(
