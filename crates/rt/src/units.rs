@@ -38,7 +38,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// is almost certainly not what was meant (`--hybrid-spin 200` would spin for 200 s).
 pub fn parse_short_duration(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v == 0.0 => Ok(Duration::ZERO),
+        Ok(0.0) => Ok(Duration::ZERO),
         Ok(_) => Err(format!(
             "{s:?} needs a unit (e.g. {}us or {}ms): a plain number would be seconds",
             s.trim(),
