@@ -13,6 +13,14 @@
 //! did not run. Its cost: 1000 / PERIOD wake-ups per second per CPU, a few µs each.
 //! Without realtime priority (not root) the sentinel still runs, but a busy thread of
 //! the same priority can delay it: the report says which.
+//!
+//! A stall is not the only way to share the machine: another process (a build, another
+//! bench) competing for the CPUs leaves no stall but slows the measured path. So the
+//! watch also reads, at its start and its end, the CPU time of every process that is
+//! not this one or one of its children (kernel threads aside: they work for everyone,
+//! the measured path included), and the host's steal time (`/proc/stat`): the report
+//! gives both as CPUs' worth on average and calls the run DISTURBED above
+//! [`BUSY_OTHERS`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,6 +39,10 @@ pub const THRESHOLD: Duration = Duration::from_millis(10);
 
 /// At most this many stalls are kept per CPU (the count goes on).
 const KEEP: usize = 4096;
+
+/// Other processes using more than this many CPUs' worth on average (or the host
+/// stealing that much) disturb a run measured on a 2-CPU machine.
+pub const BUSY_OTHERS: f64 = 0.05;
 
 /// One CPU's stall: it did not run from `from` to `to`, give or take [`PERIOD`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +63,126 @@ impl Stall {
 pub struct HostWatch {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<(Vec<Stall>, u64, bool)>>,
+    cpu_at_start: Option<CpuUse>,
+}
+
+/// CPU time, in clock ticks, at one instant: of other processes, and stolen by the host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CpuUse {
+    at: MonoNanos,
+    others: u64,
+    steal: u64,
+}
+
+impl CpuUse {
+    /// Reads `/proc`: `None` where it cannot be read (the report then says nothing of
+    /// other processes).
+    fn now() -> Option<CpuUse> {
+        use procfs::CurrentSI;
+        let steal = procfs::KernelStats::current()
+            .ok()?
+            .total
+            .steal
+            .unwrap_or(0);
+        let procs: Vec<Proc> = procfs::process::all_processes()
+            .ok()?
+            .flatten()
+            .filter_map(|p| p.stat().ok())
+            .map(|st| Proc {
+                pid: st.pid,
+                ppid: st.ppid,
+                kernel: st.flags & PF_KTHREAD != 0,
+                // Reaped children's time lands in their parent's cutime / cstime.
+                ticks: st.utime + st.stime + st.cutime.max(0) as u64 + st.cstime.max(0) as u64,
+            })
+            .collect();
+        let others = others_ticks(&procs, std::process::id() as i32);
+        Some(CpuUse {
+            at: MonoNanos::now(),
+            others,
+            steal,
+        })
+    }
+
+    /// What other processes used and the host stole from `start` to `self`, as CPUs'
+    /// worth on average (`ticks`: clock ticks per second).
+    fn since(&self, start: &CpuUse, ticks: u64) -> Option<Competition> {
+        let secs = self.at.saturating_sub(start.at) as f64 / 1e9;
+        if secs <= 0.0 || ticks == 0 {
+            return None;
+        }
+        let cpus = |a: u64, b: u64| a.saturating_sub(b) as f64 / ticks as f64 / secs;
+        Some(Competition {
+            others_cpus: cpus(self.others, start.others),
+            steal_cpus: cpus(self.steal, start.steal),
+        })
+    }
+}
+
+/// The kernel's flag of a kernel thread (`PF_KTHREAD` in `include/linux/sched.h`).
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// One process as [`others_ticks`] sees it.
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    kernel: bool,
+    /// CPU time in clock ticks, its reaped children's included.
+    ticks: u64,
+}
+
+/// The CPU ticks of the processes that are neither kernel threads nor `me` or one of
+/// its descendants.
+fn others_ticks(procs: &[Proc], me: i32) -> u64 {
+    let parent: std::collections::HashMap<i32, i32> =
+        procs.iter().map(|p| (p.pid, p.ppid)).collect();
+    let ours = |mut pid: i32| {
+        // Bounded walk up the tree (a pid reused mid-scan cannot loop it).
+        for _ in 0..256 {
+            if pid == me {
+                return true;
+            }
+            match parent.get(&pid) {
+                Some(&pp) if pp > 0 && pp != pid => pid = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    procs
+        .iter()
+        .filter(|p| !p.kernel && !ours(p.pid))
+        .map(|p| p.ticks)
+        .sum()
+}
+
+/// What shared the CPUs with a run besides host stalls: other processes and the host's
+/// steal time, each as CPUs' worth on average over the run (0.5: half a CPU).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Competition {
+    pub others_cpus: f64,
+    pub steal_cpus: f64,
+}
+
+impl Competition {
+    /// Whether it is enough to disturb a measurement ([`BUSY_OTHERS`]).
+    pub fn disturbs(&self) -> bool {
+        self.others_cpus > BUSY_OTHERS || self.steal_cpus > BUSY_OTHERS
+    }
+
+    /// One report sentence.
+    pub fn sentence(&self) -> String {
+        let what = format!(
+            "other processes used {:.2} CPU on average, the host stole {:.2} CPU",
+            self.others_cpus, self.steal_cpus
+        );
+        if self.disturbs() {
+            format!("DISTURBED: {what}: the run shared the machine")
+        } else {
+            what
+        }
+    }
 }
 
 impl HostWatch {
@@ -67,7 +199,11 @@ impl HostWatch {
                     .ok()
             })
             .collect();
-        HostWatch { stop, threads }
+        HostWatch {
+            stop,
+            threads,
+            cpu_at_start: CpuUse::now(),
+        }
     }
 
     /// Starts one sentinel per CPU of the machine (`/sys/devices/system/cpu/online`,
@@ -79,11 +215,16 @@ impl HostWatch {
     /// Stops the sentinel and returns what it saw.
     pub fn finish(self) -> HostStalls {
         self.stop.store(true, Ordering::Relaxed);
+        let competition = match (self.cpu_at_start, CpuUse::now()) {
+            (Some(start), Some(end)) => end.since(&start, procfs::ticks_per_second()),
+            _ => None,
+        };
         let mut out = HostStalls {
             cpus: 0,
             realtime: true,
             stalls: Vec::new(),
             total: 0,
+            competition,
         };
         for t in self.threads {
             if let Ok((stalls, total, realtime)) = t.join() {
@@ -163,6 +304,8 @@ pub struct HostStalls {
     pub stalls: Vec<Stall>,
     /// All stalls seen (the list keeps at most 4096 per CPU).
     pub total: u64,
+    /// Other processes and steal time over the whole watch, when `/proc` could say.
+    pub competition: Option<Competition>,
 }
 
 /// The stalls that overlap a window, summed up for a report.
@@ -177,6 +320,9 @@ pub struct StallSummary {
     pub longest_ms: f64,
     /// All of them together (CPU-milliseconds lost).
     pub total_ms: f64,
+    /// Other processes and the host's steal time over the whole watch (warm-up
+    /// included), when `/proc` could say.
+    pub competition: Option<Competition>,
 }
 
 impl HostStalls {
@@ -194,6 +340,7 @@ impl HostStalls {
             count: hit.len(),
             longest_ms: ms(hit.iter().map(|s| s.length_ns()).max().unwrap_or(0)),
             total_ms: ms(hit.iter().map(|s| s.length_ns()).sum()),
+            competition: self.competition,
         }
     }
 }
@@ -308,7 +455,7 @@ impl StallSummary {
         } else {
             "one sentinel per CPU, NOT realtime (not root): a busy thread can look like a stall"
         };
-        if self.count == 0 {
+        let stalls = if self.count == 0 {
             format!(
                 "host: no CPU stall over {} ms during {during} ({how}, {} CPUs)",
                 THRESHOLD.as_millis(),
@@ -316,11 +463,18 @@ impl StallSummary {
             )
         } else {
             format!(
-                "host: DISTURBED: {} CPU stall(s) during {during}, longest {:.1} ms, \
+                "host: DISTURBED: {} during {during}, longest {:.1} ms, \
                  {:.1} CPU-ms in all ({how}, {} CPUs): the host did not run a CPU of this \
                  machine; the percentiles above include the delay",
-                self.count, self.longest_ms, self.total_ms, self.cpus
+                count(self.count as u64, "CPU stall", "CPU stalls"),
+                self.longest_ms,
+                self.total_ms,
+                self.cpus
             )
+        };
+        match &self.competition {
+            Some(c) => format!("{stalls}; {}", c.sentence()),
+            None => stalls,
         }
     }
 }
@@ -350,6 +504,7 @@ mod tests {
                 stall(0, 6_700, 6_800),
             ],
             total: 3,
+            competition: None,
         };
         let free = h.stall_free_seconds(MonoNanos(0), 9);
         // 0: clear; 1: inside; 2: clear (the first drained by 1.75 s); 3: the second
@@ -407,13 +562,14 @@ mod tests {
             realtime: true,
             stalls: vec![stall(0, 100, 200), stall(1, 450, 550), stall(0, 900, 1000)],
             total: 3,
+            competition: None,
         };
         let s = h.within(MonoNanos(150_000_000), MonoNanos(500_000_000));
         assert_eq!(s.count, 2);
         assert_eq!(s.longest_ms, 100.0);
         assert_eq!(s.total_ms, 200.0);
         assert!(
-            s.line("the run").contains("DISTURBED: 2 CPU stall(s)"),
+            s.line("the run").contains("DISTURBED: 2 CPU stalls"),
             "{}",
             s.line("the run")
         );
@@ -424,6 +580,83 @@ mod tests {
             "{}",
             none.line("the run")
         );
+    }
+
+    #[test]
+    fn competition_is_reported_and_disturbs_above_the_threshold() {
+        let start = CpuUse {
+            at: MonoNanos(0),
+            others: 1_000,
+            steal: 50,
+        };
+        // 2 s at 100 ticks per second: 90 ticks of others = 0.45 CPU; 2 of steal.
+        let end = CpuUse {
+            at: MonoNanos(2_000_000_000),
+            others: 1_090,
+            steal: 52,
+        };
+        let c = end.since(&start, 100).unwrap();
+        assert!((c.others_cpus - 0.45).abs() < 1e-9, "{c:?}");
+        assert!((c.steal_cpus - 0.01).abs() < 1e-9, "{c:?}");
+        assert!(c.disturbs());
+        let mut h = HostStalls {
+            cpus: 2,
+            realtime: true,
+            stalls: Vec::new(),
+            total: 0,
+            competition: Some(c),
+        };
+        let line = h.within(MonoNanos(0), MonoNanos(1)).line("the run");
+        assert!(
+            line.starts_with("host: no CPU stall")
+                && line.contains("DISTURBED: other processes used 0.45 CPU on average"),
+            "{line}"
+        );
+        // A quiet machine: said, not flagged.
+        h.competition = Some(Competition {
+            others_cpus: 0.01,
+            steal_cpus: 0.0,
+        });
+        let line = h.within(MonoNanos(0), MonoNanos(1)).line("the run");
+        assert!(!line.contains("DISTURBED"), "{line}");
+        assert!(line.contains("other processes used 0.01 CPU"), "{line}");
+        // No time passed, or no clock ticks: nothing to say.
+        assert_eq!(start.since(&start, 100), None);
+        assert_eq!(end.since(&start, 0), None);
+    }
+
+    #[test]
+    fn others_are_every_process_but_ours_and_kernel_threads() {
+        let p = |pid, ppid, kernel, ticks| Proc {
+            pid,
+            ppid,
+            kernel,
+            ticks,
+        };
+        let procs = [
+            p(1, 0, false, 1),         // init: another process
+            p(2, 0, true, 1_000),      // kthreadd
+            p(30, 2, true, 2_000),     // a kernel worker
+            p(100, 1, false, 10),      // a shell: another process
+            p(200, 100, false, 7_000), // the bench (me)
+            p(201, 200, false, 5_000), // its router child
+            p(202, 201, false, 300),   // a grandchild
+            p(300, 100, false, 40),    // a build beside it
+            p(301, 300, false, 500),   // the build's compiler
+        ];
+        assert_eq!(others_ticks(&procs, 200), 1 + 10 + 40 + 500);
+        // Seen from the build, the bench and its children are the others.
+        assert_eq!(others_ticks(&procs, 300), 1 + 10 + 7_000 + 5_000 + 300);
+        // A pid whose parent is missing (exited mid-scan) is not ours.
+        assert_eq!(others_ticks(&[p(5, 4, false, 9)], 200), 9);
+    }
+
+    #[test]
+    fn the_watch_reads_proc() {
+        let w = HostWatch::start(1);
+        std::thread::sleep(Duration::from_millis(30));
+        let c = w.finish().competition.expect("/proc is readable on Linux");
+        assert!(c.others_cpus >= 0.0 && c.steal_cpus >= 0.0, "{c:?}");
     }
 
     #[test]
