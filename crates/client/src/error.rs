@@ -108,6 +108,17 @@ fn connect_hint(e: &io::Error) -> String {
             "connection refused (is `tickwire router` running?)".to_owned()
         }
         io::ErrorKind::TimedOut => "connection timed out".to_owned(),
+        // Only a shared-memory handshake socket can be missing or another user's.
+        io::ErrorKind::NotFound => {
+            "no router listens on that shared-memory name (is `tickwire router --shm NAME` \
+             running on this machine?)"
+                .to_owned()
+        }
+        io::ErrorKind::PermissionDenied => {
+            "permission denied: a router's shared-memory socket admits only the user it runs \
+             as (docs/shm.md)"
+                .to_owned()
+        }
         // The resolver's own text ("Name or service not known") says nothing of what
         // was wrong with the address.
         _ if e.to_string().contains("lookup address") => format!(
@@ -134,6 +145,24 @@ mod tests {
              (is `tickwire router` running?)"
         );
         assert!(e.is_fatal());
+    }
+
+    #[test]
+    fn a_missing_or_foreign_shm_socket_says_what_to_do() {
+        let e = Error::Connect {
+            addr: "shm:nosuch (/dev/shm/tickwire-nosuch.sock)".into(),
+            cause: io::ErrorKind::NotFound.into(),
+        };
+        assert!(
+            e.to_string()
+                .ends_with("is `tickwire router --shm NAME` running on this machine?)"),
+            "{e}"
+        );
+        let e = Error::Connect {
+            addr: "shm:theirs (/dev/shm/tickwire-theirs.sock)".into(),
+            cause: io::ErrorKind::PermissionDenied.into(),
+        };
+        assert!(e.to_string().contains("only the user it runs as"), "{e}");
     }
 
     #[test]
