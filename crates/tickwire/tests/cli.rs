@@ -1027,6 +1027,18 @@ fn duration_flags_take_units_and_plain_numbers_stay_seconds_or_old_units() {
 }
 
 #[test]
+fn a_client_of_a_missing_shm_router_says_to_start_one() {
+    let name = format!("cli-test-nosuch-{}", std::process::id());
+    let (_, err) = fails(&["sub", "--router", &format!("shm:{name}"), "a/>"]);
+    assert!(
+        err.contains(&format!("shm:{name}"))
+            && err.contains("no router listens on that shared-memory name")
+            && err.contains("tickwire router --shm NAME"),
+        "{err}"
+    );
+}
+
+#[test]
 fn sub_second_duration_flags_refuse_a_plain_number() {
     // `--hybrid-spin 200` as seconds would spin for minutes: refused, with the fix.
     for flag in ["--hybrid-spin", "--shm-epoll-interval"] {
