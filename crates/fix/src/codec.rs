@@ -697,7 +697,7 @@ pub fn checksum(bytes: &[u8]) -> u8 {
 /// values, BodyLength and CheckSum are verified. Data fields of the standard
 /// length/data pairs ([`data_length_tag`]) are taken by length and may contain SOH.
 pub fn parse<'a>(raw: &'a [u8], fields: &'a mut Fields) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, true, false)
+    parse_inner::<false>(raw, fields, true)
 }
 
 /// Like [`parse`] but without verifying the CheckSum value (its format is still
@@ -706,7 +706,7 @@ pub fn parse_unchecked<'a>(
     raw: &'a [u8],
     fields: &'a mut Fields,
 ) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, false, false)
+    parse_inner::<false>(raw, fields, false)
 }
 
 /// Like [`parse`] (CheckSum verified when `verify_checksum`) but an empty value
@@ -718,7 +718,7 @@ pub fn parse_keeping_empty<'a>(
     fields: &'a mut Fields,
     verify_checksum: bool,
 ) -> Result<MessageRef<'a>, ParseError> {
-    parse_inner(raw, fields, verify_checksum, true)
+    parse_inner::<true>(raw, fields, verify_checksum)
 }
 
 /// Parses the tag starting at `pos`; returns it and the position after `=`. Inlined
@@ -900,11 +900,12 @@ fn check_trailer(
     Ok(())
 }
 
-fn parse_inner<'a>(
+/// The parser behind [`parse`], [`parse_unchecked`] and [`parse_keeping_empty`];
+/// `KEEP_EMPTY` a constant so that the common parse has no per-field test of it.
+fn parse_inner<'a, const KEEP_EMPTY: bool>(
     raw: &'a [u8],
     fields: &'a mut Fields,
     verify_checksum: bool,
-    keep_empty: bool,
 ) -> Result<MessageRef<'a>, ParseError> {
     if raw.len() > u32::MAX as usize {
         return Err(ParseError::TooLarge);
@@ -945,7 +946,7 @@ fn parse_inner<'a>(
             (2, _) => return Err(ParseError::MsgTypeNotThird),
             _ => {}
         }
-        if vend == vstart && !keep_empty {
+        if vend == vstart && !KEEP_EMPTY {
             return Err(ParseError::EmptyValue { tag });
         }
         v.push(Field {
@@ -963,11 +964,13 @@ fn parse_inner<'a>(
             .and_then(|lt| v.iter().rev().find(|f| f.tag == lt).map(|f| (lt, *f)))
         {
             Some((length_tag, lf)) => data_end(raw, vstart, tag, length_tag, lf)?,
-            None => find_soh(raw, vstart, raw.len()).ok_or(if tag == 10 {
-                ParseError::CheckSumFormat
-            } else {
-                ParseError::MissingSoh { tag }
-            })?,
+            // The error only when there is no SOH: built for every field (`ok_or`),
+            // it cost a conditional move and a store per field.
+            None => match find_soh(raw, vstart, raw.len()) {
+                Some(end) => end,
+                None if tag == 10 => return Err(ParseError::CheckSumFormat),
+                None => return Err(ParseError::MissingSoh { tag }),
+            },
         };
         pos = vend + 1;
         if tag == 10 {
@@ -988,7 +991,7 @@ fn parse_inner<'a>(
             });
             return Ok(MessageRef { raw, fields: v });
         }
-        if vend == vstart && !keep_empty {
+        if vend == vstart && !KEEP_EMPTY {
             return Err(ParseError::EmptyValue { tag });
         }
         v.push(Field {

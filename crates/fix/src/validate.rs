@@ -651,7 +651,7 @@ const NO_CHECK: ValueCheck = ValueCheck {
 /// The first of these in QuickFIX's order (header, trailer, body; sorted within each,
 /// as [`validate`] picks) is the answer; `checks` holds that order.
 ///
-/// Fixed-size (1,344 bytes): nothing is allocated, and messages of more than 64 fields
+/// Fixed-size (1,416 bytes): nothing is allocated, and messages of more than 64 fields
 /// or with a MsgType longer than 8 bytes are validated in full every time.
 #[derive(Clone, Debug)]
 pub struct ShapeCache {
@@ -667,6 +667,13 @@ pub struct ShapeCache {
     tags_len: u8,
     checks: [ValueCheck; SHAPE_FIELDS],
     checks_len: u8,
+    /// Once accepted: `checks[..valued]` are the checks that can refuse a non-empty
+    /// value (a checked format, an enumeration or a NumInGroup count), in QuickFIX's
+    /// order; `empty_only` the field indexes of the others, which can only refuse an
+    /// empty value (`checks[valued..checks_len]` is then stale).
+    valued: u8,
+    empty_only: [u8; SHAPE_FIELDS],
+    empty_only_len: u8,
     /// A check could not be recorded: the shape is not kept.
     incomplete: bool,
     /// The date and time of the last valid UTCTimestamp value checked on a hit.
@@ -692,6 +699,9 @@ impl ShapeCache {
             tags_len: 0,
             checks: [NO_CHECK; SHAPE_FIELDS],
             checks_len: 0,
+            valued: 0,
+            empty_only: [0; SHAPE_FIELDS],
+            empty_only_len: 0,
             incomplete: false,
             stamps: StampMemo::default(),
         }
@@ -788,6 +798,23 @@ impl ShapeCache {
             return;
         }
         checks.sort_unstable_by_key(|c| (slot_of(c.section), c.key));
+        // Stable split: the checks that can refuse a non-empty value keep their order
+        // at the front; the others leave only their field index.
+        let mut valued = 0;
+        let mut empty_only = 0;
+        for i in 0..checks.len() {
+            let c = checks[i];
+            if c.format.is_some() || c.enumerated || c.entries != NOT_COUNTED {
+                checks[valued] = c;
+                valued += 1;
+            } else {
+                self.empty_only[empty_only] = c.index;
+                empty_only += 1;
+            }
+        }
+        // Both at most `checks_len` (a u8).
+        self.valued = valued as u8;
+        self.empty_only_len = empty_only as u8;
         self.tags_len = tags_len;
         self.msg_type_len = msg_type_len;
         self.dicts = ShapeCache::dict_ids(dicts);
@@ -809,13 +836,29 @@ impl ShapeCache {
         };
         let fields = msg.fields();
         let have_values = opts.validate_fields_have_values;
+        // A field whose only check is for an empty value passes it when its value is
+        // not empty; if none is empty, the first failure in QuickFIX's order is the
+        // first of the other checks, which keep that order. A message of this shape
+        // with such an empty field (rare: the parser refuses empty values outside
+        // groups unless asked to keep them) is validated in full, which gives the
+        // same answer.
+        if have_values
+            && self
+                .empty_only
+                .get(..usize::from(self.empty_only_len))
+                .unwrap_or(&[])
+                .iter()
+                .any(|&i| {
+                    fields
+                        .get(usize::from(i))
+                        .is_none_or(|f| msg.value(f).is_empty())
+                })
+        {
+            return validate_full(msg, dicts, opts, None);
+        }
         // check_value's checks, with what the definition decides known from the shape:
         // most fields have neither a checked format nor an enumeration.
-        for c in self
-            .checks
-            .get(..usize::from(self.checks_len))
-            .unwrap_or(&[])
-        {
+        for c in self.checks.get(..usize::from(self.valued)).unwrap_or(&[]) {
             let Some(field) = fields.get(usize::from(c.index)) else {
                 continue;
             };

@@ -572,13 +572,17 @@ mod cached_agrees_with_full {
         let d44 = Dictionaries::single(dict("FIX44.xml"));
         let mut cache = ShapeCache::new();
         let tick = &templates()[2];
-        let edits: [&[(u32, &str)]; 6] = [
+        let edits: [&[(u32, &str)]; 8] = [
             &[(268, "2")],
             // A group member: QuickFIX checks no value of it (accepted).
             &[(269, "Z")],
             &[(34, "x"), (268, "2")],
             &[(52, "20240102-25:04:05"), (49, "")],
             &[(56, ""), (268, "-1")],
+            // An empty field whose only check is for emptiness, with a failing
+            // value check before or after it (the cache's split lists, ordered).
+            &[(34, "x"), (56, "")],
+            &[(49, ""), (268, "2")],
             &[],
         ];
         let mut rejected = 0;
@@ -601,7 +605,7 @@ mod cached_agrees_with_full {
             assert_eq!(validate_cached(&msg, &d44, &opts, &mut cache), full);
             rejected += usize::from(full.is_err());
         }
-        assert_eq!(rejected, 4);
+        assert_eq!(rejected, 6);
     }
 
     proptest! {
