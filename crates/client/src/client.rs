@@ -754,19 +754,12 @@ impl Client {
             if let Some(len) = self.front_message_len() {
                 return self.take_front_message(len).map(Some);
             }
-            // An empty buffer holds no frame: read first.
-            let next = if self.rx.data().is_empty() {
-                None
-            } else {
-                self.next_rx_message(false)?
-            };
-            if let Some(range) = next {
-                // PONGs go out now, without the waiting (and reading, which would move
-                // the message) that `flush` may do.
-                if let Err(e) = self.send_now() {
-                    self.defer(e);
+            // Control frames before it (an empty buffer holds none: read first).
+            if !self.rx.data().is_empty() {
+                self.next_rx_message(false)?;
+                if self.front_message_len().is_some() {
+                    continue;
                 }
-                return Message::from_frame(&self.rx.buf[range], &mut self.topic_text).map(Some);
             }
             self.flush()?;
             match self.read_rx()? {
@@ -797,8 +790,8 @@ impl Client {
     }
 
     /// The length of the MESSAGE at the front of the receive buffer when it is there
-    /// whole (read from its header); `None` for anything else, which takes
-    /// [`Client::next_rx_message`]'s path.
+    /// whole (read from its header); `None` for anything else, which
+    /// [`Client::next_rx_message`] handles.
     #[inline]
     fn front_message_len(&self) -> Option<usize> {
         let data = self.rx.data();
@@ -808,8 +801,9 @@ impl Client {
     }
 
     /// Consumes the whole MESSAGE of `len` bytes at the front of the receive buffer and
-    /// returns it, decoded once (the bytes stay in place until the next read). A frame
-    /// that does not decode ends the connection as in [`Client::next_rx_message`].
+    /// returns it, decoded once (the bytes stay in place until the next read); PONGs
+    /// that control frames before it queued go out first. A frame that does not decode
+    /// ends the connection as in [`Client::next_rx_message`].
     fn take_front_message(&mut self, len: usize) -> Result<Message<'_>, Error> {
         let start = self.rx.start;
         self.rx.consume(len);
@@ -852,14 +846,20 @@ impl Client {
         None
     }
 
-    /// Handles control frames in the receive buffer up to the next MESSAGE (with
-    /// `keep_events`: the next event), which is consumed and returned as a byte range
-    /// of `rx.buf`. Publish answers are applied to the window either way.
+    /// Handles control frames in the receive buffer up to the next MESSAGE or event,
+    /// which is consumed and returned as a byte range of `rx.buf`. Without
+    /// `keep_events` (`recv`, which reports neither events nor anything decoded twice):
+    /// events are dropped and a whole MESSAGE is left in place for
+    /// [`Client::take_front_message`], so this returns `None`. Publish answers are
+    /// applied to the window either way.
     fn next_rx_message(
         &mut self,
         keep_events: bool,
     ) -> Result<Option<std::ops::Range<usize>>, Error> {
         loop {
+            if !keep_events && self.front_message_len().is_some() {
+                return Ok(None);
+            }
             let start = self.rx.start;
             let decoded = decode(self.rx.data(), self.rx_limit());
             let (frame, len) = match decoded {

@@ -1,7 +1,9 @@
 //! The router's bytes are input like any other: a broken or hostile peer in the
 //! router's place (a TCP listener on 127.0.0.1 that completes the handshake, then
 //! sends what a real router never would) gets a protocol error and the client's CLOSE,
-//! never a panic or a message built from bad bytes.
+//! never a panic or a message built from bad bytes. The same listener also sends exact
+//! byte sequences a real router sends only by chance of timing (a PING and a MESSAGE in
+//! one read).
 
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -55,6 +57,19 @@ fn broken_router(
     (addr, go, peer)
 }
 
+/// Every PONG token among the frames `said`.
+fn pongs_of(said: &[u8]) -> Vec<u64> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while let Ok(Some((f, n))) = frame::decode(&said[at..], 1 << 20) {
+        if let Frame::Pong(token) = f {
+            out.push(token);
+        }
+        at += n;
+    }
+    out
+}
+
 /// The CLOSE among the frames `said` (the client's HELLO comes first).
 fn close_of(said: &[u8]) -> Option<(ErrorCode, String)> {
     let mut at = 0;
@@ -65,6 +80,25 @@ fn close_of(said: &[u8]) -> Option<(ErrorCode, String)> {
         at += n;
     }
     None
+}
+
+#[test]
+fn recv_answers_a_ping_in_front_of_a_message_and_delivers_the_message() {
+    let mut bytes = Vec::new();
+    frame::encode_ping(&mut bytes, 7);
+    bytes.extend_from_slice(&message_with_topic(*b"ok"));
+    let (addr, go, peer) = broken_router(bytes);
+    let mut c = Client::connect(addr).unwrap();
+    go.send(()).unwrap();
+    let m = c
+        .recv(Wait::Timeout(Duration::from_secs(20)))
+        .unwrap()
+        .expect("the message after the PING");
+    assert_eq!((m.topic(), m.payload()), ("ok", &b"x"[..]));
+    // Dropped, not closed: this peer never answers a CLOSE.
+    drop(c);
+    let said = peer.join().unwrap();
+    assert_eq!(pongs_of(&said), [7], "{said:?}");
 }
 
 #[test]
