@@ -310,11 +310,11 @@ impl<'a> Route<'a> {
 
     /// The reversed routing fields, in tag order, as QuickFIX's `Message::reverseRoute`
     /// writes them on a Reject: OnBehalfOf* becomes DeliverTo* and the other way round;
-    /// an empty value is not carried over; LocationIDs only from FIX.4.2 on.
-    fn reversed(&self, ge42: bool) -> [(u32, &'a [u8]); 6] {
+    /// an empty value is not carried over; LocationIDs from FIX.4.1 on (`beginString >= FIX.4.1` in QuickFIX 1.15.1; its acceptance test `fix41/ReverseRoute`).
+    fn reversed(&self, ge41: bool) -> [(u32, &'a [u8]); 6] {
         let [obo, obo_sub, obo_loc] = self.on_behalf_of;
         let [dt, dt_sub, dt_loc] = self.deliver_to;
-        let (obo_loc, dt_loc): (&[u8], &[u8]) = if ge42 { (obo_loc, dt_loc) } else { (b"", b"") };
+        let (obo_loc, dt_loc): (&[u8], &[u8]) = if ge41 { (obo_loc, dt_loc) } else { (b"", b"") };
         [
             (115, dt),
             (116, dt_sub),

@@ -245,7 +245,9 @@ impl Reject {
         if let Some(tag) = self.ref_tag {
             if !self.text.is_empty() && self.ref_tag_id(begin_string).is_none() {
                 out.extend_from_slice(b" (");
-                out.extend_from_slice(itoa::Buffer::new().format(tag).as_bytes());
+                // As a C `int`, like 371: `-1=HI` reads "Invalid tag number (-1)"
+                // (QuickFIX's acceptance test fix40/14a_BadField).
+                out.extend_from_slice(itoa::Buffer::new().format(tag as i32).as_bytes());
                 out.push(b')');
             }
         }

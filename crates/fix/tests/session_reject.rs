@@ -136,6 +136,59 @@ fn case_14a_invalid_tag_number_zero_is_rejected() {
 }
 
 #[test]
+fn case_14a_negative_tag_number_is_written_as_a_c_int_before_fix42() {
+    // QuickFIX's acceptance test fix40/14a_BadField: `-1=HI` in a Heartbeat is
+    // "Invalid tag number (-1)" (the tag in the text before FIX.4.2), not the
+    // number's unsigned bits.
+    for begin in ["FIX.4.0", "FIX.4.1"] {
+        let mut h = logged_on(begin);
+        let out = h.recv("0", "-1=HI|");
+        assert_eq!(
+            sends(&out),
+            vec![format!(
+                "35=3|{}45=2|58=Invalid tag number (-1)|",
+                hdr_secs(&h, 2)
+            )]
+        );
+    }
+}
+
+#[test]
+fn reject_reverses_location_ids_from_fix41_as_quickfix() {
+    // QuickFIX 1.15.1's reverseRoute swaps 144/145 from FIX.4.1 on (its acceptance
+    // test fix41/ReverseRoute); FIX.4.0 has no such fields.
+    let mut h = logged_on("FIX.4.1");
+    let out = h.recv(
+        "D",
+        "115=JCD|116=CS|144=CHI|11=|21=1|38=100|40=1|54=1|55=IBM|",
+    );
+    assert_eq!(
+        sends(&out),
+        vec![format!(
+            "35=3|{}128=JCD|129=CS|145=CHI|45=2|58=Tag specified without a value (11)|",
+            hdr_secs(&h, 2)
+        )]
+    );
+    let out = h.recv(
+        "D",
+        "128=JCD|129=CS|145=CHI|11=|21=1|38=100|40=1|54=1|55=IBM|",
+    );
+    assert_eq!(
+        sends(&out),
+        vec![format!(
+            "35=3|{}115=JCD|116=CS|144=CHI|45=3|58=Tag specified without a value (11)|",
+            hdr_secs(&h, 3)
+        )]
+    );
+}
+
+/// Our header for sequence number `seq` with SendingTime in whole seconds (FIX.4.0
+/// and 4.1 have no milliseconds).
+fn hdr_secs(h: &Harness, seq: u64) -> String {
+    h.hdr(seq).replace(".000|", "|")
+}
+
+#[test]
 fn case_14b_missing_header_tag_disconnects_like_quickfix() {
     // Recorded: QuickFIX's verify() fails on the missing field and disconnects
     // without sending anything (missing_sending_time, missing_msgseqnum).

@@ -77,7 +77,8 @@ Applications (--app):
   echo   send NewOrderSingle (D), SecurityDefinition (d) and Email (C) messages back
          to their sender (same MsgType, the whole message: body and header fields
          such as 97 or 115, written in QuickFIX's field order); ignore a
-         PossResend=Y NewOrderSingle whose ClOrdID was already seen on that session;
+         PossResend=Y NewOrderSingle whose ClOrdID was already seen on that session
+         since the last logout (the last 16 MiB of ClOrdIDs);
          answer any other application message as unsupported (BusinessMessageReject
          380=3, a Reject before FIX.4.2), as QuickFIX's acceptance-test application
          does
@@ -359,13 +360,39 @@ fn print_line(line: &[u8]) {
     let _ = out.flush();
 }
 
+/// Bytes of ClOrdIDs the echo application remembers per session; past this it starts
+/// over (a peer sending new ClOrdIDs for ever must not grow the process for ever).
+const SEEN_IDS_MAX_BYTES: usize = 16 << 20;
+
+/// The ClOrdIDs one session's echo has seen, bounded by [`SEEN_IDS_MAX_BYTES`].
+#[derive(Default)]
+struct SeenIds {
+    ids: HashSet<Vec<u8>>,
+    bytes: usize,
+}
+
+impl SeenIds {
+    fn insert(&mut self, id: &[u8]) {
+        // Each entry costs its bytes plus the set's and the Vec's own words.
+        let cost = id.len() + 48;
+        if self.bytes + cost > SEEN_IDS_MAX_BYTES {
+            self.ids.clear();
+            self.bytes = 0;
+        }
+        if self.ids.insert(id.to_vec()) {
+            self.bytes += cost;
+        }
+    }
+}
+
 /// The `log` and `echo` applications.
 struct CliApp {
     kind: AppKind,
     print_out: bool,
     names: Vec<String>,
-    /// echo: ClOrdIDs seen per session.
-    seen: HashMap<SessionKey, HashSet<Vec<u8>>>,
+    /// echo: ClOrdIDs seen per session since the last logout (QuickFIX's
+    /// acceptance-test application forgets them all when any session logs out).
+    seen: HashMap<SessionKey, SeenIds>,
     body: Vec<u8>,
     line: Vec<u8>,
     order: QuickFixOrder,
@@ -407,7 +434,7 @@ impl CliApp {
             let cl_ord_id = msg.get(11).unwrap_or_default();
             let poss_resend = msg.get_bool(97) == Some(true);
             let seen = self.seen.entry(k).or_default();
-            if poss_resend && seen.contains(cl_ord_id) {
+            if poss_resend && seen.ids.contains(cl_ord_id) {
                 let text = format!(
                     "EVENT {} Ignoring PossResend NewOrderSingle {}",
                     self.name(k),
@@ -416,7 +443,7 @@ impl CliApp {
                 print_line(text.as_bytes());
                 return;
             }
-            seen.insert(cl_ord_id.to_vec());
+            seen.insert(cl_ord_id);
         }
         // As QuickFIX's acceptance-test application: the whole parsed message goes
         // back (header fields such as 97 or 115 included, not reversed), written in
@@ -444,6 +471,10 @@ impl Application for CliApp {
 
     fn on_logout(&mut self, _ctx: &mut Ctx<'_>, session: SessionKey) {
         print_line(format!("LOGOUT {}", self.name(session)).as_bytes());
+        // As QuickFIX's acceptance-test application (`onLogout` resets its cracker's
+        // ClOrdID set): a PossResend order after a new logon is echoed
+        // (fix4x/19b_PossResendMessageThatHasNotBeenSent).
+        self.seen.clear();
     }
 
     fn to_admin(&mut self, session: SessionKey, msg: &MessageRef<'_>) {
@@ -471,5 +502,33 @@ impl Application for CliApp {
 
     fn observe_outgoing(&self) -> bool {
         self.print_out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_ids_remember_and_start_over_at_their_byte_bound() {
+        let mut seen = SeenIds::default();
+        seen.insert(b"ORD1");
+        seen.insert(b"ORD1");
+        assert!(seen.ids.contains(b"ORD1".as_slice()));
+        assert_eq!(seen.ids.len(), 1);
+        assert_eq!(seen.bytes, 4 + 48, "a repeated id costs nothing more");
+        // Ids of 1 KiB: the set never holds more than the bound's worth.
+        let id = |i: usize| format!("{i:01024}").into_bytes();
+        let per = 1024 + 48;
+        let fit = SEEN_IDS_MAX_BYTES / per;
+        for i in 0..fit + 10 {
+            seen.insert(&id(i));
+            assert!(seen.bytes <= SEEN_IDS_MAX_BYTES);
+        }
+        // It started over once the next id did not fit: the oldest are forgotten,
+        // the newest remembered.
+        assert!(!seen.ids.contains(&id(0)));
+        assert!(seen.ids.contains(&id(fit + 9)));
+        assert!(seen.ids.len() < fit);
     }
 }

@@ -298,7 +298,7 @@ impl<S: MessageStore> Session<S> {
     /// `reverse_route_empty`; QuickFIX 1.15 does this on session Rejects only, not on
     /// Heartbeats, BusinessMessageRejects or Logouts).
     fn reverse_route(&mut self, route: &Route<'_>) {
-        for (t, v) in route.reversed(self.ver.ge42) {
+        for (t, v) in route.reversed(self.ver.ge41) {
             if !v.is_empty() {
                 self.enc.field(t, v);
             }
@@ -390,7 +390,9 @@ impl<S: MessageStore> Session<S> {
         let mut text = std::mem::take(&mut self.text);
         text.clear();
         use std::fmt::Write as _;
-        let _ = write!(text, "{reason} ({field})");
+        // The tag as a C `int`, as QuickFIX prints it: `-1=HI` reads "Invalid tag
+        // number (-1)" (its acceptance test fix40/14a_BadField).
+        let _ = write!(text, "{reason} ({})", field as i32);
         self.enc.field_str(tag::TEXT, &text);
         self.text = text;
     }
