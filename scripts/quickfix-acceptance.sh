@@ -83,6 +83,7 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
   echo "quickfix-acceptance: no tickwire binary (build one: cargo build --release --locked -p tickwire, or pass --tickwire BIN)" >&2
   exit 2
 fi
+bin="$(realpath "$bin")"
 
 keep=1
 if [ -z "$out" ]; then
