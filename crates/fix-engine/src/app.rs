@@ -127,10 +127,22 @@ impl Ctx<'_> {
     }
 
     /// The application dictionary `session` validates with (None without
-    /// `UseDataDictionary`), e.g. for [`tickwire_fix::order::QuickFixOrder`].
+    /// `UseDataDictionary`), e.g. for [`tickwire_fix::order::QuickFixOrder`]. FIXT:
+    /// the default one; [`Ctx::dictionary_for`] gives the one of a received message.
     pub fn dictionary(&self, session: SessionKey) -> Option<&tickwire_fix::dict::Dictionary> {
         let slot = self.slots.get(session.0)?;
         slot.session.validation().map(|v| &*v.app)
+    }
+
+    /// The application dictionary message `msg`, received on `session`, was validated
+    /// with: for FIXT the one of its ApplVerID (1128) or of the counterparty's
+    /// DefaultApplVerID, as QuickFIX selects it (None without `UseDataDictionary`).
+    pub fn dictionary_for(
+        &self,
+        session: SessionKey,
+        msg: &MessageRef<'_>,
+    ) -> Option<&tickwire_fix::dict::Dictionary> {
+        self.slots.get(session.0)?.session.app_dictionary_for(msg)
     }
 
     /// Answers an application message the application does not support, as QuickFIX

@@ -221,7 +221,18 @@ fn validation(
         };
         let t = dicts.load(t, name)?;
         let a = dicts.load(a, name)?;
-        return Ok(Some(Validation::fixt(t, a, options)));
+        // Every application dictionary under its ApplVerID, as QuickFIX's provider:
+        // the plain key under the session's DefaultApplVerID, `.<version>` under that
+        // version (a later one for the same version replaces an earlier one).
+        let mut v = Validation::fixt(t, a, options);
+        for (suffix, path) in &s.app_data_dictionaries {
+            let version = match suffix.as_str() {
+                "" => s.default_appl_ver_id.as_deref().unwrap_or("FIX.5.0"),
+                sfx => sfx,
+            };
+            v = v.with_app_for(version, dicts.load(path, name)?);
+        }
+        return Ok(Some(v));
     }
     match s.data_dictionary.as_ref() {
         Some(p) => Ok(Some(Validation::single(dicts.load(p, name)?, options))),

@@ -749,3 +749,35 @@ fn initiator_reconnects_after_the_acceptor_closes_the_connection() {
         "{events:?}"
     );
 }
+
+#[path = "../../fix/tests/support/spec.rs"]
+mod fix_spec;
+
+#[test]
+fn fixt_settings_register_each_app_data_dictionary_under_its_appl_ver_id() {
+    // As QuickFIX's SessionFactory: the plain AppDataDictionary under the session's
+    // DefaultApplVerID, `.FIX.5.0SP2` under 9.
+    let spec = fix_spec::spec_dir();
+    let text = format!(
+        "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort=0\n\
+         NonStopSession=Y\n[SESSION]\nBeginString=FIXT.1.1\nSenderCompID=ACC\nTargetCompID=ONE\n\
+         DefaultApplVerID=FIX.5.0SP1\nTransportDataDictionary={0}/FIXT11.xml\n\
+         AppDataDictionary={0}/FIX50SP1.xml\nAppDataDictionary.FIX.5.0SP2={0}/FIX50SP2.xml\n",
+        spec.display()
+    );
+    let settings = Settings::parse(&text, "test.cfg").unwrap();
+    let mut dicts = tickwire_fix_engine::DictionaryCache::new();
+    let s = SessionSpec::from_settings(&settings.sessions[0], &mut dicts).unwrap();
+    let v = s.validation.expect("validation");
+    let codes: Vec<&str> = v.by_appl_ver_id.iter().map(|(c, _)| &**c).collect();
+    assert_eq!(codes, ["8", "9"]);
+    // Dictionary::version is (major, minor, service pack).
+    assert_eq!(v.app_for(b"8").version(), (5, 0, 1));
+    assert_eq!(v.app_for(b"9").version(), (5, 0, 2));
+    assert_eq!(v.app.version(), (5, 0, 1), "the plain one");
+    assert_eq!(
+        v.app_for(b"7").version(),
+        (5, 0, 1),
+        "no FIX.5.0 dictionary: the plain one"
+    );
+}

@@ -133,6 +133,7 @@ mod tag {
     pub const BUSINESS_REJECT_REASON: u32 = 380;
     pub const NEXT_EXPECTED_MSG_SEQ_NUM: u32 = 789;
     pub const DEFAULT_APPL_VER_ID: u32 = 1137;
+    pub const APPL_VER_ID: u32 = 1128;
 }
 
 /// SessionRejectReason (373) values (the one list is [`crate::codec::reject_reason`])
@@ -210,10 +211,18 @@ pub mod business_reject {
 pub struct Validation {
     /// FIX.4.x: the dictionary; FIXT.1.1: the transport dictionary (FIXT11.xml).
     pub transport: Arc<Dictionary>,
-    /// The application dictionary (the same as `transport` for FIX.4.x). FIXT:
-    /// one application dictionary per session (QuickFIX can select one per
-    /// ApplVerID; not supported here).
+    /// The application dictionary (the same as `transport` for FIX.4.x). FIXT: the
+    /// one an application message whose ApplVerID has none in `by_appl_ver_id` is
+    /// validated with (the unsuffixed `AppDataDictionary`).
     pub app: Arc<Dictionary>,
+    /// FIXT: the application dictionaries by ApplVerID code (`"7"` FIX.5.0, `"8"`
+    /// SP1, `"9"` SP2, ...), as QuickFIX's `DataDictionaryProvider` holds them: the
+    /// unsuffixed `AppDataDictionary` under the session's DefaultApplVerID, each
+    /// `AppDataDictionary.<version>` under its version. An application message is
+    /// validated with the one of its ApplVerID (1128) or, without one, of the
+    /// counterparty's DefaultApplVerID (1137 of its Logon; FIX.5.0 before any).
+    /// Empty for FIX.4.x.
+    pub by_appl_ver_id: Vec<(Box<str>, Arc<Dictionary>)>,
     /// QuickFIX's validation switches.
     pub options: ValidationOptions,
 }
@@ -224,6 +233,7 @@ impl Validation {
         Validation {
             transport: dict.clone(),
             app: dict,
+            by_appl_ver_id: Vec::new(),
             options,
         }
     }
@@ -237,8 +247,27 @@ impl Validation {
         Validation {
             transport,
             app,
+            by_appl_ver_id: Vec::new(),
             options,
         }
+    }
+
+    /// FIXT: the application dictionary for ApplVerID code `appl_ver_id` (`"9"` or
+    /// the BeginString form `"FIX.5.0SP2"`), replacing one given before for it.
+    pub fn with_app_for(mut self, appl_ver_id: &str, dict: Arc<Dictionary>) -> Validation {
+        let code = crate::session::config::appl_ver_id_code(appl_ver_id);
+        self.by_appl_ver_id.retain(|(c, _)| &**c != code);
+        self.by_appl_ver_id.push((code.into(), dict));
+        self
+    }
+
+    /// The application dictionary of ApplVerID code `appl_ver_id`, else the default
+    /// one ([`Validation::app`]).
+    pub fn app_for(&self, appl_ver_id: &[u8]) -> &Arc<Dictionary> {
+        self.by_appl_ver_id
+            .iter()
+            .find(|(c, _)| c.as_bytes() == appl_ver_id)
+            .map_or(&self.app, |(_, d)| d)
     }
 }
 
@@ -450,6 +479,10 @@ pub struct Session<S: MessageStore> {
     validation: Option<Validation>,
     /// The shape of the last message validation accepted (`validate_cached`).
     validated_shape: Box<validate::ShapeCache>,
+    /// FIXT: the counterparty's DefaultApplVerID (1137 of its last Logon; QuickFIX
+    /// starts at FIX.5.0, `"7"`), which selects the dictionary of its application
+    /// messages without an ApplVerID.
+    target_appl_ver_id: Vec<u8>,
 
     /// The connection: none, being made (initiator), or up (with how far its
     /// Logon/Logout exchange got).
@@ -497,6 +530,7 @@ impl<S: MessageStore> Session<S> {
             out: Outbox::default(),
             validation: None,
             validated_shape: Box::default(),
+            target_appl_ver_id: b"7".to_vec(),
             link: Link::Down,
             last_connect_attempt: None,
             admin: Admin::Enabled,
@@ -533,6 +567,14 @@ impl<S: MessageStore> Session<S> {
     /// The dictionaries the session validates with, if any (`with_validation`).
     pub fn validation(&self) -> Option<&Validation> {
         self.validation.as_ref()
+    }
+
+    /// The application dictionary received message `m` was validated with (None
+    /// without validation): for FIXT, the one of its ApplVerID or of the
+    /// counterparty's DefaultApplVerID ([`Validation::by_appl_ver_id`]).
+    pub fn app_dictionary_for(&self, m: &MessageRef<'_>) -> Option<&Dictionary> {
+        let v = self.validation.as_ref()?;
+        Some(incoming::app_dict(v, &self.target_appl_ver_id, m))
     }
 
     /// The configuration.

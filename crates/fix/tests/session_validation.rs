@@ -118,3 +118,70 @@ fn with_length_and_checksum_validation_off_a_bad_checksum_is_accepted() {
     assert_eq!(h.feed(&m), vec![Act::FromApp(pretty(&m))]);
     assert_eq!(h.seqs(), (2, 3));
 }
+
+/// A FIXT.1.1 acceptor with FIX.5.0 as its DefaultApplVerID's (and default)
+/// application dictionary and FIX.5.0 SP2 under `AppDataDictionary.FIX.5.0SP2`.
+fn fixt_acceptor() -> Harness {
+    let spec = spec::spec_dir();
+    let load = |f: &str| Arc::new(Dictionary::from_file(spec.join(f)).expect(f));
+    let fix50 = load("FIX50.xml");
+    let v = Validation::fixt(
+        load("FIXT11.xml"),
+        fix50.clone(),
+        ValidationOptions::default(),
+    )
+    .with_app_for("FIX.5.0", fix50)
+    .with_app_for("FIX.5.0SP2", load("FIX50SP2.xml"));
+    let mut h = Harness::acceptor("FIXT.1.1");
+    let cfg = Harness::config("FIXT.1.1", Role::Acceptor);
+    h.s = Session::new(cfg, MemoryStore::new(T0))
+        .unwrap()
+        .with_validation(v);
+    h
+}
+
+/// CopyMsgIndicator (797) is a field of FIX.5.0 but not of its NewOrderSingle; SP2's
+/// NewOrderSingle has it.
+const SP2_ORDER: &str = "11=ORD1|21=1|38=100|40=1|54=1|55=IBM|60=20261120-08:00:00.000|797=Y|";
+
+#[test]
+fn fixt_application_messages_are_validated_with_the_dictionary_of_their_appl_ver_id() {
+    // As QuickFIX's Session::next: the counterparty's DefaultApplVerID (its Logon's
+    // 1137) selects the dictionary, ApplVerID (1128) in a message overrides it.
+    let mut h = fixt_acceptor();
+    h.logon_with("98=0|108=30|1137=7|");
+    let out = h.recv("D", SP2_ORDER);
+    assert_eq!(
+        sends(&out),
+        vec![format!(
+            "35=3|{}45=2|58=Tag not defined for this message type|371=797|372=D|373=2|",
+            h.hdr(2)
+        )],
+        "FIX.5.0's NewOrderSingle has no 797"
+    );
+    let m = h.build("D", 3, &format!("1128=9|{SP2_ORDER}"));
+    h.peer_seq = 4;
+    assert_eq!(h.feed(&m), vec![Act::FromApp(pretty(&m))], "1128=9: SP2's");
+}
+
+#[test]
+fn fixt_logon_default_appl_ver_id_selects_the_dictionary_until_the_next_logon() {
+    let mut h = fixt_acceptor();
+    h.logon_with("98=0|108=30|1137=9|");
+    let m = h.build("D", 2, SP2_ORDER);
+    h.peer_seq = 3;
+    assert_eq!(h.feed(&m), vec![Act::FromApp(pretty(&m))], "1137=9: SP2's");
+    // 1128 still overrides, back to FIX.5.0.
+    let out = h.recv("D", &format!("1128=7|{SP2_ORDER}"));
+    assert_eq!(
+        sends(&out),
+        vec![format!(
+            "35=3|{}45=3|58=Tag not defined for this message type|371=797|372=D|373=2|",
+            h.hdr(2)
+        )]
+    );
+    // A version without a dictionary of its own gets the default one (FIX.5.0).
+    let out = h.recv("D", &format!("1128=8|{SP2_ORDER}"));
+    assert_eq!(sends(&out).len(), 1);
+    assert!(sends(&out)[0].contains("|371=797|"), "{out:?}");
+}

@@ -450,7 +450,7 @@ impl CliApp {
         // QuickFIX's field order (body ascending, groups in dictionary order).
         self.body.clear();
         self.order
-            .write_body(msg, ctx.dictionary(k), &mut self.body);
+            .write_body(msg, ctx.dictionary_for(k, msg), &mut self.body);
         if let Err(e) = ctx.send(k, msg_type, &self.body) {
             eprintln!("error: echoing on {}: {e}", self.name(k));
         }

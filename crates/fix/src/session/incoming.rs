@@ -86,7 +86,8 @@ impl<S: MessageStore> Session<S> {
 
     fn empty_values_only_in_groups(&self, m: &MessageRef<'_>) -> bool {
         self.validation.as_ref().is_some_and(|v| {
-            validate::empty_values_only_in_groups(m, &Dictionaries::fixt(&v.transport, &v.app))
+            let app = app_dict(v, &self.target_appl_ver_id, m);
+            validate::empty_values_only_in_groups(m, &Dictionaries::fixt(&v.transport, app))
         })
     }
 
@@ -173,8 +174,16 @@ impl<S: MessageStore> Session<S> {
             self.logout_msg(now, Some("Incorrect BeginString"))?;
             return self.store.incr_next_target_seq();
         }
-        if msg_type == mt::LOGON && self.ver.fixt && m.get(tag::DEFAULT_APPL_VER_ID).is_none() {
-            return self.field_not_found(now, m, tag::DEFAULT_APPL_VER_ID);
+        if msg_type == mt::LOGON && self.ver.fixt {
+            let Some(v) = m.get(tag::DEFAULT_APPL_VER_ID) else {
+                return self.field_not_found(now, m, tag::DEFAULT_APPL_VER_ID);
+            };
+            // QuickFIX's `setTargetDefaultApplVerID`, before the Logon is validated:
+            // the counterparty's application messages without an ApplVerID are
+            // validated with this version's dictionary from now on. (Bounded by the
+            // Logon's own length.)
+            self.target_appl_ver_id.clear();
+            self.target_appl_ver_id.extend_from_slice(v);
         }
         // Recorded QuickFIX behaviour (docs/fix/quickfix-behaviour.md): a message
         // without MsgSeqNum or SendingTime makes `verify` fail on a missing field, which
@@ -189,7 +198,7 @@ impl<S: MessageStore> Session<S> {
             return Ok(());
         };
         if let Some(v) = &self.validation {
-            let dicts = Dictionaries::fixt(&v.transport, &v.app);
+            let dicts = Dictionaries::fixt(&v.transport, app_dict(v, &self.target_appl_ver_id, m));
             let shape = &mut self.validated_shape;
             if let Err(rej) = validate::validate_cached(m, &dicts, &v.options, shape) {
                 return self.validation_failed(now, m, rej);
@@ -741,4 +750,15 @@ impl<S: MessageStore> Session<S> {
         }
         Ok(())
     }
+}
+
+/// The application dictionary `m` is validated with (QuickFIX's `Session::next`): for
+/// FIXT, the one of its ApplVerID (1128), else of the counterparty's DefaultApplVerID
+/// (`target`); the default one when that version has none, and for FIX.4.x.
+#[inline]
+pub(super) fn app_dict<'v>(v: &'v Validation, target: &[u8], m: &MessageRef<'_>) -> &'v Dictionary {
+    if v.by_appl_ver_id.is_empty() {
+        return &v.app;
+    }
+    v.app_for(m.get(tag::APPL_VER_ID).unwrap_or(target))
 }
