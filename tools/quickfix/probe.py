@@ -187,6 +187,15 @@ BeginString=FIX.4.0
 SenderCompID=QF
 TargetCompID=PROBE
 DataDictionary=@SPEC@/FIX40.xml
+
+[SESSION]
+BeginString=FIXT.1.1
+SenderCompID=QF
+TargetCompID=PROBE
+DefaultApplVerID=FIX.5.0
+TransportDataDictionary=@SPEC@/FIXT11.xml
+AppDataDictionary=@SPEC@/FIX50.xml
+AppDataDictionary.FIX.5.0SP2=@SPEC@/FIX50SP2.xml
 """
 
 INITIATOR_CFG = """[DEFAULT]
@@ -329,6 +338,8 @@ def scenario(name, title, app="log", extra=""):
 
 
 def begin_for(name):
+    if "fixt" in name:
+        return "FIXT.1.1"
     if "fix40" in name:
         return "FIX.4.0"
     return "FIX.4.2" if "fix42" in name else "FIX.4.4"
@@ -1097,6 +1108,34 @@ def s_possresend_new(args, c):
     c.send("D", AT_ORDER, header=[(97, "Y")])
     c.read(quiet=0.5)
     c.send("D", AT_ORDER, header=[(97, "N")])
+    c.read(quiet=0.5)
+    c.send("5")
+    c.read(quiet=1.0)
+
+
+# CopyMsgIndicator (797) is a FIX.5.0 field, but only SP2's NewOrderSingle has it.
+FIXT_ORDER = AT_ORDER + [(797, "Y")]
+
+
+@scenario("fixt_appl_ver_id", "--app at, FIXT.1.1 (FIX.5.0 default, SP2 under AppDataDictionary.FIX.5.0SP2): Logon 1137=7; an order with SP2's 797 without 1128, with 1128=9, with 1128=7", app="at")
+def s_fixt_appl_ver_id(args, c):
+    c.logon(hb=30, extra=[(1137, "7")])
+    c.send("D", FIXT_ORDER)
+    c.read(quiet=0.5)
+    c.send("D", FIXT_ORDER, header=[(1128, "9")])
+    c.read(quiet=0.5)
+    c.send("D", FIXT_ORDER, header=[(1128, "7")])
+    c.read(quiet=0.5)
+    c.send("5")
+    c.read(quiet=1.0)
+
+
+@scenario("fixt_logon_default_appl_ver_id", "--app at, FIXT.1.1: Logon 1137=9 (SP2); an order with SP2's 797 without 1128, then with 1128=7", app="at")
+def s_fixt_logon_sp2(args, c):
+    c.logon(hb=30, extra=[(1137, "9")])
+    c.send("D", FIXT_ORDER)
+    c.read(quiet=0.5)
+    c.send("D", FIXT_ORDER, header=[(1128, "7")])
     c.read(quiet=0.5)
     c.send("5")
     c.read(quiet=1.0)

@@ -143,7 +143,9 @@ class PeerApp : public FIX::Application {
     }
   }
   void onLogon(const FIX::SessionID&) override {}
-  void onLogout(const FIX::SessionID&) override {}
+  // As QuickFIX's acceptance-test application (its onLogout resets the cracker's set):
+  // the ClOrdIDs seen are forgotten when a session logs out.
+  void onLogout(const FIX::SessionID&) override { at_seen_.clear(); }
   void toAdmin(FIX::Message&, const FIX::SessionID&) override {}
   void toApp(FIX::Message&, const FIX::SessionID&) EXCEPT(FIX::DoNotSend) override {}
   void fromAdmin(const FIX::Message&, const FIX::SessionID&)

@@ -199,11 +199,23 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
     let first_52 =
         parse_utc_timestamp(field(first, "52").ok_or("no 52")?.as_bytes()).ok_or("bad 52")?;
     let logon_time = first_52.saturating_add_signed(offset * 1_000_000_000);
-    let dict = dicts
-        .iter()
-        .find(|(b, _)| b == begin)
-        .map(|(_, d)| d.clone())
-        .ok_or_else(|| format!("no dictionary for {begin}"))?;
+    let dict = |name: &str| {
+        dicts
+            .iter()
+            .find(|(b, _)| b == name)
+            .map(|(_, d)| d.clone())
+            .ok_or_else(|| format!("no dictionary for {name}"))
+    };
+    let options = ValidationOptions::default();
+    // As probe.py's acceptor: FIXT.1.1 with FIX.5.0 as DefaultApplVerID and
+    // AppDataDictionary, SP2 under AppDataDictionary.FIX.5.0SP2.
+    let validation = if begin == "FIXT.1.1" {
+        Validation::fixt(dict("FIXT11")?, dict("FIX50")?, options)
+            .with_app_for("FIX.5.0", dict("FIX50")?)
+            .with_app_for("FIX.5.0SP2", dict("FIX50SP2")?)
+    } else {
+        Validation::single(dict(begin)?, options)
+    };
     let role = if initiator {
         Role::Initiator
     } else {
@@ -218,7 +230,7 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
     }
     let s = Session::new(cfg, MemoryStore::new(logon_time))
         .map_err(|e| e.to_string())?
-        .with_validation(Validation::single(dict, ValidationOptions::default()));
+        .with_validation(validation);
     let mut compared = 0;
     let mut r = Replay {
         s,
@@ -335,6 +347,9 @@ fn quickfix_transcripts_replay_identically() {
         ("FIX.4.4", "FIX44.xml"),
         ("FIX.4.2", "FIX42.xml"),
         ("FIX.4.0", "FIX40.xml"),
+        ("FIXT11", "FIXT11.xml"),
+        ("FIX50", "FIX50.xml"),
+        ("FIX50SP2", "FIX50SP2.xml"),
     ]
     .iter()
     .map(|(b, f)| {

@@ -4,7 +4,7 @@
 //! Each scenario is a transcript in `crates/fix/testdata/quickfix/`, recorded by
 //! `tools/quickfix/probe.py` against a real QuickFIX/C++ (`qf_peer --app at`, QuickFIX's
 //! acceptance-test application). The test starts a fresh tickwire acceptor with the
-//! probe's settings (sessions `FIX.4.4`, `FIX.4.2` and `FIX.4.0` `QF` ← `PROBE`, the standard
+//! probe's settings (sessions `FIX.4.4`, `FIX.4.2`, `FIX.4.0` and `FIXT.1.1` `QF` ← `PROBE`, the standard
 //! dictionaries, `ValidateUserDefinedFields=Y`), sends the probe's bytes again (52 and
 //! 122 moved to now by the same amount, so offsets between them are kept; 9 and 10
 //! recomputed, or kept wrong by the same amount when the probe sent them wrong) and
@@ -223,7 +223,10 @@ fn acceptor_cfg(dir: &Path, port: u16) -> std::path::PathBuf {
          [SESSION]\nBeginString=FIX.4.2\nSenderCompID=QF\nTargetCompID=PROBE\n\
          DataDictionary={s}/FIX42.xml\n\n\
          [SESSION]\nBeginString=FIX.4.0\nSenderCompID=QF\nTargetCompID=PROBE\n\
-         DataDictionary={s}/FIX40.xml\n",
+         DataDictionary={s}/FIX40.xml\n\n\
+         [SESSION]\nBeginString=FIXT.1.1\nSenderCompID=QF\nTargetCompID=PROBE\n\
+         DefaultApplVerID=FIX.5.0\nTransportDataDictionary={s}/FIXT11.xml\n\
+         AppDataDictionary={s}/FIX50.xml\nAppDataDictionary.FIX.5.0SP2={s}/FIX50SP2.xml\n",
         d = dir.display(),
         s = spec.display()
     );
@@ -367,4 +370,9 @@ transcripts! {
     logon_empty_value,
     /// Neighbours of 3 and 7: a leading-zero tag, a bare tag, 52=, a tag that wraps.
     neighbour_tag_forms,
+    /// Neighbour of 7 (validation): FIXT application messages are validated with the
+    /// dictionary of their ApplVerID (1128); the echo keeps 1128.
+    fixt_appl_ver_id,
+    /// ... and, without 1128, of the DefaultApplVerID of the counterparty's Logon.
+    fixt_logon_default_appl_ver_id,
 }
