@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs QuickFIX/C++'s own acceptance-test scenarios (test/definitions/server: FIX.4.0 to
 # FIX.5.0 SP2, about 470 scripted sessions) against `tickwire fix acceptor --app echo`,
-# with QuickFIX's own Ruby runner (test/Runner.rb), exactly as QuickFIX runs them
-# against its `at` server (test/runat.sh): same CompIDs (ISLD/TW), same settings.
+# with QuickFIX's own Ruby runner (test/Runner.rb), as QuickFIX runs them against its
+# `at` server (test/runat.sh): same CompIDs (ISLD/TW), same settings. The FIX.5.0 SP1
+# and SP2 scenarios run twice: with the FIXT session configured for their version, and
+# with runat.sh's one settings file (DefaultApplVerID=FIX.5.0): 587 runs in all.
 #
 # The scenarios are third-party files and are never committed: the script downloads
 # Debian's QuickFIX source (the version its libquickfix-dev package is built from,
@@ -16,9 +18,9 @@
 #            (default: a temporary directory, kept when something fails)
 #   PATTERN  scenario files under test/definitions/server (default: every version,
 #            fix4*/*.def fix50/*.def fix50sp1/*.def fix50sp2/*.def)
-# Each FIX version's scenarios run against their own acceptor (a port the
-# acceptor picks on 127.0.0.1), all versions at once (about 3 minutes). Prints one line per failed
-# scenario with the runner's reason and a summary
+# Each FIX version's scenarios run against their own acceptor (a port the acceptor
+# picks on 127.0.0.1), all versions at once (about a minute). Prints one line per
+# failed scenario with the runner's reason and a summary
 # "quickfix-acceptance: P passed, F failed of N"; exits 1 when any failed.
 set -euo pipefail
 
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
     --tickwire) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --fetch-only) fetch_only=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "quickfix-acceptance: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) patterns+=("$1"); shift ;;
   esac
@@ -156,15 +158,27 @@ done
 [ "$total_defs" -gt 0 ] || { echo "quickfix-acceptance: no scenario matches ${patterns[*]}" >&2; exit 2; }
 echo "quickfix-acceptance: $total_defs scenarios in ${#group_defs[@]} groups against $bin (output in $out)" >&2
 
-runners=()
+# Runs: GROUP:DEFAULTAPPLVERID. The FIX.5.0 SP1 and SP2 scenarios run twice: against
+# an acceptor configured for their version, and against one configured FIX.5.0 as
+# QuickFIX's runat.sh does (one settings file for every version), where the answer to
+# their Logon must carry their DefaultApplVerID as QuickFIX's `at` application makes it.
+runs=()
 for g in $(printf '%s\n' "${!group_defs[@]}" | sort); do
-  d="$out/$g"
-  mkdir -p "$d"
   case "$g" in
-    fix50sp1) appl="FIX.5.0SP1" ;;
-    fix50sp2) appl="FIX.5.0SP2" ;;
-    *) appl="FIX.5.0" ;;
+    fix50sp1) runs+=("$g:FIX.5.0SP1" "$g:FIX.5.0") ;;
+    fix50sp2) runs+=("$g:FIX.5.0SP2" "$g:FIX.5.0") ;;
+    *) runs+=("$g:FIX.5.0") ;;
   esac
+done
+total_runs=0
+runners=()
+for run in "${runs[@]}"; do
+  g="${run%%:*}"
+  appl="${run#*:}"
+  d="$out/$g-$appl"
+  mkdir -p "$d"
+  set -- ${group_defs[$g]}
+  total_runs=$((total_runs + $#))
   write_cfg "$d" 0 "$appl"
   "$bin" fix acceptor --config "$d/at.cfg" --app echo --no-out >"$d/acceptor.out" 2>"$d/acceptor.err" &
   apid=$!
@@ -183,7 +197,9 @@ for g in $(printf '%s\n' "${!group_defs[@]}" | sort); do
   port="$(sed -n 's/^READY acceptor 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$d/acceptor.out" | head -n 1)"
   [ -n "$port" ] || { echo "quickfix-acceptance: no port in the $g acceptor's READY line" >&2; exit 1; }
   # shellcheck disable=SC2086 # the group's file list, split on purpose
-  ruby -I. Runner.rb 127.0.0.1 "$port" ${group_defs[$g]} >"$d/report.xml" 2>"$d/runner.err" &
+  # The report names each scenario; the settings' version goes into its name.
+  ruby -I. Runner.rb 127.0.0.1 "$port" ${group_defs[$g]} 2>"$d/runner.err" \
+    | sed "s|<test name='definitions/server/\([^']*\)'|<test name='\1 [DefaultApplVerID=$appl]'|" >"$d/report.xml" &
   rpid=$!
   pids+=("$rpid")
   runners+=("$rpid")
@@ -202,14 +218,14 @@ for m in re.finditer(r"<test name='([^']*)' result='failure' >(.*?)</test>", tex
     body = m.group(2)
     reason = re.search(r"<message>\s*(.*?)\s*<", body, re.S)
     line = re.search(r"<line>(\d+)</line>", body)
-    print("FAILED %s (line %s): %s" % (m.group(1).replace("definitions/server/", ""),
+    print("FAILED %s (line %s): %s" % (m.group(1),
           line.group(1) if line else "?", reason.group(1).strip() if reason else "?"))
 PY
 echo "quickfix-acceptance: $passed passed, $failed failed of $total"
 status=0
 [ "$failed" = 0 ] || status=1
-if [ "$total" -ne "$total_defs" ]; then
-  echo "quickfix-acceptance: the runners reported $total results for $total_defs scenarios (see $out/*/runner.err)" >&2
+if [ "$total" -ne "$total_runs" ]; then
+  echo "quickfix-acceptance: the runners reported $total results for $total_runs scenario runs (see $out/*/runner.err)" >&2
   status=1
 fi
 exit "$status"

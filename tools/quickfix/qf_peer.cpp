@@ -130,7 +130,8 @@ std::atomic<unsigned long long> g_orders_out{0};
 // acceptance-test application (the conformance suite's server): NewOrderSingle and
 // SecurityDefinition are sent back as received (the whole parsed message, header fields
 // included, through sendToTarget), a PossResend=Y order whose ClOrdID was already seen on
-// that session is ignored; `algo` turns each MarketDataIncrementalRefresh entry into a
+// that session is ignored (the ClOrdIDs are forgotten at logout), a FIXT Logon's
+// DefaultApplVerID becomes the session's own; `algo` turns each MarketDataIncrementalRefresh entry into a
 // NewOrderSingle on the order session.
 class PeerApp : public FIX::Application {
  public:
@@ -148,8 +149,17 @@ class PeerApp : public FIX::Application {
   void onLogout(const FIX::SessionID&) override { at_seen_.clear(); }
   void toAdmin(FIX::Message&, const FIX::SessionID&) override {}
   void toApp(FIX::Message&, const FIX::SessionID&) EXCEPT(FIX::DoNotSend) override {}
-  void fromAdmin(const FIX::Message&, const FIX::SessionID&)
-      EXCEPT(FIX::FieldNotFound, FIX::IncorrectDataFormat, FIX::IncorrectTagValue, FIX::RejectLogon) override {}
+  void fromAdmin(const FIX::Message& message, const FIX::SessionID& id)
+      EXCEPT(FIX::FieldNotFound, FIX::IncorrectDataFormat, FIX::IncorrectTagValue, FIX::RejectLogon) override {
+    // As QuickFIX's acceptance-test application: a FIXT Logon's DefaultApplVerID becomes
+    // the session's own (the Logon answer carries it).
+    if (kind_ != AppKind::At) return;
+    if (message.getHeader().getField(FIX::FIELD::MsgType) != "A") return;
+    if (!message.isSetField(FIX::FIELD::DefaultApplVerID)) return;
+    if (FIX::Session* s = FIX::Session::lookupSession(id)) {
+      s->setSenderDefaultApplVerID(message.getField(FIX::FIELD::DefaultApplVerID));
+    }
+  }
 
   void fromApp(const FIX::Message& message, const FIX::SessionID& id)
       EXCEPT(FIX::FieldNotFound, FIX::IncorrectDataFormat, FIX::IncorrectTagValue,

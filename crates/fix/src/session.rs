@@ -483,6 +483,10 @@ pub struct Session<S: MessageStore> {
     /// starts at FIX.5.0, `"7"`), which selects the dictionary of its application
     /// messages without an ApplVerID.
     target_appl_ver_id: Vec<u8>,
+    /// FIXT: our DefaultApplVerID (1137 of our Logon, and of a BusinessMessageReject):
+    /// the configured one, or the counterparty's with
+    /// [`SessionConfig::adopt_counterparty_default_appl_ver_id`].
+    sender_appl_ver_id: String,
 
     /// The connection: none, being made (initiator), or up (with how far its
     /// Logon/Logout exchange got).
@@ -531,6 +535,7 @@ impl<S: MessageStore> Session<S> {
             validation: None,
             validated_shape: Box::default(),
             target_appl_ver_id: b"7".to_vec(),
+            sender_appl_ver_id: cfg.default_appl_ver_id.clone(),
             link: Link::Down,
             last_connect_attempt: None,
             admin: Admin::Enabled,

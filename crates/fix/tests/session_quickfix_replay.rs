@@ -222,6 +222,9 @@ fn replay(path: &Path, dicts: &[(String, Arc<Dictionary>)]) -> Result<usize, Str
         Role::Acceptor
     };
     let mut cfg = SessionConfig::new(begin, "QF", "PROBE", role);
+    // The FIXT transcripts are `qf_peer --app at`'s, whose application (as QuickFIX's
+    // acceptance-test one) takes the Logon's DefaultApplVerID as the session's.
+    cfg.adopt_counterparty_default_appl_ver_id = begin == "FIXT.1.1";
     if initiator {
         cfg.heart_bt_int = field(first, "108")
             .and_then(|v| v.parse().ok())

@@ -185,3 +185,30 @@ fn fixt_logon_default_appl_ver_id_selects_the_dictionary_until_the_next_logon() 
     assert_eq!(sends(&out).len(), 1);
     assert!(sends(&out)[0].contains("|371=797|"), "{out:?}");
 }
+
+#[test]
+fn fixt_session_adopting_the_counterpartys_default_appl_ver_id_answers_with_it() {
+    // What QuickFIX's acceptance-test application does in fromAdmin
+    // (setSenderDefaultApplVerID): the Logon answer carries the initiator's 1137.
+    let mut h = fixt_acceptor();
+    let mut cfg = Harness::config("FIXT.1.1", Role::Acceptor);
+    cfg.adopt_counterparty_default_appl_ver_id = true;
+    let v = h.s.validation().unwrap().clone();
+    h.s = Session::new(cfg, MemoryStore::new(T0))
+        .unwrap()
+        .with_validation(v);
+    let out = h.logon_with("98=0|108=30|1137=9|");
+    let logon = sends(&out)
+        .into_iter()
+        .find(|m| m.starts_with("35=A|"))
+        .unwrap();
+    assert!(logon.ends_with("|98=0|108=30|1137=9|"), "{logon}");
+    // Without the flag (QuickFIX's session alone): its own DefaultApplVerID.
+    let mut h = fixt_acceptor();
+    let out = h.logon_with("98=0|108=30|1137=9|");
+    let logon = sends(&out)
+        .into_iter()
+        .find(|m| m.starts_with("35=A|"))
+        .unwrap();
+    assert!(logon.ends_with("|98=0|108=30|1137=7|"), "{logon}");
+}

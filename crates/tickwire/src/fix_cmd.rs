@@ -80,8 +80,8 @@ Applications (--app):
          PossResend=Y NewOrderSingle whose ClOrdID was already seen on that session
          since the last logout (the last 16 MiB of ClOrdIDs);
          answer any other application message as unsupported (BusinessMessageReject
-         380=3, a Reject before FIX.4.2), as QuickFIX's acceptance-test application
-         does
+         380=3, a Reject before FIX.4.2); answer a FIXT Logon with the counterparty's
+         DefaultApplVerID: all as QuickFIX's acceptance-test application does
 
 A settings file for both sides (save as fix.cfg; run 'tickwire fix acceptor --config
 fix.cfg --app echo' in one terminal and 'tickwire fix initiator --config fix.cfg' in
@@ -205,17 +205,22 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         reset_lost_stores: a.reset_lost_store,
         ..EngineOptions::from_settings(&settings)
     };
-    let mut engine = Engine::from_settings_with(&settings, app, opts)
-        .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))
-        .map_err(|e| {
-            // Only an acceptor listens (SocketAcceptPort); an initiator's connect
-            // failures are not binds.
-            let hint = format!(
-                "is another FIX acceptor running? pick another SocketAcceptPort in {}",
-                a.config.display()
-            );
-            crate::listen::hint_in_use(e, &hint)
-        })?;
+    // The echo is QuickFIX's acceptance-test application, which answers a FIXT Logon
+    // with the counterparty's DefaultApplVerID (its fromAdmin sets the session's).
+    let echo = a.app == AppKind::Echo;
+    let mut engine = Engine::from_settings_adjusted(&settings, app, opts, |spec| {
+        spec.config.adopt_counterparty_default_appl_ver_id = echo;
+    })
+    .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))
+    .map_err(|e| {
+        // Only an acceptor listens (SocketAcceptPort); an initiator's connect
+        // failures are not binds.
+        let hint = format!(
+            "is another FIX acceptor running? pick another SocketAcceptPort in {}",
+            a.config.display()
+        );
+        crate::listen::hint_in_use(e, &hint)
+    })?;
     let _server = match a.http.addr(FIX_HTTP_PORT)? {
         Some(addr) => {
             let component =

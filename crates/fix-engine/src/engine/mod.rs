@@ -390,7 +390,20 @@ impl<A: Application> Engine<A> {
     pub fn from_settings_with(
         settings: &Settings,
         app: A,
+        opts: EngineOptions,
+    ) -> Result<Engine<A>, Error> {
+        Engine::from_settings_adjusted(settings, app, opts, |_| {})
+    }
+
+    /// [`Engine::from_settings_with`], with `adjust` applied to each session's spec
+    /// (read from the settings) before the engine starts: for what an application
+    /// decides rather than the settings file, e.g.
+    /// `SessionConfig::adopt_counterparty_default_appl_ver_id`.
+    pub fn from_settings_adjusted(
+        settings: &Settings,
+        app: A,
         mut opts: EngineOptions,
+        mut adjust: impl FnMut(&mut SessionSpec),
     ) -> Result<Engine<A>, Error> {
         if let (None, Some(t)) = (&opts.tls, &settings.tls) {
             let has = |ct| settings.sessions.iter().any(|s| s.connection_type == ct);
@@ -404,8 +417,12 @@ impl<A: Application> Engine<A> {
         let specs = settings
             .sessions
             .iter()
-            .map(|s| SessionSpec::from_settings(s, &mut dicts))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|s| {
+                let mut spec = SessionSpec::from_settings(s, &mut dicts)?;
+                adjust(&mut spec);
+                Ok(spec)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         Engine::new(specs, app, opts)
     }
 

@@ -80,6 +80,12 @@ pub struct SessionConfig {
     /// `DefaultApplVerID` (1137) sent in the Logon of a FIXT.1.1 session. Default
     /// "7" (FIX.5.0, QuickFIX's built-in default; QuickFIX requires the key).
     pub default_appl_ver_id: String,
+    /// Not a QuickFIX setting, but what QuickFIX's acceptance-test application does in
+    /// its `fromAdmin` (`setSenderDefaultApplVerID`): a FIXT session takes the
+    /// DefaultApplVerID of the counterparty's Logon as its own, before answering it,
+    /// so the answer and everything after carry the counterparty's version. Default
+    /// false; `tickwire fix acceptor --app echo` sets it.
+    pub adopt_counterparty_default_appl_ver_id: bool,
     /// `SendNextExpectedMsgSeqNum`: put NextExpectedMsgSeqNum (789) in our Logon.
     /// Default false.
     pub send_next_expected_msg_seq_num: bool,
@@ -119,6 +125,7 @@ impl SessionConfig {
             reconnect_interval: 30,
             timestamp_precision: None,
             default_appl_ver_id: "7".to_owned(),
+            adopt_counterparty_default_appl_ver_id: false,
             send_next_expected_msg_seq_num: false,
             logon_fields: Vec::new(),
             schedule: None,

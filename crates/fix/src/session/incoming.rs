@@ -604,6 +604,18 @@ impl<S: MessageStore> Session<S> {
         if !self.verify(now, m, false, true)? {
             return Ok(());
         }
+        if self.ver.fixt && self.cfg.adopt_counterparty_default_appl_ver_id {
+            // Where QuickFIX's acceptance-test application does it: in `fromAdmin`,
+            // which `verify` calls, before the Logon is answered. A UTF-8 value only
+            // (it is written back as is); bounded by the Logon's own length.
+            if let Some(v) = m
+                .get(tag::DEFAULT_APPL_VER_ID)
+                .and_then(|v| std::str::from_utf8(v).ok())
+            {
+                self.sender_appl_ver_id.clear();
+                self.sender_appl_ver_id.push_str(v);
+            }
+        }
         if let Some(c) = self.connection_mut() {
             c.logon = c.logon.with_received(true);
         }

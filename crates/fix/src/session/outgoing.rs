@@ -121,7 +121,7 @@ impl<S: MessageStore> Session<S> {
         if self.ver.fixt {
             self.logon_extras(&mut extra, tag::DEFAULT_APPL_VER_ID);
             self.enc
-                .field_str(tag::DEFAULT_APPL_VER_ID, &self.cfg.default_appl_ver_id);
+                .field_str(tag::DEFAULT_APPL_VER_ID, &self.sender_appl_ver_id);
         }
         self.logon_extras(&mut extra, u32::MAX);
         seq
@@ -380,7 +380,7 @@ impl<S: MessageStore> Session<S> {
             .field_u64(tag::BUSINESS_REJECT_REASON, u64::from(err));
         if self.ver.fixt {
             self.enc
-                .field_str(tag::DEFAULT_APPL_VER_ID, &self.cfg.default_appl_ver_id);
+                .field_str(tag::DEFAULT_APPL_VER_ID, &self.sender_appl_ver_id);
         }
         self.finish_app(seq)
     }
