@@ -65,7 +65,12 @@ src="$src_root/quickfix-${QF_VERSION}.orig"
 if [ ! -f "$src/test/Runner.rb" ]; then
   mkdir -p "$src_root"
   echo "quickfix-acceptance: downloading $QF_URL" >&2
-  curl -fsS --retry 3 -m 120 -o "$src_root/$QF_TARBALL.part" "$QF_URL"
+  if command -v curl >/dev/null; then
+    curl -fsS --retry 3 -m 120 -o "$src_root/$QF_TARBALL.part" "$QF_URL"
+  else
+    python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+      "$QF_URL" "$src_root/$QF_TARBALL.part"
+  fi
   echo "$QF_SHA256  $src_root/$QF_TARBALL.part" | sha256sum -c --quiet -
   tar -xzf "$src_root/$QF_TARBALL.part" -C "$src_root"
   rm -f "$src_root/$QF_TARBALL.part"
