@@ -141,7 +141,18 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
             if c.common.print_json {
                 println!("{json}");
             } else {
-                println!("queue {} created", c.name);
+                let existed = serde_json::from_str::<Value>(&json)
+                    .ok()
+                    .and_then(|d| d.get("existed").and_then(Value::as_bool))
+                    .unwrap_or(false);
+                if existed {
+                    println!(
+                        "queue {} already exists with this definition: nothing changed",
+                        c.name
+                    );
+                } else {
+                    println!("queue {} created", c.name);
+                }
             }
         }
         QueueCmd::List(c) => {

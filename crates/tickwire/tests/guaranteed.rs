@@ -289,6 +289,26 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
         out.contains("fills") && out.contains("guaranteed: spool"),
         "{out}"
     );
+    // The same create again changes nothing and says so.
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "fills", "--sub", "fills/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        out.contains("queue fills already exists with this definition: nothing changed"),
+        "{out}{err}"
+    );
+    let (st, out, err) = run_cli(
+        &["queue", "show", "fills", "--print-json", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert!(q["definition"]["first_message_id"].is_u64(), "{q}");
+    assert!(q["definition"].get("created_at").is_none(), "{q}");
     // A second create with a different definition is refused with a clear error.
     let (st, out, err) = run_cli(
         &[

@@ -1139,7 +1139,12 @@ impl Engine {
                             ),
                         ));
                     }
-                    self.queue_json(q)
+                    // Nothing created: the answer says so.
+                    let mut json = self.queue_json(q);
+                    if let Some(o) = json.as_object_mut() {
+                        o.insert("existed".to_owned(), serde_json::Value::Bool(true));
+                    }
+                    json
                 } else {
                     if self.queue_names.len() >= self.cfg.max_queues {
                         return Err(reject(

@@ -74,7 +74,9 @@ pub struct QueueDef {
     /// Where a new queue's content starts.
     pub start: StartAt,
     /// Set by the router: the first message id this queue may hold (unless `start`
-    /// filled it from retained messages).
+    /// filled it from retained messages). JSON `first_message_id`; spools written
+    /// before it was renamed call it `created_at`, which is still read.
+    #[serde(rename = "first_message_id", alias = "created_at")]
     pub created_at: u64,
 }
 
@@ -131,5 +133,27 @@ impl QueueDef {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_message_id_is_written_under_its_name_and_read_under_both() {
+        let def = QueueDef {
+            name: "q".into(),
+            created_at: 42,
+            ..QueueDef::default()
+        };
+        let json = serde_json::to_value(&def).unwrap();
+        assert_eq!(json["first_message_id"], 42);
+        assert!(json.get("created_at").is_none());
+        // A spool written before the rename.
+        let old: QueueDef = serde_json::from_str(r#"{"name":"q","created_at":7}"#).unwrap();
+        assert_eq!(old.created_at, 7);
+        let new: QueueDef = serde_json::from_str(r#"{"name":"q","first_message_id":9}"#).unwrap();
+        assert_eq!(new.created_at, 9);
     }
 }
