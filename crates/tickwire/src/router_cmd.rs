@@ -294,6 +294,29 @@ fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<Str
         .level)
 }
 
+/// The config file, its `[router] listen` and `tls_listen` taking a host name as the
+/// flags do (`localhost:7420`: resolved, the first address bound). A file whose
+/// addresses are IP addresses is read straight from its text (errors point at the line).
+fn parse_config_file(text: &str) -> anyhow::Result<ConfigFile> {
+    let mut doc: toml::Table = toml::from_str(text)?;
+    let mut resolved = false;
+    if let Some(toml::Value::Table(router)) = doc.get_mut("router") {
+        for key in ["listen", "tls_listen"] {
+            if let Some(toml::Value::String(a)) = router.get_mut(key) {
+                if a.parse::<std::net::SocketAddr>().is_err() {
+                    *a = crate::listen::resolve(&format!("[router] {key} ="), a)?.to_string();
+                    resolved = true;
+                }
+            }
+        }
+    }
+    if resolved {
+        Ok(ConfigFile::deserialize(doc)?)
+    } else {
+        Ok(toml::from_str::<ConfigFile>(text)?)
+    }
+}
+
 impl RouterArgs {
     /// Defaults, then the file, then flags.
     pub fn to_config(&self) -> anyhow::Result<Config> {
@@ -301,7 +324,7 @@ impl RouterArgs {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                let file = toml::from_str::<ConfigFile>(&text)
+                let file = parse_config_file(&text)
                     .with_context(|| format!("parsing config file {}", path.display()))?;
                 Config {
                     auth: file.auth,
@@ -576,4 +599,32 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_listen_takes_a_host_name_like_the_flag() {
+        let f = parse_config_file("[router]\nlisten = \"localhost:17420\"\n").unwrap();
+        assert!(f.router.listen.ip().is_loopback(), "{}", f.router.listen);
+        assert_eq!(f.router.listen.port(), 17420);
+        let f = parse_config_file("[router]\ntls_listen = \"localhost:17443\"\n").unwrap();
+        assert_eq!(f.router.tls_listen.map(|a| a.port()), Some(17443));
+        // IP addresses as before; errors keep their line.
+        let f = parse_config_file("[router]\nlisten = \"127.0.0.2:7420\"\n").unwrap();
+        assert_eq!(f.router.listen.to_string(), "127.0.0.2:7420");
+        let Err(e) = parse_config_file("[router]\nlisten = \"no.such.host.invalid:1\"\n") else {
+            panic!("a name that does not resolve was taken");
+        };
+        assert!(
+            format!("{e:#}").contains("[router] listen = no.such.host.invalid:1: cannot resolve"),
+            "{e:#}"
+        );
+        let Err(e) = parse_config_file("[router]\nmax_clients = \"x\"\n") else {
+            panic!("a string for a number was taken");
+        };
+        assert!(format!("{e:#}").contains("line 2"), "{e:#}");
+    }
 }
