@@ -337,8 +337,10 @@ Patterns: levels separated by '/'. '*' matches one level ('md/*/AAPL') or a
 level prefix ('md/NAS*/AAPL'); '>' as the last level matches one or more levels
 ('md/>'). A message matching several of the patterns is printed once.
 
-Output: one line per message, 'TOPIC PAYLOAD'. Payloads that are not printable
-UTF-8 are shown as hex; --hex forces hex; --print-json prints one JSON object per line
+Output: one line per message, 'TOPIC PAYLOAD'. The feed handler's market-data updates
+on md/ topics are decoded ('quote AAPL seq 42 bid 300 @ 189.2500 (2 orders) ask ...';
+prices with ITCH's 4 decimals). Other payloads that are not printable UTF-8 are shown
+as hex; --hex forces hex; --print-json prints one JSON object per line
 ({\"topic\", \"payload\" or \"payload_hex\", \"discarded\"}). When the router had to
 drop messages because this subscriber read too slowly, a line says how many.
 
@@ -748,7 +750,8 @@ pub fn print_message(
 }
 
 /// One message as a line: `TOPIC PAYLOAD`, the payload as hex when it is not printable
-/// or `hex` is on.
+/// or `hex` is on; a feed handler's market-data update on an `md/` topic is decoded
+/// (`md_text`) unless `hex` is on.
 pub(crate) fn write_line(
     out: &mut impl Write,
     topic: &str,
@@ -757,8 +760,81 @@ pub(crate) fn write_line(
 ) -> std::io::Result<()> {
     match (printable(payload), hex) {
         (Some(t), false) => writeln!(out, "{topic} {t}"),
+        (None, false) if topic.starts_with("md/") => match md_text(payload) {
+            Some(t) => writeln!(out, "{topic} {t}"),
+            None => writeln!(out, "{topic} {}", to_hex(payload)),
+        },
         _ => writeln!(out, "{topic} {}", to_hex(payload)),
     }
+}
+
+/// A normalized market-data update (docs/market-data.md) as text, e.g.
+/// `quote AAPL seq 42 bid 300 @ 189.2500 (2 orders) ask 100 @ 189.2600 (1 order)`;
+/// None when the payload is not one.
+fn md_text(payload: &[u8]) -> Option<String> {
+    use std::fmt::Write as _;
+    use tickwire_md::book::Side;
+    use tickwire_md::update::{decode, Update};
+    let u = decode(payload).ok()?;
+    let h = u.header();
+    let symbol = String::from_utf8_lossy(&h.symbol);
+    let symbol = symbol.trim_end();
+    // ITCH prices carry 4 implied decimals.
+    let price = |p: u32| format!("{}.{:04}", p / 10_000, p % 10_000);
+    let side = |orders: u32, shares: u64, p: u32| {
+        if orders == 0 {
+            "none".to_owned()
+        } else {
+            format!(
+                "{shares} @ {} ({})",
+                price(p),
+                count(u64::from(orders), "order", "orders")
+            )
+        }
+    };
+    let mut s = String::new();
+    match u {
+        Update::Trade(_, t) => {
+            // The side of the resting order, as ITCH reports it.
+            let resting = match t.side {
+                Side::Buy => "buy",
+                Side::Sell => "sell",
+            };
+            let _ = write!(
+                s,
+                "trade {symbol} seq {} {} @ {} resting {resting} match {}",
+                h.seq,
+                t.shares,
+                price(t.price),
+                t.match_number
+            );
+        }
+        Update::Quote(_, q) => {
+            let _ = write!(
+                s,
+                "quote {symbol} seq {} bid {} ask {}",
+                h.seq,
+                side(q.bid_orders, q.bid_shares, q.bid_price),
+                side(q.ask_orders, q.ask_shares, q.ask_price)
+            );
+        }
+        Update::Depth(_, d) => {
+            let _ = write!(s, "depth {symbol} seq {}", h.seq);
+            for (name, sd) in [("bids", Side::Buy), ("asks", Side::Sell)] {
+                let levels: Vec<String> = d
+                    .levels(sd)
+                    .map(|l| format!("{} @ {}", l.shares, price(l.price)))
+                    .collect();
+                let shown = if levels.is_empty() {
+                    "none".to_owned()
+                } else {
+                    levels.join(", ")
+                };
+                let _ = write!(s, " {name} {shown}");
+            }
+        }
+    }
+    Some(s)
 }
 
 /// The payload as text, if it is UTF-8 without control characters (tabs allowed).
@@ -790,4 +866,67 @@ fn to_hex(b: &[u8]) -> String {
         s.push_str(&format!("{x:02x}"));
     }
     s
+}
+
+#[cfg(test)]
+mod md_text_tests {
+    use super::*;
+    use tickwire_md::book::Side;
+    use tickwire_md::update::{encode_quote, encode_trade, Header, Quote, Trade};
+
+    fn header() -> Header {
+        Header {
+            locate: 7,
+            symbol: *b"AAPL    ",
+            seq: 42,
+            exchange_ns: 1,
+            receive_ns: 2,
+        }
+    }
+
+    fn line(topic: &str, payload: &[u8], hex: bool) -> String {
+        let mut out = Vec::new();
+        write_line(&mut out, topic, payload, hex).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn market_data_updates_on_md_topics_are_decoded() {
+        let mut q = Vec::new();
+        let quote = Quote {
+            bid_price: 1_892_500,
+            bid_orders: 2,
+            bid_shares: 300,
+            ask_price: 0,
+            ask_orders: 0,
+            ask_shares: 0,
+        };
+        encode_quote(&mut q, &header(), &quote);
+        assert_eq!(
+            line("md/NASDAQ/AAPL/quote", &q, false),
+            "md/NASDAQ/AAPL/quote quote AAPL seq 42 bid 300 @ 189.2500 (2 orders) ask none\n"
+        );
+        let mut t = Vec::new();
+        let trade = Trade {
+            price: 1_892_600,
+            shares: 100,
+            side: Side::Sell,
+            source: b'E',
+            flags: 0,
+            match_number: 9,
+        };
+        encode_trade(&mut t, &header(), &trade);
+        assert_eq!(
+            line("md/NASDAQ/AAPL/trade", &t, false),
+            "md/NASDAQ/AAPL/trade trade AAPL seq 42 100 @ 189.2600 resting sell match 9\n"
+        );
+        // --hex, another topic, or bytes that are no update: hex as before.
+        assert!(line("md/NASDAQ/AAPL/trade", &t, true).ends_with(&format!("{}\n", to_hex(&t))));
+        assert!(line("orders/x", &t, false).ends_with(&format!("{}\n", to_hex(&t))));
+        let junk = [0xffu8, 0, 1];
+        assert_eq!(
+            line("md/x", &junk, false),
+            format!("md/x {}\n", to_hex(&junk))
+        );
+    }
 }
