@@ -288,8 +288,15 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
 
 /// The feed's per-second counter line (stderr), as the handler reports each second.
 fn print_second(s: &Second) {
+    use tickwire_rt::text::count;
     eprintln!(
-        "feed {:>4}s: {} packets, {} messages, {} gaps, {} recovered, {} lost, {} published",
-        s.second, s.packets, s.messages, s.gaps, s.recovered, s.lost, s.published
+        "feed {:>4}s: {}, {}, {}, {} recovered, {} lost, {} published",
+        s.second,
+        count(s.packets, "packet", "packets"),
+        count(s.messages, "message", "messages"),
+        count(s.gaps, "gap", "gaps"),
+        s.recovered,
+        s.lost,
+        s.published
     );
 }
