@@ -255,7 +255,7 @@ impl Validation {
     /// FIXT: the application dictionary for ApplVerID code `appl_ver_id` (`"9"` or
     /// the BeginString form `"FIX.5.0SP2"`), replacing one given before for it.
     pub fn with_app_for(mut self, appl_ver_id: &str, dict: Arc<Dictionary>) -> Validation {
-        let code = crate::session::config::appl_ver_id_code(appl_ver_id);
+        let code = config::appl_ver_id(appl_ver_id);
         self.by_appl_ver_id.retain(|(c, _)| &**c != code);
         self.by_appl_ver_id.push((code.into(), dict));
         self
@@ -339,7 +339,8 @@ impl<'a> Route<'a> {
 
     /// The reversed routing fields, in tag order, as QuickFIX's `Message::reverseRoute`
     /// writes them on a Reject: OnBehalfOf* becomes DeliverTo* and the other way round;
-    /// an empty value is not carried over; LocationIDs from FIX.4.1 on (`beginString >= FIX.4.1` in QuickFIX 1.15.1; its acceptance test `fix41/ReverseRoute`).
+    /// an empty value is not carried over; LocationIDs from FIX.4.1 on (QuickFIX
+    /// 1.15.1: `beginString >= FIX.4.1`; its acceptance test `fix41/ReverseRoute`).
     fn reversed(&self, ge41: bool) -> [(u32, &'a [u8]); 6] {
         let [obo, obo_sub, obo_loc] = self.on_behalf_of;
         let [dt, dt_sub, dt_loc] = self.deliver_to;

@@ -773,14 +773,14 @@ pub(crate) fn write_line(
 /// None when the payload is not one.
 fn md_text(payload: &[u8]) -> Option<String> {
     use std::fmt::Write as _;
+    use tickwire_itch::{Price, Symbol};
     use tickwire_md::book::Side;
     use tickwire_md::update::{decode, Update};
     let u = decode(payload).ok()?;
     let h = u.header();
-    let symbol = String::from_utf8_lossy(&h.symbol);
-    let symbol = symbol.trim_end();
-    // ITCH prices carry 4 implied decimals.
-    let price = |p: u32| format!("{}.{:04}", p / 10_000, p % 10_000);
+    let symbol = Symbol(h.symbol);
+    // ITCH prices carry 4 implied decimals (Price's Display).
+    let price = |p: u32| Price(p).to_string();
     let side = |orders: u32, shares: u64, p: u32| {
         if orders == 0 {
             "none".to_owned()

@@ -288,10 +288,18 @@ fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<Str
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config file {}", path.display()))?;
-    Ok(toml::from_str::<ConfigFile>(&text)
-        .with_context(|| format!("parsing config file {}", path.display()))?
-        .log
-        .level)
+    log_level_of(&text).with_context(|| format!("parsing config file {}", path.display()))
+}
+
+/// The `[log] level` of a config file's text. Only that table is read (the whole file
+/// is checked by [`parse_config_file`]): a host name in `[router] listen` is resolved
+/// once, there.
+fn log_level_of(text: &str) -> anyhow::Result<Option<String>> {
+    let doc: toml::Table = toml::from_str(text)?;
+    Ok(match doc.get("log") {
+        Some(log) => LogSection::deserialize(log.clone())?.level,
+        None => None,
+    })
 }
 
 /// The config file, its `[router] listen` and `tls_listen` taking a host name as the
@@ -626,5 +634,11 @@ mod tests {
             panic!("a string for a number was taken");
         };
         assert!(format!("{e:#}").contains("line 2"), "{e:#}");
+        // The log level is read before the rest (at start and on SIGHUP): a host name
+        // in listen must not stop it.
+        let text = "[router]\nlisten = \"localhost:17420\"\n[log]\nlevel = \"debug\"\n";
+        assert_eq!(log_level_of(text).unwrap().as_deref(), Some("debug"));
+        assert_eq!(log_level_of("[router]\n").unwrap(), None);
+        assert!(log_level_of("[log]\nlevell = \"x\"\n").is_err());
     }
 }

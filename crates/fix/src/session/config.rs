@@ -231,15 +231,10 @@ impl SessionConfig {
     }
 }
 
-/// ApplVerID (1128/1137) code for a DefaultApplVerID setting: QuickFIX accepts both
-/// the BeginString form (`FIX.5.0SP2`) and the enumeration value (`9`).
-/// QuickFIX's `Message::toApplVerID`: an ApplVerID code for a version name
-/// (`"FIX.5.0SP2"` → `"9"`); anything else is taken as a code already.
-pub(crate) fn appl_ver_id_code(v: &str) -> &str {
-    appl_ver_id(v)
-}
-
-fn appl_ver_id(v: &str) -> &str {
+/// ApplVerID (1128/1137) code for a DefaultApplVerID setting or an
+/// `AppDataDictionary.<version>` suffix, as QuickFIX's `Message::toApplVerID`: the
+/// BeginString form (`FIX.5.0SP2` → `9`); anything else is taken as a code already.
+pub(crate) fn appl_ver_id(v: &str) -> &str {
     match v {
         "FIX.2.7" => "0",
         "FIX.3.0" => "1",
