@@ -25,7 +25,6 @@ mod transport;
 pub mod workload;
 
 use crate::console::Console;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -211,10 +210,12 @@ pub struct FanoutArgs {
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = secs)]
     pub max_p99: f64,
 
-    /// Use the tickwire router already listening at ADDR instead of starting one (its
-    /// idle strategy and pinning are then whatever it was started with).
-    #[arg(long, value_name = "ADDR", conflicts_with = "idle")]
-    pub router: Option<SocketAddr>,
+    /// Use the tickwire router already running at ADDR instead of starting one:
+    /// HOST:PORT (its TCP listener), or shm:NAME (its `--shm NAME`: every tickwire
+    /// publisher and subscriber then connects over shared memory). Its idle strategy
+    /// and pinning are then whatever it was started with.
+    #[arg(long, value_name = "ADDR", conflicts_with = "idle", value_parser = harness::parse_external_router)]
+    pub router: Option<harness::ExternalRouter>,
 
     /// Idle strategy of the router this bench starts: spin (busy-poll: lowest median
     /// latency, one busy core, the published appliances' setting), block (epoll) or
@@ -266,7 +267,8 @@ pub struct FanoutArgs {
 
     /// Connect every tickwire publisher and subscriber over shared memory (`shm:NAME`,
     /// docs/shm.md) to the router the bench starts with `--shm NAME`, instead of TCP.
-    /// With --compare it applies to the tickwire runs only.
+    /// With --compare it applies to the tickwire runs only. (A running router's shared
+    /// memory: --router shm:NAME.)
     #[arg(long, conflicts_with = "router")]
     pub shm: bool,
 
@@ -390,7 +392,7 @@ fn run_one(
     // The router (unless external), then pin this process: threads inherit it.
     let mut child = None;
     let mut monitor = None;
-    let router = match (target, args.router) {
+    let router = match (target, &args.router) {
         (Target::Nats { url }, _) => RouterInfo::nats(url),
         (Target::Raw, _) => {
             let far = args.pin.map(|p| p.far);
@@ -399,7 +401,7 @@ fn run_one(
             child = Some(c);
             info
         }
-        (Target::Tickwire { .. }, Some(addr)) => RouterInfo::external(addr),
+        (Target::Tickwire { .. }, Some(r)) => RouterInfo::external(r),
         (Target::Tickwire { .. }, None) => {
             let far = args.pin.map(|p| p.far);
             let http = match args.monitor_poll_ms {
@@ -507,11 +509,13 @@ fn run_one(
 
     let stalls = watch.finish();
     let host = stalls.within(MonoNanos(shared.start_ns + w.warmup_ns), MonoNanos::now());
-    let router_stats = match (target, router.addr) {
-        (Target::Tickwire { .. }, Some(addr)) => tickwire_client::Client::connect(addr)
-            .and_then(|mut c| c.stats_json())
-            .ok()
-            .and_then(|j| serde_json::from_str(&j).ok()),
+    let router_stats = match (target, router.client_addr()) {
+        (Target::Tickwire { .. }, Ok(addr)) => {
+            tickwire_client::Client::connect_to(&addr, tickwire_client::ClientOptions::default())
+                .and_then(|mut c| c.stats_json())
+                .ok()
+                .and_then(|j| serde_json::from_str(&j).ok())
+        }
         _ => None,
     };
     // The poller stops before the router does (a poll of a stopped router would fail).

@@ -119,21 +119,96 @@ pub struct BenchRouter {
     _certs: Option<BenchCerts>,
 }
 
-/// The router a tickwire transport of a bench talks to: the external one at
-/// `external` (TCP only), or a child started with `idle` on the far CPU of `pin`, with
-/// the listener `path` needs.
+/// `--router` of the benches: a running router's TCP address or shared-memory name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalRouter {
+    /// `HOST:PORT` (a host name is resolved once, when the flag is parsed).
+    Tcp(SocketAddr),
+    /// `shm:NAME`: the name the router was started with (`--shm NAME`).
+    Shm(String),
+}
+
+impl ExternalRouter {
+    /// Whether the tickwire transport over `path` measures this router (otherwise the
+    /// bench starts its own for that transport).
+    pub fn serves(&self, path: RouterPath) -> bool {
+        matches!(
+            (self, path),
+            (ExternalRouter::Tcp(_), RouterPath::Tcp) | (ExternalRouter::Shm(_), RouterPath::Shm)
+        )
+    }
+}
+
+impl std::fmt::Display for ExternalRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExternalRouter::Tcp(a) => write!(f, "{a}"),
+            ExternalRouter::Shm(n) => write!(f, "{}{n}", tickwire_shm::ADDR_PREFIX),
+        }
+    }
+}
+
+/// Parses `--router`: `shm:NAME`, or `HOST:PORT` (resolved; the first address).
+pub fn parse_external_router(s: &str) -> Result<ExternalRouter, String> {
+    if let Some(name) = s.strip_prefix(tickwire_shm::ADDR_PREFIX) {
+        if name.is_empty() {
+            return Err(format!(
+                "{s:?}: expected shm:NAME, the name the router was started with (--shm NAME)"
+            ));
+        }
+        return Ok(ExternalRouter::Shm(name.to_owned()));
+    }
+    use std::net::ToSocketAddrs;
+    match s.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .map(ExternalRouter::Tcp)
+            .ok_or_else(|| format!("{s:?}: the name has no address")),
+        Err(e) => Err(format!(
+            "{s:?}: expected HOST:PORT (the router's TCP listener) or shm:NAME (its \
+             shared-memory name): {e}"
+        )),
+    }
+}
+
+/// Fails when `--router` names a router that none of the selected tickwire transports
+/// (`paths`) would measure: the flag would be ignored.
+pub fn check_external_router(
+    external: Option<&ExternalRouter>,
+    paths: &[RouterPath],
+) -> anyhow::Result<()> {
+    let Some(r) = external else {
+        return Ok(());
+    };
+    if paths.iter().any(|&p| r.serves(p)) {
+        return Ok(());
+    }
+    let (kind, wants) = match r {
+        ExternalRouter::Tcp(_) => ("a TCP address", "the tickwire transport"),
+        ExternalRouter::Shm(_) => ("a shared-memory name", "the tickwire-shm transport"),
+    };
+    anyhow::bail!(
+        "--router {r} is {kind}: it is measured by {wants}, which --transports does not \
+         select (the other tickwire transports start their own router)"
+    )
+}
+
+/// The router a tickwire transport of a bench talks to: the external one when it
+/// serves `path` (a TCP address for the TCP path, a shared-memory name for the shm
+/// path), or a child started with `idle` on the far CPU of `pin`, with the listener
+/// `path` needs.
 pub fn bench_router(
     tickwire: &Path,
     idle: IdleStrategy,
     pin: Option<Pinning>,
-    external: Option<SocketAddr>,
+    external: Option<&ExternalRouter>,
     path: RouterPath,
 ) -> anyhow::Result<BenchRouter> {
-    if let (Some(a), RouterPath::Tcp) = (external, path) {
+    if let Some(r) = external.filter(|r| r.serves(path)) {
         return Ok(BenchRouter {
-            addr: RouterAddr::plain(a.to_string()),
+            addr: RouterAddr::plain(r.to_string()),
             child: None,
-            desc: format!("external router at {a}"),
+            desc: format!("external router at {r}"),
             _certs: None,
         });
     }
@@ -449,6 +524,40 @@ pub fn parse_pin(s: &str) -> Result<Pinning, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn external_router_is_an_address_or_a_shared_memory_name() {
+        assert_eq!(
+            parse_external_router("127.0.0.1:7420"),
+            Ok(ExternalRouter::Tcp("127.0.0.1:7420".parse().unwrap()))
+        );
+        assert!(matches!(
+            parse_external_router("localhost:7420"),
+            Ok(ExternalRouter::Tcp(a)) if a.port() == 7420 && a.ip().is_loopback()
+        ));
+        assert_eq!(
+            parse_external_router("shm:main"),
+            Ok(ExternalRouter::Shm("main".into()))
+        );
+        assert_eq!(
+            parse_external_router("shm:main").unwrap().to_string(),
+            "shm:main"
+        );
+        for bad in ["shm:", "7420", "localhost", ""] {
+            assert!(parse_external_router(bad).is_err(), "{bad:?} was accepted");
+        }
+        let shm = ExternalRouter::Shm("main".into());
+        assert!(shm.serves(RouterPath::Shm) && !shm.serves(RouterPath::Tcp));
+        let tcp = parse_external_router("127.0.0.1:7420").unwrap();
+        assert!(tcp.serves(RouterPath::Tcp) && !tcp.serves(RouterPath::Shm));
+        assert!(!tcp.serves(RouterPath::Tls));
+        let err = check_external_router(Some(&shm), &[RouterPath::Tcp])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tickwire-shm"), "{err}");
+        check_external_router(Some(&shm), &[RouterPath::Tcp, RouterPath::Shm]).unwrap();
+        check_external_router(None, &[]).unwrap();
+    }
 
     #[test]
     fn banner_with_and_without_a_tls_listener() {

@@ -14,7 +14,7 @@
 //! are that thread and the router, as in the raw transports.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,7 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, Wait};
 
 pub use crate::console::Console;
-use crate::harness::{parse_pin, Pinning, RouterAddr, RouterPath};
+use crate::harness::{parse_pin, ExternalRouter, Pinning, RouterAddr, RouterPath};
 
 use crate::harness::{self, idle_parser, IdleStrategy, Progress, StopFlag, BENCH_IDLE};
 use crate::report::OutputArgs;
@@ -134,10 +134,12 @@ pub struct PingpongArgs {
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 
-    /// Use the tickwire router already listening at ADDR instead of starting one
-    /// (its idle strategy and pinning are then whatever it was started with).
-    #[arg(long, value_name = "ADDR")]
-    pub router: Option<SocketAddr>,
+    /// Use the tickwire router already running at ADDR instead of starting one: HOST:PORT
+    /// (its TCP listener) for the tickwire transport, shm:NAME (its `--shm NAME`) for
+    /// tickwire-shm; the other tickwire transports start their own router. Its idle
+    /// strategy and pinning are then whatever it was started with.
+    #[arg(long, value_name = "ADDR", value_parser = harness::parse_external_router)]
+    pub router: Option<ExternalRouter>,
 
     /// Where tickwire's echo client B runs: `same-thread` (the pinging thread drives
     /// both A and B, so the only spinners are that thread and the router) or `thread`
@@ -174,6 +176,16 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The router listener a tickwire transport measures (None: a floor, no router).
+    fn router_path(self) -> Option<RouterPath> {
+        match self {
+            Transport::Tickwire => Some(RouterPath::Tcp),
+            Transport::TickwireShm => Some(RouterPath::Shm),
+            Transport::TickwireTls => Some(RouterPath::Tls),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
@@ -281,6 +293,12 @@ pub fn run(
     con: &mut Console<'_>,
 ) -> anyhow::Result<ExitCode> {
     validate(args)?;
+    let paths: Vec<RouterPath> = args
+        .transports
+        .iter()
+        .filter_map(|t| t.router_path())
+        .collect();
+    harness::check_external_router(args.router.as_ref(), &paths)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
     let cores = machine.cores.max(1);
@@ -305,13 +323,14 @@ pub fn run(
             Transport::Shm => ctx.raw_shm(),
             Transport::ShmRelay => ctx.shm_relay(),
             Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
-                let path = match t {
-                    Transport::TickwireShm => RouterPath::Shm,
-                    Transport::TickwireTls => RouterPath::Tls,
-                    _ => RouterPath::Tcp,
-                };
-                let router =
-                    harness::bench_router(tickwire, args.idle, args.pin, args.router, path)?;
+                let path = t.router_path().unwrap_or(RouterPath::Tcp);
+                let router = harness::bench_router(
+                    tickwire,
+                    args.idle,
+                    args.pin,
+                    args.router.as_ref(),
+                    path,
+                )?;
                 router_desc = Some(router.desc.clone());
                 let addr = &router.addr;
                 match args.echo {

@@ -30,7 +30,7 @@ use serde::Serialize;
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic, Wait};
 
 use crate::console::Console;
-use crate::harness::{self, Progress, RouterAddr, RouterPath, StopFlag};
+use crate::harness::{self, ExternalRouter, Progress, RouterAddr, RouterPath, StopFlag};
 use crate::harness::{idle_parser, IdleStrategy, BENCH_IDLE};
 use crate::harness::{parse_pin, Pinning};
 use crate::pingpong::idle_once;
@@ -175,9 +175,12 @@ pub struct StreamArgs {
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 
-    /// Use the tickwire router already listening at ADDR instead of starting one.
-    #[arg(long, value_name = "ADDR")]
-    pub router: Option<SocketAddr>,
+    /// Use the tickwire router already running at ADDR instead of starting one: HOST:PORT
+    /// (its TCP listener) for the tickwire transport, shm:NAME (its `--shm NAME`) for
+    /// tickwire-shm; the other tickwire transports start their own router. Its idle
+    /// strategy and pinning are then whatever it was started with.
+    #[arg(long, value_name = "ADDR", value_parser = harness::parse_external_router)]
+    pub router: Option<ExternalRouter>,
 
     /// Run every rate even after one fell below 90% of its target.
     #[arg(long)]
@@ -214,6 +217,16 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The router listener a tickwire transport measures (None: a floor, no router).
+    fn router_path(self) -> Option<RouterPath> {
+        match self {
+            Transport::Tickwire => Some(RouterPath::Tcp),
+            Transport::TickwireShm => Some(RouterPath::Shm),
+            Transport::TickwireTls => Some(RouterPath::Tls),
+            _ => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Transport::Udp => "udp",
@@ -373,6 +386,12 @@ struct Report<'a> {
 /// The report goes to `con`.
 pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow::Result<ExitCode> {
     validate(args)?;
+    let paths: Vec<RouterPath> = args
+        .transport
+        .iter()
+        .filter_map(|t| t.router_path())
+        .collect();
+    harness::check_external_router(args.router.as_ref(), &paths)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
     if let Some(p) = args.pin {
@@ -394,12 +413,14 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
                 args.idle == IdleStrategy::Spin && (args.pin.is_some() || machine.cores < 3),
             ),
             Transport::Tickwire | Transport::TickwireShm | Transport::TickwireTls => {
-                let path = match t {
-                    Transport::TickwireShm => RouterPath::Shm,
-                    Transport::TickwireTls => RouterPath::Tls,
-                    _ => RouterPath::Tcp,
-                };
-                let r = harness::bench_router(tickwire, args.idle, args.pin, args.router, path)?;
+                let path = t.router_path().unwrap_or(RouterPath::Tcp);
+                let r = harness::bench_router(
+                    tickwire,
+                    args.idle,
+                    args.pin,
+                    args.router.as_ref(),
+                    path,
+                )?;
                 router_desc = Some(r.desc.clone());
                 let addr = r.addr.clone();
                 _router = Some(r);

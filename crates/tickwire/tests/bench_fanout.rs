@@ -136,6 +136,33 @@ fn fanout_smoke_over_shared_memory_reconciles() {
     assert_reconciles(&doc, 2, &output);
 }
 
+/// `--router shm:NAME`: every publisher and subscriber connects over shared memory to a
+/// router that was already running with `--shm NAME`; its counters are in the report.
+#[test]
+fn fanout_against_a_running_router_over_shared_memory_reconciles() {
+    let name = format!("t-fanout-external-{}", std::process::id());
+    let socket = tickwire_shm::socket_path(&name);
+    let router = common::RouterProc::start(&["--no-guaranteed", "--idle", "block", "--shm", &name]);
+    let shm = format!("shm:{name}");
+    let mut args = SMALL.to_vec();
+    args.extend(["--router", shm.as_str()]);
+    let (code, doc, output) = run_fanout("shm-external", &args);
+    assert_exit_ok_or_invalid(code, &doc, &output);
+    assert_eq!(doc["router"]["shm"], shm.as_str(), "{output}");
+    assert!(
+        output.contains(&format!("tickwire router at {shm} (external")),
+        "the header names the external router:\n{output}"
+    );
+    assert_reconciles(&doc, 2, &output);
+    assert_eq!(
+        doc["router_stats"]["router"]["totals"]["msgs_in"].as_u64(),
+        Some(u_at(&doc, &["counters", "sent"])),
+        "the running router's own counters:\n{output}"
+    );
+    drop(router);
+    let _ = std::fs::remove_file(socket);
+}
+
 #[test]
 fn fanout_shm_needs_the_tickwire_target() {
     let out = Command::new(env!("CARGO_BIN_EXE_tickwire"))

@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{assert_help_lists, run_bench as run, run_bench_report, transport_rows, u};
+use common::{
+    assert_help_lists, run_bench as run, run_bench_report, stats_json, transport_rows, u,
+    RouterProc,
+};
 use serde_json::Value;
 
 #[test]
@@ -131,6 +134,51 @@ fn pingpong_with_the_echo_on_its_own_thread_reconciles() {
         assert_eq!(u(&s["counters"], "received"), 300, "{s}");
         assert_eq!(u(&s["latency"], "samples"), 300, "{s}");
     }
+}
+
+/// `--router shm:NAME`: the tickwire-shm transport measures a router that is already
+/// running with `--shm NAME` (its own counters show the pings), and a `--router` that
+/// none of the selected transports would use is refused instead of ignored.
+#[test]
+fn pingpong_measures_a_running_router_over_shared_memory() {
+    let name = format!("t-pp-external-{}", std::process::id());
+    let socket = tickwire_shm::socket_path(&name);
+    let r = RouterProc::start(&["--no-guaranteed", "--idle", "block", "--shm", &name]);
+    let shm = format!("shm:{name}");
+    let (out, v) = short_run("tickwire-shm", "block", &["--router", &shm]);
+    assert!(
+        out.contains(&format!("external router at {shm}")),
+        "the report does not name the external router:\n{out}"
+    );
+    assert_eq!(v["router"], format!("external router at {shm}"), "{v}");
+    for (_, s) in transport_rows(&v, "sizes", 1, 1) {
+        assert_eq!(u(&s["counters"], "received"), 300, "{s}");
+    }
+    // 330 pings and 330 pongs went through this router, not one the bench started.
+    let stats = stats_json(&r.addr_str());
+    let msgs_in = u(&stats["router"]["totals"], "msgs_in");
+    assert!(
+        msgs_in >= 660,
+        "the external router routed {msgs_in} messages: {stats}"
+    );
+
+    let (st, _, err) = run(&[
+        "bench",
+        "pingpong",
+        "--transports",
+        "tcp,tickwire",
+        "--router",
+        &shm,
+    ]);
+    assert!(!st.success(), "a --router no transport uses was accepted");
+    assert!(
+        err.contains("shared-memory name") && err.contains("tickwire-shm"),
+        "{err}"
+    );
+    let (st, _, err) = run(&["bench", "pingpong", "--router", "shm:"]);
+    assert!(!st.success() && err.contains("shm:NAME"), "{err}");
+    drop(r);
+    let _ = std::fs::remove_file(socket);
 }
 
 #[test]

@@ -47,16 +47,20 @@ impl RouterInfo {
             shm: None,
         }
     }
-    pub fn external(addr: SocketAddr) -> RouterInfo {
+    pub fn external(r: &crate::harness::ExternalRouter) -> RouterInfo {
+        let (addr, shm) = match r {
+            crate::harness::ExternalRouter::Tcp(a) => (Some(*a), None),
+            crate::harness::ExternalRouter::Shm(_) => (None, Some(r.to_string())),
+        };
         RouterInfo {
             system: "tickwire",
-            addr: Some(addr),
+            addr,
             url: None,
             started_by_bench: false,
             idle: None,
             cpu: None,
             command: None,
-            shm: None,
+            shm,
         }
     }
     pub fn started(addr: SocketAddr, idle: &str, cpu: Option<usize>, command: &str) -> RouterInfo {
@@ -112,7 +116,13 @@ impl RouterInfo {
             (None, Some(addr)) => format!(
                 "tickwire router at {addr} (external: its idle strategy and pinning are not known)"
             ),
-            (None, None) => "unknown".into(),
+            (None, None) => match &self.shm {
+                Some(shm) => format!(
+                    "tickwire router at {shm} (external, over shared memory: its idle strategy \
+                     and pinning are not known)"
+                ),
+                None => "unknown".into(),
+            },
         }
     }
 }
