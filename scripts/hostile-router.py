@@ -2,7 +2,7 @@
 """Full-size hostile-input attacks on a `tickwire router` binary (issue 12), with a healthy
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
-    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle
+    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -263,11 +263,65 @@ def attack_trickle(router, secs=30):
     return f"RSS over time: {trace}; {closed} of 1000 closed by the router; {alive} still writable at the last round"
 
 
+def read_frames(s, want, limit=60):
+    """Reads frames until `want` ACK/ERROR answers arrived; returns (acks, errors)."""
+    s.settimeout(limit)
+    buf = b""
+    acks = errors = 0
+    while acks + errors < want:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 8:
+            length, kind = struct.unpack_from("<IB", buf, 0)
+            if len(buf) < length:
+                break
+            if kind == 0x12:
+                acks += 1
+            elif kind == 0x04:
+                errors += 1
+            buf = buf[length:]
+    return acks, errors
+
+
+def attack_subs(router, clients=60, patterns=834, levels=120):
+    """`clients` connections each subscribe `patterns` distinct patterns of `levels` levels
+    (no two share a node; the levels are one byte each, as topics are at most 250 bytes):
+    per-client budgets alone would let them hold clients x ~33 MB of subscription index;
+    `max_index_nodes` bounds all of them together."""
+    conns = []
+    acked = refused = 0
+    stopped = ""
+    for c in range(clients):
+        if router.rss() > RSS_CAP_KIB:
+            stopped = "; router RSS passed 1.5 GiB: stopped"
+            break
+        s = socket.create_connection(router.addr)
+        s.sendall(hello(f"sub-hog-{c}"))
+        tail = "/".join("x" for _ in range(1, levels))
+        out = b"".join(
+            frame(0x10, struct.pack("<I", p + 1) + f"c{c}p{p}/{tail}".encode())
+            for p in range(patterns))
+        s.sendall(out)
+        a, e = read_frames(s, patterns)  # the WELCOME (kind 0x02) is not an answer
+        acked += a
+        refused += e
+        conns.append(s)
+    rss = router.rss()
+    for s in conns:
+        s.close()
+    return (f"{len(conns)} clients x {patterns} patterns of {levels} levels: {acked:,} ACKed, "
+            f"{refused:,} refused (TOO_MANY_SUBSCRIPTIONS){stopped}; RSS with all held "
+            f"{rss // 1024} MiB")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
     "prehello": attack_prehello,
     "trickle": attack_trickle,
+    "subs": attack_subs,
 }
 
 

@@ -75,6 +75,13 @@ pub struct Config {
     /// shares it, ~320 bytes on this build, so this bounds a client's index memory
     /// (~32 MB at the default). Default 100000.
     pub max_subscription_levels: usize,
+    /// Most nodes of the router's subscription index, all clients together (each
+    /// pattern level that no other pattern shares is one, ~330 bytes): bounds what all
+    /// clients' subscriptions cost the router, which `max_subscription_levels` bounds
+    /// per client only (`max_clients` times ~33 MB at the defaults). A SUBSCRIBE that
+    /// could take the index beyond it is refused (TOO_MANY_SUBSCRIPTIONS, non-fatal).
+    /// Default 2000000 (~0.8 GB).
+    pub max_index_nodes: usize,
     /// Bytes of undelivered messages queued per client before the slow-consumer policy
     /// applies. Default 8388608 (8 MiB).
     pub egress_limit: usize,
@@ -190,6 +197,7 @@ impl Default for Config {
             max_clients: 1024,
             max_subscriptions: 10_000,
             max_subscription_levels: 100_000,
+            max_index_nodes: 2_000_000,
             egress_limit: 8 << 20,
             slow_consumer: SlowConsumerPolicy::default(),
             handshake_timeout_ms: 5_000,
@@ -280,6 +288,13 @@ impl Config {
                     "cache pattern {p:?}: $share is for shared subscriptions"
                 ));
             }
+        }
+        if self.max_index_nodes < 3 {
+            return err(
+                "max_index_nodes must be at least 3 (the direct and the shared index's roots \
+                 and one level)"
+                    .into(),
+            );
         }
         if self.cache_depth == 0 || self.cache_depth > 1024 {
             return err("cache_depth must be in 1..=1024".into());

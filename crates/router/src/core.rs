@@ -1314,11 +1314,12 @@ impl Core {
         // Checked above.
         let pattern = std::str::from_utf8(pattern).unwrap_or_default();
         if image == Image::ThenLive {
+            let index_nodes = self.index_nodes();
             let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
                 return;
             };
             if !c.patterns.contains(pattern) {
-                if let Err(text) = c.room_for(pattern, &self.cfg) {
+                if let Err(text) = c.room_for(pattern, &self.cfg, index_nodes) {
                     self.control(id, |b| {
                         frame::encode_error(
                             b,
@@ -1351,6 +1352,12 @@ impl Core {
         self.mark_dirty(id);
     }
 
+    /// Nodes of both subscription indexes (direct and shared), roots included: what
+    /// `max_index_nodes` bounds.
+    fn index_nodes(&self) -> usize {
+        self.index.node_count() + self.groups.node_count()
+    }
+
     fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
         let pattern = match validate_pattern(pattern) {
             Ok(p) => p,
@@ -1378,13 +1385,14 @@ impl Core {
                 return;
             }
         }
+        let index_nodes = self.index_nodes();
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
         let outcome = if add {
             if c.patterns.contains(pattern) {
                 Ok(())
-            } else if let Err(text) = c.room_for(pattern, &self.cfg) {
+            } else if let Err(text) = c.room_for(pattern, &self.cfg, index_nodes) {
                 Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
             } else {
                 c.patterns.insert(pattern.into());
@@ -1872,6 +1880,8 @@ impl Core {
             uptime_ms: now.saturating_sub(self.started) / 1_000_000,
             clients: self.live,
             subscriptions: self.index.len() + self.groups.members_total(),
+            index_nodes: self.index_nodes(),
+            max_index_nodes: self.cfg.max_index_nodes,
             totals: self.totals.clone(),
         }
     }
@@ -1955,6 +1965,11 @@ pub struct RouterStats {
     pub clients: usize,
     /// Subscriptions, all clients (shared-group memberships included).
     pub subscriptions: usize,
+    /// Nodes of the subscription indexes (direct and shared, roots included), against
+    /// `max_index_nodes`.
+    pub index_nodes: usize,
+    /// The configured `max_index_nodes`.
+    pub max_index_nodes: usize,
     /// Totals over the router's life.
     pub totals: Totals,
 }
@@ -1995,7 +2010,10 @@ impl Client {
     /// Whether this client may hold one more pattern: `max_subscriptions` of them and
     /// `max_subscription_levels` levels in all (each level of a pattern is a node of the
     /// subscription index, a few hundred bytes, unless another pattern shares it).
-    fn room_for(&self, pattern: &str, cfg: &Config) -> Result<(), String> {
+    /// And the router's index (`index_nodes` now, all clients) may grow by the
+    /// pattern's levels within `max_index_nodes`: a pattern adds at most one node per
+    /// level, so the check is exact or errs on the safe side.
+    fn room_for(&self, pattern: &str, cfg: &Config, index_nodes: usize) -> Result<(), String> {
         let max_subs = cfg.max_subscriptions;
         if self.patterns.len() >= max_subs {
             return Err(format!("at most {max_subs} subscriptions per client"));
@@ -2007,6 +2025,14 @@ impl Client {
                 "at most {max_levels} pattern levels per client in all (this client holds {}, \
                  the pattern has {n})",
                 self.levels
+            ));
+        }
+        let max_nodes = cfg.max_index_nodes;
+        if index_nodes + n > max_nodes {
+            return Err(format!(
+                "the router's subscription index is full: {index_nodes} of at most \
+                 {max_nodes} nodes (max_index_nodes, all clients together) in use, the \
+                 pattern may add {n}"
             ));
         }
         Ok(())
@@ -2100,6 +2126,57 @@ mod tests {
         );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
+    }
+
+    /// `max_index_nodes` bounds the subscription index of all clients together: a
+    /// SUBSCRIBE that could take it beyond is refused (non-fatal) whoever sends it, a
+    /// pattern that shares nodes still fits while the bound allows its levels, and an
+    /// UNSUBSCRIBE gives the nodes back.
+    #[test]
+    fn the_index_node_bound_holds_across_clients() {
+        let cfg = Config {
+            max_index_nodes: 9,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (a, b) = (open(&mut core, 0), open(&mut core, 0));
+        let sub = |core: &mut Core, id: Slot, req: u32, pattern: &str| {
+            let mut f = Vec::new();
+            encode_subscribe(&mut f, req, pattern);
+            core.handle_input(id, MonoNanos(0), &f, f.len());
+            out(core, id)
+        };
+        // The two indexes' roots (direct, shared), a/b/c and x/y: 7 nodes.
+        assert_eq!(sub(&mut core, a, 1, "a/b/c"), ["ACK 1"]);
+        assert_eq!(sub(&mut core, b, 2, "x/y"), ["ACK 2"]);
+        assert_eq!(core.index_nodes(), 7);
+        // Three more levels could make 10: refused, and the connection stays open.
+        assert_eq!(
+            sub(&mut core, b, 3, "p/q/r"),
+            ["ERROR too-many-subscriptions false"]
+        );
+        assert_eq!(core.index_nodes(), 7);
+        // Two levels may fit (9; a/d adds one node), then nothing more does, for
+        // either client.
+        assert_eq!(sub(&mut core, a, 4, "a/d"), ["ACK 4"]);
+        assert_eq!(core.index_nodes(), 8);
+        assert_eq!(sub(&mut core, b, 5, "m"), ["ACK 5"]);
+        assert_eq!(
+            sub(&mut core, a, 6, "n"),
+            ["ERROR too-many-subscriptions false"]
+        );
+        assert_eq!(core.index_nodes(), 9);
+        // An unsubscribe frees its nodes (b and c; a/d still holds a) for anyone.
+        let mut f = Vec::new();
+        tickwire_wire::frame::encode_unsubscribe(&mut f, 7, "a/b/c");
+        core.handle_input(a, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, a), ["ACK 7"]);
+        assert_eq!(core.index_nodes(), 7);
+        assert_eq!(sub(&mut core, b, 8, "p/q"), ["ACK 8"]);
+        assert_eq!(core.live(), 2);
+        let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+        assert_eq!(doc["router"]["index_nodes"], 9, "{doc}");
+        assert_eq!(doc["router"]["max_index_nodes"], 9, "{doc}");
     }
 
     #[test]

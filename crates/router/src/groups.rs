@@ -85,6 +85,11 @@ impl Groups {
 
     /// Adds `member` to the group of `full` (`shared` is its parse); a member already in
     /// it is not added twice.
+    /// Nodes of the groups' own subscription index (its root included).
+    pub fn node_count(&self) -> usize {
+        self.index.node_count()
+    }
+
     pub fn join(&mut self, member: Slot, full: &str, shared: Shared<'_>) {
         let gid = match self.by_key.get(full) {
             Some(&g) => g,

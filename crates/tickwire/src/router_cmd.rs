@@ -123,6 +123,11 @@ pub struct RouterArgs {
     /// three; each costs the router a few hundred bytes of index) [default: 100000].
     #[arg(long, value_name = "N")]
     max_subscription_levels: Option<usize>,
+    /// Most nodes of the router's subscription index, all clients together (each
+    /// pattern level no other pattern shares is one, ~330 bytes): bounds the memory
+    /// all subscriptions cost [default: 2000000, ~0.8 GB].
+    #[arg(long, value_name = "N")]
+    max_index_nodes: Option<usize>,
     /// Bytes queued for one client before the slow-consumer policy applies; answers to
     /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
     /// answers alone exceed it is disconnected under either policy [default: 8MiB].
@@ -356,6 +361,7 @@ impl RouterArgs {
             max_clients,
             max_subscriptions,
             max_subscription_levels,
+            max_index_nodes,
             egress_limit,
             slow_consumer,
             handshake_timeout_ms,

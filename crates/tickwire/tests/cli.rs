@@ -31,6 +31,7 @@ const CONFIG_KEYS: &[&str] = &[
     "max_clients",
     "max_subscriptions",
     "max_subscription_levels",
+    "max_index_nodes",
     "egress_limit",
     "slow_consumer",
     "handshake_timeout_ms",

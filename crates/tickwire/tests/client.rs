@@ -386,6 +386,46 @@ fn the_level_budget_bounds_a_clients_patterns() {
     assert_eq!(m.payload(), b"hi");
 }
 
+/// `max_index_nodes` bounds the subscription index of all clients together (per-client
+/// budgets alone allow `max_clients` times theirs): once it is reached every client's
+/// next SUBSCRIBE is refused, non-fatally, and an unsubscribe makes room again.
+#[test]
+fn the_router_wide_index_bound_refuses_any_client_beyond_it() {
+    let router = RouterProc::start(&["--max-index-nodes", "9"]);
+    let mut a = Client::connect_with(router.addr, named("nodes-a")).unwrap();
+    let mut b = Client::connect_with(router.addr, named("nodes-b")).unwrap();
+    a.subscribe("a/b/c").unwrap();
+    b.subscribe("x/y").unwrap();
+    match b.subscribe("p/q/r") {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::TOO_MANY_SUBSCRIPTIONS);
+            assert!(text.contains("subscription index is full"), "{text}");
+            assert!(text.contains("max_index_nodes"), "{text}");
+        }
+        other => panic!("expected Rejected(TOO_MANY_SUBSCRIPTIONS), got {other:?}"),
+    }
+    a.subscribe("a/d").unwrap();
+    b.subscribe("m").unwrap();
+    assert!(matches!(a.subscribe("n"), Err(Error::Rejected { .. })));
+    a.unsubscribe("a/b/c").unwrap();
+    b.subscribe("p/q").unwrap();
+    // Both still deliver on what they hold.
+    let mut p = Client::connect_with(router.addr, named("nodes-pub")).unwrap();
+    p.publish("a/d", b"to a").unwrap();
+    p.publish("p/q", b"to b").unwrap();
+    p.flush().unwrap();
+    let m = a
+        .recv(Wait::Timeout(PATIENCE))
+        .unwrap()
+        .expect("a message on a/d");
+    assert_eq!(m.payload(), b"to a");
+    let m = b
+        .recv(Wait::Timeout(PATIENCE))
+        .unwrap()
+        .expect("a message on p/q");
+    assert_eq!(m.payload(), b"to b");
+}
+
 #[test]
 fn rejected_requests_leave_the_connection_usable() {
     let router = RouterProc::start(&["--max-subscriptions", "2"]);

@@ -193,6 +193,7 @@ fn metrics_pass_promtool() {
         "tickwire_router_client_received_messages_total{client=",
         "tickwire_router_queue_depth_messages{queue=\"mon-q\"}",
         "tickwire_router_probe_round_trip_seconds_count",
+        "tickwire_router_index_nodes ",
     ] {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }

@@ -133,6 +133,12 @@ impl Component for RouterMonitor {
             r.subscriptions as f64,
         );
         out.single(
+            "tickwire_router_index_nodes",
+            Kind::Gauge,
+            "Nodes of the subscription index, all clients (bounded by max_index_nodes).",
+            r.index_nodes as f64,
+        );
+        out.single(
             "tickwire_router_slow_consumers",
             Kind::Gauge,
             "Clients whose egress buffer filled and who are losing their oldest messages now.",
