@@ -2,7 +2,7 @@
 """Full-size hostile-input attacks on a `tickwire router` binary (issue 12), with a healthy
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
-    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs
+    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -46,6 +46,7 @@ def rss_kib(pid):
 
 class Router:
     def __init__(self, binary):
+        self.binary = binary
         self.p = subprocess.Popen(
             [binary, "router", "--listen", "127.0.0.1:0"],
             stdout=subprocess.PIPE,
@@ -316,12 +317,53 @@ def attack_subs(router, clients=60, patterns=834, levels=120):
             f"{rss // 1024} MiB")
 
 
+def attack_groups(router, clients=20, groups=10_000, messages=5_000):
+    """`clients` connections each try to join `groups` distinct shared-subscription groups
+    on one topic (`$share/gC_N/hog`), then one publisher sends `messages` to that topic:
+    routing visits every matching group, so the cost per message is what the groups
+    bound (`max_shared_groups`) allows. Reports the router's time per message."""
+    conns = []
+    acked = refused = 0
+    for c in range(clients):
+        s = socket.create_connection(router.addr)
+        s.sendall(hello(f"group-hog-{c}"))
+        s.sendall(b"".join(
+            frame(0x10, struct.pack("<I", g + 1) + f"$share/g{c}_{g}/hog".encode())
+            for g in range(groups)))
+        a, e = read_frames(s, groups)
+        acked += a
+        refused += e
+        conns.append(s)
+    binary = router.binary
+    addr = f"{router.addr[0]}:{router.addr[1]}"
+    t = time.time()
+    subprocess.run([binary, "pub", "--router", addr, "--count", str(messages), "--size", "16",
+                    "hog"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    while True:
+        # A router busy routing may answer late: a failed or timed-out ask is retried.
+        out = subprocess.run([binary, "stats", "--json", "--router", addr],
+                             capture_output=True, text=True).stdout
+        m = re.search(r'"msgs_in":(\d+)', out)
+        if m and int(m.group(1)) >= messages:
+            break
+        if time.time() - t > 120:
+            break
+        time.sleep(0.02)
+    took = time.time() - t
+    for s in conns:
+        s.close()
+    return (f"{clients} clients x {groups} groups on one topic: {acked:,} joined, {refused:,} "
+            f"refused; {messages:,} messages routed in {took:.2f} s "
+            f"({took / messages * 1e6:.1f} us per message, the router's turn included)")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
     "prehello": attack_prehello,
     "trickle": attack_trickle,
     "subs": attack_subs,
+    "groups": attack_groups,
 }
 
 

@@ -82,6 +82,15 @@ pub struct Config {
     /// could take the index beyond it is refused (TOO_MANY_SUBSCRIPTIONS, non-fatal).
     /// Default 2000000 (~0.8 GB).
     pub max_index_nodes: usize,
+    /// Most shared subscriptions (`$share/GROUP/PATTERN`) one client may hold. Default
+    /// 100.
+    pub max_shared_subscriptions: usize,
+    /// Most shared-subscription groups, all clients together. Routing a message visits
+    /// every group whose pattern matches its topic (~10 ns each), so this bounds what
+    /// one message can cost however the groups were made. A SUBSCRIBE that would make
+    /// one more is refused (TOO_MANY_SUBSCRIPTIONS, non-fatal); joining an existing
+    /// group is not. Default 1000.
+    pub max_shared_groups: usize,
     /// Bytes of undelivered messages queued per client before the slow-consumer policy
     /// applies. Default 8388608 (8 MiB).
     pub egress_limit: usize,
@@ -198,6 +207,8 @@ impl Default for Config {
             max_subscriptions: 10_000,
             max_subscription_levels: 100_000,
             max_index_nodes: 2_000_000,
+            max_shared_subscriptions: 100,
+            max_shared_groups: 1_000,
             egress_limit: 8 << 20,
             slow_consumer: SlowConsumerPolicy::default(),
             handshake_timeout_ms: 5_000,

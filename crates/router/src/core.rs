@@ -165,6 +165,8 @@ struct Client {
     patterns: HashSet<Box<str>>,
     /// Levels of `patterns` in all (`max_subscription_levels`).
     levels: usize,
+    /// Shared subscriptions among `patterns` (`max_shared_subscriptions`).
+    shared: usize,
     egress: Egress,
     dirty: bool,
     discarding: bool,
@@ -558,6 +560,7 @@ impl Core {
             frame_started: None,
             patterns: HashSet::new(),
             levels: 0,
+            shared: 0,
             egress: Egress::default(),
             dirty: false,
             discarding: false,
@@ -1386,6 +1389,8 @@ impl Core {
             }
         }
         let index_nodes = self.index_nodes();
+        let new_group = shared.is_some() && !self.groups.exists(pattern);
+        let groups = self.groups.len();
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -1394,11 +1399,18 @@ impl Core {
                 Ok(())
             } else if let Err(text) = c.room_for(pattern, &self.cfg, index_nodes) {
                 Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
+            } else if let Err(text) =
+                shared.map_or(Ok(()), |_| c.room_for_shared(&self.cfg, new_group, groups))
+            {
+                Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
             } else {
                 c.patterns.insert(pattern.into());
                 c.levels += levels(pattern);
                 match shared {
-                    Some(s) => self.groups.join(id, pattern, s),
+                    Some(s) => {
+                        c.shared += 1;
+                        self.groups.join(id, pattern, s);
+                    }
                     None => {
                         self.index.subscribe(id, pattern);
                     }
@@ -1407,6 +1419,7 @@ impl Core {
             }
         } else if c.patterns.remove(pattern) {
             c.levels -= levels(pattern);
+            c.shared -= usize::from(shared.is_some());
             match shared {
                 Some(s) => self.groups.leave(id, pattern, s),
                 None => {
@@ -2038,6 +2051,25 @@ impl Client {
         Ok(())
     }
 
+    /// Whether this client may hold one more shared subscription
+    /// (`max_shared_subscriptions`) and, when it would make a new group (`new_group`),
+    /// whether the router may hold one more (`max_shared_groups`; `groups` exist now).
+    fn room_for_shared(&self, cfg: &Config, new_group: bool, groups: usize) -> Result<(), String> {
+        let max = cfg.max_shared_subscriptions;
+        if self.shared >= max {
+            return Err(format!("at most {max} shared subscriptions per client"));
+        }
+        let max_groups = cfg.max_shared_groups;
+        if new_group && groups >= max_groups {
+            return Err(format!(
+                "the router holds {groups} shared-subscription groups, its maximum \
+                 (max_shared_groups, all clients together): join an existing group or ask \
+                 the operator to raise it"
+            ));
+        }
+        Ok(())
+    }
+
     fn stats(&self, now: MonoNanos) -> ClientStats {
         ClientStats {
             id: self.id,
@@ -2177,6 +2209,59 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
         assert_eq!(doc["router"]["index_nodes"], 9, "{doc}");
         assert_eq!(doc["router"]["max_index_nodes"], 9, "{doc}");
+    }
+
+    /// Shared subscriptions: at most `max_shared_subscriptions` per client, and at most
+    /// `max_shared_groups` groups router-wide (routing visits every matching group), both
+    /// refused non-fatally; joining an existing group is allowed at the router's bound,
+    /// and a group that goes with its last member makes room.
+    #[test]
+    fn shared_subscriptions_are_bounded_per_client_and_router_wide() {
+        let cfg = Config {
+            max_shared_subscriptions: 3,
+            max_shared_groups: 4,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (a, b) = (open(&mut core, 0), open(&mut core, 0));
+        let sub = |core: &mut Core, id: Slot, req: u32, pattern: &str, add: bool| {
+            let mut f = Vec::new();
+            if add {
+                encode_subscribe(&mut f, req, pattern);
+            } else {
+                tickwire_wire::frame::encode_unsubscribe(&mut f, req, pattern);
+            }
+            core.handle_input(id, MonoNanos(0), &f, f.len());
+            out(core, id)
+        };
+        let refused = ["ERROR too-many-subscriptions false"];
+        for (i, g) in ["g1", "g2", "g3"].iter().enumerate() {
+            let req = i as u32 + 1;
+            assert_eq!(
+                sub(&mut core, a, req, &format!("$share/{g}/t"), true),
+                [format!("ACK {req}")]
+            );
+        }
+        // a's fourth shared subscription: refused; ordinary ones are not.
+        assert_eq!(sub(&mut core, a, 4, "$share/g4/t", true), refused);
+        assert_eq!(sub(&mut core, a, 5, "t", true), ["ACK 5"]);
+        // b makes the fourth group, then the router holds its maximum: a fifth is refused,
+        // joining an existing one is not.
+        assert_eq!(sub(&mut core, b, 6, "$share/g4/t", true), ["ACK 6"]);
+        assert_eq!(sub(&mut core, b, 7, "$share/g5/t", true), refused);
+        assert_eq!(sub(&mut core, b, 8, "$share/g1/t", true), ["ACK 8"]);
+        // a leaves g2, its only member: the group goes, and a fifth may be made.
+        assert_eq!(sub(&mut core, a, 9, "$share/g2/t", false), ["ACK 9"]);
+        assert_eq!(sub(&mut core, b, 10, "$share/g5/t", true), ["ACK 10"]);
+        assert_eq!(sub(&mut core, a, 11, "$share/g6/t", true), refused);
+        // One copy per client: a (direct and in g1/g3) and b (g4, g5; maybe g1).
+        let p = open(&mut core, 0);
+        let mut f = Vec::new();
+        encode_publish(&mut f, "t", b"x", Default::default(), u32::MAX).unwrap();
+        core.handle_input(p, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, a), ["MSG t"]);
+        assert_eq!(out(&mut core, b), ["MSG t"]);
+        assert_eq!(core.live(), 3);
     }
 
     #[test]

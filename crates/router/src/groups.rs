@@ -67,6 +67,21 @@ pub struct Groups {
     free: Vec<u32>,
     /// Group numbers matched by the last topic (reused).
     matched: Vec<Slot>,
+    /// Per client slot: the `pick` call that last put it in `out` (so that a client in
+    /// many matching groups is found there in one step, not by a scan of `out`).
+    picked: Vec<u32>,
+    /// The current `pick` call's mark (never 0 while picking).
+    pick_mark: u32,
+}
+
+/// Marks client slot `m` with `mark`, growing the table to the highest slot seen (client
+/// slots are bounded by `max_clients`: after the first messages no growth).
+fn set_mark(picked: &mut Vec<u32>, m: u32, mark: u32) {
+    let i = m as usize;
+    if i >= picked.len() {
+        picked.resize(i + 1, 0);
+    }
+    picked[i] = mark;
 }
 
 impl std::fmt::Debug for Groups {
@@ -83,13 +98,18 @@ impl Groups {
         self.by_key.is_empty()
     }
 
-    /// Adds `member` to the group of `full` (`shared` is its parse); a member already in
-    /// it is not added twice.
     /// Nodes of the groups' own subscription index (its root included).
     pub fn node_count(&self) -> usize {
         self.index.node_count()
     }
 
+    /// Whether the group of `full` (`$share/GROUP/PATTERN`) exists.
+    pub fn exists(&self, full: &str) -> bool {
+        self.by_key.contains_key(full)
+    }
+
+    /// Adds `member` to the group of `full` (`shared` is its parse); a member already in
+    /// it is not added twice.
     pub fn join(&mut self, member: Slot, full: &str, shared: Shared<'_>) {
         let gid = match self.by_key.get(full) {
             Some(&g) => g,
@@ -150,6 +170,18 @@ impl Groups {
     ) -> usize {
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
+        if self.matched.is_empty() {
+            return 0;
+        }
+        self.pick_mark = self.pick_mark.wrapping_add(1);
+        if self.pick_mark == 0 {
+            self.picked.fill(0);
+            self.pick_mark = 1;
+        }
+        let mark = self.pick_mark;
+        for &Slot(m) in out.iter() {
+            set_mark(&mut self.picked, m, mark);
+        }
         for &Slot(gid) in &self.matched {
             let Some(Some(g)) = self.groups.get_mut(gid as usize) else {
                 continue;
@@ -162,7 +194,8 @@ impl Groups {
                 if eligible(m) {
                     // Not wrapped: a member joining at the end is next in turn.
                     g.next = i + 1;
-                    if !out.contains(&m) {
+                    if self.picked.get(m.0 as usize) != Some(&mark) {
+                        set_mark(&mut self.picked, m.0, mark);
                         out.push(m);
                     }
                     break;
@@ -250,6 +283,36 @@ mod tests {
         let got: Vec<u32> = (0..7).flat_map(|_| pick(&mut g, "jobs/a")).collect();
         assert_eq!(got, [1, 2, 3, 1, 2, 3, 1]);
         assert_eq!(pick(&mut g, "other"), Vec::<u32>::new());
+    }
+
+    /// A client in many matching groups, and one already in `out` (a direct match), is
+    /// picked once: one copy per client however many groups name it.
+    #[test]
+    fn a_client_in_many_matching_groups_is_picked_once() {
+        let mut g = Groups::default();
+        for i in 0..500 {
+            join(&mut g, 7, &format!("$share/g{i}/t"));
+        }
+        join(&mut g, 8, "$share/other/t");
+        join(&mut g, 9, "$share/third/*");
+        let mut got = pick(&mut g, "t");
+        got.sort();
+        assert_eq!(got, [7, 8, 9]);
+        // Already in out (subscribed directly too): not added again.
+        let mut out = vec![Slot(8), Slot(7)];
+        assert_eq!(g.pick("t", &mut out, |_| true), 502);
+        assert_eq!(out, [Slot(8), Slot(7), Slot(9)]);
+        // The marks of one call do not leak into the next.
+        let mut out = Vec::new();
+        g.pick("t", &mut out, |s| s != Slot(9));
+        out.sort();
+        assert_eq!(out, [Slot(7), Slot(8)]);
+        // Nor across the mark's wrap.
+        g.pick_mark = u32::MAX;
+        let mut got = pick(&mut g, "t");
+        got.sort();
+        assert_eq!(got, [7, 8, 9]);
+        assert_eq!(g.pick_mark, 1);
     }
 
     #[test]

@@ -128,6 +128,14 @@ pub struct RouterArgs {
     /// all subscriptions cost [default: 2000000, ~0.8 GB].
     #[arg(long, value_name = "N")]
     max_index_nodes: Option<usize>,
+    /// Most shared subscriptions (`$share/GROUP/PATTERN`) per client [default: 100].
+    #[arg(long, value_name = "N")]
+    max_shared_subscriptions: Option<usize>,
+    /// Most shared-subscription groups, all clients together: routing a message visits
+    /// each group matching its topic, so this bounds one message's cost
+    /// [default: 1000].
+    #[arg(long, value_name = "N")]
+    max_shared_groups: Option<usize>,
     /// Bytes queued for one client before the slow-consumer policy applies; answers to
     /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
     /// answers alone exceed it is disconnected under either policy [default: 8MiB].
@@ -362,6 +370,8 @@ impl RouterArgs {
             max_subscriptions,
             max_subscription_levels,
             max_index_nodes,
+            max_shared_subscriptions,
+            max_shared_groups,
             egress_limit,
             slow_consumer,
             handshake_timeout_ms,

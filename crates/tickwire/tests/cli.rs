@@ -32,6 +32,8 @@ const CONFIG_KEYS: &[&str] = &[
     "max_subscriptions",
     "max_subscription_levels",
     "max_index_nodes",
+    "max_shared_subscriptions",
+    "max_shared_groups",
     "egress_limit",
     "slow_consumer",
     "handshake_timeout_ms",

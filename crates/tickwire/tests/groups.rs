@@ -34,6 +34,54 @@ fn publish_range(p: &mut Client, topic: &str, range: std::ops::Range<u32>) {
     p.flush().unwrap();
 }
 
+/// Routing visits every group matching a topic, so groups are bounded: per client
+/// (`--max-shared-subscriptions`) and router-wide (`--max-shared-groups`), refused
+/// non-fatally; a client in many matching groups still gets one copy.
+#[test]
+fn shared_groups_are_bounded_and_a_client_in_many_gets_one_copy() {
+    let router = RouterProc::start(&[
+        "--no-guaranteed",
+        "--max-shared-subscriptions",
+        "5",
+        "--max-shared-groups",
+        "8",
+    ]);
+    let mut a = Client::connect(router.addr).unwrap();
+    for i in 0..5 {
+        a.subscribe(&format!("$share/a{i}/t")).unwrap();
+    }
+    match a.subscribe("$share/a5/t") {
+        Err(e @ tickwire_client::Error::Rejected { .. }) => {
+            assert!(!e.is_fatal(), "{e}");
+            assert!(
+                e.to_string().contains("at most 5 shared subscriptions"),
+                "{e}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let mut b = Client::connect(router.addr).unwrap();
+    for i in 0..3 {
+        b.subscribe(&format!("$share/b{i}/t")).unwrap();
+    }
+    match b.subscribe("$share/b3/t") {
+        Err(e @ tickwire_client::Error::Rejected { .. }) => {
+            assert!(!e.is_fatal(), "{e}");
+            assert!(e.to_string().contains("max_shared_groups"), "{e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Joining an existing group is still allowed.
+    b.subscribe("$share/a0/t").unwrap();
+    let mut p = Client::connect(router.addr).unwrap();
+    publish_range(&mut p, "t", 0..10);
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    drain(&mut a, &mut got_a, Duration::from_millis(300));
+    drain(&mut b, &mut got_b, Duration::from_millis(300));
+    assert_eq!(got_a, (0..10).collect::<Vec<u32>>(), "a: one copy of each");
+    assert_eq!(got_b, (0..10).collect::<Vec<u32>>(), "b: one copy of each");
+}
+
 #[test]
 fn each_message_goes_to_one_member_round_robin_and_outsiders_get_all() {
     let router = RouterProc::start(&["--no-guaranteed"]);
