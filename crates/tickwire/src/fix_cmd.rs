@@ -53,7 +53,12 @@ Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
   OUT <session> <message>      message sent
   EVENT <session> <text>       session events (QuickFIX's wording)
   LOGON <session> / LOGOUT <session>
-  SENT <session> <MsgSeqNum>   a message typed on stdin was stored (and sent if logged on)
+  SENT <session> <MsgSeqNum>   a message typed on stdin was sent (and stored)
+  STORED <session> <MsgSeqNum> <text>
+                               typed while the session is not logged on: stored with
+                               its number and not sent; as in QuickFIX it reaches the
+                               counterparty only in the resend it asks for after the
+                               next logon (PossDupFlag=Y)
   ERROR <session> <text>       a message typed on stdin was refused
 
 Standard input, one command per line:
@@ -346,11 +351,21 @@ fn command(handle: &Handle, names: &[(SessionKey, String)], line: &str) -> anyho
                 .find(|(k, _)| *k == key)
                 .map(|(_, n)| n.clone())
                 .unwrap_or_default();
-            // Runs on the engine thread; prints the MsgSeqNum the message got (it is
-            // stored, and sent if logged on) or why it was refused.
-            handle.call(move |ctx| match ctx.send(key, &msg_type, &bytes) {
-                Ok(seq) => print_line(format!("SENT {name} {seq}").as_bytes()),
-                Err(e) => print_line(format!("ERROR {name} {e}").as_bytes()),
+            // Runs on the engine thread; prints the MsgSeqNum the message got and
+            // whether it went out (logged on) or was only stored, or why it was refused.
+            handle.call(move |ctx| {
+                let logged_on = ctx.is_logged_on(key);
+                match ctx.send(key, &msg_type, &bytes) {
+                    Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
+                    Ok(seq) => print_line(
+                        format!(
+                            "STORED {name} {seq} not logged on: stored, not sent; it goes out \
+                             in the resend the counterparty asks for after the next logon"
+                        )
+                        .as_bytes(),
+                    ),
+                    Err(e) => print_line(format!("ERROR {name} {e}").as_bytes()),
+                }
             })?;
             Ok(())
         }

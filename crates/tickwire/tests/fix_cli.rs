@@ -14,6 +14,29 @@ use fix_support::{field, free_port, temp_dir, two_sided_cfg, Peer, BIN};
 
 const ORDER: &str = "38=100|40=1|54=1|55=IBM|60=20240101-00:00:00";
 
+/// An order typed before the session is logged on is stored, not sent, and the CLI
+/// says so (STORED with its MsgSeqNum), where it used to say SENT.
+#[test]
+fn an_order_typed_before_the_logon_is_reported_stored_not_sent() {
+    let dir = temp_dir("cli-early");
+    let port = free_port();
+    let cfg = two_sided_cfg(&dir, port, true);
+    // No acceptor: the initiator cannot log on.
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    client.wait(&["READY initiator"]);
+    let c = "FIX.4.4:CLIENT->VENUE";
+    client.send(&format!("35=D|11=EARLY|{ORDER}"));
+    let line = client.wait(&["STORED", c, "not logged on"]);
+    assert!(line.contains("not sent"), "{line}");
+    assert_eq!(client.count_ever(&["SENT"]), 0, "{}", client.output());
+    assert_eq!(
+        client.count_ever(&["OUT", c, "|35=D|"]),
+        0,
+        "{}",
+        client.output()
+    );
+}
+
 #[test]
 fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicate() {
     let dir = temp_dir("cli-echo");
