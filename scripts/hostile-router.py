@@ -2,7 +2,7 @@
 """Full-size hostile-input attacks on a `tickwire router` binary (issue 12), with a healthy
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
-    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups
+    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -25,8 +25,8 @@ HEALTHY_MSGS = 50_000
 HEALTHY_RATE = "10k"
 
 
-def frame(kind, body=b"", flags=0):
-    return struct.pack("<IBBH", 8 + len(body), kind, flags, 0) + body
+def frame(kind, body=b"", flags=0, aux=0):
+    return struct.pack("<IBBH", 8 + len(body), kind, flags, aux) + body
 
 
 def hello(name):
@@ -357,6 +357,53 @@ def attack_groups(router, clients=20, groups=10_000, messages=5_000):
             f"({took / messages * 1e6:.1f} us per message, the router's turn included)")
 
 
+def attack_walk(router, levels=14, messages=3_000):
+    """A KNOWN LIMIT, not a bound (docs/reliability.md): every mix of `a` and `*` over the
+    first `levels - 1` levels with a last level `z` (2^(levels-1) patterns, spread over
+    clients within their level budgets), then messages on `a/.../a/{b,c,d}` in turn (so
+    the index's memo of the last two topics never answers): each message walks every
+    pattern prefix, and none matches in the end. Reports the router's time per message."""
+    pats = ["/".join(["*" if (m >> i) & 1 else "a" for i in range(levels - 1)] + ["z"])
+            for m in range(2 ** (levels - 1))]
+    per = 90_000 // levels
+    conns = []
+    refused = 0
+    for c in range(0, len(pats), per):
+        s = socket.create_connection(router.addr)
+        s.sendall(hello(f"walker-{c}"))
+        chunk = pats[c:c + per]
+        s.sendall(b"".join(frame(0x10, struct.pack("<I", i + 1) + p.encode())
+                           for i, p in enumerate(chunk)))
+        _, e = read_frames(s, len(chunk))
+        refused += e
+        conns.append(s)
+    topics = ["/".join(["a"] * (levels - 1) + [x]) for x in "bcd"]
+    pub = socket.create_connection(router.addr)
+    pub.sendall(hello("walk-publisher"))
+    # PUBLISH: the header's aux field is the topic's length; then topic and payload.
+    data = b"".join(frame(0x20, t.encode() + b"0123456789abcdef", aux=len(t))
+                    for t in (topics[i % 3] for i in range(messages)))
+    addr = f"{router.addr[0]}:{router.addr[1]}"
+    t = time.time()
+    pub.sendall(data)
+    while True:
+        out = subprocess.run([router.binary, "stats", "--json", "--router", addr],
+                             capture_output=True, text=True).stdout
+        m = re.search(r'"msgs_in":(\d+)', out)
+        if m and int(m.group(1)) >= messages:
+            break
+        if time.time() - t > 120:
+            break
+        time.sleep(0.02)
+    took = time.time() - t
+    pub.close()
+    for s in conns:
+        s.close()
+    return (f"{len(pats):,} patterns of {levels} levels in {len(conns)} clients ({refused} "
+            f"refused); {messages:,} messages on 3 rotating topics in {took:.2f} s "
+            f"({took / messages * 1e6:.0f} us per message)")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
@@ -364,6 +411,7 @@ CASES = {
     "trickle": attack_trickle,
     "subs": attack_subs,
     "groups": attack_groups,
+    "walk": attack_walk,
 }
 
 

@@ -1336,7 +1336,31 @@ impl Core {
                 }
                 c.patterns.insert(pattern.into());
                 c.levels += levels(pattern);
+                let before = self.index.match_work() + self.groups.match_work();
                 self.index.subscribe(id, pattern);
+                let after = self.index.match_work() + self.groups.match_work();
+                let max = self.cfg.max_match_work;
+                if after > max && after > before {
+                    self.index.unsubscribe(id, pattern);
+                    if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+                        c.patterns.remove(pattern);
+                        c.levels -= levels(pattern);
+                    }
+                    let text = format!(
+                        "this pattern would let one topic match take {after} steps in the \
+                         router's subscription index, more than max_match_work ({max})"
+                    );
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            request_id,
+                            ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                            false,
+                            &text,
+                        )
+                    });
+                    return;
+                }
             }
         }
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
@@ -1406,16 +1430,41 @@ impl Core {
             } else {
                 c.patterns.insert(pattern.into());
                 c.levels += levels(pattern);
+                c.shared += usize::from(shared.is_some());
+                let before = self.index.match_work() + self.groups.match_work();
                 match shared {
-                    Some(s) => {
-                        c.shared += 1;
-                        self.groups.join(id, pattern, s);
-                    }
+                    Some(s) => self.groups.join(id, pattern, s),
                     None => {
                         self.index.subscribe(id, pattern);
                     }
                 }
-                Ok(())
+                let after = self.index.match_work() + self.groups.match_work();
+                let max = self.cfg.max_match_work;
+                if after > max && after > before {
+                    // Undone: the match bound would pass its limit.
+                    match shared {
+                        Some(s) => self.groups.leave(id, pattern, s),
+                        None => {
+                            self.index.unsubscribe(id, pattern);
+                        }
+                    }
+                    if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+                        c.patterns.remove(pattern);
+                        c.levels -= levels(pattern);
+                        c.shared -= usize::from(shared.is_some());
+                    }
+                    Err((
+                        ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                        format!(
+                            "this pattern would let one topic match take {after} steps in the \
+                             router's subscription index, more than max_match_work ({max}): \
+                             patterns that branch at many levels (a/*/a/*/...) cost every \
+                             message that much"
+                        ),
+                    ))
+                } else {
+                    Ok(())
+                }
             }
         } else if c.patterns.remove(pattern) {
             c.levels -= levels(pattern);
@@ -1895,6 +1944,8 @@ impl Core {
             subscriptions: self.index.len() + self.groups.members_total(),
             index_nodes: self.index_nodes(),
             max_index_nodes: self.cfg.max_index_nodes,
+            match_work: self.index.match_work() + self.groups.match_work(),
+            max_match_work: self.cfg.max_match_work,
             totals: self.totals.clone(),
         }
     }
@@ -1983,6 +2034,11 @@ pub struct RouterStats {
     pub index_nodes: usize,
     /// The configured `max_index_nodes`.
     pub max_index_nodes: usize,
+    /// The most steps one topic match can take now, whatever the topic (direct and
+    /// shared indexes), against `max_match_work`.
+    pub match_work: u64,
+    /// The configured `max_match_work`.
+    pub max_match_work: u64,
     /// Totals over the router's life.
     pub totals: Totals,
 }
@@ -2262,6 +2318,47 @@ mod tests {
         assert_eq!(out(&mut core, a), ["MSG t"]);
         assert_eq!(out(&mut core, b), ["MSG t"]);
         assert_eq!(core.live(), 3);
+    }
+
+    /// Patterns that branch at many levels make every topic match walk their prefixes:
+    /// a SUBSCRIBE that would take the match bound past `max_match_work` is refused
+    /// (non-fatal) and leaves nothing behind; ordinary patterns still fit.
+    #[test]
+    fn the_match_work_bound_refuses_patterns_that_branch_at_every_level() {
+        let cfg = Config {
+            max_match_work: 128,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let a = open(&mut core, 0);
+        let mut refused = 0;
+        let mut req = 0;
+        for m in 0u32..64 {
+            let levels: Vec<&str> = (0..6)
+                .map(|i| if m >> i & 1 == 1 { "*" } else { "a" })
+                .collect();
+            let mut f = Vec::new();
+            req += 1;
+            encode_subscribe(&mut f, req, &format!("{}/z", levels.join("/")));
+            core.handle_input(a, MonoNanos(0), &f, f.len());
+            match out(&mut core, a).as_slice() {
+                [ack] if ack == &format!("ACK {req}") => {}
+                [err] if err == "ERROR too-many-subscriptions false" => refused += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(refused > 0, "64 patterns of every mix were all accepted");
+        let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
+        let work = doc["router"]["match_work"].as_u64().unwrap();
+        assert!(work <= 128, "{doc}");
+        assert_eq!(doc["router"]["max_match_work"], 128);
+        // The client holds exactly what was acknowledged, and literal patterns still fit.
+        assert_eq!(doc["clients"][0]["subscriptions"], 64 - refused, "{doc}");
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 999, "md/NASDAQ/AAPL/quote");
+        core.handle_input(a, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, a), ["ACK 999"]);
+        assert_eq!(core.live(), 1);
     }
 
     #[test]

@@ -103,6 +103,12 @@ impl Groups {
         self.index.node_count()
     }
 
+    /// The most steps one match of the groups' index can take
+    /// ([`SubscriptionIndex::match_work`]).
+    pub fn match_work(&self) -> u64 {
+        self.index.match_work()
+    }
+
     /// Whether the group of `full` (`$share/GROUP/PATTERN`) exists.
     pub fn exists(&self, full: &str) -> bool {
         self.by_key.contains_key(full)

@@ -117,6 +117,20 @@ struct Node {
     /// Distinct clients with a subscription at this node or below it, sorted, with how
     /// many such subscriptions each has. Not kept for the root (never skipped).
     below: Vec<(Slot, u32)>,
+    /// The most `Walk::child` steps a walk from this node can take, whatever the topic:
+    /// at most one literal child matches a level, but the `*` child and every prefix
+    /// child may all be taken. A tree: at most the nodes below this one.
+    work: u64,
+    /// What this node adds to its parent's `work` as last registered there: 1 + its
+    /// `work` (0: not registered yet).
+    contrib: u64,
+    /// The registered contributions of the literal children, as (value, how many): the
+    /// largest is what the literal children add.
+    lit: std::collections::BTreeMap<u64, u32>,
+    /// The registered contribution of the `*` child (0: none).
+    any_contrib: u64,
+    /// The registered contributions of the prefix children, summed.
+    prefix_sum: u64,
 }
 
 struct PrefixLen {
@@ -126,6 +140,33 @@ struct PrefixLen {
 }
 
 impl Node {
+    /// `work` from the registered contributions of the children.
+    fn work_from_children(&self) -> u64 {
+        self.lit.last_key_value().map_or(0, |(&v, _)| v) + self.any_contrib + self.prefix_sum
+    }
+
+    /// Replaces a child's registered contribution `old` by `new` (0: none) under
+    /// `edge`'s kind.
+    fn register(&mut self, edge: &Edge<'_>, old: u64, new: u64) {
+        match edge {
+            Edge::Literal(_) => {
+                if old > 0 {
+                    if let Some(n) = self.lit.get_mut(&old) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.lit.remove(&old);
+                        }
+                    }
+                }
+                if new > 0 {
+                    *self.lit.entry(new).or_insert(0) += 1;
+                }
+            }
+            Edge::Any => self.any_contrib = new,
+            Edge::Prefix(_) => self.prefix_sum = self.prefix_sum - old + new,
+        }
+    }
+
     /// The clients whose pattern ends here: with a trailing `>` (`rest`) or exactly.
     fn clients_mut(&mut self, rest: bool) -> &mut Vec<Slot> {
         if rest {
@@ -224,6 +265,7 @@ impl SubscriptionIndex {
                 Err(i) => below.insert(i, (client, 1)),
             }
         }
+        self.update_work(pattern, &path, path.len());
         self.path = path;
         let slot = client.0 as usize;
         if slot >= self.marks.len() {
@@ -250,7 +292,8 @@ impl SubscriptionIndex {
                     }
                 }
             }
-            self.prune(pattern, &path);
+            let kept = self.prune(pattern, &path);
+            self.update_work(pattern, &path[1..], kept);
         }
         self.path = path;
         removed
@@ -411,8 +454,45 @@ impl SubscriptionIndex {
         true
     }
 
-    /// Frees the unused nodes at the end of `path`, deepest first.
-    fn prune(&mut self, pattern: &str, path: &[NodeId]) {
+    /// The most `Walk::child` steps one `match_topic` walk can take, whatever the topic
+    /// (the trie's worst case; a walk that finds the clients below a child all emitted
+    /// already takes fewer). Patterns that branch at many levels (`a/*/a/*/...`, every
+    /// mix) make it grow with their number even when they match nothing in the end;
+    /// the router refuses a SUBSCRIBE that takes it past `max_match_work`.
+    pub fn match_work(&self) -> u64 {
+        self.nodes[ROOT.index()].work
+    }
+
+    /// Recomputes `work` up a pattern's path after a change: `path` holds the nodes
+    /// below the root on `pattern`'s levels, of which the first `kept` still exist.
+    fn update_work(&mut self, pattern: &str, path: &[NodeId], kept: usize) {
+        // (parent, child, edge) down the path, then registered deepest first: each
+        // child's contribution is final once its own children's are.
+        let levels = pattern.split('/').take_while(|&l| l != ">");
+        let mut parent = ROOT;
+        let mut steps: Vec<(NodeId, NodeId, Edge<'_>)> = Vec::with_capacity(kept);
+        for (&child, level) in path[..kept].iter().zip(levels) {
+            steps.push((parent, child, Edge::of_level(level)));
+            parent = child;
+        }
+        while let Some((parent, child, edge)) = steps.pop() {
+            let c = &self.nodes[child.index()];
+            let (old, new) = (c.contrib, c.work + 1);
+            if old == new {
+                continue;
+            }
+            self.nodes[child.index()].contrib = new;
+            let p = &mut self.nodes[parent.index()];
+            p.register(&edge, old, new);
+            p.work = p.work_from_children();
+        }
+    }
+
+    /// Frees the unused nodes at the end of `path` (the root first), deepest first, and
+    /// withdraws their contributions to their parents' `work`. Returns how many of the
+    /// nodes below the root are left.
+    fn prune(&mut self, pattern: &str, path: &[NodeId]) -> usize {
+        let mut kept = path.len() - 1;
         // Levels deepest first, without the `>` (which has no node of its own);
         // they pair with the path's edges deepest first.
         let levels = pattern.rsplit('/').skip_while(|&level| level == ">");
@@ -421,7 +501,11 @@ impl SubscriptionIndex {
             if !self.nodes[child.index()].is_unused() {
                 break;
             }
+            let old = self.nodes[child.index()].contrib;
             let node = &mut self.nodes[parent.index()];
+            node.register(&Edge::of_level(level), old, 0);
+            node.work = node.work_from_children();
+            kept -= 1;
             match Edge::of_level(level) {
                 Edge::Literal(text) => {
                     node.literal.remove(text);
@@ -442,6 +526,7 @@ impl SubscriptionIndex {
             }
             self.release(child);
         }
+        kept
     }
 
     fn alloc(&mut self) -> NodeId {
@@ -853,6 +938,13 @@ mod tests {
     ) -> Result<(), TestCaseError> {
         let mut out = Vec::new();
         index.match_topic(topic, &mut out);
+        prop_assert!(
+            index.last_work <= index.match_work(),
+            "walk of {:?} took {} steps, bound {}",
+            topic,
+            index.last_work,
+            index.match_work()
+        );
         let distinct: HashSet<_> = out.iter().collect();
         prop_assert_eq!(
             distinct.len(),
@@ -878,6 +970,54 @@ mod tests {
             }
         }
         1 + paths.len()
+    }
+
+    /// Every mix of `a` and `*` over k levels, then a last level `z`: a topic
+    /// `a/.../a/b` walks every one of those prefixes and matches nothing. The bound
+    /// counts that walk; literal patterns keep it at their depth.
+    #[test]
+    fn the_walk_bound_counts_patterns_that_branch_at_every_level() {
+        let mut index = SubscriptionIndex::new();
+        for p in [
+            "md/NASDAQ/AAPL/quote",
+            "md/NYSE/IBM/quote",
+            "md/NASDAQ/MSFT/trade",
+        ] {
+            index.subscribe(Slot(1), p);
+        }
+        assert_eq!(index.match_work(), 4, "one literal path of four levels");
+        index.subscribe(Slot(2), "md/*/AAPL/quote");
+        assert_eq!(
+            index.match_work(),
+            7,
+            "the * branch adds its own three levels"
+        );
+        let k = 10;
+        let mut big = SubscriptionIndex::new();
+        for m in 0u32..(1 << k) {
+            let mut levels: Vec<&str> = (0..k)
+                .map(|i| if m >> i & 1 == 1 { "*" } else { "a" })
+                .collect();
+            levels.push("z");
+            big.subscribe(Slot(m % 7), &levels.join("/"));
+        }
+        let topic = format!("{}/b", vec!["a"; k].join("/"));
+        let mut out = Vec::new();
+        big.match_topic(&topic, &mut out);
+        assert!(out.is_empty());
+        // 2 + 4 + ... + 2^k prefixes, and the last level's lookups.
+        assert!(big.last_work >= (1 << (k + 1)) - 2, "{}", big.last_work);
+        assert!(big.last_work <= big.match_work());
+        assert_eq!(big.match_work(), (1 << (k + 1)) - 2 + (1 << k));
+        // Gone with the patterns.
+        for m in 0u32..(1 << k) {
+            let mut levels: Vec<&str> = (0..k)
+                .map(|i| if m >> i & 1 == 1 { "*" } else { "a" })
+                .collect();
+            levels.push("z");
+            assert!(big.unsubscribe(Slot(m % 7), &levels.join("/")));
+        }
+        assert_eq!(big.match_work(), 0);
     }
 
     proptest! {
@@ -917,6 +1057,12 @@ mod tests {
                 prop_assert_eq!(index.len(), model.len());
                 prop_assert_eq!(index.is_empty(), model.is_empty());
                 prop_assert_eq!(index.node_count(), expected_nodes(&model));
+                // The walk bound kept up to date equals one computed from scratch.
+                let mut fresh = SubscriptionIndex::new();
+                for (c, p) in &model {
+                    fresh.subscribe(Slot(*c), p);
+                }
+                prop_assert_eq!(index.match_work(), fresh.match_work());
                 // Each topic twice in a row: the second answer comes from the memo, and
                 // the op above must have made the first one walk.
                 for topic in &topics {
@@ -931,6 +1077,8 @@ mod tests {
             prop_assert_eq!(index.node_count(), 1);
             let root = &index.nodes[ROOT.index()];
             prop_assert!(root.is_unused() && root.prefix_lens.is_empty());
+            prop_assert_eq!(index.match_work(), 0);
+            prop_assert!(root.lit.is_empty() && root.any_contrib == 0 && root.prefix_sum == 0);
         }
     }
 }

@@ -136,6 +136,12 @@ pub struct RouterArgs {
     /// [default: 1000].
     #[arg(long, value_name = "N")]
     max_shared_groups: Option<usize>,
+    /// Most steps one topic match may take in the subscription index, whatever the
+    /// topic: patterns that branch at many levels (a/*/a/*/...) cost every message a
+    /// visit of each of their prefixes; a SUBSCRIBE past this is refused
+    /// [default: 1000].
+    #[arg(long, value_name = "N")]
+    max_match_work: Option<u64>,
     /// Bytes queued for one client before the slow-consumer policy applies; answers to
     /// its own requests (PONG, ACK, STATS_REPLY) count too, and a client whose unread
     /// answers alone exceed it is disconnected under either policy [default: 8MiB].
@@ -372,6 +378,7 @@ impl RouterArgs {
             max_index_nodes,
             max_shared_subscriptions,
             max_shared_groups,
+            max_match_work,
             egress_limit,
             slow_consumer,
             handshake_timeout_ms,

@@ -34,6 +34,7 @@ const CONFIG_KEYS: &[&str] = &[
     "max_index_nodes",
     "max_shared_subscriptions",
     "max_shared_groups",
+    "max_match_work",
     "egress_limit",
     "slow_consumer",
     "handshake_timeout_ms",

@@ -426,6 +426,46 @@ fn the_router_wide_index_bound_refuses_any_client_beyond_it() {
     assert_eq!(m.payload(), b"to b");
 }
 
+/// Patterns that branch at every level make each topic match walk all their prefixes:
+/// past `max_match_work` a SUBSCRIBE is refused, non-fatally, the router's stats show
+/// the bound held, and the client keeps what was acknowledged.
+#[test]
+fn the_match_work_bound_refuses_patterns_that_branch_at_every_level() {
+    let router = RouterProc::start(&["--max-match-work", "200"]);
+    let mut c = Client::connect_with(router.addr, named("walker")).unwrap();
+    let (mut held, mut refused) = (Vec::new(), 0);
+    for m in 0u32..128 {
+        let levels: Vec<&str> = (0..7)
+            .map(|i| if m >> i & 1 == 1 { "*" } else { "a" })
+            .collect();
+        let pattern = format!("{}/z", levels.join("/"));
+        match c.subscribe(&pattern) {
+            Ok(()) => held.push(pattern),
+            Err(Error::Rejected { code, text }) => {
+                assert_eq!(code, ErrorCode::TOO_MANY_SUBSCRIPTIONS);
+                assert!(text.contains("max_match_work (200)"), "{text}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        refused > 0 && !held.is_empty(),
+        "held {}, refused {refused}",
+        held.len()
+    );
+    let stats: serde_json::Value = serde_json::from_str(&c.stats_json().unwrap()).unwrap();
+    let work = stats["router"]["match_work"].as_u64().unwrap();
+    assert!(work <= 200, "{stats}");
+    assert_eq!(stats["router"]["subscriptions"], held.len(), "{stats}");
+    // What it holds still delivers.
+    let mut p = Client::connect_with(router.addr, named("walker-pub")).unwrap();
+    p.publish("a/a/a/a/a/a/a/z", b"hit").unwrap();
+    p.flush().unwrap();
+    let m = c.recv(Wait::Timeout(PATIENCE)).unwrap().expect("a message");
+    assert_eq!(m.payload(), b"hit");
+}
+
 #[test]
 fn rejected_requests_leave_the_connection_usable() {
     let router = RouterProc::start(&["--max-subscriptions", "2"]);
