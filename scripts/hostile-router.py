@@ -317,6 +317,21 @@ def attack_subs(router, clients=60, patterns=834, levels=120):
             f"{rss // 1024} MiB")
 
 
+def wait_routed(router, messages, t0, limit=120):
+    """Seconds from `t0` until the router has read `messages` messages (its stats'
+    msgs_in), polled every 20 ms; gives up after `limit` s."""
+    addr = f"{router.addr[0]}:{router.addr[1]}"
+    while time.time() - t0 < limit:
+        # A router busy routing may answer late: a failed or timed-out ask is retried.
+        out = subprocess.run([router.binary, "stats", "--json", "--router", addr],
+                             capture_output=True, text=True).stdout
+        m = re.search(r'"msgs_in":(\d+)', out)
+        if m and int(m.group(1)) >= messages:
+            break
+        time.sleep(0.02)
+    return time.time() - t0
+
+
 def attack_groups(router, clients=20, groups=10_000, messages=5_000):
     """`clients` connections each try to join `groups` distinct shared-subscription groups
     on one topic (`$share/gC_N/hog`), then one publisher sends `messages` to that topic:
@@ -339,17 +354,7 @@ def attack_groups(router, clients=20, groups=10_000, messages=5_000):
     t = time.time()
     subprocess.run([binary, "pub", "--router", addr, "--count", str(messages), "--size", "16",
                     "hog"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    while True:
-        # A router busy routing may answer late: a failed or timed-out ask is retried.
-        out = subprocess.run([binary, "stats", "--json", "--router", addr],
-                             capture_output=True, text=True).stdout
-        m = re.search(r'"msgs_in":(\d+)', out)
-        if m and int(m.group(1)) >= messages:
-            break
-        if time.time() - t > 120:
-            break
-        time.sleep(0.02)
-    took = time.time() - t
+    took = wait_routed(router, messages, t)
     for s in conns:
         s.close()
     return (f"{clients} clients x {groups} groups on one topic: {acked:,} joined, {refused:,} "
@@ -383,19 +388,9 @@ def attack_walk(router, levels=14, messages=3_000):
     # PUBLISH: the header's aux field is the topic's length; then topic and payload.
     data = b"".join(frame(0x20, t.encode() + b"0123456789abcdef", aux=len(t))
                     for t in (topics[i % 3] for i in range(messages)))
-    addr = f"{router.addr[0]}:{router.addr[1]}"
     t = time.time()
     pub.sendall(data)
-    while True:
-        out = subprocess.run([router.binary, "stats", "--json", "--router", addr],
-                             capture_output=True, text=True).stdout
-        m = re.search(r'"msgs_in":(\d+)', out)
-        if m and int(m.group(1)) >= messages:
-            break
-        if time.time() - t > 120:
-            break
-        time.sleep(0.02)
-    took = time.time() - t
+    took = wait_routed(router, messages, t)
     pub.close()
     for s in conns:
         s.close()

@@ -1317,50 +1317,18 @@ impl Core {
         // Checked above.
         let pattern = std::str::from_utf8(pattern).unwrap_or_default();
         if image == Image::ThenLive {
-            let index_nodes = self.index_nodes();
-            let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            // Shared subscriptions were refused above.
+            if let Err(text) = self.add_pattern(id, pattern, None) {
+                self.control(id, |b| {
+                    frame::encode_error(
+                        b,
+                        request_id,
+                        ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                        false,
+                        &text,
+                    )
+                });
                 return;
-            };
-            if !c.patterns.contains(pattern) {
-                if let Err(text) = c.room_for(pattern, &self.cfg, index_nodes) {
-                    self.control(id, |b| {
-                        frame::encode_error(
-                            b,
-                            request_id,
-                            ErrorCode::TOO_MANY_SUBSCRIPTIONS,
-                            false,
-                            &text,
-                        )
-                    });
-                    return;
-                }
-                c.patterns.insert(pattern.into());
-                c.levels += levels(pattern);
-                let before = self.index.match_work() + self.groups.match_work();
-                self.index.subscribe(id, pattern);
-                let after = self.index.match_work() + self.groups.match_work();
-                let max = self.cfg.max_match_work;
-                if after > max && after > before {
-                    self.index.unsubscribe(id, pattern);
-                    if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
-                        c.patterns.remove(pattern);
-                        c.levels -= levels(pattern);
-                    }
-                    let text = format!(
-                        "this pattern would let one topic match take {after} steps in the \
-                         router's subscription index, more than max_match_work ({max})"
-                    );
-                    self.control(id, |b| {
-                        frame::encode_error(
-                            b,
-                            request_id,
-                            ErrorCode::TOO_MANY_SUBSCRIPTIONS,
-                            false,
-                            &text,
-                        )
-                    });
-                    return;
-                }
             }
         }
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
@@ -1383,6 +1351,65 @@ impl Core {
     /// `max_index_nodes` bounds.
     fn index_nodes(&self) -> usize {
         self.index.node_count() + self.groups.node_count()
+    }
+
+    /// Adds a valid (and permitted) `pattern` to client `id`'s subscriptions, `shared`
+    /// its parse when it is `$share/...`: nothing to do if the client holds it already;
+    /// refused with the reason when one of the bounds would be passed (the client's
+    /// subscriptions, levels and shared subscriptions; the router's index nodes, shared
+    /// groups and match work), in which case nothing is left behind.
+    fn add_pattern(
+        &mut self,
+        id: Slot,
+        pattern: &str,
+        shared: Option<groups::Shared<'_>>,
+    ) -> Result<(), String> {
+        let index_nodes = self.index_nodes();
+        let new_group = shared.is_some() && !self.groups.exists(pattern);
+        let groups = self.groups.len();
+        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        if c.patterns.contains(pattern) {
+            return Ok(());
+        }
+        c.room_for(pattern, &self.cfg, index_nodes)?;
+        if shared.is_some() {
+            c.room_for_shared(&self.cfg, new_group, groups)?;
+        }
+        let before = self.match_work();
+        match shared {
+            Some(s) => self.groups.join(id, pattern, s),
+            None => {
+                self.index.subscribe(id, pattern);
+            }
+        }
+        let after = self.match_work();
+        let max = self.cfg.max_match_work;
+        if after > max && after > before {
+            match shared {
+                Some(s) => self.groups.leave(id, pattern, s),
+                None => {
+                    self.index.unsubscribe(id, pattern);
+                }
+            }
+            return Err(format!(
+                "this pattern would let one topic match take {after} steps in the router's \
+                 subscription index, more than max_match_work ({max}): patterns that branch \
+                 at many levels (a/*/a/*/...) cost every message that much"
+            ));
+        }
+        if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            c.patterns.insert(pattern.into());
+            c.levels += levels(pattern);
+            c.shared += usize::from(shared.is_some());
+        }
+        Ok(())
+    }
+
+    /// The most steps one topic match can take, direct and shared indexes together.
+    fn match_work(&self) -> u64 {
+        self.index.match_work() + self.groups.match_work()
     }
 
     fn on_subscribe(&mut self, id: Slot, request_id: u32, pattern: &[u8], add: bool) {
@@ -1412,75 +1439,32 @@ impl Core {
                 return;
             }
         }
-        let index_nodes = self.index_nodes();
-        let new_group = shared.is_some() && !self.groups.exists(pattern);
-        let groups = self.groups.len();
-        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
-            return;
-        };
         let outcome = if add {
-            if c.patterns.contains(pattern) {
-                Ok(())
-            } else if let Err(text) = c.room_for(pattern, &self.cfg, index_nodes) {
-                Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
-            } else if let Err(text) =
-                shared.map_or(Ok(()), |_| c.room_for_shared(&self.cfg, new_group, groups))
-            {
-                Err((ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
-            } else {
-                c.patterns.insert(pattern.into());
-                c.levels += levels(pattern);
-                c.shared += usize::from(shared.is_some());
-                let before = self.index.match_work() + self.groups.match_work();
-                match shared {
-                    Some(s) => self.groups.join(id, pattern, s),
-                    None => {
-                        self.index.subscribe(id, pattern);
-                    }
-                }
-                let after = self.index.match_work() + self.groups.match_work();
-                let max = self.cfg.max_match_work;
-                if after > max && after > before {
-                    // Undone: the match bound would pass its limit.
-                    match shared {
-                        Some(s) => self.groups.leave(id, pattern, s),
-                        None => {
-                            self.index.unsubscribe(id, pattern);
-                        }
-                    }
-                    if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
-                        c.patterns.remove(pattern);
-                        c.levels -= levels(pattern);
-                        c.shared -= usize::from(shared.is_some());
-                    }
-                    Err((
-                        ErrorCode::TOO_MANY_SUBSCRIPTIONS,
-                        format!(
-                            "this pattern would let one topic match take {after} steps in the \
-                             router's subscription index, more than max_match_work ({max}): \
-                             patterns that branch at many levels (a/*/a/*/...) cost every \
-                             message that much"
-                        ),
-                    ))
-                } else {
-                    Ok(())
-                }
-            }
-        } else if c.patterns.remove(pattern) {
-            c.levels -= levels(pattern);
-            c.shared -= usize::from(shared.is_some());
-            match shared {
-                Some(s) => self.groups.leave(id, pattern, s),
-                None => {
-                    self.index.unsubscribe(id, pattern);
-                }
-            }
-            Ok(())
+            self.add_pattern(id, pattern, shared)
+                .map_err(|text| (ErrorCode::TOO_MANY_SUBSCRIPTIONS, text))
         } else {
-            Err((
-                ErrorCode::NOT_SUBSCRIBED,
-                format!("not subscribed to {pattern:?}"),
-            ))
+            let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+                return;
+            };
+            let held = c.patterns.remove(pattern);
+            if held {
+                c.levels -= levels(pattern);
+                c.shared -= usize::from(shared.is_some());
+            }
+            if held {
+                match shared {
+                    Some(s) => self.groups.leave(id, pattern, s),
+                    None => {
+                        self.index.unsubscribe(id, pattern);
+                    }
+                }
+                Ok(())
+            } else {
+                Err((
+                    ErrorCode::NOT_SUBSCRIBED,
+                    format!("not subscribed to {pattern:?}"),
+                ))
+            }
         };
         match outcome {
             Ok(()) => self.control(id, |b| frame::encode_ack(b, request_id)),
@@ -1944,7 +1928,7 @@ impl Core {
             subscriptions: self.index.len() + self.groups.members_total(),
             index_nodes: self.index_nodes(),
             max_index_nodes: self.cfg.max_index_nodes,
-            match_work: self.index.match_work() + self.groups.match_work(),
+            match_work: self.match_work(),
             max_match_work: self.cfg.max_match_work,
             totals: self.totals.clone(),
         }
