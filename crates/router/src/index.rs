@@ -124,9 +124,10 @@ struct Node {
     /// What this node adds to its parent's `work` as last registered there: 1 + its
     /// `work` (0: not registered yet).
     contrib: u64,
-    /// The registered contributions of the literal children, as (value, how many): the
-    /// largest is what the literal children add.
-    lit: std::collections::BTreeMap<u64, u32>,
+    /// The registered contributions of the literal children, as (value, how many),
+    /// ascending: the last is what the literal children add. A vector: a chain node has
+    /// one entry, and distinct values are few (each needs a subtree that much larger).
+    lit: Vec<(u64, u32)>,
     /// The registered contribution of the `*` child (0: none).
     any_contrib: u64,
     /// The registered contributions of the prefix children, summed.
@@ -142,7 +143,7 @@ struct PrefixLen {
 impl Node {
     /// `work` from the registered contributions of the children.
     fn work_from_children(&self) -> u64 {
-        self.lit.last_key_value().map_or(0, |(&v, _)| v) + self.any_contrib + self.prefix_sum
+        self.lit.last().map_or(0, |&(v, _)| v) + self.any_contrib + self.prefix_sum
     }
 
     /// Replaces a child's registered contribution `old` by `new` (0: none) under
@@ -151,15 +152,18 @@ impl Node {
         match edge {
             Edge::Literal(_) => {
                 if old > 0 {
-                    if let Some(n) = self.lit.get_mut(&old) {
-                        *n -= 1;
-                        if *n == 0 {
-                            self.lit.remove(&old);
+                    if let Ok(i) = self.lit.binary_search_by_key(&old, |e| e.0) {
+                        self.lit[i].1 -= 1;
+                        if self.lit[i].1 == 0 {
+                            self.lit.remove(i);
                         }
                     }
                 }
                 if new > 0 {
-                    *self.lit.entry(new).or_insert(0) += 1;
+                    match self.lit.binary_search_by_key(&new, |e| e.0) {
+                        Ok(i) => self.lit[i].1 += 1,
+                        Err(i) => self.lit.insert(i, (new, 1)),
+                    }
                 }
             }
             Edge::Any => self.any_contrib = new,
