@@ -72,11 +72,11 @@ pub struct Config {
     pub max_subscriptions: usize,
     /// Most pattern levels one client's subscriptions may hold in all (`md/*/quote` is
     /// three): each level is a node of the subscription index unless another pattern
-    /// shares it, ~320 bytes on this build, so this bounds a client's index memory
-    /// (~32 MB at the default). Default 100000.
+    /// shares it, ~560 bytes on this build, so this bounds a client's index memory
+    /// (~56 MB at the default). Default 100000.
     pub max_subscription_levels: usize,
     /// Most nodes of the router's subscription index, all clients together (each
-    /// pattern level that no other pattern shares is one, ~330 bytes): bounds what all
+    /// pattern level that no other pattern shares is one, ~560 bytes): bounds what all
     /// clients' subscriptions cost the router, which `max_subscription_levels` bounds
     /// per client only (`max_clients` times ~33 MB at the defaults). A SUBSCRIBE that
     /// could take the index beyond it is refused (TOO_MANY_SUBSCRIPTIONS, non-fatal).

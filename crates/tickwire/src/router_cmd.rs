@@ -124,7 +124,7 @@ pub struct RouterArgs {
     #[arg(long, value_name = "N")]
     max_subscription_levels: Option<usize>,
     /// Most nodes of the router's subscription index, all clients together (each
-    /// pattern level no other pattern shares is one, ~330 bytes): bounds the memory
+    /// pattern level no other pattern shares is one, ~560 bytes): bounds the memory
     /// all subscriptions cost [default: 2000000, ~1.1 GB].
     #[arg(long, value_name = "N")]
     max_index_nodes: Option<usize>,
