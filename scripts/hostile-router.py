@@ -3,6 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk
+                                                    #        qnodes qwalk qentries
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -11,6 +12,7 @@ received every message. An attack stops early when the router's RSS passes 1.5 G
 machine is shared). Not a benchmark: the figures are memory and counts, not speed.
 Results are recorded in docs/reliability.md.
 """
+import json
 import os
 import re
 import socket
@@ -399,6 +401,151 @@ def attack_walk(router, levels=14, messages=3_000):
             f"({took / messages * 1e6:.0f} us per message)")
 
 
+def queue_create(rid, definition):
+    """A QUEUE_REQUEST create (op 1) of the JSON `definition`."""
+    return frame(0x44, struct.pack("<IHH", rid, 1, 0) + json.dumps(definition).encode())
+
+
+def read_answers(s, want, kinds, limit=120):
+    """Reads frames until `want` frames of `kinds` (dict kind -> counter name) arrived."""
+    s.settimeout(limit)
+    buf = b""
+    got = {k: 0 for k in kinds.values()}
+    last_text = ""
+    while sum(got.values()) < want:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        buf += b
+        while len(buf) >= 8:
+            length, kind = struct.unpack_from("<IB", buf, 0)
+            if len(buf) < length:
+                break
+            if kind == 0x42 and kind in kinds:
+                first, last = struct.unpack_from("<QQ", buf, 8)
+                got[kinds[kind]] += last - first + 1
+            elif kind in kinds:
+                got[kinds[kind]] += 1
+                if kind in (0x04, 0x43):
+                    last_text = buf[8:length].decode(errors="replace")
+            buf = buf[length:]
+    return got, last_text
+
+
+def gpublish(topic, seq, payload=b"0123456789abcdef"):
+    t = topic.encode()
+    return frame(0x20, struct.pack("<Q", seq) + t + payload, flags=0x09, aux=len(t))
+
+
+def open_publisher(router, name):
+    s = socket.create_connection(router.addr)
+    s.sendall(hello(name) + frame(0x40, struct.pack("<II", 1, 0) + name.encode()))
+    read_answers(s, 1, {0x41: "opened", 0x04: "error"})
+    return s
+
+
+def attack_qnodes(router, queues=2_000, patterns=256, levels=120):
+    """One client creates queues of `patterns` distinct patterns of `levels` levels each (no
+    two share a node): 10,000 queues of 256 patterns could hold 300 M index nodes;
+    `max_queue_index_nodes` bounds them all together."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("queue-hog"))
+    tail = "/".join("x" for _ in range(1, levels))
+    made = refused = 0
+    stopped = ""
+    text = ""
+    for q in range(queues):
+        if router.rss() > RSS_CAP_KIB:
+            stopped = "; router RSS passed 1.5 GiB: stopped"
+            break
+        d = {"name": f"deep{q}", "subscriptions": [f"q{q}p{p}/{tail}" for p in range(patterns)]}
+        s.sendall(queue_create(q + 1, d))
+        got, t = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+        made += got["ok"]
+        refused += got["error"]
+        text = t or text
+        if refused >= 20:
+            break
+    rss = router.rss()
+    s.close()
+    return (f"{made} queues of {patterns} x {levels}-level patterns created, {refused} refused "
+            f"{text[:120]!r}{stopped}; RSS {rss // 1024} MiB")
+
+
+def attack_qwalk(router, levels=14, messages=3_000):
+    """The walk case over queues: every mix of `a` and `*` over 13 levels then `z`, 16
+    patterns per queue (512 queues), then guaranteed publishes on 3 rotating topics (each walks the
+    queues' index); time from the first publish to the last answer."""
+    pats = ["/".join(["*" if (m >> i) & 1 else "a" for i in range(levels - 1)] + ["z"])
+            for m in range(2 ** (levels - 1))]
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("queue-walker"))
+    made = refused = 0
+    for q in range(0, len(pats), 16):
+        s.sendall(queue_create(q + 1, {"name": f"walk{q}", "subscriptions": pats[q:q + 16]}))
+        got, _ = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+        made += got["ok"]
+        refused += got["error"]
+    topics = ["/".join(["a"] * (levels - 1) + [x]) for x in "bcd"]
+    pub = open_publisher(router, "walk-gpub")
+    t = time.time()
+    sent = 0
+    answers = {"ack": 0, "nack": 0}
+    while sent < messages:
+        n = min(1000, messages - sent)
+        pub.sendall(b"".join(gpublish(topics[i % 3], i + 1) for i in range(sent, sent + n)))
+        sent += n
+        got, _ = read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
+        for k in answers:
+            answers[k] += got[k]
+    took = time.time() - t
+    return (f"{made} queues ({refused} refused) of {len(pats):,} patterns; {messages} "
+            f"guaranteed publishes on 3 rotating topics answered in {took:.2f} s "
+            f"({took / messages * 1e6:.0f} us each; answers {answers})")
+
+
+def attack_qentries(router, retained=1_000_000, queues=200):
+    """`retained` guaranteed messages kept by one queue, then queues on the same topics
+    that start at the beginning: each holds one entry per retained message (~24 bytes);
+    `max_queue_entries` bounds the entries of all queues together. Also reports the
+    slowest CREATE (the router fills a queue from retention in one turn)."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("entry-hog"))
+    s.sendall(queue_create(1, {"name": "keep", "subscriptions": ["r/>"]}))
+    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+    pub = open_publisher(router, "entry-gpub")
+    sent = 0
+    acks = 0
+    while sent < retained:
+        n = min(2000, retained - sent)
+        pub.sendall(b"".join(gpublish("r/x", i + 1, b"") for i in range(sent, sent + n)))
+        sent += n
+        got, _ = read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
+        acks += got["ack"]
+    rss0 = router.rss()
+    made = refused = 0
+    text = ""
+    slowest = 0.0
+    stopped = ""
+    for q in range(queues):
+        if router.rss() > RSS_CAP_KIB:
+            stopped = "; router RSS passed 1.5 GiB: stopped"
+            break
+        t = time.time()
+        s.sendall(queue_create(q + 2, {"name": f"b{q}", "subscriptions": ["r/>"], "start": "beginning"}))
+        got, tx = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+        slowest = max(slowest, time.time() - t)
+        made += got["ok"]
+        refused += got["error"]
+        text = tx or text
+        if refused >= 5:
+            break
+    rss = router.rss()
+    return (f"{acks:,} retained (RSS {rss0 // 1024} MiB); {made} queues from the beginning "
+            f"created, {refused} refused {text[:110]!r}{stopped}; slowest create {slowest * 1e3:.0f} ms; "
+            f"RSS {rss // 1024} MiB")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
@@ -407,6 +554,9 @@ CASES = {
     "subs": attack_subs,
     "groups": attack_groups,
     "walk": attack_walk,
+    "qnodes": attack_qnodes,
+    "qwalk": attack_qwalk,
+    "qentries": attack_qentries,
 }
 
 

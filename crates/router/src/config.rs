@@ -143,6 +143,19 @@ pub struct Config {
     /// retention; beyond it a guaranteed publish is NACKed `queue-full`. Default
     /// 1073741824 (1 GiB).
     pub max_stored_bytes: u64,
+    /// Most nodes of the queues' subscription index, every queue's patterns together
+    /// (each pattern level no other pattern shares is one, ~560 bytes; a queue may have
+    /// 256 patterns of up to 125 levels). A queue CREATE that would take it beyond is
+    /// refused; `max_match_work` bounds a match in this index too. Default 500000
+    /// (~280 MB).
+    pub max_queue_index_nodes: usize,
+    /// Most queue entries, every queue together: one per message per queue holding it
+    /// (~24 bytes, up to twice that while a queue's buffer grows). Bounds what many
+    /// queues matching the same messages cost, which `max_stored_bytes` (each message's
+    /// bytes once) does not: a guaranteed publish that would pass it is NACKed
+    /// `queue-full`, and a queue CREATE whose start would enter more retained messages
+    /// than it leaves room for is refused. Default 20000000 (~0.5-1 GB).
+    pub max_queue_entries: u64,
     /// Pin the spool's storage thread to this CPU, away from the router thread's (its
     /// writes and fdatasyncs are kernel work on whichever core it runs). Unset: not pinned.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,6 +243,8 @@ impl Default for Config {
             retain_bytes: 64 << 20,
             retain_ms: 3_600_000,
             max_stored_bytes: 1 << 30,
+            max_queue_index_nodes: 500_000,
+            max_queue_entries: 20_000_000,
             spool_cpu: None,
             cache: Vec::new(),
             cache_depth: 1,
@@ -315,6 +330,12 @@ impl Config {
                  a topic may have)"
                     .into(),
             );
+        }
+        if self.max_queue_index_nodes < 2 {
+            return err("max_queue_index_nodes must be at least 2 (the root and one level)".into());
+        }
+        if self.max_queue_entries == 0 {
+            return err("max_queue_entries must be at least 1".into());
         }
         if self.max_index_nodes < 3 {
             return err(

@@ -371,6 +371,9 @@ impl Core {
                 retain_ms: cfg.retain_ms,
                 max_stored_bytes: cfg.max_stored_bytes,
                 max_frame: cfg.max_frame,
+                max_index_nodes: cfg.max_queue_index_nodes,
+                max_match_work: cfg.max_match_work,
+                max_entries: cfg.max_queue_entries,
                 ..gm::GmConfig::default()
             }),
             spool: Box::new(NoSpool),

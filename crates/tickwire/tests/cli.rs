@@ -47,6 +47,8 @@ const CONFIG_KEYS: &[&str] = &[
     "retain_bytes",
     "retain_ms",
     "max_stored_bytes",
+    "max_queue_index_nodes",
+    "max_queue_entries",
     "cache",
     "cache_depth",
     "cache_max_topics",

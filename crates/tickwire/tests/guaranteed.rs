@@ -684,3 +684,80 @@ fn a_publisher_that_never_reads_its_acks_is_cut_off_and_what_it_stored_stays() {
         serde_json::from_str(&c.queue_request(QueueOp::Show, "deaf").expect("show")).expect("json");
     assert!(show["depth"].as_u64().is_some_and(|d| d > 1_000), "{show}");
 }
+
+/// The queues' bounds on the real binary: a definition that would pass
+/// `max_queue_index_nodes` is refused with the reason (and the router carries on), a
+/// guaranteed publish that would pass `max_queue_entries` is NACKed `queue-full`, a
+/// queue whose start would enter too many retained messages is refused, and the stats
+/// show both figures.
+#[test]
+fn queue_definitions_and_entries_are_bounded_router_wide() {
+    let config = common::temp("queue-bounds.toml");
+    std::fs::write(
+        &config,
+        "[router]\nmax_queue_index_nodes = 6\nmax_queue_entries = 5\n",
+    )
+    .unwrap();
+    let r = RouterProc::start(&["--config", config.to_str().unwrap()]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(60);
+    let create = |args: &[&str]| {
+        let mut all = vec!["queue", "create"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--router", &a]);
+        run_cli(&all, t)
+    };
+    // The root and t (a trailing `>` is kept on its parent): 2 nodes; a/b/c makes 5; x
+    // and p/q would add 3 more: refused whole.
+    for (name, pattern) in [("t1", "t/>"), ("t2", "t/>"), ("abc", "a/b/c")] {
+        let (st, out, err) = create(&[name, "--sub", pattern]);
+        assert!(st.success(), "{name}: {out}{err}");
+    }
+    let (st, out, err) = create(&["xpq", "--sub", "x", "--sub", "p/q"]);
+    assert!(!st.success(), "{out}{err}");
+    assert!(
+        err.contains("queue not created") && err.contains("max_queue_index_nodes (6)"),
+        "{err}"
+    );
+    let (st, _, err) = run_cli(&["queue", "show", "xpq", "--router", &a], t);
+    assert!(!st.success() && err.contains("no-such-queue"), "{err}");
+    // Two queues match t/x: two entries per message, so the third would make 6.
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "t/x",
+            "--count",
+            "3",
+            "--rate",
+            "0",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    let said = format!("{out}{err}");
+    assert_eq!(st.code(), Some(3), "{said}");
+    assert!(
+        said.contains("2 acknowledged") && said.contains("queue-full"),
+        "{said}"
+    );
+    // The two retained messages would make 6 entries in a queue from the beginning.
+    let (st, out, err) = create(&["late", "--sub", "t/>", "--start", "beginning"]);
+    assert!(!st.success(), "{out}{err}");
+    assert!(err.contains("max_queue_entries (5)"), "{err}");
+    let (st, out, err) = run_cli(&["stats", "--json", "--router", &a], t);
+    assert!(st.success(), "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("stats JSON");
+    let g = &doc["guaranteed"];
+    assert_eq!(
+        (
+            g["queue_entries"].as_u64(),
+            g["max_queue_entries"].as_u64(),
+            g["queue_index_nodes"].as_u64(),
+            g["max_queue_index_nodes"].as_u64()
+        ),
+        (Some(4), Some(5), Some(5), Some(6)),
+        "{g}"
+    );
+}

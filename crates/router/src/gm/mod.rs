@@ -125,6 +125,18 @@ pub struct GmConfig {
     pub retain_ms: u64,
     /// Most queues.
     pub max_queues: usize,
+    /// Most nodes of the queues' subscription index (every queue's patterns together;
+    /// each pattern level no other pattern shares is one node, ~560 bytes): a queue
+    /// definition that would take it beyond is refused.
+    pub max_index_nodes: usize,
+    /// Most trie steps one topic match may take in the queues' index (the router's
+    /// `max_match_work`): a definition that would raise the bound beyond is refused.
+    pub max_match_work: u64,
+    /// Most queue entries, every queue together (one per message per queue that holds
+    /// it, ~24 bytes each and up to twice that while a queue's buffer grows): a
+    /// publish that would pass it is NACKed `queue-full`, and a queue whose starting
+    /// point would fill it past it is refused.
+    pub max_entries: u64,
     /// Most bytes (topic + payload) of guaranteed messages held in memory, over every
     /// queue and the replay retention: a publish beyond it is NACKed `queue-full` (after
     /// releasing retained messages no queue holds).
@@ -143,6 +155,9 @@ impl Default for GmConfig {
             retain_bytes: 64 << 20,
             retain_ms: 3_600_000,
             max_queues: 10_000,
+            max_index_nodes: 500_000,
+            max_match_work: 1_000,
+            max_entries: 20_000_000,
             max_publishers: 1024,
             max_stored_bytes: 1 << 30,
             max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
@@ -237,10 +252,14 @@ impl Queue {
         self.entries.binary_search_by_key(&id, |e| e.id).ok()
     }
 
-    fn trim(&mut self) {
+    /// Drops the done entries at the front; returns how many.
+    fn trim(&mut self) -> u64 {
+        let mut n = 0;
         while self.entries.front().is_some_and(|e| e.done) {
             self.entries.pop_front();
+            n += 1;
         }
+        n
     }
 }
 
@@ -308,6 +327,8 @@ pub struct Engine {
     queue_names: HashMap<String, u32>,
     index: SubscriptionIndex,
     matched: Vec<Slot>,
+    /// Entries of every queue together (`max_entries`).
+    entries: u64,
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
     pending: VecDeque<PendingPub>,
@@ -340,6 +361,7 @@ impl Engine {
             queue_names: HashMap::new(),
             index: SubscriptionIndex::new(),
             matched: Vec::new(),
+            entries: 0,
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
             pending: VecDeque::new(),
@@ -723,6 +745,16 @@ impl Engine {
                 }
             }
         }
+        if self.entries + self.matched.len() as u64 > self.cfg.max_entries {
+            let text = format!(
+                "the router holds its maximum of {} queue entries (max_queue_entries); \
+                 {} queues match {topic}",
+                self.cfg.max_entries,
+                self.matched.len()
+            );
+            self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
+            return Ok(());
+        }
         if self.store.bytes() + size > self.cfg.max_stored_bytes {
             // Replay retention gives way first; then the publish is refused.
             self.store.release_front(|_, _| false);
@@ -878,50 +910,124 @@ impl Engine {
         }
     }
 
+    /// Installs a queue from the spool or a dead-letter queue: no bound applies (the
+    /// definition was accepted when it was made).
     fn install_queue(&mut self, def: QueueDef) -> u32 {
-        let qi = match self.queues.iter().position(Option::is_none) {
+        let qi = self.free_queue_slot();
+        for p in &def.subscriptions {
+            self.index.subscribe(Slot(qi), p);
+        }
+        let fill = self.retained_for(&def);
+        self.place_queue(qi, def, fill);
+        qi
+    }
+
+    /// Creates a queue for a client's CREATE: as [`Engine::install_queue`], but a
+    /// definition that would pass `max_index_nodes`, `max_match_work` or `max_entries`
+    /// is refused and leaves nothing behind.
+    fn create_queue(&mut self, def: QueueDef) -> Result<u32, String> {
+        let qi = self.free_queue_slot();
+        let work_before = self.index.match_work();
+        for p in &def.subscriptions {
+            self.index.subscribe(Slot(qi), p);
+        }
+        let (nodes, work) = (self.index.node_count(), self.index.match_work());
+        let refusal = if nodes > self.cfg.max_index_nodes {
+            Some(format!(
+                "its subscriptions would take the queues' subscription index to {nodes} \
+                 nodes, more than max_queue_index_nodes ({})",
+                self.cfg.max_index_nodes
+            ))
+        } else if work > self.cfg.max_match_work && work > work_before {
+            Some(format!(
+                "its subscriptions would let one topic match take {work} steps in the \
+                 queues' subscription index, more than max_match_work ({}): patterns that \
+                 branch at many levels (a/*/a/*/...) cost every guaranteed publish that much",
+                self.cfg.max_match_work
+            ))
+        } else {
+            None
+        };
+        if let Some(text) = refusal {
+            self.unindex(qi, &def.subscriptions);
+            return Err(text);
+        }
+        let fill = self.retained_for(&def);
+        if self.entries + fill.len() as u64 > self.cfg.max_entries {
+            self.unindex(qi, &def.subscriptions);
+            return Err(format!(
+                "its start would enter {} retained messages, and the queues hold {} entries \
+                 of at most max_queue_entries ({})",
+                fill.len(),
+                self.entries,
+                self.cfg.max_entries
+            ));
+        }
+        self.place_queue(qi, def, fill);
+        Ok(qi)
+    }
+
+    /// The first free queue slot (a new one at the end if none is free).
+    fn free_queue_slot(&mut self) -> u32 {
+        match self.queues.iter().position(Option::is_none) {
             Some(i) => i as u32,
             None => {
                 self.queues.push(None);
                 (self.queues.len() - 1) as u32
             }
-        };
-        for p in &def.subscriptions {
-            self.index.subscribe(Slot(qi), p);
         }
-        self.queue_names.insert(def.name.clone(), qi);
-        let start = def.start;
-        let created = def.created_at;
-        self.queues[qi as usize] = Some(Queue::new(def));
-        // Fill from retained messages.
-        let from = match start {
-            StartAt::Now => None,
-            StartAt::Beginning => Some((0, 0)),
-            StartAt::Id(id) => Some((id, 0)),
-            StartAt::TimeNs(t) => Some((0, t)),
+    }
+
+    /// The retained messages (id, size) a new queue's start selects, matched against its
+    /// own patterns only (the queues' index would answer for every queue): one walk of
+    /// its small index per retained message, no allocation per message.
+    fn retained_for(&self, def: &QueueDef) -> Vec<(u64, u64)> {
+        let (from_id, from_time) = match def.start {
+            StartAt::Now => return Vec::new(),
+            StartAt::Beginning => (0, 0),
+            StartAt::Id(id) => (id, 0),
+            StartAt::TimeNs(t) => (0, t),
         };
-        if let Some((from_id, from_time)) = from {
-            let ids: Vec<(u64, u64, String)> = self
-                .store
-                .ids_from(from_id)
-                .filter(|e| e.id < created && e.time >= from_time)
-                .map(|e| {
-                    let (t, _) = self.store.bytes_of(e);
-                    (
-                        e.id,
-                        Store::size_of(e),
-                        String::from_utf8_lossy(t).into_owned(),
-                    )
-                })
-                .collect();
-            for (id, size, topic) in ids {
-                self.match_queues(&topic);
-                if self.matched.contains(&Slot(qi)) {
-                    self.enqueue(qi, id, size);
-                }
+        let mut own = SubscriptionIndex::new();
+        for p in &def.subscriptions {
+            own.subscribe(Slot(0), p);
+        }
+        let mut hit = Vec::with_capacity(1);
+        let mut fill = Vec::new();
+        for e in self.store.ids_from(from_id) {
+            if e.id >= def.created_at || e.time < from_time {
+                continue;
+            }
+            let (topic, _) = self.store.bytes_of(e);
+            let Ok(topic) = std::str::from_utf8(topic) else {
+                continue;
+            };
+            if tickwire_wire::topic::validate_topic(topic.as_bytes()).is_err() {
+                continue;
+            }
+            hit.clear();
+            own.match_topic(topic, &mut hit);
+            if !hit.is_empty() {
+                fill.push((e.id, Store::size_of(e)));
             }
         }
-        qi
+        fill
+    }
+
+    /// Puts queue `def` in slot `qi` (its patterns already indexed) with `fill`.
+    fn place_queue(&mut self, qi: u32, def: QueueDef, fill: Vec<(u64, u64)>) {
+        self.queue_names.insert(def.name.clone(), qi);
+        self.queues[qi as usize] = Some(Queue::new(def));
+        for (id, size) in fill {
+            self.enqueue(qi, id, size);
+        }
+    }
+
+    /// Takes a refused queue's patterns out of the queues' index again.
+    fn unindex(&mut self, qi: u32, subscriptions: &[String]) {
+        for p in subscriptions {
+            self.index.unsubscribe(Slot(qi), p);
+        }
     }
 
     fn remove_queue(&mut self, qi: u32) {
@@ -931,6 +1037,7 @@ impl Engine {
         for p in &q.def.subscriptions {
             self.index.unsubscribe(Slot(qi), p);
         }
+        self.entries = self.entries.saturating_sub(q.entries.len() as u64);
         self.queue_names.remove(&q.def.name);
         for e in &q.entries {
             if !e.done {
@@ -971,6 +1078,7 @@ impl Engine {
                 Err(at) => q.entries.insert(at, e),
             }
         }
+        self.entries += 1;
         if id < q.cursor {
             let at = q.redeliver.partition_point(|&x| x < id);
             q.redeliver.insert(at, id);
@@ -999,7 +1107,8 @@ impl Engine {
         q.depth -= 1;
         let size = self.store.entry(id).map_or(0, Store::size_of);
         q.bytes = q.bytes.saturating_sub(size);
-        q.trim();
+        let trimmed = q.trim();
+        self.entries = self.entries.saturating_sub(trimmed);
         if b != 0 {
             if let Some(bd) = self.bindings.get_mut(&b) {
                 if let Some(at) = bd.in_flight.iter().position(|&x| x == id) {
@@ -1157,8 +1266,14 @@ impl Engine {
                         ));
                     }
                     let text = serde_json::to_string(&def).unwrap_or_default();
+                    let q = self.create_queue(def).map_err(|e| {
+                        reject(
+                            request_id,
+                            ErrorCode::INVALID_REQUEST,
+                            format!("queue not created: {e}"),
+                        )
+                    })?;
                     self.log_record(log, &Record::QueueDefined { json: &text });
-                    let q = self.install_queue(def);
                     self.queue_json(q)
                 }
             }
@@ -1249,6 +1364,10 @@ impl Engine {
             "retained_messages": self.store.len(),
             "retained_bytes": self.store.bytes(),
             "publishers": self.publishers.iter().filter(|p| p.slot.is_some()).count(),
+            "queue_entries": self.entries,
+            "max_queue_entries": self.cfg.max_entries,
+            "queue_index_nodes": self.index.node_count(),
+            "max_queue_index_nodes": self.cfg.max_index_nodes,
             "queues": qs,
         })
     }

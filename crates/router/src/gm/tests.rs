@@ -753,3 +753,199 @@ fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
     e.handle_durable(t(1), log.records.len() as u64);
     assert!(drain(&mut e).contains(&(P, Out::Ack(4, 4))));
 }
+
+/// A queue CREATE's error text (the definition refused), or panics.
+fn refused(e: &mut Engine, log: &mut MemLog, json: &str) -> String {
+    let r = e
+        .handle_queue_request(log, C, 5, QueueOp::Create, json)
+        .unwrap_err();
+    assert_eq!(
+        (r.code, r.request_id, r.fatal),
+        (ErrorCode::INVALID_REQUEST, 5, false),
+        "{json}: {}",
+        r.text
+    );
+    r.text
+}
+
+fn stat(e: &Engine, key: &str) -> u64 {
+    e.stats_json()[key].as_u64().unwrap()
+}
+
+/// `max_index_nodes` bounds the queues' index of every queue together: a definition
+/// that would take it beyond is refused whole (none of its patterns stays), is not
+/// written to the spool, and a deleted queue gives its nodes back.
+#[test]
+fn the_queue_index_node_bound_refuses_a_definition_whole() {
+    let mut e = Engine::new(GmConfig {
+        max_index_nodes: 6,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    let mut log = MemLog::default();
+    // The root and a/b/c: 4 nodes.
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q1","subscriptions":["a/b/c"]}"#,
+    );
+    assert_eq!(stat(&e, "queue_index_nodes"), 4);
+    let records = log.records.len();
+    // x (fits) and p/q (does not): 7 nodes, refused whole.
+    let text = refused(
+        &mut e,
+        &mut log,
+        r#"{"name":"q2","subscriptions":["x","p/q"]}"#,
+    );
+    assert!(text.contains("max_queue_index_nodes (6)"), "{text}");
+    assert_eq!(stat(&e, "queue_index_nodes"), 4);
+    assert_eq!(log.records.len(), records, "a refused queue is not spooled");
+    // The refused queue does not exist, and its patterns route nothing.
+    let r = e
+        .handle_queue_request(&mut log, C, 6, QueueOp::Show, "q2")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    drain(&mut e);
+    publish(&mut e, &mut log, P, "x", 1, b"m");
+    assert_eq!(stat(&e, "queue_entries"), 0);
+    // Two levels fit; a deleted queue frees its nodes for the next.
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q3","subscriptions":["a/d","m"]}"#,
+    );
+    assert_eq!(stat(&e, "queue_index_nodes"), 6);
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Delete, "q1")
+        .unwrap();
+    drain(&mut e);
+    // b and c go; a stays for a/d.
+    assert_eq!(stat(&e, "queue_index_nodes"), 4);
+    create(&mut e, &mut log, r#"{"name":"q4","subscriptions":["z/y"]}"#);
+    assert_eq!(stat(&e, "queue_index_nodes"), 6);
+}
+
+/// `max_match_work` bounds a match in the queues' index as in the router's: queues
+/// whose patterns branch at every level are refused once the walk bound would pass it.
+#[test]
+fn the_queue_index_walk_bound_refuses_patterns_that_branch_at_every_level() {
+    let mut e = Engine::new(GmConfig {
+        max_match_work: 200,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    let mut log = MemLog::default();
+    let levels = 10;
+    let pats: Vec<String> = (0..1u32 << levels)
+        .map(|m| {
+            let mut p: Vec<&str> = (0..levels)
+                .map(|i| if m >> i & 1 == 1 { "*" } else { "a" })
+                .collect();
+            p.push("z");
+            p.join("/")
+        })
+        .collect();
+    let (mut created, mut refused_n) = (0, 0);
+    for (i, chunk) in pats.chunks(16).enumerate() {
+        let def = serde_json::json!({ "name": format!("w{i}"), "subscriptions": chunk });
+        match e.handle_queue_request(&mut log, C, 1, QueueOp::Create, &def.to_string()) {
+            Ok(()) => created += 1,
+            Err(r) => {
+                assert!(r.text.contains("max_match_work (200)"), "{}", r.text);
+                refused_n += 1;
+            }
+        }
+        drain(&mut e);
+    }
+    assert!(
+        created > 0 && refused_n > 0,
+        "{created} created, {refused_n} refused"
+    );
+    assert!(e.index.match_work() <= 200, "{}", e.index.match_work());
+}
+
+/// `max_entries` bounds the entries of every queue together: a publish that many
+/// queues match is NACKed `queue-full` once it would pass it (nothing stored), a queue
+/// whose start would enter too many retained messages is refused, and consumed
+/// entries give room back.
+#[test]
+fn queue_entries_are_bounded_over_all_queues() {
+    let mut e = Engine::new(GmConfig {
+        max_entries: 5,
+        publish_window: 64,
+        ..GmConfig::default()
+    });
+    e.finish_recovery();
+    let mut log = MemLog::default();
+    for q in ["q1", "q2"] {
+        let def = format!(r#"{{"name":"{q}","subscriptions":["t/>"]}}"#);
+        create(&mut e, &mut log, &def);
+    }
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    drain(&mut e);
+    // Two entries per message: 1 and 2 fit (4), 3 would make 6.
+    for s in 1..=3 {
+        publish(&mut e, &mut log, P, "t/x", s, b"m");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    let out = drain(&mut e);
+    assert!(out.contains(&(P, Out::Ack(1, 2))), "{out:?}");
+    assert!(
+        out.contains(&(P, Out::Nack(3, "queue-full".into()))),
+        "{out:?}"
+    );
+    assert_eq!(stat(&e, "queue_entries"), 4);
+    // Two retained messages: a queue starting at the beginning would make 6.
+    let text = refused(
+        &mut e,
+        &mut log,
+        r#"{"name":"b","subscriptions":["t/>"],"start":"beginning"}"#,
+    );
+    assert!(text.contains("max_queue_entries (5)"), "{text}");
+    // One that matches neither fits (its start enters nothing).
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"c","subscriptions":["u"],"start":"beginning"}"#,
+    );
+    // Consumed entries give their room back.
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "q1").unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 2).unwrap();
+    drain(&mut e);
+    assert_eq!(stat(&e, "queue_entries"), 2);
+    publish(&mut e, &mut log, P, "t/x", 3, b"m");
+    e.handle_durable(t(1), log.records.len() as u64);
+    assert!(drain(&mut e).contains(&(P, Out::Ack(3, 3))));
+    assert_eq!(stat(&e, "queue_entries"), 4);
+}
+
+/// A queue starting at the beginning is filled from the retained messages its own
+/// patterns match, whatever other queues hold.
+#[test]
+fn a_queue_starting_at_the_beginning_takes_exactly_the_retained_messages_it_matches() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"all","subscriptions":[">"]}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    drain(&mut e);
+    for (s, topic) in [(1, "a/x"), (2, "b/x"), (3, "a/y"), (4, "c")] {
+        publish(&mut e, &mut log, P, topic, s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"late","subscriptions":["a/*","c"],"start":"beginning"}"#,
+    );
+    assert_eq!(queue_stats(&e.stats_json(), "late")["depth"], 3);
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "late").unwrap();
+    let got: Vec<Vec<u8>> = drain(&mut e)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver { payload, .. } => Some(payload),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, [vec![1], vec![3], vec![4]]);
+}
