@@ -267,11 +267,49 @@ struct Binding {
     slot: Slot,
     queue: u32,
     window: u32,
-    /// Message ids delivered and not yet acknowledged, oldest first.
+    /// Message ids delivered and not yet acknowledged, in id order: an acknowledgement
+    /// finds its ids by binary search and takes them out moving the shorter side, so a
+    /// consumer acknowledging in order costs what it acknowledges, not its window (a
+    /// scan of the whole list per CONSUMER_ACK made 200,000 messages through a window of
+    /// 65,536 take 4.5 s instead of 0.2).
     in_flight: VecDeque<u64>,
     active: bool,
     /// Browse (replay) binding: the next message id to look at.
     browse: Option<u64>,
+}
+
+impl Binding {
+    /// Records `id` as delivered and unacknowledged (a redelivery of an older message
+    /// goes to its place in id order).
+    fn add_in_flight(&mut self, id: u64) {
+        match self.in_flight.back() {
+            Some(&last) if last > id => {
+                let at = self.in_flight.partition_point(|&x| x < id);
+                self.in_flight.insert(at, id);
+            }
+            _ => self.in_flight.push_back(id),
+        }
+    }
+
+    /// Takes `id` out of the in-flight list; false if it was not there.
+    fn take_in_flight(&mut self, id: u64) -> bool {
+        match self.in_flight.binary_search(&id) {
+            Ok(at) => {
+                self.in_flight.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Takes every in-flight id in `first..=last` out, appending them to `out`.
+    fn take_in_flight_range(&mut self, first: u64, last: u64, out: &mut Vec<u64>) {
+        let lo = self.in_flight.partition_point(|&x| x < first);
+        let hi = self.in_flight.partition_point(|&x| x <= last);
+        if lo < hi {
+            out.extend(self.in_flight.drain(lo..hi));
+        }
+    }
 }
 
 struct Publisher {
@@ -1111,9 +1149,7 @@ impl Engine {
         self.entries = self.entries.saturating_sub(trimmed);
         if b != 0 {
             if let Some(bd) = self.bindings.get_mut(&b) {
-                if let Some(at) = bd.in_flight.iter().position(|&x| x == id) {
-                    bd.in_flight.remove(at);
-                }
+                bd.take_in_flight(id);
             }
         }
         if let Some(s) = self.store.entry_mut(id) {
@@ -1479,13 +1515,7 @@ impl Engine {
         let browse = b.browse.is_some();
         let mut acked = std::mem::take(&mut self.scratch_ids);
         acked.clear();
-        b.in_flight.retain(|&id| {
-            let hit = id >= first && id <= last;
-            if hit {
-                acked.push(id);
-            }
-            !hit
-        });
+        b.take_in_flight_range(first, last, &mut acked);
         if acked.is_empty() {
             self.scratch_ids = acked;
             return Err(reject(
@@ -1548,14 +1578,13 @@ impl Engine {
         let Some(b) = self.bindings.get_mut(&binding) else {
             return Ok(());
         };
-        let Some(at) = b.in_flight.iter().position(|&x| x == id) else {
+        if !b.take_in_flight(id) {
             return Err(reject(
                 0,
                 ErrorCode::UNKNOWN_DELIVERY,
                 format!("message {id} is not in flight on binding {binding}"),
             ));
-        };
-        b.in_flight.remove(at);
+        }
         let qi = b.queue;
         if b.browse.is_some() {
             self.pump_browse(now, binding);
@@ -1779,7 +1808,7 @@ impl Engine {
         let Some(b) = self.bindings.get_mut(&binding) else {
             return;
         };
-        b.in_flight.push_back(id);
+        b.add_in_flight(id);
         let slot = b.slot;
         self.emit_deliver(slot, binding, id, count, redelivered, now);
     }
@@ -1857,7 +1886,7 @@ impl Engine {
             };
             if let Some(b) = self.bindings.get_mut(&binding) {
                 b.browse = Some(e.id + 1);
-                b.in_flight.push_back(e.id);
+                b.add_in_flight(e.id);
             }
             self.totals.delivered += 1;
             self.emit_deliver(slot, binding, e.id, 1, false, now);
@@ -1888,9 +1917,7 @@ impl Engine {
                     continue;
                 }
                 if let Some(b) = self.bindings.get_mut(&binding) {
-                    if let Some(at) = b.in_flight.iter().position(|&x| x == id) {
-                        b.in_flight.remove(at);
-                    }
+                    b.take_in_flight(id);
                 }
                 self.requeue(log, qi, id);
             }

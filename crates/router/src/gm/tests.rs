@@ -949,3 +949,45 @@ fn a_queue_starting_at_the_beginning_takes_exactly_the_retained_messages_it_matc
         .collect();
     assert_eq!(got, [vec![1], vec![3], vec![4]]);
 }
+
+proptest! {
+    /// A binding's in-flight list behaves as a set of ids whatever the order of
+    /// deliveries (redeliveries of older ids included), single takes and range takes.
+    #[test]
+    fn the_in_flight_list_is_a_set_in_id_order(
+        ops in proptest::collection::vec((0u8..3, 0u64..64, 0u64..8), 0..200)
+    ) {
+        let mut b = Binding {
+            slot: Slot(0),
+            queue: 0,
+            window: 1 << 16,
+            in_flight: VecDeque::new(),
+            active: true,
+            browse: None,
+        };
+        let mut model = std::collections::BTreeSet::new();
+        let mut taken = Vec::new();
+        for (op, id, span) in ops {
+            match op {
+                0 => {
+                    if model.insert(id) {
+                        b.add_in_flight(id);
+                    }
+                }
+                1 => prop_assert_eq!(b.take_in_flight(id), model.remove(&id)),
+                _ => {
+                    taken.clear();
+                    b.take_in_flight_range(id, id + span, &mut taken);
+                    let want: Vec<u64> = model.range(id..=id + span).copied().collect();
+                    for x in &want {
+                        model.remove(x);
+                    }
+                    prop_assert_eq!(&taken, &want);
+                }
+            }
+            let have: Vec<u64> = b.in_flight.iter().copied().collect();
+            let want: Vec<u64> = model.iter().copied().collect();
+            prop_assert_eq!(have, want);
+        }
+    }
+}
