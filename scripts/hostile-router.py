@@ -3,7 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk
-                                                    #        qnodes qwalk qentries
+                                                    #        qnodes qwalk qentries browse
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -546,6 +546,40 @@ def attack_qentries(router, retained=1_000_000, queues=200):
             f"RSS {rss // 1024} MiB")
 
 
+def bind_frame(rid, window, how, value, queue):
+    """A BIND (`how`: 0 queue, 1 beginning, 2 message id, 3 time)."""
+    return frame(0x46, struct.pack("<IIH6xQ", rid, window, how, value) + queue.encode())
+
+
+def attack_browse(router, retained=1_000_000, binds=5):
+    """`retained` guaranteed messages kept by one queue; a second queue has 256 patterns
+    none of them match; a client binds to it `binds` times to browse from the beginning.
+    Reports how long each BIND took to be answered (the router scans the retention for
+    the queue's next message)."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("browser"))
+    s.sendall(queue_create(1, {"name": "keep", "subscriptions": ["r/>"]}))
+    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+    s.sendall(queue_create(2, {"name": "scan", "subscriptions": [f"n{i}/x/>" for i in range(256)]}))
+    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+    pub = open_publisher(router, "browse-gpub")
+    sent = 0
+    while sent < retained:
+        n = min(2000, retained - sent)
+        pub.sendall(b"".join(gpublish("r/x", i + 1, b"") for i in range(sent, sent + n)))
+        sent += n
+        read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
+    took = []
+    for k in range(binds):
+        t = time.time()
+        s.sendall(bind_frame(10 + k, 64, 1, 0, "scan"))
+        got, _ = read_answers(s, 1, {0x47: "bound", 0x04: "error"}, limit=600)
+        took.append(f"{(time.time() - t) * 1e3:.0f}" + ("" if got["bound"] else " (error)"))
+    s.close()
+    return (f"{retained:,} retained; {binds} BINDs browsing a queue that matches none of them, "
+            f"answered in {', '.join(took)} ms")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
@@ -557,6 +591,7 @@ CASES = {
     "qnodes": attack_qnodes,
     "qwalk": attack_qwalk,
     "qentries": attack_qentries,
+    "browse": attack_browse,
 }
 
 
