@@ -3,7 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk
-                                                    #        qnodes qwalk qentries browse
+                                                    #        qnodes qwalk qentries browse qlist qlist-fit
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -580,6 +580,24 @@ def attack_browse(router, retained=1_000_000, binds=5):
             f"answered in {', '.join(took)} ms")
 
 
+def attack_qlist(router, queues=10_000, lists=200):
+    """One client creates `queues` queues, then sends `lists` queue LIST requests in one
+    write and reads the answers: each LIST is built from every queue."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("lister"))
+    for q in range(0, queues, 500):
+        s.sendall(b"".join(queue_create(q + i + 1, {"name": f"q{q + i}", "subscriptions": [f"t{q + i}"]})
+                           for i in range(500)))
+        read_answers(s, 500, {0x45: "ok", 0x04: "error"})
+    t = time.time()
+    s.sendall(b"".join(frame(0x44, struct.pack("<IHH", 100_000 + i, 5, 0)) for i in range(lists)))
+    got, text = read_answers(s, lists, {0x45: "list", 0x04: "error"}, limit=300)
+    took = time.time() - t
+    s.close()
+    return (f"{queues:,} queues; {lists} LISTs in one write answered in {took:.2f} s: {got['list']} "
+            f"lists, {got['error']} errors (last: {text[6:90]!r})")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
@@ -592,6 +610,8 @@ CASES = {
     "qwalk": attack_qwalk,
     "qentries": attack_qentries,
     "browse": attack_browse,
+    "qlist": attack_qlist,
+    "qlist-fit": lambda router: attack_qlist(router, queues=1_500),
 }
 
 

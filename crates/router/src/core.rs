@@ -175,6 +175,8 @@ struct Client {
     /// `counters.bytes_out` once the last STATS_REPLY queued is written (at most one
     /// is outstanding per client: see docs/protocol.md, "Stats").
     stats_due: Option<u64>,
+    /// The same for the last queue LIST answer.
+    list_due: Option<u64>,
     /// The client has published a direct message: it is read with the direct traffic
     /// (see [`Core::is_background`]).
     direct_publisher: bool,
@@ -570,6 +572,7 @@ impl Core {
             counters: ClientCounters::default(),
             close_reason: None,
             stats_due: None,
+            list_due: None,
             direct_publisher: false,
             identity: None,
             publish_check: None,
@@ -789,10 +792,29 @@ impl Core {
                     self.deny(id, request_id, &text);
                     return true;
                 }
+                // A LIST answer is up to a frame of JSON built from every queue: one
+                // unread at a time per client, as for STATS.
+                let list = op == QueueOp::List;
+                if list && self.unread_answer(id, |c| c.list_due) {
+                    self.control(id, |b| {
+                        frame::encode_error(
+                            b,
+                            request_id,
+                            ErrorCode::BUSY,
+                            false,
+                            "the previous queue list is still unread; read it, then ask again",
+                        )
+                    });
+                    return true;
+                }
                 let r = self
                     .gm
                     .handle_queue_request(&mut *self.spool, id, request_id, op, arg);
-                self.gm_result(id, r)
+                let open = self.gm_result(id, r);
+                if let (true, Some(c)) = (list, self.client_mut(id)) {
+                    c.list_due = Some(c.counters.bytes_out + c.egress.pending() as u64);
+                }
+                open
             }
             Frame::Bind {
                 request_id,
@@ -1480,6 +1502,17 @@ impl Core {
     /// Answers a STATS_REQUEST, unless the previous STATS_REPLY to this client is still
     /// unread: then a non-fatal ERROR `BUSY` (a few dozen bytes instead of a document
     /// of up to `max_frame`), so requesting without reading cannot amplify.
+    /// Whether the answer whose end `due` gives (the client's output count once it is
+    /// written) is still unwritten: the client has not read the last one yet.
+    fn unread_answer(&self, id: Slot, due: impl Fn(&Client) -> Option<u64>) -> bool {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| {
+                due(c).is_some_and(|due| c.counters.bytes_out < due && c.egress.pending() > 0)
+            })
+    }
+
     fn on_stats_request(&mut self, id: Slot, now: MonoNanos, request_id: u32) {
         let admin = self.check(id, |p| match p.is_admin() {
             true => Ok(()),
@@ -1489,13 +1522,10 @@ impl Core {
             self.deny(id, request_id, &text);
             return;
         }
-        let Some(c) = self.client_mut(id) else {
+        if self.client_mut(id).is_none() {
             return;
-        };
-        let busy = c
-            .stats_due
-            .is_some_and(|due| c.counters.bytes_out < due && c.egress.pending() > 0);
-        if busy {
+        }
+        if self.unread_answer(id, |c| c.stats_due) {
             self.control(id, |b| {
                 frame::encode_error(
                     b,

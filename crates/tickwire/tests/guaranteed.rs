@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{free_port, run_cli, FixedRouter, Raw, RouterProc};
+use common::{free_port, run_cli, FixedRouter, Got, Raw, RouterProc};
 use tickwire_client::{
     Client, ErrorCode, Event, GuaranteedPublisher, QueueConsumer, QueueOp, ReconnectOptions, Start,
     Wait,
@@ -760,4 +760,72 @@ fn queue_definitions_and_entries_are_bounded_router_wide() {
         (Some(4), Some(5), Some(5), Some(6)),
         "{g}"
     );
+}
+
+/// A queue LIST is one frame of JSON at most, refused at once when the queues are too
+/// many to fit, and one unread answer at a time per client: the requests behind it get
+/// a non-fatal BUSY (they each cost a walk of every queue before).
+#[test]
+fn queue_lists_are_bounded_and_one_at_a_time() {
+    let r = RouterProc::start(&[]);
+    for q in ["a", "b", "c"] {
+        create_queue(
+            r.addr,
+            &format!(r#"{{"name":"{q}","subscriptions":["{q}"]}}"#),
+        );
+    }
+    let mut raw = Raw::hello(r.addr, "lister");
+    let mut b = Vec::new();
+    for id in 1..=3 {
+        wgm::encode_queue_request(&mut b, id, QueueOp::List, "");
+    }
+    raw.send(&b);
+    let first = raw.next(Duration::from_secs(10)).expect("the list");
+    let Got::Other(text) = first else {
+        panic!("expected the QUEUE_REPLY, got {first:?}")
+    };
+    assert!(
+        text.contains("QueueReply") && text.contains(r#"\"name\":\"c\""#),
+        "{text}"
+    );
+    for id in 2..=3 {
+        match raw.next(Duration::from_secs(10)) {
+            Ok(Got::Error {
+                code,
+                fatal,
+                request_id,
+                text,
+            }) => {
+                assert_eq!(
+                    (code, fatal, request_id),
+                    (ErrorCode::BUSY, false, id),
+                    "{text}"
+                );
+                assert!(text.contains("still unread"), "{text}");
+            }
+            other => panic!("expected BUSY for request {id}, got {other:?}"),
+        }
+    }
+    // Read: the next LIST is answered in full.
+    b.clear();
+    wgm::encode_queue_request(&mut b, 4, QueueOp::List, "");
+    raw.send(&b);
+    let again = raw.next(Duration::from_secs(10)).expect("the list again");
+    assert!(
+        matches!(&again, Got::Other(t) if t.contains("QueueReply")),
+        "{again:?}"
+    );
+
+    // More queues than one frame can hold (at least 256 bytes each): refused at once.
+    let small = RouterProc::start(&["--max-frame", "4096"]);
+    for q in 0..20 {
+        create_queue(
+            small.addr,
+            &format!(r#"{{"name":"q{q}","subscriptions":["t{q}"]}}"#),
+        );
+    }
+    let mut c = Client::connect(small.addr).expect("connect");
+    let e = c.queue_request(QueueOp::List, "").unwrap_err();
+    assert!(e.to_string().contains("does not fit in one frame"), "{e}");
+    c.close().ok();
 }

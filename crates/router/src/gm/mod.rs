@@ -114,6 +114,10 @@ fn holds(def: &QueueDef, id: u64, time: u64) -> bool {
         }
 }
 
+/// The fewest bytes of one queue's JSON in a LIST answer (its definition alone is
+/// longer): more queues than `max_frame / MIN_QUEUE_JSON` cannot fit one answer.
+const MIN_QUEUE_JSON: usize = 256;
+
 /// Most retained messages one pump of browse bindings looks at (a BIND, an
 /// acknowledgement, a durability step, a timer tick): ~50 µs of index walks at most.
 const BROWSE_SCAN: usize = 1024;
@@ -1348,11 +1352,37 @@ impl Engine {
                 }
             }
             QueueOp::List => {
+                // Built a queue at a time and given up as soon as it cannot fit, and not
+                // even begun when the queues are too many to fit: a LIST costs at most
+                // one frame of JSON (with 10,000 queues each one cost ~185 ms before
+                // being refused as too large).
+                let cap = (self.cfg.max_frame as usize).saturating_sub(16);
+                let too_large = || {
+                    reject(
+                        request_id,
+                        ErrorCode::INVALID_REQUEST,
+                        "the answer does not fit in one frame; ask for one queue at a time \
+                         (tickwire queue show NAME)",
+                    )
+                };
+                if self.queue_names.len().saturating_mul(MIN_QUEUE_JSON) > cap {
+                    return Err(too_large());
+                }
                 let mut names: Vec<(&String, &u32)> = self.queue_names.iter().collect();
                 names.sort();
-                let qs: Vec<serde_json::Value> =
-                    names.iter().map(|(_, &q)| self.queue_json(q)).collect();
-                serde_json::json!({ "queues": qs })
+                let mut text = String::from(r#"{"queues":["#);
+                for (i, (_, &q)) in names.iter().enumerate() {
+                    if i > 0 {
+                        text.push(',');
+                    }
+                    text.push_str(&self.queue_json(q).to_string());
+                    if text.len() + 2 > cap {
+                        return Err(too_large());
+                    }
+                }
+                text.push_str("]}");
+                self.emit(slot, |b| wgm::encode_queue_reply(b, request_id, &text));
+                return Ok(());
             }
         };
         let text = json.to_string();
@@ -1377,11 +1407,13 @@ impl Engine {
             .iter()
             .filter(|b| self.bindings.get(b).is_some_and(|b| b.active))
             .count();
+        // What its consumers hold (not a walk of its entries: a queue may hold millions).
         let in_flight: usize = q
-            .entries
+            .bindings
             .iter()
-            .filter(|e| !e.done && e.binding != 0)
-            .count();
+            .filter_map(|b| self.bindings.get(b))
+            .map(|b| b.in_flight.len())
+            .sum();
         serde_json::json!({
             "name": q.def.name,
             "depth": q.depth,
