@@ -22,6 +22,7 @@ Example config file (every key optional):
   listen = \"0.0.0.0:7420\"
   idle = \"spin\"              # block | spin | hybrid
   egress_limit = 16777216    # bytes queued per slow subscriber
+  egress_memory_limit = 536870912  # bytes queued for all clients together
   slow_consumer = \"discard\"  # discard | disconnect
 
   [[auth.users]]             # who may log in, and what they may do
@@ -150,8 +151,8 @@ pub struct RouterArgs {
     /// Most bytes all clients' egress buffers hold together (allocated, not only
     /// unread): at the limit each client may queue only its share (this / max-clients,
     /// at least 64KiB and one frame), and one holding more is a slow consumer under the
-    /// policy; clients under their share are untouched. Memory stays within about
-    /// twice this [default: 1GiB].
+    /// policy; clients under their share are untouched. The buffers stay within about
+    /// twice this (docs/reliability.md) [default: 1GiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     egress_memory_limit: Option<usize>,
     /// Slow-consumer policy: discard (drop its oldest messages and tell it how many)
