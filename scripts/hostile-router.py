@@ -2,8 +2,11 @@
 """Full-size hostile-input attacks on a `tickwire router` binary (issue 12), with a healthy
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
-    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk
+    scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
                                                     #        qnodes qwalk qentries browse qlist qlist-fit
+
+Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
+TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
 
 For each case it starts `BINARY router` on a free loopback port with its default
 configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
@@ -14,6 +17,7 @@ Results are recorded in docs/reliability.md.
 """
 import json
 import os
+import random
 import re
 import socket
 import struct
@@ -49,8 +53,9 @@ def rss_kib(pid):
 class Router:
     def __init__(self, binary):
         self.binary = binary
+        extra = os.environ.get("TICKWIRE_ROUTER_ARGS", "").split()
         self.p = subprocess.Popen(
-            [binary, "router", "--listen", "127.0.0.1:0"],
+            [binary, "router", "--listen", "127.0.0.1:0", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "TICKWIRE_LOG": "error"},
@@ -598,6 +603,80 @@ def attack_qlist(router, queues=10_000, lists=200):
             f"lists, {got['error']} errors (last: {text[6:90]!r})")
 
 
+def router_stats(router):
+    """The router's stats document (None if it did not answer)."""
+    addr = f"{router.addr[0]}:{router.addr[1]}"
+    try:
+        out = subprocess.run([router.binary, "stats", "--json", "--router", addr],
+                             capture_output=True, text=True, timeout=10).stdout
+    except subprocess.TimeoutExpired:
+        return None
+    import json
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
+
+
+def attack_egress(router, conns=200, budget_s=30, max_messages=5_000_000):
+    """`conns` connections subscribe to `>` and never read (not even their WELCOME) while
+    one publisher floods messages of 100 B-1 KiB to `flood/x` for `budget_s` seconds (at
+    most `max_messages`): every message is queued for every non-reader, so without a
+    router-wide bound the router holds up to `conns` x `egress_limit`. Reports the
+    router's RSS once a second, and its own egress figures when it has them."""
+    hogs = []
+    for c in range(conns):
+        s = socket.create_connection(router.addr)
+        s.sendall(hello(f"egress-hog-{c}") + frame(0x10, struct.pack("<I", 1) + b">"))
+        hogs.append(s)
+    time.sleep(1)
+    rng = random.Random(12)
+    topic = b"flood/x"
+    chunk = b"".join(frame(0x20, topic + bytes(rng.randint(100, 1024)), aux=len(topic))
+                     for _ in range(1000))
+    pub = socket.create_connection(router.addr)
+    pub.sendall(hello("egress-flooder"))
+    pub.settimeout(1.0)
+    sent = 0
+    trace = []
+    stopped = ""
+    t0 = time.time()
+    next_sample = t0
+    while sent < max_messages and time.time() - t0 < budget_s:
+        if time.time() >= next_sample:
+            trace.append(router.rss() // 1024)
+            next_sample += 1
+        if router.rss() > RSS_CAP_KIB:
+            stopped = "; router RSS passed 1.5 GiB: stopped"
+            break
+        try:
+            pub.sendall(chunk)
+            sent += 1000
+        except socket.timeout:
+            pass  # the router is not reading (busy): try again
+        except OSError as e:
+            stopped = f"; publisher cut ({e})"
+            break
+    took = time.time() - t0
+    time.sleep(1)
+    rss_end = router.rss()
+    doc = router_stats(router) or {}
+    r = doc.get("router", {})
+    t = r.get("totals", {})
+    pub.close()
+    for s in hogs:
+        s.close()
+    own = (f"; router: egress_bytes {r['egress_bytes'] // (1 << 20)} MiB of limit "
+           f"{r['egress_memory_limit'] // (1 << 20)} MiB, discards {t.get('discards', 0):,} "
+           f"(memory {t.get('memory_discards', 0):,}), memory disconnects "
+           f"{t.get('memory_disconnects', 0)}" if "egress_bytes" in r else
+           f"; router: discards {t.get('discards', 0):,}" if t else "")
+    return (f"{conns} non-readers on '>', {sent:,} messages of 100-1024 B sent in {took:.1f} s"
+            f"{stopped}; RSS per second {trace} MiB, {rss_end // 1024} MiB 1 s after; "
+            f"router clients then {r.get('clients', '?')} (the non-readers, flooder, healthy pair "
+            f"and stats client){own}")
+
+
 CASES = {
     "ping": attack_ping,
     "stats": attack_stats,
@@ -606,6 +685,7 @@ CASES = {
     "subs": attack_subs,
     "groups": attack_groups,
     "walk": attack_walk,
+    "egress": attack_egress,
     "qnodes": attack_qnodes,
     "qwalk": attack_qwalk,
     "qentries": attack_qentries,

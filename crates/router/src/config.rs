@@ -51,6 +51,10 @@ impl std::str::FromStr for SlowConsumerPolicy {
     }
 }
 
+/// The smallest share of `egress_memory_limit` a client may queue while the limit is
+/// reached ([`Config::egress_share`]).
+pub const MIN_EGRESS_SHARE: usize = 64 << 10;
+
 /// Router configuration. `Config::default()` is a working router on 127.0.0.1:7420.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -102,6 +106,18 @@ pub struct Config {
     /// Bytes of undelivered messages queued per client before the slow-consumer policy
     /// applies. Default 8388608 (8 MiB).
     pub egress_limit: usize,
+    /// Bytes all clients' egress buffers together may hold (their allocated capacity,
+    /// not only the unwritten bytes). `egress_limit` bounds one client; without this,
+    /// `max_clients` subscribers that never read could hold `max_clients` times it
+    /// (8 GiB at the defaults). While the buffers hold this much or more, every client
+    /// may queue only its share, `egress_memory_limit / max_clients` (at least 64 KiB
+    /// and one largest frame, at most `egress_limit`): one with more is a slow
+    /// consumer under `slow_consumer` (its oldest messages discarded, or disconnected
+    /// with SLOW_CONSUMER), control frames included; clients under their share queue
+    /// as before. The buffers then hold at most about twice this
+    /// ([`Config::egress_memory_bound`]). Default 1073741824 (1 GiB); at least
+    /// `max_frame`.
+    pub egress_memory_limit: usize,
     /// What to do with a client whose egress buffer is full. Default `discard`.
     pub slow_consumer: SlowConsumerPolicy,
     /// Milliseconds a new connection has to send HELLO (a deadline from connecting;
@@ -232,6 +248,7 @@ impl Default for Config {
             max_match_work: 1_000,
             max_shared_groups: 1_000,
             egress_limit: 8 << 20,
+            egress_memory_limit: 1 << 30,
             slow_consumer: SlowConsumerPolicy::default(),
             handshake_timeout_ms: 5_000,
             stall_timeout_ms: 10_000,
@@ -291,6 +308,7 @@ impl Config {
         };
         minimum("max_frame", self.max_frame.into(), MIN_MAX_FRAME.into())?;
         holds_a_frame("egress_limit", self.egress_limit)?;
+        holds_a_frame("egress_memory_limit", self.egress_memory_limit)?;
         minimum("read_buffer", self.read_buffer as u64, 4096)?;
         holds_a_frame("read_memory_limit", self.read_memory_limit)?;
         if !ROUTER_IDLE.contains(&self.idle) {
@@ -404,6 +422,36 @@ impl Config {
             client_ca: self.tls_client_ca.clone(),
             client_auth: self.tls_client_auth.parse().unwrap_or_default(),
         }
+    }
+
+    /// What one client's egress buffer may hold while all of them together hold
+    /// `egress_memory_limit` or more: an equal share of the limit among `max_clients`,
+    /// at least [`MIN_EGRESS_SHARE`] and one largest MESSAGE (a PUBLISH of `max_frame`
+    /// plus its DISCARDS field), so a frame always fits, and at most `egress_limit`.
+    pub fn egress_share(&self) -> usize {
+        (self.egress_memory_limit / self.max_clients.max(1))
+            .max(MIN_EGRESS_SHARE)
+            .max(self.max_frame as usize + 8)
+            .min(self.egress_limit)
+    }
+
+    /// The most bytes all egress buffers can hold together (their capacities, between
+    /// two calls into the core), initial images of the last-value cache aside:
+    ///
+    /// `egress_memory_limit + egress_limit + LAST_WORD_ROOM + max_clients ×
+    /// (egress_share + LAST_WORD_ROOM)`
+    ///
+    /// Why: below the limit one call grows one buffer to at most `egress_limit` and
+    /// one fatal ERROR (messages never grow a buffer past its limit; a control frame
+    /// that does is given back). At or over it, a buffer larger than its share only
+    /// shrinks and the others grow to at most their share and one fatal ERROR. At the
+    /// defaults: 1 GiB + 8 MiB + 1,024 × ~1 MiB, about 2 GiB.
+    pub fn egress_memory_bound(&self) -> u64 {
+        let room = crate::egress::LAST_WORD_ROOM as u64;
+        self.egress_memory_limit as u64
+            + self.egress_limit as u64
+            + room
+            + self.max_clients as u64 * (self.egress_share() as u64 + room)
     }
 
     /// The handshake timeout as a duration.

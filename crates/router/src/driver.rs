@@ -498,6 +498,7 @@ impl Router {
             if now >= next_sweep {
                 next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
                 self.release_idle_buffers();
+                self.core.release_idle_egress();
             }
 
             if let Some(deadline) = shutdown_deadline {

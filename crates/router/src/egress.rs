@@ -8,11 +8,22 @@
 //! traffic rather than one per message. The discarded count is written into the first
 //! MESSAGE delivered after the gap (the DISCARDS field), or carried to the next one
 //! queued if none remains.
+//!
+//! Memory: what a buffer costs the router is its vector's capacity, which the core
+//! sums over clients against `egress_memory_limit` ([`Egress::capacity`]). Messages
+//! never grow it past the limit they are pushed under (unwritten bytes are moved to the
+//! front before it grows); control frames may, and the core then gives the excess back
+//! ([`Egress::fit`]). A drained buffer keeps its capacity for the next turn until the
+//! core releases it ([`Egress::release`]).
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use tickwire_wire::frame::{self, Kind, HEADER_LEN};
+use tickwire_wire::frame::{self, Kind, HEADER_LEN, MAX_TEXT_LEN};
+
+/// Room for the last frame sent to a client being disconnected (a fatal ERROR or a
+/// CLOSE: header, two fields and a text of at most `MAX_TEXT_LEN` bytes).
+pub const LAST_WORD_ROOM: usize = HEADER_LEN + 8 + MAX_TEXT_LEN;
 
 /// Outcome of queueing one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +32,9 @@ pub enum Push {
     Queued,
     /// Queued after discarding this many older messages.
     QueuedAfterDiscard(u64),
-    /// Not queued: the buffer is full and the policy is to disconnect.
+    /// Not queued: the buffer is full and the policy is to disconnect, or discarding
+    /// every queued message would not make room (the rest are control frames or a
+    /// half-written frame).
     Full,
 }
 
@@ -42,6 +55,13 @@ impl Egress {
     #[inline]
     pub fn pending(&self) -> usize {
         self.buf.len() - self.head
+    }
+
+    /// Bytes the buffer holds allocated (its vector's capacity): what it costs, whether
+    /// or not they are pending.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// The unwritten bytes, for the socket write.
@@ -69,7 +89,8 @@ impl Egress {
     }
 
     /// Queues the MESSAGE for `publish` (a decoded PUBLISH frame's exact bytes), applying
-    /// the discard policy when `limit` would be exceeded. `router_in` and `router_out`
+    /// the discard policy when `limit` would be exceeded; the buffer's capacity then
+    /// stays within `limit` (or one message, if that is larger). `router_in` and `router_out`
     /// are written only into messages that carry STAMPS.
     #[inline]
     pub fn push_message(
@@ -87,10 +108,16 @@ impl Egress {
                 return Push::Full;
             }
             let dropped = self.discard_oldest(limit / 2, need);
+            if self.pending() > 0 && self.pending() + need > limit {
+                // What is left (answers, a half-written frame) leaves no room: a
+                // message never takes the buffer past its limit.
+                return Push::Full;
+            }
             result = Push::QueuedAfterDiscard(dropped);
         } else {
             self.compact_if_worthwhile();
         }
+        self.reserve(need, limit);
         // The router-out stamp is taken per message, and only for messages that carry
         // STAMPS: it measures the routing itself (lookup and copy), which one reading per
         // loop turn could not.
@@ -129,7 +156,30 @@ impl Egress {
     /// Drops every unwritten complete frame except control frames (used before a
     /// disconnect, so the error frame is not stuck behind megabytes of messages).
     pub fn drop_messages(&mut self) {
-        self.retain(|_, _| false);
+        self.retain(|_, _| false, LAST_WORD_ROOM);
+    }
+
+    /// Gives back capacity beyond `max` bytes, or beyond what is pending and room for
+    /// a last word ([`LAST_WORD_ROOM`]) if that is more (the unwritten bytes are moved
+    /// to the front first). Does nothing when the capacity is within `max`; else one
+    /// reallocation: after a control frame grew the buffer past its limit, or once for
+    /// a large buffer while the router-wide bound is reached.
+    pub fn fit(&mut self, max: usize) {
+        if self.buf.capacity() <= max {
+            return;
+        }
+        self.compact();
+        self.buf.shrink_to(max.max(self.buf.len() + LAST_WORD_ROOM));
+    }
+
+    /// Frees a drained buffer's memory (it is allocated again when a frame is queued).
+    /// Does nothing while bytes are pending.
+    pub fn release(&mut self) {
+        if self.pending() == 0 {
+            self.buf = Vec::new();
+            self.head = 0;
+            self.boundary = 0;
+        }
     }
 
     /// Moves unwritten bytes to the front when the written prefix is large, so the
@@ -137,12 +187,39 @@ impl Egress {
     #[inline]
     fn compact_if_worthwhile(&mut self) {
         if self.head > 0 && self.head >= self.buf.len() / 2 && self.head >= 64 << 10 {
-            self.advance_boundary();
-            self.buf.copy_within(self.head.., 0);
-            self.buf.truncate(self.buf.len() - self.head);
-            self.boundary -= self.head;
-            self.head = 0;
+            self.compact();
         }
+    }
+
+    /// Moves the unwritten bytes to the front.
+    fn compact(&mut self) {
+        if self.head == 0 {
+            return;
+        }
+        self.advance_boundary();
+        self.buf.copy_within(self.head.., 0);
+        self.buf.truncate(self.buf.len() - self.head);
+        self.boundary -= self.head;
+        self.head = 0;
+    }
+
+    /// Makes room for `need` more bytes: first by moving the unwritten bytes to the
+    /// front, then by growing the vector, doubling as `Vec` does but never past `limit`
+    /// (or past exactly what is needed, if that is more). So a buffer that messages
+    /// are pushed to under a limit holds at most that limit, not twice it.
+    #[inline]
+    fn reserve(&mut self, need: usize, limit: usize) {
+        let cap = self.buf.capacity();
+        if self.buf.len() + need <= cap {
+            return;
+        }
+        self.compact();
+        let want = self.buf.len() + need;
+        if want <= cap {
+            return;
+        }
+        let target = (cap * 2).max(want).min(limit.max(want));
+        self.buf.reserve_exact(target - self.buf.len());
     }
 
     /// Moves `boundary` to the first frame start at or after `head`.
@@ -158,25 +235,31 @@ impl Egress {
         let goal = target.saturating_sub(need);
         let mut excess = self.pending().saturating_sub(goal);
         let mut dropped = 0;
-        self.retain(|kind, len| {
-            if kind == Kind::Message as u8 && excess > 0 {
-                excess = excess.saturating_sub(len);
-                dropped += 1;
-                false
-            } else {
-                true
-            }
-        });
+        self.retain(
+            |kind, len| {
+                if kind == Kind::Message as u8 && excess > 0 {
+                    excess = excess.saturating_sub(len);
+                    dropped += 1;
+                    false
+                } else {
+                    true
+                }
+            },
+            need,
+        );
         dropped
     }
 
     /// Rewrites the unwritten complete frames, dropping MESSAGE frames for which `keep`
     /// returns false (control frames are always kept). Discard counts of dropped frames
     /// plus the frames themselves are reported in the first kept MESSAGE after them,
-    /// or carried in `pending_discards`.
-    fn retain(&mut self, mut keep: impl FnMut(u8, usize) -> bool) {
+    /// or carried in `pending_discards`. The new vector holds what is kept plus `room`
+    /// bytes (so discarding gives memory back): the kept frames are at most the
+    /// pending bytes plus one DISCARDS field, inserted into the first kept MESSAGE
+    /// after dropped ones (once: nothing is dropped after a kept MESSAGE).
+    fn retain(&mut self, mut keep: impl FnMut(u8, usize) -> bool, room: usize) {
         self.advance_boundary();
-        let mut out = Vec::with_capacity(self.buf.capacity());
+        let mut out = Vec::with_capacity(self.pending() + 8 + room);
         // The half-written frame (if any) stays first: its start is before `head`.
         out.extend_from_slice(&self.buf[self.head..self.boundary]);
         let partial = out.len();
@@ -199,6 +282,11 @@ impl Egress {
             at += len;
         }
         self.pending_discards += carry;
+        if out.capacity() > 2 * (out.len() + room) {
+            // Most of it was dropped (a disconnect, or a much tighter limit): give the
+            // memory back rather than keep a vector sized for what was pending.
+            out.shrink_to(out.len() + room);
+        }
         self.buf = out;
         self.head = 0;
         self.boundary = partial;
@@ -367,6 +455,51 @@ mod tests {
         encode_ack(e.control(), 8);
         e.consume(first_len - 5);
         assert_eq!(frames(e.unwritten()), [(u64::MAX, 0)]);
+    }
+
+    /// Messages never grow the vector past the limit they are pushed under (unwritten
+    /// bytes move to the front first), a discard gives memory back, and `fit` and
+    /// `release` shrink it.
+    #[test]
+    fn capacity_stays_within_the_limit_and_is_given_back() {
+        let mut e = Egress::default();
+        let limit = 50_000;
+        for i in 0..2_000 {
+            e.push_message(
+                &publish(i, 100 + (i as usize * 13) % 400),
+                limit,
+                true,
+                0,
+                || 0,
+            );
+            assert!(e.capacity() <= limit, "{} at {i}", e.capacity());
+            if i % 7 == 0 {
+                let n = e.pending() / 3;
+                e.consume(n);
+            }
+        }
+        // A tighter limit (the router-wide bound reached): discarding shrinks it.
+        e.push_message(&publish(9, 100), 10_000, true, 0, || 0);
+        assert!(e.pending() <= 10_000);
+        assert!(e.capacity() <= 10_000, "{}", e.capacity());
+        // A control frame may double it; `fit` gives the excess back.
+        for _ in 0..200 {
+            encode_ack(e.control(), 1);
+            if e.capacity() > 10_000 {
+                break;
+            }
+        }
+        assert!(e.capacity() > e.pending().max(10_000));
+        e.fit(10_000);
+        assert!(e.capacity() <= (e.pending() + LAST_WORD_ROOM).max(10_000));
+        assert!(e.capacity() >= e.pending());
+        e.consume(e.pending());
+        e.release();
+        assert_eq!(e.capacity(), 0);
+        assert_eq!(
+            e.push_message(&publish(10, 100), 10_000, true, 0, || 0),
+            Push::Queued
+        );
     }
 
     #[test]

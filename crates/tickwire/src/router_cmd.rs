@@ -22,6 +22,7 @@ Example config file (every key optional):
   listen = \"0.0.0.0:7420\"
   idle = \"spin\"              # block | spin | hybrid
   egress_limit = 16777216    # bytes queued per slow subscriber
+  egress_memory_limit = 536870912  # bytes queued for all clients together
   slow_consumer = \"discard\"  # discard | disconnect
 
   [[auth.users]]             # who may log in, and what they may do
@@ -147,6 +148,13 @@ pub struct RouterArgs {
     /// answers alone exceed it is disconnected under either policy [default: 8MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     egress_limit: Option<usize>,
+    /// Most bytes all clients' egress buffers hold together (allocated, not only
+    /// unread): at the limit each client may queue only its share (this / max-clients,
+    /// at least 64KiB and one frame), and one holding more is a slow consumer under the
+    /// policy; clients under their share are untouched. The buffers stay within about
+    /// twice this (docs/reliability.md) [default: 1GiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    egress_memory_limit: Option<usize>,
     /// Slow-consumer policy: discard (drop its oldest messages and tell it how many)
     /// or disconnect [default: discard].
     #[arg(long, value_name = "POLICY")]
@@ -380,6 +388,7 @@ impl RouterArgs {
             max_shared_groups,
             max_match_work,
             egress_limit,
+            egress_memory_limit,
             slow_consumer,
             handshake_timeout_ms,
             stall_timeout_ms,
@@ -502,8 +511,13 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     let listen = cfg.listen;
     let summary = format!(
-        "idle={:?} slow_consumer={:?} egress_limit={} max_frame={} max_clients={}",
-        cfg.idle, cfg.slow_consumer, cfg.egress_limit, cfg.max_frame, cfg.max_clients
+        "idle={:?} slow_consumer={:?} egress_limit={} egress_memory_limit={} max_frame={} max_clients={}",
+        cfg.idle,
+        cfg.slow_consumer,
+        cfg.egress_limit,
+        cfg.egress_memory_limit,
+        cfg.max_frame,
+        cfg.max_clients
     )
     .to_lowercase();
     match &cfg.data_dir {

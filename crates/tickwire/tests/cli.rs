@@ -36,6 +36,7 @@ const CONFIG_KEYS: &[&str] = &[
     "max_shared_groups",
     "max_match_work",
     "egress_limit",
+    "egress_memory_limit",
     "slow_consumer",
     "handshake_timeout_ms",
     "stall_timeout_ms",
@@ -404,6 +405,7 @@ fn router_print_config_lists_every_key() {
     assert_eq!(table["idle"].as_str(), Some("hybrid"));
     assert_eq!(table["slow_consumer"].as_str(), Some("discard"));
     assert_eq!(table["egress_limit"].as_integer(), Some(8 << 20));
+    assert_eq!(table["egress_memory_limit"].as_integer(), Some(1 << 30));
     assert_eq!(table["max_frame"].as_integer(), Some(1 << 20));
     assert_eq!(table["sync"].as_str(), Some("fsync"));
     assert!(
@@ -416,12 +418,18 @@ fn router_print_config_lists_every_key() {
     let cfg = print_config(&[
         "--egress-limit",
         "2MiB",
+        "--egress-memory-limit",
+        "64MiB",
         "--idle",
         "spin",
         "--max-clients",
         "9",
     ]);
     assert_eq!(cfg["router"]["egress_limit"].as_integer(), Some(2 << 20));
+    assert_eq!(
+        cfg["router"]["egress_memory_limit"].as_integer(),
+        Some(64 << 20)
+    );
     assert_eq!(cfg["router"]["idle"].as_str(), Some("spin"));
     assert_eq!(cfg["router"]["max_clients"].as_integer(), Some(9));
 }

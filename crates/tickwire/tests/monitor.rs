@@ -105,6 +105,9 @@ fn json_endpoints_show_what_the_clients_did() {
     let varz = get_json(http, "/varz");
     assert_eq!(varz["kind"], "router");
     assert!(varz["server"]["totals"]["msgs_in"].as_u64().unwrap() >= 37);
+    // The router-wide egress figure (what the buffers hold now) and its bound.
+    assert_eq!(varz["server"]["egress_memory_limit"], 1u64 << 30, "{varz}");
+    assert!(varz["server"]["egress_bytes"].is_u64(), "{varz}");
 
     let connz = get_json(http, "/connz?sort=msgs_in&subs=1");
     let items = &connz["items"];
@@ -194,6 +197,8 @@ fn metrics_pass_promtool() {
         "tickwire_router_queue_depth_messages{queue=\"mon-q\"}",
         "tickwire_router_probe_round_trip_seconds_count",
         "tickwire_router_index_nodes ",
+        "tickwire_router_egress_bytes ",
+        "tickwire_router_memory_disconnects_total ",
     ] {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }

@@ -139,6 +139,12 @@ impl Component for RouterMonitor {
             r.index_nodes as f64,
         );
         out.single(
+            "tickwire_router_egress_bytes",
+            Kind::Gauge,
+            "Bytes all clients' egress buffers hold allocated (bounded by egress_memory_limit: at it, clients over their share are slow consumers).",
+            r.egress_bytes as f64,
+        );
+        out.single(
             "tickwire_router_slow_consumers",
             Kind::Gauge,
             "Clients whose egress buffer filled and who are losing their oldest messages now.",
@@ -184,6 +190,16 @@ impl Component for RouterMonitor {
                 "tickwire_router_discarded_messages_total",
                 "Messages discarded for slow consumers.",
                 t.discards,
+            ),
+            (
+                "tickwire_router_memory_discarded_messages_total",
+                "Messages discarded because all egress buffers were at egress_memory_limit (also in discarded_messages_total).",
+                t.memory_discards,
+            ),
+            (
+                "tickwire_router_memory_disconnects_total",
+                "Clients disconnected as slow consumers because all egress buffers were at egress_memory_limit (also in error_disconnects_total).",
+                t.memory_disconnects,
             ),
             (
                 "tickwire_router_unrouted_messages_total",
