@@ -273,24 +273,8 @@ def attack_trickle(router, secs=30):
 
 def read_frames(s, want, limit=60):
     """Reads frames until `want` ACK/ERROR answers arrived; returns (acks, errors)."""
-    s.settimeout(limit)
-    buf = b""
-    acks = errors = 0
-    while acks + errors < want:
-        b = s.recv(1 << 20)
-        if not b:
-            break
-        buf += b
-        while len(buf) >= 8:
-            length, kind = struct.unpack_from("<IB", buf, 0)
-            if len(buf) < length:
-                break
-            if kind == 0x12:
-                acks += 1
-            elif kind == 0x04:
-                errors += 1
-            buf = buf[length:]
-    return acks, errors
+    got, _ = read_answers(s, want, {0x12: "ack", 0x04: "error"}, limit)
+    return got["ack"], got["error"]
 
 
 def attack_subs(router, clients=60, patterns=834, levels=120):

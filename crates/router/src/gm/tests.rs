@@ -186,10 +186,15 @@ fn delivered_ids(e: &mut Engine) -> Vec<u64> {
 }
 
 fn engine() -> (Engine, MemLog) {
-    let mut e = Engine::new(GmConfig {
+    engine_with(GmConfig {
         publish_window: 8,
         ..GmConfig::default()
-    });
+    })
+}
+
+/// An engine with `cfg`, recovered (nothing to recover), and its log.
+fn engine_with(cfg: GmConfig) -> (Engine, MemLog) {
+    let mut e = Engine::new(cfg);
     e.finish_recovery();
     (e, MemLog::default())
 }
@@ -777,12 +782,10 @@ fn stat(e: &Engine, key: &str) -> u64 {
 /// written to the spool, and a deleted queue gives its nodes back.
 #[test]
 fn the_queue_index_node_bound_refuses_a_definition_whole() {
-    let mut e = Engine::new(GmConfig {
+    let (mut e, mut log) = engine_with(GmConfig {
         max_index_nodes: 6,
         ..GmConfig::default()
     });
-    e.finish_recovery();
-    let mut log = MemLog::default();
     // The root and a/b/c: 4 nodes.
     create(
         &mut e,
@@ -829,12 +832,10 @@ fn the_queue_index_node_bound_refuses_a_definition_whole() {
 /// whose patterns branch at every level are refused once the walk bound would pass it.
 #[test]
 fn the_queue_index_walk_bound_refuses_patterns_that_branch_at_every_level() {
-    let mut e = Engine::new(GmConfig {
+    let (mut e, mut log) = engine_with(GmConfig {
         max_match_work: 200,
         ..GmConfig::default()
     });
-    e.finish_recovery();
-    let mut log = MemLog::default();
     let levels = 10;
     let pats: Vec<String> = (0..1u32 << levels)
         .map(|m| {
@@ -870,13 +871,11 @@ fn the_queue_index_walk_bound_refuses_patterns_that_branch_at_every_level() {
 /// entries give room back.
 #[test]
 fn queue_entries_are_bounded_over_all_queues() {
-    let mut e = Engine::new(GmConfig {
+    let (mut e, mut log) = engine_with(GmConfig {
         max_entries: 5,
         publish_window: 64,
         ..GmConfig::default()
     });
-    e.finish_recovery();
-    let mut log = MemLog::default();
     for q in ["q1", "q2"] {
         let def = format!(r#"{{"name":"{q}","subscriptions":["t/>"]}}"#);
         create(&mut e, &mut log, &def);
