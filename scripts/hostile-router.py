@@ -416,7 +416,9 @@ def read_answers(s, want, kinds, limit=120):
             elif kind in kinds:
                 got[kinds[kind]] += 1
                 if kind in (0x04, 0x43):
-                    last_text = buf[8:length].decode(errors="replace")
+                    # ERROR: request id u32, code u16, text; PUB_NACK: seq u64, reason u16, text.
+                    skip = 6 if kind == 0x04 else 10
+                    last_text = buf[8 + skip:length].decode(errors="replace")
             buf = buf[length:]
     return got, last_text
 
@@ -433,6 +435,29 @@ def open_publisher(router, name):
     return s
 
 
+def create_until_refused(router, s, defs, max_refused):
+    """Creates the queues `defs` one at a time over `s` until `max_refused` were refused
+    or the router's RSS passes the cap; returns (created, refused, the last refusal's
+    text, why it stopped early, the slowest answer in seconds)."""
+    made = refused = 0
+    text = stopped = ""
+    slowest = 0.0
+    for rid, d in enumerate(defs, start=100):
+        if router.rss() > RSS_CAP_KIB:
+            stopped = "; router RSS passed 1.5 GiB: stopped"
+            break
+        t = time.time()
+        s.sendall(queue_create(rid, d))
+        got, tx = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+        slowest = max(slowest, time.time() - t)
+        made += got["ok"]
+        refused += got["error"]
+        text = tx or text
+        if refused >= max_refused:
+            break
+    return made, refused, text, stopped, slowest
+
+
 def attack_qnodes(router, queues=2_000, patterns=256, levels=120):
     """One client creates queues of `patterns` distinct patterns of `levels` levels each (no
     two share a node): 10,000 queues of 256 patterns could hold 300 M index nodes;
@@ -440,21 +465,9 @@ def attack_qnodes(router, queues=2_000, patterns=256, levels=120):
     s = socket.create_connection(router.addr)
     s.sendall(hello("queue-hog"))
     tail = "/".join("x" for _ in range(1, levels))
-    made = refused = 0
-    stopped = ""
-    text = ""
-    for q in range(queues):
-        if router.rss() > RSS_CAP_KIB:
-            stopped = "; router RSS passed 1.5 GiB: stopped"
-            break
-        d = {"name": f"deep{q}", "subscriptions": [f"q{q}p{p}/{tail}" for p in range(patterns)]}
-        s.sendall(queue_create(q + 1, d))
-        got, t = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
-        made += got["ok"]
-        refused += got["error"]
-        text = t or text
-        if refused >= 20:
-            break
+    defs = ({"name": f"deep{q}", "subscriptions": [f"q{q}p{p}/{tail}" for p in range(patterns)]}
+            for q in range(queues))
+    made, refused, text, stopped, _ = create_until_refused(router, s, defs, 20)
     rss = router.rss()
     s.close()
     return (f"{made} queues of {patterns} x {levels}-level patterns created, {refused} refused "
@@ -493,6 +506,24 @@ def attack_qwalk(router, levels=14, messages=3_000):
             f"({took / messages * 1e6:.0f} us each; answers {answers})")
 
 
+def keep_retained(router, s, retained):
+    """Creates queue `keep` on `r/>` over `s` and publishes `retained` guaranteed messages
+    with empty payloads to `r/x` (2,000 at a time, each batch answered before the next);
+    returns how many were acknowledged."""
+    s.sendall(queue_create(1, {"name": "keep", "subscriptions": ["r/>"]}))
+    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
+    pub = open_publisher(router, "retention-gpub")
+    sent = acks = 0
+    while sent < retained:
+        n = min(2000, retained - sent)
+        pub.sendall(b"".join(gpublish("r/x", i + 1, b"") for i in range(sent, sent + n)))
+        sent += n
+        got, _ = read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
+        acks += got["ack"]
+    pub.close()
+    return acks
+
+
 def attack_qentries(router, retained=1_000_000, queues=200):
     """`retained` guaranteed messages kept by one queue, then queues on the same topics
     that start at the beginning: each holds one entry per retained message (~24 bytes);
@@ -500,35 +531,11 @@ def attack_qentries(router, retained=1_000_000, queues=200):
     slowest CREATE (the router fills a queue from retention in one turn)."""
     s = socket.create_connection(router.addr)
     s.sendall(hello("entry-hog"))
-    s.sendall(queue_create(1, {"name": "keep", "subscriptions": ["r/>"]}))
-    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
-    pub = open_publisher(router, "entry-gpub")
-    sent = 0
-    acks = 0
-    while sent < retained:
-        n = min(2000, retained - sent)
-        pub.sendall(b"".join(gpublish("r/x", i + 1, b"") for i in range(sent, sent + n)))
-        sent += n
-        got, _ = read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
-        acks += got["ack"]
+    acks = keep_retained(router, s, retained)
     rss0 = router.rss()
-    made = refused = 0
-    text = ""
-    slowest = 0.0
-    stopped = ""
-    for q in range(queues):
-        if router.rss() > RSS_CAP_KIB:
-            stopped = "; router RSS passed 1.5 GiB: stopped"
-            break
-        t = time.time()
-        s.sendall(queue_create(q + 2, {"name": f"b{q}", "subscriptions": ["r/>"], "start": "beginning"}))
-        got, tx = read_answers(s, 1, {0x45: "ok", 0x04: "error"})
-        slowest = max(slowest, time.time() - t)
-        made += got["ok"]
-        refused += got["error"]
-        text = tx or text
-        if refused >= 5:
-            break
+    defs = ({"name": f"b{q}", "subscriptions": ["r/>"], "start": "beginning"}
+            for q in range(queues))
+    made, refused, text, stopped, slowest = create_until_refused(router, s, defs, 5)
     rss = router.rss()
     return (f"{acks:,} retained (RSS {rss0 // 1024} MiB); {made} queues from the beginning "
             f"created, {refused} refused {text[:110]!r}{stopped}; slowest create {slowest * 1e3:.0f} ms; "
@@ -547,17 +554,9 @@ def attack_browse(router, retained=1_000_000, binds=5):
     the queue's next message)."""
     s = socket.create_connection(router.addr)
     s.sendall(hello("browser"))
-    s.sendall(queue_create(1, {"name": "keep", "subscriptions": ["r/>"]}))
-    read_answers(s, 1, {0x45: "ok", 0x04: "error"})
     s.sendall(queue_create(2, {"name": "scan", "subscriptions": [f"n{i}/x/>" for i in range(256)]}))
     read_answers(s, 1, {0x45: "ok", 0x04: "error"})
-    pub = open_publisher(router, "browse-gpub")
-    sent = 0
-    while sent < retained:
-        n = min(2000, retained - sent)
-        pub.sendall(b"".join(gpublish("r/x", i + 1, b"") for i in range(sent, sent + n)))
-        sent += n
-        read_answers(pub, n, {0x42: "ack", 0x43: "nack"}, limit=600)
+    keep_retained(router, s, retained)
     took = []
     for k in range(binds):
         t = time.time()
@@ -584,7 +583,7 @@ def attack_qlist(router, queues=10_000, lists=200):
     took = time.time() - t
     s.close()
     return (f"{queues:,} queues; {lists} LISTs in one write answered in {took:.2f} s: {got['list']} "
-            f"lists, {got['error']} errors (last: {text[6:90]!r})")
+            f"lists, {got['error']} errors (last: {text[:90]!r})")
 
 
 def router_stats(router):
