@@ -260,6 +260,28 @@ impl Queue {
         self.entries.binary_search_by_key(&id, |e| e.id).ok()
     }
 
+    /// The oldest entry waiting for a delivery (never delivered, or given back): the
+    /// first live one listed in `redeliver`, or the first not done at or after `cursor`
+    /// (entries from `cursor` on were never handed out), whichever is older. Not a walk
+    /// from the front, which would pass every message in flight first.
+    fn oldest_waiting(&self) -> Option<u64> {
+        let waiting = |id: u64| {
+            self.find(id)
+                .is_some_and(|i| !self.entries[i].done && self.entries[i].binding == 0)
+        };
+        let given_back = self.redeliver.iter().copied().find(|&id| waiting(id));
+        let start = self.entries.partition_point(|e| e.id < self.cursor);
+        let fresh = self
+            .entries
+            .range(start..)
+            .find(|e| !e.done && e.binding == 0)
+            .map(|e| e.id);
+        match (given_back, fresh) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Drops the done entries at the front; returns how many.
     fn trim(&mut self) -> u64 {
         let mut n = 0;
@@ -1838,8 +1860,12 @@ impl Engine {
             self.totals.redelivered += 1;
         }
         if timeout > 0 {
-            q.timeouts
-                .push_back((now.add_nanos(timeout * 1_000_000), id, binding, count));
+            q.timeouts.push_back((
+                now.add_nanos(timeout.saturating_mul(1_000_000)),
+                id,
+                binding,
+                count,
+            ));
         }
         self.totals.delivered += 1;
         let Some(b) = self.bindings.get_mut(&binding) else {
@@ -2007,11 +2033,11 @@ impl Engine {
                 if q.def.ttl_ms == 0 {
                     break;
                 }
-                let ttl = q.def.ttl_ms * 1_000_000;
-                let Some(e) = q.entries.iter().find(|e| !e.done && e.binding == 0) else {
+                // A client's definition: any u64 (no overflow, a huge TTL never expires).
+                let ttl = q.def.ttl_ms.saturating_mul(1_000_000);
+                let Some(id) = q.oldest_waiting() else {
                     break;
                 };
-                let id = e.id;
                 let Some(s) = self.store.entry(id) else {
                     break;
                 };

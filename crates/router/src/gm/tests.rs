@@ -1041,3 +1041,51 @@ fn a_browse_scan_is_bounded_per_pump_and_resumes_where_it_stopped() {
     );
     assert_eq!(ticks, 2, "3,000 messages take three scans of 1,024");
 }
+
+/// Time to live: at a timer tick, messages of a TTL queue older than its TTL that wait
+/// (never delivered, or given back) go to its dead-message queue; those in flight on a
+/// consumer do not, until they are given back. A TTL too large to count in nanoseconds
+/// means no expiry (and no overflow).
+#[test]
+fn expired_waiting_messages_of_a_ttl_queue_are_dead_lettered_and_those_in_flight_are_not() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q","subscriptions":["t"],"ttl_ms":1000,"dead_letter_queue":"dlq"}"#,
+    );
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"forever","subscriptions":["t"],"ttl_ms":18446744073709551615}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=5 {
+        publish(&mut e, &mut log, P, "t", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 2, Start::Queue, "q").unwrap();
+    assert_eq!(delivered_ids(&mut e), [1, 2]);
+    // Not yet expired.
+    e.handle_timeout(&mut log, t(1), wall(999));
+    assert_eq!(queue_stats(&e.stats_json(), "q")["depth"], 5);
+    // Expired: the three waiting go; the two in flight stay.
+    e.handle_timeout(&mut log, t(2), wall(1_001));
+    drain(&mut e);
+    let stats = e.stats_json();
+    assert_eq!(queue_stats(&stats, "q")["depth"], 2, "{stats}");
+    assert_eq!(queue_stats(&stats, "q")["dead_lettered"], 3, "{stats}");
+    assert_eq!(queue_stats(&stats, "dlq")["depth"], 3, "{stats}");
+    assert_eq!(queue_stats(&stats, "forever")["depth"], 5, "{stats}");
+    // Given back (the consumer unbinds), messages 1 and 2 wait again, for redelivery,
+    // and expire at the next tick.
+    e.handle_unbind(&mut log, t(3), C, 9, 1).unwrap();
+    drain(&mut e);
+    assert_eq!(queue_stats(&e.stats_json(), "q")["depth"], 2);
+    e.handle_timeout(&mut log, t(4), wall(1_002));
+    drain(&mut e);
+    let stats = e.stats_json();
+    assert_eq!(queue_stats(&stats, "q")["depth"], 0, "{stats}");
+    assert_eq!(queue_stats(&stats, "dlq")["depth"], 5, "{stats}");
+    assert_eq!(queue_stats(&stats, "forever")["depth"], 5, "{stats}");
+}
