@@ -683,6 +683,11 @@ proptest! {
                 Op::Timeout => e.handle_timeout(&mut log, t(now + 100), wall(now)),
             }
             m.check(&mut e, pslot)?;
+            // The TTL check's shortcut finds the message a walk from the front would.
+            for q in e.queues.iter().flatten() {
+                let walk = q.entries.iter().find(|x| !x.done && x.binding == 0).map(|x| x.id);
+                prop_assert_eq!(q.oldest_waiting(), walk);
+            }
         }
         // Drain: make everything durable, then consume everything.
         durable = log.records.len();
