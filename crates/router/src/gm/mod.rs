@@ -122,6 +122,18 @@ const MIN_QUEUE_JSON: usize = 256;
 /// acknowledgement, a durability step, a timer tick): ~50 µs of index walks at most.
 const BROWSE_SCAN: usize = 1024;
 
+/// Sets `out` to the subscribers of `index` that `topic` (a stored message's topic, so
+/// checked again: it may come from a spool file) matches; none when it is not a valid
+/// topic.
+fn match_stored(index: &mut SubscriptionIndex, topic: &[u8], out: &mut Vec<Slot>) {
+    out.clear();
+    if let Ok(t) = std::str::from_utf8(topic) {
+        if tickwire_wire::topic::validate_topic(t.as_bytes()).is_ok() {
+            index.match_topic(t, out);
+        }
+    }
+}
+
 /// Settings of the guaranteed-messaging engine.
 #[derive(Debug, Clone)]
 pub struct GmConfig {
@@ -978,10 +990,7 @@ impl Engine {
     }
 
     fn match_queues(&mut self, topic: &str) {
-        self.matched.clear();
-        if tickwire_wire::topic::validate_topic(topic.as_bytes()).is_ok() {
-            self.index.match_topic(topic, &mut self.matched);
-        }
+        match_stored(&mut self.index, topic.as_bytes(), &mut self.matched);
     }
 
     /// Installs a queue from the spool or a dead-letter queue: no bound applies (the
@@ -1073,14 +1082,7 @@ impl Engine {
                 continue;
             }
             let (topic, _) = self.store.bytes_of(e);
-            let Ok(topic) = std::str::from_utf8(topic) else {
-                continue;
-            };
-            if tickwire_wire::topic::validate_topic(topic.as_bytes()).is_err() {
-                continue;
-            }
-            hit.clear();
-            own.match_topic(topic, &mut hit);
+            match_stored(&mut own, topic, &mut hit);
             if !hit.is_empty() {
                 fill.push((e.id, Store::size_of(e)));
             }
@@ -1948,12 +1950,7 @@ impl Engine {
                 }
                 *budget -= 1;
                 let (t, _) = self.store.bytes_of(e);
-                self.browse_hits.clear();
-                if let Ok(t) = std::str::from_utf8(t) {
-                    if tickwire_wire::topic::validate_topic(t.as_bytes()).is_ok() {
-                        self.index.match_topic(t, &mut self.browse_hits);
-                    }
-                }
+                match_stored(&mut self.index, t, &mut self.browse_hits);
                 if self.browse_hits.contains(&Slot(qi)) {
                     next = Some(e.id);
                     break;
