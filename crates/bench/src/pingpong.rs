@@ -85,7 +85,8 @@ raw TCP's p50 measured in the same run (docs/benchmarking.md rule 10).
 
 Examples:
   tickwire bench pingpong
-      all transports, sizes 64,100,600,1024,1472, 20000 pings per size, spin
+      raw TCP, raw UDP and tickwire (the default transports), sizes 64,100,600,1024,1472,
+      20000 pings per size, spin
   tickwire bench pingpong --idle block --pin 0,1 --json pp.json --plot pp.svg
   tickwire bench pingpong --transports tcp,tickwire --sizes 64 --iterations 100000
   tickwire bench pingpong --transports shm,tickwire-shm,tcp,tickwire --sizes 64 --pin 0,1

@@ -305,10 +305,13 @@ impl Client {
         self.router_max_frame
     }
 
-    /// Largest frame accepted from the router: our `max_frame` plus the 8-byte DISCARDS
-    /// field a router may insert into a MESSAGE (docs/protocol.md, "Frame size").
+    /// Largest frame accepted from the router: our `max_frame` plus the fields a router
+    /// adds to a PUBLISH of that size ([`frame::ROUTER_FRAME_OVERHEAD`]: DISCARDS and
+    /// CACHED in a MESSAGE, binding, count and id in a DELIVER).
     fn rx_limit(&self) -> u32 {
-        self.opts.max_frame.saturating_add(8)
+        self.opts
+            .max_frame
+            .saturating_add(frame::ROUTER_FRAME_OVERHEAD)
     }
 
     /// Subscribes to `pattern` and waits for the router's ACK.

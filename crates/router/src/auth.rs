@@ -53,6 +53,19 @@ pub enum Anonymous {
     Deny,
 }
 
+impl Anonymous {
+    /// Whether this policy admits anonymous clients on a router whose listeners are
+    /// all on loopback addresses (`loopback`) or not: the one rule the login check and
+    /// the monitoring endpoint share.
+    pub fn admits(self, loopback: bool) -> bool {
+        match self {
+            Anonymous::Allow => true,
+            Anonymous::Deny => false,
+            Anonymous::Loopback => loopback,
+        }
+    }
+}
+
 impl std::str::FromStr for Anonymous {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -441,11 +454,7 @@ impl Authenticator {
                 return err(format!("{who} is listed twice"));
             }
         }
-        let anonymous_ok = match cfg.anonymous {
-            Anonymous::Allow => true,
-            Anonymous::Deny => false,
-            Anonymous::Loopback => loopback,
-        };
+        let anonymous_ok = cfg.anonymous.admits(loopback);
         if !anonymous_ok && users.is_empty() {
             return err(if loopback {
                 "anonymous = \"deny\" and no [[auth.users]]: nobody could connect".to_owned()

@@ -409,6 +409,13 @@ impl Config {
         crate::auth::Authenticator::new(&self.auth, self.loopback_only(), self.max_clients)
     }
 
+    /// Anonymous clients are refused on these listeners: `anonymous = "deny"`, or the
+    /// `loopback` policy with any listener, TLS included, off loopback. The monitoring
+    /// endpoint then asks for an admin's login too, and the latency probe logs in.
+    pub fn refuses_anonymous(&self) -> bool {
+        !self.auth.anonymous.admits(self.loopback_only())
+    }
+
     /// Every listener (plaintext and TLS) is on a loopback address.
     pub fn loopback_only(&self) -> bool {
         self.listen.ip().is_loopback() && self.tls_listen.is_none_or(|a| a.ip().is_loopback())
@@ -426,12 +433,13 @@ impl Config {
 
     /// What one client's egress buffer may hold while all of them together hold
     /// `egress_memory_limit` or more: an equal share of the limit among `max_clients`,
-    /// at least [`MIN_EGRESS_SHARE`] and one largest MESSAGE (a PUBLISH of `max_frame`
-    /// plus its DISCARDS field), so a frame always fits, and at most `egress_limit`.
+    /// at least [`MIN_EGRESS_SHARE`] and one largest router frame (a PUBLISH of
+    /// `max_frame` plus what the router adds, `ROUTER_FRAME_OVERHEAD`), so a frame always
+    /// fits, and at most `egress_limit`.
     pub fn egress_share(&self) -> usize {
         (self.egress_memory_limit / self.max_clients.max(1))
             .max(MIN_EGRESS_SHARE)
-            .max(self.max_frame as usize + 8)
+            .max(self.max_frame as usize + tickwire_wire::frame::ROUTER_FRAME_OVERHEAD as usize)
             .min(self.egress_limit)
     }
 

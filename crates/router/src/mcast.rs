@@ -18,6 +18,7 @@
 //! each stream once per loop turn (one `sendto` per datagram, several messages per
 //! datagram when a turn routes several), hands it NAKs and flow reports, and runs its
 //! timers (heartbeats). Nothing here allocates per message.
+#![deny(clippy::disallowed_methods)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;

@@ -68,7 +68,7 @@ test: `tickwire bench tick-to-trade`.
 
 Examples:
   tickwire demo                                   # the whole tour (about 25 s)
-  tickwire demo --duration 2s --no-market-data --no-tick-to-trade   # pub/sub only
+  tickwire demo --duration 2s --no-guaranteed --no-market-data --no-tick-to-trade   # pub/sub only
   tickwire demo --rate 50k --idle spin            # busier, lowest-latency router
   tickwire demo --duration 1m                     # a longer pub/sub part";
 

@@ -21,8 +21,8 @@ use tracing_subscriber::{reload, EnvFilter, Registry};
 #[derive(Args, Debug, Clone)]
 pub struct LogArgs {
     /// Log level: error, warn, info, debug, trace, or a filter such as
-    /// `info,tickwire_router=debug` [default: $TICKWIRE_LOG, else info for router, feed
-    /// and fix, warn for the clients].
+    /// `info,tickwire_router=debug` [default: $TICKWIRE_LOG, else info for the router,
+    /// warn for every other command].
     #[arg(long, value_name = "LEVEL", global = true)]
     pub log_level: Option<String>,
     /// Log line format: text (human) or json (one object per line).

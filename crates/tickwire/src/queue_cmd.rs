@@ -103,7 +103,7 @@ struct CreateArgs {
     /// Most messages held.
     #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
-    /// Most payload bytes held (e.g. 1GiB).
+    /// Most bytes held, topic and payload of each message (e.g. 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_bytes: Option<usize>,
     /// Largest message accepted (e.g. 64KiB); a larger one is NACKed too-large.
@@ -112,7 +112,8 @@ struct CreateArgs {
     /// Messages older than this expire (e.g. 24h).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ttl: Option<Duration>,
-    /// Deliveries of one message before it is dead-lettered.
+    /// Redeliveries of one message before it is dead-lettered: given back once more
+    /// after this many, it goes to the dead-message queue (N + 1 deliveries in all).
     #[arg(long, value_name = "N")]
     max_redeliveries: Option<u64>,
     /// A delivery not acknowledged within this long is redelivered (e.g. 30s).

@@ -227,8 +227,9 @@ pub struct RouterArgs {
     /// [default: 2us].
     #[arg(long, value_name = "DURATION", value_parser = parse_short_duration)]
     shm_epoll_interval: Option<Duration>,
-    /// Who may connect without logging in: loopback (only when listening on a loopback
-    /// address), allow (anywhere: a warning off loopback) or deny [default: loopback].
+    /// Who may connect without logging in: loopback (only when every listener, TLS
+    /// included, is on a loopback address), allow (anywhere: a warning off loopback) or
+    /// deny [default: loopback].
     #[arg(long, value_name = "POLICY")]
     anonymous: Option<Anonymous>,
     /// Send topics matching PATTERNS by reliable multicast to GROUP:PORT, as
@@ -273,9 +274,10 @@ pub struct RouterArgs {
     #[command(flatten)]
     http: crate::monitor::HttpArgs,
     /// With --http: the latency probe publishes a message through the router every
-    /// this many milliseconds and times its round trip (0: no probe). It
-    /// connects as an anonymous client, so it is off where the router refuses those.
-    /// A plain number is milliseconds; `5ms`, `1s` also work.
+    /// this many milliseconds and times its round trip (0: no probe). It connects
+    /// anonymously, or, where the router refuses anonymous clients, as a user of its
+    /// own (`_tickwire-probe`, with a token made at start-up). A plain number is
+    /// milliseconds; `5ms`, `1s` also work.
     #[arg(long, value_name = "MS", default_value = "5", value_parser = tickwire_rt::units::parse_ms)]
     probe_ms: u64,
 }
@@ -535,11 +537,8 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         "authentication"
     );
     let http = args.http.addr(7480)?;
-    let refuses_anonymous = match cfg.auth.anonymous {
-        Anonymous::Allow => false,
-        Anonymous::Deny => true,
-        Anonymous::Loopback => !cfg.listen.ip().is_loopback(),
-    };
+    // The TLS listener counts: one off loopback refuses anonymous clients everywhere.
+    let refuses_anonymous = cfg.refuses_anonymous();
     let access = match http {
         Some(addr) => args
             .http

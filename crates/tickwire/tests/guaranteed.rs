@@ -829,3 +829,42 @@ fn queue_lists_are_bounded_and_one_at_a_time() {
     assert!(e.to_string().contains("does not fit in one frame"), "{e}");
     c.close().ok();
 }
+
+/// A guaranteed PUBLISH of exactly `max_frame` bytes is accepted, and its DELIVER (the
+/// stored message plus 16 bytes of binding, delivery count and message id) reaches a
+/// consumer whose own `max_frame` is the router's: router frames may exceed `max_frame`
+/// by `frame::ROUTER_FRAME_OVERHEAD` bytes (docs/protocol.md, "Frame size"). Before, the
+/// client accepted only 8 bytes over and failed every delivery of such a message.
+#[test]
+fn a_guaranteed_message_of_max_frame_bytes_reaches_a_consumer_with_the_same_max_frame() {
+    let r = RouterProc::start(&["--max-frame", "4096"]);
+    create_queue(r.addr, r#"{"name":"big","subscriptions":["big"]}"#);
+    let opts = || tickwire_client::ClientOptions {
+        max_frame: 4096,
+        ..tickwire_client::ClientOptions::named("max-frame-test")
+    };
+    let mut p = Client::connect_with(r.addr, opts()).expect("connect");
+    p.open_publisher("max-frame-publisher", 0)
+        .expect("PUB_OPEN");
+    // HEADER (8) + SEQ (8) + topic + payload = 4096: the largest PUBLISH the router takes.
+    let payload = vec![7u8; 4096 - 8 - 8 - "big".len()];
+    let outcome = p.publish_guaranteed_wait("big", &payload).expect("publish");
+    assert!(
+        matches!(outcome, tickwire_client::Outcome::Acked),
+        "{outcome:?}"
+    );
+    let mut c = Client::connect_with(r.addr, opts()).expect("connect");
+    c.bind("big", 8, Start::Queue).expect("bind");
+    let mut got = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.is_none() {
+        c.poll_events(Wait::Timeout(Duration::from_millis(50)), |e| {
+            if let Event::Delivery(d) = e {
+                got = Some(d.payload.len());
+            }
+        })
+        .expect("a delivery of max_frame bytes decodes");
+        assert!(Instant::now() < deadline, "no delivery");
+    }
+    assert_eq!(got, Some(payload.len()));
+}

@@ -514,3 +514,61 @@ subscribe = {{ allow = ["md/>"] }}
     assert_eq!(got.len() as u64, published, "the reader saw {got:?}");
     assert!(got.iter().all(|m| m.starts_with("md/")), "{got:?}");
 }
+
+/// Plaintext on 127.0.0.1 and TLS on every address: the `loopback` policy refuses
+/// anonymous clients on both listeners, and the monitoring endpoint (on loopback) asks
+/// for a login too; the latency probe logs in as its own user instead of being refused
+/// as an anonymous client every second. Before, the endpoint and the probe judged by
+/// the plaintext listener alone: the endpoint was open to anonymous requests and the
+/// probe was refused (a `login refused` line and an auth failure) once a second.
+#[test]
+fn a_tls_listener_off_loopback_closes_the_monitoring_endpoint_to_anonymous_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "main");
+    let (cert, key) = ca.issue("router", &["localhost", "127.0.0.1"]);
+    let config = dir.path().join("router.toml");
+    std::fs::write(
+        &config,
+        "[[auth.users]]\nname = \"ops\"\ncert_name = \"ops-svc\"\nadmin = true\n",
+    )
+    .unwrap();
+    let (r, log) = RouterProc::start_logged(&[
+        "--no-guaranteed",
+        "--config",
+        s(&config),
+        "--tls-listen",
+        "0.0.0.0:0",
+        "--tls-cert",
+        s(&cert),
+        "--tls-key",
+        s(&key),
+        "--tls-client-ca",
+        s(&ca.pem()),
+        "--http",
+        "127.0.0.1:0",
+        "--probe-ms",
+        "5",
+    ]);
+    let http = r.http.expect("the monitoring endpoint's address");
+    let (status, head, _) = common::http_get(http, "/varz", &[]);
+    assert_eq!(status, 401, "an anonymous request is refused: {head}");
+    assert_eq!(common::http_get(http, "/healthz", &[]).0, 200);
+    // An anonymous client on the plaintext (loopback) listener is refused as well.
+    match Client::connect(r.addr) {
+        Err(e) => assert!(e.to_string().contains("log"), "{e}"),
+        Ok(mut c) => {
+            let e = c
+                .subscribe("x")
+                .expect_err("an anonymous client is refused");
+            assert!(e.to_string().contains("log"), "{e}");
+        }
+    }
+    // The probe has had ~10 tries (it reconnects every second when refused): it
+    // logged in, so the only refusal logged is the anonymous client's above.
+    std::thread::sleep(Duration::from_millis(2500));
+    let refusals = log.count(&["login refused"]);
+    assert!(
+        refusals <= 1,
+        "{refusals} login refusals: the probe was refused"
+    );
+}

@@ -17,6 +17,13 @@ pub const PROTOCOL_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 8;
 /// Default maximum frame size (header included): 1 MiB.
 pub const DEFAULT_MAX_FRAME: u32 = 1 << 20;
+/// The most bytes a router → client frame may exceed the router's `max_frame` by: a
+/// MESSAGE is the publisher's PUBLISH (at most `max_frame`) plus the DISCARDS field (8)
+/// and, from the last-value cache, the CACHED field (8); a DELIVER is the stored
+/// guaranteed PUBLISH plus binding, delivery count and message id (16). A client
+/// decodes router frames with limit `max_frame + ROUTER_FRAME_OVERHEAD`
+/// (docs/protocol.md, "Frame size").
+pub const ROUTER_FRAME_OVERHEAD: u32 = 16;
 /// Smallest maximum frame size a peer may configure (room for a maximal topic and control frames).
 pub const MIN_MAX_FRAME: u32 = 1024;
 /// Longest client or router name carried in HELLO / WELCOME.
@@ -246,7 +253,8 @@ impl ErrorCode {
     pub const UNKNOWN_DELIVERY: ErrorCode = ErrorCode(21);
     /// Another connection opened the same publisher identity; this one is closed.
     pub const TAKEN_OVER: ErrorCode = ErrorCode(22);
-    /// Guaranteed messaging is unavailable (the spool failed to open or write).
+    /// Guaranteed messaging is unavailable: the router runs without a spool
+    /// (`--no-guaranteed`). A spool write that fails is a PUB_NACK `spool-failed` instead.
     pub const SPOOL_UNAVAILABLE: ErrorCode = ErrorCode(23);
     /// Non-fatal: a request (PUBLISH with a REPLY field naming a reply topic) matched
     /// no subscription; `request_id` is the request's correlation id.

@@ -2048,7 +2048,10 @@ impl Engine {
         // Browse scans that ran out of budget go on (and find messages that became
         // durable since).
         self.pump_browsers(now);
-        let (bytes, age) = (self.cfg.retain_bytes, self.cfg.retain_ms * 1_000_000);
+        let (bytes, age) = (
+            self.cfg.retain_bytes,
+            self.cfg.retain_ms.saturating_mul(1_000_000),
+        );
         let t = wall.as_nanos();
         self.store
             .release_front(|e, total| total <= bytes && e.time.saturating_add(age) > t);

@@ -62,7 +62,8 @@ pub struct QueueDef {
     pub max_message_size: u64,
     /// Time to live in ms (0: forever): older undelivered messages go to the dead-message queue.
     pub ttl_ms: u64,
-    /// Deliveries before a message goes to the dead-message queue. Default 16.
+    /// Redeliveries before a message goes to the dead-message queue: given back after
+    /// `max_redeliveries + 1` deliveries, it is dead-lettered. Default 16.
     pub max_redeliveries: u32,
     /// Redeliver a delivered, unacknowledged message after this long (0: only when its
     /// consumer goes away). Default 30,000 ms.

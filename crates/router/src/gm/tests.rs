@@ -101,6 +101,23 @@ fn recover(cfg: GmConfig, records: &[Vec<u8>], first_lsn: u64) -> Engine {
     r
 }
 
+/// The retention age is a config value in ms that any u64 may hold: u64::MAX keeps
+/// acknowledged messages (no overflow: it panicked in debug builds and wrapped to a
+/// short retention in release ones, as `ttl_ms` did before `2e686b0`).
+#[test]
+fn a_retention_of_u64_max_ms_keeps_messages_and_does_not_overflow() {
+    let (mut e, mut log) = bound("a", "a", 3, 10);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 1).unwrap();
+    e.cfg.retain_bytes = u64::MAX;
+    e.cfg.retain_ms = u64::MAX;
+    e.handle_timeout(&mut log, t(1), UtcNanos(u64::MAX / 2));
+    assert_eq!(
+        e.stats_json()["retained_messages"],
+        3,
+        "nothing is old enough to go"
+    );
+}
+
 #[test]
 fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive() {
     let (mut e, mut log) = bound("a", "a", 3, 10);

@@ -354,6 +354,15 @@ impl RouterLog {
         }
     }
 
+    /// How many lines so far contain every part.
+    pub fn count(&self, parts: &[&str]) -> usize {
+        let lines = self.0 .0.lock().unwrap();
+        lines
+            .iter()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .count()
+    }
+
     /// Every line so far.
     pub fn text(&self) -> String {
         self.0 .0.lock().unwrap().join("\n")
