@@ -490,6 +490,9 @@ pub struct Engine {
     unpin: Vec<VecDeque<QEntry>>,
     /// The patterns a retained message matches, for fills.
     fill_hits: Vec<Slot>,
+    /// Retained messages a fill looks at: at its CREATE, and per step
+    /// ([`BROWSE_SCAN`], [`FILL_SCAN`]; tests make them small).
+    fill_budget: (usize, usize),
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
     pending: VecDeque<PendingPub>,
@@ -529,6 +532,7 @@ impl Engine {
             fill_seen: 0,
             unpin: Vec::new(),
             fill_hits: Vec::new(),
+            fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
             pending: VecDeque::new(),
@@ -1271,8 +1275,10 @@ impl Engine {
         let arrived = newest.saturating_sub(self.fill_seen);
         self.fill_seen = newest;
         self.release_pins(FILL_UNPIN);
-        let mut budget =
-            FILL_SCAN.max(usize::try_from(arrived.saturating_mul(2)).unwrap_or(usize::MAX));
+        let mut budget = self
+            .fill_budget
+            .1
+            .max(usize::try_from(arrived.saturating_mul(2)).unwrap_or(usize::MAX));
         while budget > 0 {
             let Some(mut f) = self.fills.pop_front() else {
                 return;
@@ -1636,7 +1642,7 @@ impl Engine {
                     // ticks (`pump_fills`), which answer the CREATE when it is done.
                     let newest = self.store.next_id();
                     let mut f = Fill::new(def, slot, request_id, newest);
-                    let mut budget = BROWSE_SCAN;
+                    let mut budget = self.fill_budget.0;
                     match self.scan_fill(&mut f, &mut budget) {
                         FillScan::CaughtUp => {
                             let q = self.finish_fill(log, f).map_err(not_created)?;

@@ -534,6 +534,9 @@ enum Op {
     PublisherReconnect,
     Restart,
     Timeout,
+    /// A create of queue `late{k % 3}` on `t` from the beginning (filled in steps of a
+    /// few messages), its requester gone at once when `k >= 128`.
+    CreateLate(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -546,6 +549,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::PublisherReconnect),
         1 => Just(Op::Restart),
         1 => Just(Op::Timeout),
+        1 => any::<u8>().prop_map(Op::CreateLate),
     ]
 }
 
@@ -610,12 +614,38 @@ impl Model {
     }
 }
 
+/// `entries` counts every queue's entries and every pending create's finds, and each
+/// retained message's reference count is the queues holding it (not yet done), the
+/// pending creates that found it and the abandoned finds not yet released.
+fn held_entries_are_counted_and_pinned(e: &Engine) -> Result<(), TestCaseError> {
+    let queues = e.queues.iter().flatten();
+    let held: u64 = queues.clone().map(|q| q.entries.len() as u64).sum::<u64>()
+        + e.fills.iter().map(|f| f.found.len() as u64).sum::<u64>();
+    prop_assert_eq!(e.entries, held);
+    let mut refs: HashMap<u64, u32> = HashMap::new();
+    let live = queues.flat_map(|q| q.entries.iter().filter(|x| !x.done));
+    let pins = e.fills.iter().flat_map(|f| f.found.iter());
+    for x in live.chain(pins).chain(e.unpin.iter().flatten()) {
+        *refs.entry(x.id).or_default() += 1;
+    }
+    for s in e.store.ids_from(0) {
+        prop_assert_eq!(
+            s.refs,
+            refs.get(&s.id).copied().unwrap_or(0),
+            "message {}",
+            s.id
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
     fn acknowledged_publishes_are_delivered_until_consumed(ops in proptest::collection::vec(op(), 1..120)) {
         let mut e = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
         e.finish_recovery();
+        e.fill_budget = (2, 3);
         let mut log = MemLog::default();
         // Durable prefix of the log (what survives a restart).
         let mut durable;
@@ -676,6 +706,7 @@ proptest! {
                     let r = recover(GmConfig { publish_window: 1000, ..GmConfig::default() }, &log.records, 1);
                     prop_assert!(r.recovery_errors.is_empty());
                     e = r;
+                    e.fill_budget = (2, 3);
                     m.in_flight.clear();
                     pslot += 1;
                     cslot += 1;
@@ -688,8 +719,20 @@ proptest! {
                     }
                 }
                 Op::Timeout => e.handle_timeout(&mut log, t(now + 100), wall(now)),
+                Op::CreateLate(k) => {
+                    let def = format!(
+                        r#"{{"name":"late{}","subscriptions":["t"],"start":"beginning"}}"#,
+                        k % 3
+                    );
+                    let who = Slot(900 + u32::from(k % 3));
+                    let _ = e.handle_queue_request(&mut log, who, 1, QueueOp::Create, &def);
+                    if k >= 128 {
+                        e.handle_disconnect(&mut log, t(now), who);
+                    }
+                }
             }
             m.check(&mut e, pslot)?;
+            held_entries_are_counted_and_pinned(&e)?;
             // The TTL check's shortcut finds the message a walk from the front would.
             for q in e.queues.iter().flatten() {
                 let walk = q.entries.iter().find(|x| !x.done && x.binding == 0).map(|x| x.id);
