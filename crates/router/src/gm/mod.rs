@@ -1192,8 +1192,9 @@ impl Engine {
     fn too_many_entries(&self, f: &Fill) -> String {
         let found = f.found.len() as u64;
         format!(
-            "its start would enter more than {found} retained messages, and the queues \
-             hold {} other entries of at most max_queue_entries ({})",
+            "its start would enter at least {} retained messages, and the queues hold {} \
+             other entries of at most max_queue_entries ({})",
+            found + 1,
             self.entries.saturating_sub(found),
             self.cfg.max_entries
         )
