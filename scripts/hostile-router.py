@@ -524,22 +524,57 @@ def keep_retained(router, s, retained):
     return acks
 
 
+class Prober:
+    """A client that sends a PING, waits for its PONG, sleeps 1 ms and again, for as
+    long as it runs: the longest round trip is about the longest time the router was
+    held by something else (its slowest turn, give or take a tick)."""
+
+    def __init__(self, router):
+        self.s = socket.create_connection(router.addr)
+        self.s.sendall(hello("prober"))
+        read_answers(self.s, 1, {0x02: "welcome"})
+        self.worst = 0.0
+        self.rounds = 0
+        self.stop = False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop:
+            t = time.time()
+            self.s.sendall(frame(0x05, struct.pack("<Q", self.rounds)))
+            read_answers(self.s, 1, {0x06: "pong"})
+            self.worst = max(self.worst, time.time() - t)
+            self.rounds += 1
+            time.sleep(0.001)
+
+    def result(self):
+        self.stop = True
+        self.t.join()
+        self.s.close()
+        return f"longest PING round trip meanwhile {self.worst * 1e3:.1f} ms ({self.rounds:,} PINGs)"
+
+
 def attack_qentries(router, retained=1_000_000, queues=200):
     """`retained` guaranteed messages kept by one queue, then queues on the same topics
     that start at the beginning: each holds one entry per retained message (~24 bytes);
     `max_queue_entries` bounds the entries of all queues together. Also reports the
-    slowest CREATE (the router fills a queue from retention in one turn)."""
+    slowest CREATE answer (the fill's time) and, from a client pinging the router
+    throughout the creates, the longest the router was held (a fill in one turn before,
+    in steps of 8,192 retained messages after)."""
     s = socket.create_connection(router.addr)
     s.sendall(hello("entry-hog"))
     acks = keep_retained(router, s, retained)
     rss0 = router.rss()
     defs = ({"name": f"b{q}", "subscriptions": ["r/>"], "start": "beginning"}
             for q in range(queues))
+    probe = Prober(router)
     made, refused, text, stopped, slowest = create_until_refused(router, s, defs, 5)
+    held = probe.result()
     rss = router.rss()
     return (f"{acks:,} retained (RSS {rss0 // 1024} MiB); {made} queues from the beginning "
-            f"created, {refused} refused {text[:110]!r}{stopped}; slowest create {slowest * 1e3:.0f} ms; "
-            f"RSS {rss // 1024} MiB")
+            f"created, {refused} refused {text[:110]!r}{stopped}; slowest create answered in "
+            f"{slowest * 1e3:.0f} ms; {held}; RSS {rss // 1024} MiB")
 
 
 def bind_frame(rid, window, how, value, queue):

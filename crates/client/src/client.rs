@@ -1386,6 +1386,11 @@ impl Client {
     /// A queue administration request (create, delete, purge, show, list); returns the
     /// router's JSON answer. `arg` is a JSON queue definition for
     /// [`QueueOp::Create`], the queue name for delete / purge / show, empty for list.
+    ///
+    /// A create whose `start` is in the past is answered only once the router has
+    /// filled the queue from its retained messages (in the background, ~800,000 a
+    /// second): with much retained, allow for that in
+    /// [`ClientOptions::request_timeout`].
     pub fn queue_request(&mut self, op: QueueOp, arg: &str) -> Result<String, Error> {
         let id = self.request_id();
         match self.call("the router's QUEUE_REPLY", Pending::Request(id), |tx| {

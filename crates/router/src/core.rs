@@ -436,6 +436,13 @@ impl Core {
         self.spool.flush();
     }
 
+    /// Whether queue creates that start in the past are still filling from the
+    /// retained messages (at every timer tick): the driver then sleeps no longer than
+    /// one timer period.
+    pub fn is_filling(&self) -> bool {
+        self.gm.is_filling()
+    }
+
     /// Whether `id` carries only guaranteed traffic: a guaranteed publisher or
     /// consumer that has never published a direct message. The driver reads such
     /// clients after it has written out the direct traffic of the turn, so storing,

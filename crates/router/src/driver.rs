@@ -334,6 +334,12 @@ impl Router {
                 ))
             };
             let mut timeout = self.mcast_bound(timeout, now);
+            // A queue create filling from retained messages goes on at every tick: the
+            // 10 ms period even while idle (~800,000 retained messages a second).
+            if self.core.is_filling() {
+                let tick = Duration::from_nanos(TIMER_PERIOD_NS);
+                timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
+            }
             if timeout != Some(Duration::ZERO) {
                 if let Some(cap) = self.shm_room_wait() {
                     timeout = Some(timeout.map_or(cap, |t| t.min(cap)));

@@ -80,6 +80,9 @@ Sizes take units (64KiB, 1GiB, 100MB), durations too (500ms, 30s, 5m, 24h).
 --start says which retained messages a new queue begins with: now (default: only
 messages published from now on), beginning, id:N (from message id N), or
 time:T with T an RFC 3339 UTC time (2026-11-24T09:30:00Z) or Unix nanoseconds.
+A queue that starts in the past is filled from the router's retained messages in the
+background (~800,000 a second; the router serves everyone else meanwhile) and the
+create is answered when that is done: --timeout (default 10m) is how long to wait.
 
 Examples:
   tickwire queue create orders --sub 'orders/>'
@@ -129,6 +132,10 @@ struct CreateArgs {
     /// now | beginning | id:N | time:RFC3339-or-ns (see below).
     #[arg(long, value_name = "START", value_parser = parse_create_start)]
     start: Option<Value>,
+    /// How long to wait for the router's answer: a queue that starts in the past is
+    /// answered once it is filled from the retained messages (~800,000 a second).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    timeout: Duration,
     #[command(flatten)]
     common: Common,
 }
@@ -137,8 +144,13 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         QueueCmd::Create(c) => {
             let def = definition(&c);
-            let json = request(&c.common, QueueOp::Create, &def.to_string())
-                .with_context(|| format!("creating queue {:?}", c.name))?;
+            let json = request(
+                &c.common,
+                QueueOp::Create,
+                &def.to_string(),
+                Some(c.timeout),
+            )
+            .with_context(|| format!("creating queue {:?}", c.name))?;
             if c.common.print_json {
                 println!("{json}");
             } else {
@@ -157,7 +169,7 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
             }
         }
         QueueCmd::List(c) => {
-            let json = request(&c, QueueOp::List, "").context("listing queues")?;
+            let json = request(&c, QueueOp::List, "", None).context("listing queues")?;
             if c.print_json {
                 println!("{json}");
             } else {
@@ -167,7 +179,7 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
             }
         }
         QueueCmd::Show(n) => {
-            let json = request(&n.common, QueueOp::Show, &n.name)
+            let json = request(&n.common, QueueOp::Show, &n.name, None)
                 .with_context(|| format!("showing queue {:?}", n.name))?;
             if n.common.print_json {
                 println!("{json}");
@@ -184,7 +196,8 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
-    let json = request(&n.common, op, &n.name).with_context(|| format!("queue {:?}", n.name))?;
+    let json =
+        request(&n.common, op, &n.name, None).with_context(|| format!("queue {:?}", n.name))?;
     if n.common.print_json {
         println!("{json}");
     } else {
@@ -193,11 +206,18 @@ fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn request(c: &Common, op: QueueOp, arg: &str) -> anyhow::Result<String> {
-    let mut client = Client::connect_to(
-        c.router.as_str(),
-        c.login.apply(ClientOptions::named("tickwire-queue"))?,
-    )?;
+/// One QUEUE_REQUEST; `timeout` replaces the client's default request timeout.
+fn request(
+    c: &Common,
+    op: QueueOp,
+    arg: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<String> {
+    let mut opts = c.login.apply(ClientOptions::named("tickwire-queue"))?;
+    if let Some(t) = timeout {
+        opts.request_timeout = t;
+    }
+    let mut client = Client::connect_to(c.router.as_str(), opts)?;
     let json = client.queue_request(op, arg)?;
     client.close().ok();
     Ok(json)

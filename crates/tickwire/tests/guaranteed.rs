@@ -868,3 +868,96 @@ fn a_guaranteed_message_of_max_frame_bytes_reaches_a_consumer_with_the_same_max_
     }
     assert_eq!(got, Some(payload.len()));
 }
+
+/// Regression (a create that starts in the past filled its queue in one router turn):
+/// the fill goes on in steps and the create is answered when it is done; the queue then
+/// holds every retained message it matches (not those before its start), which a
+/// consumer takes, and STATS shows no create still pending.
+#[test]
+fn a_queue_created_from_the_beginning_over_many_retained_messages_is_filled_and_consumed() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(120);
+    let (st, out, err) = run_cli(
+        &["queue", "create", "keep", "--sub", "r/>", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    // Many more than one step of the fill (1,024 at the create, 8,192 per tick).
+    let n = 40_000u64;
+    for topic in ["r/x", "r/y/z"] {
+        let count = (n / 2).to_string();
+        let (st, out, err) = run_cli(
+            &[
+                "pub",
+                "--guaranteed",
+                topic,
+                "--count",
+                &count,
+                "--rate",
+                "0",
+                "--router",
+                &a,
+            ],
+            t,
+        );
+        assert!(st.success(), "{out}{err}");
+    }
+    // `r/*` matches r/x (the first half), not r/y/z.
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "late",
+            "--sub",
+            "r/*",
+            "--start",
+            "beginning",
+            "--timeout",
+            "100s",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(out.contains("queue late created"), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &["queue", "show", "late", "--print-json", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert_eq!(q["depth"], n / 2, "{q}");
+    assert_eq!(q["definition"]["first_message_id"], n + 1, "{q}");
+    let doc = common::stats_json(&a);
+    assert_eq!(doc["guaranteed"]["pending_creates"], serde_json::json!([]));
+    // A consumer takes them all, in order.
+    let mut c = Client::connect(r.addr).expect("connect");
+    let b = c.bind("late", 1024, Start::Queue).expect("bind");
+    let mut ids = Vec::new();
+    let deadline = Instant::now() + t;
+    while (ids.len() as u64) < n / 2 {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} delivered",
+            ids.len(),
+            n / 2
+        );
+        let mut got = Vec::new();
+        c.poll_events(Wait::Timeout(Duration::from_millis(50)), |e| {
+            if let Event::Delivery(d) = e {
+                assert_eq!(d.topic, b"r/x");
+                got.push(d.msg_id);
+            }
+        })
+        .expect("poll");
+        for &id in &got {
+            c.ack(b.id, id).expect("ack");
+        }
+        ids.extend(got);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in id order");
+    assert_eq!(ids.first(), Some(&1));
+    c.close().ok();
+}

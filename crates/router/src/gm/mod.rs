@@ -122,6 +122,17 @@ const MIN_QUEUE_JSON: usize = 256;
 /// acknowledgement, a durability step, a timer tick): ~50 µs of index walks at most.
 const BROWSE_SCAN: usize = 1024;
 
+/// Most retained messages one step of the pending creates' fills looks at (a timer tick;
+/// more when guaranteed publishes arrive faster, see [`Engine::pump_fills`]). Each costs
+/// a walk of the new queue's own small index, ~0.1–0.2 µs: ~1–1.5 ms per step, so a fill
+/// proceeds at ~800,000 retained messages a second (the router ticks every 10 ms while a
+/// fill is pending) and 1,000,000 retained messages take ~1.2 s.
+const FILL_SCAN: usize = 8_192;
+
+/// Most pins of an abandoned fill (a create refused or cancelled after finding
+/// messages) released per step: a counter decrement each, ~2 ns.
+const FILL_UNPIN: usize = 131_072;
+
 /// Sets `out` to the subscribers of `index` that `topic` (a stored message's topic, so
 /// checked again: it may come from a spool file) matches; none when it is not a valid
 /// topic.
@@ -367,6 +378,63 @@ struct Publisher {
     unanswered: u32,
 }
 
+/// A CREATE whose start is in the past, filling its queue from the retained messages a
+/// budget at a time ([`Engine::pump_fills`]). The queue exists for nobody until the fill
+/// has caught up with the newest message; then, in that same step, it is placed with
+/// what was found and the CREATE is answered.
+struct Fill {
+    def: QueueDef,
+    /// Who asked (dropped with the connection: slots are reused).
+    slot: Slot,
+    request_id: u32,
+    /// The next message id to look at.
+    cursor: u64,
+    /// Messages that arrived before this (UTC ns) are not taken.
+    from_time: u64,
+    /// The new queue's own patterns (the queues' index would answer for every queue).
+    own: SubscriptionIndex,
+    /// The messages found, in id order, each pinned in the store (a reference) and
+    /// counted in `Engine::entries`.
+    found: VecDeque<QEntry>,
+    /// Their bytes.
+    bytes: u64,
+}
+
+impl Fill {
+    fn new(def: QueueDef, slot: Slot, request_id: u32, newest: u64) -> Fill {
+        let (cursor, from_time) = match def.start {
+            StartAt::Now => (newest, 0),
+            StartAt::Beginning => (0, 0),
+            StartAt::Id(id) => (id, 0),
+            StartAt::TimeNs(t) => (0, t),
+        };
+        let mut own = SubscriptionIndex::new();
+        for p in &def.subscriptions {
+            own.subscribe(Slot(0), p);
+        }
+        Fill {
+            def,
+            slot,
+            request_id,
+            cursor,
+            from_time,
+            own,
+            found: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+}
+
+/// Where one step of a fill stopped.
+enum FillScan {
+    /// Out of budget: goes on from its cursor at the next step.
+    Paused,
+    /// Every retained message up to the newest was looked at.
+    CaughtUp,
+    /// The next message found would pass `max_entries`.
+    TooManyEntries,
+}
+
 struct PendingPub {
     lsn: u64,
     msg_id: u64,
@@ -411,8 +479,20 @@ pub struct Engine {
     browse_hits: Vec<Slot>,
     /// Where the next [`Engine::pump_browsers`] starts.
     browse_rr: usize,
-    /// Entries of every queue together (`max_entries`).
+    /// Entries of every queue together (`max_entries`), and those pending creates have
+    /// found so far.
     entries: u64,
+    /// Creates that start in the past, still filling, oldest first.
+    fills: VecDeque<Fill>,
+    /// The store's next id at the last [`Engine::pump_fills`].
+    fill_seen: u64,
+    /// Found messages of abandoned fills, still pinned (released a budget at a time).
+    unpin: Vec<VecDeque<QEntry>>,
+    /// The patterns a retained message matches, for fills.
+    fill_hits: Vec<Slot>,
+    /// Retained messages a fill looks at: at its CREATE, and per step
+    /// ([`BROWSE_SCAN`], [`FILL_SCAN`]; tests make them small).
+    fill_budget: (usize, usize),
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
     pending: VecDeque<PendingPub>,
@@ -448,6 +528,11 @@ impl Engine {
             browse_hits: Vec::new(),
             browse_rr: 0,
             entries: 0,
+            fills: VecDeque::new(),
+            fill_seen: 0,
+            unpin: Vec::new(),
+            fill_hits: Vec::new(),
+            fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
             pending: VecDeque::new(),
@@ -723,6 +808,12 @@ impl Engine {
             .is_some_and(|c| c.publisher.is_some() || !c.bindings.is_empty())
     }
 
+    /// Whether creates that start in the past are still filling (the driver keeps its
+    /// timer ticking every 10 ms meanwhile, even when idle).
+    pub fn is_filling(&self) -> bool {
+        !self.fills.is_empty() || !self.unpin.is_empty()
+    }
+
     /// Whether this connection opened a publisher identity (a guaranteed PUBLISH before
     /// PUB_OPEN is refused before anything is routed).
     pub fn is_publisher(&self, slot: Slot) -> bool {
@@ -965,6 +1056,14 @@ impl Engine {
             for qi in 0..self.queues.len() as u32 {
                 self.remove_from_queue(qi, p.msg_id);
             }
+            let size = self.store.entry(p.msg_id).map_or(0, Store::size_of);
+            for f in &mut self.fills {
+                if let Ok(i) = f.found.binary_search_by_key(&p.msg_id, |e| e.id) {
+                    f.found.remove(i);
+                    f.bytes = f.bytes.saturating_sub(size);
+                    self.entries = self.entries.saturating_sub(1);
+                }
+            }
             self.store.kill(p.msg_id);
             if let Some(slot) = self.publishers[p.publisher as usize].slot {
                 let text = format!("the spool could not store it: {why}");
@@ -1005,11 +1104,10 @@ impl Engine {
         qi
     }
 
-    /// Creates a queue for a client's CREATE: as [`Engine::install_queue`], but a
-    /// definition that would pass `max_index_nodes`, `max_match_work` or `max_entries`
-    /// is refused and leaves nothing behind.
-    fn create_queue(&mut self, def: QueueDef) -> Result<u32, String> {
-        let qi = self.free_queue_slot();
+    /// Indexes queue `def`'s patterns in the queues' index under slot `qi`, unless that
+    /// would pass `max_index_nodes` or `max_match_work`: then nothing stays indexed and
+    /// the refusal says why.
+    fn index_queue(&mut self, qi: u32, def: &QueueDef) -> Result<(), String> {
         let work_before = self.index.match_work();
         for p in &def.subscriptions {
             self.index.subscribe(Slot(qi), p);
@@ -1031,23 +1129,203 @@ impl Engine {
         } else {
             None
         };
-        if let Some(text) = refusal {
-            self.unindex(qi, &def.subscriptions);
+        match refusal {
+            Some(text) => {
+                self.unindex(qi, &def.subscriptions);
+                Err(text)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Looks at up to `budget` retained messages of fill `f` from its cursor (counting
+    /// them off `budget`), taking those its patterns match: each is pinned in the store
+    /// (so retention cannot take it before the queue exists) and counted in `entries`.
+    /// A message released before the fill reached it is simply not found: a fill takes
+    /// what is still retained when it gets there.
+    fn scan_fill(&mut self, f: &mut Fill, budget: &mut usize) -> FillScan {
+        let room = self.cfg.max_entries.saturating_sub(self.entries);
+        let before = f.found.len();
+        let mut hit = std::mem::take(&mut self.fill_hits);
+        let mut end = FillScan::CaughtUp;
+        for e in self.store.ids_from(f.cursor) {
+            if *budget == 0 {
+                end = FillScan::Paused;
+                break;
+            }
+            *budget -= 1;
+            f.cursor = e.id + 1;
+            if e.time < f.from_time {
+                continue;
+            }
+            let (topic, _) = self.store.bytes_of(e);
+            match_stored(&mut f.own, topic, &mut hit);
+            if hit.is_empty() {
+                continue;
+            }
+            if (f.found.len() - before) as u64 >= room {
+                end = FillScan::TooManyEntries;
+                break;
+            }
+            f.found.push_back(QEntry {
+                id: e.id,
+                deliveries: 0,
+                binding: 0,
+                done: false,
+            });
+            f.bytes += Store::size_of(e);
+        }
+        self.fill_hits = hit;
+        if matches!(end, FillScan::CaughtUp) {
+            f.cursor = f.cursor.max(self.store.next_id());
+        }
+        self.entries += (f.found.len() - before) as u64;
+        for q in f.found.range(before..) {
+            if let Some(s) = self.store.entry_mut(q.id) {
+                s.refs += 1;
+            }
+        }
+        end
+    }
+
+    /// The refusal of a fill whose next message would pass `max_entries`.
+    fn too_many_entries(&self, f: &Fill) -> String {
+        let found = f.found.len() as u64;
+        format!(
+            "its start would enter at least {} retained messages, and the queues hold {} \
+             other entries of at most max_queue_entries ({})",
+            found + 1,
+            self.entries.saturating_sub(found),
+            self.cfg.max_entries
+        )
+    }
+
+    /// Gives up fill `f`: its entries no longer count, and its pins go a budget at a
+    /// time ([`Engine::release_pins`]), so a large abandoned fill costs no long step.
+    fn drop_fill(&mut self, f: Fill) {
+        self.entries = self.entries.saturating_sub(f.found.len() as u64);
+        if !f.found.is_empty() {
+            self.unpin.push(f.found);
+        }
+    }
+
+    /// Releases up to `budget` pins of abandoned fills, oldest messages first (retention
+    /// releases from the front).
+    fn release_pins(&mut self, mut budget: usize) {
+        while budget > 0 {
+            let Some(list) = self.unpin.last_mut() else {
+                return;
+            };
+            let Some(e) = list.pop_front() else {
+                self.unpin.pop();
+                continue;
+            };
+            budget -= 1;
+            if let Some(s) = self.store.entry_mut(e.id) {
+                s.refs = s.refs.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Fill `f` has caught up with the newest message: creates its queue now, in this
+    /// step (nothing can arrive in between), as the create of a queue that starts now
+    /// plus what was found. Every message from `created_at` on is matched at publish
+    /// time. A definition the queues' index cannot take is refused whole and leaves
+    /// nothing behind. The `QueueDefined` record carries the final `created_at`.
+    fn finish_fill(&mut self, log: &mut dyn Log, mut f: Fill) -> Result<u32, String> {
+        if self.queue_names.contains_key(&f.def.name) {
+            // Only a dead-message queue is made without a CREATE.
+            let text = format!(
+                "a queue named {} (a dead-message queue) was made while this one was being filled",
+                f.def.name
+            );
+            self.drop_fill(f);
             return Err(text);
         }
-        let fill = self.retained_for(&def);
-        if self.entries + fill.len() as u64 > self.cfg.max_entries {
-            self.unindex(qi, &def.subscriptions);
-            return Err(format!(
-                "its start would enter {} retained messages, and the queues hold {} entries \
-                 of at most max_queue_entries ({})",
-                fill.len(),
-                self.entries,
-                self.cfg.max_entries
+        let qi = self.free_queue_slot();
+        if let Err(text) = self.index_queue(qi, &f.def) {
+            self.drop_fill(f);
+            return Err(text);
+        }
+        f.def.created_at = self.store.next_id();
+        let text = serde_json::to_string(&f.def).unwrap_or_default();
+        let name = f.def.name.clone();
+        let mut q = Queue::new(f.def);
+        q.depth = f.found.len() as u64;
+        q.bytes = f.bytes;
+        q.counters.spooled = q.depth;
+        // Already pinned and counted in `entries`: they move over as they are.
+        q.entries = f.found;
+        self.queue_names.insert(name, qi);
+        self.queues[qi as usize] = Some(q);
+        self.log_record(log, &Record::QueueDefined { json: &text });
+        Ok(qi)
+    }
+
+    /// One step of the pending creates' fills (a timer tick), oldest first; a create
+    /// whose fill catches up is answered. The step looks at no more than
+    /// `max(FILL_SCAN, 2 × the ids stored since the previous step)` retained messages:
+    /// at least twice what arrived meanwhile, so the gap between the oldest fill and the
+    /// newest message shrinks at every step (by at least `FILL_SCAN / 2`) however fast
+    /// guaranteed publishes arrive, and each fill completes. The extra is proportional
+    /// to what the router stored itself, not to anything a peer chose. Oldest first
+    /// rather than round-robin: fills taking turns would each fall behind by what
+    /// arrived during the others' turns.
+    fn pump_fills(&mut self, log: &mut dyn Log) {
+        let newest = self.store.next_id();
+        let arrived = newest.saturating_sub(self.fill_seen);
+        self.fill_seen = newest;
+        self.release_pins(FILL_UNPIN);
+        let mut budget = self
+            .fill_budget
+            .1
+            .max(usize::try_from(arrived.saturating_mul(2)).unwrap_or(usize::MAX));
+        while budget > 0 {
+            let Some(mut f) = self.fills.pop_front() else {
+                return;
+            };
+            let (slot, request_id) = (f.slot, f.request_id);
+            let done = match self.scan_fill(&mut f, &mut budget) {
+                FillScan::Paused => {
+                    self.fills.push_front(f);
+                    return;
+                }
+                FillScan::CaughtUp => self.finish_fill(log, f),
+                FillScan::TooManyEntries => {
+                    let text = self.too_many_entries(&f);
+                    self.drop_fill(f);
+                    Err(text)
+                }
+            };
+            let answer = done
+                .map_err(|e| {
+                    reject(
+                        request_id,
+                        ErrorCode::INVALID_REQUEST,
+                        format!("queue not created: {e}"),
+                    )
+                })
+                .and_then(|q| self.reply_json(request_id, &self.queue_json(q)));
+            match answer {
+                Ok(text) => self.emit(slot, |b| wgm::encode_queue_reply(b, request_id, &text)),
+                Err(r) => self.emit(slot, |b| {
+                    tickwire_wire::frame::encode_error(b, r.request_id, r.code, false, &r.text)
+                }),
+            }
+        }
+    }
+
+    /// A QUEUE_REPLY's text, unless it does not fit in one frame.
+    fn reply_json(&self, request_id: u32, json: &serde_json::Value) -> Result<String, Reject> {
+        let text = json.to_string();
+        if text.len() + 16 > self.cfg.max_frame as usize {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                "the answer does not fit in one frame; ask for one queue at a time",
             ));
         }
-        self.place_queue(qi, def, fill);
-        Ok(qi)
+        Ok(text)
     }
 
     /// The first free queue slot (a new one at the end if none is free).
@@ -1061,9 +1339,11 @@ impl Engine {
         }
     }
 
-    /// The retained messages (id, size) a new queue's start selects, matched against its
-    /// own patterns only (the queues' index would answer for every queue): one walk of
-    /// its small index per retained message, no allocation per message.
+    /// The retained messages (id, size) a recovered queue's start selects, matched
+    /// against its own patterns only (the queues' index would answer for every queue):
+    /// one walk of its small index per retained message, no allocation per message. In
+    /// one go: at start-up, before any client (a client's CREATE fills in steps, see
+    /// [`Engine::pump_fills`]).
     fn retained_for(&self, def: &QueueDef) -> Vec<(u64, u64)> {
         let (from_id, from_time) = match def.start {
             StartAt::Now => return Vec::new(),
@@ -1329,7 +1609,19 @@ impl Engine {
                     }
                     json
                 } else {
-                    if self.queue_names.len() >= self.cfg.max_queues {
+                    if self.fills.iter().any(|f| f.def.name == def.name) {
+                        return Err(reject(
+                            request_id,
+                            ErrorCode::BUSY,
+                            format!(
+                                "queue {} is being created (its start is still being filled); \
+                                 try again",
+                                def.name
+                            ),
+                        ));
+                    }
+                    // Pending creates count: each will be a queue.
+                    if self.queue_names.len() + self.fills.len() >= self.cfg.max_queues {
                         return Err(reject(
                             request_id,
                             ErrorCode::INVALID_REQUEST,
@@ -1339,16 +1631,46 @@ impl Engine {
                             ),
                         ));
                     }
-                    let text = serde_json::to_string(&def).unwrap_or_default();
-                    let q = self.create_queue(def).map_err(|e| {
+                    let not_created = |e: String| {
                         reject(
                             request_id,
                             ErrorCode::INVALID_REQUEST,
                             format!("queue not created: {e}"),
                         )
-                    })?;
-                    self.log_record(log, &Record::QueueDefined { json: &text });
-                    self.queue_json(q)
+                    };
+                    // A start in the past is filled from the retained messages: the
+                    // first budget now (as a BIND's browse scan), the rest at the timer
+                    // ticks (`pump_fills`), which answer the CREATE when it is done.
+                    let newest = self.store.next_id();
+                    let mut f = Fill::new(def, slot, request_id, newest);
+                    let mut budget = self.fill_budget.0;
+                    match self.scan_fill(&mut f, &mut budget) {
+                        FillScan::CaughtUp => {
+                            let q = self.finish_fill(log, f).map_err(not_created)?;
+                            self.queue_json(q)
+                        }
+                        FillScan::TooManyEntries => {
+                            let text = self.too_many_entries(&f);
+                            self.drop_fill(f);
+                            return Err(not_created(text));
+                        }
+                        FillScan::Paused => {
+                            // What the queues' index would refuse at the end is refused
+                            // now, before any more scanning.
+                            let qi = self.free_queue_slot();
+                            if let Err(text) = self.index_queue(qi, &f.def) {
+                                self.drop_fill(f);
+                                return Err(not_created(text));
+                            }
+                            self.unindex(qi, &f.def.subscriptions);
+                            if self.fills.is_empty() {
+                                // What arrives from now on is what the catch-up counts.
+                                self.fill_seen = newest;
+                            }
+                            self.fills.push_back(f);
+                            return Ok(());
+                        }
+                    }
                 }
             }
             QueueOp::Delete | QueueOp::Purge | QueueOp::Show => {
@@ -1409,14 +1731,7 @@ impl Engine {
                 return Ok(());
             }
         };
-        let text = json.to_string();
-        if text.len() + 16 > self.cfg.max_frame as usize {
-            return Err(reject(
-                request_id,
-                ErrorCode::INVALID_REQUEST,
-                "the answer does not fit in one frame; ask for one queue at a time",
-            ));
-        }
+        let text = self.reply_json(request_id, &json)?;
         self.emit(slot, |b| wgm::encode_queue_reply(b, request_id, &text));
         Ok(())
     }
@@ -1471,6 +1786,13 @@ impl Engine {
             "queue_index_nodes": self.index.node_count(),
             "max_queue_index_nodes": self.cfg.max_index_nodes,
             "queues": qs,
+            // Creates that start in the past, still filling: how far each has looked.
+            "pending_creates": self.fills.iter().map(|f| serde_json::json!({
+                "name": f.def.name,
+                "next_id": f.cursor,
+                "newest_id": self.store.next_id().saturating_sub(1),
+                "found": f.found.len(),
+            })).collect::<Vec<_>>(),
         })
     }
 
@@ -1742,6 +2064,17 @@ impl Engine {
     /// The connection is gone: its bindings' in-flight messages are redelivered, its
     /// publisher identity is free.
     pub fn handle_disconnect(&mut self, log: &mut dyn Log, now: MonoNanos, slot: Slot) {
+        // Its pending creates go (nothing created, nothing spooled): the slot may serve
+        // another client next, which must not get their answers.
+        if self.fills.iter().any(|f| f.slot == slot) {
+            for f in std::mem::take(&mut self.fills) {
+                if f.slot == slot {
+                    self.drop_fill(f);
+                } else {
+                    self.fills.push_back(f);
+                }
+            }
+        }
         let Some(c) = self.conns.remove(&slot.0) else {
             return;
         };
@@ -2048,6 +2381,8 @@ impl Engine {
         // Browse scans that ran out of budget go on (and find messages that became
         // durable since).
         self.pump_browsers(now);
+        // Creates that start in the past go on filling (and are answered when done).
+        self.pump_fills(log);
         let (bytes, age) = (
             self.cfg.retain_bytes,
             self.cfg.retain_ms.saturating_mul(1_000_000),

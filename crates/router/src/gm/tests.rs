@@ -43,6 +43,7 @@ enum Out {
         seq: u64,
         payload: Vec<u8>,
     },
+    Error(u32, ErrorCode, String),
     Other,
 }
 
@@ -67,6 +68,12 @@ fn drain(e: &mut Engine) -> Vec<(Slot, Out)> {
                     seq: d.seq.unwrap_or(0),
                     payload: d.payload.to_vec(),
                 },
+                Frame::Error {
+                    request_id,
+                    code,
+                    text,
+                    ..
+                } => Out::Error(request_id, code, text.to_owned()),
                 _ => Out::Other,
             };
             v.push((slot, o));
@@ -544,6 +551,9 @@ enum Op {
     PublisherReconnect,
     Restart,
     Timeout,
+    /// A create of queue `late{k % 3}` on `t` from the beginning (filled in steps of a
+    /// few messages), its requester gone at once when `k >= 128`.
+    CreateLate(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -556,6 +566,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::PublisherReconnect),
         1 => Just(Op::Restart),
         1 => Just(Op::Timeout),
+        1 => any::<u8>().prop_map(Op::CreateLate),
     ]
 }
 
@@ -620,12 +631,38 @@ impl Model {
     }
 }
 
+/// `entries` counts every queue's entries and every pending create's finds, and each
+/// retained message's reference count is the queues holding it (not yet done), the
+/// pending creates that found it and the abandoned finds not yet released.
+fn held_entries_are_counted_and_pinned(e: &Engine) -> Result<(), TestCaseError> {
+    let queues = e.queues.iter().flatten();
+    let held: u64 = queues.clone().map(|q| q.entries.len() as u64).sum::<u64>()
+        + e.fills.iter().map(|f| f.found.len() as u64).sum::<u64>();
+    prop_assert_eq!(e.entries, held);
+    let mut refs: HashMap<u64, u32> = HashMap::new();
+    let live = queues.flat_map(|q| q.entries.iter().filter(|x| !x.done));
+    let pins = e.fills.iter().flat_map(|f| f.found.iter());
+    for x in live.chain(pins).chain(e.unpin.iter().flatten()) {
+        *refs.entry(x.id).or_default() += 1;
+    }
+    for s in e.store.ids_from(0) {
+        prop_assert_eq!(
+            s.refs,
+            refs.get(&s.id).copied().unwrap_or(0),
+            "message {}",
+            s.id
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
     fn acknowledged_publishes_are_delivered_until_consumed(ops in proptest::collection::vec(op(), 1..120)) {
         let mut e = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
         e.finish_recovery();
+        e.fill_budget = (2, 3);
         let mut log = MemLog::default();
         // Durable prefix of the log (what survives a restart).
         let mut durable;
@@ -686,6 +723,7 @@ proptest! {
                     let r = recover(GmConfig { publish_window: 1000, ..GmConfig::default() }, &log.records, 1);
                     prop_assert!(r.recovery_errors.is_empty());
                     e = r;
+                    e.fill_budget = (2, 3);
                     m.in_flight.clear();
                     pslot += 1;
                     cslot += 1;
@@ -698,8 +736,20 @@ proptest! {
                     }
                 }
                 Op::Timeout => e.handle_timeout(&mut log, t(now + 100), wall(now)),
+                Op::CreateLate(k) => {
+                    let def = format!(
+                        r#"{{"name":"late{}","subscriptions":["t"],"start":"beginning"}}"#,
+                        k % 3
+                    );
+                    let who = Slot(900 + u32::from(k % 3));
+                    let _ = e.handle_queue_request(&mut log, who, 1, QueueOp::Create, &def);
+                    if k >= 128 {
+                        e.handle_disconnect(&mut log, t(now), who);
+                    }
+                }
             }
             m.check(&mut e, pslot)?;
+            held_entries_are_counted_and_pinned(&e)?;
             // The TTL check's shortcut finds the message a walk from the front would.
             for q in e.queues.iter().flatten() {
                 let walk = q.entries.iter().find(|x| !x.done && x.binding == 0).map(|x| x.id);
@@ -1110,4 +1160,286 @@ fn expired_waiting_messages_of_a_ttl_queue_are_dead_lettered_and_those_in_flight
     assert_eq!(queue_stats(&stats, "q")["depth"], 0, "{stats}");
     assert_eq!(queue_stats(&stats, "dlq")["depth"], 5, "{stats}");
     assert_eq!(queue_stats(&stats, "forever")["depth"], 5, "{stats}");
+}
+
+// ---------------------------------------------------------------- fills in steps
+
+/// An engine whose publisher P may leave many publishes unanswered, queue `all` on `>`
+/// keeping everything, and `n` messages published (message id `i` to `a/x` when `i` is
+/// odd, to `b/x` when even), durable.
+fn retained(n: u64, cfg: GmConfig) -> (Engine, MemLog) {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 20,
+        ..cfg
+    });
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"all","subscriptions":[">"],"max_messages":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=n {
+        publish_seq(&mut e, &mut log, s);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    (e, log)
+}
+
+/// Publishes sequence `s` as message id `s` (`a/x` when odd, `b/x` when even).
+fn publish_seq(e: &mut Engine, log: &mut MemLog, s: u64) {
+    let topic = if s % 2 == 1 { "a/x" } else { "b/x" };
+    publish(e, log, P, topic, s, &s.to_le_bytes());
+}
+
+/// The pending creates' progress in the stats document: (name, next id to look at).
+fn pending(e: &Engine) -> Vec<(String, u64)> {
+    e.stats_json()["pending_creates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_owned(),
+                f["next_id"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The queue definitions recorded in `log`, in order.
+fn defined(log: &MemLog) -> Vec<QueueDef> {
+    log.records
+        .iter()
+        .filter_map(|r| match record::decode(r) {
+            Ok(Record::QueueDefined { json }) => serde_json::from_str(json).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+const LATE: &str = r#"{"name":"late","subscriptions":["a/*"],"start":"beginning"}"#;
+
+/// Regression (a CREATE that starts in the past walked every retained message in one
+/// turn): the fill looks at no more than `BROWSE_SCAN` retained messages at the CREATE
+/// and `FILL_SCAN` per timer tick; meanwhile the queue exists for nobody and a second
+/// CREATE of it is refused; the CREATE is answered when the fill has caught up, and the
+/// queue then holds exactly the matching retained messages in id order (those published
+/// during the fill included, once), then every later one, and is recorded with its final
+/// first id, so a restart rebuilds the same queue.
+#[test]
+fn a_create_that_starts_in_the_past_fills_in_bounded_steps_and_answers_when_done() {
+    let n = 3 * FILL_SCAN as u64 + 100;
+    let (mut e, mut log) = retained(n, GmConfig::default());
+    let (records, defs_before) = (log.records.len(), defined(&log).len());
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, LATE)
+        .unwrap();
+    assert_eq!(drain(&mut e), [], "no answer before the fill is done");
+    assert_eq!(pending(&e), [("late".to_owned(), 1 + BROWSE_SCAN as u64)]);
+    // The queue does not exist yet, for anyone.
+    for op in [QueueOp::Show, QueueOp::Delete, QueueOp::Purge] {
+        let r = e
+            .handle_queue_request(&mut log, C, 8, op, "late")
+            .unwrap_err();
+        assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+    }
+    let r = e
+        .handle_bind(t(0), C, 9, 10, Start::Queue, "late")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+    e.handle_queue_request(&mut log, C, 10, QueueOp::List, "")
+        .unwrap();
+    let list = drain(&mut e);
+    assert!(
+        matches!(&list[..], [(C, Out::Reply(j))] if !j.contains("late")),
+        "{list:?}"
+    );
+    let r = e
+        .handle_queue_request(&mut log, Slot(3), 11, QueueOp::Create, LATE)
+        .unwrap_err();
+    assert_eq!((r.code, r.fatal), (ErrorCode::BUSY, false));
+    assert!(r.text.contains("queue late is being created"), "{}", r.text);
+    assert_eq!(log.records.len(), records, "nothing spooled yet");
+    // Ticks: each looks at no more than FILL_SCAN retained messages; publishes between
+    // them (ids n+1..) are found by the fill, not matched at publish time.
+    let mut seq = n;
+    let mut ticks = 0;
+    let answer = loop {
+        let before = pending(&e)[0].1;
+        seq += 1;
+        publish_seq(&mut e, &mut log, seq);
+        e.handle_timeout(&mut log, t(ticks), wall(ticks));
+        ticks += 1;
+        let out = drain(&mut e);
+        if let Some((slot, o)) = out.into_iter().find(|(_, o)| !matches!(o, Out::Ack(..))) {
+            break (slot, o);
+        }
+        let after = pending(&e)[0].1;
+        assert!(
+            after - before <= FILL_SCAN as u64,
+            "tick {ticks}: looked at {} messages",
+            after - before
+        );
+        assert!(ticks < 10, "still filling after {ticks} ticks");
+    };
+    assert_eq!(
+        ticks, 3,
+        "3 × FILL_SCAN + 100 messages, 1,024 of them at the CREATE"
+    );
+    let (slot, Out::Reply(json)) = answer else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(slot, C);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let odd = seq.div_ceil(2);
+    assert_eq!(doc["depth"], odd, "{doc}");
+    assert_eq!(doc["definition"]["first_message_id"], seq + 1, "{doc}");
+    assert!(pending(&e).is_empty());
+    let defs = defined(&log);
+    assert_eq!(defs.len(), defs_before + 1);
+    assert_eq!(defs.last().unwrap().name, "late");
+    assert_eq!(
+        defs.last().unwrap().created_at,
+        seq + 1,
+        "the final first id"
+    );
+    // Later publishes are matched at publish time.
+    for s in seq + 1..=seq + 4 {
+        publish_seq(&mut e, &mut log, s);
+    }
+    seq += 4;
+    e.handle_durable(t(100), log.records.len() as u64);
+    drain(&mut e);
+    let want: Vec<u64> = (1..=seq).filter(|s| s % 2 == 1).collect();
+    e.handle_bind(t(100), C, 12, 1 << 16, Start::Queue, "late")
+        .unwrap();
+    assert_eq!(delivered_ids(&mut e), want, "every match once, in id order");
+    // A restart rebuilds it from its definition (the start filled from the retained
+    // messages, the rest matched as recorded).
+    let mut r = recover(GmConfig::default(), &log.records, 1);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    r.handle_bind(t(0), C, 1, 1 << 16, Start::Queue, "late")
+        .unwrap();
+    assert_eq!(delivered_ids(&mut r), want);
+}
+
+/// A create whose start would pass `max_entries`, found out during the fill: refused
+/// (an ERROR to the requester), not spooled, its entries and store pins given back,
+/// and the name free again.
+#[test]
+fn a_fill_that_would_pass_max_entries_is_refused_and_leaves_nothing_behind() {
+    let n = 2 * FILL_SCAN as u64;
+    // `all` holds n; `late` matches n / 2 of them, only a quarter fit.
+    let (mut e, mut log) = retained(
+        n,
+        GmConfig {
+            max_entries: n + n / 4,
+            ..GmConfig::default()
+        },
+    );
+    let records = log.records.len();
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, LATE)
+        .unwrap();
+    assert_eq!(drain(&mut e), []);
+    let mut out = Vec::new();
+    for k in 0..5 {
+        e.handle_timeout(&mut log, t(k), wall(k));
+        out.extend(drain(&mut e));
+    }
+    let [(C, Out::Error(7, ErrorCode::INVALID_REQUEST, text))] = &out[..] else {
+        panic!("{out:?}")
+    };
+    assert!(text.contains("max_queue_entries"), "{text}");
+    assert_eq!(log.records.len(), records, "a refused queue is not spooled");
+    assert!(pending(&e).is_empty());
+    assert_eq!(stat(&e, "queue_entries"), n, "only `all`'s entries");
+    assert!(e.unpin.is_empty(), "every pin released");
+    assert!(
+        (1..=n).all(|id| e.store.entry(id).unwrap().refs == 1),
+        "each message held by `all` only"
+    );
+    let r = e
+        .handle_queue_request(&mut log, C, 8, QueueOp::Show, "late")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+    // A definition that fits may take the name.
+    e.handle_queue_request(
+        &mut log,
+        C,
+        9,
+        QueueOp::Create,
+        r#"{"name":"late","subscriptions":["a/*"]}"#,
+    )
+    .unwrap();
+    assert!(matches!(&drain(&mut e)[..], [(C, Out::Reply(_))]));
+}
+
+/// The requester goes before its fill is done: the create is dropped (nothing created,
+/// nothing spooled, its entries and pins given back) and nothing is ever sent to the
+/// slot, which the next client may have.
+#[test]
+fn a_pending_create_goes_with_its_requester() {
+    let n = 2 * FILL_SCAN as u64;
+    let (mut e, mut log) = retained(n, GmConfig::default());
+    let records = log.records.len();
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, LATE)
+        .unwrap();
+    e.handle_timeout(&mut log, t(1), wall(1));
+    assert_eq!(drain(&mut e), []);
+    assert!(stat(&e, "queue_entries") > n, "the fill found some");
+    e.handle_disconnect(&mut log, t(2), C);
+    assert!(pending(&e).is_empty());
+    assert_eq!(stat(&e, "queue_entries"), n);
+    for k in 3..8 {
+        e.handle_timeout(&mut log, t(k), wall(k));
+    }
+    assert_eq!(drain(&mut e), [], "no answer to the slot's next client");
+    assert_eq!(log.records.len(), records, "nothing spooled");
+    assert!((1..=n).all(|id| e.store.entry(id).unwrap().refs == 1));
+    let r = e
+        .handle_queue_request(&mut log, C, 8, QueueOp::Show, "late")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+}
+
+/// Catch-up: guaranteed publishes arriving faster than `FILL_SCAN` per tick do not keep
+/// a fill from completing: each step looks at least twice as many messages as arrived
+/// since the previous one, so the gap to the newest shrinks at every tick.
+#[test]
+fn a_fill_catches_up_while_publishes_arrive_faster_than_its_fixed_budget() {
+    let n = 4 * FILL_SCAN as u64;
+    let (mut e, mut log) = retained(n, GmConfig::default());
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, LATE)
+        .unwrap();
+    let mut seq = n;
+    let mut gap = seq + 1 - pending(&e)[0].1;
+    let mut ticks = 0;
+    loop {
+        // Three fixed budgets' worth between two ticks.
+        for _ in 0..3 * FILL_SCAN {
+            seq += 1;
+            publish_seq(&mut e, &mut log, seq);
+        }
+        e.handle_durable(t(ticks), log.records.len() as u64);
+        e.handle_timeout(&mut log, t(ticks), wall(ticks));
+        ticks += 1;
+        let done = drain(&mut e)
+            .into_iter()
+            .any(|(slot, o)| slot == C && matches!(o, Out::Reply(_)));
+        if done {
+            break;
+        }
+        let now_gap = seq + 1 - pending(&e)[0].1;
+        assert!(
+            now_gap < gap,
+            "tick {ticks}: the gap grew from {gap} to {now_gap}"
+        );
+        gap = now_gap;
+        assert!(ticks < 20, "no catch-up after {ticks} ticks");
+    }
+    assert_eq!(
+        queue_stats(&e.stats_json(), "late")["depth"],
+        seq.div_ceil(2),
+        "every odd id up to the last publish"
+    );
 }
