@@ -2049,14 +2049,27 @@ impl Core {
             .collect();
         let limit = self.cfg.max_frame as usize - frame::HEADER_LEN - 4;
         let mut omitted = 0;
+        // Then the queues, when the clients alone do not make it fit.
+        let mut queues = usize::MAX;
         loop {
-            let json = self.render_stats(now, &clients, omitted);
-            if json.len() <= limit || clients.is_empty() {
+            let json = self.render_stats(now, &clients, omitted, queues);
+            if json.len() <= limit {
                 return json;
             }
-            let keep = clients.len() / 2;
-            omitted += clients.len() - keep;
-            clients.truncate(keep);
+            if !clients.is_empty() {
+                let keep = clients.len() / 2;
+                omitted += clients.len() - keep;
+                clients.truncate(keep);
+            } else if queues > 0 {
+                queues = queues.min(self.gm.queue_count()) / 2;
+            } else {
+                // Nothing left to cut (a max_frame too small for the fixed members):
+                // say so in a document that fits.
+                return format!(
+                    "{{\"error\":\"the stats document does not fit in max_frame ({} bytes)\"}}",
+                    self.cfg.max_frame
+                );
+            }
         }
     }
 
@@ -2114,7 +2127,13 @@ impl Core {
         }
     }
 
-    fn render_stats(&self, now: MonoNanos, clients: &[ClientStats], omitted: usize) -> String {
+    fn render_stats(
+        &self,
+        now: MonoNanos,
+        clients: &[ClientStats],
+        omitted: usize,
+        max_queues: usize,
+    ) -> String {
         let doc = StatsDoc {
             router: self.router_stats(now),
             clients,
@@ -2129,7 +2148,7 @@ impl Core {
             shared_groups: self.groups.len(),
             multicast: self.mcast.stats_json(now),
             guaranteed: if self.spool.enabled() {
-                let mut g = self.gm.stats_json();
+                let mut g = self.gm.stats_json_cut(max_queues);
                 g["spool"] = self.spool.usage();
                 g
             } else {

@@ -828,6 +828,28 @@ fn queue_lists_are_bounded_and_one_at_a_time() {
     let e = c.queue_request(QueueOp::List, "").unwrap_err();
     assert!(e.to_string().contains("does not fit in one frame"), "{e}");
     c.close().ok();
+
+    // STATS lists the queues too: the reply is cut to fit the router's max_frame and
+    // says how many it left out (before, it outgrew the frame: a client with the
+    // router's max_frame failed with "frame length ... outside the allowed range").
+    let opts = tickwire_client::ClientOptions {
+        max_frame: 4096,
+        ..tickwire_client::ClientOptions::named("stats-reader")
+    };
+    let mut c = Client::connect_with(small.addr, opts).expect("connect");
+    let doc: serde_json::Value =
+        serde_json::from_str(&c.stats_json().expect("a STATS reply of at most max_frame"))
+            .expect("stats JSON");
+    let shown = doc["guaranteed"]["queues"]
+        .as_array()
+        .expect("queues")
+        .len() as u64;
+    let omitted = doc["guaranteed"]["queues_omitted"]
+        .as_u64()
+        .expect("queues_omitted");
+    assert!(omitted > 0, "20 queues do not fit in 4096 bytes: {doc}");
+    assert_eq!(shown + omitted, 20, "{doc}");
+    c.close().ok();
 }
 
 /// A guaranteed PUBLISH of exactly `max_frame` bytes is accepted, and its DELIVER (the

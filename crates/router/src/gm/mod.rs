@@ -808,6 +808,12 @@ impl Engine {
             .is_some_and(|c| c.publisher.is_some() || !c.bindings.is_empty())
     }
 
+    /// Queues, or pending creates if there are more of those: what the stats document
+    /// lists.
+    pub fn queue_count(&self) -> usize {
+        self.queue_names.len().max(self.fills.len())
+    }
+
     /// Whether creates that start in the past are still filling (the driver keeps its
     /// timer ticking every 10 ms meanwhile, even when idle).
     pub fn is_filling(&self) -> bool {
@@ -1773,9 +1779,23 @@ impl Engine {
 
     /// Stats document member `guaranteed`.
     pub fn stats_json(&self) -> serde_json::Value {
+        self.stats_json_cut(usize::MAX)
+    }
+
+    /// [`Engine::stats_json`] with at most `max_queues` queues (the first by name) and
+    /// at most that many pending creates: `queues_omitted` and `pending_creates_omitted`
+    /// say how many were left out (the STATS reply must fit in one frame, and the router
+    /// may hold `max_queues` queues of a few hundred bytes of JSON each).
+    pub fn stats_json_cut(&self, max_queues: usize) -> serde_json::Value {
         let mut names: Vec<(&String, &u32)> = self.queue_names.iter().collect();
         names.sort();
-        let qs: Vec<serde_json::Value> = names.iter().map(|(_, &q)| self.queue_json(q)).collect();
+        let qs: Vec<serde_json::Value> = names
+            .iter()
+            .take(max_queues)
+            .map(|(_, &q)| self.queue_json(q))
+            .collect();
+        let queues_omitted = names.len().saturating_sub(max_queues);
+        let pending_omitted = self.fills.len().saturating_sub(max_queues);
         serde_json::json!({
             "totals": self.totals,
             "retained_messages": self.store.len(),
@@ -1786,8 +1806,10 @@ impl Engine {
             "queue_index_nodes": self.index.node_count(),
             "max_queue_index_nodes": self.cfg.max_index_nodes,
             "queues": qs,
+            "queues_omitted": queues_omitted,
+            "pending_creates_omitted": pending_omitted,
             // Creates that start in the past, still filling: how far each has looked.
-            "pending_creates": self.fills.iter().map(|f| serde_json::json!({
+            "pending_creates": self.fills.iter().take(max_queues).map(|f| serde_json::json!({
                 "name": f.def.name,
                 "next_id": f.cursor,
                 "newest_id": self.store.next_id().saturating_sub(1),
