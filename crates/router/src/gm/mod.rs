@@ -402,16 +402,8 @@ struct Fill {
 
 impl Fill {
     fn new(def: QueueDef, slot: Slot, request_id: u32, newest: u64) -> Fill {
-        let (cursor, from_time) = match def.start {
-            StartAt::Now => (newest, 0),
-            StartAt::Beginning => (0, 0),
-            StartAt::Id(id) => (id, 0),
-            StartAt::TimeNs(t) => (0, t),
-        };
-        let mut own = SubscriptionIndex::new();
-        for p in &def.subscriptions {
-            own.subscribe(Slot(0), p);
-        }
+        let (cursor, from_time) = start_point(def.start).unwrap_or((newest, 0));
+        let own = own_index(&def);
         Fill {
             def,
             slot,
@@ -423,6 +415,27 @@ impl Fill {
             bytes: 0,
         }
     }
+}
+
+/// Where a queue's start lies among the retained messages: the first id and the
+/// earliest arrival time (UTC ns) it takes; `None` for a queue that starts now.
+fn start_point(start: StartAt) -> Option<(u64, u64)> {
+    match start {
+        StartAt::Now => None,
+        StartAt::Beginning => Some((0, 0)),
+        StartAt::Id(id) => Some((id, 0)),
+        StartAt::TimeNs(t) => Some((0, t)),
+    }
+}
+
+/// A queue's own patterns in an index of their own (slot 0), to match retained
+/// messages against this one queue (the queues' index would answer for every queue).
+fn own_index(def: &QueueDef) -> SubscriptionIndex {
+    let mut own = SubscriptionIndex::new();
+    for p in &def.subscriptions {
+        own.subscribe(Slot(0), p);
+    }
+    own
 }
 
 /// Where one step of a fill stopped.
@@ -1351,16 +1364,10 @@ impl Engine {
     /// one go: at start-up, before any client (a client's CREATE fills in steps, see
     /// [`Engine::pump_fills`]).
     fn retained_for(&self, def: &QueueDef) -> Vec<(u64, u64)> {
-        let (from_id, from_time) = match def.start {
-            StartAt::Now => return Vec::new(),
-            StartAt::Beginning => (0, 0),
-            StartAt::Id(id) => (id, 0),
-            StartAt::TimeNs(t) => (0, t),
+        let Some((from_id, from_time)) = start_point(def.start) else {
+            return Vec::new();
         };
-        let mut own = SubscriptionIndex::new();
-        for p in &def.subscriptions {
-            own.subscribe(Slot(0), p);
-        }
+        let mut own = own_index(def);
         let mut hit = Vec::with_capacity(1);
         let mut fill = Vec::new();
         for e in self.store.ids_from(from_id) {
