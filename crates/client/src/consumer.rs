@@ -48,7 +48,8 @@ pub struct QueueConsumer {
 
 impl QueueConsumer {
     /// Connects and binds to `queue` (see [`Client::bind`]); a first connection that
-    /// fails is retried like a lost one. A replay binding ([`Start`] other than
+    /// fails is retried like a lost one, unless [`ReconnectOptions::retry_first`] is
+    /// off. A replay binding ([`Start`] other than
     /// `Queue`) starts over from `start` after a reconnect.
     pub fn connect(
         addr: &str,
@@ -57,7 +58,7 @@ impl QueueConsumer {
         start: Start,
         opts: ReconnectOptions,
     ) -> Result<QueueConsumer, Error> {
-        let (client, binding) = bind(addr, queue, window, start, &opts)?;
+        let (client, binding) = bind(addr, queue, window, start, &opts.for_first())?;
         Ok(QueueConsumer {
             addr: addr.to_owned(),
             queue: queue.to_owned(),

@@ -27,6 +27,12 @@ pub struct ReconnectOptions {
     /// Draw each pause uniformly from `[pause / 2, pause]` ([`Backoff`]), so that
     /// clients that lost the same router do not all come back at once. Default on.
     pub jitter: bool,
+    /// [`GuaranteedPublisher::connect`] and [`QueueConsumer::connect`](crate::QueueConsumer::connect):
+    /// retry a first connection that fails like a lost one (for up to `give_up_after`).
+    /// `false`: return the first attempt's error at once, as a command-line tool
+    /// should when no router is running (reconnections after that still retry).
+    /// Default `true`.
+    pub retry_first: bool,
     /// [`ReconnectingClient`](crate::ReconnectingClient) only: bytes of publishes
     /// (topic + payload) kept while disconnected, sent after the reconnection; a
     /// publish beyond it fails with [`Error::OfflineBufferFull`]. Default 1 MiB.
@@ -42,6 +48,7 @@ impl Default for ReconnectOptions {
             max_backoff: Duration::from_secs(1),
             give_up_after: Some(Duration::from_secs(60)),
             jitter: true,
+            retry_first: true,
             offline_buffer_bytes: 1 << 20,
         }
     }
@@ -104,13 +111,14 @@ pub struct GuaranteedPublisher {
 impl GuaranteedPublisher {
     /// Connects to `addr`, opens `identity` (1 to 64 bytes; keep it stable across
     /// restarts of the program so that a resend is recognised) and resends nothing
-    /// yet. A first connection that fails is retried like a lost one.
+    /// yet. A first connection that fails is retried like a lost one, unless
+    /// [`ReconnectOptions::retry_first`] is off.
     pub fn connect(
         addr: &str,
         identity: &str,
         opts: ReconnectOptions,
     ) -> Result<GuaranteedPublisher, Error> {
-        let client = open(addr, identity, &opts, Box::default()).map_err(|(e, _)| e)?;
+        let client = open(addr, identity, &opts.for_first(), Box::default()).map_err(|(e, _)| e)?;
         Ok(GuaranteedPublisher {
             addr: addr.to_owned(),
             identity: identity.to_owned(),
@@ -260,6 +268,18 @@ fn open(
 }
 
 impl ReconnectOptions {
+    /// The options of a first connection: these, or, with `retry_first` off, one try.
+    pub(crate) fn for_first(&self) -> ReconnectOptions {
+        if self.retry_first {
+            self.clone()
+        } else {
+            ReconnectOptions {
+                give_up_after: Some(Duration::ZERO),
+                ..self.clone()
+            }
+        }
+    }
+
     /// The backoff schedule these options describe, seeded per process and call.
     pub(crate) fn backoff(&self) -> Backoff {
         let seed = tickwire_rt::MonoNanos::now().as_nanos() ^ u64::from(std::process::id()) << 32;

@@ -238,6 +238,8 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     let opts = ReconnectOptions {
         client: a.login.apply(ClientOptions::named(a.name.clone()))?,
         give_up_after: Some(a.give_up_after),
+        // The first connection must succeed (as for a direct `pub`): no router, no wait.
+        retry_first: false,
         ..ReconnectOptions::default()
     };
     let mut p = GuaranteedPublisher::connect(&a.router, &identity, opts)
@@ -582,6 +584,7 @@ fn emit(
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let opts = ReconnectOptions {
         client: a.login.apply(ClientOptions::named(a.name.clone()))?,
+        retry_first: false,
         ..ReconnectOptions::default()
     };
     let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)
