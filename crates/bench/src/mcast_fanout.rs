@@ -68,11 +68,11 @@ pub struct McastFanoutArgs {
     pub receivers: Vec<usize>,
 
     /// Messages per run (k and M suffixes: 200k = 200000).
-    #[arg(long, default_value = "200k", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "200k", value_parser = crate::schedule::parse_count, value_name = "N")]
     pub messages: u64,
 
     /// Messages per second (k and M suffixes).
-    #[arg(long, default_value = "20k", value_parser = parse_count, value_name = "RATE")]
+    #[arg(long, default_value = "20k", value_parser = crate::schedule::parse_count, value_name = "RATE")]
     pub rate: u64,
 
     /// Messages sent back to back per wake-up of the sender.
@@ -84,21 +84,13 @@ pub struct McastFanoutArgs {
     pub size: usize,
 
     /// Round trips of the raw UDP ping-pong.
-    #[arg(long, default_value = "20k", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "20k", value_parser = crate::schedule::parse_count, value_name = "N")]
     pub pingpongs: u64,
 
     /// Write every result, with the machine's metadata and each process's summary, as
     /// JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-fn parse_count(s: &str) -> Result<u64, String> {
-    let v = crate::schedule::parse_rate(s)?;
-    if !(1.0..=1e12).contains(&v) {
-        return Err(format!("{s:?}: expected a count of at least 1"));
-    }
-    Ok(v.round() as u64)
 }
 
 /// Whether a run is the floor or the reliable stream.
@@ -601,6 +593,7 @@ mod tests {
 
     #[test]
     fn counts_take_suffixes() {
+        use crate::schedule::parse_count;
         assert_eq!(parse_count("200k"), Ok(200_000));
         assert_eq!(parse_count("1M"), Ok(1_000_000));
         assert!(parse_count("0").is_err());

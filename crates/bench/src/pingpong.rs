@@ -108,8 +108,8 @@ pub struct PingpongArgs {
     #[arg(long, value_delimiter = ',', default_value = "64,100,600,1024,1472")]
     pub sizes: Vec<usize>,
 
-    /// Measured pings per size and transport (after the warm-up).
-    #[arg(long, default_value_t = 20_000)]
+    /// Measured pings per size and transport (after the warm-up); `20k`, `1M` work too.
+    #[arg(long, default_value = "20000", value_parser = crate::schedule::parse_count)]
     pub iterations: u64,
 
     /// Warm-up pings per size and transport, sent first and excluded from the results.

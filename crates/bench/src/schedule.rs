@@ -11,6 +11,15 @@
 /// The rate syntax of every command (`2000`, `50k`, `1.5M`).
 pub use tickwire_rt::units::parse_rate;
 
+/// A count of at least 1 with an optional suffix, as for rates: `20000`, `20k`, `1M`.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let v = parse_rate(s)?;
+    if !(1.0..=1e12).contains(&v) {
+        return Err(format!("{s:?}: expected a count of at least 1"));
+    }
+    Ok(v.round() as u64)
+}
+
 /// A size mix such as `100:67,600:33` (bytes:weight).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SizeMix {
