@@ -587,15 +587,25 @@ fn bad_flag_values_are_clear_errors() {
     assert!(err.contains("invalid topic \"md/*\""), "{err}");
 }
 
+/// Every command fails at once without a router, the guaranteed ones too (they retried
+/// silently for `--give-up-after`, 60 s, before `retry_first`).
 #[test]
 fn commands_without_a_router_say_to_start_one() {
     let addr = dead_addr().to_string();
     for args in [
         vec!["pub", "--router", &addr, "md/x", "hello"],
+        vec!["pub", "--guaranteed", "--router", &addr, "md/x", "hello"],
         vec!["sub", "--router", &addr, "md/>"],
+        vec!["sub", "--queue", "q", "--router", &addr],
         vec!["stats", "--router", &addr],
     ] {
+        let started = Instant::now();
         let (code, err) = fails(&args);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
         assert_eq!(code, 1, "{args:?}: {err}");
         assert!(err.contains(&addr), "{args:?}: {err}");
         assert!(

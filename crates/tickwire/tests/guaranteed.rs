@@ -983,26 +983,3 @@ fn a_queue_created_from_the_beginning_over_many_retained_messages_is_filled_and_
     assert_eq!(ids.first(), Some(&1));
     c.close().ok();
 }
-
-/// `pub --guaranteed` and `sub --queue` with no router running fail at once with the
-/// reason, as a direct `pub` does ("the first connection must succeed", `pub --help`);
-/// before, they retried silently for `--give-up-after` (60 s) first.
-#[test]
-fn guaranteed_cli_commands_without_a_router_fail_at_once() {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    for args in [
-        vec!["pub", "--guaranteed", "t", "x", "--router", &addr],
-        vec!["sub", "--queue", "q", "--router", &addr],
-    ] {
-        let started = Instant::now();
-        let (st, out, err) = run_cli(&args, Duration::from_secs(30));
-        let took = started.elapsed();
-        assert!(!st.success(), "{args:?}: {out}{err}");
-        assert!(
-            err.contains("is `tickwire router` running"),
-            "{args:?}: {err}"
-        );
-        assert!(took < Duration::from_secs(10), "{args:?} took {took:?}");
-    }
-}
