@@ -129,6 +129,11 @@ const BROWSE_SCAN: usize = 1024;
 /// fill is pending) and 1,000,000 retained messages take ~1.2 s.
 const FILL_SCAN: usize = 8_192;
 
+/// Most creates that start in the past one connection may have filling at once; more
+/// get a non-fatal BUSY before any scanning, so a connection that floods CREATE frames
+/// costs at most this many initial scans (`BROWSE_SCAN` each) per read, not one each.
+const MAX_FILLS_PER_CONNECTION: usize = 4;
+
 /// Most pins of an abandoned fill (a create refused or cancelled after finding
 /// messages) released per step: a counter decrement each, ~2 ns.
 const FILL_UNPIN: usize = 131_072;
@@ -1630,6 +1635,19 @@ impl Engine {
                                 "queue {} is being created (its start is still being filled); \
                                  try again",
                                 def.name
+                            ),
+                        ));
+                    }
+                    if self.fills.iter().filter(|f| f.slot == slot).count()
+                        >= MAX_FILLS_PER_CONNECTION
+                    {
+                        return Err(reject(
+                            request_id,
+                            ErrorCode::BUSY,
+                            format!(
+                                "this connection has {MAX_FILLS_PER_CONNECTION} queue creates \
+                                 still filling from the retained messages; wait for their \
+                                 answers, then try again"
                             ),
                         ));
                     }

@@ -1402,6 +1402,33 @@ fn a_pending_create_goes_with_its_requester() {
     assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
 }
 
+/// One connection may have `MAX_FILLS_PER_CONNECTION` creates filling at once; a
+/// further CREATE gets BUSY before it scans anything (a flood of CREATE frames would
+/// otherwise cost a `BROWSE_SCAN` each), while another connection may still create.
+#[test]
+fn a_connection_has_a_bounded_number_of_creates_filling() {
+    let n = 2 * FILL_SCAN as u64;
+    let (mut e, mut log) = retained(n, GmConfig::default());
+    for i in 0..MAX_FILLS_PER_CONNECTION {
+        let def = format!(r#"{{"name":"late{i}","subscriptions":["a/*"],"start":"beginning"}}"#);
+        e.handle_queue_request(&mut log, C, i as u32, QueueOp::Create, &def)
+            .unwrap();
+    }
+    assert_eq!(pending(&e).len(), MAX_FILLS_PER_CONNECTION);
+    let r = e
+        .handle_queue_request(&mut log, C, 99, QueueOp::Create, LATE)
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::BUSY, "{}", r.text);
+    assert_eq!(
+        pending(&e).len(),
+        MAX_FILLS_PER_CONNECTION,
+        "nothing scanned for it"
+    );
+    e.handle_queue_request(&mut log, P, 100, QueueOp::Create, LATE)
+        .unwrap();
+    assert_eq!(pending(&e).len(), MAX_FILLS_PER_CONNECTION + 1);
+}
+
 /// Catch-up: guaranteed publishes arriving faster than `FILL_SCAN` per tick do not keep
 /// a fill from completing: each step looks at least twice as many messages as arrived
 /// since the previous one, so the gap to the newest shrinks at every tick.
