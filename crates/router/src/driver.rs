@@ -341,6 +341,12 @@ impl Router {
                 timeout = Some(timeout.map_or(tick, |t| t.min(tick)));
             }
             if timeout != Some(Duration::ZERO) {
+                // The core's next deadline (a handshake or stall timeout, an ack
+                // deadline) ends the sleep, so it fires on time, not up to a block late.
+                if let Some(at) = self.core.poll_timeout() {
+                    let cap = Duration::from_nanos(at.saturating_sub(now));
+                    timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+                }
                 if let Some(cap) = self.shm_room_wait() {
                     timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
                 }

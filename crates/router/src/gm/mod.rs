@@ -531,6 +531,11 @@ pub struct Engine {
     scratch_ids: Vec<u64>,
     /// Recovery problems to report (records that do not decode or apply).
     pub recovery_errors: Vec<String>,
+    /// No queue has an ack deadline before this: lowered by every delivery, set
+    /// exactly by [`Engine::handle_timeout`] (an entry acknowledged since only makes it
+    /// early, never late). Keeps [`Engine::poll_timeout`], which the driver asks every
+    /// turn, from walking the queues.
+    ack_deadline: Option<MonoNanos>,
 }
 
 impl Engine {
@@ -569,6 +574,7 @@ impl Engine {
             defs_preinstalled: false,
             scratch_ids: Vec::new(),
             recovery_errors: Vec::new(),
+            ack_deadline: None,
         }
     }
 
@@ -2242,12 +2248,11 @@ impl Engine {
             self.totals.redelivered += 1;
         }
         if timeout > 0 {
-            q.timeouts.push_back((
-                now.add_nanos(timeout.saturating_mul(1_000_000)),
-                id,
-                binding,
-                count,
-            ));
+            let at = now.add_nanos(timeout.saturating_mul(1_000_000));
+            q.timeouts.push_back((at, id, binding, count));
+            if self.ack_deadline.is_none_or(|d| at < d) {
+                self.ack_deadline = Some(at);
+            }
         }
         self.totals.delivered += 1;
         let Some(b) = self.bindings.get_mut(&binding) else {
@@ -2381,7 +2386,16 @@ impl Engine {
 
     /// Ack timeouts and TTLs.
     pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
+        // Set again from the fronts below; deliveries meanwhile lower it themselves.
+        self.ack_deadline = None;
         for qi in 0..self.queues.len() as u32 {
+            // A queue holding nothing has nothing to time out, expire or deliver: an
+            // idle queue costs a tick three emptiness checks.
+            if self.queue(qi).is_none_or(|q| {
+                q.timeouts.is_empty() && q.entries.is_empty() && q.redeliver.is_empty()
+            }) {
+                continue;
+            }
             // Ack timeouts.
             while let Some(q) = self.queue_mut(qi) {
                 let Some(&(at, id, binding, count)) = q.timeouts.front() else {
@@ -2424,6 +2438,11 @@ impl Engine {
                 self.dead_letter(log, qi, id);
             }
             self.pump(now, qi);
+            // After the pump: its deliveries add deadlines too.
+            let front = self.queue(qi).and_then(|q| q.timeouts.front()).map(|t| t.0);
+            if let Some(at) = front {
+                self.ack_deadline = Some(self.ack_deadline.map_or(at, |d| d.min(at)));
+            }
         }
         // Browse scans that ran out of budget go on (and find messages that became
         // durable since).
@@ -2441,11 +2460,7 @@ impl Engine {
 
     /// The earliest ack deadline (TTL and retention are checked at every timeout call).
     pub fn poll_timeout(&self) -> Option<MonoNanos> {
-        self.queues
-            .iter()
-            .flatten()
-            .filter_map(|q| q.timeouts.front().map(|t| t.0))
-            .min()
+        self.ack_deadline
     }
 
     /// The spool may reclaim records below this (nothing retained needs them).

@@ -677,6 +677,7 @@ proptest! {
         let mut next_seq = 1u64;
         for o in ops {
             now += 10;
+            let timed_out = matches!(o, Op::Timeout);
             match o {
                 Op::Publish(b) => {
                     let seq = next_seq;
@@ -750,6 +751,19 @@ proptest! {
             }
             m.check(&mut e, pslot)?;
             held_entries_are_counted_and_pinned(&e)?;
+            // The ack deadline the driver sleeps to (kept, not walked for) is never
+            // later than the earliest queue's, and is exactly it after a timeout call.
+            let earliest = e
+                .queues
+                .iter()
+                .flatten()
+                .filter_map(|q| q.timeouts.front().map(|t| t.0))
+                .min();
+            if timed_out {
+                prop_assert_eq!(e.poll_timeout(), earliest);
+            } else if let Some(f) = earliest {
+                prop_assert!(e.poll_timeout().is_some_and(|p| p <= f));
+            }
             // The TTL check's shortcut finds the message a walk from the front would.
             for q in e.queues.iter().flatten() {
                 let walk = q.entries.iter().find(|x| !x.done && x.binding == 0).map(|x| x.id);
