@@ -355,6 +355,11 @@ the disconnections and, for publishers that number their messages (SEQ), how man
 are missing. --no-reconnect exits (status 0) on the first loss instead;
 --give-up-after bounds the outage it waits through (default: forever; then exit 1).
 
+Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received are
+written out, and standard error gets the summary that --quiet prints at the end
+('received N messages ... in S s: R msg/s', with the disconnections if any). Once
+stopping it does not reconnect. A second Ctrl-C aborts at once.
+
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
 --cache PATTERN`), the command first prints the cached messages of the matching topics,
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
@@ -481,12 +486,17 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let mut discarded = 0u64;
     let mut lost: Option<String> = None;
     mcast.refresh(&mut client)?;
-    // Ctrl-C (or SIGTERM) ends the loop at its next poll: --quiet's summary is printed
-    // and what is buffered is written (a second Ctrl-C aborts).
-    let stop = tickwire_rt::StopFlag::install();
+    // Ctrl-C (or SIGTERM) ends the loop at its next poll: what is buffered is written
+    // and the summary printed (a second Ctrl-C aborts). Once stopping, it polls no more
+    // (so never reconnects) and reports no connection change.
+    let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
     while tally.wants_more() && !stop.is_set() {
         // With multicast streams, TCP is polled without waiting and the wait is theirs.
-        let wait = match mcast.active() {
+        // Without a connection too: a poll then reconnects when an attempt is due, and
+        // the pause between attempts is slept here, in steps that notice Ctrl-C, not
+        // inside a poll that could reconnect after it.
+        let connected = client.is_connected();
+        let wait = match mcast.active() || !connected {
             true => Wait::NoWait,
             false => Wait::Timeout(Duration::from_millis(200)),
         };
@@ -498,6 +508,9 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                     LinkEvent::Disconnected { reason } if a.no_reconnect => {
                         lost = Some(reason.to_owned());
                     }
+                    // Stopping: the router going away now is no news to report, and
+                    // nothing is "reconnecting".
+                    _ if stop.is_set() => {}
                     _ => report_link(&ev),
                 }
                 return;
@@ -506,6 +519,9 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         });
         let mut idle = matches!(polled, Ok(0));
         polled?;
+        if idle && !connected && !mcast.active() && !client.is_connected() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if mcast.active() || a.multicast.on() {
             mcast.refresh(&mut client)?;
             let wait = Duration::from_millis(if idle { 1 } else { 0 });
@@ -543,7 +559,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {}
     }
-    if a.quiet {
+    if a.quiet || stop.is_set() {
         tally.report(&format!("({discarded} discarded by the router)"));
         mcast.report();
         let st = client.stats();
@@ -598,7 +614,9 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let mut redelivered = 0u64;
     // Message ids handled in this turn, acknowledged once the output is flushed.
     let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
-    while tally.wants_more() {
+    // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
+    let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
+    while tally.wants_more() && !stop.is_set() {
         consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
             if !tally.take() {
                 return;
@@ -623,12 +641,16 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         handled.clear();
     }
     consumer.client().flush()?;
-    if a.quiet {
+    if a.quiet || stop.is_set() {
         tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
 }
+
+/// What the first Ctrl-C on `sub` says: it then writes out what it has, prints the
+/// summary and exits.
+const STOP_NOTE: &str = "stopping (Ctrl-C again to abort)";
 
 /// What `sub` counts while it prints: the messages taken (up to `--count`), when the
 /// first arrived, and the first error writing them out (after which none is taken).
