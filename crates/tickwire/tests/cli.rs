@@ -634,10 +634,51 @@ fn demo_runs_and_reports_ok() {
         st.success(),
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"
     );
-    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
     for name in ["nasdaq", "aapl", "prefix", "risk"] {
         assert!(out.contains(name), "report lacks subscriber {name}: {out}");
     }
+    // Regression: the verdicts were OK, PASS and NO LOSS by part, and the ALL row left
+    // EXPECTED (and LOST, DUP) blank. Now PASS (or FAIL) everywhere, and the ALL row's
+    // counts are the sums of the subscribers' rows.
+    for old in ["result: OK", "NO LOSS"] {
+        assert!(!out.contains(old), "{old:?} in: {out}");
+    }
+    assert!(
+        out.contains(
+            "pub/sub PASS, guaranteed messaging PASS, market data PASS, tick-to-trade PASS"
+        ),
+        "{out}"
+    );
+    let counts = |line: &str| -> Vec<u64> {
+        line.split_whitespace()
+            .filter_map(|w| w.parse::<u64>().ok())
+            .take(4)
+            .collect()
+    };
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("SUB "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let rows: Vec<Vec<u64>> = ["nasdaq", "aapl", "prefix", "risk"]
+        .iter()
+        .map(|name| {
+            let row = table
+                .iter()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no row {name}: {out}"));
+            counts(row)
+        })
+        .collect();
+    let all = table
+        .iter()
+        .find(|l| l.starts_with("ALL "))
+        .unwrap_or_else(|| panic!("no ALL row: {out}"));
+    let sums: Vec<u64> = (0..4).map(|k| rows.iter().map(|r| r[k]).sum()).collect();
+    assert_eq!(counts(all), sums, "ALL row: {all}\n{out}");
+    assert!(sums[0] > 0 && sums[0] == sums[1], "{out}");
     // The market-data and tick-to-trade parts ran too (the exit code covers their
     // losses); the tick-to-trade report names both algos.
     assert!(out.contains("== market data =="), "stdout: {out}");
@@ -1151,7 +1192,7 @@ fn demo_duration_with_units_runs() {
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"
     );
     assert!(out.contains("for 0.5 s"), "stdout: {out}");
-    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
 }
 
 #[test]
