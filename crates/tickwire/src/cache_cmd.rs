@@ -41,7 +41,8 @@ struct ShowArgs {
     router: String,
     #[command(flatten)]
     login: crate::login::LoginArgs,
-    /// Pattern of the topics to show, e.g. 'md/>'.
+    /// Pattern of the topics to show, e.g. 'md/>' (quoted: a shell takes '>' as a redirection).
+    #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
     /// Print payloads as hex.
     #[arg(long)]

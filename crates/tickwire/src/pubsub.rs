@@ -396,8 +396,13 @@ printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders --count 10 --print-json
   tickwire sub --queue audit --start time:2026-11-24T09:30:00Z --quiet";
 
+/// The two forms (clap's own usage line shows only the patterns).
+const SUB_USAGE: &str = "\
+tickwire sub [OPTIONS] <PATTERN>...        subscribe to patterns (direct messages)
+       tickwire sub [OPTIONS] --queue <NAME>      consume a durable queue (guaranteed)";
+
 #[derive(Args)]
-#[command(after_help = SUB_HELP)]
+#[command(after_help = SUB_HELP, override_usage = SUB_USAGE)]
 pub struct SubArgs {
     /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
@@ -405,7 +410,7 @@ pub struct SubArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
-    #[arg(required_unless_present = "queue", value_name = "PATTERN")]
+    #[arg(required_unless_present = "queue", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
     /// Consume from this durable queue instead of subscribing (see below).
     #[arg(long, value_name = "NAME", conflicts_with = "patterns")]

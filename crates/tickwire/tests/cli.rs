@@ -267,6 +267,14 @@ fn help_mentions_the_key_words() {
             assert!(out.contains(w), "tickwire {cmd} --help lacks {w:?}:\n{out}");
         }
     }
+    // Regression: the usage line showed only the patterns form of `sub`.
+    let sub = ok(&["sub", "--help"]);
+    for form in [
+        "tickwire sub [OPTIONS] <PATTERN>...",
+        "tickwire sub [OPTIONS] --queue <NAME>",
+    ] {
+        assert!(sub.contains(form), "sub --help lacks {form:?}:\n{sub}");
+    }
     // `help <cmd>` is the same as `<cmd> --help`.
     assert_eq!(ok(&["help", "pub"]), ok(&["pub", "--help"]));
 }
@@ -548,6 +556,30 @@ fn bad_flag_values_are_clear_errors() {
             &["--router", "not a port number"],
         ),
         (&["sub"], &["PATTERN"]),
+        // Regression: `--port` was a bare "unexpected argument"; a port alone for
+        // --listen said only "no port".
+        (
+            &["router", "--port", "5000"],
+            &["--port", "--listen", "127.0.0.1:5000"],
+        ),
+        (
+            &["router", "--listen", "5000"],
+            &["port without an address", "127.0.0.1:5000"],
+        ),
+        // Regression: an unquoted `md/>` reaches the command as `md/` (the shell took
+        // `>` for a redirection); the error says to quote it. Checked before connecting.
+        (&["sub", "md/"], &["'md/>'", "quote", "redirection"]),
+        (&["cache", "show", "md/"], &["'md/>'", "quote"]),
+        (
+            &["queue", "create", "q", "--sub", "orders/"],
+            &["'orders/>'", "quote"],
+        ),
+        (&["router", "--cache", "md/"], &["'md/>'", "quote"]),
+        // Regression: a queue without --sub was created, and no message ever reached it.
+        (
+            &["queue", "create", "orders"],
+            &["no message", "--sub 'orders/>'", "--no-sub"],
+        ),
         // Every duration flag takes the one syntax, and a bad one names the examples.
         (
             &["demo", "--duration", "soon"],
