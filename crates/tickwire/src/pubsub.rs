@@ -36,20 +36,24 @@ or the connection drops, the command reconnects with exponential backoff and jit
 Messages that were in flight when the connection dropped may be lost (direct messaging;
 --guaranteed for every message). --no-reconnect exits on a lost connection instead.
 
-Guaranteed (--guaranteed): every message is stored by the router in the queues whose
-subscriptions match, and acknowledged; the command waits (up to --answer-timeout)
-for every answer and prints a summary: how many were acknowledged and how many the
-router refused (NACK), by reason. When the router restarts or the connection drops, it
-reconnects (for up to --give-up-after), re-opens and resends every unanswered message;
-the router never stores one twice.
+Guaranteed (--guaranteed): the router stores every message (durably, per its --sync)
+in each queue whose subscriptions match its topic (`tickwire queue create NAME --sub
+PATTERN`), and only then acknowledges it: 'acknowledged' means stored. A message that matches no
+queue is stored nowhere, so the router refuses it (NACK no-matching-queue; direct
+subscribers still get it), and the summary says which queue to create; with
+--allow-no-queue the router acknowledges such a message instead, storing it nowhere.
+The command waits (up to --answer-timeout) for every answer and prints a summary: how
+many were acknowledged and how many the router refused (NACK), by reason. When the
+router restarts or the connection drops, it reconnects (for up to --give-up-after),
+re-opens and resends every unanswered message; the router never stores one twice.
   The publisher identity (--identity) names the sequence numbers the router uses to
 recognise a resend. Its default, 'tickwire-pub:TOPIC', is stable, so a command re-run
 after a crash continues the same sequence; two commands publishing to the same topic
 at the same time need different identities (a second open of an identity takes it
 over and the first command fails with taken-over).
-  Exit status: 0 every message acknowledged; 3 some were refused (NACK); 4 some were
-still unanswered when --answer-timeout ran out (takes precedence over 3); 1 another
-error (no router within --give-up-after, identity taken over, ...).
+  Exit status: 0 every message acknowledged; 3 some were refused (NACK, e.g. no queue
+matched); 4 some were still unanswered when --answer-timeout ran out (takes precedence
+over 3); 1 another error (no router within --give-up-after, identity taken over, ...).
 
 Examples:
   tickwire pub orders/new 'buy 100 AAPL' --guaranteed
@@ -89,6 +93,10 @@ pub struct PubArgs {
     /// Publisher identity for --guaranteed (1 to 64 bytes) [default: tickwire-pub:TOPIC].
     #[arg(long, value_name = "NAME", requires = "guaranteed")]
     identity: Option<String>,
+    /// With --guaranteed: let the router acknowledge a message that matches no queue
+    /// (it stores it nowhere) instead of refusing it (no-matching-queue, exit 3).
+    #[arg(long, requires = "guaranteed")]
+    allow_no_queue: bool,
     /// With --guaranteed: how long to wait for the last answers after the last publish.
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "30s", requires = "guaranteed")]
     answer_timeout: Duration,
@@ -240,6 +248,12 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         give_up_after: Some(a.give_up_after),
         // The first connection must succeed (as for a direct `pub`): no router, no wait.
         retry_first: false,
+        // Without it a message no queue matches is acknowledged and stored nowhere, and
+        // the summary would count it "acknowledged" like a stored one.
+        open_options: match a.allow_no_queue {
+            true => 0,
+            false => tickwire_client::open_options::NACK_NO_MATCH,
+        },
         ..ReconnectOptions::default()
     };
     let mut p = GuaranteedPublisher::connect(&a.router, &identity, opts)
@@ -294,6 +308,13 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     for n in p.recent_nacks() {
         eprintln!("  refused seq {}: {} ({})", n.seq, n.reason, n.text);
     }
+    let no_queue = c
+        .nacked_by_reason
+        .iter()
+        .any(|(r, _)| *r == tickwire_client::NackReason::NO_MATCHING_QUEUE);
+    if no_queue {
+        eprintln!("{}", no_queue_hint(&a.topic));
+    }
     let unanswered = p.unanswered();
     if answered == Some(true) {
         p.close().ok();
@@ -310,6 +331,25 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_NACKED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do when the router refused messages because no queue subscribes to `topic`.
+fn no_queue_hint(topic: &str) -> String {
+    // The topic's first level names the queue, and its subtree is the pattern.
+    let (name, pattern) = match topic.split_once('/') {
+        Some((first, _)) => (first, format!("{first}/>")),
+        None => (topic, topic.to_owned()),
+    };
+    let valid_name = name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.#".contains(c));
+    let name = if valid_name { name } else { "NAME" };
+    format!(
+        "no queue subscribes to {topic}, so the router stored those messages nowhere; \
+         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'` \
+         (`tickwire queue list` shows the queues and their patterns)"
+    )
 }
 
 pub(crate) fn load_payload(size: usize) -> Vec<u8> {
