@@ -18,6 +18,12 @@ pub struct StopFlag(pub Arc<AtomicBool>);
 /// The process-wide flag, once [`StopFlag::install`] ran.
 static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
+/// What the first Ctrl-C says, when the command chose it ([`StopFlag::install_saying`]).
+static FIRST_SIGNAL_NOTE: OnceLock<&'static str> = OnceLock::new();
+
+/// The first Ctrl-C's note by default: what the measuring commands do on it.
+const DEFAULT_NOTE: &str = "stopping: reporting what was measured (Ctrl-C again to abort)";
+
 impl StopFlag {
     /// Installs the signal handling (first call only) and returns the flag. If that
     /// fails, warns (a `tracing` event) and returns a flag that only [`StopFlag::set`]
@@ -33,6 +39,14 @@ impl StopFlag {
             flag
         });
         StopFlag(Arc::clone(flag))
+    }
+
+    /// [`StopFlag::install`], with `note` as the warning of the first Ctrl-C instead of
+    /// "stopping: reporting what was measured", for a command that measures nothing.
+    /// The first call in a process chooses the note.
+    pub fn install_saying(note: &'static str) -> StopFlag {
+        let _ = FIRST_SIGNAL_NOTE.set(note);
+        StopFlag::install()
     }
 
     /// True once [`StopFlag::install`] ran in this process (children may then be put
@@ -76,7 +90,8 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                     }
                     std::process::exit(130);
                 }
-                tracing::warn!("stopping: reporting what was measured (Ctrl-C again to abort)");
+                let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
+                tracing::warn!("{note}");
             }
         })
         .map_err(|e| format!("spawning the stop-signals thread: {e}"))?;

@@ -7,14 +7,18 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use tickwire_client::{Client, ClientOptions};
 
+use tickwire_wire::topic::patterns_overlap;
+
 use crate::pubsub::DEFAULT_ROUTER;
 
 const CACHE_HELP: &str = "\
 The router keeps the last message of every topic matching its cache patterns
 (`tickwire router --cache PATTERN`). `cache show PATTERN` prints the cached messages of
 the topics matching PATTERN, one line each ('TOPIC PAYLOAD', or JSON with
---print-json), without subscribing; standard error gets the count. A router without a
-cache answers with nothing.
+--print-json), without subscribing; standard error gets the count. When there is none,
+it says why: the router keeps no cache, or caches no topic matching PATTERN (it names
+its cache patterns), or caches them but none was published since it started. (The
+reason needs the router's stats, which only admin users may read; others get the count.)
 
 Examples:
   tickwire cache show 'md/>'                       # every cached market-data topic
@@ -41,7 +45,8 @@ struct ShowArgs {
     router: String,
     #[command(flatten)]
     login: crate::login::LoginArgs,
-    /// Pattern of the topics to show, e.g. 'md/>'.
+    /// Pattern of the topics to show, e.g. 'md/>' (quoted: a shell takes '>' as a redirection).
+    #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
     /// Print payloads as hex.
     #[arg(long)]
@@ -85,15 +90,84 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
         }
     }
     out.flush()?;
-    eprintln!(
-        "{} match {}",
-        tickwire_rt::text::count(msgs.len() as u64, "cached message", "cached messages"),
-        a.pattern
-    );
+    let found = tickwire_rt::text::count(msgs.len() as u64, "cached message", "cached messages");
+    if !msgs.is_empty() {
+        eprintln!("{found} match {}", a.pattern);
+    } else {
+        // Nothing: say whether the router caches these topics at all. Its cache
+        // patterns are in the stats document (admin users only; else say less).
+        let patterns = c.stats_json().ok().and_then(|j| cache_patterns(&j));
+        eprintln!("{}", why_none(&a.pattern, patterns.as_deref()));
+    }
     c.close().ok();
     Ok(ExitCode::SUCCESS)
 }
 
+/// The router's cache patterns from its stats document: `Some(empty)` when it keeps
+/// no cache, `None` when the document does not say.
+fn cache_patterns(stats: &str) -> Option<Vec<String>> {
+    let doc: serde_json::Value = serde_json::from_str(stats).ok()?;
+    match doc.get("cache")? {
+        serde_json::Value::Null => Some(Vec::new()),
+        cache => Some(
+            cache
+                .get("patterns")?
+                .as_array()?
+                .iter()
+                .filter_map(|p| p.as_str().map(str::to_owned))
+                .collect(),
+        ),
+    }
+}
+
+/// What an empty answer to `pattern` means, given the router's cache patterns (`None`:
+/// unknown).
+fn why_none(pattern: &str, cached: Option<&[String]>) -> String {
+    const HOW: &str = "(a router caches the topics matching its --cache patterns: \
+                       `tickwire router --cache 'md/>'`, config key cache)";
+    match cached {
+        Some([]) => {
+            format!("0 cached messages match {pattern}: the router keeps no last-value cache {HOW}")
+        }
+        Some(list) if !list.iter().any(|c| patterns_overlap(c, pattern)) => format!(
+            "0 cached messages match {pattern}: the router caches no topic matching it; its \
+             cache patterns are {} {HOW}",
+            list.join(" ")
+        ),
+        Some(list) => format!(
+            "0 cached messages match {pattern}: the router caches such topics (its cache \
+             patterns: {}) but holds none now (none published since it started, or \
+             evicted)",
+            list.join(" ")
+        ),
+        None => format!(
+            "0 cached messages match {pattern}: none published since the router started, \
+             or the router does not cache these topics {HOW}"
+        ),
+    }
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_answer_says_whether_the_router_caches_the_pattern() {
+        let none = cache_patterns(r#"{"router": {}, "cache": null}"#);
+        assert_eq!(none.as_deref(), Some(&[][..]));
+        let md = cache_patterns(r#"{"cache": {"patterns": ["md/>"], "depth": 1}}"#);
+        assert_eq!(md, Some(vec!["md/>".to_owned()]));
+        assert_eq!(cache_patterns(r#"{"router": {}}"#), None);
+        let say = |p: &str, c: Option<Vec<String>>| why_none(p, c.as_deref());
+        assert!(say("md/>", none.clone()).contains("keeps no last-value cache"));
+        assert!(say("fx/>", md.clone()).contains("caches no topic matching it"));
+        // Overlapping, not only contained: md/NASDAQ/* and md/> share topics.
+        assert!(say("md/NASDAQ/*", md.clone()).contains("holds none now"));
+        assert!(say(">", md).contains("holds none now"));
+        assert!(say("md/>", None).contains("or the router does not cache"));
+    }
 }

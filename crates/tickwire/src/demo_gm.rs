@@ -251,7 +251,7 @@ pub fn run() -> anyhow::Result<bool> {
         s.redelivered, s.unflagged_duplicates
     );
     println!(
-        "{}: {missing} acknowledged orders missing, {} unflagged duplicates, in {elapsed:.1} s with 2 router crashes",
+        "guaranteed messaging {}: {missing} acknowledged orders missing, {} unflagged duplicates, in {elapsed:.1} s with 2 router crashes",
         if ok { "PASS" } else { "FAIL" },
         s.unflagged_duplicates
     );

@@ -20,6 +20,12 @@ pub fn parse(s: &str) -> Result<String, String> {
     if s.parse::<SocketAddr>().is_ok() {
         return Ok(s.to_owned());
     }
+    if let Ok(port) = s.parse::<u16>() {
+        return Err(format!(
+            "{s:?} is a port without an address: give both, {}",
+            listen_for(&port.to_string())
+        ));
+    }
     let (host, port) = s
         .rsplit_once(':')
         .ok_or_else(|| format!("no port in {s:?}: {EXPECTED}"))?;
@@ -29,6 +35,23 @@ pub fn parse(s: &str) -> Result<String, String> {
     port.parse::<u16>()
         .map_err(|_| format!("{port:?} is not a port number: {EXPECTED}"))?;
     Ok(s.to_owned())
+}
+
+/// The router's hidden `--port`: always a usage error, saying what to type instead.
+pub fn no_port_flag(s: &str) -> Result<String, String> {
+    let port = match s.parse::<u16>() {
+        Ok(p) => p.to_string(),
+        Err(_) => "PORT".to_owned(),
+    };
+    Err(format!(
+        "the router has no --port: use --listen ADDR:PORT, {}",
+        listen_for(&port)
+    ))
+}
+
+/// Addresses to listen on `port`, for the messages of a port given alone.
+fn listen_for(port: &str) -> String {
+    format!("e.g. 127.0.0.1:{port} (this host only) or 0.0.0.0:{port} (every interface)")
 }
 
 /// The address to bind for `text` (given with `flag`): an IP address as is; a host

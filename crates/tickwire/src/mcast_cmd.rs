@@ -149,7 +149,7 @@ Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages.
 #[command(after_help = RECV_HELP)]
 struct RecvArgs {
     /// Patterns to deliver (default: every topic).
-    #[arg(value_name = "PATTERN", default_value = ">")]
+    #[arg(value_name = "PATTERN", default_value = ">", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
     /// Exit once this many messages are accounted for (delivered or reported lost).
     #[arg(long, value_name = "N")]

@@ -36,20 +36,24 @@ or the connection drops, the command reconnects with exponential backoff and jit
 Messages that were in flight when the connection dropped may be lost (direct messaging;
 --guaranteed for every message). --no-reconnect exits on a lost connection instead.
 
-Guaranteed (--guaranteed): every message is stored by the router in the queues whose
-subscriptions match, and acknowledged; the command waits (up to --answer-timeout)
-for every answer and prints a summary: how many were acknowledged and how many the
-router refused (NACK), by reason. When the router restarts or the connection drops, it
-reconnects (for up to --give-up-after), re-opens and resends every unanswered message;
-the router never stores one twice.
+Guaranteed (--guaranteed): the router stores every message (durably, per its --sync)
+in each queue whose subscriptions match its topic (`tickwire queue create NAME --sub
+PATTERN`), and only then acknowledges it: 'acknowledged' means stored. A message that matches no
+queue is stored nowhere, so the router refuses it (NACK no-matching-queue; direct
+subscribers still get it), and the summary says which queue to create; with
+--allow-no-queue the router acknowledges such a message instead, storing it nowhere.
+The command waits (up to --answer-timeout) for every answer and prints a summary: how
+many were acknowledged and how many the router refused (NACK), by reason. When the
+router restarts or the connection drops, it reconnects (for up to --give-up-after),
+re-opens and resends every unanswered message; the router never stores one twice.
   The publisher identity (--identity) names the sequence numbers the router uses to
 recognise a resend. Its default, 'tickwire-pub:TOPIC', is stable, so a command re-run
 after a crash continues the same sequence; two commands publishing to the same topic
 at the same time need different identities (a second open of an identity takes it
 over and the first command fails with taken-over).
-  Exit status: 0 every message acknowledged; 3 some were refused (NACK); 4 some were
-still unanswered when --answer-timeout ran out (takes precedence over 3); 1 another
-error (no router within --give-up-after, identity taken over, ...).
+  Exit status: 0 every message acknowledged; 3 some were refused (NACK, e.g. no queue
+matched); 4 some were still unanswered when --answer-timeout ran out (takes precedence
+over 3); 1 another error (no router within --give-up-after, identity taken over, ...).
 
 Examples:
   tickwire pub orders/new 'buy 100 AAPL' --guaranteed
@@ -89,6 +93,10 @@ pub struct PubArgs {
     /// Publisher identity for --guaranteed (1 to 64 bytes) [default: tickwire-pub:TOPIC].
     #[arg(long, value_name = "NAME", requires = "guaranteed")]
     identity: Option<String>,
+    /// With --guaranteed: let the router acknowledge a message that matches no queue
+    /// (it stores it nowhere) instead of refusing it (no-matching-queue, exit 3).
+    #[arg(long, requires = "guaranteed")]
+    allow_no_queue: bool,
     /// With --guaranteed: how long to wait for the last answers after the last publish.
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "30s", requires = "guaranteed")]
     answer_timeout: Duration,
@@ -240,6 +248,12 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         give_up_after: Some(a.give_up_after),
         // The first connection must succeed (as for a direct `pub`): no router, no wait.
         retry_first: false,
+        // Without it a message no queue matches is acknowledged and stored nowhere, and
+        // the summary would count it "acknowledged" like a stored one.
+        open_options: match a.allow_no_queue {
+            true => 0,
+            false => tickwire_client::open_options::NACK_NO_MATCH,
+        },
         ..ReconnectOptions::default()
     };
     let mut p = GuaranteedPublisher::connect(&a.router, &identity, opts)
@@ -294,6 +308,13 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     for n in p.recent_nacks() {
         eprintln!("  refused seq {}: {} ({})", n.seq, n.reason, n.text);
     }
+    let no_queue = c
+        .nacked_by_reason
+        .iter()
+        .any(|(r, _)| *r == tickwire_client::NackReason::NO_MATCHING_QUEUE);
+    if no_queue {
+        eprintln!("{}", no_queue_hint(&a.topic));
+    }
     let unanswered = p.unanswered();
     if answered == Some(true) {
         p.close().ok();
@@ -310,6 +331,25 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_NACKED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do when the router refused messages because no queue subscribes to `topic`.
+fn no_queue_hint(topic: &str) -> String {
+    // The topic's first level names the queue, and its subtree is the pattern.
+    let (name, pattern) = match topic.split_once('/') {
+        Some((first, _)) => (first, format!("{first}/>")),
+        None => (topic, topic.to_owned()),
+    };
+    let valid_name = name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.#".contains(c));
+    let name = if valid_name { name } else { "NAME" };
+    format!(
+        "no queue subscribes to {topic}, so the router stored those messages nowhere; \
+         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'` \
+         (`tickwire queue list` shows the queues and their patterns)"
+    )
 }
 
 pub(crate) fn load_payload(size: usize) -> Vec<u8> {
@@ -355,6 +395,11 @@ the disconnections and, for publishers that number their messages (SEQ), how man
 are missing. --no-reconnect exits (status 0) on the first loss instead;
 --give-up-after bounds the outage it waits through (default: forever; then exit 1).
 
+Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received are
+written out, and standard error gets the summary that --quiet prints at the end
+('received N messages ... in S s: R msg/s', with the disconnections if any). Once
+stopping it does not reconnect. A second Ctrl-C aborts at once.
+
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
 --cache PATTERN`), the command first prints the cached messages of the matching topics,
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
@@ -391,8 +436,13 @@ printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders --count 10 --print-json
   tickwire sub --queue audit --start time:2026-11-24T09:30:00Z --quiet";
 
+/// The two forms (clap's own usage line shows only the patterns).
+const SUB_USAGE: &str = "\
+tickwire sub [OPTIONS] <PATTERN>...        subscribe to patterns (direct messages)
+       tickwire sub [OPTIONS] --queue <NAME>      consume a durable queue (guaranteed)";
+
 #[derive(Args)]
-#[command(after_help = SUB_HELP)]
+#[command(after_help = SUB_HELP, override_usage = SUB_USAGE)]
 pub struct SubArgs {
     /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
@@ -400,7 +450,7 @@ pub struct SubArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
-    #[arg(required_unless_present = "queue", value_name = "PATTERN")]
+    #[arg(required_unless_present = "queue", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
     /// Consume from this durable queue instead of subscribing (see below).
     #[arg(long, value_name = "NAME", conflicts_with = "patterns")]
@@ -481,12 +531,17 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let mut discarded = 0u64;
     let mut lost: Option<String> = None;
     mcast.refresh(&mut client)?;
-    // Ctrl-C (or SIGTERM) ends the loop at its next poll: --quiet's summary is printed
-    // and what is buffered is written (a second Ctrl-C aborts).
-    let stop = tickwire_rt::StopFlag::install();
+    // Ctrl-C (or SIGTERM) ends the loop at its next poll: what is buffered is written
+    // and the summary printed (a second Ctrl-C aborts). Once stopping, it polls no more
+    // (so never reconnects) and reports no connection change.
+    let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
     while tally.wants_more() && !stop.is_set() {
         // With multicast streams, TCP is polled without waiting and the wait is theirs.
-        let wait = match mcast.active() {
+        // Without a connection too: a poll then reconnects when an attempt is due, and
+        // the pause between attempts is slept here, in steps that notice Ctrl-C, not
+        // inside a poll that could reconnect after it.
+        let connected = client.is_connected();
+        let wait = match mcast.active() || !connected {
             true => Wait::NoWait,
             false => Wait::Timeout(Duration::from_millis(200)),
         };
@@ -498,6 +553,9 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                     LinkEvent::Disconnected { reason } if a.no_reconnect => {
                         lost = Some(reason.to_owned());
                     }
+                    // Stopping: the router going away now is no news to report, and
+                    // nothing is "reconnecting".
+                    _ if stop.is_set() => {}
                     _ => report_link(&ev),
                 }
                 return;
@@ -506,6 +564,9 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         });
         let mut idle = matches!(polled, Ok(0));
         polled?;
+        if idle && !connected && !mcast.active() && !client.is_connected() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if mcast.active() || a.multicast.on() {
             mcast.refresh(&mut client)?;
             let wait = Duration::from_millis(if idle { 1 } else { 0 });
@@ -543,7 +604,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {}
     }
-    if a.quiet {
+    if a.quiet || stop.is_set() {
         tally.report(&format!("({discarded} discarded by the router)"));
         mcast.report();
         let st = client.stats();
@@ -598,7 +659,9 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let mut redelivered = 0u64;
     // Message ids handled in this turn, acknowledged once the output is flushed.
     let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
-    while tally.wants_more() {
+    // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
+    let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
+    while tally.wants_more() && !stop.is_set() {
         consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
             if !tally.take() {
                 return;
@@ -623,12 +686,16 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         handled.clear();
     }
     consumer.client().flush()?;
-    if a.quiet {
+    if a.quiet || stop.is_set() {
         tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
 }
+
+/// What the first Ctrl-C on `sub` says: it then writes out what it has, prints the
+/// summary and exits.
+const STOP_NOTE: &str = "stopping (Ctrl-C again to abort)";
 
 /// What `sub` counts while it prints: the messages taken (up to `--count`), when the
 /// first arrived, and the first error writing them out (after which none is taken).

@@ -76,6 +76,9 @@ struct NameArgs {
 }
 
 const CREATE_HELP: &str = "\
+A queue receives the guaranteed messages whose topics match its --sub patterns (repeat
+for several); create refuses a queue without one unless --no-sub says so (a queue that
+only receives dead messages: --dead-letter-queue of another queue).
 Sizes take units (64KiB, 1GiB, 100MB), durations too (500ms, 30s, 5m, 24h).
 --start says which retained messages a new queue begins with: now (default: only
 messages published from now on), beginning, id:N (from message id N), or
@@ -86,6 +89,7 @@ create is answered when that is done: --timeout (default 10m) is how long to wai
 
 Examples:
   tickwire queue create orders --sub 'orders/>'
+  tickwire queue create risk-dlq --no-sub --ttl 168h             # for risk's dead messages
   tickwire queue create risk --sub 'orders/*/new' --exclusive --max-messages 1000000 \\
       --full-policy discard-oldest --ack-timeout 30s --max-redeliveries 5 \\
       --dead-letter-queue risk-dlq
@@ -97,8 +101,13 @@ struct CreateArgs {
     /// Queue name (1 to 64 bytes).
     name: String,
     /// A subscription pattern (repeat for several), e.g. 'orders/>'.
-    #[arg(long = "sub", value_name = "PATTERN")]
+    #[arg(long = "sub", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     subs: Vec<String>,
+    /// Create it with no subscription on purpose: no publish reaches it (e.g. a
+    /// dead-letter queue, which receives only dead messages). Without --sub or this,
+    /// create is refused.
+    #[arg(long, conflicts_with = "subs")]
+    no_sub: bool,
     /// One consumer at a time (others wait as standbys); default: shared among
     /// consumers.
     #[arg(long)]
@@ -143,6 +152,17 @@ struct CreateArgs {
 pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
     match a.cmd {
         QueueCmd::Create(c) => {
+            if c.subs.is_empty() && !c.no_sub {
+                // A usage error (status 2): nothing was sent to the router.
+                eprintln!(
+                    "error: queue {name} would receive no message: a guaranteed publish is \
+                     stored in the queues whose --sub patterns match its topic. Give it one, \
+                     e.g. `tickwire queue create {name} --sub '{name}/>'`, or --no-sub for a \
+                     queue that only receives dead messages (a dead-letter queue)",
+                    name = c.name
+                );
+                return Ok(ExitCode::from(2));
+            }
             let def = definition(&c);
             let json = request(
                 &c.common,

@@ -103,6 +103,7 @@ pub struct ReplyArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// Pattern of the request topics to answer, e.g. 'svc/time' or 'svc/>'.
+    #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
     /// Run this shell command per request (payload on stdin, reply from stdout; a command
     /// that fails is answered with "error: ", its exit status and its stderr).

@@ -100,6 +100,10 @@ pub struct RouterArgs {
     /// addresses the first, logged) [default: 127.0.0.1:7420].
     #[arg(long, value_name = "ADDR", value_parser = crate::listen::parse)]
     listen: Option<String>,
+    /// Not a flag: `--port N`, as other servers spell it, is refused with the
+    /// --listen it means (hidden: a bare "unexpected argument" helps nobody).
+    #[arg(long, hide = true, value_name = "PORT", num_args = 0..=1, default_missing_value = "", value_parser = crate::listen::no_port_flag)]
+    port: Option<String>,
     /// Idle strategy: block (epoll, least CPU), spin (busy-poll, lowest latency) or
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
     #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
@@ -202,7 +206,7 @@ pub struct RouterArgs {
     /// Last-value cache: keep the last message of every topic matching PATTERN
     /// (repeat for several; '>' is allowed, bounded by --cache-max-*). Subscribers may
     /// then ask for an initial image (`tickwire sub --initial-image`).
-    #[arg(long = "cache", value_name = "PATTERN")]
+    #[arg(long = "cache", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     cache: Vec<String>,
     /// Messages kept per cached topic (the last N) [default: 1].
     #[arg(long, value_name = "N")]

@@ -39,9 +39,34 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A subscription pattern (`md/NASDAQ/>`), checked against the wire syntax so that a bad
+/// one is a usage error before anything connects. A shell takes an unquoted `>` as a
+/// redirection (`tickwire sub md/> x` runs `tickwire sub md/` with its output in the file
+/// `x`), so a pattern that ends in `/` gets a hint to quote it.
+pub fn parse_pattern(s: &str) -> Result<String, String> {
+    match tickwire_wire::topic::validate_pattern(s.as_bytes()) {
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) if s.ends_with('/') => Err(format!(
+            "{e}; if you typed '{s}>', quote it: a shell takes an unquoted '>' as an output \
+             redirection (e.g. '{s}>' in single quotes)"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patterns_that_lost_their_wildcard_to_the_shell_say_to_quote_it() {
+        assert_eq!(parse_pattern("md/>"), Ok("md/>".to_owned()));
+        assert_eq!(parse_pattern("md/*/AAPL"), Ok("md/*/AAPL".to_owned()));
+        let e = parse_pattern("md/").unwrap_err();
+        assert!(e.contains("'md/>'") && e.contains("redirection"), "{e}");
+        let e = parse_pattern("md//x").unwrap_err();
+        assert!(e.contains("empty") && !e.contains("redirection"), "{e}");
+    }
 
     #[test]
     fn rates() {

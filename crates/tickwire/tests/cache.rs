@@ -200,6 +200,8 @@ fn image_requests_bad_input() {
     assert!(stats["cache"].is_null());
 }
 
+/// Also a regression: `cache show` of a pattern the router does not cache said only "0
+/// cached messages", as if the topics had simply not been published yet.
 #[test]
 fn cli_cache_show_and_sub_initial_image() {
     let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);
@@ -257,6 +259,32 @@ fn cli_cache_show_and_sub_initial_image() {
     image.sort();
     assert_eq!(image, ["[cached] md/A 2", "[cached] md/B 3"]);
     assert_eq!(lines[2], "md/B live");
+    // An empty answer says why: caches such topics but holds none, caches none of
+    // them (naming its patterns), or keeps no cache at all.
+    let show = |addr: &str, pattern: &str| {
+        let (st, out, err) = run_cli(
+            &["cache", "show", "--router", addr, pattern],
+            Duration::from_secs(20),
+        );
+        assert!(st.success() && out.is_empty(), "{out}{err}");
+        err
+    };
+    let err = show(&addr, "md/C");
+    assert!(
+        err.contains("0 cached messages match md/C") && err.contains("holds none now"),
+        "{err}"
+    );
+    let err = show(&addr, "fx/>");
+    assert!(
+        err.contains("caches no topic matching it") && err.contains("md/>"),
+        "{err}"
+    );
+    let plain = RouterProc::start(&["--no-guaranteed"]);
+    let err = show(&plain.addr_str(), "md/>");
+    assert!(
+        err.contains("keeps no last-value cache") && err.contains("--cache"),
+        "{err}"
+    );
     common::assert_help_lists(&["cache", "show", "--help"], &["Examples:"]);
     common::assert_help_lists(&["sub", "--help"], &["--initial-image"]);
     common::assert_help_lists(&["router", "--help"], &["--cache"]);

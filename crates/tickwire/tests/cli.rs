@@ -267,6 +267,14 @@ fn help_mentions_the_key_words() {
             assert!(out.contains(w), "tickwire {cmd} --help lacks {w:?}:\n{out}");
         }
     }
+    // Regression: the usage line showed only the patterns form of `sub`.
+    let sub = ok(&["sub", "--help"]);
+    for form in [
+        "tickwire sub [OPTIONS] <PATTERN>...",
+        "tickwire sub [OPTIONS] --queue <NAME>",
+    ] {
+        assert!(sub.contains(form), "sub --help lacks {form:?}:\n{sub}");
+    }
     // `help <cmd>` is the same as `<cmd> --help`.
     assert_eq!(ok(&["help", "pub"]), ok(&["pub", "--help"]));
 }
@@ -548,6 +556,30 @@ fn bad_flag_values_are_clear_errors() {
             &["--router", "not a port number"],
         ),
         (&["sub"], &["PATTERN"]),
+        // Regression: `--port` was a bare "unexpected argument"; a port alone for
+        // --listen said only "no port".
+        (
+            &["router", "--port", "5000"],
+            &["--port", "--listen", "127.0.0.1:5000"],
+        ),
+        (
+            &["router", "--listen", "5000"],
+            &["port without an address", "127.0.0.1:5000"],
+        ),
+        // Regression: an unquoted `md/>` reaches the command as `md/` (the shell took
+        // `>` for a redirection); the error says to quote it. Checked before connecting.
+        (&["sub", "md/"], &["'md/>'", "quote", "redirection"]),
+        (&["cache", "show", "md/"], &["'md/>'", "quote"]),
+        (
+            &["queue", "create", "q", "--sub", "orders/"],
+            &["'orders/>'", "quote"],
+        ),
+        (&["router", "--cache", "md/"], &["'md/>'", "quote"]),
+        // Regression: a queue without --sub was created, and no message ever reached it.
+        (
+            &["queue", "create", "orders"],
+            &["no message", "--sub 'orders/>'", "--no-sub"],
+        ),
         // Every duration flag takes the one syntax, and a bad one names the examples.
         (
             &["demo", "--duration", "soon"],
@@ -634,10 +666,51 @@ fn demo_runs_and_reports_ok() {
         st.success(),
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"
     );
-    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
     for name in ["nasdaq", "aapl", "prefix", "risk"] {
         assert!(out.contains(name), "report lacks subscriber {name}: {out}");
     }
+    // Regression: the verdicts were OK, PASS and NO LOSS by part, and the ALL row left
+    // EXPECTED (and LOST, DUP) blank. Now PASS (or FAIL) everywhere, and the ALL row's
+    // counts are the sums of the subscribers' rows.
+    for old in ["result: OK", "NO LOSS"] {
+        assert!(!out.contains(old), "{old:?} in: {out}");
+    }
+    assert!(
+        out.contains(
+            "pub/sub PASS, guaranteed messaging PASS, market data PASS, tick-to-trade PASS"
+        ),
+        "{out}"
+    );
+    let counts = |line: &str| -> Vec<u64> {
+        line.split_whitespace()
+            .filter_map(|w| w.parse::<u64>().ok())
+            .take(4)
+            .collect()
+    };
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("SUB "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let rows: Vec<Vec<u64>> = ["nasdaq", "aapl", "prefix", "risk"]
+        .iter()
+        .map(|name| {
+            let row = table
+                .iter()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no row {name}: {out}"));
+            counts(row)
+        })
+        .collect();
+    let all = table
+        .iter()
+        .find(|l| l.starts_with("ALL "))
+        .unwrap_or_else(|| panic!("no ALL row: {out}"));
+    let sums: Vec<u64> = (0..4).map(|k| rows.iter().map(|r| r[k]).sum()).collect();
+    assert_eq!(counts(all), sums, "ALL row: {all}\n{out}");
+    assert!(sums[0] > 0 && sums[0] == sums[1], "{out}");
     // The market-data and tick-to-trade parts ran too (the exit code covers their
     // losses); the tick-to-trade report names both algos.
     assert!(out.contains("== market data =="), "stdout: {out}");
@@ -690,45 +763,91 @@ fn sub_ends_quietly_when_its_reader_goes_away() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// Ctrl-C on `sub` writes out what arrived and prints the count, with or without
+/// --quiet. Regression: it said "reporting what was measured" and then, without
+/// --quiet, reported nothing; and a router going away while it stopped made it report
+/// "reconnecting" (once it even reconnected).
 #[test]
-fn sub_quiet_reports_its_count_when_stopped_with_ctrl_c() {
-    let router = RouterProc::start(&[]);
-    let r = router.addr_str();
-    let mut sub = spawn_piped(&["sub", "--router", &r, "--quiet", "quiet/>"]);
-    wait_for_subscriber(&r, "tickwire-sub", 1);
-    ok(&[
-        "pub", "--router", &r, "quiet/x", "--count", "7", "--size", "16",
-    ]);
-    // The router has written all 7 to the subscriber before it is stopped.
-    let deadline = Instant::now() + T;
-    loop {
-        let doc = stats_json(&r);
-        let sent = doc["clients"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["name"] == "tickwire-sub" && c["msgs_out"] == 7)
-        });
-        if sent {
-            break;
+fn sub_reports_its_count_when_stopped_with_ctrl_c() {
+    use std::io::BufRead;
+    for quiet in [true, false] {
+        let router = RouterProc::start(&[]);
+        let r = router.addr_str();
+        let mut args = vec!["sub", "--router", &r, "quiet/>"];
+        if quiet {
+            args.push("--quiet");
         }
+        let mut sub = spawn_piped(&args);
+        wait_for_subscriber(&r, "tickwire-sub", 1);
+        ok(&[
+            "pub", "--router", &r, "quiet/x", "--count", "7", "--size", "16",
+        ]);
+        // The router has written all 7 to the subscriber before it is stopped.
+        let deadline = Instant::now() + T;
+        loop {
+            let doc = stats_json(&r);
+            let sent = doc["clients"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["name"] == "tickwire-sub" && c["msgs_out"] == 7)
+            });
+            if sent {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the 7 messages never left: {doc}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        let pid = sub.id().to_string();
+        let signal = |sig: &str| {
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .expect("kill")
+        };
+        let stderr = sub.stderr.take().expect("stderr");
+        let (noted, note) = std::sync::mpsc::channel();
+        let err_reader = thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("stopping") {
+                    noted.send(()).ok();
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        assert!(signal("-INT").success());
+        note.recv_timeout(T).expect("a note that it is stopping");
+        // Stopping now: the router goes away while the command is frozen, before its
+        // next poll (if it has not exited already). That is no news to report, and
+        // nothing must reconnect.
+        signal("-STOP");
+        drop(router);
+        thread::sleep(Duration::from_millis(200));
+        signal("-CONT");
+        let status = common::wait_child(&mut sub, T, "tickwire sub after Ctrl-C");
+        let (out, _) = common::take_output(&mut sub);
+        let err = err_reader.join().expect("stderr reader");
         assert!(
-            Instant::now() < deadline,
-            "the 7 messages never left: {doc}"
+            status.success(),
+            "sub (quiet: {quiet}): {status}, stderr: {err}"
         );
-        thread::sleep(Duration::from_millis(20));
+        assert!(
+            err.contains("received 7 messages"),
+            "no summary after Ctrl-C (quiet: {quiet}): {err}"
+        );
+        assert!(!err.contains("reporting what was measured"), "{err}");
+        // (The summary may count the disconnection: "1 disconnection, 0 reconnections".)
+        for link in ["reconnecting", "reconnected after"] {
+            assert!(!err.contains(link), "quiet: {quiet}: {err}");
+        }
+        let printed = if quiet { 0 } else { 7 };
+        assert_eq!(out.lines().count(), printed, "{out}");
     }
-    let pid = sub.id().to_string();
-    let st = Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-    let status = common::wait_child(&mut sub, T, "tickwire sub --quiet after Ctrl-C");
-    let (_, err) = common::take_output(&mut sub);
-    assert!(status.success(), "sub: {status}, stderr: {err}");
-    assert!(
-        err.contains("received 7 messages"),
-        "no summary after Ctrl-C: {err}"
-    );
 }
 
 #[test]
@@ -1105,7 +1224,7 @@ fn demo_duration_with_units_runs() {
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"
     );
     assert!(out.contains("for 0.5 s"), "stdout: {out}");
-    assert!(out.contains("result: OK"), "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
 }
 
 #[test]

@@ -350,6 +350,25 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert_eq!(st.code(), Some(3), "{out}{err}");
     assert!(format!("{out}{err}").contains("queue-full"), "{out}{err}");
+    // Regression: a publish that no queue matches was reported "acknowledged" (stored
+    // nowhere). The command has the router refuse it, and says which queue to create;
+    // --allow-no-queue lets the router acknowledge it.
+    let nowhere = |extra: &[&str]| {
+        let mut args = vec!["pub", "--guaranteed", "audit/x", "hello", "--router", &a];
+        args.extend_from_slice(extra);
+        run_cli(&args, t)
+    };
+    let (st, out, err) = nowhere(&[]);
+    assert_eq!(st.code(), Some(3), "{out}{err}");
+    assert!(
+        err.contains("0 acknowledged, 1 refused (no-matching-queue: 1)")
+            && err.contains("stored those messages nowhere")
+            && err.contains("tickwire queue create audit --sub 'audit/>'"),
+        "{err}"
+    );
+    let (st, out, err) = nowhere(&["--allow-no-queue"]);
+    assert!(st.success(), "{out}{err}");
+    assert!(err.contains("1 acknowledged, 0 refused"), "{err}");
 }
 
 #[test]

@@ -659,9 +659,9 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         out,
         "{}",
         if r.lossless {
-            "NO LOSS: every client received every update"
+            "PASS: every client received every update (no loss)"
         } else {
-            "LOSS: see the counters above and the per-client table"
+            "FAIL: updates were lost: see the counters above and the per-client table"
         }
     );
     crate::outln!(
