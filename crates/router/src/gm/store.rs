@@ -254,6 +254,20 @@ impl Store {
         self.entries.iter().find(|e| e.live).map(|e| e.lsn)
     }
 
+    /// The id of the first live message that arrived at or after `t` (UTC ns), or the
+    /// next id when none did: a binary search over arrival times, which rise with ids
+    /// (one router's clock is monotonic; only a wall clock set back across a restart
+    /// breaks the order, and then the search lands at one of the places where it does).
+    /// Not a walk from the oldest, which a BIND by time over a million retained
+    /// messages made cost ~5 ms per frame.
+    pub fn first_id_since(&self, t: u64) -> u64 {
+        let at = self.entries.partition_point(|e| e.time < t);
+        self.entries
+            .range(at..)
+            .find(|e| e.live)
+            .map_or(self.next_id(), |e| e.id)
+    }
+
     /// Ids of retained live messages, from `from`, in order.
     pub fn ids_from(&self, from: u64) -> impl Iterator<Item = &Entry> {
         let skip = from.saturating_sub(self.first_id) as usize;
@@ -298,6 +312,33 @@ mod tests {
         // Ids go on where they were.
         s.push(&msg(6, b"x"));
         assert_eq!(s.entry(6).unwrap().id, 6);
+    }
+
+    #[test]
+    fn the_first_message_since_a_time_is_found_by_arrival_time() {
+        let mut s = Store::new(1);
+        for id in 1..=100 {
+            s.push(&msg(id, b"x")); // arrives at id * 10
+        }
+        assert_eq!(s.first_id_since(0), 1);
+        assert_eq!(s.first_id_since(10), 1);
+        assert_eq!(s.first_id_since(11), 2);
+        assert_eq!(s.first_id_since(500), 50);
+        assert_eq!(s.first_id_since(1000), 100);
+        assert_eq!(s.first_id_since(1001), 101, "none since: the next id");
+        // A dead message is passed over; released ones are no longer there.
+        s.kill(50);
+        assert_eq!(s.first_id_since(495), 51);
+        assert_eq!(s.release_front(|e, _| e.id > 50), 50);
+        assert_eq!(s.first_id_since(0), 51);
+        // The same answers as a walk from the oldest.
+        for t in (0..1100).step_by(7) {
+            let walk = s
+                .ids_from(0)
+                .find(|e| e.time >= t)
+                .map_or(s.next_id(), |e| e.id);
+            assert_eq!(s.first_id_since(t), walk, "t = {t}");
+        }
     }
 
     #[test]

@@ -1484,3 +1484,69 @@ fn a_fill_catches_up_while_publishes_arrive_faster_than_its_fixed_budget() {
         "every odd id up to the last publish"
     );
 }
+
+/// Regression (each given-back id was inserted into the queue's sorted list one at a
+/// time: a disconnect whose in-flight ids interleave with ids already given back cost
+/// O(window²)): two consumers take alternate messages and go; a third gets every
+/// message once more, in id order, flagged redelivered.
+#[test]
+fn interleaved_in_flight_lists_given_back_are_redelivered_in_id_order() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1000,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"]}"#);
+    e.handle_pub_open(P, 1, 0, "p").unwrap();
+    let (a, b, c) = (Slot(10), Slot(11), Slot(12));
+    e.handle_bind(t(0), a, 1, 500, Start::Queue, "q").unwrap();
+    e.handle_bind(t(0), b, 1, 500, Start::Queue, "q").unwrap();
+    for s in 1..=1000u64 {
+        publish(&mut e, &mut log, P, "t", s, &s.to_le_bytes());
+    }
+    e.handle_durable(t(1), log.records.len() as u64);
+    let mut by = std::collections::HashMap::<Slot, Vec<u64>>::new();
+    for (slot, o) in drain(&mut e) {
+        if let Out::Deliver { id, .. } = o {
+            by.entry(slot).or_default().push(id);
+        }
+    }
+    // Round-robin: the two in-flight lists interleave.
+    assert_eq!(by[&a].len(), 500);
+    assert_eq!(by[&b].len(), 500);
+    assert!(by[&a].iter().all(|id| id % 2 == by[&a][0] % 2));
+    e.handle_disconnect(&mut log, t(2), a);
+    e.handle_disconnect(&mut log, t(3), b);
+    drain(&mut e);
+    let q = &e.queues.iter().flatten().next().unwrap().redeliver;
+    assert!(q.iter().zip(q.iter().skip(1)).all(|(x, y)| x < y));
+    e.handle_bind(t(4), c, 1, 2000, Start::Queue, "q").unwrap();
+    let got: Vec<(u64, bool)> = drain(&mut e)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver {
+                id, redelivered, ..
+            } => Some((id, redelivered)),
+            _ => None,
+        })
+        .collect();
+    let ids: Vec<u64> = got.iter().map(|g| g.0).collect();
+    assert_eq!(ids, (1..=1000).collect::<Vec<u64>>());
+    assert!(got.iter().all(|g| g.1), "every one flagged redelivered");
+}
+
+proptest! {
+    #[test]
+    fn merging_given_back_ids_keeps_the_list_sorted(
+        mut list in proptest::collection::vec(0u64..500, 0..60),
+        mut add in proptest::collection::vec(0u64..500, 0..60),
+    ) {
+        list.sort_unstable();
+        add.sort_unstable();
+        let mut merged: VecDeque<u64> = list.iter().copied().collect();
+        merge_in_order(&mut merged, &add);
+        let mut want = list.clone();
+        want.extend(&add);
+        want.sort_unstable();
+        prop_assert_eq!(merged.into_iter().collect::<Vec<u64>>(), want);
+    }
+}
