@@ -408,8 +408,10 @@ impl Router {
                         }
                         if ev.is_writable() || ev.is_write_closed() {
                             c.writable = true;
-                            // TLS records the socket did not take earlier.
-                            if c.stream.wants_write() && !c.on_flush_list {
+                            // Output that waited for this edge (off the flush list
+                            // meanwhile), or TLS records the socket did not take earlier.
+                            let waiting = !self.core.egress(id).is_empty();
+                            if (waiting || c.stream.wants_write()) && !c.on_flush_list {
                                 c.on_flush_list = true;
                                 flush_list.push(id);
                             }
@@ -796,7 +798,7 @@ impl Router {
                 return false;
             }
             if !c.writable {
-                return true;
+                return c.stream.waits_on_list();
             }
             return match c.stream.flush_below() {
                 Ok(more) => {
@@ -810,7 +812,7 @@ impl Router {
             };
         }
         if !c.writable {
-            return true;
+            return c.stream.waits_on_list();
         }
         match c.stream.write(pending) {
             Ok(n) => {
