@@ -266,6 +266,8 @@ struct Queue {
     bindings: Vec<u32>,
     rr: usize,
     counters: QueueCounters,
+    /// Listed in [`Engine::touched`].
+    touched: bool,
 }
 
 impl Queue {
@@ -281,6 +283,7 @@ impl Queue {
             bindings: Vec::new(),
             rr: 0,
             counters: QueueCounters::default(),
+            touched: false,
         }
     }
 
@@ -536,6 +539,10 @@ pub struct Engine {
     /// early, never late). Keeps [`Engine::poll_timeout`], which the driver asks every
     /// turn, from walking the queues.
     ack_deadline: Option<MonoNanos>,
+    /// Queues that took messages not yet durable: what a durability step may have made
+    /// deliverable is in these (a queue leaves the list when its newest entry is
+    /// durable), so the step pumps them, not every queue.
+    touched: Vec<u32>,
 }
 
 impl Engine {
@@ -575,6 +582,7 @@ impl Engine {
             scratch_ids: Vec::new(),
             recovery_errors: Vec::new(),
             ack_deadline: None,
+            touched: Vec::new(),
         }
     }
 
@@ -1286,6 +1294,9 @@ impl Engine {
         q.counters.spooled = q.depth;
         // Already pinned and counted in `entries`: they move over as they are.
         q.entries = f.found;
+        // Its newest finds may not be durable yet.
+        q.touched = true;
+        self.touched.push(qi);
         self.queue_names.insert(name, qi);
         self.queues[qi as usize] = Some(q);
         self.log_record(log, &Record::QueueDefined { json: &text });
@@ -1466,6 +1477,10 @@ impl Engine {
         q.depth += 1;
         q.bytes += size;
         q.counters.spooled += 1;
+        if !q.touched {
+            q.touched = true;
+            self.touched.push(qi);
+        }
         if let Some(s) = self.store.entry_mut(id) {
             s.refs += 1;
         }
@@ -2166,10 +2181,31 @@ impl Engine {
 
     // ------------------------------------------------------------------ delivery
 
+    /// After a durability step: delivers what it made deliverable, in the queues that
+    /// took messages not durable before ([`Engine::touched`]; with 10,000 queues a walk
+    /// of them all cost each step 16–37 µs) and to the browse bindings. A queue whose
+    /// newest entry is still not durable stays listed.
     fn pump_all(&mut self, now: MonoNanos) {
-        for qi in 0..self.queues.len() as u32 {
-            if self.queue(qi).is_some_and(|q| !q.bindings.is_empty()) {
-                self.pump(now, qi);
+        let mut list = std::mem::take(&mut self.touched);
+        // A deleted queue's slot may have been reused and listed again.
+        list.sort_unstable();
+        list.dedup();
+        for &qi in &list {
+            if let Some(q) = self.queue_mut(qi) {
+                q.touched = false;
+            }
+        }
+        for &qi in &list {
+            self.pump(now, qi);
+        }
+        let durable = self.durable_id;
+        for &qi in &list {
+            let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !q.touched && q.entries.back().is_some_and(|e| e.id > durable) {
+                q.touched = true;
+                self.touched.push(qi);
             }
         }
         self.pump_browsers(now);
