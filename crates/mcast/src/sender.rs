@@ -406,8 +406,11 @@ impl Sender {
             }
             let len = slot.bytes.len() as u64;
             if self.tokens < len || self.pending.len() >= MAX_PENDING {
-                self.stats.nak_rate_limited += 1;
-                continue;
+                // Out of budget for this NAK: the rest waits for the receiver's next NAK.
+                // Stopping here (not looking at every slot it names) bounds a NAK's work
+                // by what the budget allows, not by the count a peer chose.
+                self.stats.nak_rate_limited += end - seq;
+                break;
             }
             self.tokens -= len;
             slot.last_tx = now;

@@ -42,6 +42,11 @@ const WAKER: Token = Token(usize::MAX - 2);
 const LINGER_NS: u64 = 1_000_000_000;
 /// How often timers are checked at the latest.
 const TIMER_PERIOD_NS: u64 = 10_000_000;
+/// The closest together a core deadline brings the timer work (`Core::handle_timeout`
+/// and the rest of a tick): deadlines are kept to the millisecond, and with thousands
+/// of queues holding messages one call walks them all, so expiring acknowledgements
+/// must not make it run every turn.
+const DEADLINE_GAP_NS: u64 = 1_000_000;
 /// How often the read buffers of connections idle since the last sweep are released.
 const SWEEP_PERIOD_NS: u64 = 1_000_000_000;
 /// A new connection's read buffer. It doubles while reads fill it, up to `read_buffer`
@@ -316,6 +321,8 @@ impl Router {
         let mut now = MonoNanos::now();
         let mut last_active = now;
         let mut next_timer = now.add_nanos(TIMER_PERIOD_NS);
+        // When the timer work last ran (see DEADLINE_GAP_NS).
+        let mut last_timer = now;
         let mut next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
         let mut shutdown_deadline: Option<MonoNanos> = None;
 
@@ -343,7 +350,7 @@ impl Router {
             if timeout != Some(Duration::ZERO) {
                 // The core's next deadline (a handshake or stall timeout, an ack
                 // deadline) ends the sleep, so it fires on time, not up to a block late.
-                if let Some(at) = self.core.poll_timeout() {
+                if let Some(at) = self.core_deadline(last_timer) {
                     let cap = Duration::from_nanos(at.saturating_sub(now));
                     timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
                 }
@@ -491,8 +498,9 @@ impl Router {
             }
             closing.retain(|&id| !self.finish_close(id, now));
 
-            if now >= next_timer || self.core.poll_timeout().is_some_and(|t| now >= t) {
+            if now >= next_timer || self.core_deadline(last_timer).is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
+                last_timer = now;
                 self.core.handle_timeout(now);
                 self.core.maybe_reclaim(now);
                 if let Some(m) = &self.monitor {
@@ -927,6 +935,13 @@ impl Router {
                 flush_list.swap_remove(i);
             }
         }
+    }
+
+    /// When the core's next deadline brings the timer work: at its `poll_timeout`, but
+    /// no sooner than [`DEADLINE_GAP_NS`] after the work last ran (`last`).
+    fn core_deadline(&self, last: MonoNanos) -> Option<MonoNanos> {
+        let at = self.core.poll_timeout()?;
+        Some(at.max(last.add_nanos(DEADLINE_GAP_NS)))
     }
 
     fn conn_mut(&mut self, id: Slot) -> Option<&mut Conn> {
