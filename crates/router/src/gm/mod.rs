@@ -1532,12 +1532,9 @@ impl Engine {
         let Some(q) = self.queue(qi) else {
             return false;
         };
-        let Some(id) = q
-            .entries
-            .iter()
-            .find(|e| !e.done && e.binding == 0)
-            .map(|e| e.id)
-        else {
+        // Not a walk from the front, which passes every message in flight first (78 µs
+        // per publish into a full queue with 100,000 in flight).
+        let Some(id) = q.oldest_waiting() else {
             return false;
         };
         let name = q.def.name.clone();
