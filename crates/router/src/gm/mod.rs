@@ -2051,22 +2051,11 @@ impl Engine {
 
     /// Puts an in-flight message back for redelivery (or dead-letters it at its limit).
     fn requeue(&mut self, log: &mut dyn Log, qi: u32, id: u64) {
-        let Some(q) = self.queue_mut(qi) else {
-            return;
-        };
-        let Some(i) = q.find(id) else {
-            return;
-        };
-        let e = &mut q.entries[i];
-        if e.done {
-            return;
-        }
-        e.binding = 0;
-        if e.deliveries >= q.def.max_redeliveries.saturating_add(1) {
-            self.dead_letter(log, qi, id);
-        } else {
-            let at = q.redeliver.partition_point(|&x| x < id);
-            q.redeliver.insert(at, id);
+        if self.give_back(log, qi, id) {
+            if let Some(q) = self.queue_mut(qi) {
+                let at = q.redeliver.partition_point(|&x| x < id);
+                q.redeliver.insert(at, id);
+            }
         }
     }
 
@@ -2077,26 +2066,35 @@ impl Engine {
     fn requeue_all(&mut self, log: &mut dyn Log, qi: u32, ids: VecDeque<u64>) {
         let mut back = Vec::with_capacity(ids.len());
         for id in ids {
-            let Some(q) = self.queue_mut(qi) else {
-                return;
-            };
-            let Some(i) = q.find(id) else {
-                continue;
-            };
-            let e = &mut q.entries[i];
-            if e.done {
-                continue;
-            }
-            e.binding = 0;
-            if e.deliveries >= q.def.max_redeliveries.saturating_add(1) {
-                self.dead_letter(log, qi, id);
-            } else {
+            if self.give_back(log, qi, id) {
                 back.push(id);
             }
         }
         if let Some(q) = self.queue_mut(qi) {
             merge_in_order(&mut q.redeliver, &back);
         }
+    }
+
+    /// Takes in-flight message `id` of queue `qi` off its binding, dead-lettering it
+    /// when it has had its redeliveries. True when it now waits for redelivery (the
+    /// caller lists it in `redeliver`).
+    fn give_back(&mut self, log: &mut dyn Log, qi: u32, id: u64) -> bool {
+        let Some(q) = self.queue_mut(qi) else {
+            return false;
+        };
+        let Some(i) = q.find(id) else {
+            return false;
+        };
+        let e = &mut q.entries[i];
+        if e.done {
+            return false;
+        }
+        e.binding = 0;
+        if e.deliveries >= q.def.max_redeliveries.saturating_add(1) {
+            self.dead_letter(log, qi, id);
+            return false;
+        }
+        true
     }
 
     /// UNBIND.

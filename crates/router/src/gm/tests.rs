@@ -209,6 +209,19 @@ fn delivered_ids(e: &mut Engine) -> Vec<u64> {
         .collect()
 }
 
+/// The DELIVERs in `e`'s output: (id, flagged redelivered).
+fn deliveries(e: &mut Engine) -> Vec<(u64, bool)> {
+    drain(e)
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Out::Deliver {
+                id, redelivered, ..
+            } => Some((id, redelivered)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn engine() -> (Engine, MemLog) {
     engine_with(GmConfig {
         publish_window: 8,
@@ -467,15 +480,7 @@ fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
     r.handle_pub_open(P, 1, 0, "pub").unwrap();
     assert_eq!(drain(&mut r), vec![(P, Out::Opened(4))]);
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
-    let got: Vec<(u64, bool)> = drain(&mut r)
-        .into_iter()
-        .filter_map(|(_, o)| match o {
-            Out::Deliver {
-                id, redelivered, ..
-            } => Some((id, redelivered)),
-            _ => None,
-        })
-        .collect();
+    let got = deliveries(&mut r);
     assert_eq!(got, vec![(3, true), (4, true)]);
     // New ids continue after the old ones.
     let mut log2 = MemLog {
@@ -1520,15 +1525,7 @@ fn interleaved_in_flight_lists_given_back_are_redelivered_in_id_order() {
     let q = &e.queues.iter().flatten().next().unwrap().redeliver;
     assert!(q.iter().zip(q.iter().skip(1)).all(|(x, y)| x < y));
     e.handle_bind(t(4), c, 1, 2000, Start::Queue, "q").unwrap();
-    let got: Vec<(u64, bool)> = drain(&mut e)
-        .into_iter()
-        .filter_map(|(_, o)| match o {
-            Out::Deliver {
-                id, redelivered, ..
-            } => Some((id, redelivered)),
-            _ => None,
-        })
-        .collect();
+    let got = deliveries(&mut e);
     let ids: Vec<u64> = got.iter().map(|g| g.0).collect();
     assert_eq!(ids, (1..=1000).collect::<Vec<u64>>());
     assert!(got.iter().all(|g| g.1), "every one flagged redelivered");
