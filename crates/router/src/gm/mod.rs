@@ -543,6 +543,9 @@ pub struct Engine {
     /// deliverable is in these (a queue leaves the list when its newest entry is
     /// durable), so the step pumps them, not every queue.
     touched: Vec<u32>,
+    /// The list a durability step works through: [`Engine::touched`] is swapped into
+    /// it and it is cleared after, so a step reuses both allocations.
+    pump_list: Vec<u32>,
 }
 
 impl Engine {
@@ -583,6 +586,7 @@ impl Engine {
             recovery_errors: Vec::new(),
             ack_deadline: None,
             touched: Vec::new(),
+            pump_list: Vec::new(),
         }
     }
 
@@ -2181,7 +2185,9 @@ impl Engine {
     /// of them all cost each step 16–37 µs) and to the browse bindings. A queue whose
     /// newest entry is still not durable stays listed.
     fn pump_all(&mut self, now: MonoNanos) {
-        let mut list = std::mem::take(&mut self.touched);
+        // Swapped, not taken: both lists keep their capacity from step to step.
+        let mut list = std::mem::take(&mut self.pump_list);
+        std::mem::swap(&mut list, &mut self.touched);
         // A deleted queue's slot may have been reused and listed again.
         list.sort_unstable();
         list.dedup();
@@ -2203,6 +2209,8 @@ impl Engine {
                 self.touched.push(qi);
             }
         }
+        list.clear();
+        self.pump_list = list;
         self.pump_browsers(now);
     }
 
