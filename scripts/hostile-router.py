@@ -3,13 +3,13 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
-                                                    #        qnodes qwalk qentries browse qlist qlist-fit
+                                                    #        qnodes qwalk qentries browse qlist qlist-fit images
 
 Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
 TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
 
 For each case it starts `BINARY router` on a free loopback port with its default
-configuration, runs the attack, samples the router's VmRSS from /proc every 100 ms, and
+configuration (a case may add flags: `images` runs it with `--cache 'c/>'`), runs the attack, samples the router's VmRSS from /proc every 100 ms, and
 prints one line: peak RSS, what happened to the attacker, and whether the healthy pair
 received every message. An attack stops early when the router's RSS passes 1.5 GiB (the
 machine is shared). Not a benchmark: the figures are memory and counts, not speed.
@@ -51,9 +51,9 @@ def rss_kib(pid):
 
 
 class Router:
-    def __init__(self, binary):
+    def __init__(self, binary, own=()):
         self.binary = binary
-        extra = os.environ.get("TICKWIRE_ROUTER_ARGS", "").split()
+        extra = [*own, *os.environ.get("TICKWIRE_ROUTER_ARGS", "").split()]
         self.p = subprocess.Popen(
             [binary, "router", "--listen", "127.0.0.1:0", *extra],
             stdout=subprocess.PIPE,
@@ -577,6 +577,75 @@ def attack_qentries(router, retained=1_000_000, queues=200):
             f"{slowest * 1e3:.0f} ms; {held}; RSS {rss // 1024} MiB")
 
 
+def attack_images(router, topics=100_000, budget_s=20):
+    """`topics` topics cached (the default `cache_max_topics`), then one client sends
+    image-only SUBSCRIBEs (cache queries) for a pattern that matches none of them, as
+    fast as the router answers, for `budget_s` seconds: each query examines every cached
+    topic. Reports how many were answered (ACK) or refused (BUSY, the scan budget) and,
+    from a client pinging the router throughout, the longest the router was held."""
+    pub = socket.create_connection(router.addr)
+    pub.sendall(hello("cache-filler"))
+    names = [f"c/{i}" for i in range(topics)]
+    pub.sendall(b"".join(frame(0x20, t.encode() + b"0123456789abcdef", aux=len(t))
+                         for t in names))
+    wait_routed(router, topics, time.time())
+    pub.close()
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("image-flooder"))
+    read_answers(s, 1, {0x02: "welcome"})
+    counts = {"ack": 0, "error": 0}
+    stop = threading.Event()
+
+    def reader():
+        # Frames: ACK 0x12, ERROR 0x04 (BUSY is non-fatal): counted until told to stop.
+        s.settimeout(0.5)
+        buf = b""
+        while not stop.is_set():
+            try:
+                b = s.recv(1 << 20)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not b:
+                break
+            buf += b
+            while len(buf) >= 8:
+                n, kind = struct.unpack_from("<IB", buf)
+                if len(buf) < n:
+                    break
+                if kind == 0x12:
+                    counts["ack"] += 1
+                elif kind == 0x04:
+                    counts["error"] += 1
+                buf = buf[n:]
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    probe = Prober(router)
+    query = frame(0x10, struct.pack("<I", 1) + b"nothing/>", flags=0x02)
+    batch = query * 1000
+    sent = 0
+    end = time.time() + budget_s
+    s.settimeout(5.0)
+    while time.time() < end:
+        try:
+            s.sendall(batch)
+        except (socket.timeout, OSError):
+            break
+        sent += 1000
+        # Never more than 10,000 unanswered: what the router does, not the socket.
+        while sent - counts["ack"] - counts["error"] > 10_000 and time.time() < end:
+            time.sleep(0.001)
+    time.sleep(1.0)
+    held = probe.result()
+    stop.set()
+    t.join()
+    s.close()
+    return (f"{topics:,} topics cached; {sent:,} cache queries sent in {budget_s} s: "
+            f"{counts['ack']:,} answered, {counts['error']:,} refused (BUSY); {held}")
+
+
 def bind_frame(rid, window, how, value, queue):
     """A BIND (`how`: 0 queue, 1 beginning, 2 message id, 3 time)."""
     return frame(0x46, struct.pack("<IIH6xQ", rid, window, how, value) + queue.encode())
@@ -710,7 +779,11 @@ CASES = {
     "browse": attack_browse,
     "qlist": attack_qlist,
     "qlist-fit": lambda router: attack_qlist(router, queues=1_500),
+    "images": attack_images,
 }
+
+# Router flags a case needs.
+CASE_ROUTER_ARGS = {"images": ["--cache", "c/>"]}
 
 
 def main():
@@ -719,7 +792,7 @@ def main():
         sys.exit(2)
     binary = sys.argv[1]
     for name in sys.argv[2:] or list(CASES):
-        router = Router(binary)
+        router = Router(binary, CASE_ROUTER_ARGS.get(name, ()))
         base = router.rss()
         healthy = Healthy(binary, router)
         what = CASES[name](router)

@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{MonoNanos, TokenBucket};
 use tickwire_wire::frame::{encode_publish, PublishOptions};
 use tickwire_wire::topic::validate_topic;
 
@@ -177,8 +177,8 @@ pub struct Sender {
     pending: VecDeque<Tx>,
     heartbeat: [u8; HEADER_LEN],
     last_send: MonoNanos,
-    tokens: u64,
-    refilled: MonoNanos,
+    /// Retransmission budget: `retransmit_rate` bytes per second, `retransmit_burst`.
+    budget: TokenBucket,
     receivers: Vec<ReceiverReport>,
     events: VecDeque<SenderEvent>,
     stats: SenderStats,
@@ -198,14 +198,13 @@ impl Sender {
             })
             .collect();
         Ok(Sender {
-            tokens: cfg.retransmit_burst,
+            budget: TokenBucket::full(cfg.retransmit_rate, cfg.retransmit_burst, now),
             slots,
             next_seq: 0,
             next_msg: 0,
             pending: VecDeque::with_capacity(MAX_PENDING),
             heartbeat: [0; HEADER_LEN],
             last_send: now,
-            refilled: now,
             receivers: Vec::with_capacity(cfg.max_receivers),
             events: VecDeque::with_capacity(MAX_EVENTS),
             stats: SenderStats::default(),
@@ -378,7 +377,6 @@ impl Sender {
 
     fn nak(&mut self, now: MonoNanos, from: u64, count: u16, receiver: u64) {
         self.stats.naks += 1;
-        self.refill(now);
         let low = self.low();
         let end = from.saturating_add(u64::from(count)).min(self.next_seq);
         if from < low {
@@ -405,28 +403,15 @@ impl Sender {
                 continue;
             }
             let len = slot.bytes.len() as u64;
-            if self.tokens < len || self.pending.len() >= MAX_PENDING {
+            if self.pending.len() >= MAX_PENDING || !self.budget.try_take(now, len) {
                 // Out of budget for this NAK: the rest waits for the receiver's next NAK.
                 // Stopping here (not looking at every slot it names) bounds a NAK's work
                 // by what the budget allows, not by the count a peer chose.
                 self.stats.nak_rate_limited += end - seq;
                 break;
             }
-            self.tokens -= len;
             slot.last_tx = now;
             self.pending.push_back(Tx::Retransmit(seq));
-        }
-    }
-
-    fn refill(&mut self, now: MonoNanos) {
-        let ns = now.saturating_sub(self.refilled);
-        let add = (u128::from(ns) * u128::from(self.cfg.retransmit_rate) / 1_000_000_000) as u64;
-        if add > 0 {
-            self.tokens = self
-                .tokens
-                .saturating_add(add)
-                .min(self.cfg.retransmit_burst);
-            self.refilled = now;
         }
     }
 

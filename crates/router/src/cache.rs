@@ -50,6 +50,9 @@ pub struct CacheStats {
     pub images: u64,
     /// Cached messages sent in them.
     pub image_messages: u64,
+    /// Initial images and cache queries answered BUSY: the connection's or the
+    /// router's budget of topics to examine (`image_scan_rate`) was spent.
+    pub images_throttled: u64,
 }
 
 const NIL: u32 = u32::MAX;
@@ -191,6 +194,17 @@ impl Cache {
         self.stats.images += 1;
         self.stats.image_messages += n as u64;
         n
+    }
+
+    /// What [`Cache::for_each_matching`] examines: every topic slot, whatever the
+    /// pattern (at most `max_topics`).
+    pub fn scan_cost(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// Counts an image refused because its scan was over budget.
+    pub fn count_throttled(&mut self) {
+        self.stats.images_throttled += 1;
     }
 
     fn insert(&mut self, topic: &str) -> u32 {

@@ -188,6 +188,16 @@ pub struct Config {
     /// Most bytes of cached messages (frames and topic names); beyond it the topics
     /// updated least recently are evicted. Default 67108864 (64 MiB).
     pub cache_max_bytes: usize,
+    /// Cached topics one connection's initial images and cache queries may examine per
+    /// second: each examines every cached topic (~20 ns each), whatever its pattern
+    /// matches, so a client asking again and again could otherwise hold the router.
+    /// Past it the request is answered BUSY (non-fatal). The burst is the larger of
+    /// `cache_max_topics` (one full scan is always possible) and a tenth of the rate.
+    /// Default 1000000 (at the default 100,000 topics: 10 full scans per second, ~2%
+    /// of the router's time).
+    pub image_scan_rate: u64,
+    /// The same for all connections together. Default 4000000.
+    pub image_scan_rate_total: u64,
     /// Shared-memory listener name: clients on this host connect with `shm:NAME`
     /// (docs/shm.md). The handshake socket is `/dev/shm/tickwire-NAME.sock` (NAME with a
     /// `/` is the path itself), mode 0600: only the router's user may attach. Unset
@@ -267,6 +277,8 @@ impl Default for Config {
             cache_depth: 1,
             cache_max_topics: 100_000,
             cache_max_bytes: 64 << 20,
+            image_scan_rate: 1_000_000,
+            image_scan_rate_total: 4_000_000,
             shm: None,
             shm_ring: tickwire_shm::DEFAULT_RING_BYTES,
             shm_epoll_interval_us: 2,
@@ -367,6 +379,13 @@ impl Config {
         }
         if self.cache_max_topics == 0 {
             return err("cache_max_topics must be at least 1".into());
+        }
+        if self.image_scan_rate == 0 || self.image_scan_rate_total == 0 {
+            return err(
+                "image_scan_rate and image_scan_rate_total must be at least 1 (cached topics \
+                 examined per second)"
+                    .into(),
+            );
         }
         if !self.shm_ring.is_power_of_two()
             || !(tickwire_shm::MIN_RING_BYTES..=tickwire_shm::MAX_RING_BYTES)

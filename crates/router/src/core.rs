@@ -36,7 +36,7 @@ use crate::egress::{Egress, Push};
 use crate::gm::{self, Engine, NoSpool, Progress, Reject, SpoolPort};
 use crate::groups::{self, Groups};
 use crate::index::{Slot, SubscriptionIndex};
-use tickwire_rt::{MonoNanos, UtcNanos};
+use tickwire_rt::{MonoNanos, TokenBucket, UtcNanos};
 
 /// A client's identity for logs, stats and WELCOME: unique for the router's lifetime
 /// (a counter from 1), unlike its [`Slot`], which is reused after it leaves.
@@ -206,6 +206,15 @@ struct Client {
     /// The user its verified TLS client certificate names (docs/security.md): its
     /// identity when the HELLO offers no login.
     cert_identity: Option<Arc<Identity>>,
+    /// Cached topics its images may still examine (`image_scan_rate`).
+    image_budget: TokenBucket,
+}
+
+/// A full budget of cached topics to examine for images at `rate` per second: the
+/// burst is one full scan of the largest cache, or a tenth of a second's rate if more.
+fn image_budget(cfg: &Config, rate: u64, now: MonoNanos) -> TokenBucket {
+    let burst = (cfg.cache_max_topics as u64).max(rate / 10);
+    TokenBucket::full(rate, burst, now)
 }
 
 /// A request with reply topic `reply_to` was handed to `c`: under `allow_responses` it
@@ -238,6 +247,8 @@ pub struct Core {
     groups: Groups,
     /// The last-value cache.
     cache: Cache,
+    /// Cached topics all images together may still examine (`image_scan_rate_total`).
+    image_budget: TokenBucket,
     dirty: Vec<Slot>,
     closing: Vec<Slot>,
     totals: Totals,
@@ -382,6 +393,7 @@ impl Core {
             last_id: 0,
             next_deadline: None,
             stamp_clock: None,
+            image_budget: image_budget(&cfg, cfg.image_scan_rate_total, now),
             gm: Engine::new(gm::GmConfig {
                 publish_window: cfg.publish_window,
                 retain_bytes: cfg.retain_bytes,
@@ -602,6 +614,7 @@ impl Core {
             verifying: false,
             mcast: false,
             cert_identity: None,
+            image_budget: image_budget(&self.cfg, self.cfg.image_scan_rate, now),
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -903,7 +916,7 @@ impl Core {
                 pattern,
                 image,
             } => {
-                self.on_image(id, request_id, pattern, image);
+                self.on_image(id, now, request_id, pattern, image);
                 true
             }
             Frame::Unsubscribe {
@@ -1337,7 +1350,18 @@ impl Core {
     /// The image is queued whole, beyond `egress_limit` if need be (it is bounded by
     /// the cache's `cache_max_bytes`); a client whose unread bytes already exceed the
     /// limit gets BUSY instead, so asking again without reading cannot pile images up.
-    fn on_image(&mut self, id: Slot, request_id: u32, pattern: &[u8], image: Image) {
+    ///
+    /// Finding the image examines every cached topic whatever the pattern matches, so
+    /// the topics examined are budgeted per connection (`image_scan_rate`) and for the
+    /// router (`image_scan_rate_total`): past either, BUSY, before any scan.
+    fn on_image(
+        &mut self,
+        id: Slot,
+        now: MonoNanos,
+        request_id: u32,
+        pattern: &[u8],
+        image: Image,
+    ) {
         let limit = self.cfg.egress_limit;
         let memory_limit = self.cfg.egress_memory_limit;
         let pressed = self.egress_bytes >= memory_limit;
@@ -1365,6 +1389,7 @@ impl Core {
                 _ => None,
             },
         };
+        let refusal = refusal.or_else(|| self.charge_image(id, now));
         if let Some((code, text)) = refusal {
             if code == ErrorCode::PERMISSION_DENIED {
                 self.totals.denied += 1;
@@ -1408,6 +1433,42 @@ impl Core {
         c.counters.msgs_out += n as u64;
         self.totals.msgs_out += n as u64;
         self.mark_dirty(id);
+    }
+
+    /// Spends what an image's scan examines from client `id`'s budget and the
+    /// router's; the BUSY refusal if either holds too little (nothing spent then).
+    fn charge_image(&mut self, id: Slot, now: MonoNanos) -> Option<(ErrorCode, String)> {
+        let c = self
+            .clients
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)?;
+        let cost = self.cache.scan_cost();
+        let own = c.image_budget.available(now) >= cost;
+        if own && self.image_budget.available(now) >= cost {
+            c.image_budget.take(cost);
+            self.image_budget.take(cost);
+            return None;
+        }
+        self.cache.count_throttled();
+        let (whose, key, rate) = match own {
+            true => (
+                "all connections together",
+                "image_scan_rate_total",
+                self.cfg.image_scan_rate_total,
+            ),
+            false => (
+                "one connection",
+                "image_scan_rate",
+                self.cfg.image_scan_rate,
+            ),
+        };
+        Some((
+            ErrorCode::BUSY,
+            format!(
+                "an image examines every cached topic ({cost} now) and {whose} may examine \
+                 {rate} per second ({key}): ask again later"
+            ),
+        ))
     }
 
     /// Nodes of both subscription indexes (direct and shared), roots included: what
@@ -2348,7 +2409,8 @@ impl Client {
 mod tests {
     use super::*;
     use tickwire_wire::frame::{
-        decode, encode_hello, encode_publish, encode_subscribe, PublishOptions,
+        decode, encode_hello, encode_publish, encode_subscribe, encode_subscribe_image,
+        PublishOptions,
     };
 
     const MS: u64 = 1_000_000;
@@ -2413,6 +2475,73 @@ mod tests {
         );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
+    }
+
+    /// An image examines every cached topic whatever its pattern matches, so the
+    /// topics examined are budgeted: a connection asking again and again for a pattern
+    /// that matches nothing is answered BUSY once its budget is spent (before any
+    /// scan), others keep theirs until the router-wide budget is spent too, and the
+    /// budgets refill with time.
+    #[test]
+    fn image_scans_are_budgeted_per_connection_and_for_the_router() {
+        let cfg = Config {
+            cache: vec![">".into()],
+            cache_max_topics: 100,
+            image_scan_rate: 100,
+            image_scan_rate_total: 2_000,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let publisher = open(&mut core, 0);
+        let mut f = Vec::new();
+        for t in 0..100 {
+            encode_publish(
+                &mut f,
+                &format!("t/{t}"),
+                b"x",
+                Default::default(),
+                u32::MAX,
+            )
+            .unwrap();
+        }
+        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        assert_eq!(core.cache.scan_cost(), 100);
+        let query = |core: &mut Core, id: Slot, now: u64| {
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 7, "nothing/>", Image::Only);
+            core.handle_input(id, MonoNanos(now), &f, f.len());
+            out(core, id)
+        };
+        let (a, b, c) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
+        // Bursts: one full scan each (cache_max_topics), the router's a tenth of its
+        // 2,000 per second: two scans.
+        assert_eq!(query(&mut core, a, 0), ["ACK 7"]);
+        assert_eq!(query(&mut core, a, 0), ["ERROR busy false"]);
+        assert_eq!(query(&mut core, b, 0), ["ACK 7"]);
+        assert_eq!(query(&mut core, c, 0), ["ERROR busy false"], "router-wide");
+        // Half a second later: a has 50 of its 100 again, the router its 200.
+        assert_eq!(query(&mut core, a, 500 * MS), ["ERROR busy false"]);
+        assert_eq!(query(&mut core, c, 500 * MS), ["ACK 7"]);
+        // A second later still, a has its full scan back; the refusals were counted.
+        assert_eq!(query(&mut core, a, 1_500 * MS), ["ACK 7"]);
+        assert_eq!(core.cache.stats().images_throttled, 3);
+        assert_eq!(core.cache.stats().images, 4);
+        // The refused ones were told why.
+        let mut f = Vec::new();
+        encode_subscribe_image(&mut f, 8, "nothing/>", Image::ThenLive);
+        core.handle_input(a, MonoNanos(1_500 * MS), &f, f.len());
+        let bytes = core.egress(a).to_vec();
+        let Ok(Some((Frame::Error { code, text, .. }, _))) = decode(&bytes, u32::MAX) else {
+            panic!("expected an ERROR");
+        };
+        assert_eq!(code, ErrorCode::BUSY);
+        assert!(text.contains("image_scan_rate"), "{text}");
+        // Refused whole: a refused ThenLive installs no subscription.
+        assert!(core.clients[a.0 as usize]
+            .as_ref()
+            .unwrap()
+            .patterns
+            .is_empty());
     }
 
     /// A router with a small router-wide egress bound: `clients` may connect, each may

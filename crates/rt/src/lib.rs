@@ -5,6 +5,7 @@
 //! time as a parameter; only drivers call the `now` functions.
 #![forbid(unsafe_code)]
 
+pub mod bucket;
 pub mod idle;
 pub mod latency;
 pub mod pacing;
@@ -17,6 +18,7 @@ pub mod text;
 pub mod time;
 pub mod units;
 
+pub use bucket::TokenBucket;
 pub use idle::IdleStrategy;
 pub use latency::{Latency, Summary};
 pub use progress::Progress;

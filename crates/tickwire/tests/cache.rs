@@ -289,3 +289,50 @@ fn cli_cache_show_and_sub_initial_image() {
     common::assert_help_lists(&["sub", "--help"], &["--initial-image"]);
     common::assert_help_lists(&["router", "--help"], &["--cache"]);
 }
+
+/// Every cache query examines every cached topic, so the router budgets the topics
+/// examined (`image_scan_rate`, `image_scan_rate_total`, from the configuration file):
+/// past the budget a query is refused with a non-fatal BUSY that names the key, the
+/// connection stays usable, the refusal is counted, and `cache show` says why.
+#[test]
+fn cache_queries_past_the_scan_budget_are_refused_busy() {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    // Ten topics, a full scan each query; the router may examine 1 a second (burst:
+    // one full scan, cache_max_topics), so a second scan waits ~10 s.
+    writeln!(
+        config,
+        "[router]\ncache = [\"c/>\"]\ncache_max_topics = 10\nimage_scan_rate_total = 1"
+    )
+    .unwrap();
+    let path = config.path().to_str().unwrap();
+    let router = RouterProc::start(&["--no-guaranteed", "--config", path]);
+    let mut p = Client::connect(router.addr).unwrap();
+    for t in 0..10 {
+        p.publish(&format!("c/{t}"), b"v").unwrap();
+    }
+    p.flush().unwrap();
+    p.ping().unwrap();
+    let mut q = Client::connect(router.addr).unwrap();
+    assert_eq!(q.cache_query("c/>").unwrap().len(), 10);
+    match q.cache_query("nothing/>") {
+        Err(Error::Rejected { code, text, .. }) => {
+            assert_eq!(code, ErrorCode::BUSY);
+            assert!(text.contains("image_scan_rate_total"), "{text}");
+        }
+        other => panic!("expected BUSY, got {other:?}"),
+    }
+    // Still connected; the refusal counted; another connection meets the same budget.
+    q.ping().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&q.stats_json().unwrap()).unwrap();
+    assert_eq!(stats["cache"]["images_throttled"], 1, "{}", stats["cache"]);
+    let (st, _, err) = run_cli(
+        &["cache", "show", "--router", &router.addr_str(), "c/>"],
+        Duration::from_secs(20),
+    );
+    assert!(!st.success());
+    assert!(
+        err.contains("busy") && err.contains("ask again later"),
+        "{err}"
+    );
+}

@@ -54,6 +54,8 @@ const CONFIG_KEYS: &[&str] = &[
     "cache_depth",
     "cache_max_topics",
     "cache_max_bytes",
+    "image_scan_rate",
+    "image_scan_rate_total",
     "shm_ring",
     "tls_client_auth",
     "shm_epoll_interval_us",
