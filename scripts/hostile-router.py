@@ -3,7 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
-                                                    #        qnodes qwalk qentries browse qlist qlist-fit images
+                                                    #        qnodes qwalk qentries browse qlist qlist-fit images monitor
 
 Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
 TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
@@ -63,6 +63,11 @@ class Router:
         line = self.p.stdout.readline().decode()
         host, port = line.strip().rsplit(" ", 1)[1].rsplit(":", 1)
         self.addr = (host, int(port))
+        # With --http the monitor's banner follows: "... listening on http://ADDR/".
+        self.http = None
+        if "--http" in extra:
+            m = re.search(r"http://([^/\s]+)/", self.p.stdout.readline().decode())
+            self.http = m.group(1) if m else None
         self.peak = 0
         self.stop = False
         threading.Thread(target=self._sample, daemon=True).start()
@@ -690,6 +695,51 @@ def attack_qlist(router, queues=10_000, lists=200):
             f"lists, {got['error']} errors (last: {text[:90]!r})")
 
 
+def attack_monitor(router, queues=10_000, budget_s=15, threads=4):
+    """`queues` queues, then `threads` HTTP clients ask the monitoring endpoint for
+    /queuez (one request after another each, new connection each) for `budget_s`
+    seconds: each answer needs a snapshot of the router's state, made on its loop.
+    Reports the requests answered and, from a client pinging the router throughout,
+    the longest the router was held."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("queue-maker"))
+    for q in range(0, queues, 500):
+        s.sendall(b"".join(queue_create(q + i + 1, {"name": f"q{q + i}", "subscriptions": [f"t{q + i}"]})
+                           for i in range(500)))
+        read_answers(s, 500, {0x45: "ok", 0x04: "error"})
+    host, port = router.http.rsplit(":", 1)
+    answered = [0] * threads
+    end = time.time() + budget_s
+
+    def asker(k):
+        while time.time() < end:
+            try:
+                c = socket.create_connection((host, int(port)), timeout=30)
+                c.sendall(b"GET /queuez?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    b = c.recv(65536)
+                    if not b:
+                        break
+                    data += b
+                c.close()
+                if data.startswith(b"HTTP/1.1 200"):
+                    answered[k] += 1
+            except OSError:
+                time.sleep(0.01)
+
+    probe = Prober(router)
+    ts = [threading.Thread(target=asker, args=(k,), daemon=True) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    held = probe.result()
+    s.close()
+    return (f"{queues:,} queues; {sum(answered):,} /queuez requests answered in {budget_s} s by "
+            f"{threads} clients; {held}")
+
+
 def router_stats(router):
     """The router's stats document (None if it did not answer)."""
     addr = f"{router.addr[0]}:{router.addr[1]}"
@@ -780,10 +830,11 @@ CASES = {
     "qlist": attack_qlist,
     "qlist-fit": lambda router: attack_qlist(router, queues=1_500),
     "images": attack_images,
+    "monitor": attack_monitor,
 }
 
 # Router flags a case needs.
-CASE_ROUTER_ARGS = {"images": ["--cache", "c/>"]}
+CASE_ROUTER_ARGS = {"images": ["--cache", "c/>"], "monitor": ["--http", "127.0.0.1:0"]}
 
 
 def main():

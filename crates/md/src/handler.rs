@@ -323,7 +323,7 @@ pub fn run_monitored(
         // 5. Monitoring.
         if let Some(m) = monitor.filter(|_| now.as_nanos() >= next_monitor_tick) {
             next_monitor_tick = now.as_nanos() + MONITOR_TICK_NS;
-            m.tick(now, || FeedSnapshot {
+            m.tick_timed(now, MonoNanos::now, || FeedSnapshot {
                 taken: now,
                 uptime_ms: (now.as_nanos() - start) / 1_000_000,
                 group: opts.group.to_string(),

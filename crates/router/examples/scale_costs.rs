@@ -347,6 +347,25 @@ fn main() {
                 },
             );
         }
+        // The guaranteed engine's part of a monitoring snapshot: nq queues.
+        "snapshot_queues" => {
+            let mut e = engine();
+            let mut log = NullLog(0);
+            for i in 0..nq {
+                mk_queue(&mut e, &mut log, &format!("q{i}"), "");
+            }
+            let n = 5;
+            per(&format!("Engine::stats_json, {nq} queues"), n, || {
+                for _ in 0..n {
+                    std::hint::black_box(e.stats_json());
+                }
+            });
+            per(&format!("Engine::view (the snapshot's copy), {nq} queues"), n, || {
+                for _ in 0..n {
+                    std::hint::black_box(e.view(usize::MAX));
+                }
+            });
+        }
         // Two bindings of one queue with windows of nq each, never acking; A unbinds, then B.
         "unbind" => {
             let mut e = engine();

@@ -170,7 +170,8 @@ struct Client {
     /// frame must be complete within the stall timeout of this (more bytes of the same
     /// frame do not extend it).
     frame_started: Option<MonoNanos>,
-    patterns: HashSet<Box<str>>,
+    /// Shared with monitoring snapshots ([`Core::snapshot`]).
+    patterns: HashSet<Arc<str>>,
     /// Levels of `patterns` in all (`max_subscription_levels`).
     levels: usize,
     /// Shared subscriptions among `patterns` (`max_shared_subscriptions`).
@@ -2138,33 +2139,27 @@ impl Core {
     /// [`crate::monitor`]): built only when the monitoring thread asked for it, at the
     /// driver's timer tick, never per message.
     pub fn snapshot(&self, now: MonoNanos) -> crate::monitor::Snapshot {
-        crate::monitor::Snapshot {
-            taken: now,
-            router: self.router_stats(now),
-            max_clients: self.cfg.max_clients,
-            egress_limit: self.cfg.egress_limit,
-            shared_groups: self.groups.len(),
-            clients: self
-                .clients
-                .iter()
-                .filter_map(|c| {
-                    let c = c.as_ref()?;
-                    let mut patterns: Vec<String> =
-                        c.patterns.iter().map(|p| p.to_string()).collect();
-                    patterns.sort_unstable();
-                    Some(crate::monitor::ClientView {
-                        stats: c.stats(now),
-                        slow: c.discarding,
-                        patterns,
-                    })
+        let clients = self
+            .clients
+            .iter()
+            .filter_map(|c| {
+                let c = c.as_ref()?;
+                Some(crate::monitor::ClientView {
+                    stats: c.stats(now),
+                    slow: c.discarding,
+                    patterns: c.patterns.iter().cloned().collect(),
                 })
-                .collect(),
-            guaranteed: if self.spool.enabled() {
-                self.gm.stats_json()
-            } else {
-                serde_json::Value::Null
-            },
-        }
+            })
+            .collect();
+        crate::monitor::Snapshot::new(
+            now,
+            self.router_stats(now),
+            self.cfg.max_clients,
+            self.cfg.egress_limit,
+            self.groups.len(),
+            clients,
+            self.spool.enabled().then(|| self.gm.view(usize::MAX)),
+        )
     }
 
     fn router_stats(&self, now: MonoNanos) -> RouterStats {

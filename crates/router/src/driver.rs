@@ -504,7 +504,7 @@ impl Router {
                 self.core.handle_timeout(now);
                 self.core.maybe_reclaim(now);
                 if let Some(m) = &self.monitor {
-                    m.tick(now, || self.core.snapshot(now));
+                    m.tick_timed(now, MonoNanos::now, || self.core.snapshot(now));
                 }
                 self.drain_closed(now);
                 // Sockets left unread while the read memory was at its limit.

@@ -11,7 +11,10 @@
 use serde::Serialize;
 use tickwire_rt::{snapshot, MonoNanos};
 
+use std::sync::{Arc, OnceLock};
+
 use crate::core::{ClientStats, RouterStats};
+use crate::gm::GmView;
 
 /// The router's state at one timer tick, owned by the monitoring side.
 #[derive(Debug, Clone, Serialize)]
@@ -29,8 +32,44 @@ pub struct Snapshot {
     pub shared_groups: usize,
     /// Every connected client, in slot order.
     pub clients: Vec<ClientView>,
-    /// Queues, publishers and totals of guaranteed messaging (null when it is off).
-    pub guaranteed: serde_json::Value,
+    /// Queues, publishers and totals of guaranteed messaging (null when it is off),
+    /// copied as plain values: the JSON is built on the monitoring side, once
+    /// ([`Snapshot::guaranteed_json`]).
+    pub guaranteed: Option<GmView>,
+    #[serde(skip)]
+    guaranteed_json: OnceLock<serde_json::Value>,
+}
+
+impl Snapshot {
+    /// A snapshot of these parts (`taken`: the tick's time).
+    pub fn new(
+        taken: MonoNanos,
+        router: RouterStats,
+        max_clients: usize,
+        egress_limit: usize,
+        shared_groups: usize,
+        clients: Vec<ClientView>,
+        guaranteed: Option<GmView>,
+    ) -> Snapshot {
+        Snapshot {
+            taken,
+            router,
+            max_clients,
+            egress_limit,
+            shared_groups,
+            clients,
+            guaranteed,
+            guaranteed_json: OnceLock::new(),
+        }
+    }
+
+    /// [`Snapshot::guaranteed`] as the stats document's JSON (null when off), built at
+    /// the first call.
+    pub fn guaranteed_json(&self) -> &serde_json::Value {
+        self.guaranteed_json.get_or_init(|| {
+            serde_json::to_value(&self.guaranteed).unwrap_or(serde_json::Value::Null)
+        })
+    }
 }
 
 /// One client as the monitoring endpoint shows it.
@@ -42,8 +81,19 @@ pub struct ClientView {
     /// The client is a slow consumer right now: its egress buffer filled and the
     /// router is discarding its oldest messages until it catches up.
     pub slow: bool,
-    /// Its subscription patterns, sorted.
-    pub patterns: Vec<String>,
+    /// Its subscription patterns, in no particular order (shared with the loop's own
+    /// set: copying them costs the loop a reference count each, not a string; the
+    /// monitoring side sorts them, [`ClientView::sorted_patterns`]).
+    pub patterns: Vec<Arc<str>>,
+}
+
+impl ClientView {
+    /// [`ClientView::patterns`], sorted.
+    pub fn sorted_patterns(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.patterns.iter().map(|p| &**p).collect();
+        v.sort_unstable();
+        v
+    }
 }
 
 /// The event loop's end (a [`tickwire_rt::snapshot::Publisher`] of [`Snapshot`]s).

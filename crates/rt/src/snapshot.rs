@@ -38,6 +38,8 @@ struct Shared {
     wanted: AtomicBool,
     /// Nanoseconds on the monotonic clock of the loop's last tick; 0 before the first.
     heartbeat: AtomicU64,
+    /// Nanoseconds the last snapshot took to make ([`Publisher::tick_timed`]).
+    cost: AtomicU64,
 }
 
 /// The hot thread's end: see [`Publisher::tick`].
@@ -58,6 +60,7 @@ pub fn channel<T>(now: MonoNanos) -> (Publisher<T>, Reader<T>) {
     let shared = Arc::new(Shared {
         wanted: AtomicBool::new(false),
         heartbeat: AtomicU64::new(now.0),
+        cost: AtomicU64::new(0),
     });
     let (tx, rx) = sync_channel(1);
     (
@@ -73,11 +76,27 @@ impl<T> Publisher<T> {
     /// Called by the hot thread at each tick: stores the heartbeat and, when the reader
     /// asked, hands it `make()`. Never blocks.
     pub fn tick(&self, now: MonoNanos, make: impl FnOnce() -> T) {
+        self.tick_timed(now, || now, make);
+    }
+
+    /// [`Publisher::tick`], measuring what `make()` took with `clock` (read twice, and
+    /// only when a snapshot is made): the reader's [`Reader::last_cost`], so that the
+    /// monitoring side can ask less often when snapshots are expensive.
+    pub fn tick_timed(
+        &self,
+        now: MonoNanos,
+        clock: impl Fn() -> MonoNanos,
+        make: impl FnOnce() -> T,
+    ) {
         self.shared.heartbeat.store(now.0, Ordering::Relaxed);
         if self.shared.wanted.load(Ordering::Relaxed) {
             self.shared.wanted.store(false, Ordering::Relaxed);
+            let start = clock();
+            let snapshot = Box::new(make());
+            let cost = clock().saturating_sub(start);
+            self.shared.cost.store(cost, Ordering::Relaxed);
             // Full (the reader has not taken the last one) or disconnected: drop it.
-            let _ = self.tx.try_send(Box::new(make()));
+            let _ = self.tx.try_send(snapshot);
         }
     }
 
@@ -96,6 +115,11 @@ impl<T> Reader<T> {
         while let Ok(_stale) = self.rx.try_recv() {}
         self.shared.wanted.store(true, Ordering::Relaxed);
         self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// What the last snapshot took the loop to make (zero when not measured).
+    pub fn last_cost(&self) -> Duration {
+        Duration::from_nanos(self.shared.cost.load(Ordering::Relaxed))
     }
 
     /// The loop's last tick (None before the first).
@@ -145,5 +169,31 @@ mod tests {
         assert!(!reader.loop_gone());
         drop(publisher);
         assert!(reader.loop_gone());
+    }
+
+    #[test]
+    fn a_timed_tick_reports_what_the_snapshot_took_to_make() {
+        let (publisher, reader) = channel::<u64>(MonoNanos(1));
+        assert_eq!(reader.last_cost(), Duration::ZERO);
+        // A clock that advances 3 ms per reading: the snapshot took one step.
+        let t = std::cell::Cell::new(100_000_000u64);
+        let clock = || {
+            t.set(t.get() + 3_000_000);
+            MonoNanos(t.get())
+        };
+        // Nobody asked: the clock is not read.
+        publisher.tick_timed(MonoNanos(2), clock, || unreachable!());
+        assert_eq!(t.get(), 100_000_000);
+        let reader = std::thread::scope(|s| {
+            let r = s.spawn(move || (reader.fetch(Duration::from_secs(10)), reader));
+            while !publisher.is_wanted() {
+                std::thread::yield_now();
+            }
+            publisher.tick_timed(MonoNanos(3), clock, || 3);
+            let (got, reader) = r.join().unwrap();
+            assert_eq!(got.map(|b| *b), Some(3));
+            reader
+        });
+        assert_eq!(reader.last_cost(), Duration::from_millis(3));
     }
 }

@@ -83,7 +83,7 @@ impl<A: Application> Engine<A> {
             self.net.next_housekeeping = self.now.as_nanos() + HOUSEKEEPING_NS;
             self.housekeeping();
             if let Some(m) = &self.monitor {
-                m.tick(MonoNanos::now(), || self.snapshot());
+                m.tick_timed(MonoNanos::now(), MonoNanos::now, || self.snapshot());
             }
         }
         self.finish_turn();

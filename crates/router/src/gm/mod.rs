@@ -469,6 +469,71 @@ struct Conn {
     bindings: Vec<u32>,
 }
 
+/// Guaranteed messaging's state as the stats document and the monitoring endpoint show
+/// it (JSON member `guaranteed`), copied out of the engine ([`Engine::view`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GmView {
+    /// Engine-wide counters.
+    pub totals: GmTotals,
+    /// Messages kept for replay.
+    pub retained_messages: usize,
+    /// Their bytes.
+    pub retained_bytes: u64,
+    /// Connections open as guaranteed publishers.
+    pub publishers: usize,
+    /// Entries of all queues together, and their bound.
+    pub queue_entries: u64,
+    /// `max_queue_entries`.
+    pub max_queue_entries: u64,
+    /// Nodes of the queues' subscription index, and their bound.
+    pub queue_index_nodes: usize,
+    /// `max_queue_index_nodes`.
+    pub max_queue_index_nodes: usize,
+    /// The queues shown, by name.
+    pub queues: Vec<QueueView>,
+    /// Queues left out (beyond the number asked for).
+    pub queues_omitted: usize,
+    /// Pending creates left out.
+    pub pending_creates_omitted: usize,
+    /// Creates that start in the past, still filling: how far each has looked.
+    pub pending_creates: Vec<PendingView>,
+}
+
+/// One queue in a [`GmView`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueView {
+    /// Its name.
+    pub name: String,
+    /// Messages it holds (waiting and in flight).
+    pub depth: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Delivered to its consumers, not yet acknowledged.
+    pub in_flight: usize,
+    /// Bindings.
+    pub consumers: usize,
+    /// Bindings receiving now.
+    pub active_consumers: usize,
+    /// Its counters (JSON: their members, beside the others).
+    #[serde(flatten)]
+    pub counters: QueueCounters,
+    /// Its definition.
+    pub definition: QueueDef,
+}
+
+/// One pending create in a [`GmView`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PendingView {
+    /// The queue's name.
+    pub name: String,
+    /// The next message id the fill looks at.
+    pub next_id: u64,
+    /// The newest message id stored.
+    pub newest_id: u64,
+    /// Messages found so far.
+    pub found: usize,
+}
+
 /// Engine-wide counters.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct GmTotals {
@@ -1790,9 +1855,15 @@ impl Engine {
     }
 
     fn queue_json(&self, qi: u32) -> serde_json::Value {
-        let Some(q) = self.queue(qi) else {
-            return serde_json::Value::Null;
-        };
+        match self.queue_view(qi) {
+            Some(v) => serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+            None => serde_json::Value::Null,
+        }
+    }
+
+    /// Queue `qi`'s counters and definition, copied.
+    fn queue_view(&self, qi: u32) -> Option<QueueView> {
+        let q = self.queue(qi)?;
         let consumers = q.bindings.len();
         let active = q
             .bindings
@@ -1806,21 +1877,15 @@ impl Engine {
             .filter_map(|b| self.bindings.get(b))
             .map(|b| b.in_flight.len())
             .sum();
-        serde_json::json!({
-            "name": q.def.name,
-            "depth": q.depth,
-            "bytes": q.bytes,
-            "in_flight": in_flight,
-            "consumers": consumers,
-            "active_consumers": active,
-            "spooled": q.counters.spooled,
-            "delivered": q.counters.delivered,
-            "redelivered": q.counters.redelivered,
-            "acked": q.counters.acked,
-            "dead_lettered": q.counters.dead_lettered,
-            "discarded": q.counters.discarded,
-            "rejected": q.counters.rejected,
-            "definition": q.def,
+        Some(QueueView {
+            name: q.def.name.clone(),
+            depth: q.depth,
+            bytes: q.bytes,
+            in_flight,
+            consumers,
+            active_consumers: active,
+            counters: q.counters,
+            definition: q.def.clone(),
         })
     }
 
@@ -1834,35 +1899,43 @@ impl Engine {
     /// say how many were left out (the STATS reply must fit in one frame, and the router
     /// may hold `max_queues` queues of a few hundred bytes of JSON each).
     pub fn stats_json_cut(&self, max_queues: usize) -> serde_json::Value {
+        serde_json::to_value(self.view(max_queues)).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// What [`Engine::stats_json_cut`] shows, copied out as plain values (for the
+    /// monitoring snapshot: building JSON costs ~8 µs per queue, copying ~0.3).
+    pub fn view(&self, max_queues: usize) -> GmView {
         let mut names: Vec<(&String, &u32)> = self.queue_names.iter().collect();
-        names.sort();
-        let qs: Vec<serde_json::Value> = names
+        names.sort_unstable();
+        let queues = names
             .iter()
             .take(max_queues)
-            .map(|(_, &q)| self.queue_json(q))
+            .filter_map(|(_, &q)| self.queue_view(q))
             .collect();
-        let queues_omitted = names.len().saturating_sub(max_queues);
-        let pending_omitted = self.fills.len().saturating_sub(max_queues);
-        serde_json::json!({
-            "totals": self.totals,
-            "retained_messages": self.store.len(),
-            "retained_bytes": self.store.bytes(),
-            "publishers": self.publishers.iter().filter(|p| p.slot.is_some()).count(),
-            "queue_entries": self.entries,
-            "max_queue_entries": self.cfg.max_entries,
-            "queue_index_nodes": self.index.node_count(),
-            "max_queue_index_nodes": self.cfg.max_index_nodes,
-            "queues": qs,
-            "queues_omitted": queues_omitted,
-            "pending_creates_omitted": pending_omitted,
-            // Creates that start in the past, still filling: how far each has looked.
-            "pending_creates": self.fills.iter().take(max_queues).map(|f| serde_json::json!({
-                "name": f.def.name,
-                "next_id": f.cursor,
-                "newest_id": self.store.next_id().saturating_sub(1),
-                "found": f.found.len(),
-            })).collect::<Vec<_>>(),
-        })
+        GmView {
+            totals: self.totals,
+            retained_messages: self.store.len(),
+            retained_bytes: self.store.bytes(),
+            publishers: self.publishers.iter().filter(|p| p.slot.is_some()).count(),
+            queue_entries: self.entries,
+            max_queue_entries: self.cfg.max_entries,
+            queue_index_nodes: self.index.node_count(),
+            max_queue_index_nodes: self.cfg.max_index_nodes,
+            queues,
+            queues_omitted: names.len().saturating_sub(max_queues),
+            pending_creates_omitted: self.fills.len().saturating_sub(max_queues),
+            pending_creates: self
+                .fills
+                .iter()
+                .take(max_queues)
+                .map(|f| PendingView {
+                    name: f.def.name.clone(),
+                    next_id: f.cursor,
+                    newest_id: self.store.next_id().saturating_sub(1),
+                    found: f.found.len(),
+                })
+                .collect(),
+        }
     }
 
     // ------------------------------------------------------------------ consumers

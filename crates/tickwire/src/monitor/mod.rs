@@ -226,12 +226,23 @@ pub fn page<T: serde::Serialize>(req: &Request<'_>, items: &[T]) -> serde_json::
 }
 
 /// Requests within this long of a snapshot share it (the hot thread makes at most one
-/// per tick either way).
+/// per tick either way)...
 const FRESH: Duration = Duration::from_millis(50);
+/// ...or within this many times what the snapshot took the hot thread to make, when
+/// longer: requests in a row take at most ~1/20 of the loop's time, however large its
+/// state (a router with 10,000 queues took ~150 ms per snapshot)...
+const SHARE_PER_COST: u32 = 20;
+/// ...but never longer than this.
+const MAX_SHARE: Duration = Duration::from_secs(10);
 /// How long a request waits for the hot thread's next tick.
 const WAIT: Duration = Duration::from_millis(500);
 /// The hot threads tick at least every 100 ms: silent for this long, one is stuck.
 const STUCK_NS: u64 = 2_000_000_000;
+
+/// How long requests share a snapshot that took `cost` to make.
+fn share_for(cost: Duration) -> Duration {
+    cost.saturating_mul(SHARE_PER_COST).clamp(FRESH, MAX_SHARE)
+}
 
 /// A hot thread's snapshots as the HTTP threads see them: fetched on request through
 /// [`tickwire_rt::snapshot`] and shared for [`FRESH`].
@@ -261,11 +272,12 @@ impl<T> Source<T> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A snapshot at most [`FRESH`] old, or None when the hot thread did not answer.
+    /// A snapshot at most [`FRESH`] old (or [`SHARE_PER_COST`] times what it cost the
+    /// hot thread, at most [`MAX_SHARE`]), or None when the hot thread did not answer.
     pub fn snapshot(&self) -> Option<Arc<T>> {
         let mut c = self.lock();
         if let Some((at, s)) = &c.last {
-            if at.elapsed() < FRESH {
+            if at.elapsed() < share_for(c.reader.last_cost()) {
                 return Some(s.clone());
             }
         }
@@ -360,5 +372,23 @@ pub fn per_item<T>(
             let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
             out.sample(name, &labels, value(item));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_share_a_snapshot_longer_when_it_cost_the_loop_more() {
+        assert_eq!(share_for(Duration::ZERO), FRESH);
+        assert_eq!(share_for(Duration::from_millis(1)), FRESH);
+        assert_eq!(
+            share_for(Duration::from_millis(150)),
+            Duration::from_secs(3),
+            "a 150 ms snapshot: at most 1/20 of the loop"
+        );
+        assert_eq!(share_for(Duration::from_secs(5)), MAX_SHARE);
+        assert_eq!(share_for(Duration::MAX), MAX_SHARE);
     }
 }

@@ -54,7 +54,9 @@ fn slow_count(s: &Snapshot) -> usize {
 }
 
 fn queues(s: &Snapshot) -> &[Value] {
-    s.guaranteed["queues"].as_array().map_or(&[], Vec::as_slice)
+    s.guaranteed_json()["queues"]
+        .as_array()
+        .map_or(&[], Vec::as_slice)
 }
 
 /// Sorts connections by `key` (largest first for counters).
@@ -102,7 +104,7 @@ impl Component for RouterMonitor {
                 "shared_groups": s.shared_groups,
                 "slow_consumers": slow_count(s),
                 "queues": queues(s).len(),
-                "guaranteed": !s.guaranteed.is_null(),
+                "guaranteed": s.guaranteed.is_some(),
                 "latency_probe": self.probe_summary(),
             })
         })
@@ -270,7 +272,7 @@ impl Component for RouterMonitor {
         );
 
         let qs = queues(&s);
-        if !s.guaranteed.is_null() {
+        if s.guaranteed.is_some() {
             let per_queue: [(&str, Kind, &str, &str); 6] = [
                 (
                     "tickwire_router_queue_depth_messages",
@@ -376,7 +378,7 @@ impl Component for RouterMonitor {
                 "list": shown,
             },
             "latency": latency,
-            "queues": (!s.guaranteed.is_null()).then(|| queues(&s).to_vec()),
+            "queues": s.guaranteed.is_some().then(|| queues(&s).to_vec()),
         })
     }
 
@@ -396,10 +398,11 @@ impl Component for RouterMonitor {
                     .iter()
                     .map(|c| {
                         let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
-                        if !subs {
-                            if let Some(o) = v.as_object_mut() {
-                                o.remove("patterns");
-                            }
+                        if let Some(o) = v.as_object_mut() {
+                            match subs {
+                                true => o.insert("patterns".into(), json!(c.sorted_patterns())),
+                                false => o.remove("patterns"),
+                            };
                         }
                         v
                     })
@@ -415,8 +418,8 @@ impl Component for RouterMonitor {
                     .clients
                     .iter()
                     .filter(|c| !c.patterns.is_empty())
-                    .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| p == f)))
-                    .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.patterns }))
+                    .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)))
+                    .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.sorted_patterns() }))
                     .collect();
                 let mut doc = page(req, &list);
                 doc["subscriptions"] = json!(s.router.subscriptions);
@@ -424,12 +427,12 @@ impl Component for RouterMonitor {
                 doc
             }),
             "/queuez" => self.source.json(|s| {
-                if s.guaranteed.is_null() {
+                if s.guaranteed.is_none() {
                     return json!({ "enabled": false, "total": 0, "items": [] });
                 }
                 let mut doc = page(req, queues(s));
                 doc["enabled"] = json!(true);
-                doc["totals"] = s.guaranteed["totals"].clone();
+                doc["totals"] = s.guaranteed_json()["totals"].clone();
                 doc
             }),
             "/latz" => match &self.probe {
