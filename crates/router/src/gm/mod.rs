@@ -337,6 +337,8 @@ struct Binding {
     active: bool,
     /// Browse (replay) binding: the next message id to look at.
     browse: Option<u64>,
+    /// A browse binding's place in [`Engine::browsers`].
+    browse_at: usize,
 }
 
 impl Binding {
@@ -565,6 +567,9 @@ pub struct Engine {
     browse_hits: Vec<Slot>,
     /// Where the next [`Engine::pump_browsers`] starts.
     browse_rr: usize,
+    /// The browse bindings (each knows its place: `Binding::browse_at`), so that a
+    /// durability step finds them without a walk of every binding.
+    browsers: Vec<u32>,
     /// Entries of every queue together (`max_entries`), and those pending creates have
     /// found so far.
     entries: u64,
@@ -625,6 +630,7 @@ impl Engine {
             matched: Vec::new(),
             browse_hits: Vec::new(),
             browse_rr: 0,
+            browsers: Vec::new(),
             entries: 0,
             fills: VecDeque::new(),
             fill_seen: 0,
@@ -1986,6 +1992,10 @@ impl Engine {
         let active =
             browse.is_some() || q.is_some_and(|(a, empty)| a == Access::NonExclusive || empty);
         self.conns.entry(slot.0).or_default().bindings.push(id);
+        let browse_at = self.browsers.len();
+        if browse.is_some() {
+            self.browsers.push(id);
+        }
         self.bindings.insert(
             id,
             Binding {
@@ -1995,6 +2005,7 @@ impl Engine {
                 in_flight: VecDeque::new(),
                 active,
                 browse,
+                browse_at,
             },
         );
         if browse.is_none() {
@@ -2200,6 +2211,7 @@ impl Engine {
             c.bindings.retain(|&x| x != binding);
         }
         if b.browse.is_some() {
+            self.forget_browser(b.browse_at);
             return;
         }
         let qi = b.queue;
@@ -2498,20 +2510,29 @@ impl Engine {
     /// messages, starting where the last call left off, so a binding whose scan is long
     /// does not keep the others waiting.
     fn pump_browsers(&mut self, now: MonoNanos) {
-        let browsers: Vec<u32> = self
-            .bindings
-            .iter()
-            .filter(|(_, b)| b.browse.is_some())
-            .map(|(&id, _)| id)
-            .collect();
-        let n = browsers.len();
+        // pump_browse adds and removes no binding: the list stands still meanwhile.
+        let n = self.browsers.len();
         let mut budget = BROWSE_SCAN;
         for k in 0..n {
             let at = (self.browse_rr + k) % n;
-            self.pump_browse(now, browsers[at], &mut budget);
+            self.pump_browse(now, self.browsers[at], &mut budget);
             if budget == 0 {
                 self.browse_rr = at + 1;
                 break;
+            }
+        }
+    }
+
+    /// Takes the browse binding at `at` out of [`Engine::browsers`] (the last one moves
+    /// to its place).
+    fn forget_browser(&mut self, at: usize) {
+        if at >= self.browsers.len() {
+            return;
+        }
+        self.browsers.swap_remove(at);
+        if let Some(&moved) = self.browsers.get(at) {
+            if let Some(b) = self.bindings.get_mut(&moved) {
+                b.browse_at = at;
             }
         }
     }

@@ -1054,6 +1054,7 @@ proptest! {
             in_flight: VecDeque::new(),
             active: true,
             browse: None,
+            browse_at: 0,
         };
         let mut model = std::collections::BTreeSet::new();
         let mut taken = Vec::new();
@@ -1080,6 +1081,63 @@ proptest! {
             prop_assert_eq!(have, want);
         }
     }
+}
+
+/// The browse bindings a durability step pumps are kept in a list (not found by a walk
+/// of every binding): bound, unbound and dropped with their connection in any order,
+/// the list holds exactly the browse bindings and each knows its place in it.
+#[test]
+fn the_browse_list_holds_exactly_the_browse_bindings() {
+    let (mut e, mut log) = engine();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"]}"#);
+    let check = |e: &Engine| {
+        let mut want: Vec<u32> = e
+            .bindings
+            .iter()
+            .filter(|(_, b)| b.browse.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        want.sort_unstable();
+        let mut have = e.browsers.clone();
+        have.sort_unstable();
+        assert_eq!(have, want);
+        for (at, id) in e.browsers.iter().enumerate() {
+            assert_eq!(e.bindings[id].browse_at, at, "binding {id}");
+        }
+    };
+    let mut ids = Vec::new();
+    for k in 0..6u32 {
+        let slot = Slot(200 + k % 3);
+        e.handle_bind(t(0), slot, k, 4, Start::Beginning, "q")
+            .unwrap();
+        // A consuming binding among them, which the list leaves out.
+        e.handle_bind(t(0), slot, 100 + k, 4, Start::Queue, "q")
+            .unwrap();
+        ids.extend(drain(&mut e).into_iter().filter_map(|(_, o)| match o {
+            Out::Bound(b, _) => Some(b),
+            _ => None,
+        }));
+        check(&e);
+    }
+    // Unbind from the middle, the end and the front of the list.
+    for at in [2usize, 0] {
+        let id = e.browsers[at];
+        let slot = e.bindings[&id].slot;
+        e.handle_unbind(&mut log, t(1), slot, 9, id).unwrap();
+        check(&e);
+    }
+    let last = *e.browsers.last().unwrap();
+    let slot = e.bindings[&last].slot;
+    e.handle_unbind(&mut log, t(1), slot, 9, last).unwrap();
+    check(&e);
+    // A connection's bindings go with it.
+    e.handle_disconnect(&mut log, t(2), Slot(201));
+    check(&e);
+    e.handle_disconnect(&mut log, t(2), Slot(200));
+    e.handle_disconnect(&mut log, t(2), Slot(202));
+    check(&e);
+    assert!(e.browsers.is_empty());
+    assert_eq!(ids.len(), 12, "six of each bound");
 }
 
 /// A browse binding over a retention its queue barely matches scans at most
