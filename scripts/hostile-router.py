@@ -3,7 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
-                                                    #        qnodes qwalk qentries browse qlist qlist-fit images monitor
+                                                    #        qnodes qwalk qentries browse qlist qlist-fit images monitor churn
 
 Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
 TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
@@ -593,8 +593,12 @@ def attack_images(router, topics=100_000, budget_s=20):
     names = [f"c/{i}" for i in range(topics)]
     pub.sendall(b"".join(frame(0x20, t.encode() + b"0123456789abcdef", aux=len(t))
                          for t in names))
-    wait_routed(router, topics, time.time())
+    # Every publish is read once the PING after them is answered (then closing the
+    # connection loses nothing); the cache holds them all.
+    pub.sendall(frame(0x05, struct.pack("<Q", 1)))
+    read_answers(pub, 1, {0x06: "pong"}, limit=120)
     pub.close()
+    cached = (router_stats(router) or {}).get("cache", {}).get("topics", "?")
     s = socket.create_connection(router.addr)
     s.sendall(hello("image-flooder"))
     read_answers(s, 1, {0x02: "welcome"})
@@ -603,27 +607,30 @@ def attack_images(router, topics=100_000, budget_s=20):
 
     def reader():
         # Frames: ACK 0x12, ERROR 0x04 (BUSY is non-fatal): counted until told to stop.
-        s.settimeout(0.5)
+        # Blocking reads (the socket is shared with the sender: no timeout set here);
+        # the sender's last write is followed by a PING whose PONG ends it.
         buf = b""
         while not stop.is_set():
             try:
                 b = s.recv(1 << 20)
-            except socket.timeout:
-                continue
             except OSError:
                 break
             if not b:
                 break
             buf += b
-            while len(buf) >= 8:
-                n, kind = struct.unpack_from("<IB", buf)
-                if len(buf) < n:
+            at = 0
+            while len(buf) - at >= 8:
+                n, kind = struct.unpack_from("<IB", buf, at)
+                if len(buf) - at < n:
                     break
                 if kind == 0x12:
                     counts["ack"] += 1
                 elif kind == 0x04:
                     counts["error"] += 1
-                buf = buf[n:]
+                elif kind == 0x06:
+                    stop.set()
+                at += n
+            buf = buf[at:]
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()
@@ -631,23 +638,23 @@ def attack_images(router, topics=100_000, budget_s=20):
     query = frame(0x10, struct.pack("<I", 1) + b"nothing/>", flags=0x02)
     batch = query * 1000
     sent = 0
-    end = time.time() + budget_s
-    s.settimeout(5.0)
+    t0 = time.time()
+    end = t0 + budget_s
     while time.time() < end:
         try:
             s.sendall(batch)
-        except (socket.timeout, OSError):
+        except OSError:
             break
         sent += 1000
         # Never more than 10,000 unanswered: what the router does, not the socket.
         while sent - counts["ack"] - counts["error"] > 10_000 and time.time() < end:
             time.sleep(0.001)
-    time.sleep(1.0)
+    took = time.time() - t0
+    s.sendall(frame(0x05, struct.pack("<Q", 2)))
+    t.join(timeout=120)
     held = probe.result()
-    stop.set()
-    t.join()
     s.close()
-    return (f"{topics:,} topics cached; {sent:,} cache queries sent in {budget_s} s: "
+    return (f"{cached} topics cached; {sent:,} cache queries sent in {took:.1f} s: "
             f"{counts['ack']:,} answered, {counts['error']:,} refused (BUSY); {held}")
 
 
@@ -738,6 +745,36 @@ def attack_monitor(router, queues=10_000, budget_s=15, threads=4):
     s.close()
     return (f"{queues:,} queues; {sum(answered):,} /queuez requests answered in {budget_s} s by "
             f"{threads} clients; {held}")
+
+
+def attack_churn(router, budget_s=15, hold_s=3.0):
+    """Connections that each send a malformed frame (the router answers with an ERROR and
+    closes its side) and then keep their end open without sending or closing for
+    `hold_s` seconds, opened as fast as the router accepts them for `budget_s` seconds,
+    while a client pings the router: what closing connections the peer keeps open cost
+    the router (it reads what they still send until its linger deadline)."""
+    held = []
+    opened = 0
+    end = time.time() + budget_s
+    junk = struct.pack("<IBBH", 8, 0x7F, 0, 0)  # kind 0x7f: no such frame
+    probe = Prober(router)
+    while time.time() < end:
+        try:
+            c = socket.create_connection(router.addr, timeout=5)
+            c.sendall(junk)
+        except OSError:
+            time.sleep(0.01)
+            continue
+        opened += 1
+        held.append((time.time() + hold_s, c))
+        while held and held[0][0] < time.time():
+            held.pop(0)[1].close()
+    result = probe.result()
+    peak = len(held)
+    for _, c in held:
+        c.close()
+    return (f"{opened:,} connections opened in {budget_s} s, each sending a malformed frame and "
+            f"then held open {hold_s:.0f} s (up to {peak:,} at once); {result}")
 
 
 def router_stats(router):
@@ -831,6 +868,7 @@ CASES = {
     "qlist-fit": lambda router: attack_qlist(router, queues=1_500),
     "images": attack_images,
     "monitor": attack_monitor,
+    "churn": attack_churn,
 }
 
 # Router flags a case needs.

@@ -331,22 +331,56 @@ impl Client {
     /// [`Message::cached`] set to its original receive time), then the ACK, then live
     /// messages, with no gap and no duplicate between the two (docs/protocol.md,
     /// "Last-value cache"). The image is kept for the next [`Client::poll`].
+    ///
+    /// A `BUSY` answer (the router's budget for image scans is spent, or its egress
+    /// buffers are full: "ask again later") is retried with a growing pause, 10 ms to
+    /// 500 ms, for up to [`ClientOptions::request_timeout`]; then it is the error.
     pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
-        let id = self.request_id();
-        self.call(
-            "the router's ACK to SUBSCRIBE (initial image)",
-            Pending::Request(id),
-            |tx| frame::encode_subscribe_image(tx, id, pattern, Image::ThenLive),
-        )
-        .and_then(expect_ack)
+        self.retry_busy(|c| {
+            let id = c.request_id();
+            c.call(
+                "the router's ACK to SUBSCRIBE (initial image)",
+                Pending::Request(id),
+                |tx| frame::encode_subscribe_image(tx, id, pattern, Image::ThenLive),
+            )
+            .and_then(expect_ack)
+        })
+    }
+
+    /// Runs `request` again while the router answers `BUSY`, pausing 10 ms, then twice
+    /// as long each time up to 500 ms, until [`ClientOptions::request_timeout`] has
+    /// passed since the first try; then the `BUSY` is returned.
+    fn retry_busy<T>(
+        &mut self,
+        mut request: impl FnMut(&mut Client) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match request(self) {
+                Err(Error::Rejected { code, .. })
+                    if code == ErrorCode::BUSY
+                        && start.elapsed() + pause < self.opts.request_timeout =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The messages of the router's last-value cache matching `pattern`, without
     /// subscribing (a one-shot query). Live messages of this client's subscriptions
-    /// that arrive meanwhile are kept for the next [`Client::poll`].
+    /// that arrive meanwhile are kept for the next [`Client::poll`]. `BUSY` is retried
+    /// as by [`Client::subscribe_with_image`].
     pub fn cache_query(&mut self, pattern: &str) -> Result<Vec<OwnedMessage>, Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        self.retry_busy(|c| c.cache_query_once(pattern))
+    }
+
+    fn cache_query_once(&mut self, pattern: &str) -> Result<Vec<OwnedMessage>, Error> {
         if let Some(e) = self.take_deferred_or_closed() {
             return Err(e);
         }

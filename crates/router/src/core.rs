@@ -1390,7 +1390,7 @@ impl Core {
                 _ => None,
             },
         };
-        let refusal = refusal.or_else(|| self.charge_image(id, now));
+        let refusal = refusal.or_else(|| self.image_over_budget(id, now));
         if let Some((code, text)) = refusal {
             if code == ErrorCode::PERMISSION_DENIED {
                 self.totals.denied += 1;
@@ -1423,6 +1423,11 @@ impl Core {
         if c.phase != Phase::Open {
             return;
         }
+        // Checked by image_over_budget above (nothing changed it since): spent only
+        // now that the scan is certain.
+        let cost = self.cache.scan_cost();
+        c.image_budget.take(cost);
+        self.image_budget.take(cost);
         let before = c.egress.capacity();
         let out = c.egress.control();
         let n = self.cache.for_each_matching(pattern, |f, at| {
@@ -1436,9 +1441,10 @@ impl Core {
         self.mark_dirty(id);
     }
 
-    /// Spends what an image's scan examines from client `id`'s budget and the
-    /// router's; the BUSY refusal if either holds too little (nothing spent then).
-    fn charge_image(&mut self, id: Slot, now: MonoNanos) -> Option<(ErrorCode, String)> {
+    /// The BUSY refusal of an image whose scan client `id`'s budget or the router's
+    /// cannot pay for now (counted); None if both can (the caller spends it once the
+    /// scan is certain).
+    fn image_over_budget(&mut self, id: Slot, now: MonoNanos) -> Option<(ErrorCode, String)> {
         let c = self
             .clients
             .get_mut(id.0 as usize)
@@ -1446,8 +1452,6 @@ impl Core {
         let cost = self.cache.scan_cost();
         let own = c.image_budget.available(now) >= cost;
         if own && self.image_budget.available(now) >= cost {
-            c.image_budget.take(cost);
-            self.image_budget.take(cost);
             return None;
         }
         self.cache.count_throttled();
@@ -1466,8 +1470,8 @@ impl Core {
         Some((
             ErrorCode::BUSY,
             format!(
-                "an image examines every cached topic ({cost} now) and {whose} may examine \
-                 {rate} per second ({key}): ask again later"
+                "an image examines every slot of the cache's topic table ({cost} now) and \
+                 {whose} may examine {rate} per second ({key}): ask again later"
             ),
         ))
     }
@@ -2484,6 +2488,7 @@ mod tests {
             cache_max_topics: 100,
             image_scan_rate: 100,
             image_scan_rate_total: 2_000,
+            max_subscriptions: 1,
             ..Config::default()
         };
         let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
@@ -2537,6 +2542,15 @@ mod tests {
             .unwrap()
             .patterns
             .is_empty());
+        // An image refused for another reason (here its subscription: one allowed)
+        // spends nothing: the router's 100 left still pay for e's query.
+        let e = open(&mut core, 1_500 * MS);
+        subscribe(&mut core, e, "x");
+        let mut f = Vec::new();
+        encode_subscribe_image(&mut f, 9, "y", Image::ThenLive);
+        core.handle_input(e, MonoNanos(1_500 * MS), &f, f.len());
+        assert_eq!(out(&mut core, e), ["ERROR too-many-subscriptions false"]);
+        assert_eq!(query(&mut core, e, 1_500 * MS), ["ACK 7"]);
     }
 
     /// A router with a small router-wide egress bound: `clients` may connect, each may

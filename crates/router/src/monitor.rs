@@ -83,8 +83,15 @@ pub struct ClientView {
     pub slow: bool,
     /// Its subscription patterns, in no particular order (shared with the loop's own
     /// set: copying them costs the loop a reference count each, not a string; the
-    /// monitoring side sorts them, [`ClientView::sorted_patterns`]).
+    /// monitoring side sorts them, [`ClientView::sorted_patterns`]; serialized sorted).
+    #[serde(serialize_with = "serialize_sorted")]
     pub patterns: Vec<Arc<str>>,
+}
+
+fn serialize_sorted<S: serde::Serializer>(p: &[Arc<str>], s: S) -> Result<S::Ok, S::Error> {
+    let mut v: Vec<&str> = p.iter().map(|p| &**p).collect();
+    v.sort_unstable();
+    s.collect_seq(v)
 }
 
 impl ClientView {
@@ -113,6 +120,14 @@ mod tests {
     use crate::core::Core;
     use std::time::Duration;
     use tickwire_rt::UtcNanos;
+
+    /// Patterns leave the loop in its set's order and are shown sorted.
+    #[test]
+    fn patterns_are_serialized_sorted() {
+        let p: Vec<Arc<str>> = ["md/b", "a/>", "md/a"].into_iter().map(Arc::from).collect();
+        let v = serialize_sorted(&p, serde_json::value::Serializer).unwrap();
+        assert_eq!(v, serde_json::json!(["a/>", "md/a", "md/b"]));
+    }
 
     #[test]
     fn the_loop_hands_over_the_core_snapshot_of_its_tick() {

@@ -51,12 +51,26 @@ impl TokenBucket {
     }
 
     fn refill(&mut self, now: MonoNanos) {
-        let ns = now.saturating_sub(self.refilled);
-        let add = (u128::from(ns) * u128::from(self.rate) / 1_000_000_000) as u64;
-        // While less than one token has accrued, `refilled` stays: the fraction is kept.
-        if add > 0 {
-            self.tokens = self.tokens.saturating_add(add).min(self.burst);
+        if now <= self.refilled || self.rate == 0 {
+            return;
+        }
+        let ns = u128::from(now.saturating_sub(self.refilled));
+        let add = ns * u128::from(self.rate) / 1_000_000_000;
+        if add == 0 {
+            // Less than one token so far: `refilled` stays, the fraction is kept.
+            return;
+        }
+        let room = u128::from(self.burst.saturating_sub(self.tokens));
+        if add >= room {
+            // Full: whatever accrued beyond the burst is not kept.
+            self.tokens = self.burst;
             self.refilled = now;
+        } else {
+            // `add` < `room` <= u64::MAX. `refilled` advances by the time those tokens
+            // took, not to `now`, so the fraction of the next one is kept.
+            self.tokens += add as u64;
+            let took = (add * 1_000_000_000).div_ceil(u128::from(self.rate));
+            self.refilled = MonoNanos(self.refilled.0.saturating_add(took as u64).min(now.0));
         }
     }
 }
@@ -89,6 +103,24 @@ mod tests {
             assert_eq!(b.available(MonoNanos(t * 100 * MS)), 0);
         }
         assert_eq!(b.available(MonoNanos(1_000 * MS)), 1);
+    }
+
+    #[test]
+    fn fractions_are_kept_across_refills() {
+        // 1 token a second, asked every 1.5 s: 3 tokens in 3 s (dropping the half
+        // token at each refill gave 1 per call: 2).
+        let mut b = TokenBucket::full(1, 10, MonoNanos(0));
+        b.take(10);
+        assert_eq!(b.available(MonoNanos(1_500 * MS)), 1);
+        assert_eq!(b.available(MonoNanos(3_000 * MS)), 3);
+        assert_eq!(b.available(MonoNanos(4_500 * MS)), 4);
+    }
+
+    #[test]
+    fn a_huge_rate_after_a_long_gap_fills_the_bucket_without_wrapping() {
+        let mut b = TokenBucket::full(u64::MAX, 1_000, MonoNanos(0));
+        b.take(1_000);
+        assert_eq!(b.available(MonoNanos(u64::MAX)), 1_000);
     }
 
     #[test]

@@ -398,11 +398,10 @@ impl Component for RouterMonitor {
                     .iter()
                     .map(|c| {
                         let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
-                        if let Some(o) = v.as_object_mut() {
-                            match subs {
-                                true => o.insert("patterns".into(), json!(c.sorted_patterns())),
-                                false => o.remove("patterns"),
-                            };
+                        if !subs {
+                            if let Some(o) = v.as_object_mut() {
+                                o.remove("patterns");
+                            }
                         }
                         v
                     })
