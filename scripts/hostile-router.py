@@ -684,15 +684,20 @@ def attack_browse(router, retained=1_000_000, binds=5):
             f"answered in {', '.join(took)} ms")
 
 
+def create_queues(s, queues):
+    """Creates queues q0.. (one topic t0.. each) over `s`, 500 per write."""
+    for q in range(0, queues, 500):
+        s.sendall(b"".join(queue_create(q + i + 1, {"name": f"q{q + i}", "subscriptions": [f"t{q + i}"]})
+                           for i in range(500)))
+        read_answers(s, 500, {0x45: "ok", 0x04: "error"})
+
+
 def attack_qlist(router, queues=10_000, lists=200):
     """One client creates `queues` queues, then sends `lists` queue LIST requests in one
     write and reads the answers: each LIST is built from every queue."""
     s = socket.create_connection(router.addr)
     s.sendall(hello("lister"))
-    for q in range(0, queues, 500):
-        s.sendall(b"".join(queue_create(q + i + 1, {"name": f"q{q + i}", "subscriptions": [f"t{q + i}"]})
-                           for i in range(500)))
-        read_answers(s, 500, {0x45: "ok", 0x04: "error"})
+    create_queues(s, queues)
     t = time.time()
     s.sendall(b"".join(frame(0x44, struct.pack("<IHH", 100_000 + i, 5, 0)) for i in range(lists)))
     got, text = read_answers(s, lists, {0x45: "list", 0x04: "error"}, limit=300)
@@ -710,10 +715,7 @@ def attack_monitor(router, queues=10_000, budget_s=15, threads=4):
     the longest the router was held."""
     s = socket.create_connection(router.addr)
     s.sendall(hello("queue-maker"))
-    for q in range(0, queues, 500):
-        s.sendall(b"".join(queue_create(q + i + 1, {"name": f"q{q + i}", "subscriptions": [f"t{q + i}"]})
-                           for i in range(500)))
-        read_answers(s, 500, {0x45: "ok", 0x04: "error"})
+    create_queues(s, queues)
     host, port = router.http.rsplit(":", 1)
     answered = [0] * threads
     end = time.time() + budget_s
