@@ -40,6 +40,11 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 /// How long a closing client may take to read its last frames.
 const LINGER_NS: u64 = 1_000_000_000;
+/// Most closed connections lingering at once (each holds a file descriptor and is read
+/// once per tick until its peer's EOF or its linger deadline): beyond it the oldest
+/// goes at once, so a peer opening connections that get closed and keeping its ends
+/// open cannot make the router hold descriptors (and reads) in proportion to its rate.
+const MAX_DRAINING: usize = 256;
 /// How often timers are checked at the latest.
 const TIMER_PERIOD_NS: u64 = 10_000_000;
 /// The closest together a core deadline brings the timer work (`Core::handle_timeout`
@@ -861,6 +866,10 @@ impl Router {
                 // FIN after the last bytes; the peer's input is read and dropped.
                 let _ = c.stream.shutdown(Shutdown::Write);
                 if let Some(tcp) = c.stream.into_tcp() {
+                    if self.draining.len() >= MAX_DRAINING {
+                        // The oldest, nearest its deadline (the list keeps its order).
+                        self.draining.remove(0);
+                    }
                     self.draining.push((tcp, now.add_nanos(LINGER_NS)));
                 }
             }

@@ -421,3 +421,46 @@ fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout(
     assert!(st["router"]["totals"]["refused"].as_u64().unwrap() >= 1);
     pair.exchange(100);
 }
+
+/// Connections the router closes (here for a malformed frame) linger up to 1 s while
+/// it reads what their peers still send; a peer that keeps its ends open while opening
+/// more could make it hold a descriptor each, in proportion to its rate (and run into
+/// the descriptor limit, refusing everyone). At most 256 linger: counted in the
+/// router's /proc/PID/fd while 400 such connections are open.
+#[test]
+fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
+    let r = RouterProc::start(&["--no-guaranteed"]);
+    let pid = r.child.id();
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let base = fds();
+    // Kind 0x7f: no such frame; the router answers ERROR and closes its side.
+    let junk = [8u8, 0, 0, 0, 0x7f, 0, 0, 0];
+    let mut held = Vec::new();
+    let mut peak = 0;
+    let t = Instant::now();
+    for _ in 0..400 {
+        let mut s = TcpStream::connect(r.addr).unwrap();
+        s.write_all(&junk).unwrap();
+        held.push(s);
+        peak = peak.max(fds());
+    }
+    let took = t.elapsed();
+    // Each is answered and closed by the router (its ERROR then EOF), not timed out.
+    for s in held.iter_mut().rev().take(5) {
+        let (_, _, how) = read_to_end(s, T, 0);
+        assert_eq!(how, Ended::Eof, "closed by the router");
+    }
+    peak = peak.max(fds());
+    assert!(
+        peak <= base + 256 + 16,
+        "router descriptors peaked at {peak} (base {base}) with 400 closed connections \
+         held open by their peers, opened in {took:?}"
+    );
+    // The router goes on serving.
+    let mut c = client(r.addr, "after");
+    c.ping().unwrap();
+}
