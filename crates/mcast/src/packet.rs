@@ -21,7 +21,8 @@
 //! ```
 //!
 //! Sequences, message indexes, low marks and counts of delivered messages are below
-//! [`MAX_SEQ`] (2^62).
+//! [`MAX_SEQ`] (2^62); the next sequence (HEARTBEAT's and STATUS's `a`) is at most
+//! [`MAX_SEQ`], the position after the last sequence.
 //!
 //! [`decode`] is a bounded flyweight: it reads only the given bytes, allocates nothing,
 //! and checks every DATA frame (length, kind, structure) before anything is believed.
@@ -171,7 +172,13 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, DecodeError> {
     let body = &buf[HEADER_LEN..];
     // NAK and STATUS carry the receiver's (random) id in `b`.
     let b_is_seq = matches!(buf[5], 1 | 2);
-    if a >= MAX_SEQ || c >= MAX_SEQ || (b_is_seq && b >= MAX_SEQ) {
+    // HEARTBEAT's and STATUS's `a` is the next sequence: after the last one a sender
+    // may use (MAX_SEQ - 1), that is MAX_SEQ itself.
+    let a_max = match buf[5] {
+        2 | 4 => MAX_SEQ,
+        _ => MAX_SEQ - 1,
+    };
+    if a > a_max || c >= MAX_SEQ || (b_is_seq && b >= MAX_SEQ) {
         return Err(DecodeError::BadHeader("sequence out of range"));
     }
     match buf[5] {

@@ -513,6 +513,52 @@ fn sequences_near_the_top_of_u64_are_refused_not_overflowed() {
     assert!(rx.poll_event().is_none());
 }
 
+/// The last sequence a datagram may carry is `MAX_SEQ - 1`; a receiver that got it
+/// expects `MAX_SEQ` next, and its flow report (STATUS) and a sender's HEARTBEAT after
+/// it carry that position: they decode (found by the `mcast_input` fuzz target: the
+/// receiver's STATUS was refused as "sequence out of range").
+#[test]
+fn the_position_after_the_last_sequence_is_reported_and_decodes() {
+    let mut now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let last = packet::MAX_SEQ - 1;
+    rx.handle_datagram(now, sender_addr(), &data(7, last, 5, last, b"x"))
+        .unwrap();
+    assert_eq!(events(&mut rx), ["joined 00000007 at 5", "msg 5 x"]);
+    let mut hb = [0u8; HEADER_LEN];
+    packet::write_header(
+        &mut hb,
+        Header {
+            kind: Kind::Heartbeat,
+            flags: 0,
+            session: 7,
+            count: 0,
+            a: packet::MAX_SEQ,
+            b: 6,
+            c: last,
+        },
+    );
+    assert!(
+        packet::decode(&hb).is_ok(),
+        "a heartbeat after the last sequence"
+    );
+    rx.handle_datagram(now, sender_addr(), &hb).unwrap();
+    let mut sent = 0;
+    for _ in 0..3 {
+        now = rx.poll_timeout().max(now.add_nanos(1));
+        rx.handle_timer(now);
+        while let Some((_, d)) = rx.poll_transmit() {
+            let d = packet::decode(d).expect("the receiver sends what decodes");
+            if let packet::Datagram::Status { expected, .. } = d {
+                assert_eq!(expected, packet::MAX_SEQ);
+            }
+            sent += 1;
+        }
+    }
+    assert!(sent > 0, "a flow report was sent");
+    assert_eq!(rx.stats().malformed, 0);
+}
+
 #[test]
 fn a_start_position_from_the_router_is_received_from_there() {
     // The router announced (datagram 3, message 3); the first datagram heard is 5.
