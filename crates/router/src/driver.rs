@@ -432,7 +432,7 @@ impl Router {
                 }
             }
 
-            if self.shm_scan(&mut read_list, now) {
+            if self.shm_scan(&mut read_list, &flush_list, now) {
                 last_active = now;
             }
             if let Some(w) = &self.logins {
@@ -863,6 +863,9 @@ impl Router {
             if let Some(mut c) = self.conns.get_mut(id.0 as usize).and_then(Option::take) {
                 self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
                 let _ = self.poll.registry().deregister(&mut c.stream);
+                if matches!(c.stream, Link::Shm(_)) {
+                    self.shm_forget(id);
+                }
                 // FIN after the last bytes; the peer's input is read and dropped.
                 let _ = c.stream.shutdown(Shutdown::Write);
                 if let Some(tcp) = c.stream.into_tcp() {
@@ -910,6 +913,9 @@ impl Router {
             self.read_extra -= c.rbuf.len().saturating_sub(INITIAL_READ_BUFFER);
             let _ = self.poll.registry().deregister(&mut c.stream);
             let _ = c.stream.shutdown(Shutdown::Both);
+            if matches!(c.stream, Link::Shm(_)) {
+                self.shm_forget(id);
+            }
         }
         if self.core.phase(id).is_some() {
             self.core.handle_closed(id, why);

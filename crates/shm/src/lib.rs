@@ -38,7 +38,7 @@ pub use link::{
     MAX_RING_BYTES, MIN_RING_BYTES,
 };
 #[cfg(not(loom))]
-pub use raw::Region;
+pub use raw::{Region, WatchedWord};
 
 /// The address prefix that selects this transport: `shm:NAME`.
 pub const ADDR_PREFIX: &str = "shm:";

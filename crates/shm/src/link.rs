@@ -30,7 +30,7 @@ use rustix::net::{
 
 use crate::layout::{self, Header};
 use crate::notify::Notify;
-use crate::raw::Region;
+use crate::raw::{Region, WatchedWord};
 use crate::ring::{Consumer, Corrupt, Producer};
 
 /// Default bytes per ring (each direction).
@@ -272,10 +272,17 @@ impl ServerLink {
         self.check_ctl = true;
     }
 
-    /// Whether a read would do something: bytes waiting, a broken ring to report, or
-    /// a socket event to look at.
-    pub fn wants_read(&self) -> bool {
-        self.check_ctl || !matches!(self.ends.rx.available(), Ok(0))
+    /// A handshake-socket event has not been looked at yet (a read that finds the ring
+    /// empty does): the caller reads again even if the ring does not move.
+    pub fn ctl_pending(&self) -> bool {
+        self.check_ctl
+    }
+
+    /// The index the client publishes its writes with, to watch without going through
+    /// this link: it changes whenever the client writes (or scribbles on it, which the
+    /// next read reports). For a loop that looks at many clients' rings every turn.
+    pub fn input_watch(&self) -> WatchedWord {
+        WatchedWord::new(self.ends.rx.mem().clone(), self.ends.rx.layout().tail)
     }
 
     /// Whether the client's ring has room (or is broken, which a write reports).

@@ -9,7 +9,9 @@
 //!   fixed, aligned, in-bounds offsets (atomics are the one type whose memory may be
 //!   written concurrently through other references, including another process's);
 //! - [`Region::copy_out`]: a `memcpy` from the mapping into private memory;
-//! - [`Region::copy_in`]: a `memcpy` from private memory into the mapping.
+//! - [`Region::copy_in`]: a `memcpy` from private memory into the mapping;
+//! - [`WatchedWord`]: one such atomic `u64` held together with its region (an `Arc`),
+//!   so that a loop over many mappings loads each word through one pointer.
 //!
 //! Every offset is bounds-checked here (a failed check panics: callers compute offsets
 //! from their own private state, so a failure is a bug of ours, never peer input).
@@ -32,7 +34,9 @@
 
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use memmap2::MmapRaw;
 
@@ -176,6 +180,45 @@ impl Region {
     }
 }
 
+/// An atomic `u64` of a region, held with the region: loading it is one load through
+/// one pointer (not through a ring, an `Arc` and the region), for the router's scan of
+/// every client's ring index each turn.
+#[derive(Debug)]
+pub struct WatchedWord {
+    word: NonNull<AtomicU64>,
+    /// Keeps the mapping `word` points into alive.
+    _region: Arc<Region>,
+}
+
+impl WatchedWord {
+    /// The word at byte `offset` of `region` (a multiple of 8, in bounds: checked as by
+    /// [`Region::atomic_u64`]).
+    pub fn new(region: Arc<Region>, offset: usize) -> WatchedWord {
+        let word = NonNull::from(region.atomic_u64(offset));
+        WatchedWord {
+            word,
+            _region: region,
+        }
+    }
+
+    /// The word's value (a relaxed load: the watcher only looks for a change and reads
+    /// through the ring itself, with its own ordering, when it sees one).
+    #[inline]
+    pub fn load(&self) -> u64 {
+        // SAFETY: `word` came from `Region::atomic_u64` on the region `_region` keeps
+        // alive (the mapping is unmapped only when the last `Arc` drops), so it points
+        // to an in-bounds, aligned `AtomicU64` for as long as `self` lives; shared
+        // references to atomics may coexist with any other atomic access.
+        unsafe { self.word.as_ref() }.load(Ordering::Relaxed)
+    }
+}
+
+// SAFETY: a `WatchedWord` is an `Arc<Region>` (Send and Sync, below) and a pointer into
+// that region used only for atomic loads, which any thread may do.
+unsafe impl Send for WatchedWord {}
+// SAFETY: as for `Send`: `&WatchedWord` only allows an atomic load.
+unsafe impl Sync for WatchedWord {}
+
 // SAFETY: a `Region` is a pointer to a shared mapping; every access goes through
 // atomics or through copies whose races are part of the contract above, so sharing it
 // between threads adds nothing another process could not already do.
@@ -193,6 +236,24 @@ mod tests {
         let file = File::from(fd);
         file.set_len(len).unwrap();
         Region::map(&file).unwrap()
+    }
+
+    #[test]
+    fn a_watched_word_sees_stores_through_the_region_and_keeps_it_mapped() {
+        let r = Arc::new(region(4096));
+        let w = WatchedWord::new(r.clone(), 64);
+        assert_eq!(w.load(), 0);
+        r.atomic_u64(64).store(7, Ordering::Release);
+        assert_eq!(w.load(), 7);
+        drop(r);
+        // The watch holds the last reference: the mapping is still there.
+        assert_eq!(w.load(), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn a_watched_word_outside_the_region_is_refused() {
+        let _ = WatchedWord::new(Arc::new(region(4096)), 4096);
     }
 
     #[test]

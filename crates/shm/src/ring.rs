@@ -213,6 +213,16 @@ impl<M: Mem> Consumer<M> {
         Consumer { mem, lay, head: 0 }
     }
 
+    /// The memory the ring lives in.
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+
+    /// Where the ring's words and bytes are in [`Consumer::mem`].
+    pub fn layout(&self) -> RingLayout {
+        self.lay
+    }
+
     /// Bytes waiting to be read (one acquire load; no copy).
     pub fn available(&self) -> Result<usize, Corrupt> {
         let tail = self.mem.word(self.lay.tail).load(Ordering::Acquire);

@@ -424,3 +424,71 @@ fn a_spinning_router_serves_busy_polling_shm_clients_and_tcp_clients_alike() {
         Ok(got) => panic!("no error within 10 s after the router died (got {got:?})"),
     }
 }
+
+/// Shared-memory mappings (`memfd:tickwire-shm`) the process `pid` holds.
+fn shm_mappings(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("memfd:tickwire-shm"))
+        .count()
+}
+
+#[test]
+fn clients_that_write_and_go_at_once_are_closed_and_their_mappings_unmapped() {
+    // A spinning router (each turn scans the rings) and a sleeping one (woken by the
+    // doorbells and the handshake sockets' end of stream).
+    for idle in ["spin", "block"] {
+        let (name, _cleanup) = shm_name(&format!("gone-{idle}"));
+        let r = RouterProc::start(&["--no-guaranteed", "--idle", idle, "--shm", &name]);
+        let tcp = r.addr_str();
+        let pid = r.child.id();
+        const N: usize = 24;
+        let mut links: Vec<ClientLink> = (0..N)
+            .map(|i| raw_client(&name, &format!("gone-{i}")))
+            .collect();
+        wait_clients(&tcp, "every client connected", |n| {
+            n.iter().filter(|x| x.starts_with("gone-")).count() == N
+        });
+        assert_eq!(shm_mappings(pid), N, "one mapping per client");
+        // Each publishes and closes at once: its bytes and its end of stream reach the
+        // router together (in either order). Both must be acted on.
+        let mut publish = Vec::new();
+        frame::encode_publish(
+            &mut publish,
+            "gone/x",
+            b"last words",
+            frame::PublishOptions::default(),
+            frame::DEFAULT_MAX_FRAME,
+        )
+        .unwrap();
+        for mut l in links.drain(..) {
+            assert_eq!(l.send(&publish).unwrap(), publish.len());
+            drop(l);
+        }
+        wait_clients(&tcp, "every client gone", |n| {
+            !n.iter().any(|x| x.starts_with("gone-"))
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shm_mappings(pid) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{} mappings left after every client went ({idle})",
+                shm_mappings(pid)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The router still serves a new client.
+        let mut sub =
+            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("after")).unwrap();
+        sub.subscribe("after/>").unwrap();
+        let mut p = Client::connect_to(&format!("shm:{name}"), ClientOptions::named("p")).unwrap();
+        p.publish("after/1", b"served").unwrap();
+        p.flush().unwrap();
+        let m = sub
+            .recv(Wait::Timeout(Duration::from_secs(5)))
+            .unwrap()
+            .expect("a message");
+        assert_eq!(m.payload(), b"served");
+    }
+}

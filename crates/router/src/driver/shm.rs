@@ -5,9 +5,11 @@
 //! loop's read, route, write and close steps, the core, the slow-consumer policy and
 //! the stats are the TCP ones. What differs is readiness, which no kernel reports:
 //!
-//! - every turn, [`Router::shm_scan`] puts each shared-memory client with bytes in its
-//!   ring on the read list and marks it writable when its outbound ring has room (one
-//!   acquire load each, no syscall);
+//! - every turn, [`Router::shm_scan`] puts each shared-memory client whose ring index
+//!   moved on the read list (one load each, from a dense list of the indexes: an idle
+//!   client costs the turn ~1 ns, not a walk through its connection; the read that
+//!   follows drains the ring, as an edge-triggered socket's does) and marks those on
+//!   the flush list whose outbound ring has room again writable (no syscall);
 //! - before a wait that could sleep (idle `block`/`hybrid`), [`Router::shm_park`]
 //!   announces the sleep in every client's ring header and looks once more; a client
 //!   that then publishes rings the router's doorbell (an eventfd in the epoll set);
@@ -26,7 +28,7 @@ use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use tickwire_rt::{MonoNanos, UtcNanos};
-use tickwire_shm::{Listener, ServerLink};
+use tickwire_shm::{Listener, ServerLink, WatchedWord};
 
 use super::tls::TlsLink;
 use super::{Conn, Router, INITIAL_READ_BUFFER};
@@ -83,10 +85,16 @@ impl Link {
         matches!(self, Link::Shm(_))
     }
 
-    /// The last read may have left bytes in the socket although it returned less than
-    /// the space offered (TLS: the ciphertext buffer filled up).
+    /// The last read may have left something to read although it returned less than
+    /// the space offered (TLS: the ciphertext buffer filled up; shared memory: an event
+    /// on the handshake socket, its end of stream perhaps, not looked at yet, which the
+    /// ring's index will not announce).
     pub(super) fn socket_unread(&self) -> bool {
-        matches!(self, Link::Tls(t) if t.socket_unread())
+        match self {
+            Link::Tls(t) => t.socket_unread(),
+            Link::Shm(l) => l.ctl_pending(),
+            Link::Tcp(_) => false,
+        }
     }
 
     /// Writes what waits below the stream (TLS records). Returns true if some still wait.
@@ -159,8 +167,9 @@ impl mio::event::Source for Link {
 /// The router's shared-memory listener and its clients.
 pub(super) struct ShmPort {
     listener: Listener,
-    /// Shared-memory clients (slots may have been reused since: checked on use).
-    slots: Vec<Slot>,
+    /// Shared-memory clients, each with its ring index as last seen (slots are
+    /// removed when their connection goes; checked on use all the same).
+    watch: Vec<Watched>,
     /// Spin: the least time between two `epoll_wait` calls (`shm_epoll_interval_us`).
     epoll_interval_ns: u64,
     /// When epoll was last asked.
@@ -173,6 +182,15 @@ pub(super) struct ShmPort {
     /// The next sleep cap while output waits for room: [`ROOM_POLL`] after a client
     /// freed room, doubling up to [`ROOM_POLL_MAX`] while none does.
     room_wait: std::time::Duration,
+}
+
+/// One shared-memory client as the turn's scan sees it.
+struct Watched {
+    id: Slot,
+    /// The client's published write index.
+    tail: WatchedWord,
+    /// Its value at the last look: a change means bytes to read.
+    seen: u64,
 }
 
 /// Most failed handshakes in one accept round before the rest wait for the next turn.
@@ -218,7 +236,7 @@ impl ShmPort {
         tracing::info!(path = %path.display(), ring, "shared-memory listener ready");
         Ok(ShmPort {
             listener,
-            slots: Vec::new(),
+            watch: Vec::new(),
             epoll_interval_ns: epoll_interval_us.saturating_mul(1000),
             last_epoll: MonoNanos::now(),
             parked: false,
@@ -279,6 +297,7 @@ impl Router {
                 pid: process.map(|p| p.pid),
                 uid: process.map(|p| p.uid),
             };
+            let tail = link.input_watch();
             let mut link = Link::Shm(Box::new(link));
             let id = match self.core.handle_accept(peer, now, UtcNanos::now()) {
                 Ok(id) => id,
@@ -309,16 +328,27 @@ impl Router {
             }
             self.conns[i] = Some(Conn::new(link));
             if let Some(port) = self.shm.as_mut() {
-                if !port.slots.contains(&id) {
-                    port.slots.push(id);
-                }
+                port.watch.retain(|w| w.id != id);
+                // `seen` 0: a ring that already moved (the HELLO) is read this turn.
+                port.watch.push(Watched { id, tail, seen: 0 });
             }
         }
     }
 
-    /// Puts shared-memory clients with bytes waiting on the read list and marks those
-    /// whose outbound ring has room writable. Returns true if any has input.
-    pub(super) fn shm_scan(&mut self, read_list: &mut Vec<Slot>, now: MonoNanos) -> bool {
+    /// Puts shared-memory clients whose ring index moved since the last look on the
+    /// read list, and marks those on `flush_list` that wait for room writable when their
+    /// outbound ring has some. Returns true if any has input.
+    ///
+    /// A moved index is an edge, as epoll's: the read that follows takes what the ring
+    /// holds, and a read that fills its buffer keeps the client on the read list (see
+    /// `read_once`), so no bytes wait unseen. Bytes written after this look move the
+    /// index again.
+    pub(super) fn shm_scan(
+        &mut self,
+        read_list: &mut Vec<Slot>,
+        flush_list: &[Slot],
+        now: MonoNanos,
+    ) -> bool {
         if self.shm.as_ref().is_some_and(|p| p.accept_retry) {
             self.shm_accept(now);
         }
@@ -327,32 +357,60 @@ impl Router {
         };
         let conns = &mut self.conns;
         let mut input = false;
+        let mut stale = false;
+        for w in &mut port.watch {
+            let tail = w.tail.load();
+            if tail == w.seen {
+                continue;
+            }
+            w.seen = tail;
+            match conns.get_mut(w.id.0 as usize).and_then(Option::as_mut) {
+                Some(c) if matches!(c.stream, Link::Shm(_)) => {
+                    if c.closing_deadline.is_none() {
+                        input = true;
+                        c.readable = true;
+                        if !c.on_read_list {
+                            c.on_read_list = true;
+                            read_list.push(w.id);
+                        }
+                    }
+                }
+                _ => stale = true,
+            }
+        }
+        if stale {
+            port.watch.retain(|w| {
+                conns
+                    .get(w.id.0 as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| matches!(c.stream, Link::Shm(_)))
+            });
+        }
+        // A client frees room in its full ring without ringing: look at those waiting
+        // (they stay on the flush list while they wait; see `Link::waits_on_list`).
         let mut room = false;
-        port.slots.retain(|&id| {
-            let Some(c) = conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
-                return false;
-            };
-            let Link::Shm(l) = &mut c.stream else {
-                return false;
-            };
-            if c.closing_deadline.is_none() && l.wants_read() {
-                input = true;
-                c.readable = true;
-                if !c.on_read_list {
-                    c.on_read_list = true;
-                    read_list.push(id);
+        for &id in flush_list {
+            if let Some(c) = conns.get_mut(id.0 as usize).and_then(Option::as_mut) {
+                if let Link::Shm(l) = &mut c.stream {
+                    if !c.writable && l.has_room() {
+                        c.writable = true;
+                        room = true;
+                    }
                 }
             }
-            if !c.writable && l.has_room() {
-                c.writable = true;
-                room = true;
-            }
-            true
-        });
+        }
         if room {
             port.room_wait = ROOM_POLL;
         }
         input
+    }
+
+    /// Forgets a shared-memory client whose connection is gone (its mapping is
+    /// unmapped once nothing refers to it).
+    pub(super) fn shm_forget(&mut self, id: Slot) {
+        if let Some(port) = self.shm.as_mut() {
+            port.watch.retain(|w| w.id != id);
+        }
     }
 
     /// How long a sleep may last while a shared-memory client has output waiting for
@@ -365,9 +423,9 @@ impl Router {
     pub(super) fn shm_room_wait(&mut self) -> Option<std::time::Duration> {
         let port = self.shm.as_mut()?;
         let conns = &self.conns;
-        let waits = port.slots.iter().any(|&id| {
+        let waits = port.watch.iter().any(|w| {
             conns
-                .get(id.0 as usize)
+                .get(w.id.0 as usize)
                 .and_then(Option::as_ref)
                 .is_some_and(|c| c.on_flush_list && !c.writable)
         });
@@ -384,11 +442,11 @@ impl Router {
         };
         port.parked = true;
         let mut ready = false;
-        for &id in &port.slots {
+        for w in &port.watch {
             if let Some(Conn {
                 stream: Link::Shm(l),
                 ..
-            }) = self.conns.get(id.0 as usize).and_then(Option::as_ref)
+            }) = self.conns.get(w.id.0 as usize).and_then(Option::as_ref)
             {
                 ready |= l.park();
             }
@@ -402,11 +460,11 @@ impl Router {
             return;
         };
         port.parked = false;
-        for &id in &port.slots {
+        for w in &port.watch {
             if let Some(Conn {
                 stream: Link::Shm(l),
                 ..
-            }) = self.conns.get(id.0 as usize).and_then(Option::as_ref)
+            }) = self.conns.get(w.id.0 as usize).and_then(Option::as_ref)
             {
                 l.unpark();
             }
