@@ -252,7 +252,13 @@ struct QEntry {
 }
 
 struct Queue {
+    /// Never changed once the queue exists (a definition is immutable: CREATE of an
+    /// existing name must match it), so `def_json` stays its serialization.
     def: QueueDef,
+    /// `def` as its `QueueDefined` record carries it: made once, when the queue is,
+    /// so that a checkpoint copies it instead of serializing every definition on the
+    /// loop (3.2 ms for 10,000 queues).
+    def_json: Box<str>,
     entries: VecDeque<QEntry>,
     /// Entries not done.
     depth: u64,
@@ -273,6 +279,7 @@ struct Queue {
 impl Queue {
     fn new(def: QueueDef) -> Queue {
         Queue {
+            def_json: serde_json::to_string(&def).unwrap_or_default().into(),
             def,
             entries: VecDeque::new(),
             depth: 0,
@@ -1361,9 +1368,9 @@ impl Engine {
             return Err(text);
         }
         f.def.created_at = self.store.next_id();
-        let text = serde_json::to_string(&f.def).unwrap_or_default();
         let name = f.def.name.clone();
         let mut q = Queue::new(f.def);
+        let text = q.def_json.clone();
         q.depth = f.found.len() as u64;
         q.bytes = f.bytes;
         q.counters.spooled = q.depth;
@@ -2627,16 +2634,10 @@ impl Engine {
     /// Records that keep the state needing no older segment: every queue definition and
     /// every publisher's high-water mark. Appended before reclaiming.
     pub fn checkpoint(&mut self, log: &mut dyn Log) -> u64 {
-        let defs: Vec<String> = self
-            .queues
-            .iter()
-            .flatten()
-            .map(|q| serde_json::to_string(&q.def).unwrap_or_default())
-            .collect();
         let mut first = u64::MAX;
         let mut rec = Vec::new();
-        for d in &defs {
-            record::encode(&mut rec, &Record::QueueDefined { json: d });
+        for q in self.queues.iter().flatten() {
+            record::encode(&mut rec, &Record::QueueDefined { json: &q.def_json });
             if let Ok(l) = log.append(&rec) {
                 first = first.min(l);
             }

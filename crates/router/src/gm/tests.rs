@@ -149,6 +149,43 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
 }
 
+/// A checkpoint copies each queue's definition as made when the queue was (not
+/// serialized again): what it writes is every live queue's definition, exactly, a
+/// dead-message queue's and one with non-default settings included, and none of a
+/// deleted queue.
+#[test]
+fn a_checkpoint_writes_every_live_queue_definition_as_it_is() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"a","subscriptions":["a/>"],"max_messages":5,"ttl_ms":60000,"dead_letter_queue":"a-dlq"}"#,
+    );
+    create(&mut e, &mut log, r#"{"name":"gone","subscriptions":["g"]}"#);
+    e.handle_queue_request(&mut log, Slot(99), 2, QueueOp::Delete, "gone")
+        .unwrap();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"b","subscriptions":["b","c/*"]}"#,
+    );
+    let dlq = e.dmq("a-dlq");
+    drain(&mut e);
+    let live: Vec<QueueDef> = e.queues.iter().flatten().map(|q| q.def.clone()).collect();
+    assert_eq!(live.len(), 3, "a, b and the dead-message queue");
+    assert!(e.queue(dlq).is_some());
+    let before = log.records.len();
+    e.checkpoint(&mut log);
+    let written: Vec<QueueDef> = log.records[before..]
+        .iter()
+        .filter_map(|r| match record::decode(r) {
+            Ok(Record::QueueDefined { json }) => Some(serde_json::from_str(json).unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written, live);
+}
+
 fn publish_bytes(topic: &str, seq: u64, payload: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
     tickwire_wire::frame::encode_publish(
