@@ -18,7 +18,7 @@ holder=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,s
 ulimit -n "$(ulimit -Hn)"  # each client holds a few descriptors on both sides
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 name="idlec-$$"
-taskset -c 1 "$bin" router --listen "127.0.0.1:$port" --idle spin --shm "$name" \
+taskset -c 1 "$bin" router --listen "127.0.0.1:$port" --idle spin --shm "$name" --no-guaranteed \
     --max-clients $((n + 64)) > /dev/null 2>&1 &
 router=$!
 hold=""

@@ -3,7 +3,7 @@
 publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each attack.
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
-                                                    #        qnodes qwalk qentries browse qlist qlist-fit images monitor churn
+                                                    #        qnodes qwalk qentries browse qlist qlist-fit images monitor statsq churn
 
 Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
 TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
@@ -749,6 +749,44 @@ def attack_monitor(router, queues=10_000, budget_s=15, threads=4):
             f"{threads} clients; {held}")
 
 
+def attack_statsq(router, queues=10_000, budget_s=15, askers=4):
+    """`queues` queues, then `askers` clients (each in a process of its own, so that the
+    prober's round trips do not include waits for Python's lock) each ask for the
+    router's stats over and over for `budget_s` seconds, reading each STATS_REPLY before
+    asking again (so never BUSY): each document lists queues, built on the router's
+    loop. Reports the replies answered and, from a client pinging the router
+    throughout, the longest the router was held."""
+    import multiprocessing
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("queue-maker"))
+    create_queues(s, queues)
+    answered = multiprocessing.Array("l", askers)
+    end = time.time() + budget_s
+
+    def asker(k):
+        c = socket.create_connection(router.addr)
+        c.sendall(hello(f"stats-asker-{k}"))
+        read_answers(c, 1, {0x02: "welcome"})
+        i = 0
+        while time.time() < end:
+            i += 1
+            c.sendall(frame(0x30, struct.pack("<I", i)))
+            got, _ = read_answers(c, 1, {0x31: "reply", 0x04: "error"})
+            answered[k] += got["reply"]
+        c.close()
+
+    probe = Prober(router)
+    ps = [multiprocessing.Process(target=asker, args=(k,), daemon=True) for k in range(askers)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+    held = probe.result()
+    s.close()
+    return (f"{queues:,} queues; {sum(answered):,} STATS_REPLYs in {budget_s} s to "
+            f"{askers} clients asking one after another; {held}")
+
+
 def attack_churn(router, budget_s=15, hold_s=3.0):
     """Connections that each send a malformed frame (the router answers with an ERROR and
     closes its side) and then keep their end open without sending or closing for
@@ -870,6 +908,7 @@ CASES = {
     "qlist-fit": lambda router: attack_qlist(router, queues=1_500),
     "images": attack_images,
     "monitor": attack_monitor,
+    "statsq": attack_statsq,
     "churn": attack_churn,
 }
 

@@ -11,7 +11,8 @@
 //! full discard-oldest queue with N in flight), `bindtime` (a BIND by time over N
 //! retained), `image` (an image-only SUBSCRIBE over N cached topics), `clients`
 //! (timer calls with N clients), `snapshot` (the monitor's snapshot), `unbind` (two
-//! interleaved windows of N given back), `checkpoint`, `acktimeout`, `ackdefault`.
+//! interleaved windows of N given back), `checkpoint`, `acktimeout`, `ackdefault`,
+//! `statsdoc` (a STATS document with N queues).
 //! Timings are wall-clock over a loop: run on a quiet machine and compare runs.
 #![allow(
     clippy::all,
@@ -34,6 +35,28 @@ impl Log for NullLog {
     fn append(&mut self, _r: &[u8]) -> Result<u64, LogError> {
         self.0 += 1;
         Ok(self.0)
+    }
+}
+
+/// A spool that only counts (guaranteed messaging on, nothing written).
+struct CountSpool(u64);
+impl Log for CountSpool {
+    fn append(&mut self, _r: &[u8]) -> Result<u64, LogError> {
+        self.0 += 1;
+        Ok(self.0)
+    }
+}
+impl tickwire_router::gm::SpoolPort for CountSpool {
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn flush(&mut self) {}
+    fn poll_progress(&mut self) -> Option<tickwire_router::gm::Progress> {
+        None
+    }
+    fn reclaim(&mut self, _below: u64) {}
+    fn usage(&self) -> serde_json::Value {
+        serde_json::Value::Null
     }
 }
 
@@ -294,6 +317,30 @@ fn main() {
                     feed(&mut core, s, &f);
                 },
             );
+        }
+        // A STATS document (Core::stats_json) with nq queues, guaranteed messaging on.
+        "statsdoc" => {
+            let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+            core.attach_spool(Box::new(CountSpool(0)));
+            core.gm_mut().finish_recovery();
+            let admin = open(&mut core);
+            let mut f = Vec::new();
+            for i in 0..nq {
+                let arg = format!("{{\"name\":\"q{i}\",\"subscriptions\":[\"t{i}\"]}}");
+                tickwire_wire::gm::encode_queue_request(&mut f, i as u32 + 1, QueueOp::Create, &arg);
+                if f.len() > 60_000 {
+                    feed(&mut core, admin, &f);
+                    f.clear();
+                }
+            }
+            feed(&mut core, admin, &f);
+            let mut len = 0;
+            per(&format!("Core::stats_json, {nq} queues"), 5, || {
+                for _ in 0..5 {
+                    len = std::hint::black_box(core.stats_json(MonoNanos(2))).len();
+                }
+            });
+            println!("  document: {len} bytes");
         }
         // Core::handle_timeout with nq clients (max_clients raised).
         "clients" => {

@@ -295,7 +295,22 @@ pub struct Core {
     /// The last two valid PUBLISH topics ([`Core::on_publish`]); boxed so that lending
     /// it out per message moves a pointer, not the memo.
     topic_memo: Option<Box<TopicMemo>>,
+    /// The last STATS_REPLY document and until when it answers further requests
+    /// ([`Core::on_stats_request`]).
+    stats_shared: Option<(Arc<str>, MonoNanos)>,
 }
+
+/// Queues a STATS_REPLY lists at most (the first by name; `queues_omitted` counts the
+/// rest, `tickwire queue list` pages through all): the document's cost stays bounded
+/// however many queues there are.
+pub const STATS_MAX_QUEUES: usize = 1_000;
+
+/// A STATS_REPLY document answers further requests (from any client) for this long per
+/// byte it has: building it costs the loop ~3 ns per byte (1.6 ms for the 484 KB of
+/// 1,000 queues, `scale_costs -- statsdoc`), so however many clients ask, the loop
+/// spends ~2% of its time building them (a 484 KB document is shared for ~0.1 s, a
+/// small router's 2 KB one for 0.4 ms).
+const STATS_SHARE_NS_PER_BYTE: u64 = 200;
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
 /// a flood of logins costs the router no more than this much memory and queueing.
@@ -369,6 +384,7 @@ impl Core {
         Core {
             latest: now,
             last_reclaim: now,
+            stats_shared: None,
             reclaimed_below: 0,
             clients: Vec::new(),
             free: Vec::new(),
@@ -1641,7 +1657,15 @@ impl Core {
             });
             return;
         }
-        let json = self.stats_json(now);
+        let json = match &self.stats_shared {
+            Some((json, until)) if now < *until => json.clone(),
+            _ => {
+                let json: Arc<str> = self.stats_json(now).into();
+                let share = (json.len() as u64).saturating_mul(STATS_SHARE_NS_PER_BYTE);
+                self.stats_shared = Some((json.clone(), now.add_nanos(share)));
+                json
+            }
+        };
         self.control(id, |b| frame::encode_stats_reply(b, request_id, &json));
         if let Some(c) = self.client_mut(id) {
             c.stats_due = Some(c.counters.bytes_out + c.egress.pending() as u64);
@@ -2116,7 +2140,7 @@ impl Core {
         let limit = self.cfg.max_frame as usize - frame::HEADER_LEN - 4;
         let mut omitted = 0;
         // Then the queues, when the clients alone do not make it fit.
-        let mut queues = usize::MAX;
+        let mut queues = STATS_MAX_QUEUES;
         loop {
             let json = self.render_stats(now, &clients, omitted, queues);
             if json.len() <= limit {
@@ -2207,13 +2231,10 @@ impl Core {
             }),
             shared_groups: self.groups.len(),
             multicast: self.mcast.stats_json(now),
-            guaranteed: if self.spool.enabled() {
-                let mut g = self.gm.stats_json_cut(max_queues);
-                g["spool"] = self.spool.usage();
-                g
-            } else {
-                serde_json::Value::Null
-            },
+            guaranteed: self.spool.enabled().then(|| GuaranteedDoc {
+                view: self.gm.view(max_queues),
+                spool: self.spool.usage(),
+            }),
         };
         serde_json::to_string(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
@@ -2237,7 +2258,16 @@ struct StatsDoc<'a> {
     /// group, counters and receivers' flow reports.
     multicast: serde_json::Value,
     /// Queues, publishers and the spool (null when guaranteed messaging is off).
-    guaranteed: serde_json::Value,
+    guaranteed: Option<GuaranteedDoc>,
+}
+
+/// The `guaranteed` member: serialized straight from the engine's view (through a
+/// `serde_json::Value` it cost ~8 µs per queue).
+#[derive(Serialize)]
+struct GuaranteedDoc {
+    #[serde(flatten)]
+    view: crate::gm::GmView,
+    spool: serde_json::Value,
 }
 
 #[derive(Serialize)]
@@ -3248,6 +3278,48 @@ mod tests {
             got[0]
         );
         assert_eq!(core.phase(id), Some(Phase::Open));
+    }
+
+    /// The document of one STATS_REQUEST answers the requests of any client for a time
+    /// in proportion to its size (what building it cost), then a fresh one is built:
+    /// clients asking one after another cannot keep the loop building documents.
+    #[test]
+    fn stats_documents_are_shared_for_a_time_in_proportion_to_their_size() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let a = open(&mut core, 0);
+        let b = open(&mut core, 0);
+        let ask = |core: &mut Core, id: Slot, now: u64, request_id: u32| -> serde_json::Value {
+            let mut f = Vec::new();
+            frame::encode_stats_request(&mut f, request_id);
+            core.handle_input(id, MonoNanos(now), &f, f.len());
+            let bytes = core.egress(id).to_vec();
+            core.handle_written(id, bytes.len());
+            match decode(&bytes, u32::MAX) {
+                Ok(Some((
+                    Frame::StatsReply {
+                        request_id: r,
+                        json,
+                    },
+                    _,
+                ))) => {
+                    assert_eq!(r, request_id);
+                    serde_json::from_str(json).unwrap()
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        let first = ask(&mut core, a, 1_000, 1);
+        assert_eq!(first["router"]["clients"], 2);
+        let len = serde_json::to_string(&first).unwrap().len() as u64;
+        let window = len * STATS_SHARE_NS_PER_BYTE;
+        assert!(window > 1_000, "{len} bytes");
+        // A third client arrives; within the window both clients get the same document.
+        open(&mut core, 2_000);
+        let shared = ask(&mut core, b, 1_000 + window - 1, 2);
+        assert_eq!(shared, first, "the same document, request id apart");
+        // After it, a fresh one that counts the third client.
+        let fresh = ask(&mut core, a, 1_000 + window, 3);
+        assert_eq!(fresh["router"]["clients"], 3);
     }
 
     #[test]

@@ -871,6 +871,30 @@ fn queue_lists_are_bounded_and_one_at_a_time() {
     c.close().ok();
 }
 
+/// A STATS reply lists at most 1,000 queues (the first by name) whatever fits, and
+/// says how many it left out: its cost on the router's loop stays bounded however
+/// many queues there are (with 10,000, four clients asking one after another held the
+/// router for 2.6 s at a time).
+#[test]
+fn stats_list_at_most_a_thousand_queues_and_count_the_rest() {
+    let r = RouterProc::start(&[]);
+    let mut c = Client::connect(r.addr).expect("connect");
+    for q in 0..1_005 {
+        c.queue_request(
+            QueueOp::Create,
+            &format!(r#"{{"name":"q{q:04}","subscriptions":["t{q}"]}}"#),
+        )
+        .expect("create queue");
+    }
+    let doc: serde_json::Value = serde_json::from_str(&c.stats_json().expect("stats")).unwrap();
+    let queues = doc["guaranteed"]["queues"].as_array().expect("queues");
+    assert_eq!(queues.len(), 1_000);
+    assert_eq!(queues[0]["name"], "q0000");
+    assert_eq!(queues[999]["name"], "q0999");
+    assert_eq!(doc["guaranteed"]["queues_omitted"], 5);
+    c.close().ok();
+}
+
 /// A guaranteed PUBLISH of exactly `max_frame` bytes is accepted, and its DELIVER (the
 /// stored message plus 16 bytes of binding, delivery count and message id) reaches a
 /// consumer whose own `max_frame` is the router's: router frames may exceed `max_frame`
