@@ -312,6 +312,9 @@ pub const STATS_MAX_QUEUES: usize = 1_000;
 /// small router's 2 KB one for 0.4 ms).
 const STATS_SHARE_NS_PER_BYTE: u64 = 200;
 
+/// The longest a STATS_REPLY document is shared: how old a reply may be at most.
+const STATS_SHARE_MAX_NS: u64 = 100_000_000;
+
 /// Password logins waiting for their check at most; more are refused busy at once, so
 /// a flood of logins costs the router no more than this much memory and queueing.
 pub const MAX_PENDING_LOGINS: usize = 64;
@@ -1661,7 +1664,9 @@ impl Core {
             Some((json, until)) if now < *until => json.clone(),
             _ => {
                 let json: Arc<str> = self.stats_json(now).into();
-                let share = (json.len() as u64).saturating_mul(STATS_SHARE_NS_PER_BYTE);
+                let share = (json.len() as u64)
+                    .saturating_mul(STATS_SHARE_NS_PER_BYTE)
+                    .min(STATS_SHARE_MAX_NS);
                 self.stats_shared = Some((json.clone(), now.add_nanos(share)));
                 json
             }

@@ -442,13 +442,21 @@ impl Router {
         };
         port.parked = true;
         let mut ready = false;
-        for w in &port.watch {
+        for w in &mut port.watch {
             if let Some(Conn {
                 stream: Link::Shm(l),
                 ..
             }) = self.conns.get(w.id.0 as usize).and_then(Option::as_ref)
             {
-                ready |= l.park();
+                if l.park() {
+                    ready = true;
+                    // Bytes (or a broken index) the scan may not see as a change: a
+                    // client can move its index back to the value last seen after the
+                    // read took more. The next scan reads it, whatever the index says
+                    // (the read drains the ring or reports the corruption), so a
+                    // sleeping router does not spin on a ring that stays "ready".
+                    w.seen = !w.tail.load();
+                }
             }
         }
         ready
