@@ -13,7 +13,7 @@ N=${2:-200000}
 RUNS=${3:-3}
 dir=$(mktemp -d)
 trap 'kill "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true; rm -rf "$dir"' EXIT
-"$BIN" router --listen 127.0.0.1:0 --sync page-cache >"$dir/out" 2>"$dir/err" &
+"$BIN" router --listen 127.0.0.1:0 --sync page-cache --data-dir "$dir/spool" >"$dir/out" 2>"$dir/err" &
 rpid=$!
 for _ in $(seq 50); do
     [ -s "$dir/out" ] && break

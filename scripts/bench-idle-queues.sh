@@ -13,9 +13,11 @@ set -eu
 bin=$1; n=$2; runs=${3:-3}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 name="idleq-$$"
-taskset -c 1 "$bin" router --listen "127.0.0.1:$port" --idle spin --shm "$name" > /dev/null 2>&1 &
+data=$(mktemp -d /tmp/tickwire-idleq-XXXXXX)   # its spool, removed at exit
+taskset -c 1 "$bin" router --listen "127.0.0.1:$port" --idle spin --shm "$name" --data-dir "$data" \
+    > /dev/null 2>&1 &
 router=$!
-trap 'kill "$router" 2>/dev/null; wait "$router" 2>/dev/null || true' EXIT
+trap 'kill "$router" 2>/dev/null; wait "$router" 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 1 50); do
     "$bin" stats --router "127.0.0.1:$port" > /dev/null 2>&1 && break
     sleep 0.1

@@ -22,7 +22,7 @@ TWPORT=17420; NPORT=14222
 echo "commit $(git rev-parse --short HEAD); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "messages per run: $MSGS x 100 bytes; runs: $RUNS"
 
-$TW router --listen 127.0.0.1:$TWPORT >/dev/null 2>/tmp/tw-router.log & TWPID=$!
+$TW router --listen 127.0.0.1:$TWPORT --no-guaranteed >/dev/null 2>/tmp/tw-router.log & TWPID=$!
 "$NATS_SERVER" -a 127.0.0.1 -p $NPORT >/dev/null 2>&1 & NPID=$!
 trap 'kill $TWPID $NPID 2>/dev/null || true' EXIT
 sleep 1

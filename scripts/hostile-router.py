@@ -19,10 +19,12 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -54,8 +56,11 @@ class Router:
     def __init__(self, binary, own=()):
         self.binary = binary
         extra = [*own, *os.environ.get("TICKWIRE_ROUTER_ARGS", "").split()]
+        # A spool of its own, removed at close (the default would be a lasting
+        # router-PORT directory under the user's data directory).
+        self.data_dir = tempfile.mkdtemp(prefix="tickwire-hostile-")
         self.p = subprocess.Popen(
-            [binary, "router", "--listen", "127.0.0.1:0", *extra],
+            [binary, "router", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "TICKWIRE_LOG": "error"},
@@ -84,6 +89,7 @@ class Router:
         self.stop = True
         self.p.kill()  # our own child, by its pid
         self.p.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 class Healthy:

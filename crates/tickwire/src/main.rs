@@ -25,6 +25,7 @@ mod reqrep_cmd;
 mod router_cmd;
 mod stats;
 mod sub_mcast;
+mod temp_spool;
 mod units;
 
 use clap::{Parser, Subcommand};

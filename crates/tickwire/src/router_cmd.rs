@@ -49,7 +49,8 @@ Guaranteed messaging (queues, acknowledged publishing: docs/guaranteed.md) keeps
 its spool in --data-dir. Default: $XDG_DATA_HOME/tickwire/router-PORT (usually
 ~/.local/share/tickwire/router-7420), so a restarted router on the same port
 finds its queues again; with --listen on port 0 (an ephemeral port) a temporary
-directory, deleted on a clean exit. A directory serves one router at a time.
+directory, deleted on a clean exit (and, if the router was killed, by the next router
+on port 0). A directory serves one router at a time.
 --sync says when a guaranteed publish is acknowledged: fsync (default; group
 commit, fdatasync before every ACK), interval:10ms, or page-cache.
 
@@ -487,10 +488,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     if cfg.data_dir.is_none() && !args.no_guaranteed {
         if cfg.listen.port() == 0 {
             if !args.print_config {
-                let dir = tempfile::Builder::new()
-                    .prefix("tickwire-spool-")
-                    .tempdir()
-                    .context("creating a temporary spool directory")?;
+                let dir = crate::temp_spool::create()?;
                 cfg.data_dir = Some(dir.path().to_path_buf());
                 temp_spool = Some(dir);
             }

@@ -769,3 +769,67 @@ fn stats_counters_are_exact_after_a_load() {
         "loader bytes_in {loader_in} < {publish_bytes}"
     );
 }
+
+/// The `tickwire-spool-*` directories in `tmp`.
+fn temp_spools(tmp: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tickwire-spool-"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Starts `tickwire router --listen 127.0.0.1:0` with `TMPDIR=tmp` and waits for its
+/// banner.
+fn port_zero_router(tmp: &std::path::Path) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = common::cli(&["router", "--listen", "127.0.0.1:0"])
+        .env("TMPDIR", tmp)
+        .env("TICKWIRE_LOG", "info")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on"), "{line:?}");
+    child
+}
+
+/// A router on port 0 keeps its spool in a temporary directory, removed when it stops;
+/// one killed outright (SIGKILL) cannot remove it, so the next router on port 0 does
+/// (before, each killed benchmark or test router left tens of megabytes in /tmp).
+#[test]
+fn a_killed_port_zero_routers_temporary_spool_is_removed_by_the_next_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut first = port_zero_router(tmp.path());
+    let spools = temp_spools(tmp.path());
+    assert_eq!(spools.len(), 1, "{spools:?}");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(spools[0].exists(), "a killed router cannot clean up");
+
+    let mut second = port_zero_router(tmp.path());
+    let now = temp_spools(tmp.path());
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(
+        now[0], spools[0],
+        "the killed router's spool is gone, the new one's is there"
+    );
+
+    // A clean stop removes its own.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&second),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(second.wait().unwrap().success());
+    assert!(temp_spools(tmp.path()).is_empty());
+}
