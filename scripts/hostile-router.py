@@ -566,6 +566,17 @@ class Prober:
         return f"longest PING round trip meanwhile {self.worst * 1e3:.1f} ms ({self.rounds:,} PINGs)"
 
 
+def probed(router, workers):
+    """Runs `workers` (started threads or processes, not yet started) to their end while
+    a Prober pings the router; returns the prober's report."""
+    probe = Prober(router)
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return probe.result()
+
+
 def attack_qentries(router, retained=1_000_000, queues=200):
     """`retained` guaranteed messages kept by one queue, then queues on the same topics
     that start at the beginning: each holds one entry per retained message (~24 bytes);
@@ -743,13 +754,8 @@ def attack_monitor(router, queues=10_000, budget_s=15, threads=4):
             except OSError:
                 time.sleep(0.01)
 
-    probe = Prober(router)
-    ts = [threading.Thread(target=asker, args=(k,), daemon=True) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    held = probe.result()
+    held = probed(router, [threading.Thread(target=asker, args=(k,), daemon=True)
+                           for k in range(threads)])
     s.close()
     return (f"{queues:,} queues; {sum(answered):,} /queuez requests answered in {budget_s} s by "
             f"{threads} clients; {held}")
@@ -781,13 +787,8 @@ def attack_statsq(router, queues=10_000, budget_s=15, askers=4):
             answered[k] += got["reply"]
         c.close()
 
-    probe = Prober(router)
-    ps = [multiprocessing.Process(target=asker, args=(k,), daemon=True) for k in range(askers)]
-    for p in ps:
-        p.start()
-    for p in ps:
-        p.join()
-    held = probe.result()
+    held = probed(router, [multiprocessing.Process(target=asker, args=(k,), daemon=True)
+                           for k in range(askers)])
     s.close()
     return (f"{queues:,} queues; {sum(answered):,} STATS_REPLYs in {budget_s} s to "
             f"{askers} clients asking one after another; {held}")
