@@ -426,7 +426,10 @@ fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout(
 /// it reads what their peers still send; a peer that keeps its ends open while opening
 /// more could make it hold a descriptor each, in proportion to its rate (and run into
 /// the descriptor limit, refusing everyone). At most 256 linger: counted in the
-/// router's /proc/PID/fd while 400 such connections are open.
+/// router's /proc/PID/fd once all 400 such connections are answered and closed, while
+/// their peers still hold them open. (While they are being opened the count also holds
+/// connections accepted and not yet read, as many as the kernel queued while the router
+/// waited for a CPU: live clients, bounded by `max_clients`, so not asserted on.)
 #[test]
 fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
     let r = RouterProc::start(&["--no-guaranteed"]);
@@ -449,16 +452,19 @@ fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
         peak = peak.max(fds());
     }
     let took = t.elapsed();
-    // Each is answered and closed by the router (its ERROR then EOF), not timed out.
+    // Each is answered and closed by the router (its ERROR then EOF), not timed out;
+    // the last ones closed means every one before them is too.
     for s in held.iter_mut().rev().take(5) {
         let (_, _, how) = read_to_end(s, T, 0);
         assert_eq!(how, Ended::Eof, "closed by the router");
     }
-    peak = peak.max(fds());
+    let settled = fds();
+    // Without the bound, every connection closed in the last second would still be
+    // held: all 400 unless opening them took well over a second.
     assert!(
-        peak <= base + 256 + 16,
-        "router descriptors peaked at {peak} (base {base}) with 400 closed connections \
-         held open by their peers, opened in {took:?}"
+        settled <= base + 256 + 8,
+        "router holds {settled} descriptors (base {base}, peak while opening {peak}) \
+         with 400 closed connections held open by their peers, opened in {took:?}"
     );
     // The router goes on serving.
     let mut c = client(r.addr, "after");
