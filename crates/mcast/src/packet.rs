@@ -16,7 +16,7 @@
 //! 24    8    b: DATA: index of its first message; HEARTBEAT: the next message index;
 //!            NAK, STATUS: the receiver's id
 //! 32    8    c: DATA, HEARTBEAT: the oldest datagram the sender still retains;
-//!            NAK: 0; STATUS: messages the receiver delivered
+//!            NAK: 0; STATUS: messages the receiver delivered in this session
 //! 40   ...   DATA: `count` PUBLISH frames (crates/wire), nothing after the last
 //! ```
 //!

@@ -266,6 +266,9 @@ pub struct Receiver {
     staged: VecDeque<Event<'static>>,
     rng: ChaCha8Rng,
     stats: ReceiverStats,
+    /// `stats.delivered` when the adopted session was joined: flow reports count this
+    /// session's messages only, not an earlier sender's.
+    delivered_at_join: u64,
 }
 
 impl Receiver {
@@ -299,6 +302,7 @@ impl Receiver {
             staged: VecDeque::with_capacity(MAX_STAGED),
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             stats: ReceiverStats::default(),
+            delivered_at_join: 0,
             cfg,
         })
     }
@@ -458,6 +462,7 @@ impl Receiver {
 
     fn join(&mut self, session: u32, from: SocketAddr, seq: u64, msg: u64) {
         self.phase = Phase::Joined { session, from };
+        self.delivered_at_join = self.stats.delivered;
         self.expected = seq;
         self.highest = seq;
         self.give_up = 0;
@@ -596,7 +601,7 @@ impl Receiver {
                 count: 0,
                 a: self.expected,
                 b: self.cfg.receiver_id,
-                c: self.stats.delivered,
+                c: self.stats.delivered - self.delivered_at_join,
             });
         }
     }

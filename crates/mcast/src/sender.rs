@@ -119,7 +119,7 @@ pub struct ReceiverReport {
     pub receiver: u64,
     /// The next datagram it expects.
     pub expected: u64,
-    /// Messages it delivered so far.
+    /// Messages it delivered in this session (not counting an earlier one it heard).
     pub delivered: u64,
     /// Datagrams sent that it had not yet received, when it told.
     pub behind: u64,

@@ -339,6 +339,42 @@ fn a_new_session_after_the_old_one_fell_silent_counts_what_was_missed() {
 }
 
 #[test]
+fn a_flow_report_counts_the_adopted_sessions_messages_only() {
+    // A receiver that delivered an earlier session's messages reports to the next
+    // sender what it delivered of that sender's, not its total since it started.
+    let t0 = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), t0).unwrap();
+    let a = sender_addr();
+    for seq in 0..3 {
+        rx.handle_datagram(t0, a, &data(7, seq, seq, 0, b"old"))
+            .unwrap();
+    }
+    assert_eq!(events(&mut rx).len(), 4, "joined and 3 messages");
+    let later = t0.add_nanos(3_000_000_000);
+    for seq in 0..5 {
+        rx.handle_datagram(later, a, &data(8, seq, seq, 0, b"new"))
+            .unwrap();
+    }
+    assert_eq!(rx.session(), Some(SessionId(8)));
+    assert_eq!(events(&mut rx).len(), 6, "joined and 5 messages");
+    assert_eq!(rx.stats().delivered, 8);
+    rx.handle_close(later);
+    let mut reports = Vec::new();
+    while let Some((_, d)) = rx.poll_transmit() {
+        if let packet::Datagram::Status {
+            session,
+            expected,
+            delivered,
+            ..
+        } = packet::decode(d).unwrap()
+        {
+            reports.push((session, expected, delivered));
+        }
+    }
+    assert_eq!(reports, [(8, 5, 5)]);
+}
+
+#[test]
 fn a_configured_session_refuses_every_other() {
     let now = MonoNanos(1);
     let cfg = ReceiverConfig {
