@@ -989,7 +989,7 @@ impl Engine {
         let nack_no_match = pb.options & wgm::open_options::NACK_NO_MATCH != 0;
         let topic = std::str::from_utf8(m.topic).unwrap_or_default();
         self.match_queues(topic);
-        if self.matched.is_empty() {
+        if self.matched.is_empty() && !self.a_fill_matches(topic) {
             if nack_no_match {
                 self.nack(
                     slot,
@@ -1116,6 +1116,27 @@ impl Engine {
             seq,
         });
         Ok(())
+    }
+
+    /// Whether a create still filling would take a message on `topic`: such a message
+    /// is stored though no queue holds it yet, so the fill finds it (the new queue holds
+    /// every match from its start on, those published while it filled included).
+    /// Costs one match per pending create, and only for a publish no queue matched.
+    fn a_fill_matches(&mut self, topic: &str) -> bool {
+        if self.fills.is_empty() {
+            return false;
+        }
+        let mut hit = std::mem::take(&mut self.fill_hits);
+        let mut found = false;
+        for f in &mut self.fills {
+            match_stored(&mut f.own, topic.as_bytes(), &mut hit);
+            if !hit.is_empty() {
+                found = true;
+                break;
+            }
+        }
+        self.fill_hits = hit;
+        found
     }
 
     /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.

@@ -1437,6 +1437,74 @@ fn a_create_that_starts_in_the_past_fills_in_bounded_steps_and_answers_when_done
     assert_eq!(delivered_ids(&mut r), want);
 }
 
+/// A publish that matches no queue but matches a create still filling is stored (with
+/// no queue entry), so the fill finds it: the new queue holds every match from its
+/// start on, including those published while it filled, and a restart rebuilds it so.
+/// (Before, such a publish was acknowledged and dropped, a hole in the new queue.)
+#[test]
+fn a_publish_matching_only_a_filling_create_is_kept_for_it() {
+    let n = 2 * FILL_SCAN as u64;
+    // Retained: ids 1..=n on "a/x" (queue "all" matches only a/*, so they are stored).
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 20,
+        ..GmConfig::default()
+    });
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=n {
+        publish(&mut e, &mut log, P, "a/x", s, &s.to_le_bytes());
+    }
+    // Before the create: c/x matches nothing and is not kept.
+    publish(&mut e, &mut log, P, "c/x", n + 1, b"before");
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    let json = r#"{"name":"cq","subscriptions":["c/*"],"start":"beginning"}"#;
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, json)
+        .unwrap();
+    assert_eq!(drain(&mut e), [], "still filling");
+    // During the fill: c/x matches only the filling create.
+    let mut seq = n + 1;
+    let mut ticks = 0;
+    let mut during = Vec::new();
+    let answer = loop {
+        seq += 1;
+        publish(&mut e, &mut log, P, "c/x", seq, b"during");
+        e.handle_durable(t(ticks), log.records.len() as u64);
+        e.handle_timeout(&mut log, t(ticks), wall(ticks));
+        ticks += 1;
+        let out = drain(&mut e);
+        during.push(seq);
+        if let Some((_, o)) = out.into_iter().find(|(_, o)| !matches!(o, Out::Ack(..))) {
+            break o;
+        }
+        assert!(ticks < 10, "still filling after {ticks} ticks");
+    };
+    assert!(matches!(answer, Out::Reply(_)), "{answer:?}");
+    assert!(during.len() >= 2, "published during the fill: {during:?}");
+    publish(&mut e, &mut log, P, "c/x", seq + 1, b"after");
+    e.handle_durable(t(100), log.records.len() as u64);
+    drain(&mut e);
+    // Message ids: 1..=n on a/x, the unkept "before" took none; then the ones during
+    // the fill and the one after.
+    let want: Vec<u64> = (n + 1..=n + during.len() as u64 + 1).collect();
+    e.handle_bind(t(100), C, 12, 1 << 16, Start::Queue, "cq")
+        .unwrap();
+    assert_eq!(
+        delivered_ids(&mut e),
+        want,
+        "every match from the create on"
+    );
+    let mut r = recover(GmConfig::default(), &log.records, 1);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    r.handle_bind(t(0), C, 1, 1 << 16, Start::Queue, "cq")
+        .unwrap();
+    assert_eq!(delivered_ids(&mut r), want, "after a restart");
+}
+
 /// A create whose start would pass `max_entries`, found out during the fill: refused
 /// (an ERROR to the requester), not spooled, its entries and store pins given back,
 /// and the name free again.
