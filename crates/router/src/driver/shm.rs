@@ -169,7 +169,7 @@ pub(super) struct ShmPort {
     listener: Listener,
     /// Shared-memory clients, each with its ring index as last seen (slots are
     /// removed when their connection goes; checked on use all the same).
-    watch: Vec<Watched>,
+    watch: WatchList,
     /// Spin: the least time between two `epoll_wait` calls (`shm_epoll_interval_us`).
     epoll_interval_ns: u64,
     /// When epoll was last asked.
@@ -191,6 +191,58 @@ struct Watched {
     tail: WatchedWord,
     /// Its value at the last look: a change means bytes to read.
     seen: u64,
+}
+
+/// The shared-memory clients the scan looks at, densely packed, and where each slot
+/// is in the list: a client joins and leaves in O(1), so n clients that come or go at
+/// once cost O(n), not O(n²).
+#[derive(Default)]
+struct WatchList {
+    list: Vec<Watched>,
+    /// Each slot's index in `list` ([`NOT_WATCHED`] if none).
+    pos: Vec<u32>,
+}
+
+/// `WatchList::pos` of a slot that is not on the list.
+const NOT_WATCHED: u32 = u32::MAX;
+
+impl WatchList {
+    /// Puts `id` on the list (in place of an earlier entry of the slot, if any).
+    fn add(&mut self, id: Slot, tail: WatchedWord) {
+        self.remove(id);
+        let i = id.0 as usize;
+        if self.pos.len() <= i {
+            self.pos.resize(i + 1, NOT_WATCHED);
+        }
+        self.pos[i] = self.list.len() as u32;
+        // `seen` 0: a ring that already moved (the HELLO) is read this turn.
+        self.list.push(Watched { id, tail, seen: 0 });
+    }
+
+    /// Takes `id` off the list, if it is on it (which unmaps its ring once nothing
+    /// else refers to it).
+    fn remove(&mut self, id: Slot) {
+        let Some(p) = self.pos.get_mut(id.0 as usize) else {
+            return;
+        };
+        let at = std::mem::replace(p, NOT_WATCHED) as usize;
+        if at >= self.list.len() {
+            return;
+        }
+        self.list.swap_remove(at);
+        if let Some(moved) = self.list.get(at) {
+            self.pos[moved.id.0 as usize] = at as u32;
+        }
+    }
+
+    /// Keeps the entries `keep` accepts.
+    fn retain(&mut self, keep: impl FnMut(&Watched) -> bool) {
+        self.list.retain(keep);
+        self.pos.fill(NOT_WATCHED);
+        for (at, w) in self.list.iter().enumerate() {
+            self.pos[w.id.0 as usize] = at as u32;
+        }
+    }
 }
 
 /// Most failed handshakes in one accept round before the rest wait for the next turn.
@@ -236,7 +288,7 @@ impl ShmPort {
         tracing::info!(path = %path.display(), ring, "shared-memory listener ready");
         Ok(ShmPort {
             listener,
-            watch: Vec::new(),
+            watch: WatchList::default(),
             epoll_interval_ns: epoll_interval_us.saturating_mul(1000),
             last_epoll: MonoNanos::now(),
             parked: false,
@@ -328,9 +380,7 @@ impl Router {
             }
             self.conns[i] = Some(Conn::new(link));
             if let Some(port) = self.shm.as_mut() {
-                port.watch.retain(|w| w.id != id);
-                // `seen` 0: a ring that already moved (the HELLO) is read this turn.
-                port.watch.push(Watched { id, tail, seen: 0 });
+                port.watch.add(id, tail);
             }
         }
     }
@@ -358,7 +408,7 @@ impl Router {
         let conns = &mut self.conns;
         let mut input = false;
         let mut stale = false;
-        for w in &mut port.watch {
+        for w in &mut port.watch.list {
             let tail = w.tail.load();
             if tail == w.seen {
                 continue;
@@ -409,7 +459,7 @@ impl Router {
     /// unmapped once nothing refers to it).
     pub(super) fn shm_forget(&mut self, id: Slot) {
         if let Some(port) = self.shm.as_mut() {
-            port.watch.retain(|w| w.id != id);
+            port.watch.remove(id);
         }
     }
 
@@ -423,7 +473,7 @@ impl Router {
     pub(super) fn shm_room_wait(&mut self) -> Option<std::time::Duration> {
         let port = self.shm.as_mut()?;
         let conns = &self.conns;
-        let waits = port.watch.iter().any(|w| {
+        let waits = port.watch.list.iter().any(|w| {
             conns
                 .get(w.id.0 as usize)
                 .and_then(Option::as_ref)
@@ -442,7 +492,7 @@ impl Router {
         };
         port.parked = true;
         let mut ready = false;
-        for w in &mut port.watch {
+        for w in &mut port.watch.list {
             if let Some(Conn {
                 stream: Link::Shm(l),
                 ..
@@ -468,7 +518,7 @@ impl Router {
             return;
         };
         port.parked = false;
-        for w in &port.watch {
+        for w in &port.watch.list {
             if let Some(Conn {
                 stream: Link::Shm(l),
                 ..
@@ -502,6 +552,59 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// Clients join and leave the watch list in any order: every one still on it is
+    /// found at the place its slot records, and one that left is gone (its mapping
+    /// with it: the list held the last reference).
+    #[test]
+    fn the_watch_list_keeps_each_slots_place_as_clients_come_and_go() {
+        let path = std::env::temp_dir().join(format!("tickwire-watch-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        file.set_len(4096).unwrap();
+        let region = Arc::new(tickwire_shm::Region::map(&file).unwrap());
+        let _ = std::fs::remove_file(&path);
+        let mut w = WatchList::default();
+        let check = |w: &WatchList, want: &[u32]| {
+            let mut ids: Vec<u32> = w.list.iter().map(|x| x.id.0).collect();
+            ids.sort_unstable();
+            assert_eq!(ids, want);
+            for (at, x) in w.list.iter().enumerate() {
+                assert_eq!(w.pos[x.id.0 as usize], at as u32, "slot {}", x.id.0);
+            }
+            let on = w.pos.iter().filter(|&&p| p != NOT_WATCHED).count();
+            assert_eq!(on, want.len(), "slots recorded as on the list");
+        };
+        for id in [3u32, 0, 7, 1, 5] {
+            w.add(Slot(id), WatchedWord::new(region.clone(), 8 * id as usize));
+        }
+        check(&w, &[0, 1, 3, 5, 7]);
+        w.remove(Slot(3));
+        check(&w, &[0, 1, 5, 7]);
+        w.remove(Slot(7)); // the last entry
+        w.remove(Slot(7)); // again: nothing
+        w.remove(Slot(42)); // never seen
+        check(&w, &[0, 1, 5]);
+        // A slot reused: its new client replaces the old entry.
+        w.add(Slot(1), WatchedWord::new(region.clone(), 64));
+        check(&w, &[0, 1, 5]);
+        w.retain(|x| x.id.0 != 0);
+        check(&w, &[1, 5]);
+        w.remove(Slot(5));
+        w.remove(Slot(1));
+        check(&w, &[]);
+        assert_eq!(
+            Arc::strong_count(&region),
+            1,
+            "every entry's reference dropped"
+        );
+    }
 
     /// A client that stops reading: the router's sleep cap doubles from 20 µs to 1 ms
     /// and stays there (at most 1,000 wake-ups a second), and starts over at 20 µs once
