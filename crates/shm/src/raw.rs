@@ -115,11 +115,12 @@ impl Region {
         self.map.len() == 0
     }
 
-    /// The atomic `u64` at byte `offset` (a multiple of 8, in bounds).
+    /// The atomic `u64` at byte `offset` (in bounds, at an 8-aligned address; panics
+    /// otherwise).
     pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
         self.check(offset, 8, 8);
-        // SAFETY: `check` proved offset..offset+8 lies inside the mapping and is 8-byte
-        // aligned (the mapping starts page-aligned). The mapping lives as long as
+        // SAFETY: `check` proved offset..offset+8 lies inside the mapping and that its
+        // address is 8-byte aligned. The mapping lives as long as
         // `self`, which the returned reference borrows. `AtomicU64` has the size and
         // alignment of `u64`, every bit pattern is a valid value, and concurrent
         // writes by other threads or processes through atomic operations are exactly
@@ -128,7 +129,8 @@ impl Region {
         unsafe { &*(self.map.as_ptr().wrapping_add(offset) as *const AtomicU64) }
     }
 
-    /// The atomic `u32` at byte `offset` (a multiple of 4, in bounds).
+    /// The atomic `u32` at byte `offset` (in bounds, at a 4-aligned address; panics
+    /// otherwise).
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
         self.check(offset, 4, 4);
         // SAFETY: as for `atomic_u64`, with 4 bytes and 4-byte alignment.
@@ -172,9 +174,12 @@ impl Region {
     /// multiple of `align`. Offsets come from our own state, never from the peer.
     fn check(&self, offset: usize, len: usize, align: usize) {
         let end = offset.checked_add(len);
+        // The address itself is checked for alignment, not only the offset: a region
+        // from `map_file_range` starts where its offset does, which need not be aligned.
+        let addr = (self.map.as_ptr() as usize).wrapping_add(offset);
         assert!(
-            end.is_some_and(|e| e <= self.map.len()) && offset % align == 0,
-            "shared-memory access out of bounds: {offset}+{len} of {} (align {align})",
+            end.is_some_and(|e| e <= self.map.len()) && addr % align == 0,
+            "shared-memory access out of bounds or misaligned: {offset}+{len} of {} (align {align})",
             self.map.len()
         );
     }
@@ -254,6 +259,32 @@ mod tests {
     #[should_panic(expected = "out of bounds")]
     fn a_watched_word_outside_the_region_is_refused() {
         let _ = WatchedWord::new(Arc::new(region(4096)), 4096);
+    }
+
+    /// A region mapped from an offset that is not a multiple of 8 starts at an address
+    /// that is not either: alignment is checked on the address, not the offset.
+    #[test]
+    fn atomics_in_a_region_from_an_unaligned_offset_are_checked_on_their_address() {
+        let fd =
+            rustix::fs::memfd_create("tickwire-raw-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let file = File::from(fd);
+        file.set_len(8192).unwrap();
+        let r = Region::map_file_range(&file, 4100, 64).unwrap();
+        // File byte 4104 is 8-aligned in memory: region offset 4.
+        r.atomic_u64(4).store(7, Ordering::Relaxed);
+        let mut out = [0u8; 8];
+        r.copy_out(4, &mut out);
+        assert_eq!(u64::from_le_bytes(out), 7);
+        let misaligned = std::panic::catch_unwind(|| r.atomic_u64(0).load(Ordering::Relaxed));
+        assert!(
+            misaligned.is_err(),
+            "offset 0 is file byte 4100, not 8-aligned"
+        );
+        let misaligned = std::panic::catch_unwind(|| r.atomic_u32(2).load(Ordering::Relaxed));
+        assert!(
+            misaligned.is_err(),
+            "offset 2 is file byte 4102, not 4-aligned"
+        );
     }
 
     #[test]
