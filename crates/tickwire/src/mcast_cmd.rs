@@ -135,7 +135,9 @@ struct SendArgs {
 }
 
 const RECV_HELP: &str = "\
-Output: 'ready: joined GROUP ...' on standard error once the group is joined; then one
+Output: 'ready: joined GROUP ...' on standard error once the group is joined, and
+'session ID: receiving from message N' when a sender's session is adopted (the first
+heard, or another after the adopted one fell silent); then one
 line per message, 'TOPIC PAYLOAD' (hex when not printable); a lost range
 that cannot be recovered any more is reported on standard error as
 'gap: messages FIRST..LAST lost (N messages)'. At the end (--count reached, --timeout,
@@ -599,6 +601,7 @@ fn on_delivery(
         }
         Delivery::Recovered { after } => st.recovery.record(after.as_nanos() as u64),
         Delivery::Joined { session, first_msg } => {
+            eprintln!("session {session}: receiving from message {first_msg}");
             st.session = Some(session);
             st.next_index = Some(first_msg);
         }

@@ -6,6 +6,8 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{run_cli, Got, Raw, RouterProc};
@@ -188,6 +190,11 @@ fn a_member_that_stops_reading_is_cut_off_alone_and_the_others_carry_on() {
     let mut ok = Client::connect(router.addr).unwrap();
     ok.subscribe_shared("w", "big").unwrap();
     let n = 4000u32;
+    // The index of the last message the reading member got, plus one: the publisher
+    // keeps at most 48 messages (~192 KB, under the 256 KiB limit) ahead of it, so a
+    // reader descheduled on a loaded machine is never cut off; the stuck one still is.
+    let seen = Arc::new(AtomicU32::new(0));
+    let seen_by_reader = seen.clone();
     // The reading member reads on its own thread, as fast as it can.
     let reader = std::thread::spawn(move || {
         let want_last = format!("{} ", n - 1).into_bytes();
@@ -197,6 +204,12 @@ fn a_member_that_stops_reading_is_cut_off_alone_and_the_others_carry_on() {
             ok.poll(Wait::Timeout(Duration::from_millis(50)), |m| {
                 got += 1;
                 done |= m.payload().starts_with(&want_last);
+                let index = m.payload().split(|&b| b == b' ').next();
+                if let Some(i) =
+                    index.and_then(|i| std::str::from_utf8(i).ok()?.parse::<u32>().ok())
+                {
+                    seen_by_reader.fetch_max(i + 1, Ordering::Relaxed);
+                }
             })
             .unwrap();
             assert!(
@@ -217,6 +230,11 @@ fn a_member_that_stops_reading_is_cut_off_alone_and_the_others_carry_on() {
             // Paced so that a reader keeps up; the stuck member cannot.
             p.flush().unwrap();
             std::thread::sleep(Duration::from_micros(500));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while i > seen.load(Ordering::Relaxed) + 48 && !reader.is_finished() {
+                assert!(Instant::now() < deadline, "the reading member stopped");
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
     p.flush().unwrap();

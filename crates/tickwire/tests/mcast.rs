@@ -19,6 +19,8 @@ fn group(n: u8) -> String {
 struct Recv {
     child: Child,
     stderr: std::thread::JoinHandle<String>,
+    /// Each line of standard error as it comes.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 fn recv(group: &str, extra: &[&str]) -> Recv {
@@ -30,15 +32,38 @@ fn recv(group: &str, extra: &[&str]) -> Recv {
     let mut first = String::new();
     lines.read_line(&mut first).unwrap();
     assert!(first.starts_with("ready: joined"), "{first}");
+    let (tx, rx) = std::sync::mpsc::channel();
     let stderr = std::thread::spawn(move || {
         let mut rest = first;
-        lines.read_to_string(&mut rest).ok();
+        let mut line = String::new();
+        while matches!(lines.read_line(&mut line), Ok(1..)) {
+            let _ = tx.send(line.clone());
+            rest.push_str(&line);
+            line.clear();
+        }
         rest
     });
-    Recv { child, stderr }
+    Recv {
+        child,
+        stderr,
+        lines: rx,
+    }
 }
 
 impl Recv {
+    /// Waits (bounded) for a line of standard error that contains `marker`.
+    fn wait_for(&self, marker: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(marker) => return,
+                Ok(_) => {}
+                Err(e) => panic!("mcast recv never printed {marker:?}: {e}"),
+            }
+        }
+    }
+
     /// Waits for the exit and returns the JSON summary and standard error.
     fn finish(mut self) -> (serde_json::Value, String) {
         let st = wait_child(&mut self.child, Duration::from_secs(90), "mcast recv");
@@ -157,10 +182,12 @@ fn a_stray_sender_with_another_session_is_ignored() {
     let r = recv(&g, &["--count", "2000"]);
     let g2 = g.clone();
     let real = std::thread::spawn(move || {
-        let args = "md/real --count 2000 --rate 4k --session 00000a11 --wait-receivers 1";
+        let args = "md/real --count 2000 --rate 2k --session 00000a11 --wait-receivers 1";
         send(&g2, &words(args))
     });
-    std::thread::sleep(Duration::from_millis(150));
+    // The stray starts once the receiver has adopted the real session (not after a
+    // fixed time, which a slow start of the real sender could overrun).
+    r.wait_for("session 00000a11: receiving");
     let args = "md/stray --count 500 --rate 5k --session 00000bad --linger 100ms";
     let stray = send(&g, &words(args));
     let real = real.join().unwrap();

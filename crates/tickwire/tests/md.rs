@@ -13,7 +13,7 @@ mod common;
 mod model;
 
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,9 +52,17 @@ fn finish(mut k: Kill, limit: Duration) -> (i32, String) {
 /// What a collector gathered: (topic, payload with the receive time zeroed).
 type Collected = Vec<(String, Vec<u8>)>;
 
-/// Subscribes to `md/>` and collects until told to stop and nothing arrived for 300 ms.
-fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collected>) {
-    let done = Arc::new(AtomicBool::new(false));
+/// [`collector`]'s stop signal: how many messages the feed published, once known.
+type Expect = Arc<AtomicU64>;
+
+/// Not yet known ([`Expect`]).
+const NOT_YET: u64 = u64::MAX;
+
+/// Subscribes to `md/>` and collects until told how many the feed published
+/// ([`stop_collector`]): then until it has that many and nothing more arrived for 300 ms,
+/// or nothing arrived for 10 s (fewer: the test's count assertion says so).
+fn collector(router: String) -> (Expect, std::thread::JoinHandle<Collected>) {
+    let done = Arc::new(AtomicU64::new(NOT_YET));
     let d = done.clone();
     let mut c = Client::connect(router.as_str()).unwrap();
     c.subscribe("md/>").unwrap();
@@ -73,10 +81,13 @@ fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collec
                 n += 1;
             })
             .unwrap();
+            let expect = d.load(Ordering::Relaxed);
+            let quiet = quiet_since.elapsed();
             if n > 0 {
                 quiet_since = Instant::now();
-            } else if d.load(Ordering::Relaxed)
-                && quiet_since.elapsed() > Duration::from_millis(300)
+            } else if expect != NOT_YET
+                && ((got.len() as u64 >= expect && quiet > Duration::from_millis(300))
+                    || quiet > Duration::from_secs(10))
             {
                 break;
             }
@@ -87,12 +98,26 @@ fn collector(router: String) -> (Arc<AtomicBool>, std::thread::JoinHandle<Collec
     (done, h)
 }
 
+/// Tells a [`collector`] what the feed reported published (0 if its report has no such
+/// count: the collector then stops at its first 300 ms of quiet).
+fn stop_collector(expect: &Expect, feed_out: &str) {
+    let published = feed_out
+        .split(['·', '\n'])
+        .find_map(|part| {
+            let mut w = part.split_whitespace();
+            (w.next() == Some("published")).then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or(0);
+    expect.store(published, Ordering::Relaxed);
+}
+
 fn generate(name: &str, seed: &str) -> tempfile::TempPath {
     common::md_session(name, seed, 20, 30_000)
 }
 
 /// One pass: router, feed handler, collector, publisher; returns (feed stdout, stream).
-/// `tickwire feed --group <group> --router <router> <extra>`, given 300 ms to join.
+/// `tickwire feed --group <group> --router <router> <extra>`, once it has joined: it
+/// joins its groups before it connects, so connected to the router means joined.
 fn start_feed(router: &RouterProc, group: &str, extra: &[&str]) -> Kill {
     let raddr = router.addr_str();
     let mut args = vec![
@@ -100,8 +125,35 @@ fn start_feed(router: &RouterProc, group: &str, extra: &[&str]) -> Kill {
     ];
     args.extend_from_slice(extra);
     let feed = spawn(&args);
-    std::thread::sleep(Duration::from_millis(300));
+    common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
     feed
+}
+
+/// [`spawn`], returning once a line of the child's stderr contains `marker` (its
+/// stderr is drained on after that, so it never blocks on a full pipe).
+fn spawn_until(args: &[&str], marker: &'static str) -> Kill {
+    let mut child = common::cli(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickwire");
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains(marker) {
+                let _ = tx.send(Ok(()));
+            }
+            seen.push(line);
+        }
+        let _ = tx.send(Err(seen.join("\n")));
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Kill(child),
+        Ok(Err(stderr)) => panic!("{args:?} ended before {marker:?}:\n{stderr}"),
+        Err(_) => panic!("{args:?} did not print {marker:?} within 30 s"),
+    }
 }
 
 /// `tickwire md publish --file <session> --group <group> --speed <speed> --linger <linger>`.
@@ -140,7 +192,7 @@ fn run_path(
     let (st, out, err) = run_cli(&pub_args, Duration::from_secs(60));
     assert!(st.success(), "publish failed:\n{out}{err}");
     let (code, feed_out) = finish(feed, Duration::from_secs(60));
-    done.store(true, Ordering::Relaxed);
+    stop_collector(&done, &feed_out);
     let stream = coll.join().unwrap();
     (code, feed_out, stream)
 }
@@ -212,7 +264,14 @@ fn injected_loss_is_recovered_and_the_stream_equals_a_lossless_run() {
         "the subscriber got every update"
     );
 
-    let (code_b, out_b, lossy) = run_path(&session, &["--loss", "0.05", "--seed", "3"], &[]);
+    // Each re-request waits 200 ms for its answer (the default 50 ms is short for a
+    // publisher descheduled on a loaded machine), 3 tries within the publisher's 1 s
+    // linger.
+    let (code_b, out_b, lossy) = run_path(
+        &session,
+        &["--loss", "0.05", "--seed", "3"],
+        &["--retransmit-timeout", "200ms"],
+    );
     assert_eq!(code_b, 0, "{out_b}");
     assert!(
         counter(&out_b, "gaps") > 0,
@@ -302,17 +361,19 @@ fn capture_then_replay_feeds_the_same_stream() {
     let group = format!("239.255.43.{}:{port}", 1 + port % 200);
     let pcap = temp("cap.pcap");
     // Capture the live publish (no feed handler: nothing re-requests).
-    let cap = spawn(&[
-        "md",
-        "capture",
-        "--group",
-        &group,
-        "--out",
-        pcap.to_str().unwrap(),
-        "--duration",
-        "4s",
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
+    let cap = spawn_until(
+        &[
+            "md",
+            "capture",
+            "--group",
+            &group,
+            "--out",
+            pcap.to_str().unwrap(),
+            "--duration",
+            "4s",
+        ],
+        "capturing ",
+    );
     let (st, out, err) = run_cli(
         &publish_args(&session, &group, "1x", "0s"),
         Duration::from_secs(60),
@@ -339,7 +400,7 @@ fn capture_then_replay_feeds_the_same_stream() {
         "--retransmit-tries",
         "1",
     ]);
-    std::thread::sleep(Duration::from_millis(300));
+    common::wait_for_subscriber(&router2.addr_str(), "tickwire-feed", 0);
     let (st, out, err) = run_cli(
         &[
             "replay",
@@ -353,7 +414,7 @@ fn capture_then_replay_feeds_the_same_stream() {
     );
     assert!(st.success(), "{out}{err}");
     let (code, feed_out) = finish(feed, Duration::from_secs(60));
-    done.store(true, Ordering::Relaxed);
+    stop_collector(&done, &feed_out);
     let stream = coll.join().unwrap();
     assert_eq!(code, 0, "{feed_out}");
     assert_eq!(counter(&feed_out, "messages"), 30_000, "{feed_out}");
@@ -411,7 +472,7 @@ fn feed_publishes_every_message_after_a_stray_session_first_and_a_billion_jump()
         let (st, pub_out) = finish(publisher, Duration::from_secs(60));
         assert_eq!(st, 0, "publish failed: {pub_out}");
         let (code, out) = finish(feed, Duration::from_secs(60));
-        done.store(true, Ordering::Relaxed);
+        stop_collector(&done, &out);
         let stream = coll.join().unwrap();
         let why = format!("feed {feed_extra:?}:\n{out}");
         assert_eq!(code, 0, "{why}");

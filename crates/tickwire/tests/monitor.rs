@@ -32,8 +32,18 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// GET `path` as JSON. A 503 (the hot thread did not answer the snapshot request in
+/// time: a loaded machine) is asked again, up to 10 times.
 fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
-    let (status, body) = get(addr, path);
+    let mut tries = 0;
+    let (status, body) = loop {
+        let (status, body) = get(addr, path);
+        tries += 1;
+        if status != 503 || tries == 10 {
+            break (status, body);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }

@@ -7,6 +7,8 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Closed, Got, Raw, RouterProc};
@@ -418,10 +420,15 @@ const FLOOD: u64 = 40_000;
 
 /// Publishes FLOOD 600-byte messages (sequence number first) while a healthy subscriber
 /// reads in its own thread; returns what the healthy one received, the discards it
-/// saw, and the (still connected) healthy client.
+/// saw, and the (still connected) healthy client. The publisher keeps at most 1,000
+/// messages (~600 KB, under the 1 MiB egress limit of the tests) ahead of what the
+/// healthy one has read, so a reader descheduled on a loaded machine never falls
+/// behind by the limit; a subscriber that does not read at all still does.
 fn flood(r: &RouterProc) -> (u64, u64, Client) {
     let mut healthy = client(r, "healthy");
     healthy.subscribe("flood/>").unwrap();
+    let read = Arc::new(AtomicU64::new(0));
+    let read_by_reader = read.clone();
     let reader = std::thread::spawn(move || {
         let (mut got, mut disc, mut next) = (0u64, 0u64, 0u64);
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -435,6 +442,7 @@ fn flood(r: &RouterProc) -> (u64, u64, Client) {
                     disc += m.discarded();
                 })
                 .unwrap();
+            read_by_reader.store(got, Ordering::Relaxed);
         }
         (got, disc, healthy)
     });
@@ -447,6 +455,14 @@ fn flood(r: &RouterProc) -> (u64, u64, Client) {
             // Paced in chunks so that a reading subscriber keeps up on a loaded machine.
             p.flush().unwrap();
             std::thread::sleep(Duration::from_millis(1));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while i + 1 > read.load(Ordering::Relaxed) + 1_000 && !reader.is_finished() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the healthy reader stopped reading"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
     p.flush().unwrap();

@@ -125,10 +125,10 @@ fn pub_and_sub_over_shared_memory_and_tcp_see_the_same_stream() {
     let (name, _cleanup, r, shm, tcp) = start("pubsub");
     let s_shm = sub(&shm, "sub-shm", "t/>", 500);
     let s_tcp = sub(&tcp, "sub-tcp", "t/>", 500);
-    wait_clients(&tcp, "both subscribers connected", |n| {
-        n.iter().any(|x| x == "sub-shm") && n.iter().any(|x| x == "sub-tcp")
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    // Subscribed, not only connected: a subscriber descheduled between its WELCOME and
+    // its SUBSCRIBE would miss the first messages.
+    common::wait_for_subscriber(&tcp, "sub-shm", 1);
+    common::wait_for_subscriber(&tcp, "sub-tcp", 1);
     publish(&shm, "t/x", 500);
     let a = wait_output(s_shm, Duration::from_secs(20));
     let b = wait_output(s_tcp, Duration::from_secs(20));
@@ -156,6 +156,7 @@ fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
     wait_clients(&tcp, "the killed client removed", |n| {
         !n.iter().any(|x| x == "victim") && n.iter().any(|x| x == "survivor")
     });
+    common::wait_for_subscriber(&tcp, "survivor", 1);
     publish(&shm, "k/x", 20);
     assert_eq!(
         wait_output(survivor, Duration::from_secs(20))
@@ -284,8 +285,7 @@ fn a_client_that_stops_reading_meets_the_slow_consumer_policy() {
     stuck.send(&sub_frame).unwrap();
     let mut live = Client::connect_to(&shm, ClientOptions::named("live")).unwrap();
     live.subscribe("s/>").unwrap();
-    wait_clients(&tcp, "both connected", |n| n.iter().any(|x| x == "stuck"));
-    std::thread::sleep(Duration::from_millis(100));
+    common::wait_for_subscriber(&tcp, "stuck", 1);
     let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
     let payload = [7u8; 1000];
     let mut got = 0;
@@ -402,9 +402,7 @@ fn a_spinning_router_serves_busy_polling_shm_clients_and_tcp_clients_alike() {
     let mut busy = Client::connect_to(&shm, ClientOptions::named("busy")).unwrap();
     busy.subscribe("w/>").unwrap();
     let s_tcp = sub(&tcp, "sub-tcp", "w/>", 400);
-    wait_clients(&tcp, "the TCP subscriber connected", |n| {
-        n.iter().any(|x| x == "sub-tcp")
-    });
+    common::wait_for_subscriber(&tcp, "sub-tcp", 1);
     publish(&shm, "w/shm", 200);
     publish(&tcp, "w/tcp", 200);
     let got = busy_poll(&mut busy, 400, Duration::from_secs(20)).unwrap();
