@@ -2075,6 +2075,14 @@ impl Core {
     /// trickling in do not extend it). Spurious calls are no-ops.
     pub fn handle_timeout(&mut self, now: MonoNanos) {
         self.latest = self.latest.max(now);
+        // A shared STATS document past its window is not kept (up to `max_frame`).
+        if self
+            .stats_shared
+            .as_ref()
+            .is_some_and(|(_, until)| now >= *until)
+        {
+            self.stats_shared = None;
+        }
         let wall = self.wall(now);
         self.gm.handle_timeout(&mut *self.spool, now, wall);
         self.gm_output();
@@ -3325,6 +3333,11 @@ mod tests {
         // After it, a fresh one that counts the third client.
         let fresh = ask(&mut core, a, 1_000 + window, 3);
         assert_eq!(fresh["router"]["clients"], 3);
+        // The timer lets go of a document past its window, not of one within it.
+        core.handle_timeout(MonoNanos(1_000 + window + 1));
+        assert!(core.stats_shared.is_some(), "still within its window");
+        core.handle_timeout(MonoNanos(1_000 + window + STATS_SHARE_MAX_NS));
+        assert!(core.stats_shared.is_none(), "kept past its window");
     }
 
     #[test]
