@@ -524,20 +524,11 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         cfg.max_clients
     )
     .to_lowercase();
-    match &cfg.data_dir {
-        Some(d) => {
-            tracing::info!(data_dir = %d.display(), sync = %cfg.sync, "guaranteed messaging on")
-        }
-        None => tracing::info!("guaranteed messaging off (--no-guaranteed)"),
-    }
+    let guaranteed = cfg.data_dir.clone();
     if !cfg.loopback_only() && cfg.auth.anonymous == Anonymous::Allow {
         tracing::warn!(listen = %cfg.listen, tls_listen = ?cfg.tls_listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
     }
-    tracing::info!(
-        users = cfg.auth.users.len(),
-        anonymous = ?cfg.auth.anonymous,
-        "authentication"
-    );
+    let (users, anonymous) = (cfg.auth.users.len(), cfg.auth.anonymous);
     let http = args.http.addr(7480)?;
     // The TLS listener counts: one off loopback refuses anonymous clients everywhere.
     let refuses_anonymous = cfg.refuses_anonymous();
@@ -576,6 +567,12 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         let e = anyhow::Error::new(e).context(format!("starting the router on {listen}"));
         crate::listen::hint_in_use(e, hint)
     })?;
+    // Said once the router is up (a router that cannot bind its port says only that);
+    // with a spool, its recovery line has said where and how it syncs.
+    if guaranteed.is_none() {
+        tracing::info!("guaranteed messaging off (--no-guaranteed)");
+    }
+    tracing::info!(users, ?anonymous, "authentication");
     let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([

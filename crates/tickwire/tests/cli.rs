@@ -906,6 +906,11 @@ fn a_port_in_use_says_what_to_do() {
             && err.contains("is another tickwire router running? pick another port with --listen"),
         "{err}"
     );
+    // A router that could not start says only that, not what it would have run.
+    assert!(
+        !err.contains("guaranteed messaging") && !err.contains("authentication"),
+        "{err}"
+    );
     let (_, err) = fails(&[
         "router",
         "--listen",
