@@ -26,7 +26,15 @@ fn seq(s: u64) -> PublishOptions {
 
 #[test]
 fn initial_image_then_live_has_no_gap_and_no_duplicate_under_a_concurrent_publisher() {
-    let router = RouterProc::start(&["--no-guaranteed", "--cache", "t/>"]);
+    // The subscribers read only at the end: a large egress limit, so that a test
+    // thread descheduled on a loaded machine does not turn into discards (gaps).
+    let router = RouterProc::start(&[
+        "--no-guaranteed",
+        "--cache",
+        "t/>",
+        "--egress-limit",
+        "64MiB",
+    ]);
     let addr = router.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
@@ -53,7 +61,15 @@ fn initial_image_then_live_has_no_gap_and_no_duplicate_under_a_concurrent_publis
             })
             .collect::<BTreeMap<_, _>>()
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Until the cache holds every topic (the image assertion below needs them all),
+    // then a little more of the stream.
+    let mut q = Client::connect(addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while q.cache_query("t/>").unwrap().len() < TOPICS as usize {
+        assert!(Instant::now() < deadline, "the cache never held all topics");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     // Several subscribers join mid-stream, each checked on its own.
     let mut subs = Vec::new();
     for _ in 0..3 {
