@@ -74,6 +74,10 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     let total = per_cycle * cycles as u64 + per_cycle;
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
+    // Set after the last kill: the publisher waits for it halfway through its last
+    // part, so that every kill lands while it still has publishing to do (however
+    // late the killing thread runs on a loaded machine).
+    let killed_all = Arc::new(AtomicBool::new(false));
 
     // The consumer: acknowledges each delivery after recording it.
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -114,7 +118,8 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
 
     // The publisher: guaranteed publishes of the sequence number, paced lightly.
     let publisher = {
-        let (addr, published) = (addr.clone(), published.clone());
+        let (addr, published, killed_all) = (addr.clone(), published.clone(), killed_all.clone());
+        let hold_at = per_cycle * cycles as u64 + per_cycle / 2;
         std::thread::spawn(move || -> Result<(u64, u64, u64, u64), String> {
             let mut p = GuaranteedPublisher::connect(
                 &addr,
@@ -124,6 +129,12 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
             .map_err(|e| format!("publisher connect: {e}"))?;
             let mut payload = vec![0u8; 64];
             for seq in 1..=total {
+                if seq == hold_at {
+                    let deadline = Instant::now() + Duration::from_secs(120);
+                    while !killed_all.load(Ordering::Acquire) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
                 payload[..8].copy_from_slice(&seq.to_le_bytes());
                 p.publish("orders/new", &payload)
                     .map_err(|e| format!("publish {seq}: {e}"))?;
@@ -169,6 +180,7 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
         );
     }
 
+    killed_all.store(true, Ordering::Release);
     let (npub, acked, nacked, reconnects) = publisher
         .join()
         .expect("publisher thread")
