@@ -801,6 +801,20 @@ fn sub_reports_its_count_when_stopped_with_ctrl_c() {
             );
             thread::sleep(Duration::from_millis(20));
         }
+        // ...and the subscriber has read them: its socket holds nothing unread.
+        let port = stats_json(&r)["clients"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == "tickwire-sub"))
+            .and_then(|c| c["addr"].as_str()?.rsplit(':').next()?.parse::<u16>().ok())
+            .expect("the subscriber's port");
+        let deadline = Instant::now() + T;
+        while unread_on_loopback_port(port) != Some(0) {
+            assert!(
+                Instant::now() < deadline,
+                "the subscriber never read its 7 messages"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
         let pid = sub.id().to_string();
         let signal = |sig: &str| {
             Command::new("kill")
@@ -889,6 +903,22 @@ fn an_error_names_its_cause_once() {
     let (_, err) = fails(&["router", "--listen", &addr]);
     let cause = "(os error 98)";
     assert_eq!(err.matches(cause).count(), 1, "{err}");
+}
+
+/// Bytes waiting unread in the receive queue of the TCP socket bound to local port
+/// `port` (IPv4, from /proc/net/tcp), if there is one.
+fn unread_on_loopback_port(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let mut cols = line.split_whitespace();
+        let local = cols.nth(1)?;
+        let queues = cols.nth(2)?;
+        let local_port = u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?;
+        if local_port != port {
+            return None;
+        }
+        u64::from_str_radix(queues.rsplit(':').next()?, 16).ok()
+    })
 }
 
 /// Regression: a port in use said only "Address already in use". Every listener of the
