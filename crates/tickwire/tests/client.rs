@@ -332,7 +332,9 @@ fn recv_delivers_the_stash_before_newer_messages() {
 #[test]
 fn late_ack_after_a_timeout_is_ignored() {
     let router = RouterProc::start(&[]);
-    let opts = options(|o| o.request_timeout = Duration::from_millis(500));
+    // 2 s: long enough for the later requests' answers on a loaded machine (the frozen
+    // router's ACK is late whatever the timeout).
+    let opts = options(|o| o.request_timeout = Duration::from_secs(2));
     let mut c = Client::connect_with(router.addr, opts).unwrap();
     let res = {
         // The SUBSCRIBE reaches the kernel; the router answers only once thawed.
