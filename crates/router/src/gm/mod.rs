@@ -415,6 +415,13 @@ struct Fill {
     found: VecDeque<QEntry>,
     /// Their bytes.
     bytes: u64,
+    /// Its number in `Engine::fill_index` while it waits in `Engine::fills` (fills are
+    /// numbered in the order they wait, so `fills` is sorted by it).
+    serial: Option<u32>,
+    /// Messages published while it fills that match it, ahead of `cursor`, in id
+    /// order: each pinned and counted in `Engine::entries` when stored (retention must
+    /// not release them before the scan reaches them), and moved to `found` by it.
+    late: VecDeque<u64>,
 }
 
 impl Fill {
@@ -430,6 +437,8 @@ impl Fill {
             own,
             found: VecDeque::new(),
             bytes: 0,
+            serial: None,
+            late: VecDeque::new(),
         }
     }
 }
@@ -539,7 +548,7 @@ pub struct PendingView {
     pub next_id: u64,
     /// The newest message id stored.
     pub newest_id: u64,
-    /// Messages found so far.
+    /// Messages found so far, and those published for it since (held until found).
     pub found: usize,
 }
 
@@ -588,6 +597,13 @@ pub struct Engine {
     unpin: Vec<VecDeque<QEntry>>,
     /// The patterns a retained message matches, for fills.
     fill_hits: Vec<Slot>,
+    /// The waiting fills' patterns, each under its fill's serial: a publish is matched
+    /// against all of them at once (not once per fill).
+    fill_index: SubscriptionIndex,
+    /// The next fill serial.
+    fill_serial: u32,
+    /// The positions in `fills` of the fills that take the publish being handled.
+    fill_takers: Vec<usize>,
     /// Retained messages a fill looks at: at its CREATE, and per step
     /// ([`BROWSE_SCAN`], [`FILL_SCAN`]; tests make them small).
     fill_budget: (usize, usize),
@@ -643,6 +659,9 @@ impl Engine {
             fill_seen: 0,
             unpin: Vec::new(),
             fill_hits: Vec::new(),
+            fill_index: SubscriptionIndex::new(),
+            fill_serial: 0,
+            fill_takers: Vec::new(),
             fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
@@ -989,7 +1008,8 @@ impl Engine {
         let nack_no_match = pb.options & wgm::open_options::NACK_NO_MATCH != 0;
         let topic = std::str::from_utf8(m.topic).unwrap_or_default();
         self.match_queues(topic);
-        if self.matched.is_empty() && !self.a_fill_matches(topic) {
+        self.find_fill_takers(topic, wall);
+        if self.matched.is_empty() && self.fill_takers.is_empty() {
             if nack_no_match {
                 self.nack(
                     slot,
@@ -1042,12 +1062,12 @@ impl Engine {
                 }
             }
         }
-        if self.entries + self.matched.len() as u64 > self.cfg.max_entries {
+        let takers = (self.matched.len() + self.fill_takers.len()) as u64;
+        if self.entries + takers > self.cfg.max_entries {
             let text = format!(
                 "the router holds its maximum of {} queue entries (max_queue_entries); \
-                 {} queues match {topic}",
+                 {takers} queues match {topic}",
                 self.cfg.max_entries,
-                self.matched.len()
             );
             self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
             return Ok(());
@@ -1107,6 +1127,16 @@ impl Engine {
             let q = self.matched[i].0;
             self.enqueue(q, id, size);
         }
+        for i in 0..self.fill_takers.len() {
+            let at = self.fill_takers[i];
+            if let Some(f) = self.fills.get_mut(at) {
+                f.late.push_back(id);
+                self.entries += 1;
+                if let Some(e) = self.store.entry_mut(id) {
+                    e.refs += 1;
+                }
+            }
+        }
         self.note_stored(p, seq, lsn);
         self.publishers[p as usize].unanswered += 1;
         self.pending.push_back(PendingPub {
@@ -1118,25 +1148,63 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether a create still filling would take a message on `topic`: such a message
-    /// is stored though no queue holds it yet, so the fill finds it (the new queue holds
-    /// every match from its start on, those published while it filled included).
-    /// Costs one match per pending create, and only for a publish no queue matched.
-    fn a_fill_matches(&mut self, topic: &str) -> bool {
+    /// The waiting fills that would take a message published on `topic` now (their
+    /// patterns match, their start is not after it), into `fill_takers`: such a message
+    /// is stored though no queue may hold it yet, and pinned for each of them, so the
+    /// new queue holds every match from its start on, those published while it filled
+    /// included. One match against all waiting fills' patterns together.
+    fn find_fill_takers(&mut self, topic: &str, wall: UtcNanos) {
+        self.fill_takers.clear();
         if self.fills.is_empty() {
-            return false;
+            return;
         }
         let mut hit = std::mem::take(&mut self.fill_hits);
-        let mut found = false;
-        for f in &mut self.fills {
-            match_stored(&mut f.own, topic.as_bytes(), &mut hit);
-            if !hit.is_empty() {
-                found = true;
-                break;
+        match_stored(&mut self.fill_index, topic.as_bytes(), &mut hit);
+        let next = self.store.next_id();
+        for serial in &hit {
+            let Ok(at) = self
+                .fills
+                .binary_search_by_key(&Some(serial.0), |f| f.serial)
+            else {
+                continue;
+            };
+            let f = &self.fills[at];
+            if f.cursor <= next && f.from_time <= wall.as_nanos() {
+                self.fill_takers.push(at);
             }
         }
         self.fill_hits = hit;
-        found
+        // One pin per fill however many of its patterns matched.
+        self.fill_takers.sort_unstable();
+        self.fill_takers.dedup();
+    }
+
+    /// Puts fill `f` in line: numbered, its patterns in `fill_index`.
+    fn wait_fill(&mut self, mut f: Fill) {
+        let serial = self.fill_serial;
+        self.fill_serial = self.fill_serial.wrapping_add(1);
+        for p in &f.def.subscriptions {
+            self.fill_index.subscribe(Slot(serial), p);
+        }
+        f.serial = Some(serial);
+        self.fills.push_back(f);
+    }
+
+    /// Takes fill `f`'s patterns out of `fill_index` (it no longer waits), and gives
+    /// back the pins of messages published for it that its scan did not reach (none
+    /// once it caught up; a spool failure takes them out of `late` itself).
+    fn unwait_fill(&mut self, f: &mut Fill) {
+        if let Some(serial) = f.serial.take() {
+            for p in &f.def.subscriptions {
+                self.fill_index.unsubscribe(Slot(serial), p);
+            }
+        }
+        self.entries = self.entries.saturating_sub(f.late.len() as u64);
+        for id in f.late.drain(..) {
+            if let Some(e) = self.store.entry_mut(id) {
+                e.refs = e.refs.saturating_sub(1);
+            }
+        }
     }
 
     /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.
@@ -1202,6 +1270,10 @@ impl Engine {
                 if let Ok(i) = f.found.binary_search_by_key(&p.msg_id, |e| e.id) {
                     f.found.remove(i);
                     f.bytes = f.bytes.saturating_sub(size);
+                    self.entries = self.entries.saturating_sub(1);
+                }
+                if let Ok(i) = f.late.binary_search(&p.msg_id) {
+                    f.late.remove(i);
                     self.entries = self.entries.saturating_sub(1);
                 }
             }
@@ -1289,6 +1361,9 @@ impl Engine {
         let before = f.found.len();
         let mut hit = std::mem::take(&mut self.fill_hits);
         let mut end = FillScan::CaughtUp;
+        // Messages published for it (`late`): already pinned and counted.
+        let mut pinned = Vec::new();
+        let mut stale = Vec::new();
         for e in self.store.ids_from(f.cursor) {
             if *budget == 0 {
                 end = FillScan::Paused;
@@ -1296,6 +1371,22 @@ impl Engine {
             }
             *budget -= 1;
             f.cursor = e.id + 1;
+            // (A late id below this one was not stored after all: no longer live.)
+            while f.late.front().is_some_and(|&l| l < e.id) {
+                stale.push(f.late.pop_front().unwrap_or_default());
+            }
+            if f.late.front() == Some(&e.id) {
+                f.late.pop_front();
+                pinned.push(e.id);
+                f.found.push_back(QEntry {
+                    id: e.id,
+                    deliveries: 0,
+                    binding: 0,
+                    done: false,
+                });
+                f.bytes += Store::size_of(e);
+                continue;
+            }
             if e.time < f.from_time {
                 continue;
             }
@@ -1304,7 +1395,7 @@ impl Engine {
             if hit.is_empty() {
                 continue;
             }
-            if (f.found.len() - before) as u64 >= room {
+            if (f.found.len() - before - pinned.len()) as u64 >= room {
                 end = FillScan::TooManyEntries;
                 break;
             }
@@ -1320,8 +1411,18 @@ impl Engine {
         if matches!(end, FillScan::CaughtUp) {
             f.cursor = f.cursor.max(self.store.next_id());
         }
-        self.entries += (f.found.len() - before) as u64;
+        self.entries = self.entries.saturating_sub(stale.len() as u64);
+        for id in stale {
+            if let Some(s) = self.store.entry_mut(id) {
+                s.refs = s.refs.saturating_sub(1);
+            }
+        }
+        self.entries += (f.found.len() - before - pinned.len()) as u64;
+        let mut pinned = pinned.iter().peekable();
         for q in f.found.range(before..) {
+            if pinned.next_if_eq(&&q.id).is_some() {
+                continue;
+            }
             if let Some(s) = self.store.entry_mut(q.id) {
                 s.refs += 1;
             }
@@ -1343,7 +1444,8 @@ impl Engine {
 
     /// Gives up fill `f`: its entries no longer count, and its pins go a budget at a
     /// time ([`Engine::release_pins`]), so a large abandoned fill costs no long step.
-    fn drop_fill(&mut self, f: Fill) {
+    fn drop_fill(&mut self, mut f: Fill) {
+        self.unwait_fill(&mut f);
         self.entries = self.entries.saturating_sub(f.found.len() as u64);
         if !f.found.is_empty() {
             self.unpin.push(f.found);
@@ -1374,6 +1476,7 @@ impl Engine {
     /// time. A definition the queues' index cannot take is refused whole and leaves
     /// nothing behind. The `QueueDefined` record carries the final `created_at`.
     fn finish_fill(&mut self, log: &mut dyn Log, mut f: Fill) -> Result<u32, String> {
+        self.unwait_fill(&mut f);
         if self.queue_names.contains_key(&f.def.name) {
             // Only a dead-message queue is made without a CREATE.
             let text = format!(
@@ -1819,7 +1922,7 @@ impl Engine {
                                 // What arrives from now on is what the catch-up counts.
                                 self.fill_seen = newest;
                             }
-                            self.fills.push_back(f);
+                            self.wait_fill(f);
                             return Ok(());
                         }
                     }
@@ -1966,7 +2069,7 @@ impl Engine {
                     name: f.def.name.clone(),
                     next_id: f.cursor,
                     newest_id: self.store.next_id().saturating_sub(1),
-                    found: f.found.len(),
+                    found: f.found.len() + f.late.len(),
                 })
                 .collect(),
         }

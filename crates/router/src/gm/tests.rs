@@ -673,19 +673,26 @@ impl Model {
     }
 }
 
-/// `entries` counts every queue's entries and every pending create's finds, and each
-/// retained message's reference count is the queues holding it (not yet done), the
-/// pending creates that found it and the abandoned finds not yet released.
+/// `entries` counts every queue's entries and every pending create's finds and the
+/// messages kept for it, and each retained message's reference count is the queues
+/// holding it (not yet done), the pending creates that found it or had it kept for
+/// them, and the abandoned finds not yet released.
 fn held_entries_are_counted_and_pinned(e: &Engine) -> Result<(), TestCaseError> {
     let queues = e.queues.iter().flatten();
     let held: u64 = queues.clone().map(|q| q.entries.len() as u64).sum::<u64>()
-        + e.fills.iter().map(|f| f.found.len() as u64).sum::<u64>();
+        + e.fills
+            .iter()
+            .map(|f| (f.found.len() + f.late.len()) as u64)
+            .sum::<u64>();
     prop_assert_eq!(e.entries, held);
     let mut refs: HashMap<u64, u32> = HashMap::new();
     let live = queues.flat_map(|q| q.entries.iter().filter(|x| !x.done));
     let pins = e.fills.iter().flat_map(|f| f.found.iter());
     for x in live.chain(pins).chain(e.unpin.iter().flatten()) {
         *refs.entry(x.id).or_default() += 1;
+    }
+    for id in e.fills.iter().flat_map(|f| f.late.iter()) {
+        *refs.entry(*id).or_default() += 1;
     }
     for s in e.store.ids_from(0) {
         prop_assert_eq!(
@@ -1503,6 +1510,138 @@ fn a_publish_matching_only_a_filling_create_is_kept_for_it() {
     r.handle_bind(t(0), C, 1, 1 << 16, Start::Queue, "cq")
         .unwrap();
     assert_eq!(delivered_ids(&mut r), want, "after a restart");
+}
+
+/// The messages kept for a filling create are pinned until its scan reaches them:
+/// retention that releases every unheld message (here `retain_bytes` 0, the queue that
+/// held the older ones purged) does not release them, and the queue gets them all.
+/// (Stored with no reference, they went with the rest: a hole in the new queue.)
+#[test]
+fn messages_kept_for_a_filling_create_outlast_retention() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 20,
+        retain_bytes: 0,
+        ..GmConfig::default()
+    });
+    e.fill_budget = (2, 3);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=20 {
+        publish(&mut e, &mut log, P, "a/x", s, b"old");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    let json = r#"{"name":"cq","subscriptions":["c/*"],"start":"beginning"}"#;
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, json)
+        .unwrap();
+    assert_eq!(drain(&mut e), [], "still filling");
+    for s in 21..=23 {
+        publish(&mut e, &mut log, P, "c/x", s, b"kept");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    // Nothing holds the a/x messages any more; retention takes all it may.
+    e.handle_queue_request(&mut log, Slot(99), 8, QueueOp::Purge, "all")
+        .unwrap();
+    drain(&mut e);
+    let mut answer = None;
+    for tick in 1..=20 {
+        e.handle_timeout(&mut log, t(tick), wall(tick));
+        let out = drain(&mut e);
+        if let Some((_, o)) = out.into_iter().find(|(_, o)| !matches!(o, Out::Ack(..))) {
+            answer = Some(o);
+            break;
+        }
+    }
+    assert!(matches!(answer, Some(Out::Reply(_))), "{answer:?}");
+    e.handle_bind(t(100), C, 12, 1 << 16, Start::Queue, "cq")
+        .unwrap();
+    assert_eq!(delivered_ids(&mut e), [21, 22, 23], "every one kept for it");
+}
+
+/// A publish is kept for exactly the waiting fills whose patterns match it (one match
+/// against all of them together), once per fill however many of its patterns match.
+#[test]
+fn a_publish_is_kept_for_each_waiting_fill_it_matches() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 20,
+        ..GmConfig::default()
+    });
+    e.fill_budget = (2, 3);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=20 {
+        publish(&mut e, &mut log, P, "a/x", s, b"old");
+    }
+    for (i, subs) in [r#"["c/*","c/x"]"#, r#"["d/*"]"#, r#"["c/x"]"#]
+        .iter()
+        .enumerate()
+    {
+        let json = format!(r#"{{"name":"f{i}","subscriptions":{subs},"start":"beginning"}}"#);
+        e.handle_queue_request(&mut log, C, 7 + i as u32, QueueOp::Create, &json)
+            .unwrap();
+    }
+    assert_eq!(e.fills.len(), 3, "all three waiting");
+    publish(&mut e, &mut log, P, "c/x", 21, b"c");
+    publish(&mut e, &mut log, P, "d/y", 22, b"d");
+    publish(&mut e, &mut log, P, "e/z", 23, b"e");
+    let late: Vec<Vec<u64>> = e
+        .fills
+        .iter()
+        .map(|f| f.late.iter().copied().collect())
+        .collect();
+    assert_eq!(late, [vec![21], vec![22], vec![21]]);
+    assert_eq!(e.store.entry(21).map(|m| m.refs), Some(2));
+    assert!(
+        e.store.entry(23).is_none(),
+        "e/z matches nothing: not stored"
+    );
+}
+
+/// A create still filling that is given up (its requester left) gives back the pins
+/// of the messages kept for it, and they count as entries no more.
+#[test]
+fn a_filling_create_given_up_releases_what_was_kept_for_it() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 20,
+        retain_bytes: 0,
+        ..GmConfig::default()
+    });
+    e.fill_budget = (2, 3);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
+    );
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=20 {
+        publish(&mut e, &mut log, P, "a/x", s, b"old");
+    }
+    let json = r#"{"name":"cq","subscriptions":["c/*"],"start":"beginning"}"#;
+    e.handle_queue_request(&mut log, C, 7, QueueOp::Create, json)
+        .unwrap();
+    let entries = e.entries;
+    for s in 21..=23 {
+        publish(&mut e, &mut log, P, "c/x", s, b"kept");
+    }
+    assert_eq!(e.entries, entries + 3, "the kept messages count");
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_disconnect(&mut log, t(1), C);
+    assert_eq!(e.entries, 20, "only queue all's entries are left");
+    for id in 21..=23 {
+        assert_eq!(
+            e.store.entry(id).map(|m| m.refs),
+            Some(0),
+            "id {id} unpinned"
+        );
+    }
 }
 
 /// A create whose start would pass `max_entries`, found out during the fill: refused
