@@ -567,12 +567,6 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         let e = anyhow::Error::new(e).context(format!("starting the router on {listen}"));
         crate::listen::hint_in_use(e, hint)
     })?;
-    // Said once the router is up (a router that cannot bind its port says only that);
-    // with a spool, its recovery line has said where and how it syncs.
-    if guaranteed.is_none() {
-        tracing::info!("guaranteed messaging off (--no-guaranteed)");
-    }
-    tracing::info!(users, ?anonymous, "authentication");
     let monitor = http.map(|_| router.monitor());
     let handle = router.handle();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -602,18 +596,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             }
         })
         .context("starting the signal thread")?;
-    tracing::info!(listen = %router.local_addr(), tls_listen = ?router.tls_addr(), "{summary}");
-    // Tests and scripts wait for this line on stdout to learn the bound address (its
-    // last word is the plaintext listener's address).
-    match router.tls_addr() {
-        Some(tls) => println!(
-            "tickwire router listening on {}{tls} and {}",
-            tickwire_client::TLS_SCHEME,
-            router.local_addr()
-        ),
-        None => println!("tickwire router listening on {}", router.local_addr()),
-    }
-    let _server = match (http, monitor) {
+    let server = match (http, monitor) {
         (Some(addr), Some(reader)) => {
             let probe = match args.probe_ms {
                 0 => None,
@@ -628,7 +611,9 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             };
             let component =
                 std::sync::Arc::new(crate::monitor::router::RouterMonitor::new(reader, probe));
-            Some(crate::monitor::serve(
+            // Bound now, announced on stdout after the router's banner (scripts read
+            // that first).
+            Some(crate::monitor::start(
                 addr,
                 component,
                 args.http.metrics_max_series,
@@ -637,6 +622,27 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    // Said once the router and its monitoring port are up (a router that cannot bind
+    // a port says only that); with a spool, its recovery line has said where and how
+    // it syncs.
+    if guaranteed.is_none() {
+        tracing::info!("guaranteed messaging off (--no-guaranteed)");
+    }
+    tracing::info!(users, ?anonymous, "authentication");
+    tracing::info!(listen = %router.local_addr(), tls_listen = ?router.tls_addr(), "{summary}");
+    // Tests and scripts wait for this line on stdout to learn the bound address (its
+    // last word is the plaintext listener's address).
+    match router.tls_addr() {
+        Some(tls) => println!(
+            "tickwire router listening on {}{tls} and {}",
+            tickwire_client::TLS_SCHEME,
+            router.local_addr()
+        ),
+        None => println!("tickwire router listening on {}", router.local_addr()),
+    }
+    if let Some(server) = &server {
+        crate::monitor::announce(server);
+    }
     // The shared-memory listener is announced in the log (`shared-memory listener
     // ready`), not on stdout: scripts read one banner line and may close the pipe.
     router.run().context("running the router")?;

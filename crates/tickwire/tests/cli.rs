@@ -950,6 +950,10 @@ fn a_port_in_use_says_what_to_do() {
         &tcp,
     ]);
     assert!(err.contains("pick another port with --http"), "{err}");
+    assert!(
+        !err.contains("guaranteed messaging") && !err.contains("authentication"),
+        "{err}"
+    );
 
     let session = common::temp("in-use.itch");
     let session = session.to_str().unwrap();

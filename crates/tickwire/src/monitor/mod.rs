@@ -131,6 +131,27 @@ pub fn serve(
     max_series: usize,
     access: Access,
 ) -> anyhow::Result<Server> {
+    let server = start(addr, component, max_series, access)?;
+    announce(&server);
+    Ok(server)
+}
+
+/// Prints where `server` listens (the line scripts read on stdout).
+pub fn announce(server: &Server) {
+    println!(
+        "tickwire monitor listening on http://{}/",
+        server.local_addr()
+    );
+}
+
+/// [`serve`] without the line on stdout ([`announce`] prints it): for a command that
+/// starts its endpoint before it prints its own banner.
+pub fn start(
+    addr: SocketAddr,
+    component: Arc<dyn Component>,
+    max_series: usize,
+    access: Access,
+) -> anyhow::Result<Server> {
     let started = std::time::Instant::now();
     let login = if access.is_some() {
         "admin login"
@@ -156,10 +177,6 @@ pub fn serve(
             )
         })?;
     tracing::info!(http = %server.local_addr(), access = login, "monitoring endpoint listening");
-    println!(
-        "tickwire monitor listening on http://{}/",
-        server.local_addr()
-    );
     Ok(server)
 }
 
