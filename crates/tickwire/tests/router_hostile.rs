@@ -445,11 +445,15 @@ fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
     let mut held = Vec::new();
     let mut peak = 0;
     let t = Instant::now();
-    for _ in 0..400 {
+    for i in 0..400 {
         let mut s = TcpStream::connect(r.addr).unwrap();
         s.write_all(&junk).unwrap();
         held.push(s);
-        peak = peak.max(fds());
+        // Looked at now and then only: reading /proc/PID/fd costs its length, and the
+        // opening must stay well within the linger second for the bound to show.
+        if i % 50 == 49 {
+            peak = peak.max(fds());
+        }
     }
     let took = t.elapsed();
     // Each is answered and closed by the router (its ERROR then EOF), not timed out;
@@ -458,11 +462,18 @@ fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
         let (_, _, how) = read_to_end(s, T, 0);
         assert_eq!(how, Ended::Eof, "closed by the router");
     }
-    let settled = fds();
     // Without the bound, every connection closed in the last second would still be
-    // held: all 400 unless opening them took well over a second.
+    // held: all 400 unless opening them took well over a second. (Looked at for up to
+    // 500 ms: a connection read after the last five may still be closing.)
+    let bound = base + 256 + 8;
+    let look = Instant::now() + Duration::from_millis(500);
+    let mut settled = fds();
+    while settled > bound && Instant::now() < look {
+        std::thread::sleep(Duration::from_millis(10));
+        settled = fds();
+    }
     assert!(
-        settled <= base + 256 + 8,
+        settled <= bound,
         "router holds {settled} descriptors (base {base}, peak while opening {peak}) \
          with 400 closed connections held open by their peers, opened in {took:?}"
     );
