@@ -1378,26 +1378,19 @@ impl Engine {
             if f.late.front() == Some(&e.id) {
                 f.late.pop_front();
                 pinned.push(e.id);
-                f.found.push_back(QEntry {
-                    id: e.id,
-                    deliveries: 0,
-                    binding: 0,
-                    done: false,
-                });
-                f.bytes += Store::size_of(e);
-                continue;
-            }
-            if e.time < f.from_time {
-                continue;
-            }
-            let (topic, _) = self.store.bytes_of(e);
-            match_stored(&mut f.own, topic, &mut hit);
-            if hit.is_empty() {
-                continue;
-            }
-            if (f.found.len() - before - pinned.len()) as u64 >= room {
-                end = FillScan::TooManyEntries;
-                break;
+            } else {
+                if e.time < f.from_time {
+                    continue;
+                }
+                let (topic, _) = self.store.bytes_of(e);
+                match_stored(&mut f.own, topic, &mut hit);
+                if hit.is_empty() {
+                    continue;
+                }
+                if (f.found.len() - before - pinned.len()) as u64 >= room {
+                    end = FillScan::TooManyEntries;
+                    break;
+                }
             }
             f.found.push_back(QEntry {
                 id: e.id,

@@ -1512,16 +1512,12 @@ fn a_publish_matching_only_a_filling_create_is_kept_for_it() {
     assert_eq!(delivered_ids(&mut r), want, "after a restart");
 }
 
-/// The messages kept for a filling create are pinned until its scan reaches them:
-/// retention that releases every unheld message (here `retain_bytes` 0, the queue that
-/// held the older ones purged) does not release them, and the queue gets them all.
-/// (Stored with no reference, they went with the rest: a hole in the new queue.)
-#[test]
-fn messages_kept_for_a_filling_create_outlast_retention() {
+/// An engine whose fills look at 2 retained messages at a CREATE and 3 per tick, with
+/// queue `all` (a/*) holding ids 1..=20 published by P on a/x.
+fn twenty_held(cfg: GmConfig) -> (Engine, MemLog) {
     let (mut e, mut log) = engine_with(GmConfig {
         publish_window: 1 << 20,
-        retain_bytes: 0,
-        ..GmConfig::default()
+        ..cfg
     });
     e.fill_budget = (2, 3);
     create(
@@ -1533,6 +1529,19 @@ fn messages_kept_for_a_filling_create_outlast_retention() {
     for s in 1..=20 {
         publish(&mut e, &mut log, P, "a/x", s, b"old");
     }
+    (e, log)
+}
+
+/// The messages kept for a filling create are pinned until its scan reaches them:
+/// retention that releases every unheld message (here `retain_bytes` 0, the queue that
+/// held the older ones purged) does not release them, and the queue gets them all.
+/// (Stored with no reference, they went with the rest: a hole in the new queue.)
+#[test]
+fn messages_kept_for_a_filling_create_outlast_retention() {
+    let (mut e, mut log) = twenty_held(GmConfig {
+        retain_bytes: 0,
+        ..GmConfig::default()
+    });
     e.handle_durable(t(0), log.records.len() as u64);
     drain(&mut e);
     let json = r#"{"name":"cq","subscriptions":["c/*"],"start":"beginning"}"#;
@@ -1566,20 +1575,7 @@ fn messages_kept_for_a_filling_create_outlast_retention() {
 /// against all of them together), once per fill however many of its patterns match.
 #[test]
 fn a_publish_is_kept_for_each_waiting_fill_it_matches() {
-    let (mut e, mut log) = engine_with(GmConfig {
-        publish_window: 1 << 20,
-        ..GmConfig::default()
-    });
-    e.fill_budget = (2, 3);
-    create(
-        &mut e,
-        &mut log,
-        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
-    );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
-    for s in 1..=20 {
-        publish(&mut e, &mut log, P, "a/x", s, b"old");
-    }
+    let (mut e, mut log) = twenty_held(GmConfig::default());
     for (i, subs) in [r#"["c/*","c/x"]"#, r#"["d/*"]"#, r#"["c/x"]"#]
         .iter()
         .enumerate()
@@ -1609,21 +1605,10 @@ fn a_publish_is_kept_for_each_waiting_fill_it_matches() {
 /// of the messages kept for it, and they count as entries no more.
 #[test]
 fn a_filling_create_given_up_releases_what_was_kept_for_it() {
-    let (mut e, mut log) = engine_with(GmConfig {
-        publish_window: 1 << 20,
+    let (mut e, mut log) = twenty_held(GmConfig {
         retain_bytes: 0,
         ..GmConfig::default()
     });
-    e.fill_budget = (2, 3);
-    create(
-        &mut e,
-        &mut log,
-        r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
-    );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
-    for s in 1..=20 {
-        publish(&mut e, &mut log, P, "a/x", s, b"old");
-    }
     let json = r#"{"name":"cq","subscriptions":["c/*"],"start":"beginning"}"#;
     e.handle_queue_request(&mut log, C, 7, QueueOp::Create, json)
         .unwrap();
