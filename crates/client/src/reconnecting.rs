@@ -63,6 +63,9 @@ pub struct LinkStats {
     pub missed_by_seq: u64,
     /// Messages with SEQ on topics beyond [`SEQ_TOPICS`], not checked.
     pub seq_topics_untracked: u64,
+    /// Messages received that carried SEQ: while this is 0, `missed_by_seq` counts
+    /// nothing (the publishers number nothing), so 0 missing means nothing then.
+    pub numbered: u64,
     /// Publishes taken into the offline buffer while disconnected.
     pub offline_published: u64,
     /// Publishes refused because the offline buffer was full.
@@ -333,6 +336,15 @@ impl ReconnectingClient {
         }
     }
 
+    /// Calls `handler` for the connection reports ([`LinkEvent::Disconnected`],
+    /// [`LinkEvent::Reconnected`]) noticed since the last call, without reading or
+    /// waiting; returns how many. For a client that only publishes and so never
+    /// calls [`ReconnectingClient::poll`]: `publish` and `flush` notice a lost
+    /// connection and reconnect, and this tells of it.
+    pub fn take_notices<F: FnMut(LinkEvent<'_>)>(&mut self, mut handler: F) -> usize {
+        self.deliver_notices(&mut handler)
+    }
+
     fn deliver_notices<F: FnMut(LinkEvent<'_>)>(&mut self, handler: &mut F) -> usize {
         let n = self.notices.len();
         for notice in self.notices.drain(..) {
@@ -487,6 +499,7 @@ fn split_record(b: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
 fn track(stats: &mut LinkStats, last_seq: &mut HashMap<Box<str>, u64>, m: &Message<'_>) {
     stats.discarded_by_router += m.discarded();
     let Some(seq) = m.seq() else { return };
+    stats.numbered += 1;
     if let Some(last) = last_seq.get_mut(m.topic()) {
         if seq > last.saturating_add(1) {
             stats.missed_by_seq += seq - *last - 1;

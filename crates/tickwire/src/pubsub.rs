@@ -20,11 +20,14 @@ pub const DEFAULT_ROUTER: &str = "127.0.0.1:7420";
 const PUB_HELP: &str = "\
 Modes:
   tickwire pub TOPIC MESSAGE                  one message
-  tickwire pub TOPIC --stdin                  one message per input line
+  tickwire pub TOPIC --stdin                  one message per input line, each sent
+                                              as soon as it is read (lines read
+                                              together go out together)
   tickwire pub TOPIC --count N --size B --rate R
-                                              load: N messages of B bytes at R msg/s
-                                              (rate 0 = as fast as possible); prints
-                                              the achieved rate
+                                              load: N messages of B bytes at R msg/s,
+                                              each sent at its time (rate 0 = as fast
+                                              as possible, batched); prints the
+                                              achieved rate
   tickwire pub TOPIC MESSAGE --count N        the same message N times
 
 Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
@@ -34,7 +37,13 @@ or the connection drops, the command reconnects with exponential backoff and jit
 (for up to --give-up-after) and goes on; messages published while disconnected are kept
 (up to 1 MiB) and sent after the reconnection, the rest fail with a clear error.
 Messages that were in flight when the connection dropped may be lost (direct messaging;
---guaranteed for every message). --no-reconnect exits on a lost connection instead.
+--guaranteed for every message). Standard error tells of each loss ('disconnected: ...;
+reconnecting') and return ('reconnected after ...'), and the end of the command sums
+them up. --no-reconnect exits on a lost connection instead.
+
+Stopping: Ctrl-C (or SIGTERM) during --count stops publishing; what was published is
+sent (or, with --guaranteed, answered), the summary printed, and the exit status is 130.
+A second Ctrl-C aborts at once.
 
 Guaranteed (--guaranteed): the router stores every message (durably, per its --sync)
 in each queue whose subscriptions match its topic (`tickwire queue create NAME --sub
@@ -53,7 +62,8 @@ at the same time need different identities (a second open of an identity takes i
 over and the first command fails with taken-over).
   Exit status: 0 every message acknowledged; 3 some were refused (NACK, e.g. no queue
 matched); 4 some were still unanswered when --answer-timeout ran out (takes precedence
-over 3); 1 another error (no router within --give-up-after, identity taken over, ...).
+over 3); 130 stopped by Ctrl-C before the last message; 1 another error (no router
+within --give-up-after, identity taken over, ...).
 
 Examples:
   tickwire pub orders/new 'buy 100 AAPL' --guaranteed
@@ -113,6 +123,9 @@ pub struct PubArgs {
 const EXIT_NACKED: u8 = 3;
 /// Exit status of `pub --guaranteed` when answers were missing at the timeout.
 const EXIT_UNANSWERED: u8 = 4;
+/// Exit status of `pub` stopped by Ctrl-C (or SIGTERM) before its last message, as a
+/// shell reports a command that SIGINT ended.
+const EXIT_STOPPED: u8 = 130;
 
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     tickwire_wire::topic::validate_topic(a.topic.as_bytes())
@@ -123,36 +136,106 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     let opts = link_options(&a.name, &a.login, a.no_reconnect, Some(a.give_up_after))?;
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
-        let stdin = std::io::stdin();
-        let mut n = 0u64;
-        for line in stdin.lock().lines() {
-            let line = line.context("reading standard input")?;
-            client.publish(&a.topic, line.as_bytes())?;
-            n += 1;
-        }
-        finish_publishing(client)?;
-        eprintln!("published {n} messages to {}", a.topic);
+        let n = each_line(|text, caught_up| {
+            client.publish(&a.topic, text)?;
+            if caught_up {
+                client.flush()?;
+            }
+            client.take_notices(|ev| report_link(&ev));
+            Ok(())
+        })?;
+        finish_publishing(&mut client)?;
+        eprintln!(
+            "published {} to {}",
+            count(n, "message", "messages"),
+            a.topic
+        );
+        report_outages(client.stats());
+        client.close()?;
         return Ok(ExitCode::SUCCESS);
     }
     let payload = payload_of(&a)?;
-    let count = a.count.unwrap_or(1);
+    let total = a.count.unwrap_or(1);
+    let stop = tickwire_rt::StopFlag::install_saying(
+        "stopping: sending what was published, then the summary (Ctrl-C again to abort)",
+    );
     let start = tickwire_rt::MonoNanos::now();
-    pace(count, a.rate, start, |_| client.publish(&a.topic, &payload))?;
+    let sent = pace(
+        total,
+        a.rate,
+        start,
+        &stop,
+        &mut client,
+        |c| c.flush(),
+        |c, _| {
+            c.publish(&a.topic, &payload)?;
+            c.take_notices(|ev| report_link(&ev));
+            Ok(())
+        },
+    )?;
     client.flush()?;
     let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
-    finish_publishing(client)?;
-    if count > 1 {
+    finish_publishing(&mut client)?;
+    if total > 1 || sent < total {
         let secs = elapsed.as_secs_f64().max(1e-9);
+        let of = match sent < total {
+            true => format!("stopped: {sent} of {total}"),
+            false => format!("published {total}"),
+        };
         eprintln!(
-            "published {count} messages of {} bytes to {} in {:.3} s: {:.0} msg/s, {:.1} MB/s",
-            payload.len(),
+            "{of} messages of {} to {} in {:.3} s: {:.0} msg/s, {:.1} MB/s",
+            count(payload.len() as u64, "byte", "bytes"),
             a.topic,
             secs,
-            count as f64 / secs,
-            count as f64 * payload.len() as f64 / secs / 1e6
+            sent as f64 / secs,
+            sent as f64 * payload.len() as f64 / secs / 1e6
         );
     }
+    report_outages(client.stats());
+    client.close()?;
+    if sent < total {
+        return Ok(ExitCode::from(EXIT_STOPPED));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Calls `each(line, caught_up)` for every line of standard input (without its line
+/// end; any bytes), `caught_up` true when nothing more has been read ahead, i.e. the
+/// next line may be a while (a person typing, a `tail -f`) and what was taken should
+/// be sent now rather than batched. Returns the number of lines.
+fn each_line(mut each: impl FnMut(&[u8], bool) -> anyhow::Result<()>) -> anyhow::Result<u64> {
+    // Our own buffer, to see when nothing more has been read ahead.
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        let got = input
+            .read_until(b'\n', &mut line)
+            .context("reading standard input")?;
+        if got == 0 {
+            return Ok(n);
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        each(text, input.buffer().is_empty())?;
+        n += 1;
+    }
+}
+
+/// What the connection losses cost a direct publisher, when there were any.
+fn report_outages(st: &tickwire_client::LinkStats) {
+    if st.disconnects == 0 {
+        return;
+    }
+    eprintln!(
+        "{}, {}, {:.3} s disconnected; {} kept meanwhile and sent after reconnecting \
+         (messages in flight when a connection dropped may be lost)",
+        count(st.disconnects, "disconnection", "disconnections"),
+        count(st.reconnects, "reconnection", "reconnections"),
+        st.time_disconnected.as_secs_f64(),
+        count(st.offline_published, "message", "messages"),
+    );
 }
 
 /// Reconnection options of the direct `pub` and `sub`: `no_reconnect` gives up on the
@@ -175,16 +258,17 @@ fn link_options(
 }
 
 /// Sends what is buffered (waiting for a reconnection if the router is away, up to
-/// --give-up-after), then closes.
-fn finish_publishing(mut client: ReconnectingClient) -> anyhow::Result<()> {
+/// --give-up-after).
+fn finish_publishing(client: &mut ReconnectingClient) -> anyhow::Result<()> {
     client.flush()?;
+    client.take_notices(|ev| report_link(&ev));
     while !client.is_connected() || client.offline_buffered().1 > 0 {
         client.poll(Wait::Timeout(Duration::from_millis(100)), |ev| {
             report_link(&ev);
         })?;
     }
     client.flush()?;
-    client.close()?;
+    client.take_notices(|ev| report_link(&ev));
     Ok(())
 }
 
@@ -258,23 +342,32 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     };
     let mut p = GuaranteedPublisher::connect(&a.router, &identity, opts)
         .with_context(|| format!("opening guaranteed publisher {identity:?}"))?;
+    let stop = tickwire_rt::StopFlag::install_saying(
+        "stopping: waiting for the answers to what was published, then the summary \
+         (Ctrl-C again to abort)",
+    );
     let start = tickwire_rt::MonoNanos::now();
     let sent: anyhow::Result<u64> = (|| {
         if a.stdin {
-            let mut n = 0u64;
-            for line in std::io::stdin().lock().lines() {
-                let line = line.context("reading standard input")?;
-                p.publish(&a.topic, line.as_bytes())?;
-                n += 1;
-            }
-            return Ok(n);
+            return each_line(|text, caught_up| {
+                p.publish(&a.topic, text)?;
+                if caught_up {
+                    p.poll(Wait::NoWait)?;
+                }
+                Ok(())
+            });
         }
         let payload = payload_of(&a)?;
         let count = a.count.unwrap_or(1);
-        pace(count, a.rate, start, |_| {
-            p.publish(&a.topic, &payload).map(drop)
-        })?;
-        Ok(count)
+        pace(
+            count,
+            a.rate,
+            start,
+            &stop,
+            &mut p,
+            |p| p.poll(Wait::NoWait).map(drop),
+            |p, _| p.publish(&a.topic, &payload).map(drop),
+        )
     })();
     let answered = match &sent {
         Ok(_) => Some(
@@ -319,7 +412,7 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if answered == Some(true) {
         p.close().ok();
     }
-    sent?;
+    let sent = sent?;
     if unanswered > 0 {
         eprintln!(
             "error: {unanswered} messages unanswered after {:?}",
@@ -329,6 +422,11 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     }
     if c.nacked > 0 {
         return Ok(ExitCode::from(EXIT_NACKED));
+    }
+    let wanted = a.count.unwrap_or(1);
+    if !a.stdin && sent < wanted {
+        eprintln!("stopped: {sent} of {wanted} messages published");
+        return Ok(ExitCode::from(EXIT_STOPPED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -358,20 +456,34 @@ pub(crate) fn load_payload(size: usize) -> Vec<u8> {
 
 /// Calls `send(i)` for i in 0..count on an open-loop schedule of `rate` msg/s
 /// (0 = no pacing). Late sends are not skipped: they go out as soon as possible.
-pub fn pace(
+/// `ahead` runs before each pause for the schedule (to write what is batched); both
+/// get `publisher`. Stops early once `stop` is set; returns how many were sent.
+pub fn pace<P>(
     count: u64,
     rate: u64,
     start: tickwire_rt::MonoNanos,
-    mut send: impl FnMut(u64) -> Result<(), tickwire_client::Error>,
-) -> anyhow::Result<()> {
+    stop: &tickwire_rt::StopFlag,
+    publisher: &mut P,
+    ahead: impl Fn(&mut P) -> Result<(), tickwire_client::Error>,
+    mut send: impl FnMut(&mut P, u64) -> Result<(), tickwire_client::Error>,
+) -> anyhow::Result<u64> {
     for i in 0..count {
+        if stop.is_set() {
+            return Ok(i);
+        }
         // rate 0: no pacing.
         if let Some(offset) = i.saturating_mul(1_000_000_000).checked_div(rate) {
-            tickwire_rt::pacing::wait_until(start.add_nanos(offset));
+            let due = start.add_nanos(offset);
+            if tickwire_rt::MonoNanos::now() < due {
+                // Ahead of the schedule: what is batched goes out before the pause,
+                // so each message leaves at its time, not when 64 KiB are batched.
+                ahead(publisher)?;
+                tickwire_rt::pacing::wait_until(due);
+            }
         }
-        send(i)?;
+        send(publisher, i)?;
     }
-    Ok(())
+    Ok(count)
 }
 
 const SUB_HELP: &str = "\
@@ -609,12 +721,22 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         mcast.report();
         let st = client.stats();
         if st.disconnects > 0 {
+            // Only numbered messages (SEQ) show what an outage cost; `tickwire pub`
+            // numbers nothing, and 0 missing would then mean nothing.
+            let missing = match st.numbered {
+                0 => "missing messages not counted (the messages carry no sequence \
+                      numbers)"
+                    .to_owned(),
+                _ => format!(
+                    "{} missing by sequence number",
+                    count(st.missed_by_seq, "message", "messages")
+                ),
+            };
             eprintln!(
-                "{}, {}, {:.3} s disconnected; {} missing by sequence number",
+                "{}, {}, {:.3} s disconnected; {missing}",
                 count(st.disconnects, "disconnection", "disconnections"),
                 count(st.reconnects, "reconnection", "reconnections"),
                 st.time_disconnected.as_secs_f64(),
-                count(st.missed_by_seq, "message", "messages")
             );
         }
     }

@@ -360,6 +360,118 @@ fn pub_stdin_publishes_one_message_per_line() {
     assert_eq!(out, "in/x first line\nin/x second\nin/x third one\n");
 }
 
+/// A subscriber for the `pub` tests below: the library's client, subscribed to `topic`.
+fn subscriber(router: &str, topic: &str) -> tickwire_client::Client {
+    let mut c = tickwire_client::Client::connect(router).expect("subscriber connects");
+    c.subscribe(topic).expect("subscribe");
+    c
+}
+
+/// Reads from `sub` until `n` messages in all were received, or fails after `T`.
+fn receive(sub: &mut tickwire_client::Client, n: usize, got: &mut usize) {
+    let deadline = Instant::now() + T;
+    while *got < n {
+        sub.poll(
+            tickwire_client::Wait::Timeout(Duration::from_millis(50)),
+            |_| *got += 1,
+        )
+        .expect("subscriber poll");
+        assert!(Instant::now() < deadline, "{got} of {n} messages arrived");
+    }
+}
+
+#[test]
+fn paced_pub_sends_each_message_at_its_time() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "pace/x");
+    // Due at 0, 1, 2 and 3 s: the first must arrive while the publisher still has
+    // seconds of its schedule left (it used to wait for 64 KiB of batch, or the end).
+    let mut publ = Bg::spawn(
+        &[
+            "pub", "--router", &r, "pace/x", "tick", "--count", "4", "--rate", "1",
+        ],
+        None,
+    );
+    let mut got = 0;
+    receive(&mut sub, 1, &mut got);
+    assert!(
+        publ.child.try_wait().unwrap().is_none(),
+        "the first paced message arrived only after the publisher ended"
+    );
+    let (st, _, err) = publ.finish(T);
+    assert!(st.success(), "pub failed: {err}");
+    receive(&mut sub, 4, &mut got);
+}
+
+#[test]
+fn pub_stdin_sends_a_line_before_the_input_ends() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "typed/x");
+    let mut child = common::cli(&["pub", "--router", &r, "--stdin", "typed/x"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn pub --stdin");
+    let mut input = child.stdin.take().unwrap();
+    // One line, as a person types it; standard input stays open.
+    input.write_all(b"first line\n").unwrap();
+    input.flush().unwrap();
+    let mut got = 0;
+    receive(&mut sub, 1, &mut got);
+    assert!(child.try_wait().unwrap().is_none(), "pub exited early");
+    input.write_all(b"second\r\n").unwrap();
+    drop(input);
+    let status = common::wait_child(&mut child, T, "pub --stdin after its input ended");
+    let (_, err) = common::take_output(&mut child);
+    assert!(status.success(), "pub --stdin failed: {err}");
+    assert!(err.contains("published 2 messages to typed/x"), "{err}");
+    receive(&mut sub, 2, &mut got);
+}
+
+#[test]
+fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "stop/x");
+    let mut child = common::cli(&[
+        "pub", "--router", &r, "stop/x", "--count", "1000000", "--rate", "1000",
+    ])
+    .spawn()
+    .expect("spawn pub");
+    let mut got = 0;
+    receive(&mut sub, 10, &mut got);
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = common::wait_child(&mut child, T, "pub after Ctrl-C");
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    // "stopped: N of 1000000 messages of 100 bytes to stop/x in ..."
+    let sent: usize = err
+        .split("stopped: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'stopped: N of ...' summary: {err}"));
+    assert!(
+        err.contains(&format!(
+            "stopped: {sent} of 1000000 messages of 100 bytes to stop/x"
+        )),
+        "{err}"
+    );
+    // Everything it counted as published reached the subscriber, and nothing more.
+    receive(&mut sub, sent, &mut got);
+    sub.poll(
+        tickwire_client::Wait::Timeout(Duration::from_millis(300)),
+        |_| got += 1,
+    )
+    .unwrap();
+    assert_eq!(got, sent, "{err}");
+}
+
 #[test]
 fn pub_load_is_counted_in_stats() {
     let router = RouterProc::start(&[]);

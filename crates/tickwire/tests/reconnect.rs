@@ -105,6 +105,44 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
 }
 
 #[test]
+fn tickwire_pub_reports_the_outage_and_sums_it_up() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    // Due over 4 s, each sent at its time: the kill falls in the middle.
+    let mut publ = common::cli(&[
+        "pub", "--router", &addr, "t/p", "x", "--count", "400", "--rate", "100",
+    ])
+    .spawn()
+    .expect("spawn tickwire pub");
+    std::thread::sleep(Duration::from_millis(700));
+    router.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    let router = plain(port);
+    let status = common::wait_child(&mut publ, Duration::from_secs(60), "pub across a restart");
+    drop(router);
+    let mut err = String::new();
+    publ.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("disconnected: "),
+        "no disconnection report: {err}"
+    );
+    assert!(
+        err.contains("reconnected after"),
+        "no reconnection report: {err}"
+    );
+    assert!(
+        err.contains("published 400 messages") && err.contains("1 disconnection, 1 reconnection,"),
+        "no summary of the outage: {err}"
+    );
+}
+
+#[test]
 fn no_reconnect_exits_when_the_router_goes() {
     let port = free_port();
     let router = plain(port);
@@ -270,4 +308,5 @@ fn sequence_jumps_across_an_outage_are_counted_as_missed() {
     }
     // Duplicate 5s (published until seen) are not gaps.
     assert_eq!(sub.stats().missed_by_seq, 3, "{:?}", sub.stats());
+    assert!(sub.stats().numbered >= 2, "{:?}", sub.stats());
 }

@@ -314,12 +314,36 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+/// For a length field that is really text: what the peer probably is. The four bytes
+/// of an HTTP answer or request read as a length far outside any frame's.
+fn length_hint(len: &u32) -> &'static str {
+    match len.to_le_bytes() {
+        [b'H', b'T', b'T', b'P'] => {
+            " (the peer answered in HTTP: an HTTP server, such as a router's monitoring \
+             port, not a tickwire router's client port)"
+        }
+        [b'G', b'E', b'T', b' ']
+        | [b'P', b'O', b'S', b'T']
+        | [b'H', b'E', b'A', b'D']
+        | [b'P', b'U', b'T', b' ']
+        | [b'O', b'P', b'T', b'I']
+        | [b'D', b'E', b'L', b'E']
+        | [b'P', b'A', b'T', b'C'] => {
+            " (an HTTP request: an HTTP client on the router's client port; the monitoring \
+             endpoint is the router's --http address)"
+        }
+        // A TLS record header: handshake (22), version 3.x.
+        [0x16, 0x03, 0x00..=0x04, _] => " (a TLS handshake on a port without TLS)",
+        _ => "",
+    }
+}
+
 /// Why bytes could not be decoded as a frame. Every variant maps to an [`ErrorCode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
     /// The length field is below the header size or above the maximum frame size.
-    #[error("frame length {len} outside the allowed range 8..={max}")]
+    #[error("frame length {len} outside the allowed range 8..={max}{}", length_hint(.len))]
     BadLength {
         /// Length field as received.
         len: u32,
@@ -1526,6 +1550,28 @@ mod tests {
         let (f, n) = decode(buf, MAX).unwrap().unwrap();
         assert_eq!(n, buf.len());
         f
+    }
+
+    #[test]
+    fn a_length_that_is_really_http_or_tls_says_so() {
+        let err = |head: &[u8; 4]| {
+            FrameError::BadLength {
+                len: u32::from_le_bytes(*head),
+                max: 80,
+            }
+            .to_string()
+        };
+        assert!(
+            err(b"HTTP").contains("answered in HTTP"),
+            "{}",
+            err(b"HTTP")
+        );
+        assert!(err(b"GET ").contains("an HTTP request"), "{}", err(b"GET "));
+        assert!(err(&[0x16, 3, 1, 2]).contains("TLS handshake"));
+        assert_eq!(
+            err(&[0, 0, 0x10, 0]),
+            "frame length 1048576 outside the allowed range 8..=80"
+        );
     }
 
     #[test]
