@@ -92,7 +92,8 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     let found = tickwire_rt::text::count(msgs.len() as u64, "cached message", "cached messages");
     if !msgs.is_empty() {
-        eprintln!("{found} match {}", a.pattern);
+        let verb = if msgs.len() == 1 { "matches" } else { "match" };
+        eprintln!("{found} {verb} {}", a.pattern);
     } else {
         // Nothing: say whether the router caches these topics at all. Its cache
         // patterns are in the stats document (admin users only; else say less).

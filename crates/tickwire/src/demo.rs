@@ -65,10 +65,11 @@ handler and the router (both blocking in the kernel when idle) on CPU 1, the exc
 Last, tick-to-trade through the FIX engine (skip it with --no-tick-to-trade): a venue
 simulator logs on to an algo on two FIX.4.4 sessions and sends 35=X market data at
 10,000 msg/s for 3 s (after a 1 s warm-up); the algo answers each with a 35=D order.
-It runs twice, side by side: tickwire's FIX engine with its durable file store, then a
-raw-socket responder with no FIX engine (the floor). The report gives latency from each
-X's intended send time to its order, and the CPU each algo spent per tick. The full
-test: `tickwire bench tick-to-trade`.
+It runs twice, side by side: tickwire's FIX engine with its file store (written to the
+OS every loop turn, no fdatasync, like QuickFIX's FileStore), then a raw-socket
+responder with no FIX engine (the floor). The report gives latency from each X's
+intended send time to its order, and the CPU each algo spent per tick. The full test:
+`tickwire bench tick-to-trade`.
 
 Examples:
   tickwire demo                                   # the whole tour (about 25 s)

@@ -48,6 +48,9 @@ impl RouterChild {
                 BufReader::new(out).read_line(&mut line).ok();
             }
             if line.starts_with("tickwire router listening on") {
+                // A second Ctrl-C aborts the demo with exit(): it terminates the router
+                // too, not leave it running (the first stops the demo, which drops it).
+                tickwire_rt::stop::register_child(child.id(), true);
                 return Ok(RouterChild(child));
             }
             let _ = child.kill();
@@ -61,6 +64,7 @@ impl RouterChild {
     }
 
     fn kill9(mut self) -> anyhow::Result<()> {
+        tickwire_rt::stop::register_child(self.0.id(), false);
         self.0.kill().context("SIGKILL the router")?;
         self.0.wait().context("reaping the router")?;
         Ok(())
@@ -69,6 +73,7 @@ impl RouterChild {
 
 impl Drop for RouterChild {
     fn drop(&mut self) {
+        tickwire_rt::stop::register_child(self.0.id(), false);
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -220,6 +220,12 @@ fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
         request(&n.common, op, &n.name, None).with_context(|| format!("queue {:?}", n.name))?;
     if n.common.print_json {
         println!("{json}");
+    } else if let Some(purged) = serde_json::from_str::<Value>(&json)
+        .ok()
+        .and_then(|v| v.get("purged").and_then(Value::as_u64))
+    {
+        let dropped = tickwire_rt::text::count(purged, "message", "messages");
+        println!("queue {} {done}: {dropped} dropped", n.name);
     } else {
         println!("queue {} {done}", n.name);
     }

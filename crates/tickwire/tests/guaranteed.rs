@@ -362,6 +362,16 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert_eq!(st.code(), Some(3), "{out}{err}");
     assert!(format!("{out}{err}").contains("queue-full"), "{out}{err}");
+    // Purging says how many messages it dropped: the two the full queue held.
+    let (st, out, err) = run_cli(&["queue", "purge", "tiny", "--router", &a], t);
+    assert!(st.success(), "{out}{err}");
+    assert_eq!(out, "queue tiny purged: 2 messages dropped\n", "{err}");
+    let (_, out, _) = run_cli(
+        &["queue", "show", "tiny", "--print-json", "--router", &a],
+        t,
+    );
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert_eq!(q["depth"], 0, "{q}");
     // Regression: a publish that no queue matches was reported "acknowledged" (stored
     // nowhere). The command has the router refuse it, and says which queue to create;
     // --allow-no-queue lets the router acknowledge it.
