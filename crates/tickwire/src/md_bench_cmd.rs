@@ -30,7 +30,7 @@ Example (router, `tickwire feed` and `tickwire md publish --restamp` running):
 #[derive(Args)]
 #[command(after_help = MD_LATENCY_HELP)]
 pub struct MdLatencyArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Number of measuring clients.

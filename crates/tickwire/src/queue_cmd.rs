@@ -50,7 +50,7 @@ enum QueueCmd {
 
 #[derive(Args)]
 struct Common {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

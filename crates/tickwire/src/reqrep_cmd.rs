@@ -32,7 +32,7 @@ Examples:
 #[derive(Args)]
 #[command(after_help = REQUEST_HELP)]
 pub struct RequestArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]
@@ -97,7 +97,7 @@ Examples:
 #[derive(Args)]
 #[command(after_help = REPLY_HELP)]
 pub struct ReplyArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

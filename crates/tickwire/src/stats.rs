@@ -25,7 +25,7 @@ Examples:
 #[derive(Args)]
 #[command(after_help = STATS_HELP)]
 pub struct StatsArgs {
-    /// Router address.
+    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]
