@@ -136,15 +136,18 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     let opts = link_options(&a.name, &a.login, a.no_reconnect, Some(a.give_up_after))?;
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
-        let n = each_line(|text, caught_up| {
+        let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
+        let n = each_line(max_frame, |text, caught_up| {
             client.publish(&a.topic, text)?;
             if caught_up {
                 client.flush()?;
             }
             client.take_notices(|ev| report_link(&ev));
             Ok(())
-        })?;
+        });
+        // The lines before one that could not be published still go out.
         finish_publishing(&mut client)?;
+        let n = n?;
         eprintln!(
             "published {} to {}",
             count(n, "message", "messages"),
@@ -202,19 +205,33 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
 /// Calls `each(line, caught_up)` for every line of standard input (without its line
 /// end; any bytes), `caught_up` true when nothing more has been read ahead, i.e. the
 /// next line may be a while (a person typing, a `tail -f`) and what was taken should
-/// be sent now rather than batched. Returns the number of lines.
-fn each_line(mut each: impl FnMut(&[u8], bool) -> anyhow::Result<()>) -> anyhow::Result<u64> {
+/// be sent now rather than batched. Returns the number of lines. A line is read up to
+/// `max_frame` bytes (the router's largest frame, which no longer line could fit):
+/// memory stays bounded whatever the input.
+fn each_line(
+    max_frame: u32,
+    mut each: impl FnMut(&[u8], bool) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    use std::io::Read;
     // Our own buffer, to see when nothing more has been read ahead.
     let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
     let mut line = Vec::new();
     let mut n = 0u64;
     loop {
         line.clear();
-        let got = input
+        let got = (&mut input)
+            .take(u64::from(max_frame) + 1)
             .read_until(b'\n', &mut line)
             .context("reading standard input")?;
         if got == 0 {
             return Ok(n);
+        }
+        if got > max_frame as usize && line.last() != Some(&b'\n') {
+            bail!(
+                "line {} of standard input is longer than the router's largest frame \
+                 ({max_frame} bytes): not published (nor anything after it)",
+                n + 1
+            );
         }
         let text = line.strip_suffix(b"\n").unwrap_or(&line);
         let text = text.strip_suffix(b"\r").unwrap_or(text);
@@ -349,7 +366,8 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     let start = tickwire_rt::MonoNanos::now();
     let sent: anyhow::Result<u64> = (|| {
         if a.stdin {
-            return each_line(|text, caught_up| {
+            let max_frame = p.client().router_max_frame();
+            return each_line(max_frame, |text, caught_up| {
                 p.publish(&a.topic, text)?;
                 if caught_up {
                     p.poll(Wait::NoWait)?;

@@ -430,6 +430,28 @@ fn pub_stdin_sends_a_line_before_the_input_ends() {
 }
 
 #[test]
+fn pub_stdin_refuses_a_line_longer_than_the_routers_frame_without_holding_it() {
+    let router = RouterProc::start(&["--max-frame", "4096"]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "long/x");
+    // 64 MiB without a line end: read up to the router's largest frame only.
+    let mut input = b"short\n".to_vec();
+    input.resize(input.len() + (64 << 20), b'x');
+    let publ = Bg::spawn(&["pub", "--router", &r, "--stdin", "long/x"], Some(input));
+    let (st, _, err) = publ.finish(T);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains(
+            "line 2 of standard input is longer than the router's largest frame (4096 bytes)"
+        ),
+        "{err}"
+    );
+    // The line before it was published.
+    let mut got = 0;
+    receive(&mut sub, 1, &mut got);
+}
+
+#[test]
 fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
