@@ -312,6 +312,16 @@ impl ReconnectingClient {
         &self.stats
     }
 
+    /// Total time without a connection, the outage under way included
+    /// ([`LinkStats::time_disconnected`] counts finished outages only).
+    pub fn time_disconnected(&self) -> Duration {
+        let current = self
+            .down
+            .as_ref()
+            .map_or(Duration::ZERO, |d| d.since.elapsed());
+        self.stats.time_disconnected + current
+    }
+
     /// The patterns restored on reconnection.
     pub fn subscriptions(&self) -> impl Iterator<Item = &str> + '_ {
         self.subs.iter().map(|(p, _)| p.as_str())

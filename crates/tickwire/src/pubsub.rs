@@ -153,7 +153,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             count(n, "message", "messages"),
             a.topic
         );
-        report_outages(client.stats());
+        report_outages(&client);
         client.close()?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -194,7 +194,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             sent as f64 * payload.len() as f64 / secs / 1e6
         );
     }
-    report_outages(client.stats());
+    report_outages(&client);
     client.close()?;
     if sent < total {
         return Ok(ExitCode::from(EXIT_STOPPED));
@@ -241,7 +241,8 @@ fn each_line(
 }
 
 /// What the connection losses cost a direct publisher, when there were any.
-fn report_outages(st: &tickwire_client::LinkStats) {
+fn report_outages(client: &ReconnectingClient) {
+    let st = client.stats();
     if st.disconnects == 0 {
         return;
     }
@@ -250,7 +251,7 @@ fn report_outages(st: &tickwire_client::LinkStats) {
          (messages in flight when a connection dropped may be lost)",
         count(st.disconnects, "disconnection", "disconnections"),
         count(st.reconnects, "reconnection", "reconnections"),
-        st.time_disconnected.as_secs_f64(),
+        client.time_disconnected().as_secs_f64(),
         count(st.offline_published, "message", "messages"),
     );
 }
@@ -754,7 +755,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                 "{}, {}, {:.3} s disconnected; {missing}",
                 count(st.disconnects, "disconnection", "disconnections"),
                 count(st.reconnects, "reconnection", "reconnections"),
-                st.time_disconnected.as_secs_f64(),
+                client.time_disconnected().as_secs_f64(),
             );
         }
     }

@@ -143,6 +143,35 @@ fn tickwire_pub_reports_the_outage_and_sums_it_up() {
 }
 
 #[test]
+fn sub_stopped_during_an_outage_counts_the_outage_so_far() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    let (mut sub, lines) = spawn_sub(&addr, &[]);
+    publish_until_seen(&addr, "t/a", "before", &lines);
+    router.kill9();
+    std::thread::sleep(Duration::from_millis(600));
+    let st = Command::new("kill")
+        .args(["-INT", &sub.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = common::wait_child(&mut sub, Duration::from_secs(20), "sub after Ctrl-C");
+    let mut err = String::new();
+    sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    // "1 disconnection, 0 reconnections, S s disconnected; ..." with S the outage so far.
+    let secs: f64 = err
+        .split("1 disconnection, 0 reconnections, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no outage summary: {err}"));
+    assert!(secs >= 0.5, "outage counted as {secs} s: {err}");
+    assert!(err.contains("missing messages not counted"), "{err}");
+}
+
+#[test]
 fn no_reconnect_exits_when_the_router_goes() {
     let port = free_port();
     let router = plain(port);
