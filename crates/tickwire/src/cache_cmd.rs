@@ -106,7 +106,7 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
 
 /// The router's cache patterns from its stats document: `Some(empty)` when it keeps
 /// no cache, `None` when the document does not say.
-fn cache_patterns(stats: &str) -> Option<Vec<String>> {
+pub(crate) fn cache_patterns(stats: &str) -> Option<Vec<String>> {
     let doc: serde_json::Value = serde_json::from_str(stats).ok()?;
     match doc.get("cache")? {
         serde_json::Value::Null => Some(Vec::new()),
@@ -118,6 +118,25 @@ fn cache_patterns(stats: &str) -> Option<Vec<String>> {
                 .filter_map(|p| p.as_str().map(str::to_owned))
                 .collect(),
         ),
+    }
+}
+
+/// For `sub --initial-image PATTERN`: a note when the router's cache patterns (`None`:
+/// unknown) show that no image can come, which the subscriber would otherwise not
+/// notice (the subscription is live only).
+pub(crate) fn no_image_note(pattern: &str, cached: Option<&[String]>) -> Option<String> {
+    const HOW: &str = "(a router caches the topics matching its --cache patterns)";
+    match cached? {
+        [] => Some(format!(
+            "--initial-image: the router keeps no last-value cache, so {pattern} gets no \
+             initial image, live messages only {HOW}"
+        )),
+        list if !list.iter().any(|c| patterns_overlap(c, pattern)) => Some(format!(
+            "--initial-image: the router caches no topic matching {pattern} (its cache \
+             patterns: {}), so it gets no initial image, live messages only",
+            list.join(" ")
+        )),
+        _ => None,
     }
 }
 

@@ -536,7 +536,8 @@ Initial image (--initial-image): on a router with a last-value cache (`tickwire 
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
 live stream: nothing missed and nothing twice between the two. After a reconnection it
 asks the new connection for a new image (which may repeat, marked, last values printed
-before the loss when the router itself did not restart).
+before the loss when the router itself did not restart). When the router keeps no cache,
+or caches no topic the pattern matches, standard error says so (no image will come).
   tickwire sub 'md/>' --initial-image                # every symbol's last quote, then live
 
 Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same
@@ -645,6 +646,18 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     let opts = link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
     let mut client = ReconnectingClient::connect(&a.router, a.multicast.apply(opts))?;
     let mut mcast = crate::sub_mcast::SubMulticast::new(&a.multicast, &a.patterns);
+    if a.initial_image {
+        // Asked before subscribing (no message can arrive during the request). The
+        // stats document gives the cache patterns to admin users only: otherwise, or
+        // on any failure, nothing is said.
+        let stats = client.client().and_then(|c| c.stats_json().ok());
+        let cached = stats.as_deref().and_then(crate::cache_cmd::cache_patterns);
+        for p in &a.patterns {
+            if let Some(note) = crate::cache_cmd::no_image_note(p, cached.as_deref()) {
+                eprintln!("{note}");
+            }
+        }
+    }
     for p in &a.patterns {
         let p = match &a.group {
             Some(g) => tickwire_client::shared_pattern(g, p),

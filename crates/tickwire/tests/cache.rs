@@ -218,6 +218,49 @@ fn image_requests_bad_input() {
 
 /// Also a regression: `cache show` of a pattern the router does not cache said only "0
 /// cached messages", as if the topics had simply not been published yet.
+/// The first line of `sub PATTERN --initial-image`'s standard error, against a router
+/// started with `router_args` (the subscriber is killed after it).
+fn initial_image_note(router_args: &[&str], pattern: &str) -> String {
+    use std::io::BufRead;
+    let router = RouterProc::start(router_args);
+    let addr = router.addr_str();
+    let mut sub = std::process::Command::new(common::BIN)
+        .args(["sub", "--router", &addr, pattern, "--initial-image"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = sub.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(err).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20));
+    let _ = sub.kill();
+    let _ = sub.wait();
+    line.expect("sub --initial-image said nothing within 20 s")
+}
+
+#[test]
+fn sub_initial_image_says_when_the_router_can_send_none() {
+    let none = initial_image_note(&["--no-guaranteed"], "md/>");
+    assert!(
+        none.contains(
+            "--initial-image: the router keeps no last-value cache, so md/> gets no initial image"
+        ),
+        "{none}"
+    );
+    let other = initial_image_note(&["--no-guaranteed", "--cache", "md/>"], "fx/>");
+    assert!(
+        other.contains(
+            "--initial-image: the router caches no topic matching fx/> (its cache patterns: md/>)"
+        ),
+        "{other}"
+    );
+}
+
 #[test]
 fn cli_cache_show_and_sub_initial_image() {
     let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);
