@@ -50,7 +50,7 @@ pub enum TopicError {
         levels: usize,
     },
     /// A level is empty: the topic starts or ends with `/`, or contains `//`.
-    #[error("level {level} is empty (leading, trailing or doubled '/')")]
+    #[error("level {} is empty (leading, trailing or doubled '/')", .level + 1)]
     EmptyLevel {
         /// Index (from 0) of the empty level.
         level: usize,
@@ -72,8 +72,9 @@ pub enum TopicError {
     /// A pattern uses `*` other than as the last character of a level, or `>` other
     /// than as the whole last level.
     #[error(
-        "misplaced wildcard in level {level} of the pattern \
-         ('*' must end a level, '>' must be the whole last level)"
+        "misplaced wildcard in level {} of the pattern \
+         ('*' must end a level, '>' must be the whole last level)",
+        .level + 1
     )]
     MisplacedWildcard {
         /// Index (from 0) of the offending level.
@@ -626,9 +627,15 @@ mod tests {
             TopicError::TooLong { len: 300 }.to_string(),
             "topic is 300 bytes long, more than the limit of 250"
         );
+        // The index counts from 0, the message from 1 ("a//b": the second level).
         assert_eq!(
-            TopicError::EmptyLevel { level: 2 }.to_string(),
+            TopicError::EmptyLevel { level: 1 }.to_string(),
             "level 2 is empty (leading, trailing or doubled '/')"
+        );
+        assert_eq!(
+            TopicError::MisplacedWildcard { level: 0 }.to_string(),
+            "misplaced wildcard in level 1 of the pattern \
+             ('*' must end a level, '>' must be the whole last level)"
         );
     }
 
