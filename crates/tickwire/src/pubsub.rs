@@ -258,7 +258,7 @@ fn report_outages(client: &ReconnectingClient) {
 
 /// Reconnection options of the direct `pub` and `sub`: `no_reconnect` gives up on the
 /// first failed attempt.
-fn link_options(
+pub(crate) fn link_options(
     name: &str,
     login: &crate::login::LoginArgs,
     no_reconnect: bool,
@@ -291,7 +291,7 @@ fn finish_publishing(client: &mut ReconnectingClient) -> anyhow::Result<()> {
 }
 
 /// Tells the person at the terminal that the router went away or came back.
-fn report_link(ev: &LinkEvent<'_>) {
+pub(crate) fn report_link(ev: &LinkEvent<'_>) {
     match ev {
         LinkEvent::Disconnected { reason } => {
             eprintln!("disconnected: {reason}; reconnecting");

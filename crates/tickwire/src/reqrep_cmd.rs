@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use tickwire_client::{Client, ClientOptions, Error, ReplyTo, Wait};
+use tickwire_client::{Client, ClientOptions, Error, LinkEvent, ReconnectingClient, ReplyTo, Wait};
 
 use crate::pubsub::DEFAULT_ROUTER;
 
@@ -88,6 +88,12 @@ unless --quiet.
 Several `tickwire reply` on one pattern each answer every request; the requester keeps
 the first reply.
 
+Reconnecting: the first connection must succeed; after that, when the router restarts
+or the connection drops, the command says so on standard error, reconnects (with
+exponential backoff and jitter, for as long as it takes), subscribes again and goes on
+answering. Requests in flight when the connection dropped are not answered (their
+requesters time out or see their own connection go). Ctrl-C stops it.
+
 Examples:
   tickwire reply 'svc/echo'                        # echo server
   tickwire reply 'svc/time' --exec date            # answer with the date
@@ -127,10 +133,9 @@ pub struct ReplyArgs {
 }
 
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_to(
-        a.router.as_str(),
-        a.login.apply(ClientOptions::named(a.name.clone()))?,
-    )?;
+    // Reconnects for as long as it takes: a service outlives its router's restarts.
+    let opts = crate::pubsub::link_options(&a.name, &a.login, false, None)?;
+    let mut c = ReconnectingClient::connect(&a.router, opts)?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -138,10 +143,13 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     // Requests of one poll; answered after it (a message borrows the client).
     let mut batch: Vec<(String, ReplyTo, Vec<u8>)> = Vec::new();
     while answered < limit {
-        c.poll(Wait::Timeout(Duration::from_millis(200)), |m| {
-            if let Some(to) = m.reply_target() {
-                batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
+        c.poll(Wait::Timeout(Duration::from_millis(200)), |ev| match ev {
+            LinkEvent::Message(m) => {
+                if let Some(to) = m.reply_target() {
+                    batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
+                }
             }
+            other => crate::pubsub::report_link(&other),
         })?;
         for (topic, to, payload) in batch.drain(..) {
             if answered >= limit {
@@ -151,8 +159,17 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 None => payload,
                 Some(cmd) => run_exec(cmd, &payload, a.max_reply, a.exec_timeout),
             };
-            let max = (c.router_max_frame() as usize).saturating_sub(600);
-            c.reply(&to, &answer[..answer.len().min(max)])?;
+            // The connection the request came on may be gone (its requester is then
+            // gone with it, or times out); the next poll reconnects.
+            let Some(conn) = c.client() else {
+                eprintln!("request on {topic} not answered: the connection was lost");
+                continue;
+            };
+            let max = (conn.router_max_frame() as usize).saturating_sub(600);
+            if let Err(e) = conn.reply(&to, &answer[..answer.len().min(max)]) {
+                eprintln!("request on {topic} not answered: {e}");
+                continue;
+            }
             answered += 1;
             if !a.quiet {
                 eprintln!("answered a request on {topic} ({} bytes)", answer.len());

@@ -171,6 +171,53 @@ fn sub_stopped_during_an_outage_counts_the_outage_so_far() {
     assert!(err.contains("missing messages not counted"), "{err}");
 }
 
+/// Sends requests to `topic` until one is answered with `payload` (20 s at most): the
+/// responder may still be reconnecting.
+fn request_until_answered(addr: &str, topic: &str, payload: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answered = Client::connect(addr)
+            .and_then(|mut c| c.request(topic, payload, Duration::from_millis(500)));
+        match answered {
+            Ok(reply) => {
+                assert_eq!(reply.payload, payload);
+                return;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "no answer on {topic}: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn tickwire_reply_keeps_answering_across_a_router_restart() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    let mut reply = common::cli(&["reply", "--router", &addr, "svc/echo", "--quiet"])
+        .spawn()
+        .expect("spawn tickwire reply");
+    request_until_answered(&addr, "svc/echo", b"before");
+    router.kill9();
+    let router = plain(port);
+    request_until_answered(&addr, "svc/echo", b"after");
+    assert!(reply.try_wait().unwrap().is_none(), "reply exited");
+    drop(router);
+    let _ = reply.kill();
+    let _ = reply.wait();
+    let mut err = String::new();
+    reply
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("disconnected: ") && err.contains("reconnected after"),
+        "no reconnection report: {err}"
+    );
+}
+
 #[test]
 fn no_reconnect_exits_when_the_router_goes() {
     let port = free_port();
