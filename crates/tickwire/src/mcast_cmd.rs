@@ -90,6 +90,7 @@ Exit status: 0, or 1 on an error (bad topic, message larger than a datagram, ...
 #[command(after_help = SEND_HELP)]
 struct SendArgs {
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
+    #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
     /// Message text (omit for a load run).
     message: Option<String>,
@@ -192,8 +193,6 @@ pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
-    tickwire_wire::topic::validate_topic(a.topic.as_bytes())
-        .map_err(|e| anyhow::anyhow!("invalid topic {:?}: {e}", a.topic))?;
     if a.batch == 0 || a.burst == Some(0) {
         anyhow::bail!("--batch and --burst must be at least 1");
     }

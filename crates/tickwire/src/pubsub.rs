@@ -79,6 +79,7 @@ pub struct PubArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
+    #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
     /// Message text (omit with --stdin or a load run).
     message: Option<String>,
@@ -128,8 +129,6 @@ const EXIT_UNANSWERED: u8 = 4;
 const EXIT_STOPPED: u8 = 130;
 
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
-    tickwire_wire::topic::validate_topic(a.topic.as_bytes())
-        .map_err(|e| anyhow::anyhow!("invalid topic {:?}: {e}", a.topic))?;
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }

@@ -38,6 +38,7 @@ pub struct RequestArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// Topic of the request, e.g. svc/time.
+    #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
     /// Request payload.
     message: String,

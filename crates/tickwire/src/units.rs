@@ -39,6 +39,15 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A topic to publish to (no wildcards), checked at parse time like a pattern: a bad
+/// one is a usage error (exit status 2), as a bad pattern is.
+pub fn parse_topic(s: &str) -> Result<String, String> {
+    match tickwire_wire::topic::validate_topic(s.as_bytes()) {
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A subscription pattern (`md/NASDAQ/>`), checked against the wire syntax so that a bad
 /// one is a usage error before anything connects. A shell takes an unquoted `>` as a
 /// redirection (`tickwire sub md/> x` runs `tickwire sub md/` with its output in the file

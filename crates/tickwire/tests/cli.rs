@@ -749,10 +749,14 @@ fn bad_flag_values_are_clear_errors() {
             );
         }
     }
-    // An invalid topic is refused before connecting anywhere.
+    // An invalid topic is a usage error (status 2, as a bad pattern), refused before
+    // connecting anywhere.
     let (code, err) = fails(&["pub", "--router", &dead_addr().to_string(), "md/*", "x"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("invalid topic \"md/*\""), "{err}");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("invalid value 'md/*' for '<TOPIC>': wildcard character at byte 3"),
+        "{err}"
+    );
 }
 
 /// Every command fails at once without a router, the guaranteed ones too (they retried

@@ -281,7 +281,8 @@ fn help_teaches_and_bad_input_gets_clear_errors() {
         ],
     );
     let (st, _, err) = run_cli(&["mcast", "send", "a//b", "x"], Duration::from_secs(30));
-    assert!(!st.success() && err.contains("invalid topic"), "{err}");
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("level 2 is empty"), "{err}");
     let (st, _, err) = run_cli(
         &["mcast", "recv", "--group", "127.0.0.1:7440"],
         Duration::from_secs(30),
