@@ -642,7 +642,10 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
     crate::outln!(out,
         "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
         match r.target {
-            Target::Tickwire => "feed handler",
+            Target::Tickwire => {
+                "feed handler (updates for trades and for changes to a book's top levels; \
+                 an ITCH message deeper in a book publishes none)"
+            }
             Target::Raw => "raw feed (one update per ITCH message)",
         },
         r.feed_packets,
