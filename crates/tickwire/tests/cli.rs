@@ -463,11 +463,7 @@ fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
     .expect("spawn pub");
     let mut got = 0;
     receive(&mut sub, 10, &mut got);
-    let st = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    common::interrupt(&child);
     let status = common::wait_child(&mut child, T, "pub after Ctrl-C");
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");

@@ -37,6 +37,18 @@ fn publish_until_seen(addr: &str, topic: &str, payload: &str, lines: &mpsc::Rece
     }
 }
 
+/// Asserts that a command's standard error told of a lost connection and of its return.
+fn assert_reports_the_outage(err: &str) {
+    assert!(
+        err.contains("disconnected: "),
+        "no disconnection report: {err}"
+    );
+    assert!(
+        err.contains("reconnected after"),
+        "no reconnection report: {err}"
+    );
+}
+
 /// A reconnecting `tickwire sub`: its stdout lines arrive on a channel.
 fn spawn_sub(addr: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
     let mut child = common::cli(&[&["sub", "--router", addr, "t/>"], extra].concat())
@@ -94,14 +106,8 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
     let _ = sub.wait();
     let mut err = String::new();
     sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(
-        err.contains("disconnected: "),
-        "no disconnection report: {err}"
-    );
-    assert!(
-        err.contains("reconnected after") && err.contains("1 subscription restored"),
-        "no reconnection report: {err}"
-    );
+    assert_reports_the_outage(&err);
+    assert!(err.contains("1 subscription restored"), "{err}");
 }
 
 #[test]
@@ -128,14 +134,7 @@ fn tickwire_pub_reports_the_outage_and_sums_it_up() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(status.success(), "{status}: {err}");
-    assert!(
-        err.contains("disconnected: "),
-        "no disconnection report: {err}"
-    );
-    assert!(
-        err.contains("reconnected after"),
-        "no reconnection report: {err}"
-    );
+    assert_reports_the_outage(&err);
     assert!(
         err.contains("published 400 messages") && err.contains("1 disconnection, 1 reconnection,"),
         "no summary of the outage: {err}"
@@ -151,11 +150,7 @@ fn sub_stopped_during_an_outage_counts_the_outage_so_far() {
     publish_until_seen(&addr, "t/a", "before", &lines);
     router.kill9();
     std::thread::sleep(Duration::from_millis(600));
-    let st = Command::new("kill")
-        .args(["-INT", &sub.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    common::interrupt(&sub);
     let status = common::wait_child(&mut sub, Duration::from_secs(20), "sub after Ctrl-C");
     let mut err = String::new();
     sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -212,10 +207,7 @@ fn tickwire_reply_keeps_answering_across_a_router_restart() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert!(
-        err.contains("disconnected: ") && err.contains("reconnected after"),
-        "no reconnection report: {err}"
-    );
+    assert_reports_the_outage(&err);
 }
 
 #[test]

@@ -758,6 +758,15 @@ pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
     c
 }
 
+/// Sends SIGINT to `child`, as Ctrl-C would.
+pub fn interrupt(child: &std::process::Child) {
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -INT {}", child.id());
+}
+
 /// Waits for `child` to exit, at most `limit` (then kills it and fails the test, saying
 /// `what` kept running), and returns its status: a timeout is never mistaken for an exit.
 pub fn wait_child(
