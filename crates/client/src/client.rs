@@ -17,6 +17,7 @@ use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
 use tickwire_wire::topic::{validate_pattern, validate_topic, Topic, TopicMemo};
 
 use crate::buffers::{RxBuf, Stash};
+use crate::error::EOF_REASON;
 use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
 use crate::message::{ReplyTo, TopicText};
@@ -1612,7 +1613,7 @@ impl Client {
                 Ok(None) => match self.read_rx()? {
                     ReadOutcome::Data => {}
                     ReadOutcome::Eof => {
-                        let reason = "connection closed by router during the handshake".to_owned();
+                        let reason = format!("{EOF_REASON}, during the handshake");
                         return Err(self.session.close(ErrorCode::NORMAL, reason));
                     }
                     ReadOutcome::WouldBlock => {
@@ -1767,11 +1768,11 @@ impl Client {
 
     fn on_eof(&mut self) -> Error {
         let reason = if self.rx.data().is_empty() {
-            "connection closed by router"
+            EOF_REASON.to_owned()
         } else {
-            "connection closed by router in the middle of a frame"
+            format!("{EOF_REASON}, in the middle of a frame")
         };
-        self.session.close(ErrorCode::NORMAL, reason.to_owned())
+        self.session.close(ErrorCode::NORMAL, reason)
     }
 
     /// A write failed; if the router said why it is closing, report that instead.

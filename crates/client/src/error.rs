@@ -47,7 +47,10 @@ pub enum Error {
         text: String,
     },
     /// The router closed the connection: CLOSE frame, fatal ERROR, or end of stream.
-    #[error("router closed the connection: {reason} ({code})")]
+    ///
+    /// An end of stream without a CLOSE frame (the router was killed, crashed, or the
+    /// connection was cut) has code [`ErrorCode::NORMAL`] and a reason that says so.
+    #[error("{}", closed_text(*.code, .reason))]
     Closed {
         /// Why ([`ErrorCode::NORMAL`] for an orderly close or a plain end of stream).
         code: ErrorCode,
@@ -98,6 +101,20 @@ impl Error {
             self,
             Error::Connect { .. } | Error::Io(_) | Error::Protocol(_) | Error::Closed { .. }
         )
+    }
+}
+
+/// The reason of an end of stream that no CLOSE frame explained.
+pub(crate) const EOF_REASON: &str = "the router closed the socket without a CLOSE frame (it \
+     stopped, crashed or was killed, or the connection was cut)";
+
+/// A close's text: the router's code, except for a plain end (`NORMAL`), whose reason
+/// says everything (an orderly close, or a connection that ended without a CLOSE).
+fn closed_text(code: ErrorCode, reason: &str) -> String {
+    if code == ErrorCode::NORMAL {
+        format!("connection to the router ended: {reason}")
+    } else {
+        format!("router closed the connection: {reason} ({code})")
     }
 }
 
@@ -177,12 +194,22 @@ mod tests {
         );
         assert!(!e.is_fatal());
         let e = Error::Closed {
-            code: ErrorCode::NORMAL,
-            reason: "connection closed by router".into(),
+            code: ErrorCode::SLOW_CONSUMER,
+            reason: "egress over its limit".into(),
         };
         assert_eq!(
             e.to_string(),
-            "router closed the connection: connection closed by router (normal (code 0))"
+            "router closed the connection: egress over its limit (slow-consumer (code 9))"
+        );
+        // A plain end carries no code worth naming: its reason says what happened.
+        let e = Error::Closed {
+            code: ErrorCode::NORMAL,
+            reason: EOF_REASON.into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "connection to the router ended: the router closed the socket without a CLOSE \
+             frame (it stopped, crashed or was killed, or the connection was cut)"
         );
         let e = Error::Timeout {
             what: "ACK",

@@ -1,6 +1,7 @@
 //! The Ctrl-C flag every long-running driver polls, and the child processes it
 //! terminates when the user insists.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -73,8 +74,9 @@ impl StopFlag {
 }
 
 /// Receives SIGINT/SIGTERM on a thread of its own (not in a signal handler, so it may
-/// log, run `kill` and exit). What a signal did is a `tracing` warning, which the
-/// binary shows on stderr.
+/// write, run `kill` and exit). What a signal did goes to [`set_notifier`]'s function
+/// (the binary prints a plain line for the person who pressed Ctrl-C), or else is a
+/// `tracing` warning.
 fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
@@ -84,18 +86,41 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
         .spawn(move || {
             for _ in signals.forever() {
                 if flag.swap(true, Ordering::Relaxed) {
-                    tracing::warn!("aborting: stopping the router(s) and exiting");
-                    for pid in live_children() {
+                    let children = live_children();
+                    if children.is_empty() {
+                        notify("aborting");
+                    } else {
+                        notify("aborting: stopping the processes this command started");
+                    }
+                    for pid in children {
                         terminate(pid);
                     }
+                    remove_scratch_dirs();
                     std::process::exit(130);
                 }
                 let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
-                tracing::warn!("{note}");
+                notify(note);
             }
         })
         .map_err(|e| format!("spawning the stop-signals thread: {e}"))?;
     Ok(())
+}
+
+/// How the signal thread tells what a signal did ([`set_notifier`]).
+static NOTIFIER: OnceLock<fn(&str)> = OnceLock::new();
+
+/// Chooses how the notes of the signal thread ("stopping…", "aborting") are shown: a
+/// binary prints them as plain lines rather than as timestamped log events. The first
+/// call in a process chooses; without one they are `tracing` warnings.
+pub fn set_notifier(show: fn(&str)) {
+    let _ = NOTIFIER.set(show);
+}
+
+fn notify(note: &str) {
+    match NOTIFIER.get() {
+        Some(show) => show(note),
+        None => tracing::warn!("{note}"),
+    }
 }
 
 /// Pids of the live children, for the abort path.
@@ -113,6 +138,34 @@ pub fn register_child(pid: u32, live: bool) {
         } else {
             c.retain(|&p| p != pid);
         }
+    }
+}
+
+/// Scratch directories the abort path removes (`exit` skips their owners' drops).
+static SCRATCH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Registers (`live`) or forgets a temporary directory that a second Ctrl-C must not
+/// leave behind (its owner's drop, which would remove it, never runs on that path).
+pub fn register_scratch_dir(dir: &Path, live: bool) {
+    if let Ok(mut d) = SCRATCH.lock() {
+        if live {
+            d.push(dir.to_owned());
+        } else {
+            d.retain(|p| p != dir);
+        }
+    }
+}
+
+/// Removes the registered scratch directories, after a moment for the children just
+/// terminated to let go of them. Best effort: the process is exiting.
+fn remove_scratch_dirs() {
+    let dirs = SCRATCH.lock().map(|d| d.clone()).unwrap_or_default();
+    if dirs.is_empty() {
+        return;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -142,5 +195,21 @@ mod tests {
         assert!(!c.is_set());
         c.set();
         assert!(c.is_set());
+    }
+
+    #[test]
+    fn the_abort_path_removes_the_registered_scratch_directories_only() {
+        let base = std::env::temp_dir().join(format!("tickwire-rt-scratch-{}", std::process::id()));
+        let (kept, gone) = (base.join("kept"), base.join("gone"));
+        std::fs::create_dir_all(&kept).expect("mkdir");
+        std::fs::create_dir_all(&gone).expect("mkdir");
+        std::fs::write(gone.join("segment"), b"x").expect("write");
+        register_scratch_dir(&kept, true);
+        register_scratch_dir(&gone, true);
+        register_scratch_dir(&kept, false);
+        remove_scratch_dirs();
+        assert!(kept.is_dir());
+        assert!(!gone.exists());
+        std::fs::remove_dir_all(&base).expect("clean up");
     }
 }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use tickwire_rt::MonoNanos;
+use tickwire_rt::{MonoNanos, StopFlag};
 
 use anyhow::Context;
 use clap::Args;
@@ -70,6 +70,9 @@ OS every loop turn, no fdatasync, like QuickFIX's FileStore), then a raw-socket
 responder with no FIX engine (the floor). The report gives latency from each X's
 intended send time to its order, and the CPU each algo spent per tick. The full test:
 `tickwire bench tick-to-trade`.
+
+Ctrl-C ends the part under way with its report (of what ran) and skips the rest; the
+summary says so and the demo exits with status 130. A second Ctrl-C aborts at once.
 
 Examples:
   tickwire demo                                   # the whole tour (about 25 s)
@@ -163,6 +166,13 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         name: "demo-router".into(),
         ..Config::default()
     };
+    // Ctrl-C ends the part under way in order (its report is still true of what ran)
+    // and skips the rest; the child processes are in process groups of their own, so
+    // the demo stops them itself.
+    let ctrl_c = StopFlag::install_saying(
+        "stopping the demo: ending the part under way and skipping the rest \
+         (Ctrl-C again to abort)",
+    );
     let router = Router::bind(cfg).context("starting the in-process router")?;
     let addr = router.local_addr();
     let handle = router.handle();
@@ -190,7 +200,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     ready.wait();
 
-    let published = publish(addr, a.rate, a.duration)?;
+    let published = publish(addr, a.rate, a.duration, &ctrl_c)?;
 
     // What each subscriber must receive, from what was actually published.
     for (i, s) in SUBS.iter().enumerate() {
@@ -218,9 +228,14 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .context("running the router")?;
 
     let code = report(&a, &published, &expected, &results, stats.as_deref());
-    let gm_ok = a.no_guaranteed || crate::demo_gm::run()?;
-    let md_ok = a.no_market_data || market_data()?;
-    let t2t_ok = a.no_tick_to_trade || tick_to_trade()?;
+    // A part is skipped when asked to, or when Ctrl-C came before it began.
+    let skip = |asked: bool| asked || ctrl_c.is_set();
+    let gm_skipped = skip(a.no_guaranteed);
+    let gm_ok = gm_skipped || crate::demo_gm::run(&ctrl_c)?;
+    let md_skipped = skip(a.no_market_data);
+    let md_ok = md_skipped || market_data()?;
+    let t2t_skipped = skip(a.no_tick_to_trade);
+    let t2t_ok = t2t_skipped || tick_to_trade()?;
     let part = |skipped: bool, ok: bool| match (skipped, ok) {
         (true, _) => "skipped",
         (false, true) => "PASS",
@@ -230,18 +245,24 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         "\n==================== summary ====================\n\
          pub/sub {}, guaranteed messaging {}, market data {}, tick-to-trade {}",
         part(false, code == ExitCode::SUCCESS),
-        part(a.no_guaranteed, gm_ok),
-        part(a.no_market_data, md_ok),
-        part(a.no_tick_to_trade, t2t_ok),
+        part(gm_skipped, gm_ok),
+        part(md_skipped, md_ok),
+        part(t2t_skipped, t2t_ok),
     );
+    if ctrl_c.is_set() {
+        println!("(stopped by Ctrl-C: the parts after the one under way were skipped)");
+    }
     println!(
         "(latencies on a shared or busy machine move with its load: each part says when the \
          host stalled it; the full benchmarks and their floors are in BENCHMARKS.md)"
     );
-    Ok(if gm_ok && md_ok && t2t_ok {
-        code
-    } else {
+    Ok(if !(gm_ok && md_ok && t2t_ok) {
         ExitCode::FAILURE
+    } else if ctrl_c.is_set() {
+        // As every command stopped by Ctrl-C before its end: 128 + SIGINT.
+        ExitCode::from(130)
+    } else {
+        code
     })
 }
 
@@ -349,7 +370,12 @@ struct Published {
 }
 
 /// Two publisher connections on one open-loop schedule.
-fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Result<Published> {
+fn publish(
+    addr: std::net::SocketAddr,
+    rate: u64,
+    duration: f64,
+    ctrl_c: &StopFlag,
+) -> anyhow::Result<Published> {
     let connect = |name: &str| {
         Client::connect_with(addr, ClientOptions::named(name))
             .with_context(|| format!("connecting publisher {name}"))
@@ -366,6 +392,9 @@ fn publish(addr: std::net::SocketAddr, rate: u64, duration: f64) -> anyhow::Resu
     let start_ns = MonoNanos::now().as_nanos();
     let started = Instant::now();
     for i in 0..total {
+        if ctrl_c.is_set() {
+            break;
+        }
         let intended = start_ns + i * 1_000_000_000 / rate;
         tickwire_rt::pacing::wait_until(MonoNanos(intended));
         // Every third message is an order; the rest are quotes.

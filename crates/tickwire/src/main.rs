@@ -132,6 +132,11 @@ fn main() -> std::process::ExitCode {
         eprintln!("error: {}", error_text(&e));
         return std::process::ExitCode::FAILURE;
     }
+    // The router logs its Ctrl-C with its other events; every other command tells the
+    // person who pressed it in a plain line.
+    if !matches!(cli.cmd, Cmd::Router(_)) {
+        tickwire_rt::stop::set_notifier(|note| eprintln!("{note}"));
+    }
     let result = match cli.cmd {
         Cmd::Router(a) => router_cmd::run(*a),
         Cmd::Pub(a) => pubsub::run_pub(a),

@@ -784,6 +784,69 @@ fn commands_without_a_router_say_to_start_one() {
 }
 
 #[test]
+fn ctrl_c_ends_the_demo_in_order_and_leaves_nothing_behind() {
+    use std::io::BufRead;
+    let mut child = common::cli(&[
+        "demo",
+        "--duration",
+        "1",
+        "--rate",
+        "2000",
+        "--idle",
+        "block",
+        "--no-tick-to-trade",
+    ])
+    .spawn()
+    .expect("spawn demo");
+    // "router child process on 127.0.0.1:P, spool in /tmp/tickwire-demo-spool-X (sync …"
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut out = String::new();
+    let (router, spool) = loop {
+        let line = match lines.next() {
+            Some(l) => l.expect("demo stdout"),
+            None => panic!("the demo ended before its guaranteed-messaging part: {out}"),
+        };
+        out.push_str(&line);
+        out.push('\n');
+        if let Some(rest) = line.strip_prefix("router child process on ") {
+            let (addr, rest) = rest.split_once(", spool in ").expect("spool path");
+            let dir = rest.split(" (").next().expect("a path");
+            break (addr.to_owned(), PathBuf::from(dir));
+        }
+    };
+    assert!(spool.is_dir(), "{}", spool.display());
+    common::interrupt(&child);
+    let status = common::wait_child(&mut child, T, "demo after Ctrl-C");
+    for line in lines {
+        out.push_str(&line.expect("demo stdout"));
+        out.push('\n');
+    }
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(status.code(), Some(130), "{out}\n{err}");
+    assert!(err.contains("stopping the demo"), "{err}");
+    // The part under way ended with a true report; the rest was skipped.
+    assert!(out.contains("stopped by Ctrl-C after "), "{out}");
+    assert!(
+        out.contains("guaranteed messaging PASS: 0 acknowledged orders missing"),
+        "{out}"
+    );
+    assert!(
+        out.contains("market data skipped, tick-to-trade skipped"),
+        "{out}"
+    );
+    // The router child is gone, and so is its spool directory.
+    assert!(
+        std::net::TcpStream::connect(&router).is_err(),
+        "the demo's router child still listens on {router}"
+    );
+    assert!(
+        !spool.exists(),
+        "the stopped demo left {} behind",
+        spool.display()
+    );
+}
+
+#[test]
 fn demo_runs_and_reports_ok() {
     // --idle block keeps the in-process router from spinning a core.
     let (st, out, err) = run_cli(
