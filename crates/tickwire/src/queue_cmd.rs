@@ -135,7 +135,9 @@ struct CreateArgs {
     /// queue-full NACK) or drop the oldest.
     #[arg(long, value_name = "POLICY", value_parser = ["reject", "discard-oldest"])]
     full_policy: Option<String>,
-    /// Where dead-lettered messages go.
+    /// Where dead-lettered messages go (created on first use). A message that dies in
+    /// a queue that is another queue's dead-letter queue is dropped: dead messages
+    /// move once.
     #[arg(long, value_name = "NAME")]
     dead_letter_queue: Option<String>,
     /// now | beginning | id:N | time:RFC3339-or-ns (see below).

@@ -577,6 +577,10 @@ pub struct Engine {
     store: Store,
     queues: Vec<Option<Queue>>,
     queue_names: HashMap<String, u32>,
+    /// How many queues name each queue as their `dead_letter_queue` (other than
+    /// themselves). A message that dies in such a queue is dropped, not moved on: a
+    /// dead message moves once, never around a loop of queues naming each other.
+    dead_letter_targets: HashMap<String, u32>,
     index: SubscriptionIndex,
     matched: Vec<Slot>,
     /// The queues a retained message matches, for browse scans.
@@ -649,6 +653,7 @@ impl Engine {
             store: Store::new(1),
             queues: Vec::new(),
             queue_names: HashMap::new(),
+            dead_letter_targets: HashMap::new(),
             index: SubscriptionIndex::new(),
             matched: Vec::new(),
             browse_hits: Vec::new(),
@@ -1486,6 +1491,7 @@ impl Engine {
         }
         f.def.created_at = self.store.next_id();
         let name = f.def.name.clone();
+        self.count_dead_letter_target(&f.def);
         let mut q = Queue::new(f.def);
         let text = q.def_json.clone();
         q.depth = f.found.len() as u64;
@@ -1607,9 +1613,21 @@ impl Engine {
     /// Puts queue `def` in slot `qi` (its patterns already indexed) with `fill`.
     fn place_queue(&mut self, qi: u32, def: QueueDef, fill: Vec<(u64, u64)>) {
         self.queue_names.insert(def.name.clone(), qi);
+        self.count_dead_letter_target(&def);
         self.queues[qi as usize] = Some(Queue::new(def));
         for (id, size) in fill {
             self.enqueue(qi, id, size);
+        }
+    }
+
+    /// Counts the queue `def` names as its dead-message queue (see
+    /// `dead_letter_targets`); every queue made goes through here.
+    fn count_dead_letter_target(&mut self, def: &QueueDef) {
+        if def.dead_letter_queue != def.name {
+            *self
+                .dead_letter_targets
+                .entry(def.dead_letter_queue.clone())
+                .or_insert(0) += 1;
         }
     }
 
@@ -1629,6 +1647,12 @@ impl Engine {
         }
         self.entries = self.entries.saturating_sub(q.entries.len() as u64);
         self.queue_names.remove(&q.def.name);
+        if let Some(n) = self.dead_letter_targets.get_mut(&q.def.dead_letter_queue) {
+            *n -= 1;
+            if *n == 0 {
+                self.dead_letter_targets.remove(&q.def.dead_letter_queue);
+            }
+        }
         for e in &q.entries {
             if !e.done {
                 if let Some(s) = self.store.entry_mut(e.id) {
@@ -1779,8 +1803,10 @@ impl Engine {
         };
         let from = q.def.name.clone();
         let to = q.def.dead_letter_queue.clone();
-        if from == to {
-            // The dead-message queue itself: the message is dropped.
+        if from == to || self.dead_letter_targets.contains_key(&from) {
+            // A dead-message queue (its own, or another queue's): the message is
+            // dropped. Moving it on could send it around a loop of queues that name
+            // each other, each move a spool record, forever.
             self.remove_from_queue(qi, id);
             self.log_record(log, &Record::Acked { id, queue: &from });
             return;

@@ -1283,6 +1283,63 @@ fn expired_waiting_messages_of_a_ttl_queue_are_dead_lettered_and_those_in_flight
     assert_eq!(queue_stats(&stats, "forever")["depth"], 5, "{stats}");
 }
 
+/// Queues that name each other as dead-message queues: a dead message moves once at
+/// most, and a message that dies in a queue some other queue dead-letters into is
+/// dropped. (It went around the loop for ever: a spool record per move, 85 MB/s of
+/// spool and a CPU at 100% after the publisher left, found by a hostile-input pass.)
+#[test]
+fn queues_naming_each_other_as_dead_message_queues_do_not_pass_messages_around() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"qa","subscriptions":["a"],"ttl_ms":1000,"dead_letter_queue":"qb"}"#,
+    );
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"qb","subscriptions":["b"],"ttl_ms":1000,"dead_letter_queue":"qa"}"#,
+    );
+    // A plain one-hop chain beside them: c's dead messages go to cd, once.
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"c","subscriptions":["a"],"ttl_ms":1000,"dead_letter_queue":"cd"}"#,
+    );
+    create(&mut e, &mut log, r#"{"name":"cd","ttl_ms":1000}"#);
+    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    for s in 1..=3 {
+        publish(&mut e, &mut log, P, "a", s, &[s as u8]);
+    }
+    for s in 4..=5 {
+        publish(&mut e, &mut log, P, "b", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_timeout(&mut log, t(1), wall(1_001));
+    drain(&mut e);
+    let stats = e.stats_json();
+    for q in ["qa", "qb"] {
+        assert_eq!(queue_stats(&stats, q)["depth"], 0, "{q}: {stats}");
+        assert_eq!(queue_stats(&stats, q)["dead_lettered"], 0, "{q}: {stats}");
+    }
+    assert_eq!(queue_stats(&stats, "c")["dead_lettered"], 3, "{stats}");
+    // They reached cd, whose TTL (counted from the publish) has passed too: as c's
+    // dead-message queue it drops them rather than move them on.
+    assert_eq!(queue_stats(&stats, "cd")["spooled"], 3, "{stats}");
+    // Later ticks find nothing more to move: the spool gets no record per tick.
+    e.handle_timeout(&mut log, t(2), wall(2_002));
+    drain(&mut e);
+    let settled = log.records.len();
+    for i in 3..10 {
+        e.handle_timeout(&mut log, t(i), wall(1_000 * i + 3));
+        drain(&mut e);
+    }
+    assert_eq!(log.records.len(), settled);
+    let stats = e.stats_json();
+    assert_eq!(queue_stats(&stats, "cd")["depth"], 0, "{stats}");
+    assert_eq!(queue_stats(&stats, "cd")["dead_lettered"], 0, "{stats}");
+}
+
 // ---------------------------------------------------------------- fills in steps
 
 /// An engine whose publisher P may leave many publishes unanswered, queue `all` on `>`
