@@ -88,6 +88,15 @@ const NANOS: u64 = 1_000_000_000;
 /// could otherwise make the queue grow without bound). Messages beyond are dropped;
 /// the counterparty resends them when asked.
 const MAX_QUEUED: usize = 100_000;
+/// At most this many bytes of messages queued ahead of a gap: a counterparty that
+/// sends large messages above a gap cannot make the session hold them without limit
+/// (a message not queued is resent, as the resend request covers it).
+const MAX_QUEUED_BYTES: usize = 64 << 20;
+/// Buffers of queued messages are reused, but only those of at most this capacity,
+/// and at most `MAX_SPARE_BUFS` of them: the memory of a burst of large messages is
+/// given back once they are processed.
+const SPARE_BUF_KEEP: usize = 16 << 10;
+const MAX_SPARE_BUFS: usize = 256;
 
 /// Message types (35) the session handles itself.
 mod mt {
@@ -505,6 +514,8 @@ pub struct Session<S: MessageStore> {
     schedule_cache: Cell<Option<(u64, u64, bool, bool)>>,
 
     queue: BTreeMap<u64, Vec<u8>>,
+    /// The bytes of the messages in `queue` (at most `MAX_QUEUED_BYTES`).
+    queued_bytes: usize,
     spare_bufs: Vec<Vec<u8>>,
     fields_pool: Vec<Fields>,
     resend_buf: Vec<u8>,
@@ -549,6 +560,7 @@ impl<S: MessageStore> Session<S> {
             last_now: 0,
             schedule_cache: Cell::new(None),
             queue: BTreeMap::new(),
+            queued_bytes: 0,
             spare_bufs: Vec::new(),
             fields_pool: Vec::new(),
             resend_buf: Vec::new(),
@@ -1185,6 +1197,14 @@ impl<S: MessageStore> Session<S> {
         std::mem::replace(&mut self.link, Link::Down)
     }
 
+    /// Keeps `buf` for the next queued message, unless it is large or enough are kept.
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() <= SPARE_BUF_KEEP && self.spare_bufs.len() < MAX_SPARE_BUFS {
+            buf.clear();
+            self.spare_bufs.push(buf);
+        }
+    }
+
     /// Clears what belonged to the connection `was` (the link is no longer up).
     fn connection_gone(&mut self, was: Link) {
         if let Link::Up(c) = was {
@@ -1194,10 +1214,10 @@ impl<S: MessageStore> Session<S> {
         }
         self.test_requests = 0;
         self.resend = None;
-        while let Some((_, mut buf)) = self.queue.pop_first() {
-            buf.clear();
-            self.spare_bufs.push(buf);
+        while let Some((_, buf)) = self.queue.pop_first() {
+            self.recycle(buf);
         }
+        self.queued_bytes = 0;
         if self.cfg.role == Role::Acceptor {
             self.heart_bt_int = 0;
         }

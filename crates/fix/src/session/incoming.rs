@@ -472,15 +472,20 @@ impl<S: MessageStore> Session<S> {
     }
 
     pub(super) fn enqueue(&mut self, seq: u64, raw: &[u8]) {
-        if self.queue.len() >= MAX_QUEUED && !self.queue.contains_key(&seq) {
+        let replaced = self.queue.get(&seq).map_or(0, Vec::len);
+        if (replaced == 0 && self.queue.len() >= MAX_QUEUED)
+            || self.queued_bytes - replaced + raw.len() > MAX_QUEUED_BYTES
+        {
+            // Not queued: the resend request that covers the gap brings it again.
             return;
         }
         let mut buf = self.spare_bufs.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(raw);
-        if let Some(mut old) = self.queue.insert(seq, buf) {
-            old.clear();
-            self.spare_bufs.push(old);
+        self.queued_bytes += raw.len();
+        if let Some(old) = self.queue.insert(seq, buf) {
+            self.queued_bytes -= old.len();
+            self.recycle(old);
         }
     }
 
@@ -553,9 +558,10 @@ impl<S: MessageStore> Session<S> {
     pub(super) fn drain_queue(&mut self, now: u64) -> StoreResult {
         loop {
             let expected = self.store.next_target_seq();
-            let Some(mut buf) = self.queue.remove(&expected) else {
+            let Some(buf) = self.queue.remove(&expected) else {
                 return Ok(());
             };
+            self.queued_bytes -= buf.len();
             self.note(format_args!("Processing QUEUED message: {expected}"));
             let msg_type = scan_field(&buf, tag::MSG_TYPE);
             let r = if msg_type == Some(mt::LOGON) || msg_type == Some(mt::RESEND_REQUEST) {
@@ -563,8 +569,7 @@ impl<S: MessageStore> Session<S> {
             } else {
                 self.process(now, &buf, true)
             };
-            buf.clear();
-            self.spare_bufs.push(buf);
+            self.recycle(buf);
             r?;
             if !self.is_connected() {
                 return Ok(());
