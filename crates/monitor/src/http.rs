@@ -3,8 +3,10 @@
 //!
 //! Request heads are parsed by `httparse` (the parser under hyper: well kept, no
 //! allocation, fuzzed upstream); this module only bounds what reaches it:
-//! - at most [`Limits::max_connections`] connections at a time, one thread each; one
-//!   more is answered `503` at once and closed;
+//! - at most [`Limits::max_connections`] connections at a time, one thread each; at the
+//!   limit a new connection takes the place of the oldest one still waiting for its
+//!   request head (that one is closed: idle connections cannot lock out a health
+//!   check), and only when every connection is being answered is it answered `503`;
 //! - a request head of at most [`Limits::max_head_bytes`] (else `431`) and
 //!   [`MAX_HEADERS`] headers (else `400`);
 //! - the whole request must arrive within [`Limits::timeout`] of the connect (a slow
@@ -17,8 +19,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::query::Query;
@@ -233,7 +235,9 @@ impl Server {
 }
 
 fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Arc<AtomicBool>) {
-    let active = Arc::new(AtomicUsize::new(0));
+    let active = Arc::new(Active::default());
+    let mut refused = std::collections::VecDeque::with_capacity(MAX_LINGERING);
+    let mut next_id = 0u64;
     for conn in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -243,23 +247,36 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        if active.load(Ordering::Relaxed) >= limits.max_connections {
+        next_id += 1;
+        let id = next_id;
+        let Ok(handle) = stream.try_clone() else {
+            continue;
+        };
+        if !active.admit(id, handle, limits.max_connections) {
             let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
             let _ = respond(
                 &stream,
                 "GET",
                 &Response::error(503, "too many connections"),
             );
+            // Closed at once, the socket would answer the request still on its way
+            // with a reset, which can destroy the 503 before the client reads it: the
+            // last few refused stay half-closed (FIN sent) until later ones push them
+            // out.
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+            if refused.len() == MAX_LINGERING {
+                refused.pop_front();
+            }
+            refused.push_back(stream);
             continue;
         }
-        active.fetch_add(1, Ordering::Relaxed);
-        let guard = ActiveGuard(active.clone());
+        let guard = ActiveGuard(active.clone(), id);
         let handler = handler.clone();
         let spawned = std::thread::Builder::new()
             .name("http-conn".into())
             .spawn(move || {
-                let _guard = guard;
-                serve(stream, limits, &handler);
+                let guard = guard;
+                serve(stream, limits, &handler, &guard);
             });
         if spawned.is_err() {
             tracing::warn!("monitoring: cannot start a connection thread");
@@ -267,16 +284,55 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
     }
 }
 
-/// Decrements the connection count when a connection thread ends, however it ends.
-struct ActiveGuard(Arc<AtomicUsize>);
+/// Refused connections kept half-closed (see `accept_loop`).
+const MAX_LINGERING: usize = 16;
 
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+/// The connections being served, oldest first: (id, a handle to close it by, still
+/// waiting for its request head).
+#[derive(Default)]
+struct Active(Mutex<Vec<(u64, TcpStream, bool)>>);
+
+impl Active {
+    /// Takes connection `id` on, closing the oldest one still waiting for its request
+    /// head if `max` are served already; false if all `max` are being answered.
+    fn admit(&self, id: u64, handle: TcpStream, max: usize) -> bool {
+        let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if conns.len() >= max {
+            let Some(oldest) = conns.iter().position(|c| c.2) else {
+                return false;
+            };
+            // Its thread's read returns at once and the thread ends.
+            let (_, evicted, _) = conns.remove(oldest);
+            let _ = evicted.shutdown(std::net::Shutdown::Both);
+        }
+        conns.push((id, handle, true));
+        true
+    }
+
+    /// Connection `id` has its request: it is answered now, not evicted.
+    fn answering(&self, id: u64) {
+        let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = conns.iter_mut().find(|c| c.0 == id) {
+            c.2 = false;
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        conns.retain(|c| c.0 != id);
     }
 }
 
-fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
+/// Takes a connection off the served list when its thread ends, however it ends.
+struct ActiveGuard(Arc<Active>, u64);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
+    }
+}
+
+fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler, guard: &ActiveGuard) {
     let Ok(peer) = stream.peer_addr() else {
         return;
     };
@@ -298,6 +354,7 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler) {
             Ok(None) => continue,
             Err(refusal) => break ("GET", refusal.response()),
             Ok(Some(head)) => {
+                guard.0.answering(guard.1);
                 let (path, query) = split_target(head.target);
                 let req = Request {
                     method: head.method,
@@ -391,6 +448,68 @@ mod tests {
         let many: String = (0..40).map(|i| format!("h{i}: v\r\n")).collect();
         let req = format!("GET / HTTP/1.1\r\n{many}\r\n");
         assert_eq!(parse_head(req.as_bytes(), 8192), Err(Refusal::Malformed));
+    }
+
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    /// Connections that never send their request cannot lock a health check out (16
+    /// of them made every request a 503; found by a hostile-input pass): a new one
+    /// takes the place of the oldest idle one. Only when every connection is being
+    /// answered is a new one refused.
+    #[test]
+    fn idle_connections_give_way_and_busy_ones_do_not() {
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let handler: Handler = Arc::new(move |r: &Request<'_>| {
+            if r.path == "/slow" {
+                drop(g.lock());
+            }
+            Response::json(&"ok")
+        });
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let addr = server.local_addr();
+        let mut idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(100));
+        for _ in 0..3 {
+            let answer = get(addr, "/healthz");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        // The oldest idle one was closed to make room (the other was not needed: each
+        // request's connection ended before the next came).
+        let c = &mut idle[0];
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(
+            c.read(&mut b).unwrap(),
+            0,
+            "the idle connection was not closed"
+        );
+        // Two requests being answered (their handler waits on the gate): a third
+        // connection is refused, not served by closing one of them.
+        let slow: Vec<_> = (0..2)
+            .map(|_| std::thread::spawn(move || get(addr, "/slow")))
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let answer = get(addr, "/healthz");
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        drop(held);
+        for t in slow {
+            let answer = t.join().unwrap();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        server.stop();
     }
 
     #[test]
