@@ -393,6 +393,9 @@ struct Publisher {
     slot: Option<Slot>,
     options: u32,
     unanswered: u32,
+    /// When it was last opened (the engine's count of opens): the identity idle
+    /// longest is the one forgotten at `max_publishers`.
+    opened: u64,
 }
 
 /// A CREATE whose start is in the past, filling its queue from the retained messages a
@@ -613,6 +616,8 @@ pub struct Engine {
     fill_budget: (usize, usize),
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
+    /// PUB_OPENs so far (`Publisher::opened`).
+    publisher_opens: u64,
     pending: VecDeque<PendingPub>,
     durable_lsn: u64,
     /// Every message with an id up to this is durable (or dead).
@@ -670,6 +675,7 @@ impl Engine {
             fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
+            publisher_opens: 0,
             pending: VecDeque::new(),
             durable_lsn: 0,
             durable_id: 0,
@@ -862,6 +868,7 @@ impl Engine {
             slot: None,
             options: 0,
             unanswered: 0,
+            opened: 0,
         });
         self.publisher_names.insert(name.to_owned(), p);
         p
@@ -880,6 +887,38 @@ impl Engine {
         }
     }
 
+    /// At `max_publishers`, makes room for identity `name` by forgetting the one idle
+    /// longest: no connection has it open and none of its publishes awaits an answer.
+    /// (Identities were never forgotten, so one client opening 1,024 names locked
+    /// every new publisher out; found by a hostile-input pass.) If the forgotten one
+    /// comes back it starts afresh, with no record of the sequence numbers it used.
+    /// False if every identity is in use.
+    fn forget_idle_publisher(&mut self, name: &str) -> bool {
+        let Some((p, _)) = self
+            .publishers
+            .iter()
+            .enumerate()
+            .filter(|(_, pb)| pb.slot.is_none() && pb.unanswered == 0)
+            .min_by_key(|(_, pb)| pb.opened)
+        else {
+            return false;
+        };
+        let pb = &mut self.publishers[p];
+        self.publisher_names.remove(&pb.name);
+        *pb = Publisher {
+            name: name.to_owned(),
+            hwm: 0,
+            recent: VecDeque::new(),
+            floor: 0,
+            slot: None,
+            options: 0,
+            unanswered: 0,
+            opened: 0,
+        };
+        self.publisher_names.insert(name.to_owned(), p as u32);
+        true
+    }
+
     /// PUB_OPEN: this connection publishes as `name` (taking the identity over from
     /// another connection that holds it).
     pub fn handle_pub_open(
@@ -891,17 +930,21 @@ impl Engine {
     ) -> Result<(), Reject> {
         if !self.publisher_names.contains_key(name)
             && self.publishers.len() >= self.cfg.max_publishers
+            && !self.forget_idle_publisher(name)
         {
             return Err(reject(
                 request_id,
                 ErrorCode::INVALID_REQUEST,
                 format!(
-                    "the router remembers at most {} publisher identities; reuse one",
+                    "the router remembers at most {} publisher identities and every one \
+                     is open or has publishes unanswered; reuse one",
                     self.cfg.max_publishers
                 ),
             ));
         }
         let p = self.publisher_idx(name);
+        self.publisher_opens += 1;
+        self.publishers[p as usize].opened = self.publisher_opens;
         if let Some(old) = self.publishers[p as usize].slot {
             if old != slot {
                 self.fail.push((
