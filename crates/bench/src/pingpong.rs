@@ -105,7 +105,7 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 pub struct PingpongArgs {
     /// Message sizes in bytes (payload), comma-separated; each is measured in turn.
     /// At least 8 (the ping carries its sequence number); at most 65507 for udp.
-    #[arg(long, value_delimiter = ',', default_value = "64,100,600,1024,1472")]
+    #[arg(long, value_delimiter = ',', default_value = "64,100,600,1024,1472", value_parser = parse_ping_size)]
     pub sizes: Vec<usize>,
 
     /// Measured pings per size and transport (after the warm-up); `20k`, `1M` work too.
@@ -391,6 +391,21 @@ pub fn run(
         report::Announce::Wrote,
     )?;
     Ok(report::exit_code(stop.is_set()))
+}
+
+/// One `--sizes` value: at least 8 bytes (a ping carries its sequence number), at most
+/// 16 MiB; `1KiB`-style sizes work too.
+fn parse_ping_size(s: &str) -> Result<usize, String> {
+    let n = tickwire_rt::units::parse_size(s)?;
+    if n < 8 {
+        return Err(format!(
+            "{n} is too small: a ping carries an 8-byte sequence number"
+        ));
+    }
+    if n > 16 << 20 {
+        return Err(format!("{n} is larger than 16 MiB"));
+    }
+    Ok(n)
 }
 
 fn validate(args: &PingpongArgs) -> anyhow::Result<()> {

@@ -40,7 +40,16 @@ pub enum SessionError {
     },
     #[error("session file holds no messages")]
     Empty,
+    /// The first message does not look like ITCH: likely another kind of file.
+    #[error(
+        "not an ITCH 5.0 session file: {why} (expected a 2-byte big-endian length before \
+         each ITCH message, as `tickwire md generate` writes)"
+    )]
+    NotItch { why: String },
 }
+
+/// ITCH 5.0 message types (the first byte of every message).
+const ITCH_TYPES: &[u8] = b"SRHYLVWKJhAFECXDUPQBINO";
 
 /// A whole ITCH session in memory, messages numbered from 1.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +76,24 @@ impl SessionData {
                 });
             };
             let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+            // The first message tells a session file from any other file.
+            if index == 1 {
+                if let Some(&kind) = bytes.get(at + 2) {
+                    if !ITCH_TYPES.contains(&kind) {
+                        return Err(SessionError::NotItch {
+                            why: format!("its first message type would be {:?}", kind as char),
+                        });
+                    }
+                }
+                if bytes.len() - at - 2 < len {
+                    return Err(SessionError::NotItch {
+                        why: format!(
+                            "its first length field says {len} bytes, the file holds {}",
+                            bytes.len()
+                        ),
+                    });
+                }
+            }
             let body = bytes
                 .get(at + 2..at + 2 + len)
                 .ok_or(SessionError::Truncated {
@@ -315,9 +342,17 @@ mod tests {
             SessionError::Empty
         );
         assert!(matches!(
-            SessionData::from_file_bytes(&[0, 3, 1, 2, 3]),
+            SessionData::from_file_bytes(&[0, 3, b'S', 2, 3]),
             Err(SessionError::TooShort { .. })
         ));
+        // Another kind of file says so, not "truncated" (a text file's first two bytes
+        // read as a length of ~20 KB).
+        let text = SessionData::from_file_bytes(b"Usage: tickwire md publish [OPTIONS]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(text.starts_with("not an ITCH 5.0 session file"), "{text}");
+        let cut = SessionData::from_file_bytes(&[0, 40, b'S', 0, 0]).unwrap_err();
+        assert!(matches!(cut, SessionError::NotItch { .. }), "{cut}");
     }
 
     /// Regression: the replay publisher restamped every due message before cutting the

@@ -53,6 +53,17 @@ pub enum Anonymous {
     Deny,
 }
 
+impl std::fmt::Display for Anonymous {
+    /// As the configuration spells it (`loopback`, `allow`, `deny`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Anonymous::Loopback => "loopback",
+            Anonymous::Allow => "allow",
+            Anonymous::Deny => "deny",
+        })
+    }
+}
+
 impl Anonymous {
     /// Whether this policy admits anonymous clients on a router whose listeners are
     /// all on loopback addresses (`loopback`) or not: the one rule the login check and

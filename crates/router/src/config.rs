@@ -396,8 +396,11 @@ impl Config {
                 self.shm_ring
             ));
         }
-        if self.shm.as_deref().is_some_and(str::is_empty) {
-            return err("shm name must not be empty".into());
+        if let Some(name) = self.shm.as_deref().filter(|n| !tickwire_shm::valid_name(n)) {
+            return err(format!(
+                "shm name {name:?}: expected 1 to 64 letters, digits, '-', '_' or '.' (not \
+                 starting with '.'); clients then connect with shm:NAME"
+            ));
         }
         let client_auth = match self.tls_client_auth.parse::<tickwire_tls::ClientAuth>() {
             Ok(a) => a,

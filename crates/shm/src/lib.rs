@@ -43,6 +43,17 @@ pub use raw::{Region, WatchedWord};
 /// The address prefix that selects this transport: `shm:NAME`.
 pub const ADDR_PREFIX: &str = "shm:";
 
+/// Whether `name` can name a router's shared-memory listener: 1 to 64 ASCII letters,
+/// digits, `-`, `_` and `.`, not starting with `.` (it becomes a file name under
+/// `/dev/shm`).
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
 /// `Some(NAME)` when `addr` is `shm:NAME` (NAME not empty).
 pub fn parse_addr(addr: &str) -> Option<&str> {
     addr.strip_prefix(ADDR_PREFIX).filter(|n| !n.is_empty())

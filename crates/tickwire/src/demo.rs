@@ -228,35 +228,39 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .context("running the router")?;
 
     let code = report(&a, &published, &expected, &results, stats.as_deref());
-    // A part is skipped when asked to, or when Ctrl-C came before it began.
-    let skip = |asked: bool| asked || ctrl_c.is_set();
-    let gm_skipped = skip(a.no_guaranteed);
-    let gm_ok = gm_skipped || crate::demo_gm::run(&ctrl_c)?;
-    let md_skipped = skip(a.no_market_data);
-    let md_ok = md_skipped || market_data()?;
-    let t2t_skipped = skip(a.no_tick_to_trade);
-    let t2t_ok = t2t_skipped || tick_to_trade()?;
-    let part = |skipped: bool, ok: bool| match (skipped, ok) {
-        (true, _) => "skipped",
-        (false, true) => "PASS",
-        (false, false) => "FAIL",
+    let pubsub = Outcome::of(code == ExitCode::SUCCESS, ctrl_c.is_set());
+    // A part is skipped when asked to, or when Ctrl-C came before it began; one that
+    // Ctrl-C interrupted is "stopped" whatever it found (its own lines say what ran).
+    let run_part = |asked_to_skip: bool, part: &dyn Fn() -> anyhow::Result<bool>| {
+        if asked_to_skip || ctrl_c.is_set() {
+            return Ok(Outcome::Skipped);
+        }
+        let ok = part()?;
+        anyhow::Ok(Outcome::of(ok, ctrl_c.is_set()))
     };
+    let gm = run_part(a.no_guaranteed, &|| crate::demo_gm::run(&ctrl_c))?;
+    let md = run_part(a.no_market_data, &market_data)?;
+    let t2t = run_part(a.no_tick_to_trade, &|| tick_to_trade(&ctrl_c))?;
     println!(
         "\n==================== summary ====================\n\
          pub/sub {}, guaranteed messaging {}, market data {}, tick-to-trade {}",
-        part(false, code == ExitCode::SUCCESS),
-        part(gm_skipped, gm_ok),
-        part(md_skipped, md_ok),
-        part(t2t_skipped, t2t_ok),
+        pubsub.word(),
+        gm.word(),
+        md.word(),
+        t2t.word(),
     );
     if ctrl_c.is_set() {
-        println!("(stopped by Ctrl-C: the parts after the one under way were skipped)");
+        println!(
+            "(stopped by Ctrl-C: the part under way ended early and the parts after it were \
+             skipped; a stopped part proves nothing either way)"
+        );
     }
     println!(
         "(latencies on a shared or busy machine move with its load: each part says when the \
          host stalled it; the full benchmarks and their floors are in BENCHMARKS.md)"
     );
-    Ok(if !(gm_ok && md_ok && t2t_ok) {
+    let failed = [gm, md, t2t].contains(&Outcome::Fail);
+    Ok(if failed {
         ExitCode::FAILURE
     } else if ctrl_c.is_set() {
         // As every command stopped by Ctrl-C before its end: 128 + SIGINT.
@@ -266,9 +270,38 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// How a part of the demo ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Skipped,
+    Pass,
+    Fail,
+    /// Ctrl-C ended it early.
+    Stopped,
+}
+
+impl Outcome {
+    fn of(ok: bool, stopped: bool) -> Outcome {
+        match (stopped, ok) {
+            (true, _) => Outcome::Stopped,
+            (false, true) => Outcome::Pass,
+            (false, false) => Outcome::Fail,
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Outcome::Skipped => "skipped",
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Stopped => "stopped",
+        }
+    }
+}
+
 /// The short tick-to-trade run (see the help text); true when both algos answered
 /// every market-data message exactly once.
-fn tick_to_trade() -> anyhow::Result<bool> {
+fn tick_to_trade(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
     println!("\n==================== tick-to-trade (FIX) ====================");
     // The same arguments a user would type, so the demo shows a reproducible command.
     #[derive(clap::Parser)]
@@ -305,20 +338,25 @@ fn tick_to_trade() -> anyhow::Result<bool> {
             && r.unexpected == 0
     });
     let line = |r: &tickwire_bench::tick_to_trade::AlgoResult| {
-        let (p50, p99) = r.steps.first().map_or((f64::NAN, f64::NAN), |s| {
-            (s.latency.p50_us, s.latency.p99_us)
-        });
+        let latency = match r.steps.first() {
+            Some(s) if s.latency.p50_us.is_finite() => format!(
+                "p50 {:.1} µs, p99 {:.1} µs",
+                s.latency.p50_us, s.latency.p99_us
+            ),
+            _ => "no latency measured".to_owned(),
+        };
         format!(
-            "{}: {} of {} X answered by one D, p50 {p50:.1} µs, p99 {p99:.1} µs",
+            "{}: {} of {} X answered by one D, {latency}",
             r.name, r.counters.received, r.counters.sent
         )
     };
     let lines: Vec<String> = report.algos.iter().map(line).collect();
-    println!(
-        "tick-to-trade {}: {}",
-        if ok { "PASS" } else { "FAIL" },
-        lines.join("; ")
-    );
+    let verdict = match (ctrl_c.is_set(), ok) {
+        (true, _) => "stopped by Ctrl-C",
+        (false, true) => "PASS",
+        (false, false) => "FAIL",
+    };
+    println!("tick-to-trade {verdict}: {}", lines.join("; "));
     Ok(ok)
 }
 

@@ -23,14 +23,20 @@ pub struct LogArgs {
     /// Log level: error, warn, info, debug, trace, or a filter such as
     /// `info,tickwire_router=debug` [default: $TICKWIRE_LOG, else info for the router,
     /// warn for every other command].
-    #[arg(long, value_name = "LEVEL", global = true)]
+    #[arg(long, value_name = "LEVEL", global = true, help_heading = "Logging")]
     pub log_level: Option<String>,
     /// Log line format: text (human) or json (one object per line).
-    #[arg(long, value_name = "FORMAT", global = true, default_value = "text")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        global = true,
+        default_value = "text",
+        help_heading = "Logging"
+    )]
     pub log_format: LogFormat,
     /// Append log lines to FILE instead of standard error; SIGHUP reopens it (rotate by
     /// renaming the file, then `kill -HUP`).
-    #[arg(long, value_name = "FILE", global = true)]
+    #[arg(long, value_name = "FILE", global = true, help_heading = "Logging")]
     pub log_file: Option<PathBuf>,
 }
 

@@ -157,6 +157,11 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(code) => code,
+        // As clap reports a usage error: status 2.
+        Err(e) if e.downcast_ref::<units::UsageError>().is_some() => {
+            eprintln!("error: {}", error_text(&e));
+            std::process::ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::FAILURE

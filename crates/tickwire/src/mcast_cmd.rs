@@ -60,7 +60,7 @@ struct NetArgs {
     interface: Ipv4Addr,
     /// Injected loss, for tests and demos: drop this fraction of datagrams (0.05 = 5%).
     /// Sender: original datagrams (never retransmissions); receiver: every datagram.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = crate::units::parse_loss)]
     loss: f64,
     /// Seed of the injected loss: the same seed drops the same datagrams.
     #[arg(long, value_name = "S", default_value_t = 1)]

@@ -33,8 +33,8 @@ Example:
 #[derive(Args)]
 #[command(after_help = GENERATE_HELP)]
 struct GenerateArgs {
-    /// Number of symbols (the first are well-known tickers).
-    #[arg(long, default_value_t = 100)]
+    /// Number of symbols, 1 to 65535 (the first are well-known tickers).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..))]
     symbols: u16,
     /// Total messages in the session (system and directory messages included).
     #[arg(long, default_value_t = 1_000_000)]

@@ -129,6 +129,10 @@ const EXIT_UNANSWERED: u8 = 4;
 const EXIT_STOPPED: u8 = 130;
 
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
+    // Checked before connecting: a usage error, not a connection one.
+    if !a.stdin {
+        payload_of(&a)?;
+    }
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
@@ -316,7 +320,10 @@ fn payload_of(a: &PubArgs) -> anyhow::Result<Vec<u8>> {
         (None, Some(size), _) => load_payload(size),
         (None, None, Some(_)) => load_payload(100),
         (None, None, None) => {
-            bail!("nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)")
+            return Err(crate::units::UsageError(
+                "nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)".into(),
+            )
+            .into())
         }
     })
 }
@@ -706,7 +713,18 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             discarded += emit(&m, &a, &mut out, &mut tally);
         });
         let mut idle = matches!(polled, Ok(0));
-        polled?;
+        if let Err(e) = polled {
+            out.flush().ok();
+            if let (Some(limit), false) = (a.give_up_after, client.is_connected()) {
+                // The reconnection gave up: say so, after what was received.
+                tally.report(&format!("({discarded} discarded by the router)"));
+                return Err(anyhow::Error::new(e).context(format!(
+                    "gave up: the router could not be reached again for {limit:?} \
+                     (--give-up-after)"
+                )));
+            }
+            return Err(e.into());
+        }
         if idle && !connected && !mcast.active() && !client.is_connected() {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -855,6 +873,8 @@ const STOP_NOTE: &str = "stopping (Ctrl-C again to abort)";
 struct Tally {
     limit: u64,
     received: u64,
+    /// When the subscriber began listening (the time the summary covers).
+    started: Instant,
     first: Option<Instant>,
     io_err: Option<std::io::Error>,
 }
@@ -864,6 +884,7 @@ impl Tally {
         Tally {
             limit: count.unwrap_or(u64::MAX),
             received: 0,
+            started: Instant::now(),
             first: None,
             io_err: None,
         }
@@ -886,12 +907,18 @@ impl Tally {
 
     /// The `--quiet` summary on stderr; `what` tells what else was counted.
     fn report(&self, what: &str) {
-        let secs = self.first.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
-        eprintln!(
-            "received {} {what} in {secs:.3} s: {:.0} msg/s",
-            count(self.received, "message", "messages"),
-            self.received as f64 / secs.max(1e-9)
-        );
+        let total = self.started.elapsed().as_secs_f64();
+        let messages = count(self.received, "message", "messages");
+        match self.first {
+            // The rate counts from the first message: a subscriber started before its
+            // publisher is not charged for the wait.
+            Some(first) if self.received > 1 => eprintln!(
+                "received {messages} {what} in {total:.3} s: {:.0} msg/s from the first \
+                 message on",
+                self.received as f64 / first.elapsed().as_secs_f64().max(1e-9)
+            ),
+            _ => eprintln!("received {messages} {what} in {total:.3} s"),
+        }
     }
 }
 

@@ -112,32 +112,37 @@ struct CreateArgs {
     /// consumers.
     #[arg(long)]
     exclusive: bool,
-    /// Most messages held.
+    /// Most messages held (0: no limit) [default: 1000000].
     #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
-    /// Most bytes held, topic and payload of each message (e.g. 1GiB).
+    /// Most bytes held, topic and payload of each message, e.g. 512MiB (0: no limit)
+    /// [default: 1GiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_bytes: Option<usize>,
-    /// Largest message accepted (e.g. 64KiB); a larger one is NACKed too-large.
+    /// Largest message accepted (e.g. 64KiB); a larger one is NACKed too-large
+    /// [default: the router's largest frame].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_message_size: Option<usize>,
-    /// Messages older than this expire (e.g. 24h).
+    /// Messages older than this expire to the dead-letter queue, e.g. 24h [default:
+    /// never].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ttl: Option<Duration>,
     /// Redeliveries of one message before it is dead-lettered: given back once more
-    /// after this many, it goes to the dead-message queue (N + 1 deliveries in all).
+    /// after this many, it goes to the dead-message queue (N + 1 deliveries in all)
+    /// [default: 16].
     #[arg(long, value_name = "N")]
     max_redeliveries: Option<u64>,
-    /// A delivery not acknowledged within this long is redelivered (e.g. 30s).
+    /// A delivery not acknowledged within this long is redelivered, e.g. 5s (0: only
+    /// when its consumer goes away) [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     ack_timeout: Option<Duration>,
     /// What a full queue does with a new message: refuse it (the publisher gets a
-    /// queue-full NACK) or drop the oldest.
+    /// queue-full NACK) or drop the oldest [default: reject].
     #[arg(long, value_name = "POLICY", value_parser = ["reject", "discard-oldest"])]
     full_policy: Option<String>,
-    /// Where dead-lettered messages go (created on first use). A message that dies in
-    /// a queue that is another queue's dead-letter queue is dropped: dead messages
-    /// move once.
+    /// Where dead-lettered messages go (created on first use) [default:
+    /// #DEAD_MSG_QUEUE]. A message that dies in a queue that is another queue's
+    /// dead-letter queue is dropped: dead messages move once.
     #[arg(long, value_name = "NAME")]
     dead_letter_queue: Option<String>,
     /// now | beginning | id:N | time:RFC3339-or-ns (see below).

@@ -91,8 +91,8 @@ the first reply.
 
 Reconnecting: the first connection must succeed; after that, when the router restarts
 or the connection drops, the command says so on standard error, reconnects (with
-exponential backoff and jitter, for as long as it takes), subscribes again and goes on
-answering. Requests in flight when the connection dropped are not answered (their
+exponential backoff and jitter, for as long as it takes unless --give-up-after bounds
+the wait; --no-reconnect exits instead), subscribes again and goes on answering. Requests in flight when the connection dropped are not answered (their
 requesters time out or see their own connection go). Ctrl-C stops it.
 
 Examples:
@@ -131,11 +131,18 @@ pub struct ReplyArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-reply")]
     name: String,
+    /// Exit when the connection is lost instead of reconnecting.
+    #[arg(long)]
+    no_reconnect: bool,
+    /// Exit when the router cannot be reached again for this long [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
+    give_up_after: Option<Duration>,
 }
 
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
-    // Reconnects for as long as it takes: a service outlives its router's restarts.
-    let opts = crate::pubsub::link_options(&a.name, &a.login, false, None)?;
+    // By default it reconnects for as long as it takes: a service outlives its
+    // router's restarts.
+    let opts = crate::pubsub::link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
     let mut c = ReconnectingClient::connect(&a.router, opts)?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;
@@ -143,15 +150,33 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     let mut answered = 0u64;
     // Requests of one poll; answered after it (a message borrows the client).
     let mut batch: Vec<(String, ReplyTo, Vec<u8>)> = Vec::new();
+    let mut lost = None;
     while answered < limit {
-        c.poll(Wait::Timeout(Duration::from_millis(200)), |ev| match ev {
+        let polled = c.poll(Wait::Timeout(Duration::from_millis(200)), |ev| match ev {
             LinkEvent::Message(m) => {
                 if let Some(to) = m.reply_target() {
                     batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
                 }
             }
+            LinkEvent::Disconnected { reason } if a.no_reconnect => {
+                lost = Some(reason.to_owned());
+            }
             other => crate::pubsub::report_link(&other),
-        })?;
+        });
+        if let Err(e) = polled {
+            if let (Some(limit), false) = (a.give_up_after, c.is_connected()) {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "gave up: the router could not be reached again for {limit:?} \
+                     (--give-up-after)"
+                )));
+            }
+            return Err(e.into());
+        }
+        if let Some(reason) = lost.take() {
+            // As `sub --no-reconnect`: the connection's end is the command's end.
+            eprintln!("{reason} (--no-reconnect: exiting)");
+            break;
+        }
         for (topic, to, payload) in batch.drain(..) {
             if answered >= limit {
                 break;

@@ -220,8 +220,9 @@ pub struct RouterArgs {
     cache_max_bytes: Option<usize>,
     /// Also listen on shared memory under NAME: clients on this host connect with
     /// `--router shm:NAME` (handshake socket /dev/shm/tickwire-NAME.sock, mode 0600:
-    /// only this user may attach; docs/shm.md) [default: TCP only].
-    #[arg(long, value_name = "NAME")]
+    /// only this user may attach; docs/shm.md) [default: TCP only]. NAME: 1 to 64
+    /// letters, digits, '-', '_' or '.'.
+    #[arg(long, value_name = "NAME", value_parser = crate::units::parse_shm_name)]
     shm: Option<String>,
     /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB);
     /// the ring absorbs a slow reader's bursts as TCP's socket buffers do [default: 8MiB].
@@ -526,7 +527,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     .to_lowercase();
     let guaranteed = cfg.data_dir.clone();
     if !cfg.loopback_only() && cfg.auth.anonymous == Anonymous::Allow {
-        tracing::warn!(listen = %cfg.listen, tls_listen = ?cfg.tls_listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
+        tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
     }
     let (users, anonymous) = (cfg.auth.users.len(), cfg.auth.anonymous);
     let http = args.http.addr(7480)?;
@@ -628,8 +629,11 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     if guaranteed.is_none() {
         tracing::info!("guaranteed messaging off (--no-guaranteed)");
     }
-    tracing::info!(users, ?anonymous, "authentication");
-    tracing::info!(listen = %router.local_addr(), tls_listen = ?router.tls_addr(), "{summary}");
+    tracing::info!(users, %anonymous, "authentication");
+    match router.tls_addr() {
+        Some(tls) => tracing::info!(listen = %router.local_addr(), tls_listen = %tls, "{summary}"),
+        None => tracing::info!(listen = %router.local_addr(), "{summary}"),
+    }
     // Tests and scripts wait for this line on stdout to learn the bound address (its
     // last word is the plaintext listener's address).
     match router.tls_addr() {

@@ -86,3 +86,40 @@ mod tests {
         assert!(parse_rate("-1").is_err());
     }
 }
+
+/// A mistake in how a command was called that its flags' parsers cannot see alone
+/// (e.g. none of several alternatives given): reported like clap's usage errors, with
+/// exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A fraction of datagrams to drop: 0 to below 1 (e.g. 0.05).
+pub fn parse_loss(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "expected a fraction from 0 up to (not including) 1, e.g. 0.05 for 5%; got {s:?}"
+        )),
+    }
+}
+
+/// A router's shared-memory listener name (`--shm NAME`).
+pub fn parse_shm_name(s: &str) -> Result<String, String> {
+    if tickwire_shm::valid_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(
+            "expected 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.'); \
+             clients then connect with shm:NAME"
+                .to_owned(),
+        )
+    }
+}

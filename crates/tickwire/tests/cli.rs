@@ -734,6 +734,18 @@ fn bad_flag_values_are_clear_errors() {
             &["router", "--stall-timeout", "1s", "--stall-timeout-ms", "5"],
             &["--stall-timeout"],
         ),
+        // Regression: these exited 1, unlike every other usage error.
+        (&["pub", "t"], &["nothing to publish", "MESSAGE", "--stdin"]),
+        (
+            &["mcast", "send", "md/x", "--loss", "2"],
+            &["'2'", "--loss", "fraction"],
+        ),
+        (&["md", "generate", "--symbols", "0"], &["'0'", "--symbols"]),
+        (
+            &["bench", "pingpong", "--sizes", "0"],
+            &["'0'", "--sizes", "too small"],
+        ),
+        (&["router", "--shm", "a/b"], &["'a/b'", "letters, digits"]),
     ];
     for (args, words) in cases {
         let (code, err) = fails(args);
@@ -827,11 +839,12 @@ fn ctrl_c_ends_the_demo_in_order_and_leaves_nothing_behind() {
     // The part under way ended with a true report; the rest was skipped.
     assert!(out.contains("stopped by Ctrl-C after "), "{out}");
     assert!(
-        out.contains("guaranteed messaging PASS: 0 acknowledged orders missing"),
+        out.contains("guaranteed messaging stopped by Ctrl-C: 0 acknowledged orders missing"),
         "{out}"
     );
+    // An interrupted part is not reported as passed.
     assert!(
-        out.contains("market data skipped, tick-to-trade skipped"),
+        out.contains("guaranteed messaging stopped, market data skipped, tick-to-trade skipped"),
         "{out}"
     );
     // The router child is gone, and so is its spool directory.
@@ -1265,8 +1278,9 @@ fn md_generate_checks_settings_and_output_path_first() {
         "--out",
         out.to_str().unwrap(),
     ]);
+    // Refused as a usage error now (it was "invalid session settings", exit 1).
     assert!(
-        err.contains("invalid session settings") && !err.contains("writing"),
+        err.contains("'0' for '--symbols") && !err.contains("writing"),
         "{err}"
     );
     assert!(!out.exists(), "a bad setting leaves no file behind");

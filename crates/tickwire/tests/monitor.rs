@@ -129,6 +129,11 @@ fn json_endpoints_show_what_the_clients_did() {
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
     assert_eq!(page["total"], connz["total"]);
     assert_eq!(get(http, "/connz?sort=bogus").0, 400);
+    // A paging value that is not a number is refused, not read as the default.
+    let (status, body) = get(http, "/connz?limit=abc");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("limit"), "{body}");
+    assert_eq!(get(http, "/queuez?offset=-1").0, 400);
 
     let subsz = get_json(http, "/subsz?pattern=mon/>");
     assert_eq!(subsz["total"], 1, "{subsz}");

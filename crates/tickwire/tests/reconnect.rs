@@ -222,6 +222,34 @@ fn no_reconnect_exits_when_the_router_goes() {
     assert!(status.success(), "{status}");
 }
 
+/// `reply --no-reconnect` ends with its router, and `--give-up-after` bounds its
+/// wait and says so (the README named both flags; `reply` had neither).
+#[test]
+fn reply_no_reconnect_and_give_up_after() {
+    for extra in [&["--no-reconnect"][..], &["--give-up-after", "1s"]] {
+        let port = free_port();
+        let router = plain(port);
+        let addr = router.addr_str();
+        let mut args = vec!["reply", "--router", &addr, "svc/echo", "--quiet"];
+        args.extend_from_slice(extra);
+        let mut reply = common::cli(&args).spawn().expect("spawn tickwire reply");
+        request_until_answered(&addr, "svc/echo", b"before");
+        router.kill9();
+        let status = common::wait_child(&mut reply, Duration::from_secs(15), "reply");
+        let (_, err) = common::take_output(&mut reply);
+        if extra[0] == "--no-reconnect" {
+            assert!(status.success(), "{status}: {err}");
+            assert!(err.contains("--no-reconnect: exiting"), "{err}");
+        } else {
+            assert_eq!(status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("gave up: the router could not be reached again for 1s"),
+                "{err}"
+            );
+        }
+    }
+}
+
 fn opts(buffer: usize) -> ReconnectOptions {
     ReconnectOptions {
         initial_backoff: Duration::from_millis(10),

@@ -224,8 +224,25 @@ fn route(
                 out.finish(),
             )
         }
-        _ => c.route(req).unwrap_or_else(Response::not_found),
+        _ => match paging_error(req) {
+            Some(refusal) => refusal,
+            None => c.route(req).unwrap_or_else(Response::not_found),
+        },
     }
+}
+
+/// A `400` for an `offset` or `limit` that is not a number (it was read as the
+/// default, so `limit=abc` quietly gave 100 items).
+fn paging_error(req: &Request<'_>) -> Option<Response> {
+    ["offset", "limit"].into_iter().find_map(|key| {
+        let v = req.query.get(key)?;
+        v.parse::<usize>().is_err().then(|| {
+            Response::error(
+                400,
+                &format!("{key}={v:?}: expected a whole number (limit at most 1024)"),
+            )
+        })
+    })
 }
 
 /// Items `offset..offset+limit` of `items` (query `offset`, `limit`: at most 1024,
