@@ -60,6 +60,6 @@ echo "=== 4. paced 1 -> 1 sweep, 100 B, lossless, against both floors of the top
 # shm-relay / tcp-relay is what shared memory itself buys over TCP here.
 for i in $(seq 1 "$RUNS"); do
   $TW bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \
-    --rates 5M,6M,7M,8M,10M,12M,14M,16M --keep-going --step-secs 2s --idle block --pin 0,1 \
+    --rates 5M,6M,7M,8M,10M,12M,14M,16M --keep-going --step-duration 2s --idle block --pin 0,1 \
     --json "/tmp/bench-shm-stream-$i.json" | sed -n '/^highest lossless rate/,$p'
 done

@@ -6,18 +6,23 @@
 # target/fix-spec/ under the repository root (gitignored). It is idempotent: when
 # every dictionary is already there it does nothing.
 #
-# Usage: scripts/fetch-fix-spec.sh [DEST_DIR]
-#   DEST_DIR defaults to $TICKWIRE_FIX_SPEC when set, else <repo>/target/fix-spec in a
-#   tickwire checkout, else the per-user data directory
-#   (${XDG_DATA_HOME:-~/.local/share}/tickwire/fix-spec): the places an installed
-#   `tickwire` looks (crates/rt/src/paths.rs).
+# Usage: scripts/fetch-fix-spec.sh [--user | DEST_DIR]
+#   DEST_DIR defaults to $TICKWIRE_FIX_SPEC when set, else <repo>/target/fix-spec of
+#   the checkout this script is in. --user writes to the per-user data directory
+#   (${XDG_DATA_HOME:-~/.local/share}/tickwire/fix-spec), where an installed `tickwire`
+#   run from anywhere looks (crates/rt/src/paths.rs).
 set -euo pipefail
 
 QUICKFIX_VERSION=1.16.0
 FILES="FIX40.xml FIX41.xml FIX42.xml FIX43.xml FIX44.xml FIX50.xml FIX50SP1.xml FIX50SP2.xml FIXT11.xml"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ -n "${1:-}" ]; then
+if [ "${1:-}" = "--user" ]; then
+    dest="${XDG_DATA_HOME:-$HOME/.local/share}/tickwire/fix-spec"
+elif [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    exit 0
+elif [ -n "${1:-}" ]; then
     dest="$1"
 elif [ -n "${TICKWIRE_FIX_SPEC:-}" ]; then
     dest="$TICKWIRE_FIX_SPEC"

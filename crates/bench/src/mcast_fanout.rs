@@ -132,9 +132,16 @@ pub struct Growth {
     pub kind: Kind,
     pub from_receivers: usize,
     pub to_receivers: usize,
-    pub total: f64,
-    pub user: f64,
-    pub sys: f64,
+    /// `None` (JSON null) when the fewest receivers' figure is 0: CPU below the
+    /// probe's 10 ms resolution, so no ratio can be taken.
+    pub total: Option<f64>,
+    pub user: Option<f64>,
+    pub sys: Option<f64>,
+}
+
+/// `hi / lo`, or `None` when `lo` is not above 0.
+fn ratio(hi: f64, lo: f64) -> Option<f64> {
+    (lo > 0.0 && hi.is_finite()).then(|| hi / lo)
 }
 
 #[derive(Debug, Serialize)]
@@ -459,9 +466,9 @@ fn growth(runs: &[RunResult]) -> Vec<Growth> {
                 kind,
                 from_receivers: lo.receivers,
                 to_receivers: hi.receivers,
-                total: hi.cpu_ns_per_msg / lo.cpu_ns_per_msg,
-                user: hi.cpu_user_ns_per_msg / lo.cpu_user_ns_per_msg,
-                sys: hi.cpu_sys_ns_per_msg / lo.cpu_sys_ns_per_msg,
+                total: ratio(hi.cpu_ns_per_msg, lo.cpu_ns_per_msg),
+                user: ratio(hi.cpu_user_ns_per_msg, lo.cpu_user_ns_per_msg),
+                sys: ratio(hi.cpu_sys_ns_per_msg, lo.cpu_sys_ns_per_msg),
             })
         })
         .collect()
@@ -525,16 +532,27 @@ fn print_report(
             r.retransmitted
         );
     }
+    let times = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"));
     for g in growth {
         outln!(
             out,
-            "sender CPU per message, {} → {} receivers, {}: total {:.2}x, user {:.2}x, system {:.2}x",
+            "sender CPU per message, {} → {} receivers, {}: total {}, user {}, system {}",
             g.from_receivers,
             g.to_receivers,
             format!("{:?}", g.kind).to_lowercase(),
-            g.total,
-            g.user,
-            g.sys
+            times(g.total),
+            times(g.user),
+            times(g.sys)
+        );
+    }
+    if growth
+        .iter()
+        .any(|g| g.total.is_none() || g.user.is_none() || g.sys.is_none())
+    {
+        outln!(
+            out,
+            "(n/a: the sender's CPU at the fewest receivers was below the CPU probe's 10 ms \
+             resolution; more --messages give a ratio)"
         );
     }
 }
@@ -582,11 +600,22 @@ mod tests {
             .collect();
         let g = growth(&runs);
         assert_eq!(g.len(), 2);
-        assert_eq!((g[0].kind, g[0].total, g[0].user), (Kind::Raw, 4.0, 4.0));
+        assert_eq!(
+            (g[0].kind, g[0].total, g[0].user),
+            (Kind::Raw, Some(4.0), Some(4.0))
+        );
         assert_eq!(
             (g[1].kind, g[1].from_receivers, g[1].total),
-            (Kind::Mcast, 1, 1.5)
+            (Kind::Mcast, 1, Some(1.5))
         );
+        // CPU below the probe's resolution at the fewest receivers: no ratio (it
+        // printed "infx" and "NaNx").
+        let zero: Vec<RunResult> = [(Kind::Raw, 1, 0.0), (Kind::Raw, 2, 100.0)]
+            .into_iter()
+            .map(|(k, n, cpu)| summarise(k, n, 1, 1.0, sender(cpu), vec![]))
+            .collect();
+        let g = growth(&zero);
+        assert_eq!((g[0].total, g[0].user, g[0].sys), (None, None, None));
         // A single receiver count gives no growth.
         assert!(growth(&runs[..1]).is_empty());
     }

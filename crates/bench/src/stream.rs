@@ -56,7 +56,7 @@ What it measures, per target rate (one step of the sweep):
   and the counters sent / received / gaps / duplicates / out-of-order (they must
   reconcile). A step whose achieved send rate is below 90% of the target is INVALID
   (saturated); the sweep stops at the first step whose send or receive rate falls
-  below 90% (unless --keep-going). Each step's first --warmup-secs are excluded from
+  below 90% (unless --keep-going). Each step's first --warmup (a duration) is excluded from
   the rates and latencies (the counters include them, and say how many).
 
 Transports (--transport, measured in the order given, in the same run):
@@ -101,7 +101,7 @@ other).
 Examples:
   tickwire bench stream
       udp then tickwire, 64-byte messages, 10k → 1M msg/s, 2 s per rate
-  tickwire bench stream --transport tickwire --rates 50k,100k,150k,200k --step-secs 5
+  tickwire bench stream --transport tickwire --rates 50k,100k,150k,200k --step-duration 5s
   tickwire bench stream --idle block --pin 0,1 --json stream.json --plot stream.svg
   tickwire bench stream --transport tickwire --router 10.0.0.5:7420 --reflect-every 10
   tickwire bench stream --transport tickwire,tickwire-tls --size 100 --rates 500k,1M,2M
@@ -152,12 +152,12 @@ pub struct StreamArgs {
 
     /// Measured time per target rate, after the warm-up (2s, 500ms; a plain number is
     /// seconds).
-    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = secs)]
+    #[arg(long = "step-duration", alias = "step-secs", default_value = "2s", value_name = "DURATION", value_parser = secs)]
     pub step_secs: f64,
 
-    /// Warm-up seconds at the start of every step, at the step's rate, excluded from
-    /// the rates and latencies.
-    #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = secs)]
+    /// Warm-up at the start of every step, at the step's rate, excluded from the rates
+    /// and latencies (500ms, 1s).
+    #[arg(long = "warmup", alias = "warmup-secs", default_value = "500ms", value_name = "DURATION", value_parser = secs)]
     pub warmup_secs: f64,
 
     /// The receiver reflects message number i back when i is a multiple of N (1 in N
@@ -516,10 +516,10 @@ fn validate(args: &StreamArgs) -> anyhow::Result<()> {
         );
     }
     if !(args.step_secs > 0.0 && args.step_secs.is_finite()) {
-        bail!("--step-secs must be positive");
+        bail!("--step-duration must be positive");
     }
     if !(args.warmup_secs >= 0.0 && args.warmup_secs.is_finite()) {
-        bail!("--warmup-secs must be 0 or more");
+        bail!("--warmup must be 0 or more");
     }
     if args.reflect_every == 0 {
         bail!("--reflect-every must be at least 1");

@@ -42,7 +42,7 @@ pub const FIX_SPEC: DataItem = DataItem {
     checkout: "target/fix-spec",
     data: "fix-spec",
     hint: "fetch them with scripts/fetch-fix-spec.sh from a tickwire checkout (into \
-           target/fix-spec there, or give it ~/.local/share/tickwire/fix-spec), or point \
+           target/fix-spec there; with --user into ~/.local/share/tickwire/fix-spec), or point \
            TICKWIRE_FIX_SPEC at a directory holding them",
 };
 

@@ -245,3 +245,35 @@ fn quickfix_reference_algo_answers_every_tick_once() {
     check_report(&doc);
     check_algo(&doc, "quickfix", &output);
 }
+
+/// A comparison with a side that could not be measured is a failure (it exited 0 when
+/// QuickFIX's peer was missing); what was measured is still reported.
+#[test]
+fn an_algo_that_cannot_be_measured_fails_the_run() {
+    let args = [
+        "--compare",
+        "raw,quickfix",
+        "--rates",
+        "1k",
+        "--step-duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--drain",
+        "1s",
+        "--quickfix-bin",
+        "/nonexistent/qf_peer",
+    ];
+    let (code, doc, output) = run_bench("unmeasured", &args);
+    assert_eq!(code, 1, "{output}");
+    assert!(
+        output.contains("not measured: quickfix (see above); exit status 1"),
+        "{output}"
+    );
+    // The raw responder was measured all the same.
+    let raw = doc["algos"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["name"] == "raw"))
+        .unwrap_or_else(|| panic!("no raw algo in the report: {doc}"));
+    assert!(raw["error"].is_null(), "{raw}");
+}

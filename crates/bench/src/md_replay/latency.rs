@@ -105,6 +105,9 @@ struct Acc {
     last_seq: u64,
     /// (index, updates, end-to-end latency) per window.
     windows: Vec<(u64, Latency)>,
+    /// The latest receive time, ns after the run's start: the end of the last window
+    /// that holds anything (a run shorter than a window must not be divided by it).
+    last_rx_ns: u64,
 }
 
 /// Connects the clients and subscribes them (each waits for its ACK), ready for [`run`].
@@ -248,6 +251,7 @@ impl Recorder {
         };
         acc.hops[5].record(e2e);
         let w = (rx - t0) / self.window_ns;
+        acc.last_rx_ns = acc.last_rx_ns.max(rx - t0);
         match acc.windows.last_mut() {
             Some((i, l)) if *i == w => l.record(e2e),
             _ => {
@@ -411,10 +415,14 @@ pub fn run_timed<S: Source>(
                 .iter()
                 .map(|(w, l)| {
                     let s = l.summary();
+                    let start_s = *w as f64 * window_s;
+                    // The last window ends at the last update, not a window later.
+                    let span = (a.last_rx_ns as f64 / 1e9 - start_s).min(window_s);
+                    let span = if span > 0.0 { span } else { window_s };
                     Window {
-                        start_s: *w as f64 * window_s,
+                        start_s,
                         updates: l.len(),
-                        rate: l.len() as f64 / window_s,
+                        rate: l.len() as f64 / span,
                         mean_us: s.mean_us,
                         p99_us: s.p99_us,
                         max_us: s.max_us,
