@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
-use tickwire_fix::codec::{MessageRef, SOH};
+use tickwire_fix::codec::{self, data_length_tag, Encoder, Fields, MessageRef, SOH};
 use tickwire_fix::order::QuickFixOrder;
-use tickwire_fix::settings::{ConnectionType, Settings};
+use tickwire_fix::session::is_header_tag;
+use tickwire_fix::settings::{ConnectionType, SessionId, Settings};
 use tickwire_fix_engine::{Application, Ctx, Engine, EngineOptions, Handle, SessionKey};
 
 const FIX_ABOUT: &str = "\
@@ -59,13 +60,20 @@ Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
                                its number and not sent; as in QuickFIX it reaches the
                                counterparty only in the resend it asks for after the
                                next logon (PossDupFlag=Y)
-  ERROR <session> <text>       a message typed on stdin was refused
+  ERROR <session> <text>       a message typed on stdin was refused (nothing sent, no
+                               sequence number used); the text names the field and why
 
 Standard input, one command per line:
   35=D|11=ORD1|21=1|38=100|40=1|54=1|55=IBM|60=20240101-00:00:00
                                send on the first session (MsgType, then the body;
                                header fields you set, such as 97, go first)
   FIX.4.4:TW->QF 35=D|...      send on the named session
+A message is checked before it is sent: it starts with 35=<MsgType> (letters and
+digits); every field is tag=value with a tag of 1 to 9 digits (no sign, no leading
+zero) and a value that is not empty and holds no SOH byte; it leaves out what the
+session writes (8, 9, 10, 34, 49, 52, 56; 43 and 122, set on a resend; 50, 57, 142 or
+143 when the settings give them); header fields come before the body, once each; a
+data field (e.g. 96) matches its length field (95). Otherwise the line is refused.
   logout [<session>]           log out (all sessions without a name)
   logon [<session>]            enable again after a logout
   quit                         log out and exit
@@ -245,9 +253,13 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     crate::logging::reopen_on_sighup()?;
-    let names: Vec<(SessionKey, String)> = engine
+    let names: Vec<Named> = engine
         .sessions()
-        .map(|(k, id)| (k, id.to_string()))
+        .map(|(key, id)| Named {
+            key,
+            id: id.clone(),
+            name: id.to_string(),
+        })
         .collect();
     spawn_stdin(engine.handle(), names);
     let ready = match role {
@@ -270,7 +282,7 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Reads commands from standard input on a thread of its own (see `FIX_ABOUT`).
-fn spawn_stdin(handle: Handle, names: Vec<(SessionKey, String)>) {
+fn spawn_stdin(handle: Handle, names: Vec<Named>) {
     let _ = std::thread::Builder::new()
         .name("fix-stdin".into())
         .spawn(move || {
@@ -284,27 +296,31 @@ fn spawn_stdin(handle: Handle, names: Vec<(SessionKey, String)>) {
         });
 }
 
-fn command(handle: &Handle, names: &[(SessionKey, String)], line: &str) -> anyhow::Result<()> {
+/// A session as standard input names it.
+struct Named {
+    key: SessionKey,
+    id: SessionId,
+    /// `id` as printed (`FIX.4.4:CLIENT->VENUE`).
+    name: String,
+}
+
+fn command(handle: &Handle, names: &[Named], line: &str) -> anyhow::Result<()> {
     if line.is_empty() || line.starts_with('#') {
         return Ok(());
     }
-    let find = |name: &str| -> anyhow::Result<SessionKey> {
-        names
-            .iter()
-            .find(|(_, n)| n == name)
-            .map(|(k, _)| *k)
-            .with_context(|| {
-                let all: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
-                format!("no session {name} (sessions: {})", all.join(", "))
-            })
+    let find = |name: &str| -> anyhow::Result<&Named> {
+        names.iter().find(|s| s.name == name).with_context(|| {
+            let all: Vec<&str> = names.iter().map(|s| s.name.as_str()).collect();
+            format!("no session {name} (sessions: {})", all.join(", "))
+        })
     };
     let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
     let rest = rest.trim();
     let targets = |rest: &str| -> anyhow::Result<Vec<SessionKey>> {
         if rest.is_empty() {
-            Ok(names.iter().map(|(k, _)| *k).collect())
+            Ok(names.iter().map(|s| s.key).collect())
         } else {
-            Ok(vec![find(rest)?])
+            Ok(vec![find(rest)?.key])
         }
     };
     match word {
@@ -325,37 +341,32 @@ fn command(handle: &Handle, names: &[(SessionKey, String)], line: &str) -> anyho
             Ok(())
         }
         _ => {
-            let (key, fields) = if word.starts_with("35=") {
-                let Some((k, _)) = names.first() else {
+            // A message: `35=...` (or any `tag=value` first word, refused below with
+            // the reason) on the first session, or `<session> 35=...`.
+            let (session, fields) = if word.contains('=') {
+                let Some(s) = names.first() else {
                     bail!("no session")
                 };
-                (*k, line)
+                (s, line)
             } else {
                 (find(word)?, rest)
             };
-            let fields = fields.trim_end_matches('|');
-            let Some(after) = fields.strip_prefix("35=") else {
-                bail!("a message starts with 35=<MsgType>: {line}");
+            let key = session.key;
+            let name = session.name.clone();
+            // Checked here, before anything reaches the session: a refused line uses no
+            // sequence number and puts nothing on the wire.
+            let Typed { msg_type, body } = match parse_typed(fields, &session.id) {
+                Ok(t) => t,
+                Err(e) => {
+                    print_line(format!("ERROR {name} {e}").as_bytes());
+                    return Ok(());
+                }
             };
-            let (msg_type, body) = after.split_once('|').unwrap_or((after, ""));
-            let mut bytes: Vec<u8> = body
-                .bytes()
-                .map(|b| if b == b'|' { SOH } else { b })
-                .collect();
-            if !bytes.is_empty() {
-                bytes.push(SOH);
-            }
-            let msg_type = msg_type.as_bytes().to_vec();
-            let name = names
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, n)| n.clone())
-                .unwrap_or_default();
             // Runs on the engine thread; prints the MsgSeqNum the message got and
             // whether it went out (logged on) or was only stored, or why it was refused.
             handle.call(move |ctx| {
                 let logged_on = ctx.is_logged_on(key);
-                match ctx.send(key, &msg_type, &bytes) {
+                match ctx.send(key, &msg_type, &body) {
                     Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
                     Ok(seq) => print_line(
                         format!(
@@ -370,6 +381,183 @@ fn command(handle: &Handle, names: &[(SessionKey, String)], line: &str) -> anyho
             Ok(())
         }
     }
+}
+
+/// A message typed on standard input, checked by [`parse_typed`]: the MsgType and
+/// the body (`tag=value<SOH>...`) that [`Ctx::send`] takes.
+#[derive(Debug, PartialEq, Eq)]
+struct Typed {
+    msg_type: Vec<u8>,
+    body: Vec<u8>,
+}
+
+/// Why the session, not a typed line, writes `tag` (None: the line may set it): the
+/// encoder writes 8, 9 and 10; the session's header 35 (from the line's first field),
+/// 34, 49, 52, 56 and the sub and location IDs its settings give; a resend adds 43
+/// and 122 and drops any stored ones. PossResend (97) is the application's: the
+/// session never sets it and a resend keeps it.
+fn session_sets(tag: u32, id: &SessionId) -> Option<&'static str> {
+    let from_settings = |v: &str| !v.is_empty();
+    Some(match tag {
+        8 => "BeginString (8) is written by the session",
+        9 => "BodyLength (9) is computed by the session",
+        10 => "CheckSum (10) is computed by the session",
+        34 => "MsgSeqNum (34) is assigned by the session",
+        49 => "SenderCompID (49) is written by the session",
+        52 => "SendingTime (52) is written by the session",
+        56 => "TargetCompID (56) is written by the session",
+        43 => "PossDupFlag (43) is set by the session when it resends",
+        122 => "OrigSendingTime (122) is set by the session when it resends",
+        50 if from_settings(&id.sender_sub_id) => {
+            "SenderSubID (50) is written by the session (from its settings)"
+        }
+        57 if from_settings(&id.target_sub_id) => {
+            "TargetSubID (57) is written by the session (from its settings)"
+        }
+        142 if from_settings(&id.sender_location_id) => {
+            "SenderLocationID (142) is written by the session (from its settings)"
+        }
+        143 if from_settings(&id.target_location_id) => {
+            "TargetLocationID (143) is written by the session (from its settings)"
+        }
+        _ => return None,
+    })
+}
+
+/// A tag as FIX writes it: 1 to 9 digits, the first not 0 (what the codec reads as a
+/// tag; anything else a counterparty sees as a malformed or invalid tag).
+fn parse_tag(t: &str) -> Option<u32> {
+    let ok =
+        (1..=9).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit()) && !t.starts_with('0');
+    if ok {
+        t.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Parses and checks the fields of a message typed on standard input for session
+/// `id`: `35=<MsgType>|tag=value|...` (`|` for SOH, a trailing `|` allowed), header
+/// fields the application sets (such as 97 or 115) before the body. The error says
+/// which field is wrong and why; a message it accepts is one the counterparty can
+/// parse (checked last with the codec's own parser). Pure: nothing is sent.
+fn parse_typed(line: &str, id: &SessionId) -> Result<Typed, String> {
+    const SYNTAX: &str = "fields are tag=value separated by '|'";
+    let line = line.trim_end_matches('|');
+    if line.is_empty() {
+        return Err("no message: type 35=<MsgType>|tag=value|...".to_string());
+    }
+    let mut msg_type: Vec<u8> = Vec::new();
+    let mut body = Vec::with_capacity(line.len() + 1);
+    // The fields so far (for data fields' lengths), the first body tag, the header
+    // tags given.
+    let mut seen: Vec<(u32, &str)> = Vec::new();
+    let mut first_body_tag: Option<u32> = None;
+    let mut header_tags: Vec<u32> = Vec::new();
+    for (i, field) in line.split('|').enumerate() {
+        let n = i + 1;
+        if field.is_empty() {
+            return Err(format!("field {n} is empty ('||'): {SYNTAX}"));
+        }
+        let Some((t, value)) = field.split_once('=') else {
+            return Err(format!("field {n} {field:?} has no '=': {SYNTAX}"));
+        };
+        if t.is_empty() {
+            return Err(format!("field {n} {field:?} has no tag before '='"));
+        }
+        let Some(tag) = parse_tag(t) else {
+            return Err(format!(
+                "field {n} {field:?}: tag {t:?} is not a positive integer \
+                 (1 to 9 digits, no sign, no leading zero)"
+            ));
+        };
+        if n == 1 && tag != 35 {
+            return Err(format!(
+                "field 1 is {field:?}: a message starts with 35=<MsgType>"
+            ));
+        }
+        if value.is_empty() {
+            return Err(if tag == 35 {
+                format!("field {n} {field:?}: MsgType (35) is empty")
+            } else {
+                format!("field {n} {field:?}: tag {tag} has an empty value")
+            });
+        }
+        if value.as_bytes().contains(&SOH) {
+            return Err(format!(
+                "field {n} {field:?}: the value of tag {tag} contains the SOH byte (0x01), \
+                 the FIX field delimiter"
+            ));
+        }
+        if n == 1 {
+            if !value.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(format!(
+                    "field 1 {field:?}: MsgType (35) {value:?} is not letters and digits"
+                ));
+            }
+            msg_type = value.as_bytes().to_vec();
+            continue;
+        }
+        if tag == 35 {
+            return Err(format!(
+                "field {n} {field:?}: MsgType (35) is given once, as the first field"
+            ));
+        }
+        if let Some(why) = session_sets(tag, id) {
+            return Err(format!("field {n} {field:?}: {why}; leave it out"));
+        }
+        if is_header_tag(tag) {
+            if let Some(b) = first_body_tag {
+                return Err(format!(
+                    "field {n} {field:?}: tag {tag} is a header field and goes before the \
+                     body fields (it follows tag {b})"
+                ));
+            }
+            // The hop group (627-630) repeats; any other header field appears once.
+            if header_tags.contains(&tag) && !(627..=630).contains(&tag) {
+                return Err(format!(
+                    "field {n} {field:?}: header field {tag} is given twice"
+                ));
+            }
+            header_tags.push(tag);
+        } else if first_body_tag.is_none() {
+            first_body_tag = Some(tag);
+        }
+        if let Some(length_tag) = data_length_tag(tag) {
+            if let Some(&(_, len)) = seen.iter().rev().find(|(t, _)| *t == length_tag) {
+                match len.parse::<usize>() {
+                    Ok(len) if len == value.len() => {}
+                    Ok(len) => {
+                        return Err(format!(
+                            "field {n} {field:?}: data field {tag} has {} bytes but its \
+                             length field {length_tag} says {len} (a typed value cannot \
+                             contain '|')",
+                            value.len()
+                        ))
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "field {n} {field:?}: the length field {length_tag}={len} of \
+                             data field {tag} is not a number"
+                        ))
+                    }
+                }
+            }
+        }
+        seen.push((tag, value));
+        body.extend_from_slice(field.as_bytes());
+        body.push(SOH);
+    }
+    // The counterparty's view: the codec's parser on the message as the session would
+    // frame it (the checks above should leave nothing for it to find).
+    let mut enc = Encoder::new(&id.begin_string);
+    enc.begin(&msg_type);
+    enc.raw_fields(&body);
+    let mut fields = Fields::new();
+    if let Err(e) = codec::parse(enc.finish(), &mut fields) {
+        return Err(format!("the message would not parse: {e}"));
+    }
+    Ok(Typed { msg_type, body })
 }
 
 /// Prints one line and flushes it (tests and people read these as they come).
@@ -550,5 +738,216 @@ mod tests {
         assert!(!seen.ids.contains(&id(0)));
         assert!(seen.ids.contains(&id(fit + 9)));
         assert!(seen.ids.len() < fit);
+    }
+
+    fn id() -> SessionId {
+        SessionId {
+            begin_string: "FIX.4.4".into(),
+            sender_comp_id: "CLIENT".into(),
+            target_comp_id: "VENUE".into(),
+            ..SessionId::default()
+        }
+    }
+
+    /// Good lines: the MsgType and the body `Ctx::send` gets (`|` for SOH here).
+    #[test]
+    fn typed_messages_become_msg_type_and_body() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("35=D|11=ORD1|55=IBM", "D", "11=ORD1|55=IBM|"),
+            ("35=D|11=ORD1|55=IBM|", "D", "11=ORD1|55=IBM|"),
+            ("35=D", "D", ""),
+            ("35=U1|5001=x y", "U1", "5001=x y|"),
+            // Header fields the application sets, before the body.
+            ("35=D|97=Y|115=ON|11=A", "D", "97=Y|115=ON|11=A|"),
+            // Sub IDs the settings do not give are the application's.
+            ("35=D|50=DESK|57=ALGO|11=A", "D", "50=DESK|57=ALGO|11=A|"),
+            // The hop group repeats in the header.
+            (
+                "35=D|627=2|628=A|628=B|11=A",
+                "D",
+                "627=2|628=A|628=B|11=A|",
+            ),
+            // A data field with its length.
+            ("35=D|95=2|96=ab|11=A", "D", "95=2|96=ab|11=A|"),
+            // Repeated body tags (groups) are the application's business.
+            ("35=D|11=A|78=2|79=X|79=Y", "D", "11=A|78=2|79=X|79=Y|"),
+            ("35=D|999999999=A", "D", "999999999=A|"),
+        ];
+        for &(line, msg_type, body) in cases {
+            let t = parse_typed(line, &id()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(t.msg_type, msg_type.as_bytes(), "{line}");
+            let shown: String = t
+                .body
+                .iter()
+                .map(|&b| if b == SOH { '|' } else { char::from(b) })
+                .collect();
+            assert_eq!(shown, body, "{line}");
+        }
+    }
+
+    /// Bad lines: refused with the field and the reason (the text of the ERROR line).
+    #[test]
+    fn malformed_typed_messages_are_refused_saying_which_field_and_why() {
+        let syntax = "fields are tag=value separated by '|'";
+        let not_int = "is not a positive integer (1 to 9 digits, no sign, no leading zero)";
+        let cases: Vec<(&str, String)> =
+            vec![
+            // The new-user review's four lines.
+            (
+                "35=D|bogus",
+                format!("field 2 \"bogus\" has no '=': {syntax}"),
+            ),
+            (
+                "35=D|11=B|10=000",
+                "field 3 \"10=000\": CheckSum (10) is computed by the session; leave it out"
+                    .into(),
+            ),
+            ("35=|11=X", "field 1 \"35=\": MsgType (35) is empty".into()),
+            (
+                "35=D|11=D|34=999",
+                "field 3 \"34=999\": MsgSeqNum (34) is assigned by the session; leave it out"
+                    .into(),
+            ),
+            // Syntax.
+            ("", "no message: type 35=<MsgType>|tag=value|...".into()),
+            ("|", "no message: type 35=<MsgType>|tag=value|...".into()),
+            (
+                "35=D||11=X",
+                format!("field 2 is empty ('||'): {syntax}"),
+            ),
+            ("35=D|=X", "field 2 \"=X\" has no tag before '='".into()),
+            ("35=D|011=X", format!("field 2 \"011=X\": tag \"011\" {not_int}")),
+            ("35=D|0=X", format!("field 2 \"0=X\": tag \"0\" {not_int}")),
+            ("35=D|-1=X", format!("field 2 \"-1=X\": tag \"-1\" {not_int}")),
+            ("35=D|+1=X", format!("field 2 \"+1=X\": tag \"+1\" {not_int}")),
+            ("35=D| 11=X", format!("field 2 \" 11=X\": tag \" 11\" {not_int}")),
+            ("35=D|1a=X", format!("field 2 \"1a=X\": tag \"1a\" {not_int}")),
+            (
+                "35=D|1234567890=X",
+                format!("field 2 \"1234567890=X\": tag \"1234567890\" {not_int}"),
+            ),
+            (
+                "35=D|11=",
+                "field 2 \"11=\": tag 11 has an empty value".into(),
+            ),
+            (
+                "35=D|11=A|58=|55=IBM",
+                "field 3 \"58=\": tag 58 has an empty value".into(),
+            ),
+            (
+                "35=D|58=a\u{1}b",
+                "field 2 \"58=a\\u{1}b\": the value of tag 58 contains the SOH byte (0x01), \
+                 the FIX field delimiter"
+                    .into(),
+            ),
+            // MsgType.
+            (
+                "11=X|35=D",
+                "field 1 is \"11=X\": a message starts with 35=<MsgType>".into(),
+            ),
+            (
+                "8=FIX.4.4|9=5|35=D",
+                "field 1 is \"8=FIX.4.4\": a message starts with 35=<MsgType>".into(),
+            ),
+            (
+                "bogus",
+                format!("field 1 \"bogus\" has no '=': {syntax}"),
+            ),
+            (
+                "35=D E|11=X",
+                "field 1 \"35=D E\": MsgType (35) \"D E\" is not letters and digits".into(),
+            ),
+            (
+                "35=D|11=X|35=8",
+                "field 3 \"35=8\": MsgType (35) is given once, as the first field".into(),
+            ),
+            // Fields the session writes.
+            (
+                "35=D|8=FIX.4.2",
+                "field 2 \"8=FIX.4.2\": BeginString (8) is written by the session; leave it out"
+                    .into(),
+            ),
+            (
+                "35=D|9=66",
+                "field 2 \"9=66\": BodyLength (9) is computed by the session; leave it out".into(),
+            ),
+            (
+                "35=D|49=ME",
+                "field 2 \"49=ME\": SenderCompID (49) is written by the session; leave it out"
+                    .into(),
+            ),
+            (
+                "35=D|56=YOU",
+                "field 2 \"56=YOU\": TargetCompID (56) is written by the session; leave it out"
+                    .into(),
+            ),
+            (
+                "35=D|52=20240101-00:00:00",
+                "field 2 \"52=20240101-00:00:00\": SendingTime (52) is written by the session; \
+                 leave it out"
+                    .into(),
+            ),
+            (
+                "35=D|43=Y",
+                "field 2 \"43=Y\": PossDupFlag (43) is set by the session when it resends; \
+                 leave it out"
+                    .into(),
+            ),
+            (
+                "35=D|122=20240101-00:00:00",
+                "field 2 \"122=20240101-00:00:00\": OrigSendingTime (122) is set by the session \
+                 when it resends; leave it out"
+                    .into(),
+            ),
+            // Header order and repetition.
+            (
+                "35=D|11=X|97=Y",
+                "field 3 \"97=Y\": tag 97 is a header field and goes before the body fields \
+                 (it follows tag 11)"
+                    .into(),
+            ),
+            (
+                "35=D|115=A|115=B",
+                "field 3 \"115=B\": header field 115 is given twice".into(),
+            ),
+            // Data fields.
+            (
+                "35=D|95=5|96=ab",
+                "field 3 \"96=ab\": data field 96 has 2 bytes but its length field 95 says 5 \
+                 (a typed value cannot contain '|')"
+                    .into(),
+            ),
+            (
+                "35=D|95=x|96=ab",
+                "field 3 \"96=ab\": the length field 95=x of data field 96 is not a number"
+                    .into(),
+            ),
+        ];
+        for (line, want) in &cases {
+            assert_eq!(parse_typed(line, &id()), Err(want.clone()), "{line:?}");
+        }
+        // Sub and location IDs the settings give are the session's.
+        let with_sub = SessionId {
+            sender_sub_id: "DESK".into(),
+            target_location_id: "LDN".into(),
+            ..id()
+        };
+        assert_eq!(
+            parse_typed("35=D|50=X", &with_sub),
+            Err(
+                "field 2 \"50=X\": SenderSubID (50) is written by the session (from its \
+                 settings); leave it out"
+                    .into()
+            )
+        );
+        assert_eq!(
+            parse_typed("35=D|143=X", &with_sub),
+            Err(
+                "field 2 \"143=X\": TargetLocationID (143) is written by the session (from \
+                 its settings); leave it out"
+                    .into()
+            )
+        );
+        assert!(parse_typed("35=D|57=X", &with_sub).is_ok());
     }
 }

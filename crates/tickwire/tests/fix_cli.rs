@@ -242,3 +242,83 @@ fn kill_9_of_the_acceptor_loses_no_sequence_number_it_sent() {
     assert!(client.terminate().success(), "{}", client.output());
     assert!(venue.terminate().success(), "{}", venue.output());
 }
+
+/// A malformed message typed on standard input is refused with `ERROR <session>
+/// <text>` naming the field, and nothing goes out: the next good message gets the
+/// next sequence number and is the only application message the acceptor receives
+/// (these lines used to go on the wire, each costing a number, a reject or a resend).
+#[test]
+fn a_malformed_typed_message_is_refused_and_uses_no_sequence_number() {
+    let dir = temp_dir("cli-malformed");
+    let port = free_port();
+    let cfg = two_sided_cfg(&dir, port, false);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "log");
+    venue.wait(&["READY acceptor"]);
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    let v = "FIX.4.4:VENUE->CLIENT";
+    client.wait(&["LOGON", c]);
+    venue.wait(&["LOGON", v]);
+    let logon = client.last_ever(&["OUT", c, "|35=A|"]).unwrap();
+    let next: u64 = field(&logon, 34).unwrap().parse::<u64>().unwrap() + 1;
+
+    for (line, error) in [
+        ("35=D|bogus", "field 2 \"bogus\" has no '='"),
+        (
+            "35=D|11=B|10=000",
+            "field 3 \"10=000\": CheckSum (10) is computed by the session",
+        ),
+        ("35=|11=X", "field 1 \"35=\": MsgType (35) is empty"),
+        (
+            "35=D|11=D|34=999",
+            "field 3 \"34=999\": MsgSeqNum (34) is assigned by the session",
+        ),
+    ] {
+        client.send(line);
+        let refused = client.wait(&["ERROR", c]);
+        assert!(
+            refused.starts_with(&format!("ERROR {c} {error}")),
+            "{line}: {refused}"
+        );
+    }
+    client.send(&format!("35=D|11=GOOD|{ORDER}"));
+    let sent = client.wait(&["SENT", c]);
+    assert_eq!(sent, format!("SENT {c} {next}"), "{}", client.output());
+    let got = venue.wait(&["IN", v, "|35=D|"]);
+    assert_eq!(field(&got, 11).as_deref(), Some("GOOD"), "{got}");
+    assert_eq!(
+        field(&got, 34),
+        Some(next.to_string()),
+        "{got}\n{}",
+        venue.output()
+    );
+    // Only the good message went out and arrived: no other application message, no
+    // Reject, no ResendRequest, nothing the acceptor could not parse.
+    assert_eq!(
+        client.count_ever(&["OUT", c, "|35=D|"]),
+        1,
+        "{}",
+        client.output()
+    );
+    assert_eq!(
+        venue.count_ever(&["IN", v, "|35=D|"]),
+        1,
+        "{}",
+        venue.output()
+    );
+    let types: Vec<String> = venue
+        .output()
+        .lines()
+        .filter(|l| l.starts_with(&format!("IN {v} ")))
+        .filter_map(|l| field(l, 35))
+        .filter(|t| t != "0")
+        .collect();
+    assert_eq!(types, ["A", "D"], "{}", venue.output());
+    for p in [&client, &venue] {
+        for bad in ["|35=3|", "|35=2|", "Invalid message", "BodyLength"] {
+            assert!(!p.ever(&[bad]), "{bad}:\n{}", p.output());
+        }
+    }
+    assert!(client.terminate().success(), "{}", client.output());
+    assert!(venue.terminate().success(), "{}", venue.output());
+}
