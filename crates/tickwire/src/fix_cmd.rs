@@ -68,15 +68,15 @@ Standard input, one command per line:
                                send on the first session (MsgType, then the body;
                                header fields you set, such as 97, go first)
   FIX.4.4:TW->QF 35=D|...      send on the named session
+  logout [<session>]           log out (all sessions without a name)
+  logon [<session>]            enable again after a logout
+  quit                         log out and exit
 A message is checked before it is sent: it starts with 35=<MsgType> (letters and
 digits); every field is tag=value with a tag of 1 to 9 digits (no sign, no leading
 zero) and a value that is not empty and holds no SOH byte; it leaves out what the
 session writes (8, 9, 10, 34, 49, 52, 56; 43 and 122, set on a resend; 50, 57, 142 or
 143 when the settings give them); header fields come before the body, once each; a
 data field (e.g. 96) matches its length field (95). Otherwise the line is refused.
-  logout [<session>]           log out (all sessions without a name)
-  logon [<session>]            enable again after a logout
-  quit                         log out and exit
 SIGINT/SIGTERM log every session out (waiting up to 3 s) and exit.
 
 Monitoring: --http serves /healthz, /varz, /sessionz (state, next sender and target

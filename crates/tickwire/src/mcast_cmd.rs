@@ -84,7 +84,13 @@ the sender stays for --linger, answering NAKs, and prints what it sent, retransm
 and what its receivers reported; --wait-receivers N ends the linger as soon as N
 receivers reported having everything.
 
-Exit status: 0, or 1 on an error (bad topic, message larger than a datagram, ...).";
+Exit status: 0, or 1 on an error (message larger than a datagram, ...), 2 for a
+usage error (bad topic, bad flag value).
+
+Examples:
+  tickwire mcast send md/NASDAQ/AAPL 'hello'                     # one message
+  tickwire mcast send md/X --count 100000 --rate 50k             # a paced load run
+  tickwire mcast send md/X --count 100000 --loss 0.05 --seed 7   # 5% of datagrams dropped";
 
 #[derive(Args)]
 #[command(after_help = SEND_HELP)]

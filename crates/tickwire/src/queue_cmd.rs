@@ -39,6 +39,7 @@ enum QueueCmd {
     /// Create a queue (an identical definition of an existing queue is accepted).
     Create(Box<CreateArgs>),
     /// List every queue with its depth and counters.
+    #[command(after_help = LIST_HELP)]
     List(Common),
     /// Show one queue's configuration and counters.
     Show(NameArgs),
@@ -59,6 +60,12 @@ struct Common {
     #[arg(long, alias = "json")]
     print_json: bool,
 }
+
+const LIST_HELP: &str = "\
+Examples:
+  tickwire queue list
+  tickwire queue list --router shm:main
+  tickwire queue list --print-json                  # the router's JSON answer";
 
 const NAME_HELP: &str = "\
 Examples:
