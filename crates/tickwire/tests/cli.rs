@@ -795,21 +795,23 @@ fn commands_without_a_router_say_to_start_one() {
     }
 }
 
+/// A short demo; --idle block keeps the in-process router from spinning a core.
+const SHORT_DEMO: &[&str] = &[
+    "demo",
+    "--duration",
+    "1",
+    "--rate",
+    "2000",
+    "--idle",
+    "block",
+];
+
 #[test]
 fn ctrl_c_ends_the_demo_in_order_and_leaves_nothing_behind() {
     use std::io::BufRead;
-    let mut child = common::cli(&[
-        "demo",
-        "--duration",
-        "1",
-        "--rate",
-        "2000",
-        "--idle",
-        "block",
-        "--no-tick-to-trade",
-    ])
-    .spawn()
-    .expect("spawn demo");
+    let mut args = SHORT_DEMO.to_vec();
+    args.push("--no-tick-to-trade");
+    let mut child = common::cli(&args).spawn().expect("spawn demo");
     // "router child process on 127.0.0.1:P, spool in /tmp/tickwire-demo-spool-X (sync …"
     let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut out = String::new();
@@ -861,19 +863,7 @@ fn ctrl_c_ends_the_demo_in_order_and_leaves_nothing_behind() {
 
 #[test]
 fn demo_runs_and_reports_ok() {
-    // --idle block keeps the in-process router from spinning a core.
-    let (st, out, err) = run_cli(
-        &[
-            "demo",
-            "--duration",
-            "1",
-            "--rate",
-            "2000",
-            "--idle",
-            "block",
-        ],
-        Duration::from_secs(120),
-    );
+    let (st, out, err) = run_cli(SHORT_DEMO, Duration::from_secs(120));
     assert!(
         st.success(),
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"

@@ -398,6 +398,22 @@ struct Publisher {
     opened: u64,
 }
 
+impl Publisher {
+    /// Identity `name`, with nothing stored yet.
+    fn new(name: &str) -> Publisher {
+        Publisher {
+            name: name.to_owned(),
+            hwm: 0,
+            recent: VecDeque::new(),
+            floor: 0,
+            slot: None,
+            options: 0,
+            unanswered: 0,
+            opened: 0,
+        }
+    }
+}
+
 /// A CREATE whose start is in the past, filling its queue from the retained messages a
 /// budget at a time ([`Engine::pump_fills`]). The queue exists for nobody until the fill
 /// has caught up with the newest message; then, in that same step, it is placed with
@@ -860,16 +876,7 @@ impl Engine {
             return p;
         }
         let p = self.publishers.len() as u32;
-        self.publishers.push(Publisher {
-            name: name.to_owned(),
-            hwm: 0,
-            recent: VecDeque::new(),
-            floor: 0,
-            slot: None,
-            options: 0,
-            unanswered: 0,
-            opened: 0,
-        });
+        self.publishers.push(Publisher::new(name));
         self.publisher_names.insert(name.to_owned(), p);
         p
     }
@@ -905,16 +912,7 @@ impl Engine {
         };
         let pb = &mut self.publishers[p];
         self.publisher_names.remove(&pb.name);
-        *pb = Publisher {
-            name: name.to_owned(),
-            hwm: 0,
-            recent: VecDeque::new(),
-            floor: 0,
-            slot: None,
-            options: 0,
-            unanswered: 0,
-            opened: 0,
-        };
+        *pb = Publisher::new(name);
         self.publisher_names.insert(name.to_owned(), p as u32);
         true
     }
