@@ -4,9 +4,9 @@
 //! Request heads are parsed by `httparse` (the parser under hyper: well kept, no
 //! allocation, fuzzed upstream); this module only bounds what reaches it:
 //! - at most [`Limits::max_connections`] connections at a time, one thread each; at the
-//!   limit a new connection takes the place of the oldest one still waiting for its
-//!   request head (that one is closed: idle connections cannot lock out a health
-//!   check), and only when every connection is being answered is it answered `503`;
+//!   limit a new connection takes the place of the oldest one that has waited over
+//!   250 ms for its request head (that one is closed: idle connections cannot lock
+//!   out a health check); when none has, it is answered `503`;
 //! - a request head of at most [`Limits::max_head_bytes`] (else `431`) and
 //!   [`MAX_HEADERS`] headers (else `400`);
 //! - the whole request must arrive within [`Limits::timeout`] of the connect (a slow
@@ -287,39 +287,63 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
 /// Refused connections kept half-closed (see `accept_loop`).
 const MAX_LINGERING: usize = 16;
 
-/// The connections being served, oldest first: (id, a handle to close it by, still
-/// waiting for its request head).
+/// A connection still waiting for its request head is closed to make room only once
+/// it has waited this long: a request that arrived with its connection is read well
+/// within it, however fast new connections come.
+const EVICT_AFTER: Duration = Duration::from_millis(250);
+
+/// A connection being served.
+struct Served {
+    id: u64,
+    /// A handle to close it by.
+    handle: TcpStream,
+    since: Instant,
+    /// Still waiting for its request head (not yet being answered).
+    waiting: bool,
+}
+
+/// The connections being served, oldest first.
 #[derive(Default)]
-struct Active(Mutex<Vec<(u64, TcpStream, bool)>>);
+struct Active(Mutex<Vec<Served>>);
 
 impl Active {
-    /// Takes connection `id` on, closing the oldest one still waiting for its request
-    /// head if `max` are served already; false if all `max` are being answered.
+    /// Takes connection `id` on, closing the oldest one that has waited for its
+    /// request head longer than [`EVICT_AFTER`] if `max` are served already; false if
+    /// none may be closed (all are being answered, or arrived just now).
     fn admit(&self, id: u64, handle: TcpStream, max: usize) -> bool {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
-            let Some(oldest) = conns.iter().position(|c| c.2) else {
+            let Some(oldest) = conns
+                .iter()
+                .position(|c| c.waiting && c.since.elapsed() >= EVICT_AFTER)
+            else {
                 return false;
             };
             // Its thread's read returns at once and the thread ends.
-            let (_, evicted, _) = conns.remove(oldest);
-            let _ = evicted.shutdown(std::net::Shutdown::Both);
+            let evicted = conns.remove(oldest);
+            let _ = evicted.handle.shutdown(std::net::Shutdown::Both);
         }
-        conns.push((id, handle, true));
+        conns.push(Served {
+            id,
+            handle,
+            since: Instant::now(),
+            waiting: true,
+        });
         true
     }
 
-    /// Connection `id` has its request: it is answered now, not evicted.
+    /// Connection `id` has its request (or its refusal): it is answered now, never
+    /// closed to make room.
     fn answering(&self, id: u64) {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = conns.iter_mut().find(|c| c.0 == id) {
-            c.2 = false;
+        if let Some(c) = conns.iter_mut().find(|c| c.id == id) {
+            c.waiting = false;
         }
     }
 
     fn remove(&self, id: u64) {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        conns.retain(|c| c.0 != id);
+        conns.retain(|c| c.id != id);
     }
 }
 
@@ -352,7 +376,10 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler, guard: &Activ
         len += n;
         match parse_head(&buf[..len], limits.max_head_bytes) {
             Ok(None) => continue,
-            Err(refusal) => break ("GET", refusal.response()),
+            Err(refusal) => {
+                guard.0.answering(guard.1);
+                break ("GET", refusal.response());
+            }
             Ok(Some(head)) => {
                 guard.0.answering(guard.1);
                 let (path, query) = split_target(head.target);
@@ -481,7 +508,7 @@ mod tests {
         let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
         let addr = server.local_addr();
         let mut idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(EVICT_AFTER + Duration::from_millis(100));
         for _ in 0..3 {
             let answer = get(addr, "/healthz");
             assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");

@@ -92,10 +92,10 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                     } else {
                         notify("aborting: stopping the processes this command started");
                     }
-                    for pid in children {
+                    for &pid in &children {
                         terminate(pid);
                     }
-                    remove_scratch_dirs();
+                    remove_scratch_dirs(&children);
                     std::process::exit(130);
                 }
                 let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
@@ -156,16 +156,32 @@ pub fn register_scratch_dir(dir: &Path, live: bool) {
     }
 }
 
-/// Removes the registered scratch directories, after a moment for the children just
-/// terminated to let go of them. Best effort: the process is exiting.
-fn remove_scratch_dirs() {
+/// Removes the registered scratch directories once the children just terminated
+/// (`children`) have exited, waiting at most 3 s for them. Best effort: the process is
+/// exiting.
+fn remove_scratch_dirs(children: &[u32]) {
     let dirs = SCRATCH.lock().map(|d| d.clone()).unwrap_or_default();
     if dirs.is_empty() {
         return;
     }
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while children.iter().any(|&pid| running(pid)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for dir in dirs {
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Whether process `pid` still runs (a zombie, exited but not reaped, does not).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
     }
 }
 
@@ -198,6 +214,12 @@ mod tests {
     }
 
     #[test]
+    fn a_running_process_is_told_from_a_gone_one() {
+        assert!(running(std::process::id()));
+        assert!(!running(u32::MAX));
+    }
+
+    #[test]
     fn the_abort_path_removes_the_registered_scratch_directories_only() {
         let base = std::env::temp_dir().join(format!("tickwire-rt-scratch-{}", std::process::id()));
         let (kept, gone) = (base.join("kept"), base.join("gone"));
@@ -207,7 +229,7 @@ mod tests {
         register_scratch_dir(&kept, true);
         register_scratch_dir(&gone, true);
         register_scratch_dir(&kept, false);
-        remove_scratch_dirs();
+        remove_scratch_dirs(&[]);
         assert!(kept.is_dir());
         assert!(!gone.exists());
         std::fs::remove_dir_all(&base).expect("clean up");

@@ -259,7 +259,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         "(latencies on a shared or busy machine move with its load: each part says when the \
          host stalled it; the full benchmarks and their floors are in BENCHMARKS.md)"
     );
-    let failed = [gm, md, t2t].contains(&Outcome::Fail);
+    let failed = [pubsub, gm, md, t2t].contains(&Outcome::Fail);
     Ok(if failed {
         ExitCode::FAILURE
     } else if ctrl_c.is_set() {

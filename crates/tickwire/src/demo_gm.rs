@@ -49,16 +49,17 @@ impl RouterChild {
                 cmd.process_group(0);
             }
             let mut child = cmd.spawn().context("starting a router child process")?;
+            // A second Ctrl-C aborts the demo with exit(): it terminates the router too,
+            // not leave it running (the first stops the demo, which drops it).
+            tickwire_rt::stop::register_child(child.id(), true);
             let mut line = String::new();
             if let Some(out) = child.stdout.take() {
                 BufReader::new(out).read_line(&mut line).ok();
             }
             if line.starts_with("tickwire router listening on") {
-                // A second Ctrl-C aborts the demo with exit(): it terminates the router
-                // too, not leave it running (the first stops the demo, which drops it).
-                tickwire_rt::stop::register_child(child.id(), true);
                 return Ok(RouterChild(child));
             }
+            tickwire_rt::stop::register_child(child.id(), false);
             let _ = child.kill();
             let _ = child.wait();
             anyhow::ensure!(

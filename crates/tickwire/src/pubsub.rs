@@ -715,7 +715,17 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         let mut idle = matches!(polled, Ok(0));
         if let Err(e) = polled {
             out.flush().ok();
-            if let (Some(limit), false) = (a.give_up_after, client.is_connected()) {
+            // Only a router out of reach is a give-up; a refused login after a
+            // restart, say, is reported as itself.
+            let unreachable = matches!(
+                e,
+                tickwire_client::Error::Connect { .. }
+                    | tickwire_client::Error::Io(_)
+                    | tickwire_client::Error::Timeout { .. }
+            );
+            if let (Some(limit), false, true) =
+                (a.give_up_after, client.is_connected(), unreachable)
+            {
                 // The reconnection gave up: say so, after what was received.
                 tally.report(&format!("({discarded} discarded by the router)"));
                 return Err(anyhow::Error::new(e).context(format!(

@@ -164,7 +164,15 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             other => crate::pubsub::report_link(&other),
         });
         if let Err(e) = polled {
-            if let (Some(limit), false) = (a.give_up_after, c.is_connected()) {
+            // Only a router out of reach is a give-up; a refused login after a
+            // restart, say, is reported as itself.
+            let unreachable = matches!(
+                e,
+                tickwire_client::Error::Connect { .. }
+                    | tickwire_client::Error::Io(_)
+                    | tickwire_client::Error::Timeout { .. }
+            );
+            if let (Some(limit), false, true) = (a.give_up_after, c.is_connected(), unreachable) {
                 return Err(anyhow::Error::new(e).context(format!(
                     "gave up: the router could not be reached again for {limit:?} \
                      (--give-up-after)"

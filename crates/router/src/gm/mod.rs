@@ -393,9 +393,6 @@ struct Publisher {
     slot: Option<Slot>,
     options: u32,
     unanswered: u32,
-    /// When it was last opened (the engine's count of opens): the identity idle
-    /// longest is the one forgotten at `max_publishers`.
-    opened: u64,
 }
 
 impl Publisher {
@@ -409,7 +406,6 @@ impl Publisher {
             slot: None,
             options: 0,
             unanswered: 0,
-            opened: 0,
         }
     }
 }
@@ -632,8 +628,6 @@ pub struct Engine {
     fill_budget: (usize, usize),
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
-    /// PUB_OPENs so far (`Publisher::opened`).
-    publisher_opens: u64,
     pending: VecDeque<PendingPub>,
     durable_lsn: u64,
     /// Every message with an id up to this is durable (or dead).
@@ -691,7 +685,6 @@ impl Engine {
             fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
-            publisher_opens: 0,
             pending: VecDeque::new(),
             durable_lsn: 0,
             durable_id: 0,
@@ -894,29 +887,6 @@ impl Engine {
         }
     }
 
-    /// At `max_publishers`, makes room for identity `name` by forgetting the one idle
-    /// longest: no connection has it open and none of its publishes awaits an answer.
-    /// (Identities were never forgotten, so one client opening 1,024 names locked
-    /// every new publisher out; found by a hostile-input pass.) If the forgotten one
-    /// comes back it starts afresh, with no record of the sequence numbers it used.
-    /// False if every identity is in use.
-    fn forget_idle_publisher(&mut self, name: &str) -> bool {
-        let Some((p, _)) = self
-            .publishers
-            .iter()
-            .enumerate()
-            .filter(|(_, pb)| pb.slot.is_none() && pb.unanswered == 0)
-            .min_by_key(|(_, pb)| pb.opened)
-        else {
-            return false;
-        };
-        let pb = &mut self.publishers[p];
-        self.publisher_names.remove(&pb.name);
-        *pb = Publisher::new(name);
-        self.publisher_names.insert(name.to_owned(), p as u32);
-        true
-    }
-
     /// PUB_OPEN: this connection publishes as `name` (taking the identity over from
     /// another connection that holds it).
     pub fn handle_pub_open(
@@ -928,21 +898,20 @@ impl Engine {
     ) -> Result<(), Reject> {
         if !self.publisher_names.contains_key(name)
             && self.publishers.len() >= self.cfg.max_publishers
-            && !self.forget_idle_publisher(name)
         {
+            // Not forgotten to make room: an identity's records stay in the spool, so
+            // one forgotten here would come back at the next recovery with its old
+            // sequence numbers and take a new publisher's resends for duplicates.
             return Err(reject(
                 request_id,
                 ErrorCode::INVALID_REQUEST,
                 format!(
-                    "the router remembers at most {} publisher identities and every one \
-                     is open or has publishes unanswered; reuse one",
+                    "the router remembers at most {} publisher identities; reuse one",
                     self.cfg.max_publishers
                 ),
             ));
         }
         let p = self.publisher_idx(name);
-        self.publisher_opens += 1;
-        self.publishers[p as usize].opened = self.publisher_opens;
         if let Some(old) = self.publishers[p as usize].slot {
             if old != slot {
                 self.fail.push((
@@ -1688,10 +1657,13 @@ impl Engine {
         }
         self.entries = self.entries.saturating_sub(q.entries.len() as u64);
         self.queue_names.remove(&q.def.name);
-        if let Some(n) = self.dead_letter_targets.get_mut(&q.def.dead_letter_queue) {
-            *n -= 1;
-            if *n == 0 {
-                self.dead_letter_targets.remove(&q.def.dead_letter_queue);
+        // As counted (`count_dead_letter_target`): a queue that names itself is not.
+        if q.def.dead_letter_queue != q.def.name {
+            if let Some(n) = self.dead_letter_targets.get_mut(&q.def.dead_letter_queue) {
+                *n -= 1;
+                if *n == 0 {
+                    self.dead_letter_targets.remove(&q.def.dead_letter_queue);
+                }
             }
         }
         for e in &q.entries {
