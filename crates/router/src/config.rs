@@ -398,8 +398,8 @@ impl Config {
         }
         if let Some(name) = self.shm.as_deref().filter(|n| !tickwire_shm::valid_name(n)) {
             return err(format!(
-                "shm name {name:?}: expected 1 to 64 letters, digits, '-', '_' or '.' (not \
-                 starting with '.'); clients then connect with shm:NAME"
+                "shm name {name:?}: expected {}",
+                tickwire_shm::NAME_RULE
             ));
         }
         let client_auth = match self.tls_client_auth.parse::<tickwire_tls::ClientAuth>() {

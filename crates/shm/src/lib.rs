@@ -43,6 +43,10 @@ pub use raw::{Region, WatchedWord};
 /// The address prefix that selects this transport: `shm:NAME`.
 pub const ADDR_PREFIX: &str = "shm:";
 
+/// [`valid_name`]'s rule, for error messages.
+pub const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.' (not starting with \
+                             '.'); clients then connect with shm:NAME";
+
 /// Whether `name` can name a router's shared-memory listener: 1 to 64 ASCII letters,
 /// digits, `-`, `_` and `.`, not starting with `.` (it becomes a file name under
 /// `/dev/shm`).

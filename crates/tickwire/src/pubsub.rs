@@ -130,8 +130,8 @@ const EXIT_STOPPED: u8 = 130;
 
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // Checked before connecting: a usage error, not a connection one.
-    if !a.stdin {
-        payload_of(&a)?;
+    if !a.stdin && a.message.is_none() && a.size.is_none() && a.count.is_none() {
+        return Err(nothing_to_publish());
     }
     if a.guaranteed {
         return run_pub_guaranteed(a);
@@ -259,6 +259,31 @@ fn report_outages(client: &ReconnectingClient) {
     );
 }
 
+/// How a reconnecting command's error begins when `--give-up-after` ended it.
+const GAVE_UP: &str = "gave up";
+
+/// The error a reconnecting command (`sub`, `reply`) ends with when its poll failed:
+/// with `--give-up-after` (`limit`) and the router out of reach, it says the command
+/// gave up; anything else (a refused login after a restart, say) is reported as itself.
+pub(crate) fn poll_failed(
+    e: tickwire_client::Error,
+    limit: Option<Duration>,
+    connected: bool,
+) -> anyhow::Error {
+    let unreachable = matches!(
+        e,
+        tickwire_client::Error::Connect { .. }
+            | tickwire_client::Error::Io(_)
+            | tickwire_client::Error::Timeout { .. }
+    );
+    match limit {
+        Some(limit) if unreachable && !connected => anyhow::Error::new(e).context(format!(
+            "{GAVE_UP}: the router could not be reached again for {limit:?} (--give-up-after)"
+        )),
+        _ => e.into(),
+    }
+}
+
 /// Reconnection options of the direct `pub` and `sub`: `no_reconnect` gives up on the
 /// first failed attempt.
 pub(crate) fn link_options(
@@ -319,13 +344,15 @@ fn payload_of(a: &PubArgs) -> anyhow::Result<Vec<u8>> {
         (Some(m), _, _) => m.clone().into_bytes(),
         (None, Some(size), _) => load_payload(size),
         (None, None, Some(_)) => load_payload(100),
-        (None, None, None) => {
-            return Err(crate::units::UsageError(
-                "nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)".into(),
-            )
-            .into())
-        }
+        (None, None, None) => return Err(nothing_to_publish()),
     })
+}
+
+fn nothing_to_publish() -> anyhow::Error {
+    crate::units::UsageError(
+        "nothing to publish: give a MESSAGE, --stdin, or --count N (see --help)".into(),
+    )
+    .into()
 }
 
 /// The default publisher identity: stable per topic, at most 64 bytes (a long topic
@@ -715,25 +742,12 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         let mut idle = matches!(polled, Ok(0));
         if let Err(e) = polled {
             out.flush().ok();
-            // Only a router out of reach is a give-up; a refused login after a
-            // restart, say, is reported as itself.
-            let unreachable = matches!(
-                e,
-                tickwire_client::Error::Connect { .. }
-                    | tickwire_client::Error::Io(_)
-                    | tickwire_client::Error::Timeout { .. }
-            );
-            if let (Some(limit), false, true) =
-                (a.give_up_after, client.is_connected(), unreachable)
-            {
-                // The reconnection gave up: say so, after what was received.
+            let e = poll_failed(e, a.give_up_after, client.is_connected());
+            if e.to_string().starts_with(GAVE_UP) {
+                // Said after what was received.
                 tally.report(&format!("({discarded} discarded by the router)"));
-                return Err(anyhow::Error::new(e).context(format!(
-                    "gave up: the router could not be reached again for {limit:?} \
-                     (--give-up-after)"
-                )));
             }
-            return Err(e.into());
+            return Err(e);
         }
         if idle && !connected && !mcast.active() && !client.is_connected() {
             std::thread::sleep(Duration::from_millis(20));

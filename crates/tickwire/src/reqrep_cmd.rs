@@ -164,21 +164,11 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             other => crate::pubsub::report_link(&other),
         });
         if let Err(e) = polled {
-            // Only a router out of reach is a give-up; a refused login after a
-            // restart, say, is reported as itself.
-            let unreachable = matches!(
+            return Err(crate::pubsub::poll_failed(
                 e,
-                tickwire_client::Error::Connect { .. }
-                    | tickwire_client::Error::Io(_)
-                    | tickwire_client::Error::Timeout { .. }
-            );
-            if let (Some(limit), false, true) = (a.give_up_after, c.is_connected(), unreachable) {
-                return Err(anyhow::Error::new(e).context(format!(
-                    "gave up: the router could not be reached again for {limit:?} \
-                     (--give-up-after)"
-                )));
-            }
-            return Err(e.into());
+                a.give_up_after,
+                c.is_connected(),
+            ));
         }
         if let Some(reason) = lost.take() {
             // As `sub --no-reconnect`: the connection's end is the command's end.

@@ -116,10 +116,6 @@ pub fn parse_shm_name(s: &str) -> Result<String, String> {
     if tickwire_shm::valid_name(s) {
         Ok(s.to_owned())
     } else {
-        Err(
-            "expected 1 to 64 letters, digits, '-', '_' or '.' (not starting with '.'); \
-             clients then connect with shm:NAME"
-                .to_owned(),
-        )
+        Err(format!("expected {}", tickwire_shm::NAME_RULE))
     }
 }
