@@ -137,7 +137,7 @@ fn main() {
                 },
             );
             // A publish + durable round on one queue (what one guaranteed message costs).
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             e.poll_transmit(|_, _| {});
             per(
                 &format!("publish+durable on q0, {nq} queues ({which})"),
@@ -165,7 +165,7 @@ fn main() {
             for i in 0..nq {
                 mk_queue(&mut e, &mut log, &format!("q{i}"), "");
             }
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             for i in 0..nq {
                 publish(
                     &mut e,
@@ -206,7 +206,7 @@ fn main() {
                 e.handle_bind(MonoNanos(1), Slot(2), b as u32, 65_536, Start::Queue, "d")
                     .unwrap();
             }
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             let mut seq = 0;
             for _ in 0..nq {
                 seq += 1;
@@ -238,7 +238,7 @@ fn main() {
             let mut log = NullLog(0);
             mk_queue(&mut e, &mut log, "b", "");
             mk_queue(&mut e, &mut log, "r", ",\"max_messages\":100000000");
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             for i in 0..nq {
                 publish(&mut e, &mut log, Slot(3), i as u64 + 1, "r/x", 1);
                 if i % 4000 == 3999 {
@@ -422,7 +422,7 @@ fn main() {
                 .unwrap();
             e.handle_bind(MonoNanos(1), Slot(3), 2, nq as u32, Start::Queue, "u")
                 .unwrap();
-            e.handle_pub_open(Slot(4), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(4), 1, 0, "p").unwrap();
             for i in 0..2 * nq {
                 publish(&mut e, &mut log, Slot(4), i as u64 + 1, "u/x", 1);
                 if i % 1000 == 999 {
@@ -472,7 +472,7 @@ fn main() {
                 mk_queue(&mut e, &mut log, &format!("q{i}"), "");
             }
             mk_queue(&mut e, &mut log, "t", ",\"ack_timeout_ms\":1");
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             let mut seq = 0;
             for i in 0..nq {
                 seq += 1;
@@ -510,7 +510,7 @@ fn main() {
                 mk_queue(&mut e, &mut log, &format!("q{i}"), "");
             }
             mk_queue(&mut e, &mut log, "t", "");
-            e.handle_pub_open(Slot(3), 1, 0, "p").unwrap();
+            e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             let mut seq = 0;
             for i in 0..nq {
                 seq += 1;

@@ -497,7 +497,8 @@ impl Core {
                 Progress::Durable(lsn) => self.gm.handle_durable(now, lsn),
                 Progress::Failed { first, last, why } => {
                     tracing::error!(first, last, %why, "spool write failed; those guaranteed publishes are NACKed");
-                    self.gm.handle_failed(now, first, last, &why);
+                    self.gm
+                        .handle_failed(&mut *self.spool, now, first, last, &why);
                 }
             }
         }
@@ -832,7 +833,9 @@ impl Core {
                 if self.gm_unavailable(id, request_id) {
                     return true;
                 }
-                let r = self.gm.handle_pub_open(id, request_id, options, name);
+                let r = self
+                    .gm
+                    .handle_pub_open(&mut *self.spool, id, request_id, options, name);
                 self.gm_result(id, r)
             }
             Frame::QueueRequest {

@@ -582,6 +582,69 @@ fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
     drop(router);
 }
 
+/// One client opening name after name cannot lock new guaranteed publishers out (the
+/// router remembers 1,024 identities): the identity used longest ago that no
+/// connection holds makes room, and the forget is in the spool, so after a restart a
+/// new publisher of the forgotten name starts afresh (its publishes are stored, not
+/// taken for the old identity's duplicates) and nothing stored is lost.
+#[test]
+fn identities_beyond_the_bound_replace_the_oldest_idle_one_and_that_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let router = durable(port, dir.path(), "fsync");
+    create_queue(router.addr, r#"{"name":"f","subscriptions":["f"]}"#);
+    let wait_acked = |p: &mut Client, n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.publish_counts().acked < n {
+            p.poll_events(Wait::Timeout(Duration::from_millis(50)), |_| {})
+                .expect("poll");
+            assert!(Instant::now() < deadline, "publishes unanswered");
+        }
+    };
+    let mut x = Client::connect(router.addr).expect("x");
+    x.open_publisher("x", 0).expect("open x");
+    for i in 0..5u8 {
+        x.publish_guaranteed("f", &[i]).expect("publish");
+    }
+    wait_acked(&mut x, 5);
+    x.close().expect("close x");
+    // 1,024 new names, one after the other on one connection (each open lets the
+    // previous one go): the last of them needs x's place.
+    let mut flood = Client::connect(router.addr).expect("flood");
+    for i in 0..1024 {
+        flood
+            .open_publisher(&format!("n{i}"), 0)
+            .unwrap_or_else(|e| panic!("open n{i}: {e}"));
+    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&flood.stats_json().expect("stats")).expect("json");
+    assert_eq!(stats["guaranteed"]["totals"]["publishers_forgotten"], 1);
+    flood.close().ok();
+    router.kill9();
+
+    let router = durable(port, dir.path(), "fsync");
+    let mut x = Client::connect(router.addr).expect("x again");
+    let opened = x.open_publisher("x", 0).expect("open x again");
+    assert_eq!(
+        opened.last_seq, 0,
+        "x was forgotten, and stays so after a restart"
+    );
+    x.publish_guaranteed("f", b"new").expect("publish");
+    wait_acked(&mut x, 1);
+    let stats: serde_json::Value =
+        serde_json::from_str(&x.stats_json().expect("stats")).expect("json");
+    assert_eq!(
+        stats["guaranteed"]["totals"]["duplicates"], 0,
+        "the new x's seq 1 was taken for the old x's"
+    );
+    let show: serde_json::Value =
+        serde_json::from_str(&x.queue_request(QueueOp::Show, "f").expect("show")).expect("json");
+    assert_eq!(
+        show["depth"], 6,
+        "5 of the old x and 1 of the new, none lost"
+    );
+}
+
 #[test]
 fn a_corrupt_spool_record_is_reported_and_the_rest_recovered() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -393,6 +393,12 @@ struct Publisher {
     slot: Option<Slot>,
     options: u32,
     unanswered: u32,
+    /// When it was last opened or stored to (`Engine::publisher_uses` then): the
+    /// identity used longest ago is the one forgotten to make room.
+    last_use: u64,
+    /// Forgotten at recovery (an `F` record) and not reused since: on the free list,
+    /// in no checkpoint.
+    forgotten: bool,
 }
 
 impl Publisher {
@@ -406,6 +412,8 @@ impl Publisher {
             slot: None,
             options: 0,
             unanswered: 0,
+            last_use: 0,
+            forgotten: false,
         }
     }
 }
@@ -584,6 +592,8 @@ pub struct GmTotals {
     pub redelivered: u64,
     /// Records the spool refused or failed to write.
     pub spool_failures: u64,
+    /// Publisher identities forgotten to make room for new ones (`max_publishers`).
+    pub publishers_forgotten: u64,
 }
 
 /// The guaranteed-messaging state of one router.
@@ -628,6 +638,13 @@ pub struct Engine {
     fill_budget: (usize, usize),
     publishers: Vec<Publisher>,
     publisher_names: HashMap<String, u32>,
+    /// Entries of `publishers` forgotten at recovery, to be reused.
+    free_publishers: Vec<u32>,
+    /// Counts uses of publisher identities (opens, stores): their `last_use` clock.
+    publisher_uses: u64,
+    /// `F` records not yet durable (record number, identity): one whose write fails
+    /// is appended again, so that no forget is lost while later records are kept.
+    forgets: VecDeque<(u64, String)>,
     pending: VecDeque<PendingPub>,
     durable_lsn: u64,
     /// Every message with an id up to this is durable (or dead).
@@ -685,6 +702,9 @@ impl Engine {
             fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
+            free_publishers: Vec::new(),
+            publisher_uses: 0,
+            forgets: VecDeque::new(),
             pending: VecDeque::new(),
             durable_lsn: 0,
             durable_id: 0,
@@ -841,6 +861,16 @@ impl Engine {
                 pb.hwm = pb.hwm.max(hwm);
                 pb.floor = pb.floor.max(hwm);
             }
+            Record::Forgotten { identity } => {
+                // What the records before stored under it no longer counts: a new
+                // publisher of this name numbers from 1 and is not taken for it.
+                if let Some(p) = self.publisher_names.remove(identity) {
+                    let pb = &mut self.publishers[p as usize];
+                    *pb = Publisher::new("");
+                    pb.forgotten = true;
+                    self.free_publishers.push(p);
+                }
+            }
         }
         self.durable_lsn = lsn;
     }
@@ -868,15 +898,25 @@ impl Engine {
         if let Some(&p) = self.publisher_names.get(name) {
             return p;
         }
-        let p = self.publishers.len() as u32;
-        self.publishers.push(Publisher::new(name));
+        let p = match self.free_publishers.pop() {
+            Some(p) => {
+                self.publishers[p as usize] = Publisher::new(name);
+                p
+            }
+            None => {
+                self.publishers.push(Publisher::new(name));
+                self.publishers.len() as u32 - 1
+            }
+        };
         self.publisher_names.insert(name.to_owned(), p);
         p
     }
 
     fn note_stored(&mut self, p: u32, seq: u64, lsn: u64) {
         let keep = 2 * self.cfg.publish_window as usize + 16;
+        self.publisher_uses += 1;
         let pb = &mut self.publishers[p as usize];
+        pb.last_use = self.publisher_uses;
         pb.hwm = pb.hwm.max(seq);
         let at = pb.recent.partition_point(|&(s, _)| s < seq);
         pb.recent.insert(at, (seq, lsn));
@@ -888,30 +928,26 @@ impl Engine {
     }
 
     /// PUB_OPEN: this connection publishes as `name` (taking the identity over from
-    /// another connection that holds it).
+    /// another connection that holds it). A new identity beyond `max_publishers`
+    /// takes the place of the one used longest ago among those no connection holds
+    /// and nothing awaits an answer for ([`Engine::forget_publisher`]).
     pub fn handle_pub_open(
         &mut self,
+        log: &mut dyn Log,
         slot: Slot,
         request_id: u32,
         options: u32,
         name: &str,
     ) -> Result<(), Reject> {
-        if !self.publisher_names.contains_key(name)
-            && self.publishers.len() >= self.cfg.max_publishers
-        {
-            // Not forgotten to make room: an identity's records stay in the spool, so
-            // one forgotten here would come back at the next recovery with its old
-            // sequence numbers and take a new publisher's resends for duplicates.
-            return Err(reject(
-                request_id,
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "the router remembers at most {} publisher identities; reuse one",
-                    self.cfg.max_publishers
-                ),
-            ));
-        }
-        let p = self.publisher_idx(name);
+        let p = match self.publisher_names.get(name) {
+            Some(&p) => p,
+            None if self.publisher_names.len() >= self.cfg.max_publishers => {
+                self.forget_publisher(log, request_id, name)?
+            }
+            None => self.publisher_idx(name),
+        };
+        self.publisher_uses += 1;
+        self.publishers[p as usize].last_use = self.publisher_uses;
         if let Some(old) = self.publishers[p as usize].slot {
             if old != slot {
                 self.fail.push((
@@ -936,6 +972,71 @@ impl Engine {
         let (window, hwm) = (self.cfg.publish_window, pb.hwm);
         self.emit(slot, |b| wgm::encode_pub_opened(b, request_id, window, hwm));
         Ok(())
+    }
+
+    /// Makes room for the new identity `name`: the identity used longest ago that no
+    /// connection holds and nothing awaits an answer for is forgotten, durably (an `F`
+    /// record: at recovery the records before it no longer count for that name, so
+    /// a later publisher of it is not taken for the old one), and its entry becomes
+    /// `name`'s. A look at each remembered identity (at most `max_publishers`).
+    /// Refused when every identity is held or awaits answers, or the record cannot be
+    /// written.
+    fn forget_publisher(
+        &mut self,
+        log: &mut dyn Log,
+        request_id: u32,
+        name: &str,
+    ) -> Result<u32, Reject> {
+        let victim = self
+            .publishers
+            .iter()
+            .enumerate()
+            .filter(|(_, pb)| !pb.forgotten && pb.slot.is_none() && pb.unanswered == 0)
+            .min_by_key(|(_, pb)| pb.last_use)
+            .map(|(i, _)| i as u32);
+        let Some(p) = victim else {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "the router remembers at most {} publisher identities and each is open \
+                     on a connection or awaits acknowledgements; try again later or reuse one",
+                    self.cfg.max_publishers
+                ),
+            ));
+        };
+        let mut rec = std::mem::take(&mut self.rec);
+        let old = std::mem::take(&mut self.publishers[p as usize].name);
+        record::encode(&mut rec, &Record::Forgotten { identity: &old });
+        let appended = log.append(&rec);
+        self.rec = rec;
+        let lsn = match appended {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                self.publishers[p as usize].name = old;
+                self.totals.spool_failures += 1;
+                return Err(reject(
+                    request_id,
+                    ErrorCode::INVALID_REQUEST,
+                    format!(
+                        "the router remembers at most {} publisher identities and could not \
+                         record forgetting one: {}; try again",
+                        self.cfg.max_publishers,
+                        match e {
+                            LogError::Busy => "the spool is busy",
+                            LogError::TooLarge => "record too large",
+                            LogError::Failed => "the spool has failed",
+                        }
+                    ),
+                ));
+            }
+        };
+        self.publisher_names.remove(&old);
+        self.forgets.push_back((lsn, old));
+        self.publishers[p as usize] = Publisher::new(name);
+        self.publisher_names.insert(name.to_owned(), p);
+        self.totals.publishers_forgotten += 1;
+        Ok(p)
     }
 
     fn nack(&mut self, slot: Slot, seq: u64, reason: NackReason, text: &str) {
@@ -1225,6 +1326,9 @@ impl Engine {
     /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.
     pub fn handle_durable(&mut self, now: MonoNanos, lsn: u64) {
         self.durable_lsn = self.durable_lsn.max(lsn);
+        while self.forgets.front().is_some_and(|f| f.0 <= lsn) {
+            self.forgets.pop_front();
+        }
         let mut run: Option<(u32, u64, u64)> = None;
         while let Some(p) = self.pending.front() {
             if p.lsn > lsn {
@@ -1264,8 +1368,32 @@ impl Engine {
     }
 
     /// Records `first..=last` could not be written: NACK those publishes and forget them.
-    pub fn handle_failed(&mut self, now: MonoNanos, first: u64, last: u64, why: &str) {
+    /// A forget whose record failed is recorded again (after what the spool kept
+    /// since: at worst a later publisher of that name loses its duplicate check at
+    /// recovery, never a message).
+    pub fn handle_failed(
+        &mut self,
+        log: &mut dyn Log,
+        now: MonoNanos,
+        first: u64,
+        last: u64,
+        why: &str,
+    ) {
         self.totals.spool_failures += 1;
+        let mut rec = std::mem::take(&mut self.rec);
+        for f in &mut self.forgets {
+            if (first..=last).contains(&f.0) {
+                record::encode(&mut rec, &Record::Forgotten { identity: &f.1 });
+                match log.append(&rec) {
+                    Ok(lsn) => f.0 = lsn,
+                    // The spool is failing: nothing later is kept either.
+                    Err(_) => f.0 = 0,
+                }
+            }
+        }
+        self.rec = rec;
+        self.forgets.retain(|f| f.0 != 0);
+        self.forgets.make_contiguous().sort_unstable();
         let mut keep = VecDeque::with_capacity(self.pending.len());
         while let Some(p) = self.pending.pop_front() {
             if p.lsn < first || p.lsn > last {
@@ -2798,7 +2926,7 @@ impl Engine {
                 first = first.min(l);
             }
         }
-        for p in &self.publishers {
+        for p in self.publishers.iter().filter(|p| !p.forgotten) {
             record::encode(
                 &mut rec,
                 &Record::Publisher {

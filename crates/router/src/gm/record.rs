@@ -10,6 +10,7 @@
 //! | `Q` queue defined | the queue definition as JSON (rest) |
 //! | `X` queue deleted | queue |
 //! | `S` publisher checkpoint | hwm u64, identity |
+//! | `F` publisher identity forgotten (its sequence numbers start again) | identity |
 
 /// One decoded record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,11 @@ pub enum Record<'a> {
     },
     Publisher {
         hwm: u64,
+        identity: &'a str,
+    },
+    /// The router forgot this identity (to make room for another): at recovery, what
+    /// the records before this one stored under it no longer counts.
+    Forgotten {
         identity: &'a str,
     },
 }
@@ -115,6 +121,10 @@ pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
         Record::Publisher { hwm, identity } => {
             out.push(b'S');
             out.extend_from_slice(&hwm.to_le_bytes());
+            name(out, identity);
+        }
+        Record::Forgotten { identity } => {
+            out.push(b'F');
             name(out, identity);
         }
     }
@@ -209,6 +219,11 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
             r.end()?;
             Record::Publisher { hwm, identity }
         }
+        b'F' => {
+            let identity = r.name()?;
+            r.end()?;
+            Record::Forgotten { identity }
+        }
         _ => return Err(BadRecord("unknown record kind")),
     };
     Ok(rec)
@@ -256,6 +271,7 @@ mod tests {
                 hwm: 11,
                 identity: "p",
             },
+            Record::Forgotten { identity: "p" },
         ];
         let mut b = Vec::new();
         for r in recs {

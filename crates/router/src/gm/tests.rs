@@ -145,7 +145,8 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
     let ids: Vec<u64> = delivered_ids(&mut r);
     assert_eq!(ids, vec![2, 3]);
-    r.handle_pub_open(P, 1, 0, "pub").unwrap();
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
 }
 
@@ -224,7 +225,8 @@ fn bound(subscription: &str, topic: &str, n: u64, window: u32) -> (Engine, MemLo
     let (mut e, mut log) = engine();
     let def = format!(r#"{{"name":"q","subscriptions":["{subscription}"]}}"#);
     create(&mut e, &mut log, &def);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=n {
         publish(&mut e, &mut log, P, topic, s, &[s as u8]);
     }
@@ -284,7 +286,8 @@ fn publish_is_acked_only_when_durable_and_delivered_only_then() {
         &mut log,
         r#"{"name":"orders","subscriptions":["orders/>"]}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub-a").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub-a")
+        .unwrap();
     assert_eq!(drain(&mut e), vec![(P, Out::Opened(0))]);
     e.handle_bind(t(0), C, 2, 10, Start::Queue, "orders")
         .unwrap();
@@ -318,13 +321,15 @@ fn publish_is_acked_only_when_durable_and_delivered_only_then() {
 fn a_resend_is_not_stored_twice_and_is_acked() {
     let (mut e, mut log) = engine();
     create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     publish(&mut e, &mut log, P, "a", 1, b"x");
     e.handle_durable(t(0), log.records.len() as u64);
     drain(&mut e);
     // The publisher reconnects and resends 1 (its ACK was lost) and then 2.
     e.handle_disconnect(&mut log, t(1), P);
-    e.handle_pub_open(Slot(3), 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), Slot(3), 1, 0, "pub")
+        .unwrap();
     assert_eq!(drain(&mut e), vec![(Slot(3), Out::Opened(1))]);
     publish(&mut e, &mut log, Slot(3), "a", 1, b"x");
     assert_eq!(drain(&mut e), vec![(Slot(3), Out::Ack(1, 1))]);
@@ -348,7 +353,8 @@ fn full_queue_rejects_by_default_and_discards_oldest_when_asked() {
         &mut log,
         r#"{"name":"d","subscriptions":["d"],"max_messages":2,"full_policy":"discard-oldest"}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=3 {
         publish(&mut e, &mut log, P, "r", s, b"x");
     }
@@ -366,10 +372,17 @@ fn full_queue_rejects_by_default_and_discards_oldest_when_asked() {
 #[test]
 fn no_matching_queue_is_nacked_only_when_asked() {
     let (mut e, mut log) = engine();
-    e.handle_pub_open(P, 1, 0, "quiet").unwrap();
-    publish(&mut e, &mut log, P, "nowhere", 1, b"x");
-    e.handle_pub_open(Slot(5), 1, wgm::open_options::NACK_NO_MATCH, "loud")
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "quiet")
         .unwrap();
+    publish(&mut e, &mut log, P, "nowhere", 1, b"x");
+    e.handle_pub_open(
+        &mut MemLog::default(),
+        Slot(5),
+        1,
+        wgm::open_options::NACK_NO_MATCH,
+        "loud",
+    )
+    .unwrap();
     publish(&mut e, &mut log, Slot(5), "nowhere", 1, b"x");
     let out = drain(&mut e);
     assert!(out.contains(&(P, Out::Ack(1, 1))));
@@ -384,7 +397,8 @@ fn unacked_messages_are_redelivered_flagged_when_the_consumer_goes_and_after_the
         &mut log,
         r#"{"name":"q","subscriptions":["a"],"ack_timeout_ms":100,"max_redeliveries":1}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     publish(&mut e, &mut log, P, "a", 1, b"x");
     e.handle_durable(t(0), log.records.len() as u64);
     e.handle_bind(t(0), C, 1, 5, Start::Queue, "q").unwrap();
@@ -434,7 +448,8 @@ fn exclusive_queue_has_one_active_consumer_and_promotes_the_standby() {
             (Slot(11), Out::Bound(2, false))
         ]
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     publish(&mut e, &mut log, P, "a", 1, b"x");
     e.handle_durable(t(0), log.records.len() as u64);
     let out = drain(&mut e);
@@ -464,10 +479,11 @@ fn exclusive_queue_has_one_active_consumer_and_promotes_the_standby() {
 fn spool_failure_nacks_and_forgets_the_message() {
     let (mut e, mut log) = engine();
     create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     publish(&mut e, &mut log, P, "a", 1, b"x");
     let lsn = log.records.len() as u64;
-    e.handle_failed(t(0), lsn, lsn, "No space left on device");
+    e.handle_failed(&mut log, t(0), lsn, lsn, "No space left on device");
     assert_eq!(
         drain(&mut e),
         vec![
@@ -514,7 +530,8 @@ fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
     // Restart from the log.
     let mut r = recover(GmConfig::default(), &log.records, 1);
     assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
-    r.handle_pub_open(P, 1, 0, "pub").unwrap();
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     assert_eq!(drain(&mut r), vec![(P, Out::Opened(4))]);
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
     let got = deliveries(&mut r);
@@ -720,7 +737,7 @@ proptest! {
         let mut now = 0u64;
         let mut pslot = 100u32;
         let mut cslot = 500u32;
-        e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+        e.handle_pub_open(&mut MemLog::default(), Slot(pslot), 1, 0, "p").unwrap();
         e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
         let mut m = Model::default();
         let mut next_seq = 1u64;
@@ -760,7 +777,7 @@ proptest! {
                 Op::PublisherReconnect => {
                     e.handle_disconnect(&mut log, t(now), Slot(pslot));
                     pslot += 1;
-                    e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+                    e.handle_pub_open(&mut MemLog::default(), Slot(pslot), 1, 0, "p").unwrap();
                     m.check(&mut e, pslot)?;
                     let resend: Vec<(u64, Vec<u8>)> = m.unanswered.iter().map(|(k, v)| (*k, v.clone())).collect();
                     for (s, p) in resend {
@@ -777,7 +794,7 @@ proptest! {
                     m.in_flight.clear();
                     pslot += 1;
                     cslot += 1;
-                    e.handle_pub_open(Slot(pslot), 1, 0, "p").unwrap();
+                    e.handle_pub_open(&mut MemLog::default(), Slot(pslot), 1, 0, "p").unwrap();
                     e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
                     m.check(&mut e, pslot)?;
                     let resend: Vec<(u64, Vec<u8>)> = m.unanswered.iter().map(|(k, v)| (*k, v.clone())).collect();
@@ -840,24 +857,134 @@ proptest! {
 }
 
 #[test]
-fn publisher_identities_are_bounded() {
-    let mut e = Engine::new(GmConfig {
+fn publisher_identities_are_bounded_and_the_one_used_longest_ago_makes_room() {
+    let cfg = GmConfig {
         max_publishers: 3,
         ..GmConfig::default()
-    });
+    };
+    let mut e = Engine::new(cfg);
     e.finish_recovery();
+    let mut log = MemLog::default();
     for i in 0..3 {
-        e.handle_pub_open(Slot(i), 1, 0, &format!("p{i}")).unwrap();
+        e.handle_pub_open(&mut log, Slot(i), 1, 0, &format!("p{i}"))
+            .unwrap();
     }
+    // Every identity is held by a connection: nothing may be forgotten.
     let r = e
-        .handle_pub_open(Slot(9), 7, 0, "one-too-many")
+        .handle_pub_open(&mut log, Slot(9), 7, 0, "one-too-many")
         .unwrap_err();
     assert_eq!(
         (r.code, r.request_id, r.fatal),
         (ErrorCode::INVALID_REQUEST, 7, false)
     );
+    assert!(log.records.is_empty(), "a refused open writes nothing");
     // A known identity may still be opened (taken over).
-    e.handle_pub_open(Slot(9), 8, 0, "p1").unwrap();
+    e.handle_pub_open(&mut log, Slot(9), 8, 0, "p1").unwrap();
+    drain(&mut e);
+    // p0 and p2 let go; p2 was opened after p0, so p0 goes first, then p2.
+    e.handle_disconnect(&mut log, t(0), Slot(0));
+    e.handle_disconnect(&mut log, t(0), Slot(2));
+    e.handle_pub_open(&mut log, Slot(10), 9, 0, "new-a")
+        .unwrap();
+    e.handle_pub_open(&mut log, Slot(11), 10, 0, "new-b")
+        .unwrap();
+    let forgotten: Vec<_> = log
+        .records
+        .iter()
+        .filter_map(|r| match record::decode(r) {
+            Ok(Record::Forgotten { identity }) => Some(identity.to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        forgotten,
+        ["p0", "p2"],
+        "each forget is written to the spool"
+    );
+    assert_eq!(e.totals().publishers_forgotten, 2);
+    assert_eq!(
+        drain(&mut e),
+        vec![(Slot(10), Out::Opened(0)), (Slot(11), Out::Opened(0))]
+    );
+    // Now p1, new-a, new-b are held again: full.
+    assert!(e.handle_pub_open(&mut log, Slot(12), 11, 0, "p0").is_err());
+}
+
+/// The danger a forget without a record would bring: at recovery the old identity's
+/// records would give a new publisher of the same name the old sequence numbers, and
+/// its resends would be taken for duplicates (acknowledged, never stored).
+#[test]
+fn a_forgotten_identity_stays_forgotten_after_a_restart() {
+    let cfg = GmConfig {
+        max_publishers: 1,
+        ..GmConfig::default()
+    };
+    let (mut e, mut log) = (Engine::new(cfg.clone()), MemLog::default());
+    e.finish_recovery();
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
+    for s in 1..=5 {
+        publish(&mut e, &mut log, P, "a", s, b"old");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_disconnect(&mut log, t(0), P);
+    // "y" takes x's place; then x comes back, forgetting y, and starts from 1.
+    e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
+    e.handle_disconnect(&mut log, t(0), Slot(3));
+    e.handle_pub_open(&mut log, P, 2, 0, "x").unwrap();
+    drain(&mut e);
+    publish(&mut e, &mut log, P, "a", 1, b"new");
+    e.handle_durable(t(1), log.records.len() as u64);
+    assert_eq!(drain(&mut e), vec![(P, Out::Ack(1, 1))]);
+    assert_eq!(e.totals().duplicates, 0);
+
+    let mut r = recover(cfg, &log.records, 1);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    r.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
+    assert_eq!(
+        drain(&mut r),
+        vec![(P, Out::Opened(1))],
+        "the new x's mark, not the old one's 5"
+    );
+    // The new x's seq 2 is new, stored and acknowledged once durable.
+    publish(&mut r, &mut log, P, "a", 2, b"new");
+    assert_eq!(r.totals().duplicates, 0, "taken for the old x's seq 2");
+    r.handle_durable(t(2), log.records.len() as u64);
+    assert_eq!(drain(&mut r), vec![(P, Out::Ack(2, 2))]);
+    assert_eq!(
+        queue_stats(&r.stats_json(), "q")["depth"],
+        7,
+        "5 old + 2 new, none lost"
+    );
+}
+
+/// A forget whose record the spool failed to write is written again.
+#[test]
+fn a_forget_whose_record_failed_is_recorded_again() {
+    let cfg = GmConfig {
+        max_publishers: 1,
+        ..GmConfig::default()
+    };
+    let (mut e, mut log) = (Engine::new(cfg), MemLog::default());
+    e.finish_recovery();
+    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
+    e.handle_disconnect(&mut log, t(0), P);
+    e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
+    let lsn = log.records.len() as u64;
+    assert_eq!(
+        record::decode(&log.records[lsn as usize - 1]),
+        Ok(Record::Forgotten { identity: "x" })
+    );
+    e.handle_failed(&mut log, t(0), lsn, lsn, "No space left on device");
+    assert_eq!(log.records.len() as u64, lsn + 1);
+    assert_eq!(
+        record::decode(&log.records[lsn as usize]),
+        Ok(Record::Forgotten { identity: "x" })
+    );
+    // Once durable it is not written a third time.
+    e.handle_durable(t(1), lsn + 1);
+    e.handle_failed(&mut log, t(1), lsn + 1, lsn + 1, "again");
+    assert_eq!(log.records.len() as u64, lsn + 1);
 }
 
 #[test]
@@ -874,7 +1001,8 @@ fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
         &mut log,
         r#"{"name":"a","subscriptions":["a"],"max_messages":0,"max_bytes":0}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=4 {
         publish(&mut e, &mut log, P, "a", s, &[0; 100]);
     }
@@ -943,7 +1071,8 @@ fn the_queue_index_node_bound_refuses_a_definition_whole() {
         .handle_queue_request(&mut log, C, 6, QueueOp::Show, "q2")
         .unwrap_err();
     assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     drain(&mut e);
     publish(&mut e, &mut log, P, "x", 1, b"m");
     assert_eq!(stat(&e, "queue_entries"), 0);
@@ -1015,7 +1144,8 @@ fn queue_entries_are_bounded_over_all_queues() {
         let def = format!(r#"{{"name":"{q}","subscriptions":["t/>"]}}"#);
         create(&mut e, &mut log, &def);
     }
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     drain(&mut e);
     // Two entries per message: 1 and 2 fit (4), 3 would make 6.
     for s in 1..=3 {
@@ -1060,7 +1190,8 @@ fn queue_entries_are_bounded_over_all_queues() {
 fn a_queue_starting_at_the_beginning_takes_exactly_the_retained_messages_it_matches() {
     let (mut e, mut log) = engine();
     create(&mut e, &mut log, r#"{"name":"all","subscriptions":[">"]}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     drain(&mut e);
     for (s, topic) in [(1, "a/x"), (2, "b/x"), (3, "a/y"), (4, "c")] {
         publish(&mut e, &mut log, P, topic, s, &[s as u8]);
@@ -1196,7 +1327,8 @@ fn a_browse_scan_is_bounded_per_pump_and_resumes_where_it_stopped() {
         &mut log,
         r#"{"name":"sparse","subscriptions":["b/x"]}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     drain(&mut e);
     // 3,000 messages nobody browsing matches, with b/x at 1,500 and at the end; the
     // publisher's answers are taken as it goes (its window is 8).
@@ -1252,7 +1384,8 @@ fn expired_waiting_messages_of_a_ttl_queue_are_dead_lettered_and_those_in_flight
         &mut log,
         r#"{"name":"forever","subscriptions":["t"],"ttl_ms":18446744073709551615}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=5 {
         publish(&mut e, &mut log, P, "t", s, &[s as u8]);
     }
@@ -1307,7 +1440,8 @@ fn queues_naming_each_other_as_dead_message_queues_do_not_pass_messages_around()
         r#"{"name":"c","subscriptions":["a"],"ttl_ms":1000,"dead_letter_queue":"cd"}"#,
     );
     create(&mut e, &mut log, r#"{"name":"cd","ttl_ms":1000}"#);
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=3 {
         publish(&mut e, &mut log, P, "a", s, &[s as u8]);
     }
@@ -1359,7 +1493,8 @@ fn a_deleted_and_recreated_dead_message_queue_still_drops() {
         &mut log,
         r#"{"name":"x","ttl_ms":1000,"dead_letter_queue":"y"}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     publish(&mut e, &mut log, P, "a", 1, b"m");
     e.handle_durable(t(0), log.records.len() as u64);
     e.handle_timeout(&mut log, t(1), wall(1_001));
@@ -1390,7 +1525,8 @@ fn retained(n: u64, cfg: GmConfig) -> (Engine, MemLog) {
         &mut log,
         r#"{"name":"all","subscriptions":[">"],"max_messages":0}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=n {
         publish_seq(&mut e, &mut log, s);
     }
@@ -1553,7 +1689,8 @@ fn a_publish_matching_only_a_filling_create_is_kept_for_it() {
         &mut log,
         r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=n {
         publish(&mut e, &mut log, P, "a/x", s, &s.to_le_bytes());
     }
@@ -1617,7 +1754,8 @@ fn twenty_held(cfg: GmConfig) -> (Engine, MemLog) {
         &mut log,
         r#"{"name":"all","subscriptions":["a/*"],"max_messages":0}"#,
     );
-    e.handle_pub_open(P, 1, 0, "pub").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
     for s in 1..=20 {
         publish(&mut e, &mut log, P, "a/x", s, b"old");
     }
@@ -1880,7 +2018,8 @@ fn interleaved_in_flight_lists_given_back_are_redelivered_in_id_order() {
         ..GmConfig::default()
     });
     create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"]}"#);
-    e.handle_pub_open(P, 1, 0, "p").unwrap();
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "p")
+        .unwrap();
     let (a, b, c) = (Slot(10), Slot(11), Slot(12));
     e.handle_bind(t(0), a, 1, 500, Start::Queue, "q").unwrap();
     e.handle_bind(t(0), b, 1, 500, Start::Queue, "q").unwrap();
