@@ -259,12 +259,25 @@ fn open(
         let expired = opts
             .give_up_after
             .is_some_and(|limit| started.elapsed() >= limit);
-        if !worth_reconnecting(&err) || expired {
+        if !(worth_reconnecting(&err) || router_busy(&err)) || expired {
             window.handle_disconnect();
             return Err((err, window));
         }
         std::thread::sleep(backoff.next_pause());
     }
+}
+
+/// A PUB_OPEN refused BUSY: the identity cannot be opened just now (the router is
+/// still writing that it forgot it, or every identity it remembers is in use);
+/// trying again later may succeed.
+fn router_busy(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Rejected {
+            code: ErrorCode::BUSY,
+            ..
+        }
+    )
 }
 
 impl ReconnectOptions {
@@ -319,5 +332,11 @@ mod tests {
             text: String::new()
         }));
         assert!(!worth_reconnecting(&Error::InvalidArgument("x".into())));
+        // Only the open of a reconnecting publisher tries again after BUSY.
+        let busy = Error::Rejected {
+            code: ErrorCode::BUSY,
+            text: String::new(),
+        };
+        assert!(!worth_reconnecting(&busy) && router_busy(&busy));
     }
 }

@@ -497,8 +497,7 @@ impl Core {
                 Progress::Durable(lsn) => self.gm.handle_durable(now, lsn),
                 Progress::Failed { first, last, why } => {
                     tracing::error!(first, last, %why, "spool write failed; those guaranteed publishes are NACKed");
-                    self.gm
-                        .handle_failed(&mut *self.spool, now, first, last, &why);
+                    self.gm.handle_failed(now, first, last, &why);
                 }
             }
         }

@@ -582,39 +582,44 @@ fn a_full_disk_nacks_guaranteed_publishes_and_spares_direct_traffic() {
     drop(router);
 }
 
-/// One client opening name after name cannot lock new guaranteed publishers out (the
-/// router remembers 1,024 identities): the identity used longest ago that no
-/// connection holds makes room, and the forget is in the spool, so after a restart a
-/// new publisher of the forgotten name starts afresh (its publishes are stored, not
-/// taken for the old identity's duplicates) and nothing stored is lost.
+/// Identities beyond the router's 1,024: an idle one makes room. Here every other
+/// identity stored something, so the one used longest ago (`x`) is forgotten; the
+/// forget is in the spool, so after a restart a new publisher of `x` starts afresh
+/// (its publishes are stored, not taken for the old `x`'s duplicates) and nothing
+/// stored is lost.
 #[test]
 fn identities_beyond_the_bound_replace_the_oldest_idle_one_and_that_survives_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let router = durable(port, dir.path(), "fsync");
+    let router = durable(port, dir.path(), "page-cache");
     create_queue(router.addr, r#"{"name":"f","subscriptions":["f"]}"#);
-    let wait_acked = |p: &mut Client, n: u64| {
+    create_queue(router.addr, r#"{"name":"g","subscriptions":["g"]}"#);
+    let publish_acked = |p: &mut Client, topic: &str, payload: &[u8]| {
+        let want = p.publish_counts().acked + 1;
+        p.publish_guaranteed(topic, payload).expect("publish");
         let deadline = Instant::now() + Duration::from_secs(20);
-        while p.publish_counts().acked < n {
+        while p.publish_counts().acked < want {
             p.poll_events(Wait::Timeout(Duration::from_millis(50)), |_| {})
                 .expect("poll");
-            assert!(Instant::now() < deadline, "publishes unanswered");
+            assert!(Instant::now() < deadline, "publish unanswered");
         }
     };
     let mut x = Client::connect(router.addr).expect("x");
     x.open_publisher("x", 0).expect("open x");
     for i in 0..5u8 {
-        x.publish_guaranteed("f", &[i]).expect("publish");
+        publish_acked(&mut x, "f", &[i]);
     }
-    wait_acked(&mut x, 5);
     x.close().expect("close x");
-    // 1,024 new names, one after the other on one connection (each open lets the
-    // previous one go): the last of them needs x's place.
+    // 1,023 more identities, each storing one message, one after the other on one
+    // connection (each open lets the previous one go): the router now remembers
+    // 1,024, and the next new one needs the place of the one used longest ago, x.
     let mut flood = Client::connect(router.addr).expect("flood");
     for i in 0..1024 {
         flood
             .open_publisher(&format!("n{i}"), 0)
             .unwrap_or_else(|e| panic!("open n{i}: {e}"));
+        // The last one's acknowledgement also says the forget before it is written.
+        publish_acked(&mut flood, "g", b"n");
     }
     let stats: serde_json::Value =
         serde_json::from_str(&flood.stats_json().expect("stats")).expect("json");
@@ -622,15 +627,14 @@ fn identities_beyond_the_bound_replace_the_oldest_idle_one_and_that_survives_a_r
     flood.close().ok();
     router.kill9();
 
-    let router = durable(port, dir.path(), "fsync");
+    let router = durable(port, dir.path(), "page-cache");
     let mut x = Client::connect(router.addr).expect("x again");
     let opened = x.open_publisher("x", 0).expect("open x again");
     assert_eq!(
         opened.last_seq, 0,
         "x was forgotten, and stays so after a restart"
     );
-    x.publish_guaranteed("f", b"new").expect("publish");
-    wait_acked(&mut x, 1);
+    publish_acked(&mut x, "f", b"new");
     let stats: serde_json::Value =
         serde_json::from_str(&x.stats_json().expect("stats")).expect("json");
     assert_eq!(

@@ -399,6 +399,10 @@ struct Publisher {
     /// Forgotten at recovery (an `F` record) and not reused since: on the free list,
     /// in no checkpoint.
     forgotten: bool,
+    /// Something was stored under it (or a checkpoint said so): it is in the spool,
+    /// so forgetting it takes an `F` record. One that stored nothing is in no record
+    /// (checkpoints leave it out) and is forgotten for free.
+    stored: bool,
 }
 
 impl Publisher {
@@ -414,6 +418,7 @@ impl Publisher {
             unanswered: 0,
             last_use: 0,
             forgotten: false,
+            stored: false,
         }
     }
 }
@@ -642,9 +647,12 @@ pub struct Engine {
     free_publishers: Vec<u32>,
     /// Counts uses of publisher identities (opens, stores): their `last_use` clock.
     publisher_uses: u64,
-    /// `F` records not yet durable (record number, identity): one whose write fails
-    /// is appended again, so that no forget is lost while later records are kept.
-    forgets: VecDeque<(u64, String)>,
+    /// Forgets whose `F` record is not yet durable (record number, identity; 0: its
+    /// write failed, appended again when the name is next asked for). Such a name
+    /// is not opened again until its record is durable (PUB_OPEN answered BUSY), so
+    /// no record of a new publisher of it can outlive the forget in a crash. At most
+    /// `max_publishers` (beyond, forgets that need a record wait: BUSY).
+    forgets: Vec<(u64, String)>,
     pending: VecDeque<PendingPub>,
     durable_lsn: u64,
     /// Every message with an id up to this is durable (or dead).
@@ -704,7 +712,7 @@ impl Engine {
             publisher_names: HashMap::new(),
             free_publishers: Vec::new(),
             publisher_uses: 0,
-            forgets: VecDeque::new(),
+            forgets: Vec::new(),
             pending: VecDeque::new(),
             durable_lsn: 0,
             durable_id: 0,
@@ -860,6 +868,7 @@ impl Engine {
                 let pb = &mut self.publishers[p];
                 pb.hwm = pb.hwm.max(hwm);
                 pb.floor = pb.floor.max(hwm);
+                pb.stored |= hwm > 0;
             }
             Record::Forgotten { identity } => {
                 // What the records before stored under it no longer counts: a new
@@ -917,6 +926,7 @@ impl Engine {
         self.publisher_uses += 1;
         let pb = &mut self.publishers[p as usize];
         pb.last_use = self.publisher_uses;
+        pb.stored = true;
         pb.hwm = pb.hwm.max(seq);
         let at = pb.recent.partition_point(|&(s, _)| s < seq);
         pb.recent.insert(at, (seq, lsn));
@@ -941,10 +951,16 @@ impl Engine {
     ) -> Result<(), Reject> {
         let p = match self.publisher_names.get(name) {
             Some(&p) => p,
-            None if self.publisher_names.len() >= self.cfg.max_publishers => {
-                self.forget_publisher(log, request_id, name)?
+            None => {
+                if !self.forgets.is_empty() {
+                    self.forget_in_progress(log, request_id, name)?;
+                }
+                if self.publisher_names.len() >= self.cfg.max_publishers {
+                    self.forget_publisher(log, request_id, name)?
+                } else {
+                    self.publisher_idx(name)
+                }
             }
-            None => self.publisher_idx(name),
         };
         self.publisher_uses += 1;
         self.publishers[p as usize].last_use = self.publisher_uses;
@@ -974,65 +990,100 @@ impl Engine {
         Ok(())
     }
 
-    /// Makes room for the new identity `name`: the identity used longest ago that no
-    /// connection holds and nothing awaits an answer for is forgotten, durably (an `F`
-    /// record: at recovery the records before it no longer count for that name, so
-    /// a later publisher of it is not taken for the old one), and its entry becomes
-    /// `name`'s. A look at each remembered identity (at most `max_publishers`).
-    /// Refused when every identity is held or awaits answers, or the record cannot be
-    /// written.
+    /// Refuses (BUSY) a PUB_OPEN of `name` while its forget is not yet durable: a
+    /// publisher of it now would be taken for the old one at recovery if the router
+    /// stopped before the `F` record is on disk. A forget whose record failed is
+    /// appended again here (when its name is asked for, so a spool that keeps failing
+    /// costs an append per request, not a loop).
+    fn forget_in_progress(
+        &mut self,
+        log: &mut dyn Log,
+        request_id: u32,
+        name: &str,
+    ) -> Result<(), Reject> {
+        let Some(i) = self.forgets.iter().position(|f| f.1 == name) else {
+            return Ok(());
+        };
+        if self.forgets[i].0 == 0 {
+            let mut rec = std::mem::take(&mut self.rec);
+            record::encode(&mut rec, &Record::Forgotten { identity: name });
+            if let Ok(lsn) = log.append(&rec) {
+                self.forgets[i].0 = lsn;
+            }
+            self.rec = rec;
+        }
+        Err(reject(
+            request_id,
+            ErrorCode::BUSY,
+            format!(
+                "publisher identity {name:?} was forgotten to make room for another and \
+                 that is not yet on disk; open it again in a moment"
+            ),
+        ))
+    }
+
+    /// Makes room for the new identity `name` (the router remembers `max_publishers`):
+    /// of the identities no connection holds and nothing awaits an answer for, one
+    /// that stored nothing if there is one (forgetting it loses nothing and writes
+    /// nothing), else the one used longest ago, whose forget is an `F` record (at
+    /// recovery the records before it no longer count for that name). Its entry
+    /// becomes `name`'s. A look at each remembered identity (at most
+    /// `max_publishers`). Refused (BUSY) when every identity is held or awaits
+    /// answers, when `max_publishers` forgets already wait for the disk, or when the
+    /// record cannot be appended.
     fn forget_publisher(
         &mut self,
         log: &mut dyn Log,
         request_id: u32,
         name: &str,
     ) -> Result<u32, Reject> {
+        let busy = |text: String| Err(reject(request_id, ErrorCode::BUSY, text));
         let victim = self
             .publishers
             .iter()
             .enumerate()
             .filter(|(_, pb)| !pb.forgotten && pb.slot.is_none() && pb.unanswered == 0)
-            .min_by_key(|(_, pb)| pb.last_use)
+            .min_by_key(|(_, pb)| (pb.stored, pb.last_use))
             .map(|(i, _)| i as u32);
         let Some(p) = victim else {
-            return Err(reject(
-                request_id,
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "the router remembers at most {} publisher identities and each is open \
-                     on a connection or awaits acknowledgements; try again later or reuse one",
-                    self.cfg.max_publishers
-                ),
+            return busy(format!(
+                "the router remembers at most {} publisher identities and each is open on a \
+                 connection or awaits acknowledgements; try again later or reuse one",
+                self.cfg.max_publishers
             ));
         };
-        let mut rec = std::mem::take(&mut self.rec);
-        let old = std::mem::take(&mut self.publishers[p as usize].name);
-        record::encode(&mut rec, &Record::Forgotten { identity: &old });
-        let appended = log.append(&rec);
-        self.rec = rec;
-        let lsn = match appended {
-            Ok(lsn) => lsn,
-            Err(e) => {
-                self.publishers[p as usize].name = old;
-                self.totals.spool_failures += 1;
-                return Err(reject(
-                    request_id,
-                    ErrorCode::INVALID_REQUEST,
-                    format!(
+        if self.publishers[p as usize].stored {
+            if self.forgets.len() >= self.cfg.max_publishers {
+                return busy(
+                    "too many forgotten publisher identities wait for the disk; \
+                     try again in a moment"
+                        .to_owned(),
+                );
+            }
+            let mut rec = std::mem::take(&mut self.rec);
+            let old = &self.publishers[p as usize].name;
+            record::encode(&mut rec, &Record::Forgotten { identity: old });
+            let appended = log.append(&rec);
+            self.rec = rec;
+            match appended {
+                Ok(lsn) => self.forgets.push((lsn, old.clone())),
+                Err(e) => {
+                    self.totals.spool_failures += 1;
+                    return busy(format!(
                         "the router remembers at most {} publisher identities and could not \
-                         record forgetting one: {}; try again",
+                         record forgetting one ({}); try again",
                         self.cfg.max_publishers,
                         match e {
                             LogError::Busy => "the spool is busy",
                             LogError::TooLarge => "record too large",
                             LogError::Failed => "the spool has failed",
                         }
-                    ),
-                ));
+                    ));
+                }
             }
-        };
+        }
+        let old = std::mem::take(&mut self.publishers[p as usize].name);
         self.publisher_names.remove(&old);
-        self.forgets.push_back((lsn, old));
         self.publishers[p as usize] = Publisher::new(name);
         self.publisher_names.insert(name.to_owned(), p);
         self.totals.publishers_forgotten += 1;
@@ -1326,8 +1377,8 @@ impl Engine {
     /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.
     pub fn handle_durable(&mut self, now: MonoNanos, lsn: u64) {
         self.durable_lsn = self.durable_lsn.max(lsn);
-        while self.forgets.front().is_some_and(|f| f.0 <= lsn) {
-            self.forgets.pop_front();
+        if !self.forgets.is_empty() {
+            self.forgets.retain(|f| f.0 == 0 || f.0 > lsn);
         }
         let mut run: Option<(u32, u64, u64)> = None;
         while let Some(p) = self.pending.front() {
@@ -1368,32 +1419,15 @@ impl Engine {
     }
 
     /// Records `first..=last` could not be written: NACK those publishes and forget them.
-    /// A forget whose record failed is recorded again (after what the spool kept
-    /// since: at worst a later publisher of that name loses its duplicate check at
-    /// recovery, never a message).
-    pub fn handle_failed(
-        &mut self,
-        log: &mut dyn Log,
-        now: MonoNanos,
-        first: u64,
-        last: u64,
-        why: &str,
-    ) {
+    /// A forget whose record failed waits to be appended again (its name stays
+    /// closed until that record is durable).
+    pub fn handle_failed(&mut self, now: MonoNanos, first: u64, last: u64, why: &str) {
         self.totals.spool_failures += 1;
-        let mut rec = std::mem::take(&mut self.rec);
         for f in &mut self.forgets {
             if (first..=last).contains(&f.0) {
-                record::encode(&mut rec, &Record::Forgotten { identity: &f.1 });
-                match log.append(&rec) {
-                    Ok(lsn) => f.0 = lsn,
-                    // The spool is failing: nothing later is kept either.
-                    Err(_) => f.0 = 0,
-                }
+                f.0 = 0;
             }
         }
-        self.rec = rec;
-        self.forgets.retain(|f| f.0 != 0);
-        self.forgets.make_contiguous().sort_unstable();
         let mut keep = VecDeque::with_capacity(self.pending.len());
         while let Some(p) = self.pending.pop_front() {
             if p.lsn < first || p.lsn > last {
@@ -2926,7 +2960,7 @@ impl Engine {
                 first = first.min(l);
             }
         }
-        for p in self.publishers.iter().filter(|p| !p.forgotten) {
+        for p in self.publishers.iter().filter(|p| !p.forgotten && p.stored) {
             record::encode(
                 &mut rec,
                 &Record::Publisher {
