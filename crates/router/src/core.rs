@@ -492,14 +492,21 @@ impl Core {
     /// Takes the spool's progress: acknowledges publishes that became durable, NACKs
     /// failed ones, delivers what became deliverable.
     pub fn handle_spool(&mut self, now: MonoNanos) {
+        let mut progressed = false;
         while let Some(p) = self.spool.poll_progress() {
             match p {
-                Progress::Durable(lsn) => self.gm.handle_durable(now, lsn),
+                Progress::Durable(lsn) => {
+                    progressed = true;
+                    self.gm.handle_durable(now, lsn);
+                }
                 Progress::Failed { first, last, why } => {
                     tracing::error!(first, last, %why, "spool write failed; those guaranteed publishes are NACKed");
                     self.gm.handle_failed(now, first, last, &why);
                 }
             }
+        }
+        if progressed {
+            self.gm.rewrite_failed_forgets(&mut *self.spool);
         }
         self.gm_output();
     }

@@ -956,7 +956,7 @@ impl Engine {
                     self.forget_in_progress(log, request_id, name)?;
                 }
                 if self.publisher_names.len() >= self.cfg.max_publishers {
-                    self.forget_publisher(log, request_id, name)?
+                    self.forget_publisher(log, slot, request_id, name)?
                 } else {
                     self.publisher_idx(name)
                 }
@@ -1022,6 +1022,24 @@ impl Engine {
         ))
     }
 
+    /// Appends again the `F` records whose write failed. The driver calls it when the
+    /// spool reported progress (it writes again), so a spool that keeps failing is
+    /// not fed in a loop: at most one append per such forget per report.
+    pub fn rewrite_failed_forgets(&mut self, log: &mut dyn Log) {
+        if self.forgets.iter().all(|f| f.0 != 0) {
+            return;
+        }
+        let mut rec = std::mem::take(&mut self.rec);
+        for f in self.forgets.iter_mut().filter(|f| f.0 == 0) {
+            record::encode(&mut rec, &Record::Forgotten { identity: &f.1 });
+            match log.append(&rec) {
+                Ok(lsn) => f.0 = lsn,
+                Err(_) => break,
+            }
+        }
+        self.rec = rec;
+    }
+
     /// Makes room for the new identity `name` (the router remembers `max_publishers`):
     /// of the identities no connection holds and nothing awaits an answer for, one
     /// that stored nothing if there is one (forgetting it loses nothing and writes
@@ -1034,6 +1052,7 @@ impl Engine {
     fn forget_publisher(
         &mut self,
         log: &mut dyn Log,
+        slot: Slot,
         request_id: u32,
         name: &str,
     ) -> Result<u32, Reject> {
@@ -1042,7 +1061,12 @@ impl Engine {
             .publishers
             .iter()
             .enumerate()
-            .filter(|(_, pb)| !pb.forgotten && pb.slot.is_none() && pb.unanswered == 0)
+            .filter(|(_, pb)| {
+                // The identity this connection holds counts as idle: this open lets
+                // it go (so a connection opening name after name replaces its own
+                // empty ones, not others').
+                !pb.forgotten && pb.slot.is_none_or(|s| s == slot) && pb.unanswered == 0
+            })
             .min_by_key(|(_, pb)| (pb.stored, pb.last_use))
             .map(|(i, _)| i as u32);
         let Some(p) = victim else {

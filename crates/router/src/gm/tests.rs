@@ -1015,9 +1015,67 @@ fn a_forget_whose_record_failed_is_written_again_before_its_name_is_reused() {
     // A durability report up to the failed one does not open the name; the new one does.
     e.handle_durable(t(1), lsn);
     e.handle_disconnect(&mut log, t(1), Slot(3));
-    assert!(e.handle_pub_open(&mut log, P, 3, 0, "x").is_err());
+    let r = e.handle_pub_open(&mut log, P, 3, 0, "x").unwrap_err();
+    assert_eq!(r.code, ErrorCode::BUSY, "{}", r.text);
     e.handle_durable(t(2), lsn + 1);
     e.handle_pub_open(&mut log, P, 4, 0, "x").unwrap();
+}
+
+/// A failed forget whose name is never asked for again is written again once the
+/// spool writes again (else such forgets would pile up and refuse every later one).
+#[test]
+fn failed_forgets_are_written_again_when_the_spool_makes_progress() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_publishers: 1,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
+    publish(&mut e, &mut log, P, "a", 1, b"x");
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_disconnect(&mut log, t(0), P);
+    e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
+    let lsn = log.records.len() as u64;
+    e.handle_failed(t(0), lsn, lsn, "No space left on device");
+    // The driver calls this after each durability report: the record is appended
+    // once, however often it is called.
+    e.rewrite_failed_forgets(&mut log);
+    e.rewrite_failed_forgets(&mut log);
+    assert_eq!(forgets_in(&log), ["x", "x"], "appended once, not per call");
+    e.handle_durable(t(1), lsn + 1);
+    e.rewrite_failed_forgets(&mut log);
+    assert_eq!(forgets_in(&log).len(), 2, "durable: nothing left to write");
+    e.handle_disconnect(&mut log, t(1), Slot(3));
+    e.handle_pub_open(&mut log, P, 2, 0, "x").unwrap();
+}
+
+/// A connection opening name after name replaces its own empty identity, not one
+/// that stored something (it holds the one it replaces, which this open lets go).
+#[test]
+fn a_connection_opening_name_after_name_replaces_its_own_empty_identity() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_publishers: 3,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    for (i, name) in ["s0", "s1", "s2"].into_iter().enumerate() {
+        let slot = Slot(i as u32 + 10);
+        e.handle_pub_open(&mut log, slot, 1, 0, name).unwrap();
+        publish(&mut e, &mut log, slot, "a", 1, b"x");
+        e.handle_durable(t(0), log.records.len() as u64);
+        e.handle_disconnect(&mut log, t(0), slot);
+    }
+    // The first open of a full router must forget one that stored something ...
+    e.handle_pub_open(&mut log, Slot(20), 1, 0, "a0").unwrap();
+    assert_eq!(forgets_in(&log), ["s0"]);
+    e.handle_durable(t(1), log.records.len() as u64);
+    // ... the following ones of the same connection replace its own empty one.
+    for i in 1..50 {
+        e.handle_pub_open(&mut log, Slot(20), 1, 0, &format!("a{i}"))
+            .unwrap();
+    }
+    assert_eq!(forgets_in(&log), ["s0"], "s1 and s2 kept");
+    assert_eq!(e.totals().publishers_forgotten, 50);
 }
 
 #[test]
