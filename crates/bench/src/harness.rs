@@ -341,12 +341,18 @@ impl RouterChild {
 fn parse_banner(line: &str) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
     let bad = || format!("unexpected first line from the router: {line:?}");
     let (_, addrs) = line.trim().split_once(BANNER_TAIL).with_context(bad)?;
-    let (tls, plain) = match addrs.split_once(" and ") {
-        Some((tls, plain)) => {
-            let tls = tls
-                .strip_prefix(tickwire_client::TLS_SCHEME)
-                .with_context(bad)?;
-            (Some(tls), plain)
+    // `[tls://A, ][shm:NAME and ]PLAIN`: the plaintext address last.
+    let (tls, plain) = match addrs.rsplit_once(" and ") {
+        Some((others, plain)) => {
+            let mut tls = None;
+            for other in others.split(", ") {
+                match other.strip_prefix(tickwire_client::TLS_SCHEME) {
+                    Some(a) => tls = Some(a),
+                    None if other.starts_with(tickwire_shm::ADDR_PREFIX) => {}
+                    None => anyhow::bail!(bad()),
+                }
+            }
+            (tls, plain)
         }
         None => (None, addrs),
     };
@@ -569,6 +575,15 @@ mod tests {
                 .unwrap();
         assert_eq!(plain, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(tls, Some("127.0.0.1:7443".parse().unwrap()));
+        // A shared-memory listener is named before the plaintext address too.
+        let both = "tickwire router listening on tls://127.0.0.1:7443, shm:m and 127.0.0.1:7000";
+        let (plain, tls) = parse_banner(both).unwrap();
+        assert_eq!(plain, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls, Some("127.0.0.1:7443".parse().unwrap()));
+        let (plain, tls) =
+            parse_banner("tickwire router listening on shm:m and 127.0.0.1:7000").unwrap();
+        assert_eq!(plain, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(tls, None);
         for bad in [
             "hello",
             "tickwire router listening on 127.0.0.1:7443 and 127.0.0.1:7000",

@@ -119,6 +119,12 @@ fn lock_dir(dir: &Path) -> Result<File, SpoolError> {
         dir: dir.to_path_buf(),
         source,
     };
+    if dir.exists() && !dir.is_dir() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "it is a file, not a directory: give --data-dir a directory",
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(io)?;
     let f = File::options()
         .create(true)

@@ -26,6 +26,11 @@ pub fn parse(s: &str) -> Result<String, String> {
             listen_for(&port.to_string())
         ));
     }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{s:?} is not a port number (1 to 65535): {EXPECTED}"
+        ));
+    }
     let (host, port) = s
         .rsplit_once(':')
         .ok_or_else(|| format!("no port in {s:?}: {EXPECTED}"))?;
@@ -126,6 +131,8 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
+        let e = parse("99999").unwrap_err();
+        assert!(e.contains("not a port number (1 to 65535)"), "{e}");
     }
 
     #[test]

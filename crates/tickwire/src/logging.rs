@@ -144,7 +144,25 @@ pub fn level_from_flag() -> bool {
     RELOADER.get().is_some_and(|r| r.from_flag)
 }
 
+/// A level or a filter. A bare word in a filter names a module whose events are all
+/// shown and nothing else, so a mistyped level (`verbose`, `warning`) would silence
+/// every line: a bare word must be a level or name one of our modules (`tickwire...`,
+/// or a path with `::`).
 fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
+    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+    for directive in level.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !directive.contains('=') && !directive.contains('[');
+        let known = LEVELS.iter().any(|l| directive.eq_ignore_ascii_case(l))
+            || directive.starts_with("tickwire")
+            || directive.contains("::");
+        if bare && !known {
+            return Err(crate::units::UsageError(format!(
+                "log level {level:?}: {directive:?} is not a level: use error, warn, info, \
+                 debug, trace or off, or a filter such as info,tickwire_router=debug"
+            ))
+            .into());
+        }
+    }
     EnvFilter::try_new(level).with_context(|| format!("log level {level:?}"))
 }
 
@@ -172,5 +190,33 @@ impl Write for SharedFile {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_that_is_not_a_level_is_refused_not_taken_for_a_module() {
+        for ok in [
+            "info",
+            "WARN",
+            "off",
+            "info,tickwire_router=debug",
+            "tickwire_router",
+            "tickwire_router::core=trace",
+            "debug,hyper::proto=off",
+        ] {
+            assert!(parse_filter(ok).is_ok(), "{ok:?} refused");
+        }
+        for bad in ["verbose", "warning", "info,verbose"] {
+            let e = parse_filter(bad).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::units::UsageError>().is_some(),
+                "{bad:?}: {e}"
+            );
+            assert!(e.to_string().contains("is not a level"), "{e}");
+        }
     }
 }

@@ -130,7 +130,10 @@ fn main() -> std::process::ExitCode {
     };
     if let Err(e) = logging::init(&cli.log, default_level) {
         eprintln!("error: {}", error_text(&e));
-        return std::process::ExitCode::FAILURE;
+        return match e.downcast_ref::<units::UsageError>() {
+            Some(_) => std::process::ExitCode::from(2),
+            None => std::process::ExitCode::FAILURE,
+        };
     }
     // The router logs its Ctrl-C with its other events; every other command tells the
     // person who pressed it in a plain line.
@@ -158,7 +161,12 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         // As clap reports a usage error: status 2.
-        Err(e) if e.downcast_ref::<units::UsageError>().is_some() => {
+        // A router setting out of range (a flag or the config file) is one too.
+        Err(e)
+            if e.downcast_ref::<units::UsageError>().is_some()
+                || e.downcast_ref::<tickwire_router::config::ConfigError>()
+                    .is_some() =>
+        {
             eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::from(2)
         }

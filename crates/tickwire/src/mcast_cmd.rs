@@ -152,6 +152,12 @@ or Ctrl-C) a summary goes to standard error, or as JSON to standard output with 
 messages delivered, whether they came in order, gaps, recoveries and their latency
 (p50/p99), one-way latency when the sender stamped messages, strays from other sessions.
 
+Examples:
+  tickwire mcast recv 'md/>'                                 # print what arrives
+  tickwire mcast recv 'md/NASDAQ/*' 'md/*/IBM'               # only these topics
+  tickwire mcast recv --count 100000 --quiet --print-json    # check a load, summary as JSON
+  tickwire mcast recv --count 10 --timeout 5s                # exit 2 if 10 do not come in 5 s
+
 Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages.";
 
 #[derive(Args)]

@@ -467,7 +467,12 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     let sent = sent?;
     if unanswered > 0 {
         eprintln!(
-            "error: {unanswered} messages unanswered after {:?}",
+            "error: {unanswered} {} unanswered after {:?}",
+            if unanswered == 1 {
+                "message"
+            } else {
+                "messages"
+            },
             a.answer_timeout
         );
         return Ok(ExitCode::from(EXIT_UNANSWERED));
@@ -494,7 +499,12 @@ fn no_queue_hint(topic: &str) -> String {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.#".contains(c));
-    let name = if valid_name { name } else { "NAME" };
+    let name = match (valid_name, name.starts_with('#')) {
+        // A shell takes an unquoted word starting with '#' for a comment.
+        (true, true) => format!("'{name}'"),
+        (true, false) => name.to_owned(),
+        (false, _) => "NAME".to_owned(),
+    };
     format!(
         "no queue subscribes to {topic}, so the router stored those messages nowhere; \
          create one first, e.g. `tickwire queue create {name} --sub '{pattern}'` \

@@ -556,6 +556,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let tls_listen = cfg.tls_listen;
+    let shm_name = cfg.shm.clone();
     let mut router = Router::bind(cfg).map_err(|e| {
         use tickwire_router::driver::Error;
         let hint = match &e {
@@ -635,20 +636,26 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         None => tracing::info!(listen = %router.local_addr(), "{summary}"),
     }
     // Tests and scripts wait for this line on stdout to learn the bound address (its
-    // last word is the plaintext listener's address).
-    match router.tls_addr() {
-        Some(tls) => println!(
-            "tickwire router listening on {}{tls} and {}",
-            tickwire_client::TLS_SCHEME,
+    // last word is the plaintext listener's address): the TLS and shared-memory
+    // listeners come before it.
+    let mut others: Vec<String> = Vec::new();
+    if let Some(tls) = router.tls_addr() {
+        others.push(format!("{}{tls}", tickwire_client::TLS_SCHEME));
+    }
+    if let Some(name) = &shm_name {
+        others.push(format!("{}{name}", tickwire_shm::ADDR_PREFIX));
+    }
+    match others.is_empty() {
+        true => println!("tickwire router listening on {}", router.local_addr()),
+        false => println!(
+            "tickwire router listening on {} and {}",
+            others.join(", "),
             router.local_addr()
         ),
-        None => println!("tickwire router listening on {}", router.local_addr()),
     }
     if let Some(server) = &server {
         crate::monitor::announce(server);
     }
-    // The shared-memory listener is announced in the log (`shared-memory listener
-    // ready`), not on stdout: scripts read one banner line and may close the pipe.
     router.run().context("running the router")?;
     drop(temp_spool);
     Ok(ExitCode::SUCCESS)

@@ -22,7 +22,11 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 pub fn parse_router_addr(s: &str) -> Result<String, String> {
     if s.starts_with(tickwire_shm::ADDR_PREFIX) {
         return match tickwire_shm::parse_addr(s) {
-            Some(_) => Ok(s.to_owned()),
+            Some(name) if tickwire_shm::valid_name(name) => Ok(s.to_owned()),
+            Some(name) => Err(format!(
+                "{name:?} is not a shared-memory name: {}",
+                tickwire_shm::NAME_RULE
+            )),
             None => Err("expected shm:NAME (the name given to the router's --shm)".to_owned()),
         };
     }
@@ -66,6 +70,16 @@ pub fn parse_pattern(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_memory_router_address_needs_a_valid_name() {
+        assert_eq!(parse_router_addr("shm:main"), Ok("shm:main".to_owned()));
+        for bad in ["shm:bad name", "shm:a/b", "shm:"] {
+            assert!(parse_router_addr(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = parse_router_addr("shm:bad name").unwrap_err();
+        assert!(e.contains(tickwire_shm::NAME_RULE), "{e}");
+    }
 
     #[test]
     fn patterns_that_lost_their_wildcard_to_the_shell_say_to_quote_it() {

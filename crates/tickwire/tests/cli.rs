@@ -746,6 +746,24 @@ fn bad_flag_values_are_clear_errors() {
             &["'0'", "--sizes", "too small"],
         ),
         (&["router", "--shm", "a/b"], &["'a/b'", "letters, digits"]),
+        // Regression: a mistyped level was taken for a module name and silenced every
+        // log line; settings out of range and a port above 65535 exited 1.
+        (
+            &["router", "--log-level", "verbose", "--print-config"],
+            &["\"verbose\" is not a level", "error, warn, info"],
+        ),
+        (
+            &["router", "--sync", "sometimes", "--print-config"],
+            &["sync \"sometimes\"", "fsync"],
+        ),
+        (
+            &["router", "--http", "99999", "--listen", "127.0.0.1:0"],
+            &["--http", "not a port number (1 to 65535)"],
+        ),
+        (
+            &["sub", "x", "--router", "shm:bad name"],
+            &["not a shared-memory name", "letters, digits"],
+        ),
     ];
     for (args, words) in cases {
         let (code, err) = fails(args);

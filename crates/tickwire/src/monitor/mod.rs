@@ -62,6 +62,12 @@ impl HttpArgs {
             None => SocketAddr::new(loopback, default_port),
             Some(text) => match text.parse::<u16>() {
                 Ok(port) => SocketAddr::new(loopback, port),
+                Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+                    return Err(crate::units::UsageError(format!(
+                        "--http: {text:?} is not a port number (1 to 65535)"
+                    ))
+                    .into());
+                }
                 Err(_) => {
                     crate::listen::parse(text).map_err(|e| anyhow::anyhow!("--http: {e}"))?;
                     crate::listen::resolve("--http", text)?
@@ -213,7 +219,7 @@ fn route(
                 out.single(
                     "tickwire_monitor_login_failures_total",
                     prom::Kind::Counter,
-                    "Requests to the monitoring endpoint refused for a missing, wrong or non-admin login.",
+                    "Requests to the monitoring endpoint refused for a wrong, malformed or non-admin login (one without credentials is answered 401 and not counted).",
                     g.failures() as f64,
                 );
             }
