@@ -624,6 +624,8 @@ fn identities_beyond_the_bound_replace_the_oldest_idle_one_and_that_survives_a_r
     let stats: serde_json::Value =
         serde_json::from_str(&flood.stats_json().expect("stats")).expect("json");
     assert_eq!(stats["guaranteed"]["totals"]["publishers_forgotten"], 1);
+    assert_eq!(stats["guaranteed"]["publisher_identities"], 1024);
+    assert_eq!(stats["guaranteed"]["max_publisher_identities"], 1024);
     flood.close().ok();
     router.kill9();
 

@@ -527,6 +527,11 @@ pub struct GmView {
     pub retained_bytes: u64,
     /// Connections open as guaranteed publishers.
     pub publishers: usize,
+    /// Publisher identities the router remembers (open or not), and their bound
+    /// (`max_publishers`; beyond it a new one replaces an idle one).
+    pub publisher_identities: usize,
+    /// `max_publishers`.
+    pub max_publisher_identities: usize,
     /// Entries of all queues together, and their bound.
     pub queue_entries: u64,
     /// `max_queue_entries`.
@@ -2272,6 +2277,8 @@ impl Engine {
             retained_messages: self.store.len(),
             retained_bytes: self.store.bytes(),
             publishers: self.publishers.iter().filter(|p| p.slot.is_some()).count(),
+            publisher_identities: self.publisher_names.len(),
+            max_publisher_identities: self.cfg.max_publishers,
             queue_entries: self.entries,
             max_queue_entries: self.cfg.max_entries,
             queue_index_nodes: self.index.node_count(),
