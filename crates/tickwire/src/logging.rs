@@ -111,13 +111,20 @@ pub fn reload(level: Option<&str>) -> anyhow::Result<()> {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
     }
     if let Some(level) = level {
-        let filter = parse_filter(level)?;
-        r.filter
-            .reload(filter)
-            .context("replacing the log level filter")?;
+        set_level(level)?;
         tracing::info!(level, "log level reloaded");
     }
     Ok(())
+}
+
+/// Sets the level (the config file's, at start: nothing is logged about it).
+pub fn set_level(level: &str) -> anyhow::Result<()> {
+    let Some(r) = RELOADER.get() else {
+        return Ok(());
+    };
+    r.filter
+        .reload(parse_filter(level)?)
+        .context("replacing the log level filter")
 }
 
 /// For commands without a config file (`feed`, `fix`): SIGHUP reopens the log file

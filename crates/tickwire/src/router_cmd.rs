@@ -481,7 +481,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = args.to_config()?;
     if !crate::logging::level_from_flag() {
         if let Some(level) = config_log_level(args.config.as_deref())? {
-            crate::logging::reload(Some(&level))?;
+            crate::logging::set_level(&level)?;
         }
     }
     // The default spool directory: per user and port, or temporary for port 0.
