@@ -867,6 +867,24 @@ fn forgets_in(log: &MemLog) -> Vec<String> {
         .collect()
 }
 
+/// An engine remembering at most one publisher identity, queue `q` on `a`, and
+/// identity `x` (on P) that stored `n` messages, durable, then let go.
+fn one_identity_x_stored(n: u64) -> (Engine, MemLog) {
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_publishers: 1,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
+    for s in 1..=n {
+        publish(&mut e, &mut log, P, "a", s, b"old");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_disconnect(&mut log, t(0), P);
+    drain(&mut e);
+    (e, log)
+}
+
 #[test]
 fn publisher_identities_are_bounded_and_an_idle_one_makes_room() {
     let (mut e, mut log) = engine_with(GmConfig {
@@ -930,18 +948,7 @@ fn publisher_identities_are_bounded_and_an_idle_one_makes_room() {
 /// its resends would be taken for duplicates (acknowledged, never stored).
 #[test]
 fn a_forgotten_identity_stays_forgotten_after_a_restart() {
-    let cfg = GmConfig {
-        max_publishers: 1,
-        ..GmConfig::default()
-    };
-    let (mut e, mut log) = engine_with(cfg.clone());
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
-    for s in 1..=5 {
-        publish(&mut e, &mut log, P, "a", s, b"old");
-    }
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_disconnect(&mut log, t(0), P);
+    let (mut e, mut log) = one_identity_x_stored(5);
     // "y" takes x's place (an F record) ...
     e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
     e.handle_disconnect(&mut log, t(0), Slot(3));
@@ -962,6 +969,10 @@ fn a_forgotten_identity_stays_forgotten_after_a_restart() {
     assert_eq!(e.totals().duplicates, 0);
     assert_eq!(forgets_in(&log), ["x"]);
 
+    let cfg = GmConfig {
+        max_publishers: 1,
+        ..GmConfig::default()
+    };
     let mut r = recover(cfg, &log.records, 1);
     assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
     r.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
@@ -987,15 +998,7 @@ fn a_forgotten_identity_stays_forgotten_after_a_restart() {
 /// spool).
 #[test]
 fn a_forget_whose_record_failed_is_written_again_before_its_name_is_reused() {
-    let (mut e, mut log) = engine_with(GmConfig {
-        max_publishers: 1,
-        ..GmConfig::default()
-    });
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
-    publish(&mut e, &mut log, P, "a", 1, b"x");
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_disconnect(&mut log, t(0), P);
+    let (mut e, mut log) = one_identity_x_stored(1);
     e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
     let lsn = log.records.len() as u64;
     assert_eq!(forgets_in(&log), ["x"]);
@@ -1025,15 +1028,7 @@ fn a_forget_whose_record_failed_is_written_again_before_its_name_is_reused() {
 /// spool writes again (else such forgets would pile up and refuse every later one).
 #[test]
 fn failed_forgets_are_written_again_when_the_spool_makes_progress() {
-    let (mut e, mut log) = engine_with(GmConfig {
-        max_publishers: 1,
-        ..GmConfig::default()
-    });
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(&mut log, P, 1, 0, "x").unwrap();
-    publish(&mut e, &mut log, P, "a", 1, b"x");
-    e.handle_durable(t(0), log.records.len() as u64);
-    e.handle_disconnect(&mut log, t(0), P);
+    let (mut e, mut log) = one_identity_x_stored(1);
     e.handle_pub_open(&mut log, Slot(3), 1, 0, "y").unwrap();
     let lsn = log.records.len() as u64;
     e.handle_failed(t(0), lsn, lsn, "No space left on device");
