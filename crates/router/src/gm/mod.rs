@@ -944,9 +944,9 @@ impl Engine {
 
     /// PUB_OPEN: this connection publishes as `name` (taking the identity over from
     /// another connection that holds it). A new identity beyond `max_publishers`
-    /// takes the place of an idle one ([`Engine::forget_publisher`] says which); a
+    /// takes the place of an idle one (`forget_publisher` says which); a
     /// name whose forget is not yet durable is refused BUSY
-    /// ([`Engine::forget_in_progress`]).
+    /// (`forget_in_progress`).
     pub fn handle_pub_open(
         &mut self,
         log: &mut dyn Log,
