@@ -335,9 +335,9 @@ impl RouterChild {
     }
 }
 
-/// The addresses in a router's banner: `... listening on ADDR`, or with a TLS
-/// listener `... listening on tls://TLS_ADDR and ADDR` (the last word is always the
-/// plaintext listener).
+/// The addresses in a router's banner: `... listening on ADDR`, or with a TLS or
+/// shared-memory listener `... listening on tls://TLS_ADDR, shm:NAME and ADDR` (the
+/// last word is always the plaintext listener).
 fn parse_banner(line: &str) -> anyhow::Result<(SocketAddr, Option<SocketAddr>)> {
     let bad = || format!("unexpected first line from the router: {line:?}");
     let (_, addrs) = line.trim().split_once(BANNER_TAIL).with_context(bad)?;

@@ -122,7 +122,7 @@ fn lock_dir(dir: &Path) -> Result<File, SpoolError> {
     if dir.exists() && !dir.is_dir() {
         return Err(io(std::io::Error::new(
             std::io::ErrorKind::NotADirectory,
-            "it is a file, not a directory: give --data-dir a directory",
+            "it exists and is not a directory",
         )));
     }
     std::fs::create_dir_all(dir).map_err(io)?;

@@ -28,7 +28,7 @@ pub fn parse(s: &str) -> Result<String, String> {
     }
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
-            "{s:?} is not a port number (1 to 65535): {EXPECTED}"
+            "{s:?} is not a port number (at most 65535): {EXPECTED}"
         ));
     }
     let (host, port) = s
@@ -132,7 +132,7 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
         let e = parse("99999").unwrap_err();
-        assert!(e.contains("not a port number (1 to 65535)"), "{e}");
+        assert!(e.contains("not a port number (at most 65535)"), "{e}");
     }
 
     #[test]

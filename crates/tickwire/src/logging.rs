@@ -20,9 +20,10 @@ use tracing_subscriber::{reload, EnvFilter, Registry};
 /// The logging flags (global: they go before or after the subcommand).
 #[derive(Args, Debug, Clone)]
 pub struct LogArgs {
-    /// Log level: error, warn, info, debug, trace, or a filter such as
-    /// `info,tickwire_router=debug` [default: $TICKWIRE_LOG, else info for the router,
-    /// warn for every other command].
+    /// Log level: error, warn, info, debug, trace, off, or a filter such as
+    /// `info,tickwire_router=debug` (a word alone must be a level or one of our modules,
+    /// `tickwire...`; for another crate write `mio=debug`) [default: $TICKWIRE_LOG,
+    /// checked the same way, else info for the router, warn for every other command].
     #[arg(long, value_name = "LEVEL", global = true, help_heading = "Logging")]
     pub log_level: Option<String>,
     /// Log line format: text (human) or json (one object per line).
@@ -60,10 +61,15 @@ static RELOADER: OnceLock<Reloader> = OnceLock::new();
 
 /// Installs the global subscriber.
 pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
-    let filter = match &args.log_level {
-        Some(level) => parse_filter(level)?,
-        None => EnvFilter::try_from_env("TICKWIRE_LOG")
-            .unwrap_or_else(|_| EnvFilter::new(default_level)),
+    let from_env = std::env::var("TICKWIRE_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let filter = match (&args.log_level, from_env) {
+        (Some(level), _) => parse_filter(level)?,
+        (None, Some(level)) => {
+            parse_filter(&level).with_context(|| "the environment variable TICKWIRE_LOG")?
+        }
+        (None, None) => EnvFilter::new(default_level),
     };
     let (filter, handle) = reload::Layer::new(filter);
     let (writer, file, ansi) = match &args.log_file {
@@ -156,8 +162,16 @@ pub fn level_from_flag() -> bool {
 /// every line: a bare word must be a level or name one of our modules (`tickwire...`,
 /// or a path with `::`).
 fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
-    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
-    for directive in level.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+    const LEVELS: [&str; 12] = [
+        "error", "warn", "info", "debug", "trace", "off", "0", "1", "2", "3", "4", "5",
+    ];
+    // Spaces around the commas would become part of a target name (" debug").
+    let directives: Vec<&str> = level
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    for directive in &directives {
         let bare = !directive.contains('=') && !directive.contains('[');
         let known = LEVELS.iter().any(|l| directive.eq_ignore_ascii_case(l))
             || directive.starts_with("tickwire")
@@ -170,7 +184,13 @@ fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
             .into());
         }
     }
-    EnvFilter::try_new(level).with_context(|| format!("log level {level:?}"))
+    EnvFilter::try_new(directives.join(",")).map_err(|e| {
+        crate::units::UsageError(format!(
+            "log level {level:?}: {e}: use error, warn, info, debug, trace or off, or a \
+             filter such as info,tickwire_router=debug"
+        ))
+        .into()
+    })
 }
 
 fn open(path: &Path) -> anyhow::Result<File> {
@@ -214,6 +234,10 @@ mod tests {
             "tickwire_router",
             "tickwire_router::core=trace",
             "debug,hyper::proto=off",
+            "warn, tickwire_router=debug",
+            "info,",
+            "3",
+            "mio=debug",
         ] {
             assert!(parse_filter(ok).is_ok(), "{ok:?} refused");
         }
@@ -225,5 +249,11 @@ mod tests {
             );
             assert!(e.to_string().contains("is not a level"), "{e}");
         }
+        // A filter EnvFilter refuses is a usage error too.
+        let e = parse_filter("tickwire_router=loud").unwrap_err();
+        assert!(
+            e.downcast_ref::<crate::units::UsageError>().is_some(),
+            "{e}"
+        );
     }
 }

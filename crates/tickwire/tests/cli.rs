@@ -758,7 +758,7 @@ fn bad_flag_values_are_clear_errors() {
         ),
         (
             &["router", "--http", "99999", "--listen", "127.0.0.1:0"],
-            &["--http", "not a port number (1 to 65535)"],
+            &["--http", "not a port number (at most 65535)"],
         ),
         (
             &["sub", "x", "--router", "shm:bad name"],

@@ -64,12 +64,13 @@ impl HttpArgs {
                 Ok(port) => SocketAddr::new(loopback, port),
                 Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
                     return Err(crate::units::UsageError(format!(
-                        "--http: {text:?} is not a port number (1 to 65535)"
+                        "--http: {text:?} is not a port number (at most 65535)"
                     ))
                     .into());
                 }
                 Err(_) => {
-                    crate::listen::parse(text).map_err(|e| anyhow::anyhow!("--http: {e}"))?;
+                    crate::listen::parse(text)
+                        .map_err(|e| crate::units::UsageError(format!("--http: {e}")))?;
                     crate::listen::resolve("--http", text)?
                 }
             },

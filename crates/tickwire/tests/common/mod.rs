@@ -82,7 +82,7 @@ impl RouterProc {
         let tls = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("tls://"))
-            .and_then(|a| a.parse().ok());
+            .and_then(|a| a.trim_end_matches(',').parse().ok());
         // `tickwire monitor listening on http://ADDR/` follows with --http.
         let http = extra.contains(&"--http").then(|| {
             let mut line = String::new();
