@@ -157,6 +157,10 @@ pub fn level_from_flag() -> bool {
     RELOADER.get().is_some_and(|r| r.from_flag)
 }
 
+/// What a log level may be, for the errors of [`parse_filter`].
+const LEVEL_HINT: &str =
+    "use error, warn, info, debug, trace or off, or a filter such as info,tickwire_router=debug";
+
 /// A level or a filter. A bare word in a filter names a module whose events are all
 /// shown and nothing else, so a mistyped level (`verbose`, `warning`) would silence
 /// every line: a bare word must be a level or name one of our modules (`tickwire...`,
@@ -178,18 +182,13 @@ fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
             || directive.contains("::");
         if bare && !known {
             return Err(crate::units::UsageError(format!(
-                "log level {level:?}: {directive:?} is not a level: use error, warn, info, \
-                 debug, trace or off, or a filter such as info,tickwire_router=debug"
+                "log level {level:?}: {directive:?} is not a level: {LEVEL_HINT}"
             ))
             .into());
         }
     }
     EnvFilter::try_new(directives.join(",")).map_err(|e| {
-        crate::units::UsageError(format!(
-            "log level {level:?}: {e}: use error, warn, info, debug, trace or off, or a \
-             filter such as info,tickwire_router=debug"
-        ))
-        .into()
+        crate::units::UsageError(format!("log level {level:?}: {e}: {LEVEL_HINT}")).into()
     })
 }
 
