@@ -29,12 +29,15 @@
 //!
 //! The window is [`WINDOW`] bytes of address space; only what is prepared uses disk and
 //! memory. [`MessageStore::prepare`], which the driver calls after the turn's socket
-//! writes (off the message path), keeps at least [`ALLOCATE_STEP`] bytes ahead of the
-//! log's end written with zeros (one `pwrite`: the file system reserves the blocks then,
-//! or fails it with its error, so a full disk never faults a copy) and faulted in (one
-//! `madvise(MADV_POPULATE_WRITE)`), and unmaps what is written behind, [`RELEASE_STEP`]
-//! bytes at a time (`MADV_DONTNEED`; the data stays in the file), so that moving to the
-//! next window tears down few pages. (Measured on ext4: `fallocate` instead of the zeros
+//! writes (off the message path), keeps [`PREPARE_AHEAD`] bytes ahead of the log's end
+//! written with zeros (a `pwrite`: the file system reserves the blocks then, or fails it
+//! with its error, so a full disk never faults a copy) and faulted in (a
+//! `madvise(MADV_POPULATE_WRITE)`), at most [`ALLOCATE_STEP`] bytes per call, and unmaps
+//! what is written behind, [`RELEASE_STEP`] bytes at a time in a call that allocates
+//! nothing (`MADV_DONTNEED`; the data stays in the file), so that moving to the next
+//! window tears down few pages. The steps are small because the next message may arrive
+//! while a call runs: on the 2-vCPU guest a call that zeroed and faulted in 64 KiB took
+//! ~50 µs and those calls set the tick-to-trade p99; 8 KiB takes ~13 µs. (Measured on ext4: `fallocate` instead of the zeros
 //! left the first write to each fresh MiB ~0.4 ms of extent work, and unmapping a
 //! populated 4 MiB window took ~0.5 ms.) A flush whose records do not fit what is
 //! prepared prepares it itself; one that does not fit the window maps the next one.
@@ -43,7 +46,7 @@
 //! a `pwrite` put past them.
 //!
 //! So the file is longer than the log while the store is open (by at most
-//! 2 × [`ALLOCATE_STEP`]): the rest is zeros, which recovery reads as the end of the log;
+//! [`PREPARE_AHEAD`] + [`ALLOCATE_STEP`]): the rest is zeros, which recovery reads as the end of the log;
 //! a clean stop (drop) truncates the file to the log. The mapping is written, never read
 //! (resends read with `pread`), through the workspace's one unsafe module
 //! (`tickwire_shm::Region`). Another process truncating the file while the store is open
@@ -422,16 +425,22 @@ pub const SEQNUMS_EVERY: u64 = 64 * 1024;
 /// docs, "Writing"); a flush larger than this maps a window of its own size. Only what
 /// the steps below allocate and fault in uses disk and memory.
 pub const WINDOW: u64 = 256 << 20;
-/// Bytes of the file written with zeros and faulted in at a time ahead of the write
-/// position (one `pwrite`, one `madvise(MADV_POPULATE_WRITE)`): after a crash, at most
-/// twice this much of zeros follows the log.
-pub const ALLOCATE_STEP: usize = 64 << 10;
+/// Bytes of the window [`MessageStore::prepare`] keeps written with zeros and faulted
+/// in ahead of the log's end (module docs, "Writing"); after a crash, at most
+/// `PREPARE_AHEAD + ALLOCATE_STEP` bytes of zeros follow the log.
+pub const PREPARE_AHEAD: usize = 64 << 10;
+/// Bytes written with zeros and faulted in by one [`MessageStore::prepare`] call (one
+/// `pwrite`, one `madvise(MADV_POPULATE_WRITE)`). Small, so that no call holds the
+/// engine long: the next message may arrive while it runs (64 KiB at a time cost
+/// ~50 µs a call on the 2-vCPU guest and put those calls in the tick-to-trade p99;
+/// 8 KiB ~13 µs; BENCHMARKS.md, issue 18).
+pub const ALLOCATE_STEP: usize = 8 << 10;
 
 /// What an allocation step writes.
 static ZEROS: [u8; ALLOCATE_STEP] = [0; ALLOCATE_STEP];
 /// Bytes of written window unmapped at a time behind the write position (one
 /// `madvise(MADV_DONTNEED)`), so that moving the window has few pages to tear down.
-pub const RELEASE_STEP: usize = 256 << 10;
+pub const RELEASE_STEP: usize = 64 << 10;
 /// Bytes before the log's end never released: two pages, so that widening a release to
 /// whole pages never unmaps the page the next copy writes.
 const RELEASE_SLACK: usize = 2 * 4096;
@@ -449,6 +458,17 @@ struct Tail {
 }
 
 impl Tail {
+    /// The region offset at or after `need` that is a multiple of [`ALLOCATE_STEP`] in
+    /// the file (whole pages: a step that began or ended inside a page wrote and
+    /// faulted in three pages instead of two), at most the region's end.
+    fn step_end(&self, need: usize) -> usize {
+        let step = ALLOCATE_STEP as u64;
+        let at = (self.start + need as u64).div_ceil(step) * step;
+        usize::try_from(at - self.start)
+            .unwrap_or(usize::MAX)
+            .min(self.region.len())
+    }
+
     /// Backs bytes `allocated..to` of the region with file blocks by writing zeros there
     /// (a `pwrite` reserves the blocks or fails with the file system's error, where an
     /// `fallocate`d range would leave each page's first write to split an unwritten
@@ -1154,8 +1174,7 @@ impl FileStore {
         let at = (self.file_len - t.start) as usize;
         let need = at + self.pending.len();
         if need > t.allocated {
-            let step = ALLOCATE_STEP.min(t.region.len());
-            let to = need.div_ceil(step).saturating_mul(step).min(t.region.len());
+            let to = t.step_end(need);
             if t.grow(&self.file, at, to).is_err() {
                 self.tail = None;
                 return false;
@@ -1166,10 +1185,10 @@ impl FileStore {
         true
     }
 
-    /// [`MessageStore::prepare`]: keeps at least [`ALLOCATE_STEP`] bytes of the window
-    /// ahead of the log's end written with zeros and faulted in (one step at a time),
+    /// [`MessageStore::prepare`]: keeps [`PREPARE_AHEAD`] bytes of the window ahead of
+    /// the log's end written with zeros and faulted in, one [`ALLOCATE_STEP`] per call,
     /// maps the next window when this one is nearly used up, and unmaps what is written
-    /// behind, a [`RELEASE_STEP`] at a time.
+    /// behind, a [`RELEASE_STEP`] at a time in a call that allocated nothing.
     fn prepare_tail(&mut self) {
         if !self.map_writes {
             return;
@@ -1179,7 +1198,7 @@ impl FileStore {
             .tail
             .as_ref()
             .map_or(0, |t| (t.start + t.region.len() as u64).saturating_sub(end));
-        if room < 2 * ALLOCATE_STEP as u64 && !self.map_tail(end) {
+        if room < (PREPARE_AHEAD + ALLOCATE_STEP) as u64 && !self.map_tail(end) {
             return;
         }
         let Some(t) = self.tail.as_mut() else {
@@ -1189,11 +1208,16 @@ impl FileStore {
         // the zeros must cover the bytes their copy will write.
         let at = (self.file_len - t.start) as usize;
         let want = (end - t.start) as usize;
-        if t.allocated < want + ALLOCATE_STEP && t.allocated < t.region.len() {
-            let to = (t.allocated.max(want) + ALLOCATE_STEP).min(t.region.len());
+        // One step per call (pending records, which the engine never leaves, are
+        // covered whole): the engine calls this once per turn, far more often than a
+        // turn's records use a step.
+        if t.allocated < want + PREPARE_AHEAD && t.allocated < t.region.len() {
+            let to = t.step_end(t.allocated.max(want) + 1);
             if t.grow(&self.file, at, to).is_ok() {
                 self.allocated = self.allocated.max(t.start + to as u64);
             }
+            // The release waits for a call that allocates nothing.
+            return;
         }
         // Never the page being written (the release widens to whole pages).
         let done = at.saturating_sub(RELEASE_SLACK);
@@ -1545,18 +1569,20 @@ mod tests {
             s.save(1, &msg(1, 10)).unwrap();
             s.flush().unwrap();
             s.prepare();
-            // More than the step already prepared ahead, pending when `prepare` runs.
+            // More than is kept prepared ahead, pending when `prepare` runs.
             for seq in 2..=400 {
                 s.save(seq, &msg(seq, 300)).unwrap();
             }
-            assert!(s.pending.len() > ALLOCATE_STEP);
+            assert!(s.pending.len() > PREPARE_AHEAD);
             s.prepare();
             let t = s.tail.as_ref().unwrap();
             let end = s.file_len + s.pending.len() as u64;
-            assert!(t.start + t.allocated as u64 >= end + ALLOCATE_STEP as u64);
+            let prepared = t.start + t.allocated as u64;
+            assert!(prepared >= end, "{prepared} vs {end}");
+            assert_eq!(prepared % ALLOCATE_STEP as u64, 0, "{prepared}");
             // Written with zeros up to there: no hole (unreserved blocks) under the copy.
             let size = fs::metadata(d.join(FILE_NAME)).unwrap().len();
-            assert!(size >= end + ALLOCATE_STEP as u64);
+            assert!(size >= end);
             let hole = rustix::fs::seek(&s.file, rustix::fs::SeekFrom::Hole(0)).unwrap();
             assert_eq!(hole, size, "a hole in the prepared range");
             s.flush().unwrap();
@@ -1565,6 +1591,58 @@ mod tests {
         let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
         assert_eq!(w, None);
         assert_eq!(all(&s).len(), 400);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// One `prepare` call zeros and faults in at most one [`ALLOCATE_STEP`] when no
+    /// records are pending (the engine's order), so no call holds the engine long;
+    /// calls in a row reach [`PREPARE_AHEAD`] ahead of the log and then do nothing
+    /// more, and a release happens only in a call that allocated nothing.
+    #[test]
+    fn each_prepare_call_allocates_at_most_one_step() {
+        let d = dir("prepare-step");
+        let (mut s, _) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+        s.save(1, &msg(1, 10)).unwrap();
+        s.flush().unwrap();
+        let ahead = |s: &FileStore| {
+            let t = s.tail.as_ref().unwrap();
+            t.start + t.allocated as u64 - s.file_len
+        };
+        let mut calls = 0;
+        while ahead(&s) < PREPARE_AHEAD as u64 {
+            let before = s.tail.as_ref().unwrap().allocated;
+            s.prepare();
+            let grown = s.tail.as_ref().unwrap().allocated - before;
+            assert!(grown > 0 && grown <= ALLOCATE_STEP, "{grown}");
+            calls += 1;
+            assert!(calls <= PREPARE_AHEAD / ALLOCATE_STEP + 1, "{calls} calls");
+        }
+        let full = s.tail.as_ref().unwrap().allocated;
+        s.prepare();
+        assert_eq!(s.tail.as_ref().unwrap().allocated, full);
+        // Records past a release step: the calls that allocate release nothing, the
+        // first that allocates nothing releases.
+        let mut seq = 2;
+        while s.log_len() < (RELEASE_STEP + RELEASE_SLACK + 4096) as u64 {
+            s.save(seq, &msg(seq, 500)).unwrap();
+            s.flush().unwrap();
+            seq += 1;
+            let t = s.tail.as_ref().unwrap();
+            let (allocated, released) = (t.allocated, t.released);
+            s.prepare();
+            let t = s.tail.as_ref().unwrap();
+            assert!(
+                t.allocated == allocated || t.released == released,
+                "one call allocated and released"
+            );
+        }
+        while s.tail.as_ref().unwrap().released == 0 {
+            s.prepare();
+            calls += 1;
+            assert!(calls < 1000, "never released");
+        }
+        assert!(s.tail.as_ref().unwrap().released >= RELEASE_STEP);
+        drop(s);
         let _ = fs::remove_dir_all(&d);
     }
 
@@ -1627,13 +1705,15 @@ mod tests {
         fill(&mut s, 50, 1);
         let log = s.log_len();
         std::mem::forget(s);
-        // Two allocation steps from the end of the header record: the one the first
-        // flush needed, and the one `prepare` keeps ahead.
-        let header = (PREFIX + BODY_HEAD + MAGIC.len()) as u64;
-        assert!(log < header + ALLOCATE_STEP as u64);
-        assert_eq!(
-            fs::metadata(d.join(FILE_NAME)).unwrap().len(),
-            header + 2 * ALLOCATE_STEP as u64
+        // Up to a multiple of the allocation step, as far as keeps `PREPARE_AHEAD`
+        // bytes ahead of the log: fifty `prepare` calls of one step each reached that
+        // long before the last.
+        let len = fs::metadata(d.join(FILE_NAME)).unwrap().len();
+        assert_eq!(len % ALLOCATE_STEP as u64, 0, "{len}");
+        assert!(len >= log + PREPARE_AHEAD as u64, "{len} vs {log}");
+        assert!(
+            len < log + (PREPARE_AHEAD + ALLOCATE_STEP) as u64,
+            "{len} vs {log}"
         );
         let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
         assert_eq!(w, None);
