@@ -503,11 +503,13 @@ mod tests {
     use super::*;
     use crate::stats::Latency;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!(
-            "tickwire-bench-report-{}-{name}",
-            std::process::id()
-        ))
+    /// A fresh, empty directory (`tickwire-bench-report-NAME-*`), removed when the
+    /// guard drops.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("tickwire-bench-report-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
@@ -586,19 +588,19 @@ mod tests {
     #[test]
     fn write_json_creates_directories() {
         let dir = scratch("json");
-        let path = dir.join("a/b/result.json");
+        let path = dir.path().join("a/b/result.json");
         write_json(&path, &Machine::detect()).unwrap();
         let back: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(back["cores"].as_u64().is_some_and(|c| c >= 1));
-        let _ = std::fs::remove_dir_all(dir);
         let err = write_json(Path::new("/proc/nonexistent/x.json"), &1).unwrap_err();
         assert!(format!("{err:#}").contains("/proc/nonexistent"), "{err:#}");
     }
 
     #[test]
     fn line_chart_writes_an_svg_with_every_series_named() {
-        let dir = scratch("svg");
+        let scratch = scratch("svg");
+        let dir = scratch.path();
         let secs: Vec<f64> = (0..20).map(f64::from).collect();
         let p50 = Series::new(
             "p50",
@@ -664,8 +666,10 @@ mod tests {
         .unwrap();
         assert!(std::fs::read_to_string(&path2).unwrap().contains("<svg"));
         line_chart_svg(&dir.join("empty.svg"), "nothing", "x", "y", &[], true, None).unwrap();
-        if std::env::var_os("KEEP_SVG").is_none() {
-            let _ = std::fs::remove_dir_all(dir);
+        if std::env::var_os("KEEP_SVG").is_some() {
+            // KEEP_SVG=1 keeps the charts to look at, in the system's temporary directory
+            // under `tickwire-bench-report-svg-*` (the guard removes them otherwise).
+            let _kept = scratch.keep();
         }
     }
 }

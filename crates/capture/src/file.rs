@@ -269,9 +269,11 @@ mod tests {
 
     #[test]
     fn write_then_load_round_trips_in_file_order() {
-        let dir = std::env::temp_dir().join(format!("tickwire-capture-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("rt.pcap");
+        let dir = tempfile::Builder::new()
+            .prefix("tickwire-capture-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("rt.pcap");
         let src: SocketAddrV4 = "127.0.0.1:4000".parse().unwrap();
         let dst: SocketAddrV4 = "239.0.0.9:26400".parse().unwrap();
         let mut w = CaptureWriter::create(&path).unwrap();
@@ -299,15 +301,17 @@ mod tests {
             assert_eq!(cap.payload(e), &vec![i as u8; (i as usize) * 7 % 1400][..]);
         }
         assert_eq!(cap.span_ns(), 99 * 1_234_567);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_non_pcap_file_is_a_clear_error() {
-        let path = std::env::temp_dir().join(format!("tickwire-notpcap-{}", std::process::id()));
+        let path = tempfile::Builder::new()
+            .prefix("tickwire-notpcap-")
+            .tempfile()
+            .unwrap()
+            .into_temp_path();
         std::fs::write(&path, b"this is not a capture").unwrap();
         let err = Captured::load(&path).unwrap_err().to_string();
         assert!(err.contains("not a readable pcap file"), "{err}");
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
 use std::time::Duration;
 
 use tickwire_capture::net::{capture, group_receiver, replay, CaptureOptions, ReplayOptions};
@@ -21,15 +22,19 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tickwire-capture-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A fresh, empty directory for one test (`tickwire-capture-it-*`), removed when the
+/// guard drops.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("tickwire-capture-it-")
+        .tempdir()
+        .unwrap()
 }
 
-/// Writes the capture file `name`: `n` datagrams from `src` to `group`, the i-th at
+/// Writes the capture file `name` in `dir`: `n` datagrams from `src` to `group`, the i-th at
 /// `first + i * step` ns carrying `payload(i)`; returns it loaded back.
 fn capture_file(
+    dir: &Path,
     name: &str,
     src: &str,
     group: SocketAddrV4,
@@ -37,7 +42,7 @@ fn capture_file(
     (first, step): (u64, u64),
     payload: impl Fn(u64) -> Vec<u8>,
 ) -> Captured {
-    let path = temp(name);
+    let path = dir.join(name);
     let mut w = CaptureWriter::create(&path).unwrap();
     for i in 0..n {
         w.write(first + i * step, src.parse().unwrap(), group, &payload(i))
@@ -50,8 +55,10 @@ fn capture_file(
 #[test]
 fn replay_delivers_every_datagram_in_file_order_on_schedule() {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 1), free_port());
+    let dir = scratch();
     // 300 datagrams recorded 200 µs apart (60 ms); at 4x the pass takes 15 ms.
     let cap = capture_file(
+        dir.path(),
         "sched.pcap",
         "127.0.0.1:1",
         group,
@@ -101,7 +108,9 @@ fn replay_delivers_every_datagram_in_file_order_on_schedule() {
 #[test]
 fn capture_records_what_a_replay_sends() {
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 2), free_port());
+    let dir = scratch();
     let cap = capture_file(
+        dir.path(),
         "src.pcap",
         "127.0.0.1:9",
         group,
@@ -110,7 +119,7 @@ fn capture_records_what_a_replay_sends() {
         |i| vec![(i % 251) as u8; 1 + (i as usize * 13) % 1200],
     );
 
-    let out = temp("captured.pcap");
+    let out = dir.path().join("captured.pcap");
     let stop = StopFlag::unregistered();
     let copts = CaptureOptions {
         group,

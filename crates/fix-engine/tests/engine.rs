@@ -437,17 +437,20 @@ fn garbage_and_a_huge_body_length_cost_only_their_own_connection() {
     );
 }
 
-/// A directory `tickwire-fix-engine-{tag}{pid}` under the system's temporary directory
-/// (emptied), and the settings of a non-stop acceptor ACC->ONE on any port with the
+/// A fresh, empty directory `tickwire-fix-engine-{tag}*` under the system's temporary
+/// directory (removed when the guard drops: bind it before the engine, which drops
+/// first), and the settings of a non-stop acceptor ACC->ONE on any port with the
 /// `[DEFAULT]` lines `files`, where `{dir}` stands for the directory.
-fn acceptor_with_files(tag: &str, files: &str) -> (std::path::PathBuf, Settings) {
-    let dir = std::env::temp_dir().join(format!("tickwire-fix-engine-{tag}{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+fn acceptor_with_files(tag: &str, files: &str) -> (tempfile::TempDir, Settings) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("tickwire-fix-engine-{tag}"))
+        .tempdir()
+        .unwrap();
     let text = format!(
         "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\nSocketAcceptPort=0\n\
          NonStopSession=Y\n{}\
          [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n",
-        files.replace("{dir}", &dir.display().to_string())
+        files.replace("{dir}", &dir.path().display().to_string())
     );
     let settings = Settings::parse(&text, "test.cfg").unwrap();
     (dir, settings)
@@ -488,15 +491,14 @@ fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
         assert_eq!(seq(&report), 2 + round * 3, "{report}");
         assert_eq!(seq(&logout), 3 + round * 3, "{logout}");
     }
-    let log =
-        std::fs::read_to_string(dir.join("log/FIX.4.4-ACC-ONE.messages.current.log")).unwrap();
+    let log = std::fs::read_to_string(dir.path().join("log/FIX.4.4-ACC-ONE.messages.current.log"))
+        .unwrap();
     // Both rounds: 3 messages in, 3 out each.
     assert_eq!(log.lines().count(), 12, "{log}");
     assert!(log.lines().all(|l| l.contains(" : 8=FIX.4.4\x01")), "{log}");
     let events =
-        std::fs::read_to_string(dir.join("log/FIX.4.4-ACC-ONE.event.current.log")).unwrap();
+        std::fs::read_to_string(dir.path().join("log/FIX.4.4-ACC-ONE.event.current.log")).unwrap();
     assert!(events.contains("Received logon request"), "{events}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ─── issue 12: bounds before Logon, AllowedRemoteAddresses ───────────────────────
@@ -621,7 +623,7 @@ fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
         engine.turn().unwrap();
         engine.shutdown(Duration::from_secs(1)).unwrap();
     }
-    std::fs::write(dir.join("FIX.4.4-ACC-ONE/store.log"), b"").unwrap();
+    std::fs::write(dir.path().join("FIX.4.4-ACC-ONE/store.log"), b"").unwrap();
     match Engine::from_settings(&settings, Seen::default()) {
         Err(e) => {
             let text = e.to_string();
@@ -642,7 +644,6 @@ fn regression_engine_refuses_a_session_whose_store_log_was_emptied() {
     assert_eq!(engine.session(key).unwrap().next_sender_seq(), 1);
     seen.assert_any("started over");
     drop(engine);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ─── issue 22: driver behaviours ─────────────────────────────────────────────────

@@ -6,17 +6,18 @@
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rcgen::{CertificateParams, KeyPair};
 use tickwire_fix::settings::Settings;
 use tickwire_fix_engine::TlsConfig;
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tickwire-tlscfg-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory (`tickwire-tlscfg-NAME-*`), removed when the guard drops.
+fn dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tickwire-tlscfg-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A self-signed certificate for 127.0.0.1 in `cert.pem` / `key.pem` (also the CA).
@@ -47,8 +48,9 @@ fn build(side: &str, ssl: &str) -> Result<TlsConfig, String> {
 
 #[test]
 fn acceptor_and_initiator_configurations_build_from_quickfix_settings() {
-    let d = dir("ok");
-    let (c, k) = cert(&d);
+    let tmp = dir("ok");
+    let d = tmp.path();
+    let (c, k) = cert(d);
     let acc = build(
         "acceptor",
         &format!("ServerCertificateFile={c}\nServerCertificateKeyFile={k}\nCertificationAuthoritiesFile={c}\nCertificateVerifyLevel=1\n"),
@@ -86,8 +88,9 @@ fn acceptor_and_initiator_configurations_build_from_quickfix_settings() {
 
 #[test]
 fn settings_that_would_run_less_safely_than_quickfix_suggests_are_refused() {
-    let d = dir("refused");
-    let (c, k) = cert(&d);
+    let tmp = dir("refused");
+    let d = tmp.path();
+    let (c, k) = cert(d);
     let cases = [
         ("acceptor", String::new(), "ServerCertificateFile parameter not found"),
         (

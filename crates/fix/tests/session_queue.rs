@@ -144,15 +144,17 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
         }
         v
     }
-    let dir = std::env::temp_dir().join(format!("tickwire-session-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = tempfile::Builder::new()
+        .prefix("tickwire-session-restart-")
+        .tempdir()
+        .unwrap();
     let cfg = Harness::config("FIX.4.4", Role::Initiator);
     // Builds the counterparty's messages and our expected headers.
     let mut peer = Harness::initiator("FIX.4.4");
     // First run: log on, send one order while logged on and one after the connection
     // dropped; then the process ends.
     {
-        let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
+        let (store, _) = FileStore::open(dir.path(), SyncPolicy::EveryMessage, T0).unwrap();
         let mut s = Session::new(cfg.clone(), store).unwrap();
         s.handle_connected(UtcNanos(T0));
         s.handle_message(UtcNanos(T0), &peer.build("A", 1, "98=0|108=30|"));
@@ -164,7 +166,7 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
         sent(&mut s);
     }
     // Second run: the store continues at 4/2 and still holds order 3.
-    let (store, _) = FileStore::open(&dir, SyncPolicy::EveryMessage, T0).unwrap();
+    let (store, _) = FileStore::open(dir.path(), SyncPolicy::EveryMessage, T0).unwrap();
     let mut s = Session::new(cfg, store).unwrap();
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (4, 2));
     s.handle_connected(UtcNanos(T0));
@@ -183,7 +185,6 @@ fn case_15_file_store_restart_continues_the_sequence_and_resends_what_was_queued
             format!("35=4|34=4|43=Y|49=TW|52={now}|56=CP|122={now}|36=5|123=Y|"),
         ]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -12,11 +12,17 @@ use tickwire_fix::store::{
     FileStore, MemoryStore, MessageStore, OnLostLog, StoreError, SyncPolicy, SEQNUMS_EVERY,
 };
 
-/// A fresh, empty directory unique to this test.
-fn test_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tickwire-store-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A path unique to this test, not yet created (the store creates it), inside a fresh
+/// temporary directory (`tickwire-store-test-NAME-*`) that the returned guard removes
+/// when it drops, pass or fail. Bind the guard to a name (`_tmp`, not `_`, which would
+/// drop it at once) that lives until the test ends.
+fn test_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("tickwire-store-test-{name}-"))
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("store");
+    (tmp, dir)
 }
 
 fn msg(seq: u64) -> Vec<u8> {
@@ -71,7 +77,7 @@ fn memory_store_round_trip_range_and_reset() {
 
 #[test]
 fn file_store_round_trip_and_reopen_continues_sequences() {
-    let dir = test_dir("reopen");
+    let (_tmp, dir) = test_dir("reopen");
     {
         let mut s = open(&dir);
         assert_eq!(s.creation_time(), 42);
@@ -104,12 +110,11 @@ fn file_store_round_trip_and_reopen_continues_sequences() {
         collect(&s, 4, 6).iter().map(|m| m.0).collect::<Vec<_>>(),
         [4, 5, 6]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn file_store_sender_seq_recovered_from_last_message() {
-    let dir = test_dir("lastmsg");
+    let (_tmp, dir) = test_dir("lastmsg");
     {
         let mut s = open(&dir);
         // Saved but the sequence number was never incremented (crash in between).
@@ -119,7 +124,6 @@ fn file_store_sender_seq_recovered_from_last_message() {
     }
     let s = open(&dir);
     assert_eq!(s.next_sender_seq(), 3);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The target sequence number is recorded by the flush: one NextTarget record however
@@ -127,7 +131,7 @@ fn file_store_sender_seq_recovered_from_last_message() {
 /// last value flushed.
 #[test]
 fn file_store_target_seq_is_recorded_once_per_flush() {
-    let dir = test_dir("targetflush");
+    let (_tmp, dir) = test_dir("targetflush");
     let record = (8 + 9) as u64;
     // The log's length: the file is longer while the store's mapped window is open.
     let len = |s: &FileStore| s.log_len();
@@ -159,7 +163,6 @@ fn file_store_target_seq_is_recorded_once_per_flush() {
     drop(s);
     let s = open(&dir);
     assert_eq!(s.next_target_seq(), 9);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A sent message (save, then the increment past it) appends one record: the increment
@@ -168,7 +171,7 @@ fn file_store_target_seq_is_recorded_once_per_flush() {
 /// recovered.
 #[test]
 fn file_store_sender_increment_after_save_adds_no_record() {
-    let dir = test_dir("onerecord");
+    let (_tmp, dir) = test_dir("onerecord");
     let record = |payload: usize| (8 + 9 + payload) as u64;
     let sizes: Vec<u64>;
     {
@@ -206,12 +209,11 @@ fn file_store_sender_increment_after_save_adds_no_record() {
     }
     let s = open(&dir);
     assert_eq!(s.next_sender_seq(), 13);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn file_store_reset_drops_messages_and_persists() {
-    let dir = test_dir("reset");
+    let (_tmp, dir) = test_dir("reset");
     {
         let mut s = open(&dir);
         save_sent(&mut s, 3);
@@ -228,7 +230,6 @@ fn file_store_reset_drops_messages_and_persists() {
     assert_eq!(s.creation_time(), 5_000);
     assert_eq!((s.next_sender_seq(), s.next_target_seq()), (2, 1));
     assert_eq!(collect(&s, 1, u64::MAX), vec![(1, b"after reset".to_vec())]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -241,7 +242,7 @@ fn file_store_session_directory_name() {
         FileStore::session_dir_name("FIXT.1.1", "A/B", "C", Some("q1")),
         "FIXT.1.1-A_B-C-q1"
     );
-    let root = test_dir("sessiondir");
+    let (_tmp, root) = test_dir("sessiondir");
     let (s, _) = FileStore::open_session(
         &root,
         "FIX.4.2",
@@ -255,12 +256,11 @@ fn file_store_session_directory_name() {
     .unwrap();
     assert_eq!(s.dir(), root.join("FIX.4.2-S-T"));
     assert!(s.path().exists());
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn file_store_corrupt_byte_in_middle_is_an_error() {
-    let dir = test_dir("corrupt");
+    let (_tmp, dir) = test_dir("corrupt");
     {
         let mut s = open(&dir);
         save_sent(&mut s, 5);
@@ -285,12 +285,11 @@ fn file_store_corrupt_byte_in_middle_is_an_error() {
         }
         other => panic!("expected corruption error, got {other:?}"),
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn file_store_damaged_length_in_middle_is_an_error_not_a_truncation() {
-    let dir = test_dir("badlen");
+    let (_tmp, dir) = test_dir("badlen");
     let second;
     {
         let mut s = open(&dir);
@@ -318,12 +317,11 @@ fn file_store_damaged_length_in_middle_is_an_error_not_a_truncation() {
         before,
         "nothing truncated"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn file_store_torn_tail_is_truncated_with_warning() {
-    let dir = test_dir("torn");
+    let (_tmp, dir) = test_dir("torn");
     let full_len;
     let seqnums;
     {
@@ -380,12 +378,11 @@ fn file_store_torn_tail_is_truncated_with_warning() {
     assert_eq!(w.dropped_bytes, record.len() as u64 + 4096);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), full_len);
     assert_eq!(s.next_sender_seq(), 5);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn file_store_batched_policy_and_overwrite() {
-    let dir = test_dir("batched");
+    let (_tmp, dir) = test_dir("batched");
     {
         let (mut s, _) = FileStore::open(&dir, SyncPolicy::Batched { messages: 3 }, 0).unwrap();
         for seq in 1..=7 {
@@ -401,7 +398,6 @@ fn file_store_batched_policy_and_overwrite() {
     assert_eq!(s.next_sender_seq(), 8);
     assert_eq!(collect(&s, 2, 2), vec![(2, b"replacement".to_vec())]);
     assert_eq!(collect(&s, 1, u64::MAX).len(), 7);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const CHILD_ENV: &str = "TICKWIRE_STORE_CRASH_CHILD_DIR";
@@ -435,7 +431,7 @@ fn file_store_survives_kill_9() {
         crash_child(&dir);
         return;
     }
-    let dir = test_dir("crash");
+    let (_tmp, dir) = test_dir("crash");
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([
@@ -486,7 +482,6 @@ fn file_store_survives_kill_9() {
             "seq {seq} lost or damaged"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A store with five messages sent (next sender 6, next target 3), flushed.
@@ -514,33 +509,31 @@ fn expect_lost(dir: &Path, what: &str) -> String {
 /// Issue 12 item 6: a 0-byte store.log silently restarted at sequence 1.
 #[test]
 fn regression_emptied_store_log_is_detected_not_restarted_at_one() {
-    let dir = test_dir("emptied");
+    let (_tmp, dir) = test_dir("emptied");
     store_with_five(&dir);
     std::fs::write(store_file(&dir), b"").unwrap();
     let text = expect_lost(&dir, "emptied log");
     assert!(text.contains("empty") && text.contains("6/3"), "{text}");
     // Nothing was rewritten: the evidence stays.
     assert_eq!(std::fs::metadata(store_file(&dir)).unwrap().len(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 12 item 6: a deleted store.log silently restarted at sequence 1.
 #[test]
 fn regression_deleted_store_log_is_detected_not_restarted_at_one() {
-    let dir = test_dir("deleted");
+    let (_tmp, dir) = test_dir("deleted");
     store_with_five(&dir);
     std::fs::remove_file(store_file(&dir)).unwrap();
     let text = expect_lost(&dir, "deleted log");
     assert!(text.contains("missing"), "{text}");
     assert!(!store_file(&dir).exists(), "no fresh log written");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 12 item 6: a clean truncation at a record boundary went undetected and the
 /// next sender sequence number went back (reused numbers).
 #[test]
 fn regression_store_log_truncated_at_record_boundary_is_detected() {
-    let dir = test_dir("boundary");
+    let (_tmp, dir) = test_dir("boundary");
     let three;
     {
         let mut s = open(&dir);
@@ -562,13 +555,12 @@ fn regression_store_log_truncated_at_record_boundary_is_detected() {
     drop(f);
     let text = expect_lost(&dir, "truncated log");
     assert!(text.contains("truncated") && text.contains("6/1"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An older copy of the log put back in place of the current one is detected.
 #[test]
 fn store_log_replaced_by_an_older_one_is_detected() {
-    let dir = test_dir("older");
+    let (_tmp, dir) = test_dir("older");
     {
         let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 10).unwrap();
         s.save(1, &msg(1)).unwrap();
@@ -584,14 +576,13 @@ fn store_log_replaced_by_an_older_one_is_detected() {
     std::fs::write(store_file(&dir), &old).unwrap();
     let text = expect_lost(&dir, "older log");
     assert!(text.contains("before the one"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The explicit reset: OnLostLog::StartOver starts at 1/1 and says why; the store is
 /// then consistent again (a reopen without the flag succeeds).
 #[test]
 fn lost_store_log_starts_over_only_when_asked() {
-    let dir = test_dir("startover");
+    let (_tmp, dir) = test_dir("startover");
     store_with_five(&dir);
     std::fs::write(store_file(&dir), b"").unwrap();
     let (s, w) = FileStore::open_with(&dir, SyncPolicy::Os, 77, OnLostLog::StartOver).unwrap();
@@ -602,7 +593,6 @@ fn lost_store_log_starts_over_only_when_asked() {
     drop(s);
     let s = open(&dir);
     assert_eq!(s.next_sender_seq(), 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A reset whose store.seqnums update never happened (crash between the log's rename
@@ -610,7 +600,7 @@ fn lost_store_log_starts_over_only_when_asked() {
 /// store.seqnums existed.
 #[test]
 fn reset_interrupted_before_seqnums_and_stores_without_seqnums_open() {
-    let dir = test_dir("resetcrash");
+    let (_tmp, dir) = test_dir("resetcrash");
     store_with_five(&dir);
     let seqnums = std::fs::read(dir.join("store.seqnums")).unwrap();
     {
@@ -627,7 +617,6 @@ fn reset_interrupted_before_seqnums_and_stores_without_seqnums_open() {
     assert_eq!(s.next_sender_seq(), 1);
     drop(s);
     assert!(dir.join("store.seqnums").exists(), "written on open");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `store.seqnums` costs no system call per loop turn: a `flush()` without a sync
@@ -636,7 +625,7 @@ fn reset_interrupted_before_seqnums_and_stores_without_seqnums_open() {
 /// dropped (as after `kill -9`).
 #[test]
 fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
-    let dir = test_dir("seqnums-every");
+    let (_tmp, dir) = test_dir("seqnums-every");
     let seqnums = dir.join("store.seqnums");
     let mut s = open(&dir);
     let at_open = std::fs::read(&seqnums).unwrap();
@@ -686,7 +675,6 @@ fn seqnums_is_written_every_so_many_bytes_not_every_flush() {
     std::fs::write(store_file(&dir), &log).unwrap();
     let s = open(&dir);
     assert_eq!(s.next_sender_seq(), next);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// How a property case damages `store.log` after a clean stop.
@@ -728,7 +716,7 @@ proptest::proptest! {
         per_flush in 1u64..8,
         hurt in damage(),
     ) {
-        let dir = test_dir(&format!("prop-{}", std::process::id()));
+        let (_tmp, dir) = test_dir("prop");
         {
             let (mut s, _) = FileStore::open(&dir, SyncPolicy::Os, 5).unwrap();
             for seq in 1..=n {
@@ -776,6 +764,5 @@ proptest::proptest! {
             }
             Err(e) => proptest::prop_assert!(false, "unexpected error {e}"),
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -470,12 +470,13 @@ fn many_symbols_get_unique_tickers_and_a_u_shaped_day() {
 #[test]
 fn a_session_file_round_trips_through_the_reader() {
     let config = session_config(5, 3_000, 9);
-    let dir = std::env::temp_dir().join(format!("tickwire-mdgen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("session.itch");
+    let dir = tempfile::Builder::new()
+        .prefix("tickwire-mdgen-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("session.itch");
     let summary = write_session(config.clone(), &path).unwrap();
     let data = std::fs::read(&path).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(summary.messages, 3_000);
     assert_eq!(summary.bytes, data.len() as u64);
     let read: Vec<Message> = FileReader::new(&data)

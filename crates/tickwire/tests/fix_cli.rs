@@ -20,7 +20,7 @@ const ORDER: &str = "38=100|40=1|54=1|55=IBM|60=20240101-00:00:00";
 fn an_order_typed_before_the_logon_is_reported_stored_not_sent() {
     let dir = temp_dir("cli-early");
     let port = free_port();
-    let cfg = two_sided_cfg(&dir, port, true);
+    let cfg = two_sided_cfg(dir.path(), port, true);
     // No acceptor: the initiator cannot log on.
     let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
     client.wait(&["READY initiator"]);
@@ -41,7 +41,7 @@ fn an_order_typed_before_the_logon_is_reported_stored_not_sent() {
 fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicate() {
     let dir = temp_dir("cli-echo");
     let port = free_port();
-    let cfg = two_sided_cfg(&dir, port, true);
+    let cfg = two_sided_cfg(dir.path(), port, true);
     let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
     let ready = venue.wait(&["READY acceptor"]);
     assert!(ready.ends_with(&format!("127.0.0.1:{port}")), "{ready}");
@@ -107,8 +107,11 @@ fn echo_acceptor_and_initiator_exchange_orders_and_ignore_a_poss_resend_duplicat
     assert!(venue.terminate().success(), "{}", venue.output());
 
     // The message log of both sides (one file per session).
-    let log =
-        std::fs::read_to_string(dir.join("log/FIX.4.4-VENUE-CLIENT.messages.current.log")).unwrap();
+    let log = std::fs::read_to_string(
+        dir.path()
+            .join("log/FIX.4.4-VENUE-CLIENT.messages.current.log"),
+    )
+    .unwrap();
     assert!(log.contains("\x0111=ORD2\x01"), "{log}");
 }
 
@@ -126,7 +129,7 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
         ],
     );
     let dir = temp_dir("cli-bad");
-    let cfg = dir.join("bad.cfg");
+    let cfg = dir.path().join("bad.cfg");
     std::fs::write(
         &cfg,
         "[DEFAULT]\nConnectionType=acceptor\nHeartBtInterval=30\n\
@@ -143,7 +146,7 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
     assert!(err.contains("error"), "{err}");
     // Regression: a malformed first line was ignored (a later error, if any, named
     // another line). It is an error naming the file and line, as other bad lines are.
-    let first = dir.join("first.cfg");
+    let first = dir.path().join("first.cfg");
     std::fs::write(
         &first,
         "[DEFAULT\nConnectionType=acceptor\n\
@@ -170,22 +173,23 @@ fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {
 }
 
 /// The settings of [`two_sided_cfg`] in a fresh directory `name`, with the acceptor
-/// (`echo`) ready and the initiator (`log`) started; returns the settings file path.
-fn start_two_sided(name: &str) -> (std::path::PathBuf, Peer, Peer) {
+/// (`echo`) ready and the initiator (`log`) started; returns the directory's guard
+/// (bind it before the peers, so they exit before it is removed) and the settings path.
+fn start_two_sided(name: &str) -> (tempfile::TempDir, std::path::PathBuf, Peer, Peer) {
     let dir = temp_dir(name);
     let port = free_port();
-    let cfg = two_sided_cfg(&dir, port, false);
+    let cfg = two_sided_cfg(dir.path(), port, false);
     let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
     venue.wait(&["READY acceptor"]);
     let client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
-    (cfg, venue, client)
+    (dir, cfg, venue, client)
 }
 
 /// Issue 22: SIGTERM of the real `tickwire fix acceptor` logs the session out (the
 /// counterparty receives a Logout) and the process exits successfully.
 #[test]
 fn sigterm_logs_the_acceptor_out_before_it_exits() {
-    let (_, mut venue, mut client) = start_two_sided("cli-sigterm");
+    let (_dir, _, mut venue, mut client) = start_two_sided("cli-sigterm");
     let c = "FIX.4.4:CLIENT->VENUE";
     let v = "FIX.4.4:VENUE->CLIENT";
     client.wait(&["LOGON", c]);
@@ -205,7 +209,7 @@ fn sigterm_logs_the_acceptor_out_before_it_exits() {
 /// initiator received, and the initiator sees no "MsgSeqNum too low".
 #[test]
 fn kill_9_of_the_acceptor_loses_no_sequence_number_it_sent() {
-    let (cfg, mut venue, mut client) = start_two_sided("cli-kill9");
+    let (_dir, cfg, mut venue, mut client) = start_two_sided("cli-kill9");
     let c = "FIX.4.4:CLIENT->VENUE";
     client.wait(&["LOGON", c]);
     for i in 0..20 {
@@ -251,7 +255,7 @@ fn kill_9_of_the_acceptor_loses_no_sequence_number_it_sent() {
 fn a_malformed_typed_message_is_refused_and_uses_no_sequence_number() {
     let dir = temp_dir("cli-malformed");
     let port = free_port();
-    let cfg = two_sided_cfg(&dir, port, false);
+    let cfg = two_sided_cfg(dir.path(), port, false);
     let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "log");
     venue.wait(&["READY acceptor"]);
     let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");

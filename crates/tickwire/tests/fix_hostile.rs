@@ -154,10 +154,13 @@ fn assert_echoes(good: &mut Client, id: u64, within: Duration) {
     panic!("the good session's order O{id} was not echoed within {within:?}");
 }
 
-fn start(name: &str) -> (Peer, u16) {
+/// The acceptor of [`acceptor_cfg`] in a fresh directory `name`, ready; returns the
+/// directory's guard (bind it before the peer, so the acceptor exits before it is
+/// removed), the acceptor and its port.
+fn start(name: &str) -> (tempfile::TempDir, Peer, u16) {
     let dir = temp_dir(name);
     let port = free_port();
-    let cfg = acceptor_cfg(&dir, port);
+    let cfg = acceptor_cfg(dir.path(), port);
     let mut venue = Peer::spawn(
         "tickwire acceptor",
         std::process::Command::new(fix_support::BIN)
@@ -166,12 +169,12 @@ fn start(name: &str) -> (Peer, u16) {
             .env("TICKWIRE_LOG", "warn"),
     );
     venue.wait(&["READY acceptor"]);
-    (venue, port)
+    (dir, venue, port)
 }
 
 #[test]
 fn a_peer_that_never_reads_the_echoes_stops_being_read() {
-    let (venue, port) = start("hostile-noread");
+    let (_dir, venue, port) = start("hostile-noread");
     let mut good = Client::logon(port, "GOOD", 30);
     let mut attacker = Client::logon(port, "ATTACK", 30);
     let rss_before = venue.rss_kib();
@@ -224,7 +227,7 @@ fn a_peer_that_never_reads_the_echoes_stops_being_read() {
 
 #[test]
 fn a_flood_of_resend_requests_is_answered_a_step_at_a_time() {
-    let (venue, port) = start("hostile-resend");
+    let (_dir, venue, port) = start("hostile-resend");
     let mut good = Client::logon(port, "GOOD", 30);
     let mut attacker = Client::logon(port, "ATTACK", 30);
     // A history of 1,500 echoed orders, read.

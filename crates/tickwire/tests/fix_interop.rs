@@ -51,9 +51,10 @@ fn acceptor_cfg(dir: &Path, port: u16) -> PathBuf {
     write_cfg(dir, "tw-acceptor.cfg", &text)
 }
 
-/// Where a test's initiator runs: its directory, QuickFIX's port, its settings file.
+/// Where a test's initiator runs: its directory (removed when the run drops: keep the
+/// run until both peers have exited), QuickFIX's port, its settings file.
 struct InitiatorRun {
-    dir: PathBuf,
+    dir: tempfile::TempDir,
     port: u16,
     cfg: PathBuf,
 }
@@ -67,9 +68,9 @@ fn initiator_against_quickfix(name: &str, fix42: bool) -> (InitiatorRun, Peer, P
         "quickfix acceptor",
         "interop-acceptor.cfg",
         port,
-        &dir.join("qf"),
+        &dir.path().join("qf"),
     );
-    let cfg = initiator_cfg(&dir, port, fix42, "");
+    let cfg = initiator_cfg(dir.path(), port, fix42, "");
     let mut tw = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
     tw.wait(&["LOGON", S44]);
     (InitiatorRun { dir, port, cfg }, qf, tw)
@@ -90,7 +91,7 @@ const Q44: &str = "FIX.4.4:QF->TW";
 /// BusinessMessageReject), logout.
 #[test]
 fn our_initiator_with_quickfix_acceptor_exchanges_application_messages_on_fix44_and_fix42() {
-    let (_, mut qf, mut tw) = initiator_against_quickfix("interop-basic", true);
+    let (_run, mut qf, mut tw) = initiator_against_quickfix("interop-basic", true);
     tw.wait_ever(&["LOGON", S42]);
     qf.wait(&["EVENT", Q44, "Received logon request"]);
 
@@ -159,7 +160,7 @@ fn our_initiator_gap_is_repaired_by_resend_and_the_file_store_continues_after_re
         "quickfix acceptor (restarted)",
         "interop-acceptor.cfg",
         run.port,
-        &run.dir.join("qf"),
+        &run.dir.path().join("qf"),
     );
     qf.wait(&["EVENT", Q44, "MsgSeqNum too high"]);
     let rr = qf.wait(&["OUT", Q44, "|35=2|"]);
@@ -221,7 +222,7 @@ fn our_initiator_reset_on_logon_resets_quickfix_to_one() {
     tw.wait(&["LOGOUT", S44]);
     assert!(tw.terminate().success());
 
-    let cfg = initiator_cfg(&run.dir, run.port, false, "ResetOnLogon=Y");
+    let cfg = initiator_cfg(run.dir.path(), run.port, false, "ResetOnLogon=Y");
     let mut tw = Peer::tickwire("tickwire initiator (reset)", "initiator", &cfg, "log");
     let logon = tw.wait(&["OUT", S44, "|35=A|"]);
     assert_eq!(seq(&logon), 1, "{logon}");
@@ -246,8 +247,8 @@ fn our_initiator_reset_on_logon_resets_quickfix_to_one() {
 fn quickfix_initiator_with_our_acceptor_logon_messages_resend_and_restart() {
     let dir = temp_dir("interop-acceptor");
     let port = free_port();
-    let qf_dir = dir.join("qf");
-    let cfg = acceptor_cfg(&dir, port);
+    let qf_dir = dir.path().join("qf");
+    let cfg = acceptor_cfg(dir.path(), port);
     let mut tw = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "log");
     tw.wait(&["READY acceptor"]);
     let mut qf = quickfix("quickfix initiator", "interop-initiator.cfg", port, &qf_dir);

@@ -231,9 +231,9 @@ fn until_closed(mut s: std::net::TcpStream) -> usize {
 #[test]
 fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
     let dir = temp_dir("tls-self");
-    let pki = Pki::new(&dir, false);
+    let pki = Pki::new(dir.path(), false);
     let port = free_port();
-    let acc_cfg = tw_acceptor(&dir, port, "CL", &pki.acceptor());
+    let acc_cfg = tw_acceptor(dir.path(), port, "CL", &pki.acceptor());
     let mut acc = Peer::spawn(
         "tickwire TLS acceptor",
         Command::new(fix_support::BIN)
@@ -245,7 +245,7 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
     acc.wait(&["READY", "acceptor"]);
     acc.wait_ever(&["listening on 127.0.0.1", "TLS"]);
     let mut good = cl_initiator(
-        &dir,
+        dir.path(),
         &pki,
         port,
         "good",
@@ -267,7 +267,7 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
 
     // A client certificate from a CA the acceptor does not trust.
     let rogue = cl_initiator(
-        &dir,
+        dir.path(),
         &pki,
         port,
         "rogue",
@@ -281,7 +281,7 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
 
     // An initiator that trusts only the rogue CA refuses our acceptor's certificate.
     let distrust = cl_initiator(
-        &dir,
+        dir.path(),
         &pki,
         port,
         "distrust",
@@ -310,14 +310,14 @@ fn tickwire_tls_session_works_and_untrusted_or_clear_text_peers_are_refused() {
 #[test]
 fn tls_acceptor_refuses_a_peer_outside_allowed_remote_addresses() {
     let dir = temp_dir("tls-allowed");
-    let pki = Pki::new(&dir, false);
+    let pki = Pki::new(dir.path(), false);
     let port = free_port();
     let extra = format!("{}AllowedRemoteAddresses=127.0.0.2\n", pki.acceptor());
-    let acc_cfg = tw_acceptor(&dir, port, "CL", &extra);
+    let acc_cfg = tw_acceptor(dir.path(), port, "CL", &extra);
     let mut acc = Peer::tickwire("tickwire TLS acceptor", "acceptor", &acc_cfg, "echo");
     acc.wait(&["READY", "acceptor"]);
     let tw = cl_initiator(
-        &dir,
+        dir.path(),
         &pki,
         port,
         "outside",
@@ -337,11 +337,11 @@ fn tls_acceptor_refuses_a_peer_outside_allowed_remote_addresses() {
 fn our_tls_initiator_with_quickfix_ssl_acceptor() {
     let dir = temp_dir("tls-qf-acceptor");
     qf_peer();
-    let pki = Pki::new(&dir, true);
+    let pki = Pki::new(dir.path(), true);
     let port = free_port();
-    let qf = qf_ssl_peer(&dir, "acceptor", &pki.acceptor(), port);
+    let qf = qf_ssl_peer(dir.path(), "acceptor", &pki.acceptor(), port);
     let cfg = tw_initiator(
-        &dir,
+        dir.path(),
         "tw-initiator",
         port,
         "TW",
@@ -364,12 +364,17 @@ fn our_tls_initiator_with_quickfix_ssl_acceptor() {
 fn quickfix_ssl_initiator_with_our_tls_acceptor() {
     let dir = temp_dir("tls-qf-initiator");
     qf_peer();
-    let pki = Pki::new(&dir, true);
+    let pki = Pki::new(dir.path(), true);
     let port = free_port();
-    let acc_cfg = tw_acceptor(&dir, port, "QF", &pki.acceptor());
+    let acc_cfg = tw_acceptor(dir.path(), port, "QF", &pki.acceptor());
     let mut tw = Peer::tickwire("tickwire TLS acceptor", "acceptor", &acc_cfg, "log");
     tw.wait(&["READY", "acceptor"]);
-    let qf = qf_ssl_peer(&dir, "initiator", &pki.initiator("ca", "client"), port);
+    let qf = qf_ssl_peer(
+        dir.path(),
+        "initiator",
+        &pki.initiator("ca", "client"),
+        port,
+    );
     tw.wait(&["LOGON", "FIX.4.4:TW->QF"]);
     qf.wait_ever(&["EVENT", "FIX.4.4:QF->TW", "Received logon response"]);
 

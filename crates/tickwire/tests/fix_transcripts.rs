@@ -254,7 +254,7 @@ fn replay(scenario: &str) {
     let steps = steps(&text);
     let dir = temp_dir(&format!("transcript-{scenario}"));
     let port = free_port();
-    let cfg = acceptor_cfg(&dir, port);
+    let cfg = acceptor_cfg(dir.path(), port);
     let mut acceptor = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
     acceptor.wait(&["READY acceptor"]);
     let sock = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -657,7 +657,7 @@ fn feed_endpoint_shows_the_gaps_it_recovered() {
 #[test]
 fn fix_endpoint_shows_the_session_and_its_sequence_numbers() {
     let dir = temp_dir("mon-fix");
-    let cfg = two_sided_cfg(&dir, free_port(), false);
+    let cfg = two_sided_cfg(dir.path(), free_port(), false);
     let mut venue = Peer::spawn(
         "tickwire acceptor",
         Command::new(BIN)

@@ -253,12 +253,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A fresh, empty temporary directory for one test.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tickwire-fix-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty temporary directory for one test (`tickwire-fix-NAME-*`), removed
+/// when the guard drops, pass or fail. Keep the guard until every child process that
+/// uses the directory has exited: declare it before the `Peer`s, which drop first.
+pub fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tickwire-fix-{name}-"))
+        .tempdir()
+        .expect("a temporary directory")
 }
 
 pub fn repo_root() -> PathBuf {
