@@ -1,6 +1,8 @@
 //! A queue consumer that survives router restarts: reconnect and bind again.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use tickwire_rt::StopFlag;
 
 use tickwire_wire::frame::ErrorCode;
 use tickwire_wire::gm::{NackAction, Start};
@@ -44,6 +46,10 @@ pub struct QueueConsumer {
     client: Client,
     binding: Binding,
     reconnects: u64,
+    /// Told of a lost connection before reconnecting; false: do not reconnect.
+    on_lost: Option<fn(&Error) -> bool>,
+    /// Once set, reconnection attempts end (with the last error).
+    stop: Option<StopFlag>,
 }
 
 impl QueueConsumer {
@@ -58,7 +64,7 @@ impl QueueConsumer {
         start: Start,
         opts: ReconnectOptions,
     ) -> Result<QueueConsumer, Error> {
-        let (client, binding) = bind(addr, queue, window, start, &opts.for_first())?;
+        let (client, binding) = bind(addr, queue, window, start, &opts.for_first(), None)?;
         Ok(QueueConsumer {
             addr: addr.to_owned(),
             queue: queue.to_owned(),
@@ -68,7 +74,22 @@ impl QueueConsumer {
             client,
             binding,
             reconnects: 0,
+            on_lost: None,
+            stop: None,
         })
+    }
+
+    /// Calls `on_lost` with the cause when the connection is lost, before reconnecting
+    /// (a command says so there: the reconnection may take a while); when it returns
+    /// false, no reconnection is tried and the poll returns the cause.
+    pub fn set_on_lost(&mut self, on_lost: fn(&Error) -> bool) {
+        self.on_lost = Some(on_lost);
+    }
+
+    /// Ends the reconnection attempts (the poll returns the last error) promptly once
+    /// `stop` is set: a Ctrl-C need not wait for `give_up_after`.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.stop = Some(stop);
     }
 
     /// Flushes acknowledgements, then calls `handler` for every delivery of this
@@ -148,7 +169,19 @@ impl QueueConsumer {
             return Err(cause);
         }
         self.client.abandon_tx();
-        let (client, binding) = bind(&self.addr, &self.queue, self.window, self.start, &self.opts)?;
+        if let Some(on_lost) = self.on_lost {
+            if !on_lost(&cause) {
+                return Err(cause);
+            }
+        }
+        let (client, binding) = bind(
+            &self.addr,
+            &self.queue,
+            self.window,
+            self.start,
+            &self.opts,
+            self.stop.as_ref(),
+        )?;
         self.client = client;
         self.binding = binding;
         self.reconnects += 1;
@@ -156,14 +189,17 @@ impl QueueConsumer {
     }
 }
 
-/// Connects and binds, retrying with backoff (as [`crate::GuaranteedPublisher`]).
+/// Connects and binds, retrying with backoff (as [`crate::GuaranteedPublisher`]) until
+/// `give_up_after` or `stop`.
 fn bind(
     addr: &str,
     queue: &str,
     window: u32,
     start: Start,
     opts: &ReconnectOptions,
+    stop: Option<&StopFlag>,
 ) -> Result<(Client, Binding), Error> {
+    let stopped = || stop.is_some_and(StopFlag::is_set);
     let started = Instant::now();
     let mut backoff = opts.backoff();
     loop {
@@ -180,9 +216,16 @@ fn bind(
         let expired = opts
             .give_up_after
             .is_some_and(|limit| started.elapsed() >= limit);
-        if !crate::publisher::worth_reconnecting(&err) || expired {
+        if !crate::publisher::worth_reconnecting(&err) || expired || stopped() {
             return Err(err);
         }
-        std::thread::sleep(backoff.next_pause());
+        // In steps, so that a stop request is seen within one.
+        let resume = Instant::now() + backoff.next_pause();
+        while let Some(left) = resume.checked_duration_since(Instant::now()) {
+            if stopped() {
+                return Err(err);
+            }
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
     }
 }

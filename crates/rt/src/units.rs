@@ -118,7 +118,18 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("{s:?}: unknown size suffix (use K, M or G)")),
+        // A fraction ("1.5MiB") stops the digits early: say what a size is rather than
+        // blame the suffix, which may be a valid one.
+        _ if suffix.starts_with(['.', ',']) => {
+            return Err(format!(
+                "{s:?}: a size is a whole number with an optional K/KiB, M/MiB or G/GiB suffix"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown size suffix (a size is a whole number with an optional K/KiB, M/MiB or G/GiB suffix)"
+            ))
+        }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("{s:?} is too large"))
@@ -178,6 +189,20 @@ mod tests {
         for bad in ["8X", "", "-1", "99999999999999999999G"] {
             assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn a_fractional_size_says_sizes_are_whole_numbers() {
+        for bad in ["1.5MiB", "1.5GiB", "0.5K", "2.0"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("whole number"), "{bad}: {e}");
+            assert!(!e.contains("unknown size suffix"), "{bad}: {e}");
+        }
+        let e = parse_size("8X").unwrap_err();
+        assert!(
+            e.contains("unknown size suffix") && e.contains("KiB"),
+            "{e}"
+        );
     }
 
     proptest! {

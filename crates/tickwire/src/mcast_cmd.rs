@@ -103,7 +103,8 @@ struct SendArgs {
     /// Number of messages (load mode).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Payload size in load mode (e.g. 100, 1K).
+    /// Payload size in load mode (e.g. 100, 1K). A message is never split, so a size
+    /// that cannot fit in one --max-datagram is refused before anything is sent.
     #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "100")]
     size: usize,
     /// Messages per second (e.g. 10000, 50k); 0 = as fast as possible.
@@ -207,6 +208,10 @@ pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
 fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     if a.batch == 0 || a.burst == Some(0) {
         anyhow::bail!("--batch and --burst must be at least 1");
+    }
+    // A --max-datagram out of its range is reported by the sender's own check.
+    if a.message.is_none() && a.max_datagram >= tickwire_mcast::packet::MIN_DATAGRAM {
+        check_load_size(&a)?;
     }
     let opts = PublisherOptions {
         group: a.net.group,
@@ -368,6 +373,31 @@ fn merged(mut doc: serde_json::Value, extra: serde_json::Value) -> serde_json::V
         d.extend(e);
     }
     doc
+}
+
+/// Refuses (a usage error) a load `--size` that cannot fit in one datagram of
+/// `--max-datagram` bytes, before the payload is allocated: a message is never split,
+/// so it could not be sent, and a huge one could exhaust memory first.
+fn check_load_size(a: &SendArgs) -> anyhow::Result<()> {
+    // Every message carries SEQ and STAMPS; the reliable stream adds its packet header.
+    let framing = tickwire_wire::frame::HEADER_LEN + 8 + tickwire_wire::frame::STAMPS_LEN;
+    let packet = match a.raw {
+        true => 0,
+        false => tickwire_mcast::packet::HEADER_LEN,
+    };
+    let limit = a
+        .max_datagram
+        .min(tickwire_mcast::packet::MAX_DATAGRAM)
+        .saturating_sub(packet + framing + a.topic.len());
+    if a.size > limit {
+        return Err(crate::units::UsageError(format!(
+            "--size {} is too large: a message to {} carries at most {limit} bytes in a \
+             {}-byte datagram (--max-datagram; messages are not split)",
+            a.size, a.topic, a.max_datagram
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// `send --raw`: one PUBLISH frame per plain datagram, the same payload, SEQ and STAMPS

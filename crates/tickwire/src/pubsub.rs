@@ -89,7 +89,9 @@ pub struct PubArgs {
     /// Number of messages to send (load mode).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Payload size in bytes for load mode (e.g. 100, 4K) [default: 100].
+    /// Payload size in bytes for load mode (e.g. 100, 4K) [default: 100]. A size whose
+    /// frame (header and topic included) exceeds the router's max frame is refused
+    /// before anything is allocated or sent.
     #[arg(long, value_name = "BYTES", value_parser = parse_size, conflicts_with_all = ["message", "stdin"])]
     size: Option<usize>,
     /// Messages per second in load mode (e.g. 10000, 50k, 1M); 0 = as fast as possible.
@@ -133,6 +135,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if !a.stdin && a.message.is_none() && a.size.is_none() && a.count.is_none() {
         return Err(nothing_to_publish());
     }
+    // The protocol's own bound (a frame length is a u32), before connecting; the
+    // router's max frame is checked once connected, still before the payload is built.
+    if let Some(size) = a.size {
+        check_load_size(size, &a.topic, a.guaranteed, u32::MAX)?;
+    }
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
@@ -160,7 +167,8 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         client.close()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let payload = payload_of(&a)?;
+    let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
+    let payload = payload_of(&a, max_frame)?;
     let total = a.count.unwrap_or(1);
     let stop = tickwire_rt::StopFlag::install_saying(
         "stopping: sending what was published, then the summary (Ctrl-C again to abort)",
@@ -339,13 +347,48 @@ pub(crate) fn report_link(ev: &LinkEvent<'_>) {
     }
 }
 
-fn payload_of(a: &PubArgs) -> anyhow::Result<Vec<u8>> {
+/// The payload `a` asks for; a `--size` that cannot fit in a frame of `max_frame` bytes
+/// is refused before it is allocated.
+fn payload_of(a: &PubArgs, max_frame: u32) -> anyhow::Result<Vec<u8>> {
     Ok(match (&a.message, a.size, a.count) {
         (Some(m), _, _) => m.clone().into_bytes(),
-        (None, Some(size), _) => load_payload(size),
+        (None, Some(size), _) => {
+            check_load_size(size, &a.topic, a.guaranteed, max_frame)?;
+            load_payload(size)
+        }
         (None, None, Some(_)) => load_payload(100),
         (None, None, None) => return Err(nothing_to_publish()),
     })
+}
+
+/// Bytes a PUBLISH adds to its payload besides the topic: the header and, for a
+/// guaranteed one, its sequence number (docs/protocol.md). `pub` sends no stamps.
+fn publish_overhead(guaranteed: bool) -> usize {
+    tickwire_wire::frame::HEADER_LEN + if guaranteed { 8 } else { 0 }
+}
+
+/// Refuses (a usage error) a `--size` whose PUBLISH to `topic` would exceed
+/// `max_frame`: such a payload can never be sent, and building it first could take
+/// gigabytes or abort the process.
+fn check_load_size(
+    size: usize,
+    topic: &str,
+    guaranteed: bool,
+    max_frame: u32,
+) -> anyhow::Result<()> {
+    let limit = (max_frame as usize).saturating_sub(publish_overhead(guaranteed) + topic.len());
+    if size > limit {
+        let whose = match max_frame {
+            u32::MAX => "the protocol's largest frame",
+            _ => "the router's max frame",
+        };
+        return Err(crate::units::UsageError(format!(
+            "--size {size} is too large: a message to {topic} carries at most {limit} bytes \
+             ({whose} is {max_frame} bytes, header and topic included)"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 fn nothing_to_publish() -> anyhow::Error {
@@ -409,7 +452,7 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
                 Ok(())
             });
         }
-        let payload = payload_of(&a)?;
+        let payload = payload_of(&a, p.client().router_max_frame())?;
         let count = a.count.unwrap_or(1);
         pace(
             count,
@@ -605,7 +648,10 @@ Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 before) and acknowledged once it is written out, so the router removes it. Up to
 --window messages are in flight unacknowledged. With --start other than 'queue' the
 binding replays (browses) the queue's retained messages from that point instead.
-When the router restarts it reconnects and binds again (for up to 60 s); messages
+When the router restarts or the connection drops it says so ('disconnected: ...;
+reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
+subscription does: --give-up-after bounds the wait (default: forever; then exit 1),
+--no-reconnect exits (status 0) instead, Ctrl-C ends the wait at once. Messages
 printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders                        # consume and acknowledge
   tickwire sub --queue orders --count 10 --print-json
@@ -630,12 +676,17 @@ pub struct SubArgs {
     /// Consume from this durable queue instead of subscribing (see below).
     #[arg(long, value_name = "NAME", conflicts_with = "patterns")]
     queue: Option<String>,
-    /// With --queue: most messages delivered and not yet acknowledged.
-    #[arg(long, value_name = "N", default_value = "64", requires = "queue", value_parser = clap::value_parser!(u32).range(1..))]
-    window: u32,
-    /// With --queue: queue (consume) | beginning | id:N | time:RFC3339-or-ns (replay).
-    #[arg(long, value_name = "START", default_value = "queue", requires = "queue", value_parser = crate::queue_cmd::parse_start)]
-    start: Start,
+    // The queue-only flags are checked by `queue_only_flags`, not clap's `requires`:
+    // clap lets a requirement go when the required flag conflicts with a present one
+    // (--queue with the patterns), so `sub 'a/>' --start beginning` was accepted and
+    // did nothing.
+    /// With --queue: most messages delivered and not yet acknowledged [default: 64].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    window: Option<u32>,
+    /// With --queue: queue (consume) | beginning | id:N | time:RFC3339-or-ns (replay)
+    /// [default: queue].
+    #[arg(long, value_name = "START", value_parser = crate::queue_cmd::parse_start)]
+    start: Option<Start>,
     /// Exit after this many messages.
     #[arg(long, value_name = "N")]
     count: Option<u64>,
@@ -660,7 +711,7 @@ pub struct SubArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "queue")]
     group: Option<String>,
     /// Exit when the connection is lost instead of reconnecting.
-    #[arg(long, conflicts_with = "queue")]
+    #[arg(long)]
     no_reconnect: bool,
     /// Exit when the router cannot be reached again for this long [default: never].
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
@@ -686,6 +737,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
     if let Some(queue) = a.queue.clone() {
         return run_sub_queue(a, &queue);
     }
+    queue_only_flags(&a)?;
     let opts = link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
     let mut client = ReconnectingClient::connect(&a.router, a.multicast.apply(opts))?;
     let mut mcast = crate::sub_mcast::SubMulticast::new(&a.multicast, &a.patterns);
@@ -848,13 +900,28 @@ fn emit(
 }
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
+    let window = a.window.unwrap_or(64);
+    let start = a.start.unwrap_or(Start::Queue);
+    // The direct subscription's options (--give-up-after, --no-reconnect); the first
+    // connection must succeed.
     let opts = ReconnectOptions {
-        client: a.login.apply(ClientOptions::named(a.name.clone()))?,
         retry_first: false,
-        ..ReconnectOptions::default()
+        ..link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?
     };
-    let mut consumer = QueueConsumer::connect(&a.router, queue, a.window, a.start, opts)
+    let mut consumer = QueueConsumer::connect(&a.router, queue, window, start, opts)
         .with_context(|| format!("binding to queue {queue:?}"))?;
+    // Said as the direct subscription says it (`report_link`), when the loss happens.
+    consumer.set_on_lost(match a.no_reconnect {
+        false => |e| {
+            eprintln!("disconnected: {e}; reconnecting");
+            true
+        },
+        true => |e| {
+            eprintln!("{e} (--no-reconnect: exiting)");
+            QUEUE_LOST.store(true, std::sync::atomic::Ordering::Relaxed);
+            false
+        },
+    });
     if !consumer.binding().active {
         eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
     }
@@ -863,11 +930,13 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let mut tally = Tally::new(a.count);
     let mut redelivered = 0u64;
     // Message ids handled in this turn, acknowledged once the output is flushed.
-    let mut handled: Vec<u64> = Vec::with_capacity(a.window as usize);
+    let mut handled: Vec<u64> = Vec::with_capacity(window as usize);
     // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
     let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
+    consumer.set_stop(stop.clone());
     while tally.wants_more() && !stop.is_set() {
-        consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
+        let reconnects = consumer.reconnects();
+        let polled = consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
             if !tally.take() {
                 return;
             }
@@ -879,7 +948,29 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
                 }
             }
             handled.push(d.msg_id);
-        })?;
+        });
+        if let Err(e) = polled {
+            out.flush().ok();
+            // A stop request ended the reconnection; --no-reconnect said why it ends.
+            if stop.is_set() || QUEUE_LOST.load(std::sync::atomic::Ordering::Relaxed) {
+                if a.quiet || stop.is_set() {
+                    tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+                }
+                consumer.close().ok();
+                return Ok(ExitCode::SUCCESS);
+            }
+            let e = poll_failed(e, a.give_up_after, false);
+            if e.to_string().starts_with(GAVE_UP) {
+                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+            }
+            return Err(e).with_context(|| format!("consuming queue {queue:?}"));
+        }
+        if consumer.reconnects() > reconnects {
+            eprintln!(
+                "reconnected: bound to queue {queue} again (what was printed and not yet \
+                 acknowledged comes again, marked redelivered)"
+            );
+        }
         if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
             // Nothing written for these: leave them unacknowledged for redelivery.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -897,6 +988,32 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
 }
+
+/// Refuses (a usage error, as `pub --identity` without --guaranteed) the flags that
+/// only a queue binding reads, given to a direct subscription.
+fn queue_only_flags(a: &SubArgs) -> anyhow::Result<()> {
+    let given: Vec<&str> = [
+        (a.window.is_some(), "--window"),
+        (a.start.is_some(), "--start"),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(crate::units::UsageError(format!(
+        "{} only {} with --queue NAME (a durable queue); a subscription to patterns \
+         receives the live stream",
+        given.join(" and "),
+        if given.len() == 1 { "applies" } else { "apply" },
+    ))
+    .into())
+}
+
+/// Set by `sub --queue --no-reconnect` when the connection is lost (the loss handler is
+/// a plain `fn`, which cannot capture): the command then ends as the direct one does.
+static QUEUE_LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What the first Ctrl-C on `sub` says: it then writes out what it has, prints the
 /// summary and exits.

@@ -42,12 +42,23 @@ pub struct RequestArgs {
     topic: String,
     /// Request payload.
     message: String,
-    /// How long to wait for a reply.
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "5s")]
+    /// How long to wait for a reply (more than 0).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "5s")]
     timeout: Duration,
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-request")]
     name: String,
+}
+
+/// A request timeout: a duration above zero. Zero would race the reply against the
+/// clock (sometimes a reply, mostly a timeout), so it is a usage error.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match crate::units::parse_duration(s)? {
+        Duration::ZERO => Err(format!(
+            "{s:?}: the timeout must be positive (e.g. 500ms, 5s)"
+        )),
+        d => Ok(d),
+    }
 }
 
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
@@ -83,6 +94,9 @@ Answers requests on the topics matching PATTERN: by default with the request's o
 payload (echo); with --exec CMD, by running CMD with `sh -c` once per request, the
 request payload on its standard input, and replying with its standard output (at most
 --max-reply bytes; a failing command's reply is its standard error prefixed 'error: ').
+An answer is also cut to what fits in one frame of the router's max frame (its
+--max-frame, less room for the reply topic): the command then warns on standard error
+with both sizes, and the line per request gives the bytes actually sent.
 Messages that are not requests are ignored. A line per request goes to standard error
 unless --quiet.
 
@@ -122,7 +136,8 @@ pub struct ReplyArgs {
     /// Kill an --exec command still running after this long (the reply then says so).
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "10s")]
     exec_timeout: Duration,
-    /// Largest reply sent from --exec output, in bytes (the rest is cut).
+    /// Largest reply sent from --exec output, in bytes (the rest is cut); the router's
+    /// max frame cuts a larger answer too, with a warning.
     #[arg(long, value_name = "BYTES", value_parser = crate::units::parse_size, default_value = "64KiB")]
     max_reply: usize,
     /// Print nothing per request.
@@ -189,14 +204,25 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("request on {topic} not answered: the connection was lost");
                 continue;
             };
-            let max = (conn.router_max_frame() as usize).saturating_sub(600);
-            if let Err(e) = conn.reply(&to, &answer[..answer.len().min(max)]) {
+            // Room for the header, the reply topic (at most 255 bytes) and the
+            // REPLY field, with a margin.
+            let max_frame = conn.router_max_frame();
+            let max = (max_frame as usize).saturating_sub(600);
+            let sent = answer.len().min(max);
+            if sent < answer.len() {
+                eprintln!(
+                    "warning: answer of {} bytes on {topic} cut to {sent}: the router's max \
+                     frame is {max_frame} bytes",
+                    answer.len()
+                );
+            }
+            if let Err(e) = conn.reply(&to, &answer[..sent]) {
                 eprintln!("request on {topic} not answered: {e}");
                 continue;
             }
             answered += 1;
             if !a.quiet {
-                eprintln!("answered a request on {topic} ({} bytes)", answer.len());
+                eprintln!("answered a request on {topic} ({sent} bytes)");
             }
         }
         c.flush()?;

@@ -470,7 +470,14 @@ impl RouterArgs {
             cfg.stall_timeout_ms = whole(d.as_millis());
         }
         if let Some(m) = self.max_frame {
-            cfg.max_frame = u32::try_from(m).context("--max-frame must be below 4GiB")?;
+            // A usage error (status 2) like every other out-of-range setting, without
+            // the conversion error's own text.
+            cfg.max_frame = u32::try_from(m).map_err(|_| {
+                crate::units::UsageError(format!(
+                    "--max-frame {m} is out of range: a frame is at most {} bytes (4GiB - 1)",
+                    u32::MAX
+                ))
+            })?;
         }
         cfg.validate()?;
         Ok(cfg)

@@ -785,6 +785,128 @@ fn bad_flag_values_are_clear_errors() {
     );
 }
 
+/// Regressions from a new-user review: each of these ran (or aborted with a backtrace,
+/// or answered at random) instead of being refused as a usage error, before connecting.
+#[test]
+fn impossible_values_are_usage_errors_before_anything_runs() {
+    let dead = dead_addr().to_string();
+    let cases: &[(&[&str], &[&str])] = &[
+        // Aborted "memory allocation of 100000000000 bytes failed" (status 134).
+        (
+            &[
+                "pub",
+                "--router",
+                &dead,
+                "a/b",
+                "--size",
+                "100000000000",
+                "--count",
+                "1",
+            ],
+            &[
+                "--size 100000000000 is too large",
+                "protocol's largest frame",
+            ],
+        ),
+        (
+            &[
+                "mcast",
+                "send",
+                "md/X",
+                "--count",
+                "1",
+                "--size",
+                "100000000000",
+            ],
+            &["--size 100000000000 is too large", "--max-datagram"],
+        ),
+        // Sometimes a reply, mostly "timed out after 0ns".
+        (
+            &[
+                "request",
+                "--router",
+                &dead,
+                "svc/echo",
+                "hello",
+                "--timeout",
+                "0",
+            ],
+            &["--timeout", "must be positive"],
+        ),
+        // Exited 1 with "out of range integral type conversion attempted".
+        (
+            &["router", "--max-frame", "10GiB", "--print-config"],
+            &["--max-frame 10737418240 is out of range", "4294967295"],
+        ),
+        // "unknown size suffix (use K, M or G)" though MiB is one.
+        (
+            &["router", "--max-frame", "1.5MiB"],
+            &["'1.5MiB'", "a size is a whole number", "M/MiB"],
+        ),
+        (
+            &[
+                "queue",
+                "create",
+                "q",
+                "--sub",
+                "a/>",
+                "--max-bytes",
+                "1.5GiB",
+            ],
+            &["'1.5GiB'", "a size is a whole number", "G/GiB"],
+        ),
+        // Queue-only flags were accepted, and ignored, without --queue.
+        (
+            &["sub", "--router", &dead, "a/>", "--start", "beginning"],
+            &["--start only applies with --queue"],
+        ),
+        (
+            &["sub", "--router", &dead, "a/>", "--window", "5"],
+            &["--window only applies with --queue"],
+        ),
+    ];
+    for (args, words) in cases {
+        let (code, err) = fails(args);
+        assert_eq!(code, 2, "usage errors exit 2: {args:?}: {err}");
+        let said = err.lines().filter(|l| l.starts_with("error:")).count();
+        assert_eq!(said, 1, "one error line: {args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("integral"),
+            "{err}"
+        );
+        for w in *words {
+            assert!(
+                err.contains(w),
+                "tickwire {args:?}: error lacks {w:?}:\n{err}"
+            );
+        }
+    }
+}
+
+/// Regression: `pub --size 3GiB` (below the protocol's bound) filled 3 GiB before
+/// failing; the router's max frame, learnt at connect, refuses it first.
+#[test]
+fn pub_refuses_a_size_above_the_routers_max_frame_before_building_it() {
+    let router = RouterProc::start(&["--no-guaranteed", "--max-frame", "64KiB"]);
+    let addr = router.addr_str();
+    for size in ["3GiB", "65536"] {
+        let (code, err) = fails(&[
+            "pub", "--router", &addr, "a/b", "--size", size, "--count", "1",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("is too large"), "{err}");
+        assert!(
+            err.contains("the router's max frame is 65536 bytes"),
+            "{err}"
+        );
+    }
+    // The largest payload that fits still goes out: 64 KiB less the header and topic.
+    let fits = (65536 - 8 - "a/b".len()).to_string();
+    ok(&[
+        "pub", "--router", &addr, "a/b", "--size", &fits, "--count", "1",
+    ]);
+}
+
 /// Every command fails at once without a router, the guaranteed ones too (they retried
 /// silently for `--give-up-after`, 60 s, before `retry_first`).
 #[test]

@@ -1122,3 +1122,92 @@ fn a_queue_created_from_the_beginning_over_many_retained_messages_is_filled_and_
     assert_eq!(ids.first(), Some(&1));
     c.close().ok();
 }
+
+/// How `sub --queue` is ended in [`sub_queue_after_the_router_is_killed`].
+#[derive(Clone, Copy, Debug)]
+enum QueueEnd {
+    /// `--give-up-after 2s`: exit 1 once the router stays away that long.
+    GiveUp,
+    /// Ctrl-C while it waits for the router: exit 0 at once.
+    Interrupt,
+    /// `--no-reconnect`: exit 0 at the loss.
+    NoReconnect,
+}
+
+/// `sub --queue` bound to a queue with one message, then the router stopped: returns
+/// the exit status and standard error. The wait is bounded by `wait_child` (it failed
+/// only after the default 60 s, and a Ctrl-C did not shorten it).
+fn sub_queue_after_the_router_is_killed(end: QueueEnd) -> (std::process::ExitStatus, String) {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(30);
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "orders", "--sub", "orders/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &["pub", "--guaranteed", "orders/1", "first", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let mut args = vec!["sub", "--queue", "orders", "--router", &a];
+    match end {
+        QueueEnd::GiveUp => args.extend(["--give-up-after", "2s"]),
+        QueueEnd::Interrupt => {}
+        QueueEnd::NoReconnect => args.push("--no-reconnect"),
+    }
+    let mut sub = common::cli(&args).spawn().unwrap();
+    // Bound once the message is printed.
+    // Kept open to the end: a closed pipe would end the command on its own.
+    let mut stdout = BufReader::new(sub.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("orders/1 first"), "{line}");
+    r.terminate();
+    let mut stderr = BufReader::new(sub.stderr.take().unwrap());
+    let mut said = String::new();
+    if let QueueEnd::Interrupt = end {
+        // Stopped while it waits for the router, not before it noticed the loss.
+        while !said.contains("disconnected") {
+            assert!(stderr.read_line(&mut said).unwrap() > 0, "{said}");
+        }
+        common::interrupt(&sub);
+    }
+    let st = common::wait_child(&mut sub, Duration::from_secs(20), "sub --queue");
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    drop(stdout);
+    (st, said)
+}
+
+#[test]
+fn sub_queue_reports_a_lost_router_and_honours_give_up_after() {
+    let (st, err) = sub_queue_after_the_router_is_killed(QueueEnd::GiveUp);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains("disconnected: ") && err.contains("; reconnecting"),
+        "{err}"
+    );
+    assert!(
+        err.contains("gave up: the router could not be reached again for 2s (--give-up-after)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sub_queue_stops_at_once_on_ctrl_c_while_reconnecting() {
+    let (st, err) = sub_queue_after_the_router_is_killed(QueueEnd::Interrupt);
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("stopping"), "{err}");
+    assert!(err.contains("1 message"), "the summary: {err}");
+}
+
+#[test]
+fn sub_queue_no_reconnect_exits_at_the_loss() {
+    let (st, err) = sub_queue_after_the_router_is_killed(QueueEnd::NoReconnect);
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("(--no-reconnect: exiting)"), "{err}");
+    assert!(!err.contains("reconnecting"), "{err}");
+}

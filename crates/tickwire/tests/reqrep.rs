@@ -307,3 +307,44 @@ fn request_when_answered(addr: &str, topic: &str, msg: &str) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Regression: an --exec answer longer than the router's max frame was cut silently
+/// (the requester got less, the responder logged the full size). The cut is now said,
+/// with both sizes, and the line per request gives the bytes sent.
+#[test]
+fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
+    let router = RouterProc::start(&["--no-guaranteed", "--max-frame", "64KiB"]);
+    let addr = router.addr_str();
+    let mut replier = common::cli(&[
+        "reply",
+        "--router",
+        &addr,
+        "svc/big",
+        "--exec",
+        "head -c 200000 /dev/zero",
+        "--max-reply",
+        "10MiB",
+        "--count",
+        "1",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = request_when_answered(&addr, "svc/big", "x");
+    // The payload plus the newline `request` adds.
+    let sent = out.len() - 1;
+    assert!(sent < 64 << 10, "{sent} bytes went through a 64 KiB frame");
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
+    assert!(st.success(), "{st}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains(&format!(
+            "warning: answer of 200000 bytes on svc/big cut to {sent}: the router's max frame is 65536 bytes"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("({sent} bytes)")), "{err}");
+    assert!(!err.contains("(200000 bytes)"), "{err}");
+}
