@@ -72,8 +72,14 @@
 //! One directory per session, named `<BeginString>-<SenderCompID>-<TargetCompID>` with
 //! `-<SessionQualifier>` appended when there is one (the same name QuickFIX's `FileStore`
 //! uses as prefix of its files under `FileStorePath`; see [`FileStore::session_dir_name`]).
-//! The directory holds two files: `store.log`, the log, and `store.seqnums`, the
-//! redundancy that detects a lost log (below). The log is a sequence of records:
+//! The directory holds three files: `store.log`, the log, `store.seqnums`, the
+//! redundancy that detects a lost log (below), and `store.lock`, empty, on which an open
+//! store holds an exclusive `flock` (taken before anything is read, released when the
+//! store is dropped or its process ends): a second store opened on the directory, by
+//! another engine with the same `FileStorePath` and session, is refused
+//! ([`StoreError::Locked`]) instead of recovering (truncating) and later cutting a log
+//! the first one is writing. A store whose recovery failed writes nothing when dropped.
+//! The log is a sequence of records:
 //!
 //! ```text
 //! record  = len:u32le  crc:u32le  body[len]
@@ -210,6 +216,11 @@ pub enum StoreError {
     /// A message longer than a record can hold (4 GiB) was saved.
     #[error("message of {0} bytes is too large for the store")]
     TooLarge(usize),
+    /// Another open store (another process: a second engine with the same
+    /// `FileStorePath` and session) holds the directory's lock: nothing was read or
+    /// written.
+    #[error("store directory {0} is in use by another process (another FIX engine with the same FileStorePath and session?): stop it, or give this engine its own FileStorePath")]
+    Locked(PathBuf),
 }
 
 /// A recoverable problem found while opening a [`FileStore`]: a torn final record, or
@@ -415,6 +426,10 @@ const BODY_HEAD: usize = 9;
 const FILE_NAME: &str = "store.log";
 const TMP_NAME: &str = "store.log.tmp";
 const SEQ_NAME: &str = "store.seqnums";
+/// The lock file in a store's directory: an open store holds an exclusive `flock` on it
+/// (released when the store is dropped or its process ends, `kill -9` included), so a
+/// second engine cannot open, recover, truncate or write a store another one is using.
+const LOCK_NAME: &str = "store.lock";
 const SEQ_MAGIC: &[u8; 4] = b"TWSQ";
 /// magic + generation + creation + log length + next sender + next target + crc.
 const SEQ_SLOT: usize = 4 + 8 * 5 + 4;
@@ -617,6 +632,9 @@ pub struct FileStore {
     seq_generation: u64,
     /// The log length the last slot written records.
     seq_recorded_len: u64,
+    /// `store.lock`, locked (`flock`) while the store is open ([`LOCK_NAME`]); `None`
+    /// only after a test's simulated crash.
+    lock: Option<File>,
 }
 
 fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -808,11 +826,21 @@ impl FileStore {
         now_unix_nanos: u64,
         on_lost: OnLostLog,
     ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
-        match Self::open_checked(dir, policy, now_unix_nanos) {
+        if dir.exists() && !dir.is_dir() {
+            return Err(io_err(dir, "open directory")(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "it exists and is not a directory",
+            )));
+        }
+        fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
+        // Before anything is read: recovery may truncate a torn record, and a fresh
+        // log replaces the file.
+        let mut lock = Some(lock_dir(dir)?);
+        match Self::open_checked(dir, policy, now_unix_nanos, &mut lock) {
             Err(StoreError::Lost { path, reason }) if on_lost == OnLostLog::StartOver => {
                 write_fresh(dir, now_unix_nanos)?;
                 let _ = fs::remove_file(dir.join(SEQ_NAME));
-                let (store, _) = Self::open_checked(dir, policy, now_unix_nanos)?;
+                let (store, _) = Self::open_checked(dir, policy, now_unix_nanos, &mut lock)?;
                 let w = StoreWarning {
                     path,
                     truncated_at: 0,
@@ -825,12 +853,14 @@ impl FileStore {
         }
     }
 
+    /// Opens the store of `dir`, whose lock the caller holds in `lock` (taken into the
+    /// store when it opens).
     fn open_checked(
         dir: &Path,
         policy: SyncPolicy,
         now_unix_nanos: u64,
+        lock: &mut Option<File>,
     ) -> Result<(FileStore, Option<StoreWarning>), StoreError> {
-        fs::create_dir_all(dir).map_err(io_err(dir, "create directory"))?;
         let path = dir.join(FILE_NAME);
         let seq_path = dir.join(SEQ_NAME);
         let log_len = match fs::metadata(&path) {
@@ -895,8 +925,10 @@ impl FileStore {
             seq_path,
             seq_generation: expected.map_or(0, |e| e.generation),
             seq_recorded_len: 0,
+            lock: None,
         };
         let warning = store.recover(&data, expected)?;
+        store.lock = lock.take();
         // From here on the sequence-number file describes this log.
         store.write_seqnums()?;
         Ok((store, warning))
@@ -1267,6 +1299,16 @@ impl FileStore {
         }
     }
 
+    /// Ends the store as `kill -9` of its process would, for crash tests in one
+    /// process: nothing of the drop runs (no `store.seqnums` slot, no truncation of the
+    /// prepared window; the mapping and files stay open until the process ends), and
+    /// the directory's lock is released so that the test can open the store again.
+    #[doc(hidden)]
+    pub fn end_as_if_killed(mut self) {
+        drop(self.lock.take());
+        std::mem::forget(self);
+    }
+
     /// Whether flushes copy into a mapped window (`false`: they `pwrite`, module docs
     /// "Writing").
     pub fn writes_mapped(&self) -> bool {
@@ -1332,6 +1374,23 @@ impl FileStore {
 }
 
 /// Write a new store file with only a header, atomically replacing any existing one.
+/// Takes the exclusive lock of the store directory `dir` ([`LOCK_NAME`]) without
+/// waiting: [`StoreError::Locked`] when another open store holds it.
+fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join(LOCK_NAME);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path, "open"))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Locked(dir.to_path_buf())),
+        Err(e) => Err(io_err(&path, "lock")(e.into())),
+    }
+}
+
 fn write_fresh(dir: &Path, creation: u64) -> Result<(), StoreError> {
     let tmp = dir.join(TMP_NAME);
     let path = dir.join(FILE_NAME);
@@ -1464,6 +1523,12 @@ impl Drop for FileStore {
     /// log's yet: the owner flushes before dropping) and truncates the file to the log
     /// (the mapped window's unwritten rest goes).
     fn drop(&mut self) {
+        // A store whose recovery failed (it never took the lock) is not open: it must
+        // not record the log it refused (a `store.seqnums` slot of a truncated log
+        // would make the next open accept it) nor truncate anything.
+        if self.lock.is_none() {
+            return;
+        }
         if self.seq_recorded_len != self.file_len {
             let _ = self.write_seqnums();
         }
@@ -1722,7 +1787,7 @@ mod tests {
         let (mut s, _) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
         fill(&mut s, 50, 1);
         let log = s.log_len();
-        std::mem::forget(s);
+        s.end_as_if_killed();
         // Up to a multiple of the allocation step, as far as keeps `PREPARE_AHEAD`
         // bytes ahead of the log: fifty `prepare` calls of one step each reached that
         // long before the last.
@@ -1739,6 +1804,73 @@ mod tests {
         assert_eq!(fs::metadata(d.join(FILE_NAME)).unwrap().len(), log);
         assert_eq!((s.next_sender_seq(), s.next_target_seq()), (51, 51));
         assert_eq!(all(&s).len(), 50);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// A second open of a store directory while another store has it open (a second
+    /// engine with the same `FileStorePath` and session) is refused before it reads or
+    /// writes anything: the first store's log and sequence numbers stay whole, and it
+    /// goes on; once the first is closed, the directory opens again.
+    #[test]
+    fn a_store_in_use_is_refused_and_left_alone() {
+        let d = dir("locked");
+        let (mut a, _) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+        fill(&mut a, 40, 1);
+        // As the engine: a window prepared past the log, which a second store's
+        // recovery would have cut (and its drop recorded as the log).
+        a.prepare();
+        let log = a.log_len();
+        let size = fs::metadata(d.join(FILE_NAME)).unwrap().len();
+        let seqnums = fs::read(d.join(SEQ_NAME)).unwrap();
+        for on_lost in [OnLostLog::Refuse, OnLostLog::StartOver] {
+            match FileStore::open_with(&d, SyncPolicy::Os, 0, on_lost) {
+                Err(StoreError::Locked(p)) => assert_eq!(p, d),
+                other => panic!("{:?}", other.map(|(s, w)| (s.log_len(), w))),
+            }
+        }
+        let e = FileStore::open(&d, SyncPolicy::Os, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in use by another process"), "{e}");
+        assert_eq!(fs::metadata(d.join(FILE_NAME)).unwrap().len(), size);
+        assert_eq!(fs::read(d.join(SEQ_NAME)).unwrap(), seqnums);
+        a.save(41, &msg(41, 10)).unwrap();
+        a.incr_next_sender_seq().unwrap();
+        a.flush().unwrap();
+        assert!(a.log_len() > log);
+        drop(a);
+        let (b, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+        assert_eq!(w, None);
+        assert_eq!(all(&b).len(), 41);
+        assert_eq!(b.next_sender_seq(), 42);
+        drop(b);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// An open refused because the log lost records stays refused: the refused store
+    /// records nothing on its way out (a `store.seqnums` slot describing the damaged log
+    /// would make the next open accept it and reuse sequence numbers).
+    #[test]
+    fn a_refused_open_stays_refused() {
+        let d = dir("refused");
+        {
+            let (mut s, _) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
+            fill(&mut s, 30, 1);
+        }
+        let header = (PREFIX + BODY_HEAD + MAGIC.len()) as u64;
+        let f = OpenOptions::new()
+            .write(true)
+            .open(d.join(FILE_NAME))
+            .unwrap();
+        f.set_len(header).unwrap();
+        drop(f);
+        for _ in 0..3 {
+            match FileStore::open(&d, SyncPolicy::Os, 0) {
+                Err(StoreError::Lost { .. }) => {}
+                other => panic!("{:?}", other.map(|(s, w)| (s.log_len(), w))),
+            }
+        }
+        assert_eq!(fs::metadata(d.join(FILE_NAME)).unwrap().len(), header);
         let _ = fs::remove_dir_all(&d);
     }
 

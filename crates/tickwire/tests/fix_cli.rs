@@ -161,6 +161,37 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
     );
 }
 
+/// A second acceptor started by mistake on the same settings (same `FileStorePath`
+/// and session) is refused before it touches the running one's store: it used to
+/// recover the store, fail to bind the port, and cut the running acceptor's log on its
+/// way out, so that the next restart refused the store as truncated.
+#[test]
+fn a_second_acceptor_on_the_same_store_is_refused_and_the_first_goes_on() {
+    let dir = temp_dir("cli-twice");
+    let port = free_port();
+    let cfg = two_sided_cfg(dir.path(), port, false);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    client.wait(&["LOGON", c]);
+    client.send(&format!("35=D|11=TWICE1|{ORDER}"));
+    client.wait(&["IN", c, "|11=TWICE1|"]);
+    let log = dir.path().join("store/FIX.4.4-VENUE-CLIENT/store.log");
+    let size = std::fs::metadata(&log).unwrap().len();
+    let (st, _, err) = run(&["fix", "acceptor", "--config", cfg.to_str().unwrap()]);
+    assert!(!st.success());
+    assert!(err.contains("in use by another process"), "{err}");
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), size);
+    // The first acceptor carries on: the next order is echoed, numbered after the
+    // first.
+    client.send(&format!("35=D|11=TWICE2|{ORDER}"));
+    let echoed = client.wait(&["IN", c, "|11=TWICE2|"]);
+    let first = client.wait_ever(&["IN", c, "|11=TWICE1|"]);
+    let seq = |l: &str| field(l, 34).unwrap().parse::<u64>().unwrap();
+    assert_eq!(seq(&echoed), seq(&first) + 1, "{echoed}");
+}
+
 fn run(args: &[&str]) -> (std::process::ExitStatus, String, String) {
     let mut p = std::process::Command::new(BIN);
     p.args(args).stdin(std::process::Stdio::null());
