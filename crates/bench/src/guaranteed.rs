@@ -118,7 +118,7 @@ pub struct GuaranteedArgs {
     pub consumer_window: u32,
 
     /// Publish window used against JetStream (tickwire uses the window its router
-    /// grants in PUB_OPENED, reported). [default: 4096, the tickwire router's default]
+    /// grants in PUB_OPENED, reported); 4096 is the tickwire router's default.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub nats_window: u32,
 

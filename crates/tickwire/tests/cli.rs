@@ -1647,3 +1647,43 @@ fn bench_fanout_duration_with_units_is_accepted() {
     assert_ne!(code, 2, "a usage error: {err}");
     assert!(!err.contains("invalid value"), "{err}");
 }
+
+/// Regression: feed and fix, which have no users of their own, told to "configure users
+/// in the router's [auth]" for a non-loopback --http; `bench guaranteed --help` gave
+/// --nats-window two default lines.
+#[test]
+fn help_and_errors_name_only_what_the_command_accepts() {
+    let port = dead_addr().port().to_string();
+    let http = format!("0.0.0.0:{port}");
+    let (code, err) = fails(&["feed", "--http", &http]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--http-auth FILE") && err.contains("--http-open"),
+        "{err}"
+    );
+    assert!(!err.contains("router"), "feed has no router users: {err}");
+    let (code, err) = fails(&[
+        "router",
+        "--no-guaranteed",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        &http,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("configure users in the router's [auth]"),
+        "{err}"
+    );
+    for cmd in ["feed", "fix", "router"] {
+        let help = ok(&[cmd, "--help"]);
+        assert!(!help.contains("or the router's own users"), "{cmd}: {help}");
+    }
+    let help = ok(&["bench", "guaranteed", "--help"]);
+    let window = help
+        .split("--nats-window")
+        .nth(1)
+        .and_then(|rest| rest.split("\n      --").next())
+        .expect("--nats-window in the help");
+    assert_eq!(window.matches("[default:").count(), 1, "{window}");
+}

@@ -30,7 +30,8 @@ pub struct HttpArgs {
     /// Serve the monitoring endpoint (dashboard, JSON, /metrics) on ADDR. Off unless
     /// given; `--http` alone listens on loopback only (127.0.0.1, the command's default
     /// port: router 7480, feed 7481, fix 7482). Beyond loopback it requires a login
-    /// (--http-auth, or the router's own users) unless --http-open (docs/monitoring.md).
+    /// (--http-auth; the router also takes its own [auth] users) unless --http-open
+    /// (docs/monitoring.md).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = false)]
     pub http: Option<Option<String>>,
     /// Who may read the endpoint: a TOML file with an [auth] table in the router's format
@@ -110,7 +111,7 @@ impl HttpArgs {
                 let guard = access::Guard::new(cfg, "the router's [auth] table")?;
                 Ok(Some(Arc::new(guard)))
             }
-            _ if beyond_loopback => Err(access::refuse_open(addr)),
+            _ if beyond_loopback => Err(access::refuse_open(addr, own.is_some())),
             _ => Ok(None),
         }
     }
