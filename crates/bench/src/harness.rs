@@ -516,21 +516,26 @@ pub struct Pinning {
     pub far: usize,
 }
 
-/// Parses `NEAR,FAR` (two CPU numbers), each one this process may run on: a pin that
-/// cannot be done is a usage error before anything is measured (it ran unpinned, with
-/// a warning, and reported figures for a setup that never was).
+/// Parses `NEAR,FAR` (two CPU numbers), each one a thread of this process can be
+/// pinned to ([`tickwire_rt::pin::can_pin`]): a pin that cannot be done is a usage
+/// error before anything is measured (it ran unpinned, with a warning, and reported
+/// figures for a setup that never was).
 pub fn parse_pin(s: &str) -> Result<Pinning, String> {
     let pin = parse_pin_numbers(s)?;
-    let Some(cpus) = tickwire_rt::pin::usable_cpus() else {
-        return Ok(pin);
-    };
-    match [pin.near, pin.far].into_iter().find(|c| !cpus.contains(c)) {
+    match [pin.near, pin.far]
+        .into_iter()
+        .find(|&c| !tickwire_rt::pin::can_pin(c))
+    {
         None => Ok(pin),
         Some(cpu) => {
-            let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            let runs_on = tickwire_rt::pin::usable_cpus()
+                .map(|cpus| {
+                    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+                    format!(" (it runs on CPUs {})", list.join(","))
+                })
+                .unwrap_or_default();
             Err(format!(
-                "{s:?}: CPU {cpu} is not available to this process (it may run on CPUs {})",
-                list.join(",")
+                "{s:?}: CPU {cpu} is not available to this process{runs_on}"
             ))
         }
     }
@@ -566,7 +571,7 @@ mod tests {
                 far: first
             })
         );
-        let absent = (0..).find(|c| !cpus.contains(c)).unwrap();
+        let absent = rustix::thread::CpuSet::MAX_CPU;
         let e = parse_pin(&format!("{first},{absent}")).unwrap_err();
         assert!(
             e.contains(&format!("CPU {absent} is not available to this process")),

@@ -24,9 +24,24 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
-/// The CPUs the calling thread may run on (its affinity mask, which a process inherits
+/// Whether a thread of this process can be pinned to `cpu`, tried on a scratch thread
+/// (no warning): a CPU that does not exist, or that the process's cpuset (a container's)
+/// excludes, cannot; the affinity mask inherited from `taskset` does not limit it.
+pub fn can_pin(cpu: usize) -> bool {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return false;
+    }
+    std::thread::spawn(move || {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).is_ok()
+    })
+    .join()
+    .unwrap_or(false)
+}
+
+/// The CPUs the calling thread runs on now (its affinity mask, which a process inherits
 /// from `taskset` or a container's CPU set), in order; `None` when it cannot be read.
-/// A pin to a CPU not in it fails.
 pub fn usable_cpus() -> Option<Vec<usize>> {
     let set = rustix::thread::sched_getaffinity(None).ok()?;
     Some(
@@ -72,8 +87,14 @@ mod tests {
     fn usable_cpus_are_the_ones_a_pin_succeeds_on() {
         let cpus = usable_cpus().expect("the affinity mask of this thread");
         assert!(!cpus.is_empty());
+        assert!(cpus.iter().all(|&c| can_pin(c)), "{cpus:?}");
+        // No CPU of that number exists (nor can be named in a CPU set).
+        assert!(!can_pin(rustix::thread::CpuSet::MAX_CPU));
+        assert!(!can_pin(100_000));
         let _guard = pin_current_thread_scoped(cpus[0]);
         assert_eq!(usable_cpus(), Some(vec![cpus[0]]));
+        // Pinned to one CPU (as under `taskset -c`), the others can still be pinned to.
+        assert!(cpus.iter().all(|&c| can_pin(c)), "{cpus:?}");
     }
 
     #[test]
