@@ -531,7 +531,11 @@ pub fn parse_pin(s: &str) -> Result<Pinning, String> {
             let runs_on = tickwire_rt::pin::usable_cpus()
                 .map(|cpus| {
                     let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-                    format!(" (it runs on CPUs {})", list.join(","))
+                    format!(
+                        " (no such CPU, or outside its cpuset; its threads run on CPUs {} \
+                         now)",
+                        list.join(",")
+                    )
                 })
                 .unwrap_or_default();
             Err(format!(

@@ -27,17 +27,22 @@ pub fn pin_current_thread(cpu: usize) -> bool {
 /// Whether a thread of this process can be pinned to `cpu`, tried on a scratch thread
 /// (no warning): a CPU that does not exist, or that the process's cpuset (a container's)
 /// excludes, cannot; the affinity mask inherited from `taskset` does not limit it.
+/// Without a thread to try on, the CPUs the calling thread runs on now.
 pub fn can_pin(cpu: usize) -> bool {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
         return false;
     }
-    std::thread::spawn(move || {
+    let tried = std::thread::Builder::new().spawn(move || {
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);
         rustix::thread::sched_setaffinity(None, &set).is_ok()
-    })
-    .join()
-    .unwrap_or(false)
+    });
+    match tried {
+        Ok(t) => t.join().unwrap_or(false),
+        // No thread to try on (a process or container thread limit): the CPUs this
+        // thread runs on now are certainly usable.
+        Err(_) => usable_cpus().is_some_and(|cpus| cpus.contains(&cpu)),
+    }
 }
 
 /// The CPUs the calling thread runs on now (its affinity mask, which a process inherits

@@ -84,8 +84,8 @@ the sender stays for --linger, answering NAKs, and prints what it sent, retransm
 and what its receivers reported; --wait-receivers N ends the linger as soon as N
 receivers reported having everything.
 
-Exit status: 0, or 1 on an error (message larger than a datagram, ...), 2 for a
-usage error (bad topic, bad flag value).
+Exit status: 0, or 1 on an error (a MESSAGE larger than a datagram, ...), 2 for a
+usage error (bad topic, bad flag value, a load --size that cannot fit in one datagram).
 
 Examples:
   tickwire mcast send md/NASDAQ/AAPL 'hello'                     # one message
@@ -210,7 +210,9 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--batch and --burst must be at least 1");
     }
     // A --max-datagram out of its range is reported by the sender's own check.
-    if a.message.is_none() && a.max_datagram >= tickwire_mcast::packet::MIN_DATAGRAM {
+    let in_range = (tickwire_mcast::packet::MIN_DATAGRAM..=tickwire_mcast::packet::MAX_DATAGRAM)
+        .contains(&a.max_datagram);
+    if a.message.is_none() && in_range {
         check_load_size(&a)?;
     }
     let opts = PublisherOptions {
@@ -387,7 +389,6 @@ fn check_load_size(a: &SendArgs) -> anyhow::Result<()> {
     };
     let limit = a
         .max_datagram
-        .min(tickwire_mcast::packet::MAX_DATAGRAM)
         .saturating_sub(packet + framing + a.topic.len());
     if a.size > limit {
         return Err(crate::units::UsageError(format!(

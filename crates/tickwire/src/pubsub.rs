@@ -651,7 +651,8 @@ binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
 subscription does: --give-up-after bounds the wait (default: forever; then exit 1),
---no-reconnect exits (status 0) instead, Ctrl-C ends the wait at once. Messages
+--no-reconnect exits (status 0) instead, Ctrl-C ends the wait (after the connection
+attempt under way, if any). Messages
 printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders                        # consume and acknowledge
   tickwire sub --queue orders --count 10 --print-json

@@ -204,10 +204,11 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("request on {topic} not answered: the connection was lost");
                 continue;
             };
-            // Room for the header, the reply topic (at most 255 bytes) and the
-            // REPLY field, with a margin.
+            // What the reply's frame leaves for the answer: the header, the reply
+            // topic and the REPLY field (its correlation; no reply-to in a reply).
             let max_frame = conn.router_max_frame();
-            let max = (max_frame as usize).saturating_sub(600);
+            let overhead = tickwire_wire::frame::HEADER_LEN + to.topic.len() + 5;
+            let max = (max_frame as usize).saturating_sub(overhead);
             let sent = answer.len().min(max);
             if sent < answer.len() {
                 eprintln!(

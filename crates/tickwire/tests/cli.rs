@@ -877,7 +877,7 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
         .chain(pins.iter().map(|p| {
             (
                 &p[..],
-                &["--pin", "is not available to this process", "runs on CPUs"][..],
+                &["--pin", "is not available to this process", "run on CPUs"][..],
             )
         }))
         .collect();

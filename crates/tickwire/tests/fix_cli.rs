@@ -181,7 +181,7 @@ fn a_second_acceptor_on_the_same_store_is_refused_and_the_first_goes_on() {
     let size = std::fs::metadata(&log).unwrap().len();
     let (st, _, err) = run(&["fix", "acceptor", "--config", cfg.to_str().unwrap()]);
     assert!(!st.success());
-    assert!(err.contains("in use by another process"), "{err}");
+    assert!(err.contains("in use by another open store"), "{err}");
     assert_eq!(std::fs::metadata(&log).unwrap().len(), size);
     // The first acceptor carries on: the next order is echoed, numbered after the
     // first.

@@ -335,6 +335,12 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
     // The payload plus the newline `request` adds.
     let sent = out.len() - 1;
     assert!(sent < 64 << 10, "{sent} bytes went through a 64 KiB frame");
+    // Cut to what fills the frame: only the header (8), the reply topic (at most 255)
+    // and the REPLY field (5) take room.
+    assert!(
+        sent >= (64 << 10) - 8 - 255 - 5,
+        "cut to {sent}, short of the frame"
+    );
     let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
     assert!(st.success(), "{st}");
     let mut err = String::new();
