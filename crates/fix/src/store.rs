@@ -1589,6 +1589,16 @@ mod tests {
         s.flush().unwrap();
     }
 
+    /// The store in `d`, opened again after a clean stop, holds `messages` messages and
+    /// no warning; the directory goes.
+    fn reopen_holds_and_remove(d: &Path, messages: u64) {
+        let (s, w) = FileStore::open(d, SyncPolicy::Os, 0).unwrap();
+        assert_eq!(w, None);
+        assert_eq!(all(&s).len() as u64, messages);
+        drop(s);
+        let _ = fs::remove_dir_all(d);
+    }
+
     /// The logs of the stores in `a` and `b` are the same bytes; both directories go.
     fn assert_same_log_and_remove(a: &Path, b: &Path) {
         assert_eq!(
@@ -1738,11 +1748,7 @@ mod tests {
         assert_eq!(s.tail.as_ref().unwrap().allocated, full);
         assert!(s.tail.as_ref().unwrap().released >= RELEASE_STEP);
         drop(s);
-        let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
-        assert_eq!(w, None);
-        assert_eq!(all(&s).len() as u64, seq - 1);
-        drop(s);
-        let _ = fs::remove_dir_all(&d);
+        reopen_holds_and_remove(&d, seq - 1);
     }
 
     /// Turns that each write more than a step make every `prepare` call allocate; the
@@ -1773,11 +1779,7 @@ mod tests {
         }
         assert!(s.tail.as_ref().unwrap().released > 2 << 20);
         drop(s);
-        let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
-        assert_eq!(w, None);
-        assert_eq!(all(&s).len() as u64, seq - 1);
-        drop(s);
-        let _ = fs::remove_dir_all(&d);
+        reopen_holds_and_remove(&d, seq - 1);
     }
 
     /// Flushes that `pwrite` while a window is mapped (as when mapping failed for a
