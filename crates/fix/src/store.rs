@@ -1559,11 +1559,24 @@ impl Drop for FileStore {
 mod tests {
     use super::*;
 
-    fn dir(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("tickwire-store-unit-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        d
+    /// A scratch directory for one test's store, removed when the guard drops (also
+    /// when the test fails).
+    struct Scratch(tempfile::TempDir);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    fn dir(name: &str) -> Scratch {
+        Scratch(
+            tempfile::Builder::new()
+                .prefix(&format!("tickwire-store-unit-{name}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 
     fn msg(seq: u64, pad: usize) -> Vec<u8> {
@@ -1590,23 +1603,20 @@ mod tests {
     }
 
     /// The store in `d`, opened again after a clean stop, holds `messages` messages and
-    /// no warning; the directory goes.
-    fn reopen_holds_and_remove(d: &Path, messages: u64) {
+    /// no warning.
+    fn reopen_holds(d: &Path, messages: u64) {
         let (s, w) = FileStore::open(d, SyncPolicy::Os, 0).unwrap();
         assert_eq!(w, None);
         assert_eq!(all(&s).len() as u64, messages);
         drop(s);
-        let _ = fs::remove_dir_all(d);
     }
 
-    /// The logs of the stores in `a` and `b` are the same bytes; both directories go.
-    fn assert_same_log_and_remove(a: &Path, b: &Path) {
+    /// The logs of the stores in `a` and `b` are the same bytes.
+    fn assert_same_log(a: &Path, b: &Path) {
         assert_eq!(
             fs::read(a.join(FILE_NAME)).unwrap(),
             fs::read(b.join(FILE_NAME)).unwrap()
         );
-        let _ = fs::remove_dir_all(a);
-        let _ = fs::remove_dir_all(b);
     }
 
     fn all(s: &FileStore) -> Vec<(u64, Vec<u8>)> {
@@ -1651,7 +1661,7 @@ mod tests {
             assert_eq!((m.next_sender_seq(), m.next_target_seq()), (n + 1, n + 1));
             drop(m);
             // Dropped: truncated to the log, identical files.
-            assert_same_log_and_remove(&a, &b);
+            assert_same_log(&a, &b);
         }
     }
 
@@ -1688,7 +1698,6 @@ mod tests {
         let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
         assert_eq!(w, None);
         assert_eq!(all(&s).len(), 400);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// While the log grows by less than an [`ALLOCATE_STEP`] between `prepare` calls
@@ -1748,7 +1757,7 @@ mod tests {
         assert_eq!(s.tail.as_ref().unwrap().allocated, full);
         assert!(s.tail.as_ref().unwrap().released >= RELEASE_STEP);
         drop(s);
-        reopen_holds_and_remove(&d, seq - 1);
+        reopen_holds(&d, seq - 1);
     }
 
     /// Turns that each write more than a step make every `prepare` call allocate; the
@@ -1779,7 +1788,7 @@ mod tests {
         }
         assert!(s.tail.as_ref().unwrap().released > 2 << 20);
         drop(s);
-        reopen_holds_and_remove(&d, seq - 1);
+        reopen_holds(&d, seq - 1);
     }
 
     /// Flushes that `pwrite` while a window is mapped (as when mapping failed for a
@@ -1808,7 +1817,7 @@ mod tests {
             m.map_writes = true;
             assert_eq!(all(&m), all(&p));
         }
-        assert_same_log_and_remove(&a, &b);
+        assert_same_log(&a, &b);
     }
 
     /// A flush larger than the window maps a window of its own size.
@@ -1829,7 +1838,6 @@ mod tests {
         let (s, w) = FileStore::open(&d, SyncPolicy::Os, 0).unwrap();
         assert_eq!(w, None);
         assert_eq!(all(&s), vec![(1, msg(1, 20_000)), (2, msg(2, 10))]);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// Without a clean stop (as after `kill -9`) the file keeps the window's zeros past
@@ -1857,7 +1865,6 @@ mod tests {
         assert_eq!(fs::metadata(d.join(FILE_NAME)).unwrap().len(), log);
         assert_eq!((s.next_sender_seq(), s.next_target_seq()), (51, 51));
         assert_eq!(all(&s).len(), 50);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// A second open of a store directory while another store has it open (a second
@@ -1877,7 +1884,7 @@ mod tests {
         let seqnums = fs::read(d.join(SEQ_NAME)).unwrap();
         for on_lost in [OnLostLog::Refuse, OnLostLog::StartOver] {
             match FileStore::open_with(&d, SyncPolicy::Os, 0, on_lost) {
-                Err(StoreError::Locked(p)) => assert_eq!(p, d),
+                Err(StoreError::Locked(p)) => assert_eq!(p, *d),
                 other => panic!("{:?}", other.map(|(s, w)| (s.log_len(), w))),
             }
         }
@@ -1897,7 +1904,6 @@ mod tests {
         assert_eq!(all(&b).len(), 41);
         assert_eq!(b.next_sender_seq(), 42);
         drop(b);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// An open refused because the log lost records stays refused: the refused store
@@ -1924,7 +1930,6 @@ mod tests {
             }
         }
         assert_eq!(fs::metadata(d.join(FILE_NAME)).unwrap().len(), header);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// A reset replaces the file: the window of the old one is dropped, and the next
@@ -1943,7 +1948,6 @@ mod tests {
         assert_eq!(w, None);
         assert_eq!(s.creation_time(), 99);
         assert_eq!(all(&s).len(), 3);
-        let _ = fs::remove_dir_all(&d);
     }
 
     /// A damaged record followed by an intact one whose last bytes are zeros (a
@@ -1979,6 +1983,5 @@ mod tests {
             matches!(err, StoreError::Corrupt { offset, .. } if offset == damaged as u64),
             "{err}"
         );
-        let _ = fs::remove_dir_all(&d);
     }
 }

@@ -270,15 +270,15 @@ mod tests {
 
     #[test]
     fn finds_the_first_existing_place() {
-        let dir = std::env::temp_dir().join(format!("tw-paths-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let spec = dir.join("data/tickwire/fix-spec");
         std::fs::create_dir_all(&spec).unwrap();
         let env = Environment::new(
             &[("XDG_DATA_HOME", dir.join("data").to_str().unwrap())],
-            Some(&dir),
+            Some(dir),
             None,
         );
         assert_eq!(find_in(&FIX_SPEC, None, &env).unwrap(), spec);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

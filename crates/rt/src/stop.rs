@@ -221,7 +221,8 @@ mod tests {
 
     #[test]
     fn the_abort_path_removes_the_registered_scratch_directories_only() {
-        let base = std::env::temp_dir().join(format!("tickwire-rt-scratch-{}", std::process::id()));
+        let scratch = tempfile::tempdir().expect("scratch dir");
+        let base = scratch.path();
         let (kept, gone) = (base.join("kept"), base.join("gone"));
         std::fs::create_dir_all(&kept).expect("mkdir");
         std::fs::create_dir_all(&gone).expect("mkdir");
@@ -232,6 +233,5 @@ mod tests {
         remove_scratch_dirs(&[]);
         assert!(kept.is_dir());
         assert!(!gone.exists());
-        std::fs::remove_dir_all(&base).expect("clean up");
     }
 }

@@ -320,9 +320,8 @@ mod tests {
 
     #[test]
     fn a_file_window_writes_the_file_at_its_offset() {
-        let dir = std::env::temp_dir().join(format!("tickwire-raw-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("window");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("window");
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -345,7 +344,6 @@ mod tests {
         assert_eq!(&data[4096 + 10..4096 + 21], b"in the file");
         assert_eq!(&data[3 * 4096 - 3..], b"end");
         assert!(data[..4096].iter().all(|&b| b == 0));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -651,8 +651,11 @@ mod tests {
     }
 
     fn pki(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!("tickwire-tls-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("tickwire-tls-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let dir = scratch.path();
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -676,12 +679,11 @@ mod tests {
             ca: Some(write("ca.pem", ca.pem())),
             ..ClientFiles::default()
         };
-        let pki = Pki {
+        // Read before `scratch` (the files' directory) drops at the end of the block.
+        Pki {
             server: server_config(&files).unwrap(),
             client: client_config(&client).unwrap(),
-        };
-        std::fs::remove_dir_all(&dir).unwrap();
-        pki
+        }
     }
 
     /// One side's turn: flush its records, read what came. True if it read something.
