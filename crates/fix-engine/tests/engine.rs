@@ -782,3 +782,71 @@ fn fixt_settings_register_each_app_data_dictionary_under_its_appl_ver_id() {
         "no FIX.5.0 dictionary: the plain one"
     );
 }
+
+/// Regression (new-user pass): two sessions whose store directory names collide
+/// (`FIX.4.4-A-B-C` is both A-B->C's and A->B-C's) were accepted, and the second
+/// one's store then failed on the first one's lock with a message about "another open
+/// store". The engine refuses the configuration before it opens anything, naming
+/// both sessions and the directory.
+#[test]
+fn regression_two_sessions_with_the_same_store_directory_are_a_configuration_error() {
+    let two = |extra_first: &str, extra_second: &str| {
+        format!(
+            "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+             SocketAcceptPort=0\nNonStopSession=Y\nFileStorePath={{dir}}/store\n\
+             [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A-B\nTargetCompID=C\n{extra_first}\
+             [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B-C\n{extra_second}"
+        )
+    };
+    let settings_in = |dir: &std::path::Path, text: &str| {
+        Settings::parse(&text.replace("{dir}", &dir.display().to_string()), "t.cfg").unwrap()
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("tickwire-fix-engine-collide")
+        .tempdir()
+        .unwrap();
+    let settings = settings_in(dir.path(), &two("", ""));
+    assert_eq!(settings.sessions.len(), 2, "two distinct sessions");
+    let text = match Engine::from_settings(&settings, Seen::default()) {
+        Err(e @ tickwire_fix_engine::Error::Config { .. }) => e.to_string(),
+        Err(e) => panic!("expected a configuration error, got {e:?}"),
+        Ok(_) => panic!("an engine started with two sessions sharing a store directory"),
+    };
+    let store = dir.path().join("store/FIX.4.4-A-B-C");
+    assert!(
+        text.starts_with(&format!(
+            "session FIX.4.4:A->B-C: its file store directory {} is also the store \
+             directory of session FIX.4.4:A-B->C",
+            store.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("FileStorePath"), "{text}");
+    assert!(!text.contains("in use"), "{text}");
+    assert!(
+        !dir.path().join("store").exists(),
+        "a store was opened before the refusal"
+    );
+
+    // Sessions differing only in a sub ID share the directory too.
+    let sub = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+               SocketAcceptPort=0\nNonStopSession=Y\nFileStorePath={dir}/store\n\
+               [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nSenderSubID=D1\nTargetCompID=B\n\
+               [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nSenderSubID=D2\nTargetCompID=B\n";
+    let e = Engine::from_settings(&settings_in(dir.path(), sub), Seen::default())
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string()
+            .contains("FIX.4.4-A-B is also the store directory of session FIX.4.4:A/D1->B"),
+        "{e}"
+    );
+
+    // The same two sessions, each with a FileStorePath of its own, start.
+    let own = two("FileStorePath={dir}/one\n", "FileStorePath={dir}/two\n");
+    let engine = Engine::from_settings(&settings_in(dir.path(), &own), Seen::default()).unwrap();
+    assert_eq!(engine.sessions().count(), 2);
+    drop(engine);
+    assert!(dir.path().join("one/FIX.4.4-A-B-C").is_dir());
+    assert!(dir.path().join("two/FIX.4.4-A-B-C").is_dir());
+}

@@ -15,8 +15,9 @@
 //! * Any other line (no `=`, or a `[` without its `]`) is ignored by QuickFIX; we refuse
 //!   it with file and line, as an unknown key: `SocketAcceptPort 5001` or `[SESSION`
 //!   would otherwise drop settings and fail later, or not at all, far from the typo.
-//! * Booleans are `Y` / `N`; numbers are plain digits; days are matched on their first two
-//!   letters (`Mo`, `monday`, ...); times are `HH:MM:SS`.
+//! * Booleans are `Y` / `N`; numbers are plain digits within the key's range (an error
+//!   names the key, the value and the range: `expected an integer in 1..=65535`); days
+//!   are matched on their first two letters (`Mo`, `monday`, ...); times are `HH:MM:SS`.
 //!
 //! A session is identified by BeginString, SenderCompID (+SenderSubID, SenderLocationID),
 //! TargetCompID (+TargetSubID, TargetLocationID) and SessionQualifier.
@@ -26,7 +27,9 @@
 //! Every key QuickFIX/C++ 1.16 knows (session, socket, store, log and SSL settings) is
 //! recognised. The keys tickwire implements are parsed into [`SessionSettings`] with
 //! QuickFIX's defaults; known keys we do not implement (database stores and logs,
-//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning.
+//! HTTP, logon/logout windows, ...) are accepted and reported as an "ignored" warning;
+//! so is `RefreshOnLogon=Y` (tickwire's stores have one owner: nothing to refresh;
+//! `RefreshOnLogon=N` is what tickwire does and passes silently).
 //! The TLS keys are read from `[DEFAULT]` only (see "Security settings" below). A
 //! key QuickFIX does not know is an error with file, line and a "did you mean" suggestion.
 //! A few keys from QuickFIX/J that the issue asks for are also implemented:
@@ -72,6 +75,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use chrono::{NaiveTime, Weekday};
@@ -118,8 +122,9 @@ pub enum SettingsError {
         key: &'static str,
         /// The value as written.
         value: String,
-        /// What was expected.
-        expected: &'static str,
+        /// What was expected (for a number, the accepted range: `an integer in
+        /// 1..=65535`).
+        expected: String,
     },
     /// A required key is missing from a session (and from DEFAULT).
     #[error("{file}:{line}: session {session} is missing required setting {key}")]
@@ -194,11 +199,16 @@ impl std::fmt::Display for SettingsWarning {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Support {
     Implemented,
+    /// Known to QuickFIX, not implemented: accepted with an "ignored" warning.
     Ignored,
+    /// A QuickFIX switch (`Y`/`N`, default `N`) tickwire does not honour, for this
+    /// reason: `N` is what tickwire does anyway and passes silently; `Y` is accepted
+    /// with an "ignored" warning giving the reason; any other value is an error.
+    NotHonoured(&'static str),
     /// A TLS setting: engine-wide, read from `[DEFAULT]` only (module `tls`).
     Tls,
 }
-use Support::{Ignored, Implemented, Tls};
+use Support::{Ignored, Implemented, NotHonoured, Tls};
 
 /// Every key QuickFIX/C++ 1.16 knows, plus the QuickFIX/J and tickwire keys we implement.
 const KEYS: &[(&str, Support)] = &[
@@ -304,7 +314,13 @@ const KEYS: &[(&str, Support)] = &[
     ("ResetOnLogon", Implemented),
     ("ResetOnLogout", Implemented),
     ("ResetOnDisconnect", Implemented),
-    ("RefreshOnLogon", Implemented),
+    (
+        "RefreshOnLogon",
+        NotHonoured(
+            "a tickwire store has one owner (its lock), so there is nothing to refresh \
+             at logon",
+        ),
+    ),
     ("MillisecondsInTimeStamp", Implemented),
     ("TimestampPrecision", Implemented),
     ("HttpAcceptPort", Ignored),
@@ -504,8 +520,6 @@ pub struct SessionSettings {
     pub reset_on_logout: bool,
     /// ResetOnDisconnect (default N).
     pub reset_on_disconnect: bool,
-    /// RefreshOnLogon (default N).
-    pub refresh_on_logon: bool,
     /// SendResetSeqNumFlag (default N).
     pub send_reset_seq_num_flag: bool,
     /// PersistMessages (default Y).
@@ -679,12 +693,33 @@ impl Settings {
                         .to_string(),
                 });
             }
-            if support == Ignored {
-                warn(
+            match support {
+                Ignored => warn(
                     &mut warnings,
                     line_no,
                     format!("{canon} is a QuickFIX setting tickwire does not implement: ignored"),
-                );
+                ),
+                NotHonoured(why) => match value {
+                    "N" => {}
+                    "Y" => warn(
+                        &mut warnings,
+                        line_no,
+                        format!(
+                            "{canon}=Y is a QuickFIX setting tickwire does not honour ({why}): \
+                             ignored"
+                        ),
+                    ),
+                    _ => {
+                        return Err(SettingsError::BadValue {
+                            file: file.to_string(),
+                            line: line_no,
+                            key: canon,
+                            value: value.to_string(),
+                            expected: "Y or N".to_string(),
+                        })
+                    }
+                },
+                Implemented | Tls => {}
             }
             let section = match target {
                 Target::Default => &mut default,
@@ -763,13 +798,13 @@ impl Reader<'_> {
     fn string(&self, key: &'static str) -> Option<String> {
         self.entry(key).map(|e| e.value.clone())
     }
-    fn bad(&self, key: &'static str, e: &Entry, expected: &'static str) -> SettingsError {
+    fn bad(&self, key: &'static str, e: &Entry, expected: impl Into<String>) -> SettingsError {
         SettingsError::BadValue {
             file: self.file.to_string(),
             line: e.line,
             key,
             value: e.value.clone(),
-            expected,
+            expected: expected.into(),
         }
     }
     fn missing(&self, key: &'static str) -> SettingsError {
@@ -796,20 +831,35 @@ impl Reader<'_> {
             },
         }
     }
-    fn parse_num<T: std::str::FromStr>(
+    /// `e`, the value of `key`, as a plain decimal integer within `range`; anything
+    /// else (a sign, a space, a number out of range) is an error naming the key, the
+    /// value and the range (`expected an integer in 1..=65535`). `range` must fit `T`.
+    fn parse_num<T: TryFrom<u64>>(
         &self,
         key: &'static str,
         e: &Entry,
+        range: RangeInclusive<u64>,
     ) -> Result<T, SettingsError> {
-        if e.value.is_empty() || !e.value.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(self.bad(key, e, "a non-negative integer"));
-        }
-        e.value
-            .parse()
-            .map_err(|_| self.bad(key, e, "an integer in range"))
+        let digits = !e.value.is_empty() && e.value.bytes().all(|b| b.is_ascii_digit());
+        digits
+            .then(|| e.value.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| range.contains(n))
+            .and_then(|n| T::try_from(n).ok())
+            .ok_or_else(|| {
+                let expected = format!("an integer in {}..={}", range.start(), range.end());
+                self.bad(key, e, expected)
+            })
     }
-    fn num<T: std::str::FromStr>(&self, key: &'static str) -> Result<Option<T>, SettingsError> {
-        self.entry(key).map(|e| self.parse_num(key, e)).transpose()
+    /// [`Reader::parse_num`] of `key`, None when absent.
+    fn num<T: TryFrom<u64>>(
+        &self,
+        key: &'static str,
+        range: RangeInclusive<u64>,
+    ) -> Result<Option<T>, SettingsError> {
+        self.entry(key)
+            .map(|e| self.parse_num(key, e, range))
+            .transpose()
     }
     fn time(&self, key: &'static str) -> Result<Option<NaiveTime>, SettingsError> {
         self.entry(key)
@@ -840,6 +890,15 @@ impl Reader<'_> {
         self.entry(key).map(|e| PathBuf::from(&e.value))
     }
 }
+
+/// The accepted ranges of numeric settings (what [`Reader::num`] names in its error).
+const ANY_U32: RangeInclusive<u64> = 0..=0xFFFF_FFFF;
+/// SocketAcceptPort: 0 listens on any free port.
+const ACCEPT_PORT: RangeInclusive<u64> = 0..=65535;
+/// SocketConnectPort (and its failovers): port 0 cannot be connected to.
+const CONNECT_PORT: RangeInclusive<u64> = 1..=65535;
+/// The largest `usize` (a lossless conversion: `usize` is at most 64 bits).
+const ANY_USIZE_MAX: u64 = usize::MAX as u64;
 
 fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, SettingsError> {
     let mut r = Reader {
@@ -907,8 +966,8 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
                 .map_err(|_| r.bad("TimeZone", e, "an IANA time zone name"))
         })
         .transpose()?;
-    let heartbt_int = r.num::<u32>("HeartBtInt")?;
-    let socket_accept_port = r.num::<u16>("SocketAcceptPort")?;
+    let heartbt_int = r.num::<u32>("HeartBtInt", ANY_U32)?;
+    let socket_accept_port = r.num::<u16>("SocketAcceptPort", ACCEPT_PORT)?;
     // Primary connect host/port then numbered failovers.
     let mut socket_connect = Vec::new();
     let mut hosts: Vec<(&str, &Entry)> = values
@@ -922,7 +981,7 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         let Some(port) = values.get(&port_key) else {
             return Err(r.missing("SocketConnectPort (for each SocketConnectHost<n>)"));
         };
-        let port: u16 = r.parse_num("SocketConnectPort", port)?;
+        let port: u16 = r.parse_num("SocketConnectPort", port, CONNECT_PORT)?;
         socket_connect.push((host.value.clone(), port));
     }
     match connection_type {
@@ -944,17 +1003,11 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         }
     }
     let old_fix = matches!(id.begin_string.as_str(), "FIX.4.0" | "FIX.4.1");
-    let timestamp_precision = match r.num::<u8>("TimestampPrecision")? {
+    let timestamp_precision = match r.num::<u8>("TimestampPrecision", 0..=9)? {
         Some(0) => TimestampPrecision::Seconds,
         Some(1..=3) => TimestampPrecision::Millis,
         Some(4..=6) => TimestampPrecision::Micros,
-        Some(7..=9) => TimestampPrecision::Nanos,
-        Some(_) => {
-            // Invariant: this arm is only reached when the entry was present and parsed.
-            #[allow(clippy::expect_used)]
-            let e = r.entry("TimestampPrecision").expect("parsed above");
-            return Err(r.bad("TimestampPrecision", e, "0 to 9 digits"));
-        }
+        Some(_) => TimestampPrecision::Nanos,
         None if old_fix || !r.bool("MillisecondsInTimeStamp", true)? => TimestampPrecision::Seconds,
         None => TimestampPrecision::Millis,
     };
@@ -966,7 +1019,9 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
             _ => return Err(r.bad("TickwireIdleStrategy", e, "block or spin")),
         },
     };
-    let batch = r.num::<u32>("TickwireStoreSyncBatch")?.unwrap_or(64).max(1);
+    let batch = r
+        .num::<u32>("TickwireStoreSyncBatch", 1..=u64::from(u32::MAX))?
+        .unwrap_or(64);
     let store_sync = match r.entry("TickwireStoreSync") {
         None => SyncPolicy::Os,
         Some(e) => match e.value.to_ascii_lowercase().as_str() {
@@ -987,19 +1042,9 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| r.bad("AllowedRemoteAddresses", e, "comma-separated IP addresses"))?,
     };
-    let max_logon_length = r.num::<usize>("TickwireMaxLogonLength")?;
-    if let (Some(n), Some(e)) = (max_logon_length, r.entry("TickwireMaxLogonLength")) {
-        if n < 64 {
-            return Err(r.bad("TickwireMaxLogonLength", e, "a byte count of at least 64"));
-        }
-    }
-    let max_pending_connections = r.num::<usize>("TickwireMaxPendingConnections")?;
-    if let (Some(0), Some(e)) = (
-        max_pending_connections,
-        r.entry("TickwireMaxPendingConnections"),
-    ) {
-        return Err(r.bad("TickwireMaxPendingConnections", e, "a number >= 1"));
-    }
+    let max_logon_length = r.num::<usize>("TickwireMaxLogonLength", 64..=ANY_USIZE_MAX)?;
+    let max_pending_connections =
+        r.num::<usize>("TickwireMaxPendingConnections", 1..=ANY_USIZE_MAX)?;
     let app_data_dictionaries = values
         .iter()
         .filter(|((k, _), _)| *k == "AppDataDictionary")
@@ -1016,7 +1061,7 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         time_zone,
         use_local_time: r.bool("UseLocalTime", false)?,
         non_stop_session,
-        reconnect_interval: r.num("ReconnectInterval")?.unwrap_or(30),
+        reconnect_interval: r.num("ReconnectInterval", ANY_U32)?.unwrap_or(30),
         socket_accept_port,
         socket_accept_host: r.string("SocketAcceptHost"),
         socket_connect,
@@ -1024,7 +1069,6 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         reset_on_logon: r.bool("ResetOnLogon", false)?,
         reset_on_logout: r.bool("ResetOnLogout", false)?,
         reset_on_disconnect: r.bool("ResetOnDisconnect", false)?,
-        refresh_on_logon: r.bool("RefreshOnLogon", false)?,
         send_reset_seq_num_flag: r.bool("SendResetSeqNumFlag", false)?,
         persist_messages: r.bool("PersistMessages", true)?,
         file_store_path: r.path("FileStorePath"),
@@ -1041,10 +1085,10 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         allow_unknown_msg_fields: r.bool("AllowUnknownMsgFields", false)?,
         check_comp_id: r.bool("CheckCompID", true)?,
         check_latency: r.bool("CheckLatency", true)?,
-        max_latency: r.num("MaxLatency")?.unwrap_or(120),
-        logon_timeout: r.num("LogonTimeout")?.unwrap_or(10),
-        logout_timeout: r.num("LogoutTimeout")?.unwrap_or(2),
-        resend_request_chunk_size: r.num("ResendRequestChunkSize")?.unwrap_or(0),
+        max_latency: r.num("MaxLatency", ANY_U32)?.unwrap_or(120),
+        logon_timeout: r.num("LogonTimeout", ANY_U32)?.unwrap_or(10),
+        logout_timeout: r.num("LogoutTimeout", ANY_U32)?.unwrap_or(2),
+        resend_request_chunk_size: r.num("ResendRequestChunkSize", ANY_U32)?.unwrap_or(0),
         send_redundant_resend_requests: r.bool("SendRedundantResendRequests", false)?,
         timestamp_precision,
         idle_strategy,

@@ -14,6 +14,7 @@ use tickwire_fix::codec::{self, data_length_tag, Encoder, Fields, MessageRef, SO
 use tickwire_fix::order::QuickFixOrder;
 use tickwire_fix::session::is_header_tag;
 use tickwire_fix::settings::{ConnectionType, SessionId, Settings};
+use tickwire_fix::validate::is_admin_msg_type;
 use tickwire_fix_engine::{Application, Ctx, Engine, EngineOptions, Handle, SessionKey};
 
 const FIX_ABOUT: &str = "\
@@ -48,7 +49,8 @@ a warning says so): set SocketAcceptHost=127.0.0.1 to keep it local. See docs/fi
 A file store whose store.log was deleted, emptied or truncated (store.seqnums records
 more) refuses to start; --reset-lost-store starts it over at sequence 1/1.
 
-Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
+Output on standard output, one line per item, flushed (the same format as
+tools/quickfix/qf_peer):
   READY acceptor <addr>... | READY initiator
   IN <session> <message>       message received (after the session checks), '|' for SOH
   OUT <session> <message>      message sent
@@ -60,8 +62,10 @@ Output, one line per item, flushed (the same format as tools/quickfix/qf_peer):
                                its number and not sent; as in QuickFIX it reaches the
                                counterparty only in the resend it asks for after the
                                next logon (PossDupFlag=Y)
-  ERROR <session> <text>       a message typed on stdin was refused (nothing sent, no
-                               sequence number used); the text names the field and why
+  ERROR <session> <text>       a line typed on stdin was refused (nothing sent, no
+                               sequence number used); the text names the field and
+                               why (or the unknown session or command); <session> is
+                               the one the line named, else the first
 
 Standard input, one command per line:
   35=D|11=ORD1|21=1|38=100|40=1|54=1|55=IBM|60=20240101-00:00:00
@@ -72,7 +76,7 @@ Standard input, one command per line:
   logon [<session>]            enable again after a logout
   quit                         log out and exit
 A message is checked before it is sent: it starts with 35=<MsgType> (letters and
-digits); every field is tag=value with a tag of 1 to 9 digits (no sign, no leading
+digits; not an administrative type 0-5 or A, which the session sends); every field is tag=value with a tag of 1 to 9 digits (no sign, no leading
 zero) and a value that is not empty and holds no SOH byte; it leaves out what the
 session writes (8, 9, 10, 34, 49, 52, 56; 43 and 122, set on a resend; 50, 57, 142 or
 143 when the settings give them); header fields come before the body, once each; a
@@ -281,16 +285,38 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads commands from standard input on a thread of its own (see `FIX_ABOUT`).
+/// Reads commands from standard input on a thread of its own (see `FIX_ABOUT`). Every
+/// refused line is answered with an `ERROR <session> <text>` line on standard output,
+/// and reading goes on.
 fn spawn_stdin(handle: Handle, names: Vec<Named>) {
     let _ = std::thread::Builder::new()
         .name("fix-stdin".into())
         .spawn(move || {
-            let stdin = std::io::stdin();
-            for line in stdin.lock().lines() {
-                let Ok(line) = line else { return };
-                if let Err(e) = command(&handle, &names, line.trim()) {
-                    eprintln!("error: {e:#}");
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match stdin.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                match std::str::from_utf8(&buf) {
+                    Ok(line) => command(&handle, &names, line.trim()),
+                    // A value in another encoding: refused, and the next line is read
+                    // (this thread used to end here, ignoring every later command).
+                    Err(e) => {
+                        if let Some(first) = names.first() {
+                            refuse(
+                                &first.name,
+                                format_args!(
+                                    "the line is not UTF-8 text (byte {}, 0x{:02X}): nothing \
+                                     sent",
+                                    e.valid_up_to() + 1,
+                                    buf[e.valid_up_to()]
+                                ),
+                            );
+                        }
+                    }
                 }
             }
         });
@@ -304,52 +330,86 @@ struct Named {
     name: String,
 }
 
-fn command(handle: &Handle, names: &[Named], line: &str) -> anyhow::Result<()> {
-    if line.is_empty() || line.starts_with('#') {
-        return Ok(());
+/// Prints `ERROR <session> <text>`: a line typed on standard input was refused and
+/// nothing was sent. `session` is the one the line addressed (the first session for a
+/// line that names none).
+fn refuse(session: &str, text: impl std::fmt::Display) {
+    print_line(format!("ERROR {session} {text}").as_bytes());
+}
+
+/// `e` and its sources, `: `-separated (a store failure says why).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
     }
-    let find = |name: &str| -> anyhow::Result<&Named> {
-        names.iter().find(|s| s.name == name).with_context(|| {
-            let all: Vec<&str> = names.iter().map(|s| s.name.as_str()).collect();
-            format!("no session {name} (sessions: {})", all.join(", "))
-        })
+    text
+}
+
+/// Runs one line typed on standard input; what it refuses is answered with [`refuse`].
+fn command(handle: &Handle, names: &[Named], line: &str) {
+    if line.is_empty() || line.starts_with('#') {
+        return;
+    }
+    // Invariant: `run` refuses settings without a session of its side; nothing to
+    // address otherwise.
+    let Some(first) = names.first() else { return };
+    let sessions = || {
+        let all: Vec<&str> = names.iter().map(|s| s.name.as_str()).collect();
+        format!("sessions: {}", all.join(", "))
     };
+    let find = |name: &str| names.iter().find(|s| s.name == name);
     let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
     let rest = rest.trim();
-    let targets = |rest: &str| -> anyhow::Result<Vec<SessionKey>> {
-        if rest.is_empty() {
-            Ok(names.iter().map(|s| s.key).collect())
-        } else {
-            Ok(vec![find(rest)?.key])
-        }
-    };
     match word {
-        "quit" => {
-            handle.stop();
-            Ok(())
-        }
-        "logout" => {
-            for k in targets(rest)? {
-                handle.logout(k, None)?;
+        "quit" => handle.stop(),
+        "logout" | "logon" => {
+            let targets: Vec<&Named> = if rest.is_empty() {
+                names.iter().collect()
+            } else if let Some(s) = find(rest) {
+                vec![s]
+            } else {
+                return refuse(rest, format_args!("no such session ({})", sessions()));
+            };
+            for s in targets {
+                let queued = if word == "logout" {
+                    handle.logout(s.key, None)
+                } else {
+                    handle.logon(s.key)
+                };
+                if let Err(e) = queued {
+                    refuse(&s.name, format_args!("{word} not done: {e}"));
+                }
             }
-            Ok(())
-        }
-        "logon" => {
-            for k in targets(rest)? {
-                handle.logon(k)?;
-            }
-            Ok(())
         }
         _ => {
             // A message: `35=...` (or any `tag=value` first word, refused below with
             // the reason) on the first session, or `<session> 35=...`.
             let (session, fields) = if word.contains('=') {
-                let Some(s) = names.first() else {
-                    bail!("no session")
-                };
-                (s, line)
+                (first, line)
+            } else if let Some(s) = find(word) {
+                (s, rest)
+            } else if rest.is_empty() {
+                return refuse(
+                    &first.name,
+                    format_args!(
+                        "{word:?} is not a command (logout, logon, quit), a message \
+                         (35=<MsgType>|tag=value|...) or a session name ({})",
+                        sessions()
+                    ),
+                );
             } else {
-                (find(word)?, rest)
+                return refuse(
+                    word,
+                    format_args!(
+                        "no such session ({}); a message is 35=<MsgType>|... or \
+                         <session> 35=<MsgType>|...",
+                        sessions()
+                    ),
+                );
             };
             let key = session.key;
             let name = session.name.clone();
@@ -357,28 +417,31 @@ fn command(handle: &Handle, names: &[Named], line: &str) -> anyhow::Result<()> {
             // sequence number and puts nothing on the wire.
             let Typed { msg_type, body } = match parse_typed(fields, &session.id) {
                 Ok(t) => t,
-                Err(e) => {
-                    print_line(format!("ERROR {name} {e}").as_bytes());
-                    return Ok(());
-                }
+                Err(e) => return refuse(&name, e),
             };
             // Runs on the engine thread; prints the MsgSeqNum the message got and
             // whether it went out (logged on) or was only stored, or why it was refused.
-            handle.call(move |ctx| {
-                let logged_on = ctx.is_logged_on(key);
-                match ctx.send(key, &msg_type, &body) {
-                    Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
-                    Ok(seq) => print_line(
-                        format!(
-                            "STORED {name} {seq} not logged on: stored, not sent; it goes out \
-                             in the resend the counterparty asks for after the next logon"
-                        )
-                        .as_bytes(),
-                    ),
-                    Err(e) => print_line(format!("ERROR {name} {e}").as_bytes()),
+            let queued = handle.call({
+                let name = name.clone();
+                move |ctx| {
+                    let logged_on = ctx.is_logged_on(key);
+                    match ctx.send(key, &msg_type, &body) {
+                        Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
+                        Ok(seq) => print_line(
+                            format!(
+                                "STORED {name} {seq} not logged on: stored, not sent; it goes \
+                                 out in the resend the counterparty asks for after the next \
+                                 logon"
+                            )
+                            .as_bytes(),
+                        ),
+                        Err(e) => refuse(&name, with_sources(&e)),
+                    }
                 }
-            })?;
-            Ok(())
+            });
+            if let Err(e) = queued {
+                refuse(&name, format_args!("not sent: {e}"));
+            }
         }
     }
 }
@@ -493,6 +556,12 @@ fn parse_typed(line: &str, id: &SessionId) -> Result<Typed, String> {
             if !value.bytes().all(|b| b.is_ascii_alphanumeric()) {
                 return Err(format!(
                     "field 1 {field:?}: MsgType (35) {value:?} is not letters and digits"
+                ));
+            }
+            if is_admin_msg_type(value.as_bytes()) {
+                return Err(format!(
+                    "field 1 {field:?}: MsgType (35) {value:?} is an administrative message, \
+                     which the session sends itself (the logout and logon commands ask it to)"
                 ));
             }
             msg_type = value.as_bytes().to_vec();
@@ -856,6 +925,18 @@ mod tests {
             (
                 "35=D E|11=X",
                 "field 1 \"35=D E\": MsgType (35) \"D E\" is not letters and digits".into(),
+            ),
+            (
+                "35=A|98=0|108=30",
+                "field 1 \"35=A\": MsgType (35) \"A\" is an administrative message, which the \
+                 session sends itself (the logout and logon commands ask it to)"
+                    .into(),
+            ),
+            (
+                "35=0",
+                "field 1 \"35=0\": MsgType (35) \"0\" is an administrative message, which the \
+                 session sends itself (the logout and logon commands ask it to)"
+                    .into(),
             ),
             (
                 "35=D|11=X|35=8",

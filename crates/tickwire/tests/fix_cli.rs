@@ -159,6 +159,25 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
         err.contains("first.cfg:1: a section header without its closing ']': [DEFAULT"),
         "{err}"
     );
+    // Regression: a port out of range said "expected an integer in range" without
+    // the range.
+    let port = dir.path().join("port.cfg");
+    std::fs::write(
+        &port,
+        "[DEFAULT]\nConnectionType=initiator\nNonStopSession=Y\nHeartBtInt=30\n\
+         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n\
+         SocketConnectHost=127.0.0.1\nSocketConnectPort=99999\n",
+    )
+    .unwrap();
+    let (st, _, err) = run(&["fix", "initiator", "--config", port.to_str().unwrap()]);
+    assert!(!st.success());
+    assert!(
+        err.contains(
+            "port.cfg:10: invalid value '99999' for SocketConnectPort: expected an integer in \
+             1..=65535"
+        ),
+        "{err}"
+    );
 }
 
 /// A second acceptor started by mistake on the same settings (same `FileStorePath`
@@ -356,4 +375,74 @@ fn a_malformed_typed_message_is_refused_and_uses_no_sequence_number() {
     }
     assert!(client.terminate().success(), "{}", client.output());
     assert!(venue.terminate().success(), "{}", venue.output());
+}
+
+/// Regression (new-user pass): docs/fix.md promises `ERROR <session> <text>` for a line
+/// typed on standard input that is refused, but an unknown session or command came out
+/// on standard error as `error: no session ...`, an administrative MsgType did not name
+/// the field, and a line that was not UTF-8 ended the reading of standard input in
+/// silence. Every refusal is now an `ERROR` line on standard output naming the session
+/// and the reason, and the next line is read.
+#[test]
+fn regression_every_refused_stdin_line_is_an_error_line_on_standard_output() {
+    let dir = temp_dir("cli-stdin-errors");
+    let port = free_port();
+    let cfg = two_sided_cfg(dir.path(), port, false);
+    // No acceptor: nothing here needs a logon.
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    client.wait(&["READY initiator"]);
+    let c = "FIX.4.4:CLIENT->VENUE";
+    let nobody = "FIX.4.4:NOBODY->VENUE";
+    let cases: [(Vec<u8>, String); 6] = [
+        (
+            b"bogus\n".to_vec(),
+            format!(
+                "ERROR {c} \"bogus\" is not a command (logout, logon, quit), a message \
+                 (35=<MsgType>|tag=value|...) or a session name (sessions: {c})"
+            ),
+        ),
+        (
+            format!("{nobody} 35=D|11=X|{ORDER}\n").into_bytes(),
+            format!(
+                "ERROR {nobody} no such session (sessions: {c}); a message is \
+                 35=<MsgType>|... or <session> 35=<MsgType>|..."
+            ),
+        ),
+        (
+            format!("logout {nobody}\n").into_bytes(),
+            format!("ERROR {nobody} no such session (sessions: {c})"),
+        ),
+        (
+            format!("logon {nobody}\n").into_bytes(),
+            format!("ERROR {nobody} no such session (sessions: {c})"),
+        ),
+        (
+            b"35=A|98=0|108=30\n".to_vec(),
+            format!(
+                "ERROR {c} field 1 \"35=A\": MsgType (35) \"A\" is an administrative message, \
+                 which the session sends itself (the logout and logon commands ask it to)"
+            ),
+        ),
+        (
+            b"35=D|11=X|58=caf\xe9\n".to_vec(),
+            format!("ERROR {c} the line is not UTF-8 text (byte 17, 0xE9): nothing sent"),
+        ),
+    ];
+    for (line, want) in &cases {
+        client.send_bytes(line);
+        let got = client.wait(&["ERROR"]);
+        assert_eq!(
+            &got,
+            want,
+            "{}\n{}",
+            String::from_utf8_lossy(line),
+            client.output()
+        );
+    }
+    // Standard input is still read, and nothing above was stored or sent.
+    client.send(&format!("35=D|11=AFTER|{ORDER}"));
+    client.wait(&["STORED", c]);
+    assert!(!client.ever(&["stderr: "]), "{}", client.output());
+    assert_eq!(client.count_ever(&["|35=D|"]), 0, "{}", client.output());
+    assert!(client.terminate().success(), "{}", client.output());
 }

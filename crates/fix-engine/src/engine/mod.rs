@@ -16,6 +16,7 @@ mod turn;
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Component, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -372,6 +373,50 @@ pub struct Engine<A: Application> {
     monitor: Option<monitor::Publisher>,
 }
 
+/// Refuses two sessions whose file stores would share a directory: the directory
+/// name ([`FileStore::session_dir_name`]) joins BeginString, SenderCompID,
+/// TargetCompID and SessionQualifier with `-` (and leaves out the sub and location
+/// IDs), so `A-B`->`C` and `A`->`B-C` collide, as do sessions differing only in a
+/// SenderSubID. Paths are compared as written (`./store` and `store` are the same;
+/// a symbolic link to the same place is not detected here, the store's lock still
+/// refuses it).
+fn check_store_dirs(specs: &[SessionSpec]) -> Result<(), Error> {
+    let mut dirs: Vec<(PathBuf, &SessionSpec)> = Vec::new();
+    for spec in specs {
+        let StoreSpec::File { path, .. } = &spec.store else {
+            continue;
+        };
+        let id = &spec.id;
+        let qualifier = (!id.qualifier.is_empty()).then_some(id.qualifier.as_str());
+        let name = FileStore::session_dir_name(
+            &id.begin_string,
+            &id.sender_comp_id,
+            &id.target_comp_id,
+            qualifier,
+        );
+        let dir: PathBuf = path
+            .join(name)
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        if let Some((_, first)) = dirs.iter().find(|(d, _)| *d == dir) {
+            return Err(Error::Config {
+                session: id.to_string(),
+                reason: format!(
+                    "its file store directory {} is also the store directory of session {} \
+                     (the directory name is BeginString-SenderCompID-TargetCompID\
+                     [-SessionQualifier]; sub and location IDs are not part of it): give one \
+                     of the two sessions its own FileStorePath",
+                    dir.display(),
+                    first.id
+                ),
+            });
+        }
+        dirs.push((dir, spec));
+    }
+    Ok(())
+}
+
 fn io_err(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let op = op.into();
     move |source| Error::Io { op, source }
@@ -429,11 +474,18 @@ impl<A: Application> Engine<A> {
     /// An engine for these sessions: opens the stores, binds the acceptors'
     /// listeners (sessions with the same address share one), calls
     /// [`Application::on_create`] per session. Initiators connect in the first turn.
+    /// Two sessions whose file stores would share a directory (their
+    /// [`FileStore::session_dir_name`]s collide under one `FileStorePath`) are refused
+    /// with [`Error::Config`] naming both and the directory, before anything is opened.
     pub fn new(
         specs: Vec<SessionSpec>,
         mut app: A,
         opts: EngineOptions,
     ) -> Result<Engine<A>, Error> {
+        // Before anything is opened or bound: the second of two sessions sharing a
+        // store directory would otherwise fail on the first one's lock, with a message
+        // about "another open store".
+        check_store_dirs(&specs)?;
         let now = UtcNanos::now();
         let poll = Poll::new().map_err(io_err("creating the poll instance"))?;
         let waker = Arc::new(

@@ -205,6 +205,15 @@ impl Peer {
         stdin.flush().unwrap();
     }
 
+    /// Writes raw bytes (e.g. a line that is not UTF-8) to the child's stdin.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        stdin
+            .write_all(bytes)
+            .expect("writing to the child's stdin");
+        stdin.flush().unwrap();
+    }
+
     /// SIGTERM, then waits (bounded) for the exit; kills on timeout.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
