@@ -842,6 +842,29 @@ fn regression_two_sessions_with_the_same_store_directory_are_a_configuration_err
         "{e}"
     );
 
+    // Their message logs would share files in the same way (a store of their own each).
+    let logs = two(
+        "FileStorePath={dir}/one\nFileLogPath={dir}/log\n",
+        "FileStorePath={dir}/two\nFileLogPath={dir}/log\n",
+    );
+    let e = Engine::from_settings(&settings_in(dir.path(), &logs), Seen::default())
+        .err()
+        .expect("refused");
+    let log = dir.path().join("log/FIX.4.4-A-B-C");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "session FIX.4.4:A->B-C: its message log files {}.* are also the message log \
+             files of session FIX.4.4:A-B->C",
+            log.display()
+        )),
+        "{e}"
+    );
+    assert!(e.to_string().contains("own FileLogPath"), "{e}");
+    assert!(
+        !dir.path().join("log").exists(),
+        "a log was opened before the refusal"
+    );
+
     // The same two sessions, each with a FileStorePath of its own, start.
     let own = two("FileStorePath={dir}/one\n", "FileStorePath={dir}/two\n");
     let engine = Engine::from_settings(&settings_in(dir.path(), &own), Seen::default()).unwrap();

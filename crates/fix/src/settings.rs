@@ -225,7 +225,7 @@ const KEYS: &[(&str, Support)] = &[
     ("UseDataDictionary", Implemented),
     ("SendResetSeqNumFlag", Implemented),
     ("SendRedundantResendRequests", Implemented),
-    ("SendNextExpectedMsgSeqNum", Ignored),
+    ("SendNextExpectedMsgSeqNum", Implemented),
     ("DataDictionary", Implemented),
     ("TransportDataDictionary", Implemented),
     ("AppDataDictionary", Implemented),
@@ -563,6 +563,8 @@ pub struct SessionSettings {
     pub resend_request_chunk_size: u32,
     /// SendRedundantResendRequests (default N).
     pub send_redundant_resend_requests: bool,
+    /// SendNextExpectedMsgSeqNum (default N): NextExpectedMsgSeqNum (789) in Logons.
+    pub send_next_expected_msg_seq_num: bool,
     /// From TimestampPrecision (0-9 digits) or MillisecondsInTimeStamp (default Y);
     /// seconds for FIX.4.0/4.1, as QuickFIX.
     pub timestamp_precision: TimestampPrecision,
@@ -1090,6 +1092,7 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         logout_timeout: r.num("LogoutTimeout", ANY_U32)?.unwrap_or(2),
         resend_request_chunk_size: r.num("ResendRequestChunkSize", ANY_U32)?.unwrap_or(0),
         send_redundant_resend_requests: r.bool("SendRedundantResendRequests", false)?,
+        send_next_expected_msg_seq_num: r.bool("SendNextExpectedMsgSeqNum", false)?,
         timestamp_precision,
         idle_strategy,
         store_sync,

@@ -220,7 +220,7 @@ pub enum StoreError {
     /// Another open store (another process: a second engine with the same
     /// `FileStorePath` and session) holds the directory's lock: nothing was read or
     /// written.
-    #[error("store directory {0} is in use by another open store (another FIX engine with the same FileStorePath and session, or two sessions of this one whose names map to the same directory): stop the other engine, or give this one its own FileStorePath")]
+    #[error("store directory {0} is in use by another open store (another FIX engine with the same FileStorePath and session, or a path reaching the same directory through a link): stop the other engine, or give this one its own FileStorePath")]
     Locked(PathBuf),
 }
 

@@ -14,7 +14,8 @@ fn quickfix_settings_section_maps_to_session_config() {
                 [SESSION]\nBeginString=FIXT.1.1\nSenderCompID=TW\nSenderSubID=DESK\n\
                 TargetCompID=CP\nDefaultApplVerID=FIX.5.0SP2\nResetOnLogon=Y\n\
                 MaxLatency=30\nCheckCompID=N\nLogonTimeout=4\nLogoutTimeout=3\n\
-                ResendRequestChunkSize=500\nPersistMessages=N\nTimestampPrecision=6\n";
+                ResendRequestChunkSize=500\nPersistMessages=N\nTimestampPrecision=6\n\
+                SendNextExpectedMsgSeqNum=Y\n";
     let settings = Settings::parse(text, "test.cfg").expect("valid settings");
     let c = SessionConfig::from_settings(&settings.sessions[0]).expect("valid session");
     assert_eq!(c.begin_string, "FIXT.1.1");
@@ -34,6 +35,8 @@ fn quickfix_settings_section_maps_to_session_config() {
         (30, 4, 3)
     );
     assert_eq!(c.resend_request_chunk_size, 500);
+    assert!(c.send_next_expected_msg_seq_num);
+    assert!(settings.warnings.is_empty(), "{:?}", settings.warnings);
     assert_eq!(
         c.effective_precision(),
         tickwire_fix::codec::TimestampPrecision::Micros

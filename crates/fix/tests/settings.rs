@@ -101,6 +101,7 @@ fn initiator_with_failover_hosts() {
     assert!(!i.check_latency);
     assert_eq!(i.max_latency, 240);
     assert!(i.reset_on_disconnect && i.send_redundant_resend_requests);
+    assert!(!i.send_next_expected_msg_seq_num, "default N");
     assert_eq!(i.resend_request_chunk_size, 2500);
     assert_eq!(i.timestamp_precision, TimestampPrecision::Micros);
     assert_eq!(i.idle_strategy, IdleStrategy::Spin);

@@ -373,19 +373,17 @@ pub struct Engine<A: Application> {
     monitor: Option<monitor::Publisher>,
 }
 
-/// Refuses two sessions whose file stores would share a directory: the directory
-/// name ([`FileStore::session_dir_name`]) joins BeginString, SenderCompID,
-/// TargetCompID and SessionQualifier with `-` (and leaves out the sub and location
-/// IDs), so `A-B`->`C` and `A`->`B-C` collide, as do sessions differing only in a
-/// SenderSubID. Paths are compared as written (`./store` and `store` are the same;
-/// a symbolic link to the same place is not detected here, the store's lock still
-/// refuses it).
+/// Refuses two sessions whose file stores would share a directory, or whose message
+/// logs would share files: both are named by [`FileStore::session_dir_name`], which
+/// joins BeginString, SenderCompID, TargetCompID and SessionQualifier with `-` (and
+/// leaves out the sub and location IDs), so `A-B`->`C` and `A`->`B-C` collide, as do
+/// sessions differing only in a SenderSubID. Paths are compared as written (`./store`
+/// and `store` are the same; a symbolic link to the same place is not detected here,
+/// the store's lock still refuses a shared store).
 fn check_store_dirs(specs: &[SessionSpec]) -> Result<(), Error> {
-    let mut dirs: Vec<(PathBuf, &SessionSpec)> = Vec::new();
+    // (setting, place) of every session's store and log, in order.
+    let mut seen: Vec<(&str, PathBuf, &SessionSpec)> = Vec::new();
     for spec in specs {
-        let StoreSpec::File { path, .. } = &spec.store else {
-            continue;
-        };
         let id = &spec.id;
         let qualifier = (!id.qualifier.is_empty()).then_some(id.qualifier.as_str());
         let name = FileStore::session_dir_name(
@@ -394,25 +392,44 @@ fn check_store_dirs(specs: &[SessionSpec]) -> Result<(), Error> {
             &id.target_comp_id,
             qualifier,
         );
-        let dir: PathBuf = path
-            .join(name)
-            .components()
-            .filter(|c| !matches!(c, Component::CurDir))
-            .collect();
-        if let Some((_, first)) = dirs.iter().find(|(d, _)| *d == dir) {
-            return Err(Error::Config {
-                session: id.to_string(),
-                reason: format!(
-                    "its file store directory {} is also the store directory of session {} \
-                     (the directory name is BeginString-SenderCompID-TargetCompID\
-                     [-SessionQualifier]; sub and location IDs are not part of it): give one \
-                     of the two sessions its own FileStorePath",
-                    dir.display(),
-                    first.id
-                ),
-            });
+        let store = match &spec.store {
+            StoreSpec::File { path, .. } => Some(("FileStorePath", path)),
+            _ => None,
+        };
+        let log = spec
+            .file_log_path
+            .as_ref()
+            .map(|path| ("FileLogPath", path));
+        for (key, path) in store.into_iter().chain(log) {
+            let place: PathBuf = path
+                .join(&name)
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
+            if let Some((_, _, first)) = seen.iter().find(|(k, p, _)| *k == key && *p == place) {
+                let shared = match key {
+                    "FileStorePath" => format!(
+                        "its file store directory {} is also the store directory of session {}",
+                        place.display(),
+                        first.id
+                    ),
+                    _ => format!(
+                        "its message log files {}.* are also the message log files of session {}",
+                        place.display(),
+                        first.id
+                    ),
+                };
+                return Err(Error::Config {
+                    session: id.to_string(),
+                    reason: format!(
+                        "{shared} (the name is BeginString-SenderCompID-TargetCompID\
+                         [-SessionQualifier]; sub and location IDs are not part of it): give \
+                         one of the two sessions its own {key}"
+                    ),
+                });
+            }
+            seen.push((key, place, spec));
         }
-        dirs.push((dir, spec));
     }
     Ok(())
 }

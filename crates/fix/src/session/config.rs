@@ -159,6 +159,7 @@ impl SessionConfig {
         c.reset_on_logout = s.reset_on_logout;
         c.reset_on_disconnect = s.reset_on_disconnect;
         c.send_redundant_resend_requests = s.send_redundant_resend_requests;
+        c.send_next_expected_msg_seq_num = s.send_next_expected_msg_seq_num;
         c.resend_request_chunk_size = u64::from(s.resend_request_chunk_size);
         c.persist_messages = s.persist_messages;
         c.check_comp_id = s.check_comp_id;
