@@ -56,6 +56,10 @@ impl std::str::FromStr for SlowConsumerPolicy {
 pub const MIN_EGRESS_SHARE: usize = 64 << 10;
 
 /// Router configuration. `Config::default()` is a working router on 127.0.0.1:7420.
+///
+/// A size-valued key (`max_frame`, the `*_limit`, `*_bytes` and `*_buffer` keys,
+/// `shm_ring`) takes a whole number of bytes or a string in the command line's size
+/// syntax (`"64KiB"`, `"8M"`, `"1GiB"`: [`tickwire_rt::units::parse_size`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -68,6 +72,7 @@ pub struct Config {
     /// Hybrid only: microseconds to keep spinning after the last activity. Default 200.
     pub hybrid_spin_us: u64,
     /// Largest frame accepted, in bytes, header included. Default 1048576 (1 MiB).
+    #[serde(deserialize_with = "size_key::max_frame")]
     pub max_frame: u32,
     /// Most simultaneous client connections; more are refused with TOO_MANY_CLIENTS.
     /// Default 1024.
@@ -105,6 +110,7 @@ pub struct Config {
     pub max_shared_groups: usize,
     /// Bytes of undelivered messages queued per client before the slow-consumer policy
     /// applies. Default 8388608 (8 MiB).
+    #[serde(deserialize_with = "size_key::egress_limit")]
     pub egress_limit: usize,
     /// Bytes all clients' egress buffers together may hold (their allocated capacity,
     /// not only the unwritten bytes). `egress_limit` bounds one client; without this,
@@ -117,6 +123,7 @@ pub struct Config {
     /// as before. The buffers then hold at most about twice this
     /// ([`Config::egress_memory_bound`]). Default 1073741824 (1 GiB); at least
     /// `max_frame`.
+    #[serde(deserialize_with = "size_key::egress_memory_limit")]
     pub egress_memory_limit: usize,
     /// What to do with a client whose egress buffer is full. Default `discard`.
     pub slow_consumer: SlowConsumerPolicy,
@@ -131,12 +138,14 @@ pub struct Config {
     /// fill it, beyond this size only to hold one frame up to `max_frame`, and shrinks
     /// back to 4 KiB when its connection has been idle (about a second) with nothing
     /// buffered.
+    #[serde(deserialize_with = "size_key::read_buffer")]
     pub read_buffer: usize,
     /// Most bytes all read buffers together may hold beyond their initial 4 KiB each
     /// (partial frames, fast senders' buffers). At the limit a buffer does not grow:
     /// its socket is left unread (TCP pushes back) until memory is given back, and a
     /// frame that cannot complete meets its stall deadline. Default 67108864 (64 MiB);
     /// at least `max_frame`.
+    #[serde(deserialize_with = "size_key::read_memory_limit")]
     pub read_memory_limit: usize,
     /// Directory of the guaranteed-messaging spool. Unset: guaranteed messaging is off
     /// (PUB_OPEN, QUEUE_REQUEST and BIND are answered with SPOOL_UNAVAILABLE). The
@@ -152,12 +161,14 @@ pub struct Config {
     pub publish_window: u32,
     /// Acknowledged guaranteed messages stay retained for replay while they total at
     /// most this many bytes... Default 67108864 (64 MiB).
+    #[serde(deserialize_with = "size_key::retain_bytes")]
     pub retain_bytes: u64,
     /// ... and are younger than this many ms. Default 3600000 (1 hour).
     pub retain_ms: u64,
     /// Most bytes of guaranteed messages held in memory over every queue and the replay
     /// retention; beyond it a guaranteed publish is NACKed `queue-full`. Default
     /// 1073741824 (1 GiB).
+    #[serde(deserialize_with = "size_key::max_stored_bytes")]
     pub max_stored_bytes: u64,
     /// Most nodes of the queues' subscription index, every queue's patterns together
     /// (each pattern level no other pattern shares is one, ~560 bytes; a queue may have
@@ -187,6 +198,7 @@ pub struct Config {
     pub cache_max_topics: usize,
     /// Most bytes of cached messages (frames and topic names); beyond it the topics
     /// updated least recently are evicted. Default 67108864 (64 MiB).
+    #[serde(deserialize_with = "size_key::cache_max_bytes")]
     pub cache_max_bytes: usize,
     /// Cached topics one connection's initial images and cache queries may examine per
     /// second: each examines every cached topic (~20 ns each), whatever its pattern
@@ -207,6 +219,7 @@ pub struct Config {
     /// Bytes of each shared-memory ring (each client gets two: one per direction), a
     /// power of two in 4096..=1073741824. Default 8388608 (8 MiB: see
     /// `tickwire_shm::DEFAULT_RING_BYTES`).
+    #[serde(deserialize_with = "size_key::shm_ring")]
     pub shm_ring: usize,
     /// Spin only, with a shared-memory listener: the shortest time in µs between two
     /// `epoll_wait` calls. A spinning router scans its shared-memory rings every turn
@@ -495,6 +508,87 @@ impl Config {
     }
 }
 
+/// Deserializers of the size-valued keys: a whole number of bytes, or a string the
+/// command line's size parser ([`tickwire_rt::units::parse_size`]) reads, so
+/// `max_frame = "1MiB"` means what `--max-frame 1MiB` does. Errors name the key.
+pub(crate) mod size_key {
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+
+    macro_rules! keys {
+        ($($key:ident: $t:ty),* $(,)?) => {$(
+            pub(crate) fn $key<'de, D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                let max = u64::try_from(<$t>::MAX).unwrap_or(u64::MAX);
+                let v = d.deserialize_any(Size { key: stringify!($key), max })?;
+                // `Size` refused anything above `max`.
+                <$t>::try_from(v).map_err(|_| de::Error::custom("unreachable: size above max"))
+            }
+        )*};
+    }
+    keys!(
+        max_frame: u32,
+        egress_limit: usize,
+        egress_memory_limit: usize,
+        read_buffer: usize,
+        read_memory_limit: usize,
+        retain_bytes: u64,
+        max_stored_bytes: u64,
+        cache_max_bytes: usize,
+        shm_ring: usize,
+        max_datagram: usize,
+    );
+
+    /// One size-valued key: its name (for errors) and the most its type holds.
+    struct Size {
+        key: &'static str,
+        max: u64,
+    }
+
+    impl Size {
+        fn in_range<E: de::Error>(&self, v: u64) -> Result<u64, E> {
+            if v > self.max {
+                return Err(E::custom(format!(
+                    "{}: {v} is out of range (at most {} bytes)",
+                    self.key, self.max
+                )));
+            }
+            Ok(v)
+        }
+    }
+
+    impl Visitor<'_> for Size {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(
+                f,
+                "{}: a whole number of bytes or a size such as \"64KiB\" or \"8MiB\"",
+                self.key
+            )
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            self.in_range(v)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.in_range(v),
+                Err(_) => Err(E::custom(format!(
+                    "{}: {v} is not a size (a size is not negative)",
+                    self.key
+                ))),
+            }
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<u64, E> {
+            let v = tickwire_rt::units::parse_size(s)
+                .map_err(|e| E::custom(format!("{}: {e}", self.key)))?;
+            self.in_range(u64::try_from(v).unwrap_or(u64::MAX))
+        }
+    }
+}
+
 /// When a guaranteed publish counts as durable (the router's `sync` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncSetting {
@@ -532,5 +626,67 @@ pub fn parse_sync(s: &str) -> Result<SyncSetting, String> {
                 "sync {s:?}: expected fsync, interval:DURATION (e.g. interval:10ms) or page-cache"
             )),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: serde_json::Value) -> Result<Config, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn size_keys_take_a_number_or_the_command_lines_size_syntax() {
+        let c = config(serde_json::json!({
+            "max_frame": "1MiB",
+            "egress_limit": "8M",
+            "read_buffer": 65536,
+            "retain_bytes": "2GiB",
+            "shm_ring": "64K",
+        }))
+        .unwrap();
+        assert_eq!(c.max_frame, 1 << 20);
+        assert_eq!(c.egress_limit, 8 << 20);
+        assert_eq!(c.read_buffer, 65536);
+        assert_eq!(c.retain_bytes, 2 << 30);
+        assert_eq!(c.shm_ring, 64 << 10);
+        let m: crate::mcast::MulticastRoute =
+            serde_json::from_value(serde_json::json!({ "max_datagram": "1K" })).unwrap();
+        assert_eq!(m.max_datagram, 1024);
+    }
+
+    #[test]
+    fn a_bad_size_names_its_key() {
+        for (json, want) in [
+            (
+                serde_json::json!({ "max_frame": "4GiB" }),
+                "max_frame: 4294967296 is out of range",
+            ),
+            (
+                serde_json::json!({ "max_frame": 4294967296u64 }),
+                "max_frame: 4294967296 is out of range",
+            ),
+            (
+                serde_json::json!({ "egress_limit": "1.5MiB" }),
+                "egress_limit: \"1.5MiB\": a size is a whole number",
+            ),
+            (
+                serde_json::json!({ "read_buffer": "8X" }),
+                "read_buffer: \"8X\": unknown size suffix",
+            ),
+            (
+                serde_json::json!({ "cache_max_bytes": -1 }),
+                "cache_max_bytes: -1 is not a size",
+            ),
+            (
+                serde_json::json!({ "shm_ring": 1.5 }),
+                "expected shm_ring: a whole number of bytes",
+            ),
+        ] {
+            let e = config(json.clone()).unwrap_err();
+            assert!(e.contains(want), "{json}: {e}");
+        }
     }
 }

@@ -45,6 +45,8 @@ pub struct MulticastRoute {
     pub interface: Ipv4Addr,
     /// Largest datagram, header included (256..=65507). Default 1400 (under an Ethernet
     /// MTU). A message that does not fit goes over TCP (counted `too_large`).
+    /// A whole number of bytes or a size string (`"1400"`, `"8KiB"`), as every size key.
+    #[serde(deserialize_with = "crate::config::size_key::max_datagram")]
     pub max_datagram: usize,
     /// Datagrams kept for retransmission (the retransmission buffer; × max_datagram
     /// bytes, allocated at start). Default 4096.

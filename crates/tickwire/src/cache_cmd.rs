@@ -60,7 +60,8 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     let CacheCmd::Show(a) = a.cmd;
     let mut c = Client::connect_to(
         a.router.as_str(),
-        a.login.apply(ClientOptions::named("tickwire-cache"))?,
+        a.login
+            .apply(&a.router, ClientOptions::named("tickwire-cache"))?,
     )?;
     let msgs = c
         .cache_query(&a.pattern)

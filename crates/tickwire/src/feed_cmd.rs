@@ -49,7 +49,9 @@ line_filled, rates), /metrics (Prometheus) and a live dashboard, on 127.0.0.1:74
 unless ADDR says otherwise (docs/monitoring.md).
 
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
-the report says why); 1 an error (router unreachable, socket error, bad option).
+the report says why); 1 an error (router unreachable, socket error); 2 a usage error
+(a bad option, e.g. a --session longer than 10 characters, or --router tls://... without
+--ca), before anything starts.
 
 Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
@@ -107,7 +109,7 @@ pub struct FeedArgs {
     retransmit_tries: u32,
     /// The MoldUDP64 session to follow (default: the first one confirmed by
     /// --confirm-packets packets).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::units::parse_mold_session)]
     session: Option<String>,
     /// Largest believable jump ahead of the highest known sequence number, in messages.
     #[arg(long, value_name = "MESSAGES", default_value_t = FeedConfig::default().max_jump)]
@@ -170,8 +172,11 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         request_to: a.request.unwrap_or_else(|| {
             SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.group.port().wrapping_add(1))
         }),
+        // Before `router` moves: a TLS address without --ca is refused here.
+        client: a
+            .login
+            .apply(&a.router, tickwire_client::ClientOptions::default())?,
         router: a.router,
-        client: a.login.apply(tickwire_client::ClientOptions::default())?,
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,

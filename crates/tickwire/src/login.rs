@@ -63,6 +63,30 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
+    /// TLS to `router` (a `tls://` address, or --tls, --cert or --server-name) needs
+    /// --ca: there is no other way to trust the router's certificate. A usage error
+    /// (exit status 2) naming what asked for TLS.
+    fn check(&self, router: &str) -> Result<(), crate::units::UsageError> {
+        if self.ca.is_some() {
+            return Ok(());
+        }
+        let asked = if router.starts_with(tickwire_client::TLS_SCHEME) {
+            format!("--router {router}")
+        } else if self.tls {
+            "--tls".to_owned()
+        } else if self.cert.is_some() {
+            "--cert".to_owned()
+        } else if self.server_name.is_some() {
+            "--server-name".to_owned()
+        } else {
+            return Ok(());
+        };
+        Err(crate::units::UsageError(format!(
+            "{asked} connects over TLS, which needs --ca FILE: the CA certificate(s) (PEM) \
+             that signed the router's certificate"
+        )))
+    }
+
     /// The TLS options these flags give, if TLS is asked for (--tls or a CA or a
     /// certificate given).
     pub fn options(&self) -> anyhow::Result<Option<tickwire_client::TlsOptions>> {
@@ -108,8 +132,10 @@ impl LoginArgs {
         }))
     }
 
-    /// `opts` with these credentials and TLS settings.
-    pub fn apply(&self, mut opts: ClientOptions) -> anyhow::Result<ClientOptions> {
+    /// `opts` with these credentials and TLS settings, for connecting to `router` (the
+    /// --router address). TLS without --ca is a usage error, found before connecting.
+    pub fn apply(&self, router: &str, mut opts: ClientOptions) -> anyhow::Result<ClientOptions> {
+        self.tls.check(router)?;
         opts.login = self.login()?;
         opts.tls = self.tls.options()?;
         Ok(opts)

@@ -64,8 +64,11 @@ pub struct MdLatencyArgs {
 
 pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
     let opts = LatencyOptions {
+        // Before `router` moves: a TLS address without --ca is refused here.
+        client: a
+            .login
+            .apply(&a.router, tickwire_client::ClientOptions::default())?,
         router: a.router,
-        client: a.login.apply(tickwire_client::ClientOptions::default())?,
         clients: a.clients.max(1),
         pattern: a.pattern,
         duration: a.duration,

@@ -72,7 +72,9 @@ whoever is listening then.
 
 Exit codes: 0 every datagram was sent (also after Ctrl-C, which the report says); 1 a
 datagram could not be sent (the report prints how many and why the first failed) or
-an error (unreadable file, bad option, re-request port in use).
+an error (unreadable file, re-request port in use); 2 a usage error, before anything is
+sent (a bad option: --loss or --loss-b outside 0 to 1, a --session longer than 10
+characters, ...).
 
 Examples:
   tickwire md publish --file day.itch --group 239.1.1.1:26400
@@ -97,11 +99,11 @@ struct PublishArgs {
     // `--request-listen` is the old spelling, kept working and hidden (README).
     #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
     request_listen: Option<SocketAddrV4>,
-    /// MoldUDP64 session name (up to 10 characters).
-    #[arg(long, default_value = "TICKWIRE01")]
+    /// MoldUDP64 session name (up to 10 printable ASCII characters).
+    #[arg(long, default_value = "TICKWIRE01", value_parser = crate::units::parse_mold_session)]
     session: String,
     /// Probability of dropping each original packet, 0 to 1.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::units::parse_probability)]
     loss: f64,
     /// Seed of the loss pattern.
     #[arg(long, default_value_t = 1)]
@@ -111,7 +113,7 @@ struct PublishArgs {
     group_b: Option<SocketAddrV4>,
     /// Probability of dropping each original packet on line B, drawn independently of
     /// --loss (never the same packet as line A unless --double-loss).
-    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "group_b")]
+    #[arg(long, value_name = "P", default_value_t = 0.0, requires = "group_b", value_parser = crate::units::parse_probability)]
     loss_b: f64,
     /// Let a packet be dropped on both lines (only a re-request can then recover it).
     #[arg(long, requires = "group_b")]
@@ -151,7 +153,7 @@ A session end to end on one host (capture first: it records only what it hears):
   tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x
 
 Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
-datagram that could not be sent).";
+datagram that could not be sent); 2 a usage error (a bad option), before anything runs.";
 
 #[derive(Args)]
 #[command(after_help = MD_HELP)]
@@ -257,12 +259,7 @@ fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
-    if !(0.0..=1.0).contains(&a.loss) {
-        anyhow::bail!("--loss must be between 0 and 1 (got {})", a.loss);
-    }
-    if !(0.0..=1.0).contains(&a.loss_b) {
-        anyhow::bail!("--loss-b must be between 0 and 1 (got {})", a.loss_b);
-    }
+    // --loss, --loss-b and --session were checked as they were parsed (usage errors).
     if a.group_b == Some(a.group) {
         anyhow::bail!("--group-b must differ from --group (line B is a second group)");
     }

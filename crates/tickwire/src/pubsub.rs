@@ -143,7 +143,13 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
-    let opts = link_options(&a.name, &a.login, a.no_reconnect, Some(a.give_up_after))?;
+    let opts = link_options(
+        &a.router,
+        &a.name,
+        &a.login,
+        a.no_reconnect,
+        Some(a.give_up_after),
+    )?;
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
         let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
@@ -295,13 +301,14 @@ pub(crate) fn poll_failed(
 /// Reconnection options of the direct `pub` and `sub`: `no_reconnect` gives up on the
 /// first failed attempt.
 pub(crate) fn link_options(
+    router: &str,
     name: &str,
     login: &crate::login::LoginArgs,
     no_reconnect: bool,
     give_up_after: Option<Duration>,
 ) -> anyhow::Result<ReconnectOptions> {
     Ok(ReconnectOptions {
-        client: login.apply(ClientOptions::named(name))?,
+        client: login.apply(router, ClientOptions::named(name))?,
         give_up_after: if no_reconnect {
             Some(Duration::ZERO)
         } else {
@@ -422,7 +429,9 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| default_identity(&a.topic));
     let opts = ReconnectOptions {
-        client: a.login.apply(ClientOptions::named(a.name.clone()))?,
+        client: a
+            .login
+            .apply(&a.router, ClientOptions::named(a.name.clone()))?,
         give_up_after: Some(a.give_up_after),
         // The first connection must succeed (as for a direct `pub`): no router, no wait.
         retry_first: false,
@@ -739,7 +748,13 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
         return run_sub_queue(a, &queue);
     }
     queue_only_flags(&a)?;
-    let opts = link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
+    let opts = link_options(
+        &a.router,
+        &a.name,
+        &a.login,
+        a.no_reconnect,
+        a.give_up_after,
+    )?;
     let mut client = ReconnectingClient::connect(&a.router, a.multicast.apply(opts))?;
     let mut mcast = crate::sub_mcast::SubMulticast::new(&a.multicast, &a.patterns);
     if a.initial_image {
@@ -907,7 +922,13 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     // connection must succeed.
     let opts = ReconnectOptions {
         retry_first: false,
-        ..link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?
+        ..link_options(
+            &a.router,
+            &a.name,
+            &a.login,
+            a.no_reconnect,
+            a.give_up_after,
+        )?
     };
     let mut consumer = QueueConsumer::connect(&a.router, queue, window, start, opts)
         .with_context(|| format!("binding to queue {queue:?}"))?;

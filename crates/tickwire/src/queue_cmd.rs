@@ -253,7 +253,9 @@ fn request(
     arg: &str,
     timeout: Option<Duration>,
 ) -> anyhow::Result<String> {
-    let mut opts = c.login.apply(ClientOptions::named("tickwire-queue"))?;
+    let mut opts = c
+        .login
+        .apply(&c.router, ClientOptions::named("tickwire-queue"))?;
     if let Some(t) = timeout {
         opts.request_timeout = t;
     }

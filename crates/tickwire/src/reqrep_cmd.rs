@@ -64,7 +64,8 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
     let mut c = Client::connect_to(
         a.router.as_str(),
-        a.login.apply(ClientOptions::named(a.name.clone()))?,
+        a.login
+            .apply(&a.router, ClientOptions::named(a.name.clone()))?,
     )?;
     match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
         Ok(reply) => {
@@ -157,7 +158,13 @@ pub struct ReplyArgs {
 pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     // By default it reconnects for as long as it takes: a service outlives its
     // router's restarts.
-    let opts = crate::pubsub::link_options(&a.name, &a.login, a.no_reconnect, a.give_up_after)?;
+    let opts = crate::pubsub::link_options(
+        &a.router,
+        &a.name,
+        &a.login,
+        a.no_reconnect,
+        a.give_up_after,
+    )?;
     let mut c = ReconnectingClient::connect(&a.router, opts)?;
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;

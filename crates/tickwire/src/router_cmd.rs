@@ -94,7 +94,8 @@ In a config file, one table per stream:
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]
 pub struct RouterArgs {
-    /// TOML file with a [router] table (keys as in --print-config).
+    /// TOML file with a [router] table (keys as in --print-config). Size keys take a
+    /// number of bytes or a size string as the flags do (`max_frame = "1MiB"`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on: IP:PORT, or HOST:PORT (resolved at start-up; of several
@@ -353,11 +354,111 @@ fn parse_config_file(text: &str) -> anyhow::Result<ConfigFile> {
             }
         }
     }
-    if resolved {
-        Ok(ConfigFile::deserialize(doc)?)
-    } else {
-        Ok(toml::from_str::<ConfigFile>(text)?)
+    let parsed = match resolved {
+        true => ConfigFile::deserialize(doc),
+        false => toml::from_str::<ConfigFile>(text),
+    };
+    parsed.map_err(|e| explain_config_error(text, e))
+}
+
+/// `err`, met reading the config file `text`, with an unknown key reported by its table
+/// and the nearest known key (serde's own message lists every key of the table, ~40
+/// for `[router]`, and suggests none). Other errors are left as they are.
+fn explain_config_error(text: &str, err: toml::de::Error) -> anyhow::Error {
+    let message = err.message();
+    match unknown_key_message(text, err.span(), message) {
+        // The rest of toml's text (the line and column, the line quoted) stays.
+        Some(better) => anyhow::anyhow!("{}", err.to_string().replace(message, &better)),
+        None => err.into(),
     }
+}
+
+/// serde's `unknown field `KEY`, expected one of `a`, `b`, ...` as `unknown key "KEY" in
+/// [TABLE]; did you mean "a"?` followed by the table's keys; None for any other message.
+fn unknown_key_message(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    message: &str,
+) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, expected) = rest.split_once('`')?;
+    // serde names the known keys in backquotes: "expected one of `a`, `b`", "expected
+    // `a` or `b`", "expected `a`", or "there are no fields".
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let table = match table_of(text, span, key) {
+        Some(place) => format!(" {place}"),
+        None => String::new(),
+    };
+    let mut out = format!("unknown key {key:?}{table}");
+    let nearest = known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(key, k), *k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((_, k)) = nearest {
+        out.push_str(&format!("; did you mean {k:?}?"));
+    }
+    match known.is_empty() {
+        true => out.push_str(&format!("\n(no keys are known{table})")),
+        false => {
+            // Wrapped: [router] has ~40 keys.
+            let mut line = format!("valid keys{table}:");
+            for k in &known {
+                if line.len() + k.len() > 88 {
+                    out.push('\n');
+                    out.push_str(line.trim_end());
+                    line = " ".to_owned();
+                }
+                line.push_str(&format!(" {k}"));
+            }
+            out.push('\n');
+            out.push_str(&line);
+        }
+    }
+    Some(out)
+}
+
+/// Where `key` is: `in [router]` (the table of the last `[...]` header above the key's
+/// line: the line `span` starts on, or else the first that sets `key`), `at the top
+/// level`, or None when the line is not found. A key that is itself a header's last
+/// name (`[routr]`, `[router.multicastt]`) is in the table its header names first.
+fn table_of(text: &str, span: Option<std::ops::Range<usize>>, key: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = match span {
+        Some(span) => text.get(..span.start)?.matches('\n').count(),
+        None => lines.iter().position(|line| {
+            line.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|after| after.trim_start().starts_with(['=', '.']))
+        })?,
+    };
+    let name = |header: &str| -> String {
+        let inner = header.trim_start_matches('[');
+        inner
+            .split(']')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let line = lines.get(at)?.trim();
+    let table = if line.starts_with('[') {
+        let header = name(line);
+        header
+            .rsplit_once('.')
+            .map(|(table, _)| table.trim().to_owned())
+    } else {
+        lines
+            .get(..at)?
+            .iter()
+            .map(|line| line.trim())
+            .rfind(|line| line.starts_with('['))
+            .map(name)
+    };
+    Some(match table {
+        Some(t) => format!("in [{t}]"),
+        None => "at the top level".to_owned(),
+    })
 }
 
 impl RouterArgs {
@@ -671,6 +772,41 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_form_of_serdes_unknown_field_message_is_rewritten() {
+        let text = "[log]\nlevl = 1\n";
+        let span = Some(6..10);
+        for (message, suggestion, list) in [
+            ("unknown field `levl`, expected `level`", true, "level"),
+            (
+                "unknown field `levl`, expected `level` or `other`",
+                true,
+                "level other",
+            ),
+            (
+                "unknown field `levl`, expected one of `a`, `level`, `b`",
+                true,
+                "a level b",
+            ),
+            ("unknown field `levl`, there are no fields", false, ""),
+        ] {
+            let m = unknown_key_message(text, span.clone(), message).unwrap();
+            assert!(m.starts_with("unknown key \"levl\" in [log]"), "{m}");
+            assert_eq!(m.contains("did you mean \"level\"?"), suggestion, "{m}");
+            match list {
+                "" => assert!(m.contains("no keys are known in [log]"), "{m}"),
+                keys => assert!(m.contains(&format!("valid keys in [log]: {keys}")), "{m}"),
+            }
+        }
+        assert_eq!(
+            unknown_key_message(text, span, "invalid type: string"),
+            None
+        );
+        // No span (the host-name path): the key's line is searched for.
+        let m = unknown_key_message(text, None, "unknown field `levl`, expected `level`");
+        assert!(m.unwrap().contains("in [log]"));
+    }
 
     #[test]
     fn config_file_listen_takes_a_host_name_like_the_flag() {

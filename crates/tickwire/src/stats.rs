@@ -38,7 +38,8 @@ pub struct StatsArgs {
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let mut client = Client::connect_to(
         a.router.as_str(),
-        a.login.apply(ClientOptions::named("tickwire-stats"))?,
+        a.login
+            .apply(&a.router, ClientOptions::named("tickwire-stats"))?,
     )?;
     let json = client.stats_json()?;
     client.close().ok();

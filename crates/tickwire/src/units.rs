@@ -99,6 +99,30 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("-1").is_err());
     }
+
+    #[test]
+    fn probabilities_are_0_to_1_inclusive() {
+        assert_eq!(parse_probability("0"), Ok(0.0));
+        assert_eq!(parse_probability("0.05"), Ok(0.05));
+        assert_eq!(parse_probability("1"), Ok(1.0));
+        for bad in ["2", "-0.1", "1.01", "NaN", "inf", "often", ""] {
+            let e = parse_probability(bad).unwrap_err();
+            assert!(e.contains("from 0 to 1"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_mold_session_is_at_most_10_printable_characters() {
+        assert_eq!(
+            parse_mold_session("TICKWIRE01"),
+            Ok("TICKWIRE01".to_owned())
+        );
+        assert_eq!(parse_mold_session("A"), Ok("A".to_owned()));
+        for bad in ["TICKWIRE012", "TICKW\u{e9}RE", "A\tB"] {
+            let e = parse_mold_session(bad).unwrap_err();
+            assert!(e.contains("at most 10 printable ASCII"), "{bad:?}: {e}");
+        }
+    }
 }
 
 /// A mistake in how a command was called that its flags' parsers cannot see alone
@@ -121,6 +145,28 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
         Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
         _ => Err(format!(
             "expected a fraction from 0 up to (not including) 1, e.g. 0.05 for 5%; got {s:?}"
+        )),
+    }
+}
+
+/// A probability from 0 to 1, both included (`md publish --loss 0.05`).
+pub fn parse_probability(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!(
+            "expected a probability from 0 to 1, e.g. 0.05 for 5%; got {s:?}"
+        )),
+    }
+}
+
+/// A MoldUDP64 session name (`--session`): the field is 10 bytes, so at most 10
+/// printable ASCII characters (padded with spaces on the wire).
+pub fn parse_mold_session(s: &str) -> Result<String, String> {
+    match tickwire_itch::Session::new(s) {
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) => Err(format!(
+            "a MoldUDP64 session name is at most 10 printable ASCII characters (the field \
+             is 10 bytes): {e}"
         )),
     }
 }

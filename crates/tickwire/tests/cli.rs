@@ -622,7 +622,7 @@ fn router_config_errors_are_clear() {
     let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
     assert_ne!(code, 0);
     assert!(err.contains(file.path()), "{err}");
-    assert!(err.contains("unknown field `bogus`"), "{err}");
+    assert!(err.contains("unknown key \"bogus\" in [router]"), "{err}");
     assert!(err.contains("egress_limit"), "lists the valid keys: {err}");
 
     let file = TempFile::new("badtype", "[router]\nidle = \"fast\"\n");
@@ -631,7 +631,10 @@ fn router_config_errors_are_clear() {
 
     let file = TempFile::new("toplevel", "listen = \"127.0.0.1:1\"\n");
     let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
-    assert!(err.contains("unknown field `listen`"), "{err}");
+    assert!(
+        err.contains("unknown key \"listen\" at the top level"),
+        "{err}"
+    );
 
     let missing = std::env::temp_dir().join("tickwire-cli-test-no-such-file.toml");
     let (_, err) = fails(&[
@@ -648,6 +651,139 @@ fn router_config_errors_are_clear() {
         err.contains("egress_limit") && err.contains("max_frame"),
         "{err}"
     );
+}
+
+/// Regression (new-user review): a misspelt key got serde's list of all ~43 keys of
+/// [router] and no suggestion.
+#[test]
+fn a_misspelt_config_key_gets_a_suggestion_with_its_line_and_table() {
+    let cases = [
+        (
+            "[router]\nlisten = \"127.0.0.1:0\"\nmax_frmae = 100000\n",
+            &[
+                "unknown key \"max_frmae\" in [router]; did you mean \"max_frame\"?",
+                "line 3",
+            ][..],
+        ),
+        (
+            "[auth]\nanonymus = \"deny\"\n",
+            &[
+                "unknown key \"anonymus\" in [auth]; did you mean \"anonymous\"?",
+                "line 2",
+            ],
+        ),
+        (
+            "[router]\n[[router.multicast]]\ntopics = [\"md/>\"]\nmax_datagrm = 1400\n",
+            &[
+                "unknown key \"max_datagrm\" in [router.multicast]; did you mean \"max_datagram\"?",
+                "line 4",
+            ],
+        ),
+        (
+            "[routr]\nlisten = \"127.0.0.1:0\"\n",
+            &[
+                "unknown key \"routr\" at the top level; did you mean \"router\"?",
+                "line 1",
+            ],
+        ),
+        // A host name in listen takes another path through the parser (no line there).
+        (
+            "[router]\nlisten = \"localhost:0\"\nmax_frmae = 100000\n",
+            &["unknown key \"max_frmae\" in [router]; did you mean \"max_frame\"?"],
+        ),
+    ];
+    for (i, (text, words)) in cases.iter().enumerate() {
+        let file = TempFile::new(&format!("misspelt-{i}"), text);
+        let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+        assert!(err.contains(file.path()), "{err}");
+        for w in *words {
+            assert!(err.contains(w), "{text}: error lacks {w:?}:\n{err}");
+        }
+        // The valid keys are still listed, on lines a terminal shows whole.
+        assert!(err.contains("valid keys"), "{err}");
+        assert!(
+            err.lines()
+                .all(|l| l.len() <= 100 || l.contains(file.path())),
+            "{err}"
+        );
+    }
+    // Nothing near: no suggestion, only the list.
+    let file = TempFile::new("misspelt-far", "[router]\nzzzz = 1\n");
+    let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert!(err.contains("unknown key \"zzzz\" in [router]"), "{err}");
+    assert!(!err.contains("did you mean"), "{err}");
+    assert!(err.contains("max_frame"), "{err}");
+}
+
+/// Regression (new-user review): `max_frame = "1MiB"` was a type error in the config
+/// file though `--max-frame 1MiB` works: every size key takes both forms.
+#[test]
+fn config_size_keys_take_the_command_lines_size_syntax() {
+    let file = TempFile::new(
+        "sizes",
+        "[router]\n\
+         max_frame = \"1MiB\"\n\
+         egress_limit = \"16MiB\"\n\
+         egress_memory_limit = \"2G\"\n\
+         read_buffer = \"512K\"\n\
+         read_memory_limit = 134217728\n\
+         retain_bytes = \"128MiB\"\n\
+         max_stored_bytes = \"2GiB\"\n\
+         cache_max_bytes = \"32MiB\"\n\
+         shm_ring = \"64KiB\"\n\
+         [[router.multicast]]\n\
+         topics = [\"md/>\"]\n\
+         max_datagram = \"1K\"\n",
+    );
+    let cfg = print_config(&["--config", file.path()]);
+    let t = &cfg["router"];
+    for (key, want) in [
+        ("max_frame", 1i64 << 20),
+        ("egress_limit", 16 << 20),
+        ("egress_memory_limit", 2 << 30),
+        ("read_buffer", 512 << 10),
+        ("read_memory_limit", 128 << 20),
+        ("retain_bytes", 128 << 20),
+        ("max_stored_bytes", 2 << 30),
+        ("cache_max_bytes", 32 << 20),
+        ("shm_ring", 64 << 10),
+    ] {
+        assert_eq!(t[key].as_integer(), Some(want), "{key}: {t}");
+    }
+    assert_eq!(t["multicast"][0]["max_datagram"].as_integer(), Some(1024));
+
+    for (i, (line, words)) in [
+        (
+            "max_frame = \"10GiB\"",
+            &["max_frame: 10737418240 is out of range", "4294967295"][..],
+        ),
+        (
+            "max_frame = 4294967296",
+            &["max_frame: 4294967296 is out of range"],
+        ),
+        (
+            "egress_limit = \"1.5MiB\"",
+            &["egress_limit: \"1.5MiB\"", "a size is a whole number"],
+        ),
+        (
+            "read_buffer = \"8X\"",
+            &["read_buffer: \"8X\"", "unknown size suffix"],
+        ),
+        (
+            "cache_max_bytes = -1",
+            &["cache_max_bytes: -1 is not a size"],
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let file = TempFile::new(&format!("badsize-{i}"), &format!("[router]\n{line}\n"));
+        let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+        assert!(err.contains(file.path()) && err.contains("line 2"), "{err}");
+        for w in *words {
+            assert!(err.contains(w), "{line}: error lacks {w:?}:\n{err}");
+        }
+    }
 }
 
 #[test]
@@ -790,6 +926,9 @@ fn bad_flag_values_are_clear_errors() {
 #[test]
 fn impossible_values_are_usage_errors_before_anything_runs() {
     let dead = dead_addr().to_string();
+    let tls_dead = format!("tls://{dead}");
+    let tls_needs_ca = format!("--router {tls_dead} connects over TLS");
+    let http_beyond_loopback = format!("0.0.0.0:{}", dead_addr().port());
     let cases: &[(&[&str], &[&str])] = &[
         // Aborted "memory allocation of 100000000000 bytes failed" (status 134).
         (
@@ -863,6 +1002,68 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
         (
             &["sub", "--router", &dead, "a/>", "--window", "5"],
             &["--window only applies with --queue"],
+        ),
+        // The four below exited 1, as if something had failed at run time (a second
+        // new-user review).
+        (
+            &[
+                "router",
+                "--no-guaranteed",
+                "--listen",
+                "127.0.0.1:0",
+                "--http",
+                &http_beyond_loopback,
+            ],
+            &["--http 0.0.0.0:", "--http-auth FILE", "--http-open"],
+        ),
+        (
+            &["pub", "--router", &tls_dead, "a/b", "hello"],
+            &[&tls_needs_ca, "needs --ca FILE"],
+        ),
+        (
+            &["sub", "--router", &tls_dead, "a/>"],
+            &[&tls_needs_ca, "needs --ca FILE"],
+        ),
+        (
+            &["pub", "--router", &dead, "--tls", "a/b", "hello"],
+            &["--tls connects over TLS", "needs --ca FILE"],
+        ),
+        // --file does not exist: the value is refused before the file is read.
+        (
+            &["md", "publish", "--file", "/nonexistent", "--loss", "2"],
+            &["--loss", "a probability from 0 to 1"],
+        ),
+        (
+            &[
+                "md",
+                "publish",
+                "--file",
+                "/nonexistent",
+                "--loss-b",
+                "1.5",
+                "--group-b",
+                "239.1.1.2:26400",
+            ],
+            &["--loss-b", "a probability from 0 to 1"],
+        ),
+        (
+            &[
+                "md",
+                "publish",
+                "--file",
+                "/nonexistent",
+                "--session",
+                "TICKWIRE0123",
+            ],
+            &[
+                "--session",
+                "at most 10 printable ASCII characters",
+                "12 bytes",
+            ],
+        ),
+        (
+            &["feed", "--session", "TICKWIRE0123"],
+            &["--session", "at most 10 printable ASCII characters"],
         ),
     ];
     // Ran the whole benchmark unpinned after "cannot pin ... running unpinned".
@@ -1652,7 +1853,7 @@ fn help_and_errors_name_only_what_the_command_accepts() {
     let port = dead_addr().port().to_string();
     let http = format!("0.0.0.0:{port}");
     let (code, err) = fails(&["feed", "--http", &http]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a usage error: {err}");
     assert!(
         err.contains("--http-auth FILE") && err.contains("--http-open"),
         "{err}"
@@ -1666,7 +1867,7 @@ fn help_and_errors_name_only_what_the_command_accepts() {
         "--http",
         &http,
     ]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a usage error: {err}");
     assert!(
         err.contains("configure users in the router's [auth]"),
         "{err}"

@@ -166,15 +166,17 @@ pub fn read_auth_file(path: &Path) -> anyhow::Result<AuthConfig> {
 
 /// Why `addr` may not be served as asked: a non-loopback address with no way to log in.
 /// `router`: the command is the router, whose own [auth] users may log in too (feed and
-/// fix have no users of their own: --http-auth is their only way).
+/// fix have no users of their own: --http-auth is their only way). A usage error (exit
+/// status 2): the flags given cannot work together, and nothing has started.
 pub fn refuse_open(addr: SocketAddr, router: bool) -> anyhow::Error {
     let own = match router {
         true => "configure users in the router's [auth], ",
         false => "",
     };
-    anyhow::anyhow!(
+    crate::units::UsageError(format!(
         "--http {addr} serves beyond loopback, where the monitoring endpoint requires a login: \
          give --http-auth FILE (a TOML [auth] table whose admin users may log in; docs/monitoring.md), \
          {own}or pass --http-open to serve it to anyone who can reach it"
-    )
+    ))
+    .into()
 }
