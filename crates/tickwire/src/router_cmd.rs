@@ -324,7 +324,13 @@ fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<Str
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config file {}", path.display()))?;
-    log_level_of(&text).with_context(|| format!("parsing config file {}", path.display()))
+    log_level_of(&text).map_err(|e| config_mistake(path, e))
+}
+
+/// A config file that does not parse (syntax, an unknown key, a value of the wrong
+/// type): a usage error (exit status 2), as a value out of range is.
+fn config_mistake(path: &std::path::Path, e: anyhow::Error) -> anyhow::Error {
+    crate::units::UsageError(format!("parsing config file {}: {e:#}", path.display())).into()
 }
 
 /// The `[log] level` of a config file's text. Only that table is read (the whole file
@@ -468,8 +474,7 @@ impl RouterArgs {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading config file {}", path.display()))?;
-                let file = parse_config_file(&text)
-                    .with_context(|| format!("parsing config file {}", path.display()))?;
+                let file = parse_config_file(&text).map_err(|e| config_mistake(path, e))?;
                 Config {
                     auth: file.auth,
                     ..file.router

@@ -620,14 +620,23 @@ fn router_config_file_is_honoured_and_flags_win() {
 fn router_config_errors_are_clear() {
     let file = TempFile::new("unknown", "[router]\nbogus = 1\n");
     let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
-    assert_ne!(code, 0);
+    assert_eq!(
+        code, 2,
+        "a config file that does not parse is a usage error: {err}"
+    );
     assert!(err.contains(file.path()), "{err}");
     assert!(err.contains("unknown key \"bogus\" in [router]"), "{err}");
     assert!(err.contains("egress_limit"), "lists the valid keys: {err}");
 
     let file = TempFile::new("badtype", "[router]\nidle = \"fast\"\n");
-    let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains(file.path()) && err.contains("fast"), "{err}");
+
+    let file = TempFile::new("syntax", "[router\nidle = \"spin\"\n");
+    let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(file.path()), "{err}");
 
     let file = TempFile::new("toplevel", "listen = \"127.0.0.1:1\"\n");
     let (_, err) = fails(&["router", "--config", file.path(), "--print-config"]);
