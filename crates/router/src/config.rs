@@ -619,7 +619,8 @@ pub fn parse_sync(s: &str) -> Result<SyncSetting, String> {
         "fsync" => Ok(SyncSetting::Fsync),
         "page-cache" => Ok(SyncSetting::PageCache),
         _ => match s.strip_prefix("interval:") {
-            Some(d) => tickwire_rt::units::parse_duration(d)
+            // A plain number would be seconds: refused, as for the other short durations.
+            Some(d) => tickwire_rt::units::parse_short_duration(d)
                 .map(SyncSetting::Interval)
                 .map_err(|e| format!("sync {s:?}: {e}")),
             None => Err(format!(
@@ -655,6 +656,18 @@ mod tests {
         let m: crate::mcast::MulticastRoute =
             serde_json::from_value(serde_json::json!({ "max_datagram": "1K" })).unwrap();
         assert_eq!(m.max_datagram, 1024);
+    }
+
+    /// Regression (new-user pass): `interval:10` meant ten seconds between fdatasyncs.
+    #[test]
+    fn a_sync_interval_needs_a_unit() {
+        assert_eq!(
+            parse_sync("interval:10ms"),
+            Ok(SyncSetting::Interval(std::time::Duration::from_millis(10)))
+        );
+        let e = parse_sync("interval:10").unwrap_err();
+        assert!(e.contains("needs a unit") && e.contains("10ms"), "{e}");
+        assert!(parse_sync("interval:soon").is_err());
     }
 
     #[test]
