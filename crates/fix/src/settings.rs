@@ -1047,11 +1047,30 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
     let max_logon_length = r.num::<usize>("TickwireMaxLogonLength", 64..=ANY_USIZE_MAX)?;
     let max_pending_connections =
         r.num::<usize>("TickwireMaxPendingConnections", 1..=ANY_USIZE_MAX)?;
-    let app_data_dictionaries = values
+    let app_data_dictionaries: Vec<(String, PathBuf)> = values
         .iter()
         .filter(|((k, _), _)| *k == "AppDataDictionary")
         .map(|((_, sfx), e)| (sfx.clone(), PathBuf::from(&e.value)))
         .collect();
+    // UseDataDictionary=Y written out without the dictionary it needs: QuickFIX refuses
+    // the session ("DataDictionary not defined"); running unvalidated would hide the
+    // mistake. (Left at its default, the session runs without validation: docs/fix.md.)
+    if r.entry("UseDataDictionary").is_some() && r.bool("UseDataDictionary", true)? {
+        if id.begin_string == "FIXT.1.1" {
+            if r.entry("TransportDataDictionary").is_none() {
+                return Err(
+                    r.missing("TransportDataDictionary (UseDataDictionary=Y asks for validation)")
+                );
+            }
+            if app_data_dictionaries.is_empty() {
+                return Err(
+                    r.missing("AppDataDictionary (UseDataDictionary=Y asks for validation)")
+                );
+            }
+        } else if r.entry("DataDictionary").is_none() {
+            return Err(r.missing("DataDictionary (UseDataDictionary=Y asks for validation)"));
+        }
+    }
     Ok(SessionSettings {
         line,
         connection_type,

@@ -186,6 +186,11 @@ fn missing_required_keys_are_clear_errors() {
         ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=initiator\nHeartBtInt=30\nSocketConnectHost=h\nNonStopSession=Y\n", "SocketConnectPort"),
         ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\n", "StartTime"),
         ("[SESSION]\nBeginString=FIXT.1.1\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n", "DefaultApplVerID"),
+        // Regression (new-user pass): UseDataDictionary=Y written out without a
+        // dictionary ran without validation, silently; QuickFIX refuses it.
+        ("[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\nUseDataDictionary=Y\n", "DataDictionary (UseDataDictionary=Y"),
+        ("[SESSION]\nBeginString=FIXT.1.1\nDefaultApplVerID=9\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\nUseDataDictionary=Y\nAppDataDictionary=a.xml\n", "TransportDataDictionary (UseDataDictionary=Y"),
+        ("[SESSION]\nBeginString=FIXT.1.1\nDefaultApplVerID=9\nSenderCompID=A\nTargetCompID=B\nConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\nUseDataDictionary=Y\nTransportDataDictionary=t.xml\n", "AppDataDictionary (UseDataDictionary=Y"),
     ];
     for (text, key) in cases {
         match Settings::parse(text, "m.cfg") {
@@ -196,6 +201,23 @@ fn missing_required_keys_are_clear_errors() {
             }
             other => panic!("{key}: expected Missing, got {other:?}"),
         }
+    }
+}
+
+/// Without `UseDataDictionary` (default Y) or with `N`, a session without a dictionary
+/// is accepted and runs unvalidated (docs/fix.md); with a dictionary and `Y` it parses.
+#[test]
+fn a_dictionary_is_required_only_when_validation_is_asked_for_explicitly() {
+    let base = "[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\n\
+                ConnectionType=acceptor\nSocketAcceptPort=1\nNonStopSession=Y\n";
+    for extra in [
+        "",
+        "UseDataDictionary=N\n",
+        "UseDataDictionary=Y\nDataDictionary=d.xml\n",
+    ] {
+        let s = Settings::parse(&format!("{base}{extra}"), "d.cfg")
+            .unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+        assert_eq!(s.sessions.len(), 1);
     }
 }
 
