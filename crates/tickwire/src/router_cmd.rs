@@ -275,7 +275,8 @@ pub struct RouterArgs {
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
-    /// Print the effective configuration as TOML and exit.
+    /// Print the effective configuration as TOML and exit (a default data_dir, which
+    /// depends on the port, is said in a comment, not written as a key).
     #[arg(long)]
     print_config: bool,
     #[command(flatten)]
@@ -590,6 +591,17 @@ impl RouterArgs {
     }
 }
 
+/// The spool directory of a router on `port` without `data_dir`: `router-PORT` in the
+/// per-user data directory.
+fn default_data_dir(port: u16) -> anyhow::Result<PathBuf> {
+    let home = tickwire_rt::paths::Environment::current()
+        .data_home()
+        .context(
+            "no per-user data directory (HOME unset): pass --data-dir DIR or --no-guaranteed",
+        )?;
+    Ok(home.join(format!("router-{port}")))
+}
+
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = args.to_config()?;
     if !crate::logging::level_from_flag() {
@@ -597,25 +609,18 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             crate::logging::set_level(&level)?;
         }
     }
-    // The default spool directory: per user and port, or temporary for port 0.
-    let mut temp_spool = None;
-    if cfg.data_dir.is_none() && !args.no_guaranteed {
-        if cfg.listen.port() == 0 {
-            if !args.print_config {
-                let dir = crate::temp_spool::create()?;
-                cfg.data_dir = Some(dir.path().to_path_buf());
-                temp_spool = Some(dir);
-            }
-        } else {
-            let home = tickwire_rt::paths::Environment::current()
-                .data_home()
-                .context(
-                "no per-user data directory (HOME unset): pass --data-dir DIR or --no-guaranteed",
-            )?;
-            cfg.data_dir = Some(home.join(format!("router-{}", cfg.listen.port())));
-        }
-    }
     if args.print_config {
+        // A default spool directory is the port's (or a temporary one): said in a
+        // comment, not written as a key, so a file started from this output and given
+        // another `listen` does not share this port's spool.
+        let default_spool = match (&cfg.data_dir, args.no_guaranteed, cfg.listen.port()) {
+            (None, false, 0) => Some("a temporary directory (port 0), removed at exit".to_owned()),
+            (None, false, port) => Some(match default_data_dir(port) {
+                Ok(d) => format!("{} (for port {port})", d.display()),
+                Err(_) => "none: HOME is unset, so data_dir or --no-guaranteed is needed".into(),
+            }),
+            _ => None,
+        };
         let doc = ConfigFile {
             auth: std::mem::take(&mut cfg.auth),
             router: cfg,
@@ -625,7 +630,24 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             "{}",
             toml::to_string(&doc).context("rendering the configuration")?
         );
+        if let Some(d) = default_spool {
+            println!(
+                "\n# data_dir (the guaranteed-messaging spool) is not set: the default is\n\
+                 # router-PORT in the per-user data directory, here {d}."
+            );
+        }
         return Ok(ExitCode::SUCCESS);
+    }
+    // The default spool directory: per user and port, or temporary for port 0.
+    let mut temp_spool = None;
+    if cfg.data_dir.is_none() && !args.no_guaranteed {
+        if cfg.listen.port() == 0 {
+            let dir = crate::temp_spool::create()?;
+            cfg.data_dir = Some(dir.path().to_path_buf());
+            temp_spool = Some(dir);
+        } else {
+            cfg.data_dir = Some(default_data_dir(cfg.listen.port())?);
+        }
     }
     let listen = cfg.listen;
     let summary = format!(
