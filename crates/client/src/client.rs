@@ -1531,6 +1531,18 @@ impl Client {
 
     // -- internals ----------------------------------------------------------------
 
+    /// For a plain-TCP handshake that failed: the likeliest cause when the port is a
+    /// router's TLS listener (its TLS layer drops or answers a plaintext HELLO).
+    fn tls_hint(&self) -> &'static str {
+        match self.stream {
+            Transport::Tcp(_) => {
+                " (if that port is the router's TLS listener, connect with tls://HOST:PORT and \
+                 --ca FILE)"
+            }
+            _ => "",
+        }
+    }
+
     fn handshake(&mut self, deadline: Option<Instant>) -> Result<(), Error> {
         let mcast = if self.opts.multicast {
             frame::caps::MCAST
@@ -1613,7 +1625,8 @@ impl Client {
                 Ok(None) => match self.read_rx()? {
                     ReadOutcome::Data => {}
                     ReadOutcome::Eof => {
-                        let reason = format!("{EOF_REASON}, during the handshake");
+                        let reason =
+                            format!("{EOF_REASON}, during the handshake{}", self.tls_hint());
                         return Err(self.session.close(ErrorCode::NORMAL, reason));
                     }
                     ReadOutcome::WouldBlock => {
@@ -1626,7 +1639,7 @@ impl Client {
                     }
                 },
                 Err(e) => {
-                    let msg = format!("undecodable frame from the router: {e}");
+                    let msg = format!("undecodable frame from the router: {e}{}", self.tls_hint());
                     return Err(self.protocol_error(msg));
                 }
             }

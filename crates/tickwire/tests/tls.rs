@@ -237,6 +237,17 @@ fn an_untrusted_or_misnamed_router_certificate_is_refused_by_the_client() {
     let (st, _, err) = run_cli(&["stats", "--router", &url, "--ca", s(&bogus)], LONG);
     assert!(!st.success());
     assert!(err.contains("bogus.pem") && err.contains("no PEM"), "{err}");
+
+    // Regression (new-user pass): a plaintext client pointed at the TLS port got only
+    // "closed the socket without a CLOSE frame ... during the handshake".
+    let plain = r.tls.unwrap().to_string();
+    let (st, _, err) = run_cli(&["stats", "--router", &plain], LONG);
+    assert!(!st.success());
+    assert!(
+        err.contains("during the handshake") || err.contains("undecodable frame"),
+        "{err}"
+    );
+    assert!(err.contains("connect with tls://HOST:PORT and --ca FILE"), "{err}");
 }
 
 #[test]
