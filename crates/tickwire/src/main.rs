@@ -105,7 +105,7 @@ enum Cmd {
     Queue(queue_cmd::QueueArgs),
     /// Hash a password (or make a token) for the router's [auth] users.
     Passwd(login::PasswdArgs),
-    /// Run a router, publishers and subscribers in one process and report latency.
+    /// The tour on an embedded default: pub/sub latency, guaranteed orders through router crashes, market data, FIX tick-to-trade.
     Demo(demo::DemoArgs),
     /// Measure: ping-pong, router fan-out (vs NATS), rate sweeps, market-data replay, FIX tick-to-trade.
     Bench(bench_cmd::BenchArgs),
