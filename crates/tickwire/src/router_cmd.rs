@@ -286,7 +286,7 @@ pub struct RouterArgs {
     /// anonymously, or, where the router refuses anonymous clients, as a user of its
     /// own (`_tickwire-probe`, with a token made at start-up). A plain number is
     /// milliseconds; `5ms`, `1s` also work.
-    #[arg(long, value_name = "MS", default_value = "5", value_parser = tickwire_rt::units::parse_ms)]
+    #[arg(long, value_name = "MS", default_value = "5", requires = "http", value_parser = tickwire_rt::units::parse_ms)]
     probe_ms: u64,
 }
 

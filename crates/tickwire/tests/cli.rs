@@ -1083,6 +1083,18 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             &["feed", "--session", "TICKWIRE0123"],
             &["--session", "at most 10 printable ASCII characters"],
         ),
+        // Was accepted and ignored without --http (new-user pass).
+        (
+            &[
+                "router",
+                "--no-guaranteed",
+                "--listen",
+                "127.0.0.1:0",
+                "--probe-ms",
+                "5",
+            ],
+            &["--http"],
+        ),
     ];
     // Ran the whole benchmark unpinned after "cannot pin ... running unpinned".
     let benches = ["pingpong", "fanout", "stream", "tick-to-trade", "md-replay"];

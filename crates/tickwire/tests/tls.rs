@@ -247,7 +247,10 @@ fn an_untrusted_or_misnamed_router_certificate_is_refused_by_the_client() {
         err.contains("during the handshake") || err.contains("undecodable frame"),
         "{err}"
     );
-    assert!(err.contains("connect with tls://HOST:PORT and --ca FILE"), "{err}");
+    assert!(
+        err.contains("connect with tls://HOST:PORT and --ca FILE"),
+        "{err}"
+    );
 }
 
 #[test]
