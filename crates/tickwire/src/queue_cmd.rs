@@ -409,21 +409,41 @@ fn render_list(doc: &Value) -> String {
     s
 }
 
-/// One `key  value` line per field, sorted by key; nested values as JSON.
+/// One `key  value` line per field, sorted by key; a nested object's fields as
+/// `parent.key` lines (the definition's `definition.max_bytes`, ...), a list of plain
+/// values space-separated, anything deeper as JSON.
 fn render_show(doc: &Value) -> String {
     let Some(obj) = doc.as_object() else {
         return format!("{doc}\n");
     };
-    let width = obj.keys().map(String::len).max().unwrap_or(0);
-    let mut s = String::new();
+    let mut rows = Vec::new();
+    flatten("", obj, &mut rows);
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
+
+/// `obj`'s fields as `(prefix + key, shown value)` rows, nested objects expanded.
+fn flatten(prefix: &str, obj: &serde_json::Map<String, Value>, rows: &mut Vec<(String, String)>) {
     for (k, v) in obj {
-        let shown = match v {
-            Value::String(t) => t.clone(),
-            other => other.to_string(),
-        };
-        s += &format!("{k:<width$}  {shown}\n");
+        let key = format!("{prefix}{k}");
+        match v {
+            Value::Object(inner) if !inner.is_empty() => flatten(&format!("{key}."), inner, rows),
+            Value::String(t) => rows.push((key, t.clone())),
+            Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
+                let shown: Vec<String> = items
+                    .iter()
+                    .map(|i| match i {
+                        Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                rows.push((key, shown.join(" ")));
+            }
+            other => rows.push((key, other.to_string())),
+        }
     }
-    s
 }
 
 #[cfg(test)]
@@ -435,6 +455,25 @@ mod tests {
     struct T {
         #[command(subcommand)]
         cmd: QueueCmd,
+    }
+
+    /// Regression (new-user pass): the definition was one line of raw JSON.
+    #[test]
+    fn show_expands_the_definition() {
+        let doc = serde_json::json!({
+            "name": "orders",
+            "depth": 3,
+            "definition": { "subscriptions": ["orders/>", "fills/*"], "max_bytes": 1024 },
+            "empty": {},
+        });
+        assert_eq!(
+            render_show(&doc),
+            "definition.max_bytes      1024\n\
+             definition.subscriptions  orders/> fills/*\n\
+             depth                     3\n\
+             empty                     {}\n\
+             name                      orders\n"
+        );
     }
 
     #[test]
