@@ -12,8 +12,10 @@ use crate::pubsub::DEFAULT_ROUTER;
 
 const STATS_HELP: &str = "\
 Columns: MSGS_IN = messages the client published; MSGS_OUT = messages queued for
-it; DISCARDS = messages dropped because it read too slowly; PENDING = bytes
-queued for it and not yet written; SUBS = subscriptions held. The totals cover
+it; DISCARDS = messages dropped because it read too slowly (queued, so counted in
+MSGS_OUT too, but never written); BYTES_IN/BYTES_OUT = bytes read from and written
+to its connection (frames of every kind); PENDING = bytes queued for it and not
+yet written; SUBS = subscriptions held. The totals cover
 the router's whole life, including clients that have disconnected. The stats
 client itself appears in the list.
 
