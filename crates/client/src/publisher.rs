@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use tickwire_rt::StopFlag;
 use tickwire_wire::frame::ErrorCode;
 
 use crate::backoff::Backoff;
@@ -106,6 +107,12 @@ pub struct GuaranteedPublisher {
     opts: ReconnectOptions,
     client: Client,
     reconnects: u64,
+    /// How long the last lost connection took to come back.
+    last_outage: Option<Duration>,
+    /// Told of a lost connection before reconnecting; false: do not reconnect.
+    on_lost: Option<fn(&Error) -> bool>,
+    /// Once set, reconnection attempts end (with the last error).
+    stop: Option<StopFlag>,
 }
 
 impl GuaranteedPublisher {
@@ -118,14 +125,38 @@ impl GuaranteedPublisher {
         identity: &str,
         opts: ReconnectOptions,
     ) -> Result<GuaranteedPublisher, Error> {
-        let client = open(addr, identity, &opts.for_first(), Box::default()).map_err(|(e, _)| e)?;
+        let client =
+            open(addr, identity, &opts.for_first(), Box::default(), None).map_err(|(e, _)| e)?;
         Ok(GuaranteedPublisher {
             addr: addr.to_owned(),
             identity: identity.to_owned(),
             opts,
             client,
             reconnects: 0,
+            last_outage: None,
+            on_lost: None,
+            stop: None,
         })
+    }
+
+    /// Calls `on_lost` with the cause when the connection is lost, before reconnecting
+    /// (a command says so there: the reconnection may take a while); when it returns
+    /// false, no reconnection is tried and the call returns the cause. As
+    /// [`crate::QueueConsumer::set_on_lost`].
+    pub fn set_on_lost(&mut self, on_lost: fn(&Error) -> bool) {
+        self.on_lost = Some(on_lost);
+    }
+
+    /// Ends the reconnection attempts (the call returns the last error) promptly once
+    /// `stop` is set: a Ctrl-C need not wait for `give_up_after`.
+    pub fn set_stop(&mut self, stop: StopFlag) {
+        self.stop = Some(stop);
+    }
+
+    /// How long the connection was lost the last time it came back (None before any
+    /// reconnection).
+    pub fn last_outage(&self) -> Option<Duration> {
+        self.last_outage
     }
 
     /// Publishes `payload` to `topic` as a guaranteed message; returns its sequence
@@ -213,12 +244,25 @@ impl GuaranteedPublisher {
         if !worth_reconnecting(&cause) {
             return Err(cause);
         }
+        if let Some(on_lost) = self.on_lost {
+            if !on_lost(&cause) {
+                return Err(cause);
+            }
+        }
+        let lost_at = Instant::now();
         let window = std::mem::take(&mut self.client.gm);
         self.client.abandon_tx();
-        match open(&self.addr, &self.identity, &self.opts, window) {
+        match open(
+            &self.addr,
+            &self.identity,
+            &self.opts,
+            window,
+            self.stop.as_ref(),
+        ) {
             Ok(c) => {
                 self.client = c;
                 self.reconnects += 1;
+                self.last_outage = Some(lost_at.elapsed());
                 Ok(())
             }
             Err((e, window)) => {
@@ -231,13 +275,16 @@ impl GuaranteedPublisher {
 }
 
 /// Connects and opens `identity` with `window`'s unanswered publishes, retrying with
-/// backoff; on failure the window is handed back with the error.
+/// backoff until `give_up_after` or `stop`; on failure the window is handed back with
+/// the error.
 fn open(
     addr: &str,
     identity: &str,
     opts: &ReconnectOptions,
     mut window: Box<PublishWindow>,
+    stop: Option<&StopFlag>,
 ) -> Result<Client, (Error, Box<PublishWindow>)> {
+    let stopped = || stop.is_some_and(StopFlag::is_set);
     let started = Instant::now();
     let mut backoff = opts.backoff();
     loop {
@@ -259,11 +306,19 @@ fn open(
         let expired = opts
             .give_up_after
             .is_some_and(|limit| started.elapsed() >= limit);
-        if !(worth_reconnecting(&err) || router_busy(&err)) || expired {
+        if !(worth_reconnecting(&err) || router_busy(&err)) || expired || stopped() {
             window.handle_disconnect();
             return Err((err, window));
         }
-        std::thread::sleep(backoff.next_pause());
+        // In steps, so that a stop request is seen within one.
+        let resume = Instant::now() + backoff.next_pause();
+        while let Some(left) = resume.checked_duration_since(Instant::now()) {
+            if stopped() {
+                window.handle_disconnect();
+                return Err((err, window));
+            }
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
     }
 }
 

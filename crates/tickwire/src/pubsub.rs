@@ -41,9 +41,12 @@ Messages that were in flight when the connection dropped may be lost (direct mes
 reconnecting') and return ('reconnected after ...'), and the end of the command sums
 them up. --no-reconnect exits on a lost connection instead.
 
-Stopping: Ctrl-C (or SIGTERM) during --count stops publishing; what was published is
-sent (or, with --guaranteed, answered), the summary printed, and the exit status is 130.
-A second Ctrl-C aborts at once.
+Stopping: Ctrl-C (or SIGTERM) during --count or --stdin stops publishing (--stdin stops
+reading its input at once, even while no line comes; a partly read line is dropped);
+what was published is sent (or, with --guaranteed, answered: the command waits for the
+answers, up to --answer-timeout), the summary printed, and the exit status is 130
+(unless, with --guaranteed, answers are missing: 4). Once stopping, a lost connection is
+not reconnected. A second Ctrl-C aborts at once.
 
 Guaranteed (--guaranteed): the router stores every message (durably, per its --sync)
 in each queue whose subscriptions match its topic (`tickwire queue create NAME --sub
@@ -53,8 +56,10 @@ subscribers still get it), and the summary says which queue to create; with
 --allow-no-queue the router acknowledges such a message instead, storing it nowhere.
 The command waits (up to --answer-timeout) for every answer and prints a summary: how
 many were acknowledged and how many the router refused (NACK), by reason. When the
-router restarts or the connection drops, it reconnects (for up to --give-up-after),
-re-opens and resends every unanswered message; the router never stores one twice.
+router restarts or the connection drops, it says so ('disconnected: ...; reconnecting'),
+reconnects (for up to --give-up-after), re-opens and resends every unanswered message
+('reconnected after ...: publisher re-opened, N unanswered messages resent'); the router
+never stores one twice.
   The publisher identity (--identity) names the sequence numbers the router uses to
 recognise a resend. Its default, 'tickwire-pub:TOPIC', is stable, so a command re-run
 after a crash continues the same sequence; two commands publishing to the same topic
@@ -62,7 +67,8 @@ at the same time need different identities (a second open of an identity takes i
 over and the first command fails with taken-over).
   Exit status: 0 every message acknowledged; 3 some were refused (NACK, e.g. no queue
 matched); 4 some were still unanswered when --answer-timeout ran out (takes precedence
-over 3); 130 stopped by Ctrl-C before the last message; 1 another error (no router
+over 3); 130 stopped by Ctrl-C before the last message (or, with --stdin, before the
+end of the input); 1 another error (no router
 within --give-up-after, identity taken over, ...).
 
 Examples:
@@ -153,7 +159,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
     if a.stdin {
         let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
-        let n = each_line(max_frame, |text, caught_up| {
+        let stop = tickwire_rt::StopFlag::install_saying(
+            "stopping: sending what was read, then the summary (Ctrl-C again to abort)",
+        );
+        let read = each_line(max_frame, &stop, |text, caught_up| {
             client.publish(&a.topic, text)?;
             if caught_up {
                 client.flush()?;
@@ -163,14 +172,17 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         });
         // The lines before one that could not be published still go out.
         finish_publishing(&mut client)?;
-        let n = n?;
-        eprintln!(
-            "published {} to {}",
-            count(n, "message", "messages"),
-            a.topic
-        );
+        let read = read?;
+        let n = count(read.lines, "message", "messages");
+        match read.stopped {
+            true => eprintln!("stopped: published {n} to {} (Ctrl-C)", a.topic),
+            false => eprintln!("published {n} to {}", a.topic),
+        }
         report_outages(&client);
         client.close()?;
+        if read.stopped {
+            return Ok(ExitCode::from(EXIT_STOPPED));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
@@ -219,41 +231,92 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How a pass over standard input ended: how many lines, and whether Ctrl-C stopped it
+/// before the end of the input.
+struct LinesRead {
+    lines: u64,
+    stopped: bool,
+}
+
 /// Calls `each(line, caught_up)` for every line of standard input (without its line
 /// end; any bytes), `caught_up` true when nothing more has been read ahead, i.e. the
 /// next line may be a while (a person typing, a `tail -f`) and what was taken should
-/// be sent now rather than batched. Returns the number of lines. A line is read up to
-/// `max_frame` bytes (the router's largest frame, which no longer line could fit):
-/// memory stays bounded whatever the input.
+/// be sent now rather than batched. A line is read up to `max_frame` bytes (the
+/// router's largest frame, which no longer line could fit): memory stays bounded
+/// whatever the input. Stops at the end of the input or, within 100 ms, once `stop` is
+/// set (Ctrl-C): it waits for input with `poll(2)`, so a quiet input (`sleep 8 |`, a
+/// terminal) does not hold it; a partial last line is then dropped.
 fn each_line(
     max_frame: u32,
+    stop: &tickwire_rt::StopFlag,
     mut each: impl FnMut(&[u8], bool) -> anyhow::Result<()>,
-) -> anyhow::Result<u64> {
-    use std::io::Read;
+) -> anyhow::Result<LinesRead> {
     // Our own buffer, to see when nothing more has been read ahead.
-    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
     let mut line = Vec::new();
-    let mut n = 0u64;
+    let mut lines = 0u64;
     loop {
-        line.clear();
-        let got = (&mut input)
-            .take(u64::from(max_frame) + 1)
-            .read_until(b'\n', &mut line)
-            .context("reading standard input")?;
-        if got == 0 {
-            return Ok(n);
+        if stop.is_set() {
+            return Ok(LinesRead {
+                lines,
+                stopped: true,
+            });
         }
-        if got > max_frame as usize && line.last() != Some(&b'\n') {
+        if input.buffer().is_empty() && !stdin_readable(Duration::from_millis(100)) {
+            continue;
+        }
+        let got = input.fill_buf().context("reading standard input")?;
+        if got.is_empty() {
+            // The end: a last line without its line end is a line too.
+            if !line.is_empty() {
+                let text = line.strip_suffix(b"\r").unwrap_or(&line);
+                each(text, true)?;
+                lines += 1;
+            }
+            return Ok(LinesRead {
+                lines,
+                stopped: false,
+            });
+        }
+        let (take, ended) = match got.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (got.len(), false),
+        };
+        line.extend_from_slice(&got[..take]);
+        input.consume(take);
+        let content = line.len() - usize::from(ended);
+        if content > max_frame as usize {
             bail!(
                 "line {} of standard input is longer than the router's largest frame \
                  ({max_frame} bytes): not published (nor anything after it)",
-                n + 1
+                lines + 1
             );
         }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !ended {
+            continue;
+        }
+        let text = &line[..content];
         let text = text.strip_suffix(b"\r").unwrap_or(text);
         each(text, input.buffer().is_empty())?;
-        n += 1;
+        lines += 1;
+        line.clear();
+    }
+}
+
+/// Whether standard input has something to read (or its end, or an error, which the
+/// read then reports) within `wait`. A failed `poll(2)` other than an interruption
+/// says yes: the read then blocks as it would without this check.
+fn stdin_readable(wait: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    let timeout = rustix::time::Timespec {
+        tv_sec: wait.as_secs() as i64,
+        tv_nsec: i64::from(wait.subsec_nanos()),
+    };
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(n) => n > 0,
+        Err(e) => e != rustix::io::Errno::INTR,
     }
 }
 
@@ -449,35 +512,81 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         "stopping: waiting for the answers to what was published, then the summary \
          (Ctrl-C again to abort)",
     );
+    // Each loss is said when it happens, as `sub` says it (`report_link`); its end by
+    // `report_return`. Once stopping, a lost connection is not reconnected.
+    p.set_on_lost(|e| {
+        eprintln!("disconnected: {e}; reconnecting");
+        true
+    });
+    p.set_stop(stop.clone());
+    let seen = std::cell::Cell::new(0u64);
     let start = tickwire_rt::MonoNanos::now();
-    let sent: anyhow::Result<u64> = (|| {
+    // Whether Ctrl-C stopped the publishing before its end.
+    let sent: anyhow::Result<bool> = (|| {
         if a.stdin {
             let max_frame = p.client().router_max_frame();
-            return each_line(max_frame, |text, caught_up| {
-                p.publish(&a.topic, text)?;
+            let read = each_line(max_frame, &stop, |text, caught_up| {
+                let published = p.publish(&a.topic, text).map(drop);
+                report_return(&p, &seen);
+                published?;
                 if caught_up {
                     p.poll(Wait::NoWait)?;
+                    report_return(&p, &seen);
                 }
                 Ok(())
-            });
+            })?;
+            return Ok(read.stopped);
         }
         let payload = payload_of(&a, p.client().router_max_frame())?;
         let count = a.count.unwrap_or(1);
-        pace(
+        let sent = pace(
             count,
             a.rate,
             start,
             &stop,
             &mut p,
-            |p| p.poll(Wait::NoWait).map(drop),
-            |p, _| p.publish(&a.topic, &payload).map(drop),
-        )
+            |p| {
+                let polled = p.poll(Wait::NoWait).map(drop);
+                report_return(p, &seen);
+                polled
+            },
+            |p, _| {
+                let published = p.publish(&a.topic, &payload).map(drop);
+                report_return(p, &seen);
+                published
+            },
+        )?;
+        Ok(sent < count)
     })();
+    // A reconnection that Ctrl-C ended is no error: the summary counts what it left
+    // unanswered.
+    let sent = match sent {
+        Err(_) if stop.is_set() => Ok(true),
+        other => other,
+    };
+    let mut wait_failed = None;
     let answered = match &sent {
-        Ok(_) => Some(
-            p.wait_answered(a.answer_timeout)
-                .context("waiting for the router's answers")?,
-        ),
+        Ok(_) => {
+            let deadline = Instant::now().checked_add(a.answer_timeout);
+            loop {
+                let left = deadline.map_or(Duration::from_secs(1), |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                // In steps, to say a reconnection when it happens.
+                let step = p.wait_answered(left.min(Duration::from_millis(100)));
+                report_return(&p, &seen);
+                match step {
+                    Ok(true) => break Some(true),
+                    Ok(false) if left.is_zero() => break Some(false),
+                    Ok(false) => {}
+                    Err(_) if stop.is_set() => break Some(false),
+                    Err(e) => {
+                        wait_failed = Some(e);
+                        break None;
+                    }
+                }
+            }
+        }
         Err(_) => None,
     };
     let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
@@ -495,10 +604,10 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         summary += &format!(" ({})", reasons.join(", "));
     }
     summary += &format!(
-        ", {} unanswered; {} resent after {} reconnects; {:.3} s",
+        ", {} unanswered; {} resent after {}; {:.3} s",
         p.unanswered(),
         c.resent,
-        p.reconnects(),
+        count(p.reconnects(), "reconnection", "reconnections"),
         elapsed.as_secs_f64()
     );
     eprintln!("{summary}");
@@ -516,7 +625,10 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if answered == Some(true) {
         p.close().ok();
     }
-    let sent = sent?;
+    let stopped = sent?;
+    if let Some(e) = wait_failed {
+        return Err(e).context("waiting for the router's answers");
+    }
     if unanswered > 0 {
         eprintln!(
             "error: {unanswered} {} unanswered after {:?}",
@@ -532,12 +644,39 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if c.nacked > 0 {
         return Ok(ExitCode::from(EXIT_NACKED));
     }
-    let wanted = a.count.unwrap_or(1);
-    if !a.stdin && sent < wanted {
-        eprintln!("stopped: {sent} of {wanted} messages published");
+    if stopped {
+        match a.stdin {
+            true => eprintln!(
+                "stopped: {} published (standard input not read to its end)",
+                count(c.published, "message", "messages")
+            ),
+            false => eprintln!(
+                "stopped: {} of {} messages published",
+                c.published,
+                a.count.unwrap_or(1)
+            ),
+        }
         return Ok(ExitCode::from(EXIT_STOPPED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says that a guaranteed publisher's connection came back, once per reconnection
+/// (`seen` counts those said); the loss was said when it happened (`set_on_lost`).
+fn report_return(p: &GuaranteedPublisher, seen: &std::cell::Cell<u64>) {
+    if p.reconnects() <= seen.get() {
+        return;
+    }
+    seen.set(p.reconnects());
+    eprintln!(
+        "reconnected after {:.3} s: publisher re-opened, {} resent",
+        p.last_outage().unwrap_or_default().as_secs_f64(),
+        count(
+            p.unanswered() as u64,
+            "unanswered message",
+            "unanswered messages"
+        ),
+    );
 }
 
 /// What to do when the router refused messages because no queue subscribes to `topic`.
@@ -623,7 +762,8 @@ are missing. --no-reconnect exits (status 0) on the first loss instead;
 
 Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received are
 written out, and standard error gets the summary that --quiet prints at the end
-('received N messages ... in S s: R msg/s', with the disconnections if any). Once
+('received N messages ... in S s: R msg/s from the first message to the last', the
+rate only from 2 messages on; with the disconnections if any). Once
 stopping it does not reconnect. A second Ctrl-C aborts at once.
 
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
@@ -817,6 +957,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             };
             discarded += emit(&m, &a, &mut out, &mut tally);
         });
+        tally.note_turn();
         let mut idle = matches!(polled, Ok(0));
         if let Err(e) = polled {
             out.flush().ok();
@@ -837,6 +978,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                 Some(m) => discarded += emit(m, &a, &mut out, &mut tally),
                 None => drop(out.flush()),
             });
+            tally.note_turn();
             idle &= got == 0;
         }
         if let Some(reason) = lost.take() {
@@ -971,6 +1113,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             }
             handled.push(d.msg_id);
         });
+        tally.note_turn();
         if let Err(e) = polled {
             out.flush().ok();
             // A stop request ended the reconnection; --no-reconnect said why it ends.
@@ -1042,13 +1185,19 @@ static QUEUE_LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 const STOP_NOTE: &str = "stopping (Ctrl-C again to abort)";
 
 /// What `sub` counts while it prints: the messages taken (up to `--count`), when the
-/// first arrived, and the first error writing them out (after which none is taken).
+/// first and the last arrived, and the first error writing them out (after which none
+/// is taken).
 struct Tally {
     limit: u64,
     received: u64,
     /// When the subscriber began listening (the time the summary covers).
     started: Instant,
     first: Option<Instant>,
+    /// The end of the last loop turn that took a message ([`Tally::note_turn`]): the
+    /// clock is read once per turn, not per message.
+    last: Option<Instant>,
+    /// `received` when `last` was taken.
+    received_at_last: u64,
     io_err: Option<std::io::Error>,
 }
 
@@ -1059,6 +1208,8 @@ impl Tally {
             received: 0,
             started: Instant::now(),
             first: None,
+            last: None,
+            received_at_last: 0,
             io_err: None,
         }
     }
@@ -1078,17 +1229,31 @@ impl Tally {
         true
     }
 
+    /// Marks the end of a loop turn: when it took messages, the last of them arrived
+    /// by now.
+    fn note_turn(&mut self) {
+        if self.received > self.received_at_last {
+            self.received_at_last = self.received;
+            self.last = Some(Instant::now());
+        }
+    }
+
     /// The `--quiet` summary on stderr; `what` tells what else was counted.
     fn report(&self, what: &str) {
         let total = self.started.elapsed().as_secs_f64();
         let messages = count(self.received, "message", "messages");
-        match self.first {
-            // The rate counts from the first message: a subscriber started before its
-            // publisher is not charged for the wait.
-            Some(first) if self.received > 1 => eprintln!(
+        match (self.first, self.last) {
+            // The rate is the stream's, from the first message to the last: neither the
+            // wait for a publisher nor the quiet after it (until Ctrl-C) counts. It
+            // needs two messages (one gap) to mean anything.
+            (Some(first), Some(last)) if self.received > 1 => eprintln!(
                 "received {messages} {what} in {total:.3} s: {:.0} msg/s from the first \
-                 message on",
-                self.received as f64 / first.elapsed().as_secs_f64().max(1e-9)
+                 message to the last",
+                (self.received - 1) as f64
+                    / last
+                        .saturating_duration_since(first)
+                        .as_secs_f64()
+                        .max(1e-9)
             ),
             _ => eprintln!("received {messages} {what} in {total:.3} s"),
         }

@@ -9,20 +9,35 @@ use clap::Args;
 use tickwire_client::{Client, ClientOptions, Error, LinkEvent, ReconnectingClient, ReplyTo, Wait};
 
 use crate::pubsub::DEFAULT_ROUTER;
+use tickwire_rt::text::count;
 
 /// Exit status of `request` when nobody is subscribed to the topic.
 const EXIT_NO_RESPONDERS: u8 = 2;
 /// Exit status of `request` when no reply came in time.
 const EXIT_TIMEOUT: u8 = 3;
+/// Exit status of `request` when the reply is a failure report (it begins with
+/// [`FAILED_PREFIX`]).
+const EXIT_FAILED_ANSWER: u8 = 4;
+
+/// How a reply that reports a failure begins: what `reply --exec` answers when its
+/// command fails. The protocol has no status on a reply (docs/protocol.md 5.1), so the
+/// failure is told in the payload, as text a person reads too.
+const FAILED_PREFIX: &[u8] = b"error: ";
 
 const REQUEST_HELP: &str = "\
 Sends MESSAGE to TOPIC as a request and prints the first reply's payload. The request
 carries a reply topic unique to this connection and a correlation id; a responder
 (`tickwire reply`, or Client::reply in a program) publishes its answer there.
 
+A reply that begins with 'error: ' reports a failure (what `tickwire reply --exec`
+answers when its command fails, or cannot run, or runs too long): it goes to standard
+error instead of standard output, and the exit status is 4. (The protocol carries no
+status on a reply; this is the convention of `tickwire reply`. A responder echoing a
+request that begins with 'error: ' is taken for a failure too.)
+
 Exit status: 0 a reply was printed; 2 no responders (no subscription on the router
-matches TOPIC: the router says so at once); 3 no reply within --timeout; 1 another
-error.
+matches TOPIC: the router says so at once); 3 no reply within --timeout; 4 the reply
+reports a failure ('error: ...'); 1 another error.
 
 Examples:
   tickwire request svc/time now                    # ask, print the answer
@@ -68,6 +83,15 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
             .apply(&a.router, ClientOptions::named(a.name.clone()))?,
     )?;
     match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
+        Ok(reply) if reply.payload.starts_with(FAILED_PREFIX) => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(&reply.payload)?;
+            if !reply.payload.ends_with(b"\n") {
+                err.write_all(b"\n")?;
+            }
+            c.close().ok();
+            Ok(ExitCode::from(EXIT_FAILED_ANSWER))
+        }
         Ok(reply) => {
             let mut out = std::io::stdout().lock();
             out.write_all(&reply.payload)?;
@@ -94,7 +118,11 @@ const REPLY_HELP: &str = "\
 Answers requests on the topics matching PATTERN: by default with the request's own
 payload (echo); with --exec CMD, by running CMD with `sh -c` once per request, the
 request payload on its standard input, and replying with its standard output (at most
---max-reply bytes; a failing command's reply is its standard error prefixed 'error: ').
+--max-reply bytes). A command that fails (non-zero exit status, or it cannot be run, or
+it runs past --exec-timeout) is answered with 'error: ', its exit status and its
+standard error; `tickwire request` then exits with status 4 and prints that answer on
+standard error, and this command warns on standard error ('warning: ... failed') with
+the status and the start of the command's standard error.
 An answer is also cut to what fits in one frame of the router's max frame (its
 --max-frame, less room for the reply topic): the command then warns on standard error
 with both sizes, and the line per request gives the bytes actually sent.
@@ -108,7 +136,13 @@ Reconnecting: the first connection must succeed; after that, when the router res
 or the connection drops, the command says so on standard error, reconnects (with
 exponential backoff and jitter, for as long as it takes unless --give-up-after bounds
 the wait; --no-reconnect exits instead), subscribes again and goes on answering. Requests in flight when the connection dropped are not answered (their
-requesters time out or see their own connection go). Ctrl-C stops it.
+requesters time out or see their own connection go).
+
+Stopping: Ctrl-C (or SIGTERM) stops it (status 0): the requests already received are
+answered, standard error gets the summary ('answered N requests on PATTERN in S s',
+with how many answers reported a failed command and how many requests went unanswered),
+and the connection is closed. Once stopping it does not reconnect. A second Ctrl-C
+aborts at once. --quiet prints the same summary at the end.
 
 Examples:
   tickwire reply 'svc/echo'                        # echo server
@@ -128,7 +162,8 @@ pub struct ReplyArgs {
     #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
     /// Run this shell command per request (payload on stdin, reply from stdout; a command
-    /// that fails is answered with "error: ", its exit status and its stderr).
+    /// that fails is answered with "error: ", its exit status and its stderr, which
+    /// `tickwire request` reports with exit status 4; a warning says so here).
     #[arg(long, value_name = "CMD")]
     exec: Option<String>,
     /// Exit after answering this many requests.
@@ -169,12 +204,26 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     c.subscribe(&a.pattern)
         .with_context(|| format!("subscribing to {:?}", a.pattern))?;
     let limit = a.count.unwrap_or(u64::MAX);
-    let mut answered = 0u64;
+    let mut tally = ReplyTally::default();
+    let started = Instant::now();
     // Requests of one poll; answered after it (a message borrows the client).
     let mut batch: Vec<(String, ReplyTo, Vec<u8>)> = Vec::new();
     let mut lost = None;
-    while answered < limit {
-        let polled = c.poll(Wait::Timeout(Duration::from_millis(200)), |ev| match ev {
+    // Ctrl-C (or SIGTERM) ends the loop at its next poll: the requests at hand are
+    // answered, the summary printed and the connection closed (a second Ctrl-C aborts).
+    // Once stopping, it polls no more (so never reconnects).
+    let stop = tickwire_rt::StopFlag::install_saying(
+        "stopping: answering the requests at hand, then the summary (Ctrl-C again to abort)",
+    );
+    while tally.answered < limit && !stop.is_set() {
+        // Without a connection a poll reconnects when an attempt is due; the pause
+        // between attempts is slept here, in steps that notice Ctrl-C (as `sub`).
+        let connected = c.is_connected();
+        let wait = match connected {
+            true => Wait::Timeout(Duration::from_millis(200)),
+            false => Wait::NoWait,
+        };
+        let polled = c.poll(wait, |ev| match ev {
             LinkEvent::Message(m) => {
                 if let Some(to) = m.reply_target() {
                     batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
@@ -183,14 +232,25 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             LinkEvent::Disconnected { reason } if a.no_reconnect => {
                 lost = Some(reason.to_owned());
             }
+            // Stopping: the router going away now is no news.
+            _ if stop.is_set() => {}
             other => crate::pubsub::report_link(&other),
         });
-        if let Err(e) = polled {
-            return Err(crate::pubsub::poll_failed(
-                e,
-                a.give_up_after,
-                c.is_connected(),
-            ));
+        match polled {
+            Err(e) => {
+                if a.quiet {
+                    tally.report(&a.pattern, started);
+                }
+                return Err(crate::pubsub::poll_failed(
+                    e,
+                    a.give_up_after,
+                    c.is_connected(),
+                ));
+            }
+            Ok(0) if !connected && !c.is_connected() => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(_) => {}
         }
         if let Some(reason) = lost.take() {
             // As `sub --no-reconnect`: the connection's end is the command's end.
@@ -198,17 +258,24 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         for (topic, to, payload) in batch.drain(..) {
-            if answered >= limit {
+            if tally.answered >= limit {
                 break;
             }
             let answer = match &a.exec {
-                None => payload,
+                None => Answer {
+                    payload,
+                    failure: None,
+                },
                 Some(cmd) => run_exec(cmd, &payload, a.max_reply, a.exec_timeout),
             };
+            if let Some(why) = &answer.failure {
+                eprintln!("warning: --exec command failed on a request on {topic}: {why}");
+            }
             // The connection the request came on may be gone (its requester is then
             // gone with it, or times out); the next poll reconnects.
             let Some(conn) = c.client() else {
                 eprintln!("request on {topic} not answered: the connection was lost");
+                tally.unanswered += 1;
                 continue;
             };
             // What the reply's frame leaves for the answer: the header, the reply
@@ -216,36 +283,117 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             let max_frame = conn.router_max_frame();
             let overhead = tickwire_wire::frame::HEADER_LEN + to.topic.len() + 5;
             let max = (max_frame as usize).saturating_sub(overhead);
-            let sent = answer.len().min(max);
-            if sent < answer.len() {
+            let sent = answer.payload.len().min(max);
+            if sent < answer.payload.len() {
                 eprintln!(
                     "warning: answer of {} bytes on {topic} cut to {sent}: the router's max \
                      frame is {max_frame} bytes",
-                    answer.len()
+                    answer.payload.len()
                 );
             }
-            if let Err(e) = conn.reply(&to, &answer[..sent]) {
+            if let Err(e) = conn.reply(&to, &answer.payload[..sent]) {
                 eprintln!("request on {topic} not answered: {e}");
+                tally.unanswered += 1;
                 continue;
             }
-            answered += 1;
+            tally.answered += 1;
+            if answer.failure.is_some() {
+                tally.failed += 1;
+            }
             if !a.quiet {
-                eprintln!("answered a request on {topic} ({sent} bytes)");
+                match answer.failure {
+                    Some(_) => eprintln!(
+                        "answered a request on {topic} with the command's failure ({sent} bytes)"
+                    ),
+                    None => eprintln!("answered a request on {topic} ({sent} bytes)"),
+                }
             }
         }
-        c.flush()?;
+        // The answers written; without a connection there are none, and a flush
+        // would try to reconnect outside the poll (and its --give-up-after wording).
+        if c.is_connected() {
+            if let Err(e) = c.flush() {
+                if a.quiet {
+                    tally.report(&a.pattern, started);
+                }
+                return Err(crate::pubsub::poll_failed(
+                    e,
+                    a.give_up_after,
+                    c.is_connected(),
+                ));
+            }
+        }
+    }
+    if a.quiet || stop.is_set() {
+        tally.report(&a.pattern, started);
     }
     c.close().ok();
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `reply` counts for its summary.
+#[derive(Default)]
+struct ReplyTally {
+    answered: u64,
+    /// Answers that report a failed --exec command ('error: ...').
+    failed: u64,
+    /// Requests not answered: the connection was lost, or the reply refused.
+    unanswered: u64,
+}
+
+impl ReplyTally {
+    /// The summary on standard error (Ctrl-C, or the end with --quiet).
+    fn report(&self, pattern: &str, started: Instant) {
+        let mut s = format!(
+            "answered {} on {pattern} in {:.3} s",
+            count(self.answered, "request", "requests"),
+            started.elapsed().as_secs_f64()
+        );
+        if self.failed > 0 {
+            s += &format!(
+                " ({} the failure of the --exec command)",
+                count(self.failed, "answer told", "answers told")
+            );
+        }
+        if self.unanswered > 0 {
+            s += &format!(
+                "; {} not answered",
+                count(self.unanswered, "request", "requests")
+            );
+        }
+        eprintln!("{s}");
+    }
+}
+
+/// An answer to one request: its payload and, when it reports a failed --exec command,
+/// what failed (for the responder's warning).
+struct Answer {
+    payload: Vec<u8>,
+    failure: Option<String>,
+}
+
+/// The first line of a command's standard error, at most 200 characters, for a warning.
+fn excerpt(err: &[u8]) -> String {
+    let text = String::from_utf8_lossy(err);
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut cut: String = line.chars().take(200).collect();
+    if cut.len() < line.len() || text.lines().filter(|l| !l.trim().is_empty()).count() > 1 {
+        cut.push_str(" ...");
+    }
+    cut
+}
+
 /// Runs `cmd` with `input` on its stdin; its stdout (or, when it fails, "error: " and
-/// its stderr), cut to `max` bytes. Stdin is written and stderr read on their own
+/// its stderr, with the failure told in [`Answer::failure`]), cut to `max` bytes. Stdin is written and stderr read on their own
 /// threads, so a command that writes before it has read all its input, or that writes a
 /// lot to stderr, cannot deadlock with us; what is beyond `max` is read and dropped so the
 /// command can finish. A command still running after `timeout` is killed and the reply
 /// says so.
-fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Vec<u8> {
+fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
+    let failed = |why: String| Answer {
+        payload: why.clone().into_bytes(),
+        failure: Some(why.trim_start_matches("error: ").to_owned()),
+    };
     let child = Command::new("sh")
         .args(["-c", cmd])
         .stdin(Stdio::piped())
@@ -254,7 +402,7 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Vec<u8> {
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => return format!("error: cannot run {cmd:?}: {e}").into_bytes(),
+        Err(e) => return failed(format!("error: cannot run {cmd:?}: {e}")),
     };
     let stdin = child.stdin.take();
     let input = input.to_vec();
@@ -297,14 +445,20 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Vec<u8> {
     let err = err_rx.recv_timeout(rest()).unwrap_or_default();
     drop(writer);
     match status {
-        Ok(st) if st.success() => out,
+        Ok(st) if st.success() => Answer {
+            payload: out,
+            failure: None,
+        },
         Ok(st) => {
             let mut e = format!("error: {cmd:?} {st}: ").into_bytes();
             e.extend_from_slice(&err);
             e.truncate(max);
-            e
+            Answer {
+                payload: e,
+                failure: Some(format!("{cmd:?} {st}: {}", excerpt(&err))),
+            }
         }
-        Err(e) => e.into_bytes(),
+        Err(e) => failed(e),
     }
 }
 

@@ -1914,3 +1914,86 @@ fn help_and_errors_name_only_what_the_command_accepts() {
         .expect("--nats-window in the help");
     assert_eq!(window.matches("[default:").count(), 1, "{window}");
 }
+
+/// Ctrl-C on a direct `pub --stdin` whose input stays open and quiet: it stops
+/// reading, sends what it read, says so and exits 130, as `pub --count` does (it used
+/// to die on the signal, with no summary).
+#[test]
+fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "quietin/x");
+    let mut child = common::cli(&["pub", "--router", &r, "--stdin", "quietin/x"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn pub --stdin");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"first line\n").unwrap();
+    input.flush().unwrap();
+    let mut got = 0;
+    receive(&mut sub, 1, &mut got);
+    common::interrupt(&child);
+    let status = common::wait_child(&mut child, T, "pub --stdin after Ctrl-C, its input open");
+    drop(input);
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("stopped: published 1 message to quietin/x"),
+        "{err}"
+    );
+}
+
+/// The rate a stopped `sub` reports per message count, from its summary line
+/// ('... msg/s from the first message to the last'); None when it gives none.
+fn sub_rate(err: &str) -> Option<f64> {
+    let line = err.lines().find(|l| l.starts_with("received "))?;
+    let (head, _) = line.split_once(" msg/s from the first message to the last")?;
+    head.rsplit(' ').next()?.parse().ok()
+}
+
+/// Regression: `sub`'s summary divided by the time from the first message to Ctrl-C:
+/// 3 messages in a burst gave "0 msg/s", and a stream that had ended long before the
+/// Ctrl-C was reported far below its rate. The rate now runs from the first message
+/// to the last; with fewer than 2 messages there is none.
+#[test]
+fn regression_sub_rate_runs_from_the_first_message_to_the_last() {
+    for (n, rated) in [(1u64, false), (3, true)] {
+        let router = RouterProc::start(&[]);
+        let r = router.addr_str();
+        let mut sub = spawn_piped(&["sub", "--router", &r, "rate/>", "--quiet"]);
+        wait_for_subscriber(&r, "tickwire-sub", 1);
+        let count = n.to_string();
+        ok(&["pub", "--router", &r, "rate/x", "m", "--count", &count]);
+        // All arrived and read; then a quiet second before Ctrl-C, which the rate must
+        // not count.
+        let deadline = Instant::now() + T;
+        loop {
+            let doc = stats_json(&r);
+            let sent = doc["clients"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["name"] == "tickwire-sub" && c["msgs_out"] == n)
+            });
+            if sent {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the messages never left: {doc}");
+            thread::sleep(Duration::from_millis(20));
+        }
+        thread::sleep(Duration::from_secs(1));
+        common::interrupt(&sub);
+        let status = common::wait_child(&mut sub, T, "sub after Ctrl-C");
+        let (_, err) = common::take_output(&mut sub);
+        assert!(status.success(), "{err}");
+        assert!(err.contains(&format!("received {count} message")), "{err}");
+        match rated {
+            // 3 messages published at once arrive within far less than the quiet
+            // second: a rate over 2 msg/s (it said 0 msg/s, or ~3 msg/s counting the
+            // quiet second).
+            true => {
+                let rate = sub_rate(&err).unwrap_or_else(|| panic!("no rate: {err}"));
+                assert!(rate > 2.0, "{err}");
+            }
+            false => assert!(!err.contains("msg/s"), "{err}"),
+        }
+    }
+}

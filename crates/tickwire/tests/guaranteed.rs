@@ -1211,3 +1211,113 @@ fn sub_queue_no_reconnect_exits_at_the_loss() {
     assert!(err.contains("(--no-reconnect: exiting)"), "{err}");
     assert!(!err.contains("reconnecting"), "{err}");
 }
+
+/// Messages stored in queue `name`, as `queue show` counts them.
+fn queue_depth(addr: SocketAddr, name: &str) -> u64 {
+    let mut c = Client::connect(addr).expect("connect");
+    let show: serde_json::Value =
+        serde_json::from_str(&c.queue_request(QueueOp::Show, name).expect("show")).expect("json");
+    c.close().ok();
+    show["depth"].as_u64().expect("depth")
+}
+
+/// Regression: `sleep 8 | tickwire pub orders/new --stdin --guaranteed` ignored Ctrl-C
+/// (it said "stopping: waiting for the answers ..." and then blocked until its input
+/// ended, then exited 0). It now stops reading at once, waits for the answers, prints
+/// the summary and exits 130, as `pub --count` does.
+#[test]
+fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
+    let r = RouterProc::start(&[]);
+    create_queue(r.addr, r#"{"name":"orders","subscriptions":["orders/>"]}"#);
+    let a = r.addr_str();
+    let mut child = common::cli(&[
+        "pub",
+        "--router",
+        &a,
+        "orders/new",
+        "--stdin",
+        "--guaranteed",
+    ])
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("spawn pub --stdin --guaranteed");
+    let mut input = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut input, b"buy 100 AAPL\n").unwrap();
+    // Stored (and so acknowledged): the line was read and published.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue_depth(r.addr, "orders") < 1 {
+        assert!(Instant::now() < deadline, "the line was never stored");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Standard input stays open and quiet, as `sleep 8 |` keeps it.
+    common::interrupt(&child);
+    let st = common::wait_child(
+        &mut child,
+        Duration::from_secs(20),
+        "pub --stdin --guaranteed after Ctrl-C, its input open",
+    );
+    drop(input);
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(st.code(), Some(130), "{err}");
+    assert!(
+        err.contains("1 published, 1 acknowledged, 0 refused, 0 unanswered"),
+        "{err}"
+    );
+    assert!(err.contains("stopped: 1 message published"), "{err}");
+}
+
+/// Regression: `pub --guaranteed` said nothing when its connection dropped (only the
+/// summary's "N resent after 1 reconnects"), although `pub --help` promised a line for
+/// each loss and return. Now it says both as they happen, and the summary's count is
+/// in the singular for one.
+#[test]
+fn regression_pub_guaranteed_tells_each_loss_and_return_of_its_connection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let router = durable(port, dir.path(), "fsync");
+    create_queue(
+        router.addr,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    );
+    let a = router.addr_str();
+    let mut child = common::cli(&[
+        "pub",
+        "--router",
+        &a,
+        "orders/new",
+        "x",
+        "--guaranteed",
+        "--count",
+        "3000",
+        "--rate",
+        "1000",
+    ])
+    .spawn()
+    .expect("spawn pub --guaranteed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue_depth(router.addr, "orders") < 100 {
+        assert!(Instant::now() < deadline, "nothing was stored");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    router.kill9();
+    let router = durable(port, dir.path(), "fsync");
+    let st = common::wait_child(&mut child, Duration::from_secs(60), "pub --guaranteed");
+    let (_, err) = common::take_output(&mut child);
+    assert!(st.success(), "{err}");
+    let lost = err
+        .find("disconnected: ")
+        .unwrap_or_else(|| panic!("{err}"));
+    let back = err
+        .find("reconnected after ")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(lost < back, "{err}");
+    assert!(err[lost..].contains("; reconnecting"), "{err}");
+    assert!(err.contains("publisher re-opened"), "{err}");
+    assert!(err.contains("resent after 1 reconnection;"), "{err}");
+    assert!(!err.contains("reconnects"), "{err}");
+    assert!(
+        err.contains("3000 published, 3000 acknowledged, 0 refused, 0 unanswered"),
+        "{err}"
+    );
+    drop(router);
+}

@@ -273,12 +273,15 @@ fn reply_exec_survives_commands_that_flood_or_hang() {
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
-    let flood = request_when_answered(&addr, "svc/flood", "flood");
+    // A failed command's answer is a failure for the requester: standard error, exit 4.
+    let (st, _, flood) = request_until_answered(&addr, "svc/flood", "flood");
+    assert_eq!(st.code(), Some(4), "{flood:.200}");
     assert!(flood.starts_with("error: "), "{flood:.200}");
     assert!(flood.contains("exit status: 3"), "{flood:.200}");
     let early = request_when_answered(&addr, "svc/early", "early");
     assert_eq!(early, "oooooooooo\n");
-    let hang = request_when_answered(&addr, "svc/hang", "hang");
+    let (st, _, hang) = request_until_answered(&addr, "svc/hang", "hang");
+    assert_eq!(st.code(), Some(4), "{hang}");
     assert!(hang.contains("still running after 2s: killed"), "{hang}");
     let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
     assert!(st.success(), "{st}");
@@ -304,6 +307,30 @@ fn request_when_answered(addr: &str, topic: &str, msg: &str) -> String {
         }
         assert_eq!(st.code(), Some(2), "{err}");
         assert!(Instant::now() < deadline, "no responder answered {topic}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `tickwire request` until it gets something other than "no responders" (exit 2),
+/// 20 s at most: its status, standard output and standard error.
+fn request_until_answered(
+    addr: &str,
+    topic: &str,
+    msg: &str,
+) -> (std::process::ExitStatus, String, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (st, out, err) = run_cli(
+            &["request", "--router", addr, topic, msg],
+            Duration::from_secs(20),
+        );
+        if st.code() != Some(2) {
+            return (st, out, err);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no responder answered {topic}: {err}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -353,4 +380,86 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
     );
     assert!(err.contains(&format!("({sent} bytes)")), "{err}");
     assert!(!err.contains("(200000 bytes)"), "{err}");
+}
+
+/// Regression: an --exec command that failed was answered as if it had succeeded: the
+/// requester printed `error: ... exit status: 127: ...` on standard output and exited 0,
+/// and the responder logged only "answered a request". Now the responder warns (the
+/// status and the command's standard error), and the requester prints the answer on
+/// standard error and exits 4.
+#[test]
+fn regression_a_failing_exec_answer_is_a_failure_on_both_sides() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let mut replier = common::cli(&[
+        "reply",
+        "--router",
+        &addr,
+        "svc/bad",
+        "--exec",
+        "nonexistent-cmd-xyz",
+        "--count",
+        "1",
+    ])
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    let (st, out, err) = request_until_answered(&addr, "svc/bad", "hi");
+    assert_eq!(st.code(), Some(4), "stdout: {out} stderr: {err}");
+    assert_eq!(out, "", "{err}");
+    assert!(
+        err.starts_with("error: \"nonexistent-cmd-xyz\" exit status: 127: "),
+        "{err}"
+    );
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
+    let (_, said) = common::take_output(&mut replier);
+    assert!(st.success(), "{said}");
+    assert!(
+        said.contains(
+            "warning: --exec command failed on a request on svc/bad: \"nonexistent-cmd-xyz\" \
+             exit status: 127: "
+        ),
+        "{said}"
+    );
+    assert!(said.contains("not found"), "the command's stderr: {said}");
+    assert!(said.contains("with the command's failure"), "{said}");
+    // A good answer still exits 0 with the answer on standard output.
+    let mut good = common::cli(&["reply", "--router", &addr, "svc/good", "--count", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(request_when_answered(&addr, "svc/good", "fine"), "fine\n");
+    common::wait_child(&mut good, Duration::from_secs(20), "the echo responder");
+}
+
+/// Regression: `tickwire reply` had no Ctrl-C handling: it died on the signal (no
+/// summary, no orderly close). It now answers what it has, prints its summary and
+/// closes, exit 0, as `sub` does.
+#[test]
+fn regression_ctrl_c_stops_reply_in_order_with_its_summary() {
+    let (router, log) = RouterProc::start_logged(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let mut replier = common::cli(&["reply", "--router", &addr, "svc/echo", "--name", "rr"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert_eq!(request_when_answered(&addr, "svc/echo", "one"), "one\n");
+    assert_eq!(request_when_answered(&addr, "svc/echo", "two"), "two\n");
+    common::interrupt(&replier);
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "reply after Ctrl-C");
+    let (_, err) = common::take_output(&mut replier);
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("stopping"), "{err}");
+    assert!(
+        err.contains("answered 2 requests on svc/echo in "),
+        "the summary: {err}"
+    );
+    // An orderly close: the router got its CLOSE (a dropped connection is logged
+    // with another reason).
+    let line = log.wait_for(
+        &["closing client", "rr", "closed at the client's request"],
+        Duration::from_secs(10),
+    );
+    assert!(line.is_some(), "no CLOSE from reply: {}", log.text());
 }
