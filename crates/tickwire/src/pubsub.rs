@@ -45,8 +45,9 @@ Stopping: Ctrl-C (or SIGTERM) during --count or --stdin stops publishing (--stdi
 reading its input at once, even while no line comes; a partly read line is dropped);
 what was published is sent (or, with --guaranteed, answered: the command waits for the
 answers, up to --answer-timeout), the summary printed, and the exit status is 130
-(unless, with --guaranteed, answers are missing: 4). Once stopping, a lost connection is
-not reconnected. A second Ctrl-C aborts at once.
+(unless, with --guaranteed, answers are missing: 4). With --guaranteed, a connection
+lost while stopping is not reconnected (what it leaves unanswered is counted: exit 4).
+A second Ctrl-C aborts at once.
 
 Guaranteed (--guaranteed): the router stores every message (durably, per its --sync)
 in each queue whose subscriptions match its topic (`tickwire queue create NAME --sub

@@ -135,8 +135,9 @@ the first reply.
 Reconnecting: the first connection must succeed; after that, when the router restarts
 or the connection drops, the command says so on standard error, reconnects (with
 exponential backoff and jitter, for as long as it takes unless --give-up-after bounds
-the wait; --no-reconnect exits instead), subscribes again and goes on answering. Requests in flight when the connection dropped are not answered (their
-requesters time out or see their own connection go).
+the wait; --no-reconnect exits instead), subscribes again and goes on answering.
+Requests in flight when the connection dropped are not answered (their requesters time
+out or see their own connection go).
 
 Stopping: Ctrl-C (or SIGTERM) stops it (status 0): the requests already received are
 answered, standard error gets the summary ('answered N requests on PATTERN in S s',
