@@ -29,6 +29,51 @@ fn sock_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NetError 
     move |source| NetError::Socket { what, source }
 }
 
+/// The receive buffer [`group_receiver`] asks for: room for a burst while the reader is
+/// busy. The kernel caps it at `net.core.rmem_max` (see [`recv_buffer_granted`]).
+pub const RECV_BUFFER_BYTES: usize = 8 << 20;
+
+/// What the kernel grants a receive socket asking for [`RECV_BUFFER_BYTES`], when it
+/// grants less (`None`: all of it, or the size could not be read). Linux caps the
+/// request at `net.core.rmem_max` without an error, so a receiver that believes it has
+/// 8 MiB may have far less; the caller says so. Probed on a throwaway socket: the cap is
+/// the host's, the same for every socket.
+pub fn recv_buffer_granted() -> Option<usize> {
+    let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).ok()?;
+    sock.set_recv_buffer_size(RECV_BUFFER_BYTES).ok()?;
+    let got = sock.recv_buffer_size().ok()?;
+    // Linux doubles the value it stores (the other half is its bookkeeping) and
+    // reports the doubled figure.
+    let granted = if cfg!(target_os = "linux") {
+        got / 2
+    } else {
+        got
+    };
+    (granted < RECV_BUFFER_BYTES).then_some(granted)
+}
+
+/// Datagrams the kernel dropped for `sock` because its receive buffer was full (the
+/// `drops` column of `/proc/net/udp` for this socket's inode; `None` where that is not
+/// available). Cumulative since the socket was created. Reads a proc file: call it
+/// once a second or at the end of a run, never per datagram.
+pub fn kernel_drops(sock: &UdpSocket) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", sock.as_raw_fd())).ok()?;
+    let inode = link
+        .to_str()?
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .to_string();
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+        (f.get(9) == Some(&inode.as_str()))
+            .then(|| f.get(12).and_then(|d| d.parse().ok()))
+            .flatten()
+    })
+}
+
 /// A UDP socket receiving `group` (a multicast group, joined on `interface`, or a unicast
 /// address to bind). `SO_REUSEADDR` lets several receivers share a group and port.
 pub fn group_receiver(group: SocketAddrV4, interface: Ipv4Addr) -> Result<UdpSocket, NetError> {
@@ -36,8 +81,9 @@ pub fn group_receiver(group: SocketAddrV4, interface: Ipv4Addr) -> Result<UdpSoc
         Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
     sock.set_reuse_address(true)
         .map_err(sock_err("SO_REUSEADDR"))?;
-    // A large receive buffer absorbs bursts while the reader is busy.
-    let _ = sock.set_recv_buffer_size(8 << 20);
+    // A large receive buffer absorbs bursts while the reader is busy. The kernel may
+    // grant less without an error: callers report it (`recv_buffer_granted`).
+    let _ = sock.set_recv_buffer_size(RECV_BUFFER_BYTES);
     let bind = if group.ip().is_multicast() {
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.port())
     } else {
@@ -261,4 +307,36 @@ pub fn replay(
     }
     report.elapsed_ns = MonoNanos::now().as_nanos() - begin;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_drops_counts_what_a_full_receive_buffer_refused() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket2::SockRef::from(&rx)
+            .set_recv_buffer_size(64 * 1024)
+            .unwrap();
+        let Some(before) = kernel_drops(&rx) else {
+            return; // no /proc/net/udp here: nothing to check
+        };
+        assert_eq!(before, 0);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        // 4 MiB into a 64 KiB buffer nobody reads.
+        for _ in 0..4096 {
+            tx.send_to(&[7u8; 1024], to).unwrap();
+        }
+        let dropped = kernel_drops(&rx).unwrap();
+        assert!(dropped > 0 && dropped < 4096, "{dropped}");
+    }
+
+    #[test]
+    fn recv_buffer_granted_is_none_or_less_than_asked() {
+        if let Some(granted) = recv_buffer_granted() {
+            assert!(granted < RECV_BUFFER_BYTES, "{granted}");
+        }
+    }
 }

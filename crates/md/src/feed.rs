@@ -43,7 +43,11 @@
 //!   missing messages up to the next data held (or announced) are declared **lost**:
 //!   counted in [`Counters::lost`], skipped, and the session goes on. After a gap that
 //!   got no message back at all, the next gaps get one request each (the server looks
-//!   silent: a replay has none) until a retransmission arrives again. When a packet
+//!   silent: a replay has none), each waiting `retransmit_timeout` from when it was
+//!   seen (its first held packet's arrival), not from when the gap before it was
+//!   given up, until a retransmission arrives again: gaps that overlap in time expire
+//!   together, so the feed runs at most about `retransmit_timeout` behind instead of
+//!   filling its hold. When a packet
 //!   arrives ahead with `max_held_packets` already held, the oldest gap is given up at
 //!   once to make room ([`Counters::overflow`]), so the loss stays what was missing. Orders they would
 //!   have added are then unknown to the book and later references to them are counted
@@ -110,6 +114,7 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -382,7 +387,11 @@ pub struct FeedHandler {
     known_end: u64,
     /// End (exclusive) of the ranges that were missing when gaps were detected.
     missing_end: u64,
-    held: Vec<Held>,
+    /// Ordered by sequence number. A deque: held packets leave from the front, and
+    /// with a full hold (8192) `Vec::remove(0)` moved the whole hold for every packet
+    /// released, which made a feed running behind a silent re-request server fall
+    /// further behind until its socket overflowed.
+    held: VecDeque<Held>,
     spare: Vec<Vec<u8>>,
     /// Before a session is adopted: the competing candidates (at most
     /// [`MAX_CANDIDATES`]).
@@ -423,7 +432,7 @@ impl FeedHandler {
             expected: cfg.first_sequence,
             known_end: cfg.first_sequence,
             missing_end: 0,
-            held: Vec::new(),
+            held: VecDeque::new(),
             spare: Vec::new(),
             candidates: Vec::new(),
             jump: None,
@@ -712,8 +721,10 @@ impl FeedHandler {
         self.gap = None;
         self.request = None;
         // Held packets wholly before the jump can never apply.
-        while self.held.first().is_some_and(|h| h.next <= to) {
-            let h = self.held.remove(0);
+        while self.held.front().is_some_and(|h| h.next <= to) {
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
             self.spare.push(h.bytes);
         }
     }
@@ -792,7 +803,7 @@ impl FeedHandler {
     /// announced by the newest packet.
     fn missing_until(&self) -> u64 {
         self.held
-            .first()
+            .front()
             .map_or(self.known_end, |h| h.seq.min(self.known_end))
     }
 
@@ -814,10 +825,22 @@ impl FeedHandler {
                 }
                 // A gap already being re-requested that moved on keeps re-requesting.
                 if self.cfg.line_wait.is_zero() || open.is_some_and(|g| g.tries > 0) {
+                    // With a silent server (one try a gap), a gap's wait runs from when
+                    // it was seen (the arrival of the first packet held behind it), not
+                    // from when the gaps before it were given up. Timed from then, each
+                    // gap waited its full timeout in turn while later ones queued behind
+                    // it: 1% loss at 24k packets/s opens a gap every ~4 ms but closed
+                    // one per 50 ms, so the hold sat full and the feed ran --max-held
+                    // packets behind, and its socket overflowed (kernel drops: 16-40k of
+                    // 349k datagrams in a replay, where a 1 ms timeout had none).
+                    let seen = match self.held.front() {
+                        Some(h) if self.unanswered => h.received.min(now),
+                        _ => now,
+                    };
                     self.gap = Some(Gap {
                         first: self.expected,
                         tries: 1,
-                        deadline: now.add_duration(self.cfg.retransmit_timeout),
+                        deadline: seen.add_duration(self.cfg.retransmit_timeout),
                         recovered: self.counters.recovered,
                     });
                     self.queue_request();
@@ -867,8 +890,10 @@ impl FeedHandler {
 
     /// Applies every held packet that has become in order.
     fn drain_held<S: Sink + ?Sized>(&mut self, sink: &mut S) {
-        while self.held.first().is_some_and(|h| h.seq <= self.expected) {
-            let h = self.held.remove(0);
+        while self.held.front().is_some_and(|h| h.seq <= self.expected) {
+            let Some(h) = self.held.pop_front() else {
+                break;
+            };
             if h.next <= self.expected {
                 self.counters.duplicates += h.next - h.seq;
             } else if let Ok(p) = MoldPacket::parse(&h.bytes) {
@@ -1167,6 +1192,46 @@ mod tests {
             b.push_message(m).unwrap();
         }
         b.finish().to_vec()
+    }
+
+    /// Regression: with no re-request server (a replay), each gap after the first
+    /// waited its own timeout from when the gap before it was given up, so gaps that
+    /// opened within a few ms of each other closed one per timeout, the hold filled and
+    /// the feed ran --max-held packets behind until its socket overflowed. Now gaps seen
+    /// together expire together, once the server is known silent.
+    #[test]
+    fn regression_gaps_seen_together_expire_together_once_the_server_is_silent() {
+        let ms = |n: u64| MonoNanos(1_000_000_000 + n * 1_000_000);
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            retransmit_timeout: Duration::from_millis(50),
+            max_retransmit_tries: 3,
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
+        let mut sink = |_: &str, _: &[u8]| {};
+        f.handle_datagram(ms(0), &packet(1, &[dir(1, "AAPL")]), &mut sink);
+        // Ten gaps in a row, all seen at 0 ms: 2 missing, 3 held, 4 missing, 5 held...
+        for seq in (3..=21).step_by(2) {
+            f.handle_datagram(ms(0), &packet(seq, &[dir(2, "MSFT")]), &mut sink);
+        }
+        assert_eq!(f.counters().gaps, 1);
+        // The first gap: three tries 50 ms apart, nothing comes back.
+        for t in [50, 100, 150] {
+            f.handle_timeout(ms(t), &mut sink);
+        }
+        assert_eq!(f.counters().lost, 1, "{f:?}");
+        // The other nine were seen 150 ms ago: each is given up on its own turn, at
+        // once, not one per 50 ms.
+        for _ in 0..9 {
+            let due = f.poll_timeout().expect("a gap is open");
+            assert!(due <= ms(151), "gap due at {due:?}: {f:?}");
+            f.handle_timeout(ms(151), &mut sink);
+        }
+        assert!(!f.recovering(), "{f:?}");
+        assert_eq!(f.counters().lost, 10, "{f:?}");
+        assert_eq!(f.expected_sequence(), 22);
+        assert_eq!(f.counters().messages, 11);
     }
 
     #[test]

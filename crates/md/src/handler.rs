@@ -21,7 +21,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use tickwire_capture::net::group_receiver;
+use tickwire_capture::net::{group_receiver, kernel_drops};
 use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
 use tickwire_rt::{snapshot, IdleStrategy, MonoNanos, StopFlag};
 
@@ -89,6 +89,11 @@ pub struct HandlerReport {
     pub session: Option<crate::feed::Session>,
     pub timeline: Vec<Second>,
     pub end_of_session: bool,
+    /// Datagrams the kernel dropped on the line sockets because their receive buffers
+    /// were full (the feed read too slowly): never seen, so never counted as packets;
+    /// their messages surface as gaps. `None`: the count is not available (no
+    /// `/proc/net/udp`).
+    pub kernel_drops: Option<u64>,
 }
 
 /// The feed handler at one tick, owned by the monitoring side (`tickwire feed --http`).
@@ -224,6 +229,7 @@ pub fn run_monitored(
         session: None,
         timeline: Vec::new(),
         end_of_session: false,
+        kernel_drops: None,
     };
     let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
@@ -379,6 +385,11 @@ pub fn run_monitored(
     report.unknown_refs = core.books().unknown_refs;
     report.session = core.session();
     report.published = published;
+    report.kernel_drops = [Some(&feed), feed_b.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(kernel_drops)
+        .sum();
     let _ = client.close();
     Ok(report)
 }

@@ -27,7 +27,10 @@ block (publish, router in, router out) for per-hop latency.
 
 Once a second it prints: packets, messages, gaps, recovered, lost, published.
 Stops at End of Session (unless --keep-running) or Ctrl-C, then prints every counter
-(sequencing, stray traffic, bad input, books) and, if messages were lost, why.
+(sequencing, stray traffic, bad input, books, and kernel_drops: datagrams the kernel
+dropped because the socket's receive buffer was full) and, if messages were lost, why.
+It warns at start when the kernel granted a smaller receive buffer than the 8 MiB asked
+for (net.core.rmem_max).
 
 Stray traffic: with --session NAME only that MoldUDP64 session is followed; other
 sessions are counted (foreign_session) and ignored. Without it, the first session
@@ -50,8 +53,9 @@ unless ADDR says otherwise (docs/monitoring.md).
 
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
 the report says why); 1 an error (router unreachable, socket error); 2 a usage error
-(a bad option, e.g. a --session longer than 10 characters, or --router tls://... without
---ca), before anything starts.
+(a bad option, e.g. a --session longer than 10 characters, a --group that is not a
+multicast group or has no port, or --router tls://... without --ca), before anything
+starts.
 
 Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
@@ -68,11 +72,11 @@ const FEED_HTTP_PORT: u16 = 7481;
 #[derive(Args)]
 #[command(after_help = FEED_HELP)]
 pub struct FeedArgs {
-    /// Multicast group of the MoldUDP64 feed.
-    #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400")]
+    /// Multicast group of the MoldUDP64 feed (224.0.0.0/4, with its port).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400", value_parser = parse_group)]
     group: SocketAddrV4,
     /// Line B: the same session's redundant copy on a second multicast group.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_group)]
     group_b: Option<SocketAddrV4>,
     /// With --group-b: how long a gap waits for the other line before the first
     /// re-request (without --group-b gaps are re-requested at once).
@@ -136,6 +140,30 @@ pub struct FeedArgs {
     login: crate::login::LoginArgs,
 }
 
+/// A multicast group with its port (`--group`, `--group-b`): a unicast address or a
+/// missing port is a usage error that says so, not a failed bind or a syntax error.
+fn parse_group(s: &str) -> Result<SocketAddrV4, String> {
+    let group = parse_addr_port(s)?;
+    if !group.ip().is_multicast() {
+        return Err(format!(
+            "{group} is not a multicast group (224.0.0.0/4; try 239.1.1.1:26400)"
+        ));
+    }
+    Ok(group)
+}
+
+/// An IPv4 ADDR:PORT whose error says what is missing (`md capture --group` also takes
+/// a unicast address to bind).
+pub(crate) fn parse_addr_port(s: &str) -> Result<SocketAddrV4, String> {
+    if s.parse::<Ipv4Addr>().is_ok() {
+        return Err(format!(
+            "{s} has no port: a group is ADDR:PORT (e.g. {s}:26400)"
+        ));
+    }
+    s.parse()
+        .map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 239.1.1.1:26400)"))
+}
+
 pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let session = a
         .session
@@ -187,6 +215,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         Some(addr) => a.http.access(addr, None)?,
         None => None,
     };
+    warn_small_recv_buffer("feed");
     let stop = StopFlag::install();
     crate::logging::reopen_on_sighup()?;
     let (publisher, _server) = match http {
@@ -222,7 +251,7 @@ fn summary(r: &HandlerReport) -> String {
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
          session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
-         unpublished {} · unknown_refs {} · line_filled {}\n",
+         unpublished {} · unknown_refs {} · line_filled {} · kernel_drops {}\n",
         c.packets,
         c.messages,
         c.gaps,
@@ -246,7 +275,24 @@ fn summary(r: &HandlerReport) -> String {
         c.unpublished,
         r.unknown_refs,
         c.line_filled,
+        r.kernel_drops.map_or("n/a".to_string(), |d| d.to_string()),
     )
+}
+
+/// Says once, before receiving, that the kernel granted a smaller receive buffer than
+/// the one asked for (it caps it at net.core.rmem_max without an error), and how to
+/// raise it. For `feed` and `md capture`.
+pub(crate) fn warn_small_recv_buffer(command: &str) {
+    use tickwire_capture::net::{recv_buffer_granted, RECV_BUFFER_BYTES};
+    if let Some(granted) = recv_buffer_granted() {
+        eprintln!(
+            "{command}: warning: the kernel granted a receive buffer of {} bytes, not the \
+             {RECV_BUFFER_BYTES} asked for: a burst larger than that while the reader is \
+             busy is dropped by the kernel (kernel_drops in the summary); raise the cap with \
+             `sysctl -w net.core.rmem_max={RECV_BUFFER_BYTES}`",
+            granted
+        );
+    }
 }
 
 /// The counters that explain lost messages, in words.
@@ -256,6 +302,13 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
         "feed: {} lost:\n",
         tickwire_rt::text::count(c.lost, "message", "messages")
     );
+    if let Some(d) = r.kernel_drops.filter(|&d| d > 0) {
+        s += &format!(
+            "  {} dropped by the kernel before the feed read them (its receive buffer was \
+             full: the feed fell behind); their messages were among the gaps below\n",
+            tickwire_rt::text::count(d, "datagram was", "datagrams were")
+        );
+    }
     if c.overflow > 0 {
         s += &format!(
             "  {} given up before their re-requests ran out: {} packets were already held \

@@ -199,6 +199,18 @@ struct RecvArgs {
 }
 
 pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
+    let group = match &a.cmd {
+        McastCmd::Send(s) => s.net.group,
+        McastCmd::Recv(r) => r.net.group,
+    };
+    // The drivers refuse it too, but as an error at run time (exit 1): it is a usage
+    // error, caught before anything opens.
+    if !group.ip().is_multicast() {
+        return Err(crate::units::UsageError(format!(
+            "--group {group} is not a multicast group (224.0.0.0/4; try 239.255.74.1:7440)"
+        ))
+        .into());
+    }
     match a.cmd {
         McastCmd::Send(s) => run_send(s),
         McastCmd::Recv(r) => run_recv(r),
@@ -501,8 +513,10 @@ fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyh
     );
     for r in p.receivers() {
         eprintln!(
-            "receiver {:016x}: {} messages delivered, {} datagrams behind when it last told",
-            r.receiver, r.delivered, r.behind
+            "receiver {:016x}: {} delivered, {} behind when it last told",
+            r.receiver,
+            tickwire_rt::text::count(r.delivered, "message", "messages"),
+            tickwire_rt::text::count(r.behind, "datagram", "datagrams")
         );
     }
     Ok(())

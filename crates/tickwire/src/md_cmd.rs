@@ -185,7 +185,7 @@ Example:
 #[command(after_help = CAPTURE_HELP)]
 struct CaptureArgs {
     /// Multicast group (or unicast address to bind) to record.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
     /// Output pcap file.
     #[arg(long, value_name = "FILE.pcap")]
@@ -210,6 +210,7 @@ pub fn run(a: MdArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
+    crate::feed_cmd::warn_small_recv_buffer("md capture");
     let stop = StopFlag::install();
     let opts = CaptureOptions {
         group: a.group,
@@ -239,7 +240,9 @@ fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     // What can be checked is checked before any message is generated: the settings
     // (no side effect), then the output file (created now, so a bad path fails at once
     // and names itself).
-    let generator = Generator::new(config).context("invalid session settings")?;
+    // Every error of `Generator::new` is a setting out of range: a usage error (exit 2).
+    let generator = Generator::new(config)
+        .map_err(|e| crate::units::UsageError(format!("invalid session settings: {e}")))?;
     let file = std::fs::File::create(&a.out)
         .with_context(|| format!("cannot create the output file {}", a.out.display()))?;
     let t0 = std::time::Instant::now();

@@ -299,3 +299,36 @@ fn help_teaches_and_bad_input_gets_clear_errors() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("0.05 for 5%"), "{err}");
 }
+
+#[test]
+fn send_to_a_unicast_group_is_a_usage_error() {
+    for cmd in ["send", "recv"] {
+        let mut args = vec!["mcast", cmd, "--group", "10.0.0.1:7440"];
+        if cmd == "send" {
+            args.extend(["t", "x"]);
+        }
+        let (st, _, err) = run_cli(&args, Duration::from_secs(30));
+        assert_eq!(st.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("10.0.0.1:7440 is not a multicast group (224.0.0.0/4"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn send_counts_one_message_delivered_in_the_singular() {
+    let g = group(31);
+    let r = recv(&g, &["--count", "1"]);
+    let (st, out, err) = run_cli(
+        &["mcast", "send", "--group", &g, "t", "x", "--linger", "10s"],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{st}\n{out}\n{err}");
+    let _ = r.finish();
+    assert!(
+        err.contains(": 1 message delivered, 0 datagrams behind"),
+        "{err}"
+    );
+    assert!(!err.contains("1 messages"), "{err}");
+}

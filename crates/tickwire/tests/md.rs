@@ -345,6 +345,8 @@ fn unrecoverable_loss_is_counted_and_reported() {
     assert_eq!(code, 3, "lost messages give exit code 3: {out}");
     assert!(counter(&out, "lost") > 0, "{out}");
     assert_eq!(counter(&out, "recovered"), 0, "{out}");
+    // The kernel's drops on the feed's socket are reported with the rest.
+    assert!(out.contains(" · kernel_drops "), "{out}");
     assert_eq!(
         counter(&out, "messages") + counter(&out, "lost"),
         30_000,
@@ -505,4 +507,89 @@ fn md_publish_that_cannot_send_says_why() {
         err.contains("could not be sent") && err.contains("the first: "),
         "the reason is printed: {out}{err}"
     );
+}
+
+#[test]
+fn feed_group_must_be_a_multicast_group_with_a_port() {
+    let t = Duration::from_secs(30);
+    let (st, _, err) = run_cli(&["feed", "--group", "1.2.3.4:26400"], t);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("1.2.3.4:26400 is not a multicast group (224.0.0.0/4"),
+        "{err}"
+    );
+    let (st, _, err) = run_cli(&["feed", "--group-b", "10.0.0.1:26400"], t);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("is not a multicast group"), "{err}");
+    let (st, _, err) = run_cli(&["feed", "--group", "239.1.1.1"], t);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("239.1.1.1 has no port") && err.contains("239.1.1.1:26400"),
+        "{err}"
+    ); // md capture takes a unicast address too, but needs the port as well.
+    let (st, _, err) = run_cli(
+        &[
+            "md",
+            "capture",
+            "--group",
+            "239.1.1.1",
+            "--out",
+            "/nonexistent/x.pcap",
+        ],
+        t,
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("239.1.1.1 has no port"), "{err}");
+}
+
+#[test]
+fn md_generate_with_too_few_messages_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.itch");
+    let (st, _, err) = run_cli(
+        &[
+            "md",
+            "generate",
+            "--symbols",
+            "10",
+            "--messages",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("10 messages cannot hold a session"), "{err}");
+    assert!(!out.exists(), "a bad setting leaves no file behind");
+}
+
+/// The kernel caps a receive buffer at net.core.rmem_max without an error: the feed
+/// says so once, with the sysctl to raise, before it starts (here it then fails to
+/// reach a router nobody runs).
+#[test]
+fn feed_warns_once_when_the_kernel_grants_a_smaller_receive_buffer() {
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    let group = format!("239.1.1.1:{}", free_udp_port_pair());
+    let router = format!("127.0.0.1:{}", common::free_port());
+    let (st, _, err) = run_cli(
+        &["feed", "--group", &group, "--router", &router],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    let warned = err.matches("net.core.rmem_max").count();
+    if rmem_max < 8 << 20 {
+        assert_eq!(warned, 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "receive buffer of {rmem_max} bytes, not the 8388608"
+            )),
+            "{err}"
+        );
+    } else {
+        assert_eq!(warned, 0, "{err}");
+    }
 }
