@@ -85,7 +85,8 @@ and what its receivers reported; --wait-receivers N ends the linger as soon as N
 receivers reported having everything.
 
 Exit status: 0, or 1 on an error (a MESSAGE larger than a datagram, ...), 2 for a
-usage error (bad topic, bad flag value, a load --size that cannot fit in one datagram).
+usage error (bad topic, bad flag value, a --group that is not a multicast group, a load
+--size that cannot fit in one datagram).
 
 Examples:
   tickwire mcast send md/NASDAQ/AAPL 'hello'                     # one message
@@ -159,7 +160,8 @@ Examples:
   tickwire mcast recv --count 100000 --quiet --print-json    # check a load, summary as JSON
   tickwire mcast recv --count 10 --timeout 5s                # exit 2 if 10 do not come in 5 s
 
-Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages.";
+Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages, or a
+usage error (bad flag value, a --group that is not a multicast group).";
 
 #[derive(Args)]
 #[command(after_help = RECV_HELP)]
