@@ -831,7 +831,9 @@ pub struct SubArgs {
     // clap lets a requirement go when the required flag conflicts with a present one
     // (--queue with the patterns), so `sub 'a/>' --start beginning` was accepted and
     // did nothing.
-    /// With --queue: most messages delivered and not yet acknowledged [default: 64].
+    /// With --queue: most messages delivered and not yet acknowledged [default: 64, or
+    /// --count when smaller: at the exit, up to a window of messages delivered and not
+    /// printed go back to the queue, flagged redelivered when they come again].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     window: Option<u32>,
     /// With --queue: queue (consume) | beginning | id:N | time:RFC3339-or-ns (replay)
@@ -1059,7 +1061,13 @@ fn emit(
 }
 
 fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
-    let window = a.window.unwrap_or(64);
+    // A consumer that stops after --count messages needs no larger window: what is
+    // delivered and not printed when it exits (up to a window, since each
+    // acknowledgement lets the router send one more) goes back to the queue and comes
+    // to the next consumer flagged redelivered, though nobody saw it.
+    let window = a
+        .window
+        .unwrap_or_else(|| a.count.map_or(64, |n| n.clamp(1, 64) as u32));
     let start = a.start.unwrap_or(Start::Queue);
     // The direct subscription's options (--give-up-after, --no-reconnect); the first
     // connection must succeed.

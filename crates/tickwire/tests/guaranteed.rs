@@ -1213,6 +1213,63 @@ fn sub_queue_no_reconnect_exits_at_the_loss() {
 }
 
 /// Messages stored in queue `name`, as `queue show` counts them.
+/// Regression (new-user pass): `sub --queue q --count 5` took a window of 64, so at
+/// its exit up to 64 messages it never printed went back to the queue, and the next
+/// consumer got them flagged "redelivered". Its window is now its count: at most that
+/// many come back (each acknowledgement lets the router send one more; the protocol
+/// has no way to shrink a window).
+#[test]
+fn sub_queue_count_takes_a_window_no_larger_than_its_count() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(60);
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "fills", "--sub", "fills/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "fills/IBM",
+            "--count",
+            "100",
+            "--rate",
+            "0",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &["sub", "--queue", "fills", "--count", "5", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("fills/IBM")).count(),
+        5,
+        "{out}"
+    );
+    let (st, out, err) = run_cli(
+        &["queue", "show", "fills", "--print-json", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    assert_eq!(q["acked"].as_u64(), Some(5), "{q}");
+    let delivered = q["delivered"].as_u64().expect("delivered");
+    assert!(
+        delivered <= 10,
+        "at most a window of 5 beyond the 5 printed (69 with a window of 64): {q}"
+    );
+    assert_eq!(queue_depth(r.addr, "fills"), 95);
+}
+
 fn queue_depth(addr: SocketAddr, name: &str) -> u64 {
     let mut c = Client::connect(addr).expect("connect");
     let show: serde_json::Value =
