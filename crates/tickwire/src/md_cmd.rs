@@ -193,8 +193,8 @@ struct CaptureArgs {
     /// Interface address to join the group on.
     #[arg(long, default_value = "127.0.0.1")]
     interface: Ipv4Addr,
-    /// Stop after this long (e.g. 30s, 5m); default: until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
+    /// Stop after this long (e.g. 30s, 5m; more than 0); default: until Ctrl-C.
+    #[arg(long, value_parser = parse_capture_duration)]
     duration: Option<Duration>,
     /// Stop after this many datagrams.
     #[arg(long)]
@@ -371,4 +371,12 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
 /// Where the md and replay drivers' progress lines go: stderr, one line each.
 pub(crate) fn print_progress(line: &str) {
     eprintln!("{line}");
+}
+
+/// `md capture --duration`: a duration above zero (0 captured nothing and exited 0).
+fn parse_capture_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?} captures nothing: give a duration above 0, or leave --duration out to capture until Ctrl-C")),
+        d => Ok(d),
+    }
 }

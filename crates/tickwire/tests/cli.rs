@@ -1083,6 +1083,20 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             &["feed", "--session", "TICKWIRE0123"],
             &["--session", "at most 10 printable ASCII characters"],
         ),
+        // Captured nothing and exited 0 (new-user pass).
+        (
+            &[
+                "md",
+                "capture",
+                "--group",
+                "239.1.1.1:26400",
+                "--out",
+                "never-written.pcap",
+                "--duration",
+                "0s",
+            ],
+            &["--duration", "captures nothing"],
+        ),
         // Was accepted and ignored without --http (new-user pass).
         (
             &[
