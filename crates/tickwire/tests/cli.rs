@@ -11,7 +11,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -404,19 +404,26 @@ fn paced_pub_sends_each_message_at_its_time() {
     receive(&mut sub, 4, &mut got);
 }
 
+/// `pub --stdin TOPIC` with one line written, "first line", and its standard input
+/// kept open (the caller holds it).
+fn pub_stdin_one_line(router: &str, topic: &str) -> (Child, ChildStdin) {
+    let mut child = common::cli(&["pub", "--router", router, "--stdin", topic])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn pub --stdin");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"first line\n").unwrap();
+    input.flush().unwrap();
+    (child, input)
+}
+
 #[test]
 fn pub_stdin_sends_a_line_before_the_input_ends() {
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
     let mut sub = subscriber(&r, "typed/x");
-    let mut child = common::cli(&["pub", "--router", &r, "--stdin", "typed/x"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn pub --stdin");
-    let mut input = child.stdin.take().unwrap();
     // One line, as a person types it; standard input stays open.
-    input.write_all(b"first line\n").unwrap();
-    input.flush().unwrap();
+    let (mut child, mut input) = pub_stdin_one_line(&r, "typed/x");
     let mut got = 0;
     receive(&mut sub, 1, &mut got);
     assert!(child.try_wait().unwrap().is_none(), "pub exited early");
@@ -1937,13 +1944,7 @@ fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
     let mut sub = subscriber(&r, "quietin/x");
-    let mut child = common::cli(&["pub", "--router", &r, "--stdin", "quietin/x"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn pub --stdin");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(b"first line\n").unwrap();
-    input.flush().unwrap();
+    let (mut child, input) = pub_stdin_one_line(&r, "quietin/x");
     let mut got = 0;
     receive(&mut sub, 1, &mut got);
     common::interrupt(&child);

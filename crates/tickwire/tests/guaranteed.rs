@@ -244,38 +244,8 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     let r = RouterProc::start(&[]);
     let a = r.addr_str();
     let t = Duration::from_secs(60);
-    let (st, out, err) = run_cli(
-        &[
-            "queue", "create", "fills", "--sub", "fills/>", "--router", &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let (st, out, err) = run_cli(
-        &[
-            "pub",
-            "--guaranteed",
-            "fills/IBM",
-            "--count",
-            "500",
-            "--rate",
-            "0",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    assert!(
-        format!("{out}{err}").contains("500 acknowledged"),
-        "{out}{err}"
-    );
-    let (st, out, err) = run_cli(
-        &["queue", "show", "fills", "--print-json", "--router", &a],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    fills_queue_with(&a, 500);
+    let q = queue_show(&a, "fills");
     assert_eq!(q["depth"], 500, "{q}");
     let (st, out, err) = run_cli(
         &[
@@ -284,11 +254,7 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
         t,
     );
     assert!(st.success(), "{out}{err}");
-    let (_, out, _) = run_cli(
-        &["queue", "show", "fills", "--print-json", "--router", &a],
-        t,
-    );
-    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    let q = queue_show(&a, "fills");
     assert_eq!(
         (q["depth"].as_u64(), q["acked"].as_u64()),
         (Some(0), Some(500)),
@@ -313,12 +279,7 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
         out.contains("queue fills already exists with this definition: nothing changed"),
         "{out}{err}"
     );
-    let (st, out, err) = run_cli(
-        &["queue", "show", "fills", "--print-json", "--router", &a],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    let q = queue_show(&a, "fills");
     assert!(q["definition"]["first_message_id"].is_u64(), "{q}");
     assert!(q["definition"].get("created_at").is_none(), "{q}");
     // A second create with a different definition is refused with a clear error.
@@ -1212,7 +1173,6 @@ fn sub_queue_no_reconnect_exits_at_the_loss() {
     assert!(!err.contains("reconnecting"), "{err}");
 }
 
-/// Messages stored in queue `name`, as `queue show` counts them.
 /// Regression (new-user pass): `sub --queue q --count 5` took a window of 64, so at
 /// its exit up to 64 messages it never printed went back to the queue, and the next
 /// consumer got them flagged "redelivered". Its window is now its count: at most that
@@ -1222,32 +1182,10 @@ fn sub_queue_no_reconnect_exits_at_the_loss() {
 fn sub_queue_count_takes_a_window_no_larger_than_its_count() {
     let r = RouterProc::start(&[]);
     let a = r.addr_str();
-    let t = Duration::from_secs(60);
-    let (st, out, err) = run_cli(
-        &[
-            "queue", "create", "fills", "--sub", "fills/>", "--router", &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let (st, out, err) = run_cli(
-        &[
-            "pub",
-            "--guaranteed",
-            "fills/IBM",
-            "--count",
-            "100",
-            "--rate",
-            "0",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
+    fills_queue_with(&a, 100);
     let (st, out, err) = run_cli(
         &["sub", "--queue", "fills", "--count", "5", "--router", &a],
-        t,
+        Duration::from_secs(60),
     );
     assert!(st.success(), "{out}{err}");
     assert_eq!(
@@ -1255,12 +1193,7 @@ fn sub_queue_count_takes_a_window_no_larger_than_its_count() {
         5,
         "{out}"
     );
-    let (st, out, err) = run_cli(
-        &["queue", "show", "fills", "--print-json", "--router", &a],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let q: serde_json::Value = serde_json::from_str(&out).expect("queue show JSON");
+    let q = queue_show(&a, "fills");
     assert_eq!(q["acked"].as_u64(), Some(5), "{q}");
     let delivered = q["delivered"].as_u64().expect("delivered");
     assert!(
@@ -1270,6 +1203,50 @@ fn sub_queue_count_takes_a_window_no_larger_than_its_count() {
     assert_eq!(queue_depth(r.addr, "fills"), 95);
 }
 
+/// Creates queue `fills` (on `fills/>`) through the CLI and publishes `n` guaranteed
+/// messages to `fills/IBM` with `pub --guaranteed`, every one acknowledged.
+fn fills_queue_with(router: &str, n: u64) {
+    let t = Duration::from_secs(60);
+    let (st, out, err) = run_cli(
+        &[
+            "queue", "create", "fills", "--sub", "fills/>", "--router", router,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let count = n.to_string();
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "fills/IBM",
+            "--count",
+            &count,
+            "--rate",
+            "0",
+            "--router",
+            router,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains(&format!("{n} acknowledged")),
+        "{out}{err}"
+    );
+}
+
+/// `queue show NAME --print-json` through the CLI.
+fn queue_show(router: &str, name: &str) -> serde_json::Value {
+    let (st, out, err) = run_cli(
+        &["queue", "show", name, "--print-json", "--router", router],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{out}{err}");
+    serde_json::from_str(&out).expect("queue show JSON")
+}
+
+/// Messages stored in queue `name`, as `queue show` counts them.
 fn queue_depth(addr: SocketAddr, name: &str) -> u64 {
     let mut c = Client::connect(addr).expect("connect");
     let show: serde_json::Value =
