@@ -1,7 +1,5 @@
 //! A queue consumer that survives router restarts: reconnect and bind again.
 
-use std::time::{Duration, Instant};
-
 use tickwire_rt::StopFlag;
 
 use tickwire_wire::frame::ErrorCode;
@@ -199,33 +197,14 @@ fn bind(
     opts: &ReconnectOptions,
     stop: Option<&StopFlag>,
 ) -> Result<(Client, Binding), Error> {
-    let stopped = || stop.is_some_and(StopFlag::is_set);
-    let started = Instant::now();
-    let mut backoff = opts.backoff();
-    loop {
-        let err = match Client::connect_to(addr, opts.client.clone()) {
-            Ok(mut c) => match c.bind(queue, window, start) {
-                Ok(b) => return Ok((c, b)),
-                Err(e) => {
-                    c.abandon_tx();
-                    e
-                }
-            },
-            Err(e) => e,
-        };
-        let expired = opts
-            .give_up_after
-            .is_some_and(|limit| started.elapsed() >= limit);
-        if !crate::publisher::worth_reconnecting(&err) || expired || stopped() {
-            return Err(err);
-        }
-        // In steps, so that a stop request is seen within one.
-        let resume = Instant::now() + backoff.next_pause();
-        while let Some(left) = resume.checked_duration_since(Instant::now()) {
-            if stopped() {
-                return Err(err);
+    crate::publisher::with_retries(opts, stop, crate::publisher::worth_reconnecting, || {
+        let mut c = Client::connect_to(addr, opts.client.clone())?;
+        match c.bind(queue, window, start) {
+            Ok(b) => Ok((c, b)),
+            Err(e) => {
+                c.abandon_tx();
+                Err(e)
             }
-            std::thread::sleep(left.min(Duration::from_millis(20)));
         }
-    }
+    })
 }

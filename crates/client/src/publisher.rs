@@ -284,38 +284,56 @@ fn open(
     mut window: Box<PublishWindow>,
     stop: Option<&StopFlag>,
 ) -> Result<Client, (Error, Box<PublishWindow>)> {
+    let retryable = |e: &Error| worth_reconnecting(e) || router_busy(e);
+    let opened = with_retries(opts, stop, retryable, || {
+        window.handle_disconnect();
+        let mut c = Client::connect_to(addr, opts.client.clone())?;
+        c.gm = std::mem::take(&mut window);
+        match c.open_publisher(identity, opts.open_options) {
+            Ok(_) => Ok(c),
+            Err(e) => {
+                window = std::mem::take(&mut c.gm);
+                c.abandon_tx();
+                Err(e)
+            }
+        }
+    });
+    opened.map_err(|e| {
+        window.handle_disconnect();
+        (e, window)
+    })
+}
+
+/// Runs `attempt` (a connection and its first exchange) until it succeeds, pausing
+/// between tries per `opts`' backoff while `retryable` says the error may pass; the
+/// last error once it may not, once `give_up_after` has passed, or once `stop` is set
+/// (seen within 20 ms, pauses included). Shared by [`GuaranteedPublisher`] and
+/// [`crate::QueueConsumer`].
+pub(crate) fn with_retries<T>(
+    opts: &ReconnectOptions,
+    stop: Option<&StopFlag>,
+    retryable: impl Fn(&Error) -> bool,
+    mut attempt: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Error> {
     let stopped = || stop.is_some_and(StopFlag::is_set);
     let started = Instant::now();
     let mut backoff = opts.backoff();
     loop {
-        window.handle_disconnect();
-        let err = match Client::connect_to(addr, opts.client.clone()) {
-            Ok(mut c) => {
-                c.gm = window;
-                match c.open_publisher(identity, opts.open_options) {
-                    Ok(_) => return Ok(c),
-                    Err(e) => {
-                        window = std::mem::take(&mut c.gm);
-                        c.abandon_tx();
-                        e
-                    }
-                }
-            }
+        let err = match attempt() {
+            Ok(v) => return Ok(v),
             Err(e) => e,
         };
         let expired = opts
             .give_up_after
             .is_some_and(|limit| started.elapsed() >= limit);
-        if !(worth_reconnecting(&err) || router_busy(&err)) || expired || stopped() {
-            window.handle_disconnect();
-            return Err((err, window));
+        if !retryable(&err) || expired || stopped() {
+            return Err(err);
         }
         // In steps, so that a stop request is seen within one.
         let resume = Instant::now() + backoff.next_pause();
         while let Some(left) = resume.checked_duration_since(Instant::now()) {
             if stopped() {
-                window.handle_disconnect();
-                return Err((err, window));
+                return Err(err);
             }
             std::thread::sleep(left.min(Duration::from_millis(20)));
         }

@@ -624,6 +624,9 @@ impl Settings {
             Other,
         }
         let mut target = Target::Nothing;
+        // `Key=Y` of a setting not honoured, in [DEFAULT]: reported only if a session
+        // inherits it (one that sets `Key=N` itself is not concerned).
+        let mut default_not_honoured: Vec<(&'static str, usize, String)> = Vec::new();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, raw) in text.lines().enumerate() {
             let line_no = i + 1;
@@ -703,6 +706,14 @@ impl Settings {
                 ),
                 NotHonoured(why) => match value {
                     "N" => {}
+                    "Y" if matches!(target, Target::Default) => default_not_honoured.push((
+                        canon,
+                        line_no,
+                        format!(
+                            "{canon}=Y is a QuickFIX setting tickwire does not honour ({why}): \
+                             ignored"
+                        ),
+                    )),
                     "Y" => warn(
                         &mut warnings,
                         line_no,
@@ -756,6 +767,20 @@ impl Settings {
                 },
             );
         }
+        for (canon, line, message) in default_not_honoured {
+            let inherited = sessions
+                .iter()
+                .any(|s| !s.values.contains_key(&(canon, String::new())));
+            // The last [DEFAULT] value counts: a later `Key=N` there withdrew it.
+            let still_y = default
+                .values
+                .get(&(canon, String::new()))
+                .is_some_and(|e| e.line == line);
+            if inherited && still_y {
+                warn(&mut warnings, line, message);
+            }
+        }
+        warnings.sort_by_key(|w| w.line);
         let tls = tls::parse(file, &default.values)?;
         let mut out = Vec::with_capacity(sessions.len());
         for s in sessions {

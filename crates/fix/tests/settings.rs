@@ -585,6 +585,20 @@ fn regression_refresh_on_logon_is_accepted_with_a_not_honoured_warning() {
     );
     let s = Settings::parse(&format!("{BASE}{session}RefreshOnLogon=N\n"), "r.cfg").unwrap();
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    // Y in [DEFAULT] concerns only the sessions that inherit it: none here (the one
+    // session says N), so no warning; with a second session that inherits it, one
+    // warning at the [DEFAULT] line, in line order among the others.
+    let overridden = format!("{BASE}RefreshOnLogon=Y\n{session}RefreshOnLogon=N\n");
+    let s = Settings::parse(&overridden, "r.cfg").unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let second = "[SESSION]\nBeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=C\n[OTHER]\n";
+    let s = Settings::parse(&format!("{overridden}{second}"), "r.cfg").unwrap();
+    let w: Vec<(usize, bool)> = s
+        .warnings
+        .iter()
+        .map(|w| (w.line, w.message.contains("RefreshOnLogon=Y")))
+        .collect();
+    assert_eq!(w, [(7, true), (17, false)], "{:?}", s.warnings);
     match Settings::parse(&format!("{BASE}{session}RefreshOnLogon=yes\n"), "r.cfg") {
         Err(e @ SettingsError::BadValue { .. }) => assert_eq!(
             e.to_string(),

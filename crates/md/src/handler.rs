@@ -134,6 +134,10 @@ pub struct FeedSnapshot {
     pub last_second: Option<Second>,
     /// Datagrams received, per socket.
     pub datagrams: Datagrams,
+    /// Datagrams the kernel dropped on the line sockets because their receive buffers
+    /// were full (read once a second from `/proc/net/udp`; `None` where that is not
+    /// available).
+    pub kernel_drops: Option<u64>,
 }
 
 /// Datagrams received per socket (duplicates across lines included).
@@ -238,6 +242,16 @@ pub fn run_monitored(
     let mut line_datagrams = [0u64; 3];
     let mut last = Second::default();
     let mut published = 0u64;
+    // The line sockets' kernel drops, read once a second while someone monitors (a
+    // proc file read: never per datagram).
+    let line_drops = || -> Option<u64> {
+        [Some(&feed), feed_b.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(kernel_drops)
+            .sum()
+    };
+    let mut drops_now = monitor.and_then(|_| line_drops());
     loop {
         let mut sink = RouterSink {
             client: &mut client,
@@ -323,6 +337,9 @@ pub fn run_monitored(
             if let Some(on_second) = opts.on_second {
                 on_second(&s);
             }
+            if monitor.is_some() {
+                drops_now = line_drops();
+            }
             report.timeline.push(s);
             next_second += 1_000_000_000;
         }
@@ -351,6 +368,7 @@ pub fn run_monitored(
                     line_b: line_datagrams[1],
                     retransmissions: line_datagrams[2],
                 },
+                kernel_drops: drops_now,
             });
         }
         if opts.exit_on_end_of_session && core.session_ended() && !core.recovering() {
@@ -385,11 +403,7 @@ pub fn run_monitored(
     report.unknown_refs = core.books().unknown_refs;
     report.session = core.session();
     report.published = published;
-    report.kernel_drops = [Some(&feed), feed_b.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(kernel_drops)
-        .sum();
+    report.kernel_drops = line_drops();
     let _ = client.close();
     Ok(report)
 }

@@ -59,7 +59,7 @@ Examples:
   tickwire pub md/NASDAQ/AAPL 'bid 189.20'        # publish one message
   tickwire pub md/NASDAQ/AAPL --count 1000000 --size 100 --rate 0   # load
   tickwire reply svc/time --exec date             # a responder
-  tickwire request svc/time now                   # ask it (exit 2: no responders)
+  tickwire request svc/time now                   # ask it (exit 5: no responders)
   tickwire router --cache 'md/>'                  # keep every md topic's last value
   tickwire sub 'md/>' --initial-image             # cached last values, then live
   tickwire cache show 'md/>'                      # the cached values, no subscription

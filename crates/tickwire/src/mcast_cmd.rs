@@ -17,6 +17,15 @@ use tickwire_wire::frame::PublishOptions;
 
 use crate::units::{parse_duration, parse_rate, parse_size};
 
+/// Exit status of `mcast recv` when --timeout ran out before
+/// --count messages came (2 is a usage error's).
+const EXIT_SHORT: u8 = 3;
+
+/// A command-line argument's bytes, exactly as the shell passed them.
+fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    std::os::unix::ffi::OsStrExt::as_bytes(s)
+}
+
 const MCAST_HELP: &str = "\
 Reliable multicast (docs/multicast.md): one send reaches every receiver on the group,
 whatever their number. The sender puts messages into sequenced UDP datagrams; each
@@ -99,8 +108,9 @@ struct SendArgs {
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
     #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
-    /// Message text (omit for a load run).
-    message: Option<String>,
+    /// Message text (omit for a load run), sent as its bytes (UTF-8 or not).
+    #[arg(value_parser = clap::value_parser!(std::ffi::OsString))]
+    message: Option<std::ffi::OsString>,
     /// Number of messages (load mode).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
@@ -158,9 +168,9 @@ Examples:
   tickwire mcast recv 'md/>'                                 # print what arrives
   tickwire mcast recv 'md/NASDAQ/*' 'md/*/IBM'               # only these topics
   tickwire mcast recv --count 100000 --quiet --print-json    # check a load, summary as JSON
-  tickwire mcast recv --count 10 --timeout 5s                # exit 2 if 10 do not come in 5 s
+  tickwire mcast recv --count 10 --timeout 5s                # exit 3 if 10 do not come in 5 s
 
-Exit status: 0; 1 on an error; 2 when --timeout ran out before --count messages, or a
+Exit status: 0; 3 when --timeout ran out before --count messages; 1 on an error; 2 a
 usage error (bad flag value, a --group that is not a multicast group).";
 
 #[derive(Args)]
@@ -250,12 +260,12 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     let cpu_start = Cpu::now();
     match (&a.message, a.count) {
         (Some(text), None) => {
-            publisher.publish(&a.topic, text.as_bytes(), PublishOptions::default())?;
+            publisher.publish(&a.topic, os_bytes(text), PublishOptions::default())?;
         }
         (message, count) => {
             let count = count.unwrap_or(1);
             let payload = match message {
-                Some(t) => t.clone().into_bytes(),
+                Some(t) => os_bytes(t).to_vec(),
                 None => crate::pubsub::load_payload(a.size),
             };
             let mut polled = start;
@@ -422,7 +432,7 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening a UDP sender on {}", a.net.interface))?;
     let count = a.count.unwrap_or(1);
     let payload = match &a.message {
-        Some(t) => t.clone().into_bytes(),
+        Some(t) => os_bytes(t).to_vec(),
         None => crate::pubsub::load_payload(a.size),
     };
     let stop = StopFlag::install();
@@ -623,7 +633,7 @@ fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     Ok(if reached || stop.is_set() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(EXIT_SHORT)
     })
 }
 
@@ -758,6 +768,6 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
     Ok(if reached || stop.is_set() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(EXIT_SHORT)
     })
 }

@@ -88,8 +88,10 @@ pub struct PubArgs {
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
     #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
-    /// Message text (omit with --stdin or a load run).
-    message: Option<String>,
+    /// Message text (omit with --stdin or a load run). Sent as its bytes, exactly: any
+    /// byte string the shell can pass works, UTF-8 or not.
+    #[arg(value_parser = clap::value_parser!(std::ffi::OsString))]
+    message: Option<std::ffi::OsString>,
     /// Publish one message per line read from standard input.
     #[arg(long, conflicts_with = "message")]
     stdin: bool,
@@ -422,7 +424,7 @@ pub(crate) fn report_link(ev: &LinkEvent<'_>) {
 /// is refused before it is allocated.
 fn payload_of(a: &PubArgs, max_frame: u32) -> anyhow::Result<Vec<u8>> {
     Ok(match (&a.message, a.size, a.count) {
-        (Some(m), _, _) => m.clone().into_bytes(),
+        (Some(m), _, _) => std::os::unix::ffi::OsStrExt::as_bytes(m.as_os_str()).to_vec(),
         (None, Some(size), _) => {
             check_load_size(size, &a.topic, a.guaranteed, max_frame)?;
             load_payload(size)

@@ -12,7 +12,7 @@ use crate::pubsub::DEFAULT_ROUTER;
 use tickwire_rt::text::count;
 
 /// Exit status of `request` when nobody is subscribed to the topic.
-const EXIT_NO_RESPONDERS: u8 = 2;
+const EXIT_NO_RESPONDERS: u8 = 5;
 /// Exit status of `request` when no reply came in time.
 const EXIT_TIMEOUT: u8 = 3;
 /// Exit status of `request` when the reply is a failure report (it begins with
@@ -35,14 +35,14 @@ error instead of standard output, and the exit status is 4. (The protocol carrie
 status on a reply; this is the convention of `tickwire reply`. A responder echoing a
 request that begins with 'error: ' is taken for a failure too.)
 
-Exit status: 0 a reply was printed; 2 no responders (no subscription on the router
-matches TOPIC: the router says so at once); 3 no reply within --timeout; 4 the reply
-reports a failure ('error: ...'); 1 another error.
+Exit status: 0 a reply was printed; 3 no reply within --timeout; 4 the reply reports
+a failure ('error: ...'); 5 no responders (no subscription on the router matches TOPIC:
+the router says so at once); 1 another error; 2 a usage error (bad flag or topic).
 
 Examples:
   tickwire request svc/time now                    # ask, print the answer
   tickwire request svc/quote AAPL --timeout 500ms
-  tickwire request svc/nobody x; echo $?           # 2: no responders";
+  tickwire request svc/nobody x; echo $?           # 5: no responders";
 
 #[derive(Args)]
 #[command(after_help = REQUEST_HELP)]
@@ -55,8 +55,9 @@ pub struct RequestArgs {
     /// Topic of the request, e.g. svc/time.
     #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
-    /// Request payload.
-    message: String,
+    /// Request payload, sent as its bytes (UTF-8 or not).
+    #[arg(value_parser = clap::value_parser!(std::ffi::OsString))]
+    message: std::ffi::OsString,
     /// How long to wait for a reply (more than 0).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "5s")]
     timeout: Duration,
@@ -82,7 +83,11 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
         a.login
             .apply(&a.router, ClientOptions::named(a.name.clone()))?,
     )?;
-    match c.request(&a.topic, a.message.as_bytes(), a.timeout) {
+    match c.request(
+        &a.topic,
+        std::os::unix::ffi::OsStrExt::as_bytes(a.message.as_os_str()),
+        a.timeout,
+    ) {
         Ok(reply) if reply.payload.starts_with(FAILED_PREFIX) => {
             let mut err = std::io::stderr().lock();
             err.write_all(&reply.payload)?;

@@ -418,6 +418,37 @@ fn pub_stdin_one_line(router: &str, topic: &str) -> (Child, ChildStdin) {
 }
 
 #[test]
+fn pub_sends_a_message_argument_that_is_not_utf8_as_its_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "bin/x");
+    let bytes: &[u8] = b"\xff\xfe price \x80";
+    let args: Vec<&std::ffi::OsStr> = ["pub", "--router", r.as_str(), "bin/x"]
+        .into_iter()
+        .map(std::ffi::OsStr::new)
+        .chain([std::ffi::OsStr::from_bytes(bytes)])
+        .collect();
+    let out = common::cli(&args).output().expect("run pub");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + T;
+    let mut got = Vec::new();
+    while got.is_empty() {
+        sub.poll(
+            tickwire_client::Wait::Timeout(Duration::from_millis(50)),
+            |m| got = m.payload().to_vec(),
+        )
+        .expect("subscriber poll");
+        assert!(Instant::now() < deadline, "the message never arrived");
+    }
+    assert_eq!(got, bytes);
+}
+
+#[test]
 fn pub_stdin_sends_a_line_before_the_input_ends() {
     let router = RouterProc::start(&[]);
     let r = router.addr_str();

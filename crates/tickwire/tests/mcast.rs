@@ -301,6 +301,28 @@ fn help_teaches_and_bad_input_gets_clear_errors() {
 }
 
 #[test]
+fn recv_that_times_out_before_its_count_exits_3_not_a_usage_errors_2() {
+    // Nobody sends: --timeout runs out with 0 of 1 message. Status 3, so that a script
+    // tells it from a usage error (2).
+    let g = group(32);
+    let (st, _, err) = run_cli(
+        &[
+            "mcast",
+            "recv",
+            "--group",
+            &g,
+            "--count",
+            "1",
+            "--timeout",
+            "300ms",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("ready: joined"), "{err}");
+}
+
+#[test]
 fn send_to_a_unicast_group_is_a_usage_error() {
     for cmd in ["send", "recv"] {
         let mut args = vec!["mcast", cmd, "--group", "10.0.0.1:7440"];

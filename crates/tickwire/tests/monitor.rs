@@ -613,9 +613,12 @@ fn feed_endpoint_shows_the_gaps_it_recovered() {
         "{ch}"
     );
 
+    // Linux has /proc/net/udp: the kernel's drops are a number, live, in both documents.
+    assert!(ch["kernel_drops"].is_u64(), "{ch}");
     let varz = get_json(http, "/varz");
     assert_eq!(varz["counters"]["gaps"], gaps, "{varz}");
     assert_eq!(varz["group"], group.as_str(), "{varz}");
+    assert!(varz["kernel_drops"].is_u64(), "{varz}");
     assert_eq!(get(http, "/healthz").0, 200);
 
     let (status, metrics) = get(http, "/metrics");
@@ -626,6 +629,7 @@ fn feed_endpoint_shows_the_gaps_it_recovered() {
         format!("tickwire_feed_gaps_total {gaps}"),
         "tickwire_feed_lost_messages_total 0".to_string(),
         "tickwire_feed_received_datagrams_total{line=\"retransmit\"}".to_string(),
+        "tickwire_feed_kernel_dropped_datagrams_total ".to_string(),
     ] {
         assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
     }

@@ -196,7 +196,7 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
         &["request", "--router", &addr, "svc/upper", "x"],
         Duration::from_secs(20),
     );
-    assert_eq!(st.code(), Some(2), "{err}");
+    assert_eq!(st.code(), Some(5), "{err}");
     assert!(err.contains("no responders"), "{err}");
 
     let mut replier = common::cli(&[
@@ -294,7 +294,7 @@ fn help_has_examples() {
 }
 
 /// `tickwire request` until a responder answers: until it has subscribed, a request
-/// gets "no responders" (exit 2); 20 s at most.
+/// gets "no responders" (exit 5); 20 s at most.
 fn request_when_answered(addr: &str, topic: &str, msg: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -305,13 +305,13 @@ fn request_when_answered(addr: &str, topic: &str, msg: &str) -> String {
         if st.success() {
             return out;
         }
-        assert_eq!(st.code(), Some(2), "{err}");
+        assert_eq!(st.code(), Some(5), "{err}");
         assert!(Instant::now() < deadline, "no responder answered {topic}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// `tickwire request` until it gets something other than "no responders" (exit 2),
+/// `tickwire request` until it gets something other than "no responders" (exit 5),
 /// 20 s at most: its status, standard output and standard error.
 fn request_until_answered(
     addr: &str,
@@ -324,7 +324,7 @@ fn request_until_answered(
             &["request", "--router", addr, topic, msg],
             Duration::from_secs(20),
         );
-        if st.code() != Some(2) {
+        if st.code() != Some(5) {
             return (st, out, err);
         }
         assert!(

@@ -42,6 +42,7 @@ fn channel(s: &FeedSnapshot) -> Value {
         "group": s.group,
         "group_b": s.group_b,
         "datagrams": s.datagrams,
+        "kernel_drops": s.kernel_drops,
         "packets": c.packets,
         "messages": c.messages,
         "gaps": c.gaps,
@@ -124,6 +125,15 @@ impl Component for FeedMonitor {
             ("retransmit", d.retransmissions),
         ] {
             out.sample(name, &[("line", line)], v as f64);
+        }
+        // Absent where the kernel does not say (no /proc/net/udp).
+        if let Some(drops) = s.kernel_drops {
+            out.single(
+                "tickwire_feed_kernel_dropped_datagrams_total",
+                Kind::Counter,
+                "Datagrams the kernel dropped on the line sockets because their receive buffers were full (never seen by the handler; gaps recover what a re-request can).",
+                drops as f64,
+            );
         }
     }
 
