@@ -76,6 +76,12 @@ pub fn kernel_drops(sock: &UdpSocket) -> Option<u64> {
 
 /// A UDP socket receiving `group` (a multicast group, joined on `interface`, or a unicast
 /// address to bind). `SO_REUSEADDR` lets several receivers share a group and port.
+///
+/// A multicast receiver is bound to the group's own address, not the wildcard: the
+/// kernel then delivers it only datagrams sent to that group. Bound to `0.0.0.0:PORT`,
+/// a socket on Linux gets every group any socket on the host joined on that port
+/// (`IP_MULTICAST_ALL` defaults to 1), so the A and B lines of a feed on one port
+/// would each receive both lines.
 pub fn group_receiver(group: SocketAddrV4, interface: Ipv4Addr) -> Result<UdpSocket, NetError> {
     let sock =
         Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
@@ -84,7 +90,9 @@ pub fn group_receiver(group: SocketAddrV4, interface: Ipv4Addr) -> Result<UdpSoc
     // A large receive buffer absorbs bursts while the reader is busy. The kernel may
     // grant less without an error: callers report it (`recv_buffer_granted`).
     let _ = sock.set_recv_buffer_size(RECV_BUFFER_BYTES);
-    let bind = if group.ip().is_multicast() {
+    // Unix binds to the group itself (see above); Windows refuses a bind to a
+    // multicast address, and filters by joined group anyway.
+    let bind = if group.ip().is_multicast() && cfg!(windows) {
         SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.port())
     } else {
         group
@@ -331,6 +339,40 @@ mod tests {
         }
         let dropped = kernel_drops(&rx).unwrap();
         assert!(dropped > 0 && dropped < 4096, "{dropped}");
+    }
+
+    /// Regression: `feed --group 239.1.1.1:P --group-b 239.1.1.2:P` counted every
+    /// datagram twice (each line's socket, bound to 0.0.0.0:P, got both groups).
+    #[test]
+    fn receivers_of_two_groups_on_one_port_get_only_their_own_group() {
+        let port = {
+            let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let a = SocketAddrV4::new(Ipv4Addr::new(239, 255, 46, 1), port);
+        let b = SocketAddrV4::new(Ipv4Addr::new(239, 255, 46, 2), port);
+        let rx_a = group_receiver(a, Ipv4Addr::LOCALHOST).unwrap();
+        let rx_b = group_receiver(b, Ipv4Addr::LOCALHOST).unwrap();
+        for rx in [&rx_a, &rx_b] {
+            rx.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+        }
+        let tx = group_sender(Ipv4Addr::LOCALHOST).unwrap();
+        for i in 0..5u8 {
+            tx.send_to(&[b'A', i], a).unwrap();
+            tx.send_to(&[b'B', i], b).unwrap();
+        }
+        let drain = |rx: &UdpSocket| {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 16];
+            while let Ok((n, _)) = rx.recv_from(&mut buf) {
+                got.push(buf[..n].to_vec());
+            }
+            got
+        };
+        let want = |line: u8| (0..5u8).map(|i| vec![line, i]).collect::<Vec<_>>();
+        assert_eq!(drain(&rx_a), want(b'A'));
+        assert_eq!(drain(&rx_b), want(b'B'));
     }
 
     #[test]

@@ -182,9 +182,20 @@ fn run_path(
     publish_extra: &[&str],
     feed_extra: &[&str],
 ) -> (i32, String, Vec<(String, Vec<u8>)>) {
-    let router = RouterProc::start(&[]);
     let port = free_udp_port_pair();
     let group = format!("239.255.42.{}:{port}", 1 + port % 200);
+    run_path_on(session, &group, publish_extra, feed_extra)
+}
+
+/// [`run_path`] on a given group (ADDR:PORT; the re-request server listens on PORT + 1).
+fn run_path_on(
+    session: &std::path::Path,
+    group: &str,
+    publish_extra: &[&str],
+    feed_extra: &[&str],
+) -> (i32, String, Vec<(String, Vec<u8>)>) {
+    let router = RouterProc::start(&[]);
+    let group = group.to_string();
     let (done, coll) = collector(router.addr_str());
     let feed = start_feed(&router, &group, feed_extra);
     let mut pub_args = publish_args(session, &group, "1x", "1s");
@@ -320,6 +331,48 @@ fn ab_lines_with_loss_on_both_and_no_rerequest_server_lose_nothing() {
     assert_eq!(counter(&out, "line_filled"), counter(&out, "gaps"), "{out}");
     assert!(counter(&out, "duplicates") > 0, "the second copies: {out}");
     assert_eq!(counter(&out, "messages"), 30_000, "{out}");
+    assert_eq!(stream.len() as u64, counter(&out, "published"));
+    assert_matches_input(&session, &stream);
+}
+
+/// Regression: with both lines on one port (239.x.x.1:P and 239.x.x.2:P), each line's
+/// socket received both groups (bound to 0.0.0.0:P, Linux delivers every group joined on
+/// the host), so duplicates were about three times the messages and line_filled 0.
+#[test]
+fn ab_lines_on_the_same_port_are_each_received_once() {
+    let session = generate("ab-port.itch", "14");
+    let port = free_udp_port_pair();
+    let group = format!("239.255.47.{}:{port}", 1 + port % 200);
+    let group_b = format!("239.255.48.{}:{port}", 1 + port % 200);
+    let (code, out, stream) = run_path_on(
+        &session,
+        &group,
+        &[
+            "--group-b",
+            &group_b,
+            "--loss",
+            "0.05",
+            "--loss-b",
+            "0.05",
+            "--seed",
+            "6",
+            "--no-retransmit",
+        ],
+        &["--group-b", &group_b, "--line-wait", "20ms"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(counter(&out, "lost"), 0, "{out}");
+    assert_eq!(counter(&out, "messages"), 30_000, "{out}");
+    assert!(counter(&out, "gaps") > 0, "5% loss must open gaps: {out}");
+    assert!(counter(&out, "line_filled") > 0, "{out}");
+    assert_eq!(counter(&out, "line_filled"), counter(&out, "gaps"), "{out}");
+    // One second copy per message that reached both lines: about 0.95 x 0.95 of them,
+    // never more than the session's messages (each line seen once).
+    let duplicates = counter(&out, "duplicates");
+    assert!(
+        duplicates > 20_000 && duplicates <= 30_000,
+        "one duplicate per message received on both lines: {out}"
+    );
     assert_eq!(stream.len() as u64, counter(&out, "published"));
     assert_matches_input(&session, &stream);
 }
