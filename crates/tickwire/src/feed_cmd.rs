@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tickwire_md::feed::{FeedConfig, Session};
+use tickwire_md::feed::{ConfigError, FeedConfig, Session, MAX_CONFIRM_PACKETS};
 use tickwire_md::handler::{parse_feed_idle, run_monitored, HandlerOptions, HandlerReport, Second};
+use tickwire_md::update::MAX_DEPTH_LEVELS;
 use tickwire_rt::IdleStrategy;
 use tickwire_rt::StopFlag;
 
-use crate::units::parse_duration;
+use crate::units::{parse_duration, UsageError};
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -53,7 +54,8 @@ unless ADDR says otherwise (docs/monitoring.md).
 
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
 the report says why); 1 an error (router unreachable, socket error); 2 a usage error
-(a bad option, e.g. a --session longer than 10 characters, a --group that is not a
+(a bad option or a value out of range, e.g. --confirm-packets 0, --depth 65, a
+--venue with a '/', a --session longer than 10 characters, a --group that is not a
 multicast group or has no port, or --router tls://... without --ca), before anything
 starts.
 
@@ -88,10 +90,10 @@ pub struct FeedArgs {
     /// Router to publish to.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
-    /// Venue level of the topics.
+    /// Venue level of the topics (one level: no '/', '*' or '>').
     #[arg(long, value_name = "NAME", default_value = "NASDAQ")]
     venue: String,
-    /// Publish depth updates with this many levels a side (0: none).
+    /// Publish depth updates with this many levels a side (0: none; at most 64).
     #[arg(long, value_name = "LEVELS", default_value_t = 0)]
     depth: usize,
     /// Idle strategy: spin (lowest latency, uses a core) or block.
@@ -108,14 +110,15 @@ pub struct FeedArgs {
         conflicts_with = "retransmit_timeout"
     )]
     retransmit_timeout_ms: Option<u64>,
-    /// Re-requests per missing range before it is counted as lost.
+    /// Re-requests per missing range before it is counted as lost (at least 1).
     #[arg(long, value_name = "N", default_value_t = 3)]
     retransmit_tries: u32,
     /// The MoldUDP64 session to follow (default: the first one confirmed by
     /// --confirm-packets packets).
-    #[arg(long, value_name = "NAME", value_parser = crate::units::parse_mold_session)]
+    #[arg(long, value_name = "NAME", value_parser = parse_session)]
     session: Option<String>,
-    /// Largest believable jump ahead of the highest known sequence number, in messages.
+    /// Largest believable jump ahead of the highest known sequence number, in messages
+    /// (at least 1).
     #[arg(long, value_name = "MESSAGES", default_value_t = FeedConfig::default().max_jump)]
     max_jump: u64,
     /// Packets that must agree before a session is adopted or a larger jump believed (1-16).
@@ -193,6 +196,9 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     if a.group_b == Some(a.group) {
         anyhow::bail!("--group-b must differ from --group (line B is a second group)");
     }
+    // Before any socket opens: a value out of range is a usage error naming its flag.
+    feed.validate()
+        .map_err(|e| UsageError(flag_error(&e, &feed)))?;
     let opts = HandlerOptions {
         group: a.group,
         group_b: a.group_b,
@@ -238,6 +244,44 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A [`FeedConfig`] the core refuses, in terms of the flag that set it.
+fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {
+    match e {
+        ConfigError::DepthLevels(got) => {
+            format!("--depth must be 0 to {MAX_DEPTH_LEVELS} levels a side (got {got})")
+        }
+        ConfigError::RetransmitTries => format!(
+            "--retransmit-tries must be at least 1 (got {})",
+            feed.max_retransmit_tries
+        ),
+        ConfigError::ConfirmPackets => format!(
+            "--confirm-packets must be 1 to {MAX_CONFIRM_PACKETS} (got {})",
+            feed.confirm_packets
+        ),
+        ConfigError::MaxJump => format!("--max-jump must be at least 1 (got {})", feed.max_jump),
+        ConfigError::Venue(venue) => format!(
+            "--venue must be one topic level: no '/', '*' or '>', not empty (got {venue:?})"
+        ),
+        // Settings no flag sets (max_request_count) and any added later.
+        e => format!("feed settings: {e}"),
+    }
+}
+
+/// `--session`: a MoldUDP64 session name, whose field is 10 bytes.
+fn parse_session(s: &str) -> Result<String, String> {
+    match Session::new(s) {
+        Ok(_) => Ok(s.to_owned()),
+        Err(_) if s.len() > 10 => Err(format!(
+            "must be at most 10 bytes (MoldUDP64 session names are 10 ASCII \
+             characters; got {})",
+            s.len()
+        )),
+        Err(_) => {
+            Err("must be printable ASCII (MoldUDP64 session names are 10 ASCII characters)".into())
+        }
+    }
 }
 
 /// Every counter, as `name value` pairs separated by ` · `, four lines.

@@ -595,6 +595,67 @@ fn feed_group_must_be_a_multicast_group_with_a_port() {
     assert!(err.contains("239.1.1.1 has no port"), "{err}");
 }
 
+/// New-user pass: values out of range started the feed (sockets open, the receive
+/// buffer warning printed) and then exited 1 naming internal fields
+/// (`confirm_packets must be between 1 and 16`). They are usage errors, exit 2, naming
+/// the flag, before anything starts.
+#[test]
+fn feed_values_out_of_range_are_usage_errors_naming_the_flag() {
+    let t = Duration::from_secs(30);
+    let router = format!("127.0.0.1:{}", free_udp_port_pair());
+    for (flag, value, says) in [
+        (
+            "--confirm-packets",
+            "0",
+            "--confirm-packets must be 1 to 16 (got 0)",
+        ),
+        (
+            "--confirm-packets",
+            "17",
+            "--confirm-packets must be 1 to 16 (got 17)",
+        ),
+        (
+            "--depth",
+            "65",
+            "--depth must be 0 to 64 levels a side (got 65)",
+        ),
+        (
+            "--retransmit-tries",
+            "0",
+            "--retransmit-tries must be at least 1 (got 0)",
+        ),
+        ("--max-jump", "0", "--max-jump must be at least 1 (got 0)"),
+        ("--venue", "a/b", "--venue must be one topic level"),
+        (
+            "--session",
+            "ABCDEFGHIJK",
+            "--session <NAME>': must be at most 10 bytes (MoldUDP64 session names are 10 \
+             ASCII characters; got 11)",
+        ),
+    ] {
+        let (st, out, err) = run_cli(
+            &[
+                "feed",
+                "--group",
+                "239.1.1.1:26400",
+                "--router",
+                &router,
+                flag,
+                value,
+            ],
+            t,
+        );
+        assert_eq!(st.code(), Some(2), "{flag} {value}: {out}{err}");
+        assert!(err.contains(says), "{flag} {value}: {err}");
+        // Nothing started: no socket warning, no internal field names.
+        assert!(!err.contains("warning"), "{flag} {value}: {err}");
+        assert!(
+            !err.contains("confirm_packets") && !err.contains("alpha value"),
+            "{flag} {value}: {err}"
+        );
+    }
+}
+
 #[test]
 fn md_generate_with_too_few_messages_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
