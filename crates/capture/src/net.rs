@@ -146,6 +146,9 @@ pub struct CaptureOptions {
 pub struct CaptureReport {
     pub packets: u64,
     pub bytes: u64,
+    /// Datagrams the kernel dropped because the socket's receive buffer was full
+    /// ([`kernel_drops`], read once at the end; `None` where it is not available).
+    pub kernel_drops: Option<u64>,
 }
 
 /// Records datagrams arriving on `opts.group` into the pcap file `out` until the
@@ -215,6 +218,7 @@ pub fn capture(
             });
         }
     }
+    report.kernel_drops = kernel_drops(&sock);
     writer.finish()?;
     Ok(report)
 }

@@ -176,7 +176,11 @@ const CAPTURE_HELP: &str = "\
 Joins the group and writes every datagram, with its receive time in nanoseconds, as an
 Ethernet/IPv4/UDP frame into a standard pcap file (nanosecond variant), so tcpdump,
 tshark and Wireshark read it and `tickwire replay` plays it back. Stops at Ctrl-C,
-after --duration, or after --count datagrams.
+after --duration, or after --count datagrams, then prints
+`captured N datagrams, B bytes into FILE · kernel_drops D`: D datagrams were dropped by
+the kernel because the socket's receive buffer was full (the capture misses them; n/a
+where the count cannot be read). It warns at start when the kernel granted a smaller
+receive buffer than the 8 MiB asked for (net.core.rmem_max).
 
 Example:
   tickwire md capture --group 239.1.1.1:26400 --out feed.pcap --duration 60s";
@@ -221,10 +225,11 @@ fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
     };
     let r = capture(&opts, &a.out, &stop)?;
     println!(
-        "captured {} datagrams, {} bytes into {}",
+        "captured {} datagrams, {} bytes into {} · kernel_drops {}",
         r.packets,
         r.bytes,
-        a.out.display()
+        a.out.display(),
+        r.kernel_drops.map_or("n/a".to_string(), |d| d.to_string()),
     );
     Ok(ExitCode::SUCCESS)
 }

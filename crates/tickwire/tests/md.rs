@@ -436,6 +436,11 @@ fn capture_then_replay_feeds_the_same_stream() {
     assert!(st.success(), "{out}{err}");
     let (code, cap_out) = finish(cap, Duration::from_secs(30));
     assert_eq!(code, 0, "{cap_out}");
+    // The summary counts the kernel's drops, as its receive-buffer warning promises.
+    assert!(
+        cap_out.contains("captured ") && cap_out.contains(" · kernel_drops "),
+        "{cap_out}"
+    );
     drop(router);
     // Replay the capture (datagrams in file order) into a feed handler on another group:
     // it must see the complete session (a capture missing a datagram would show as lost).
