@@ -765,8 +765,9 @@ are missing. --no-reconnect exits (status 0) on the first loss instead;
 
 Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received are
 written out, and standard error gets the summary that --quiet prints at the end
-('received N messages ... in S s: R msg/s from the first message to the last', the
-rate only from 2 messages on; with the disconnections if any). Once
+('received N messages ... in S s: R msg/s over the T s from the first message to the
+last', the rate only when 2 messages or more arrived over 10 ms or more; with the
+disconnections if any). Once
 stopping it does not reconnect. A second Ctrl-C aborts at once.
 
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
@@ -1253,23 +1254,33 @@ impl Tally {
     fn report(&self, what: &str) {
         let total = self.started.elapsed().as_secs_f64();
         let messages = count(self.received, "message", "messages");
-        match (self.first, self.last) {
+        let span = match (self.first, self.last) {
+            (Some(first), Some(last)) => Some(last.saturating_duration_since(first)),
+            _ => None,
+        };
+        match span {
             // The rate is the stream's, from the first message to the last: neither the
-            // wait for a publisher nor the quiet after it (until Ctrl-C) counts. It
-            // needs two messages (one gap) to mean anything.
-            (Some(first), Some(last)) if self.received > 1 => eprintln!(
-                "received {messages} {what} in {total:.3} s: {:.0} msg/s from the first \
-                 message to the last",
-                (self.received - 1) as f64
-                    / last
-                        .saturating_duration_since(first)
-                        .as_secs_f64()
-                        .max(1e-9)
+            // wait for a publisher nor the quiet after it (until Ctrl-C) counts. Over a
+            // burst that arrived within a few ms (one read, or a handful of messages)
+            // it would be the speed of a loop turn, not of the stream: none then.
+            Some(span) if self.received > 1 && span >= MIN_RATE_SPAN => eprintln!(
+                "received {messages} {what} in {total:.3} s: {:.0} msg/s over the {:.3} s \
+                 from the first message to the last",
+                (self.received - 1) as f64 / span.as_secs_f64(),
+                span.as_secs_f64()
+            ),
+            Some(span) if self.received > 1 => eprintln!(
+                "received {messages} {what} in {total:.3} s (all within {:.3} ms of the \
+                 first: too short a span for a rate)",
+                span.as_secs_f64() * 1e3
             ),
             _ => eprintln!("received {messages} {what} in {total:.3} s"),
         }
     }
 }
+
+/// The shortest first-to-last span `sub`'s summary states a rate over (`Tally::report`).
+const MIN_RATE_SPAN: Duration = Duration::from_millis(10);
 
 /// Acknowledges `ids` (in delivery order), one range per run of consecutive ids.
 fn ack_runs(consumer: &mut QueueConsumer, ids: &[u64]) -> Result<(), tickwire_client::Error> {

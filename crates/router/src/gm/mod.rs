@@ -138,6 +138,14 @@ const MAX_FILLS_PER_CONNECTION: usize = 4;
 /// messages) released per step: a counter decrement each, ~2 ns.
 const FILL_UNPIN: usize = 131_072;
 
+/// Most expired deliveries one [`Engine::handle_timeout`] gives back (each a requeue or a
+/// dead-lettering, then a redelivery by the pump), ~0.3 µs each: ~0.3 ms of the loop per
+/// turn however many a peer lets expire at once. The rest stay due, so
+/// [`Engine::poll_timeout`] asks for the next turn at once (the driver runs timer work at
+/// most every 1 ms: ~1,000,000 given back a second at most, the IO of everyone else
+/// served between turns).
+pub const TIMEOUT_BUDGET: usize = 1024;
+
 /// Sets `out` to the subscribers of `index` that `topic` (a stored message's topic, so
 /// checked again: it may come from a spool file) matches; none when it is not a valid
 /// topic.
@@ -681,6 +689,10 @@ pub struct Engine {
     /// early, never late). Keeps [`Engine::poll_timeout`], which the driver asks every
     /// turn, from walking the queues.
     ack_deadline: Option<MonoNanos>,
+    /// The queue whose ack timeouts [`Engine::handle_timeout`] looks at first: the one
+    /// after where the last call ran out of [`TIMEOUT_BUDGET`], so a queue that always
+    /// has more expired than the budget cannot keep the others waiting.
+    timeout_from: u32,
     /// Queues that took messages not yet durable: what a durability step may have made
     /// deliverable is in these (a queue leaves the list when its newest entry is
     /// durable), so the step pumps them, not every queue.
@@ -735,6 +747,7 @@ impl Engine {
             scratch_ids: Vec::new(),
             recovery_errors: Vec::new(),
             ack_deadline: None,
+            timeout_from: 0,
             touched: Vec::new(),
             pump_list: Vec::new(),
         }
@@ -1513,8 +1526,11 @@ impl Engine {
     }
 
     /// Installs a queue from the spool or a dead-letter queue: no bound applies (the
-    /// definition was accepted when it was made).
-    fn install_queue(&mut self, def: QueueDef) -> u32 {
+    /// definition was accepted when it was made), but a non-zero ack timeout stored
+    /// before [`queue::MIN_ACK_TIMEOUT_MS`] existed is raised to it (the definition the
+    /// queue shows and the next checkpoint writes carries the raised value).
+    fn install_queue(&mut self, mut def: QueueDef) -> u32 {
+        def.raise_to_floors();
         let qi = self.free_queue_slot();
         for p in &def.subscriptions {
             self.index.subscribe(Slot(qi), p);
@@ -2896,11 +2912,18 @@ impl Engine {
 
     // ------------------------------------------------------------------ time
 
-    /// Ack timeouts and TTLs.
+    /// Ack timeouts and TTLs. At most [`TIMEOUT_BUDGET`] expired deliveries are given
+    /// back per call (oldest first in each queue; a call starts with the queue after the
+    /// one where the last call ran out); the rest stay due and [`Engine::poll_timeout`]
+    /// says so.
     pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
         // Set again from the fronts below; deliveries meanwhile lower it themselves.
         self.ack_deadline = None;
-        for qi in 0..self.queues.len() as u32 {
+        let n = self.queues.len() as u32;
+        let from = self.timeout_from.checked_rem(n).unwrap_or(0);
+        let mut budget = TIMEOUT_BUDGET;
+        for k in 0..n {
+            let qi = (from + k) % n;
             // A queue holding nothing has nothing to time out, expire or deliver: an
             // idle queue costs a tick three emptiness checks.
             if self.queue(qi).is_none_or(|q| {
@@ -2908,8 +2931,12 @@ impl Engine {
             }) {
                 continue;
             }
-            // Ack timeouts.
-            while let Some(q) = self.queue_mut(qi) {
+            // Ack timeouts: a client's definition and window choose how many expire at
+            // once, so they are given back a budget per call.
+            while budget > 0 {
+                let Some(q) = self.queue_mut(qi) else {
+                    break;
+                };
                 let Some(&(at, id, binding, count)) = q.timeouts.front() else {
                     break;
                 };
@@ -2930,6 +2957,11 @@ impl Engine {
                     b.take_in_flight(id);
                 }
                 self.requeue(log, qi, id);
+                budget -= 1;
+                if budget == 0 {
+                    // The next call starts with the queue after this one.
+                    self.timeout_from = (qi + 1) % n;
+                }
             }
             // Time to live: undelivered messages past it are dead-lettered.
             while let Some(q) = self.queue(qi) {
@@ -2950,7 +2982,8 @@ impl Engine {
                 self.dead_letter(log, qi, id);
             }
             self.pump(now, qi);
-            // After the pump: its deliveries add deadlines too.
+            // After the pump: its deliveries add deadlines too. A queue left with
+            // expired deliveries (the budget ran out) has a front at or before `now`.
             let front = self.queue(qi).and_then(|q| q.timeouts.front()).map(|t| t.0);
             if let Some(at) = front {
                 self.ack_deadline = Some(self.ack_deadline.map_or(at, |d| d.min(at)));
@@ -2970,7 +3003,8 @@ impl Engine {
             .release_front(|e, total| total <= bytes && e.time.saturating_add(age) > t);
     }
 
-    /// The earliest ack deadline (TTL and retention are checked at every timeout call).
+    /// The earliest ack deadline (TTL and retention are checked at every timeout call);
+    /// at or before the last call's `now` while expired deliveries wait for their turn.
     pub fn poll_timeout(&self) -> Option<MonoNanos> {
         self.ack_deadline
     }

@@ -44,6 +44,15 @@ pub enum StartAt {
 /// The name of the dead-message queue used when a queue names none.
 pub const DEFAULT_DMQ: &str = "#DEAD_MSG_QUEUE";
 
+/// The shortest non-zero `ack_timeout_ms` a definition may have. Every delivery not
+/// acknowledged in time costs the router a redelivery, so a client that chose 1 ms and
+/// never acknowledged made it redeliver its whole window every millisecond (2.6 M
+/// deliveries/s for 20,000 messages in flight, the loop busy for everyone else). At 50 ms
+/// one message in flight costs at most 20 redeliveries a second; a healthy consumer
+/// acknowledges well within that (a scheduling hiccup or a LAN round trip is far
+/// shorter), and one that wants a message again sooner NACKs it (`redeliver`).
+pub const MIN_ACK_TIMEOUT_MS: u64 = 50;
+
 /// One queue's definition. Every field but the name has a default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -63,10 +72,12 @@ pub struct QueueDef {
     /// Time to live in ms (0: forever): older undelivered messages go to the dead-message queue.
     pub ttl_ms: u64,
     /// Redeliveries before a message goes to the dead-message queue: given back after
-    /// `max_redeliveries + 1` deliveries, it is dead-lettered. Default 16.
+    /// `max_redeliveries + 1` deliveries, it is dead-lettered. Default 16. Any `u32`
+    /// (4294967295: in effect never): what a redelivery costs the router is bounded by
+    /// [`MIN_ACK_TIMEOUT_MS`] and the redeliveries per timer turn, not by this count.
     pub max_redeliveries: u32,
     /// Redeliver a delivered, unacknowledged message after this long (0: only when its
-    /// consumer goes away). Default 30,000 ms.
+    /// consumer goes away). Default 30,000 ms; at least [`MIN_ACK_TIMEOUT_MS`] if not 0.
     pub ack_timeout_ms: u64,
     /// Full-queue policy.
     pub full_policy: FullPolicy,
@@ -133,7 +144,25 @@ impl QueueDef {
                 return Err(format!("invalid subscription {p:?}: {e}"));
             }
         }
+        if self.ack_timeout_ms != 0 && self.ack_timeout_ms < MIN_ACK_TIMEOUT_MS {
+            return Err(format!(
+                "ack_timeout_ms {} is below the floor of {MIN_ACK_TIMEOUT_MS} ms \
+                 (0: redeliver only when the consumer goes away)",
+                self.ack_timeout_ms
+            ));
+        }
         Ok(())
+    }
+
+    /// Raises a non-zero `ack_timeout_ms` below [`MIN_ACK_TIMEOUT_MS`] to it: for a
+    /// definition loaded from the spool, stored before the floor existed (it is not
+    /// refused: the router must start with the queues it has). True when it changed.
+    pub fn raise_to_floors(&mut self) -> bool {
+        if self.ack_timeout_ms != 0 && self.ack_timeout_ms < MIN_ACK_TIMEOUT_MS {
+            self.ack_timeout_ms = MIN_ACK_TIMEOUT_MS;
+            return true;
+        }
+        false
     }
 }
 
@@ -156,5 +185,62 @@ mod tests {
         assert_eq!(old.created_at, 7);
         let new: QueueDef = serde_json::from_str(r#"{"name":"q","first_message_id":9}"#).unwrap();
         assert_eq!(new.created_at, 9);
+    }
+
+    fn def(ack_timeout_ms: u64) -> QueueDef {
+        QueueDef {
+            name: "q".into(),
+            ack_timeout_ms,
+            ..QueueDef::default()
+        }
+    }
+
+    /// Regression: `ack_timeout_ms: 1` with a consumer that never acknowledged made the
+    /// router redeliver the whole window every millisecond.
+    #[test]
+    fn an_ack_timeout_below_the_floor_is_refused_naming_field_value_and_floor() {
+        let e = def(1).check().unwrap_err();
+        assert_eq!(
+            e,
+            "ack_timeout_ms 1 is below the floor of 50 ms \
+             (0: redeliver only when the consumer goes away)"
+        );
+        let e = def(MIN_ACK_TIMEOUT_MS - 1).check().unwrap_err();
+        assert!(e.contains("ack_timeout_ms 49"), "{e}");
+        assert_eq!(
+            def(0).check(),
+            Ok(()),
+            "0: only when the consumer goes away"
+        );
+        assert_eq!(def(MIN_ACK_TIMEOUT_MS).check(), Ok(()));
+        assert_eq!(def(u64::MAX).check(), Ok(()));
+    }
+
+    /// `max_redeliveries` is any u32: the timeout floor and the per-turn budget bound
+    /// what redelivering costs, not the count.
+    #[test]
+    fn any_max_redeliveries_is_accepted() {
+        let d = QueueDef {
+            max_redeliveries: u32::MAX,
+            ..def(MIN_ACK_TIMEOUT_MS)
+        };
+        assert_eq!(d.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_stored_definition_below_the_floor_is_raised_to_it_and_others_are_kept() {
+        let mut old: QueueDef = serde_json::from_str(
+            r#"{"name":"q","ack_timeout_ms":1,"max_redeliveries":4294967295}"#,
+        )
+        .unwrap();
+        assert!(old.raise_to_floors());
+        assert_eq!(old.ack_timeout_ms, MIN_ACK_TIMEOUT_MS);
+        assert_eq!(old.max_redeliveries, u32::MAX);
+        assert_eq!(old.check(), Ok(()));
+        for ms in [0, MIN_ACK_TIMEOUT_MS, 30_000] {
+            let mut d = def(ms);
+            assert!(!d.raise_to_floors());
+            assert_eq!(d.ack_timeout_ms, ms);
+        }
     }
 }
