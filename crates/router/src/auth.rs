@@ -410,6 +410,11 @@ impl Authenticator {
             if u.name.is_empty() || u.name.len() > tickwire_wire::frame::MAX_USER_LEN {
                 return err(format!("{who}: a name is 1 to 64 bytes"));
             }
+            // Names are shown in logs and stats, and key the user's publisher
+            // identities (behind a control character as separator).
+            if u.name.chars().any(char::is_control) {
+                return err(format!("{who}: a name may not contain control characters"));
+            }
             if let Some(key) = u.unknown.keys().next() {
                 return err(format!("{who}: unknown key {key:?}"));
             }
@@ -946,6 +951,15 @@ mod tests {
             .unwrap_err()
             .0
             .contains("PHC"));
+        // A control character (C0 or C1) in a name: it keys publisher identities.
+        for name in ["ali\nce", "ali\u{1f}ce", "ali\u{9b}ce"] {
+            let mut cfg = config();
+            cfg.users[0].name = name.into();
+            assert!(Authenticator::new(&cfg, true, 1)
+                .unwrap_err()
+                .0
+                .contains("control characters"));
+        }
     }
 
     #[test]

@@ -839,9 +839,33 @@ impl Core {
                 if self.gm_unavailable(id, request_id) {
                     return true;
                 }
+                if let Some(at) = name.chars().position(char::is_control) {
+                    let text = format!(
+                        "publisher identity {:?}: character {} is a control character",
+                        name.escape_debug().to_string(),
+                        at + 1
+                    );
+                    self.control(id, |b| {
+                        frame::encode_error(b, request_id, ErrorCode::INVALID_REQUEST, false, &text)
+                    });
+                    return true;
+                }
+                // A logged-in user's identities are its own: the same name opened by
+                // another user is another identity, so no user can take over (or
+                // resend as) another's publisher. The separator is a control
+                // character, which neither an identity (above) nor a user name (the
+                // [auth] table's check) contains.
+                let owned;
+                let key = match self.client_user(id) {
+                    Some(user) => {
+                        owned = format!("{user}{IDENTITY_OWNER_SEP}{name}");
+                        owned.as_str()
+                    }
+                    None => name,
+                };
                 let r = self
                     .gm
-                    .handle_pub_open(&mut *self.spool, id, request_id, options, name);
+                    .handle_pub_open(&mut *self.spool, id, request_id, options, key);
                 self.gm_result(id, r)
             }
             Frame::QueueRequest {
@@ -1225,6 +1249,16 @@ impl Core {
             },
             None => None,
         };
+        if let Some(to) = reply_to {
+            // The answer is published to the reply topic on the requester's behalf
+            // (a responder with `allow_responses` may publish it whatever its own
+            // rules): the requester must be one who may receive it there.
+            if let Err(e) = self.check(id, |p| p.may_subscribe(to)) {
+                let text = format!("reply topic {to:?}: {e}");
+                self.refuse_publish(id, m, guaranteed, text);
+                return true;
+            }
+        }
         let routed = self.route(id, now, topic, raw, guaranteed, reply_to);
         if m.reply.is_none() && self.cache.is_enabled() {
             let wall = self.wall(now).as_nanos();
@@ -1282,6 +1316,12 @@ impl Core {
     fn deny_publish(&mut self, id: Slot, m: &frame::Msg<'_>, guaranteed: bool) {
         let topic = String::from_utf8_lossy(m.topic);
         let text = format!("not permitted to publish to {topic:?}");
+        self.refuse_publish(id, m, guaranteed, text);
+    }
+
+    /// Answers a PUBLISH refused whole for `text`, as [`Core::deny_publish`] does.
+    #[cold]
+    fn refuse_publish(&mut self, id: Slot, m: &frame::Msg<'_>, guaranteed: bool, text: String) {
         if guaranteed {
             self.totals.denied += 1;
             self.gm.handle_denied_publish(id, m.seq.unwrap_or(0), &text);
@@ -1336,12 +1376,25 @@ impl Core {
                     name: String,
                     #[serde(default)]
                     subscriptions: Vec<String>,
+                    #[serde(default)]
+                    dead_letter_queue: Option<String>,
                 }
                 // An unreadable definition is the engine's to refuse, with its reason.
                 let Ok(def) = serde_json::from_str::<Peek>(arg) else {
                     return Ok(());
                 };
                 p.may_use_queue(&def.name)?;
+                // Naming a dead-letter queue writes into it (and creates it): the
+                // router's own dead-message queue is everyone's, any other must be a
+                // queue the client may use.
+                if let Some(dlq) = def
+                    .dead_letter_queue
+                    .as_deref()
+                    .filter(|&q| q != gm::queue::DEFAULT_DMQ)
+                {
+                    p.may_use_queue(dlq)
+                        .map_err(|e| format!("dead_letter_queue: {e}"))?;
+                }
                 for s in &def.subscriptions {
                     if let Ok(s) = validate_pattern(s.as_bytes()) {
                         p.may_subscribe(s)?;
@@ -2265,7 +2318,20 @@ impl Core {
     fn client_mut(&mut self, id: Slot) -> Option<&mut Client> {
         self.clients.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
+
+    /// The user client `id` logged in as (`None`: anonymous, or no such client).
+    fn client_user(&self, id: Slot) -> Option<&str> {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.identity.as_ref())
+            .and_then(|i| i.user.as_deref())
+    }
 }
+
+/// Between a user's name and its publisher identity in the key guaranteed messaging
+/// keeps (and the spool stores) for a logged-in user's identity.
+pub(crate) const IDENTITY_OWNER_SEP: char = '\u{1f}';
 
 #[derive(Serialize)]
 struct StatsDoc<'a> {

@@ -496,6 +496,31 @@ fn allow_responses_lets_a_responder_answer_each_request_once_and_nobody_else() {
     assert!(drain(&mut core, asker).is_empty());
 }
 
+/// Hostile-input probe: a request's reply topic was checked for syntax only, so a
+/// requester could have a responder (publishing under `allow_responses`) deliver its
+/// answer to a topic the requester may not subscribe to — where others read.
+#[test]
+fn a_reply_topic_the_requester_may_not_subscribe_to_is_refused() {
+    let mut core = responses_core();
+    let asker = login(&mut core, "a");
+    let svc = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    request(&mut core, asker, "svc/time", 7, "svc/orders/new");
+    let refused = drain(&mut core, asker);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].starts_with("ERROR 7 permission-denied false reply topic \"svc/orders/new\""),
+        "{refused:?}"
+    );
+    // The responder never saw it, so it holds no grant for that topic.
+    assert!(drain(&mut core, svc).is_empty());
+    reply(&mut core, svc, "svc/orders/new", 7, T0);
+    assert!(drain(&mut core, svc)[0].contains("permission-denied"));
+    // A request with a reply topic inside the asker's rules still goes through.
+    request(&mut core, asker, "svc/time", 8, "_reply/1/x");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+}
+
 #[test]
 fn a_user_at_its_connection_limit_is_refused_until_one_leaves() {
     let mut core = core();

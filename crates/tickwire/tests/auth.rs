@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{new_token, run_cli, RouterProc};
 use tickwire_client::{Client, ClientOptions, Error, Login, Wait};
 use tickwire_wire::frame::ErrorCode;
+use tickwire_wire::gm::QueueOp;
 
 const ALICE_PASSWORD: &str = "wonder land";
 const LONG: Duration = Duration::from_secs(30);
@@ -20,13 +21,15 @@ const LONG: Duration = Duration::from_secs(30);
 ///   publishes to `orders/alice/>` only, no admin;
 /// - `ops` (token): admin, no other rule;
 /// - `solo` (token): one connection at a time;
-/// - `pricer` (token): subscribes inside `svc/>`, publishes nowhere, `allow_responses`.
+/// - `pricer` (token): subscribes inside `svc/>`, publishes nowhere, `allow_responses`;
+/// - `clerk` (token): queues named `clerk-*` only, subscribes inside `clerk/>`.
 struct Fixture {
     router: RouterProc,
     log: common::RouterLog,
     ops_token: String,
     solo_token: String,
     pricer_token: String,
+    clerk_token: String,
     _config: tempfile::NamedTempFile,
     alice_password_file: tempfile::NamedTempFile,
 }
@@ -49,6 +52,7 @@ fn fixture_with(extra: &[&str]) -> Fixture {
     let (ops_token, ops_sha) = new_token();
     let (solo_token, solo_sha) = new_token();
     let (pricer_token, pricer_sha) = new_token();
+    let (clerk_token, clerk_sha) = new_token();
     let mut config = tempfile::NamedTempFile::new().unwrap();
     write!(
         config,
@@ -81,6 +85,12 @@ token_sha256 = "{pricer_sha}"
 subscribe = {{ allow = ["svc/>"] }}
 publish = {{ allow = [] }}
 allow_responses = true
+
+[[auth.users]]
+name = "clerk"
+token_sha256 = "{clerk_sha}"
+queues = {{ allow = ["clerk-*"] }}
+subscribe = {{ allow = ["clerk/>"] }}
 "#
     )
     .unwrap();
@@ -93,6 +103,7 @@ allow_responses = true
         ops_token,
         solo_token,
         pricer_token,
+        clerk_token,
         _config: config,
         alice_password_file: password_file,
     }
@@ -527,4 +538,104 @@ fn http_auth_protects_an_endpoint_on_loopback_and_beyond_loopback_needs_a_login(
     );
     assert!(!st.success());
     assert!(err.contains("no user with admin = true"), "{err}");
+}
+
+/// Queue `name`'s depth, as `queue show` counts it (asked by `c`, an admin).
+fn depth(c: &mut Client, name: &str) -> u64 {
+    let show: serde_json::Value =
+        serde_json::from_str(&c.queue_request(QueueOp::Show, name).unwrap()).unwrap();
+    show["depth"].as_u64().expect("depth")
+}
+
+/// Hostile-input probe: any user could PUB_OPEN another user's publisher identity,
+/// which disconnected its publisher (TAKEN_OVER) and let the intruder's sequence
+/// numbers stand for it — the victim's resend of a number the intruder had used was
+/// acknowledged as a duplicate and stored nowhere. Identities are now per user: the same
+/// name opened by another user is another identity.
+#[test]
+fn regression_a_user_cannot_take_over_or_resend_as_another_users_publisher() {
+    let spool = tempfile::tempdir().unwrap();
+    let f = fixture_with(&["--data-dir", spool.path().to_str().unwrap()]);
+    let mut ops = f.ops();
+    ops.queue_request(
+        QueueOp::Create,
+        r#"{"name":"desk","subscriptions":["orders/>"]}"#,
+    )
+    .unwrap();
+    let mut alice = f.alice();
+    assert_eq!(alice.open_publisher("desk-1", 0).unwrap().last_seq, 0);
+    let acked = |o: tickwire_client::Outcome| matches!(o, tickwire_client::Outcome::Acked);
+    assert!(acked(
+        alice
+            .publish_guaranteed_wait("orders/alice/1", b"a1")
+            .unwrap()
+    ));
+    // ops opens the same name: its own identity, numbered from 0; alice keeps hers.
+    let mut intruder = f.ops();
+    assert_eq!(intruder.open_publisher("desk-1", 0).unwrap().last_seq, 0);
+    assert!(acked(
+        intruder
+            .publish_guaranteed_wait("orders/ops/1", b"o1")
+            .unwrap()
+    ));
+    assert!(acked(
+        alice
+            .publish_guaranteed_wait("orders/alice/2", b"a2")
+            .unwrap()
+    ));
+    // Every acknowledged publish is stored: alice's two, the intruder's one.
+    assert_eq!(depth(&mut ops, "desk"), 3);
+    // Alice's connection was never taken over: it still works.
+    alice.ping().unwrap();
+    // Her identity is hers across connections: a new one continues her numbering.
+    alice.close().unwrap();
+    let mut again = f.alice();
+    assert_eq!(again.open_publisher("desk-1", 0).unwrap().last_seq, 2);
+    // An identity holding a control character is refused, and the connection goes on.
+    match again.open_publisher("desk\u{1f}1", 0) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::INVALID_REQUEST, "{text}");
+            assert!(text.contains("control character"), "{text}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    again.ping().unwrap();
+}
+
+/// Hostile-input probe: a queue's `dead_letter_queue` was not checked against the
+/// creator's `queues` rules, so a user could write into (or create, or turn into a
+/// dead-message queue) a queue it may not use.
+#[test]
+fn regression_a_dead_letter_queue_must_be_one_the_creator_may_use() {
+    let spool = tempfile::tempdir().unwrap();
+    let f = fixture_with(&["--data-dir", spool.path().to_str().unwrap()]);
+    let create = |c: &mut Client, def: &str| c.queue_request(QueueOp::Create, def);
+    let mut clerk = f.connect(Login::Token(f.clerk_token.clone())).unwrap();
+    match create(
+        &mut clerk,
+        r#"{"name":"clerk-q","subscriptions":["clerk/>"],"dead_letter_queue":"payroll"}"#,
+    ) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{text}");
+            assert!(
+                text.contains("dead_letter_queue") && text.contains("payroll"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Its own dead-letter queue, or the router's, is fine.
+    create(
+        &mut clerk,
+        r#"{"name":"clerk-q","subscriptions":["clerk/>"],"dead_letter_queue":"clerk-dlq"}"#,
+    )
+    .unwrap();
+    create(
+        &mut clerk,
+        r##"{"name":"clerk-q2","subscriptions":["clerk/>"],"dead_letter_queue":"#DEAD_MSG_QUEUE"}"##,
+    )
+    .unwrap();
+    // payroll was never created.
+    let mut ops = f.ops();
+    assert!(ops.queue_request(QueueOp::Show, "payroll").is_err());
 }

@@ -988,7 +988,10 @@ impl Engine {
                 self.fail.push((
                     old,
                     ErrorCode::TAKEN_OVER,
-                    format!("publisher identity {name:?} was opened by another connection"),
+                    format!(
+                        "publisher identity {:?} was opened by another connection",
+                        shown_identity(name)
+                    ),
                 ));
                 if let Some(c) = self.conns.get_mut(&old.0) {
                     c.publisher = None;
@@ -1035,8 +1038,9 @@ impl Engine {
             request_id,
             ErrorCode::BUSY,
             format!(
-                "publisher identity {name:?} was forgotten to make room for another and \
-                 that is not yet on disk; open it again in a moment"
+                "publisher identity {:?} was forgotten to make room for another and \
+                 that is not yet on disk; open it again in a moment",
+                shown_identity(name)
             ),
         ))
     }
@@ -3126,6 +3130,13 @@ fn merge_in_order(list: &mut VecDeque<u64>, add: &[u64]) {
     }
     out.extend(add);
     *list = out;
+}
+
+/// A publisher identity as its publisher named it: without the user it is kept under
+/// (`user` + [`crate::core::IDENTITY_OWNER_SEP`] + name, for a logged-in user).
+fn shown_identity(key: &str) -> &str {
+    key.rsplit_once(crate::core::IDENTITY_OWNER_SEP)
+        .map_or(key, |(_, name)| name)
 }
 
 #[cfg(test)]
