@@ -471,7 +471,7 @@ fn main() {
             for i in 0..nq {
                 mk_queue(&mut e, &mut log, &format!("q{i}"), "");
             }
-            mk_queue(&mut e, &mut log, "t", ",\"ack_timeout_ms\":1");
+            mk_queue(&mut e, &mut log, "t", ",\"ack_timeout_ms\":50");
             e.handle_pub_open(&mut NullLog(0), Slot(3), 1, 0, "p").unwrap();
             let mut seq = 0;
             for i in 0..nq {
@@ -486,8 +486,9 @@ fn main() {
             let n = 2000u64;
             let t0 = Instant::now();
             for k in 0..n {
-                // one guaranteed message every 10 us of (simulated) time into "t"; its consumer never acks
-                let now = 1_000_000 + k * 10_000;
+                // one guaranteed message every 100 us of (simulated) time into "t"; its consumer
+                // never acks (50 ms: the floor of a non-zero ack_timeout_ms)
+                let now = 1_000_000 + k * 100_000;
                 seq += 1;
                 publish(&mut e, &mut log, Slot(3), seq, "t/x", now);
                 e.handle_durable(MonoNanos(now), log.0);
@@ -501,7 +502,7 @@ fn main() {
                 }
                 e.poll_transmit(|_, _| {});
             }
-            println!("{n} simulated turns (20 ms), {nq} non-empty queues + one with ack_timeout_ms=1: gm.handle_timeout fired {fired} times, wall {:?}", t0.elapsed());
+            println!("{n} simulated turns (200 ms), {nq} non-empty queues + one with ack_timeout_ms=50: gm.handle_timeout fired {fired} times, wall {:?}", t0.elapsed());
         }
         "ackdefault" => {
             let mut e = engine();
