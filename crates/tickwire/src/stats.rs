@@ -1,5 +1,6 @@
 //! `tickwire stats`: the router's counters, over the protocol.
 
+use std::borrow::Cow;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -58,8 +59,28 @@ fn num(v: &Value, k: &str) -> u64 {
     v.get(k).and_then(Value::as_u64).unwrap_or(0)
 }
 
-fn text<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
+/// A string field, fit for a terminal ([`printable`]).
+fn text<'a>(v: &'a Value, k: &str) -> Cow<'a, str> {
+    printable(v.get(k).and_then(Value::as_str).unwrap_or(""))
+}
+
+/// `s` with its control characters escaped (`\n`, `\u{1b}`, `\u{9b}`): strings in the
+/// document can come from clients, and a line break or an escape sequence printed raw
+/// would forge table lines or drive the admin's terminal. The router refuses them in
+/// HELLO names (docs/protocol.md 4.1); this holds for every field, and for older routers.
+fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Renders the stats document as a table.
@@ -96,7 +117,7 @@ pub fn render(doc: &Value) -> String {
         s += &format!(
             "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9.1}\n",
             num(c, "id"),
-            truncate(text(c, "name"), 20),
+            truncate(&text(c, "name"), 20),
             text(c, "addr"),
             text(c, "phase"),
             num(c, "subscriptions"),
@@ -174,7 +195,7 @@ pub fn queue_table(queues: &[Value]) -> String {
         let d = &q["definition"];
         s += &format!(
             "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
-            truncate(text(q, "name"), 24),
+            truncate(&text(q, "name"), 24),
             text(d, "access"),
             num(q, "depth"),
             num(q, "bytes"),
@@ -194,5 +215,57 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn control_characters_in_any_field_are_escaped_not_printed() {
+        let doc = json!({
+            "router": {
+                "name": "r\u{1b}]0;title\u{7}",
+                "version": "1\r",
+                "listen": "127.0.0.1:7420",
+                "totals": {},
+            },
+            "clients": [
+                { "id": 7, "name": "feed\nERROR spool failed; data lost", "addr": "a\u{9b}2J", "phase": "open" },
+                { "id": 8, "name": "Zürich 東京", "addr": "127.0.0.1:5000", "phase": "open" },
+            ],
+            "guaranteed": {
+                "spool": { "dir": "/d\u{7f}", "sync": "batch" },
+                "totals": {},
+                "queues": [{ "name": "q\u{0}", "definition": { "access": "exclusive\u{85}" } }],
+            },
+        });
+        let out = render(&doc);
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        // One line per client: the forged line is part of the name's (truncated) cell.
+        assert!(!out.lines().any(|l| l.starts_with("ERROR")), "{out}");
+        for shown in [
+            r"r\u{1b}]0;title\u{7}",
+            r"1\r",
+            r"feed\nERROR spool f",
+            r"a\u{9b}2J",
+            "Zürich 東京",
+            r"/d\u{7f}",
+            r"q\u{0}",
+            r"exclusive\u{85}",
+        ] {
+            assert!(out.contains(shown), "{shown} missing from\n{out}");
+        }
+    }
+
+    #[test]
+    fn printable_strings_are_borrowed_unchanged() {
+        for s in ["", "feed-1", "Zürich 東京 📈", "a\u{200d}b"] {
+            assert!(matches!(printable(s), Cow::Borrowed(b) if b == s), "{s:?}");
+        }
+        assert_eq!(printable("a\tb\u{9b}"), r"a\tb\u{9b}");
     }
 }

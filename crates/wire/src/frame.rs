@@ -370,6 +370,19 @@ pub enum FrameError {
         /// What is wrong, for a person.
         what: &'static str,
     },
+    /// A HELLO's client name holds a control character (`char::is_control`: C0, DEL or
+    /// C1). The name goes into the router's logs and onto admins' terminals (stats), so
+    /// a line break or an escape sequence in it could forge a log line or drive the
+    /// terminal. The reason names the character by code point, never the raw character.
+    #[error("malformed {kind:?} frame: the name holds control character U+{:04X} at byte {offset}", u32::from(*.ch))]
+    ControlInName {
+        /// Kind of the frame.
+        kind: Kind,
+        /// The first control character in the name.
+        ch: char,
+        /// Its byte offset within the name.
+        offset: usize,
+    },
 }
 
 impl FrameError {
@@ -378,9 +391,9 @@ impl FrameError {
         match self {
             FrameError::BadLength { .. } => ErrorCode::FRAME_TOO_LARGE,
             FrameError::UnknownKind(_) => ErrorCode::UNKNOWN_KIND,
-            FrameError::BadFlags { .. } | FrameError::Malformed { .. } => {
-                ErrorCode::MALFORMED_FRAME
-            }
+            FrameError::BadFlags { .. }
+            | FrameError::Malformed { .. }
+            | FrameError::ControlInName { .. } => ErrorCode::MALFORMED_FRAME,
         }
     }
 }
@@ -797,7 +810,7 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
             let version = r.u16()?;
             r.zero16()?;
             let capabilities = r.u32()?;
-            let name = r.name()?;
+            let name = r.client_name()?;
             Frame::Hello {
                 version,
                 capabilities,
@@ -1189,6 +1202,19 @@ impl<'a> Reader<'a> {
             return Err(self.malformed("name longer than 64 bytes"));
         }
         self.text()
+    }
+    /// A HELLO's client name: [`Reader::name`] without control characters (they would
+    /// reach the router's log lines and terminals showing stats).
+    fn client_name(&mut self) -> Result<&'a str, FrameError> {
+        let name = self.name()?;
+        match name.char_indices().find(|(_, c)| c.is_control()) {
+            None => Ok(name),
+            Some((offset, ch)) => Err(FrameError::ControlInName {
+                kind: self.kind,
+                ch,
+                offset,
+            }),
+        }
     }
 }
 
