@@ -3,10 +3,12 @@
 //! [`Snapshot`] the event loop hands over at its timer tick
 //! ([`tickwire_router::monitor`]), plus the latency probe's histograms.
 
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use tickwire_monitor::http::{Request, Response};
 use tickwire_monitor::latency::QUANTILES;
 use tickwire_monitor::prom::{Kind, Text};
+use tickwire_router::core::{ClientId, ClientStats};
 use tickwire_router::monitor::{ClientView, Reader, Snapshot};
 
 use super::{page, per_item, probe, Component, Family, Source};
@@ -78,6 +80,107 @@ fn sort_clients(clients: &mut [&ClientView], key: &str) -> Result<(), String> {
     };
     clients.sort_by_key(|c| std::cmp::Reverse(k(c)));
     Ok(())
+}
+
+/// `/connz` but for the snapshot-wide fields: the page of `clients` in the order of the
+/// `sort` key (cheap: the keys are counters), each row built only if it is on the page.
+fn connz(clients: &[ClientView], req: &Request<'_>) -> Result<Value, String> {
+    let mut sorted: Vec<&ClientView> = clients.iter().collect();
+    let sort = req.query.get("sort").unwrap_or("id");
+    sort_clients(&mut sorted, sort)?;
+    let subs = req
+        .query
+        .get("subs")
+        .is_some_and(|v| v == "1" || v == "true");
+    let build = Connection::with_patterns(subs);
+    let mut doc = page(req, &lazy(sorted.into_iter(), &build));
+    doc["sort"] = json!(sort);
+    Ok(doc)
+}
+
+/// `/subsz` but for the snapshot-wide fields: the page of the clients holding patterns
+/// (holding `pattern`, when given), their patterns sorted only if on the page.
+fn subsz(clients: &[ClientView], req: &Request<'_>) -> Value {
+    let filter = req.query.get("pattern");
+    let holders = clients
+        .iter()
+        .filter(|c| !c.patterns.is_empty())
+        .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)));
+    page(req, &lazy(holders, &Subscriber::of))
+}
+
+/// A list item whose JSON is built only when it is serialized. [`page`] serializes just
+/// the items on its page, so the others cost two pointers each: `/connz?limit=1` used to
+/// build every client's document (patterns included, even without `subs`) to return
+/// one, and concurrent requests against clients holding many patterns grew the router's
+/// RSS by tens of MB.
+struct Lazy<'a, T: ?Sized, F>(&'a T, &'a F);
+
+impl<'a, T: ?Sized, R: Serialize, F: Fn(&'a T) -> R> Serialize for Lazy<'a, T, F> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.1)(self.0).serialize(s)
+    }
+}
+
+/// `items` in order, each to be built by `build` if its page is served.
+fn lazy<'a, T: ?Sized, F>(items: impl Iterator<Item = &'a T>, build: &'a F) -> Vec<Lazy<'a, T, F>> {
+    items.map(|item| Lazy(item, build)).collect()
+}
+
+/// A `/connz` row: the client as [`ClientView`] serializes it, without `patterns`
+/// unless the request asked (`subs`).
+struct Connection<'a> {
+    client: &'a ClientView,
+    subs: bool,
+}
+
+impl Connection<'_> {
+    /// Makes rows with the patterns (`subs`) or without.
+    fn with_patterns(subs: bool) -> impl for<'c> Fn(&'c ClientView) -> Connection<'c> {
+        move |client| Connection { client, subs }
+    }
+}
+
+impl Serialize for Connection<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.subs {
+            return self.client.serialize(s);
+        }
+        // Every field but the patterns; no `..`, so a field added to the view must be
+        // decided on here.
+        let ClientView {
+            stats,
+            slow,
+            patterns: _,
+        } = self.client;
+        Unsubscribed { stats, slow: *slow }.serialize(s)
+    }
+}
+
+/// [`ClientView`] without its patterns (the same keys otherwise).
+#[derive(Serialize)]
+struct Unsubscribed<'a> {
+    #[serde(flatten)]
+    stats: &'a ClientStats,
+    slow: bool,
+}
+
+/// A `/subsz` row.
+#[derive(Serialize)]
+struct Subscriber<'a> {
+    id: ClientId,
+    name: &'a str,
+    patterns: Vec<&'a str>,
+}
+
+impl Subscriber<'_> {
+    fn of(c: &ClientView) -> Subscriber<'_> {
+        Subscriber {
+            id: c.stats.id,
+            name: &c.stats.name,
+            patterns: c.sorted_patterns(),
+        }
+    }
 }
 
 /// The clients with their own /metrics series: the `max` that queued the most.
@@ -388,39 +491,15 @@ impl Component for RouterMonitor {
                 let Some(s) = self.source.snapshot() else {
                     return Some(self.source.unanswered());
                 };
-                let mut clients: Vec<&ClientView> = s.clients.iter().collect();
-                let sort = req.query.get("sort").unwrap_or("id");
-                if let Err(e) = sort_clients(&mut clients, sort) {
-                    return Some(Response::error(400, &e));
-                }
-                let subs = req.query.get("subs").is_some_and(|v| v == "1" || v == "true");
-                let list: Vec<Value> = clients
-                    .iter()
-                    .map(|c| {
-                        let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
-                        if !subs {
-                            if let Some(o) = v.as_object_mut() {
-                                o.remove("patterns");
-                            }
-                        }
-                        v
-                    })
-                    .collect();
-                let mut doc = page(req, &list);
-                doc["sort"] = json!(sort);
+                let mut doc = match connz(&s.clients, req) {
+                    Ok(doc) => doc,
+                    Err(e) => return Some(Response::error(400, &e)),
+                };
                 doc["slow_consumers"] = json!(slow_count(&s));
                 Response::json(&doc)
             }
             "/subsz" => self.source.json(|s| {
-                let filter = req.query.get("pattern");
-                let list: Vec<Value> = s
-                    .clients
-                    .iter()
-                    .filter(|c| !c.patterns.is_empty())
-                    .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)))
-                    .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.sorted_patterns() }))
-                    .collect();
-                let mut doc = page(req, &list);
+                let mut doc = subsz(&s.clients, req);
                 doc["subscriptions"] = json!(s.router.subscriptions);
                 doc["shared_groups"] = json!(s.shared_groups);
                 doc
@@ -448,5 +527,164 @@ impl Component for RouterMonitor {
             },
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    use tickwire_monitor::query::Query;
+    use tickwire_router::core::{ClientCounters, Phase};
+
+    use super::*;
+
+    fn client(id: u64, msgs_out: u64, patterns: &[&str]) -> ClientView {
+        ClientView {
+            stats: ClientStats {
+                id: ClientId(id),
+                name: format!("c{id}"),
+                addr: format!("127.0.0.1:{}", 5000 + id),
+                user: (id % 2 == 0).then(|| format!("user{id}")),
+                phase: Phase::Open,
+                connected_unix_ms: 1_700_000_000_000 + id,
+                connected_for_ms: 1000 * id,
+                subscriptions: patterns.len(),
+                egress_pending: 0,
+                counters: ClientCounters {
+                    msgs_out,
+                    ..ClientCounters::default()
+                },
+            },
+            slow: id == 3,
+            patterns: patterns.iter().map(|p| Arc::from(*p)).collect(),
+        }
+    }
+
+    fn clients() -> Vec<ClientView> {
+        vec![
+            client(1, 50, &["b/>", "a/x"]),
+            client(2, 10, &[]),
+            client(3, 90, &["a/x"]),
+            client(4, 50, &["z", "a/*", "m/n"]),
+            client(5, 0, &["a/x", "q"]),
+        ]
+    }
+
+    fn request(query: &str) -> Request<'_> {
+        Request {
+            method: "GET",
+            path: "/",
+            query: Query::new(query),
+            authorization: None,
+            peer: "127.0.0.1:1".parse().unwrap(),
+        }
+    }
+
+    /// `/connz` as it was built before the page was chosen first: every client's
+    /// document, patterns removed afterwards.
+    fn connz_before(clients: &[ClientView], req: &Request<'_>) -> Value {
+        let mut sorted: Vec<&ClientView> = clients.iter().collect();
+        let sort = req.query.get("sort").unwrap_or("id");
+        sort_clients(&mut sorted, sort).unwrap();
+        let subs = req
+            .query
+            .get("subs")
+            .is_some_and(|v| v == "1" || v == "true");
+        let list: Vec<Value> = sorted
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap();
+                if !subs {
+                    v.as_object_mut().unwrap().remove("patterns");
+                }
+                v
+            })
+            .collect();
+        let mut doc = page(req, &list);
+        doc["sort"] = json!(sort);
+        doc
+    }
+
+    /// `/subsz` as it was built before: every holder's row, sorted patterns included.
+    fn subsz_before(clients: &[ClientView], req: &Request<'_>) -> Value {
+        let filter = req.query.get("pattern");
+        let list: Vec<Value> = clients
+            .iter()
+            .filter(|c| !c.patterns.is_empty())
+            .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)))
+            .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.sorted_patterns() }))
+            .collect();
+        page(req, &list)
+    }
+
+    #[test]
+    fn connz_pages_are_the_documents_they_were() {
+        let cs = clients();
+        for q in [
+            "",
+            "limit=1",
+            "limit=0",
+            "offset=2&limit=2",
+            "offset=4",
+            "offset=99",
+            "subs=1",
+            "subs=true&limit=2&offset=1",
+            "subs=0",
+            "sort=msgs_out&limit=3",
+            "sort=msgs_out&subs=1&offset=1&limit=2",
+            "sort=subs",
+            "sort=uptime&subs",
+        ] {
+            let req = request(q);
+            assert_eq!(connz(&cs, &req).unwrap(), connz_before(&cs, &req), "{q}");
+        }
+        let doc = connz(&cs, &request("limit=2")).unwrap();
+        assert!(doc["items"][0].get("patterns").is_none(), "{doc}");
+        assert_eq!(doc["items"][0]["slow"], false);
+        assert_eq!(doc["items"][1]["user"], "user2");
+        let doc = connz(&cs, &request("subs=1&limit=1")).unwrap();
+        assert_eq!(doc["items"][0]["patterns"], json!(["a/x", "b/>"]));
+        assert_eq!(doc["total"], 5);
+    }
+
+    #[test]
+    fn connz_refuses_an_unknown_sort_key() {
+        let e = connz(&clients(), &request("sort=name")).unwrap_err();
+        assert!(e.contains("unknown key \"name\""), "{e}");
+    }
+
+    #[test]
+    fn subsz_pages_are_the_documents_they_were() {
+        let cs = clients();
+        for q in [
+            "",
+            "limit=1",
+            "offset=1&limit=2",
+            "offset=9",
+            "pattern=a/x",
+            "pattern=a/x&offset=1&limit=1",
+            "pattern=nothing",
+        ] {
+            let req = request(q);
+            assert_eq!(subsz(&cs, &req), subsz_before(&cs, &req), "{q}");
+        }
+    }
+
+    #[test]
+    fn only_the_rows_on_the_page_are_built() {
+        let items: Vec<u32> = (0..1000).collect();
+        let built = Cell::new(0);
+        let build = |i: &u32| {
+            built.set(built.get() + 1);
+            *i
+        };
+        let list = lazy(items.iter(), &build);
+        assert_eq!(built.get(), 0, "making the list builds nothing");
+        let doc = page(&request("offset=10&limit=3"), &list);
+        assert_eq!(doc["items"], json!([10, 11, 12]));
+        assert_eq!(doc["total"], 1000);
+        assert_eq!(built.get(), 3, "only the page's three rows");
     }
 }
