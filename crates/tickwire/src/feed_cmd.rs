@@ -269,13 +269,14 @@ fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {
     }
 }
 
-/// `--session`: a MoldUDP64 session name, whose field is 10 bytes.
+/// `--session`: a MoldUDP64 session name, whose field is 10 bytes. The message follows
+/// clap's "invalid value ... for '--session <NAME>': ".
 fn parse_session(s: &str) -> Result<String, String> {
     match Session::new(s) {
         Ok(_) => Ok(s.to_owned()),
         Err(_) if s.len() > 10 => Err(format!(
-            "must be at most 10 bytes (MoldUDP64 session names are 10 ASCII \
-             characters; got {})",
+            "must be at most 10 printable ASCII characters (MoldUDP64 session names are a \
+             10-byte field; got {} bytes)",
             s.len()
         )),
         Err(_) => {

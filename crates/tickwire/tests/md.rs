@@ -634,8 +634,8 @@ fn feed_values_out_of_range_are_usage_errors_naming_the_flag() {
         (
             "--session",
             "ABCDEFGHIJK",
-            "--session <NAME>': must be at most 10 bytes (MoldUDP64 session names are 10 \
-             ASCII characters; got 11)",
+            "--session <NAME>': must be at most 10 printable ASCII characters (MoldUDP64 \
+             session names are a 10-byte field; got 11 bytes)",
         ),
     ] {
         let (st, out, err) = run_cli(
