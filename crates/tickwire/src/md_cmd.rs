@@ -145,15 +145,19 @@ Market data tools (NASDAQ TotalView-ITCH 5.0 over MoldUDP64):
   generate   write a realistic, reproducible synthetic ITCH session file
   publish    send a session file as MoldUDP64 multicast with its timing; answer re-requests
   capture    record a multicast group's datagrams into a pcap file (ns timestamps)
-Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`.
+Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`. Each command's
+--help has its own examples (tickwire md publish --help).
 
-A session end to end on one host (capture first: it records only what it hears):
+Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
+datagram that could not be sent); 2 a usage error (a bad option), before anything runs.
+
+Examples: a session end to end on one host (capture first: it records only what it
+hears):
   tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch
   tickwire md capture --group 239.1.1.1:26400 --out day.pcap &
   tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x
-
-Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
-datagram that could not be sent); 2 a usage error (a bad option), before anything runs.";
+  tickwire feed --group 239.1.1.1:26400      # the feed handler: books, updates to the router
+  tickwire replay day.pcap --speed max       # the capture again, as fast as it goes";
 
 #[derive(Args)]
 #[command(after_help = MD_HELP)]

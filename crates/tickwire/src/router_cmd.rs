@@ -285,10 +285,15 @@ pub struct RouterArgs {
     /// this many milliseconds and times its round trip (0: no probe). It connects
     /// anonymously, or, where the router refuses anonymous clients, as a user of its
     /// own (`_tickwire-probe`, with a token made at start-up). A plain number is
-    /// milliseconds; `5ms`, `1s` also work.
-    #[arg(long, value_name = "MS", default_value = "5", requires = "http", value_parser = tickwire_rt::units::parse_ms)]
-    probe_ms: u64,
+    /// milliseconds; `5ms`, `1s` also work. [default: 5]
+    // An Option, not a clap default with `requires = "http"`: the flag alone gets a
+    // usage error that says why --http is needed, not clap's generic one.
+    #[arg(long, value_name = "MS", value_parser = tickwire_rt::units::parse_ms)]
+    probe_ms: Option<u64>,
 }
+
+/// The latency probe's period without `--probe-ms`.
+const DEFAULT_PROBE_MS: u64 = 5;
 
 #[derive(Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -603,6 +608,13 @@ fn default_data_dir(port: u16) -> anyhow::Result<PathBuf> {
 }
 
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
+    if args.probe_ms.is_some() && args.http.http.is_none() {
+        return Err(crate::units::UsageError(
+            "--probe-ms needs --http (the probe feeds the monitoring endpoint)".into(),
+        )
+        .into());
+    }
+    let probe_ms = args.probe_ms.unwrap_or(DEFAULT_PROBE_MS);
     let mut cfg = args.to_config()?;
     if !crate::logging::level_from_flag() {
         if let Some(level) = config_log_level(args.config.as_deref())? {
@@ -621,15 +633,25 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             }),
             _ => None,
         };
+        // `[log] level` as the file sets it; unset, a comment says what applies.
+        let level = config_log_level(args.config.as_deref())?;
+        let unset_level = level.is_none();
         let doc = ConfigFile {
             auth: std::mem::take(&mut cfg.auth),
             router: cfg,
-            log: LogSection::default(),
+            log: LogSection { level },
         };
         print!(
             "{}",
             toml::to_string(&doc).context("rendering the configuration")?
         );
+        if unset_level {
+            println!(
+                "\n[log]\n\
+                 # level = \"info\"   # not set: --log-level, else $TICKWIRE_LOG, else info; \
+                 SIGHUP re-reads it"
+            );
+        }
         if let Some(d) = default_spool {
             println!(
                 "\n# data_dir (the guaranteed-messaging spool) is not set: the default is\n\
@@ -676,7 +698,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     };
     // Where anonymous clients are refused, the latency probe logs in as a user of its
     // own (added after the monitoring endpoint took its users: it is no HTTP login).
-    let probe_login = match (http, args.probe_ms, refuses_anonymous) {
+    let probe_login = match (http, probe_ms, refuses_anonymous) {
         (Some(_), 1.., true) => {
             let probe = crate::monitor::probe::PROBE_USER;
             if cfg.auth.users.iter().any(|u| u.name == probe) {
@@ -735,7 +757,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         .context("starting the signal thread")?;
     let server = match (http, monitor) {
         (Some(addr), Some(reader)) => {
-            let probe = match args.probe_ms {
+            let probe = match probe_ms {
                 0 => None,
                 ms => Some(
                     crate::monitor::probe::start(

@@ -262,6 +262,11 @@ fn help_mentions_the_key_words() {
             ],
         ),
         ("demo", &["--duration", "--rate", "--idle", "Examples:"]),
+        // Had none (new-user pass: README says every command's --help has examples).
+        (
+            "md",
+            &["generate", "publish", "capture", "Examples:", "tickwire md"],
+        ),
     ];
     for (cmd, words) in subcommands {
         let out = ok(&[cmd, "--help"]);
@@ -599,6 +604,15 @@ fn router_print_config_lists_every_key() {
     assert_eq!(table["egress_memory_limit"].as_integer(), Some(1 << 30));
     assert_eq!(table["max_frame"].as_integer(), Some(1 << 20));
     assert_eq!(table["sync"].as_str(), Some("fsync"));
+    // New-user pass: the [log] table the file accepts is printed too (its level, unset
+    // here, in a comment), and tls_client_auth, which has a default, is printed while
+    // the unset tls_* keys are left out (README says which).
+    assert!(text.contains("\n[log]\n# level = \"info\""), "{text}");
+    assert_eq!(table["tls_client_auth"].as_str(), Some("none"));
+    assert!(table.get("tls_listen").is_none() && table.get("tls_cert").is_none());
+    let file = TempFile::new("log-level", "[log]\nlevel = \"warn\"\n");
+    let logged = print_config(&["--config", file.path()]);
+    assert_eq!(logged["log"]["level"].as_str(), Some("warn"), "{logged}");
     let given = print_config(&["--data-dir", "/srv/spool"]);
     assert_eq!(given["router"]["data_dir"].as_str(), Some("/srv/spool"));
     // Flags show up in it.
@@ -1135,7 +1149,8 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["--duration", "captures nothing"],
         ),
-        // Was accepted and ignored without --http (new-user pass).
+        // Was accepted and ignored without --http (new-user pass); then refused with
+        // clap's generic "required arguments were not provided" (second pass).
         (
             &[
                 "router",
@@ -1143,9 +1158,9 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
                 "--listen",
                 "127.0.0.1:0",
                 "--probe-ms",
-                "5",
+                "1s",
             ],
-            &["--http"],
+            &["--probe-ms needs --http (the probe feeds the monitoring endpoint)"],
         ),
     ];
     // Ran the whole benchmark unpinned after "cannot pin ... running unpinned".
