@@ -296,3 +296,56 @@ fn a_queue_with_more_expired_than_the_budget_does_not_keep_another_waiting() {
     assert_eq!(small_again, small);
     assert_eq!(big_again, 2 * TIMEOUT_BUDGET - small.len());
 }
+
+/// As for ack timeouts: a queue whose messages all outlive a short `ttl_ms` at once has
+/// them dead-lettered (a spool record each) a budget per call, not all in one turn; the
+/// rest stay due, and every one is dead-lettered once.
+#[test]
+fn thousands_of_expired_messages_are_dead_lettered_a_budget_per_call() {
+    let (mut e, mut log) = (engine(), MemLog::default());
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"short","subscriptions":["short"],"ttl_ms":1}"#,
+    );
+    let n = 3 * TIMEOUT_BUDGET as u64 + 5;
+    publish(&mut e, &mut log, "short", 1, n);
+    drain(&mut e);
+    // Dead-lettered so far: what left the queue (nobody consumes it).
+    let dead = |e: &Engine| {
+        let stats = e.stats_json();
+        let q = stats["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == "short")
+            .cloned()
+            .unwrap();
+        n - q["depth"].as_u64().unwrap()
+    };
+    assert_eq!(dead(&e), 0);
+    let mut calls = 0;
+    let mut now = 10;
+    loop {
+        e.handle_timeout(&mut log, t(now), wall(now));
+        drain(&mut e);
+        calls += 1;
+        let done = dead(&e);
+        assert!(
+            done <= calls * TIMEOUT_BUDGET as u64,
+            "call {calls}: {done} dead-lettered"
+        );
+        if done == n {
+            break;
+        }
+        assert!(
+            e.poll_timeout().is_some_and(|at| at <= t(now)),
+            "call {calls}: {done} of {n}, the rest must stay due"
+        );
+        assert!(calls <= 10, "stuck at {done} of {n}");
+        now += 1;
+    }
+    assert_eq!(calls, n.div_ceil(TIMEOUT_BUDGET as u64));
+}

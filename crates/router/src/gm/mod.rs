@@ -2917,9 +2917,9 @@ impl Engine {
     // ------------------------------------------------------------------ time
 
     /// Ack timeouts and TTLs. At most [`TIMEOUT_BUDGET`] expired deliveries are given
-    /// back per call (oldest first in each queue; a call starts with the queue after the
-    /// one where the last call ran out); the rest stay due and [`Engine::poll_timeout`]
-    /// says so.
+    /// back, and expired messages dead-lettered, per call (oldest first in each queue;
+    /// a call starts with the queue after the one where the last call ran out); the
+    /// rest stay due and [`Engine::poll_timeout`] says so.
     pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
         // Set again from the fronts below; deliveries meanwhile lower it themselves.
         self.ack_deadline = None;
@@ -2967,7 +2967,10 @@ impl Engine {
                     self.timeout_from = (qi + 1) % n;
                 }
             }
-            // Time to live: undelivered messages past it are dead-lettered.
+            // Time to live: undelivered messages past it are dead-lettered, from the
+            // same budget (each writes a record; a client's TTL and publishes choose
+            // how many expire at once).
+            let mut ttl_spent = false;
             while let Some(q) = self.queue(qi) {
                 if q.def.ttl_ms == 0 {
                     break;
@@ -2983,7 +2986,19 @@ impl Engine {
                 if s.time.saturating_add(ttl) > wall.as_nanos() {
                     break;
                 }
+                if budget == 0 {
+                    // More expired than one call gives back: the next call comes
+                    // promptly (the driver spaces core deadlines), starting after the
+                    // queue where the budget ran out.
+                    if ttl_spent {
+                        self.timeout_from = (qi + 1) % n;
+                    }
+                    self.ack_deadline = Some(now);
+                    break;
+                }
                 self.dead_letter(log, qi, id);
+                budget -= 1;
+                ttl_spent = true;
             }
             self.pump(now, qi);
             // After the pump: its deliveries add deadlines too. A queue left with
