@@ -378,28 +378,64 @@ fn parse_config_file(text: &str) -> anyhow::Result<ConfigFile> {
 /// for `[router]`, and suggests none). Other errors are left as they are.
 fn explain_config_error(text: &str, err: toml::de::Error) -> anyhow::Error {
     let message = err.message();
-    match unknown_key_message(text, err.span(), message) {
+    match unknown_key(text, err.span(), message) {
+        // toml pointed at an `[[array]]` header (its span for a key of an element's
+        // inline table): quote the key's own line instead, in toml's layout.
+        Some((better, Some(at))) => anyhow::anyhow!("{}", quote_key_line(text, at, &better)),
         // The rest of toml's text (the line and column, the line quoted) stays.
-        Some(better) => anyhow::anyhow!("{}", err.to_string().replace(message, &better)),
+        Some((better, None)) => anyhow::anyhow!("{}", err.to_string().replace(message, &better)),
         None => err.into(),
     }
 }
 
+/// Where an unknown key is in the text: line (0-based), column (byte, 0-based), length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeyAt {
+    line: usize,
+    col: usize,
+    len: usize,
+}
+
+/// toml's error layout (`TOML parse error at line N, column C`, the line quoted, the key
+/// underlined), at `at`.
+fn quote_key_line(text: &str, at: KeyAt, message: &str) -> String {
+    let line = text.lines().nth(at.line).unwrap_or_default();
+    let number = (at.line + 1).to_string();
+    let gutter = " ".repeat(number.len());
+    format!(
+        "TOML parse error at line {number}, column {}\n{gutter} |\n{number} | {line}\n\
+         {gutter} | {}{}\n{message}\n",
+        at.col + 1,
+        " ".repeat(at.col),
+        "^".repeat(at.len.max(1)),
+    )
+}
+
 /// serde's `unknown field `KEY`, expected one of `a`, `b`, ...` as `unknown key "KEY" in
 /// [TABLE]; did you mean "a"?` followed by the table's keys; None for any other message.
+#[cfg(test)]
 fn unknown_key_message(
     text: &str,
     span: Option<std::ops::Range<usize>>,
     message: &str,
 ) -> Option<String> {
+    unknown_key(text, span, message).map(|(m, _)| m)
+}
+
+/// [`unknown_key_message`], with the key's place when toml's span is not on its line.
+fn unknown_key(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    message: &str,
+) -> Option<(String, Option<KeyAt>)> {
     let rest = message.strip_prefix("unknown field `")?;
     let (key, expected) = rest.split_once('`')?;
     // serde names the known keys in backquotes: "expected one of `a`, `b`", "expected
     // `a` or `b`", "expected `a`", or "there are no fields".
     let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    let table = match table_of(text, span, key) {
-        Some(place) => format!(" {place}"),
-        None => String::new(),
+    let (table, at) = match table_of(text, span, key) {
+        Some((place, at)) => (format!(" {place}"), at),
+        None => (String::new(), None),
     };
     let mut out = format!("unknown key {key:?}{table}");
     let nearest = known
@@ -427,22 +463,38 @@ fn unknown_key_message(
             out.push_str(&line);
         }
     }
-    Some(out)
+    Some((out, at))
 }
 
 /// Where `key` is: `in [router]` (the table of the last `[...]` header above the key's
 /// line: the line `span` starts on, or else the first that sets `key`), `at the top
 /// level`, or None when the line is not found. A key that is itself a header's last
 /// name (`[routr]`, `[router.multicastt]`) is in the table its header names first.
-fn table_of(text: &str, span: Option<std::ops::Range<usize>>, key: &str) -> Option<String> {
+///
+/// For a key of an `[[array]]` element toml's span is the element's header: the key is
+/// then looked for below it, and named with the inline table (or dotted key) it sits
+/// in: `in [[auth.users]] subscribe` for `subscribe = {alow = [...]}`, with its
+/// [`KeyAt`] so the error can quote that line.
+fn table_of(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    key: &str,
+) -> Option<(String, Option<KeyAt>)> {
     let lines: Vec<&str> = text.lines().collect();
     let at = match span {
         Some(span) => text.get(..span.start)?.matches('\n').count(),
-        None => lines.iter().position(|line| {
-            line.trim_start()
-                .strip_prefix(key)
-                .is_some_and(|after| after.trim_start().starts_with(['=', '.']))
-        })?,
+        None => {
+            let at = lines.iter().position(|line| {
+                line.trim_start()
+                    .strip_prefix(key)
+                    .is_some_and(|after| after.trim_start().starts_with(['=', '.']))
+            });
+            match at {
+                Some(at) => at,
+                // Not at a line's start: in an inline table, or after a dot.
+                None => return key_below(&lines, 0, key),
+            }
+        }
     };
     let name = |header: &str| -> String {
         let inner = header.trim_start_matches('[');
@@ -454,6 +506,11 @@ fn table_of(text: &str, span: Option<std::ops::Range<usize>>, key: &str) -> Opti
             .to_owned()
     };
     let line = lines.get(at)?.trim();
+    if line.starts_with('[') && name(line).rsplit('.').next().map(str::trim) != Some(key) {
+        if let Some(found) = key_below(&lines, at, key) {
+            return Some(found);
+        }
+    }
     let table = if line.starts_with('[') {
         let header = name(line);
         header
@@ -467,10 +524,66 @@ fn table_of(text: &str, span: Option<std::ops::Range<usize>>, key: &str) -> Opti
             .rfind(|line| line.starts_with('['))
             .map(name)
     };
-    Some(match table {
-        Some(t) => format!("in [{t}]"),
-        None => "at the top level".to_owned(),
-    })
+    Some((
+        match table {
+            Some(t) => format!("in [{t}]"),
+            None => "at the top level".to_owned(),
+        },
+        None,
+    ))
+}
+
+/// The first place at or below line `from` where `key` is set (`key =`, after the line's
+/// start, a `{`, a `,` or a `.`), named by the header above it (`[[auth.users]]` as
+/// written) and the inline table or dotted key it is in.
+fn key_below(lines: &[&str], from: usize, key: &str) -> Option<(String, Option<KeyAt>)> {
+    let (line, col) = lines.iter().enumerate().skip(from).find_map(|(i, line)| {
+        if line.trim_start().starts_with('[') {
+            return None;
+        }
+        line.match_indices(key).find_map(|(col, _)| {
+            let before = line[..col].trim_end();
+            let after = line[col + key.len()..].trim_start();
+            let starts = before.is_empty() || before.ends_with(['{', ',', '.']);
+            (starts && after.starts_with('=')).then_some((i, col))
+        })
+    })?;
+    let header = lines[..line]
+        .iter()
+        .map(|l| l.trim())
+        .rfind(|l| l.starts_with('['))
+        .map(|h| h.split('#').next().unwrap_or_default().trim().to_owned());
+    // The key it is nested under on its line: `subscribe = {` or `subscribe.`.
+    let before = lines[line][..col].trim_end();
+    let parent = match before.strip_suffix('.') {
+        Some(dotted) => Some(
+            dotted
+                .rsplit(['{', ','])
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        ),
+        None => before.rfind('{').and_then(|brace| {
+            let owner = before[..brace].trim_end().strip_suffix('=')?;
+            let owner = owner.rsplit(['{', ',']).next().unwrap_or_default().trim();
+            (!owner.is_empty()).then(|| owner.to_owned())
+        }),
+    };
+    let place = match (header, parent) {
+        (Some(h), Some(p)) => format!("in {h} {p}"),
+        (Some(h), None) => format!("in {h}"),
+        (None, Some(p)) => format!("in {p} (top level)"),
+        (None, None) => "at the top level".to_owned(),
+    };
+    Some((
+        place,
+        Some(KeyAt {
+            line,
+            col,
+            len: key.len(),
+        }),
+    ))
 }
 
 impl RouterArgs {
@@ -855,6 +968,41 @@ mod tests {
         // No span (the host-name path): the key's line is searched for.
         let m = unknown_key_message(text, None, "unknown field `levl`, expected `level`");
         assert!(m.unwrap().contains("in [log]"));
+    }
+
+    /// New-user pass: a typo inside an inline table of `[[auth.users]]` was reported
+    /// `in [auth]`, quoting the `[[auth.users]]` header line (toml's span for it).
+    #[test]
+    fn an_unknown_key_in_an_array_elements_inline_table_names_it_and_its_line() {
+        let text = "[router]\nlisten = \"127.0.0.1:7420\"\n\n[[auth.users]]\nname = \"alice\"\n\
+                    token_sha256 = \"ab\"\nsubscribe = {alow=[\"x\"]}\n";
+        let Err(e) = parse_config_file(text) else {
+            panic!("alow was taken");
+        };
+        let m = format!("{e:#}");
+        assert!(
+            m.contains("unknown key \"alow\" in [[auth.users]] subscribe; did you mean \"allow\"?"),
+            "{m}"
+        );
+        assert!(m.contains("TOML parse error at line 7, column 14"), "{m}");
+        assert!(m.contains("7 | subscribe = {alow=[\"x\"]}"), "{m}");
+        assert!(!m.contains("4 | [[auth.users]]"), "{m}");
+        // Dotted, and in a sub-table of the element: the same.
+        let dotted = "[[auth.users]]\nname = \"a\"\npublish.alow = [\"x\"]\n";
+        let m = format!("{:#}", parse_config_file(dotted).err().unwrap());
+        assert!(m.contains("in [[auth.users]] publish;"), "{m}");
+        assert!(m.contains("line 3, column 9"), "{m}");
+        let sub = "[[auth.users]]\nname = \"a\"\n\n[auth.users.subscribe]\nalow = [\"x\"]\n";
+        let m = format!("{:#}", parse_config_file(sub).err().unwrap());
+        assert!(m.contains("in [auth.users.subscribe];"), "{m}");
+        assert!(m.contains("line 5, column 1"), "{m}");
+        // A key of [router] keeps toml's own place.
+        let m = format!(
+            "{:#}",
+            parse_config_file("[router]\nlisen = 1\n").err().unwrap()
+        );
+        assert!(m.contains("unknown key \"lisen\" in [router]"), "{m}");
+        assert!(m.contains("line 2"), "{m}");
     }
 
     #[test]

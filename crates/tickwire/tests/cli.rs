@@ -761,6 +761,22 @@ fn a_misspelt_config_key_gets_a_suggestion_with_its_line_and_table() {
             "[router]\nlisten = \"localhost:0\"\nmax_frmae = 100000\n",
             &["unknown key \"max_frmae\" in [router]; did you mean \"max_frame\"?"],
         ),
+        // In an inline table of an [[auth.users]] element: was "in [auth]", quoting the
+        // [[auth.users]] header line (new-user pass).
+        (
+            "[router]\nlisten = \"127.0.0.1:0\"\n[[auth.users]]\nname = \"alice\"\n\
+             subscribe = {alow = [\"x\"]}\n",
+            &[
+                "unknown key \"alow\" in [[auth.users]] subscribe; did you mean \"allow\"?",
+                "line 5",
+                "5 | subscribe = {alow = [\"x\"]}",
+            ],
+        ),
+        (
+            "[router]\nlisten = \"localhost:0\"\n[[auth.users]]\nname = \"alice\"\n\
+             subscribe = {alow = [\"x\"]}\n",
+            &["unknown key \"alow\" in [[auth.users]] subscribe; did you mean \"allow\"?"],
+        ),
     ];
     for (i, (text, words)) in cases.iter().enumerate() {
         let file = TempFile::new(&format!("misspelt-{i}"), text);
