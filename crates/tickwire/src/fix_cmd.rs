@@ -60,8 +60,10 @@ tools/quickfix/qf_peer):
   STORED <session> <MsgSeqNum> <text>
                                typed while the session is not logged on: stored with
                                its number and not sent; as in QuickFIX it reaches the
-                               counterparty only in the resend it asks for after the
-                               next logon (PossDupFlag=Y)
+                               counterparty only in the resend it asks for when a
+                               later message shows it the gap (PossDupFlag=Y); a
+                               Logout does not (QuickFIX skips the number): do not
+                               'quit' right after a STORED line (docs/fix.md)
   ERROR <session> <text>       a line typed on stdin was refused (nothing sent, no
                                sequence number used); the text names the field and
                                why (or the unknown session or command); <session> is
