@@ -171,8 +171,16 @@ impl DictionaryCache {
         DictionaryCache::default()
     }
 
-    /// The dictionary at `path`, loaded once.
+    /// The dictionary at `path`, loaded once. A relative `path` is taken as QuickFIX
+    /// takes it, from the current directory; one that is not there is looked for where
+    /// the standard dictionaries are ([`resolve_dictionary`]).
     pub fn load(&mut self, path: &Path, session: &str) -> Result<Arc<Dictionary>, Error> {
+        let env = tickwire_rt::paths::Environment::current();
+        let found = resolve_dictionary(path, &env).map_err(|reason| Error::Config {
+            session: session.to_string(),
+            reason,
+        })?;
+        let path = found.as_path();
         if let Some(d) = self.loaded.get(path) {
             return Ok(d.clone());
         }
@@ -186,6 +194,45 @@ impl DictionaryCache {
         self.loaded.insert(path.to_path_buf(), d.clone());
         Ok(d)
     }
+}
+
+/// Where the dictionary a `DataDictionary` setting names is: `path` itself when it is
+/// absolute or there (relative to the current directory, as QuickFIX reads it), else
+/// the first of the places the standard dictionaries are looked for
+/// (`TICKWIRE_FIX_SPEC`, `target/fix-spec` in the current directory, the per-user data
+/// directory, beside the binary: [`tickwire_rt::paths::places`]) that holds it. Nowhere:
+/// the text says every place looked and how to get the dictionaries.
+pub fn resolve_dictionary(
+    path: &Path,
+    env: &tickwire_rt::paths::Environment,
+) -> Result<PathBuf, String> {
+    use tickwire_rt::paths::{places, FIX_SPEC};
+    if path.is_absolute() || path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let spec_dirs = places(&FIX_SPEC, None, env);
+    if let Some(found) = spec_dirs
+        .iter()
+        .map(|p| p.path.join(path))
+        .find(|p| p.exists())
+    {
+        return Ok(found);
+    }
+    let mut reason = format!(
+        "data dictionary {} not found; looked in:\n  {} (the current directory)",
+        path.display(),
+        path.display()
+    );
+    for p in &spec_dirs {
+        reason.push_str(&format!(
+            "\n  {} ({})",
+            p.path.join(path).display(),
+            p.source
+        ));
+    }
+    reason.push('\n');
+    reason.push_str(FIX_SPEC.hint);
+    Err(reason)
 }
 
 fn validation(
@@ -237,5 +284,45 @@ fn validation(
     match s.data_dictionary.as_ref() {
         Some(p) => Ok(Some(Validation::single(dicts.load(p, name)?, options))),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickwire_rt::paths::Environment;
+
+    /// New-user pass: `DataDictionary=FIX44.xml` with `TICKWIRE_FIX_SPEC` pointing at
+    /// the directory holding it failed with "FIX44.xml: cannot read data dictionary: No
+    /// such file or directory", naming no place looked.
+    #[test]
+    fn a_relative_dictionary_not_in_the_current_directory_is_looked_for_with_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "TW-resolve-test-dictionary.xml";
+        std::fs::write(dir.path().join(name), "<fix/>").unwrap();
+        let spec = dir.path().to_str().unwrap();
+        let env = Environment::new(&[("TICKWIRE_FIX_SPEC", spec)], None, None);
+        assert_eq!(
+            resolve_dictionary(Path::new(name), &env).unwrap(),
+            dir.path().join(name)
+        );
+        // An absolute path is taken as it is (a missing one fails when it is read).
+        let abs = dir.path().join("absent.xml");
+        assert_eq!(resolve_dictionary(&abs, &env).unwrap(), abs);
+        // Nowhere: every place looked, and how to get the dictionaries.
+        let e = resolve_dictionary(Path::new("TW-nowhere.xml"), &env).unwrap_err();
+        assert!(
+            e.starts_with("data dictionary TW-nowhere.xml not found; looked in:"),
+            "{e}"
+        );
+        assert!(e.contains("(the current directory)"), "{e}");
+        assert!(
+            e.contains(&format!(
+                "{} ($TICKWIRE_FIX_SPEC)",
+                dir.path().join("TW-nowhere.xml").display()
+            )),
+            "{e}"
+        );
+        assert!(e.contains("fetch-fix-spec.sh"), "{e}");
     }
 }
