@@ -115,7 +115,7 @@ pub struct FeedArgs {
     retransmit_tries: u32,
     /// The MoldUDP64 session to follow (default: the first one confirmed by
     /// --confirm-packets packets).
-    #[arg(long, value_name = "NAME", value_parser = parse_session)]
+    #[arg(long, value_name = "NAME", value_parser = crate::units::parse_mold_session)]
     session: Option<String>,
     /// Largest believable jump ahead of the highest known sequence number, in messages
     /// (at least 1).
@@ -266,22 +266,6 @@ fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {
         ),
         // Settings no flag sets (max_request_count) and any added later.
         e => format!("feed settings: {e}"),
-    }
-}
-
-/// `--session`: a MoldUDP64 session name, whose field is 10 bytes. The message follows
-/// clap's "invalid value ... for '--session <NAME>': ".
-fn parse_session(s: &str) -> Result<String, String> {
-    match Session::new(s) {
-        Ok(_) => Ok(s.to_owned()),
-        Err(_) if s.len() > 10 => Err(format!(
-            "must be at most 10 printable ASCII characters (MoldUDP64 session names are a \
-             10-byte field; got {} bytes)",
-            s.len()
-        )),
-        Err(_) => {
-            Err("must be printable ASCII (MoldUDP64 session names are 10 ASCII characters)".into())
-        }
     }
 }
 

@@ -750,7 +750,7 @@ level prefix ('md/NAS*/AAPL'); '>' as the last level matches one or more levels
 Output: one line per message, 'TOPIC PAYLOAD'. The feed handler's market-data updates
 on md/ topics are decoded ('quote AAPL seq 42 bid 300 @ 189.2500 (2 orders) ask ...';
 prices with ITCH's 4 decimals). Other payloads that are not printable UTF-8 are shown
-as hex; --hex forces hex; --print-json prints one JSON object per line
+as hex; a control character in a topic is shown escaped (\\u{9b}); --hex forces hex; --print-json prints one JSON object per line
 ({\"topic\", \"payload\" or \"payload_hex\", \"discarded\"}). When the router had to
 drop messages because this subscriber read too slowly, a line says how many.
 
@@ -1304,16 +1304,27 @@ fn print_delivery(
 ) -> std::io::Result<()> {
     let topic = String::from_utf8_lossy(d.topic);
     let text = printable(d.payload);
-    if json {
-        let mut obj = json_object(&topic, d.payload, hex);
-        obj.insert("msg_id".into(), d.msg_id.into());
-        obj.insert("delivery_count".into(), d.delivery_count.into());
-        obj.insert("redelivered".into(), d.redelivered.into());
-        if let Some(seq) = d.seq {
-            obj.insert("seq".into(), seq.into());
-        }
-        return writeln!(out, "{}", serde_json::Value::Object(obj));
+    if !json {
+        return print_delivery_line(out, d, &terminal_safe(&topic), text, hex);
     }
+    let mut obj = json_object(&topic, d.payload, hex);
+    obj.insert("msg_id".into(), d.msg_id.into());
+    obj.insert("delivery_count".into(), d.delivery_count.into());
+    obj.insert("redelivered".into(), d.redelivered.into());
+    if let Some(seq) = d.seq {
+        obj.insert("seq".into(), seq.into());
+    }
+    writeln!(out, "{}", serde_json::Value::Object(obj))
+}
+
+/// [`print_delivery`]'s text line, `topic` already fit for a terminal.
+fn print_delivery_line(
+    out: &mut impl Write,
+    d: &tickwire_client::Delivery<'_>,
+    topic: &str,
+    text: Option<&str>,
+    hex: bool,
+) -> std::io::Result<()> {
     let body = match (text, hex) {
         (Some(t), false) => t.to_owned(),
         _ => to_hex(d.payload),
@@ -1368,6 +1379,7 @@ pub(crate) fn write_line(
     payload: &[u8],
     hex: bool,
 ) -> std::io::Result<()> {
+    let topic = terminal_safe(topic);
     match (printable(payload), hex) {
         (Some(t), false) => writeln!(out, "{topic} {t}"),
         (None, false) if topic.starts_with("md/") => match md_text(payload) {
@@ -1448,6 +1460,24 @@ fn md_text(payload: &[u8]) -> Option<String> {
 }
 
 /// The payload as text, if it is UTF-8 without control characters (tabs allowed).
+/// `s` with its control characters escaped (`\u{9b}`): a topic may hold C1 control
+/// characters (the protocol refuses only ASCII ones), which some terminals obey as
+/// escape sequences; printed raw, a publisher could drive a subscriber's terminal.
+fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn printable(payload: &[u8]) -> Option<&str> {
     std::str::from_utf8(payload)
         .ok()
@@ -1498,6 +1528,13 @@ mod md_text_tests {
         let mut out = Vec::new();
         write_line(&mut out, topic, payload, hex).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_topic_with_a_c1_control_character_is_printed_escaped() {
+        // U+009B is CSI to a terminal that obeys C1 controls; topics may hold it.
+        assert_eq!(line("a/\u{9b}31m", b"x", false), "a/\\u{9b}31m x\n");
+        assert_eq!(line("md/plain", b"x", false), "md/plain x\n");
     }
 
     #[test]

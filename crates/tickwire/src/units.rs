@@ -164,10 +164,16 @@ pub fn parse_probability(s: &str) -> Result<f64, String> {
 pub fn parse_mold_session(s: &str) -> Result<String, String> {
     match tickwire_itch::Session::new(s) {
         Ok(_) => Ok(s.to_owned()),
-        Err(e) => Err(format!(
-            "a MoldUDP64 session name is at most 10 printable ASCII characters (the field \
-             is 10 bytes): {e}"
+        Err(_) if s.len() > 10 => Err(format!(
+            "must be at most 10 printable ASCII characters (MoldUDP64 session names are a \
+             10-byte field; got {} bytes)",
+            s.len()
         )),
+        Err(_) => Err(
+            "must be at most 10 printable ASCII characters (MoldUDP64 session names are \
+             a 10-byte field of printable ASCII)"
+                .into(),
+        ),
     }
 }
 
