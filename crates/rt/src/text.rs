@@ -7,9 +7,42 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `s` with its control characters (C0, DEL, C1) escaped as Rust writes them (`\n`,
+/// `\u{1b}`, `\u{9b}`), for a terminal: a string from a peer printed raw could forge
+/// output lines or drive the terminal with an escape sequence. Borrowed unchanged when
+/// there is none.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_other_text_borrowed() {
+        for s in ["", "feed-1", "Zürich 東京 📈", "a\u{200d}b"] {
+            assert!(
+                matches!(terminal_safe(s), std::borrow::Cow::Borrowed(b) if b == s),
+                "{s:?}"
+            );
+        }
+        assert_eq!(
+            terminal_safe("a\tb\u{9b}\u{1b}]0;x\u{7}"),
+            r"a\tb\u{9b}\u{1b}]0;x\u{7}"
+        );
+    }
 
     #[test]
     fn one_is_singular_and_every_other_count_plural() {

@@ -1305,7 +1305,7 @@ fn print_delivery(
     let topic = String::from_utf8_lossy(d.topic);
     let text = printable(d.payload);
     if !json {
-        return print_delivery_line(out, d, &terminal_safe(&topic), text, hex);
+        return print_delivery_line(out, d, &tickwire_rt::text::terminal_safe(&topic), text, hex);
     }
     let mut obj = json_object(&topic, d.payload, hex);
     obj.insert("msg_id".into(), d.msg_id.into());
@@ -1379,7 +1379,9 @@ pub(crate) fn write_line(
     payload: &[u8],
     hex: bool,
 ) -> std::io::Result<()> {
-    let topic = terminal_safe(topic);
+    // A topic may hold C1 control characters (the protocol refuses only ASCII ones),
+    // which some terminals obey as escape sequences: never printed raw.
+    let topic = tickwire_rt::text::terminal_safe(topic);
     match (printable(payload), hex) {
         (Some(t), false) => writeln!(out, "{topic} {t}"),
         (None, false) if topic.starts_with("md/") => match md_text(payload) {
@@ -1460,24 +1462,6 @@ fn md_text(payload: &[u8]) -> Option<String> {
 }
 
 /// The payload as text, if it is UTF-8 without control characters (tabs allowed).
-/// `s` with its control characters escaped (`\u{9b}`): a topic may hold C1 control
-/// characters (the protocol refuses only ASCII ones), which some terminals obey as
-/// escape sequences; printed raw, a publisher could drive a subscriber's terminal.
-fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
 fn printable(payload: &[u8]) -> Option<&str> {
     std::str::from_utf8(payload)
         .ok()

@@ -64,23 +64,12 @@ fn text<'a>(v: &'a Value, k: &str) -> Cow<'a, str> {
     printable(v.get(k).and_then(Value::as_str).unwrap_or(""))
 }
 
-/// `s` with its control characters escaped (`\n`, `\u{1b}`, `\u{9b}`): strings in the
-/// document can come from clients, and a line break or an escape sequence printed raw
-/// would forge table lines or drive the admin's terminal. The router refuses them in
-/// HELLO names (docs/protocol.md 4.1); this holds for every field, and for older routers.
+/// `s` fit for a terminal: strings in the document can come from clients, and a line
+/// break or an escape sequence printed raw would forge table lines or drive the admin's
+/// terminal. The router refuses them in HELLO names (docs/protocol.md 4.1); this holds
+/// for every field, and for older routers.
 fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    tickwire_rt::text::terminal_safe(s)
 }
 
 /// Renders the stats document as a table.
