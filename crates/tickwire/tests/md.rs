@@ -301,29 +301,43 @@ fn injected_loss_is_recovered_and_the_stream_equals_a_lossless_run() {
     assert_matches_input(&session, &lossy);
 }
 
+/// [`run_path_on`] with A/B lines on `group` and `group_b`: 5% independent loss on each
+/// (`seed`), no re-request server, the feed waiting 20 ms for the other line.
+fn run_ab_lines(
+    session: &std::path::Path,
+    group: &str,
+    group_b: &str,
+    seed: &str,
+) -> (i32, String, Vec<(String, Vec<u8>)>) {
+    run_path_on(
+        session,
+        group,
+        &[
+            "--group-b",
+            group_b,
+            "--loss",
+            "0.05",
+            "--loss-b",
+            "0.05",
+            "--seed",
+            seed,
+            "--no-retransmit",
+        ],
+        &["--group-b", group_b, "--line-wait", "20ms"],
+    )
+}
+
 /// A/B lines (issue 19): 5% independent loss on each line and no re-request server:
 /// the feed handler fills every gap from the other line, nothing is lost or
 /// re-requested, and the stream is what the ITCH input says.
 #[test]
 fn ab_lines_with_loss_on_both_and_no_rerequest_server_lose_nothing() {
     let session = generate("ab.itch", "13");
+    let port = free_udp_port_pair();
+    let group = format!("239.255.42.{}:{port}", 1 + port % 200);
     let port_b = free_udp_port_pair();
     let group_b = format!("239.255.43.{}:{port_b}", 1 + port_b % 200);
-    let (code, out, stream) = run_path(
-        &session,
-        &[
-            "--group-b",
-            &group_b,
-            "--loss",
-            "0.05",
-            "--loss-b",
-            "0.05",
-            "--seed",
-            "5",
-            "--no-retransmit",
-        ],
-        &["--group-b", &group_b, "--line-wait", "20ms"],
-    );
+    let (code, out, stream) = run_ab_lines(&session, &group, &group_b, "5");
     assert_eq!(code, 0, "{out}");
     assert_eq!(counter(&out, "lost"), 0, "{out}");
     assert_eq!(counter(&out, "re-requests"), 0, "{out}");
@@ -344,22 +358,7 @@ fn ab_lines_on_the_same_port_are_each_received_once() {
     let port = free_udp_port_pair();
     let group = format!("239.255.47.{}:{port}", 1 + port % 200);
     let group_b = format!("239.255.48.{}:{port}", 1 + port % 200);
-    let (code, out, stream) = run_path_on(
-        &session,
-        &group,
-        &[
-            "--group-b",
-            &group_b,
-            "--loss",
-            "0.05",
-            "--loss-b",
-            "0.05",
-            "--seed",
-            "6",
-            "--no-retransmit",
-        ],
-        &["--group-b", &group_b, "--line-wait", "20ms"],
-    );
+    let (code, out, stream) = run_ab_lines(&session, &group, &group_b, "6");
     assert_eq!(code, 0, "{out}");
     assert_eq!(counter(&out, "lost"), 0, "{out}");
     assert_eq!(counter(&out, "messages"), 30_000, "{out}");
