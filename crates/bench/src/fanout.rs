@@ -105,12 +105,13 @@ kernel on the path. With --compare tickwire,raw the tickwire runs use it.
 Examples:
   tickwire bench fanout --preset pattern1 --scale 0.05
   tickwire bench fanout --preset pattern1 --scale 0.5 --compare tickwire,raw --pin 1,0 --idle block
-  tickwire bench fanout --preset pattern1 --sweep 0.1,0.2,0.3,0.5,1.0 --compare tickwire,raw \
+  tickwire bench fanout --preset pattern1 --sweep 0.1,0.2,0.3,0.5,1.0 --compare tickwire,raw \\
       --duration 4 --warmup 1 --pin 1,0 --idle block --json sweep.json --plot sweep.svg
   tickwire bench fanout --preset pattern1 --scale 0.2 --shm --pin 1,0 --idle spin
   tickwire bench fanout --preset pattern1 --scale 0.05 --target nats://127.0.0.1:4222
   tickwire bench fanout --preset mdd --scale 0.1 --duration 60 --pin --json mdd.json --plot mdd.svg
-  tickwire bench fanout --rate 100k --burst +100k --mix 100:67,600:33 --publishers 1 --subscribers 1
+  tickwire bench fanout --rate 100k --burst +100k --mix 100:67,600:33 --publishers 1 \\
+      --subscribers 1
   tickwire bench fanout --router 10.0.0.5:7420 --preset pattern2 --scale 0.2
 
 Ctrl-C stops the publishers; the subscribers drain and the report (and --json /

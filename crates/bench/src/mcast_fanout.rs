@@ -56,7 +56,7 @@ On loopback the kernel delivers a copy of each datagram to every member socket i
 the sender's sendto: the system part grows with N for raw UDP as for mcast.
 
 Examples:
-  tickwire bench mcast-fanout                                  # 1, 4, 8 receivers, 200k messages each
+  tickwire bench mcast-fanout                     # 1, 4, 8 receivers, 200k messages each
   tickwire bench mcast-fanout --receivers 1,8 --messages 500k --rate 50k --json mf.json";
 
 /// Options of `tickwire bench mcast-fanout`.

@@ -106,7 +106,7 @@ Examples:
   tickwire bench stream --transport tickwire --router 10.0.0.5:7420 --reflect-every 10
   tickwire bench stream --transport tickwire,tickwire-tls --size 100 --rates 500k,1M,2M
       TLS throughput against plaintext through the same router code, same run
-  tickwire bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \
+  tickwire bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \\
       --rates 4M,6M,8M,10M,12M --keep-going --idle block --pin 0,1
       shared memory against TCP through the router, beside both floors of the topology
 
@@ -1139,7 +1139,7 @@ fn print_report(
 ) {
     crate::outln!(out);
     crate::outln!(out,
-        "tickwire bench stream: {}-byte messages, 1 in {} reflected, {} s per rate after {} s warm-up (excluded); {} ({} cores)",
+        "tickwire bench stream: {}-byte messages, 1 in {} reflected, {} s per rate after {} s warm-up (excluded from rates and latencies; the sent/received counters include it); {} ({} cores)",
         args.size, args.reflect_every, args.step_secs, args.warmup_secs, machine.cpu_model, machine.cores
     );
     let pin = match args.pin {

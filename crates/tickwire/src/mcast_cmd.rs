@@ -182,7 +182,7 @@ struct RecvArgs {
     /// Exit once this many messages are accounted for (delivered or reported lost).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
-    /// Give up after this long (exit status 2 if --count was not reached).
+    /// Give up after this long (exit status 3 if --count was not reached).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Do not print messages (summary only).

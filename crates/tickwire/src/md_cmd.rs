@@ -350,14 +350,15 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     }
     if a.no_retransmit {
         println!(
-            "re-requests   not answered (--no-retransmit): {} received",
-            r.requests
+            "re-requests   {} received, none answered (--no-retransmit), {} malformed",
+            r.requests, r.bad_requests
+        );
+    } else {
+        println!(
+            "re-requests   {} answered ({} messages retransmitted), {} malformed",
+            r.requests, r.retransmitted_messages, r.bad_requests
         );
     }
-    println!(
-        "re-requests   {} answered ({} messages retransmitted), {} malformed",
-        r.requests, r.retransmitted_messages, r.bad_requests
-    );
     println!("heartbeats    {}", r.heartbeats);
     println!("send errors   {}", r.send_errors);
     if !r.lateness.is_empty() {

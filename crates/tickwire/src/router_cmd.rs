@@ -66,7 +66,8 @@ Examples:
   tickwire router --no-guaranteed                      # direct messages only, no spool
   tickwire router --cache 'md/>' --cache-depth 1       # last value of every md topic
   tickwire router --shm main --idle spin               # + shared memory: clients use shm:main
-  tickwire router --tls-listen 0.0.0.0:7443 --tls-cert router.pem --tls-key router.key --config router.toml
+  tickwire router --tls-listen 0.0.0.0:7443 --tls-cert router.pem --tls-key router.key \\
+      --config router.toml
 
 Last-value cache (--cache PATTERN, repeatable; config key cache = [\"md/>\"]): the router
 keeps the last message (--cache-depth N: the last N) of every topic matching a cache

@@ -850,7 +850,7 @@ impl Report {
 
         crate::outln!(
             out,
-            "\nper second (latency by intended send second, 2 significant digits; rates in msg/s):"
+            "\nper second (latency by intended send second, from histograms of 2 significant digits: each figure is the top of its bucket, within 1%; rates in msg/s):"
         );
         crate::outln!(
             out,
