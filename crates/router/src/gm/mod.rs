@@ -909,6 +909,11 @@ impl Engine {
         self.durable_id = self.store.next_id().saturating_sub(1);
         for q in self.queues.iter_mut().flatten() {
             q.cursor = 0;
+            // Counters start at recovery: what it found held counts as spooled (the
+            // replay also counted messages its later records acknowledged or moved,
+            // which no other counter shows), so spooled = depth + acked + dead_lettered
+            // + discarded from here on.
+            q.counters.spooled = q.depth;
         }
     }
 

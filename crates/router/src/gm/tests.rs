@@ -536,6 +536,16 @@ fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
     r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
     let got = deliveries(&mut r);
     assert_eq!(got, vec![(3, true), (4, true)]);
+    // Counters start at recovery (new-user pass: `spooled` counted the 4 replayed,
+    // acknowledged ones included, while `acked` started at 0): spooled is what it held.
+    let stats = r.stats_json();
+    let q = &stats["queues"][0];
+    assert_eq!(
+        (q["depth"].as_u64(), q["spooled"].as_u64()),
+        (Some(2), Some(2)),
+        "{q}"
+    );
+    assert_eq!(q["acked"].as_u64(), Some(0), "{q}");
     // New ids continue after the old ones.
     let mut log2 = MemLog {
         records: log.records.clone(),
