@@ -1230,7 +1230,8 @@ impl Core {
             );
             return false;
         }
-        if !self.may_publish(id, topic, now) {
+        let reply = m.reply.is_some_and(|r| !r.is_request());
+        if !self.may_publish(id, topic, now, reply) {
             // Refused whole and answered; the connection stays.
             self.deny_publish(id, m, guaranteed);
             return true;
@@ -1292,18 +1293,21 @@ impl Core {
 
     /// Whether client `id` may publish to `topic` (a validated topic): decided once per
     /// topic per connection ([`PublishCache`]); free for a client without publish rules.
-    /// A topic its rules refuse may still take a reply it owes (`allow_responses`).
+    /// A topic its rules refuse may still take a reply it owes (`allow_responses`):
+    /// only a reply (`reply`: the REPLY field without a reply topic), never a request or
+    /// a plain message, uses such a grant.
     #[inline]
-    fn may_publish(&mut self, id: Slot, topic: &str, now: MonoNanos) -> bool {
+    fn may_publish(&mut self, id: Slot, topic: &str, now: MonoNanos, reply: bool) -> bool {
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
         match (&mut c.publish_check, &c.identity) {
             (Some(cache), Some(identity)) => {
                 cache.may_publish(&identity.perms, topic)
-                    || c.responses
-                        .as_mut()
-                        .is_some_and(|r| r.take(topic, now.as_nanos()))
+                    || (reply
+                        && c.responses
+                            .as_mut()
+                            .is_some_and(|r| r.take(topic, now.as_nanos())))
             }
             _ => true,
         }

@@ -496,6 +496,30 @@ fn allow_responses_lets_a_responder_answer_each_request_once_and_nobody_else() {
     assert!(drain(&mut core, asker).is_empty());
 }
 
+/// Hostile-input probe: an `allow_responses` grant let its holder publish anything to
+/// the reply topic — a plain message (cached as the topic's last value) or a request of
+/// its own — not only the one reply the docs promise.
+#[test]
+fn a_reply_grant_is_used_only_by_a_reply() {
+    let mut core = responses_core();
+    let asker = login(&mut core, "a");
+    let svc = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, asker, 1, "_reply/>"), ["ACK 1"]);
+    assert_eq!(subscribe(&mut core, svc, 2, "svc/>"), ["ACK 2"]);
+    request(&mut core, asker, "svc/time", 7, "_reply/1/x");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    // A plain message and a request to the granted topic: refused, grant kept.
+    publish(&mut core, svc, "_reply/1/x");
+    assert!(drain(&mut core, svc)[0].contains("permission-denied"));
+    request(&mut core, svc, "_reply/1/x", 5, "svc/back");
+    assert!(drain(&mut core, svc)[0].contains("permission-denied"));
+    assert!(drain(&mut core, asker).is_empty());
+    // The reply itself goes through.
+    reply(&mut core, svc, "_reply/1/x", 7, T0);
+    assert!(drain(&mut core, svc).is_empty());
+    assert_eq!(drain(&mut core, asker), ["MSG _reply/1/x"]);
+}
+
 /// Hostile-input probe: a request's reply topic was checked for syntax only, so a
 /// requester could have a responder (publishing under `allow_responses`) deliver its
 /// answer to a topic the requester may not subscribe to — where others read.
