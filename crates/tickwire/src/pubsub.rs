@@ -34,12 +34,21 @@ Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
 
 Reconnecting: the first connection must succeed; after that, when the router restarts
 or the connection drops, the command reconnects with exponential backoff and jitter
-(for up to --give-up-after) and goes on; messages published while disconnected are kept
-(up to 1 MiB) and sent after the reconnection, the rest fail with a clear error.
-Messages that were in flight when the connection dropped may be lost (direct messaging;
---guaranteed for every message). Standard error tells of each loss ('disconnected: ...;
-reconnecting') and return ('reconnected after ...'), and the end of the command sums
-them up. --no-reconnect exits on a lost connection instead.
+(for up to --give-up-after) and goes on, on its schedule. Messages published while
+disconnected are kept (up to --offline-buffer, 1 MiB by default) and sent after the
+reconnection; once that buffer is full, the rest are dropped and counted until the
+connection is back. Messages that were in flight when the connection dropped may be
+lost too (direct messaging is not guaranteed; --guaranteed keeps and resends every
+message). Standard error tells of each loss ('disconnected: ...; reconnecting'), of the
+first message dropped, and of the return ('reconnected after ...'); the summary at the
+end says how many messages were sent and how many dropped. --no-reconnect exits on a
+lost connection instead.
+  Exit status (direct publishing): 0 every message sent (those published while
+disconnected kept and sent after reconnecting); 5 some were dropped while disconnected
+(offline buffer full; takes precedence over 130); 130 stopped by Ctrl-C before the last
+message (or, with --stdin, before the end of the input); 1 another error (the router
+not reached again within --give-up-after, the connection lost with --no-reconnect,
+...); 2 a usage error.
 
 Stopping: Ctrl-C (or SIGTERM) during --count or --stdin stops publishing (--stdin stops
 reading its input at once, even while no line comes; a partly read line is dropped);
@@ -129,12 +138,20 @@ pub struct PubArgs {
     /// Exit on a lost connection instead of reconnecting (direct publishing).
     #[arg(long, conflicts_with = "guaranteed")]
     no_reconnect: bool,
+    /// Direct publishing: most bytes (topics and payloads) kept while disconnected and
+    /// sent after reconnecting (e.g. 64K, 16M); beyond it messages are dropped and
+    /// counted.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "1M", conflicts_with = "guaranteed")]
+    offline_buffer: usize,
 }
 
 /// Exit status of `pub --guaranteed` when the router refused some messages.
 const EXIT_NACKED: u8 = 3;
 /// Exit status of `pub --guaranteed` when answers were missing at the timeout.
 const EXIT_UNANSWERED: u8 = 4;
+/// Exit status of a direct `pub` that dropped messages while disconnected (its offline
+/// buffer full).
+const EXIT_DROPPED: u8 = 5;
 /// Exit status of `pub` stopped by Ctrl-C (or SIGTERM) before its last message, as a
 /// shell reports a command that SIGINT ended.
 const EXIT_STOPPED: u8 = 130;
@@ -152,41 +169,50 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if a.guaranteed {
         return run_pub_guaranteed(a);
     }
-    let opts = link_options(
-        &a.router,
-        &a.name,
-        &a.login,
-        a.no_reconnect,
-        Some(a.give_up_after),
-    )?;
+    let opts = ReconnectOptions {
+        offline_buffer_bytes: a.offline_buffer,
+        ..link_options(
+            &a.router,
+            &a.name,
+            &a.login,
+            a.no_reconnect,
+            Some(a.give_up_after),
+        )?
+    };
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
+    let mut drops = Drops::new(a.offline_buffer);
     if a.stdin {
         let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
         let stop = tickwire_rt::StopFlag::install_saying(
             "stopping: sending what was read, then the summary (Ctrl-C again to abort)",
         );
         let read = each_line(max_frame, &stop, |text, caught_up| {
-            client.publish(&a.topic, text)?;
+            drops.publish(&mut client, &a.topic, text)?;
             if caught_up {
                 client.flush()?;
             }
-            client.take_notices(|ev| report_link(&ev));
+            client.take_notices(|ev| drops.notice(&ev));
             Ok(())
         });
         // The lines before one that could not be published still go out.
-        finish_publishing(&mut client)?;
-        let read = read?;
-        let n = count(read.lines, "message", "messages");
-        match read.stopped {
-            true => eprintln!("stopped: published {n} to {} (Ctrl-C)", a.topic),
-            false => eprintln!("published {n} to {}", a.topic),
+        let finished = finish_publishing(&mut client, &mut drops);
+        let (lines, stopped) = match &read {
+            Ok(r) => (r.lines, r.stopped),
+            Err(_) => (drops.taken + drops.dropped, false),
+        };
+        let n = count(drops.taken, "message", "messages");
+        let of = match drops.dropped {
+            0 => String::new(),
+            _ => format!(" of {lines}"),
+        };
+        match stopped {
+            true => eprintln!("stopped: published {n}{of} to {} (Ctrl-C)", a.topic),
+            false => eprintln!("published {n}{of} to {}", a.topic),
         }
+        drops.report();
         report_outages(&client);
-        client.close()?;
-        if read.stopped {
-            return Ok(ExitCode::from(EXIT_STOPPED));
-        }
-        return Ok(ExitCode::SUCCESS);
+        let e = read.err().or(finished.err());
+        return pub_end(client, &a, &drops, stopped, e);
     }
     let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
     let payload = payload_of(&a, max_frame)?;
@@ -195,7 +221,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         "stopping: sending what was published, then the summary (Ctrl-C again to abort)",
     );
     let start = tickwire_rt::MonoNanos::now();
-    let sent = pace(
+    let paced = pace(
         total,
         a.rate,
         start,
@@ -203,19 +229,31 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         &mut client,
         |c| c.flush(),
         |c, _| {
-            c.publish(&a.topic, &payload)?;
-            c.take_notices(|ev| report_link(&ev));
+            drops.publish(c, &a.topic, &payload)?;
+            c.take_notices(|ev| drops.notice(&ev));
             Ok(())
         },
-    )?;
-    client.flush()?;
+    );
     let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
-    finish_publishing(&mut client)?;
-    if total > 1 || sent < total {
+    let finished = match paced {
+        Ok(_) => client
+            .flush()
+            .map_err(anyhow::Error::from)
+            .and_then(|()| finish_publishing(&mut client, &mut drops)),
+        Err(e) => Err(e),
+    };
+    // Messages taken (sent, or kept to be sent) or dropped: those the schedule reached.
+    let done = drops.taken + drops.dropped;
+    // Kept while disconnected and never sent: the command gave up first.
+    let unsent = client.offline_buffered().1 as u64;
+    if total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
         let secs = elapsed.as_secs_f64().max(1e-9);
-        let of = match sent < total {
-            true => format!("stopped: {sent} of {total}"),
-            false => format!("published {total}"),
+        let sent = drops.taken - unsent;
+        let of = match (finished.is_err(), done < total, sent < total) {
+            (true, _, _) => format!("ended early: published {sent} of {total}"),
+            (false, true, _) => format!("stopped: published {sent} of {total}"),
+            (false, false, true) => format!("published {sent} of {total}"),
+            (false, false, false) => format!("published {total}"),
         };
         eprintln!(
             "{of} messages of {} to {} in {:.3} s: {:.0} msg/s, {:.1} MB/s",
@@ -226,14 +264,116 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             sent as f64 * payload.len() as f64 / secs / 1e6
         );
     }
+    drops.report();
     report_outages(&client);
+    pub_end(client, &a, &drops, done < total, finished.err())
+}
+
+/// The end of a direct `pub`, once its summary is printed: the error that ended it (the
+/// router out of reach for longer than --give-up-after, say), else the documented exit
+/// status.
+fn pub_end(
+    client: ReconnectingClient,
+    a: &PubArgs,
+    drops: &Drops,
+    stopped: bool,
+    failed: Option<anyhow::Error>,
+) -> anyhow::Result<ExitCode> {
+    if let Some(e) = failed {
+        return Err(match e.downcast::<tickwire_client::Error>() {
+            Ok(e) if a.no_reconnect && !client.is_connected() => {
+                anyhow::Error::new(e).context("connection lost (--no-reconnect)")
+            }
+            Ok(e) => poll_failed(e, Some(a.give_up_after), client.is_connected()),
+            Err(e) => e,
+        });
+    }
     client.close()?;
-    if sent < total {
+    if drops.dropped > 0 {
+        return Ok(ExitCode::from(EXIT_DROPPED));
+    }
+    if stopped {
         return Ok(ExitCode::from(EXIT_STOPPED));
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a direct `pub` dropped while disconnected with its offline buffer full: such a
+/// message is counted and the schedule goes on (direct messaging promises no delivery;
+/// refusing to go on would lose every later message too).
+struct Drops {
+    /// --offline-buffer, for the reports.
+    limit: usize,
+    /// Messages published, or kept to be sent after a reconnection.
+    taken: u64,
+    /// Messages dropped, over all outages.
+    dropped: u64,
+    /// Messages dropped in the outage under way (said at its end).
+    in_outage: u64,
+}
+
+impl Drops {
+    fn new(limit: usize) -> Drops {
+        Drops {
+            limit,
+            taken: 0,
+            dropped: 0,
+            in_outage: 0,
+        }
+    }
+
+    /// Publishes, or counts the message dropped when the offline buffer is full (the
+    /// first drop of an outage is said).
+    fn publish(
+        &mut self,
+        c: &mut ReconnectingClient,
+        topic: &str,
+        payload: &[u8],
+    ) -> Result<(), tickwire_client::Error> {
+        match c.publish(topic, payload) {
+            Ok(()) => self.taken += 1,
+            Err(tickwire_client::Error::OfflineBufferFull { .. }) => {
+                if self.in_outage == 0 {
+                    eprintln!(
+                        "offline buffer full ({}, --offline-buffer): dropping messages \
+                         until reconnected",
+                        count(self.limit as u64, "byte", "bytes")
+                    );
+                }
+                self.in_outage += 1;
+                self.dropped += 1;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Reports a connection change ([`report_link`]), with what the outage dropped.
+    fn notice(&mut self, ev: &LinkEvent<'_>) {
+        report_link(ev);
+        if matches!(ev, LinkEvent::Reconnected(_)) && self.in_outage > 0 {
+            eprintln!(
+                "  {} dropped during that outage (offline buffer full)",
+                count(self.in_outage, "message", "messages")
+            );
+            self.in_outage = 0;
+        }
+    }
+
+    /// The summary's line on drops, when there were any.
+    fn report(&self) {
+        if self.dropped == 0 {
+            return;
+        }
+        eprintln!(
+            "{} dropped while disconnected (the offline buffer of {}, --offline-buffer, \
+             was full): direct messages are not guaranteed; --guaranteed stores and \
+             resends every message",
+            count(self.dropped, "message", "messages"),
+            count(self.limit as u64, "byte", "bytes"),
+        );
+    }
+}
 /// How a pass over standard input ended: how many lines, and whether Ctrl-C stopped it
 /// before the end of the input.
 struct LinesRead {
@@ -329,8 +469,14 @@ fn report_outages(client: &ReconnectingClient) {
     if st.disconnects == 0 {
         return;
     }
+    // Kept during an outage that never ended: not sent.
+    let unsent = client.offline_buffered().1 as u64;
+    let lost = match unsent {
+        0 => String::new(),
+        n => format!(" ({n} of them never sent: no reconnection)"),
+    };
     eprintln!(
-        "{}, {}, {:.3} s disconnected; {} kept meanwhile and sent after reconnecting \
+        "{}, {}, {:.3} s disconnected; {} kept meanwhile to be sent after reconnecting{lost} \
          (messages in flight when a connection dropped may be lost)",
         count(st.disconnects, "disconnection", "disconnections"),
         count(st.reconnects, "reconnection", "reconnections"),
@@ -386,16 +532,16 @@ pub(crate) fn link_options(
 
 /// Sends what is buffered (waiting for a reconnection if the router is away, up to
 /// --give-up-after).
-fn finish_publishing(client: &mut ReconnectingClient) -> anyhow::Result<()> {
+fn finish_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> anyhow::Result<()> {
     client.flush()?;
-    client.take_notices(|ev| report_link(&ev));
+    client.take_notices(|ev| drops.notice(&ev));
     while !client.is_connected() || client.offline_buffered().1 > 0 {
         client.poll(Wait::Timeout(Duration::from_millis(100)), |ev| {
-            report_link(&ev);
+            drops.notice(&ev);
         })?;
     }
     client.flush()?;
-    client.take_notices(|ev| report_link(&ev));
+    client.take_notices(|ev| drops.notice(&ev));
     Ok(())
 }
 
@@ -628,9 +774,15 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if answered == Some(true) {
         p.close().ok();
     }
-    let stopped = sent?;
+    // The publisher reconnects on its own: a network error that reaches here means
+    // --give-up-after ran out, and the error says so (as `sub`'s does).
+    let gave_up = |e: tickwire_client::Error| poll_failed(e, Some(a.give_up_after), false);
+    let stopped = sent.map_err(|e| match e.downcast::<tickwire_client::Error>() {
+        Ok(e) => gave_up(e),
+        Err(e) => e,
+    })?;
     if let Some(e) = wait_failed {
-        return Err(e).context("waiting for the router's answers");
+        return Err(gave_up(e)).context("waiting for the router's answers");
     }
     if unanswered > 0 {
         eprintln!(
@@ -760,8 +912,9 @@ backoff (50 ms doubling to 1 s, with jitter), subscribes again and carries on
 ('reconnected after ...'). Messages published while it was away are not delivered
 (direct messaging keeps nothing; use --queue for that); at the end, --quiet reports
 the disconnections and, for publishers that number their messages (SEQ), how many
-are missing. --no-reconnect exits (status 0) on the first loss instead;
---give-up-after bounds the outage it waits through (default: forever; then exit 1).
+are missing. --no-reconnect exits on the first loss instead (the summary, the cause,
+status 1); --give-up-after bounds the outage it waits through (default: forever; then
+the summary and exit 1).
 
 Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received are
 written out, and standard error gets the summary that --quiet prints at the end
@@ -769,6 +922,11 @@ written out, and standard error gets the summary that --quiet prints at the end
 last', the rate only when 2 messages or more arrived over 10 ms or more; with the
 disconnections if any). Once
 stopping it does not reconnect. A second Ctrl-C aborts at once.
+
+Exit status: 0 --count messages printed, stopped by Ctrl-C, or standard output closed
+(`| head`); 1 the connection lost with --no-reconnect, the router not reached again
+within --give-up-after (both after the summary, with the cause), or another error;
+2 a usage error.
 
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
 --cache PATTERN`), the command first prints the cached messages of the matching topics,
@@ -804,7 +962,7 @@ binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
 subscription does: --give-up-after bounds the wait (default: forever; then exit 1),
---no-reconnect exits (status 0) instead, Ctrl-C ends the wait (after the connection
+--no-reconnect exits (the summary, the cause, status 1) instead, Ctrl-C ends the wait (after the connection
 attempt under way, if any). Messages
 printed but not yet acknowledged then come again, marked redelivered.
   tickwire sub --queue orders                        # consume and acknowledge
@@ -988,9 +1146,13 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             idle &= got == 0;
         }
         if let Some(reason) = lost.take() {
+            // An end a supervisor must tell from a normal one: the summary, then the
+            // cause and exit status 1 (as when --give-up-after ends the wait).
             out.flush().ok();
-            eprintln!("{reason} (--no-reconnect: exiting)");
-            break;
+            tally.report(&format!("({discarded} discarded by the router)"));
+            mcast.report();
+            mcast.close();
+            anyhow::bail!("{reason} (--no-reconnect)");
         }
         // A closed pipe (`tickwire sub ... | head`) ends the command quietly; the
         // buffered writer reports it on a write or on this flush, whichever comes first,
@@ -1092,8 +1254,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             eprintln!("disconnected: {e}; reconnecting");
             true
         },
-        true => |e| {
-            eprintln!("{e} (--no-reconnect: exiting)");
+        true => |_| {
             QUEUE_LOST.store(true, std::sync::atomic::Ordering::Relaxed);
             false
         },
@@ -1129,12 +1290,17 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         if let Err(e) = polled {
             out.flush().ok();
             // A stop request ended the reconnection; --no-reconnect said why it ends.
-            if stop.is_set() || QUEUE_LOST.load(std::sync::atomic::Ordering::Relaxed) {
-                if a.quiet || stop.is_set() {
-                    tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
-                }
+            if stop.is_set() {
+                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
                 consumer.close().ok();
                 return Ok(ExitCode::SUCCESS);
+            }
+            if QUEUE_LOST.load(std::sync::atomic::Ordering::Relaxed) {
+                // As the direct subscription: the summary, then the cause (exit 1).
+                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+                return Err(e).context(format!(
+                    "consuming queue {queue:?}: connection to the router lost (--no-reconnect)"
+                ));
             }
             let e = poll_failed(e, a.give_up_after, false);
             if e.to_string().starts_with(GAVE_UP) {

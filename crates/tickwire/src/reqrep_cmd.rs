@@ -456,12 +456,20 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
             failure: None,
         },
         Ok(st) => {
-            let mut e = format!("error: {cmd:?} {st}: ").into_bytes();
-            e.extend_from_slice(&err);
+            let mut e = format!("error: {cmd:?} {st}").into_bytes();
+            // A command that failed without a word: no dangling ": ".
+            let said = !err.trim_ascii().is_empty();
+            if said {
+                e.extend_from_slice(b": ");
+                e.extend_from_slice(&err);
+            }
             e.truncate(max);
             Answer {
                 payload: e,
-                failure: Some(format!("{cmd:?} {st}: {}", excerpt(&err))),
+                failure: Some(match said {
+                    true => format!("{cmd:?} {st}: {}", excerpt(&err)),
+                    false => format!("{cmd:?} {st} (nothing on its standard error)"),
+                }),
             }
         }
         Err(e) => failed(e),
