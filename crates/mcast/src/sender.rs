@@ -49,7 +49,10 @@ pub struct SenderConfig {
     pub retransmit_rate: u64,
     /// Retransmission burst: the most bytes retransmitted at once (1 MiB).
     pub retransmit_burst: u64,
-    /// Receivers whose flow reports are kept (64); the stalest is forgotten first.
+    /// Receivers whose flow reports are kept (64). When all are taken, a new receiver's
+    /// report replaces the stalest one only if that one is older than
+    /// [`REPORT_EXPIRY`]; otherwise it is refused (`status_refused`), so a flood of
+    /// made-up receiver ids cannot push out receivers that keep reporting.
     pub max_receivers: usize,
 }
 
@@ -141,6 +144,11 @@ pub struct SenderStats {
     pub nak_rate_limited: u64,
     /// Asked for datagrams already gone from the buffer.
     pub nak_unrecoverable: u64,
+    /// Unrecoverable NAKs not answered with a heartbeat of their own: one was queued
+    /// already, or one went out less than a heartbeat interval ago.
+    pub nak_heartbeat_suppressed: u64,
+    /// Flow reports from a new receiver not kept: every slot held a fresh report.
+    pub status_refused: u64,
     /// Datagrams from another session, or malformed.
     pub refused: u64,
     /// Originals not queued because the driver did not drain; they are recovered by NAK.
@@ -167,6 +175,10 @@ const EMPTY: u64 = u64::MAX;
 const MAX_PENDING: usize = 1024;
 const MAX_EVENTS: usize = 256;
 
+/// A flow report older than this may be replaced by a new receiver's (receivers report
+/// every 100 ms by default, so a live one is never this stale).
+pub const REPORT_EXPIRY: Duration = Duration::from_secs(1);
+
 /// One multicast stream's sender. Single-threaded; the caller owns IO and time.
 pub struct Sender {
     cfg: SenderConfig,
@@ -176,6 +188,11 @@ pub struct Sender {
     next_msg: u64,
     pending: VecDeque<Tx>,
     heartbeat: [u8; HEADER_LEN],
+    /// A heartbeat is in `pending`: another one would say the same.
+    heartbeat_queued: bool,
+    /// When a NAK last caused a heartbeat (`None`: never). At most one per
+    /// `heartbeat_interval`, so forged NAKs cannot make the sender flood the group.
+    nak_heartbeat_at: Option<MonoNanos>,
     last_send: MonoNanos,
     /// Retransmission budget: `retransmit_rate` bytes per second, `retransmit_burst`.
     budget: TokenBucket,
@@ -204,6 +221,8 @@ impl Sender {
             next_msg: 0,
             pending: VecDeque::with_capacity(MAX_PENDING),
             heartbeat: [0; HEADER_LEN],
+            heartbeat_queued: false,
+            nak_heartbeat_at: None,
             last_send: now,
             receivers: Vec::with_capacity(cfg.max_receivers),
             events: VecDeque::with_capacity(MAX_EVENTS),
@@ -389,7 +408,17 @@ impl Sender {
                 });
             }
             // The heartbeat carries the low mark: the receiver declares the gap at once.
-            self.queue_heartbeat(now);
+            // It goes to the whole group, so one per heartbeat interval tells every
+            // receiver; a NAK in between (a flood of forged ones included) costs none.
+            let interval = self.cfg.heartbeat_interval.as_nanos() as u64;
+            let recent = self
+                .nak_heartbeat_at
+                .is_some_and(|at| now.saturating_sub(at) < interval);
+            if self.heartbeat_queued || recent {
+                self.stats.nak_heartbeat_suppressed += 1;
+            } else if self.queue_heartbeat(now) {
+                self.nak_heartbeat_at = Some(now);
+            }
         }
         let linger = self.cfg.retransmit_linger.as_nanos() as u64;
         for seq in from.max(low)..end {
@@ -427,16 +456,31 @@ impl Sender {
             *r = report;
         } else if self.receivers.len() < self.cfg.max_receivers {
             self.receivers.push(report);
-        } else if let Some(r) = self.receivers.iter_mut().min_by_key(|r| r.at) {
-            *r = report;
+        } else {
+            // Only a report nobody refreshed for REPORT_EXPIRY gives way: receivers that
+            // keep reporting keep their slots, whatever ids a flood makes up.
+            let expiry = REPORT_EXPIRY.as_nanos() as u64;
+            match self.receivers.iter_mut().min_by_key(|r| r.at) {
+                Some(r) if now.saturating_sub(r.at) >= expiry => *r = report,
+                _ => self.stats.status_refused += 1,
+            }
         }
     }
 
-    fn queue_heartbeat(&mut self, now: MonoNanos) {
-        if self.pending.len() < MAX_PENDING {
-            self.pending.push_back(Tx::Heartbeat);
+    /// Queues a heartbeat unless one is queued already; false if none was queued.
+    fn queue_heartbeat(&mut self, now: MonoNanos) -> bool {
+        if self.heartbeat_queued {
+            // The queued one goes out with the next drain; the idle timer is served.
             self.last_send = now;
+            return false;
         }
+        if self.pending.len() >= MAX_PENDING {
+            return false;
+        }
+        self.pending.push_back(Tx::Heartbeat);
+        self.heartbeat_queued = true;
+        self.last_send = now;
+        true
     }
 
     /// Timers: flushes an open datagram, and sends a heartbeat when idle for the
@@ -471,6 +515,7 @@ impl Sender {
                     return Some(&self.slots[i].bytes);
                 }
                 Tx::Heartbeat => {
+                    self.heartbeat_queued = false;
                     let low = self.low();
                     let next_msg = self.next_msg_sent();
                     packet::write_header(
@@ -503,5 +548,149 @@ impl Sender {
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<SenderEvent> {
         self.events.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const T0: MonoNanos = MonoNanos(1_000_000_000);
+
+    fn header(s: &Sender, kind: Kind, count: u16, a: u64, b: u64, c: u64) -> [u8; HEADER_LEN] {
+        let mut d = [0u8; HEADER_LEN];
+        packet::write_header(
+            &mut d,
+            Header {
+                kind,
+                flags: 0,
+                session: s.session().0,
+                count,
+                a,
+                b,
+                c,
+            },
+        );
+        d
+    }
+
+    /// A sender whose buffer (4 datagrams) no longer holds datagram 0.
+    fn sender_past_its_buffer() -> Sender {
+        let cfg = SenderConfig {
+            buffer_datagrams: 4,
+            ..SenderConfig::default()
+        };
+        let mut tx = Sender::new(cfg, T0).unwrap();
+        for _ in 0..10 {
+            tx.publish(T0, "t", b"x", PublishOptions::default())
+                .unwrap();
+            tx.flush(T0);
+        }
+        while tx.poll_transmit().is_some() {}
+        assert!(tx.low() > 0);
+        tx
+    }
+
+    fn heartbeats_sent(tx: &mut Sender) -> u64 {
+        let mut n = 0;
+        while let Some(d) = tx.poll_transmit() {
+            if matches!(packet::decode(d), Ok(Datagram::Heartbeat { .. })) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Regression: every NAK for a datagram no longer held queued a heartbeat to the
+    /// whole group, outside any budget (293,800 forged NAKs in 2 s: ~136,000 datagrams).
+    #[test]
+    fn forged_naks_for_unheld_datagrams_cost_a_bounded_number_of_heartbeats() {
+        let mut tx = sender_past_its_buffer();
+        let nak = header(&tx, Kind::Nak, 1, 0, 7, 0);
+        // Thousands at one instant, drained between each (the worst case for coalescing).
+        let mut sent = 0;
+        for _ in 0..5000 {
+            tx.handle_nak(T0, &nak).unwrap();
+            sent += heartbeats_sent(&mut tx);
+        }
+        assert_eq!(sent, 1, "one heartbeat answers them all");
+        let st = tx.stats();
+        assert_eq!(st.nak_unrecoverable, 5000);
+        assert_eq!(st.nak_heartbeat_suppressed, 4999);
+        // Not drained at all: still one queued.
+        let mut tx = sender_past_its_buffer();
+        for _ in 0..5000 {
+            tx.handle_nak(T0, &nak).unwrap();
+        }
+        assert_eq!(heartbeats_sent(&mut tx), 1);
+        // Spread over 2 s, 1,000 per millisecond: one per heartbeat interval (10 ms).
+        let mut tx = sender_past_its_buffer();
+        let mut sent = 0;
+        for ms in 0..2000u64 {
+            let now = T0.add_nanos(ms * 1_000_000);
+            for _ in 0..1000 {
+                tx.handle_nak(now, &nak).unwrap();
+            }
+            sent += heartbeats_sent(&mut tx);
+        }
+        assert!(sent <= 200, "{sent} heartbeats for 2,000,000 NAKs");
+        assert!(sent >= 100, "the receivers still hear the range: {sent}");
+    }
+
+    #[test]
+    fn the_first_nak_for_an_unheld_datagram_is_answered_at_once() {
+        let mut tx = sender_past_its_buffer();
+        let low = tx.low();
+        tx.handle_nak(T0, &header(&tx, Kind::Nak, 1, 0, 7, 0))
+            .unwrap();
+        let d = tx.poll_transmit().unwrap();
+        match packet::decode(d).unwrap() {
+            Datagram::Heartbeat { low: l, .. } => assert_eq!(l, low),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            tx.poll_event(),
+            Some(SenderEvent::Unrecoverable {
+                receiver: 7,
+                from: 0,
+                to: 1
+            })
+        );
+    }
+
+    /// Regression: forged STATUS reports from 1,000 made-up receiver ids replaced all 64
+    /// report slots.
+    #[test]
+    fn a_flood_of_new_receiver_ids_does_not_evict_fresh_reports() {
+        let cfg = SenderConfig {
+            max_receivers: 4,
+            ..SenderConfig::default()
+        };
+        let mut tx = Sender::new(cfg, T0).unwrap();
+        for id in 1..=4 {
+            tx.handle_nak(T0, &header(&tx, Kind::Status, 0, 0, id, 0))
+                .unwrap();
+        }
+        let soon = T0.add_nanos(500_000_000);
+        for id in 1000..2000 {
+            tx.handle_nak(soon, &header(&tx, Kind::Status, 0, 0, id, 0))
+                .unwrap();
+        }
+        let ids: Vec<u64> = tx.receivers().iter().map(|r| r.receiver).collect();
+        assert_eq!(ids, [1, 2, 3, 4]);
+        assert_eq!(tx.stats().status_refused, 1000);
+        // The real receivers keep reporting; a report older than the expiry gives way.
+        for id in 1..=3 {
+            tx.handle_nak(soon, &header(&tx, Kind::Status, 0, 0, id, 0))
+                .unwrap();
+        }
+        let late = T0.add_duration(REPORT_EXPIRY);
+        tx.handle_nak(late, &header(&tx, Kind::Status, 0, 0, 9, 0))
+            .unwrap();
+        let ids: Vec<u64> = tx.receivers().iter().map(|r| r.receiver).collect();
+        assert_eq!(ids, [1, 2, 3, 9]);
+        assert_eq!(tx.receivers().len(), 4);
     }
 }
