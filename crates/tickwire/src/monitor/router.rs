@@ -3,6 +3,8 @@
 //! [`Snapshot`] the event loop hands over at its timer tick
 //! ([`tickwire_router::monitor`]), plus the latency probe's histograms.
 
+use std::cell::Cell;
+
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use tickwire_monitor::http::{Request, Response};
@@ -15,6 +17,16 @@ use super::{page, per_item, probe, Component, Family, Source};
 
 /// Connections listed on the dashboard.
 const DASHBOARD_CONNECTIONS: usize = 20;
+
+/// Patterns listed per row of `/connz?subs=1` and `/subsz` (the first in sorted
+/// order); the row's `patterns_total` and `patterns_truncated` say what was left out.
+const ROW_PATTERNS: usize = 1000;
+/// Patterns listed per page, all rows together: with patterns of at most 250 bytes
+/// (`MAX_TOPIC_BYTES`), a page's patterns take at most ~2 MiB of JSON, and the page
+/// (1,024 rows at most) stays under 4 MiB however many patterns clients hold. Unbounded,
+/// 10 clients of 10,000 patterns made a 23.6 MB answer, held whole (~62 MB of RSS each)
+/// while its requester did not read.
+const PAGE_PATTERNS: usize = 8192;
 
 /// The router as the monitoring endpoint sees it.
 pub struct RouterMonitor {
@@ -92,7 +104,8 @@ fn connz(clients: &[ClientView], req: &Request<'_>) -> Result<Value, String> {
         .query
         .get("subs")
         .is_some_and(|v| v == "1" || v == "true");
-    let build = Connection::with_patterns(subs);
+    let budget = Budget::new();
+    let build = Connection::with_patterns(subs.then_some(&budget));
     let mut doc = page(req, &lazy(sorted.into_iter(), &build));
     doc["sort"] = json!(sort);
     Ok(doc)
@@ -106,7 +119,46 @@ fn subsz(clients: &[ClientView], req: &Request<'_>) -> Value {
         .iter()
         .filter(|c| !c.patterns.is_empty())
         .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)));
-    page(req, &lazy(holders, &Subscriber::of))
+    let budget = Budget::new();
+    let build = |c| Subscriber::of(c, &budget);
+    page(req, &lazy(holders, &build))
+}
+
+/// What is left of a page's [`PAGE_PATTERNS`]; rows take from it as they are serialized
+/// (in page order).
+struct Budget(Cell<usize>);
+
+impl Budget {
+    fn new() -> Budget {
+        Budget(Cell::new(PAGE_PATTERNS))
+    }
+
+    /// The first (sorted) patterns of `c` its row lists, at most [`ROW_PATTERNS`] and
+    /// what is left of the page's budget.
+    fn take<'c>(&self, c: &'c ClientView) -> Patterns<'c> {
+        let total = c.patterns.len();
+        let n = total.min(ROW_PATTERNS).min(self.0.get());
+        self.0.set(self.0.get() - n);
+        let mut listed = if n == 0 {
+            Vec::new()
+        } else {
+            c.sorted_patterns()
+        };
+        listed.truncate(n);
+        Patterns {
+            patterns: listed,
+            patterns_total: total,
+            patterns_truncated: total - n,
+        }
+    }
+}
+
+/// A row's patterns, as many as its page allows ([`Budget`]), and how many there are.
+#[derive(Serialize)]
+struct Patterns<'a> {
+    patterns: Vec<&'a str>,
+    patterns_total: usize,
+    patterns_truncated: usize,
 }
 
 /// A list item whose JSON is built only when it is serialized. [`page`] serializes just
@@ -129,40 +181,47 @@ fn lazy<'a, T: ?Sized, F>(items: impl Iterator<Item = &'a T>, build: &'a F) -> V
 
 /// A `/connz` row: the client as [`ClientView`] serializes it, without `patterns`
 /// unless the request asked (`subs`).
-struct Connection<'a> {
+struct Connection<'a, 'b> {
     client: &'a ClientView,
-    subs: bool,
+    /// With the patterns (`subs`), taken from the page's budget.
+    subs: Option<&'b Budget>,
 }
 
-impl Connection<'_> {
-    /// Makes rows with the patterns (`subs`) or without.
-    fn with_patterns(subs: bool) -> impl for<'c> Fn(&'c ClientView) -> Connection<'c> {
+impl<'b> Connection<'_, 'b> {
+    /// Makes rows with the patterns (`subs`: a budget) or without.
+    fn with_patterns(
+        subs: Option<&'b Budget>,
+    ) -> impl for<'c> Fn(&'c ClientView) -> Connection<'c, 'b> {
         move |client| Connection { client, subs }
     }
 }
 
-impl Serialize for Connection<'_> {
+impl Serialize for Connection<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.subs {
-            return self.client.serialize(s);
-        }
-        // Every field but the patterns; no `..`, so a field added to the view must be
-        // decided on here.
+        // Every field of the view; no `..`, so a field added to it must be decided on here.
         let ClientView {
             stats,
             slow,
             patterns: _,
         } = self.client;
-        Unsubscribed { stats, slow: *slow }.serialize(s)
+        Row {
+            stats,
+            slow: *slow,
+            patterns: self.subs.map(|b| b.take(self.client)),
+        }
+        .serialize(s)
     }
 }
 
-/// [`ClientView`] without its patterns (the same keys otherwise).
+/// A `/connz` row: [`ClientView`]'s keys, the patterns bounded ([`Budget`]) and only
+/// with `subs`.
 #[derive(Serialize)]
-struct Unsubscribed<'a> {
+struct Row<'a> {
     #[serde(flatten)]
     stats: &'a ClientStats,
     slow: bool,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    patterns: Option<Patterns<'a>>,
 }
 
 /// A `/subsz` row.
@@ -170,15 +229,16 @@ struct Unsubscribed<'a> {
 struct Subscriber<'a> {
     id: ClientId,
     name: &'a str,
-    patterns: Vec<&'a str>,
+    #[serde(flatten)]
+    patterns: Patterns<'a>,
 }
 
 impl Subscriber<'_> {
-    fn of(c: &ClientView) -> Subscriber<'_> {
+    fn of<'c>(c: &'c ClientView, budget: &Budget) -> Subscriber<'c> {
         Subscriber {
             id: c.stats.id,
             name: &c.stats.name,
-            patterns: c.sorted_patterns(),
+            patterns: budget.take(c),
         }
     }
 }
@@ -532,7 +592,6 @@ impl Component for RouterMonitor {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
     use std::sync::Arc;
 
     use tickwire_monitor::query::Query;
@@ -596,7 +655,10 @@ mod tests {
             .iter()
             .map(|c| {
                 let mut v = serde_json::to_value(c).unwrap();
-                if !subs {
+                if subs {
+                    v["patterns_total"] = json!(c.patterns.len());
+                    v["patterns_truncated"] = json!(0);
+                } else {
                     v.as_object_mut().unwrap().remove("patterns");
                 }
                 v
@@ -614,7 +676,7 @@ mod tests {
             .iter()
             .filter(|c| !c.patterns.is_empty())
             .filter(|c| filter.is_none_or(|f| c.patterns.iter().any(|p| &**p == f)))
-            .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.sorted_patterns() }))
+            .map(|c| json!({ "id": c.stats.id, "name": c.stats.name, "patterns": c.sorted_patterns(), "patterns_total": c.patterns.len(), "patterns_truncated": 0 }))
             .collect();
         page(req, &list)
     }
@@ -672,10 +734,74 @@ mod tests {
         }
     }
 
+    /// Regression: `/connz?subs=1` and `/subsz` listed every pattern: 10 clients of
+    /// 10,000 patterns of 250 bytes made a 23.6 MB answer, built whole and held while
+    /// its requester did not read (16 such requests: router RSS 270 MB → 1,267 MB).
+    #[test]
+    fn patterns_are_bounded_per_row_and_per_page() {
+        let mut many = client(1, 0, &[]);
+        let patterns: Vec<Arc<str>> = (0..2 * ROW_PATTERNS)
+            .rev()
+            .map(|i| Arc::from(format!("{i:05}/{}", "x".repeat(244)).as_str()))
+            .collect();
+        assert!(patterns.iter().all(|p| p.len() == 250));
+        many.patterns = patterns;
+        many.stats.subscriptions = many.patterns.len();
+        // One client over the row bound: its first patterns, sorted, and the true count.
+        let one = [many.clone(), client(2, 0, &["a/x"])];
+        for doc in [
+            connz(&one, &request("subs=1")).unwrap(),
+            subsz(&one, &request("")),
+        ] {
+            let row = &doc["items"][0];
+            let listed = row["patterns"].as_array().unwrap();
+            assert_eq!(listed.len(), ROW_PATTERNS, "{}", row["name"]);
+            assert!(listed[0].as_str().unwrap().starts_with("00000/"));
+            assert!(listed[ROW_PATTERNS - 1]
+                .as_str()
+                .unwrap()
+                .starts_with("00999/"));
+            assert_eq!(row["patterns_total"], 2 * ROW_PATTERNS);
+            assert_eq!(row["patterns_truncated"], ROW_PATTERNS);
+            assert_eq!(doc["items"][1]["patterns"], json!(["a/x"]));
+            assert_eq!(doc["items"][1]["patterns_truncated"], 0);
+        }
+        // A full page of such clients: the page's budget, then rows with none listed.
+        let full: Vec<ClientView> = (0..1024)
+            .map(|id| ClientView {
+                stats: ClientStats {
+                    id: ClientId(id),
+                    ..many.stats.clone()
+                },
+                ..many.clone()
+            })
+            .collect();
+        for doc in [
+            connz(&full, &request("subs=1&limit=1024")).unwrap(),
+            subsz(&full, &request("limit=1024")),
+        ] {
+            let items = doc["items"].as_array().unwrap();
+            assert_eq!(items.len(), 1024);
+            let listed: usize = items
+                .iter()
+                .map(|r| r["patterns"].as_array().unwrap().len())
+                .sum();
+            assert_eq!(listed, PAGE_PATTERNS);
+            assert!(items
+                .iter()
+                .all(|r| r["patterns_total"] == 2 * ROW_PATTERNS));
+            let last = &items[1023];
+            assert_eq!(last["patterns"], json!([]));
+            assert_eq!(last["patterns_truncated"], 2 * ROW_PATTERNS);
+            let bytes = serde_json::to_vec(&doc).unwrap().len();
+            assert!(bytes <= 4 << 20, "{bytes} bytes");
+        }
+    }
+
     #[test]
     fn only_the_rows_on_the_page_are_built() {
         let items: Vec<u32> = (0..1000).collect();
-        let built = Cell::new(0);
+        let built = std::cell::Cell::new(0);
         let build = |i: &u32| {
             built.set(built.get() + 1);
             *i
