@@ -71,7 +71,15 @@ pub struct LatencyOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct Window {
     pub start_s: f64,
+    /// How much of the window the run covered: the window's length, or less for the
+    /// last one when the run ended inside it.
+    pub span_s: f64,
+    /// The run covered the whole window. Only complete windows give a window rate
+    /// ([`peak_rate`], the tables and plots): a partial window's updates over its short
+    /// span would be scaled up to a rate no full window had.
+    pub complete: bool,
     pub updates: u64,
+    /// Updates per second over `span_s`.
     pub rate: f64,
     pub mean_us: f64,
     pub p99_us: f64,
@@ -264,6 +272,49 @@ impl Recorder {
     }
 }
 
+/// The rows of `windows` ((index, latency) by receive time from the first update), the
+/// last update received `last_rx_ns` after the first: a window is complete when the run
+/// went on to its end, and the last one, where the run stopped, usually is not.
+fn window_rows(windows: &[(u64, Latency)], window_ns: u64, last_rx_ns: u64) -> Vec<Window> {
+    let window_s = window_ns as f64 / 1e9;
+    windows
+        .iter()
+        .map(|(w, l)| {
+            let s = l.summary();
+            let start_ns = w.saturating_mul(window_ns);
+            let complete = start_ns.saturating_add(window_ns) <= last_rx_ns;
+            let span_ns = if complete {
+                window_ns
+            } else {
+                // The last window ends at the last update, not a window later (at
+                // least 1 ns: a single update is a window of its own).
+                last_rx_ns.saturating_sub(start_ns).clamp(1, window_ns)
+            };
+            let span_s = span_ns as f64 / 1e9;
+            Window {
+                start_s: *w as f64 * window_s,
+                span_s,
+                complete,
+                updates: l.len(),
+                rate: l.len() as f64 / span_s,
+                mean_us: s.mean_us,
+                p99_us: s.p99_us,
+                max_us: s.max_us,
+            }
+        })
+        .collect()
+}
+
+/// The highest update rate of a complete window; None when the run was shorter than
+/// one window (no window complete), when there is no peak to give.
+pub fn peak_rate(windows: &[Window]) -> Option<f64> {
+    windows
+        .iter()
+        .filter(|w| w.complete)
+        .map(|w| w.rate)
+        .reduce(f64::max)
+}
+
 /// Seconds of per-second end-to-end histograms kept for the stall-free figures (about
 /// 30 KB each): a longer run's later seconds count in everything else, not there.
 pub const TIMELINE_SECONDS: usize = 600;
@@ -394,7 +445,6 @@ pub fn run_timed<S: Source>(
             }
         }
     }
-    let window_s = rec.window_ns as f64 / 1e9;
     let clients = accs
         .into_iter()
         .enumerate()
@@ -410,25 +460,7 @@ pub fn run_timed<S: Source>(
                 .zip(&a.hops)
                 .map(|(n, l)| (n.to_string(), l.summary()))
                 .collect(),
-            windows: a
-                .windows
-                .iter()
-                .map(|(w, l)| {
-                    let s = l.summary();
-                    let start_s = *w as f64 * window_s;
-                    // The last window ends at the last update, not a window later.
-                    let span = (a.last_rx_ns as f64 / 1e9 - start_s).min(window_s);
-                    let span = if span > 0.0 { span } else { window_s };
-                    Window {
-                        start_s,
-                        updates: l.len(),
-                        rate: l.len() as f64 / span,
-                        mean_us: s.mean_us,
-                        p99_us: s.p99_us,
-                        max_us: s.max_us,
-                    }
-                })
-                .collect(),
+            windows: window_rows(&a.windows, rec.window_ns, a.last_rx_ns),
             hists: a.hops,
         })
         .collect();
@@ -547,6 +579,50 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    fn window_of(index: u64, updates: u64) -> (u64, Latency) {
+        let mut l = Latency::new();
+        for _ in 0..updates {
+            l.record(1_000);
+        }
+        (index, l)
+    }
+
+    /// Regression: a 1.2 s run printed "69649 updates published (57940/s average,
+    /// 73235/s peak 1-s window)": the last 0.2 s were scaled up to a rate above the
+    /// whole run's count. Only complete windows give a window rate.
+    #[test]
+    fn a_partial_window_is_not_scaled_up_to_a_rate() {
+        const S: u64 = 1_000_000_000;
+        // Window 0 complete (50,000 updates), window 1 cut at 1.2 s (20,000 updates).
+        let rows = window_rows(
+            &[window_of(0, 50_000), window_of(1, 20_000)],
+            S,
+            1_200_000_000,
+        );
+        assert_eq!(rows.len(), 2);
+        assert!(rows[0].complete && !rows[1].complete);
+        assert_eq!(rows[0].span_s, 1.0);
+        assert!((rows[1].span_s - 0.2).abs() < 1e-9, "{}", rows[1].span_s);
+        assert_eq!(peak_rate(&rows), Some(50_000.0));
+        // A window ending exactly at the last update is complete.
+        let rows = window_rows(&[window_of(0, 10), window_of(1, 30)], S, 2 * S);
+        assert!(rows.iter().all(|w| w.complete));
+        assert_eq!(peak_rate(&rows), Some(30.0));
+    }
+
+    #[test]
+    fn a_run_shorter_than_one_window_has_no_peak() {
+        let rows = window_rows(&[window_of(0, 42_829)], 10_000_000_000, 1_170_000_000);
+        assert_eq!(rows.len(), 1);
+        assert!(!rows[0].complete);
+        assert_eq!(peak_rate(&rows), None);
+        // Nothing received at all: no rows, no peak.
+        assert_eq!(peak_rate(&window_rows(&[], 1_000_000_000, 0)), None);
+        // A single update: a window of 1 ns, not a division by zero.
+        let rows = window_rows(&[window_of(0, 1)], 1_000_000_000, 0);
+        assert!(rows[0].rate.is_finite() && !rows[0].complete);
     }
 
     /// Regression: the per-second timeline counted from the start of the measurement,

@@ -130,7 +130,9 @@ pub struct SpeedResult {
     pub feed_malformed: u64,
     pub published_updates: u64,
     pub updates_per_second: f64,
-    pub peak_window_rate: f64,
+    /// The highest update rate of a complete window of client 0; None when the run was
+    /// shorter than one window.
+    pub peak_window_rate: Option<f64>,
     pub lossless: bool,
     pub hops: Vec<(String, Summary)>,
     pub clients: Vec<ClientResult>,
@@ -618,7 +620,7 @@ fn one_speed(
         feed_malformed: fr.malformed,
         published_updates: fr.published,
         updates_per_second: fr.published as f64 / secs.max(1e-9),
-        peak_window_rate: windows.iter().map(|w| w.rate).fold(0.0, f64::max),
+        peak_window_rate: latency::peak_rate(&windows),
         lossless,
         hops,
         clients,
@@ -639,8 +641,15 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.publisher_lateness.p50_us,
         r.publisher_lateness.p99_us
     );
+    let peak = match r.peak_window_rate {
+        Some(rate) => format!("{rate:.0}/s peak {}-s window", window.as_secs_f64()),
+        None => format!(
+            "run shorter than one {}-s window: no peak",
+            window.as_secs_f64()
+        ),
+    };
     crate::outln!(out,
-        "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {:.0}/s peak {}-s window)",
+        "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {peak})",
         match r.target {
             Target::Tickwire => {
                 "feed handler (updates for trades and for changes to a book's top levels; \
@@ -655,8 +664,6 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.feed_malformed,
         r.published_updates,
         r.updates_per_second,
-        r.peak_window_rate,
-        window.as_secs_f64()
     );
     crate::outln!(
         out,
@@ -680,10 +687,20 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
     );
     crate::outln!(out, "{}", r.host.line("the run"));
     crate::outln!(out, "end to end, {}", r.stall_free.line());
+    // Complete windows only: the last one, where the run stopped, is partial, and its
+    // updates over less than a window would be scaled up to a rate no window had.
+    let secs = window.as_secs_f64();
+    if !r.windows.iter().any(|w| w.complete) {
+        crate::outln!(
+            out,
+            "\nlatency against update rate ({secs}-s windows, client 0): none, the run was \
+             shorter than one {secs}-s window"
+        );
+        return;
+    }
     crate::outln!(
         out,
-        "\nlatency against update rate ({}-s windows, client 0):",
-        window.as_secs_f64()
+        "\nlatency against update rate ({secs}-s windows, client 0):"
     );
     crate::outln!(
         out,
@@ -694,7 +711,7 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         "p99 µs",
         "max µs"
     );
-    for w in &r.windows {
+    for w in r.windows.iter().filter(|w| w.complete) {
         crate::outln!(
             out,
             "{:>8.0} {:>12.0} {:>10.2} {:>10.2} {:>10.2}",
@@ -703,6 +720,15 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
             w.mean_us,
             w.p99_us,
             w.max_us
+        );
+    }
+    for w in r.windows.iter().filter(|w| !w.complete) {
+        crate::outln!(
+            out,
+            "(left out: the last {:.2} s from {:.0} s, {} updates, a partial window)",
+            w.span_s,
+            w.start_s,
+            w.updates
         );
     }
 }
@@ -736,8 +762,10 @@ pub fn plot_windows(
 ) -> anyhow::Result<()> {
     let mut series = Vec::new();
     for (label, windows) in runs {
-        let mut mean: Vec<(f64, f64)> = windows.iter().map(|w| (w.rate, w.mean_us)).collect();
-        let mut p99: Vec<(f64, f64)> = windows.iter().map(|w| (w.rate, w.p99_us)).collect();
+        // Complete windows only: a partial one's rate is scaled up from less.
+        let complete = || windows.iter().filter(|w| w.complete);
+        let mut mean: Vec<(f64, f64)> = complete().map(|w| (w.rate, w.mean_us)).collect();
+        let mut p99: Vec<(f64, f64)> = complete().map(|w| (w.rate, w.p99_us)).collect();
         mean.sort_by(|a, b| a.0.total_cmp(&b.0));
         p99.sort_by(|a, b| a.0.total_cmp(&b.0));
         series.push(Series::new(format!("{label} mean"), mean));
