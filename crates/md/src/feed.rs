@@ -562,8 +562,12 @@ impl FeedHandler {
             PacketKind::Heartbeat | PacketKind::EndOfSession => {
                 if p.kind() == PacketKind::Heartbeat {
                     self.counters.heartbeats += 1;
-                } else {
+                } else if seq >= self.expected {
                     self.ended = true;
+                } else {
+                    // Announces an end before messages already applied: not this
+                    // session's end (a stale copy, or forged), so it ends nothing.
+                    return;
                 }
                 self.known_end = self.known_end.max(seq);
             }

@@ -208,7 +208,7 @@ pub fn run_monitored(
         }
         None => None,
     };
-    let req = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+    let req = request_socket(opts.request_to)?;
     req.set_nonblocking(true)?;
     let client_opts = ClientOptions {
         name: "tickwire-feed".into(),
@@ -408,6 +408,25 @@ pub fn run_monitored(
     Ok(report)
 }
 
+/// The re-request socket, bound to the local address the kernel sends to `to` from:
+/// loopback for a server on this host (so only local processes reach the socket), the
+/// outgoing interface's address for one on another host (a socket bound to loopback
+/// cannot send there: every re-request failed with "Invalid argument").
+fn request_socket(to: SocketAddrV4) -> std::io::Result<UdpSocket> {
+    let local = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|probe| {
+            probe.connect(to)?;
+            probe.local_addr()
+        })
+        .ok()
+        .and_then(|a| match a.ip() {
+            std::net::IpAddr::V4(ip) if !ip.is_unspecified() => Some(ip),
+            _ => None,
+        })
+        .unwrap_or(Ipv4Addr::LOCALHOST);
+    UdpSocket::bind(SocketAddrV4::new(local, 0))
+}
+
 /// Waits up to `limit` for a router to accept connections at `addr`.
 pub fn wait_for_router(addr: &str, limit: Duration) -> bool {
     let deadline = std::time::Instant::now() + limit;
@@ -418,4 +437,29 @@ pub fn wait_for_router(addr: &str, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hostile-input probe: the re-request socket was bound to 127.0.0.1, so a
+    /// re-request server on another host was never reached ("Invalid argument").
+    #[test]
+    fn the_request_socket_is_bound_where_the_server_is_reached_from() {
+        let local = request_socket("127.0.0.1:9".parse().unwrap()).unwrap();
+        assert_eq!(
+            local.local_addr().unwrap().ip(),
+            std::net::IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+        // A documentation address (TEST-NET-1): routed by the default route when
+        // there is one; never bound to loopback then.
+        let probe = UdpSocket::bind("0.0.0.0:0").unwrap();
+        if probe.connect("192.0.2.1:9").is_ok() {
+            let remote = request_socket("192.0.2.1:9".parse().unwrap()).unwrap();
+            let ip = remote.local_addr().unwrap().ip();
+            assert_eq!(ip, probe.local_addr().unwrap().ip());
+            assert!(!ip.is_loopback(), "{ip}");
+        }
+    }
 }

@@ -906,3 +906,34 @@ fn a_packet_lost_on_both_lines_is_rerequested_after_the_line_wait() {
     );
     assert!(!f.recovering());
 }
+
+/// Hostile-input probe: one forged End of Session with an old sequence number (1)
+/// stopped the feed partway through; an end announced before messages already applied
+/// ends nothing.
+#[test]
+fn an_end_of_session_behind_what_was_applied_ends_nothing() {
+    let msgs = messages(5, 2_000, 35);
+    let pkts = packetize(session(), 1, &msgs, 1400);
+    let (mut f, mut stream) = fresh();
+    for p in &pkts[..3] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let stale = MoldHeader {
+        session: session(),
+        sequence: 1,
+        count: 0xFFFF,
+    };
+    deliver(&mut f, &mut stream, &stale.to_bytes(), None);
+    assert!(!f.session_ended());
+    for p in &pkts[3..] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    assert_eq!(f.counters().messages, msgs.len() as u64);
+    let eos = MoldHeader {
+        session: session(),
+        sequence: msgs.len() as u64 + 1,
+        count: 0xFFFF,
+    };
+    deliver(&mut f, &mut stream, &eos.to_bytes(), None);
+    assert!(f.session_ended());
+}
