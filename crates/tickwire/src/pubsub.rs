@@ -250,8 +250,8 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let sent = drops.taken - unsent;
         let of = match (finished.is_err(), done < total, sent < total) {
-            (true, _, _) => format!("ended early: published {sent} of {total}"),
-            (false, true, _) => format!("stopped: published {sent} of {total}"),
+            (true, _, _) => format!("ended early: {sent} of {total}"),
+            (false, true, _) => format!("stopped: {sent} of {total}"),
             (false, false, true) => format!("published {sent} of {total}"),
             (false, false, false) => format!("published {total}"),
         };
