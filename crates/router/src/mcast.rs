@@ -355,6 +355,8 @@ impl Multicast {
                     "nak_suppressed": st.nak_suppressed,
                     "nak_rate_limited": st.nak_rate_limited,
                     "nak_unrecoverable": st.nak_unrecoverable,
+                    "nak_heartbeat_suppressed": st.nak_heartbeat_suppressed,
+                    "status_refused": st.status_refused,
                     "receivers": reports.len(),
                     "receiver_reports": reports,
                 })

@@ -499,7 +499,9 @@ fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyh
         "messages": st.messages, "datagrams": st.datagrams, "seconds": took.as_secs_f64(),
         "heartbeats": st.heartbeats, "naks": st.naks, "retransmitted": st.retransmitted,
         "nak_suppressed": st.nak_suppressed, "nak_rate_limited": st.nak_rate_limited,
-        "nak_unrecoverable": st.nak_unrecoverable, "dropped_by_loss": dropped,
+        "nak_unrecoverable": st.nak_unrecoverable,
+        "nak_heartbeat_suppressed": st.nak_heartbeat_suppressed,
+        "status_refused": st.status_refused, "dropped_by_loss": dropped,
         "send_errors": send_errors, "receivers": receivers,
     });
     let doc = merged(doc, cpu.per_message_json(st.messages));

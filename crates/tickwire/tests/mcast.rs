@@ -127,6 +127,7 @@ fn every_receiver_gets_every_message_in_order_under_1_and_5_percent_loss() {
         assert_eq!(u(&sent, "messages"), count);
         assert!(u(&sent, "dropped_by_loss") > 0, "{sent}");
         assert!(u(&sent, "retransmitted") > 0, "{sent}");
+        assert_eq!(u(&sent, "status_refused"), 0, "{sent}");
         for r in receivers {
             let (doc, _) = r.finish();
             assert_everything_in_order(&doc, count);

@@ -137,6 +137,9 @@ fn stream_stats_account_for(router: &RouterProc, g: &str, n: u64, lossy: bool) {
         assert_eq!(s["topics"], serde_json::json!(["md/>"]), "{s}");
         assert_eq!(u(s, "messages"), n, "{s}");
         assert!((1..=n).contains(&u(s, "datagrams")), "{s}");
+        // Honest receivers: nothing refused, no NAK for a datagram already gone.
+        assert_eq!(u(s, "status_refused"), 0, "{s}");
+        assert_eq!(u(s, "nak_heartbeat_suppressed"), 0, "{s}");
         if lossy {
             assert!(u(s, "naks") > 0 && u(s, "retransmitted") > 0, "{s}");
         }

@@ -219,7 +219,9 @@ fn no_reconnect_exits_when_the_router_goes() {
     publish_until_seen(&addr, "t/a", "x", &lines);
     router.kill9();
     let status = common::wait_child(&mut sub, Duration::from_secs(10), "sub --no-reconnect");
-    assert!(status.success(), "{status}");
+    // The router's loss is an error for a sub that may not reconnect (new-user pass:
+    // it exited 0, so a supervisor could not tell a crash from a normal end).
+    assert_eq!(status.code(), Some(1), "{status}");
 }
 
 /// `reply --no-reconnect` ends with its router, and `--give-up-after` bounds its
