@@ -22,7 +22,11 @@ reason needs the router's stats, which only admin users may read; others get the
 
 Examples:
   tickwire cache show 'md/>'                       # every cached market-data topic
-  tickwire cache show 'md/NASDAQ/AAPL' --print-json";
+  tickwire cache show 'md/NASDAQ/AAPL' --print-json
+
+Exit status: 0 printed (also when nothing is cached: standard error says why); 1 an
+error, printed (the router not reached, a refused login); 2 a usage error (a bad
+pattern or flag).";
 
 #[derive(Args)]
 #[command(after_help = CACHE_HELP)]

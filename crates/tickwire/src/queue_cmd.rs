@@ -24,7 +24,12 @@ Examples:
   tickwire queue list                                        # depth and counters
   tickwire queue show orders --print-json | jq .depth
   tickwire queue purge orders                                # drop its messages
-  tickwire queue delete orders";
+  tickwire queue delete orders
+
+Exit status (every queue command): 0 done; 1 an error, printed (the router not
+reached, no such queue, a queue of that name exists, not permitted, guaranteed
+messaging off on the router); 2 a usage error (a bad flag, or a create no publish
+could reach: neither --sub nor --no-sub).";
 
 /// `tickwire queue ...`.
 #[derive(Args)]

@@ -90,7 +90,12 @@ In a config file, one table per stream:
   interface = \"127.0.0.1\"    # where multicast leaves (loopback: this host only)
   buffer = 4096              # datagrams kept for retransmission
   max_datagram = 1400
-  retransmit_rate = 67108864 # bytes/s of retransmissions at most";
+  retransmit_rate = 67108864 # bytes/s of retransmissions at most
+
+Exit status: 0 after a clean shutdown (Ctrl-C or SIGTERM: clients closed, the spool
+flushed); 1 an error, printed (a listener address in use, a spool directory locked by
+another router or unreadable, a certificate that does not load); 2 a usage or
+configuration error (a bad flag, config key or value), before anything starts.";
 
 #[derive(Args)]
 #[command(after_help = ROUTER_HELP)]

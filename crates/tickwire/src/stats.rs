@@ -23,7 +23,10 @@ client itself appears in the list.
 Examples:
   tickwire stats                                  # table of clients and totals
   tickwire stats --router 10.0.0.5:7420           # another router
-  tickwire stats --print-json | jq .router.totals # the raw document (docs/protocol.md)";
+  tickwire stats --print-json | jq .router.totals # the raw document (docs/protocol.md)
+
+Exit status: 0 printed; 1 an error, printed (the router not reached, a refused login,
+not permitted: the document is for admin users); 2 a usage error.";
 
 #[derive(Args)]
 #[command(after_help = STATS_HELP)]

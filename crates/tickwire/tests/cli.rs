@@ -202,6 +202,23 @@ fn dead_addr() -> SocketAddr {
         .unwrap()
 }
 
+/// New-user pass: these commands' help did not say what their exit statuses mean.
+#[test]
+fn router_stats_queue_and_cache_help_state_their_exit_statuses() {
+    for cmd in [
+        &["router", "--help"][..],
+        &["stats", "--help"],
+        &["queue", "--help"],
+        &["cache", "show", "--help"],
+    ] {
+        let out = ok(cmd);
+        assert!(
+            out.contains("Exit status") && out.contains("2 a usage"),
+            "{cmd:?}:\n{out}"
+        );
+    }
+}
+
 #[test]
 fn help_mentions_the_key_words() {
     let out = ok(&["--help"]);

@@ -989,8 +989,13 @@ fn decode_body(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
             r.zero16()?;
             r.zero16()?;
             let value = r.u64()?;
-            let start = crate::gm::Start::from_parts(how, value)
-                .ok_or_else(|| r.malformed("unknown start position"))?;
+            let start = crate::gm::Start::from_parts(how, value).ok_or_else(|| {
+                r.malformed(if how <= 1 {
+                    "a start position of queue or beginning takes a value of 0"
+                } else {
+                    "unknown start position"
+                })
+            })?;
             let queue = r.name()?;
             if queue.is_empty() {
                 return Err(r.malformed("empty queue name"));

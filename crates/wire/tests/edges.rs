@@ -70,3 +70,18 @@ fn a_long_name_is_truncated_at_a_character_boundary() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Hostile-input probe: BIND with start "beginning" and a non-zero value was refused as
+/// an "unknown start position", which named the wrong field.
+#[test]
+fn a_bind_from_the_beginning_with_a_value_names_the_value() {
+    let mut b = Vec::new();
+    tickwire_wire::gm::encode_bind(&mut b, 1, 8, tickwire_wire::gm::Start::Beginning, "q");
+    // header 8, request_id 4, window 4, how 2, zeros 6: the value's first byte.
+    b[8 + 4 + 4 + 2 + 6] = 5;
+    let e = frame::decode(&b, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("takes a value of 0"), "{e}");
+    b[8 + 4 + 4] = 7;
+    let e = frame::decode(&b, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("unknown start position"), "{e}");
+}
