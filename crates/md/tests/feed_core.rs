@@ -432,6 +432,16 @@ fn bad_messages_inside_a_good_packet_are_counted_and_consume_their_sequence_numb
     assert_eq!(f.books().book(9).unwrap().top().ask.price, 200);
 }
 
+/// The followed session's End of Session packet announcing `sequence`.
+fn end_of_session(sequence: u64) -> [u8; 20] {
+    MoldHeader {
+        session: session(),
+        sequence,
+        count: 0xFFFF,
+    }
+    .to_bytes()
+}
+
 #[test]
 fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
     let msgs = messages(5, 2_000, 9);
@@ -456,12 +466,12 @@ fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
         deliver(&mut f, &mut stream, p, None);
     }
     assert!(!f.session_ended());
-    let eos = MoldHeader {
-        session: session(),
-        sequence: msgs.len() as u64 + 1,
-        count: 0xFFFF,
-    };
-    deliver(&mut f, &mut stream, &eos.to_bytes(), None);
+    deliver(
+        &mut f,
+        &mut stream,
+        &end_of_session(msgs.len() as u64 + 1),
+        None,
+    );
     assert!(f.session_ended());
     assert!(!f.recovering());
     assert_eq!(f.counters().messages, msgs.len() as u64);
@@ -918,22 +928,17 @@ fn an_end_of_session_behind_what_was_applied_ends_nothing() {
     for p in &pkts[..3] {
         deliver(&mut f, &mut stream, p, None);
     }
-    let stale = MoldHeader {
-        session: session(),
-        sequence: 1,
-        count: 0xFFFF,
-    };
-    deliver(&mut f, &mut stream, &stale.to_bytes(), None);
+    deliver(&mut f, &mut stream, &end_of_session(1), None);
     assert!(!f.session_ended());
     for p in &pkts[3..] {
         deliver(&mut f, &mut stream, p, None);
     }
     assert_eq!(f.counters().messages, msgs.len() as u64);
-    let eos = MoldHeader {
-        session: session(),
-        sequence: msgs.len() as u64 + 1,
-        count: 0xFFFF,
-    };
-    deliver(&mut f, &mut stream, &eos.to_bytes(), None);
+    deliver(
+        &mut f,
+        &mut stream,
+        &end_of_session(msgs.len() as u64 + 1),
+        None,
+    );
     assert!(f.session_ended());
 }
