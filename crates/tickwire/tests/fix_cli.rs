@@ -347,7 +347,9 @@ fn a_malformed_typed_message_is_refused_and_uses_no_sequence_number() {
         venue.output()
     );
     // Only the good message went out and arrived: no other application message, no
-    // Reject, no ResendRequest, nothing the acceptor could not parse.
+    // Reject, no ResendRequest, nothing the acceptor could not parse. (The OUT line may
+    // be printed after SENT and after the acceptor read the message: wait for it.)
+    client.wait(&["OUT", c, "|35=D|"]);
     assert_eq!(
         client.count_ever(&["OUT", c, "|35=D|"]),
         1,
