@@ -57,7 +57,11 @@ the sender's sendto: the system part grows with N for raw UDP as for mcast.
 
 Examples:
   tickwire bench mcast-fanout                     # 1, 4, 8 receivers, 200k messages each
-  tickwire bench mcast-fanout --receivers 1,8 --messages 500k --rate 50k --json mf.json";
+  tickwire bench mcast-fanout --receivers 1,8 --messages 500k --rate 50k --json mf.json
+
+Exit status: 0 when every run was measured and every mcast receiver got every message
+in order, 1 when one did not (or on an error), 130 when Ctrl-C stopped the run, 2 for
+a usage error.";
 
 /// Options of `tickwire bench mcast-fanout`.
 #[derive(Debug, clap::Args)]
@@ -215,7 +219,21 @@ pub fn run(
         |_| Ok(()),
         report::Announce::Wrote,
     )?;
-    Ok(report::exit_code(stop.is_set()))
+    Ok(exit_code(&runs, stop.is_set()))
+}
+
+/// 1 when a completed mcast run lost or reordered anything (reliable multicast must
+/// not), else [`report::exit_code`].
+fn exit_code(runs: &[RunResult], stopped: bool) -> ExitCode {
+    if !stopped
+        && runs
+            .iter()
+            .any(|r| r.kind == Kind::Mcast && !r.all_in_order)
+    {
+        ExitCode::FAILURE
+    } else {
+        report::exit_code(stopped)
+    }
 }
 
 /// Raw UDP ping-pong between two threads of this process on 127.0.0.1 (blocking
@@ -585,6 +603,34 @@ mod tests {
         let r = summarise(Kind::Mcast, 2, 10, 5.0, sender, rs);
         assert!(!r.all_in_order);
         assert_eq!((r.one_way_p50_us, r.delivered_min), (20.0, 9));
+    }
+
+    #[test]
+    fn an_mcast_run_short_of_a_message_fails_the_command_a_raw_one_does_not() {
+        let sender = serde_json::json!({"messages": 10, "cpu_ns_per_msg": 1.0});
+        let run = |kind, delivered| {
+            summarise(
+                kind,
+                1,
+                10,
+                1.0,
+                sender.clone(),
+                vec![recv(1.0, 2.0, delivered)],
+            )
+        };
+        let code = |runs: &[RunResult], stopped| format!("{:?}", exit_code(runs, stopped));
+        let ok = format!("{:?}", ExitCode::SUCCESS);
+        let failure = format!("{:?}", ExitCode::FAILURE);
+        assert_eq!(code(&[run(Kind::Raw, 9), run(Kind::Mcast, 10)], false), ok);
+        assert_eq!(
+            code(&[run(Kind::Raw, 10), run(Kind::Mcast, 9)], false),
+            failure
+        );
+        // Stopped by the user: a short run is expected; 130 as after SIGINT.
+        assert_eq!(
+            code(&[run(Kind::Mcast, 9)], true),
+            format!("{:?}", ExitCode::from(130))
+        );
     }
 
     #[test]

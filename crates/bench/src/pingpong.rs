@@ -92,7 +92,11 @@ Examples:
   tickwire bench pingpong --transports shm,tickwire-shm,tcp,tickwire --sizes 64 --pin 0,1
   tickwire bench pingpong --transports tickwire --router 10.0.0.5:7420
 
-Ctrl-C stops the run and still prints (and writes) what was measured.";
+Ctrl-C stops the run and still prints (and writes) what was measured.
+
+Exit status: 0 when every transport was measured, 130 when Ctrl-C stopped the run
+(what was measured is still reported), 1 when a transport could not be measured (an
+error, e.g. the router would not start), 2 for a usage error.";
 
 /// Options of `tickwire bench pingpong`.
 #[derive(Debug, clap::Args)]
@@ -105,7 +109,13 @@ Ctrl-C stops the run and still prints (and writes) what was measured.";
 pub struct PingpongArgs {
     /// Message sizes in bytes (payload), comma-separated; each is measured in turn.
     /// At least 8 (the ping carries its sequence number); at most 65507 for udp.
-    #[arg(long, value_delimiter = ',', default_value = "64,100,600,1024,1472", value_parser = parse_ping_size)]
+    #[arg(
+        long,
+        alias = "size",
+        value_delimiter = ',',
+        default_value = "64,100,600,1024,1472",
+        value_parser = parse_ping_size
+    )]
     pub sizes: Vec<usize>,
 
     /// Measured pings per size and transport (after the warm-up); `20k`, `1M` work too.
@@ -122,7 +132,12 @@ pub struct PingpongArgs {
     /// pairs, the floor of tickwire-shm), tickwire (through the router over TCP) and
     /// tickwire-shm (through the router over shared memory), tickwire-tls (through the
     /// router over TLS).
-    #[arg(long, value_delimiter = ',', default_value = "tcp,udp,tickwire")]
+    #[arg(
+        long,
+        alias = "transport",
+        value_delimiter = ',',
+        default_value = "tcp,udp,tickwire"
+    )]
     pub transports: Vec<Transport>,
 
     /// Idle strategy of both ends and of the router this bench starts: `spin`

@@ -110,7 +110,11 @@ Examples:
       --rates 4M,6M,8M,10M,12M --keep-going --idle block --pin 0,1
       shared memory against TCP through the router, beside both floors of the topology
 
-Ctrl-C stops the run and still prints (and writes) what was measured.";
+Ctrl-C stops the run and still prints (and writes) what was measured.
+
+Exit status: 0 when every step was run (a saturated, INVALID or lossy step is a result,
+not a failure: a sweep is meant to reach them), 130 when Ctrl-C stopped the run, 1 when
+a transport could not be measured (an error), 2 for a usage error.";
 
 /// Options of `tickwire bench stream`.
 #[derive(Debug, clap::Args)]

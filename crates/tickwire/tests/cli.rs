@@ -219,6 +219,19 @@ fn router_stats_queue_and_cache_help_state_their_exit_statuses() {
     }
 }
 
+/// New-user pass: the bench commands that measure without a pass/fail verdict did not
+/// say what their exit statuses mean either.
+#[test]
+fn bench_pingpong_stream_and_mcast_fanout_help_state_their_exit_statuses() {
+    for sub in ["pingpong", "stream", "mcast-fanout"] {
+        let out = ok(&["bench", sub, "--help"]);
+        assert!(
+            out.contains("Exit status:") && out.contains("130 when Ctrl-C stopped the run"),
+            "bench {sub}:\n{out}"
+        );
+    }
+}
+
 #[test]
 fn help_mentions_the_key_words() {
     let out = ok(&["--help"]);
