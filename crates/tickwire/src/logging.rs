@@ -3,7 +3,10 @@
 //!
 //! The level filter sits behind a `tracing_subscriber::reload` layer; the log file
 //! behind a mutex that SIGHUP swaps for a freshly opened file (so logrotate's
-//! rename-then-HUP works). Neither is on a hot path: nothing logs per message.
+//! rename-then-HUP works). Between them, [`Throttle`] writes at most
+//! [`LINES_PER_SECOND_PER_PLACE`] lines a second from one place in the code (a peer
+//! can make the router log per connection) and counts the rest. None of this is on a
+//! hot path: nothing logs per message.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -88,7 +91,9 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_target(false);
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(ThrottleLayer::default());
     match args.log_format {
         LogFormat::Text => registry.with(fmt.with_ansi(ansi)).try_init(),
         LogFormat::Json => registry
@@ -102,6 +107,130 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
         file,
     });
     Ok(())
+}
+
+/// Lines a second one place in the code may log (each `tracing::info!` etc. is a
+/// place); the rest of that second's lines from there are counted, not written.
+pub const LINES_PER_SECOND_PER_PLACE: u32 = 100;
+
+/// What [`Throttle::admit`] decided for one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Write it; first say that `suppressed` lines from the same place were not
+    /// written in the windows since the last one written (0: none).
+    Write { suppressed: u64 },
+    /// Count it, do not write it.
+    Suppress,
+}
+
+/// Per-place log budget: at most `per_window` lines per place per `window`, so a peer
+/// that makes the router log (a connection flood, a stream of refused logins) cannot
+/// make it write in proportion to what it sends. Pure: time is a parameter. The places
+/// are the program's call sites, so the map is bounded by the code.
+#[derive(Debug)]
+pub struct Throttle {
+    per_window: u32,
+    window: std::time::Duration,
+    places: std::collections::HashMap<usize, Place>,
+}
+
+#[derive(Debug)]
+struct Place {
+    window_start: std::time::Instant,
+    written: u32,
+    suppressed: u64,
+}
+
+impl Throttle {
+    pub fn new(per_window: u32, window: std::time::Duration) -> Throttle {
+        Throttle {
+            per_window,
+            window,
+            places: std::collections::HashMap::new(),
+        }
+    }
+
+    /// One line from `place` at `now`.
+    pub fn admit(&mut self, place: usize, now: std::time::Instant) -> Admit {
+        let p = self.places.entry(place).or_insert(Place {
+            window_start: now,
+            written: 0,
+            suppressed: 0,
+        });
+        if now.saturating_duration_since(p.window_start) >= self.window {
+            p.window_start = now;
+            p.written = 0;
+        }
+        if p.written >= self.per_window {
+            p.suppressed += 1;
+            return Admit::Suppress;
+        }
+        p.written += 1;
+        Admit::Write {
+            suppressed: std::mem::take(&mut p.suppressed),
+        }
+    }
+}
+
+/// [`Throttle`] over every event that passed the level filter, one second windows.
+/// A place's suppressed count is reported by a line of its own just before the next
+/// line that place writes.
+struct ThrottleLayer {
+    throttle: Mutex<Throttle>,
+}
+
+impl Default for ThrottleLayer {
+    fn default() -> Self {
+        ThrottleLayer {
+            throttle: Mutex::new(Throttle::new(
+                LINES_PER_SECOND_PER_PLACE,
+                std::time::Duration::from_secs(1),
+            )),
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ThrottleLayer {
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let meta = event.metadata();
+        let place = meta as *const tracing::Metadata<'static> as usize;
+        let admit = self
+            .throttle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .admit(place, std::time::Instant::now());
+        match admit {
+            Admit::Suppress => false,
+            Admit::Write { suppressed: 0 } => true,
+            Admit::Write { suppressed } => {
+                let mut like = MessageOf(String::new());
+                event.record(&mut like);
+                // The lock is released: this line passes through here too.
+                tracing::warn!(
+                    suppressed,
+                    like = %like.0,
+                    place = %format_args!("{}:{}", meta.file().unwrap_or("?"), meta.line().unwrap_or(0)),
+                    "log lines suppressed: over {LINES_PER_SECOND_PER_PLACE} a second from one place in the code"
+                );
+                true
+            }
+        }
+    }
+}
+
+/// An event's message, for the line that says how many like it were suppressed.
+struct MessageOf(String);
+
+impl tracing::field::Visit for MessageOf {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
 }
 
 /// What SIGHUP changes: the level (when `level` is Some: from the config file) and the
@@ -222,6 +351,41 @@ impl Write for SharedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_place_writes_its_budget_a_window_then_counts_and_reports_the_rest() {
+        let mut t = Throttle::new(3, Duration::from_secs(1));
+        let t0 = Instant::now();
+        for i in 0..3 {
+            assert_eq!(
+                t.admit(1, t0 + Duration::from_millis(i)),
+                Admit::Write { suppressed: 0 }
+            );
+        }
+        for i in 3..10 {
+            assert_eq!(t.admit(1, t0 + Duration::from_millis(i)), Admit::Suppress);
+        }
+        // Another place has a budget of its own.
+        assert_eq!(t.admit(2, t0), Admit::Write { suppressed: 0 });
+        // The next window: the first line written carries the count, once.
+        let t1 = t0 + Duration::from_millis(1_000);
+        assert_eq!(t.admit(1, t1), Admit::Write { suppressed: 7 });
+        assert_eq!(t.admit(1, t1), Admit::Write { suppressed: 0 });
+        assert_eq!(t.admit(1, t1), Admit::Write { suppressed: 0 });
+        assert_eq!(t.admit(1, t1), Admit::Suppress);
+        // Counts over several windows add up until a line is written.
+        let t2 = t1 + Duration::from_secs(5);
+        assert_eq!(t.admit(1, t2), Admit::Write { suppressed: 1 });
+    }
+
+    #[test]
+    fn a_clock_that_steps_back_does_not_open_a_window() {
+        let mut t = Throttle::new(1, Duration::from_secs(1));
+        let t0 = Instant::now() + Duration::from_secs(10);
+        assert_eq!(t.admit(1, t0), Admit::Write { suppressed: 0 });
+        assert_eq!(t.admit(1, t0 - Duration::from_secs(5)), Admit::Suppress);
+    }
 
     #[test]
     fn a_word_that_is_not_a_level_is_refused_not_taken_for_a_module() {

@@ -481,3 +481,51 @@ fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
     let mut c = client(r.addr, "after");
     c.ping().unwrap();
 }
+
+/// A connection flood makes the router log two lines per connection: at most
+/// `LINES_PER_SECOND_PER_PLACE` (100) a second are written from one place in the code,
+/// the rest counted and reported by one line before that place's next line.
+#[test]
+fn a_connection_flood_writes_at_most_100_closing_lines_a_second_and_counts_the_rest() {
+    let (router, log) = RouterProc::start_logged(&[]);
+    let start = Instant::now();
+    for _ in 0..400 {
+        drop(TcpStream::connect(router.addr).unwrap());
+    }
+    let flood = start.elapsed();
+    // Every connection is closed by the router once it sees the end of stream.
+    // (`stats` is a client too: it sees itself.)
+    let deadline = Instant::now() + T;
+    let stats = loop {
+        let s = common::stats_json(&router.addr.to_string());
+        if s["router"]["clients"].as_u64() == Some(1) || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(stats["router"]["clients"].as_u64(), Some(1), "{stats}");
+    let within = log.count(&["closing client"]);
+    // 100 a second: fewer than the 400 unless the router took 4 s over them.
+    assert!(
+        (100..400).contains(&within),
+        "{within} closing lines for 400 connections in {flood:?}:\n{}",
+        log.text()
+    );
+    // A window later, one more connection: its line comes after the count of the
+    // suppressed ones.
+    std::thread::sleep(Duration::from_millis(1_100));
+    drop(TcpStream::connect(router.addr).unwrap());
+    let summary = log
+        .wait_for(&["log lines suppressed", "like=closing client"], T)
+        .unwrap_or_else(|| panic!("no summary line:\n{}", log.text()));
+    let n: usize = summary
+        .split("suppressed=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {summary:?}"));
+    assert!(
+        log.wait_for(&["closing client"], T).is_some() && within + n >= 400,
+        "{within} written + {n} suppressed < 400: {summary}"
+    );
+}
