@@ -30,7 +30,7 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use tickwire_wire::topic::{same_bytes, segments, Segment};
+use tickwire_wire::topic::{is_system_topic, same_bytes, segments, Segment};
 
 /// The trie's child maps. Their keys are topic levels a client chose, so the hash is
 /// keyed at random per map (ahash's `RandomState`: no peer can aim collisions at it)
@@ -362,7 +362,7 @@ impl SubscriptionIndex {
             #[cfg(test)]
             work: 0,
         };
-        walk.node(ROOT, topic);
+        walk.root(topic);
         #[cfg(test)]
         {
             self.last_work = walk.work;
@@ -565,6 +565,22 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Visits the root. A system topic (`tickwire_wire::topic::SYSTEM_LEVEL`) takes
+    /// only the literal child of its first level: no pattern with a wildcard first
+    /// level (`>`, `*`, `pre*`) matches it.
+    fn root(&mut self, topic: &str) {
+        if !is_system_topic(topic) {
+            return self.node(ROOT, topic);
+        }
+        let (level, tail) = match topic.split_once('/') {
+            Some((level, tail)) => (level, Some(tail)),
+            None => (topic, None),
+        };
+        if let Some(&child) = self.nodes[ROOT.index()].literal.get(level) {
+            self.child(child, tail);
+        }
+    }
+
     /// Visits `node` with `topic` holding the remaining (at least one) levels.
     fn node(&mut self, id: NodeId, topic: &str) {
         let node = &self.nodes[id.index()];
@@ -655,18 +671,22 @@ mod tests {
     fn matching_table() {
         // One client per pattern, client id = position in this list.
         let patterns = [
-            "md/NASDAQ/AAPL", // 0
-            "md/NAS*/AAPL",   // 1
-            "md/*/AAPL",      // 2
-            "md/>",           // 3
-            ">",              // 4
-            "md/NASDAQ",      // 5
-            "md/N*/>",        // 6
-            "md/NASDAQ/A*",   // 7
-            "md/NYSE/*",      // 8
-            "*",              // 9
-            "md/NASDAQX/*",   // 10
-            "日*/x",          // 11
+            "md/NASDAQ/AAPL",    // 0
+            "md/NAS*/AAPL",      // 1
+            "md/*/AAPL",         // 2
+            "md/>",              // 3
+            ">",                 // 4
+            "md/NASDAQ",         // 5
+            "md/N*/>",           // 6
+            "md/NASDAQ/A*",      // 7
+            "md/NYSE/*",         // 8
+            "*",                 // 9
+            "md/NASDAQX/*",      // 10
+            "日*/x",             // 11
+            "_tickwire/>",       // 12
+            "_tick*/>",          // 13
+            "*/probe/>",         // 14
+            "_tickwire/probe/1", // 15
         ];
         let mut index = SubscriptionIndex::new();
         for (id, pattern) in patterns.iter().enumerate() {
@@ -686,6 +706,11 @@ mod tests {
             ("md/NASDAQX/Q", &[3, 4, 6, 10]),
             ("日本/x", &[4, 11]),
             ("日/x", &[4, 11]),
+            // System topics: only patterns whose first level is `_tickwire` itself.
+            ("_tickwire/probe/1", &[12, 15]),
+            ("_tickwire/probe/2", &[12]),
+            ("_tickwire", &[]),
+            ("_tickwirex/probe/1", &[4, 13, 14]),
         ];
         for &(topic, expected) in cases {
             for (id, pattern) in patterns.iter().enumerate() {
@@ -898,9 +923,33 @@ mod tests {
     }
 
     const PATTERN_LEVELS: &[&str] = &[
-        "a", "b", "ab", "abc", "md", "NASDAQ", "*", "a*", "ab*", "N*", "NAS*", "abc*",
+        "a",
+        "b",
+        "ab",
+        "abc",
+        "md",
+        "NASDAQ",
+        "*",
+        "a*",
+        "ab*",
+        "N*",
+        "NAS*",
+        "abc*",
+        "_tickwire",
+        "_tick*",
+        "_tickwire*",
+        "_tickwirex",
     ];
-    const TOPIC_LEVELS: &[&str] = &["a", "b", "ab", "abc", "md", "NASDAQ"];
+    const TOPIC_LEVELS: &[&str] = &[
+        "a",
+        "b",
+        "ab",
+        "abc",
+        "md",
+        "NASDAQ",
+        "_tickwire",
+        "_tickwirex",
+    ];
 
     fn pattern() -> impl Strategy<Value = String> {
         (

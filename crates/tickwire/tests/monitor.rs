@@ -155,6 +155,52 @@ fn json_endpoints_show_what_the_clients_did() {
     assert_eq!(get(http, "/nope").0, 404);
 }
 
+/// New-user pass: `tickwire sub '>'` against a router with `--http` printed the
+/// probe's `_tickwire/probe/PID` messages, 200 a second. System topics are matched only
+/// by a pattern naming `_tickwire`.
+#[test]
+fn the_probes_messages_reach_only_a_pattern_naming_tickwire_not_wildcards() {
+    let r = RouterProc::start(&[
+        "--http",
+        "127.0.0.1:0",
+        "--no-guaranteed",
+        "--probe-ms",
+        "5",
+    ]);
+    let mut all = Client::connect(r.addr).unwrap();
+    all.subscribe(">").unwrap();
+    all.subscribe("*/probe/>").unwrap();
+    let mut system = Client::connect(r.addr).unwrap();
+    system.subscribe("_tickwire/>").unwrap();
+    // The probe's messages arrive at the system subscriber...
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut probes = 0;
+    while probes < 20 {
+        assert!(Instant::now() < deadline, "{probes} probe messages in 20 s");
+        if let Some(m) = system
+            .recv(Wait::Timeout(Duration::from_millis(100)))
+            .unwrap()
+        {
+            assert!(m.topic().starts_with("_tickwire/probe/"), "{}", m.topic());
+            probes += 1;
+        }
+    }
+    // ...and none of them, over the same ~20 periods and more, at the wildcards: the
+    // first message there is the user's own.
+    let mut publisher = Client::connect(r.addr).unwrap();
+    publisher.publish("user/topic", b"mine").unwrap();
+    publisher.flush().unwrap();
+    let m = all
+        .recv(Wait::Timeout(Duration::from_secs(10)))
+        .unwrap()
+        .expect("the user's message");
+    assert_eq!((m.topic(), m.payload()), ("user/topic", &b"mine"[..]));
+    assert!(all
+        .recv(Wait::Timeout(Duration::from_millis(200)))
+        .unwrap()
+        .is_none());
+}
+
 #[test]
 fn hostile_requests_are_refused_and_the_endpoint_keeps_serving() {
     let r = RouterProc::start(&["--http", "127.0.0.1:0", "--no-guaranteed"]);

@@ -254,11 +254,39 @@ pub fn segments(pattern: &str) -> impl Iterator<Item = Segment<'_>> {
     })
 }
 
+/// The first level of the system's own topics (the monitoring probe's
+/// `_tickwire/probe/PID`). As MQTT does for `$SYS`, a pattern whose first level is a
+/// wildcard (`>`, `*`, `pre*`) does not match them: only a pattern whose first level is
+/// `_tickwire` does. So `sub '>'` does not see the probe's messages (200 a second),
+/// and a permission of `>` does not reach them.
+pub const SYSTEM_LEVEL: &str = "_tickwire";
+
+/// The first level of a validated topic or pattern.
+fn first_level(s: &str) -> &str {
+    s.split_once('/').map_or(s, |(first, _)| first)
+}
+
+/// Whether a validated topic is one of the system's own ([`SYSTEM_LEVEL`]).
+#[inline]
+pub fn is_system_topic(topic: &str) -> bool {
+    topic.starts_with(SYSTEM_LEVEL) && first_level(topic) == SYSTEM_LEVEL
+}
+
+/// Whether a validated pattern's first level is [`SYSTEM_LEVEL`] itself (the only
+/// patterns that match system topics).
+fn names_system(pattern: &str) -> bool {
+    first_level(pattern) == SYSTEM_LEVEL
+}
+
 /// Whether `pattern` matches `topic`; both must already be validated.
 ///
 /// The naive reference matcher: it walks the pattern's levels against the topic's.
-/// Tests use it as the oracle for the router's subscription index.
+/// Tests use it as the oracle for the router's subscription index. A system topic
+/// ([`SYSTEM_LEVEL`]) is matched only by a pattern that names its first level.
 pub fn pattern_matches(pattern: &str, topic: &str) -> bool {
+    if is_system_topic(topic) && !names_system(pattern) {
+        return false;
+    }
     let mut levels = topic.split('/');
     for segment in segments(pattern) {
         match segment {
@@ -283,6 +311,11 @@ pub fn pattern_matches(pattern: &str, topic: &str) -> bool {
 /// Permissions use it to decide a SUBSCRIBE once, at subscribe time: a pattern inside
 /// an allowed pattern can only ever deliver allowed topics.
 pub fn pattern_covers(outer: &str, inner: &str) -> bool {
+    // `inner` naming the system's level matches only system topics, which `outer`
+    // matches only if it names that level too.
+    if names_system(inner) && !names_system(outer) {
+        return false;
+    }
     let (mut o, mut i) = (segments(outer), segments(inner));
     loop {
         match (o.next(), i.next()) {
@@ -302,6 +335,10 @@ pub fn pattern_covers(outer: &str, inner: &str) -> bool {
 /// Whether some topic matches both patterns (both validated): `md/>` and `*/secret`
 /// overlap (`md/secret`), `md/*` and `fx/*` do not.
 pub fn patterns_overlap(a: &str, b: &str) -> bool {
+    // One naming the system's level matches system topics only; the other none.
+    if names_system(a) != names_system(b) {
+        return false;
+    }
     let (mut a, mut b) = (segments(a), segments(b));
     loop {
         match (a.next(), b.next()) {
@@ -654,7 +691,8 @@ mod tests {
     }
 
     fn small_pattern() -> impl Strategy<Value = String> {
-        let level = prop::sample::select(vec!["a", "ab", "b", "*", "a*", "ab*"]);
+        let level =
+            prop::sample::select(vec!["a", "ab", "b", "*", "a*", "ab*", "_tickwire", "_t*"]);
         (prop::collection::vec(level, 1..=3), any::<bool>()).prop_map(|(levels, rest)| {
             let mut p = levels.join("/");
             if rest {
@@ -668,7 +706,7 @@ mod tests {
     }
 
     fn small_topics() -> Vec<String> {
-        let texts = ["a", "ab", "abc", "b", "c"];
+        let texts = ["a", "ab", "abc", "b", "c", "_tickwire", "_tickwirex"];
         let mut all: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         let mut last = all.clone();
         for _ in 1..5 {
@@ -695,6 +733,18 @@ mod tests {
         assert!(!patterns_overlap("md/*", "fx/*"));
         assert!(!patterns_overlap("md/>", "md"));
         assert!(patterns_overlap("md/NAS*", "md/NA*"));
+        // System topics: only a pattern naming their first level reaches them.
+        assert!(!pattern_matches(">", "_tickwire/probe/1"));
+        assert!(!pattern_matches("*/probe/1", "_tickwire/probe/1"));
+        assert!(!pattern_matches("_tick*/>", "_tickwire/probe/1"));
+        assert!(pattern_matches("_tickwire/>", "_tickwire/probe/1"));
+        assert!(pattern_matches(">", "_tickwirex/probe/1"));
+        assert!(pattern_matches("*/_tickwire", "md/_tickwire"));
+        assert!(!pattern_covers(">", "_tickwire/probe/1"));
+        assert!(pattern_covers("_tickwire/>", "_tickwire/probe/*"));
+        assert!(!patterns_overlap(">", "_tickwire/>"));
+        assert!(!patterns_overlap("*/probe/>", "_tickwire/probe/1"));
+        assert!(patterns_overlap("_tickwire/*/1", "_tickwire/probe/>"));
     }
 
     proptest! {
