@@ -136,7 +136,8 @@ struct SendArgs {
     /// End the linger once this many receivers reported having every datagram.
     #[arg(long, value_name = "N")]
     wait_receivers: Option<usize>,
-    /// Retransmission buffer, in datagrams (receivers further behind report a gap).
+    /// Retransmission buffer, in datagrams, 2 to 1048576 (receivers further behind
+    /// report a gap).
     #[arg(long, value_name = "DATAGRAMS", default_value_t = 4096)]
     buffer: usize,
     /// Largest datagram in bytes, header included (256 to 65507).
@@ -191,7 +192,7 @@ struct RecvArgs {
     /// Print the summary as JSON on standard output instead of text.
     #[arg(long)]
     print_json: bool,
-    /// Datagrams held out of order while a loss is recovered.
+    /// Datagrams held out of order while a loss is recovered (2 to 65536).
     #[arg(long, value_name = "DATAGRAMS", default_value_t = 1024)]
     hold: usize,
     /// Socket receive buffer (e.g. 64K); small, a receiver that stalls loses datagrams.
@@ -230,13 +231,8 @@ pub fn run(a: McastArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
-    if a.batch == 0 || a.burst == Some(0) {
-        anyhow::bail!("--batch and --burst must be at least 1");
-    }
-    // A --max-datagram out of its range is reported by the sender's own check.
-    let in_range = (tickwire_mcast::packet::MIN_DATAGRAM..=tickwire_mcast::packet::MAX_DATAGRAM)
-        .contains(&a.max_datagram);
-    if a.message.is_none() && in_range {
+    check_send_flags(&a)?;
+    if a.message.is_none() {
         check_load_size(&a)?;
     }
     let opts = PublisherOptions {
@@ -399,6 +395,68 @@ fn merged(mut doc: serde_json::Value, extra: serde_json::Value) -> serde_json::V
         d.extend(e);
     }
     doc
+}
+
+/// Refuses (a usage error, exit status 2) a flag value of `mcast send` out of its
+/// range, naming the flag, before any socket opens. The bounds are the sender core's
+/// own ([`SenderConfig::validate`]), checked one flag at a time so that the error names
+/// the flag that set it (the core's error names only its setting, and the driver's came
+/// at run time, exit status 1).
+fn check_send_flags(a: &SendArgs) -> Result<(), crate::units::UsageError> {
+    let bad = |flag: &str, value: &dyn std::fmt::Display, why: String| {
+        Err(crate::units::UsageError(format!("{flag} {value}: {why}")))
+    };
+    if a.batch == 0 {
+        return bad("--batch", &a.batch, "must be at least 1".into());
+    }
+    if let Some(n @ 0) = a.burst {
+        return bad("--burst", &n, "must be at least 1".into());
+    }
+    let flags: [(&str, usize, SenderConfig); 2] = [
+        (
+            "--max-datagram",
+            a.max_datagram,
+            SenderConfig {
+                max_datagram: a.max_datagram,
+                ..SenderConfig::default()
+            },
+        ),
+        (
+            "--buffer",
+            a.buffer,
+            SenderConfig {
+                buffer_datagrams: a.buffer,
+                ..SenderConfig::default()
+            },
+        ),
+    ];
+    for (flag, value, cfg) in flags {
+        if let Err(e) = cfg.validate() {
+            return bad(flag, &value, e.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// The same for `mcast recv`: `--hold` against the receiver core's bounds
+/// ([`ReceiverConfig::validate`]), `--recv-buffer` against what `SO_RCVBUF` takes (a C
+/// `int`: a larger value was cut to its low 32 bits, 8G to 0, silently).
+fn check_recv_flags(a: &RecvArgs) -> Result<(), crate::units::UsageError> {
+    let cfg = ReceiverConfig {
+        hold_datagrams: a.hold,
+        ..ReceiverConfig::default()
+    };
+    if let Err(e) = cfg.validate() {
+        return Err(crate::units::UsageError(format!("--hold {}: {e}", a.hold)));
+    }
+    if let Some(bytes) = a.recv_buffer.filter(|&b| b > i32::MAX as usize) {
+        return Err(crate::units::UsageError(format!(
+            "--recv-buffer {bytes}: at most {} bytes (the kernel caps it at \
+             net.core.rmem_max anyway)",
+            i32::MAX
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses (a usage error) a load `--size` that cannot fit in one datagram of
@@ -564,6 +622,7 @@ impl RecvState {
 }
 
 fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
+    check_recv_flags(&a)?;
     if a.raw {
         return run_recv_raw(&a);
     }

@@ -355,3 +355,56 @@ fn send_counts_one_message_delivered_in_the_singular() {
     );
     assert!(!err.contains("1 messages"), "{err}");
 }
+
+/// Every flag value out of its range is a usage error (status 2) that names the flag,
+/// found before any socket opens (no "ready: joined"). `--max-datagram 70000`,
+/// `--buffer 0` and `--hold 0` exited 1 from the driver's check at run time, `--batch 0`
+/// and `--burst 0` too, and `send --raw --max-datagram 70000` was not checked at all.
+#[test]
+fn out_of_range_flag_values_are_usage_errors_that_name_the_flag() {
+    let g = group(33);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["send", "t", "x", "--max-datagram", "70000"],
+            "--max-datagram 70000",
+        ),
+        (
+            &["send", "t", "x", "--max-datagram", "100"],
+            "--max-datagram 100",
+        ),
+        (
+            &["send", "t", "x", "--raw", "--max-datagram", "70000"],
+            "--max-datagram 70000",
+        ),
+        (&["send", "t", "x", "--buffer", "0"], "--buffer 0"),
+        (
+            &["send", "t", "x", "--buffer", "2000000"],
+            "--buffer 2000000",
+        ),
+        (&["send", "t", "x", "--batch", "0"], "--batch 0"),
+        (
+            &["send", "t", "x", "--rate", "10", "--burst", "0"],
+            "--burst 0",
+        ),
+        (
+            &["send", "t", "--count", "1", "--size", "2000"],
+            "--size 2000",
+        ),
+        (&["recv", "--hold", "0"], "--hold 0"),
+        (&["recv", "--hold", "70000"], "--hold 70000"),
+        (&["recv", "--recv-buffer", "8G"], "--recv-buffer 8589934592"),
+    ];
+    for (args, flag) in cases {
+        let mut full = vec!["mcast"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--group", &g]);
+        let (st, out, err) = run_cli(&full, Duration::from_secs(30));
+        assert_eq!(st.code(), Some(2), "{full:?}: {err}");
+        assert!(err.contains(flag), "{full:?} does not name {flag}: {err}");
+        assert!(
+            !err.contains("ready: joined"),
+            "{full:?} opened a socket: {err}"
+        );
+        assert!(out.is_empty(), "{full:?} sent or printed: {out}");
+    }
+}
