@@ -88,8 +88,10 @@ Examples:
   tickwire bench tick-to-trade --cycle sustained --step-duration 20s --algo builtin
   tickwire bench tick-to-trade --algo-addr 127.0.0.1:9880 --algo-pid 4242 --json t2t.json
 
-Exit status: 0 when every algo asked for was measured, 1 when any could not be (the
-others are still reported).
+Exit status: 0 when every algo asked for was measured, 1 when any could not be. What an
+algo needs to start (QuickFIX's qf_peer, its settings, the dictionaries) is checked for
+every algo before the first is measured: a missing one stops the run at once. An algo
+that fails while running is reported as such, with the others' results.
 
 More: docs/bench-tick-to-trade.md.";
 
@@ -360,8 +362,9 @@ pub struct Report {
 
 /// Runs the bench; `tickwire` is the binary that starts tickwire's own algos.
 /// Fails (status 1) when any algo asked for could not be measured: a comparison with a
-/// side missing (QuickFIX's peer not built, say) is not a result. The report, with
-/// what was measured, goes to `con`.
+/// side missing (QuickFIX's peer not built, say) is not a result. A missing
+/// prerequisite is an error before anything is measured; an algo that fails while
+/// running is reported with what was measured (to `con`).
 pub fn run(
     a: &TickToTradeArgs,
     tickwire: &Path,
@@ -413,6 +416,9 @@ pub fn run_report(
     } else {
         vec![a.algo.clone()]
     };
+    if a.algo_addr.is_none() {
+        check_prerequisites(&choices, a)?;
+    }
 
     let machine = Machine::detect();
     let (published, run_s) = tl.measured_secs();
@@ -570,6 +576,64 @@ fn spec_dir(a: &TickToTradeArgs) -> Result<PathBuf, paths::NotFound> {
     )
 }
 
+/// What the QuickFIX reference algo needs besides this binary.
+struct QuickfixFiles {
+    /// `qf_peer`.
+    bin: PathBuf,
+    /// Its settings, `algo-acceptor.cfg`.
+    cfg: PathBuf,
+    /// The dictionaries' directory, with FIX44.xml in it.
+    spec: PathBuf,
+}
+
+/// Finds [`QuickfixFiles`] (flag, environment variable, checkout, data directory, beside
+/// the binary: `tickwire_rt::paths`); the error names every place looked and how to
+/// install what is missing.
+fn quickfix_files(a: &TickToTradeArgs) -> anyhow::Result<QuickfixFiles> {
+    let bin = paths::find(
+        &paths::QUICKFIX_PEER,
+        a.quickfix_bin.as_deref().map(|b| ("--quickfix-bin", b)),
+    )?;
+    let cfg = paths::find(
+        &paths::QUICKFIX_ALGO_CONFIG,
+        a.quickfix_config
+            .as_deref()
+            .map(|c| ("--quickfix-config", c)),
+    )?;
+    let spec = spec_dir(a)?;
+    if !spec.join("FIX44.xml").exists() {
+        bail!(
+            "{} has no FIX44.xml: {}",
+            spec.display(),
+            paths::FIX_SPEC.hint
+        );
+    }
+    Ok(QuickfixFiles { bin, cfg, spec })
+}
+
+/// Refuses the run, before anything is measured, when an algo asked for lacks what it
+/// needs to start (QuickFIX's `qf_peer`, its settings, the dictionaries), found the way
+/// [`start_algo`] finds them: a comparison with a side missing is not a result, and it
+/// used to be reported only after the other algos had been measured (80 s and more).
+fn check_prerequisites(choices: &[AlgoChoice], a: &TickToTradeArgs) -> anyhow::Result<()> {
+    for choice in choices {
+        match choice.kind {
+            AlgoKind::Quickfix => {
+                quickfix_files(a).with_context(|| {
+                    format!(
+                        "{} cannot be measured, so nothing was (checked before the first algo)",
+                        choice.name
+                    )
+                })?;
+            }
+            // Our own algos are this binary; a missing dictionary only turns builtin's
+            // validation off, and the description says so.
+            AlgoKind::Builtin | AlgoKind::Raw => {}
+        }
+    }
+    Ok(())
+}
+
 /// Starts one of the bench's own algos; returns it and its description.
 fn start_algo(
     choice: &AlgoChoice,
@@ -659,24 +723,7 @@ fn start_algo(
             Ok((p, d))
         }
         AlgoKind::Quickfix => {
-            let bin = paths::find(
-                &paths::QUICKFIX_PEER,
-                a.quickfix_bin.as_deref().map(|b| ("--quickfix-bin", b)),
-            )?;
-            let cfg = paths::find(
-                &paths::QUICKFIX_ALGO_CONFIG,
-                a.quickfix_config
-                    .as_deref()
-                    .map(|c| ("--quickfix-config", c)),
-            )?;
-            let spec = spec_dir(a)?;
-            if !spec.join("FIX44.xml").exists() {
-                bail!(
-                    "{} has no FIX44.xml: {}",
-                    spec.display(),
-                    paths::FIX_SPEC.hint
-                );
-            }
+            let QuickfixFiles { bin, cfg, spec } = quickfix_files(a)?;
             let port = target::free_port()?;
             let dir = target::scratch_dir("quickfix")?;
             let store = match store_kind {

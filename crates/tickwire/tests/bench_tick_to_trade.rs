@@ -246,10 +246,51 @@ fn quickfix_reference_algo_answers_every_tick_once() {
     check_algo(&doc, "quickfix", &output);
 }
 
-/// A comparison with a side that could not be measured is a failure (it exited 0 when
-/// QuickFIX's peer was missing); what was measured is still reported.
+/// A comparison with a side that cannot be measured is a failure, found before anything
+/// is measured: with QuickFIX's peer missing, `--compare builtin:block,quickfix,...` ran
+/// ~80 s and only then said `not measured: quickfix`. Now it stops at once with where it
+/// looked and how to install it, and measures nothing.
 #[test]
-fn an_algo_that_cannot_be_measured_fails_the_run() {
+fn a_missing_quickfix_peer_stops_the_run_before_anything_is_measured() {
+    let args = [
+        "bench",
+        "tick-to-trade",
+        "--compare",
+        "builtin:block,quickfix,builtin:spin,raw:spin",
+        "--quickfix-bin",
+        "/nonexistent/qf_peer",
+    ];
+    // The published burst cycle unscaled (5 min per algo): only the check can end it
+    // within the time allowed.
+    let (st, out, err) = common::run_cli_in(Some(&root()), &args, Duration::from_secs(60));
+    let output = format!("{out}{err}");
+    assert_eq!(st.code(), Some(1), "{output}");
+    for part in [
+        "quickfix cannot be measured, so nothing was",
+        "qf_peer) not found; looked in:",
+        "/nonexistent/qf_peer (--quickfix-bin)",
+        "scripts/install-quickfix.sh",
+    ] {
+        assert!(output.contains(part), "{part:?} not in:\n{output}");
+    }
+    // Nothing started, nothing measured: not even the header of a run.
+    for part in ["tick-to-trade (docs", "X sent", "p50", "warm-up"] {
+        assert!(!output.contains(part), "{part:?} in:\n{output}");
+    }
+}
+
+/// An algo that fails while running (its prerequisites were there) is reported as not
+/// measured and fails the run (it exited 0 once); what was measured is still reported.
+#[test]
+fn an_algo_that_fails_while_running_fails_the_run_and_the_rest_is_reported() {
+    // A "qf_peer" that exits at once, with settings and a dictionary directory that
+    // exist: past the check, it fails when started.
+    let spec = std::env::temp_dir().join(format!("t2t-spec-{}", std::process::id()));
+    std::fs::create_dir_all(&spec).unwrap();
+    std::fs::write(spec.join("FIX44.xml"), "").unwrap();
+    let cfg = spec.join("algo-acceptor.cfg");
+    std::fs::write(&cfg, "").unwrap();
+    let (spec_arg, cfg_arg) = (spec.display().to_string(), cfg.display().to_string());
     let args = [
         "--compare",
         "raw,quickfix",
@@ -262,9 +303,14 @@ fn an_algo_that_cannot_be_measured_fails_the_run() {
         "--drain",
         "1s",
         "--quickfix-bin",
-        "/nonexistent/qf_peer",
+        "/bin/false",
+        "--quickfix-config",
+        &cfg_arg,
+        "--spec-dir",
+        &spec_arg,
     ];
     let (code, doc, output) = run_bench("unmeasured", &args);
+    let _ = std::fs::remove_dir_all(&spec);
     assert_eq!(code, 1, "{output}");
     assert!(
         output.contains("not measured: quickfix (see above); exit status 1"),
