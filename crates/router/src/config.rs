@@ -152,6 +152,10 @@ pub struct Config {
     /// `tickwire router` command sets a per-user default (see its `--help`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<std::path::PathBuf>,
+    /// Guaranteed messaging on (the default) or off (`false`: no spool, `data_dir` must
+    /// be unset; the command's `--no-guaranteed`). Only the `tickwire router` command
+    /// reads it, to decide whether an unset `data_dir` takes its default.
+    pub guaranteed: bool,
     /// When a guaranteed publish counts as durable and is acknowledged: `fsync` (group
     /// commit: fdatasync before the ACK; the default), `interval:DURATION` (written, and
     /// fdatasync at most once per interval), or `page-cache` (written, never synced:
@@ -260,6 +264,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7420)),
             name: "tickwire-router".to_string(),
+            guaranteed: true,
             idle: IdleStrategy::default(),
             hybrid_spin_us: 200,
             max_frame: DEFAULT_MAX_FRAME,
@@ -315,6 +320,13 @@ impl Config {
     /// Checks ranges; the router calls this once at start.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |s: String| Err(ConfigError(s));
+        if !self.guaranteed && self.data_dir.is_some() {
+            return err(
+                "data_dir is set but guaranteed = false: remove one (without guaranteed \
+                 messaging there is no spool)"
+                    .into(),
+            );
+        }
         let minimum = |key: &str, value: u64, min: u64| {
             if value < min {
                 return err(format!("{key} {value} is below the minimum {min}"));

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use tickwire_fix::codec::{self, data_length_tag, Encoder, Fields, MessageRef, SOH};
 use tickwire_fix::order::QuickFixOrder;
@@ -138,6 +138,11 @@ Examples:
                                                          # '35=D|11=ORD1|...' to send
   tickwire fix acceptor --config fix.cfg --no-out        # print only what arrives
 
+Exit status: 0 after SIGINT/SIGTERM (every session logged out) or `quit`; 1 an error
+while running or starting (a port in use, a store locked by another engine or lost);
+2 a usage or settings error (a bad flag; a settings file that is missing, has a
+mistake, or has no session of this side's ConnectionType), before anything starts.
+
 More: docs/fix.md (\"Engine and CLI\").";
 
 /// `tickwire fix ...`
@@ -195,8 +200,11 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         FixCmd::Acceptor(a) => (ConnectionType::Acceptor, a),
         FixCmd::Initiator(a) => (ConnectionType::Initiator, a),
     };
-    // The error names the file (and the line).
-    let mut settings = Settings::load(&a.config).context("reading FIX settings")?;
+    // The error names the file (and the line). A settings file that cannot be read or
+    // has a mistake is a usage error (exit status 2), found before anything starts.
+    let mut settings = Settings::load(&a.config)
+        .context("reading FIX settings")
+        .map_err(crate::units::UsageError::of)?;
     for w in &settings.warnings {
         eprintln!("warning: {w}");
     }
@@ -206,10 +214,11 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     };
     settings.sessions.retain(|s| s.connection_type == role);
     if settings.sessions.is_empty() {
-        bail!(
+        return Err(crate::units::UsageError(format!(
             "{}: no session with ConnectionType={side}",
             a.config.display()
-        );
+        ))
+        .into());
     }
     let app = CliApp {
         kind: a.app,

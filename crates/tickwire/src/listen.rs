@@ -100,7 +100,7 @@ pub fn hint_in_use(e: anyhow::Error, hint: &str) -> anyhow::Error {
             .is_some_and(|io| io.kind() == io::ErrorKind::AddrInUse)
     });
     if in_use {
-        anyhow::anyhow!("{}: {hint}", crate::error_text(&e))
+        anyhow::anyhow!("{}: {hint}", crate::units::error_text(&e))
     } else {
         e
     }

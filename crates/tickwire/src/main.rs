@@ -129,7 +129,7 @@ fn main() -> std::process::ExitCode {
         _ => "warn",
     };
     if let Err(e) = logging::init(&cli.log, default_level) {
-        eprintln!("error: {}", error_text(&e));
+        eprintln!("error: {}", units::error_text(&e));
         return match e.downcast_ref::<units::UsageError>() {
             Some(_) => std::process::ExitCode::from(2),
             None => std::process::ExitCode::FAILURE,
@@ -167,32 +167,14 @@ fn main() -> std::process::ExitCode {
                 || e.downcast_ref::<tickwire_router::config::ConfigError>()
                     .is_some() =>
         {
-            eprintln!("error: {}", error_text(&e));
+            eprintln!("error: {}", units::error_text(&e));
             std::process::ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {}", error_text(&e));
+            eprintln!("error: {}", units::error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes, each said once. Several error types name their cause in
-/// their own message, so anyhow's `{:#}` would repeat it ("...: Address already in use
-/// (os error 98): Address already in use (os error 98)").
-fn error_text(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let s = cause.to_string();
-        if s.is_empty() || text.contains(&s) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&s);
-    }
-    text
 }
 
 /// `println!` panics when standard output is a closed pipe (`tickwire ... | head`).

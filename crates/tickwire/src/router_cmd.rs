@@ -247,7 +247,7 @@ pub struct RouterArgs {
     anonymous: Option<Anonymous>,
     /// Send topics matching PATTERNS by reliable multicast to GROUP:PORT, as
     /// GROUP:PORT=PATTERN[,PATTERN...] (repeat for several streams; see below).
-    #[arg(long = "multicast", value_name = "GROUP=PATTERNS", value_parser = tickwire_router::mcast::MulticastRoute::parse_flag)]
+    #[arg(long = "multicast", value_name = "GROUP:PORT=PATTERNS", value_parser = tickwire_router::mcast::MulticastRoute::parse_flag)]
     multicast: Vec<tickwire_router::mcast::MulticastRoute>,
     /// The interface the --multicast streams leave through [default: 127.0.0.1].
     #[arg(long, value_name = "IP", requires = "multicast")]
@@ -334,9 +334,16 @@ fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<Str
     let Some(path) = path else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading config file {}", path.display()))?;
+    let text = read_config_file(path)?;
     log_level_of(&text).map_err(|e| config_mistake(path, e))
+}
+
+/// The config file's text. One that cannot be read (missing, a directory, no
+/// permission) is a usage error (exit status 2): found before anything starts.
+fn read_config_file(path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        crate::units::UsageError(format!("reading config file {}: {e}", path.display())).into()
+    })
 }
 
 /// A config file that does not parse (syntax, an unknown key, a value of the wrong
@@ -597,8 +604,7 @@ impl RouterArgs {
     pub fn to_config(&self) -> anyhow::Result<Config> {
         let mut cfg = match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading config file {}", path.display()))?;
+                let text = read_config_file(path)?;
                 let file = parse_config_file(&text).map_err(|e| config_mistake(path, e))?;
                 Config {
                     auth: file.auth,
@@ -678,12 +684,15 @@ impl RouterArgs {
             }
         }
         if let Some(d) = &self.data_dir {
+            // The flag turns guaranteed messaging on over a file's `guaranteed = false`.
+            cfg.guaranteed = true;
             cfg.data_dir = Some(d.clone());
         }
         if let Some(c) = self.spool_cpu {
             cfg.spool_cpu = Some(c);
         }
         if self.no_guaranteed {
+            cfg.guaranteed = false;
             cfg.data_dir = None;
         }
         // The duration flags, in the config's units (they conflict with the old spellings).
@@ -744,7 +753,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         // A default spool directory is the port's (or a temporary one): said in a
         // comment, not written as a key, so a file started from this output and given
         // another `listen` does not share this port's spool.
-        let default_spool = match (&cfg.data_dir, args.no_guaranteed, cfg.listen.port()) {
+        let default_spool = match (&cfg.data_dir, !cfg.guaranteed, cfg.listen.port()) {
             (None, false, 0) => Some("a temporary directory (port 0), removed at exit".to_owned()),
             (None, false, port) => Some(match default_data_dir(port) {
                 Ok(d) => format!("{} (for port {port})", d.display()),
@@ -781,7 +790,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     // The default spool directory: per user and port, or temporary for port 0.
     let mut temp_spool = None;
-    if cfg.data_dir.is_none() && !args.no_guaranteed {
+    if cfg.data_dir.is_none() && cfg.guaranteed {
         if cfg.listen.port() == 0 {
             let dir = crate::temp_spool::create()?;
             cfg.data_dir = Some(dir.path().to_path_buf());

@@ -139,6 +139,32 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+impl UsageError {
+    /// An error found in what the user gave (a file named by a flag, its contents):
+    /// its text and causes, each said once, as a usage error.
+    pub fn of(e: anyhow::Error) -> anyhow::Error {
+        UsageError(error_text(&e)).into()
+    }
+}
+
+/// An error and its causes, each said once. Several error types name their cause in
+/// their own message, so anyhow's `{:#}` would repeat it ("...: Address already in use
+/// (os error 98): Address already in use (os error 98)").
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if s.is_empty() || text.contains(&s) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&s);
+    }
+    text
+}
+
 /// A fraction of datagrams to drop: 0 to below 1 (e.g. 0.05).
 pub fn parse_loss(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

@@ -43,6 +43,7 @@ const CONFIG_KEYS: &[&str] = &[
     "read_buffer",
     "read_memory_limit",
     "data_dir",
+    "guaranteed",
     "sync",
     "publish_window",
     "retain_bytes",
@@ -215,6 +216,77 @@ fn router_stats_queue_and_cache_help_state_their_exit_statuses() {
         assert!(
             out.contains("Exit status") && out.contains("2 a usage"),
             "{cmd:?}:\n{out}"
+        );
+    }
+}
+
+/// New-user pass: a file named by a flag that is missing or wrong is a usage error
+/// (exit 2, before anything starts), as the help says; these exited 1.
+#[test]
+fn missing_or_wrong_config_files_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_admin = dir.path().join("no-admin.toml");
+    std::fs::write(&no_admin, "[auth]\n").unwrap();
+    let initiator_only = dir.path().join("initiator.cfg");
+    std::fs::write(
+        &initiator_only,
+        "[DEFAULT]\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
+         FileStorePath=/tmp/tickwire-cli-test-store\n[SESSION]\nConnectionType=initiator\n\
+         BeginString=FIX.4.4\nSenderCompID=A\nTargetCompID=B\nSocketConnectHost=127.0.0.1\n\
+         SocketConnectPort=1\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.toml");
+    let (missing, no_admin, initiator_only) = (
+        missing.to_str().unwrap(),
+        no_admin.to_str().unwrap(),
+        initiator_only.to_str().unwrap(),
+    );
+    for (args, says) in [
+        (
+            &["router", "--listen", "127.0.0.1:0", "--config", missing][..],
+            "reading config file",
+        ),
+        (
+            &[
+                "router",
+                "--listen",
+                "127.0.0.1:0",
+                "--no-guaranteed",
+                "--http",
+                "127.0.0.1:0",
+                "--http-auth",
+                missing,
+            ],
+            "--http-auth",
+        ),
+        (
+            &[
+                "router",
+                "--listen",
+                "127.0.0.1:0",
+                "--no-guaranteed",
+                "--http",
+                "127.0.0.1:0",
+                "--http-auth",
+                no_admin,
+            ],
+            "admin",
+        ),
+        (
+            &["fix", "acceptor", "--config", missing],
+            "reading FIX settings",
+        ),
+        (
+            &["fix", "acceptor", "--config", initiator_only],
+            "no session with ConnectionType=acceptor",
+        ),
+    ] {
+        let (st, out, err) = run_cli(args, Duration::from_secs(30));
+        assert_eq!(st.code(), Some(2), "{args:?}:\n{out}\n{err}");
+        assert!(
+            err.contains(says) && !out.contains("listening"),
+            "{args:?}:\n{out}\n{err}"
         );
     }
 }
@@ -645,6 +717,30 @@ fn router_print_config_lists_every_key() {
     assert_eq!(logged["log"]["level"].as_str(), Some("warn"), "{logged}");
     let given = print_config(&["--data-dir", "/srv/spool"]);
     assert_eq!(given["router"]["data_dir"].as_str(), Some("/srv/spool"));
+    assert_eq!(table["guaranteed"].as_bool(), Some(true));
+    // New-user pass: --no-guaranteed survives the round trip through a file (it was
+    // not a key, so a file started from this output ran a spool).
+    let off = ok(&["router", "--print-config", "--no-guaranteed"]);
+    assert!(!off.contains("# data_dir"), "{off}");
+    let file = TempFile::new("no-guaranteed", &off);
+    let again = print_config(&["--config", file.path()]);
+    assert_eq!(
+        again["router"]["guaranteed"].as_bool(),
+        Some(false),
+        "{again}"
+    );
+    assert!(again["router"].get("data_dir").is_none(), "{again}");
+    // Both in one file is a usage error naming them.
+    let both = TempFile::new(
+        "both",
+        "[router]\nguaranteed = false\ndata_dir = \"/srv/x\"\n",
+    );
+    let (st, _, err) = run_cli(&["router", "--config", both.path()], T);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("guaranteed = false") && err.contains("data_dir"),
+        "{err}"
+    );
     // Flags show up in it.
     let cfg = print_config(&[
         "--egress-limit",

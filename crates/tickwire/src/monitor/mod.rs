@@ -93,9 +93,13 @@ impl HttpArgs {
         own: Option<(&AuthConfig, bool)>,
     ) -> anyhow::Result<Access> {
         let beyond_loopback = !addr.ip().is_loopback();
+        // A file that is missing, does not parse or names no admin is a usage error
+        // (exit status 2), found before anything starts, as a bad flag is.
+        let usage = crate::units::UsageError::of;
         if let Some(path) = &self.http_auth {
-            let cfg = access::read_auth_file(path)?;
-            let guard = access::Guard::new(&cfg, &format!("--http-auth {}", path.display()))?;
+            let cfg = access::read_auth_file(path).map_err(usage)?;
+            let guard = access::Guard::new(&cfg, &format!("--http-auth {}", path.display()))
+                .map_err(usage)?;
             return Ok(Some(Arc::new(guard)));
         }
         if self.http_open {
@@ -108,7 +112,7 @@ impl HttpArgs {
             Some((cfg, refuses_anonymous))
                 if !cfg.users.is_empty() && (beyond_loopback || refuses_anonymous) =>
             {
-                let guard = access::Guard::new(cfg, "the router's [auth] table")?;
+                let guard = access::Guard::new(cfg, "the router's [auth] table").map_err(usage)?;
                 Ok(Some(Arc::new(guard)))
             }
             _ if beyond_loopback => Err(access::refuse_open(addr, own.is_some())),
