@@ -7,7 +7,9 @@
 //! replies (PUBLISH with REPLY) are conversations, not state: never cached.
 //!
 //! Pure: no IO, no clock (the receive time is a parameter). Steady state (a topic
-//! already cached, a message no larger than one it held before) allocates nothing:
+//! already cached, a message no larger than one it held before and not much smaller:
+//! a slot holding more than twice its message's bytes, and over 256, is reallocated
+//! to fit, so memory held stays within about twice what is counted) allocates nothing:
 //! each topic keeps a ring of `depth` reused buffers, and recency is an intrusive
 //! doubly-linked list over the slab of entries.
 
@@ -56,6 +58,15 @@ pub struct CacheStats {
 }
 
 const NIL: u32 = u32::MAX;
+
+/// A slot's buffer keeps its capacity for a message of `len` bytes when the capacity
+/// is at most twice that, or at most this: steady state (messages of similar sizes)
+/// reuses it, and memory held stays within twice the bytes counted plus this per slot.
+const SMALL_SLOT: usize = 256;
+
+fn capacity_fits(capacity: usize, len: usize) -> bool {
+    capacity <= SMALL_SLOT.max(len.saturating_mul(2))
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -256,6 +267,13 @@ impl Cache {
         e.bytes = e.bytes - buf.len() + publish.len();
         self.stats.bytes = self.stats.bytes - buf.len() + publish.len();
         buf.clear();
+        if !capacity_fits(buf.capacity(), publish.len()) {
+            // A slot that once held a much larger message gives its memory back, so
+            // what is held stays within twice what is counted (hostile-input probe:
+            // one 1 MiB message then a 10-byte one per topic held 1 MiB per topic
+            // while counting 10 bytes).
+            *buf = Vec::with_capacity(publish.len());
+        }
         buf.extend_from_slice(publish);
         *when = at;
         self.unlink(idx);
@@ -272,8 +290,12 @@ impl Cache {
         }
         let (buf, _) = &mut e.ring[e.head];
         let freed = buf.len();
-        // Cleared, not freed: the slot is reused by the next message.
+        // Cleared, not freed: the slot is reused by the next message. A large one is
+        // freed: an empty slot holds no more than `SMALL_SLOT`.
         buf.clear();
+        if !capacity_fits(buf.capacity(), 0) {
+            *buf = Vec::new();
+        }
         e.head = (e.head + 1) % e.ring.len();
         e.len -= 1;
         e.bytes -= freed;
@@ -360,6 +382,54 @@ mod tests {
         });
         out.sort();
         out
+    }
+
+    /// Bytes the slots' buffers hold (their capacity), for the memory bound.
+    fn held(c: &Cache) -> usize {
+        c.entries
+            .iter()
+            .flatten()
+            .flat_map(|e| e.ring.iter())
+            .map(|(buf, _)| buf.capacity())
+            .sum()
+    }
+
+    #[test]
+    fn memory_held_follows_what_is_counted_after_a_large_message() {
+        // Hostile-input probe: a 1 MiB message, then a 10-byte one, per topic.
+        let mut c = Cache::new(&["c/>".into()], limits(2, 1000, 64 << 20));
+        let big = vec![b'x'; 1 << 20];
+        for i in 0..20 {
+            let topic = format!("c/{i}");
+            c.handle_publish(&topic, &big, 1);
+            c.handle_publish(&topic, b"0123456789", 2);
+            c.handle_publish(&topic, b"0123456789", 3);
+        }
+        let counted = c.stats().bytes;
+        assert!(counted < 1000, "{counted}");
+        assert!(
+            held(&c) <= 2 * counted + 20 * 2 * SMALL_SLOT,
+            "{} held for {counted} counted",
+            held(&c)
+        );
+        // Steady state reuses the buffers: the same sizes again change no capacity.
+        let before: Vec<*const u8> = c
+            .entries
+            .iter()
+            .flatten()
+            .flat_map(|e| e.ring.iter().map(|(b, _)| b.as_ptr()))
+            .collect();
+        for i in 0..20 {
+            c.handle_publish(&format!("c/{i}"), b"9876543210", 4);
+            c.handle_publish(&format!("c/{i}"), b"98765", 5);
+        }
+        let after: Vec<*const u8> = c
+            .entries
+            .iter()
+            .flatten()
+            .flat_map(|e| e.ring.iter().map(|(b, _)| b.as_ptr()))
+            .collect();
+        assert_eq!(before, after, "a steady-state store reallocated");
     }
 
     #[test]
