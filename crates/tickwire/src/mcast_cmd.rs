@@ -35,12 +35,13 @@ reports as a gap what cannot be recovered any more (never hidden).
 No router is involved: 'mcast send' publishes directly to a group, 'mcast recv' joins
 it and filters by its patterns (the router's pattern syntax).
 
-Examples:
-  tickwire mcast recv 'md/>'                                # print what arrives
-  tickwire mcast send md/NASDAQ/AAPL 'bid 189.20'           # one message
-  tickwire mcast send md/X --count 100000 --rate 50k        # a paced load
-  tickwire mcast send md/X --count 100000 --loss 0.05 --seed 7   # 5% of datagrams dropped
-  tickwire mcast recv --count 100000 --quiet --print-json         # check and summarise
+Examples (receivers first; each send is a new session, which a receiver adopts after
+2 s without a datagram from the one it follows, hence the sleep):
+  tickwire mcast recv 'md/>'                      # another terminal: print what arrives
+  tickwire mcast recv md/X --count 100000 --quiet --print-json --timeout 30s &   # check it
+  tickwire mcast send md/NASDAQ/AAPL 'bid 189.20'                          # one message
+  sleep 2
+  tickwire mcast send md/X --count 100000 --rate 50k --loss 0.05 --seed 7  # 5% dropped
 
 Both sides default to group 239.255.74.1:7440 on interface 127.0.0.1 (this host).";
 
