@@ -280,10 +280,69 @@ fn names_system(pattern: &str) -> bool {
 
 /// Whether `pattern` matches `topic`; both must already be validated.
 ///
-/// The naive reference matcher: it walks the pattern's levels against the topic's.
-/// Tests use it as the oracle for the router's subscription index. A system topic
-/// ([`SYSTEM_LEVEL`]) is matched only by a pattern that names its first level.
+/// One pass over the bytes of both, a byte compare per literal byte and a skip to the
+/// next `/` per wildcard: its cost follows the bytes compared, not a per-level split
+/// (a cache query for a 124-level pattern over 100,000 topics of 124 levels took
+/// 312 ms with the level-splitting matcher; hostile-input probe). Tests hold it to
+/// [`pattern_matches_by_levels`] and use it as the oracle for the router's
+/// subscription index. A system topic ([`SYSTEM_LEVEL`]) is matched only by a pattern
+/// that names its first level.
 pub fn pattern_matches(pattern: &str, topic: &str) -> bool {
+    if is_system_topic(topic) && !names_system(pattern) {
+        return false;
+    }
+    let (p, t) = (pattern.as_bytes(), topic.as_bytes());
+    // `i` and `j` are at the start of a level of each.
+    let (mut i, mut j) = (0, 0);
+    loop {
+        // `>` is a whole last level: it takes the one or more levels left.
+        if p.len() - i == 1 && p[i] == b'>' {
+            return j < t.len();
+        }
+        if j >= t.len() {
+            return false;
+        }
+        // One level.
+        loop {
+            match p.get(i) {
+                None | Some(b'/') => match t.get(j) {
+                    None | Some(b'/') => break,
+                    Some(_) => return false,
+                },
+                // A `*` ends its level: the prefix before it matched; skip the rest
+                // of the topic's level.
+                Some(b'*') => {
+                    i += 1;
+                    while j < t.len() && t[j] != b'/' {
+                        j += 1;
+                    }
+                    break;
+                }
+                Some(&c) => {
+                    if t.get(j) != Some(&c) {
+                        return false;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        // Both at the end of a level.
+        match (i < p.len(), j < t.len()) {
+            (false, false) => return true,
+            (true, true) => {
+                i += 1;
+                j += 1;
+            }
+            // Levels left on one side only.
+            _ => return false,
+        }
+    }
+}
+
+/// [`pattern_matches`] level by level: the plain statement of the rules, kept as the
+/// oracle the byte matcher is tested against.
+pub fn pattern_matches_by_levels(pattern: &str, topic: &str) -> bool {
     if is_system_topic(topic) && !names_system(pattern) {
         return false;
     }
@@ -800,6 +859,19 @@ mod tests {
         fn any_valid_text_pattern_matches_itself(bytes in topic_bytes()) {
             if let Ok(topic) = validate_topic(&bytes) {
                 prop_assert!(pattern_matches(topic, topic));
+            }
+        }
+
+        #[test]
+        fn the_byte_matcher_agrees_with_the_level_matcher(a in small_pattern(), extra in topic_bytes()) {
+            for t in small_topics() {
+                prop_assert_eq!(pattern_matches(&a, &t), pattern_matches_by_levels(&a, &t), "{} {}", a, t);
+            }
+            // Any valid pattern against itself as a topic, and against the small topics.
+            if let Ok(p) = validate_pattern(&extra) {
+                for t in small_topics().iter().map(String::as_str).chain(validate_topic(&extra).ok()) {
+                    prop_assert_eq!(pattern_matches(p, t), pattern_matches_by_levels(p, t), "{} {}", p, t);
+                }
             }
         }
 
