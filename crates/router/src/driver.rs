@@ -135,6 +135,10 @@ pub struct Router {
     /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
     /// together; growth stops at `read_memory_limit` (see `read_once`).
     read_extra: usize,
+    /// `read_extra` when a read was last refused for want of read memory (the client
+    /// is left unread: `Conn::awaits_read_memory`); once it drops below, memory has
+    /// freed and those clients are read again at once (`Router::requeue_starved`).
+    read_starved_at: Option<usize>,
     /// The monitoring thread's feed (see [`crate::monitor`]), once asked for.
     monitor: Option<crate::monitor::Publisher>,
     /// The thread that checks passwords (argon2: milliseconds each), started with the
@@ -279,6 +283,7 @@ impl Router {
             shm,
             tls,
             read_extra: 0,
+            read_starved_at: None,
             monitor: None,
             logins: None,
             mcast,
@@ -502,6 +507,7 @@ impl Router {
                 }
             }
             closing.retain(|&id| !self.finish_close(id, now));
+            self.requeue_starved(&mut read_list);
 
             if now >= next_timer || self.core_deadline(last_timer).is_some_and(|t| now >= t) {
                 next_timer = now.add_nanos(TIMER_PERIOD_NS);
@@ -513,14 +519,7 @@ impl Router {
                 }
                 self.drain_closed(now);
                 // Sockets left unread while the read memory was at its limit.
-                for (i, c) in self.conns.iter_mut().enumerate() {
-                    if let Some(c) = c {
-                        if c.readable && !c.on_read_list && c.closing_deadline.is_none() {
-                            c.on_read_list = true;
-                            read_list.push(Slot(i as u32));
-                        }
-                    }
-                }
+                self.requeue_unread(&mut read_list);
             }
             if now >= next_sweep {
                 next_sweep = now.add_nanos(SWEEP_PERIOD_NS);
@@ -670,6 +669,29 @@ impl Router {
         }
     }
 
+    /// Puts the clients left unread at the read memory limit back on the read list once
+    /// memory has freed since (`read_starved_at`). Not every turn: a client that still
+    /// finds no memory is left again and waits for the next release (or the timer),
+    /// so a full read memory costs no turn of its own.
+    fn requeue_starved(&mut self, read_list: &mut Vec<Slot>) {
+        if self.read_starved_at.is_some_and(|at| self.read_extra < at) {
+            self.read_starved_at = None;
+            self.requeue_unread(read_list);
+        }
+    }
+
+    /// Puts every client left unread at the read memory limit back on the read list.
+    fn requeue_unread(&mut self, read_list: &mut Vec<Slot>) {
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            if let Some(c) = c {
+                if c.awaits_read_memory() && c.closing_deadline.is_none() {
+                    c.on_read_list = true;
+                    read_list.push(Slot(i as u32));
+                }
+            }
+        }
+    }
+
     /// Gives back the read buffers of connections that hold no bytes and have not read
     /// since the last sweep.
     fn release_idle_buffers(&mut self) {
@@ -691,6 +713,7 @@ impl Router {
         let read_buffer = self.core.config().read_buffer;
         let read_memory_limit = self.core.config().read_memory_limit;
         let read_extra = &mut self.read_extra;
+        let starved_at = &mut self.read_starved_at;
         let Some(c) = self.conns.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
         };
@@ -728,8 +751,10 @@ impl Router {
         if space == 0 {
             // All connections' read buffers are at the limit: leave this socket unread
             // (TCP pushes back on the sender) until buffers are given back; the timer
-            // puts it back on the read list. Its frame deadline still runs.
+            // or the next release of read memory puts it back on the read list
+            // (`requeue_starved`). Its frame deadline still runs.
             c.readable = true;
+            *starved_at = Some(*read_extra);
             return false;
         }
         let n = match c.stream.read(&mut c.rbuf[c.end..]) {

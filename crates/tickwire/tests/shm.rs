@@ -490,3 +490,123 @@ fn clients_that_write_and_go_at_once_are_closed_and_their_mappings_unmapped() {
         assert_eq!(m.payload(), b"served");
     }
 }
+
+/// CPU time the process `pid` has used so far, in clock ticks (`utime + stime` of
+/// `/proc/PID/stat`): what it computed, whatever the machine's load.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which ends at the last ')': state is the
+    // 3rd field, utime the 14th and stime the 15th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Ticks the router `pid` spends over half a second of (wall-clock) waiting. A router
+/// that spins spends about all of them (~50 at the usual 100 Hz); one that sleeps,
+/// nearly none.
+fn cpu_ticks_over_half_a_second(pid: u32) -> u64 {
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_millis(500));
+    cpu_ticks(pid) - before
+}
+
+/// Sends all of `bytes` into the ring, waiting for room (at most 10 s).
+fn send_all(link: &mut ClientLink, mut bytes: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !bytes.is_empty() {
+        match link.send(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "the router stopped reading");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+}
+
+/// Regression (hostile-input probe, c2d/c3): a blocking router spun at ~90% CPU while
+/// a shared-memory client it would not read had bytes in its ring: one it was closing
+/// (during the one-second linger) and one left unread because the read buffers were
+/// at `read_memory_limit`. Parking counted any bytes as "ready" and made every turn a
+/// zero-timeout one. The router must sleep, and read the second client once memory
+/// frees.
+#[test]
+fn a_router_does_not_spin_on_shm_clients_it_will_not_read() {
+    let (name, _cleanup) = shm_name("nospin");
+    let r = RouterProc::start(&[
+        "--no-guaranteed",
+        "--idle",
+        "block",
+        "--shm",
+        &name,
+        "--shm-ring",
+        "4KiB",
+    ]);
+    let tcp = r.addr_str();
+    let pid = r.child.id();
+    // A closing client: it never reads, so PONGs fill its 4 KiB ring and then its
+    // egress; a frame of length 3 makes the router close it (the ERROR cannot be
+    // flushed: it lingers), and then it writes more bytes, which nobody reads.
+    let mut closing = raw_client(&name, "closing");
+    wait_clients(&tcp, "closing client connected", |n| {
+        n.iter().any(|x| x == "closing")
+    });
+    let mut pings = Vec::new();
+    for i in 0..2000 {
+        frame::encode_ping(&mut pings, i);
+    }
+    send_all(&mut closing, &pings);
+    send_all(&mut closing, &[3, 0, 0, 0, 5, 0, 0, 0]);
+    std::thread::sleep(Duration::from_millis(50));
+    send_all(&mut closing, &[0xEE; 100]);
+    let ticks = cpu_ticks_over_half_a_second(pid);
+    assert!(
+        ticks < 20,
+        "router used {ticks} ticks in 0.5 s next to a closing client"
+    );
+    drop(closing);
+    drop(r);
+
+    // A client left unread at the read memory limit: a TCP client holds ~60 KiB of a
+    // 64 KiB frame, the limit; the shm client's partial frame cannot grow its buffer.
+    let (name, _cleanup) = shm_name("nospin-mem");
+    let r = RouterProc::start(&[
+        "--no-guaranteed",
+        "--idle",
+        "block",
+        "--shm",
+        &name,
+        "--shm-ring",
+        "128KiB",
+        "--max-frame",
+        "64KiB",
+        "--read-memory-limit",
+        "64KiB",
+    ]);
+    let tcp = r.addr_str();
+    let pid = r.child.id();
+    let mut sub = Client::connect_to(&tcp, ClientOptions::named("mem-sub")).unwrap();
+    sub.subscribe("mem/>").unwrap();
+    let big = common::publish_frame("mem/x", &[7u8; 60 * 1024]);
+    let mut holder = common::Raw::hello(r.addr, "holder");
+    holder.send(&big[..big.len() - 64]);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut starved = raw_client(&name, "starved");
+    send_all(&mut starved, &big[..big.len() - 64]);
+    std::thread::sleep(Duration::from_millis(100));
+    let ticks = cpu_ticks_over_half_a_second(pid);
+    assert!(
+        ticks < 20,
+        "router used {ticks} ticks in 0.5 s next to a client waiting for read memory"
+    );
+    // Memory frees when the holder goes; the starved client's frame then goes through.
+    drop(holder);
+    send_all(&mut starved, &big[big.len() - 64..]);
+    let m = sub
+        .recv(Wait::Timeout(Duration::from_secs(10)))
+        .unwrap()
+        .expect("the starved client's message once memory freed");
+    assert_eq!(m.payload().len(), 60 * 1024);
+}

@@ -493,11 +493,21 @@ impl Router {
         port.parked = true;
         let mut ready = false;
         for w in &mut port.watch.list {
-            if let Some(Conn {
-                stream: Link::Shm(l),
-                ..
-            }) = self.conns.get(w.id.0 as usize).and_then(Option::as_ref)
+            if let Some(
+                c @ Conn {
+                    stream: Link::Shm(l),
+                    ..
+                },
+            ) = self.conns.get(w.id.0 as usize).and_then(Option::as_ref)
             {
+                // Only a client the loop would read now may keep it awake: bytes from a
+                // closing client (read no more) or one left unread at the read memory
+                // limit (`Conn::awaits_read_memory`, read again when memory frees) would
+                // make every turn a zero-timeout one, a spin until its linger ends or
+                // memory frees. Such a client is not asked to ring either.
+                if !c.reads_now() {
+                    continue;
+                }
                 if l.park() {
                     ready = true;
                     // Bytes (or a broken index) the scan may not see as a change: a
@@ -531,6 +541,19 @@ impl Router {
 }
 
 impl Conn {
+    /// Whether the loop reads this client when it has input: not once it is closing
+    /// (its input is dropped) nor while it waits for read memory.
+    pub(super) fn reads_now(&self) -> bool {
+        self.closing_deadline.is_none() && !self.awaits_read_memory()
+    }
+
+    /// Left unread because the read buffers were at `read_memory_limit`: input is
+    /// known to wait (`readable`) but the client is off the read list. The loop puts it
+    /// back when memory frees (`Router::requeue_starved`) and on every timer tick.
+    pub(super) fn awaits_read_memory(&self) -> bool {
+        self.readable && !self.on_read_list
+    }
+
     /// A new connection's state around `stream`.
     pub(super) fn new(stream: Link) -> Conn {
         Conn {
