@@ -849,14 +849,16 @@ impl Engine {
                 }
             }
             Record::DeadLettered { id, from, to } => {
-                if let Some(&q) = self.queue_names.get(from) {
-                    self.remove_from_queue(q, id);
-                }
+                // Into the dead-message queue before the other lets it go (see
+                // `dead_letter`).
                 let to = self.dmq(to);
                 if let Some(e) = self.store.entry(id).copied() {
                     if e.live {
                         self.enqueue(to, id, Store::size_of(&e));
                     }
+                }
+                if let Some(&q) = self.queue_names.get(from) {
+                    self.remove_from_queue(q, id);
                 }
             }
             Record::Purged { up_to, queue } => {
@@ -1351,9 +1353,7 @@ impl Engine {
             if let Some(f) = self.fills.get_mut(at) {
                 f.late.push_back(id);
                 self.entries += 1;
-                if let Some(e) = self.store.entry_mut(id) {
-                    e.refs += 1;
-                }
+                self.store.hold(id);
             }
         }
         self.note_stored(p, seq, lsn);
@@ -1420,9 +1420,7 @@ impl Engine {
         }
         self.entries = self.entries.saturating_sub(f.late.len() as u64);
         for id in f.late.drain(..) {
-            if let Some(e) = self.store.entry_mut(id) {
-                e.refs = e.refs.saturating_sub(1);
-            }
+            self.store.unhold(id);
         }
     }
 
@@ -1638,9 +1636,7 @@ impl Engine {
         }
         self.entries = self.entries.saturating_sub(stale.len() as u64);
         for id in stale {
-            if let Some(s) = self.store.entry_mut(id) {
-                s.refs = s.refs.saturating_sub(1);
-            }
+            self.store.unhold(id);
         }
         self.entries += (f.found.len() - before - pinned.len()) as u64;
         let mut pinned = pinned.iter().peekable();
@@ -1648,9 +1644,7 @@ impl Engine {
             if pinned.next_if_eq(&&q.id).is_some() {
                 continue;
             }
-            if let Some(s) = self.store.entry_mut(q.id) {
-                s.refs += 1;
-            }
+            self.store.hold(q.id);
         }
         end
     }
@@ -1689,9 +1683,7 @@ impl Engine {
                 continue;
             };
             budget -= 1;
-            if let Some(s) = self.store.entry_mut(e.id) {
-                s.refs = s.refs.saturating_sub(1);
-            }
+            self.store.unhold(e.id);
         }
     }
 
@@ -1885,9 +1877,7 @@ impl Engine {
         }
         for e in &q.entries {
             if !e.done {
-                if let Some(s) = self.store.entry_mut(e.id) {
-                    s.refs = s.refs.saturating_sub(1);
-                }
+                self.store.unhold(e.id);
             }
         }
         for b in q.bindings {
@@ -1934,9 +1924,7 @@ impl Engine {
             q.touched = true;
             self.touched.push(qi);
         }
-        if let Some(s) = self.store.entry_mut(id) {
-            s.refs += 1;
-        }
+        self.store.hold(id);
     }
 
     /// Marks `id` done in queue `qi`; true if it was there.
@@ -1962,9 +1950,7 @@ impl Engine {
                 bd.take_in_flight(id);
             }
         }
-        if let Some(s) = self.store.entry_mut(id) {
-            s.refs = s.refs.saturating_sub(1);
-        }
+        self.store.unhold(id);
         true
     }
 
@@ -2042,12 +2028,14 @@ impl Engine {
             return;
         }
         let size = self.store.entry(id).map_or(0, Store::size_of);
+        // Into the dead-message queue first: a message held back from the store's
+        // window is released the moment the last queue lets it go.
+        let dq = self.dmq(&to);
+        self.enqueue(dq, id, size);
         self.remove_from_queue(qi, id);
         if let Some(q) = self.queue_mut(qi) {
             q.counters.dead_lettered += 1;
         }
-        let dq = self.dmq(&to);
-        self.enqueue(dq, id, size);
         self.log_record(
             log,
             &Record::DeadLettered {

@@ -1,9 +1,19 @@
 //! The retained guaranteed messages, in memory: message bytes in recycled 1 MiB chunks
 //! and one fixed-size entry per message id, so storing a message allocates nothing once
-//! the chunks exist. Messages leave from the front, in id order, once no queue holds
-//! them and they are past the retention limits.
+//! the chunks exist.
+//!
+//! Ids are held in a **window**, one entry per id from [`Store::first_id`] to the newest,
+//! that retention releases from the front, in id order. A message that leaves the
+//! window while a queue still holds it is set aside (**held back**, in id order) instead
+//! of stopping the walk: otherwise one message nobody consumes would keep every message
+//! after it, acknowledged or not, until `max_stored_bytes` refused all publishing. A
+//! held-back message's bytes go the moment the last queue lets it go (it is already
+//! past the retention); its entry becomes a tombstone, and tombstones are compacted away
+//! (from the front at once, all of them once they are more than half the held-back
+//! entries), so the held-back entries number at most twice the messages queues hold. A
+//! chunk goes as soon as no live message is in it, wherever it lies.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 const CHUNK: usize = 1 << 20;
 
@@ -24,12 +34,21 @@ pub struct Entry {
     off: u32,
     topic_len: u16,
     payload_len: u32,
-    /// Queues holding it.
-    pub refs: u32,
-    /// False for an id whose message was refused after its id was taken.
+    /// Queues (and fills) holding it: changed only through [`Store::hold`] and
+    /// [`Store::unhold`], which release a held-back message when it reaches 0.
+    refs: u32,
+    /// False for an id whose message was refused after its id was taken (and for a
+    /// held-back message released, until its tombstone is compacted away).
     pub live: bool,
     /// It may have been delivered before a router restart.
     pub maybe_delivered: bool,
+}
+
+impl Entry {
+    /// Queues (and fills) holding it.
+    pub fn refs(&self) -> u32 {
+        self.refs
+    }
 }
 
 /// What a new message carries.
@@ -50,26 +69,38 @@ struct Chunk {
 
 /// The retained messages.
 pub struct Store {
-    chunks: VecDeque<Chunk>,
-    /// Absolute number of `chunks[0]`.
-    chunk_base: u64,
+    /// Chunks with a live message in them, and the one being written, by number.
+    chunks: HashMap<u64, Chunk, ahash::RandomState>,
+    /// Number of the next chunk (the one being written is one less).
+    next_chunk: u64,
     spare: Vec<Vec<u8>>,
+    /// The window: every id from `first_id` on.
     entries: VecDeque<Entry>,
     /// Id of `entries[0]` (the next id when empty).
     first_id: u64,
+    /// Messages older than the window that queues still hold, in id order, and
+    /// tombstones (`!live`) of those released since; the front is live.
+    held_back: VecDeque<Entry>,
+    /// Tombstones in `held_back`.
+    tombstones: usize,
     bytes: u64,
+    /// Of `bytes`, those of messages a queue (or fill) holds.
+    held: u64,
 }
 
 impl Store {
     /// An empty store whose first message id will be `next_id`.
     pub fn new(next_id: u64) -> Store {
         Store {
-            chunks: VecDeque::new(),
-            chunk_base: 0,
+            chunks: HashMap::default(),
+            next_chunk: 0,
             spare: Vec::new(),
             entries: VecDeque::new(),
             first_id: next_id,
+            held_back: VecDeque::new(),
+            tombstones: 0,
             bytes: 0,
+            held: 0,
         }
     }
 
@@ -78,24 +109,37 @@ impl Store {
         self.first_id + self.entries.len() as u64
     }
 
-    /// Oldest retained id (== `next_id` when empty).
+    /// Oldest id of the window (== `next_id` when empty); older messages queues still
+    /// hold are retained too, held back.
     pub fn first_id(&self) -> u64 {
         self.first_id
     }
 
-    /// Message bytes (topic + payload) retained.
+    /// Message bytes (topic + payload) retained: the window's and the held-back ones.
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
-    /// Messages retained (live or not).
+    /// Of [`Store::bytes`], those of messages a queue (or fill) holds; the rest are
+    /// retained for replay only.
+    pub fn held_bytes(&self) -> u64 {
+        self.held
+    }
+
+    /// Messages retained (in the window, live or not, and held back).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.held_back.len() - self.tombstones
     }
 
     /// No message retained.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
+    }
+
+    /// Entries kept for held-back messages, tombstones included (at most twice the
+    /// held-back messages, plus one).
+    pub fn held_back_entries(&self) -> usize {
+        self.held_back.len()
     }
 
     /// Appends a message; `m.id` must be [`Store::next_id`] (ids skipped on recovery are
@@ -109,7 +153,7 @@ impl Store {
                 time: m.time,
                 seq: 0,
                 stamps: None,
-                chunk: self.chunk_base + self.chunks.len() as u64,
+                chunk: u64::MAX,
                 off: 0,
                 topic_len: 0,
                 payload_len: 0,
@@ -122,18 +166,27 @@ impl Store {
             self.first_id = m.id;
         }
         let need = m.topic.len() + m.payload.len();
+        let writing = self.next_chunk.wrapping_sub(1);
         let fits = self
             .chunks
-            .back()
+            .get(&writing)
             .is_some_and(|c| c.buf.capacity() - c.buf.len() >= need);
         if !fits {
+            // The chunk written so far goes now if nothing in it is live (it stayed
+            // only because it was being written).
+            if self.chunks.get(&writing).is_some_and(|c| c.live == 0) {
+                if let Some(c) = self.chunks.remove(&writing) {
+                    self.recycle(c.buf);
+                }
+            }
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
             buf.reserve(need.max(CHUNK));
-            self.chunks.push_back(Chunk { buf, live: 0 });
+            self.chunks.insert(self.next_chunk, Chunk { buf, live: 0 });
+            self.next_chunk += 1;
         }
-        let chunk_no = self.chunk_base + self.chunks.len() as u64 - 1;
-        let Some(c) = self.chunks.back_mut() else {
+        let chunk_no = self.next_chunk - 1;
+        let Some(c) = self.chunks.get_mut(&chunk_no) else {
             return;
         };
         let off = c.buf.len() as u32;
@@ -157,16 +210,64 @@ impl Store {
         });
     }
 
-    /// The entry of `id`, if retained.
+    /// The entry of `id`, if retained (a window entry also when dead).
     pub fn entry(&self, id: u64) -> Option<&Entry> {
-        let i = id.checked_sub(self.first_id)?;
-        self.entries.get(usize::try_from(i).ok()?)
+        match id.checked_sub(self.first_id) {
+            Some(i) => self.entries.get(usize::try_from(i).ok()?),
+            None => self.held_back_at(id).map(|i| &self.held_back[i]),
+        }
     }
 
     /// The entry of `id`, mutably.
     pub fn entry_mut(&mut self, id: u64) -> Option<&mut Entry> {
-        let i = id.checked_sub(self.first_id)?;
-        self.entries.get_mut(usize::try_from(i).ok()?)
+        match id.checked_sub(self.first_id) {
+            Some(i) => self.entries.get_mut(usize::try_from(i).ok()?),
+            None => self.held_back_at(id).map(|i| &mut self.held_back[i]),
+        }
+    }
+
+    /// Index in `held_back` of live message `id`.
+    fn held_back_at(&self, id: u64) -> Option<usize> {
+        let i = self.held_back.partition_point(|e| e.id < id);
+        self.held_back
+            .get(i)
+            .is_some_and(|e| e.id == id && e.live)
+            .then_some(i)
+    }
+
+    /// One more queue (or fill) holds live message `id`.
+    pub fn hold(&mut self, id: u64) {
+        if let Some(e) = self.entry_mut(id) {
+            if e.live {
+                e.refs += 1;
+                if e.refs == 1 {
+                    let size = Store::size_of(e);
+                    self.held += size;
+                }
+            }
+        }
+    }
+
+    /// One queue (or fill) less holds message `id`. A held-back message nothing holds
+    /// any more is released at once (it is past the retention: that is why it left the
+    /// window).
+    pub fn unhold(&mut self, id: u64) {
+        let Some(e) = self.entry_mut(id) else {
+            return;
+        };
+        if !e.live || e.refs == 0 {
+            return;
+        }
+        e.refs -= 1;
+        if e.refs > 0 {
+            return;
+        }
+        self.held -= Store::size_of(e);
+        if id < self.first_id {
+            if let Some(i) = self.held_back_at(id) {
+                self.bury(i);
+            }
+        }
     }
 
     /// Topic and payload of a live message.
@@ -174,11 +275,7 @@ impl Store {
         if !e.live {
             return (&[], &[]);
         }
-        let Some(c) = e
-            .chunk
-            .checked_sub(self.chunk_base)
-            .and_then(|i| self.chunks.get(i as usize))
-        else {
+        let Some(c) = self.chunks.get(&e.chunk) else {
             return (&[], &[]);
         };
         let at = e.off as usize;
@@ -194,56 +291,86 @@ impl Store {
 
     /// Marks a message dead (refused after its id was taken).
     pub fn kill(&mut self, id: u64) {
+        if self.entry(id).is_some_and(|e| e.live && e.refs > 0) {
+            self.held -= self.entry(id).map_or(0, Store::size_of);
+        }
+        if id < self.first_id {
+            if let Some(i) = self.held_back_at(id) {
+                self.bury(i);
+            }
+            return;
+        }
         if let Some(e) = self.entry_mut(id) {
             if e.live {
                 e.live = false;
                 e.refs = 0;
-                let size = Store::size_of(e);
-                let chunk = e.chunk;
-                self.bytes -= size;
-                self.release_chunk(chunk);
+                let e = *e;
+                self.free(&e);
             }
         }
     }
 
-    fn release_chunk(&mut self, chunk: u64) {
-        if let Some(c) = chunk
-            .checked_sub(self.chunk_base)
-            .and_then(|i| self.chunks.get_mut(i as usize))
-        {
-            c.live = c.live.saturating_sub(1);
+    /// Releases held-back message `held_back[i]` (live): its bytes go, its entry stays
+    /// as a tombstone until compacted.
+    fn bury(&mut self, i: usize) {
+        let e = &mut self.held_back[i];
+        e.live = false;
+        e.refs = 0;
+        let e = *e;
+        self.free(&e);
+        self.tombstones += 1;
+        while self.held_back.front().is_some_and(|e| !e.live) {
+            self.held_back.pop_front();
+            self.tombstones -= 1;
+        }
+        // Amortised: each compaction removes at least half of what it walks.
+        if self.tombstones * 2 > self.held_back.len() {
+            self.held_back.retain(|e| e.live);
+            self.tombstones = 0;
         }
     }
 
-    /// Drops messages from the front while no queue holds them and `keep` says they
-    /// may go (retention). Returns how many went.
+    /// Gives back the bytes of live message `e`.
+    fn free(&mut self, e: &Entry) {
+        self.bytes -= Store::size_of(e);
+        let Some(c) = self.chunks.get_mut(&e.chunk) else {
+            return;
+        };
+        c.live = c.live.saturating_sub(1);
+        if c.live == 0 && e.chunk != self.next_chunk.wrapping_sub(1) {
+            if let Some(c) = self.chunks.remove(&e.chunk) {
+                self.recycle(c.buf);
+            }
+        }
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() == CHUNK && self.spare.len() < 4 {
+            self.spare.push(buf);
+        }
+    }
+
+    /// Moves the window's front on while `keep` (retention, told the front message and
+    /// the bytes of the messages no queue holds) lets its messages go: a message no
+    /// queue holds is released, one a queue holds is held back (and released when the
+    /// last queue lets it go). Returns how many ids left the window.
     pub fn release_front(&mut self, mut keep: impl FnMut(&Entry, u64) -> bool) -> usize {
         let mut n = 0;
         while let Some(e) = self.entries.front() {
-            if e.live && (e.refs > 0 || keep(e, self.bytes)) {
+            if e.live && keep(e, self.bytes - self.held) {
                 break;
             }
             let e = *e;
             self.entries.pop_front();
             self.first_id += 1;
             n += 1;
-            if e.live {
-                self.bytes -= Store::size_of(&e);
-                self.release_chunk(e.chunk);
+            if !e.live {
+                continue;
             }
-        }
-        // Chunks before the one the oldest entry lives in, and empty, are recycled.
-        let oldest = self.entries.front().map(|e| e.chunk);
-        while self.chunks.len() > 1 {
-            let front_no = self.chunk_base;
-            if oldest.is_some_and(|o| o <= front_no) || self.chunks[0].live > 0 {
-                break;
-            }
-            if let Some(c) = self.chunks.pop_front() {
-                self.chunk_base += 1;
-                if c.buf.capacity() == CHUNK && self.spare.len() < 4 {
-                    self.spare.push(c.buf);
-                }
+            if e.refs > 0 {
+                self.held_back.push_back(e);
+            } else {
+                self.free(&e);
             }
         }
         n
@@ -251,7 +378,11 @@ impl Store {
 
     /// The lsn of the oldest live message (what the spool must keep), if any.
     pub fn oldest_lsn(&self) -> Option<u64> {
-        self.entries.iter().find(|e| e.live).map(|e| e.lsn)
+        self.held_back
+            .iter()
+            .chain(self.entries.iter())
+            .find(|e| e.live)
+            .map(|e| e.lsn)
     }
 
     /// The id of the first live message that arrived at or after `t` (UTC ns), or the
@@ -261,6 +392,10 @@ impl Store {
     /// Not a walk from the oldest, which a BIND by time over a million retained
     /// messages made cost ~5 ms per frame.
     pub fn first_id_since(&self, t: u64) -> u64 {
+        let at = self.held_back.partition_point(|e| e.time < t);
+        if let Some(e) = self.held_back.range(at..).find(|e| e.live) {
+            return e.id;
+        }
         let at = self.entries.partition_point(|e| e.time < t);
         self.entries
             .range(at..)
@@ -268,10 +403,14 @@ impl Store {
             .map_or(self.next_id(), |e| e.id)
     }
 
-    /// Ids of retained live messages, from `from`, in order.
+    /// Retained live messages from id `from` on (held back, then the window), in order.
     pub fn ids_from(&self, from: u64) -> impl Iterator<Item = &Entry> {
-        let skip = from.saturating_sub(self.first_id) as usize;
-        self.entries.iter().skip(skip).filter(|e| e.live)
+        let back = self.held_back.partition_point(|e| e.id < from);
+        let skip = (from.saturating_sub(self.first_id) as usize).min(self.entries.len());
+        self.held_back
+            .range(back..)
+            .chain(self.entries.range(skip..))
+            .filter(|e| e.live)
     }
 }
 
@@ -301,17 +440,140 @@ mod tests {
         assert_eq!(s.next_id(), 6);
         let e = *s.entry(3).unwrap();
         assert_eq!(s.bytes_of(&e), (&b"t"[..], &big[..]));
-        s.entry_mut(2).unwrap().refs = 1;
-        // Retention says nothing need stay: 1 goes, 2 is held by a queue.
-        assert_eq!(s.release_front(|_, _| false), 1);
-        assert_eq!(s.first_id(), 2);
-        s.entry_mut(2).unwrap().refs = 0;
-        assert_eq!(s.release_front(|_, _| false), 4);
+        s.hold(2);
+        // Retention says nothing need stay: 1 goes, 2 is held by a queue and is held
+        // back, 3..=5 go too.
+        assert_eq!(s.release_front(|_, _| false), 5);
+        assert_eq!(s.first_id(), 6);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.bytes(), 700_001);
+        let e = *s.entry(2).unwrap();
+        assert_eq!(s.bytes_of(&e), (&b"t"[..], &big[..]));
+        assert_eq!(s.ids_from(0).map(|e| e.id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(s.oldest_lsn(), Some(2));
+        s.unhold(2);
         assert_eq!(s.len(), 0);
         assert_eq!(s.bytes(), 0);
+        assert!(s.entry(2).is_none());
+        assert_eq!(s.held_back_entries(), 0);
+        assert_eq!(s.oldest_lsn(), None);
         // Ids go on where they were.
         s.push(&msg(6, b"x"));
         assert_eq!(s.entry(6).unwrap().id, 6);
+    }
+
+    /// Regression (hostile-input probe): one message a queue never consumes kept every
+    /// message after it, acknowledged or not, until `max_stored_bytes` refused all
+    /// guaranteed publishing (107,300 messages, 1 GiB, behind one of 10 KB). Here one
+    /// message is pinned and many go through, each held while "in flight" and let go,
+    /// with the retention applied as the engine does: the bytes stay within the
+    /// retention plus what is held, the chunks follow the bytes, the held-back entries
+    /// stay bounded, and replay finds the pinned message and the retained tail.
+    #[test]
+    fn a_pinned_message_does_not_keep_the_messages_after_it() {
+        let retain: u64 = 200_000;
+        let age = 1_000; // retain_ms, in the units of `msg`'s times
+        let mut s = Store::new(1);
+        let payload = vec![1u8; 10_000];
+        s.push(&msg(1, &payload));
+        s.hold(1); // the queue nobody consumes
+        let keep = |now: u64| move |e: &Entry, total: u64| total <= retain && e.time + age > now;
+        let (mut in_flight, mut slow) = (VecDeque::new(), VecDeque::new());
+        for id in 2..=20_000u64 {
+            s.push(&msg(id, &payload));
+            s.hold(id);
+            in_flight.push_back(id);
+            // Every 7th message is held by a second, slower queue for a while.
+            if id % 7 == 0 {
+                s.hold(id);
+                slow.push_back(id);
+            }
+            if in_flight.len() > 50 {
+                s.unhold(in_flight.pop_front().unwrap());
+            }
+            if slow.len() > 40 {
+                s.unhold(slow.pop_front().unwrap());
+            }
+            if id % 16 == 0 {
+                s.release_front(keep(id * 10));
+            }
+            let live = 1 + (in_flight.len() + slow.len()) as u64;
+            // The retention is applied every 16 messages, as a timer tick would.
+            assert!(
+                s.bytes() <= retain + (live + 16) * 10_001,
+                "id {id}: {} bytes retained",
+                s.bytes()
+            );
+            // The chunks follow the bytes: a chunk with nothing live in it goes.
+            assert!(s.chunks.len() as u64 <= 2 + s.len() as u64, "id {id}");
+            assert!(
+                s.held_back_entries() <= 2 * (s.len() + 1),
+                "id {id}: {} held-back entries for {} messages",
+                s.held_back_entries(),
+                s.len()
+            );
+        }
+        // The window holds the retention's tail only.
+        assert!(s.first_id() > 19_000);
+        // Everything in flight is let go; the pinned message stays, readable.
+        for id in in_flight.into_iter().chain(slow) {
+            s.unhold(id);
+        }
+        s.release_front(keep(200_000));
+        let pinned = *s.entry(1).unwrap();
+        assert_eq!(s.bytes_of(&pinned).1, &payload[..]);
+        assert_eq!(s.oldest_lsn(), Some(1));
+        // Replay from the beginning: the pinned message, then the retained tail in id
+        // order; released ids are not found.
+        let ids: Vec<u64> = s.ids_from(0).map(|e| e.id).collect();
+        assert_eq!(ids[0], 1);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*ids.last().unwrap(), 20_000);
+        let window: u64 = ids[1..]
+            .iter()
+            .map(|&id| Store::size_of(s.entry(id).unwrap()))
+            .sum();
+        assert!(window <= retain, "{window} bytes retained for replay");
+        assert_eq!(s.bytes(), window + 10_001);
+        assert!(s.entry(500).is_none(), "released behind the pin");
+        assert_eq!(s.first_id_since(0), 1);
+        assert_eq!(s.first_id_since(20), ids[1]);
+        // Let the pinned one go too: nothing is left but the retention.
+        s.unhold(1);
+        assert_eq!(s.bytes(), window);
+        assert_eq!(s.held_back_entries(), 0);
+        assert_eq!(s.oldest_lsn(), Some(ids[1]));
+    }
+
+    #[test]
+    fn held_back_tombstones_are_compacted() {
+        let mut s = Store::new(1);
+        for id in 1..=1_000 {
+            s.push(&msg(id, b"x"));
+            s.hold(id);
+        }
+        s.release_front(|_, _| false);
+        assert_eq!(
+            (s.first_id(), s.len(), s.held_back_entries()),
+            (1_001, 1_000, 1_000)
+        );
+        // Let go of all but 1 (the front) and every 100th, out of order.
+        for id in (2..=1_000).rev().filter(|id| id % 100 != 0) {
+            s.unhold(id);
+            assert!(s.held_back_entries() <= 2 * s.len() + 1);
+        }
+        assert_eq!(s.len(), 11);
+        assert_eq!(s.bytes(), 22);
+        let ids: Vec<u64> = s.ids_from(150).map(|e| e.id).collect();
+        assert_eq!(ids, (2..=10).map(|i| i * 100).collect::<Vec<_>>());
+        assert_eq!(s.first_id_since(1_995), 200);
+        assert!(s.entry(150).is_none());
+        s.unhold(1);
+        assert_eq!(s.ids_from(0).next().map(|e| e.id), Some(100));
+        assert_eq!(s.oldest_lsn(), Some(100));
+        s.kill(100);
+        assert_eq!(s.len(), 9);
+        assert_eq!(s.oldest_lsn(), Some(200));
     }
 
     #[test]

@@ -723,20 +723,40 @@ fn held_entries_are_counted_and_pinned(e: &Engine) -> Result<(), TestCaseError> 
     }
     for s in e.store.ids_from(0) {
         prop_assert_eq!(
-            s.refs,
+            s.refs(),
             refs.get(&s.id).copied().unwrap_or(0),
             "message {}",
             s.id
         );
     }
+    // Every message something holds is still there (held back from the store's window
+    // if need be), and the store's byte counts agree with what it has.
+    for id in refs.keys() {
+        prop_assert!(e.store.entry(*id).is_some_and(|s| s.live), "message {}", id);
+    }
+    let all = e.store.ids_from(0);
+    let (bytes, held) = all.fold((0, 0), |(b, h), s| {
+        let size = Store::size_of(s);
+        (b + size, h + if s.refs() > 0 { size } else { 0 })
+    });
+    prop_assert_eq!(e.store.bytes(), bytes);
+    prop_assert_eq!(e.store.held_bytes(), held);
+    prop_assert!(e.store.held_back_entries() <= 2 * e.store.len() + 1);
     Ok(())
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
-    fn acknowledged_publishes_are_delivered_until_consumed(ops in proptest::collection::vec(op(), 1..120)) {
-        let mut e = Engine::new(GmConfig { publish_window: 1000, ..GmConfig::default() });
+    fn acknowledged_publishes_are_delivered_until_consumed(ops in proptest::collection::vec(op(), 1..120), retain in 0u64..8) {
+        // A retention of a few bytes (each message is 2) moves the store's window past
+        // messages the queue still holds, which are then held back; 7: the default.
+        let cfg = GmConfig {
+            publish_window: 1000,
+            retain_bytes: if retain == 7 { GmConfig::default().retain_bytes } else { retain },
+            ..GmConfig::default()
+        };
+        let mut e = Engine::new(cfg.clone());
         e.finish_recovery();
         e.fill_budget = (2, 3);
         let mut log = MemLog::default();
@@ -797,7 +817,7 @@ proptest! {
                 Op::Restart => {
                     // Everything not durable is lost, as after kill -9.
                     log.records.truncate(durable);
-                    let r = recover(GmConfig { publish_window: 1000, ..GmConfig::default() }, &log.records, 1);
+                    let r = recover(cfg.clone(), &log.records, 1);
                     prop_assert!(r.recovery_errors.is_empty());
                     e = r;
                     e.fill_budget = (2, 3);
@@ -1920,7 +1940,7 @@ fn a_publish_is_kept_for_each_waiting_fill_it_matches() {
         .map(|f| f.late.iter().copied().collect())
         .collect();
     assert_eq!(late, [vec![21], vec![22], vec![21]]);
-    assert_eq!(e.store.entry(21).map(|m| m.refs), Some(2));
+    assert_eq!(e.store.entry(21).map(|m| m.refs()), Some(2));
     assert!(
         e.store.entry(23).is_none(),
         "e/z matches nothing: not stored"
@@ -1948,7 +1968,7 @@ fn a_filling_create_given_up_releases_what_was_kept_for_it() {
     assert_eq!(e.entries, 20, "only queue all's entries are left");
     for id in 21..=23 {
         assert_eq!(
-            e.store.entry(id).map(|m| m.refs),
+            e.store.entry(id).map(|m| m.refs()),
             Some(0),
             "id {id} unpinned"
         );
@@ -1987,7 +2007,7 @@ fn a_fill_that_would_pass_max_entries_is_refused_and_leaves_nothing_behind() {
     assert_eq!(stat(&e, "queue_entries"), n, "only `all`'s entries");
     assert!(e.unpin.is_empty(), "every pin released");
     assert!(
-        (1..=n).all(|id| e.store.entry(id).unwrap().refs == 1),
+        (1..=n).all(|id| e.store.entry(id).unwrap().refs() == 1),
         "each message held by `all` only"
     );
     let r = e
@@ -2027,7 +2047,7 @@ fn a_pending_create_goes_with_its_requester() {
     }
     assert_eq!(drain(&mut e), [], "no answer to the slot's next client");
     assert_eq!(log.records.len(), records, "nothing spooled");
-    assert!((1..=n).all(|id| e.store.entry(id).unwrap().refs == 1));
+    assert!((1..=n).all(|id| e.store.entry(id).unwrap().refs() == 1));
     let r = e
         .handle_queue_request(&mut log, C, 8, QueueOp::Show, "late")
         .unwrap_err();
