@@ -1475,7 +1475,7 @@ impl Core {
                 _ => None,
             },
         };
-        let refusal = refusal.or_else(|| self.image_over_budget(id, now));
+        let refusal = refusal.or_else(|| self.image_over_budget(id, now, pattern));
         if let Some((code, text)) = refusal {
             if code == ErrorCode::PERMISSION_DENIED {
                 self.totals.denied += 1;
@@ -1510,7 +1510,7 @@ impl Core {
         }
         // Checked by image_over_budget above (nothing changed it since): spent only
         // now that the scan is certain.
-        let cost = self.cache.scan_cost();
+        let cost = self.cache.scan_cost(pattern);
         c.image_budget.take(cost);
         self.image_budget.take(cost);
         let before = c.egress.capacity();
@@ -1528,15 +1528,26 @@ impl Core {
 
     /// The BUSY refusal of an image whose scan client `id`'s budget or the router's
     /// cannot pay for now (counted); None if both can (the caller spends it once the
-    /// scan is certain).
-    fn image_over_budget(&mut self, id: Slot, now: MonoNanos) -> Option<(ErrorCode, String)> {
+    /// scan is certain). A full budget pays for one scan even when it costs more than
+    /// the burst (a long pattern over a full cache): the rest is owed and repaid at
+    /// the rate before the next.
+    fn image_over_budget(
+        &mut self,
+        id: Slot,
+        now: MonoNanos,
+        pattern: &[u8],
+    ) -> Option<(ErrorCode, String)> {
         let c = self
             .clients
             .get_mut(id.0 as usize)
             .and_then(Option::as_mut)?;
-        let cost = self.cache.scan_cost();
-        let own = c.image_budget.available(now) >= cost;
-        if own && self.image_budget.available(now) >= cost {
+        // Validated by the caller.
+        let cost = self
+            .cache
+            .scan_cost(std::str::from_utf8(pattern).unwrap_or_default());
+        let pays = |b: &mut TokenBucket| b.available(now) >= cost.min(b.burst());
+        let own = pays(&mut c.image_budget);
+        if own && pays(&mut self.image_budget) {
             return None;
         }
         self.cache.count_throttled();
@@ -1555,8 +1566,9 @@ impl Core {
         Some((
             ErrorCode::BUSY,
             format!(
-                "an image examines every slot of the cache's topic table ({cost} now) and \
-                 {whose} may examine {rate} per second ({key}): ask again later"
+                "an image examines every slot of the cache's topic table (counted {cost} \
+                 with this pattern's length now) and {whose} may examine {rate} per second \
+                 ({key}): ask again later"
             ),
         ))
     }
@@ -2627,7 +2639,7 @@ mod tests {
             .unwrap();
         }
         core.handle_input(publisher, MonoNanos(0), &f, f.len());
-        assert_eq!(core.cache.scan_cost(), 100);
+        assert_eq!(core.cache.scan_cost("nothing/>"), 100);
         let query = |core: &mut Core, id: Slot, now: u64| {
             let mut f = Vec::new();
             encode_subscribe_image(&mut f, 7, "nothing/>", Image::Only);
@@ -2673,6 +2685,52 @@ mod tests {
         core.handle_input(e, MonoNanos(1_500 * MS), &f, f.len());
         assert_eq!(out(&mut core, e), ["ERROR too-many-subscriptions false"]);
         assert_eq!(query(&mut core, e, 1_500 * MS), ["ACK 7"]);
+    }
+
+    /// Hostile-input probe: a long pattern compares up to its length per cached topic
+    /// (a 124-level one cost 20 times a short one's scan), so it counts for more of the
+    /// budget; a full budget still pays for one such scan, and the rest is owed.
+    #[test]
+    fn a_long_patterns_scan_costs_more_of_the_budget_and_is_repaid_at_the_rate() {
+        let cfg = Config {
+            cache: vec![">".into()],
+            cache_max_topics: 100,
+            image_scan_rate: 100,
+            image_scan_rate_total: 100_000,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let publisher = open(&mut core, 0);
+        let mut f = Vec::new();
+        for t in 0..100 {
+            encode_publish(
+                &mut f,
+                &format!("t/{t}"),
+                b"x",
+                Default::default(),
+                u32::MAX,
+            )
+            .unwrap();
+        }
+        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        let long = format!("t/{}", "*/".repeat(60)) + "q";
+        assert_eq!(crate::cache::scan_weight(&long), 8);
+        assert_eq!(core.cache.scan_cost(&long), 800);
+        let query = |core: &mut Core, id: Slot, pattern: &str, now: u64| {
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 7, pattern, Image::Only);
+            core.handle_input(id, MonoNanos(now), &f, f.len());
+            out(core, id)
+        };
+        let a = open(&mut core, 0);
+        // From a full bucket: answered, 700 beyond the burst of 100 owed.
+        assert_eq!(query(&mut core, a, &long, 0), ["ACK 7"]);
+        // 100 a second: owed until 7 s, then a short scan (100) at 8 s.
+        assert_eq!(
+            query(&mut core, a, "nothing/>", 7_500 * MS),
+            ["ERROR busy false"]
+        );
+        assert_eq!(query(&mut core, a, "nothing/>", 8_000 * MS), ["ACK 7"]);
     }
 
     /// A router with a small router-wide egress bound: `clients` may connect, each may

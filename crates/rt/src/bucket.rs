@@ -11,6 +11,9 @@ use crate::MonoNanos;
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     tokens: u64,
+    /// Spent beyond the tokens there were ([`TokenBucket::take`]): refilling repays
+    /// it before any token shows again.
+    debt: u64,
     burst: u64,
     rate: u64,
     refilled: MonoNanos,
@@ -21,6 +24,7 @@ impl TokenBucket {
     pub fn full(rate: u64, burst: u64, now: MonoNanos) -> TokenBucket {
         TokenBucket {
             tokens: burst,
+            debt: 0,
             burst,
             rate,
             refilled: now,
@@ -45,9 +49,22 @@ impl TokenBucket {
         }
     }
 
-    /// Spends up to `n` tokens (what is there when fewer).
+    /// Spends `n` tokens; what the bucket lacks is owed, repaid by refilling before
+    /// any token shows again. So one piece of work larger than the burst may be done
+    /// from a full bucket and is still paid for at the rate.
     pub fn take(&mut self, n: u64) {
-        self.tokens = self.tokens.saturating_sub(n);
+        match self.tokens.checked_sub(n) {
+            Some(left) => self.tokens = left,
+            None => {
+                self.debt = self.debt.saturating_add(n - self.tokens);
+                self.tokens = 0;
+            }
+        }
+    }
+
+    /// The most tokens the bucket holds.
+    pub fn burst(&self) -> u64 {
+        self.burst
     }
 
     fn refill(&mut self, now: MonoNanos) {
@@ -60,15 +77,22 @@ impl TokenBucket {
             // Less than one token so far: `refilled` stays, the fraction is kept.
             return;
         }
-        let room = u128::from(self.burst.saturating_sub(self.tokens));
+        let owed = u128::from(self.debt);
+        let room = owed + u128::from(self.burst.saturating_sub(self.tokens));
         if add >= room {
-            // Full: whatever accrued beyond the burst is not kept.
+            // Repaid and full: whatever accrued beyond the burst is not kept.
+            self.debt = 0;
             self.tokens = self.burst;
             self.refilled = now;
         } else {
-            // `add` < `room` <= u64::MAX. `refilled` advances by the time those tokens
-            // took, not to `now`, so the fraction of the next one is kept.
-            self.tokens += add as u64;
+            // `add` < `room`. The debt first; `refilled` advances by the time those
+            // tokens took, not to `now`, so the fraction of the next one is kept.
+            if add <= owed {
+                self.debt -= add as u64;
+            } else {
+                self.tokens += (add - owed) as u64;
+                self.debt = 0;
+            }
             let took = (add * 1_000_000_000).div_ceil(u128::from(self.rate));
             self.refilled = MonoNanos(self.refilled.0.saturating_add(took as u64).min(now.0));
         }
@@ -93,6 +117,22 @@ mod tests {
             100,
             "never past the burst"
         );
+    }
+
+    #[test]
+    fn work_beyond_the_tokens_is_owed_and_repaid_before_tokens_show() {
+        let mut b = TokenBucket::full(1_000, 100, MonoNanos(0));
+        b.take(350);
+        assert_eq!(b.available(MonoNanos(0)), 0);
+        // 250 owed: 250 ms repays it, nothing shows meanwhile.
+        assert_eq!(b.available(MonoNanos(200 * MS)), 0);
+        assert_eq!(b.available(MonoNanos(250 * MS)), 0);
+        assert_eq!(b.available(MonoNanos(260 * MS)), 10);
+        assert_eq!(b.available(MonoNanos(10_000 * MS)), 100);
+        // A debt longer ago than it takes to repay it and refill: full.
+        b.take(1_000);
+        assert_eq!(b.available(MonoNanos(20_000 * MS)), 100);
+        assert_eq!(b.burst(), 100);
     }
 
     #[test]
