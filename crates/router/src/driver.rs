@@ -33,7 +33,7 @@ use crate::core::{Core, Input, Totals};
 use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
 
-use shm::{Link, ShmPort, SHM_LISTENER, SHM_WAKE};
+use shm::{Link, ShmPort, SHM_LISTENER};
 use tls::{TlsLink, TlsPort, TLS_LISTENER};
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -404,11 +404,6 @@ impl Router {
                     // direct traffic of this turn is written.
                     WAKER => spool_progress = true,
                     SHM_LISTENER => self.shm_accept(now),
-                    SHM_WAKE => {
-                        if let Some(port) = &self.shm {
-                            port.on_wake();
-                        }
-                    }
                     t if self.mcast_event(t) => {}
                     Token(i) => {
                         let id = Slot(i as u32);

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! offset  size  field
-//!      0     8  magic "TWSHM\0\x01\0" (version 1)
+//!      0     8  magic "TWSHM\0\x02\0" (version 2)
 //!      8     8  ring capacity in bytes (each direction; a power of two)
 //!     64     8  client→router tail   (written by the client)
 //!    128     8  client→router head   (written by the router)
@@ -19,8 +19,11 @@
 use crate::ring::{Mem, RingLayout};
 use crate::sync::Ordering;
 
-/// Version 1's magic number.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TWSHM\0\x01\0");
+/// Version 2's magic number. Version 2 rings the peer through the handshake socket
+/// (version 1 passed two eventfds, whose shared file status a client could make
+/// blocking): a client and a router of different versions refuse each other at the
+/// handshake.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TWSHM\0\x02\0");
 /// Bytes before the first data area.
 pub const HEADER_LEN: usize = 512;
 /// Bytes of the handshake message (magic, capacity).

@@ -3,9 +3,10 @@
 //! client and the router.
 //!
 //! - [`Listener`] (router): a Unix socket (`/dev/shm/tickwire-NAME.sock`, mode 0600);
-//!   each accepted client gets a fresh sealed memfd mapping and two eventfd doorbells
-//!   by `SCM_RIGHTS`, as a [`ServerLink`] that reads and writes like a non-blocking
-//!   socket (`io::Read`/`io::Write`, `WouldBlock` when empty/full).
+//!   each accepted client gets a fresh sealed memfd mapping by `SCM_RIGHTS`, and its
+//!   connection stays open as the doorbell both ways; the router's end is a
+//!   [`ServerLink`] that reads and writes like a non-blocking socket
+//!   (`io::Read`/`io::Write`, `WouldBlock` when empty/full).
 //! - [`ClientLink`] (client): connect, `send`, `recv`, `wait`.
 //! - [`ring`]: the ring and its wake protocol, safe code over [`ring::Mem`];
 //!   [`bare_pair`] two ring ends without a router (the raw floor of the benchmarks).

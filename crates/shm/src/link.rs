@@ -5,10 +5,13 @@
 //! Handshake: the client connects to the router's Unix socket (`socket_path`). The
 //! router creates a memfd (sealed against shrinking and growing, so a client cannot
 //! truncate it under the router), maps it, writes the header, and sends one message:
-//! 16 bytes (magic, ring capacity) plus three descriptors by `SCM_RIGHTS` — the memfd,
-//! the router's doorbell, the client's doorbell. The socket then stays open, silent:
-//! its end of stream is how each side learns that the other died (the kernel closes a
-//! killed process's descriptors), and the client's shutdown is its goodbye.
+//! 16 bytes (magic, ring capacity) plus one descriptor by `SCM_RIGHTS`, the memfd. The
+//! socket then stays open as the connection's doorbell in both directions (one byte
+//! rings the peer, only when it announced a sleep: `notify.rs`), and its end of stream
+//! is how each side learns that the other died (the kernel closes a killed process's
+//! descriptors); the client's shutdown is its goodbye. The router keeps no descriptor
+//! whose file description a client shares: what a client does to its descriptors
+//! (`fcntl(F_SETFL)` included) cannot make the router's calls block.
 
 use std::fs::File;
 use std::io::{self, IoSliceMut};
@@ -29,7 +32,7 @@ use rustix::net::{
 };
 
 use crate::layout::{self, Header};
-use crate::notify::Notify;
+use crate::notify::{self, Drained};
 use crate::raw::{Region, WatchedWord};
 use crate::ring::{Consumer, Corrupt, Producer};
 
@@ -55,13 +58,12 @@ pub fn socket_path(name: &str) -> PathBuf {
     }
 }
 
-/// The router's shared-memory listener: the handshake socket and the router's doorbell.
+/// The router's shared-memory listener: the handshake socket.
 #[derive(Debug)]
 pub struct Listener {
     sock: UnixListener,
     path: PathBuf,
     ring_bytes: usize,
-    wake: Arc<Notify>,
 }
 
 impl Listener {
@@ -101,7 +103,6 @@ impl Listener {
             sock,
             path: path.to_owned(),
             ring_bytes,
-            wake: Arc::new(Notify::new()?),
         })
     }
 
@@ -113,16 +114,6 @@ impl Listener {
     /// The handshake socket, to register for readability (a client is waiting).
     pub fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
-    }
-
-    /// The router's doorbell, to register for readability (a client rang it).
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_fd().as_raw_fd()
-    }
-
-    /// Resets the router's doorbell after it rang.
-    pub fn drain_wake(&self) {
-        self.wake.drain();
     }
 
     /// Accepts one waiting client and hands it its mapping. `Ok(None)`: nobody waits.
@@ -143,10 +134,9 @@ impl Listener {
         let region = Arc::new(Region::map(&file)?);
         let header = Header::new(cap);
         layout::write_header(&*region, header);
-        let client_wake = Notify::new()?;
         let hello = header.to_bytes();
-        let fds = [file.as_fd(), self.wake.as_fd(), client_wake.as_fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let fds = [file.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         control.push(SendAncillaryMessage::ScmRights(&fds));
         // A fresh socket's buffer is empty: this small message never blocks.
@@ -174,9 +164,9 @@ impl Listener {
                 ctl,
                 rx: Consumer::new(region.clone(), header.client_to_router()),
                 tx: Producer::new(region, header.router_to_client()),
-                peer_bell: client_wake,
             },
             check_ctl: false,
+            eof: false,
         }))
     }
 }
@@ -198,16 +188,20 @@ pub struct PeerProcess {
 }
 
 /// The router's end of one client's mapping. Reads and writes never block and make no
-/// syscall, except a write that finds the client asleep (one eventfd write) and a read
-/// after [`ServerLink::hint_ctl_event`] finds the ring empty (one `recv` peek).
+/// syscall, except a write that finds the client asleep (one `send` of a byte, the
+/// doorbell) and a read after [`ServerLink::hint_ctl_event`] that finds the ring empty
+/// (`recv`s that drain the doorbell and look for end of stream).
 #[derive(Debug)]
 pub struct ServerLink {
     ends: Ends,
     /// The process that connected (`SO_PEERCRED` at accept).
     peer: Option<PeerProcess>,
-    /// The handshake socket reported an event: look for its end of stream once the
-    /// ring is empty.
+    /// The handshake socket reported an event (a ring of the doorbell, or end of
+    /// stream): drain it once the ring is empty.
     check_ctl: bool,
+    /// The client's end of stream was seen on the socket: once the ring is empty, reads
+    /// return 0.
+    eof: bool,
 }
 
 /// The ring this end reads.
@@ -215,16 +209,14 @@ type Inbound = Consumer<Arc<Region>>;
 /// The ring this end writes.
 type Outbound = Producer<Arc<Region>>;
 
-/// What both link ends hold: the handshake socket, the inbound and outbound rings,
-/// and the peer's doorbell.
+/// What both link ends hold: the handshake socket and the inbound and outbound rings.
 #[derive(Debug)]
 struct Ends {
-    /// The handshake socket, kept open: its end of stream is the peer's.
+    /// The handshake socket, kept open: the doorbell both ways (`notify.rs`), and its
+    /// end of stream is the peer's.
     ctl: UnixStream,
     rx: Inbound,
     tx: Outbound,
-    /// Rung after a write when the peer announced that it sleeps.
-    peer_bell: Notify,
 }
 
 impl Ends {
@@ -236,21 +228,9 @@ impl Ends {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         if self.tx.wake_needed() {
-            self.peer_bell.signal();
+            notify::ring(&self.ctl);
         }
         Ok(n)
-    }
-
-    /// Looks at the handshake socket without waiting: `Some(true)` at the peer's end of
-    /// stream, `Some(false)` when it sent bytes, `None` when nothing happened.
-    fn peek_ctl(&self) -> io::Result<Option<bool>> {
-        let mut probe = [0u8; 1];
-        match rustix::net::recv(&self.ctl, &mut probe, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
-            Ok((0, _)) | Err(Errno::CONNRESET) => Ok(Some(true)),
-            Ok(_) => Ok(Some(false)),
-            Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 
@@ -260,14 +240,14 @@ impl ServerLink {
         self.peer
     }
 
-    /// The handshake socket, to register for readability (its end of stream is the
-    /// client's death or goodbye).
+    /// The handshake socket, to register for readability: the client rang the doorbell,
+    /// or its end of stream (death or goodbye).
     pub fn ctl_fd(&self) -> RawFd {
         self.ends.ctl.as_raw_fd()
     }
 
     /// The handshake socket had an event: the next read that finds the ring empty
-    /// checks for end of stream.
+    /// drains the doorbell and checks for end of stream.
     pub fn hint_ctl_event(&mut self) {
         self.check_ctl = true;
     }
@@ -316,17 +296,22 @@ impl io::Read for ServerLink {
         if n > 0 || buf.is_empty() {
             return Ok(n);
         }
-        if self.check_ctl {
-            match self.ends.peek_ctl()? {
-                Some(true) => return Ok(0),
-                Some(false) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "bytes on the shared-memory handshake socket after the handshake",
-                    ))
+        if self.check_ctl && !self.eof {
+            // The ring is empty: take the doorbell's rings (the scan, not the bytes,
+            // says what to read) and look for the end of stream. Never waits, whatever
+            // the client did to its end of the socket.
+            match notify::drain(&self.ends.ctl) {
+                Drained::Empty => self.check_ctl = false,
+                Drained::More => {}
+                Drained::Eof => {
+                    self.eof = true;
+                    // Bytes the client wrote just before it went, after our look above.
+                    return self.ends.rx.read(buf).map_err(corrupt);
                 }
-                None => self.check_ctl = false,
             }
+        }
+        if self.eof {
+            return Ok(0);
         }
         Err(io::ErrorKind::WouldBlock.into())
     }
@@ -348,10 +333,12 @@ impl io::Write for ServerLink {
 #[derive(Debug)]
 pub struct ClientLink {
     ends: Ends,
-    wake: Notify,
     /// Empty reads since the last look at the socket (a busy-polling client looks for
     /// the router's end of stream once per `EOF_CHECK_EVERY` empty reads).
     empty_reads: u32,
+    /// The socket may hold doorbell rings (or the end of stream): drain it before the
+    /// next sleep, when no input is waiting (off the message's path).
+    ctl_pending: bool,
     eof: bool,
 }
 
@@ -377,7 +364,9 @@ impl ClientLink {
         let ctl = UnixStream::connect(path)?;
         ctl.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         let mut hello = [0u8; layout::HELLO_LEN];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        // Room for more descriptors than the one expected, so that a peer sending more
+        // is recognised (and its descriptors closed) rather than cut short.
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let got = loop {
             match rustix::net::recvmsg(
@@ -391,20 +380,23 @@ impl ClientLink {
                 r => break r?,
             }
         };
-        let mut fds: Vec<OwnedFd> = Vec::with_capacity(3);
+        let mut fds: Vec<OwnedFd> = Vec::with_capacity(1);
         for msg in control.drain() {
             if let RecvAncillaryMessage::ScmRights(rights) = msg {
                 fds.extend(rights);
             }
         }
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
-        if got.bytes != hello.len() || fds.len() != 3 {
-            return Err(bad("not a tickwire shared-memory handshake"));
+        if got.bytes != hello.len() || fds.len() != 1 {
+            return Err(bad(
+                "not a tickwire shared-memory handshake of this version \
+                 (the router and the client must be the same tickwire release)",
+            ));
         }
-        let header = Header::from_bytes(&hello).ok_or_else(|| bad("bad shared-memory header"))?;
-        let mut fds = fds.into_iter();
-        let (Some(memfd), Some(router_wake), Some(wake)) = (fds.next(), fds.next(), fds.next())
-        else {
+        let header = Header::from_bytes(&hello).ok_or_else(|| {
+            bad("bad shared-memory header (the router and the client must be the same tickwire release)")
+        })?;
+        let Some(memfd) = fds.pop() else {
             return Err(bad("missing descriptors"));
         };
         let file = File::from(memfd);
@@ -421,10 +413,9 @@ impl ClientLink {
                 ctl,
                 rx: Consumer::new(region.clone(), header.router_to_client()),
                 tx: Producer::new(region, header.client_to_router()),
-                peer_bell: Notify::from_fd(router_wake),
             },
-            wake: Notify::from_fd(wake),
             empty_reads: 0,
+            ctl_pending: false,
             eof: false,
         })
     }
@@ -476,8 +467,9 @@ impl ClientLink {
     }
 
     /// Waits up to `timeout` (`None`: forever) for input (`want_input`) or room
-    /// (`want_output`). Sleeps in `poll(2)` on the client's doorbell and the socket
-    /// after announcing it (wake protocol); room is looked for every 200 µs.
+    /// (`want_output`). Sleeps in `poll(2)` on the socket (the doorbell, and the
+    /// router's end of stream) after announcing it (wake protocol); room is looked for
+    /// every 200 µs.
     pub fn wait(
         &mut self,
         want_input: bool,
@@ -493,6 +485,14 @@ impl ClientLink {
             if ready.input || ready.output {
                 return Ok(ready);
             }
+            if self.ctl_pending {
+                // Rings taken before the next announcement: a ring left in the socket
+                // would end every later poll at once.
+                self.drain_ctl();
+                if self.eof {
+                    continue;
+                }
+            }
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left.is_some_and(|l| l.is_zero()) {
                 return Ok(Ready::default());
@@ -505,22 +505,17 @@ impl ClientLink {
                 continue;
             }
             let spec = nap.and_then(|n| Timespec::try_from(n).ok());
-            let mut fds = [
-                PollFd::new(&self.wake, PollFlags::IN),
-                PollFd::new(&self.ends.ctl, PollFlags::IN),
-            ];
+            let mut fds = [PollFd::new(&self.ends.ctl, PollFlags::IN)];
             let polled = rustix::event::poll(&mut fds, spec.as_ref());
             self.ends.rx.unpark();
-            let (woken, ctl_event) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
             match polled {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
             }
-            if woken {
-                self.wake.drain();
-            }
-            if ctl_event {
-                self.peek_eof()?;
+            // Rung (or the end of stream): drained before the next sleep, after the
+            // ring has been looked at.
+            if !fds[0].revents().is_empty() {
+                self.ctl_pending = true;
             }
         }
     }
@@ -530,27 +525,30 @@ impl ClientLink {
         let _ = self.ends.ctl.shutdown(std::net::Shutdown::Both);
     }
 
-    /// The client's doorbell (readable when the router rang it), for waiting on several
-    /// connections at once: announce the sleep with [`ClientLink::begin_sleep`] first
-    /// (the router rings only a client that did), withdraw it with
-    /// [`ClientLink::end_sleep`] after.
+    /// The client's doorbell, the handshake socket (readable when the router rang it,
+    /// or at its end of stream), for waiting on several connections at once: announce
+    /// the sleep with [`ClientLink::begin_sleep`] first (the router rings only a client
+    /// that did), withdraw it with [`ClientLink::end_sleep`] after.
     pub fn wake_fd(&self) -> BorrowedFd<'_> {
-        self.wake.as_fd()
+        self.ends.ctl.as_fd()
     }
 
     /// Announces that the caller is about to sleep on [`ClientLink::wake_fd`] (with
-    /// others, in one `poll(2)`). False when input (or the router's end of stream) is
-    /// already there: then do not sleep. A broken ring counts as input (the read
-    /// reports it).
-    pub fn begin_sleep(&self) -> bool {
+    /// others, in one `poll(2)`), after taking earlier rings off it. False when input
+    /// (or the router's end of stream) is already there: then do not sleep. A broken
+    /// ring counts as input (the read reports it).
+    pub fn begin_sleep(&mut self) -> bool {
+        if self.ctl_pending {
+            self.drain_ctl();
+        }
         !self.eof && !self.ends.rx.park().unwrap_or(true)
     }
 
-    /// Withdraws [`ClientLink::begin_sleep`] after the `poll(2)`, and empties the
-    /// doorbell if the router rang it.
-    pub fn end_sleep(&self) {
+    /// Withdraws [`ClientLink::begin_sleep`] after the `poll(2)`; the doorbell, if the
+    /// router rang it, is drained before the next sleep.
+    pub fn end_sleep(&mut self) {
         self.ends.rx.unpark();
-        self.wake.drain();
+        self.ctl_pending = true;
     }
 
     /// Test support: overwrites the published index of the client→router ring, as a
@@ -560,11 +558,23 @@ impl ClientLink {
         self.ends.tx.debug_store_tail(tail);
     }
 
+    /// Looks for the router's end of stream, taking doorbell rings off the socket (a
+    /// ring left there would hide the end of stream behind it).
     fn peek_eof(&mut self) -> io::Result<bool> {
-        if self.ends.peek_ctl()? == Some(true) {
-            self.eof = true;
-        }
+        self.drain_ctl();
         Ok(self.eof)
+    }
+
+    /// Drains the socket's doorbell rings without waiting; notes the end of stream.
+    fn drain_ctl(&mut self) {
+        match notify::drain(&self.ends.ctl) {
+            Drained::Empty => self.ctl_pending = false,
+            Drained::More => {}
+            Drained::Eof => {
+                self.eof = true;
+                self.ctl_pending = false;
+            }
+        }
     }
 }
 

@@ -1,50 +1,59 @@
-//! An eventfd used as a doorbell: the producer rings it only when the consumer has
-//! announced that it sleeps (`ring.rs`, wake protocol).
+//! The doorbell: the connection's own Unix stream socket (the handshake socket, which
+//! stays open). A side rings the other by sending it one byte, only when the other has
+//! announced that it sleeps (`ring.rs`, wake protocol); the sleeper's `poll`/`epoll`
+//! sees the socket readable, and it drains the bytes after waking.
+//!
+//! Why the socket and not an eventfd: an eventfd passed by `SCM_RIGHTS` shares its open
+//! file description, flags included, with the peer, which could clear `O_NONBLOCK` with
+//! `fcntl(F_SETFL)` and make our next write (a full counter) or read (an empty one) block
+//! the router's event loop forever, or drain a doorbell shared by every client and steal
+//! the others' wake-ups. The two ends of a socket are two file descriptions: nothing
+//! the peer does to its end changes ours, and `MSG_DONTWAIT` makes each of our calls
+//! non-blocking by itself, whatever any file status flag says. Each client has its own
+//! socket, so no descriptor is shared between clients either.
 
-use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 
-use rustix::event::{eventfd, EventfdFlags};
 use rustix::io::Errno;
+use rustix::net::{RecvFlags, SendFlags};
 
-/// One eventfd, non-blocking.
-#[derive(Debug)]
-pub struct Notify {
-    fd: OwnedFd,
+/// Most `recv` calls one [`drain`] makes (of [`DRAIN_CHUNK`] bytes each): a peer that
+/// floods its socket costs a bounded amount per call, and the caller drains again later.
+const MAX_DRAIN_READS: usize = 16;
+/// Bytes one drain `recv` takes.
+const DRAIN_CHUNK: usize = 256;
+
+/// Rings the peer: one byte, never waiting. One syscall.
+pub(crate) fn ring(sock: &UnixStream) {
+    // EAGAIN: the peer's receive buffer is full of rings it has not drained yet, so its
+    // poll already reports the socket readable: it is woken anyway. EPIPE/ECONNRESET:
+    // the peer is gone; the end of stream tells each side, not this call.
+    let _ = rustix::net::send(sock, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
 }
 
-impl Notify {
-    /// A fresh doorbell.
-    pub fn new() -> io::Result<Notify> {
-        let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Notify { fd })
-    }
+/// What [`drain`] found on the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drained {
+    /// Nothing more to read now (rings, if any, were taken).
+    Empty,
+    /// Bytes still wait: the bound of one drain was reached; drain again.
+    More,
+    /// The peer's end of stream (it closed, shut down or died), or a broken socket.
+    Eof,
+}
 
-    /// Wraps a doorbell received from the peer.
-    pub fn from_fd(fd: OwnedFd) -> Notify {
-        Notify { fd }
-    }
-
-    /// Rings: the sleeper's `poll`/`epoll` reports it readable. One syscall.
-    pub fn signal(&self) {
-        // EAGAIN means the counter is saturated: the sleeper is woken anyway.
-        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
-    }
-
-    /// Resets the doorbell after waking (non-blocking; nothing to read is fine).
-    pub fn drain(&self) {
-        let mut buf = [0u8; 8];
-        loop {
-            match rustix::io::read(&self.fd, &mut buf) {
-                Err(Errno::INTR) => continue,
-                _ => return,
-            }
+/// Takes every doorbell ring waiting on the socket without ever waiting
+/// (`MSG_DONTWAIT`), at most [`MAX_DRAIN_READS`] reads.
+pub(crate) fn drain(sock: &UnixStream) -> Drained {
+    let mut buf = [0u8; DRAIN_CHUNK];
+    for _ in 0..MAX_DRAIN_READS {
+        match rustix::net::recv(sock, &mut buf, RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Drained::Eof,
+            Ok(_) | Err(Errno::INTR) => continue,
+            Err(Errno::WOULDBLOCK) => return Drained::Empty,
+            // ECONNRESET and anything else: the connection is over.
+            Err(_) => return Drained::Eof,
         }
     }
-}
-
-impl AsFd for Notify {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
+    Drained::More
 }

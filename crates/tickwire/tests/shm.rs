@@ -610,3 +610,155 @@ fn a_router_does_not_spin_on_shm_clients_it_will_not_read() {
         .expect("the starved client's message once memory freed");
     assert_eq!(m.payload().len(), 60 * 1024);
 }
+
+/// What a hostile client does to the descriptors it holds (hostile-input probe, c14).
+#[derive(Clone, Copy, PartialEq)]
+enum BellAttack {
+    /// Clears `O_NONBLOCK` on each and writes 0xffff_ffff_ffff_fffe to it: an eventfd
+    /// shared with the router is then one short of full, and the router's next ring
+    /// of it (a write of 1) blocked the event loop forever.
+    BlockWrites,
+    /// Clears `O_NONBLOCK` on each and reads it from a thread of its own: a shared
+    /// eventfd the router drains then blocks the router's read forever, and wake-ups
+    /// meant for the router are stolen.
+    BlockReads,
+}
+
+/// A client that attaches by hand, says HELLO and subscribes to `hang/>`, then attacks
+/// every descriptor it got from the router (whatever the handshake passes: the memfd
+/// left aside) and its own end of the socket, and keeps announcing a sleep (its
+/// parked flag set again every millisecond, its ring never read) so that the router
+/// rings it on every message it routes to it. Returns what keeps the attack going
+/// until `stop` is set.
+fn hostile_attach(
+    name: &str,
+    client: &str,
+    attack: BellAttack,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use tickwire_shm::layout::{Header, HELLO_LEN};
+    use tickwire_shm::ring::{Mem, Producer};
+
+    let ctl = UnixStream::connect(tickwire_shm::socket_path(name)).unwrap();
+    let mut hello = [0u8; HELLO_LEN];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(8))];
+    let mut control = rustix::net::RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        &ctl,
+        &mut [std::io::IoSliceMut::new(&mut hello)],
+        &mut control,
+        rustix::net::RecvFlags::CMSG_CLOEXEC,
+    )
+    .unwrap();
+    assert_eq!(got.bytes, HELLO_LEN);
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for msg in control.drain() {
+        if let rustix::net::RecvAncillaryMessage::ScmRights(rights) = msg {
+            fds.extend(rights);
+        }
+    }
+    let header = Header::from_bytes(&hello).unwrap();
+    let memfd_at = fds
+        .iter()
+        .position(|fd| rustix::fs::fstat(fd).unwrap().st_size as usize >= header.cap)
+        .expect("a mapping among the descriptors");
+    let memfd = fds.remove(memfd_at);
+    let region = Arc::new(tickwire_shm::Region::map(&std::fs::File::from(memfd)).unwrap());
+    let mut tx = Producer::new(region.clone(), header.client_to_router());
+    let mut out = Vec::new();
+    frame::encode_hello(&mut out, PROTOCOL_VERSION, client);
+    frame::encode_subscribe(&mut out, 1, "hang/>");
+    assert_eq!(tx.write(&out).unwrap(), out.len());
+    // Rings the router if it sleeps, as a client must (the router may be parked).
+    if tx.wake_needed() {
+        let _ = rustix::net::send(&ctl, &[1], rustix::net::SendFlags::DONTWAIT);
+    }
+    // Every descriptor the client shares with the router, and its own socket end.
+    let mut targets: Vec<OwnedFd> = fds;
+    targets.push(OwnedFd::from(ctl.try_clone().unwrap()));
+    for fd in &targets {
+        let flags = rustix::fs::fcntl_getfl(fd).unwrap();
+        rustix::fs::fcntl_setfl(fd, flags - rustix::fs::OFlags::NONBLOCK).unwrap();
+    }
+    let mut held = Vec::new();
+    for fd in targets {
+        match attack {
+            BellAttack::BlockWrites => {
+                // A fresh eventfd (counter 0) or socket takes these 8 bytes at once.
+                let _ = rustix::io::write(&fd, &0xffff_ffff_ffff_fffeu64.to_ne_bytes());
+                held.push(fd);
+            }
+            BellAttack::BlockReads => {
+                // Reads until the descriptor ends (the socket, when the router closes
+                // it); a thread blocked on a shared eventfd would stay blocked.
+                std::mem::forget(std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while matches!(rustix::io::read(fd.as_fd(), &mut buf), Ok(n) if n > 0) {}
+                }));
+            }
+        }
+    }
+    let parked = header.router_to_client().parked;
+    std::thread::spawn(move || {
+        let _keep = (ctl, tx, held);
+        while !stop.load(Ordering::Relaxed) {
+            region.flag(parked).store(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })
+}
+
+/// Regression (hostile-input probe, c14): a client that cleared `O_NONBLOCK` on the
+/// doorbells passed to it (eventfds, whose file status the router shared) could hang
+/// the router's event loop forever: by filling its own doorbell's counter the router's
+/// next ring of it blocked; by draining the router's shared doorbell from a thread the
+/// router's next drain blocked (and the others' wake-ups were stolen). Whatever a
+/// client does to its descriptors, the router must keep answering on TCP and routing
+/// for the other clients.
+#[test]
+fn a_client_cannot_block_the_router_through_its_descriptors() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    for attack in [BellAttack::BlockWrites, BellAttack::BlockReads] {
+        let which = match attack {
+            BellAttack::BlockWrites => "writes",
+            BellAttack::BlockReads => "reads",
+        };
+        let (name, _cleanup, _r, shm, tcp) = start(&format!("bell-{which}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let keeper = hostile_attach(&name, "hostile", attack, stop.clone());
+        common::wait_for_subscriber(&tcp, "hostile", 1);
+        let mut good = Client::connect_to(&shm, ClientOptions::named("good")).unwrap();
+        good.subscribe("good/>").unwrap();
+        let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
+        // Routed to the hostile client, which announced a sleep: the router rings it.
+        for i in 0..20u32 {
+            p.publish("hang/x", &i.to_le_bytes()).unwrap();
+            p.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // The others keep flowing: a sleeping subscriber is woken for each message.
+        for i in 0..50u32 {
+            p.publish("good/x", &i.to_le_bytes()).unwrap();
+            p.flush().unwrap();
+            let m = good
+                .recv(Wait::Timeout(Duration::from_secs(10)))
+                .unwrap()
+                .unwrap_or_else(|| panic!("{which}: message {i} did not arrive in 10 s"));
+            assert_eq!(m.payload(), i.to_le_bytes());
+        }
+        // And the router answers on TCP (`run_cli` fails the test after 10 s).
+        let (st, out, err) = run_cli(
+            &["stats", "--json", "--router", &tcp],
+            Duration::from_secs(10),
+        );
+        assert!(st.success(), "{which}: stats failed: {out}{err}");
+        stop.store(true, Ordering::Relaxed);
+        keeper.join().unwrap();
+    }
+}

@@ -12,11 +12,14 @@
 //!   the flush list whose outbound ring has room again writable (no syscall);
 //! - before a wait that could sleep (idle `block`/`hybrid`), [`Router::shm_park`]
 //!   announces the sleep in every client's ring header and looks once more; a client
-//!   that then publishes rings the router's doorbell (an eventfd in the epoll set);
+//!   that then publishes rings the router's doorbell: one byte on its own handshake
+//!   socket, which is in the epoll set under the client's token (no descriptor is
+//!   shared between clients or with a client, so none can block or steal a wake-up);
 //! - a client frees room in its full inbound ring without ringing (no doorbell for
 //!   room), so while one has output waiting [`Router::shm_room_wait`] caps the
 //!   sleep at [`ROOM_POLL`], doubling to [`ROOM_POLL_MAX`] while no room appears;
 //! - the handshake socket of each client is in the epoll set under the client's token:
+//!   its rings are drained (never waiting) by the read that finds the ring empty, and
 //!   its end of stream (the client closed or died, kill -9 included) is the client's
 //!   end of stream.
 
@@ -37,8 +40,6 @@ use crate::index::Slot;
 
 /// The shared-memory handshake socket's token.
 pub(super) const SHM_LISTENER: Token = Token(usize::MAX - 3);
-/// The router's doorbell's token.
-pub(super) const SHM_WAKE: Token = Token(usize::MAX - 4);
 
 /// A client's byte stream: a TCP socket, a TLS connection over one (`driver/tls.rs`)
 /// or a shared-memory ring pair.
@@ -106,7 +107,7 @@ impl Link {
     }
 
     /// A readiness event on this client's token: for shared memory, its handshake
-    /// socket (end of stream ahead).
+    /// socket (a doorbell ring, or its end of stream).
     pub(super) fn on_event(&mut self) {
         if let Link::Shm(l) = self {
             l.hint_ctl_event();
@@ -272,7 +273,7 @@ fn room_wait_step(
 }
 
 impl ShmPort {
-    /// Binds the handshake socket and registers it and the doorbell.
+    /// Binds the handshake socket and registers it.
     pub(super) fn open(
         name: &str,
         ring: usize,
@@ -283,8 +284,6 @@ impl ShmPort {
         let listener = Listener::bind(&path, ring)?;
         let fd: RawFd = listener.raw_fd();
         registry.register(&mut SourceFd(&fd), SHM_LISTENER, Interest::READABLE)?;
-        let wake: RawFd = listener.wake_fd();
-        registry.register(&mut SourceFd(&wake), SHM_WAKE, Interest::READABLE)?;
         tracing::info!(path = %path.display(), ring, "shared-memory listener ready");
         Ok(ShmPort {
             listener,
@@ -295,11 +294,6 @@ impl ShmPort {
             accept_retry: false,
             room_wait: ROOM_POLL,
         })
-    }
-
-    /// The doorbell rang: reset it (the turn's scan finds the bytes).
-    pub(super) fn on_wake(&self) {
-        self.listener.drain_wake();
     }
 }
 
