@@ -48,14 +48,44 @@ pub const MIN_RING_BYTES: usize = 4096;
 /// See [`MIN_RING_BYTES`].
 pub const MAX_RING_BYTES: usize = 1 << 30;
 
+/// The directory of the default socket location (a NAME without `/`). Anyone may
+/// create files there (mode 1777), so a client checks whose socket it reached
+/// ([`trust_listener`]).
+const DEFAULT_DIR: &str = "/dev/shm";
+
 /// Where the router's handshake socket for `name` lives: `name` itself when it holds a
 /// `/`, otherwise `/dev/shm/tickwire-<name>.sock`.
 pub fn socket_path(name: &str) -> PathBuf {
     if name.contains('/') {
         PathBuf::from(name)
     } else {
-        PathBuf::from(format!("/dev/shm/tickwire-{name}.sock"))
+        PathBuf::from(format!("{DEFAULT_DIR}/tickwire-{name}.sock"))
     }
+}
+
+/// Whether a client of user `me` may talk to the listener at `path`, whose process
+/// (the kernel's record at `listen`, `SO_PEERCRED`) runs as `owner`. In the default
+/// directory, which every local user can write, another user could have bound the name
+/// first and would receive the client's traffic and passwords: there the listener
+/// must be the client's own user or root. A `path` elsewhere (a NAME with a `/`) is
+/// protected by its directory's permissions, which the administrator chose.
+fn trust_listener(path: &Path, owner: u32, me: u32) -> io::Result<()> {
+    let in_default_dir = path.parent() == Some(Path::new(DEFAULT_DIR));
+    if !in_default_dir || owner == me || owner == 0 {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "refusing the shared-memory socket {}: it was created by uid {owner}, not by \
+             you (uid {me}) or root, so it may be another user's impostor waiting for \
+             your messages and password. If no router of yours should be there, remove it \
+             (rm {}) and start your router; to share a router between users, give it a \
+             NAME with a '/' in a directory only they can write (docs/shm.md)",
+            path.display(),
+            path.display()
+        ),
+    ))
 }
 
 /// The router's shared-memory listener: the handshake socket.
@@ -68,8 +98,10 @@ pub struct Listener {
 
 impl Listener {
     /// Binds the handshake socket at `path`, mode 0600 (owner only) from the moment the
-    /// name exists: bound under a temporary name, restricted, then renamed. A stale
-    /// socket left by a dead router is replaced; a live one is an error.
+    /// name exists: bound in a fresh private directory (mode 0700, next to `path`, so on
+    /// the same file system), restricted, then renamed into place; nobody else can
+    /// reach it before, whatever the umask. A stale socket left by a dead router is
+    /// replaced; a live one is an error.
     pub fn bind(path: &Path, ring_bytes: usize) -> io::Result<Listener> {
         if !ring_bytes.is_power_of_two() || !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&ring_bytes)
         {
@@ -87,17 +119,16 @@ impl Listener {
             }
             std::fs::remove_file(path)?;
         }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = PathBuf::from(tmp);
+        let dir = private_dir(path)?;
+        let tmp = dir.join("sock");
+        let placed = UnixListener::bind(&tmp).and_then(|sock| {
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&tmp, path)?;
+            Ok(sock)
+        });
         let _ = std::fs::remove_file(&tmp);
-        let sock = UnixListener::bind(&tmp)?;
-        let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
-            .and_then(|()| std::fs::rename(&tmp, path));
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
+        let _ = std::fs::remove_dir(&dir);
+        let sock = placed?;
         sock.set_nonblocking(true)?;
         Ok(Listener {
             sock,
@@ -169,6 +200,34 @@ impl Listener {
             eof: false,
         }))
     }
+}
+
+/// A new directory of mode 0700 next to `path` (a fresh name; one someone else made is
+/// skipped): a socket bound inside is reachable by nobody else, whatever the umask
+/// (which can only take permissions away), until it is renamed out.
+fn private_dir(path: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let stem = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = parent.join(format!(
+            ".{stem}.{}.{nanos}.{attempt}.tmp",
+            std::process::id()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::ErrorKind::AlreadyExists.into()))
 }
 
 impl Drop for Listener {
@@ -360,8 +419,13 @@ pub struct Ready {
 impl ClientLink {
     /// Connects to the router's handshake socket at `path` and maps the ring pair it
     /// hands over; fails after `timeout`.
+    /// In the default directory (`/dev/shm`, a NAME without `/`), the listener must run
+    /// as the caller's user or root (`PermissionDenied` otherwise, naming the socket and
+    /// its owner): anyone can create a socket there first.
     pub fn connect(path: &Path, timeout: Duration) -> io::Result<ClientLink> {
         let ctl = UnixStream::connect(path)?;
+        let owner = rustix::net::sockopt::socket_peercred(&ctl)?.uid.as_raw();
+        trust_listener(path, owner, rustix::process::getuid().as_raw())?;
         ctl.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         let mut hello = [0u8; layout::HELLO_LEN];
         // Room for more descriptors than the one expected, so that a peer sending more
@@ -580,4 +644,31 @@ impl ClientLink {
 
 fn corrupt(c: Corrupt) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In /dev/shm only the client's own user and root are trusted; elsewhere the
+    /// directory is the protection and any owner is accepted.
+    #[test]
+    fn a_listener_in_the_default_directory_must_be_ours_or_roots() {
+        let default = socket_path("md");
+        assert!(trust_listener(&default, 1000, 1000).is_ok());
+        assert!(trust_listener(&default, 0, 1000).is_ok());
+        let Err(e) = trust_listener(&default, 1001, 1000) else {
+            panic!("another user's socket trusted");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        let text = e.to_string();
+        for part in ["/dev/shm/tickwire-md.sock", "uid 1001", "uid 1000", "rm "] {
+            assert!(text.contains(part), "{part:?} missing from: {text}");
+        }
+        // root as the client: only root's own sockets.
+        assert!(trust_listener(&default, 1001, 0).is_err());
+        // An administrator's directory (NAME with a '/').
+        assert!(trust_listener(Path::new("/run/tickwire/md.sock"), 1001, 1000).is_ok());
+        assert!(trust_listener(Path::new("/dev/shm/sub/md.sock"), 1001, 1000).is_ok());
+    }
 }

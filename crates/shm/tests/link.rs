@@ -98,3 +98,26 @@ fn a_live_socket_is_not_stolen_and_a_stale_one_is_replaced() {
     let l = Listener::bind(&path, 4096).unwrap();
     drop(l);
 }
+
+/// Regression (hostile-input probe, c8e): the socket was bound under a temporary name
+/// with the umask's permissions and only then restricted, so with umask 000 another
+/// user could connect in between. It is now bound inside a private 0700 directory and
+/// renamed out: right after bind it is 0600, and nothing else is left behind.
+#[test]
+fn the_socket_is_private_from_the_start_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("umask.sock");
+    let old = rustix::process::umask(rustix::fs::Mode::empty());
+    let l = Listener::bind(&path, 4096);
+    rustix::process::umask(old);
+    let l = l.unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["umask.sock"], "temporary files left behind");
+    drop(l);
+    assert!(!path.exists());
+}
