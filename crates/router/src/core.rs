@@ -172,6 +172,11 @@ struct Client {
     frame_started: Option<MonoNanos>,
     /// Shared with monitoring snapshots ([`Core::snapshot`]).
     patterns: HashSet<Arc<str>>,
+    /// `patterns` as the last snapshot copied them, until they change: a snapshot of
+    /// a client whose subscriptions did not change copies one pointer, not a reference
+    /// per pattern (hostile-input probe: 300 clients of 10,000 patterns made every
+    /// `/varz` snapshot stall the loop 177 ms).
+    patterns_view: Option<Arc<[Arc<str>]>>,
     /// Levels of `patterns` in all (`max_subscription_levels`).
     levels: usize,
     /// Shared subscriptions among `patterns` (`max_shared_subscriptions`).
@@ -625,6 +630,7 @@ impl Core {
             connected_unix_ms: wall.as_nanos() / 1_000_000,
             frame_started: None,
             patterns: HashSet::new(),
+            patterns_view: None,
             levels: 0,
             shared: 0,
             egress: Egress::default(),
@@ -1627,6 +1633,7 @@ impl Core {
         }
         if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
             c.patterns.insert(pattern.into());
+            c.patterns_view = None;
             c.levels += levels(pattern);
             c.shared += usize::from(shared.is_some());
         }
@@ -1674,6 +1681,7 @@ impl Core {
             };
             let held = c.patterns.remove(pattern);
             if held {
+                c.patterns_view = None;
                 c.levels -= levels(pattern);
                 c.shared -= usize::from(shared.is_some());
             }
@@ -1994,6 +2002,7 @@ impl Core {
         c.phase = Phase::Closing;
         c.close_reason = Some((code, reason.to_string()));
         c.levels = 0;
+        c.patterns_view = None;
         for p in c.patterns.drain() {
             match groups::parse(&p) {
                 Ok(Some(s)) => self.groups.leave(id, &p, s),
@@ -2256,17 +2265,22 @@ impl Core {
 
     /// Everything the monitoring endpoint shows, copied out of the core (see
     /// [`crate::monitor`]): built only when the monitoring thread asked for it, at the
-    /// driver's timer tick, never per message.
-    pub fn snapshot(&self, now: MonoNanos) -> crate::monitor::Snapshot {
+    /// driver's timer tick, never per message. A client's patterns are copied only
+    /// when they changed since the last snapshot.
+    pub fn snapshot(&mut self, now: MonoNanos) -> crate::monitor::Snapshot {
         let clients = self
             .clients
-            .iter()
+            .iter_mut()
             .filter_map(|c| {
-                let c = c.as_ref()?;
+                let c = c.as_mut()?;
+                let patterns = c
+                    .patterns_view
+                    .get_or_insert_with(|| c.patterns.iter().cloned().collect())
+                    .clone();
                 Some(crate::monitor::ClientView {
                     stats: c.stats(now),
                     slow: c.discarding,
-                    patterns: c.patterns.iter().cloned().collect(),
+                    patterns,
                 })
             })
             .collect();
@@ -2685,6 +2699,28 @@ mod tests {
         core.handle_input(e, MonoNanos(1_500 * MS), &f, f.len());
         assert_eq!(out(&mut core, e), ["ERROR too-many-subscriptions false"]);
         assert_eq!(query(&mut core, e, 1_500 * MS), ["ACK 7"]);
+    }
+
+    /// Hostile-input probe: every monitoring snapshot copied a reference per pattern of
+    /// every client (300 clients of 10,000 patterns: 177 ms per `/varz`). Unchanged
+    /// subscriptions are now shared with the last snapshot.
+    #[test]
+    fn a_snapshot_copies_a_clients_patterns_only_when_they_changed() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let a = open(&mut core, 0);
+        for i in 0..100 {
+            subscribe(&mut core, a, &format!("p/{i}"));
+        }
+        let first = core.snapshot(MonoNanos(1));
+        let second = core.snapshot(MonoNanos(2));
+        let (p1, p2) = (&first.clients[0].patterns, &second.clients[0].patterns);
+        assert_eq!(p1.len(), 100);
+        assert!(Arc::ptr_eq(p1, p2), "copied again though nothing changed");
+        subscribe(&mut core, a, "p/new");
+        let third = core.snapshot(MonoNanos(3));
+        assert_eq!(third.clients[0].patterns.len(), 101);
+        assert!(!Arc::ptr_eq(p2, &third.clients[0].patterns));
+        assert!(third.clients[0].sorted_patterns().contains(&"p/new"));
     }
 
     /// Hostile-input probe: a long pattern compares up to its length per cached topic

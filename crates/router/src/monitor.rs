@@ -85,10 +85,10 @@ pub struct ClientView {
     /// set: copying them costs the loop a reference count each, not a string; the
     /// monitoring side sorts them, [`ClientView::sorted_patterns`]; serialized sorted).
     #[serde(serialize_with = "serialize_sorted")]
-    pub patterns: Vec<Arc<str>>,
+    pub patterns: Arc<[Arc<str>]>,
 }
 
-fn serialize_sorted<S: serde::Serializer>(p: &[Arc<str>], s: S) -> Result<S::Ok, S::Error> {
+fn serialize_sorted<S: serde::Serializer>(p: &Arc<[Arc<str>]>, s: S) -> Result<S::Ok, S::Error> {
     let mut v: Vec<&str> = p.iter().map(|p| &**p).collect();
     v.sort_unstable();
     s.collect_seq(v)
@@ -124,14 +124,14 @@ mod tests {
     /// Patterns leave the loop in its set's order and are shown sorted.
     #[test]
     fn patterns_are_serialized_sorted() {
-        let p: Vec<Arc<str>> = ["md/b", "a/>", "md/a"].into_iter().map(Arc::from).collect();
+        let p: Arc<[Arc<str>]> = ["md/b", "a/>", "md/a"].into_iter().map(Arc::from).collect();
         let v = serialize_sorted(&p, serde_json::value::Serializer).unwrap();
         assert_eq!(v, serde_json::json!(["a/>", "md/a", "md/b"]));
     }
 
     #[test]
     fn the_loop_hands_over_the_core_snapshot_of_its_tick() {
-        let core = Core::new(Config::default(), MonoNanos(1), UtcNanos(1));
+        let mut core = Core::new(Config::default(), MonoNanos(1), UtcNanos(1));
         let (publisher, reader) = channel(MonoNanos(1));
         std::thread::scope(|s| {
             let r = s.spawn(move || reader.fetch(Duration::from_secs(10)));

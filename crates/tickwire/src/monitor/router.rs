@@ -745,7 +745,7 @@ mod tests {
             .map(|i| Arc::from(format!("{i:05}/{}", "x".repeat(244)).as_str()))
             .collect();
         assert!(patterns.iter().all(|p| p.len() == 250));
-        many.patterns = patterns;
+        many.patterns = patterns.into();
         many.stats.subscriptions = many.patterns.len();
         // One client over the row bound: its first patterns, sorted, and the true count.
         let one = [many.clone(), client(2, 0, &["a/x"])];
