@@ -32,7 +32,7 @@ use rustix::net::{
 };
 
 use crate::layout::{self, Header};
-use crate::notify::{self, Drained};
+use crate::notify::{self, Drained, Until};
 use crate::raw::{Region, WatchedWord};
 use crate::ring::{Consumer, Corrupt, Producer};
 
@@ -358,7 +358,7 @@ impl io::Read for ServerLink {
             // The ring is empty: take the doorbell's rings (the scan, not the bytes,
             // says what to read) and look for the end of stream. Never waits, whatever
             // the client did to its end of the socket.
-            match notify::drain(&self.ends.ctl) {
+            match notify::drain(&self.ends.ctl, Until::Empty) {
                 Drained::Empty => self.check_ctl = false,
                 Drained::More => {}
                 Drained::Eof => {
@@ -630,7 +630,7 @@ impl ClientLink {
 
     /// Drains the socket's doorbell rings without waiting; notes the end of stream.
     fn drain_ctl(&mut self) {
-        match notify::drain(&self.ends.ctl) {
+        match notify::drain(&self.ends.ctl, Until::ShortRead) {
             Drained::Empty => self.ctl_pending = false,
             Drained::More => {}
             Drained::Eof => {

@@ -42,13 +42,27 @@ pub(crate) enum Drained {
     Eof,
 }
 
+/// How far [`drain`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// To `EAGAIN` (or the end of stream): for an edge-triggered waiter (the router's
+    /// epoll), which hears of an end of stream that follows rings only once: a read
+    /// that took the rings and stopped would leave it unseen for good.
+    Empty,
+    /// To the first read that takes less than it offered (a stream socket's read takes
+    /// all that waits): one syscall per wake-up, for a level-triggered waiter (the
+    /// client's `poll`), which sees a later end of stream on its next `poll` anyway.
+    ShortRead,
+}
+
 /// Takes every doorbell ring waiting on the socket without ever waiting
 /// (`MSG_DONTWAIT`), at most [`MAX_DRAIN_READS`] reads.
-pub(crate) fn drain(sock: &UnixStream) -> Drained {
+pub(crate) fn drain(sock: &UnixStream, until: Until) -> Drained {
     let mut buf = [0u8; DRAIN_CHUNK];
     for _ in 0..MAX_DRAIN_READS {
         match rustix::net::recv(sock, &mut buf, RecvFlags::DONTWAIT) {
             Ok((0, _)) => return Drained::Eof,
+            Ok((n, _)) if n < DRAIN_CHUNK && until == Until::ShortRead => return Drained::Empty,
             Ok(_) | Err(Errno::INTR) => continue,
             Err(Errno::WOULDBLOCK) => return Drained::Empty,
             // ECONNRESET and anything else: the connection is over.
