@@ -134,8 +134,34 @@ pub fn render(doc: &Value) -> String {
         num(t, "refused"),
         num(t, "disconnects_error"),
     );
+    s += &render_cache(&doc["cache"]);
     s += &render_guaranteed(&doc["guaranteed"]);
     s
+}
+
+/// The last-value cache's line (nothing when the router has no cache patterns).
+pub fn render_cache(c: &Value) -> String {
+    if !c.is_object() {
+        return String::new();
+    }
+    let patterns: Vec<Cow<'_, str>> = c["patterns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).map(printable).collect())
+        .unwrap_or_default();
+    format!(
+        "\ncache ({}): topics={} of {} bytes={} of {} stored={} evicted_topics={} evicted_messages={} too_large={} images={} images_throttled={}\n",
+        patterns.join(" "),
+        num(c, "topics"),
+        num(c, "max_topics"),
+        num(c, "bytes"),
+        num(c, "max_bytes"),
+        num(c, "stored"),
+        num(c, "evicted_topics"),
+        num(c, "evicted_messages"),
+        num(c, "too_large"),
+        num(c, "images"),
+        num(c, "images_throttled"),
+    )
 }
 
 /// The queues and the spool (guaranteed messaging), or a line saying it is off.
@@ -251,6 +277,20 @@ mod tests {
         ] {
             assert!(out.contains(shown), "{shown} missing from\n{out}");
         }
+    }
+
+    #[test]
+    fn the_cache_line_shows_evictions_and_is_absent_without_a_cache() {
+        let doc = serde_json::json!({"patterns": ["c/>"], "topics": 1, "max_topics": 1,
+            "bytes": 20, "max_bytes": 100, "stored": 2, "evicted_topics": 1,
+            "evicted_messages": 1, "too_large": 0, "images": 0, "images_throttled": 0});
+        let line = render_cache(&doc);
+        assert!(line.contains("cache (c/>): topics=1 of 1"), "{line}");
+        assert!(
+            line.contains("evicted_topics=1 evicted_messages=1"),
+            "{line}"
+        );
+        assert_eq!(render_cache(&Value::Null), "");
     }
 
     #[test]
