@@ -69,7 +69,11 @@ many were acknowledged and how many the router refused (NACK), by reason. When t
 router restarts or the connection drops, it says so ('disconnected: ...; reconnecting'),
 reconnects (for up to --give-up-after), re-opens and resends every unanswered message
 ('reconnected after ...: publisher re-opened, N unanswered messages resent'); the router
-never stores one twice.
+never stores one twice. While the window of unanswered messages is full (the router's
+publish_window, 4096 by default), publishing waits for answers; a router that sends none
+for 5 s (hung, or stopped with SIGSTOP) is taken as lost the same way, so a load against
+it ends after --give-up-after with status 1, not 4: --answer-timeout is the wait after
+the last publish.
   The publisher identity (--identity) names the sequence numbers the router uses to
 recognise a resend. Its default, 'tickwire-pub:TOPIC', is stable, so a command re-run
 after a crash continues the same sequence; two commands publishing to the same topic
