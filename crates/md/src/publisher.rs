@@ -318,10 +318,11 @@ pub fn publish(
         if let Some(progress) = progress.as_mut().filter(|_| r.packets % 64 == 0) {
             progress.tick(|| {
                 format!(
-                    "publish: {} / {} messages, {} re-requests answered",
+                    "publish: {} / {} messages, {} re-requests {}",
                     r.messages,
                     data.len(),
-                    r.requests
+                    r.requests,
+                    answered(opts.serve_requests)
                 )
             });
         }
@@ -335,7 +336,7 @@ pub fn publish(
             n => format!(" ({n} datagrams refused by the socket)"),
         };
         sink(&format!(
-            "publish: {} / {} messages {}{refused}, {} re-requests answered so far",
+            "publish: {} / {} messages {}{refused}, {} re-requests {} so far",
             r.messages,
             data.len(),
             if r.send_errors == 0 {
@@ -343,7 +344,8 @@ pub fn publish(
             } else {
                 "scheduled"
             },
-            r.requests
+            r.requests,
+            answered(opts.serve_requests)
         ));
     }
 
@@ -367,4 +369,14 @@ pub fn publish(
         let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(v));
     }
     Ok(r)
+}
+
+/// What the progress lines say of re-requests: answered, or only read
+/// (`--no-retransmit`).
+fn answered(serving: bool) -> &'static str {
+    if serving {
+        "answered"
+    } else {
+        "received, none answered (--no-retransmit)"
+    }
 }
