@@ -127,7 +127,8 @@ impl SubMulticast {
         })
     }
 
-    /// The `--quiet` summary line, when multicast was used.
+    /// The multicast summary line (printed with `--quiet`, on Ctrl-C or when the router
+    /// connection is lost), when multicast was used.
     pub fn report(&mut self) {
         if let Some(rx) = &mut self.rx {
             rx.close();
