@@ -2678,20 +2678,7 @@ mod tests {
             max_subscriptions: 1,
             ..Config::default()
         };
-        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
-        let publisher = open(&mut core, 0);
-        let mut f = Vec::new();
-        for t in 0..100 {
-            encode_publish(
-                &mut f,
-                &format!("t/{t}"),
-                b"x",
-                Default::default(),
-                u32::MAX,
-            )
-            .unwrap();
-        }
-        core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        let mut core = core_with_100_cached_topics(cfg);
         assert_eq!(core.cache.scan_cost("nothing/>"), 100);
         let query = |core: &mut Core, id: Slot, now: u64| {
             let mut f = Vec::new();
@@ -2821,18 +2808,8 @@ mod tests {
         );
     }
 
-    /// Hostile-input probe: a long pattern compares up to its length per cached topic
-    /// (a 124-level one cost 20 times a short one's scan), so it counts for more of the
-    /// budget; a full budget still pays for one such scan, and the rest is owed.
-    #[test]
-    fn a_long_patterns_scan_costs_more_of_the_budget_and_is_repaid_at_the_rate() {
-        let cfg = Config {
-            cache: vec![">".into()],
-            cache_max_topics: 100,
-            image_scan_rate: 100,
-            image_scan_rate_total: 100_000,
-            ..Config::default()
-        };
+    /// A core of `cfg` whose cache holds `t/0` to `t/99` (one publisher sent them).
+    fn core_with_100_cached_topics(cfg: Config) -> Core {
         let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         let publisher = open(&mut core, 0);
         let mut f = Vec::new();
@@ -2847,6 +2824,22 @@ mod tests {
             .unwrap();
         }
         core.handle_input(publisher, MonoNanos(0), &f, f.len());
+        core
+    }
+
+    /// Hostile-input probe: a long pattern compares up to its length per cached topic
+    /// (a 124-level one cost 20 times a short one's scan), so it counts for more of the
+    /// budget; a full budget still pays for one such scan, and the rest is owed.
+    #[test]
+    fn a_long_patterns_scan_costs_more_of_the_budget_and_is_repaid_at_the_rate() {
+        let cfg = Config {
+            cache: vec![">".into()],
+            cache_max_topics: 100,
+            image_scan_rate: 100,
+            image_scan_rate_total: 100_000,
+            ..Config::default()
+        };
+        let mut core = core_with_100_cached_topics(cfg);
         let long = format!("t/{}", "*/".repeat(60)) + "q";
         assert_eq!(crate::cache::scan_weight(&long), 8);
         assert_eq!(core.cache.scan_cost(&long), 800);
