@@ -133,6 +133,13 @@ pub struct Config {
     /// Milliseconds a client has to complete a frame once its first byte arrived: a
     /// deadline, which bytes trickling in do not extend. Default 10000.
     pub stall_timeout_ms: u64,
+    /// Milliseconds a client may keep more than `egress_limit` bytes unread, which only
+    /// an initial image or cache query queues (it is queued whole): a deadline from the
+    /// moment the image went over, which reading part of it does not extend. A client
+    /// still over the limit then is disconnected with SLOW_CONSUMER, so clients that
+    /// ask for images and never read cannot hold the egress memory (and with it every
+    /// other client's images) for longer. Default 30000.
+    pub drain_timeout_ms: u64,
     /// Most bytes read from one socket per loop turn (the per-client read buffer).
     /// Default 262144 (256 KiB). Each buffer starts at 4 KiB and doubles while reads
     /// fill it, beyond this size only to hold one frame up to `max_frame`, and shrinks
@@ -280,6 +287,7 @@ impl Default for Config {
             slow_consumer: SlowConsumerPolicy::default(),
             handshake_timeout_ms: 5_000,
             stall_timeout_ms: 10_000,
+            drain_timeout_ms: 30_000,
             read_buffer: 256 << 10,
             read_memory_limit: 64 << 20,
             data_dir: None,
@@ -357,7 +365,10 @@ impl Config {
         if self.max_clients == 0 {
             return err("max_clients must be at least 1".into());
         }
-        if self.handshake_timeout_ms == 0 || self.stall_timeout_ms == 0 {
+        if self.handshake_timeout_ms == 0
+            || self.stall_timeout_ms == 0
+            || self.drain_timeout_ms == 0
+        {
             return err("timeouts must be at least 1 ms".into());
         }
         if self.name.len() > tickwire_wire::frame::MAX_NAME_LEN {
@@ -517,6 +528,11 @@ impl Config {
     /// The stall timeout as a duration.
     pub fn stall_timeout(&self) -> Duration {
         Duration::from_millis(self.stall_timeout_ms)
+    }
+
+    /// The drain timeout as a duration.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
     }
 }
 

@@ -214,6 +214,11 @@ struct Client {
     cert_identity: Option<Arc<Identity>>,
     /// Cached topics its images may still examine (`image_scan_rate`).
     image_budget: TokenBucket,
+    /// When an image put more than `egress_limit` unread bytes in its buffer: the
+    /// deadline (`drain_timeout_ms` later) by which it must be back under the limit.
+    /// Reading some of it does not extend the deadline; getting under the limit
+    /// clears it.
+    drain_by: Option<MonoNanos>,
 }
 
 /// A full budget of cached topics to examine for images at `rate` per second: the
@@ -657,6 +662,7 @@ impl Core {
             mcast: false,
             cert_identity: None,
             image_budget: image_budget(&self.cfg, self.cfg.image_scan_rate, now),
+            drain_by: None,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -1538,6 +1544,14 @@ impl Core {
         account(&mut self.egress_bytes, before, c.egress.capacity());
         c.counters.msgs_out += n as u64;
         self.totals.msgs_out += n as u64;
+        // Queued whole, beyond the limit: it must be read within the drain timeout,
+        // or a client that asked and never reads would hold it (and, with others,
+        // the router-wide egress memory every image needs) for as long as it stays.
+        if c.egress.pending() > limit && c.drain_by.is_none() {
+            let by = now.add_nanos(self.cfg.drain_timeout_ms.saturating_mul(1_000_000));
+            c.drain_by = Some(by);
+            self.lower_deadline(by);
+        }
         self.mark_dirty(id);
     }
 
@@ -2124,9 +2138,13 @@ impl Core {
     #[inline]
     pub fn handle_written(&mut self, id: Slot, n: usize) {
         let pressed = self.egress_bytes >= self.cfg.egress_memory_limit;
+        let limit = self.cfg.egress_limit;
         if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
+            if c.drain_by.is_some() && c.egress.pending() <= limit {
+                c.drain_by = None;
+            }
             if c.egress.pending() == 0 {
                 if pressed && c.egress.capacity() > KEEP_EGRESS {
                     // At the router-wide bound a drained buffer gives its memory back.
@@ -2215,10 +2233,20 @@ impl Core {
         let hs = self.cfg.handshake_timeout_ms * 1_000_000;
         let stall = self.cfg.stall_timeout_ms * 1_000_000;
         let mut stalled = Vec::new();
+        let mut drained = Vec::new();
         let mut next: Option<MonoNanos> = None;
         for (i, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
             let id = Slot(i as u32);
+            if let Some(by) = c.drain_by.filter(|_| c.phase == Phase::Open) {
+                if now > by {
+                    drained.push(id);
+                    continue;
+                }
+                if next.is_none_or(|n| by < n) {
+                    next = Some(by);
+                }
+            }
             let (deadline, why) = match (c.phase, c.frame_started) {
                 (Phase::Handshake, _) => (
                     c.connected_at.add_nanos(hs),
@@ -2243,6 +2271,20 @@ impl Core {
         self.next_deadline = next;
         for (id, why) in stalled {
             self.fail(id, ErrorCode::STALLED, why);
+        }
+        for id in drained {
+            let text = format!(
+                "slow consumer: an initial image left more than egress_limit ({} bytes) \
+                 unread for drain_timeout_ms ({} ms); disconnecting",
+                self.cfg.egress_limit, self.cfg.drain_timeout_ms
+            );
+            // The image is given up at once (not flushed during the linger).
+            if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
+                let before = c.egress.capacity();
+                c.egress.drop_messages();
+                account(&mut self.egress_bytes, before, c.egress.capacity());
+            }
+            self.fail(id, ErrorCode::SLOW_CONSUMER, &text);
         }
     }
 
@@ -2825,6 +2867,69 @@ mod tests {
         }
         core.handle_input(publisher, MonoNanos(0), &f, f.len());
         core
+    }
+
+    /// Hostile-input probe: connections that asked for images larger than
+    /// `egress_limit` and never read held the router's egress memory, so every other
+    /// image was refused BUSY until they left. An image over the limit must now be read
+    /// down to it within `drain_timeout_ms` (a deadline: reading part of it does not
+    /// extend it).
+    #[test]
+    fn an_image_left_unread_past_the_drain_timeout_disconnects_its_client() {
+        let cfg = Config {
+            cache: vec![">".into()],
+            cache_max_topics: 100,
+            egress_limit: 500,
+            drain_timeout_ms: 30_000,
+            ..Config::default()
+        };
+        let mut core = core_with_100_cached_topics(cfg);
+        let ask = |core: &mut Core, id: Slot| {
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 7, "t/>", Image::Only);
+            core.handle_input(id, MonoNanos(MS), &f, f.len());
+            core.poll_transmit(&mut Vec::new());
+            core.egress(id).len()
+        };
+        let (idle, nibbler, reader) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
+        for id in [idle, nibbler, reader] {
+            assert!(ask(&mut core, id) > 500, "the image is over egress_limit");
+        }
+        // The deadline is the core's next timeout, so a sleeping driver wakes for it.
+        assert!(core
+            .poll_timeout()
+            .is_some_and(|t| t <= MonoNanos(30_001 * MS)));
+        core.handle_written(nibbler, 100);
+        let image = out(&mut core, reader);
+        assert_eq!(
+            image.len(),
+            101,
+            "100 cached messages and the ACK: {image:?}"
+        );
+        core.handle_timeout(MonoNanos(30_000 * MS));
+        for id in [idle, nibbler, reader] {
+            assert_eq!(core.phase(id), Some(Phase::Open), "not before the deadline");
+        }
+        core.handle_written(nibbler, 100);
+        core.handle_timeout(MonoNanos(30_002 * MS));
+        let mut expected = Vec::new();
+        let text = "slow consumer: an initial image left more than egress_limit (500 bytes) \
+                    unread for drain_timeout_ms (30000 ms); disconnecting";
+        frame::encode_error(&mut expected, 0, ErrorCode::SLOW_CONSUMER, true, text);
+        for id in [idle, nibbler] {
+            assert_eq!(core.phase(id), Some(Phase::Closing));
+            // The unread image was dropped; only the error (after the rest of a frame
+            // partly written) is left to send.
+            let left = core.egress(id);
+            assert!(left.ends_with(&expected), "{left:?}");
+            assert!(
+                left.len() < expected.len() + 100,
+                "{} bytes left",
+                left.len()
+            );
+        }
+        assert_eq!(core.phase(reader), Some(Phase::Open), "it read its image");
+        assert_eq!(core.totals().disconnects_error, 2);
     }
 
     /// Hostile-input probe: a long pattern compares up to its length per cached topic

@@ -76,9 +76,14 @@ fn trust_listener(path: &Path, owner: u32, me: u32) -> io::Result<()> {
     }
     // Not `PermissionDenied`: callers phrase that kind as "the socket admits only the
     // router's user", which is not what happened; this text says what did.
+    let trusted = if me == 0 {
+        "you (root)".to_owned()
+    } else {
+        format!("you (uid {me}) or root")
+    };
     Err(io::Error::other(format!(
         "refusing the shared-memory socket {}: it was created by uid {owner}, not by \
-             you (uid {me}) or root, so it may be another user's impostor waiting for \
+             {trusted}, so it may be another user's impostor waiting for \
              your messages and password. If no router of yours should be there, remove it \
              (rm {}) and start your router; to share a router between users, give it a \
              NAME with a '/' in a directory only they can write (docs/shm.md)",
@@ -663,8 +668,12 @@ mod tests {
         for part in ["/dev/shm/tickwire-md.sock", "uid 1001", "uid 1000", "rm "] {
             assert!(text.contains(part), "{part:?} missing from: {text}");
         }
-        // root as the client: only root's own sockets.
-        assert!(trust_listener(&default, 1001, 0).is_err());
+        // root as the client: only root's own sockets, and the text says so.
+        let Err(e) = trust_listener(&default, 1001, 0) else {
+            panic!("another user's socket trusted by root");
+        };
+        let text = e.to_string();
+        assert!(text.contains("not by you (root),"), "{text}");
         // An administrator's directory (NAME with a '/').
         assert!(trust_listener(Path::new("/run/tickwire/md.sock"), 1001, 1000).is_ok());
         assert!(trust_listener(Path::new("/dev/shm/sub/md.sock"), 1001, 1000).is_ok());

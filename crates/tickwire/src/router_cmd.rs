@@ -185,6 +185,12 @@ pub struct RouterArgs {
     /// The old spelling of --stall-timeout, in milliseconds.
     #[arg(long, value_name = "MS", hide = true)]
     stall_timeout_ms: Option<u64>,
+    /// How long a client may keep more than --egress-limit unread, which only an initial
+    /// image or cache query queues: past it (a deadline from the moment the image went
+    /// over, not extended by reading part of it) the client is disconnected
+    /// SLOW_CONSUMER: 30s, 2m [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    drain_timeout: Option<Duration>,
     /// Most bytes read per client per loop turn; buffers start at 4KiB, grow with the
     /// bytes received and shrink back when idle [default: 256KiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -708,6 +714,9 @@ impl RouterArgs {
         }
         if let Some(d) = self.stall_timeout {
             cfg.stall_timeout_ms = whole(d.as_millis());
+        }
+        if let Some(d) = self.drain_timeout {
+            cfg.drain_timeout_ms = whole(d.as_millis());
         }
         if let Some(m) = self.max_frame {
             // A usage error (status 2) like every other out-of-range setting, without

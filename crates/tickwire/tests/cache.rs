@@ -438,3 +438,81 @@ fn cache_queries_past_the_scan_budget_are_refused_busy() {
         "{err}"
     );
 }
+
+/// Hostile-input probe: connections that asked for large images and never read held
+/// the router's egress memory, so every other image was refused BUSY until they left.
+/// An image over `egress_limit` must be read back under it within `--drain-timeout`:
+/// the real router disconnects a client that does not (SLOW_CONSUMER, its unread image
+/// dropped), and images work for the others.
+#[test]
+fn a_client_that_never_reads_its_image_is_disconnected_after_the_drain_timeout() {
+    use std::io::{Read, Write};
+    use tickwire_wire::frame::{self, Frame, Image};
+
+    let router = RouterProc::start(&[
+        "--no-guaranteed",
+        "--cache",
+        "big/>",
+        "--egress-limit",
+        "1MiB",
+        "--drain-timeout",
+        "1s",
+    ]);
+    // A 20 MB image: far more than loopback's socket buffers can hide.
+    let mut p = Client::connect(router.addr).unwrap();
+    let payload = vec![7u8; 100_000];
+    for t in 0..200 {
+        p.publish(&format!("big/{t}"), &payload).unwrap();
+    }
+    p.flush().unwrap();
+    p.ping().unwrap();
+
+    let mut s = std::net::TcpStream::connect(router.addr).unwrap();
+    let mut out = Vec::new();
+    frame::encode_hello(&mut out, frame::PROTOCOL_VERSION, "never-reads");
+    frame::encode_subscribe_image(&mut out, 1, "big/>", Image::Only);
+    s.write_all(&out).unwrap();
+    // Unread past the deadline (1 s from the request, checked on the router's 10 ms
+    // timer)...
+    std::thread::sleep(Duration::from_millis(2_000));
+    // ...then everything it was sent: WELCOME, what the socket buffers held of the
+    // image, the ERROR, and the close. (The router gives a closing client 1 s to take
+    // its last frames: a test thread descheduled past that finds the stream cut, the
+    // ERROR not sent; the close and the count below hold either way.)
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got)
+        .expect("the router closes the connection (not a read timeout)");
+    let mut at = 0;
+    let mut last = None;
+    let mut messages = 0;
+    while let Some((f, n)) = frame::decode(&got[at..], u32::MAX).unwrap() {
+        match f {
+            Frame::Message(_) => messages += 1,
+            Frame::Error { code, text, .. } => last = Some((code, text.to_string())),
+            _ => {}
+        }
+        at += n;
+    }
+    assert!(
+        messages < 200,
+        "the image was cut short: {messages} of 200 sent"
+    );
+    if at == got.len() {
+        let (code, text) = last.expect("an ERROR before the close");
+        assert_eq!(code, ErrorCode::SLOW_CONSUMER);
+        assert!(text.contains("drain_timeout_ms"), "{text}");
+    } else {
+        eprintln!(
+            "the stream was cut after its linger: {at} of {} bytes whole",
+            got.len()
+        );
+    }
+    let mut q = Client::connect(router.addr).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&q.stats_json().unwrap()).unwrap();
+    let totals = &stats["router"]["totals"];
+    assert_eq!(totals["disconnects_error"], 1, "{totals}");
+
+    // Another client still gets the whole image.
+    assert_eq!(q.cache_query("big/>").unwrap().len(), 200);
+}

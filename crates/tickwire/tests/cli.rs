@@ -40,6 +40,7 @@ const CONFIG_KEYS: &[&str] = &[
     "slow_consumer",
     "handshake_timeout_ms",
     "stall_timeout_ms",
+    "drain_timeout_ms",
     "read_buffer",
     "read_memory_limit",
     "data_dir",
@@ -1988,6 +1989,12 @@ fn duration_flags_take_units_and_plain_numbers_stay_seconds_or_old_units() {
     assert_eq!(
         c["router"]["hybrid_spin_us"].as_integer(),
         Some(1000),
+        "{c}"
+    );
+    let c = print_config(&["--drain-timeout", "2m"]);
+    assert_eq!(
+        c["router"]["drain_timeout_ms"].as_integer(),
+        Some(120_000),
         "{c}"
     );
     // ...a plain number is seconds...
