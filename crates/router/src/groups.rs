@@ -72,6 +72,10 @@ pub struct Groups {
     picked: Vec<u32>,
     /// The current `pick` call's mark (never 0 while picking).
     pick_mark: u32,
+    /// Members of every group together, kept in step by `join` and `leave`: the router
+    /// asks at every subscription it releases, and a walk of up to `max_shared_groups`
+    /// groups there made a closing client's teardown cost that much per pattern.
+    members_total: usize,
 }
 
 /// Marks client slot `m` with `mark`, growing the table to the highest slot seen (client
@@ -138,6 +142,7 @@ impl Groups {
         if let Some(Some(g)) = self.groups.get_mut(gid as usize) {
             if !g.members.contains(&member) {
                 g.members.push(member);
+                self.members_total += 1;
             }
         }
     }
@@ -152,6 +157,7 @@ impl Groups {
         };
         if let Some(i) = g.members.iter().position(|&m| m == member) {
             g.members.remove(i);
+            self.members_total -= 1;
             // Keep the rotation where it was for the remaining members.
             if i < g.next {
                 g.next -= 1;
@@ -232,7 +238,7 @@ impl Groups {
 
     /// Members of every group together (each member of each group once).
     pub fn members_total(&self) -> usize {
-        self.groups.iter().flatten().map(|g| g.members.len()).sum()
+        self.members_total
     }
 
     /// The keys of every group (for stats), unordered.
@@ -382,8 +388,15 @@ mod tests {
         join(&mut g, 1, "$share/w/t");
         join(&mut g, 1, "$share/w/t");
         assert_eq!(g.members("$share/w/t"), [Slot(1)]);
+        assert_eq!(g.members_total(), 1);
         leave(&mut g, 5, "$share/w/t");
         leave(&mut g, 1, "$share/x/t");
         assert_eq!(pick(&mut g, "t"), [1]);
+        assert_eq!(g.members_total(), 1, "kept in step, not recounted");
+        join(&mut g, 2, "$share/y/t");
+        leave(&mut g, 1, "$share/w/t");
+        assert_eq!((g.len(), g.members_total()), (1, 1));
+        leave(&mut g, 2, "$share/y/t");
+        assert_eq!((g.len(), g.members_total()), (0, 0));
     }
 }
