@@ -12,7 +12,9 @@
 //! retained), `image` (an image-only SUBSCRIBE over N cached topics), `clients`
 //! (timer calls with N clients), `snapshot` (the monitor's snapshot), `unbind` (two
 //! interleaved windows of N given back), `checkpoint`, `acktimeout`, `ackdefault`,
-//! `statsdoc` (a STATS document with N queues).
+//! `statsdoc` (a STATS document with N queues), `teardown` (a client of N patterns
+//! of LEVELS levels closing while others hold GROUPS shared-subscription groups: its
+//! index teardown per core call; `teardown 10000 10 1000`).
 //! Timings are wall-clock over a loop: run on a quiet machine and compare runs.
 #![allow(
     clippy::all,
@@ -545,8 +547,100 @@ fn main() {
             }
             println!("default ack timeout, non-acking consumer: {n} turns 10 us apart (20 ms) after 30 s: gm.handle_timeout fired {fired} times with {nq} non-empty queues, wall {:?}", t0.elapsed());
         }
+        // A client of nq patterns of LEVELS levels (third argument, 10 by default;
+        // distinct from the first level, so each removal frees its trie nodes) closes:
+        // its teardown's core calls, their median and the slowest.
+        "teardown" => {
+            let levels: usize = std::env::args()
+                .nth(3)
+                .map_or(10, |a| a.parse().unwrap());
+            let cfg = Config {
+                max_subscriptions: nq,
+                max_subscription_levels: nq * levels,
+                ..Config::default()
+            };
+            let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+            let nodes = |core: &Core| -> u64 {
+                let doc: serde_json::Value =
+                    serde_json::from_str(&core.stats_json(MonoNanos(2))).unwrap();
+                doc["router"]["index_nodes"].as_u64().unwrap()
+            };
+            // Shared-subscription groups held by other clients (fourth argument, 0 by
+            // default; 100 per client, `max_shared_subscriptions`).
+            let groups: usize = std::env::args()
+                .nth(4)
+                .map_or(0, |a| a.parse().unwrap());
+            for c in 0..groups.div_ceil(100) {
+                let member = open(&mut core);
+                let mut b = Vec::new();
+                for g in c * 100..groups.min(c * 100 + 100) {
+                    frame::encode_subscribe(&mut b, 1, &format!("$share/g{g}/x/{g}"));
+                }
+                feed(&mut core, member, &b);
+            }
+            let id = open(&mut core);
+            // What the index holds without the client.
+            let floor = nodes(&core);
+            let mut b = Vec::new();
+            for i in 0..nq {
+                let mut p = format!("p{i}");
+                for l in 1..levels {
+                    p.push_str(&format!("/l{l}"));
+                }
+                frame::encode_subscribe(&mut b, 1, &p);
+            }
+            // For comparison: subscribing them all, as one read's worth of frames would.
+            let t = Instant::now();
+            feed(&mut core, id, &b);
+            let subscribing = t.elapsed();
+            println!(
+                "{nq} patterns of {levels} levels, {groups} shared groups: {} index nodes \
+                 (subscribing took {subscribing:?}, {} bytes of SUBSCRIBE)",
+                nodes(&core),
+                b.len()
+            );
+            // (time, patterns removed) per core call: each pattern frees `levels` nodes.
+            let mut calls = Vec::new();
+            let mut before = nodes(&core);
+            let t = Instant::now();
+            core.handle_closed(id, "gone");
+            let dt = t.elapsed();
+            let after = nodes(&core);
+            calls.push((dt, (before - after) / levels as u64));
+            before = after;
+            let mut closing = Vec::new();
+            while before > floor {
+                let t = Instant::now();
+                core.poll_closing(&mut closing);
+                let dt = t.elapsed();
+                let after = nodes(&core);
+                calls.push((dt, (before - after) / levels as u64));
+                before = after;
+            }
+            let total: std::time::Duration = calls.iter().map(|c| c.0).sum();
+            let mut by_time: Vec<(std::time::Duration, u64, usize)> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, n))| (t, n, i))
+                .collect();
+            by_time.sort();
+            let (median, _, _) = by_time[by_time.len() / 2];
+            let slowest: Vec<String> = by_time
+                .iter()
+                .rev()
+                .take(3)
+                .map(|(t, n, i)| format!("call {i}: {t:?} ({n} patterns)"))
+                .collect();
+            println!(
+                "teardown: {} core calls (handle_closed, then poll_closing per turn), {total:?} \
+                 in all ({:.2} us per pattern); median call {median:?}; slowest: {}",
+                calls.len(),
+                total.as_secs_f64() * 1e6 / nq as f64,
+                slowest.join(", "),
+            );
+        }
         _ => println!(
-            "usage: scale_costs durable|durable_bound|tick|discard|bindtime|image|clients|snapshot|unbind|checkpoint|acktimeout|ackdefault [N]"
+            "usage: scale_costs durable|durable_bound|tick|discard|bindtime|image|clients|snapshot|unbind|checkpoint|acktimeout|ackdefault|teardown [N [LEVELS [GROUPS]]]"
         ),
     }
 }

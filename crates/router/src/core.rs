@@ -12,14 +12,16 @@
 //!    how many bytes it used (the rest is an incomplete frame to keep).
 //! 3. For each id from [`Core::poll_transmit`], write [`Core::egress`] to the socket
 //!    and report the count with [`Core::handle_written`].
-//! 4. [`Core::handle_timeout`] now and then; [`Core::poll_closing`] tells which clients
-//!    to close once their egress is flushed (or at once, if they stopped reading);
+//! 4. [`Core::handle_timeout`] now and then; [`Core::poll_closing`] once per turn tells
+//!    which clients to close once their egress is flushed (or at once, if they stopped
+//!    reading), and takes a bounded share of closing clients' subscriptions out of the
+//!    index (do not sleep while [`Core::has_pending_teardown`]);
 //!    [`Core::handle_closed`] when a socket is gone.
 
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{hash_set, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -219,6 +221,20 @@ struct Client {
     /// Reading some of it does not extend the deadline; getting under the limit
     /// clears it.
     drain_by: Option<MonoNanos>,
+    /// It is closing and its subscriptions are still being removed from the indexes
+    /// ([`Core::teardown`]): its slot is not reused until they are.
+    tearing_down: bool,
+}
+
+/// A closing (or closed) client's subscriptions still in the indexes, removed a few per
+/// loop turn ([`TEARDOWN_PATTERNS_PER_TURN`]).
+struct Teardown {
+    slot: Slot,
+    /// Its pattern set, taken whole when it began closing (moving the set is O(1)).
+    patterns: std::iter::Peekable<hash_set::IntoIter<Arc<str>>>,
+    /// The identity it was admitted as (`Some(None)`: anonymous), whose connection
+    /// count its slot keeps until the teardown ends.
+    user: Option<Option<Box<str>>>,
 }
 
 /// A full budget of cached topics to examine for images at `rate` per second: the
@@ -269,6 +285,15 @@ pub struct Core {
     image_budget: TokenBucket,
     dirty: Vec<Slot>,
     closing: Vec<Slot>,
+    /// Closing clients' subscriptions still to remove, oldest client first
+    /// ([`Core::poll_closing`] removes them a bounded number per turn).
+    teardown: VecDeque<Teardown>,
+    /// What this turn's teardown may still remove.
+    teardown_budget: TeardownBudget,
+    /// Slots whose client is gone ([`Core::handle_closed`]) while its subscriptions are
+    /// still being removed: not reused until they are, and counted towards
+    /// `max_clients` (and their user's connection limit).
+    held: usize,
     totals: Totals,
     /// Bytes every client's egress buffer holds allocated (the sum of their
     /// capacities), kept in step at each change: what `egress_memory_limit` bounds.
@@ -315,6 +340,55 @@ pub struct Core {
     /// The last STATS_REPLY document and until when it answers further requests
     /// ([`Core::on_stats_request`]).
     stats_shared: Option<(Arc<str>, MonoNanos)>,
+}
+
+/// Closing clients' subscriptions a loop turn removes from the indexes at most (and at
+/// most [`TEARDOWN_LEVELS_PER_TURN`] levels of them): the rest wait for later turns, so
+/// a client closing with many subscriptions cannot stall the others (docs/security.md,
+/// "Closing a connection with many subscriptions").
+///
+/// A removal costs a fixed part (the pattern's text, hash-map and node bookkeeping) and
+/// a part per level (a trie node walked, and freed when no other pattern uses it):
+/// ~6 µs for a 10-level pattern in a release build (hostile-input probe: a client's
+/// 10,000 such patterns, `max_subscriptions`, stalled every other client ~60 ms in
+/// one call; 64 such clients closing together 2.7–3.7 s), so 64 cost ~0.4 ms a turn.
+/// Measured with `examples/scale_costs.rs teardown` in an `opt-level = 1` test build:
+/// a turn's median ~0.2 ms for 64 patterns of 10 levels (~3.2 µs each), ~30 µs for 64
+/// of one level, ~0.15 ms for 12 of 50 levels; the whole 10,000 in one call, before,
+/// 71–77 ms.
+pub const TEARDOWN_PATTERNS_PER_TURN: usize = 64;
+
+/// Pattern levels a loop turn's teardown removes at most (see
+/// [`TEARDOWN_PATTERNS_PER_TURN`]): 64 patterns of 10 levels, or 5 of the longest (a
+/// 250-byte pattern has at most 125 levels), whose per-level part costs about as much
+/// as 64 patterns of 10 levels.
+pub const TEARDOWN_LEVELS_PER_TURN: usize = 640;
+
+/// What the current turn's teardown may still remove.
+#[derive(Debug, Clone, Copy)]
+struct TeardownBudget {
+    patterns: usize,
+    levels: usize,
+}
+
+impl TeardownBudget {
+    /// A whole turn's.
+    const TURN: TeardownBudget = TeardownBudget {
+        patterns: TEARDOWN_PATTERNS_PER_TURN,
+        levels: TEARDOWN_LEVELS_PER_TURN,
+    };
+
+    /// Takes the removal of a pattern of `levels` levels if the budget allows it. A
+    /// whole turn's budget allows any one pattern, so every turn makes progress.
+    fn take(&mut self, levels: usize) -> bool {
+        let fresh = self.levels == TEARDOWN_LEVELS_PER_TURN;
+        if self.patterns == 0 || (levels > self.levels && !fresh) {
+            return false;
+        }
+        self.patterns -= 1;
+        self.levels = self.levels.saturating_sub(levels);
+        true
+    }
 }
 
 /// Queues a STATS_REPLY lists at most (the first by name; `queues_omitted` counts the
@@ -424,6 +498,9 @@ impl Core {
             ),
             dirty: Vec::with_capacity(1024),
             closing: Vec::new(),
+            teardown: VecDeque::new(),
+            teardown_budget: TeardownBudget::TURN,
+            held: 0,
             totals: Totals::default(),
             egress_bytes: 0,
             egress_share: cfg.egress_share(),
@@ -616,7 +693,9 @@ impl Core {
         &self.cfg
     }
 
-    /// Registers a new connection, or refuses it at the connection limit.
+    /// Registers a new connection, or refuses it at the connection limit. A slot whose
+    /// client is gone but whose subscriptions are still being removed counts towards the
+    /// limit (see [`Core::poll_closing`]).
     pub fn handle_accept(
         &mut self,
         addr: impl Into<Peer>,
@@ -624,13 +703,21 @@ impl Core {
         wall: UtcNanos,
     ) -> Result<Slot, Refused> {
         let addr = addr.into();
-        if self.live >= self.cfg.max_clients {
+        if self.live + self.held >= self.cfg.max_clients {
             self.totals.refused += 1;
             let mut b = Vec::new();
-            let text = format!(
-                "router is at its connection limit ({} clients)",
-                self.cfg.max_clients
-            );
+            let text = if self.held == 0 {
+                format!(
+                    "router is at its connection limit ({} clients)",
+                    self.cfg.max_clients
+                )
+            } else {
+                format!(
+                    "router is at its connection limit ({} clients, of which {} closed and \
+                     still having their subscriptions removed); try again shortly",
+                    self.cfg.max_clients, self.held
+                )
+            };
             frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);
             return Err(Refused(b));
         }
@@ -663,6 +750,7 @@ impl Core {
             cert_identity: None,
             image_budget: image_budget(&self.cfg, self.cfg.image_scan_rate, now),
             drain_by: None,
+            tearing_down: false,
         };
         let id = match self.free.pop() {
             Some(i) => {
@@ -2053,16 +2141,19 @@ impl Core {
         c.phase = Phase::Closing;
         c.close_reason = Some((code, reason.to_string()));
         c.levels = 0;
+        c.shared = 0;
         c.patterns_view = None;
+        // Its subscriptions stay in the indexes until removed, a bounded number per
+        // turn; routing skips a client that is not open, so it receives nothing.
         let patterns = std::mem::take(&mut c.patterns);
-        for p in patterns {
-            match groups::parse(&p) {
-                Ok(Some(s)) => self.groups.leave(id, &p, s),
-                _ => {
-                    self.index.unsubscribe(id, &p);
-                }
-            }
-            self.release_pattern(p);
+        if !patterns.is_empty() {
+            c.tearing_down = true;
+            self.teardown.push_back(Teardown {
+                slot: id,
+                patterns: patterns.into_iter().peekable(),
+                user: c.identity.as_ref().map(|i| i.user.clone()),
+            });
+            self.teardown();
         }
         // Its in-flight guaranteed deliveries go back to their queues now; it frees its
         // publisher identity. (The deliveries to others land in their egress later, at
@@ -2109,9 +2200,60 @@ impl Core {
             .sum()
     }
 
-    /// Clients that began closing since the last call.
+    /// Clients that began closing since the last call. The driver calls it once per loop
+    /// turn, after the turn's writes: it also goes on removing closing clients'
+    /// subscriptions from the indexes, at most [`TEARDOWN_PATTERNS_PER_TURN`] (and
+    /// [`TEARDOWN_LEVELS_PER_TURN`] levels) between two calls, those a close removed at
+    /// once included (see [`Core::has_pending_teardown`]).
     pub fn poll_closing(&mut self, out: &mut Vec<Slot>) {
         out.append(&mut self.closing);
+        self.teardown();
+        self.teardown_budget = TeardownBudget::TURN;
+    }
+
+    /// Whether closing clients' subscriptions are still being removed: the driver must
+    /// then not sleep, so that [`Core::poll_closing`] finishes the work in the next turns
+    /// (and their slots come free) while other clients are served in between.
+    pub fn has_pending_teardown(&self) -> bool {
+        !self.teardown.is_empty()
+    }
+
+    /// Removes closing clients' subscriptions, oldest client first, while this turn's
+    /// budget lasts. A slot whose client is gone comes free with its last pattern.
+    fn teardown(&mut self) {
+        while let Some(t) = self.teardown.front_mut() {
+            let Some(cost) = t.patterns.peek().map(|p| levels(p)) else {
+                // This client's last pattern is gone.
+                let Some(done) = self.teardown.pop_front() else {
+                    return;
+                };
+                match self.clients.get_mut(done.slot.0 as usize) {
+                    Some(Some(c)) => c.tearing_down = false,
+                    Some(None) => {
+                        self.held -= 1;
+                        self.free.push(done.slot.0);
+                        if let Some(user) = done.user {
+                            self.count_out(&user);
+                        }
+                    }
+                    None => {}
+                }
+                continue;
+            };
+            if !self.teardown_budget.take(cost) {
+                return;
+            }
+            let (slot, Some(p)) = (t.slot, t.patterns.next()) else {
+                continue;
+            };
+            match groups::parse(&p) {
+                Ok(Some(s)) => self.groups.leave(slot, &p, s),
+                _ => {
+                    self.index.unsubscribe(slot, &p);
+                }
+            }
+            self.release_pattern(p);
+        }
     }
 
     /// Clients whose egress gained bytes since the last call.
@@ -2174,19 +2316,31 @@ impl Core {
             if let Some(c) = slot.take() {
                 account(&mut self.egress_bytes, c.egress.capacity(), 0);
                 self.live -= 1;
-                self.free.push(id.0);
-                if let Some(identity) = c.identity {
-                    if let Some(n) = self.connections_of.get_mut(&identity.user) {
-                        *n = n.saturating_sub(1);
-                        if *n == 0 {
-                            self.connections_of.remove(&identity.user);
-                        }
+                if c.tearing_down {
+                    // Reused once its subscriptions are all removed (`teardown`): a new
+                    // client here would receive messages for them. Until then it still
+                    // counts for its user, too.
+                    self.held += 1;
+                } else {
+                    self.free.push(id.0);
+                    if let Some(identity) = c.identity {
+                        self.count_out(&identity.user);
                     }
                 }
             }
         }
         self.closing.retain(|c| *c != id);
         self.gm_output();
+    }
+
+    /// A connection of `user` (`None`: anonymous) no longer counts towards its limit.
+    fn count_out(&mut self, user: &Option<Box<str>>) {
+        if let Some(n) = self.connections_of.get_mut(user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.connections_of.remove(user);
+            }
+        }
     }
 
     /// Where a client is connected from, if connected.
@@ -3796,6 +3950,194 @@ mod tests {
             }
         ));
         assert_eq!(core.totals().refused, 1);
+    }
+
+    /// `p{i}/l1/.../l9`: a pattern of ten levels, distinct from the first (its removal
+    /// frees ten trie nodes).
+    fn ten_levels(i: usize) -> String {
+        format!("p{i}/l1/l2/l3/l4/l5/l6/l7/l8/l9")
+    }
+
+    /// Subscribes `id` to every pattern in one read; the ACKs are drained.
+    fn subscribe_all(core: &mut Core, id: Slot, patterns: &[String]) {
+        let mut f = Vec::new();
+        for p in patterns {
+            encode_subscribe(&mut f, 1, p);
+        }
+        assert_eq!(
+            core.handle_input(id, MonoNanos(0), &f, f.len()),
+            Input::Consumed(f.len())
+        );
+        let acks = out(core, id);
+        assert_eq!(acks.len(), patterns.len());
+        assert!(acks.iter().all(|a| a == "ACK 1"), "{acks:?}");
+    }
+
+    fn publish(core: &mut Core, id: Slot, topic: &str) {
+        let mut f = Vec::new();
+        encode_publish(&mut f, topic, b"x", Default::default(), u32::MAX).unwrap();
+        assert_eq!(
+            core.handle_input(id, MonoNanos(0), &f, f.len()),
+            Input::Consumed(f.len())
+        );
+    }
+
+    /// Regression (hostile-input probe, docs/security.md): a client closing with
+    /// 10,000 patterns had them all removed from the index in one call (~60 ms in a
+    /// release build, every other client waiting). Now a turn removes at most
+    /// `TEARDOWN_PATTERNS_PER_TURN` (64) of them; between turns
+    /// another client's messages reach their subscriber, the closing client gets none,
+    /// and its slot is not handed to a new connection until its last pattern is gone.
+    #[test]
+    fn closing_with_10000_patterns_tears_them_down_a_bounded_number_per_turn() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let a = open(&mut core, 0);
+        let patterns: Vec<String> = (0..10_000).map(ten_levels).collect();
+        subscribe_all(&mut core, a, &patterns);
+        let (c, p) = (open(&mut core, 0), open(&mut core, 0));
+        let topic = ten_levels(5);
+        subscribe(&mut core, c, &topic);
+        assert_eq!(core.index.len(), 10_001);
+        assert_eq!(core.index.node_count(), 1 + 100_000);
+        let per_turn = TEARDOWN_PATTERNS_PER_TURN;
+        // The router closes it (CLOSE queued; its socket is still open)...
+        core.close(a, ErrorCode::NORMAL, "bye");
+        assert_eq!(
+            core.index.len(),
+            10_001 - per_turn,
+            "a close spends what is left of the turn's budget at once"
+        );
+        assert!(core.has_pending_teardown());
+        let mut closing = Vec::new();
+        let mut turns = 0;
+        let mut newcomer = None;
+        while core.has_pending_teardown() {
+            publish(&mut core, p, &topic);
+            assert_eq!(out(&mut core, c), [format!("MSG {topic}")]);
+            let to_a = out(&mut core, a);
+            assert!(to_a.iter().all(|f| !f.starts_with("MSG")), "{to_a:?}");
+            let before = core.index.len();
+            core.poll_closing(&mut closing);
+            turns += 1;
+            assert!(
+                before - core.index.len() <= per_turn,
+                "turn {turns}: {} removed",
+                before - core.index.len()
+            );
+            if turns == 10 {
+                // ...and its socket goes: the slot stays held while patterns remain.
+                core.handle_closed(a, "closed");
+                assert_eq!(core.phase(a), None);
+                assert_eq!(core.held, 1);
+                let d = open(&mut core, 0);
+                assert_ne!(d, a, "a slot waiting for its teardown is not reused");
+                newcomer = Some(d);
+            }
+        }
+        assert_eq!(closing, [a]);
+        // The close had spent the first turn's budget; then 64 a turn.
+        assert_eq!(turns, 1 + (10_000 - per_turn).div_ceil(per_turn));
+        assert_eq!(core.index.len(), 1, "c's pattern only");
+        assert_eq!(core.index.node_count(), 1 + 10);
+        assert_eq!((core.held, core.live()), (0, 3));
+        assert_eq!(core.phase(newcomer.unwrap()), Some(Phase::Open));
+        assert_eq!(open(&mut core, 0), a, "the slot is free again");
+        // The last subscriber leaves (within a turn's budget: at once).
+        core.handle_closed(c, "gone");
+        assert!(!core.has_pending_teardown());
+        assert!(core.index.is_empty());
+        assert_eq!(core.index.node_count(), 1);
+        assert!(core.pattern_text.is_empty());
+    }
+
+    /// A slot waiting for its teardown counts towards `max_clients`, so churning
+    /// connections cannot make the router hold more than `max_clients` clients'
+    /// subscriptions; shared subscriptions are torn down in the same turns, and a
+    /// group's other member gets the group's messages meanwhile.
+    #[test]
+    fn a_slot_waiting_for_its_teardown_counts_towards_the_connection_limit() {
+        let cfg = Config {
+            max_clients: 3,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (a, b, p) = (open(&mut core, 0), open(&mut core, 0), open(&mut core, 0));
+        let mut patterns: Vec<String> = (0..1_000).map(ten_levels).collect();
+        patterns.extend((0..50).map(|i| format!("$share/g{i}/s/{i}")));
+        subscribe_all(&mut core, a, &patterns);
+        subscribe(&mut core, b, "$share/g0/s/0");
+        assert_eq!((core.groups.len(), core.groups.members_total()), (50, 51));
+        core.handle_closed(a, "gone");
+        assert_eq!((core.live(), core.held), (2, 1));
+        let Err(Refused(bytes)) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
+            panic!("accepted while a held slot makes the limit")
+        };
+        let (f, _) = decode(&bytes, u32::MAX).unwrap().unwrap();
+        let Frame::Error {
+            code: ErrorCode::TOO_MANY_CLIENTS,
+            fatal: true,
+            text,
+            ..
+        } = f
+        else {
+            panic!("{f:?}")
+        };
+        assert!(
+            text.contains("still having their subscriptions removed"),
+            "{text}"
+        );
+        let mut closing = Vec::new();
+        let mut turns = 0;
+        while core.has_pending_teardown() {
+            publish(&mut core, p, "s/0");
+            assert_eq!(out(&mut core, b), ["MSG s/0"]);
+            core.poll_closing(&mut closing);
+            turns += 1;
+        }
+        assert!(turns > 1_000 / (TEARDOWN_PATTERNS_PER_TURN), "{turns}");
+        assert_eq!((core.groups.len(), core.groups.members_total()), (1, 1));
+        assert_eq!(core.groups.node_count(), 1 + 2, "$share/g0/s/0's s/0");
+        assert!(core.index.is_empty());
+        assert_eq!(core.index.node_count(), 1);
+        assert_eq!(open(&mut core, 0), a, "free again, and reused");
+    }
+
+    /// The same for its user's connection limit: a closed connection whose
+    /// subscriptions are still being removed counts for its user until they are, so
+    /// one user churning connections holds at most its limit's worth of them.
+    #[test]
+    fn a_slot_waiting_for_its_teardown_counts_for_its_user() {
+        let cfg = Config {
+            auth: crate::auth::AuthConfig {
+                anonymous_max_connections: Some(2),
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (a, _b) = (open(&mut core, 0), open(&mut core, 0));
+        let patterns: Vec<String> = (0..1_000).map(ten_levels).collect();
+        subscribe_all(&mut core, a, &patterns);
+        core.handle_closed(a, "gone");
+        let hello = |core: &mut Core| {
+            let id = core
+                .handle_accept(addr(), MonoNanos(0), UtcNanos(0))
+                .ok()
+                .unwrap();
+            let mut b = Vec::new();
+            encode_hello(&mut b, PROTOCOL_VERSION, "t");
+            core.handle_input(id, MonoNanos(0), &b, b.len());
+            (id, out(core, id))
+        };
+        let (late, answer) = hello(&mut core);
+        assert_eq!(answer, ["ERROR auth-failed true"]);
+        core.handle_closed(late, "refused");
+        let mut closing = Vec::new();
+        while core.has_pending_teardown() {
+            core.poll_closing(&mut closing);
+        }
+        let (_, answer) = hello(&mut core);
+        assert_eq!(answer, ["WELCOME"]);
     }
 
     #[test]

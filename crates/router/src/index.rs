@@ -22,7 +22,8 @@
 //!
 //! Drive it from the router's single hot thread: [`SubscriptionIndex::subscribe`] /
 //! [`SubscriptionIndex::unsubscribe`] on control messages (the router owns each
-//! client's pattern set and unsubscribes them all on disconnect), and
+//! client's pattern set and unsubscribes them all after a disconnect, a bounded number
+//! per loop turn: `core::TEARDOWN_PATTERNS_PER_TURN`), and
 //! [`SubscriptionIndex::match_topic`] per published message with a reused output
 //! vector. Patterns and topics must already be validated by
 //! [`tickwire_wire::topic::validate_pattern`] / [`tickwire_wire::topic::validate_topic`].
