@@ -121,7 +121,11 @@ fn our_initiator_with_quickfix_acceptor_exchanges_application_messages_on_fix44_
     assert_eq!(field(&report42, 20).as_deref(), Some("0"), "{report42}");
 
     // Nothing we sent was rejected by QuickFIX's validation: the one rejection is the
-    // deliberate QuoteRequest, which its application does not support.
+    // deliberate QuoteRequest, which its application does not support. (Its line is
+    // waited for: QuickFIX's output is read by another thread, which may not have
+    // read it yet when our side already has the reject; CI's loaded run saw that.)
+    qf.wait_ever(&["EVENT", Q44, "Rejected"]);
+    qf.wait_ever(&["IN", "FIX.4.2:QF->TW", "|35=D|", "|11=ORD42|"]);
     let rejected = qf.find_all_since(0, &["Rejected"]);
     assert_eq!(rejected.len(), 1, "{}", qf.output());
     assert!(
