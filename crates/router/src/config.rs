@@ -255,6 +255,13 @@ pub struct Config {
     /// signed by `tls_client_ca`) or `required`. A verified certificate whose name is a
     /// user's `cert_name` logs that user in.
     pub tls_client_auth: String,
+    /// New TLS connections a second from one source address (an IPv6 host by its /64;
+    /// that many at once after a quiet second): each costs the router thread a
+    /// handshake (a signature and a key exchange), so one beyond it is closed at accept,
+    /// before any TLS work, and counted (`totals.tls_throttled`). 0: no limit. Sources
+    /// are remembered in a table of at most 4,096 (sources beyond it share one more
+    /// allowance). Default 200.
+    pub tls_handshake_rate: u64,
     /// Authentication and authorization: the `[auth]` table of the configuration file
     /// (a table of its own there, not a key of `[router]`; docs/security.md).
     #[serde(skip)]
@@ -313,6 +320,7 @@ impl Default for Config {
             tls_key: None,
             tls_client_ca: None,
             tls_client_auth: "none".to_string(),
+            tls_handshake_rate: 200,
             auth: crate::auth::AuthConfig::default(),
             multicast: Vec::new(),
         }

@@ -119,6 +119,9 @@ pub struct Totals {
     pub user_limit_refused: u64,
     /// Actions refused PERMISSION_DENIED (publishes, subscriptions, stats, queues).
     pub denied: u64,
+    /// TLS connections closed at accept, before their handshake: more than
+    /// `tls_handshake_rate` a second from their source.
+    pub tls_throttled: u64,
 }
 
 /// Where a client is connected from, as stats and logs show it.
@@ -782,6 +785,12 @@ impl Core {
             "router is out of file descriptors (RLIMIT_NOFILE); try again later",
         );
         Refused(b)
+    }
+
+    /// Counts a TLS connection closed at accept by the driver's per-source handshake
+    /// rate (`tls_handshake_rate`).
+    pub fn note_tls_throttled(&mut self) {
+        self.totals.tls_throttled += 1;
     }
 
     /// Number of connected clients.

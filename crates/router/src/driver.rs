@@ -132,6 +132,8 @@ pub struct Router {
     shm: Option<ShmPort>,
     /// The TLS listener (`driver/tls.rs`), if configured.
     tls: Option<TlsPort>,
+    /// New TLS connections per source address (`tls_handshake_rate`).
+    tls_limit: crate::limit::SourceLimiter,
     /// Bytes of read buffers beyond each connection's initial 4 KiB, all connections
     /// together; growth stops at `read_memory_limit` (see `read_once`).
     read_extra: usize,
@@ -282,6 +284,7 @@ impl Router {
             draining: Vec::new(),
             shm,
             tls,
+            tls_limit: crate::limit::SourceLimiter::new(cfg.tls_handshake_rate, MonoNanos::now()),
             read_extra: 0,
             read_starved_at: None,
             monitor: None,
@@ -586,6 +589,15 @@ impl Router {
         loop {
             match self.accept_one(tls) {
                 Ok((mut stream, addr)) => {
+                    if tls && !self.tls_limit.admit(addr.ip(), now) {
+                        // Closed before any TLS work: the handshake is what a flood of
+                        // connections would make the router thread pay.
+                        self.core.note_tls_throttled();
+                        let rate = self.core.config().tls_handshake_rate;
+                        tracing::warn!(%addr, rate, "TLS connection refused: more than tls_handshake_rate new connections a second from its source");
+                        let _ = stream.shutdown(Shutdown::Both);
+                        continue;
+                    }
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::warn!(%addr, error = %e, "cannot set TCP_NODELAY");
                     }

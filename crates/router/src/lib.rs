@@ -25,6 +25,7 @@ pub mod egress;
 pub mod gm;
 pub mod groups;
 pub mod index;
+pub mod limit;
 pub mod mcast;
 pub mod monitor;
 pub mod spool_port;

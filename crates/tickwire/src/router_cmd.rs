@@ -284,6 +284,12 @@ pub struct RouterArgs {
     /// handshake) [default: none].
     #[arg(long, value_name = "POLICY", help_heading = "TLS")]
     tls_client_auth: Option<tickwire_client::tls::ClientAuth>,
+    /// New TLS connections a second from one source address (an IPv6 host by its /64):
+    /// each costs the router thread a handshake, so one beyond it is closed at accept,
+    /// before any TLS work (counted in stats, totals.tls_throttled). 0: no limit
+    /// [default: 200].
+    #[arg(long, value_name = "N", help_heading = "TLS")]
+    tls_handshake_rate: Option<u64>,
     /// Router name shown to clients and in stats [default: tickwire-router].
     #[arg(long)]
     name: Option<String>,
@@ -651,7 +657,8 @@ impl RouterArgs {
             cache_depth,
             cache_max_topics,
             cache_max_bytes,
-            shm_ring
+            shm_ring,
+            tls_handshake_rate
         );
         if !self.cache.is_empty() {
             cfg.cache = self.cache.clone();

@@ -60,6 +60,7 @@ const CONFIG_KEYS: &[&str] = &[
     "image_scan_rate_total",
     "shm_ring",
     "tls_client_auth",
+    "tls_handshake_rate",
     "shm_epoll_interval_us",
 ];
 

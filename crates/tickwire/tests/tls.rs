@@ -586,3 +586,68 @@ fn a_tls_listener_off_loopback_closes_the_monitoring_endpoint_to_anonymous_reque
         "{refusals} login refusals: the probe was refused"
     );
 }
+
+/// A flood of new TLS connections from one address made the router thread pay a
+/// handshake each (~830 a second took ~77% of its CPU in a probe). Beyond
+/// `--tls-handshake-rate` a second from one source, a connection is closed at accept,
+/// before any TLS work, and counted; the others (and later connections) are served.
+#[test]
+fn new_tls_connections_beyond_the_per_source_rate_are_closed_before_their_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "main");
+    let (r, log) = tls_router(
+        &ca,
+        &[
+            "--no-guaranteed",
+            "--tls-handshake-rate",
+            "2",
+            "--handshake-timeout",
+            "60s",
+        ],
+    );
+    // 10 connections at once from 127.0.0.1, none of them starting its handshake.
+    let mut socks: Vec<TcpStream> = (0..10)
+        .map(|_| TcpStream::connect(r.tls.unwrap()).unwrap())
+        .collect();
+    // The router has seen all ten once they are counted: accepted or throttled.
+    let deadline = Instant::now() + LONG;
+    let (accepted, throttled) = loop {
+        let s = common::stats_json(&r.addr_str());
+        // The stats command's own (plaintext) connection is one of `connections`.
+        let accepted = common::u_at(&s, &["router", "totals", "connections"]) - 1;
+        let throttled = common::u_at(&s, &["router", "totals", "tls_throttled"]);
+        if accepted + throttled >= 10 || Instant::now() > deadline {
+            break (accepted, throttled);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Two at once; one more only if the burst straddled a refill (one per 500 ms).
+    assert!((2..=3).contains(&accepted), "{accepted} accepted");
+    assert_eq!(accepted + throttled, 10, "{throttled} throttled");
+    // The throttled ones were closed (EOF), the accepted ones still wait for a
+    // ClientHello (the handshake deadline is a minute away): told apart without waiting.
+    let closed = socks
+        .iter_mut()
+        .filter_map(|s| {
+            s.set_nonblocking(true).unwrap();
+            match s.read(&mut [0u8; 64]) {
+                Ok(0) => Some(()),
+                Ok(n) => panic!("the router sent {n} bytes before any ClientHello"),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                Err(_) => Some(()),
+            }
+        })
+        .count() as u64;
+    assert_eq!(closed, throttled);
+    assert!(
+        log.wait_for(&["TLS connection refused", "tls_handshake_rate"], LONG)
+            .is_some(),
+        "{}",
+        log.text()
+    );
+    // A second later the source has its allowance back: a real TLS client connects.
+    drop(socks);
+    std::thread::sleep(Duration::from_millis(1_100));
+    let mut c = Client::connect_to(&tls_url(&r), tls_opts("later", &ca.pem(), None)).unwrap();
+    c.ping().unwrap();
+}
