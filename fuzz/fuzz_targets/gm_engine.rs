@@ -228,7 +228,21 @@ impl World {
             return;
         }
         c.rbuf.extend_from_slice(bytes);
-        match self.core.handle_input(c.id, self.now, &c.rbuf, bytes.len()) {
+        // Fed again while the core pauses at its subscription work bound, as the driver
+        // does on the next turns (before reading more).
+        let mut fresh = bytes.len();
+        let mut input = self.core.handle_input(c.id, self.now, &c.rbuf, fresh);
+        while let (Input::Consumed(n), true) = (input, self.core.input_paused()) {
+            assert!(
+                n > 0 && n <= c.rbuf.len(),
+                "a paused call consumed {n} of {}",
+                c.rbuf.len()
+            );
+            c.rbuf.drain(..n);
+            fresh = 0;
+            input = self.core.handle_input(c.id, self.now, &c.rbuf, fresh);
+        }
+        match input {
             Input::Consumed(n) => {
                 assert!(n <= c.rbuf.len(), "consumed {n} of {}", c.rbuf.len());
                 c.rbuf.drain(..n);

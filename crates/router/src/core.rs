@@ -309,6 +309,8 @@ pub struct Core {
     last_id: u64,
     /// No deadline is earlier than this (see [`Core::poll_timeout`]).
     next_deadline: Option<MonoNanos>,
+    /// The last [`Core::handle_input`] stopped at [`SUBSCRIPTION_WORK_PER_READ`].
+    input_paused: bool,
     /// Where the router-out stamp of a STAMPS message comes from: the driver injects its
     /// clock ([`Core::set_stamp_clock`]); without one the stamp is the turn's `now`.
     stamp_clock: Option<fn() -> MonoNanos>,
@@ -366,6 +368,18 @@ pub const TEARDOWN_PATTERNS_PER_TURN: usize = 64;
 /// 250-byte pattern has at most 125 levels), whose per-level part costs about as much
 /// as 64 patterns of 10 levels.
 pub const TEARDOWN_LEVELS_PER_TURN: usize = 640;
+
+/// Subscription work one [`Core::handle_input`] call does at most: SUBSCRIBE and
+/// UNSUBSCRIBE frames, each counted as 1 + its pattern's levels. Beyond it the call
+/// stops before the next such frame, leaves the rest of the input (whole frames)
+/// unconsumed and says so ([`Core::input_paused`]); the driver hands it back next turn
+/// before reading more from that client. A subscription change costs about as much as a
+/// removal (see [`TEARDOWN_PATTERNS_PER_TURN`]; ~6 µs for 10 levels in release), so
+/// without this one read buffer of them (256 KiB: ~6,000 frames) held the loop for tens
+/// of ms: a client sending SUBSCRIBE/UNSUBSCRIBE pairs without pause took every other
+/// client's PING from 53 µs to 17 ms (p50; 80 ms at worst) in a probe. With it, one
+/// read's subscription work is about what a read buffer of publishes costs.
+pub const SUBSCRIPTION_WORK_PER_READ: u64 = 640;
 
 /// What the current turn's teardown may still remove.
 #[derive(Debug, Clone, Copy)]
@@ -511,6 +525,7 @@ impl Core {
             started: now,
             last_id: 0,
             next_deadline: None,
+            input_paused: false,
             stamp_clock: None,
             image_budget: image_budget(&cfg, cfg.image_scan_rate_total, now),
             gm: Engine::new(gm::GmConfig {
@@ -801,8 +816,15 @@ impl Core {
     /// Feeds the bytes buffered for client `id` at time `now`: `input` is everything
     /// not consumed by earlier calls, of which the last `fresh` bytes were just read
     /// (only those are counted in `bytes_in`).
+    ///
+    /// A call does at most [`SUBSCRIPTION_WORK_PER_READ`] of subscription work: past
+    /// it, it returns before the next SUBSCRIBE or UNSUBSCRIBE with the rest unconsumed
+    /// and [`Core::input_paused`] true; call again (with what is left, and whatever
+    /// arrived since) on a later turn before reading more.
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         self.latest = self.latest.max(now);
+        self.input_paused = false;
+        let mut subscription_work = 0u64;
         let mut used = 0;
         let fresh = fresh.min(input.len()) as u64;
         match self.client_mut(id) {
@@ -844,7 +866,22 @@ impl Core {
                     return Input::Closing;
                 }
             }
+            let subscription = rest.len() > 4
+                && (rest[4] == frame::Kind::Subscribe as u8
+                    || rest[4] == frame::Kind::Unsubscribe as u8);
+            if subscription && subscription_work >= SUBSCRIPTION_WORK_PER_READ {
+                // The rest waits for the next turn: the other clients go first.
+                self.input_paused = true;
+                return Input::Consumed(used);
+            }
             let decoded = frame::decode(rest, self.frame_limit_in(phase));
+            if subscription {
+                if let Ok(Some((_, n))) = decoded {
+                    // Header and request id, then the pattern: 1 + its levels.
+                    let pattern = rest.get(12..n).unwrap_or_default();
+                    subscription_work += 2 + pattern.iter().filter(|&&b| b == b'/').count() as u64;
+                }
+            }
             match decoded {
                 // The data path: a PUBLISH from an open client is handled in place
                 // (bound by reference: moving the frame out is a 144-byte copy per
@@ -873,6 +910,13 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Whether the last [`Core::handle_input`] stopped at its subscription work bound
+    /// ([`SUBSCRIPTION_WORK_PER_READ`]) with whole frames left unconsumed: the driver
+    /// calls it again with them on the next turn, before reading more.
+    pub fn input_paused(&self) -> bool {
+        self.input_paused
     }
 
     /// The largest frame client `id` may send now: a HELLO before the handshake,
@@ -2800,8 +2844,8 @@ impl Client {
 mod tests {
     use super::*;
     use tickwire_wire::frame::{
-        decode, encode_hello, encode_publish, encode_subscribe, encode_subscribe_image,
-        PublishOptions,
+        decode, encode_hello, encode_ping, encode_publish, encode_subscribe,
+        encode_subscribe_image, encode_unsubscribe, PublishOptions,
     };
 
     const MS: u64 = 1_000_000;
@@ -3961,22 +4005,90 @@ mod tests {
         assert_eq!(core.totals().refused, 1);
     }
 
+    /// Feeds `input` whole, again and again while the core pauses at its subscription
+    /// work bound (as the driver does, a turn apart); returns the number of calls.
+    fn feed_paused(core: &mut Core, id: Slot, input: &[u8]) -> usize {
+        let mut at = 0;
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let Input::Consumed(used) = core.handle_input(id, MonoNanos(0), &input[at..], 0) else {
+                panic!("closing");
+            };
+            at += used;
+            if !core.input_paused() {
+                assert_eq!(at, input.len(), "stopped without pausing");
+                return calls;
+            }
+            assert!(used > 0, "a paused call consumed nothing");
+        }
+    }
+
+    /// Hostile-input probe: one client sending SUBSCRIBE/UNSUBSCRIBE pairs without
+    /// pause held the loop for a read buffer of them at a time (~6,000 frames, tens of
+    /// ms), so every other client waited. A call now stops at
+    /// `SUBSCRIPTION_WORK_PER_READ` (1 + levels per frame) and leaves the rest, whole
+    /// frames in order, for the next turn.
+    #[test]
+    fn one_read_of_subscriptions_is_handled_a_bounded_part_per_turn_in_order() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let a = open(&mut core, 0);
+        let patterns: Vec<String> = (0..1000).map(ten_levels).collect();
+        let mut f = Vec::new();
+        for p in &patterns {
+            encode_subscribe(&mut f, 1, p);
+        }
+        for p in &patterns {
+            encode_unsubscribe(&mut f, 2, p);
+        }
+        encode_subscribe(&mut f, 3, "last");
+        encode_ping(&mut f, 7);
+        // The first call: 640 / 11 → 59 frames, the rest left whole.
+        let Input::Consumed(used) = core.handle_input(a, MonoNanos(0), &f, f.len()) else {
+            panic!("closing");
+        };
+        assert!(core.input_paused());
+        let acks = out(&mut core, a);
+        assert_eq!(acks.len(), 59, "{acks:?}");
+        assert_eq!(core.index.len(), 59);
+        let calls = feed_paused(&mut core, a, &f[used..]);
+        // 59 frames of 11 a call (the 59th reaches 649 ≥ 640): the 1,941 left of 11,
+        // then "last" and the PING, in 33 more calls.
+        assert_eq!(calls, 33);
+        let rest = out(&mut core, a);
+        assert_eq!(rest.len(), 2001 - 59 + 1);
+        assert!(rest[..1000 - 59].iter().all(|r| r == "ACK 1"));
+        assert!(rest[1000 - 59..2000 - 59].iter().all(|r| r == "ACK 2"));
+        assert_eq!(rest[2000 - 59], "ACK 3");
+        assert!(rest[2001 - 59].starts_with("Pong"), "{:?}", rest[2001 - 59]);
+        assert_eq!(core.index.len(), 1);
+        // Publishes and pings are not bounded this way (a read buffer of them is the
+        // unit): a call takes them all.
+        let mut f = Vec::new();
+        for _ in 0..1000 {
+            encode_ping(&mut f, 1);
+        }
+        assert_eq!(
+            core.handle_input(a, MonoNanos(0), &f, f.len()),
+            Input::Consumed(f.len())
+        );
+        assert!(!core.input_paused());
+    }
+
     /// `p{i}/l1/.../l9`: a pattern of ten levels, distinct from the first (its removal
     /// frees ten trie nodes).
     fn ten_levels(i: usize) -> String {
         format!("p{i}/l1/l2/l3/l4/l5/l6/l7/l8/l9")
     }
 
-    /// Subscribes `id` to every pattern in one read; the ACKs are drained.
+    /// Subscribes `id` to every pattern in one read, fed again while the core pauses
+    /// at its work bound, as the driver does; the ACKs are drained.
     fn subscribe_all(core: &mut Core, id: Slot, patterns: &[String]) {
         let mut f = Vec::new();
         for p in patterns {
             encode_subscribe(&mut f, 1, p);
         }
-        assert_eq!(
-            core.handle_input(id, MonoNanos(0), &f, f.len()),
-            Input::Consumed(f.len())
-        );
+        feed_paused(core, id, &f);
         let acks = out(core, id);
         assert_eq!(acks.len(), patterns.len());
         assert!(acks.iter().all(|a| a == "ACK 1"), "{acks:?}");

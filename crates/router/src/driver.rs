@@ -213,6 +213,9 @@ struct Conn {
     on_flush_list: bool,
     /// Set when the core closes the client: the time to give up flushing.
     closing_deadline: Option<MonoNanos>,
+    /// The core stopped at its work bound with whole frames left in `rbuf`
+    /// (`Core::input_paused`): the next read hands them over before reading more.
+    paused: bool,
 }
 
 impl Router {
@@ -735,76 +738,84 @@ impl Router {
             return false;
         }
         c.read_recently = true;
-        if c.end == c.rbuf.len() && c.start > 0 {
-            c.rbuf.copy_within(c.start..c.end, 0);
-            c.end -= c.start;
-            c.start = 0;
-        }
-        if c.end == c.rbuf.len() || c.readable_full {
-            // Full of one unfinished frame, or the last read filled the space offered
-            // (a sender streaming faster than we read): double, up to the read buffer
-            // size or to that frame (whose length the decoder checked against the
-            // client's frame limit), whichever is larger. The last read's leftover
-            // (a partial frame) must not stop the growth: a stream almost never ends a
-            // read on a frame boundary, and a buffer stuck at 4 KiB costs one read()
-            // per ~30 small messages (1->1 throughput halved, BENCHMARKS.md).
-            let frame = match frame::frame_len(&c.rbuf[c.start..c.end], frame_limit) {
-                Ok(Some(len)) => len,
-                _ => 0,
-            };
-            let cap = frame.max(read_buffer);
-            let grown = (c.rbuf.len() * 2).min(cap);
-            let more = grown.saturating_sub(c.rbuf.len());
-            if more > 0 && *read_extra + more <= read_memory_limit {
-                *read_extra += more;
-                c.rbuf.resize(grown, 0);
+        // Whole frames the core left at its work bound last turn
+        // (`Core::input_paused`) go to it first, before anything more is read.
+        let was_paused = std::mem::take(&mut c.paused);
+        let (n, space) = if was_paused {
+            (0, usize::MAX)
+        } else {
+            if c.end == c.rbuf.len() && c.start > 0 {
+                c.rbuf.copy_within(c.start..c.end, 0);
+                c.end -= c.start;
+                c.start = 0;
             }
-        }
-        let space = c.rbuf.len() - c.end;
-        if space == 0 {
-            // All connections' read buffers are at the limit: leave this socket unread
-            // (TCP pushes back on the sender) until buffers are given back; the timer
-            // or the next release of read memory puts it back on the read list
-            // (`requeue_starved`). Its frame deadline still runs.
-            c.readable = true;
-            *starved_at = Some(*read_extra);
-            return false;
-        }
-        let n = match c.stream.read(&mut c.rbuf[c.end..]) {
-            Ok(0) => {
-                let why = if c.end > c.start {
-                    "connection closed by the client in the middle of a frame"
-                } else {
-                    "connection closed by the client"
+            if c.end == c.rbuf.len() || c.readable_full {
+                // Full of one unfinished frame, or the last read filled the space offered
+                // (a sender streaming faster than we read): double, up to the read buffer
+                // size or to that frame (whose length the decoder checked against the
+                // client's frame limit), whichever is larger. The last read's leftover
+                // (a partial frame) must not stop the growth: a stream almost never ends a
+                // read on a frame boundary, and a buffer stuck at 4 KiB costs one read()
+                // per ~30 small messages (1->1 throughput halved, BENCHMARKS.md).
+                let frame = match frame::frame_len(&c.rbuf[c.start..c.end], frame_limit) {
+                    Ok(Some(len)) => len,
+                    _ => 0,
                 };
-                self.drop_conn(id, why);
-                return false;
-            }
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                c.readable = false;
-                return false;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                c.on_read_list = true;
-                return true;
-            }
-            Err(e) => {
-                if matches!(c.stream, Link::Tls(_)) {
-                    // The peer does not speak TLS, or a certificate was refused.
-                    let addr = self.core.peer_addr(id);
-                    tracing::warn!(?addr, error = %e, "TLS connection failed");
+                let cap = frame.max(read_buffer);
+                let grown = (c.rbuf.len() * 2).min(cap);
+                let more = grown.saturating_sub(c.rbuf.len());
+                if more > 0 && *read_extra + more <= read_memory_limit {
+                    *read_extra += more;
+                    c.rbuf.resize(grown, 0);
                 }
-                self.drop_conn(id, &format!("read failed: {e}"));
+            }
+            let space = c.rbuf.len() - c.end;
+            if space == 0 {
+                // All connections' read buffers are at the limit: leave this socket unread
+                // (TCP pushes back on the sender) until buffers are given back; the timer
+                // or the next release of read memory puts it back on the read list
+                // (`requeue_starved`). Its frame deadline still runs.
+                c.readable = true;
+                *starved_at = Some(*read_extra);
                 return false;
             }
-        };
-        if let Link::Tls(t) = &mut c.stream {
-            if let Some(names) = t.take_cert_names() {
-                self.core.handle_peer_cert(id, &names);
+            let n = match c.stream.read(&mut c.rbuf[c.end..]) {
+                Ok(0) => {
+                    let why = if c.end > c.start {
+                        "connection closed by the client in the middle of a frame"
+                    } else {
+                        "connection closed by the client"
+                    };
+                    self.drop_conn(id, why);
+                    return false;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    c.on_read_list = true;
+                    return true;
+                }
+                Err(e) => {
+                    if matches!(c.stream, Link::Tls(_)) {
+                        // The peer does not speak TLS, or a certificate was refused.
+                        let addr = self.core.peer_addr(id);
+                        tracing::warn!(?addr, error = %e, "TLS connection failed");
+                    }
+                    self.drop_conn(id, &format!("read failed: {e}"));
+                    return false;
+                }
+            };
+            if let Link::Tls(t) = &mut c.stream {
+                if let Some(names) = t.take_cert_names() {
+                    self.core.handle_peer_cert(id, &names);
+                }
             }
-        }
-        c.end += n;
+            c.end += n;
+            (n, space)
+        };
         // One clock reading per read (not per message): the router-in stamp and the
         // frame deadline are as fresh as the bytes, not as old as the turn (a turn that
         // reads several clients would otherwise charge the earlier reads to the router).
@@ -830,9 +841,14 @@ impl Router {
                 return false;
             }
         }
-        let more = n == space || c.stream.socket_unread();
-        c.readable_full = n == space;
-        c.readable = more;
+        c.paused = self.core.input_paused();
+        if !was_paused {
+            c.readable = n == space || c.stream.socket_unread();
+            c.readable_full = n == space;
+        }
+        // A paused client skipped its read: what the socket may still hold waits
+        // (`readable` as it was) until the core has taken the frames left over.
+        let more = c.readable || c.paused;
         c.on_read_list = more;
         more
     }

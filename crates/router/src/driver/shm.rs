@@ -562,6 +562,7 @@ impl Conn {
             writable: true,
             on_flush_list: false,
             closing_deadline: None,
+            paused: false,
         }
     }
 }
