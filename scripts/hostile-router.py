@@ -4,6 +4,7 @@ publisher/subscriber pair (`tickwire pub` / `tickwire sub`) running during each 
 
     scripts/hostile-router.py BINARY [CASE...]      # cases: ping stats prehello trickle subs groups walk egress
                                                     #        qnodes qwalk qentries browse qlist qlist-fit images monitor statsq churn
+                                                    #        subchurn
 
 Extra router flags (e.g. a lower --egress-memory-limit) come from the environment:
 TICKWIRE_ROUTER_ARGS="--egress-memory-limit 256MiB" scripts/hostile-router.py BINARY egress
@@ -545,6 +546,7 @@ class Prober:
         self.s.sendall(hello("prober"))
         read_answers(self.s, 1, {0x02: "welcome"})
         self.worst = 0.0
+        self.rtts = []
         self.rounds = 0
         self.stop = False
         self.t = threading.Thread(target=self._run, daemon=True)
@@ -555,7 +557,9 @@ class Prober:
             t = time.time()
             self.s.sendall(frame(0x05, struct.pack("<Q", self.rounds)))
             read_answers(self.s, 1, {0x06: "pong"})
-            self.worst = max(self.worst, time.time() - t)
+            rtt = time.time() - t
+            self.worst = max(self.worst, rtt)
+            self.rtts.append(rtt)
             self.rounds += 1
             time.sleep(0.001)
 
@@ -563,7 +567,10 @@ class Prober:
         self.stop = True
         self.t.join()
         self.s.close()
-        return f"longest PING round trip meanwhile {self.worst * 1e3:.1f} ms ({self.rounds:,} PINGs)"
+        r = sorted(self.rtts) or [0.0]
+        p50, p99 = r[len(r) // 2], r[min(len(r) - 1, len(r) * 99 // 100)]
+        return (f"longest PING round trip meanwhile {self.worst * 1e3:.1f} ms ({self.rounds:,} PINGs; "
+                f"p50 {p50 * 1e3:.2f} ms, p99 {p99 * 1e3:.1f} ms)")
 
 
 def probed(router, workers):
@@ -824,6 +831,36 @@ def attack_churn(router, budget_s=15, hold_s=3.0):
             f"then held open {hold_s:.0f} s (up to {peak:,} at once); {result}")
 
 
+def attack_subchurn(router, budget_s=10, patterns=3_000):
+    """One client writes SUBSCRIBE then UNSUBSCRIBE of `patterns` 10-level patterns per
+    write (~200 KB), as fast as the router takes them, for `budget_s` seconds (a thread
+    reads its ACKs), while a client pings the router: what one read buffer of
+    subscription changes costs the others (bounded per read: SUBSCRIPTION_WORK_PER_READ)."""
+    s = socket.create_connection(router.addr)
+    s.sendall(hello("subchurn"))
+
+    def acks():
+        try:
+            while s.recv(1 << 20):
+                pass
+        except OSError:
+            pass
+
+    threading.Thread(target=acks, daemon=True).start()
+    pats = [f"a/b/c/d/e/f/g/h/i/{i}".encode() for i in range(patterns)]
+    batch = b"".join(frame(0x10, struct.pack("<I", i) + p) for i, p in enumerate(pats))
+    batch += b"".join(frame(0x11, struct.pack("<I", i) + p) for i, p in enumerate(pats))
+    probe = Prober(router)
+    writes = 0
+    end = time.time() + budget_s
+    while time.time() < end:
+        s.sendall(batch)
+        writes += 1
+    result = probe.result()
+    s.close()
+    return f"{writes * 2 * patterns:,} subscription changes sent in {budget_s} s; {result}"
+
+
 def router_stats(router):
     """The router's stats document (None if it did not answer)."""
     addr = f"{router.addr[0]}:{router.addr[1]}"
@@ -917,6 +954,7 @@ CASES = {
     "monitor": attack_monitor,
     "statsq": attack_statsq,
     "churn": attack_churn,
+    "subchurn": attack_subchurn,
 }
 
 # Router flags a case needs.
