@@ -866,22 +866,7 @@ impl Core {
                     return Input::Closing;
                 }
             }
-            let subscription = rest.len() > 4
-                && (rest[4] == frame::Kind::Subscribe as u8
-                    || rest[4] == frame::Kind::Unsubscribe as u8);
-            if subscription && subscription_work >= SUBSCRIPTION_WORK_PER_READ {
-                // The rest waits for the next turn: the other clients go first.
-                self.input_paused = true;
-                return Input::Consumed(used);
-            }
             let decoded = frame::decode(rest, self.frame_limit_in(phase));
-            if subscription {
-                if let Ok(Some((_, n))) = decoded {
-                    // Header and request id, then the pattern: 1 + its levels.
-                    let pattern = rest.get(12..n).unwrap_or_default();
-                    subscription_work += 2 + pattern.iter().filter(|&&b| b == b'/').count() as u64;
-                }
-            }
             match decoded {
                 // The data path: a PUBLISH from an open client is handled in place
                 // (bound by reference: moving the frame out is a 144-byte copy per
@@ -894,6 +879,18 @@ impl Core {
                     }
                 }
                 Ok(Some((f, n))) => {
+                    // Subscription changes: 1 + the pattern's levels each, at most
+                    // SUBSCRIPTION_WORK_PER_READ a call (checked off the PUBLISH path).
+                    if let Frame::Subscribe { pattern, .. } | Frame::Unsubscribe { pattern, .. } = f
+                    {
+                        if subscription_work >= SUBSCRIPTION_WORK_PER_READ {
+                            // The rest waits for the next turn: the other clients first.
+                            self.input_paused = true;
+                            return Input::Consumed(used);
+                        }
+                        subscription_work +=
+                            2 + pattern.iter().filter(|&&b| b == b'/').count() as u64;
+                    }
                     let raw = &input[used..used + n];
                     used += n;
                     if !self.on_frame(id, now, f, raw) {
