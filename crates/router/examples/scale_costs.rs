@@ -14,7 +14,8 @@
 //! interleaved windows of N given back), `checkpoint`, `acktimeout`, `ackdefault`,
 //! `statsdoc` (a STATS document with N queues), `teardown` (a client of N patterns
 //! of LEVELS levels closing while others hold GROUPS shared-subscription groups: its
-//! index teardown per core call; `teardown 10000 10 1000`).
+//! index teardown per core call; `teardown 10000 10 1000`), `relocate` (one relocation
+//! step over N held-back messages, each held by 4 queues among 1,000 others).
 //! Timings are wall-clock over a loop: run on a quiet machine and compare runs.
 #![allow(
     clippy::all,
@@ -446,6 +447,59 @@ fn main() {
                 },
             );
         }
+        "relocate" => {
+            let mut e = Engine::new(GmConfig {
+                retain_bytes: 0,
+                retain_ms: 0,
+                publish_window: 1 << 20,
+                ..GmConfig::default()
+            });
+            e.finish_recovery();
+            let mut log = NullLog(0);
+            for i in 0..1000 {
+                mk_queue(&mut e, &mut log, &format!("x{i}"), "");
+            }
+            for i in 0..4 {
+                let arg = format!("{{\"name\":\"held{i}\",\"subscriptions\":[\"h/>\"]}}");
+                e.handle_queue_request(&mut log, Slot(0), 1, QueueOp::Create, &arg)
+                    .unwrap();
+            }
+            e.poll_transmit(|_, _| {});
+            e.handle_pub_open(&mut NullLog(0), Slot(4), 1, 0, "p").unwrap();
+            for i in 0..nq {
+                publish(&mut e, &mut log, Slot(4), i as u64 + 1, "h/x", 1);
+            }
+            // As much traffic again through queue `t`, acknowledged and released.
+            mk_queue(&mut e, &mut log, "t", "");
+            e.handle_bind(MonoNanos(1), Slot(5), 1, 1 << 16, Start::Queue, "t")
+                .unwrap();
+            for i in 0..nq {
+                publish(&mut e, &mut log, Slot(4), (nq + i) as u64 + 1, "t/x", 1);
+                if i % 1000 == 999 || i + 1 == nq {
+                    e.handle_durable(MonoNanos(2), log.0);
+                    e.poll_transmit(|_, _| {});
+                    let first = (nq + i / 1000 * 1000) as u64 + 1;
+                    let last = (nq + i) as u64 + 1;
+                    let _ = e.handle_consumer_ack(&mut log, MonoNanos(2), Slot(5), 1, first, last);
+                }
+            }
+            e.handle_durable(MonoNanos(2), log.0);
+            e.handle_timeout(&mut log, MonoNanos(3), UtcNanos(1_800_000_000_000_000_000));
+            e.poll_transmit(|_, _| {});
+            let mut steps = 0;
+            loop {
+                let mut moved = Default::default();
+                per(&format!("Engine::relocate, step {steps} over {nq} held back"), 1, || {
+                    moved = e.relocate(&mut log, 1 << 40);
+                });
+                println!("  {moved:?}");
+                e.handle_durable(MonoNanos(4), log.0);
+                steps += 1;
+                if moved.messages == 0 || steps == 4 {
+                    break;
+                }
+            }
+        }
         "checkpoint" => {
             let mut e = engine();
             let mut log = NullLog(0);
@@ -640,7 +694,7 @@ fn main() {
             );
         }
         _ => println!(
-            "usage: scale_costs durable|durable_bound|tick|discard|bindtime|image|clients|snapshot|unbind|checkpoint|acktimeout|ackdefault|teardown [N [LEVELS [GROUPS]]]"
+            "usage: scale_costs durable|durable_bound|tick|discard|bindtime|image|clients|snapshot|unbind|checkpoint|acktimeout|ackdefault|statsdoc|teardown|relocate [N [LEVELS [GROUPS]]]"
         ),
     }
 }

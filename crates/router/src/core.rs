@@ -326,6 +326,9 @@ pub struct Core {
     latest: MonoNanos,
     last_reclaim: MonoNanos,
     reclaimed_below: u64,
+    /// A checkpoint appended, not yet durable: (reclaim below, its first and last
+    /// record). The segments it replaces go only once it is durable.
+    reclaim_after: Option<(u64, u64, u64)>,
     /// Users, tokens and rules (`[auth]`), compiled.
     auth: Authenticator,
     /// Connections per identity (`None`: anonymous), for the per-user limits.
@@ -497,6 +500,7 @@ impl Core {
             last_reclaim: now,
             stats_shared: None,
             reclaimed_below: 0,
+            reclaim_after: None,
             clients: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -615,6 +619,14 @@ impl Core {
                 }
                 Progress::Failed { first, last, why } => {
                     tracing::error!(first, last, %why, "spool write failed; those guaranteed publishes are NACKed");
+                    // A checkpoint not written whole replaces nothing: the next tick
+                    // writes another.
+                    if self
+                        .reclaim_after
+                        .is_some_and(|(_, a, b)| a <= last && first <= b)
+                    {
+                        self.reclaim_after = None;
+                    }
                     self.gm.handle_failed(now, first, last, &why);
                 }
             }
@@ -625,21 +637,48 @@ impl Core {
         self.gm_output();
     }
 
-    /// Now and then (every 10 s at most): lets the spool delete segments nothing retained
-    /// needs, after appending a checkpoint (queue definitions, publisher marks) so the
-    /// deleted segments' definitions survive.
+    /// Now and then (every 10 s at most): writes again the held messages that pin old
+    /// segments ([`crate::gm::Engine::relocate`], bounded per tick), then lets the
+    /// spool delete segments nothing retained needs, after appending a checkpoint
+    /// (queue definitions, publisher marks) so the deleted segments' definitions
+    /// survive. The segments go only once that checkpoint is durable (checked at every
+    /// call): deleting them as soon as it was appended let a crash in between lose both
+    /// the old definitions and the new ones.
     pub fn maybe_reclaim(&mut self, now: MonoNanos) {
-        if !self.spool.enabled() || now.saturating_sub(self.last_reclaim) < 10_000_000_000 {
+        if !self.spool.enabled() {
+            return;
+        }
+        if let Some((below, _, last)) = self.reclaim_after {
+            if self.gm.durable_lsn() >= last {
+                self.spool.reclaim(below);
+                self.reclaimed_below = below;
+                self.reclaim_after = None;
+            }
+        }
+        if now.saturating_sub(self.last_reclaim) < 10_000_000_000 {
             return;
         }
         self.last_reclaim = now;
+        let disk = self.spool.bytes_on_disk();
+        self.gm.relocate(&mut *self.spool, disk);
+        if self.reclaim_after.is_some() {
+            return;
+        }
         let below = self.gm.reclaim_below();
         if below == u64::MAX || below <= self.reclaimed_below {
             return;
         }
-        self.gm.checkpoint(&mut *self.spool);
-        self.spool.reclaim(below);
-        self.reclaimed_below = below;
+        let ck = self.gm.checkpoint(&mut *self.spool);
+        if !ck.complete {
+            return;
+        }
+        match ck.records {
+            Some((first, last)) => self.reclaim_after = Some((below, first, last)),
+            None => {
+                self.spool.reclaim(below);
+                self.reclaimed_below = below;
+            }
+        }
     }
 
     /// Moves the engine's frames into the clients' egress buffers.
@@ -2907,6 +2946,117 @@ mod tests {
         );
         assert_eq!(out(core, id), ["WELCOME"]);
         id
+    }
+
+    /// The spool stand-in for reclamation: numbers records, reports what the test
+    /// says, remembers the reclaims asked for.
+    #[derive(Default)]
+    struct ReclaimState {
+        next: u64,
+        progress: std::collections::VecDeque<Progress>,
+        reclaims: Vec<u64>,
+    }
+
+    struct ReclaimSpool(std::sync::Arc<std::sync::Mutex<ReclaimState>>);
+
+    impl crate::gm::Log for ReclaimSpool {
+        fn append(&mut self, _: &[u8]) -> Result<u64, crate::gm::LogError> {
+            let mut s = self.0.lock().unwrap();
+            s.next += 1;
+            Ok(s.next)
+        }
+    }
+
+    impl SpoolPort for ReclaimSpool {
+        fn enabled(&self) -> bool {
+            true
+        }
+        fn flush(&mut self) {}
+        fn poll_progress(&mut self) -> Option<Progress> {
+            self.0.lock().unwrap().progress.pop_front()
+        }
+        fn reclaim(&mut self, below: u64) {
+            self.0.lock().unwrap().reclaims.push(below);
+        }
+        fn usage(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+    }
+
+    /// Regression: the reclaim tick asked the spool to delete the segments below the
+    /// oldest record needed right after appending the checkpoint that replaces their
+    /// queue definitions, before that checkpoint was even handed over: a crash in
+    /// between lost the definitions. The segments go only once the checkpoint is
+    /// durable, and a checkpoint that failed to be written replaces nothing.
+    #[test]
+    fn segments_go_only_once_the_checkpoint_replacing_them_is_durable() {
+        let state = std::sync::Arc::new(std::sync::Mutex::new(ReclaimState::default()));
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        core.attach_spool(Box::new(ReclaimSpool(state.clone())));
+        core.gm.finish_recovery();
+        let spool = &mut *core.spool;
+        core.gm
+            .handle_queue_request(
+                spool,
+                Slot(9),
+                1,
+                tickwire_wire::gm::QueueOp::Create,
+                r#"{"name":"q","subscriptions":["t"]}"#,
+            )
+            .unwrap();
+        core.gm.handle_pub_open(spool, Slot(9), 2, 0, "p").unwrap();
+        let m = tickwire_wire::frame::Msg {
+            flags: tickwire_wire::frame::flags::GUARANTEED | tickwire_wire::frame::flags::SEQ,
+            seq: Some(1),
+            discarded: 0,
+            stamps: None,
+            reply: None,
+            cached: None,
+            topic: b"t",
+            payload: b"x",
+        };
+        core.gm
+            .handle_publish(spool, Slot(9), UtcNanos(0), 0, &m)
+            .unwrap();
+        let durable = |upto: u64| {
+            state
+                .lock()
+                .unwrap()
+                .progress
+                .push_back(Progress::Durable(upto))
+        };
+        durable(2);
+        core.handle_spool(MonoNanos(0));
+        assert_eq!(core.gm.reclaim_below(), 2, "the message's record");
+        let ten_s = 10_000 * MS;
+        core.maybe_reclaim(MonoNanos(ten_s));
+        let appended = state.lock().unwrap().next;
+        assert!(appended > 2, "a checkpoint was appended");
+        assert!(state.lock().unwrap().reclaims.is_empty(), "not durable yet");
+        core.maybe_reclaim(MonoNanos(ten_s + MS));
+        assert!(state.lock().unwrap().reclaims.is_empty());
+        // It fails: nothing goes; the next tick writes another.
+        state.lock().unwrap().progress.push_back(Progress::Failed {
+            first: 3,
+            last: appended,
+            why: "the disk is full".into(),
+        });
+        core.handle_spool(MonoNanos(ten_s + 2 * MS));
+        durable(appended);
+        core.handle_spool(MonoNanos(ten_s + 2 * MS));
+        core.maybe_reclaim(MonoNanos(ten_s + 3 * MS));
+        assert!(
+            state.lock().unwrap().reclaims.is_empty(),
+            "that checkpoint failed"
+        );
+        core.maybe_reclaim(MonoNanos(2 * ten_s + 3 * MS));
+        let again = state.lock().unwrap().next;
+        assert!(again > appended, "a second checkpoint");
+        assert!(state.lock().unwrap().reclaims.is_empty());
+        durable(again);
+        core.handle_spool(MonoNanos(2 * ten_s + 4 * MS));
+        core.maybe_reclaim(MonoNanos(2 * ten_s + 5 * MS));
+        assert_eq!(state.lock().unwrap().reclaims, vec![2]);
     }
 
     /// An image examines every cached topic whatever its pattern matches, so the

@@ -173,6 +173,9 @@ impl SpoolPort for SpoolAdapter {
     fn reclaim(&mut self, below: u64) {
         self.appender.reclaim(Lsn(below));
     }
+    fn bytes_on_disk(&self) -> u64 {
+        self.appender.stats().bytes_on_disk
+    }
     fn usage(&self) -> serde_json::Value {
         let s = self.appender.stats();
         serde_json::json!({

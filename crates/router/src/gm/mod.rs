@@ -28,8 +28,8 @@ use tickwire_wire::gm::{self as wgm, NackAction, NackReason, QueueOp, Start};
 
 use crate::index::{Slot, SubscriptionIndex};
 use queue::{Access, FullPolicy, QueueDef, StartAt};
-use record::Record;
-use store::{NewMessage, Store};
+use record::{HoldersBuf, Record};
+use store::{NewMessage, Restored, Store};
 
 /// Where the engine's records go: the spool's appender in the router, a vector in tests.
 pub trait Log {
@@ -66,6 +66,10 @@ pub trait SpoolPort: Log + Send {
     fn reclaim(&mut self, below: u64);
     /// Usage figures for the stats document.
     fn usage(&self) -> serde_json::Value;
+    /// Bytes of the spool's segment files (0 when unknown: nothing is relocated).
+    fn bytes_on_disk(&self) -> u64 {
+        0
+    }
 }
 
 /// No spool: guaranteed messaging is off (the router was started without one).
@@ -146,6 +150,21 @@ const FILL_UNPIN: usize = 131_072;
 /// served between turns).
 pub const TIMEOUT_BUDGET: usize = 1024;
 
+/// Most held messages one relocation step ([`Engine::relocate`], every 10 s) writes
+/// again, and most bytes of records it writes. A step of 4,096 messages held by 4
+/// queues among 1,000 took 20–22 ms of the router thread in a debug build (`cargo run
+/// -p tickwire-router --example scale_costs -- relocate 20000`); ~5 µs a message, most
+/// of it the topic match that finds the holders.
+pub const RELOCATE_MESSAGES: usize = 4096;
+/// See [`RELOCATE_MESSAGES`].
+pub const RELOCATE_BYTES: usize = 8 << 20;
+/// A spool this small is never worth rewriting (two default segments).
+pub const RELOCATE_FLOOR: u64 = 128 << 20;
+/// What a message record takes beside its topic and payload, about (the spool's 16
+/// bytes of framing, the record's fixed fields, an identity or a queue list): the
+/// relocation rule's estimate of what the retained messages take on disk.
+const RECORD_OVERHEAD: u64 = 128;
+
 /// Sets `out` to the subscribers of `index` that `topic` (a stored message's topic, so
 /// checked again: it may come from a spool file) matches; none when it is not a valid
 /// topic.
@@ -190,6 +209,9 @@ pub struct GmConfig {
     pub max_publishers: usize,
     /// Largest frame (a DELIVER must fit).
     pub max_frame: u32,
+    /// A spool of at most this many bytes is never relocated ([`RELOCATE_FLOOR`];
+    /// tests make it small).
+    pub relocate_floor: u64,
 }
 
 impl Default for GmConfig {
@@ -205,6 +227,7 @@ impl Default for GmConfig {
             max_publishers: 1024,
             max_stored_bytes: 1 << 30,
             max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
+            relocate_floor: RELOCATE_FLOOR,
         }
     }
 }
@@ -700,6 +723,41 @@ pub struct Engine {
     /// The list a durability step works through: [`Engine::touched`] is swapped into
     /// it and it is cleared after, so a step reuses both allocations.
     pump_list: Vec<u32>,
+    /// Relocated copies not yet durable: (record number, message id), in record order.
+    /// A message's record number changes (and its old record may go) only once its
+    /// copy is durable.
+    relocating: VecDeque<(u64, u64)>,
+    /// Queues that may hold messages their patterns do not match (dead-message queues,
+    /// and queues given relocated copies at recovery): with the queues a topic matches,
+    /// the ones to ask who holds a message.
+    extra_holders: Vec<u32>,
+    /// The highest `first_message_id` of any queue made (or recovered): no copy is
+    /// written while it is the store's next id, so that every queue made before a copy
+    /// has a `first_message_id` below the copy's `next_id` and every queue made after
+    /// one at or above it (see [`record`]).
+    newest_created_at: u64,
+    holders: HoldersBuf,
+    /// Queues found holding the message being relocated or recovered.
+    holder_slots: Vec<u32>,
+}
+
+/// What one [`Engine::relocate`] step wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relocated {
+    /// Held messages written again.
+    pub messages: usize,
+    /// Bytes of those records.
+    pub bytes: usize,
+}
+
+/// The records a [`Engine::checkpoint`] appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// First and last record number appended (None: nothing to write).
+    pub records: Option<(u64, u64)>,
+    /// Every record was appended (false: one was refused, the checkpoint is not whole
+    /// and no segment may go on its account).
+    pub complete: bool,
 }
 
 impl Engine {
@@ -750,6 +808,11 @@ impl Engine {
             timeout_from: 0,
             touched: Vec::new(),
             pump_list: Vec::new(),
+            relocating: VecDeque::new(),
+            extra_holders: Vec::new(),
+            newest_created_at: 0,
+            holders: HoldersBuf::default(),
+            holder_slots: Vec::new(),
         }
     }
 
@@ -855,6 +918,7 @@ impl Engine {
                 if let Some(e) = self.store.entry(id).copied() {
                     if e.live {
                         self.enqueue(to, id, Store::size_of(&e));
+                        self.note_extra_holder(to);
                     }
                 }
                 if let Some(&q) = self.queue_names.get(from) {
@@ -899,6 +963,90 @@ impl Engine {
                     pb.forgotten = true;
                     self.free_publishers.push(p);
                 }
+            }
+            Record::Relocated {
+                id,
+                time,
+                seq,
+                stamps,
+                next_id,
+                holders,
+                topic,
+                payload,
+            } => {
+                // The newest messages' records may have gone before the copy: ids go
+                // on from where they were when it was written.
+                if next_id > id {
+                    self.store.advance_to(next_id);
+                }
+                let Ok(t) = std::str::from_utf8(topic) else {
+                    self.recovery_errors
+                        .push(format!("record {lsn}: topic is not UTF-8; skipped"));
+                    return;
+                };
+                // Who holds it: the queue instances the copy names (name and
+                // first_message_id: a queue deleted and made again since is another),
+                // and the queues made after the copy that take it as they would take
+                // an `M` record. Not matched again by topic otherwise: a queue that let
+                // it go before the copy, or was made after it and does not start early
+                // enough, does not get it.
+                let mut slots = std::mem::take(&mut self.holder_slots);
+                slots.clear();
+                for (created_at, name) in holders.iter() {
+                    if let Some(&q) = self.queue_names.get(name) {
+                        if self
+                            .queue(q)
+                            .is_some_and(|q| q.def.created_at == created_at)
+                        {
+                            slots.push(q);
+                        }
+                    }
+                }
+                self.match_queues(t);
+                let listed = slots.len();
+                for i in 0..self.matched.len() {
+                    let q = self.matched[i].0;
+                    let later = self
+                        .queue(q)
+                        .is_some_and(|qd| qd.def.created_at >= next_id && holds(&qd.def, id, time));
+                    if later && !slots.contains(&q) {
+                        slots.push(q);
+                    }
+                }
+                if !slots.is_empty() {
+                    let m = NewMessage {
+                        id,
+                        lsn,
+                        time,
+                        seq,
+                        stamps,
+                        topic,
+                        payload,
+                    };
+                    match self.store.restore(&m) {
+                        Ok(Restored::Present) => {}
+                        Ok(Restored::Added) => {
+                            let size = (topic.len() + payload.len()) as u64;
+                            for (i, &q) in slots.iter().enumerate() {
+                                self.enqueue(q, id, size);
+                                if i < listed && !self.matched.contains(&Slot(q)) {
+                                    self.note_extra_holder(q);
+                                }
+                            }
+                            if self.store.entry(id).is_some_and(|e| e.refs() > 0) {
+                                if let Some(e) = self.store.entry_mut(id) {
+                                    e.maybe_delivered = true;
+                                }
+                            } else {
+                                self.store.kill(id);
+                            }
+                        }
+                        Err(why) => self.recovery_errors.push(format!(
+                            "record {lsn}: relocated message {id}: {why}; skipped"
+                        )),
+                    }
+                }
+                self.holder_slots = slots;
             }
         }
         self.durable_lsn = lsn;
@@ -1427,6 +1575,13 @@ impl Engine {
     /// Records up to `lsn` are durable: acknowledge publishes, make messages deliverable.
     pub fn handle_durable(&mut self, now: MonoNanos, lsn: u64) {
         self.durable_lsn = self.durable_lsn.max(lsn);
+        while self.relocating.front().is_some_and(|r| r.0 <= lsn) {
+            if let Some((at, id)) = self.relocating.pop_front() {
+                // False when it was let go meanwhile (or an older one before it was
+                // not relocated after all): the copy is then just not needed.
+                self.store.relocate(id, at);
+            }
+        }
         if !self.forgets.is_empty() {
             self.forgets.retain(|f| f.0 == 0 || f.0 > lsn);
         }
@@ -1473,6 +1628,9 @@ impl Engine {
     /// closed until that record is durable).
     pub fn handle_failed(&mut self, now: MonoNanos, first: u64, last: u64, why: &str) {
         self.totals.spool_failures += 1;
+        // Copies not written: their messages keep their records (a later step tries
+        // again).
+        self.relocating.retain(|r| r.0 < first || r.0 > last);
         for f in &mut self.forgets {
             if (first..=last).contains(&f.0) {
                 f.0 = 0;
@@ -1709,6 +1867,7 @@ impl Engine {
             return Err(text);
         }
         f.def.created_at = self.store.next_id();
+        self.newest_created_at = self.newest_created_at.max(f.def.created_at);
         let name = f.def.name.clone();
         self.count_dead_letter_target(&f.def);
         let mut q = Queue::new(f.def);
@@ -1831,6 +1990,7 @@ impl Engine {
 
     /// Puts queue `def` in slot `qi` (its patterns already indexed) with `fill`.
     fn place_queue(&mut self, qi: u32, def: QueueDef, fill: Vec<(u64, u64)>) {
+        self.newest_created_at = self.newest_created_at.max(def.created_at);
         self.queue_names.insert(def.name.clone(), qi);
         self.count_dead_letter_target(&def);
         self.queues[qi as usize] = Some(Queue::new(def));
@@ -1861,6 +2021,7 @@ impl Engine {
         let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::take) else {
             return;
         };
+        self.extra_holders.retain(|&x| x != qi);
         for p in &q.def.subscriptions {
             self.index.unsubscribe(Slot(qi), p);
         }
@@ -2032,6 +2193,7 @@ impl Engine {
         // window is released the moment the last queue lets it go.
         let dq = self.dmq(&to);
         self.enqueue(dq, id, size);
+        self.note_extra_holder(dq);
         self.remove_from_queue(qi, id);
         if let Some(q) = self.queue_mut(qi) {
             q.counters.dead_lettered += 1;
@@ -3028,15 +3190,19 @@ impl Engine {
     }
 
     /// Records that keep the state needing no older segment: every queue definition and
-    /// every publisher's high-water mark. Appended before reclaiming.
-    pub fn checkpoint(&mut self, log: &mut dyn Log) -> u64 {
-        let mut first = u64::MAX;
+    /// every publisher's high-water mark. Appended before reclaiming; the segments it
+    /// replaces may go once it is durable, and only when it is [`Checkpoint::complete`].
+    pub fn checkpoint(&mut self, log: &mut dyn Log) -> Checkpoint {
+        let mut records: Option<(u64, u64)> = None;
+        let mut complete = true;
         let mut rec = Vec::new();
+        let mut put = |log: &mut dyn Log, rec: &[u8]| match log.append(rec) {
+            Ok(l) => records = Some(records.map_or((l, l), |(f, _)| (f, l))),
+            Err(_) => complete = false,
+        };
         for q in self.queues.iter().flatten() {
             record::encode(&mut rec, &Record::QueueDefined { json: &q.def_json });
-            if let Ok(l) = log.append(&rec) {
-                first = first.min(l);
-            }
+            put(log, &rec);
         }
         for p in self.publishers.iter().filter(|p| !p.forgotten && p.stored) {
             record::encode(
@@ -3046,11 +3212,124 @@ impl Engine {
                     identity: &p.name,
                 },
             );
-            if let Ok(l) = log.append(&rec) {
-                first = first.min(l);
-            }
+            put(log, &rec);
         }
-        first
+        Checkpoint { records, complete }
+    }
+
+    /// Every record up to this number is durable (or was reported failed).
+    pub fn durable_lsn(&self) -> u64 {
+        self.durable_lsn
+    }
+
+    /// One relocation step (the driver's reclaim tick, every 10 s). When the spool
+    /// holds `spool_bytes`, more than [`GmConfig::relocate_floor`] and more than twice
+    /// what the retained messages would take as records (so each byte copied frees at
+    /// least one), it writes again (`R` records, oldest record first, at most
+    /// [`RELOCATE_MESSAGES`] and [`RELOCATE_BYTES`]) the held-back messages whose
+    /// records are older than every record the retention and the pending publishes
+    /// need and lie in the older half of the records from the oldest needed to the
+    /// newest durable, each with the queue instances holding it. Once a copy is
+    /// durable its message's record number is the copy's, so [`Engine::reclaim_below`]
+    /// moves on and the next checkpoint and reclaim delete the old segments. Nothing is
+    /// written while copies of the previous step are not yet durable, while a queue
+    /// made since the last message would be ambiguous for recovery (see
+    /// `newest_created_at`), or before recovery has finished. A message whose copy
+    /// would not fit in a record stops the step (it pins its segment).
+    pub fn relocate(&mut self, log: &mut dyn Log, spool_bytes: u64) -> Relocated {
+        let mut done = Relocated::default();
+        self.store.trim_relocations();
+        // What the retained messages would take as records (~`RECORD_OVERHEAD` bytes
+        // each beside topic and payload).
+        let live = self
+            .store
+            .bytes()
+            .saturating_add((self.store.len() as u64).saturating_mul(RECORD_OVERHEAD));
+        if self.recovering
+            || !self.relocating.is_empty()
+            || self.newest_created_at >= self.store.next_id()
+            || spool_bytes <= self.cfg.relocate_floor
+            || spool_bytes <= live.saturating_mul(2)
+        {
+            return done;
+        }
+        let Some(oldest) = self.store.oldest_lsn() else {
+            return done;
+        };
+        // Copied: held-back messages whose records are older than every record the
+        // retention and the pending publishes need, and in the older half of the
+        // records from the oldest needed to the newest durable (so copies just made,
+        // which are the newest records, are not copied again at once).
+        let needed = self
+            .store
+            .oldest_window_lsn()
+            .unwrap_or(u64::MAX)
+            .min(self.pending.front().map_or(u64::MAX, |p| p.lsn))
+            .min(oldest + self.durable_lsn.saturating_sub(oldest) / 2);
+        if oldest >= needed {
+            return done;
+        }
+        let next_id = self.store.next_id();
+        let max_record = self.cfg.max_frame as usize + 256;
+        let mut rec = std::mem::take(&mut self.rec);
+        let mut slots = std::mem::take(&mut self.holder_slots);
+        for id in self.store.pinning(needed, RELOCATE_MESSAGES) {
+            let Some(e) = self.store.entry(id).copied() else {
+                break;
+            };
+            let (topic, payload) = self.store.bytes_of(&e);
+            // Who holds it: the queues its topic matches and those that may hold
+            // messages they do not match, each asked.
+            match_stored(&mut self.index, topic, &mut self.matched);
+            slots.clear();
+            slots.extend(self.matched.iter().map(|s| s.0));
+            for &q in &self.extra_holders {
+                if !slots.contains(&q) {
+                    slots.push(q);
+                }
+            }
+            self.holders.clear();
+            for &qi in &slots {
+                let Some(q) = self.queues.get(qi as usize).and_then(Option::as_ref) else {
+                    continue;
+                };
+                if q.find(id).is_some_and(|i| !q.entries[i].done) {
+                    self.holders.push(q.def.created_at, &q.def.name);
+                }
+            }
+            record::encode(
+                &mut rec,
+                &Record::Relocated {
+                    id,
+                    time: e.time,
+                    seq: e.seq,
+                    stamps: e.stamps,
+                    next_id,
+                    holders: self.holders.holders(),
+                    topic,
+                    payload,
+                },
+            );
+            if rec.len() > max_record || done.bytes + rec.len() > RELOCATE_BYTES {
+                break;
+            }
+            let Ok(at) = log.append(&rec) else {
+                break;
+            };
+            self.relocating.push_back((at, id));
+            done.messages += 1;
+            done.bytes += rec.len();
+        }
+        self.rec = rec;
+        self.holder_slots = slots;
+        done
+    }
+
+    /// Notes a queue that may hold messages its patterns do not match.
+    fn note_extra_holder(&mut self, qi: u32) {
+        if !self.extra_holders.contains(&qi) {
+            self.extra_holders.push(qi);
+        }
     }
 
     // ------------------------------------------------------------------ output

@@ -42,6 +42,9 @@ pub struct Entry {
     pub live: bool,
     /// It may have been delivered before a router restart.
     pub maybe_delivered: bool,
+    /// Its record is a relocated copy (see [`Store::relocate`]); only held-back
+    /// entries are, and they come first in `held_back`.
+    relocated: bool,
 }
 
 impl Entry {
@@ -86,6 +89,21 @@ pub struct Store {
     bytes: u64,
     /// Of `bytes`, those of messages a queue (or fill) holds.
     held: u64,
+    /// (record, id) of the relocated messages' copies, in record order; entries of
+    /// messages released or relocated again since stay until trimmed
+    /// ([`Store::trim_relocations`]).
+    relocations: VecDeque<(u64, u64)>,
+    /// Live relocated messages.
+    relocated_live: usize,
+}
+
+/// What [`Store::restore`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restored {
+    /// The message was added (held back, nothing holding it yet).
+    Added,
+    /// The message was already retained; nothing changed.
+    Present,
 }
 
 impl Store {
@@ -101,6 +119,8 @@ impl Store {
             tombstones: 0,
             bytes: 0,
             held: 0,
+            relocations: VecDeque::new(),
+            relocated_live: 0,
         }
     }
 
@@ -142,9 +162,13 @@ impl Store {
         self.held_back.len()
     }
 
-    /// Appends a message; `m.id` must be [`Store::next_id`] (ids skipped on recovery are
-    /// filled with dead entries).
+    /// Appends a message; `m.id` must be at least [`Store::next_id`] (ids skipped on
+    /// recovery are filled with dead entries; an empty window starts at `m.id`, so a
+    /// spool whose older segments were reclaimed does not fill the ids before it).
     pub fn push(&mut self, m: &NewMessage<'_>) {
+        if self.entries.is_empty() && m.id > self.first_id {
+            self.first_id = m.id;
+        }
         while self.next_id() < m.id {
             let id = self.next_id();
             self.entries.push_back(Entry {
@@ -160,12 +184,41 @@ impl Store {
                 refs: 0,
                 live: false,
                 maybe_delivered: false,
+                relocated: false,
             });
         }
         if self.entries.is_empty() {
             self.first_id = m.id;
         }
-        let need = m.topic.len() + m.payload.len();
+        let Some((chunk, off)) = self.put_bytes(m.topic, m.payload) else {
+            return;
+        };
+        self.entries
+            .push_back(Store::live_entry(m, chunk, off, false));
+    }
+
+    fn live_entry(m: &NewMessage<'_>, chunk: u64, off: u32, relocated: bool) -> Entry {
+        Entry {
+            id: m.id,
+            lsn: m.lsn,
+            time: m.time,
+            seq: m.seq,
+            stamps: m.stamps,
+            chunk,
+            off,
+            topic_len: m.topic.len() as u16,
+            payload_len: m.payload.len() as u32,
+            refs: 0,
+            live: true,
+            maybe_delivered: false,
+            relocated,
+        }
+    }
+
+    /// Copies a message's bytes into the chunk being written (a new one when they do
+    /// not fit); returns the chunk and offset.
+    fn put_bytes(&mut self, topic: &[u8], payload: &[u8]) -> Option<(u64, u32)> {
+        let need = topic.len() + payload.len();
         let writing = self.next_chunk.wrapping_sub(1);
         let fits = self
             .chunks
@@ -186,28 +239,181 @@ impl Store {
             self.next_chunk += 1;
         }
         let chunk_no = self.next_chunk - 1;
-        let Some(c) = self.chunks.get_mut(&chunk_no) else {
-            return;
-        };
+        let c = self.chunks.get_mut(&chunk_no)?;
         let off = c.buf.len() as u32;
-        c.buf.extend_from_slice(m.topic);
-        c.buf.extend_from_slice(m.payload);
+        c.buf.extend_from_slice(topic);
+        c.buf.extend_from_slice(payload);
         c.live += 1;
         self.bytes += need as u64;
-        self.entries.push_back(Entry {
-            id: m.id,
-            lsn: m.lsn,
-            time: m.time,
-            seq: m.seq,
-            stamps: m.stamps,
-            chunk: chunk_no,
-            off,
-            topic_len: m.topic.len() as u16,
-            payload_len: m.payload.len() as u32,
-            refs: 0,
-            live: true,
-            maybe_delivered: false,
-        });
+        Some((chunk_no, off))
+    }
+
+    /// Recovery of a relocated copy (an `R` record) of message `m` (`m.lsn`: the copy's
+    /// record). `Present` when the message is already retained (its original record or
+    /// an earlier copy was read: the state from there on is the log's, the copy adds
+    /// nothing). Otherwise it is added as held back (it was past the retention when
+    /// copied) and the caller makes its queues hold it; an error when its id lies in or
+    /// after the recovered window, which only damage to its original can cause.
+    pub fn restore(&mut self, m: &NewMessage<'_>) -> Result<Restored, &'static str> {
+        if self.entry(m.id).is_some_and(|e| e.live) {
+            return Ok(Restored::Present);
+        }
+        if !self.entries.is_empty() && m.id >= self.first_id {
+            return Err("its id is inside the recovered messages but its original is missing");
+        }
+        if self.entries.is_empty() && m.id >= self.first_id {
+            self.first_id = m.id + 1;
+        }
+        debug_assert!(m.id < self.first_id);
+        let Some((chunk, off)) = self.put_bytes(m.topic, m.payload) else {
+            return Err("no memory for it");
+        };
+        let e = Store::live_entry(m, chunk, off, true);
+        let i = self.held_back.partition_point(|h| h.id < m.id);
+        if self.held_back.get(i).is_some_and(|h| h.id == m.id) {
+            // A tombstone of the same id (released, then its copy read again).
+            self.held_back[i] = e;
+            self.tombstones -= 1;
+        } else {
+            self.held_back.insert(i, e);
+        }
+        self.relocated_live += 1;
+        self.note_relocation(m.lsn, m.id);
+        Ok(Restored::Added)
+    }
+
+    /// Ids below `next` were taken (recovery of a copy, which says what the next id
+    /// was when it was written: the records of the newest messages may have been
+    /// reclaimed before it, and ids must not be given out twice, nor below a queue's
+    /// `first_message_id`). An empty window just starts there; otherwise the ids up to
+    /// it become dead entries (only ids whose records failed or were damaged).
+    pub fn advance_to(&mut self, next: u64) {
+        if self.entries.is_empty() {
+            self.first_id = self.first_id.max(next);
+            return;
+        }
+        let time = self.entries.back().map_or(0, |e| e.time);
+        while self.next_id() < next {
+            let id = self.next_id();
+            self.entries.push_back(Entry {
+                id,
+                lsn: 0,
+                time,
+                seq: 0,
+                stamps: None,
+                chunk: u64::MAX,
+                off: 0,
+                topic_len: 0,
+                payload_len: 0,
+                refs: 0,
+                live: false,
+                maybe_delivered: false,
+                relocated: false,
+            });
+        }
+    }
+
+    /// Held-back message `id` was written again as record `lsn` (the copy is durable):
+    /// the spool no longer needs its older record. Relocated entries stay in front of
+    /// the others in `held_back` (originals are relocated in id order from the first),
+    /// which is what lets [`Store::oldest_lsn`] find the oldest record without a walk.
+    /// False (nothing changed) when it is no longer retained or not held back, or
+    /// when an original before it is still live.
+    pub fn relocate(&mut self, id: u64, lsn: u64) -> bool {
+        if id >= self.first_id {
+            return false;
+        }
+        let Some(i) = self.held_back_at(id) else {
+            return false;
+        };
+        if !self.held_back[i].relocated {
+            let from = self.held_back.partition_point(|e| e.relocated);
+            if self.held_back.range(from..i).any(|e| e.live) {
+                return false;
+            }
+            // Tombstones before it count as relocated: the flags stay a prefix.
+            for e in self.held_back.range_mut(from..=i) {
+                e.relocated = true;
+            }
+            self.relocated_live += 1;
+        }
+        self.held_back[i].lsn = lsn;
+        self.note_relocation(lsn, id);
+        true
+    }
+
+    fn note_relocation(&mut self, lsn: u64, id: u64) {
+        if self.relocations.back().is_none_or(|&(l, _)| l < lsn) {
+            self.relocations.push_back((lsn, id));
+        } else {
+            let at = self.relocations.partition_point(|&(l, _)| l < lsn);
+            self.relocations.insert(at, (lsn, id));
+        }
+    }
+
+    /// Whether `relocations` entry (lsn, id) still names the record a live message needs.
+    fn relocation_current(&self, (lsn, id): (u64, u64)) -> bool {
+        id < self.first_id
+            && self
+                .held_back_at(id)
+                .is_some_and(|i| self.held_back[i].lsn == lsn)
+    }
+
+    /// Drops the relocations that no longer name a needed record: from the front, and
+    /// all of them once they are more than twice the relocated messages (so they number
+    /// at most that, plus 16).
+    pub fn trim_relocations(&mut self) {
+        while let Some(&r) = self.relocations.front() {
+            if self.relocation_current(r) {
+                break;
+            }
+            self.relocations.pop_front();
+        }
+        if self.relocations.len() > 2 * self.relocated_live + 16 {
+            let keep: VecDeque<(u64, u64)> = self
+                .relocations
+                .iter()
+                .copied()
+                .filter(|&r| self.relocation_current(r))
+                .collect();
+            self.relocations = keep;
+        }
+    }
+
+    /// Held-back messages whose record is older than `below`, oldest record first, at
+    /// most `max`: the relocated ones (`relocations`, in record order) and the others
+    /// (in id order from the first, which is record order) merged.
+    pub fn pinning(&self, below: u64, max: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut moved = self
+            .relocations
+            .iter()
+            .copied()
+            .filter(|&r| self.relocation_current(r))
+            .take_while(|&(l, _)| l < below)
+            .peekable();
+        let from = self.held_back.partition_point(|e| e.relocated);
+        let mut orig = self
+            .held_back
+            .range(from..)
+            .filter(|e| e.live)
+            .map(|e| (e.lsn, e.id))
+            .take_while(|&(l, _)| l < below)
+            .peekable();
+        while out.len() < max {
+            let next = match (moved.peek(), orig.peek()) {
+                (Some(a), Some(b)) if a.0 <= b.0 => moved.next(),
+                (Some(_), Some(_)) => orig.next(),
+                (Some(_), None) => moved.next(),
+                (None, Some(_)) => orig.next(),
+                (None, None) => None,
+            };
+            match next {
+                Some((_, id)) => out.push(id),
+                None => break,
+            }
+        }
+        out
     }
 
     /// The entry of `id`, if retained (a window entry also when dead).
@@ -318,6 +524,9 @@ impl Store {
         e.refs = 0;
         let e = *e;
         self.free(&e);
+        if e.relocated {
+            self.relocated_live -= 1;
+        }
         self.tombstones += 1;
         while self.held_back.front().is_some_and(|e| !e.live) {
             self.held_back.pop_front();
@@ -376,13 +585,25 @@ impl Store {
         n
     }
 
-    /// The lsn of the oldest live message (what the spool must keep), if any.
+    /// The oldest record a live message needs (what the spool must keep), if any: the
+    /// oldest of the relocated copies, of the other held-back messages' records (in
+    /// id order, so the first live one) and of the window's (the same).
     pub fn oldest_lsn(&self) -> Option<u64> {
-        self.held_back
+        let moved = self
+            .relocations
             .iter()
-            .chain(self.entries.iter())
-            .find(|e| e.live)
-            .map(|e| e.lsn)
+            .copied()
+            .find(|&r| self.relocation_current(r))
+            .map(|r| r.0);
+        let from = self.held_back.partition_point(|e| e.relocated);
+        let held = self.held_back.range(from..).find(|e| e.live).map(|e| e.lsn);
+        let window = self.entries.iter().find(|e| e.live).map(|e| e.lsn);
+        [moved, held, window].into_iter().flatten().min()
+    }
+
+    /// The oldest record a message in the window needs (the retention's), if any.
+    pub fn oldest_window_lsn(&self) -> Option<u64> {
+        self.entries.iter().find(|e| e.live).map(|e| e.lsn)
     }
 
     /// The id of the first live message that arrived at or after `t` (UTC ns), or the
@@ -601,6 +822,90 @@ mod tests {
                 .map_or(s.next_id(), |e| e.id);
             assert_eq!(s.first_id_since(t), walk, "t = {t}");
         }
+    }
+
+    /// Relocated held-back messages: the oldest record needed is the oldest of the
+    /// copies and of the other messages' records; relocating goes in id order from the
+    /// first message not yet relocated (never past a live one); a message released or
+    /// relocated again leaves its old copy behind, trimmed away.
+    #[test]
+    fn relocation_moves_the_oldest_record_needed_on() {
+        let mut s = Store::new(1);
+        for id in 1..=6 {
+            s.push(&msg(id, b"x"));
+            s.hold(id);
+        }
+        s.push(&msg(7, b"y")); // in the window, not held
+        assert_eq!(s.release_front(|e, _| e.id >= 7), 6);
+        assert_eq!(s.oldest_lsn(), Some(1));
+        assert_eq!(s.pinning(7, 100), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(s.pinning(4, 2), vec![1, 2]);
+        // Not past a live message not yet relocated, nor a window message.
+        assert!(!s.relocate(2, 100));
+        assert!(!s.relocate(7, 100));
+        assert!(s.relocate(1, 100));
+        assert!(s.relocate(2, 101));
+        assert_eq!(s.oldest_lsn(), Some(3));
+        // 3 is released: 4 may go next.
+        s.unhold(3);
+        assert!(s.relocate(4, 102));
+        assert_eq!(s.oldest_lsn(), Some(5));
+        assert_eq!(s.pinning(100, 100), vec![5, 6]);
+        assert_eq!(s.pinning(u64::MAX, 100), vec![5, 6, 1, 2, 4]);
+        assert!(s.relocate(5, 103));
+        assert!(s.relocate(6, 104));
+        assert_eq!(s.oldest_lsn(), Some(7), "the window's message");
+        s.kill(7);
+        assert_eq!(s.oldest_lsn(), Some(100));
+        // 1 relocated again; 2 released: the copies that are left count.
+        assert!(s.relocate(1, 105));
+        s.unhold(2);
+        assert_eq!(s.oldest_lsn(), Some(102));
+        assert_eq!(s.pinning(u64::MAX, 100), vec![4, 5, 6, 1]);
+        s.trim_relocations();
+        assert_eq!(s.relocations.front(), Some(&(102, 4)));
+        for id in [4, 5, 6, 1] {
+            s.unhold(id);
+        }
+        assert_eq!(s.oldest_lsn(), None);
+        assert_eq!(s.relocated_live, 0);
+        s.trim_relocations();
+        assert!(s.relocations.is_empty());
+        assert_eq!(s.bytes(), 0);
+    }
+
+    /// Recovery of copies: a message not yet read is added held back (the window
+    /// starts after it), one already read is left alone, and one whose id lies inside
+    /// the window read so far (its original damaged) is refused.
+    #[test]
+    fn restoring_a_copy_adds_it_held_back_once() {
+        let mut s = Store::new(1);
+        let mut m = msg(5, b"five");
+        m.lsn = 50;
+        assert_eq!(s.restore(&m), Ok(Restored::Added));
+        s.hold(5);
+        assert_eq!(s.next_id(), 6);
+        m.lsn = 60;
+        assert_eq!(s.restore(&m), Ok(Restored::Present));
+        assert_eq!(s.entry(5).unwrap().lsn, 50);
+        let mut three = msg(3, b"three");
+        three.lsn = 51;
+        assert_eq!(s.restore(&three), Ok(Restored::Added));
+        s.hold(3);
+        // The window begins at the first message read after, not at id 6.
+        s.push(&msg(100, b"w"));
+        assert_eq!(s.first_id(), 100);
+        assert_eq!(
+            s.ids_from(0).map(|e| e.id).collect::<Vec<_>>(),
+            vec![3, 5, 100]
+        );
+        assert_eq!(s.oldest_lsn(), Some(50));
+        assert!(s
+            .restore(&msg(100, b"w"))
+            .is_ok_and(|r| r == Restored::Present));
+        s.push(&msg(102, b"w"));
+        assert!(s.restore(&msg(101, b"w")).is_err());
+        assert_eq!(s.bytes_of(s.entry(3).unwrap()).1, b"three");
     }
 
     #[test]

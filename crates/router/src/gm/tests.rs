@@ -623,6 +623,9 @@ enum Op {
     /// A create of queue `late{k % 3}` on `t` from the beginning (filled in steps of a
     /// few messages), its requester gone at once when `k >= 128`.
     CreateLate(u8),
+    /// The reclaim tick: a relocation step, then a checkpoint; the records below the
+    /// oldest needed go once the checkpoint is durable (as `Core::maybe_reclaim`).
+    Reclaim,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -636,6 +639,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Restart),
         1 => Just(Op::Timeout),
         1 => any::<u8>().prop_map(Op::CreateLate),
+        2 => Just(Op::Reclaim),
     ]
 }
 
@@ -771,6 +775,10 @@ proptest! {
         e.handle_bind(t(now), Slot(cslot), 1, 4, Start::Queue, "q").unwrap();
         let mut m = Model::default();
         let mut next_seq = 1u64;
+        // The first record a restart reads (those below were reclaimed), and a
+        // reclaim waiting for its checkpoint to be durable (below, checkpoint's last).
+        let mut kept_from = 1u64;
+        let mut reclaim_after: Option<(u64, u64)> = None;
         for o in ops {
             now += 10;
             let timed_out = matches!(o, Op::Timeout);
@@ -784,6 +792,24 @@ proptest! {
                 Op::Durable => {
                     durable = log.records.len();
                     e.handle_durable(t(now), durable as u64);
+                    if let Some((below, last)) = reclaim_after {
+                        if durable as u64 >= last {
+                            kept_from = below;
+                            reclaim_after = None;
+                        }
+                    }
+                }
+                Op::Reclaim => {
+                    e.relocate(&mut log, 1 << 40);
+                    let below = e.reclaim_below();
+                    if reclaim_after.is_none() && below != u64::MAX && below > kept_from {
+                        let ck = e.checkpoint(&mut log);
+                        prop_assert!(ck.complete);
+                        match ck.records {
+                            Some((_, last)) => reclaim_after = Some((below, last)),
+                            None => kept_from = below,
+                        }
+                    }
                 }
                 Op::Ack => {
                     if let Some((id, seq)) = m.in_flight.first().copied() {
@@ -817,8 +843,10 @@ proptest! {
                 Op::Restart => {
                     // Everything not durable is lost, as after kill -9.
                     log.records.truncate(durable);
-                    let r = recover(cfg.clone(), &log.records, 1);
-                    prop_assert!(r.recovery_errors.is_empty());
+                    reclaim_after = None;
+                    let from = kept_from as usize - 1;
+                    let r = recover(cfg.clone(), &log.records[from..], kept_from);
+                    prop_assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
                     e = r;
                     e.fill_budget = (2, 3);
                     m.in_flight.clear();
@@ -2180,4 +2208,433 @@ proptest! {
         want.sort_unstable();
         prop_assert_eq!(merged.into_iter().collect::<Vec<u64>>(), want);
     }
+}
+
+// ------------------------------------------------------------------ relocation
+
+/// The ids queue `name` holds (not acknowledged), in order.
+fn held_in(e: &Engine, name: &str) -> Vec<u64> {
+    let Some(&qi) = e.queue_names.get(name) else {
+        return Vec::new();
+    };
+    e.queue(qi)
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|x| !x.done)
+        .map(|x| x.id)
+        .collect()
+}
+
+/// A spool size that always asks for relocation.
+const BIG_SPOOL: u64 = 1 << 40;
+
+/// Message 1 on `h`, held by queue `held` (never consumed) and by `acker` (which
+/// acknowledges it); then `n` messages on `t` through queue `q`, each acknowledged;
+/// queue `late` (on `h`, starting now) is made after message 1. The retention keeps
+/// nothing, so message 1 is held back and the rest released.
+fn one_held_and_traffic(n: u64) -> (Engine, MemLog) {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 64,
+        retain_bytes: 0,
+        retain_ms: 0,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"held","subscriptions":["h"]}"#);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"acker","subscriptions":["h"]}"#,
+    );
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    publish(&mut e, &mut log, P, "h", 1, b"the held one");
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 10, Start::Queue, "acker")
+        .unwrap();
+    assert_eq!(delivered_ids(&mut e), vec![1]);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 1).unwrap();
+    create(&mut e, &mut log, r#"{"name":"late","subscriptions":["h"]}"#);
+    e.handle_bind(t(0), C, 2, 64, Start::Queue, "q").unwrap();
+    for s in 2..=n + 1 {
+        publish(&mut e, &mut log, P, "t", s, &[s as u8; 100]);
+        e.handle_durable(t(0), log.records.len() as u64);
+        for id in delivered_ids(&mut e) {
+            e.handle_consumer_ack(&mut log, t(0), C, 2, id, id).unwrap();
+        }
+    }
+    e.handle_timeout(&mut log, t(1), wall(1));
+    drain(&mut e);
+    (e, log)
+}
+
+/// One held message pinned every record after its own: the spool could reclaim
+/// nothing behind it however much traffic was acknowledged since. Relocated, its copy
+/// becomes its record once durable, the records below it can go, and recovery from
+/// what is left finds it in exactly the queue that held it: not in `acker` (which
+/// acknowledged it before the copy), not in `late` (made after it was published,
+/// starting now), but in `after` (made after the copy, starting at the beginning: it
+/// took the message live, as a fill). Acknowledged traffic does not come back.
+#[test]
+fn a_held_message_is_relocated_and_the_records_behind_it_can_go() {
+    let (mut e, mut log) = one_held_and_traffic(2_000);
+    let first_msg_lsn = e.store.entry(1).unwrap().lsn;
+    assert_eq!(e.reclaim_below(), first_msg_lsn, "the held message pins");
+    assert_eq!(held_in(&e, "held"), vec![1]);
+    assert!(held_in(&e, "acker").is_empty());
+    // At most the floor, or at most twice what is retained (as records): nothing is
+    // written.
+    let before = log.records.len();
+    assert_eq!(e.relocate(&mut log, RELOCATE_FLOOR), Relocated::default());
+    e.cfg.relocate_floor = 0;
+    let live = e.store.bytes() + RECORD_OVERHEAD * e.store.len() as u64;
+    assert_eq!(e.relocate(&mut log, 2 * live), Relocated::default());
+    assert_eq!(log.records.len(), before);
+    let mut probe = MemLog {
+        records: log.records.clone(),
+        fail_next: false,
+    };
+    assert_eq!(
+        e.relocate(&mut probe, 2 * live + 1).messages,
+        1,
+        "just over"
+    );
+    e.relocating.clear();
+    e.cfg.relocate_floor = RELOCATE_FLOOR;
+    let moved = e.relocate(&mut log, BIG_SPOOL);
+    assert_eq!(moved.messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    match record::decode(&log.records[copy_lsn as usize - 1]).unwrap() {
+        Record::Relocated {
+            id,
+            holders,
+            payload,
+            ..
+        } => {
+            assert_eq!(id, 1);
+            assert_eq!(payload, b"the held one");
+            let created = e.queue(e.queue_names["held"]).unwrap().def.created_at;
+            assert_eq!(holders.iter().collect::<Vec<_>>(), vec![(created, "held")]);
+        }
+        r => panic!("{r:?}"),
+    }
+    // Not durable yet: the old record is still the one needed, and no second copy.
+    assert_eq!(e.reclaim_below(), first_msg_lsn);
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 0);
+    e.handle_durable(t(2), copy_lsn);
+    assert_eq!(
+        e.reclaim_below(),
+        copy_lsn,
+        "the copy is the oldest record needed"
+    );
+    assert_eq!(e.store.entry(1).unwrap().lsn, copy_lsn);
+    // Nothing left to relocate: the copy is the newest record.
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 0);
+    // A queue made after the copy that starts at the beginning takes it (a fill).
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"after","subscriptions":["h"],"start":"beginning"}"#,
+    );
+    e.handle_timeout(&mut log, t(3), wall(3));
+    drain(&mut e);
+    assert_eq!(held_in(&e, "after"), vec![1]);
+    let below = e.reclaim_below();
+    assert_eq!(below, copy_lsn);
+    assert!(e.checkpoint(&mut log).complete);
+    // The spool deletes the records below.
+    let total = log.records.len();
+    let kept = log.records[(below - 1) as usize..].to_vec();
+    assert!(kept.len() < 20, "{} of {total} records kept", kept.len());
+    let mut r = recover(e.cfg.clone(), &kept, below);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert_eq!(held_in(&r, "held"), vec![1]);
+    assert_eq!(held_in(&r, "after"), vec![1]);
+    assert!(
+        held_in(&r, "acker").is_empty(),
+        "acknowledged before the copy"
+    );
+    assert!(
+        held_in(&r, "late").is_empty(),
+        "made after it, starting now"
+    );
+    assert!(
+        held_in(&r, "q").is_empty(),
+        "acknowledged traffic stays gone"
+    );
+    assert_eq!(r.store.len(), 1);
+    assert_eq!(r.reclaim_below(), below);
+    // It is delivered as it was, flagged as recovered.
+    r.handle_bind(t(0), C, 1, 10, Start::Queue, "held").unwrap();
+    let d: Vec<Out> = drain(&mut r).into_iter().map(|(_, o)| o).collect();
+    assert!(
+        d.contains(&Out::Deliver {
+            binding: 1,
+            id: 1,
+            count: 1,
+            redelivered: true,
+            seq: 1,
+            payload: b"the held one".to_vec(),
+        }),
+        "{d:?}"
+    );
+    // Publishing goes on after the highest sequence and the highest id (whose record
+    // was reclaimed: the copy says where ids were), into the queue as before, and a
+    // second restart finds it there.
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    assert!(drain(&mut r).contains(&(P, Out::Opened(2_001))));
+    let mut rlog = MemLog {
+        records: kept.clone(),
+        fail_next: false,
+    };
+    let first = below;
+    publish(&mut r, &mut rlog, P, "h", 2_002, b"new");
+    r.handle_durable(t(1), first + rlog.records.len() as u64);
+    assert_eq!(
+        r.store.next_id(),
+        2_003,
+        "ids 2..=2001 are not given out again"
+    );
+    assert_eq!(held_in(&r, "held"), vec![1, 2_002]);
+    let r2 = recover(e.cfg.clone(), &rlog.records, first);
+    assert!(r2.recovery_errors.is_empty(), "{:?}", r2.recovery_errors);
+    assert_eq!(held_in(&r2, "held"), vec![1, 2_002]);
+    assert_eq!(held_in(&r2, "after"), vec![1, 2_002]);
+    assert!(held_in(&r2, "late").contains(&2_002));
+}
+
+/// A crash after the copy was written and before the old records were deleted: recovery
+/// reads both the original and the copy (and every record between): one message, in
+/// the same queues, its old record still the one needed (the next step copies it again).
+#[test]
+fn a_crash_between_the_copy_and_the_reclaim_recovers_one_message() {
+    let (mut e, mut log) = one_held_and_traffic(300);
+    let original = e.store.entry(1).unwrap().lsn;
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    e.handle_durable(t(2), copy_lsn);
+    // Crash before the copy was durable (it is the torn tail) and after it.
+    for upto in [copy_lsn - 1, copy_lsn] {
+        let mut r = recover(e.cfg.clone(), &log.records[..upto as usize], 1);
+        assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+        assert_eq!(held_in(&r, "held"), vec![1]);
+        assert!(held_in(&r, "acker").is_empty());
+        assert!(held_in(&r, "late").is_empty());
+        assert!(held_in(&r, "q").is_empty());
+        assert_eq!(r.reclaim_below(), original);
+        r.handle_bind(t(0), C, 1, 10, Start::Queue, "held").unwrap();
+        assert_eq!(deliveries(&mut r), vec![(1, true)], "once, flagged");
+        // Relocated again, then recovered from the second copy on: still one.
+        let mut rlog = MemLog {
+            records: log.records[..upto as usize].to_vec(),
+            fail_next: false,
+        };
+        r.handle_timeout(&mut rlog, t(1), wall(1));
+        r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+            .unwrap();
+        publish(&mut r, &mut rlog, P, "t", 10_000, b"x");
+        r.handle_durable(t(1), rlog.records.len() as u64);
+        r.handle_timeout(&mut rlog, t(2), wall(2));
+        assert_eq!(r.relocate(&mut rlog, BIG_SPOOL).messages, 1);
+        let second = rlog.records.len() as u64;
+        r.handle_durable(t(2), second);
+        // The message just published (queue `q` holds it) comes before the copy.
+        assert_eq!(r.reclaim_below(), second - 1);
+        let newest = r.store.next_id() - 1;
+        assert!(r.checkpoint(&mut rlog).complete);
+        let kept = rlog.records[(second - 2) as usize..].to_vec();
+        let r2 = recover(e.cfg.clone(), &kept, second - 1);
+        assert!(r2.recovery_errors.is_empty(), "{:?}", r2.recovery_errors);
+        assert_eq!(held_in(&r2, "held"), vec![1]);
+        assert_eq!(held_in(&r2, "q"), vec![newest]);
+        assert_eq!(r2.store.len(), 2);
+    }
+}
+
+/// What follows the copy in the log still holds at recovery: an acknowledgement from
+/// the queue that held it (the message is then gone), a move to a dead-message queue,
+/// and a queue deleted and made again under the same name (another queue: it does
+/// not get the copy).
+#[test]
+fn records_after_the_copy_hold_at_recovery() {
+    // Acknowledged after the copy.
+    let (mut e, mut log) = one_held_and_traffic(50);
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    e.handle_durable(t(2), copy_lsn);
+    e.handle_bind(t(2), C, 3, 10, Start::Queue, "held").unwrap();
+    assert_eq!(delivered_ids(&mut e), vec![1]);
+    e.handle_consumer_ack(&mut log, t(2), C, 3, 1, 1).unwrap();
+    assert_eq!(e.reclaim_below(), u64::MAX, "nothing retained");
+    let r = recover(
+        e.cfg.clone(),
+        &log.records[(copy_lsn - 1) as usize..],
+        copy_lsn,
+    );
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert!(held_in(&r, "held").is_empty());
+    assert_eq!(r.store.len(), 0, "acknowledged after the copy: gone");
+
+    // Deleted and made again after the copy.
+    let (mut e, mut log) = one_held_and_traffic(50);
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    e.handle_durable(t(2), copy_lsn);
+    // Another queue keeps it retained, so the copy stays needed.
+    let dlq_def = r#"{"name":"keep","subscriptions":["h"],"start":"beginning"}"#;
+    create(&mut e, &mut log, dlq_def);
+    e.handle_timeout(&mut log, t(3), wall(3));
+    drain(&mut e);
+    e.handle_queue_request(&mut log, Slot(99), 2, QueueOp::Delete, "held")
+        .unwrap();
+    create(&mut e, &mut log, r#"{"name":"held","subscriptions":["h"]}"#);
+    assert!(held_in(&e, "held").is_empty());
+    assert_eq!(held_in(&e, "keep"), vec![1]);
+    e.checkpoint(&mut log);
+    let below = e.reclaim_below();
+    assert_eq!(below, copy_lsn);
+    let r = recover(e.cfg.clone(), &log.records[(below - 1) as usize..], below);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert!(
+        held_in(&r, "held").is_empty(),
+        "the queue made again is another"
+    );
+    assert_eq!(held_in(&r, "keep"), vec![1]);
+
+    // Dead-lettered before the copy: the dead-message queue (no patterns) is named.
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 64,
+        retain_bytes: 0,
+        retain_ms: 0,
+        ..GmConfig::default()
+    });
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"d","subscriptions":["h"],"dead_letter_queue":"dl"}"#,
+    );
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["t"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    publish(&mut e, &mut log, P, "h", 1, b"dead");
+    e.handle_durable(t(0), log.records.len() as u64);
+    let qi = e.queue_names["d"];
+    e.dead_letter(&mut log, qi, 1);
+    assert_eq!(held_in(&e, "dl"), vec![1]);
+    for s in 2..=20 {
+        publish(&mut e, &mut log, P, "t", s, b"x");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    let qi = e.queue_names["q"];
+    for id in 2..=20 {
+        e.remove_from_queue(qi, id);
+    }
+    e.handle_timeout(&mut log, t(1), wall(1));
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    e.handle_durable(t(2), copy_lsn);
+    e.checkpoint(&mut log);
+    assert_eq!(e.reclaim_below(), copy_lsn);
+    let r = recover(
+        e.cfg.clone(),
+        &log.records[(copy_lsn - 1) as usize..],
+        copy_lsn,
+    );
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert_eq!(held_in(&r, "dl"), vec![1]);
+    assert!(held_in(&r, "d").is_empty());
+    // And it is relocated again from there (the dead-message queue is asked).
+    let mut r = r;
+    let mut rlog = MemLog {
+        records: log.records.clone(),
+        fail_next: false,
+    };
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    publish(&mut r, &mut rlog, P, "t", 100, b"x");
+    r.handle_durable(t(3), rlog.records.len() as u64);
+    r.handle_timeout(&mut rlog, t(3), wall(3));
+    assert_eq!(r.relocate(&mut rlog, BIG_SPOOL).messages, 1);
+    match record::decode(rlog.records.last().unwrap()).unwrap() {
+        Record::Relocated { holders, .. } => {
+            assert_eq!(holders.iter().map(|h| h.1).collect::<Vec<_>>(), vec!["dl"])
+        }
+        r => panic!("{r:?}"),
+    }
+}
+
+/// A copy that fails to be written changes nothing: the message keeps its record and
+/// the next step writes it again.
+#[test]
+fn a_failed_copy_keeps_the_old_record() {
+    let (mut e, mut log) = one_held_and_traffic(20);
+    let original = e.store.entry(1).unwrap().lsn;
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    let copy_lsn = log.records.len() as u64;
+    e.handle_failed(t(2), copy_lsn, copy_lsn, "the disk is full");
+    e.handle_durable(t(2), copy_lsn);
+    assert_eq!(e.reclaim_below(), original);
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 1);
+    e.handle_durable(t(3), log.records.len() as u64);
+    assert_eq!(e.reclaim_below(), log.records.len() as u64);
+}
+
+/// Many held messages: a step writes at most `RELOCATE_MESSAGES`, oldest record first,
+/// and the oldest record needed moves on step by step; copies just made are not copied
+/// again, and a spool no larger than the floor is left alone.
+#[test]
+fn relocation_is_bounded_per_step_and_goes_oldest_first() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 100_000,
+        retain_bytes: 0,
+        retain_ms: 0,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"held","subscriptions":["h"]}"#);
+    create(&mut e, &mut log, r#"{"name":"sink","subscriptions":["u"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    let n = RELOCATE_MESSAGES as u64 + 100;
+    for s in 1..=n {
+        publish(&mut e, &mut log, P, "h", s, b"x");
+    }
+    // Traffic consumed at once, then released by the retention.
+    for s in n + 1..=3 * n + 200 {
+        publish(&mut e, &mut log, P, "u", s, b"y");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    let sink = e.queue_names["sink"];
+    for id in n + 1..=3 * n + 200 {
+        assert!(e.remove_from_queue(sink, id));
+    }
+    e.handle_timeout(&mut log, t(1), wall(1));
+    assert_eq!(e.store.len() as u64, n);
+    assert_eq!(
+        e.reclaim_below(),
+        3,
+        "message 1's record (after the queues')"
+    );
+    let moved = e.relocate(&mut log, BIG_SPOOL);
+    assert_eq!(moved.messages, RELOCATE_MESSAGES);
+    e.handle_durable(t(2), log.records.len() as u64);
+    let next = e.store.entry(RELOCATE_MESSAGES as u64 + 1).unwrap().lsn;
+    assert_eq!(e.reclaim_below(), next, "the first message not yet copied");
+    assert_eq!(e.relocate(&mut log, BIG_SPOOL).messages, 100);
+    e.handle_durable(t(3), log.records.len() as u64);
+    let first_copy = log.records.len() as u64 - n + 1;
+    assert_eq!(e.reclaim_below(), first_copy);
+    // With the old records deleted the spool is small: nothing to do.
+    assert_eq!(e.relocate(&mut log, RELOCATE_FLOOR).messages, 0);
+    // Recovery from the copies alone: every message, once, in order.
+    e.checkpoint(&mut log);
+    let r = recover(
+        e.cfg.clone(),
+        &log.records[(first_copy - 1) as usize..],
+        first_copy,
+    );
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert_eq!(held_in(&r, "held"), (1..=n).collect::<Vec<_>>());
+    assert_eq!(r.reclaim_below(), first_copy);
 }
