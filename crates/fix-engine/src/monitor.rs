@@ -111,9 +111,11 @@ pub struct EngineSnapshot {
     pub taken: MonoNanos,
     /// Every session, in configuration order.
     pub sessions: Vec<SessionView>,
-    /// Accepted connections closed at once (pending-Logon limit, or a peer no session
-    /// allows).
+    /// Accepted connections closed at once (a peer no session allows).
     pub refused_connections: u64,
+    /// Connections waiting for their Logon closed to make room for a newer one (the
+    /// pending-Logon limit evicts the oldest).
+    pub evicted_pending_connections: u64,
     /// Message-log batches dropped because the log writer was behind.
     pub log_batches_dropped: u64,
 }

@@ -526,45 +526,37 @@ fn regression_pre_logon_input_is_bounded_by_max_logon_length() {
 }
 
 /// Issue 12 item 2: there was no cap on connections waiting for their Logon (10k
-/// never-logon connections → 384 MB). Beyond `TickwireMaxPendingConnections` a new
-/// connection is closed at accept; logged-on sessions are not affected.
+/// never-logon connections → 384 MB). At most `TickwireMaxPendingConnections` wait at
+/// once; logged-on sessions are not affected. Probe F4: a connection accepted at the
+/// cap used to be closed at once, so silent connections locked every real counterparty
+/// out; now it evicts the connection that has waited longest (the silent connections
+/// are never closed for their silence here, see `Acceptor::start_with`).
 #[test]
 fn regression_pending_connections_before_logon_are_capped() {
     let acc = Acceptor::start_with("TickwireMaxPendingConnections=4\n", "", "");
-    let mut one = Raw::logon(acc.addr, "ONE");
-    let silent: Vec<Raw> = (0..4).map(|_| Raw::connect(acc.addr, "TWO")).collect();
-    // Make sure the engine has accepted the four (a logged-on round trip after them).
-    one.send("D", &[(11, "P1")]);
-    assert!(one.next().expect("answer").contains("|11=P1|"));
-    for i in 0..3 {
-        let mut extra = Raw::connect(acc.addr, "TWO");
-        assert_eq!(
-            extra.until_closed(),
-            Vec::<String>::new(),
-            "connection {i} beyond the cap"
-        );
-    }
-    // The logged-on session did not notice.
-    one.send("D", &[(11, "P2")]);
-    assert!(one.next().expect("answer").contains("|11=P2|"));
-    // Once the silent ones are gone, TWO can log on (bounded retries: the engine has
-    // to see their close before it sees the new connection).
-    drop(silent);
-    let mut logged_on = false;
-    for _ in 0..100 {
-        let mut two = Raw::connect(acc.addr, "TWO");
-        two.send("A", &[(98, "0"), (108, "30")]);
-        if let Ok(m) = two.next() {
-            assert!(m.contains("|35=A|"), "{m}");
-            logged_on = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        logged_on,
-        "TWO could not log on after the pending connections left"
+    let mut silent: Vec<Raw> = (0..4)
+        .map(|i| Raw::connect(acc.addr, if i == 2 { "ONE" } else { "TWO" }))
+        .collect();
+    // A fifth connection evicts the oldest and logs on.
+    let mut two = Raw::logon(acc.addr, "TWO");
+    assert_eq!(silent[0].until_closed(), Vec::<String>::new(), "the oldest");
+    // Two more: the second of them evicts the next oldest (silent 1, 2, 3 and the
+    // first make four).
+    let _extra: Vec<Raw> = (0..2).map(|_| Raw::connect(acc.addr, "TWO")).collect();
+    assert_eq!(
+        silent[1].until_closed(),
+        Vec::<String>::new(),
+        "the next oldest"
     );
+    // The logged-on session did not notice.
+    two.send("D", &[(11, "P1")]);
+    assert!(two.next().expect("answer").contains("|11=P1|"));
+    // Silent 2 was not evicted: it logs on.
+    silent[2].send("A", &[(98, "0"), (108, "30")]);
+    let answer = silent[2]
+        .next()
+        .expect("silent 2 is still open: a Logon answer");
+    assert!(answer.contains("|35=A|"), "{answer}");
 }
 
 /// Issue 12 item 5: `AllowedRemoteAddresses` was ignored after a warning, so any peer

@@ -49,7 +49,7 @@
 //! | `TickwireStoreSync` | `every` / `batched` / `os` | `os` | [`crate::store::SyncPolicy`] of the file store |
 //! | `TickwireStoreSyncBatch` | number >= 1 | `64` | messages per fdatasync with `batched` |
 //! | `TickwireMaxLogonLength` | bytes >= 64 | `8192` | longest first message (Logon) an acceptor buffers from a connection that has not logged on; longer closes it |
-//! | `TickwireMaxPendingConnections` | number >= 1 | `64` | accepted connections not yet logged on an acceptor keeps at once; more are closed at accept |
+//! | `TickwireMaxPendingConnections` | number >= 1 | `64` | accepted connections not yet logged on an acceptor keeps at once; a new one at the limit evicts the one that has waited longest |
 //!
 //! The two limits are engine-wide: the engine takes the largest `TickwireMaxLogonLength`
 //! and the smallest `TickwireMaxPendingConnections` of its sessions (set them in

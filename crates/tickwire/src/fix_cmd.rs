@@ -43,8 +43,9 @@ a warning says so): set SocketAcceptHost=127.0.0.1 to keep it local. See docs/fi
   TickwireStoreSyncBatch=N           messages per fdatasync with 'batched'
   TickwireMaxLogonLength=BYTES       longest first message (Logon) buffered before
                                      Logon (default 8192)
-  TickwireMaxPendingConnections=N    connections waiting for their Logon; more are
-                                     closed at accept (default 64)
+  TickwireMaxPendingConnections=N    connections waiting for their Logon; a new one
+                                     at the limit closes the one that waited
+                                     longest (default 64)
 
 A file store whose store.log was deleted, emptied or truncated (store.seqnums records
 more) refuses to start; --reset-lost-store starts it over at sequence 1/1.

@@ -5,7 +5,9 @@
 //!   of answers wait for it (its own TCP window fills, not the acceptor's memory);
 //! - a peer that sends a flood of ResendRequests for its whole history gets them
 //!   answered a step at a time, eight waiting at most: the acceptor neither freezes
-//!   nor buffers the resends of every request.
+//!   nor buffers the resends of every request;
+//! - connections that never send a byte, more than the pending-Logon cap, do not lock
+//!   a real counterparty out: the oldest is evicted.
 
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -256,4 +258,74 @@ fn a_flood_of_resend_requests_is_answered_a_step_at_a_time() {
         venue.rss_kib()
     );
     assert_echoes(&mut attacker, 2000, Duration::from_secs(10));
+}
+
+/// How a connection that the test never wrote to ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Silent {
+    /// The acceptor closed it (EOF or reset).
+    Closed,
+    /// Nothing arrived and it was still open at the deadline.
+    StillOpen,
+}
+
+/// Reads `sock` until it is closed or `deadline` passes (a close is not a timeout).
+fn closed_by(sock: &mut TcpStream, deadline: Instant) -> Silent {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Silent::StillOpen;
+        }
+        sock.set_read_timeout(Some(deadline - now)).unwrap();
+        let mut chunk = [0u8; 4096];
+        match sock.read(&mut chunk) {
+            Ok(0) => return Silent::Closed,
+            Ok(n) => panic!("a silent connection got {n} bytes"),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Silent::Closed,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("reading: {e}"),
+        }
+    }
+}
+
+/// Probe F4: 64 connections that never send a byte (TickwireMaxPendingConnections)
+/// made the acceptor close every new connection at once for the 10 s each was kept, so
+/// a real counterparty could not log on (0 of 30 tries in 15 s). Now a connection
+/// accepted at the cap evicts the one that has waited longest for its Logon: with 70
+/// silent connections held, GOOD logs on at its first try; the 7 oldest silent
+/// connections were closed (6 for the 65th to 70th, one for GOOD), and the 8th is still
+/// open, not timed out (it then logs on as ATTACK).
+#[test]
+fn silent_connections_at_the_pending_cap_do_not_lock_out_a_logon() {
+    let (_dir, _venue, port) = start("hostile-pending");
+    let mut silent: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // Refused at once, this panics with "no Logon answer".
+    let mut good = Client::logon(port, "GOOD", 30);
+    assert_echoes(&mut good, 1, Duration::from_secs(10));
+    // The acceptor's Logon timeout for a silent connection is 10 s: closes well before
+    // it are evictions, and the 8th oldest must still be open.
+    for (i, s) in silent.iter_mut().enumerate().take(7) {
+        assert_eq!(
+            closed_by(s, Instant::now() + Duration::from_secs(8)),
+            Silent::Closed,
+            "silent connection {i} (of the 7 oldest) was not evicted"
+        );
+    }
+    let eighth = silent.swap_remove(7);
+    let mut enc = Encoder::new("FIX.4.4");
+    enc.set_header_fields(&[(49, b"ATTACK"), (56, b"VENUE")]);
+    let mut attacker = Client {
+        sock: eighth,
+        enc,
+        seq: 1,
+        buf: Vec::new(),
+    };
+    let logon = attacker.msg(b"A", &[(98, "0"), (108, "30")]);
+    attacker.sock.write_all(&logon).unwrap();
+    let reply = attacker
+        .next(Instant::now() + Duration::from_secs(30))
+        .expect("the 8th oldest silent connection was closed: no Logon answer");
+    assert!(contains(&reply, "\x0135=A\x01"), "{}", show(&reply));
 }

@@ -31,6 +31,7 @@ impl<A: Application> Engine<A> {
             wbuf: Vec::new(),
             wpos: 0,
             since: self.now.as_nanos(),
+            opened: self.net.opened,
             first_bytes: None,
             queued: false,
             paused: None,
@@ -46,6 +47,7 @@ impl<A: Application> Engine<A> {
             return None;
         }
         self.net.conns[c.0] = Some(conn);
+        self.net.opened += 1;
         Some(c)
     }
 

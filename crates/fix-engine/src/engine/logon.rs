@@ -8,12 +8,52 @@ use super::*;
 impl<A: Application> Engine<A> {
     /// Accepted connections that have not logged on yet.
     pub(super) fn pending_conns(&self) -> usize {
+        self.pending().count()
+    }
+
+    /// The accepted connections still waiting for their Logon.
+    fn pending(&self) -> impl Iterator<Item = (ConnId, &Conn)> {
         self.net
             .conns
             .iter()
-            .flatten()
-            .filter(|c| c.session.is_none() && c.listener.is_some() && c.state == ConnState::Open)
-            .count()
+            .enumerate()
+            .filter_map(|(i, c)| Some((ConnId(i), c.as_ref()?)))
+            .filter(|(_, c)| {
+                c.session.is_none() && c.listener.is_some() && c.state == ConnState::Open
+            })
+    }
+
+    /// Makes room for one more connection waiting for its Logon: at
+    /// [`EngineOptions::max_pending`], the one that has waited longest is closed
+    /// (counted, logged at most once a second). It has had the most time to send its
+    /// Logon, so a flood of silent connections holds the engine only while it opens
+    /// them faster than real counterparties connect, not for `unbound_timeout` each
+    /// (as the HTTP monitor evicts its oldest idle connection).
+    fn make_room_for_pending(&mut self) {
+        let cap = self.opts.max_pending.max(1);
+        // Normally one pass: at most one connection is accepted per call.
+        while self.pending_conns() >= cap {
+            let Some((oldest, peer)) = self
+                .pending()
+                .min_by_key(|(_, conn)| conn.opened)
+                .map(|(c, conn)| (c, conn.peer))
+            else {
+                return;
+            };
+            self.close_conn(oldest, "");
+            self.net.evicted += 1;
+            let (logged, at) = self.net.evicted_logged;
+            let now = UtcNanos::now();
+            if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+                let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+                tracing::warn!(
+                    "FIX acceptor: connection from {who} closed: the oldest of {cap} connections \
+                     waiting for their Logon, making room for a new one ({} closed so far)",
+                    self.net.evicted
+                );
+                self.net.evicted_logged = (self.net.evicted, now.as_nanos());
+            }
+        }
     }
 
     /// Whether some session of listener `l` admits a Logon from `peer`.
@@ -37,10 +77,16 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    /// Connections closed at accept so far (too many waiting for their Logon, or a
-    /// peer no session of the listener allows).
+    /// Connections closed at accept so far (a peer no session of the listener allows,
+    /// or a TLS setup failure).
     pub fn refused_connections(&self) -> u64 {
         self.net.refused
+    }
+
+    /// Connections closed while waiting for their Logon to make room for a newer one
+    /// ([`EngineOptions::max_pending`]).
+    pub fn evicted_pending_connections(&self) -> u64 {
+        self.net.evicted
     }
 
     pub(super) fn accept_all(&mut self, l: ListenerId) {
@@ -55,13 +101,7 @@ impl<A: Application> Engine<A> {
                         self.refused_at_accept(peer, "address not in AllowedRemoteAddresses");
                         continue;
                     }
-                    if self.pending_conns() >= self.opts.max_pending.max(1) {
-                        self.refused_at_accept(
-                            peer,
-                            "too many connections waiting for their Logon",
-                        );
-                        continue;
-                    }
+                    self.make_room_for_pending();
                     // Nodelay before the first byte; unbound connections get the
                     // default (tickwire always wants it), sessions may clear it.
                     let _ = stream.set_nodelay(true);

@@ -85,8 +85,10 @@ pub struct EngineOptions {
     /// Default 8 KiB (`TickwireMaxLogonLength`).
     pub max_logon_len: usize,
     /// Accepted connections not yet bound to a session (no Logon yet) kept at once,
-    /// over all listeners; a connection accepted beyond it is closed at once (counted
-    /// and logged at most once a second). Default 64 (`TickwireMaxPendingConnections`).
+    /// over all listeners. A connection accepted at the limit closes the one that has
+    /// waited longest (counted, [`Engine::evicted_pending_connections`], and logged at
+    /// most once a second), so silent connections cannot lock real counterparties out
+    /// for `unbound_timeout`. Default 64 (`TickwireMaxPendingConnections`).
     pub max_pending: usize,
     /// A file store whose log was lost, emptied or truncated (see
     /// `tickwire_fix::store`) starts over at sequence 1/1 instead of refusing to start.
@@ -283,6 +285,9 @@ struct Conn {
     wpos: usize,
     /// Accepted / connecting / closing since.
     since: u64,
+    /// Order of creation ([`Net::opened`] then): the oldest connection waiting for its
+    /// Logon is the one evicted at `max_pending`, even among those of one turn.
+    opened: u64,
     /// Unbound: when the first bytes of its first message arrived (QuickFIX gives the
     /// rest of that message 1 s, then closes the connection).
     first_bytes: Option<u64>,
@@ -335,11 +340,18 @@ struct Net {
     resume: Vec<(ConnId, bool)>,
     connects: Vec<SessionKey>,
     next_housekeeping: u64,
-    /// Accepted connections closed at once because `max_pending` were waiting for
-    /// their Logon, or because no session of the listener allows the peer.
+    /// Accepted connections closed at once because no session of the listener allows
+    /// the peer (or TLS could not be set up).
     refused: u64,
     /// `refused` when it was last logged, and when.
     refused_logged: (u64, u64),
+    /// Connections waiting for their Logon closed to make room for a newer one
+    /// (`max_pending`).
+    evicted: u64,
+    /// `evicted` when it was last logged, and when.
+    evicted_logged: (u64, u64),
+    /// Connections created so far (numbers them, `Conn::opened`).
+    opened: u64,
     /// TLS: what one `read` takes from a socket before rustls decrypts it (empty
     /// without TLS).
     tls_in: Vec<u8>,
@@ -661,6 +673,9 @@ impl<A: Application> Engine<A> {
                 next_housekeeping: 0,
                 refused: 0,
                 refused_logged: (0, 0),
+                evicted: 0,
+                evicted_logged: (0, 0),
+                opened: 0,
                 tls_in: if opts.tls.is_some() {
                     vec![0; opts.read_buffer.clamp(16 << 10, 1 << 20)]
                 } else {
@@ -849,6 +864,7 @@ impl<A: Application> Engine<A> {
             taken: MonoNanos::now(),
             sessions,
             refused_connections: self.net.refused,
+            evicted_pending_connections: self.net.evicted,
             log_batches_dropped: self.log_dropped(),
         }
     }
