@@ -28,10 +28,10 @@
 #![deny(clippy::disallowed_methods)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
+use argon2::password_hash::{Output, PasswordHash, PasswordHasher, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tickwire_wire::frame::AuthMethod;
@@ -373,6 +373,9 @@ pub struct Authenticator {
     anonymous: Option<Arc<Identity>>,
     /// Verified for unknown users, so a login takes as long whether the user exists.
     dummy_hash: String,
+    /// The argon2 working memory every password check of this authenticator uses
+    /// (see [`ArgonMemory`]).
+    memory: ArgonMemory,
 }
 
 impl Authenticator {
@@ -500,6 +503,7 @@ impl Authenticator {
             certs,
             anonymous,
             dummy_hash: DUMMY_HASH.to_owned(),
+            memory: ArgonMemory::default(),
         })
     }
 
@@ -515,6 +519,7 @@ impl Authenticator {
                 max_connections: usize::MAX,
             })),
             dummy_hash: DUMMY_HASH.to_owned(),
+            memory: ArgonMemory::default(),
         }
     }
 
@@ -527,6 +532,7 @@ impl Authenticator {
             certs: HashMap::new(),
             anonymous: None,
             dummy_hash: DUMMY_HASH.to_owned(),
+            memory: ArgonMemory::default(),
         }
     }
 
@@ -580,12 +586,14 @@ impl Authenticator {
                 hash: h.clone(),
                 secret: secret.to_vec(),
                 identity: Some(id.clone()),
+                memory: self.memory.clone(),
             },
             // Unknown user, or one without a password: the same work, then no.
             _ => PasswordCheck {
                 hash: self.dummy_hash.clone(),
                 secret: secret.to_vec(),
                 identity: None,
+                memory: self.memory.clone(),
             },
         }
     }
@@ -597,6 +605,69 @@ pub struct PasswordCheck {
     hash: String,
     secret: Vec<u8>,
     identity: Option<Arc<Identity>>,
+    memory: ArgonMemory,
+}
+
+/// The argon2 working memory (19 MiB for the default m=19456) of one
+/// [`Authenticator`], shared by every check it hands out: checks run one at a time
+/// on it, whatever thread runs them. `Argon2::verify_password` allocates and frees
+/// its own 19 MiB per check; run on many threads (the HTTP endpoint's connection
+/// threads), each thread's malloc arena kept its last one: a flood of wrong
+/// passwords from 16 connections left the process at ~400 MB (hostile-input probe).
+/// Allocated at the first check, grown if a hash asks for more, never freed.
+#[derive(Clone, Default)]
+struct ArgonMemory(Arc<Mutex<Vec<Block>>>);
+
+impl std::fmt::Debug for ArgonMemory {
+    // Not its 19 MiB.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArgonMemory(..)")
+    }
+}
+
+impl ArgonMemory {
+    /// Whether `secret` hashes to `hash` (a PHC string): argon2 with the hash's own
+    /// algorithm, version, parameters and salt, into this memory, compared in
+    /// constant time (`Output`'s `PartialEq`), as `PasswordVerifier` does. False for a
+    /// hash that does not parse.
+    fn verify(&self, hash: &str, secret: &[u8]) -> bool {
+        let Ok(phc) = PasswordHash::new(hash) else {
+            return false;
+        };
+        let (Some(salt), Some(expected)) = (phc.salt, phc.hash) else {
+            return false;
+        };
+        let (Ok(algorithm), Ok(version), Ok(params)) = (
+            Algorithm::try_from(phc.algorithm),
+            phc.version
+                .map_or(Ok(Version::default()), Version::try_from),
+            Params::try_from(&phc),
+        ) else {
+            return false;
+        };
+        let mut salt_buf = [0u8; 64];
+        let Ok(salt) = salt.decode_b64(&mut salt_buf) else {
+            return false;
+        };
+        let blocks = params.block_count();
+        let argon2 = Argon2::new(algorithm, version, params);
+        // `Output` is at most 64 bytes.
+        let mut out = [0u8; 64];
+        let out = &mut out[..expected.len()];
+        {
+            let mut memory = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if memory.len() < blocks {
+                memory.resize(blocks, Block::default());
+            }
+            if argon2
+                .hash_password_into_with_memory(secret, salt, out, &mut memory[..blocks])
+                .is_err()
+            {
+                return false;
+            }
+        }
+        Output::new(out).is_ok_and(|computed| computed == expected)
+    }
 }
 
 impl std::fmt::Debug for PasswordCheck {
@@ -611,8 +682,7 @@ impl std::fmt::Debug for PasswordCheck {
 impl PasswordCheck {
     /// Runs argon2 (milliseconds): the login's result.
     pub fn run(&self) -> Result<Arc<Identity>, LoginError> {
-        let ok = PasswordHash::new(&self.hash)
-            .is_ok_and(|h| Argon2::default().verify_password(&self.secret, &h).is_ok());
+        let ok = self.memory.verify(&self.hash, &self.secret);
         match &self.identity {
             Some(id) if ok => Ok(id.clone()),
             _ => Err(LoginError::BadPassword),
@@ -1011,6 +1081,58 @@ mod tests {
         .unwrap();
         assert!(parsed.users[0].rules.allow_responses);
         assert!(parsed.groups["g"].allow_responses);
+    }
+
+    /// The one-buffer check agrees with the argon2 crate's own verifier on right and
+    /// wrong passwords, non-default parameters (a smaller and then a larger memory, so
+    /// the buffer is reused and grown) and hashes that do not parse.
+    #[test]
+    fn checks_on_one_reused_memory_agree_with_the_crate_verifier() {
+        use argon2::password_hash::PasswordVerifier;
+        let memory = ArgonMemory::default();
+        let small = Argon2::new(
+            Algorithm::Argon2id,
+            Version::V0x13,
+            Params::new(64, 1, 1, Some(16)).unwrap(),
+        );
+        let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
+        let small_hash = small.hash_password(b"s3cret", &salt).unwrap().to_string();
+        let big_hash = hash_password(b"hunter2").unwrap();
+        let v13 = Argon2::new(
+            Algorithm::Argon2i,
+            Version::V0x10,
+            Params::new(128, 2, 2, None).unwrap(),
+        )
+        .hash_password(b"old", &salt)
+        .unwrap()
+        .to_string();
+        for (hash, password, right) in [
+            (small_hash.as_str(), &b"s3cret"[..], true),
+            (&small_hash, b"s3creT", false),
+            (&big_hash, b"hunter2", true),
+            (&big_hash, b"hunter3", false),
+            (&big_hash, b"", false),
+            (&small_hash, b"s3cret", true),
+            (&v13, b"old", true),
+            (&v13, b"new", false),
+            (DUMMY_HASH, b"anything", false),
+        ] {
+            assert_eq!(memory.verify(hash, password), right, "{hash}");
+            let crate_says = Argon2::default()
+                .verify_password(password, &PasswordHash::new(hash).unwrap())
+                .is_ok();
+            assert_eq!(crate_says, right, "{hash}");
+        }
+        // Grown to the default m=19456 blocks once, and kept.
+        assert_eq!(memory.0.lock().unwrap().len(), 19456);
+        for bad in [
+            "",
+            "$argon2id$",
+            "$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHQ",
+            "$md5$x",
+        ] {
+            assert!(!memory.verify(bad, b"x"), "{bad}");
+        }
     }
 
     #[test]
