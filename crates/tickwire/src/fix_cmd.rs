@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -51,7 +52,10 @@ A file store whose store.log was deleted, emptied or truncated (store.seqnums re
 more) refuses to start; --reset-lost-store starts it over at sequence 1/1.
 
 Output on standard output, one line per item, flushed (the same format as
-tools/quickfix/qf_peer):
+tools/quickfix/qf_peer), written by a thread of its own: the engine never waits for
+it. When 4 MiB of lines wait (standard output not being read), further lines are
+dropped, and once output goes on a line says how many:
+  DROPPED <n> lines: standard output was not being read
   READY acceptor <addr>... | READY initiator
   IN <session> <message>       message received (after the session checks), '|' for SOH
   OUT <session> <message>      message sent
@@ -172,7 +176,7 @@ struct RunArgs {
     /// Built-in application.
     #[arg(long, value_enum, default_value_t = AppKind::Log)]
     app: AppKind,
-    /// Do not print OUT lines (messages sent).
+    /// Do not print OUT lines (messages sent; IN lines and events are still printed).
     #[arg(long)]
     no_out: bool,
     /// Start a session whose file store log was lost, emptied or truncated over at
@@ -197,6 +201,7 @@ enum AppKind {
 
 /// Entry point.
 pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
+    let _flush = FlushStdoutOnExit;
     let (role, a) = match args.cmd {
         FixCmd::Acceptor(a) => (ConnectionType::Acceptor, a),
         FixCmd::Initiator(a) => (ConnectionType::Initiator, a),
@@ -641,12 +646,148 @@ fn parse_typed(line: &str, id: &SessionId) -> Result<Typed, String> {
     Ok(Typed { msg_type, body })
 }
 
-/// Prints one line and flushes it (tests and people read these as they come).
+/// Prints one line: queues it for the stdout writer thread, which writes and flushes
+/// what is queued as soon as it can (tests and people read these as they come). Never
+/// waits for standard output: see [`StdoutLines`].
 fn print_line(line: &[u8]) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line);
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
+    stdout_lines().push(line);
+}
+
+/// Bytes of lines queued for standard output at most; a line that does not fit is
+/// dropped and counted.
+const STDOUT_QUEUE_BYTES: usize = 4 << 20;
+
+/// The lines printed by the engine thread (IN, OUT, EVENT, LOGON...) and the stdin
+/// thread (SENT, ERROR...), written to standard output by a thread of its own. Before,
+/// the engine thread wrote them itself: with standard output a pipe nobody read (`|
+/// less` left on a page, a stuck log shipper), a peer sending 4,000 orders filled the
+/// pipe and froze the whole engine, every session with it (`--no-out` too: it still
+/// prints every IN line and event). Now a line that finds [`STDOUT_QUEUE_BYTES`]
+/// already queued is dropped and counted, and once the writer gets through, it says so
+/// on standard output: `DROPPED <n> lines: standard output was not being read`.
+/// A lock held for a `memcpy` is all the engine thread shares with the writer; the
+/// writer swaps the buffer out and writes without it.
+struct StdoutLines {
+    queue: Mutex<Queued>,
+    /// Lines were queued, or closing was asked (the writer waits on it), or the writer
+    /// finished (`close` waits on it).
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Queued {
+    buf: Vec<u8>,
+    /// Lines dropped since the writer last reported.
+    dropped: u64,
+    /// Write what is queued, then stop.
+    closing: bool,
+    /// The writer has stopped.
+    done: bool,
+}
+
+/// The process's one [`StdoutLines`], its writer thread started on first use.
+fn stdout_lines() -> &'static StdoutLines {
+    static LINES: OnceLock<Arc<StdoutLines>> = OnceLock::new();
+    LINES.get_or_init(|| {
+        let lines = Arc::new(StdoutLines {
+            queue: Mutex::new(Queued::default()),
+            changed: Condvar::new(),
+        });
+        let writer = lines.clone();
+        let spawned = std::thread::Builder::new()
+            .name("fix-stdout".into())
+            .spawn(move || writer.write_all());
+        if let Err(e) = spawned {
+            // Nothing will be printed; the engine still runs.
+            eprintln!("error: starting the standard output writer: {e}");
+        }
+        lines
+    })
+}
+
+impl StdoutLines {
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, line: &[u8]) {
+        let mut q = self.lock();
+        if q.closing || q.buf.len() + line.len() + 1 > STDOUT_QUEUE_BYTES {
+            q.dropped += 1;
+            return;
+        }
+        let was_empty = q.buf.is_empty();
+        q.buf.extend_from_slice(line);
+        q.buf.push(b'\n');
+        drop(q);
+        // The writer waits only on an empty queue.
+        if was_empty {
+            self.changed.notify_all();
+        }
+    }
+
+    /// The writer thread: writes what is queued, one `write` and flush per batch.
+    fn write_all(&self) {
+        let mut batch = Vec::new();
+        loop {
+            let (dropped, closing) = {
+                let mut q = self.lock();
+                while q.buf.is_empty() && q.dropped == 0 && !q.closing {
+                    q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+                }
+                std::mem::swap(&mut q.buf, &mut batch);
+                (std::mem::take(&mut q.dropped), q.closing)
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&batch);
+            if dropped > 0 {
+                let _ = writeln!(
+                    out,
+                    "DROPPED {dropped} lines: standard output was not being read"
+                );
+            }
+            let _ = out.flush();
+            drop(out);
+            if dropped > 0 {
+                tracing::warn!("{dropped} lines dropped: standard output was not being read");
+            }
+            batch.clear();
+            if closing && self.lock().buf.is_empty() {
+                break;
+            }
+        }
+        self.lock().done = true;
+        self.changed.notify_all();
+    }
+
+    /// Asks the writer to write what is queued and stop, waiting for it at most
+    /// `limit` (a standard output nobody reads must not keep the process from exiting).
+    fn close(&self, limit: Duration) {
+        let mut q = self.lock();
+        q.closing = true;
+        self.changed.notify_all();
+        let deadline = std::time::Instant::now() + limit;
+        while !q.done {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            q = self
+                .changed
+                .wait_timeout(q, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Writes out the queued lines when `run` returns, whichever way.
+struct FlushStdoutOnExit;
+
+impl Drop for FlushStdoutOnExit {
+    fn drop(&mut self) {
+        stdout_lines().close(Duration::from_secs(2));
+    }
 }
 
 /// Bytes of ClOrdIDs the echo application remembers per session; past this it starts

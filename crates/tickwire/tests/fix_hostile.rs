@@ -7,7 +7,9 @@
 //!   answered a step at a time, eight waiting at most: the acceptor neither freezes
 //!   nor buffers the resends of every request;
 //! - connections that never send a byte, more than the pending-Logon cap, do not lock
-//!   a real counterparty out: the oldest is evicted.
+//!   a real counterparty out: the oldest is evicted;
+//! - a standard output nobody reads does not freeze the engine: lines that do not fit
+//!   the queue are dropped and counted.
 
 // A test fails loudly on the first surprise: unwrap/expect are its asserts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -328,4 +330,93 @@ fn silent_connections_at_the_pending_cap_do_not_lock_out_a_logon() {
         .next(Instant::now() + Duration::from_secs(30))
         .expect("the 8th oldest silent connection was closed: no Logon answer");
     assert!(contains(&reply, "\x0135=A\x01"), "{}", show(&reply));
+}
+
+/// A child process killed (by PID) and reaped on drop.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Probe F5: the engine thread wrote its IN/OUT/EVENT lines to standard output itself,
+/// so with stdout a pipe nobody reads (`| less`, a stuck log shipper) a peer sending
+/// 4,000 orders froze the whole engine: another counterparty could not log on. Here
+/// the acceptor's stdout is a pipe the test reads only the READY line of, while
+/// ATTACK sends 20,000 orders (about 9 MB of IN and OUT lines, beyond the 4 MiB queue
+/// and the pipe): every order is echoed, GOOD then logs on and gets its order echoed,
+/// and once the test reads the pipe a DROPPED line counts what did not fit.
+#[test]
+fn a_standard_output_nobody_reads_does_not_freeze_the_engine() {
+    use std::io::BufRead;
+    let dir = temp_dir("hostile-stdout");
+    let port = free_port();
+    let cfg = acceptor_cfg(dir.path(), port);
+    let mut child = Killed(
+        std::process::Command::new(fix_support::BIN)
+            .args(["fix", "acceptor", "--app", "echo", "--config"])
+            .arg(&cfg)
+            .env("TICKWIRE_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut ready = String::new();
+    stdout.read_line(&mut ready).unwrap();
+    assert!(ready.starts_with("READY acceptor"), "{ready}");
+
+    let mut attacker = Client::logon(port, "ATTACK", 30);
+    let mut id = 0u64;
+    for batch in 0..20 {
+        let orders: Vec<u8> = (0..1000)
+            .flat_map(|_| {
+                id += 1;
+                attacker.order(id)
+            })
+            .collect();
+        attacker.sock.write_all(&orders).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut echoed = 0;
+        while echoed < 1000 {
+            let m = attacker.next(deadline).unwrap_or_else(|| {
+                panic!("batch {batch}: {echoed} of 1000 orders echoed in 30 s (engine frozen?)")
+            });
+            echoed += usize::from(contains(&m, "\x0135=D\x01"));
+        }
+    }
+    // Refused or frozen, this panics with "no Logon answer".
+    let mut good = Client::logon(port, "GOOD", 30);
+    assert_echoes(&mut good, 1, Duration::from_secs(30));
+
+    // Reading the pipe now: what was queued, then the count of what was not.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let dropped = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("DROPPED ") => break line,
+            Ok(_) => {}
+            Err(e) => panic!("no DROPPED line once the pipe was read: {e}"),
+        }
+    };
+    assert!(
+        dropped.ends_with(" lines: standard output was not being read"),
+        "{dropped}"
+    );
+    let n: u64 = dropped.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(n > 0, "{dropped}");
 }
