@@ -5,18 +5,27 @@
 //! allocation, fuzzed upstream); this module only bounds what reaches it:
 //! - at most [`Limits::max_connections`] connections at a time, one thread each; at the
 //!   limit a new connection takes the place of the oldest one that has waited over
-//!   250 ms for its request head (that one is closed: idle connections cannot lock
-//!   out a health check); when none has, it is answered `503`;
+//!   250 ms for its request head, or has been writing its answer for over 1 s (that
+//!   one is closed: idle connections and slow readers cannot lock out a health
+//!   check); when none has, it is answered `503`;
+//! - at most [`Limits::max_logins`] requests carrying an `Authorization` header in the
+//!   handler at once (a login check costs milliseconds: the connections queued on
+//!   them filled every slot); one more is answered `503` at once without calling the
+//!   handler, unless its path is one of [`Limits::open_paths`] (`/healthz`, which
+//!   checks nothing) or its `Authorization` value was last answered 2xx less than
+//!   60 s ago (a logged-in dashboard is not held back by a wrong-password flood);
 //! - a request head of at most [`Limits::max_head_bytes`] (else `431`) and
 //!   [`MAX_HEADERS`] headers (else `400`);
 //! - the whole request must arrive within [`Limits::timeout`] of the connect (a slow
-//!   client is dropped; a byte trickle does not extend it), and the response is written
-//!   with the same timeout;
+//!   client is dropped; a byte trickle does not extend it), and the whole response
+//!   must be written within [`Limits::response_timeout`] of its first byte (a reader
+//!   taking a little every few seconds is closed at that deadline);
 //! - no request body is read: a request that announces one is answered `413`;
 //! - a handler that panics answers `500`; the server thread itself has no panic path.
 //!
 //! The server runs on its own threads, never on a hot thread.
 
+use std::hash::BuildHasher;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,8 +44,18 @@ pub struct Limits {
     pub max_connections: usize,
     /// Bytes of request line and headers.
     pub max_head_bytes: usize,
-    /// Time from connect to the complete request head, and to write the response.
+    /// Time from connect to the complete request head.
     pub timeout: Duration,
+    /// Time from the first byte of the response to its last: past it the connection
+    /// is closed, however steadily the client reads.
+    pub response_timeout: Duration,
+    /// Requests carrying an `Authorization` header handled at once (each may wait for
+    /// a password check); beyond it one is answered `503` without being handled,
+    /// unless it is exempt (module docs).
+    pub max_logins: usize,
+    /// Paths whose requests are never held back by `max_logins` (their handler
+    /// checks no credentials).
+    pub open_paths: &'static [&'static str],
 }
 
 impl Default for Limits {
@@ -45,6 +64,11 @@ impl Default for Limits {
             max_connections: 16,
             max_head_bytes: 8192,
             timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(10),
+            // A quarter of the connections: the checks run one at a time anyway
+            // (argon2, ~20 ms each), so more in the handler only wait longer.
+            max_logins: 4,
+            open_paths: &["/healthz"],
         }
     }
 }
@@ -236,6 +260,7 @@ impl Server {
 
 fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Arc<AtomicBool>) {
     let active = Arc::new(Active::default());
+    let logins = Arc::new(Logins::default());
     let mut refused = std::collections::VecDeque::with_capacity(MAX_LINGERING);
     let mut next_id = 0u64;
     for conn in listener.incoming() {
@@ -255,7 +280,7 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
         if !active.admit(id, handle, limits.max_connections) {
             let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
             let _ = respond(
-                &stream,
+                &mut &stream,
                 "GET",
                 &Response::error(503, "too many connections"),
             );
@@ -272,11 +297,12 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
         }
         let guard = ActiveGuard(active.clone(), id);
         let handler = handler.clone();
+        let logins = logins.clone();
         let spawned = std::thread::Builder::new()
             .name("http-conn".into())
             .spawn(move || {
                 let guard = guard;
-                serve(stream, limits, &handler, &guard);
+                serve(stream, limits, &handler, &guard, &logins);
             });
         if spawned.is_err() {
             tracing::warn!("monitoring: cannot start a connection thread");
@@ -292,14 +318,43 @@ const MAX_LINGERING: usize = 16;
 /// within it, however fast new connections come.
 const EVICT_AFTER: Duration = Duration::from_millis(250);
 
+/// A connection writing its response is closed to make room once it has been writing
+/// this long: an answer that fits the socket buffers is written at once, and a page of
+/// megabytes reaches a reader on loopback or a LAN well within it; a reader taking a
+/// little every few seconds held a slot for up to 50 s (hostile-input probe).
+const EVICT_WRITER_AFTER: Duration = Duration::from_secs(1);
+
+/// What a served connection is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for its request head: closed to make room after [`EVICT_AFTER`].
+    Reading,
+    /// In the handler: never closed to make room (its thread would go on working,
+    /// so closing it would not bound the threads).
+    Handling,
+    /// Writing its response: closed to make room after [`EVICT_WRITER_AFTER`] (its
+    /// blocked write returns at once and the thread ends).
+    Writing,
+}
+
 /// A connection being served.
 struct Served {
     id: u64,
     /// A handle to close it by.
     handle: TcpStream,
+    /// When it entered its phase.
     since: Instant,
-    /// Still waiting for its request head (not yet being answered).
-    waiting: bool,
+    phase: Phase,
+}
+
+impl Served {
+    fn evictable(&self) -> bool {
+        match self.phase {
+            Phase::Reading => self.since.elapsed() >= EVICT_AFTER,
+            Phase::Handling => false,
+            Phase::Writing => self.since.elapsed() >= EVICT_WRITER_AFTER,
+        }
+    }
 }
 
 /// The connections being served, oldest first.
@@ -307,19 +362,16 @@ struct Served {
 struct Active(Mutex<Vec<Served>>);
 
 impl Active {
-    /// Takes connection `id` on, closing the oldest one that has waited for its
-    /// request head longer than [`EVICT_AFTER`] if `max` are served already; false if
-    /// none may be closed (all are being answered, or arrived just now).
+    /// Takes connection `id` on, closing the oldest one that may be closed to make
+    /// room ([`Phase`]) if `max` are served already; false if none may be closed (all
+    /// are being handled, or arrived or started writing just now).
     fn admit(&self, id: u64, handle: TcpStream, max: usize) -> bool {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
-            let Some(oldest) = conns
-                .iter()
-                .position(|c| c.waiting && c.since.elapsed() >= EVICT_AFTER)
-            else {
+            let Some(oldest) = conns.iter().position(Served::evictable) else {
                 return false;
             };
-            // Its thread's read returns at once and the thread ends.
+            // Its thread's read or write returns at once and the thread ends.
             let evicted = conns.remove(oldest);
             let _ = evicted.handle.shutdown(std::net::Shutdown::Both);
         }
@@ -327,23 +379,79 @@ impl Active {
             id,
             handle,
             since: Instant::now(),
-            waiting: true,
+            phase: Phase::Reading,
         });
         true
     }
 
-    /// Connection `id` has its request (or its refusal): it is answered now, never
-    /// closed to make room.
-    fn answering(&self, id: u64) {
+    /// Connection `id` enters `phase`.
+    fn enter(&self, id: u64, phase: Phase) {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = conns.iter_mut().find(|c| c.id == id) {
-            c.waiting = false;
+            c.phase = phase;
+            c.since = Instant::now();
         }
     }
 
     fn remove(&self, id: u64) {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
         conns.retain(|c| c.id != id);
+    }
+}
+
+/// How long an `Authorization` value answered 2xx is exempt from
+/// [`Limits::max_logins`] (the monitoring login remembers an accepted one as long).
+const GOOD_LOGIN_EXEMPT: Duration = Duration::from_secs(60);
+/// Most `Authorization` values remembered as exempt.
+const GOOD_LOGINS: usize = 32;
+
+/// The requests carrying credentials in the handler, and the credentials recently
+/// answered 2xx (by a keyed hash: never the secret itself).
+#[derive(Default)]
+struct Logins {
+    state: Mutex<LoginState>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+#[derive(Default)]
+struct LoginState {
+    handling: usize,
+    good: Vec<(u64, Instant)>,
+}
+
+impl Logins {
+    fn fingerprint(&self, authorization: &[u8]) -> u64 {
+        self.hasher.hash_one(authorization)
+    }
+
+    /// Takes one of `max` places for a request with these credentials, or says it
+    /// is exempt (`Ok(false)`: no place taken); `Err` when all are taken.
+    fn enter(&self, fingerprint: u64, max: usize) -> Result<bool, ()> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.good.retain(|(_, at)| at.elapsed() < GOOD_LOGIN_EXEMPT);
+        if s.good.iter().any(|(f, _)| *f == fingerprint) {
+            return Ok(false);
+        }
+        if s.handling >= max {
+            return Err(());
+        }
+        s.handling += 1;
+        Ok(true)
+    }
+
+    /// A request with these credentials was answered `status`; `took` a place.
+    fn leave(&self, fingerprint: u64, took: bool, status: u16) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if took {
+            s.handling -= 1;
+        }
+        s.good.retain(|(f, _)| *f != fingerprint);
+        if (200..300).contains(&status) {
+            if s.good.len() >= GOOD_LOGINS {
+                s.good.remove(0);
+            }
+            s.good.push((fingerprint, Instant::now()));
+        }
     }
 }
 
@@ -356,12 +464,17 @@ impl Drop for ActiveGuard {
     }
 }
 
-fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler, guard: &ActiveGuard) {
+fn serve(
+    mut stream: TcpStream,
+    limits: Limits,
+    handler: &Handler,
+    guard: &ActiveGuard,
+    logins: &Logins,
+) {
     let Ok(peer) = stream.peer_addr() else {
         return;
     };
     let deadline = Instant::now() + limits.timeout;
-    let _ = stream.set_write_timeout(Some(limits.timeout));
     let mut buf = vec![0u8; limits.max_head_bytes];
     let mut len = 0;
     let response = loop {
@@ -376,13 +489,27 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler, guard: &Activ
         len += n;
         match parse_head(&buf[..len], limits.max_head_bytes) {
             Ok(None) => continue,
-            Err(refusal) => {
-                guard.0.answering(guard.1);
-                break ("GET", refusal.response());
-            }
+            Err(refusal) => break ("GET", refusal.response()),
             Ok(Some(head)) => {
-                guard.0.answering(guard.1);
                 let (path, query) = split_target(head.target);
+                let method = if head.method == "HEAD" { "HEAD" } else { "GET" };
+                // A request with credentials may wait for a password check: at most
+                // `max_logins` of them in the handler, so that waiting ones never
+                // fill every connection (a wrong-password flood made /healthz 503).
+                let login = match head.authorization {
+                    Some(a) if !limits.open_paths.contains(&path) => {
+                        let fingerprint = logins.fingerprint(a);
+                        match logins.enter(fingerprint, limits.max_logins) {
+                            Ok(took) => Some((fingerprint, took)),
+                            Err(()) => break (method, Response::error(
+                                503,
+                                "too many logins being checked: try again in a moment (a login accepted in the last minute is not held back)",
+                            )),
+                        }
+                    }
+                    _ => None,
+                };
+                guard.0.enter(guard.1, Phase::Handling);
                 let req = Request {
                     method: head.method,
                     path,
@@ -393,14 +520,51 @@ fn serve(mut stream: TcpStream, limits: Limits, handler: &Handler, guard: &Activ
                 let answer =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
                         .unwrap_or_else(|_| Response::error(500, "internal error"));
-                break (if head.method == "HEAD" { "HEAD" } else { "GET" }, answer);
+                if let Some((fingerprint, took)) = login {
+                    logins.leave(fingerprint, took, answer.status);
+                }
+                break (method, answer);
             }
         }
     };
-    let _ = respond(&stream, response.0, &response.1);
+    guard.0.enter(guard.1, Phase::Writing);
+    let by = Instant::now() + limits.response_timeout;
+    // Past the deadline the stream is dropped, closing the connection.
+    let _ = respond(
+        &mut Deadline {
+            stream: &stream,
+            by,
+        },
+        response.0,
+        &response.1,
+    );
 }
 
-fn respond(mut stream: &TcpStream, method: &str, r: &Response) -> io::Result<()> {
+/// A stream whose every write must end by `by`: the socket's write timeout is set
+/// to the time left before each write, so a reader taking a little at a time cannot
+/// stretch the response past it (a per-write timeout restarts at every byte taken).
+struct Deadline<'a> {
+    stream: &'a TcpStream,
+    by: Instant,
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.by.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_write_timeout(Some(left))?;
+        let mut s = self.stream;
+        s.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn respond(stream: &mut impl Write, method: &str, r: &Response) -> io::Result<()> {
     let challenge = match r.challenge {
         Some(c) => format!("WWW-Authenticate: {c}\r\n"),
         None => String::new(),
@@ -536,6 +700,167 @@ mod tests {
             let answer = t.join().unwrap();
             assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         }
+        server.stop();
+    }
+
+    fn get_with(addr: SocketAddr, path: &str, authorization: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            c,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    /// Regression (hostile-input probe): 16 connections sending wrong passwords,
+    /// queued on the one-at-a-time password check, filled every slot and made
+    /// `/healthz` 503 on ~95% of probes. Now at most `max_logins` requests with
+    /// credentials are handled at once and one more is answered 503 at once; a
+    /// health check, with or without credentials, and a login answered 2xx before
+    /// pass.
+    #[test]
+    fn waiting_logins_are_bounded_and_hold_back_neither_health_nor_a_known_login() {
+        let gate = Arc::new(Mutex::new(()));
+        let g = gate.clone();
+        let handled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = handled.clone();
+        let handler: Handler = Arc::new(move |r: &Request<'_>| {
+            h.fetch_add(1, Ordering::Relaxed);
+            match r.authorization {
+                _ if r.path == "/healthz" => Response::json(&"ok"),
+                Some(b"good") => Response::json(&"in"),
+                // A wrong login: its check waits on the gate.
+                Some(_) => {
+                    drop(g.lock());
+                    Response::unauthorized("Basic", "wrong")
+                }
+                None => Response::unauthorized("Basic", "log in"),
+            }
+        });
+        let limits = Limits {
+            max_connections: 8,
+            max_logins: 2,
+            ..Limits::default()
+        };
+        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let addr = server.local_addr();
+        let answer = get_with(addr, "/varz", "good");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        let held = gate.lock().unwrap();
+        let waiting: Vec<_> = (0..2)
+            .map(|i| std::thread::spawn(move || get_with(addr, "/varz", &format!("bad{i}"))))
+            .collect();
+        while handled.load(Ordering::Relaxed) < 3 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let before = handled.load(Ordering::Relaxed);
+        for _ in 0..5 {
+            let answer = get_with(addr, "/varz", "bad-more");
+            assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+            assert!(answer.contains("too many logins being checked"), "{answer}");
+        }
+        // Refused without calling the handler.
+        assert_eq!(handled.load(Ordering::Relaxed), before);
+        for _ in 0..5 {
+            let answer = get(addr, "/healthz");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            let answer = get_with(addr, "/healthz", "bad-too");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            let answer = get_with(addr, "/varz", "good");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        drop(held);
+        for t in waiting {
+            let answer = t.join().unwrap();
+            assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        }
+        // The places are given back.
+        let answer = get_with(addr, "/varz", "bad-later");
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        server.stop();
+    }
+
+    /// Reads `c` to its end: the bytes read and whether the server closed it (end of
+    /// stream or reset), as opposed to the read timing out.
+    fn read_until_closed(c: &mut TcpStream) -> (usize, bool) {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut total = 0;
+        let mut b = vec![0u8; 1 << 16];
+        loop {
+            match c.read(&mut b) {
+                Ok(0) => return (total, true),
+                Ok(n) => total += n,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return (total, true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return (total, false),
+            }
+        }
+    }
+
+    const BIG: usize = 64 << 20;
+
+    fn big_server(limits: Limits) -> Server {
+        let body = Arc::new(vec![b'x'; BIG]);
+        let handler: Handler = Arc::new(move |r: &Request<'_>| match r.path {
+            "/big" => Response::with(200, "text/plain", body.to_vec()),
+            _ => Response::json(&"ok"),
+        });
+        Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap()
+    }
+
+    /// Regression (hostile-input probe): the write timeout was per write, so a reader
+    /// taking 1,000 bytes every 2 s held its connection for as long as it liked. Now
+    /// the whole response has `response_timeout`: a reader that does not keep up is
+    /// closed at it, with the answer cut short.
+    #[test]
+    fn a_response_not_read_in_time_is_cut_off() {
+        let server = big_server(Limits {
+            response_timeout: Duration::from_millis(500),
+            ..Limits::default()
+        });
+        let mut c = TcpStream::connect(server.local_addr()).unwrap();
+        write!(c, "GET /big HTTP/1.1\r\n\r\n").unwrap();
+        // Read a little now and then, past the deadline.
+        let mut b = [0u8; 1000];
+        for _ in 0..4 {
+            c.read_exact(&mut b).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let (n, closed) = read_until_closed(&mut c);
+        assert!(closed, "the slow reader was not closed");
+        assert!(n + 4000 < BIG, "the whole answer was sent ({n} bytes)");
+        server.stop();
+    }
+
+    /// Readers that have been writing for over 1 s give way to a health check when
+    /// every connection is taken (they had kept /healthz 503 for up to 50 s).
+    #[test]
+    fn slow_readers_give_way_to_a_health_check() {
+        let server = big_server(Limits {
+            max_connections: 2,
+            ..Limits::default()
+        });
+        let addr = server.local_addr();
+        let mut slow: Vec<TcpStream> = (0..2)
+            .map(|_| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                write!(c, "GET /big HTTP/1.1\r\n\r\n").unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(EVICT_WRITER_AFTER + Duration::from_millis(300));
+        let answer = get(addr, "/healthz");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let (n, closed) = read_until_closed(&mut slow[0]);
+        assert!(
+            closed && n < BIG,
+            "the oldest slow reader was not closed ({n} bytes)"
+        );
         server.stop();
     }
 
