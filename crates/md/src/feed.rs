@@ -295,7 +295,8 @@ pub struct Counters {
     pub malformed: u64,
     /// Packets shorter than the MoldUDP64 header.
     pub truncated_packets: u64,
-    /// Packets whose blocks run past the end, fall short of or exceed the count.
+    /// Packets whose blocks run past the end, fall short of or exceed the count, or
+    /// whose sequence numbers would pass 2^64 - 1.
     pub bad_blocks: u64,
     /// Messages of an unknown ITCH type.
     pub unknown_types: u64,
@@ -523,6 +524,18 @@ impl FeedHandler {
             self.counters.malformed += 1;
             return;
         }
+        // Sequence numbers are 64-bit: a packet whose messages (or whose next
+        // sequence number) would pass 2^64 - 1 cannot be applied in order. It used to
+        // be counted in `packets` only, its messages neither applied nor malformed.
+        if p.kind() == PacketKind::Messages
+            && p.sequence()
+                .checked_add(u64::from(p.message_count()))
+                .is_none()
+        {
+            self.counters.bad_blocks += 1;
+            self.counters.malformed += 1;
+            return;
+        }
         match self.session {
             Some(s) if s != p.session() => self.counters.foreign_session += 1,
             Some(_) => self.handle_followed(now, &p, packet, sink),
@@ -719,7 +732,7 @@ impl FeedHandler {
         if to <= self.expected {
             return;
         }
-        self.counters.lost += to - self.expected;
+        self.counters.lost = self.counters.lost.saturating_add(to - self.expected);
         self.expected = to;
         self.known_end = self.known_end.max(to);
         self.gap = None;
@@ -789,7 +802,10 @@ impl FeedHandler {
     /// opens the next gap, if any (`check_gap`).
     fn give_up_gap<S: Sink + ?Sized>(&mut self, sink: &mut S) {
         let end = self.missing_until();
-        self.counters.lost += end.saturating_sub(self.expected);
+        self.counters.lost = self
+            .counters
+            .lost
+            .saturating_add(end.saturating_sub(self.expected));
         self.expected = end.max(self.expected);
         self.gap = None;
         self.drain_held(sink);
@@ -1196,6 +1212,67 @@ mod tests {
             b.push_message(m).unwrap();
         }
         b.finish().to_vec()
+    }
+
+    /// Probe F6c: a packet whose range crosses 2^64 was counted in `packets` but its
+    /// messages were neither applied nor counted malformed. Now it is malformed (in
+    /// `bad_blocks`); a packet ending exactly at u64::MAX applies. A confirmed jump
+    /// close to 2^64 counts the messages skipped, without wrapping.
+    #[test]
+    fn regression_sequence_numbers_near_2_pow_64() {
+        let mut sink = |_: &str, _: &[u8]| {};
+        let t = MonoNanos(1_000_000_000);
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            first_sequence: u64::MAX - 4,
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
+        f.handle_datagram(
+            t,
+            &packet(u64::MAX - 4, &[dir(1, "A"), dir(2, "B")]),
+            &mut sink,
+        );
+        assert_eq!(f.counters().messages, 2);
+        let ten: Vec<Message> = (0..10).map(|i| dir(10 + i, "C")).collect();
+        f.handle_datagram(t, &packet(u64::MAX - 2, &ten), &mut sink);
+        assert_eq!(f.counters().malformed, 1);
+        assert_eq!(f.counters().bad_blocks, 1);
+        assert_eq!(f.counters().messages, 2);
+        assert_eq!(f.expected_sequence(), u64::MAX - 2);
+        f.handle_datagram(
+            t,
+            &packet(u64::MAX - 2, &[dir(3, "D"), dir(4, "E")]),
+            &mut sink,
+        );
+        assert_eq!(f.counters().messages, 4);
+        assert_eq!(f.expected_sequence(), u64::MAX);
+        // The message numbered u64::MAX would leave no next sequence number.
+        f.handle_datagram(t, &packet(u64::MAX, &[dir(5, "F")]), &mut sink);
+        assert_eq!(f.counters().malformed, 2);
+        assert_eq!(f.counters().messages, 4);
+        assert_eq!(f.counters().lost, 0);
+
+        // A jump from 1 to u64::MAX - 10, confirmed by three packets.
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
+        for seq in [u64::MAX - 10, u64::MAX - 9, u64::MAX - 8] {
+            f.handle_datagram(t, &packet(seq, &[dir(1, "A")]), &mut sink);
+        }
+        assert_eq!(f.counters().accepted_jumps, 1);
+        assert_eq!(f.counters().lost, u64::MAX - 11);
+        assert_eq!(f.counters().messages, 3);
+        assert_eq!(f.expected_sequence(), u64::MAX - 7);
+        // A gap after it, given up: its two messages add to `lost` (checked: no wrap).
+        f.handle_datagram(t, &packet(u64::MAX - 5, &[dir(1, "A")]), &mut sink);
+        for k in 1..=4 {
+            f.handle_timeout(MonoNanos(t.0 + k * 1_000_000_000), &mut sink);
+        }
+        assert_eq!(f.counters().lost, u64::MAX - 9);
+        assert_eq!(f.counters().malformed, 0);
     }
 
     /// Regression: with no re-request server (a replay), each gap after the first
