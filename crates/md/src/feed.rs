@@ -33,7 +33,7 @@
 //!   applied; messages before `expected` (an overlap) are skipped as duplicates. Then any
 //!   held packets that have become in order are applied too.
 //! - A packet **ahead** of expected is a gap: the packet is held (copied into a recycled
-//!   buffer, at most `max_held_packets`) and a [`RetransmitRequest`] for the first
+//!   buffer, at most `max_held_packets` and `max_held_bytes`) and a [`RetransmitRequest`] for the first
 //!   missing messages (at most `max_request_count`) is queued for
 //!   [`FeedHandler::poll_transmit`]. Heartbeats (count 0) and End of Session (count
 //!   0xFFFF) announce the next sequence number, so they reveal gaps too.
@@ -48,8 +48,8 @@
 //!   given up, until a retransmission arrives again: gaps that overlap in time expire
 //!   together, so the feed runs at most about `retransmit_timeout` behind instead of
 //!   filling its hold. When a packet
-//!   arrives ahead with `max_held_packets` already held, the oldest gap is given up at
-//!   once to make room ([`Counters::overflow`]), so the loss stays what was missing. Orders they would
+//!   arrives ahead with `max_held_packets` already held, or too large for the
+//!   `max_held_bytes` left, the oldest gaps are given up at once to make room ([`Counters::overflow`]), so the loss stays what was missing. Orders they would
 //!   have added are then unknown to the book and later references to them are counted
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
@@ -172,6 +172,12 @@ pub struct FeedConfig {
     /// packets it was holding back are applied, so the packet is kept: with re-requests
     /// unanswered, what is lost stays what was missing.
     pub max_held_packets: usize,
+    /// Most bytes of packets held while waiting for a gap to fill (default 64 MiB),
+    /// enforced as `max_held_packets` is: a packet that would take the hold past it
+    /// gives up the oldest gaps until it fits ([`Counters::overflow`] counts each). The
+    /// count alone let 8192 datagrams of up to 64 KiB hold about 0.5 GiB (measured: a
+    /// feed went from 62 to 542 MB with 60 KB packets ahead of a gap).
+    pub max_held_bytes: usize,
     /// How far ahead, in messages, a packet's first sequence number may be of the
     /// highest one known (expected or announced) and still be believed (default
     /// 100,000). A packet farther ahead is suspect ([`Counters::suspect_jumps`]): it is
@@ -206,6 +212,7 @@ impl Default for FeedConfig {
             max_retransmit_tries: 3,
             max_request_count: 1000,
             max_held_packets: 8192,
+            max_held_bytes: 64 << 20,
             max_jump: 100_000,
             confirm_packets: 3,
             order_capacity: 1 << 20,
@@ -218,6 +225,13 @@ impl Default for FeedConfig {
 /// Largest [`FeedConfig::confirm_packets`]: packets kept while a session or a jump is
 /// unconfirmed are bounded by it (times [`MAX_CANDIDATES`] before a session is adopted).
 pub const MAX_CONFIRM_PACKETS: usize = 16;
+
+/// Smallest [`FeedConfig::max_held_bytes`]: any UDP datagram fits.
+pub const MIN_MAX_HELD_BYTES: usize = 64 << 10;
+
+/// Largest emptied packet buffer kept for reuse (a MoldUDP64 packet fits an Ethernet
+/// frame; larger buffers are freed when emptied).
+const SPARE_MAX_CAPACITY: usize = 2048;
 
 /// Candidate sessions (or sequence neighbourhoods) tracked at once before one is
 /// adopted; a new one evicts the candidate with the fewest packets.
@@ -242,6 +256,9 @@ pub enum ConfigError {
     /// `max_jump` must be at least 1.
     #[error("max_jump must be at least 1")]
     MaxJump,
+    /// `max_held_bytes` must hold the largest datagram ([`MIN_MAX_HELD_BYTES`]).
+    #[error("max_held_bytes must be at least {MIN_MAX_HELD_BYTES} (the largest datagram)")]
+    MaxHeldBytes,
     /// `venue` is not a single valid topic level.
     #[error("venue {0:?} is not a valid topic level")]
     Venue(String),
@@ -264,6 +281,9 @@ impl FeedConfig {
         }
         if self.max_jump == 0 {
             return Err(ConfigError::MaxJump);
+        }
+        if self.max_held_bytes < MIN_MAX_HELD_BYTES {
+            return Err(ConfigError::MaxHeldBytes);
         }
         let probe = format!("md/{}/X", self.venue);
         let one_level = !self.venue.contains(['/', '*', '>']);
@@ -313,9 +333,9 @@ pub struct Counters {
     /// Gaps closed before their first re-request: the other line (A/B arbitration,
     /// [`FeedConfig::line_wait`]) or a reordered packet brought what was missing.
     pub line_filled: u64,
-    /// Times a packet arrived ahead with `max_held_packets` already held: each time the
-    /// oldest gap was given up before its re-requests ran out (its messages are in
-    /// `lost`) to make room.
+    /// Times a packet arrived ahead with `max_held_packets` already held, or too large
+    /// for the `max_held_bytes` left: each time the oldest gap was given up before its
+    /// re-requests ran out (its messages are in `lost`) to make room.
     pub overflow: u64,
     /// Valid packets of a session other than the one followed (stray or spoofed
     /// traffic), ignored; before a session is adopted, the packets of the candidates
@@ -393,6 +413,11 @@ pub struct FeedHandler {
     /// released, which made a feed running behind a silent re-request server fall
     /// further behind until its socket overflowed.
     held: VecDeque<Held>,
+    /// Capacity of the buffers in `held` (bounded by `max_held_bytes`).
+    held_bytes: usize,
+    /// Emptied buffers for the next copies; only buffers of at most
+    /// [`SPARE_MAX_CAPACITY`] are kept, so that buffers grown for large packets are
+    /// given back rather than kept for ever (up to `max_held_packets` of them).
     spare: Vec<Vec<u8>>,
     /// Before a session is adopted: the competing candidates (at most
     /// [`MAX_CANDIDATES`]).
@@ -434,6 +459,7 @@ impl FeedHandler {
             known_end: cfg.first_sequence,
             missing_end: 0,
             held: VecDeque::new(),
+            held_bytes: 0,
             spare: Vec::new(),
             candidates: Vec::new(),
             jump: None,
@@ -590,11 +616,13 @@ impl FeedHandler {
                     return;
                 }
                 self.known_end = self.known_end.max(next);
-                if seq > self.expected && self.held_full(seq) {
-                    // No room to wait any longer: the oldest gap is given up now (its
-                    // messages counted lost) and what it held back is applied, rather
-                    // than dropping this packet, which would open a gap of its own
-                    // (with 1% loss and no answers, that turned ~1% into ~95% lost).
+                // No room to wait any longer: the oldest gap is given up now (its
+                // messages counted lost) and what it held back is applied, rather than
+                // dropping this packet, which would open a gap of its own (with 1% loss
+                // and no answers, that turned ~1% into ~95% lost). By count one gap
+                // makes room; by bytes it may take several (each gives up at least the
+                // first held packet, so this ends).
+                while seq > self.expected && self.held_full(seq, packet.len()) {
                     self.counters.overflow += 1;
                     self.give_up_gap(sink);
                 }
@@ -631,7 +659,9 @@ impl FeedHandler {
             let packets = match self.jump.take() {
                 Some(j) => {
                     let mut packets = j.packets;
-                    self.spare.extend(packets.drain(..).map(|h| h.bytes));
+                    for h in packets.drain(..) {
+                        self.recycle_buffer(h.bytes);
+                    }
                     packets
                 }
                 None => Vec::with_capacity(self.cfg.confirm_packets),
@@ -739,10 +769,10 @@ impl FeedHandler {
         self.request = None;
         // Held packets wholly before the jump can never apply.
         while self.held.front().is_some_and(|h| h.next <= to) {
-            let Some(h) = self.held.pop_front() else {
+            let Some(h) = self.pop_held() else {
                 break;
             };
-            self.spare.push(h.bytes);
+            self.recycle_buffer(h.bytes);
         }
     }
 
@@ -770,7 +800,23 @@ impl FeedHandler {
     }
 
     fn recycle(&mut self, packets: Vec<Held>) {
-        self.spare.extend(packets.into_iter().map(|h| h.bytes));
+        for h in packets {
+            self.recycle_buffer(h.bytes);
+        }
+    }
+
+    /// Keeps an emptied buffer for the next copy, unless it grew large.
+    fn recycle_buffer(&mut self, bytes: Vec<u8>) {
+        if bytes.capacity() <= SPARE_MAX_CAPACITY {
+            self.spare.push(bytes);
+        }
+    }
+
+    /// The first held packet, taken out of the hold.
+    fn pop_held(&mut self) -> Option<Held> {
+        let h = self.held.pop_front()?;
+        self.held_bytes = self.held_bytes.saturating_sub(h.bytes.capacity());
+        Some(h)
     }
 
     /// Handles the passage of time: repeats an unanswered re-request, or declares the
@@ -811,11 +857,13 @@ impl FeedHandler {
         self.drain_held(sink);
     }
 
-    /// Whether holding a packet starting at `seq` would need a slot that is not there
-    /// (`max_held_packets` held, and it is not one of them).
-    fn held_full(&self, seq: u64) -> bool {
+    /// Whether holding a packet of `len` bytes starting at `seq` would need room that
+    /// is not there (`max_held_packets` held, or `max_held_bytes` would be passed, and
+    /// it is not one of them).
+    fn held_full(&self, seq: u64, len: usize) -> bool {
         !self.held.is_empty()
-            && self.held.len() >= self.cfg.max_held_packets
+            && (self.held.len() >= self.cfg.max_held_packets
+                || self.held_bytes.saturating_add(len) > self.cfg.max_held_bytes)
             && self.held.binary_search_by_key(&seq, |h| h.seq).is_err()
     }
 
@@ -899,19 +947,23 @@ impl FeedHandler {
             }
             Err(at) => at,
         };
-        if self.held.len() >= self.cfg.max_held_packets {
-            // Only reachable with `max_held_packets` 0: the caller made room otherwise.
+        if self.held.len() >= self.cfg.max_held_packets
+            || self.held_bytes.saturating_add(packet.len()) > self.cfg.max_held_bytes
+        {
+            // Only reachable with a limit of 0, or a packet larger than
+            // `max_held_bytes` alone: the caller made room otherwise.
             self.counters.overflow += 1;
             return;
         }
         let held = self.copy(seq, next, now, packet);
+        self.held_bytes = self.held_bytes.saturating_add(held.bytes.capacity());
         self.held.insert(at, held);
     }
 
     /// Applies every held packet that has become in order.
     fn drain_held<S: Sink + ?Sized>(&mut self, sink: &mut S) {
         while self.held.front().is_some_and(|h| h.seq <= self.expected) {
-            let Some(h) = self.held.pop_front() else {
+            let Some(h) = self.pop_held() else {
                 break;
             };
             if h.next <= self.expected {
@@ -919,7 +971,7 @@ impl FeedHandler {
             } else if let Ok(p) = MoldPacket::parse(&h.bytes) {
                 self.apply_packet(&p, h.received, sink);
             }
-            self.spare.push(h.bytes);
+            self.recycle_buffer(h.bytes);
         }
     }
 
@@ -1212,6 +1264,61 @@ mod tests {
             b.push_message(m).unwrap();
         }
         b.finish().to_vec()
+    }
+
+    /// A MoldUDP64 packet of session TEST with one message block of `len` bytes (an
+    /// unknown ITCH type: applied as a bad message, which is all a hold test needs).
+    fn big_packet(seq: u64, len: usize) -> Vec<u8> {
+        let mut p = b"TEST      ".to_vec();
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&1u16.to_be_bytes());
+        p.extend_from_slice(&(len as u16).to_be_bytes());
+        p.resize(p.len() + len, b'z');
+        p
+    }
+
+    /// Probe F6b: the hold was bounded by count only (8192 packets), so datagrams of
+    /// up to 64 KiB ahead of a gap could hold about 0.5 GiB. Now `max_held_bytes`
+    /// bounds it as the count does: a packet that does not fit gives up the oldest gap
+    /// (counted in `overflow`, its messages in `lost`) and is kept.
+    #[test]
+    fn regression_held_packets_are_bounded_by_bytes() {
+        let cfg = FeedConfig {
+            session: Some(Session::new("TEST").unwrap()),
+            max_held_bytes: MIN_MAX_HELD_BYTES,
+            ..FeedConfig::default()
+        };
+        let mut f = FeedHandler::new(cfg).unwrap();
+        let mut sink = |_: &str, _: &[u8]| {};
+        let t = MonoNanos(1_000_000_000);
+        f.handle_datagram(t, &packet(1, &[dir(1, "AAPL")]), &mut sink);
+        // 2 missing, 3 held, 4 missing, 5 held, ...: 30 kB packets, two fit.
+        for (i, seq) in (3..=41).step_by(2).enumerate() {
+            f.handle_datagram(t, &big_packet(seq, 30_000), &mut sink);
+            assert!(
+                f.held_bytes <= MIN_MAX_HELD_BYTES,
+                "{} bytes held",
+                f.held_bytes
+            );
+            assert_eq!(f.held.len(), (i + 1).min(2), "packet {seq}");
+            assert_eq!(f.counters().overflow, i.saturating_sub(1) as u64);
+        }
+        // 20 held in turn; 18 gaps given up to make room, each one message lost and
+        // its packet applied.
+        assert_eq!(f.counters().lost, 18);
+        assert_eq!(f.counters().messages, 1 + 18);
+        assert_eq!(f.expected_sequence(), 38);
+        // The buffers grown for 30 kB packets are not kept once emptied.
+        assert!(f.spare.iter().all(|b| b.capacity() <= SPARE_MAX_CAPACITY));
+        // A limit below the largest datagram is refused.
+        let small = FeedConfig {
+            max_held_bytes: MIN_MAX_HELD_BYTES - 1,
+            ..FeedConfig::default()
+        };
+        assert_eq!(
+            FeedHandler::new(small).err(),
+            Some(ConfigError::MaxHeldBytes)
+        );
     }
 
     /// Probe F6c: a packet whose range crosses 2^64 was counted in `packets` but its

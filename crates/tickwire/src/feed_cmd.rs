@@ -11,7 +11,7 @@ use tickwire_md::update::MAX_DEPTH_LEVELS;
 use tickwire_rt::IdleStrategy;
 use tickwire_rt::StopFlag;
 
-use crate::units::{parse_duration, UsageError};
+use crate::units::{parse_duration, parse_size, UsageError};
 
 const FEED_HELP: &str = "\
 Receives a NASDAQ TotalView-ITCH 5.0 feed as MoldUDP64 over UDP multicast, detects
@@ -128,6 +128,11 @@ pub struct FeedArgs {
     /// oldest gap is given up (counted lost, and in overflow) to make room.
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_held_packets)]
     max_held: usize,
+    /// Bytes of packets held ahead of a gap (at least 64KiB; e.g. 64MiB, the default);
+    /// a packet that does not fit gives up the oldest gaps (counted lost, and in
+    /// overflow) until it does.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
+    max_held_bytes: usize,
     /// Keep running after End of Session.
     #[arg(long)]
     keep_running: bool,
@@ -179,6 +184,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         max_jump: a.max_jump,
         confirm_packets: a.confirm_packets,
         max_held_packets: a.max_held,
+        max_held_bytes: a.max_held_bytes,
         venue: a.venue,
         depth_levels: a.depth,
         retransmit_timeout: match a.retransmit_timeout_ms {
@@ -261,6 +267,11 @@ fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {
             feed.confirm_packets
         ),
         ConfigError::MaxJump => format!("--max-jump must be at least 1 (got {})", feed.max_jump),
+        ConfigError::MaxHeldBytes => format!(
+            "--max-held-bytes must be at least {}KiB, the largest datagram (got {})",
+            tickwire_md::feed::MIN_MAX_HELD_BYTES >> 10,
+            feed.max_held_bytes
+        ),
         ConfigError::Venue(venue) => format!(
             "--venue must be one topic level: no '/', '*' or '>', not empty (got {venue:?})"
         ),
@@ -340,10 +351,11 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     }
     if c.overflow > 0 {
         s += &format!(
-            "  {} given up before their re-requests ran out: {} packets were already held \
-             behind them (--max-held)\n",
+            "  {} given up before their re-requests ran out: {} packets or {} bytes were \
+             already held behind them (--max-held, --max-held-bytes)\n",
             tickwire_rt::text::count(c.overflow, "gap was", "gaps were"),
-            opts.feed.max_held_packets
+            opts.feed.max_held_packets,
+            opts.feed.max_held_bytes
         );
     }
     if c.accepted_jumps > 0 {

@@ -629,6 +629,11 @@ fn feed_values_out_of_range_are_usage_errors_naming_the_flag() {
             "--retransmit-tries must be at least 1 (got 0)",
         ),
         ("--max-jump", "0", "--max-jump must be at least 1 (got 0)"),
+        (
+            "--max-held-bytes",
+            "64000",
+            "--max-held-bytes must be at least 64KiB, the largest datagram (got 64000)",
+        ),
         ("--venue", "a/b", "--venue must be one topic level"),
         (
             "--session",
