@@ -745,6 +745,7 @@ fn fix_endpoint_shows_the_session_and_its_sequence_numbers() {
         (&"fix".into(), &"acceptor".into(), &1.into()),
         "{varz}"
     );
+    assert_eq!(varz["evicted_pending_connections"], 0, "{varz}");
     assert_eq!(get(http, "/healthz").0, 200);
 
     let (status, metrics) = get(http, "/metrics");
@@ -756,6 +757,7 @@ fn fix_endpoint_shows_the_session_and_its_sequence_numbers() {
         format!("tickwire_fix_session_next_target_seq_number{{session=\"{v}\"}} 3"),
         format!("tickwire_fix_session_received_messages_total{{session=\"{v}\"}} 2"),
         "tickwire_fix_session_series_omitted 0".to_string(),
+        "tickwire_fix_evicted_pending_connections_total 0".to_string(),
     ] {
         assert!(metrics.contains(&line), "{line} missing:\n{metrics}");
     }
