@@ -152,6 +152,29 @@ fn name(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(b);
 }
 
+/// The kind byte and the fields an `M` and an `R` record share: id, time, sequence,
+/// both stamps (0 when absent) and whether they are present.
+fn message_head(
+    out: &mut Vec<u8>,
+    kind: u8,
+    id: u64,
+    time: u64,
+    seq: u64,
+    stamps: Option<(u64, u64)>,
+) {
+    out.push(kind);
+    for v in [
+        id,
+        time,
+        seq,
+        stamps.map_or(0, |s| s.0),
+        stamps.map_or(0, |s| s.1),
+    ] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.push(u8::from(stamps.is_some()));
+}
+
 /// Encodes a record into `out` (cleared first).
 pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
     out.clear();
@@ -165,17 +188,7 @@ pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
             topic,
             payload,
         } => {
-            out.push(b'M');
-            for v in [
-                id,
-                time,
-                seq,
-                stamps.map_or(0, |s| s.0),
-                stamps.map_or(0, |s| s.1),
-            ] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.push(u8::from(stamps.is_some()));
+            message_head(out, b'M', id, time, seq, stamps);
             name(out, identity);
             out.extend_from_slice(&(topic.len() as u16).to_le_bytes());
             out.extend_from_slice(topic);
@@ -224,17 +237,7 @@ pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
             topic,
             payload,
         } => {
-            out.push(b'R');
-            for v in [
-                id,
-                time,
-                seq,
-                stamps.map_or(0, |s| s.0),
-                stamps.map_or(0, |s| s.1),
-            ] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.push(u8::from(stamps.is_some()));
+            message_head(out, b'R', id, time, seq, stamps);
             out.extend_from_slice(&next_id.to_le_bytes());
             out.extend_from_slice(&holders.n.to_le_bytes());
             out.extend_from_slice(holders.bytes);

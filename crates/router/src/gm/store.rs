@@ -48,6 +48,26 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The placeholder of an id with no message (never stored, or not recovered): the
+    /// window of ids stays dense.
+    fn dead(id: u64, time: u64) -> Entry {
+        Entry {
+            id,
+            lsn: 0,
+            time,
+            seq: 0,
+            stamps: None,
+            chunk: u64::MAX,
+            off: 0,
+            topic_len: 0,
+            payload_len: 0,
+            refs: 0,
+            live: false,
+            maybe_delivered: false,
+            relocated: false,
+        }
+    }
+
     /// Queues (and fills) holding it.
     pub fn refs(&self) -> u32 {
         self.refs
@@ -171,21 +191,7 @@ impl Store {
         }
         while self.next_id() < m.id {
             let id = self.next_id();
-            self.entries.push_back(Entry {
-                id,
-                lsn: 0,
-                time: m.time,
-                seq: 0,
-                stamps: None,
-                chunk: u64::MAX,
-                off: 0,
-                topic_len: 0,
-                payload_len: 0,
-                refs: 0,
-                live: false,
-                maybe_delivered: false,
-                relocated: false,
-            });
+            self.entries.push_back(Entry::dead(id, m.time));
         }
         if self.entries.is_empty() {
             self.first_id = m.id;
@@ -295,21 +301,7 @@ impl Store {
         let time = self.entries.back().map_or(0, |e| e.time);
         while self.next_id() < next {
             let id = self.next_id();
-            self.entries.push_back(Entry {
-                id,
-                lsn: 0,
-                time,
-                seq: 0,
-                stamps: None,
-                chunk: u64::MAX,
-                off: 0,
-                topic_len: 0,
-                payload_len: 0,
-                refs: 0,
-                live: false,
-                maybe_delivered: false,
-                relocated: false,
-            });
+            self.entries.push_back(Entry::dead(id, time));
         }
     }
 
