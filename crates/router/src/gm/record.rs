@@ -250,6 +250,9 @@ pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
 
 struct R<'a>(&'a [u8]);
 
+/// An `M` or `R` record's common fields: id, time, sequence, stamps.
+type MessageHead = (u64, u64, u64, Option<(u64, u64)>);
+
 impl<'a> R<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], BadRecord> {
         if self.0.len() < n {
@@ -273,6 +276,13 @@ impl<'a> R<'a> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
+    /// What [`message_head`] wrote: id, time, sequence and the stamps (when flagged).
+    fn message_head(&mut self) -> Result<MessageHead, BadRecord> {
+        let (id, time, seq) = (self.u64()?, self.u64()?, self.u64()?);
+        let (send, router_in) = (self.u64()?, self.u64()?);
+        let has = self.take(1)?[0];
+        Ok((id, time, seq, (has != 0).then_some((send, router_in))))
+    }
     fn end(&self) -> Result<(), BadRecord> {
         if self.0.is_empty() {
             Ok(())
@@ -288,12 +298,7 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
     let mut r = R(rest);
     let rec = match kind {
         b'M' => {
-            let id = r.u64()?;
-            let time = r.u64()?;
-            let seq = r.u64()?;
-            let send = r.u64()?;
-            let rin = r.u64()?;
-            let has = r.take(1)?[0];
+            let (id, time, seq, stamps) = r.message_head()?;
             let identity = r.name()?;
             let tl = r.take(2)?;
             let tl = u16::from_le_bytes([tl[0], tl[1]]) as usize;
@@ -302,7 +307,7 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
                 id,
                 time,
                 seq,
-                stamps: (has != 0).then_some((send, rin)),
+                stamps,
                 identity,
                 topic,
                 payload: r.0,
@@ -347,12 +352,7 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
             Record::Forgotten { identity }
         }
         b'R' => {
-            let id = r.u64()?;
-            let time = r.u64()?;
-            let seq = r.u64()?;
-            let send = r.u64()?;
-            let rin = r.u64()?;
-            let has = r.take(1)?[0];
+            let (id, time, seq, stamps) = r.message_head()?;
             let next_id = r.u64()?;
             let n = r.u16()?;
             let start = r.0;
@@ -370,7 +370,7 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
                 id,
                 time,
                 seq,
-                stamps: (has != 0).then_some((send, rin)),
+                stamps,
                 next_id,
                 holders,
                 topic,
