@@ -121,3 +121,72 @@ fn the_socket_is_private_from_the_start_whatever_the_umask() {
     drop(l);
     assert!(!path.exists());
 }
+
+/// Staged frames stay invisible until committed (or carried by the next send), go out
+/// in the order they were written with sends in between, never partly (all or
+/// nothing when the ring is short of room), and a commit wakes a router that
+/// announced a sleep.
+#[test]
+fn staged_frames_are_invisible_until_committed_and_keep_their_order() {
+    let path = socket_path(&name("stage"));
+    let l = Listener::bind(&path, 4096).unwrap();
+    let p = path.clone();
+    let client = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(5)));
+    let mut server = accept(&l);
+    let mut c = client.join().unwrap().unwrap();
+    let mut buf = vec![0u8; 8192];
+
+    assert!(c.stage(&[b"ab", b"", b"cd"]).unwrap());
+    assert_eq!(c.staged(), 4);
+    assert_eq!(
+        server.read(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "staged bytes are not visible"
+    );
+    c.commit();
+    assert_eq!(c.staged(), 0);
+    assert_eq!(server.read(&mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"abcd");
+
+    // Staged, then sent: one publication, in order.
+    assert!(c.stage(&[b"12"]).unwrap());
+    assert_eq!(c.send(b"34").unwrap(), 2);
+    assert_eq!(c.staged(), 0);
+    assert_eq!(server.read(&mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"1234");
+
+    // Across the wrap (4096-byte ring, 8 bytes used so far): 4070, then 20 bytes
+    // that straddle the end.
+    let big = [b'x'; 4070];
+    let tail = [b'y'; 20];
+    assert!(c.stage(&[&big]).unwrap());
+    c.commit();
+    assert_eq!(server.read(&mut buf).unwrap(), 4070);
+    assert!(c.stage(&[&tail[..10], &tail[10..]]).unwrap());
+    // A frame that does not fit is refused whole: nothing of it is copied.
+    assert!(!c.stage(&[&[b'z'; 4000], &[b'z'; 80]]).unwrap());
+    assert_eq!(c.staged(), 20);
+    c.commit();
+    assert_eq!(server.read(&mut buf).unwrap(), 20);
+    assert_eq!(&buf[..20], &tail);
+
+    // Unstaged bytes are never seen.
+    assert!(c.stage(&[b"lost"]).unwrap());
+    c.unstage();
+    assert_eq!(c.staged(), 0);
+    assert!(c.stage(&[b"kept"]).unwrap());
+    c.commit();
+    assert_eq!(server.read(&mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"kept");
+
+    // The router announces a sleep: a commit rings its doorbell (the socket becomes
+    // readable), as a send does.
+    assert!(!server.park(), "nothing waits");
+    assert!(c.stage(&[b"wake"]).unwrap());
+    c.commit();
+    assert!(server.debug_doorbell_rung(), "the commit rang the doorbell");
+    server.unpark();
+    server.hint_ctl_event();
+    assert_eq!(server.read(&mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"wake");
+}

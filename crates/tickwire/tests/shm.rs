@@ -762,3 +762,67 @@ fn a_client_cannot_block_the_router_through_its_descriptors() {
         keeper.join().unwrap();
     }
 }
+
+#[test]
+fn batched_shm_publishes_arrive_whole_and_in_order_through_a_full_ring() {
+    // Over shared memory a publish is copied straight into the ring and published
+    // with its batch (the flush). A ring of 4 KiB fills after ~35 of these messages:
+    // the rest queue behind it in the client's buffer, and control frames (a
+    // SUBSCRIBE, which waits for its ACK) come between the batches. Every message must
+    // arrive once, in order, and nothing before its flush.
+    let (name, _cleanup) = shm_name("batched");
+    let r = RouterProc::start(&[
+        "--no-guaranteed",
+        "--idle",
+        "block",
+        "--shm",
+        &name,
+        "--shm-ring",
+        "4096",
+    ]);
+    let shm = format!("shm:{name}");
+    let mut rx = Client::connect_to(&r.addr_str(), ClientOptions::named("rx")).unwrap();
+    rx.subscribe("b/>").unwrap();
+    let mut tx = Client::connect_to(&shm, ClientOptions::named("tx")).unwrap();
+
+    // Staged, not flushed: the router cannot see it.
+    let mut payload = [7u8; 100];
+    payload[..4].copy_from_slice(&0u32.to_le_bytes());
+    tx.publish("b/x", &payload).unwrap();
+    assert!(tx.pending_bytes() > 0, "a staged publish counts as pending");
+    assert!(
+        rx.recv(Wait::Timeout(Duration::from_millis(300)))
+            .unwrap()
+            .is_none(),
+        "a publish was delivered before its flush"
+    );
+    tx.flush().unwrap();
+    assert_eq!(tx.pending_bytes(), 0);
+
+    const TOTAL: u32 = 3000;
+    let receiver = std::thread::spawn(move || {
+        let mut seen = Vec::with_capacity(TOTAL as usize);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.len() < TOTAL as usize && Instant::now() < deadline {
+            if let Some(m) = rx.recv(Wait::Timeout(Duration::from_millis(200))).unwrap() {
+                let p = m.payload();
+                assert_eq!(p.len(), 100, "a message arrived cut or padded");
+                seen.push(u32::from_le_bytes([p[0], p[1], p[2], p[3]]));
+            }
+        }
+        seen
+    });
+    for i in 1..TOTAL {
+        payload[..4].copy_from_slice(&i.to_le_bytes());
+        tx.publish("b/x", &payload).unwrap();
+        if i % 500 == 0 {
+            tx.subscribe(&format!("other/{i}")).unwrap();
+        }
+    }
+    tx.flush().unwrap();
+    let seen = receiver.join().unwrap();
+    let expected: Vec<u32> = (0..TOTAL).collect();
+    assert_eq!(seen.len(), expected.len(), "messages lost");
+    assert_eq!(seen, expected, "messages out of order");
+    tx.close().unwrap();
+}
