@@ -10,8 +10,8 @@ use rustix::event::PollFlags;
 use rustix::io::Errno;
 use socket2::{Domain, Protocol, Socket, Type};
 use tickwire_wire::frame::{
-    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, Msg, PublishHead,
-    PublishOptions, ReplyField, DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
+    self, decode, flags, frame_len, ErrorCode, Frame, Image, Kind, Msg, PublishOptions, ReplyField,
+    DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
 use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
 use tickwire_wire::topic::{validate_pattern, validate_topic, Topic, TopicMemo};
@@ -509,21 +509,6 @@ impl Client {
         if self.opts.stamp && opts.publisher_send.is_none() {
             opts.publisher_send = Some(MonoNanos::now().as_nanos());
         }
-        if let (Transport::Shm(link), true) = (&mut self.stream, self.tx_start == self.tx.len()) {
-            // Shared memory with nothing queued before it: the frame goes straight into
-            // the ring, unpublished until the batch is due (the copy into `tx` and the
-            // copy out of it become one copy; one release store and wake check per
-            // batch). A full ring, or a ring the router broke, takes the `tx` path
-            // below (whose write reports the error).
-            let head = PublishHead::new(topic, payload.len(), opts, None, self.router_max_frame)
-                .map_err(Error::TooLarge)?;
-            if let Ok(true) = link.stage(&[head.bytes(), topic.as_bytes(), payload]) {
-                if link.staged() >= self.opts.batch_bytes {
-                    link.commit();
-                }
-                return Ok(());
-            }
-        }
         frame::encode_publish(&mut self.tx, topic, payload, opts, self.router_max_frame)
             .map_err(Error::TooLarge)?;
         if self.pending_bytes() >= self.opts.batch_bytes {
@@ -618,7 +603,7 @@ impl Client {
     /// Bytes queued by `publish` (or control frames) and not yet written.
     #[inline]
     pub fn pending_bytes(&self) -> usize {
-        self.tx.len() - self.tx_start + self.stream.staged()
+        self.tx.len() - self.tx_start
     }
 
     /// Before sleeping in `poll(2)` on this client's [`AsFd`](std::os::fd::AsFd) together
@@ -1292,7 +1277,6 @@ impl Client {
     pub(crate) fn abandon_tx(&mut self) {
         self.tx.clear();
         self.tx_start = 0;
-        self.stream.unstage();
     }
 
     /// Sends every unanswered publish again (after an open), in sequence order.
@@ -1518,7 +1502,8 @@ impl Client {
         frame::encode_close(&mut self.tx, ErrorCode::NORMAL, "client closing");
         if let Err(e) = self.flush() {
             // Nothing more to try; keep `Drop` from waiting again.
-            self.abandon_tx();
+            self.tx.clear();
+            self.tx_start = 0;
             return Err(e);
         }
         let deadline = Instant::now().checked_add(self.opts.request_timeout);

@@ -70,23 +70,6 @@ impl Transport {
         }
     }
 
-    /// Bytes of whole frames copied into a shared-memory ring ([`ClientLink::stage`])
-    /// and not yet published; they go out with the next [`Transport::send`]. Always 0 over TCP and TLS.
-    #[inline]
-    pub(crate) fn staged(&self) -> usize {
-        match self {
-            Transport::Shm(l) => l.staged(),
-            Transport::Tcp(_) | Transport::Tls(_) => 0,
-        }
-    }
-
-    /// Forgets the staged bytes (a connection given up).
-    pub(crate) fn unstage(&mut self) {
-        if let Transport::Shm(l) = self {
-            l.unstage();
-        }
-    }
-
     /// Reads what is there (`Ok(0)` at end of stream, `WouldBlock` when nothing is).
     pub(crate) fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {

@@ -286,27 +286,14 @@ impl Ends {
     /// Copies what fits into the outbound ring and rings the peer if it sleeps;
     /// `WouldBlock` when full.
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // Staged bytes go out with this write, even one that finds no room.
-        let staged = self.tx.staged();
         let n = self.tx.write(buf).map_err(corrupt)?;
-        if (n > 0 || staged > 0) && self.tx.wake_needed() {
-            notify::ring(&self.ctl);
-        }
         if n == 0 && !buf.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        Ok(n)
-    }
-
-    /// Publishes the staged bytes (see [`ClientLink::stage`]) and rings the peer if it
-    /// sleeps.
-    fn commit(&mut self) {
-        if self.tx.staged() > 0 {
-            self.tx.publish();
-            if self.tx.wake_needed() {
-                notify::ring(&self.ctl);
-            }
+        if self.tx.wake_needed() {
+            notify::ring(&self.ctl);
         }
+        Ok(n)
     }
 }
 
@@ -355,18 +342,6 @@ impl ServerLink {
     /// Withdraws [`ServerLink::park`].
     pub fn unpark(&self) {
         self.ends.rx.unpark();
-    }
-
-    /// Test support: whether the client's doorbell byte waits on the socket (a peek,
-    /// nothing taken).
-    #[doc(hidden)]
-    pub fn debug_doorbell_rung(&self) -> bool {
-        let mut byte = [0u8; 1];
-        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
-        matches!(
-            rustix::net::recv(&self.ends.ctl, &mut byte, flags),
-            Ok((1, _))
-        )
     }
 
     /// Ends our side: the client sees end of stream once it has read the ring.
@@ -520,36 +495,6 @@ impl ClientLink {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         self.ends.send(buf)
-    }
-
-    /// Copies `parts` (one frame) into the outbound ring after everything sent or
-    /// staged before, all or nothing, without publishing them: the router sees them at
-    /// the next [`ClientLink::commit`] or [`ClientLink::send`]. False when they do not
-    /// fit now. For a writer that would otherwise assemble the frame in a buffer and
-    /// copy the buffer in: one copy instead of two, and one release store and wake
-    /// check per run of frames.
-    pub fn stage(&mut self, parts: &[&[u8]]) -> io::Result<bool> {
-        if self.eof {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        }
-        self.ends.tx.stage(parts).map_err(corrupt)
-    }
-
-    /// Bytes staged and not yet published.
-    #[inline]
-    pub fn staged(&self) -> usize {
-        self.ends.tx.staged()
-    }
-
-    /// Publishes the staged bytes; rings the router's doorbell if it announced a
-    /// sleep.
-    pub fn commit(&mut self) {
-        self.ends.commit();
-    }
-
-    /// Drops the staged bytes (the router never saw them).
-    pub fn unstage(&mut self) {
-        self.ends.tx.unstage();
     }
 
     /// Copies waiting bytes out. `Ok(0)` at the router's end of stream (ring empty),

@@ -115,11 +115,8 @@ impl std::error::Error for Corrupt {}
 pub struct Producer<M> {
     mem: M,
     lay: RingLayout,
-    /// Our index, the truth; the shared copy is only published. Staged bytes
-    /// ([`Producer::stage`]) are included.
+    /// Our index, the truth; the shared copy is only published.
     tail: u64,
-    /// The index last published: bytes from here to `tail` are staged, not visible.
-    published: u64,
     /// The consumer's index as last read (and checked).
     head_seen: u64,
 }
@@ -132,85 +129,34 @@ impl<M: Mem> Producer<M> {
             mem,
             lay,
             tail: 0,
-            published: 0,
             head_seen: 0,
         }
     }
 
-    /// Copies as much of `src` as fits and publishes it, with whatever was staged
-    /// before it; returns the bytes of `src` taken (0 when the ring is full).
+    /// Copies as much of `src` as fits and publishes it; returns the bytes taken
+    /// (0 when the ring is full).
     pub fn write(&mut self, src: &[u8]) -> Result<usize, Corrupt> {
-        let n = self.room_for(src.len())?;
-        self.copy_at_tail(&src[..n]);
-        self.publish();
-        Ok(n)
-    }
-
-    /// Copies `parts` (together one frame) in after what was written or staged before,
-    /// all or nothing, *without* publishing them: the consumer sees nothing until the
-    /// next [`Producer::publish`] or [`Producer::write`]. False when they do not fit
-    /// (nothing copied). A writer that stages a run of frames publishes them with one
-    /// store (and one wake check) instead of one per frame.
-    pub fn stage(&mut self, parts: &[&[u8]]) -> Result<bool, Corrupt> {
-        let len = parts.iter().map(|p| p.len()).sum::<usize>();
-        if self.room_for(len)? < len {
-            return Ok(false);
-        }
-        for part in parts {
-            self.copy_at_tail(part);
-        }
-        Ok(true)
-    }
-
-    /// Bytes staged and not yet published.
-    #[inline]
-    pub fn staged(&self) -> usize {
-        self.tail.wrapping_sub(self.published) as usize
-    }
-
-    /// Drops the staged bytes (a connection given up): they were never visible.
-    pub fn unstage(&mut self) {
-        self.tail = self.published;
-    }
-
-    /// Makes every staged byte visible to the consumer (one release store; nothing
-    /// when nothing is staged). Then call [`Producer::wake_needed`].
-    #[inline]
-    pub fn publish(&mut self) {
-        if self.tail != self.published {
-            self.published = self.tail;
-            self.mem
-                .word(self.lay.tail)
-                .store(self.tail, Ordering::Release);
-        }
-    }
-
-    /// How many of `want` bytes fit after `tail` (reads the consumer's index only when
-    /// the last one read leaves too little room).
-    fn room_for(&mut self, want: usize) -> Result<usize, Corrupt> {
         let cap = self.lay.cap as u64;
         let mut free = cap - self.tail.wrapping_sub(self.head_seen);
-        if free < want as u64 {
+        if free < src.len() as u64 {
             self.refresh_head()?;
             free = cap - self.tail.wrapping_sub(self.head_seen);
         }
-        Ok(free.min(want as u64) as usize)
-    }
-
-    /// Copies `src` (which fits: [`Producer::room_for`]) in at `tail`, across the wrap
-    /// if need be, and moves `tail` past it.
-    fn copy_at_tail(&mut self, src: &[u8]) {
-        if src.is_empty() {
-            return;
+        let n = free.min(src.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
         }
-        let cap = self.lay.cap;
-        let pos = (self.tail & (cap as u64 - 1)) as usize;
-        let first = src.len().min(cap - pos);
+        let pos = (self.tail & (cap - 1)) as usize;
+        let first = n.min(self.lay.cap - pos);
         self.mem.copy_in(self.lay.data + pos, &src[..first]);
-        if first < src.len() {
-            self.mem.copy_in(self.lay.data, &src[first..]);
+        if first < n {
+            self.mem.copy_in(self.lay.data, &src[first..n]);
         }
-        self.tail = self.tail.wrapping_add(src.len() as u64);
+        self.tail = self.tail.wrapping_add(n as u64);
+        self.mem
+            .word(self.lay.tail)
+            .store(self.tail, Ordering::Release);
+        Ok(n)
     }
 
     /// Bytes the ring can take now (reads the consumer's index).
@@ -240,9 +186,9 @@ impl<M: Mem> Producer<M> {
         let head = self.mem.word(self.lay.head).load(Ordering::Acquire);
         // The consumer may only move forward, and never past what we published.
         let advanced = head.wrapping_sub(self.head_seen);
-        if advanced > self.published.wrapping_sub(self.head_seen) {
+        if advanced > self.tail.wrapping_sub(self.head_seen) {
             return Err(Corrupt {
-                ours: self.published,
+                ours: self.tail,
                 theirs: head,
             });
         }

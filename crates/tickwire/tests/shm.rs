@@ -765,11 +765,11 @@ fn a_client_cannot_block_the_router_through_its_descriptors() {
 
 #[test]
 fn batched_shm_publishes_arrive_whole_and_in_order_through_a_full_ring() {
-    // Over shared memory a publish is copied straight into the ring and published
-    // with its batch (the flush). A ring of 4 KiB fills after ~35 of these messages:
-    // the rest queue behind it in the client's buffer, and control frames (a
-    // SUBSCRIBE, which waits for its ACK) come between the batches. Every message must
-    // arrive once, in order, and nothing before its flush.
+    // Publishes are batched (`batch_bytes`, 64 KiB) and written at the flush. A ring
+    // of 4 KiB takes ~35 of these messages: the rest wait in the client's buffer
+    // while the router drains the ring, and control frames (a SUBSCRIBE, which waits
+    // for its ACK) come between the batches. Every message must arrive once, in
+    // order, and nothing before its flush.
     let (name, _cleanup) = shm_name("batched");
     let r = RouterProc::start(&[
         "--no-guaranteed",
@@ -785,11 +785,14 @@ fn batched_shm_publishes_arrive_whole_and_in_order_through_a_full_ring() {
     rx.subscribe("b/>").unwrap();
     let mut tx = Client::connect_to(&shm, ClientOptions::named("tx")).unwrap();
 
-    // Staged, not flushed: the router cannot see it.
+    // Queued, not flushed: the router cannot see it.
     let mut payload = [7u8; 100];
     payload[..4].copy_from_slice(&0u32.to_le_bytes());
     tx.publish("b/x", &payload).unwrap();
-    assert!(tx.pending_bytes() > 0, "a staged publish counts as pending");
+    assert!(
+        tx.pending_bytes() > 0,
+        "an unflushed publish counts as pending"
+    );
     assert!(
         rx.recv(Wait::Timeout(Duration::from_millis(300)))
             .unwrap()

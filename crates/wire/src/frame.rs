@@ -1439,111 +1439,51 @@ pub fn encode_publish_reply(
     reply: Option<ReplyField<'_>>,
     max_frame: u32,
 ) -> Result<(), EncodeError> {
-    let head = PublishHead::new(topic, payload.len(), opts, reply, max_frame)?;
-    out.reserve(head.frame_len());
-    out.extend_from_slice(head.bytes());
+    let topic_len =
+        u16::try_from(topic.len()).map_err(|_| EncodeError::TopicTooLong(topic.len()))?;
+    let reply_len = match reply {
+        Some(r) => u8::try_from(r.to.len()).map_err(|_| EncodeError::TopicTooLong(r.to.len()))?,
+        None => 0,
+    };
+    let mut fl = 0;
+    let mut len = HEADER_LEN + topic.len() + payload.len();
+    if opts.seq.is_some() {
+        fl |= flags::SEQ;
+        len += 8;
+    }
+    if opts.publisher_send.is_some() {
+        fl |= flags::STAMPS;
+        len += STAMPS_LEN;
+    }
+    if reply.is_some() {
+        fl |= flags::REPLY;
+        len += 5 + usize::from(reply_len);
+    }
+    if len > max_frame as usize {
+        return Err(EncodeError::TooLarge {
+            len,
+            max: max_frame,
+        });
+    }
+    out.reserve(len);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&[Kind::Publish as u8, fl]);
+    out.extend_from_slice(&topic_len.to_le_bytes());
+    if let Some(seq) = opts.seq {
+        out.extend_from_slice(&seq.to_le_bytes());
+    }
+    if let Some(t) = opts.publisher_send {
+        out.extend_from_slice(&t.to_le_bytes());
+        out.extend_from_slice(&[0; 16]);
+    }
     if let Some(r) = reply {
+        out.extend_from_slice(&r.correlation.to_le_bytes());
+        out.push(reply_len);
         out.extend_from_slice(r.to);
     }
     out.extend_from_slice(topic.as_bytes());
     out.extend_from_slice(payload);
     Ok(())
-}
-
-/// The bytes of a PUBLISH before its reply topic, topic and payload: the header, the
-/// SEQ, STAMPS and REPLY fields its options ask for (the reply topic itself excluded),
-/// built on the stack. A frame is `bytes()`, then the reply topic (if any), the topic
-/// and the payload: a writer that copies those parts where they go (a shared-memory
-/// ring) needs no buffer for the whole frame.
-#[derive(Debug, Clone, Copy)]
-pub struct PublishHead {
-    buf: [u8; PublishHead::MAX],
-    len: u8,
-    frame_len: u32,
-}
-
-impl PublishHead {
-    /// The longest head: header, SEQ, STAMPS and the REPLY field's fixed part.
-    const MAX: usize = HEADER_LEN + 8 + STAMPS_LEN + 5;
-
-    /// The head of a PUBLISH of `payload_len` bytes to `topic`; fails as
-    /// [`encode_publish_reply`] does (a topic or reply topic too long, a frame over
-    /// `max_frame`).
-    #[inline]
-    pub fn new(
-        topic: &str,
-        payload_len: usize,
-        opts: PublishOptions,
-        reply: Option<ReplyField<'_>>,
-        max_frame: u32,
-    ) -> Result<PublishHead, EncodeError> {
-        let topic_len =
-            u16::try_from(topic.len()).map_err(|_| EncodeError::TopicTooLong(topic.len()))?;
-        let reply_len = match reply {
-            Some(r) => {
-                u8::try_from(r.to.len()).map_err(|_| EncodeError::TopicTooLong(r.to.len()))?
-            }
-            None => 0,
-        };
-        let mut fl = 0;
-        let mut len = HEADER_LEN + topic.len() + payload_len;
-        if opts.seq.is_some() {
-            fl |= flags::SEQ;
-            len += 8;
-        }
-        if opts.publisher_send.is_some() {
-            fl |= flags::STAMPS;
-            len += STAMPS_LEN;
-        }
-        if reply.is_some() {
-            fl |= flags::REPLY;
-            len += 5 + usize::from(reply_len);
-        }
-        if len > max_frame as usize {
-            return Err(EncodeError::TooLarge {
-                len,
-                max: max_frame,
-            });
-        }
-        let mut buf = [0u8; PublishHead::MAX];
-        buf[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        buf[4] = Kind::Publish as u8;
-        buf[5] = fl;
-        buf[6..8].copy_from_slice(&topic_len.to_le_bytes());
-        let mut at = HEADER_LEN;
-        if let Some(seq) = opts.seq {
-            buf[at..at + 8].copy_from_slice(&seq.to_le_bytes());
-            at += 8;
-        }
-        if let Some(t) = opts.publisher_send {
-            // The router fills in its two stamps (zero here).
-            buf[at..at + 8].copy_from_slice(&t.to_le_bytes());
-            at += STAMPS_LEN;
-        }
-        if let Some(r) = reply {
-            buf[at..at + 4].copy_from_slice(&r.correlation.to_le_bytes());
-            buf[at + 4] = reply_len;
-            at += 5;
-        }
-        Ok(PublishHead {
-            buf,
-            len: at as u8,
-            // At most max_frame, a u32.
-            frame_len: len as u32,
-        })
-    }
-
-    /// The head's bytes.
-    #[inline]
-    pub fn bytes(&self) -> &[u8] {
-        &self.buf[..usize::from(self.len)]
-    }
-
-    /// The whole frame's length (head, reply topic, topic and payload).
-    #[inline]
-    pub fn frame_len(&self) -> usize {
-        self.frame_len as usize
-    }
 }
 
 /// Appends the MESSAGE a router delivers for a PUBLISH frame `publish` (the exact
