@@ -7,6 +7,12 @@
 //! [`LINES_PER_SECOND_PER_PLACE`] lines a second from one place in the code (a peer
 //! can make the router log per connection) and counts the rest. None of this is on a
 //! hot path: nothing logs per message.
+//!
+//! Lines are written by a thread of their own (`tracing_appender::non_blocking`): the
+//! thread that logs (the router's loop, the FIX engine's) formats the line and queues
+//! it, at most [`QUEUED_LINES`] lines; a full queue drops the line and counts it. So
+//! a standard error nobody reads (a full pipe) or a stalled disk delays the lines,
+//! never the program. [`LogGuard`] writes what is queued at exit.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -62,8 +68,33 @@ struct Reloader {
 
 static RELOADER: OnceLock<Reloader> = OnceLock::new();
 
-/// Installs the global subscriber.
-pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
+/// Log lines queued for the writing thread at most; more are dropped and counted
+/// (about 2 MB of lines: a burst of every place's 100 lines a second fits many times).
+pub const QUEUED_LINES: usize = 8192;
+
+/// Keeps the log-writing thread; dropping it (at the end of `main`) writes the queued
+/// lines, waiting for them at most about a second (a reader that never reads cannot
+/// hold the exit), after a last line saying how many lines were dropped, if any.
+pub struct LogGuard {
+    dropped: tracing_appender::non_blocking::ErrorCounter,
+    worker: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
+
+impl Drop for LogGuard {
+    fn drop(&mut self) {
+        let dropped = self.dropped.dropped_lines();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "log lines dropped: the log's reader (standard error or the file) did not keep up"
+            );
+        }
+        drop(self.worker.take());
+    }
+}
+
+/// Installs the global subscriber; keep the guard until the program ends.
+pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
     let from_env = std::env::var("TICKWIRE_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());
@@ -75,19 +106,31 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
         (None, None) => EnvFilter::new(default_level),
     };
     let (filter, handle) = reload::Layer::new(filter);
-    let (writer, file, ansi) = match &args.log_file {
+    let queue = |w: Box<dyn Write + Send>| {
+        tracing_appender::non_blocking::NonBlockingBuilder::default()
+            .lossy(true)
+            .buffered_lines_limit(QUEUED_LINES)
+            .thread_name("tickwire-log")
+            .finish(w)
+    };
+    let (writer, guard, file, ansi) = match &args.log_file {
         Some(path) => {
             let f = Arc::new(Mutex::new(open(path)?));
-            let shared = f.clone();
-            let writer = BoxMakeWriter::new(move || SharedFile(shared.clone()));
-            (writer, Some((path.clone(), f)), false)
+            let (writer, guard) = queue(Box::new(SharedFile(f.clone())));
+            (writer, guard, Some((path.clone(), f)), false)
         }
-        None => (
-            BoxMakeWriter::new(io::stderr),
-            None,
-            io::IsTerminal::is_terminal(&io::stderr()),
-        ),
+        None => {
+            let (writer, guard) = queue(Box::new(io::stderr()));
+            (
+                writer,
+                guard,
+                None,
+                io::IsTerminal::is_terminal(&io::stderr()),
+            )
+        }
     };
+    let dropped = writer.error_counter();
+    let writer = BoxMakeWriter::new(writer);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_target(false);
@@ -106,7 +149,10 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<()> {
         from_flag: args.log_level.is_some(),
         file,
     });
-    Ok(())
+    Ok(LogGuard {
+        dropped,
+        worker: Some(guard),
+    })
 }
 
 /// Lines a second one place in the code may log (each `tracing::info!` etc. is a

@@ -128,13 +128,16 @@ fn main() -> std::process::ExitCode {
         Cmd::Router(_) => "info",
         _ => "warn",
     };
-    if let Err(e) = logging::init(&cli.log, default_level) {
-        eprintln!("error: {}", units::error_text(&e));
-        return match e.downcast_ref::<units::UsageError>() {
-            Some(_) => std::process::ExitCode::from(2),
-            None => std::process::ExitCode::FAILURE,
-        };
-    }
+    let log = match logging::init(&cli.log, default_level) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("error: {}", units::error_text(&e));
+            return match e.downcast_ref::<units::UsageError>() {
+                Some(_) => std::process::ExitCode::from(2),
+                None => std::process::ExitCode::FAILURE,
+            };
+        }
+    };
     // The router logs its Ctrl-C with its other events; every other command tells the
     // person who pressed it in a plain line.
     if !matches!(cli.cmd, Cmd::Router(_)) {
@@ -158,6 +161,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Mcast(a) => mcast_cmd::run(a),
         Cmd::Fix(a) => fix_cmd::run(a),
     };
+    // The queued log lines first, then the final error (in the order they happened).
+    drop(log);
     match result {
         Ok(code) => code,
         // As clap reports a usage error: status 2.

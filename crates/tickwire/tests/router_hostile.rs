@@ -557,3 +557,88 @@ fn a_connection_flood_writes_at_most_100_closing_lines_a_second_and_counts_the_r
     let most = per_second.values().copied().max().unwrap_or(0);
     assert!(most <= 200, "{most} closing lines in one second:\n{text}");
 }
+
+#[test]
+fn a_router_whose_standard_error_nobody_reads_keeps_serving() {
+    // Log lines are written by a thread of their own through a bounded queue: a full
+    // stderr pipe (a supervisor that stopped reading) must delay the lines, never the
+    // router. The pipe is shrunk to one page, which the first ~30 lines fill; clients
+    // then connect and leave (two lines each) and one pair must still exchange a
+    // message; SIGTERM must still end the router (the queued lines are given up
+    // after about a second).
+    let (unread, write_end) = rustix::pipe::pipe().unwrap();
+    rustix::pipe::fcntl_setpipe_size(&unread, 4096).unwrap();
+    let mut router = KillOnDrop(
+        Command::new(BIN)
+            .args(["router", "--listen", "127.0.0.1:0", "--no-guaranteed"])
+            .env("TICKWIRE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(write_end))
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut router.0;
+    let mut banner = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut banner,
+    )
+    .unwrap();
+    let addr: SocketAddr = banner.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let opts = |name: &str| {
+        let mut o = ClientOptions::named(name);
+        o.request_timeout = Duration::from_secs(3);
+        o
+    };
+    for i in 0..150 {
+        let c = Client::connect_to(&addr.to_string(), opts("churn"));
+        assert!(
+            c.is_ok(),
+            "connection {i} failed while stderr was full: {:?}",
+            c.err()
+        );
+    }
+    let mut sub = Client::connect_to(&addr.to_string(), opts("sub")).unwrap();
+    sub.subscribe("alive/>").unwrap();
+    let mut publisher = Client::connect_to(&addr.to_string(), opts("pub")).unwrap();
+    publisher.publish("alive/1", b"still here").unwrap();
+    publisher.flush().unwrap();
+    let got = sub.recv(Wait::Timeout(Duration::from_secs(5))).unwrap();
+    assert_eq!(
+        got.map(|m| m.payload().to_vec()),
+        Some(b"still here".to_vec()),
+        "the router stopped routing while its stderr was full"
+    );
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "router exit: {status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router did not exit within 10 s of SIGTERM with its stderr full"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(unread);
+}
+
+/// A child process killed (if still running) when the test ends, failed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
