@@ -1824,7 +1824,18 @@ impl Core {
         if c.patterns.contains(pattern) {
             return Ok(());
         }
-        c.room_for(pattern, &self.cfg, index_nodes)?;
+        if let Err(mut refused) = c.room_for(pattern, &self.cfg, index_nodes) {
+            let removing = self.subscriptions_removing();
+            if removing > 0 && refused.starts_with("the router's subscription index is full") {
+                // The nodes of closed clients' patterns are freed a bounded number per
+                // turn: the subscriber may succeed again shortly.
+                refused.push_str(&format!(
+                    " ({removing} subscriptions of closed clients are still being removed: \
+                     retry shortly)"
+                ));
+            }
+            return Err(refused);
+        }
         if shared.is_some() {
             c.room_for_shared(&self.cfg, new_group, groups)?;
         }
@@ -2307,6 +2318,12 @@ impl Core {
         !self.teardown.is_empty()
     }
 
+    /// Subscriptions of closed clients still in the indexes, waiting for their removal
+    /// (a bounded number per turn); they count towards `max_index_nodes` until then.
+    fn subscriptions_removing(&self) -> usize {
+        self.teardown.iter().map(|t| t.patterns.len()).sum()
+    }
+
     /// Removes closing clients' subscriptions, oldest client first, while this turn's
     /// budget lasts. A slot whose client is gone comes free with its last pattern.
     fn teardown(&mut self) {
@@ -2630,6 +2647,8 @@ impl Core {
             uptime_ms: now.saturating_sub(self.started) / 1_000_000,
             clients: self.live,
             subscriptions: self.index.len() + self.groups.members_total(),
+            closing_clients: self.teardown.len(),
+            subscriptions_removing: self.subscriptions_removing(),
             index_nodes: self.index_nodes(),
             max_index_nodes: self.cfg.max_index_nodes,
             match_work: self.match_work(),
@@ -2742,8 +2761,16 @@ pub struct RouterStats {
     pub uptime_ms: u64,
     /// Connected clients.
     pub clients: usize,
-    /// Subscriptions, all clients (shared-group memberships included).
+    /// Subscriptions, all clients (shared-group memberships included; those still
+    /// being removed for closed clients too).
     pub subscriptions: usize,
+    /// Closed clients whose subscriptions are still being removed from the indexes (a
+    /// bounded number per loop turn); each keeps its slot, counted towards
+    /// `max_clients`, until the last is gone.
+    pub closing_clients: usize,
+    /// Their subscriptions still in the indexes (counted in `subscriptions` and, by
+    /// their nodes, in `index_nodes`).
+    pub subscriptions_removing: usize,
     /// Nodes of the subscription indexes (direct and shared, roots included), against
     /// `max_index_nodes`.
     pub index_nodes: usize,
@@ -4292,6 +4319,16 @@ mod tests {
                 "turn {turns}: {} removed",
                 before - core.index.len()
             );
+            if turns == 1 {
+                let stats = core.router_stats(MonoNanos(0));
+                assert_eq!(stats.closing_clients, 1);
+                assert_eq!(
+                    stats.subscriptions_removing,
+                    core.index.len() - 1,
+                    "what is left to remove is shown (all but c's pattern)"
+                );
+                assert!(stats.subscriptions_removing >= 10_000 - 2 * per_turn);
+            }
             if turns == 10 {
                 // ...and its socket goes: the slot stays held while patterns remain.
                 core.handle_closed(a, "closed");
@@ -4303,6 +4340,11 @@ mod tests {
             }
         }
         assert_eq!(closing, [a]);
+        let stats = core.router_stats(MonoNanos(0));
+        assert_eq!(
+            (stats.closing_clients, stats.subscriptions_removing),
+            (0, 0)
+        );
         // The close had spent the first turn's budget; then 64 a turn.
         assert_eq!(turns, 1 + (10_000 - per_turn).div_ceil(per_turn));
         assert_eq!(core.index.len(), 1, "c's pattern only");
@@ -4316,6 +4358,53 @@ mod tests {
         assert!(core.index.is_empty());
         assert_eq!(core.index.node_count(), 1);
         assert!(core.pattern_text.is_empty());
+    }
+
+    /// A SUBSCRIBE refused at `max_index_nodes` while a closed client's patterns are
+    /// still being removed says so (the nodes come back within a few turns), and is
+    /// taken once they are gone.
+    #[test]
+    fn a_refusal_at_the_index_bound_says_when_closed_clients_still_hold_nodes() {
+        let cfg = Config {
+            max_index_nodes: 2 + 100,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (a, b) = (open(&mut core, 0), open(&mut core, 0));
+        let patterns: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
+        subscribe_all(&mut core, a, &patterns);
+        assert_eq!(core.index_nodes(), 102);
+        core.close(a, ErrorCode::NORMAL, "bye");
+        core.handle_closed(a, "closed");
+        assert!(core.has_pending_teardown());
+        // The close freed one turn's budget (64 nodes): 38 in use, and 70 more would
+        // pass the bound until the other 36 are gone.
+        let deep = vec!["a"; 70].join("/");
+        let mut f = Vec::new();
+        encode_subscribe(&mut f, 9, &deep);
+        core.handle_input(b, MonoNanos(0), &f, f.len());
+        let bytes = core.egress(b).to_vec();
+        core.handle_written(b, bytes.len());
+        match decode(&bytes, u32::MAX).unwrap().unwrap().0 {
+            Frame::Error {
+                code, fatal, text, ..
+            } => {
+                assert_eq!(code, ErrorCode::TOO_MANY_SUBSCRIPTIONS);
+                assert!(!fatal);
+                assert!(
+                    text.contains("subscription index is full")
+                        && text.contains("subscriptions of closed clients are still being removed"),
+                    "{text}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let mut closing = Vec::new();
+        while core.has_pending_teardown() {
+            core.poll_closing(&mut closing);
+        }
+        core.handle_input(b, MonoNanos(0), &f, f.len());
+        assert_eq!(out(&mut core, b), ["ACK 9"]);
     }
 
     /// A slot waiting for its teardown counts towards `max_clients`, so churning

@@ -258,6 +258,7 @@ fn metrics_pass_promtool() {
         "tickwire_router_queue_depth_messages{queue=\"mon-q\"}",
         "tickwire_router_probe_round_trip_seconds_count",
         "tickwire_router_index_nodes ",
+        "tickwire_router_subscriptions_removing 0",
         "tickwire_router_egress_bytes ",
         "tickwire_router_memory_disconnects_total ",
     ] {

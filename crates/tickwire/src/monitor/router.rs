@@ -298,6 +298,12 @@ impl Component for RouterMonitor {
             r.subscriptions as f64,
         );
         out.single(
+            "tickwire_router_subscriptions_removing",
+            Kind::Gauge,
+            "Subscriptions of closed clients still being removed from the index (a bounded number per loop turn; counted in tickwire_router_subscriptions and index_nodes until then).",
+            r.subscriptions_removing as f64,
+        );
+        out.single(
             "tickwire_router_index_nodes",
             Kind::Gauge,
             "Nodes of the subscription index, all clients (bounded by max_index_nodes).",
