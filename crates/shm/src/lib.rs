@@ -46,12 +46,23 @@ pub const ADDR_PREFIX: &str = "shm:";
 
 /// [`valid_name`]'s rule, for error messages.
 pub const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.' (not starting with \
-                             '.'); clients then connect with shm:NAME";
+                             '.'), or a socket path with a '/' of at most 80 bytes, not \
+                             ending in '/'; clients then connect with shm:NAME";
+
+/// The longest socket path a NAME with a `/` may be: the kernel takes at most 107 bytes
+/// in a socket address, and the listener binds first in a private directory next to
+/// the final path (at most 27 bytes longer than the directory it is in).
+pub const MAX_PATH_NAME: usize = 80;
 
 /// Whether `name` can name a router's shared-memory listener: 1 to 64 ASCII letters,
 /// digits, `-`, `_` and `.`, not starting with `.` (it becomes a file name under
-/// `/dev/shm`).
+/// `/dev/shm`), or a name with a `/`: the socket path itself (at most
+/// [`MAX_PATH_NAME`] bytes, no NUL, not a directory), placed where its directory's
+/// permissions decide who may attach (docs/shm.md).
 pub fn valid_name(name: &str) -> bool {
+    if name.contains('/') {
+        return name.len() <= MAX_PATH_NAME && !name.ends_with('/') && !name.contains('\0');
+    }
     (1..=64).contains(&name.len())
         && !name.starts_with('.')
         && name

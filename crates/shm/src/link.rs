@@ -215,14 +215,15 @@ fn private_dir(path: &Path) -> io::Result<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let stem = path.file_name().unwrap_or_default().to_string_lossy();
     let mut last = None;
     for attempt in 0..16u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
+        // Short (at most 21 bytes, "/sock" inside it 5 more): the socket is bound
+        // here first, and a socket address holds at most 107 bytes.
         let dir = parent.join(format!(
-            ".{stem}.{}.{nanos}.{attempt}.tmp",
+            ".tw-{:x}-{nanos:x}-{attempt:x}",
             std::process::id()
         ));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {

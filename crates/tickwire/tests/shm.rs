@@ -829,3 +829,34 @@ fn batched_shm_publishes_arrive_whole_and_in_order_through_a_full_ring() {
     assert_eq!(seen, expected, "messages out of order");
     tx.close().unwrap();
 }
+
+#[test]
+fn a_name_with_a_slash_is_the_socket_path_for_router_and_clients() {
+    // docs/shm.md: a NAME with a '/' is the socket path itself, placed in a directory
+    // whose permissions decide who may attach. The longest default-directory name
+    // (64 characters) must bind too.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.sock");
+    let path = path.to_str().unwrap().to_owned();
+    let r = RouterProc::start(&["--no-guaranteed", "--idle", "block", "--shm", &path]);
+    assert!(std::path::Path::new(&path).exists(), "no socket at {path}");
+    let addr = format!("shm:{path}");
+    let s = sub(&addr, "slash-sub", "slash/>", 3);
+    wait_clients(&r.addr_str(), "the subscriber joined", |n| {
+        n.iter().any(|x| x == "slash-sub")
+    });
+    common::wait_for_subscriber(&r.addr_str(), "slash-sub", 1);
+    publish(&addr, "slash/x", 3);
+    let out = wait_output(s, Duration::from_secs(20));
+    assert_eq!(out.lines().count(), 3, "{out}");
+    drop(r);
+
+    let (name, _cleanup) = shm_name(&"n".repeat(64 - "t--".len() - 8));
+    let long = format!("{name}{}", "x".repeat(64 - name.len()));
+    assert_eq!(long.len(), 64);
+    let _cleanup_long = Cleanup(tickwire_shm::socket_path(&long));
+    let r = RouterProc::start(&["--no-guaranteed", "--idle", "block", "--shm", &long]);
+    let mut c = Client::connect_to(&format!("shm:{long}"), ClientOptions::named("long")).unwrap();
+    c.subscribe("x").unwrap();
+    drop(r);
+}
