@@ -292,8 +292,18 @@ pub fn reload(level: Option<&str>) -> anyhow::Result<()> {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
     }
     if let Some(level) = level {
-        set_level(level)?;
-        tracing::info!(level, "log level reloaded");
+        if r.from_flag {
+            // --log-level wins over the config file, at start and at every reload.
+            tracing::info!(
+                config = level,
+                "log level kept: --log-level was given (the config file's [log] level applies only without it)"
+            );
+        } else {
+            // Said at the old level and at the new: one of them shows it.
+            tracing::info!(to = level, "log level changing");
+            set_level(level)?;
+            tracing::info!(level, "log level reloaded");
+        }
     }
     Ok(())
 }
@@ -308,8 +318,8 @@ pub fn set_level(level: &str) -> anyhow::Result<()> {
         .context("replacing the log level filter")
 }
 
-/// For commands without a config file (`feed`, `fix`): SIGHUP reopens the log file
-/// (rotation by rename), on a thread of its own; the level stays as started.
+/// For commands without a config file (every one but the router): SIGHUP reopens the
+/// log file (rotation by rename), on a thread of its own; the level stays as started.
 pub fn reopen_on_sighup() -> anyhow::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
         .context("installing the SIGHUP handler")?;
@@ -332,6 +342,28 @@ pub fn level_from_flag() -> bool {
     RELOADER.get().is_some_and(|r| r.from_flag)
 }
 
+/// The workspace's crates as `tracing` names their events' targets (a test checks the
+/// list against `crates/`).
+const OUR_CRATES: [&str; 17] = [
+    "tickwire",
+    "tickwire_alloc_count",
+    "tickwire_bench",
+    "tickwire_capture",
+    "tickwire_client",
+    "tickwire_fix",
+    "tickwire_fix_engine",
+    "tickwire_itch",
+    "tickwire_mcast",
+    "tickwire_md",
+    "tickwire_monitor",
+    "tickwire_router",
+    "tickwire_rt",
+    "tickwire_shm",
+    "tickwire_spool",
+    "tickwire_tls",
+    "tickwire_wire",
+];
+
 /// What a log level may be, for the errors of [`parse_filter`].
 const LEVEL_HINT: &str =
     "use error, warn, info, debug, trace or off, or a filter such as info,tickwire_router=debug";
@@ -352,8 +384,19 @@ fn parse_filter(level: &str) -> anyhow::Result<EnvFilter> {
         .collect();
     for directive in &directives {
         let bare = !directive.contains('=') && !directive.contains('[');
+        let target = directive.split(['=', '[']).next().unwrap_or("").trim();
+        let crate_name = target.split("::").next().unwrap_or("");
+        // One of ours mistyped (`tickwire_ruoter`) would match nothing and show
+        // nothing from there, silently: refused, with the names that exist.
+        if crate_name.starts_with("tickwire") && !OUR_CRATES.contains(&crate_name) {
+            return Err(crate::units::UsageError(format!(
+                "log level {level:?}: {crate_name:?} is none of tickwire's modules ({})",
+                OUR_CRATES.join(", ")
+            ))
+            .into());
+        }
         let known = LEVELS.iter().any(|l| directive.eq_ignore_ascii_case(l))
-            || directive.starts_with("tickwire")
+            || crate_name.starts_with("tickwire")
             || directive.contains("::");
         if bare && !known {
             return Err(crate::units::UsageError(format!(
@@ -458,11 +501,46 @@ mod tests {
             );
             assert!(e.to_string().contains("is not a level"), "{e}");
         }
+        // One of ours, mistyped: refused (it would silence that module's lines).
+        for bad in [
+            "tickwire_ruoter",
+            "tickwire_ruoter=debug",
+            "info,tickwire_foo::x=trace",
+        ] {
+            let e = parse_filter(bad).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::units::UsageError>().is_some()
+                    && e.to_string().contains("none of tickwire's modules"),
+                "{bad:?}: {e}"
+            );
+        }
         // A filter EnvFilter refuses is a usage error too.
         let e = parse_filter("tickwire_router=loud").unwrap_err();
         assert!(
             e.downcast_ref::<crate::units::UsageError>().is_some(),
             "{e}"
         );
+    }
+
+    /// `OUR_CRATES` names every crate of the workspace (`crates/*/Cargo.toml`).
+    #[test]
+    fn our_crates_are_the_workspace_crates() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let manifest = std::fs::read_to_string(e.ok()?.path().join("Cargo.toml")).ok()?;
+                let name = manifest.lines().find_map(|l| {
+                    l.strip_prefix("name = \"")
+                        .and_then(|r| r.strip_suffix('"'))
+                        .map(str::to_owned)
+                })?;
+                Some(name.replace('-', "_"))
+            })
+            .collect();
+        found.sort();
+        let mut ours: Vec<String> = OUR_CRATES.iter().map(|s| s.to_string()).collect();
+        ours.sort();
+        assert_eq!(found, ours);
     }
 }

@@ -138,6 +138,15 @@ fn main() -> std::process::ExitCode {
             };
         }
     };
+    // `--log-file`'s promise, for every command: SIGHUP reopens the file (the router,
+    // the feed handler and the FIX engine install their own SIGHUP handling).
+    if cli.log.log_file.is_some() && !matches!(cli.cmd, Cmd::Router(_) | Cmd::Feed(_) | Cmd::Fix(_))
+    {
+        if let Err(e) = logging::reopen_on_sighup() {
+            eprintln!("error: {}", units::error_text(&e));
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     // The router logs its Ctrl-C with its other events; every other command tells the
     // person who pressed it in a plain line.
     if !matches!(cli.cmd, Cmd::Router(_)) {
