@@ -1028,7 +1028,7 @@ pub fn algo_table(r: &AlgoResult) -> String {
     let c = &r.counters;
     let _ = writeln!(
         out,
-        "  whole run: X sent {} (warm-up {} excluded), D received {}, missing {}, duplicates {}, unexpected {}, largest backlog {} KiB{}",
+        "  whole run: X sent {} ({} of them warm-up, excluded from the latencies), D received {}, missing {}, duplicates {}, unexpected {}, largest backlog {} KiB{}",
         c.sent,
         r.warmup_excluded,
         c.received,

@@ -116,14 +116,31 @@ impl Listener {
         }
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("a router already listens on {}", path.display()),
-                ));
+                use std::os::unix::fs::MetadataExt;
+                let owner = std::fs::symlink_metadata(path).map(|m| m.uid()).ok();
+                let me = rustix::process::geteuid().as_raw();
+                let text = match owner {
+                    Some(uid) if uid != me => format!(
+                        "{} is taken: a process of another user (uid {uid}) listens on it; \
+                         remove the socket if it should not be there, or choose another NAME",
+                        path.display()
+                    ),
+                    _ => format!("a router already listens on {}", path.display()),
+                };
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, text));
             }
             std::fs::remove_file(path)?;
         }
-        let dir = private_dir(path)?;
+        let dir = private_dir(path).map_err(|e| {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            match (e.kind(), parent) {
+                (io::ErrorKind::NotFound, Some(p)) => io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("the directory {} does not exist", p.display()),
+                ),
+                _ => e,
+            }
+        })?;
         let tmp = dir.join("sock");
         let placed = UnixListener::bind(&tmp).and_then(|sock| {
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;

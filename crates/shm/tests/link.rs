@@ -121,3 +121,20 @@ fn the_socket_is_private_from_the_start_whatever_the_umask() {
     drop(l);
     assert!(!path.exists());
 }
+
+/// A second router on a live socket is refused; when the socket belongs to another
+/// user the error says so (checked as root, who can hand the file to `nobody`).
+#[test]
+fn a_live_socket_is_refused_and_a_foreign_owner_named() {
+    let path = socket_path(&name("taken"));
+    let _first = Listener::bind(&path, 4096).unwrap();
+    let e = Listener::bind(&path, 4096).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse);
+    assert!(e.to_string().contains("a router already listens"), "{e}");
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        let e = Listener::bind(&path, 4096).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AddrInUse);
+        assert!(e.to_string().contains("another user (uid 65534)"), "{e}");
+    }
+}

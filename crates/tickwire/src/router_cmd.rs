@@ -764,7 +764,14 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = args.to_config()?;
     if !crate::logging::level_from_flag() {
         if let Some(level) = config_log_level(args.config.as_deref())? {
-            crate::logging::set_level(&level)?;
+            crate::logging::set_level(&level).map_err(|e| {
+                let path = args.config.as_deref().unwrap_or(std::path::Path::new("?"));
+                crate::units::UsageError(format!(
+                    "config file {}, [log] level: {}",
+                    path.display(),
+                    crate::units::error_text(&e)
+                ))
+            })?;
         }
     }
     if args.print_config {

@@ -172,12 +172,13 @@ pub fn render_guaranteed(g: &Value) -> String {
     let sp = &g["spool"];
     let t = &g["totals"];
     let mut s = format!(
-        "\nguaranteed: spool {} ({}), {} in {}, {}, {}; publishes={} acked={} nacked={} duplicates={} delivered={} redelivered={}\n",
+        "\nguaranteed: spool {} ({}), {} in {}, {} since start, {}; publishes={} acked={} nacked={} duplicates={} delivered={} redelivered={}\n",
         text(sp, "dir"),
         text(sp, "sync"),
         count(num(sp, "bytes_on_disk"), "byte", "bytes"),
         count(num(sp, "segments"), "segment", "segments"),
-        count(num(sp, "records_written"), "record", "records"),
+        // Written by this run of the router (what a restart recovered is not counted).
+        count(num(sp, "records_written"), "record written", "records written"),
         count(num(sp, "fsyncs"), "fsync", "fsyncs"),
         num(t, "publishes"),
         num(t, "acked"),

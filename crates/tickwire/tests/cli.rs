@@ -1095,7 +1095,14 @@ fn bad_flag_values_are_clear_errors() {
             &["bench", "pingpong", "--sizes", "0"],
             &["'0'", "--sizes", "too small"],
         ),
-        (&["router", "--shm", "a/b"], &["'a/b'", "letters, digits"]),
+        (
+            &["router", "--shm", "a/b/"],
+            &["'a/b/'", "letters, digits", "socket path"],
+        ),
+        (
+            &["router", "--shm", "bad name"],
+            &["'bad name'", "letters, digits"],
+        ),
         // Regression: a mistyped level was taken for a module name and silenced every
         // log line; settings out of range and a port above 65535 exited 1.
         (

@@ -693,8 +693,9 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
     if !r.windows.iter().any(|w| w.complete) {
         crate::outln!(
             out,
-            "\nlatency against update rate ({secs}-s windows, client 0): none, the run was \
-             shorter than one {secs}-s window"
+            "\nlatency against update rate ({secs}-s windows, client 0): none, no complete \
+             {secs}-s window of updates (a partial last window is left out: its rate would be \
+             scaled up from less than {secs} s)"
         );
         return;
     }
