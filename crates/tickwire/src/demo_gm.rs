@@ -42,6 +42,12 @@ impl RouterChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+            // `demo --log-file`: the killed and restarted routers log there too (at
+            // the demo's level, or the router's default), not into nothing.
+            if let Some((file, level)) = crate::logging::file_and_level() {
+                cmd.arg("--log-file").arg(file);
+                cmd.env("TICKWIRE_LOG", level.as_deref().unwrap_or("info"));
+            }
             // Ctrl-C in the terminal reaches the demo only: it ends this part in order
             // and stops the router itself (a router stopped behind its back would leave
             // the part waiting on reconnects).

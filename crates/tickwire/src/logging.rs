@@ -64,6 +64,8 @@ struct Reloader {
     /// --log-level was given.
     from_flag: bool,
     file: Option<(PathBuf, Arc<Mutex<File>>)>,
+    /// The level filter as given (flag or TICKWIRE_LOG), for child processes.
+    given: Option<String>,
 }
 
 static RELOADER: OnceLock<Reloader> = OnceLock::new();
@@ -98,6 +100,7 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
     let from_env = std::env::var("TICKWIRE_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());
+    let given = args.log_level.clone().or_else(|| from_env.clone());
     let filter = match (&args.log_level, from_env) {
         (Some(level), _) => parse_filter(level)?,
         (None, Some(level)) => {
@@ -148,6 +151,7 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
         filter: handle,
         from_flag: args.log_level.is_some(),
         file,
+        given,
     });
     Ok(LogGuard {
         dropped,
@@ -335,6 +339,15 @@ pub fn reopen_on_sighup() -> anyhow::Result<()> {
         })
         .context("starting the SIGHUP thread")?;
     Ok(())
+}
+
+/// The log file and the level given at start (`--log-file`, `--log-level` or
+/// `TICKWIRE_LOG`), for a command that starts tickwire child processes whose lines
+/// belong in the same file (the demo's routers).
+pub fn file_and_level() -> Option<(PathBuf, Option<String>)> {
+    let r = RELOADER.get()?;
+    let (path, _) = r.file.as_ref()?;
+    Some((path.clone(), r.given.clone()))
 }
 
 /// True when --log-level chose the level at start.
