@@ -548,12 +548,7 @@ fn json_log_file_and_sighup_reload() {
     std::fs::write(&config, "[log]\nlevel = \"info\"\n").unwrap();
     let rotated = dir.path().join("router.log.1");
     std::fs::rename(&log, &rotated).unwrap();
-    let pid = r.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    common::signal(r.child.id(), "HUP");
     let deadline = Instant::now() + Duration::from_secs(20);
     let text = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -802,12 +797,7 @@ fn a_client_command_with_a_log_file_reopens_it_on_sighup() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::fs::rename(&log, dir.path().join("sub.log.1")).unwrap();
-    let pid = sub.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    common::signal(sub.id(), "HUP");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -843,12 +833,7 @@ fn sighup_keeps_an_explicit_log_level() {
         "--log-file",
         log.to_str().unwrap(),
     ]);
-    let pid = r.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .unwrap()
-        .success());
+    common::signal(r.child.id(), "HUP");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()

@@ -610,12 +610,7 @@ fn a_router_whose_standard_error_nobody_reads_keeps_serving() {
         Some(b"still here".to_vec()),
         "the router stopped routing while its stderr was full"
     );
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    common::signal(child.id(), "TERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = child.try_wait().unwrap() {

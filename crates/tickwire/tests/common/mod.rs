@@ -114,12 +114,7 @@ impl RouterProc {
 
     /// Sends SIGTERM (to this router's PID only) without waiting.
     pub fn sigterm(&self) {
-        let pid = self.child.id().to_string();
-        let st = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(st.success(), "kill -TERM {pid}: {st}");
+        signal(self.child.id(), "TERM");
     }
 
     /// Waits (at most 20 s) for the router to exit; returns its status.
@@ -825,4 +820,14 @@ pub fn http_get(addr: SocketAddr, path: &str, headers: &[&str]) -> (u16, String,
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no status in {head:?}"));
     (status, head.to_owned(), body.to_owned())
+}
+
+/// Sends signal `name` (`TERM`, `HUP`, ...) to process `pid` only, with kill(1).
+pub fn signal(pid: u32, name: &str) {
+    let pid = pid.to_string();
+    let st = Command::new("kill")
+        .args([format!("-{name}").as_str(), &pid])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -{name} {pid}: {st}");
 }
