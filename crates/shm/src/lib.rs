@@ -32,6 +32,8 @@ pub mod layout;
 mod link;
 #[cfg(not(loom))]
 mod notify;
+#[cfg(not(loom))]
+mod prefault;
 
 #[cfg(not(loom))]
 pub use link::{

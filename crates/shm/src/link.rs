@@ -33,6 +33,7 @@ use rustix::net::{
 
 use crate::layout::{self, Header};
 use crate::notify::{self, Drained, Until};
+use crate::prefault::{self, Prefaulter};
 use crate::raw::{Region, WatchedWord};
 use crate::ring::{Consumer, Corrupt, Producer};
 
@@ -98,6 +99,8 @@ pub struct Listener {
     sock: UnixListener,
     path: PathBuf,
     ring_bytes: usize,
+    /// Maps each client's rings into our page tables off the router's thread.
+    prefault: Prefaulter,
 }
 
 impl Listener {
@@ -151,10 +154,17 @@ impl Listener {
         let _ = std::fs::remove_dir(&dir);
         let sock = placed?;
         sock.set_nonblocking(true)?;
+        let prefault = Prefaulter::start().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start the shared-memory prefault thread: {e}"),
+            )
+        })?;
         Ok(Listener {
             sock,
             path: path.to_owned(),
             ring_bytes,
+            prefault,
         })
     }
 
@@ -219,6 +229,7 @@ impl Listener {
             },
             check_ctl: false,
             eof: false,
+            prefault: Some((self.prefault.clone(), file)),
         }))
     }
 }
@@ -283,6 +294,9 @@ pub struct ServerLink {
     /// The client's end of stream was seen on the socket: once the ring is empty, reads
     /// return 0.
     eof: bool,
+    /// Until the client's first bytes: the helper that maps its rings into our page
+    /// tables, and the memfd (`prefault.rs`).
+    prefault: Option<(Prefaulter, File)>,
 }
 
 /// The ring this end reads.
@@ -368,6 +382,17 @@ impl ServerLink {
     }
 }
 
+impl ServerLink {
+    /// At the client's first bytes (our client library has populated its side by
+    /// then): hands the mapping to the prefault helper, once, never waiting.
+    #[cold]
+    fn start_prefault(&mut self) {
+        if let Some((helper, file)) = self.prefault.take() {
+            helper.submit(prefault::Job::new(self.ends.rx.mem().clone(), file));
+        }
+    }
+}
+
 impl io::Read for ServerLink {
     /// Copies waiting bytes out of the client's ring. `Ok(0)` only at the client's end
     /// of stream with the ring empty; `WouldBlock` when empty; `InvalidData` when the
@@ -375,6 +400,9 @@ impl io::Read for ServerLink {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.ends.rx.read(buf).map_err(corrupt)?;
         if n > 0 || buf.is_empty() {
+            if n > 0 && self.prefault.is_some() {
+                self.start_prefault();
+            }
             return Ok(n);
         }
         if self.check_ctl && !self.eof {
