@@ -72,7 +72,27 @@ static RELOADER: OnceLock<Reloader> = OnceLock::new();
 
 /// Log lines queued for the writing thread at most; more are dropped and counted
 /// (about 2 MB of lines: a burst of every place's 100 lines a second fits many times).
+/// `$TICKWIRE_LOG_QUEUE` sets another size ([`queue_lines`]).
 pub const QUEUED_LINES: usize = 8192;
+
+/// The largest `$TICKWIRE_LOG_QUEUE` taken.
+pub const MAX_QUEUED_LINES: usize = 1 << 20;
+
+/// The queue's size: `$TICKWIRE_LOG_QUEUE` (1 to [`MAX_QUEUED_LINES`] lines) if set,
+/// else [`QUEUED_LINES`].
+pub fn queue_lines(from_env: Option<&str>) -> anyhow::Result<usize> {
+    let Some(text) = from_env.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(QUEUED_LINES);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_QUEUED_LINES).contains(&n) => Ok(n),
+        _ => Err(crate::units::UsageError(format!(
+            "the environment variable TICKWIRE_LOG_QUEUE: expected a number of log lines \
+             from 1 to {MAX_QUEUED_LINES}, got {text:?}"
+        ))
+        .into()),
+    }
+}
 
 /// Keeps the log-writing thread; dropping it (at the end of `main`) writes the queued
 /// lines, waiting for them at most about a second (a reader that never reads cannot
@@ -80,6 +100,8 @@ pub const QUEUED_LINES: usize = 8192;
 pub struct LogGuard {
     dropped: tracing_appender::non_blocking::ErrorCounter,
     worker: Option<tracing_appender::non_blocking::WorkerGuard>,
+    /// A handle on the queue, to see whether it is full at exit.
+    probe: tracing_appender::non_blocking::NonBlocking,
 }
 
 impl Drop for LogGuard {
@@ -91,7 +113,17 @@ impl Drop for LogGuard {
                 "log lines dropped: the log's reader (standard error or the file) did not keep up"
             );
         }
-        drop(self.worker.take());
+        // An empty line costs the writer nothing; if even it does not fit, the queue is
+        // full and its reader stuck. Then the thread is left as it is: waiting for it
+        // would time out, and `tracing-appender` would say so on standard output, which
+        // is our data (`tickwire sub` prints the messages there).
+        let before = self.dropped.dropped_lines();
+        let _ = self.probe.write(&[]);
+        if self.dropped.dropped_lines() > before {
+            std::mem::forget(self.worker.take());
+        } else {
+            drop(self.worker.take());
+        }
     }
 }
 
@@ -108,11 +140,12 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
         }
         (None, None) => EnvFilter::new(default_level),
     };
+    let lines = queue_lines(std::env::var("TICKWIRE_LOG_QUEUE").ok().as_deref())?;
     let (filter, handle) = reload::Layer::new(filter);
     let queue = |w: Box<dyn Write + Send>| {
         tracing_appender::non_blocking::NonBlockingBuilder::default()
             .lossy(true)
-            .buffered_lines_limit(QUEUED_LINES)
+            .buffered_lines_limit(lines)
             .thread_name("tickwire-log")
             .finish(w)
     };
@@ -133,6 +166,7 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
         }
     };
     let dropped = writer.error_counter();
+    let probe = writer.clone();
     let writer = BoxMakeWriter::new(writer);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
@@ -156,6 +190,7 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
     Ok(LogGuard {
         dropped,
         worker: Some(guard),
+        probe,
     })
 }
 
@@ -452,6 +487,29 @@ impl Write for SharedFile {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_queue_size_comes_from_the_environment_within_bounds() {
+        assert_eq!(queue_lines(None).unwrap(), QUEUED_LINES);
+        assert_eq!(queue_lines(Some("  ")).unwrap(), QUEUED_LINES);
+        assert_eq!(queue_lines(Some("8")).unwrap(), 8);
+        assert_eq!(
+            queue_lines(Some(&MAX_QUEUED_LINES.to_string())).unwrap(),
+            MAX_QUEUED_LINES
+        );
+        for bad in ["0", "-1", "lots", "1048577", "8k"] {
+            let e = queue_lines(Some(bad)).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::units::UsageError>().is_some(),
+                "{bad}: a usage error (exit 2)"
+            );
+            let e = e.to_string();
+            assert!(
+                e.contains("TICKWIRE_LOG_QUEUE") && e.contains(bad),
+                "{bad}: {e}"
+            );
+        }
+    }
+
     use super::*;
     use std::time::{Duration, Instant};
 

@@ -626,6 +626,62 @@ fn a_router_whose_standard_error_nobody_reads_keeps_serving() {
     drop(unread);
 }
 
+#[test]
+fn a_full_log_queue_at_exit_neither_holds_the_exit_nor_writes_on_standard_output() {
+    // The same unread stderr, with a log queue of 8 lines (`$TICKWIRE_LOG_QUEUE`): the
+    // queue is full when SIGTERM comes. The router must exit at once, successfully,
+    // and its standard output (data, for `tickwire sub`) must hold only its own lines:
+    // waiting for the stuck writer had made `tracing-appender` print "Failed to send
+    // shutdown signal to logging worker" there.
+    let (unread, write_end) = rustix::pipe::pipe().unwrap();
+    rustix::pipe::fcntl_setpipe_size(&unread, 4096).unwrap();
+    let mut router = KillOnDrop(
+        Command::new(BIN)
+            .args(["router", "--listen", "127.0.0.1:0", "--no-guaranteed"])
+            .env("TICKWIRE_LOG", "info")
+            .env("TICKWIRE_LOG_QUEUE", "8")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(write_end))
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut router.0;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
+    let addr: SocketAddr = banner.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    for i in 0..60 {
+        let mut o = ClientOptions::named("churn");
+        o.request_timeout = Duration::from_secs(3);
+        let c = Client::connect_to(&addr.to_string(), o);
+        assert!(c.is_ok(), "connection {i} failed: {:?}", c.err());
+    }
+    common::signal(child.id(), "TERM");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router did not exit within 5 s of SIGTERM with its log queue full"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(status.success(), "router exit: {status}; stdout: {rest}");
+    assert!(
+        !rest.contains("logging worker"),
+        "the log writer's complaint reached standard output:\n{rest}"
+    );
+    // The queue was full indeed: the stderr page holds the first lines only.
+    let mut first = vec![0u8; 8192];
+    let n = rustix::io::read(&unread, &mut first).unwrap();
+    assert!(n <= 4096, "{n} bytes in a one-page pipe");
+}
+
 /// A child process killed (if still running) when the test ends, failed or not.
 struct KillOnDrop(std::process::Child);
 
