@@ -12,7 +12,7 @@ use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader};
 use pcap_file::{DataLink, Endianness, TsResolution};
 
 use crate::packet::{self, LinkType, PacketError, UdpDatagram};
@@ -37,12 +37,23 @@ pub enum FileError {
 }
 
 /// Writes datagrams into a new pcap file.
+///
+/// The file header is on disk as soon as [`CaptureWriter::create`] returns, so even a
+/// capture killed before its first flush leaves a valid (empty) pcap file; records are
+/// buffered (1 MiB) until [`CaptureWriter::flush`] or [`CaptureWriter::finish`]. A
+/// reader of a file still being written may find its last record cut short:
+/// [`Captured::load`] takes the records before it ([`Captured::truncated`]).
 pub struct CaptureWriter {
     path: PathBuf,
-    writer: PcapWriter<BufWriter<File>>,
+    out: BufWriter<File>,
     frame: Vec<u8>,
     packets: u64,
 }
+
+/// Bytes the writer buffers between flushes.
+const WRITE_BUFFER: usize = 1 << 20;
+/// The snapshot length the header announces (whole datagrams: at most 65,535 bytes).
+const SNAPLEN: u32 = 65_535;
 
 impl CaptureWriter {
     /// Creates (truncates) `path` and writes the pcap file header.
@@ -57,19 +68,22 @@ impl CaptureWriter {
             version_minor: 4,
             ts_correction: 0,
             ts_accuracy: 0,
-            snaplen: 65_535,
+            snaplen: SNAPLEN,
             datalink: DataLink::ETHERNET,
             ts_resolution: TsResolution::NanoSecond,
             endianness: Endianness::native(),
         };
-        let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header)
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
+        header
+            .write_to(&mut out)
             .map_err(|source| FileError::Pcap {
                 path: path.to_owned(),
                 source,
             })?;
+        out.flush().map_err(io)?;
         Ok(CaptureWriter {
             path: path.to_owned(),
-            writer,
+            out,
             frame: Vec::with_capacity(2048),
             packets: 0,
         })
@@ -95,14 +109,25 @@ impl CaptureWriter {
             self.frame.len() as u32,
             &self.frame,
         );
-        self.writer
-            .write_packet(&pkt)
-            .map_err(|source| FileError::Pcap {
-                path: self.path.clone(),
-                source,
-            })?;
+        pkt.write_to::<_, byteorder::NativeEndian>(
+            &mut self.out,
+            TsResolution::NanoSecond,
+            SNAPLEN,
+        )
+        .map_err(|source| FileError::Pcap {
+            path: self.path.clone(),
+            source,
+        })?;
         self.packets += 1;
         Ok(())
+    }
+
+    /// Writes the buffered records to the file (a reader then sees them).
+    pub fn flush(&mut self) -> Result<(), FileError> {
+        self.out.flush().map_err(|source| FileError::Io {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Datagrams written so far.
@@ -111,15 +136,8 @@ impl CaptureWriter {
     }
 
     /// Flushes everything to the file.
-    pub fn finish(self) -> Result<u64, FileError> {
-        let path = self.path;
-        self.writer
-            .into_writer()
-            .flush()
-            .map_err(|source| FileError::Io {
-                path: path.clone(),
-                source,
-            })?;
+    pub fn finish(mut self) -> Result<u64, FileError> {
+        self.flush()?;
         Ok(self.packets)
     }
 }
@@ -145,6 +163,9 @@ pub struct Captured {
     arena: Vec<u8>,
     /// Frames skipped because they are not UDP over IPv4 (or are malformed).
     pub skipped: u64,
+    /// The file ends in the middle of a record (a capture still being written, or cut
+    /// off): the entries are the complete records before it.
+    pub truncated: bool,
 }
 
 impl Captured {
@@ -178,11 +199,32 @@ impl Captured {
                     out.arena.extend_from_slice(d.payload);
                 }
                 Err(FileError::Packet { .. }) => out.skipped += 1,
+                Err(FileError::Pcap {
+                    source: pcap_file::PcapError::IoError(e),
+                    ..
+                }) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    out.truncated = true;
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
         Ok(out)
     }
+}
+
+/// Whether the file's first bytes could begin a classic pcap file (a magic number, in
+/// either byte order, or fewer than its 4 bytes).
+fn starts_like_pcap(path: &Path) -> bool {
+    const MAGICS: [u32; 2] = [0xa1b2_c3d4, 0xa1b2_3c4d];
+    let mut head = [0u8; 4];
+    let n = match File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) {
+        Ok(n) => n,
+        Err(_) => return false,
+    };
+    MAGICS
+        .iter()
+        .any(|m| m.to_le_bytes().starts_with(&head[..n]) || m.to_be_bytes().starts_with(&head[..n]))
 }
 
 /// Reads datagrams from a pcap file, one at a time, without copying payloads.
@@ -199,13 +241,27 @@ impl CaptureReader {
             path: path.to_owned(),
             source,
         })?;
-        let reader =
-            PcapReader::new(BufReader::with_capacity(1 << 20, file)).map_err(|source| {
-                FileError::Pcap {
+        let reader = PcapReader::new(BufReader::with_capacity(1 << 20, file)).map_err(
+            |source| match source {
+                pcap_file::PcapError::IoError(e)
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof && starts_like_pcap(path) =>
+                {
+                    FileError::Io {
+                        path: path.to_owned(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "too short for a pcap file header (24 bytes): empty, or \
+                                 still being written (md capture writes its header at \
+                                 once and its records every second)",
+                        ),
+                    }
+                }
+                source => FileError::Pcap {
                     path: path.to_owned(),
                     source,
-                }
-            })?;
+                },
+            },
+        )?;
         let link = match reader.header().datalink {
             DataLink::ETHERNET => LinkType::Ethernet,
             DataLink::RAW | DataLink::IPV4 => LinkType::RawIpv4,
@@ -266,6 +322,46 @@ impl CaptureReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capture_being_written_loads_up_to_its_last_complete_record() {
+        let dir = tempfile::Builder::new()
+            .prefix("tickwire-capture-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("live.pcap");
+        let src: SocketAddrV4 = "127.0.0.1:4000".parse().unwrap();
+        let dst: SocketAddrV4 = "239.0.0.9:26400".parse().unwrap();
+        let mut w = CaptureWriter::create(&path).unwrap();
+        // The header is on disk at once: a file nothing was written to yet loads empty.
+        let empty = Captured::load(&path).unwrap();
+        assert!(empty.entries.is_empty() && !empty.truncated);
+        for i in 0..10u64 {
+            w.write(1_700_000_000_000_000_000 + i, src, dst, &[i as u8; 100])
+                .unwrap();
+        }
+        w.flush().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        assert_eq!(Captured::load(&path).unwrap().entries.len(), 10);
+        // Every cut inside the last record (its 16-byte record header, its frame) loads
+        // the nine before it, flagged; a cut on a record boundary is a whole file.
+        let record = (whole.len() - 24) / 10;
+        let cut_path = dir.path().join("cut.pcap");
+        for cut in [1, 15, 16, 17, record - 1] {
+            std::fs::write(&cut_path, &whole[..whole.len() - record + cut]).unwrap();
+            let c = Captured::load(&cut_path).unwrap();
+            assert_eq!((c.entries.len(), c.truncated), (9, true), "cut at {cut}");
+            assert_eq!(c.payload(&c.entries[8]), &[8u8; 100]);
+        }
+        std::fs::write(&cut_path, &whole[..whole.len() - record]).unwrap();
+        let c = Captured::load(&cut_path).unwrap();
+        assert_eq!((c.entries.len(), c.truncated), (9, false));
+        // Shorter than the file header: said so, not "unexpected end of file" alone.
+        std::fs::write(&cut_path, &whole[..10]).unwrap();
+        let e = Captured::load(&cut_path).unwrap_err().to_string();
+        assert!(e.contains("too short for a pcap file header"), "{e}");
+        drop(w);
+    }
 
     #[test]
     fn write_then_load_round_trips_in_file_order() {

@@ -151,6 +151,9 @@ pub struct CaptureReport {
     pub kernel_drops: Option<u64>,
 }
 
+/// How often a capture's records are flushed to its file.
+const FLUSH_EVERY_NS: u64 = 1_000_000_000;
+
 /// Records datagrams arriving on `opts.group` into the pcap file `out` until the
 /// duration or packet limit is reached or `stop` is set. Timestamps are the system clock
 /// (ns since the Unix epoch) read right after each receive.
@@ -177,9 +180,19 @@ pub fn capture(
         .duration
         .map(|d| MonoNanos::now().as_nanos() + d.as_nanos() as u64);
     let mut progress = opts.progress.map(Progress::new);
+    // Records reach the file once a second, so a reader (replay) sees a live capture
+    // at most a second behind.
+    let mut next_flush = MonoNanos::now().as_nanos() + FLUSH_EVERY_NS;
+    let mut unflushed = false;
     loop {
+        let now = MonoNanos::now().as_nanos();
+        if unflushed && now >= next_flush {
+            writer.flush()?;
+            unflushed = false;
+            next_flush = now + FLUSH_EVERY_NS;
+        }
         if stop.is_set()
-            || deadline.is_some_and(|d| MonoNanos::now().as_nanos() >= d)
+            || deadline.is_some_and(|d| now >= d)
             || opts.max_packets.is_some_and(|m| report.packets >= m)
         {
             break;
@@ -191,6 +204,7 @@ pub fn capture(
                     .map(|d| d.as_nanos() as u64)
                     .unwrap_or(0);
                 writer.write(unix_ns, src, opts.group, &buf[..n])?;
+                unflushed = true;
                 report.packets += 1;
                 report.bytes += n as u64;
             }

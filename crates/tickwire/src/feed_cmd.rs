@@ -375,14 +375,33 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     s += &format!(
         "  {} re-requests were sent to {} and {} missing messages came back; the rest went \
          unanswered after {} tries {} ms apart (one per gap after a gap nothing came back \
-         for; is the re-request server running? --request)\n",
+         for)\n",
         r.requests_sent,
         opts.request_to,
         c.recovered,
         opts.feed.max_retransmit_tries,
         opts.feed.retransmit_timeout.as_millis()
     );
+    s += &answer_hint(c.recovered, c.duplicates);
     s
+}
+
+/// What the re-request server's answers say about the lost messages: none came back
+/// (is it there?), or late ones did (duplicates: give it longer), or some did.
+fn answer_hint(recovered: u64, duplicates: u64) -> String {
+    if recovered == 0 && duplicates == 0 {
+        "  nothing came back: is the re-request server running there? (--request)\n".to_owned()
+    } else if duplicates > 0 {
+        format!(
+            "  the server answers, late: {} arrived after they were applied or given up \
+             (duplicates); give it longer with --retransmit-timeout or --retransmit-tries\n",
+            tickwire_rt::text::count(duplicates, "message", "messages")
+        )
+    } else {
+        "  the server answers, but not every re-request: if it is slow or overloaded, give \
+         it longer with --retransmit-timeout or --retransmit-tries\n"
+            .to_owned()
+    }
 }
 
 /// The feed's per-second counter line (stderr), as the handler reports each second.
@@ -398,4 +417,29 @@ fn print_second(s: &Second) {
         s.lost,
         s.published
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_hint;
+
+    #[test]
+    fn the_lost_messages_hint_follows_what_the_server_answered() {
+        let silent = answer_hint(0, 0);
+        assert!(
+            silent.contains("is the re-request server running"),
+            "{silent}"
+        );
+        let late = answer_hint(8052, 1994);
+        assert!(
+            late.contains("late: 1994 messages arrived") && late.contains("--retransmit-timeout"),
+            "{late}"
+        );
+        assert!(!late.contains("running"), "{late}");
+        let some = answer_hint(10, 0);
+        assert!(
+            some.contains("not every re-request") && some.contains("--retransmit-tries"),
+            "{some}"
+        );
+    }
 }

@@ -151,12 +151,15 @@ Replay a capture with `tickwire replay FILE.pcap --speed 1x|4x|max`. Each comman
 Exit codes (every md command): 0 success; 1 an error, printed (publish: also a
 datagram that could not be sent); 2 a usage error (a bad option), before anything runs.
 
-Examples: a session end to end on one host (capture first: it records only what it
-hears):
+Examples: a session end to end on one host (start the router, the feed handler and the
+capture before publishing: publish sends the session once, to whoever listens then):
   tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch
-  tickwire md capture --group 239.1.1.1:26400 --out day.pcap &
+  tickwire router &
+  tickwire feed --group 239.1.1.1:26400 &    # books, updates to the router; exits at End of Session
+  tickwire md capture --group 239.1.1.1:26400 --out day.pcap --duration 30s &
   tickwire md publish --file day.itch --group 239.1.1.1:26400 --speed 4x
-  tickwire feed --group 239.1.1.1:26400      # the feed handler: books, updates to the router
+  wait                                       # the feed's End of Session, the capture's 30 s
+  tickwire feed --group 239.1.1.1:26400 --quiet &   # a fresh feed for the replay
   tickwire replay day.pcap --speed max       # the capture again, as fast as it goes";
 
 #[derive(Args)]
@@ -179,7 +182,10 @@ enum MdCmd {
 const CAPTURE_HELP: &str = "\
 Joins the group and writes every datagram, with its receive time in nanoseconds, as an
 Ethernet/IPv4/UDP frame into a standard pcap file (nanosecond variant), so tcpdump,
-tshark and Wireshark read it and `tickwire replay` plays it back. Stops at Ctrl-C,
+tshark and Wireshark read it and `tickwire replay` plays it back. The file header is
+written at once and the records once a second, so a replay of a capture still running
+takes what it recorded up to the last second (and says the file was cut short). An
+existing FILE is overwritten. Stops at Ctrl-C,
 after --duration, or after --count datagrams, then prints
 `captured N datagrams, B bytes into FILE · kernel_drops D`: D datagrams were dropped by
 the kernel because the socket's receive buffer was full (the capture misses them; n/a

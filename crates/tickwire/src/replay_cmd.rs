@@ -58,6 +58,15 @@ pub struct ReplayArgs {
 pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     // The error names the file.
     let cap = Captured::load(&a.file).context("loading the capture")?;
+    if cap.truncated {
+        eprintln!(
+            "replay: warning: {} ends in the middle of a record (is md capture still \
+             writing it? it flushes once a second): replaying the {} complete datagrams \
+             before it",
+            a.file.display(),
+            cap.entries.len()
+        );
+    }
     if cap.entries.is_empty() {
         anyhow::bail!(
             "{}: no UDP datagrams to replay ({} other frames skipped)",
