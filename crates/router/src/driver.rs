@@ -791,8 +791,16 @@ impl Router {
                 }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    c.readable = false;
-                    return false;
+                    // Nothing to read, but the socket below may still hold more than one
+                    // read takes (a shared-memory client's handshake socket stuffed with
+                    // doorbell bytes, its end of stream behind them; TLS records): look
+                    // again next turn. Left alone, an edge-triggered socket whose last
+                    // event has fired is never looked at again, and a client that stuffs
+                    // its socket and dies stays open for good.
+                    let more = c.stream.socket_unread();
+                    c.readable = more;
+                    c.on_read_list = more;
+                    return more;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                     c.on_read_list = true;

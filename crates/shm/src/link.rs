@@ -132,6 +132,22 @@ impl Listener {
                 };
                 return Err(io::Error::new(io::ErrorKind::AddrInUse, text));
             }
+            // Only a stale socket is replaced: a mistyped NAME must not delete a file.
+            use std::os::unix::fs::FileTypeExt;
+            let is_socket = std::fs::symlink_metadata(path)
+                .map(|m| m.file_type().is_socket())
+                .unwrap_or(false);
+            if !is_socket {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket: refusing to replace it (is the NAME \
+                         mistyped? choose another, or remove the file if it should not be \
+                         there)",
+                        path.display()
+                    ),
+                ));
+            }
             std::fs::remove_file(path)?;
         }
         let dir = private_dir(path).map_err(|e| {
@@ -229,7 +245,7 @@ impl Listener {
             },
             check_ctl: false,
             eof: false,
-            prefault: Some((self.prefault.clone(), file)),
+            prefault: Some(self.prefault.clone()),
         }))
     }
 }
@@ -295,8 +311,8 @@ pub struct ServerLink {
     /// return 0.
     eof: bool,
     /// Until the client's first bytes: the helper that maps its rings into our page
-    /// tables, and the memfd (`prefault.rs`).
-    prefault: Option<(Prefaulter, File)>,
+    /// tables (`prefault.rs`).
+    prefault: Option<Prefaulter>,
 }
 
 /// The ring this end reads.
@@ -387,8 +403,8 @@ impl ServerLink {
     /// then): hands the mapping to the prefault helper, once, never waiting.
     #[cold]
     fn start_prefault(&mut self) {
-        if let Some((helper, file)) = self.prefault.take() {
-            helper.submit(prefault::Job::new(self.ends.rx.mem().clone(), file));
+        if let Some(helper) = self.prefault.take() {
+            helper.submit(prefault::Job::new(self.ends.rx.mem().clone()));
         }
     }
 }
@@ -663,6 +679,26 @@ impl ClientLink {
     pub fn end_sleep(&mut self) {
         self.ends.rx.unpark();
         self.ctl_pending = true;
+    }
+
+    /// Test support: writes `bytes` doorbell bytes to the router at once, as a hostile
+    /// client could (ours rings once per announced sleep). Returns the bytes written.
+    #[doc(hidden)]
+    pub fn debug_flood_doorbell(&self, bytes: usize) -> usize {
+        let chunk = [1u8; 4096];
+        let mut sent = 0;
+        while sent < bytes {
+            let n = chunk.len().min(bytes - sent);
+            match rustix::net::send(
+                &self.ends.ctl,
+                &chunk[..n],
+                rustix::net::SendFlags::DONTWAIT,
+            ) {
+                Ok(k) => sent += k,
+                Err(_) => break,
+            }
+        }
+        sent
     }
 
     /// Test support: overwrites the published index of the client→router ring, as a

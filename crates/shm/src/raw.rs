@@ -115,6 +115,31 @@ impl Region {
         self.map.len() == 0
     }
 
+    /// Which pages of `offset..offset + len` are resident in memory (allocated: for a
+    /// memfd, whether they exist at all), one byte per page into `out`, bit 0 set for a
+    /// resident page (`mincore(2)`). `offset` must be a multiple of [`page_size`] and
+    /// `out` hold a byte per page of the range; panics otherwise, or out of bounds.
+    /// Never allocates or maps a page.
+    pub fn resident(&self, offset: usize, len: usize, out: &mut [u8]) -> io::Result<()> {
+        self.check(offset, len, 1);
+        let page = page_size();
+        assert!(
+            offset % page == 0 && out.len() >= len.div_ceil(page),
+            "mincore: offset {offset} not page-aligned or {} bytes for {len}",
+            out.len()
+        );
+        let addr = self.map.as_ptr().wrapping_add(offset) as *mut libc::c_void;
+        // SAFETY: `addr..addr + len` lies inside our mapping (checked above) and starts
+        // on a page boundary (the mapping does, `offset` is a multiple of the page size);
+        // `out` has a byte for each of its pages (checked); mincore writes only `out`.
+        let r = unsafe { libc::mincore(addr, len, out.as_mut_ptr()) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// The atomic `u64` at byte `offset` (in bounds, at an 8-aligned address; panics
     /// otherwise).
     pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
@@ -183,6 +208,13 @@ impl Region {
             self.map.len()
         );
     }
+}
+
+/// The system's page size in bytes.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
 }
 
 /// An atomic `u64` of a region, held with the region: loading it is one load through

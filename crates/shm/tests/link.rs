@@ -99,6 +99,24 @@ fn a_live_socket_is_not_stolen_and_a_stale_one_is_replaced() {
     drop(l);
 }
 
+/// Regression (hostile-input probe): a NAME that is the path of a regular file (a
+/// mistyped flag or config key) replaced the file with the socket, and the socket was
+/// removed at exit: the file was gone.
+#[test]
+fn a_file_that_is_not_a_socket_is_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("precious.txt");
+    std::fs::write(&path, b"precious data").unwrap();
+    let e = Listener::bind(&path, 4096).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+    assert!(e.to_string().contains("is not a socket"), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"precious data");
+    let sub = dir.path().join("a-directory");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(Listener::bind(&sub, 4096).is_err());
+    assert!(sub.is_dir());
+}
+
 /// Regression (hostile-input probe, c8e): the socket was bound under a temporary name
 /// with the umask's permissions and only then restricted, so with umask 000 another
 /// user could connect in between. It is now bound inside a private 0700 directory and

@@ -491,6 +491,41 @@ fn clients_that_write_and_go_at_once_are_closed_and_their_mappings_unmapped() {
     }
 }
 
+#[test]
+fn a_client_that_stuffs_its_doorbell_and_dies_is_closed() {
+    // A ring of the doorbell is one byte; a client may send many more. The router drains
+    // a bounded amount per look: one that stuffed its socket with more than that and
+    // went must still be seen to go (its end of stream waits behind the bytes), or its
+    // slot and mapping stay taken for good (found by a hostile-input probe: 20 such
+    // clients locked a `--max-clients 20` router out).
+    for idle in ["spin", "block"] {
+        let (name, _cleanup) = shm_name(&format!("stuffed-{idle}"));
+        let r = RouterProc::start(&["--no-guaranteed", "--idle", idle, "--shm", &name]);
+        let tcp = r.addr_str();
+        for bytes in [16 << 10, 200 << 10] {
+            let ghost = raw_client(&name, "ghost");
+            wait_clients(&tcp, "ghost connected", |n| n.iter().any(|x| x == "ghost"));
+            let sent = ghost.debug_flood_doorbell(bytes);
+            assert!(sent >= 16 << 10, "only {sent} doorbell bytes went out");
+            drop(ghost);
+            wait_clients(&tcp, &format!("ghost gone ({idle}, {sent} bytes)"), |n| {
+                !n.iter().any(|x| x == "ghost")
+            });
+        }
+        let mut sub =
+            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("after")).unwrap();
+        sub.subscribe("after/>").unwrap();
+        let mut p = Client::connect_to(&tcp, ClientOptions::named("p")).unwrap();
+        p.publish("after/1", b"served").unwrap();
+        p.flush().unwrap();
+        let m = sub
+            .recv(Wait::Timeout(Duration::from_secs(5)))
+            .unwrap()
+            .expect("a message");
+        assert_eq!(m.payload(), b"served");
+    }
+}
+
 /// CPU time the process `pid` has used so far, in clock ticks (`utime + stime` of
 /// `/proc/PID/stat`): what it computed, whatever the machine's load.
 fn cpu_ticks(pid: u32) -> u64 {
