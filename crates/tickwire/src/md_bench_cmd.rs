@@ -22,7 +22,8 @@ thread) each keep per-hop histograms from the timestamps every feed-handler upda
 carries: exchange→FH, FH internal, FH→router, router internal, router→client, end to
 end; and latency against update rate per window (10 s by default). The exchange hops
 need an exchange that stamps its send time (`tickwire md publish --restamp`): pass
---restamped. Stops after --duration, when nothing arrived for --idle-exit, or Ctrl-C.
+--restamped. Stops after --duration, when nothing arrived for --idle-exit, or Ctrl-C;
+with no update at all after --first-wait it gives up (exit code 3, no updates).
 
 Example (router, `tickwire feed` and `tickwire md publish --restamp` running):
   tickwire bench md-latency --clients 4 --pattern 'md/NASDAQ/>' --restamped";
@@ -46,6 +47,9 @@ pub struct MdLatencyArgs {
     /// Stop when nothing arrived for this long (after the first update).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     idle_exit: Duration,
+    /// Give up when no update at all arrived this long after the start (exit code 3).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    first_wait: Duration,
     /// Window of the latency-versus-update-rate figures.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
@@ -73,6 +77,7 @@ pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
         pattern: a.pattern,
         duration: a.duration,
         idle_exit: Some(a.idle_exit),
+        first_wait: Some(a.first_wait),
         window: a.window,
         restamped: a.restamped,
     };
@@ -85,6 +90,21 @@ pub fn run_latency(a: MdLatencyArgs) -> anyhow::Result<ExitCode> {
         opts.router
     );
     let results = latency::run(clients, &opts, &stop)?;
+    if results.iter().all(|r| r.received == 0) {
+        eprintln!(
+            "no updates: nothing matching {:?} arrived from {} in {} (is `tickwire feed` \
+             publishing to this router, and an exchange such as `tickwire md publish` \
+             sending to the feed?)",
+            opts.pattern,
+            opts.router,
+            if stop.is_set() {
+                "the time it ran".to_owned()
+            } else {
+                format!("{} s (--first-wait)", a.first_wait.as_secs_f64())
+            }
+        );
+        return Ok(ExitCode::from(3));
+    }
     print!("{}", latency::client_table(&results));
     println!();
     print!(

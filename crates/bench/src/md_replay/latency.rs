@@ -61,6 +61,9 @@ pub struct LatencyOptions {
     pub duration: Option<Duration>,
     /// Stop when nothing arrived for this long after the first update.
     pub idle_exit: Option<Duration>,
+    /// Stop when no update at all arrived this long after the start (None: wait for
+    /// the first for ever).
+    pub first_wait: Option<Duration>,
     /// Window of the latency-versus-rate figures.
     pub window: Duration,
     /// The ITCH timestamps are send times of this host's clock (`--restamp`).
@@ -430,6 +433,13 @@ pub fn run_timed<S: Source>(
         if stop.is_set() {
             break;
         }
+        if first.is_none()
+            && opts
+                .first_wait
+                .is_some_and(|d| now - started.as_nanos() >= d.as_nanos() as u64)
+        {
+            break;
+        }
         if let Some(t0) = first {
             if opts
                 .duration
@@ -625,6 +635,37 @@ mod tests {
         assert!(rows[0].rate.is_finite() && !rows[0].complete);
     }
 
+    /// `bench md-latency` with nothing publishing: it gives up after `first_wait`
+    /// (it waited for ever, then printed a table of zeros when killed).
+    #[test]
+    fn with_nothing_arriving_the_run_ends_after_the_first_wait() {
+        let source = LateBurst {
+            sock: std::net::UdpSocket::bind("127.0.0.1:0").unwrap(),
+            since: std::time::Instant::now(),
+            quiet: Duration::from_secs(3600),
+            n: 1,
+        };
+        let opts = LatencyOptions {
+            router: String::new(),
+            client: ClientOptions::default(),
+            clients: 1,
+            pattern: String::new(),
+            duration: Some(Duration::from_secs(3600)),
+            idle_exit: Some(Duration::from_secs(3600)),
+            first_wait: Some(Duration::from_millis(200)),
+            window: Duration::from_secs(1),
+            restamped: false,
+        };
+        let t0 = std::time::Instant::now();
+        let timed = run_timed(vec![source], &opts, &StopFlag::unregistered()).unwrap();
+        assert_eq!(timed.clients[0].received, 0);
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "still waiting after {:?}",
+            t0.elapsed()
+        );
+    }
+
     /// Regression: the per-second timeline counted from the start of the measurement,
     /// before the replay began, and the windows from the first update, so `demo` said
     /// "2 of 2 measured seconds" over a table of one 1-s window. Both count from the
@@ -644,6 +685,7 @@ mod tests {
             pattern: String::new(),
             duration: None,
             idle_exit: Some(Duration::from_millis(100)),
+            first_wait: None,
             window: Duration::from_secs(1),
             restamped: false,
         };

@@ -494,6 +494,7 @@ fn one_speed(
         pattern: "md/NASDAQ/>".into(),
         duration: None,
         idle_exit: Some(Duration::from_secs(2)),
+        first_wait: None,
         window: opts.window,
         restamped: true,
     };
