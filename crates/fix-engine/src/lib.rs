@@ -106,8 +106,9 @@ pub enum Error {
         #[source]
         source: tickwire_fix::session::ConfigError,
     },
-    /// A data dictionary could not be loaded (configuration fault).
-    #[error("session {session}: data dictionary {path}: {source}")]
+    /// A data dictionary could not be loaded (configuration fault). The source names
+    /// the file.
+    #[error("session {session}: data dictionary {source}")]
     Dictionary {
         /// The session.
         session: String,

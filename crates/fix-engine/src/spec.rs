@@ -207,8 +207,17 @@ pub fn resolve_dictionary(
     env: &tickwire_rt::paths::Environment,
 ) -> Result<PathBuf, String> {
     use tickwire_rt::paths::{places, FIX_SPEC};
-    if path.is_absolute() || path.exists() {
-        return Ok(path.to_path_buf());
+    match path.try_exists() {
+        // Or it cannot be told (a directory we may not search): reading it says why.
+        Ok(true) | Err(_) => return Ok(path.to_path_buf()),
+        Ok(false) if path.is_absolute() => {
+            return Err(format!(
+                "data dictionary {} not found (no such file)\n{}",
+                path.display(),
+                tickwire_rt::paths::FIX_SPEC.hint
+            ))
+        }
+        Ok(false) => {}
     }
     let spec_dirs = places(&FIX_SPEC, None, env);
     if let Some(found) = spec_dirs
@@ -306,9 +315,20 @@ mod tests {
             resolve_dictionary(Path::new(name), &env).unwrap(),
             dir.path().join(name)
         );
-        // An absolute path is taken as it is (a missing one fails when it is read).
-        let abs = dir.path().join("absent.xml");
+        // An absolute path is taken as it is; a missing one is said to be missing, with
+        // how to get the dictionaries (new-user pass: it said "PATH: PATH: cannot read
+        // data dictionary", no hint).
+        let abs = dir.path().join(name);
         assert_eq!(resolve_dictionary(&abs, &env).unwrap(), abs);
+        let absent = dir.path().join("absent.xml");
+        let e = resolve_dictionary(&absent, &env).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "data dictionary {} not found (no such file)",
+                absent.display()
+            )) && e.contains("scripts/fetch-fix-spec.sh"),
+            "{e}"
+        );
         // Nowhere: every place looked, and how to get the dictionaries.
         let e = resolve_dictionary(Path::new("TW-nowhere.xml"), &env).unwrap_err();
         assert!(

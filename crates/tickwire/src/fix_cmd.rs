@@ -119,7 +119,7 @@ another: each command uses the sessions of its ConnectionType):
   FileStorePath=/tmp/tickwire-fix/store
   # FileLogPath=/tmp/tickwire-fix/log
   # UseDataDictionary=Y
-  # DataDictionary=/path/to/FIX44.xml
+  # DataDictionary=FIX44.xml   # QuickFIX's; scripts/fetch-fix-spec.sh fetches them
 
   [SESSION]
   ConnectionType=acceptor
