@@ -109,6 +109,8 @@ pub struct GuaranteedPublisher {
     reconnects: u64,
     /// How long the last lost connection took to come back.
     last_outage: Option<Duration>,
+    /// Publishes the last re-open sent again.
+    last_resent: usize,
     /// Told of a lost connection before reconnecting; false: do not reconnect.
     on_lost: Option<fn(&Error) -> bool>,
     /// Once set, reconnection attempts end (with the last error).
@@ -125,7 +127,7 @@ impl GuaranteedPublisher {
         identity: &str,
         opts: ReconnectOptions,
     ) -> Result<GuaranteedPublisher, Error> {
-        let client =
+        let (client, _) =
             open(addr, identity, &opts.for_first(), Box::default(), None).map_err(|(e, _)| e)?;
         Ok(GuaranteedPublisher {
             addr: addr.to_owned(),
@@ -134,6 +136,7 @@ impl GuaranteedPublisher {
             client,
             reconnects: 0,
             last_outage: None,
+            last_resent: 0,
             on_lost: None,
             stop: None,
         })
@@ -221,6 +224,13 @@ impl GuaranteedPublisher {
         self.reconnects
     }
 
+    /// Publishes the last reconnection sent again, unanswered then (0 before any).
+    /// [`PublishCounts::resent`] counts every resend, those of attempts that failed
+    /// before the open succeeded included.
+    pub fn last_resent(&self) -> usize {
+        self.last_resent
+    }
+
     /// The identity.
     pub fn identity(&self) -> &str {
         &self.identity
@@ -259,10 +269,11 @@ impl GuaranteedPublisher {
             window,
             self.stop.as_ref(),
         ) {
-            Ok(c) => {
+            Ok((c, resent)) => {
                 self.client = c;
                 self.reconnects += 1;
                 self.last_outage = Some(lost_at.elapsed());
+                self.last_resent = resent;
                 Ok(())
             }
             Err((e, window)) => {
@@ -275,22 +286,22 @@ impl GuaranteedPublisher {
 }
 
 /// Connects and opens `identity` with `window`'s unanswered publishes, retrying with
-/// backoff until `give_up_after` or `stop`; on failure the window is handed back with
-/// the error.
+/// backoff until `give_up_after` or `stop`; returns the client and the publishes the
+/// successful open resent. On failure the window is handed back with the error.
 fn open(
     addr: &str,
     identity: &str,
     opts: &ReconnectOptions,
     mut window: Box<PublishWindow>,
     stop: Option<&StopFlag>,
-) -> Result<Client, (Error, Box<PublishWindow>)> {
+) -> Result<(Client, usize), (Error, Box<PublishWindow>)> {
     let retryable = |e: &Error| worth_reconnecting(e) || router_busy(e);
     let opened = with_retries(opts, stop, retryable, || {
         window.handle_disconnect();
         let mut c = Client::connect_to(addr, opts.client.clone())?;
         c.gm = std::mem::take(&mut window);
         match c.open_publisher(identity, opts.open_options) {
-            Ok(_) => Ok(c),
+            Ok(opened) => Ok((c, opened.resent)),
             Err(e) => {
                 window = std::mem::take(&mut c.gm);
                 c.abandon_tx();

@@ -831,7 +831,7 @@ fn report_return(p: &GuaranteedPublisher, seen: &std::cell::Cell<u64>) {
         "reconnected after {:.3} s: publisher re-opened, {} resent",
         p.last_outage().unwrap_or_default().as_secs_f64(),
         count(
-            p.unanswered() as u64,
+            p.last_resent() as u64,
             "unanswered message",
             "unanswered messages"
         ),

@@ -1350,6 +1350,31 @@ fn regression_pub_guaranteed_tells_each_loss_and_return_of_its_connection() {
     assert!(err.contains("publisher re-opened"), "{err}");
     assert!(err.contains("resent after 1 reconnection;"), "{err}");
     assert!(!err.contains("reconnects"), "{err}");
+    // The return line counts what that re-open resent, as the summary does (a new-user
+    // pass saw "322 unanswered messages resent" against "342 resent": the line counted
+    // what was unanswered when it was printed, later).
+    let number_before = |text: &str, words: &str| -> u64 {
+        let at = text
+            .find(words)
+            .unwrap_or_else(|| panic!("{words:?} in {text}"));
+        let digits: String = text[..at]
+            .trim_end()
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.chars().rev().collect::<String>().parse().unwrap()
+    };
+    let on_return = if err.contains("1 unanswered message resent") {
+        1
+    } else {
+        number_before(&err, "unanswered messages resent")
+    };
+    assert_eq!(
+        on_return,
+        number_before(&err, "resent after 1 reconnection;"),
+        "{err}"
+    );
     assert!(
         err.contains("3000 published, 3000 acknowledged, 0 refused, 0 unanswered"),
         "{err}"
