@@ -109,10 +109,10 @@ struct SendArgs {
     /// Topic to publish to, e.g. md/NASDAQ/AAPL.
     #[arg(value_parser = crate::units::parse_topic)]
     topic: String,
-    /// Message text (omit for a load run), sent as its bytes (UTF-8 or not).
+    /// Message text (omit for a load run: --count N), sent as its bytes (UTF-8 or not).
     #[arg(value_parser = clap::value_parser!(std::ffi::OsString))]
     message: Option<std::ffi::OsString>,
-    /// Number of messages (load mode).
+    /// Number of messages (load mode; needed without MESSAGE).
     #[arg(long, value_name = "N")]
     count: Option<u64>,
     /// Payload size in load mode (e.g. 100, 1K). A message is never split, so a size
@@ -407,6 +407,13 @@ fn check_send_flags(a: &SendArgs) -> Result<(), crate::units::UsageError> {
     let bad = |flag: &str, value: &dyn std::fmt::Display, why: String| {
         Err(crate::units::UsageError(format!("{flag} {value}: {why}")))
     };
+    if a.message.is_none() && a.count.is_none() {
+        return Err(crate::units::UsageError(
+            "nothing to send: give a MESSAGE to send one, or --count N (with --size, --rate) \
+             for a load run"
+                .into(),
+        ));
+    }
     if a.batch == 0 {
         return bad("--batch", &a.batch, "must be at least 1".into());
     }
@@ -759,10 +766,17 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
         println!("{doc}");
         return;
     }
+    let recovery = if c.recovered > 0 {
+        format!(
+            " (p50 {:.0} µs, p99 {:.0} µs after the loss was seen)",
+            rec.p50_us, rec.p99_us
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "received {} messages ({}), {} lost in {} gaps; {} datagrams recovered \
-         (p50 {:.0} µs, p99 {:.0} µs after the loss was seen); {} NAKs sent; \
-         {} strays, {} malformed; {} dropped by injected loss",
+        "received {} messages ({}), {} lost in {} gaps; {} datagrams recovered{}; {} NAKs \
+         sent; {} strays, {} malformed; {} dropped by injected loss",
         st.delivered,
         if st.in_order {
             "in order"
@@ -772,8 +786,7 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
         st.lost,
         st.gaps.len(),
         c.recovered,
-        rec.p50_us,
-        rec.p99_us,
+        recovery,
         c.naks_sent,
         c.strays,
         c.malformed,

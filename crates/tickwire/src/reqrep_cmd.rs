@@ -307,11 +307,12 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 tally.failed += 1;
             }
             if !a.quiet {
+                let size = tickwire_rt::text::count(sent as u64, "byte", "bytes");
                 match answer.failure {
                     Some(_) => eprintln!(
-                        "answered a request on {topic} with the command's failure ({sent} bytes)"
+                        "answered a request on {topic} with the command's failure ({size})"
                     ),
-                    None => eprintln!("answered a request on {topic} ({sent} bytes)"),
+                    None => eprintln!("answered a request on {topic} ({size})"),
                 }
             }
         }
