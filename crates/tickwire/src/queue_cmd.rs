@@ -205,6 +205,18 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     println!("queue {} created", c.name);
                 }
+                if let Some(dlq) = c.dead_letter_queue.as_deref().filter(|d| *d != c.name) {
+                    // Created on first use (docs/guaranteed.md): a mistyped name would
+                    // quietly become a new queue.
+                    let listed = request(&c.common, QueueOp::List, "", None)
+                        .ok()
+                        .and_then(|j| serde_json::from_str::<Value>(&j).ok());
+                    if let Some(doc) = listed {
+                        if !queue_listed(&doc, dlq) {
+                            eprintln!("{}", missing_dead_letter_note(dlq));
+                        }
+                    }
+                }
             }
         }
         QueueCmd::List(c) => {
@@ -268,6 +280,22 @@ fn request(
     let json = client.queue_request(op, arg)?;
     client.close().ok();
     Ok(json)
+}
+
+/// Whether the router's queue list holds a queue `name`.
+fn queue_listed(doc: &Value, name: &str) -> bool {
+    doc["queues"]
+        .as_array()
+        .is_some_and(|qs| qs.iter().any(|q| q["name"].as_str() == Some(name)))
+}
+
+/// What `queue create --dead-letter-queue D` says when D does not exist yet.
+fn missing_dead_letter_note(dlq: &str) -> String {
+    format!(
+        "note: dead-letter queue {dlq} does not exist yet: the router creates it with the \
+         first dead message (if the name is mistyped, that is a new queue). To choose its \
+         limits, create it now: tickwire queue create {dlq} --no-sub"
+    )
 }
 
 /// The JSON queue definition QUEUE_REQUEST(create) carries (docs/protocol.md).

@@ -291,6 +291,44 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert!(!st.success(), "{out}{err}");
     assert!(err.contains("queue-exists"), "{err}");
+    // A dead-letter queue that does not exist yet is created on first use: the create
+    // says so (a mistyped name would quietly become a new queue); an existing one is
+    // not mentioned.
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "dlq-user",
+            "--sub",
+            "dlq-user/>",
+            "--dead-letter-queue",
+            "nosuch",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        err.contains("note: dead-letter queue nosuch does not exist yet"),
+        "{out}{err}"
+    );
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "dlq-user2",
+            "--sub",
+            "dlq-user2/>",
+            "--dead-letter-queue",
+            "fills",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(!err.contains("does not exist"), "{out}{err}");
     // A publish to a full queue is NACKed, reported and reflected in the exit code.
     let (st, ..) = run_cli(
         &[

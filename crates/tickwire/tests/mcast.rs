@@ -288,7 +288,10 @@ fn help_teaches_and_bad_input_gets_clear_errors() {
     // bytes and reported a CPU cost per message of milliseconds).
     let (st, _, err) = run_cli(&["mcast", "send", "md/X"], Duration::from_secs(30));
     assert_eq!(st.code(), Some(2), "{err}");
-    assert!(err.contains("nothing to send") && err.contains("--count"), "{err}");
+    assert!(
+        err.contains("nothing to send") && err.contains("--count"),
+        "{err}"
+    );
     let (st, _, err) = run_cli(
         &["mcast", "recv", "--group", "127.0.0.1:7440"],
         Duration::from_secs(30),
