@@ -702,8 +702,18 @@ fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     Ok(if reached || stop.is_set() {
         ExitCode::SUCCESS
     } else {
+        timed_out(a.timeout, st.delivered + st.lost, a.count);
         ExitCode::from(EXIT_SHORT)
     })
+}
+
+/// Says that --timeout ended a receive short of --count (exit status 3).
+fn timed_out(timeout: Option<Duration>, got: u64, count: Option<u64>) {
+    eprintln!(
+        "timed out: --timeout {:.3} s ran out with {got} of the {} messages --count asked for",
+        timeout.unwrap_or_default().as_secs_f64(),
+        count.unwrap_or(0)
+    );
 }
 
 fn on_delivery(
@@ -843,6 +853,7 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
     Ok(if reached || stop.is_set() {
         ExitCode::SUCCESS
     } else {
+        timed_out(a.timeout, st.delivered, a.count);
         ExitCode::from(EXIT_SHORT)
     })
 }

@@ -102,6 +102,12 @@ impl SubMulticast {
                 r.session
             );
         }
+        if routes.is_empty() {
+            eprintln!(
+                "multicast: the router sends no topic by multicast (its [[router.multicast]] \
+                 streams, docs/multicast.md): everything comes over the connection"
+            );
+        }
         self.sessions = sessions;
         self.rx = Some(rx);
         Ok(())

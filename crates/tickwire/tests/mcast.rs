@@ -329,6 +329,10 @@ fn recv_that_times_out_before_its_count_exits_3_not_a_usage_errors_2() {
     );
     assert_eq!(st.code(), Some(3), "{err}");
     assert!(err.contains("ready: joined"), "{err}");
+    assert!(
+        err.contains("timed out: --timeout 0.300 s ran out with 0 of the 1 messages"),
+        "{err}"
+    );
 }
 
 #[test]

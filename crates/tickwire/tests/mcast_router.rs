@@ -162,6 +162,30 @@ fn tcp_and_multicast_subscribers_see_the_same_messages_in_the_same_order() {
     same_messages_both_ways(&[], &[], 2_000);
 }
 
+/// `sub --multicast auto` on a router that sends nothing by multicast says so (a
+/// new-user pass saw it carry on silently and end with "multicast: 0 messages"), and
+/// gets everything over its connection.
+#[test]
+fn multicast_auto_on_a_router_without_multicast_says_so() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let sub = sub_to_file(
+        &router,
+        "no-mc",
+        &["md/>"],
+        &["--multicast", "auto", "--count", "3"],
+    );
+    wait_for_subscriber(&router.addr_str(), "no-mc", 1);
+    let lines: Vec<String> = (0..3).map(|i| format!("m-{i}")).collect();
+    let mut p = publish(&router, "md/a", &lines);
+    assert!(wait_child(&mut p, Duration::from_secs(60), "pub").success());
+    let (out, err) = finish(sub, "multicast-auto sub");
+    assert_eq!(of_topic(&out, "md/a"), ["m-0", "m-1", "m-2"]);
+    assert!(
+        err.contains("multicast: the router sends no topic by multicast"),
+        "{err}"
+    );
+}
+
 /// [`same_messages_both_ways`] with loss `p` at the router (seed `seeds.0`) and at the
 /// receivers (seed `seeds.1`).
 fn under_loss(p: &str, seeds: (&str, &str)) {
