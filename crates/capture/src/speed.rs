@@ -20,8 +20,13 @@ pub enum Speed {
     Max,
 }
 
+/// A rate written as a bare number below this is refused as ambiguous (`4`: 4x or
+/// 4/s?); `4/s` and `4x` say which.
+pub const BARE_RATE_MIN: f64 = 1000.0;
+
 impl Speed {
-    /// Parses `1x`, `4x`, `0.5x`, `max`, or a rate such as `100k` / `2000/s`.
+    /// Parses `1x`, `4x`, `0.5x`, `max`, or a rate such as `100k` / `2000/s` (a bare
+    /// number below [`BARE_RATE_MIN`] is refused as ambiguous).
     pub fn parse(s: &str) -> Result<Speed, String> {
         let t = s.trim().to_ascii_lowercase();
         if t == "max" {
@@ -37,6 +42,16 @@ impl Speed {
                 ));
             }
             return Ok(Speed::Factor(v));
+        }
+        // A bare small number is most likely a factor without its `x` (`--speed 4`
+        // meant 4x, not four messages a second: a session of hours): ask which.
+        if let Ok(n) = t.parse::<f64>() {
+            if n > 0.0 && n < BARE_RATE_MIN {
+                return Err(format!(
+                    "--speed {s} is ambiguous: write {s}x for {s} times the recorded pace, or \
+                     {s}/s for {s} a second"
+                ));
+            }
         }
         let rate = tickwire_rt::units::parse_rate(&t)
             .map_err(|_| format!("{s:?} is not a speed (examples: 1x, 4x, 0.5x, max, 50k)"))?;
@@ -117,6 +132,15 @@ mod tests {
         for bad in ["0x", "-1x", "fast", "x", "0"] {
             assert!(Speed::parse(bad).is_err(), "{bad}");
         }
+        // A bare small number: 4x or 4/s? (new-user pass: `--speed 4` was four
+        // messages a second, a session of 70 hours.)
+        let e = Speed::parse("4").unwrap_err();
+        assert!(
+            e.contains("ambiguous") && e.contains("4x") && e.contains("4/s"),
+            "{e}"
+        );
+        assert_eq!(Speed::parse("4/s"), Ok(Speed::Rate(4.0)));
+        assert_eq!(Speed::parse("2000"), Ok(Speed::Rate(2000.0)));
     }
 
     #[test]

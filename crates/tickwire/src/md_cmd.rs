@@ -91,7 +91,8 @@ struct PublishArgs {
     /// Multicast group to publish to.
     #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400")]
     group: SocketAddrV4,
-    /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k.
+    /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k or
+    /// 500/s (a bare number below 1000 must say which: 4x or 4/s).
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
     /// The re-request server: where to receive re-requests (default: 127.0.0.1, the

@@ -38,7 +38,9 @@ Examples:
 pub struct ReplayArgs {
     /// The pcap file to replay.
     file: PathBuf,
-    /// Speed: 1x (recorded timing), 4x, 0.5x..., max, or a fixed rate such as 50k (datagrams/s).
+    /// Speed: 1x (recorded timing), 4x, 0.5x..., max, or a fixed rate in datagrams a
+    /// second (not messages: a datagram may carry several) such as 50k or 500/s (a bare
+    /// number below 1000 must say which: 4x or 4/s).
     #[arg(long, default_value = "1x", value_parser = Speed::parse)]
     speed: Speed,
     /// Replay again and again until Ctrl-C.
