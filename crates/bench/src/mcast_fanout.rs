@@ -43,8 +43,8 @@ to the end of its linger: total, exact from the scheduler; user and system, the 
 split in the ratio of the kernel's tick-sampled utime and stime, so take runs of some
 CPU seconds: the JSON gives each sender's cpu_ticks, in 1/100 s), one-way latency (publisher stamp to delivery, one clock:
 CLOCK_MONOTONIC of this host; p50 the median of the receivers' p50s, p99 the worst
-receiver's), p50 over the UDP half round trip, messages delivered (the fewest of any
-receiver) and, for mcast, whether every receiver got every message in order and how many
+receiver's), p50 over the UDP half round trip, messages delivered (`min deliv`: the fewest
+of any receiver) and, for mcast, whether every receiver got every message in order and how many
 datagrams were retransmitted. Then the growth of the sender's CPU per message from the
 fewest to the most receivers, total, user and system, raw and mcast side by side (the bar:
 the protocol's own cost, user, flat within 1.2x).
@@ -145,7 +145,8 @@ pub struct Growth {
 
 /// `hi / lo`, or `None` when `lo` is not above 0.
 fn ratio(hi: f64, lo: f64) -> Option<f64> {
-    (lo > 0.0 && hi.is_finite()).then(|| hi / lo)
+    // Zero is below the probe's resolution, not free: no ratio ("user 0.00x").
+    (lo > 0.0 && hi > 0.0 && hi.is_finite()).then(|| hi / lo)
 }
 
 #[derive(Debug, Serialize)]
@@ -525,7 +526,7 @@ fn print_report(
         "one-way p50",
         "p99 µs",
         "p50/halfRTT",
-        "delivered",
+        "min deliv",
         "in order",
         "retrans"
     );
@@ -569,7 +570,7 @@ fn print_report(
     {
         outln!(
             out,
-            "(n/a: the sender's CPU at the fewest receivers was below the CPU probe's 10 ms \
+            "(n/a: the sender's CPU at the fewest or the most receivers was below the CPU probe's 10 ms \
              resolution; more --messages give a ratio)"
         );
     }
