@@ -151,6 +151,24 @@ pub struct CaptureReport {
     pub kernel_drops: Option<u64>,
 }
 
+/// A refused send in words, with its destination, and what an "Invalid argument" to
+/// a unicast address means here (the kernel's word for a destination the interface we
+/// send from cannot reach: 127.0.0.1 by default).
+pub fn send_error_text(err: &std::io::Error, to: SocketAddr) -> String {
+    let unicast = match to {
+        SocketAddr::V4(a) => !a.ip().is_multicast(),
+        SocketAddr::V6(a) => !a.ip().is_multicast(),
+    };
+    let hint = if unicast && err.kind() == std::io::ErrorKind::InvalidInput {
+        " (a unicast address the sending interface cannot reach: we send from --interface, \
+         127.0.0.1 unless given, which reaches only this host; give a multicast group such \
+         as 239.1.1.1:26400, or --interface an address of this host on the way there)"
+    } else {
+        ""
+    };
+    format!("sending to {to}: {err}{hint}")
+}
+
 /// How often a capture's records are flushed to its file.
 const FLUSH_EVERY_NS: u64 = 1_000_000_000;
 
@@ -311,7 +329,7 @@ pub fn replay(
                 Err(err) => {
                     report.send_errors += 1;
                     if report.first_send_error.is_none() {
-                        report.first_send_error = Some(format!("sending to {dst}: {err}"));
+                        report.first_send_error = Some(send_error_text(&err, dst.into()));
                     }
                 }
             }
@@ -338,6 +356,26 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_unicast_send_says_what_invalid_argument_means() {
+        let einval = std::io::Error::from_raw_os_error(22);
+        let to: SocketAddr = "10.255.255.1:26400".parse().unwrap();
+        let t = send_error_text(&einval, to);
+        assert!(
+            t.starts_with("sending to 10.255.255.1:26400: Invalid argument"),
+            "{t}"
+        );
+        assert!(
+            t.contains("--interface") && t.contains("239.1.1.1:26400"),
+            "{t}"
+        );
+        // To a group, or another error: the kernel's words alone.
+        let group: SocketAddr = "239.1.1.1:26400".parse().unwrap();
+        assert!(!send_error_text(&einval, group).contains("--interface"));
+        let unreachable = std::io::Error::from_raw_os_error(101);
+        assert!(!send_error_text(&unreachable, to).contains("--interface"));
+    }
 
     #[test]
     fn kernel_drops_counts_what_a_full_receive_buffer_refused() {

@@ -117,7 +117,7 @@ impl PublishReport {
     fn send_failed(&mut self, e: &std::io::Error, to: SocketAddr) {
         self.send_errors += 1;
         if self.first_send_error.is_none() {
-            self.first_send_error = Some(format!("sending to {to}: {e}"));
+            self.first_send_error = Some(tickwire_capture::net::send_error_text(e, to));
         }
     }
 }
