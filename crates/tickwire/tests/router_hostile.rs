@@ -566,26 +566,9 @@ fn a_router_whose_standard_error_nobody_reads_keeps_serving() {
     // then connect and leave (two lines each) and one pair must still exchange a
     // message; SIGTERM must still end the router (the queued lines are given up
     // after about a second).
-    let (unread, write_end) = rustix::pipe::pipe().unwrap();
-    rustix::pipe::fcntl_setpipe_size(&unread, 4096).unwrap();
-    let mut router = KillOnDrop(
-        Command::new(BIN)
-            .args(["router", "--listen", "127.0.0.1:0", "--no-guaranteed"])
-            .env("TICKWIRE_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(write_end))
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut router.0;
-    let mut banner = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut banner,
-    )
-    .unwrap();
-    let addr: SocketAddr = banner.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let mut router = UnreadStderr::start(&[]);
+    let child = &mut router.child.0;
+    let addr = router.addr;
     let opts = |name: &str| {
         let mut o = ClientOptions::named(name);
         o.request_timeout = Duration::from_secs(3);
@@ -623,7 +606,6 @@ fn a_router_whose_standard_error_nobody_reads_keeps_serving() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(unread);
 }
 
 #[test]
@@ -633,24 +615,9 @@ fn a_full_log_queue_at_exit_neither_holds_the_exit_nor_writes_on_standard_output
     // and its standard output (data, for `tickwire sub`) must hold only its own lines:
     // waiting for the stuck writer had made `tracing-appender` print "Failed to send
     // shutdown signal to logging worker" there.
-    let (unread, write_end) = rustix::pipe::pipe().unwrap();
-    rustix::pipe::fcntl_setpipe_size(&unread, 4096).unwrap();
-    let mut router = KillOnDrop(
-        Command::new(BIN)
-            .args(["router", "--listen", "127.0.0.1:0", "--no-guaranteed"])
-            .env("TICKWIRE_LOG", "info")
-            .env("TICKWIRE_LOG_QUEUE", "8")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(write_end))
-            .spawn()
-            .unwrap(),
-    );
-    let child = &mut router.0;
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut banner = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
-    let addr: SocketAddr = banner.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let mut router = UnreadStderr::start(&[("TICKWIRE_LOG_QUEUE", "8")]);
+    let addr = router.addr;
+    let child = &mut router.child.0;
     for i in 0..60 {
         let mut o = ClientOptions::named("churn");
         o.request_timeout = Duration::from_secs(3);
@@ -670,7 +637,7 @@ fn a_full_log_queue_at_exit_neither_holds_the_exit_nor_writes_on_standard_output
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    std::io::Read::read_to_string(&mut router.stdout, &mut rest).unwrap();
     assert!(status.success(), "router exit: {status}; stdout: {rest}");
     assert!(
         !rest.contains("logging worker"),
@@ -678,8 +645,47 @@ fn a_full_log_queue_at_exit_neither_holds_the_exit_nor_writes_on_standard_output
     );
     // The queue was full indeed: the stderr page holds the first lines only.
     let mut first = vec![0u8; 8192];
-    let n = rustix::io::read(&unread, &mut first).unwrap();
+    let n = rustix::io::read(&router.unread, &mut first).unwrap();
     assert!(n <= 4096, "{n} bytes in a one-page pipe");
+}
+
+/// A router whose standard error is a one-page pipe nobody reads (a supervisor that
+/// stopped reading), at log level info, with `env` set.
+struct UnreadStderr {
+    child: KillOnDrop,
+    /// The pipe's read end, kept open (and unread) for the router's life.
+    unread: rustix::fd::OwnedFd,
+    /// Its standard output after the banner.
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    addr: SocketAddr,
+}
+
+impl UnreadStderr {
+    fn start(env: &[(&str, &str)]) -> UnreadStderr {
+        let (unread, write_end) = rustix::pipe::pipe().unwrap();
+        rustix::pipe::fcntl_setpipe_size(&unread, 4096).unwrap();
+        let mut child = KillOnDrop(
+            Command::new(BIN)
+                .args(["router", "--listen", "127.0.0.1:0", "--no-guaranteed"])
+                .env("TICKWIRE_LOG", "info")
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(write_end))
+                .spawn()
+                .unwrap(),
+        );
+        let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+        let mut banner = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut banner).unwrap();
+        let addr = banner.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        UnreadStderr {
+            child,
+            unread,
+            stdout,
+            addr,
+        }
+    }
 }
 
 /// A child process killed (if still running) when the test ends, failed or not.
