@@ -477,18 +477,23 @@ fn clients_that_write_and_go_at_once_are_closed_and_their_mappings_unmapped() {
             std::thread::sleep(Duration::from_millis(20));
         }
         // The router still serves a new client.
-        let mut sub =
-            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("after")).unwrap();
-        sub.subscribe("after/>").unwrap();
-        let mut p = Client::connect_to(&format!("shm:{name}"), ClientOptions::named("p")).unwrap();
-        p.publish("after/1", b"served").unwrap();
-        p.flush().unwrap();
-        let m = sub
-            .recv(Wait::Timeout(Duration::from_secs(5)))
-            .unwrap()
-            .expect("a message");
-        assert_eq!(m.payload(), b"served");
+        still_serves(&name, &format!("shm:{name}"));
     }
+}
+
+/// A new shared-memory subscriber on `name` gets a message published at `publisher`.
+fn still_serves(name: &str, publisher: &str) {
+    let mut sub =
+        Client::connect_to(&format!("shm:{name}"), ClientOptions::named("after")).unwrap();
+    sub.subscribe("after/>").unwrap();
+    let mut p = Client::connect_to(publisher, ClientOptions::named("p")).unwrap();
+    p.publish("after/1", b"served").unwrap();
+    p.flush().unwrap();
+    let m = sub
+        .recv(Wait::Timeout(Duration::from_secs(5)))
+        .unwrap()
+        .expect("a message");
+    assert_eq!(m.payload(), b"served");
 }
 
 #[test]
@@ -512,17 +517,7 @@ fn a_client_that_stuffs_its_doorbell_and_dies_is_closed() {
                 !n.iter().any(|x| x == "ghost")
             });
         }
-        let mut sub =
-            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("after")).unwrap();
-        sub.subscribe("after/>").unwrap();
-        let mut p = Client::connect_to(&tcp, ClientOptions::named("p")).unwrap();
-        p.publish("after/1", b"served").unwrap();
-        p.flush().unwrap();
-        let m = sub
-            .recv(Wait::Timeout(Duration::from_secs(5)))
-            .unwrap()
-            .expect("a message");
-        assert_eq!(m.payload(), b"served");
+        still_serves(&name, &tcp);
     }
 }
 
