@@ -79,11 +79,15 @@
 //!   *suspect* ([`Counters::suspect_jumps`]): kept aside (bounded), neither applied nor
 //!   announcing a gap, so it cannot start a re-request storm or make the real messages
 //!   after it look like duplicates. If `confirm_packets` suspect packets agree (each
-//!   within `max_jump` of the others) while no packet shows life at the old position,
-//!   the jump is real (the exchange moved on, or the feed joined late): it is followed
-//!   ([`Counters::accepted_jumps`]) and the messages skipped are counted lost, never
-//!   re-requested. Any packet at the old position discards the suspects. So a gap, and
-//!   hence what is re-requested, never spans more than about `max_jump` messages.
+//!   within `max_jump` of the others, each bringing messages beyond the last: copies
+//!   and heartbeats confirm nothing) and no packet has shown life at the old position
+//!   for [`FeedConfig::jump_quiet`] (2 s, longer than a server's heartbeat interval)
+//!   since the first of them, the jump is real (the exchange moved on): it is followed
+//!   from the most recent suspects ([`Counters::accepted_jumps`]) and the messages
+//!   skipped are counted lost, never re-requested. Any packet at the old position
+//!   discards the suspects, so a live stream cannot be moved by forged packets
+//!   however many arrive at once. So a gap, and hence what is re-requested, never
+//!   spans more than about `max_jump` messages.
 //!
 //! # Bad input
 //!
@@ -189,6 +193,13 @@ pub struct FeedConfig {
     /// at most [`MAX_CONFIRM_PACKETS`]; 1 believes the first packet, the behaviour
     /// before these checks existed).
     pub confirm_packets: usize,
+    /// How long the followed stream must show no life at its position before a jump
+    /// is believed, however many packets agree on it (default 2 s: longer than the
+    /// 1-s heartbeat of a MoldUDP64 server, so a live stream, even an idle one,
+    /// always contradicts a forged jump; a burst of forged copies between two real
+    /// packets had wedged a live feed, or moved it to the top of the sequence space
+    /// for good).
+    pub jump_quiet: Duration,
     /// Live orders the order map holds before it has to grow (default 1 Mi).
     pub order_capacity: usize,
     /// Price levels per book side reserved at Stock Directory time (default 64).
@@ -215,6 +226,7 @@ impl Default for FeedConfig {
             max_held_bytes: 64 << 20,
             max_jump: 100_000,
             confirm_packets: 3,
+            jump_quiet: Duration::from_secs(2),
             order_capacity: 1 << 20,
             levels_per_side: 64,
             line_wait: Duration::ZERO,
@@ -378,6 +390,8 @@ struct Candidate {
     packets: Vec<Held>,
     /// `Counters::packets` when the candidate appeared (eviction: oldest first).
     born: u64,
+    /// When its first packet arrived (a jump is believed only `jump_quiet` later).
+    since: MonoNanos,
 }
 
 impl Candidate {
@@ -638,7 +652,10 @@ impl FeedHandler {
     }
 
     /// A packet of the followed session too far ahead to be believed: kept (bounded)
-    /// until `confirm_packets` such packets agree, then followed.
+    /// until `confirm_packets` such packets agree, each bringing messages beyond the
+    /// last (a copy or a heartbeat confirms nothing), and the followed stream has shown
+    /// no life for `jump_quiet` since the first; then followed from the most recent of
+    /// them (so a jump believed after a while lands where the stream is now).
     fn handle_suspect<S: Sink + ?Sized>(
         &mut self,
         now: MonoNanos,
@@ -653,7 +670,13 @@ impl FeedHandler {
             .jump
             .as_ref()
             .is_some_and(|j| j.near(p.session(), seq, next, max_jump));
-        if !joins {
+        if joins {
+            let nothing_new = self.jump.as_ref().is_some_and(|j| next <= j.next);
+            if nothing_new || p.kind() != PacketKind::Messages {
+                // A copy, an older packet of the run, or a heartbeat: confirms nothing.
+                return;
+            }
+        } else {
             // A new suspect run replaces the old one, reusing its buffers: a spoofer
             // sending scattered far-ahead packets costs no allocation per packet.
             let packets = match self.jump.take() {
@@ -672,14 +695,27 @@ impl FeedHandler {
                 next,
                 packets,
                 born: self.counters.packets,
+                since: now,
             });
+            if p.kind() != PacketKind::Messages {
+                // A heartbeat far ahead starts nothing to confirm.
+                return;
+            }
         }
         let held = self.copy(seq, next, now, packet);
+        let confirm = self.cfg.confirm_packets;
         let Some(j) = self.jump.as_mut() else { return };
-        j.first = j.first.min(seq);
-        j.next = j.next.max(next);
+        if j.packets.len() == confirm {
+            // Keep the most recent: the oldest goes.
+            let oldest = j.packets.remove(0);
+            self.recycle_buffer(oldest.bytes);
+        }
+        let Some(j) = self.jump.as_mut() else { return };
         j.packets.push(held);
-        if j.packets.len() < self.cfg.confirm_packets {
+        j.first = j.packets.iter().map(|h| h.seq).min().unwrap_or(seq);
+        j.next = j.next.max(next);
+        let quiet_ns = u64::try_from(self.cfg.jump_quiet.as_nanos()).unwrap_or(u64::MAX);
+        if j.packets.len() < confirm || now.saturating_sub(j.since) < quiet_ns {
             return;
         }
         let Some(j) = self.jump.take() else { return };
@@ -725,6 +761,7 @@ impl FeedHandler {
                     next,
                     packets: Vec::with_capacity(self.cfg.confirm_packets),
                     born: self.counters.packets,
+                    since: now,
                 });
                 self.candidates.len() - 1
             }
@@ -1360,23 +1397,26 @@ mod tests {
         assert_eq!(f.counters().messages, 4);
         assert_eq!(f.counters().lost, 0);
 
-        // A jump from 1 to u64::MAX - 10, confirmed by three packets.
+        // A jump from 1 to u64::MAX - 10, confirmed by three packets over `jump_quiet`
+        // (the old position silent).
         let cfg = FeedConfig {
             session: Some(Session::new("TEST").unwrap()),
+            jump_quiet: Duration::from_secs(2),
             ..FeedConfig::default()
         };
         let mut f = FeedHandler::new(cfg).unwrap();
-        for seq in [u64::MAX - 10, u64::MAX - 9, u64::MAX - 8] {
-            f.handle_datagram(t, &packet(seq, &[dir(1, "A")]), &mut sink);
+        let at = |k: u64| MonoNanos(t.0 + k * 1_000_000_000);
+        for (k, seq) in [(0, u64::MAX - 10), (1, u64::MAX - 9), (2, u64::MAX - 8)] {
+            f.handle_datagram(at(k), &packet(seq, &[dir(1, "A")]), &mut sink);
         }
         assert_eq!(f.counters().accepted_jumps, 1);
         assert_eq!(f.counters().lost, u64::MAX - 11);
         assert_eq!(f.counters().messages, 3);
         assert_eq!(f.expected_sequence(), u64::MAX - 7);
         // A gap after it, given up: its two messages add to `lost` (checked: no wrap).
-        f.handle_datagram(t, &packet(u64::MAX - 5, &[dir(1, "A")]), &mut sink);
-        for k in 1..=4 {
-            f.handle_timeout(MonoNanos(t.0 + k * 1_000_000_000), &mut sink);
+        f.handle_datagram(at(2), &packet(u64::MAX - 5, &[dir(1, "A")]), &mut sink);
+        for k in 3..=6 {
+            f.handle_timeout(at(k), &mut sink);
         }
         assert_eq!(f.counters().lost, u64::MAX - 9);
         assert_eq!(f.counters().malformed, 0);

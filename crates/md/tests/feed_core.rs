@@ -524,6 +524,17 @@ fn reference(msgs: &[Message], pkts: &[Vec<u8>]) -> (FeedHandler, Stream) {
     lossless(msgs, pkts, 0)
 }
 
+/// A heartbeat of `session` announcing `seq` as the next sequence number.
+fn heartbeat(session: Session, seq: u64) -> Vec<u8> {
+    MoldHeader {
+        session,
+        sequence: seq,
+        count: 0,
+    }
+    .to_bytes()
+    .to_vec()
+}
+
 /// A valid one-message packet of `session` at `seq` (a directory message, so that
 /// applying it would register a symbol: its effect would show).
 fn stray(session: Session, seq: u64) -> Vec<u8> {
@@ -666,23 +677,30 @@ fn a_jump_confirmed_by_the_stream_is_followed_without_a_rerequest_storm() {
         deliver(&mut f, &mut stream, p, None);
     }
     let at = f.expected_sequence();
+    // One packet of the moved stream every 400 ms: believed once three agree and the
+    // old position has been silent for `jump_quiet` (2 s) since the first.
+    let mut believed_after = None;
     for (i, p) in moved.iter().enumerate() {
-        deliver(&mut f, &mut stream, p, None);
-        if i < 2 {
-            assert_eq!(
-                f.expected_sequence(),
-                at,
-                "not believed after {} packets",
-                i + 1
-            );
+        let now = NOW.add_nanos(400_000_000 * i as u64);
+        let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+        f.handle_datagram(now, p, &mut sink);
+        if believed_after.is_none() && f.expected_sequence() != at {
+            believed_after = Some(i + 1);
         }
     }
+    assert_eq!(believed_after, Some(6), "2 s after the first of them");
     let c = *f.counters();
-    assert_eq!(c.suspect_jumps, 3, "{c:?}");
+    assert_eq!(c.suspect_jumps, 6, "{c:?}");
     assert_eq!(c.accepted_jumps, 1, "{c:?}");
+    // Followed from the three most recent: what lies before them is lost, never
+    // re-requested.
+    let first_kept = {
+        let p = &moved[3];
+        u64::from_be_bytes(p[10..18].try_into().unwrap())
+    };
     assert_eq!(
         c.lost,
-        far - at,
+        first_kept - at,
         "the skipped range is lost, not re-requested: {c:?}"
     );
     assert_eq!(c.requests, 0, "{c:?}");
@@ -701,6 +719,54 @@ fn a_jump_confirmed_by_the_stream_is_followed_without_a_rerequest_storm() {
     );
     assert_eq!(c.lost, far - 1);
     assert_eq!(c.messages, msgs.len() as u64);
+}
+
+/// Hostile-input probe: three copies of one heartbeat (or three forged packets) sent
+/// at once between two real packets of a live stream had been believed as a jump: the
+/// feed counted ~10^12 (or ~2^64) messages lost and applied nothing after. Now copies
+/// and heartbeats confirm nothing, and a jump needs the old position silent for
+/// `jump_quiet`: the live stream's next packet discards it.
+#[test]
+fn a_burst_of_forged_packets_never_moves_a_live_stream() {
+    let msgs = messages(5, 2_000, 36);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (_, clean_stream) = reference(&msgs, &pkts);
+    for forged in [
+        "heartbeat copies",
+        "message copies",
+        "a run",
+        "a run near 2^64",
+    ] {
+        let (mut f, mut stream) = fresh();
+        for (i, p) in pkts.iter().enumerate() {
+            // 20 ms between real packets; the burst lands between two of them.
+            let now = NOW.add_nanos(20_000_000 * i as u64);
+            let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+            f.handle_datagram(now, p, &mut sink);
+            if i % 7 == 3 {
+                let far = f.expected_sequence() + 1_000_000_000_000;
+                let burst: Vec<Vec<u8>> = match forged {
+                    "heartbeat copies" => (0..16).map(|_| heartbeat(session(), far)).collect(),
+                    "message copies" => (0..16).map(|_| stray(session(), far)).collect(),
+                    "a run" => (0..16).map(|k| stray(session(), far + k)).collect(),
+                    _ => (0..16)
+                        .map(|k| stray(session(), u64::MAX - 40 + k))
+                        .collect(),
+                };
+                for b in &burst {
+                    f.handle_datagram(now.add_nanos(1_000), b, &mut sink);
+                }
+            }
+        }
+        let c = *f.counters();
+        let why = format!("{forged}: {c:?}");
+        assert_eq!((c.accepted_jumps, c.lost, c.gaps), (0, 0, 0), "{why}");
+        assert_eq!(c.messages, msgs.len() as u64, "{why}");
+        assert!(
+            without_receive_time(stream) == without_receive_time(clean_stream.clone()),
+            "every real update, nothing forged: {why}"
+        );
+    }
 }
 
 #[test]

@@ -38,9 +38,11 @@ sessions are counted (foreign_session) and ignored. Without it, the first sessio
 whose --confirm-packets packets have plausible sequence numbers is adopted (one stray
 datagram arriving first is not enough). A packet more than --max-jump messages ahead
 of the highest sequence known is suspect (suspect_jumps): it is ignored unless
---confirm-packets such packets agree while the old position shows no life; the jump is
-then followed (accepted_jumps) and the skipped messages counted lost, never
-re-requested.
+--confirm-packets such packets agree, each bringing new messages (copies and
+heartbeats confirm nothing), and the old position has shown no life for --jump-quiet
+(2s, longer than a server's 1-s heartbeat, so forged packets cannot move a live
+stream); the jump is then followed (accepted_jumps) from the latest of them and the
+skipped messages counted lost, never re-requested.
 
 A/B lines: with --group-b, the same session is also received on a second group (the
 redundant line every exchange sends). The first copy of each packet wins, the second
@@ -124,6 +126,10 @@ pub struct FeedArgs {
     /// Packets that must agree before a session is adopted or a larger jump believed (1-16).
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().confirm_packets)]
     confirm_packets: usize,
+    /// How long the followed stream must show no life at its position before a jump
+    /// is believed (e.g. 2s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = tickwire_rt::units::parse_duration)]
+    jump_quiet: Duration,
     /// Packets held ahead of a gap while it is re-requested; when all are in use the
     /// oldest gap is given up (counted lost, and in overflow) to make room.
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_held_packets)]
@@ -183,6 +189,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         session,
         max_jump: a.max_jump,
         confirm_packets: a.confirm_packets,
+        jump_quiet: a.jump_quiet,
         max_held_packets: a.max_held,
         max_held_bytes: a.max_held_bytes,
         venue: a.venue,
