@@ -74,6 +74,10 @@ pub struct ReceiverConfig {
     pub max_jump: u64,
     /// Consecutive datagrams that confirm a suspect jump (3).
     pub confirm: u32,
+    /// How long the stream must show no life at its position before a suspect jump
+    /// is believed, however many datagrams agree (500 ms: fifty of the sender's idle
+    /// heartbeats), so forged datagrams cannot move a live stream.
+    pub jump_quiet: Duration,
     /// Silence after which another session may be adopted (2 s).
     pub session_timeout: Duration,
     /// Flow report period (100 ms).
@@ -105,6 +109,7 @@ impl Default for ReceiverConfig {
             max_nak_tries: 50,
             max_jump: 1 << 16,
             confirm: 3,
+            jump_quiet: Duration::from_millis(500),
             session_timeout: Duration::from_secs(2),
             status_interval: Duration::from_millis(100),
             seed: 1,
@@ -254,7 +259,9 @@ pub struct Receiver {
     give_up: u64,
     cursor: Option<Cursor>,
     gap: Option<PendingGap>,
-    suspect: Option<(u64, u32)>,
+    /// Suspect jump: the next sequence it would need, how many agreed so far, and when
+    /// the first of them arrived.
+    suspect: Option<(u64, u32, MonoNanos)>,
     /// The sender's latest position heard: (next datagram, next message).
     tail: (u64, u64),
     last_heard: MonoNanos,
@@ -371,9 +378,14 @@ impl Receiver {
         }
         self.last_heard = now;
         self.stats.datagrams += 1;
-        if next > self.expected + self.cfg.max_jump && !self.confirmed(seq, next) {
-            self.stats.implausible += 1;
-            return Ok(());
+        if next > self.expected.saturating_add(self.cfg.max_jump) {
+            if !self.confirmed(now, seq, next) {
+                self.stats.implausible += 1;
+                return Ok(());
+            }
+        } else {
+            // Life at the stream's position: a suspect jump is not the stream moving on.
+            self.suspect = None;
         }
         self.give_up = self.give_up.max(low);
         self.skip_lost();
@@ -484,18 +496,20 @@ impl Receiver {
         });
     }
 
-    /// Whether a far jump is confirmed by `confirm` consecutive datagrams.
-    fn confirmed(&mut self, seq: Option<u64>, next: u64) -> bool {
+    /// Whether a far jump is confirmed: `confirm` consecutive datagrams agree, and the
+    /// stream has shown no life at its position for `jump_quiet` since the first.
+    fn confirmed(&mut self, now: MonoNanos, seq: Option<u64>, next: u64) -> bool {
         let Some(seq) = seq else { return false };
-        let n = match self.suspect {
-            Some((want, n)) if want == seq => n + 1,
-            _ => 1,
+        let (n, since) = match self.suspect {
+            Some((want, n, since)) if want == seq => (n + 1, since),
+            _ => (1, now),
         };
-        if n >= self.cfg.confirm {
+        let quiet = u64::try_from(self.cfg.jump_quiet.as_nanos()).unwrap_or(u64::MAX);
+        if n >= self.cfg.confirm && now.saturating_sub(since) >= quiet {
             self.suspect = None;
             return true;
         }
-        self.suspect = Some((next, n));
+        self.suspect = Some((next, n, since));
         false
     }
 

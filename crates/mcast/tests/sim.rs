@@ -388,6 +388,38 @@ fn a_configured_session_refuses_every_other() {
     assert_eq!(rx.stats().strays, 1);
 }
 
+/// Hostile-input probe: three consecutive forged datagrams far ahead (from the
+/// sender's spoofed address) had been believed while the real stream went on: the
+/// receiver counted 10^9 (or ~2^62) datagrams lost and delivered nothing after. A jump
+/// now needs the stream silent for `jump_quiet`; the live stream's next datagram
+/// discards it, however many forged ones arrive at once.
+#[test]
+fn forged_datagrams_far_ahead_never_move_a_live_stream() {
+    let mut now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let a = sender_addr();
+    let mut delivered = 0;
+    for i in 0..200u64 {
+        now = now.add_nanos(20_000_000);
+        rx.handle_datagram(now, a, &data(7, i, i, 0, b"real"))
+            .unwrap();
+        if i % 10 == 5 {
+            for far in [1_000_000_000u64, packet::MAX_SEQ - 100] {
+                for k in 0..8 {
+                    let d = data(7, far + k, far + k, 0, b"forged");
+                    rx.handle_datagram(now.add_nanos(1_000), a, &d).unwrap();
+                }
+            }
+        }
+        delivered += events(&mut rx)
+            .iter()
+            .filter(|e| e.starts_with("msg") && e.ends_with("real"))
+            .count();
+    }
+    assert_eq!(delivered, 200, "every real message, in order");
+    assert_eq!(rx.behind(), 0);
+}
+
 #[test]
 fn an_implausible_jump_is_ignored_until_confirmed() {
     let now = MonoNanos(1);
@@ -405,10 +437,12 @@ fn an_implausible_jump_is_ignored_until_confirmed() {
     assert_eq!(events(&mut rx), ["joined 00000007 at 0", "msg 0 a"]);
     assert_eq!(rx.stats().implausible, 1);
     assert_eq!(rx.behind(), 0);
-    // Two consecutive datagrams agree: the jump is real; the range below the sender's
-    // low mark is reported lost, and delivery goes on.
+    // Two consecutive datagrams agree and the stream shows no life for `jump_quiet`
+    // (500 ms) after the first: the jump is real; the range below the sender's low mark
+    // is reported lost, and delivery goes on.
     rx.handle_datagram(now, a, &data(7, 2_000_000, 5, 2_000_000, b"j0"))
         .unwrap();
+    let now = now.add_nanos(600_000_000);
     rx.handle_datagram(now, a, &data(7, 2_000_001, 6, 2_000_000, b"j1"))
         .unwrap();
     assert_eq!(events(&mut rx), Vec::<String>::new());
