@@ -92,6 +92,12 @@ const MAX_QUEUED: usize = 100_000;
 /// sends large messages above a gap cannot make the session hold them without limit
 /// (a message not queued is resent, as the resend request covers it).
 const MAX_QUEUED_BYTES: usize = 64 << 20;
+/// Queued messages processed in one call at most; the rest go on by the same step
+/// at each [`Session::handle_send_room`] ([`Session::queue_pending`]), so a
+/// counterparty that fills the queue and then sends the missing message cannot hold
+/// the engine, and every other session, for the whole queue (100,000 messages took
+/// 8 s of one turn, measured by a hostile-input probe).
+const QUEUE_CHUNK: usize = 1024;
 /// Buffers of queued messages are reused, but only those of at most this capacity,
 /// and at most `MAX_SPARE_BUFS` of them: the memory of a burst of large messages is
 /// given back once they are processed.
@@ -516,6 +522,9 @@ pub struct Session<S: MessageStore> {
     queue: BTreeMap<u64, Vec<u8>>,
     /// The bytes of the messages in `queue` (at most `MAX_QUEUED_BYTES`).
     queued_bytes: usize,
+    /// Queued messages the current call may still process (`QUEUE_CHUNK` at each
+    /// entry: however many times one call drains the queue, it takes at most that).
+    queue_budget: usize,
     spare_bufs: Vec<Vec<u8>>,
     fields_pool: Vec<Fields>,
     resend_buf: Vec<u8>,
@@ -561,6 +570,7 @@ impl<S: MessageStore> Session<S> {
             schedule_cache: Cell::new(None),
             queue: BTreeMap::new(),
             queued_bytes: 0,
+            queue_budget: QUEUE_CHUNK,
             spare_bufs: Vec::new(),
             fields_pool: Vec::new(),
             resend_buf: Vec::new(),
@@ -828,7 +838,8 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection has room for more output (what was sent so far is mostly
     /// written): a resend in progress ([`Session::resend_pending`]) goes on by one step
-    /// of at most `RESEND_CHUNK` (1,024) sequence numbers. A resend of up to that many
+    /// of at most `RESEND_CHUNK` (1,024) sequence numbers, and queued messages now in
+    /// sequence ([`Session::queue_pending`]) by at most `QUEUE_CHUNK` (1,024). A resend of up to that many
     /// messages is answered whole when the ResendRequest arrives; a longer one waits
     /// for these calls, so a counterparty that does not read is never sent (nor
     /// buffered) more than a step ahead.
@@ -840,6 +851,10 @@ impl<S: MessageStore> Session<S> {
         }
         let r = self.retransmit_step(now);
         self.fail_on_store_error(r);
+        if self.queue_pending() {
+            let r = self.next_queued(now);
+            self.fail_on_store_error(r);
+        }
     }
 
     /// Heartbeats, test requests, logon/logout timeouts, the schedule and (initiator)
@@ -1013,6 +1028,7 @@ impl<S: MessageStore> Session<S> {
     fn enter(&mut self, now: u64) {
         self.out.recycle();
         self.last_now = now;
+        self.queue_budget = QUEUE_CHUNK;
     }
 
     fn fail_on_store_error(&mut self, r: StoreResult) {

@@ -104,3 +104,47 @@ fn messages_queued_above_a_gap_are_bounded_in_bytes() {
         "{next}: {out:?}"
     );
 }
+
+/// Hostile-input probe: a counterparty that queued 100,000 messages above a gap and
+/// then sent the missing one had the whole queue processed in one call (8 s of the
+/// engine's turn, every other session stalled). The queue is now processed 1,024 at a
+/// time, the rest at each `handle_send_room`, in order; and a message arriving above
+/// the queue meanwhile asks for nothing (the gap is in the queue, not lost).
+#[test]
+fn a_long_queue_is_processed_a_step_at_a_time_and_asks_for_nothing_it_holds() {
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    // Expecting 2: 3,000 messages from 3 on wait for it.
+    for seq in 3..3003 {
+        h.recv_seq("0", seq, "");
+    }
+    let processed = |acts: &[Act]| {
+        acts.iter()
+            .filter(|a| matches!(a, Act::Note(n) if n.starts_with("Processing QUEUED message")))
+            .count()
+    };
+    let first = h.recv_seq("0", 2, "");
+    assert_eq!(processed(&first), 1024, "one step: {:?}", notes(&first));
+    assert!(h.s.queue_pending());
+    assert_eq!(h.seqs().1, 2 + 1 + 1024);
+    // A message above the queue while it is processed: queued, no ResendRequest.
+    let above = h.recv_seq("0", 3003, "");
+    assert!(
+        !sends(&above).iter().any(|s| s.contains("35=2|")),
+        "asked again for what the queue holds: {above:?}"
+    );
+    // The rest a step at a time, in order, until nothing is left.
+    let mut steps = 0;
+    // (That call, like any, may take a step of the queue too.)
+    let mut total = processed(&first) + processed(&above);
+    while h.s.queue_pending() {
+        steps += 1;
+        assert!(steps <= 10, "no end to the steps");
+        h.s.handle_send_room(UtcNanos(h.now));
+        let acts = h.drain();
+        let n = processed(&acts);
+        assert!((1..=1024).contains(&n), "step {steps}: {n}");
+        total += n;
+    }
+    assert_eq!(h.seqs().1, 3004, "in sequence to the last ({total} noted)");
+    assert_eq!(total, 3001, "every queued message, 3..=3003");
+}

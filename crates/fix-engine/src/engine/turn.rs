@@ -302,8 +302,9 @@ impl<A: Application> Engine<A> {
         self.net.free.append(&mut self.net.free_later);
     }
 
-    /// Resends in progress go on by one step each on a connection with room
-    /// ([`RESEND_ROOM`]); one without room waits for the socket to take its output.
+    /// Resends in progress, and queued messages now in sequence, go on by one step each
+    /// on a connection with room ([`RESEND_ROOM`]); one without room waits for the
+    /// socket to take its output.
     fn continue_resends(&mut self) {
         for k in 0..self.slots.len() {
             if self.resend_has_room(k) {
@@ -314,10 +315,11 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    /// Whether session `k` has a resend in progress and its connection room for more.
+    /// Whether session `k` has a resend in progress (or queued messages in sequence) and
+    /// its connection room for more.
     fn resend_has_room(&self, k: usize) -> bool {
         let slot = &self.slots[k];
-        if !slot.session.resend_pending() {
+        if !slot.session.resend_pending() && !slot.session.queue_pending() {
             return false;
         }
         let Some(c) = slot.conn else {

@@ -449,6 +449,13 @@ impl<S: MessageStore> Session<S> {
             "MsgSeqNum too high, expecting {expected} but received {seq}"
         ));
         self.enqueue(seq, m.raw());
+        if self.queue.contains_key(&expected) {
+            // The gap is in the queue, being processed a step at a time: nothing to ask.
+            self.note(format_args!(
+                "Queued messages from {expected} are being processed.  Not sending ResendRequest."
+            ));
+            return Ok(());
+        }
         if let Some(r) = self.resend {
             if !self.cfg.send_redundant_resend_requests && seq >= r.begin {
                 self.note(format_args!(
@@ -556,7 +563,8 @@ impl<S: MessageStore> Session<S> {
     }
 
     pub(super) fn drain_queue(&mut self, now: u64) -> StoreResult {
-        loop {
+        while self.queue_budget > 0 {
+            self.queue_budget -= 1;
             let expected = self.store.next_target_seq();
             let Some(buf) = self.queue.remove(&expected) else {
                 return Ok(());
@@ -575,6 +583,14 @@ impl<S: MessageStore> Session<S> {
                 return Ok(());
             }
         }
+        // More may be in sequence: they go on at the next `handle_send_room`.
+        Ok(())
+    }
+
+    /// Whether queued messages are in sequence now and wait to be processed (the
+    /// driver calls [`super::Session::handle_send_room`] when the connection has room).
+    pub fn queue_pending(&self) -> bool {
+        self.is_connected() && self.queue.contains_key(&self.store.next_target_seq())
     }
 
     pub(super) fn on_logon(&mut self, now: u64, m: &MessageRef<'_>) -> StoreResult {
