@@ -10,7 +10,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 
-use tickwire_capture::net::{capture, group_receiver, replay, CaptureOptions, ReplayOptions};
+use tickwire_capture::net::{
+    capture, group_receiver, replay, CaptureOptions, CaptureReport, ReplayOptions,
+};
 use tickwire_capture::{CaptureWriter, Captured, Speed};
 use tickwire_rt::StopFlag;
 
@@ -50,6 +52,41 @@ fn capture_file(
     }
     w.finish().unwrap();
     Captured::load(&path).unwrap()
+}
+
+/// A capture of `group` into `out` on a thread of its own, stopped by the flag
+/// returned, after `duration` or `max_packets`.
+fn start_capture(
+    group: SocketAddrV4,
+    out: &Path,
+    duration: Duration,
+    max_packets: Option<u64>,
+) -> (std::thread::JoinHandle<CaptureReport>, StopFlag) {
+    let stop = StopFlag::unregistered();
+    let opts = CaptureOptions {
+        group,
+        interface: Ipv4Addr::LOCALHOST,
+        duration: Some(duration),
+        max_packets,
+        progress: None,
+    };
+    let (out, flag) = (out.to_path_buf(), stop.clone());
+    (
+        std::thread::spawn(move || capture(&opts, &out, &flag).unwrap()),
+        stop,
+    )
+}
+
+/// One pass of `cap` to its recorded destinations, as fast as it goes.
+fn replay_once(cap: &Captured) {
+    let opts = ReplayOptions {
+        speed: Speed::Max,
+        target: None,
+        interface: Ipv4Addr::LOCALHOST,
+        passes: Some(1),
+        progress: None,
+    };
+    replay(cap, &opts, &StopFlag::unregistered()).unwrap();
 }
 
 #[test]
@@ -120,32 +157,15 @@ fn capture_records_what_a_replay_sends() {
     );
 
     let out = dir.path().join("captured.pcap");
-    let stop = StopFlag::unregistered();
-    let copts = CaptureOptions {
-        group,
-        interface: Ipv4Addr::LOCALHOST,
-        duration: Some(Duration::from_secs(20)),
-        max_packets: Some(100),
-        progress: None,
-    };
-    let out2 = out.clone();
-    let stop2 = stop.clone();
-    let capturer = std::thread::spawn(move || capture(&copts, &out2, &stop2).unwrap());
+    let (capturer, _stop) = start_capture(group, &out, Duration::from_secs(20), Some(100));
     // The capture joins the group asynchronously: replay until it has everything, at
     // most a bounded number of passes.
-    let ropts = ReplayOptions {
-        speed: Speed::Max,
-        target: None,
-        interface: Ipv4Addr::LOCALHOST,
-        passes: Some(1),
-        progress: None,
-    };
     for _ in 0..200 {
         if capturer.is_finished() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
-        replay(&cap, &ropts, &StopFlag::unregistered()).unwrap();
+        replay_once(&cap);
     }
     let report = capturer.join().unwrap();
     assert_eq!(report.packets, 100);
@@ -185,27 +205,11 @@ fn a_running_capture_can_be_read_a_second_behind() {
         |i| vec![i as u8; 64],
     );
     let out = dir.path().join("live.pcap");
-    let stop = StopFlag::unregistered();
-    let copts = CaptureOptions {
-        group,
-        interface: Ipv4Addr::LOCALHOST,
-        duration: Some(Duration::from_secs(60)),
-        max_packets: None,
-        progress: None,
-    };
-    let (out2, stop2) = (out.clone(), stop.clone());
-    let capturer = std::thread::spawn(move || capture(&copts, &out2, &stop2).unwrap());
-    let ropts = ReplayOptions {
-        speed: Speed::Max,
-        target: None,
-        interface: Ipv4Addr::LOCALHOST,
-        passes: Some(1),
-        progress: None,
-    };
+    let (capturer, stop) = start_capture(group, &out, Duration::from_secs(60), None);
     // Replay until the running capture's file shows datagrams (bounded: 20 s).
     let mut seen = 0;
     for _ in 0..200 {
-        replay(&cap, &ropts, &StopFlag::unregistered()).unwrap();
+        replay_once(&cap);
         std::thread::sleep(Duration::from_millis(100));
         if let Ok(c) = Captured::load(&out) {
             seen = c.entries.len();
