@@ -75,7 +75,8 @@
 //!   `confirm_packets` datagrams before a quiet real session can still win, which is
 //!   why production configurations name the session.
 //! - A packet of the followed session whose first sequence number is more than
-//!   `max_jump` (default 100,000) beyond the highest known (`expected` or announced) is
+//!   `max_jump` (default 100,000) beyond the highest known (`expected` or announced,
+//!   the latter counting at most `max_jump` beyond `expected`) is
 //!   *suspect* ([`Counters::suspect_jumps`]): kept aside (bounded), neither applied nor
 //!   announcing a gap, so it cannot start a re-request storm or make the real messages
 //!   after it look like duplicates. If `confirm_packets` suspect packets agree (each
@@ -87,7 +88,12 @@
 //!   skipped are counted lost, never re-requested. Any packet at the old position
 //!   discards the suspects, so a live stream cannot be moved by forged packets
 //!   however many arrive at once. So a gap, and hence what is re-requested, never
-//!   spans more than about `max_jump` messages.
+//!   spans more than about 2 x `max_jump` messages.
+//! - A gap given up whose end only an announcement gave (nothing held there) is taken
+//!   back ([`Counters::false_ends`]) if, before anything else is applied, a packet
+//!   brings messages of the skipped range or a heartbeat says the stream is in it:
+//!   a forged (or stale) announcement cannot wedge a live stream whose real packets
+//!   then look like duplicates.
 //!
 //! # Bad input
 //!
@@ -359,6 +365,12 @@ pub struct Counters {
     /// Jumps of more than `max_jump` that `confirm_packets` packets confirmed and the
     /// core followed; the messages skipped are counted in `lost`, not re-requested.
     pub accepted_jumps: u64,
+    /// Gaps given up whose end only an announcement gave (a heartbeat, an End of
+    /// Session or a packet's end, nothing held beyond), taken back when a packet then
+    /// brought messages of the skipped range before anything else was applied: the
+    /// announcement was false (spoofed, or stale), the messages it skipped are no
+    /// longer counted lost, and the stream is followed from where it really is.
+    pub false_ends: u64,
 }
 
 /// A packet that arrived ahead of the expected sequence number.
@@ -420,6 +432,10 @@ pub struct FeedHandler {
     expected: u64,
     /// Highest "next sequence" any packet announced.
     known_end: u64,
+    /// What the last gaps given up skipped (`from..to`) when nothing held stood at
+    /// their end (only an announcement put it there), until anything is applied: a
+    /// packet inside it meanwhile proves the announcement false.
+    skipped: Option<(u64, u64)>,
     /// End (exclusive) of the ranges that were missing when gaps were detected.
     missing_end: u64,
     /// Ordered by sequence number. A deque: held packets leave from the front, and
@@ -471,6 +487,7 @@ impl FeedHandler {
             session: cfg.session,
             expected: cfg.first_sequence,
             known_end: cfg.first_sequence,
+            skipped: None,
             missing_end: 0,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -592,14 +609,30 @@ impl FeedHandler {
         sink: &mut S,
     ) {
         let (seq, next) = span(p);
-        if seq
-            > self
-                .known_end
-                .max(self.expected)
-                .saturating_add(self.cfg.max_jump)
-        {
+        // Measured from the highest known position, but that counts at most
+        // `max_jump` beyond our own: announcements cannot carry each other further
+        // (a chain of forged heartbeats, each within `max_jump` of the one before,
+        // had moved a live stream 19.7 million ahead with 200 datagrams).
+        let max_jump = self.cfg.max_jump;
+        let base = self
+            .known_end
+            .min(self.expected.saturating_add(max_jump))
+            .max(self.expected);
+        if seq > base.saturating_add(max_jump) {
             self.handle_suspect(now, p, packet, sink);
             return;
+        }
+        if let Some((from, to)) = self.skipped {
+            // A packet bringing messages of the skip `from..to` that only an
+            // announcement caused, or a heartbeat / End of Session saying the stream
+            // is inside it: the stream is not where the announcement said.
+            let inside = match p.kind() {
+                PacketKind::Messages => seq < to && next > from,
+                PacketKind::Heartbeat | PacketKind::EndOfSession => from <= seq && seq < to,
+            };
+            if inside && self.expected == to {
+                self.take_back_skip(from, to, next.max(from));
+            }
         }
         let alive = match p.kind() {
             PacketKind::Messages => next > self.expected,
@@ -885,6 +918,16 @@ impl FeedHandler {
     /// opens the next gap, if any (`check_gap`).
     fn give_up_gap<S: Sink + ?Sized>(&mut self, sink: &mut S) {
         let end = self.missing_until();
+        if end > self.expected && self.held.front().is_none_or(|h| h.seq > end) {
+            // Only an announcement says the stream is at `end`: remembered (with the
+            // skips right before it, nothing applied between) until a packet proves it
+            // or anything is applied.
+            let from = match self.skipped {
+                Some((from, to)) if to == self.expected => from,
+                _ => self.expected,
+            };
+            self.skipped = Some((from, end));
+        }
         self.counters.lost = self
             .counters
             .lost
@@ -892,6 +935,20 @@ impl FeedHandler {
         self.expected = end.max(self.expected);
         self.gap = None;
         self.drain_held(sink);
+    }
+
+    /// A packet showed the stream inside the gaps `from..to` given up on an
+    /// announcement alone, and nothing was applied since: the announcement was false.
+    /// The skip is undone (`lost` and the position), the announced end forgotten
+    /// (`next`: the packet's own), and the caller applies or holds the packet.
+    #[cold]
+    fn take_back_skip(&mut self, from: u64, to: u64, next: u64) {
+        self.skipped = None;
+        self.counters.false_ends += 1;
+        self.counters.lost = self.counters.lost.saturating_sub(to - from);
+        self.expected = from;
+        self.known_end = next;
+        self.gap = None;
     }
 
     /// Whether holding a packet of `len` bytes starting at `seq` would need room that
@@ -1019,6 +1076,8 @@ impl FeedHandler {
         received: MonoNanos,
         sink: &mut S,
     ) {
+        // The stream moved on from the skip: it can no longer be taken back.
+        self.skipped = None;
         // Warm the order map first: one pass of lookups over the packet's order
         // references, independent of each other, so the CPU overlaps their cache
         // misses. The pass that applies the messages does too much work per message

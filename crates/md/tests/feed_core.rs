@@ -769,6 +769,69 @@ fn a_burst_of_forged_packets_never_moves_a_live_stream() {
     }
 }
 
+/// A hostile-input probe (2026-12-05): between two real packets of a slow live stream
+/// (2 packets a second), 200 forged heartbeats, each 99,000 (within `max_jump`) beyond
+/// the one before, moved the stream 19.7 million ahead; the gap was given up and every
+/// real packet after it counted a duplicate, for good. Now announcements count at most
+/// `max_jump` beyond the stream's own position, and a gap given up on an announcement
+/// alone is taken back when a packet then brings messages of the skipped range.
+#[test]
+fn a_chain_of_forged_heartbeats_neither_moves_nor_wedges_a_slow_live_stream() {
+    let msgs = messages(5, 2_000, 37);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (_, clean_stream) = reference(&msgs, &pkts);
+    let (mut f, mut stream) = fresh();
+    let max_jump = config(0).max_jump;
+    let mut bursts = 0;
+    for (i, p) in pkts.iter().enumerate() {
+        let now = NOW.add_nanos(500_000_000 * i as u64);
+        let next_packet = now.add_nanos(500_000_000);
+        let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+        f.handle_datagram(now, p, &mut sink);
+        if i % 5 == 2 {
+            bursts += 1;
+            let real = f.expected_sequence();
+            let mut at = real;
+            for k in 0..200 {
+                at += 99_000;
+                f.handle_datagram(
+                    now.add_nanos(1_000 + k),
+                    &heartbeat(session(), at),
+                    &mut sink,
+                );
+            }
+            assert!(
+                f.expected_sequence() == real,
+                "a heartbeat moves nothing by itself"
+            );
+        }
+        // The re-request server is silent: every gap is given up before the next
+        // real packet (3 tries of 50 ms).
+        while let Some(at) = f.poll_timeout().filter(|&at| at < next_packet) {
+            f.handle_timeout(at, &mut sink);
+            while f.poll_transmit().is_some() {}
+            assert!(
+                f.expected_sequence() <= 1 + msgs.len() as u64 + 2 * max_jump,
+                "never more than 2 x max_jump beyond the stream: {}",
+                f.expected_sequence()
+            );
+        }
+    }
+    let c = *f.counters();
+    let why = format!("{c:?}");
+    assert!(c.suspect_jumps > 0, "the chain was cut: {why}");
+    assert!(
+        c.false_ends >= bursts - 1,
+        "each skip was taken back: {why}"
+    );
+    assert_eq!(c.messages, msgs.len() as u64, "{why}");
+    assert_eq!(f.expected_sequence(), 1 + msgs.len() as u64, "{why}");
+    assert!(
+        without_receive_time(stream) == without_receive_time(clean_stream),
+        "every real update, in order: {why}"
+    );
+}
+
 #[test]
 fn suspect_packets_are_bounded_and_never_opened_a_gap() {
     // A spoofer sending far-ahead packets between every real packet never gets

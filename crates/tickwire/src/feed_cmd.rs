@@ -296,7 +296,7 @@ fn summary(r: &HandlerReport) -> String {
     );
     format!(
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
-         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · request_send_errors {}\n\
+         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
          unpublished {} · unknown_refs {} · line_filled {} · kernel_drops {}\n",
         c.packets,
@@ -314,6 +314,7 @@ fn summary(r: &HandlerReport) -> String {
         c.foreign_session,
         c.suspect_jumps,
         c.accepted_jumps,
+        c.false_ends,
         r.request_send_errors,
         c.truncated_packets,
         c.bad_blocks,
