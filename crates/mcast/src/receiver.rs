@@ -187,6 +187,10 @@ pub struct ReceiverStats {
     /// Datagrams whose message numbering went back (a broken or hostile sender); their
     /// messages were given the next positions instead.
     pub renumbered: u64,
+    /// Skips taken back: datagrams given up (below a low mark, or NAKed in vain), and
+    /// then, before anything else was delivered, a datagram or heartbeat of the
+    /// session showed the sender inside the skipped range (a forged low mark).
+    pub false_skips: u64,
 }
 
 struct Slot {
@@ -257,6 +261,9 @@ pub struct Receiver {
     next_msg: u64,
     /// Below this, missing datagrams are given up.
     give_up: u64,
+    /// Datagrams `from..to` given up with nothing delivered since: a datagram (or a
+    /// heartbeat's next) of the session inside that range proves the skip false.
+    skipped: Option<(u64, u64)>,
     cursor: Option<Cursor>,
     gap: Option<PendingGap>,
     /// Suspect jump: the next sequence it would need, how many agreed so far, and when
@@ -296,6 +303,7 @@ impl Receiver {
             highest: 0,
             next_msg: 0,
             give_up: 0,
+            skipped: None,
             cursor: None,
             gap: None,
             suspect: None,
@@ -386,6 +394,16 @@ impl Receiver {
         } else {
             // Life at the stream's position: a suspect jump is not the stream moving on.
             self.suspect = None;
+        }
+        if let Some((from, to)) = self.skipped {
+            // The sender shows itself inside a range given up: the low mark (or the
+            // heartbeat) that moved us past it was false. A chain of forged heartbeats,
+            // each within `max_jump` of the position the one before gave, had moved a
+            // live stream 30 million ahead with 50 datagrams.
+            let at = seq.unwrap_or(next);
+            if from <= at && at < to && self.expected == to && self.cursor.is_none() {
+                self.take_back_skip(from, to);
+            }
         }
         self.give_up = self.give_up.max(low);
         self.skip_lost();
@@ -819,6 +837,8 @@ impl Receiver {
                     // A sender going back in its own numbering: positions never do.
                     self.stats.renumbered += 1;
                 }
+                // Delivery goes on from here: a skip before it stays.
+                self.skipped = None;
                 self.cursor = Some(Cursor {
                     offset: HEADER_LEN,
                     left: count,
@@ -848,15 +868,52 @@ impl Receiver {
             // Nothing is held in the window, and nothing beyond it.
             s = self.give_up;
         }
+        if s == self.expected {
+            // The datagram at the position is held: nothing to give up (an empty gap
+            // was reported here before, "0 messages lost").
+            return;
+        }
         let first_msg = self.next_msg;
         let g = self.gap.get_or_insert(PendingGap {
             first_msg,
             datagrams: 0,
         });
         g.datagrams += s - self.expected;
+        let from = match self.skipped {
+            Some((from, to)) if to == self.expected => from,
+            _ => self.expected,
+        };
+        self.skipped = Some((from, s));
         self.expected = s;
         self.highest = self.highest.max(s);
         self.nak_tries = 0;
+    }
+
+    /// Undoes the skip of `from..to` (see [`ReceiverStats::false_skips`]): the position
+    /// goes back to `from`, what the skip added to the pending gap is taken off, and
+    /// the sender's position is forgotten (the datagram at hand sets it again).
+    #[cold]
+    fn take_back_skip(&mut self, from: u64, to: u64) {
+        self.skipped = None;
+        self.stats.false_skips += 1;
+        if let Some(g) = &mut self.gap {
+            g.datagrams = g.datagrams.saturating_sub(to - from);
+            if g.datagrams == 0 {
+                self.gap = None;
+            }
+        }
+        self.expected = from;
+        self.highest = from;
+        self.give_up = from;
+        self.tail = (from, self.next_msg);
+        self.nak_tries = 0;
+        // Holes the false position announced are not holes: the datagram at hand
+        // marks the real ones (one pass over the hold window, as marking them took).
+        for slot in &mut self.slots {
+            if slot.missing.seq >= from {
+                slot.missing = NOT_MISSING;
+            }
+        }
     }
 
     fn finish_slot(&mut self) {

@@ -420,6 +420,65 @@ fn forged_datagrams_far_ahead_never_move_a_live_stream() {
     assert_eq!(rx.behind(), 0);
 }
 
+/// A forged HEARTBEAT of the adopted session (`next`, `next_msg`, low mark `low`).
+fn heartbeat(session: u32, next: u64, next_msg: u64, low: u64) -> Vec<u8> {
+    let mut out = vec![0; HEADER_LEN];
+    packet::write_header(
+        &mut out,
+        Header {
+            kind: Kind::Heartbeat,
+            flags: 0,
+            session,
+            count: 0,
+            a: next,
+            b: next_msg,
+            c: low,
+        },
+    );
+    out
+}
+
+/// A hostile-input probe (2026-12-05): 50 spoofed heartbeats, each 60,000 beyond the
+/// one before (within `max_jump` of the position the one before had given, its low
+/// mark just below its `next`), moved a live 2,000-datagram-a-second stream 30 million
+/// ahead at once: the receiver reported the loss and delivered nothing after. Now a
+/// skip is taken back when the sender's next datagram shows it inside the range.
+#[test]
+fn a_chain_of_forged_low_marks_neither_moves_nor_wedges_a_live_stream() {
+    let mut now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let a = sender_addr();
+    let mut delivered = 0;
+    let mut bursts = 0;
+    for i in 0..300u64 {
+        now = now.add_nanos(20_000_000);
+        rx.handle_datagram(now, a, &data(7, i, i, 0, b"real"))
+            .unwrap();
+        let mut ev = events(&mut rx);
+        if i % 10 == 5 {
+            bursts += 1;
+            for k in 1..=50u64 {
+                let next = i + 1 + k * 60_000;
+                let hb = heartbeat(7, next, next, next - 1);
+                rx.handle_datagram(now.add_nanos(1_000 + k), a, &hb)
+                    .unwrap();
+            }
+        }
+        rx.handle_timer(now.add_nanos(10_000_000));
+        while rx.poll_transmit().is_some() {}
+        ev.extend(events(&mut rx));
+        delivered += ev
+            .iter()
+            .filter(|e| e.starts_with("msg") && e.ends_with("real"))
+            .count();
+    }
+    let st = rx.stats();
+    assert_eq!(delivered, 300, "every real message: {st:?}");
+    assert_eq!(st.false_skips, bursts, "{st:?}");
+    assert_eq!((st.gaps, st.lost_messages), (0, 0), "{st:?}");
+    assert_eq!(rx.behind(), 0, "{st:?}");
+}
+
 #[test]
 fn an_implausible_jump_is_ignored_until_confirmed() {
     let now = MonoNanos(1);

@@ -770,6 +770,7 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
             "recovered": c.recovered, "recovery_p50_us": rec.p50_us, "recovery_p99_us": rec.p99_us,
             "latency_samples": lat.samples, "latency_p50_us": lat.p50_us, "latency_p99_us": lat.p99_us,
             "strays": c.strays, "malformed": c.malformed, "implausible": c.implausible,
+            "false_skips": c.false_skips,
             "duplicates": c.duplicates, "naks_sent": c.naks_sent, "overrun": c.overrun,
             "dropped_by_loss": sub.dropped(),
         });
@@ -802,6 +803,14 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
         c.malformed,
         sub.dropped()
     );
+    if c.implausible > 0 || c.false_skips > 0 {
+        eprintln!(
+            "spoofing guard: {} datagrams too far ahead refused (implausible), {} skips \
+             taken back when the sender showed it was behind them (false_skips); \
+             docs/multicast.md",
+            c.implausible, c.false_skips
+        );
+    }
     if lat.samples > 0 {
         eprintln!(
             "one-way latency (publisher stamp to delivery): p50 {:.1} µs, p99 {:.1} µs",
