@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tickwire_rt::pacing::wait_until;
+use tickwire_rt::pacing::wait_until_or;
 use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 
 use crate::file::{CaptureWriter, Captured, FileError};
@@ -311,7 +311,11 @@ pub fn replay(
         let schedule = Schedule::new(opts.speed, pass_start, first.unix_ns);
         for (i, e) in cap.entries.iter().enumerate() {
             if let Some(due) = schedule.due(i as u64, e.unix_ns) {
-                wait_until(MonoNanos(due));
+                // Records may be years apart (a capture's timestamps are input): the
+                // wait ends at the first Ctrl-C.
+                if !wait_until_or(MonoNanos(due), || stop.is_set()) {
+                    break 'passes;
+                }
                 report
                     .lateness
                     .record(MonoNanos::now().as_nanos().saturating_sub(due));

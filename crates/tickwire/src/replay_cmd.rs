@@ -93,6 +93,17 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    if let Speed::Factor(f) = a.speed {
+        let secs = cap.span_ns() as f64 / 1e9 / f;
+        if secs > 86_400.0 {
+            eprintln!(
+                "note: at {} this replay takes {:.1} days (the records' timestamps are that far \
+                 apart); Ctrl-C stops it, --speed max or a rate such as 10k/s ignores the timing",
+                a.speed,
+                secs / 86_400.0
+            );
+        }
+    }
     let opts = ReplayOptions {
         speed: a.speed,
         target: a.to,

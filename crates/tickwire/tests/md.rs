@@ -716,3 +716,35 @@ fn feed_warns_once_when_the_kernel_grants_a_smaller_receive_buffer() {
         assert_eq!(warned, 0, "{err}");
     }
 }
+
+/// A hostile-input probe (2026-12-05): a capture whose two records are 136 years
+/// apart made `replay` sleep for that long, and the first SIGTERM only printed
+/// "stopping". Now the replay says how long it would take and ends at the first stop.
+#[test]
+fn a_replay_of_records_years_apart_says_so_and_stops_at_the_first_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("years.pcap");
+    let mut w = tickwire_capture::CaptureWriter::create(&path).unwrap();
+    let src = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 40000);
+    let dst = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 1, 1), 40001);
+    w.write(1_000_000_000, src, dst, b"first").unwrap();
+    w.write(4_294_967_295_000_000_000, src, dst, b"second")
+        .unwrap();
+    w.finish().unwrap();
+    let mut k = spawn_until(
+        &["replay", path.to_str().unwrap(), "--to", "127.0.0.1:9"],
+        "days",
+    );
+    let started = std::time::Instant::now();
+    common::signal(k.0.id(), "TERM");
+    let st = common::wait_child(&mut k.0, Duration::from_secs(10), "replay after SIGTERM");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped at the first signal: {:?}",
+        started.elapsed()
+    );
+    let mut out = String::new();
+    std::io::Read::read_to_string(k.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(st.code().is_some(), "exited, not killed: {st:?} {out}");
+    assert!(out.contains("1 sent"), "the first record went out: {out}");
+}
