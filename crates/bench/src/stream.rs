@@ -539,6 +539,10 @@ trait SenderLink {
     fn flush(&mut self) -> anyhow::Result<()>;
     /// Calls `f` for every reflection available now, without waiting.
     fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()>;
+    /// Sleeps up to `timeout` until a reflection arrives, then calls `f` for every one
+    /// available (`--idle block`: a reflection is timed when it arrives, not when the
+    /// sender wakes for its next send).
+    fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()>;
 }
 
 /// What the receiver thread saw in one step.
@@ -696,8 +700,17 @@ fn run_step(
             }
             if spin {
                 idle_once(yields);
+            } else if due - now > BLOCK_SPIN_NS {
+                // Asleep on the reflections, not on a timer: one that arrives meanwhile
+                // is timed on arrival (a timer sleep had timed them at the next send, so
+                // the round trip read as the send interval). The last stretch spins, so
+                // sends stay on time.
+                let nap = Duration::from_nanos((due - now - BLOCK_SPIN_NS).min(1_000_000));
+                link.wait_poll(nap, &mut |p| {
+                    on_reflection(p, &mut one_way, &mut round_trip, &mut reflected)
+                })?;
             } else {
-                tickwire_rt::pacing::wait_until(MonoNanos(due.min(now + 1_000_000)));
+                std::hint::spin_loop();
             }
         }
         // Send everything that is due, then write once. One clock read for the batch:
@@ -814,6 +827,10 @@ fn secs_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
 }
 
+/// `--idle block`: the sender spins the last this many ns before a send is due (a
+/// sleep wakes tens of µs late).
+const BLOCK_SPIN_NS: u64 = 200_000;
+
 // ---- raw UDP ----
 
 struct UdpSender {
@@ -825,6 +842,17 @@ struct UdpSender {
 }
 
 impl SenderLink for UdpSender {
+    fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let spec = Timespec::try_from(timeout).ok();
+        let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+        match poll(&mut fds, spec.as_ref()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(std::io::Error::from(e)).context("waiting for a reflection"),
+        }
+        self.poll(f)
+    }
+
     fn send(&mut self, payload: &[u8]) -> anyhow::Result<()> {
         loop {
             let sent = match self.to {
@@ -975,6 +1003,13 @@ impl SenderLink for TickwireSender {
     fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
         self.client
             .poll(Wait::NoWait, |m| f(m.payload()))
+            .context("receiving reflections")?;
+        Ok(())
+    }
+
+    fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        self.client
+            .poll(Wait::Timeout(timeout), |m| f(m.payload()))
             .context("receiving reflections")?;
         Ok(())
     }

@@ -101,6 +101,15 @@ impl SenderLink for McastLink {
         Ok(())
     }
 
+    fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let spec = Timespec::try_from(timeout).ok();
+        let mut fds = [PollFd::new(&self.reflections, PollFlags::IN)];
+        // An error or a signal ends the wait early; the poll that follows tells.
+        let _ = poll(&mut fds, spec.as_ref());
+        self.poll(f)
+    }
+
     fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
         let now = MonoNanos::now().as_nanos();
         if now.saturating_sub(self.polled) >= SENDER_POLL_NS {

@@ -91,6 +91,8 @@ trait Pipe: Send + 'static {
     fn reader_parked(&self) -> bool {
         false
     }
+    /// Sleeps up to `timeout` or until there may be bytes to read.
+    fn wait_readable(&self, timeout: Duration);
 }
 
 impl Pipe for TcpStream {
@@ -102,6 +104,13 @@ impl Pipe for TcpStream {
     }
     fn write_some(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.write(buf)
+    }
+    fn wait_readable(&self, timeout: Duration) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let spec = Timespec::try_from(timeout).ok();
+        let mut fds = [PollFd::new(self, PollFlags::IN)];
+        // An error or a signal ends the wait early; the read that follows tells.
+        let _ = poll(&mut fds, spec.as_ref());
     }
 }
 
@@ -122,6 +131,14 @@ impl Pipe for BareEnd {
     }
     fn reader_parked(&self) -> bool {
         self.tx.wake_needed()
+    }
+    fn wait_readable(&self, timeout: Duration) {
+        // A bare ring has no doorbell for the way back: naps of at most 20 µs between
+        // looks (the floor's reflections are timed that much late at worst).
+        let until = MonoNanos::now().add_nanos(timeout.as_nanos() as u64);
+        while !matches!(self.rx.available(), Ok(n) if n > 0) && MonoNanos::now() < until {
+            std::thread::sleep(Duration::from_micros(20));
+        }
     }
 }
 
@@ -389,6 +406,13 @@ impl<P: Pipe> SenderLink for RelaySender<P> {
         Ok(())
     }
 
+    fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
+        if self.stash.is_empty() {
+            self.pipe.wait_readable(timeout);
+        }
+        self.poll(f)
+    }
+
     fn poll(&mut self, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
         if !self.stash.is_empty() {
             let mut at = 0;
@@ -557,6 +581,7 @@ mod tests {
         fn write_some(&mut self, buf: &[u8]) -> io::Result<usize> {
             Ok(buf.len())
         }
+        fn wait_readable(&self, _: Duration) {}
     }
 
     #[test]
