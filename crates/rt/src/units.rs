@@ -11,6 +11,12 @@ use std::time::Duration;
 /// Parses a duration (see the module docs). Negative, non-finite and absurd (> ~115
 /// days) values are refused.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration_or(s, "a plain number is seconds")
+}
+
+/// [`parse_duration`], whose error ends with `plain` (what a plain number means for
+/// this flag).
+fn duration_or(s: &str, plain: &str) -> Result<Duration, String> {
     let t = s.trim().to_ascii_lowercase();
     let (num, mult) = if let Some(n) = t.strip_suffix("us") {
         (n, 1e-6)
@@ -28,7 +34,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         (t.as_str(), 1.0)
     };
     let v: f64 = num.trim().parse().map_err(|_| {
-        format!("{s:?} is not a duration (examples: 5s, 250ms, 2.5s, 4m, 1h; a plain number is seconds)")
+        format!("{s:?} is not a duration (examples: 5s, 250ms, 2.5s, 4m, 1h; {plain})")
     })?;
     in_range(v * mult, s)
 }
@@ -44,7 +50,7 @@ pub fn parse_short_duration(s: &str) -> Result<Duration, String> {
             s.trim(),
             s.trim()
         )),
-        Err(_) => parse_duration(s),
+        Err(_) => duration_or(s, "a number needs a unit here, e.g. 200us or 5ms"),
     }
 }
 
@@ -63,7 +69,15 @@ fn in_range(secs: f64, s: &str) -> Result<Duration, String> {
 pub fn parse_duration_in(s: &str, unit: Duration) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
         Ok(v) => in_range(v * unit.as_secs_f64(), s),
-        Err(_) => parse_duration(s),
+        Err(_) => {
+            let plain = match unit.as_nanos() {
+                1_000 => "a plain number is microseconds",
+                1_000_000 => "a plain number is milliseconds",
+                1_000_000_000 => "a plain number is seconds",
+                _ => "a plain number is in the flag's unit",
+            };
+            duration_or(s, plain)
+        }
     }
 }
 
@@ -143,6 +157,20 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        // Each error says what a plain number means for that flag (a new-user pass
+        // found `--probe-ms abc` told "a plain number is seconds").
+        assert!(parse_duration("abc")
+            .unwrap_err()
+            .ends_with("a plain number is seconds)"));
+        assert!(parse_ms("abc")
+            .unwrap_err()
+            .ends_with("a plain number is milliseconds)"));
+        assert!(parse_us("abc")
+            .unwrap_err()
+            .ends_with("a plain number is microseconds)"));
+        assert!(parse_short_duration("abc")
+            .unwrap_err()
+            .contains("a number needs a unit here"));
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));

@@ -924,8 +924,8 @@ Stopping: Ctrl-C (or SIGTERM) ends the command (status 0): the messages received
 written out, and standard error gets the summary that --quiet prints at the end
 ('received N messages ... in S s: R msg/s over the T s from the first message to the
 last', the rate only when 2 messages or more arrived over 10 ms or more; with the
-disconnections if any). Once
-stopping it does not reconnect. A second Ctrl-C aborts at once.
+disconnections if any). Once stopping it does not reconnect. A second Ctrl-C aborts at
+once.
 
 Exit status: 0 --count messages printed, stopped by Ctrl-C, or standard output closed
 (`| head`); 1 the connection lost with --no-reconnect, the router not reached again
@@ -966,9 +966,9 @@ binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
 subscription does: --give-up-after bounds the wait (default: forever; then exit 1),
---no-reconnect exits (the summary, the cause, status 1) instead, Ctrl-C ends the wait (after the connection
-attempt under way, if any). Messages
-printed but not yet acknowledged then come again, marked redelivered.
+--no-reconnect exits (the summary, the cause, status 1) instead, Ctrl-C ends the wait
+(after the connection attempt under way, if any). Messages printed but not yet
+acknowledged then come again, marked redelivered.
   tickwire sub --queue orders                        # consume and acknowledge
   tickwire sub --queue orders --count 10 --print-json
   tickwire sub --queue audit --start time:2026-11-24T09:30:00Z --quiet";

@@ -234,9 +234,9 @@ pub struct RouterArgs {
     /// Also listen on shared memory under NAME: clients on this host connect with
     /// `--router shm:NAME` (handshake socket /dev/shm/tickwire-NAME.sock, mode 0600:
     /// only this user may attach; docs/shm.md) [default: TCP only]. NAME: 1 to 64
-    /// letters, digits, '-', '_' or '.'; or a socket path with a '/' (at most 80 bytes),
-    /// in a directory whose permissions decide who may attach (clients then use
-    /// `shm:PATH`).
+    /// letters, digits, '-', '_' or '.'; or a socket path with a '/' (at most 80 bytes;
+    /// clients then use `shm:PATH`), also created 0600: another user attaches only after
+    /// a `chmod` of the socket once the router started (docs/shm.md).
     #[arg(long, value_name = "NAME", value_parser = crate::units::parse_shm_name)]
     shm: Option<String>,
     /// Bytes of each shared-memory ring, two per client (a power of two, e.g. 1MiB);
