@@ -37,7 +37,8 @@ What runs:
                           message is delivered once)
 
 The report shows, per subscriber, the messages expected (from what was published
-and its patterns), received, lost, duplicated or out of order, and the one-way
+and its patterns), received, lost and duplicated (a line below adds the router's
+discards, sequence gaps and messages out of order when there are any), and the one-way
 latency from the intended send time to receipt (p50, p99, p99.9, max); the ALL row
 sums the counts and merges the latencies of every subscriber.
 
