@@ -228,7 +228,7 @@ pub fn resolve_dictionary(
         return Ok(found);
     }
     let mut reason = format!(
-        "data dictionary {} not found; looked in:\n  {} (the current directory)",
+        "data dictionary {} not found; looked in:\n  {} (as the setting names it)",
         path.display(),
         path.display()
     );
@@ -335,7 +335,7 @@ mod tests {
             e.starts_with("data dictionary TW-nowhere.xml not found; looked in:"),
             "{e}"
         );
-        assert!(e.contains("(the current directory)"), "{e}");
+        assert!(e.contains("(as the setting names it)"), "{e}");
         assert!(
             e.contains(&format!(
                 "{} ($TICKWIRE_FIX_SPEC)",
