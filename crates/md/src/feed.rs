@@ -368,9 +368,21 @@ pub struct Counters {
     /// Gaps given up whose end only an announcement gave (a heartbeat, an End of
     /// Session or a packet's end, nothing held beyond), taken back when a packet then
     /// brought messages of the skipped range before anything else was applied: the
-    /// announcement was false (spoofed, or stale), the messages it skipped are no
-    /// longer counted lost, and the stream is followed from where it really is.
+    /// announcement was false (spoofed, or stale), and the stream is followed from
+    /// where it really is.
     pub false_ends: u64,
+    /// Messages of `lost` that those skips had counted, taken back with them: the
+    /// messages really lost are [`Counters::net_lost`]. (`lost` itself only grows: it
+    /// is a counter to monitoring.)
+    pub taken_back: u64,
+}
+
+impl Counters {
+    /// Messages lost for good: `lost` less what false announcements had made it count
+    /// and was taken back ([`Counters::taken_back`]).
+    pub fn net_lost(&self) -> u64 {
+        self.lost.saturating_sub(self.taken_back)
+    }
 }
 
 /// A packet that arrived ahead of the expected sequence number.
@@ -939,13 +951,14 @@ impl FeedHandler {
 
     /// A packet showed the stream inside the gaps `from..to` given up on an
     /// announcement alone, and nothing was applied since: the announcement was false.
-    /// The skip is undone (`lost` and the position), the announced end forgotten
+    /// The skip is undone (the position; `taken_back` offsets `lost`), the announced end
+    /// forgotten
     /// (`next`: the packet's own), and the caller applies or holds the packet.
     #[cold]
     fn take_back_skip(&mut self, from: u64, to: u64, next: u64) {
         self.skipped = None;
         self.counters.false_ends += 1;
-        self.counters.lost = self.counters.lost.saturating_sub(to - from);
+        self.counters.taken_back = self.counters.taken_back.saturating_add(to - from);
         self.expected = from;
         self.known_end = next;
         self.gap = None;

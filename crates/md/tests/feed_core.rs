@@ -824,6 +824,10 @@ fn a_chain_of_forged_heartbeats_neither_moves_nor_wedges_a_slow_live_stream() {
         c.false_ends >= bursts - 1,
         "each skip was taken back: {why}"
     );
+    assert!(
+        c.taken_back > 0 && c.net_lost() == 0,
+        "nothing lost for good: {why}"
+    );
     assert_eq!(c.messages, msgs.len() as u64, "{why}");
     assert_eq!(f.expected_sequence(), 1 + msgs.len() as u64, "{why}");
     assert!(

@@ -249,10 +249,10 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     let r = run_monitored(&opts, &stop, publisher.as_ref())?;
     print!("{}", summary(&r));
     let c = &r.counters;
-    if c.lost > 0 {
+    if c.net_lost() > 0 {
         eprint!("{}", why_lost(&r, &opts));
     }
-    Ok(if c.lost > 0 {
+    Ok(if c.net_lost() > 0 {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
@@ -296,14 +296,14 @@ fn summary(r: &HandlerReport) -> String {
     );
     format!(
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
-         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · request_send_errors {}\n\
+         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · taken_back {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
          unpublished {} · unknown_refs {} · line_filled {} · kernel_drops {}\n",
         c.packets,
         c.messages,
         c.gaps,
         c.recovered,
-        c.lost,
+        c.net_lost(),
         c.duplicates,
         c.malformed,
         r.published,
@@ -315,6 +315,7 @@ fn summary(r: &HandlerReport) -> String {
         c.suspect_jumps,
         c.accepted_jumps,
         c.false_ends,
+        c.taken_back,
         r.request_send_errors,
         c.truncated_packets,
         c.bad_blocks,
@@ -348,7 +349,7 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     let c = &r.counters;
     let mut s = format!(
         "feed: {} lost:\n",
-        tickwire_rt::text::count(c.lost, "message", "messages")
+        tickwire_rt::text::count(c.net_lost(), "message", "messages")
     );
     if let Some(d) = r.kernel_drops.filter(|&d| d > 0) {
         s += &format!(

@@ -547,6 +547,52 @@ fn feed_publishes_every_message_after_a_stray_session_first_and_a_billion_jump()
     }
 }
 
+/// A hostile-input probe (2026-12-05): 200 forged heartbeats, each 99,000 beyond the
+/// one before, sent between two packets of a slow live session, moved the feed 19.7
+/// million ahead: it counted them lost, took every real packet after for a duplicate,
+/// ignored the real End of Session and never exited. Now the chain is cut at
+/// `max_jump` and the gap it opened is taken back by the next real packet.
+#[test]
+fn a_chain_of_forged_heartbeats_neither_moves_nor_wedges_a_slow_feed() {
+    // 4 packets a second: a gap opened by the chain is given up (3 re-requests 50 ms
+    // apart, no answer beyond the real end) before the next real packet takes it back.
+    let session = common::md_session("slow.itch", "21", 5, 30);
+    let router = RouterProc::start(&[]);
+    let port = free_udp_port_pair();
+    let group = format!("239.255.46.{}:{port}", 1 + port % 200);
+    let dst: std::net::SocketAddrV4 = group.parse().unwrap();
+    let (done, coll) = collector(router.addr_str());
+    let feed = start_feed(&router, &group, &["--session", "TICKWIRE01"]);
+    let publisher = spawn(&publish_args(&session, &group, "4/s", "1s"));
+    std::thread::sleep(Duration::from_millis(2_500));
+    let inject = tickwire_capture::net::group_sender(std::net::Ipv4Addr::LOCALHOST).unwrap();
+    for k in 1..=200u64 {
+        let mut hb = b"TICKWIRE01".to_vec();
+        hb.extend_from_slice(&(15 + k * 99_000).to_be_bytes());
+        hb.extend_from_slice(&0u16.to_be_bytes());
+        inject.send_to(&hb, dst).unwrap();
+    }
+    let (st, pub_out) = finish(publisher, Duration::from_secs(60));
+    assert_eq!(st, 0, "publish failed: {pub_out}");
+    let (code, out) = finish(feed, Duration::from_secs(30));
+    stop_collector(&done, &out);
+    let stream = coll.join().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(counter(&out, "messages"), 30, "{out}");
+    assert_eq!(counter(&out, "lost"), 0, "{out}");
+    assert!(
+        counter(&out, "suspect_jumps") > 0,
+        "the chain was cut: {out}"
+    );
+    assert!(
+        counter(&out, "false_ends") > 0,
+        "the skip was taken back: {out}"
+    );
+    assert!(out.contains("end of session"), "{out}");
+    assert!(counter(&out, "published") > 0, "{out}");
+    assert_eq!(stream.len() as u64, counter(&out, "published"), "{out}");
+}
+
 /// Issue 12 item 8: a publish that can send nothing says why and exits 1.
 #[test]
 fn md_publish_that_cannot_send_says_why() {
