@@ -827,6 +827,15 @@ fn secs_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
 }
 
+/// Sleeps in `poll(2)` up to `timeout` until `fd` is readable. An error or a signal
+/// ends the wait early: the read that follows tells.
+pub(super) fn wait_readable(fd: impl std::os::fd::AsFd, timeout: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let spec = Timespec::try_from(timeout).ok();
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let _ = poll(&mut fds, spec.as_ref());
+}
+
 /// `--idle block`: the sender spins the last this many ns before a send is due (a
 /// sleep wakes tens of µs late).
 const BLOCK_SPIN_NS: u64 = 200_000;
@@ -843,13 +852,7 @@ struct UdpSender {
 
 impl SenderLink for UdpSender {
     fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let spec = Timespec::try_from(timeout).ok();
-        let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
-        match poll(&mut fds, spec.as_ref()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(std::io::Error::from(e)).context("waiting for a reflection"),
-        }
+        wait_readable(&self.sock, timeout);
         self.poll(f)
     }
 

@@ -102,11 +102,7 @@ impl SenderLink for McastLink {
     }
 
     fn wait_poll(&mut self, timeout: Duration, f: &mut dyn FnMut(&[u8])) -> anyhow::Result<()> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let spec = Timespec::try_from(timeout).ok();
-        let mut fds = [PollFd::new(&self.reflections, PollFlags::IN)];
-        // An error or a signal ends the wait early; the poll that follows tells.
-        let _ = poll(&mut fds, spec.as_ref());
+        super::wait_readable(&self.reflections, timeout);
         self.poll(f)
     }
 

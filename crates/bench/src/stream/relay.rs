@@ -106,11 +106,7 @@ impl Pipe for TcpStream {
         self.write(buf)
     }
     fn wait_readable(&self, timeout: Duration) {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let spec = Timespec::try_from(timeout).ok();
-        let mut fds = [PollFd::new(self, PollFlags::IN)];
-        // An error or a signal ends the wait early; the read that follows tells.
-        let _ = poll(&mut fds, spec.as_ref());
+        super::wait_readable(self, timeout);
     }
 }
 
