@@ -34,6 +34,13 @@ pub enum FileError {
     LinkType { path: PathBuf, link: DataLink },
     #[error("{path}: {source}")]
     Packet { path: PathBuf, source: PacketError },
+    /// A record header no writer could have written: not a file cut short.
+    #[error("{path}: corrupt pcap record at byte {offset}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
 }
 
 /// Writes datagrams into a new pcap file.
@@ -203,6 +210,12 @@ impl Captured {
                     source: pcap_file::PcapError::IoError(e),
                     ..
                 }) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    // A record cut short by the file's end, or one whose header claims
+                    // a length no writer produces (which the pcap reader also reports
+                    // as the end of the file while it waits for the bytes).
+                    if let Some(e) = reader.corrupt_record() {
+                        return Err(e);
+                    }
                     out.truncated = true;
                     break;
                 }
@@ -232,7 +245,17 @@ pub struct CaptureReader {
     path: PathBuf,
     reader: PcapReader<BufReader<File>>,
     link: LinkType,
+    /// Where the next record starts in the file (after the 24-byte file header).
+    offset: u64,
 }
+
+/// The pcap file header's length; each record's header is 16 bytes.
+const FILE_HEADER_LEN: u64 = 24;
+const RECORD_HEADER_LEN: u64 = 16;
+/// The most a record may hold whatever the header's snapshot length says: the pcap
+/// reader's buffer (pcap-file's 8,000,000 bytes, header included: a record beyond it
+/// can never be read), far beyond a datagram.
+const MAX_RECORD_LEN: u64 = 8_000_000 - RECORD_HEADER_LEN;
 
 impl CaptureReader {
     /// Opens `path` and checks its header and link type.
@@ -276,6 +299,46 @@ impl CaptureReader {
             path: path.to_owned(),
             reader,
             link,
+            offset: FILE_HEADER_LEN,
+        })
+    }
+
+    /// After reading stopped at an unexpected end of the file: the error when the next
+    /// record's header is impossible (longer than the file's snapshot length or than
+    /// its original length, or than any record this reader takes) rather than cut
+    /// short; `None` when the file simply ends inside the record (a capture still
+    /// being written, or cut off).
+    pub fn corrupt_record(&self) -> Option<FileError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut head = [0u8; RECORD_HEADER_LEN as usize];
+        let mut f = File::open(&self.path).ok()?;
+        f.seek(SeekFrom::Start(self.offset)).ok()?;
+        f.read_exact(&mut head).ok()?;
+        let header = self.reader.header();
+        let word = |i: usize| {
+            let b = [head[i], head[i + 1], head[i + 2], head[i + 3]];
+            match header.endianness {
+                Endianness::Big => u32::from_be_bytes(b),
+                Endianness::Little => u32::from_le_bytes(b),
+            }
+        };
+        let (incl_len, orig_len) = (word(8), word(12));
+        let reason = if incl_len > header.snaplen && header.snaplen > 0 {
+            format!(
+                "it claims {incl_len} bytes, more than the file's snapshot length ({})",
+                header.snaplen
+            )
+        } else if incl_len > orig_len {
+            format!("it claims {incl_len} bytes captured of a {orig_len}-byte frame")
+        } else if u64::from(incl_len) > MAX_RECORD_LEN {
+            format!("it claims {incl_len} bytes (at most {MAX_RECORD_LEN} are read)")
+        } else {
+            return None;
+        };
+        Some(FileError::Corrupt {
+            path: self.path.clone(),
+            offset: self.offset,
+            reason,
         })
     }
 
@@ -292,6 +355,7 @@ impl CaptureReader {
                 source,
             })),
             Ok(pkt) => {
+                self.offset += RECORD_HEADER_LEN + pkt.data.len() as u64;
                 let unix_ns = u64::try_from(pkt.timestamp.as_nanos()).unwrap_or(u64::MAX);
                 let data: &[u8] = match pkt.data {
                     std::borrow::Cow::Borrowed(b) => b,
@@ -397,6 +461,52 @@ mod tests {
             assert_eq!(cap.payload(e), &vec![i as u8; (i as usize) * 7 % 1400][..]);
         }
         assert_eq!(cap.span_ns(), 99 * 1_234_567);
+    }
+
+    /// Hostile-input probe: a last record claiming 4 GB was reported as a capture
+    /// still being written ("ends in the middle of a record"), not as corrupt.
+    #[test]
+    fn a_record_claiming_more_than_any_writer_writes_is_corrupt_not_cut_short() {
+        let dir = tempfile::Builder::new()
+            .prefix("tickwire-capture-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("ok.pcap");
+        let src: SocketAddrV4 = "127.0.0.1:4000".parse().unwrap();
+        let dst: SocketAddrV4 = "239.0.0.9:26400".parse().unwrap();
+        let mut w = CaptureWriter::create(&path).unwrap();
+        for i in 0..3u64 {
+            w.write(1_700_000_000_000_000_000 + i, src, dst, &[i as u8; 100])
+                .unwrap();
+        }
+        w.finish().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let bad = dir.path().join("bad.pcap");
+        let record = |incl: u32, orig: u32| {
+            let mut b = whole.clone();
+            b.extend_from_slice(&[0; 8]); // time
+            b.extend_from_slice(&incl.to_le_bytes());
+            b.extend_from_slice(&orig.to_le_bytes());
+            b.extend_from_slice(&[0xab; 40]);
+            b
+        };
+        for (incl, orig, says) in [
+            (
+                u32::MAX,
+                u32::MAX,
+                "more than the file's snapshot length (65535)",
+            ),
+            (2000, 1000, "captured of a 1000-byte frame"),
+        ] {
+            std::fs::write(&bad, record(incl, orig)).unwrap();
+            let e = Captured::load(&bad).unwrap_err().to_string();
+            let at = format!("corrupt pcap record at byte {}", whole.len());
+            assert!(e.contains(&at) && e.contains(says), "{e}");
+        }
+        // A plausible record cut short is still a capture being written.
+        std::fs::write(&bad, record(1000, 1000)).unwrap();
+        let c = Captured::load(&bad).unwrap();
+        assert_eq!((c.entries.len(), c.truncated), (3, true));
     }
 
     #[test]

@@ -152,3 +152,19 @@ pub enum Error {
         source: std::io::Error,
     },
 }
+
+impl Error {
+    /// A fault in the configuration (the settings file, a dictionary or TLS file it
+    /// names), as opposed to one of the store or the system: fixing the settings fixes
+    /// it, so a command line reports it as a usage error.
+    pub fn is_config_fault(&self) -> bool {
+        match self {
+            Error::Settings(_)
+            | Error::SessionConfig { .. }
+            | Error::Dictionary { .. }
+            | Error::Config { .. }
+            | Error::Tls { .. } => true,
+            Error::Store { .. } | Error::Io { .. } => false,
+        }
+    }
+}

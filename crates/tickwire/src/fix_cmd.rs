@@ -146,7 +146,8 @@ Examples:
 Exit status: 0 after SIGINT/SIGTERM (every session logged out) or `quit`; 1 an error
 while running or starting (a port in use, a store locked by another engine or lost);
 2 a usage or settings error (a bad flag; a settings file that is missing, has a
-mistake, or has no session of this side's ConnectionType), before anything starts.
+mistake, or has no session of this side's ConnectionType; a DataDictionary or TLS file
+it names that cannot be loaded), before anything starts.
 
 More: docs/fix.md (\"Engine and CLI\").";
 
@@ -245,8 +246,17 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     let mut engine = Engine::from_settings_adjusted(&settings, app, opts, |spec| {
         spec.config.adopt_counterparty_default_appl_ver_id = echo;
     })
-    .with_context(|| format!("starting the FIX {side} from {}", a.config.display()))
     .map_err(|e| {
+        // A dictionary or TLS file that cannot be loaded, two sessions sharing a store
+        // directory: mistakes in the settings, like a bad line in the file (status 2).
+        let config = e.is_config_fault();
+        let e = anyhow::Error::new(e).context(format!(
+            "starting the FIX {side} from {}",
+            a.config.display()
+        ));
+        if config {
+            return crate::units::UsageError::of(e);
+        }
         // Only an acceptor listens (SocketAcceptPort); an initiator's connect
         // failures are not binds.
         let hint = format!(

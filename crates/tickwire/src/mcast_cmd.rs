@@ -390,6 +390,23 @@ fn per_message(cpu_ns: u64, messages: u64) -> f64 {
     cpu_ns as f64 / messages.max(1) as f64
 }
 
+/// Below this many messages the process's start, linger and exit outweigh the
+/// messages: the report gives the CPU in all, not per message.
+const CPU_PER_MESSAGE_FROM: u64 = 1000;
+
+/// The CPU figure of a send report: per message, or in all for a handful of messages
+/// (one message "cost" the whole process's ~ms).
+fn cpu_text(cpu_ns: u64, messages: u64) -> String {
+    if messages >= CPU_PER_MESSAGE_FROM {
+        format!("{:.0} ns CPU per message", per_message(cpu_ns, messages))
+    } else {
+        format!(
+            "{:.1} ms CPU in all, start and linger included",
+            cpu_ns as f64 / 1e6
+        )
+    }
+}
+
 /// `doc` (an object) with `extra`'s fields added.
 fn merged(mut doc: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
     if let (Some(d), serde_json::Value::Object(e)) = (doc.as_object_mut(), extra) {
@@ -539,9 +556,9 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
         println!("{doc}");
     } else {
         eprintln!(
-            "sent {sent} plain datagrams in {:.3} s, {:.0} ns CPU per message",
+            "sent {sent} plain datagrams in {:.3} s, {}",
             took.as_secs_f64(),
-            per_message(cpu.total_ns, sent)
+            cpu_text(cpu.total_ns, sent)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -576,13 +593,13 @@ fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyh
         return Ok(());
     }
     eprintln!(
-        "sent {} in {} in {:.3} s ({:.0} ns CPU per message, session {}); \
+        "sent {} in {} in {:.3} s ({}, session {}); \
          {} NAKs: {} datagrams retransmitted, {} suppressed (linger), {} over the rate \
          limit, {} asked for after they left the buffer; {} dropped by injected loss",
         tickwire_rt::text::count(st.messages, "message", "messages"),
         tickwire_rt::text::count(st.datagrams, "datagram", "datagrams"),
         took.as_secs_f64(),
-        per_message(cpu.total_ns, st.messages),
+        cpu_text(cpu.total_ns, st.messages),
         p.session(),
         st.naks,
         st.retransmitted,
@@ -865,4 +882,20 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
         timed_out(a.timeout, st.delivered, a.count);
         ExitCode::from(EXIT_SHORT)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// New-user pass: `mcast send` of one message printed the whole process's CPU
+    /// (start, linger, exit) as "ns CPU per message".
+    #[test]
+    fn a_handful_of_messages_reports_cpu_in_all_not_per_message() {
+        assert_eq!(
+            cpu_text(3_400_000, 1),
+            "3.4 ms CPU in all, start and linger included"
+        );
+        assert_eq!(cpu_text(2_500_000, 1000), "2500 ns CPU per message");
+    }
 }

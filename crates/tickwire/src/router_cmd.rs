@@ -304,7 +304,9 @@ pub struct RouterArgs {
     /// With --http: the latency probe publishes a message through the router every
     /// this many milliseconds and times its round trip (0: no probe). It connects
     /// anonymously, or, where the router refuses anonymous clients, as a user of its
-    /// own (`_tickwire-probe`, with a token made at start-up). A plain number is
+    /// own (`_tickwire-probe`, with a token made at start-up). Each round trip wakes
+    /// the router and the probe: at 5 ms an otherwise idle router (block idle) used
+    /// ~5% of a core in our 2-vCPU VM, at 100 ms ~0.3%. A plain number is
     /// milliseconds; `5ms`, `1s` also work. [default: 5]
     // An Option, not a clap default with `requires = "http"`: the flag alone gets a
     // usage error that says why --http is needed, not clap's generic one.

@@ -238,6 +238,22 @@ fn missing_or_wrong_config_files_are_usage_errors() {
          SocketConnectPort=1\n",
     )
     .unwrap();
+    // New-user pass: a DataDictionary that cannot be loaded exited 1 (an error while
+    // running) though it is a mistake in the settings, found before anything starts.
+    let no_dict = dir.path().join("no-dict.cfg");
+    std::fs::write(
+        &no_dict,
+        format!(
+            "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+             SocketAcceptPort=0\nStartTime=00:00:00\nEndTime=00:00:00\nHeartBtInt=30\n\
+             FileStorePath={}\nUseDataDictionary=Y\n[SESSION]\nBeginString=FIX.4.4\n\
+             SenderCompID=A\nTargetCompID=B\nDataDictionary={}\n",
+            dir.path().join("store").display(),
+            dir.path().join("FIX44-missing.xml").display()
+        ),
+    )
+    .unwrap();
+    let no_dict = no_dict.to_str().unwrap();
     let missing = dir.path().join("missing.toml");
     let (missing, no_admin, initiator_only) = (
         missing.to_str().unwrap(),
@@ -282,6 +298,10 @@ fn missing_or_wrong_config_files_are_usage_errors() {
         (
             &["fix", "acceptor", "--config", initiator_only],
             "no session with ConnectionType=acceptor",
+        ),
+        (
+            &["fix", "acceptor", "--config", no_dict],
+            "FIX44-missing.xml",
         ),
     ] {
         let (st, out, err) = run_cli(args, Duration::from_secs(30));

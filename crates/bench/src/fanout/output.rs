@@ -481,10 +481,15 @@ pub fn print_header(
     );
     crate::outln!(
         out,
-        "layout:    measuring process {}; router {}; subscribers {}; publishers open loop ({}){}",
+        "layout:    measuring process {}; {} {}; subscribers {}; publishers open loop ({}){}",
         layout
             .bench_cpu
             .map_or("not pinned".to_owned(), |c| format!("on CPU {c}")),
+        match target {
+            Target::Nats { .. } => "NATS server",
+            Target::Tickwire { .. } => "router",
+            Target::Raw => "relay",
+        },
         layout
             .router_cpu
             .map_or("not pinned by the bench".to_owned(), |c| format!(
