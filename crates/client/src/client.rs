@@ -1794,16 +1794,33 @@ impl Client {
             e.kind(),
             io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
         ) {
+            let shm = matches!(self.stream, Transport::Shm(_));
             loop {
                 if let Err(closed @ Error::Closed { .. }) = self.drain_rx_into_stash() {
                     return closed;
                 }
-                if !matches!(self.read_rx(), Ok(ReadOutcome::Data)) {
-                    break;
+                match self.read_rx() {
+                    Ok(ReadOutcome::Data) => {}
+                    // Over shared memory a write fails so only at the router's end of
+                    // stream (its death, or its exit): say that, not "broken pipe".
+                    Ok(ReadOutcome::Eof) if shm => return self.on_eof(),
+                    _ => break,
                 }
             }
         }
         Error::Io(e)
+    }
+
+    /// Over shared memory: looks at the connection's socket for the router's end of
+    /// stream at the next poll or receive that finds nothing to read (one system call
+    /// then), not after thousands of them. A client that only publishes reads nothing,
+    /// so a router that died shows in its writes only every few hundred messages, or
+    /// when its ring is full; a publisher at a slow pace calls this before its polls.
+    /// Nothing over TCP or TLS, where the next write or read reports it.
+    pub fn look_for_router_end(&mut self) {
+        if let Transport::Shm(l) = &mut self.stream {
+            l.look_for_eof();
+        }
     }
 
     /// Gives up on a connection whose byte stream cannot be trusted any more.

@@ -217,6 +217,6 @@ mod tests {
         };
         assert_eq!(e.to_string(), "timed out after 5s waiting for ACK");
         let e = Error::InvalidTopic(TopicError::Empty);
-        assert_eq!(e.to_string(), "invalid topic: topic is empty");
+        assert_eq!(e.to_string(), "invalid topic: empty");
     }
 }

@@ -461,6 +461,10 @@ pub struct ClientLink {
     /// Empty reads since the last look at the socket (a busy-polling client looks for
     /// the router's end of stream once per `EOF_CHECK_EVERY` empty reads).
     empty_reads: u32,
+    /// Sends since the last look at the socket: a client that only publishes never
+    /// reads, and a dead router would otherwise show only when the ring is full (at a
+    /// slow rate, after minutes), every message in between lost.
+    sends: u32,
     /// The socket may hold doorbell rings (or the end of stream): drain it before the
     /// next sleep, when no input is waiting (off the message's path).
     ctl_pending: bool,
@@ -469,6 +473,8 @@ pub struct ClientLink {
 
 /// See [`ClientLink::empty_reads`].
 const EOF_CHECK_EVERY: u32 = 4096;
+/// See [`ClientLink::sends`]: one `recv(2)` per this many sends (~1 ns a send).
+const SEND_EOF_CHECK_EVERY: u32 = 512;
 /// While waiting for room in the outbound ring (the router wakes nobody for that),
 /// look again this often.
 const ROOM_POLL: Duration = Duration::from_micros(200);
@@ -545,6 +551,7 @@ impl ClientLink {
                 tx: Producer::new(region, header.client_to_router()),
             },
             empty_reads: 0,
+            sends: 0,
             ctl_pending: false,
             eof: false,
         })
@@ -553,10 +560,23 @@ impl ClientLink {
     /// Copies what fits into the router's ring; rings the router if it sleeps.
     /// `WouldBlock` when full.
     pub fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sends += 1;
+        if self.sends >= SEND_EOF_CHECK_EVERY {
+            self.sends = 0;
+            self.peek_eof()?;
+        }
         if self.eof {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         self.ends.send(buf)
+    }
+
+    /// Looks at the handshake socket for the router's end of stream at the next
+    /// [`ClientLink::recv`] or [`ClientLink::has_input`] that finds the ring empty,
+    /// rather than after `EOF_CHECK_EVERY` of them: for a client that publishes at a
+    /// slow pace and polls now and then (one `recv(2)` then).
+    pub fn look_for_eof(&mut self) {
+        self.empty_reads = EOF_CHECK_EVERY - 1;
     }
 
     /// Copies waiting bytes out. `Ok(0)` at the router's end of stream (ring empty),

@@ -47,8 +47,10 @@ lost connection instead.
 disconnected kept and sent after reconnecting); 5 some were dropped while disconnected
 (offline buffer full; takes precedence over 130); 130 stopped by Ctrl-C before the last
 message (or, with --stdin, before the end of the input); 1 another error (the router
-not reached again within --give-up-after, the connection lost with --no-reconnect,
-...); 2 a usage error.
+refused the publishes: the user may not publish to TOPIC, said within 256 messages and
+at the end, which one round trip to the router confirms; the router not reached again
+within --give-up-after, the connection lost with --no-reconnect, ...); 2 a usage
+error.
 
 Stopping: Ctrl-C (or SIGTERM) during --count or --stdin stops publishing (--stdin stops
 reading its input at once, even while no line comes; a partly read line is dropped);
@@ -195,11 +197,15 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             if caught_up {
                 client.flush()?;
             }
+            if caught_up || drops.taken % REFUSAL_CHECK_EVERY == 0 {
+                check_refused(&mut client, &mut drops)?;
+            }
             client.take_notices(|ev| drops.notice(&ev));
             Ok(())
         });
         // The lines before one that could not be published still go out.
-        let finished = finish_publishing(&mut client, &mut drops);
+        let finished = finish_publishing(&mut client, &mut drops)
+            .and_then(|()| confirm_publishing(&mut client, &mut drops));
         let (lines, stopped) = match &read {
             Ok(r) => (r.lines, r.stopped),
             Err(_) => (drops.taken + drops.dropped, false),
@@ -209,9 +215,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             0 => String::new(),
             _ => format!(" of {lines}"),
         };
-        match stopped {
-            true => eprintln!("stopped: published {n}{of} to {} (Ctrl-C)", a.topic),
-            false => eprintln!("published {n}{of} to {}", a.topic),
+        match (stopped, read.is_err() || finished.is_err()) {
+            (_, true) => eprintln!("ended early: sent {n}{of} to {}", a.topic),
+            (true, false) => eprintln!("stopped: published {n}{of} to {} (Ctrl-C)", a.topic),
+            (false, false) => eprintln!("published {n}{of} to {}", a.topic),
         }
         drops.report();
         report_outages(&client);
@@ -225,6 +232,12 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         "stopping: sending what was published, then the summary (Ctrl-C again to abort)",
     );
     let start = tickwire_rt::MonoNanos::now();
+    // Paced: a look every ~10 ms of the schedule (a slow publisher over shared memory
+    // hears of a dead router from this look alone); unpaced, per REFUSAL_CHECK_EVERY.
+    let check_every = match a.rate {
+        0 => REFUSAL_CHECK_EVERY,
+        r => (r / 100).clamp(1, REFUSAL_CHECK_EVERY),
+    };
     let paced = pace(
         total,
         a.rate,
@@ -232,8 +245,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         &stop,
         &mut client,
         |c| c.flush(),
-        |c, _| {
+        |c, i| {
             drops.publish(c, &a.topic, &payload)?;
+            if i % check_every == check_every - 1 {
+                check_refused(c, &mut drops)?;
+            }
             c.take_notices(|ev| drops.notice(&ev));
             Ok(())
         },
@@ -243,7 +259,8 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         Ok(_) => client
             .flush()
             .map_err(anyhow::Error::from)
-            .and_then(|()| finish_publishing(&mut client, &mut drops)),
+            .and_then(|()| finish_publishing(&mut client, &mut drops))
+            .and_then(|()| confirm_publishing(&mut client, &mut drops)),
         Err(e) => Err(e),
     };
     // Messages taken (sent, or kept to be sent) or dropped: those the schedule reached.
@@ -260,11 +277,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             (false, false, false) => format!("published {total}"),
         };
         eprintln!(
-            "{of} messages of {} to {} in {:.3} s: {:.0} msg/s, {:.1} MB/s",
+            "{of} messages of {} to {} in {:.3} s: {} msg/s, {:.1} MB/s",
             count(payload.len() as u64, "byte", "bytes"),
             a.topic,
             secs,
-            sent as f64 / secs,
+            rate_text(sent as f64 / secs),
             sent as f64 * payload.len() as f64 / secs / 1e6
         );
     }
@@ -536,6 +553,40 @@ pub(crate) fn link_options(
 
 /// Sends what is buffered (waiting for a reconnection if the router is away, up to
 /// --give-up-after).
+/// A direct `pub` looks for the router's refusals (a non-fatal `PERMISSION_DENIED`:
+/// the user may not publish to the topic) once per this many messages, and whenever
+/// it catches up with standard input: a refused publisher stops within a fraction of
+/// a second, not at the end of its schedule with a summary of messages "published".
+const REFUSAL_CHECK_EVERY: u64 = 256;
+
+/// Fails with the router's refusal of an earlier publish, if one has arrived (a poll
+/// that does not wait; connection changes go to `drops` as usual). Over shared memory
+/// the poll also looks for the router's end of stream: a publisher reads nothing, and
+/// its writes into a dead router's ring succeed until the ring is full (83% of a
+/// 30 s, 1,000 msg/s run lost without a word, in a hostile-input probe).
+fn check_refused(
+    client: &mut ReconnectingClient,
+    drops: &mut Drops,
+) -> Result<(), tickwire_client::Error> {
+    if let Some(c) = client.client() {
+        c.look_for_router_end();
+    }
+    client
+        .poll(Wait::NoWait, |ev| drops.notice(&ev))
+        .map(|_| ())
+}
+
+/// After the last publish is written: one round trip to the router (a PING), so that a
+/// refusal of any publish before it has arrived, then [`check_refused`]. The summary
+/// then tells messages the router took from messages it refused.
+fn confirm_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> anyhow::Result<()> {
+    if let Some(c) = client.client() {
+        c.ping()?;
+    }
+    check_refused(client, drops)?;
+    Ok(())
+}
+
 fn finish_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> anyhow::Result<()> {
     client.flush()?;
     client.take_notices(|ev| drops.notice(&ev));
@@ -673,13 +724,23 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     });
     p.set_stop(stop.clone());
     let seen = std::cell::Cell::new(0u64);
+    // The sequence number of this run's first message: a refusal's seq then says which
+    // message (or input line) it was, whatever the identity published before.
+    let first_seq = std::cell::Cell::new(None::<u64>);
+    let note_first = |published: &Result<u64, tickwire_client::Error>| {
+        if let (Ok(seq), None) = (published, first_seq.get()) {
+            first_seq.set(Some(*seq));
+        }
+    };
     let start = tickwire_rt::MonoNanos::now();
     // Whether Ctrl-C stopped the publishing before its end.
     let sent: anyhow::Result<bool> = (|| {
         if a.stdin {
             let max_frame = p.client().router_max_frame();
             let read = each_line(max_frame, &stop, |text, caught_up| {
-                let published = p.publish(&a.topic, text).map(drop);
+                let published = p.publish(&a.topic, text);
+                note_first(&published);
+                let published = published.map(drop);
                 report_return(&p, &seen);
                 published?;
                 if caught_up {
@@ -704,7 +765,9 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
                 polled
             },
             |p, _| {
-                let published = p.publish(&a.topic, &payload).map(drop);
+                let published = p.publish(&a.topic, &payload);
+                note_first(&published);
+                let published = published.map(drop);
                 report_return(p, &seen);
                 published
             },
@@ -764,8 +827,22 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         elapsed.as_secs_f64()
     );
     eprintln!("{summary}");
+    let listed = p.recent_nacks().count() as u64;
+    if listed < c.nacked {
+        eprintln!("  the last {listed} of the {} refused:", c.nacked);
+    }
+    let which = match a.stdin {
+        true => "input line",
+        false => "message",
+    };
     for n in p.recent_nacks() {
-        eprintln!("  refused seq {}: {} ({})", n.seq, n.reason, n.text);
+        // Refusals of an earlier run of this identity (resent after a reconnection)
+        // have no place in this run.
+        let place = match first_seq.get() {
+            Some(first) if n.seq >= first => format!(", {which} {} of this run", n.seq - first + 1),
+            _ => String::new(),
+        };
+        eprintln!("  refused seq {}{place}: {} ({})", n.seq, n.reason, n.text);
     }
     let no_queue = c
         .nacked_by_reason
@@ -960,8 +1037,13 @@ Examples:
 Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 `tickwire queue`) and consume: each message is printed as
 '[id ID] TOPIC PAYLOAD' (with 'delivery N, redelivered' when it was delivered
-before) and acknowledged once it is written out, so the router removes it. Up to
---window messages are in flight unacknowledged. With --start other than 'queue' the
+before) and acknowledged once it is written out, so the router removes it; into a
+pipe, once the reader has taken it out of the pipe: what a reader that exits or dies
+leaves in the pipe is not acknowledged and comes again (standard error says how many
+when the pipe closes, and the exit status stays 0). What the reader took and did not
+process is acknowledged all the same: `| head -5` reads ahead up to the window, so
+take exactly N messages with --count N, not with head. Up to --window messages are in
+flight unacknowledged. With --start other than 'queue' the
 binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
@@ -1267,17 +1349,27 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
     }
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());
+    // Into a pipe (`| head`, `| grep`), a line written is not yet a line read: the
+    // reader may exit with it still in the pipe. There a message is acknowledged only
+    // once its last byte has left the pipe (the pipe's unread bytes, `FIONREAD`).
+    let mut acks = PipeAcks::new(!a.quiet && is_pipe(&stdout));
+    let mut out = CountingWriter::new(std::io::BufWriter::with_capacity(64 << 10, stdout.lock()));
     let mut tally = Tally::new(a.count);
     let mut redelivered = 0u64;
-    // Message ids handled in this turn, acknowledged once the output is flushed.
-    let mut handled: Vec<u64> = Vec::with_capacity(window as usize);
+    // Message ids handled in this turn (each with the end of its output), acknowledged
+    // once the output is flushed (and, into a pipe, read).
+    let mut handled: Vec<(u64, u64)> = Vec::with_capacity(window as usize);
     // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
     let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
     consumer.set_stop(stop.clone());
     while tally.wants_more() && !stop.is_set() {
         let reconnects = consumer.reconnects();
-        let polled = consumer.poll(Wait::Timeout(Duration::from_millis(200)), |d| {
+        // Output waiting in the pipe: look again soon, for its acknowledgements.
+        let wait = match acks.waiting() {
+            0 => Duration::from_millis(200),
+            _ => Duration::from_millis(1),
+        };
+        let polled = consumer.poll(Wait::Timeout(wait), |d| {
             if !tally.take() {
                 return;
             }
@@ -1288,7 +1380,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
                     return;
                 }
             }
-            handled.push(d.msg_id);
+            handled.push((d.msg_id, out.written));
         });
         tally.note_turn();
         if let Err(e) = polled {
@@ -1321,19 +1413,148 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
             // Nothing written for these: leave them unacknowledged for redelivery.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
+                acks.report_closed(handled.len());
                 return Ok(ExitCode::SUCCESS);
             }
             return Err(e).context("writing to standard output");
         }
-        ack_runs(&mut consumer, &handled)?;
-        handled.clear();
+        acks.written(&mut handled);
+        ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
+        if acks.waiting() > 0 && reader_gone(&stdout) {
+            acks.report_closed(0);
+            return Ok(ExitCode::SUCCESS);
+        }
     }
+    // What the pipe still holds: acknowledged as its reader takes it, for up to
+    // PIPE_DRAIN_WAIT; the rest comes again.
+    let drain_until = Instant::now() + PIPE_DRAIN_WAIT;
+    loop {
+        // Before asking whether the reader is gone: it may have read everything and
+        // exited (`--count 5 | head -5`).
+        ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
+        if acks.waiting() == 0 || Instant::now() >= drain_until || reader_gone(&stdout) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    acks.report_unread(0);
     consumer.client().flush()?;
     if a.quiet || stop.is_set() {
         tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long `sub --queue` waits at its end for a pipe's reader to take what was
+/// written, acknowledging it as it goes (the rest is delivered again).
+const PIPE_DRAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether `out` is a pipe (or FIFO).
+fn is_pipe(out: &impl std::os::fd::AsFd) -> bool {
+    rustix::fs::fstat(out).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    })
+}
+
+/// A writer that counts the bytes it accepts: with a buffered writer below it, after a
+/// successful flush every byte counted has been handed to the file.
+struct CountingWriter<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> CountingWriter<W> {
+    fn new(inner: W) -> CountingWriter<W> {
+        CountingWriter { inner, written: 0 }
+    }
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// `sub --queue`'s acknowledgements of what it wrote: at once into a file or terminal;
+/// into a pipe, once the reader has read the message's last byte (bytes written less
+/// the pipe's unread bytes). A reader that exits (`| head -5`) leaves what it did not
+/// read unacknowledged, so the queue delivers it again instead of losing it.
+struct PipeAcks {
+    pipe: bool,
+    /// Written into the pipe, not yet read: (message id, end of its output).
+    unread: std::collections::VecDeque<(u64, u64)>,
+    ids: Vec<u64>,
+}
+
+impl PipeAcks {
+    fn new(pipe: bool) -> PipeAcks {
+        PipeAcks {
+            pipe,
+            unread: std::collections::VecDeque::new(),
+            ids: Vec::new(),
+        }
+    }
+
+    /// Messages written (flushed) this turn, drained from `handled`.
+    fn written(&mut self, handled: &mut Vec<(u64, u64)>) {
+        self.unread.extend(handled.drain(..));
+    }
+
+    /// Messages written and not yet acknowledged.
+    fn waiting(&self) -> usize {
+        self.unread.len()
+    }
+
+    /// The ids to acknowledge now: all written, or, into a pipe, those its reader has
+    /// read past (`written` bytes handed to it in all). A pipe whose unread bytes
+    /// cannot be asked counts as read (as a file).
+    fn take_read(&mut self, written: u64, out: &impl std::os::fd::AsFd) -> &[u64] {
+        self.ids.clear();
+        let read = match self.pipe {
+            false => u64::MAX,
+            true => written.saturating_sub(rustix::io::ioctl_fionread(out).unwrap_or(0)),
+        };
+        while let Some(&(id, end)) = self.unread.front() {
+            if end > read {
+                break;
+            }
+            self.ids.push(id);
+            self.unread.pop_front();
+        }
+        &self.ids
+    }
+
+    /// Standard output closed by its reader (`| head -5`): what is left unacknowledged,
+    /// and what was not (what the reader took out of the pipe, read ahead included).
+    fn report_closed(&self, unwritten: usize) {
+        let n = (self.unread.len() + unwritten) as u64;
+        eprintln!(
+            "standard output closed by its reader: {} written and not read left \
+             unacknowledged (the queue delivers them again); what it had taken out of the \
+             pipe was acknowledged, read ahead and unprocessed included (head reads \
+             ahead): --count N takes exactly N messages",
+            count(n, "message", "messages")
+        );
+    }
+
+    /// Says what is left unacknowledged (written and unread, plus `unwritten`
+    /// handled but not written) when the command ends.
+    fn report_unread(&self, unwritten: usize) {
+        let n = (self.unread.len() + unwritten) as u64;
+        if n > 0 {
+            eprintln!(
+                "{} written to standard output and not read from it (its reader ended or \
+                 did not keep up) left unacknowledged: the queue delivers them again",
+                count(n, "message", "messages")
+            );
+        }
+    }
 }
 
 /// Refuses (a usage error, as `pub --identity` without --guaranteed) the flags that
@@ -1434,9 +1655,9 @@ impl Tally {
             // burst that arrived within a few ms (one read, or a handful of messages)
             // it would be the speed of a loop turn, not of the stream: none then.
             Some(span) if self.received > 1 && span >= MIN_RATE_SPAN => eprintln!(
-                "received {messages} {what} in {total:.3} s: {:.0} msg/s over the {:.3} s \
+                "received {messages} {what} in {total:.3} s: {} msg/s over the {:.3} s \
                  from the first message to the last",
-                (self.received - 1) as f64 / span.as_secs_f64(),
+                rate_text((self.received - 1) as f64 / span.as_secs_f64()),
                 span.as_secs_f64()
             ),
             Some(span) if self.received > 1 => eprintln!(
@@ -1446,6 +1667,16 @@ impl Tally {
             ),
             _ => eprintln!("received {messages} {what} in {total:.3} s"),
         }
+    }
+}
+
+/// A message rate for a summary: whole numbers from 100 msg/s up, and enough digits
+/// below that for a slow stream not to read "0 msg/s".
+fn rate_text(rate: f64) -> String {
+    match rate {
+        r if r >= 100.0 => format!("{r:.0}"),
+        r if r >= 1.0 => format!("{r:.1}"),
+        r => format!("{r:.3}"),
     }
 }
 
@@ -1729,5 +1960,18 @@ mod md_text_tests {
             line("md/x", &junk, false),
             format!("md/x {}\n", to_hex(&junk))
         );
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::rate_text;
+
+    /// Demanding-user pass: a slow stream's summary read "0 msg/s over the 4.846 s".
+    #[test]
+    fn a_slow_rate_keeps_its_digits() {
+        assert_eq!(rate_text(0.2063), "0.206");
+        assert_eq!(rate_text(2.5), "2.5");
+        assert_eq!(rate_text(19947.4), "19947");
     }
 }

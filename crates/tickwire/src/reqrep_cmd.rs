@@ -132,7 +132,12 @@ An answer is also cut to what fits in one frame of the router's max frame (its
 --max-frame, less room for the reply topic): the command then warns on standard error
 with both sizes, and the line per request gives the bytes actually sent.
 Messages that are not requests are ignored. A line per request goes to standard error
-unless --quiet.
+unless --quiet. Requests are answered one at a time, in the order they arrive: with a
+slow --exec command, later requests wait for the earlier ones (run several `tickwire
+reply` in a shared group, PATTERN '$share/GROUP/TOPIC', to answer in parallel).
+An answer the router refuses (a user without allow_responses or publish rights on the
+reply topics, docs/security.md) is warned about on standard error and counted in the
+summary; the command goes on answering (its requester times out).
 
 Several `tickwire reply` on one pattern each answer every request; the requester keeps
 the first reply.
@@ -243,6 +248,17 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             other => crate::pubsub::report_link(&other),
         });
         match polled {
+            // An answer the router refused (non-fatal `PERMISSION_DENIED`: no right to
+            // publish to the reply topic): the connection goes on, and so does the
+            // service; its requester gets no answer and times out.
+            Err(e @ Error::Rejected { .. }) => {
+                tally.refused += 1;
+                eprintln!(
+                    "warning: the router refused an answer: {e}; its requester gets no \
+                     reply. A responder needs allow_responses = true (or publish rights on \
+                     _reply/>) in the router's [auth] rules (docs/security.md)"
+                );
+            }
             Err(e) => {
                 if a.quiet {
                     tally.report(&a.pattern, started);
@@ -346,6 +362,9 @@ struct ReplyTally {
     failed: u64,
     /// Requests not answered: the connection was lost, or the reply refused.
     unanswered: u64,
+    /// Answers sent and then refused by the router (no right to reply): counted in
+    /// `answered` when sent, refused after.
+    refused: u64,
 }
 
 impl ReplyTally {
@@ -366,6 +385,12 @@ impl ReplyTally {
             s += &format!(
                 "; {} not answered",
                 count(self.unanswered, "request", "requests")
+            );
+        }
+        if self.refused > 0 {
+            s += &format!(
+                "; {} refused by the router (no right to reply)",
+                count(self.refused, "answer", "answers")
             );
         }
         eprintln!("{s}");

@@ -305,6 +305,49 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
         err.contains("not permitted to publish to \"orders/bob/1\""),
         "{err}"
     );
+    // Demanding-user pass: a paced load ran its whole schedule (10 s here) and
+    // summed up "published 20000 messages ... 2000 msg/s" though the router refused
+    // every one; it now stops within REFUSAL_CHECK_EVERY messages and says so.
+    let started = std::time::Instant::now();
+    let (st, _, err) = f.alice_cli(&[
+        "pub",
+        "orders/bob/3",
+        "--count",
+        "20000",
+        "--rate",
+        "2000",
+        "--no-reconnect",
+    ]);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains("ended early: ")
+            && !err.contains("published 20000")
+            && err.contains("not permitted to publish to \"orders/bob/3\""),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+    // A few lines of standard input: all refused, so not "published" either (the end
+    // of the input is confirmed by a round trip to the router).
+    let mut pipe = std::process::Command::new(common::BIN)
+        .args(["pub", "orders/bob/4", "--stdin", "--no-reconnect"])
+        .args(["--router", &f.router.addr_str(), "--user", "alice"])
+        .args([
+            "--password-file",
+            f.alice_password_file.path().to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    pipe.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
+    let st = pipe.wait().unwrap();
+    let (_, err) = common::take_output(&mut pipe);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains("ended early: sent 2 messages") && !err.contains("published 2"),
+        "{err}"
+    );
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).
     let (st, _, err) = f.alice_cli(&["pub", "orders/bob/2", "forged", "--guaranteed"]);
     assert_eq!(st.code(), Some(3), "{err}");
@@ -355,6 +398,62 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
     let (_, err) = common::take_output(&mut responder);
     assert!(status.success(), "{err}");
     assert!(!err.contains("not permitted"), "{err}");
+}
+
+/// Demanding-user pass: a responder without the right to reply (alice: no
+/// allow_responses, no publish right on `_reply/>`) died on its first request, its
+/// service gone; the refusal is non-fatal and the command now goes on answering.
+#[test]
+fn a_responder_whose_answer_is_refused_warns_and_goes_on() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let password_file = f.alice_password_file.path().to_str().unwrap();
+    let mut responder = std::process::Command::new(common::BIN)
+        .args(["reply", "md/svc/>", "--count", "2", "--router", &addr])
+        .args(["--user", "alice", "--password-file", password_file])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + LONG;
+    while !f.stats()["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["user"] == "alice" && c["subscriptions"] == 1)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the responder never subscribed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut ops = f.ops();
+    for i in 0..2 {
+        // No answer reaches the requester: it times out.
+        let e = ops
+            .request("md/svc/x", b"q", Duration::from_millis(700))
+            .unwrap_err();
+        assert!(matches!(e, Error::Timeout { .. }), "request {i}: {e}");
+        if i == 0 {
+            assert!(
+                responder.try_wait().unwrap().is_none(),
+                "the responder died on its first refused answer"
+            );
+        }
+    }
+    let status = responder.wait().unwrap();
+    let (_, err) = common::take_output(&mut responder);
+    assert!(status.success(), "{err}");
+    assert_eq!(
+        err.matches("answered a request on md/svc/x").count(),
+        2,
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: the router refused an answer") && err.contains("allow_responses"),
+        "{err}"
+    );
 }
 
 #[test]

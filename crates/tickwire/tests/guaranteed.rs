@@ -387,6 +387,19 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
             && err.contains("tickwire queue create audit --sub 'audit/>'"),
         "{err}"
     );
+    // Demanding-user pass: only the last 16 refusals are listed, and the list did not
+    // say so; their sequence numbers carry on from earlier runs of the identity, so
+    // each now also says which message (input line, with --stdin) of this run it was.
+    let (st, out, err) = nowhere(&["--count", "20"]);
+    assert_eq!(st.code(), Some(3), "{out}{err}");
+    assert!(
+        err.contains("20 refused (no-matching-queue: 20)")
+            && err.contains("the last 16 of the 20 refused:")
+            && err.contains(", message 20 of this run: no-matching-queue")
+            && err.contains(", message 5 of this run: ")
+            && !err.contains(", message 4 of this run: "),
+        "{err}"
+    );
     let (st, out, err) = nowhere(&["--allow-no-queue"]);
     assert!(st.success(), "{out}{err}");
     assert!(err.contains("1 acknowledged, 0 refused"), "{err}");
@@ -1240,6 +1253,72 @@ fn sub_queue_count_takes_a_window_no_larger_than_its_count() {
         "at most a window of 5 beyond the 5 printed (69 with a window of 64): {q}"
     );
     assert_eq!(queue_depth(r.addr, "fills"), 95);
+}
+
+/// Demanding-user pass: `sub --queue q | head -5` acknowledged every message it wrote
+/// into the pipe, read or not. Into a pipe a message is now acknowledged once the
+/// reader has taken it out of the pipe: a reader that takes nothing and goes away
+/// leaves every message in the queue, and the command says so.
+#[test]
+fn sub_queue_into_a_pipe_acknowledges_only_what_its_reader_took() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    fills_queue_with(&a, 10);
+    let mut sub = Command::new(common::BIN)
+        .args(["sub", "--queue", "fills", "--router", &a])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sub --queue");
+    // All ten written into the pipe (the queue shows them delivered), none read.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let q = queue_show(&a, "fills");
+        if q["delivered"].as_u64() == Some(10) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never delivered: {q}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(queue_show(&a, "fills")["acked"].as_u64(), Some(0));
+    // Five lines taken out of the pipe, one read at a time (as a reader that stops
+    // after five): those five are acknowledged, the rest are not.
+    let mut out = sub.stdout.take().expect("stdout");
+    let mut taken = Vec::new();
+    let mut byte = [0u8; 1];
+    while taken.iter().filter(|&&b| b == b'\n').count() < 5 {
+        assert_eq!(std::io::Read::read(&mut out, &mut byte).unwrap(), 1);
+        taken.push(byte[0]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while queue_show(&a, "fills")["acked"].as_u64() != Some(5) {
+        assert!(Instant::now() < deadline, "{}", queue_show(&a, "fills"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The reader goes away: the command ends (status 0) and says what it left.
+    drop(out);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = sub.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "sub --queue outlived its reader");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("standard output closed by its reader: 5 messages written and not read"),
+        "{err}"
+    );
+    let q = queue_show(&a, "fills");
+    assert_eq!(
+        (q["acked"].as_u64(), q["depth"].as_u64()),
+        (Some(5), Some(5)),
+        "{q}"
+    );
 }
 
 /// Creates queue `fills` (on `fills/>`) through the CLI and publishes `n` guaranteed

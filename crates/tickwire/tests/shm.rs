@@ -166,6 +166,66 @@ fn a_killed_shm_client_is_cleaned_up_and_others_carry_on() {
     );
 }
 
+/// Hostile-input probe: a `tickwire pub` over shared memory never read, so a router
+/// killed under it went unnoticed until the 8 MiB ring was full: at 1,000 msg/s it
+/// wrote into the dead ring to the end of its 30 s run, said "published 30000" and
+/// exited 0, 83% of the messages lost without a word. It now looks for the router's
+/// end of stream as it paces, says so within ~10 ms of the schedule and reconnects
+/// (here: gives up after --give-up-after, status 1).
+#[test]
+fn a_publisher_over_shared_memory_hears_of_a_killed_router() {
+    let (_name, _cleanup, mut r, shm, _tcp) = start("deadrouter");
+    let mut publisher = cli(&[
+        "pub",
+        "--router",
+        &shm,
+        "d/x",
+        "--count",
+        "20000",
+        "--size",
+        "100",
+        "--rate",
+        "1000",
+        "--give-up-after",
+        "1s",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_clients(&r.addr_str(), "the publisher connected", |n| {
+        n.iter().any(|x| x == "tickwire-pub")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(15);
+    let status = loop {
+        if let Some(st) = publisher.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the publisher wrote on into the dead router's ring"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    publisher
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("disconnected: ") && err.contains("ended early: ") && err.contains("gave up"),
+        "{err}"
+    );
+    assert!(killed.elapsed() < Duration::from_secs(8), "{err}");
+}
+
 /// Stats name a shared-memory client by the process that attached (the kernel's
 /// record of the handshake socket's peer), a TCP client by its address.
 #[test]

@@ -30,21 +30,22 @@ pub const MAX_TOPIC_BYTES: usize = 250;
 /// separate guard should either constant change.
 pub const MAX_LEVELS: usize = 128;
 
-/// Why a byte string is not a valid topic or pattern. Always the peer's fault.
+/// Why a byte string is not a valid topic or pattern. Always the peer's fault. The
+/// texts name neither (the caller's prefix says which: "invalid pattern: empty").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TopicError {
     /// The topic has no bytes at all.
-    #[error("topic is empty")]
+    #[error("empty")]
     Empty,
     /// The topic is longer than [`MAX_TOPIC_BYTES`].
-    #[error("topic is {len} bytes long, more than the limit of {MAX_TOPIC_BYTES}")]
+    #[error("{len} bytes long, more than the limit of {MAX_TOPIC_BYTES}")]
     TooLong {
         /// Length of the rejected topic in bytes.
         len: usize,
     },
     /// The topic has more than [`MAX_LEVELS`] levels.
-    #[error("topic has {levels} levels, more than the limit of {MAX_LEVELS}")]
+    #[error("{levels} levels, more than the limit of {MAX_LEVELS}")]
     TooManyLevels {
         /// Number of levels in the rejected topic.
         levels: usize,
@@ -721,7 +722,7 @@ mod tests {
     fn errors_read_well() {
         assert_eq!(
             TopicError::TooLong { len: 300 }.to_string(),
-            "topic is 300 bytes long, more than the limit of 250"
+            "300 bytes long, more than the limit of 250"
         );
         // The index counts from 0, the message from 1 ("a//b": the second level).
         assert_eq!(
