@@ -250,17 +250,45 @@ fn metrics_pass_promtool() {
         Duration::from_secs(20),
     );
     assert!(st.success(), "queue create: {err}");
+    // Two guaranteed publishes stored in it: the guaranteed families count them.
+    let (st, _, err) = common::run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "monq/x",
+            "stored",
+            "--count",
+            "2",
+            "--router",
+            &r.addr_str(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(st.success(), "pub --guaranteed: {err}");
     let (status, metrics) = get(http, "/metrics");
     assert_eq!(status, 200);
+    // Demanding-user pass: guaranteed messaging, the spool and the security counters
+    // were only in `tickwire stats`, nothing to scrape or alert on.
     for name in [
         "tickwire_router_received_messages_total",
         "tickwire_router_client_received_messages_total{client=",
-        "tickwire_router_queue_depth_messages{queue=\"mon-q\"}",
+        "tickwire_router_queue_depth_messages{queue=\"mon-q\"} 2",
         "tickwire_router_probe_round_trip_seconds_count",
         "tickwire_router_index_nodes ",
         "tickwire_router_subscriptions_removing 0",
         "tickwire_router_egress_bytes ",
         "tickwire_router_memory_disconnects_total ",
+        "tickwire_router_guaranteed_acked_total 2",
+        "tickwire_router_guaranteed_nacked_total 0",
+        "tickwire_router_guaranteed_spool_failures_total 0",
+        "tickwire_router_guaranteed_retained_messages 2",
+        "tickwire_router_spool_disk_bytes ",
+        "tickwire_router_spool_fsyncs_total ",
+        "tickwire_router_queue_redelivered_messages_total{queue=\"mon-q\"} 0",
+        "tickwire_router_queue_dead_lettered_messages_total{queue=\"mon-q\"} 0",
+        "tickwire_router_queue_rejected_messages_total{queue=\"mon-q\"} 0",
+        "tickwire_router_auth_failures_total 0",
+        "tickwire_router_denied_total 0",
     ] {
         assert!(metrics.contains(name), "{name} missing:\n{metrics}");
     }

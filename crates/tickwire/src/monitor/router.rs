@@ -73,6 +73,81 @@ fn queues(s: &Snapshot) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// Guaranteed messaging's totals and spool (`guaranteed` of the stats document; absent
+/// on a router without it): what `tickwire stats` shows, to scrape and alert on.
+fn guaranteed_metrics(out: &mut Text, g: &Value) {
+    if g.is_null() {
+        return;
+    }
+    let t = &g["totals"];
+    let spool = &g["spool"];
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    for (name, kind, help, v) in [
+        (
+            "tickwire_router_guaranteed_publishes_total",
+            Kind::Counter,
+            "Guaranteed publishes received (resends included).",
+            &t["publishes"],
+        ),
+        (
+            "tickwire_router_guaranteed_acked_total",
+            Kind::Counter,
+            "Guaranteed publishes acknowledged (stored per the spool's sync).",
+            &t["acked"],
+        ),
+        (
+            "tickwire_router_guaranteed_nacked_total",
+            Kind::Counter,
+            "Guaranteed publishes refused (PUB_NACK: no queue, queue full, not permitted, spool failed, ...).",
+            &t["nacked"],
+        ),
+        (
+            "tickwire_router_guaranteed_duplicates_total",
+            Kind::Counter,
+            "Resends of messages already stored (acknowledged again, stored once).",
+            &t["duplicates"],
+        ),
+        (
+            "tickwire_router_guaranteed_spool_failures_total",
+            Kind::Counter,
+            "Spool writes or syncs that failed (their publishes NACKed spool-failed).",
+            &t["spool_failures"],
+        ),
+        (
+            "tickwire_router_guaranteed_retained_messages",
+            Kind::Gauge,
+            "Messages retained in the spool for some queue.",
+            &g["retained_messages"],
+        ),
+        (
+            "tickwire_router_guaranteed_retained_bytes",
+            Kind::Gauge,
+            "Payload and topic bytes of the retained messages.",
+            &g["retained_bytes"],
+        ),
+        (
+            "tickwire_router_spool_disk_bytes",
+            Kind::Gauge,
+            "Bytes of the spool's segment files on disk.",
+            &spool["bytes_on_disk"],
+        ),
+        (
+            "tickwire_router_spool_fsyncs_total",
+            Kind::Counter,
+            "fdatasync calls on the spool.",
+            &spool["fsyncs"],
+        ),
+        (
+            "tickwire_router_spool_failed_batches_total",
+            Kind::Counter,
+            "Spool write batches that failed.",
+            &spool["failed_batches"],
+        ),
+    ] {
+        out.single(name, kind, help, num(v));
+    }
+}
+
 /// Sorts connections by `key` (largest first for counters).
 fn sort_clients(clients: &mut [&ClientView], key: &str) -> Result<(), String> {
     let k: fn(&ClientView) -> u64 = match key {
@@ -382,9 +457,30 @@ impl Component for RouterMonitor {
                 "Requests answered NO_RESPONDERS.",
                 t.no_responders,
             ),
+            (
+                "tickwire_router_auth_failures_total",
+                "Logins refused (bad credentials, or none where one is required).",
+                t.auth_failures,
+            ),
+            (
+                "tickwire_router_user_limit_refused_total",
+                "Logins refused at the user's max_connections.",
+                t.user_limit_refused,
+            ),
+            (
+                "tickwire_router_denied_total",
+                "Actions refused by the permission rules (PERMISSION_DENIED, not-permitted NACKs).",
+                t.denied,
+            ),
+            (
+                "tickwire_router_tls_throttled_total",
+                "TLS connections closed before their handshake by the per-address rate limit.",
+                t.tls_throttled,
+            ),
         ] {
             out.single(name, Kind::Counter, help, v as f64);
         }
+        guaranteed_metrics(out, s.guaranteed_json());
 
         let clients = metric_clients(&s, max_series);
         let per_client: [Family<ClientView>; 5] = [
@@ -442,7 +538,7 @@ impl Component for RouterMonitor {
 
         let qs = queues(&s);
         if s.guaranteed.is_some() {
-            let per_queue: [(&str, Kind, &str, &str); 6] = [
+            let per_queue: [(&str, Kind, &str, &str); 10] = [
                 (
                     "tickwire_router_queue_depth_messages",
                     Kind::Gauge,
@@ -478,6 +574,30 @@ impl Component for RouterMonitor {
                     Kind::Counter,
                     "Acknowledged messages.",
                     "acked",
+                ),
+                (
+                    "tickwire_router_queue_redelivered_messages_total",
+                    Kind::Counter,
+                    "Deliveries of messages delivered before (ack timeout, a consumer gone, a NACK).",
+                    "redelivered",
+                ),
+                (
+                    "tickwire_router_queue_dead_lettered_messages_total",
+                    Kind::Counter,
+                    "Messages moved to the dead-letter queue (redeliveries or TTL exhausted).",
+                    "dead_lettered",
+                ),
+                (
+                    "tickwire_router_queue_discarded_messages_total",
+                    Kind::Counter,
+                    "Messages dropped by the queue's full policy (discard-oldest) or TTL without a dead-letter queue.",
+                    "discarded",
+                ),
+                (
+                    "tickwire_router_queue_rejected_messages_total",
+                    Kind::Counter,
+                    "Publishes refused because the queue was full (full policy reject).",
+                    "rejected",
                 ),
             ];
             for (name, kind, help, field) in per_queue {
