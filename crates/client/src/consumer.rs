@@ -44,6 +44,10 @@ pub struct QueueConsumer {
     client: Client,
     binding: Binding,
     reconnects: u64,
+    /// Acknowledgements the router answered `UNKNOWN_DELIVERY`: the message was no
+    /// longer this connection's (its ack timeout had passed: redelivered elsewhere or
+    /// dead-lettered), so it was processed here and is still alive there.
+    late_acks: u64,
     /// Told of a lost connection before reconnecting; false: do not reconnect.
     on_lost: Option<fn(&Error) -> bool>,
     /// Once set, reconnection attempts end (with the last error).
@@ -72,6 +76,7 @@ impl QueueConsumer {
             client,
             binding,
             reconnects: 0,
+            late_acks: 0,
             on_lost: None,
             stop: None,
         })
@@ -116,6 +121,7 @@ impl QueueConsumer {
             match res {
                 Ok(_) => return Ok(n),
                 Err(Error::Rejected { code, .. }) if code == ErrorCode::UNKNOWN_DELIVERY => {
+                    self.late_acks += 1;
                     if n > 0 {
                         return Ok(n);
                     }
@@ -148,6 +154,14 @@ impl QueueConsumer {
     /// Connections opened after the first.
     pub fn reconnects(&self) -> u64 {
         self.reconnects
+    }
+
+    /// Acknowledgements (or NACKs) the router refused `UNKNOWN_DELIVERY` since the
+    /// start: it no longer held those messages for this connection, mostly because
+    /// their ack timeout had passed (they went to another consumer or the dead-letter
+    /// queue, and will be or were seen again). At least once, not exactly once.
+    pub fn late_acks(&self) -> u64 {
+        self.late_acks
     }
 
     /// The current connection.

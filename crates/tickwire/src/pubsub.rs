@@ -1043,7 +1043,10 @@ leaves in the pipe is not acknowledged and comes again (standard error says how 
 when the pipe closes, and the exit status stays 0). What the reader took and did not
 process is acknowledged all the same: `| head -5` reads ahead up to the window, so
 take exactly N messages with --count N, not with head. Up to --window messages are in
-flight unacknowledged. With --start other than 'queue' the
+flight unacknowledged. An acknowledgement that comes after the queue's ack timeout
+(the message was already handed on: to another consumer, again to this one, or to
+the dead-letter queue) is refused by the router: a warning says so, and the summary
+counts them. With --start other than 'queue' the
 binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
@@ -1362,6 +1365,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
     let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
     consumer.set_stop(stop.clone());
+    let mut late_acks = 0u64;
     while tally.wants_more() && !stop.is_set() {
         let reconnects = consumer.reconnects();
         // Output waiting in the pipe: look again soon, for its acknowledgements.
@@ -1387,23 +1391,24 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             out.flush().ok();
             // A stop request ended the reconnection; --no-reconnect said why it ends.
             if stop.is_set() {
-                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+                tally.report(&queue_what(queue, redelivered, consumer.late_acks()));
                 consumer.close().ok();
                 return Ok(ExitCode::SUCCESS);
             }
             if QUEUE_LOST.load(std::sync::atomic::Ordering::Relaxed) {
                 // As the direct subscription: the summary, then the cause (exit 1).
-                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+                tally.report(&queue_what(queue, redelivered, consumer.late_acks()));
                 return Err(e).context(format!(
                     "consuming queue {queue:?}: connection to the router lost (--no-reconnect)"
                 ));
             }
             let e = poll_failed(e, a.give_up_after, false);
             if e.to_string().starts_with(GAVE_UP) {
-                tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+                tally.report(&queue_what(queue, redelivered, consumer.late_acks()));
             }
             return Err(e).with_context(|| format!("consuming queue {queue:?}"));
         }
+        warn_late_acks(&consumer, &mut late_acks);
         if consumer.reconnects() > reconnects {
             eprintln!(
                 "reconnected: bound to queue {queue} again (what was printed and not yet \
@@ -1439,11 +1444,47 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     }
     acks.report_unread(0);
     consumer.client().flush()?;
+    // One round trip, so that the router's answer to the last acknowledgements is in:
+    // one refused as too late is then said and counted. Deliveries that come meanwhile
+    // are not taken (they return to the queue when the binding ends).
+    if consumer.client().ping().is_ok() {
+        let _ = consumer.poll(Wait::NoWait, |_| {});
+        warn_late_acks(&consumer, &mut late_acks);
+    }
     if a.quiet || stop.is_set() {
-        tally.report(&format!("from queue {queue} ({redelivered} redelivered)"));
+        tally.report(&queue_what(queue, redelivered, consumer.late_acks()));
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says, the first time, that the router refused an acknowledgement as too late
+/// ([`QueueConsumer::late_acks`]); `seen` is the count said so far.
+fn warn_late_acks(consumer: &QueueConsumer, seen: &mut u64) {
+    if consumer.late_acks() > *seen {
+        if *seen == 0 {
+            eprintln!(
+                "warning: the router no longer held a message this consumer acknowledged \
+                 (its ack timeout, the queue's ack_timeout_ms, had passed, or the \
+                 connection it came on was lost): it is delivered again, here, to another \
+                 consumer or to the dead-letter queue, and so processed twice; the summary \
+                 counts these"
+            );
+        }
+        *seen = consumer.late_acks();
+    }
+}
+
+/// What `sub --queue`'s summary adds to "received N messages".
+fn queue_what(queue: &str, redelivered: u64, late_acks: u64) -> String {
+    match late_acks {
+        0 => format!("from queue {queue} ({redelivered} redelivered)"),
+        n => format!(
+            "from queue {queue} ({redelivered} redelivered; {} acknowledged too late, \
+             after their ack timeout)",
+            count(n, "acknowledgement", "acknowledgements")
+        ),
+    }
 }
 
 /// How long `sub --queue` waits at its end for a pipe's reader to take what was

@@ -1321,6 +1321,78 @@ fn sub_queue_into_a_pipe_acknowledges_only_what_its_reader_took() {
     );
 }
 
+/// Demanding-user pass: a consumer stopped past its messages' ack timeout printed
+/// and "acknowledged" them when it went on, while the router had already handed them
+/// on (here: to the dead-letter queue); nothing said so. It now warns, and the
+/// summary counts the acknowledgements refused as too late.
+#[test]
+fn sub_queue_says_when_its_acknowledgements_came_too_late() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(30);
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "late",
+            "--sub",
+            "late/>",
+            "--ack-timeout",
+            "200ms",
+            "--max-redeliveries",
+            "0",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let mut sub = Command::new(common::BIN)
+        .args([
+            "sub", "--queue", "late", "--quiet", "--count", "3", "--router", &a,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sub --queue");
+    let deadline = Instant::now() + t;
+    while queue_show(&a, "late")["consumers"].as_u64() != Some(1) {
+        assert!(Instant::now() < deadline, "the consumer never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Frozen while the messages arrive and their ack timeout passes.
+    common::signal(sub.id(), "STOP");
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "late/x",
+            "m",
+            "--count",
+            "3",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let deadline = Instant::now() + t;
+    while queue_show(&a, "late")["dead_lettered"].as_u64() != Some(3) {
+        assert!(Instant::now() < deadline, "{}", queue_show(&a, "late"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    common::signal(sub.id(), "CONT");
+    let status = common::wait_child(&mut sub, t, "sub --queue after SIGCONT");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("warning: the router no longer held a message this consumer acknowledged")
+            && err.contains("acknowledged too late"),
+        "{err}"
+    );
+}
+
 /// Creates queue `fills` (on `fills/>`) through the CLI and publishes `n` guaranteed
 /// messages to `fills/IBM` with `pub --guaranteed`, every one acknowledged.
 fn fills_queue_with(router: &str, n: u64) {
