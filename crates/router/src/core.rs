@@ -2634,6 +2634,7 @@ impl Core {
             clients,
             self.spool.enabled().then(|| self.gm.view(usize::MAX)),
         )
+        .with_spool(self.spool.usage())
     }
 
     fn router_stats(&self, now: MonoNanos) -> RouterStats {

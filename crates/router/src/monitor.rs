@@ -36,6 +36,10 @@ pub struct Snapshot {
     /// copied as plain values: the JSON is built on the monitoring side, once
     /// ([`Snapshot::guaranteed_json`]).
     pub guaranteed: Option<GmView>,
+    /// The spool's usage (files, syncs, failed batches; null when guaranteed messaging
+    /// is off), the stats document's `guaranteed.spool`.
+    #[serde(skip)]
+    spool: serde_json::Value,
     #[serde(skip)]
     guaranteed_json: OnceLock<serde_json::Value>,
 }
@@ -59,15 +63,26 @@ impl Snapshot {
             shared_groups,
             clients,
             guaranteed,
+            spool: serde_json::Value::Null,
             guaranteed_json: OnceLock::new(),
         }
+    }
+
+    /// With the spool's usage (the stats document's `guaranteed.spool`).
+    pub fn with_spool(mut self, spool: serde_json::Value) -> Snapshot {
+        self.spool = spool;
+        self
     }
 
     /// [`Snapshot::guaranteed`] as the stats document's JSON (null when off), built at
     /// the first call.
     pub fn guaranteed_json(&self) -> &serde_json::Value {
         self.guaranteed_json.get_or_init(|| {
-            serde_json::to_value(&self.guaranteed).unwrap_or(serde_json::Value::Null)
+            let mut v = serde_json::to_value(&self.guaranteed).unwrap_or(serde_json::Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("spool".into(), self.spool.clone());
+            }
+            v
         })
     }
 }

@@ -560,15 +560,18 @@ impl ClientLink {
     /// Copies what fits into the router's ring; rings the router if it sleeps.
     /// `WouldBlock` when full.
     pub fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.eof {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let sent = self.ends.send(buf)?;
+        // After the copy, off this message's path: a router found gone fails the next
+        // send.
         self.sends += 1;
         if self.sends >= SEND_EOF_CHECK_EVERY {
             self.sends = 0;
             self.peek_eof()?;
         }
-        if self.eof {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        }
-        self.ends.send(buf)
+        Ok(sent)
     }
 
     /// Looks at the handshake socket for the router's end of stream at the next

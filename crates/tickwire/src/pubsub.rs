@@ -47,8 +47,9 @@ lost connection instead.
 disconnected kept and sent after reconnecting); 5 some were dropped while disconnected
 (offline buffer full; takes precedence over 130); 130 stopped by Ctrl-C before the last
 message (or, with --stdin, before the end of the input); 1 another error (the router
-refused the publishes: the user may not publish to TOPIC, said within 256 messages and
-at the end, which one round trip to the router confirms; the router not reached again
+refused the publishes: the user may not publish to TOPIC, said within ~10 ms of the
+schedule (unpaced: 8192 messages; --stdin: 256 lines or when input pauses) and at the
+end, which one round trip to the router confirms; the router not reached again
 within --give-up-after, the connection lost with --no-reconnect, ...); 2 a usage
 error.
 
@@ -235,7 +236,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // Paced: a look every ~10 ms of the schedule (a slow publisher over shared memory
     // hears of a dead router from this look alone); unpaced, per REFUSAL_CHECK_EVERY.
     let check_every = match a.rate {
-        0 => REFUSAL_CHECK_EVERY,
+        // Each look flushes what is batched: unpaced, rarely enough for batches to
+        // stay near --batch-bytes (every 256 made ~8 KB writes of 64 KB).
+        0 => UNPACED_CHECK_EVERY,
         r => (r / 100).clamp(1, REFUSAL_CHECK_EVERY),
     };
     let paced = pace(
@@ -558,6 +561,8 @@ pub(crate) fn link_options(
 /// it catches up with standard input: a refused publisher stops within a fraction of
 /// a second, not at the end of its schedule with a summary of messages "published".
 const REFUSAL_CHECK_EVERY: u64 = 256;
+/// The same for an unpaced load (`--rate 0`): a look flushes the batch.
+const UNPACED_CHECK_EVERY: u64 = 8192;
 
 /// Fails with the router's refusal of an earlier publish, if one has arrived (a poll
 /// that does not wait; connection changes go to `drops` as usual). Over shared memory
@@ -581,7 +586,17 @@ fn check_refused(
 /// then tells messages the router took from messages it refused.
 fn confirm_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> anyhow::Result<()> {
     if let Some(c) = client.client() {
-        c.ping()?;
+        // A router gone (or too slow to answer) after everything was written is no
+        // failure of the run: say that nothing could be confirmed, and keep the
+        // summary and status. A refusal is.
+        match c.ping() {
+            Ok(_) => {}
+            Err(e @ tickwire_client::Error::Rejected { .. }) => return Err(e.into()),
+            Err(e) => {
+                eprintln!("note: the router did not confirm the last publishes ({e})");
+                return Ok(());
+            }
+        }
     }
     check_refused(client, drops)?;
     Ok(())
@@ -1038,7 +1053,9 @@ Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 `tickwire queue`) and consume: each message is printed as
 '[id ID] TOPIC PAYLOAD' (with 'delivery N, redelivered' when it was delivered
 before) and acknowledged once it is written out, so the router removes it; into a
-pipe, once the reader has taken it out of the pipe: what a reader that exits or dies
+pipe, once the reader has taken it out of the pipe, or has had it there for half the
+queue's ack timeout (a slow reader: acknowledged then, before the queue hands it on
+again), or for 2 s at the end (--count, Ctrl-C): what a reader that exits or dies
 leaves in the pipe is not acknowledged and comes again (standard error says how many
 when the pipe closes, and the exit status stays 0). What the reader took and did not
 process is acknowledged all the same: `| head -5` reads ahead up to the window, so
@@ -1355,7 +1372,12 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     // Into a pipe (`| head`, `| grep`), a line written is not yet a line read: the
     // reader may exit with it still in the pipe. There a message is acknowledged only
     // once its last byte has left the pipe (the pipe's unread bytes, `FIONREAD`).
-    let mut acks = PipeAcks::new(!a.quiet && is_pipe(&stdout));
+    let pipe = !a.quiet && is_pipe(&stdout);
+    let ack_after = match pipe {
+        true => pipe_ack_after(&mut consumer, queue),
+        false => Duration::ZERO,
+    };
+    let mut acks = PipeAcks::new(pipe, ack_after);
     let mut out = CountingWriter::new(std::io::BufWriter::with_capacity(64 << 10, stdout.lock()));
     let mut tally = Tally::new(a.count);
     let mut redelivered = 0u64;
@@ -1369,10 +1391,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     while tally.wants_more() && !stop.is_set() {
         let reconnects = consumer.reconnects();
         // Output waiting in the pipe: look again soon, for its acknowledgements.
-        let wait = match acks.waiting() {
-            0 => Duration::from_millis(200),
-            _ => Duration::from_millis(1),
-        };
+        let wait = acks.next_look().unwrap_or(Duration::from_millis(200));
         let polled = consumer.poll(Wait::Timeout(wait), |d| {
             if !tally.take() {
                 return;
@@ -1418,7 +1437,11 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
             // Nothing written for these: leave them unacknowledged for redelivery.
             if e.kind() == std::io::ErrorKind::BrokenPipe {
+                // What the reader took before it went is acknowledged (the pipe's unread
+                // bytes can still be asked), the rest comes again.
+                let _ = ack_runs(&mut consumer, acks.take_read(out.written, &stdout));
                 acks.report_closed(handled.len());
+                let _ = consumer.client().flush();
                 return Ok(ExitCode::SUCCESS);
             }
             return Err(e).context("writing to standard output");
@@ -1426,21 +1449,31 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         acks.written(&mut handled);
         ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
         if acks.waiting() > 0 && reader_gone(&stdout) {
+            let _ = ack_runs(&mut consumer, acks.take_read(out.written, &stdout));
             acks.report_closed(0);
+            let _ = consumer.client().flush();
             return Ok(ExitCode::SUCCESS);
         }
     }
     // What the pipe still holds: acknowledged as its reader takes it, for up to
-    // PIPE_DRAIN_WAIT; the rest comes again.
-    let drain_until = Instant::now() + PIPE_DRAIN_WAIT;
+    // PIPE_END_WAIT, then as written if the reader is still there; what a reader that
+    // went left comes again.
+    let end_by = Instant::now() + PIPE_END_WAIT;
     loop {
         // Before asking whether the reader is gone: it may have read everything and
         // exited (`--count 5 | head -5`).
         ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
-        if acks.waiting() == 0 || Instant::now() >= drain_until || reader_gone(&stdout) {
+        let Some(nap) = acks.next_look() else {
+            break;
+        };
+        if reader_gone(&stdout) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(1));
+        if Instant::now() >= end_by {
+            ack_runs(&mut consumer, acks.take_all())?;
+            break;
+        }
+        std::thread::sleep(nap);
     }
     acks.report_unread(0);
     consumer.client().flush()?;
@@ -1487,9 +1520,28 @@ fn queue_what(queue: &str, redelivered: u64, late_acks: u64) -> String {
     }
 }
 
-/// How long `sub --queue` waits at its end for a pipe's reader to take what was
-/// written, acknowledging it as it goes (the rest is delivered again).
-const PIPE_DRAIN_WAIT: Duration = Duration::from_secs(2);
+/// How long a message written into a pipe waits there unacknowledged when the queue's
+/// ack timeout is not known (`queue show` refused): then it is acknowledged as written
+/// (a slow reader has it). Held past the ack timeout, the queue would hand it on again
+/// and the reader would see it twice, or the dead-letter queue would take it.
+const PIPE_ACK_AFTER_UNKNOWN: Duration = Duration::from_secs(1);
+
+/// At its end (`--count`, Ctrl-C), how long `sub --queue` waits for a live reader to
+/// take what is in the pipe before acknowledging it as written.
+const PIPE_END_WAIT: Duration = Duration::from_secs(2);
+
+/// Half the queue's `ack_timeout_ms` (asked once with `queue show`), or
+/// [`PIPE_ACK_AFTER_UNKNOWN`].
+fn pipe_ack_after(consumer: &mut QueueConsumer, queue: &str) -> Duration {
+    consumer
+        .client()
+        .queue_request(tickwire_wire::gm::QueueOp::Show, queue)
+        .ok()
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
+        .and_then(|v| v["definition"]["ack_timeout_ms"].as_u64())
+        .filter(|&ms| ms > 0)
+        .map_or(PIPE_ACK_AFTER_UNKNOWN, |ms| Duration::from_millis(ms) / 2)
+}
 
 /// Whether `out` is a pipe (or FIFO).
 fn is_pipe(out: &impl std::os::fd::AsFd) -> bool {
@@ -1528,15 +1580,19 @@ impl<W: Write> Write for CountingWriter<W> {
 /// read unacknowledged, so the queue delivers it again instead of losing it.
 struct PipeAcks {
     pipe: bool,
-    /// Written into the pipe, not yet read: (message id, end of its output).
-    unread: std::collections::VecDeque<(u64, u64)>,
+    /// The longest a message waits in the pipe unacknowledged ([`pipe_ack_after`]).
+    ack_after: Duration,
+    /// Written into the pipe, not yet read: (message id, end of its output, when it
+    /// was written).
+    unread: std::collections::VecDeque<(u64, u64, Instant)>,
     ids: Vec<u64>,
 }
 
 impl PipeAcks {
-    fn new(pipe: bool) -> PipeAcks {
+    fn new(pipe: bool, ack_after: Duration) -> PipeAcks {
         PipeAcks {
             pipe,
+            ack_after,
             unread: std::collections::VecDeque::new(),
             ids: Vec::new(),
         }
@@ -1544,7 +1600,9 @@ impl PipeAcks {
 
     /// Messages written (flushed) this turn, drained from `handled`.
     fn written(&mut self, handled: &mut Vec<(u64, u64)>) {
-        self.unread.extend(handled.drain(..));
+        let now = Instant::now();
+        self.unread
+            .extend(handled.drain(..).map(|(id, end)| (id, end, now)));
     }
 
     /// Messages written and not yet acknowledged.
@@ -1552,17 +1610,34 @@ impl PipeAcks {
         self.unread.len()
     }
 
+    /// When to look at the pipe again (`None`: nothing waits in it): soon while the
+    /// oldest message is fresh (a reader that keeps up takes it within a moment), then
+    /// every 10 ms, never later than its `ack_after`.
+    fn next_look(&self) -> Option<Duration> {
+        let &(_, _, at) = self.unread.front()?;
+        let age = at.elapsed();
+        let step = match age < Duration::from_millis(20) {
+            true => Duration::from_millis(1),
+            false => Duration::from_millis(10),
+        };
+        Some(
+            step.min(self.ack_after.saturating_sub(age))
+                .max(Duration::from_micros(100)),
+        )
+    }
+
     /// The ids to acknowledge now: all written, or, into a pipe, those its reader has
-    /// read past (`written` bytes handed to it in all). A pipe whose unread bytes
-    /// cannot be asked counts as read (as a file).
+    /// read past (`written` bytes handed to it in all) and those that waited in it
+    /// `ack_after`. A pipe whose unread bytes cannot be asked counts as read (as a
+    /// file).
     fn take_read(&mut self, written: u64, out: &impl std::os::fd::AsFd) -> &[u64] {
         self.ids.clear();
         let read = match self.pipe {
             false => u64::MAX,
             true => written.saturating_sub(rustix::io::ioctl_fionread(out).unwrap_or(0)),
         };
-        while let Some(&(id, end)) = self.unread.front() {
-            if end > read {
+        while let Some(&(id, end, at)) = self.unread.front() {
+            if end > read && at.elapsed() < self.ack_after {
                 break;
             }
             self.ids.push(id);
@@ -1571,11 +1646,20 @@ impl PipeAcks {
         &self.ids
     }
 
+    /// Every id written and not yet acknowledged, to acknowledge now.
+    fn take_all(&mut self) -> &[u64] {
+        self.ids.clear();
+        self.ids.extend(self.unread.drain(..).map(|(id, _, _)| id));
+        &self.ids
+    }
+
     /// Standard output closed by its reader (`| head -5`): what is left unacknowledged,
     /// and what was not (what the reader took out of the pipe, read ahead included).
+    /// Standard error may be that pipe too (`2>&1 |`): written without a panic.
     fn report_closed(&self, unwritten: usize) {
         let n = (self.unread.len() + unwritten) as u64;
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "standard output closed by its reader: {} written and not read left \
              unacknowledged (the queue delivers them again); what it had taken out of the \
              pipe was acknowledged, read ahead and unprocessed included (head reads \
@@ -1589,9 +1673,10 @@ impl PipeAcks {
     fn report_unread(&self, unwritten: usize) {
         let n = (self.unread.len() + unwritten) as u64;
         if n > 0 {
-            eprintln!(
-                "{} written to standard output and not read from it (its reader ended or \
-                 did not keep up) left unacknowledged: the queue delivers them again",
+            let _ = writeln!(
+                std::io::stderr(),
+                "{} written to standard output and not read from it (its reader ended) \
+                 left unacknowledged: the queue delivers them again",
                 count(n, "message", "messages")
             );
         }

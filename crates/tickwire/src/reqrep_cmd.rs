@@ -250,8 +250,11 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         match polled {
             // An answer the router refused (non-fatal `PERMISSION_DENIED`: no right to
             // publish to the reply topic): the connection goes on, and so does the
-            // service; its requester gets no answer and times out.
-            Err(e @ Error::Rejected { .. }) => {
+            // service; its requester gets no answer and times out. Only on a connection
+            // that was up before the poll and still is: a refusal from a reconnection
+            // (its subscription refused by a restarted router's rules) ends the command
+            // with its cause, as before (going on would reconnect without a pause).
+            Err(e @ Error::Rejected { .. }) if connected && c.is_connected() => {
                 tally.refused += 1;
                 eprintln!(
                     "warning: the router refused an answer: {e}; its requester gets no \

@@ -1321,6 +1321,80 @@ fn sub_queue_into_a_pipe_acknowledges_only_what_its_reader_took() {
     );
 }
 
+/// Review: held in the pipe until read, a slow reader's messages outlived the queue's
+/// ack timeout: the queue handed them on again (the reader saw them twice) and
+/// dead-lettered those it had read. A message now waits there unacknowledged at most
+/// half the ack timeout.
+#[test]
+fn sub_queue_into_a_slow_pipe_reader_causes_no_redelivery() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(30);
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "slow",
+            "--sub",
+            "slow/>",
+            "--ack-timeout",
+            "1s",
+            "--max-redeliveries",
+            "1",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "slow/x",
+            "m",
+            "--count",
+            "20",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let mut sub = Command::new(common::BIN)
+        .args(["sub", "--queue", "slow", "--count", "20", "--router", &a])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sub --queue");
+    // A reader taking one line per 100 ms, a byte at a time (as `while read`): 2 s for
+    // the 20, twice the ack timeout.
+    let mut out = sub.stdout.take().expect("stdout");
+    let mut lines = 0;
+    let mut byte = [0u8; 1];
+    while lines < 20 {
+        assert_eq!(std::io::Read::read(&mut out, &mut byte).unwrap(), 1);
+        if byte[0] == b'\n' {
+            lines += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let status = common::wait_child(&mut sub, t, "sub --queue --count 20");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sub.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let q = queue_show(&a, "slow");
+    assert_eq!(
+        (
+            q["acked"].as_u64(),
+            q["redelivered"].as_u64(),
+            q["dead_lettered"].as_u64()
+        ),
+        (Some(20), Some(0), Some(0)),
+        "{q}\n{err}"
+    );
+}
+
 /// Demanding-user pass: a consumer stopped past its messages' ack timeout printed
 /// and "acknowledged" them when it went on, while the router had already handed them
 /// on (here: to the dead-letter queue); nothing said so. It now warns, and the

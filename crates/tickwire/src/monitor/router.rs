@@ -116,7 +116,7 @@ fn guaranteed_metrics(out: &mut Text, g: &Value) {
         (
             "tickwire_router_guaranteed_retained_messages",
             Kind::Gauge,
-            "Messages retained in the spool for some queue.",
+            "Messages the spool keeps for replay (from a queue's start point), whether or not a queue still holds them.",
             &g["retained_messages"],
         ),
         (
