@@ -93,15 +93,26 @@ pub(crate) struct Stash {
     read: usize,
 }
 
+/// The most undelivered bytes the stash keeps: a router that sends messages without
+/// end while the client waits for an answer (or one that never answers) must not make
+/// it grow without bound (a hostile-input probe took a client to 3.5 GB in 15 s).
+pub(crate) const MAX_STASH_BYTES: usize = 64 << 20;
+
 impl Stash {
-    /// Appends the bytes of one complete frame.
-    pub(crate) fn push(&mut self, frame: &[u8]) {
+    /// Appends the bytes of one complete frame; false (nothing kept) when the frames
+    /// not yet delivered would pass [`MAX_STASH_BYTES`].
+    #[must_use]
+    pub(crate) fn push(&mut self, frame: &[u8]) -> bool {
         if self.read == self.buf.len() {
             // Everything delivered: reuse the allocation from the front.
             self.buf.clear();
             self.read = 0;
         }
+        if self.buf.len() - self.read + frame.len() > MAX_STASH_BYTES {
+            return false;
+        }
         self.buf.extend_from_slice(frame);
+        true
     }
 
     /// True when every stashed frame was delivered.
@@ -189,15 +200,15 @@ mod tests {
     fn stash_delivers_in_push_order_and_reuses_its_buffer() {
         let mut s = Stash::default();
         assert_eq!(s.pop(), None);
-        s.push(&ping(1));
-        s.push(&ping(2));
+        assert!(s.push(&ping(1)));
+        assert!(s.push(&ping(2)));
         let r = s.pop().unwrap();
         assert_eq!(
             decode(&s.buf[r], DEFAULT_MAX_FRAME).unwrap().unwrap().0,
             Frame::Ping(1)
         );
         // A push while frames are undelivered appends behind them.
-        s.push(&ping(3));
+        assert!(s.push(&ping(3)));
         for want in [2, 3] {
             let r = s.pop().unwrap();
             let (f, _) = decode(&s.buf[r], DEFAULT_MAX_FRAME).unwrap().unwrap();
@@ -205,8 +216,24 @@ mod tests {
         }
         assert_eq!(s.pop(), None);
         let cap = s.buf.capacity();
-        s.push(&ping(4));
+        assert!(s.push(&ping(4)));
         assert_eq!(s.buf.len(), ping(4).len());
         assert_eq!(s.buf.capacity(), cap);
+    }
+
+    /// What is not yet delivered stays under MAX_STASH_BYTES; once delivered, the room
+    /// is there again.
+    #[test]
+    fn the_stash_refuses_frames_beyond_its_bound() {
+        let mut s = Stash::default();
+        let frame = vec![0u8; 1 << 20];
+        let fits = MAX_STASH_BYTES / frame.len();
+        for _ in 0..fits {
+            assert!(s.push(&frame));
+        }
+        assert!(!s.push(&frame));
+        assert!(!s.push(&ping(1)));
+        s.read = s.buf.len();
+        assert!(s.push(&ping(1)));
     }
 }

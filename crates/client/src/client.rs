@@ -16,7 +16,7 @@ use tickwire_wire::frame::{
 use tickwire_wire::gm::{self as wire_gm, NackAction, QueueOp, Start};
 use tickwire_wire::topic::{validate_pattern, validate_topic, Topic, TopicMemo};
 
-use crate::buffers::{RxBuf, Stash};
+use crate::buffers::{RxBuf, Stash, MAX_STASH_BYTES};
 use crate::error::EOF_REASON;
 use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
@@ -1090,7 +1090,9 @@ impl Client {
                                 Take::Done(res) => return res,
                             }
                         }
-                        self.stash.push(bytes);
+                        if !self.stash.push(bytes) {
+                            return Err(self.stash_full(wait.what));
+                        }
                     }
                     Ok(None) => break,
                     Err(e @ Error::Rejected { .. }) => self.defer(e),
@@ -1104,6 +1106,14 @@ impl Client {
             match self.read_rx()? {
                 ReadOutcome::Data if wait.silence => {
                     deadline = Instant::now().checked_add(wait.timeout)
+                }
+                // A peer that keeps the socket readable never lets a read block: the
+                // deadline is looked at after every read too.
+                ReadOutcome::Data if past(deadline) => {
+                    return Err(Error::Timeout {
+                        what: wait.what,
+                        after: wait.timeout,
+                    });
                 }
                 ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
@@ -1182,7 +1192,7 @@ impl Client {
             if let ReadOutcome::Eof = self.read_rx()? {
                 return Err(self.on_eof());
             }
-            self.drain_rx_into_stash()?;
+            self.drain_rx_into_stash("the answers to its guaranteed publishes")?;
         }
         self.push_guaranteed(topic, payload)
     }
@@ -1322,7 +1332,7 @@ impl Client {
         self.flush()?;
         let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
         loop {
-            let drained = self.drain_rx_into_stash();
+            let drained = self.drain_rx_into_stash(what);
             let flushed = self.flush();
             if let Some(v) = done(self) {
                 if let Err(e) = drained.and(flushed) {
@@ -1508,11 +1518,14 @@ impl Client {
         }
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
         loop {
-            // The router's CLOSE (or anything else that ends it) is what we wait for.
-            if self.drain_rx_into_stash().is_err() {
+            // The router's CLOSE (or anything else that ends it) is what we wait for;
+            // messages still arriving are dropped.
+            if self.drain_rx_dropping().is_err() {
                 break;
             }
             match self.read_rx() {
+                // Not past the deadline, however fast the peer keeps sending.
+                Ok(ReadOutcome::Data) if past(deadline) => break,
                 Ok(ReadOutcome::Data) => {}
                 Ok(ReadOutcome::Eof) | Err(_) => break,
                 Ok(ReadOutcome::WouldBlock) => match self.wait_fd(PollFlags::IN, deadline) {
@@ -1608,7 +1621,7 @@ impl Client {
                             false
                         }
                         Frame::Error { code, text, .. } | Frame::Close { code, reason: text } => {
-                            let reason = text.to_owned();
+                            let reason = crate::error::peer_text(text);
                             return Err(self.session.close(code, reason));
                         }
                         other => {
@@ -1623,6 +1636,14 @@ impl Client {
                     }
                 }
                 Ok(None) => match self.read_rx()? {
+                    // A peer that keeps sending (PINGs before its WELCOME) never lets a
+                    // read block: the handshake's deadline is looked at after every read.
+                    ReadOutcome::Data if past(deadline) => {
+                        return Err(Error::Timeout {
+                            what: "the router's WELCOME",
+                            after: self.opts.connect_timeout,
+                        });
+                    }
                     ReadOutcome::Data => {}
                     ReadOutcome::Eof => {
                         let reason =
@@ -1676,7 +1697,7 @@ impl Client {
         self.flush()?;
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
         loop {
-            let drained = self.drain_rx_into_stash();
+            let drained = self.drain_rx_into_stash(what);
             let flushed = self.flush();
             if let Some(reply) = self.session.reply.take() {
                 // The answer arrived; a close or write failure right behind it is
@@ -1689,6 +1710,14 @@ impl Client {
             drained?;
             flushed?;
             match self.read_rx()? {
+                // The deadline after every read too: a peer that keeps sending never
+                // lets a read block.
+                ReadOutcome::Data if past(deadline) => {
+                    return Err(Error::Timeout {
+                        what,
+                        after: self.opts.request_timeout,
+                    });
+                }
                 ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
                 ReadOutcome::WouldBlock => {
@@ -1705,15 +1734,43 @@ impl Client {
 
     /// Handles every complete frame in the receive buffer, moving MESSAGEs to the stash.
     /// An ERROR that answers no request is deferred to the next poll / recv.
-    fn drain_rx_into_stash(&mut self) -> Result<(), Error> {
+    /// `what` the client waits for names it in the error of a full stash.
+    fn drain_rx_into_stash(&mut self, what: &str) -> Result<(), Error> {
         loop {
             match self.next_rx_message(true) {
-                Ok(Some(range)) => self.stash.push(&self.rx.buf[range]),
+                Ok(Some(range)) => {
+                    if !self.stash.push(&self.rx.buf[range]) {
+                        return Err(self.stash_full(what));
+                    }
+                }
                 Ok(None) => return Ok(()),
                 Err(e @ Error::Rejected { .. }) => self.defer(e),
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Handles every complete frame in the receive buffer as
+    /// [`Client::drain_rx_into_stash`] does, dropping MESSAGEs (a closing client).
+    fn drain_rx_dropping(&mut self) -> Result<(), Error> {
+        loop {
+            match self.next_rx_message(true) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                Err(e @ Error::Rejected { .. }) => self.defer(e),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The stash reached [`MAX_STASH_BYTES`] while waiting for `what`: the router sent
+    /// messages without end and never the answer. The connection is given up.
+    fn stash_full(&mut self, what: &str) -> Error {
+        let msg = format!(
+            "the router sent more than {} MiB of messages while this client waited for {what}",
+            MAX_STASH_BYTES >> 20
+        );
+        self.protocol_error(msg)
     }
 
     /// One non-blocking read into the receive buffer.
@@ -1796,7 +1853,9 @@ impl Client {
         ) {
             let shm = matches!(self.stream, Transport::Shm(_));
             loop {
-                if let Err(closed @ Error::Closed { .. }) = self.drain_rx_into_stash() {
+                if let Err(closed @ Error::Closed { .. }) =
+                    self.drain_rx_into_stash("the reason its write failed")
+                {
                     return closed;
                 }
                 match self.read_rx() {
@@ -1963,6 +2022,11 @@ fn close_for_protocol_error(session: &mut Session, stream: &mut Transport, msg: 
         session.closed = Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
     }
     Error::Protocol(msg)
+}
+
+/// Whether `deadline` has passed (`None`: never).
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 fn deadline_for(wait: Wait) -> Option<Instant> {

@@ -220,3 +220,46 @@ mod tests {
         assert_eq!(e.to_string(), "invalid topic: empty");
     }
 }
+
+/// The most of a text from the router (a CLOSE reason, an ERROR or PUB_NACK text) an
+/// error keeps: a peer's megabyte of reason would otherwise reach a terminal whole.
+const MAX_PEER_TEXT: usize = 1024;
+
+/// A text the router sent, as an error may show it: control characters escaped (a
+/// line break could forge a log line, an escape sequence drive the terminal) and at
+/// most [`MAX_PEER_TEXT`] bytes, the cut said.
+pub(crate) fn peer_text(text: &str) -> String {
+    let safe = tickwire_rt::text::terminal_safe(text);
+    if safe.len() <= MAX_PEER_TEXT {
+        return safe.into_owned();
+    }
+    let mut cut = MAX_PEER_TEXT;
+    while !safe.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... ({} bytes in all)", &safe[..cut], text.len())
+}
+
+#[cfg(test)]
+mod peer_text_tests {
+    use super::peer_text;
+
+    /// Hostile-input probe (a fake router): CLOSE and ERROR texts reached the terminal
+    /// raw (escape sequences, forged lines) and whole (a 1 MB reason).
+    #[test]
+    fn a_routers_text_is_escaped_and_bounded() {
+        assert_eq!(peer_text("slow consumer"), "slow consumer");
+        assert_eq!(
+            peer_text("bad \u{1b}[31mred\nforged: line"),
+            "bad \\u{1b}[31mred\\nforged: line"
+        );
+        let long = "x".repeat(1_000_000);
+        let t = peer_text(&long);
+        assert!(
+            t.len() < 1100 && t.ends_with("... (1000000 bytes in all)"),
+            "{t}"
+        );
+        let wide = "é".repeat(1000);
+        assert!(peer_text(&wide).contains("(2000 bytes in all)"));
+    }
+}

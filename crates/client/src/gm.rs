@@ -204,13 +204,13 @@ impl PublishWindow {
         self.recent_nacks.push_back(NackRecord {
             seq,
             reason,
-            text: text.to_owned(),
+            text: crate::error::peer_text(text),
         });
         if let Some((w, out @ None)) = &mut self.watch {
             if *w == seq {
                 *out = Some(Outcome::Nacked {
                     reason,
-                    text: text.to_owned(),
+                    text: crate::error::peer_text(text),
                 });
             }
         }

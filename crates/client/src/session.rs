@@ -96,7 +96,7 @@ impl Session {
                 ..
             }
             | Frame::Close { code, reason: text } => {
-                return Err(self.close(code, text.to_owned()));
+                return Err(self.close(code, crate::error::peer_text(text)));
             }
             Frame::Error {
                 request_id,
@@ -107,12 +107,12 @@ impl Session {
                 if self.is_pending(request_id) {
                     self.reply = Some(Reply::Rejected {
                         code,
-                        text: text.to_owned(),
+                        text: crate::error::peer_text(text),
                     });
                 } else if request_id == 0 {
                     return Err(Error::Rejected {
                         code,
-                        text: text.to_owned(),
+                        text: crate::error::peer_text(text),
                     });
                 }
                 // Otherwise it answers a request that already timed out: drop it.

@@ -155,3 +155,86 @@ fn a_message_header_on_a_short_frame_is_a_protocol_error() {
         assert_eq!(code, ErrorCode::MALFORMED_FRAME, "length {len}: {reason}");
     }
 }
+
+/// Plays a router that WELCOMEs the client, then sends MESSAGE frames without end and
+/// answers nothing (for at most 20 s, or until the client goes).
+fn flooding_router(pings_first: bool) -> (std::net::SocketAddr, thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut chunk = Vec::new();
+        if pings_first {
+            for i in 0..2000 {
+                frame::encode_ping(&mut chunk, i);
+            }
+        } else {
+            frame::encode_welcome(&mut chunk, 1, 1 << 20, "flood");
+            s.write_all(&chunk).unwrap();
+            chunk.clear();
+            let one = message_with_topic(*b"ab");
+            while chunk.len() < 64 << 10 {
+                chunk.extend_from_slice(&one);
+            }
+        }
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        // Reads nothing: the client's PONGs fill its socket, which is its problem.
+        while std::time::Instant::now() < until {
+            if s.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    (addr, peer)
+}
+
+/// Hostile-input probe (a fake router): a router that keeps the socket readable never
+/// let a read block, and the client looked at its deadlines only when one did, while
+/// it kept every message that came meanwhile: `tickwire stats`, `request`, `sub --count`
+/// hung past their timeouts at 3 GB and more. The deadline is now looked at after
+/// every read, the messages kept while waiting are bounded, and closing drops them.
+#[test]
+fn a_router_that_sends_without_end_cannot_hold_a_call_or_a_close_past_its_timeout() {
+    let (addr, peer) = flooding_router(false);
+    let opts = tickwire_client::ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        ..tickwire_client::ClientOptions::named("flooded")
+    };
+    let mut c = Client::connect_with(addr, opts).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = c.stats_json().unwrap_err();
+    assert!(
+        matches!(e, Error::Timeout { .. })
+            || e.to_string()
+                .contains("MiB of messages while this client waited"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(c);
+    peer.join().unwrap();
+
+    let (addr, peer) = flooding_router(false);
+    let opts = tickwire_client::ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        ..tickwire_client::ClientOptions::named("flooded")
+    };
+    let c = Client::connect_with(addr, opts).unwrap();
+    let t0 = std::time::Instant::now();
+    let _ = c.close();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    peer.join().unwrap();
+
+    // PINGs without end before the WELCOME: the handshake's deadline holds.
+    let (addr, peer) = flooding_router(true);
+    let opts = tickwire_client::ClientOptions {
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_millis(500),
+        ..tickwire_client::ClientOptions::named("pinged")
+    };
+    let t0 = std::time::Instant::now();
+    let e = Client::connect_with(addr, opts).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    peer.join().unwrap();
+}

@@ -536,6 +536,18 @@ impl ClientLink {
             return Err(bad("missing descriptors"));
         };
         let file = File::from(memfd);
+        // Sealed against resizing, as our router seals it: a memfd the sender can still
+        // shrink would take the pages from under our mapping (SIGBUS on the next
+        // access; a hostile-input probe's fake router did that).
+        let seals = rustix::fs::fcntl_get_seals(&file)
+            .map_err(|_| bad("the router's shared memory is not a memfd (no seals)"))?;
+        if !seals.contains(SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL) {
+            return Err(bad(
+                "the router's shared memory is not sealed against resizing: refused \
+                 (a tickwire router seals it; another process in its place could take \
+                 the pages from under the mapping)",
+            ));
+        }
         if file.metadata()?.len() != layout::mapping_len(header.cap) as u64 {
             return Err(bad("shared-memory mapping of the wrong size"));
         }
@@ -782,5 +794,45 @@ mod tests {
         // An administrator's directory (NAME with a '/').
         assert!(trust_listener(Path::new("/run/tickwire/md.sock"), 1001, 1000).is_ok());
         assert!(trust_listener(Path::new("/dev/shm/sub/md.sock"), 1001, 1000).is_ok());
+    }
+
+    /// Hostile-input probe (a fake router): the client mapped a memfd its sender could
+    /// still shrink, and a `ftruncate` after the handshake killed it with SIGBUS. A
+    /// memfd not sealed against resizing is refused before it is mapped.
+    #[test]
+    fn a_client_refuses_a_mapping_not_sealed_against_resizing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fake.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let fake = std::thread::spawn(move || {
+            let (ctl, _) = listener.accept().unwrap();
+            let cap = 1 << 16;
+            let memfd = rustix::fs::memfd_create("fake", MemfdFlags::CLOEXEC).unwrap();
+            let file = File::from(memfd);
+            file.set_len(layout::mapping_len(cap) as u64).unwrap();
+            let region = Region::map(&file).unwrap();
+            let header = Header::new(cap);
+            layout::write_header(&region, header);
+            let hello = header.to_bytes();
+            let fds = [file.as_fd()];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            control.push(SendAncillaryMessage::ScmRights(&fds));
+            rustix::net::sendmsg(
+                &ctl,
+                &[io::IoSlice::new(&hello)],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            )
+            .unwrap();
+            // Held until the client has looked (and gone).
+            let mut b = [0u8; 1];
+            let _ = std::io::Read::read(&mut &ctl, &mut b);
+        });
+        let Err(e) = ClientLink::connect(&path, Duration::from_secs(5)) else {
+            panic!("an unsealed mapping was accepted");
+        };
+        assert!(e.to_string().contains("not sealed against resizing"), "{e}");
+        fake.join().unwrap();
     }
 }

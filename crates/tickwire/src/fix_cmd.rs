@@ -58,6 +58,7 @@ dropped, and once output goes on a line says how many:
   DROPPED <n> lines: standard output was not being read
   READY acceptor <addr>... | READY initiator
   IN <session> <message>       message received (after the session checks), '|' for SOH
+                               (other control bytes, as a line break, shown as \\xNN)
   OUT <session> <message>      message sent
   EVENT <session> <text>       session events (QuickFIX's wording)
   LOGON <session> / LOGOUT <session>
@@ -656,6 +657,19 @@ fn parse_typed(line: &str, id: &SessionId) -> Result<Typed, String> {
     Ok(Typed { msg_type, body })
 }
 
+/// Appends a message as a line shows it: `|` for SOH, and any other control byte (a
+/// line break could forge a line of this output, an escape sequence drive the
+/// terminal) as `\xNN`.
+fn push_shown(line: &mut Vec<u8>, raw: &[u8]) {
+    for &b in raw {
+        match b {
+            SOH => line.push(b'|'),
+            0..=0x1f | 0x7f => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            _ => line.push(b),
+        }
+    }
+}
+
 /// Prints one line: queues it for the stdout writer thread, which writes and flushes
 /// what is queued as soon as it can (tests and people read these as they come). Never
 /// waits for standard output: see [`StdoutLines`].
@@ -850,8 +864,7 @@ impl CliApp {
         let name = self.names.get(k.0).map_or("?", String::as_str);
         self.line.extend_from_slice(name.as_bytes());
         self.line.push(b' ');
-        self.line
-            .extend(raw.iter().map(|&b| if b == SOH { b'|' } else { b }));
+        push_shown(&mut self.line, raw);
         print_line(&self.line);
     }
 

@@ -279,6 +279,9 @@ fn request(
     let mut client = Client::connect_to(c.router.as_str(), opts)?;
     let json = client.queue_request(op, arg)?;
     client.close().ok();
+    // Checked even where it is printed as it came (--print-json): a router's answer
+    // that is not JSON (or holds raw control characters) is refused, not passed on.
+    serde_json::from_str::<Value>(&json).context("the router's answer is not valid JSON")?;
     Ok(json)
 }
 

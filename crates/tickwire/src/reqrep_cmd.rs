@@ -89,11 +89,12 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
         a.timeout,
     ) {
         Ok(reply) if reply.payload.starts_with(FAILED_PREFIX) => {
+            // The responder's text, on the terminal: control characters escaped (a
+            // line break could forge a line, an escape sequence drive the terminal).
+            let text = String::from_utf8_lossy(&reply.payload);
+            let text = text.strip_suffix('\n').unwrap_or(&text);
             let mut err = std::io::stderr().lock();
-            err.write_all(&reply.payload)?;
-            if !reply.payload.ends_with(b"\n") {
-                err.write_all(b"\n")?;
-            }
+            writeln!(err, "{}", tickwire_rt::text::terminal_safe(text))?;
             c.close().ok();
             Ok(ExitCode::from(EXIT_FAILED_ANSWER))
         }
@@ -237,7 +238,9 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         let polled = c.poll(wait, |ev| match ev {
             LinkEvent::Message(m) => {
                 if let Some(to) = m.reply_target() {
-                    batch.push((m.topic().to_owned(), to, m.payload().to_vec()));
+                    // Shown in this command's lines: control characters escaped.
+                    let topic = tickwire_rt::text::terminal_safe(m.topic()).into_owned();
+                    batch.push((topic, to, m.payload().to_vec()));
                 }
             }
             LinkEvent::Disconnected { reason } if a.no_reconnect => {

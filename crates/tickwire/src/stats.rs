@@ -49,11 +49,13 @@ pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
     )?;
     let json = client.stats_json()?;
     client.close().ok();
+    // Checked before --print-json passes it on too: not JSON, or raw control
+    // characters (which JSON forbids in strings), is refused.
+    let doc: Value = serde_json::from_str(&json).context("the router sent invalid stats JSON")?;
     if a.print_json {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);
     }
-    let doc: Value = serde_json::from_str(&json).context("the router sent invalid stats JSON")?;
     print!("{}", render(&doc));
     Ok(ExitCode::SUCCESS)
 }
