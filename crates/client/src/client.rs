@@ -1604,6 +1604,14 @@ impl Client {
                                 );
                                 return Err(self.protocol_error(msg));
                             }
+                            if max_frame < frame::MIN_MAX_FRAME {
+                                let msg = format!(
+                                    "the router's WELCOME announces a max frame of {max_frame} \
+                                     bytes, below the protocol's minimum of {}",
+                                    frame::MIN_MAX_FRAME
+                                );
+                                return Err(self.protocol_error(msg));
+                            }
                             self.client_id = client_id;
                             self.router_max_frame = max_frame;
                             true

@@ -1225,7 +1225,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
                 }
                 return;
             };
-            discarded += emit(&m, &a, &mut out, &mut tally);
+            discarded = discarded.saturating_add(emit(&m, &a, &mut out, &mut tally));
         });
         tally.note_turn();
         let mut idle = matches!(polled, Ok(0));
@@ -1245,7 +1245,7 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             mcast.refresh(&mut client)?;
             let wait = Duration::from_millis(if idle { 1 } else { 0 });
             let got = mcast.poll(wait, |m| match m {
-                Some(m) => discarded += emit(m, &a, &mut out, &mut tally),
+                Some(m) => discarded = discarded.saturating_add(emit(m, &a, &mut out, &mut tally)),
                 None => drop(out.flush()),
             });
             tally.note_turn();
@@ -1814,7 +1814,8 @@ fn ack_runs(consumer: &mut QueueConsumer, ids: &[u64]) -> Result<(), tickwire_cl
     let mut i = 0;
     while i < ids.len() {
         let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j].wrapping_add(1) {
+        // Checked: ids 2^64-1 then 0 (a router's choice) are two runs, not one.
+        while j + 1 < ids.len() && ids[j].checked_add(1) == Some(ids[j + 1]) {
             j += 1;
         }
         consumer.ack_range(ids[i], ids[j])?;

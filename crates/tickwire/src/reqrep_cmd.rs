@@ -156,6 +156,10 @@ with how many answers reported a failed command and how many requests went unans
 and the connection is closed. Once stopping it does not reconnect. A second Ctrl-C
 aborts at once. --quiet prints the same summary at the end.
 
+Exit status: 0 stopped by Ctrl-C or after --count answers; 1 the connection lost with
+--no-reconnect or the router not reached again within --give-up-after (both after the
+summary, with the cause), or another error; 2 a usage error.
+
 Examples:
   tickwire reply 'svc/echo'                        # echo server
   tickwire reply 'svc/time' --exec date            # answer with the date
@@ -281,9 +285,10 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             Ok(_) => {}
         }
         if let Some(reason) = lost.take() {
-            // As `sub --no-reconnect`: the connection's end is the command's end.
-            eprintln!("{reason} (--no-reconnect: exiting)");
-            break;
+            // As `sub --no-reconnect`: the connection's end is the command's end, a
+            // failure (status 1) after the summary.
+            tally.report(&a.pattern, started);
+            anyhow::bail!("{reason} (--no-reconnect)");
         }
         for (topic, to, payload) in batch.drain(..) {
             if tally.answered >= limit {

@@ -240,8 +240,13 @@ fn reply_no_reconnect_and_give_up_after() {
         let status = common::wait_child(&mut reply, Duration::from_secs(15), "reply");
         let (_, err) = common::take_output(&mut reply);
         if extra[0] == "--no-reconnect" {
-            assert!(status.success(), "{status}: {err}");
-            assert!(err.contains("--no-reconnect: exiting"), "{err}");
+            // A hostile-router probe: this exited 0, where `sub --no-reconnect` exits 1
+            // (a supervisor must tell the loss from a normal end).
+            assert_eq!(status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("(--no-reconnect)") && err.contains("answered "),
+                "{err}"
+            );
         } else {
             assert_eq!(status.code(), Some(1), "{err}");
             assert!(
