@@ -95,8 +95,11 @@ pub(crate) struct Stash {
 
 /// The most undelivered bytes the stash keeps: a router that sends messages without
 /// end while the client waits for an answer (or one that never answers) must not make
-/// it grow without bound (a hostile-input probe took a client to 3.5 GB in 15 s).
-pub(crate) const MAX_STASH_BYTES: usize = 64 << 20;
+/// it grow without bound (a hostile-input probe took a client to 3.5 GB in 15 s). Far
+/// above what a real router sends while a client waits (an initial image is at most
+/// the router's `cache_max_bytes`, 64 MiB by default); one frame always fits an empty
+/// stash, whatever its size.
+pub(crate) const MAX_STASH_BYTES: usize = 1 << 30;
 
 impl Stash {
     /// Appends the bytes of one complete frame; false (nothing kept) when the frames
@@ -108,7 +111,8 @@ impl Stash {
             self.buf.clear();
             self.read = 0;
         }
-        if self.buf.len() - self.read + frame.len() > MAX_STASH_BYTES {
+        let waiting = self.buf.len() - self.read;
+        if waiting > 0 && waiting + frame.len() > MAX_STASH_BYTES {
             return false;
         }
         self.buf.extend_from_slice(frame);
@@ -226,7 +230,7 @@ mod tests {
     #[test]
     fn the_stash_refuses_frames_beyond_its_bound() {
         let mut s = Stash::default();
-        let frame = vec![0u8; 1 << 20];
+        let frame = vec![0u8; 16 << 20];
         let fits = MAX_STASH_BYTES / frame.len();
         for _ in 0..fits {
             assert!(s.push(&frame));
@@ -235,5 +239,8 @@ mod tests {
         assert!(!s.push(&ping(1)));
         s.read = s.buf.len();
         assert!(s.push(&ping(1)));
+        // One frame always fits an empty stash, whatever its size.
+        let mut empty = Stash::default();
+        assert!(empty.push(&vec![0u8; MAX_STASH_BYTES + 8]));
     }
 }

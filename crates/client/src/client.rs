@@ -1078,6 +1078,7 @@ impl Client {
     ) -> Result<T, Error> {
         self.flush()?;
         let mut deadline = Instant::now().checked_add(wait.timeout);
+        let mut expired = false;
         loop {
             loop {
                 match self.next_rx_message(true) {
@@ -1102,19 +1103,20 @@ impl Client {
             if let Some(res) = self.session.reply.take().and_then(|r| on_reply(state, r)) {
                 return res;
             }
+            if expired {
+                return Err(Error::Timeout {
+                    what: wait.what,
+                    after: wait.timeout,
+                });
+            }
             self.flush()?;
             match self.read_rx()? {
                 ReadOutcome::Data if wait.silence => {
                     deadline = Instant::now().checked_add(wait.timeout)
                 }
                 // A peer that keeps the socket readable never lets a read block: the
-                // deadline is looked at after every read too.
-                ReadOutcome::Data if past(deadline) => {
-                    return Err(Error::Timeout {
-                        what: wait.what,
-                        after: wait.timeout,
-                    });
-                }
+                // deadline is looked at after every read too, once what was read is.
+                ReadOutcome::Data if past(deadline) => expired = true,
                 ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
                 ReadOutcome::WouldBlock => {
@@ -1643,15 +1645,16 @@ impl Client {
                         return Ok(());
                     }
                 }
+                // A peer that keeps sending (PINGs before its WELCOME) never lets a read
+                // block: the handshake's deadline is looked at after every read too, once
+                // the frames read are handled.
+                Ok(None) if past(deadline) => {
+                    return Err(Error::Timeout {
+                        what: "the router's WELCOME",
+                        after: self.opts.connect_timeout,
+                    });
+                }
                 Ok(None) => match self.read_rx()? {
-                    // A peer that keeps sending (PINGs before its WELCOME) never lets a
-                    // read block: the handshake's deadline is looked at after every read.
-                    ReadOutcome::Data if past(deadline) => {
-                        return Err(Error::Timeout {
-                            what: "the router's WELCOME",
-                            after: self.opts.connect_timeout,
-                        });
-                    }
                     ReadOutcome::Data => {}
                     ReadOutcome::Eof => {
                         let reason =
@@ -1704,6 +1707,7 @@ impl Client {
     fn await_reply(&mut self, what: &'static str) -> Result<Reply, Error> {
         self.flush()?;
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
+        let mut expired = false;
         loop {
             let drained = self.drain_rx_into_stash(what);
             let flushed = self.flush();
@@ -1717,15 +1721,16 @@ impl Client {
             }
             drained?;
             flushed?;
+            if expired {
+                return Err(Error::Timeout {
+                    what,
+                    after: self.opts.request_timeout,
+                });
+            }
             match self.read_rx()? {
-                // The deadline after every read too: a peer that keeps sending never
-                // lets a read block.
-                ReadOutcome::Data if past(deadline) => {
-                    return Err(Error::Timeout {
-                        what,
-                        after: self.opts.request_timeout,
-                    });
-                }
+                // The deadline after every read too (a peer that keeps sending never
+                // lets a read block), once what was read is looked at.
+                ReadOutcome::Data if past(deadline) => expired = true,
                 ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
                 ReadOutcome::WouldBlock => {
@@ -1775,7 +1780,10 @@ impl Client {
     /// messages without end and never the answer. The connection is given up.
     fn stash_full(&mut self, what: &str) -> Error {
         let msg = format!(
-            "the router sent more than {} MiB of messages while this client waited for {what}",
+            "more than {} MiB of messages and answers arrived while this client waited for \
+             {what}, none of them taken by a poll (the client keeps at most that much \
+             between polls; a publisher of guaranteed messages that never polls keeps its \
+             answers too): connection given up",
             MAX_STASH_BYTES >> 20
         );
         self.protocol_error(msg)

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use tickwire_client::{
-    ClientOptions, GuaranteedPublisher, LinkEvent, QueueConsumer, ReconnectOptions,
+    ClientOptions, ErrorCode, GuaranteedPublisher, LinkEvent, QueueConsumer, ReconnectOptions,
     ReconnectingClient, Start, Wait,
 };
 
@@ -591,11 +591,24 @@ fn confirm_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> any
         // summary and status. A refusal is.
         match c.ping() {
             Ok(_) => {}
-            Err(e @ tickwire_client::Error::Rejected { .. }) => return Err(e.into()),
-            Err(e) => {
+            // A router that closed in order (a restart, a shutdown) after everything was
+            // written: a refusal that came before its CLOSE still counts; otherwise a
+            // note, and the summary and status stand.
+            Err(e @ tickwire_client::Error::Closed { code, .. })
+                if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN =>
+            {
+                // Asked of the connection itself: no reconnection at the very end.
+                if let Some(c) = client.client() {
+                    if let Err(r @ tickwire_client::Error::Rejected { .. }) =
+                        c.poll(Wait::NoWait, |_| {})
+                    {
+                        return Err(r.into());
+                    }
+                }
                 eprintln!("note: the router did not confirm the last publishes ({e})");
                 return Ok(());
             }
+            Err(e) => return Err(e.into()),
         }
     }
     check_refused(client, drops)?;
@@ -1383,7 +1396,9 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     let mut redelivered = 0u64;
     // Message ids handled in this turn (each with the end of its output), acknowledged
     // once the output is flushed (and, into a pipe, read).
-    let mut handled: Vec<(u64, u64)> = Vec::with_capacity(window as usize);
+    let mut handled: Vec<(u64, u64, Instant)> = Vec::with_capacity(window as usize);
+    // Bytes of output that reached standard output (counted at each successful flush).
+    let mut in_pipe = 0u64;
     // Ctrl-C: what was printed is acknowledged, then the summary (as without --queue).
     let stop = tickwire_rt::StopFlag::install_saying(STOP_NOTE);
     consumer.set_stop(stop.clone());
@@ -1392,6 +1407,9 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         let reconnects = consumer.reconnects();
         // Output waiting in the pipe: look again soon, for its acknowledgements.
         let wait = acks.next_look().unwrap_or(Duration::from_millis(200));
+        // Deliveries of this poll are aged from now (their ack timeout runs from their
+        // delivery, not from when the pipe takes them).
+        let received_at = Instant::now();
         let polled = consumer.poll(Wait::Timeout(wait), |d| {
             if !tally.take() {
                 return;
@@ -1403,7 +1421,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
                     return;
                 }
             }
-            handled.push((d.msg_id, out.written));
+            handled.push((d.msg_id, out.written, received_at));
         });
         tally.note_turn();
         if let Err(e) = polled {
@@ -1439,17 +1457,20 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 // What the reader took before it went is acknowledged (the pipe's unread
                 // bytes can still be asked), the rest comes again.
-                let _ = ack_runs(&mut consumer, acks.take_read(out.written, &stdout));
+                // By the bytes that reached the pipe (what is still in our buffer never
+                // did), and nothing by age: the reader is gone.
+                let _ = ack_runs(&mut consumer, acks.take_taken(in_pipe, &stdout));
                 acks.report_closed(handled.len());
                 let _ = consumer.client().flush();
                 return Ok(ExitCode::SUCCESS);
             }
             return Err(e).context("writing to standard output");
         }
+        in_pipe = out.written;
         acks.written(&mut handled);
-        ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
+        ack_runs(&mut consumer, acks.take_read(in_pipe, &stdout))?;
         if acks.waiting() > 0 && reader_gone(&stdout) {
-            let _ = ack_runs(&mut consumer, acks.take_read(out.written, &stdout));
+            let _ = ack_runs(&mut consumer, acks.take_taken(in_pipe, &stdout));
             acks.report_closed(0);
             let _ = consumer.client().flush();
             return Ok(ExitCode::SUCCESS);
@@ -1462,7 +1483,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     loop {
         // Before asking whether the reader is gone: it may have read everything and
         // exited (`--count 5 | head -5`).
-        ack_runs(&mut consumer, acks.take_read(out.written, &stdout))?;
+        ack_runs(&mut consumer, acks.take_read(in_pipe, &stdout))?;
         let Some(nap) = acks.next_look() else {
             break;
         };
@@ -1539,8 +1560,12 @@ fn pipe_ack_after(consumer: &mut QueueConsumer, queue: &str) -> Duration {
         .ok()
         .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
         .and_then(|v| v["definition"]["ack_timeout_ms"].as_u64())
-        .filter(|&ms| ms > 0)
-        .map_or(PIPE_ACK_AFTER_UNKNOWN, |ms| Duration::from_millis(ms) / 2)
+        .map_or(PIPE_ACK_AFTER_UNKNOWN, |ms| match ms {
+            // No ack timeout: nothing is handed on for lateness, so nothing is
+            // acknowledged by age (only when read, or at the end).
+            0 => Duration::MAX,
+            ms => Duration::from_millis(ms) / 2,
+        })
 }
 
 /// Whether `out` is a pipe (or FIFO).
@@ -1598,11 +1623,10 @@ impl PipeAcks {
         }
     }
 
-    /// Messages written (flushed) this turn, drained from `handled`.
-    fn written(&mut self, handled: &mut Vec<(u64, u64)>) {
-        let now = Instant::now();
-        self.unread
-            .extend(handled.drain(..).map(|(id, end)| (id, end, now)));
+    /// Messages written (flushed) this turn, drained from `handled` (id, end of its
+    /// output, when it was delivered).
+    fn written(&mut self, handled: &mut Vec<(u64, u64, Instant)>) {
+        self.unread.extend(handled.drain(..));
     }
 
     /// Messages written and not yet acknowledged.
@@ -1631,13 +1655,23 @@ impl PipeAcks {
     /// `ack_after`. A pipe whose unread bytes cannot be asked counts as read (as a
     /// file).
     fn take_read(&mut self, written: u64, out: &impl std::os::fd::AsFd) -> &[u64] {
+        self.take(written, out, true)
+    }
+
+    /// [`PipeAcks::take_read`] for a reader that is gone: only what it took out of the
+    /// pipe, nothing by age.
+    fn take_taken(&mut self, written: u64, out: &impl std::os::fd::AsFd) -> &[u64] {
+        self.take(written, out, false)
+    }
+
+    fn take(&mut self, written: u64, out: &impl std::os::fd::AsFd, by_age: bool) -> &[u64] {
         self.ids.clear();
         let read = match self.pipe {
             false => u64::MAX,
             true => written.saturating_sub(rustix::io::ioctl_fionread(out).unwrap_or(0)),
         };
         while let Some(&(id, end, at)) = self.unread.front() {
-            if end > read && at.elapsed() < self.ack_after {
+            if end > read && !(by_age && at.elapsed() >= self.ack_after) {
                 break;
             }
             self.ids.push(id);

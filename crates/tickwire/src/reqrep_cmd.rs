@@ -92,9 +92,10 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
             // The responder's text, on the terminal: control characters escaped (a
             // line break could forge a line, an escape sequence drive the terminal).
             let text = String::from_utf8_lossy(&reply.payload);
-            let text = text.strip_suffix('\n').unwrap_or(&text);
             let mut err = std::io::stderr().lock();
-            writeln!(err, "{}", tickwire_rt::text::terminal_safe(text))?;
+            for line in text.lines() {
+                writeln!(err, "{}", tickwire_rt::text::terminal_safe(line))?;
+            }
             c.close().ok();
             Ok(ExitCode::from(EXIT_FAILED_ANSWER))
         }
@@ -270,9 +271,9 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             Err(e) => {
-                if a.quiet {
-                    tally.report(&a.pattern, started);
-                }
+                // The summary, then the cause (as `sub`): --give-up-after ran out, or
+                // another error.
+                tally.report(&a.pattern, started);
                 return Err(crate::pubsub::poll_failed(
                     e,
                     a.give_up_after,
