@@ -586,9 +586,8 @@ fn check_refused(
 /// then tells messages the router took from messages it refused.
 fn confirm_publishing(client: &mut ReconnectingClient, drops: &mut Drops) -> anyhow::Result<()> {
     if let Some(c) = client.client() {
-        // A router gone (or too slow to answer) after everything was written is no
-        // failure of the run: say that nothing could be confirmed, and keep the
-        // summary and status. A refusal is.
+        // A refusal, a lost connection or no answer fails the run (the summary says
+        // "ended early"); only a router that closed in order is a note.
         match c.ping() {
             Ok(_) => {}
             // A router that closed in order (a restart, a shutdown) after everything was
