@@ -110,6 +110,12 @@ impl Stash {
             // Everything delivered: reuse the allocation from the front.
             self.buf.clear();
             self.read = 0;
+        } else if self.read > self.buf.len() / 2 {
+            // Mostly delivered: drop the delivered front, so that a stash never quite
+            // emptied (a frame always left between pushes) does not grow by what was
+            // delivered long ago.
+            self.buf.drain(..self.read);
+            self.read = 0;
         }
         let waiting = self.buf.len() - self.read;
         if waiting > 0 && waiting + frame.len() > MAX_STASH_BYTES {
@@ -239,6 +245,13 @@ mod tests {
         assert!(!s.push(&ping(1)));
         s.read = s.buf.len();
         assert!(s.push(&ping(1)));
+        // A stash never quite emptied keeps only about twice what waits in it.
+        let mut s = Stash::default();
+        for i in 0..10_000u64 {
+            assert!(s.push(&ping(i)));
+            assert!(s.pop().is_some() || i == 0);
+        }
+        assert!(s.buf.len() <= 4 * ping(0).len(), "{}", s.buf.len());
         // One frame always fits an empty stash, whatever its size.
         let mut empty = Stash::default();
         assert!(empty.push(&vec![0u8; MAX_STASH_BYTES + 8]));

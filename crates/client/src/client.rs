@@ -1322,7 +1322,9 @@ impl Client {
     }
 
     /// Flushes, then reads (keeping events for `poll_events`) until `done` says so,
-    /// failing after [`ClientOptions::request_timeout`] without any frame arriving.
+    /// failing after [`ClientOptions::request_timeout`] without an answer to a
+    /// guaranteed publish arriving (other frames, PINGs or messages, do not count: a
+    /// router that sends them without end cannot hold the wait).
     fn wait_until<T>(
         &mut self,
         what: &'static str,
@@ -1333,9 +1335,15 @@ impl Client {
         }
         self.flush()?;
         let mut deadline = Instant::now().checked_add(self.opts.request_timeout);
+        let answers = |c: &Client| c.gm.counts().acked + c.gm.counts().nacked;
+        let mut answered = answers(self);
         loop {
             let drained = self.drain_rx_into_stash(what);
             let flushed = self.flush();
+            if answers(self) != answered {
+                answered = answers(self);
+                deadline = Instant::now().checked_add(self.opts.request_timeout);
+            }
             if let Some(v) = done(self) {
                 if let Err(e) = drained.and(flushed) {
                     self.defer(e);
@@ -1344,10 +1352,14 @@ impl Client {
             }
             drained?;
             flushed?;
+            if past(deadline) {
+                return Err(Error::Timeout {
+                    what,
+                    after: self.opts.request_timeout,
+                });
+            }
             match self.read_rx()? {
-                ReadOutcome::Data => {
-                    deadline = Instant::now().checked_add(self.opts.request_timeout)
-                }
+                ReadOutcome::Data => {}
                 ReadOutcome::Eof => return Err(self.on_eof()),
                 ReadOutcome::WouldBlock => {
                     if self.wait_fd(PollFlags::IN, deadline)?.is_none() {
