@@ -980,7 +980,7 @@ impl Client {
             id,
             timeout,
             silence: false,
-            what: "a reply to the request",
+            what: REQUEST_REPLY_WAIT,
         };
         self.await_answer(
             &mut (),
@@ -2051,6 +2051,10 @@ fn close_for_protocol_error(session: &mut Session, stream: &mut Transport, msg: 
     }
     Error::Protocol(msg)
 }
+
+/// What [`Client::request`]'s [`Error::Timeout`] says it waited for when no reply came
+/// (other timeouts of a request are the router's own answers).
+pub const REQUEST_REPLY_WAIT: &str = "a reply to the request";
 
 /// Whether `deadline` has passed (`None`: never).
 fn past(deadline: Option<Instant>) -> bool {

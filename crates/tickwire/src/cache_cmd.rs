@@ -15,7 +15,8 @@ const CACHE_HELP: &str = "\
 The router keeps the last message of every topic matching its cache patterns
 (`tickwire router --cache PATTERN`). `cache show PATTERN` prints the cached messages of
 the topics matching PATTERN, one line each ('TOPIC PAYLOAD', or JSON with
---print-json), without subscribing; standard error gets the count. When there is none,
+--print-json), in topic order (a topic's messages, with a cache depth above 1, oldest
+first), without subscribing; standard error gets the count. When there is none,
 it says why: the router keeps no cache, or caches no topic matching PATTERN (it names
 its cache patterns), or caches them but none was published since it started. (The
 reason needs the router's stats, which only admin users may read; others get the count.)
@@ -67,9 +68,12 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
         a.login
             .apply(&a.router, ClientOptions::named("tickwire-cache"))?,
     )?;
-    let msgs = c
+    let mut msgs = c
         .cache_query(&a.pattern)
         .with_context(|| format!("querying the cache for {:?}", a.pattern))?;
+    // The router answers in its own order (its cache's); people read topics sorted.
+    // Stable: a topic's messages keep their order.
+    msgs.sort_by(|x, y| x.topic.cmp(&y.topic));
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for m in &msgs {
         let text = std::str::from_utf8(&m.payload)

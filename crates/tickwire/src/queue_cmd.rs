@@ -249,14 +249,28 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
 fn simple(n: &NameArgs, op: QueueOp, done: &str) -> anyhow::Result<()> {
     let json =
         request(&n.common, op, &n.name, None).with_context(|| format!("queue {:?}", n.name))?;
+    let doc = serde_json::from_str::<Value>(&json).unwrap_or(Value::Null);
     if n.common.print_json {
         println!("{json}");
-    } else if let Some(purged) = serde_json::from_str::<Value>(&json)
-        .ok()
-        .and_then(|v| v.get("purged").and_then(Value::as_u64))
-    {
+    } else if let Some(purged) = doc.get("purged").and_then(Value::as_u64) {
         let dropped = tickwire_rt::text::count(purged, "message", "messages");
         println!("queue {} {done}: {dropped} dropped", n.name);
+    } else if let (QueueOp::Delete, Some(depth)) = (op, doc["depth"].as_u64()) {
+        // A delete answers with the queue as it was: what went with it.
+        let dropped = tickwire_rt::text::count(depth, "message", "messages");
+        let bound = match doc["consumers"].as_u64().unwrap_or(0) {
+            0 => String::new(),
+            c => format!(
+                "; {} bound to it lost {}",
+                tickwire_rt::text::count(c, "consumer", "consumers"),
+                if c == 1 {
+                    "its binding"
+                } else {
+                    "their bindings"
+                }
+            ),
+        };
+        println!("queue {} {done}: {dropped} dropped{bound}", n.name);
     } else {
         println!("queue {} {done}", n.name);
     }

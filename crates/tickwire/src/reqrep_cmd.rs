@@ -37,7 +37,9 @@ request that begins with 'error: ' is taken for a failure too.)
 
 Exit status: 0 a reply was printed; 3 no reply within --timeout; 4 the reply reports
 a failure ('error: ...'); 5 no responders (no subscription on the router matches TOPIC:
-the router says so at once); 1 another error; 2 a usage error (bad flag or topic).
+the router says so at once); 1 another error (the router not answering its own part,
+the reply inbox's subscription, within --timeout among them); 2 a usage error (bad flag
+or topic).
 
 Examples:
   tickwire request svc/time now                    # ask, print the answer
@@ -77,12 +79,18 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// What `Client::request` says it waited for when no reply came.
+const REPLY_WAIT: &str = tickwire_client::REQUEST_REPLY_WAIT;
+
 pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
-    let mut c = Client::connect_to(
-        a.router.as_str(),
-        a.login
-            .apply(&a.router, ClientOptions::named(a.name.clone()))?,
-    )?;
+    let mut opts = a
+        .login
+        .apply(&a.router, ClientOptions::named(a.name.clone()))?;
+    // The router's own answers on the way (the ACK of the reply inbox's subscription)
+    // are waited for no longer than the reply: a router that does not answer is not
+    // waited for 5 s by a request of --timeout 1s.
+    opts.request_timeout = opts.request_timeout.min(a.timeout);
+    let mut c = Client::connect_to(a.router.as_str(), opts)?;
     match c.request(
         &a.topic,
         std::os::unix::ffi::OsStrExt::as_bytes(a.message.as_os_str()),
@@ -113,7 +121,9 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{e}");
             Ok(ExitCode::from(EXIT_NO_RESPONDERS))
         }
-        Err(e @ Error::Timeout { .. }) => {
+        // Status 3 is for the reply; a router that does not answer its own part (the
+        // reply inbox's subscription) is another error (1).
+        Err(e @ Error::Timeout { what, .. }) if what == REPLY_WAIT => {
             eprintln!("no reply: {e}");
             Ok(ExitCode::from(EXIT_TIMEOUT))
         }

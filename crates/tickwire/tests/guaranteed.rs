@@ -1467,6 +1467,24 @@ fn sub_queue_says_when_its_acknowledgements_came_too_late() {
     );
 }
 
+/// Demanding-user pass: `queue delete` said nothing of what went with the queue
+/// (`purge` says how many messages it dropped).
+#[test]
+fn queue_delete_says_what_it_dropped() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    fills_queue_with(&a, 3);
+    let (st, out, err) = run_cli(
+        &["queue", "delete", "fills", "--router", &a],
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        out.contains("queue fills deleted: 3 messages dropped"),
+        "{out}"
+    );
+}
+
 /// Creates queue `fills` (on `fills/>`) through the CLI and publishes `n` guaranteed
 /// messages to `fills/IBM` with `pub --guaranteed`, every one acknowledged.
 fn fills_queue_with(router: &str, n: u64) {

@@ -463,3 +463,44 @@ fn regression_ctrl_c_stops_reply_in_order_with_its_summary() {
     );
     assert!(line.is_some(), "no CLOSE from reply: {}", log.text());
 }
+
+/// Hostile-router probe: against a router that WELCOMEs and then answers nothing,
+/// `request --timeout 1s` waited the client's 5 s for the ACK of its reply inbox's
+/// subscription and exited 3 ("no reply"). The router's own part is now waited for no
+/// longer than --timeout, and its silence is an error (status 1), not "no reply".
+#[test]
+fn request_against_a_router_that_never_acks_honours_timeout_and_exits_1() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut welcome = Vec::new();
+        frame::encode_welcome(&mut welcome, 1, 1 << 20, "silent");
+        s.write_all(&welcome).unwrap();
+        // Reads (and answers nothing) until the client goes, at most 20 s.
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut sink = [0u8; 4096];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    let t0 = Instant::now();
+    let (st, _, err) = run_cli(
+        &[
+            "request",
+            "svc/x",
+            "hi",
+            "--timeout",
+            "1s",
+            "--router",
+            &addr,
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ACK to SUBSCRIBE") && !err.contains("no reply"),
+        "{err}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    fake.join().unwrap();
+}
