@@ -120,6 +120,23 @@ impl Fixture {
         run_cli(&all, LONG)
     }
 
+    /// Waits until a client of `user` holds one subscription (a responder ready).
+    fn wait_subscribed(&self, user: &str) {
+        let deadline = std::time::Instant::now() + LONG;
+        while !self.stats()["clients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["user"] == user && c["subscriptions"] == 1)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{user}'s responder never subscribed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn connect(&self, login: Login) -> Result<Client, Error> {
         let opts = ClientOptions {
             login: Some(login),
@@ -375,19 +392,7 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + LONG;
-    while !f.stats()["clients"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["user"] == "pricer" && c["subscriptions"] == 1)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the responder never subscribed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    f.wait_subscribed("pricer");
     let mut ops = f.ops();
     let answer = ops.request("svc/time", b"now?", LONG).unwrap();
     assert_eq!(
@@ -415,19 +420,7 @@ fn a_responder_whose_answer_is_refused_warns_and_goes_on() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + LONG;
-    while !f.stats()["clients"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["user"] == "alice" && c["subscriptions"] == 1)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the responder never subscribed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    f.wait_subscribed("alice");
     let mut ops = f.ops();
     for i in 0..2 {
         // No answer reaches the requester: it times out.

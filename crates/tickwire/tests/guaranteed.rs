@@ -1330,37 +1330,8 @@ fn sub_queue_into_a_slow_pipe_reader_causes_no_redelivery() {
     let r = RouterProc::start(&[]);
     let a = r.addr_str();
     let t = Duration::from_secs(30);
-    let (st, out, err) = run_cli(
-        &[
-            "queue",
-            "create",
-            "slow",
-            "--sub",
-            "slow/>",
-            "--ack-timeout",
-            "1s",
-            "--max-redeliveries",
-            "1",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    let (st, out, err) = run_cli(
-        &[
-            "pub",
-            "--guaranteed",
-            "slow/x",
-            "m",
-            "--count",
-            "20",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
+    create_timed_queue(&a, "slow", "1s", "1");
+    publish_guaranteed(&a, "slow/x", 20);
     let mut sub = Command::new(common::BIN)
         .args(["sub", "--queue", "slow", "--count", "20", "--router", &a])
         .stdout(Stdio::piped())
@@ -1404,23 +1375,7 @@ fn sub_queue_says_when_its_acknowledgements_came_too_late() {
     let r = RouterProc::start(&[]);
     let a = r.addr_str();
     let t = Duration::from_secs(30);
-    let (st, out, err) = run_cli(
-        &[
-            "queue",
-            "create",
-            "late",
-            "--sub",
-            "late/>",
-            "--ack-timeout",
-            "200ms",
-            "--max-redeliveries",
-            "0",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
+    create_timed_queue(&a, "late", "200ms", "0");
     let mut sub = Command::new(common::BIN)
         .args([
             "sub", "--queue", "late", "--quiet", "--count", "3", "--router", &a,
@@ -1436,20 +1391,7 @@ fn sub_queue_says_when_its_acknowledgements_came_too_late() {
     }
     // Frozen while the messages arrive and their ack timeout passes.
     common::signal(sub.id(), "STOP");
-    let (st, out, err) = run_cli(
-        &[
-            "pub",
-            "--guaranteed",
-            "late/x",
-            "m",
-            "--count",
-            "3",
-            "--router",
-            &a,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
+    publish_guaranteed(&a, "late/x", 3);
     let deadline = Instant::now() + t;
     while queue_show(&a, "late")["dead_lettered"].as_u64() != Some(3) {
         assert!(Instant::now() < deadline, "{}", queue_show(&a, "late"));
@@ -1485,6 +1427,55 @@ fn queue_delete_says_what_it_dropped() {
     );
 }
 
+/// Creates queue `name` (on `name/>`) through the CLI with an ack timeout and a
+/// redelivery limit.
+fn create_timed_queue(router: &str, name: &str, ack_timeout: &str, max_redeliveries: &str) {
+    let sub = format!("{name}/>");
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            name,
+            "--sub",
+            &sub,
+            "--ack-timeout",
+            ack_timeout,
+            "--max-redeliveries",
+            max_redeliveries,
+            "--router",
+            router,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{out}{err}");
+}
+
+/// Publishes `n` guaranteed messages to `topic` with `pub --guaranteed`, every one
+/// acknowledged.
+fn publish_guaranteed(router: &str, topic: &str, n: u64) {
+    let count = n.to_string();
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            topic,
+            "m",
+            "--count",
+            &count,
+            "--rate",
+            "0",
+            "--router",
+            router,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains(&format!("{n} acknowledged")),
+        "{out}{err}"
+    );
+}
+
 /// Creates queue `fills` (on `fills/>`) through the CLI and publishes `n` guaranteed
 /// messages to `fills/IBM` with `pub --guaranteed`, every one acknowledged.
 fn fills_queue_with(router: &str, n: u64) {
@@ -1496,26 +1487,7 @@ fn fills_queue_with(router: &str, n: u64) {
         t,
     );
     assert!(st.success(), "{out}{err}");
-    let count = n.to_string();
-    let (st, out, err) = run_cli(
-        &[
-            "pub",
-            "--guaranteed",
-            "fills/IBM",
-            "--count",
-            &count,
-            "--rate",
-            "0",
-            "--router",
-            router,
-        ],
-        t,
-    );
-    assert!(st.success(), "{out}{err}");
-    assert!(
-        format!("{out}{err}").contains(&format!("{n} acknowledged")),
-        "{out}{err}"
-    );
+    publish_guaranteed(router, "fills/IBM", n);
 }
 
 /// `queue show NAME --print-json` through the CLI.
