@@ -11,7 +11,8 @@
 # 3. 1 -> 1 throughput, 100 B, lossless: `tickwire sub --quiet` + `tickwire pub --rate 0`
 #    through one router (default idle, hybrid) over TCP, then over shm, alternating.
 # 4. The paced sweep (`bench stream`, the bar's measure) over TCP and shm through the
-#    router, beside the floors of the same topology (tcp-relay, shm-relay).
+#    router, beside the floors of the same topology (tcp-relay, shm-relay), blocking
+#    and spinning.
 set -euo pipefail
 RUNS=${1:-3}; MSGS=${2:-5000000}
 cd "$(dirname "$0")/.."
@@ -58,8 +59,13 @@ echo "median subscriber rate: tcp $t msg/s, shm $s msg/s, shm/tcp $(awk -v a="$s
 echo "=== 4. paced 1 -> 1 sweep, 100 B, lossless, against both floors of the topology"
 # tcp-relay / shm-relay: a bare relay thread in the router's place (no router), so
 # shm-relay / tcp-relay is what shared memory itself buys over TCP here.
-for i in $(seq 1 "$RUNS"); do
-  $TW bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \
-    --rates 5M,6M,7M,8M,10M,12M,14M,16M --keep-going --step-duration 2s --idle block --pin 0,1 \
-    --json "/tmp/bench-shm-stream-$i.json" | sed -n '/^highest lossless rate/,$p'
+# Both idle strategies: the ratio depends on it here (BENCHMARKS.md, 2026-12-05 21:09-:
+# spinning costs the TCP path more than the shm one on 2 cores).
+for idle in block spin; do
+  for i in $(seq 1 "$RUNS"); do
+    echo "--- idle $idle, run $i"
+    $TW bench stream --transport tcp-relay,shm-relay,tickwire,tickwire-shm --size 100 \
+      --rates 6M,8M,10M,12M,14M,16M,18M,20M,24M --keep-going --step-duration 2s --idle "$idle" \
+      --pin 0,1 --json "/tmp/bench-shm-stream-$idle-$i.json" | sed -n '/^highest lossless rate/,$p'
+  done
 done
