@@ -1142,7 +1142,9 @@ impl Client {
     /// sequence order; the router only acknowledges those it already stored. New
     /// publishes are numbered after both the router's `last_seq` and our own last.
     /// Another connection opening the same identity later takes it over: this one is
-    /// then closed ([`Error::Closed`] with [`ErrorCode::TAKEN_OVER`]).
+    /// then closed ([`Error::Closed`] with [`ErrorCode::TAKEN_OVER`]). A PUB_OPENED
+    /// with a window of 0 or a `last_seq` of 2^64-1 (no router sends either) ends the
+    /// connection with [`Error::Protocol`].
     pub fn open_publisher(&mut self, identity: &str, options: u32) -> Result<Opened, Error> {
         check_name("publisher identity", identity)?;
         let id = self.request_id();
@@ -1150,6 +1152,16 @@ impl Client {
             wire_gm::encode_pub_open(tx, id, options, identity)
         })?;
         match reply {
+            // A window of 0 would leave nothing publishable (every publish refused as
+            // not open) and a `last_seq` at the end of the sequence space no number to
+            // publish with: neither comes from a router, so the connection ends.
+            Reply::PubOpened { window: 0, .. } => Err(self
+                .protocol_error("the router opened the publisher with a window of 0".to_owned())),
+            Reply::PubOpened {
+                last_seq: u64::MAX, ..
+            } => Err(self.protocol_error(
+                "the router opened the publisher at the last sequence number (2^64-1)".to_owned(),
+            )),
             Reply::PubOpened { window, last_seq } => {
                 self.gm.handle_opened(window, last_seq);
                 let resent = self.resend_unanswered()?;

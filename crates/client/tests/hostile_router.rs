@@ -238,3 +238,71 @@ fn a_router_that_sends_without_end_cannot_hold_a_call_or_a_close_past_its_timeou
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     peer.join().unwrap();
 }
+
+/// Plays a router that WELCOMEs the client and answers its PUB_OPEN with `window` and
+/// `last_seq`; returns every byte the client sent until it closed.
+fn opening_router(
+    window: u32,
+    last_seq: u64,
+) -> (std::net::SocketAddr, thread::JoinHandle<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut welcome = Vec::new();
+        frame::encode_welcome(&mut welcome, 1, 1 << 20, "broken");
+        s.write_all(&welcome).unwrap();
+        let mut said = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Up to the PUB_OPEN (after the HELLO), whose request id the answer carries.
+        let request_id = loop {
+            let n = s.read(&mut chunk).expect("no PUB_OPEN within 20 s");
+            assert!(n > 0, "the client closed before its PUB_OPEN");
+            said.extend_from_slice(&chunk[..n]);
+            let mut at = 0;
+            let mut found = None;
+            while let Ok(Some((f, len))) = frame::decode(&said[at..], 1 << 20) {
+                if let Frame::PubOpen { request_id, .. } = f {
+                    found = Some(request_id);
+                }
+                at += len;
+            }
+            if let Some(id) = found {
+                break id;
+            }
+        };
+        let mut answer = Vec::new();
+        tickwire_wire::gm::encode_pub_opened(&mut answer, request_id, window, last_seq);
+        s.write_all(&answer).unwrap();
+        s.read_to_end(&mut said)
+            .expect("the client never closed the connection");
+        said
+    });
+    (addr, peer)
+}
+
+#[test]
+fn a_publisher_opened_with_no_window_or_no_sequence_number_left_is_a_protocol_error() {
+    for (window, last_seq, says) in [
+        (0, 0, "window of 0"),
+        (1024, u64::MAX, "last sequence number"),
+    ] {
+        let (addr, peer) = opening_router(window, last_seq);
+        let mut c = Client::connect(addr).unwrap();
+        let err = c.open_publisher("gw", 0).unwrap_err();
+        assert!(
+            matches!(&err, Error::Protocol(m) if m.contains(says)),
+            "window {window}, last_seq {last_seq}: {err:?}"
+        );
+        assert!(
+            matches!(c.publish_guaranteed("t", b"x"), Err(Error::Closed { .. })),
+            "window {window}: the connection stays usable"
+        );
+        let said = peer.join().unwrap();
+        let (code, reason) =
+            close_of(&said).unwrap_or_else(|| panic!("window {window}: no CLOSE in {said:?}"));
+        assert_eq!(code, ErrorCode::MALFORMED_FRAME, "{reason}");
+        assert!(reason.contains(says), "{reason}");
+    }
+}
