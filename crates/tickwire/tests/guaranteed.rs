@@ -1634,3 +1634,50 @@ fn regression_pub_guaranteed_tells_each_loss_and_return_of_its_connection() {
     );
     drop(router);
 }
+
+/// Hostile-input pass: a guaranteed publish numbered 0 was answered PUB_ACK and stored
+/// nowhere (the router took it for a resend below the identity's floor), and one
+/// numbered 2^64-1 was stored, after which the Rust client numbered its next publish 0
+/// (wrapped) and lost it the same way. Both are now refused as malformed, the publish
+/// before them kept.
+#[test]
+fn guaranteed_publishes_numbered_0_or_2_pow_64_minus_1_are_refused_not_acknowledged() {
+    let r = RouterProc::start(&[]);
+    create_queue(r.addr, r#"{"name":"zq","subscriptions":["zq/>"]}"#);
+    for (i, bad) in [0u64, u64::MAX].into_iter().enumerate() {
+        let mut raw = Raw::hello(r.addr, "numbering");
+        let mut b = Vec::new();
+        wgm::encode_pub_open(&mut b, 1, 0, &format!("numbering-{i}"));
+        raw.send(&b);
+        match raw.next(Duration::from_secs(10)) {
+            Ok(Got::Other(f)) if f.starts_with("PubOpened") => {}
+            other => panic!("expected PUB_OPENED, got {other:?}"),
+        }
+        let publish = |seq: u64| {
+            let mut b = Vec::new();
+            tickwire_wire::frame::encode_publish(
+                &mut b,
+                "zq/t",
+                format!("seq {seq}").as_bytes(),
+                tickwire_wire::frame::PublishOptions {
+                    seq: Some(seq),
+                    publisher_send: None,
+                },
+                u32::MAX,
+            )
+            .expect("encode");
+            b[5] |= tickwire_wire::frame::flags::GUARANTEED;
+            b
+        };
+        raw.send(&publish(1));
+        match raw.next(Duration::from_secs(10)) {
+            Ok(Got::Other(f)) if f.starts_with("PubAck") => {}
+            other => panic!("expected the PUB_ACK of seq 1, got {other:?}"),
+        }
+        raw.send(&publish(bad));
+        // Neither a PUB_ACK nor anything else first: the fatal error, then the close.
+        let text = raw.expect_fatal(ErrorCode::MALFORMED_FRAME);
+        assert!(text.contains("from 1 to 2^64-2"), "{text}");
+        assert_eq!(queue_depth(r.addr, "zq"), i as u64 + 1, "after seq {bad}");
+    }
+}

@@ -763,7 +763,17 @@ fn decode_msg(kind: Kind, frame: &[u8]) -> Result<Frame<'_>, FrameError> {
         if fl & flags::GUARANTEED != 0 && fl & flags::REPLY != 0 {
             return Err(r.malformed("a guaranteed publish cannot be a request or reply"));
         }
-        Ok(Frame::Publish(r.message(fl, aux)?))
+        let m = r.message(fl, aux)?;
+        // Sequence numbers count from 1 (PUB_OPENED's last_seq starts at 0, and the
+        // router takes any number up to the identity's floor for a resend: a 0 would be
+        // acknowledged and stored nowhere), and stop short of 2^64-1 (after it nothing
+        // is left to number the next publish with).
+        if fl & flags::GUARANTEED != 0 && matches!(m.seq, Some(0 | u64::MAX)) {
+            return Err(
+                r.malformed("a guaranteed publish's sequence number must be from 1 to 2^64-2")
+            );
+        }
+        Ok(Frame::Publish(m))
     } else {
         if fl & !flags::MESSAGE_ALLOWED != 0 {
             return Err(FrameError::BadFlags { kind, flags: fl });
@@ -1757,6 +1767,37 @@ mod tests {
         let b = [10, 0, 0, 0, 0x20, flags::GUARANTEED, 1, 0, b'a', b'b'];
         let e = decode(&b, MAX).unwrap_err();
         assert_eq!(e.code(), ErrorCode::MALFORMED_FRAME);
+        // Hostile-input pass: a guaranteed publish numbered 0 was acknowledged and
+        // stored nowhere (the router took it for a resend); 2^64-1 left the identity no
+        // number for its next publish. Both are malformed; 1 and 2^64-2 are not, and a
+        // plain publish may carry any SEQ.
+        for (seq, guaranteed, ok) in [
+            (0, true, false),
+            (u64::MAX, true, false),
+            (1, true, true),
+            (u64::MAX - 1, true, true),
+            (0, false, true),
+            (u64::MAX, false, true),
+        ] {
+            let mut b = Vec::new();
+            let opts = PublishOptions {
+                seq: Some(seq),
+                ..PublishOptions::default()
+            };
+            encode_publish(&mut b, "ab", b"x", opts, MAX).unwrap();
+            if guaranteed {
+                b[5] |= flags::GUARANTEED;
+            }
+            match decode(&b, MAX) {
+                Ok(Some((Frame::Publish(_), _))) => assert!(ok, "seq {seq} taken"),
+                Err(e) => {
+                    assert!(!ok, "seq {seq} refused: {e}");
+                    assert_eq!(e.code(), ErrorCode::MALFORMED_FRAME);
+                    assert!(e.to_string().contains("from 1 to 2^64-2"), "{e}");
+                }
+                other => panic!("seq {seq}: {other:?}"),
+            }
+        }
         // PUBLISH with DISCARDS (router-only flag).
         let b = [
             18,
