@@ -447,6 +447,12 @@ impl StallFree {
 }
 
 impl StallSummary {
+    /// Whether the host stalled a CPU or other work shared the machine: the figures
+    /// measured then are the machine's, not the code's.
+    pub fn disturbed(&self) -> bool {
+        self.count > 0 || self.competition.is_some_and(|c| c.disturbs())
+    }
+
     /// One report line: what the sentinel saw `during` (e.g. "the measured part"), and
     /// what it means for the figures.
     pub fn line(&self, during: &str) -> String {

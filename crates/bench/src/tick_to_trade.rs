@@ -1077,6 +1077,11 @@ fn print_report(
     }
     if !ratios.is_empty() {
         crate::outln!(out, "ratios (same simulator, same schedule, same run):");
+        let disturbed = |name: &str| {
+            results
+                .iter()
+                .any(|r| r.name == name && r.host.as_ref().is_some_and(|h| h.disturbed()))
+        };
         for x in ratios {
             let cpu = x
                 .cpu_per_tick
@@ -1093,6 +1098,17 @@ fn print_report(
                 x.p99,
                 cpu
             );
+            let spoiled: Vec<&str> = [x.algo.as_str(), x.versus.as_str()]
+                .into_iter()
+                .filter(|n| disturbed(n))
+                .collect();
+            if !spoiled.is_empty() {
+                crate::outln!(
+                    out,
+                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
+                    spoiled.join(" and ")
+                );
+            }
         }
     }
 }
@@ -1223,6 +1239,46 @@ mod tests {
         assert!(parse_choice("raw:fast")
             .unwrap_err()
             .contains("options are"));
+    }
+
+    #[test]
+    fn a_ratio_against_a_disturbed_run_says_it_is_not_a_comparison() {
+        let quiet = crate::host_watch::StallSummary {
+            cpus: 2,
+            realtime: true,
+            count: 0,
+            longest_ms: 0.0,
+            total_ms: 0.0,
+            competition: Some(crate::host_watch::Competition {
+                others_cpus: 0.01,
+                steal_cpus: 0.0,
+            }),
+        };
+        let busy = crate::host_watch::StallSummary {
+            competition: Some(crate::host_watch::Competition {
+                others_cpus: 0.32,
+                steal_cpus: 0.0,
+            }),
+            ..quiet.clone()
+        };
+        let report = |raw_host: &crate::host_watch::StallSummary| {
+            let mut builtin = algo("builtin", vec![step("10k", 20.0, Some(2.0))]);
+            builtin.host = Some(quiet.clone());
+            let mut raw = algo("raw", vec![step("10k", 10.0, Some(1.0))]);
+            raw.host = Some(raw_host.clone());
+            let rs = vec![builtin, raw];
+            let mut out = Vec::new();
+            print_report(&mut out, &rs, &ratios(&rs), false);
+            String::from_utf8(out).unwrap()
+        };
+        let text = report(&busy);
+        assert!(
+            text.contains("^ not a comparison: raw ran DISTURBED"),
+            "{text}"
+        );
+        let text = report(&quiet);
+        assert!(text.contains("builtin / raw"), "{text}");
+        assert!(!text.contains("not a comparison"), "{text}");
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub const ADDR_PREFIX: &str = "shm:";
 /// [`valid_name`]'s rule, for error messages.
 pub const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.' (not starting with \
                              '.'), or a socket path with a '/' of at most 80 bytes, not \
-                             ending in '/'; clients then connect with shm:NAME";
+                             ending in '/'";
 
 /// The longest socket path a NAME with a `/` may be: the kernel takes at most 107 bytes
 /// in a socket address, and the listener binds first in a private directory next to

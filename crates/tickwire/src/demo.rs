@@ -382,8 +382,15 @@ fn tick_to_trade(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
             ),
             _ => "no latency measured".to_owned(),
         };
+        // A run that shared the machine measured the machine: said here too, so the
+        // summary line is not read as a comparison.
+        let disturbed = if r.host.as_ref().is_some_and(|h| h.disturbed()) {
+            " (DISTURBED: the machine was busy, see its host line)"
+        } else {
+            ""
+        };
         format!(
-            "{}: {} of {} X answered by one D, {latency}",
+            "{}: {} of {} X answered by one D, {latency}{disturbed}",
             r.name, r.counters.received, r.counters.sent
         )
     };

@@ -280,12 +280,12 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             (false, false, false) => format!("published {total}"),
         };
         eprintln!(
-            "{of} messages of {} to {} in {:.3} s: {} msg/s, {:.1} MB/s",
+            "{of} messages of {} to {} in {:.3} s: {} msg/s, {}",
             count(payload.len() as u64, "byte", "bytes"),
             a.topic,
             secs,
             rate_text(sent as f64 / secs),
-            sent as f64 * payload.len() as f64 / secs / 1e6
+            bytes_rate_text(sent as f64 * payload.len() as f64 / secs)
         );
     }
     drops.report();
@@ -1839,6 +1839,16 @@ fn rate_text(rate: f64) -> String {
     }
 }
 
+/// A byte rate in the unit that keeps three digits or so: `0.4 MB/s` read `0.0 MB/s`
+/// for a paced load (200 msg/s of 100 bytes is 20 kB/s).
+fn bytes_rate_text(bytes_per_s: f64) -> String {
+    match bytes_per_s {
+        b if b >= 1e6 => format!("{:.1} MB/s", b / 1e6),
+        b if b >= 1e3 => format!("{:.1} kB/s", b / 1e3),
+        b => format!("{b:.0} B/s"),
+    }
+}
+
 /// The shortest first-to-last span `sub`'s summary states a rate over (`Tally::report`).
 const MIN_RATE_SPAN: Duration = Duration::from_millis(10);
 
@@ -2125,7 +2135,7 @@ mod md_text_tests {
 
 #[cfg(test)]
 mod summary_tests {
-    use super::rate_text;
+    use super::{bytes_rate_text, rate_text};
 
     /// Demanding-user pass: a slow stream's summary read "0 msg/s over the 4.846 s".
     #[test]
@@ -2133,5 +2143,13 @@ mod summary_tests {
         assert_eq!(rate_text(0.2063), "0.206");
         assert_eq!(rate_text(2.5), "2.5");
         assert_eq!(rate_text(19947.4), "19947");
+    }
+
+    /// New-user pass: `pub --rate 200` of 100-byte messages read "0.0 MB/s".
+    #[test]
+    fn a_slow_byte_rate_keeps_its_digits() {
+        assert_eq!(bytes_rate_text(20_000.0), "20.0 kB/s");
+        assert_eq!(bytes_rate_text(3_500_000.0), "3.5 MB/s");
+        assert_eq!(bytes_rate_text(12.0), "12 B/s");
     }
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use tickwire_router::auth::{Anonymous, AuthConfig};
+use tickwire_router::config::ConfigError;
 use tickwire_router::{Config, IdleStrategy, Router, SlowConsumerPolicy};
 
 use crate::units::{parse_duration, parse_short_duration, parse_size};
@@ -234,7 +235,8 @@ pub struct RouterArgs {
     /// Also listen on shared memory under NAME: clients on this host connect with
     /// `--router shm:NAME` (handshake socket /dev/shm/tickwire-NAME.sock, mode 0600:
     /// only this user may attach; docs/shm.md) [default: TCP only]. NAME: 1 to 64
-    /// letters, digits, '-', '_' or '.'; or a socket path with a '/' (at most 80 bytes;
+    /// letters, digits, '-', '_' or '.', not starting with '.'; or a socket path with a
+    /// '/' (at most 80 bytes;
     /// clients then use `shm:PATH`), also created 0600: another user attaches only after
     /// a `chmod` of the socket once the router started (docs/shm.md).
     #[arg(long, value_name = "NAME", value_parser = crate::units::parse_shm_name)]
@@ -618,10 +620,12 @@ fn key_below(lines: &[&str], from: usize, key: &str) -> Option<(String, Option<K
 impl RouterArgs {
     /// Defaults, then the file, then flags.
     pub fn to_config(&self) -> anyhow::Result<Config> {
+        let mut file_text = None;
         let mut cfg = match &self.config {
             Some(path) => {
                 let text = read_config_file(path)?;
                 let file = parse_config_file(&text).map_err(|e| config_mistake(path, e))?;
+                file_text = Some(text);
                 Config {
                     auth: file.auth,
                     ..file.router
@@ -739,9 +743,55 @@ impl RouterArgs {
                 ))
             })?;
         }
-        cfg.validate()?;
+        cfg.validate()
+            .map_err(|e| self.locate(e, file_text.as_deref()))?;
         Ok(cfg)
     }
+
+    /// A range error with where its value came from: the flag that set it, or the
+    /// config file's line (the key a message starts with, e.g. `max_frame 10 is below
+    /// ...`); unchanged when neither says (a default, or a message about several keys).
+    fn locate(&self, e: ConfigError, file_text: Option<&str>) -> ConfigError {
+        let key = e.0.split(' ').next().unwrap_or_default();
+        let flag = match key {
+            "max_frame" => self.max_frame.is_some(),
+            "egress_limit" => self.egress_limit.is_some(),
+            "egress_memory_limit" => self.egress_memory_limit.is_some(),
+            "read_buffer" => self.read_buffer.is_some(),
+            "read_memory_limit" => self.read_memory_limit.is_some(),
+            "publish_window" => self.publish_window.is_some(),
+            "shm_ring" => self.shm_ring.is_some(),
+            "idle" => self.idle.is_some(),
+            "sync" => self.sync.is_some(),
+            _ => false,
+        };
+        if flag {
+            return ConfigError(format!("{} (--{})", e.0, key.replace('_', "-")));
+        }
+        let line = file_text.and_then(|text| config_key_line(text, key));
+        match (line, &self.config) {
+            (Some(n), Some(path)) => ConfigError(format!(
+                "{} (config file {}, line {n})",
+                e.0,
+                path.display()
+            )),
+            _ => e,
+        }
+    }
+}
+
+/// The 1-based line of a config file that sets `key` (`key = ...`), if one does.
+fn config_key_line(text: &str, key: &str) -> Option<usize> {
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return None;
+    }
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
 }
 
 /// The spool directory of a router on `port` without `data_dir`: `router-PORT` in the

@@ -214,6 +214,9 @@ pub fn parse_shm_name(s: &str) -> Result<String, String> {
     if tickwire_shm::valid_name(s) {
         Ok(s.to_owned())
     } else {
-        Err(format!("expected {}", tickwire_shm::NAME_RULE))
+        Err(format!(
+            "expected {}; clients then connect with shm:NAME",
+            tickwire_shm::NAME_RULE
+        ))
     }
 }

@@ -763,6 +763,36 @@ fn router_print_config_lists_every_key() {
         err.contains("guaranteed = false") && err.contains("data_dir"),
         "{err}"
     );
+    // New-user pass: a value out of range said neither the file nor the flag it came
+    // from (README: refused "with the key's name and line").
+    let small = TempFile::new(
+        "small-frame",
+        "[router]\nlisten = \"127.0.0.1:0\"\nmax_frame = \"10\"\n",
+    );
+    let (st, _, err) = run_cli(&["router", "--config", small.path()], T);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("max_frame 10 is below the minimum 1024")
+            && err.contains(&format!("(config file {}, line 3)", small.path())),
+        "{err}"
+    );
+    let (st, _, err) = run_cli(
+        &[
+            "router",
+            "--listen",
+            "127.0.0.1:0",
+            "--shm",
+            "x",
+            "--shm-ring",
+            "1000",
+        ],
+        T,
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("shm_ring 1000") && err.contains("(--shm-ring)"),
+        "{err}"
+    );
     // Flags show up in it.
     let cfg = print_config(&[
         "--egress-limit",

@@ -333,17 +333,15 @@ pub fn run(
     };
     crate::outln!(
         con.out,
-        "{}{}idle {} (router{}), feed handler idle {}, exchange sleeps until {} µs before each packet is due, {} measuring clients, {}",
-        router
-            .as_ref()
-            .map_or(String::new(), |r| match &shm {
-                Some(n) => format!(
-                    "router: {} (feed handler and clients over shared memory, {}{n}), ",
-                    r.addr,
-                    tickwire_shm::ADDR_PREFIX
-                ),
-                None => format!("router: {}, ", r.addr),
-            }),
+        "{}{}idle {} (router{}), feed handler idle {}, {}, {} measuring clients, {}",
+        router.as_ref().map_or(String::new(), |r| match &shm {
+            Some(n) => format!(
+                "router: {} (feed handler and clients over shared memory, {}{n}), ",
+                r.addr,
+                tickwire_shm::ADDR_PREFIX
+            ),
+            None => format!("router: {}, ", r.addr),
+        }),
         relay
             .as_ref()
             .map_or(String::new(), |r| format!("raw relay: {}, ", r.addr)),
@@ -354,18 +352,22 @@ pub fn run(
             ""
         },
         opts.feed_idle,
-        opts.spin_before.as_micros(),
+        match opts.spin_before.as_micros() {
+            0 => "exchange sleeps until each packet is due".to_owned(),
+            us => format!("exchange sleeps until {us} µs before each packet is due, then spins"),
+        },
         opts.clients,
-        opts.pin.map_or("unpinned".to_string(), |p| match opts.router_far {
-            false => format!(
-                "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
-                p.far, p.near
-            ),
-            true => format!(
-                "feed handler and router pinned to CPU {}, exchange and clients to CPU {}",
-                p.far, p.near
-            ),
-        })
+        opts.pin
+            .map_or("unpinned".to_string(), |p| match opts.router_far {
+                false => format!(
+                    "feed handler pinned to CPU {}, exchange, router and clients to CPU {}",
+                    p.far, p.near
+                ),
+                true => format!(
+                    "feed handler and router pinned to CPU {}, exchange and clients to CPU {}",
+                    p.far, p.near
+                ),
+            })
     );
     let mut results = Vec::new();
     let mut ratios = Vec::new();
