@@ -9,21 +9,38 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
 
 /// `s` with its control characters (C0, DEL, C1) escaped as Rust writes them (`\n`,
 /// `\u{1b}`, `\u{9b}`), for a terminal: a string from a peer printed raw could forge
-/// output lines or drive the terminal with an escape sequence. Borrowed unchanged when
-/// there is none.
+/// output lines or drive the terminal with an escape sequence. The line and paragraph
+/// separators (U+2028, U+2029) and the bidirectional controls (U+061C, U+200E, U+200F,
+/// U+202A..U+202E, U+2066..U+2069: a right-to-left override makes a line read
+/// backwards) are escaped too. Borrowed unchanged when there is none.
 pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(unsafe_for_terminal) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c.is_control() {
+        if unsafe_for_terminal(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// A character [`terminal_safe`] escapes.
+fn unsafe_for_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 #[cfg(test)]
@@ -41,6 +58,12 @@ mod tests {
         assert_eq!(
             terminal_safe("a\tb\u{9b}\u{1b}]0;x\u{7}"),
             r"a\tb\u{9b}\u{1b}]0;x\u{7}"
+        );
+        // Hostile-input pass: a HELLO name with a right-to-left override or a line
+        // separator reordered or broke the line it was printed in.
+        assert_eq!(
+            terminal_safe("feed\u{202e}gnp.exe\u{2028}x\u{2066}"),
+            r"feed\u{202e}gnp.exe\u{2028}x\u{2066}"
         );
     }
 

@@ -81,3 +81,44 @@ fn total(r: &RouterProc, key: &str) -> u64 {
         &["router", "totals", key],
     )
 }
+
+/// Hostile-input pass: a name without control characters could still forge the log's
+/// fields (`name=x addr=10.6.6.6:443 user="root"` read as that client's address and
+/// user) or reorder a line (U+202E right-to-left override, U+2028 line separator). The
+/// log now quotes and escapes the name; `tickwire stats` escapes the bidi controls and
+/// separators.
+#[test]
+fn a_hello_name_cannot_forge_log_fields_or_reorder_lines() {
+    let (r, log) = RouterProc::start_logged(&["--no-guaranteed"]);
+    let forged = r#"x addr=10.6.6.6:443 user="root" reason=ok"#;
+    let bidi = "feed\u{202e}gnp.exe\u{2028}tail";
+    let mut a = Raw::hello(r.addr, forged);
+    let mut b = Raw::hello(r.addr, bidi);
+    a.subscribe(1, "t");
+    assert_eq!(a.next(T), Ok(Got::Ack(1)));
+    b.subscribe(1, "t");
+    assert_eq!(b.next(T), Ok(Got::Ack(1)));
+
+    let line = log
+        .wait_for(&["client connected", "10.6.6.6"], T)
+        .expect("the forged name's connect line");
+    assert!(
+        line.contains(r#"name="x addr=10.6.6.6:443 user=\"root\" reason=ok""#),
+        "{line}"
+    );
+    let line = log
+        .wait_for(&["client connected", "gnp.exe"], T)
+        .expect("the bidi name's connect line");
+    assert!(line.contains(r"feed\u{202e}gnp.exe\u{2028}tail"), "{line}");
+    assert!(!log.text().contains('\u{202e}'), "{}", log.text());
+    assert!(!log.text().contains('\u{2028}'), "{}", log.text());
+
+    let (st, out, err) = run_cli(&["stats", "--router", &r.addr_str()], T);
+    assert!(st.success(), "stats: {st}\n{out}\n{err}");
+    // (The table cuts names at 20 characters.)
+    assert!(out.contains(r"feed\u{202e}gnp.exe"), "{out}");
+    assert!(
+        !out.contains('\u{202e}') && !out.contains('\u{2028}'),
+        "{out}"
+    );
+}
