@@ -293,6 +293,10 @@ pub struct Core {
     teardown: VecDeque<Teardown>,
     /// What this turn's teardown may still remove.
     teardown_budget: TeardownBudget,
+    /// Patterns (and their levels) subscribed since the last [`Core::poll_closing`]:
+    /// that turn's teardown may remove as many on top of its own budget, so removal
+    /// keeps pace with any rate of subscribing (see [`Core::poll_closing`]).
+    subscribed_this_turn: (usize, usize),
     /// Slots whose client is gone ([`Core::handle_closed`]) while its subscriptions are
     /// still being removed: not reused until they are, and counted towards
     /// `max_clients` (and their user's connection limit).
@@ -389,6 +393,8 @@ pub const SUBSCRIPTION_WORK_PER_READ: u64 = 640;
 struct TeardownBudget {
     patterns: usize,
     levels: usize,
+    /// Nothing taken yet this turn: any one pattern fits.
+    fresh: bool,
 }
 
 impl TeardownBudget {
@@ -396,15 +402,16 @@ impl TeardownBudget {
     const TURN: TeardownBudget = TeardownBudget {
         patterns: TEARDOWN_PATTERNS_PER_TURN,
         levels: TEARDOWN_LEVELS_PER_TURN,
+        fresh: true,
     };
 
     /// Takes the removal of a pattern of `levels` levels if the budget allows it. A
     /// whole turn's budget allows any one pattern, so every turn makes progress.
     fn take(&mut self, levels: usize) -> bool {
-        let fresh = self.levels == TEARDOWN_LEVELS_PER_TURN;
-        if self.patterns == 0 || (levels > self.levels && !fresh) {
+        if self.patterns == 0 || (levels > self.levels && !self.fresh) {
             return false;
         }
+        self.fresh = false;
         self.patterns -= 1;
         self.levels = self.levels.saturating_sub(levels);
         true
@@ -521,6 +528,7 @@ impl Core {
             closing: Vec::new(),
             teardown: VecDeque::new(),
             teardown_budget: TeardownBudget::TURN,
+            subscribed_this_turn: (0, 0),
             held: 0,
             totals: Totals::default(),
             egress_bytes: 0,
@@ -927,8 +935,12 @@ impl Core {
                             self.input_paused = true;
                             return Input::Consumed(used);
                         }
-                        subscription_work +=
-                            2 + pattern.iter().filter(|&&b| b == b'/').count() as u64;
+                        let levels = 1 + pattern.iter().filter(|&&b| b == b'/').count();
+                        subscription_work += 1 + levels as u64;
+                        if matches!(f, Frame::Subscribe { .. }) {
+                            self.subscribed_this_turn.0 += 1;
+                            self.subscribed_this_turn.1 += levels;
+                        }
                     }
                     let raw = &input[used..used + n];
                     used += n;
@@ -2304,9 +2316,19 @@ impl Core {
     /// turn, after the turn's writes: it also goes on removing closing clients'
     /// subscriptions from the indexes, at most [`TEARDOWN_PATTERNS_PER_TURN`] (and
     /// [`TEARDOWN_LEVELS_PER_TURN`] levels) between two calls, those a close removed at
-    /// once included (see [`Core::has_pending_teardown`]).
+    /// once included (see [`Core::has_pending_teardown`]), plus as many patterns and
+    /// levels as clients subscribed since the last call. Without that share, clients
+    /// that subscribe and disconnect over and over (each read may add
+    /// [`SUBSCRIPTION_WORK_PER_READ`]) added patterns faster than closing clients' were
+    /// removed, and the slots those held until then filled `max_clients` (hostile-input
+    /// pass: four such connections kept every newcomer out of a 100-client router).
+    /// A turn's teardown so costs at most its own budget plus what the turn's
+    /// subscribing cost.
     pub fn poll_closing(&mut self, out: &mut Vec<Slot>) {
         out.append(&mut self.closing);
+        let (patterns, levels) = std::mem::take(&mut self.subscribed_this_turn);
+        self.teardown_budget.patterns += patterns;
+        self.teardown_budget.levels += levels;
         self.teardown();
         self.teardown_budget = TeardownBudget::TURN;
     }
@@ -4296,6 +4318,10 @@ mod tests {
         assert_eq!(core.index.len(), 10_001);
         assert_eq!(core.index.node_count(), 1 + 100_000);
         let per_turn = TEARDOWN_PATTERNS_PER_TURN;
+        // The turns of those subscribes end (each may tear down as many as it
+        // subscribed; here nothing is closing yet).
+        let mut closing = Vec::new();
+        core.poll_closing(&mut closing);
         // The router closes it (CLOSE queued; its socket is still open)...
         core.close(a, ErrorCode::NORMAL, "bye");
         assert_eq!(
@@ -4304,7 +4330,6 @@ mod tests {
             "a close spends what is left of the turn's budget at once"
         );
         assert!(core.has_pending_teardown());
-        let mut closing = Vec::new();
         let mut turns = 0;
         let mut newcomer = None;
         while core.has_pending_teardown() {
@@ -4408,6 +4433,61 @@ mod tests {
         assert_eq!(out(&mut core, b), ["ACK 9"]);
     }
 
+    /// Hostile-input pass: four connections subscribing up to the per-read bound every
+    /// turn and closing every few turns added patterns ~3.6x faster than a turn's
+    /// teardown removed closing clients' ones, so the backlog (and the slots it held)
+    /// grew without end and a 100-client router refused every newcomer. The teardown
+    /// now also removes as many as were subscribed in the turn: the backlog stays
+    /// within what the churners subscribed before their last close.
+    #[test]
+    fn subscribe_and_close_churn_cannot_outpace_the_teardown() {
+        let cfg = Config {
+            max_clients: 100,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let p = open(&mut core, 0);
+        let mut churners: Vec<Slot> = (0..4).map(|_| open(&mut core, 0)).collect();
+        // Patterns a read may subscribe: SUBSCRIPTION_WORK_PER_READ / (1 + 10 levels).
+        let per_read = (SUBSCRIPTION_WORK_PER_READ / 11) as usize;
+        let mut next = 0;
+        let mut closing = Vec::new();
+        let mut most_removing = 0;
+        for turn in 0..400 {
+            for c in &churners {
+                let mut f = Vec::new();
+                for _ in 0..per_read {
+                    encode_subscribe(&mut f, 1, &ten_levels(next));
+                    next += 1;
+                }
+                assert_eq!(
+                    core.handle_input(*c, MonoNanos(0), &f, f.len()),
+                    Input::Consumed(f.len())
+                );
+                let _ = out(&mut core, *c);
+            }
+            if turn % 5 == 4 {
+                for c in &mut churners {
+                    core.handle_closed(*c, "gone");
+                    *c = open(&mut core, 0);
+                }
+            }
+            core.poll_closing(&mut closing);
+            let removing = core.router_stats(MonoNanos(0)).subscriptions_removing;
+            most_removing = most_removing.max(removing);
+            // The others are served all along.
+            publish(&mut core, p, "q");
+        }
+        // Before: ~170 more patterns in the backlog every turn (~68,000 after 400
+        // turns), and the held slots with them.
+        let one_round = 4 * 5 * per_read;
+        assert!(
+            most_removing <= one_round,
+            "{most_removing} patterns waiting for removal (one round of churn is {one_round})"
+        );
+        assert!(core.held <= 4, "{} slots held by closed clients", core.held);
+    }
+
     /// A slot waiting for its teardown counts towards `max_clients`, so churning
     /// connections cannot make the router hold more than `max_clients` clients'
     /// subscriptions; shared subscriptions are torn down in the same turns, and a
@@ -4425,6 +4505,9 @@ mod tests {
         subscribe_all(&mut core, a, &patterns);
         subscribe(&mut core, b, "$share/g0/s/0");
         assert_eq!((core.groups.len(), core.groups.members_total()), (50, 51));
+        // The turn of those subscribes ends (its teardown may remove as many).
+        let mut closing = Vec::new();
+        core.poll_closing(&mut closing);
         core.handle_closed(a, "gone");
         assert_eq!((core.live(), core.held), (2, 1));
         let Err(Refused(bytes)) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
@@ -4444,7 +4527,6 @@ mod tests {
             text.contains("still having their subscriptions removed"),
             "{text}"
         );
-        let mut closing = Vec::new();
         let mut turns = 0;
         while core.has_pending_teardown() {
             publish(&mut core, p, "s/0");
