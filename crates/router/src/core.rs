@@ -2664,6 +2664,8 @@ impl Core {
             name: self.cfg.name.clone(),
             version: env!("CARGO_PKG_VERSION"),
             listen: self.cfg.listen.to_string(),
+            tls_listen: self.cfg.tls_listen.map(|a| format!("tls://{a}")),
+            shm: self.cfg.shm.as_ref().map(|n| format!("shm:{n}")),
             idle: self.cfg.idle,
             slow_consumer: self.cfg.slow_consumer,
             started_unix_ms: self.started_unix_ms,
@@ -2774,6 +2776,12 @@ pub struct RouterStats {
     pub version: &'static str,
     /// The bound listen address.
     pub listen: String,
+    /// The bound TLS listener, when there is one (`tls://ADDR`, as clients give it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_listen: Option<String>,
+    /// The shared-memory listener, when there is one (`shm:NAME`, as clients give it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shm: Option<String>,
     /// Idle strategy.
     pub idle: crate::config::IdleStrategy,
     /// Slow-consumer policy.

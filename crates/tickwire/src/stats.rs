@@ -69,6 +69,21 @@ fn text<'a>(v: &'a Value, k: &str) -> Cow<'a, str> {
     printable(v.get(k).and_then(Value::as_str).unwrap_or(""))
 }
 
+/// Every listener clients can use, as the router's first line names them: TLS and
+/// shared memory (when the router has them), then TCP.
+fn listeners(r: &Value) -> String {
+    let mut all: Vec<Cow<'_, str>> = ["tls_listen", "shm"]
+        .into_iter()
+        .filter(|k| r.get(*k).is_some_and(Value::is_string))
+        .map(|k| text(r, k))
+        .collect();
+    all.push(text(r, "listen"));
+    match all.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => all.concat(),
+    }
+}
+
 /// `s` fit for a terminal: strings in the document can come from clients, and a line
 /// break or an escape sequence printed raw would forge table lines or drive the admin's
 /// terminal. The router refuses them in HELLO names (docs/protocol.md 4.1); this holds
@@ -85,7 +100,7 @@ pub fn render(doc: &Value) -> String {
         "router {} (v{}) on {}: up {:.1} s, idle={}, slow_consumer={}, {}, {}\n\n",
         text(r, "name"),
         text(r, "version"),
-        text(r, "listen"),
+        listeners(r),
         num(r, "uptime_ms") as f64 / 1000.0,
         text(r, "idle"),
         text(r, "slow_consumer"),
@@ -280,6 +295,21 @@ mod tests {
         ] {
             assert!(out.contains(shown), "{shown} missing from\n{out}");
         }
+    }
+
+    /// New-user pass: the header named only the TCP listener of a router with
+    /// `--shm` (and `--tls-listen`).
+    #[test]
+    fn the_header_names_every_listener() {
+        let mut doc = json!({
+            "router": { "name": "r", "version": "1", "listen": "127.0.0.1:7420", "totals": {} },
+        });
+        assert!(render(&doc).starts_with("router r (v1) on 127.0.0.1:7420: "));
+        doc["router"]["shm"] = json!("shm:main");
+        assert!(render(&doc).starts_with("router r (v1) on shm:main and 127.0.0.1:7420: "));
+        doc["router"]["tls_listen"] = json!("tls://127.0.0.1:7443");
+        assert!(render(&doc)
+            .starts_with("router r (v1) on tls://127.0.0.1:7443, shm:main and 127.0.0.1:7420: "));
     }
 
     #[test]

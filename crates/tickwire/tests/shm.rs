@@ -256,6 +256,13 @@ fn stats_show_the_process_behind_a_shared_memory_client() {
         tcp_addr.starts_with("127.0.0.1:") && !tcp_addr.ends_with(":0"),
         "{tcp_addr}"
     );
+    // New-user pass: the document and `tickwire stats`' first line named only the TCP
+    // listener.
+    assert_eq!(doc["router"]["shm"].as_str(), Some(shm.as_str()), "{doc}");
+    let (st, out, err) = run_cli(&["stats", "--router", &shm], Duration::from_secs(10));
+    assert!(st.success(), "{out}{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(first.contains(&format!(" on {shm} and {tcp}: ")), "{first}");
 }
 
 /// A hand-driven ring client: the handshake, then HELLO.
