@@ -28,6 +28,17 @@ fn message_with_topic(topic: [u8; 2]) -> Vec<u8> {
     out
 }
 
+/// The next connection on `listener`, WELCOMEd as a router would. Reads are bounded:
+/// a client that never closes fails the test instead of hanging it.
+fn accept_welcomed(listener: &TcpListener) -> std::net::TcpStream {
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut welcome = Vec::new();
+    frame::encode_welcome(&mut welcome, 1, 1 << 20, "broken");
+    s.write_all(&welcome).unwrap();
+    s
+}
+
 /// Plays the router: WELCOMEs the client, sends `bad` once told to (after the client's
 /// handshake is over), then returns every byte the client sent until it closed.
 fn broken_router(
@@ -41,12 +52,7 @@ fn broken_router(
     let addr = listener.local_addr().unwrap();
     let (go, wait) = mpsc::channel();
     let peer = thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        // Bounded: a client that never closes fails the test instead of hanging it.
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut welcome = Vec::new();
-        frame::encode_welcome(&mut welcome, 1, 1 << 20, "broken");
-        s.write_all(&welcome).unwrap();
+        let mut s = accept_welcomed(&listener);
         wait.recv().unwrap();
         s.write_all(&bad).unwrap();
         let mut said = Vec::new();
@@ -248,11 +254,7 @@ fn opening_router(
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let peer = thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut welcome = Vec::new();
-        frame::encode_welcome(&mut welcome, 1, 1 << 20, "broken");
-        s.write_all(&welcome).unwrap();
+        let mut s = accept_welcomed(&listener);
         let mut said = Vec::new();
         let mut chunk = [0u8; 4096];
         // Up to the PUB_OPEN (after the HELLO), whose request id the answer carries.
