@@ -126,7 +126,7 @@ pub fn render(doc: &Value) -> String {
         s += &format!(
             "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9.1}\n",
             num(c, "id"),
-            truncate(&text(c, "name"), 20),
+            cell(c, "name", 20),
             text(c, "addr"),
             text(c, "phase"),
             num(c, "subscriptions"),
@@ -231,7 +231,7 @@ pub fn queue_table(queues: &[Value]) -> String {
         let d = &q["definition"];
         s += &format!(
             "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
-            truncate(&text(q, "name"), 24),
+            cell(q, "name", 24),
             text(d, "access"),
             num(q, "depth"),
             num(q, "bytes"),
@@ -247,11 +247,24 @@ pub fn queue_table(queues: &[Value]) -> String {
     s
 }
 
-fn truncate(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
+/// String field `k` fit for a terminal ([`printable`]) in at most `n` characters: cut
+/// before the first character whose escape would cross the limit, never inside an
+/// escape (a half `\u{1b` would misstate the name).
+fn cell(v: &Value, k: &str, n: usize) -> String {
+    let raw = v.get(k).and_then(Value::as_str).unwrap_or("");
+    let mut out = String::new();
+    let mut used = 0;
+    let mut one = [0u8; 4];
+    for c in raw.chars() {
+        let piece = printable(c.encode_utf8(&mut one));
+        let width = piece.chars().count();
+        if used + width > n {
+            break;
+        }
+        used += width;
+        out.push_str(&piece);
     }
+    out
 }
 
 #[cfg(test)]
@@ -259,6 +272,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A long name is cut before an escape that would not fit whole: a cut inside it
+    /// (`\u{` with the rest missing) misstated the name (hostile-input pass).
+    #[test]
+    fn a_cell_is_never_cut_inside_an_escape() {
+        let c = json!({ "name": "abcdefghijklmnopq\u{1b}[2Jxyz", "plain": "Zürich-東京-0123456789-abc" });
+        assert_eq!(cell(&c, "name", 20), "abcdefghijklmnopq");
+        assert_eq!(cell(&c, "name", 23), r"abcdefghijklmnopq\u{1b}");
+        assert_eq!(cell(&c, "plain", 20), "Zürich-東京-0123456789");
+        assert_eq!(cell(&c, "missing", 20), "");
+    }
 
     #[test]
     fn control_characters_in_any_field_are_escaped_not_printed() {
