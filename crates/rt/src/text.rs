@@ -28,8 +28,9 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// A character [`terminal_safe`] escapes.
-fn unsafe_for_terminal(c: char) -> bool {
+/// A character [`terminal_safe`] escapes: controls (C0, DEL, C1) and the characters
+/// that reorder or break a line on screen (bidi controls, U+2028/U+2029).
+pub fn unsafe_for_terminal(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

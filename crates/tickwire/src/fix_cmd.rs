@@ -58,7 +58,9 @@ dropped, and once output goes on a line says how many:
   DROPPED <n> lines: standard output was not being read
   READY acceptor <addr>... | READY initiator
   IN <session> <message>       message received (after the session checks), '|' for SOH
-                               (other control bytes, as a line break, shown as \\xNN)
+                               (other control bytes, as a line break, and bytes that
+                               are not UTF-8 shown as \\xNN, a backslash as \\\\, C1
+                               and bidi controls as \\u{NN})
   OUT <session> <message>      message sent
   EVENT <session> <text>       session events (QuickFIX's wording)
   LOGON <session> / LOGOUT <session>
@@ -657,15 +659,31 @@ fn parse_typed(line: &str, id: &SessionId) -> Result<Typed, String> {
     Ok(Typed { msg_type, body })
 }
 
-/// Appends a message as a line shows it: `|` for SOH, and any other control byte (a
+/// Appends a message as a line shows it: `|` for SOH, any other ASCII control byte (a
 /// line break could forge a line of this output, an escape sequence drive the
-/// terminal) as `\xNN`.
+/// terminal) and every byte that is not UTF-8 as `\xNN`, a backslash as `\\` (so that
+/// a peer's literal `\x1b` never reads as an escaped one), C1 controls and the
+/// characters that reorder a line (bidi controls, U+2028/9) as `\u{NN}`.
 fn push_shown(line: &mut Vec<u8>, raw: &[u8]) {
-    for &b in raw {
-        match b {
-            SOH => line.push(b'|'),
-            0..=0x1f | 0x7f => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-            _ => line.push(b),
+    use std::io::Write as _;
+    for chunk in raw.utf8_chunks() {
+        let valid = chunk.valid();
+        for (i, c) in valid.char_indices() {
+            match c {
+                '\x01' => line.push(b'|'),
+                // Escaped so that a peer's literal "\x1b" cannot pass for an escape.
+                '\\' => line.extend_from_slice(b"\\\\"),
+                c if c.is_ascii_control() => {
+                    let _ = write!(line, "\\x{:02x}", c as u8);
+                }
+                c if tickwire_rt::text::unsafe_for_terminal(c) => {
+                    let _ = write!(line, "{}", c.escape_unicode());
+                }
+                c => line.extend_from_slice(&valid.as_bytes()[i..i + c.len_utf8()]),
+            }
+        }
+        for &b in chunk.invalid() {
+            let _ = write!(line, "\\x{b:02x}");
         }
     }
 }
@@ -961,6 +979,21 @@ impl Application for CliApp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hostile-input pass: a FIX value can hold any byte; what the IN line shows must be
+    /// unambiguous and must not drive the terminal.
+    #[test]
+    fn shown_lines_escape_what_a_peer_could_forge_with() {
+        let mut line = Vec::new();
+        push_shown(
+            &mut line,
+            b"35=D\x0158=a\\x1b b\x1b[2J \xc2\x9b2J \xe2\x80\xae rtl \xff\xfe Z\xc3\xbcrich\n\x01",
+        );
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            r"35=D|58=a\\x1b b\x1b[2J \u{9b}2J \u{202e} rtl \xff\xfe Zürich\x0a|"
+        );
+    }
 
     #[test]
     fn seen_ids_remember_and_start_over_at_their_byte_bound() {
