@@ -48,7 +48,7 @@ impl MessageStore for AnyStore {
         &self,
         begin: u64,
         end: u64,
-        f: &mut dyn FnMut(u64, &[u8]),
+        f: &mut dyn FnMut(u64, &[u8]) -> std::ops::ControlFlow<()>,
     ) -> Result<(), StoreError> {
         delegate!(self, s => s.get_range(begin, end, f))
     }

@@ -838,7 +838,8 @@ impl<S: MessageStore> Session<S> {
 
     /// The connection has room for more output (what was sent so far is mostly
     /// written): a resend in progress ([`Session::resend_pending`]) goes on by one step
-    /// of at most `RESEND_CHUNK` (1,024) sequence numbers, and queued messages now in
+    /// of at most `RESEND_CHUNK` (1,024) sequence numbers and `RESEND_STEP_BYTES` (1 MiB)
+    /// of stored messages (plus the one that crosses it), and queued messages now in
     /// sequence ([`Session::queue_pending`]) by at most `QUEUE_CHUNK` (1,024). A resend of up to that many
     /// messages is answered whole when the ResendRequest arrives; a longer one waits
     /// for these calls, so a counterparty that does not read is never sent (nor

@@ -173,6 +173,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -285,12 +286,14 @@ pub trait MessageStore {
     fn incr_next_target_seq(&mut self) -> Result<(), StoreError>;
     /// Persist an outgoing message under its sequence number (before it is sent).
     fn save(&mut self, seq: u64, msg: &[u8]) -> Result<(), StoreError>;
-    /// Every stored message with begin <= seq <= end, in order (end = u64::MAX: to the last).
+    /// Every stored message with begin <= seq <= end, in order (end = u64::MAX: to the
+    /// last), until `f` breaks: no message after that one is read (a resend stops at
+    /// its byte budget without loading the rest of its range).
     fn get_range(
         &self,
         begin: u64,
         end: u64,
-        f: &mut dyn FnMut(u64, &[u8]),
+        f: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<(), StoreError>;
     /// Unix nanoseconds of the last reset (or of creation).
     fn creation_time(&self) -> u64;
@@ -371,14 +374,13 @@ impl MessageStore for MemoryStore {
         &self,
         begin: u64,
         end: u64,
-        f: &mut dyn FnMut(u64, &[u8]),
+        f: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
         let start = self.messages.partition_point(|(s, _)| *s < begin);
         for (seq, msg) in &self.messages[start..] {
-            if *seq > end {
+            if *seq > end || f(*seq, msg).is_break() {
                 break;
             }
-            f(*seq, msg);
         }
         Ok(())
     }
@@ -1347,8 +1349,8 @@ impl FileStore {
         &self,
         at: u64,
         scratch: &mut Vec<u8>,
-        f: &mut dyn FnMut(u64, &[u8]),
-    ) -> Result<(), StoreError> {
+        f: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>, StoreError> {
         let corrupt = |reason| StoreError::Corrupt {
             path: self.path.clone(),
             offset: at,
@@ -1376,10 +1378,7 @@ impl FileStore {
                 value,
                 payload,
                 ..
-            } => {
-                f(value, payload);
-                Ok(())
-            }
+            } => Ok(f(value, payload)),
             Decoded::Ok { .. } => Err(corrupt("index points at a non-message record")),
             Decoded::Bad(d) => Err(corrupt(d.reason())),
         }
@@ -1468,15 +1467,14 @@ impl MessageStore for FileStore {
         &self,
         begin: u64,
         end: u64,
-        f: &mut dyn FnMut(u64, &[u8]),
+        f: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
         let start = self.index.partition_point(|e| e.seq < begin);
         let mut scratch = Vec::new();
         for e in &self.index[start..] {
-            if e.seq > end {
+            if e.seq > end || self.with_record(e.record, &mut scratch, f)?.is_break() {
                 break;
             }
-            self.with_record(e.record, &mut scratch, f)?;
         }
         Ok(())
     }
@@ -1621,8 +1619,11 @@ mod tests {
 
     fn all(s: &FileStore) -> Vec<(u64, Vec<u8>)> {
         let mut out = Vec::new();
-        s.get_range(1, u64::MAX, &mut |q, m| out.push((q, m.to_vec())))
-            .unwrap();
+        s.get_range(1, u64::MAX, &mut |q, m| {
+            out.push((q, m.to_vec()));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
         out
     }
 

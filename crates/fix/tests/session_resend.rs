@@ -436,6 +436,41 @@ fn a_long_resend_goes_in_steps_that_together_equal_one_pass() {
     assert_eq!(h.seqs().0, 2501);
 }
 
+/// Hostile-input pass: a step was bounded by sequence numbers only, so 240 stored
+/// orders of 3.9 MB resent in one step held ~1.8 GB and stalled the engine for 4 s.
+/// Now a step also ends at the message that brings it to 1 MiB of stored bytes: large
+/// messages go a few per step, and the steps together still send what one pass sends.
+#[test]
+fn a_resend_of_large_messages_goes_in_steps_bounded_by_bytes() {
+    let mut h = logged_on_acceptor(None);
+    let big = "x".repeat(300_000);
+    for _ in 2..=11 {
+        h.s.send_app(UtcNanos(h.now), b"D", format!("58={big}\x01").as_bytes())
+            .unwrap();
+    }
+    h.drain();
+    assert_eq!(h.seqs().0, 12);
+
+    let first = h.recv("2", "7=1|16=0|");
+    // The Logon's gap fill, then 2..=5: the fourth order (~1.2 MB stored) crosses 1 MiB.
+    let got = resent(&first);
+    assert_eq!(got[0], ("4".to_string(), 1, 2));
+    assert_eq!(
+        got[1..],
+        (2..=5).map(|s| ("D".to_string(), s, 0)).collect::<Vec<_>>()[..]
+    );
+    assert!(h.s.resend_pending());
+
+    let (rest, steps) = finish_resend(&mut h);
+    assert_eq!(steps, 2, "6..=9, then 10..=11");
+    let mut all = got;
+    all.extend(resent(&rest));
+    let mut want = vec![("4".to_string(), 1, 2)];
+    want.extend((2..=11).map(|s| ("D".to_string(), s, 0)));
+    assert_eq!(all, want);
+    assert_eq!(h.seqs().0, 12);
+}
+
 /// ResendRequests that arrive during a resend wait their turn, at most eight of
 /// them; the ninth and later widen the last one waiting instead of adding work. So
 /// a flood of requests costs what eight requests cost, however many there are.

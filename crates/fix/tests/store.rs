@@ -32,7 +32,10 @@ fn msg(seq: u64) -> Vec<u8> {
 fn collect(store: &dyn MessageStore, begin: u64, end: u64) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
     store
-        .get_range(begin, end, &mut |s, m| out.push((s, m.to_vec())))
+        .get_range(begin, end, &mut |s, m| {
+            out.push((s, m.to_vec()));
+            std::ops::ControlFlow::Continue(())
+        })
         .expect("get_range");
     out
 }
@@ -473,6 +476,7 @@ fn file_store_survives_kill_9() {
     let mut stored = std::collections::HashMap::new();
     s.get_range(1, u64::MAX, &mut |q, m| {
         stored.insert(q, m.to_vec());
+        std::ops::ControlFlow::Continue(())
     })
     .unwrap();
     for seq in &printed {
