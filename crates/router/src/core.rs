@@ -256,7 +256,7 @@ fn grant_response(c: &mut Client, reply_to: &str, now: MonoNanos) {
     };
     if r.grant(reply_to, now.as_nanos()) == (Grant::Refused { first: true }) {
         tracing::warn!(
-            client = %c.id, name = ?c.name, pending = r.pending(),
+            client = %c.id, name = c.name.as_str(), pending = r.pending(),
             "allow_responses: replies owed to 1024 reply topics; replies to further requests are refused until owed ones are published or expire"
         );
     }
@@ -1343,7 +1343,7 @@ impl Core {
         let identity = match login {
             Ok(identity) => identity,
             Err(e) => {
-                tracing::warn!(client = %c.id, name = ?c.name, addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
+                tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
                 self.totals.auth_failures += 1;
                 self.fail(id, ErrorCode::AUTH_FAILED, &e.to_string());
                 return false;
@@ -1359,7 +1359,7 @@ impl Core {
                 identity.name(),
                 identity.max_connections
             );
-            tracing::warn!(client = %c.id, name = ?c.name, addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
+            tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
             self.totals.user_limit_refused += 1;
             self.fail(id, ErrorCode::AUTH_FAILED, &text);
             return false;
@@ -1374,7 +1374,7 @@ impl Core {
         } else {
             0
         };
-        tracing::info!(client = %c.id, name = ?c.name, addr = %c.addr, user = identity.name(), "client connected");
+        tracing::info!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "client connected");
         c.identity = Some(identity);
         // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
         let wire_id = c.id.0 as u32;
@@ -2095,13 +2095,13 @@ impl Core {
                         c.discarding = true;
                         if by_memory {
                             tracing::warn!(
-                                client = %c.id, name = ?c.name, pending = c.egress.pending(),
+                                client = %c.id, name = c.name.as_str(), pending = c.egress.pending(),
                                 egress_bytes = self.egress_bytes, egress_memory_limit = memory_limit, share,
                                 "slow consumer: the router-wide egress bound (egress_memory_limit) is reached and this client holds more than its share; discarding its oldest messages"
                             );
                         } else {
                             tracing::warn!(
-                                client = %c.id, name = ?c.name, pending = c.egress.pending(),
+                                client = %c.id, name = c.name.as_str(), pending = c.egress.pending(),
                                 "slow consumer: egress buffer full (egress_limit), discarding its oldest messages"
                             );
                         }
@@ -2276,9 +2276,9 @@ impl Core {
             return;
         };
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
-            tracing::info!(client = %c.id, name = ?c.name, addr = %c.addr, %reason, "closing client");
+            tracing::info!(client = %c.id, name = c.name.as_str(), addr = %c.addr, %reason, "closing client");
         } else {
-            tracing::warn!(client = %c.id, name = ?c.name, addr = %c.addr, error = %code, %reason, "disconnecting client");
+            tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, error = %code, %reason, "disconnecting client");
         }
         self.closing.push(id);
     }
@@ -2424,7 +2424,7 @@ impl Core {
                 }
                 if c.discarding {
                     c.discarding = false;
-                    tracing::info!(client = %c.id, name = ?c.name, discards = c.counters.discards, "slow consumer caught up");
+                    tracing::info!(client = %c.id, name = c.name.as_str(), discards = c.counters.discards, "slow consumer caught up");
                 }
             }
         }

@@ -601,6 +601,21 @@ fn json_log_file_and_sighup_reload() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    // At info a connect is logged, the client's name a plain JSON string (new-user
+    // pass: it was "\"tickwire-client\"", quotes inside the value).
+    drop(Client::connect(r.addr).unwrap());
+    let connected = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("client connected")) {
+            break serde_json::from_str::<serde_json::Value>(line).unwrap();
+        }
+        assert!(Instant::now() < deadline, "no connect line in the log file");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        connected["fields"]["name"], "tickwire-client",
+        "{connected}"
+    );
     for line in text.lines() {
         let v: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
