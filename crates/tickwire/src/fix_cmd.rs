@@ -72,6 +72,9 @@ dropped, and once output goes on a line says how many:
                                later message shows it the gap (PossDupFlag=Y); a
                                Logout does not (QuickFIX skips the number): do not
                                'quit' right after a STORED line (docs/fix.md)
+  WARNING <session> <n> typed message(s) stored and never sent (MsgSeqNum ...)
+                               at exit: stored messages the counterparty never asked
+                               for (exit status 3)
   ERROR <session> <text>       a line typed on stdin was refused (nothing sent, no
                                sequence number used); the text names the field and
                                why (or the unknown session or command); <session> is
@@ -146,7 +149,9 @@ Examples:
                                                          # '35=D|11=ORD1|...' to send
   tickwire fix acceptor --config fix.cfg --no-out        # print only what arrives
 
-Exit status: 0 after SIGINT/SIGTERM (every session logged out) or `quit`; 1 an error
+Exit status: 0 after SIGINT/SIGTERM (every session logged out) or `quit`; 3 the same,
+but a message typed on standard input was stored and never sent (a WARNING line names
+it: the counterparty never received it); 1 an error
 while running or starting (a port in use, a store locked by another engine or lost);
 2 a usage or settings error (a bad flag; a settings file that is missing, has a
 mistake, or has no session of this side's ConnectionType; a DataDictionary or TLS file
@@ -230,9 +235,11 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    let unsent = Arc::new(Unsent::default());
     let app = CliApp {
         kind: a.app,
         print_out: !a.no_out,
+        unsent: unsent.clone(),
         names: Vec::new(),
         seen: HashMap::new(),
         body: Vec::new(),
@@ -295,7 +302,7 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
             name: id.to_string(),
         })
         .collect();
-    spawn_stdin(engine.handle(), names);
+    spawn_stdin(engine.handle(), names.clone(), unsent.clone());
     let ready = match role {
         ConnectionType::Acceptor => {
             let addrs: Vec<String> = engine
@@ -312,13 +319,78 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
     engine
         .shutdown(Duration::from_secs(3))
         .context("stopping the FIX engine")?;
-    Ok(ExitCode::SUCCESS)
+    // Typed messages stored and never resent did not reach the counterparty: said, and
+    // the exit status says it too (a script piping orders must not see success).
+    let mut lost = false;
+    for s in &names {
+        let seqs = unsent.take(s.key);
+        if !seqs.is_empty() {
+            lost = true;
+            let list: Vec<String> = seqs.iter().map(u64::to_string).collect();
+            print_line(
+                format!(
+                    "WARNING {} {} typed message(s) stored and never sent (MsgSeqNum {}): the \
+                     counterparty did not ask for them before the session ended; after a \
+                     STORED line, quit only once a later line was SENT (docs/fix.md)",
+                    s.name,
+                    seqs.len(),
+                    list.join(", ")
+                )
+                .as_bytes(),
+            );
+        }
+    }
+    Ok(if lost {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The messages typed on standard input that were stored and not sent (`STORED`), per
+/// session, until a resend sends them: written by the typed commands (which run on the
+/// engine thread) and the application, read at exit.
+#[derive(Default)]
+struct Unsent {
+    /// Whether `seqs` holds any (read per outgoing message without the lock).
+    any: std::sync::atomic::AtomicBool,
+    seqs: Mutex<HashMap<SessionKey, std::collections::BTreeSet<u64>>>,
+}
+
+impl Unsent {
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionKey, std::collections::BTreeSet<u64>>> {
+        self.seqs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn any(&self) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn stored(&self, k: SessionKey, seq: u64) {
+        self.lock().entry(k).or_default().insert(seq);
+        self.any.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Message `seq` went out on `k` (a resend of a stored one).
+    fn sent(&self, k: SessionKey, seq: u64) {
+        let mut m = self.lock();
+        if let Some(s) = m.get_mut(&k) {
+            s.remove(&seq);
+        }
+        m.retain(|_, s| !s.is_empty());
+        self.any
+            .store(!m.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn take(&self, k: SessionKey) -> std::collections::BTreeSet<u64> {
+        self.lock().remove(&k).unwrap_or_default()
+    }
 }
 
 /// Reads commands from standard input on a thread of its own (see `FIX_ABOUT`). Every
 /// refused line is answered with an `ERROR <session> <text>` line on standard output,
 /// and reading goes on.
-fn spawn_stdin(handle: Handle, names: Vec<Named>) {
+fn spawn_stdin(handle: Handle, names: Vec<Named>, unsent: Arc<Unsent>) {
     let _ = std::thread::Builder::new()
         .name("fix-stdin".into())
         .spawn(move || {
@@ -331,7 +403,7 @@ fn spawn_stdin(handle: Handle, names: Vec<Named>) {
                     Ok(_) => {}
                 }
                 match std::str::from_utf8(&buf) {
-                    Ok(line) => command(&handle, &names, line.trim()),
+                    Ok(line) => command(&handle, &names, &unsent, line.trim()),
                     // A value in another encoding: refused, and the next line is read
                     // (this thread used to end here, ignoring every later command).
                     Err(e) => {
@@ -353,6 +425,7 @@ fn spawn_stdin(handle: Handle, names: Vec<Named>) {
 }
 
 /// A session as standard input names it.
+#[derive(Clone)]
 struct Named {
     key: SessionKey,
     id: SessionId,
@@ -380,7 +453,7 @@ fn with_sources(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs one line typed on standard input; what it refuses is answered with [`refuse`].
-fn command(handle: &Handle, names: &[Named], line: &str) {
+fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
     if line.is_empty() || line.starts_with('#') {
         return;
     }
@@ -453,18 +526,22 @@ fn command(handle: &Handle, names: &[Named], line: &str) {
             // whether it went out (logged on) or was only stored, or why it was refused.
             let queued = handle.call({
                 let name = name.clone();
+                let unsent = unsent.clone();
                 move |ctx| {
                     let logged_on = ctx.is_logged_on(key);
                     match ctx.send(key, &msg_type, &body) {
                         Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
-                        Ok(seq) => print_line(
-                            format!(
-                                "STORED {name} {seq} not logged on: stored, not sent; it goes \
+                        Ok(seq) => {
+                            unsent.stored(key, seq);
+                            print_line(
+                                format!(
+                                    "STORED {name} {seq} not logged on: stored, not sent; it goes \
                                  out in the resend the counterparty asks for after the next \
                                  logon"
+                                )
+                                .as_bytes(),
                             )
-                            .as_bytes(),
-                        ),
+                        }
                         Err(e) => refuse(&name, with_sources(&e)),
                     }
                 }
@@ -861,6 +938,9 @@ impl SeenIds {
 struct CliApp {
     kind: AppKind,
     print_out: bool,
+    /// Typed messages stored and not yet resent (an outgoing message with the number
+    /// of one takes it out).
+    unsent: Arc<Unsent>,
     names: Vec<String>,
     /// echo: ClOrdIDs seen per session since the last logout (QuickFIX's
     /// acceptance-test application forgets them all when any session logs out).
@@ -949,11 +1029,20 @@ impl Application for CliApp {
     }
 
     fn to_admin(&mut self, session: SessionKey, msg: &MessageRef<'_>) {
-        self.print_msg("OUT", session, msg.raw());
+        if self.print_out {
+            self.print_msg("OUT", session, msg.raw());
+        }
     }
 
     fn to_app(&mut self, session: SessionKey, msg: &MessageRef<'_>) {
-        self.print_msg("OUT", session, msg.raw());
+        if self.print_out {
+            self.print_msg("OUT", session, msg.raw());
+        }
+        if self.unsent.any() {
+            if let Some(seq) = msg.seq_num() {
+                self.unsent.sent(session, seq);
+            }
+        }
     }
 
     fn from_admin(&mut self, _ctx: &mut Ctx<'_>, session: SessionKey, msg: &MessageRef<'_>) {
@@ -972,7 +1061,7 @@ impl Application for CliApp {
     }
 
     fn observe_outgoing(&self) -> bool {
-        self.print_out
+        self.print_out || self.unsent.any()
     }
 }
 

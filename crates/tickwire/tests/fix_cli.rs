@@ -443,8 +443,59 @@ fn regression_every_refused_stdin_line_is_an_error_line_on_standard_output() {
     }
     // Standard input is still read, and nothing above was stored or sent.
     client.send(&format!("35=D|11=AFTER|{ORDER}"));
-    client.wait(&["STORED", c]);
+    let stored = client.wait(&["STORED", c]);
     assert!(!client.ever(&["stderr: "]), "{}", client.output());
     assert_eq!(client.count_ever(&["|35=D|"]), 0, "{}", client.output());
-    assert!(client.terminate().success(), "{}", client.output());
+    // That stored order never went out: the exit says so.
+    let st = client.terminate();
+    assert_eq!(st.code(), Some(3), "{}", client.output());
+    let seq = stored.split(' ').nth(2).unwrap();
+    client.wait_ever(&["WARNING", c, &format!("(MsgSeqNum {seq})")]);
+}
+
+/// New-user pass: an order typed while the session was not logged on is stored, not
+/// sent; a `quit` before the counterparty asked for it lost the order while the
+/// initiator exited 0 without a word. Now it exits 3 with a WARNING naming the number.
+/// Asked for (the next Logon shows the counterparty the gap) and resent, the exit is
+/// clean.
+#[test]
+fn quitting_with_a_stored_order_never_sent_warns_and_exits_3() {
+    let (_dir, cfg, mut venue, mut client) = start_two_sided("cli-quit-stored");
+    let c = "FIX.4.4:CLIENT->VENUE";
+    client.wait(&["LOGON", c]);
+    client.send("logout");
+    client.wait(&["LOGOUT", c]);
+    client.send(&format!("35=D|11=EARLY|{ORDER}"));
+    let stored = client.wait(&["STORED", c]);
+    let seq = stored.split(' ').nth(2).unwrap().to_owned();
+    client.send("quit");
+    let st = client.wait_exit();
+    assert_eq!(st.code(), Some(3), "{}", client.output());
+    let warning = client.wait_ever(&["WARNING", c]);
+    assert!(
+        warning.contains(&format!(
+            "1 typed message(s) stored and never sent (MsgSeqNum {seq})"
+        )),
+        "{warning}"
+    );
+    assert_eq!(venue.count_ever(&["|11=EARLY|"]), 0, "{}", venue.output());
+    drop(client);
+
+    // Stored while logged out, then asked for after the next Logon and resent.
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    client.wait(&["LOGON", c]);
+    client.wait(&["OUT", c, "|35=D|", "|11=EARLY|"]);
+    client.send("logout");
+    client.wait(&["LOGOUT", c]);
+    client.send(&format!("35=D|11=LATE|{ORDER}"));
+    client.wait(&["STORED", c]);
+    client.send("logon");
+    let resent = client.wait(&["OUT", c, "|35=D|", "|11=LATE|"]);
+    assert!(resent.contains("|43=Y|"), "{resent}");
+    venue.wait(&["IN", "|11=LATE|"]);
+    client.send("quit");
+    let st = client.wait_exit();
+    assert!(st.success(), "{}", client.output());
+    assert!(!client.ever(&["WARNING"]), "{}", client.output());
+    assert!(venue.terminate().success(), "{}", venue.output());
 }

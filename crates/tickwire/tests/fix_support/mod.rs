@@ -214,6 +214,22 @@ impl Peer {
         stdin.flush().unwrap();
     }
 
+    /// Waits (bounded) for the child to exit by itself (after `quit`); kills it and
+    /// fails on timeout.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("{} did not exit:\n{}", self.name, self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, then waits (bounded) for the exit; kills on timeout.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
