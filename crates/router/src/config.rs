@@ -26,6 +26,13 @@ pub fn parse_router_idle(s: &str) -> Result<IdleStrategy, String> {
     IdleStrategy::parse_one_of(s, &ROUTER_IDLE)
 }
 
+/// The `idle` key: only what the router supports is offered and taken (the shared
+/// type's error offered `yield`, which the check then refused: new-user pass).
+fn router_idle_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<IdleStrategy, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_router_idle(&s).map_err(serde::de::Error::custom)
+}
+
 /// What happens to a subscriber whose egress buffer is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -68,6 +75,7 @@ pub struct Config {
     /// Name sent to clients in WELCOME and shown in stats. Default `tickwire-router`.
     pub name: String,
     /// Idle strategy of the event loop. Default `hybrid`.
+    #[serde(deserialize_with = "router_idle_key")]
     pub idle: IdleStrategy,
     /// Hybrid only: microseconds to keep spinning after the last activity. Default 200.
     pub hybrid_spin_us: u64,

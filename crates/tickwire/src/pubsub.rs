@@ -1014,7 +1014,9 @@ as hex; a control character in a topic is shown escaped (\\u{9b}); --hex forces 
 ({\"topic\", \"payload\" or \"payload_hex\", \"discarded\"}). When the router had to
 drop messages because this subscriber read too slowly, a line says how many.
 
-Reconnecting: when the router restarts or the connection drops, the command says so
+Reconnecting: the first connection must succeed (no router there: exit 1 at once; a
+supervisor starting subscribers before the router restarts them); after that, when the
+router restarts or the connection drops, the command says so
 on standard error ('disconnected: ...; reconnecting'), reconnects with exponential
 backoff (50 ms doubling to 1 s, with jitter), subscribes again and carries on
 ('reconnected after ...'). Messages published while it was away are not delivered

@@ -871,6 +871,13 @@ fn router_config_errors_are_clear() {
     let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(file.path()) && err.contains("fast"), "{err}");
+    // Only what the router takes is offered (new-user pass: `yield` was offered, then
+    // refused).
+    assert!(
+        err.contains("block, spin or hybrid") || err.contains("`block`, `spin` or `hybrid`"),
+        "{err}"
+    );
+    assert!(!err.contains("yield"), "{err}");
 
     let file = TempFile::new("syntax", "[router\nidle = \"spin\"\n");
     let (code, err) = fails(&["router", "--config", file.path(), "--print-config"]);
