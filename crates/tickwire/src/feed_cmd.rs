@@ -252,6 +252,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     if c.net_lost() > 0 {
         eprint!("{}", why_lost(&r, &opts));
     }
+    eprint!("{}", foreign_hint(&r, opts.feed.session.is_some()));
     Ok(if c.net_lost() > 0 {
         ExitCode::from(3)
     } else {
@@ -395,6 +396,42 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     s
 }
 
+/// Packets of other MoldUDP64 sessions were ignored: which session was followed, and
+/// what to do if it was the wrong one (new-user pass: a stray sender's session was
+/// adopted, every packet of it malformed, the exchange's discarded as foreign, and the
+/// report blamed the re-request server). Empty when there were none.
+fn foreign_hint(r: &HandlerReport, named: bool) -> String {
+    let c = &r.counters;
+    if c.foreign_session == 0 {
+        return String::new();
+    }
+    let followed = r.session.map_or_else(
+        || "none".to_string(),
+        |s| format!("{:?}", s.to_string().trim_end()),
+    );
+    let how = if named {
+        "the one --session names"
+    } else {
+        "the first one seen on the group"
+    };
+    let mut s = format!(
+        "feed: {} of other MoldUDP64 sessions ignored (foreign_session): this feed \
+         followed session {followed}, {how}",
+        tickwire_rt::text::count(c.foreign_session, "packet", "packets")
+    );
+    if c.malformed > 0 && r.published == 0 {
+        s += &format!(
+            "; nothing was published and {} malformed: not an ITCH feed",
+            tickwire_rt::text::count(c.malformed, "message was", "messages were")
+        );
+    }
+    if !named {
+        s += "; if another sender shares the group, name the exchange's session with \
+              --session";
+    }
+    s + "\n"
+}
+
 /// What the re-request server's answers say about the lost messages: none came back
 /// (is it there?), or late ones did (duplicates: give it longer), or some did.
 fn answer_hint(recovered: u64, duplicates: u64) -> String {
@@ -430,7 +467,49 @@ fn print_second(s: &Second) {
 
 #[cfg(test)]
 mod tests {
-    use super::answer_hint;
+    use super::{answer_hint, foreign_hint};
+    use tickwire_md::feed::{Counters, Session};
+    use tickwire_md::handler::HandlerReport;
+
+    fn report(foreign_session: u64, malformed: u64, published: u64) -> HandlerReport {
+        HandlerReport {
+            counters: Counters {
+                foreign_session,
+                malformed,
+                ..Counters::default()
+            },
+            published,
+            requests_sent: 0,
+            request_send_errors: 0,
+            first_request_error: None,
+            unknown_refs: 0,
+            session: Some(Session::new("S1").unwrap()),
+            timeline: Vec::new(),
+            end_of_session: false,
+            kernel_drops: None,
+        }
+    }
+
+    /// New-user pass: a stray sender's session was adopted (every packet malformed),
+    /// the exchange's ignored as foreign, and nothing said so.
+    #[test]
+    fn packets_of_other_sessions_are_explained_with_the_session_followed() {
+        assert_eq!(foreign_hint(&report(0, 5, 0), false), "");
+        let stray = foreign_hint(&report(278_853, 190_719, 0), false);
+        assert!(
+            stray.contains("278853 packets of other MoldUDP64 sessions ignored")
+                && stray.contains("followed session \"S1\", the first one seen")
+                && stray.contains("190719 messages were malformed: not an ITCH feed")
+                && stray.contains("--session"),
+            "{stray}"
+        );
+        let named = foreign_hint(&report(3, 0, 10), true);
+        assert!(
+            named.contains("the one --session names") && !named.contains("malformed"),
+            "{named}"
+        );
+        assert!(!named.contains("name the exchange's session"), "{named}");
+    }
 
     #[test]
     fn the_lost_messages_hint_follows_what_the_server_answered() {
