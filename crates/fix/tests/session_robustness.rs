@@ -148,3 +148,33 @@ fn a_long_queue_is_processed_a_step_at_a_time_and_asks_for_nothing_it_holds() {
     assert_eq!(h.seqs().1, 3004, "in sequence to the last ({total} noted)");
     assert_eq!(total, 3001, "every queued message, 3..=3003");
 }
+
+/// Hostile-input pass: after a SequenceReset to 2^64-1, every message numbered
+/// 2^64-1 was taken (the next expected number saturated there), so the same order
+/// could come any number of times with no duplicate detection. A message with the last
+/// number there is now ends the session (Logout with the reason, disconnect); the
+/// expected number is left below it.
+#[test]
+fn a_message_numbered_2_pow_64_minus_1_ends_the_session() {
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    let max = u64::MAX;
+    h.recv_seq("4", 2, &format!("123=Y|36={max}|"));
+    assert_eq!(h.seqs().1, max, "the reset itself is taken");
+    let out = h.recv_seq(
+        "D",
+        max,
+        "11=O1|21=1|38=1|40=1|54=1|55=X|60=20240101-00:00:00|",
+    );
+    assert!(
+        sends(&out).iter().any(
+            |s| s.contains("35=5|") && s.contains("MsgSeqNum 18446744073709551615 is the last")
+        ),
+        "{out:?}"
+    );
+    assert!(out.contains(&Act::Disconnect), "{out:?}");
+    assert!(
+        !out.iter().any(|a| matches!(a, Act::FromApp(_))),
+        "not delivered: {out:?}"
+    );
+    assert_eq!(h.seqs().1, max, "not moved past the last number");
+}

@@ -142,8 +142,24 @@ impl<S: MessageStore> Session<S> {
         if !self.check_session_time(now) {
             return self.reset_session(now);
         }
+        if m.seq_num() == Some(u64::MAX) {
+            return self.seq_num_exhausted(now);
+        }
         self.dispatch(now, m)?;
         self.after_message(now, queued)
+    }
+
+    /// A message numbered 2^64-1, the last number there is: taken, it left the next
+    /// expected number stuck there (saturating), and every later message with that
+    /// number was taken as new — no duplicate or gap detection for the rest of the
+    /// session (hostile-input pass, after a SequenceReset to it). Logged out and
+    /// disconnected instead; the sequence numbers need a reset.
+    fn seq_num_exhausted(&mut self, now: u64) -> StoreResult {
+        let text = "MsgSeqNum 18446744073709551615 is the last there is: reset the \
+                    session's sequence numbers";
+        self.note(format_args!("{text}"));
+        self.logout_msg(now, Some(text))?;
+        self.disconnect(now)
     }
 
     pub(super) fn after_message(&mut self, now: u64, queued: bool) -> StoreResult {
