@@ -4,7 +4,8 @@
 //! - Duration: `250ms`, `5s`, `2.5s`, `4m`, `1h`, `100us`; a plain number is seconds.
 //! - Rate (messages per second): `500000`, `50k`, `1.5M`, optionally with `/s`;
 //!   `k` and `M` are decimal (1e3, 1e6).
-//! - Size (bytes): `4096`, `64K`, `64KiB`, `8M`, `8MiB`, `1G`; K/M/G are powers of 1024.
+//! - Size (bytes): `4096`, `64K`, `64KiB`, `8M`, `8MiB`, `1G`; K/M/G are powers of 1024,
+//!   and so are KB/MB/GB (taken as KiB/MiB/GiB, as the README says).
 
 use std::time::Duration;
 

@@ -53,7 +53,8 @@ impl RouterMonitor {
 }
 
 fn latency_summary(l: &tickwire_monitor::Latency) -> Value {
-    let us = |q: f64| l.quantile_seconds(q) * 1e6;
+    // To the nanosecond (seconds times 1e6 printed 713.7270000000001).
+    let us = |q: f64| (l.quantile_seconds(q) * 1e9).round() / 1e3;
     json!({
         "samples": l.count(),
         "p50_us": us(0.5),
@@ -724,6 +725,18 @@ mod tests {
     use tickwire_router::core::{ClientCounters, Phase};
 
     use super::*;
+
+    /// New-user pass: /varz showed "max_us": 713.7270000000001 (seconds times 1e6).
+    #[test]
+    fn latency_figures_are_whole_nanoseconds_in_microseconds() {
+        let mut l = tickwire_monitor::Latency::new();
+        l.record(713_727);
+        let v = latency_summary(&l);
+        let max = v["max_us"].as_f64().unwrap();
+        assert_eq!(max, (max * 1e3).round() / 1e3, "{v}");
+        assert!((max - 713.727).abs() < 0.5, "{v}");
+        assert!(!v.to_string().contains("0000000"), "{v}");
+    }
 
     fn client(id: u64, msgs_out: u64, patterns: &[&str]) -> ClientView {
         ClientView {
