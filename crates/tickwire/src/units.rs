@@ -32,6 +32,13 @@ pub fn parse_router_addr(s: &str) -> Result<String, String> {
     }
     let expected = "expected HOST:PORT (e.g. 127.0.0.1:7420), tls://HOST:PORT or shm:NAME";
     let plain = s.strip_prefix(tickwire_client::TLS_SCHEME).unwrap_or(s);
+    if plain.parse::<u16>().is_ok() {
+        // New-user pass: `--router 7420` said "no port in \"7420\"".
+        let scheme = &s[..s.len() - plain.len()];
+        return Err(format!(
+            "{s:?} is a port without a host: give both, e.g. {scheme}127.0.0.1:{plain}"
+        ));
+    }
     let (host, port) = plain
         .rsplit_once(':')
         .ok_or_else(|| format!("no port in {s:?}: {expected}"))?;
@@ -85,6 +92,25 @@ mod tests {
         }
         let e = parse_router_addr("shm:bad name").unwrap_err();
         assert!(e.contains(tickwire_shm::NAME_RULE), "{e}");
+    }
+
+    /// New-user pass: `--router 7420` said "no port in \"7420\"".
+    #[test]
+    fn a_router_address_that_is_only_a_port_says_the_host_is_missing() {
+        for (given, shown) in [
+            ("7420", "e.g. 127.0.0.1:7420"),
+            ("tls://7443", "e.g. tls://127.0.0.1:7443"),
+        ] {
+            let e = parse_router_addr(given).unwrap_err();
+            assert!(
+                e.contains("port without a host") && e.contains(shown),
+                "{e}"
+            );
+        }
+        assert!(parse_router_addr("localhost")
+            .unwrap_err()
+            .contains("no port"));
+        assert!(parse_router_addr("127.0.0.1:7420").is_ok());
     }
 
     #[test]
