@@ -217,17 +217,7 @@ impl Peer {
     /// Waits (bounded) for the child to exit by itself (after `quit`); kills it and
     /// fails on timeout.
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("{} did not exit:\n{}", self.name, self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.exit_within(WAIT, "did not exit")
     }
 
     /// SIGTERM, then waits (bounded) for the exit; kills on timeout.
@@ -235,18 +225,20 @@ impl Peer {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let deadline = Instant::now() + WAIT;
+        self.exit_within(WAIT, "did not exit after SIGTERM")
+    }
+
+    /// The exit status once the child has exited, within `limit`; past it the child is
+    /// killed and the test fails with `what` and its output.
+    fn exit_within(&mut self, limit: Duration, what: &str) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 return st;
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!(
-                    "{} did not exit after SIGTERM:\n{}",
-                    self.name,
-                    self.output()
-                );
+                panic!("{} {what}:\n{}", self.name, self.output());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
