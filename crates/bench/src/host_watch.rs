@@ -489,6 +489,35 @@ impl StallSummary {
 mod tests {
     use super::*;
 
+    /// Bench-review pass: the sweep table called a run "quiet" when its host line said
+    /// DISTURBED for other processes' CPU; both now ask `disturbed`, which counts
+    /// stalls and competition alike.
+    #[test]
+    fn competition_alone_disturbs_a_run() {
+        let quiet = StallSummary {
+            cpus: 2,
+            realtime: true,
+            count: 0,
+            longest_ms: 0.0,
+            total_ms: 0.0,
+            competition: Some(Competition {
+                others_cpus: 0.01,
+                steal_cpus: 0.0,
+            }),
+        };
+        assert!(!quiet.disturbed());
+        let busy = StallSummary {
+            competition: Some(Competition {
+                others_cpus: 0.98,
+                steal_cpus: 0.0,
+            }),
+            ..quiet.clone()
+        };
+        assert!(busy.disturbed());
+        let stalled = StallSummary { count: 1, ..quiet };
+        assert!(stalled.disturbed());
+    }
+
     fn stall(cpu: usize, from_ms: u64, to_ms: u64) -> Stall {
         Stall {
             cpu,

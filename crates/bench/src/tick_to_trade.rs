@@ -1077,6 +1077,14 @@ fn print_report(
     }
     if !ratios.is_empty() {
         crate::outln!(out, "ratios (same simulator, same schedule, same run):");
+        let invalid_step = |name: &str, step: &str| {
+            results.iter().any(|r| {
+                r.name == name
+                    && r.steps
+                        .iter()
+                        .any(|s| s.label == step && s.invalid.is_some())
+            })
+        };
         let disturbed = |name: &str| {
             results
                 .iter()
@@ -1107,6 +1115,20 @@ fn print_report(
                     out,
                     "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
                     spoiled.join(" and ")
+                );
+            }
+            // Rule 3: an INVALID step is never compared (bench-review pass: a ratio of
+            // 2231.50x was printed from a saturated QuickFIX step without a word).
+            let invalid: Vec<&str> = [x.algo.as_str(), x.versus.as_str()]
+                .into_iter()
+                .filter(|n| invalid_step(n, &x.step))
+                .collect();
+            if !invalid.is_empty() {
+                crate::outln!(
+                    out,
+                    "    ^ not a comparison: {} was INVALID at {} (it did not keep up: the latency is its backlog)",
+                    invalid.join(" and "),
+                    x.step
                 );
             }
         }
@@ -1279,6 +1301,26 @@ mod tests {
         let text = report(&quiet);
         assert!(text.contains("builtin / raw"), "{text}");
         assert!(!text.contains("not a comparison"), "{text}");
+    }
+
+    /// Bench-review pass: a ratio from a saturated (INVALID) step was printed like any
+    /// other.
+    #[test]
+    fn a_ratio_with_an_invalid_step_says_it_is_not_a_comparison() {
+        let builtin = algo("builtin", vec![step("10k", 20.0, Some(2.0))]);
+        let mut slow = step("10k", 15_000_000.0, Some(2.0));
+        slow.invalid = Some("saturated: 2,637 of 10,000 orders/s".into());
+        let raw = algo("raw", vec![step("10k", 10.0, Some(1.0))]);
+        let qf = algo("quickfix", vec![slow]);
+        let rs = vec![builtin, raw, qf];
+        let mut out = Vec::new();
+        print_report(&mut out, &rs, &ratios(&rs), false);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("^ not a comparison: quickfix was INVALID at 10k"),
+            "{text}"
+        );
+        assert_eq!(text.matches("was INVALID").count(), 2, "{text}");
     }
 
     #[test]

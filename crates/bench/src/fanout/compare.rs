@@ -29,7 +29,8 @@ pub struct Point {
     /// The receiver rule (output::ReceiverVerdict).
     pub receivers_sustained: bool,
     pub reconciled: bool,
-    /// The host took a CPU away during the measured part (host_watch).
+    /// The host took a CPU away during the measured part, or other processes used
+    /// enough CPU to disturb it (host_watch: the run's own host line says DISTURBED).
     pub host_disturbed: bool,
 }
 
@@ -44,7 +45,12 @@ impl Point {
             sender_valid: report.valid,
             receivers_sustained: report.receivers.as_ref().is_some_and(|r| r.sustained),
             reconciled: report.counters.reconciled,
-            host_disturbed: report.host.as_ref().is_some_and(|h| h.count > 0),
+            // Bench-review pass: only stalls were counted, so a run whose host line
+            // said "DISTURBED: other processes used 0.98 CPU" was "quiet" here.
+            host_disturbed: report
+                .host
+                .as_ref()
+                .is_some_and(crate::host_watch::StallSummary::disturbed),
         }
     }
 
