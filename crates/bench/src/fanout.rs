@@ -497,7 +497,16 @@ fn run_one(
     shared.hops = args.hops;
     shared.coalesce_ns = args.coalesce_us.saturating_mul(1_000);
     shared.progress = con.progress;
-    let watch = crate::host_watch::HostWatch::start_all();
+    // A server this run did not start (NATS, an external router) is the system under
+    // test: found by its port, its CPU is not counted as competition.
+    let server_port = match (target, &args.router) {
+        (Target::Nats { url }, _) => url
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.trim_end_matches('/').parse::<u16>().ok()),
+        (Target::Tickwire { .. }, Some(crate::harness::ExternalRouter::Tcp(a))) => Some(a.port()),
+        _ => None,
+    };
+    let watch = crate::host_watch::HostWatch::start_all_serving(server_port.as_slice());
     let (pub_results, sub_results) = run_threads(
         &w,
         &schedule,

@@ -64,20 +64,26 @@ pub struct HostWatch {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<(Vec<Stall>, u64, bool)>>,
     cpu_at_start: Option<CpuUse>,
+    /// The server under test when the run did not start it (a NATS server, an
+    /// external router): its CPU is the system's, not competition.
+    servers: Vec<i32>,
 }
 
-/// CPU time, in clock ticks, at one instant: of other processes, and stolen by the host.
+/// CPU time, in clock ticks, at one instant: of other processes, of the server under
+/// test, and stolen by the host.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct CpuUse {
     at: MonoNanos,
     others: u64,
+    servers: u64,
     steal: u64,
 }
 
 impl CpuUse {
     /// Reads `/proc`: `None` where it cannot be read (the report then says nothing of
-    /// other processes).
-    fn now() -> Option<CpuUse> {
+    /// other processes). `servers` and their descendants count as the server under
+    /// test, not as others.
+    fn now(servers: &[i32]) -> Option<CpuUse> {
         use procfs::CurrentSI;
         let steal = procfs::KernelStats::current()
             .ok()?
@@ -96,10 +102,20 @@ impl CpuUse {
                 ticks: st.utime + st.stime + st.cutime.max(0) as u64 + st.cstime.max(0) as u64,
             })
             .collect();
-        let others = others_ticks(&procs, std::process::id() as i32);
+        let me = std::process::id() as i32;
+        let mut roots = vec![me];
+        roots.extend_from_slice(servers);
+        let others = others_ticks(&procs, &roots);
+        let servers = if servers.is_empty() {
+            0
+        } else {
+            // What the others and we leave: the servers' trees (ours is excluded).
+            others_ticks(&procs, &[me]).saturating_sub(others)
+        };
         Some(CpuUse {
             at: MonoNanos::now(),
             others,
+            servers,
             steal,
         })
     }
@@ -115,6 +131,7 @@ impl CpuUse {
         Some(Competition {
             others_cpus: cpus(self.others, start.others),
             steal_cpus: cpus(self.steal, start.steal),
+            server_cpus: cpus(self.servers, start.servers),
         })
     }
 }
@@ -132,15 +149,15 @@ struct Proc {
     ticks: u64,
 }
 
-/// The CPU ticks of the processes that are neither kernel threads nor `me` or one of
-/// its descendants.
-fn others_ticks(procs: &[Proc], me: i32) -> u64 {
+/// The CPU ticks of the processes that are neither kernel threads nor one of `roots`
+/// or their descendants.
+fn others_ticks(procs: &[Proc], roots: &[i32]) -> u64 {
     let parent: std::collections::HashMap<i32, i32> =
         procs.iter().map(|p| (p.pid, p.ppid)).collect();
     let ours = |mut pid: i32| {
         // Bounded walk up the tree (a pid reused mid-scan cannot loop it).
         for _ in 0..256 {
-            if pid == me {
+            if roots.contains(&pid) {
                 return true;
             }
             match parent.get(&pid) {
@@ -158,11 +175,14 @@ fn others_ticks(procs: &[Proc], me: i32) -> u64 {
 }
 
 /// What shared the CPUs with a run besides host stalls: other processes and the host's
-/// steal time, each as CPUs' worth on average over the run (0.5: half a CPU).
+/// steal time, each as CPUs' worth on average over the run (0.5: half a CPU). The
+/// server under test, when the run found it by its port ([`HostWatch::start_all_serving`]),
+/// is not among the others: its CPU is `server_cpus`.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Competition {
     pub others_cpus: f64,
     pub steal_cpus: f64,
+    pub server_cpus: f64,
 }
 
 impl Competition {
@@ -173,8 +193,16 @@ impl Competition {
 
     /// One report sentence.
     pub fn sentence(&self) -> String {
+        let server = if self.server_cpus > 0.0 {
+            format!(
+                " (the server under test, {:.2} CPU, not counted among them)",
+                self.server_cpus
+            )
+        } else {
+            String::new()
+        };
         let what = format!(
-            "other processes used {:.2} CPU on average, the host stole {:.2} CPU",
+            "other processes used {:.2} CPU on average{server}, the host stole {:.2} CPU",
             self.others_cpus, self.steal_cpus
         );
         if self.disturbs() {
@@ -189,6 +217,10 @@ impl HostWatch {
     /// Starts one sentinel thread per CPU `0..cpus`. Never fails: a thread that cannot
     /// start is left out (the report then lists fewer CPUs).
     pub fn start(cpus: usize) -> HostWatch {
+        HostWatch::start_with_servers(cpus, Vec::new())
+    }
+
+    fn start_with_servers(cpus: usize, servers: Vec<i32>) -> HostWatch {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = (0..cpus)
             .filter_map(|cpu| {
@@ -202,7 +234,8 @@ impl HostWatch {
         HostWatch {
             stop,
             threads,
-            cpu_at_start: CpuUse::now(),
+            cpu_at_start: CpuUse::now(&servers),
+            servers,
         }
     }
 
@@ -212,10 +245,19 @@ impl HostWatch {
         HostWatch::start(online_cpus())
     }
 
+    /// [`HostWatch::start_all`] for a run against a server it did not start (a NATS
+    /// server, an external router) listening on one of `ports` on this machine: its
+    /// processes' CPU is the system under test's, not competition (bench-review pass:
+    /// a NATS run was always DISTURBED by nats-server's own work). Ports nothing here
+    /// listens on change nothing.
+    pub fn start_all_serving(ports: &[u16]) -> HostWatch {
+        HostWatch::start_with_servers(online_cpus(), listening_pids(ports))
+    }
+
     /// Stops the sentinel and returns what it saw.
     pub fn finish(self) -> HostStalls {
         self.stop.store(true, Ordering::Relaxed);
-        let competition = match (self.cpu_at_start, CpuUse::now()) {
+        let competition = match (self.cpu_at_start, CpuUse::now(&self.servers)) {
             (Some(start), Some(end)) => end.since(&start, procfs::ticks_per_second()),
             _ => None,
         };
@@ -237,6 +279,38 @@ impl HostWatch {
         out.stalls.sort_by_key(|s| s.from);
         out
     }
+}
+
+/// The processes with a TCP socket listening on one of `ports` (any local address).
+fn listening_pids(ports: &[u16]) -> Vec<i32> {
+    if ports.is_empty() {
+        return Vec::new();
+    }
+    let inodes: std::collections::HashSet<u64> = [procfs::net::tcp(), procfs::net::tcp6()]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.state == procfs::net::TcpState::Listen && ports.contains(&e.local_address.port())
+        })
+        .map(|e| e.inode)
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    all.flatten()
+        .filter(|p| {
+            p.fd().is_ok_and(|fds| {
+                fds.flatten().any(|fd| {
+                    matches!(fd.target, procfs::process::FDTarget::Socket(i) if inodes.contains(&i))
+                })
+            })
+        })
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Sentinel thread body: returns (kept stalls, all stalls, ran at realtime priority).
@@ -503,6 +577,7 @@ mod tests {
             competition: Some(Competition {
                 others_cpus: 0.01,
                 steal_cpus: 0.0,
+                server_cpus: 0.0,
             }),
         };
         assert!(!quiet.disturbed());
@@ -510,6 +585,7 @@ mod tests {
             competition: Some(Competition {
                 others_cpus: 0.98,
                 steal_cpus: 0.0,
+                server_cpus: 0.0,
             }),
             ..quiet.clone()
         };
@@ -622,17 +698,26 @@ mod tests {
         let start = CpuUse {
             at: MonoNanos(0),
             others: 1_000,
+            servers: 0,
             steal: 50,
         };
         // 2 s at 100 ticks per second: 90 ticks of others = 0.45 CPU; 2 of steal.
         let end = CpuUse {
             at: MonoNanos(2_000_000_000),
             others: 1_090,
+            servers: 130,
             steal: 52,
         };
         let c = end.since(&start, 100).unwrap();
         assert!((c.others_cpus - 0.45).abs() < 1e-9, "{c:?}");
         assert!((c.steal_cpus - 0.01).abs() < 1e-9, "{c:?}");
+        assert!((c.server_cpus - 0.65).abs() < 1e-9, "{c:?}");
+        assert!(
+            c.sentence()
+                .contains("(the server under test, 0.65 CPU, not counted among them)"),
+            "{}",
+            c.sentence()
+        );
         assert!(c.disturbs());
         let mut h = HostStalls {
             cpus: 2,
@@ -651,6 +736,7 @@ mod tests {
         h.competition = Some(Competition {
             others_cpus: 0.01,
             steal_cpus: 0.0,
+            server_cpus: 0.0,
         });
         let line = h.within(MonoNanos(0), MonoNanos(1)).line("the run");
         assert!(!line.contains("DISTURBED"), "{line}");
@@ -679,11 +765,25 @@ mod tests {
             p(300, 100, false, 40),    // a build beside it
             p(301, 300, false, 500),   // the build's compiler
         ];
-        assert_eq!(others_ticks(&procs, 200), 1 + 10 + 40 + 500);
+        assert_eq!(others_ticks(&procs, &[200]), 1 + 10 + 40 + 500);
         // Seen from the build, the bench and its children are the others.
-        assert_eq!(others_ticks(&procs, 300), 1 + 10 + 7_000 + 5_000 + 300);
+        assert_eq!(others_ticks(&procs, &[300]), 1 + 10 + 7_000 + 5_000 + 300);
         // A pid whose parent is missing (exited mid-scan) is not ours.
-        assert_eq!(others_ticks(&[p(5, 4, false, 9)], 200), 9);
+        assert_eq!(others_ticks(&[p(5, 4, false, 9)], &[200]), 9);
+        // A server under test (the build's tree standing in for it) is not "others".
+        assert_eq!(others_ticks(&procs, &[200, 300]), 1 + 10);
+    }
+
+    /// The server under test is found by its listening port: here a listener of this
+    /// very process (so "ours" twice over); a port nothing listens on finds nothing.
+    #[test]
+    fn servers_are_found_by_their_listening_port() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(listening_pids(&[port]), vec![std::process::id() as i32]);
+        drop(l);
+        assert!(listening_pids(&[port]).is_empty());
+        assert!(listening_pids(&[]).is_empty());
     }
 
     #[test]

@@ -1274,12 +1274,14 @@ mod tests {
             competition: Some(crate::host_watch::Competition {
                 others_cpus: 0.01,
                 steal_cpus: 0.0,
+                server_cpus: 0.0,
             }),
         };
         let busy = crate::host_watch::StallSummary {
             competition: Some(crate::host_watch::Competition {
                 others_cpus: 0.32,
                 steal_cpus: 0.0,
+                server_cpus: 0.0,
             }),
             ..quiet.clone()
         };
