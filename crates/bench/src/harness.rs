@@ -128,6 +128,15 @@ pub enum ExternalRouter {
     Shm(String),
 }
 
+/// The TCP port of an external router, by which the host watch finds its process
+/// (its CPU is the system under test's, not competition); none for `shm:NAME`.
+pub fn external_router_ports(r: Option<&ExternalRouter>) -> Vec<u16> {
+    match r {
+        Some(ExternalRouter::Tcp(a)) => vec![a.port()],
+        _ => Vec::new(),
+    }
+}
+
 impl ExternalRouter {
     /// Whether the tickwire transport over `path` measures this router (otherwise the
     /// bench starts its own for that transport).

@@ -251,7 +251,15 @@ impl HostWatch {
     /// a NATS run was always DISTURBED by nats-server's own work). Ports nothing here
     /// listens on change nothing.
     pub fn start_all_serving(ports: &[u16]) -> HostWatch {
-        HostWatch::start_with_servers(online_cpus(), listening_pids(ports))
+        HostWatch::start_serving(online_cpus(), ports)
+    }
+
+    /// [`HostWatch::start`] with the server under test found by `ports`
+    /// ([`HostWatch::start_all_serving`]); 0 CPUs: only what `/proc` says of other
+    /// processes and the host, no sentinel thread (for the latency benches, whose
+    /// measured threads a sentinel's wake-ups would preempt).
+    pub fn start_serving(cpus: usize, ports: &[u16]) -> HostWatch {
+        HostWatch::start_with_servers(cpus, listening_pids(ports))
     }
 
     /// Stops the sentinel and returns what it saw.

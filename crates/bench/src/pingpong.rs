@@ -267,6 +267,10 @@ pub struct TransportResult {
     /// True when the spinning ends yielded the CPU after each empty poll (more spinning
     /// parties than cores).
     pub spin_yields: bool,
+    /// What other processes and the host took while this transport was measured (read
+    /// from `/proc` before and after; no sentinel threads, whose wake-ups would sit
+    /// on the measured path). `None` where `/proc` could not say.
+    pub host: Option<crate::host_watch::Competition>,
     pub sizes: Vec<SizeResult>,
 }
 
@@ -334,6 +338,10 @@ pub fn run(
         if stop.is_set() {
             break;
         }
+        let watch = crate::host_watch::HostWatch::start_serving(
+            0,
+            &harness::external_router_ports(args.router.as_ref()),
+        );
         let r = match t {
             Transport::Tcp => ctx.raw_tcp(),
             Transport::Udp => ctx.raw_udp(),
@@ -361,7 +369,9 @@ pub fn run(
                 }
             }
         };
-        results.push(r.with_context(|| format!("measuring the {} transport", t.name()))?);
+        let mut r = r.with_context(|| format!("measuring the {} transport", t.name()))?;
+        r.host = watch.finish().competition;
+        results.push(r);
     }
 
     print_report(
@@ -585,6 +595,7 @@ impl Ctx<'_> {
             transport: Transport::Tcp,
             path: "raw TCP (TCP_NODELAY) to an echo thread, loopback".into(),
             spin_yields: false,
+            host: None,
             sizes,
         })
     }
@@ -617,6 +628,7 @@ impl Ctx<'_> {
             path: "bare shared-memory ring pair (memfd, no router) to a spinning echo thread"
                 .into(),
             spin_yields: false,
+            host: None,
             sizes,
         })
     }
@@ -660,6 +672,7 @@ impl Ctx<'_> {
             path: "two bare shared-memory ring pairs through a spinning relay thread (the router's topology, no router)"
                 .into(),
             spin_yields: false,
+            host: None,
             sizes,
         })
     }
@@ -747,6 +760,7 @@ impl Ctx<'_> {
             transport: Transport::Udp,
             path: "raw UDP datagrams to an echo thread, loopback".into(),
             spin_yields: false,
+            host: None,
             sizes,
         })
     }
@@ -801,6 +815,7 @@ impl Ctx<'_> {
                 path_of(transport)
             ),
             spin_yields: false,
+            host: None,
             sizes,
         })
     }
@@ -881,6 +896,7 @@ impl Ctx<'_> {
                 path_of(transport)
             ),
             spin_yields: yields,
+            host: None,
             sizes,
         })
     }
@@ -1173,8 +1189,17 @@ fn print_report(
         let sent: u64 = r.sizes.iter().map(|s| s.counters.sent).sum();
         let recv: u64 = r.sizes.iter().map(|s| s.counters.received).sum();
         crate::outln!(out, "counters: sent {sent}, received {recv}, lost {lost}");
+        if let Some(c) = &r.host {
+            crate::outln!(out, "host: {}", c.sentence());
+        }
     }
     crate::outln!(out);
+    print_ratios(out, results);
+}
+
+/// The p50 ratios between the transports measured, each marked when a side of it ran
+/// disturbed.
+fn print_ratios(out: &mut dyn std::io::Write, results: &[TransportResult]) {
     for (of, base, what) in [
         (
             Transport::Tickwire,
@@ -1220,6 +1245,23 @@ fn print_report(
                 .map(|(s, r)| format!("{s} B {r:.3}x"))
                 .collect();
             crate::outln!(out, "{what} (same run): {}", parts.join(", "));
+            // Bench-review pass: ratios of disturbed runs were printed like any other.
+            let spoiled: Vec<&str> = [of, base]
+                .into_iter()
+                .filter(|t| {
+                    results
+                        .iter()
+                        .any(|r| r.transport == *t && r.host.is_some_and(|c| c.disturbs()))
+                })
+                .map(Transport::name)
+                .collect();
+            if !spoiled.is_empty() {
+                crate::outln!(
+                    out,
+                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
+                    spoiled.join(" and ")
+                );
+            }
         }
     }
 }
@@ -1305,6 +1347,7 @@ mod tests {
             transport: t,
             path: String::new(),
             spin_yields: false,
+            host: None,
             sizes: sizes
                 .iter()
                 .map(|&(size, p50)| SizeResult {
@@ -1316,6 +1359,38 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Bench-review pass: the ratios of a disturbed run were printed like any other.
+    #[test]
+    fn a_ratio_with_a_disturbed_side_says_it_is_not_a_comparison() {
+        let busy = crate::host_watch::Competition {
+            others_cpus: 0.9,
+            steal_cpus: 0.0,
+            server_cpus: 0.0,
+        };
+        let quiet = crate::host_watch::Competition {
+            others_cpus: 0.01,
+            ..busy
+        };
+        let mut shm = result(Transport::Shm, &[(100, 0.12)]);
+        shm.host = Some(busy);
+        let mut tw = result(Transport::TickwireShm, &[(100, 0.34)]);
+        tw.host = Some(quiet);
+        let text = |rs: &[TransportResult]| {
+            let mut out = Vec::new();
+            print_ratios(&mut out, rs);
+            String::from_utf8(out).unwrap()
+        };
+        let t = text(&[shm.clone(), tw.clone()]);
+        assert!(
+            t.contains("tickwire-shm p50 / raw shm p50 (same run): 100 B 2.833x"),
+            "{t}"
+        );
+        assert!(t.contains("^ not a comparison: shm ran DISTURBED"), "{t}");
+        shm.host = Some(quiet);
+        let t = text(&[shm, tw]);
+        assert!(!t.contains("not a comparison"), "{t}");
     }
 
     #[test]

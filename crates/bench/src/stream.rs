@@ -321,6 +321,10 @@ pub struct TransportResult {
     /// The highest target rate of a step that was valid, complete and lost nothing
     /// ([`highest_lossless`]).
     pub highest_lossless_rate: Option<f64>,
+    /// What other processes and the host took over this transport's sweep (read from
+    /// `/proc` before and after; no sentinel threads on the measured CPUs). `None`
+    /// where `/proc` could not say.
+    pub host: Option<crate::host_watch::Competition>,
 }
 
 /// Whether a step counts as carried without loss at its rate: the sender and the
@@ -451,7 +455,12 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             steps: Vec::new(),
             stopped: None,
             highest_lossless_rate: None,
+            host: None,
         };
+        let watch = crate::host_watch::HostWatch::start_serving(
+            0,
+            &harness::external_router_ports(args.router.as_ref()),
+        );
         for &rate in &args.rates {
             if stop.is_set() {
                 tr.stopped = Some("stopped by Ctrl-C".into());
@@ -469,6 +478,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             }
         }
         tr.highest_lossless_rate = highest_lossless(&tr.steps);
+        tr.host = watch.finish().competition;
         results.push(tr);
     }
 
@@ -1244,6 +1254,9 @@ fn print_report(
         if let Some(why) = &r.stopped {
             crate::outln!(out, "{why}");
         }
+        if let Some(c) = &r.host {
+            crate::outln!(out, "host: {}", c.sentence());
+        }
     }
     if results.len() >= 2 {
         crate::outln!(out);
@@ -1272,6 +1285,11 @@ pub fn lossless_summary(results: &[TransportResult]) -> String {
             .find(|r| r.transport == t)
             .and_then(|r| r.highest_lossless_rate)
     };
+    let disturbed = |t| {
+        results
+            .iter()
+            .any(|r| r.transport == t && r.host.is_some_and(|c| c.disturbs()))
+    };
     for (a, b, what) in LOSSLESS_RATIOS {
         if let (Some(x), Some(y)) = (find(a), find(b)) {
             out.push_str(&format!(
@@ -1280,6 +1298,18 @@ pub fn lossless_summary(results: &[TransportResult]) -> String {
                 b.name(),
                 x / y
             ));
+            // Bench-review pass: ratios of disturbed sweeps were printed like any other.
+            let spoiled: Vec<&str> = [a, b]
+                .into_iter()
+                .filter(|t| disturbed(*t))
+                .map(Transport::name)
+                .collect();
+            if !spoiled.is_empty() {
+                out.push_str(&format!(
+                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine\n",
+                    spoiled.join(" and ")
+                ));
+            }
         }
     }
     out
@@ -1467,6 +1497,7 @@ mod tests {
             highest_lossless_rate: highest_lossless(&steps),
             steps,
             stopped: None,
+            host: None,
         };
         let text = lossless_summary(&[
             result(
@@ -1487,6 +1518,21 @@ mod tests {
         assert!(text.contains("none of the rates swept"), "{text}");
         // tickwire lost at its only rate: no ratio with it.
         assert!(!text.contains("tickwire / tcp-relay"), "{text}");
+        assert!(!text.contains("not a comparison"), "{text}");
+        // A sweep that shared the machine: its ratios say they are none.
+        let mut tcp = result(Transport::TcpRelay, vec![step(4e6, 4e6, 1, 1)]);
+        tcp.host = Some(crate::host_watch::Competition {
+            others_cpus: 0.7,
+            steal_cpus: 0.0,
+            server_cpus: 0.0,
+        });
+        let shm = result(Transport::ShmRelay, vec![step(4e6, 4e6, 1, 1)]);
+        let text = lossless_summary(&[tcp, shm]);
+        assert!(
+            text.contains("shm-relay / tcp-relay: 1.00x")
+                && text.contains("^ not a comparison: tcp-relay ran DISTURBED"),
+            "{text}"
+        );
     }
 
     #[test]
