@@ -132,6 +132,7 @@ impl CpuUse {
             others_cpus: cpus(self.others, start.others),
             steal_cpus: cpus(self.steal, start.steal),
             server_cpus: cpus(self.servers, start.servers),
+            window_s: secs,
         })
     }
 }
@@ -183,16 +184,31 @@ pub struct Competition {
     pub others_cpus: f64,
     pub steal_cpus: f64,
     pub server_cpus: f64,
+    /// How long the watch lasted, s: below [`MIN_JUDGED_S`] the figures are not judged
+    /// (`/proc` counts CPU time in ticks of 10 ms: one tick in a 5 ms watch reads as
+    /// 2 CPUs).
+    pub window_s: f64,
 }
+
+/// The shortest watch whose `/proc` figures are judged ([`Competition::disturbs`]).
+pub const MIN_JUDGED_S: f64 = 1.0;
 
 impl Competition {
     /// Whether it is enough to disturb a measurement ([`BUSY_OTHERS`]).
     pub fn disturbs(&self) -> bool {
-        self.others_cpus > BUSY_OTHERS || self.steal_cpus > BUSY_OTHERS
+        self.window_s >= MIN_JUDGED_S
+            && (self.others_cpus > BUSY_OTHERS || self.steal_cpus > BUSY_OTHERS)
     }
 
     /// One report sentence.
     pub fn sentence(&self) -> String {
+        if self.window_s < MIN_JUDGED_S {
+            return format!(
+                "other processes' CPU not judged: the watch lasted {:.0} ms, and /proc counts \
+                 CPU time in 10 ms ticks",
+                self.window_s * 1e3
+            );
+        }
         let server = if self.server_cpus > 0.0 {
             format!(
                 " (the server under test, {:.2} CPU, not counted among them)",
@@ -586,6 +602,7 @@ mod tests {
                 others_cpus: 0.01,
                 steal_cpus: 0.0,
                 server_cpus: 0.0,
+                window_s: 10.0,
             }),
         };
         assert!(!quiet.disturbed());
@@ -594,6 +611,7 @@ mod tests {
                 others_cpus: 0.98,
                 steal_cpus: 0.0,
                 server_cpus: 0.0,
+                window_s: 10.0,
             }),
             ..quiet.clone()
         };
@@ -745,10 +763,26 @@ mod tests {
             others_cpus: 0.01,
             steal_cpus: 0.0,
             server_cpus: 0.0,
+            window_s: 10.0,
         });
         let line = h.within(MonoNanos(0), MonoNanos(1)).line("the run");
         assert!(!line.contains("DISTURBED"), "{line}");
         assert!(line.contains("other processes used 0.01 CPU"), "{line}");
+        // One tick of another process in a 5 ms watch would read as 2 CPUs: a watch
+        // under MIN_JUDGED_S is not judged.
+        let short = CpuUse {
+            at: MonoNanos(5_000_000),
+            others: 1_001,
+            servers: 0,
+            steal: 50,
+        };
+        let c = short.since(&start, 100).unwrap();
+        assert!(!c.disturbs(), "{c:?}");
+        assert!(
+            c.sentence().contains("not judged: the watch lasted 5 ms"),
+            "{}",
+            c.sentence()
+        );
         // No time passed, or no clock ticks: nothing to say.
         assert_eq!(start.since(&start, 100), None);
         assert_eq!(end.since(&start, 0), None);

@@ -267,10 +267,6 @@ pub struct TransportResult {
     /// True when the spinning ends yielded the CPU after each empty poll (more spinning
     /// parties than cores).
     pub spin_yields: bool,
-    /// What other processes and the host took while this transport was measured (read
-    /// from `/proc` before and after; no sentinel threads, whose wake-ups would sit
-    /// on the measured path). `None` where `/proc` could not say.
-    pub host: Option<crate::host_watch::Competition>,
     pub sizes: Vec<SizeResult>,
 }
 
@@ -288,6 +284,8 @@ struct Report<'a> {
     iterations: u64,
     warmup_excluded: u64,
     stopped_by_user: bool,
+    /// Other processes' and the host's CPU over the whole run (`/proc`).
+    host: Option<crate::host_watch::Competition>,
     transports: &'a [TransportResult],
     /// tickwire p50 / raw TCP p50 per size, when both were measured.
     ratio_to_tcp_p50: Vec<(usize, f64)>,
@@ -334,14 +332,17 @@ pub fn run(
 
     let mut router_desc = None;
     let mut results: Vec<TransportResult> = Vec::new();
+    // Other processes' and the host's CPU over the whole run, from /proc (no sentinel
+    // threads: their wake-ups would preempt the measured ones); a transport alone is
+    // often too short for /proc's 10 ms accounting.
+    let watch = crate::host_watch::HostWatch::start_serving(
+        0,
+        &harness::external_router_ports(args.router.as_ref()),
+    );
     for &t in &args.transports {
         if stop.is_set() {
             break;
         }
-        let watch = crate::host_watch::HostWatch::start_serving(
-            0,
-            &harness::external_router_ports(args.router.as_ref()),
-        );
         let r = match t {
             Transport::Tcp => ctx.raw_tcp(),
             Transport::Udp => ctx.raw_udp(),
@@ -369,10 +370,9 @@ pub fn run(
                 }
             }
         };
-        let mut r = r.with_context(|| format!("measuring the {} transport", t.name()))?;
-        r.host = watch.finish().competition;
-        results.push(r);
+        results.push(r.with_context(|| format!("measuring the {} transport", t.name()))?);
     }
+    let host = watch.finish().competition;
 
     print_report(
         con.out,
@@ -381,6 +381,7 @@ pub fn run(
         &results,
         router_desc.as_deref(),
         stop.is_set(),
+        host,
     );
     let shm_ratio_to_raw_shm_p50 = ratios_of(&results, Transport::TickwireShm, Transport::Shm);
     let shm_ratio_to_tickwire_tcp_p50 =
@@ -402,6 +403,7 @@ pub fn run(
         iterations: args.iterations,
         warmup_excluded: args.warmup,
         stopped_by_user: stop.is_set(),
+        host,
         transports: &results,
         ratio_to_tcp_p50: ratios,
         shm_ratio_to_raw_shm_p50,
@@ -595,7 +597,6 @@ impl Ctx<'_> {
             transport: Transport::Tcp,
             path: "raw TCP (TCP_NODELAY) to an echo thread, loopback".into(),
             spin_yields: false,
-            host: None,
             sizes,
         })
     }
@@ -628,7 +629,6 @@ impl Ctx<'_> {
             path: "bare shared-memory ring pair (memfd, no router) to a spinning echo thread"
                 .into(),
             spin_yields: false,
-            host: None,
             sizes,
         })
     }
@@ -672,7 +672,6 @@ impl Ctx<'_> {
             path: "two bare shared-memory ring pairs through a spinning relay thread (the router's topology, no router)"
                 .into(),
             spin_yields: false,
-            host: None,
             sizes,
         })
     }
@@ -760,7 +759,6 @@ impl Ctx<'_> {
             transport: Transport::Udp,
             path: "raw UDP datagrams to an echo thread, loopback".into(),
             spin_yields: false,
-            host: None,
             sizes,
         })
     }
@@ -815,7 +813,6 @@ impl Ctx<'_> {
                 path_of(transport)
             ),
             spin_yields: false,
-            host: None,
             sizes,
         })
     }
@@ -896,7 +893,6 @@ impl Ctx<'_> {
                 path_of(transport)
             ),
             spin_yields: yields,
-            host: None,
             sizes,
         })
     }
@@ -1152,6 +1148,7 @@ fn print_report(
     results: &[TransportResult],
     router: Option<&str>,
     stopped: bool,
+    host: Option<crate::host_watch::Competition>,
 ) {
     crate::outln!(out);
     crate::outln!(
@@ -1189,17 +1186,17 @@ fn print_report(
         let sent: u64 = r.sizes.iter().map(|s| s.counters.sent).sum();
         let recv: u64 = r.sizes.iter().map(|s| s.counters.received).sum();
         crate::outln!(out, "counters: sent {sent}, received {recv}, lost {lost}");
-        if let Some(c) = &r.host {
-            crate::outln!(out, "host: {}", c.sentence());
-        }
     }
     crate::outln!(out);
-    print_ratios(out, results);
+    if let Some(c) = host {
+        crate::outln!(out, "host over the whole run: {}", c.sentence());
+    }
+    print_ratios(out, results, host.is_some_and(|c| c.disturbs()));
 }
 
-/// The p50 ratios between the transports measured, each marked when a side of it ran
-/// disturbed.
-fn print_ratios(out: &mut dyn std::io::Write, results: &[TransportResult]) {
+/// The p50 ratios between the transports measured, each marked when the run was
+/// `disturbed`.
+fn print_ratios(out: &mut dyn std::io::Write, results: &[TransportResult], disturbed: bool) {
     for (of, base, what) in [
         (
             Transport::Tickwire,
@@ -1246,20 +1243,10 @@ fn print_ratios(out: &mut dyn std::io::Write, results: &[TransportResult]) {
                 .collect();
             crate::outln!(out, "{what} (same run): {}", parts.join(", "));
             // Bench-review pass: ratios of disturbed runs were printed like any other.
-            let spoiled: Vec<&str> = [of, base]
-                .into_iter()
-                .filter(|t| {
-                    results
-                        .iter()
-                        .any(|r| r.transport == *t && r.host.is_some_and(|c| c.disturbs()))
-                })
-                .map(Transport::name)
-                .collect();
-            if !spoiled.is_empty() {
+            if disturbed {
                 crate::outln!(
                     out,
-                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
-                    spoiled.join(" and ")
+                    "    ^ not a comparison: the run was DISTURBED (host line above); run again on a quiet machine"
                 );
             }
         }
@@ -1347,7 +1334,6 @@ mod tests {
             transport: t,
             path: String::new(),
             spin_yields: false,
-            host: None,
             sizes: sizes
                 .iter()
                 .map(|&(size, p50)| SizeResult {
@@ -1363,34 +1349,26 @@ mod tests {
 
     /// Bench-review pass: the ratios of a disturbed run were printed like any other.
     #[test]
-    fn a_ratio_with_a_disturbed_side_says_it_is_not_a_comparison() {
-        let busy = crate::host_watch::Competition {
-            others_cpus: 0.9,
-            steal_cpus: 0.0,
-            server_cpus: 0.0,
-        };
-        let quiet = crate::host_watch::Competition {
-            others_cpus: 0.01,
-            ..busy
-        };
-        let mut shm = result(Transport::Shm, &[(100, 0.12)]);
-        shm.host = Some(busy);
-        let mut tw = result(Transport::TickwireShm, &[(100, 0.34)]);
-        tw.host = Some(quiet);
-        let text = |rs: &[TransportResult]| {
+    fn a_ratio_of_a_disturbed_run_says_it_is_not_a_comparison() {
+        let rs = [
+            result(Transport::Shm, &[(100, 0.12)]),
+            result(Transport::TickwireShm, &[(100, 0.34)]),
+        ];
+        let text = |disturbed| {
             let mut out = Vec::new();
-            print_ratios(&mut out, rs);
+            print_ratios(&mut out, &rs, disturbed);
             String::from_utf8(out).unwrap()
         };
-        let t = text(&[shm.clone(), tw.clone()]);
+        let t = text(true);
         assert!(
             t.contains("tickwire-shm p50 / raw shm p50 (same run): 100 B 2.833x"),
             "{t}"
         );
-        assert!(t.contains("^ not a comparison: shm ran DISTURBED"), "{t}");
-        shm.host = Some(quiet);
-        let t = text(&[shm, tw]);
-        assert!(!t.contains("not a comparison"), "{t}");
+        assert!(
+            t.contains("^ not a comparison: the run was DISTURBED"),
+            "{t}"
+        );
+        assert!(!text(false).contains("not a comparison"));
     }
 
     #[test]

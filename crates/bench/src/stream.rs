@@ -1525,6 +1525,7 @@ mod tests {
             others_cpus: 0.7,
             steal_cpus: 0.0,
             server_cpus: 0.0,
+            window_s: 10.0,
         });
         let shm = result(Transport::ShmRelay, vec![step(4e6, 4e6, 1, 1)]);
         let text = lossless_summary(&[tcp, shm]);

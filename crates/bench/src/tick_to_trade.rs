@@ -1275,6 +1275,7 @@ mod tests {
                 others_cpus: 0.01,
                 steal_cpus: 0.0,
                 server_cpus: 0.0,
+                window_s: 10.0,
             }),
         };
         let busy = crate::host_watch::StallSummary {
@@ -1282,6 +1283,7 @@ mod tests {
                 others_cpus: 0.32,
                 steal_cpus: 0.0,
                 server_cpus: 0.0,
+                window_s: 10.0,
             }),
             ..quiet.clone()
         };
