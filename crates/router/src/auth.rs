@@ -748,14 +748,26 @@ pub const MAX_PENDING_RESPONSES: usize = 1024;
 /// topic, told apart by correlation id).
 const MAX_REPLIES_PER_TOPIC: u32 = 1024;
 
+/// Most requesters one reply topic's owed replies go to at once: a reply topic is a
+/// requester's inbox; a request from a further requester on a topic owed to this many
+/// is not granted (its reply is refused) until their replies are published or expire.
+pub const MAX_REQUESTERS_PER_TOPIC: usize = 4;
+
+/// The requesters owed a reply on one topic (client ids; 0: an empty place).
+pub type Requesters = [u64; MAX_REQUESTERS_PER_TOPIC];
+
 /// The replies a connection allowed `allow_responses` may still publish: per reply
-/// topic of a request handed to it, how many replies (one per request) until when.
-/// Bounded by [`MAX_PENDING_RESPONSES`] topics and [`MAX_REPLIES_PER_TOPIC`] each;
+/// topic of a request handed to it, how many replies (one per request) until when, and
+/// to whom: a reply the grant allows goes to the requesters only (hostile-input pass: a
+/// user requesting to itself, or through any responder, with a reply topic it may only
+/// read, had the reply published there to every subscriber: a publish right taken from
+/// a subscribe right). Bounded by [`MAX_PENDING_RESPONSES`] topics,
+/// [`MAX_REPLIES_PER_TOPIC`] replies and [`MAX_REQUESTERS_PER_TOPIC`] requesters each;
 /// expired grants are swept when the table is full, at most once per expiry time.
 #[derive(Debug, Default)]
 pub struct Responses {
-    /// Reply topic → (replies owed, expiry in the core's monotonic ns).
-    owed: HashMap<Box<str>, (u32, u64), ahash::RandomState>,
+    /// Reply topic → (replies owed, expiry in the core's monotonic ns, requesters).
+    owed: HashMap<Box<str>, (u32, u64, Requesters), ahash::RandomState>,
     /// No grant expires before this (a sweep before it would free nothing).
     earliest_expiry: u64,
     /// The last grant was refused (the table is full): the next refusal is not news.
@@ -776,10 +788,19 @@ pub enum Grant {
 }
 
 impl Responses {
-    /// A request with reply topic `reply_to` (validated) was handed over at `now_ns`.
-    pub fn grant(&mut self, reply_to: &str, now_ns: u64) -> Grant {
+    /// A request of client `requester` (its id, not 0) with reply topic `reply_to`
+    /// (validated) was handed over at `now_ns`.
+    pub fn grant(&mut self, reply_to: &str, requester: u64, now_ns: u64) -> Grant {
         let expiry = now_ns.saturating_add(RESPONSE_WINDOW_NS);
-        if let Some((n, until)) = self.owed.get_mut(reply_to) {
+        if let Some((n, until, to)) = self.owed.get_mut(reply_to) {
+            if !to.contains(&requester) {
+                let Some(free) = to.iter_mut().find(|r| **r == 0) else {
+                    let first = !self.refusing;
+                    self.refusing = true;
+                    return Grant::Refused { first };
+                };
+                *free = requester;
+            }
             *n = (*n + 1).min(MAX_REPLIES_PER_TOPIC);
             *until = expiry;
             self.refusing = false;
@@ -787,8 +808,8 @@ impl Responses {
         }
         if self.owed.len() >= MAX_PENDING_RESPONSES {
             if now_ns >= self.earliest_expiry {
-                self.owed.retain(|_, (_, until)| *until > now_ns);
-                self.earliest_expiry = self.owed.values().map(|(_, u)| *u).min().unwrap_or(0);
+                self.owed.retain(|_, (_, until, _)| *until > now_ns);
+                self.earliest_expiry = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
             }
             if self.owed.len() >= MAX_PENDING_RESPONSES {
                 let first = !self.refusing;
@@ -799,24 +820,26 @@ impl Responses {
         if self.owed.is_empty() || expiry < self.earliest_expiry {
             self.earliest_expiry = expiry;
         }
-        self.owed.insert(reply_to.into(), (1, expiry));
+        let mut to = [0; MAX_REQUESTERS_PER_TOPIC];
+        to[0] = requester;
+        self.owed.insert(reply_to.into(), (1, expiry, to));
         self.refusing = false;
         Grant::Recorded
     }
 
-    /// Uses one reply owed on `topic` at `now_ns`; false when none is (or it expired).
-    pub fn take(&mut self, topic: &str, now_ns: u64) -> bool {
-        let Some((n, until)) = self.owed.get_mut(topic) else {
-            return false;
-        };
+    /// Uses one reply owed on `topic` at `now_ns`: the requesters it may go to, `None`
+    /// when none is owed (or it expired).
+    pub fn take(&mut self, topic: &str, now_ns: u64) -> Option<Requesters> {
+        let (n, until, to) = self.owed.get_mut(topic)?;
         let live = now_ns < *until;
+        let to = *to;
         if live {
             *n -= 1;
         }
         if !live || *n == 0 {
             self.owed.remove(topic);
         }
-        live
+        live.then_some(to)
     }
 
     /// Reply topics with replies owed.
@@ -1036,33 +1059,68 @@ mod tests {
     fn responses_owe_one_reply_per_request_until_the_window_ends_and_stay_bounded() {
         let mut r = Responses::default();
         let t = 1_000;
-        assert!(!r.take("_reply/1/a", t), "nothing granted yet");
-        assert_eq!(r.grant("_reply/1/a", t), Grant::Recorded);
-        assert_eq!(r.grant("_reply/1/a", t + 1), Grant::Recorded);
-        assert!(!r.take("_reply/1/b", t + 2), "another topic");
-        assert!(r.take("_reply/1/a", t + 2));
-        assert!(r.take("_reply/1/a", t + 3), "two requests, two replies");
-        assert!(!r.take("_reply/1/a", t + 4), "no third");
+        let only = |id| {
+            let mut to = [0; MAX_REQUESTERS_PER_TOPIC];
+            to[0] = id;
+            Some(to)
+        };
+        assert_eq!(r.take("_reply/1/a", t), None, "nothing granted yet");
+        assert_eq!(r.grant("_reply/1/a", 1, t), Grant::Recorded);
+        assert_eq!(r.grant("_reply/1/a", 1, t + 1), Grant::Recorded);
+        assert_eq!(r.take("_reply/1/b", t + 2), None, "another topic");
+        assert_eq!(r.take("_reply/1/a", t + 2), only(1), "to its requester");
+        assert_eq!(
+            r.take("_reply/1/a", t + 3),
+            only(1),
+            "two requests, two replies"
+        );
+        assert_eq!(r.take("_reply/1/a", t + 4), None, "no third");
         assert_eq!(r.pending(), 0);
         // The window counts from the latest request on the topic.
-        assert_eq!(r.grant("_reply/1/a", t), Grant::Recorded);
-        assert!(!r.take("_reply/1/a", t + RESPONSE_WINDOW_NS), "expired");
+        assert_eq!(r.grant("_reply/1/a", 1, t), Grant::Recorded);
+        assert_eq!(
+            r.take("_reply/1/a", t + RESPONSE_WINDOW_NS),
+            None,
+            "expired"
+        );
         assert_eq!(r.pending(), 0, "an expired grant is dropped when tried");
+        // A topic shared by requesters: each is a recipient, up to the bound.
+        for id in 1..=MAX_REQUESTERS_PER_TOPIC as u64 {
+            assert_eq!(r.grant("_reply/shared", id, t), Grant::Recorded);
+        }
+        assert_eq!(
+            r.grant("_reply/shared", 99, t),
+            Grant::Refused { first: true }
+        );
+        assert_eq!(
+            r.grant("_reply/shared", 2, t),
+            Grant::Recorded,
+            "a known requester"
+        );
+        let to = r.take("_reply/shared", t + 1).unwrap();
+        assert_eq!(to, [1, 2, 3, 4]);
+        while r.take("_reply/shared", t + 1).is_some() {}
         // Full of live grants: refused, and only the first refusal of a run says so.
         for i in 0..MAX_PENDING_RESPONSES {
-            assert_eq!(r.grant(&format!("_reply/{i}"), t), Grant::Recorded);
+            assert_eq!(r.grant(&format!("_reply/{i}"), 1, t), Grant::Recorded);
         }
-        assert_eq!(r.grant("_reply/x", t + 1), Grant::Refused { first: true });
-        assert_eq!(r.grant("_reply/y", t + 1), Grant::Refused { first: false });
+        assert_eq!(
+            r.grant("_reply/x", 1, t + 1),
+            Grant::Refused { first: true }
+        );
+        assert_eq!(
+            r.grant("_reply/y", 1, t + 1),
+            Grant::Refused { first: false }
+        );
         assert_eq!(r.pending(), MAX_PENDING_RESPONSES);
-        assert!(!r.take("_reply/x", t + 2));
+        assert_eq!(r.take("_reply/x", t + 2), None);
         // A topic already owed still counts up while full.
-        assert_eq!(r.grant("_reply/7", t + 1), Grant::Recorded);
+        assert_eq!(r.grant("_reply/7", 1, t + 1), Grant::Recorded);
         // Once the grants expire, the sweep makes room.
         let later = t + RESPONSE_WINDOW_NS + 2;
-        assert_eq!(r.grant("_reply/z", later), Grant::Recorded);
+        assert_eq!(r.grant("_reply/z", 1, later), Grant::Recorded);
         assert_eq!(r.pending(), 1);
-        assert!(r.take("_reply/z", later));
+        assert_eq!(r.take("_reply/z", later), only(1));
     }
 
     #[test]

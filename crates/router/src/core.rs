@@ -30,7 +30,9 @@ use tickwire_wire::frame::{self, caps, ErrorCode, Frame, Image, PROTOCOL_VERSION
 use tickwire_wire::gm::QueueOp;
 use tickwire_wire::topic::{validate_pattern, validate_topic, TopicMemo};
 
-use crate::auth::{Authenticator, Grant, Identity, LoginError, PublishCache, Responses};
+use crate::auth::{
+    Authenticator, Grant, Identity, LoginError, PublishCache, Requesters, Responses,
+};
 
 use crate::cache::{Cache, CacheLimits};
 use crate::config::{Config, SlowConsumerPolicy};
@@ -250,14 +252,14 @@ fn image_budget(cfg: &Config, rate: u64, now: MonoNanos) -> TokenBucket {
 /// A request with reply topic `reply_to` was handed to `c`: under `allow_responses` it
 /// may publish one reply there ([`Responses`]). Out of the routing loop's way.
 #[inline(never)]
-fn grant_response(c: &mut Client, reply_to: &str, now: MonoNanos) {
+fn grant_response(c: &mut Client, reply_to: &str, requester: ClientId, now: MonoNanos) {
     let Some(r) = c.responses.as_mut() else {
         return;
     };
-    if r.grant(reply_to, now.as_nanos()) == (Grant::Refused { first: true }) {
+    if r.grant(reply_to, requester.0, now.as_nanos()) == (Grant::Refused { first: true }) {
         tracing::warn!(
             client = %c.id, name = c.name.as_str(), pending = r.pending(),
-            "allow_responses: replies owed to 1024 reply topics; replies to further requests are refused until owed ones are published or expire"
+            "allow_responses: replies owed to 1024 reply topics (or to 4 requesters on one reply topic); replies to further requests are refused until owed ones are published or expire"
         );
     }
 }
@@ -1441,11 +1443,11 @@ impl Core {
             return false;
         }
         let reply = m.reply.is_some_and(|r| !r.is_request());
-        if !self.may_publish(id, topic, now, reply) {
+        let Some(only) = self.may_publish(id, topic, now, reply) else {
             // Refused whole and answered; the connection stays.
             self.deny_publish(id, m, guaranteed);
             return true;
-        }
+        };
         let request = m.reply.filter(|r| r.is_request());
         let reply_to = match request {
             // Checked here so that a responder is never handed a reply topic
@@ -1470,7 +1472,7 @@ impl Core {
                 return true;
             }
         }
-        let routed = self.route(id, now, topic, raw, guaranteed, reply_to);
+        let routed = self.route(id, now, topic, raw, guaranteed, reply_to, only);
         if m.reply.is_none() && self.cache.is_enabled() {
             let wall = self.wall(now).as_nanos();
             self.cache.handle_publish(topic, raw, wall);
@@ -1505,21 +1507,35 @@ impl Core {
     /// topic per connection ([`PublishCache`]); free for a client without publish rules.
     /// A topic its rules refuse may still take a reply it owes (`allow_responses`):
     /// only a reply (`reply`: the REPLY field without a reply topic), never a request or
-    /// a plain message, uses such a grant.
+    /// a plain message, uses such a grant, and it then goes to the requesters it is owed
+    /// to only. `None`: refused; `Some(None)`: allowed by the rules, routed to every
+    /// subscriber; `Some(Some(to))`: allowed as a reply owed to `to`.
     #[inline]
-    fn may_publish(&mut self, id: Slot, topic: &str, now: MonoNanos, reply: bool) -> bool {
-        let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
-            return false;
-        };
+    fn may_publish(
+        &mut self,
+        id: Slot,
+        topic: &str,
+        now: MonoNanos,
+        reply: bool,
+    ) -> Option<Option<Requesters>> {
+        let c = self
+            .clients
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)?;
         match (&mut c.publish_check, &c.identity) {
             (Some(cache), Some(identity)) => {
-                cache.may_publish(&identity.perms, topic)
-                    || (reply
-                        && c.responses
-                            .as_mut()
-                            .is_some_and(|r| r.take(topic, now.as_nanos())))
+                if cache.may_publish(&identity.perms, topic) {
+                    return Some(None);
+                }
+                if !reply {
+                    return None;
+                }
+                c.responses
+                    .as_mut()
+                    .and_then(|r| r.take(topic, now.as_nanos()))
+                    .map(Some)
             }
-            _ => true,
+            _ => Some(None),
         }
     }
 
@@ -2016,7 +2032,10 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
     #[inline]
-    /// Queues the MESSAGE for every matching subscriber; false when none matched.
+    /// Queues the MESSAGE for every matching subscriber (`only`: a reply allowed by
+    /// `allow_responses`, for the requesters it is owed to alone, never by multicast);
+    /// false when none matched.
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
         from: Slot,
@@ -2025,15 +2044,18 @@ impl Core {
         raw: &[u8],
         guaranteed: bool,
         reply_to: Option<&str>,
+        only: Option<Requesters>,
     ) -> bool {
+        let mut requester = ClientId(0);
         if let Some(c) = self.client_mut(from) {
             c.counters.msgs_in += 1;
             c.direct_publisher |= !guaranteed;
+            requester = c.id;
         }
         self.totals.msgs_in += 1;
         // Sent once to its multicast group, if the topic leaves by multicast; then
         // multicast clients subscribed directly are not sent it here.
-        let by_mcast = self.mcast.publish(now, topic, raw);
+        let by_mcast = only.is_none() && self.mcast.publish(now, topic, raw);
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
         let direct = if by_mcast { self.matched.len() } else { 0 };
@@ -2062,7 +2084,10 @@ impl Core {
             let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
                 continue;
             };
-            if c.phase != Phase::Open || (i < direct && c.mcast) {
+            if c.phase != Phase::Open
+                || (i < direct && c.mcast)
+                || only.is_some_and(|to| !to.contains(&c.id.0))
+            {
                 continue;
             }
             // At the router-wide bound every client may hold its share only; one over
@@ -2130,7 +2155,7 @@ impl Core {
             c.counters.msgs_out += 1;
             self.totals.msgs_out += 1;
             if let Some(reply_to) = reply_to {
-                grant_response(c, reply_to, now);
+                grant_response(c, reply_to, requester, now);
             }
             if !c.dirty {
                 c.dirty = true;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{new_token, run_cli, RouterProc};
 use tickwire_client::{Client, ClientOptions, Error, Login, Wait};
-use tickwire_wire::frame::ErrorCode;
+use tickwire_wire::frame::{self, ErrorCode};
 use tickwire_wire::gm::QueueOp;
 
 const ALICE_PASSWORD: &str = "wonder land";
@@ -22,7 +22,8 @@ const LONG: Duration = Duration::from_secs(30);
 /// - `ops` (token): admin, no other rule;
 /// - `solo` (token): one connection at a time;
 /// - `pricer` (token): subscribes inside `svc/>`, publishes nowhere, `allow_responses`;
-/// - `clerk` (token): queues named `clerk-*` only, subscribes inside `clerk/>`.
+/// - `clerk` (token): queues named `clerk-*` only, subscribes inside `clerk/>`;
+/// - `asker` (token): publishes inside `svc/>`, subscribes inside `quotes/>`.
 struct Fixture {
     router: RouterProc,
     log: common::RouterLog,
@@ -30,6 +31,7 @@ struct Fixture {
     solo_token: String,
     pricer_token: String,
     clerk_token: String,
+    asker_token: String,
     _config: tempfile::NamedTempFile,
     alice_password_file: tempfile::NamedTempFile,
 }
@@ -53,6 +55,7 @@ fn fixture_with(extra: &[&str]) -> Fixture {
     let (solo_token, solo_sha) = new_token();
     let (pricer_token, pricer_sha) = new_token();
     let (clerk_token, clerk_sha) = new_token();
+    let (asker_token, asker_sha) = new_token();
     let mut config = tempfile::NamedTempFile::new().unwrap();
     write!(
         config,
@@ -91,6 +94,12 @@ name = "clerk"
 token_sha256 = "{clerk_sha}"
 queues = {{ allow = ["clerk-*"] }}
 subscribe = {{ allow = ["clerk/>"] }}
+
+[[auth.users]]
+name = "asker"
+token_sha256 = "{asker_sha}"
+publish = {{ allow = ["svc/>"] }}
+subscribe = {{ allow = ["quotes/>"] }}
 "#
     )
     .unwrap();
@@ -104,6 +113,7 @@ subscribe = {{ allow = ["clerk/>"] }}
         solo_token,
         pricer_token,
         clerk_token,
+        asker_token,
         _config: config,
         alice_password_file: password_file,
     }
@@ -403,6 +413,83 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
     let (_, err) = common::take_output(&mut responder);
     assert!(status.success(), "{err}");
     assert!(!err.contains("not permitted"), "{err}");
+}
+
+/// Hostile-input pass: a reply allowed by `allow_responses` was published to the reply
+/// topic for every subscriber, so a requester that may only read a topic (asker:
+/// subscribe `quotes/>`, publish `svc/>`) put its own payload there through the echo
+/// responder, for everyone reading it: a publish right taken from a subscribe right.
+/// Now such a reply goes to the requester alone.
+#[test]
+fn a_reply_allowed_by_allow_responses_reaches_the_requester_alone() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let mut responder = std::process::Command::new(common::BIN)
+        .args(["reply", "svc/>", "--count", "1", "--router", &addr])
+        .args(["--token", &f.pricer_token])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    f.wait_subscribed("pricer");
+    // A bystander reading the topic.
+    let mut ops = f.ops();
+    ops.subscribe("quotes/>").unwrap();
+    // The asker, raw: HELLO, AUTH, SUBSCRIBE its "inbox", a request naming it.
+    let mut asker = common::Raw::connect(f.router.addr);
+    let mut b = Vec::new();
+    frame::encode_hello_caps(&mut b, frame::PROTOCOL_VERSION, frame::caps::AUTH, "asker");
+    frame::encode_auth(
+        &mut b,
+        &frame::Auth {
+            method: frame::AuthMethod::Token,
+            user: "",
+            secret: f.asker_token.as_bytes(),
+        },
+    )
+    .unwrap();
+    asker.send(&b);
+    let welcome = asker.next(LONG);
+    assert!(
+        matches!(welcome, Ok(common::Got::Welcome { .. })),
+        "{welcome:?}"
+    );
+    asker.subscribe(1, "quotes/IBM");
+    assert!(matches!(asker.next(LONG), Ok(common::Got::Ack(1))));
+    let mut b = Vec::new();
+    frame::encode_publish_reply(
+        &mut b,
+        "svc/echo",
+        b"IBM 1.00 (forged)",
+        Default::default(),
+        Some(frame::ReplyField {
+            correlation: 7,
+            to: b"quotes/IBM",
+        }),
+        u32::MAX,
+    )
+    .unwrap();
+    asker.send(&b);
+    // The answer reaches the asker...
+    match asker.next(LONG) {
+        Ok(common::Got::Message { topic, payload, .. }) => {
+            assert_eq!(
+                (topic.as_str(), &payload[..]),
+                ("quotes/IBM", &b"IBM 1.00 (forged)"[..])
+            );
+        }
+        other => panic!("expected the reply, got {other:?}"),
+    }
+    let status = responder.wait().unwrap();
+    let (_, err) = common::take_output(&mut responder);
+    assert!(status.success(), "{err}");
+    // ...and nobody else reading quotes/>.
+    let got = ops.recv(Wait::Timeout(Duration::from_millis(500))).unwrap();
+    assert!(
+        got.is_none(),
+        "the bystander got {:?}",
+        got.map(|m| m.into_owned())
+    );
 }
 
 /// Demanding-user pass: a responder without the right to reply (alice: no
