@@ -400,7 +400,7 @@ impl Config {
             if let Err(e) = tickwire_wire::topic::validate_pattern(p.as_bytes()) {
                 return err(format!("cache pattern {p:?} is invalid: {e}"));
             }
-            if p.starts_with("$share") {
+            if crate::groups::is_shared(p) {
                 return err(format!(
                     "cache pattern {p:?}: $share is for shared subscriptions"
                 ));

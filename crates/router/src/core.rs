@@ -1679,7 +1679,7 @@ impl Core {
         let pressed = self.egress_bytes >= memory_limit;
         let refusal = match validate_pattern(pattern) {
             Err(e) => Some((ErrorCode::INVALID_PATTERN, format!("invalid pattern: {e}"))),
-            Ok(p) if p.starts_with("$share") => Some((
+            Ok(p) if crate::groups::is_shared(p) => Some((
                 ErrorCode::INVALID_PATTERN,
                 "initial images are not available for shared subscriptions".to_owned(),
             )),

@@ -30,6 +30,13 @@ pub struct Shared<'a> {
     pub pattern: &'a str,
 }
 
+/// Whether `p` (a validated pattern) is a shared subscription, well formed or not:
+/// `$share` or `$share/...`; `$shared/x` or `$sharex` are ordinary patterns
+/// (hostile-input pass: images of those were refused as shared).
+pub fn is_shared(p: &str) -> bool {
+    p == "$share" || p.starts_with(SHARE_PREFIX)
+}
+
 /// Splits `$share/GROUP/PATTERN`; `Ok(None)` for an ordinary pattern, `Err` with the
 /// reason for a malformed shared one. `full` is an already validated pattern.
 pub fn parse(full: &str) -> Result<Option<Shared<'_>>, &'static str> {
@@ -265,6 +272,16 @@ mod tests {
         let mut out = Vec::new();
         g.pick(topic, &mut out, |_| true);
         out.into_iter().map(|s| s.0).collect()
+    }
+
+    #[test]
+    fn only_the_share_level_makes_a_pattern_shared() {
+        for shared in ["$share", "$share/g/md/>", "$share/g"] {
+            assert!(is_shared(shared), "{shared}");
+        }
+        for ordinary in ["$shared/x", "$sharex", "md/$share/x", "share/x"] {
+            assert!(!is_shared(ordinary), "{ordinary}");
+        }
     }
 
     #[test]

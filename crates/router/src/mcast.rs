@@ -124,7 +124,7 @@ impl MulticastRoute {
                     "multicast group {g}: pattern {p:?} is invalid: {e}"
                 ));
             }
-            if p.starts_with("$share") {
+            if crate::groups::is_shared(p) {
                 return Err(format!(
                     "multicast group {g}: pattern {p:?}: $share is for shared subscriptions"
                 ));

@@ -204,6 +204,11 @@ fn image_requests_bad_input() {
         Err(Error::Rejected { code, .. }) => assert_eq!(code, ErrorCode::INVALID_PATTERN),
         other => panic!("expected INVALID_PATTERN, got {other:?}"),
     }
+    // Hostile-input pass: ordinary patterns that merely begin with "$share" were
+    // refused as shared ones.
+    for ordinary in ["$shared/x", "$sharex"] {
+        assert!(c.cache_query(ordinary).unwrap().is_empty(), "{ordinary}");
+    }
     // An empty cache answers with nothing; the connection stays usable.
     assert!(c.cache_query("md/>").unwrap().is_empty());
     c.subscribe_with_image("md/>").unwrap();
