@@ -244,6 +244,16 @@ struct Teardown {
 
 /// A full budget of cached topics to examine for images at `rate` per second: the
 /// burst is one full scan of the largest cache, or a tenth of a second's rate if more.
+/// What an image that sent `messages` cached messages of `bytes` in all owes the scan
+/// budget (`image_scan_rate`), in its unit (a cached topic examined, ~20 ns): one per
+/// message encoded, one per [`IMAGE_BYTES_PER_UNIT`] bytes copied.
+fn image_send_cost(messages: usize, bytes: usize) -> u64 {
+    messages as u64 + (bytes / IMAGE_BYTES_PER_UNIT) as u64
+}
+
+/// Bytes of an image copied in about the time one cached topic is examined.
+const IMAGE_BYTES_PER_UNIT: usize = 256;
+
 fn image_budget(cfg: &Config, rate: u64, now: MonoNanos) -> TokenBucket {
     let burst = (cfg.cache_max_topics as u64).max(rate / 10);
     TokenBucket::full(rate, burst, now)
@@ -1741,10 +1751,19 @@ impl Core {
         self.image_budget.take(cost);
         let before = c.egress.capacity();
         let out = c.egress.control();
+        let mut bytes = 0usize;
         let n = self.cache.for_each_matching(pattern, |f, at| {
+            bytes += f.len();
             frame::encode_cached_message(out, f, at);
         });
         frame::encode_ack(out, request_id);
+        // What the image sent is owed too, after the fact (hostile-input pass: the
+        // budget counted topics examined only, so a loop of 12-byte queries for 70
+        // cached 1 MB messages had the router copy 64 MB per query, and a depth-1000
+        // cache 109 MiB: other clients waited up to 387 ms).
+        let sent = image_send_cost(n, bytes);
+        c.image_budget.take(sent);
+        self.image_budget.take(sent);
         c.egress.fit(limit);
         account(&mut self.egress_bytes, before, c.egress.capacity());
         c.counters.msgs_out += n as u64;
@@ -3147,6 +3166,43 @@ mod tests {
     /// that matches nothing is answered BUSY once its budget is spent (before any
     /// scan), others keep theirs until the router-wide budget is spent too, and the
     /// budgets refill with time.
+    /// Hostile-input pass: the budget counted topics examined only, so an image that
+    /// sent every cached message cost what one that matched nothing cost. Now what it
+    /// sends is owed too: one unit per message, one per 256 bytes.
+    #[test]
+    fn what_an_image_sends_is_owed_to_the_budget() {
+        let cfg = Config {
+            cache: vec![">".into()],
+            cache_max_topics: 100,
+            image_scan_rate: 100,
+            image_scan_rate_total: 1_000_000,
+            max_subscriptions: 1,
+            ..Config::default()
+        };
+        let mut core = core_with_100_cached_topics(cfg);
+        let query = |core: &mut Core, id: Slot, now: u64, pattern: &str| {
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 7, pattern, Image::Only);
+            core.handle_input(id, MonoNanos(now), &f, f.len());
+            let o = out(core, id);
+            o.last().cloned().unwrap_or_default()
+        };
+        let (a, b) = (open(&mut core, 0), open(&mut core, 0));
+        // a's image of all 100 messages: 100 topics examined + 100 sent (small ones).
+        assert_eq!(query(&mut core, a, 0, ">"), "ACK 7");
+        // b's of none: 100 examined.
+        assert_eq!(query(&mut core, b, 0, "nothing/>"), "ACK 7");
+        // A second later b has its full scan back; a has only repaid what it owed.
+        assert_eq!(query(&mut core, b, 1_000 * MS, "nothing/>"), "ACK 7");
+        assert_eq!(
+            query(&mut core, a, 1_000 * MS, "nothing/>"),
+            "ERROR busy false"
+        );
+        // Its 100 messages (and their bytes) are repaid over the next second or so.
+        assert_eq!(query(&mut core, a, 3_000 * MS, "nothing/>"), "ACK 7");
+        assert_eq!(image_send_cost(3, 1_000), 3 + 3);
+    }
+
     #[test]
     fn image_scans_are_budgeted_per_connection_and_for_the_router() {
         let cfg = Config {
