@@ -215,8 +215,9 @@ pub struct Config {
     /// Most topics cached; beyond it the topic updated least recently is evicted.
     /// Default 100000.
     pub cache_max_topics: usize,
-    /// Most bytes of cached messages (frames and topic names); beyond it the topics
-    /// updated least recently are evicted. Default 67108864 (64 MiB).
+    /// Most bytes of cached messages (frames and topic names, with 48 bytes of
+    /// bookkeeping per message and 160 per topic); beyond it the topics updated least
+    /// recently are evicted. Default 67108864 (64 MiB).
     #[serde(deserialize_with = "size_key::cache_max_bytes")]
     pub cache_max_bytes: usize,
     /// Cached topics one connection's initial images and cache queries may examine per
