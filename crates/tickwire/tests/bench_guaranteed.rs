@@ -167,4 +167,12 @@ fn guaranteed_smoke_floor_acknowledges_everything() {
     assert_eq!(u_at(&doc, &["reconciliation", "acked"]), 2400, "{output}");
     assert_eq!(doc["reconciliation"]["delivery_checked"], false, "{output}");
     assert_eq!(doc["reconciliation"]["lossless"], true, "{output}");
+    // Bench-review pass: the report said "lossless: yes" beside "delivered 0" and
+    // printed a delivery latency row of zeros; the floor delivers nothing.
+    assert!(
+        output.contains("every publish answered: yes (2400 of 2400 sent acknowledged or refused; the floor delivers nothing"),
+        "{output}"
+    );
+    assert!(!output.contains("lossless:"), "{output}");
+    assert!(!output.contains("publish->delivery"), "{output}");
 }
