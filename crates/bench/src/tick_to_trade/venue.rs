@@ -112,8 +112,10 @@ pub struct PhaseMeasure {
     pub duplicates: u64,
     /// Orders arriving after a later one (late or older repeats).
     pub out_of_order: u64,
-    /// Orders received while the phase was running (by receive time): the rate the
-    /// algo achieved.
+    /// Orders for this phase's X received while the phase was running (by receive
+    /// time): the rate the algo achieved. Orders for earlier X (a backlog drained
+    /// during the phase) are not counted: a saturated algo answering the warm-up's
+    /// backlog looked as if it kept up with the step (bench-review pass).
     pub in_window: u64,
     /// The algo's CPU time during the phase's window, ns (None: no probe).
     pub cpu: Option<CpuTime>,
@@ -527,8 +529,8 @@ impl<'t> Recorder<'t> {
         if self.counters.out_of_order != ooo {
             p.out_of_order += 1;
         }
-        if let Some(t) = self.time_phase {
-            self.phases[t].in_window += 1;
+        if self.time_phase == Some(k) {
+            self.phases[k].in_window += 1;
         }
         if !self.tl.phases[k].warmup {
             let lat = self.recv_rel.saturating_sub(self.tl.intended_ns(k, id));
@@ -743,6 +745,29 @@ impl Conn {
 mod tests {
     use super::super::plan::{build, Scaling};
     use super::*;
+
+    /// Bench-review pass: a saturated algo answering the warm-up's backlog during the
+    /// step had those orders counted as the step's achieved rate. Only orders for the
+    /// step's own X count.
+    #[test]
+    fn a_backlog_answered_during_a_step_is_not_its_achieved_rate() {
+        let tl = build(&[("10".into(), 10, 5.0)], Scaling::None, 2.0).unwrap();
+        assert!(tl.phases[0].warmup && !tl.phases[1].warmup);
+        let mut rec = Recorder::new(&tl);
+        rec.sent_total = tl.first_index[1] + 10;
+        let order = |id: u64| format!("8=FIX.4.4\x0135=D\x0111={id}\x01").into_bytes();
+        rec.time_phase = Some(1);
+        // Five warm-up orders, late, then three of the step's own.
+        for id in 0..5 {
+            rec.order(&order(id));
+        }
+        for id in tl.first_index[1]..tl.first_index[1] + 3 {
+            rec.order(&order(id));
+        }
+        assert_eq!(rec.phases[1].in_window, 3);
+        assert_eq!(rec.phases[0].in_window, 0);
+        assert_eq!(rec.phases[0].received, 5);
+    }
 
     /// Regression: progress lines repeated the previous second's figures when their
     /// own timer fired just before the second rolled. A line is now printed when, and
