@@ -204,6 +204,24 @@ pub fn hop_ratios(tickwire: &SpeedResult, raw: &SpeedResult) -> Vec<HopRatio> {
 }
 
 /// The ratio table printed after each speed that ran through both targets.
+/// The line under a ratio table whose runs (`hosts`, named) were not all quiet: the
+/// ratios of disturbed runs compare the machine, not the code (bench-review pass: they
+/// were printed like any other; the stall-free row removes host stalls, not other
+/// processes' CPU). None when every run was quiet.
+pub fn caveat(hosts: [(&crate::host_watch::StallSummary, &str); 2]) -> Option<String> {
+    let spoiled: Vec<&str> = hosts
+        .into_iter()
+        .filter(|(h, _)| h.disturbed())
+        .map(|(_, name)| name)
+        .collect();
+    (!spoiled.is_empty()).then(|| {
+        format!(
+            "^ not a comparison: {} ran DISTURBED (host lines above); run again on a quiet machine",
+            spoiled.join(" and ")
+        )
+    })
+}
+
 pub fn ratio_table(rows: &[HopRatio]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
@@ -413,6 +431,9 @@ pub fn run(
                 "\ntickwire / raw floor at {speed}, per hop, all clients merged (µs):"
             );
             crate::out!(con.out, "{}", ratio_table(&rows));
+            if let Some(line) = caveat([(&t.host, "tickwire"), (&r.host, "raw")]) {
+                crate::outln!(con.out, "{line}");
+            }
             ratios.extend(rows);
         }
     }
@@ -792,6 +813,38 @@ mod tests {
 
     /// The ports handed out are free (bindable) and a port held by someone else is
     /// never inside the run.
+    #[test]
+    fn a_ratio_of_a_disturbed_run_is_marked() {
+        let quiet = crate::host_watch::StallSummary {
+            cpus: 2,
+            realtime: true,
+            count: 0,
+            longest_ms: 0.0,
+            total_ms: 0.0,
+            competition: Some(crate::host_watch::Competition {
+                others_cpus: 0.0,
+                steal_cpus: 0.0,
+                server_cpus: 0.0,
+                window_s: 10.0,
+            }),
+        };
+        let busy = crate::host_watch::StallSummary {
+            competition: Some(crate::host_watch::Competition {
+                others_cpus: 1.46,
+                steal_cpus: 0.0,
+                server_cpus: 0.0,
+                window_s: 10.0,
+            }),
+            ..quiet.clone()
+        };
+        assert_eq!(caveat([(&quiet, "tickwire"), (&quiet, "raw")]), None);
+        let line = caveat([(&busy, "tickwire"), (&quiet, "raw")]).unwrap();
+        assert!(
+            line.starts_with("^ not a comparison: tickwire ran DISTURBED"),
+            "{line}"
+        );
+    }
+
     #[test]
     fn a_free_port_run_avoids_ports_in_use() {
         let held = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
