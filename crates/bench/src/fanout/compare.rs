@@ -211,9 +211,16 @@ impl Comparison {
                 "mean"
             );
             for r in &self.ratios {
+                // Bench-review pass: a ratio of a disturbed run (tickwire / raw at 0.55:
+                // the "floor" slower than tickwire) was printed without a word.
+                let disturbed = self.points.iter().any(|p| {
+                    p.scale == r.scale
+                        && (p.system == r.system || p.system == r.floor)
+                        && p.host_disturbed
+                });
                 crate::outln!(
                     out,
-                    "{:>6} {:>9} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
+                    "{:>6} {:>9} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2}{}",
                     r.scale,
                     r.system,
                     r.p50,
@@ -221,7 +228,12 @@ impl Comparison {
                     r.p99,
                     r.p999,
                     r.max,
-                    r.mean
+                    r.mean,
+                    if disturbed {
+                        "  not a comparison: DISTURBED"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -369,6 +381,36 @@ mod tests {
         assert_eq!(r.len(), 1, "no floor at 1.0: no ratio");
         assert_eq!((r[0].scale, r[0].p99, r[0].p50), (0.5, 4.0, 4.0));
         assert_eq!(r[0].floor, "raw");
+    }
+
+    /// Bench-review pass: the sweep table said "quiet" and the ratios came without a
+    /// word for runs whose host line said DISTURBED.
+    #[test]
+    fn a_disturbed_point_is_marked_in_the_table_and_its_ratios() {
+        let mut pts = vec![
+            point("tickwire", 0.5, 800.0, true),
+            point("raw", 0.5, 200.0, true),
+            point("tickwire", 1.0, 900.0, true),
+            point("raw", 1.0, 300.0, true),
+        ];
+        pts[1].host_disturbed = true;
+        let mut c = Comparison::new(crate::report::Machine::detect(), true, Vec::new());
+        c.ratios = ratios(&pts);
+        c.points = pts;
+        let mut out = Vec::new();
+        c.print(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let marked: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("not a comparison: DISTURBED"))
+            .collect();
+        assert_eq!(marked.len(), 1, "{text}");
+        assert!(marked[0].trim_start().starts_with("0.5"), "{text}");
+        assert_eq!(
+            text.matches("DISTURBED").count(),
+            2,
+            "table row and ratio: {text}"
+        );
     }
 
     #[test]
