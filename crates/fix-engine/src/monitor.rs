@@ -94,7 +94,8 @@ pub struct SessionView {
     pub next_sender_seq: u64,
     /// MsgSeqNum expected in the next message received.
     pub next_target_seq: u64,
-    /// The heartbeat interval in use, seconds.
+    /// The heartbeat interval in use, seconds (an acceptor's comes from the
+    /// initiator's Logon: 0 before one arrives).
     pub heart_bt_int: u64,
     /// The counterparty's address (accepted connections).
     pub peer: Option<String>,
