@@ -636,6 +636,10 @@ fn run_threads(
                 let behind = shared.pub_late.iter().map(|a| a.load(Ordering::Relaxed)).max().unwrap_or(0);
                 let dt = (now.saturating_sub(last.0) as f64 / 1e9).max(1e-9);
                 let (ds, dr) = (sent.saturating_sub(last.1), recv.saturating_sub(last.2));
+                // The rates are over the interval since the last line: so is the target,
+                // taken at its middle (bench-review pass: at a step change the line paired
+                // the new step's target with the old step's rates).
+                let mid = (last.0 / 2 + now / 2).saturating_sub(shared.start_ns);
                 last = (now, sent, recv);
                 let t = now.saturating_sub(shared.start_ns);
                 let phase = if draining {
@@ -648,7 +652,7 @@ fn run_threads(
                 format!(
                     "[{:>5.1} s {phase:>7}] target {:>6} msg/s | sent {:>6} msg/s | delivered {:>6} msg/s | sender behind {:.0} µs",
                     t as f64 / 1e9,
-                    human_rate(w.pattern.rate_at(t)),
+                    human_rate(w.pattern.rate_at(mid)),
                     human_rate(ds as f64 / dt),
                     human_rate(dr as f64 / dt),
                     behind as f64 / 1e3
