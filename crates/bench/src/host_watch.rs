@@ -193,6 +193,35 @@ pub struct Competition {
 /// The shortest watch whose `/proc` figures are judged ([`Competition::disturbs`]).
 pub const MIN_JUDGED_S: f64 = 1.0;
 
+#[cfg(test)]
+impl Competition {
+    /// Other processes at `others_cpus` over a 10 s watch, nothing else (tests).
+    pub(crate) fn others(others_cpus: f64) -> Competition {
+        Competition {
+            others_cpus,
+            steal_cpus: 0.0,
+            server_cpus: 0.0,
+            window_s: 10.0,
+        }
+    }
+}
+
+#[cfg(test)]
+impl StallSummary {
+    /// No stall on 2 realtime-watched CPUs, and other processes at `others_cpus`
+    /// (tests).
+    pub(crate) fn others(others_cpus: f64) -> StallSummary {
+        StallSummary {
+            cpus: 2,
+            realtime: true,
+            count: 0,
+            longest_ms: 0.0,
+            total_ms: 0.0,
+            competition: Some(Competition::others(others_cpus)),
+        }
+    }
+}
+
 impl Competition {
     /// Whether it is enough to disturb a measurement ([`BUSY_OTHERS`]).
     pub fn disturbs(&self) -> bool {
@@ -592,30 +621,9 @@ mod tests {
     /// stalls and competition alike.
     #[test]
     fn competition_alone_disturbs_a_run() {
-        let quiet = StallSummary {
-            cpus: 2,
-            realtime: true,
-            count: 0,
-            longest_ms: 0.0,
-            total_ms: 0.0,
-            competition: Some(Competition {
-                others_cpus: 0.01,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-        };
+        let quiet = StallSummary::others(0.01);
         assert!(!quiet.disturbed());
-        let busy = StallSummary {
-            competition: Some(Competition {
-                others_cpus: 0.98,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-            ..quiet.clone()
-        };
-        assert!(busy.disturbed());
+        assert!(StallSummary::others(0.98).disturbed());
         let stalled = StallSummary { count: 1, ..quiet };
         assert!(stalled.disturbed());
     }
@@ -759,12 +767,7 @@ mod tests {
             "{line}"
         );
         // A quiet machine: said, not flagged.
-        h.competition = Some(Competition {
-            others_cpus: 0.01,
-            steal_cpus: 0.0,
-            server_cpus: 0.0,
-            window_s: 10.0,
-        });
+        h.competition = Some(Competition::others(0.01));
         let line = h.within(MonoNanos(0), MonoNanos(1)).line("the run");
         assert!(!line.contains("DISTURBED"), "{line}");
         assert!(line.contains("other processes used 0.01 CPU"), "{line}");
@@ -773,8 +776,7 @@ mod tests {
         let short = CpuUse {
             at: MonoNanos(5_000_000),
             others: 1_001,
-            servers: 0,
-            steal: 50,
+            ..start
         };
         let c = short.since(&start, 100).unwrap();
         assert!(!c.disturbs(), "{c:?}");

@@ -1521,12 +1521,7 @@ mod tests {
         assert!(!text.contains("not a comparison"), "{text}");
         // A sweep that shared the machine: its ratios say they are none.
         let mut tcp = result(Transport::TcpRelay, vec![step(4e6, 4e6, 1, 1)]);
-        tcp.host = Some(crate::host_watch::Competition {
-            others_cpus: 0.7,
-            steal_cpus: 0.0,
-            server_cpus: 0.0,
-            window_s: 10.0,
-        });
+        tcp.host = Some(crate::host_watch::Competition::others(0.7));
         let shm = result(Transport::ShmRelay, vec![step(4e6, 4e6, 1, 1)]);
         let text = lossless_summary(&[tcp, shm]);
         assert!(

@@ -1265,28 +1265,8 @@ mod tests {
 
     #[test]
     fn a_ratio_against_a_disturbed_run_says_it_is_not_a_comparison() {
-        let quiet = crate::host_watch::StallSummary {
-            cpus: 2,
-            realtime: true,
-            count: 0,
-            longest_ms: 0.0,
-            total_ms: 0.0,
-            competition: Some(crate::host_watch::Competition {
-                others_cpus: 0.01,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-        };
-        let busy = crate::host_watch::StallSummary {
-            competition: Some(crate::host_watch::Competition {
-                others_cpus: 0.32,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-            ..quiet.clone()
-        };
+        let quiet = crate::host_watch::StallSummary::others(0.01);
+        let busy = crate::host_watch::StallSummary::others(0.32);
         let report = |raw_host: &crate::host_watch::StallSummary| {
             let mut builtin = algo("builtin", vec![step("10k", 20.0, Some(2.0))]);
             builtin.host = Some(quiet.clone());

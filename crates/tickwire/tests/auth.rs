@@ -147,6 +147,21 @@ impl Fixture {
         }
     }
 
+    /// `tickwire reply 'svc/>' --count 1` logged in as pricer (allow_responses, no
+    /// publish right), subscribed when this returns.
+    fn pricer_echo(&self) -> std::process::Child {
+        let addr = self.router.addr_str();
+        let child = std::process::Command::new(common::BIN)
+            .args(["reply", "svc/>", "--count", "1", "--router", &addr])
+            .args(["--token", &self.pricer_token])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.wait_subscribed("pricer");
+        child
+    }
+
     fn connect(&self, login: Login) -> Result<Client, Error> {
         let opts = ClientOptions {
             login: Some(login),
@@ -394,15 +409,7 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
 #[test]
 fn a_responder_with_allow_responses_answers_without_publish_rights() {
     let f = fixture();
-    let addr = f.router.addr_str();
-    let mut responder = std::process::Command::new(common::BIN)
-        .args(["reply", "svc/>", "--count", "1", "--router", &addr])
-        .args(["--token", &f.pricer_token])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    f.wait_subscribed("pricer");
+    let mut responder = f.pricer_echo();
     let mut ops = f.ops();
     let answer = ops.request("svc/time", b"now?", LONG).unwrap();
     assert_eq!(
@@ -423,15 +430,7 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
 #[test]
 fn a_reply_allowed_by_allow_responses_reaches_the_requester_alone() {
     let f = fixture();
-    let addr = f.router.addr_str();
-    let mut responder = std::process::Command::new(common::BIN)
-        .args(["reply", "svc/>", "--count", "1", "--router", &addr])
-        .args(["--token", &f.pricer_token])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    f.wait_subscribed("pricer");
+    let mut responder = f.pricer_echo();
     // A bystander reading the topic.
     let mut ops = f.ops();
     ops.subscribe("quotes/>").unwrap();

@@ -811,32 +811,11 @@ pub fn plot_windows(
 mod tests {
     use super::*;
 
-    /// The ports handed out are free (bindable) and a port held by someone else is
-    /// never inside the run.
+    /// Bench-review pass: ratios of disturbed runs were printed like any other.
     #[test]
     fn a_ratio_of_a_disturbed_run_is_marked() {
-        let quiet = crate::host_watch::StallSummary {
-            cpus: 2,
-            realtime: true,
-            count: 0,
-            longest_ms: 0.0,
-            total_ms: 0.0,
-            competition: Some(crate::host_watch::Competition {
-                others_cpus: 0.0,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-        };
-        let busy = crate::host_watch::StallSummary {
-            competition: Some(crate::host_watch::Competition {
-                others_cpus: 1.46,
-                steal_cpus: 0.0,
-                server_cpus: 0.0,
-                window_s: 10.0,
-            }),
-            ..quiet.clone()
-        };
+        let quiet = crate::host_watch::StallSummary::others(0.0);
+        let busy = crate::host_watch::StallSummary::others(1.46);
         assert_eq!(caveat([(&quiet, "tickwire"), (&quiet, "raw")]), None);
         let line = caveat([(&busy, "tickwire"), (&quiet, "raw")]).unwrap();
         assert!(
@@ -845,6 +824,8 @@ mod tests {
         );
     }
 
+    /// The ports handed out are free (bindable) and a port held by someone else is
+    /// never inside the run.
     #[test]
     fn a_free_port_run_avoids_ports_in_use() {
         let held = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
