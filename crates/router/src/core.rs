@@ -242,8 +242,6 @@ struct Teardown {
     user: Option<Option<Box<str>>>,
 }
 
-/// A full budget of cached topics to examine for images at `rate` per second: the
-/// burst is one full scan of the largest cache, or a tenth of a second's rate if more.
 /// What an image that sent `messages` cached messages of `bytes` in all owes the scan
 /// budget (`image_scan_rate`), in its unit (a cached topic examined, ~20 ns): one per
 /// message encoded, one per [`IMAGE_BYTES_PER_UNIT`] bytes copied.
@@ -254,6 +252,8 @@ fn image_send_cost(messages: usize, bytes: usize) -> u64 {
 /// Bytes of an image copied in about the time one cached topic is examined.
 const IMAGE_BYTES_PER_UNIT: usize = 256;
 
+/// A full budget of cached topics to examine for images at `rate` per second: the
+/// burst is one full scan of the largest cache, or a tenth of a second's rate if more.
 fn image_budget(cfg: &Config, rate: u64, now: MonoNanos) -> TokenBucket {
     let burst = (cfg.cache_max_topics as u64).max(rate / 10);
     TokenBucket::full(rate, burst, now)
