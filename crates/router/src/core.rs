@@ -3161,11 +3161,6 @@ mod tests {
         assert_eq!(state.lock().unwrap().reclaims, vec![2]);
     }
 
-    /// An image examines every cached topic whatever its pattern matches, so the
-    /// topics examined are budgeted: a connection asking again and again for a pattern
-    /// that matches nothing is answered BUSY once its budget is spent (before any
-    /// scan), others keep theirs until the router-wide budget is spent too, and the
-    /// budgets refill with time.
     /// Hostile-input pass: the budget counted topics examined only, so an image that
     /// sent every cached message cost what one that matched nothing cost. Now what it
     /// sends is owed too: one unit per message, one per 256 bytes.
@@ -3203,6 +3198,11 @@ mod tests {
         assert_eq!(image_send_cost(3, 1_000), 3 + 3);
     }
 
+    /// An image examines every cached topic whatever its pattern matches, so the
+    /// topics examined are budgeted: a connection asking again and again for a pattern
+    /// that matches nothing is answered BUSY once its budget is spent (before any
+    /// scan), others keep theirs until the router-wide budget is spent too, and the
+    /// budgets refill with time.
     #[test]
     fn image_scans_are_budgeted_per_connection_and_for_the_router() {
         let cfg = Config {

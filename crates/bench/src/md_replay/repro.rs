@@ -203,7 +203,6 @@ pub fn hop_ratios(tickwire: &SpeedResult, raw: &SpeedResult) -> Vec<HopRatio> {
         .collect()
 }
 
-/// The ratio table printed after each speed that ran through both targets.
 /// The line under a ratio table whose runs (`hosts`, named) were not all quiet: the
 /// ratios of disturbed runs compare the machine, not the code (bench-review pass: they
 /// were printed like any other; the stall-free row removes host stalls, not other
@@ -222,6 +221,7 @@ pub fn caveat(hosts: [(&crate::host_watch::StallSummary, &str); 2]) -> Option<St
     })
 }
 
+/// The ratio table printed after each speed that ran through both targets.
 pub fn ratio_table(rows: &[HopRatio]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
