@@ -366,6 +366,18 @@ fn listening_pids(ports: &[u16]) -> Vec<i32> {
         .collect()
 }
 
+/// The line under a ratio whose runs `disturbed` (their names) were not quiet: such a
+/// ratio compares the machine, not the code. None when the list is empty. Every bench
+/// that prints ratios says it in these words.
+pub fn not_a_comparison(disturbed: &[&str]) -> Option<String> {
+    (!disturbed.is_empty()).then(|| {
+        format!(
+            "^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
+            disturbed.join(" and ")
+        )
+    })
+}
+
 /// Sentinel thread body: returns (kept stalls, all stalls, ran at realtime priority).
 fn watch(cpu: usize, stop: &AtomicBool) -> (Vec<Stall>, u64, bool) {
     let pinned = tickwire_rt::pin::pin_current_thread(cpu);

@@ -1304,11 +1304,8 @@ pub fn lossless_summary(results: &[TransportResult]) -> String {
                 .filter(|t| disturbed(*t))
                 .map(Transport::name)
                 .collect();
-            if !spoiled.is_empty() {
-                out.push_str(&format!(
-                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine\n",
-                    spoiled.join(" and ")
-                ));
+            if let Some(line) = crate::host_watch::not_a_comparison(&spoiled) {
+                out.push_str(&format!("    {line}\n"));
             }
         }
     }

@@ -1110,12 +1110,8 @@ fn print_report(
                 .into_iter()
                 .filter(|n| disturbed(n))
                 .collect();
-            if !spoiled.is_empty() {
-                crate::outln!(
-                    out,
-                    "    ^ not a comparison: {} ran DISTURBED (host line above); run again on a quiet machine",
-                    spoiled.join(" and ")
-                );
+            if let Some(line) = crate::host_watch::not_a_comparison(&spoiled) {
+                crate::outln!(out, "    {line}");
             }
             // Rule 3: an INVALID step is never compared (bench-review pass: a ratio of
             // 2231.50x was printed from a saturated QuickFIX step without a word).

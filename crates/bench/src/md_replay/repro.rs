@@ -213,12 +213,7 @@ pub fn caveat(hosts: [(&crate::host_watch::StallSummary, &str); 2]) -> Option<St
         .filter(|(h, _)| h.disturbed())
         .map(|(_, name)| name)
         .collect();
-    (!spoiled.is_empty()).then(|| {
-        format!(
-            "^ not a comparison: {} ran DISTURBED (host lines above); run again on a quiet machine",
-            spoiled.join(" and ")
-        )
-    })
+    crate::host_watch::not_a_comparison(&spoiled)
 }
 
 /// The ratio table printed after each speed that ran through both targets.
