@@ -2049,11 +2049,10 @@ impl Core {
         }
     }
 
-    /// Routes one PUBLISH (`raw` is the whole frame) to every matching subscriber.
+    /// Routes one PUBLISH (`raw` is the whole frame): queues the MESSAGE for every
+    /// matching subscriber (`only`: a reply allowed by `allow_responses`, for the
+    /// requesters it is owed to alone, never by multicast); false when none matched.
     #[inline]
-    /// Queues the MESSAGE for every matching subscriber (`only`: a reply allowed by
-    /// `allow_responses`, for the requesters it is owed to alone, never by multicast);
-    /// false when none matched.
     #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
@@ -2079,12 +2078,16 @@ impl Core {
         self.index.match_topic(topic, &mut self.matched);
         let direct = if by_mcast { self.matched.len() } else { 0 };
         if !self.groups.is_empty() {
+            // A reply owed to requesters alone goes, in each group, to a member that
+            // is one of them (whoever's turn it is), not to the member whose turn it is.
             let clients = &self.clients;
             self.groups.pick(topic, &mut self.matched, |s| {
                 clients
                     .get(s.0 as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|c| c.phase == Phase::Open)
+                    .is_some_and(|c| {
+                        c.phase == Phase::Open && only.is_none_or(|to| to.contains(&c.id.0))
+                    })
             });
         }
         if self.matched.is_empty() {

@@ -429,11 +429,29 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
 /// Now such a reply goes to the requester alone.
 #[test]
 fn a_reply_allowed_by_allow_responses_reaches_the_requester_alone() {
+    reply_under_a_grant_reaches_the_requester_alone("quotes/>", "quotes/IBM");
+}
+
+/// The same when the requester reads its inbox through a shared subscription, in a
+/// group with the bystander whose turn it would be: the reply goes to the requester
+/// (the group once picked the member whose turn it was, and the reply then went to nobody).
+#[test]
+fn a_reply_allowed_by_allow_responses_reaches_a_requester_in_a_shared_group() {
+    reply_under_a_grant_reaches_the_requester_alone(
+        "$share/desk/quotes/IBM",
+        "$share/desk/quotes/IBM",
+    );
+}
+
+/// The pricer's echo answers a request whose reply topic (`quotes/IBM`) the pricer may
+/// not publish to; `bystander` (subscribed first) is a pattern of ops, `asker` the
+/// requester's own: only the requester gets the answer.
+fn reply_under_a_grant_reaches_the_requester_alone(bystander: &str, asker_pattern: &str) {
     let f = fixture();
     let mut responder = f.pricer_echo();
     // A bystander reading the topic.
     let mut ops = f.ops();
-    ops.subscribe("quotes/>").unwrap();
+    ops.subscribe(bystander).unwrap();
     // The asker, raw: HELLO, AUTH, SUBSCRIBE its "inbox", a request naming it.
     let mut asker = common::Raw::connect(f.router.addr);
     let mut b = Vec::new();
@@ -453,7 +471,7 @@ fn a_reply_allowed_by_allow_responses_reaches_the_requester_alone() {
         matches!(welcome, Ok(common::Got::Welcome { .. })),
         "{welcome:?}"
     );
-    asker.subscribe(1, "quotes/IBM");
+    asker.subscribe(1, asker_pattern);
     assert!(matches!(asker.next(LONG), Ok(common::Got::Ack(1))));
     let mut b = Vec::new();
     frame::encode_publish_reply(
