@@ -375,7 +375,9 @@ impl Client {
     /// The messages of the router's last-value cache matching `pattern`, without
     /// subscribing (a one-shot query). Live messages of this client's subscriptions
     /// that arrive meanwhile are kept for the next [`Client::poll`]. `BUSY` is retried
-    /// as by [`Client::subscribe_with_image`].
+    /// as by [`Client::subscribe_with_image`]. The timeout
+    /// ([`ClientOptions::request_timeout`]) is on silence; an answer of more than
+    /// 1 GiB (topics and payloads, 128 bytes more per message) gives the connection up.
     pub fn cache_query(&mut self, pattern: &str) -> Result<Vec<OwnedMessage>, Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
         self.retry_busy(|c| c.cache_query_once(pattern))
@@ -395,13 +397,24 @@ impl Client {
             what: "the router's cache query answer",
         };
         // Only this request's image is in flight: the one request outstanding is
-        // this one.
-        self.await_answer(
+        // this one. What the answer holds is bounded as the stash is: a router that
+        // answers with cached messages without end ends the connection, not the
+        // process's memory.
+        let mut kept = 0usize;
+        let res = self.await_answer(
             &mut Vec::new(),
             wait,
             |got, m| {
                 if m.cached.is_none() {
                     return Take::Stash;
+                }
+                kept = kept.saturating_add(m.topic.len() + m.payload.len() + QUERY_ENTRY_BYTES);
+                if kept > MAX_STASH_BYTES {
+                    return Take::Done(Err(Error::Protocol(format!(
+                        "the router's answer to a cache query passed {} MiB (a router's \
+                         cache holds cache_max_bytes, 64 MiB by default): connection given up",
+                        MAX_STASH_BYTES >> 20
+                    ))));
                 }
                 match Message::from_wire(m) {
                     Ok(msg) => {
@@ -416,7 +429,11 @@ impl Client {
                 Reply::Rejected { code, text } => Some(Err(Error::Rejected { code, text })),
                 _ => None,
             },
-        )
+        );
+        match res {
+            Err(Error::Protocol(text)) => Err(self.protocol_error(text)),
+            other => other,
+        }
     }
 
     /// Joins the shared subscription (queue group) `group` on `pattern`: the router
@@ -2172,6 +2189,11 @@ struct AnswerWait {
     /// For the timeout error.
     what: &'static str,
 }
+
+/// What one entry of a cache query's answer is counted as beyond its topic and payload
+/// (the owned message and its allocations), so that a flood of empty cached messages
+/// is bounded as well as one of large ones.
+const QUERY_ENTRY_BYTES: usize = 128;
 
 /// What [`Client::await_answer`] does with a message frame that arrives meanwhile.
 enum Take<T> {

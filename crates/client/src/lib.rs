@@ -34,8 +34,9 @@
 //! arrive while a call waits for an answer (subscribe, stats, ping) are kept and
 //! delivered, in order, by the next `poll` / `recv`: at most 1 GiB of them between
 //! polls (a router that sends without end while the client waits cannot make it grow
-//! further: the connection is then given up), and a call's deadline holds however fast
-//! the router keeps sending. Texts the router sends (CLOSE reasons, ERROR and PUB_NACK
+//! further: the connection is then given up); a cache query's answer is bounded the
+//! same way. A call's deadline holds however fast the router keeps sending (a cache
+//! query's and an initial image's are on silence: a large image takes a while). Texts the router sends (CLOSE reasons, ERROR and PUB_NACK
 //! texts) reach errors with control characters escaped, cut at 1 KiB. Once the router
 //! closes the connection every call returns [`Error::Closed`].
 //!

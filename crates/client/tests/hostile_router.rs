@@ -245,6 +245,64 @@ fn a_router_that_sends_without_end_cannot_hold_a_call_or_a_close_past_its_timeou
     peer.join().unwrap();
 }
 
+/// Hostile-input pass: a router that answers a cache query with cached messages
+/// without end (and never the ACK) kept the client collecting them, its memory growing
+/// with what the router sent: the answer is bounded as the stash is (1 GiB), then the
+/// connection is given up with an error that says so.
+#[test]
+fn a_cache_query_answered_without_end_is_bounded() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || {
+        let mut s = accept_welcomed(&listener);
+        // The query's SUBSCRIBE first, then 1 MiB cached messages until the client goes
+        // (at most 4 GiB, or 60 s).
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head).unwrap();
+        let mut publish = Vec::new();
+        let payload = vec![7u8; (1 << 20) - 64];
+        frame::encode_publish(
+            &mut publish,
+            "md/x",
+            &payload,
+            PublishOptions::default(),
+            1 << 20,
+        )
+        .unwrap();
+        let mut cached = Vec::new();
+        frame::encode_cached_message(&mut cached, &publish, 1);
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let mut sent = 0u64;
+        while sent < 4 << 30 && std::time::Instant::now() < until {
+            if s.write_all(&cached).is_err() {
+                return sent;
+            }
+            sent += cached.len() as u64;
+        }
+        sent
+    });
+    let opts = tickwire_client::ClientOptions {
+        request_timeout: Duration::from_secs(5),
+        ..tickwire_client::ClientOptions::named("queried")
+    };
+    let mut c = Client::connect_with(addr, opts).unwrap();
+    let e = c.cache_query("md/>").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("answer to a cache query passed 1024 MiB"),
+        "{e}"
+    );
+    // The connection is given up: the next call says so at once.
+    assert!(c.ping().is_err());
+    drop(c);
+    let sent = peer.join().unwrap();
+    assert!(
+        (1 << 30..3 << 30).contains(&sent),
+        "the router sent {sent} bytes before the client went"
+    );
+}
+
 /// Plays a router that WELCOMEs the client and answers its PUB_OPEN with `window` and
 /// `last_seq`; returns every byte the client sent until it closed.
 fn opening_router(
