@@ -32,7 +32,10 @@ pub enum Event<'a> {
         seq: u64,
         /// Why.
         reason: NackReason,
-        /// The router's explanation.
+        /// The router's explanation as it sent it: UTF-8 (checked) of at most
+        /// 512 bytes (`MAX_TEXT_LEN` of the wire crate), control characters not escaped
+        /// (escape it before writing it to a terminal or a log line; the publisher's
+        /// [`Outcome::Nacked`](crate::Outcome) text and [`Error`] texts are escaped).
         text: &'a str,
     },
     /// A message from a queue this client is bound to.
