@@ -85,9 +85,16 @@ impl Machine {
     }
 }
 
+/// Samples needed before a table shows p99 ([`latency_table`]).
+pub const P99_MIN_SAMPLES: u64 = 100;
+
+/// Samples needed before a table shows p99.9 ([`latency_table`]).
+pub const P999_MIN_SAMPLES: u64 = 1_000;
+
 /// Terminal table of latency summaries, one row per label: columns samples, min, p50,
-/// p90, p99, p99.9, p99.99 (blank when None), max, mean, stddev (µs, 2 decimals), under
-/// a title line.
+/// p90, p99 (blank under [`P99_MIN_SAMPLES`]), p99.9 (blank under
+/// [`P999_MIN_SAMPLES`]), p99.99 (blank when None: under 10,000 samples), max, mean,
+/// stddev (µs, 2 decimals), under a title line. JSON reports carry every figure.
 pub fn latency_table(title: &str, rows: &[(String, Summary)]) -> String {
     const HEADS: [&str; 10] = [
         "samples", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max", "mean", "stddev",
@@ -108,11 +115,24 @@ pub fn latency_table(title: &str, rows: &[(String, Summary)]) -> String {
     let _ = writeln!(out, "  (latency in µs)");
     for (label, s) in rows {
         let _ = write!(out, "{label:<label_w$} {:>W$}", s.samples);
-        let p9999 = s.p9999_us.map_or(String::new(), |v| format!("{v:.2}"));
-        for v in [s.min_us, s.p50_us, s.p90_us, s.p99_us, s.p999_us] {
+        // A percentile is shown only when samples beyond it exist to place it: p99 from
+        // 100 samples, p99.9 from 1,000 (below that it is the maximum, or next to it).
+        let shown = |v: f64, min: u64| {
+            if s.samples >= min {
+                format!("{v:.2}")
+            } else {
+                String::new()
+            }
+        };
+        for v in [s.min_us, s.p50_us, s.p90_us] {
             let _ = write!(out, " {v:>W$.2}");
         }
-        let _ = write!(out, " {p9999:>W$}");
+        let p99 = shown(s.p99_us, P99_MIN_SAMPLES);
+        let p999 = shown(s.p999_us, P999_MIN_SAMPLES);
+        let p9999 = s.p9999_us.map_or(String::new(), |v| format!("{v:.2}"));
+        for v in [p99, p999, p9999] {
+            let _ = write!(out, " {v:>W$}");
+        }
         for v in [s.max_us, s.mean_us, s.stddev_us] {
             let _ = write!(out, " {v:>W$.2}");
         }
@@ -547,14 +567,16 @@ mod tests {
             assert!(lines[1].contains(head), "{head} missing: {table}");
         }
         let row: Vec<&str> = lines[2].split_whitespace().collect();
-        // "100 B" is two words; then samples, min, p50, p90, p99, p99.9, (no p99.99), max, mean, stddev.
+        // "100 B" is two words; then samples, min, p50, p90, p99, (no p99.9 from 100
+        // samples, no p99.99), max, mean, stddev.
         assert_eq!(
             &row[..7],
             ["100", "B", "100", "1.00", "50.02", "90.05", "99.01"],
             "{table}"
         );
-        assert_eq!(row.len(), 2 + 9, "p99.99 is blank: {table}");
-        assert_eq!(row[10], "28.87");
+        assert_eq!(row.len(), 2 + 8, "p99.9 and p99.99 are blank: {table}");
+        assert_eq!(row[7], "100.03", "the max follows p99: {table}");
+        assert_eq!(row[9], "28.87");
         let full: Vec<&str> = lines[3].split_whitespace().collect();
         assert_eq!(full.len(), 2 + 10, "{table}");
         // Columns line up: every line of the table has the same width.
