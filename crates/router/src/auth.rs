@@ -305,6 +305,37 @@ impl Perms {
             .map_err(|why| format!("not permitted to subscribe to {pattern:?}: {why}"))
     }
 
+    /// Whether the queue `name`, which subscribes to `subscriptions` (`None`: no such
+    /// queue, which the bind then reports), may be bound: its name must be allowed,
+    /// and what it holds must be what this user may receive, as for a queue it
+    /// creates: every subscription inside the subscribe rules. A queue without
+    /// subscriptions (the dead-message queue, a dead-letter target) holds messages of
+    /// any topic: under subscribe rules, binding it takes a `queues` allow list that
+    /// names it.
+    pub fn may_bind(&self, name: &str, subscriptions: Option<&[String]>) -> Result<(), String> {
+        self.may_use_queue(name)?;
+        let Some(subscriptions) = subscriptions else {
+            return Ok(());
+        };
+        if self.subscribe.is_open() {
+            return Ok(());
+        }
+        if subscriptions.is_empty() && self.queues.allow.is_none() {
+            return Err(format!(
+                "not permitted to bind queue {name:?}: it has no subscriptions of its own \
+                 (it holds dead-lettered messages of any topic), and under subscribe rules \
+                 that takes a queues rule allowing it"
+            ));
+        }
+        for s in subscriptions {
+            if let Ok(pattern) = validate_pattern(s.as_bytes()) {
+                self.may_subscribe(pattern)
+                    .map_err(|why| format!("not permitted to bind queue {name:?}: {why}"))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the queue `name` may be bound, created, deleted, purged or shown.
     pub fn may_use_queue(&self, name: &str) -> Result<(), String> {
         let ok = match validate_topic(name.as_bytes()) {
@@ -975,6 +1006,18 @@ mod tests {
         assert!(!p.may_publish("orders/bob/1"));
         // No queue rules: any queue.
         assert!(p.may_use_queue("orders").is_ok());
+        // Binding one also takes the subscribe rights of its subscriptions.
+        let subs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(p.may_bind("ticks", Some(&subs(&["md/NASDAQ/>"]))).is_ok());
+        let e = p.may_bind("orders", Some(&subs(&["md/NASDAQ/>", "orders/>"])));
+        assert!(e.unwrap_err().contains("\"orders/>\""));
+        assert!(p.may_bind("all-md", Some(&subs(&["md/>"]))).is_err());
+        assert!(p
+            .may_bind("dlq", Some(&[]))
+            .unwrap_err()
+            .contains("no subscriptions"));
+        // No such queue: the bind reports that.
+        assert!(p.may_bind("nowhere", None).is_ok());
         // No rules at all: everything.
         let ops = &a.login(AuthMethod::Token, "", b"tok").unwrap().perms;
         assert!(ops.may_subscribe(">").is_ok() && ops.may_publish("x") && ops.publishes_anywhere());

@@ -1135,7 +1135,8 @@ impl Core {
                 if self.gm_unavailable(id, request_id) {
                     return true;
                 }
-                if let Err(text) = self.check(id, |p| p.may_use_queue(queue)) {
+                let subscriptions = self.gm.queue_subscriptions(queue);
+                if let Err(text) = self.check(id, |p| p.may_bind(queue, subscriptions)) {
                     self.deny(id, request_id, &text);
                     return true;
                 }

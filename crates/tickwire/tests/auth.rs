@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{new_token, run_cli, RouterProc};
 use tickwire_client::{Client, ClientOptions, Error, Login, Wait};
 use tickwire_wire::frame::{self, ErrorCode};
-use tickwire_wire::gm::QueueOp;
+use tickwire_wire::gm::{QueueOp, Start};
 
 const ALICE_PASSWORD: &str = "wonder land";
 const LONG: Duration = Duration::from_secs(30);
@@ -734,6 +734,54 @@ fn http_auth_protects_an_endpoint_on_loopback_and_beyond_loopback_needs_a_login(
     );
     assert!(!st.success());
     assert!(err.contains("no user with admin = true"), "{err}");
+}
+
+/// New-user pass: under the README's example rules (alice subscribes inside `md/>`, no
+/// `queues` rule) alice bound an admin's queue of `orders/>` and took bob's order out of
+/// it, though she may not subscribe there. Binding a queue now takes the subscribe
+/// rights its subscriptions need, as creating one does; a queue with no subscriptions of
+/// its own (a dead-letter target) takes a `queues` rule naming it.
+#[test]
+fn binding_a_queue_takes_the_subscribe_rights_of_its_subscriptions() {
+    let spool = tempfile::tempdir().unwrap();
+    let f = fixture_with(&["--data-dir", spool.path().to_str().unwrap()]);
+    let mut ops = f.ops();
+    for def in [
+        r#"{"name":"critical-orders","subscriptions":["orders/>"]}"#,
+        r#"{"name":"md-ticks","subscriptions":["md/NASDAQ/>"]}"#,
+        r#"{"name":"md-all","subscriptions":["md/>"]}"#,
+        r#"{"name":"dead-orders","subscriptions":[]}"#,
+    ] {
+        ops.queue_request(QueueOp::Create, def).unwrap();
+    }
+    ops.open_publisher("ops-1", 0).unwrap();
+    ops.publish_guaranteed_wait("orders/bob/new", b"bob buys 1000 AAPL")
+        .unwrap();
+    let mut alice = f.alice();
+    for (queue, start) in [
+        ("critical-orders", Start::Queue),
+        ("critical-orders", Start::Beginning),
+        // md/> overlaps her group's denied md/secret/>.
+        ("md-all", Start::Queue),
+        // No subscriptions of its own: a dead-letter target.
+        ("dead-orders", Start::Queue),
+    ] {
+        match alice.bind(queue, 16, start) {
+            Err(Error::Rejected { code, text }) => {
+                assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{queue}: {text}");
+                assert!(text.contains(queue), "{queue}: {text}");
+            }
+            other => panic!("{queue}: expected a refusal, got {other:?}"),
+        }
+    }
+    // A queue of what she may read is hers to bind; the order is still there for ops.
+    alice.bind("md-ticks", 16, Start::Queue).unwrap();
+    alice.ping().unwrap();
+    assert_eq!(depth(&mut ops, "critical-orders"), 1);
+    // Without subscribe rules nothing changes: ops binds all three.
+    for queue in ["critical-orders", "md-all", "dead-orders"] {
+        ops.bind(queue, 16, Start::Queue).unwrap();
+    }
 }
 
 /// Queue `name`'s depth, as `queue show` counts it (asked by `c`, an admin).

@@ -2478,6 +2478,16 @@ impl Engine {
 
     // ------------------------------------------------------------------ consumers
 
+    /// The subscriptions of queue `name`, if it exists (for the bind's permission
+    /// check).
+    pub fn queue_subscriptions(&self, name: &str) -> Option<&[String]> {
+        let &qi = self.queue_names.get(name)?;
+        self.queues
+            .get(qi as usize)
+            .and_then(Option::as_ref)
+            .map(|q| q.def.subscriptions.as_slice())
+    }
+
     /// BIND.
     pub fn handle_bind(
         &mut self,
