@@ -48,9 +48,12 @@ enum QueueCmd {
     List(Common),
     /// Show one queue's configuration and counters.
     Show(NameArgs),
-    /// Delete a queue and every message in it.
+    /// Delete a queue and every message in it. What the router retains for replay
+    /// (`retain_bytes`, `retain_ms`: docs/guaranteed.md) stays replayable by a binding
+    /// with --start until retention releases it.
     Delete(NameArgs),
-    /// Remove every message from a queue; the queue stays.
+    /// Remove every message from a queue; the queue stays. What the router retains for
+    /// replay stays replayable by a binding with --start until retention releases it.
     Purge(NameArgs),
 }
 
