@@ -442,6 +442,7 @@ impl Client {
     /// the pattern `$share/GROUP/PATTERN` (docs/protocol.md section 8); leave with
     /// [`Client::unsubscribe`] of that same pattern, or by disconnecting.
     pub fn subscribe_shared(&mut self, group: &str, pattern: &str) -> Result<(), Error> {
+        validate_group(group)?;
         self.subscribe(&shared_pattern(group, pattern))
     }
 
@@ -2060,11 +2061,24 @@ fn connect_one(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
     Ok(socket.into())
 }
 
-/// `None` waits forever: `Forever`, and a timeout too large to represent. `NoWait`
-/// never reaches a wait, so its deadline does not matter.
-/// The SUBSCRIBE pattern of the shared subscription `group` on `pattern`.
+/// The SUBSCRIBE pattern of the shared subscription `group` on `pattern` (`group` as
+/// [`validate_group`] checks it).
 pub fn shared_pattern(group: &str, pattern: &str) -> String {
     format!("$share/{group}/{pattern}")
+}
+
+/// Whether `group` can name a shared subscription's group: one topic level (no `/`,
+/// `*` or `>`, not empty). A `/` would make the router read the rest as the pattern
+/// (`a/b` on `md/>` is group `a` on `b/md/>`).
+pub fn validate_group(group: &str) -> Result<(), Error> {
+    if group.contains('/') || validate_topic(group.as_bytes()).is_err() {
+        return Err(Error::InvalidArgument(format!(
+            "{:?} is not a group name: one topic level (not empty; no '/', '*', '>' or \
+             control characters)",
+            crate::error::peer_text(group)
+        )));
+    }
+    Ok(())
 }
 
 /// The router broke the protocol: tells it why (best effort), stops using the
@@ -2090,6 +2104,8 @@ fn past(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
 
+/// `None` waits forever: `Forever`, and a timeout too large to represent. `NoWait`
+/// never reaches a wait, so its deadline does not matter.
 fn deadline_for(wait: Wait) -> Option<Instant> {
     match wait {
         Wait::Timeout(d) => Instant::now().checked_add(d),

@@ -130,8 +130,8 @@ mod transport;
 
 pub use backoff::Backoff;
 pub use client::{
-    shared_pattern, Client, ClientOptions, Login, Messages, TlsOptions, Wait, REQUEST_REPLY_WAIT,
-    TLS_SCHEME,
+    shared_pattern, validate_group, Client, ClientOptions, Login, Messages, TlsOptions, Wait,
+    REQUEST_REPLY_WAIT, TLS_SCHEME,
 };
 pub use consumer::QueueConsumer;
 pub use error::Error;

@@ -1142,7 +1142,7 @@ pub struct SubArgs {
     initial_image: bool,
     /// Join the shared subscription (queue group) NAME on every pattern: each message
     /// goes to one member of the group (see below).
-    #[arg(long, value_name = "NAME", conflicts_with = "queue")]
+    #[arg(long, value_name = "NAME", conflicts_with = "queue", value_parser = parse_group)]
     group: Option<String>,
     /// Exit when the connection is lost instead of reconnecting.
     #[arg(long)]
@@ -2065,9 +2065,28 @@ fn to_hex(b: &[u8]) -> String {
     s
 }
 
+/// A `--group` NAME: one topic level ([`tickwire_client::validate_group`]); a `/` would
+/// make the router read the rest as part of the pattern (new-user pass: `--group a/b`
+/// joined group `a` on `b/md/>`).
+fn parse_group(s: &str) -> Result<String, String> {
+    tickwire_client::validate_group(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod md_text_tests {
     use super::*;
+
+    /// New-user pass: `sub --group a/b` subscribed group `a` to `b/md/>`.
+    #[test]
+    fn a_group_name_is_one_topic_level() {
+        assert_eq!(parse_group("desk-1"), Ok("desk-1".to_owned()));
+        for bad in ["a/b", "", "a*", ">", "a\u{1b}b"] {
+            let e = parse_group(bad).unwrap_err();
+            assert!(e.contains("not a group name"), "{bad:?}: {e}");
+        }
+    }
     use tickwire_md::book::Side;
     use tickwire_md::update::{encode_quote, encode_trade, Header, Quote, Trade};
 

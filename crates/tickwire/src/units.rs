@@ -11,10 +11,21 @@ pub fn parse_secs(s: &str) -> Result<f64, String> {
     parse_duration(s).map(|d| d.as_secs_f64())
 }
 
-/// Parses a message rate: `10000`, `10k`, `1.5M` ([`tickwire_rt::units::parse_rate`]),
-/// rounded to whole messages per second.
+/// Parses a message rate in whole messages per second: `10000`, `10k`, `1.5M`
+/// ([`tickwire_rt::units::parse_rate`]); 0 is "no pacing" for the commands that take it.
+/// A fraction is refused, not rounded (new-user pass: `--rate 0.4` became 0, "as fast as
+/// possible", and 1.5 became 2).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    tickwire_rt::units::parse_rate(s).map(|r| r.round() as u64)
+    let r = tickwire_rt::units::parse_rate(s)?;
+    // `1.1k` is 1100.0000000000002 in binary floating point: whole within rounding.
+    let whole = r.round();
+    if (r - whole).abs() > 1e-9 * r.max(1.0) {
+        return Err(format!(
+            "{s:?} is not a whole number of messages per second (rates below 1/s are not \
+             supported; 1.5k is 1500)"
+        ));
+    }
+    Ok(whole as u64)
 }
 
 /// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets), the same
@@ -111,6 +122,21 @@ mod tests {
             .unwrap_err()
             .contains("no port"));
         assert!(parse_router_addr("127.0.0.1:7420").is_ok());
+    }
+
+    /// New-user pass: `pub --rate 0.4` sent everything at once (0.4 rounded to 0, no
+    /// pacing).
+    #[test]
+    fn a_rate_is_a_whole_number_of_messages_per_second() {
+        assert_eq!(parse_rate("0"), Ok(0));
+        assert_eq!(parse_rate("1.5k"), Ok(1500));
+        assert_eq!(parse_rate("2M"), Ok(2_000_000));
+        assert_eq!(parse_rate("1.1k"), Ok(1100));
+        assert_eq!(parse_rate("2.25k"), Ok(2250));
+        for bad in ["0.4", "0.0001", "1.5", "2.2505k"] {
+            let e = parse_rate(bad).unwrap_err();
+            assert!(e.contains("whole number"), "{bad}: {e}");
+        }
     }
 
     #[test]
