@@ -892,6 +892,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
     }
     let (users, anonymous) = (cfg.auth.users.len(), cfg.auth.anonymous);
+    let anonymous_restricted = cfg.auth.anonymous_rules.is_some();
     let http = args.http.addr(7480)?;
     // The TLS listener counts: one off loopback refuses anonymous clients everywhere.
     let refuses_anonymous = cfg.refuses_anonymous();
@@ -993,6 +994,13 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("guaranteed messaging off (--no-guaranteed)");
     }
     tracing::info!(users, %anonymous, "authentication");
+    if users > 0 && !refuses_anonymous && !anonymous_restricted {
+        // New-user pass: users tried on loopback seemed to restrict nothing.
+        tracing::warn!(
+            %anonymous,
+            "users are configured, but clients that do not log in are admitted here with every right (admin included): the users' rules restrict only those who log in; set anonymous = \"deny\" or anonymous_rules in [auth] to restrict the others (docs/security.md)"
+        );
+    }
     match router.tls_addr() {
         Some(tls) => tracing::info!(listen = %router.local_addr(), tls_listen = %tls, "{summary}"),
         None => tracing::info!(listen = %router.local_addr(), "{summary}"),

@@ -784,6 +784,38 @@ fn binding_a_queue_takes_the_subscribe_rights_of_its_subscriptions() {
     }
 }
 
+/// New-user pass: a config with users on the default loopback address restricted
+/// nothing (anonymous clients keep every right there) and nothing said so. The log now
+/// warns; a router that refuses anonymous clients, or restricts them, does not.
+#[test]
+fn users_beside_unrestricted_anonymous_clients_are_warned_about() {
+    let (_, sha) = new_token();
+    for (auth, warns) in [
+        ("", true),
+        ("anonymous = \"deny\"\n", false),
+        ("anonymous_rules = { admin = false }\n", false),
+    ] {
+        let mut config = tempfile::NamedTempFile::new().unwrap();
+        write!(
+            config,
+            "[auth]\n{auth}[[auth.users]]\nname = \"ops\"\ntoken_sha256 = \"{sha}\"\n"
+        )
+        .unwrap();
+        let (router, log) =
+            RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
+        log.wait_for(&["authentication"], LONG)
+            .expect("the authentication line");
+        // The warning comes right after it, before the banner the start waited for.
+        let text = log.text();
+        assert_eq!(
+            text.contains("clients that do not log in are admitted here with every right"),
+            warns,
+            "{auth:?}: {text}"
+        );
+        drop(router);
+    }
+}
+
 /// Queue `name`'s depth, as `queue show` counts it (asked by `c`, an admin).
 fn depth(c: &mut Client, name: &str) -> u64 {
     let show: serde_json::Value =
