@@ -135,7 +135,8 @@ const REPLY_HELP: &str = "\
 Answers requests on the topics matching PATTERN: by default with the request's own
 payload (echo); with --exec CMD, by running CMD with `sh -c` once per request, the
 request payload on its standard input, and replying with its standard output (at most
---max-reply bytes). A command that fails (non-zero exit status, or it cannot be run, or
+--max-reply bytes; a longer output is cut, with a warning on standard error giving
+both sizes). A command that fails (non-zero exit status, or it cannot be run, or
 it runs past --exec-timeout) is answered with 'error: ', its exit status and its
 standard error; `tickwire request` then exits with status 4 and prints that answer on
 standard error, and this command warns on standard error ('warning: ... failed') with
@@ -309,9 +310,19 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
                 None => Answer {
                     payload,
                     failure: None,
+                    cut_from: None,
                 },
                 Some(cmd) => run_exec(cmd, &payload, a.max_reply, a.exec_timeout),
             };
+            if let Some(wrote) = answer.cut_from {
+                // New-user pass: a 168,894-byte output reached the requester as
+                // 65,536 bytes, cut mid-number, with nothing said.
+                eprintln!(
+                    "warning: --exec command wrote {wrote} bytes for a request on {topic}; \
+                     the answer is cut to --max-reply {} bytes",
+                    a.max_reply
+                );
+            }
             if let Some(why) = &answer.failure {
                 eprintln!("warning: --exec command failed on a request on {topic}: {why}");
             }
@@ -424,6 +435,8 @@ impl ReplyTally {
 struct Answer {
     payload: Vec<u8>,
     failure: Option<String>,
+    /// The command wrote this many bytes, more than --max-reply: the answer is cut.
+    cut_from: Option<u64>,
 }
 
 /// The first line of a command's standard error, at most 200 characters, for a warning.
@@ -447,6 +460,7 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
     let failed = |why: String| Answer {
         payload: why.clone().into_bytes(),
         failure: Some(why.trim_start_matches("error: ").to_owned()),
+        cut_from: None,
     };
     let child = Command::new("sh")
         .args(["-c", cmd])
@@ -495,11 +509,12 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(100))
     };
-    let out = out_rx.recv_timeout(rest()).unwrap_or_default();
-    let err = err_rx.recv_timeout(rest()).unwrap_or_default();
+    let (out, wrote) = out_rx.recv_timeout(rest()).unwrap_or_default();
+    let (err, _) = err_rx.recv_timeout(rest()).unwrap_or_default();
     drop(writer);
     match status {
         Ok(st) if st.success() => Answer {
+            cut_from: (wrote > out.len() as u64).then_some(wrote),
             payload: out,
             failure: None,
         },
@@ -518,19 +533,22 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
                     true => format!("{cmd:?} {st}: {}", excerpt(&err)),
                     false => format!("{cmd:?} {st} (nothing on its standard error)"),
                 }),
+                cut_from: None,
             }
         }
         Err(e) => failed(e),
     }
 }
 
-/// Up to `max` bytes of `r`; the rest is read and dropped.
-fn read_bounded(r: Option<impl Read>, max: usize) -> Vec<u8> {
+/// Up to `max` bytes of `r`, and how many it gave in all; the rest is read and dropped.
+fn read_bounded(r: Option<impl Read>, max: usize) -> (Vec<u8>, u64) {
     let mut out = Vec::new();
+    let mut dropped = 0;
     if let Some(r) = r {
         let mut taken = r.take(max as u64);
         taken.read_to_end(&mut out).ok();
-        std::io::copy(&mut taken.into_inner(), &mut std::io::sink()).ok();
+        dropped = std::io::copy(&mut taken.into_inner(), &mut std::io::sink()).unwrap_or(0);
     }
-    out
+    let all = out.len() as u64 + dropped;
+    (out, all)
 }

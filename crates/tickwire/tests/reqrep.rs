@@ -382,6 +382,44 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
     assert!(!err.contains("(200000 bytes)"), "{err}");
 }
 
+/// New-user pass: an --exec output longer than --max-reply (64 KiB by default) was cut
+/// with nothing said on either side. The responder now warns with both sizes.
+#[test]
+fn reply_says_when_max_reply_cuts_an_exec_answer() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let mut replier = common::cli(&[
+        "reply",
+        "--router",
+        &addr,
+        "svc/big",
+        "--exec",
+        "head -c 200000 /dev/zero",
+        "--max-reply",
+        "1000",
+        "--count",
+        "1",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = request_when_answered(&addr, "svc/big", "x");
+    // The payload plus the newline `request` adds.
+    assert_eq!(out.len() - 1, 1000);
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
+    assert!(st.success(), "{st}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains(
+            "warning: --exec command wrote 200000 bytes for a request on svc/big; the answer is cut to --max-reply 1000 bytes"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("(1000 bytes)"), "{err}");
+}
+
 /// Regression: an --exec command that failed was answered as if it had succeeded: the
 /// requester printed `error: ... exit status: 127: ...` on standard output and exited 0,
 /// and the responder logged only "answered a request". Now the responder warns (the
