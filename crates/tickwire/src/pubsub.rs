@@ -27,7 +27,9 @@ Modes:
                                               load: N messages of B bytes at R msg/s,
                                               each sent at its time (rate 0 = as fast
                                               as possible, batched); prints the
-                                              achieved rate
+                                              achieved rate (over the intervals from
+                                              the first message to the last; none
+                                              under 10 ms); R is whole msg/s
   tickwire pub TOPIC MESSAGE --count N        the same message N times
 
 Topics are levels separated by '/', e.g. md/NASDAQ/AAPL (no '*' or '>').
@@ -280,12 +282,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             (false, false, false) => format!("published {total}"),
         };
         eprintln!(
-            "{of} messages of {} to {} in {:.3} s: {} msg/s, {}",
+            "{of} messages of {} to {} in {:.3} s{}",
             count(payload.len() as u64, "byte", "bytes"),
             a.topic,
             secs,
-            rate_text(sent as f64 / secs),
-            bytes_rate_text(sent as f64 * payload.len() as f64 / secs)
+            pub_rate_text(sent, payload.len(), elapsed)
         );
     }
     drops.report();
@@ -1851,6 +1852,29 @@ fn bytes_rate_text(bytes_per_s: f64) -> String {
     }
 }
 
+/// The rate part of `pub`'s summary: `sent` messages of `size` bytes, the first sent at
+/// the schedule's start and the last `span` later. The rate is over the intervals
+/// between them (`sent - 1`; new-user pass: 2 messages at 1/s read "2.0 msg/s"), and
+/// none over fewer than 2 messages or a span under [`MIN_RATE_SPAN`] (a burst: the speed
+/// of a loop, "25996083 msg/s").
+fn pub_rate_text(sent: u64, size: usize, span: Duration) -> String {
+    if sent < 2 {
+        return String::new();
+    }
+    if span < MIN_RATE_SPAN {
+        return format!(
+            " (all within {:.3} ms: too short a span for a rate)",
+            span.as_secs_f64() * 1e3
+        );
+    }
+    let per_s = (sent - 1) as f64 / span.as_secs_f64();
+    format!(
+        ": {} msg/s, {}",
+        rate_text(per_s),
+        bytes_rate_text(per_s * size as f64)
+    )
+}
+
 /// The shortest first-to-last span `sub`'s summary states a rate over (`Tally::report`).
 const MIN_RATE_SPAN: Duration = Duration::from_millis(10);
 
@@ -2164,6 +2188,20 @@ mod summary_tests {
         assert_eq!(rate_text(0.2063), "0.206");
         assert_eq!(rate_text(2.5), "2.5");
         assert_eq!(rate_text(19947.4), "19947");
+    }
+
+    /// New-user pass: `pub --count 2 --rate 1` said "2.0 msg/s", `--count 100 --rate
+    /// 1k` "1010 msg/s"; a burst "in 0.000 s: 25996083 msg/s".
+    #[test]
+    fn pub_states_the_rate_over_the_intervals_it_paced() {
+        use super::pub_rate_text;
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        assert_eq!(pub_rate_text(2, 100, ms(1000)), ": 1.0 msg/s, 100 B/s");
+        assert_eq!(pub_rate_text(100, 100, ms(99)), ": 1000 msg/s, 100.0 kB/s");
+        assert_eq!(pub_rate_text(1, 100, ms(5000)), "");
+        let burst = pub_rate_text(1000, 100, Duration::from_micros(40));
+        assert!(burst.contains("too short a span for a rate"), "{burst}");
     }
 
     /// New-user pass: `pub --rate 200` of 100-byte messages read "0.0 MB/s".
