@@ -230,12 +230,9 @@ impl Listener {
         ctl.set_nonblocking(true)?;
         // Who attached, for stats and logs (the kernel's record of the connecting
         // process; unavailable only on a socket that is already gone).
-        let peer = rustix::net::sockopt::socket_peercred(&ctl)
+        let peer = crate::raw::peer_credentials(&ctl)
             .ok()
-            .map(|c| PeerProcess {
-                pid: c.pid.as_raw_nonzero().get().unsigned_abs(),
-                uid: c.uid.as_raw(),
-            });
+            .map(|(pid, uid)| PeerProcess { pid, uid });
         Ok(Some(ServerLink {
             peer,
             ends: Ends {
@@ -289,8 +286,9 @@ impl Drop for Listener {
 /// it when the client connected to the handshake socket (`SO_PEERCRED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerProcess {
-    /// Its process id.
-    pub pid: u32,
+    /// Its process id; `None` for a process in another PID namespace (a container),
+    /// which has no number in the router's.
+    pub pid: Option<u32>,
     /// Its user id.
     pub uid: u32,
 }
@@ -496,7 +494,7 @@ impl ClientLink {
     /// what to do): anyone can create a socket there first.
     pub fn connect(path: &Path, timeout: Duration) -> io::Result<ClientLink> {
         let ctl = UnixStream::connect(path)?;
-        let owner = rustix::net::sockopt::socket_peercred(&ctl)?.uid.as_raw();
+        let (_, owner) = crate::raw::peer_credentials(&ctl)?;
         trust_listener(path, owner, rustix::process::getuid().as_raw())?;
         ctl.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         let mut hello = [0u8; layout::HELLO_LEN];

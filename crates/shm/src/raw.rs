@@ -210,6 +210,33 @@ impl Region {
     }
 }
 
+/// The credentials the kernel recorded for the peer of a Unix socket (`SO_PEERCRED`):
+/// its process id, `None` when the kernel gives 0 (a peer in another PID namespace, which
+/// has no number in ours), and its user id. Read into the kernel's own `ucred` layout:
+/// rustix's `socket_peercred` keeps the pid as a non-zero type, and a 0 from the kernel
+/// turned into an invalid value there (a client in a container failed to attach with
+/// "Success (os error 0)").
+pub fn peer_credentials(sock: &impl std::os::fd::AsFd) -> io::Result<(Option<u32>, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let fd = sock.as_fd().as_raw_fd();
+    let out = std::ptr::addr_of_mut!(cred).cast::<libc::c_void>();
+    // SAFETY: `fd` is a descriptor borrowed for the call; `out` points to a `ucred` we
+    // own, `len` says its size, and the kernel writes at most `len` bytes there (any
+    // bit pattern is a valid `ucred`: three integers).
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, out, &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pid = u32::try_from(cred.pid).ok().filter(|&p| p != 0);
+    Ok((pid, cred.uid))
+}
+
 /// The system's page size in bytes.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions; it reads a constant of the system.

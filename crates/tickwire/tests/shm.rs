@@ -265,6 +265,43 @@ fn stats_show_the_process_behind_a_shared_memory_client() {
     assert!(first.contains(&format!(" on {shm} and {tcp}: ")), "{first}");
 }
 
+/// Hostile-input probe: a client in a child PID namespace (a container sharing the
+/// socket) could not attach ("Success (os error 0)"): the kernel gives it the router's
+/// pid as 0 (the router has no number in the child's namespace), which the credentials
+/// type it was read into could not hold. It attaches now (and a router in a child
+/// namespace names a client from outside by its uid alone). Needs `unshare` and the
+/// right to make a PID namespace (root); under CI their absence fails the test.
+#[test]
+fn a_client_in_another_pid_namespace_attaches() {
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "unshare --pid cannot run here (util-linux and root are needed)"
+        );
+        eprintln!("skipped: unshare --pid cannot run here (util-linux and root are needed)");
+        return;
+    }
+    let (_name, _cleanup, _router, shm, tcp) = start("pidns");
+    let mut child = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", common::BIN])
+        .args([
+            "sub", "--router", &shm, "--name", "ns-sub", "ns/>", "--count", "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    wait_clients(&tcp, "the namespaced subscriber", |names| {
+        names.iter().any(|n| n == "ns-sub")
+    });
+    publish(&tcp, "ns/x", 1);
+    let out = wait_output(child, Duration::from_secs(20));
+    assert!(out.contains("ns/x"), "{out}");
+}
+
 /// A hand-driven ring client: the handshake, then HELLO.
 fn raw_client(name: &str, client: &str) -> ClientLink {
     let path = tickwire_shm::socket_path(name);

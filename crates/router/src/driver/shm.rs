@@ -340,7 +340,7 @@ impl Router {
             };
             let process = link.peer();
             let peer = Peer::Shm {
-                pid: process.map(|p| p.pid),
+                pid: process.and_then(|p| p.pid),
                 uid: process.map(|p| p.uid),
             };
             let tail = link.input_watch();
