@@ -668,10 +668,15 @@ impl Router {
                         drop(stream);
                         self.reserve_fd = open_reserve();
                     } else {
-                        // Nothing was waiting after all, or still no descriptor:
-                        // try again next turn rather than loop here.
                         self.reserve_fd = open_reserve();
-                        self.accept_retry = true;
+                        // Nothing waiting: accept(2) takes its descriptor before it
+                        // looks at the queue, so at the limit it fails on an empty one
+                        // too. The listener's next readiness event brings us back;
+                        // retrying every turn would spin. Still no descriptor: retry
+                        // next turn rather than loop here.
+                        if !matches!(&accepted, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                            self.accept_retry = true;
+                        }
                         return;
                     }
                 }

@@ -195,12 +195,37 @@ impl Listener {
     }
 
     /// Accepts one waiting client and hands it its mapping. `Ok(None)`: nobody waits.
+    /// An error of `accept(2)` itself is returned as it is (its OS error code intact:
+    /// EMFILE means the client still waits, see [`Listener::refuse_one`]); one in
+    /// handing over the mapping (descriptors or memory short) has dropped the client,
+    /// whose handshake then ends without a mapping, and says so.
     pub fn accept(&self) -> io::Result<Option<ServerLink>> {
         let ctl = match self.sock.accept() {
             Ok((s, _)) => s,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) => return Err(e),
         };
+        self.hand_over(ctl).map(Some).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("handing a client its mapping: {e} (the client was dropped)"),
+            )
+        })
+    }
+
+    /// Accepts one waiting client and closes its connection at once: at the descriptor
+    /// limit, with one descriptor freed for it, so that it hears (its handshake ends
+    /// without a mapping) instead of waiting out its timeout while `accept(2)` fails
+    /// again every turn. `Ok(false)`: nobody was waiting.
+    pub fn refuse_one(&self) -> io::Result<bool> {
+        match self.sock.accept() {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn hand_over(&self, ctl: UnixStream) -> io::Result<ServerLink> {
         let cap = self.ring_bytes;
         let memfd = rustix::fs::memfd_create(
             "tickwire-shm",
@@ -233,7 +258,7 @@ impl Listener {
         let peer = crate::raw::peer_credentials(&ctl)
             .ok()
             .map(|(pid, uid)| PeerProcess { pid, uid });
-        Ok(Some(ServerLink {
+        Ok(ServerLink {
             peer,
             ends: Ends {
                 ctl,
@@ -243,7 +268,7 @@ impl Listener {
             check_ctl: false,
             eof: false,
             prefault: Some(self.prefault.clone()),
-        }))
+        })
     }
 }
 
@@ -521,6 +546,13 @@ impl ClientLink {
             }
         }
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        if got.bytes == 0 && fds.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the router closed the handshake without handing over a mapping (it may \
+                 be out of file descriptors or memory: its log says which)",
+            ));
+        }
         if got.bytes != hello.len() || fds.len() != 1 {
             return Err(bad(
                 "not a tickwire shared-memory handshake of this version \

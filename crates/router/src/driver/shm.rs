@@ -326,6 +326,36 @@ impl Router {
             let link = match port.listener.accept() {
                 Ok(Some(link)) => link,
                 Ok(None) => return,
+                Err(e) if super::is_out_of_descriptors(&e) => {
+                    // accept(2) itself: the client still waits, and would until its
+                    // timeout while every turn's accept failed again (a hostile-input
+                    // probe counted ~200,000 a second). With the reserve descriptor
+                    // freed, it is accepted and closed: it hears at once.
+                    let refused = match self.reserve_fd.take() {
+                        Some(reserve) => {
+                            drop(reserve);
+                            let r = port.listener.refuse_one();
+                            self.reserve_fd = super::open_reserve();
+                            r
+                        }
+                        None => Err(e),
+                    };
+                    match refused {
+                        Ok(true) => {
+                            tracing::warn!("shared-memory client refused: out of file descriptors");
+                            continue;
+                        }
+                        // Nobody waits (accept(2) takes its descriptor before it looks
+                        // at the queue, so it fails on an empty one too): the
+                        // listener's next readiness event brings us back.
+                        Ok(false) => return,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "shared-memory accept failed at the descriptor limit");
+                            port.accept_retry = true;
+                            return;
+                        }
+                    }
+                }
                 Err(e) => {
                     // The client may have gone (its handshake fails alone), or we lack
                     // descriptors or memory: then retry next turn rather than spin here.
