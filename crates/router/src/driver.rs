@@ -817,6 +817,11 @@ impl Router {
                         let addr = self.core.peer_addr(id);
                         tracing::warn!(?addr, error = %e, "TLS connection failed");
                     }
+                    if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
+                        // Hostile input, as a malformed frame is (logged at WARN there).
+                        let addr = self.core.peer_addr(id);
+                        tracing::warn!(?addr, error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                    }
                     self.drop_conn(id, &format!("read failed: {e}"));
                     return false;
                 }

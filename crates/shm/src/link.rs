@@ -98,6 +98,9 @@ fn trust_listener(path: &Path, owner: u32, me: u32) -> io::Result<()> {
 pub struct Listener {
     sock: UnixListener,
     path: PathBuf,
+    /// The socket file placed at `path` (device, inode): removed at the end only if
+    /// the path still names it (another router may have taken the name since).
+    placed: Option<(u64, u64)>,
     ring_bytes: usize,
     /// Maps each client's rings into our page tables off the router's thread.
     prefault: Prefaulter,
@@ -148,7 +151,25 @@ impl Listener {
                     ),
                 ));
             }
-            std::fs::remove_file(path)?;
+            std::fs::remove_file(path).map_err(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => {
+                    use std::os::unix::fs::MetadataExt;
+                    let owner = std::fs::symlink_metadata(path)
+                        .map(|m| format!(" (owned by uid {})", m.uid()))
+                        .unwrap_or_default();
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "a stale socket at {}{owner}, left by a router that is gone, \
+                             cannot be removed by this user (its directory keeps files to \
+                             their owners): remove it as its owner or root, or choose \
+                             another NAME",
+                            path.display()
+                        ),
+                    )
+                }
+                _ => e,
+            })?;
         }
         let dir = private_dir(path).map_err(|e| {
             let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -170,6 +191,7 @@ impl Listener {
         let _ = std::fs::remove_dir(&dir);
         let sock = placed?;
         sock.set_nonblocking(true)?;
+        let placed = file_id(path);
         let prefault = Prefaulter::start().map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -179,6 +201,7 @@ impl Listener {
         Ok(Listener {
             sock,
             path: path.to_owned(),
+            placed,
             ring_bytes,
             prefault,
         })
@@ -303,8 +326,21 @@ fn private_dir(path: &Path) -> io::Result<PathBuf> {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // Only our own socket: if it was removed and another router bound the name
+        // since, that router's socket stays (a hostile-input probe saw a router's exit
+        // cut a newer router off its clients).
+        if self.placed.is_some() && file_id(&self.path) == self.placed {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// The (device, inode) of the file at `path` itself (a link is not followed).
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// The process at the other end of a shared-memory connection, as the kernel recorded

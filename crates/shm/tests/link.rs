@@ -140,6 +140,27 @@ fn the_socket_is_private_from_the_start_whatever_the_umask() {
     assert!(!path.exists());
 }
 
+/// Hostile-input probe: a router whose socket file had been removed, and whose NAME a
+/// second router then bound, removed the second router's socket when it exited: that
+/// router ran on, unreachable over shared memory. A listener removes only its own file.
+#[test]
+fn a_listener_removes_only_its_own_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared-name.sock");
+    let first = Listener::bind(&path, 4096).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let second = Listener::bind(&path, 4096).unwrap();
+    drop(first);
+    assert!(
+        path.exists(),
+        "the first listener removed the second's socket"
+    );
+    // Still the second's: a connection reaches its listener.
+    std::os::unix::net::UnixStream::connect(&path).unwrap();
+    drop(second);
+    assert!(!path.exists());
+}
+
 /// A second router on a live socket is refused; when the socket belongs to another
 /// user the error says so (checked as root, who can hand the file to `nobody`).
 #[test]

@@ -427,7 +427,10 @@ fn closed_by_router(link: &mut ClientLink, timeout: Duration) -> bool {
 
 #[test]
 fn garbage_or_a_corrupt_index_in_a_ring_disconnects_only_that_client() {
-    let (name, _cleanup, _router, shm, tcp) = start("garbage");
+    let (name, _cleanup) = shm_name("garbage");
+    let (router, log) =
+        RouterProc::start_logged(&["--no-guaranteed", "--idle", "block", "--shm", &name]);
+    let (shm, tcp) = (format!("shm:{name}"), router.addr_str());
     let mut good = Client::connect_to(&shm, ClientOptions::named("good")).unwrap();
     good.subscribe("g/>").unwrap();
 
@@ -448,6 +451,12 @@ fn garbage_or_a_corrupt_index_in_a_ring_disconnects_only_that_client() {
     wait_clients(&tcp, "both bad clients gone", |n| {
         !n.iter().any(|x| x == "garbage" || x == "corrupt")
     });
+    // Said at WARN, as a malformed frame is (a hostile-input probe found it at INFO).
+    log.wait_for(
+        &["WARN", "shared-memory client broke the ring protocol"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|| panic!("no warning: {}", log.text()));
 
     // The good client carries on.
     let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
