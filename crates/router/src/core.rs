@@ -110,7 +110,7 @@ pub struct Totals {
     /// `egress_memory_limit` or more and the client was over its share (also counted in
     /// `disconnects_error`).
     pub memory_disconnects: u64,
-    /// Published messages that matched no subscriber.
+    /// Direct (not guaranteed) published messages that matched no subscriber.
     pub unrouted: u64,
     /// Requests (PUBLISH with a reply topic) answered NO_RESPONDERS: they matched no
     /// subscriber (also counted in `unrouted`).
@@ -2092,7 +2092,9 @@ impl Core {
             });
         }
         if self.matched.is_empty() {
-            self.totals.unrouted += u64::from(!by_mcast);
+            // A guaranteed publish is the queues' (`gm` totals, each queue's counters):
+            // counted here it made a healthy order flow read as unrouted (new-user pass).
+            self.totals.unrouted += u64::from(!by_mcast && !guaranteed);
             return by_mcast;
         }
         let limit = self.cfg.egress_limit;
@@ -2141,16 +2143,21 @@ impl Core {
                     }
                     if !c.discarding {
                         c.discarding = true;
+                        // `pending` is what is left once the oldest messages went (about
+                        // half the limit: new-user pass, a "full" buffer at half its size
+                        // read as a contradiction).
                         if by_memory {
                             tracing::warn!(
-                                client = %c.id, name = c.name.as_str(), pending = c.egress.pending(),
+                                client = %c.id, name = c.name.as_str(), discarded = n,
+                                pending_after_discard = c.egress.pending(),
                                 egress_bytes = self.egress_bytes, egress_memory_limit = memory_limit, share,
                                 "slow consumer: the router-wide egress bound (egress_memory_limit) is reached and this client holds more than its share; discarding its oldest messages"
                             );
                         } else {
                             tracing::warn!(
-                                client = %c.id, name = c.name.as_str(), pending = c.egress.pending(),
-                                "slow consumer: egress buffer full (egress_limit), discarding its oldest messages"
+                                client = %c.id, name = c.name.as_str(), discarded = n,
+                                pending_after_discard = c.egress.pending(), egress_limit = limit,
+                                "slow consumer: egress buffer full (egress_limit), discarding its oldest messages (down to half the limit)"
                             );
                         }
                     }

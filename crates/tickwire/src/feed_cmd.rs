@@ -68,6 +68,8 @@ Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --http   # dashboard on http://127.0.0.1:7481/
   TICKWIRE_TOKEN=... tickwire feed --group 239.1.1.1:26400 --router tls://rtr:7443 --ca ca.pem
       # into a router that requires a login, over TLS (docs/security.md)
+  tickwire feed --group 239.1.1.1:26400 --router shm:main
+      # into a router on this host started with --shm main (docs/shm.md)
   tickwire sub 'md/NASDAQ/AAPL/>'";
 
 /// `--http` without an address: 127.0.0.1 on this port.
@@ -89,7 +91,8 @@ pub struct FeedArgs {
     /// The exchange's re-request server (default: 127.0.0.1, the group's port + 1).
     #[arg(long, value_name = "ADDR:PORT")]
     request: Option<SocketAddrV4>,
-    /// Router to publish to.
+    /// Router to publish to: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for a
+    /// router on this host with --shm NAME (shared memory: no kernel on the path).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Venue level of the topics (one level: no '/', '*' or '>').

@@ -655,6 +655,9 @@ fn identities_beyond_the_bound_replace_the_oldest_idle_one_and_that_survives_a_r
         stats["guaranteed"]["totals"]["duplicates"], 0,
         "the new x's seq 1 was taken for the old x's"
     );
+    // New-user pass: stored by a queue with no direct subscriber, a guaranteed publish
+    // was counted unrouted (an alert on it fired on a healthy order flow).
+    assert_eq!(stats["router"]["totals"]["unrouted"], 0, "{stats}");
     let show: serde_json::Value =
         serde_json::from_str(&x.queue_request(QueueOp::Show, "f").expect("show")).expect("json");
     assert_eq!(

@@ -450,7 +450,7 @@ impl Component for RouterMonitor {
             ),
             (
                 "tickwire_router_unrouted_messages_total",
-                "Published messages that matched no subscriber.",
+                "Direct (not guaranteed) published messages that matched no subscriber; guaranteed ones are the queues' (tickwire_router_guaranteed_* and per-queue counters).",
                 t.unrouted,
             ),
             (
