@@ -142,6 +142,27 @@ impl LoginArgs {
     }
 }
 
+/// Asks for the password on a terminal: a prompt on standard error, the terminal's
+/// echo off while it is typed (new-user pass: typed at a terminal, the password was
+/// echoed and no prompt said what was awaited).
+fn prompt_password() -> anyhow::Result<String> {
+    use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
+    let stdin = std::io::stdin();
+    eprint!("password (not shown): ");
+    let saved = tcgetattr(&stdin).context("reading the terminal's settings")?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(&stdin, OptionalActions::Now, &quiet).context("turning the terminal's echo off")?;
+    let mut line = String::new();
+    let read = stdin.read_line(&mut line);
+    // Echo back on whatever happened.
+    let restored = tcsetattr(&stdin, OptionalActions::Now, &saved);
+    eprintln!();
+    read.context("reading the password from the terminal")?;
+    restored.context("turning the terminal's echo back on")?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+}
+
 /// The first line of `path` ('-': standard input), without its line ending.
 fn first_line(path: &std::path::Path) -> anyhow::Result<String> {
     let mut text = String::new();
@@ -162,7 +183,8 @@ Prints what the router's [auth] table stores for a user (docs/security.md):
   printf '%s' \"$PASSWORD\" | tickwire passwd      # -> password_hash = \"$argon2id$...\"
   tickwire passwd --token                         # a new token, and its token_sha256
 
-The password is read from the first line of standard input (or --password-file) and
+The password is read from the first line of standard input (or --password-file; at a
+terminal, after a prompt, with the terminal's echo off) and
 hashed with argon2id (m=19MiB, t=2, p=1) and a random salt; only the hash goes in the
 config file. A token is 32 random bytes in hex: give the token to the client
 (--token or TICKWIRE_TOKEN), put its SHA-256 in the config.
@@ -193,7 +215,12 @@ pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let path = a.password_file.unwrap_or_else(|| PathBuf::from("-"));
-    let password = first_line(&path)?;
+    let stdin = std::io::stdin();
+    let password = if path.as_os_str() == "-" && rustix::termios::isatty(&stdin) {
+        prompt_password()?
+    } else {
+        first_line(&path)?
+    };
     if password.is_empty() {
         anyhow::bail!("empty password: pipe it on standard input or pass --password-file FILE");
     }
