@@ -66,6 +66,9 @@ pub fn resolve(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
     }
+    // The form first, as the flags' parser checks it (new-user pass: `listen = "7420"`
+    // in a config file said "cannot resolve the host name").
+    parse(text).map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
     let all: Vec<SocketAddr> = text
         .to_socket_addrs()
         .map_err(|e| {

@@ -131,7 +131,7 @@ pub struct PubArgs {
     #[arg(long)]
     guaranteed: bool,
     /// Publisher identity for --guaranteed (1 to 64 bytes) [default: tickwire-pub:TOPIC].
-    #[arg(long, value_name = "NAME", requires = "guaranteed")]
+    #[arg(long, value_name = "NAME", requires = "guaranteed", value_parser = parse_identity)]
     identity: Option<String>,
     /// With --guaranteed: let the router acknowledge a message that matches no queue
     /// (it stores it nowhere) instead of refusing it (no-matching-queue, exit 3).
@@ -1122,8 +1122,8 @@ pub struct SubArgs {
     /// [default: queue].
     #[arg(long, value_name = "START", value_parser = crate::queue_cmd::parse_start)]
     start: Option<Start>,
-    /// Exit after this many messages.
-    #[arg(long, value_name = "N")]
+    /// Exit after this many messages (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Print payloads as hex.
     #[arg(long)]
@@ -2089,6 +2089,19 @@ fn to_hex(b: &[u8]) -> String {
     s
 }
 
+/// A `--identity` NAME: 1 to 64 bytes without control characters (the router's rule),
+/// checked before connecting (new-user pass: `--identity ''` failed with status 1 after
+/// connecting).
+fn parse_identity(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 64 || s.chars().any(char::is_control) {
+        return Err(format!(
+            "{:?} is not a publisher identity: 1 to 64 bytes, no control characters",
+            tickwire_rt::text::terminal_safe(s)
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 /// A `--group` NAME: one topic level ([`tickwire_client::validate_group`]); a `/` would
 /// make the router read the rest as part of the pattern (new-user pass: `--group a/b`
 /// joined group `a` on `b/md/>`).
@@ -2101,6 +2114,16 @@ fn parse_group(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod md_text_tests {
     use super::*;
+
+    /// New-user pass: `pub --identity ''` failed after connecting (status 1).
+    #[test]
+    fn a_publisher_identity_is_1_to_64_bytes() {
+        assert_eq!(parse_identity("desk-1"), Ok("desk-1".to_owned()));
+        for bad in ["", &"x".repeat(65), "a\u{7}b"] {
+            let e = parse_identity(bad).unwrap_err();
+            assert!(e.contains("not a publisher identity"), "{bad:?}: {e}");
+        }
+    }
 
     /// New-user pass: `sub --group a/b` subscribed group `a` to `b/md/>`.
     #[test]

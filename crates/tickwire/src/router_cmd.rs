@@ -743,6 +743,22 @@ impl RouterArgs {
                 ))
             })?;
         }
+        // New-user pass: `--shm-ring 1MiB` without a shared-memory listener was
+        // silently ignored.
+        if cfg.shm.is_none() {
+            for (given, flag) in [
+                (self.shm_ring.is_some(), "--shm-ring"),
+                (self.shm_epoll_interval.is_some(), "--shm-epoll-interval"),
+            ] {
+                if given {
+                    return Err(crate::units::UsageError(format!(
+                        "{flag} sets up the shared-memory listener, which is off: add --shm NAME \
+                         (or shm = \"NAME\" in the config file)"
+                    ))
+                    .into());
+                }
+            }
+        }
         cfg.validate()
             .map_err(|e| self.locate(e, file_text.as_deref()))?;
         Ok(cfg)
@@ -1035,6 +1051,24 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// New-user pass: `--shm-ring 1MiB` without --shm was silently ignored.
+    #[test]
+    fn shared_memory_flags_without_a_shared_memory_listener_are_refused() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            router: RouterArgs,
+        }
+        for flag in [["--shm-ring", "1MiB"], ["--shm-epoll-interval", "5us"]] {
+            let cli = Cli::try_parse_from(["router", flag[0], flag[1]]).unwrap();
+            let e = cli.router.to_config().unwrap_err().to_string();
+            assert!(e.contains(flag[0]) && e.contains("add --shm NAME"), "{e}");
+            let cli = Cli::try_parse_from(["router", flag[0], flag[1], "--shm", "x"]).unwrap();
+            assert!(cli.router.to_config().is_ok());
+        }
+    }
+
     #[test]
     fn every_form_of_serdes_unknown_field_message_is_rewritten() {
         let text = "[log]\nlevl = 1\n";
@@ -1120,6 +1154,14 @@ mod tests {
         };
         assert!(
             format!("{e:#}").contains("[router] listen = no.such.host.invalid:1: cannot resolve"),
+            "{e:#}"
+        );
+        // New-user pass: a port alone said "cannot resolve the host name".
+        let Err(e) = parse_config_file("[router]\nlisten = \"7420\"\n") else {
+            panic!("a port alone was taken");
+        };
+        assert!(
+            format!("{e:#}").contains("\"7420\" is a port without an address"),
             "{e:#}"
         );
         let Err(e) = parse_config_file("[router]\nmax_clients = \"x\"\n") else {
