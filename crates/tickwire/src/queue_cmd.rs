@@ -432,8 +432,8 @@ fn render_list(doc: &Value) -> String {
         return "no queues\n".into();
     }
     let mut s = format!(
-        "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13}  SUBSCRIPTIONS\n",
-        "NAME", "DEPTH", "BYTES", "CONSUMERS", "ACKED", "REDELIVERED", "DEAD_LETTERED"
+        "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13} {:>10}  SUBSCRIPTIONS\n",
+        "NAME", "DEPTH", "BYTES", "CONSUMERS", "ACKED", "REDELIVERED", "DEAD_LETTERED", "DISCARDED"
     );
     for q in queues {
         // The router puts them in the definition; accept them at the top level too.
@@ -448,7 +448,7 @@ fn render_list(doc: &Value) -> String {
             })
             .unwrap_or_default();
         s += &format!(
-            "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13}  {}\n",
+            "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13} {:>10}  {}\n",
             q["name"].as_str().unwrap_or(""),
             num(q, "depth"),
             num(q, "bytes"),
@@ -456,6 +456,7 @@ fn render_list(doc: &Value) -> String {
             num(q, "acked"),
             num(q, "redelivered"),
             num(q, "dead_lettered"),
+            num(q, "discarded"),
             subs
         );
     }
@@ -593,10 +594,18 @@ mod tests {
     fn list_renders_one_row_per_queue() {
         let doc = json!({"queues": [{"name": "orders", "depth": 3, "bytes": 300,
             "consumers": 1, "acked": 9, "redelivered": 2, "dead_lettered": 0,
-            "subscriptions": ["orders/>"]}]});
+            "discarded": 7, "subscriptions": ["orders/>"]}]});
         let s = render_list(&doc);
         assert!(s.starts_with("NAME"), "{s}");
         assert!(s.contains("orders") && s.contains("orders/>"), "{s}");
+        // New-user pass: what discard-oldest dropped was in `queue show` only.
+        let head: Vec<&str> = s.lines().next().unwrap().split_whitespace().collect();
+        let row: Vec<&str> = s.lines().nth(1).unwrap().split_whitespace().collect();
+        let at = head
+            .iter()
+            .position(|h| *h == "DISCARDED")
+            .expect("a DISCARDED column");
+        assert_eq!(row[at], "7", "{s}");
         assert_eq!(render_list(&json!({"queues": []})), "no queues\n");
     }
 }

@@ -208,13 +208,14 @@ pub fn render_guaranteed(g: &Value) -> String {
     s
 }
 
-/// One line per queue: depth, bytes, consumers, redeliveries, dead-lettered.
+/// One line per queue: depth, bytes, consumers, redeliveries, dead-lettered, rejected
+/// and discarded (by `discard-oldest`).
 pub fn queue_table(queues: &[Value]) -> String {
     if queues.is_empty() {
         return "no queues (tickwire queue create NAME --sub PATTERN)\n".into();
     }
     let mut s = format!(
-        "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
+        "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
         "QUEUE",
         "ACCESS",
         "DEPTH",
@@ -225,12 +226,13 @@ pub fn queue_table(queues: &[Value]) -> String {
         "ACKED",
         "REDELIV",
         "DEAD",
-        "REJECTED"
+        "REJECTED",
+        "DISCARDED"
     );
     for q in queues {
         let d = &q["definition"];
         s += &format!(
-            "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}\n",
+            "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}\n",
             cell(q, "name", 24),
             text(d, "access"),
             num(q, "depth"),
@@ -242,6 +244,9 @@ pub fn queue_table(queues: &[Value]) -> String {
             num(q, "redelivered"),
             num(q, "dead_lettered"),
             num(q, "rejected"),
+            // Dropped by full_policy discard-oldest (new-user pass: only `queue show`
+            // and /metrics showed them).
+            num(q, "discarded"),
         );
     }
     s

@@ -2103,7 +2103,14 @@ fn sub_second_duration_flags_refuse_a_plain_number() {
         );
     }
     // 0 needs no unit (--shm-epoll-interval 0: every turn); units work as everywhere.
-    let c = print_config(&["--shm-epoll-interval", "0", "--hybrid-spin", "50us"]);
+    let c = print_config(&[
+        "--shm",
+        "t-flags",
+        "--shm-epoll-interval",
+        "0",
+        "--hybrid-spin",
+        "50us",
+    ]);
     assert_eq!(
         c["router"]["shm_epoll_interval_us"].as_integer(),
         Some(0),
