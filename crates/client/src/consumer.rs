@@ -211,8 +211,8 @@ fn bind(
     opts: &ReconnectOptions,
     stop: Option<&StopFlag>,
 ) -> Result<(Client, Binding), Error> {
-    crate::publisher::with_retries(opts, stop, crate::publisher::worth_reconnecting, || {
-        let mut c = Client::connect_to(addr, opts.client.clone())?;
+    crate::publisher::with_retries(opts, stop, crate::publisher::worth_reconnecting, |client| {
+        let mut c = Client::connect_to(addr, client)?;
         match c.bind(queue, window, start) {
             Ok(b) => Ok((c, b)),
             Err(e) => {

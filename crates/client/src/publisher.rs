@@ -296,9 +296,9 @@ fn open(
     stop: Option<&StopFlag>,
 ) -> Result<(Client, usize), (Error, Box<PublishWindow>)> {
     let retryable = |e: &Error| worth_reconnecting(e) || router_busy(e);
-    let opened = with_retries(opts, stop, retryable, || {
+    let opened = with_retries(opts, stop, retryable, |client| {
         window.handle_disconnect();
-        let mut c = Client::connect_to(addr, opts.client.clone())?;
+        let mut c = Client::connect_to(addr, client)?;
         c.gm = std::mem::take(&mut window);
         match c.open_publisher(identity, opts.open_options) {
             Ok(opened) => Ok((c, opened.resent)),
@@ -315,22 +315,32 @@ fn open(
     })
 }
 
-/// Runs `attempt` (a connection and its first exchange) until it succeeds, pausing
-/// between tries per `opts`' backoff while `retryable` says the error may pass; the
-/// last error once it may not, once `give_up_after` has passed, or once `stop` is set
-/// (seen within 20 ms, pauses included). Shared by [`GuaranteedPublisher`] and
-/// [`crate::QueueConsumer`].
+/// Runs `attempt` (a connection and its first exchange, with the client options it is
+/// given) until it succeeds, pausing between tries per `opts`' backoff while
+/// `retryable` says the error may pass; the last error once it may not, once
+/// `give_up_after` has passed, or once `stop` is set (seen within 20 ms, pauses
+/// included). Each attempt's connect timeout (the handshake included) is capped at what
+/// is left of `give_up_after` (at least 100 ms): a router that accepts connections and never
+/// answers (stopped, say) held `--give-up-after 2s` for 12.9 s (new-user pass). Shared
+/// by [`GuaranteedPublisher`] and [`crate::QueueConsumer`].
 pub(crate) fn with_retries<T>(
     opts: &ReconnectOptions,
     stop: Option<&StopFlag>,
     retryable: impl Fn(&Error) -> bool,
-    mut attempt: impl FnMut() -> Result<T, Error>,
+    mut attempt: impl FnMut(ClientOptions) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let stopped = || stop.is_some_and(StopFlag::is_set);
     let started = Instant::now();
     let mut backoff = opts.backoff();
     loop {
-        let err = match attempt() {
+        let mut client = opts.client.clone();
+        if let Some(limit) = opts.give_up_after {
+            let left = limit
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(100));
+            client.connect_timeout = client.connect_timeout.min(left);
+        }
+        let err = match attempt(client) {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };

@@ -366,3 +366,31 @@ fn a_publisher_opened_with_no_window_or_no_sequence_number_left_is_a_protocol_er
         assert!(reason.contains(says), "{reason}");
     }
 }
+
+/// New-user pass: `pub --guaranteed --give-up-after 2s` against a router that accepts
+/// connections and never answers (stopped with SIGSTOP) gave up after 12.9 s: each
+/// attempt waited its whole 5 s for the WELCOME. An attempt's handshake is now capped
+/// at what is left of `give_up_after`.
+#[test]
+fn give_up_after_bounds_attempts_on_a_router_that_never_answers() {
+    // Connections complete in the kernel's backlog; nothing ever accepts or answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let opts = tickwire_client::ReconnectOptions {
+        give_up_after: Some(Duration::from_millis(1500)),
+        ..tickwire_client::ReconnectOptions::local("silent", Duration::from_millis(1500))
+    };
+    assert_eq!(opts.client.connect_timeout, Duration::from_secs(5));
+    let t0 = std::time::Instant::now();
+    let e = match tickwire_client::GuaranteedPublisher::connect(&addr, "p", opts) {
+        Ok(_) => panic!("a router that never answers opened a publisher"),
+        Err(e) => e,
+    };
+    let took = t0.elapsed();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "gave up after {took:?}: {e}"
+    );
+    drop(silent);
+}
