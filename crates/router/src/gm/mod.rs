@@ -637,6 +637,10 @@ pub struct GmTotals {
     pub publishers_forgotten: u64,
 }
 
+/// Why a queue request was refused when the spool could not take its record.
+const SPOOL_REFUSED: &str = "the spool could not take the record now (it is busy, or failing: \
+                             see the router's log); nothing was changed: try again";
+
 /// The guaranteed-messaging state of one router.
 pub struct Engine {
     cfg: GmConfig,
@@ -1867,11 +1871,20 @@ impl Engine {
             return Err(text);
         }
         f.def.created_at = self.store.next_id();
+        // The definition is in the spool before the queue takes anything: a queue the
+        // spool did not record (busy) took publishes that were acknowledged, and after
+        // a restart was gone with them (a hostile-input probe lost 30 acknowledged
+        // messages that way).
+        let json = serde_json::to_string(&f.def).unwrap_or_default();
+        if !self.log_record(log, &Record::QueueDefined { json: &json }) {
+            self.unindex(qi, &f.def.subscriptions);
+            self.drop_fill(f);
+            return Err(SPOOL_REFUSED.to_owned());
+        }
         self.newest_created_at = self.newest_created_at.max(f.def.created_at);
         let name = f.def.name.clone();
         self.count_dead_letter_target(&f.def);
         let mut q = Queue::new(f.def);
-        let text = q.def_json.clone();
         q.depth = f.found.len() as u64;
         q.bytes = f.bytes;
         q.counters.spooled = q.depth;
@@ -1882,7 +1895,6 @@ impl Engine {
         self.touched.push(qi);
         self.queue_names.insert(name, qi);
         self.queues[qi as usize] = Some(q);
-        self.log_record(log, &Record::QueueDefined { json: &text });
         Ok(qi)
     }
 
@@ -2115,17 +2127,22 @@ impl Engine {
         true
     }
 
-    fn log_record(&mut self, log: &mut dyn Log, r: &Record<'_>) {
+    /// Appends `r` to the spool; false when the spool refused it (busy, or failing).
+    /// A lost acknowledgement or move only means a redelivery after a restart; a
+    /// queue's definition, deletion or purge must be refused instead (the callers
+    /// check).
+    fn log_record(&mut self, log: &mut dyn Log, r: &Record<'_>) -> bool {
         if self.recovering {
-            return;
+            return true;
         }
         let mut rec = std::mem::take(&mut self.rec);
         record::encode(&mut rec, r);
-        if log.append(&rec).is_err() {
-            // A lost acknowledgement or move only means a redelivery after a restart.
+        let ok = log.append(&rec).is_ok();
+        if !ok {
             self.totals.spool_failures += 1;
         }
         self.rec = rec;
+        ok
     }
 
     fn discard_oldest(&mut self, log: &mut dyn Log, qi: u32) -> bool {
@@ -2336,16 +2353,22 @@ impl Engine {
                     ));
                 };
                 match op {
+                    // Recorded first, and refused when the spool cannot take the record
+                    // (else the queue, or its messages, came back after a restart).
                     QueueOp::Delete => {
                         let j = self.queue_json(q);
-                        self.log_record(log, &Record::QueueDeleted { queue: arg });
+                        if !self.log_record(log, &Record::QueueDeleted { queue: arg }) {
+                            return Err(reject(request_id, ErrorCode::BUSY, SPOOL_REFUSED));
+                        }
                         self.remove_queue(q);
                         j
                     }
                     QueueOp::Purge => {
                         let up_to = self.store.next_id();
+                        if !self.log_record(log, &Record::Purged { up_to, queue: arg }) {
+                            return Err(reject(request_id, ErrorCode::BUSY, SPOOL_REFUSED));
+                        }
                         let n = self.purge(q, up_to);
-                        self.log_record(log, &Record::Purged { up_to, queue: arg });
                         serde_json::json!({ "name": arg, "purged": n })
                     }
                     _ => self.queue_json(q),

@@ -2638,3 +2638,41 @@ fn relocation_is_bounded_per_step_and_goes_oldest_first() {
     assert_eq!(held_in(&r, "held"), (1..=n).collect::<Vec<_>>());
     assert_eq!(r.reclaim_below(), first_copy);
 }
+
+/// Hostile-input probe: with the spool busy, a CREATE whose definition record it
+/// refused was answered as created, the queue took publishes that were acknowledged,
+/// and after a restart the queue (and those messages) were gone. The definition is
+/// now recorded before the queue exists; refused, the CREATE is refused and nothing is
+/// left. A DELETE or PURGE whose record is refused changes nothing and says BUSY.
+#[test]
+fn queue_requests_whose_record_the_spool_refuses_change_nothing() {
+    let (mut e, mut log) = engine();
+    log.fail_next = true;
+    let text = refused(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    assert!(text.contains("spool could not take the record"), "{text}");
+    assert!(log.records.is_empty());
+    let r = e
+        .handle_queue_request(&mut log, C, 6, QueueOp::Show, "q")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::NO_SUCH_QUEUE);
+    assert_eq!(
+        stat(&e, "queue_index_nodes"),
+        1,
+        "its pattern was left behind"
+    );
+    // Created once the spool takes it; a refused DELETE or PURGE keeps it as it was.
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    drain(&mut e);
+    publish(&mut e, &mut log, P, "a", 1, b"m");
+    assert_eq!(stat(&e, "queue_entries"), 1);
+    for op in [QueueOp::Delete, QueueOp::Purge] {
+        log.fail_next = true;
+        let r = e.handle_queue_request(&mut log, C, 7, op, "q").unwrap_err();
+        assert_eq!(r.code, ErrorCode::BUSY, "{op:?}: {}", r.text);
+        assert_eq!(stat(&e, "queue_entries"), 1, "{op:?}");
+    }
+    e.handle_queue_request(&mut log, C, 8, QueueOp::Show, "q")
+        .unwrap();
+}
