@@ -637,6 +637,11 @@ pub struct GmTotals {
     pub publishers_forgotten: u64,
 }
 
+/// Most bytes of queue definitions (their JSON, all queues together): a checkpoint
+/// rewrites every one, and must fit in what the spool takes at once (64 MiB, with room
+/// left for the publishers' records).
+pub const MAX_DEFINITION_BYTES: usize = 32 << 20;
+
 /// Why a queue request was refused when the spool could not take its record.
 const SPOOL_REFUSED: &str = "the spool could not take the record now (it is busy, or failing: \
                              see the router's log); nothing was changed: try again";
@@ -2299,6 +2304,37 @@ impl Engine {
                             format!(
                                 "the router holds its maximum of {} queues",
                                 self.cfg.max_queues
+                            ),
+                        ));
+                    }
+                    // Every definition is rewritten by each checkpoint, which must fit
+                    // in what the spool takes at once: definitions beyond it made every
+                    // checkpoint incomplete, the spool grew without end and the retries
+                    // crowded out publishes (a hostile-input probe: 1,250 queues of 256
+                    // long patterns, the spool +65 MB every 10 s). A sum per CREATE:
+                    // at most `max_queues` lengths.
+                    let defined: usize = self
+                        .queues
+                        .iter()
+                        .flatten()
+                        .map(|q| q.def_json.len())
+                        .sum::<usize>()
+                        // Pending creates: their patterns, and the rest of a definition.
+                        + self
+                            .fills
+                            .iter()
+                            .map(|f| f.def.subscriptions.iter().map(|p| p.len() + 3).sum::<usize>() + 256)
+                            .sum::<usize>();
+                    if defined + arg.len() > MAX_DEFINITION_BYTES {
+                        return Err(reject(
+                            request_id,
+                            ErrorCode::INVALID_REQUEST,
+                            format!(
+                                "queue not created: the queues' definitions would total more \
+                                 than {} MiB (they are {defined} bytes now), what one spool \
+                                 checkpoint rewrites; delete queues, or define fewer or \
+                                 shorter subscriptions",
+                                MAX_DEFINITION_BYTES >> 20
                             ),
                         ));
                     }

@@ -2676,3 +2676,47 @@ fn queue_requests_whose_record_the_spool_refuses_change_nothing() {
     e.handle_queue_request(&mut log, C, 8, QueueOp::Show, "q")
         .unwrap();
 }
+
+/// Hostile-input probe: 1,250 queues of 256 patterns of 250 bytes (82 MB of
+/// definitions, within the queue and pattern limits) made every checkpoint larger
+/// than the spool takes at once: none completed, the spool grew ~65 MB every 10 s and
+/// the retries crowded out publishes. Definitions now total at most
+/// MAX_DEFINITION_BYTES.
+#[test]
+fn queue_definitions_are_bounded_by_what_a_checkpoint_can_write() {
+    let (mut e, mut log) = engine();
+    let subs: Vec<String> = (0..256)
+        .map(|i| format!("\"{}/{i:03}\"", "p".repeat(240)))
+        .collect();
+    let mut created = 0;
+    let text = loop {
+        let def = format!(
+            r#"{{"name":"q{created}","subscriptions":[{}]}}"#,
+            subs.join(",")
+        );
+        match e.handle_queue_request(&mut log, C, 5, QueueOp::Create, &def) {
+            Ok(()) => {
+                drain(&mut e);
+                created += 1;
+            }
+            Err(r) => break r.text,
+        }
+        assert!(created < 2_000, "never refused");
+    };
+    assert!(
+        text.contains("definitions would total more than 32 MiB"),
+        "{text}"
+    );
+    // About as many as fit (a definition's JSON is about the request's length).
+    let each = format!(r#"{{"name":"q0","subscriptions":[{}]}}"#, subs.join(",")).len();
+    let fit = MAX_DEFINITION_BYTES / each;
+    assert!(
+        (fit - 2..=fit + 1).contains(&created),
+        "{created} queues of ~{each} bytes (~{fit} fit)"
+    );
+    // A checkpoint of them all fits in what the spool takes at once.
+    let before = log.records.len();
+    let cp = e.checkpoint(&mut log);
+    let written: usize = log.records[before..].iter().map(Vec::len).sum();
+    assert!(cp.complete && written <= 64 << 20, "{written} bytes");
+}
