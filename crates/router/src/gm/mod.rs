@@ -642,6 +642,9 @@ pub struct GmTotals {
 /// left for the publishers' records).
 pub const MAX_DEFINITION_BYTES: usize = 32 << 20;
 
+/// Most bindings of one queue (active, standby and browsing together).
+pub const MAX_BINDINGS_PER_QUEUE: usize = 1024;
+
 /// Why a queue request was refused when the spool could not take its record.
 const SPOOL_REFUSED: &str = "the spool could not take the record now (it is busy, or failing: \
                              see the router's log); nothing was changed: try again";
@@ -2573,6 +2576,22 @@ impl Engine {
                 request_id,
                 ErrorCode::INVALID_REQUEST,
                 "at most 1024 bindings per connection",
+            ));
+        }
+        // A delivery walks the queue's bindings (skipping standbys), and each binding
+        // that goes walks them again: 40,960 standbys on one exclusive queue stalled
+        // the router ~9 s when their connections closed (hostile-input probe).
+        if self
+            .queue(qi)
+            .is_some_and(|q| q.bindings.len() >= MAX_BINDINGS_PER_QUEUE)
+        {
+            return Err(reject(
+                request_id,
+                ErrorCode::BUSY,
+                format!(
+                    "queue {queue:?} has its maximum of {MAX_BINDINGS_PER_QUEUE} bindings \
+                     (consumers and browsers, standbys included); try again when one goes"
+                ),
             ));
         }
         self.next_binding = self.next_binding.wrapping_add(1).max(1);

@@ -2720,3 +2720,39 @@ fn queue_definitions_are_bounded_by_what_a_checkpoint_can_write() {
     let written: usize = log.records[before..].iter().map(Vec::len).sum();
     assert!(cp.complete && written <= 64 << 20, "{written} bytes");
 }
+
+/// Hostile-input probe: 40 connections of 1,024 standby BINDs each on one exclusive
+/// queue (40,960 bindings) made each delivery walk them all and their closing walk
+/// them again per binding: an unrelated client's PING waited 8.9 s. A queue now takes
+/// at most MAX_BINDINGS_PER_QUEUE bindings; the next is BUSY until one goes.
+#[test]
+fn a_queue_takes_at_most_max_bindings_per_queue() {
+    let (mut e, mut log) = engine();
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"x","subscriptions":["x"],"access":"exclusive"}"#,
+    );
+    let mut slot = 10;
+    let mut made = 0;
+    while made < MAX_BINDINGS_PER_QUEUE {
+        // At most 1,024 per connection: a new one every 1,000.
+        if made % 1000 == 0 {
+            slot += 1;
+        }
+        e.handle_bind(t(0), Slot(slot), 1, 1, Start::Queue, "x")
+            .unwrap();
+        made += 1;
+    }
+    drain(&mut e);
+    let r = e
+        .handle_bind(t(0), Slot(slot + 1), 2, 1, Start::Queue, "x")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::BUSY, "{}", r.text);
+    assert!(r.text.contains("maximum of 1024 bindings"), "{}", r.text);
+    // One goes (its connection closes): the next is taken.
+    e.handle_disconnect(&mut log, t(1), Slot(slot));
+    drain(&mut e);
+    e.handle_bind(t(1), Slot(slot + 1), 3, 1, Start::Queue, "x")
+        .unwrap();
+}
