@@ -2299,13 +2299,36 @@ impl Engine {
                             ),
                         ));
                     }
-                    // Pending creates count: each will be a queue.
-                    if self.queue_names.len() + self.fills.len() >= self.cfg.max_queues {
+                    // Pending creates count: each will be a queue; so do the dead-letter
+                    // queues named and not made yet (the first dead letter makes one,
+                    // and went past the limit: a hostile-input probe's 10,000 queues
+                    // each naming its own made 20,000), this one's included. The
+                    // router's own dead-message queue is made whatever the count.
+                    let named = |n: &str| {
+                        n != queue::DEFAULT_DMQ
+                            && n != def.name
+                            && !self.queue_names.contains_key(n)
+                    };
+                    let pending_targets = self
+                        .dead_letter_targets
+                        .keys()
+                        .filter(|n| named(n.as_str()))
+                        .count()
+                        + usize::from(
+                            named(&def.dead_letter_queue)
+                                && !self
+                                    .dead_letter_targets
+                                    .contains_key(&def.dead_letter_queue),
+                        );
+                    if self.queue_names.len() + self.fills.len() + pending_targets
+                        >= self.cfg.max_queues
+                    {
                         return Err(reject(
                             request_id,
                             ErrorCode::INVALID_REQUEST,
                             format!(
-                                "the router holds its maximum of {} queues",
+                                "the router holds its maximum of {} queues (counting the \
+                                 dead-letter queues named and not made yet)",
                                 self.cfg.max_queues
                             ),
                         ));

@@ -2756,3 +2756,44 @@ fn a_queue_takes_at_most_max_bindings_per_queue() {
     e.handle_bind(t(1), Slot(slot + 1), 3, 1, Start::Queue, "x")
         .unwrap();
 }
+
+/// Hostile-input probe: 10,000 queues (the limit) each naming its own dead-letter queue
+/// became 20,000 at their first dead letters (a dead-letter queue is made when first
+/// needed, past the limit). Named and not made yet, such queues now count.
+#[test]
+fn dead_letter_queues_named_count_against_max_queues() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_queues: 4,
+        ..GmConfig::default()
+    });
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"a","subscriptions":["a"],"dead_letter_queue":"a-dlq"}"#,
+    );
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"b","subscriptions":["b"],"dead_letter_queue":"b-dlq"}"#,
+    );
+    // a, b, a-dlq and b-dlq: the limit.
+    let text = refused(&mut e, &mut log, r#"{"name":"c","subscriptions":["c"]}"#);
+    assert!(text.contains("maximum of 4 queues"), "{text}");
+    // The router's own dead-message queue does not count; a queue naming an existing
+    // one adds nothing either.
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_queues: 3,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"a","subscriptions":["a"]}"#);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"b","subscriptions":["b"],"dead_letter_queue":"a"}"#,
+    );
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"c","subscriptions":["c"],"dead_letter_queue":"a"}"#,
+    );
+}
