@@ -561,6 +561,7 @@ impl Core {
                 max_index_nodes: cfg.max_queue_index_nodes,
                 max_match_work: cfg.max_match_work,
                 max_entries: cfg.max_queue_entries,
+                max_in_flight_bytes: (cfg.egress_limit / 2) as u64,
                 ..gm::GmConfig::default()
             }),
             spool: Box::new(NoSpool),
@@ -2244,13 +2245,13 @@ impl Core {
                 format!(
                     "slow consumer: the router's egress buffers hold egress_memory_limit \
                      ({memory_limit} bytes) or more and this client has more than its share \
-                     ({} bytes) of answers (PONG, ACK, ERROR, STATS_REPLY) queued and unread; \
+                     ({} bytes) of answers and queue deliveries (PONG, ACK, ERROR, STATS_REPLY, DELIVER) queued and unread; \
                      disconnecting",
                     self.egress_share
                 )
             } else {
                 format!(
-                    "slow consumer: more than {limit} bytes of answers (PONG, ACK, ERROR, STATS_REPLY) queued and unread; disconnecting"
+                    "slow consumer: more than {limit} bytes of answers and queue deliveries (PONG, ACK, ERROR, STATS_REPLY, DELIVER) queued and unread; disconnecting"
                 )
             };
             self.fail(id, ErrorCode::SLOW_CONSUMER, &text);

@@ -209,6 +209,11 @@ pub struct GmConfig {
     pub max_publishers: usize,
     /// Largest frame (a DELIVER must fit).
     pub max_frame: u32,
+    /// Most bytes (topic + payload) delivered to one binding and not yet acknowledged,
+    /// beyond its first message: half the router's `egress_limit`, so that a window of
+    /// large messages waits for acknowledgements instead of overflowing the consumer's
+    /// egress buffer (64 DELIVERs of 900 KB cut a reading consumer off as a slow one).
+    pub max_in_flight_bytes: u64,
     /// A spool of at most this many bytes is never relocated ([`RELOCATE_FLOOR`];
     /// tests make it small).
     pub relocate_floor: u64,
@@ -227,6 +232,7 @@ impl Default for GmConfig {
             max_publishers: 1024,
             max_stored_bytes: 1 << 30,
             max_frame: tickwire_wire::frame::DEFAULT_MAX_FRAME,
+            max_in_flight_bytes: 4 << 20,
             relocate_floor: RELOCATE_FLOOR,
         }
     }
@@ -370,8 +376,10 @@ struct Binding {
     /// finds its ids by binary search and takes them out moving the shorter side, so a
     /// consumer acknowledging in order costs what it acknowledges, not its window (a
     /// scan of the whole list per CONSUMER_ACK made 200,000 messages through a window of
-    /// 65,536 take 4.5 s instead of 0.2).
-    in_flight: VecDeque<u64>,
+    /// 65,536 take 4.5 s instead of 0.2). Each with its size (topic + payload).
+    in_flight: VecDeque<(u64, u64)>,
+    /// Their sizes together.
+    in_flight_bytes: u64,
     active: bool,
     /// Browse (replay) binding: the next message id to look at.
     browse: Option<u64>,
@@ -382,21 +390,24 @@ struct Binding {
 impl Binding {
     /// Records `id` as delivered and unacknowledged (a redelivery of an older message
     /// goes to its place in id order).
-    fn add_in_flight(&mut self, id: u64) {
+    fn add_in_flight(&mut self, id: u64, size: u64) {
+        self.in_flight_bytes += size;
         match self.in_flight.back() {
-            Some(&last) if last > id => {
-                let at = self.in_flight.partition_point(|&x| x < id);
-                self.in_flight.insert(at, id);
+            Some(&(last, _)) if last > id => {
+                let at = self.in_flight.partition_point(|&(x, _)| x < id);
+                self.in_flight.insert(at, (id, size));
             }
-            _ => self.in_flight.push_back(id),
+            _ => self.in_flight.push_back((id, size)),
         }
     }
 
     /// Takes `id` out of the in-flight list; false if it was not there.
     fn take_in_flight(&mut self, id: u64) -> bool {
-        match self.in_flight.binary_search(&id) {
+        match self.in_flight.binary_search_by_key(&id, |&(x, _)| x) {
             Ok(at) => {
-                self.in_flight.remove(at);
+                if let Some((_, size)) = self.in_flight.remove(at) {
+                    self.in_flight_bytes = self.in_flight_bytes.saturating_sub(size);
+                }
                 true
             }
             Err(_) => false,
@@ -405,11 +416,21 @@ impl Binding {
 
     /// Takes every in-flight id in `first..=last` out, appending them to `out`.
     fn take_in_flight_range(&mut self, first: u64, last: u64, out: &mut Vec<u64>) {
-        let lo = self.in_flight.partition_point(|&x| x < first);
-        let hi = self.in_flight.partition_point(|&x| x <= last);
+        let lo = self.in_flight.partition_point(|&(x, _)| x < first);
+        let hi = self.in_flight.partition_point(|&(x, _)| x <= last);
         if lo < hi {
-            out.extend(self.in_flight.drain(lo..hi));
+            for (id, size) in self.in_flight.drain(lo..hi) {
+                self.in_flight_bytes = self.in_flight_bytes.saturating_sub(size);
+                out.push(id);
+            }
         }
+    }
+
+    /// Whether another message may go out: the window has room, and the bytes in
+    /// flight are under `max_bytes` (or nothing is in flight: one message always may).
+    fn has_room(&self, max_bytes: u64) -> bool {
+        (self.in_flight.len() as u32) < self.window
+            && (self.in_flight.is_empty() || self.in_flight_bytes < max_bytes)
     }
 }
 
@@ -1487,7 +1508,10 @@ impl Engine {
             Err(e) => {
                 self.totals.spool_failures += 1;
                 let (reason, text) = match e {
-                    LogError::Busy => (NackReason::BUSY, "the spool is busy; publish again"),
+                    LogError::Busy => (
+                        NackReason::BUSY,
+                        "the spool is busy; publish again under a new sequence number",
+                    ),
                     LogError::TooLarge => (NackReason::TOO_LARGE, "larger than a spool record"),
                     LogError::Failed => (NackReason::SPOOL_FAILED, "the spool has failed"),
                 };
@@ -2646,6 +2670,7 @@ impl Engine {
                 queue: qi,
                 window,
                 in_flight: VecDeque::new(),
+                in_flight_bytes: 0,
                 active,
                 browse,
                 browse_at,
@@ -2858,7 +2883,7 @@ impl Engine {
             return;
         }
         let qi = b.queue;
-        self.requeue_all(log, qi, b.in_flight);
+        self.requeue_all(log, qi, b.in_flight.into_iter().map(|(id, _)| id).collect());
         let mut promote = None;
         if let Some(q) = self.queue_mut(qi) {
             q.bindings.retain(|&x| x != binding);
@@ -2947,6 +2972,7 @@ impl Engine {
         if self.recovering {
             return;
         }
+        let max_bytes = self.cfg.max_in_flight_bytes;
         let Some(q) = self.queue(qi) else {
             return;
         };
@@ -2964,7 +2990,7 @@ impl Engine {
             let ok = self
                 .bindings
                 .get(&binding)
-                .is_some_and(|b| b.active && (b.in_flight.len() as u32) < b.window);
+                .is_some_and(|b| b.active && b.has_room(max_bytes));
             if !ok {
                 if let Some(q) = self.queue_mut(qi) {
                     q.rr = q.rr.wrapping_add(1);
@@ -3044,10 +3070,11 @@ impl Engine {
             }
         }
         self.totals.delivered += 1;
+        let size = self.store.entry(id).map_or(0, Store::size_of);
         let Some(b) = self.bindings.get_mut(&binding) else {
             return;
         };
-        b.add_in_flight(id);
+        b.add_in_flight(id, size);
         let slot = b.slot;
         self.emit_deliver(slot, binding, id, count, redelivered, now);
     }
@@ -3101,7 +3128,7 @@ impl Engine {
             let Some(cursor) = b.browse else {
                 return;
             };
-            if b.in_flight.len() as u32 >= b.window {
+            if !b.has_room(self.cfg.max_in_flight_bytes) {
                 return;
             }
             let qi = b.queue;
@@ -3140,9 +3167,10 @@ impl Engine {
                 }
                 return;
             };
+            let size = self.store.entry(id).map_or(0, Store::size_of);
             if let Some(b) = self.bindings.get_mut(&binding) {
                 b.browse = Some(id + 1);
-                b.add_in_flight(id);
+                b.add_in_flight(id, size);
             }
             self.totals.delivered += 1;
             self.emit_deliver(slot, binding, id, 1, false, now);

@@ -1371,6 +1371,7 @@ proptest! {
             queue: 0,
             window: 1 << 16,
             in_flight: VecDeque::new(),
+            in_flight_bytes: 0,
             active: true,
             browse: None,
             browse_at: 0,
@@ -1381,7 +1382,8 @@ proptest! {
             match op {
                 0 => {
                     if model.insert(id) {
-                        b.add_in_flight(id);
+                        // Its size: id + 1, so that the byte count can be checked.
+                        b.add_in_flight(id, id + 1);
                     }
                 }
                 1 => prop_assert_eq!(b.take_in_flight(id), model.remove(&id)),
@@ -1395,9 +1397,10 @@ proptest! {
                     prop_assert_eq!(&taken, &want);
                 }
             }
-            let have: Vec<u64> = b.in_flight.iter().copied().collect();
+            let have: Vec<u64> = b.in_flight.iter().map(|&(id, _)| id).collect();
             let want: Vec<u64> = model.iter().copied().collect();
             prop_assert_eq!(have, want);
+            prop_assert_eq!(b.in_flight_bytes, model.iter().map(|id| id + 1).sum::<u64>());
         }
     }
 }
@@ -2796,4 +2799,48 @@ fn dead_letter_queues_named_count_against_max_queues() {
         &mut log,
         r#"{"name":"c","subscriptions":["c"],"dead_letter_queue":"a"}"#,
     );
+}
+
+/// Hostile-input pass: 64 DELIVERs of 900 KB (the default window of `sub --queue`)
+/// went past the consumer's 8 MiB egress limit at once and cut a reading consumer off
+/// as a slow one, over and over. A binding now has at most `max_in_flight_bytes`
+/// (half the egress limit) in flight beyond its first message.
+#[test]
+fn deliveries_in_flight_are_bounded_in_bytes_as_well_as_by_the_window() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 64,
+        max_in_flight_bytes: 1000,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["big"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    for s in 1..=10 {
+        publish(&mut e, &mut log, P, "big", s, &[s as u8; 397]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    e.handle_bind(t(0), C, 1, 64, Start::Queue, "q").unwrap();
+    // 400 bytes each (topic + payload): 0, 400 and 800 in flight let one more go.
+    assert_eq!(delivered_ids(&mut e), [1, 2, 3]);
+    // Each acknowledgement lets as much go again.
+    e.handle_consumer_ack(&mut log, t(1), C, 1, 1, 1).unwrap();
+    assert_eq!(delivered_ids(&mut e), [4]);
+    e.handle_consumer_ack(&mut log, t(1), C, 1, 2, 4).unwrap();
+    assert_eq!(delivered_ids(&mut e), [5, 6, 7]);
+    // One message larger than the bound still goes when nothing is in flight.
+    let (mut e, mut log) = engine_with(GmConfig {
+        max_in_flight_bytes: 10,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["big"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    for s in 1..=2 {
+        publish(&mut e, &mut log, P, "big", s, &[0; 100]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    drain(&mut e);
+    e.handle_bind(t(0), C, 1, 8, Start::Queue, "q").unwrap();
+    assert_eq!(delivered_ids(&mut e), [1]);
 }
