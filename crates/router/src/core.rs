@@ -1063,9 +1063,10 @@ impl Core {
                     return true;
                 }
                 if let Some(at) = name.chars().position(char::is_control) {
+                    // Quoted once (`{:?}` escapes): escape_debug first showed "ev\\nil".
                     let text = format!(
-                        "publisher identity {:?}: character {} is a control character",
-                        name.escape_debug().to_string(),
+                        "publisher identity {name:?}: its character {} (counting from 1) is a \
+                         control character",
                         at + 1
                     );
                     self.control(id, |b| {

@@ -872,6 +872,11 @@ fn regression_a_user_cannot_take_over_or_resend_as_another_users_publisher() {
         Err(Error::Rejected { code, text }) => {
             assert_eq!(code, ErrorCode::INVALID_REQUEST, "{text}");
             assert!(text.contains("control character"), "{text}");
+            // Escaped once (hostile-input pass: it read "desk\\u{1f}1").
+            assert!(
+                text.contains(r#""desk\u{1f}1": its character 5 (counting from 1)"#),
+                "{text}"
+            );
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
