@@ -335,12 +335,11 @@ fn request_until_answered(
     }
 }
 
-/// Regression: an --exec answer longer than the router's max frame was cut silently
-/// (the requester got less, the responder logged the full size). The cut is now said,
-/// with both sizes, and the line per request gives the bytes sent.
-#[test]
-fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
-    let router = RouterProc::start(&["--no-guaranteed", "--max-frame", "64KiB"]);
+/// A responder answering one request on `svc/big` with 200,000 bytes of --exec output
+/// under `--max-reply MAX_REPLY`, through a router started with `router_args`: the
+/// payload bytes the requester got, and the responder's standard error.
+fn one_big_exec_answer(router_args: &[&str], max_reply: &str) -> (usize, String) {
+    let router = RouterProc::start(router_args);
     let addr = router.addr_str();
     let mut replier = common::cli(&[
         "reply",
@@ -350,7 +349,7 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
         "--exec",
         "head -c 200000 /dev/zero",
         "--max-reply",
-        "10MiB",
+        max_reply,
         "--count",
         "1",
     ])
@@ -359,8 +358,20 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
     .spawn()
     .unwrap();
     let out = request_when_answered(&addr, "svc/big", "x");
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "{st}: {err}");
     // The payload plus the newline `request` adds.
-    let sent = out.len() - 1;
+    (out.len() - 1, err)
+}
+
+/// Regression: an --exec answer longer than the router's max frame was cut silently
+/// (the requester got less, the responder logged the full size). The cut is now said,
+/// with both sizes, and the line per request gives the bytes sent.
+#[test]
+fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
+    let (sent, err) = one_big_exec_answer(&["--no-guaranteed", "--max-frame", "64KiB"], "10MiB");
     assert!(sent < 64 << 10, "{sent} bytes went through a 64 KiB frame");
     // Cut to what fills the frame: only the header (8), the reply topic (at most 255)
     // and the REPLY field (5) take room.
@@ -368,10 +379,6 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
         sent >= (64 << 10) - 8 - 255 - 5,
         "cut to {sent}, short of the frame"
     );
-    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
-    assert!(st.success(), "{st}");
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
     assert!(
         err.contains(&format!(
             "warning: answer of 200000 bytes on svc/big cut to {sent}: the router's max frame is 65536 bytes"
@@ -386,31 +393,8 @@ fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
 /// with nothing said on either side. The responder now warns with both sizes.
 #[test]
 fn reply_says_when_max_reply_cuts_an_exec_answer() {
-    let router = RouterProc::start(&["--no-guaranteed"]);
-    let addr = router.addr_str();
-    let mut replier = common::cli(&[
-        "reply",
-        "--router",
-        &addr,
-        "svc/big",
-        "--exec",
-        "head -c 200000 /dev/zero",
-        "--max-reply",
-        "1000",
-        "--count",
-        "1",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let out = request_when_answered(&addr, "svc/big", "x");
-    // The payload plus the newline `request` adds.
-    assert_eq!(out.len() - 1, 1000);
-    let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
-    assert!(st.success(), "{st}");
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
+    let (sent, err) = one_big_exec_answer(&["--no-guaranteed"], "1000");
+    assert_eq!(sent, 1000);
     assert!(
         err.contains(
             "warning: --exec command wrote 200000 bytes for a request on svc/big; the answer is cut to --max-reply 1000 bytes"

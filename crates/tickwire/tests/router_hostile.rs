@@ -342,29 +342,7 @@ fn byte_tricklers_are_cut_at_the_frame_deadline_though_every_byte_is_progress() 
 
 #[test]
 fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout() {
-    // The router under a 64-descriptor limit (prlimit execs it: the pid is the router's).
-    let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=64:64", BIN, "router", "--listen", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(data.path())
-        .env("TICKWIRE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn prlimit tickwire router");
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
-    let addr: SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-    let r = RouterProc {
-        child,
-        addr,
-        data: Some(data),
-        http: None,
-        tls: None,
-    };
+    let r = RouterProc::start_with_nofile(64, &[]);
     let mut pair = HealthyPair::start(r.addr);
     pair.exchange(100);
     let mut hello = Vec::new();

@@ -309,32 +309,9 @@ fn a_client_in_another_pid_namespace_attaches() {
 #[test]
 fn a_shm_client_at_the_descriptor_limit_is_told_at_once() {
     let (name, _cleanup) = shm_name("emfile");
-    let mut child = std::process::Command::new("prlimit")
-        .args([
-            "--nofile=64:64",
-            common::BIN,
-            "router",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--no-guaranteed", "--idle", "block", "--shm", &name])
-        .env("TICKWIRE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn prlimit tickwire router");
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
-    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-    let router = RouterProc {
-        child,
-        addr,
-        data: None,
-        http: None,
-        tls: None,
-    };
+    let router =
+        RouterProc::start_with_nofile(64, &["--no-guaranteed", "--idle", "block", "--shm", &name]);
+    let addr = router.addr;
     // TCP clients until the router refuses one for want of descriptors.
     let mut hello = Vec::new();
     frame::encode_hello(&mut hello, PROTOCOL_VERSION, "filler");

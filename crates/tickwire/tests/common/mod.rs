@@ -29,13 +29,19 @@ pub struct RouterProc {
 impl RouterProc {
     /// Starts `tickwire router --listen 127.0.0.1:0 <extra>` and waits for its address.
     pub fn start(extra: &[&str]) -> RouterProc {
-        Self::spawn(extra, "warn", Stdio::inherit())
+        Self::spawn(extra, "warn", Stdio::inherit(), None)
+    }
+
+    /// Like [`RouterProc::start`] under a limit of `nofile` descriptors (`prlimit`, which
+    /// execs the router: the child's pid is the router's).
+    pub fn start_with_nofile(nofile: u32, extra: &[&str]) -> RouterProc {
+        Self::spawn(extra, "warn", Stdio::inherit(), Some(nofile))
     }
 
     /// Like [`RouterProc::start`] with info-level logging captured, for tests that check
     /// what the router saw (a client's CLOSE, a disconnect reason).
     pub fn start_logged(extra: &[&str]) -> (RouterProc, RouterLog) {
-        let mut r = Self::spawn(extra, "info", Stdio::piped());
+        let mut r = Self::spawn(extra, "info", Stdio::piped(), None);
         let stderr = r.child.stderr.take().expect("router stderr");
         let log = RouterLog(std::sync::Arc::default());
         let lines = log.0.clone();
@@ -51,12 +57,19 @@ impl RouterProc {
         (r, log)
     }
 
-    fn spawn(extra: &[&str], level: &str, stderr: Stdio) -> RouterProc {
+    fn spawn(extra: &[&str], level: &str, stderr: Stdio, nofile: Option<u32>) -> RouterProc {
         let own_spool = !extra
             .iter()
             .any(|a| ["--data-dir", "--no-guaranteed", "--config"].contains(a));
         let data = own_spool.then(|| tempfile::tempdir().expect("a spool directory"));
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         cmd.args(["router", "--listen", "127.0.0.1:0"]);
         if let Some(d) = &data {
             cmd.arg("--data-dir").arg(d.path());
