@@ -1369,8 +1369,10 @@ impl Core {
             .entry(identity.user.clone())
             .or_default();
         if *count >= identity.max_connections {
+            // New-user pass: "authentication failed" read as a wrong password.
             let text = format!(
-                "authentication failed: {} is at its limit of {} connections",
+                "connection refused: the credentials are right, but {} is at its limit of {} \
+                 connections (max_connections); close one of them",
                 identity.name(),
                 identity.max_connections
             );

@@ -1106,7 +1106,9 @@ pub struct SubArgs {
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
     #[arg(required_unless_present = "queue", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
-    /// Consume from this durable queue instead of subscribing (see below).
+    /// Consume from this durable queue instead of subscribing (see below). Quote a name
+    /// that starts with '#' ('#DEAD_MSG_QUEUE'): unquoted, the shell reads it as a
+    /// comment and --queue gets no value.
     #[arg(long, value_name = "NAME", conflicts_with = "patterns")]
     queue: Option<String>,
     // The queue-only flags are checked by `queue_only_flags`, not clap's `requires`:

@@ -560,6 +560,8 @@ fn one_user_at_its_connection_limit_locks_out_no_one_else() {
     let e = f.connect(Login::Token(f.solo_token.clone())).unwrap_err();
     assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
     assert!(e.to_string().contains("limit of 1 connections"), "{e}");
+    // New-user pass: it began "authentication failed", read as a wrong token.
+    assert!(e.to_string().contains("the credentials are right"), "{e}");
     let _alice = f.alice();
     solo.close().unwrap();
     // The slot is given back when the first connection ends.

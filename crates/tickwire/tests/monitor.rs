@@ -133,7 +133,13 @@ fn json_endpoints_show_what_the_clients_did() {
     let (status, body) = get(http, "/connz?limit=abc");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("limit"), "{body}");
-    assert_eq!(get(http, "/queuez?offset=-1").0, 400);
+    let (status, body) = get(http, "/queuez?offset=-1");
+    assert_eq!(status, 400, "{body}");
+    // New-user pass: it spoke of the limit's maximum.
+    assert!(
+        body.contains("offset=\"-1\"") && body.contains("0 or more"),
+        "{body}"
+    );
 
     let subsz = get_json(http, "/subsz?pattern=mon/>");
     assert_eq!(subsz["total"], 1, "{subsz}");

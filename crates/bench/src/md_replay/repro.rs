@@ -705,7 +705,14 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         latency_table("per hop, all clients merged:", &r.hops)
     );
     crate::outln!(out, "{}", r.host.line("the run"));
-    crate::outln!(out, "end to end, {}", r.stall_free.line());
+    // New-user pass: "1 of 1 measured second" beside "no complete 1-s window" read as
+    // a contradiction when the updates spanned less than a second.
+    let partial = if r.windows.iter().any(|w| w.complete) {
+        ""
+    } else {
+        " (the updates spanned less than one second: that second is a partial one)"
+    };
+    crate::outln!(out, "end to end, {}{partial}", r.stall_free.line());
     // Complete windows only: the last one, where the run stopped, is partial, and its
     // updates over less than a window would be scaled up to a rate no window had.
     let secs = window.as_secs_f64();

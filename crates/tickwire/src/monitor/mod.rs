@@ -251,7 +251,11 @@ fn paging_error(req: &Request<'_>) -> Option<Response> {
         v.parse::<usize>().is_err().then(|| {
             Response::error(
                 400,
-                &format!("{key}={v:?}: expected a whole number (limit at most 1024)"),
+                &match key {
+                    "limit" => format!("limit={v:?}: expected a whole number (at most 1024)"),
+                    // New-user pass: offset=-1 was told about the limit's maximum.
+                    _ => format!("offset={v:?}: expected a whole number (0 or more)"),
+                },
             )
         })
     })
