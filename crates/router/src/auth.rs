@@ -309,10 +309,16 @@ impl Perms {
     /// queue, which the bind then reports), may be bound: its name must be allowed,
     /// and what it holds must be what this user may receive, as for a queue it
     /// creates: every subscription inside the subscribe rules. A queue without
-    /// subscriptions (the dead-message queue, a dead-letter target) holds messages of
-    /// any topic: under subscribe rules, binding it takes a `queues` allow list that
-    /// names it.
-    pub fn may_bind(&self, name: &str, subscriptions: Option<&[String]>) -> Result<(), String> {
+    /// subscriptions, or one that takes dead letters (`any_topic`: the dead-message
+    /// queue, a queue another names as its dead-letter queue), holds messages of any
+    /// topic: under subscribe rules, binding it takes a `queues` allow list that names
+    /// it.
+    pub fn may_bind(
+        &self,
+        name: &str,
+        subscriptions: Option<&[String]>,
+        any_topic: bool,
+    ) -> Result<(), String> {
         self.may_use_queue(name)?;
         let Some(subscriptions) = subscriptions else {
             return Ok(());
@@ -320,12 +326,8 @@ impl Perms {
         if self.subscribe.is_open() {
             return Ok(());
         }
-        if subscriptions.is_empty() && self.queues.allow.is_none() {
-            return Err(format!(
-                "not permitted to bind queue {name:?}: it has no subscriptions of its own \
-                 (it holds dead-lettered messages of any topic), and under subscribe rules \
-                 that takes a queues rule allowing it"
-            ));
+        if subscriptions.is_empty() || any_topic {
+            self.may_hold_any_topic(name)?;
         }
         for s in subscriptions {
             if let Ok(pattern) = validate_pattern(s.as_bytes()) {
@@ -334,6 +336,20 @@ impl Perms {
             }
         }
         Ok(())
+    }
+
+    /// Whether this user may bind or create `name`, a queue of dead-lettered messages of
+    /// any topic: without subscribe rules, yes; under them, only with a `queues` allow
+    /// list (which [`Perms::may_use_queue`] has checked names it).
+    pub fn may_hold_any_topic(&self, name: &str) -> Result<(), String> {
+        if self.subscribe.is_open() || self.queues.allow.is_some() {
+            return Ok(());
+        }
+        Err(format!(
+            "not permitted to use queue {name:?} this way: it holds dead-lettered messages \
+             of any topic (it takes another queue's dead letters, or has no subscriptions \
+             of its own), and under subscribe rules that takes a queues rule allowing it"
+        ))
     }
 
     /// Whether the queue `name` may be bound, created, deleted, purged or shown.
@@ -1008,16 +1024,20 @@ mod tests {
         assert!(p.may_use_queue("orders").is_ok());
         // Binding one also takes the subscribe rights of its subscriptions.
         let subs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(p.may_bind("ticks", Some(&subs(&["md/NASDAQ/>"]))).is_ok());
-        let e = p.may_bind("orders", Some(&subs(&["md/NASDAQ/>", "orders/>"])));
-        assert!(e.unwrap_err().contains("\"orders/>\""));
-        assert!(p.may_bind("all-md", Some(&subs(&["md/>"]))).is_err());
         assert!(p
-            .may_bind("dlq", Some(&[]))
-            .unwrap_err()
-            .contains("no subscriptions"));
+            .may_bind("ticks", Some(&subs(&["md/NASDAQ/>"])), false)
+            .is_ok());
+        let e = p.may_bind("orders", Some(&subs(&["md/NASDAQ/>", "orders/>"])), false);
+        assert!(e.unwrap_err().contains("\"orders/>\""));
+        assert!(p.may_bind("all-md", Some(&subs(&["md/>"])), false).is_err());
+        let e = p.may_bind("dlq", Some(&[]), false).unwrap_err();
+        assert!(e.contains("dead-lettered messages of any topic"), "{e}");
+        // Review: a queue of her own patterns that takes another's dead letters holds
+        // any topic all the same.
+        let e = p.may_bind("orders-dlq", Some(&subs(&["md/NASDAQ/>"])), true);
+        assert!(e.unwrap_err().contains("dead-lettered"));
         // No such queue: the bind reports that.
-        assert!(p.may_bind("nowhere", None).is_ok());
+        assert!(p.may_bind("nowhere", None, false).is_ok());
         // No rules at all: everything.
         let ops = &a.login(AuthMethod::Token, "", b"tok").unwrap().perms;
         assert!(ops.may_subscribe(">").is_ok() && ops.may_publish("x") && ops.publishes_anywhere());

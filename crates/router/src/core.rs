@@ -1138,7 +1138,8 @@ impl Core {
                     return true;
                 }
                 let subscriptions = self.gm.queue_subscriptions(queue);
-                if let Err(text) = self.check(id, |p| p.may_bind(queue, subscriptions)) {
+                let any_topic = self.gm.takes_dead_letters(queue);
+                if let Err(text) = self.check(id, |p| p.may_bind(queue, subscriptions, any_topic)) {
                     self.deny(id, request_id, &text);
                     return true;
                 }
@@ -1629,6 +1630,14 @@ impl Core {
                     return Ok(());
                 };
                 p.may_use_queue(&def.name)?;
+                // A queue that takes dead letters holds any topic, whatever it subscribes
+                // to: made by a client under subscribe rules only with a queues allow list
+                // naming it (review: made first with the client's own patterns, the
+                // router's dead-message queue or another's dead-letter queue could be
+                // bound and read).
+                if self.gm.takes_dead_letters(&def.name) {
+                    p.may_hold_any_topic(&def.name)?;
+                }
                 // Naming a dead-letter queue writes into it (and creates it): the
                 // router's own dead-message queue is everyone's, any other must be a
                 // queue the client may use.

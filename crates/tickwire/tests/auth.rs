@@ -784,6 +784,41 @@ fn binding_a_queue_takes_the_subscribe_rights_of_its_subscriptions() {
     for queue in ["critical-orders", "md-all", "dead-orders"] {
         ops.bind(queue, 16, Start::Queue).unwrap();
     }
+    // Review: a queue of her own patterns that takes dead letters holds any topic. She
+    // may not make the router's dead-message queue, nor a queue another names as its
+    // dead-letter queue, and one she made before it was named is no longer hers to bind.
+    ops.queue_request(
+        QueueOp::Create,
+        r#"{"name":"desk","subscriptions":["orders/>"],"dead_letter_queue":"desk-dlq"}"#,
+    )
+    .unwrap();
+    alice
+        .queue_request(
+            QueueOp::Create,
+            r#"{"name":"early-dlq","subscriptions":["md/NASDAQ/>"]}"#,
+        )
+        .unwrap();
+    ops.queue_request(
+        QueueOp::Create,
+        r#"{"name":"desk2","subscriptions":["orders/>"],"dead_letter_queue":"early-dlq"}"#,
+    )
+    .unwrap();
+    for name in ["#DEAD_MSG_QUEUE", "desk-dlq"] {
+        let def = format!(r#"{{"name":"{name}","subscriptions":["md/NASDAQ/>"]}}"#);
+        match alice.queue_request(QueueOp::Create, &def) {
+            Err(Error::Rejected { code, text }) => {
+                assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{name}: {text}");
+                assert!(text.contains("dead-lettered"), "{name}: {text}");
+            }
+            other => panic!("{name}: expected a refusal, got {other:?}"),
+        }
+    }
+    match alice.bind("early-dlq", 16, Start::Queue) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{text}");
+        }
+        other => panic!("early-dlq: expected a refusal, got {other:?}"),
+    }
 }
 
 /// New-user pass: a config with users on the default loopback address restricted

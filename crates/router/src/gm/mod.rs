@@ -2597,6 +2597,13 @@ impl Engine {
             .map(|q| q.def.subscriptions.as_slice())
     }
 
+    /// Whether messages of any topic can land in the queue `name`: the router's
+    /// dead-message queue, or a queue another names as its dead-letter queue, whatever
+    /// its own subscriptions (for the permission checks of BIND and CREATE).
+    pub fn takes_dead_letters(&self, name: &str) -> bool {
+        name == queue::DEFAULT_DMQ || self.dead_letter_targets.contains_key(name)
+    }
+
     /// BIND.
     pub fn handle_bind(
         &mut self,
