@@ -666,6 +666,16 @@ pub const MAX_DEFINITION_BYTES: usize = 32 << 20;
 /// Most bindings of one queue (active, standby and browsing together).
 pub const MAX_BINDINGS_PER_QUEUE: usize = 1024;
 
+/// The code of a refused CREATE: `BUSY` when the spool could not take its record (try
+/// again), `INVALID_REQUEST` otherwise.
+fn create_refusal_code(text: &str) -> ErrorCode {
+    if text == SPOOL_REFUSED {
+        ErrorCode::BUSY
+    } else {
+        ErrorCode::INVALID_REQUEST
+    }
+}
+
 /// Why a queue request was refused when the spool could not take its record.
 const SPOOL_REFUSED: &str = "the spool could not take the record now (it is busy, or failing: \
                              see the router's log); nothing was changed: try again";
@@ -1969,7 +1979,7 @@ impl Engine {
                 .map_err(|e| {
                     reject(
                         request_id,
-                        ErrorCode::INVALID_REQUEST,
+                        create_refusal_code(&e),
                         format!("queue not created: {e}"),
                     )
                 })
@@ -2328,22 +2338,25 @@ impl Engine {
                     // and went past the limit: a hostile-input probe's 10,000 queues
                     // each naming its own made 20,000), this one's included. The
                     // router's own dead-message queue is made whatever the count.
+                    // Pending creates' targets too (review: counted only once made,
+                    // fills that name their own went past the limit the same way); a
+                    // name that is itself a queue, a pending create or this one is not
+                    // counted again.
                     let named = |n: &str| {
                         n != queue::DEFAULT_DMQ
                             && n != def.name
                             && !self.queue_names.contains_key(n)
+                            && !self.fills.iter().any(|f| f.def.name == n)
                     };
                     let pending_targets = self
                         .dead_letter_targets
                         .keys()
-                        .filter(|n| named(n.as_str()))
-                        .count()
-                        + usize::from(
-                            named(&def.dead_letter_queue)
-                                && !self
-                                    .dead_letter_targets
-                                    .contains_key(&def.dead_letter_queue),
-                        );
+                        .map(String::as_str)
+                        .chain(self.fills.iter().map(|f| f.def.dead_letter_queue.as_str()))
+                        .chain(std::iter::once(def.dead_letter_queue.as_str()))
+                        .filter(|n| named(n))
+                        .collect::<std::collections::HashSet<&str>>()
+                        .len();
                     if self.queue_names.len() + self.fills.len() + pending_targets
                         >= self.cfg.max_queues
                     {
@@ -2375,7 +2388,10 @@ impl Engine {
                             .iter()
                             .map(|f| f.def.subscriptions.iter().map(|p| p.len() + 3).sum::<usize>() + 256)
                             .sum::<usize>();
-                    if defined + arg.len() > MAX_DEFINITION_BYTES {
+                    // What a checkpoint writes: the definition as stored, defaults in
+                    // (review: the request's own text could be shorter or padded).
+                    let this_len = serde_json::to_string(&def).map_or(arg.len(), |j| j.len());
+                    if defined + this_len > MAX_DEFINITION_BYTES {
                         return Err(reject(
                             request_id,
                             ErrorCode::INVALID_REQUEST,
@@ -2391,7 +2407,7 @@ impl Engine {
                     let not_created = |e: String| {
                         reject(
                             request_id,
-                            ErrorCode::INVALID_REQUEST,
+                            create_refusal_code(&e),
                             format!("queue not created: {e}"),
                         )
                     };

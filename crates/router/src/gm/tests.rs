@@ -2651,8 +2651,22 @@ fn relocation_is_bounded_per_step_and_goes_oldest_first() {
 fn queue_requests_whose_record_the_spool_refuses_change_nothing() {
     let (mut e, mut log) = engine();
     log.fail_next = true;
-    let text = refused(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    assert!(text.contains("spool could not take the record"), "{text}");
+    let r = e
+        .handle_queue_request(
+            &mut log,
+            C,
+            5,
+            QueueOp::Create,
+            r#"{"name":"q","subscriptions":["a"]}"#,
+        )
+        .unwrap_err();
+    // BUSY, as DELETE and PURGE: trying again is the answer (review).
+    assert_eq!(r.code, ErrorCode::BUSY, "{}", r.text);
+    assert!(
+        r.text.contains("spool could not take the record"),
+        "{}",
+        r.text
+    );
     assert!(log.records.is_empty());
     let r = e
         .handle_queue_request(&mut log, C, 6, QueueOp::Show, "q")
@@ -2843,4 +2857,31 @@ fn deliveries_in_flight_are_bounded_in_bytes_as_well_as_by_the_window() {
     drain(&mut e);
     e.handle_bind(t(0), C, 1, 8, Start::Queue, "q").unwrap();
     assert_eq!(delivered_ids(&mut e), [1]);
+}
+
+/// Review: a pending create (its start still being filled) counted as one queue, but
+/// the dead-letter queue it names as nothing until it was made, so fills naming their
+/// own went past `max_queues` as well. Pending creates' targets count now.
+#[test]
+fn dead_letter_queues_named_by_pending_creates_count_against_max_queues() {
+    let n = 3 * FILL_SCAN as u64 + 100;
+    // "all" (made by `retained`), the pending "late" and its "late-dlq": 3 of 3.
+    let (mut e, mut log) = retained(
+        n,
+        GmConfig {
+            max_queues: 3,
+            ..GmConfig::default()
+        },
+    );
+    e.handle_queue_request(
+        &mut log,
+        C,
+        7,
+        QueueOp::Create,
+        r#"{"name":"late","subscriptions":["a/*"],"start":"beginning","dead_letter_queue":"late-dlq"}"#,
+    )
+    .unwrap();
+    assert_eq!(drain(&mut e), [], "still filling");
+    let text = refused(&mut e, &mut log, r#"{"name":"x","subscriptions":["x"]}"#);
+    assert!(text.contains("maximum of 3 queues"), "{text}");
 }
