@@ -664,7 +664,19 @@ pub struct GmTotals {
 pub const MAX_DEFINITION_BYTES: usize = 32 << 20;
 
 /// Most bindings of one queue (active, standby and browsing together).
-pub const MAX_BINDINGS_PER_QUEUE: usize = 1024;
+pub const MAX_BINDINGS_PER_QUEUE: usize = 4096;
+
+/// Most bindings one connection holds on one queue: so that no connection fills a
+/// queue's [`MAX_BINDINGS_PER_QUEUE`] alone and locks the queue's consumers out.
+pub const MAX_BINDINGS_PER_QUEUE_PER_CONNECTION: usize = 32;
+
+/// A binding's share of `max_bytes` in flight: the connection's budget split among its
+/// bindings (review: each binding's own half of the egress limit let two of them
+/// overflow one connection's egress buffer).
+fn in_flight_budget(conns: &HashMap<u32, Conn>, slot: Slot, max_bytes: u64) -> u64 {
+    let n = conns.get(&slot.0).map_or(1, |c| c.bindings.len().max(1));
+    max_bytes / n as u64
+}
 
 /// The code of a refused CREATE: `BUSY` when the spool could not take its record (try
 /// again), `INVALID_REQUEST` otherwise.
@@ -2651,6 +2663,22 @@ impl Engine {
         // A delivery walks the queue's bindings (skipping standbys), and each binding
         // that goes walks them again: 40,960 standbys on one exclusive queue stalled
         // the router ~9 s when their connections closed (hostile-input probe).
+        let mine = self.queue(qi).map_or(0, |q| {
+            q.bindings
+                .iter()
+                .filter(|b| self.bindings.get(b).is_some_and(|b| b.slot == slot))
+                .count()
+        });
+        if mine >= MAX_BINDINGS_PER_QUEUE_PER_CONNECTION {
+            return Err(reject(
+                request_id,
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "this connection holds {MAX_BINDINGS_PER_QUEUE_PER_CONNECTION} bindings of \
+                     queue {queue:?}, the most one connection may"
+                ),
+            ));
+        }
         if self
             .queue(qi)
             .is_some_and(|q| q.bindings.len() >= MAX_BINDINGS_PER_QUEUE)
@@ -3010,10 +3038,9 @@ impl Engine {
             };
             let bi = q.rr % n;
             let binding = q.bindings[bi];
-            let ok = self
-                .bindings
-                .get(&binding)
-                .is_some_and(|b| b.active && b.has_room(max_bytes));
+            let ok = self.bindings.get(&binding).is_some_and(|b| {
+                b.active && b.has_room(in_flight_budget(&self.conns, b.slot, max_bytes))
+            });
             if !ok {
                 if let Some(q) = self.queue_mut(qi) {
                     q.rr = q.rr.wrapping_add(1);
@@ -3151,7 +3178,11 @@ impl Engine {
             let Some(cursor) = b.browse else {
                 return;
             };
-            if !b.has_room(self.cfg.max_in_flight_bytes) {
+            if !b.has_room(in_flight_budget(
+                &self.conns,
+                b.slot,
+                self.cfg.max_in_flight_bytes,
+            )) {
                 return;
             }
             let qi = b.queue;

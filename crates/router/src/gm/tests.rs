@@ -2741,7 +2741,9 @@ fn queue_definitions_are_bounded_by_what_a_checkpoint_can_write() {
 /// Hostile-input probe: 40 connections of 1,024 standby BINDs each on one exclusive
 /// queue (40,960 bindings) made each delivery walk them all and their closing walk
 /// them again per binding: an unrelated client's PING waited 8.9 s. A queue now takes
-/// at most MAX_BINDINGS_PER_QUEUE bindings; the next is BUSY until one goes.
+/// at most MAX_BINDINGS_PER_QUEUE bindings (the next is BUSY until one goes), and one
+/// connection at most MAX_BINDINGS_PER_QUEUE_PER_CONNECTION of them (review: else one
+/// connection could fill a queue and lock its consumers out).
 #[test]
 fn a_queue_takes_at_most_max_bindings_per_queue() {
     let (mut e, mut log) = engine();
@@ -2750,11 +2752,19 @@ fn a_queue_takes_at_most_max_bindings_per_queue() {
         &mut log,
         r#"{"name":"x","subscriptions":["x"],"access":"exclusive"}"#,
     );
+    for _ in 0..MAX_BINDINGS_PER_QUEUE_PER_CONNECTION {
+        e.handle_bind(t(0), Slot(10), 1, 1, Start::Queue, "x")
+            .unwrap();
+    }
+    let r = e
+        .handle_bind(t(0), Slot(10), 2, 1, Start::Queue, "x")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::INVALID_REQUEST, "{}", r.text);
+    assert!(r.text.contains("the most one connection may"), "{}", r.text);
+    let mut made = MAX_BINDINGS_PER_QUEUE_PER_CONNECTION;
     let mut slot = 10;
-    let mut made = 0;
     while made < MAX_BINDINGS_PER_QUEUE {
-        // At most 1,024 per connection: a new one every 1,000.
-        if made % 1000 == 0 {
+        if made % MAX_BINDINGS_PER_QUEUE_PER_CONNECTION == 0 {
             slot += 1;
         }
         e.handle_bind(t(0), Slot(slot), 1, 1, Start::Queue, "x")
@@ -2766,8 +2776,8 @@ fn a_queue_takes_at_most_max_bindings_per_queue() {
         .handle_bind(t(0), Slot(slot + 1), 2, 1, Start::Queue, "x")
         .unwrap_err();
     assert_eq!(r.code, ErrorCode::BUSY, "{}", r.text);
-    assert!(r.text.contains("maximum of 1024 bindings"), "{}", r.text);
-    // One goes (its connection closes): the next is taken.
+    assert!(r.text.contains("maximum of 4096 bindings"), "{}", r.text);
+    // One connection goes: the next is taken.
     e.handle_disconnect(&mut log, t(1), Slot(slot));
     drain(&mut e);
     e.handle_bind(t(1), Slot(slot + 1), 3, 1, Start::Queue, "x")
@@ -2842,6 +2852,20 @@ fn deliveries_in_flight_are_bounded_in_bytes_as_well_as_by_the_window() {
     assert_eq!(delivered_ids(&mut e), [4]);
     e.handle_consumer_ack(&mut log, t(1), C, 1, 2, 4).unwrap();
     assert_eq!(delivered_ids(&mut e), [5, 6, 7]);
+    // Review: the budget is the connection's, split among its bindings: a second
+    // binding of C halves each one's share (500: 400 in flight lets one more go).
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q2","subscriptions":["big2"]}"#,
+    );
+    for s in 11..=14 {
+        publish(&mut e, &mut log, P, "big2", s, &[s as u8; 396]);
+    }
+    e.handle_durable(t(1), log.records.len() as u64);
+    drain(&mut e);
+    e.handle_bind(t(1), C, 2, 64, Start::Queue, "q2").unwrap();
+    assert_eq!(delivered_ids(&mut e), [11, 12]);
     // One message larger than the bound still goes when nothing is in flight.
     let (mut e, mut log) = engine_with(GmConfig {
         max_in_flight_bytes: 10,
