@@ -650,6 +650,11 @@ impl Router {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(e) if is_out_of_descriptors(&e) => {
+                    // A reserve lost earlier (it could not be opened again at once) is
+                    // sought again here (review).
+                    if self.reserve_fd.is_none() {
+                        self.reserve_fd = open_reserve();
+                    }
                     if self.reserve_fd.take().is_none() {
                         tracing::warn!(error = %e, "accept failed at the descriptor limit, no reserve left");
                         self.accept_retry = true;

@@ -144,23 +144,63 @@ impl LoginArgs {
 
 /// Asks for the password on a terminal: a prompt on standard error, the terminal's
 /// echo off while it is typed (new-user pass: typed at a terminal, the password was
-/// echoed and no prompt said what was awaited).
+/// echoed and no prompt said what was awaited). The terminal is set before the prompt
+/// (nothing typed after the prompt is echoed) and read a byte at a time with its
+/// signals off, so that Ctrl-C ends the command here, with the terminal's settings
+/// given back, instead of killing it with the echo off (review).
 fn prompt_password() -> anyhow::Result<String> {
-    use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
+    use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions, SpecialCodeIndex};
     let stdin = std::io::stdin();
-    eprint!("password (not shown): ");
     let saved = tcgetattr(&stdin).context("reading the terminal's settings")?;
     let mut quiet = saved.clone();
-    quiet.local_modes.remove(LocalModes::ECHO);
+    quiet
+        .local_modes
+        .remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG);
+    quiet.special_codes[SpecialCodeIndex::VMIN] = 1;
+    quiet.special_codes[SpecialCodeIndex::VTIME] = 0;
     tcsetattr(&stdin, OptionalActions::Now, &quiet).context("turning the terminal's echo off")?;
-    let mut line = String::new();
-    let read = stdin.read_line(&mut line);
-    // Echo back on whatever happened.
+    eprint!("password (not shown): ");
+    let read = read_typed_line(&mut stdin.lock());
+    // Settings back whatever happened.
     let restored = tcsetattr(&stdin, OptionalActions::Now, &saved);
     eprintln!();
-    read.context("reading the password from the terminal")?;
+    let line = read?;
     restored.context("turning the terminal's echo back on")?;
-    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+    Ok(line)
+}
+
+/// A line typed at a terminal without its line discipline: up to Enter (CR or LF),
+/// Backspace/Delete taking back a character; Ctrl-C, or Ctrl-D on an empty line, is an
+/// error. At most 4 KiB.
+fn read_typed_line(input: &mut impl Read) -> anyhow::Result<String> {
+    let mut line: Vec<u8> = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        if input
+            .read(&mut byte)
+            .context("reading the password from the terminal")?
+            == 0
+        {
+            break;
+        }
+        match byte[0] {
+            b'\r' | b'\n' => break,
+            0x03 => anyhow::bail!("interrupted (Ctrl-C): no password read"),
+            0x04 if line.is_empty() => anyhow::bail!("no password given (Ctrl-D)"),
+            0x7f | 0x08 => {
+                // One character back: its continuation bytes, then its first.
+                while line.last().is_some_and(|b| b & 0xc0 == 0x80) {
+                    line.pop();
+                }
+                line.pop();
+            }
+            b => {
+                anyhow::ensure!(line.len() < 4096, "a password of more than 4 KiB");
+                line.push(b);
+            }
+        }
+    }
+    String::from_utf8(line).context("the password typed is not UTF-8")
 }
 
 /// The first line of `path` ('-': standard input), without its line ending.
@@ -228,4 +268,25 @@ pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
         tickwire_router::auth::hash_password(password.as_bytes()).map_err(anyhow::Error::msg)?;
     println!("password_hash = \"{hash}\"");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_typed_line;
+
+    #[test]
+    fn a_typed_line_ends_at_enter_and_takes_back_characters() {
+        let read = |bytes: &[u8]| read_typed_line(&mut &bytes[..]);
+        assert_eq!(read(b"hunter2\n").unwrap(), "hunter2");
+        assert_eq!(read(b"hunter2\r").unwrap(), "hunter2");
+        assert_eq!(read(b"ab\x7fc\n").unwrap(), "ac");
+        assert_eq!(read("xé\x7f\n".as_bytes()).unwrap(), "x");
+        assert_eq!(read(b"\x08\x08ok\n").unwrap(), "ok");
+        assert!(read(b"hun\x03ter\n")
+            .unwrap_err()
+            .to_string()
+            .contains("Ctrl-C"));
+        assert!(read(b"\x04").unwrap_err().to_string().contains("Ctrl-D"));
+        assert!(read(&[b'a'; 5000]).is_err());
+    }
 }

@@ -19,7 +19,7 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     let r = tickwire_rt::units::parse_rate(s)?;
     // `1.1k` is 1100.0000000000002 in binary floating point: whole within rounding.
     let whole = r.round();
-    if (r - whole).abs() > 1e-9 * r.max(1.0) {
+    if (r - whole).abs() > 1e-12 * r.max(1.0) {
         return Err(format!(
             "{s:?} is not a whole number of messages per second (rates below 1/s are not \
              supported; 1.5k is 1500)"
@@ -133,7 +133,8 @@ mod tests {
         assert_eq!(parse_rate("2M"), Ok(2_000_000));
         assert_eq!(parse_rate("1.1k"), Ok(1100));
         assert_eq!(parse_rate("2.25k"), Ok(2250));
-        for bad in ["0.4", "0.0001", "1.5", "2.2505k"] {
+        // Review: "0.0000000001" passed the rounding tolerance as 0 (no pacing).
+        for bad in ["0.4", "0.0001", "0.0000000001", "1.5", "2.2505k", "9999999999.5"] {
             let e = parse_rate(bad).unwrap_err();
             assert!(e.contains("whole number"), "{bad}: {e}");
         }

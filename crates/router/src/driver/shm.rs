@@ -331,6 +331,11 @@ impl Router {
                     // timeout while every turn's accept failed again (a hostile-input
                     // probe counted ~200,000 a second). With the reserve descriptor
                     // freed, it is accepted and closed: it hears at once.
+                    // A reserve lost earlier (it could not be opened again at once) is
+                    // sought again here (review).
+                    if self.reserve_fd.is_none() {
+                        self.reserve_fd = super::open_reserve();
+                    }
                     let refused = match self.reserve_fd.take() {
                         Some(reserve) => {
                             drop(reserve);
