@@ -134,7 +134,14 @@ mod tests {
         assert_eq!(parse_rate("1.1k"), Ok(1100));
         assert_eq!(parse_rate("2.25k"), Ok(2250));
         // Review: "0.0000000001" passed the rounding tolerance as 0 (no pacing).
-        for bad in ["0.4", "0.0001", "0.0000000001", "1.5", "2.2505k", "9999999999.5"] {
+        for bad in [
+            "0.4",
+            "0.0001",
+            "0.0000000001",
+            "1.5",
+            "2.2505k",
+            "9999999999.5",
+        ] {
             let e = parse_rate(bad).unwrap_err();
             assert!(e.contains("whole number"), "{bad}: {e}");
         }

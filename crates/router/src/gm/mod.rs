@@ -2663,10 +2663,11 @@ impl Engine {
         // A delivery walks the queue's bindings (skipping standbys), and each binding
         // that goes walks them again: 40,960 standbys on one exclusive queue stalled
         // the router ~9 s when their connections closed (hostile-input probe).
-        let mine = self.queue(qi).map_or(0, |q| {
-            q.bindings
+        // The connection's own list (at most 1,024), not the queue's (4,096).
+        let mine = self.conns.get(&slot.0).map_or(0, |c| {
+            c.bindings
                 .iter()
-                .filter(|b| self.bindings.get(b).is_some_and(|b| b.slot == slot))
+                .filter(|b| self.bindings.get(b).is_some_and(|b| b.queue == qi))
                 .count()
         });
         if mine >= MAX_BINDINGS_PER_QUEUE_PER_CONNECTION {
