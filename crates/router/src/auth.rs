@@ -895,10 +895,22 @@ impl Responses {
     }
 }
 
-/// Most topics one connection's publish decisions are remembered for; beyond it the
-/// memory starts over (a client cycling through more topics pays a rule scan per new
-/// topic, still never more than one per topic until the next reset).
+/// Most topics one connection's publish decisions are remembered for; beyond it (or
+/// beyond [`PUBLISH_CACHE_BYTES`]) the memory starts over (a client cycling through
+/// more topics pays a rule scan per new topic, still never more than one per topic
+/// until the next reset).
 pub const PUBLISH_CACHE_TOPICS: usize = 4096;
+
+/// Most bytes one connection's publish decisions may take, each topic counted as its
+/// length plus [`PUBLISH_CACHE_ENTRY_BYTES`]: 4,096 topics of up to 16 bytes, or about
+/// 880 of 250. Counted in topics alone, 4,096 long topics held ~1.3 MB per connection
+/// outside every router-wide bound (hostile-input pass: 190 connections of one user,
+/// 240 MB).
+pub const PUBLISH_CACHE_BYTES: usize = 4096 * (16 + PUBLISH_CACHE_ENTRY_BYTES);
+
+/// What a remembered topic costs beyond its text: its box's allocation rounding and
+/// its place in the table.
+pub const PUBLISH_CACHE_ENTRY_BYTES: usize = 48;
 
 /// One connection's publish decisions, by topic: the rules are scanned once per topic.
 /// Looked up once per PUBLISH, so keyed with ahash (keyed at random per map, as the
@@ -908,6 +920,8 @@ pub const PUBLISH_CACHE_TOPICS: usize = 4096;
 #[derive(Debug, Default)]
 pub struct PublishCache {
     decided: HashMap<Box<str>, bool, ahash::RandomState>,
+    /// What `decided` holds, counted as [`PUBLISH_CACHE_BYTES`] says.
+    bytes: usize,
 }
 
 impl PublishCache {
@@ -919,11 +933,24 @@ impl PublishCache {
             return ok;
         }
         let ok = perms.may_publish(topic);
-        if self.decided.len() >= PUBLISH_CACHE_TOPICS {
+        let cost = topic.len() + PUBLISH_CACHE_ENTRY_BYTES;
+        if self.decided.len() >= PUBLISH_CACHE_TOPICS || self.bytes + cost > PUBLISH_CACHE_BYTES {
             self.decided.clear();
+            self.bytes = 0;
         }
         self.decided.insert(topic.into(), ok);
+        self.bytes += cost;
         ok
+    }
+
+    /// Topics remembered now.
+    pub fn len(&self) -> usize {
+        self.decided.len()
+    }
+
+    /// True when nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.decided.is_empty()
     }
 }
 
@@ -1269,5 +1296,35 @@ mod tests {
             assert!(c.decided.len() <= PUBLISH_CACHE_TOPICS);
         }
         assert!(!c.may_publish(&p, "b"));
+    }
+
+    /// Hostile-input pass: 4,096 topics of 250 bytes held ~1.3 MB per connection; the
+    /// memory is bounded in bytes too, and decisions stay right across resets.
+    #[test]
+    fn the_publish_cache_is_bounded_in_bytes() {
+        let p = Perms::from_rules([&Rules {
+            publish: ad(Some(&["a/>"]), &["a/x/>"]),
+            ..Rules::default()
+        }]);
+        let mut c = PublishCache::default();
+        let long = "y".repeat(246);
+        let mut most = 0;
+        for i in 0..3 * PUBLISH_CACHE_TOPICS {
+            let topic = format!("a/{}/{i:08}{long}", if i % 3 == 0 { "x" } else { "ok" });
+            assert_eq!(c.may_publish(&p, &topic), i % 3 != 0, "{topic}");
+            assert!(c.bytes <= PUBLISH_CACHE_BYTES);
+            let text: usize = c.decided.keys().map(|k| k.len()).sum();
+            assert!(text + c.len() * PUBLISH_CACHE_ENTRY_BYTES <= PUBLISH_CACHE_BYTES);
+            most = most.max(c.len());
+        }
+        // Topics of 258-259 bytes: about 850 at once, not 4,096.
+        let each = |len: usize| PUBLISH_CACHE_BYTES / (len + PUBLISH_CACHE_ENTRY_BYTES);
+        assert!((each(259)..=each(258)).contains(&most), "{most}");
+        // Short topics still get all 4,096 places.
+        let mut c = PublishCache::default();
+        for i in 0..PUBLISH_CACHE_TOPICS {
+            assert!(c.may_publish(&p, &format!("a/{i:014}")));
+        }
+        assert_eq!(c.len(), PUBLISH_CACHE_TOPICS);
     }
 }

@@ -259,19 +259,43 @@ fn image_budget(cfg: &Config, rate: u64, now: MonoNanos) -> TokenBucket {
     TokenBucket::full(rate, burst, now)
 }
 
-/// A request with reply topic `reply_to` was handed to `c`: under `allow_responses` it
-/// may publish one reply there ([`Responses`]). Out of the routing loop's way.
+/// A request with reply topic `reply_to` is about to be handed to `c`: under
+/// `allow_responses` it may publish one reply there ([`Responses`]). False when that
+/// grant cannot be recorded (the responder owes replies to 1,024 reply topics, or to 4
+/// other requesters on this one): the request is then not handed to `c` at all.
+/// Handed over regardless, its reply went to the requesters already recorded on that
+/// topic and never to this one (hostile-input pass: four connections that could read
+/// a victim's inbox sent junk requests naming it, and took the victim's next reply
+/// while the victim got nothing). Out of the routing loop's way.
 #[inline(never)]
-fn grant_response(c: &mut Client, reply_to: &str, requester: ClientId, now: MonoNanos) {
+fn grant_response(c: &mut Client, reply_to: &str, requester: ClientId, now: MonoNanos) -> bool {
     let Some(r) = c.responses.as_mut() else {
-        return;
+        return true;
     };
-    if r.grant(reply_to, requester.0, now.as_nanos()) == (Grant::Refused { first: true }) {
-        tracing::warn!(
-            client = %c.id, name = c.name.as_str(), pending = r.pending(),
-            "allow_responses: replies owed to 1024 reply topics (or to 4 requesters on one reply topic); replies to further requests are refused until owed ones are published or expire"
-        );
+    match r.grant(reply_to, requester.0, now.as_nanos()) {
+        Grant::Recorded => true,
+        Grant::Refused { first } => {
+            if first {
+                tracing::warn!(
+                    client = %c.id, name = c.name.as_str(), pending = r.pending(),
+                    "allow_responses: replies owed to 1024 reply topics (or to 4 other requesters on one reply topic); further such requests are not handed to this responder until owed replies are published or expire"
+                );
+            }
+            false
+        }
     }
+}
+
+/// What [`Core::route`] did with a PUBLISH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Routed {
+    /// Queued for at least one subscriber, or sent by multicast.
+    Yes,
+    /// No subscription matched (a request gets `NO_RESPONDERS`).
+    Unmatched,
+    /// A request that matched only responders which could not take its reply
+    /// ([`grant_response`]): handed to no one (the requester gets `BUSY`).
+    GrantsRefused,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -1370,14 +1394,35 @@ impl Core {
             .entry(identity.user.clone())
             .or_default();
         if *count >= identity.max_connections {
-            // New-user pass: "authentication failed" read as a wrong password.
-            let text = format!(
-                "connection refused: the credentials are right, but {} is at its limit of {} \
-                 connections (max_connections); close one of them",
-                identity.name(),
-                identity.max_connections
-            );
             tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
+            // Closed connections whose subscriptions are still being removed count
+            // until that ends (`teardown`): say so, or the refusal names connections
+            // the user already closed (hostile-input pass).
+            let user = Some(identity.user.clone());
+            let removing = self
+                .teardown
+                .iter()
+                .filter(|t| {
+                    t.user == user && matches!(self.clients.get(t.slot.0 as usize), Some(None))
+                })
+                .count();
+            // New-user pass: "authentication failed" read as a wrong password.
+            let text = if removing == 0 {
+                format!(
+                    "connection refused: the credentials are right, but {} is at its limit of \
+                     {} connections (max_connections); close one of them",
+                    identity.name(),
+                    identity.max_connections
+                )
+            } else {
+                format!(
+                    "connection refused: the credentials are right, but {} is at its limit of \
+                     {} connections (max_connections), of which {removing} closed and still \
+                     having their subscriptions removed; try again shortly",
+                    identity.name(),
+                    identity.max_connections
+                )
+            };
             self.totals.user_limit_refused += 1;
             self.fail(id, ErrorCode::AUTH_FAILED, &text);
             return false;
@@ -1493,7 +1538,20 @@ impl Core {
             let wall = self.wall(now).as_nanos();
             self.cache.handle_publish(topic, raw, wall);
         }
-        if let (false, Some(r)) = (routed, request) {
+        if let (Routed::GrantsRefused, Some(r)) = (routed, request) {
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    r.correlation,
+                    ErrorCode::BUSY,
+                    false,
+                    "the request's responders owe too many replies (allow_responses: 1,024 \
+                     reply topics, or 4 other requesters on this reply topic): not handed \
+                     to any; try again later, with a reply topic only you may read",
+                )
+            });
+        }
+        if let (Routed::Unmatched, Some(r)) = (routed, request) {
             // Like NATS: the router knows its subscription table, so a request
             // nobody can answer fails now instead of timing out. Answers count
             // against the egress limit like every control frame: a storm of
@@ -2065,7 +2123,8 @@ impl Core {
 
     /// Routes one PUBLISH (`raw` is the whole frame): queues the MESSAGE for every
     /// matching subscriber (`only`: a reply allowed by `allow_responses`, for the
-    /// requesters it is owed to alone, never by multicast); false when none matched.
+    /// requesters it is owed to alone, never by multicast); [`Routed`] says whether
+    /// anyone was handed it.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn route(
@@ -2077,7 +2136,7 @@ impl Core {
         guaranteed: bool,
         reply_to: Option<&str>,
         only: Option<Requesters>,
-    ) -> bool {
+    ) -> Routed {
         let mut requester = ClientId(0);
         if let Some(c) = self.client_mut(from) {
             c.counters.msgs_in += 1;
@@ -2108,7 +2167,11 @@ impl Core {
             // A guaranteed publish is the queues' (`gm` totals, each queue's counters):
             // counted here it made a healthy order flow read as unrouted (new-user pass).
             self.totals.unrouted += u64::from(!by_mcast && !guaranteed);
-            return by_mcast;
+            return if by_mcast {
+                Routed::Yes
+            } else {
+                Routed::Unmatched
+            };
         }
         let limit = self.cfg.egress_limit;
         let memory_limit = self.cfg.egress_memory_limit;
@@ -2117,6 +2180,9 @@ impl Core {
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
         let clock = self.stamp_clock;
         let stamp = move || clock.map_or(now, |read| read()).as_nanos();
+        // Responders that could not take this request's reply, and whether anyone
+        // else did (`Routed::GrantsRefused`).
+        let (mut refused, mut handed) = (false, by_mcast);
         for i in 0..self.matched.len() {
             let to = self.matched[i];
             let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
@@ -2128,6 +2194,13 @@ impl Core {
             {
                 continue;
             }
+            if let Some(reply_to) = reply_to {
+                if !grant_response(c, reply_to, requester, now) {
+                    refused = true;
+                    continue;
+                }
+            }
+            handed = true;
             // At the router-wide bound every client may hold its share only; one over
             // it within its own limit is slow because of the bound, not its limit.
             let pressed = self.egress_bytes >= memory_limit;
@@ -2197,15 +2270,16 @@ impl Core {
             }
             c.counters.msgs_out += 1;
             self.totals.msgs_out += 1;
-            if let Some(reply_to) = reply_to {
-                grant_response(c, reply_to, requester, now);
-            }
             if !c.dirty {
                 c.dirty = true;
                 self.dirty.push(to);
             }
         }
-        true
+        if refused && !handed {
+            Routed::GrantsRefused
+        } else {
+            Routed::Yes
+        }
     }
 
     /// Appends a control frame (an answer: PONG, ACK, non-fatal ERROR, STATS_REPLY,

@@ -520,6 +520,83 @@ fn a_reply_grant_is_used_only_by_a_reply() {
     assert_eq!(drain(&mut core, asker), ["MSG _reply/1/x"]);
 }
 
+/// Hostile-input pass: four connections that may read a victim's inbox sent requests
+/// naming it; the responder's grant for the victim's own request was refused (4
+/// requesters per reply topic) but the request was handed over anyway, and its answer
+/// went to the four while the victim got nothing and nobody was told. A request whose
+/// reply a responder cannot take is no longer handed to it, and one handed to nobody
+/// is answered `BUSY` at once.
+#[test]
+fn a_request_whose_reply_cannot_be_granted_is_not_handed_over_and_fails_busy() {
+    let mut core = responses_core();
+    let svc = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    let takers: Vec<Slot> = (0..4).map(|_| login(&mut core, "a")).collect();
+    for (i, &t) in takers.iter().enumerate() {
+        assert_eq!(subscribe(&mut core, t, 2, "_reply/>"), ["ACK 2"]);
+        request(&mut core, t, "svc/time", 100 + i as u32, "_reply/victim/x");
+    }
+    assert_eq!(drain(&mut core, svc).len(), 4);
+    let victim = login(&mut core, "a");
+    assert_eq!(
+        subscribe(&mut core, victim, 3, "_reply/victim/>"),
+        ["ACK 3"]
+    );
+    request(&mut core, victim, "svc/time", 7, "_reply/victim/x");
+    // Not handed to svc; the victim is told at once, with its correlation id.
+    assert!(drain(&mut core, svc).is_empty());
+    let answer = drain(&mut core, victim);
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert!(
+        answer[0].starts_with("ERROR 7 busy false the request's responders owe too many"),
+        "{answer:?}"
+    );
+    // A reply topic of its own goes through as before.
+    request(&mut core, victim, "svc/time", 8, "_reply/victim/y");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    reply(&mut core, svc, "_reply/victim/y", 8, T0);
+    assert_eq!(drain(&mut core, victim), ["MSG _reply/victim/y"]);
+    // Handed to another subscriber (nosy: no allow_responses), a request whose
+    // reply svc cannot take skips svc only: no BUSY, as some reader has it.
+    let nosy = login(&mut core, "n");
+    assert_eq!(subscribe(&mut core, nosy, 4, "svc/>"), ["ACK 4"]);
+    request(&mut core, victim, "svc/time", 9, "_reply/victim/x");
+    assert!(drain(&mut core, svc).is_empty());
+    assert_eq!(drain(&mut core, nosy), ["MSG svc/time"]);
+    assert!(drain(&mut core, victim).is_empty());
+}
+
+/// The same at the other bound: a responder owing replies to 1,024 reply topics is
+/// handed no request on a 1,025th until one is used.
+#[test]
+fn a_responder_owing_replies_to_1024_topics_is_handed_no_request_for_another() {
+    let mut core = responses_core();
+    let svc = login(&mut core, "v");
+    let asker = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    assert_eq!(subscribe(&mut core, asker, 2, "_reply/>"), ["ACK 2"]);
+    let max = tickwire_router::auth::MAX_PENDING_RESPONSES;
+    for i in 0..max {
+        request(
+            &mut core,
+            asker,
+            "svc/time",
+            i as u32,
+            &format!("_reply/1/{i}"),
+        );
+    }
+    assert_eq!(drain(&mut core, svc).len(), max);
+    request(&mut core, asker, "svc/time", 5000, "_reply/1/more");
+    assert!(drain(&mut core, svc).is_empty());
+    let answer = drain(&mut core, asker);
+    assert!(answer[0].starts_with("ERROR 5000 busy false"), "{answer:?}");
+    // One reply used: room for one more.
+    reply(&mut core, svc, "_reply/1/0", 0, T0);
+    assert_eq!(drain(&mut core, asker), ["MSG _reply/1/0"]);
+    request(&mut core, asker, "svc/time", 5001, "_reply/1/more");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+}
+
 /// Hostile-input probe: a request's reply topic was checked for syntax only, so a
 /// requester could have a responder (publishing under `allow_responses`) deliver its
 /// answer to a topic the requester may not subscribe to — where others read.
@@ -558,6 +635,47 @@ fn a_user_at_its_connection_limit_is_refused_until_one_leaves() {
     core.handle_closed(first, "gone");
     login(&mut core, "s");
     assert_eq!(core.totals().user_limit_refused, 1);
+}
+
+/// Hostile-input pass: a user whose closed connections were still having their
+/// subscriptions removed was refused as if they were open ("close one of them"); the
+/// refusal now says they are closing and to try again shortly.
+#[test]
+fn a_user_limit_refusal_names_connections_still_being_torn_down() {
+    let mut core = core();
+    let first = login(&mut core, "s");
+    let mut b = Vec::new();
+    for i in 0..1_000 {
+        frame::encode_subscribe(&mut b, i, &format!("a/b/c/d/e/f/g/h/i/{i}"));
+    }
+    // Fed in steps: a read does a bounded amount of subscription work.
+    let mut at = 0;
+    while at < b.len() {
+        let Input::Consumed(n) = feed(&mut core, first, &b[at..]) else {
+            panic!("closed")
+        };
+        at += n;
+    }
+    assert_eq!(drain(&mut core, first).len(), 1_000);
+    let mut closing = Vec::new();
+    core.poll_closing(&mut closing);
+    core.handle_closed(first, "gone");
+    assert!(core.has_pending_teardown());
+    let id = accept(&mut core);
+    assert_eq!(feed(&mut core, id, &hello_auth("s")), Input::Closing);
+    let refused = drain(&mut core, id);
+    assert!(
+        refused[0].contains(
+            "is at its limit of 1 connections (max_connections), of which 1 closed and \
+             still having their subscriptions removed; try again shortly"
+        ),
+        "{refused:?}"
+    );
+    core.handle_closed(id, "gone");
+    while core.has_pending_teardown() {
+        core.poll_closing(&mut closing);
+    }
+    login(&mut core, "s");
 }
 
 #[test]
