@@ -820,12 +820,12 @@ impl Router {
                     if matches!(c.stream, Link::Tls(_)) {
                         // The peer does not speak TLS, or a certificate was refused.
                         let addr = self.core.peer_addr(id);
-                        tracing::warn!(?addr, error = %e, "TLS connection failed");
+                        tracing::warn!(addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "TLS connection failed");
                     }
                     if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
                         // Hostile input, as a malformed frame is (logged at WARN there).
                         let addr = self.core.peer_addr(id);
-                        tracing::warn!(?addr, error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                        tracing::warn!(addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                     }
                     self.drop_conn(id, &format!("read failed: {e}"));
                     return false;

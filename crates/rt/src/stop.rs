@@ -12,7 +12,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 ///
 /// The first signal sets the flag (the driver stops, reports what it measured, and
 /// drops its children). A second one aborts: it terminates every child process
-/// registered with [`register_child`] (SIGTERM) and exits with status 130.
+/// registered with [`register_child`] (SIGTERM) and exits with status 130. A second
+/// signal within [`SAME_REQUEST`] of the first is taken as the same request, not as
+/// "again": `timeout(1)` and other supervisors signal the process and then its
+/// process group, so it receives their one request twice (new-user pass: `timeout 2
+/// tickwire sub ...` aborted without its summary in 1 run of 4).
 #[derive(Clone, Debug)]
 pub struct StopFlag(pub Arc<AtomicBool>);
 
@@ -21,6 +25,10 @@ static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 /// What the first Ctrl-C says, when the command chose it ([`StopFlag::install_saying`]).
 static FIRST_SIGNAL_NOTE: OnceLock<&'static str> = OnceLock::new();
+
+/// How close behind the first signal a second one is the same request
+/// ([`StopFlag`]); a person pressing Ctrl-C again is slower.
+pub const SAME_REQUEST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The first Ctrl-C's note by default: what the measuring commands do on it.
 const DEFAULT_NOTE: &str = "stopping: reporting what was measured (Ctrl-C again to abort)";
@@ -84,7 +92,11 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("stop-signals".into())
         .spawn(move || {
+            let mut first: Option<std::time::Instant> = None;
             for _ in signals.forever() {
+                if first.is_some_and(|at| at.elapsed() < SAME_REQUEST) {
+                    continue;
+                }
                 if flag.swap(true, Ordering::Relaxed) {
                     let children = live_children();
                     if children.is_empty() {
@@ -98,6 +110,7 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                     remove_scratch_dirs(&children);
                     std::process::exit(130);
                 }
+                first = Some(std::time::Instant::now());
                 let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
                 notify(note);
             }

@@ -439,7 +439,11 @@ fn foreign_hint(r: &HandlerReport, named: bool) -> String {
 /// (is it there?), or late ones did (duplicates: give it longer), or some did.
 fn answer_hint(recovered: u64, duplicates: u64) -> String {
     if recovered == 0 && duplicates == 0 {
-        "  nothing came back: is the re-request server running there? (--request)\n".to_owned()
+        // New-user pass: a replayed capture's losses read as a missing server only.
+        "  nothing came back: is the re-request server running there (--request)? A \
+         replayed capture (`tickwire replay`) has none: packets the capture itself missed \
+         stay lost\n"
+            .to_owned()
     } else if duplicates > 0 {
         format!(
             "  the server answers, late: {} arrived after they were applied or given up \
@@ -518,7 +522,8 @@ mod tests {
     fn the_lost_messages_hint_follows_what_the_server_answered() {
         let silent = answer_hint(0, 0);
         assert!(
-            silent.contains("is the re-request server running"),
+            silent.contains("is the re-request server running")
+                && silent.contains("packets the capture itself missed stay lost"),
             "{silent}"
         );
         let late = answer_hint(8052, 1994);

@@ -185,11 +185,22 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {}", units::error_text(&e));
+            let text = units::error_text(&e);
+            eprintln!("error: {text}");
+            // The router's refusal names no flags (its clients are not all this CLI);
+            // new-user pass: the message did not say how to log in here.
+            if text.contains("authentication required") {
+                eprintln!("{LOGIN_HINT}");
+            }
             std::process::ExitCode::FAILURE
         }
     }
 }
+
+/// Printed under a refusal of an anonymous login.
+const LOGIN_HINT: &str = "\
+log in with --user NAME (the password from --password-file FILE, TICKWIRE_PASSWORD, or a \
+prompt) or --token TOKEN (or TICKWIRE_TOKEN); `tickwire passwd --help` makes them";
 
 /// `println!` panics when standard output is a closed pipe (`tickwire ... | head`).
 /// Exit quietly instead, with the status of a process ended by SIGPIPE (141), as other

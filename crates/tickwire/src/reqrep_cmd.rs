@@ -198,7 +198,9 @@ pub struct ReplyArgs {
     #[arg(long, value_name = "N")]
     count: Option<u64>,
     /// Kill an --exec command still running after this long (the reply then says so).
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "10s")]
+    /// The default stays under `tickwire request`'s default --timeout (5s), so such a
+    /// requester gets that answer rather than a timeout; raise both together.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "4s")]
     exec_timeout: Duration,
     /// Largest reply sent from --exec output, in bytes (the rest is cut); the router's
     /// max frame cuts a larger answer too, with a warning.

@@ -250,6 +250,11 @@ fn anonymous_clients_and_unknown_tokens_are_refused_where_anonymous_is_denied() 
     let (st, _, err) = run_cli(&["stats", "--router", &addr], LONG);
     assert!(!st.success());
     assert!(err.contains("authentication required"), "{err}");
+    // The CLI says how to log in (new-user pass).
+    assert!(
+        err.contains("log in with --user NAME") && err.contains("--token TOKEN"),
+        "{err}"
+    );
     let e = f.connect(Login::Token("0".repeat(64))).unwrap_err();
     assert!(is_closed_with(&e, ErrorCode::AUTH_FAILED), "{e}");
 }

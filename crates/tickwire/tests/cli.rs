@@ -1728,6 +1728,29 @@ fn sub_reports_its_count_when_stopped_with_ctrl_c() {
     }
 }
 
+/// New-user pass: `timeout 2 tickwire sub ...` sometimes ended with "aborting" and no
+/// summary: `timeout` signals the command and then its process group, and the second
+/// SIGTERM read as "Ctrl-C again". Two signals close together are one request now.
+#[test]
+fn a_signal_sent_twice_at_once_stops_sub_with_its_summary() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = spawn_piped(&["sub", "--router", &r, "twice/>", "--quiet"]);
+    wait_for_subscriber(&r, "tickwire-sub", 1);
+    let pid = sub.id().to_string();
+    // As `timeout` does: the process, then its group (here: the process again).
+    let st = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {pid}; kill -TERM {pid}")])
+        .status()
+        .expect("sh");
+    assert!(st.success());
+    let status = common::wait_child(&mut sub, T, "tickwire sub after two SIGTERMs");
+    let (_, err) = common::take_output(&mut sub);
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("received 0 messages"), "{err}");
+    assert!(!err.contains("aborting"), "{err}");
+}
+
 #[test]
 fn output_to_a_closed_pipe_is_not_a_panic() {
     // The reading end is closed before (or while) the command prints: it either got its
