@@ -66,7 +66,9 @@
 //! [`EngineOptions::max_message_len`] closes that connection only; everything else
 //! (CheckSum, BodyLength, messages before Logon, silent peers) is the session core's
 //! decision. Nothing on a connection can make the engine panic or touch another
-//! connection.
+//! connection. A frame whose BodyLength misses its trailer, trickled over many reads,
+//! is searched once per byte: the search resumes where the last read left it
+//! ([`FrameScan`](tickwire_fix::codec::FrameScan) per connection).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -437,6 +437,49 @@ fn garbage_and_a_huge_body_length_cost_only_their_own_connection() {
     );
 }
 
+/// Regression (hostile-input report F3): a frame whose BodyLength is short, trickled in
+/// many reads without a `<SOH>10=`, was searched again from its declared end at every
+/// read (4 MB in 200-byte segments: 4.0 s of CPU; the work bound itself is pinned in
+/// `codec`'s `regression_trickled_frame_without_trailer_is_searched_once`). The search
+/// now resumes per connection; this checks the framing it gives is unchanged: the
+/// frame ends at the SOH after the first `<SOH>10=`, is ignored as garbled, and the
+/// connection's next message (framed with the search reset) is processed.
+#[test]
+fn regression_a_trickled_frame_without_trailer_is_framed_as_before() {
+    let acc = Acceptor::start();
+    let mut one = Raw::logon(acc.addr, "ONE");
+    one.send_raw(b"8=FIX.4.4\x019=5\x0135=D\x0158=");
+    for i in 0..40 {
+        // Segments that end inside a `<SOH>10=` now and then.
+        let seg: &[u8] = if i % 7 == 6 {
+            b"AAAA\x011"
+        } else {
+            b"0=AAAAAAAAAAAAAAAA"
+        };
+        one.send_raw(seg);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    one.send_raw(b"\x0110=000\x01");
+    one.send("D", &[(11, "T1")]);
+    let r = one.next().expect("answer after the trickled frame");
+    assert!(r.contains("|11=T1|"), "{r}");
+    // Twice, on the same connection: the second search starts afresh.
+    one.send_raw(b"8=FIX.4.4\x019=5\x0135=D\x0158=AAAA");
+    std::thread::sleep(Duration::from_millis(1));
+    one.send_raw(b"AAAA\x0110=");
+    std::thread::sleep(Duration::from_millis(1));
+    one.send_raw(b"123\x01");
+    one.send("D", &[(11, "T2")]);
+    let r = one.next().expect("answer after the second trickled frame");
+    assert!(r.contains("|11=T2|"), "{r}");
+    let events = acc.seen.assert_any("app T2");
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with("app ")).count(),
+        2,
+        "{events:?}"
+    );
+}
+
 /// A fresh, empty directory `tickwire-fix-engine-{tag}*` under the system's temporary
 /// directory (removed when the guard drops: bind it before the engine, which drops
 /// first), and the settings of a non-stop acceptor ACC->ONE on any port with the

@@ -34,9 +34,13 @@
 //!
 //! One walk over the field table with a 128-byte bitset on the stack for duplicate and
 //! presence checks (a second 896-byte one only for messages with tags from 1024 to 8191,
-//! a third 7 KiB one only for tags from 8192 to 65535; tags beyond fall back to a scan);
-//! one load per field for its section and definition (`Dictionary::tag_class`); no
-//! allocation, no panic on any input.
+//! a third 7 KiB one only for tags from 8192 to 65535; tags beyond, never standard, are
+//! collected once per message into a sorted list and looked up by binary search, so
+//! the cost stays O(n log n) whatever their number and order); one load per field for
+//! its section and definition (`Dictionary::tag_class`); no panic on any input. No
+//! allocation, except the sorted list of a message with tags beyond 65535: in a buffer
+//! [`ShapeCache`] keeps across messages (up to 1,024 entries) for [`validate_cached`],
+//! a fresh one for [`validate`].
 //!
 //! A stream of messages of few shapes (market data, orders) is cheaper with
 //! [`validate_cached`]: same answer, and a message of the shape last accepted (same
@@ -526,6 +530,91 @@ impl TagSet {
     }
 }
 
+/// The top-level fields whose tags are beyond the bitsets (>= 65536: never a standard
+/// tag), for the repeat and presence checks of [`validate_full`]: `(tag, index)` of
+/// each, sorted, collected by one [`walk`] at the first such field met (the top-level
+/// fields depend only on the tags and the dictionaries). Each question is then a binary
+/// search. Before, every such field scanned the fields before it (and walked them again
+/// when its tag was among them): 320,000 distinct tags in descending order froze the
+/// engine for 25.4 s (hostile-input report F2).
+///
+/// The list lives in a buffer the caller lends ([`ShapeCache`] keeps one across
+/// messages), so a stream of messages with a few such tags allocates nothing once the
+/// buffer has grown.
+struct LargeTags<'s> {
+    sorted: &'s mut Vec<(u32, usize)>,
+    /// Whether `sorted` has been filled for this message.
+    filled: bool,
+}
+
+impl<'s> LargeTags<'s> {
+    fn new(buf: &'s mut Vec<(u32, usize)>) -> LargeTags<'s> {
+        buf.clear();
+        LargeTags {
+            sorted: buf,
+            filled: false,
+        }
+    }
+
+    /// Collects the top-level large tags of `fields` (once per message).
+    fn fill(&mut self, fields: &[Field], transport: &Dictionary, body: Option<&Layout>) {
+        if self.filled {
+            return;
+        }
+        self.filled = true;
+        let sorted = &mut *self.sorted;
+        walk(fields, transport, body, false, |i, f, _, _| {
+            if f.tag >= BITSET_TAGS {
+                sorted.push((f.tag, i));
+            }
+        });
+        #[cfg(test)]
+        large_work::add(fields.len());
+        sorted.sort_unstable();
+    }
+
+    /// Whether a top-level field before `fields[index]` has `tag` (a large one).
+    fn before(
+        &mut self,
+        fields: &[Field],
+        transport: &Dictionary,
+        body: Option<&Layout>,
+        tag: u32,
+        index: usize,
+    ) -> bool {
+        self.fill(fields, transport, body);
+        let p = self.sorted.partition_point(|&e| e < (tag, index));
+        p > 0 && self.sorted.get(p - 1).is_some_and(|&(t, _)| t == tag)
+    }
+
+    /// Whether a top-level field has `tag` (a large one), after the walk that met every
+    /// top-level field: not filled then means there is none.
+    fn has(&self, tag: u32) -> bool {
+        let p = self.sorted.partition_point(|&(t, _)| t < tag);
+        self.filled && self.sorted.get(p).is_some_and(|&(t, _)| t == tag)
+    }
+}
+
+/// Counts the fields [`LargeTags::fill`] walks, for the test that pins down its linear
+/// cost without timing anything.
+#[cfg(test)]
+mod large_work {
+    use std::cell::Cell;
+
+    thread_local! {
+        static STEPS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(super) fn add(n: usize) {
+        STEPS.with(|s| s.set(s.get() + n));
+    }
+
+    /// The steps counted on this thread since the last call.
+    pub(super) fn take() -> usize {
+        STEPS.with(|s| s.replace(0))
+    }
+}
+
 /// A NumInGroup field met by [`walk`]: its group's definition, the scan of its entries
 /// and, when asked for, the first required member missing from them.
 type WalkedGroup<'d> = (&'d GroupDef, GroupScan, Option<Reject>);
@@ -591,23 +680,12 @@ pub fn empty_values_only_in_groups(msg: &MessageRef<'_>, dicts: &Dictionaries<'_
     !top_level_empty
 }
 
-/// Whether the top-level section holding `tag` has it (used for tags beyond the bitset).
-fn top_level_has(
-    fields: &[Field],
-    transport: &Dictionary,
-    body: Option<&Layout>,
-    tag: u32,
-) -> bool {
-    let mut found = false;
-    walk(fields, transport, body, false, |_, f, _, _| {
-        found |= f.tag == tag
-    });
-    found
-}
-
 /// Most fields of a message whose shape [`ShapeCache`] keeps; longer messages are
 /// always validated in full.
 const SHAPE_FIELDS: usize = 64;
+/// Most entries of the large-tag buffer a [`ShapeCache`] keeps between messages (16
+/// KiB): a hostile message with more tags beyond 65535 gets a buffer of its own.
+const LARGE_TAGS_KEPT: usize = 1024;
 /// Longest MsgType a [`ShapeCache`] keeps.
 const SHAPE_MSG_TYPE: usize = 8;
 /// [`ValueCheck::entries`] when no NumInGroup count is compared.
@@ -653,8 +731,10 @@ const NO_CHECK: ValueCheck = ValueCheck {
 /// The first of these in QuickFIX's order (header, trailer, body; sorted within each,
 /// as [`validate`] picks) is the answer; `checks` holds that order.
 ///
-/// Fixed-size (1,416 bytes): nothing is allocated, and messages of more than 64 fields
-/// or with a MsgType longer than 8 bytes are validated in full every time.
+/// Fixed-size (1,440 bytes) apart from the buffer it lends to the validation of messages
+/// with tags beyond 65535 (none is allocated until such a message comes; one grown past
+/// 1,024 entries by a message is dropped after it). Messages of more than 64 fields or
+/// with a MsgType longer than 8 bytes are validated in full every time.
 #[derive(Clone, Debug)]
 pub struct ShapeCache {
     /// Whether the fields below describe an accepted message.
@@ -680,6 +760,9 @@ pub struct ShapeCache {
     incomplete: bool,
     /// The date and time of the last valid UTCTimestamp value checked on a hit.
     stamps: StampMemo,
+    /// The buffer [`LargeTags`] fills for messages with tags beyond 65535, kept across
+    /// messages (empty, unallocated, until such a message comes).
+    large_tags: Vec<(u32, usize)>,
 }
 
 impl Default for ShapeCache {
@@ -706,6 +789,7 @@ impl ShapeCache {
             empty_only_len: 0,
             incomplete: false,
             stamps: StampMemo::default(),
+            large_tags: Vec::new(),
         }
     }
 
@@ -824,6 +908,30 @@ impl ShapeCache {
         self.accepted = true;
     }
 
+    /// [`validate_full`] with this cache's buffer for the large tags, recording the
+    /// value checks when `record`. The buffer is kept for the next message unless a
+    /// message made it larger than [`LARGE_TAGS_KEPT`] entries.
+    fn validate_full(
+        &mut self,
+        msg: &MessageRef<'_>,
+        dicts: &Dictionaries<'_>,
+        opts: &ValidationOptions,
+        record: bool,
+    ) -> Result<(), Reject> {
+        let mut large_tags = std::mem::take(&mut self.large_tags);
+        let r = validate_full(
+            msg,
+            dicts,
+            opts,
+            record.then_some(&mut *self),
+            &mut large_tags,
+        );
+        if large_tags.capacity() <= LARGE_TAGS_KEPT {
+            self.large_tags = large_tags;
+        }
+        r
+    }
+
     /// The value checks of a message of the accepted shape, first failure first.
     fn check_values(
         &mut self,
@@ -856,7 +964,7 @@ impl ShapeCache {
                         .is_none_or(|f| msg.value(f).is_empty())
                 })
         {
-            return validate_full(msg, dicts, opts, None);
+            return self.validate_full(msg, dicts, opts, false);
         }
         // check_value's checks, with what the definition decides known from the shape:
         // most fields have neither a checked format nor an enumeration.
@@ -969,7 +1077,7 @@ pub fn validate(
     if !opts.use_data_dictionary {
         return Ok(());
     }
-    validate_full(msg, dicts, opts, None)
+    validate_full(msg, dicts, opts, None, &mut Vec::new())
 }
 
 /// [`validate`] for a stream of messages of few shapes: gives the same answer, and
@@ -992,9 +1100,9 @@ pub fn validate_cached(
     cache.checks_len = 0;
     cache.incomplete = false;
     if msg.fields().len() > SHAPE_FIELDS || msg.msg_type().len() > SHAPE_MSG_TYPE {
-        return validate_full(msg, dicts, opts, None);
+        return cache.validate_full(msg, dicts, opts, false);
     }
-    validate_full(msg, dicts, opts, Some(&mut *cache))?;
+    cache.validate_full(msg, dicts, opts, true)?;
     cache.accept(msg, dicts, opts);
     Ok(())
 }
@@ -1007,6 +1115,7 @@ fn validate_full(
     dicts: &Dictionaries<'_>,
     opts: &ValidationOptions,
     mut record: Option<&mut ShapeCache>,
+    large_tags: &mut Vec<(u32, usize)>,
 ) -> Result<(), Reject> {
     let fields = msg.fields();
     let msg_type = msg.msg_type();
@@ -1020,6 +1129,7 @@ fn validate_full(
     let body = message.map(|m| m.layout());
 
     let mut seen = TagSet::new();
+    let mut large = LargeTags::new(large_tags);
     let mut state = Section::Header;
     let mut out_of_order: Option<u32> = None;
     let mut group_order: Option<Reject> = None;
@@ -1046,15 +1156,11 @@ fn validate_full(
         let slot = usize::from(slot_of(section));
         let repeated = match seen.insert(tag) {
             Some(r) => r,
-            // Beyond 65535 (never a standard tag): an exact scan, only when it could
-            // change the outcome.
-            None => {
-                !errors[slot].beats(key, 1)
-                    && fields
-                        .get(..i)
-                        .is_some_and(|b| b.iter().any(|f| f.tag == tag))
-                    && top_level_has(fields.get(..i).unwrap_or(&[]), transport, body, tag)
-            }
+            // Beyond 65535 (never a standard tag): looked up in the sorted list, only
+            // when it could change the outcome (as before: a third copy of a tag whose
+            // second already gave 13 is not counted as a repeat, so its other checks
+            // run).
+            None => !errors[slot].beats(key, 1) && large.before(fields, transport, body, tag, i),
         };
         let best = &mut errors[slot];
         if repeated {
@@ -1115,7 +1221,7 @@ fn validate_full(
     // 3. required fields: header, trailer (application dictionary, as QuickFIX), body.
     let has = |tag: u32| match seen.contains(tag) {
         Some(b) => b,
-        None => top_level_has(fields, transport, body, tag),
+        None => large.has(tag),
     };
     for layout in [app.header(), app.trailer()].into_iter().chain(body) {
         if let Some(&tag) = layout.required().iter().find(|&&t| !has(t)) {
@@ -1728,5 +1834,202 @@ mod tests {
         assert!(!u.is_business());
         assert_eq!(u.text, "Unsupported message type");
         assert!(Reject::unsupported_message_type(b"FIXT.1.1").is_business());
+    }
+
+    /// A message type with a required body field beyond the bitsets (70002), a group
+    /// (100) with a member beyond them (70001), and a header with the usual fields.
+    const LARGE_TAGS: &str = r#"<fix type="FIX" major="4" minor="4" servicepack="0">
+ <header>
+  <field name="BeginString" required="Y"/>
+  <field name="BodyLength" required="Y"/>
+  <field name="MsgType" required="Y"/>
+ </header>
+ <trailer><field name="CheckSum" required="Y"/></trailer>
+ <messages>
+  <message name="M" msgtype="X" msgcat="app">
+   <field name="Symbol" required="N"/>
+   <field name="Big" required="Y"/>
+   <group name="NoA" required="N">
+    <field name="A1" required="Y"/>
+    <field name="BigMember" required="N"/>
+   </group>
+  </message>
+ </messages>
+ <components/>
+ <fields>
+  <field number="8" name="BeginString" type="STRING"/>
+  <field number="9" name="BodyLength" type="LENGTH"/>
+  <field number="35" name="MsgType" type="STRING"/>
+  <field number="10" name="CheckSum" type="STRING"/>
+  <field number="55" name="Symbol" type="STRING"/>
+  <field number="100" name="NoA" type="NUMINGROUP"/>
+  <field number="101" name="A1" type="STRING"/>
+  <field number="70001" name="BigMember" type="STRING"/>
+  <field number="70002" name="Big" type="STRING"/>
+ </fields>
+</fix>"#;
+
+    /// The scans `LargeTags` replaced: whether the top-level section holding `tag` has
+    /// it, by a walk of `fields`.
+    fn top_level_has_reference(
+        fields: &[Field],
+        transport: &Dictionary,
+        body: Option<&Layout>,
+        tag: u32,
+    ) -> bool {
+        let mut found = false;
+        walk(fields, transport, body, false, |_, f, _, _| {
+            found |= f.tag == tag
+        });
+        found
+    }
+
+    proptest::proptest! {
+        /// `LargeTags` answers as the scans it replaced: for every top-level field, the
+        /// scan of the fields before it and the walk of those; after the walk, the walk
+        /// of the whole message.
+        #[test]
+        fn large_tags_answer_as_the_scans_they_replace(
+            tags in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    55u32, 100, 101, 70001, 70002, 80000, 80001, 65535, 65536,
+                ]),
+                0..30,
+            )
+        ) {
+            let dict = Dictionary::from_xml(LARGE_TAGS).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.to_string())
+            })?;
+            let body = dict.message(b"X").map(|m| m.layout());
+            let fields: Vec<Field> = tags
+                .iter()
+                .map(|&tag| Field { tag, start: 0, end: 0 })
+                .collect();
+            let mut buf = vec![(1, 2)];
+            let mut large = LargeTags::new(&mut buf);
+            walk(&fields, &dict, body, true, |i, f, _, _| {
+                if f.tag >= BITSET_TAGS {
+                    let before = &fields[..i];
+                    let reference = before.iter().any(|b| b.tag == f.tag)
+                        && top_level_has_reference(before, &dict, body, f.tag);
+                    assert_eq!(
+                        large.before(&fields, &dict, body, f.tag, i),
+                        reference,
+                        "{tags:?} at {i}"
+                    );
+                }
+            });
+            for tag in [65536, 70001, 70002, 80000, 80001] {
+                proptest::prop_assert_eq!(
+                    large.has(tag),
+                    top_level_has_reference(&fields, &dict, body, tag),
+                    "{:?}: {}", tags, tag
+                );
+            }
+        }
+    }
+
+    /// Validates `8=FIX.4.4|9=..|35=X|<body>10=..|` (`|` for SOH) against
+    /// [`LARGE_TAGS`], without and with a [`ShapeCache`] (which must agree).
+    fn validate_large(body: &str, user_defined: bool) -> Result<(), Reject> {
+        let dict = Dictionary::from_xml(LARGE_TAGS).expect("the test dictionary loads");
+        let body = format!("35=X|{body}").replace('|', "\x01");
+        let mut raw = format!("8=FIX.4.4\x019={}\x01{body}", body.len()).into_bytes();
+        codec::push_trailer(&mut raw, 0);
+        let mut fields = Fields::new();
+        let msg = codec::parse(&raw, &mut fields).expect("the test message parses");
+        let opts = ValidationOptions {
+            validate_user_defined_fields: user_defined,
+            ..ValidationOptions::default()
+        };
+        let dicts = Dictionaries::single(&dict);
+        let full = validate(&msg, &dicts, &opts);
+        let mut cache = ShapeCache::new();
+        assert_eq!(validate_cached(&msg, &dicts, &opts, &mut cache), full);
+        full
+    }
+
+    fn reject(code: u32, tag: u32) -> Result<(u32, Option<u32>), Reject> {
+        Ok((code, Some(tag)))
+    }
+
+    /// The repeat and presence checks of tags beyond 65535, edge by edge.
+    #[test]
+    fn large_tags_repeats_and_presence() {
+        let code = |r: Result<(), Reject>| {
+            r.map(|()| (0, None))
+                .or_else(|r| Ok((r.reason.code(), r.ref_tag)))
+        };
+        assert_eq!(validate_large("70002=a|", true), Ok(()));
+        // Required and missing (present only in a group does not count).
+        assert_eq!(code(validate_large("55=x|", true)), reject(1, 70002));
+        assert_eq!(
+            code(validate_large("100=1|101=a|70002=b|", true)),
+            Ok((0, None)),
+            "70002 is not a member of 100: it ends the group"
+        );
+        assert_eq!(
+            code(validate_large("100=1|101=a|70001=b|", true)),
+            reject(1, 70002)
+        );
+        // Repeated at the top level: 13, in any order among other large tags.
+        for body in [
+            "70002=a|70002=b|",
+            "70002=a|80000=1|70002=b|",
+            "80001=1|70002=a|55=x|70002=b|80000=1|",
+        ] {
+            assert_eq!(
+                code(validate_large(body, false)),
+                reject(13, 70002),
+                "{body}"
+            );
+        }
+        // Once in a group and once at the top level: not a repeat.
+        assert_eq!(
+            code(validate_large(
+                "70002=a|100=1|101=a|70001=b|55=x|70001=c|",
+                false
+            )),
+            Ok((0, None)),
+            "the top-level 70001 is not a repeat of the group's"
+        );
+        assert_eq!(
+            code(validate_large(
+                "70002=a|100=1|101=a|70001=b|55=x|70001=c|70001=d|",
+                false
+            )),
+            reject(13, 70001),
+            "but a second top-level one is"
+        );
+        // A third copy of an undefined user-defined tag: still 13 (its other checks,
+        // which run again as before, find nothing with ValidateUserDefinedFields=N).
+        assert_eq!(
+            code(validate_large("70002=a|80000=1|80000=2|80000=3|", false)),
+            reject(13, 80000)
+        );
+        // With ValidateUserDefinedFields=Y the first copy's own error comes first.
+        let first = code(validate_large("70002=a|80000=1|80000=2|80000=3|", true));
+        assert_eq!(first, code(validate_large("70002=a|80000=1|", true)));
+        assert_ne!(first, reject(13, 80000));
+    }
+
+    /// Regression (hostile-input report F2): each tag beyond 65535 scanned the fields
+    /// before it, and walked them again when its tag was among them: 320,000 distinct
+    /// tags in descending order froze the engine for 25.4 s. Now the top-level fields
+    /// are walked once more per message, however many such tags it has.
+    #[test]
+    fn regression_many_large_tags_validate_in_linear_work() {
+        let n = 20_000;
+        let distinct: String = (0..n).map(|i| format!("{}=a|", 100_000 + n - i)).collect();
+        let twice: String = (0..n)
+            .map(|i| format!("{}=a|", 100_000 + i % (n / 2)))
+            .collect();
+        for (body, want) in [(distinct, Ok(())), (twice, Err((13, Some(100_000))))] {
+            large_work::take();
+            let r = validate_large(&format!("70002=x|{body}"), false);
+            // Two validations (plain and cached), one walk each.
+            assert!(large_work::take() <= 2 * (n + 10));
+            assert_eq!(r.map_err(|r| (r.reason.code(), r.ref_tag)), want);
+        }
     }
 }

@@ -28,6 +28,7 @@ impl<A: Application> Engine<A> {
             rbuf: vec![0; rbuf_len],
             rstart: 0,
             rend: 0,
+            scan: codec::FrameScan::default(),
             wbuf: Vec::new(),
             wpos: 0,
             since: self.now.as_nanos(),
@@ -204,7 +205,9 @@ impl<A: Application> Engine<A> {
         }
     }
 
-    /// Frames and delivers every complete message in the read buffer.
+    /// Frames and delivers every complete message in the read buffer. The framing of an
+    /// incomplete frame resumes where the previous call left off (`Conn::scan`), so the
+    /// bytes of one frame are searched once however many reads bring them.
     pub(super) fn process_frames(&mut self, c: ConnId) {
         loop {
             let Some(conn) = self.net.open_conn(c) else {
@@ -215,12 +218,14 @@ impl<A: Application> Engine<A> {
             if avail.is_empty() {
                 conn.rstart = 0;
                 conn.rend = 0;
+                conn.scan.reset();
                 return;
             }
-            match codec::frame_len(avail, max) {
+            match codec::frame_len_resumable(avail, max, &mut conn.scan) {
                 Ok(Some(n)) => {
                     let a = conn.rstart;
                     conn.rstart += n;
+                    conn.scan.reset();
                     self.deliver(c, a, a + n);
                 }
                 Ok(None) => return,
@@ -242,6 +247,7 @@ impl<A: Application> Engine<A> {
                 Err(e) => {
                     // Garbage: skip to the next `8=FIX` candidate (QuickFIX does the same).
                     conn.rstart += e.skip().min(avail.len());
+                    conn.scan.reset();
                 }
             }
         }

@@ -281,6 +281,10 @@ struct Conn {
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
+    /// How far framing searched `rbuf[rstart..rend]` for the trailer of a frame whose
+    /// BodyLength misses it; reset whenever `rstart` moves, so a peer trickling such a
+    /// frame costs work linear in its bytes, not a rescan per read.
+    scan: codec::FrameScan,
     wbuf: Vec<u8>,
     wpos: usize,
     /// Accepted / connecting / closing since.
