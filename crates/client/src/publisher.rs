@@ -23,7 +23,9 @@ pub struct ReconnectOptions {
     /// Longest pause between attempts. Default 1 s.
     pub max_backoff: Duration,
     /// Give up (return the last error) when no connection could be opened for this
-    /// long; `None` retries forever. Default 60 s.
+    /// long; `None` retries forever. Default 60 s. Zero: a first connection gets one
+    /// try, and a [`ReconnectingClient`](crate::ReconnectingClient) whose connection is
+    /// lost does not reopen it (the call that finds it lost fails with its cause).
     pub give_up_after: Option<Duration>,
     /// Draw each pause uniformly from `[pause / 2, pause]` ([`Backoff`]), so that
     /// clients that lost the same router do not all come back at once. Default on.

@@ -137,6 +137,9 @@ struct Down {
     attempts: u32,
     next_attempt: Instant,
     reason: String,
+    /// What lost the connection, for a client that does not reconnect at all
+    /// (`give_up_after` zero).
+    cause: Option<Error>,
 }
 
 #[derive(Debug)]
@@ -382,6 +385,7 @@ impl ReconnectingClient {
             attempts: 0,
             next_attempt: now,
             reason,
+            cause: Some(cause),
         });
     }
 
@@ -398,6 +402,14 @@ impl ReconnectingClient {
         let Some(down) = &mut self.down else {
             return Ok(());
         };
+        if self.opts.give_up_after == Some(Duration::ZERO) {
+            // No reconnection at all (`tickwire pub --no-reconnect` reconnected once:
+            // hostile-input pass): the cause is the error.
+            return Err(down
+                .cause
+                .take()
+                .unwrap_or_else(|| Error::Io(std::io::Error::other(down.reason.clone()))));
+        }
         down.attempts += 1;
         let outcome = open(
             &self.addr,

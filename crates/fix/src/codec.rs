@@ -596,6 +596,27 @@ const LENGTH_TAGS: [u32; 19] = [
     93, 90, 95, 212, 348, 350, 352, 354, 356, 358, 360, 362, 364, 445, 618, 621, 1184, 1401, 1403,
 ];
 
+// Every data tag's length tag has its slot (review: a data tag added to
+// `data_length_tag` alone would have run to the first SOH, silently).
+const _: () = {
+    let mut t = 0;
+    while t < 22 * 64 {
+        if let Some(len) = data_length_tag(t as u32) {
+            let mut found = false;
+            let mut i = 0;
+            while i < LENGTH_TAGS.len() {
+                found |= LENGTH_TAGS[i] == len;
+                i += 1;
+            }
+            assert!(
+                found,
+                "a length tag of data_length_tag is missing from LENGTH_TAGS"
+            );
+        }
+        t += 1;
+    }
+};
+
 /// The length tags as a bitset (all below 1408), for the scan of [`LengthFields::last`].
 const LENGTH_TAG_BITS: [u64; 22] = {
     let mut bits = [0u64; 22];

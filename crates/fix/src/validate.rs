@@ -587,11 +587,19 @@ impl<'s> LargeTags<'s> {
         p > 0 && self.sorted.get(p - 1).is_some_and(|&(t, _)| t == tag)
     }
 
-    /// Whether a top-level field has `tag` (a large one), after the walk that met every
-    /// top-level field: not filled then means there is none.
-    fn has(&self, tag: u32) -> bool {
+    /// Whether a top-level field has `tag` (a large one). Fills the list if no repeat
+    /// check did (an earlier error in the section skips those: review, a required
+    /// 70002 that was present read as missing behind a repeated 55).
+    fn has(
+        &mut self,
+        fields: &[Field],
+        transport: &Dictionary,
+        body: Option<&Layout>,
+        tag: u32,
+    ) -> bool {
+        self.fill(fields, transport, body);
         let p = self.sorted.partition_point(|&(t, _)| t < tag);
-        self.filled && self.sorted.get(p).is_some_and(|&(t, _)| t == tag)
+        self.sorted.get(p).is_some_and(|&(t, _)| t == tag)
     }
 }
 
@@ -1219,9 +1227,9 @@ fn validate_full(
         return Err(Reject::new(SessionRejectReason::InvalidMsgType, None));
     }
     // 3. required fields: header, trailer (application dictionary, as QuickFIX), body.
-    let has = |tag: u32| match seen.contains(tag) {
+    let mut has = |tag: u32| match seen.contains(tag) {
         Some(b) => b,
-        None => large.has(tag),
+        None => large.has(fields, transport, body, tag),
     };
     for layout in [app.header(), app.trailer()].into_iter().chain(body) {
         if let Some(&tag) = layout.required().iter().find(|&&t| !has(t)) {
@@ -1921,7 +1929,7 @@ mod tests {
             });
             for tag in [65536, 70001, 70002, 80000, 80001] {
                 proptest::prop_assert_eq!(
-                    large.has(tag),
+                    large.has(&fields, &dict, body, tag),
                     top_level_has_reference(&fields, &dict, body, tag),
                     "{:?}: {}", tags, tag
                 );
@@ -1971,6 +1979,12 @@ mod tests {
         assert_eq!(
             code(validate_large("100=1|101=a|70001=b|", true)),
             reject(1, 70002)
+        );
+        // Review: behind an earlier repeat (55), a present 70002 read as missing (the
+        // list was filled only by repeat checks, which that error skipped).
+        assert_eq!(
+            code(validate_large("55=x|55=y|70002=a|", false)),
+            reject(13, 55)
         );
         // Repeated at the top level: 13, in any order among other large tags.
         for body in [

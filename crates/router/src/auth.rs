@@ -874,6 +874,17 @@ impl Responses {
         Grant::Recorded
     }
 
+    /// Whether [`Responses::grant`] would record this grant now (changes nothing): a
+    /// shared group passes over a member that could not take a request's reply.
+    pub fn can_grant(&self, reply_to: &str, requester: u64, now_ns: u64) -> bool {
+        if let Some((_, _, to)) = self.owed.get(reply_to) {
+            return to.contains(&requester) || to.contains(&0);
+        }
+        self.owed.len() < MAX_PENDING_RESPONSES
+            || (now_ns >= self.earliest_expiry
+                && self.owed.values().any(|(_, until, _)| *until <= now_ns))
+    }
+
     /// Uses one reply owed on `topic` at `now_ns`: the requesters it may go to, `None`
     /// when none is owed (or it expired).
     pub fn take(&mut self, topic: &str, now_ns: u64) -> Option<Requesters> {

@@ -115,6 +115,9 @@ pub struct Totals {
     /// Requests (PUBLISH with a reply topic) answered NO_RESPONDERS: they matched no
     /// subscriber (also counted in `unrouted`).
     pub no_responders: u64,
+    /// Requests answered BUSY: the responders they matched could not take their reply
+    /// (`allow_responses` bounds) and nobody else was handed them.
+    pub requests_busy: u64,
     /// Logins refused (bad credentials, or none where the listener requires one).
     pub auth_failures: u64,
     /// Connections refused at their user's connection limit.
@@ -1539,6 +1542,7 @@ impl Core {
             self.cache.handle_publish(topic, raw, wall);
         }
         if let (Routed::GrantsRefused, Some(r)) = (routed, request) {
+            self.totals.requests_busy += 1;
             self.control(id, |b| {
                 frame::encode_error(
                     b,
@@ -2150,27 +2154,43 @@ impl Core {
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
         let direct = if by_mcast { self.matched.len() } else { 0 };
+        // Responders that could not take this request's reply, and whether anyone
+        // else was handed it (`Routed::GrantsRefused`).
+        let mut refused = false;
         if !self.groups.is_empty() {
             // A reply owed to requesters alone goes, in each group, to a member that
-            // is one of them (whoever's turn it is), not to the member whose turn it is.
+            // is one of them (whoever's turn it is), not to the member whose turn it is;
+            // a request, to a member that can take its reply (review: a member owing
+            // 1,024 replies got its turns and the requests BUSY, the others idle).
             let clients = &self.clients;
+            let at = now.as_nanos();
+            let passed_over = std::cell::Cell::new(false);
             self.groups.pick(topic, &mut self.matched, |s| {
                 clients
                     .get(s.0 as usize)
                     .and_then(Option::as_ref)
                     .is_some_and(|c| {
-                        c.phase == Phase::Open && only.is_none_or(|to| to.contains(&c.id.0))
+                        let open =
+                            c.phase == Phase::Open && only.is_none_or(|to| to.contains(&c.id.0));
+                        let can = reply_to.is_none_or(|rt| {
+                            c.responses
+                                .as_ref()
+                                .is_none_or(|r| r.can_grant(rt, requester.0, at))
+                        });
+                        passed_over.set(passed_over.get() || (open && !can));
+                        open && can
                     })
             });
+            refused = passed_over.get();
         }
         if self.matched.is_empty() {
             // A guaranteed publish is the queues' (`gm` totals, each queue's counters):
             // counted here it made a healthy order flow read as unrouted (new-user pass).
             self.totals.unrouted += u64::from(!by_mcast && !guaranteed);
-            return if by_mcast {
-                Routed::Yes
-            } else {
-                Routed::Unmatched
+            return match (by_mcast, refused) {
+                (true, _) => Routed::Yes,
+                (false, true) => Routed::GrantsRefused,
+                (false, false) => Routed::Unmatched,
             };
         }
         let limit = self.cfg.egress_limit;
@@ -2180,9 +2200,7 @@ impl Core {
         let discard = self.cfg.slow_consumer == SlowConsumerPolicy::Discard;
         let clock = self.stamp_clock;
         let stamp = move || clock.map_or(now, |read| read()).as_nanos();
-        // Responders that could not take this request's reply, and whether anyone
-        // else did (`Routed::GrantsRefused`).
-        let (mut refused, mut handed) = (false, by_mcast);
+        let mut handed = by_mcast;
         for i in 0..self.matched.len() {
             let to = self.matched[i];
             let Some(c) = self.clients.get_mut(to.0 as usize).and_then(Option::as_mut) else {
@@ -2200,7 +2218,8 @@ impl Core {
                     continue;
                 }
             }
-            handed = true;
+            // The requester's own copy (a `>` monitor) answers nothing (review).
+            handed |= to != from;
             // At the router-wide bound every client may hold its share only; one over
             // it within its own limit is slow because of the bound, not its limit.
             let pressed = self.egress_bytes >= memory_limit;

@@ -344,7 +344,8 @@ fn denied_actions_get_permission_denied_and_the_connection_goes_on() {
 /// Users `asker` (token "a": publishes requests on svc/>, reads its replies on
 /// _reply/>), `svc` (token "v": subscribes svc/>, publishes nowhere, allow_responses),
 /// `nosy` (token "n": the same rules as svc without allow_responses) and `peer` (token
-/// "p": allow_responses, publishes nowhere, subscribes nothing it is not handed).
+/// "p": allow_responses, publishes nowhere, subscribes nothing it is not handed) and
+/// `wide` (token "w": publishes on svc/>, subscribes anything).
 fn responses_core() -> Core {
     let user = |name: &str, token: &str, rules: Rules| UserConfig {
         name: name.into(),
@@ -391,6 +392,17 @@ fn responses_core() -> Core {
                     Rules {
                         allow_responses: false,
                         ..responder.clone()
+                    },
+                ),
+                user(
+                    "wide",
+                    "w",
+                    Rules {
+                        publish: AllowDeny {
+                            allow: Some(patterns(&["svc/>"])),
+                            deny: vec![],
+                        },
+                        ..Rules::default()
                     },
                 ),
                 user(
@@ -551,6 +563,7 @@ fn a_request_whose_reply_cannot_be_granted_is_not_handed_over_and_fails_busy() {
         answer[0].starts_with("ERROR 7 busy false the request's responders owe too many"),
         "{answer:?}"
     );
+    assert_eq!(core.totals().requests_busy, 1);
     // A reply topic of its own goes through as before.
     request(&mut core, victim, "svc/time", 8, "_reply/victim/y");
     assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
@@ -595,6 +608,59 @@ fn a_responder_owing_replies_to_1024_topics_is_handed_no_request_for_another() {
     assert_eq!(drain(&mut core, asker), ["MSG _reply/1/0"]);
     request(&mut core, asker, "svc/time", 5001, "_reply/1/more");
     assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+}
+
+/// Review: in a shared group, the member whose turn it was took a request even when it
+/// could not take its reply, and the request failed BUSY while another member idled.
+/// The turn passes to a member that can; and a requester's own copy of its request
+/// (a `>` subscription) does not count as handing it to someone.
+#[test]
+fn a_request_skips_group_members_that_cannot_take_its_reply() {
+    let mut core = responses_core();
+    let a = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, a, 1, "$share/g/svc/>"), ["ACK 1"]);
+    let asker = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, asker, 2, "_reply/>"), ["ACK 2"]);
+    let max = tickwire_router::auth::MAX_PENDING_RESPONSES;
+    for i in 0..max {
+        request(
+            &mut core,
+            asker,
+            "svc/time",
+            i as u32,
+            &format!("_reply/1/{i}"),
+        );
+    }
+    assert_eq!(drain(&mut core, a).len(), max);
+    let b = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, b, 3, "$share/g/svc/>"), ["ACK 3"]);
+    for i in 0..4 {
+        request(
+            &mut core,
+            asker,
+            "svc/time",
+            9000 + i,
+            &format!("_reply/1/more{i}"),
+        );
+    }
+    assert!(drain(&mut core, a).is_empty());
+    assert_eq!(drain(&mut core, b).len(), 4);
+    assert!(drain(&mut core, asker).is_empty(), "no BUSY: b took them");
+    // A requester reading its own request topic: its copy is no hand-over.
+    let wide = login(&mut core, "w");
+    assert_eq!(subscribe(&mut core, wide, 4, ">"), ["ACK 4"]);
+    core.handle_closed(b, "gone");
+    request(&mut core, wide, "svc/time", 77, "_reply/w/x");
+    let got = drain(&mut core, wide);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], "MSG svc/time");
+    assert!(got[1].starts_with("ERROR 77 busy false"), "{got:?}");
+    // With only the full member left, a request is BUSY, not NO_RESPONDERS.
+    core.handle_closed(wide, "gone");
+    request(&mut core, asker, "svc/time", 78, "_reply/1/last");
+    let got = drain(&mut core, asker);
+    assert!(got[0].starts_with("ERROR 78 busy false"), "{got:?}");
+    assert!(drain(&mut core, a).is_empty());
 }
 
 /// Hostile-input probe: a request's reply topic was checked for syntax only, so a

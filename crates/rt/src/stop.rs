@@ -92,12 +92,15 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("stop-signals".into())
         .spawn(move || {
+            // The first signal's time: "again" means a second signal, not a flag the
+            // command set itself (at its scheduled end, after an error; review).
             let mut first: Option<std::time::Instant> = None;
             for _ in signals.forever() {
                 if first.is_some_and(|at| at.elapsed() < SAME_REQUEST) {
                     continue;
                 }
-                if flag.swap(true, Ordering::Relaxed) {
+                flag.store(true, Ordering::Relaxed);
+                if first.is_some() {
                     let children = live_children();
                     if children.is_empty() {
                         notify("aborting");

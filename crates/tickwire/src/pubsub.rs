@@ -189,7 +189,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         )?
     };
     let mut client = ReconnectingClient::connect(&a.router, opts)?;
-    let mut drops = Drops::new(a.offline_buffer);
+    let mut drops = Drops::new(a.offline_buffer, a.no_reconnect);
     if a.stdin {
         let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
         let stop = tickwire_rt::StopFlag::install_saying(
@@ -224,7 +224,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             (false, false) => eprintln!("published {n}{of} to {}", a.topic),
         }
         drops.report();
-        report_outages(&client);
+        report_outages(&client, a.no_reconnect);
         let e = read.err().or(finished.err());
         return pub_end(client, &a, &drops, stopped, e);
     }
@@ -290,7 +290,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         );
     }
     drops.report();
-    report_outages(&client);
+    report_outages(&client, a.no_reconnect);
     pub_end(client, &a, &drops, done < total, finished.err())
 }
 
@@ -335,15 +335,18 @@ struct Drops {
     dropped: u64,
     /// Messages dropped in the outage under way (said at its end).
     in_outage: u64,
+    /// --no-reconnect: a lost connection ends the command, so nothing "reconnects".
+    no_reconnect: bool,
 }
 
 impl Drops {
-    fn new(limit: usize) -> Drops {
+    fn new(limit: usize, no_reconnect: bool) -> Drops {
         Drops {
             limit,
             taken: 0,
             dropped: 0,
             in_outage: 0,
+            no_reconnect,
         }
     }
 
@@ -375,6 +378,10 @@ impl Drops {
 
     /// Reports a connection change ([`report_link`]), with what the outage dropped.
     fn notice(&mut self, ev: &LinkEvent<'_>) {
+        if self.no_reconnect && matches!(ev, LinkEvent::Disconnected { .. }) {
+            // The error that ends the command says it (with "--no-reconnect").
+            return;
+        }
         report_link(ev);
         if matches!(ev, LinkEvent::Reconnected(_)) && self.in_outage > 0 {
             eprintln!(
@@ -488,10 +495,11 @@ fn stdin_readable(wait: Duration) -> bool {
     }
 }
 
-/// What the connection losses cost a direct publisher, when there were any.
-fn report_outages(client: &ReconnectingClient) {
+/// What the connection losses cost a direct publisher, when there were any (with
+/// --no-reconnect the one loss ended it, and its error says so).
+fn report_outages(client: &ReconnectingClient, no_reconnect: bool) {
     let st = client.stats();
-    if st.disconnects == 0 {
+    if st.disconnects == 0 || no_reconnect {
         return;
     }
     // Kept during an outage that never ended: not sent.

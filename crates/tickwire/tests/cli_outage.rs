@@ -100,6 +100,51 @@ fn regression_a_paced_pub_drops_and_counts_through_a_router_outage() {
     assert!(err.contains("1 disconnection, 1 reconnection,"), "{err}");
 }
 
+/// Hostile-input pass: `pub --no-reconnect` reconnected to a router that came back at
+/// once ("disconnected ...; reconnecting", "reconnected after 0.001 s") and exited 0.
+/// A lost connection now ends it: exit 1, the cause, nothing "reconnecting".
+#[test]
+fn regression_pub_no_reconnect_does_not_reconnect() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    let mut sub = common::cli(&["sub", "--router", &addr, "t/>"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for_subscriber(&addr, "tickwire-sub", 1);
+    let mut publ = common::cli(&[
+        "pub",
+        "--router",
+        &addr,
+        "t/x",
+        "--count",
+        "400",
+        "--rate",
+        "20",
+        "--no-reconnect",
+    ])
+    .spawn()
+    .unwrap();
+    let mut first = String::new();
+    BufReader::new(sub.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("t/x "), "{first}");
+    router.kill9();
+    let _ = sub.kill();
+    let _ = sub.wait();
+    // Back at once: a reconnection would succeed.
+    let router = plain(port);
+    let st = common::wait_child(&mut publ, T, "pub --no-reconnect");
+    drop(router);
+    let (_, err) = common::take_output(&mut publ);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("(--no-reconnect)"), "{err}");
+    assert!(!err.contains("reconnecting"), "{err}");
+    assert!(!err.contains("reconnected"), "{err}");
+}
+
 /// `pub --help` documents the direct publisher's exit statuses and --offline-buffer;
 /// `sub --help` its own.
 #[test]

@@ -459,6 +459,11 @@ impl Component for RouterMonitor {
                 t.no_responders,
             ),
             (
+                "tickwire_router_requests_busy_total",
+                "Requests answered BUSY: the responders they matched could not take their reply (allow_responses bounds).",
+                t.requests_busy,
+            ),
+            (
                 "tickwire_router_auth_failures_total",
                 "Logins refused (bad credentials, or none where one is required).",
                 t.auth_failures,
