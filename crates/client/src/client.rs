@@ -1640,6 +1640,7 @@ impl Client {
                             version,
                             client_id,
                             max_frame,
+                            capabilities,
                             ..
                         } => {
                             if version != PROTOCOL_VERSION {
@@ -1654,6 +1655,16 @@ impl Client {
                                      bytes, below the protocol's minimum of {}",
                                     frame::MIN_MAX_FRAME
                                 );
+                                return Err(self.protocol_error(msg));
+                            }
+                            if !self.mcast_routes.is_empty()
+                                && capabilities & frame::caps::MCAST == 0
+                            {
+                                // Routes only come with the grant (hostile-input pass:
+                                // the client joined them without it).
+                                let msg = "the router announced multicast streams without \
+                                           granting MCAST in its WELCOME"
+                                    .to_owned();
                                 return Err(self.protocol_error(msg));
                             }
                             self.client_id = client_id;

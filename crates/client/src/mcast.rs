@@ -50,6 +50,15 @@ impl MulticastRoute {
                 "router announced more than {MAX_ROUTES} multicast streams"
             ));
         }
+        // Each stream joined holds a receiver and its hold ring: one group and port
+        // announced twice would be received twice (hostile-input pass: 64 copies of
+        // one route, 275 MiB before a datagram arrived).
+        if routes.iter().any(|o| o.group == r.group) {
+            return Err(format!(
+                "router announced multicast stream {} twice",
+                r.group
+            ));
+        }
         routes.push(MulticastRoute {
             group: r.group,
             session: r.session,

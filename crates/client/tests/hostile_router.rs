@@ -394,3 +394,68 @@ fn give_up_after_bounds_attempts_on_a_router_that_never_answers() {
     );
     drop(silent);
 }
+
+/// A router that answers the HELLO with `handshake` (MCAST_ROUTEs, then a WELCOME)
+/// and holds the connection until the client closes it.
+fn announcing_router(handshake: Vec<u8>) -> (std::net::SocketAddr, thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(&handshake).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    });
+    (addr, peer)
+}
+
+fn route(out: &mut Vec<u8>, port: u16) {
+    let group = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(239, 1, 2, 3), port);
+    tickwire_wire::mcast_route::encode_mcast_route(out, group, 7, 0, 0, ["md/>"]).unwrap();
+}
+
+/// Hostile-input pass: a client joined every route announced, the same one 64 times
+/// (275 MiB before a datagram arrived), and routes a WELCOME did not grant MCAST for.
+/// Both are protocol errors now.
+#[test]
+fn a_route_announced_twice_or_without_the_mcast_grant_is_a_protocol_error() {
+    let connect = |addr: std::net::SocketAddr| {
+        let opts = tickwire_client::ClientOptions {
+            multicast: true,
+            ..tickwire_client::ClientOptions::named("mc")
+        };
+        Client::connect_with(addr, opts)
+    };
+    let mut twice = Vec::new();
+    route(&mut twice, 5000);
+    route(&mut twice, 5000);
+    frame::encode_welcome_caps(&mut twice, 1, 1 << 20, frame::caps::MCAST, "r");
+    let (addr, peer) = announcing_router(twice);
+    let e = connect(addr).err().expect("refused");
+    assert!(
+        e.to_string()
+            .contains("announced multicast stream 239.1.2.3:5000 twice"),
+        "{e}"
+    );
+    peer.join().unwrap();
+
+    let mut ungranted = Vec::new();
+    route(&mut ungranted, 5000);
+    frame::encode_welcome_caps(&mut ungranted, 1, 1 << 20, 0, "r");
+    let (addr, peer) = announcing_router(ungranted);
+    let e = connect(addr).err().expect("refused");
+    assert!(e.to_string().contains("without granting MCAST"), "{e}");
+    peer.join().unwrap();
+
+    // Two streams, granted: joined as before.
+    let mut fine = Vec::new();
+    route(&mut fine, 5000);
+    route(&mut fine, 5001);
+    frame::encode_welcome_caps(&mut fine, 1, 1 << 20, frame::caps::MCAST, "r");
+    let (addr, peer) = announcing_router(fine);
+    let c = connect(addr).unwrap();
+    assert_eq!(c.multicast_routes().len(), 2);
+    drop(c);
+    peer.join().unwrap();
+}

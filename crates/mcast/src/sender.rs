@@ -149,7 +149,8 @@ pub struct SenderStats {
     pub nak_heartbeat_suppressed: u64,
     /// Flow reports from a new receiver not kept: every slot held a fresh report.
     pub status_refused: u64,
-    /// Datagrams from another session, or malformed.
+    /// Datagrams from another session, malformed, or flow reports claiming more than
+    /// was sent.
     pub refused: u64,
     /// Originals not queued because the driver did not drain; they are recovered by NAK.
     pub unsent: u64,
@@ -445,6 +446,12 @@ impl Sender {
     }
 
     fn status(&mut self, now: MonoNanos, expected: u64, receiver: u64, delivered: u64) {
+        if expected > self.next_seq || delivered > self.next_msg {
+            // More than was ever sent: forged (hostile-input pass: one such report ended
+            // `mcast send --wait-receivers` early, "4611686018427387903 messages delivered").
+            self.stats.refused += 1;
+            return;
+        }
         let report = ReceiverReport {
             receiver,
             expected,
@@ -658,6 +665,23 @@ mod tests {
                 to: 1
             })
         );
+    }
+
+    /// Hostile-input pass: a flow report claiming datagrams or messages never sent was
+    /// kept (one ended `mcast send --wait-receivers` early, "4611686018427387903
+    /// messages delivered"); it is refused.
+    #[test]
+    fn a_flow_report_claiming_more_than_was_sent_is_refused() {
+        let mut tx = Sender::new(SenderConfig::default(), T0).unwrap();
+        tx.handle_nak(T0, &header(&tx, Kind::Status, 0, 5, 1, 0))
+            .unwrap();
+        tx.handle_nak(T0, &header(&tx, Kind::Status, 0, 0, 2, (1 << 62) - 1))
+            .unwrap();
+        assert!(tx.receivers().is_empty());
+        assert_eq!(tx.stats().refused, 2);
+        tx.handle_nak(T0, &header(&tx, Kind::Status, 0, 0, 3, 0))
+            .unwrap();
+        assert_eq!(tx.receivers().len(), 1);
     }
 
     /// Regression: forged STATUS reports from 1,000 made-up receiver ids replaced all 64

@@ -443,13 +443,14 @@ fn render_list(doc: &Value) -> String {
             .map(|a| {
                 a.iter()
                     .filter_map(Value::as_str)
+                    .map(safe)
                     .collect::<Vec<_>>()
                     .join(" ")
             })
             .unwrap_or_default();
         s += &format!(
             "{:<24} {:>12} {:>14} {:>9} {:>12} {:>11} {:>13} {:>10}  {}\n",
-            q["name"].as_str().unwrap_or(""),
+            safe(q["name"].as_str().unwrap_or("")),
             num(q, "depth"),
             num(q, "bytes"),
             num(q, "consumers"),
@@ -478,18 +479,26 @@ fn render_show(doc: &Value) -> String {
         .collect()
 }
 
-/// `obj`'s fields as `(prefix + key, shown value)` rows, nested objects expanded.
+/// `s` fit for a terminal (the router's strings, names and patterns, printed raw could
+/// forge table rows or drive the terminal: hostile-input pass; `stats` escaped them
+/// already).
+fn safe(s: &str) -> String {
+    tickwire_rt::text::terminal_safe(s).into_owned()
+}
+
+/// `obj`'s fields as `(prefix + key, shown value)` rows, nested objects expanded; every
+/// string made fit for a terminal ([`safe`]).
 fn flatten(prefix: &str, obj: &serde_json::Map<String, Value>, rows: &mut Vec<(String, String)>) {
     for (k, v) in obj {
-        let key = format!("{prefix}{k}");
+        let key = format!("{prefix}{}", safe(k));
         match v {
             Value::Object(inner) if !inner.is_empty() => flatten(&format!("{key}."), inner, rows),
-            Value::String(t) => rows.push((key, t.clone())),
+            Value::String(t) => rows.push((key, safe(t))),
             Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
                 let shown: Vec<String> = items
                     .iter()
                     .map(|i| match i {
-                        Value::String(t) => t.clone(),
+                        Value::String(t) => safe(t),
                         other => other.to_string(),
                     })
                     .collect();
@@ -509,6 +518,33 @@ mod tests {
     struct T {
         #[command(subcommand)]
         cmd: QueueCmd,
+    }
+
+    /// Hostile-input pass: a router's queue names, patterns and fields were printed
+    /// raw (an escape sequence cleared the screen, a line break forged a row).
+    #[test]
+    fn router_strings_are_escaped_in_list_and_show() {
+        let doc = serde_json::json!({ "queues": [{
+            "name": "q\u{1b}[2J\nforged 1 2 3",
+            "depth": 1,
+            "definition": { "subscriptions": ["a/\u{1b}[31m>"] },
+        }]});
+        let list = render_list(&doc);
+        assert_eq!(list.lines().count(), 2, "{list}");
+        assert!(
+            !list.chars().any(|c| c.is_control() && c != '\n'),
+            "{list:?}"
+        );
+        let show = render_show(&serde_json::json!({
+            "name": "x\ry",
+            "k\u{7}": ["\u{1b}]0;OWNED\u{7}"],
+            "definition": { "d\u{1b}": "v\n" },
+        }));
+        assert_eq!(show.lines().count(), 3, "{show}");
+        assert!(
+            !show.chars().any(|c| c.is_control() && c != '\n'),
+            "{show:?}"
+        );
     }
 
     /// Regression (new-user pass): the definition was one line of raw JSON.
