@@ -182,6 +182,13 @@ impl<const MAX: usize> Ladder<MAX> {
         }
     }
 
+    /// Room for `levels` in `near` (as [`Ladder::with_capacity`]) without touching
+    /// what it holds.
+    fn reserve(&mut self, levels: usize) {
+        let want = levels.min(MAX + 1);
+        self.near.reserve(want.saturating_sub(self.near.len()));
+    }
+
     fn best(&self) -> Option<Level> {
         self.near.last().copied()
     }
@@ -466,9 +473,11 @@ impl OrderBooks {
             self.books.resize_with(i + 1, Book::default);
         }
         let b = &mut self.books[i];
-        if b.bids.near.capacity() == 0 {
-            *b = Book::with_capacity(self.levels_per_side);
-        }
+        // Room made, never the book replaced: a book made empty by a later locate's
+        // resize may hold orders already (asks only left its bids without capacity, and
+        // replacing it lost its levels while the orders stayed; review).
+        b.bids.reserve(self.levels_per_side);
+        b.asks.reserve(self.levels_per_side);
         b
     }
 
@@ -613,6 +622,20 @@ impl OrderBooks {
 
 #[cfg(test)]
 mod tests {
+
+    /// Review: a book created empty by a later locate's resize, holding only asks, was
+    /// replaced at its Stock Directory (`ensure`), its levels lost while its orders
+    /// stayed.
+    #[test]
+    fn ensure_keeps_what_a_book_holds() {
+        let mut b = OrderBooks::with_capacity(16, 4);
+        b.add(5, 1, Side::Sell, 100, 10_000);
+        b.add(3, 2, Side::Sell, 200, 10_100);
+        b.ensure(3);
+        let book = b.book(3).unwrap();
+        assert_eq!(book.level_count(Side::Sell), 1);
+        assert_eq!(book.levels(Side::Sell).next().map(|l| l.shares), Some(200));
+    }
     use super::*;
 
     #[test]
