@@ -24,8 +24,11 @@ pub struct ReconnectOptions {
     pub max_backoff: Duration,
     /// Give up (return the last error) when no connection could be opened for this
     /// long; `None` retries forever. Default 60 s. Zero: a first connection gets one
-    /// try, and a [`ReconnectingClient`](crate::ReconnectingClient) whose connection is
-    /// lost does not reopen it (the call that finds it lost fails with its cause).
+    /// try (with the whole `connect_timeout`), and a
+    /// [`ReconnectingClient`](crate::ReconnectingClient) whose connection is lost does
+    /// not reopen it: a `publish`, `flush` or `subscribe` that finds it lost fails with
+    /// its cause, a `poll` reports [`LinkEvent::Disconnected`](crate::LinkEvent) and
+    /// every later call fails.
     pub give_up_after: Option<Duration>,
     /// Draw each pause uniformly from `[pause / 2, pause]` ([`Backoff`]), so that
     /// clients that lost the same router do not all come back at once. Default on.
@@ -336,7 +339,9 @@ pub(crate) fn with_retries<T>(
     let mut backoff = opts.backoff();
     loop {
         let mut client = opts.client.clone();
-        if let Some(limit) = opts.give_up_after {
+        // Zero is one try (`for_first`), with the whole connect timeout (review: it
+        // had 100 ms for connect, TLS and handshake together).
+        if let Some(limit) = opts.give_up_after.filter(|l| !l.is_zero()) {
             let left = limit
                 .saturating_sub(started.elapsed())
                 .max(Duration::from_millis(100));
@@ -410,6 +415,20 @@ pub(crate) fn worth_reconnecting(e: &Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review: one try (`give_up_after` zero, a first connection without retries) had
+    /// its connect timeout cut to 100 ms; it keeps the whole timeout.
+    #[test]
+    fn one_try_keeps_the_whole_connect_timeout() {
+        let mut opts = ReconnectOptions::local("t", Duration::ZERO);
+        opts.client.connect_timeout = Duration::from_secs(7);
+        let got = with_retries(&opts, None, |_| true, |c| Ok(c.connect_timeout));
+        assert_eq!(got.ok(), Some(Duration::from_secs(7)));
+        // A limit still bounds each attempt by what is left of it.
+        opts.give_up_after = Some(Duration::from_secs(2));
+        let got = with_retries(&opts, None, |_| true, |c| Ok(c.connect_timeout));
+        assert!(got.ok().is_some_and(|t| t <= Duration::from_secs(2)));
+    }
 
     #[test]
     fn which_errors_reconnect() {

@@ -192,7 +192,7 @@ impl ReconnectingClient {
             };
             match res {
                 Ok(()) => {}
-                Err(e) if worth_reconnecting(&e) => self.lost(e),
+                Err(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
                 Err(e) => return Err(e),
             }
         }
@@ -207,7 +207,7 @@ impl ReconnectingClient {
         if let Some(c) = &mut self.conn {
             match c.unsubscribe(pattern) {
                 Ok(()) => {}
-                Err(e) if worth_reconnecting(&e) => self.lost(e),
+                Err(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
                 Err(e) => return Err(e),
             }
         }
@@ -225,7 +225,7 @@ impl ReconnectingClient {
         if let Some(c) = &mut self.conn {
             match c.publish(topic, payload) {
                 Ok(()) => return Ok(()),
-                Err(e) if worth_reconnecting(&e) => self.lost(e),
+                Err(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
                 Err(e) => return Err(e),
             }
         }
@@ -240,7 +240,7 @@ impl ReconnectingClient {
                 if !worth_reconnecting(&e) {
                     return Err(e);
                 }
-                self.lost(e);
+                self.lost_or_fail(e)?;
             }
         }
         Ok(())
@@ -367,6 +367,23 @@ impl ReconnectingClient {
             }
         }
         n
+    }
+
+    /// [`ReconnectingClient::lost`], except that a client that never reconnects
+    /// (`give_up_after` zero) fails with `cause` at once: a publish would otherwise be
+    /// kept for a reconnection that never comes, and reported as done (review).
+    fn lost_or_fail(&mut self, cause: Error) -> Result<(), Error> {
+        let once = self.opts.give_up_after == Some(Duration::ZERO);
+        self.lost(cause);
+        match (once, self.down.as_mut().and_then(|d| d.cause.take())) {
+            (true, Some(cause)) => Err(cause),
+            (_, cause) => {
+                if let Some(d) = self.down.as_mut() {
+                    d.cause = cause;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The connection failed with `cause`: drop it and schedule the first attempt now.

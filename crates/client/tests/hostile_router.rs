@@ -463,3 +463,46 @@ fn a_route_announced_twice_or_without_the_mcast_grant_is_a_protocol_error() {
     drop(c);
     peer.join().unwrap();
 }
+
+/// Review: a ReconnectingClient that never reconnects (`give_up_after` zero, as `pub
+/// --no-reconnect`) answered Ok to the call that found its connection lost (a publish
+/// was kept in the offline buffer for a reconnection that never comes; a flush said
+/// all was written); only the next call failed. That call fails now, with the cause,
+/// and nothing is kept.
+#[test]
+fn a_client_that_never_reconnects_fails_the_call_that_finds_the_loss() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || {
+        let s = accept_welcomed(&listener);
+        // The router goes away right after the handshake.
+        drop(s);
+    });
+    let opts = tickwire_client::ReconnectOptions::local("once", Duration::ZERO);
+    let mut c = tickwire_client::ReconnectingClient::connect(&addr.to_string(), opts).unwrap();
+    peer.join().unwrap();
+    let mut failed = None;
+    for _ in 0..10_000 {
+        if let Err(e) = c.publish("t/x", b"x") {
+            failed = Some(("publish", e));
+            break;
+        }
+        // The write that meets the closed socket is the flush's.
+        if let Err(e) = c.flush() {
+            failed = Some(("flush", e));
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    let (by, e) = failed.expect("the loss was never reported");
+    // Before: that flush said Ok (kept for a reconnection) and the next call failed.
+    assert_eq!(by, "flush", "{e}");
+    assert!(!matches!(e, Error::OfflineBufferFull { .. }), "{e}");
+    assert_eq!(
+        c.offline_buffered(),
+        (0, 0),
+        "a publish was kept for a reconnection"
+    );
+    // Every later call fails too.
+    assert!(c.publish("t/x", b"x").is_err());
+}

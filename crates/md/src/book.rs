@@ -622,6 +622,7 @@ impl OrderBooks {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// Review: a book created empty by a later locate's resize, holding only asks, was
     /// replaced at its Stock Directory (`ensure`), its levels lost while its orders
@@ -636,7 +637,6 @@ mod tests {
         assert_eq!(book.level_count(Side::Sell), 1);
         assert_eq!(book.levels(Side::Sell).next().map(|l| l.shares), Some(200));
     }
-    use super::*;
 
     #[test]
     fn warm_answers_whether_an_order_is_live() {

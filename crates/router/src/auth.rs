@@ -815,8 +815,10 @@ pub type Requesters = [u64; MAX_REQUESTERS_PER_TOPIC];
 pub struct Responses {
     /// Reply topic → (replies owed, expiry in the core's monotonic ns, requesters).
     owed: HashMap<Box<str>, (u32, u64, Requesters), ahash::RandomState>,
-    /// No grant expires before this (a sweep before it would free nothing).
-    earliest_expiry: u64,
+    /// No grant expires before this (a sweep before it would free nothing). A `Cell`:
+    /// [`Responses::can_grant`], which changes nothing else, lowers the bound's
+    /// staleness too, so that a full table is not walked on every request.
+    earliest_expiry: std::cell::Cell<u64>,
     /// The last grant was refused (the table is full): the next refusal is not news.
     refusing: bool,
 }
@@ -840,6 +842,12 @@ impl Responses {
     pub fn grant(&mut self, reply_to: &str, requester: u64, now_ns: u64) -> Grant {
         let expiry = now_ns.saturating_add(RESPONSE_WINDOW_NS);
         if let Some((n, until, to)) = self.owed.get_mut(reply_to) {
+            if *until <= now_ns {
+                // Expired: its requesters are owed nothing any more (review: four of
+                // them kept the topic refused past the window until a sweep).
+                *n = 0;
+                *to = [0; MAX_REQUESTERS_PER_TOPIC];
+            }
             if !to.contains(&requester) {
                 let Some(free) = to.iter_mut().find(|r| **r == 0) else {
                     let first = !self.refusing;
@@ -854,9 +862,10 @@ impl Responses {
             return Grant::Recorded;
         }
         if self.owed.len() >= MAX_PENDING_RESPONSES {
-            if now_ns >= self.earliest_expiry {
+            if now_ns >= self.earliest_expiry.get() {
                 self.owed.retain(|_, (_, until, _)| *until > now_ns);
-                self.earliest_expiry = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
+                let min = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
+                self.earliest_expiry.set(min);
             }
             if self.owed.len() >= MAX_PENDING_RESPONSES {
                 let first = !self.refusing;
@@ -864,8 +873,8 @@ impl Responses {
                 return Grant::Refused { first };
             }
         }
-        if self.owed.is_empty() || expiry < self.earliest_expiry {
-            self.earliest_expiry = expiry;
+        if self.owed.is_empty() || expiry < self.earliest_expiry.get() {
+            self.earliest_expiry.set(expiry);
         }
         let mut to = [0; MAX_REQUESTERS_PER_TOPIC];
         to[0] = requester;
@@ -877,12 +886,21 @@ impl Responses {
     /// Whether [`Responses::grant`] would record this grant now (changes nothing): a
     /// shared group passes over a member that could not take a request's reply.
     pub fn can_grant(&self, reply_to: &str, requester: u64, now_ns: u64) -> bool {
-        if let Some((_, _, to)) = self.owed.get(reply_to) {
-            return to.contains(&requester) || to.contains(&0);
+        if let Some((_, until, to)) = self.owed.get(reply_to) {
+            return *until <= now_ns || to.contains(&requester) || to.contains(&0);
         }
-        self.owed.len() < MAX_PENDING_RESPONSES
-            || (now_ns >= self.earliest_expiry
-                && self.owed.values().any(|(_, until, _)| *until <= now_ns))
+        if self.owed.len() < MAX_PENDING_RESPONSES {
+            return true;
+        }
+        if now_ns < self.earliest_expiry.get() {
+            return false;
+        }
+        // Full, and the bound may be stale (`take` removes entries without raising
+        // it): one walk, then the true bound, so the next requests skip it (review: a
+        // full member was walked, 1,024 entries, on every request for up to 60 s).
+        let min = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
+        self.earliest_expiry.set(min);
+        min <= now_ns
     }
 
     /// Uses one reply owed on `topic` at `now_ns`: the requesters it may go to, `None`
@@ -1307,6 +1325,39 @@ mod tests {
             assert!(c.decided.len() <= PUBLISH_CACHE_TOPICS);
         }
         assert!(!c.may_publish(&p, "b"));
+    }
+
+    /// Review: an expired reply topic still listing four requesters refused a fifth
+    /// until a sweep; and a full table whose bound went stale (`take` removes entries
+    /// without raising it) was walked by `can_grant` on every request.
+    #[test]
+    fn expired_grants_give_way_and_the_expiry_bound_is_made_true() {
+        let w = RESPONSE_WINDOW_NS;
+        let mut r = Responses::default();
+        for id in 1..=4 {
+            assert_eq!(r.grant("t", id, 0), Grant::Recorded);
+        }
+        assert!(!r.can_grant("t", 5, 1));
+        assert_eq!(r.grant("t", 5, 1), Grant::Refused { first: true });
+        assert!(r.can_grant("t", 5, w));
+        assert_eq!(r.grant("t", 5, w), Grant::Recorded);
+        assert_eq!(r.take("t", w + 1), Some([5, 0, 0, 0]));
+
+        let mut r = Responses::default();
+        assert_eq!(r.grant("first", 1, 0), Grant::Recorded);
+        for i in 1..MAX_PENDING_RESPONSES {
+            assert_eq!(r.grant(&format!("t{i}"), 1, 10), Grant::Recorded);
+        }
+        assert!(r.take("first", 5).is_some());
+        assert_eq!(r.grant("refill", 1, 11), Grant::Recorded);
+        assert_eq!(
+            r.earliest_expiry.get(),
+            w,
+            "stale: the entry that set it is gone"
+        );
+        assert!(!r.can_grant("more", 1, w + 1));
+        assert_eq!(r.earliest_expiry.get(), 10 + w, "made true by the walk");
+        assert!(r.can_grant("more", 1, 10 + w));
     }
 
     /// Hostile-input pass: 4,096 topics of 250 bytes held ~1.3 MB per connection; the

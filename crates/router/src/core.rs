@@ -297,7 +297,8 @@ enum Routed {
     /// No subscription matched (a request gets `NO_RESPONDERS`).
     Unmatched,
     /// A request that matched only responders which could not take its reply
-    /// ([`grant_response`]): handed to no one (the requester gets `BUSY`).
+    /// ([`grant_response`]): handed to no one but, at most, its requester's own
+    /// subscription (the requester gets `BUSY`).
     GrantsRefused,
 }
 
@@ -2186,7 +2187,8 @@ impl Core {
         if self.matched.is_empty() {
             // A guaranteed publish is the queues' (`gm` totals, each queue's counters):
             // counted here it made a healthy order flow read as unrouted (new-user pass).
-            self.totals.unrouted += u64::from(!by_mcast && !guaranteed);
+            // A request answered BUSY is counted there (`requests_busy`), not here.
+            self.totals.unrouted += u64::from(!by_mcast && !guaranteed && !refused);
             return match (by_mcast, refused) {
                 (true, _) => Routed::Yes,
                 (false, true) => Routed::GrantsRefused,

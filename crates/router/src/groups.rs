@@ -3,7 +3,8 @@
 //!
 //! A shared subscription is a SUBSCRIBE whose pattern is `$share/GROUP/PATTERN`
 //! (MQTT 5's syntax). Members are served **round robin** in the order they joined,
-//! skipping members that cannot take messages (still in handshake or closing); a
+//! skipping members that cannot take messages (still in handshake or closing, or, for
+//! a request, unable to take its reply: the caller's `eligible`); a
 //! member that stops reading is still chosen in its turn, so the slow-consumer policy
 //! (discard its oldest messages, or disconnect it) applies to it alone and the other
 //! members are unaffected. Members join and leave at any time; a group disappears with

@@ -142,7 +142,7 @@ pub struct PubArgs {
     answer_timeout: Duration,
     /// Give up when the router cannot be reached for this long (after a lost
     /// connection; the first must succeed).
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "60s")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_give_up, default_value = "60s")]
     give_up_after: Duration,
     /// Exit on a lost connection instead of reconnecting (direct publishing).
     #[arg(long, conflicts_with = "guaranteed")]
@@ -1159,7 +1159,7 @@ pub struct SubArgs {
     #[arg(long)]
     no_reconnect: bool,
     /// Exit when the router cannot be reached again for this long [default: never].
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_give_up, conflicts_with = "no_reconnect")]
     give_up_after: Option<Duration>,
     #[command(flatten)]
     multicast: crate::sub_mcast::MulticastArgs,

@@ -469,7 +469,7 @@ fn render_list(doc: &Value) -> String {
 /// values space-separated, anything deeper as JSON.
 fn render_show(doc: &Value) -> String {
     let Some(obj) = doc.as_object() else {
-        return format!("{doc}\n");
+        return format!("{}\n", safe(&doc.to_string()));
     };
     let mut rows = Vec::new();
     flatten("", obj, &mut rows);
@@ -499,12 +499,14 @@ fn flatten(prefix: &str, obj: &serde_json::Map<String, Value>, rows: &mut Vec<(S
                     .iter()
                     .map(|i| match i {
                         Value::String(t) => safe(t),
-                        other => other.to_string(),
+                        other => safe(&other.to_string()),
                     })
                     .collect();
                 rows.push((key, shown.join(" ")));
             }
-            other => rows.push((key, other.to_string())),
+            // JSON text of anything deeper: serde_json leaves DEL, C1 controls and bidi
+            // overrides unescaped (review).
+            other => rows.push((key, safe(&other.to_string()))),
         }
     }
 }
@@ -536,15 +538,17 @@ mod tests {
             "{list:?}"
         );
         let show = render_show(&serde_json::json!({
+            "deep": [{ "n": "\u{9b}2J\u{202e}" }],
             "name": "x\ry",
             "k\u{7}": ["\u{1b}]0;OWNED\u{7}"],
             "definition": { "d\u{1b}": "v\n" },
         }));
-        assert_eq!(show.lines().count(), 3, "{show}");
+        assert_eq!(show.lines().count(), 4, "{show}");
         assert!(
             !show.chars().any(|c| c.is_control() && c != '\n'),
             "{show:?}"
         );
+        assert!(!show.contains('\u{202e}'), "{show:?}");
     }
 
     /// Regression (new-user pass): the definition was one line of raw JSON.

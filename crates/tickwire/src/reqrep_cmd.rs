@@ -216,7 +216,7 @@ pub struct ReplyArgs {
     #[arg(long)]
     no_reconnect: bool,
     /// Exit when the router cannot be reached again for this long [default: never].
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "no_reconnect")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_give_up, conflicts_with = "no_reconnect")]
     give_up_after: Option<Duration>,
 }
 

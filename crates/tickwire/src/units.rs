@@ -231,6 +231,18 @@ pub fn error_text(e: &anyhow::Error) -> String {
     text
 }
 
+/// `--give-up-after`: a duration above zero. Zero would give up at once, without one
+/// attempt, while the command said "reconnecting" (review): that is --no-reconnect.
+pub fn parse_give_up(s: &str) -> Result<std::time::Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!(
+            "{s:?}: 0 would give up without one attempt; to exit on a lost connection, use \
+             --no-reconnect"
+        )),
+        d => Ok(d),
+    }
+}
+
 /// A fraction of datagrams to drop: 0 to below 1 (e.g. 0.05).
 pub fn parse_loss(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

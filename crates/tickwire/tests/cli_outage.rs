@@ -145,6 +145,21 @@ fn regression_pub_no_reconnect_does_not_reconnect() {
     assert!(!err.contains("reconnected"), "{err}");
 }
 
+/// Review: `--give-up-after 0` gave up without one attempt while saying
+/// "reconnecting"; it is a usage error that names --no-reconnect.
+#[test]
+fn give_up_after_zero_is_a_usage_error() {
+    for args in [
+        &["pub", "t/x", "m", "--give-up-after", "0"][..],
+        &["sub", "t/>", "--give-up-after", "0s"][..],
+        &["reply", "t/>", "--give-up-after", "0"][..],
+    ] {
+        let (st, _, err) = run_cli(args, T);
+        assert_eq!(st.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("use --no-reconnect"), "{args:?}: {err}");
+    }
+}
+
 /// `pub --help` documents the direct publisher's exit statuses and --offline-buffer;
 /// `sub --help` its own.
 #[test]
