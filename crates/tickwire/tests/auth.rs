@@ -845,10 +845,14 @@ fn users_beside_unrestricted_anonymous_clients_are_warned_about() {
         .unwrap();
         let (router, log) =
             RouterProc::start_logged(&["--config", config.path().to_str().unwrap()]);
-        log.wait_for(&["authentication"], LONG)
-            .expect("the authentication line");
-        // The warning comes right after it, before the banner the start waited for.
+        // The warning comes between the authentication line and the settings line:
+        // wait for the latter (the log is read by a thread of its own, so the
+        // authentication line alone could be in while the warning was not yet: a CI
+        // run failed so).
+        log.wait_for(&["egress_memory_limit="], LONG)
+            .expect("the settings line");
         let text = log.text();
+        assert!(text.contains("authentication"), "{text}");
         assert_eq!(
             text.contains("clients that do not log in are admitted here with every right"),
             warns,
