@@ -1459,25 +1459,11 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// Work counters for the tests that pin down linear costs without timing anything:
-/// the fields [`LengthFields`] looks at and the bytes [`mismatched_frame`] searches.
 #[cfg(test)]
-mod work {
-    use std::cell::Cell;
-
-    thread_local! {
-        static STEPS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    pub(super) fn add(n: usize) {
-        STEPS.with(|s| s.set(s.get() + n));
-    }
-
-    /// The steps counted on this thread since the last call.
-    pub(super) fn take() -> usize {
-        STEPS.with(|s| s.replace(0))
-    }
-}
+work_counter!(
+    /// The fields [`LengthFields`] looks at and the bytes [`mismatched_frame`] searches.
+    work
+);
 
 #[cfg(test)]
 mod tests {

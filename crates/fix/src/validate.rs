@@ -603,25 +603,11 @@ impl<'s> LargeTags<'s> {
     }
 }
 
-/// Counts the fields [`LargeTags::fill`] walks, for the test that pins down its linear
-/// cost without timing anything.
 #[cfg(test)]
-mod large_work {
-    use std::cell::Cell;
-
-    thread_local! {
-        static STEPS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    pub(super) fn add(n: usize) {
-        STEPS.with(|s| s.set(s.get() + n));
-    }
-
-    /// The steps counted on this thread since the last call.
-    pub(super) fn take() -> usize {
-        STEPS.with(|s| s.replace(0))
-    }
-}
+work_counter!(
+    /// The fields [`LargeTags::fill`] walks.
+    large_work
+);
 
 /// A NumInGroup field met by [`walk`]: its group's definition, the scan of its entries
 /// and, when asked for, the first required member missing from them.

@@ -1043,6 +1043,20 @@ mod tests {
             ]
         }
 
+        /// Adds `o` as `order_ref` to the book and to the model alike.
+        fn add_both(
+            b: &mut OrderBooks,
+            model: &mut BTreeMap<u64, Order>,
+            order_ref: u64,
+            o: Order,
+        ) -> Change {
+            let c = b
+                .add(o.locate, order_ref, o.side, o.shares, o.price)
+                .unwrap();
+            model.insert(order_ref, o);
+            c
+        }
+
         fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
             {
                 let mut b = OrderBooks::with_capacity(8, 2);
@@ -1060,16 +1074,13 @@ mod tests {
                             price,
                         } => {
                             let side = if buy { Side::Buy } else { Side::Sell };
-                            let c = b.add(locate, next_ref, side, shares, price).unwrap();
-                            model.insert(
-                                next_ref,
-                                Order {
-                                    locate,
-                                    side,
-                                    price,
-                                    shares,
-                                },
-                            );
+                            let order = Order {
+                                locate,
+                                side,
+                                price,
+                                shares,
+                            };
+                            let c = add_both(&mut b, &mut model, next_ref, order);
                             let want = rank(&model, locate, side, price);
                             prop_assert!(rank_ok(c.rank, want), "rank {} for {}", c.rank, want);
                             next_ref += 1;
@@ -1088,16 +1099,13 @@ mod tests {
                                 } else {
                                     from + j
                                 };
-                                let c = b.add(locate, next_ref, side, 100, price).unwrap();
-                                model.insert(
-                                    next_ref,
-                                    Order {
-                                        locate,
-                                        side,
-                                        price,
-                                        shares: 100,
-                                    },
-                                );
+                                let order = Order {
+                                    locate,
+                                    side,
+                                    price,
+                                    shares: 100,
+                                };
+                                let c = add_both(&mut b, &mut model, next_ref, order);
                                 if j == 0 || j + 1 == count {
                                     let want = rank(&model, locate, side, price);
                                     prop_assert!(
