@@ -28,7 +28,7 @@ mod sub_mcast;
 mod temp_spool;
 mod units;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 const ABOUT: &str =
     "tickwire: a low-latency messaging stack for trading: router, FIX engine, market data";
@@ -123,7 +123,7 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     exit_quietly_on_broken_pipe();
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| suggest_subcommand(e).exit());
     let default_level = match cli.cmd {
         Cmd::Router(_) => "info",
         _ => "warn",
@@ -195,6 +195,48 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Adds a suggestion to clap's "unrecognized subcommand" error when it made none:
+/// its similarity measure misses swapped letters in short names (`tickwire sbu`,
+/// `tickwire bench pignpong`), which one edit away (a swap counts as one) catches.
+fn suggest_subcommand(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return e;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand).cloned() else {
+        return e;
+    };
+    // The command whose subcommand was mistyped: the one the words before it name.
+    let mut cmd = Cli::command();
+    for word in std::env::args().skip(1) {
+        if word == typed {
+            break;
+        }
+        if let Some(sub) = cmd.find_subcommand(&word).cloned() {
+            cmd = sub;
+        }
+    }
+    if let Some(near) = nearest_subcommand(&cmd, &typed) {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(vec![near]),
+        );
+    }
+    e
+}
+
+/// The subcommand of `cmd` one edit (an insertion, deletion, substitution or swap of
+/// neighbours) from `typed`, if exactly one is.
+fn nearest_subcommand(cmd: &clap::Command, typed: &str) -> Option<String> {
+    let mut near = cmd
+        .get_subcommands()
+        .map(|s| s.get_name())
+        .filter(|name| *name != "help" && strsim::osa_distance(typed, name) == 1);
+    let first = near.next()?;
+    near.next().is_none().then(|| first.to_owned())
 }
 
 /// Printed under a refusal of an anonymous login.

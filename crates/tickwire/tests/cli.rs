@@ -326,6 +326,29 @@ fn bench_pingpong_stream_and_mcast_fanout_help_state_their_exit_statuses() {
     }
 }
 
+/// clap's own similarity misses swapped letters in short names; one edit away is
+/// suggested, at the level of the mistyped word, and a word near none gets no tip.
+#[test]
+fn a_mistyped_subcommand_gets_the_nearest_one_suggested() {
+    for (args, near) in [
+        (&["sbu"][..], "sub"),
+        (&["rotuer"][..], "router"),
+        (&["bench", "pignpong"][..], "pingpong"),
+        (&["queue", "lsit"][..], "list"),
+    ] {
+        let (code, err) = fails(args);
+        assert_eq!(code, 2, "tickwire {args:?}: {err}");
+        assert!(
+            err.contains(&format!("a similar subcommand exists: '{near}'")),
+            "tickwire {args:?}: {err}"
+        );
+    }
+    let (code, err) = fails(&["xyzzy"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unrecognized subcommand 'xyzzy'"), "{err}");
+    assert!(!err.contains("similar"), "{err}");
+}
+
 #[test]
 fn help_mentions_the_key_words() {
     let out = ok(&["--help"]);
