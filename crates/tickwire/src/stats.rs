@@ -107,9 +107,24 @@ pub fn render(doc: &Value) -> String {
         count(num(r, "clients"), "client", "clients"),
         count(num(r, "subscriptions"), "subscription", "subscriptions"),
     );
+    let clients = doc["clients"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    // Who each client logged in as, on a router with logins (an anonymous one: `-`).
+    let users = clients
+        .iter()
+        .any(|c| c.get("user").is_some_and(Value::is_string));
+    let user = |c: &Value| match c.get("user").and_then(Value::as_str) {
+        _ if !users => String::new(),
+        Some(_) => format!("{:<16} ", cell(c, "user", 16)),
+        None => format!("{:<16} ", "-"),
+    };
     s += &format!(
-        "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9}\n",
+        "{:>4} {}{:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9}\n",
         "ID",
+        if users {
+            format!("{:<16} ", "USER")
+        } else {
+            String::new()
+        },
         "NAME",
         "ADDR",
         "PHASE",
@@ -122,10 +137,11 @@ pub fn render(doc: &Value) -> String {
         "PENDING",
         "CONN_S"
     );
-    for c in doc["clients"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+    for c in clients {
         s += &format!(
-            "{:>4} {:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9.1}\n",
+            "{:>4} {}{:<20} {:<21} {:<9} {:>5} {:>12} {:>12} {:>13} {:>13} {:>10} {:>10} {:>9.1}\n",
             num(c, "id"),
+            user(c),
             cell(c, "name", 20),
             text(c, "addr"),
             text(c, "phase"),
@@ -324,6 +340,37 @@ mod tests {
         ] {
             assert!(out.contains(shown), "{shown} missing from\n{out}");
         }
+    }
+
+    /// A router with logins: who each client is (anonymous ones `-`); without any
+    /// login the table has no USER column.
+    #[test]
+    fn the_user_column_appears_when_a_client_logged_in() {
+        let mut doc = json!({
+            "router": { "name": "r", "version": "1", "listen": "127.0.0.1:7420", "totals": {} },
+            "clients": [
+                { "id": 1, "name": "feed", "addr": "127.0.0.1:5000", "phase": "open" },
+                { "id": 2, "name": "strat", "addr": "127.0.0.1:5001", "phase": "open" },
+            ],
+        });
+        assert!(!render(&doc).contains("USER"), "{}", render(&doc));
+        doc["clients"][1]["user"] = json!("trader\u{1b}[2J-with-a-long-name");
+        let out = render(&doc);
+        let lines: Vec<&str> = out.lines().collect();
+        let header = lines.iter().find(|l| l.contains("NAME")).expect("header");
+        assert!(header.starts_with("  ID USER             NAME "), "{out}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("   1 -                feed ")),
+            "{out}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(r"   2 trader\u{1b}[2J- strat ")),
+            "{out}"
+        );
     }
 
     /// New-user pass: the header named only the TCP listener of a router with
