@@ -410,3 +410,61 @@ fn fanout_tiny_sweep_writes_the_table_the_json_and_the_svg() {
     let _ = std::fs::remove_file(json);
     let _ = std::fs::remove_file(svg);
 }
+
+/// Ctrl-C stops the run with the status the other benches give (130), the report still
+/// printed and marked as stopped (the run exited 0 before: a script could not tell a
+/// stopped run from a whole one).
+#[test]
+fn ctrl_c_stops_a_fanout_run_with_status_130_and_its_report() {
+    use std::io::{BufRead, BufReader};
+    let json = common::temp("fanout-ctrl-c.json");
+    let json_arg = json.to_string_lossy().into_owned();
+    let mut child = common::cli(&[
+        "bench",
+        "fanout",
+        "--rate",
+        "2000",
+        "--duration",
+        "60",
+        "--warmup",
+        "0.2",
+        "--publishers",
+        "1",
+        "--subscribers",
+        "1",
+        "--topics",
+        "1",
+        "--idle",
+        "block",
+        "--json",
+        &json_arg,
+    ])
+    .spawn()
+    .expect("spawn bench fanout");
+    // The first progress line of the measured part: the run is under way.
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(" measure]") {
+                let _ = tx.send(());
+            }
+            seen.push(line);
+        }
+        seen.join("\n")
+    });
+    if rx.recv_timeout(TIMEOUT).is_err() {
+        let _ = child.kill();
+        panic!("no progress line within {TIMEOUT:?}");
+    }
+    common::interrupt(&child);
+    let status = common::wait_child(&mut child, TIMEOUT, "bench fanout after Ctrl-C");
+    let (out, _) = common::take_output(&mut child);
+    let err = reader.join().expect("stderr reader");
+    assert_eq!(status.code(), Some(130), "stdout:\n{out}\nstderr:\n{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid");
+    assert_eq!(doc["stopped_by_user"], true, "{out}");
+    assert!(u_at(&doc, &["counters", "sent"]) > 0, "{out}");
+}

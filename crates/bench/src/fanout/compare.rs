@@ -289,14 +289,14 @@ impl Comparison {
 
     /// 1 when a run lost, duplicated or reordered messages or failed; 3 when a
     /// comparison (not a sweep, whose top scales are meant to saturate) has an INVALID
-    /// run; else 0.
+    /// run; 130 when Ctrl-C stopped a run; else 0.
     pub fn exit_code(&self) -> std::process::ExitCode {
         if self.runs.iter().any(Report::failed) {
             std::process::ExitCode::FAILURE
         } else if self.mode == "compare" && self.runs.iter().any(|r| !r.valid) {
             std::process::ExitCode::from(3)
         } else {
-            std::process::ExitCode::SUCCESS
+            crate::report::exit_code(self.runs.iter().any(|r| r.stopped_by_user))
         }
     }
 }

@@ -966,14 +966,15 @@ impl Report {
         !self.counters.reconciled || errors
     }
 
-    /// 0 ok, 1 lost / duplicated / reordered messages or a thread error, 3 INVALID.
+    /// 0 ok (NOT SUSTAINED is a result), 1 lost / duplicated / reordered messages or a
+    /// thread error, 3 INVALID, 130 stopped by Ctrl-C (as the other benches).
     pub fn exit_code(&self) -> ExitCode {
         if self.failed() {
             ExitCode::FAILURE
         } else if !self.valid {
             ExitCode::from(3)
         } else {
-            ExitCode::SUCCESS
+            crate::report::exit_code(self.stopped_by_user)
         }
     }
 }
