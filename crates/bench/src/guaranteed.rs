@@ -63,7 +63,8 @@ stddev; target, achieved publish rate and acknowledged rate (below 90% of the ta
 INVALID, saturated); sender lateness; NACKs by reason; delivered, redelivered; the
 lossless check: every acknowledged message delivered, none delivered twice without the
 redelivered flag, none delivered that was not sent. The durability policy is stated
-with every result. Exit code: 0 ok, 1 lossless check failed or an error, 3 INVALID.
+with every result. Exit code: 0 ok, 1 lossless check failed or an error, 3 INVALID,
+130 when Ctrl-C stopped the run (the report still printed), 2 a usage error.
 
 Examples:
   tickwire bench guaranteed                                  # 135k msg/s, fsync, 5 s

@@ -160,7 +160,11 @@ packet's time) and the measuring clients on CPU 0.
 Examples:
   tickwire bench md-replay                                  # 1x then 4x, tickwire and raw floor
   tickwire bench md-replay --speeds 4x --pin 0,1            # the 4x figures of BENCHMARKS.md
-  tickwire bench md-replay --messages 3000000 --clients 8 --plot md.svg --json md.json";
+  tickwire bench md-replay --messages 3000000 --clients 8 --plot md.svg --json md.json
+
+Exit status: 0 when every replay was lossless (the feed lost nothing and every client
+received every update it published), 3 when one was not, 1 on an error,
+2 a usage error.";
 
 #[derive(Args)]
 #[command(after_help = MD_REPLAY_HELP)]
