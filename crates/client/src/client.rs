@@ -166,6 +166,24 @@ pub struct Client {
     pub(crate) gm: Box<PublishWindow>,
     /// Multicast streams the router announced before WELCOME (with `multicast` on).
     mcast_routes: Vec<crate::MulticastRoute>,
+    /// What this connection asked for: a frame it never asked for is a protocol error,
+    /// not something to keep for later (a hostile router filled the stash of a
+    /// `tickwire stats` to its 1 GiB bound with unsolicited MESSAGEs).
+    asked: Asked,
+}
+
+/// The requests that make the router send frames unprompted later (see
+/// [`Client::unsolicited`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Asked {
+    /// A SUBSCRIBE was sent: live MESSAGEs.
+    subscribed: bool,
+    /// An initial image or a cache query was asked for: MESSAGEs flagged CACHED.
+    image: bool,
+    /// A BIND was sent: DELIVERs, and BOUND announcing a standby's activation.
+    bound: bool,
+    /// A PUB_OPEN was sent: PUB_ACK and PUB_NACK.
+    opened: bool,
 }
 
 enum ReadOutcome {
@@ -281,6 +299,7 @@ impl Client {
             inbox: None,
             gm: Box::default(),
             mcast_routes: Vec::new(),
+            asked: Asked::default(),
             opts,
         };
         client.handshake(deadline)?;
@@ -320,6 +339,7 @@ impl Client {
     /// Messages that arrive meanwhile are kept for the next [`Client::poll`] /
     /// [`Client::recv`].
     pub fn subscribe(&mut self, pattern: &str) -> Result<(), Error> {
+        self.asked.subscribed = true;
         self.pattern_request(
             pattern,
             "the router's ACK to SUBSCRIBE",
@@ -338,6 +358,8 @@ impl Client {
     /// 500 ms, for up to [`ClientOptions::request_timeout`]; then it is the error.
     pub fn subscribe_with_image(&mut self, pattern: &str) -> Result<(), Error> {
         let pattern = validate_pattern(pattern.as_bytes()).map_err(Error::InvalidPattern)?;
+        self.asked.subscribed = true;
+        self.asked.image = true;
         self.retry_busy(|c| {
             let id = c.request_id();
             c.call(
@@ -388,6 +410,7 @@ impl Client {
             return Err(e);
         }
         let id = self.request_id();
+        self.asked.image = true;
         frame::encode_subscribe_image(&mut self.tx, id, pattern, Image::Only);
         let wait = AnswerWait {
             id,
@@ -926,6 +949,11 @@ impl Client {
                     return Err(self.protocol_error(msg));
                 }
             };
+            // What is kept for later is only ever what this connection asked for.
+            if let Some(what) = self.unsolicited(&frame) {
+                let msg = format!("the router sent {what}");
+                return Err(self.protocol_error(msg));
+            }
             let res = match frame {
                 // Checked here so that the stash only ever holds deliverable messages.
                 Frame::Message(m) if self.topic_text.check(m.topic).is_none() => {
@@ -1166,6 +1194,7 @@ impl Client {
     pub fn open_publisher(&mut self, identity: &str, options: u32) -> Result<Opened, Error> {
         check_name("publisher identity", identity)?;
         let id = self.request_id();
+        self.asked.opened = true;
         let reply = self.call("the router's PUB_OPENED", Pending::Request(id), |tx| {
             wire_gm::encode_pub_open(tx, id, options, identity)
         })?;
@@ -1424,6 +1453,7 @@ impl Client {
             ));
         }
         let id = self.request_id();
+        self.asked.bound = true;
         match self.call("the router's BOUND", Pending::Request(id), |tx| {
             wire_gm::encode_bind(tx, id, window, start, queue)
         })? {
@@ -1952,6 +1982,28 @@ impl Client {
     }
 
     /// Gives up on a connection whose byte stream cannot be trusted any more.
+    /// What `frame` is, when this connection never asked for such frames: a MESSAGE
+    /// without a SUBSCRIBE (a CACHED one without an image or cache query), a DELIVER or
+    /// an activating BOUND without a BIND, a PUB_ACK or PUB_NACK without a PUB_OPEN.
+    fn unsolicited(&self, frame: &Frame<'_>) -> Option<&'static str> {
+        let a = self.asked;
+        match frame {
+            Frame::Message(m) if m.cached.is_none() && !a.subscribed => {
+                Some("a MESSAGE, but this connection never subscribed")
+            }
+            Frame::Message(m) if m.cached.is_some() && !a.image => {
+                Some("a cached MESSAGE, but this connection never asked for an image")
+            }
+            Frame::Deliver(_) | Frame::Bound { request_id: 0, .. } if !a.bound => {
+                Some("a queue delivery, but this connection never bound to a queue")
+            }
+            Frame::PubAck { .. } | Frame::PubNack { .. } if !a.opened => {
+                Some("a publish answer, but this connection never opened a publisher")
+            }
+            _ => None,
+        }
+    }
+
     fn protocol_error(&mut self, msg: String) -> Error {
         close_for_protocol_error(&mut self.session, &mut self.stream, msg)
     }

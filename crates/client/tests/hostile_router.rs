@@ -210,6 +210,26 @@ fn a_router_that_sends_without_end_cannot_hold_a_call_or_a_close_past_its_timeou
     let mut c = Client::connect_with(addr, opts).unwrap();
     let t0 = std::time::Instant::now();
     let e = c.stats_json().unwrap_err();
+    // A MESSAGE to a connection that never subscribed is not kept for later: the
+    // first one ends the call (before, the stash took up to 1 GiB of them).
+    assert!(
+        e.to_string()
+            .contains("the router sent a MESSAGE, but this connection never subscribed"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(c);
+    peer.join().unwrap();
+
+    // A subscribed connection keeps what arrives while it waits, up to its bound.
+    let (addr, peer) = flooding_router(false);
+    let opts = tickwire_client::ClientOptions {
+        request_timeout: Duration::from_millis(500),
+        ..tickwire_client::ClientOptions::named("flooded")
+    };
+    let mut c = Client::connect_with(addr, opts).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = c.subscribe("ab").unwrap_err();
     assert!(
         matches!(e, Error::Timeout { .. })
             || e.to_string()
@@ -505,4 +525,54 @@ fn a_client_that_never_reconnects_fails_the_call_that_finds_the_loss() {
     );
     // Every later call fails too.
     assert!(c.publish("t/x", b"x").is_err());
+}
+
+/// Hostile-input pass: frames a connection never asked for (queue deliveries without
+/// a BIND, publish answers without a PUB_OPEN, cached messages without an image) were
+/// kept while the client waited for an answer, up to 1 GiB; now the first one is a
+/// protocol error that says what came, and the client closes the connection.
+#[test]
+fn frames_the_connection_never_asked_for_are_a_protocol_error_while_it_waits() {
+    let mut cached = Vec::new();
+    let mut publish = Vec::new();
+    frame::encode_publish(
+        &mut publish,
+        "md/x",
+        b"p",
+        PublishOptions::default(),
+        1 << 20,
+    )
+    .unwrap();
+    frame::encode_cached_message(&mut cached, &publish, 1);
+    let mut ack = Vec::new();
+    tickwire_wire::gm::encode_pub_ack(&mut ack, 1, 1);
+    let mut bound = Vec::new();
+    tickwire_wire::gm::encode_bound(&mut bound, 0, 1, true);
+    for (bad, said) in [
+        (
+            cached,
+            "a cached MESSAGE, but this connection never asked for an image",
+        ),
+        (
+            ack,
+            "a publish answer, but this connection never opened a publisher",
+        ),
+        (
+            bound,
+            "a queue delivery, but this connection never bound to a queue",
+        ),
+    ] {
+        let (addr, go, peer) = broken_router(bad);
+        let opts = tickwire_client::ClientOptions {
+            request_timeout: Duration::from_secs(20),
+            ..tickwire_client::ClientOptions::named("asked-nothing")
+        };
+        let mut c = Client::connect_with(addr, opts).unwrap();
+        go.send(()).unwrap();
+        let e = c.ping().unwrap_err();
+        assert!(e.to_string().contains(said), "{said}: {e}");
+        drop(c);
+        let said_back = peer.join().unwrap();
+        assert!(close_of(&said_back).is_some(), "{said}: no CLOSE");
+    }
 }
