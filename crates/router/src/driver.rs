@@ -923,6 +923,11 @@ impl Router {
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
             Err(e) => {
+                if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
+                    // Hostile input, as on the read side (a probe found it at INFO only).
+                    let addr = self.core.peer_addr(id);
+                    tracing::warn!(addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                }
                 self.drop_conn(id, &format!("write failed: {e}"));
                 false
             }

@@ -291,6 +291,7 @@ impl Listener {
             check_ctl: false,
             eof: false,
             prefault: Some(self.prefault.clone()),
+            ring_allowance: std::cell::Cell::new(0),
         })
     }
 }
@@ -372,7 +373,18 @@ pub struct ServerLink {
     /// Until the client's first bytes: the helper that maps its rings into our page
     /// tables (`prefault.rs`).
     prefault: Option<Prefaulter>,
+    /// Doorbell rings the client may still send: one per sleep announced to it
+    /// ([`ServerLink::park`]), at most [`MAX_RING_ALLOWANCE`] saved up. A client rings
+    /// only after taking an announcement, so one that rings more is flooding the
+    /// socket (a helper's probe: 1.5 GB of rings in 15 s cost the router a third of a
+    /// core in `recv`s, never reported).
+    ring_allowance: std::cell::Cell<u64>,
 }
+
+/// The most doorbell rings a client may have saved up (see `ServerLink::ring_allowance`):
+/// the router drains the doorbell at every wake-up, so a well-behaved client's rings
+/// waiting at once are a few.
+const MAX_RING_ALLOWANCE: u64 = 1024;
 
 /// The ring this end reads.
 type Inbound = Consumer<Arc<Region>>;
@@ -443,6 +455,8 @@ impl ServerLink {
     /// Announces that the router is about to sleep; true if bytes arrived meanwhile
     /// (then it must not sleep). A broken ring counts as input: the read reports it.
     pub fn park(&self) -> bool {
+        let allowed = self.ring_allowance.get() + 1;
+        self.ring_allowance.set(allowed.min(MAX_RING_ALLOWANCE));
         self.ends.rx.park().unwrap_or(true)
     }
 
@@ -484,7 +498,21 @@ impl io::Read for ServerLink {
             // The ring is empty: take the doorbell's rings (the scan, not the bytes,
             // says what to read) and look for the end of stream. Never waits, whatever
             // the client did to its end of the socket.
-            match notify::drain(&self.ends.ctl, Until::Empty) {
+            let mut rings = 0;
+            let drained = notify::drain(&self.ends.ctl, Until::Empty, &mut rings);
+            let allowed = self.ring_allowance.get();
+            if rings > allowed {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the client rang the router's doorbell {rings} times with {allowed} \
+                         ring(s) owed (one per sleep the router announced): flooding its \
+                         handshake socket"
+                    ),
+                ));
+            }
+            self.ring_allowance.set(allowed - rings);
+            match drained {
                 Drained::Empty => self.check_ctl = false,
                 Drained::More => {}
                 Drained::Eof => {
@@ -809,6 +837,13 @@ impl ClientLink {
         self.ends.tx.debug_store_tail(tail);
     }
 
+    /// Test support: overwrites the published index of the router→client ring's
+    /// reader, as a hostile or broken client could.
+    #[doc(hidden)]
+    pub fn debug_store_head(&self, head: u64) {
+        self.ends.rx.debug_store_head(head);
+    }
+
     /// Looks for the router's end of stream, taking doorbell rings off the socket (a
     /// ring left there would hide the end of stream behind it).
     fn peek_eof(&mut self) -> io::Result<bool> {
@@ -818,7 +853,9 @@ impl ClientLink {
 
     /// Drains the socket's doorbell rings without waiting; notes the end of stream.
     fn drain_ctl(&mut self) {
-        match notify::drain(&self.ends.ctl, Until::ShortRead) {
+        // The router's rings are not counted: a router that floods costs its own clients
+        // a `recv` per wake-up, bounded by `MAX_DRAIN_READS`.
+        match notify::drain(&self.ends.ctl, Until::ShortRead, &mut 0) {
             Drained::Empty => self.ctl_pending = false,
             Drained::More => {}
             Drained::Eof => {

@@ -56,14 +56,18 @@ pub(crate) enum Until {
 }
 
 /// Takes every doorbell ring waiting on the socket without ever waiting
-/// (`MSG_DONTWAIT`), at most [`MAX_DRAIN_READS`] reads.
-pub(crate) fn drain(sock: &UnixStream, until: Until) -> Drained {
+/// (`MSG_DONTWAIT`), at most [`MAX_DRAIN_READS`] reads; adds the rings taken to `rings`.
+pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained {
     let mut buf = [0u8; DRAIN_CHUNK];
     for _ in 0..MAX_DRAIN_READS {
         match rustix::net::recv(sock, &mut buf, RecvFlags::DONTWAIT) {
             Ok((0, _)) => return Drained::Eof,
-            Ok((n, _)) if n < DRAIN_CHUNK && until == Until::ShortRead => return Drained::Empty,
-            Ok(_) | Err(Errno::INTR) => continue,
+            Ok((n, _)) if n < DRAIN_CHUNK && until == Until::ShortRead => {
+                *rings += n as u64;
+                return Drained::Empty;
+            }
+            Ok((n, _)) => *rings += n as u64,
+            Err(Errno::INTR) => continue,
             Err(Errno::WOULDBLOCK) => return Drained::Empty,
             // ECONNRESET and anything else: the connection is over.
             Err(_) => return Drained::Eof,

@@ -275,4 +275,11 @@ impl<M: Mem> Consumer<M> {
     pub fn unpark(&self) {
         self.mem.flag(self.lay.parked).store(0, Ordering::Relaxed);
     }
+
+    /// Test support: publishes `head` without reading anything, as a hostile consumer
+    /// could.
+    #[doc(hidden)]
+    pub fn debug_store_head(&self, head: u64) {
+        self.mem.word(self.lay.head).store(head, Ordering::Release);
+    }
 }

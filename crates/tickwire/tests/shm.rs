@@ -697,7 +697,8 @@ fn a_client_that_stuffs_its_doorbell_and_dies_is_closed() {
             let ghost = raw_client(&name, "ghost");
             wait_clients(&tcp, "ghost connected", |n| n.iter().any(|x| x == "ghost"));
             let sent = ghost.debug_flood_doorbell(bytes);
-            assert!(sent >= 16 << 10, "only {sent} doorbell bytes went out");
+            // The router may close it for flooding before everything went out.
+            assert!(sent >= 4 << 10, "only {sent} doorbell bytes went out");
             drop(ghost);
             wait_clients(&tcp, &format!("ghost gone ({idle}, {sent} bytes)"), |n| {
                 !n.iter().any(|x| x == "ghost")
@@ -705,6 +706,107 @@ fn a_client_that_stuffs_its_doorbell_and_dies_is_closed() {
         }
         still_serves(&name, &tcp);
     }
+}
+
+/// A client rings the router's doorbell only after taking an announced sleep: one that
+/// floods its handshake socket while it stays connected is disconnected with a warning
+/// that says so (a probe's 1.5 GB of rings cost the router a third of a core, never
+/// reported), whatever the idle strategy; one that rings once per announced sleep, as
+/// the client library does, is served on.
+#[test]
+fn a_client_that_floods_the_doorbell_is_disconnected_and_a_polite_one_is_not() {
+    for idle in ["spin", "block"] {
+        let (name, _cleanup) = shm_name(&format!("flood-{idle}"));
+        let (r, log) =
+            RouterProc::start_logged(&["--no-guaranteed", "--idle", idle, "--shm", &name]);
+        let tcp = r.addr_str();
+        // The polite one first: a block-mode router sleeps between its publishes, so it
+        // rings for (nearly) every one of them.
+        let mut sub =
+            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("s")).unwrap();
+        sub.subscribe("polite/>").unwrap();
+        let mut polite =
+            Client::connect_to(&format!("shm:{name}"), ClientOptions::named("polite")).unwrap();
+        for i in 0..200u32 {
+            polite.publish("polite/x", &i.to_le_bytes()).unwrap();
+            polite.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for i in 0..200u32 {
+            let m = sub
+                .recv(Wait::Timeout(Duration::from_secs(5)))
+                .unwrap()
+                .unwrap_or_else(|| panic!("{idle}: message {i} missing: {}", log.text()));
+            assert_eq!(m.payload(), i.to_le_bytes());
+        }
+        let mut flood = raw_client(&name, "flood");
+        wait_clients(&tcp, "flood connected", |n| n.iter().any(|x| x == "flood"));
+        let sent = flood.debug_flood_doorbell(64 << 10);
+        assert!(sent >= 4 << 10, "only {sent} doorbell bytes went out");
+        assert!(
+            closed_by_router(&mut flood, Duration::from_secs(10)),
+            "{idle}: the flooding client was not closed"
+        );
+        log.wait_for(
+            &[
+                "WARN",
+                "broke the ring protocol",
+                "rang the router's doorbell",
+            ],
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| panic!("{idle}: no warning: {}", log.text()));
+        // The polite client is still connected and served.
+        polite.publish("polite/x", b"after").unwrap();
+        polite.flush().unwrap();
+        let m = sub
+            .recv(Wait::Timeout(Duration::from_secs(5)))
+            .unwrap()
+            .expect("the polite client's message after the flood");
+        assert_eq!(m.payload(), b"after");
+    }
+}
+
+/// A client that scribbles on the read index of its inbound ring (ahead of what the
+/// router wrote) is disconnected when the router next looks at it, with the warning a
+/// corrupt outbound index gets (a probe found only an INFO line).
+#[test]
+fn a_corrupt_read_index_of_the_inbound_ring_is_warned_about_and_disconnected() {
+    let (name, _cleanup) = shm_name("head");
+    let (r, log) = RouterProc::start_logged(&[
+        "--no-guaranteed",
+        "--idle",
+        "block",
+        "--shm",
+        &name,
+        "--shm-ring",
+        "4KiB",
+    ]);
+    let tcp = r.addr_str();
+    let mut bad = raw_client(&name, "scribbler");
+    let mut sub = Vec::new();
+    frame::encode_subscribe(&mut sub, 1, "h/>");
+    assert_eq!(bad.send(&sub).unwrap(), sub.len());
+    wait_clients(&tcp, "scribbler connected", |n| {
+        n.iter().any(|x| x == "scribbler")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    bad.debug_store_head(u64::MAX / 3);
+    // More than the ring holds: the router looks at the index again.
+    let mut p = Client::connect_to(&tcp, ClientOptions::named("p")).unwrap();
+    for _ in 0..64 {
+        p.publish("h/1", &[7u8; 200]).unwrap();
+    }
+    p.flush().unwrap();
+    wait_clients(&tcp, "scribbler gone", |n| {
+        !n.iter().any(|x| x == "scribbler")
+    });
+    log.wait_for(
+        &["WARN", "broke the ring protocol", "corrupted by the peer"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|| panic!("no warning: {}", log.text()));
+    still_serves(&name, &tcp);
 }
 
 /// CPU time the process `pid` has used so far, in clock ticks (`utime + stime` of
@@ -948,7 +1050,28 @@ fn a_client_cannot_block_the_router_through_its_descriptors() {
         let (name, _cleanup, _r, shm, tcp) = start(&format!("bell-{which}"));
         let stop = Arc::new(AtomicBool::new(false));
         let keeper = hostile_attach(&name, "hostile", attack, stop.clone());
-        common::wait_for_subscriber(&tcp, "hostile", 1);
+        // Attached and subscribed, or already disconnected: its 8 bytes on the socket
+        // are more doorbell rings than the router announced sleeps (flooding).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for asked in 1.. {
+            let doc = common::stats_json(&tcp);
+            let subscribed = doc["clients"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["name"] == "hostile" && c["subscriptions"].as_u64() == Some(1));
+            // Connections beyond this loop's own stats clients: the hostile one came
+            // and, not listed, went.
+            let gone = common::u_at(&doc, &["router", "totals", "connections"]) > asked;
+            if subscribed || gone {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{which}: hostile client never attached: {doc}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let mut good = Client::connect_to(&shm, ClientOptions::named("good")).unwrap();
         good.subscribe("good/>").unwrap();
         let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
