@@ -81,7 +81,8 @@ out-of-order; a per-second timeline (target and achieved rate, p50, p99, max) th
 shows the bursts; a `host:` line says whether the VM's host stopped a CPU meanwhile
 (a DISTURBED run's tail is the host's, not ours). Exit code: 0 ok, 1 lost / duplicated
 / reordered messages or an error, 3 INVALID (saturated; a --sweep exits 0 then, its top
-scales are meant to saturate), 130 when Ctrl-C stopped the run, 2 a usage error. The
+scales are meant to saturate), 130 when Ctrl-C stopped the run (unless 1 or 3 applies:
+a run stopped in its warm-up is INVALID), 2 a usage error. The
 receiver rule (NOT SUSTAINED is a result, as on a sweep) does not change the exit code.
 
 The raw floor (--target raw, or --compare tickwire,raw): `tickwire bench fanout-relay`,

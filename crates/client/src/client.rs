@@ -1981,7 +1981,6 @@ impl Client {
         }
     }
 
-    /// Gives up on a connection whose byte stream cannot be trusted any more.
     /// What `frame` is, when this connection never asked for such frames: a MESSAGE
     /// without a SUBSCRIBE (a CACHED one without an image or cache query), a DELIVER or
     /// an activating BOUND without a BIND, a PUB_ACK or PUB_NACK without a PUB_OPEN.
@@ -2004,6 +2003,7 @@ impl Client {
         }
     }
 
+    /// Gives up on a connection whose byte stream cannot be trusted any more.
     fn protocol_error(&mut self, msg: String) -> Error {
         close_for_protocol_error(&mut self.session, &mut self.stream, msg)
     }

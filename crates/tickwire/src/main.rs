@@ -211,11 +211,16 @@ fn suggest_subcommand(mut e: clap::Error) -> clap::Error {
     };
     // The command whose subcommand was mistyped: the one the words before it name.
     let mut cmd = Cli::command();
-    for word in std::env::args().skip(1) {
+    // `args_os`: an earlier argument need not be UTF-8 (a --log-file path), and
+    // `args` would panic on it (review).
+    for word in std::env::args_os().skip(1) {
+        let Some(word) = word.to_str() else {
+            continue;
+        };
         if word == typed {
             break;
         }
-        if let Some(sub) = cmd.find_subcommand(&word).cloned() {
+        if let Some(sub) = cmd.find_subcommand(word).cloned() {
             cmd = sub;
         }
     }

@@ -164,7 +164,7 @@ Examples:
 
 Exit status: 0 when every replay was lossless (the feed lost nothing and every client
 received every update it published), 3 when one was not, 1 on an error,
-2 a usage error.";
+2 a usage error. Ctrl-C ends the replay early, and the status is by what arrived.";
 
 #[derive(Args)]
 #[command(after_help = MD_REPLAY_HELP)]

@@ -343,6 +343,18 @@ fn a_mistyped_subcommand_gets_the_nearest_one_suggested() {
             "tickwire {args:?}: {err}"
         );
     }
+    // An earlier argument that is not UTF-8 (a path) is passed over, not a panic.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::OsStr::from_bytes(b"/nonexistent/\xff.log");
+        let out = common::cli(&[std::ffi::OsStr::new("--log-file"), path, "sbu".as_ref()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("a similar subcommand exists: 'sub'"), "{err}");
+    }
     let (code, err) = fails(&["xyzzy"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unrecognized subcommand 'xyzzy'"), "{err}");

@@ -581,8 +581,9 @@ pub struct GmView {
     pub retained_messages: usize,
     /// Their bytes.
     pub retained_bytes: u64,
-    /// What the memory chunks holding them take (at most about twice
-    /// `retained_bytes`, and 16 MiB more, once compaction has caught up).
+    /// What the memory chunks holding them take: at most about twice
+    /// `retained_bytes`, and 16 MiB more, once compaction has caught up (the chunks
+    /// being written, and the window's, whose messages go in order, aside).
     pub retained_memory: u64,
     /// Connections open as guaranteed publishers.
     pub publishers: usize,
