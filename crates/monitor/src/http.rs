@@ -7,10 +7,12 @@
 //!   limit a new connection takes the place of the oldest one that has waited over
 //!   250 ms for its request head, or has been writing its answer for over 1 s (that
 //!   one is closed: idle connections and slow readers cannot lock out a health
-//!   check); when none has, it is answered `503`, unless its whole request head arrives
-//!   within [`OPEN_PATH_WAIT`] and asks for one of [`Limits::open_paths`], which the
-//!   accepting thread then answers itself (a probe is never locked out by connections
-//!   that each send a partial head and give way before they have waited 250 ms);
+//!   check); when none has and its whole request head arrives within
+//!   [`OPEN_PATH_WAIT`], it asks for one of [`Limits::open_paths`], which the accepting
+//!   thread then answers itself, or it takes the place of the oldest connection still
+//!   waiting for its head, however young (a request that arrived whole beats one that
+//!   did not: connections that each send a partial head and give way before they have
+//!   waited 250 ms locked out every logged-in `/varz`); otherwise it is answered `503`;
 //! - at most [`Limits::max_logins`] requests carrying an `Authorization` header in the
 //!   handler at once (a login check costs milliseconds: the connections queued on
 //!   them filled every slot); one more is answered `503` at once without calling the
@@ -285,35 +287,51 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
         let Ok(handle) = stream.try_clone() else {
             continue;
         };
+        // The head bytes read on this thread, for a connection admitted by them.
+        let mut pre = Vec::new();
         if !active.admit(id, handle, limits.max_connections) {
             let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-            let answer = open_request(&stream, &limits, &mut head_buf).map_or_else(
-                || ("GET", Response::error(503, "too many connections")),
-                |(method, path, peer)| {
-                    let req = Request {
-                        method,
-                        path,
-                        query: Query::default(),
-                        authorization: None,
-                        peer,
-                    };
-                    let answer =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&req)))
-                            .unwrap_or_else(|_| Response::error(500, "internal error"));
-                    (method, answer)
-                },
-            );
-            let _ = respond(&mut &stream, answer.0, &answer.1);
-            // Closed at once, the socket would answer the request still on its way
-            // with a reset, which can destroy the 503 before the client reads it: the
-            // last few refused stay half-closed (FIN sent) until later ones push them
-            // out.
-            let _ = stream.shutdown(std::net::Shutdown::Write);
-            if refused.len() == MAX_LINGERING {
-                refused.pop_front();
+            let early = early_head(&stream, &limits, &mut head_buf);
+            let head = &head_buf[..early.unwrap_or(0)];
+            let open = early.and_then(|_| open_request(&stream, &limits, head));
+            // A whole head for any other path takes the place of a partial one.
+            let ready = early.is_some()
+                && open.is_none()
+                && stream
+                    .try_clone()
+                    .is_ok_and(|h| active.admit_ready(id, h, limits.max_connections));
+            if ready {
+                pre.extend_from_slice(head);
+            } else {
+                let answer = open.map_or_else(
+                    || ("GET", Response::error(503, "too many connections")),
+                    |(method, path, peer)| {
+                        let req = Request {
+                            method,
+                            path,
+                            query: Query::default(),
+                            authorization: None,
+                            peer,
+                        };
+                        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            handler(&req)
+                        }))
+                        .unwrap_or_else(|_| Response::error(500, "internal error"));
+                        (method, answer)
+                    },
+                );
+                let _ = respond(&mut &stream, answer.0, &answer.1);
+                // Closed at once, the socket would answer the request still on its way
+                // with a reset, which can destroy the 503 before the client reads it:
+                // the last few refused stay half-closed (FIN sent) until later ones push
+                // them out.
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                if refused.len() == MAX_LINGERING {
+                    refused.pop_front();
+                }
+                refused.push_back(stream);
+                continue;
             }
-            refused.push_back(stream);
-            continue;
         }
         let guard = ActiveGuard(active.clone(), id);
         let handler = handler.clone();
@@ -322,7 +340,7 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
             .name("http-conn".into())
             .spawn(move || {
                 let guard = guard;
-                serve(stream, limits, &handler, &guard, &logins);
+                serve(stream, pre, limits, &handler, &guard, &logins);
             });
         if spawned.is_err() {
             tracing::warn!("monitoring: cannot start a connection thread");
@@ -334,25 +352,15 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
 /// place taken, to answer it at once if it asks for an open path (`/healthz`).
 const OPEN_PATH_WAIT: Duration = Duration::from_millis(5);
 
-/// The request on `stream` when its head arrives whole within [`OPEN_PATH_WAIT`] of
-/// the accept and asks for one of [`Limits::open_paths`] (without a query): the
-/// method, the path and the peer. Such a request is answered on the accept thread
-/// when every place is taken: the places can all be held by connections that each
-/// send a partial head and are replaced before they have waited [`EVICT_AFTER`] (a
-/// trickle of ~62 connections a second kept `/healthz` 503 on ~95% of probes:
-/// hostile-input pass), while a probe's head arrives with its connection. Its handler
-/// checks nothing and answers at once (module docs). `None` for anything else (it is
-/// then answered `503`). What it reads is read off the socket (so that closing does
-/// not reset the connection before the answer is read).
-fn open_request(
-    stream: &TcpStream,
-    limits: &Limits,
-    buf: &mut [u8],
-) -> Option<(&'static str, &'static str, SocketAddr)> {
+/// The length of `stream`'s request head when it arrives whole (and acceptable:
+/// [`parse_head`]) within [`OPEN_PATH_WAIT`] of the accept, read into `buf`; `None`
+/// for anything else (it is then answered `503`). What it reads is read off the socket
+/// (so that closing does not reset the connection before the answer is read).
+fn early_head(stream: &TcpStream, limits: &Limits, buf: &mut [u8]) -> Option<usize> {
     let deadline = Instant::now() + OPEN_PATH_WAIT;
     let mut len = 0;
     let mut s = stream;
-    let head = loop {
+    loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || len == buf.len() {
             return None;
@@ -362,10 +370,29 @@ fn open_request(
             Ok(0) | Err(_) => return None,
             Ok(n) => len += n,
         }
-        if let Some(head) = parse_head(&buf[..len], limits.max_head_bytes).ok()? {
-            break head;
+        if parse_head(&buf[..len], limits.max_head_bytes)
+            .ok()?
+            .is_some()
+        {
+            return Some(len);
         }
-    };
+    }
+}
+
+/// The request in `head` (a whole head from [`early_head`]) when it asks for one of
+/// [`Limits::open_paths`] (without a query): the method, the path and the peer. Such a
+/// request is answered on the accept thread when every place is taken: the places can
+/// all be held by connections that each send a partial head and are replaced before
+/// they have waited [`EVICT_AFTER`] (a trickle of ~62 connections a second kept
+/// `/healthz` 503 on ~95% of probes: hostile-input pass), while a probe's head
+/// arrives with its connection. Its handler checks nothing and answers at once
+/// (module docs).
+fn open_request(
+    stream: &TcpStream,
+    limits: &Limits,
+    head: &[u8],
+) -> Option<(&'static str, &'static str, SocketAddr)> {
+    let head = parse_head(head, limits.max_head_bytes).ok()??;
     let method = if head.method == "HEAD" { "HEAD" } else { "GET" };
     let path = *limits.open_paths.iter().find(|p| **p == head.target)?;
     Some((method, path, stream.peer_addr().ok()?))
@@ -441,6 +468,29 @@ impl Active {
             handle,
             since: Instant::now(),
             phase: Phase::Reading,
+        });
+        true
+    }
+
+    /// A connection whose whole request head arrived with it, when every place is
+    /// taken and none may be closed by [`Active::admit`]'s rules: it takes the place of
+    /// the oldest connection still waiting for its head, however young (closed), and
+    /// starts in the handler's phase (a connection that sent its head is never closed
+    /// to make room for another). False when no connection is waiting for its head.
+    fn admit_ready(&self, id: u64, handle: TcpStream, max: usize) -> bool {
+        let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if conns.len() >= max {
+            let Some(oldest) = conns.iter().position(|c| c.phase == Phase::Reading) else {
+                return false;
+            };
+            let evicted = conns.remove(oldest);
+            let _ = evicted.handle.shutdown(std::net::Shutdown::Both);
+        }
+        conns.push(Served {
+            id,
+            handle,
+            since: Instant::now(),
+            phase: Phase::Handling,
         });
         true
     }
@@ -525,8 +575,11 @@ impl Drop for ActiveGuard {
     }
 }
 
+/// Serves the one request of `stream`, whose first bytes `pre` the accept thread may
+/// have read already (a whole head: [`Active::admit_ready`]).
 fn serve(
     mut stream: TcpStream,
+    pre: Vec<u8>,
     limits: Limits,
     handler: &Handler,
     guard: &ActiveGuard,
@@ -537,17 +590,22 @@ fn serve(
     };
     let deadline = Instant::now() + limits.timeout;
     let mut buf = vec![0u8; limits.max_head_bytes];
-    let mut len = 0;
+    let mut len = pre.len().min(buf.len());
+    buf[..len].copy_from_slice(&pre[..len]);
+    // Bytes read already are looked at before reading more (once).
+    let mut read_first = len == 0;
     let response = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
+        if std::mem::replace(&mut read_first, true) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+                return;
+            }
+            let n = match stream.read(&mut buf[len..]) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            len += n;
         }
-        let n = match stream.read(&mut buf[len..]) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        len += n;
         match parse_head(&buf[..len], limits.max_head_bytes) {
             Ok(None) => continue,
             Err(refusal) => break ("GET", refusal.response()),
@@ -802,10 +860,6 @@ mod tests {
         c.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(answer.ends_with("\r\n\r\n"), "HEAD has no body: {answer}");
-        for path in ["/varz", "/healthz?x=1"] {
-            let answer = get(addr, path);
-            assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
-        }
         // A connection that sends nothing within the wait is refused, not waited for.
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -815,18 +869,73 @@ mod tests {
         let _ = c.read_to_string(&mut answer);
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         // The partial heads still hold their places (none was closed for the checks).
-        for c in &mut partial {
+        let still_open = |c: &mut TcpStream| {
             c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-            let mut b = [0u8; 16];
-            let e = c.read(&mut b).unwrap_err();
-            assert!(
+            let mut b = [0u8; 1];
+            // Nothing is sent to a partial head: a byte or the end of stream is a close.
+            c.read_exact(&mut b).is_err_and(|e| {
                 matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ),
-                "{e}"
+                )
+            })
+        };
+        assert!(partial.iter_mut().all(still_open));
+        // Any other request whose whole head came with its connection takes the place
+        // of the oldest partial head, however young (a probe's slowloris of partial
+        // heads given up before 250 ms made a logged-in /varz 503 4 times in 6).
+        for path in ["/varz", "/healthz?x=1"] {
+            let answer = get(addr, path);
+            assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+            assert!(
+                !still_open(&mut partial[0]),
+                "{path}: the oldest partial head kept"
             );
+            assert!(
+                still_open(&mut partial[1]),
+                "{path}: the younger one closed"
+            );
+            // The place it took is free again: another partial head fills it, and the
+            // one that waited longest is the next to go.
+            partial.remove(0);
+            std::thread::sleep(Duration::from_millis(50));
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET /v").unwrap();
+            partial.push(c);
+            std::thread::sleep(Duration::from_millis(50));
         }
+        server.stop();
+    }
+
+    /// With every place held by requests being handled (none waiting for its head),
+    /// a whole head still gets 503: a handler's thread is never cut short.
+    #[test]
+    fn a_whole_head_never_takes_the_place_of_a_request_being_handled() {
+        let (enter_tx, enter_rx) = std::sync::mpsc::channel::<()>();
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let enter_tx = Mutex::new(enter_tx);
+        let handler: Handler = Arc::new(move |r: &Request<'_>| {
+            if r.path == "/slow" {
+                let _ = enter_tx.lock().unwrap().send(());
+                drop(g.lock());
+            }
+            Response::json(&"ok")
+        });
+        let limits = Limits {
+            max_connections: 1,
+            ..Limits::default()
+        };
+        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let addr = server.local_addr();
+        let slow = std::thread::spawn(move || get(addr, "/slow"));
+        enter_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let answer = get(addr, "/varz");
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        drop(held);
+        let answer = slow.join().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         server.stop();
     }
 
