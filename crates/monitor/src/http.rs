@@ -1090,8 +1090,18 @@ mod tests {
             })
             .collect();
         std::thread::sleep(EVICT_WRITER_AFTER + Duration::from_millis(300));
-        // Not an open path: answered only by taking a slow reader's place.
-        let answer = get(addr, "/varz");
+        // Not an open path: answered only by taking a slow reader's place, once one
+        // has been writing for EVICT_WRITER_AFTER (on a loaded machine the handler may
+        // take a while to build the big answer first: asked again for a few seconds,
+        // well within the response timeout that would free the places anyway).
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let answer = loop {
+            let answer = get(addr, "/varz");
+            if answer.starts_with("HTTP/1.1 200") || Instant::now() > deadline {
+                break answer;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         let (n, closed) = read_until_closed(&mut slow[0]);
         assert!(
