@@ -228,10 +228,18 @@ impl Listener {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) => return Err(e),
         };
+        // Who it was, for the log line of a failure (the kernel's record, taken before
+        // anything can fail: a probe's thousands of failed handshakes named nobody).
+        let who = match crate::raw::peer_credentials(&ctl) {
+            Ok((Some(pid), uid)) => format!(" from pid {pid} uid {uid}"),
+            // In another pid namespace: no pid of ours for it.
+            Ok((None, uid)) => format!(" from uid {uid}"),
+            Err(_) => String::new(),
+        };
         self.hand_over(ctl).map(Some).map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("handing a client its mapping: {e} (the client was dropped)"),
+                format!("handing a client{who} its mapping: {e} (the client was dropped)"),
             )
         })
     }

@@ -809,6 +809,41 @@ fn a_corrupt_read_index_of_the_inbound_ring_is_warned_about_and_disconnected() {
     still_serves(&name, &tcp);
 }
 
+/// A failed handshake's warning names the process that connected (a probe's thousands
+/// of connect-and-close handshakes were logged without saying whose they were).
+#[test]
+fn a_failed_handshake_is_logged_with_the_process_that_connected() {
+    let (name, _cleanup) = shm_name("who");
+    let (r, log) =
+        RouterProc::start_logged(&["--no-guaranteed", "--idle", "block", "--shm", &name]);
+    let path = tickwire_shm::socket_path(&name);
+    let me = std::process::id();
+    let line = format!("from pid {me} uid ");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Connect and go at once: the router's hand-over then finds the socket closed
+    // (sooner or later: the race is retried until it is lost).
+    loop {
+        for _ in 0..50 {
+            drop(std::os::unix::net::UnixStream::connect(&path).unwrap());
+        }
+        if log
+            .wait_for(
+                &["WARN", "shared-memory handshake failed", &line],
+                Duration::from_millis(200),
+            )
+            .is_some()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no warning naming pid {me}: {}",
+            log.text()
+        );
+    }
+    still_serves(&name, &r.addr_str());
+}
+
 /// CPU time the process `pid` has used so far, in clock ticks (`utime + stime` of
 /// `/proc/PID/stat`): what it computed, whatever the machine's load.
 fn cpu_ticks(pid: u32) -> u64 {
