@@ -138,7 +138,10 @@ pub fn init(args: &LogArgs, default_level: &str) -> anyhow::Result<LogGuard> {
         (None, Some(level)) => {
             parse_filter(&level).with_context(|| "the environment variable TICKWIRE_LOG")?
         }
-        (None, None) => EnvFilter::new(default_level),
+        // The TLS library's own lines ("Sending fatal alert ...") name no peer: the
+        // router logs each TLS failure itself, with the address (probe). Asked for by
+        // name (`--log-level rustls=warn`), they are shown.
+        (None, None) => EnvFilter::new(format!("{default_level},rustls=error")),
     };
     let lines = queue_lines(std::env::var("TICKWIRE_LOG_QUEUE").ok().as_deref())?;
     let (filter, handle) = reload::Layer::new(filter);

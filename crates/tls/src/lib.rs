@@ -571,20 +571,75 @@ pub fn describe(e: &rustls::Error) -> String {
         E::NoCertificatesPresented => {
             "TLS handshake failed: no client certificate presented, and this listener requires one (--cert FILE --key FILE)".into()
         }
+        // Sizes first: a record or handshake message over the limits is TLS, only too
+        // large (a probe's 16 MiB ClientHello read as "does not speak TLS").
+        E::InvalidMessage(
+            m @ (rustls::InvalidMessage::MessageTooLarge
+            | rustls::InvalidMessage::HandshakePayloadTooLarge
+            | rustls::InvalidMessage::CertificatePayloadTooLarge),
+        ) => format!("TLS failed: the peer sent a TLS message larger than allowed ({m:?}): {e}"),
         E::InvalidMessage(_) => {
             format!("TLS handshake failed: the peer does not speak TLS (or sent a corrupt record): {e}")
         }
-        E::AlertReceived(a) => format!(
+        E::AlertReceived(a) if is_certificate_alert(*a) => format!(
             "TLS handshake failed: the peer refused the connection with the alert {a:?} (a certificate it does not trust, or no certificate where one is required)"
         ),
+        E::AlertReceived(a @ rustls::AlertDescription::HandshakeFailure) => format!(
+            "TLS handshake failed: the peer refused the handshake with the alert {a:?} (no TLS version or cipher suite in common, or a certificate it would not accept)"
+        ),
+        // Any other alert says what the peer objected to, not a certificate (a refused
+        // renegotiation read as "does not trust a certificate": probe).
+        E::AlertReceived(a) => format!("TLS failed: the peer ended the session with the alert {a:?}"),
         _ => format!("TLS failed: {e}"),
     }
+}
+
+/// Alerts a peer sends about a certificate (ours, or the lack of one).
+fn is_certificate_alert(a: rustls::AlertDescription) -> bool {
+    use rustls::AlertDescription as A;
+    matches!(
+        a,
+        A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::CertificateRequired
+            | A::AccessDenied
+            | A::BadCertificateStatusResponse
+            | A::BadCertificateHashValue
+            | A::CertificateUnobtainable
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+
+    /// Hostile-input probe: a refused renegotiation was logged as a certificate the
+    /// peer does not trust, and an oversized ClientHello as a peer not speaking TLS.
+    #[test]
+    fn failures_are_described_by_what_they_are() {
+        use rustls::{AlertDescription as A, Error as E, InvalidMessage as M};
+        let d = |e: E| describe(&e);
+        assert!(d(E::AlertReceived(A::UnknownCA)).contains("a certificate it does not trust"));
+        assert!(d(E::AlertReceived(A::CertificateRequired)).contains("no certificate where"));
+        let reneg = d(E::AlertReceived(A::NoRenegotiation));
+        assert!(
+            reneg.contains("ended the session with the alert NoRenegotiation")
+                && !reneg.contains("certificate"),
+            "{reneg}"
+        );
+        assert!(d(E::AlertReceived(A::HandshakeFailure)).contains("in common"));
+        let big = d(E::InvalidMessage(M::HandshakePayloadTooLarge));
+        assert!(
+            big.contains("larger than allowed") && !big.contains("does not speak TLS"),
+            "{big}"
+        );
+        assert!(d(E::InvalidMessage(M::InvalidContentType)).contains("does not speak TLS"));
+    }
 
     /// One direction of an in-memory non-blocking socket pair: `WouldBlock` when empty.
     #[derive(Default)]
