@@ -11,6 +11,12 @@
 
 /// Bytes before the payload.
 pub(crate) const HEADER: usize = 16;
+
+/// The highest record number a spool uses: 2^62 (at 100 million records a second,
+/// 1,400 years). A record, a skip range or a segment name beyond it is damage: a
+/// forged record numbered 2^64-1 made the next number wrap to 0, and the router then
+/// deleted every segment as reclaimed (hostile-input probe).
+pub(crate) const MAX_LSN: u64 = 1 << 62;
 /// The flag bit in `len` that marks a skip marker.
 pub(crate) const SKIP_FLAG: u32 = 0x8000_0000;
 /// A skip marker's checksum is the record checksum XOR this ("SKPM").

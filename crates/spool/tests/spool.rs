@@ -315,3 +315,62 @@ fn invalid_config_is_refused() {
         Err(tickwire_spool::Error::Config(_))
     ));
 }
+
+/// Hostile-input probe: a FIFO named like a segment hung the start forever (in the
+/// open, without a log line), and a link to a device read as an empty segment. Each
+/// refuses the open at once, naming the file.
+#[test]
+fn a_segment_that_is_not_a_regular_file_is_refused_at_once() {
+    for kind in ["fifo", "device"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::new(dir.path());
+        let (_, _, spool) = open(&config);
+        let mut app = spool.start(Box::new(|| {})).unwrap();
+        app.append(b"one").unwrap();
+        app.close().unwrap();
+        let path = dir.path().join(format!("{:020}.log", 7));
+        match kind {
+            "fifo" => {
+                let st = std::process::Command::new("mkfifo")
+                    .arg(&path)
+                    .status()
+                    .unwrap();
+                assert!(st.success());
+            }
+            _ => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+        }
+        let t0 = Instant::now();
+        let e = Spool::open(config.clone(), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(
+            e.contains("not a regular file") && e.contains(&format!("{:020}.log", 7)),
+            "{kind}: {e}"
+        );
+    }
+}
+
+/// Hostile-input probe: an empty file named 18446744073709551615.log (a `touch`) made
+/// every later append wait forever. A name beyond what a spool reaches is not ours:
+/// left alone, and the spool goes on.
+#[test]
+fn a_file_named_beyond_the_last_record_number_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::new(dir.path());
+    let (_, _, spool) = open(&config);
+    let mut app = spool.start(Box::new(|| {})).unwrap();
+    app.append(b"one").unwrap();
+    app.close().unwrap();
+    std::fs::write(dir.path().join("18446744073709551615.log"), b"").unwrap();
+    let (got, _, spool) = open(&config);
+    assert_eq!(got.len(), 1);
+    assert_eq!(spool.next_lsn(), Lsn(2));
+    let mut app = spool.start(Box::new(|| {})).unwrap();
+    assert_eq!(app.append(b"two").unwrap(), Lsn(2));
+    app.flush();
+    assert!(wait_durable(&mut app, 2).is_empty());
+    app.close().unwrap();
+    let (got, _, _) = open(&config);
+    assert_eq!(got.len(), 2);
+}

@@ -27,6 +27,11 @@ const CHUNK: usize = 1 << 20;
 /// Chunk memory beyond twice the retained bytes that [`Store::compact_step`] leaves be.
 const COMPACT_SLACK: u64 = 16 << 20;
 
+/// Dead entries the window may hold beyond its live ones (ids whose records recovery
+/// did not find): a jump of ids further than that restarts the window instead of
+/// filling it (a forged record's id 10^8 ahead took 5.9 GB: probe).
+const MAX_DEAD_BEYOND_LIVE: usize = 1 << 16;
+
 /// One stored message's metadata (its bytes live in a chunk).
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
@@ -136,6 +141,8 @@ pub struct Store {
     entries: VecDeque<Entry>,
     /// Id of `entries[0]` (the next id when empty).
     first_id: u64,
+    /// Entries of `entries` that are not live.
+    dead: usize,
     /// Messages older than the window that queues still hold, in id order, and
     /// tombstones (`!live`) of those released since; the front is live.
     held_back: VecDeque<Entry>,
@@ -177,6 +184,7 @@ impl Store {
             spare: Vec::new(),
             entries: VecDeque::new(),
             first_id: next_id,
+            dead: 0,
             held_back: VecDeque::new(),
             tombstones: 0,
             bytes: 0,
@@ -233,12 +241,14 @@ impl Store {
     /// recovery are filled with dead entries; an empty window starts at `m.id`, so a
     /// spool whose older segments were reclaimed does not fill the ids before it).
     pub fn push(&mut self, m: &NewMessage<'_>) {
+        self.fill_or_restart(m.id);
         if self.entries.is_empty() && m.id > self.first_id {
             self.first_id = m.id;
         }
         while self.next_id() < m.id {
             let id = self.next_id();
             self.entries.push_back(Entry::dead(id, m.time));
+            self.dead += 1;
         }
         if self.entries.is_empty() {
             self.first_id = m.id;
@@ -422,6 +432,7 @@ impl Store {
     /// `first_message_id`). An empty window just starts there; otherwise the ids up to
     /// it become dead entries (only ids whose records failed or were damaged).
     pub fn advance_to(&mut self, next: u64) {
+        self.fill_or_restart(next);
         if self.entries.is_empty() {
             self.first_id = self.first_id.max(next);
             return;
@@ -430,7 +441,39 @@ impl Store {
         while self.next_id() < next {
             let id = self.next_id();
             self.entries.push_back(Entry::dead(id, time));
+            self.dead += 1;
         }
+    }
+
+    /// Before ids up to `id` are filled with dead entries: when that would take the
+    /// window's dead entries more than [`MAX_DEAD_BEYOND_LIVE`] past its live ones, the
+    /// window restarts at `id` instead: its live messages a queue holds are held back
+    /// (as when retention moves them out), the others released. Only recovery from a
+    /// damaged (or forged) spool jumps so far.
+    fn fill_or_restart(&mut self, id: u64) {
+        let Some(gap) = id.checked_sub(self.next_id()) else {
+            return;
+        };
+        let live = self.entries.len() - self.dead;
+        let fits = usize::try_from(gap)
+            .ok()
+            .and_then(|g| g.checked_add(self.dead))
+            .is_some_and(|dead| dead <= live.saturating_add(MAX_DEAD_BEYOND_LIVE));
+        if fits || self.entries.is_empty() {
+            return;
+        }
+        for e in std::mem::take(&mut self.entries) {
+            if !e.live {
+                continue;
+            }
+            if e.refs > 0 {
+                self.held_back.push_back(e);
+            } else {
+                self.free(&e);
+            }
+        }
+        self.dead = 0;
+        self.first_id = id;
     }
 
     /// Held-back message `id` was written again as record `lsn` (the copy is durable):
@@ -631,6 +674,7 @@ impl Store {
                 e.live = false;
                 e.refs = 0;
                 let e = *e;
+                self.dead += 1;
                 self.free(&e);
             }
         }
@@ -701,6 +745,7 @@ impl Store {
             self.first_id += 1;
             n += 1;
             if !e.live {
+                self.dead = self.dead.saturating_sub(1);
                 continue;
             }
             if e.refs > 0 {
@@ -917,6 +962,56 @@ mod tests {
         // Nothing more to do: the next calls move nothing.
         assert_eq!(s.compact_step(4096), 0);
         assert_eq!(s.compact_step(4096), 0);
+    }
+
+    /// Hostile-input probe: a forged record whose message id jumped 10^8 ahead made
+    /// recovery fill the window with a dead entry per missing id (5.9 GB, abort). A
+    /// jump that would take the dead entries past the live ones by more than
+    /// MAX_DEAD_BEYOND_LIVE restarts the window: what queues hold is held back, the
+    /// messages read back the same, and a chain of such jumps stays bounded.
+    #[test]
+    fn a_far_jump_of_ids_restarts_the_window_instead_of_filling_it() {
+        let mut s = Store::new(1);
+        for id in 1..=10 {
+            s.push(&msg(id, b"held"));
+            if id % 2 == 0 {
+                s.hold(id);
+            }
+        }
+        s.push(&msg(100_000_000, b"far"));
+        assert_eq!(s.next_id(), 100_000_001);
+        assert!(s.entries.len() < 10, "{}", s.entries.len());
+        // The held ones are held back, the others (replay only) released.
+        for id in 1..=10 {
+            let e = s.entry(id).copied();
+            assert_eq!(e.is_some_and(|e| e.live), id % 2 == 0, "id {id}");
+            if let Some(e) = e.filter(|e| e.live) {
+                assert_eq!(s.bytes_of(&e), (&b"t"[..], &b"held"[..]));
+            }
+        }
+        let far = *s.entry(100_000_000).unwrap();
+        assert_eq!(s.bytes_of(&far).1, b"far");
+        // Jumps just under the bound, again and again: the window stays bounded.
+        let mut id = 100_000_000;
+        for _ in 0..50 {
+            id += (MAX_DEAD_BEYOND_LIVE as u64) - 10;
+            s.push(&msg(id, b"x"));
+        }
+        assert!(
+            s.entries.len() <= 2 * MAX_DEAD_BEYOND_LIVE + 64,
+            "{}",
+            s.entries.len()
+        );
+        // A jump the window can take is filled as before.
+        let mut s = Store::new(1);
+        s.push(&msg(1, b"a"));
+        s.push(&msg(1_000, b"b"));
+        assert_eq!(s.entries.len(), 1_000);
+        assert!(s.entry(500).is_some_and(|e| !e.live));
+        // advance_to is bounded the same way.
+        s.advance_to(1 << 40);
+        assert!(s.entries.len() <= 1_000, "{}", s.entries.len());
+        assert_eq!(s.next_id(), 1 << 40);
     }
 
     #[test]
