@@ -43,7 +43,10 @@ fn fail(reason: impl Into<String>) -> Error {
 }
 
 fn read(key: &str, path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|e| fail(format!("{key} {}: {e}", path.display())))
+    // Certificates and keys: kilobytes; 16 MiB is not one (a link to /dev/zero was read
+    // until memory ran out: probe).
+    tickwire_rt::files::read_limited(path, 16 << 20)
+        .map_err(|e| fail(format!("{key} {}: {e}", path.display())))
 }
 
 /// Certificates of a PEM file; a file without PEM sections is taken as one DER

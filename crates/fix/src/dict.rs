@@ -569,10 +569,14 @@ impl Dictionary {
     /// Loads a dictionary file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Dictionary, DictError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| DictError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        // The largest QuickFIX dictionary (FIX50SP2) is ~6 MB: 64 MiB is not one.
+        let text =
+            tickwire_rt::files::read_to_string_limited(path, 64 << 20).map_err(|source| {
+                DictError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?;
         Dictionary::from_xml_named(&text, &path.display().to_string())
     }
 

@@ -597,10 +597,15 @@ pub struct Settings {
 impl Settings {
     /// Read and parse a settings file.
     pub fn load(path: &Path) -> Result<Settings, SettingsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // A regular file of at most 16 MiB (a FIFO hung the start, /dev/zero was read
+        // until memory ran out: probe).
+        let text =
+            tickwire_rt::files::read_to_string_limited(path, 16 << 20).map_err(|source| {
+                SettingsError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         Settings::parse(&text, &path.display().to_string())
     }
 

@@ -558,7 +558,9 @@ impl SeqSnapshot {
 /// The newest intact slot of a `store.seqnums` file (two slots, written alternately, so
 /// that a torn write of one leaves the other). `Ok(None)`: no file, or an empty one.
 fn read_seqnums(path: &Path) -> Result<Option<SeqSnapshot>, StoreError> {
-    let data = match fs::read(path) {
+    // Two slots of a few dozen bytes: more is not a seqnums file (a link to /dev/zero
+    // was read until memory ran out: probe).
+    let data = match tickwire_rt::files::read_limited(path, 64 << 10) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(path, "read")(e)),

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bucket;
+pub mod files;
 pub mod idle;
 pub mod latency;
 pub mod pacing;

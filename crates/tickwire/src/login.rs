@@ -25,7 +25,7 @@ pub struct LoginArgs {
     /// can read) [default: anonymous, or the token in TICKWIRE_TOKEN when set].
     #[arg(long, value_name = "USER", help_heading = "Login")]
     user: Option<String>,
-    /// The password of --user: the first line of FILE ('-': standard input).
+    /// The password of --user: the first line of FILE ('-': standard input), at most 4 KiB.
     #[arg(long, value_name = "FILE", requires = "user", help_heading = "Login")]
     password_file: Option<PathBuf>,
     /// Log in with a token (`tickwire passwd --token` makes one; TICKWIRE_TOKEN is read
@@ -203,19 +203,40 @@ fn read_typed_line(input: &mut impl Read) -> anyhow::Result<String> {
     String::from_utf8(line).context("the password typed is not UTF-8")
 }
 
-/// The first line of `path` ('-': standard input), without its line ending.
+/// The first line of `path` ('-': standard input), without its line ending. Only that
+/// line is read, and at most 4 KiB of it (a password, as typed): a 300 MB line was read
+/// whole, and `/dev/zero` until memory ran out (probe). A pipe (`<(...)`) is read as a
+/// file is.
 fn first_line(path: &std::path::Path) -> anyhow::Result<String> {
-    let mut text = String::new();
-    if path.as_os_str() == "-" {
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading the password from standard input")?;
+    let what = if path.as_os_str() == "-" {
+        "reading the password from standard input".to_owned()
     } else {
-        text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the password file {}", path.display()))?;
-    }
-    Ok(text.lines().next().unwrap_or_default().to_owned())
+        format!("reading the password file {}", path.display())
+    };
+    let source: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| what.clone())?)
+    };
+    let mut head = Vec::new();
+    source
+        .take(MAX_PASSWORD + 2)
+        .read_to_end(&mut head)
+        .with_context(|| what.clone())?;
+    let line = match head.iter().position(|&b| b == b'\n') {
+        Some(end) => &head[..end],
+        None => &head[..],
+    };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    anyhow::ensure!(
+        line.len() as u64 <= MAX_PASSWORD,
+        "{what}: its first line is more than 4 KiB: not a password"
+    );
+    String::from_utf8(line.to_vec()).with_context(|| format!("{what}: not UTF-8"))
 }
+
+/// The longest password read from a file or standard input (as typed: 4 KiB).
+const MAX_PASSWORD: u64 = 4096;
 
 const PASSWD_HELP: &str = "\
 Prints what the router's [auth] table stores for a user (docs/security.md):

@@ -359,7 +359,9 @@ fn config_log_level(path: Option<&std::path::Path>) -> anyhow::Result<Option<Str
 /// The config file's text. One that cannot be read (missing, a directory, no
 /// permission) is a usage error (exit status 2): found before anything starts.
 fn read_config_file(path: &std::path::Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| {
+    // A regular file of at most 16 MiB: a FIFO hung the start and /dev/zero was read
+    // until memory ran out (probe).
+    tickwire_rt::files::read_to_string_limited(path, 16 << 20).map_err(|e| {
         crate::units::UsageError(format!("reading config file {}: {e}", path.display())).into()
     })
 }

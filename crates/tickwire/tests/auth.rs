@@ -36,6 +36,21 @@ struct Fixture {
     alice_password_file: tempfile::NamedTempFile,
 }
 
+/// Hostile-input probe: the password file was read whole (a 300 MB first line was
+/// taken as the password, /dev/zero read until memory ran out). Only its first line is
+/// read, and at most 4 KiB of it; a longer one is refused.
+#[test]
+fn a_password_file_is_read_to_its_first_line_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("long");
+    std::fs::write(&long, vec![b'a'; 5_000]).unwrap();
+    for path in [long.to_str().unwrap(), "/dev/zero"] {
+        let (st, out, err) = run_cli(&["passwd", "--password-file", path], LONG);
+        assert!(!st.success(), "{path}: {out}");
+        assert!(err.contains("more than 4 KiB"), "{path}: {err}");
+    }
+}
+
 fn fixture() -> Fixture {
     fixture_with(&[])
 }

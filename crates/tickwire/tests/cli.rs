@@ -254,6 +254,13 @@ fn missing_or_wrong_config_files_are_usage_errors() {
     )
     .unwrap();
     let no_dict = no_dict.to_str().unwrap();
+    let fifo = dir.path().join("fifo.toml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let fifo = fifo.to_str().unwrap();
     let missing = dir.path().join("missing.toml");
     let (missing, no_admin, initiator_only) = (
         missing.to_str().unwrap(),
@@ -302,6 +309,20 @@ fn missing_or_wrong_config_files_are_usage_errors() {
         (
             &["fix", "acceptor", "--config", no_dict],
             "FIX44-missing.xml",
+        ),
+        // Hostile-input probe: a FIFO hung the start with no message, a device was
+        // read until memory ran out; each is refused at once.
+        (
+            &["router", "--listen", "127.0.0.1:0", "--config", fifo],
+            "not a regular file",
+        ),
+        (
+            &["router", "--listen", "127.0.0.1:0", "--config", "/dev/zero"],
+            "not a regular file",
+        ),
+        (
+            &["fix", "acceptor", "--config", "/dev/zero"],
+            "not a regular file",
         ),
     ] {
         let (st, out, err) = run_cli(args, Duration::from_secs(30));

@@ -149,7 +149,7 @@ impl Guard {
 /// The `[auth]` table of `path`: a TOML file with an `[auth]` table in the router's
 /// format (the router's own configuration file will do; other tables are ignored).
 pub fn read_auth_file(path: &Path) -> anyhow::Result<AuthConfig> {
-    let text = std::fs::read_to_string(path)
+    let text = tickwire_rt::files::read_to_string_limited(path, 16 << 20)
         .with_context(|| format!("reading --http-auth {}", path.display()))?;
     let doc: toml::Table =
         toml::from_str(&text).with_context(|| format!("parsing --http-auth {}", path.display()))?;
