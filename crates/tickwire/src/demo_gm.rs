@@ -272,12 +272,12 @@ pub fn run(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
         println!("stopped by Ctrl-C after {orders} of {ORDERS} orders");
     }
     println!(
-        "publisher: {} published, {} acknowledged, {} refused, {} resent after {} reconnects{}",
+        "publisher: {} published, {} acknowledged, {} refused, {} resent after {}{}",
         counts.published,
         counts.acked,
         counts.nacked,
         counts.resent,
-        reconnects,
+        reconnects_text(reconnects),
         if all_answered {
             ""
         } else {
@@ -285,8 +285,8 @@ pub fn run(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
         }
     );
     println!(
-        "consumer:  {delivered} distinct orders received ({} deliveries flagged REDELIVERED, {} duplicates NOT flagged) after {consumer_reconnects} reconnects",
-        s.redelivered, s.unflagged_duplicates
+        "consumer:  {delivered} distinct orders received ({} deliveries flagged REDELIVERED, {} duplicates NOT flagged) after {}",
+        s.redelivered, s.unflagged_duplicates, reconnects_text(consumer_reconnects)
     );
     // The sentence's "percentiles above" are the benchmarks'; here the figures a stall
     // delays are the recovery times.
@@ -324,4 +324,10 @@ impl Drop for ScratchGuard {
     fn drop(&mut self) {
         tickwire_rt::stop::register_scratch_dir(&self.0, false);
     }
+}
+
+/// "1 reconnect", "3 reconnects" (new-user pass: "after 1 reconnects").
+fn reconnects_text(n: impl Into<u64>) -> String {
+    let n = n.into();
+    format!("{n} reconnect{}", if n == 1 { "" } else { "s" })
 }

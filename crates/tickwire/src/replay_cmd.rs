@@ -94,13 +94,22 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         }
     );
     if let Speed::Factor(f) = a.speed {
-        let secs = cap.span_ns() as f64 / 1e9 / f;
+        // The latest timestamp, not the last record's: one record years ahead of the
+        // others was waited for without a word (hostile-input probe).
+        let first = cap.entries.first().map_or(0, |e| e.unix_ns);
+        let latest = cap.entries.iter().map(|e| e.unix_ns).max().unwrap_or(first);
+        let secs = latest.saturating_sub(first) as f64 / 1e9 / f;
         if secs > 86_400.0 {
             eprintln!(
                 "note: at {} this replay takes {:.1} days (the records' timestamps are that far \
-                 apart); Ctrl-C stops it, --speed max or a rate such as 10k/s ignores the timing",
+                 apart{}); Ctrl-C stops it, --speed max or a rate such as 10k/s ignores the timing",
                 a.speed,
-                secs / 86_400.0
+                secs / 86_400.0,
+                if latest > cap.entries.last().map_or(first, |e| e.unix_ns) {
+                    ", one of them later than the last record's"
+                } else {
+                    ""
+                }
             );
         }
     }

@@ -1,6 +1,7 @@
 //! `tickwire request` and `tickwire reply`.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -464,11 +465,15 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
         failure: Some(why.trim_start_matches("error: ").to_owned()),
         cut_from: None,
     };
+    // Its own process group: a terminal's Ctrl-C goes to the foreground group, and
+    // killed with us the command left the request it was answering unanswered (new-user
+    // pass); `reply` stops after answering it, as promised.
     let child = Command::new("sh")
         .args(["-c", cmd])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn();
     let mut child = match child {
         Ok(c) => c,

@@ -776,10 +776,13 @@ fn a_replay_of_records_years_apart_says_so_and_stops_at_the_first_signal() {
     w.write(1_000_000_000, src, dst, b"first").unwrap();
     w.write(4_294_967_295_000_000_000, src, dst, b"second")
         .unwrap();
+    // A last record one second after the first: the note was computed from the last
+    // record, so a middle one years ahead was waited for without a word (probe).
+    w.write(2_000_000_000, src, dst, b"third").unwrap();
     w.finish().unwrap();
     let mut k = spawn_until(
         &["replay", path.to_str().unwrap(), "--to", "127.0.0.1:9"],
-        "days",
+        "later than the last record's",
     );
     let started = std::time::Instant::now();
     common::signal(k.0.id(), "TERM");

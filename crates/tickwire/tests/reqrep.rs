@@ -486,6 +486,53 @@ fn regression_ctrl_c_stops_reply_in_order_with_its_summary() {
     assert!(line.is_some(), "no CLOSE from reply: {}", log.text());
 }
 
+/// New-user pass: Ctrl-C in a terminal signals the whole foreground process group, so
+/// the --exec command answering a request died with `reply` and the requester timed
+/// out. The command runs in its own group: the request at hand is answered, then
+/// `reply` stops with its summary.
+#[test]
+fn ctrl_c_to_the_terminals_group_lets_the_exec_answer_the_request_at_hand() {
+    use std::os::unix::process::CommandExt;
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let exec = format!("touch {}; sleep 1; echo done", started.display());
+    let mut replier = common::cli(&["reply", "--router", &addr, "svc/slow", "--exec", &exec])
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Until the responder is there, the request gets "no responders" (exit 5).
+    let requester = {
+        let addr = addr.clone();
+        std::thread::spawn(move || request_until_answered(&addr, "svc/slow", "x"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the --exec command never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // As a terminal does: SIGINT to the process group (the child leads its own, made
+    // above; never a negative number on a kill(1) command line, which reads `-N` as
+    // an option), the command's too if it were in it.
+    let group = rustix::process::Pid::from_child(&replier);
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    let (st, out, err) = requester.join().unwrap();
+    assert!(
+        st.success(),
+        "the request at hand was not answered: {out}{err}"
+    );
+    assert_eq!(out, "done\n");
+    let st = common::wait_child(&mut replier, Duration::from_secs(20), "reply after Ctrl-C");
+    let (_, err) = common::take_output(&mut replier);
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("answered 1 request"), "{err}");
+}
+
 /// Hostile-router probe: against a router that WELCOMEs and then answers nothing,
 /// `request --timeout 1s` waited the client's 5 s for the ACK of its reply inbox's
 /// subscription and exited 3 ("no reply"). The router's own part is now waited for no

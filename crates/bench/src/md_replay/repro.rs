@@ -662,8 +662,10 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
     );
     let peak = match r.peak_window_rate {
         Some(rate) => format!("{rate:.0}/s peak {}-s window", window.as_secs_f64()),
+        // The updates', not the exchange's: an exchange that ran 1.2 s could send
+        // its updates within less than a window (new-user pass: read as a contradiction).
         None => format!(
-            "run shorter than one {}-s window: no peak",
+            "updates spanned less than one {}-s window: no peak",
             window.as_secs_f64()
         ),
     };
