@@ -74,7 +74,7 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     // The router answers in its own order (its cache's); people read topics sorted.
     // Stable: a topic's messages keep their order.
     msgs.sort_by(|x, y| x.topic.cmp(&y.topic));
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = std::io::BufWriter::new(crate::units::LinesOut(std::io::stdout().lock()));
     for m in &msgs {
         let text = std::str::from_utf8(&m.payload)
             .ok()

@@ -124,8 +124,10 @@ another: each command uses the sessions of its ConnectionType):
   ReconnectInterval=1
   FileStorePath=/tmp/tickwire-fix/store
   # FileLogPath=/tmp/tickwire-fix/log
+  # QuickFIX's dictionaries (scripts/fetch-fix-spec.sh fetches them); a comment
+  # takes a whole line, as in QuickFIX (after a value it is part of the value):
   # UseDataDictionary=Y
-  # DataDictionary=FIX44.xml   # QuickFIX's; scripts/fetch-fix-spec.sh fetches them
+  # DataDictionary=FIX44.xml
 
   [SESSION]
   ConnectionType=acceptor

@@ -679,7 +679,7 @@ fn run_recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
     };
     let mut stall = a.stall_after.zip(a.stall);
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(crate::units::LinesOut(stdout.lock()));
     let mut write_error = None;
     loop {
         let accounted = st.delivered + st.lost;

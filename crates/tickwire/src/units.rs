@@ -292,3 +292,29 @@ pub fn parse_shm_name(s: &str) -> Result<String, String> {
         ))
     }
 }
+
+/// Standard output for a command's lines: when its reader has gone (`| head`), the
+/// process ends quietly with status 141, as a process ended by SIGPIPE does and as
+/// `println!` does here (`exit_quietly_on_broken_pipe` in main.rs); new-user pass:
+/// `cache show | head -1` and `mcast recv | head -1` exited 1 with "Broken pipe" where
+/// `stats | head -1` ended quietly.
+pub struct LinesOut<W: std::io::Write>(pub W);
+
+impl<W: std::io::Write> std::io::Write for LinesOut<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        quiet_on_broken_pipe(self.0.write(b))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        quiet_on_broken_pipe(self.0.flush())
+    }
+}
+
+fn quiet_on_broken_pipe<T>(r: std::io::Result<T>) -> std::io::Result<T> {
+    if r.as_ref()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    {
+        std::process::exit(141);
+    }
+    r
+}

@@ -324,6 +324,16 @@ fn cli_cache_show_and_sub_initial_image() {
     image.sort();
     assert_eq!(image, ["[cached] md/A 2", "[cached] md/B 3"]);
     assert_eq!(lines[2], "md/B live");
+    // Its reader gone (`| head`): ended quietly as by SIGPIPE, 141, as `stats` does
+    // (new-user pass: status 1 and "Broken pipe").
+    let mut shown = common::cli(&["cache", "show", "--router", &addr, "md/>"])
+        .spawn()
+        .unwrap();
+    drop(shown.stdout.take());
+    let st = common::wait_child(&mut shown, Duration::from_secs(20), "cache show");
+    let (_, err) = common::take_output(&mut shown);
+    assert_eq!(st.code(), Some(141), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
     // An empty answer says why: caches such topics but holds none, caches none of
     // them (naming its patterns), or keeps no cache at all.
     let show = |addr: &str, pattern: &str| {

@@ -128,6 +128,21 @@ fn help_teaches_and_a_bad_settings_file_is_reported_with_its_line() {
             "PossResend",
         ],
     );
+    // New-user pass: the sample's `# DataDictionary=FIX44.xml   # QuickFIX's; ...`,
+    // uncommented, kept the trailing comment in the file name (a comment takes a whole
+    // line in the format). No sample line carries one after its value.
+    let (st, help, _) = run(&["fix", "acceptor", "--help"]);
+    assert!(st.success());
+    for line in help
+        .lines()
+        .filter(|l| l.contains('=') && l.trim_start().starts_with('#'))
+    {
+        let setting = line.trim_start().trim_start_matches('#');
+        assert!(
+            !setting.contains('#'),
+            "a comment after a sample value: {line}"
+        );
+    }
     let dir = temp_dir("cli-bad");
     let cfg = dir.path().join("bad.cfg");
     std::fs::write(
