@@ -468,7 +468,12 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
             }
             let step = run_step(args, t, addr.as_ref(), rate, yields, &stop, &mut progress)
                 .with_context(|| format!("{} at {rate:.0} msg/s", t.name()))?;
-            let short = invalid_reason(rate, step.achieved_send_rate.min(step.achieved_recv_rate));
+            // A step Ctrl-C cut short has no verdict: the sweep ends as stopped.
+            let short = if stop.is_set() {
+                None
+            } else {
+                invalid_reason(rate, step.achieved_send_rate.min(step.achieved_recv_rate))
+            };
             tr.steps.push(step);
             if let Some(why) = short {
                 if !args.keep_going {
@@ -694,6 +699,10 @@ fn run_step(
     // A sender that cannot keep up is cut off here; its rate then shows the shortfall.
     let give_up = start + sched.end_ns() + sched.end_ns().max(1_000_000_000);
     let mut complete = true;
+    // Cut short by Ctrl-C (not by the sender falling behind): measured over the time
+    // it ran, and no verdict (new-user pass: a stopped step's rate over the whole
+    // planned step read as INVALID, saturated, at half the rate really kept).
+    let mut by_user = false;
     let mut slots = sched.slots().peekable();
     'send: while let Some(&slot) = slots.peek() {
         let due = start + slot.at_ns;
@@ -706,6 +715,7 @@ fn run_step(
             }
             if stop.is_set() {
                 complete = false;
+                by_user = true;
                 break 'send;
             }
             if spin {
@@ -800,13 +810,14 @@ fn run_step(
     let mut counters = rx.counters;
     counters.sent = sent;
     counters.gaps += sent.saturating_sub(rx.next_expected);
+    let planned = if by_user { 0 } else { sched.duration_ns };
     let window = (last_measured_send.max(rx.last_measured_ns))
         .saturating_sub(measure_start)
-        .max(sched.duration_ns)
+        .max(planned)
         .max(1) as f64;
     let send_window = last_measured_send
         .saturating_sub(measure_start)
-        .max(sched.duration_ns)
+        .max(planned)
         .max(1) as f64;
     let achieved_send_rate = measured_sent as f64 * 1e9 / send_window;
     let achieved_recv_rate = rx.measured as f64 * 1e9 / window;
@@ -821,7 +832,11 @@ fn run_step(
         warmup_messages: warm,
         reflections_sent: rx.reflections_sent,
         reflections_received: reflected,
-        invalid: invalid_reason(rate, achieved_send_rate),
+        invalid: if by_user {
+            None
+        } else {
+            invalid_reason(rate, achieved_send_rate)
+        },
         complete,
     })
 }

@@ -197,3 +197,65 @@ fn stream_help_teaches() {
         ],
     );
 }
+
+/// New-user pass: Ctrl-C in the middle of a step reported it INVALID (saturated) at
+/// half its rate: the messages sent were divided by the whole planned step. A step cut
+/// short by Ctrl-C is measured over the time it ran and gets no verdict; the run exits
+/// 130 with its report.
+#[test]
+fn a_step_stopped_by_ctrl_c_is_cut_short_not_invalid() {
+    use std::io::{BufRead, BufReader};
+    let json = common::temp("stream-ctrl-c.json");
+    let json_arg = json.to_string_lossy().into_owned();
+    let mut child = common::cli(&[
+        "bench",
+        "stream",
+        "--transport",
+        "tickwire",
+        "--rates",
+        "10k",
+        "--step-secs",
+        "60s",
+        "--idle",
+        "block",
+        "--json",
+        &json_arg,
+    ])
+    .spawn()
+    .expect("spawn bench stream");
+    // Two progress lines: well into the measured part of the step.
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("msg/s: sent") {
+                let _ = tx.send(());
+            }
+            seen.push(line);
+        }
+        seen.join("\n")
+    });
+    for _ in 0..2 {
+        if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+            let _ = child.kill();
+            panic!("no progress line");
+        }
+    }
+    common::interrupt(&child);
+    let status = common::wait_child(
+        &mut child,
+        std::time::Duration::from_secs(60),
+        "bench stream after Ctrl-C",
+    );
+    let (out, _) = common::take_output(&mut child);
+    let err = reader.join().expect("stderr reader");
+    assert_eq!(status.code(), Some(130), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(!out.contains("INVALID"), "{out}");
+    assert!(out.contains("cut short"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid");
+    let step = &doc["transports"][0]["steps"][0];
+    assert_eq!(step["complete"], false, "{step}");
+    assert!(step["invalid"].is_null(), "{step}");
+}
