@@ -10,8 +10,8 @@
 //!   check); when none has and its whole request head arrives within
 //!   [`OPEN_PATH_WAIT`], it asks for one of [`Limits::open_paths`], which the accepting
 //!   thread then answers itself, or it takes the place of the oldest connection still
-//!   waiting for its head, however young (a request that arrived whole beats one that
-//!   did not: connections that each send a partial head and give way before they have
+//!   waiting for its head after 20 ms (a request that arrived whole beats one that did
+//!   not: connections that each send a partial head and give way before they have
 //!   waited 250 ms locked out every logged-in `/varz`); otherwise it is answered `503`;
 //! - at most [`Limits::max_logins`] requests carrying an `Authorization` header in the
 //!   handler at once (a login check costs milliseconds: the connections queued on
@@ -406,6 +406,12 @@ const MAX_LINGERING: usize = 16;
 /// within it, however fast new connections come.
 const EVICT_AFTER: Duration = Duration::from_millis(250);
 
+/// A connection waiting for its head gives way to one whose whole head came with it
+/// ([`Active::admit_ready`]) once it has waited this long: a legitimate request's head
+/// comes with its connection, and one accepted just before another in a burst is not
+/// cut before its thread has read it (review).
+const READY_EVICTS_AFTER: Duration = Duration::from_millis(20);
+
 /// A connection writing its response is closed to make room once it has been writing
 /// this long: an answer that fits the socket buffers is written at once, and a page of
 /// megabytes reaches a reader on loopback or a LAN well within it; a reader taking a
@@ -474,13 +480,17 @@ impl Active {
 
     /// A connection whose whole request head arrived with it, when every place is
     /// taken and none may be closed by [`Active::admit`]'s rules: it takes the place of
-    /// the oldest connection still waiting for its head, however young (closed), and
+    /// the oldest connection still waiting for its head after [`READY_EVICTS_AFTER`]
+    /// (closed), and
     /// starts in the handler's phase (a connection that sent its head is never closed
     /// to make room for another). False when no connection is waiting for its head.
     fn admit_ready(&self, id: u64, handle: TcpStream, max: usize) -> bool {
         let mut conns = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if conns.len() >= max {
-            let Some(oldest) = conns.iter().position(|c| c.phase == Phase::Reading) else {
+            let Some(oldest) = conns
+                .iter()
+                .position(|c| c.phase == Phase::Reading && c.since.elapsed() >= READY_EVICTS_AFTER)
+            else {
                 return false;
             };
             let evicted = conns.remove(oldest);
@@ -882,7 +892,7 @@ mod tests {
         };
         assert!(partial.iter_mut().all(still_open));
         // Any other request whose whole head came with its connection takes the place
-        // of the oldest partial head, however young (a probe's slowloris of partial
+        // of the oldest partial head older than 20 ms (a probe's slowloris of partial
         // heads given up before 250 ms made a logged-in /varz 503 4 times in 6).
         for path in ["/varz", "/healthz?x=1"] {
             let answer = get(addr, path);

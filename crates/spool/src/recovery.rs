@@ -7,6 +7,16 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::record::{Header, HEADER, MAX_LSN, SKIP_PAYLOAD};
+
+/// The highest segment name recovery takes for one of its own: half of [`MAX_LSN`], so
+/// that appending after the highest name a spool could hold never numbers a record
+/// past the bound (review: an empty file named 2^62 made every later record damage,
+/// cut at the next start).
+const MAX_SEGMENT_NAME: u64 = MAX_LSN / 2;
+
+/// The most record numbers one skip marker covers (the batches that failed at once:
+/// 2^40 is ten days of failures at a million records a second).
+const MAX_SKIP: u64 = 1 << 40;
 use crate::{Config, Error, Lsn};
 
 /// What recovery found.
@@ -115,7 +125,13 @@ fn parse_segment_name(name: &str) -> Option<u64> {
 /// block the open forever (recovery, then the appender) and a device reads as empty or
 /// endless (hostile-input probe: start-up hung on a FIFO without a log line).
 fn regular_file(path: &Path) -> Result<(), Error> {
-    let meta = fs::metadata(path).map_err(|e| Error::io("reading spool segment", path, e))?;
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        // A dangling symlink: reported as an unreadable segment (damage) by the read,
+        // as before, not a failure to start (review).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("reading spool segment", path, e)),
+    };
     if meta.is_file() {
         return Ok(());
     }
@@ -148,7 +164,7 @@ pub(crate) fn recover(
         let Some(first) = name.to_str().and_then(parse_segment_name) else {
             continue;
         };
-        if first == 0 || first > MAX_LSN {
+        if first == 0 || first > MAX_SEGMENT_NAME {
             // No spool numbers a record so: not a segment of ours, left alone (an empty
             // one named 2^64-1 made every later append wait forever).
             tracing::warn!(file = %entry.path().display(), "spool: a file named like a segment but numbered beyond what a spool reaches, ignored");
@@ -183,6 +199,18 @@ pub(crate) fn recover(
             // An empty segment promises its first number to the next record.
             highest = highest.max(seg.first.saturating_sub(1));
         }
+    }
+    // Unreachable from what recovery accepts (names up to 2^61, jumps within a file,
+    // skips of 2^40): said plainly rather than numbering past the bound.
+    if highest >= MAX_LSN {
+        return Err(Error::io(
+            "recovering spool",
+            dir,
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "record numbers reach 2^62: the spool is damaged",
+            ),
+        ));
     }
     let next = highest + 1;
     report.next_lsn = Lsn(next);
@@ -328,7 +356,7 @@ impl Reader {
                     let mut b = [0u8; 8];
                     b.copy_from_slice(payload);
                     let n = u64::from_le_bytes(b);
-                    if n == 0 || n > MAX_LSN - h.lsn {
+                    if n == 0 || n > MAX_SKIP || n > MAX_LSN - h.lsn {
                         break Some(Stop::BadLength(h.len));
                     }
                     let last = h.lsn.saturating_add(n - 1);
@@ -423,8 +451,13 @@ impl Reader {
                 }
                 None => {
                     tracing::warn!(segment = %seg.path.display(), offset = off, ?reason, "spool: damaged segment, rest skipped");
+                    // A number on disk is not given out again, if it is one the file
+                    // could hold; one beyond is damage and raises nothing (review: a
+                    // forged number near 2^62 became the next one).
                     if let Stop::Gap { found, .. } = stop {
-                        highest = highest.max(found);
+                        if found <= ceiling {
+                            highest = highest.max(found);
+                        }
                     }
                     return Outcome {
                         highest,
@@ -611,6 +644,58 @@ mod tests {
         assert_eq!(got[3], (4, b"four".to_vec()));
         assert_eq!(spool.next_lsn(), Lsn(5));
         assert_eq!(report.damaged.len(), 1, "{:?}", report.damaged);
+    }
+
+    /// Review: the bound itself was reachable: an empty file named 2^62, a valid record
+    /// numbered between the file's plausible numbers and 2^62 at the end of a segment,
+    /// or a skip marker reaching 2^62 made the next number reach it, and every record
+    /// appended after was damage at the next start, cut as a torn tail. None of them
+    /// moves the next number now, and what is appended stays.
+    #[test]
+    fn nothing_on_disk_moves_the_next_number_near_the_bound() {
+        let forge = |kind: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let config = Config::new(dir.path());
+            let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
+            let mut app = spool.start(Box::new(|| {})).unwrap();
+            for i in 1..=5u8 {
+                app.append(&[i; 10]).unwrap();
+            }
+            app.close().unwrap();
+            let seg = dir.path().join(segment_name(1));
+            match kind {
+                "name" => std::fs::write(dir.path().join(segment_name(MAX_LSN)), b"").unwrap(),
+                "record" => {
+                    let mut bytes = std::fs::read(&seg).unwrap();
+                    crate::record::encode(&mut bytes, MAX_LSN, b"forged");
+                    std::fs::write(&seg, &bytes).unwrap();
+                }
+                _ => {
+                    let mut bytes = std::fs::read(&seg).unwrap();
+                    bytes.extend_from_slice(&crate::record::encode_skip(6, MAX_LSN - 6));
+                    std::fs::write(&seg, &bytes).unwrap();
+                }
+            }
+            (dir, config)
+        };
+        for kind in ["name", "record", "skip"] {
+            let (_dir, config) = forge(kind);
+            let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
+            assert_eq!(spool.next_lsn(), Lsn(6), "{kind}");
+            let mut app = spool.start(Box::new(|| {})).unwrap();
+            for _ in 0..3 {
+                app.append(b"after").unwrap();
+            }
+            app.close().unwrap();
+            // The appended records stay, start after start.
+            for _ in 0..2 {
+                let mut got = Vec::new();
+                let (spool, _) =
+                    crate::Spool::open(config.clone(), |l, p| got.push((l.0, p.to_vec()))).unwrap();
+                assert_eq!(got.len(), 8, "{kind}: {got:?}");
+                assert_eq!(spool.next_lsn(), Lsn(9), "{kind}");
+            }
+        }
     }
 
     #[test]

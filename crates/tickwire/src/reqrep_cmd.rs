@@ -498,6 +498,10 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
         match child.try_wait() {
             Ok(Some(st)) => break Ok(st),
             Ok(None) if Instant::now() >= deadline => {
+                // The whole group it leads (`sh` and what it started: `slow | filter`),
+                // which no terminal's Ctrl-C reaches any more (review).
+                let group = rustix::process::Pid::from_child(&child);
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
                 child.kill().ok();
                 child.wait().ok();
                 break Err(format!(

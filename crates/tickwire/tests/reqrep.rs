@@ -265,7 +265,7 @@ fn reply_exec_survives_commands_that_flood_or_hang() {
         "read -r what; case $what in \
            flood) head -c 300000 /dev/zero | tr '\\0' e >&2; exit 3;; \
            early) head -c 200000 /dev/zero | tr '\\0' o | head -c 10; cat >/dev/null;; \
-           *) sleep 30;; esac",
+           *) sleep 30.0417 | cat;; esac",
         "--count",
         "3",
     ])
@@ -283,6 +283,24 @@ fn reply_exec_survives_commands_that_flood_or_hang() {
     let (st, _, hang) = request_until_answered(&addr, "svc/hang", "hang");
     assert_eq!(st.code(), Some(4), "{hang}");
     assert!(hang.contains("still running after 2s: killed"), "{hang}");
+    // Killed with what it started (its own process group): no `sleep` left behind
+    // (review: only `sh` was killed, the pipeline's members orphaned).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = std::process::Command::new("pgrep")
+            .args(["-f", "sleep 30.0417"])
+            .output()
+            .unwrap();
+        if left.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left running: {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
     assert!(st.success(), "{st}");
 }
