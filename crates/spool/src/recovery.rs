@@ -577,29 +577,42 @@ pub(crate) fn segment_path(dir: &Path, first: u64) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// A spool in a fresh directory holding `n` records of 10 bytes (`[i; 10]`),
+    /// closed: its directory (kept alive by the caller) and configuration.
+    fn written(n: u8) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::new(dir.path());
+        let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
+        let mut app = spool.start(Box::new(|| {})).unwrap();
+        for i in 1..=n {
+            app.append(&[i; 10]).unwrap();
+        }
+        app.close().unwrap();
+        (dir, config)
+    }
+
+    /// Opens (recovers) the spool of `config`: the records read, the spool, the report.
+    fn recovered(config: &Config) -> (Vec<(u64, Vec<u8>)>, crate::Spool, RecoveryReport) {
+        let mut got = Vec::new();
+        let (spool, report) =
+            crate::Spool::open(config.clone(), |l, p| got.push((l.0, p.to_vec()))).unwrap();
+        (got, spool, report)
+    }
+
     /// Hostile-input probe: a record with a valid checksum numbered 2^64-1 appended to
     /// the last segment made the next number wrap to 0, and the router then deleted
     /// every segment as reclaimed. Numbers beyond MAX_LSN are damage: the records
     /// before stay, the next number follows them, and appending goes on.
     #[test]
     fn a_record_numbered_beyond_the_spool_is_damage_not_the_next_number() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config::new(dir.path());
-        let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
-        let mut app = spool.start(Box::new(|| {})).unwrap();
-        for i in 1..=5u8 {
-            app.append(&[i; 10]).unwrap();
-        }
-        app.close().unwrap();
+        let (dir, config) = written(5);
         for forged in [u64::MAX, MAX_LSN + 1, 1 << 63] {
             let seg = dir.path().join(segment_name(1));
             let mut bytes = std::fs::read(&seg).unwrap();
             let before = bytes.len();
             crate::record::encode(&mut bytes, forged, b"forged");
             std::fs::write(&seg, &bytes).unwrap();
-            let mut got = Vec::new();
-            let (spool, report) =
-                crate::Spool::open(config.clone(), |l, p| got.push((l.0, p.to_vec()))).unwrap();
+            let (got, spool, report) = recovered(&config);
             assert_eq!(got.len(), 5, "{forged}: {got:?}");
             assert_eq!(spool.next_lsn(), Lsn(6), "{forged}");
             // At the end of the last segment, with nothing valid after it: a torn tail.
@@ -610,8 +623,7 @@ mod tests {
         let mut app = spool.start(Box::new(|| {})).unwrap();
         assert_eq!(app.append(b"after").unwrap(), Lsn(6));
         app.close().unwrap();
-        let mut got = Vec::new();
-        crate::Spool::open(config, |l, p| got.push((l.0, p.to_vec()))).unwrap();
+        let (got, _, _) = recovered(&config);
         assert_eq!(got.len(), 6);
         assert_eq!(got[5], (6, b"after".to_vec()));
     }
@@ -620,14 +632,7 @@ mod tests {
     /// is damage there too (it was read as a jump ahead and became the next number).
     #[test]
     fn a_record_numbered_beyond_the_spool_mid_segment_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config::new(dir.path());
-        let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
-        let mut app = spool.start(Box::new(|| {})).unwrap();
-        for i in 1..=3u8 {
-            app.append(&[i; 10]).unwrap();
-        }
-        app.close().unwrap();
+        let (dir, config) = written(3);
         let seg = dir.path().join(segment_name(1));
         let mut bytes = std::fs::read(&seg).unwrap();
         crate::record::encode(
@@ -637,9 +642,7 @@ mod tests {
         );
         crate::record::encode(&mut bytes, 4, b"four");
         std::fs::write(&seg, &bytes).unwrap();
-        let mut got = Vec::new();
-        let (spool, report) =
-            crate::Spool::open(config, |l, p| got.push((l.0, p.to_vec()))).unwrap();
+        let (got, spool, report) = recovered(&config);
         assert_eq!(got.len(), 4, "{got:?}");
         assert_eq!(got[3], (4, b"four".to_vec()));
         assert_eq!(spool.next_lsn(), Lsn(5));
@@ -654,14 +657,7 @@ mod tests {
     #[test]
     fn nothing_on_disk_moves_the_next_number_near_the_bound() {
         let forge = |kind: &str| {
-            let dir = tempfile::tempdir().unwrap();
-            let config = Config::new(dir.path());
-            let (spool, _) = crate::Spool::open(config.clone(), |_, _| {}).unwrap();
-            let mut app = spool.start(Box::new(|| {})).unwrap();
-            for i in 1..=5u8 {
-                app.append(&[i; 10]).unwrap();
-            }
-            app.close().unwrap();
+            let (dir, config) = written(5);
             let seg = dir.path().join(segment_name(1));
             match kind {
                 "name" => std::fs::write(dir.path().join(segment_name(MAX_LSN)), b"").unwrap(),
@@ -689,9 +685,7 @@ mod tests {
             app.close().unwrap();
             // The appended records stay, start after start.
             for _ in 0..2 {
-                let mut got = Vec::new();
-                let (spool, _) =
-                    crate::Spool::open(config.clone(), |l, p| got.push((l.0, p.to_vec()))).unwrap();
+                let (got, spool, _) = recovered(&config);
                 assert_eq!(got.len(), 8, "{kind}: {got:?}");
                 assert_eq!(spool.next_lsn(), Lsn(9), "{kind}");
             }
