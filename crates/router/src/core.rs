@@ -232,6 +232,11 @@ struct Client {
     /// Reading some of it does not extend the deadline; getting under the limit
     /// clears it.
     drain_by: Option<MonoNanos>,
+    /// Its unread bytes when the image put it over `egress_limit` (with `drain_by`):
+    /// answers queued behind an image that is being read meet the limit above this, so
+    /// a PING or SUBSCRIBE pipelined after the image neither drops the image nor
+    /// disconnects (review of a hostile-input probe); the image is bounded by the cache.
+    image_allow: usize,
     /// It is closing and its subscriptions are still being removed from the indexes
     /// ([`Core::teardown`]): its slot is not reused until they are.
     tearing_down: bool,
@@ -358,8 +363,12 @@ pub struct Core {
     last_id: u64,
     /// No deadline is earlier than this (see [`Core::poll_timeout`]).
     next_deadline: Option<MonoNanos>,
-    /// The last [`Core::handle_input`] stopped at [`SUBSCRIPTION_WORK_PER_READ`].
+    /// The last [`Core::handle_input`] stopped at [`SUBSCRIPTION_WORK_PER_READ`] or
+    /// [`DELIVERY_WORK_PER_READ`].
     input_paused: bool,
+    /// Routing work of the current [`Core::handle_input`] call: 1 per PUBLISH routed
+    /// plus 1 per client it was matched to (see [`DELIVERY_WORK_PER_READ`]).
+    delivery_work: u64,
     /// Where the router-out stamp of a STAMPS message comes from: the driver injects its
     /// clock ([`Core::set_stamp_clock`]); without one the stamp is the turn's `now`.
     stamp_clock: Option<fn() -> MonoNanos>,
@@ -432,6 +441,20 @@ pub const TEARDOWN_LEVELS_PER_TURN: usize = 640;
 /// client's PING from 53 µs to 17 ms (p50; 80 ms at worst) in a probe. With it, one
 /// read's subscription work is about what a read buffer of publishes costs.
 pub const SUBSCRIPTION_WORK_PER_READ: u64 = 640;
+
+/// Routing work one [`Core::handle_input`] call does at most: 1 per PUBLISH plus 1 per
+/// client it is matched to (each a copy into an egress buffer). Past it the call stops
+/// after the PUBLISH that reached it and leaves the rest of the input (whole frames)
+/// for the next turn, as [`SUBSCRIPTION_WORK_PER_READ`] does. The sender chooses how
+/// much one read makes the router do: a read buffer of 11-byte PUBLISHes (~23,800) to
+/// a topic with 300 subscribers was ~7 million copies in one call, and every other
+/// client's PING waited hundreds of ms (p50 359 ms, hostile-input probe). 32,768 is
+/// about 1 ms of routing (~30 ns a copy); a 1 → 1 stream of 100-byte messages (~2,000
+/// frames a 256 KiB read, 2 units each) is still handled one read per call, a read of
+/// the smallest PUBLISHes (~23,800) in two. Not lower: each pause costs a turn, whose writes to every
+/// matched client cost more than the copies once a call is down to a few PUBLISHes
+/// (4,096 with 300 subscribers: 3.6x fewer copies a second than 32,768's).
+pub const DELIVERY_WORK_PER_READ: u64 = 32_768;
 
 /// What the current turn's teardown may still remove.
 #[derive(Debug, Clone, Copy)]
@@ -584,6 +607,7 @@ impl Core {
             last_id: 0,
             next_deadline: None,
             input_paused: false,
+            delivery_work: 0,
             stamp_clock: None,
             image_budget: image_budget(&cfg, cfg.image_scan_rate_total, now),
             gm: Engine::new(gm::GmConfig {
@@ -863,6 +887,7 @@ impl Core {
             cert_identity: None,
             image_budget: image_budget(&self.cfg, self.cfg.image_scan_rate, now),
             drain_by: None,
+            image_allow: 0,
             tearing_down: false,
         };
         let id = match self.free.pop() {
@@ -912,13 +937,15 @@ impl Core {
     /// not consumed by earlier calls, of which the last `fresh` bytes were just read
     /// (only those are counted in `bytes_in`).
     ///
-    /// A call does at most [`SUBSCRIPTION_WORK_PER_READ`] of subscription work: past
-    /// it, it returns before the next SUBSCRIBE or UNSUBSCRIBE with the rest unconsumed
-    /// and [`Core::input_paused`] true; call again (with what is left, and whatever
-    /// arrived since) on a later turn before reading more.
+    /// A call does at most [`SUBSCRIPTION_WORK_PER_READ`] of subscription work and
+    /// about [`DELIVERY_WORK_PER_READ`] of routing: past either, it returns (before the
+    /// next SUBSCRIBE or UNSUBSCRIBE, after the PUBLISH that reached the bound) with the
+    /// rest unconsumed and [`Core::input_paused`] true; call again (with what is left,
+    /// and whatever arrived since) on a later turn before reading more.
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         self.latest = self.latest.max(now);
         self.input_paused = false;
+        self.delivery_work = 0;
         let mut subscription_work = 0u64;
         let mut used = 0;
         let fresh = fresh.min(input.len()) as u64;
@@ -972,6 +999,11 @@ impl Core {
                     if !self.publish_frame(id, now, m, raw) {
                         return Input::Closing;
                     }
+                    if self.delivery_work >= DELIVERY_WORK_PER_READ && used < input.len() {
+                        // The rest waits for the next turn: the other clients first.
+                        self.input_paused = true;
+                        return Input::Consumed(used);
+                    }
                 }
                 Ok(Some((f, n))) => {
                     // Subscription changes: 1 + the pattern's levels each, at most
@@ -1008,9 +1040,10 @@ impl Core {
         }
     }
 
-    /// Whether the last [`Core::handle_input`] stopped at its subscription work bound
-    /// ([`SUBSCRIPTION_WORK_PER_READ`]) with whole frames left unconsumed: the driver
-    /// calls it again with them on the next turn, before reading more.
+    /// Whether the last [`Core::handle_input`] stopped at its subscription or routing
+    /// work bound ([`SUBSCRIPTION_WORK_PER_READ`], [`DELIVERY_WORK_PER_READ`]) with
+    /// whole frames left unconsumed: the driver calls it again with them on the next
+    /// turn, before reading more.
     pub fn input_paused(&self) -> bool {
         self.input_paused
     }
@@ -1858,6 +1891,7 @@ impl Core {
         if c.egress.pending() > limit && c.drain_by.is_none() {
             let by = now.add_nanos(self.cfg.drain_timeout_ms.saturating_mul(1_000_000));
             c.drain_by = Some(by);
+            c.image_allow = c.egress.pending();
             self.lower_deadline(by);
         }
         self.mark_dirty(id);
@@ -2191,6 +2225,7 @@ impl Core {
             });
             refused = passed_over.get();
         }
+        self.delivery_work += 1 + self.matched.len() as u64;
         if self.matched.is_empty() {
             // A guaranteed publish is the queues' (`gm` totals, each queue's counters):
             // counted here it made a healthy order flow read as unrouted (new-user pass).
@@ -2333,6 +2368,13 @@ impl Core {
             // Nothing more is owed to a closing client but what is already queued.
             return;
         }
+        // Behind an image still being read (within its drain timeout), answers get
+        // their limit on top of what the image left unread (protocol.md 5.2: the image
+        // is queued whole; requests may be pipelined behind it).
+        let lim = match c.drain_by {
+            Some(_) => lim.saturating_add(c.image_allow),
+            None => lim,
+        };
         let before = c.egress.capacity();
         encode(c.egress.control());
         let by_memory = pressed && c.egress.pending() <= limit;
@@ -3630,6 +3672,52 @@ mod tests {
         assert_eq!(core.totals().disconnects_error, 2);
     }
 
+    /// Hostile-input probe: a PING or SUBSCRIBE pipelined behind an image larger than
+    /// `egress_limit` dropped three quarters of the image (discard) or disconnected the
+    /// client at once (disconnect), though the image is queued whole and requests may
+    /// be pipelined (protocol.md 5.2, 6.1). Answers behind an image being read now get
+    /// their limit on top of what it left unread; a flood of them still meets it.
+    #[test]
+    fn answers_pipelined_behind_a_large_image_keep_the_image() {
+        for policy in [SlowConsumerPolicy::Discard, SlowConsumerPolicy::Disconnect] {
+            let cfg = Config {
+                cache: vec![">".into()],
+                cache_max_topics: 100,
+                egress_limit: 500,
+                slow_consumer: policy,
+                ..Config::default()
+            };
+            let mut core = core_with_100_cached_topics(cfg);
+            let id = open(&mut core, 0);
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 7, "t/>", Image::ThenLive);
+            encode_ping(&mut f, 1);
+            encode_subscribe(&mut f, 8, "u/x");
+            assert_eq!(
+                core.handle_input(id, MonoNanos(MS), &f, f.len()),
+                Input::Consumed(f.len())
+            );
+            let got = out(&mut core, id);
+            assert_eq!(got.len(), 103, "{policy:?}: {got:?}");
+            assert!(
+                got[..100].iter().all(|m| m.starts_with("MSG t/")),
+                "{got:?}"
+            );
+            assert_eq!(got[100], "ACK 7");
+            assert!(got[101].starts_with("Pong"), "{got:?}");
+            assert_eq!(got[102], "ACK 8");
+            assert_eq!(core.phase(id), Some(Phase::Open));
+            // Unread: a flood of PINGs behind a new image is bounded all the same.
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 9, "t/>", Image::Only);
+            for _ in 0..200 {
+                encode_ping(&mut f, 2);
+            }
+            core.handle_input(id, MonoNanos(MS), &f, f.len());
+            assert_eq!(core.phase(id), Some(Phase::Closing), "{policy:?}");
+        }
+    }
+
     /// Hostile-input probe: a long pattern compares up to its length per cached topic
     /// (a 124-level one cost 20 times a short one's scan), so it counts for more of the
     /// budget; a full budget still pays for one such scan, and the rest is owed.
@@ -4553,8 +4641,8 @@ mod tests {
         assert_eq!(rest[2000 - 59], "ACK 3");
         assert!(rest[2001 - 59].starts_with("Pong"), "{:?}", rest[2001 - 59]);
         assert_eq!(core.index.len(), 1);
-        // Publishes and pings are not bounded this way (a read buffer of them is the
-        // unit): a call takes them all.
+        // Pings are not bounded this way (a read buffer of them is the unit): a call
+        // takes them all.
         let mut f = Vec::new();
         for _ in 0..1000 {
             encode_ping(&mut f, 1);
@@ -4564,6 +4652,68 @@ mod tests {
             Input::Consumed(f.len())
         );
         assert!(!core.input_paused());
+    }
+
+    /// Hostile-input probe: a read buffer of small PUBLISHes to a topic 300 clients
+    /// subscribe to was routed in one call (~7 million copies), and every other
+    /// client's PING waited hundreds of ms. A call now stops once its routing work (1
+    /// per PUBLISH + 1 per client matched) reaches `DELIVERY_WORK_PER_READ`, right after
+    /// that PUBLISH, and leaves the rest, whole and in order, for the next turn; an
+    /// ordinary 1 → 1 read is still taken whole.
+    #[test]
+    fn one_read_of_publishes_is_routed_a_bounded_part_per_turn_in_order() {
+        // Nothing is discarded here: every message must arrive.
+        let cfg = || Config {
+            egress_limit: 64 << 20,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg(), MonoNanos(0), UtcNanos(0));
+        let publisher = open(&mut core, 0);
+        let subs: Vec<Slot> = (0..3).map(|_| open(&mut core, 0)).collect();
+        for &s in &subs {
+            subscribe(&mut core, s, "t/>");
+        }
+        let mut f = Vec::new();
+        for i in 0..20_000 {
+            let topic = format!("t/{i}");
+            encode_publish(&mut f, &topic, b"x", PublishOptions::default(), u32::MAX).unwrap();
+        }
+        // 4 units each (the PUBLISH and its 3 copies): 8,192 PUBLISHes reach 32,768.
+        let Input::Consumed(used) = core.handle_input(publisher, MonoNanos(0), &f, f.len()) else {
+            panic!("closing");
+        };
+        assert!(core.input_paused());
+        let first: Vec<Vec<String>> = subs.iter().map(|&s| out(&mut core, s)).collect();
+        assert!(first.iter().all(|m| m.len() == 8192), "{}", first[0].len());
+        // The rest: 8,192 then 3,616, two more calls (a turn apart in the driver).
+        assert_eq!(feed_paused(&mut core, publisher, &f[used..]), 2);
+        let want: Vec<String> = (0..20_000).map(|i| format!("MSG t/{i}")).collect();
+        for (s, mut got) in subs.iter().zip(first) {
+            got.extend(out(&mut core, *s));
+            assert!(got == want, "every message, once, in order");
+        }
+        // 1 → 1: a whole read of 100-byte messages (256 KiB, ~1,900 of 2 units each)
+        // in one call, not paused.
+        let mut core = Core::new(cfg(), MonoNanos(0), UtcNanos(0));
+        let publisher = open(&mut core, 0);
+        let sub = open(&mut core, 0);
+        subscribe(&mut core, sub, "t/>");
+        let mut one = Vec::new();
+        encode_publish(
+            &mut one,
+            "t/x",
+            &[0; 100],
+            PublishOptions::default(),
+            u32::MAX,
+        )
+        .unwrap();
+        let f = one.repeat((256 << 10) / one.len());
+        assert_eq!(
+            core.handle_input(publisher, MonoNanos(0), &f, f.len()),
+            Input::Consumed(f.len())
+        );
+        assert!(!core.input_paused());
+        assert_eq!(out(&mut core, sub).len(), f.len() / one.len());
     }
 
     /// `p{i}/l1/.../l9`: a pattern of ten levels, distinct from the first (its removal

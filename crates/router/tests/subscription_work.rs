@@ -100,3 +100,65 @@ fn a_read_of_20000_subscription_changes_is_answered_in_order_across_turns() {
     handle.shutdown();
     thread.join().unwrap().unwrap();
 }
+
+/// The same for routing (`core::DELIVERY_WORK_PER_READ`): one write of 30,000 PUBLISHes
+/// to a topic three clients subscribe to is routed a bounded part per turn (8,192
+/// PUBLISHes a call here), and every subscriber gets every message, once, in
+/// order, also when the publisher closes its side right after writing.
+#[test]
+fn a_read_of_30000_publishes_to_three_subscribers_is_routed_in_order_across_turns() {
+    let cfg = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        idle: IdleStrategy::Block,
+        // Nothing may be discarded: every message must arrive.
+        egress_limit: 64 << 20,
+        slow_consumer: tickwire_router::SlowConsumerPolicy::Disconnect,
+        ..Config::default()
+    };
+    let router = Router::bind(cfg).unwrap();
+    let addr = router.local_addr();
+    let handle = router.handle();
+    let thread = thread::spawn(move || router.run());
+
+    const N: usize = 30_000;
+    let readers: Vec<_> = (0..3)
+        .map(|i| {
+            let (mut s, mut buf) = connect(addr, &format!("sub{i}"));
+            let mut b = Vec::new();
+            frame::encode_subscribe(&mut b, 1, "t/>");
+            s.write_all(&b).unwrap();
+            assert_eq!(frames(&mut s, &mut buf, 1), ["ACK 1"]);
+            (s, buf)
+        })
+        .collect();
+    let (mut publisher, _) = connect(addr, "pub");
+    let readers: Vec<_> = readers
+        .into_iter()
+        .map(|(mut s, mut buf)| thread::spawn(move || frames(&mut s, &mut buf, N)))
+        .collect();
+    let mut b = Vec::new();
+    for i in 0..N {
+        frame::encode_publish(
+            &mut b,
+            &format!("t/{i}"),
+            b"x",
+            Default::default(),
+            u32::MAX,
+        )
+        .unwrap();
+    }
+    publisher.write_all(&b).unwrap();
+    publisher.shutdown(Shutdown::Write).unwrap();
+    let want: Vec<String> = (0..N).map(|i| format!("MSG t/{i}")).collect();
+    for r in readers {
+        let got = r.join().unwrap();
+        assert!(
+            got == want,
+            "a subscriber's messages differ (first: {:?})",
+            got.first()
+        );
+    }
+
+    handle.shutdown();
+    thread.join().unwrap().unwrap();
+}
