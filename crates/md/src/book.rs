@@ -22,7 +22,8 @@
 //!   nor allocates. The exchange assigns references in sequence and most cancels,
 //!   executions and replaces name recent orders, so the entries a feed touches sit in
 //!   neighbouring cache lines instead of being scattered over a table of tens of
-//!   megabytes (see [`crate::order_map`] for the layout and its limits).
+//!   megabytes (see [`crate::order_map`] for the layout, and for the keyed hash it
+//!   switches to when references are crafted to collide).
 //! - Before applying a packet, the feed handler looks up all its references once
 //!   ([`OrderBooks::warm`]) so that their cache misses overlap.
 //! - Each side of a book keeps its best levels (up to 256) in a `Vec<Level>` sorted so

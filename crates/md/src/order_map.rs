@@ -23,11 +23,26 @@
 //! closer to their homes than it is.
 //!
 //! The load factor is kept at or below 1/2 (the table doubles past it), so probe runs
-//! stay short and every probe loop meets an empty slot. The keys come from the
-//! exchange, not from an adversary; a feed crafted so that many live references agree
-//! modulo the table size makes probes long (slower, never wrong).
+//! stay short and every probe loop meets an empty slot.
+//!
+//! **Crafted keys.** With the reference as the hash, references that agree modulo the
+//! table size (`i << 40`) share one home, and each add or lookup walked all of them: a
+//! hostile-input probe's 60,000 such adds (2.3 MB of feed) cost the feed 6.2 s of CPU
+//! and deletes of unknown colliding references ~46 µs each. So the map is adaptive:
+//! an insertion that walks more than [`LONG_PROBE`] slots switches it, once and for
+//! good, to a keyed hash (std's `RandomState`, SipHash with a per-map random key) and
+//! rebuilds it in place; no feed can then make probes long on purpose. An exchange's
+//! references never come close (their runs are a slot or two), so a real feed keeps
+//! the locality above.
+
+use std::hash::BuildHasher;
 
 use crate::book::Order;
+
+/// Slots an insertion may walk before the map switches to a keyed hash (see the
+/// module docs): far above what sequential or random references produce at a load of
+/// at most 1/2, and low enough that no lookup ever walks more than a few hundred.
+pub const LONG_PROBE: usize = 128;
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -47,6 +62,9 @@ pub struct OrderMap {
     slots: Vec<Slot>,
     mask: usize,
     len: usize,
+    /// `Some` once an insertion walked more than [`LONG_PROBE`] slots: homes come from
+    /// this keyed hash instead of the reference itself.
+    keyed: Option<std::collections::hash_map::RandomState>,
 }
 
 impl OrderMap {
@@ -57,6 +75,7 @@ impl OrderMap {
             slots: vec![EMPTY; n],
             mask: n - 1,
             len: 0,
+            keyed: None,
         }
     }
 
@@ -75,10 +94,19 @@ impl OrderMap {
         self.slots.len() / 2
     }
 
+    /// Whether crafted references switched the map to its keyed hash.
+    pub fn is_keyed(&self) -> bool {
+        self.keyed.is_some()
+    }
+
     #[inline]
     fn home(&self, key: u64) -> usize {
+        let h = match &self.keyed {
+            None => key,
+            Some(k) => k.hash_one(key),
+        };
         // Truncation on 32-bit targets keeps the low bits, the ones the mask uses.
-        (key as usize) & self.mask
+        (h as usize) & self.mask
     }
 
     /// Probe distance of the entry in slot `j` from its home slot.
@@ -135,24 +163,30 @@ impl OrderMap {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        self.place(Slot {
+        let walked = self.place(Slot {
             key,
             order: Some(order),
         });
         self.len += 1;
+        if walked > LONG_PROBE && self.keyed.is_none() {
+            self.keyed = Some(std::collections::hash_map::RandomState::new());
+            self.rebuild(self.slots.len());
+        }
         true
     }
 
     /// Robin Hood insertion of an absent key: walk from its home, and whenever the
     /// resident entry is closer to its own home than the carried one, swap them.
+    /// Returns the number of slots walked.
     #[inline]
-    fn place(&mut self, mut carried: Slot) {
+    fn place(&mut self, mut carried: Slot) -> usize {
         let mut i = self.home(carried.key);
         let mut d = 0;
+        let mut walked = 0;
         loop {
             if self.slots[i].order.is_none() {
                 self.slots[i] = carried;
-                return;
+                return walked;
             }
             let resident = self.dist(i);
             if resident < d {
@@ -161,6 +195,7 @@ impl OrderMap {
             }
             i = (i + 1) & self.mask;
             d += 1;
+            walked += 1;
         }
     }
 
@@ -206,7 +241,13 @@ impl OrderMap {
     /// orders are live than the capacity asked for).
     #[cold]
     fn grow(&mut self) {
-        let n = self.slots.len() * 2;
+        self.rebuild(self.slots.len() * 2);
+    }
+
+    /// Places every live order again in `n` slots (growth, or the switch to the keyed
+    /// hash).
+    #[cold]
+    fn rebuild(&mut self, n: usize) {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; n]);
         self.mask = n - 1;
         for s in old {
@@ -286,6 +327,45 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
 
+        /// The same across the switch to the keyed hash: a run of colliding inserts
+        /// first (past `LONG_PROBE`), then any sequence.
+        #[test]
+        fn agrees_with_a_hash_map_across_the_keyed_switch(
+            ops in prop::collection::vec(op(), 0..200),
+            colliding in (LONG_PROBE as u64 + 2)..300,
+        ) {
+            let mut m = OrderMap::with_capacity(8);
+            let mut reference: HashMap<u64, Order> = HashMap::new();
+            for i in 0..colliding {
+                prop_assert!(m.insert(i << 40, order(i as u32)));
+                reference.insert(i << 40, order(i as u32));
+            }
+            prop_assert!(m.is_keyed());
+            for op in &ops {
+                match *op {
+                    Op::Insert(k, v) => {
+                        let fresh = !reference.contains_key(&k);
+                        prop_assert_eq!(m.insert(k, order(v)), fresh);
+                        reference.entry(k).or_insert(order(v));
+                    }
+                    Op::Remove(k) | Op::Take(k, _) => prop_assert_eq!(m.remove(k), reference.remove(&k)),
+                    Op::Modify(k, v) => {
+                        if let Some(o) = m.get_mut(k) {
+                            o.shares = v;
+                        }
+                        if let Some(o) = reference.get_mut(&k) {
+                            o.shares = v;
+                        }
+                    }
+                }
+                prop_assert_eq!(m.len(), reference.len());
+            }
+            prop_assert!(m.robin_hood_holds());
+            for (k, o) in &reference {
+                prop_assert_eq!(m.get(*k), Some(o));
+            }
+        }
+
         /// Any sequence of inserts, removes and in-place changes leaves the map
         /// agreeing with std's HashMap on every key, through growth and wrap-around.
         #[test]
@@ -354,11 +434,47 @@ mod tests {
         }
         assert_eq!(m.slots.len(), slots, "the table grew");
         assert!(m.max_probe() < 64, "probe run of {}", m.max_probe());
+        assert!(
+            !m.is_keyed(),
+            "an exchange's references keep the direct hash"
+        );
         assert!(m.robin_hood_holds());
         for r in (50_000..=1_996_000u64).step_by(50_000) {
             assert!(m.contains_key(r), "long-lived order {r}");
         }
         assert!(!m.contains_key(4000));
+    }
+
+    /// Hostile-input probe: 60,000 references `i << 40` (one home slot) cost the feed
+    /// 6.2 s of CPU, each add walking all the earlier ones. The 129th long walk
+    /// switches the map to its keyed hash: probe runs stay short, every order is kept,
+    /// lookups of absent colliding references stop at once, the invariant holds.
+    #[test]
+    fn colliding_references_switch_the_map_to_a_keyed_hash() {
+        let mut m = OrderMap::with_capacity(1 << 10);
+        for i in 0..(LONG_PROBE as u64) {
+            assert!(m.insert(i << 40, order(i as u32)));
+        }
+        assert!(!m.is_keyed(), "not before a walk longer than LONG_PROBE");
+        for i in LONG_PROBE as u64..60_000 {
+            assert!(m.insert(i << 40, order(i as u32)));
+        }
+        assert!(m.is_keyed());
+        assert!(m.max_probe() < 64, "probe run of {}", m.max_probe());
+        assert!(m.robin_hood_holds());
+        assert_eq!(m.len(), 60_000);
+        for i in 0..60_000u64 {
+            assert_eq!(m.get(i << 40), Some(&order(i as u32)));
+        }
+        for i in 60_000..120_000u64 {
+            assert!(!m.contains_key(i << 40));
+        }
+        for i in (0..60_000u64).step_by(2) {
+            assert_eq!(m.remove(i << 40), Some(order(i as u32)));
+        }
+        assert!(m.robin_hood_holds());
+        assert_eq!(m.len(), 30_000);
+        assert!(m.contains_key(1 << 40) && !m.contains_key(0));
     }
 
     #[test]
