@@ -735,3 +735,50 @@ fn a_start_position_the_sender_no_longer_holds_is_a_counted_gap() {
         ["joined 00000007 at 1", "gap 1+3 (3 datagrams)", "msg 4 m4"]
     );
 }
+
+/// Hostile-input probe: one forged DATA and one HEARTBEAT announcing 60,000 datagrams
+/// (97 bytes, no sender behind them) had the receiver NAK the forged source for 32 s,
+/// a hold window at a time (3,068 NAKs), before it reported the gap. A sender not heard
+/// from at all while its first run was asked `max_nak_tries` times now has the whole
+/// announced hole given up at once.
+#[test]
+fn a_hole_announced_by_a_silent_sender_is_given_up_at_once_not_a_window_at_a_time() {
+    let mut now = MonoNanos(1);
+    let mut rx = Receiver::new(ReceiverConfig::default(), now).unwrap();
+    let a = sender_addr();
+    rx.handle_datagram(now, a, &data(7, 0, 0, 0, b"first"))
+        .unwrap();
+    rx.handle_datagram(now, a, &heartbeat(7, 60_000, 60_000, 0))
+        .unwrap();
+    let mut ev = events(&mut rx);
+    let mut reported_at = None;
+    for ms in 1..=40_000u64 {
+        now = MonoNanos(1 + ms * 1_000_000);
+        rx.handle_timer(now);
+        while rx.poll_transmit().is_some() {}
+        let more = events(&mut rx);
+        if reported_at.is_none() && more.iter().any(|e| e.starts_with("gap")) {
+            reported_at = Some(ms);
+        }
+        ev.extend(more);
+        if reported_at.is_some_and(|r| ms > r + 1_000) {
+            break;
+        }
+    }
+    let st = rx.stats();
+    let at = reported_at.expect("the gap is reported");
+    assert!(
+        at < 1_000,
+        "reported after {at} ms (the NAK tries take ~0.5 s): {st:?}"
+    );
+    assert!(
+        ev.contains(&"gap 1+59999 (59999 datagrams)".to_string()),
+        "{ev:?}"
+    );
+    assert!(
+        st.naks_sent <= 60,
+        "{} NAKs for one forged hole: {st:?}",
+        st.naks_sent
+    );
+    assert_eq!(rx.behind(), 0, "{st:?}");
+}
