@@ -11,6 +11,13 @@
 //! batch is dropped and counted ([`MessageLog::dropped`]) rather than blocking the
 //! engine: the log is a diagnostic, the store is the record.
 //!
+//! **Bounds.** Batches in flight are bounded in number ([`QUEUE`]) and in bytes
+//! ([`MAX_IN_FLIGHT`]: a batch that would pass it is dropped and counted the same way),
+//! and a buffer emptied with more than [`KEEP`] bytes of capacity is given back: a
+//! hostile-input probe's peer sending 4 MB orders while the log lagged (a slow disk)
+//! left 518 MB resident for good (a turn's batch held many of them, and every buffer
+//! kept the capacity it once grew to).
+//!
 //! # Files
 //!
 //! As QuickFIX's `FileLog`, per session under its `FileLogPath`:
@@ -22,6 +29,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
@@ -29,6 +37,11 @@ use tickwire_fix::codec::{write_utc_timestamp, TimestampPrecision};
 
 /// Batches in flight between the engine and the writer.
 const QUEUE: usize = 64;
+/// Bytes in flight between the engine and the writer (batches handed over, not yet
+/// written) at most: beyond, the batch is dropped and counted.
+pub(crate) const MAX_IN_FLIGHT: usize = 64 << 20;
+/// Capacity an emptied buffer may keep (larger ones are shrunk to it).
+pub(crate) const KEEP: usize = 1 << 20;
 /// Record kinds.
 const KIND_IN: u8 = 1;
 const KIND_OUT: u8 = 2;
@@ -39,6 +52,8 @@ const HEAD: usize = 17;
 /// The engine side of the message log. See the module docs.
 pub struct MessageLog {
     batch: Vec<u8>,
+    /// Bytes handed to the writer and not yet written (the writer takes them off).
+    in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     tx: Option<SyncSender<Vec<u8>>>,
     pool: Receiver<Vec<u8>>,
     dropped: u64,
@@ -57,13 +72,16 @@ impl MessageLog {
             files.push(match t {
                 Some((dir, prefix)) => {
                     std::fs::create_dir_all(&dir)?;
+                    // A regular file only: a FIFO there hung the start (hostile-input
+                    // probe); the error names the file.
                     let open = |name: String| -> std::io::Result<BufWriter<File>> {
-                        Ok(BufWriter::new(
-                            OpenOptions::new()
-                                .create(true)
-                                .append(true)
-                                .open(dir.join(name))?,
-                        ))
+                        let path = dir.join(name);
+                        let mut o = OpenOptions::new();
+                        o.create(true).append(true);
+                        let f = tickwire_rt::files::open_regular(&o, &path).map_err(|e| {
+                            std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                        })?;
+                        Ok(BufWriter::new(f))
                     };
                     Some((
                         open(format!("{prefix}.messages.current.log"))?,
@@ -73,22 +91,25 @@ impl MessageLog {
                 None => None,
             });
         }
-        Self::spawn(move |rx, pool_tx| writer(rx, pool_tx, files))
+        Self::spawn(move |rx, pool_tx, in_flight| writer(rx, pool_tx, in_flight, files))
     }
 
     /// Starts `sink` on the writer thread: it receives the batches and hands emptied
     /// buffers back to the pool. [`MessageLog::start`]'s sink writes the files; tests
     /// pass one that blocks.
     fn spawn(
-        sink: impl FnOnce(Receiver<Vec<u8>>, SyncSender<Vec<u8>>) + Send + 'static,
+        sink: impl FnOnce(Receiver<Vec<u8>>, SyncSender<Vec<u8>>, InFlight) + Send + 'static,
     ) -> std::io::Result<MessageLog> {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
         let (pool_tx, pool) = mpsc::sync_channel::<Vec<u8>>(QUEUE);
+        let in_flight = InFlight::default();
+        let writer_in_flight = in_flight.clone();
         let thread = std::thread::Builder::new()
             .name("fix-log".into())
-            .spawn(move || sink(rx, pool_tx))?;
+            .spawn(move || sink(rx, pool_tx, writer_in_flight))?;
         Ok(MessageLog {
             batch: Vec::with_capacity(64 * 1024),
+            in_flight,
             tx: Some(tx),
             pool,
             dropped: 0,
@@ -129,13 +150,24 @@ impl MessageLog {
             return;
         }
         let Some(tx) = &self.tx else { return };
+        let len = self.batch.len();
+        let in_flight = self.in_flight.load(Ordering::Acquire);
+        if in_flight.saturating_add(len) > MAX_IN_FLIGHT {
+            self.dropped += 1;
+            self.batch.clear();
+            shrink(&mut self.batch);
+            return;
+        }
         let next = self.pool.try_recv().unwrap_or_default();
         let batch = std::mem::replace(&mut self.batch, next);
+        self.in_flight.fetch_add(len, Ordering::AcqRel);
         match tx.try_send(batch) {
             Ok(()) => {}
             Err(TrySendError::Full(mut b)) | Err(TrySendError::Disconnected(mut b)) => {
+                self.in_flight.fetch_sub(len, Ordering::AcqRel);
                 self.dropped += 1;
                 b.clear();
+                shrink(&mut b);
                 // Keep the larger buffer.
                 if b.capacity() > self.batch.capacity() {
                     self.batch = b;
@@ -167,7 +199,17 @@ impl Drop for MessageLog {
 
 type Files = Vec<Option<(BufWriter<File>, BufWriter<File>)>>;
 
-fn writer(rx: Receiver<Vec<u8>>, pool: SyncSender<Vec<u8>>, mut files: Files) {
+/// Bytes handed to the writer and not yet written.
+type InFlight = std::sync::Arc<std::sync::atomic::AtomicUsize>;
+
+/// An emptied buffer keeps at most [`KEEP`] bytes of capacity.
+fn shrink(b: &mut Vec<u8>) {
+    if b.capacity() > KEEP {
+        b.shrink_to(KEEP);
+    }
+}
+
+fn writer(rx: Receiver<Vec<u8>>, pool: SyncSender<Vec<u8>>, in_flight: InFlight, mut files: Files) {
     let mut line = Vec::with_capacity(1024);
     while let Ok(mut batch) = rx.recv() {
         let mut pos = 0;
@@ -198,7 +240,9 @@ fn writer(rx: Receiver<Vec<u8>>, pool: SyncSender<Vec<u8>>, mut files: Files) {
             let _ = m.flush();
             let _ = e.flush();
         }
+        in_flight.fetch_sub(batch.len(), Ordering::AcqRel);
         batch.clear();
+        shrink(&mut batch);
         let _ = pool.try_send(batch);
     }
     for (m, e) in files.iter_mut().flatten() {
@@ -230,11 +274,52 @@ mod tests {
     /// the channel's capacity is dropped and counted, and a dropped batch leaves
     /// nothing behind in the next one. No timing: had `end_turn` blocked on the full
     /// channel, the test thread would never reach the line that opens the gate.
+    /// Hostile-input probe: 4 MB orders while the log lagged left 518 MB resident.
+    /// Batches in flight are bounded in bytes too (the ones past it dropped and
+    /// counted), and a buffer the engine keeps after a drop is shrunk to `KEEP`.
+    #[test]
+    fn batches_in_flight_are_bounded_in_bytes_and_big_buffers_shrink() {
+        let (open_gate, gate) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<usize>();
+        let mut log = MessageLog::spawn(move |rx, pool, in_flight| {
+            let _ = gate.recv();
+            let mut n = 0;
+            while let Ok(mut batch) = rx.recv() {
+                in_flight.fetch_sub(batch.len(), Ordering::AcqRel);
+                n += 1;
+                batch.clear();
+                let _ = pool.try_send(batch);
+            }
+            let _ = done.send(n);
+        })
+        .expect("spawning the writer thread");
+        // Declared after `log`, dropped before it: a failed assert below lets the
+        // writer go instead of hanging the test in `close`.
+        let open_gate = open_gate;
+        let order = vec![b'x'; 4 << 20];
+        let per_batch = order.len() + HEAD;
+        let fit = MAX_IN_FLIGHT / per_batch;
+        for t in 0..20u64 {
+            log.incoming(0, t, &order);
+            log.end_turn();
+            assert!(log.batch.capacity() <= KEEP, "{}", log.batch.capacity());
+        }
+        assert_eq!(log.dropped(), 20 - fit as u64, "{fit} batches fit");
+        assert!(log.in_flight.load(Ordering::Acquire) <= MAX_IN_FLIGHT);
+        assert!(log.batch.capacity() <= KEEP, "{}", log.batch.capacity());
+        open_gate.send(()).unwrap();
+        log.close();
+        assert_eq!(finished.recv().unwrap(), fit);
+        let mut big = Vec::with_capacity(8 << 20);
+        shrink(&mut big);
+        assert!(big.capacity() <= KEEP);
+    }
+
     #[test]
     fn a_stuck_writer_makes_the_engine_drop_and_count_batches_not_wait() {
         let (open_gate, gate) = mpsc::channel::<()>();
         let (report, reports) = mpsc::channel::<Vec<u64>>();
-        let mut log = MessageLog::spawn(move |rx, pool| {
+        let mut log = MessageLog::spawn(move |rx, pool, _| {
             let _ = gate.recv();
             while let Ok(mut batch) = rx.recv() {
                 let _ = report.send(times(&batch));

@@ -544,6 +544,40 @@ fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
     assert!(events.contains("Received logon request"), "{events}");
 }
 
+/// Hostile-input probe: a FIFO where the engine writes its message log, its store's
+/// lock or its store's temporary file hung the start (no READY, no error: `open` waited
+/// for a reader). Each is now an error naming the file, at once.
+#[test]
+fn a_fifo_where_a_log_or_store_file_goes_is_an_error_not_a_hang() {
+    let mkfifo = |path: &std::path::Path| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let st = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    for (file, names) in [
+        (
+            "log/FIX.4.4-ACC-ONE.messages.current.log",
+            "messages.current.log",
+        ),
+        ("log/FIX.4.4-ACC-ONE.event.current.log", "event.current.log"),
+        ("store/FIX.4.4-ACC-ONE/store.lock", "store.lock"),
+        ("store/FIX.4.4-ACC-ONE/store.log.tmp", "store.log.tmp"),
+    ] {
+        let (dir, settings) =
+            acceptor_with_files("", "FileStorePath={dir}/store\nFileLogPath={dir}/log\n");
+        mkfifo(&dir.path().join(file));
+        let e = Engine::from_settings(&settings, Seen::default())
+            .err()
+            .unwrap_or_else(|| panic!("{file}: started"));
+        let text = e.to_string();
+        assert!(text.contains(names), "{file}: {text}");
+        assert!(text.contains("FIFO"), "{file}: {text}");
+    }
+}
+
 // ─── issue 12: bounds before Logon, AllowedRemoteAddresses ───────────────────────
 
 /// Issue 12 item 2: an acceptor buffered up to 4 MiB (`max_message_len`) from a

@@ -180,6 +180,46 @@ fn bad_xml_is_reported_with_file_and_line() {
     assert!(matches!(err, DictError::Io { .. }));
 }
 
+/// Hostile-input probe: a dictionary of a million nested elements (7 MB) overflowed the
+/// stack and aborted the process; one whose components each use the next twice, 40
+/// deep (1.3 KB), kept a load busy for 17 s and counting. Both are now errors that name
+/// the line, found at once.
+#[test]
+fn deep_nesting_and_exponential_components_are_refused_with_the_line() {
+    let deep = format!(
+        "<fix major='4' minor='4'>\n{}{}</fix>\n",
+        "<x>".repeat(1_000_000),
+        "</x>".repeat(1_000_000)
+    );
+    let err = Dictionary::from_xml(&deep).unwrap_err().to_string();
+    assert!(err.contains("nested more than 256 deep"), "{err}");
+    assert!(err.starts_with("<memory>:2:"), "{err}");
+
+    let mut xml = String::from(
+        "<fix major='4' minor='4'>\n <header><field name='BeginString' required='Y'/></header>\n \
+         <trailer><field name='CheckSum' required='Y'/></trailer>\n <messages>\n  \
+         <message name='X' msgtype='X' msgcat='app'><component name='C0' required='N'/></message>\n \
+         </messages>\n <components>\n",
+    );
+    for i in 0..40 {
+        xml.push_str(&format!(
+            "  <component name='C{i}'><component name='C{n}' required='N'/><component name='C{n}' required='N'/></component>\n",
+            n = i + 1
+        ));
+    }
+    xml.push_str(
+        "  <component name='C40'><field name='Text' required='N'/></component>\n </components>\n \
+         <fields>\n  <field number='8' name='BeginString' type='STRING'/>\n  \
+         <field number='10' name='CheckSum' type='STRING'/>\n  \
+         <field number='58' name='Text' type='STRING'/>\n </fields>\n</fix>\n",
+    );
+    let err = Dictionary::from_xml(&xml).unwrap_err().to_string();
+    assert!(
+        err.contains("expand to more than 8000000 field references"),
+        "{err}"
+    );
+}
+
 /// A 35=X with three entries; the second has a nested SecAltIDGrp (454) of two entries.
 fn market_data_x() -> Vec<u8> {
     let mut e = Encoder::new("FIX.4.4");

@@ -64,6 +64,34 @@ pub fn read_to_string_limited(path: &Path, max: u64) -> io::Result<String> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
+/// Opens `path` with `options` (to write: a log, a lock, a file about to be renamed
+/// into place) only if it is, or becomes, a regular file: a FIFO left where such a file
+/// goes (hostile-input probe: a FIX message log, store lock or store temporary file
+/// made a FIFO) is refused at once with `InvalidInput` instead of hanging the start in
+/// `open` until a reader comes; a socket or device is refused too.
+pub fn open_regular(options: &std::fs::OpenOptions, path: &Path) -> io::Result<File> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = options.clone();
+    // A FIFO opened to write without a reader fails (ENXIO) rather than waiting.
+    o.custom_flags(OFlags::NONBLOCK.bits() as i32);
+    let file = o.open(path).map_err(|e| match e.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => {
+            io::Error::new(io::ErrorKind::InvalidInput, "a FIFO, not a regular file")
+        }
+        _ => e,
+    })?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device)",
+        ));
+    }
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)?;
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +135,49 @@ mod tests {
         child.wait().unwrap();
         drop(out);
         assert_eq!(got, b"from a pipe");
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_to_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut append = std::fs::OpenOptions::new();
+        append.create(true).append(true);
+        let log = dir.path().join("a.log");
+        {
+            use std::io::Write;
+            let mut f = open_regular(&append, &log).unwrap();
+            f.write_all(b"one\n").unwrap();
+            let mut f = open_regular(&append, &log).unwrap();
+            f.write_all(b"two\n").unwrap();
+            // Blocking again (O_APPEND kept), as an ordinary open gives.
+            let fl = rustix::fs::fcntl_getfl(&f).unwrap();
+            assert!(fl.contains(rustix::fs::OFlags::APPEND));
+            assert!(!fl.contains(rustix::fs::OFlags::NONBLOCK));
+        }
+        assert_eq!(std::fs::read(&log).unwrap(), b"one\ntwo\n");
+        // A FIFO without a reader: refused at once (a plain open waits for a reader).
+        let fifo = dir.path().join("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = open_regular(&append, &fifo).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // With a reader, and a device: refused too.
+        let reader = rustix::fs::open(
+            &fifo,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let e = open_regular(&append, &fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        drop(reader);
+        let mut write = std::fs::OpenOptions::new();
+        write.write(true);
+        let e = open_regular(&write, Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }
