@@ -382,8 +382,11 @@ impl Drop for RouterChild {
 /// `program` as a command, under `taskset -c <cpu>` when `cpu` is Some (warning and
 /// running unpinned when taskset is missing). `taskset` execs the program, so the
 /// child's pid is the program's.
+///
+/// The child ends with this process, also when this one is killed
+/// ([`tickwire_rt::child`]: a `tickwire` child asks for SIGTERM on its parent's death).
 pub fn pinned_command(program: &Path, cpu: Option<usize>, what: &str) -> Command {
-    match cpu {
+    let mut c = match cpu {
         Some(cpu) if taskset_available() => {
             let mut c = Command::new("taskset");
             c.arg("-c").arg(cpu.to_string()).arg(program);
@@ -394,7 +397,9 @@ pub fn pinned_command(program: &Path, cpu: Option<usize>, what: &str) -> Command
             Command::new(program)
         }
         None => Command::new(program),
-    }
+    };
+    tickwire_rt::child::mark(&mut c);
+    c
 }
 
 /// What [`wait_for_line`] saw.

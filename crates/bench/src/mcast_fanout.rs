@@ -282,7 +282,7 @@ struct Proc {
 impl Proc {
     /// Starts `tickwire ARGS`; with `ready`, waits for a stderr line containing it.
     fn start(tickwire: &Path, args: &[String], ready: Option<&str>) -> anyhow::Result<Proc> {
-        let mut child = Command::new(tickwire)
+        let mut child = tickwire_rt::child::mark(&mut Command::new(tickwire))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bucket;
+pub mod child;
 pub mod files;
 pub mod idle;
 pub mod latency;

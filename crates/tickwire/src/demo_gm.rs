@@ -31,6 +31,8 @@ impl RouterChild {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let mut cmd = Command::new(me);
+            // Ends with the demo, also when the demo is killed (tickwire_rt::child).
+            tickwire_rt::child::mark(&mut cmd);
             cmd.args([
                 "router",
                 "--listen",

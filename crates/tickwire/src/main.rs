@@ -122,6 +122,11 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
+    // Started by a bench or the demo: end with it, even when it is killed.
+    if !tickwire_rt::child::exit_with_parent() {
+        eprintln!("error: the command that started this one has already ended");
+        return std::process::ExitCode::FAILURE;
+    }
     exit_quietly_on_broken_pipe();
     let cli = Cli::try_parse().unwrap_or_else(|e| suggest_subcommand(e).exit());
     let default_level = match cli.cmd {

@@ -208,3 +208,88 @@ fn pingpong_refuses_a_size_below_the_sequence_number() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("too small"), "{err}");
 }
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the fields after the last ')'.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: u32 = after.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == pid {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// New-user pass: a bench killed other than by Ctrl-C or SIGTERM (SIGKILL, a closed
+/// terminal's SIGHUP, `| head`'s SIGPIPE) left its router running, spinning a whole
+/// CPU for good. The router now asks for SIGTERM when the bench dies: killed with
+/// SIGKILL mid-run, the bench takes its router with it.
+#[test]
+fn a_killed_bench_takes_its_router_with_it() {
+    let mut bench = std::process::Command::new(common::BIN)
+        .args([
+            "bench",
+            "pingpong",
+            "--transports",
+            "tickwire",
+            "--sizes",
+            "64",
+            "--iterations",
+            "10M",
+            "--warmup",
+            "0",
+            "--idle",
+            "block",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let router = loop {
+        if let Some(&r) = children_of(bench.id()).first() {
+            let cmd = std::fs::read(format!("/proc/{r}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmd).contains("router") {
+                break r;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no router child appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Running: its ping-pong is under way before the bench dies.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // Gone, or a zombie until init reaps it: either way no longer running.
+        let state = std::fs::read_to_string(format!("/proc/{router}/stat"))
+            .ok()
+            .and_then(|s| s[s.rfind(')').unwrap() + 2..].chars().next());
+        if matches!(state, None | Some('Z') | Some('X')) {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Not left behind by the failing test either.
+            let _ = std::process::Command::new("kill")
+                .arg(router.to_string())
+                .status();
+            panic!(
+                "router {router} still running 30 s after its bench was killed (state {state:?})"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
