@@ -14,7 +14,8 @@ use crate::pubsub::DEFAULT_ROUTER;
 const CACHE_HELP: &str = "\
 The router keeps the last message of every topic matching its cache patterns
 (`tickwire router --cache PATTERN`). `cache show PATTERN` prints the cached messages of
-the topics matching PATTERN, one line each ('TOPIC PAYLOAD', or JSON with
+the topics matching PATTERN, one line each ('TOPIC PAYLOAD' as `tickwire sub` prints
+it: text as text, a feed handler's md/ update decoded, other bytes as hex; or JSON with
 --print-json), in topic order (a topic's messages, with a cache depth above 1, oldest
 first), without subscribing; standard error gets the count. When there is none,
 it says why: the router keeps no cache, or caches no topic matching PATTERN (it names
@@ -53,7 +54,7 @@ struct ShowArgs {
     /// Pattern of the topics to show, e.g. 'md/>' (quoted: a shell takes '>' as a redirection).
     #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
-    /// Print payloads as hex.
+    /// Print payloads as hex (also text and market-data updates).
     #[arg(long)]
     hex: bool,
     /// One JSON object per message ({"topic", "payload", "cached_unix_ns", ...}).
@@ -75,27 +76,19 @@ pub fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     // Stable: a topic's messages keep their order.
     msgs.sort_by(|x, y| x.topic.cmp(&y.topic));
     let mut out = std::io::BufWriter::new(crate::units::LinesOut(std::io::stdout().lock()));
+    // Printed as `sub` prints a message (one shared writer): the topic made safe for
+    // a terminal, a market-data update on an md/ topic decoded, other binary as hex
+    // (new-user pass: the cache printed a feed's updates as hex where sub decoded them).
     for m in &msgs {
-        let text = std::str::from_utf8(&m.payload)
-            .ok()
-            .filter(|t| !t.chars().any(|c| c.is_control() && c != '\t'));
         if a.print_json {
-            let mut obj = serde_json::Map::new();
-            obj.insert("topic".into(), m.topic.clone().into());
-            match (text, a.hex) {
-                (Some(t), false) => obj.insert("payload".into(), t.into()),
-                _ => obj.insert("payload_hex".into(), hex(&m.payload).into()),
-            };
+            let mut obj = crate::pubsub::json_object(&m.topic, &m.payload, a.hex);
             obj.insert("cached_unix_ns".into(), m.cached.unwrap_or(0).into());
             if let Some(seq) = m.seq {
                 obj.insert("seq".into(), seq.into());
             }
             writeln!(out, "{}", serde_json::Value::Object(obj))?;
         } else {
-            match (text, a.hex) {
-                (Some(t), false) => writeln!(out, "{} {t}", m.topic)?,
-                _ => writeln!(out, "{} {}", m.topic, hex(&m.payload))?,
-            }
+            crate::pubsub::write_line(&mut out, &m.topic, &m.payload, a.hex)?;
         }
     }
     out.flush()?;
@@ -174,10 +167,6 @@ fn why_none(pattern: &str, cached: Option<&[String]>) -> String {
              or the router does not cache these topics {HOW}"
         ),
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ pub struct FeedArgs {
     #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
     line_wait: Duration,
     /// The exchange's re-request server (default: 127.0.0.1, the group's port + 1).
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_addr_port)]
     request: Option<SocketAddrV4>,
     /// Router to publish to: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for a
     /// router on this host with --shm NAME (shared memory: no kernel on the path).
@@ -169,12 +169,13 @@ fn parse_group(s: &str) -> Result<SocketAddrV4, String> {
     Ok(group)
 }
 
-/// An IPv4 ADDR:PORT whose error says what is missing (`md capture --group` also takes
-/// a unicast address to bind).
+/// An IPv4 ADDR:PORT whose error says what is missing: every `ADDR:PORT` flag of the
+/// market-data, replay and multicast commands (`md capture --group` also takes a
+/// unicast address to bind).
 pub(crate) fn parse_addr_port(s: &str) -> Result<SocketAddrV4, String> {
     if s.parse::<Ipv4Addr>().is_ok() {
         return Err(format!(
-            "{s} has no port: a group is ADDR:PORT (e.g. {s}:26400)"
+            "{s} has no port: this flag takes ADDR:PORT (e.g. {s}:26400)"
         ));
     }
     s.parse()

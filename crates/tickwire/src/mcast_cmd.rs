@@ -63,7 +63,7 @@ enum McastCmd {
 #[derive(Args)]
 struct NetArgs {
     /// Multicast group and port.
-    #[arg(long, value_name = "ADDR:PORT", default_value_t = DEFAULT_GROUP)]
+    #[arg(long, value_name = "ADDR:PORT", default_value_t = DEFAULT_GROUP, value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
     /// Interface to send or join on (127.0.0.1 keeps the traffic on this host).
     #[arg(long, value_name = "IP", default_value_t = Ipv4Addr::LOCALHOST)]

@@ -45,9 +45,23 @@ struct GenerateArgs {
     /// Mean order-flow rate in messages/s at 1x (sets the session's duration).
     #[arg(long, default_value = "20k", value_parser = tickwire_rt::units::parse_rate)]
     rate: f64,
-    /// Output file.
-    #[arg(long, value_name = "FILE")]
+    /// Output file (binary: a file name, not '-').
+    #[arg(long, value_name = "FILE", value_parser = parse_out_file)]
     out: PathBuf,
+}
+
+/// An output file of `md generate` / `md capture`: binary, so never a terminal, and
+/// `-` is refused rather than created as a file named `-` (new-user pass).
+fn parse_out_file(s: &str) -> Result<PathBuf, String> {
+    match s {
+        "" => Err("an empty file name".to_string()),
+        "-" => Err(
+            "'-' (standard output) is not supported: the output is binary; give a \
+                    file name (e.g. --out day.itch, --out day.pcap)"
+                .to_string(),
+        ),
+        _ => Ok(PathBuf::from(s)),
+    }
 }
 
 const PUBLISH_HELP: &str = "\
@@ -89,7 +103,7 @@ struct PublishArgs {
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
     /// Multicast group to publish to.
-    #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400")]
+    #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400", value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k or
     /// 500/s (a bare number below 1000 must say which: 4x or 4/s).
@@ -98,7 +112,7 @@ struct PublishArgs {
     /// The re-request server: where to receive re-requests (default: 127.0.0.1, the
     /// group's port + 1). The same flag as `feed --request`.
     // `--request-listen` is the old spelling, kept working and hidden (README).
-    #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT")]
+    #[arg(long = "request", alias = "request-listen", value_name = "ADDR:PORT", value_parser = crate::feed_cmd::parse_addr_port)]
     request_listen: Option<SocketAddrV4>,
     /// MoldUDP64 session name (up to 10 printable ASCII characters).
     #[arg(long, default_value = "TICKWIRE01", value_parser = crate::units::parse_mold_session)]
@@ -110,7 +124,7 @@ struct PublishArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Line B: also send every packet to this group (the redundant line of A/B feeds).
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::feed_cmd::parse_addr_port)]
     group_b: Option<SocketAddrV4>,
     /// Probability of dropping each original packet on line B, drawn independently of
     /// --loss (never the same packet as line A unless --double-loss).
@@ -202,8 +216,8 @@ struct CaptureArgs {
     /// Multicast group (or unicast address to bind) to record.
     #[arg(long, value_name = "ADDR:PORT", value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
-    /// Output pcap file.
-    #[arg(long, value_name = "FILE.pcap")]
+    /// Output pcap file (a file name, not '-').
+    #[arg(long, value_name = "FILE.pcap", value_parser = parse_out_file)]
     out: PathBuf,
     /// Interface address to join the group on.
     #[arg(long, default_value = "127.0.0.1")]

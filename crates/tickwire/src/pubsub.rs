@@ -165,6 +165,27 @@ const EXIT_DROPPED: u8 = 5;
 /// shell reports a command that SIGINT ended.
 const EXIT_STOPPED: u8 = 130;
 
+/// A note when `pub`'s two arguments look swapped (`pub 'bid 1' md/X`: a topic with
+/// a space and a message that looks like a topic): it is still published as asked (a
+/// topic may hold spaces), but a new user learns the order (new-user pass).
+fn swapped_arguments(topic: &str, message: Option<&str>) -> Option<String> {
+    let message = message?;
+    let looks_like_topic = |t: &str| {
+        t.contains('/')
+            && !t.contains(char::is_whitespace)
+            && tickwire_wire::topic::validate_topic(t.as_bytes()).is_ok()
+    };
+    (topic.contains(char::is_whitespace) && !topic.contains('/') && looks_like_topic(message)).then(
+        || {
+            format!(
+                "note: publishing to the topic {topic:?} the message {message:?}; the topic comes \
+                 first (tickwire pub TOPIC MESSAGE): did you mean `tickwire pub {message} \
+                 {topic:?}`?"
+            )
+        },
+    )
+}
+
 pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // Checked before connecting: a usage error, not a connection one.
     if !a.stdin && a.message.is_none() && a.size.is_none() && a.count.is_none() {
@@ -174,6 +195,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // router's max frame is checked once connected, still before the payload is built.
     if let Some(size) = a.size {
         check_load_size(size, &a.topic, a.guaranteed, u32::MAX)?;
+    }
+    if let Some(note) = swapped_arguments(&a.topic, a.message.as_deref().and_then(|m| m.to_str())) {
+        eprintln!("{note}");
     }
     if a.guaranteed {
         return run_pub_guaranteed(a);
@@ -2081,7 +2105,7 @@ fn printable(payload: &[u8]) -> Option<&str> {
 
 /// The JSON output's object for one message: its topic and its payload, as `payload`
 /// when it is printable and `hex` is off, else as `payload_hex`.
-fn json_object(
+pub(crate) fn json_object(
     topic: &str,
     payload: &[u8],
     hex: bool,
@@ -2247,5 +2271,23 @@ mod summary_tests {
         assert_eq!(bytes_rate_text(20_000.0), "20.0 kB/s");
         assert_eq!(bytes_rate_text(3_500_000.0), "3.5 MB/s");
         assert_eq!(bytes_rate_text(12.0), "12 B/s");
+    }
+}
+
+#[cfg(test)]
+mod swapped_tests {
+    use super::swapped_arguments;
+
+    /// New-user pass: `pub 'bid 1' md/X` published "md/X" to the topic "bid 1" without
+    /// a word.
+    #[test]
+    fn swapped_pub_arguments_get_a_note_and_ordinary_ones_none() {
+        let note = swapped_arguments("bid 1", Some("md/X")).expect("a note");
+        assert!(note.contains("tickwire pub md/X \"bid 1\""), "{note}");
+        assert_eq!(swapped_arguments("md/X", Some("bid 1")), None);
+        assert_eq!(swapped_arguments("md/X", Some("a/b")), None);
+        assert_eq!(swapped_arguments("my topic", Some("hello")), None);
+        assert_eq!(swapped_arguments("bid 1", None), None);
+        assert_eq!(swapped_arguments("a b/c", Some("md/X")), None);
     }
 }

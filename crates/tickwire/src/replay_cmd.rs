@@ -50,7 +50,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1)]
     passes: u64,
     /// Send every datagram to this ADDR:PORT instead of its recorded destination.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::feed_cmd::parse_addr_port)]
     to: Option<SocketAddrV4>,
     /// Interface address multicast leaves through.
     #[arg(long, default_value = "127.0.0.1")]

@@ -266,6 +266,60 @@ fn sub_initial_image_says_when_the_router_can_send_none() {
     );
 }
 
+/// `cache show` prints what it finds as `sub` does (new-user pass: it printed a feed
+/// handler's updates as hex where `sub` decodes them, and topics raw to the terminal):
+/// an md/ update decoded, a C1 control character in a topic escaped, other binary hex;
+/// --hex forces hex.
+#[test]
+fn cli_cache_show_prints_messages_as_sub_does() {
+    use tickwire_md::update::{encode_quote, Header, Quote};
+    let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);
+    let addr = router.addr_str();
+    let mut quote = Vec::new();
+    let header = Header {
+        locate: 7,
+        symbol: *b"AAPL    ",
+        seq: 42,
+        exchange_ns: 1,
+        receive_ns: 2,
+    };
+    let q = Quote {
+        bid_price: 1_892_500,
+        bid_orders: 2,
+        bid_shares: 300,
+        ask_price: 0,
+        ask_orders: 0,
+        ask_shares: 0,
+    };
+    encode_quote(&mut quote, &header, &q);
+    let mut p = Client::connect(router.addr).unwrap();
+    p.publish("md/NASDAQ/AAPL/quote", &quote).unwrap();
+    p.publish("md/\u{9b}31m", &[0xff, 0x00, 0x01]).unwrap();
+    p.flush().unwrap();
+    p.ping().unwrap();
+    let (st, out, err) = run_cli(
+        &["cache", "show", "--router", &addr, "md/>"],
+        Duration::from_secs(20),
+    );
+    assert!(st.success(), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "md/NASDAQ/AAPL/quote quote AAPL seq 42 bid 300 @ 189.2500 (2 orders) ask none",
+            "md/\\u{9b}31m ff0001",
+        ],
+        "{out}"
+    );
+    let (st, out, err) = run_cli(
+        &["cache", "show", "--router", &addr, "--hex", "md/NASDAQ/>"],
+        Duration::from_secs(20),
+    );
+    assert!(st.success(), "{err}");
+    let hex: String = quote.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(out.trim_end(), format!("md/NASDAQ/AAPL/quote {hex}"));
+}
+
 #[test]
 fn cli_cache_show_and_sub_initial_image() {
     let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>"]);

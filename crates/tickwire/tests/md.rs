@@ -643,6 +643,46 @@ fn feed_group_must_be_a_multicast_group_with_a_port() {
     );
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("239.1.1.1 has no port"), "{err}");
+    // Every other ADDR:PORT flag says the same (they gave the parser's "invalid IPv4
+    // socket address syntax"), before any file or socket is opened.
+    for args in [
+        &[
+            "md",
+            "publish",
+            "--file",
+            "/nonexistent",
+            "--group",
+            "239.1.1.1",
+        ][..],
+        &[
+            "md",
+            "publish",
+            "--file",
+            "/nonexistent",
+            "--group-b",
+            "239.1.1.2",
+        ],
+        &[
+            "md",
+            "publish",
+            "--file",
+            "/nonexistent",
+            "--request",
+            "127.0.0.1",
+        ],
+        &["feed", "--request", "127.0.0.1"],
+        &["replay", "/nonexistent.pcap", "--to", "127.0.0.1"],
+        &["mcast", "send", "--group", "239.1.1.1"],
+        &["mcast", "recv", "--group", "239.1.1.1"],
+    ] {
+        let (st, _, err) = run_cli(args, t);
+        assert_eq!(st.code(), Some(2), "{args:?}: {err}");
+        let ip = args.last().unwrap();
+        assert!(
+            err.contains(&format!("{ip} has no port")) && err.contains(&format!("{ip}:26400")),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// New-user pass: values out of range started the feed (sockets open, the receive
@@ -731,6 +771,43 @@ fn md_generate_with_too_few_messages_is_a_usage_error() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("10 messages cannot hold a session"), "{err}");
     assert!(!out.exists(), "a bad setting leaves no file behind");
+}
+
+/// New-user pass: `md generate --out -` wrote a file named `-`; `-` is refused (the
+/// output is binary) in the directory it ran in, for generate and capture alike.
+#[test]
+fn md_out_dash_is_a_usage_error_not_a_file_named_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["md", "generate", "--messages", "1000", "--out", "-"][..],
+        &[
+            "md",
+            "capture",
+            "--group",
+            "239.1.1.1:26400",
+            "--out",
+            "-",
+            "--count",
+            "1",
+        ],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickwire"))
+            .args(args)
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("standard output) is not supported"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !dir.path().join("-").exists(),
+            "{args:?} created a file named -"
+        );
+    }
 }
 
 /// The kernel caps a receive buffer at net.core.rmem_max without an error: the feed
