@@ -296,7 +296,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     let done = drops.taken + drops.dropped;
     // Kept while disconnected and never sent: the command gave up first.
     let unsent = client.offline_buffered().1 as u64;
-    if total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
+    // One message without --count goes quietly (`pub TOPIC MESSAGE`); asked for with
+    // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did).
+    if a.count.is_some() || total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let sent = drops.taken - unsent;
         let of = match (finished.is_err(), done < total, sent < total) {
@@ -306,7 +308,8 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             (false, false, false) => format!("published {total}"),
         };
         eprintln!(
-            "{of} messages of {} to {} in {:.3} s{}",
+            "{of} {} of {} to {} in {:.3} s{}",
+            if total == 1 { "message" } else { "messages" },
             count(payload.len() as u64, "byte", "bytes"),
             a.topic,
             secs,
@@ -1152,8 +1155,8 @@ pub struct SubArgs {
     /// printed go back to the queue, flagged redelivered when they come again].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     window: Option<u32>,
-    /// With --queue: queue (consume) | beginning | id:N | time:RFC3339-or-ns (replay)
-    /// [default: queue].
+    /// With --queue: queue (consume; `now` is the same) | beginning | id:N |
+    /// time:RFC3339-or-ns (replay) [default: queue].
     #[arg(long, value_name = "START", value_parser = crate::queue_cmd::parse_start)]
     start: Option<Start>,
     /// Exit after this many messages (at least 1).

@@ -1009,7 +1009,14 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     // a port says only that); with a spool, its recovery line has said where and how
     // it syncs.
     if guaranteed.is_none() {
-        tracing::info!("guaranteed messaging off (--no-guaranteed)");
+        // Named by where it was asked (new-user pass: `guaranteed = false` in the file
+        // was logged as the flag nobody gave).
+        let source = if args.no_guaranteed {
+            "--no-guaranteed"
+        } else {
+            "guaranteed = false in the config file"
+        };
+        tracing::info!("guaranteed messaging off ({source})");
     }
     tracing::info!(users, %anonymous, "authentication");
     if users > 0 && !refuses_anonymous && !anonymous_restricted {

@@ -1475,6 +1475,23 @@ fn pub_refuses_a_size_above_the_routers_max_frame_before_building_it() {
     ]);
 }
 
+/// New-user pass: `pub --count 1` printed no summary where `--count 2` did; one message
+/// without --count still goes quietly.
+#[test]
+fn pub_count_one_has_its_summary_and_a_plain_pub_none() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x", "--count", "1"], T);
+    assert!(st.success(), "{err}");
+    assert!(
+        err.contains("published 1 message of 1 byte to a/b"),
+        "{err}"
+    );
+    let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x"], T);
+    assert!(st.success(), "{err}");
+    assert_eq!(err, "", "a plain pub is quiet");
+}
+
 /// Every command fails at once without a router, the guaranteed ones too (they retried
 /// silently for `--give-up-after`, 60 s, before `retry_first`).
 #[test]
