@@ -15,7 +15,11 @@
 //! linger time, then sends End of Session.
 //!
 //! Re-requests arrive on a unicast UDP socket (`request_listen`); each is answered to
-//! its sender with one packet holding as many of the requested messages as fit.
+//! its sender with one packet holding as many of the requested messages as fit, paid
+//! from a byte budget ([`ANSWER_RATE`], [`ANSWER_BURST`]): a 20-byte request brings up
+//! to a full packet back to whatever source address it carries, and a hostile-input
+//! probe's 400 KB of them had 27 MB sent (69x, no limit). A request over budget is
+//! counted (`requests_over_budget`) and not answered; the receiver asks again.
 //! Injected loss applies to the multicast originals only, never to retransmissions.
 //!
 //! With a line B (`group_b`) every packet goes to both groups, as exchanges send two
@@ -33,6 +37,7 @@ use rand_chacha::ChaCha8Rng;
 use tickwire_capture::net::group_sender;
 use tickwire_capture::{Schedule, Speed};
 use tickwire_itch::{PacketBuilder, RetransmitRequest, Session};
+use tickwire_rt::bucket::TokenBucket;
 use tickwire_rt::{Latency, MonoNanos, Progress, StopFlag};
 
 use crate::exchange::{Exchange, SessionData};
@@ -81,6 +86,14 @@ pub struct PublishOptions {
 /// every ~37 µs), starving the router and the clients that share it.
 pub const DEFAULT_SPIN_BEFORE: Duration = Duration::ZERO;
 
+/// Bytes a second of re-request answers at most (see the module docs): far above what
+/// recovering a lossy line takes (the synthetic session's whole stream at its default
+/// rate is under 1 MB/s), far below what a flood of forged requests would otherwise
+/// reflect.
+pub const ANSWER_RATE: u64 = 16 << 20;
+/// Answer bytes that may go at once, out of a full budget.
+pub const ANSWER_BURST: u64 = 1 << 20;
+
 /// The longest single sleep of the publisher, so it serves re-requests and heartbeats
 /// while it waits for a distant packet.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
@@ -98,7 +111,11 @@ pub struct PublishReport {
     pub heartbeats: u64,
     pub requests: u64,
     pub bad_requests: u64,
+    /// Requests not answered: the answer budget ([`ANSWER_RATE`]) was spent.
+    pub requests_over_budget: u64,
     pub retransmitted_messages: u64,
+    /// Bytes of the answers sent (what the budget bounds).
+    pub retransmitted_bytes: u64,
     /// Datagrams (originals, retransmissions, heartbeats, End of Session) the socket
     /// refused to send.
     pub send_errors: u64,
@@ -176,6 +193,8 @@ pub fn publish(
         heartbeats: 0,
         requests: 0,
         bad_requests: 0,
+        requests_over_budget: 0,
+        retransmitted_bytes: 0,
         retransmitted_messages: 0,
         send_errors: 0,
         first_send_error: None,
@@ -208,6 +227,7 @@ pub fn publish(
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1_000));
     let spin_before = opts.spin_before.as_nanos() as u64;
 
+    let mut answer_budget = TokenBucket::full(ANSWER_RATE, ANSWER_BURST, MonoNanos::now());
     let mut serve_requests = |ex: &Exchange, data: &SessionData, r: &mut PublishReport| {
         while let Ok((n, from)) = req_sock.recv_from(&mut req_buf) {
             let Ok(req) = RetransmitRequest::decode(&req_buf[..n]) else {
@@ -219,9 +239,16 @@ pub fn publish(
                 continue; // read and ignored: no re-request server
             }
             if let Some(p) = ex.answer(data, &req, &mut answer_buf) {
+                if !answer_budget.try_take(MonoNanos::now(), p.len() as u64) {
+                    r.requests_over_budget += 1;
+                    continue;
+                }
                 let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
                 match sock.send_to(p, from) {
-                    Ok(_) => r.retransmitted_messages += count,
+                    Ok(n) => {
+                        r.retransmitted_messages += count;
+                        r.retransmitted_bytes += n as u64;
+                    }
                     Err(e) => r.send_failed(&e, from),
                 }
             }

@@ -376,8 +376,18 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "re-requests   {} answered ({} messages retransmitted), {} malformed",
-            r.requests, r.retransmitted_messages, r.bad_requests
+            "re-requests   {} answered ({} messages retransmitted, {} bytes), {} malformed{}",
+            r.requests - r.requests_over_budget,
+            r.retransmitted_messages,
+            r.retransmitted_bytes,
+            r.bad_requests,
+            match r.requests_over_budget {
+                0 => String::new(),
+                n => format!(
+                    ", {n} not answered (over the {} MiB/s answer budget)",
+                    tickwire_md::publisher::ANSWER_RATE >> 20
+                ),
+            }
         );
     }
     println!("heartbeats    {}", r.heartbeats);

@@ -874,3 +874,82 @@ fn a_replay_of_records_years_apart_says_so_and_stops_at_the_first_signal() {
     assert!(st.code().is_some(), "exited, not killed: {st:?} {out}");
     assert!(out.contains("1 sent"), "the first record went out: {out}");
 }
+
+/// Hostile-input probe: the re-request server answered every request, to any source
+/// address, with a full packet: 400 KB of 20-byte requests had 27 MB sent back (69x).
+/// Answers now come out of a byte budget (16 MiB/s, 1 MiB at once): a flood gets at
+/// most that, the rest is counted and not answered, and the summary says so.
+#[test]
+fn a_flood_of_re_requests_is_answered_within_the_byte_budget() {
+    use tickwire_itch::{RetransmitRequest, Session};
+    let session = common::md_session("rereq.itch", "5", 20, 20_000);
+    let port = free_udp_port_pair();
+    let group = format!("239.255.48.{}:{port}", 1 + port % 200);
+    let publisher = std::process::Command::new(common::BIN)
+        .args(["md", "publish", "--file"])
+        .arg(&*session)
+        .args(["--group", &group, "--speed", "max", "--linger", "4s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let server = format!("127.0.0.1:{}", port + 1);
+    let mut req = [0u8; 20];
+    let n = RetransmitRequest {
+        session: Session::new("TICKWIRE01").unwrap(),
+        sequence: 1,
+        count: u16::MAX,
+    }
+    .encode(&mut req)
+    .unwrap();
+    // Let the publisher reach its re-request server, then 2 s of requests.
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let (mut sent, mut got) = (0u64, 0u64);
+    let mut buf = [0u8; 65536];
+    while started.elapsed() < Duration::from_secs(2) && sent < 400_000 {
+        if sock.send_to(&req[..n], &server).is_ok() {
+            sent += 1;
+        }
+        while let Ok((len, _)) = sock.recv_from(&mut buf) {
+            got += len as u64;
+        }
+    }
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        match sock.recv_from(&mut buf) {
+            Ok((len, _)) => got += len as u64,
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let out = publisher.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // What the publisher sent back, by its own count, is within the budget: 1 MiB at
+    // once, 16 MiB/s over the publisher's whole run (its start, the requests, the
+    // linger: at most `secs` + 6 s), one packet of slack. Without the budget every
+    // request got a ~1,400-byte packet.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("re-requests"))
+        .unwrap_or_else(|| panic!("no re-requests line: {stdout}"));
+    let bytes: f64 = line
+        .split(" messages retransmitted, ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    let bound = (1u64 << 20) as f64 + (16u64 << 20) as f64 * (secs + 6.0) + 1500.0;
+    assert!(sent > 1000, "only {sent} requests sent");
+    assert!(
+        bytes <= bound,
+        "{line}: {bytes} bytes for {sent} requests ({got} received here)"
+    );
+}
