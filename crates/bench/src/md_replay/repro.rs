@@ -708,16 +708,20 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
     );
     crate::outln!(out, "{}", r.host.line("the run"));
     // New-user pass: "1 of 1 measured second" beside "no complete 1-s window" read as
-    // a contradiction when the updates spanned less than a second.
+    // a contradiction when the updates spanned less than a second; and the note must
+    // name the window (--window, 10 s by default), not a second.
+    let secs = window.as_secs_f64();
     let partial = if r.windows.iter().any(|w| w.complete) {
-        ""
+        String::new()
     } else {
-        " (the updates spanned less than one second: that second is a partial one)"
+        format!(
+            " (the updates spanned less than one {secs}-s window: the rate table below has \
+             no complete window)"
+        )
     };
     crate::outln!(out, "end to end, {}{partial}", r.stall_free.line());
     // Complete windows only: the last one, where the run stopped, is partial, and its
     // updates over less than a window would be scaled up to a rate no window had.
-    let secs = window.as_secs_f64();
     if !r.windows.iter().any(|w| w.complete) {
         crate::outln!(
             out,
@@ -789,6 +793,14 @@ pub fn plot_windows(
     runs: &[(&str, &[Window])],
     window_seconds: f64,
 ) -> anyhow::Result<()> {
+    // New-user pass: a run without one complete window wrote a chart of empty axes and
+    // announced it as written.
+    if !runs.iter().any(|(_, w)| w.iter().any(|w| w.complete)) {
+        anyhow::bail!(
+            "nothing to plot: no complete {window_seconds}-s window of updates (replay \
+             more messages, or give a shorter --window)"
+        );
+    }
     let mut series = Vec::new();
     for (label, windows) in runs {
         // Complete windows only: a partial one's rate is scaled up from less.
@@ -814,6 +826,31 @@ pub fn plot_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// New-user pass: `--plot` of a run without one complete window wrote empty axes
+    /// and said "plot: md.svg"; now an error says why, and nothing is written.
+    #[test]
+    fn a_plot_without_a_complete_window_is_refused_and_one_with_is_drawn() {
+        let w = |complete| Window {
+            start_s: 0.0,
+            span_s: if complete { 10.0 } else { 0.4 },
+            complete,
+            updates: 1000,
+            rate: 100.0,
+            mean_us: 5.0,
+            p99_us: 9.0,
+            max_us: 12.0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("md.svg");
+        let partial = [w(false)];
+        let e = plot_windows(&path, "t", &[("4x tickwire", &partial[..])], 10.0).unwrap_err();
+        assert!(e.to_string().contains("no complete 10-s window"), "{e}");
+        assert!(!path.exists());
+        let full = [w(true), w(false)];
+        plot_windows(&path, "t", &[("4x tickwire", &full[..])], 10.0).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 0);
+    }
 
     /// Bench-review pass: ratios of disturbed runs were printed like any other.
     #[test]
