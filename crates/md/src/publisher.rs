@@ -348,7 +348,7 @@ pub fn publish(
                     "publish: {} / {} messages, {} re-requests {}",
                     r.messages,
                     data.len(),
-                    r.requests,
+                    r.requests - r.requests_over_budget,
                     answered(opts.serve_requests)
                 )
             });
@@ -371,7 +371,7 @@ pub fn publish(
             } else {
                 "scheduled"
             },
-            r.requests,
+            r.requests - r.requests_over_budget,
             answered(opts.serve_requests)
         ));
     }
