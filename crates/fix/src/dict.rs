@@ -338,7 +338,11 @@ impl Layout {
     }
 
     fn add_member(&mut self, tag: u32) {
-        if !self.order.contains(&tag) {
+        // `sorted` is kept sorted while building (`finish` sets it again): a lookup is a
+        // binary search, not a scan of `order` (review: a component of 10,000 fields
+        // used 800 times, within MAX_EXPANSION, was 4·10^10 comparisons).
+        if let Err(i) = self.sorted.binary_search(&tag) {
+            self.sorted.insert(i, tag);
             self.order.push(tag);
         }
     }

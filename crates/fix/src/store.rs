@@ -1977,9 +1977,6 @@ mod tests {
         assert_eq!(all(&s).len(), 3);
     }
 
-    /// A damaged record followed by an intact one whose last bytes are zeros (a
-    /// NextTarget record's value) and then the window's zeros is corruption, not a torn
-    /// tail: the zeros of the intact record are not taken for the window's.
     #[test]
     fn a_log_whose_numbers_go_down_is_indexed_in_order_and_the_last_copy_wins() {
         // Hostile-input probe: each record inserted at the front of the index made a
@@ -2017,6 +2014,9 @@ mod tests {
         assert_eq!(s.next_sender_seq(), 2001);
     }
 
+    /// A damaged record followed by an intact one whose last bytes are zeros (a
+    /// NextTarget record's value) and then the window's zeros is corruption, not a torn
+    /// tail: the zeros of the intact record are not taken for the window's.
     #[test]
     fn an_intact_record_ending_in_zeros_after_damage_is_corruption() {
         let d = dir("zero-end");

@@ -274,9 +274,6 @@ pub struct Receiver {
     last_heard: MonoNanos,
     nak_at: Option<MonoNanos>,
     nak_tries: u32,
-    /// When the first of the current `nak_tries` was made: a sender not heard from
-    /// since then gets the whole announced hole given up at once (see `handle_timer`).
-    tries_since: MonoNanos,
     status_at: MonoNanos,
     tx: Vec<[u8; HEADER_LEN]>,
     tx_next: usize,
@@ -314,7 +311,6 @@ impl Receiver {
             last_heard: now,
             nak_at: None,
             nak_tries: 0,
-            tries_since: now,
             status_at: now.add_duration(cfg.status_interval),
             tx: Vec::with_capacity(MAX_NAK_RUNS + 1),
             tx_next: 0,
@@ -612,18 +608,20 @@ impl Receiver {
         if self.nak_at.is_some_and(|t| now >= t) {
             let round = self.queue_naks(now, session);
             if round.retried_first {
-                if self.nak_tries == 0 {
-                    self.tries_since = now;
-                }
                 self.nak_tries += 1;
                 if self.nak_tries > self.cfg.max_nak_tries {
                     // The sender does not answer for the first run: give it up. Not
-                    // heard from at all while it was asked (no datagram, no heartbeat),
-                    // it is gone or was never there: the rest of the hole it announced
+                    // heard from at all for `session_timeout` (no datagram, no heartbeat;
+                    // a live sender heartbeats every 10 ms), the session is over, as a
+                    // new one would be adopted now: the rest of the hole it announced
                     // goes too, at once. Worked through a hold window at a time, a
                     // forged heartbeat announcing 60,000 datagrams had a receiver NAK
                     // its source for 32 s (3,068 NAKs for 97 bytes, hostile-input probe).
-                    let end = if self.last_heard < self.tries_since {
+                    // A shorter silence (a path down for a second) gives up the first
+                    // run only, as before: the sender may still hold the rest.
+                    let silent = now.saturating_sub(self.last_heard)
+                        >= self.cfg.session_timeout.as_nanos() as u64;
+                    let end = if silent {
                         self.highest
                     } else {
                         self.first_run_end()

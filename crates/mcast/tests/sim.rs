@@ -739,8 +739,8 @@ fn a_start_position_the_sender_no_longer_holds_is_a_counted_gap() {
 /// Hostile-input probe: one forged DATA and one HEARTBEAT announcing 60,000 datagrams
 /// (97 bytes, no sender behind them) had the receiver NAK the forged source for 32 s,
 /// a hold window at a time (3,068 NAKs), before it reported the gap. A sender not heard
-/// from at all while its first run was asked `max_nak_tries` times now has the whole
-/// announced hole given up at once.
+/// from at all for `session_timeout` (2 s) now has the whole announced hole given up at
+/// once, when its current run is given up.
 #[test]
 fn a_hole_announced_by_a_silent_sender_is_given_up_at_once_not_a_window_at_a_time() {
     let mut now = MonoNanos(1);
@@ -768,15 +768,15 @@ fn a_hole_announced_by_a_silent_sender_is_given_up_at_once_not_a_window_at_a_tim
     let st = rx.stats();
     let at = reported_at.expect("the gap is reported");
     assert!(
-        at < 1_000,
-        "reported after {at} ms (the NAK tries take ~0.5 s): {st:?}"
+        at < 3_000,
+        "reported after {at} ms (session_timeout 2 s, then the run's NAK tries): {st:?}"
     );
     assert!(
         ev.contains(&"gap 1+59999 (59999 datagrams)".to_string()),
         "{ev:?}"
     );
     assert!(
-        st.naks_sent <= 60,
+        st.naks_sent <= 300,
         "{} NAKs for one forged hole: {st:?}",
         st.naks_sent
     );

@@ -111,6 +111,8 @@ pub struct PublishReport {
     pub heartbeats: u64,
     pub requests: u64,
     pub bad_requests: u64,
+    /// Requests answered (a packet sent back).
+    pub requests_answered: u64,
     /// Requests not answered: the answer budget ([`ANSWER_RATE`]) was spent.
     pub requests_over_budget: u64,
     pub retransmitted_messages: u64,
@@ -193,6 +195,7 @@ pub fn publish(
         heartbeats: 0,
         requests: 0,
         bad_requests: 0,
+        requests_answered: 0,
         requests_over_budget: 0,
         retransmitted_bytes: 0,
         retransmitted_messages: 0,
@@ -246,6 +249,7 @@ pub fn publish(
                 let count = u64::from(u16::from_be_bytes([p[18], p[19]]));
                 match sock.send_to(p, from) {
                     Ok(n) => {
+                        r.requests_answered += 1;
                         r.retransmitted_messages += count;
                         r.retransmitted_bytes += n as u64;
                     }
@@ -348,7 +352,11 @@ pub fn publish(
                     "publish: {} / {} messages, {} re-requests {}",
                     r.messages,
                     data.len(),
-                    r.requests - r.requests_over_budget,
+                    if opts.serve_requests {
+                        r.requests_answered
+                    } else {
+                        r.requests
+                    },
                     answered(opts.serve_requests)
                 )
             });
@@ -371,7 +379,11 @@ pub fn publish(
             } else {
                 "scheduled"
             },
-            r.requests - r.requests_over_budget,
+            if opts.serve_requests {
+                r.requests_answered
+            } else {
+                r.requests
+            },
             answered(opts.serve_requests)
         ));
     }

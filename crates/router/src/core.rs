@@ -232,10 +232,11 @@ struct Client {
     /// Reading some of it does not extend the deadline; getting under the limit
     /// clears it.
     drain_by: Option<MonoNanos>,
-    /// Its unread bytes when the image put it over `egress_limit` (with `drain_by`):
-    /// answers queued behind an image that is being read meet the limit above this, so
-    /// a PING or SUBSCRIBE pipelined after the image neither drops the image nor
-    /// disconnects (review of a hostile-input probe); the image is bounded by the cache.
+    /// With `drain_by`: what is left unread of the bytes queued up to the end of the
+    /// image (its unread bytes when it went over `egress_limit`, less what was written
+    /// since). Answers queued behind an image that is being read meet the limit above
+    /// this, so a PING or SUBSCRIBE pipelined after the image neither drops the image
+    /// nor disconnects (hostile-input probe); the image is bounded by the cache.
     image_allow: usize,
     /// It is closing and its subscriptions are still being removed from the indexes
     /// ([`Core::teardown`]): its slot is not reused until they are.
@@ -2624,6 +2625,9 @@ impl Core {
         if let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) {
             c.egress.consume(n);
             c.counters.bytes_out += n as u64;
+            // Written bytes come first from what was queued before the answers behind
+            // the image (review: the allowance stayed the whole image while it was read).
+            c.image_allow = c.image_allow.saturating_sub(n);
             if c.drain_by.is_some() && c.egress.pending() <= limit {
                 c.drain_by = None;
             }
@@ -3707,6 +3711,36 @@ mod tests {
             assert!(got[101].starts_with("Pong"), "{got:?}");
             assert_eq!(got[102], "ACK 8");
             assert_eq!(core.phase(id), Some(Phase::Open));
+            // Read down to its last 600 bytes (still over the limit, its deadline still
+            // running), the image leaves answers that much more room, not its whole
+            // size: 40 PONGs (640 bytes) pass 600 + 500.
+            let mut f = Vec::new();
+            encode_subscribe_image(&mut f, 10, "t/>", Image::Only);
+            core.handle_input(id, MonoNanos(MS), &f, f.len());
+            let image = core.egress(id).len();
+            assert!(image > 2_000, "{image}");
+            core.handle_written(id, image - 600);
+            let mut f = Vec::new();
+            for _ in 0..40 {
+                encode_ping(&mut f, 3);
+            }
+            let discards = core.totals().discards;
+            core.handle_input(id, MonoNanos(MS), &f, f.len());
+            match policy {
+                // The slow-consumer policy: the rest of the image goes to make room.
+                SlowConsumerPolicy::Discard => assert!(core.totals().discards > discards),
+                SlowConsumerPolicy::Disconnect => {
+                    assert_eq!(core.phase(id), Some(Phase::Closing))
+                }
+            }
+            let mut core = core_with_100_cached_topics(Config {
+                cache: vec![">".into()],
+                cache_max_topics: 100,
+                egress_limit: 500,
+                slow_consumer: policy,
+                ..Config::default()
+            });
+            let id = open(&mut core, 0);
             // Unread: a flood of PINGs behind a new image is bounded all the same.
             let mut f = Vec::new();
             encode_subscribe_image(&mut f, 9, "t/>", Image::Only);

@@ -377,7 +377,7 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!(
             "re-requests   {} answered ({} messages retransmitted, {} bytes), {} malformed{}",
-            r.requests - r.requests_over_budget,
+            r.requests_answered,
             r.retransmitted_messages,
             r.retransmitted_bytes,
             r.bad_requests,
