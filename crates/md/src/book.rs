@@ -445,6 +445,11 @@ pub struct OrderBooks {
     pub unknown_refs: u64,
     /// Adds (or replace targets) reusing a live reference; ignored.
     pub duplicate_refs: u64,
+    /// Live orders held at most ([`OrderBooks::set_max_orders`]; unbounded by default).
+    max_orders: usize,
+    /// Adds refused because `max_orders` orders were live (the order is then unknown,
+    /// like one whose add was lost); see [`OrderBooks::set_max_orders`].
+    pub refused_full: u64,
 }
 
 impl Default for OrderBooks {
@@ -463,7 +468,19 @@ impl OrderBooks {
             levels_per_side,
             unknown_refs: 0,
             duplicate_refs: 0,
+            max_orders: usize::MAX,
+            refused_full: 0,
         }
+    }
+
+    /// Bounds the live orders to `max` (at least 1): an add of a new reference while
+    /// `max` are live is refused and counted in [`OrderBooks::refused_full`], and the
+    /// later messages naming it count as unknown references. The map's memory grows
+    /// with live orders (about 50-100 bytes each), and which orders are live is the
+    /// feed's to choose: a spoofed or broken feed adding orders and never deleting
+    /// them would otherwise grow the process without end.
+    pub fn set_max_orders(&mut self, max: usize) {
+        self.max_orders = max.max(1);
     }
 
     /// Makes sure a book exists for `locate` (called at Stock Directory time so that the
@@ -515,7 +532,8 @@ impl OrderBooks {
         &mut self.books[i]
     }
 
-    /// Adds a new order (`A`, `F`). `None` (and counted) if the reference is live.
+    /// Adds a new order (`A`, `F`). `None` (and counted) if the reference is live, or
+    /// if the books hold their maximum of live orders ([`OrderBooks::set_max_orders`]).
     #[inline]
     pub fn add(
         &mut self,
@@ -531,6 +549,14 @@ impl OrderBooks {
             price,
             shares,
         };
+        if self.orders.len() >= self.max_orders {
+            if self.orders.contains_key(order_ref) {
+                self.duplicate_refs += 1;
+            } else {
+                self.refused_full += 1;
+            }
+            return None;
+        }
         if !self.orders.insert(order_ref, order) {
             self.duplicate_refs += 1;
             return None;
@@ -637,6 +663,36 @@ mod tests {
         let book = b.book(3).unwrap();
         assert_eq!(book.level_count(Side::Sell), 1);
         assert_eq!(book.levels(Side::Sell).next().map(|l| l.shares), Some(200));
+    }
+
+    /// Hostile-input pass: a feed adding orders and never deleting them grew the map
+    /// without end (3 M orders: 333 MB). At the bound an add is refused and counted,
+    /// a duplicate stays a duplicate, and a delete makes room again.
+    #[test]
+    fn adds_past_max_orders_are_refused_and_counted() {
+        let mut b = OrderBooks::with_capacity(16, 4);
+        b.set_max_orders(3);
+        for r in 1..=3 {
+            assert!(b.add(1, r, Side::Buy, 100, 10_000 + r as u32).is_some());
+        }
+        assert!(b.add(1, 4, Side::Buy, 100, 9_000).is_none());
+        assert!(b.add(1, 2, Side::Buy, 100, 9_000).is_none());
+        assert_eq!(
+            (b.order_count(), b.refused_full, b.duplicate_refs),
+            (3, 1, 1)
+        );
+        assert!(b.order(4).is_none());
+        // The refused order is unknown to later messages.
+        assert!(b.delete(4).is_none());
+        assert_eq!(b.unknown_refs, 1);
+        // A replace at the bound frees the old reference first.
+        assert!(b.replace(3, 5, 50, 10_005).is_some());
+        assert!(b.order(5).is_some() && b.order(3).is_none());
+        assert!(b.delete(1).is_some());
+        assert!(b.add(1, 6, Side::Sell, 10, 11_000).is_some());
+        assert_eq!((b.order_count(), b.refused_full), (3, 1));
+        let bids: u64 = b.book(1).unwrap().levels(Side::Buy).map(|l| l.shares).sum();
+        assert_eq!(bids, 150);
     }
 
     #[test]

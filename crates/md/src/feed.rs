@@ -208,6 +208,11 @@ pub struct FeedConfig {
     pub jump_quiet: Duration,
     /// Live orders the order map holds before it has to grow (default 1 Mi).
     pub order_capacity: usize,
+    /// Live orders held at most (default [`DEFAULT_MAX_ORDERS`], at least 1): an add
+    /// past it is refused and counted
+    /// ([`crate::book::OrderBooks::refused_full`]), so a feed that adds orders and
+    /// never deletes them cannot grow the process without end.
+    pub max_orders: usize,
     /// Price levels per book side reserved at Stock Directory time (default 64).
     pub levels_per_side: usize,
     /// A/B line arbitration: how long a gap waits for the other line's copy of the
@@ -234,11 +239,17 @@ impl Default for FeedConfig {
             confirm_packets: 3,
             jump_quiet: Duration::from_secs(2),
             order_capacity: 1 << 20,
+            max_orders: DEFAULT_MAX_ORDERS,
             levels_per_side: 64,
             line_wait: Duration::ZERO,
         }
     }
 }
+
+/// Default [`FeedConfig::max_orders`]: 32 Mi live orders, several times what a whole
+/// US equities feed holds at its busiest, and about 3.5 GB of books (a hostile-input
+/// probe measured 333 MB for 3 M live orders).
+pub const DEFAULT_MAX_ORDERS: usize = 32 << 20;
 
 /// Largest [`FeedConfig::confirm_packets`]: packets kept while a session or a jump is
 /// unconfirmed are bounded by it (times [`MAX_CANDIDATES`] before a session is adopted).
@@ -280,6 +291,9 @@ pub enum ConfigError {
     /// `venue` is not a single valid topic level.
     #[error("venue {0:?} is not a valid topic level")]
     Venue(String),
+    /// `max_orders` must be at least 1.
+    #[error("max_orders must be at least 1")]
+    MaxOrders,
 }
 
 impl FeedConfig {
@@ -302,6 +316,9 @@ impl FeedConfig {
         }
         if self.max_held_bytes < MIN_MAX_HELD_BYTES {
             return Err(ConfigError::MaxHeldBytes);
+        }
+        if self.max_orders == 0 {
+            return Err(ConfigError::MaxOrders);
         }
         let probe = format!("md/{}/X", self.venue);
         let one_level = !self.venue.contains(['/', '*', '>']);
@@ -495,6 +512,8 @@ impl FeedHandler {
     /// A core with the given settings.
     pub fn new(cfg: FeedConfig) -> Result<FeedHandler, ConfigError> {
         cfg.validate()?;
+        let mut books = OrderBooks::with_capacity(cfg.order_capacity, cfg.levels_per_side);
+        books.set_max_orders(cfg.max_orders);
         Ok(FeedHandler {
             session: cfg.session,
             expected: cfg.first_sequence,
@@ -510,7 +529,7 @@ impl FeedHandler {
             unanswered: false,
             request: None,
             ended: false,
-            books: OrderBooks::with_capacity(cfg.order_capacity, cfg.levels_per_side),
+            books,
             symbols: Vec::new(),
             out: Vec::with_capacity(
                 update::DEPTH_FIXED_LEN + 2 * MAX_DEPTH_LEVELS * update::LEVEL_LEN,

@@ -85,6 +85,8 @@ pub struct HandlerReport {
     pub first_request_error: Option<String>,
     /// Order references the books did not know (e.g. their add was lost).
     pub unknown_refs: u64,
+    /// Add Orders refused because `max_orders` orders were live.
+    pub orders_refused: u64,
     /// The MoldUDP64 session followed (`None`: none was adopted).
     pub session: Option<crate::feed::Session>,
     pub timeline: Vec<Second>,
@@ -126,6 +128,8 @@ pub struct FeedSnapshot {
     pub request_send_errors: u64,
     /// Order references the books did not know.
     pub unknown_refs: u64,
+    /// Add Orders refused because `max_orders` orders were live.
+    pub orders_refused: u64,
     /// A gap is open now.
     pub recovering: bool,
     /// End of Session was received.
@@ -230,6 +234,7 @@ pub fn run_monitored(
         request_send_errors: 0,
         first_request_error: None,
         unknown_refs: 0,
+        orders_refused: 0,
         session: None,
         timeline: Vec::new(),
         end_of_session: false,
@@ -360,6 +365,7 @@ pub fn run_monitored(
                 requests_sent: report.requests_sent,
                 request_send_errors: report.request_send_errors,
                 unknown_refs: core.books().unknown_refs,
+                orders_refused: core.books().refused_full,
                 recovering: core.recovering(),
                 session_ended: core.session_ended(),
                 last_second: report.timeline.last().copied(),
@@ -401,6 +407,7 @@ pub fn run_monitored(
     client.flush().ok();
     report.counters = *core.counters();
     report.unknown_refs = core.books().unknown_refs;
+    report.orders_refused = core.books().refused_full;
     report.session = core.session();
     report.published = published;
     report.kernel_drops = line_drops();

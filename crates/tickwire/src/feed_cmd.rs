@@ -55,11 +55,11 @@ line_filled, rates), /metrics (Prometheus) and a live dashboard, on 127.0.0.1:74
 unless ADDR says otherwise (docs/monitoring.md).
 
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
-the report says why); 1 an error (router unreachable, socket error); 2 a usage error
-(a bad option or a value out of range, e.g. --confirm-packets 0, --depth 65, a
---venue with a '/', a --session longer than 10 characters, a --group that is not a
-multicast group or has no port, or --router tls://... without --ca), before anything
-starts.
+the report says why) or Add Orders were refused at --max-orders (orders_refused); 1 an
+error (router unreachable, socket error); 2 a usage error (a bad option or a value out
+of range, e.g. --confirm-packets 0, --depth 65, a --venue with a '/', a --session
+longer than 10 characters, a --group that is not a multicast group or has no port, or
+--router tls://... without --ca), before anything starts.
 
 Example (with `tickwire router` and `tickwire md publish` running):
   tickwire feed --group 239.1.1.1:26400 --router 127.0.0.1:7420
@@ -142,6 +142,12 @@ pub struct FeedArgs {
     /// overflow) until it does.
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
     max_held_bytes: usize,
+    /// Live orders held at most: an Add Order past it is refused and counted
+    /// (orders_refused; exit code 3), so a broken or spoofed feed that adds orders and
+    /// never deletes them cannot grow the books without end (about 100 bytes a live
+    /// order).
+    #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_orders)]
+    max_orders: usize,
     /// Keep running after End of Session.
     #[arg(long)]
     keep_running: bool,
@@ -196,6 +202,7 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         jump_quiet: a.jump_quiet,
         max_held_packets: a.max_held,
         max_held_bytes: a.max_held_bytes,
+        max_orders: a.max_orders,
         venue: a.venue,
         depth_levels: a.depth,
         retransmit_timeout: match a.retransmit_timeout_ms {
@@ -257,7 +264,15 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         eprint!("{}", why_lost(&r, &opts));
     }
     eprint!("{}", foreign_hint(&r, opts.feed.session.is_some()));
-    Ok(if c.net_lost() > 0 {
+    if r.orders_refused > 0 {
+        eprintln!(
+            "feed: {} refused with {} orders live (--max-orders): those orders are \
+             missing from the books, which are wrong until they would have gone",
+            tickwire_rt::text::count(r.orders_refused, "Add Order was", "Add Orders were"),
+            opts.feed.max_orders
+        );
+    }
+    Ok(if c.net_lost() > 0 || r.orders_refused > 0 {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
@@ -284,6 +299,7 @@ fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {
             tickwire_md::feed::MIN_MAX_HELD_BYTES >> 10,
             feed.max_held_bytes
         ),
+        ConfigError::MaxOrders => "--max-orders must be at least 1 (got 0)".to_string(),
         ConfigError::Venue(venue) => format!(
             "--venue must be one topic level: no '/', '*' or '>', not empty (got {venue:?})"
         ),
@@ -303,7 +319,7 @@ fn summary(r: &HandlerReport) -> String {
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
          session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · taken_back {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
-         unpublished {} · unknown_refs {} · line_filled {} · kernel_drops {}\n",
+         unpublished {} · unknown_refs {} · orders_refused {} · line_filled {} · kernel_drops {}\n",
         c.packets,
         c.messages,
         c.gaps,
@@ -328,6 +344,7 @@ fn summary(r: &HandlerReport) -> String {
         c.bad_messages,
         c.unpublished,
         r.unknown_refs,
+        r.orders_refused,
         c.line_filled,
         r.kernel_drops.map_or("n/a".to_string(), |d| d.to_string()),
     )
@@ -491,6 +508,7 @@ mod tests {
             request_send_errors: 0,
             first_request_error: None,
             unknown_refs: 0,
+            orders_refused: 0,
             session: Some(Session::new("S1").unwrap()),
             timeline: Vec::new(),
             end_of_session: false,

@@ -376,6 +376,20 @@ fn ab_lines_on_the_same_port_are_each_received_once() {
     assert_matches_input(&session, &stream);
 }
 
+/// Hostile-input pass: the books held every live order a feed added (3 M orders: 333
+/// MB, without end). Past `--max-orders` an Add Order is refused, counted, and the run
+/// exits 3 (its books are wrong); every message is still applied.
+#[test]
+fn adds_past_max_orders_are_refused_counted_and_exit_3() {
+    let session = generate("capped.itch", "13");
+    let (code, out, stream) = run_path(&session, &[], &["--max-orders", "40"]);
+    assert_eq!(code, 3, "refused orders give exit code 3: {out}");
+    assert!(counter(&out, "orders_refused") > 0, "{out}");
+    assert_eq!(counter(&out, "lost"), 0, "{out}");
+    assert_eq!(counter(&out, "messages"), 30_000, "{out}");
+    assert_eq!(stream.len() as u64, counter(&out, "published"));
+}
+
 #[test]
 fn unrecoverable_loss_is_counted_and_reported() {
     let session = generate("lost.itch", "12");
@@ -715,6 +729,11 @@ fn feed_values_out_of_range_are_usage_errors_naming_the_flag() {
             "--retransmit-tries must be at least 1 (got 0)",
         ),
         ("--max-jump", "0", "--max-jump must be at least 1 (got 0)"),
+        (
+            "--max-orders",
+            "0",
+            "--max-orders must be at least 1 (got 0)",
+        ),
         (
             "--max-held-bytes",
             "64000",

@@ -113,6 +113,7 @@ impl Component for FeedMonitor {
                 ("tickwire_feed_published_updates_total", counter, "Normalized updates published to the router.", s.published),
                 ("tickwire_feed_rerequests_total", counter, "Re-requests sent to the exchange.", s.requests_sent),
                 ("tickwire_feed_rerequest_send_errors_total", counter, "Re-requests the socket refused to send.", s.request_send_errors),
+                ("tickwire_feed_orders_refused_total", counter, "Add Orders refused because --max-orders orders were live (those orders are missing from the books).", s.orders_refused),
             ],
         );
         let name = "tickwire_feed_received_datagrams_total";
