@@ -117,6 +117,9 @@ pub struct EngineSnapshot {
     /// Connections waiting for their Logon closed to make room for a newer one (the
     /// pending-Logon limit evicts the oldest).
     pub evicted_pending_connections: u64,
+    /// Accepted connections closed because no complete Logon came in time (nothing
+    /// sent, an unfinished first message, or bytes that are not FIX).
+    pub logon_timeouts: u64,
     /// Message-log batches dropped because the log writer was behind.
     pub log_batches_dropped: u64,
 }

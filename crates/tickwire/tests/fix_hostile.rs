@@ -332,6 +332,39 @@ fn silent_connections_at_the_pending_cap_do_not_lock_out_a_logon() {
     assert!(contains(&reply, "\x0135=A\x01"), "{}", show(&reply));
 }
 
+/// Hostile-input pass: a connection sending bytes that are not FIX (skipped, as
+/// QuickFIX skips them) was closed after 1 s without a line for the operator. Now the
+/// close is logged with the peer and what it sent, and counted; a silent connection's
+/// close after 10 s is too (its line comes later, the count says both).
+#[test]
+fn a_connection_sending_garbage_is_closed_and_logged() {
+    let (_dir, venue, port) = start("hostile-garbage");
+    let mut junk = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    junk.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(
+        closed_by(&mut junk, Instant::now() + Duration::from_secs(8)),
+        Silent::Closed,
+        "a connection that sent no FIX was not closed within 8 s"
+    );
+    let line = venue.wait_ever(&["stderr: ", "connection from 127.0.0.1 closed"]);
+    assert!(
+        line.contains("none of them began a FIX message") && line.contains("1 closed without"),
+        "{line}"
+    );
+    // The same with an unfinished first message: its size is said.
+    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"8=FIX.4.4\x019=500\x0135=A\x01").unwrap();
+    assert_eq!(
+        closed_by(&mut half, Instant::now() + Duration::from_secs(8)),
+        Silent::Closed,
+        "an unfinished first message was not closed within 8 s"
+    );
+    // Logged at most once a second: the second close is at least 1 s after the first.
+    let line = venue.wait_ever(&["stderr: ", "2 closed without a Logon"]);
+    assert!(line.contains("bytes unfinished"), "{line}");
+}
+
 /// A child process killed (by PID) and reaped on drop.
 struct Killed(std::process::Child);
 

@@ -77,6 +77,29 @@ impl<A: Application> Engine<A> {
         }
     }
 
+    /// Counts an accepted connection closed because its Logon did not come in time
+    /// (`why`), and logs it at most once a second with the count: a peer sending what
+    /// is not FIX, or nothing, used to be closed without a word.
+    pub(super) fn logon_timed_out(&mut self, peer: Option<IpAddr>, why: &str) {
+        self.net.timed_out += 1;
+        let (logged, at) = self.net.timed_out_logged;
+        let now = UtcNanos::now();
+        if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+            let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+            tracing::warn!(
+                "FIX acceptor: connection from {who} closed: {why} ({} closed without a \
+                 Logon so far)",
+                self.net.timed_out
+            );
+            self.net.timed_out_logged = (self.net.timed_out, now.as_nanos());
+        }
+    }
+
+    /// Accepted connections closed so far because no complete Logon came in time.
+    pub fn logon_timeouts(&self) -> u64 {
+        self.net.timed_out
+    }
+
     /// Connections closed at accept so far (a peer no session of the listener allows,
     /// or a TLS setup failure).
     pub fn refused_connections(&self) -> u64 {

@@ -354,6 +354,11 @@ struct Net {
     evicted: u64,
     /// `evicted` when it was last logged, and when.
     evicted_logged: (u64, u64),
+    /// Accepted connections closed because no complete Logon came in time (silent, a
+    /// first message left unfinished, or only bytes that are not FIX).
+    timed_out: u64,
+    /// `timed_out` when it was last logged, and when.
+    timed_out_logged: (u64, u64),
     /// Connections created so far (numbers them, `Conn::opened`).
     opened: u64,
     /// TLS: what one `read` takes from a socket before rustls decrypts it (empty
@@ -679,6 +684,8 @@ impl<A: Application> Engine<A> {
                 refused_logged: (0, 0),
                 evicted: 0,
                 evicted_logged: (0, 0),
+                timed_out: 0,
+                timed_out_logged: (0, 0),
                 opened: 0,
                 tls_in: if opts.tls.is_some() {
                     vec![0; opts.read_buffer.clamp(16 << 10, 1 << 20)]
@@ -869,6 +876,7 @@ impl<A: Application> Engine<A> {
             sessions,
             refused_connections: self.net.refused,
             evicted_pending_connections: self.net.evicted,
+            logon_timeouts: self.net.timed_out,
             log_batches_dropped: self.log_dropped(),
         }
     }

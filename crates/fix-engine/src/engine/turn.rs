@@ -235,6 +235,24 @@ impl<A: Application> Engine<A> {
                     ConnState::Connecting => "Connection timed out",
                     _ => "",
                 };
+                if conn.state == ConnState::Open && conn.session.is_none() {
+                    let what = match conn.first_bytes {
+                        Some(_) if conn.rend > conn.rstart => format!(
+                            "no complete Logon within 1 s of its first bytes ({} bytes \
+                             unfinished; bytes before an 8=FIX header are skipped)",
+                            conn.rend - conn.rstart
+                        ),
+                        Some(_) => "no Logon within 1 s of its first bytes (none of them \
+                                    began a FIX message: 8=FIX...)"
+                            .to_string(),
+                        None => format!(
+                            "nothing received within {} s",
+                            self.opts.unbound_timeout.as_secs()
+                        ),
+                    };
+                    let peer = conn.peer;
+                    self.logon_timed_out(peer, &what);
+                }
                 self.close_conn(ConnId(c), why);
             }
         }
