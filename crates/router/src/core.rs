@@ -1002,7 +1002,10 @@ impl Core {
                     }
                     if self.delivery_work >= DELIVERY_WORK_PER_READ && used < input.len() {
                         // The rest waits for the next turn: the other clients first.
+                        // A frame that was unfinished before this read is whole now:
+                        // its stall deadline must not outlive it.
                         self.input_paused = true;
+                        self.note_partial(id, now, used, input.len());
                         return Input::Consumed(used);
                     }
                 }
@@ -1014,6 +1017,7 @@ impl Core {
                         if subscription_work >= SUBSCRIPTION_WORK_PER_READ {
                             // The rest waits for the next turn: the other clients first.
                             self.input_paused = true;
+                            self.note_partial(id, now, used, input.len());
                             return Input::Consumed(used);
                         }
                         let levels = 1 + pattern.iter().filter(|&&b| b == b'/').count();
@@ -4748,6 +4752,47 @@ mod tests {
         );
         assert!(!core.input_paused());
         assert_eq!(out(&mut core, sub).len(), f.len() / one.len());
+    }
+
+    /// Review: a read that completed a frame begun long ago and then stopped at the
+    /// routing bound kept that frame's start as the stall deadline's, so a timeout
+    /// check between the pause and the next turn cut a client whose every frame was
+    /// whole. The pause now restarts the deadline at the read.
+    #[test]
+    fn a_routing_pause_does_not_keep_an_old_frame_stall_deadline() {
+        let cfg = Config {
+            stall_timeout_ms: 200,
+            egress_limit: 64 << 20,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let publisher = open(&mut core, 0);
+        let subs: Vec<Slot> = (0..3).map(|_| open(&mut core, 0)).collect();
+        for &s in &subs {
+            subscribe(&mut core, s, "t/>");
+        }
+        let mut f = Vec::new();
+        for i in 0..20_000 {
+            let topic = format!("t/{i}");
+            encode_publish(&mut f, &topic, b"x", PublishOptions::default(), u32::MAX).unwrap();
+        }
+        // The first frame's first 3 bytes at 0 ms, the rest at 150 ms (a partial frame
+        // 150 ms old, within the 200 ms stall timeout).
+        assert_eq!(
+            core.handle_input(publisher, MonoNanos(0), &f[..3], 3),
+            Input::Consumed(0)
+        );
+        let Input::Consumed(used) =
+            core.handle_input(publisher, MonoNanos(150 * MS), &f, f.len() - 3)
+        else {
+            panic!("closing");
+        };
+        assert!(core.input_paused() && used < f.len());
+        // Past the old frame's deadline (200 ms), before the next turn resumes.
+        core.handle_timeout(MonoNanos(250 * MS));
+        assert_eq!(core.phase(publisher), Some(Phase::Open), "cut while paused");
+        assert_eq!(feed_paused(&mut core, publisher, &f[used..]), 2);
+        assert_eq!(core.phase(publisher), Some(Phase::Open));
     }
 
     /// `p{i}/l1/.../l9`: a pattern of ten levels, distinct from the first (its removal
