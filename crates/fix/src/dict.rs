@@ -1215,14 +1215,25 @@ impl<'x> Builder<'x> {
                 },
                 layout,
             };
-            // A message type defined twice: QuickFIX merges; the later one wins here.
-            messages.retain(|x| x.msg_type != def.msg_type);
             messages.push(def);
         }
         if messages.is_empty() {
             return Err((messages_node.line, "No messages defined".into()));
         }
+        // Stable: the definitions of one message type stay in file order.
         messages.sort_by(|a, b| a.msg_type.as_bytes().cmp(b.msg_type.as_bytes()));
+        // A message type defined twice: QuickFIX merges; the later one wins here. Once
+        // after sorting (a `retain` per definition was quadratic in messages).
+        let messages = messages.into_iter().fold(Vec::new(), |mut kept, m| {
+            if kept
+                .last()
+                .is_some_and(|k: &MessageDef| k.msg_type == m.msg_type)
+            {
+                kept.pop();
+            }
+            kept.push(m);
+            kept
+        });
 
         let mut dict = Dictionary {
             begin_string,

@@ -220,6 +220,43 @@ fn deep_nesting_and_exponential_components_are_refused_with_the_line() {
     );
 }
 
+/// A message type defined more than once: the last definition wins (QuickFIX merges
+/// them; ours keeps the last whole), whatever else lies between. The duplicates are
+/// now dropped in one pass after sorting (a `retain` per `<message>` was quadratic in
+/// the number of messages).
+#[test]
+fn a_message_type_defined_twice_keeps_its_last_definition() {
+    let mut xml = String::from(
+        "<fix major='4' minor='4'>\n <header><field name='BeginString' required='Y'/></header>\n \
+         <trailer><field name='CheckSum' required='Y'/></trailer>\n <messages>\n",
+    );
+    for (name, msg_type, field) in [
+        ("X1", "X", "Text"),
+        ("Y", "Y", "Text"),
+        ("X2", "X", "Account"),
+        ("A", "A", "Text"),
+        ("X3", "X", "Symbol"),
+    ] {
+        xml.push_str(&format!(
+            "  <message name='{name}' msgtype='{msg_type}' msgcat='app'><field name='{field}' required='Y'/></message>\n"
+        ));
+    }
+    xml.push_str(
+        " </messages>\n <fields>\n  <field number='1' name='Account' type='STRING'/>\n  \
+         <field number='8' name='BeginString' type='STRING'/>\n  \
+         <field number='10' name='CheckSum' type='STRING'/>\n  \
+         <field number='55' name='Symbol' type='STRING'/>\n  \
+         <field number='58' name='Text' type='STRING'/>\n </fields>\n</fix>\n",
+    );
+    let d = Dictionary::from_xml(&xml).unwrap();
+    let types: Vec<&str> = d.messages().iter().map(|m| m.msg_type.as_str()).collect();
+    assert_eq!(types, ["A", "X", "Y"]);
+    let x = d.message(b"X").unwrap();
+    assert_eq!(x.name, "X3");
+    assert_eq!(x.layout().required(), [55]);
+    assert_eq!(d.message(b"Y").unwrap().layout().required(), [58]);
+}
+
 /// A 35=X with three entries; the second has a nested SecAltIDGrp (454) of two entries.
 fn market_data_x() -> Vec<u8> {
     let mut e = Encoder::new("FIX.4.4");
