@@ -27,6 +27,8 @@ pub mod ring;
 mod sync;
 
 #[cfg(not(loom))]
+mod closer;
+#[cfg(not(loom))]
 pub mod layout;
 #[cfg(not(loom))]
 mod link;

@@ -104,6 +104,8 @@ pub struct Listener {
     ring_bytes: usize,
     /// Maps each client's rings into our page tables off the router's thread.
     prefault: Prefaulter,
+    /// The kernel refuses descriptors passed to the socket ([`Listener::refuses_descriptors`]).
+    refuses_descriptors: bool,
 }
 
 impl Listener {
@@ -184,12 +186,15 @@ impl Listener {
         let tmp = dir.join("sock");
         let placed = UnixListener::bind(&tmp).and_then(|sock| {
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            // Before anyone can connect (connections inherit it): a client's sendmsg of
+            // a descriptor fails (EPERM) instead of handing us something to close.
+            let refuses = crate::raw::refuse_passed_descriptors(&sock).is_ok();
             std::fs::rename(&tmp, path)?;
-            Ok(sock)
+            Ok((sock, refuses))
         });
         let _ = std::fs::remove_file(&tmp);
         let _ = std::fs::remove_dir(&dir);
-        let sock = placed?;
+        let (sock, refuses_descriptors) = placed?;
         sock.set_nonblocking(true)?;
         let placed = file_id(path);
         let prefault = Prefaulter::start().map_err(|e| {
@@ -204,7 +209,16 @@ impl Listener {
             placed,
             ring_bytes,
             prefault,
+            refuses_descriptors,
         })
+    }
+
+    /// Whether the kernel refuses descriptors clients try to pass on the handshake
+    /// socket (`SO_PASSRIGHTS`, Linux 6.16). Without it, a client that passes one is
+    /// disconnected and the descriptors are closed off the caller's thread (see
+    /// docs/shm.md, "Descriptors").
+    pub fn refuses_descriptors(&self) -> bool {
+        self.refuses_descriptors
     }
 
     /// The socket's path.
@@ -236,6 +250,9 @@ impl Listener {
             Ok((None, uid)) => format!(" from uid {uid}"),
             Err(_) => String::new(),
         };
+        // Without SO_PASSRIGHTS the client may have queued descriptors already: they
+        // are taken off the socket before it closes, if the handshake fails too.
+        let ctl = Ctl::new(ctl, !self.refuses_descriptors);
         self.hand_over(ctl).map(Some).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -250,13 +267,16 @@ impl Listener {
     /// again every turn. `Ok(false)`: nobody was waiting.
     pub fn refuse_one(&self) -> io::Result<bool> {
         match self.sock.accept() {
-            Ok(_) => Ok(true),
+            Ok((ctl, _)) => {
+                drop(Ctl::new(ctl, !self.refuses_descriptors));
+                Ok(true)
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
             Err(e) => Err(e),
         }
     }
 
-    fn hand_over(&self, ctl: UnixStream) -> io::Result<ServerLink> {
+    fn hand_over(&self, mut ctl: Ctl) -> io::Result<ServerLink> {
         let cap = self.ring_bytes;
         let memfd = rustix::fs::memfd_create(
             "tickwire-shm",
@@ -284,6 +304,11 @@ impl Listener {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake"));
         }
         ctl.set_nonblocking(true)?;
+        // Inherited from the listener where the kernel has it; said again for the
+        // connection itself, and without it its last close is left to the closer thread.
+        if self.refuses_descriptors && crate::raw::refuse_passed_descriptors(&*ctl).is_err() {
+            ctl.purge_on_drop = true;
+        }
         // Who attached, for stats and logs (the kernel's record of the connecting
         // process; unavailable only on a socket that is already gone).
         let peer = crate::raw::peer_credentials(&ctl)
@@ -389,6 +414,46 @@ pub struct ServerLink {
     ring_allowance: std::cell::Cell<u64>,
 }
 
+/// A handshake socket. On a kernel that let the peer queue descriptors on it (no
+/// `SO_PASSRIGHTS`), dropping it first shuts it down (nothing more can be queued) and
+/// takes what is queued off it, descriptors to the closer thread: the close then
+/// releases nothing a peer chose (`closer.rs`).
+#[derive(Debug)]
+struct Ctl {
+    sock: UnixStream,
+    purge_on_drop: bool,
+}
+
+impl Ctl {
+    fn new(sock: UnixStream, purge_on_drop: bool) -> Ctl {
+        Ctl {
+            sock,
+            purge_on_drop,
+        }
+    }
+}
+
+impl std::ops::Deref for Ctl {
+    type Target = UnixStream;
+    fn deref(&self) -> &UnixStream {
+        &self.sock
+    }
+}
+
+impl AsFd for Ctl {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+impl Drop for Ctl {
+    fn drop(&mut self) {
+        if self.purge_on_drop {
+            notify::purge(&self.sock);
+        }
+    }
+}
+
 /// The most doorbell rings a client may have saved up (see `ServerLink::ring_allowance`):
 /// the router drains the doorbell at every wake-up, so a well-behaved client's rings
 /// waiting at once are a few.
@@ -404,7 +469,7 @@ type Outbound = Producer<Arc<Region>>;
 struct Ends {
     /// The handshake socket, kept open: the doorbell both ways (`notify.rs`), and its
     /// end of stream is the peer's.
-    ctl: UnixStream,
+    ctl: Ctl,
     rx: Inbound,
     tx: Outbound,
 }
@@ -508,6 +573,16 @@ impl io::Read for ServerLink {
             // the client did to its end of the socket.
             let mut rings = 0;
             let drained = notify::drain(&self.ends.ctl, Until::Empty, &mut rings);
+            if let Drained::Descriptors(n) = drained {
+                // Only a kernel without SO_PASSRIGHTS lets them through (closer.rs).
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the client passed {n} file descriptor(s) over its handshake \
+                         socket (closed unused, off the event loop)"
+                    ),
+                ));
+            }
             let allowed = self.ring_allowance.get();
             if rings > allowed {
                 return Err(io::Error::new(
@@ -522,7 +597,7 @@ impl io::Read for ServerLink {
             self.ring_allowance.set(allowed - rings);
             match drained {
                 Drained::Empty => self.check_ctl = false,
-                Drained::More => {}
+                Drained::More | Drained::Descriptors(_) => {}
                 Drained::Eof => {
                     self.eof = true;
                     // Bytes the client wrote just before it went, after our look above.
@@ -658,9 +733,12 @@ impl ClientLink {
             return Err(bad("shared-memory header does not match the handshake"));
         }
         ctl.set_nonblocking(true)?;
+        // Nothing more is to come with descriptors: refused where the kernel can
+        // (elsewhere a drain closes them off this thread and ends the link).
+        let _ = crate::raw::refuse_passed_descriptors(&ctl);
         Ok(ClientLink {
             ends: Ends {
-                ctl,
+                ctl: Ctl::new(ctl, false),
                 rx: Consumer::new(region.clone(), header.router_to_client()),
                 tx: Producer::new(region, header.client_to_router()),
             },
@@ -866,7 +944,8 @@ impl ClientLink {
         match notify::drain(&self.ends.ctl, Until::ShortRead, &mut 0) {
             Drained::Empty => self.ctl_pending = false,
             Drained::More => {}
-            Drained::Eof => {
+            // A router passing descriptors is not one of ours: the link is over.
+            Drained::Eof | Drained::Descriptors(_) => {
                 self.eof = true;
                 self.ctl_pending = false;
             }
@@ -881,6 +960,113 @@ fn corrupt(c: Corrupt) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TCP connection with unsent bytes and `SO_LINGER` of 30 s (its peer never
+    /// accepted, never reads): the last close of it waits up to 30 s. The listener must
+    /// outlive the test (dropped, it resets the connection).
+    fn lingering_socket() -> (std::net::TcpListener, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let chunk = [0u8; 65536];
+        for _ in 0..10_000 {
+            if std::io::Write::write(&mut &s, &chunk).is_err() {
+                break;
+            }
+        }
+        rustix::net::sockopt::set_socket_linger(&s, Some(Duration::from_secs(30))).unwrap();
+        (l, s)
+    }
+
+    /// Sends one doorbell byte with `fd` attached over `ctl`.
+    fn pass(ctl: &UnixStream, fd: BorrowedFd<'_>) -> rustix::io::Result<usize> {
+        let fds = [fd];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+        rustix::net::sendmsg(
+            ctl,
+            &[io::IoSlice::new(&[1])],
+            &mut control,
+            SendFlags::DONTWAIT,
+        )
+    }
+
+    fn linked(l: &Listener, path: &Path) -> (ServerLink, ClientLink) {
+        let p = path.to_owned();
+        let client = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(5)));
+        let server = (0..1000)
+            .find_map(|_| {
+                let s = l.accept().unwrap();
+                if s.is_none() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                s
+            })
+            .expect("no client");
+        (server, client.join().unwrap().unwrap())
+    }
+
+    /// Hostile-input pass: a client passed the router a TCP socket with unsent bytes
+    /// and SO_LINGER set; the router's drain dropped it, and its release (the last
+    /// close) waited out the linger on the event loop: every client frozen for as long
+    /// as the client chose. A kernel with SO_PASSRIGHTS (6.16) refuses the descriptor
+    /// at the client's sendmsg.
+    #[test]
+    fn a_kernel_with_so_passrights_refuses_a_clients_descriptors() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap();
+        let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap();
+        let path = socket_path(&format!("passrights-{}", std::process::id()));
+        let l = Listener::bind(&path, 4096).unwrap();
+        assert_eq!(
+            l.refuses_descriptors(),
+            (major, minor) >= (6, 16),
+            "{release}"
+        );
+        if !l.refuses_descriptors() {
+            // Older kernels: `a_passed_descriptor_never_blocks_the_routers_thread`.
+            return;
+        }
+        let (_server, client) = linked(&l, &path);
+        let (_keep, sock) = lingering_socket();
+        assert_eq!(pass(&client.ends.ctl, sock.as_fd()), Err(Errno::PERM));
+        // Ours to close, here: without its linger.
+        rustix::net::sockopt::set_socket_linger(&sock, None).unwrap();
+    }
+
+    /// What a kernel without SO_PASSRIGHTS does (the option turned back on here): a
+    /// descriptor the client passes is taken with its doorbell byte, closed on the
+    /// closer thread, and the client reported; one still queued when the router drops
+    /// the link is released on the closer thread too. The router's calls return at once
+    /// (the descriptor's last close would wait its 30-s linger).
+    #[test]
+    fn a_passed_descriptor_never_blocks_the_routers_thread() {
+        let path = socket_path(&format!("passfd-{}", std::process::id()));
+        let mut l = Listener::bind(&path, 4096).unwrap();
+        crate::raw::set_pass_rights(&l.sock, true).unwrap();
+        l.refuses_descriptors = false;
+        let (_keep, sock) = lingering_socket();
+
+        let (mut server, client) = linked(&l, &path);
+        assert_eq!(pass(&client.ends.ctl, sock.as_fd()), Ok(1));
+        server.hint_ctl_event();
+        let t = std::time::Instant::now();
+        let e = io::Read::read(&mut server, &mut [0u8; 64]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("passed 1 file descriptor"), "{e}");
+        drop(server);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+        // Never read: released with the socket, on the closer thread.
+        let (server, client) = linked(&l, &path);
+        assert_eq!(pass(&client.ends.ctl, sock.as_fd()), Ok(1));
+        drop(sock);
+        let t = std::time::Instant::now();
+        drop(server);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
 
     /// In /dev/shm only the client's own user and root are trusted; elsewhere the
     /// directory is the protection and any owner is accepted.

@@ -12,16 +12,22 @@
 //! non-blocking by itself, whatever any file status flag says. Each client has its own
 //! socket, so no descriptor is shared between clients either.
 
+use std::io::IoSliceMut;
+use std::mem::MaybeUninit;
 use std::os::unix::net::UnixStream;
 
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, SendFlags};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags};
 
 /// Most `recv` calls one [`drain`] makes (of [`DRAIN_CHUNK`] bytes each): a peer that
 /// floods its socket costs a bounded amount per call, and the caller drains again later.
 const MAX_DRAIN_READS: usize = 16;
 /// Bytes one drain `recv` takes.
 const DRAIN_CHUNK: usize = 256;
+/// Descriptors one message can carry (the kernel's `SCM_MAX_FD`): the control buffer
+/// of a drain holds them all, since any it had no room for the kernel would close on
+/// this thread (`closer.rs`).
+const MAX_PASSED_FDS: usize = 253;
 
 /// Rings the peer: one byte, never waiting. One syscall.
 pub(crate) fn ring(sock: &UnixStream) {
@@ -40,6 +46,11 @@ pub(crate) enum Drained {
     More,
     /// The peer's end of stream (it closed, shut down or died), or a broken socket.
     Eof,
+    /// The peer passed this many descriptors (`SCM_RIGHTS`), which no tickwire peer
+    /// does after the handshake: they were handed to the closer thread unused, and the
+    /// connection is to be dropped. Only on a kernel that cannot refuse them
+    /// (`SO_PASSRIGHTS`, Linux 6.16).
+    Descriptors(usize),
 }
 
 /// How far [`drain`] reads.
@@ -57,16 +68,38 @@ pub(crate) enum Until {
 
 /// Takes every doorbell ring waiting on the socket without ever waiting
 /// (`MSG_DONTWAIT`), at most [`MAX_DRAIN_READS`] reads; adds the rings taken to `rings`.
+/// Descriptors passed along with the bytes are received (not left to the kernel to
+/// close on this thread) and closed on the closer thread ([`Drained::Descriptors`]).
 pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained {
     let mut buf = [0u8; DRAIN_CHUNK];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
     for _ in 0..MAX_DRAIN_READS {
-        match rustix::net::recv(sock, &mut buf, RecvFlags::DONTWAIT) {
-            Ok((0, _)) => return Drained::Eof,
-            Ok((n, _)) if n < DRAIN_CHUNK && until == Until::ShortRead => {
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut buf)],
+            &mut control,
+            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+        );
+        let mut passed = 0;
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                for fd in fds {
+                    passed += 1;
+                    crate::closer::close_later(fd);
+                }
+            }
+        }
+        if passed > 0 {
+            return Drained::Descriptors(passed);
+        }
+        match got.map(|m| m.bytes) {
+            Ok(0) => return Drained::Eof,
+            Ok(n) if n < DRAIN_CHUNK && until == Until::ShortRead => {
                 *rings += n as u64;
                 return Drained::Empty;
             }
-            Ok((n, _)) => *rings += n as u64,
+            Ok(n) => *rings += n as u64,
             Err(Errno::INTR) => continue,
             Err(Errno::WOULDBLOCK) => return Drained::Empty,
             // ECONNRESET and anything else: the connection is over.
@@ -74,4 +107,43 @@ pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained
         }
     }
     Drained::More
+}
+
+/// Most reads [`purge`] makes: a socket's queue is bounded by its sender's buffer
+/// (`SO_SNDBUF`, at most `net.core.wmem_max` doubled for an unprivileged peer), which
+/// this covers many times over; a queue it does not empty is left to the close.
+const MAX_PURGE_READS: usize = 4096;
+
+/// Before the last close of `sock` on a kernel that let its peer pass descriptors:
+/// shuts it down both ways (the peer's sends then fail, nothing more is queued) and
+/// reads what is queued, never waiting, handing every descriptor to the closer thread,
+/// so that the close releases nothing the peer chose (`closer.rs`).
+pub(crate) fn purge(sock: &UnixStream) {
+    let _ = sock.shutdown(std::net::Shutdown::Both);
+    let mut buf = [0u8; 4096];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
+    for _ in 0..MAX_PURGE_READS {
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut buf)],
+            &mut control,
+            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+        );
+        let mut passed = false;
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                for fd in fds {
+                    passed = true;
+                    crate::closer::close_later(fd);
+                }
+            }
+        }
+        match got {
+            Ok(m) if m.bytes > 0 || passed => {}
+            Err(Errno::INTR) => {}
+            // Empty (0 after the shutdown, or EAGAIN) or broken: nothing queued.
+            _ => return,
+        }
+    }
 }

@@ -237,6 +237,61 @@ pub fn peer_credentials(sock: &impl std::os::fd::AsFd) -> io::Result<(Option<u32
     Ok((pid, cred.uid))
 }
 
+/// `SO_PASSRIGHTS` (Linux 6.16): 0 makes a Unix socket refuse `SCM_RIGHTS`, the
+/// sender's `sendmsg` failing with `EPERM`. The generic value; the few architectures
+/// with their own socket option numbers are left to [`refuse_passed_descriptors`]'s
+/// error.
+#[cfg(not(any(
+    target_arch = "sparc",
+    target_arch = "sparc64",
+    target_arch = "mips",
+    target_arch = "mips64"
+)))]
+const SO_PASSRIGHTS: libc::c_int = 83;
+
+/// Makes the Unix socket `sock` refuse descriptors passed to it (`SO_PASSRIGHTS` = 0;
+/// a listening socket's connections inherit it). An error on a kernel without the
+/// option (`ENOPROTOOPT` before Linux 6.16): see `closer.rs` for what happens then.
+pub fn refuse_passed_descriptors(sock: &impl std::os::fd::AsFd) -> io::Result<()> {
+    set_pass_rights(sock, false)
+}
+
+/// Sets `SO_PASSRIGHTS` on `sock` (see [`refuse_passed_descriptors`]); tests turn it
+/// back on to exercise what a kernel without the option does.
+pub fn set_pass_rights(sock: &impl std::os::fd::AsFd, on: bool) -> io::Result<()> {
+    #[cfg(any(
+        target_arch = "sparc",
+        target_arch = "sparc64",
+        target_arch = "mips",
+        target_arch = "mips64"
+    ))]
+    {
+        let _ = (sock, on);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    #[cfg(not(any(
+        target_arch = "sparc",
+        target_arch = "sparc64",
+        target_arch = "mips",
+        target_arch = "mips64"
+    )))]
+    {
+        use std::os::fd::AsRawFd;
+        let flag: libc::c_int = on.into();
+        let fd = sock.as_fd().as_raw_fd();
+        let value = std::ptr::addr_of!(flag).cast::<libc::c_void>();
+        let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `fd` is a descriptor borrowed for the call; `value` points to an
+        // `int` we own for the call's duration and `len` is its size; the kernel only
+        // reads it.
+        let rc = unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, SO_PASSRIGHTS, value, len) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 /// The system's page size in bytes.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions; it reads a constant of the system.

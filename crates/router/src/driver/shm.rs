@@ -285,6 +285,14 @@ impl ShmPort {
         let fd: RawFd = listener.raw_fd();
         registry.register(&mut SourceFd(&fd), SHM_LISTENER, Interest::READABLE)?;
         tracing::info!(path = %path.display(), ring, "shared-memory listener ready");
+        if !listener.refuses_descriptors() {
+            tracing::info!(
+                "this kernel cannot refuse file descriptors passed on the shared-memory \
+                 socket (SO_PASSRIGHTS, Linux 6.16): a client that passes one is \
+                 disconnected and it is closed off the event loop (docs/shm.md, \
+                 \"Descriptors\")"
+            );
+        }
         Ok(ShmPort {
             listener,
             watch: WatchList::default(),
