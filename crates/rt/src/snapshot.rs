@@ -28,7 +28,7 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ struct Shared {
     heartbeat: AtomicU64,
     /// Nanoseconds the last snapshot took to make ([`Publisher::tick_timed`]).
     cost: AtomicU64,
+    /// The [`Publisher`] was dropped: the loop has stopped.
+    gone: AtomicBool,
 }
 
 /// The hot thread's end: see [`Publisher::tick`].
@@ -61,6 +63,7 @@ pub fn channel<T>(now: MonoNanos) -> (Publisher<T>, Reader<T>) {
         wanted: AtomicBool::new(false),
         heartbeat: AtomicU64::new(now.0),
         cost: AtomicU64::new(0),
+        gone: AtomicBool::new(false),
     });
     let (tx, rx) = sync_channel(1);
     (
@@ -70,6 +73,34 @@ pub fn channel<T>(now: MonoNanos) -> (Publisher<T>, Reader<T>) {
         },
         Reader { shared, rx },
     )
+}
+
+impl<T> Drop for Publisher<T> {
+    fn drop(&mut self) {
+        self.shared.gone.store(true, Ordering::Release);
+    }
+}
+
+/// The loop's liveness alone, read without the [`Reader`] (which a monitoring thread
+/// may hold while it waits for a snapshot): a health check never waits behind a fetch.
+#[derive(Clone)]
+pub struct Pulse {
+    shared: Arc<Shared>,
+}
+
+impl Pulse {
+    /// The loop's last tick (None before the first).
+    pub fn heartbeat(&self) -> Option<MonoNanos> {
+        match self.shared.heartbeat.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(MonoNanos(t)),
+        }
+    }
+
+    /// True once the loop has stopped (its end is dropped).
+    pub fn loop_gone(&self) -> bool {
+        self.shared.gone.load(Ordering::Acquire)
+    }
 }
 
 impl<T> Publisher<T> {
@@ -124,15 +155,19 @@ impl<T> Reader<T> {
 
     /// The loop's last tick (None before the first).
     pub fn heartbeat(&self) -> Option<MonoNanos> {
-        match self.shared.heartbeat.load(Ordering::Relaxed) {
-            0 => None,
-            t => Some(MonoNanos(t)),
-        }
+        self.pulse().heartbeat()
     }
 
     /// True once the loop has stopped (its end is dropped).
     pub fn loop_gone(&self) -> bool {
-        matches!(self.rx.try_recv(), Err(TryRecvError::Disconnected))
+        self.pulse().loop_gone()
+    }
+
+    /// A handle on the loop's liveness that needs no access to this reader.
+    pub fn pulse(&self) -> Pulse {
+        Pulse {
+            shared: self.shared.clone(),
+        }
     }
 }
 

@@ -298,6 +298,11 @@ fn share_for(cost: Duration) -> Duration {
 /// [`tickwire_rt::snapshot`] and shared for [`FRESH`].
 pub struct Source<T> {
     cache: Mutex<Cache<T>>,
+    /// The loop's liveness, read without the cache's lock: a request waiting up to
+    /// [`WAIT`] for a snapshot holds that lock, and `/healthz` must answer at once
+    /// (a hostile-input pass: with the loop stuck, 16 pollers of `/varz` made every
+    /// `/healthz` time out).
+    pulse: tickwire_rt::snapshot::Pulse,
     /// Who answers, for errors: "the router's event loop".
     who: &'static str,
 }
@@ -311,6 +316,7 @@ impl<T> Source<T> {
     /// Serves what `reader` fetches from `who`.
     pub fn new(reader: Reader<T>, who: &'static str) -> Source<T> {
         Source {
+            pulse: reader.pulse(),
             cache: Mutex::new(Cache { reader, last: None }),
             who,
         }
@@ -330,6 +336,11 @@ impl<T> Source<T> {
             if at.elapsed() < share_for(c.reader.last_cost()) {
                 return Some(s.clone());
             }
+        }
+        if self.stuck() {
+            // No tick for seconds: the next will not come within WAIT either; answer
+            // at once instead of holding the lock for it.
+            return None;
         }
         let s: Arc<T> = Arc::from(c.reader.fetch(WAIT)?);
         c.last = Some((Instant::now(), s.clone()));
@@ -375,17 +386,26 @@ impl<T> Source<T> {
         serde_json::json!({ "kind": kind, "error": format!("{} did not answer", self.who) })
     }
 
-    /// Live: the hot thread ticked within [`STUCK_NS`] and has not stopped.
+    /// The hot thread has not ticked for [`STUCK_NS`] (or has stopped).
+    fn stuck(&self) -> bool {
+        self.pulse.loop_gone()
+            || self
+                .pulse
+                .heartbeat()
+                .is_some_and(|t| MonoNanos::now().saturating_sub(t) > STUCK_NS)
+    }
+
+    /// Live: the hot thread ticked within [`STUCK_NS`] and has not stopped. Takes no
+    /// lock: never waits behind a request for a snapshot.
     pub fn health(&self) -> Result<(), String> {
-        let c = self.lock();
-        match c.reader.heartbeat() {
+        match self.pulse.heartbeat() {
             None => Err(format!("{} has not ticked yet", self.who)),
             Some(t) if MonoNanos::now().saturating_sub(t) > STUCK_NS => Err(format!(
                 "{}'s last tick was {} ms ago",
                 self.who,
                 MonoNanos::now().saturating_sub(t) / 1_000_000
             )),
-            Some(_) if c.reader.loop_gone() => Err(format!("{} has stopped", self.who)),
+            Some(_) if self.pulse.loop_gone() => Err(format!("{} has stopped", self.who)),
             Some(_) => Ok(()),
         }
     }
@@ -440,5 +460,44 @@ mod tests {
         );
         assert_eq!(share_for(Duration::from_secs(5)), MAX_SHARE);
         assert_eq!(share_for(Duration::MAX), MAX_SHARE);
+    }
+
+    /// Hostile-input pass: `/healthz` took the lock a `/varz` request holds while it
+    /// waits up to 500 ms for the loop, so with the loop stuck and 16 pollers every
+    /// `/healthz` timed out. Health now reads the heartbeat without that lock, and a
+    /// stuck loop is not waited for at all.
+    #[test]
+    fn health_does_not_wait_behind_a_request_for_a_snapshot() {
+        let (publisher, reader) = tickwire_rt::snapshot::channel::<u32>(MonoNanos::now());
+        let source = Arc::new(Source::new(reader, "the test loop"));
+        // The loop ticked just now and never again: a request waits WAIT for it.
+        let waiting = {
+            let source = source.clone();
+            std::thread::spawn(move || source.snapshot())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        assert_eq!(source.health(), Ok(()));
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(waiting.join().unwrap().is_none(), "no tick, no snapshot");
+        // Stuck (no tick for more than 2 s): no wait, and health says so.
+        publisher.tick(MonoNanos(1), || 0);
+        let t = Instant::now();
+        assert!(source.snapshot().is_none());
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(source.health().unwrap_err().contains("last tick was"));
+        // A loop that stopped after a recent tick.
+        publisher.tick(MonoNanos::now(), || 0);
+        drop(publisher);
+        assert!(source.health().unwrap_err().contains("has stopped"));
+        assert!(source.snapshot().is_none());
     }
 }
