@@ -350,6 +350,7 @@ impl Router {
             // patterns: 157 ms at least) and keep the slot from reuse that long.
             let busy = !read_list.is_empty()
                 || self.core.has_pending_teardown()
+                || self.shm_accepts_waiting()
                 || flush_list
                     .iter()
                     .any(|id| self.conn(*id).is_some_and(|c| c.writable));

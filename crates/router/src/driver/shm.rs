@@ -180,6 +180,9 @@ pub(super) struct ShmPort {
     parked: bool,
     /// A handshake failed for want of resources: try accepting again next turn.
     accept_retry: bool,
+    /// [`MAX_ACCEPTS_PER_TURN`] were accepted and more may wait: accept again next
+    /// turn, without sleeping first.
+    accept_more: bool,
     /// The next sleep cap while output waits for room: [`ROOM_POLL`] after a client
     /// freed room, doubling up to [`ROOM_POLL_MAX`] while none does.
     room_wait: std::time::Duration,
@@ -249,6 +252,12 @@ impl WatchList {
 /// Most failed handshakes in one accept round before the rest wait for the next turn.
 const MAX_ACCEPT_FAILURES: u32 = 16;
 
+/// Shared-memory clients accepted in one turn at most: a handshake costs the loop a
+/// memfd, its seals, a mapping and a `sendmsg` (~50-60 µs measured), so a queue of
+/// thousands (a hostile-input pass: 4,000 held the loop 260 ms) is taken a part per
+/// turn, the other clients served in between (~3-4 ms a turn at most).
+pub(super) const MAX_ACCEPTS_PER_TURN: u32 = 64;
+
 /// The longest sleep while a shared-memory client's output waits for room in its ring,
 /// right after some client freed room.
 pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micros(20);
@@ -300,12 +309,19 @@ impl ShmPort {
             last_epoll: MonoNanos::now(),
             parked: false,
             accept_retry: false,
+            accept_more: false,
             room_wait: ROOM_POLL,
         })
     }
 }
 
 impl Router {
+    /// More shared-memory clients wait to be accepted than one turn takes
+    /// ([`MAX_ACCEPTS_PER_TURN`]): the next turn must not sleep.
+    pub(super) fn shm_accepts_waiting(&self) -> bool {
+        self.shm.as_ref().is_some_and(|p| p.accept_more)
+    }
+
     /// A turn that would only look (a zero timeout): `Some(now)` when epoll was asked
     /// less than `shm_epoll_interval_us` ago, so this turn scans the rings only and
     /// takes `now` as its clock. One clock read per turn, and only with a
@@ -323,14 +339,22 @@ impl Router {
         None
     }
 
-    /// Accepts every waiting shared-memory client.
+    /// Accepts the waiting shared-memory clients, [`MAX_ACCEPTS_PER_TURN`] at most (the
+    /// rest at the next turn, which then does not sleep).
     pub(super) fn shm_accept(&mut self, now: MonoNanos) {
         let mut failures = 0;
+        let mut accepted = 0;
         loop {
             let Some(port) = self.shm.as_mut() else {
                 return;
             };
             port.accept_retry = false;
+            port.accept_more = false;
+            if accepted >= MAX_ACCEPTS_PER_TURN {
+                port.accept_more = true;
+                return;
+            }
+            accepted += 1;
             let link = match port.listener.accept() {
                 Ok(Some(link)) => link,
                 Ok(None) => return,
@@ -436,7 +460,11 @@ impl Router {
         flush_list: &[Slot],
         now: MonoNanos,
     ) -> bool {
-        if self.shm.as_ref().is_some_and(|p| p.accept_retry) {
+        if self
+            .shm
+            .as_ref()
+            .is_some_and(|p| p.accept_retry || p.accept_more)
+        {
             self.shm_accept(now);
         }
         let Some(port) = self.shm.as_mut() else {
