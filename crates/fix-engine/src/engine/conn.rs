@@ -338,6 +338,19 @@ impl Net {
         }
     }
 
+    /// Puts `c` on the turn's write list: written at the end of the turn, after the
+    /// stores are flushed (records reach the kernel before the bytes that depend on
+    /// them reach the socket), never during the dispatch, where `wbuf` may hold answers
+    /// whose records are not flushed yet.
+    pub(super) fn queue_write(&mut self, c: ConnId) {
+        if let Some(Some(conn)) = self.conns.get_mut(c.0) {
+            if !conn.queued {
+                conn.queued = true;
+                self.write_list.push(c);
+            }
+        }
+    }
+
     /// A paused connection whose peer has taken half of what waited is read again
     /// at the next turn.
     pub(super) fn resume_if_taken(&mut self, c: ConnId) {

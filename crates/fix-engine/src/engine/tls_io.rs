@@ -30,8 +30,9 @@ impl<A: Application> Engine<A> {
         self.read_tls_socket(c, to_eof, &mut input);
         self.net.tls_in = input;
         // Handshake messages, alerts, session tickets; and clear text that waited for
-        // the handshake to finish.
-        self.write_conn_tls(c);
+        // the handshake to finish: at the end of the turn, after the stores are
+        // flushed (`wbuf` may hold answers to what was just read, not yet stored).
+        self.net.queue_write(c);
     }
 
     fn read_tls_socket(&mut self, c: ConnId, to_eof: bool, input: &mut [u8]) {

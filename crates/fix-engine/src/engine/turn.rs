@@ -63,8 +63,12 @@ impl<A: Application> Engine<A> {
                     if readable {
                         self.read_conn(c, to_eof);
                     }
+                    // Not written here: what the read just processed put this turn's
+                    // answers in `wbuf`, and their records are flushed only in
+                    // `finish_turn` (the store contract). A write here put them on
+                    // the wire first, and a `kill -9` in between lost their numbers.
                     if writable {
-                        self.write_conn(c);
+                        self.net.queue_write(c);
                     }
                 }
             }
