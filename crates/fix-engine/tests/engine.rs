@@ -943,7 +943,7 @@ fn regression_two_sessions_with_the_same_store_directory_are_a_configuration_err
     assert!(dir.path().join("two/FIX.4.4-A-B-C").is_dir());
 }
 
-/// Regression (issue 22, `kill_9_of_the_acceptor_loses_no_sequence_number_it_sent`
+/// Regression (`kill_9_of_the_acceptor_loses_no_sequence_number_it_sent` in fix_cli.rs
 /// failed once in CI: the restarted acceptor recovered 2/2 after sending 21): the
 /// store contract is "records reach the kernel before the bytes that depend on them
 /// reach the socket", but a connection readable and writable in the same wake (every
