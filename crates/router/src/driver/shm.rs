@@ -17,7 +17,8 @@
 //!   shared between clients or with a client, so none can block or steal a wake-up);
 //! - a client frees room in its full inbound ring without ringing (no doorbell for
 //!   room), so while one has output waiting [`Router::shm_room_wait`] caps the
-//!   sleep at [`ROOM_POLL`], doubling to [`ROOM_POLL_MAX`] while no room appears;
+//!   sleep at [`ROOM_POLL`], doubling to [`ROOM_POLL_MAX`] while no room appears (and
+//!   on to [`ROOM_POLL_STOPPED`] after about a second of that);
 //! - the handshake socket of each client is in the epoll set under the client's token:
 //!   its rings are drained (never waiting) by the read that finds the ring empty, and
 //!   its end of stream (the client closed or died, kill -9 included) is the client's
@@ -185,7 +186,7 @@ pub(super) struct ShmPort {
     accept_more: bool,
     /// The next sleep cap while output waits for room: [`ROOM_POLL`] after a client
     /// freed room, doubling up to [`ROOM_POLL_MAX`] while none does.
-    room_wait: std::time::Duration,
+    room_wait: RoomWait,
 }
 
 /// One shared-memory client as the turn's scan sees it.
@@ -267,18 +268,56 @@ pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micr
 /// slow-consumer policy deals with it.
 pub(super) const ROOM_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Looks at [`ROOM_POLL_MAX`] after which a client still not freeing room is taken to
+/// have stopped reading (about a second of them): the cap then doubles on, up to
+/// [`ROOM_POLL_STOPPED`].
+const ROOM_POLL_PATIENCE: u32 = 1000;
+
+/// The cap for a client that has stopped reading (see [`ROOM_POLL_PATIENCE`]): under
+/// the `discard` policy such a client stays connected, and at 1,000 wake-ups a second it
+/// cost the router ~2% of a core for as long as it did (a hostile-input pass); at 50 ms
+/// that is 20 a second. A client that starts reading again after such a stall waits up
+/// to this long for the flow to resume.
+pub(super) const ROOM_POLL_STOPPED: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The room poll's back-off state: the current sleep cap, and how many looks in a row
+/// were at [`ROOM_POLL_MAX`] or beyond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RoomWait {
+    cap: std::time::Duration,
+    at_max: u32,
+}
+
+impl RoomWait {
+    pub(super) const START: RoomWait = RoomWait {
+        cap: ROOM_POLL,
+        at_max: 0,
+    };
+}
+
 /// One step of the room poll's back-off: the sleep cap now (`None`: no client's output
-/// waits for room) and the next one. The cap starts at [`ROOM_POLL`], doubles while
-/// output keeps waiting, stops at [`ROOM_POLL_MAX`], and starts over once nothing waits.
-fn room_wait_step(
-    current: std::time::Duration,
-    waits: bool,
-) -> (Option<std::time::Duration>, std::time::Duration) {
-    if waits {
-        (Some(current), (current * 2).min(ROOM_POLL_MAX))
-    } else {
-        (None, ROOM_POLL)
+/// waits for room) and the next state. The cap starts at [`ROOM_POLL`], doubles while
+/// output keeps waiting, stops at [`ROOM_POLL_MAX`] for [`ROOM_POLL_PATIENCE`] looks,
+/// then doubles on to [`ROOM_POLL_STOPPED`]; it starts over once nothing waits.
+fn room_wait_step(current: RoomWait, waits: bool) -> (Option<std::time::Duration>, RoomWait) {
+    if !waits {
+        return (None, RoomWait::START);
     }
+    let at_max = if current.cap >= ROOM_POLL_MAX {
+        current.at_max.saturating_add(1)
+    } else {
+        0
+    };
+    let limit = if at_max >= ROOM_POLL_PATIENCE {
+        ROOM_POLL_STOPPED
+    } else {
+        ROOM_POLL_MAX
+    };
+    let next = RoomWait {
+        cap: (current.cap * 2).min(limit.max(current.cap)),
+        at_max,
+    };
+    (Some(current.cap), next)
 }
 
 impl ShmPort {
@@ -310,7 +349,7 @@ impl ShmPort {
             parked: false,
             accept_retry: false,
             accept_more: false,
-            room_wait: ROOM_POLL,
+            room_wait: RoomWait::START,
         })
     }
 }
@@ -515,7 +554,7 @@ impl Router {
             }
         }
         if room {
-            port.room_wait = ROOM_POLL;
+            port.room_wait = RoomWait::START;
         }
         input
     }
@@ -642,6 +681,7 @@ impl Conn {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::time::Duration;
 
     /// Clients join and leave the watch list in any order: every one still on it is
     /// found at the place its slot records, and one that left is gone (its mapping
@@ -700,7 +740,7 @@ mod tests {
     /// no output waits.
     #[test]
     fn room_poll_doubles_to_its_cap_and_starts_over_when_nothing_waits() {
-        let mut cap = ROOM_POLL;
+        let mut cap = RoomWait::START;
         let mut sleeps = Vec::new();
         for _ in 0..10 {
             let (wait, next) = room_wait_step(cap, true);
@@ -724,7 +764,35 @@ mod tests {
             ]
         );
         let (wait, next) = room_wait_step(cap, false);
-        assert_eq!((wait, next), (None, ROOM_POLL));
+        assert_eq!((wait, next), (None, RoomWait::START));
         assert_eq!(room_wait_step(next, true).0, Some(ROOM_POLL));
+    }
+
+    /// Hostile-input pass: under `discard` a shm client that stopped reading stays
+    /// connected, and 1,000 wake-ups a second cost the router ~2% of a core for good.
+    /// After about a second of looks at 1 ms the cap doubles on to 50 ms (20 a second);
+    /// any client freeing room starts it over.
+    #[test]
+    fn room_poll_backs_off_further_for_a_client_that_stopped_reading() {
+        let mut state = RoomWait::START;
+        let mut waited = Duration::ZERO;
+        let mut looks = 0u32;
+        while state.cap < ROOM_POLL_STOPPED {
+            let (wait, next) = room_wait_step(state, true);
+            waited += wait.unwrap();
+            looks += 1;
+            state = next;
+            assert!(looks < 2000, "never reached {ROOM_POLL_STOPPED:?}");
+        }
+        assert!(
+            waited > Duration::from_millis(900) && waited < Duration::from_millis(1200),
+            "{waited:?} of 1 ms looks before backing off further"
+        );
+        for _ in 0..5 {
+            let (wait, next) = room_wait_step(state, true);
+            assert_eq!(wait, Some(ROOM_POLL_STOPPED));
+            state = next;
+        }
+        assert_eq!(room_wait_step(state, false).1, RoomWait::START);
     }
 }
