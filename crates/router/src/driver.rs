@@ -826,7 +826,7 @@ impl Router {
                     if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
                         // Hostile input, as a malformed frame is (logged at WARN there).
                         let addr = self.core.peer_addr(id);
-                        tracing::warn!(addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                        tracing::warn!(client = id.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                     }
                     self.drop_conn(id, &format!("read failed: {e}"));
                     return false;
@@ -927,7 +927,7 @@ impl Router {
                 if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
                     // Hostile input, as on the read side (a probe found it at INFO only).
                     let addr = self.core.peer_addr(id);
-                    tracing::warn!(addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                    tracing::warn!(client = id.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                 }
                 self.drop_conn(id, &format!("write failed: {e}"));
                 false

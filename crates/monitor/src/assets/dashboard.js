@@ -3,7 +3,11 @@
 // names, topics and session ids are chosen by peers.
 "use strict";
 
-const POLL_MS = Number(new URLSearchParams(location.search).get("poll")) || 1000;
+// ?poll=MS, kept within 100 ms .. 60 s (a link with ?poll=-1 polled back to back).
+const POLL_MS = Math.min(
+  60000,
+  Math.max(100, Number(new URLSearchParams(location.search).get("poll")) || 1000),
+);
 const KEEP = 300;
 const COLORS = ["#2f6fde", "#d9482b", "#2c9a4b", "#8a4bd1", "#c28a00"];
 const samples = [];
