@@ -377,7 +377,7 @@ impl Router {
                     let cap = Duration::from_nanos(at.saturating_sub(now));
                     timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
                 }
-                if let Some(cap) = self.shm_room_wait() {
+                if let Some(cap) = self.shm_room_wait(now) {
                     timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
                 }
             }

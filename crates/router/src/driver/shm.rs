@@ -18,7 +18,7 @@
 //! - a client frees room in its full inbound ring without ringing (no doorbell for
 //!   room), so while one has output waiting [`Router::shm_room_wait`] caps the
 //!   sleep at [`ROOM_POLL`], doubling to [`ROOM_POLL_MAX`] while no room appears (and
-//!   on to [`ROOM_POLL_STOPPED`] after about a second of that);
+//!   on to [`ROOM_POLL_STOPPED`] after a second of that);
 //! - the handshake socket of each client is in the epoll set under the client's token:
 //!   its rings are drained (never waiting) by the read that finds the ring empty, and
 //!   its end of stream (the client closed or died, kill -9 included) is the client's
@@ -268,54 +268,68 @@ pub(super) const ROOM_POLL: std::time::Duration = std::time::Duration::from_micr
 /// slow-consumer policy deals with it.
 pub(super) const ROOM_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Looks at [`ROOM_POLL_MAX`] after which a client still not freeing room is taken to
-/// have stopped reading (about a second of them): the cap then doubles on, up to
-/// [`ROOM_POLL_STOPPED`].
-const ROOM_POLL_PATIENCE: u32 = 1000;
+/// How long output must wait for room, with no client freeing any and none newly
+/// waiting, before the clients waiting are taken to have stopped reading: the cap then
+/// doubles on, up to [`ROOM_POLL_STOPPED`].
+const ROOM_POLL_PATIENCE_NS: u64 = 1_000_000_000;
 
-/// The cap for a client that has stopped reading (see [`ROOM_POLL_PATIENCE`]): under
+/// The cap for clients that have stopped reading (see [`ROOM_POLL_PATIENCE_NS`]): under
 /// the `discard` policy such a client stays connected, and at 1,000 wake-ups a second it
 /// cost the router ~2% of a core for as long as it did (a hostile-input pass); at 50 ms
 /// that is 20 a second. A client that starts reading again after such a stall waits up
-/// to this long for the flow to resume.
+/// to this long for the flow to resume; a client whose output starts waiting meanwhile
+/// (a burst that fills its ring) starts the back-off over at [`ROOM_POLL`].
 pub(super) const ROOM_POLL_STOPPED: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The room poll's back-off state: the current sleep cap, and how many looks in a row
-/// were at [`ROOM_POLL_MAX`] or beyond.
+/// The room poll's back-off state: the current sleep cap, since when it has backed off
+/// without a client freeing room or newly waiting, and how many clients wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RoomWait {
     cap: std::time::Duration,
-    at_max: u32,
+    since: Option<MonoNanos>,
+    waiting: usize,
 }
 
 impl RoomWait {
     pub(super) const START: RoomWait = RoomWait {
         cap: ROOM_POLL,
-        at_max: 0,
+        since: None,
+        waiting: 0,
     };
 }
 
-/// One step of the room poll's back-off: the sleep cap now (`None`: no client's output
-/// waits for room) and the next state. The cap starts at [`ROOM_POLL`], doubles while
-/// output keeps waiting, stops at [`ROOM_POLL_MAX`] for [`ROOM_POLL_PATIENCE`] looks,
-/// then doubles on to [`ROOM_POLL_STOPPED`]; it starts over once nothing waits.
-fn room_wait_step(current: RoomWait, waits: bool) -> (Option<std::time::Duration>, RoomWait) {
-    if !waits {
+/// One step of the room poll's back-off at `now`, with `waiting` clients' output waiting
+/// for room: the sleep cap now (`None`: none waits) and the next state. The cap starts
+/// at [`ROOM_POLL`] and doubles while output keeps waiting, up to [`ROOM_POLL_MAX`] and,
+/// after [`ROOM_POLL_PATIENCE_NS`] of that, to [`ROOM_POLL_STOPPED`]; it starts over when
+/// none waits or one more client does.
+fn room_wait_step(
+    current: RoomWait,
+    waiting: usize,
+    now: MonoNanos,
+) -> (Option<std::time::Duration>, RoomWait) {
+    if waiting == 0 {
         return (None, RoomWait::START);
     }
-    let at_max = if current.cap >= ROOM_POLL_MAX {
-        current.at_max.saturating_add(1)
+    let current = if waiting > current.waiting {
+        RoomWait {
+            since: Some(now),
+            waiting,
+            ..RoomWait::START
+        }
     } else {
-        0
+        current
     };
-    let limit = if at_max >= ROOM_POLL_PATIENCE {
+    let since = current.since.unwrap_or(now);
+    let limit = if now.saturating_sub(since) >= ROOM_POLL_PATIENCE_NS {
         ROOM_POLL_STOPPED
     } else {
         ROOM_POLL_MAX
     };
     let next = RoomWait {
         cap: (current.cap * 2).min(limit.max(current.cap)),
-        at_max,
+        since: Some(since),
+        waiting,
     };
     (Some(current.cap), next)
 }
@@ -574,16 +588,21 @@ impl Router {
     /// ring would wait for the next input or the longest block (50 ms). Each look that
     /// finds no room doubles the wait, up to [`ROOM_POLL_MAX`], so a client that has
     /// stopped reading does not keep the router waking every 20 µs.
-    pub(super) fn shm_room_wait(&mut self) -> Option<std::time::Duration> {
+    pub(super) fn shm_room_wait(&mut self, now: MonoNanos) -> Option<std::time::Duration> {
         let port = self.shm.as_mut()?;
         let conns = &self.conns;
-        let waits = port.watch.list.iter().any(|w| {
-            conns
-                .get(w.id.0 as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|c| c.on_flush_list && !c.writable)
-        });
-        let (wait, next) = room_wait_step(port.room_wait, waits);
+        let waiting = port
+            .watch
+            .list
+            .iter()
+            .filter(|w| {
+                conns
+                    .get(w.id.0 as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|c| c.on_flush_list && !c.writable)
+            })
+            .count();
+        let (wait, next) = room_wait_step(port.room_wait, waiting, now);
         port.room_wait = next;
         wait
     }
@@ -681,7 +700,6 @@ impl Conn {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::Duration;
 
     /// Clients join and leave the watch list in any order: every one still on it is
     /// found at the place its slot records, and one that left is gone (its mapping
@@ -742,8 +760,8 @@ mod tests {
     fn room_poll_doubles_to_its_cap_and_starts_over_when_nothing_waits() {
         let mut cap = RoomWait::START;
         let mut sleeps = Vec::new();
-        for _ in 0..10 {
-            let (wait, next) = room_wait_step(cap, true);
+        for i in 0..10u64 {
+            let (wait, next) = room_wait_step(cap, 1, MonoNanos(i * 1_000_000));
             sleeps.push(wait.map(|w| w.as_micros()));
             cap = next;
         }
@@ -763,36 +781,43 @@ mod tests {
                 us(1000)
             ]
         );
-        let (wait, next) = room_wait_step(cap, false);
+        let (wait, next) = room_wait_step(cap, 0, MonoNanos(20_000_000));
         assert_eq!((wait, next), (None, RoomWait::START));
-        assert_eq!(room_wait_step(next, true).0, Some(ROOM_POLL));
+        assert_eq!(
+            room_wait_step(next, 1, MonoNanos(21_000_000)).0,
+            Some(ROOM_POLL)
+        );
     }
 
     /// Hostile-input pass: under `discard` a shm client that stopped reading stays
     /// connected, and 1,000 wake-ups a second cost the router ~2% of a core for good.
-    /// After about a second of looks at 1 ms the cap doubles on to 50 ms (20 a second);
-    /// any client freeing room starts it over.
+    /// After a second with no client freeing room the cap doubles on to 50 ms (20 a
+    /// second), measured in time, not looks (review: a router woken by traffic makes
+    /// many looks a millisecond); a client whose output starts waiting meanwhile starts
+    /// it over at 20 µs (review: a healthy client's burst waited up to 50 ms).
     #[test]
     fn room_poll_backs_off_further_for_a_client_that_stopped_reading() {
+        let ms = |m: u64| MonoNanos(m * 1_000_000);
         let mut state = RoomWait::START;
-        let mut waited = Duration::ZERO;
-        let mut looks = 0u32;
+        // Many looks within the first second (traffic wakes the router): at most 1 ms.
+        for i in 0..5000u64 {
+            let (wait, next) = room_wait_step(state, 1, MonoNanos(i * 100_000));
+            assert!(wait.unwrap() <= ROOM_POLL_MAX, "look {i}");
+            state = next;
+        }
+        let mut t = 600;
         while state.cap < ROOM_POLL_STOPPED {
-            let (wait, next) = room_wait_step(state, true);
-            waited += wait.unwrap();
-            looks += 1;
+            let (wait, next) = room_wait_step(state, 1, ms(t));
+            t += u64::try_from(wait.unwrap().as_millis()).unwrap().max(1);
             state = next;
-            assert!(looks < 2000, "never reached {ROOM_POLL_STOPPED:?}");
+            assert!(t < 2000, "never reached {ROOM_POLL_STOPPED:?}");
         }
-        assert!(
-            waited > Duration::from_millis(900) && waited < Duration::from_millis(1200),
-            "{waited:?} of 1 ms looks before backing off further"
-        );
-        for _ in 0..5 {
-            let (wait, next) = room_wait_step(state, true);
-            assert_eq!(wait, Some(ROOM_POLL_STOPPED));
-            state = next;
-        }
-        assert_eq!(room_wait_step(state, false).1, RoomWait::START);
+        assert!(t > 1000, "backed off further after {t} ms");
+        assert_eq!(room_wait_step(state, 1, ms(t)).0, Some(ROOM_POLL_STOPPED));
+        // A second client's output starts waiting: back to 20 µs for it.
+        let (wait, next) = room_wait_step(state, 2, ms(t + 50));
+        assert_eq!(wait, Some(ROOM_POLL));
+        assert_eq!(room_wait_step(next, 2, ms(t + 51)).0, Some(ROOM_POLL * 2));
+        assert_eq!(room_wait_step(next, 0, ms(t + 52)).1, RoomWait::START);
     }
 }
