@@ -416,7 +416,9 @@ impl Router {
                     // The spool's progress (ACKs, deliveries) is taken after the
                     // direct traffic of this turn is written.
                     WAKER => spool_progress = true,
-                    SHM_LISTENER => self.shm_accept(now),
+                    // Accepted in this turn's `shm_scan`: one call a turn, so one
+                    // MAX_ACCEPTS_PER_TURN.
+                    SHM_LISTENER => self.shm_listener_ready(),
                     t if self.mcast_event(t) => {}
                     Token(i) => {
                         let id = Slot(i as u32);

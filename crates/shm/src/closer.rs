@@ -13,14 +13,31 @@
 //! client does can queue a descriptor, and the thread only ever closes plain sockets.
 //! Before that, a client that passes one is disconnected at once, and a release that
 //! hangs holds this thread, never the router's event loop; what is handed over later
-//! then stays open until it ends.
+//! then stays open until it ends. Once more than [`STUCK_AT`] wait, the listener accepts
+//! no client until they are closed (fail closed: a stuck closer must not let clients
+//! fill the router's descriptor table, where a full table would make the kernel release
+//! what they pass on the caller's thread after all, `MSG_CTRUNC`).
 
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
 
 /// The closer thread's queue, started at first use; `None` if it could not start.
 static CLOSER: OnceLock<Option<Sender<OwnedFd>>> = OnceLock::new();
+
+/// Descriptors handed to the closer thread and not closed yet.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Descriptors waiting for the closer thread beyond which it is taken to be stuck on a
+/// release that hangs: the listener then stops accepting clients until it is free
+/// (`Listener::accept`), so that no more descriptors pile up in the router's table.
+pub(crate) const STUCK_AT: usize = 64;
+
+/// Whether the closer thread is behind by more than [`STUCK_AT`] descriptors.
+pub(crate) fn stuck() -> bool {
+    WAITING.load(Ordering::Relaxed) > STUCK_AT
+}
 
 /// Closes `fd` on the closer thread (on this one if that thread could not start).
 pub(crate) fn close_later(fd: OwnedFd) {
@@ -31,6 +48,7 @@ pub(crate) fn close_later(fd: OwnedFd) {
             .spawn(move || {
                 for fd in rx {
                     drop(fd);
+                    WAITING.fetch_sub(1, Ordering::Relaxed);
                 }
             })
             .ok()
@@ -38,8 +56,12 @@ pub(crate) fn close_later(fd: OwnedFd) {
     });
     match closer {
         Some(tx) => {
-            // Sent back when the thread is gone: closed here, as a last resort.
-            let _ = tx.send(fd);
+            WAITING.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = tx.send(fd) {
+                // The thread is gone: closed here, as a last resort.
+                WAITING.fetch_sub(1, Ordering::Relaxed);
+                drop(e.0);
+            }
         }
         None => drop(fd),
     }

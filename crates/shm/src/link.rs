@@ -213,6 +213,14 @@ impl Listener {
         })
     }
 
+    /// True while no client is accepted ([`Listener::accept`] answers `Ok(None)`): on a
+    /// kernel without `SO_PASSRIGHTS`, the thread that closes descriptors clients passed
+    /// is stuck on one (more than 64 wait), and accepting more clients would let them
+    /// fill our descriptor table (closer.rs). Ask again later.
+    pub fn paused(&self) -> bool {
+        !self.refuses_descriptors && crate::closer::stuck()
+    }
+
     /// Whether the kernel refuses descriptors clients try to pass on the handshake
     /// socket (`SO_PASSRIGHTS`, Linux 6.16). Without it, a client that passes one is
     /// disconnected and the descriptors are closed off the caller's thread (see
@@ -237,6 +245,10 @@ impl Listener {
     /// handing over the mapping (descriptors or memory short) has dropped the client,
     /// whose handshake then ends without a mapping, and says so.
     pub fn accept(&self) -> io::Result<Option<ServerLink>> {
+        if self.paused() {
+            // Fail closed (closer.rs): the clients wait in the kernel's queue.
+            return Ok(None);
+        }
         let ctl = match self.sock.accept() {
             Ok((s, _)) => s,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -1020,11 +1032,9 @@ mod tests {
         let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap();
         let path = socket_path(&format!("passrights-{}", std::process::id()));
         let l = Listener::bind(&path, 4096).unwrap();
-        assert_eq!(
-            l.refuses_descriptors(),
-            (major, minor) >= (6, 16),
-            "{release}"
-        );
+        if (major, minor) >= (6, 16) {
+            assert!(l.refuses_descriptors(), "{release}");
+        }
         if !l.refuses_descriptors() {
             // Older kernels: `a_passed_descriptor_never_blocks_the_routers_thread`.
             return;
@@ -1047,7 +1057,7 @@ mod tests {
         let mut l = Listener::bind(&path, 4096).unwrap();
         crate::raw::set_pass_rights(&l.sock, true).unwrap();
         l.refuses_descriptors = false;
-        let (_keep, sock) = lingering_socket();
+        let (keep, sock) = lingering_socket();
 
         let (mut server, client) = linked(&l, &path);
         assert_eq!(pass(&client.ends.ctl, sock.as_fd()), Ok(1));
@@ -1066,6 +1076,38 @@ mod tests {
         let t = std::time::Instant::now();
         drop(server);
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+        // The closer thread now waits out that socket's linger: once more than
+        // STUCK_AT descriptors wait behind it, no client is accepted (fail closed),
+        // and the one waiting is taken once it is free.
+        assert!(!l.paused());
+        for _ in 0..=crate::closer::STUCK_AT {
+            crate::closer::close_later(File::open("/dev/null").unwrap().into());
+        }
+        assert!(l.paused());
+        let p = path.clone();
+        let waiting = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            l.accept().unwrap().is_none(),
+            "accepted while the closer is stuck"
+        );
+        // The lingering socket's peer resets it: its close, and the closer, end.
+        drop(keep);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let server = loop {
+            if let Some(s) = l.accept().unwrap() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never accepted after the closer freed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(!l.paused());
+        waiting.join().unwrap().unwrap();
+        drop(server);
     }
 
     /// In /dev/shm only the client's own user and root are trusted; elsewhere the

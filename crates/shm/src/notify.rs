@@ -17,7 +17,7 @@ use std::mem::MaybeUninit;
 use std::os::unix::net::UnixStream;
 
 use rustix::io::Errno;
-use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendFlags};
 
 /// Most `recv` calls one [`drain`] makes (of [`DRAIN_CHUNK`] bytes each): a peer that
 /// floods its socket costs a bounded amount per call, and the caller drains again later.
@@ -48,7 +48,8 @@ pub(crate) enum Drained {
     Eof,
     /// The peer passed this many descriptors (`SCM_RIGHTS`), which no tickwire peer
     /// does after the handshake: they were handed to the closer thread unused, and the
-    /// connection is to be dropped. Only on a kernel that cannot refuse them
+    /// connection is to be dropped (0: some came that our full descriptor table could
+    /// not take, `MSG_CTRUNC`). Only on a kernel that cannot refuse them
     /// (`SO_PASSRIGHTS`, Linux 6.16).
     Descriptors(usize),
 }
@@ -90,7 +91,13 @@ pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained
                 }
             }
         }
-        if passed > 0 {
+        // MSG_CTRUNC: descriptors came that could not be installed (our descriptor
+        // table full): the kernel released them itself, on this thread. Hostile all
+        // the same.
+        let truncated = got
+            .as_ref()
+            .is_ok_and(|m| m.flags.contains(ReturnFlags::CTRUNC));
+        if passed > 0 || truncated {
             return Drained::Descriptors(passed);
         }
         match got.map(|m| m.bytes) {
@@ -110,9 +117,10 @@ pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained
 }
 
 /// Most reads [`purge`] makes: a socket's queue is bounded by its sender's buffer
-/// (`SO_SNDBUF`, at most `net.core.wmem_max` doubled for an unprivileged peer), which
-/// this covers many times over; a queue it does not empty is left to the close.
-const MAX_PURGE_READS: usize = 4096;
+/// (`SO_SNDBUF`: at most `net.core.wmem_max` doubled for an unprivileged peer, 416 KiB
+/// by default); this covers 256 MiB of it, at a few microseconds a read; a queue it
+/// does not empty is left to the close.
+const MAX_PURGE_READS: usize = 65_536;
 
 /// Before the last close of `sock` on a kernel that let its peer pass descriptors:
 /// shuts it down both ways (the peer's sends then fail, nothing more is queued) and

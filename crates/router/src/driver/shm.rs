@@ -184,6 +184,8 @@ pub(super) struct ShmPort {
     /// [`MAX_ACCEPTS_PER_TURN`] were accepted and more may wait: accept again next
     /// turn, without sleeping first.
     accept_more: bool,
+    /// The listener's pause (`Listener::paused`) was logged.
+    paused_logged: bool,
     /// The next sleep cap while output waits for room: [`ROOM_POLL`] after a client
     /// freed room, doubling up to [`ROOM_POLL_MAX`] while none does.
     room_wait: RoomWait,
@@ -363,12 +365,21 @@ impl ShmPort {
             parked: false,
             accept_retry: false,
             accept_more: false,
+            paused_logged: false,
             room_wait: RoomWait::START,
         })
     }
 }
 
 impl Router {
+    /// The handshake listener is readable: clients are accepted by this turn's
+    /// [`Router::shm_scan`].
+    pub(super) fn shm_listener_ready(&mut self) {
+        if let Some(port) = self.shm.as_mut() {
+            port.accept_more = true;
+        }
+    }
+
     /// More shared-memory clients wait to be accepted than one turn takes
     /// ([`MAX_ACCEPTS_PER_TURN`]): the next turn must not sleep.
     pub(super) fn shm_accepts_waiting(&self) -> bool {
@@ -403,6 +414,24 @@ impl Router {
             };
             port.accept_retry = false;
             port.accept_more = false;
+            if port.listener.paused() {
+                // Old kernel, closer thread stuck on a passed descriptor: look again
+                // next turn (the listener's events do not come back by themselves).
+                port.accept_retry = true;
+                if !port.paused_logged {
+                    port.paused_logged = true;
+                    tracing::error!(
+                        "shared-memory clients not accepted: the thread closing file \
+                         descriptors clients passed is stuck on one (this kernel lacks \
+                         SO_PASSRIGHTS, Linux 6.16; docs/shm.md, \"Descriptors\")"
+                    );
+                }
+                return;
+            }
+            if port.paused_logged {
+                port.paused_logged = false;
+                tracing::warn!("shared-memory clients accepted again");
+            }
             if accepted >= MAX_ACCEPTS_PER_TURN {
                 port.accept_more = true;
                 return;
