@@ -349,7 +349,7 @@ fn a_connection_sending_garbage_is_closed_and_logged() {
     );
     let line = venue.wait_ever(&["stderr: ", "connection from 127.0.0.1 closed"]);
     assert!(
-        line.contains("none of them began a FIX message") && line.contains("1 closed without"),
+        line.contains("none of the bytes began a FIX message") && line.contains("1 closed without"),
         "{line}"
     );
     // The same with an unfinished first message: its size is said.

@@ -240,19 +240,24 @@ impl<A: Application> Engine<A> {
                     _ => "",
                 };
                 if conn.state == ConnState::Open && conn.session.is_none() {
+                    // Which limit closed it: the first message's 1 s, or the
+                    // connection's own (bytes that came late meet the latter).
+                    let within = if age >= unbound {
+                        format!("{} s of connecting", self.opts.unbound_timeout.as_secs())
+                    } else {
+                        "1 s of its first bytes".to_string()
+                    };
                     let what = match conn.first_bytes {
                         Some(_) if conn.rend > conn.rstart => format!(
-                            "no complete Logon within 1 s of its first bytes ({} bytes \
-                             unfinished; bytes before an 8=FIX header are skipped)",
+                            "no complete Logon within {within} ({} bytes unfinished; \
+                             bytes before an 8=FIX header are skipped)",
                             conn.rend - conn.rstart
                         ),
-                        Some(_) => "no Logon within 1 s of its first bytes (none of them \
-                                    began a FIX message: 8=FIX...)"
-                            .to_string(),
-                        None => format!(
-                            "nothing received within {} s",
-                            self.opts.unbound_timeout.as_secs()
+                        Some(_) => format!(
+                            "no Logon within {within} (none of the bytes began a FIX \
+                             message: 8=FIX...)"
                         ),
+                        None => format!("nothing received within {within}"),
                     };
                     let peer = conn.peer;
                     self.logon_timed_out(peer, &what);

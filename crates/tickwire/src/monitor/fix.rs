@@ -88,7 +88,7 @@ impl Component for FixMonitor {
                 ("tickwire_fix_sessions_logged_on", Kind::Gauge, "Sessions logged on now.", logged_on(&s) as u64),
                 ("tickwire_fix_refused_connections_total", Kind::Counter, "Accepted connections closed at once (a peer no session allows, or a TLS setup that failed).", s.refused_connections),
                 ("tickwire_fix_evicted_pending_connections_total", Kind::Counter, "Connections waiting for their Logon closed to make room for a new one at TickwireMaxPendingConnections (the one that waited longest).", s.evicted_pending_connections),
-                ("tickwire_fix_logon_timeouts_total", Kind::Counter, "Accepted connections closed because no complete Logon came in time (nothing sent within 10 s, or no complete first message within 1 s of its first bytes: not FIX, or unfinished).", s.logon_timeouts),
+                ("tickwire_fix_logon_timeouts_total", Kind::Counter, "Accepted connections closed because no complete Logon came in time (nothing sent within the unbound timeout, 10 s by default, or no complete first message within 1 s of its first bytes: not FIX, or unfinished).", s.logon_timeouts),
                 ("tickwire_fix_log_batches_dropped_total", Kind::Counter, "Message-log batches dropped because the log writer was behind.", s.log_batches_dropped),
                 ("tickwire_fix_received_messages_total", Kind::Counter, "Messages received that passed the session checks, all sessions.", t.msgs_in),
                 ("tickwire_fix_sent_messages_total", Kind::Counter, "Messages written, all sessions (resent ones included).", t.msgs_out),
