@@ -846,8 +846,10 @@ fn a_failed_handshake_is_logged_with_the_process_that_connected() {
 
 /// Hostile-input pass: a queue of thousands of handshakes (each a memfd, seals, a
 /// mapping and a sendmsg on the loop) was taken in one turn (4,000: 260 ms of nothing
-/// else). Now at most 64 a turn, the rest at the next turns, which do not sleep (the
-/// router here blocks when idle): 300 clients queued at once each get their mapping.
+/// else). Now at most 64 a turn, the rest at the next turns, which do not sleep. This
+/// checks that the cap strands nobody (the router here blocks when idle): 300 clients
+/// queued at once each get their mapping. (The bound itself is not observable from
+/// outside; the per-turn count is the driver's.)
 #[test]
 fn a_queue_of_shm_handshakes_is_taken_a_part_per_turn_and_all_of_it() {
     use std::os::unix::net::UnixStream;
