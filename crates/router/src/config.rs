@@ -435,6 +435,14 @@ impl Config {
         if self.cache_max_topics == 0 {
             return err("cache_max_topics must be at least 1".into());
         }
+        // New-user pass: both were accepted, and every SUBSCRIBE refused, or nothing
+        // cached, while their siblings' 0 was refused.
+        if self.max_subscriptions == 0 {
+            return err("max_subscriptions must be at least 1".into());
+        }
+        if self.cache_max_bytes == 0 && !self.cache.is_empty() {
+            return err("cache_max_bytes must be at least 1 when cache patterns are set".into());
+        }
         if self.image_scan_rate == 0 || self.image_scan_rate_total == 0 {
             return err(
                 "image_scan_rate and image_scan_rate_total must be at least 1 (cached topics \
@@ -667,9 +675,15 @@ pub fn parse_sync(s: &str) -> Result<SyncSetting, String> {
         "page-cache" => Ok(SyncSetting::PageCache),
         _ => match s.strip_prefix("interval:") {
             // A plain number would be seconds: refused, as for the other short durations.
-            Some(d) => tickwire_rt::units::parse_short_duration(d)
-                .map(SyncSetting::Interval)
-                .map_err(|e| format!("sync {s:?}: {e}")),
+            Some(d) => match tickwire_rt::units::parse_short_duration(d) {
+                // The spool refuses 0 at start (after the data directory is locked):
+                // refused here, a usage error naming the value (new-user pass).
+                Ok(z) if z.is_zero() => Err(format!(
+                    "sync {s:?}: an interval of 0 would sync every batch: use fsync"
+                )),
+                Ok(d) => Ok(SyncSetting::Interval(d)),
+                Err(e) => Err(format!("sync {s:?}: {e}")),
+            },
             None => Err(format!(
                 "sync {s:?}: expected fsync, interval:DURATION (e.g. interval:10ms) or page-cache"
             )),
@@ -715,6 +729,32 @@ mod tests {
         let e = parse_sync("interval:10").unwrap_err();
         assert!(e.contains("needs a unit") && e.contains("10ms"), "{e}");
         assert!(parse_sync("interval:soon").is_err());
+        // The spool refuses 0 at start; refused here, a usage error (new-user pass).
+        let e = parse_sync("interval:0ms").unwrap_err();
+        assert!(e.contains("use fsync"), "{e}");
+    }
+
+    /// New-user pass: `--max-subscriptions 0` and `--cache-max-bytes 0` with a cache
+    /// pattern passed `--print-config` and started a router that refused every
+    /// SUBSCRIBE or cached nothing.
+    #[test]
+    fn degenerate_zero_limits_are_refused() {
+        let c = Config {
+            max_subscriptions: 0,
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            cache_max_bytes: 0,
+            cache: vec!["a/>".to_string()],
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            cache_max_bytes: 0,
+            ..Config::default()
+        };
+        assert!(c.validate().is_ok(), "no cache pattern: the size is unused");
     }
 
     #[test]
