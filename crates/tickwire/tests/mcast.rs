@@ -178,8 +178,9 @@ fn a_receiver_that_falls_behind_the_buffer_reports_the_gap_and_carries_on() {
             "{doc}"
         );
     }
-    // The application was told, in words, which range is gone.
-    assert!(err.contains("gap: messages "), "{err}");
+    // --quiet is the summary only (new-user pass: a lossy run printed 4,218 gap
+    // lines); the JSON summary above lists every range gone.
+    assert!(!err.contains("gap: messages "), "{err}");
     assert!(u(&sent, "messages") == count);
 }
 
