@@ -113,8 +113,8 @@ pub struct PubArgs {
     /// Publish one message per line read from standard input.
     #[arg(long, conflicts_with = "message")]
     stdin: bool,
-    /// Number of messages to send (load mode).
-    #[arg(long, value_name = "N")]
+    /// Number of messages to send (load mode; at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// Payload size in bytes for load mode (e.g. 100, 4K) [default: 100]. A size whose
     /// frame (header and topic included) exceeds the router's max frame is refused
@@ -198,6 +198,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(note) = swapped_arguments(&a.topic, a.message.as_deref().and_then(|m| m.to_str())) {
         eprintln!("{note}");
+    }
+    if a.rate > 0 && a.count.is_none() && a.size.is_none() && !a.stdin {
+        // New-user pass: `pub t/x hello --rate 10` sent one message and said nothing.
+        eprintln!("note: --rate paces load mode (--count or --size); one message is sent now");
     }
     if a.guaranteed {
         return run_pub_guaranteed(a);

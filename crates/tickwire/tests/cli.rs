@@ -1490,6 +1490,18 @@ fn pub_count_one_has_its_summary_and_a_plain_pub_none() {
     let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x"], T);
     assert!(st.success(), "{err}");
     assert_eq!(err, "", "a plain pub is quiet");
+    // New-user pass: --count 0 published nothing and exited 0 (sub refuses it); --rate
+    // without load mode was ignored without a word.
+    for extra in [&["--count", "0"][..], &["--count", "0", "--guaranteed"][..]] {
+        let mut args = vec!["pub", "--router", &addr, "a/b", "x"];
+        args.extend_from_slice(extra);
+        let (st, _, err) = run_cli(&args, T);
+        assert_eq!(st.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains("--count"), "{extra:?}: {err}");
+    }
+    let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x", "--rate", "10"], T);
+    assert!(st.success(), "{err}");
+    assert!(err.contains("--rate paces load mode"), "{err}");
 }
 
 /// Every command fails at once without a router, the guaranteed ones too (they retried
