@@ -244,8 +244,9 @@ pub fn capture(
         if let Some(progress) = progress.as_mut() {
             progress.tick(|| {
                 format!(
-                    "capture: {} packets, {} bytes",
-                    report.packets, report.bytes
+                    "capture: {}, {}",
+                    tickwire_rt::text::count(report.packets, "packet", "packets"),
+                    tickwire_rt::text::count(report.bytes, "byte", "bytes")
                 )
             });
         }

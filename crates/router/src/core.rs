@@ -845,14 +845,15 @@ impl Core {
             let mut b = Vec::new();
             let text = if self.held == 0 {
                 format!(
-                    "router is at its connection limit ({} clients)",
-                    self.cfg.max_clients
+                    "router is at its connection limit ({})",
+                    tickwire_rt::text::count(self.cfg.max_clients as u64, "client", "clients")
                 )
             } else {
                 format!(
-                    "router is at its connection limit ({} clients, of which {} closed and \
+                    "router is at its connection limit ({}, of which {} closed and \
                      still having their subscriptions removed); try again shortly",
-                    self.cfg.max_clients, self.held
+                    tickwire_rt::text::count(self.cfg.max_clients as u64, "client", "clients"),
+                    self.held
                 )
             };
             frame::encode_error(&mut b, 0, ErrorCode::TOO_MANY_CLIENTS, true, &text);

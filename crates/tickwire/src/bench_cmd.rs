@@ -26,7 +26,8 @@ same run (test families and rules: docs/benchmarking.md; results: BENCHMARKS.md)
              the feed handler and router to measuring clients
   tick-to-trade  FIX 35=X market data in, 35=D order out: latency and the algo's CPU per
              tick; tickwire's FIX engine vs a raw-socket floor vs QuickFIX, side by side
-Every command prints a table; --json FILE and --plot FILE.svg write full results.
+Every command prints a table; --json FILE writes full results, and --plot FILE.svg a
+figure (all but mcast-fanout).
 
 Examples:
   tickwire bench pingpong                               # latency vs size, 3 transports

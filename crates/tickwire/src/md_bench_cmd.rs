@@ -20,7 +20,8 @@ const MD_LATENCY_HELP: &str = "\
 Measuring clients for the market-data path: N subscriber connections (polled by one
 thread) each keep per-hop histograms from the timestamps every feed-handler update
 carries: exchange→FH, FH internal, FH→router, router internal, router→client, end to
-end; and latency against update rate per window (10 s by default). The exchange hops
+end. Prints the per-client and the per-hop tables; latency against update rate per
+window (--window, 10 s by default) goes to --json and --plot only. The exchange hops
 need an exchange that stamps its send time (`tickwire md publish --restamp`): pass
 --restamped. Stops after --duration, when nothing arrived for --idle-exit, or Ctrl-C;
 with no update at all after --first-wait it gives up (exit code 3, no updates).
@@ -50,7 +51,7 @@ pub struct MdLatencyArgs {
     /// Give up when no update at all arrived this long after the start (exit code 3).
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
     first_wait: Duration,
-    /// Window of the latency-versus-update-rate figures.
+    /// Window of the latency-versus-update-rate figures (in --json and --plot).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     window: Duration,
     /// ITCH timestamps are the exchange's send times on this host (md publish --restamp).

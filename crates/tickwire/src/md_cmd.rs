@@ -42,7 +42,9 @@ struct GenerateArgs {
     /// Random seed: the same seed gives the same session.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Mean order-flow rate in messages/s at 1x (sets the session's duration).
+    /// Mean order-flow rate in messages/s at 1x (sets the session's duration). The rate
+    /// realised is random around it, often a few tens of percent below (the summary
+    /// prints it: 20k gave 17,093 msg/s in one run).
     #[arg(long, default_value = "20k", value_parser = tickwire_rt::units::parse_rate)]
     rate: f64,
     /// Output file (binary: a file name, not '-').
