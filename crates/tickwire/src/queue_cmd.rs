@@ -113,7 +113,8 @@ Examples:
 #[derive(Args)]
 #[command(after_help = CREATE_HELP)]
 struct CreateArgs {
-    /// Queue name (1 to 64 bytes).
+    /// Queue name (1 to 64 bytes of letters, digits and -_.#).
+    #[arg(value_parser = parse_queue_name)]
     name: String,
     /// A subscription pattern (repeat for several), e.g. 'orders/>'.
     #[arg(long = "sub", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
@@ -149,7 +150,7 @@ struct CreateArgs {
     max_redeliveries: Option<u64>,
     /// A delivery not acknowledged within this long is redelivered, e.g. 5s (0: only
     /// when its consumer goes away) [default: 30s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_ack_timeout)]
     ack_timeout: Option<Duration>,
     /// What a full queue does with a new message: refuse it (the publisher gets a
     /// queue-full NACK) or drop the oldest [default: reject].
@@ -158,7 +159,7 @@ struct CreateArgs {
     /// Where dead-lettered messages go (created on first use) [default:
     /// #DEAD_MSG_QUEUE]. A message that dies in a queue that is another queue's
     /// dead-letter queue is dropped: dead messages move once.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = parse_queue_name)]
     dead_letter_queue: Option<String>,
     /// now | beginning | id:N | time:RFC3339-or-ns (see below).
     #[arg(long, value_name = "START", value_parser = parse_create_start)]
@@ -169,6 +170,31 @@ struct CreateArgs {
     timeout: Duration,
     #[command(flatten)]
     common: Common,
+}
+
+/// A queue name the router takes (`valid_name`): refused here, a usage error (exit 2),
+/// rather than by the router (exit 1; new-user pass).
+fn parse_queue_name(s: &str) -> Result<String, String> {
+    if tickwire_router::gm::queue::valid_name(s) {
+        Ok(s.to_owned())
+    } else {
+        Err("1 to 64 bytes of letters, digits and -_.# (e.g. orders, risk-dlq)".to_owned())
+    }
+}
+
+/// An ack timeout the router takes: 0 (redelivered only when the consumer goes) or at
+/// least its minimum (`MIN_ACK_TIMEOUT_MS`); refused here, a usage error (exit 2).
+fn parse_ack_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let min = Duration::from_millis(tickwire_router::gm::queue::MIN_ACK_TIMEOUT_MS);
+    if d.is_zero() || d >= min {
+        Ok(d)
+    } else {
+        Err(format!(
+            "{d:?} is below the router's minimum of {} ms (0: only when the consumer goes)",
+            min.as_millis()
+        ))
+    }
 }
 
 pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
@@ -590,6 +616,35 @@ mod tests {
         assert!(parse_start("later").is_err());
         assert_eq!(parse_create_start("now"), Ok(json!("now")));
         assert_eq!(parse_create_start("id:7"), Ok(json!({"id": 7})));
+    }
+
+    /// New-user pass: a bad queue name and an ack timeout under the router's 50 ms were
+    /// refused by the router (exit 1); the help says a bad flag is a usage error.
+    #[test]
+    fn bad_names_and_short_ack_timeouts_are_usage_errors() {
+        for args in [
+            &["t", "create", "bad name", "--sub", "a/>"][..],
+            &["t", "create", "x", "--sub", "a/>", "--ack-timeout", "10ms"][..],
+            &[
+                "t",
+                "create",
+                "x",
+                "--sub",
+                "a/>",
+                "--dead-letter-queue",
+                "a/b",
+            ][..],
+        ] {
+            let e = T::try_parse_from(args).err().expect("refused");
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+        for ok in ["0s", "50ms", "5s"] {
+            assert!(
+                T::try_parse_from(["t", "create", "x#1", "--sub", "a/>", "--ack-timeout", ok])
+                    .is_ok(),
+                "{ok}"
+            );
+        }
     }
 
     #[test]
