@@ -1569,7 +1569,7 @@ fn warn_late_acks(consumer: &QueueConsumer, seen: &mut u64) {
                  (its ack timeout, the queue's ack_timeout_ms, had passed, or the \
                  connection it came on was lost): it is delivered again, here, to another \
                  consumer or to the dead-letter queue, and so processed twice; the summary \
-                 counts these"
+                 counts the acknowledgements refused (each covers one or more deliveries)"
             );
         }
         *seen = consumer.late_acks();
@@ -1580,9 +1580,13 @@ fn warn_late_acks(consumer: &QueueConsumer, seen: &mut u64) {
 fn queue_what(queue: &str, redelivered: u64, late_acks: u64) -> String {
     match late_acks {
         0 => format!("from queue {queue} ({redelivered} redelivered)"),
+        // One refusal per acknowledgement the router held nothing of: an acknowledgement
+        // covers a range of deliveries, so this counts ranges, not messages (new-user
+        // pass: 3 messages delivered twice each were "2 acknowledgements").
         n => format!(
             "from queue {queue} ({redelivered} redelivered; {} acknowledged too late, \
-             after their ack timeout)",
+             after their ack timeout: one or more deliveries each, processed again here, \
+             by another consumer or in the dead-letter queue)",
             count(n, "acknowledgement", "acknowledgements")
         ),
     }
