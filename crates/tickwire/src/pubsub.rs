@@ -1425,7 +1425,10 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             false
         },
     });
-    if !consumer.binding().active {
+    // A standby says when it takes over (new-user pass: it started printing messages
+    // without a word).
+    let mut standby = !consumer.binding().active;
+    if standby {
         eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
     }
     let stdout = std::io::stdout();
@@ -1470,6 +1473,10 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             }
             handled.push((d.msg_id, out.written, received_at));
         });
+        if standby && consumer.binding().active {
+            standby = false;
+            eprintln!("queue {queue:?}: the active consumer went; this one is active now");
+        }
         tally.note_turn();
         if let Err(e) = polled {
             out.flush().ok();

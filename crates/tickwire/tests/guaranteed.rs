@@ -1434,6 +1434,65 @@ fn sub_queue_says_when_its_acknowledgements_came_too_late() {
     );
 }
 
+/// New-user pass: an exclusive queue's standby said it was waiting, then took over
+/// and printed messages without a word. It now says when it became the active one.
+#[test]
+fn an_exclusive_standby_says_when_it_takes_over() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(30);
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "exq",
+            "--sub",
+            "exq/>",
+            "--exclusive",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let spawn = |count: &str| {
+        Command::new(common::BIN)
+            .args([
+                "sub", "--queue", "exq", "--quiet", "--count", count, "--router", &a,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sub --queue")
+    };
+    let mut active = spawn("1000");
+    let deadline = Instant::now() + t;
+    while queue_show(&a, "exq")["consumers"].as_u64() != Some(1) {
+        assert!(Instant::now() < deadline, "the first consumer never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut standby = spawn("2");
+    let deadline = Instant::now() + t;
+    while queue_show(&a, "exq")["consumers"].as_u64() != Some(2) {
+        assert!(Instant::now() < deadline, "the standby never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    active.kill().unwrap();
+    active.wait().unwrap();
+    publish_guaranteed(&a, "exq/x", 2);
+    let status = common::wait_child(&mut standby, t, "the standby");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut standby.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let waiting = err
+        .find("waiting as a standby")
+        .unwrap_or_else(|| panic!("{err}"));
+    let took = err
+        .find("the active consumer went; this one is active now")
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(waiting < took, "{err}");
+}
+
 /// Demanding-user pass: `queue delete` said nothing of what went with the queue
 /// (`purge` says how many messages it dropped).
 #[test]
