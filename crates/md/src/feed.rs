@@ -458,6 +458,8 @@ struct Symbol {
 pub struct FeedHandler {
     cfg: FeedConfig,
     session: Option<Session>,
+    /// The session of the last packet counted in `foreign_session` (for the report).
+    last_foreign: Option<Session>,
     expected: u64,
     /// Highest "next sequence" any packet announced.
     known_end: u64,
@@ -516,6 +518,7 @@ impl FeedHandler {
         books.set_max_orders(cfg.max_orders);
         Ok(FeedHandler {
             session: cfg.session,
+            last_foreign: None,
             expected: cfg.first_sequence,
             known_end: cfg.first_sequence,
             skipped: None,
@@ -552,6 +555,11 @@ impl FeedHandler {
     /// The session being followed (once known).
     pub fn session(&self) -> Option<Session> {
         self.session
+    }
+
+    /// The session of the last packet ignored as another session's (`foreign_session`).
+    pub fn last_foreign_session(&self) -> Option<Session> {
+        self.last_foreign
     }
 
     /// The next sequence number expected.
@@ -625,7 +633,10 @@ impl FeedHandler {
             return;
         }
         match self.session {
-            Some(s) if s != p.session() => self.counters.foreign_session += 1,
+            Some(s) if s != p.session() => {
+                self.counters.foreign_session += 1;
+                self.last_foreign = Some(p.session());
+            }
             Some(_) => self.handle_followed(now, &p, packet, sink),
             None => self.handle_unadopted(now, &p, packet, sink),
         }

@@ -89,6 +89,8 @@ pub struct HandlerReport {
     pub orders_refused: u64,
     /// The MoldUDP64 session followed (`None`: none was adopted).
     pub session: Option<crate::feed::Session>,
+    /// The session of the last packet ignored as another session's.
+    pub last_foreign_session: Option<crate::feed::Session>,
     pub timeline: Vec<Second>,
     pub end_of_session: bool,
     /// Datagrams the kernel dropped on the line sockets because their receive buffers
@@ -236,6 +238,7 @@ pub fn run_monitored(
         unknown_refs: 0,
         orders_refused: 0,
         session: None,
+        last_foreign_session: None,
         timeline: Vec::new(),
         end_of_session: false,
         kernel_drops: None,
@@ -409,6 +412,7 @@ pub fn run_monitored(
     report.unknown_refs = core.books().unknown_refs;
     report.orders_refused = core.books().refused_full;
     report.session = core.session();
+    report.last_foreign_session = core.last_foreign_session();
     report.published = published;
     report.kernel_drops = line_drops();
     let _ = client.close();

@@ -435,8 +435,14 @@ fn foreign_hint(r: &HandlerReport, named: bool) -> String {
     } else {
         "the first one seen on the group"
     };
+    let seen = r.last_foreign_session.map_or_else(String::new, |s| {
+        format!(
+            " (the last of them of session {:?})",
+            s.to_string().trim_end()
+        )
+    });
     let mut s = format!(
-        "feed: {} of other MoldUDP64 sessions ignored (foreign_session): this feed \
+        "feed: {} of other MoldUDP64 sessions ignored (foreign_session){seen}: this feed \
          followed session {followed}, {how}",
         tickwire_rt::text::count(c.foreign_session, "packet", "packets")
     );
@@ -509,6 +515,7 @@ mod tests {
             first_request_error: None,
             unknown_refs: 0,
             orders_refused: 0,
+            last_foreign_session: None,
             session: Some(Session::new("S1").unwrap()),
             timeline: Vec::new(),
             end_of_session: false,
@@ -535,6 +542,14 @@ mod tests {
             "{named}"
         );
         assert!(!named.contains("name the exchange's session"), "{named}");
+        // New-user pass: `--session WRONG` did not say which session the packets were.
+        let mut r = report(13_782, 0, 0);
+        r.last_foreign_session = Some(Session::new("TICKWIRE01").unwrap());
+        let wrong = foreign_hint(&r, true);
+        assert!(
+            wrong.contains("(the last of them of session \"TICKWIRE01\")"),
+            "{wrong}"
+        );
     }
 
     #[test]
