@@ -211,8 +211,8 @@ fn new_core(
     let mut core = Core::new(cfg.clone(), now, UtcNanos(1_700_000_000_000_000_000));
     // Recovery, as `spool_port::open` does it: definitions first, then every record.
     let engine = core.gm_mut();
-    for (_, r, _) in &records {
-        engine.recover_definition(r);
+    for (lsn, r, _) in &records {
+        engine.recover_definition(*lsn, r);
     }
     for (lsn, r, _) in &records {
         engine.recover_record(*lsn, r);

@@ -71,12 +71,13 @@ pub fn open(
     let engine = core.gm_mut();
     // Pass 1: queue definitions (a checkpoint may have re-written them after messages
     // that need them). Pass 2: everything, in order.
-    let (first, _) =
-        tickwire_spool::Spool::open(scfg.clone(), |_, rec| engine.recover_definition(rec))
-            .map_err(|source| SpoolError::Open {
-                dir: dir.clone(),
-                source,
-            })?;
+    let (first, _) = tickwire_spool::Spool::open(scfg.clone(), |lsn, rec| {
+        engine.recover_definition(lsn.0, rec)
+    })
+    .map_err(|source| SpoolError::Open {
+        dir: dir.clone(),
+        source,
+    })?;
     drop(first);
     engine.install_recovered_definitions();
     let (spool, report) =

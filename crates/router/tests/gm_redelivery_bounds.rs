@@ -172,8 +172,8 @@ fn a_spooled_definition_below_the_floor_still_starts_and_is_raised_to_the_floor(
     );
     let records = [rec];
     let mut e = Engine::new(GmConfig::default());
-    for r in &records {
-        e.recover_definition(r);
+    for (i, r) in records.iter().enumerate() {
+        e.recover_definition(i as u64 + 1, r);
     }
     e.install_recovered_definitions();
     for (i, r) in records.iter().enumerate() {

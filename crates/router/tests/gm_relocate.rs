@@ -113,7 +113,7 @@ fn publish(e: &mut Engine, log: &mut SpoolLog, from: Slot, topic: &str, seq: u64
 /// A restart: both recovery passes over the spool in `dir`.
 fn restart(dir: &PathBuf) -> Engine {
     let mut e = Engine::new(gm_config());
-    let (first, _) = Spool::open(config(dir), |_, r| e.recover_definition(r)).unwrap();
+    let (first, _) = Spool::open(config(dir), |lsn, r| e.recover_definition(lsn.0, r)).unwrap();
     drop(first);
     e.install_recovered_definitions();
     let (_spool, report) = Spool::open(config(dir), |l, r| e.recover_record(l.0, r)).unwrap();

@@ -766,6 +766,12 @@ pub struct Engine {
     totals: GmTotals,
     recovering: bool,
     recovered_defs: Vec<QueueDef>,
+    /// Recovery: the record number of the last deletion of each queue name. Records
+    /// naming a queue (acknowledged, dead-lettered, purged) from before it belong to an
+    /// earlier queue of that name, not to the one installed (a hostile-input pass: a
+    /// queue deleted and made again from the beginning lost at the restart the messages
+    /// it held, to the old queue's acknowledgements).
+    deleted_at: HashMap<String, u64>,
     defs_preinstalled: bool,
     scratch_ids: Vec<u64>,
     /// Recovery problems to report (records that do not decode or apply).
@@ -864,6 +870,7 @@ impl Engine {
             totals: GmTotals::default(),
             recovering: true,
             recovered_defs: Vec::new(),
+            deleted_at: HashMap::new(),
             defs_preinstalled: false,
             scratch_ids: Vec::new(),
             recovery_errors: Vec::new(),
@@ -888,7 +895,7 @@ impl Engine {
 
     /// First recovery pass: queue definitions and deletions only, so that messages
     /// recorded before a (re-written, checkpointed) definition still find their queue.
-    pub fn recover_definition(&mut self, bytes: &[u8]) {
+    pub fn recover_definition(&mut self, lsn: u64, bytes: &[u8]) {
         match record::decode(bytes) {
             Ok(Record::QueueDefined { json }) => {
                 if let Ok(def) = serde_json::from_str::<QueueDef>(json) {
@@ -901,9 +908,23 @@ impl Engine {
                     }
                 }
             }
-            Ok(Record::QueueDeleted { queue }) => self.recovered_defs.retain(|d| d.name != queue),
+            Ok(Record::QueueDeleted { queue }) => {
+                self.recovered_defs.retain(|d| d.name != queue);
+                self.deleted_at.insert(queue.to_owned(), lsn);
+            }
             _ => {}
         }
+    }
+
+    /// Recovery: the queue named `name` that a record numbered `lsn` speaks of, if it
+    /// is the one installed: with its definitions preinstalled, a record from before the
+    /// name's last deletion is an earlier queue's.
+    fn recovered_instance(&self, name: &str, lsn: u64) -> Option<u32> {
+        let q = *self.queue_names.get(name)?;
+        if self.defs_preinstalled && self.deleted_at.get(name).is_some_and(|&d| lsn < d) {
+            return None;
+        }
+        Some(q)
     }
 
     /// Between the passes: installs the queues the first pass found.
@@ -970,7 +991,7 @@ impl Engine {
                 }
             }
             Record::Acked { id, queue } => {
-                if let Some(&q) = self.queue_names.get(queue) {
+                if let Some(q) = self.recovered_instance(queue, lsn) {
                     self.remove_from_queue(q, id);
                 }
             }
@@ -984,12 +1005,12 @@ impl Engine {
                         self.note_extra_holder(to);
                     }
                 }
-                if let Some(&q) = self.queue_names.get(from) {
+                if let Some(q) = self.recovered_instance(from, lsn) {
                     self.remove_from_queue(q, id);
                 }
             }
             Record::Purged { up_to, queue } => {
-                if let Some(&q) = self.queue_names.get(queue) {
+                if let Some(q) = self.recovered_instance(queue, lsn) {
                     self.purge(q, up_to);
                 }
             }

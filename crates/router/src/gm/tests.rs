@@ -97,8 +97,8 @@ fn queue_stats(stats: &serde_json::Value, name: &str) -> serde_json::Value {
 /// A restart: the two recovery passes over `records` (the first numbered `first_lsn`).
 fn recover(cfg: GmConfig, records: &[Vec<u8>], first_lsn: u64) -> Engine {
     let mut r = Engine::new(cfg);
-    for rec in records {
-        r.recover_definition(rec);
+    for (i, rec) in records.iter().enumerate() {
+        r.recover_definition(first_lsn + i as u64, rec);
     }
     r.install_recovered_definitions();
     for (i, rec) in records.iter().enumerate() {
@@ -565,6 +565,41 @@ fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
             }
         )
     )));
+}
+
+/// Hostile-input pass: a queue deleted and made again from the beginning (it took the
+/// retained messages) lost them at the next restart: the old queue's acknowledgement
+/// records, naming the queue only by its name, were applied to the new one. Records
+/// from before the name's last deletion are now the old queue's.
+#[test]
+fn a_queue_made_again_from_the_beginning_keeps_its_messages_at_a_restart() {
+    let (mut e, mut log) = bound("a/>", "a/b", 4, 10);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 4).unwrap();
+    drain(&mut e);
+    e.handle_queue_request(&mut log, Slot(99), 2, QueueOp::Delete, "q")
+        .unwrap();
+    drain(&mut e);
+    create(
+        &mut e,
+        &mut log,
+        r#"{"name":"q","subscriptions":["a/>"],"start":"beginning"}"#,
+    );
+    let depth = |e: &Engine| e.stats_json()["queues"][0]["depth"].as_u64();
+    assert_eq!(
+        depth(&e),
+        Some(4),
+        "the new queue took the retained messages"
+    );
+    let mut r = recover(GmConfig::default(), &log.records, 1);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert_eq!(depth(&r), Some(4), "{}", r.stats_json());
+    r.handle_bind(t(0), C, 1, 10, Start::Queue, "q").unwrap();
+    let got: Vec<u64> = deliveries(&mut r).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(got, vec![1, 2, 3, 4]);
+    // The new queue's own acknowledgements still count at the next restart.
+    r.handle_consumer_ack(&mut log, t(1), C, 1, 1, 2).unwrap();
+    let r2 = recover(GmConfig::default(), &log.records, 1);
+    assert_eq!(depth(&r2), Some(2), "{}", r2.stats_json());
 }
 
 #[test]
