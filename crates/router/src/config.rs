@@ -440,8 +440,18 @@ impl Config {
         if self.max_subscriptions == 0 {
             return err("max_subscriptions must be at least 1".into());
         }
-        if self.cache_max_bytes == 0 && !self.cache.is_empty() {
-            return err("cache_max_bytes must be at least 1 when cache patterns are set".into());
+        // Below this not even one small message fits (its frame plus 48 bytes of
+        // bookkeeping and 160 for its topic): the cache would hold nothing (review).
+        let min_cache = 1024;
+        if self.cache_max_bytes < min_cache && !self.cache.is_empty() {
+            return err(format!(
+                "cache_max_bytes must be at least {min_cache} when cache patterns are set \
+                 (each message is counted with {} bytes of bookkeeping and each topic with \
+                 {}; got {})",
+                crate::cache::MESSAGE_OVERHEAD,
+                crate::cache::TOPIC_OVERHEAD,
+                self.cache_max_bytes
+            ));
         }
         if self.image_scan_rate == 0 || self.image_scan_rate_total == 0 {
             return err(

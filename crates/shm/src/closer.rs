@@ -13,15 +13,17 @@
 //! client does can queue a descriptor, and the thread only ever closes plain sockets.
 //! Before that, a client that passes one is disconnected at once, and a release that
 //! hangs holds this thread, never the router's event loop; what is handed over later
-//! then stays open until it ends. Once more than [`STUCK_AT`] wait, the listener accepts
+//! then stays open until it ends. Once more than [`STUCK_AT`] wait and none was closed
+//! for [`STUCK_AFTER`], the listener accepts
 //! no client until they are closed (fail closed: a stuck closer must not let clients
 //! fill the router's descriptor table, where a full table would make the kernel release
 //! what they pass on the caller's thread after all, `MSG_CTRUNC`).
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The closer thread's queue, started at first use; `None` if it could not start.
 static CLOSER: OnceLock<Option<Sender<OwnedFd>>> = OnceLock::new();
@@ -29,14 +31,34 @@ static CLOSER: OnceLock<Option<Sender<OwnedFd>>> = OnceLock::new();
 /// Descriptors handed to the closer thread and not closed yet.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
+/// When the closer thread last finished a close (nanoseconds since `EPOCH`), or was
+/// handed its first descriptor.
+static PROGRESS_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The clock of [`PROGRESS_NS`].
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// How long the closer thread must have closed nothing, with more than [`STUCK_AT`]
+/// waiting, to count as stuck: a client passing many descriptors at once (up to 253 in
+/// one message) only makes it busy for a moment (review: a count alone paused accepting
+/// and logged an ERROR for each such client).
+const STUCK_AFTER: Duration = Duration::from_secs(1);
+
+fn now_ns() -> u64 {
+    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Descriptors waiting for the closer thread beyond which it is taken to be stuck on a
 /// release that hangs: the listener then stops accepting clients until it is free
 /// (`Listener::accept`), so that no more descriptors pile up in the router's table.
 pub(crate) const STUCK_AT: usize = 64;
 
-/// Whether the closer thread is behind by more than [`STUCK_AT`] descriptors.
+/// Whether the closer thread is behind by more than [`STUCK_AT`] descriptors and has
+/// closed none for [`STUCK_AFTER`].
 pub(crate) fn stuck() -> bool {
     WAITING.load(Ordering::Relaxed) > STUCK_AT
+        && now_ns().saturating_sub(PROGRESS_NS.load(Ordering::Relaxed))
+            >= u64::try_from(STUCK_AFTER.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Closes `fd` on the closer thread (on this one if that thread could not start).
@@ -49,6 +71,7 @@ pub(crate) fn close_later(fd: OwnedFd) {
                 for fd in rx {
                     drop(fd);
                     WAITING.fetch_sub(1, Ordering::Relaxed);
+                    PROGRESS_NS.store(now_ns(), Ordering::Relaxed);
                 }
             })
             .ok()
@@ -56,7 +79,10 @@ pub(crate) fn close_later(fd: OwnedFd) {
     });
     match closer {
         Some(tx) => {
-            WAITING.fetch_add(1, Ordering::Relaxed);
+            if WAITING.fetch_add(1, Ordering::Relaxed) == 0 {
+                // Idle until now: its time to make progress starts here.
+                PROGRESS_NS.store(now_ns(), Ordering::Relaxed);
+            }
             if let Err(e) = tx.send(fd) {
                 // The thread is gone: closed here, as a last resort.
                 WAITING.fetch_sub(1, Ordering::Relaxed);

@@ -215,7 +215,8 @@ impl Listener {
 
     /// True while no client is accepted ([`Listener::accept`] answers `Ok(None)`): on a
     /// kernel without `SO_PASSRIGHTS`, the thread that closes descriptors clients passed
-    /// is stuck on one (more than 64 wait), and accepting more clients would let them
+    /// is stuck on one (more than 64 wait, none closed for a second), and accepting more
+    /// clients would let them
     /// fill our descriptor table (closer.rs). Ask again later.
     pub fn paused(&self) -> bool {
         !self.refuses_descriptors && crate::closer::stuck()
@@ -587,13 +588,18 @@ impl io::Read for ServerLink {
             let drained = notify::drain(&self.ends.ctl, Until::Empty, &mut rings);
             if let Drained::Descriptors(n) = drained {
                 // Only a kernel without SO_PASSRIGHTS lets them through (closer.rs).
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
+                let text = if n > 0 {
                     format!(
                         "the client passed {n} file descriptor(s) over its handshake \
                          socket (closed unused, off the event loop)"
-                    ),
-                ));
+                    )
+                } else {
+                    "the client passed file descriptors over its handshake socket that \
+                     the router's full descriptor table could not take (the kernel \
+                     closed them)"
+                        .to_owned()
+                };
+                return Err(io::Error::new(io::ErrorKind::InvalidData, text));
             }
             let allowed = self.ring_allowance.get();
             if rings > allowed {
@@ -1084,7 +1090,12 @@ mod tests {
         for _ in 0..=crate::closer::STUCK_AT {
             crate::closer::close_later(File::open("/dev/null").unwrap().into());
         }
-        assert!(l.paused());
+        // Stuck once it has closed nothing for a second.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !l.paused() {
+            assert!(Instant::now() < deadline, "never taken as stuck");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let p = path.clone();
         let waiting = std::thread::spawn(move || ClientLink::connect(&p, Duration::from_secs(60)));
         std::thread::sleep(Duration::from_millis(100));

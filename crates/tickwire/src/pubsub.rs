@@ -199,9 +199,12 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = swapped_arguments(&a.topic, a.message.as_deref().and_then(|m| m.to_str())) {
         eprintln!("{note}");
     }
-    if a.rate > 0 && a.count.is_none() && a.size.is_none() && !a.stdin {
+    if a.rate > 0 && (a.count.is_none() || a.stdin) {
         // New-user pass: `pub t/x hello --rate 10` sent one message and said nothing.
-        eprintln!("note: --rate paces load mode (--count or --size); one message is sent now");
+        eprintln!(
+            "note: --rate paces the --count messages of load mode; ignored here (one \
+             message, or standard input's lines as they come)"
+        );
     }
     if a.guaranteed {
         return run_pub_guaranteed(a);
@@ -1473,7 +1476,11 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             }
             handled.push((d.msg_id, out.written, received_at));
         });
-        if standby && consumer.binding().active {
+        if consumer.reconnects() != reconnects && !consumer.binding().active {
+            // Bound again after a reconnection, and another consumer is active now.
+            standby = true;
+            eprintln!("queue {queue:?} is exclusive and has a consumer: waiting as a standby");
+        } else if standby && consumer.binding().active {
             standby = false;
             eprintln!("queue {queue:?}: the active consumer went; this one is active now");
         }

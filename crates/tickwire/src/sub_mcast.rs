@@ -126,8 +126,9 @@ impl SubMulticast {
             } => {
                 on(None);
                 eprintln!(
-                    "multicast gap: messages {first_msg}..{} of {group} lost ({messages} messages)",
-                    (first_msg + messages).saturating_sub(1)
+                    "multicast gap: messages {first_msg}..{} of {group} lost ({})",
+                    (first_msg + messages).saturating_sub(1),
+                    tickwire_rt::text::count(messages, "message", "messages")
                 );
             }
         })

@@ -1501,7 +1501,7 @@ fn pub_count_one_has_its_summary_and_a_plain_pub_none() {
     }
     let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x", "--rate", "10"], T);
     assert!(st.success(), "{err}");
-    assert!(err.contains("--rate paces load mode"), "{err}");
+    assert!(err.contains("--rate paces the --count messages"), "{err}");
 }
 
 /// Every command fails at once without a router, the guaranteed ones too (they retried
