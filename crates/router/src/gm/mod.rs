@@ -776,6 +776,9 @@ pub struct Engine {
     scratch_ids: Vec<u64>,
     /// `pump`'s list of the bindings with room (index in the queue's list, binding).
     pump_ready: Vec<(usize, u32)>,
+    /// Tests: how many times a pump looked at a binding.
+    #[cfg(test)]
+    pump_looks: std::cell::Cell<u64>,
     /// Recovery problems to report (records that do not decode or apply).
     pub recovery_errors: Vec<String>,
     /// No queue has an ack deadline before this: lowered by every delivery, set
@@ -876,6 +879,8 @@ impl Engine {
             defs_preinstalled: false,
             scratch_ids: Vec::new(),
             pump_ready: Vec::new(),
+            #[cfg(test)]
+            pump_looks: std::cell::Cell::new(0),
             recovery_errors: Vec::new(),
             ack_deadline: None,
             timeout_from: 0,
@@ -3118,6 +3123,8 @@ impl Engine {
     /// connection's in-flight budget.
     #[inline]
     fn binding_ready(&self, binding: u32, max_bytes: u64) -> bool {
+        #[cfg(test)]
+        self.pump_looks.set(self.pump_looks.get() + 1);
         self.bindings.get(&binding).is_some_and(|b| {
             b.active && b.has_room(in_flight_budget(&self.conns, b.slot, max_bytes))
         })

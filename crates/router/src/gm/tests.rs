@@ -602,6 +602,50 @@ fn a_queue_made_again_from_the_beginning_keeps_its_messages_at_a_restart() {
     assert_eq!(depth(&r2), Some(2), "{}", r2.stats_json());
 }
 
+/// Hostile-input pass: each delivery walked every binding of the queue again, so one
+/// binding with room among 4,095 full ones cost ~4,096 lookups a message (10 s for a
+/// window of 65,536), and a tick pumped queues whose bindings were all full or standby
+/// (131,072 such bindings: an idle router at 90% of a core). A pump now looks at each
+/// binding once, and not at all when nothing is deliverable.
+#[test]
+fn a_pump_looks_at_each_binding_once_and_not_at_all_with_nothing_to_deliver() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 16,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a/>"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    let full = 2000u64;
+    for s in 1..=full {
+        publish(&mut e, &mut log, P, "a/b", s, b"m");
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    // 2,000 bindings of window 1, 32 a connection: each takes one message and is full.
+    for i in 0..full {
+        let slot = Slot(100 + (i / 32) as u32);
+        e.handle_bind(t(0), slot, 1, 1, Start::Queue, "q").unwrap();
+    }
+    assert_eq!(delivered_ids(&mut e).len(), full as usize);
+    // Nothing deliverable: a tick looks at no binding.
+    e.pump_looks.set(0);
+    e.handle_timeout(&mut log, t(10), wall(10));
+    assert_eq!(e.pump_looks.get(), 0, "a tick with nothing to deliver");
+    // 1,000 more messages, then one binding with room for them all.
+    for s in full + 1..=full + 1000 {
+        publish(&mut e, &mut log, P, "a/b", s, b"m");
+    }
+    e.handle_durable(t(20), log.records.len() as u64);
+    e.pump_looks.set(0);
+    e.handle_bind(t(20), C, 1, 1000, Start::Queue, "q").unwrap();
+    assert_eq!(delivered_ids(&mut e).len(), 1000);
+    let looks = e.pump_looks.get();
+    assert!(
+        looks < 10_000,
+        "{looks} looks at bindings for 1,000 deliveries (was ~2,000,000)"
+    );
+}
+
 #[test]
 fn bad_queue_definitions_and_unknown_queues_get_clear_errors() {
     let (mut e, mut log) = engine();
