@@ -646,6 +646,44 @@ fn a_pump_looks_at_each_binding_once_and_not_at_all_with_nothing_to_deliver() {
     );
 }
 
+/// Hostile-input pass: a consumer holding the first message it got, unacknowledged,
+/// while acknowledging everything after it, kept every entry of the queue behind it:
+/// 20 M later the router's `max_queue_entries` was reached and every guaranteed publish
+/// on every queue NACKed queue-full. The done entries are compacted away once they are
+/// most of the list.
+#[test]
+fn a_held_front_message_does_not_keep_the_entries_behind_it() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1 << 16,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a/>"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    e.handle_bind(t(0), C, 1, 64, Start::Queue, "q").unwrap();
+    let n = 20_000u64;
+    for s in 1..=n {
+        publish(&mut e, &mut log, P, "a/b", s, b"m");
+        e.handle_durable(t(0), log.records.len() as u64);
+        for id in delivered_ids(&mut e) {
+            if id != 1 {
+                e.handle_consumer_ack(&mut log, t(0), C, 1, id, id).unwrap();
+            }
+        }
+    }
+    drain(&mut e);
+    let stats = e.stats_json();
+    assert_eq!(stats["queues"][0]["depth"].as_u64(), Some(1), "{stats}");
+    let held = stats["queue_entries"].as_u64().unwrap();
+    assert!(
+        held <= 2 * 1024 + 2,
+        "{held} entries held for 1 live message"
+    );
+    // The held message is still the consumer's, and acknowledged it goes.
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 1).unwrap();
+    assert_eq!(e.stats_json()["queues"][0]["depth"].as_u64(), Some(0));
+}
+
 #[test]
 fn bad_queue_definitions_and_unknown_queues_get_clear_errors() {
     let (mut e, mut log) = engine();
