@@ -75,32 +75,11 @@ pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained
     let mut buf = [0u8; DRAIN_CHUNK];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
     for _ in 0..MAX_DRAIN_READS {
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let got = rustix::net::recvmsg(
-            sock,
-            &mut [IoSliceMut::new(&mut buf)],
-            &mut control,
-            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
-        );
-        let mut passed = 0;
-        for msg in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(fds) = msg {
-                for fd in fds {
-                    passed += 1;
-                    crate::closer::close_later(fd);
-                }
-            }
-        }
-        // MSG_CTRUNC: descriptors came that could not be installed (our descriptor
-        // table full): the kernel released them itself, on this thread. Hostile all
-        // the same.
-        let truncated = got
-            .as_ref()
-            .is_ok_and(|m| m.flags.contains(ReturnFlags::CTRUNC));
+        let (got, passed, truncated) = recv_closing_fds(sock, &mut buf, &mut space);
         if passed > 0 || truncated {
             return Drained::Descriptors(passed);
         }
-        match got.map(|m| m.bytes) {
+        match got {
             Ok(0) => return Drained::Eof,
             Ok(n) if n < DRAIN_CHUNK && until == Until::ShortRead => {
                 *rings += n as u64;
@@ -114,6 +93,38 @@ pub(crate) fn drain(sock: &UnixStream, until: Until, rings: &mut u64) -> Drained
         }
     }
     Drained::More
+}
+
+/// One `recvmsg` of `sock` into `buf`, never waiting, with room in `space` for the most
+/// descriptors one message carries; every descriptor received goes to the closer thread
+/// (never closed on this one). Returns the bytes read, how many descriptors came, and
+/// whether some came that could not be taken (`MSG_CTRUNC`: our descriptor table full,
+/// so the kernel released them itself, on this thread; hostile all the same).
+fn recv_closing_fds(
+    sock: &UnixStream,
+    buf: &mut [u8],
+    space: &mut [MaybeUninit<u8>],
+) -> (rustix::io::Result<usize>, usize, bool) {
+    let mut control = RecvAncillaryBuffer::new(space);
+    let got = rustix::net::recvmsg(
+        sock,
+        &mut [IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    );
+    let mut passed = 0;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = msg {
+            for fd in fds {
+                passed += 1;
+                crate::closer::close_later(fd);
+            }
+        }
+    }
+    let truncated = got
+        .as_ref()
+        .is_ok_and(|m| m.flags.contains(ReturnFlags::CTRUNC));
+    (got.map(|m| m.bytes), passed, truncated)
 }
 
 /// Most reads [`purge`] makes: a socket's queue is bounded by its sender's buffer
@@ -131,25 +142,9 @@ pub(crate) fn purge(sock: &UnixStream) {
     let mut buf = [0u8; 4096];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
     for _ in 0..MAX_PURGE_READS {
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let got = rustix::net::recvmsg(
-            sock,
-            &mut [IoSliceMut::new(&mut buf)],
-            &mut control,
-            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
-        );
-        let mut passed = false;
-        for msg in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(fds) = msg {
-                for fd in fds {
-                    passed = true;
-                    crate::closer::close_later(fd);
-                }
-            }
-        }
-        match got {
-            Ok(m) if m.bytes > 0 || passed => {}
-            Err(Errno::INTR) => {}
+        match recv_closing_fds(sock, &mut buf, &mut space) {
+            (Ok(n), passed, truncated) if n > 0 || passed > 0 || truncated => {}
+            (Err(Errno::INTR), _, _) => {}
             // Empty (0 after the shutdown, or EAGAIN) or broken: nothing queued.
             _ => return,
         }
