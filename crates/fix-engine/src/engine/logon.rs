@@ -42,16 +42,13 @@ impl<A: Application> Engine<A> {
             };
             self.close_conn(oldest, "");
             self.net.evicted += 1;
-            let (logged, at) = self.net.evicted_logged;
-            let now = UtcNanos::now();
-            if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+            if log_due(&mut self.net.evicted_logged, self.net.evicted) {
                 let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
                 tracing::warn!(
                     "FIX acceptor: connection from {who} closed: the oldest of {cap} connections \
                      waiting for their Logon, making room for a new one ({} closed so far)",
                     self.net.evicted
                 );
-                self.net.evicted_logged = (self.net.evicted, now.as_nanos());
             }
         }
     }
@@ -66,14 +63,11 @@ impl<A: Application> Engine<A> {
     /// Counts a connection refused at accept and logs the count at most once a second.
     pub(super) fn refused_at_accept(&mut self, peer: SocketAddr, why: &str) {
         self.net.refused += 1;
-        let (logged, at) = self.net.refused_logged;
-        let now = UtcNanos::now();
-        if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+        if log_due(&mut self.net.refused_logged, self.net.refused) {
             tracing::warn!(
                 "FIX acceptor: connection from {peer} closed: {why} ({} refused at accept so far)",
                 self.net.refused
             );
-            self.net.refused_logged = (self.net.refused, now.as_nanos());
         }
     }
 
@@ -82,16 +76,13 @@ impl<A: Application> Engine<A> {
     /// is not FIX, or nothing, used to be closed without a word.
     pub(super) fn logon_timed_out(&mut self, peer: Option<IpAddr>, why: &str) {
         self.net.timed_out += 1;
-        let (logged, at) = self.net.timed_out_logged;
-        let now = UtcNanos::now();
-        if logged == 0 || now.as_nanos().saturating_sub(at) >= 1_000_000_000 {
+        if log_due(&mut self.net.timed_out_logged, self.net.timed_out) {
             let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
             tracing::warn!(
                 "FIX acceptor: connection from {who} closed: {why} ({} closed without a \
                  Logon so far)",
                 self.net.timed_out
             );
-            self.net.timed_out_logged = (self.net.timed_out, now.as_nanos());
         }
     }
 
@@ -267,6 +258,17 @@ impl<A: Application> Engine<A> {
 /// Whether an `AllowedRemoteAddresses` list admits `peer` (an empty list admits any).
 /// An IPv4 peer seen as an IPv4-mapped IPv6 address (dual-stack listener) matches its
 /// IPv4 form.
+/// Whether a line counting `count` events is logged now: the first one, then at most
+/// once a second; `logged` is the count and the time (UTC ns) last logged, updated.
+fn log_due(logged: &mut (u64, u64), count: u64) -> bool {
+    let now = UtcNanos::now().as_nanos();
+    if logged.0 == 0 || now.saturating_sub(logged.1) >= 1_000_000_000 {
+        *logged = (count, now);
+        return true;
+    }
+    false
+}
+
 pub(super) fn admits(allowed: &[IpAddr], peer: IpAddr) -> bool {
     let peer = match peer {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
