@@ -739,6 +739,15 @@ fn timed_out(timeout: Option<Duration>, got: u64, count: Option<u64>) {
 
 /// `quiet`: no line per gap either (`--quiet` is the summary only; a new-user pass got
 /// 4,218 gap lines on stderr from a lossy run), the summary counts them.
+/// The line `mcast recv` prints on standard error for a lost range (not with --quiet).
+fn gap_line(first_msg: u64, messages: u64) -> String {
+    format!(
+        "gap: messages {first_msg}..{} lost ({})",
+        first_msg + messages.saturating_sub(1),
+        tickwire_rt::text::count(messages, "message", "messages")
+    )
+}
+
 fn on_delivery(
     st: &mut RecvState,
     d: Delivery<'_>,
@@ -760,11 +769,7 @@ fn on_delivery(
             ..
         } => {
             if !quiet {
-                eprintln!(
-                    "gap: messages {first_msg}..{} lost ({})",
-                    first_msg + messages.saturating_sub(1),
-                    tickwire_rt::text::count(messages, "message", "messages")
-                );
+                eprintln!("{}", gap_line(first_msg, messages));
             }
             if st.next_index.is_some_and(|n| n != first_msg) {
                 st.in_order = false;
@@ -897,6 +902,17 @@ fn run_recv_raw(a: &RecvArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gap line (printed without --quiet) says the range and counts it, "1 message"
+    /// for one (new-user pass: "(1 messages)").
+    #[test]
+    fn the_gap_line_names_the_range_and_counts_it() {
+        assert_eq!(
+            gap_line(1812, 943),
+            "gap: messages 1812..2754 lost (943 messages)"
+        );
+        assert_eq!(gap_line(7, 1), "gap: messages 7..7 lost (1 message)");
+    }
 
     /// New-user pass: `mcast send` of one message printed the whole process's CPU
     /// (start, linger, exit) as "ns CPU per message".
