@@ -791,6 +791,23 @@ pub const RESPONSE_WINDOW_NS: u64 = 60_000_000_000;
 /// gets PERMISSION_DENIED for it) until grants are used or expire.
 pub const MAX_PENDING_RESPONSES: usize = 1024;
 
+/// What one reply topic owed costs beyond its text: its place in the table (the key's
+/// box, the count, the expiry and the requesters) and the box's allocation rounding.
+pub const RESPONSE_ENTRY_BYTES: usize = 144;
+
+/// Most bytes one connection's grants may take, each reply topic counted as its length
+/// plus [`RESPONSE_ENTRY_BYTES`]: 1,024 reply topics of up to 32 bytes (an inbox such
+/// as `_reply/<client id>/<n>`), about 460 of 250. Counted in topics alone, 1,024 long
+/// reply topics held ~380 KB per responder connection for 60 s (hostile-input pass: one
+/// requester's 1,024 requests with 240-byte reply topics, handed to 1,000 responders,
+/// +393 MB of router memory).
+pub const MAX_RESPONSE_BYTES: usize = MAX_PENDING_RESPONSES * (32 + RESPONSE_ENTRY_BYTES);
+
+/// What a reply topic owed counts against [`MAX_RESPONSE_BYTES`].
+fn response_cost(reply_to: &str) -> usize {
+    reply_to.len() + RESPONSE_ENTRY_BYTES
+}
+
 /// Most replies owed on one reply topic (requests of one requester share its reply
 /// topic, told apart by correlation id).
 const MAX_REPLIES_PER_TOPIC: u32 = 1024;
@@ -800,8 +817,50 @@ const MAX_REPLIES_PER_TOPIC: u32 = 1024;
 /// is not granted (its reply is refused) until their replies are published or expire.
 pub const MAX_REQUESTERS_PER_TOPIC: usize = 4;
 
-/// The requesters owed a reply on one topic (client ids; 0: an empty place).
-pub type Requesters = [u64; MAX_REQUESTERS_PER_TOPIC];
+/// The requesters owed a reply on one topic: client ids (0: an empty place) and the
+/// slots they had when their requests were handed over (a slot is reused after its
+/// client leaves: an id is checked against the slot's client before use).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Requesters {
+    ids: [u64; MAX_REQUESTERS_PER_TOPIC],
+    slots: [u32; MAX_REQUESTERS_PER_TOPIC],
+}
+
+impl Requesters {
+    /// Whether client `id` is one of them.
+    pub fn contains(&self, id: u64) -> bool {
+        id != 0 && self.ids.contains(&id)
+    }
+
+    /// The requesters, as (client id, slot).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.ids
+            .iter()
+            .zip(&self.slots)
+            .filter(|(id, _)| **id != 0)
+            .map(|(&id, &slot)| (id, slot))
+    }
+
+    /// Whether `id` is one of them or a place is free.
+    fn has_room_for(&self, id: u64) -> bool {
+        self.contains(id) || self.ids.contains(&0)
+    }
+
+    /// Adds `id` (at `slot`) unless there; false when every place is taken.
+    fn add(&mut self, id: u64, slot: u32) -> bool {
+        if self.contains(id) {
+            return true;
+        }
+        match self.ids.iter().position(|&r| r == 0) {
+            Some(i) => {
+                self.ids[i] = id;
+                self.slots[i] = slot;
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// The replies a connection allowed `allow_responses` may still publish: per reply
 /// topic of a request handed to it, how many replies (one per request) until when, and
@@ -821,6 +880,8 @@ pub struct Responses {
     earliest_expiry: std::cell::Cell<u64>,
     /// The last grant was refused (the table is full): the next refusal is not news.
     refusing: bool,
+    /// What `owed` holds, counted as [`MAX_RESPONSE_BYTES`] says.
+    bytes: usize,
 }
 
 /// What [`Responses::grant`] did.
@@ -839,35 +900,48 @@ pub enum Grant {
 impl Responses {
     /// A request of client `requester` (its id, not 0) with reply topic `reply_to`
     /// (validated) was handed over at `now_ns`.
-    pub fn grant(&mut self, reply_to: &str, requester: u64, now_ns: u64) -> Grant {
+    pub fn grant(&mut self, reply_to: &str, requester: u64, slot: u32, now_ns: u64) -> Grant {
         let expiry = now_ns.saturating_add(RESPONSE_WINDOW_NS);
         if let Some((n, until, to)) = self.owed.get_mut(reply_to) {
             if *until <= now_ns {
                 // Expired: its requesters are owed nothing any more (review: four of
                 // them kept the topic refused past the window until a sweep).
                 *n = 0;
-                *to = [0; MAX_REQUESTERS_PER_TOPIC];
+                *to = Requesters::default();
             }
-            if !to.contains(&requester) {
-                let Some(free) = to.iter_mut().find(|r| **r == 0) else {
-                    let first = !self.refusing;
-                    self.refusing = true;
-                    return Grant::Refused { first };
-                };
-                *free = requester;
+            // A topic owed MAX_REPLIES_PER_TOPIC replies takes no further request: it
+            // was counted no further and handed over all the same, so its reply was
+            // refused and nobody told (hostile-input pass: 1,500 pipelined requests,
+            // 476 replies PERMISSION_DENIED, no BUSY).
+            if *n >= MAX_REPLIES_PER_TOPIC || !to.add(requester, slot) {
+                let first = !self.refusing;
+                self.refusing = true;
+                return Grant::Refused { first };
             }
-            *n = (*n + 1).min(MAX_REPLIES_PER_TOPIC);
+            *n += 1;
             *until = expiry;
             self.refusing = false;
             return Grant::Recorded;
         }
-        if self.owed.len() >= MAX_PENDING_RESPONSES {
+        let cost = response_cost(reply_to);
+        let full = |r: &Responses| {
+            r.owed.len() >= MAX_PENDING_RESPONSES || r.bytes + cost > MAX_RESPONSE_BYTES
+        };
+        if full(self) {
             if now_ns >= self.earliest_expiry.get() {
-                self.owed.retain(|_, (_, until, _)| *until > now_ns);
+                let mut freed = 0;
+                self.owed.retain(|topic, (_, until, _)| {
+                    let live = *until > now_ns;
+                    if !live {
+                        freed += response_cost(topic);
+                    }
+                    live
+                });
+                self.bytes -= freed;
                 let min = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
                 self.earliest_expiry.set(min);
             }
-            if self.owed.len() >= MAX_PENDING_RESPONSES {
+            if full(self) {
                 let first = !self.refusing;
                 self.refusing = true;
                 return Grant::Refused { first };
@@ -876,9 +950,10 @@ impl Responses {
         if self.owed.is_empty() || expiry < self.earliest_expiry.get() {
             self.earliest_expiry.set(expiry);
         }
-        let mut to = [0; MAX_REQUESTERS_PER_TOPIC];
-        to[0] = requester;
+        let mut to = Requesters::default();
+        to.add(requester, slot);
         self.owed.insert(reply_to.into(), (1, expiry, to));
+        self.bytes += cost;
         self.refusing = false;
         Grant::Recorded
     }
@@ -886,10 +961,12 @@ impl Responses {
     /// Whether [`Responses::grant`] would record this grant now (changes nothing): a
     /// shared group passes over a member that could not take a request's reply.
     pub fn can_grant(&self, reply_to: &str, requester: u64, now_ns: u64) -> bool {
-        if let Some((_, until, to)) = self.owed.get(reply_to) {
-            return *until <= now_ns || to.contains(&requester) || to.contains(&0);
+        if let Some((n, until, to)) = self.owed.get(reply_to) {
+            return *until <= now_ns || (*n < MAX_REPLIES_PER_TOPIC && to.has_room_for(requester));
         }
-        if self.owed.len() < MAX_PENDING_RESPONSES {
+        if self.owed.len() < MAX_PENDING_RESPONSES
+            && self.bytes + response_cost(reply_to) <= MAX_RESPONSE_BYTES
+        {
             return true;
         }
         if now_ns < self.earliest_expiry.get() {
@@ -914,6 +991,7 @@ impl Responses {
         }
         if !live || *n == 0 {
             self.owed.remove(topic);
+            self.bytes -= response_cost(topic);
         }
         live.then_some(to)
     }
@@ -1179,13 +1257,13 @@ mod tests {
         let mut r = Responses::default();
         let t = 1_000;
         let only = |id| {
-            let mut to = [0; MAX_REQUESTERS_PER_TOPIC];
-            to[0] = id;
+            let mut to = Requesters::default();
+            to.add(id, 0);
             Some(to)
         };
         assert_eq!(r.take("_reply/1/a", t), None, "nothing granted yet");
-        assert_eq!(r.grant("_reply/1/a", 1, t), Grant::Recorded);
-        assert_eq!(r.grant("_reply/1/a", 1, t + 1), Grant::Recorded);
+        assert_eq!(r.grant("_reply/1/a", 1, 0, t), Grant::Recorded);
+        assert_eq!(r.grant("_reply/1/a", 1, 0, t + 1), Grant::Recorded);
         assert_eq!(r.take("_reply/1/b", t + 2), None, "another topic");
         assert_eq!(r.take("_reply/1/a", t + 2), only(1), "to its requester");
         assert_eq!(
@@ -1196,7 +1274,7 @@ mod tests {
         assert_eq!(r.take("_reply/1/a", t + 4), None, "no third");
         assert_eq!(r.pending(), 0);
         // The window counts from the latest request on the topic.
-        assert_eq!(r.grant("_reply/1/a", 1, t), Grant::Recorded);
+        assert_eq!(r.grant("_reply/1/a", 1, 0, t), Grant::Recorded);
         assert_eq!(
             r.take("_reply/1/a", t + RESPONSE_WINDOW_NS),
             None,
@@ -1205,41 +1283,120 @@ mod tests {
         assert_eq!(r.pending(), 0, "an expired grant is dropped when tried");
         // A topic shared by requesters: each is a recipient, up to the bound.
         for id in 1..=MAX_REQUESTERS_PER_TOPIC as u64 {
-            assert_eq!(r.grant("_reply/shared", id, t), Grant::Recorded);
+            assert_eq!(r.grant("_reply/shared", id, 0, t), Grant::Recorded);
         }
         assert_eq!(
-            r.grant("_reply/shared", 99, t),
+            r.grant("_reply/shared", 99, 0, t),
             Grant::Refused { first: true }
         );
         assert_eq!(
-            r.grant("_reply/shared", 2, t),
+            r.grant("_reply/shared", 2, 0, t),
             Grant::Recorded,
             "a known requester"
         );
         let to = r.take("_reply/shared", t + 1).unwrap();
-        assert_eq!(to, [1, 2, 3, 4]);
+        assert_eq!(
+            to.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
         while r.take("_reply/shared", t + 1).is_some() {}
         // Full of live grants: refused, and only the first refusal of a run says so.
         for i in 0..MAX_PENDING_RESPONSES {
-            assert_eq!(r.grant(&format!("_reply/{i}"), 1, t), Grant::Recorded);
+            assert_eq!(r.grant(&format!("_reply/{i}"), 1, 0, t), Grant::Recorded);
         }
         assert_eq!(
-            r.grant("_reply/x", 1, t + 1),
+            r.grant("_reply/x", 1, 0, t + 1),
             Grant::Refused { first: true }
         );
         assert_eq!(
-            r.grant("_reply/y", 1, t + 1),
+            r.grant("_reply/y", 1, 0, t + 1),
             Grant::Refused { first: false }
         );
         assert_eq!(r.pending(), MAX_PENDING_RESPONSES);
         assert_eq!(r.take("_reply/x", t + 2), None);
         // A topic already owed still counts up while full.
-        assert_eq!(r.grant("_reply/7", 1, t + 1), Grant::Recorded);
+        assert_eq!(r.grant("_reply/7", 1, 0, t + 1), Grant::Recorded);
         // Once the grants expire, the sweep makes room.
         let later = t + RESPONSE_WINDOW_NS + 2;
-        assert_eq!(r.grant("_reply/z", 1, later), Grant::Recorded);
+        assert_eq!(r.grant("_reply/z", 1, 0, later), Grant::Recorded);
         assert_eq!(r.pending(), 1);
         assert_eq!(r.take("_reply/z", later), only(1));
+    }
+
+    /// Hostile-input pass: 1,024 reply topics of 240 bytes held ~380 KB per responder.
+    #[test]
+    fn grants_are_bounded_in_bytes_and_give_them_back() {
+        let mut r = Responses::default();
+        let t = 1_000;
+        let long = |i: usize| format!("_reply/{i:0>243}");
+        assert_eq!(long(0).len(), 250);
+        let fits = MAX_RESPONSE_BYTES / response_cost(&long(0));
+        for i in 0..fits {
+            assert_eq!(r.grant(&long(i), 1, 0, t), Grant::Recorded);
+        }
+        assert!(r.bytes <= MAX_RESPONSE_BYTES);
+        assert!(!r.can_grant(&long(fits), 1, t));
+        assert_eq!(
+            r.grant(&long(fits), 1, 0, t),
+            Grant::Refused { first: true }
+        );
+        assert_eq!(r.pending(), fits);
+        // Short inboxes still get the full count once room is made.
+        assert!(r.take(&long(0), t).is_some());
+        assert!(r.can_grant("_reply/1/a", 1, t));
+        assert_eq!(r.grant("_reply/1/a", 1, 0, t), Grant::Recorded);
+        // Used or expired, the grants give their bytes back.
+        for i in 1..fits {
+            assert!(r.take(&long(i), t).is_some());
+        }
+        assert!(r.take("_reply/1/a", t).is_some());
+        assert_eq!((r.pending(), r.bytes), (0, 0));
+        for i in 0..fits {
+            assert_eq!(r.grant(&long(i), 1, 0, t), Grant::Recorded);
+        }
+        let later = t + RESPONSE_WINDOW_NS;
+        assert!(
+            !r.can_grant(&long(fits), 1, later - 1),
+            "full until they expire"
+        );
+        assert_eq!(r.grant(&long(fits), 1, 0, later), Grant::Recorded);
+        assert_eq!((r.pending(), r.bytes), (1, response_cost(&long(fits))));
+        // 1,024 short inboxes, the documented count, fit.
+        let mut r = Responses::default();
+        for i in 0..MAX_PENDING_RESPONSES {
+            let topic = format!("_reply/{i:0>25}");
+            assert_eq!(topic.len(), 32);
+            assert_eq!(r.grant(&topic, 1, 0, t), Grant::Recorded);
+        }
+    }
+
+    #[test]
+    fn a_reply_topic_owed_its_most_replies_takes_no_further_request() {
+        let mut r = Responses::default();
+        let t = 1_000;
+        for _ in 0..MAX_REPLIES_PER_TOPIC {
+            assert_eq!(r.grant("_reply/1/p", 1, 0, t), Grant::Recorded);
+        }
+        assert!(!r.can_grant("_reply/1/p", 1, t), "at the bound");
+        assert_eq!(
+            r.grant("_reply/1/p", 1, 0, t),
+            Grant::Refused { first: true },
+            "request 1,025 is not handed over: its reply could not be published"
+        );
+        assert!(r.take("_reply/1/p", t).is_some());
+        assert!(
+            r.can_grant("_reply/1/p", 1, t),
+            "one reply used: room again"
+        );
+        assert_eq!(r.grant("_reply/1/p", 1, 0, t), Grant::Recorded);
+        let mut replies = 0;
+        while r.take("_reply/1/p", t).is_some() {
+            replies += 1;
+        }
+        assert_eq!(
+            replies, MAX_REPLIES_PER_TOPIC,
+            "every grant recorded is a reply"
+        );
     }
 
     #[test]
@@ -1335,21 +1492,22 @@ mod tests {
         let w = RESPONSE_WINDOW_NS;
         let mut r = Responses::default();
         for id in 1..=4 {
-            assert_eq!(r.grant("t", id, 0), Grant::Recorded);
+            assert_eq!(r.grant("t", id, 0, 0), Grant::Recorded);
         }
         assert!(!r.can_grant("t", 5, 1));
-        assert_eq!(r.grant("t", 5, 1), Grant::Refused { first: true });
+        assert_eq!(r.grant("t", 5, 0, 1), Grant::Refused { first: true });
         assert!(r.can_grant("t", 5, w));
-        assert_eq!(r.grant("t", 5, w), Grant::Recorded);
-        assert_eq!(r.take("t", w + 1), Some([5, 0, 0, 0]));
+        assert_eq!(r.grant("t", 5, 0, w), Grant::Recorded);
+        let to = r.take("t", w + 1).map(|to| to.iter().collect::<Vec<_>>());
+        assert_eq!(to, Some(vec![(5, 0)]));
 
         let mut r = Responses::default();
-        assert_eq!(r.grant("first", 1, 0), Grant::Recorded);
+        assert_eq!(r.grant("first", 1, 0, 0), Grant::Recorded);
         for i in 1..MAX_PENDING_RESPONSES {
-            assert_eq!(r.grant(&format!("t{i}"), 1, 10), Grant::Recorded);
+            assert_eq!(r.grant(&format!("t{i}"), 1, 0, 10), Grant::Recorded);
         }
         assert!(r.take("first", 5).is_some());
-        assert_eq!(r.grant("refill", 1, 11), Grant::Recorded);
+        assert_eq!(r.grant("refill", 1, 0, 11), Grant::Recorded);
         assert_eq!(
             r.earliest_expiry.get(),
             w,

@@ -86,6 +86,19 @@ pub struct Groups {
     members_total: usize,
 }
 
+/// The most members one message's [`Groups::pick`] may pass over as unable to take
+/// it (a request whose reply they cannot take), across all its groups.
+pub const MAX_PASSED_OVER: usize = 64;
+
+/// What one [`Groups::pick`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Picked {
+    /// Groups matched.
+    pub groups: usize,
+    /// A group's look ended at the `passed_over` bound: it got no member.
+    pub cut: bool,
+}
+
 /// Marks client slot `m` with `mark`, growing the table to the highest slot seen (client
 /// slots are bounded by `max_clients`: after the first messages no growth).
 fn set_mark(picked: &mut Vec<u32>, m: u32, mark: u32) {
@@ -179,47 +192,107 @@ impl Groups {
         }
     }
 
-    /// For every group matching `topic`, picks the member whose turn it is among those
-    /// `eligible` accepts and appends it to `out` unless already there (a client that
-    /// also matches directly gets one copy). Returns the number of groups matched.
-    pub fn pick(
-        &mut self,
-        topic: &str,
-        out: &mut Vec<Slot>,
-        mut eligible: impl FnMut(Slot) -> bool,
-    ) -> usize {
+    /// Matches `topic` against the groups (into `self.matched`) and starts a new pick
+    /// mark with `out`'s clients marked. False when no group matches.
+    fn start_pick(&mut self, topic: &str, out: &[Slot]) -> bool {
         self.matched.clear();
         self.index.match_topic(topic, &mut self.matched);
         if self.matched.is_empty() {
-            return 0;
+            return false;
         }
         self.pick_mark = self.pick_mark.wrapping_add(1);
         if self.pick_mark == 0 {
             self.picked.fill(0);
             self.pick_mark = 1;
         }
-        let mark = self.pick_mark;
-        for &Slot(m) in out.iter() {
-            set_mark(&mut self.picked, m, mark);
+        for &Slot(m) in out {
+            set_mark(&mut self.picked, m, self.pick_mark);
         }
-        for &Slot(gid) in &self.matched {
-            let Some(Some(g)) = self.groups.get_mut(gid as usize) else {
+        true
+    }
+
+    /// Appends `m` to `out` unless this pick already put it there.
+    fn push_picked(&mut self, m: Slot, out: &mut Vec<Slot>) {
+        if self.picked.get(m.0 as usize) != Some(&self.pick_mark) {
+            set_mark(&mut self.picked, m.0, self.pick_mark);
+            out.push(m);
+        }
+    }
+
+    /// For every group matching `topic`, picks the member whose turn it is among those
+    /// `eligible` accepts and appends it to `out` unless already there (a client that
+    /// also matches directly gets one copy).
+    ///
+    /// `eligible` refuses at most `passed_over` members in the whole call (each group
+    /// still has its first member looked at): a group whose look ends there is
+    /// picked from no further (`Picked::cut`), and its turn moves past the members
+    /// looked at, so the next message starts where this one stopped. The work is one
+    /// look per group plus `passed_over`, never the number of members.
+    pub fn pick(
+        &mut self,
+        topic: &str,
+        out: &mut Vec<Slot>,
+        mut passed_over: usize,
+        mut eligible: impl FnMut(Slot) -> bool,
+    ) -> Picked {
+        let mut picked = Picked::default();
+        if !self.start_pick(topic, out) {
+            return picked;
+        }
+        picked.groups = self.matched.len();
+        for j in 0..self.matched.len() {
+            let gid = self.matched[j].0 as usize;
+            let Some(Some(g)) = self.groups.get_mut(gid) else {
                 continue;
             };
             let n = g.members.len();
             let start = g.next.checked_rem(n).unwrap_or(0);
+            let mut chosen = None;
             for k in 0..n {
                 let i = (start + k) % n;
                 let m = g.members[i];
                 if eligible(m) {
                     // Not wrapped: a member joining at the end is next in turn.
                     g.next = i + 1;
-                    if self.picked.get(m.0 as usize) != Some(&mark) {
-                        set_mark(&mut self.picked, m.0, mark);
-                        out.push(m);
-                    }
+                    chosen = Some(m);
                     break;
                 }
+                if passed_over == 0 {
+                    g.next = i + 1;
+                    picked.cut = true;
+                    break;
+                }
+                passed_over -= 1;
+            }
+            if let Some(m) = chosen {
+                self.push_picked(m, out);
+            }
+        }
+        picked
+    }
+
+    /// For every group matching `topic`, picks the first of `candidates` that
+    /// `is_member` says belongs to it (asked with the group's `$share/GROUP/PATTERN`)
+    /// and appends it to `out` unless already there: a reply owed to a few requesters
+    /// goes to those of them reading it through a group, found by asking about each of
+    /// them, not by walking the members. Returns the number of groups matched.
+    pub fn pick_from(
+        &mut self,
+        topic: &str,
+        out: &mut Vec<Slot>,
+        candidates: &[Slot],
+        mut is_member: impl FnMut(Slot, &str) -> bool,
+    ) -> usize {
+        if candidates.is_empty() || !self.start_pick(topic, out) {
+            return 0;
+        }
+        for j in 0..self.matched.len() {
+            let gid = self.matched[j].0 as usize;
+            let Some(Some(g)) = self.groups.get(gid) else {
+                continue;
+            };
+            if let Some(&m) = candidates.iter().find(|&&c| is_member(c, &g.key)) {
+                self.push_picked(m, out);
             }
         }
         self.matched.len()
@@ -271,7 +344,7 @@ mod tests {
 
     fn pick(g: &mut Groups, topic: &str) -> Vec<u32> {
         let mut out = Vec::new();
-        g.pick(topic, &mut out, |_| true);
+        g.pick(topic, &mut out, usize::MAX, |_| true);
         out.into_iter().map(|s| s.0).collect()
     }
 
@@ -330,11 +403,11 @@ mod tests {
         assert_eq!(got, [7, 8, 9]);
         // Already in out (subscribed directly too): not added again.
         let mut out = vec![Slot(8), Slot(7)];
-        assert_eq!(g.pick("t", &mut out, |_| true), 502);
+        assert_eq!(g.pick("t", &mut out, usize::MAX, |_| true).groups, 502);
         assert_eq!(out, [Slot(8), Slot(7), Slot(9)]);
         // The marks of one call do not leak into the next.
         let mut out = Vec::new();
-        g.pick("t", &mut out, |s| s != Slot(9));
+        g.pick("t", &mut out, usize::MAX, |s| s != Slot(9));
         out.sort();
         assert_eq!(out, [Slot(7), Slot(8)]);
         // Nor across the mark's wrap.
@@ -380,6 +453,83 @@ mod tests {
         assert_eq!(g.len(), 1);
     }
 
+    /// Hostile-input pass: 100 groups of 1,000 members none of which could take a
+    /// request were all asked about every request (~1.9 ms of routing each).
+    #[test]
+    fn a_pick_passes_over_a_bounded_number_of_members_and_moves_the_turn_on() {
+        let mut g = Groups::default();
+        for gi in 0..100 {
+            for m in 0..1_000 {
+                join(&mut g, m, &format!("$share/g{gi}/svc/>"));
+            }
+        }
+        let mut looks = 0;
+        let mut out = Vec::new();
+        let picked = g.pick("svc/x", &mut out, MAX_PASSED_OVER, |_| {
+            looks += 1;
+            false
+        });
+        assert_eq!(
+            picked,
+            Picked {
+                groups: 100,
+                cut: true
+            }
+        );
+        assert!(out.is_empty());
+        // Every group has its first member looked at, the passed-over bound aside.
+        assert_eq!(looks, MAX_PASSED_OVER + 100);
+        // One member of one group can take it: the turns moved on past the members
+        // already looked at, so a few messages later it is found.
+        let able = Slot(700);
+        let mut tries = 0;
+        let got = loop {
+            tries += 1;
+            let mut out = Vec::new();
+            g.pick("svc/x", &mut out, MAX_PASSED_OVER, |s| s == able);
+            if !out.is_empty() {
+                break out;
+            }
+            assert!(tries < 100, "the able member was never reached");
+        };
+        assert_eq!(got, [able]);
+        // Without a bound (a plain message), a group's every member may be looked at.
+        let mut looks = 0;
+        let picked = g.pick("svc/x", &mut Vec::new(), usize::MAX, |_| {
+            looks += 1;
+            false
+        });
+        assert_eq!((picked.cut, looks), (false, 100 * 1_000));
+    }
+
+    #[test]
+    fn pick_from_asks_about_the_candidates_not_the_members() {
+        let mut g = Groups::default();
+        for m in 0..1_000 {
+            join(&mut g, m, "$share/a/r/>");
+            join(&mut g, m, "$share/b/r/>");
+        }
+        join(&mut g, 5_000, "$share/c/r/x");
+        let mut asked = Vec::new();
+        let mut out = vec![Slot(3)];
+        let n = g.pick_from("r/x", &mut out, &[Slot(3), Slot(5_000)], |s, key| {
+            asked.push((s.0, key.to_owned()));
+            match s.0 {
+                3 => key != "$share/c/r/x",
+                _ => key == "$share/c/r/x",
+            }
+        });
+        assert_eq!(n, 3);
+        assert!(asked.len() <= 6, "at most candidates x groups: {asked:?}");
+        // 3 was already in `out` (a direct match): one copy; 5,000 through group c.
+        assert_eq!(out, [Slot(3), Slot(5_000)]);
+        let mut out = Vec::new();
+        assert_eq!(g.pick_from("r/x", &mut out, &[], |_, _| true), 0);
+        assert!(out.is_empty());
+        assert_eq!(g.pick_from("r/x", &mut out, &[Slot(9)], |_, _| false), 3);
+        assert!(out.is_empty(), "a candidate in no group gets nothing");
+    }
+
     #[test]
     fn ineligible_members_are_skipped_and_duplicates_not_added() {
         let mut g = Groups::default();
@@ -387,16 +537,16 @@ mod tests {
             join(&mut g, m, "$share/w/t");
         }
         let mut out = vec![Slot(1)];
-        g.pick("t", &mut out, |s| s != Slot(1));
+        g.pick("t", &mut out, usize::MAX, |s| s != Slot(1));
         assert_eq!(out, [Slot(1), Slot(2)]);
         let mut out = vec![Slot(3)];
-        g.pick("t", &mut out, |_| true);
+        g.pick("t", &mut out, usize::MAX, |_| true);
         // Member 3's turn, and it already has the message directly: one copy.
         assert_eq!(out, [Slot(3)]);
         assert_eq!(g.members("$share/w/t"), [Slot(1), Slot(2), Slot(3)]);
         // Nobody eligible: nothing picked, no panic.
         let mut out = Vec::new();
-        g.pick("t", &mut out, |_| false);
+        g.pick("t", &mut out, usize::MAX, |_| false);
         assert!(out.is_empty());
     }
 

@@ -610,6 +610,34 @@ fn a_responder_owing_replies_to_1024_topics_is_handed_no_request_for_another() {
     assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
 }
 
+/// Hostile-input pass: request 1,025 onward on one reply topic was handed over, but
+/// the grant had stopped counting at 1,024: its reply was refused PERMISSION_DENIED
+/// and the requester, told nothing, timed out. It is now refused `BUSY` at once.
+#[test]
+fn a_request_past_the_replies_owed_on_its_reply_topic_is_not_handed_over() {
+    let mut core = responses_core();
+    let svc = login(&mut core, "v");
+    let asker = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    assert_eq!(subscribe(&mut core, asker, 2, "_reply/>"), ["ACK 2"]);
+    for i in 0..1024 {
+        request(&mut core, asker, "svc/time", i, "_reply/1/p");
+    }
+    assert_eq!(drain(&mut core, svc).len(), 1024);
+    request(&mut core, asker, "svc/time", 1024, "_reply/1/p");
+    assert!(drain(&mut core, svc).is_empty(), "not handed over");
+    let answer = drain(&mut core, asker);
+    assert!(answer[0].starts_with("ERROR 1024 busy false"), "{answer:?}");
+    // Every request handed over gets its reply through.
+    for i in 0..1024 {
+        reply(&mut core, svc, "_reply/1/p", i, T0);
+    }
+    assert!(drain(&mut core, svc).is_empty(), "no reply refused");
+    assert_eq!(drain(&mut core, asker).len(), 1024);
+    request(&mut core, asker, "svc/time", 1025, "_reply/1/p");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+}
+
 /// Review: in a shared group, the member whose turn it was took a request even when it
 /// could not take its reply, and the request failed BUSY while another member idled.
 /// The turn passes to a member that can; and a requester's own copy of its request
