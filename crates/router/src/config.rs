@@ -185,7 +185,8 @@ pub struct Config {
     /// ... and are younger than this many ms. Default 3600000 (1 hour).
     pub retain_ms: u64,
     /// Most bytes of guaranteed messages held in memory over every queue and the replay
-    /// retention; beyond it a guaranteed publish is NACKed `queue-full`. Default
+    /// retention, each message counted as its topic and payload and its index entry (88
+    /// bytes); beyond it a guaranteed publish is NACKed `queue-full`. Default
     /// 1073741824 (1 GiB).
     #[serde(deserialize_with = "size_key::max_stored_bytes")]
     pub max_stored_bytes: u64,

@@ -1556,10 +1556,12 @@ impl Engine {
             self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
             return Ok(());
         }
-        if self.store.bytes() + size > self.cfg.max_stored_bytes {
+        // The message's index entry counts too (store::ENTRY_BYTES).
+        let counted = size + store::ENTRY_BYTES;
+        if self.store.footprint() + counted > self.cfg.max_stored_bytes {
             // Replay retention gives way first; then the publish is refused.
             self.store.release_front(|_, _| false);
-            if self.store.bytes() + size > self.cfg.max_stored_bytes {
+            if self.store.footprint() + counted > self.cfg.max_stored_bytes {
                 let text = format!(
                     "the router holds its maximum of {} bytes of guaranteed messages (max_stored_bytes)",
                     self.cfg.max_stored_bytes

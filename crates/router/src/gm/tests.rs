@@ -1250,8 +1250,11 @@ fn a_connection_opening_name_after_name_replaces_its_own_empty_identity() {
 
 #[test]
 fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
+    // Three messages of 101 bytes (topic and payload) and their index entries (a
+    // hostile-input pass retained 6 M empty messages in 524 MB of memory against 6 MB
+    // counted when the entries did not count).
     let mut e = Engine::new(GmConfig {
-        max_stored_bytes: 3 * 101,
+        max_stored_bytes: 3 * (101 + store::ENTRY_BYTES),
         ..GmConfig::default()
     });
     e.finish_recovery();
@@ -1281,6 +1284,35 @@ fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
     publish(&mut e, &mut log, P, "a", 4, &[0; 100]);
     e.handle_durable(t(1), log.records.len() as u64);
     assert!(drain(&mut e).contains(&(P, Out::Ack(4, 4))));
+}
+
+/// Hostile-input pass: empty messages kept for replay cost their index entries (~88
+/// bytes each) and the retention counted none of it: 6 M of them took 524 MB against
+/// `retain_bytes` 6 MB. Each message's entry now counts.
+#[test]
+fn the_retention_counts_each_messages_index_entry() {
+    // 100 messages of 2 bytes (topic and payload), all consumed: kept for replay only.
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1000,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    for s in 1..=100 {
+        publish(&mut e, &mut log, P, "a", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 1000, Start::Queue, "q").unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 100).unwrap();
+    assert_eq!(e.stats_json()["retained_messages"], 100);
+    let each = 2 + store::ENTRY_BYTES;
+    e.cfg.retain_bytes = 10 * each;
+    e.handle_timeout(&mut log, t(1), wall(1));
+    let kept = e.stats_json()["retained_messages"].as_u64().unwrap();
+    assert!((9..=10).contains(&kept), "{kept} messages kept");
+    assert!(e.store.footprint() <= 10 * each);
 }
 
 /// A queue CREATE's error text (the definition refused), or panics.
