@@ -787,8 +787,8 @@ fn parse_hex32(s: &str) -> Option<[u8; 32]> {
 pub const RESPONSE_WINDOW_NS: u64 = 60_000_000_000;
 
 /// Most reply topics one connection may owe replies to at once under
-/// `allow_responses`; past it a further request's reply is not granted (the responder
-/// gets PERMISSION_DENIED for it) until grants are used or expire.
+/// `allow_responses`; past it (or past [`MAX_RESPONSE_BYTES`]) a further request is
+/// not handed to it until grants are used or expire.
 pub const MAX_PENDING_RESPONSES: usize = 1024;
 
 /// What one reply topic owed costs beyond its text: its place in the table (the key's
@@ -867,17 +867,18 @@ impl Requesters {
 /// to whom: a reply the grant allows goes to the requesters only (hostile-input pass: a
 /// user requesting to itself, or through any responder, with a reply topic it may only
 /// read, had the reply published there to every subscriber: a publish right taken from
-/// a subscribe right). Bounded by [`MAX_PENDING_RESPONSES`] topics,
-/// [`MAX_REPLIES_PER_TOPIC`] replies and [`MAX_REQUESTERS_PER_TOPIC`] requesters each;
-/// expired grants are swept when the table is full, at most once per expiry time.
+/// a subscribe right). Bounded by [`MAX_PENDING_RESPONSES`] topics taking at most
+/// [`MAX_RESPONSE_BYTES`], [`MAX_REPLIES_PER_TOPIC`] replies and
+/// [`MAX_REQUESTERS_PER_TOPIC`] requesters each; expired grants are swept when the
+/// table is full, at most once per expiry time.
 #[derive(Debug, Default)]
 pub struct Responses {
     /// Reply topic → (replies owed, expiry in the core's monotonic ns, requesters).
     owed: HashMap<Box<str>, (u32, u64, Requesters), ahash::RandomState>,
-    /// No grant expires before this (a sweep before it would free nothing). A `Cell`:
-    /// [`Responses::can_grant`], which changes nothing else, lowers the bound's
-    /// staleness too, so that a full table is not walked on every request.
-    earliest_expiry: std::cell::Cell<u64>,
+    /// No grant expires before this (a sweep before it would free nothing; `take`
+    /// removes entries without raising it, so a sweep that frees nothing makes it true
+    /// again and a full table is not walked on every request).
+    earliest_expiry: u64,
     /// The last grant was refused (the table is full): the next refusal is not news.
     refusing: bool,
     /// What `owed` holds, counted as [`MAX_RESPONSE_BYTES`] says.
@@ -924,31 +925,16 @@ impl Responses {
             return Grant::Recorded;
         }
         let cost = response_cost(reply_to);
-        let full = |r: &Responses| {
-            r.owed.len() >= MAX_PENDING_RESPONSES || r.bytes + cost > MAX_RESPONSE_BYTES
-        };
-        if full(self) {
-            if now_ns >= self.earliest_expiry.get() {
-                let mut freed = 0;
-                self.owed.retain(|topic, (_, until, _)| {
-                    let live = *until > now_ns;
-                    if !live {
-                        freed += response_cost(topic);
-                    }
-                    live
-                });
-                self.bytes -= freed;
-                let min = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
-                self.earliest_expiry.set(min);
-            }
-            if full(self) {
+        if self.full_for(cost) {
+            self.sweep(now_ns);
+            if self.full_for(cost) {
                 let first = !self.refusing;
                 self.refusing = true;
                 return Grant::Refused { first };
             }
         }
-        if self.owed.is_empty() || expiry < self.earliest_expiry.get() {
-            self.earliest_expiry.set(expiry);
+        if self.owed.is_empty() || expiry < self.earliest_expiry {
+            self.earliest_expiry = expiry;
         }
         let mut to = Requesters::default();
         to.add(requester, slot);
@@ -958,26 +944,44 @@ impl Responses {
         Grant::Recorded
     }
 
-    /// Whether [`Responses::grant`] would record this grant now (changes nothing): a
-    /// shared group passes over a member that could not take a request's reply.
-    pub fn can_grant(&self, reply_to: &str, requester: u64, now_ns: u64) -> bool {
+    /// Whether [`Responses::grant`] would record this grant now: a shared group passes
+    /// over a member that could not take a request's reply. A full table is swept of
+    /// expired grants first (what `grant` would do), so the two always agree (review:
+    /// an expired short reply topic made this say yes to a long one that the byte
+    /// bound then refused, and the member took the group's turn for nothing).
+    pub fn can_grant(&mut self, reply_to: &str, requester: u64, now_ns: u64) -> bool {
         if let Some((n, until, to)) = self.owed.get(reply_to) {
             return *until <= now_ns || (*n < MAX_REPLIES_PER_TOPIC && to.has_room_for(requester));
         }
-        if self.owed.len() < MAX_PENDING_RESPONSES
-            && self.bytes + response_cost(reply_to) <= MAX_RESPONSE_BYTES
-        {
-            return true;
+        let cost = response_cost(reply_to);
+        if self.full_for(cost) {
+            self.sweep(now_ns);
         }
-        if now_ns < self.earliest_expiry.get() {
-            return false;
+        !self.full_for(cost)
+    }
+
+    /// Whether a new reply topic of `cost` bytes finds the table full.
+    fn full_for(&self, cost: usize) -> bool {
+        self.owed.len() >= MAX_PENDING_RESPONSES || self.bytes + cost > MAX_RESPONSE_BYTES
+    }
+
+    /// Drops the grants expired at `now_ns`, unless none can have (one walk at most per
+    /// expiry time: the walk makes the bound true again; review: a full member was
+    /// walked, 1,024 entries, on every request for up to 60 s).
+    fn sweep(&mut self, now_ns: u64) {
+        if now_ns < self.earliest_expiry {
+            return;
         }
-        // Full, and the bound may be stale (`take` removes entries without raising
-        // it): one walk, then the true bound, so the next requests skip it (review: a
-        // full member was walked, 1,024 entries, on every request for up to 60 s).
-        let min = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
-        self.earliest_expiry.set(min);
-        min <= now_ns
+        let mut freed = 0;
+        self.owed.retain(|topic, (_, until, _)| {
+            let live = *until > now_ns;
+            if !live {
+                freed += response_cost(topic);
+            }
+            live
+        });
+        self.bytes -= freed;
+        self.earliest_expiry = self.owed.values().map(|(_, u, _)| *u).min().unwrap_or(0);
     }
 
     /// Uses one reply owed on `topic` at `now_ns`: the requesters it may go to, `None`
@@ -1370,6 +1374,31 @@ mod tests {
         }
     }
 
+    /// Review: an expired short reply topic made `can_grant` say yes to a long one that
+    /// the byte bound then refused.
+    #[test]
+    fn can_grant_agrees_with_grant_at_the_byte_bound() {
+        let mut r = Responses::default();
+        let long = |i: usize| format!("_reply/{i:0>243}");
+        assert_eq!(r.grant("_reply/s", 1, 0, 0), Grant::Recorded);
+        let mut k = 0;
+        while r.bytes + response_cost(&long(k)) <= MAX_RESPONSE_BYTES {
+            assert_eq!(r.grant(&long(k), 1, 0, 10), Grant::Recorded);
+            k += 1;
+        }
+        let now = RESPONSE_WINDOW_NS + 1;
+        assert!(
+            !r.can_grant(&long(k), 1, now),
+            "the short one frees too few bytes"
+        );
+        assert_eq!(r.grant(&long(k), 1, 0, now), Grant::Refused { first: true });
+        assert!(
+            r.can_grant("_reply/t", 1, now),
+            "a short one fits where it was"
+        );
+        assert_eq!(r.grant("_reply/t", 1, 0, now), Grant::Recorded);
+    }
+
     #[test]
     fn a_reply_topic_owed_its_most_replies_takes_no_further_request() {
         let mut r = Responses::default();
@@ -1508,13 +1537,9 @@ mod tests {
         }
         assert!(r.take("first", 5).is_some());
         assert_eq!(r.grant("refill", 1, 0, 11), Grant::Recorded);
-        assert_eq!(
-            r.earliest_expiry.get(),
-            w,
-            "stale: the entry that set it is gone"
-        );
+        assert_eq!(r.earliest_expiry, w, "stale: the entry that set it is gone");
         assert!(!r.can_grant("more", 1, w + 1));
-        assert_eq!(r.earliest_expiry.get(), 10 + w, "made true by the walk");
+        assert_eq!(r.earliest_expiry, 10 + w, "made true by the walk");
         assert!(r.can_grant("more", 1, 10 + w));
     }
 

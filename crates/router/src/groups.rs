@@ -5,6 +5,10 @@
 //! (MQTT 5's syntax). Members are served **round robin** in the order they joined,
 //! skipping members that cannot take messages (still in handshake or closing, or, for
 //! a request, unable to take its reply: the caller's `eligible`); a
+//! request passes over at most [`MAX_PASSED_OVER`] members that cannot take its
+//! reply, over all its groups, visited from a different group each time; a group
+//! whose look ends there gets no copy, and its turn moves past the members looked at
+//! (the requester, handed to nobody, gets BUSY and may retry). A
 //! member that stops reading is still chosen in its turn, so the slow-consumer policy
 //! (discard its oldest messages, or disconnect it) applies to it alone and the other
 //! members are unaffected. Members join and leave at any time; a group disappears with
@@ -80,6 +84,8 @@ pub struct Groups {
     picked: Vec<u32>,
     /// The current `pick` call's mark (never 0 while picking).
     pick_mark: u32,
+    /// Where in the matched groups the last `pick` began its visit.
+    first_group: usize,
     /// Members of every group together, kept in step by `join` and `leave`: the router
     /// asks at every subscription it releases, and a walk of up to `max_shared_groups`
     /// groups there made a closing client's teardown cost that much per pattern.
@@ -89,6 +95,19 @@ pub struct Groups {
 /// The most members one message's [`Groups::pick`] may pass over as unable to take
 /// it (a request whose reply they cannot take), across all its groups.
 pub const MAX_PASSED_OVER: usize = 64;
+
+/// What a [`Groups::pick`]'s `eligible` says of a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// It takes the message.
+    Take,
+    /// It cannot take messages at all (still in handshake, or leaving): passed by
+    /// without counting (teardown removes such members a few at a time).
+    Skip,
+    /// It could take messages but not this one (a request whose reply it cannot take):
+    /// counts against the call's `passed_over` bound.
+    PassOver,
+}
 
 /// What one [`Groups::pick`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -220,28 +239,32 @@ impl Groups {
     }
 
     /// For every group matching `topic`, picks the member whose turn it is among those
-    /// `eligible` accepts and appends it to `out` unless already there (a client that
-    /// also matches directly gets one copy).
+    /// `eligible` says [`Look::Take`] of and appends it to `out` unless already there
+    /// (a client that also matches directly gets one copy).
     ///
-    /// `eligible` refuses at most `passed_over` members in the whole call (each group
-    /// still has its first member looked at): a group whose look ends there is
-    /// picked from no further (`Picked::cut`), and its turn moves past the members
-    /// looked at, so the next message starts where this one stopped. The work is one
-    /// look per group plus `passed_over`, never the number of members.
+    /// At most `passed_over` members are passed over ([`Look::PassOver`]) in the whole
+    /// call, each group still having one look: a group whose look ends there gets no
+    /// member (`Picked::cut`), and its turn moves past the members looked at, so the
+    /// next message starts where this one stopped; the groups are visited from a
+    /// different one each call, so no group spends every call's bound before another
+    /// (review). The work is one look per group plus `passed_over` (and the members
+    /// skipped, [`Look::Skip`]), never the number of members that cannot take it.
     pub fn pick(
         &mut self,
         topic: &str,
         out: &mut Vec<Slot>,
         mut passed_over: usize,
-        mut eligible: impl FnMut(Slot) -> bool,
+        mut eligible: impl FnMut(Slot) -> Look,
     ) -> Picked {
         let mut picked = Picked::default();
         if !self.start_pick(topic, out) {
             return picked;
         }
-        picked.groups = self.matched.len();
-        for j in 0..self.matched.len() {
-            let gid = self.matched[j].0 as usize;
+        let groups = self.matched.len();
+        picked.groups = groups;
+        self.first_group = (self.first_group + 1) % groups;
+        for j in 0..groups {
+            let gid = self.matched[(self.first_group + j) % groups].0 as usize;
             let Some(Some(g)) = self.groups.get_mut(gid) else {
                 continue;
             };
@@ -251,18 +274,21 @@ impl Groups {
             for k in 0..n {
                 let i = (start + k) % n;
                 let m = g.members[i];
-                if eligible(m) {
-                    // Not wrapped: a member joining at the end is next in turn.
-                    g.next = i + 1;
-                    chosen = Some(m);
-                    break;
+                match eligible(m) {
+                    Look::Take => {
+                        // Not wrapped: a member joining at the end is next in turn.
+                        g.next = i + 1;
+                        chosen = Some(m);
+                        break;
+                    }
+                    Look::Skip => {}
+                    Look::PassOver if passed_over == 0 => {
+                        g.next = i + 1;
+                        picked.cut = true;
+                        break;
+                    }
+                    Look::PassOver => passed_over -= 1,
                 }
-                if passed_over == 0 {
-                    g.next = i + 1;
-                    picked.cut = true;
-                    break;
-                }
-                passed_over -= 1;
             }
             if let Some(m) = chosen {
                 self.push_picked(m, out);
@@ -342,9 +368,17 @@ mod tests {
         g.leave(Slot(m), full, s);
     }
 
+    fn take_unless(s: Slot, not: Slot) -> Look {
+        if s == not {
+            Look::Skip
+        } else {
+            Look::Take
+        }
+    }
+
     fn pick(g: &mut Groups, topic: &str) -> Vec<u32> {
         let mut out = Vec::new();
-        g.pick(topic, &mut out, usize::MAX, |_| true);
+        g.pick(topic, &mut out, usize::MAX, |_| Look::Take);
         out.into_iter().map(|s| s.0).collect()
     }
 
@@ -403,11 +437,14 @@ mod tests {
         assert_eq!(got, [7, 8, 9]);
         // Already in out (subscribed directly too): not added again.
         let mut out = vec![Slot(8), Slot(7)];
-        assert_eq!(g.pick("t", &mut out, usize::MAX, |_| true).groups, 502);
+        assert_eq!(
+            g.pick("t", &mut out, usize::MAX, |_| Look::Take).groups,
+            502
+        );
         assert_eq!(out, [Slot(8), Slot(7), Slot(9)]);
         // The marks of one call do not leak into the next.
         let mut out = Vec::new();
-        g.pick("t", &mut out, usize::MAX, |s| s != Slot(9));
+        g.pick("t", &mut out, usize::MAX, |s| take_unless(s, Slot(9)));
         out.sort();
         assert_eq!(out, [Slot(7), Slot(8)]);
         // Nor across the mark's wrap.
@@ -467,7 +504,7 @@ mod tests {
         let mut out = Vec::new();
         let picked = g.pick("svc/x", &mut out, MAX_PASSED_OVER, |_| {
             looks += 1;
-            false
+            Look::PassOver
         });
         assert_eq!(
             picked,
@@ -479,27 +516,52 @@ mod tests {
         assert!(out.is_empty());
         // Every group has its first member looked at, the passed-over bound aside.
         assert_eq!(looks, MAX_PASSED_OVER + 100);
-        // One member of one group can take it: the turns moved on past the members
-        // already looked at, so a few messages later it is found.
+        // One member (of every group) can take it: the turns moved on past the members
+        // already looked at, so some messages later it is found. The bound is shared
+        // fairly: the first group visited (a different one each time) passes over 64
+        // members, each other group one, so ~700 / 1.6 messages.
         let able = Slot(700);
         let mut tries = 0;
         let got = loop {
             tries += 1;
             let mut out = Vec::new();
-            g.pick("svc/x", &mut out, MAX_PASSED_OVER, |s| s == able);
+            g.pick("svc/x", &mut out, MAX_PASSED_OVER, |s| {
+                if s == able {
+                    Look::Take
+                } else {
+                    Look::PassOver
+                }
+            });
             if !out.is_empty() {
                 break out;
             }
-            assert!(tries < 100, "the able member was never reached");
+            assert!(tries < 1_000, "the able member was never reached");
         };
         assert_eq!(got, [able]);
         // Without a bound (a plain message), a group's every member may be looked at.
         let mut looks = 0;
         let picked = g.pick("svc/x", &mut Vec::new(), usize::MAX, |_| {
             looks += 1;
-            false
+            Look::PassOver
         });
         assert_eq!((picked.cut, looks), (false, 100 * 1_000));
+        // Members that cannot take anything (leaving) are skipped without counting.
+        let mut looks = 0;
+        let mut out = Vec::new();
+        let picked = g.pick("svc/x", &mut out, MAX_PASSED_OVER, |s| {
+            looks += 1;
+            if s.0 < 900 {
+                Look::Skip
+            } else {
+                Look::Take
+            }
+        });
+        assert!(!picked.cut);
+        assert_eq!(
+            out.len(),
+            1,
+            "one member for all 100 groups (the same client)"
+        );
     }
 
     #[test]
@@ -537,16 +599,16 @@ mod tests {
             join(&mut g, m, "$share/w/t");
         }
         let mut out = vec![Slot(1)];
-        g.pick("t", &mut out, usize::MAX, |s| s != Slot(1));
+        g.pick("t", &mut out, usize::MAX, |s| take_unless(s, Slot(1)));
         assert_eq!(out, [Slot(1), Slot(2)]);
         let mut out = vec![Slot(3)];
-        g.pick("t", &mut out, usize::MAX, |_| true);
+        g.pick("t", &mut out, usize::MAX, |_| Look::Take);
         // Member 3's turn, and it already has the message directly: one copy.
         assert_eq!(out, [Slot(3)]);
         assert_eq!(g.members("$share/w/t"), [Slot(1), Slot(2), Slot(3)]);
         // Nobody eligible: nothing picked, no panic.
         let mut out = Vec::new();
-        g.pick("t", &mut out, usize::MAX, |_| false);
+        g.pick("t", &mut out, usize::MAX, |_| Look::Skip);
         assert!(out.is_empty());
     }
 

@@ -415,6 +415,8 @@ fn responses_core() -> Core {
                     },
                 ),
             ],
+            // The reviewer's tests log in up to 200 connections of one user.
+            max_connections_per_user: 1_000,
             ..AuthConfig::default()
         },
         ..Config::default()
@@ -782,4 +784,274 @@ fn the_default_router_is_open_to_anonymous_clients_as_before() {
     feed(&mut core, id, &b);
     assert_eq!(drain(&mut core, id), ["WELCOME 0", "STATS"]);
     assert_eq!(ErrorCode::PERMISSION_DENIED.name(), "permission-denied");
+}
+
+/// Review: members that had left (their subscriptions not yet torn down, 64 patterns a
+/// turn) counted against the passed-over bound, so with no `allow_responses` anywhere 86
+/// of them ahead of live members made a plain request BUSY. They are skipped freely.
+#[test]
+fn members_leaving_do_not_count_against_the_passed_over_bound() {
+    let mut core = responses_core();
+    let asker = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, asker, 1, "_reply/>"), ["ACK 1"]);
+    let members: Vec<Slot> = (0..200)
+        .map(|_| {
+            let m = login(&mut core, "n");
+            assert_eq!(subscribe(&mut core, m, 2, "$share/g/svc/>"), ["ACK 2"]);
+            m
+        })
+        .collect();
+    for &m in &members[..150] {
+        core.handle_closed(m, "gone");
+    }
+    request(&mut core, asker, "svc/time", 7, "_reply/1/x");
+    let got: usize = members[150..]
+        .iter()
+        .map(|&m| drain(&mut core, m).len())
+        .sum();
+    let answer = drain(&mut core, asker);
+    assert_eq!(
+        (got, answer.clone()),
+        (1, Vec::<String>::new()),
+        "{answer:?}"
+    );
+}
+
+/// The requester's slot reused by another client in the same group: the reply is not
+/// handed to the newcomer.
+#[test]
+fn a_reused_requester_slot_gets_no_reply_owed_to_its_former_client() {
+    let mut core = responses_core();
+    let svc = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    let a = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, a, 2, "$share/r/_reply/>"), ["ACK 2"]);
+    request(&mut core, a, "svc/time", 7, "_reply/1/x");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    core.handle_closed(a, "gone");
+    let mut out = Vec::new();
+    for _ in 0..4 {
+        core.poll_closing(&mut out);
+    }
+    let b = login(&mut core, "a");
+    assert_eq!(b, a, "slot reused");
+    assert_eq!(subscribe(&mut core, b, 3, "$share/r/_reply/>"), ["ACK 3"]);
+    reply(&mut core, svc, "_reply/1/x", 7, T0);
+    assert!(
+        drain(&mut core, b).is_empty(),
+        "the newcomer got another's reply"
+    );
+    // Its own request and reply through the group still work.
+    request(&mut core, b, "svc/time", 8, "_reply/1/y");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    reply(&mut core, svc, "_reply/1/y", 8, T0);
+    assert_eq!(drain(&mut core, b), ["MSG _reply/1/y"]);
+}
+
+/// A requester in a shared group whose turn it is not: the reply still reaches it, and
+/// the other members get none.
+#[test]
+fn a_reply_reaches_a_requester_in_a_group_whoever_s_turn_it_is() {
+    let mut core = responses_core();
+    let svc = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, svc, 1, "svc/>"), ["ACK 1"]);
+    let others: Vec<Slot> = (0..5)
+        .map(|_| {
+            let m = login(&mut core, "a");
+            assert_eq!(subscribe(&mut core, m, 2, "$share/r/_reply/>"), ["ACK 2"]);
+            m
+        })
+        .collect();
+    let a = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, a, 2, "$share/r/_reply/>"), ["ACK 2"]);
+    request(&mut core, a, "svc/time", 7, "_reply/1/x");
+    assert_eq!(drain(&mut core, svc), ["MSG svc/time"]);
+    reply(&mut core, svc, "_reply/1/x", 7, T0);
+    assert_eq!(drain(&mut core, a), ["MSG _reply/1/x"]);
+    for m in others {
+        assert!(drain(&mut core, m).is_empty());
+    }
+}
+
+fn request_at(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &str, at: u64) {
+    let mut b = Vec::new();
+    let reply = frame::ReplyField {
+        correlation,
+        to: reply_to.as_bytes(),
+    };
+    frame::encode_publish_reply(
+        &mut b,
+        topic,
+        b"q",
+        Default::default(),
+        Some(reply),
+        1 << 20,
+    )
+    .unwrap();
+    assert_eq!(
+        core.handle_input(id, MonoNanos(at), &b, b.len()),
+        Input::Consumed(b.len())
+    );
+}
+
+/// Review: `can_grant` said yes for a member the byte bound then refused (an expired
+/// short reply topic frees too few bytes for a long one): the member took the group's
+/// turn, its grant was refused, and the request failed BUSY while another member could
+/// have taken it. The table is swept before asking, so the two agree.
+#[test]
+fn a_member_full_in_bytes_is_passed_over_not_handed_the_request() {
+    let w = tickwire_router::auth::RESPONSE_WINDOW_NS;
+    let mut core = responses_core();
+    let asker = login(&mut core, "a");
+    assert_eq!(subscribe(&mut core, asker, 1, "_reply/>"), ["ACK 1"]);
+    let a = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, a, 2, "$share/g/svc/>"), ["ACK 2"]);
+    let long = |i: usize| format!("_reply/{i:0>243}");
+    request_at(&mut core, asker, "svc/time", 1, "_reply/s", T0);
+    for i in 0..457 {
+        request_at(
+            &mut core,
+            asker,
+            "svc/time",
+            2 + i as u32,
+            &long(i),
+            T0 + 10,
+        );
+    }
+    assert_eq!(drain(&mut core, a).len(), 458);
+    let b = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, b, 3, "$share/g/svc/>"), ["ACK 3"]);
+    let now = T0 + w + 1;
+    // b's turn: b takes it; then a's turn.
+    request_at(&mut core, asker, "svc/time", 900, "_reply/t", now);
+    assert_eq!(drain(&mut core, b), ["MSG svc/time"]);
+    request_at(&mut core, asker, "svc/time", 901, &long(457), now);
+    let to_a = drain(&mut core, a);
+    let to_b = drain(&mut core, b);
+    let answer = drain(&mut core, asker);
+    assert_eq!(
+        (to_a.len(), to_b.len(), answer.clone()),
+        (0, 1, Vec::<String>::new()),
+        "{answer:?}"
+    );
+}
+
+/// Review: group a (65 members, none able to take the victim's reply) spent the whole
+/// passed-over bound of every request; group b then had one look, at a member that could
+/// not take it, while its other member could. The groups are now visited from a
+/// different one each request: a retry reaches b2.
+#[test]
+fn one_group_does_not_spend_every_request_s_bound_before_another() {
+    let mut core = responses_core();
+    let a_members: Vec<Slot> = (0..65)
+        .map(|_| {
+            let m = login(&mut core, "v");
+            assert_eq!(subscribe(&mut core, m, 1, "$share/a/svc/>"), ["ACK 1"]);
+            m
+        })
+        .collect();
+    let b1 = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, b1, 1, "$share/b/svc/>"), ["ACK 1"]);
+    let takers: Vec<Slot> = (0..4).map(|_| login(&mut core, "a")).collect();
+    for (r, &t) in takers.iter().enumerate() {
+        assert_eq!(subscribe(&mut core, t, 2, "_reply/>"), ["ACK 2"]);
+        for k in 0..65 {
+            request(
+                &mut core,
+                t,
+                "svc/time",
+                (r * 100 + k) as u32,
+                "_reply/victim/x",
+            );
+        }
+    }
+    for &m in &a_members {
+        assert_eq!(drain(&mut core, m).len(), 4);
+    }
+    assert_eq!(drain(&mut core, b1).len(), 260);
+    let b2 = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, b2, 1, "$share/b/svc/>"), ["ACK 1"]);
+    let victim = login(&mut core, "a");
+    assert_eq!(
+        subscribe(&mut core, victim, 3, "_reply/victim/>"),
+        ["ACK 3"]
+    );
+    // b2's turn in b: it takes this one; b1's turn next.
+    request(&mut core, victim, "svc/time", 6, "_reply/victim/y");
+    assert_eq!(drain(&mut core, b2), ["MSG svc/time"]);
+    let _ = a_members.iter().map(|&m| drain(&mut core, m)).count();
+    // Whichever group comes first, a request reaches b2 by its second try, and a try
+    // that does not is answered BUSY at once.
+    let mut reached = false;
+    for k in 0..2 {
+        request(&mut core, victim, "svc/time", 7 + k, "_reply/victim/x");
+        let to_b2 = drain(&mut core, b2);
+        let answer = drain(&mut core, victim);
+        if to_b2.len() == 1 {
+            assert!(answer.is_empty(), "{answer:?}");
+            reached = true;
+            break;
+        }
+        assert!(
+            answer[0].starts_with(&format!("ERROR {} busy", 7 + k)),
+            "{answer:?}"
+        );
+    }
+    assert!(reached, "b2 never got the request");
+}
+
+/// Hostile-input pass: a request that no member of a big group could take had every
+/// member of every matching group asked (100 groups of 1,000: ~1.9 ms of routing per
+/// request). At most MAX_PASSED_OVER (64) members are passed over per request: the
+/// first request past 100 full members is BUSY, and the turn moves on, so a retry
+/// reaches the member that can take it.
+#[test]
+fn a_request_passes_over_at_most_64_members_and_a_retry_goes_on_from_there() {
+    let mut core = responses_core();
+    let members: Vec<Slot> = (0..100)
+        .map(|_| {
+            let m = login(&mut core, "v");
+            assert_eq!(subscribe(&mut core, m, 1, "$share/g/svc/>"), ["ACK 1"]);
+            m
+        })
+        .collect();
+    let takers: Vec<Slot> = (0..4).map(|_| login(&mut core, "a")).collect();
+    for (r, &t) in takers.iter().enumerate() {
+        assert_eq!(subscribe(&mut core, t, 2, "_reply/>"), ["ACK 2"]);
+        for k in 0..100 {
+            request(
+                &mut core,
+                t,
+                "svc/time",
+                (r * 100 + k) as u32,
+                "_reply/victim/x",
+            );
+        }
+    }
+    for &m in &members {
+        assert_eq!(drain(&mut core, m).len(), 4);
+    }
+    let able = login(&mut core, "v");
+    assert_eq!(subscribe(&mut core, able, 1, "$share/g/svc/>"), ["ACK 1"]);
+    let victim = login(&mut core, "a");
+    assert_eq!(
+        subscribe(&mut core, victim, 3, "_reply/victim/>"),
+        ["ACK 3"]
+    );
+    // It is able's turn (the last to join): a request anyone can take moves it on.
+    request(&mut core, victim, "svc/time", 6, "_reply/victim/y");
+    assert_eq!(drain(&mut core, able), ["MSG svc/time"]);
+    request(&mut core, victim, "svc/time", 7, "_reply/victim/x");
+    assert!(
+        drain(&mut core, able).is_empty(),
+        "100 full members before it"
+    );
+    let answer = drain(&mut core, victim);
+    assert!(answer[0].starts_with("ERROR 7 busy false"), "{answer:?}");
+    request(&mut core, victim, "svc/time", 8, "_reply/victim/x");
+    assert_eq!(drain(&mut core, able), ["MSG svc/time"]);
+    assert!(drain(&mut core, victim).is_empty());
+    for &m in &members {
+        assert!(drain(&mut core, m).is_empty());
+    }
 }
