@@ -2231,7 +2231,8 @@ impl Core {
                 let mut requesters = [Slot(0); MAX_REQUESTERS_PER_TOPIC];
                 let mut n = 0;
                 for (id, slot) in to.iter() {
-                    if open_client(Slot(slot)).is_some_and(|c| c.id.0 == id) {
+                    // Only a requester with shared subscriptions can be in a group.
+                    if open_client(Slot(slot)).is_some_and(|c| c.id.0 == id && c.shared > 0) {
                         requesters[n] = Slot(slot);
                         n += 1;
                     }
