@@ -179,7 +179,8 @@ pub struct Config {
     /// Most unacknowledged guaranteed publishes per publisher. Default 4096.
     pub publish_window: u32,
     /// Acknowledged guaranteed messages stay retained for replay while they total at
-    /// most this many bytes... Default 67108864 (64 MiB).
+    /// most this many bytes (topic, payload and 88 bytes of index entry each)... Default
+    /// 67108864 (64 MiB).
     #[serde(deserialize_with = "size_key::retain_bytes")]
     pub retain_bytes: u64,
     /// ... and are younger than this many ms. Default 3600000 (1 hour).

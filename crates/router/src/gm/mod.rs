@@ -186,7 +186,9 @@ fn match_stored(index: &mut SubscriptionIndex, topic: &[u8], out: &mut Vec<Slot>
 pub struct GmConfig {
     /// Most unanswered guaranteed publishes per publisher (announced in PUB_OPENED).
     pub publish_window: u32,
-    /// Keep acknowledged messages for replay while they total at most this many bytes.
+    /// Keep acknowledged messages for replay while they total at most this many bytes
+    /// (each message's topic and payload and its index entry, [`store::ENTRY_BYTES`];
+    /// messages a queue holds are not counted).
     pub retain_bytes: u64,
     /// ... and are younger than this (ms).
     pub retain_ms: u64,
@@ -204,9 +206,10 @@ pub struct GmConfig {
     /// publish that would pass it is NACKed `queue-full`, and a queue whose starting
     /// point would fill it past it is refused.
     pub max_entries: u64,
-    /// Most bytes (topic + payload) of guaranteed messages held in memory, over every
-    /// queue and the replay retention: a publish beyond it is NACKed `queue-full` (after
-    /// releasing retained messages no queue holds).
+    /// Most bytes of guaranteed messages held in memory (each message's topic and
+    /// payload and its index entry, [`store::ENTRY_BYTES`]), over every queue and the
+    /// replay retention: a publish beyond it is NACKed `queue-full` (after releasing
+    /// retained messages no queue holds).
     pub max_stored_bytes: u64,
     /// Most publisher identities remembered (each keeps up to `2 × publish_window + 16`
     /// recent sequence numbers for the duplicate check).
@@ -1563,8 +1566,12 @@ impl Engine {
             self.store.release_front(|_, _| false);
             if self.store.footprint() + counted > self.cfg.max_stored_bytes {
                 let text = format!(
-                    "the router holds its maximum of {} bytes of guaranteed messages (max_stored_bytes)",
-                    self.cfg.max_stored_bytes
+                    "the router holds its maximum of {} bytes of guaranteed messages \
+                     (max_stored_bytes; {} counted: topics, payloads and {} bytes of index \
+                     entry per message)",
+                    self.cfg.max_stored_bytes,
+                    self.store.footprint(),
+                    store::ENTRY_BYTES,
                 );
                 self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
                 return Ok(());

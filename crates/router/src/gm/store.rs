@@ -160,6 +160,9 @@ pub struct Store {
     bytes: u64,
     /// Of `bytes`, those of messages a queue (or fill) holds.
     held: u64,
+    /// How many messages a queue (or fill) holds (those `held` counts), in the window
+    /// or held back.
+    held_count: u64,
     /// (record, id) of the relocated messages' copies, in record order; entries of
     /// messages released or relocated again since stay until trimmed
     /// ([`Store::trim_relocations`]).
@@ -198,6 +201,7 @@ impl Store {
             tombstones: 0,
             bytes: 0,
             held: 0,
+            held_count: 0,
             relocations: VecDeque::new(),
             relocated_live: 0,
         }
@@ -245,6 +249,11 @@ impl Store {
     /// No message retained.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Messages a queue (or fill) holds (those [`Store::held_bytes`] counts).
+    pub fn held_messages(&self) -> u64 {
+        self.held_count
     }
 
     /// Entries kept for held-back messages, tombstones included (at most twice the
@@ -629,6 +638,7 @@ impl Store {
                 if e.refs == 1 {
                     let size = Store::size_of(e);
                     self.held += size;
+                    self.held_count += 1;
                 }
             }
         }
@@ -649,6 +659,7 @@ impl Store {
             return;
         }
         self.held -= Store::size_of(e);
+        self.held_count -= 1;
         if id < self.first_id {
             if let Some(i) = self.held_back_at(id) {
                 self.bury(i);
@@ -679,6 +690,7 @@ impl Store {
     pub fn kill(&mut self, id: u64) {
         if self.entry(id).is_some_and(|e| e.live && e.refs > 0) {
             self.held -= self.entry(id).map_or(0, Store::size_of);
+            self.held_count -= 1;
         }
         if id < self.first_id {
             if let Some(i) = self.held_back_at(id) {
@@ -747,16 +759,25 @@ impl Store {
         }
     }
 
+    /// What the retention counts: the bytes of the messages no queue holds, and
+    /// [`ENTRY_BYTES`] for each entry of the window no queue holds (dead places
+    /// included; review: counting the held ones too let a queue's backlog push the
+    /// replay-only messages out).
+    fn unheld_counted(&self) -> u64 {
+        let held_back = (self.held_back.len() - self.tombstones) as u64;
+        let held_in_window = self.held_count.saturating_sub(held_back);
+        let unheld_entries = (self.entries.len() as u64).saturating_sub(held_in_window);
+        self.bytes - self.held + unheld_entries * ENTRY_BYTES
+    }
+
     /// Moves the window's front on while `keep` (retention, told the front message and
-    /// the bytes of the messages no queue holds, with [`ENTRY_BYTES`] for each entry of
-    /// the window) lets its messages go: a message no queue holds is released, one a
-    /// queue holds is held back (and released when the last queue lets it go). Returns
-    /// how many ids left the window.
+    /// [`Store::unheld_counted`]) lets its messages go: a message no queue holds is
+    /// released, one a queue holds is held back (and released when the last queue lets
+    /// it go). Returns how many ids left the window.
     pub fn release_front(&mut self, mut keep: impl FnMut(&Entry, u64) -> bool) -> usize {
         let mut n = 0;
         while let Some(e) = self.entries.front() {
-            let counted = self.bytes - self.held + self.entries.len() as u64 * ENTRY_BYTES;
-            if e.live && keep(e, counted) {
+            if e.live && keep(e, self.unheld_counted()) {
                 break;
             }
             let e = *e;

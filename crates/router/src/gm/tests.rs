@@ -856,12 +856,18 @@ fn held_entries_are_counted_and_pinned(e: &Engine) -> Result<(), TestCaseError> 
         prop_assert!(e.store.entry(*id).is_some_and(|s| s.live), "message {}", id);
     }
     let all = e.store.ids_from(0);
-    let (bytes, held) = all.fold((0, 0), |(b, h), s| {
+    let (bytes, held, held_count) = all.fold((0, 0, 0), |(b, h, n), s| {
         let size = Store::size_of(s);
-        (b + size, h + if s.refs() > 0 { size } else { 0 })
+        let is_held = s.refs() > 0;
+        (
+            b + size,
+            h + if is_held { size } else { 0 },
+            n + u64::from(is_held),
+        )
     });
     prop_assert_eq!(e.store.bytes(), bytes);
     prop_assert_eq!(e.store.held_bytes(), held);
+    prop_assert_eq!(e.store.held_messages(), held_count);
     prop_assert!(e.store.held_back_entries() <= 2 * e.store.len() + 1);
     Ok(())
 }
@@ -1313,6 +1319,41 @@ fn the_retention_counts_each_messages_index_entry() {
     let kept = e.stats_json()["retained_messages"].as_u64().unwrap();
     assert!((9..=10).contains(&kept), "{kept} messages kept");
     assert!(e.store.footprint() <= 10 * each);
+}
+
+/// Review of `84641f4`: messages a queue holds are not counted in `retain_bytes`
+/// (docs/guaranteed.md, "Replay"), and neither are their index entries: counted, a
+/// queue's backlog pushed the replay-only messages out.
+#[test]
+fn the_index_entries_of_held_messages_do_not_count_against_retain_bytes() {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1000,
+        ..GmConfig::default()
+    });
+    create(&mut e, &mut log, r#"{"name":"slow","subscriptions":["a"]}"#);
+    create(&mut e, &mut log, r#"{"name":"fast","subscriptions":["b"]}"#);
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    for s in 1..=10 {
+        publish(&mut e, &mut log, P, "b", s, &[s as u8]);
+    }
+    for s in 11..=60 {
+        publish(&mut e, &mut log, P, "a", s, &[s as u8]);
+    }
+    e.handle_durable(t(0), log.records.len() as u64);
+    e.handle_bind(t(0), C, 1, 1000, Start::Queue, "fast")
+        .unwrap();
+    drain(&mut e);
+    e.handle_consumer_ack(&mut log, t(0), C, 1, 1, 10).unwrap();
+    assert_eq!(e.stats_json()["retained_messages"], 60);
+    // The 10 replay-only messages count 10 x 90 bytes: well within 20 x 90.
+    e.cfg.retain_bytes = 20 * (2 + store::ENTRY_BYTES);
+    e.handle_timeout(&mut log, t(1), wall(1));
+    assert_eq!(e.stats_json()["retained_messages"], 60);
+    // Room for 5 of the 10 replay-only ones: the oldest 5 go, the held ones stay.
+    e.cfg.retain_bytes = 5 * (2 + store::ENTRY_BYTES);
+    e.handle_timeout(&mut log, t(2), wall(2));
+    assert_eq!(e.stats_json()["retained_messages"], 55);
 }
 
 /// A queue CREATE's error text (the definition refused), or panics.
