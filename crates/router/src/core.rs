@@ -316,6 +316,9 @@ enum Routed {
     /// ([`grant_response`]): handed to no one but, at most, its requester's own
     /// subscription (the requester gets `BUSY`).
     GrantsRefused,
+    /// A request handed to no one because its groups' looks ended at
+    /// [`groups::MAX_SKIPPED`] members leaving (the requester gets `BUSY`).
+    MembersLeaving,
 }
 
 /// Why [`Core::handle_accept`] refused a connection; the bytes to send before closing.
@@ -1611,6 +1614,20 @@ impl Core {
                 )
             });
         }
+        if let (Routed::MembersLeaving, Some(r)) = (routed, request) {
+            self.totals.requests_busy += 1;
+            self.control(id, |b| {
+                frame::encode_error(
+                    b,
+                    r.correlation,
+                    ErrorCode::BUSY,
+                    false,
+                    "the request's groups have more than 1,024 members leaving before the \
+                     next one (their subscriptions are still being removed): not handed to \
+                     any; try again shortly",
+                )
+            });
+        }
         if let (Routed::Unmatched, Some(r)) = (routed, request) {
             // Like NATS: the router knows its subscription table, so a request
             // nobody can answer fails now instead of timing out. Answers count
@@ -2214,6 +2231,8 @@ impl Core {
         // Responders that could not take this request's reply, and whether anyone
         // else was handed it (`Routed::GrantsRefused`).
         let mut refused = false;
+        // Only leaving members stopped a group's look (`Routed::MembersLeaving`).
+        let mut leaving = false;
         if !self.groups.is_empty() {
             if let Some(to) = only {
                 let clients = &self.clients;
@@ -2248,8 +2267,9 @@ impl Core {
                 // in all (hostile-input pass: 100 groups of 1,000 members that could
                 // not take it were all asked, ~1.9 ms of routing per request).
                 // Members that cannot take messages at all (leaving, their
-                // subscriptions not yet torn down) are skipped without counting (review:
-                // counted, 86 of them made a plain request BUSY).
+                // subscriptions not yet torn down) do not count against the
+                // passed-over bound (review: counted, 86 of them made a plain request
+                // BUSY); a request skips at most MAX_SKIPPED of them.
                 let at = now.as_nanos();
                 let clients = &mut self.clients;
                 let mut passed_over = false;
@@ -2279,6 +2299,7 @@ impl Core {
                     }
                 });
                 refused = passed_over || picked.cut;
+                leaving = picked.cut_by_leaving && !passed_over;
             }
         }
         self.delivery_work += 1 + self.matched.len() as u64;
@@ -2289,6 +2310,7 @@ impl Core {
             self.totals.unrouted += u64::from(!by_mcast && !guaranteed && !refused);
             return match (by_mcast, refused) {
                 (true, _) => Routed::Yes,
+                (false, true) if leaving => Routed::MembersLeaving,
                 (false, true) => Routed::GrantsRefused,
                 (false, false) => Routed::Unmatched,
             };
@@ -2394,10 +2416,10 @@ impl Core {
                 self.dirty.push(to);
             }
         }
-        if refused && !handed {
-            Routed::GrantsRefused
-        } else {
-            Routed::Yes
+        match (refused && !handed, leaving) {
+            (true, true) => Routed::MembersLeaving,
+            (true, false) => Routed::GrantsRefused,
+            (false, _) => Routed::Yes,
         }
     }
 

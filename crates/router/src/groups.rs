@@ -7,7 +7,7 @@
 //! a request, unable to take its reply: the caller's `eligible`); a
 //! request passes over at most [`MAX_PASSED_OVER`] members that cannot take its
 //! reply (and skips at most [`MAX_SKIPPED`] leaving ones), over all its groups,
-//! visited from a different group each time; a group
+//! visited from a pseudo-random group each time; a group
 //! whose look ends there gets no copy, and its turn moves past the members looked at
 //! (the requester, handed to nobody, gets BUSY and may retry). A
 //! member that stops reading is still chosen in its turn, so the slow-consumer policy
@@ -111,7 +111,8 @@ pub enum Look {
     /// It takes the message.
     Take,
     /// It cannot take messages at all (still in handshake, or leaving): passed by
-    /// without counting (teardown removes such members a few at a time).
+    /// without counting against `passed_over` (a bounded pick skips at most
+    /// [`MAX_SKIPPED`]; teardown removes such members a few at a time).
     Skip,
     /// It could take messages but not this one (a request whose reply it cannot take):
     /// counts against the call's `passed_over` bound.
@@ -123,8 +124,11 @@ pub enum Look {
 pub struct Picked {
     /// Groups matched.
     pub groups: usize,
-    /// A group's look ended at the `passed_over` bound: it got no member.
+    /// A group's look ended at a bound (`passed_over` or [`MAX_SKIPPED`]): it got no
+    /// member.
     pub cut: bool,
+    /// A group's look ended at [`MAX_SKIPPED`] (members leaving).
+    pub cut_by_leaving: bool,
 }
 
 /// Marks client slot `m` with `mark`, growing the table to the highest slot seen (client
@@ -308,6 +312,7 @@ impl Groups {
                     Look::Skip if skips == 0 => {
                         g.next = i + 1;
                         picked.cut = true;
+                        picked.cut_by_leaving = true;
                         break;
                     }
                     Look::Skip => skips -= 1,
@@ -539,7 +544,8 @@ mod tests {
             picked,
             Picked {
                 groups: 100,
-                cut: true
+                cut: true,
+                cut_by_leaving: false
             }
         );
         assert!(out.is_empty());
@@ -547,7 +553,7 @@ mod tests {
         assert_eq!(looks, MAX_PASSED_OVER + 100);
         // One member (of every group) can take it: the turns moved on past the members
         // already looked at, so some messages later it is found. The bound is shared
-        // fairly: the first group visited (a different one each time) passes over 64
+        // fairly: the first group visited (a pseudo-random one) passes over 64
         // members, each other group one, so ~700 / 1.6 messages.
         let able = Slot(700);
         let mut tries = 0;
@@ -716,7 +722,7 @@ mod tests {
                 looks += 1;
                 Look::Skip
             });
-            assert!(p.cut);
+            assert!(p.cut && p.cut_by_leaving);
             assert!(looks <= MAX_SKIPPED + 100, "{looks} looks");
         }
         // A plain message still looks at every member before a group gets no copy.

@@ -1567,10 +1567,11 @@ impl Engine {
             if self.store.footprint() + counted > self.cfg.max_stored_bytes {
                 let text = format!(
                     "the router holds its maximum of {} bytes of guaranteed messages \
-                     (max_stored_bytes; {} counted: topics, payloads and {} bytes of index \
-                     entry per message)",
+                     (max_stored_bytes: {} counted, this message {} more; topics, payloads \
+                     and {} bytes per index entry)",
                     self.cfg.max_stored_bytes,
                     self.store.footprint(),
+                    counted,
                     store::ENTRY_BYTES,
                 );
                 self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
