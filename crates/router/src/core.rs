@@ -2772,6 +2772,15 @@ impl Core {
             .map(|c| c.addr)
     }
 
+    /// The client id (what the log lines and the stats name) of the client in slot
+    /// `id`, if connected.
+    pub fn client_id(&self, id: Slot) -> Option<ClientId> {
+        self.clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .map(|c| c.id)
+    }
+
     /// The phase of a client, if connected.
     pub fn phase(&self, id: Slot) -> Option<Phase> {
         self.clients

@@ -29,7 +29,7 @@ mod shm;
 mod tls;
 
 use crate::config::{Config, ConfigError};
-use crate::core::{Core, Input, Totals};
+use crate::core::{ClientId, Core, Input, Totals};
 use crate::index::Slot;
 use tickwire_rt::{MonoNanos, UtcNanos};
 
@@ -828,7 +828,8 @@ impl Router {
                     if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
                         // Hostile input, as a malformed frame is (logged at WARN there).
                         let addr = self.core.peer_addr(id);
-                        tracing::warn!(client = id.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                        let client = self.core.client_id(id).unwrap_or(ClientId(0));
+                        tracing::warn!(client = %client, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                     }
                     self.drop_conn(id, &format!("read failed: {e}"));
                     return false;
@@ -929,7 +930,8 @@ impl Router {
                 if matches!(c.stream, Link::Shm(_)) && e.kind() == io::ErrorKind::InvalidData {
                     // Hostile input, as on the read side (a probe found it at INFO only).
                     let addr = self.core.peer_addr(id);
-                    tracing::warn!(client = id.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                    let client = self.core.client_id(id).unwrap_or(ClientId(0));
+                    tracing::warn!(client = %client, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                 }
                 self.drop_conn(id, &format!("write failed: {e}"));
                 false

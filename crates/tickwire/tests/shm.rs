@@ -429,11 +429,26 @@ fn garbage_or_a_corrupt_index_in_a_ring_disconnects_only_that_client() {
         !n.iter().any(|x| x == "garbage" || x == "corrupt")
     });
     // Said at WARN, as a malformed frame is (a hostile-input probe found it at INFO).
-    log.wait_for(
-        &["WARN", "shared-memory client broke the ring protocol"],
-        Duration::from_secs(5),
-    )
-    .unwrap_or_else(|| panic!("no warning: {}", log.text()));
+    let warning = log
+        .wait_for(
+            &["WARN", "shared-memory client broke the ring protocol"],
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| panic!("no warning: {}", log.text()));
+    // Naming the client by its id, as every other line does (it named the slot, which
+    // the corrupt client took over from the garbage one).
+    let id_of = |line: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("client="))
+            .map(str::to_owned)
+    };
+    let connected = log
+        .wait_for(
+            &["client connected", "name=\"corrupt\""],
+            Duration::from_secs(5),
+        )
+        .unwrap_or_else(|| panic!("no connect line: {}", log.text()));
+    assert_eq!(id_of(&warning), id_of(&connected), "{warning}\n{connected}");
 
     // The good client carries on.
     let mut p = Client::connect_to(&shm, ClientOptions::named("pub")).unwrap();
