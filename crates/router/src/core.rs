@@ -1598,34 +1598,25 @@ impl Core {
             let wall = self.wall(now).as_nanos();
             self.cache.handle_publish(topic, raw, wall);
         }
-        if let (Routed::GrantsRefused, Some(r)) = (routed, request) {
+        let busy = match routed {
+            Routed::GrantsRefused => Some(
+                "the request's responders owe too many replies (allow_responses: 1,024 \
+                 reply topics or their byte bound, or 1,024 replies or 4 other requesters \
+                 on this reply topic; at most 64 such members are passed over per \
+                 request): not handed to any; try again later, with a reply topic only \
+                 you may read",
+            ),
+            Routed::MembersLeaving => Some(
+                "the request's groups have more than 1,024 members leaving before the \
+                 next one (their subscriptions are still being removed): not handed to \
+                 any; try again shortly",
+            ),
+            Routed::Yes | Routed::Unmatched => None,
+        };
+        if let (Some(text), Some(r)) = (busy, request) {
             self.totals.requests_busy += 1;
             self.control(id, |b| {
-                frame::encode_error(
-                    b,
-                    r.correlation,
-                    ErrorCode::BUSY,
-                    false,
-                    "the request's responders owe too many replies (allow_responses: 1,024 \
-                     reply topics or their byte bound, or 1,024 replies or 4 other \
-                     requesters on this reply topic; at most 64 such members are passed \
-                     over per request): not handed to any; try again later, with a reply \
-                     topic only you may read",
-                )
-            });
-        }
-        if let (Routed::MembersLeaving, Some(r)) = (routed, request) {
-            self.totals.requests_busy += 1;
-            self.control(id, |b| {
-                frame::encode_error(
-                    b,
-                    r.correlation,
-                    ErrorCode::BUSY,
-                    false,
-                    "the request's groups have more than 1,024 members leaving before the \
-                     next one (their subscriptions are still being removed): not handed to \
-                     any; try again shortly",
-                )
+                frame::encode_error(b, r.correlation, ErrorCode::BUSY, false, text)
             });
         }
         if let (Routed::Unmatched, Some(r)) = (routed, request) {

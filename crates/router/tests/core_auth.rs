@@ -426,6 +426,11 @@ fn responses_core() -> Core {
 }
 
 fn request(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &str) {
+    request_at(core, id, topic, correlation, reply_to, T0);
+}
+
+/// A request handed to the core at `at` (ns).
+fn request_at(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &str, at: u64) {
     let mut b = Vec::new();
     let reply = frame::ReplyField {
         correlation,
@@ -440,7 +445,10 @@ fn request(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &
         1 << 20,
     )
     .unwrap();
-    assert_eq!(feed(core, id, &b), Input::Consumed(b.len()));
+    assert_eq!(
+        core.handle_input(id, MonoNanos(at), &b, b.len()),
+        Input::Consumed(b.len())
+    );
 }
 
 fn reply(core: &mut Core, id: Slot, topic: &str, correlation: u32, at: u64) {
@@ -871,27 +879,6 @@ fn a_reply_reaches_a_requester_in_a_group_whoever_s_turn_it_is() {
     for m in others {
         assert!(drain(&mut core, m).is_empty());
     }
-}
-
-fn request_at(core: &mut Core, id: Slot, topic: &str, correlation: u32, reply_to: &str, at: u64) {
-    let mut b = Vec::new();
-    let reply = frame::ReplyField {
-        correlation,
-        to: reply_to.as_bytes(),
-    };
-    frame::encode_publish_reply(
-        &mut b,
-        topic,
-        b"q",
-        Default::default(),
-        Some(reply),
-        1 << 20,
-    )
-    .unwrap();
-    assert_eq!(
-        core.handle_input(id, MonoNanos(at), &b, b.len()),
-        Input::Consumed(b.len())
-    );
 }
 
 /// Review: `can_grant` said yes for a member the byte bound then refused (an expired
