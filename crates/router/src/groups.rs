@@ -410,6 +410,17 @@ mod tests {
         }
     }
 
+    /// 100 groups on `svc/>`, each of the same 1,000 members (slots 0..1,000).
+    fn hundred_groups_of_a_thousand() -> Groups {
+        let mut g = Groups::default();
+        for gi in 0..100 {
+            for m in 0..1_000 {
+                join(&mut g, m, &format!("$share/g{gi}/svc/>"));
+            }
+        }
+        g
+    }
+
     fn pick(g: &mut Groups, topic: &str) -> Vec<u32> {
         let mut out = Vec::new();
         g.pick(topic, &mut out, usize::MAX, |_| Look::Take);
@@ -528,12 +539,7 @@ mod tests {
     /// request were all asked about every request (~1.9 ms of routing each).
     #[test]
     fn a_pick_passes_over_a_bounded_number_of_members_and_moves_the_turn_on() {
-        let mut g = Groups::default();
-        for gi in 0..100 {
-            for m in 0..1_000 {
-                join(&mut g, m, &format!("$share/g{gi}/svc/>"));
-            }
-        }
+        let mut g = hundred_groups_of_a_thousand();
         let mut looks = 0;
         let mut out = Vec::new();
         let picked = g.pick("svc/x", &mut out, MAX_PASSED_OVER, |_| {
@@ -710,12 +716,7 @@ mod tests {
     /// (100 groups of 1,000: 100,000 looks a request while teardown ran).
     #[test]
     fn a_bounded_pick_skips_a_bounded_number_of_leaving_members() {
-        let mut g = Groups::default();
-        for gi in 0..100 {
-            for m in 0..1_000 {
-                join(&mut g, m, &format!("$share/g{gi}/svc/>"));
-            }
-        }
+        let mut g = hundred_groups_of_a_thousand();
         for _ in 0..3 {
             let mut looks = 0;
             let p = g.pick("svc/x", &mut Vec::new(), MAX_PASSED_OVER, |_| {

@@ -268,6 +268,21 @@ fn engine() -> (Engine, MemLog) {
     })
 }
 
+/// An engine with a publish window of 1,000, the queues of `defs` made and publisher
+/// `P` open, and its log.
+fn publishing(defs: &[&str]) -> (Engine, MemLog) {
+    let (mut e, mut log) = engine_with(GmConfig {
+        publish_window: 1000,
+        ..GmConfig::default()
+    });
+    for def in defs {
+        create(&mut e, &mut log, def);
+    }
+    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    (e, log)
+}
+
 /// An engine with `cfg`, recovered (nothing to recover), and its log.
 fn engine_with(cfg: GmConfig) -> (Engine, MemLog) {
     let mut e = Engine::new(cfg);
@@ -1298,13 +1313,7 @@ fn the_store_is_bounded_over_all_queues_and_retention_gives_way_first() {
 #[test]
 fn the_retention_counts_each_messages_index_entry() {
     // 100 messages of 2 bytes (topic and payload), all consumed: kept for replay only.
-    let (mut e, mut log) = engine_with(GmConfig {
-        publish_window: 1000,
-        ..GmConfig::default()
-    });
-    create(&mut e, &mut log, r#"{"name":"q","subscriptions":["a"]}"#);
-    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
-        .unwrap();
+    let (mut e, mut log) = publishing(&[r#"{"name":"q","subscriptions":["a"]}"#]);
     for s in 1..=100 {
         publish(&mut e, &mut log, P, "a", s, &[s as u8]);
     }
@@ -1326,14 +1335,10 @@ fn the_retention_counts_each_messages_index_entry() {
 /// queue's backlog pushed the replay-only messages out.
 #[test]
 fn the_index_entries_of_held_messages_do_not_count_against_retain_bytes() {
-    let (mut e, mut log) = engine_with(GmConfig {
-        publish_window: 1000,
-        ..GmConfig::default()
-    });
-    create(&mut e, &mut log, r#"{"name":"slow","subscriptions":["a"]}"#);
-    create(&mut e, &mut log, r#"{"name":"fast","subscriptions":["b"]}"#);
-    e.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
-        .unwrap();
+    let (mut e, mut log) = publishing(&[
+        r#"{"name":"slow","subscriptions":["a"]}"#,
+        r#"{"name":"fast","subscriptions":["b"]}"#,
+    ]);
     for s in 1..=10 {
         publish(&mut e, &mut log, P, "b", s, &[s as u8]);
     }
