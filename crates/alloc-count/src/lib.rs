@@ -16,6 +16,8 @@
 //!
 //! The count is per thread (the test harness's own threads allocate while a test
 //! runs), and counts `alloc`, `alloc_zeroed` and `realloc`; `dealloc` is free.
+//! [`live_bytes`] is the thread's bytes allocated and not yet freed, for a test that
+//! checks what some work leaves held.
 //!
 //! This is the workspace's one crate with `unsafe` code: `GlobalAlloc` is an unsafe
 //! trait. Every method forwards to the system allocator unchanged.
@@ -27,6 +29,9 @@ thread_local! {
     // `const` initialisation: no lazy init and no destructor, so reading it from
     // inside the allocator never allocates or recurses.
     static COUNT: Cell<u64> = const { Cell::new(0) };
+    // Bytes allocated by this thread less those it freed (what it holds, when what it
+    // allocates it also frees).
+    static LIVE: Cell<i64> = const { Cell::new(0) };
 }
 
 /// The counting allocator: declare it as the test binary's `#[global_allocator]`.
@@ -37,29 +42,37 @@ fn bump() {
     let _ = COUNT.try_with(|c| c.set(c.get() + 1));
 }
 
+fn live(delta: i64) {
+    let _ = LIVE.try_with(|c| c.set(c.get().wrapping_add(delta)));
+}
+
 // SAFETY: every method forwards its arguments unchanged to `System`, which upholds
 // `GlobalAlloc`'s contract; counting touches only a const-initialised thread-local
 // `Cell` and never allocates.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         bump();
+        live(layout.size() as i64);
         // SAFETY: the caller's `layout` contract is passed through unchanged.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         bump();
+        live(layout.size() as i64);
         // SAFETY: as for `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         bump();
+        live(new_size as i64 - layout.size() as i64);
         // SAFETY: `ptr` was allocated by `System` (through this type) with `layout`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as i64));
         // SAFETY: `ptr` was allocated by `System` (through this type) with `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -69,6 +82,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 /// the global allocator).
 pub fn allocations() -> u64 {
     COUNT.with(Cell::get)
+}
+
+/// Bytes this thread has allocated and not freed (frees of memory another thread
+/// allocated count against it): the difference between two readings around some work
+/// is what the work left held.
+pub fn live_bytes() -> i64 {
+    LIVE.with(Cell::get)
 }
 
 /// Runs `f` and returns its result and the number of allocations this thread made

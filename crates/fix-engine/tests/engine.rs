@@ -1046,3 +1046,65 @@ fn regression_an_answer_reaches_the_socket_only_after_its_store_record() {
     assert!(in_store(b"\x0111=K1\x01"), "the answer is not in the store");
     drop(engine);
 }
+
+/// Regression (hostile-input pass): a logged-on peer that kept its socket full of
+/// messages the engine ignores (a bad CheckSum: no answer, so its output never backed
+/// up) held the engine's turn for as long as it sent, its reads looping on full
+/// buffers: another session's TestRequest was answered only once the flood ended
+/// (9.7 s into a 10 s flood). Reads now stop at `READ_PER_TURN` per connection and
+/// turn, the rest read at the next turn, so the other session is answered while the
+/// flood goes on.
+#[test]
+fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const FLOOD: usize = 64 << 20;
+    let acc = Acceptor::start();
+    let one = Raw::logon(acc.addr, "ONE");
+    let mut two = Raw::logon(acc.addr, "TWO");
+
+    // ONE's next number, its CheckSum made wrong: ignored ("Invalid message").
+    let mut bad = encode("0", one.seq, "ONE", "ACC", &[]);
+    let n = bad.len();
+    bad[n - 2] = if bad[n - 2] == b'0' { b'1' } else { b'0' };
+    let block = bad.repeat((256 << 10) / bad.len());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut writer = one.s.try_clone().unwrap();
+    // A stalled engine fails the test rather than hanging it.
+    writer.set_write_timeout(Some(WAIT)).unwrap();
+    let flood = {
+        let (sent, done) = (sent.clone(), done.clone());
+        std::thread::spawn(move || {
+            while sent.load(Ordering::Relaxed) < FLOOD {
+                if writer.write_all(&block).is_err() {
+                    break;
+                }
+                sent.fetch_add(block.len(), Ordering::Relaxed);
+            }
+            done.store(true, Ordering::Release);
+        })
+    };
+    // Well into the flood before TWO asks.
+    let deadline = Instant::now() + WAIT;
+    while sent.load(Ordering::Relaxed) < FLOOD / 16 {
+        assert!(Instant::now() < deadline, "the flood did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    two.send("1", &[(112, "DURING")]);
+    let answer = two
+        .next()
+        .expect("the Heartbeat answering TWO's TestRequest");
+    let during = !done.load(Ordering::Acquire);
+    let at = sent.load(Ordering::Relaxed);
+    flood.join().unwrap();
+    assert!(
+        answer.contains("|35=0|") && answer.contains("|112=DURING|"),
+        "{answer}"
+    );
+    assert!(
+        during,
+        "TWO was answered only after ONE's flood of {FLOOD} bytes ended ({at} sent by then)"
+    );
+    acc.seen.assert_any("Invalid message");
+}

@@ -710,6 +710,21 @@ impl Fields {
             v: Vec::with_capacity(n),
         }
     }
+
+    /// Room for how many fields the table holds allocated.
+    pub fn capacity(&self) -> usize {
+        self.v.capacity()
+    }
+
+    /// Empties the table and gives back its allocation beyond `n` fields, if it holds
+    /// more: a table kept for reuse after one huge message (a million fields: 12 MB)
+    /// does not hold that memory for good.
+    pub fn release_beyond(&mut self, n: usize) {
+        if self.v.capacity() > n {
+            self.v.clear();
+            self.v.shrink_to(n);
+        }
+    }
 }
 
 /// A parsed message: the raw bytes plus its field table, both borrowed.

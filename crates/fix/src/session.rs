@@ -92,6 +92,14 @@ const MAX_QUEUED: usize = 100_000;
 /// sends large messages above a gap cannot make the session hold them without limit
 /// (a message not queued is resent, as the resend request covers it).
 const MAX_QUEUED_BYTES: usize = 64 << 20;
+/// Field tables kept for reuse (the parse pool, the outbox's) give back their room
+/// beyond this many fields (768 KiB) after a message that needed more: a counterparty's
+/// one message of a million fields had left ~38 MB per session held for good
+/// (hostile-input pass).
+pub(crate) const KEEP_FIELDS: usize = 1 << 16;
+/// Byte buffers kept for reuse (the outbox's, the resend step's) give back their room
+/// beyond [`KEEP_BYTES`] once they hold more than twice that.
+pub(crate) const KEEP_BYTES: usize = 1 << 20;
 /// Queued messages processed in one call at most; the rest go on by the same step
 /// at each [`Session::handle_send_room`] ([`Session::queue_pending`]), so a
 /// counterparty that fills the queue and then sends the missing message cannot hold
@@ -522,6 +530,9 @@ pub struct Session<S: MessageStore> {
     queue: BTreeMap<u64, Vec<u8>>,
     /// The bytes of the messages in `queue` (at most `MAX_QUEUED_BYTES`).
     queued_bytes: usize,
+    /// The highest number the full queue refused since the drain last stopped at a
+    /// message it does not hold: that gap is asked for again there.
+    queue_dropped: Option<u64>,
     /// Queued messages the current call may still process (`QUEUE_CHUNK` at each
     /// entry: however many times one call drains the queue, it takes at most that).
     queue_budget: usize,
@@ -569,6 +580,7 @@ impl<S: MessageStore> Session<S> {
             last_now: 0,
             schedule_cache: Cell::new(None),
             queue: BTreeMap::new(),
+            queue_dropped: None,
             queued_bytes: 0,
             queue_budget: QUEUE_CHUNK,
             spare_bufs: Vec::new(),
@@ -1235,6 +1247,7 @@ impl<S: MessageStore> Session<S> {
             self.recycle(buf);
         }
         self.queued_bytes = 0;
+        self.queue_dropped = None;
         if self.cfg.role == Role::Acceptor {
             self.heart_bt_int = 0;
         }

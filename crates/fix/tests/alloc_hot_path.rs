@@ -10,7 +10,7 @@
 #[path = "support/spec.rs"]
 mod spec;
 
-use tickwire_alloc_count::{allocations_during, assert_counting, CountingAlloc};
+use tickwire_alloc_count::{allocations_during, assert_counting, live_bytes, CountingAlloc};
 use tickwire_fix::codec::{self, frame_len, Encoder, Fields, TimestampPrecision};
 use tickwire_fix::dict::Dictionary;
 use tickwire_fix::order::QuickFixOrder;
@@ -156,5 +156,59 @@ fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
     assert_eq!(
         allocations, 0,
         "{allocations} allocations receiving {MEASURED} in-sequence orders"
+    );
+}
+
+/// Hostile-input pass: one message of a million fields left ~38 MB per session held
+/// for good (the session's field tables and outbox, kept for reuse at the size of the
+/// largest message seen). They now give back what is beyond 65,536 fields and 2 MiB.
+#[test]
+fn a_session_does_not_keep_a_huge_messages_memory() {
+    assert_counting();
+    let cfg = SessionConfig::new("FIX.4.4", "TW", "CP", Role::Acceptor);
+    let mut s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
+    let mut peer = Encoder::new("FIX.4.4");
+    let now = T0;
+    s.handle_connected(UtcNanos(now));
+    peer.begin(b"A");
+    peer.field_u64(34, 1);
+    peer.field_str(49, "CP");
+    peer.field_timestamp(52, now, TimestampPrecision::Millis);
+    peer.field_str(56, "TW");
+    peer.field_u64(98, 0);
+    peer.field_u64(108, 30);
+    let logon = peer.finish().to_vec();
+    s.handle_message(UtcNanos(now), &logon);
+    while s.poll_event().is_some() {}
+    // A message of a million fields (12 MB of field table for one parse).
+    peer.begin(b"B");
+    peer.field_u64(34, 2);
+    peer.field_str(49, "CP");
+    peer.field_timestamp(52, now, TimestampPrecision::Millis);
+    peer.field_str(56, "TW");
+    for _ in 0..1_000_000 {
+        peer.field_str(5000, "x");
+    }
+    let huge = peer.finish().to_vec();
+    let before = live_bytes();
+    s.handle_message(UtcNanos(now), &huge);
+    let mut fields = 0;
+    while let Some(o) = s.poll_event() {
+        if let Output::Event(Event::FromApp(_)) = o {
+            fields = s.event_fields().len();
+        }
+    }
+    assert!(
+        fields > 1_000_000,
+        "the application saw the message ({fields} fields)"
+    );
+    // The next call (a timer, the next message) gives the outbox's room back.
+    s.handle_timeout(UtcNanos(now + 1_000_000_000));
+    while s.poll_event().is_some() {}
+    let held = live_bytes() - before;
+    assert!(
+        held < 6 << 20,
+        "{held} bytes still held after a {}-byte message of a million fields",
+        huge.len()
     );
 }

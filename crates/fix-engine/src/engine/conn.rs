@@ -165,6 +165,7 @@ impl<A: Application> Engine<A> {
     /// offered has emptied the receive queue: later bytes raise a new edge, so no
     /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
+    /// Past [`READ_PER_TURN`] bytes the rest waits for the next turn (`Net::resume`).
     pub(super) fn read_conn(&mut self, c: ConnId, to_eof: bool) {
         if self.net.pause_if_backed_up(c, to_eof) {
             return;
@@ -172,8 +173,13 @@ impl<A: Application> Engine<A> {
         if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
             return self.read_conn_tls(c, to_eof);
         }
+        let mut taken = 0;
         loop {
             if self.net.pause_if_backed_up(c, to_eof) {
+                return;
+            }
+            if taken >= READ_PER_TURN {
+                self.net.resume.push((c, to_eof));
                 return;
             }
             let Some(conn) = self.net.open_conn(c) else {
@@ -191,6 +197,7 @@ impl<A: Application> Engine<A> {
                         conn.first_bytes = Some(self.now.as_nanos());
                     }
                     let drained = n < len - rend;
+                    taken += n;
                     self.process_frames(c);
                     if drained && !to_eof {
                         return;

@@ -59,6 +59,18 @@ const RESEND_ROOM: usize = 1 << 20;
 /// answers (an echo, rejects, resends) fills its own TCP window, not our memory. Its
 /// session then times out as for any silent peer (TestRequest, then disconnect).
 const OUTPUT_HIGH: usize = 4 << 20;
+/// The most one connection's reads take in one call of `read_conn` (one turn, as a
+/// rule); what is left is read at the next turn, which then does not sleep. A peer
+/// whose input produces no answer (messages with a bad CheckSum, garbage, messages
+/// queued above a gap) never backs its output up to [`OUTPUT_HIGH`]: without this,
+/// one that kept its socket full held the turn, and every other session's timers and
+/// answers, for as long as it sent (a hostile-input pass: another session's
+/// TestRequest answered after 9.7 s, and the turn's log batch grew to ~1 GB).
+pub(super) const READ_PER_TURN: usize = 256 << 10;
+/// The callback scratch (`Scratch::msg_fields`, `Scratch::msg`) is dropped after a
+/// message larger than these: the sessions' outboxes keep 65,536 fields and 2 MiB.
+const KEEP_FIELDS: usize = 1 << 16;
+const KEEP_MSG_BYTES: usize = 2 << 20;
 
 /// Engine-wide settings (everything per session is in [`SessionSpec`]).
 #[derive(Debug, Clone)]
@@ -339,8 +351,9 @@ struct Net {
     free: Vec<ConnId>,
     free_later: Vec<ConnId>,
     write_list: Vec<ConnId>,
-    /// Paused connections whose output went below half of [`OUTPUT_HIGH`]: read at
-    /// the next turn (edge-triggered: what waits on the socket raises no new event).
+    /// Paused connections whose output went below half of [`OUTPUT_HIGH`], and
+    /// connections whose reads stopped at [`READ_PER_TURN`]: read at the next turn
+    /// (edge-triggered: what waits on the socket raises no new event).
     resume: Vec<(ConnId, bool)>,
     connects: Vec<SessionKey>,
     next_housekeeping: u64,

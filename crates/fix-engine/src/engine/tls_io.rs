@@ -36,8 +36,14 @@ impl<A: Application> Engine<A> {
     }
 
     fn read_tls_socket(&mut self, c: ConnId, to_eof: bool, input: &mut [u8]) {
+        let mut taken = 0;
         loop {
             if self.net.pause_if_backed_up(c, to_eof) {
+                return;
+            }
+            // As on the clear path: the rest at the next turn.
+            if taken >= super::READ_PER_TURN {
+                self.net.resume.push((c, to_eof));
                 return;
             }
             let Some(conn) = self.net.open_conn(c) else {
@@ -45,6 +51,7 @@ impl<A: Application> Engine<A> {
             };
             match conn::read_socket(&conn.stream, input) {
                 conn::Got::Bytes(n) => {
+                    taken += n;
                     if !self.feed_tls(c, &input[..n]) {
                         return;
                     }

@@ -74,12 +74,14 @@ impl<A: Application> Engine<A> {
             }
         }
         if !self.net.resume.is_empty() {
-            let resume = std::mem::take(&mut self.net.resume);
+            let mut resume = std::mem::take(&mut self.net.resume);
             for &(c, to_eof) in &resume {
                 self.read_conn(c, to_eof);
             }
+            // Connections these reads stopped at READ_PER_TURN again: the next turn's.
+            resume.clear();
+            resume.append(&mut self.net.resume);
             self.net.resume = resume;
-            self.net.resume.clear();
         }
         self.commands();
         self.timers(earliest);
@@ -487,6 +489,14 @@ impl<A: Application> Engine<A> {
                         app.from_app(&mut ctx, key, &m);
                     } else {
                         app.from_admin(&mut ctx, key, &m);
+                    }
+                    // Handed back and forth with the sessions' outboxes (which give
+                    // back their own room): not a huge message's worth kept here.
+                    if scratch.msg_fields.capacity() > KEEP_FIELDS {
+                        scratch.msg_fields = Vec::new();
+                    }
+                    if scratch.msg.capacity() > KEEP_MSG_BYTES {
+                        scratch.msg = Vec::new();
                     }
                 }
                 Then::LoggedOn => {

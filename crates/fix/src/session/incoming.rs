@@ -74,6 +74,7 @@ impl<S: MessageStore> Session<S> {
             }
             Err(e) => self.process_unparsable(now, raw, e, queued),
         };
+        fields.release_beyond(super::KEEP_FIELDS);
         self.fields_pool.push(fields);
         r
     }
@@ -499,7 +500,8 @@ impl<S: MessageStore> Session<S> {
         if (replaced == 0 && self.queue.len() >= MAX_QUEUED)
             || self.queued_bytes - replaced + raw.len() > MAX_QUEUED_BYTES
         {
-            // Not queued: the resend request that covers the gap brings it again.
+            // Not queued: asked for again when the drain reaches it (`ask_for_dropped`).
+            self.queue_dropped = Some(self.queue_dropped.map_or(seq, |d| d.max(seq)));
             return;
         }
         let mut buf = self.spare_bufs.pop().unwrap_or_default();
@@ -583,7 +585,7 @@ impl<S: MessageStore> Session<S> {
             self.queue_budget -= 1;
             let expected = self.store.next_target_seq();
             let Some(buf) = self.queue.remove(&expected) else {
-                return Ok(());
+                return self.ask_for_dropped(now, expected);
             };
             self.queued_bytes -= buf.len();
             self.note(format_args!("Processing QUEUED message: {expected}"));
@@ -601,6 +603,37 @@ impl<S: MessageStore> Session<S> {
         }
         // More may be in sequence: they go on at the next `handle_send_room`.
         Ok(())
+    }
+
+    /// The drain stopped at `expected`, which the queue does not hold. When the full
+    /// queue refused messages numbered `expected` or above, they are asked for now
+    /// (QuickFIX's queue drops nothing; here the counterparty may send nothing more, and
+    /// a hostile-input pass saw a session sit 21 s at such a hole, a TestRequest in it
+    /// unanswered). Not while a ResendRequest is outstanding: it is asked at the first
+    /// drain after that one is satisfied.
+    fn ask_for_dropped(&mut self, now: u64, expected: u64) -> StoreResult {
+        let Some(top) = self.queue_dropped.take() else {
+            return Ok(());
+        };
+        if top < expected {
+            return Ok(());
+        }
+        if self.resend.is_some() {
+            self.queue_dropped = Some(top);
+            return Ok(());
+        }
+        self.note(format_args!(
+            "Messages up to {top} were not queued (queue full): asking again from {expected}"
+        ));
+        let chunk = self.cfg.resend_request_chunk_size;
+        let end = if chunk > 0 {
+            top.min(expected.saturating_add(chunk - 1))
+        } else if self.ver.ge42 {
+            0
+        } else {
+            999_999
+        };
+        self.resend_request_msg(now, expected, end, top)
     }
 
     /// Whether queued messages are in sequence now and wait to be processed (the

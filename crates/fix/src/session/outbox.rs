@@ -90,11 +90,15 @@ impl Outbox {
             self.fields.clear();
             self.polled_fields = 0..0;
             self.polled_msg = 0..0;
-            // A large resend can leave megabytes behind; steady state needs little.
-            const KEEP: usize = 1 << 20;
-            if self.buf.capacity() > 16 * KEEP {
+            // A large resend or message can leave megabytes behind; steady state needs
+            // little.
+            const KEEP: usize = super::KEEP_BYTES;
+            if self.buf.capacity() > 2 * KEEP {
                 self.buf.shrink_to(KEEP);
                 self.actions.shrink_to(KEEP / 256);
+            }
+            if self.fields.capacity() > super::KEEP_FIELDS {
+                self.fields.shrink_to(super::KEEP_FIELDS);
             }
         }
     }

@@ -136,8 +136,8 @@ impl<S: MessageStore> Session<S> {
                 r = self.retransmit_loaded(now, &mut rs, &buf, &idx);
             }
             // Keep the scratch space for the next step, but not a huge one's worth.
-            const KEEP: usize = 1 << 20;
-            if buf.capacity() > 16 * KEEP {
+            const KEEP: usize = super::KEEP_BYTES;
+            if buf.capacity() > 2 * KEEP {
                 buf.clear();
                 buf.shrink_to(KEEP);
                 idx.clear();
@@ -203,6 +203,7 @@ impl<S: MessageStore> Session<S> {
             rs.current = seq.saturating_add(1);
             rs.last = seq;
         }
+        fields.release_beyond(super::KEEP_FIELDS);
         self.fields_pool.push(fields);
         r
     }
