@@ -76,7 +76,9 @@ Transports (--transport, measured in the order given, in the same run):
             (the messages due at once share a datagram); a receiver thread joined to it
             delivers in stream order (NAKs recover losses) and reflects by unicast UDP
   udp-mcast the floor of tickwire-mcast: plain UDP datagrams to a multicast group, one
-            message each, received and reflected as by udp
+            message each, received and reflected as by udp (one sendto per message,
+            where tickwire-mcast batches: above the rate one core's sendto calls
+            allow, tickwire-mcast carries more than its floor)
   tcp-relay the floor of tickwire with the router's topology: the sender and a receiver
             thread each hold a TCP connection to a relay thread in the router's place
             (CPU FAR) that copies bytes both ways; messages are a 4-byte length and the
@@ -1177,6 +1179,11 @@ pub fn rate_table(title: &str, steps: &[StepResult]) -> String {
             (Some(_), _) => "INVALID (saturated)",
             (None, false) => "cut short",
             (None, true) if c.sent != c.received => "lost messages",
+            // Sent on time, but received below 90% of the rate: the sweep stops here
+            // and the step is not lossless (new-user pass: "ok" beside "saturated").
+            (None, true) if invalid_reason(s.target_rate, s.achieved_recv_rate).is_some() => {
+                "saturated (receive rate)"
+            }
             (None, true) => "ok",
         };
         out.push_str(&format!(
@@ -1464,6 +1471,17 @@ mod tests {
         let t = rate_table("udp", &[step]);
         assert!(t.contains("target/s") && t.contains("recv/s"), "{t}");
         assert!(t.contains("100.0k") && t.contains("INVALID"), "{t}");
+    }
+
+    #[test]
+    fn rate_table_marks_a_step_received_below_its_rate_saturated_not_ok() {
+        let behind = step(200_000.0, 174_000.0, 10, 10);
+        assert!(!lossless(&behind));
+        let t = rate_table("udp", &[behind, step(100_000.0, 100_000.0, 10, 10)]);
+        let rows: Vec<&str> = t.lines().filter(|l| l.contains(".0k")).collect();
+        assert_eq!(rows.len(), 2, "{t}");
+        assert!(rows[0].ends_with("saturated (receive rate)"), "{t}");
+        assert!(rows[1].ends_with("ok"), "{t}");
     }
 
     fn step(target: f64, recv: f64, sent: u64, received: u64) -> StepResult {

@@ -849,7 +849,13 @@ impl Router {
         // The turn's first read takes the turn's reading, taken right before it: a turn
         // that reads one client (a ping-pong, a quiet feed) reads the clock once, not
         // twice (the second read was ~25-40 ns on the message's path in this VM).
-        let now = turn_clock.take().unwrap_or_else(MonoNanos::now);
+        // That reading precedes the read, so the core reads the clock again for the
+        // router-in stamp of a STAMPS message in it (only then).
+        let (now, fresh) = match turn_clock.take() {
+            Some(turn) => (turn, false),
+            None => (MonoNanos::now(), true),
+        };
+        self.core.set_input_clock_fresh(fresh);
         match self.core.handle_input(id, now, &c.rbuf[c.start..c.end], n) {
             Input::Consumed(used) => {
                 c.start += used;

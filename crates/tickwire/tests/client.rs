@@ -594,6 +594,58 @@ fn publishes_are_batched_and_echoes_arrive_with_their_metadata() {
     }
 }
 
+/// New-user pass: `bench md-replay` showed a FH→router hop of 0.00 µs (router-in
+/// before publisher-send, clamped): the router stamped a read with the turn's clock
+/// reading, taken before the read, so a message published and arrived in between
+/// looked routed before it was sent (without the fix this test counted 12 to 138 such
+/// messages of 1,000,000 in two runs of three). A STAMPS message read with that
+/// reading now reads the clock again. A streaming publisher (small batches, a spinning
+/// router, a subscriber reading on its own connection) checks every message.
+#[test]
+fn a_streaming_publishers_stamps_never_show_the_router_before_the_send() {
+    const N: u64 = 1_000_000;
+    let router = RouterProc::start(&["--idle", "spin"]);
+    let mut sub = Client::connect(router.addr).unwrap();
+    sub.subscribe("s/x").unwrap();
+    let publisher = {
+        let addr = router.addr;
+        thread::spawn(move || {
+            let opts = ClientOptions {
+                batch_bytes: 256,
+                stamp: true,
+                ..ClientOptions::default()
+            };
+            let mut p = Client::connect_with(addr, opts).unwrap();
+            for _ in 0..N {
+                p.publish("s/x", b"0123456789").unwrap();
+            }
+            p.flush().unwrap();
+            p.ping().unwrap();
+            p
+        })
+    };
+    let mut early = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut got = 0;
+    while got < N {
+        assert!(Instant::now() < deadline, "{got} of {N} messages in 120 s");
+        if let Some(m) = sub.recv(Wait::Timeout(Duration::from_millis(100))).unwrap() {
+            let s = m.stamps().expect("stamped");
+            if s.router_in < s.publisher_send {
+                early.push((got, s.publisher_send - s.router_in));
+            }
+            got += 1;
+        }
+    }
+    let _p = publisher.join().unwrap();
+    assert!(
+        early.is_empty(),
+        "{} of {N} messages stamped router-in before publisher-send (message, ns early): {:?}",
+        early.len(),
+        &early[..early.len().min(10)]
+    );
+}
+
 #[test]
 fn end_of_stream_ends_the_iterator() {
     let mut router = RouterProc::start(&[]);

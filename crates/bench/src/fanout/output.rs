@@ -800,8 +800,15 @@ impl Report {
             crate::outln!(out, "{}", v.line());
         }
         let c = &self.counters;
+        // The server that could discard: NATS drops a slow consumer, the raw floor's
+        // relay discards nothing (new-user pass: "by router" in a NATS report).
+        let discarder = match self.router.system {
+            "NATS" => "server",
+            "raw" => "relay",
+            _ => "router",
+        };
         crate::outln!(out,
-            "correctness (whole run, warm-up included): sent {} messages, expected {} deliveries, received {}, gaps {}, duplicates {}, out-of-order {}, discarded by router {}, malformed {} -> {}",
+            "correctness (whole run, warm-up included): sent {} messages, expected {} deliveries, received {}, gaps {}, duplicates {}, out-of-order {}, discarded by {discarder} {}, malformed {} -> {}",
             c.counters.sent,
             c.expected,
             c.counters.received,

@@ -44,9 +44,9 @@ const SENDER_POLL_NS: u64 = 100_000;
 /// The report's description of a multicast transport's path.
 pub(super) fn path(t: Transport) -> &'static str {
     if t == Transport::UdpMcast {
-        "raw UDP datagrams to a multicast group on 127.0.0.1, a receiver thread joined to it, reflections by unicast UDP"
+        "raw UDP datagrams to a multicast group on 127.0.0.1, one message per datagram (one sendto each), a receiver thread joined to it, reflections by unicast UDP"
     } else {
-        "tickwire multicast sender (no router) → group on 127.0.0.1 → receiver thread joined to it (in order, NAK recovery), reflections by unicast UDP"
+        "tickwire multicast sender (no router) → group on 127.0.0.1 → receiver thread joined to it (in order, NAK recovery), reflections by unicast UDP; the messages due at once share a datagram, so its rates are not one sendto per message as udp-mcast's are"
     }
 }
 
