@@ -354,6 +354,29 @@ impl Raw {
         }
     }
 
+    /// The next message if one has arrived whole ('|' for SOH), without waiting.
+    fn try_next(&mut self) -> Option<String> {
+        self.s.set_nonblocking(true).unwrap();
+        let mut tmp = [0u8; 4096];
+        loop {
+            match self.s.read(&mut tmp) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        self.s.set_nonblocking(false).unwrap();
+        let n = codec::frame_len(&self.buf, 1 << 20).ok()??;
+        let m: Vec<u8> = self.buf.drain(..n).collect();
+        Some(
+            m.iter()
+                .map(|&b| if b == codec::SOH { '|' } else { b as char })
+                .collect(),
+        )
+    }
+
     /// Reads until the engine closes the connection, returning what arrived; panics if
     /// it does not close within WAIT. A close with unread input may arrive as a reset.
     fn until_closed(&mut self) -> Vec<String> {
@@ -1051,60 +1074,100 @@ fn regression_an_answer_reaches_the_socket_only_after_its_store_record() {
 /// messages the engine ignores (a bad CheckSum: no answer, so its output never backed
 /// up) held the engine's turn for as long as it sent, its reads looping on full
 /// buffers: another session's TestRequest was answered only once the flood ended
-/// (9.7 s into a 10 s flood). Reads now stop at `READ_PER_TURN` per connection and
-/// turn, the rest read at the next turn, so the other session is answered while the
-/// flood goes on.
+/// (8.7 s into a 10 s flood). A connection's reads now take `read_per_turn` bytes a
+/// turn at most, the rest at the next turns. Driven turn by turn here (a flood through
+/// a free-running engine depends on which side is faster): with 1 KiB a turn, ONE's
+/// 60 bad messages waiting beside TWO's TestRequest take many turns, the first of
+/// which answers TWO; without the bound the first turn took all 60.
 #[test]
 fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+                SocketAcceptPort=0\nNonStopSession=Y\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n";
+    let settings = Settings::parse(text, "test.cfg").unwrap();
+    let seen = Seen::default();
+    let opts = EngineOptions {
+        unbound_timeout: Duration::from_secs(3600),
+        max_block: Duration::from_millis(5),
+        read_per_turn: 1024,
+        ..EngineOptions::from_settings(&settings)
+    };
+    let mut engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
+    let addr = engine.listen_addrs()[0];
+    // Turns until `done` says so (bounded).
+    let turn_until = |engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> bool| {
+        for _ in 0..2000 {
+            if done() {
+                return;
+            }
+            engine.turn().unwrap();
+        }
+        panic!("{what}: not within 2,000 turns");
+    };
+    let mut one = Raw::connect(addr, "ONE");
+    let mut two = Raw::connect(addr, "TWO");
+    one.send("A", &[(98, "0"), (108, "30")]);
+    two.send("A", &[(98, "0"), (108, "30")]);
+    let mut answers = Vec::new();
+    turn_until(&mut engine, "both Logons answered", &mut || {
+        answers.extend(one.try_next());
+        answers.extend(two.try_next());
+        answers.len() == 2
+    });
+    assert!(answers.iter().all(|a| a.contains("|35=A|")), "{answers:?}");
 
-    const FLOOD: usize = 64 << 20;
-    let acc = Acceptor::start();
-    let one = Raw::logon(acc.addr, "ONE");
-    let mut two = Raw::logon(acc.addr, "TWO");
-
-    // ONE's next number, its CheckSum made wrong: ignored ("Invalid message").
+    // ONE: 60 messages with its next number and a wrong CheckSum (ignored, no answer);
+    // TWO: a TestRequest. All of it waits on the sockets before the next turn.
+    let invalid = || {
+        seen.events()
+            .iter()
+            .filter(|e| e.starts_with("Invalid message"))
+            .count()
+    };
     let mut bad = encode("0", one.seq, "ONE", "ACC", &[]);
     let n = bad.len();
     bad[n - 2] = if bad[n - 2] == b'0' { b'1' } else { b'0' };
-    let block = bad.repeat((256 << 10) / bad.len());
-    let sent = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let mut writer = one.s.try_clone().unwrap();
-    // A stalled engine fails the test rather than hanging it.
-    writer.set_write_timeout(Some(WAIT)).unwrap();
-    let flood = {
-        let (sent, done) = (sent.clone(), done.clone());
-        std::thread::spawn(move || {
-            while sent.load(Ordering::Relaxed) < FLOOD {
-                if writer.write_all(&block).is_err() {
-                    break;
-                }
-                sent.fetch_add(block.len(), Ordering::Relaxed);
-            }
-            done.store(true, Ordering::Release);
-        })
-    };
-    // Well into the flood before TWO asks.
-    let deadline = Instant::now() + WAIT;
-    while sent.load(Ordering::Relaxed) < FLOOD / 16 {
-        assert!(Instant::now() < deadline, "the flood did not start");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    one.send_raw(&bad.repeat(60));
     two.send("1", &[(112, "DURING")]);
-    let answer = two
-        .next()
-        .expect("the Heartbeat answering TWO's TestRequest");
-    let during = !done.load(Ordering::Acquire);
-    let at = sent.load(Ordering::Relaxed);
-    flood.join().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut answer = None;
+    let mut turns = 0;
+    let mut seen_at_answer = 0;
+    turn_until(&mut engine, "TWO's TestRequest answered", &mut || {
+        answer = two.try_next();
+        if answer.is_none() {
+            turns += 1;
+        } else {
+            seen_at_answer = invalid();
+        }
+        answer.is_some()
+    });
+    let answer = answer.unwrap();
     assert!(
         answer.contains("|35=0|") && answer.contains("|112=DURING|"),
         "{answer}"
     );
+    assert!(turns <= 2, "TWO answered after {turns} turns");
     assert!(
-        during,
-        "TWO was answered only after ONE's flood of {FLOOD} bytes ended ({at} sent by then)"
+        seen_at_answer < 30,
+        "{seen_at_answer} of ONE's 60 messages were taken before TWO was answered"
     );
-    acc.seen.assert_any("Invalid message");
+    // The rest of ONE's input is read at the following turns, none of it lost, and no
+    // turn takes more than its 1 KiB (the event's read and the carried-over read of
+    // one turn share it): at most 1024 / its length, plus the one a turn started.
+    let (mut last, mut most) = (seen_at_answer, 0);
+    turn_until(&mut engine, "all of ONE's input read", &mut || {
+        let now = invalid();
+        most = most.max(now - last);
+        last = now;
+        now == 60
+    });
+    assert!(
+        most <= 1024 / bad.len() + 1,
+        "{most} messages of {} bytes in one turn",
+        bad.len()
+    );
+    drop(one);
+    drop(two);
 }

@@ -100,6 +100,11 @@ pub(crate) const KEEP_FIELDS: usize = 1 << 16;
 /// Byte buffers kept for reuse (the outbox's, the resend step's) give back their room
 /// beyond [`KEEP_BYTES`] once they hold more than twice that.
 pub(crate) const KEEP_BYTES: usize = 1 << 20;
+/// How long the expected number must stand still at a number the full queue refused
+/// before it is asked for again (`ask_for_dropped`): a counterparty already resending
+/// the range (an open-ended ResendRequest covers it) moves it on meanwhile and is not
+/// asked twice.
+const DROPPED_ASK_WAIT: u64 = NANOS;
 /// Queued messages processed in one call at most; the rest go on by the same step
 /// at each [`Session::handle_send_room`] ([`Session::queue_pending`]), so a
 /// counterparty that fills the queue and then sends the missing message cannot hold
@@ -530,9 +535,15 @@ pub struct Session<S: MessageStore> {
     queue: BTreeMap<u64, Vec<u8>>,
     /// The bytes of the messages in `queue` (at most `MAX_QUEUED_BYTES`).
     queued_bytes: usize,
-    /// The highest number the full queue refused since the drain last stopped at a
-    /// message it does not hold: that gap is asked for again there.
-    queue_dropped: Option<u64>,
+    /// The lowest and highest numbers the full queue refused, until they are asked
+    /// for again or passed (see `ask_for_dropped`).
+    queue_dropped: Option<(u64, u64)>,
+    /// The drain stopped at a number the full queue refused: when to ask for it if the
+    /// expected number has not moved by then, and what it was (see `ask_for_dropped`).
+    dropped_ask: Option<(u64, u64)>,
+    /// A resent message (PossDupFlag, below the expected number) arrived since the
+    /// last look of `dropped_ask_due`.
+    resend_seen: bool,
     /// Queued messages the current call may still process (`QUEUE_CHUNK` at each
     /// entry: however many times one call drains the queue, it takes at most that).
     queue_budget: usize,
@@ -581,6 +592,8 @@ impl<S: MessageStore> Session<S> {
             schedule_cache: Cell::new(None),
             queue: BTreeMap::new(),
             queue_dropped: None,
+            dropped_ask: None,
+            resend_seen: false,
             queued_bytes: 0,
             queue_budget: QUEUE_CHUNK,
             spare_bufs: Vec::new(),
@@ -768,6 +781,9 @@ impl<S: MessageStore> Session<S> {
         }
         if self.cfg.schedule.is_some() {
             min(tick());
+        }
+        if let Some((at, _)) = self.dropped_ask {
+            min(at);
         }
         if !self.handshake().received() {
             let since = match self.cfg.role {
@@ -1123,6 +1139,9 @@ impl<S: MessageStore> Session<S> {
             }
             return Ok(());
         }
+        if self.dropped_ask.is_some_and(|(at, _)| now >= at) {
+            self.dropped_ask_due(now)?;
+        }
         let hb = self.heart_bt_int as i64;
         if hb == 0 {
             return Ok(());
@@ -1248,6 +1267,7 @@ impl<S: MessageStore> Session<S> {
         }
         self.queued_bytes = 0;
         self.queue_dropped = None;
+        self.dropped_ask = None;
         if self.cfg.role == Role::Acceptor {
             self.heart_bt_int = 0;
         }

@@ -74,7 +74,7 @@ proptest! {
 /// counterparty sending 1 MiB messages above a gap had the session keep them all
 /// (600 of them: 608 MB, kept after the disconnect; found by a hostile-input pass).
 /// Those beyond 64 MiB are not queued: after the gap is filled only the queued ones
-/// come out, and the next one is asked for again at once, where the queue stops.
+/// come out, and the next one is asked for again.
 #[test]
 fn messages_queued_above_a_gap_are_bounded_in_bytes() {
     let mut h = Harness::logged_on_acceptor("FIX.4.4");
@@ -94,17 +94,16 @@ fn messages_queued_above_a_gap_are_bounded_in_bytes() {
         "{delivered} queued messages processed: {:?}",
         notes(&fill)
     );
-    // The first one not kept is asked for again where the queue stopped (it used to
-    // wait for the next message to show the gap), and only there.
+    // The first one not kept is asked for again when the next message shows the gap
+    // (or, if none comes, once the expected number has stood still for a second).
     let next = 4 + delivered as u64;
+    let out = h.recv_seq("0", 84, "");
     assert!(
-        sends(&fill)
+        sends(&out)
             .iter()
             .any(|s| s.contains("35=2|") && s.contains(&format!("|7={next}|"))),
-        "{next}: {fill:?}"
+        "{next}: {out:?}"
     );
-    let out = h.recv_seq("0", 84, "");
-    assert!(!sends(&out).iter().any(|s| s.contains("35=2|")), "{out:?}");
 }
 
 /// Hostile-input probe: a counterparty that queued 100,000 messages above a gap and
@@ -154,8 +153,8 @@ fn a_long_queue_is_processed_a_step_at_a_time_and_asks_for_nothing_it_holds() {
 /// Hostile-input pass: messages the full queue refused (over its 64 MiB) were never
 /// asked for again when the counterparty sent nothing more: once the gap below the
 /// queue filled and the queue was processed, the session sat at the first refused
-/// number (21 s in the probe, a TestRequest among the refused ones unanswered). The
-/// drain now asks for them where it stops, once.
+/// number (21 s in the probe, a TestRequest among the refused ones unanswered). They
+/// are now asked for once the expected number has stood still there for a second.
 #[test]
 fn messages_the_full_queue_refused_are_asked_for_where_the_drain_stops() {
     let mut h = Harness::logged_on_acceptor("FIX.4.4");
@@ -166,34 +165,76 @@ fn messages_the_full_queue_refused_are_asked_for_where_the_drain_stops() {
         h.recv_seq("0", seq, &big);
     }
     h.recv_seq("1", 71, &format!("112=LOST|{big}"));
+    let asks = |acts: &[Act]| -> Vec<String> {
+        sends(acts)
+            .into_iter()
+            .filter(|s| s.contains("35=2|"))
+            .collect()
+    };
     let filled = h.recv_seq("0", 2, "");
-    let asks: Vec<String> = sends(&filled)
-        .into_iter()
-        .filter(|s| s.contains("35=2|"))
-        .collect();
     assert_eq!(
         h.seqs().1,
         66,
         "the queue processed up to the first refused number"
     );
-    assert_eq!(asks.len(), 1, "{:?}", notes(&filled));
-    assert!(asks[0].contains("|7=66|16=0|"), "{asks:?}");
+    // The ResendRequest for 2 was satisfied by 2 (QuickFIX's bookkeeping of an
+    // open-ended one), and nothing is asked yet: a counterparty resending moves on.
+    assert_eq!(asks(&filled), Vec::<String>::new(), "{:?}", notes(&filled));
+    h.tick_ms(900);
+    assert_eq!(
+        asks(&h.advance(0)),
+        Vec::<String>::new(),
+        "not before a second"
+    );
+    // Standing still at 66 for a second: asked for, once.
+    let later = h.advance(1);
+    let asked = asks(&later);
+    assert_eq!(asked.len(), 1, "{:?}", notes(&later));
+    assert!(asked[0].contains("|7=66|16=0|"), "{asked:?}");
+    assert_eq!(asks(&h.advance(5)), Vec::<String>::new(), "asked twice");
     // The resend brings them; the TestRequest is answered in sequence.
     for seq in 66..=70 {
         h.recv_seq("0", seq, "43=Y|122=20240101-00:00:00|");
     }
-    let answer = h.recv_seq("1", 71, "43=Y|122=20240101-00:00:00|112=LOST|");
+    let answer = h.recv_seq(
+        "1",
+        71,
+        &format!("43=Y|122=20240101-00:00:00|112=LOST|{big}"),
+    );
     assert!(
         sends(&answer)
             .iter()
             .any(|s| s.contains("35=0|") && s.contains("112=LOST|")),
         "{answer:?}"
     );
-    // Nothing is asked twice: the drain that found nothing refused asks nothing.
     let next = h.recv_seq("0", 72, "");
+    assert_eq!(asks(&next), Vec::<String>::new());
+    assert_eq!(asks(&h.advance(5)), Vec::<String>::new());
+}
+
+/// The same overflow with a counterparty that answers the first ResendRequest (open
+/// ended) by resending everything: the resend moves the expected number on, so the
+/// refused messages are not asked for a second time.
+#[test]
+fn a_counterparty_already_resending_the_refused_messages_is_not_asked_twice() {
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    let big = format!("58={}|", "x".repeat(1 << 20));
+    for seq in 3..=70 {
+        h.recv_seq("0", seq, &big);
+    }
+    let mut all = h.recv_seq("0", 2, "43=Y|122=20240101-00:00:00|");
+    // Its resend goes on, a message every half second, past everything refused.
+    for seq in 3..=72 {
+        h.tick_ms(500);
+        all.extend(h.advance(0));
+        all.extend(h.recv_seq("0", seq, "43=Y|122=20240101-00:00:00|"));
+    }
+    all.extend(h.advance(5));
+    assert_eq!(h.seqs().1, 73);
     assert!(
-        !sends(&next).iter().any(|s| s.contains("35=2|")),
-        "{next:?}"
+        !sends(&all).iter().any(|s| s.contains("35=2|")),
+        "asked again: {:?}",
+        notes(&all)
     );
 }
 

@@ -852,8 +852,8 @@ impl Core {
         self.stamp_clock = Some(clock);
     }
 
-    /// Says whether the `now` of the next [`Core::handle_input`] calls was read after
-    /// the bytes they are given (a driver that reuses one reading taken before its
+    /// Says whether the `now` of the next [`Core::handle_input`] call was read after
+    /// the bytes it is given (a driver that reuses one reading taken before its
     /// first read of a turn passes `false` for that read). A STAMPS message's router-in
     /// stamp must not precede its arrival: with the turn's reading, a streaming
     /// publisher's messages showed the router before their send (new-user pass:
@@ -1001,7 +1001,18 @@ impl Core {
     /// next SUBSCRIBE or UNSUBSCRIBE, after the PUBLISH that reached the bound) with the
     /// rest unconsumed and [`Core::input_paused`] true; call again (with what is left,
     /// and whatever arrived since) on a later turn before reading more.
+    ///
+    /// `now` is taken as read after the bytes unless [`Core::set_input_clock_fresh`]
+    /// said otherwise for this call (which holds for this call only).
     pub fn handle_input(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
+        let r = self.handle_input_at(id, now, input, fresh);
+        self.input_clock = InputClock::Fresh;
+        r
+    }
+
+    /// [`Core::handle_input`] under the input clock the driver set.
+    #[inline]
+    fn handle_input_at(&mut self, id: Slot, now: MonoNanos, input: &[u8], fresh: usize) -> Input {
         self.latest = self.latest.max(now);
         self.input_paused = false;
         self.delivery_work = 0;

@@ -36,6 +36,9 @@ impl<A: Application> Engine<A> {
             first_bytes: None,
             queued: false,
             paused: None,
+            read_turn: 0,
+            read_this_turn: 0,
+            resume_queued: false,
             tls: None,
         };
         if let Err(e) = self.net.poll.registry().register(
@@ -165,7 +168,8 @@ impl<A: Application> Engine<A> {
     /// offered has emptied the receive queue: later bytes raise a new edge, so no
     /// extra `read` is spent to see EAGAIN (one syscall less per message at low rates).
     /// When the peer has closed (`to_eof`), reads go on to the end of the stream.
-    /// Past [`READ_PER_TURN`] bytes the rest waits for the next turn (`Net::resume`).
+    /// Past `EngineOptions::read_per_turn` bytes in a turn the rest waits for the next
+    /// turn (`Net::resume`).
     pub(super) fn read_conn(&mut self, c: ConnId, to_eof: bool) {
         if self.net.pause_if_backed_up(c, to_eof) {
             return;
@@ -173,15 +177,13 @@ impl<A: Application> Engine<A> {
         if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
             return self.read_conn_tls(c, to_eof);
         }
-        let mut taken = 0;
         loop {
             if self.net.pause_if_backed_up(c, to_eof) {
                 return;
             }
-            if taken >= READ_PER_TURN {
-                self.net.resume.push((c, to_eof));
+            let Some(budget) = self.net.read_budget(c, to_eof, self.opts.read_per_turn) else {
                 return;
-            }
+            };
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
@@ -189,15 +191,15 @@ impl<A: Application> Engine<A> {
                 self.close_conn(c, "Read buffer full without a complete message");
                 return;
             }
-            let (rend, len) = (conn.rend, conn.rbuf.len());
+            let (rend, len) = (conn.rend, conn.rbuf.len().min(conn.rend + budget));
             match read_socket(&conn.stream, &mut conn.rbuf[rend..len]) {
                 Got::Bytes(n) => {
                     conn.rend += n;
+                    conn.read_this_turn += n;
                     if conn.session.is_none() && conn.first_bytes.is_none() {
                         conn.first_bytes = Some(self.now.as_nanos());
                     }
                     let drained = n < len - rend;
-                    taken += n;
                     self.process_frames(c);
                     if drained && !to_eof {
                         return;
@@ -345,6 +347,35 @@ impl Net {
         }
     }
 
+    /// What connection `c` may still read this turn (> 0), or `None` when its
+    /// `read_per_turn` is spent: it is then put on [`Net::resume`] (once) for the next
+    /// turn's read.
+    pub(super) fn read_budget(
+        &mut self,
+        c: ConnId,
+        to_eof: bool,
+        per_turn: usize,
+    ) -> Option<usize> {
+        let turn = self.turns;
+        let conn = match self.conns.get_mut(c.0) {
+            Some(Some(conn)) => conn,
+            _ => return None,
+        };
+        if conn.read_turn != turn {
+            conn.read_turn = turn;
+            conn.read_this_turn = 0;
+        }
+        let left = per_turn.max(1).saturating_sub(conn.read_this_turn);
+        if left > 0 {
+            return Some(left);
+        }
+        if !conn.resume_queued {
+            conn.resume_queued = true;
+            self.resume.push((c, to_eof));
+        }
+        None
+    }
+
     /// Puts `c` on the turn's write list: written at the end of the turn, after the
     /// stores are flushed (records reach the kernel before the bytes that depend on
     /// them reach the socket), never during the dispatch, where `wbuf` may hold answers
@@ -364,7 +395,10 @@ impl Net {
         if let Some(Some(conn)) = self.conns.get_mut(c.0) {
             if conn.wbuf.len() - conn.wpos <= OUTPUT_HIGH / 2 {
                 if let Some(to_eof) = conn.paused.take() {
-                    self.resume.push((c, to_eof));
+                    if !conn.resume_queued {
+                        conn.resume_queued = true;
+                        self.resume.push((c, to_eof));
+                    }
                 }
             }
         }

@@ -59,14 +59,6 @@ const RESEND_ROOM: usize = 1 << 20;
 /// answers (an echo, rejects, resends) fills its own TCP window, not our memory. Its
 /// session then times out as for any silent peer (TestRequest, then disconnect).
 const OUTPUT_HIGH: usize = 4 << 20;
-/// The most one connection's reads take in one call of `read_conn` (one turn, as a
-/// rule); what is left is read at the next turn, which then does not sleep. A peer
-/// whose input produces no answer (messages with a bad CheckSum, garbage, messages
-/// queued above a gap) never backs its output up to [`OUTPUT_HIGH`]: without this,
-/// one that kept its socket full held the turn, and every other session's timers and
-/// answers, for as long as it sent (a hostile-input pass: another session's
-/// TestRequest answered after 9.7 s, and the turn's log batch grew to ~1 GB).
-pub(super) const READ_PER_TURN: usize = 256 << 10;
 /// The callback scratch (`Scratch::msg_fields`, `Scratch::msg`) is dropped after a
 /// message larger than these: the sessions' outboxes keep 65,536 fields and 2 MiB.
 const KEEP_FIELDS: usize = 1 << 16;
@@ -109,6 +101,15 @@ pub struct EngineOptions {
     /// TLS for every connection (`SocketUseSSL=Y`). [`Engine::from_settings_with`]
     /// builds it from the settings when it is `None` and the settings ask for TLS.
     pub tls: Option<TlsConfig>,
+    /// The most one connection's reads take in one loop turn (bytes off the socket,
+    /// TLS records included); what is left is read at the next turn, which then does
+    /// not sleep. A peer whose input produces no answer (messages with a bad CheckSum,
+    /// garbage, messages queued above a gap) never backs its output up to the 4 MiB
+    /// that pauses its reading: without this bound, one that kept its socket full held
+    /// the turn, and every other session's timers and answers, for as long as it sent
+    /// (a hostile-input pass: another session's TestRequest answered 8.7 s late, the
+    /// turn's event-log batch at 2.2 GB of RSS). Default 256 KiB, at least 1.
+    pub read_per_turn: usize,
 }
 
 impl EngineOptions {
@@ -153,6 +154,7 @@ impl Default for EngineOptions {
             max_pending: 64,
             reset_lost_stores: false,
             tls: None,
+            read_per_turn: 256 << 10,
         }
     }
 }
@@ -313,6 +315,12 @@ struct Conn {
     /// (`Some(to_eof)`: whether the peer had closed); it goes on once the peer has
     /// taken half of it.
     paused: Option<bool>,
+    /// The turn ([`Net::turns`]) `read_this_turn` counts for, and what that turn read
+    /// of this connection (at most `EngineOptions::read_per_turn`).
+    read_turn: u64,
+    read_this_turn: usize,
+    /// On [`Net::resume`] for the next turn's read (once, however often it is queued).
+    resume_queued: bool,
     /// The TLS state (`SocketUseSSL=Y`): bytes on the socket are TLS records, `rbuf`
     /// and `wbuf` hold clear text.
     tls: Option<Box<rustls::Connection>>,
@@ -355,6 +363,8 @@ struct Net {
     /// connections whose reads stopped at [`READ_PER_TURN`]: read at the next turn
     /// (edge-triggered: what waits on the socket raises no new event).
     resume: Vec<(ConnId, bool)>,
+    /// Loop turns so far (the per-turn read budget's clock).
+    turns: u64,
     connects: Vec<SessionKey>,
     next_housekeeping: u64,
     /// Accepted connections closed at once because no session of the listener allows
@@ -691,6 +701,7 @@ impl<A: Application> Engine<A> {
                 free_later: Vec::new(),
                 write_list: Vec::new(),
                 resume: Vec::new(),
+                turns: 0,
                 connects: Vec::new(),
                 next_housekeeping: 0,
                 refused: 0,

@@ -36,22 +36,22 @@ impl<A: Application> Engine<A> {
     }
 
     fn read_tls_socket(&mut self, c: ConnId, to_eof: bool, input: &mut [u8]) {
-        let mut taken = 0;
         loop {
             if self.net.pause_if_backed_up(c, to_eof) {
                 return;
             }
             // As on the clear path: the rest at the next turn.
-            if taken >= super::READ_PER_TURN {
-                self.net.resume.push((c, to_eof));
+            let Some(budget) = self.net.read_budget(c, to_eof, self.opts.read_per_turn) else {
                 return;
-            }
+            };
             let Some(conn) = self.net.open_conn(c) else {
                 return;
             };
+            let room = budget.min(input.len());
+            let input = &mut input[..room];
             match conn::read_socket(&conn.stream, input) {
                 conn::Got::Bytes(n) => {
-                    taken += n;
+                    conn.read_this_turn += n;
                     if !self.feed_tls(c, &input[..n]) {
                         return;
                     }

@@ -18,6 +18,7 @@ impl<A: Application> Engine<A> {
             }
         }
         self.now = UtcNanos::now();
+        self.net.turns += 1;
         self.net.ready.clear();
         for ev in self.net.events.iter() {
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
@@ -76,9 +77,13 @@ impl<A: Application> Engine<A> {
         if !self.net.resume.is_empty() {
             let mut resume = std::mem::take(&mut self.net.resume);
             for &(c, to_eof) in &resume {
+                if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
+                    conn.resume_queued = false;
+                }
                 self.read_conn(c, to_eof);
             }
-            // Connections these reads stopped at READ_PER_TURN again: the next turn's.
+            // Connections whose read budget this turn had already spent (read above,
+            // in the event dispatch) or spends now: the next turn's.
             resume.clear();
             resume.append(&mut self.net.resume);
             self.net.resume = resume;

@@ -501,7 +501,10 @@ impl<S: MessageStore> Session<S> {
             || self.queued_bytes - replaced + raw.len() > MAX_QUEUED_BYTES
         {
             // Not queued: asked for again when the drain reaches it (`ask_for_dropped`).
-            self.queue_dropped = Some(self.queue_dropped.map_or(seq, |d| d.max(seq)));
+            self.queue_dropped = Some(
+                self.queue_dropped
+                    .map_or((seq, seq), |(lo, hi)| (lo.min(seq), hi.max(seq))),
+            );
             return;
         }
         let mut buf = self.spare_bufs.pop().unwrap_or_default();
@@ -530,7 +533,9 @@ impl<S: MessageStore> Session<S> {
             r?;
             return self.disconnect(now);
         }
-        // PossDupFlag=Y: a duplicate; check OrigSendingTime and ignore it.
+        // PossDupFlag=Y: a duplicate; check OrigSendingTime and ignore it. (A resend
+        // is in progress: `dropped_ask_due` waits for it.)
+        self.resend_seen = true;
         if m.msg_type() == mt::SEQUENCE_RESET {
             return Ok(());
         }
@@ -606,22 +611,59 @@ impl<S: MessageStore> Session<S> {
     }
 
     /// The drain stopped at `expected`, which the queue does not hold. When the full
-    /// queue refused messages numbered `expected` or above, they are asked for now
-    /// (QuickFIX's queue drops nothing; here the counterparty may send nothing more, and
-    /// a hostile-input pass saw a session sit 21 s at such a hole, a TestRequest in it
-    /// unanswered). Not while a ResendRequest is outstanding: it is asked at the first
-    /// drain after that one is satisfied.
+    /// queue refused messages numbered `expected` or above, they are asked for again
+    /// if the expected number stands still for [`super::DROPPED_ASK_WAIT`] (QuickFIX's
+    /// queue drops nothing; here the counterparty may send nothing more, and a
+    /// hostile-input pass saw a session sit 21 s at such a hole, a TestRequest in it
+    /// unanswered). A counterparty answering an open-ended ResendRequest resends them
+    /// anyway and moves the number on meanwhile: it is not asked twice. Not while a
+    /// ResendRequest is outstanding.
     fn ask_for_dropped(&mut self, now: u64, expected: u64) -> StoreResult {
-        let Some(top) = self.queue_dropped.take() else {
+        let Some((low, top)) = self.queue_dropped else {
             return Ok(());
         };
         if top < expected {
+            self.queue_dropped = None;
+            self.dropped_ask = None;
             return Ok(());
         }
-        if self.resend.is_some() {
-            self.queue_dropped = Some(top);
+        // A gap below what was refused, or one a ResendRequest is out for, is not
+        // this one (the usual too-high handling asks for it).
+        if expected < low || self.resend.is_some() {
             return Ok(());
         }
+        if self.dropped_ask.is_none() {
+            self.dropped_ask = Some((now.saturating_add(super::DROPPED_ASK_WAIT), expected));
+        }
+        Ok(())
+    }
+
+    /// The wait of [`Session::ask_for_dropped`] is over: asks for the refused messages
+    /// if the expected number has not moved, else waits again.
+    pub(super) fn dropped_ask_due(&mut self, now: u64) -> StoreResult {
+        let Some((_, armed_at)) = self.dropped_ask.take() else {
+            return Ok(());
+        };
+        let expected = self.store.next_target_seq();
+        let Some((_, top)) = self.queue_dropped else {
+            return Ok(());
+        };
+        if top < expected {
+            self.queue_dropped = None;
+            return Ok(());
+        }
+        let resending = std::mem::take(&mut self.resend_seen);
+        if expected != armed_at
+            || resending
+            || self.resend.is_some()
+            || self.queue.contains_key(&expected)
+        {
+            // Moving, or being resent, or asked for already, or in the queue: look
+            // again later.
+            self.dropped_ask = Some((now.saturating_add(super::DROPPED_ASK_WAIT), expected));
+            return Ok(());
+        }
+        self.queue_dropped = None;
         self.note(format_args!(
             "Messages up to {top} were not queued (queue full): asking again from {expected}"
         ));
@@ -660,6 +702,9 @@ impl<S: MessageStore> Session<S> {
             if !self.reset_flag().sent() {
                 self.store.reset(now)?;
             }
+            // Numbers refused under the old numbering are not asked for in the new.
+            self.queue_dropped = None;
+            self.dropped_ask = None;
         }
         let initiator = self.cfg.role == Role::Initiator;
         if initiator && !self.handshake().sent() && !reset {
@@ -795,6 +840,12 @@ impl<S: MessageStore> Session<S> {
             ));
             if new_seq > expected {
                 self.store.set_next_target_seq(new_seq)?;
+                if !gap_fill {
+                    // A reset, not a fill: what the full queue refused is not asked for
+                    // again under the new numbering.
+                    self.queue_dropped = None;
+                    self.dropped_ask = None;
+                }
             } else if new_seq < expected {
                 self.reject_quiet(
                     now,
