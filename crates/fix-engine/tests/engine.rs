@@ -1081,42 +1081,7 @@ fn regression_an_answer_reaches_the_socket_only_after_its_store_record() {
 /// which answers TWO; without the bound the first turn took all 60.
 #[test]
 fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
-    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
-                SocketAcceptPort=0\nNonStopSession=Y\n\
-                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
-                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n";
-    let settings = Settings::parse(text, "test.cfg").unwrap();
-    let seen = Seen::default();
-    let opts = EngineOptions {
-        unbound_timeout: Duration::from_secs(3600),
-        max_block: Duration::from_millis(5),
-        read_per_turn: 1024,
-        ..EngineOptions::from_settings(&settings)
-    };
-    let mut engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
-    let addr = engine.listen_addrs()[0];
-    // Turns until `done` says so (bounded).
-    let turn_until = |engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> bool| {
-        for _ in 0..2000 {
-            if done() {
-                return;
-            }
-            engine.turn().unwrap();
-        }
-        panic!("{what}: not within 2,000 turns");
-    };
-    let mut one = Raw::connect(addr, "ONE");
-    let mut two = Raw::connect(addr, "TWO");
-    one.send("A", &[(98, "0"), (108, "30")]);
-    two.send("A", &[(98, "0"), (108, "30")]);
-    let mut answers = Vec::new();
-    turn_until(&mut engine, "both Logons answered", &mut || {
-        answers.extend(one.try_next());
-        answers.extend(two.try_next());
-        answers.len() == 2
-    });
-    assert!(answers.iter().all(|a| a.contains("|35=A|")), "{answers:?}");
-
+    let (mut engine, seen, mut one, mut two) = logged_on_by_hand(1024);
     // ONE: 60 messages with its next number and a wrong CheckSum (ignored, no answer);
     // TWO: a TestRequest. All of it waits on the sockets before the next turn.
     let invalid = || {
@@ -1125,9 +1090,7 @@ fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
             .filter(|e| e.starts_with("Invalid message"))
             .count()
     };
-    let mut bad = encode("0", one.seq, "ONE", "ACC", &[]);
-    let n = bad.len();
-    bad[n - 2] = if bad[n - 2] == b'0' { b'1' } else { b'0' };
+    let bad = bad_checksum(&one);
     one.send_raw(&bad.repeat(60));
     two.send("1", &[(112, "DURING")]);
     std::thread::sleep(Duration::from_millis(50));
@@ -1170,4 +1133,90 @@ fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
     );
     drop(one);
     drop(two);
+}
+
+/// Turns `engine` until `done` says so (2,000 turns at most).
+fn turn_until(engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> bool) {
+    for _ in 0..2000 {
+        if done() {
+            return;
+        }
+        engine.turn().unwrap();
+    }
+    panic!("{what}: not within 2,000 turns");
+}
+
+/// An acceptor engine of sessions ACC->ONE and ACC->TWO driven by the test, turn by
+/// turn, with `read_per_turn`; ONE and TWO logged on.
+fn logged_on_by_hand(read_per_turn: usize) -> (Engine<Seen>, Seen, Raw, Raw) {
+    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+                SocketAcceptPort=0\nNonStopSession=Y\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
+                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n";
+    let settings = Settings::parse(text, "test.cfg").unwrap();
+    let seen = Seen::default();
+    let opts = EngineOptions {
+        unbound_timeout: Duration::from_secs(3600),
+        max_block: Duration::from_millis(5),
+        read_per_turn,
+        ..EngineOptions::from_settings(&settings)
+    };
+    let mut engine = Engine::from_settings_with(&settings, seen.clone(), opts).unwrap();
+    let addr = engine.listen_addrs()[0];
+    let mut one = Raw::connect(addr, "ONE");
+    let mut two = Raw::connect(addr, "TWO");
+    one.send("A", &[(98, "0"), (108, "30")]);
+    two.send("A", &[(98, "0"), (108, "30")]);
+    let mut answers = Vec::new();
+    turn_until(&mut engine, "both Logons answered", &mut || {
+        answers.extend(one.try_next());
+        answers.extend(two.try_next());
+        answers.len() == 2
+    });
+    assert!(answers.iter().all(|a| a.contains("|35=A|")), "{answers:?}");
+    (engine, seen, one, two)
+}
+
+/// `raw`'s next message (a Heartbeat) with a wrong CheckSum: ignored by the engine.
+fn bad_checksum(raw: &Raw) -> Vec<u8> {
+    let mut bad = encode("0", raw.seq, raw.me, "ACC", &[]);
+    let n = bad.len();
+    bad[n - 2] = if bad[n - 2] == b'0' { b'1' } else { b'0' };
+    bad
+}
+
+/// Review: a connection left on the resume list by its read budget, whose peer then
+/// sent more and closed, lost that end of stream (the entry already queued kept its
+/// `to_eof` false), so no read closed it: its session stayed bound and a reconnect
+/// was refused until the heartbeat timeout. The end of stream now rides with the
+/// entry.
+#[test]
+fn regression_a_close_after_a_spent_read_budget_still_closes_the_connection() {
+    let (mut engine, seen, mut one, _two) = logged_on_by_hand(1024);
+    let bad = bad_checksum(&one);
+    one.send_raw(&bad.repeat(40));
+    std::thread::sleep(Duration::from_millis(20));
+    // One turn: ONE over its budget, on the resume list.
+    engine.turn().unwrap();
+    one.send_raw(&bad.repeat(41));
+    one.s.shutdown(std::net::Shutdown::Write).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let invalid = || {
+        seen.events()
+            .iter()
+            .filter(|e| e.starts_with("Invalid message"))
+            .count()
+    };
+    turn_until(&mut engine, "all 81 of ONE's messages read", &mut || {
+        invalid() == 81
+    });
+    turn_until(
+        &mut engine,
+        "ONE's connection closed by its end of stream",
+        &mut || {
+            seen.events()
+                .iter()
+                .any(|e| e == "Connection closed by counterparty")
+        },
+    );
 }

@@ -1268,6 +1268,7 @@ impl<S: MessageStore> Session<S> {
         self.queued_bytes = 0;
         self.queue_dropped = None;
         self.dropped_ask = None;
+        self.resend_seen = false;
         if self.cfg.role == Role::Acceptor {
             self.heart_bt_int = 0;
         }

@@ -95,7 +95,7 @@ fn messages_queued_above_a_gap_are_bounded_in_bytes() {
         notes(&fill)
     );
     // The first one not kept is asked for again when the next message shows the gap
-    // (or, if none comes, once the expected number has stood still for a second).
+    // (here before the second of standing still that would also have asked for it).
     let next = 4 + delivered as u64;
     let out = h.recv_seq("0", 84, "");
     assert!(
@@ -210,6 +210,40 @@ fn messages_the_full_queue_refused_are_asked_for_where_the_drain_stops() {
     let next = h.recv_seq("0", 72, "");
     assert_eq!(asks(&next), Vec::<String>::new());
     assert_eq!(asks(&h.advance(5)), Vec::<String>::new());
+}
+
+/// Review: when the queue's last message used the last of a call's 1,024-message
+/// budget, the drain ended without looking at the number after it, so the refused
+/// ones were never asked for (the session sat at the hole until the next message).
+/// Exactly 1,024 messages fit the 64 MiB here (65,500 bytes each), the next are refused.
+#[test]
+fn refused_messages_right_after_a_full_drain_step_are_asked_for() {
+    let mut h = Harness::logged_on_acceptor("FIX.4.4");
+    // A Text field padding the message to 65,500 bytes (its BodyLength has more digits
+    // than the probe's: measured again once).
+    let sized = |h: &mut Harness, seq: u64| {
+        let mut pad = 65_500 - h.build("0", seq, "58=|").len();
+        let over = h.build("0", seq, &format!("58={}|", "x".repeat(pad))).len() - 65_500;
+        pad -= over;
+        format!("58={}|", "x".repeat(pad))
+    };
+    for seq in 3..=1030 {
+        let body = sized(&mut h, seq);
+        let raw = h.build("0", seq, &body);
+        assert_eq!(raw.len(), 65_500);
+        h.feed(&raw);
+    }
+    h.drain();
+    let filled = h.recv_seq("0", 2, "");
+    assert_eq!(h.seqs().1, 1027, "{:?}", notes(&filled));
+    let later = h.advance(2);
+    assert!(
+        sends(&later)
+            .iter()
+            .any(|s| s.contains("35=2|") && s.contains("|7=1027|")),
+        "{:?}",
+        notes(&later)
+    );
 }
 
 /// The same overflow with a counterparty that answers the first ResendRequest (open

@@ -39,6 +39,7 @@ impl<A: Application> Engine<A> {
             read_turn: 0,
             read_this_turn: 0,
             resume_queued: false,
+            resume_eof: false,
             tls: None,
         };
         if let Err(e) = self.net.poll.registry().register(
@@ -332,6 +333,20 @@ impl<A: Application> Engine<A> {
     }
 }
 
+impl Conn {
+    /// Puts this connection (`c`) on `resume` for the next turn's read, once however
+    /// often it is asked; an end of stream (`to_eof`) seen meanwhile is kept for that
+    /// read (review: a flag set by an earlier entry had dropped a later `to_eof`, and
+    /// the closed peer's connection was not closed by a read).
+    fn queue_resume(&mut self, c: ConnId, to_eof: bool, resume: &mut Vec<(ConnId, u64)>) {
+        self.resume_eof |= to_eof;
+        if !self.resume_queued {
+            self.resume_queued = true;
+            resume.push((c, self.opened));
+        }
+    }
+}
+
 /// The longest frame a connection may announce: [`EngineOptions::max_logon_len`] on an
 /// accepted connection before its Logon bound it, else `max_message_len`.
 impl Net {
@@ -369,10 +384,7 @@ impl Net {
         if left > 0 {
             return Some(left);
         }
-        if !conn.resume_queued {
-            conn.resume_queued = true;
-            self.resume.push((c, to_eof));
-        }
+        conn.queue_resume(c, to_eof, &mut self.resume);
         None
     }
 
@@ -395,10 +407,7 @@ impl Net {
         if let Some(Some(conn)) = self.conns.get_mut(c.0) {
             if conn.wbuf.len() - conn.wpos <= OUTPUT_HIGH / 2 {
                 if let Some(to_eof) = conn.paused.take() {
-                    if !conn.resume_queued {
-                        conn.resume_queued = true;
-                        self.resume.push((c, to_eof));
-                    }
+                    conn.queue_resume(c, to_eof, &mut self.resume);
                 }
             }
         }

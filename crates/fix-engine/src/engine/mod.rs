@@ -321,6 +321,9 @@ struct Conn {
     read_this_turn: usize,
     /// On [`Net::resume`] for the next turn's read (once, however often it is queued).
     resume_queued: bool,
+    /// The peer closed (or the socket is in error): that read goes to the end of the
+    /// stream.
+    resume_eof: bool,
     /// The TLS state (`SocketUseSSL=Y`): bytes on the socket are TLS records, `rbuf`
     /// and `wbuf` hold clear text.
     tls: Option<Box<rustls::Connection>>,
@@ -360,9 +363,11 @@ struct Net {
     free_later: Vec<ConnId>,
     write_list: Vec<ConnId>,
     /// Paused connections whose output went below half of [`OUTPUT_HIGH`], and
-    /// connections whose reads stopped at [`READ_PER_TURN`]: read at the next turn
-    /// (edge-triggered: what waits on the socket raises no new event).
-    resume: Vec<(ConnId, bool)>,
+    /// connections whose reads spent `EngineOptions::read_per_turn`: read at the next
+    /// turn (edge-triggered: what waits on the socket raises no new event). Each with
+    /// its `Conn::opened`: an entry left by a closed connection does not apply to the
+    /// next one given its id.
+    resume: Vec<(ConnId, u64)>,
     /// Loop turns so far (the per-turn read budget's clock).
     turns: u64,
     connects: Vec<SessionKey>,

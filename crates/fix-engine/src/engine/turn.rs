@@ -76,10 +76,14 @@ impl<A: Application> Engine<A> {
         }
         if !self.net.resume.is_empty() {
             let mut resume = std::mem::take(&mut self.net.resume);
-            for &(c, to_eof) in &resume {
-                if let Some(Some(conn)) = self.net.conns.get_mut(c.0) {
-                    conn.resume_queued = false;
-                }
+            for &(c, opened) in &resume {
+                let to_eof = match self.net.conns.get_mut(c.0) {
+                    Some(Some(conn)) if conn.opened == opened => {
+                        conn.resume_queued = false;
+                        std::mem::take(&mut conn.resume_eof)
+                    }
+                    _ => continue,
+                };
                 self.read_conn(c, to_eof);
             }
             // Connections whose read budget this turn had already spent (read above,

@@ -606,7 +606,13 @@ impl<S: MessageStore> Session<S> {
                 return Ok(());
             }
         }
-        // More may be in sequence: they go on at the next `handle_send_room`.
+        // More may be in sequence: they go on at the next `handle_send_room`. If not,
+        // the budget ran out exactly where the queue ends (review: the drain then never
+        // came back to `ask_for_dropped`).
+        let expected = self.store.next_target_seq();
+        if !self.queue.contains_key(&expected) {
+            return self.ask_for_dropped(now, expected);
+        }
         Ok(())
     }
 
@@ -634,6 +640,8 @@ impl<S: MessageStore> Session<S> {
         }
         if self.dropped_ask.is_none() {
             self.dropped_ask = Some((now.saturating_add(super::DROPPED_ASK_WAIT), expected));
+            // Only a resent message from now on says a resend is under way.
+            self.resend_seen = false;
         }
         Ok(())
     }
@@ -705,6 +713,7 @@ impl<S: MessageStore> Session<S> {
             // Numbers refused under the old numbering are not asked for in the new.
             self.queue_dropped = None;
             self.dropped_ask = None;
+            self.resend_seen = false;
         }
         let initiator = self.cfg.role == Role::Initiator;
         if initiator && !self.handshake().sent() && !reset {
@@ -845,6 +854,7 @@ impl<S: MessageStore> Session<S> {
                     // again under the new numbering.
                     self.queue_dropped = None;
                     self.dropped_ask = None;
+                    self.resend_seen = false;
                 }
             } else if new_seq < expected {
                 self.reject_quiet(
