@@ -849,9 +849,9 @@ impl<S: MessageStore> Session<S> {
             ));
             if new_seq > expected {
                 self.store.set_next_target_seq(new_seq)?;
-                if !gap_fill {
-                    // A reset, not a fill: what the full queue refused is not asked for
-                    // again under the new numbering.
+                if !gap_fill && self.queue_dropped.is_some_and(|(_, top)| new_seq > top) {
+                    // A reset past everything the full queue refused: not asked for
+                    // again (a jump into the range leaves the rest to be asked for).
                     self.queue_dropped = None;
                     self.dropped_ask = None;
                     self.resend_seen = false;
