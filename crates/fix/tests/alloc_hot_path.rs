@@ -28,6 +28,30 @@ const T0: u64 = 1_795_161_600 * NANOS;
 const WARMUP: u64 = 200;
 const MEASURED: u64 = 10_000;
 
+/// An acceptor session logged on at `T0` (the counterparty's Logon, seq 1), and the
+/// counterparty's encoder.
+fn logged_on_acceptor() -> (Session<MemoryStore>, Encoder) {
+    let cfg = SessionConfig::new("FIX.4.4", "TW", "CP", Role::Acceptor);
+    let mut s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
+    let mut peer = Encoder::new("FIX.4.4");
+    s.handle_connected(UtcNanos(T0));
+    peer.begin(b"A");
+    peer.field_u64(34, 1);
+    peer.field_str(49, "CP");
+    peer.field_timestamp(52, T0, TimestampPrecision::Millis);
+    peer.field_str(56, "TW");
+    peer.field_u64(98, 0);
+    peer.field_u64(108, 30);
+    let logon = peer.finish().to_vec();
+    s.handle_message(UtcNanos(T0), &logon);
+    let mut logged_on = false;
+    while let Some(o) = s.poll_event() {
+        logged_on |= matches!(o, Output::Event(Event::LoggedOn));
+    }
+    assert!(logged_on, "the session logged on");
+    (s, peer)
+}
+
 /// Writes the counterparty's NewOrderSingle number `seq` into `enc`.
 fn new_order(enc: &mut Encoder, seq: u64, now: u64) -> &[u8] {
     enc.begin(b"D");
@@ -108,25 +132,8 @@ fn writing_a_parsed_order_in_quickfix_order_allocates_nothing() {
 #[test]
 fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
     assert_counting();
-    let cfg = SessionConfig::new("FIX.4.4", "TW", "CP", Role::Acceptor);
-    let mut s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
-    let mut peer = Encoder::new("FIX.4.4");
+    let (mut s, mut peer) = logged_on_acceptor();
     let mut now = T0;
-    s.handle_connected(UtcNanos(now));
-    peer.begin(b"A");
-    peer.field_u64(34, 1);
-    peer.field_str(49, "CP");
-    peer.field_timestamp(52, now, TimestampPrecision::Millis);
-    peer.field_str(56, "TW");
-    peer.field_u64(98, 0);
-    peer.field_u64(108, 30);
-    let logon = peer.finish().to_vec();
-    s.handle_message(UtcNanos(now), &logon);
-    let mut logged_on = false;
-    while let Some(o) = s.poll_event() {
-        logged_on |= matches!(o, Output::Event(Event::LoggedOn));
-    }
-    assert!(logged_on, "the session logged on");
 
     // Counts what the application sees; anything else the session outputs is wrong.
     let mut feed = |s: &mut Session<MemoryStore>, from: u64, to: u64, now: &mut u64| {
@@ -165,21 +172,8 @@ fn a_logged_on_session_receives_in_sequence_messages_without_allocating() {
 #[test]
 fn a_session_does_not_keep_a_huge_messages_memory() {
     assert_counting();
-    let cfg = SessionConfig::new("FIX.4.4", "TW", "CP", Role::Acceptor);
-    let mut s = Session::new(cfg, MemoryStore::new(T0)).expect("valid config");
-    let mut peer = Encoder::new("FIX.4.4");
+    let (mut s, mut peer) = logged_on_acceptor();
     let now = T0;
-    s.handle_connected(UtcNanos(now));
-    peer.begin(b"A");
-    peer.field_u64(34, 1);
-    peer.field_str(49, "CP");
-    peer.field_timestamp(52, now, TimestampPrecision::Millis);
-    peer.field_str(56, "TW");
-    peer.field_u64(98, 0);
-    peer.field_u64(108, 30);
-    let logon = peer.finish().to_vec();
-    s.handle_message(UtcNanos(now), &logon);
-    while s.poll_event().is_some() {}
     // A message of a million fields (12 MB of field table for one parse).
     peer.begin(b"B");
     peer.field_u64(34, 2);

@@ -484,15 +484,21 @@ impl<S: MessageStore> Session<S> {
         }
         let begin = expected;
         let gap_end = seq.saturating_sub(1);
+        self.resend_request_msg(now, begin, self.resend_end(begin, gap_end), gap_end)
+    }
+
+    /// The EndSeqNo of a ResendRequest from `begin` for a gap up to `gap_end`: the
+    /// first chunk's end with ResendRequestChunkSize, else open (0; 999999 before
+    /// FIX 4.2).
+    fn resend_end(&self, begin: u64, gap_end: u64) -> u64 {
         let chunk = self.cfg.resend_request_chunk_size;
-        let end = if chunk > 0 {
+        if chunk > 0 {
             gap_end.min(begin.saturating_add(chunk - 1))
         } else if self.ver.ge42 {
             0
         } else {
             999_999
-        };
-        self.resend_request_msg(now, begin, end, gap_end)
+        }
     }
 
     pub(super) fn enqueue(&mut self, seq: u64, raw: &[u8]) {
@@ -675,15 +681,7 @@ impl<S: MessageStore> Session<S> {
         self.note(format_args!(
             "Messages up to {top} were not queued (queue full): asking again from {expected}"
         ));
-        let chunk = self.cfg.resend_request_chunk_size;
-        let end = if chunk > 0 {
-            top.min(expected.saturating_add(chunk - 1))
-        } else if self.ver.ge42 {
-            0
-        } else {
-            999_999
-        };
-        self.resend_request_msg(now, expected, end, top)
+        self.resend_request_msg(now, expected, self.resend_end(expected, top), top)
     }
 
     /// Whether queued messages are in sequence now and wait to be processed (the
