@@ -711,11 +711,6 @@ impl Fields {
         }
     }
 
-    /// Room for how many fields the table holds allocated.
-    pub fn capacity(&self) -> usize {
-        self.v.capacity()
-    }
-
     /// Empties the table and gives back its allocation beyond `n` fields, if it holds
     /// more: a table kept for reuse after one huge message (a million fields: 12 MB)
     /// does not hold that memory for good.

@@ -96,10 +96,10 @@ const MAX_QUEUED_BYTES: usize = 64 << 20;
 /// beyond this many fields (768 KiB) after a message that needed more: a counterparty's
 /// one message of a million fields had left ~38 MB per session held for good
 /// (hostile-input pass).
-pub(crate) const KEEP_FIELDS: usize = 1 << 16;
+pub const KEEP_FIELDS: usize = 1 << 16;
 /// Byte buffers kept for reuse (the outbox's, the resend step's) give back their room
 /// beyond [`KEEP_BYTES`] once they hold more than twice that.
-pub(crate) const KEEP_BYTES: usize = 1 << 20;
+pub const KEEP_BYTES: usize = 1 << 20;
 /// How long the expected number must stand still at a number the full queue refused
 /// before it is asked for again (`ask_for_dropped`): a counterparty already resending
 /// the range (an open-ended ResendRequest covers it) moves it on meanwhile and is not

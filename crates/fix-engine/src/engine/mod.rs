@@ -59,10 +59,6 @@ const RESEND_ROOM: usize = 1 << 20;
 /// answers (an echo, rejects, resends) fills its own TCP window, not our memory. Its
 /// session then times out as for any silent peer (TestRequest, then disconnect).
 const OUTPUT_HIGH: usize = 4 << 20;
-/// The callback scratch (`Scratch::msg_fields`, `Scratch::msg`) is dropped after a
-/// message larger than these: the sessions' outboxes keep 65,536 fields and 2 MiB.
-const KEEP_FIELDS: usize = 1 << 16;
-const KEEP_MSG_BYTES: usize = 2 << 20;
 
 /// Engine-wide settings (everything per session is in [`SessionSpec`]).
 #[derive(Debug, Clone)]

@@ -500,11 +500,12 @@ impl<A: Application> Engine<A> {
                         app.from_admin(&mut ctx, key, &m);
                     }
                     // Handed back and forth with the sessions' outboxes (which give
-                    // back their own room): not a huge message's worth kept here.
-                    if scratch.msg_fields.capacity() > KEEP_FIELDS {
+                    // back their own room past the same bounds): not a huge message's
+                    // worth kept here.
+                    if scratch.msg_fields.capacity() > tickwire_fix::session::KEEP_FIELDS {
                         scratch.msg_fields = Vec::new();
                     }
-                    if scratch.msg.capacity() > KEEP_MSG_BYTES {
+                    if scratch.msg.capacity() > 2 * tickwire_fix::session::KEEP_BYTES {
                         scratch.msg = Vec::new();
                     }
                 }
