@@ -483,9 +483,9 @@ impl Authenticator {
                 ));
             }
             if let Some(h) = &u.password_hash {
-                if let Err(e) = PasswordHash::new(h) {
+                if let Err(e) = parse_phc(h, &mut [0; 64]) {
                     return err(format!(
-                        "{who}: password_hash is not a PHC string ({e}); make one with `tickwire passwd`"
+                        "{who}: password_hash {e}; make one with `tickwire passwd`"
                     ));
                 }
             }
@@ -678,22 +678,15 @@ impl ArgonMemory {
     /// constant time (`Output`'s `PartialEq`), as `PasswordVerifier` does. False for a
     /// hash that does not parse.
     fn verify(&self, hash: &str, secret: &[u8]) -> bool {
-        let Ok(phc) = PasswordHash::new(hash) else {
-            return false;
-        };
-        let (Some(salt), Some(expected)) = (phc.salt, phc.hash) else {
-            return false;
-        };
-        let (Ok(algorithm), Ok(version), Ok(params)) = (
-            Algorithm::try_from(phc.algorithm),
-            phc.version
-                .map_or(Ok(Version::default()), Version::try_from),
-            Params::try_from(&phc),
-        ) else {
-            return false;
-        };
         let mut salt_buf = [0u8; 64];
-        let Ok(salt) = salt.decode_b64(&mut salt_buf) else {
+        let Ok(Phc {
+            algorithm,
+            version,
+            params,
+            salt,
+            expected,
+        }) = parse_phc(hash, &mut salt_buf)
+        else {
             return false;
         };
         let blocks = params.block_count();
@@ -715,6 +708,71 @@ impl ArgonMemory {
         }
         Output::new(out).is_ok_and(|computed| computed == expected)
     }
+}
+
+/// The most argon2 work one configured hash may ask of each login, in KiB of memory
+/// times passes (`m` x `t`): about 27 times the default hash's (m=19456, t=2: 38,912).
+/// A hash beyond it (a typo such as m=1945600) would hold the login thread for seconds
+/// per attempt and keep its gigabytes (the working memory is kept for the next check).
+pub const MAX_HASH_COST: u64 = 1 << 20;
+
+/// A `password_hash` taken apart for checking.
+struct Phc<'a> {
+    algorithm: Algorithm,
+    version: Version,
+    params: Params,
+    /// The decoded salt.
+    salt: &'a [u8],
+    expected: Output,
+}
+
+/// Parses a PHC string into what an argon2 check needs (the salt decoded into
+/// `salt_buf`), or says what is wrong with it: checked when the configuration is
+/// loaded, so a hash no check could use (another algorithm, a salt that does not
+/// decode, a cost over [`MAX_HASH_COST`]) stops the start instead of refusing every
+/// login of its user.
+fn parse_phc<'a>(hash: &'a str, salt_buf: &'a mut [u8; 64]) -> Result<Phc<'a>, String> {
+    // The crate's texts, with its "value to short" spelt right.
+    let text = |e: argon2::password_hash::Error| {
+        e.to_string()
+            .replace("value to short", "value too short")
+            .replace("value to long", "value too long")
+    };
+    let phc = PasswordHash::new(hash).map_err(|e| format!("is not a PHC string ({})", text(e)))?;
+    let algorithm = Algorithm::try_from(phc.algorithm).map_err(|_| {
+        format!(
+            "uses {:?}, not argon2id, argon2i or argon2d",
+            phc.algorithm.as_str()
+        )
+    })?;
+    let version = phc
+        .version
+        .map_or(Ok(Version::default()), Version::try_from)
+        .map_err(|_| "has an argon2 version other than 16 or 19 (v=19)".to_owned())?;
+    let params = Params::try_from(&phc)
+        .map_err(|e| format!("has invalid argon2 parameters ({})", text(e)))?;
+    let cost = u64::from(params.m_cost()) * u64::from(params.t_cost());
+    if cost > MAX_HASH_COST {
+        return Err(format!(
+            "asks each login for m x t = {} x {} = {cost} KiB-passes of argon2, over the \
+             {MAX_HASH_COST} allowed (the default m=19456,t=2 is 38912)",
+            params.m_cost(),
+            params.t_cost()
+        ));
+    }
+    let (Some(salt), Some(expected)) = (phc.salt, phc.hash) else {
+        return Err("has no salt or no hash value".to_owned());
+    };
+    let salt = salt
+        .decode_b64(salt_buf)
+        .map_err(|e| format!("has a salt that does not decode ({})", text(e)))?;
+    Ok(Phc {
+        algorithm,
+        version,
+        params,
+        salt,
+        expected,
+    })
 }
 
 impl std::fmt::Debug for PasswordCheck {
@@ -1245,6 +1303,48 @@ mod tests {
             .unwrap_err()
             .0
             .contains("PHC"));
+        // Hashes that parse as PHC strings but that no check could use, each named;
+        // the crate's "value to short" spelt right.
+        let salt = "dGlja3dpcmUtZHVtbXk";
+        let out = "Ugnm8C0fwPUNkEhAJf5kNXCEzU4c5g7fdm1ZJwm0fzM";
+        for (hash, says) in [
+            (
+                format!("$scrypt$ln=16,r=8,p=1${salt}${out}"),
+                "not argon2id",
+            ),
+            (
+                format!("$argon2id$v=18$m=19456,t=2,p=1${salt}${out}"),
+                "version",
+            ),
+            (
+                format!("$argon2id$v=19$m=1,t=2,p=1${salt}${out}"),
+                "parameters",
+            ),
+            (
+                format!("$argon2id$v=19$m=1945600,t=2,p=1${salt}${out}"),
+                "KiB-passes",
+            ),
+            (
+                format!("$argon2id$v=19$m=19456,t=2,p=1${salt}"),
+                "no salt or no hash",
+            ),
+            (
+                format!("$argon2id$v=19$m=19456,t=2,p=1$ab${out}"),
+                "too short",
+            ),
+        ] {
+            let mut cfg = config();
+            cfg.users[0].password_hash = Some(hash.clone());
+            let e = Authenticator::new(&cfg, true, 1).unwrap_err().0;
+            assert!(e.contains("alice") && e.contains(says), "{hash}: {e}");
+            assert!(!e.contains("to short"), "{e}");
+        }
+        // The cost bound lets the default hash and a 27x dearer one through.
+        for m_t in ["m=19456,t=2", "m=524288,t=2", "m=65536,t=16"] {
+            let mut cfg = config();
+            cfg.users[0].password_hash = Some(format!("$argon2id$v=19${m_t},p=1${salt}${out}"));
+            assert!(Authenticator::new(&cfg, true, 1).is_ok(), "{m_t}");
+        }
         // A control character (C0 or C1) in a name: it keys publisher identities.
         for name in ["ali\nce", "ali\u{1f}ce", "ali\u{9b}ce"] {
             let mut cfg = config();

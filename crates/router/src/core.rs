@@ -307,7 +307,7 @@ fn grant_response(
         Grant::Refused { first } => {
             if first {
                 tracing::warn!(
-                    client = %c.id, name = c.name.as_str(), pending = r.pending(),
+                    client = c.id.0, name = c.name.as_str(), pending = r.pending(),
                     "allow_responses: replies owed to 1024 reply topics or their byte bound (or 1024 replies, or 4 other requesters, on one reply topic); further such requests are not handed to this responder until owed replies are published or expire"
                 );
             }
@@ -1425,10 +1425,10 @@ impl Core {
         };
         match &found {
             Some(user) => {
-                tracing::info!(client = %c.id, addr = %c.addr, user = user.name(), "TLS client certificate identifies the user")
+                tracing::info!(client = c.id.0, addr = %c.addr, user = user.name(), "TLS client certificate identifies the user")
             }
             None => {
-                tracing::info!(client = %c.id, addr = %c.addr, names = ?names, "TLS client certificate names no user: the client logs in or is anonymous")
+                tracing::info!(client = c.id.0, addr = %c.addr, names = ?names, "TLS client certificate names no user: the client logs in or is anonymous")
             }
         }
         c.cert_identity = found;
@@ -1501,7 +1501,7 @@ impl Core {
         let identity = match login {
             Ok(identity) => identity,
             Err(e) => {
-                tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
+                tracing::warn!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
                 self.totals.auth_failures += 1;
                 self.fail(id, ErrorCode::AUTH_FAILED, &e.to_string());
                 return false;
@@ -1512,7 +1512,7 @@ impl Core {
             .entry(identity.user.clone())
             .or_default();
         if *count >= identity.max_connections {
-            tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
+            tracing::warn!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "connection refused: at the user's connection limit");
             // Closed connections whose subscriptions are still being removed count
             // until that ends (`teardown`): say so, or the refusal names connections
             // the user already closed (hostile-input pass).
@@ -1555,7 +1555,7 @@ impl Core {
         } else {
             0
         };
-        tracing::info!(client = %c.id, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "client connected");
+        tracing::info!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, user = identity.name(), "client connected");
         c.identity = Some(identity);
         // WELCOME carries a u32: the low 32 bits of the id (see docs/protocol.md).
         let wire_id = c.id.0 as u32;
@@ -2430,14 +2430,14 @@ impl Core {
                         // read as a contradiction).
                         if by_memory {
                             tracing::warn!(
-                                client = %c.id, name = c.name.as_str(), discarded = n,
+                                client = c.id.0, name = c.name.as_str(), discarded = n,
                                 pending_after_discard = c.egress.pending(),
                                 egress_bytes = self.egress_bytes, egress_memory_limit = memory_limit, share,
                                 "slow consumer: the router-wide egress bound (egress_memory_limit) is reached and this client holds more than its share; discarding its oldest messages"
                             );
                         } else {
                             tracing::warn!(
-                                client = %c.id, name = c.name.as_str(), discarded = n,
+                                client = c.id.0, name = c.name.as_str(), discarded = n,
                                 pending_after_discard = c.egress.pending(), egress_limit = limit,
                                 "slow consumer: egress buffer full (egress_limit), discarding its oldest messages (down to half the limit)"
                             );
@@ -2621,9 +2621,9 @@ impl Core {
             return;
         };
         if code == ErrorCode::NORMAL || code == ErrorCode::SHUTTING_DOWN {
-            tracing::info!(client = %c.id, name = c.name.as_str(), addr = %c.addr, %reason, "closing client");
+            tracing::info!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, %reason, "closing client");
         } else {
-            tracing::warn!(client = %c.id, name = c.name.as_str(), addr = %c.addr, error = %code, %reason, "disconnecting client");
+            tracing::warn!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, error = %code, %reason, "disconnecting client");
         }
         self.closing.push(id);
     }
@@ -2772,7 +2772,12 @@ impl Core {
                 }
                 if c.discarding {
                     c.discarding = false;
-                    tracing::info!(client = %c.id, name = c.name.as_str(), discards = c.counters.discards, "slow consumer caught up");
+                    tracing::info!(
+                        client = c.id.0,
+                        name = c.name.as_str(),
+                        discards = c.counters.discards,
+                        "slow consumer caught up"
+                    );
                 }
             }
         }

@@ -829,7 +829,7 @@ impl Router {
                         // Hostile input, as a malformed frame is (logged at WARN there).
                         let addr = self.core.peer_addr(id);
                         let client = self.core.client_id(id).unwrap_or(ClientId(0));
-                        tracing::warn!(client = %client, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                        tracing::warn!(client = client.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                     }
                     self.drop_conn(id, &format!("read failed: {e}"));
                     return false;
@@ -937,7 +937,7 @@ impl Router {
                     // Hostile input, as on the read side (a probe found it at INFO only).
                     let addr = self.core.peer_addr(id);
                     let client = self.core.client_id(id).unwrap_or(ClientId(0));
-                    tracing::warn!(client = %client, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
+                    tracing::warn!(client = client.0, addr = %addr.map_or_else(String::new, |a| a.to_string()), error = %e, "shared-memory client broke the ring protocol: disconnecting");
                 }
                 self.drop_conn(id, &format!("write failed: {e}"));
                 false

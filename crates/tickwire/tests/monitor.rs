@@ -622,6 +622,13 @@ fn json_log_file_and_sighup_reload() {
         connected["fields"]["name"], "tickwire-client",
         "{connected}"
     );
+    // The client id a number, as in /varz and /connz (it was the string "2").
+    assert!(
+        connected["fields"]["client"]
+            .as_u64()
+            .is_some_and(|id| id > 0),
+        "{connected}"
+    );
     for line in text.lines() {
         let v: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
