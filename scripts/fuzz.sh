@@ -23,7 +23,7 @@ set -euo pipefail
 
 SECONDS_PER_TARGET="${1:-10}"
 shift || true
-ALL_TARGETS=(frame_decode topic_parse itch_decode mold_decode md_update fix_parse router_input fix_session gm_record gm_engine monitor_http mcast_input)
+ALL_TARGETS=(frame_decode topic_parse itch_decode mold_decode md_update fix_parse router_input fix_session gm_record gm_engine monitor_http mcast_input pcap_load)
 if [ "$#" -gt 0 ]; then
     TARGETS=("$@")
 else
@@ -66,6 +66,9 @@ for t in "${TARGETS[@]}"; do
         exit 1
     fi
     end=$(date +%s)
+    # pcap_load writes each input to a file named after its process (the loader reads
+    # files); the last one stays behind.
+    rm -f "${TMPDIR:-/tmp}"/tickwire-fuzz-pcap-*.pcap
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     rm -f "$log"

@@ -104,7 +104,8 @@ struct PublishArgs {
     /// Session file written by `tickwire md generate` (or any length-prefixed ITCH 5.0 file).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// Multicast group to publish to.
+    /// Multicast group to publish to. A unicast ADDR:PORT is sent to as well (one
+    /// receiver: `md capture --group` bound to it); `feed` joins groups only.
     #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400", value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k or
