@@ -222,7 +222,7 @@ pub fn bench_router(
         });
     }
     let (idle, far) = (idle.name(), pin.map(|p| p.far));
-    let name = (path == RouterPath::Shm).then(|| shm_name("bench"));
+    let name = (path == RouterPath::Shm).then(|| shm_name("router"));
     let certs = match path {
         RouterPath::Tls => Some(BenchCerts::generate()?),
         _ => None,

@@ -46,7 +46,8 @@ enum CacheCmd {
 #[derive(Args)]
 #[command(after_help = CACHE_HELP)]
 struct ShowArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

@@ -21,8 +21,9 @@ pub const TOKEN_ENV: &str = "TICKWIRE_TOKEN";
 #[derive(Args, Debug, Clone, Default)]
 pub struct LoginArgs {
     /// Log in as USER, with the password in --password-file or the TICKWIRE_PASSWORD
-    /// environment variable (never on the command line, which other users of the host
-    /// can read) [default: anonymous, or the token in TICKWIRE_TOKEN when set].
+    /// environment variable, or else typed at a prompt when standard input is a
+    /// terminal (never on the command line, which other users of the host can read)
+    /// [default: anonymous, or the token in TICKWIRE_TOKEN when set].
     #[arg(long, value_name = "USER", help_heading = "Login")]
     user: Option<String>,
     /// The password of --user: the first line of FILE ('-': standard input), at most 4 KiB.
@@ -120,11 +121,18 @@ impl LoginArgs {
         };
         let password = match &self.password_file {
             Some(path) => first_line(path)?,
-            None => std::env::var(PASSWORD_ENV).map_err(|_| {
-                anyhow::anyhow!(
-                    "--user {user} needs a password: --password-file FILE, or the {PASSWORD_ENV} environment variable"
-                )
-            })?,
+            None => match std::env::var(PASSWORD_ENV) {
+                Ok(password) => password,
+                // At a terminal the password is asked for (the login hint promised a
+                // prompt that only `passwd` gave: new-user pass).
+                Err(_) if rustix::termios::isatty(std::io::stdin()) => {
+                    prompt_password(&format!("password for {user} (not shown): "))?
+                }
+                Err(_) => anyhow::bail!(
+                    "--user {user} needs a password: --password-file FILE, the \
+                     {PASSWORD_ENV} environment variable, or a terminal to type it at"
+                ),
+            },
         };
         Ok(Some(Login::Password {
             user: user.clone(),
@@ -148,7 +156,7 @@ impl LoginArgs {
 /// (nothing typed after the prompt is echoed) and read a byte at a time with its
 /// signals off, so that Ctrl-C ends the command here, with the terminal's settings
 /// given back, instead of killing it with the echo off (review).
-fn prompt_password() -> anyhow::Result<String> {
+fn prompt_password(prompt: &str) -> anyhow::Result<String> {
     use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions, SpecialCodeIndex};
     let stdin = std::io::stdin();
     let saved = tcgetattr(&stdin).context("reading the terminal's settings")?;
@@ -159,7 +167,7 @@ fn prompt_password() -> anyhow::Result<String> {
     quiet.special_codes[SpecialCodeIndex::VMIN] = 1;
     quiet.special_codes[SpecialCodeIndex::VTIME] = 0;
     tcsetattr(&stdin, OptionalActions::Now, &quiet).context("turning the terminal's echo off")?;
-    eprint!("password (not shown): ");
+    eprint!("{prompt}");
     let read = read_typed_line(&mut stdin.lock());
     // Settings back whatever happened.
     let restored = tcsetattr(&stdin, OptionalActions::Now, &saved);
@@ -278,7 +286,7 @@ pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
     let path = a.password_file.unwrap_or_else(|| PathBuf::from("-"));
     let stdin = std::io::stdin();
     let password = if path.as_os_str() == "-" && rustix::termios::isatty(&stdin) {
-        prompt_password()?
+        prompt_password("password (not shown): ")?
     } else {
         first_line(&path)?
     };

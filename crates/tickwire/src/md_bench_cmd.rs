@@ -32,7 +32,8 @@ Example (router, `tickwire feed` and `tickwire md publish --restamp` running):
 #[derive(Args)]
 #[command(after_help = MD_LATENCY_HELP)]
 pub struct MdLatencyArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7420", value_parser = crate::units::parse_router_addr)]
     router: String,
     /// Number of measuring clients.
@@ -274,7 +275,12 @@ pub fn run_replay(a: MdReplayArgs, me: &Path) -> anyhow::Result<ExitCode> {
         shm: a.transport == "shm",
     };
     let stop = StopFlag::install();
-    let report = crate::bench_cmd::with_console(|c| repro::run(&opts, &stop, c))?;
+    let report = crate::bench_cmd::with_console(|c| repro::run(&opts, &stop, c)).map_err(|e| {
+        match e.downcast_ref::<repro::PlotImpossible>() {
+            Some(p) => crate::units::UsageError(p.0.clone()).into(),
+            None => e,
+        }
+    })?;
     let lossless = report.results.iter().all(|r| r.lossless);
     Ok(if lossless {
         ExitCode::SUCCESS

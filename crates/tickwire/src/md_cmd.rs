@@ -104,8 +104,8 @@ struct PublishArgs {
     /// Session file written by `tickwire md generate` (or any length-prefixed ITCH 5.0 file).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// Multicast group to publish to. A unicast ADDR:PORT is sent to as well (one
-    /// receiver: `md capture --group` bound to it); `feed` joins groups only.
+    /// Multicast group to publish to. A unicast ADDR:PORT is sent to as well, for one
+    /// receiver: `md capture --group` bound to that address (`feed` joins groups only).
     #[arg(long, value_name = "ADDR:PORT", default_value = "239.1.1.1:26400", value_parser = crate::feed_cmd::parse_addr_port)]
     group: SocketAddrV4,
     /// Speed: 1x (recorded timing), 4x, max, or a fixed message rate such as 100k or
@@ -310,9 +310,14 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| SocketAddrV4::new(Ipv4Addr::LOCALHOST, a.group.port().wrapping_add(1)));
     let stop = StopFlag::install();
     eprintln!(
-        "publishing {} messages to {} at {} (re-requests on {}{})",
+        "publishing {} messages to {}{} at {} (re-requests on {}{})",
         data.len(),
         a.group,
+        if a.group.ip().is_multicast() {
+            ""
+        } else {
+            " (unicast: one receiver, not a group)"
+        },
         a.speed,
         request_listen,
         if a.loss > 0.0 {

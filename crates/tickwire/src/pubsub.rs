@@ -98,7 +98,8 @@ Examples:
 #[derive(Args)]
 #[command(after_help = PUB_HELP)]
 pub struct PubArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]
@@ -1140,7 +1141,8 @@ tickwire sub [OPTIONS] <PATTERN>...        subscribe to patterns (direct message
 #[derive(Args)]
 #[command(after_help = SUB_HELP, override_usage = SUB_USAGE)]
 pub struct SubArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

@@ -50,7 +50,8 @@ Examples:
 #[derive(Args)]
 #[command(after_help = REQUEST_HELP)]
 pub struct RequestArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]
@@ -182,7 +183,8 @@ Examples:
 #[derive(Args)]
 #[command(after_help = REPLY_HELP)]
 pub struct ReplyArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

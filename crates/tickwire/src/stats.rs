@@ -31,7 +31,8 @@ not permitted: the document is for admin users); 2 a usage error.";
 #[derive(Args)]
 #[command(after_help = STATS_HELP)]
 pub struct StatsArgs {
-    /// Router address: HOST:PORT, or shm:NAME for shared memory on this host.
+    /// Router address: HOST:PORT, tls://HOST:PORT (with --ca), or shm:NAME for shared
+    /// memory on this host.
     #[arg(long, default_value = DEFAULT_ROUTER, value_name = "ADDR", value_parser = crate::units::parse_router_addr)]
     router: String,
     #[command(flatten)]

@@ -981,3 +981,86 @@ fn regression_a_dead_letter_queue_must_be_one_the_creator_may_use() {
     let mut ops = f.ops();
     assert!(ops.queue_request(QueueOp::Show, "payroll").is_err());
 }
+
+/// New-user pass: the login hint offered a password prompt that only `passwd` gave.
+/// At a terminal (`script` runs the command on one) `--user` without a password file
+/// or TICKWIRE_PASSWORD asks for it, with the echo off, and logs in; with no terminal
+/// it fails saying what it needs.
+#[test]
+fn a_user_without_a_password_is_asked_for_it_at_a_terminal() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let cmd = format!(
+        "{} pub orders/alice/typed hi --router {addr} --user alice",
+        common::BIN
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .env_remove("TICKWIRE_PASSWORD")
+        .env_remove("TICKWIRE_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs the command on a terminal");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let seen = seen.clone();
+        let mut out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    let deadline = std::time::Instant::now() + LONG;
+    while !text().contains("password for alice (not shown): ") {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "no prompt: {}",
+            text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    write!(stdin, "{ALICE_PASSWORD}\r").unwrap();
+    stdin.flush().unwrap();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command did not finish after the password: {}", text());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    reader.join().unwrap();
+    let out = text();
+    assert!(status.success(), "logged in and published: {status}: {out}");
+    assert!(
+        !out.contains(ALICE_PASSWORD),
+        "the password was echoed: {out}"
+    );
+    // No terminal: refused with what it needs, before connecting.
+    let out = Command::new(common::BIN)
+        .args(["stats", "--router", &addr, "--user", "alice"])
+        .env_remove("TICKWIRE_PASSWORD")
+        .env_remove("TICKWIRE_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("a terminal to type it at"), "{err}");
+}

@@ -153,3 +153,33 @@ fn md_replay_help_teaches_the_raw_floor() {
         ],
     );
 }
+
+/// New-user pass: `--plot` on a session shorter than one `--window` at every speed
+/// ran the whole benchmark, passed, then failed over the plot with exit status 1. It
+/// is refused before the run, as a usage error, and nothing is written.
+#[test]
+fn md_replay_refuses_a_plot_it_could_not_draw_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("md.svg");
+    let (st, out, err) = common::run_cli(
+        &[
+            "bench",
+            "md-replay",
+            "--messages",
+            "2000",
+            "--speeds",
+            "4x",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(
+        err.contains("--plot draws complete 10-s windows of updates")
+            && err.contains("lasts about"),
+        "{err}"
+    );
+    assert!(!out.contains("PASS"), "refused before any run: {out}");
+    assert!(!svg.exists());
+}

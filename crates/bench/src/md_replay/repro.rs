@@ -298,6 +298,9 @@ pub fn run(
         }
     };
     let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
+    if opts.plot.is_some() {
+        plot_possible(&data, &opts.speeds, opts.window)?;
+    }
     // Before pinning: the core count comes from this thread's affinity.
     let machine = Machine::detect();
     // The exchange (this thread) and, through inheritance, the measuring thread; the
@@ -601,6 +604,13 @@ fn one_speed(
         spin_before: opts.spin_before,
         progress: Some(con.progress),
     };
+    // Names the run its progress lines belong to (new-user pass: two runs printed the
+    // same unlabelled "publish: ..." lines).
+    (con.progress)(&format!(
+        "{} at {speed}: publishing {} messages",
+        target.name(),
+        data.len()
+    ));
     let pr = publisher::publish(data.clone(), &p_opts, stop)?;
     let fr = fh
         .join()
@@ -784,6 +794,49 @@ fn plot(path: &Path, report: &ReproReport) -> anyhow::Result<()> {
         report.window_seconds,
     )
 }
+
+/// Whether a `--plot` can be drawn: it needs one complete `--window` of updates in
+/// some run, so a session that lasts less than a window at every speed is refused
+/// before anything runs (new-user pass: a run of a few seconds passed, then ended in an
+/// error and exit status 1 over the plot it could not draw). How long a run lasts is
+/// judged from the session's first and last ITCH timestamps (`Nx`) or its messages
+/// (`N/s`); `max` cannot be judged, and the check after the run stays.
+fn plot_possible(data: &SessionData, speeds: &[Speed], window: Duration) -> anyhow::Result<()> {
+    let n = data.len();
+    let (Some(first), Some(last)) = (data.timestamp(1), data.timestamp(n)) else {
+        return Ok(());
+    };
+    let recorded_s = last.saturating_sub(first) as f64 / 1e9;
+    let lasts = |s: &Speed| match *s {
+        Speed::Factor(f) => recorded_s / f,
+        Speed::Rate(r) => n as f64 / r,
+        Speed::Max => f64::INFINITY,
+    };
+    let longest = speeds.iter().map(lasts).fold(0.0, f64::max);
+    let secs = window.as_secs_f64();
+    if longest < secs {
+        return Err(PlotImpossible(format!(
+            "--plot draws complete {secs}-s windows of updates, and this session of {n} \
+             messages lasts about {longest:.1} s at its slowest speed: replay more \
+             messages (--messages), more slowly, or give a shorter --window"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// [`plot_possible`]'s refusal: a mistake in the flags, found once the session is
+/// known (the command reports it as a usage error).
+#[derive(Debug)]
+pub struct PlotImpossible(pub String);
+
+impl std::fmt::Display for PlotImpossible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlotImpossible {}
 
 /// Writes an SVG of end-to-end latency (mean and p99) against the update rate of each
 /// window, one pair of lines per labelled run (a replay speed, a measuring client).
