@@ -57,18 +57,20 @@ for t in "${TARGETS[@]}"; do
     log="$(mktemp)"
     echo "---- fuzz ${t}: ${SECONDS_PER_TARGET}s"
     start=$(date +%s)
-    if ! "$bin" "corpus/$t" "seeds/$t" -max_total_time="$SECONDS_PER_TARGET" \
+    # A private temporary directory per target (pcap_load writes each input to a file
+    # there, as its loader reads files), removed after it.
+    run_tmp="$(mktemp -d)"
+    if ! TMPDIR="$run_tmp" "$bin" "corpus/$t" "seeds/$t" -max_total_time="$SECONDS_PER_TARGET" \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" </dev/null >"$log" 2>&1; then
         tail -n 60 "$log" >&2
         echo "fuzz target ${t} FAILED; the crashing input is in fuzz/artifacts/${t}/:" >&2
         ls -l "artifacts/$t" >&2
         rm -f "$log"
+        rm -rf "$run_tmp"
         exit 1
     fi
     end=$(date +%s)
-    # pcap_load writes each input to a file named after its process (the loader reads
-    # files); the last one stays behind.
-    rm -f "${TMPDIR:-/tmp}"/tickwire-fuzz-pcap-*.pcap
+    rm -rf "$run_tmp"
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     rm -f "$log"

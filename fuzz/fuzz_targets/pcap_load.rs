@@ -1,7 +1,6 @@
-//! Loads arbitrary bytes as a capture file (`md replay`, `bench md-replay --capture`
-//! and `md capture`'s readers take any file a user points them at): the pcap reader,
-//! the record bounds and the Ethernet / raw IPv4 / UDP parse, through
-//! `tickwire_capture::Captured::load`.
+//! Loads arbitrary bytes as a capture file (`tickwire replay` loads any file a user
+//! points it at): the pcap reader, the record bounds and the Ethernet / raw IPv4 / UDP
+//! parse, through `tickwire_capture::Captured::load`.
 //!
 //! Checks:
 //! - nothing panics: what cannot be read is an error;
@@ -15,7 +14,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use tickwire_capture::Captured;
 
-/// The one file each input is written to (the loader reads files), per process.
+/// The one file each input is written to (the loader reads files), per process, in
+/// the temporary directory: a private one `scripts/fuzz.sh` makes for each run.
 fn input_path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {

@@ -711,10 +711,11 @@ impl ArgonMemory {
 }
 
 /// The most argon2 work one configured hash may ask of each login, in KiB of memory
-/// times passes (`m` x `t`): about 27 times the default hash's (m=19456, t=2: 38,912).
-/// A hash beyond it (a typo such as m=1945600) would hold the login thread for seconds
-/// per attempt and keep its gigabytes (the working memory is kept for the next check).
-pub const MAX_HASH_COST: u64 = 1 << 20;
+/// times passes (`m` x `t`): RFC 9106's first recommended setting (t=1, m=2 GiB), 54
+/// times the default hash's (m=19456, t=2: 38,912). A hash beyond it (a typo such as
+/// m=19456000) would hold the login thread for many seconds per attempt and keep its
+/// gigabytes (the working memory is kept for the next check).
+pub const MAX_HASH_COST: u64 = 1 << 21;
 
 /// A `password_hash` taken apart for checking.
 struct Phc<'a> {
@@ -766,6 +767,14 @@ fn parse_phc<'a>(hash: &'a str, salt_buf: &'a mut [u8; 64]) -> Result<Phc<'a>, S
     let salt = salt
         .decode_b64(salt_buf)
         .map_err(|e| format!("has a salt that does not decode ({})", text(e)))?;
+    // The PHC form takes 4 characters; argon2 refuses fewer than 8 bytes at every check.
+    if salt.len() < argon2::MIN_SALT_LEN {
+        return Err(format!(
+            "has a salt of {} bytes, fewer than argon2's {}",
+            salt.len(),
+            argon2::MIN_SALT_LEN
+        ));
+    }
     Ok(Phc {
         algorithm,
         version,
@@ -1321,8 +1330,12 @@ mod tests {
                 "parameters",
             ),
             (
-                format!("$argon2id$v=19$m=1945600,t=2,p=1${salt}${out}"),
+                format!("$argon2id$v=19$m=19456000,t=2,p=1${salt}${out}"),
                 "KiB-passes",
+            ),
+            (
+                format!("$argon2id$v=19$m=19456,t=2,p=1$abcdefg${out}"),
+                "fewer than argon2's 8",
             ),
             (
                 format!("$argon2id$v=19$m=19456,t=2,p=1${salt}"),
@@ -1339,8 +1352,9 @@ mod tests {
             assert!(e.contains("alice") && e.contains(says), "{hash}: {e}");
             assert!(!e.contains("to short"), "{e}");
         }
-        // The cost bound lets the default hash and a 27x dearer one through.
-        for m_t in ["m=19456,t=2", "m=524288,t=2", "m=65536,t=16"] {
+        // The cost bound lets the default hash and RFC 9106's first recommendation
+        // (t=1, 2 GiB) through.
+        for m_t in ["m=19456,t=2", "m=2097152,t=1", "m=65536,t=32"] {
             let mut cfg = config();
             cfg.users[0].password_hash = Some(format!("$argon2id$v=19${m_t},p=1${salt}${out}"));
             assert!(Authenticator::new(&cfg, true, 1).is_ok(), "{m_t}");

@@ -123,9 +123,12 @@ impl LoginArgs {
             Some(path) => first_line(path)?,
             None => match std::env::var(PASSWORD_ENV) {
                 Ok(password) => password,
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    anyhow::bail!("{PASSWORD_ENV} is not UTF-8")
+                }
                 // At a terminal the password is asked for (the login hint promised a
                 // prompt that only `passwd` gave: new-user pass).
-                Err(_) if rustix::termios::isatty(std::io::stdin()) => {
+                Err(_) if can_prompt() => {
                     prompt_password(&format!("password for {user} (not shown): "))?
                 }
                 Err(_) => anyhow::bail!(
@@ -148,6 +151,17 @@ impl LoginArgs {
         opts.tls = self.tls.options()?;
         Ok(opts)
     }
+}
+
+/// Whether a client command may ask for its password: standard input and standard
+/// error are a terminal (where the prompt shows and the typing comes from), and this
+/// process is that terminal's foreground job (a background job that turned the echo
+/// off would be stopped by SIGTTOU instead; review).
+fn can_prompt() -> bool {
+    let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+    rustix::termios::isatty(&stdin)
+        && rustix::termios::isatty(&stderr)
+        && rustix::termios::tcgetpgrp(&stdin).is_ok_and(|p| p == rustix::process::getpgrp())
 }
 
 /// Asks for the password on a terminal: a prompt on standard error, the terminal's

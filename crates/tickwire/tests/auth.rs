@@ -993,12 +993,14 @@ fn a_user_without_a_password_is_asked_for_it_at_a_terminal() {
     use std::sync::{Arc, Mutex};
     let f = fixture();
     let addr = f.router.addr_str();
+    // script(1) runs the command with $SHELL: a known one, the binary's path quoted.
     let cmd = format!(
-        "{} pub orders/alice/typed hi --router {addr} --user alice",
-        common::BIN
+        "'{}' pub orders/alice/typed hi --router {addr} --user alice",
+        common::BIN.replace('\'', "'\\''")
     );
     let mut child = Command::new("script")
         .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .env("SHELL", "/bin/sh")
         .env_remove("TICKWIRE_PASSWORD")
         .env_remove("TICKWIRE_TOKEN")
         .stdin(Stdio::piped())
@@ -1023,11 +1025,11 @@ fn a_user_without_a_password_is_asked_for_it_at_a_terminal() {
     let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
     let deadline = std::time::Instant::now() + LONG;
     while !text().contains("password for alice (not shown): ") {
-        assert!(
-            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
-            "no prompt: {}",
-            text()
-        );
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no prompt: {}", text());
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut stdin = child.stdin.take().unwrap();

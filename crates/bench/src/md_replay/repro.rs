@@ -274,6 +274,9 @@ pub fn run(
 ) -> anyhow::Result<ReproReport> {
     let tmp = std::env::temp_dir().join(format!("tickwire-md-replay-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
+    // Removed however the run ends: an error before the end (a refused --plot among
+    // them, review) left the generated session behind.
+    let _remove_tmp = RemoveDir(tmp.clone());
     let file = match &opts.file {
         Some(f) => f.clone(),
         None => {
@@ -453,7 +456,6 @@ pub fn run(
             started.elapsed().as_secs_f64() * 1e3
         );
     }
-    let _ = std::fs::remove_dir_all(&tmp);
     let report = ReproReport {
         machine,
         router_idle: opts.router_idle.clone(),
@@ -803,14 +805,30 @@ fn plot(path: &Path, report: &ReproReport) -> anyhow::Result<()> {
 /// (`N/s`); `max` cannot be judged, and the check after the run stays.
 fn plot_possible(data: &SessionData, speeds: &[Speed], window: Duration) -> anyhow::Result<()> {
     let n = data.len();
-    let (Some(first), Some(last)) = (data.timestamp(1), data.timestamp(n)) else {
+    // The schedule runs from the first message's time to the latest one's (not the
+    // last message's: a session's times need not be in order; review).
+    let Some(first) = data.timestamp(1) else {
         return Ok(());
     };
-    let recorded_s = last.saturating_sub(first) as f64 / 1e9;
-    let lasts = |s: &Speed| match *s {
-        Speed::Factor(f) => recorded_s / f,
-        Speed::Rate(r) => n as f64 / r,
-        Speed::Max => f64::INFINITY,
+    let latest = (1..=n)
+        .filter_map(|i| data.timestamp(i))
+        .max()
+        .unwrap_or(first);
+    let recorded_s = latest.saturating_sub(first) as f64 / 1e9;
+    // A schedule faster than the feed path may carry lasts longer than scheduled, so
+    // it is not judged, as `max` is not (review: a 5M/s replay of 20M messages was
+    // refused, though it would have run for many windows).
+    let lasts = |s: &Speed| {
+        let scheduled = match *s {
+            Speed::Factor(f) => recorded_s / f,
+            Speed::Rate(r) => n as f64 / r,
+            Speed::Max => return f64::INFINITY,
+        };
+        if n as f64 > JUDGED_RATE * scheduled {
+            f64::INFINITY
+        } else {
+            scheduled
+        }
     };
     let longest = speeds.iter().map(lasts).fold(0.0, f64::max);
     let secs = window.as_secs_f64();
@@ -823,6 +841,19 @@ fn plot_possible(data: &SessionData, speeds: &[Speed], window: Duration) -> anyh
         .into());
     }
     Ok(())
+}
+
+/// The fastest schedule, in messages a second, whose length [`plot_possible`] judges
+/// (well under what the feed handler and router carry here: BENCHMARKS.md).
+const JUDGED_RATE: f64 = 200_000.0;
+
+/// Removes a directory when dropped.
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// [`plot_possible`]'s refusal: a mistake in the flags, found once the session is
@@ -879,6 +910,37 @@ pub fn plot_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--plot` is refused before a run only when every speed's schedule is judged
+    /// shorter than the window; schedules the feed path may not keep up with, and
+    /// `max`, are not judged (review: a 5M/s replay was refused).
+    #[test]
+    fn a_plot_is_refused_before_the_run_only_when_no_speed_can_fill_a_window() {
+        let mut bytes = Vec::new();
+        let cfg = GeneratorConfig {
+            symbols: 10,
+            messages: 2_000,
+            seed: 7,
+            ..GeneratorConfig::default()
+        };
+        tickwire_md::generator::write_session_to(
+            tickwire_md::generator::Generator::new(cfg).unwrap(),
+            &mut bytes,
+        )
+        .unwrap();
+        let data = SessionData::from_file_bytes(&bytes).unwrap();
+        let ten = Duration::from_secs(10);
+        let e = plot_possible(&data, &[Speed::Factor(4.0)], ten).unwrap_err();
+        assert!(e.downcast_ref::<PlotImpossible>().is_some(), "{e}");
+        assert!(e.to_string().contains("lasts about"), "{e}");
+        // One slow enough speed among several is enough.
+        plot_possible(&data, &[Speed::Factor(4.0), Speed::Rate(100.0)], ten).unwrap();
+        // Not judged: max, and a schedule over JUDGED_RATE.
+        plot_possible(&data, &[Speed::Max], ten).unwrap();
+        plot_possible(&data, &[Speed::Rate(5e6)], ten).unwrap();
+        // A window the session fills at 1x.
+        plot_possible(&data, &[Speed::Factor(1.0)], Duration::from_millis(100)).unwrap();
+    }
 
     /// New-user pass: `--plot` of a run without one complete window wrote empty axes
     /// and said "plot: md.svg"; now an error says why, and nothing is written.
