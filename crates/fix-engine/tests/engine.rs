@@ -572,13 +572,19 @@ fn a_settings_file_with_file_store_and_message_log_continues_the_sequence() {
 /// for a reader). Each is now an error naming the file, at once.
 #[test]
 fn a_fifo_where_a_log_or_store_file_goes_is_an_error_not_a_hang() {
+    // mknod(2), not the mkfifo program: a process forked by this test binary holds a
+    // copy of every descriptor until it execs, the flock of a store another test just
+    // closed included, and that test's next open then failed Locked (CI, once).
     let mkfifo = |path: &std::path::Path| {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let st = std::process::Command::new("mkfifo")
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
     };
     for (file, names) in [
         (
