@@ -122,16 +122,17 @@ impl LoginArgs {
         let password = match &self.password_file {
             Some(path) => first_line(path)?,
             None => match std::env::var(PASSWORD_ENV) {
-                Ok(password) => password,
+                // An empty one is none, as an empty TICKWIRE_TOKEN is no token (review).
+                Ok(password) if !password.is_empty() => password,
                 Err(std::env::VarError::NotUnicode(_)) => {
                     anyhow::bail!("{PASSWORD_ENV} is not UTF-8")
                 }
                 // At a terminal the password is asked for (the login hint promised a
                 // prompt that only `passwd` gave: new-user pass).
-                Err(_) if can_prompt() => {
+                _ if can_prompt() => {
                     prompt_password(&format!("password for {user} (not shown): "))?
                 }
-                Err(_) => anyhow::bail!(
+                _ => anyhow::bail!(
                     "--user {user} needs a password: --password-file FILE, the \
                      {PASSWORD_ENV} environment variable, or a terminal to type it at"
                 ),

@@ -988,81 +988,47 @@ fn regression_a_dead_letter_queue_must_be_one_the_creator_may_use() {
 /// it fails saying what it needs.
 #[test]
 fn a_user_without_a_password_is_asked_for_it_at_a_terminal() {
-    use std::io::Read;
     use std::process::{Command, Stdio};
-    use std::sync::{Arc, Mutex};
+    let test = "a_user_without_a_password_is_asked_for_it_at_a_terminal";
     let f = fixture();
     let addr = f.router.addr_str();
-    // script(1) runs the command with $SHELL: a known one, the binary's path quoted.
-    let cmd = format!(
-        "'{}' pub orders/alice/typed hi --router {addr} --user alice",
-        common::BIN.replace('\'', "'\\''")
-    );
-    let mut child = Command::new("script")
-        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env_remove("TICKWIRE_PASSWORD")
-        .env_remove("TICKWIRE_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("`script` (util-linux) runs the command on a terminal");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let reader = {
-        let seen = seen.clone();
-        let mut out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
+    let args = [
+        "pub",
+        "orders/alice/typed",
+        "hi",
+        "--router",
+        &addr,
+        "--user",
+        "alice",
+    ];
+    let Some(mut term) = common::OnTerminal::start(test, &args) else {
+        return;
     };
-    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    let deadline = std::time::Instant::now() + LONG;
-    while !text().contains("password for alice (not shown): ") {
-        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no prompt: {}", text());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut stdin = child.stdin.take().unwrap();
-    write!(stdin, "{ALICE_PASSWORD}\r").unwrap();
-    stdin.flush().unwrap();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the command did not finish after the password: {}", text());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    drop(stdin);
-    reader.join().unwrap();
-    let out = text();
+    term.wait_for("password for alice (not shown): ", LONG);
+    term.type_line(ALICE_PASSWORD);
+    let (status, out) = term.finish(LONG);
     assert!(status.success(), "logged in and published: {status}: {out}");
     assert!(
         !out.contains(ALICE_PASSWORD),
         "the password was echoed: {out}"
     );
-    // No terminal: refused with what it needs, before connecting.
-    let out = Command::new(common::BIN)
-        .args(["stats", "--router", &addr, "--user", "alice"])
-        .env_remove("TICKWIRE_PASSWORD")
-        .env_remove("TICKWIRE_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(err.contains("a terminal to type it at"), "{err}");
+    // No terminal, or an empty TICKWIRE_PASSWORD (as an empty TICKWIRE_TOKEN is no
+    // token): refused with what it needs, before connecting.
+    for password in [None, Some("")] {
+        let mut cmd = Command::new(common::BIN);
+        cmd.args(["stats", "--router", &addr, "--user", "alice"])
+            .env_remove("TICKWIRE_PASSWORD")
+            .env_remove("TICKWIRE_TOKEN")
+            .stdin(Stdio::null());
+        if let Some(p) = password {
+            cmd.env("TICKWIRE_PASSWORD", p);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{password:?}: {err}");
+        assert!(
+            err.contains("a terminal to type it at"),
+            "{password:?}: {err}"
+        );
+    }
 }

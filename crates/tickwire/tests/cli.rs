@@ -2395,48 +2395,13 @@ fn regression_sub_rate_runs_from_the_first_message_to_the_last() {
 /// prompts on standard error and turns the echo off while the password is typed.
 #[test]
 fn passwd_at_a_terminal_prompts_and_does_not_echo() {
-    let spawned = Command::new("script")
-        .args(["-q", "-c", &format!("{BIN} passwd"), "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = spawned else {
-        common::peer_missing(
-            "passwd_at_a_terminal_prompts_and_does_not_echo",
-            "script (util-linux) is needed for a pseudo-terminal",
-        );
+    let test = "passwd_at_a_terminal_prompts_and_does_not_echo";
+    let Some(mut term) = common::OnTerminal::start(test, &["passwd"]) else {
         return;
     };
-    let mut out = child.stdout.take().unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let reader = {
-        let seen = seen.clone();
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = out.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        })
-    };
-    let text = || String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    let deadline = Instant::now() + T;
-    while !text().contains("password (not shown): ") {
-        assert!(Instant::now() < deadline, "no prompt: {:?}", text());
-        thread::sleep(Duration::from_millis(20));
-    }
-    child
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"hunter2\n")
-        .unwrap();
-    let st = common::wait_child(&mut child, T, "passwd under script");
-    reader.join().unwrap();
-    let all = text();
+    term.wait_for("password (not shown): ", T);
+    term.type_line("hunter2");
+    let (st, all) = term.finish(T);
     assert!(st.success(), "{all}");
     assert!(all.contains("password_hash = \"$argon2id$"), "{all}");
     assert!(!all.contains("hunter2"), "the password was echoed: {all}");

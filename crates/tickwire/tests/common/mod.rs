@@ -844,3 +844,92 @@ pub fn signal(pid: u32, name: &str) {
         .expect("run kill");
     assert!(st.success(), "kill -{name} {pid}: {st}");
 }
+
+/// `tickwire <args>` on a pseudo-terminal (script(1), util-linux, under `/bin/sh`),
+/// without the login variables `TICKWIRE_PASSWORD` and `TICKWIRE_TOKEN`: what a person
+/// at a terminal sees is collected on a thread. `None` (after [`peer_missing`]) when
+/// `script` is missing.
+pub struct OnTerminal {
+    child: Child,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl OnTerminal {
+    pub fn start(test: &str, args: &[&str]) -> Option<OnTerminal> {
+        // Quoted for the shell script(1) runs the command with.
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+        let cmd: Vec<String> = std::iter::once(BIN)
+            .chain(args.iter().copied())
+            .map(quote)
+            .collect();
+        let spawned = Command::new("script")
+            .args(["-q", "-e", "-c", &cmd.join(" "), "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .env_remove("TICKWIRE_PASSWORD")
+            .env_remove("TICKWIRE_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(mut child) = spawned else {
+            peer_missing(test, "script (util-linux) is needed for a pseudo-terminal");
+            return None;
+        };
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut out = child.stdout.take().expect("piped stdout");
+        let sink = seen.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = out.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Some(OnTerminal {
+            child,
+            seen,
+            reader: Some(reader),
+        })
+    }
+
+    /// Everything the terminal showed so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until the terminal shows `what`; panics (the command ended) if it does not
+    /// within `timeout` or the command exits first.
+    pub fn wait_for(&mut self, what: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.text().contains(what) {
+            if Instant::now() > deadline || self.child.try_wait().unwrap().is_some() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the terminal never showed {what:?}: {}", self.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types `text` (with the Enter key as `\r`, as a terminal sends it).
+    pub fn type_line(&mut self, text: &str) {
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.write_all(b"\r").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Waits for the command to end (within `timeout`): its status and everything the
+    /// terminal showed.
+    pub fn finish(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
+        let st = wait_child(&mut self.child, timeout, "a command on a terminal");
+        drop(self.child.stdin.take());
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (st, self.text())
+    }
+}
