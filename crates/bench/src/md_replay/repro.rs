@@ -272,11 +272,12 @@ pub fn run(
     stop: &StopFlag,
     con: &mut Console<'_>,
 ) -> anyhow::Result<ReproReport> {
-    let tmp = std::env::temp_dir().join(format!("tickwire-md-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
-    // Removed however the run ends: an error before the end (a refused --plot among
-    // them, review) left the generated session behind.
-    let _remove_tmp = RemoveDir(tmp.clone());
+    // Removed however the run ends (dropped): an error before the end (a refused --plot
+    // among them, review) left the generated session behind.
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("tickwire-md-replay-")
+        .tempdir()?;
+    let tmp = tmp_dir.path();
     let file = match &opts.file {
         Some(f) => f.clone(),
         None => {
@@ -846,15 +847,6 @@ fn plot_possible(data: &SessionData, speeds: &[Speed], window: Duration) -> anyh
 /// The fastest schedule, in messages a second, whose length [`plot_possible`] judges
 /// (well under what the feed handler and router carry here: BENCHMARKS.md).
 const JUDGED_RATE: f64 = 200_000.0;
-
-/// Removes a directory when dropped.
-struct RemoveDir(PathBuf);
-
-impl Drop for RemoveDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// [`plot_possible`]'s refusal: a mistake in the flags, found once the session is
 /// known (the command reports it as a usage error).
