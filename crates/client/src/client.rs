@@ -21,7 +21,7 @@ use crate::error::EOF_REASON;
 use crate::event::{Binding, BindingId, Event, Opened};
 use crate::gm::{NackRecord, Outcome, PublishCounts, PublishWindow, PushError};
 use crate::message::{ReplyTo, TopicText};
-use crate::session::{frame_name, Pending, Reply, Session};
+use crate::session::{frame_name, Batch, Pending, Reply, Session};
 use crate::transport::{TlsStream, Transport};
 use crate::{Error, Message, OwnedMessage};
 
@@ -345,6 +345,87 @@ impl Client {
             "the router's ACK to SUBSCRIBE",
             frame::encode_subscribe,
         )
+    }
+
+    /// Subscribes to every pattern of `patterns`, like [`Client::subscribe`] on each but
+    /// without a round trip each: up to [`SUBSCRIBE_PIPELINE`] SUBSCRIBEs are in flight
+    /// at once (the router answers a connection's requests in order), so 100,000
+    /// patterns take about as long as the router needs to install them, not 100,000
+    /// round trips. Every pattern is checked before anything is sent: an invalid one is
+    /// [`Error::InvalidPattern`] and nothing is subscribed.
+    ///
+    /// Every pattern is sent, whatever the router answers. When it refuses any (say
+    /// `TOO_MANY_SUBSCRIPTIONS` past `max_subscriptions`), the result is
+    /// [`Error::Rejected`] with the first refusal's code, its text naming that pattern
+    /// and how many were refused in all; every pattern not refused is subscribed. A
+    /// timeout, a close or a write failure ends it with that error, the patterns
+    /// answered so far subscribed and the others perhaps.
+    pub fn subscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+        self.subscribe_batch(patterns)?.into_result(patterns)
+    }
+
+    /// [`Client::subscribe_many`]'s work: the patterns refused, in order.
+    pub(crate) fn subscribe_batch<S: AsRef<str>>(
+        &mut self,
+        patterns: &[S],
+    ) -> Result<Refused, Error> {
+        for p in patterns {
+            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
+        }
+        if let Some(e) = self.session.closed_error() {
+            return Err(e);
+        }
+        self.asked.subscribed = true;
+        self.session.batch = Some(Batch::default());
+        let res = self.run_batch(patterns);
+        let batch = self.session.batch.take().unwrap_or_default();
+        res?;
+        let first = batch.first_refusal.and_then(|(code, text)| {
+            let index = *batch.refused.first()?;
+            Some((index, code, text))
+        });
+        Ok(Refused {
+            indexes: batch.refused,
+            first,
+        })
+    }
+
+    /// Sends the batch's SUBSCRIBEs, [`SUBSCRIBE_PIPELINE`] in flight at most, and
+    /// takes their answers.
+    fn run_batch<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+        let mut next = 0;
+        loop {
+            let waiting = self.session.batch.as_ref().map_or(0, |b| b.waiting.len());
+            let room = SUBSCRIBE_PIPELINE.saturating_sub(waiting);
+            let end = patterns.len().min(next + room);
+            for (index, p) in patterns.iter().enumerate().take(end).skip(next) {
+                let id = self.request_id();
+                frame::encode_subscribe(&mut self.tx, id, p.as_ref());
+                if let Some(b) = &mut self.session.batch {
+                    b.waiting.push_back((id, index));
+                }
+            }
+            next = end;
+            if self
+                .session
+                .batch
+                .as_ref()
+                .is_none_or(|b| b.waiting.is_empty())
+            {
+                return Ok(());
+            }
+            // Half the window answered lets the next half go; the last answers all.
+            let done: fn(&Session) -> bool = if next < patterns.len() {
+                |s| {
+                    s.batch
+                        .as_ref()
+                        .is_none_or(|b| b.waiting.len() <= SUBSCRIBE_PIPELINE / 2)
+                }
+            } else {
+                |s| s.batch.as_ref().is_none_or(|b| b.waiting.is_empty())
+            };
+            self.await_until("the router's ACKs to SUBSCRIBE", done)?;
+        }
     }
 
     /// Subscribes to `pattern` with an initial image: the router first sends the
@@ -1788,19 +1869,29 @@ impl Client {
     }
 
     fn await_reply(&mut self, what: &'static str) -> Result<Reply, Error> {
+        self.await_until(what, |s| s.reply.is_some())?;
+        self.session
+            .reply
+            .take()
+            .ok_or_else(|| Error::Protocol(format!("internal: no reply after {what}")))
+    }
+
+    /// Flushes, then reads (keeping messages that arrive meanwhile) until `done` holds
+    /// of the session, or [`ClientOptions::request_timeout`] passes without it.
+    fn await_until(&mut self, what: &'static str, done: fn(&Session) -> bool) -> Result<(), Error> {
         self.flush()?;
         let deadline = Instant::now().checked_add(self.opts.request_timeout);
         let mut expired = false;
         loop {
             let drained = self.drain_rx_into_stash(what);
             let flushed = self.flush();
-            if let Some(reply) = self.session.reply.take() {
+            if done(&self.session) {
                 // The answer arrived; a close or write failure right behind it is
                 // reported by the next call.
                 if let Err(e) = drained.and(flushed) {
                     self.defer(e);
                 }
-                return Ok(reply);
+                return Ok(());
             }
             drained?;
             flushed?;
@@ -2156,6 +2247,42 @@ fn close_for_protocol_error(session: &mut Session, stream: &mut Transport, msg: 
         session.closed = Some((ErrorCode::MALFORMED_FRAME, format!("protocol error: {msg}")));
     }
     Error::Protocol(msg)
+}
+
+/// Most SUBSCRIBEs [`Client::subscribe_many`] has in flight: 512 answers (ACKs of 12
+/// bytes) are ~6 KiB of the router's egress buffer, far below any limit, and the
+/// requests themselves at most 512 frames of the client's transmit buffer.
+pub const SUBSCRIBE_PIPELINE: usize = 512;
+
+/// The patterns a [`Client::subscribe_many`] had refused.
+#[derive(Debug, Default)]
+pub(crate) struct Refused {
+    /// Their indexes, in order.
+    pub(crate) indexes: Vec<usize>,
+    /// The first one's index, code and text.
+    pub(crate) first: Option<(usize, ErrorCode, String)>,
+}
+
+impl Refused {
+    /// `Ok` when none of `patterns` was refused, else the first refusal as
+    /// [`Error::Rejected`], its text naming the pattern and the count refused.
+    pub(crate) fn into_result<S: AsRef<str>>(self, patterns: &[S]) -> Result<(), Error> {
+        let Some((index, code, text)) = self.first else {
+            return Ok(());
+        };
+        let pattern = patterns.get(index).map_or("", AsRef::as_ref);
+        let more = match self.indexes.len() {
+            1 => String::new(),
+            n => format!(
+                " ({n} of the {} patterns refused; the others are subscribed)",
+                patterns.len()
+            ),
+        };
+        Err(Error::Rejected {
+            code,
+            text: format!("{pattern:?}: {text}{more}"),
+        })
+    }
 }
 
 /// What [`Client::request`]'s [`Error::Timeout`] says it waited for when no reply came

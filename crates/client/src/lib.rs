@@ -8,7 +8,9 @@
 //! 1. [`Client::connect`] (or [`Client::connect_with`] and [`ClientOptions`]) opens the
 //!    connection and completes the HELLO / WELCOME handshake.
 //! 2. [`Client::subscribe`] / [`Client::unsubscribe`] send a pattern and wait for the
-//!    router's ACK; a refusal is [`Error::Rejected`].
+//!    router's ACK; a refusal is [`Error::Rejected`]. [`Client::subscribe_many`]
+//!    subscribes a list (a whole market's symbols) with up to [`SUBSCRIBE_PIPELINE`]
+//!    requests in flight instead of a round trip each.
 //! 3. [`Client::publish`] only encodes into a transmit buffer; it writes once
 //!    [`ClientOptions::batch_bytes`] are pending. Call [`Client::flush`] after a burst
 //!    (or let [`Client::poll`] / [`Client::recv`] do it: they flush first). Setting
@@ -131,7 +133,7 @@ mod transport;
 pub use backoff::Backoff;
 pub use client::{
     shared_pattern, validate_group, Client, ClientOptions, Login, Messages, TlsOptions, Wait,
-    REQUEST_REPLY_WAIT, TLS_SCHEME,
+    REQUEST_REPLY_WAIT, SUBSCRIBE_PIPELINE, TLS_SCHEME,
 };
 pub use consumer::QueueConsumer;
 pub use error::Error;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::backoff::Backoff;
+use crate::client::Refused;
 use crate::publisher::worth_reconnecting;
 use crate::{Client, Error, Message, ReconnectOptions, Wait};
 
@@ -171,6 +172,36 @@ impl ReconnectingClient {
     /// disconnected it is only recorded, and sent with the others on reconnection.
     pub fn subscribe(&mut self, pattern: &str) -> Result<(), Error> {
         self.add_subscription(pattern, false)
+    }
+
+    /// [`Client::subscribe_many`]: up to [`SUBSCRIBE_PIPELINE`](crate::SUBSCRIBE_PIPELINE)
+    /// SUBSCRIBEs in flight at once, every pattern restored after every reconnection
+    /// (pipelined the same way) except those the router refused (the error names the
+    /// first and counts them). While disconnected they are only recorded, and sent with
+    /// the others on reconnection.
+    pub fn subscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+        for p in patterns {
+            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
+        }
+        self.reconnect_if_due()?;
+        let refused = match &mut self.conn {
+            None => Refused::default(),
+            Some(c) => match c.subscribe_batch(patterns) {
+                Ok(r) => r,
+                Err(e) if worth_reconnecting(&e) => {
+                    self.lost_or_fail(e)?;
+                    Refused::default()
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        let mut skip = refused.indexes.iter().copied().peekable();
+        for (i, p) in patterns.iter().enumerate() {
+            if skip.next_if_eq(&i).is_none() {
+                self.subs.push((p.as_ref().to_owned(), false));
+            }
+        }
+        refused.into_result(patterns)
     }
 
     /// [`Client::subscribe_with_image`], restored after every reconnection with a new
@@ -507,11 +538,19 @@ fn open(
     count: usize,
 ) -> Result<Client, Error> {
     let mut c = Client::connect_to(addr, opts.client.clone())?;
-    for (p, image) in subs {
-        match image {
-            true => c.subscribe_with_image(p)?,
-            false => c.subscribe(p)?,
+    // Runs of plain patterns go pipelined; each image waits for its own answer.
+    let mut rest = subs;
+    while let Some(((p, image), after)) = rest.split_first() {
+        if *image {
+            c.subscribe_with_image(p)?;
+            rest = after;
+            continue;
         }
+        let run = rest.iter().take_while(|(_, image)| !image).count();
+        let (plain, after) = rest.split_at(run);
+        let patterns: Vec<&str> = plain.iter().map(|(p, _)| p.as_str()).collect();
+        c.subscribe_many(&patterns)?;
+        rest = after;
     }
     let mut rest = offline;
     for _ in 0..count {

@@ -7,6 +7,8 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
+use std::collections::VecDeque;
+
 use tickwire_wire::frame::{encode_pong, ErrorCode, Frame};
 
 use crate::Error;
@@ -32,11 +34,43 @@ pub(crate) enum Reply {
     Queue(String),
 }
 
+/// SUBSCRIBEs in flight together (`Client::subscribe_many`). The router handles a
+/// connection's frames in order and answers each SUBSCRIBE once, so the answers come
+/// in the order sent: each must answer the oldest one waiting; any other answer is
+/// not ours (a late one to a request that timed out) and is dropped, as in
+/// [`Session::on_control`].
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// (request id, the caller's index of its pattern) of each request sent and not
+    /// answered, oldest first; at most the pipeline's depth.
+    pub(crate) waiting: VecDeque<(u32, usize)>,
+    /// The indexes of the patterns refused, in order.
+    pub(crate) refused: Vec<usize>,
+    /// The first refusal's code and text.
+    pub(crate) first_refusal: Option<(ErrorCode, String)>,
+}
+
+impl Batch {
+    /// Takes an answer to `request_id`: `None` unless it answers the oldest request
+    /// waiting, else the index of that request's pattern.
+    fn answer(&mut self, request_id: u32) -> Option<usize> {
+        match self.waiting.front() {
+            Some(&(id, index)) if id == request_id && id != 0 => {
+                self.waiting.pop_front();
+                Some(index)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Per-connection protocol state.
 #[derive(Debug, Default)]
 pub(crate) struct Session {
     pub(crate) pending: Option<Pending>,
     pub(crate) reply: Option<Reply>,
+    /// The SUBSCRIBEs of a `subscribe_many` in flight.
+    pub(crate) batch: Option<Batch>,
     /// Set once the connection is over; every later call reports it.
     pub(crate) closed: Option<(ErrorCode, String)>,
 }
@@ -59,6 +93,8 @@ impl Session {
             Frame::Ack { request_id } => {
                 if self.is_pending(request_id) {
                     self.reply = Some(Reply::Ack);
+                } else if let Some(b) = &mut self.batch {
+                    b.answer(request_id);
                 }
             }
             Frame::StatsReply { request_id, json } => {
@@ -109,6 +145,13 @@ impl Session {
                         code,
                         text: crate::error::peer_text(text),
                     });
+                } else if let Some((b, index)) = self.batch.as_mut().and_then(|b| {
+                    let index = b.answer(request_id)?;
+                    Some((b, index))
+                }) {
+                    b.refused.push(index);
+                    b.first_refusal
+                        .get_or_insert_with(|| (code, crate::error::peer_text(text)));
                 } else if request_id == 0 {
                     return Err(Error::Rejected {
                         code,
@@ -228,6 +271,43 @@ mod tests {
             })
         );
         assert!(tx.is_empty());
+    }
+
+    /// A batch's answers are taken in the order its requests were sent; a refusal is
+    /// recorded with its pattern's index; an answer to anything else (a stale id, an
+    /// id out of order, a repeat) changes nothing; an unsolicited ERROR is still
+    /// reported.
+    #[test]
+    fn a_batch_takes_its_answers_in_order() {
+        let mut s = Session::default();
+        let mut tx = Vec::new();
+        let mut b = Batch::default();
+        b.waiting.extend([(7, 0), (8, 1), (9, 2)]);
+        s.batch = Some(b);
+        let waiting = |s: &Session| s.batch.as_ref().unwrap().waiting.len();
+        // Out of order, stale: dropped.
+        s.on_control(Frame::Ack { request_id: 8 }, &mut tx).unwrap();
+        s.on_control(Frame::Ack { request_id: 3 }, &mut tx).unwrap();
+        assert_eq!(waiting(&s), 3);
+        s.on_control(Frame::Ack { request_id: 7 }, &mut tx).unwrap();
+        // A repeat of an answered one: dropped.
+        s.on_control(Frame::Ack { request_id: 7 }, &mut tx).unwrap();
+        assert_eq!(waiting(&s), 2);
+        let refused = error(8, ErrorCode::TOO_MANY_SUBSCRIPTIONS, false, "too many");
+        s.on_control(refused, &mut tx).unwrap();
+        let unsolicited = error(0, ErrorCode::UNSUPPORTED, false, "nope");
+        assert!(s.on_control(unsolicited, &mut tx).is_err());
+        let second = error(9, ErrorCode::INVALID_PATTERN, false, "bad");
+        s.on_control(second, &mut tx).unwrap();
+        let b = s.batch.take().unwrap();
+        assert!(b.waiting.is_empty());
+        assert_eq!(b.refused, [1, 2]);
+        assert_eq!(
+            b.first_refusal,
+            Some((ErrorCode::TOO_MANY_SUBSCRIPTIONS, "too many".into()))
+        );
+        assert_eq!(s.reply, None);
+        assert!(s.closed.is_none() && tx.is_empty());
     }
 
     #[test]

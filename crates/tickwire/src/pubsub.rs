@@ -1240,16 +1240,28 @@ pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    for p in &a.patterns {
-        let p = match &a.group {
+    let patterns: Vec<String> = a
+        .patterns
+        .iter()
+        .map(|p| match &a.group {
             Some(g) => tickwire_client::shared_pattern(g, p),
             None => p.clone(),
-        };
-        let subscribed = match a.initial_image {
-            true => client.subscribe_with_image(&p),
-            false => client.subscribe(&p),
-        };
-        subscribed.with_context(|| format!("subscribing to {p:?}"))?;
+        })
+        .collect();
+    if a.initial_image {
+        for p in &patterns {
+            client
+                .subscribe_with_image(p)
+                .with_context(|| format!("subscribing to {p:?}"))?;
+        }
+    } else {
+        // Pipelined: many patterns cost about one round trip, not one each.
+        client
+            .subscribe_many(&patterns)
+            .with_context(|| match patterns.as_slice() {
+                [p] => format!("subscribing to {p:?}"),
+                all => format!("subscribing to {} patterns", all.len()),
+            })?;
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, stdout.lock());

@@ -468,6 +468,116 @@ fn the_match_work_bound_refuses_patterns_that_branch_at_every_level() {
     assert_eq!(m.payload(), b"hit");
 }
 
+/// `subscribe_many` subscribes thousands of patterns in one call; past
+/// `max_subscriptions` it sends every pattern anyway and reports the first refusal,
+/// naming it and counting the rest, with every pattern not refused subscribed; an
+/// invalid pattern anywhere in the list sends nothing.
+#[test]
+fn subscribe_many_subscribes_every_pattern_and_reports_the_refused() {
+    let router = RouterProc::start(&["--max-subscriptions", "3000"]);
+    let mut c = Client::connect_with(router.addr, named("many")).unwrap();
+    let first: Vec<String> = (0..2_500).map(|i| format!("t/{i}")).collect();
+    c.subscribe_many(&first).unwrap();
+    let more: Vec<String> = (0..600).map(|i| format!("u/{i}")).collect();
+    match c.subscribe_many(&more) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::TOO_MANY_SUBSCRIPTIONS);
+            assert!(text.starts_with("\"u/500\": "), "{text}");
+            assert!(
+                text.contains("(100 of the 600 patterns refused; the others are subscribed)"),
+                "{text}"
+            );
+        }
+        other => panic!("expected Rejected(TOO_MANY_SUBSCRIPTIONS), got {other:?}"),
+    }
+    let bad = ["v/1", "v//2"];
+    assert!(matches!(
+        c.subscribe_many(&bad),
+        Err(Error::InvalidPattern(_))
+    ));
+    let doc = stats(router.addr);
+    let me = client_entry(&doc, c.client_id()).unwrap();
+    assert_eq!(me["subscriptions"].as_u64(), Some(3_000), "{me}");
+    // The first and last of each accepted run deliver; a refused one does not (the
+    // marker published after it arrives first).
+    let mut p = Client::connect_with(router.addr, named("many-pub")).unwrap();
+    for topic in ["t/0", "t/2499", "u/0", "u/499", "u/500", "v/1", "u/1"] {
+        p.publish(topic, topic.as_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    let got: Vec<Vec<u8>> = payloads(&mut c, 5);
+    let want: [&[u8]; 5] = [b"t/0", b"t/2499", b"u/0", b"u/499", b"u/1"];
+    assert_eq!(got, want);
+    c.close().unwrap();
+}
+
+/// `subscribe_many` does not wait for each answer: with the router stopped, the
+/// router's socket fills with exactly `SUBSCRIBE_PIPELINE` SUBSCRIBEs (the kernel's
+/// receive queue, read from /proc/net/tcp), and once the router runs again all are
+/// answered.
+#[test]
+fn subscribe_many_keeps_a_pipeline_of_requests_in_flight() {
+    let router = RouterProc::start(&[]);
+    let mut c = Client::connect_with(router.addr, named("pipeline")).unwrap();
+    // Many in flight, not one: what the test is about.
+    const { assert!(tickwire_client::SUBSCRIBE_PIPELINE >= 256) };
+    let patterns: Vec<String> = (0..2_000).map(|i| format!("p/{i}")).collect();
+    let mut window = Vec::new();
+    for (i, p) in patterns
+        .iter()
+        .take(tickwire_client::SUBSCRIBE_PIPELINE)
+        .enumerate()
+    {
+        frame::encode_subscribe(&mut window, i as u32 + 1, p);
+    }
+    let frozen = Frozen::new(&router);
+    let worker = thread::spawn(move || {
+        let r = c.subscribe_many(&patterns);
+        (c, r)
+    });
+    let port = router.addr.port();
+    let deadline = Instant::now() + PATIENCE;
+    let queued = loop {
+        let q = router_receive_queue(port);
+        if q == Some(window.len()) || Instant::now() > deadline {
+            break q;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        queued,
+        Some(window.len()),
+        "bytes the stopped router's socket holds: {queued:?}, {} SUBSCRIBEs make {}",
+        tickwire_client::SUBSCRIBE_PIPELINE,
+        window.len()
+    );
+    drop(frozen);
+    let (c, r) = worker.join().unwrap();
+    r.unwrap();
+    let doc = stats(router.addr);
+    let me = client_entry(&doc, c.client_id()).unwrap();
+    assert_eq!(me["subscriptions"].as_u64(), Some(2_000), "{me}");
+    c.close().unwrap();
+}
+
+/// The receive queue (bytes not yet read) of the established IPv4 connection whose
+/// local port is `port` (the router's end of the one client connected), from
+/// /proc/net/tcp.
+fn router_receive_queue(port: u16) -> Option<usize> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // local_address, rem_address, st ("01": ESTABLISHED), tx_queue:rx_queue.
+        if f.get(1)?.ends_with(&local) && *f.get(3)? == "01" {
+            let rx = f.get(4)?.split(':').nth(1)?;
+            usize::from_str_radix(rx, 16).ok()
+        } else {
+            None
+        }
+    })
+}
+
 #[test]
 fn rejected_requests_leave_the_connection_usable() {
     let router = RouterProc::start(&["--max-subscriptions", "2"]);

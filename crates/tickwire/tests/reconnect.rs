@@ -343,6 +343,60 @@ fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_bu
     assert_eq!(publ.stats().offline_published, 2);
 }
 
+/// `ReconnectingClient::subscribe_many` records the patterns the router took, not the
+/// ones it refused, and a new connection restores them (the plain runs pipelined, an
+/// image subscription on its own) without tripping over a refused one.
+#[test]
+fn library_client_restores_many_subscriptions_but_not_the_refused() {
+    let port = free_port();
+    let limits = ["--no-guaranteed", "--max-subscriptions", "1002"];
+    let router = FixedRouter::start(port, &limits, Stdio::inherit());
+    let addr = router.addr_str();
+    let mut sub = ReconnectingClient::connect(&addr, opts(1 << 20)).unwrap();
+    sub.subscribe("first").unwrap();
+    sub.subscribe_with_image("img").unwrap();
+    let many: Vec<String> = (0..1_100).map(|i| format!("m/{i}")).collect();
+    match sub.subscribe_many(&many) {
+        Err(Error::Rejected { text, .. }) => {
+            assert!(text.starts_with("\"m/1000\": "), "{text}");
+            assert!(text.contains("100 of the 1100 patterns refused"), "{text}");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+
+    router.kill9();
+    let _router = FixedRouter::start(port, &limits, Stdio::inherit());
+    let mut resubscribed = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while resubscribed.is_none() {
+        sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
+            if let LinkEvent::Reconnected(o) = ev {
+                resubscribed = Some(o.resubscribed);
+            }
+        })
+        .unwrap();
+        assert!(Instant::now() < deadline, "no reconnection");
+    }
+    assert_eq!(resubscribed, Some(1 + 1 + 1_000));
+    let mut publ = Client::connect(&addr).unwrap();
+    for topic in ["m/1000", "first", "m/0", "m/999", "img"] {
+        publ.publish(topic, topic.as_bytes()).unwrap();
+    }
+    publ.flush().unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 4 {
+        sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
+            if let LinkEvent::Message(m) = ev {
+                got.push(m.topic().to_owned());
+            }
+        })
+        .unwrap();
+        assert!(Instant::now() < deadline, "got only {got:?}");
+    }
+    assert_eq!(got, ["first", "m/0", "m/999", "img"]);
+}
+
 #[test]
 fn library_client_gives_up_after_the_configured_outage() {
     let port = free_port();
