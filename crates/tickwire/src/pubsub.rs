@@ -1106,6 +1106,7 @@ Examples:
   tickwire sub 'orders/>' --count 10 --print-json    # 10 messages as JSON lines
   tickwire sub 'md/>' --quiet --count 1000000        # count and rate only
   tickwire sub 'md/>' --router 10.0.0.5:7420        # another router
+  tickwire sub --patterns-file symbols.txt           # one pattern a line, all pipelined
 
 Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 `tickwire queue`) and consume: each message is printed as
@@ -1136,6 +1137,7 @@ acknowledged then come again, marked redelivered.
 /// The two forms (clap's own usage line shows only the patterns).
 const SUB_USAGE: &str = "\
 tickwire sub [OPTIONS] <PATTERN>...        subscribe to patterns (direct messages)
+       tickwire sub [OPTIONS] --patterns-file <FILE> [PATTERN]...   the same, from a file
        tickwire sub [OPTIONS] --queue <NAME>      consume a durable queue (guaranteed)";
 
 #[derive(Args)]
@@ -1148,8 +1150,13 @@ pub struct SubArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// One or more patterns, e.g. 'md/NASDAQ/>' 'md/*/IBM'.
-    #[arg(required_unless_present = "queue", value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
+    #[arg(required_unless_present_any = ["queue", "patterns_file"], value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
+    /// Also subscribe to the patterns in FILE, one a line ('-': standard input); blank
+    /// lines and lines starting with '#' are skipped. For thousands of symbols: all
+    /// the patterns go pipelined, at about one round trip in all.
+    #[arg(long, value_name = "FILE", conflicts_with = "queue")]
+    patterns_file: Option<std::path::PathBuf>,
     /// Consume from this durable queue instead of subscribing (see below). Quote a name
     /// that starts with '#' ('#DEAD_MSG_QUEUE'): unquoted, the shell reads it as a
     /// comment and --queue gets no value.
@@ -1214,11 +1221,15 @@ fn reader_gone(out: &impl std::os::fd::AsFd) -> bool {
         && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
-pub fn run_sub(a: SubArgs) -> anyhow::Result<ExitCode> {
+pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
     if let Some(queue) = a.queue.clone() {
         return run_sub_queue(a, &queue);
     }
     queue_only_flags(&a)?;
+    if let Some(path) = &a.patterns_file {
+        let more = read_patterns_file(path)?;
+        a.patterns.extend(more);
+    }
     let opts = link_options(
         &a.router,
         &a.name,
@@ -1798,6 +1809,55 @@ impl PipeAcks {
 
 /// Refuses (a usage error, as `pub --identity` without --guaranteed) the flags that
 /// only a queue binding reads, given to a direct subscription.
+/// Most bytes `--patterns-file` reads: 100 MiB is a million patterns of 100 bytes,
+/// more than any router limit lets one client hold.
+const PATTERNS_FILE_MAX: u64 = 100 << 20;
+
+/// The patterns of `--patterns-file` (see its help). A line that is not a pattern, a
+/// file without any, one that cannot be read or one over [`PATTERNS_FILE_MAX`] is a
+/// usage error naming the file (and the line).
+fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    use std::io::Read;
+    let name = path.display();
+    let mut text = String::new();
+    let read = if path.as_os_str() == "-" {
+        std::io::stdin()
+            .lock()
+            .take(PATTERNS_FILE_MAX + 1)
+            .read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(PATTERNS_FILE_MAX + 1).read_to_string(&mut text))
+    };
+    if let Err(e) = read {
+        return Err(crate::units::UsageError(format!("--patterns-file {name}: {e}")).into());
+    }
+    if text.len() as u64 > PATTERNS_FILE_MAX {
+        return Err(crate::units::UsageError(format!(
+            "--patterns-file {name}: larger than {} MiB",
+            PATTERNS_FILE_MAX >> 20
+        ))
+        .into());
+    }
+    let mut patterns = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let p = crate::units::parse_pattern(line).map_err(|e| {
+            crate::units::UsageError(format!("--patterns-file {name}, line {}: {e}", i + 1))
+        })?;
+        patterns.push(p);
+    }
+    if patterns.is_empty() {
+        return Err(
+            crate::units::UsageError(format!("--patterns-file {name}: no pattern in it")).into(),
+        );
+    }
+    Ok(patterns)
+}
+
 fn queue_only_flags(a: &SubArgs) -> anyhow::Result<()> {
     let given: Vec<&str> = [
         (a.window.is_some(), "--window"),

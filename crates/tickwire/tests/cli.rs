@@ -471,6 +471,58 @@ fn sub_prints_exactly_the_matching_messages() {
     assert_eq!(out, "md/NASDAQ/AAPL hello\n".repeat(3));
 }
 
+/// `--patterns-file` adds the file's patterns (comments and blank lines skipped) to
+/// those on the command line, all subscribed; a bad line is a usage error naming the
+/// file and the line, before any connection.
+#[test]
+fn sub_takes_patterns_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("symbols.txt");
+    std::fs::write(&file, "# symbols\nmd/NASDAQ/AAPL\n\n  md/*/IBM  \n").unwrap();
+    let file = file.to_str().unwrap();
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let args = [
+        "sub",
+        "--router",
+        &r,
+        "--count",
+        "3",
+        "--patterns-file",
+        file,
+        "md/X/Y",
+    ];
+    let sub = Bg::spawn(&args, None);
+    wait_for_subscriber(&r, "tickwire-sub", 3);
+    for (topic, payload) in [
+        ("md/NASDAQ/MSFT", "no"),
+        ("md/NASDAQ/AAPL", "a"),
+        ("md/NYSE/IBM", "b"),
+        ("md/X/Y", "c"),
+    ] {
+        ok(&["pub", "--router", &r, topic, payload]);
+    }
+    let (st, out, err) = sub.finish(T);
+    assert!(st.success(), "sub failed: {st}\nstderr: {err}");
+    assert_eq!(out, "md/NASDAQ/AAPL a\nmd/NYSE/IBM b\nmd/X/Y c\n");
+
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "ok/1\nnot//valid\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, err) = fails(&["sub", "--router", &r, "--patterns-file", bad]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("--patterns-file {bad}, line 2:")),
+        "{err}"
+    );
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "# nothing\n").unwrap();
+    let empty = empty.to_str().unwrap();
+    let (code, err) = fails(&["sub", "--router", &r, "--patterns-file", empty]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no pattern in it"), "{err}");
+}
+
 #[test]
 fn sub_json_and_hex_output() {
     let router = RouterProc::start(&[]);
