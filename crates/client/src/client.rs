@@ -364,10 +364,40 @@ impl Client {
         self.subscribe_batch(patterns)?.into_result(patterns)
     }
 
+    /// [`Client::unsubscribe`] of every pattern of `patterns` (each exactly as
+    /// subscribed), pipelined as [`Client::subscribe_many`] is. Each pattern the router
+    /// refuses (`NOT_SUBSCRIBED`: not held) is counted in one [`Error::Rejected`] as
+    /// there; every other is unsubscribed.
+    pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+        self.unsubscribe_batch(patterns)?.into_result(patterns)
+    }
+
     /// [`Client::subscribe_many`]'s work: the patterns refused, in order.
     pub(crate) fn subscribe_batch<S: AsRef<str>>(
         &mut self,
         patterns: &[S],
+    ) -> Result<Refused, Error> {
+        let what = "the router's ACKs to SUBSCRIBE";
+        self.asked.subscribed = true;
+        self.pattern_batch(patterns, frame::encode_subscribe, what)
+    }
+
+    /// [`Client::unsubscribe_many`]'s work: the patterns refused, in order.
+    pub(crate) fn unsubscribe_batch<S: AsRef<str>>(
+        &mut self,
+        patterns: &[S],
+    ) -> Result<Refused, Error> {
+        let what = "the router's ACKs to UNSUBSCRIBE";
+        self.pattern_batch(patterns, frame::encode_unsubscribe, what)
+    }
+
+    /// SUBSCRIBEs or UNSUBSCRIBEs (`encode`) of every pattern, pipelined; `what` names
+    /// the answers in a timeout.
+    fn pattern_batch<S: AsRef<str>>(
+        &mut self,
+        patterns: &[S],
+        encode: fn(&mut Vec<u8>, u32, &str),
+        what: &'static str,
     ) -> Result<Refused, Error> {
         for p in patterns {
             validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
@@ -375,9 +405,8 @@ impl Client {
         if let Some(e) = self.session.closed_error() {
             return Err(e);
         }
-        self.asked.subscribed = true;
         self.session.batch = Some(Batch::default());
-        let res = self.run_batch(patterns);
+        let res = self.run_batch(patterns, encode, what);
         let batch = self.session.batch.take().unwrap_or_default();
         res?;
         let first = batch.first_refusal.and_then(|(code, text)| {
@@ -390,9 +419,14 @@ impl Client {
         })
     }
 
-    /// Sends the batch's SUBSCRIBEs, [`SUBSCRIBE_PIPELINE`] in flight at most, and
-    /// takes their answers.
-    fn run_batch<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+    /// Sends the batch's requests, [`SUBSCRIBE_PIPELINE`] in flight at most, and takes
+    /// their answers.
+    fn run_batch<S: AsRef<str>>(
+        &mut self,
+        patterns: &[S],
+        encode: fn(&mut Vec<u8>, u32, &str),
+        what: &'static str,
+    ) -> Result<(), Error> {
         let mut next = 0;
         loop {
             let waiting = self.session.batch.as_ref().map_or(0, |b| b.waiting.len());
@@ -400,7 +434,7 @@ impl Client {
             let end = patterns.len().min(next + room);
             for (index, p) in patterns.iter().enumerate().take(end).skip(next) {
                 let id = self.request_id();
-                frame::encode_subscribe(&mut self.tx, id, p.as_ref());
+                encode(&mut self.tx, id, p.as_ref());
                 if let Some(b) = &mut self.session.batch {
                     b.waiting.push_back((id, index));
                 }
@@ -424,7 +458,7 @@ impl Client {
             } else {
                 |s| s.batch.as_ref().is_none_or(|b| b.waiting.is_empty())
             };
-            self.await_until("the router's ACKs to SUBSCRIBE", done)?;
+            self.await_until(what, done)?;
         }
     }
 

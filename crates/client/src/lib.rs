@@ -10,7 +10,8 @@
 //! 2. [`Client::subscribe`] / [`Client::unsubscribe`] send a pattern and wait for the
 //!    router's ACK; a refusal is [`Error::Rejected`]. [`Client::subscribe_many`]
 //!    subscribes a list (a whole market's symbols) with up to [`SUBSCRIBE_PIPELINE`]
-//!    requests in flight instead of a round trip each.
+//!    requests in flight instead of a round trip each; [`Client::unsubscribe_many`]
+//!    removes one the same way.
 //! 3. [`Client::publish`] only encodes into a transmit buffer; it writes once
 //!    [`ClientOptions::batch_bytes`] are pending. Call [`Client::flush`] after a burst
 //!    (or let [`Client::poll`] / [`Client::recv`] do it: they flush first). Setting

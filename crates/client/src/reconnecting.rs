@@ -248,6 +248,44 @@ impl ReconnectingClient {
         Ok(())
     }
 
+    /// [`Client::unsubscribe_many`]: each pattern (exactly as subscribed) is removed
+    /// from the subscriptions restored on reconnection, except those the router
+    /// refused (the error names the first and counts them). While disconnected they
+    /// are only removed.
+    pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
+        for p in patterns {
+            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
+        }
+        self.reconnect_if_due()?;
+        let refused = match &mut self.conn {
+            None => Refused::default(),
+            Some(c) => match c.unsubscribe_batch(patterns) {
+                Ok(r) => r,
+                Err(e) if worth_reconnecting(&e) => {
+                    self.lost_or_fail(e)?;
+                    Refused::default()
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        // One recorded occurrence of each pattern unsubscribed, as `unsubscribe` takes.
+        let mut gone: HashMap<&str, usize> = HashMap::new();
+        let mut skip = refused.indexes.iter().copied().peekable();
+        for (i, p) in patterns.iter().enumerate() {
+            if skip.next_if_eq(&i).is_none() {
+                *gone.entry(p.as_ref()).or_default() += 1;
+            }
+        }
+        self.subs.retain(|(p, _)| match gone.get_mut(p.as_str()) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        });
+        refused.into_result(patterns)
+    }
+
     /// Publishes (batched like [`Client::publish`]); while disconnected the message
     /// goes into the offline buffer, or fails with [`Error::OfflineBufferFull`].
     pub fn publish(&mut self, topic: &str, payload: &[u8]) -> Result<(), Error> {

@@ -471,9 +471,9 @@ fn the_match_work_bound_refuses_patterns_that_branch_at_every_level() {
 /// `subscribe_many` subscribes thousands of patterns in one call; past
 /// `max_subscriptions` it sends every pattern anyway and reports the first refusal,
 /// naming it and counting the rest, with every pattern not refused subscribed; an
-/// invalid pattern anywhere in the list sends nothing.
+/// invalid pattern anywhere in the list sends nothing; `unsubscribe_many` likewise.
 #[test]
-fn subscribe_many_subscribes_every_pattern_and_reports_the_refused() {
+fn subscribe_many_and_unsubscribe_many_report_the_refused() {
     let router = RouterProc::start(&["--max-subscriptions", "3000"]);
     let mut c = Client::connect_with(router.addr, named("many")).unwrap();
     let first: Vec<String> = (0..2_500).map(|i| format!("t/{i}")).collect();
@@ -508,6 +508,26 @@ fn subscribe_many_subscribes_every_pattern_and_reports_the_refused() {
     let got: Vec<Vec<u8>> = payloads(&mut c, 5);
     let want: [&[u8]; 5] = [b"t/0", b"t/2499", b"u/0", b"u/499", b"u/1"];
     assert_eq!(got, want);
+
+    // unsubscribe_many the same way: one not held is counted, the others go.
+    let mut drop: Vec<String> = (0..1_000).map(|i| format!("t/{i}")).collect();
+    drop.insert(10, "not/held".into());
+    match c.unsubscribe_many(&drop) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::NOT_SUBSCRIBED);
+            assert!(text.starts_with("\"not/held\": "), "{text}");
+            assert!(!text.contains("patterns refused"), "{text}");
+        }
+        other => panic!("expected Rejected(NOT_SUBSCRIBED), got {other:?}"),
+    }
+    let doc = stats(router.addr);
+    let me = client_entry(&doc, c.client_id()).unwrap();
+    assert_eq!(me["subscriptions"].as_u64(), Some(2_000), "{me}");
+    for topic in ["t/0", "t/999", "t/1000"] {
+        p.publish(topic, topic.as_bytes()).unwrap();
+    }
+    p.flush().unwrap();
+    assert_eq!(payloads(&mut c, 1), [b"t/1000"]);
     c.close().unwrap();
 }
 

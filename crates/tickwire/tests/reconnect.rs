@@ -363,6 +363,7 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
+    sub.unsubscribe_many(&["m/0", "m/1"]).unwrap();
 
     router.kill9();
     let _router = FixedRouter::start(port, &limits, Stdio::inherit());
@@ -377,7 +378,7 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
         .unwrap();
         assert!(Instant::now() < deadline, "no reconnection");
     }
-    assert_eq!(resubscribed, Some(1 + 1 + 1_000));
+    assert_eq!(resubscribed, Some(1 + 1 + 998));
     let mut publ = Client::connect(&addr).unwrap();
     for topic in ["m/1000", "first", "m/0", "m/999", "img"] {
         publ.publish(topic, topic.as_bytes()).unwrap();
@@ -385,7 +386,7 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
     publ.flush().unwrap();
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while got.len() < 4 {
+    while got.len() < 3 {
         sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
             if let LinkEvent::Message(m) = ev {
                 got.push(m.topic().to_owned());
@@ -394,7 +395,7 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
         .unwrap();
         assert!(Instant::now() < deadline, "got only {got:?}");
     }
-    assert_eq!(got, ["first", "m/0", "m/999", "img"]);
+    assert_eq!(got, ["first", "m/999", "img"]);
 }
 
 #[test]
