@@ -503,7 +503,8 @@ pub fn print_run_notes(out: &mut dyn std::io::Write, router: Option<&str>, stopp
         crate::outln!(out, "router: {r}");
     }
     if stopped {
-        crate::outln!(out, "STOPPED by Ctrl-C: partial results below");
+        let by = tickwire_rt::stop::stopped_by();
+        crate::outln!(out, "STOPPED by {by}: partial results below");
     }
 }
 

@@ -465,7 +465,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         );
         for &rate in &args.rates {
             if stop.is_set() {
-                tr.stopped = Some("stopped by Ctrl-C".into());
+                tr.stopped = Some(format!("stopped by {}", tickwire_rt::stop::stopped_by()));
                 break;
             }
             let step = run_step(args, t, addr.as_ref(), rate, yields, &stop, &mut progress)

@@ -1050,7 +1050,8 @@ pub fn algo_table(r: &AlgoResult) -> String {
         let _ = writeln!(out, "  ENDED EARLY: {e}");
     }
     if r.stopped {
-        let _ = writeln!(out, "  STOPPED by Ctrl-C: partial results");
+        let by = tickwire_rt::stop::stopped_by();
+        let _ = writeln!(out, "  STOPPED by {by}: partial results");
     }
     // Session notes (logon, logout, ...) matter when something went wrong; the JSON
     // has them all.
@@ -1069,7 +1070,8 @@ fn print_report(
 ) {
     crate::outln!(out);
     if stopped {
-        crate::outln!(out, "STOPPED by Ctrl-C: partial results below");
+        let by = tickwire_rt::stop::stopped_by();
+        crate::outln!(out, "STOPPED by {by}: partial results below");
     }
     for r in results {
         crate::out!(out, "{}", algo_table(r));

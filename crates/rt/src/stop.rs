@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A Ctrl-C (SIGINT/SIGTERM) flag. [`StopFlag::install`] starts, once per process, a
@@ -25,6 +25,19 @@ static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 /// What the first Ctrl-C says, when the command chose it ([`StopFlag::install_saying`]).
 static FIRST_SIGNAL_NOTE: OnceLock<&'static str> = OnceLock::new();
+
+/// The first stop signal received (0: none yet), for [`stopped_by`].
+static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// What stopped the command, for its report: `"SIGTERM"` after a SIGTERM (a
+/// supervisor, `kill`, `timeout`), else `"Ctrl-C"` (SIGINT, and before any signal).
+pub fn stopped_by() -> &'static str {
+    if FIRST_SIGNAL.load(Ordering::Relaxed) == signal_hook::consts::SIGTERM {
+        "SIGTERM"
+    } else {
+        "Ctrl-C"
+    }
+}
 
 /// How close behind the first signal a second one is the same request
 /// ([`StopFlag`]); a person pressing Ctrl-C again is slower.
@@ -95,7 +108,7 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
             // The first signal's time: "again" means a second signal, not a flag the
             // command set itself (at its scheduled end, after an error; review).
             let mut first: Option<std::time::Instant> = None;
-            for _ in signals.forever() {
+            for signal in signals.forever() {
                 if first.is_some_and(|at| at.elapsed() < SAME_REQUEST) {
                     continue;
                 }
@@ -114,8 +127,14 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                     std::process::exit(130);
                 }
                 first = Some(std::time::Instant::now());
+                FIRST_SIGNAL.store(signal, Ordering::Relaxed);
                 let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
-                notify(note);
+                // The notes say "Ctrl-C again"; after a SIGTERM, a second one aborts.
+                if signal == SIGTERM {
+                    notify(&note.replace("Ctrl-C again", "SIGTERM again"));
+                } else {
+                    notify(note);
+                }
             }
         })
         .map_err(|e| format!("spawning the stop-signals thread: {e}"))?;

@@ -287,8 +287,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     if ctrl_c.is_set() {
         println!(
-            "(stopped by Ctrl-C: the part under way ended early and the parts after it were \
-             skipped; a stopped part proves nothing either way)"
+            "(stopped by {}: the part under way ended early and the parts after it were \
+             skipped; a stopped part proves nothing either way)",
+            tickwire_rt::stop::stopped_by()
         );
     }
     println!(
@@ -395,8 +396,9 @@ fn tick_to_trade(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
         )
     };
     let lines: Vec<String> = report.algos.iter().map(line).collect();
+    let stopped = format!("stopped by {}", tickwire_rt::stop::stopped_by());
     let verdict = match (ctrl_c.is_set(), ok) {
-        (true, _) => "stopped by Ctrl-C",
+        (true, _) => stopped.as_str(),
         (false, true) => "PASS",
         (false, false) => "FAIL",
     };
@@ -629,7 +631,11 @@ fn report(
     let secs = p.elapsed.as_secs_f64().max(1e-9);
     let sent = p.sent();
     let of_planned = if p.stopped() {
-        format!(" of {} planned (Ctrl-C stopped the publishers)", p.planned)
+        format!(
+            " of {} planned ({} stopped the publishers)",
+            p.planned,
+            tickwire_rt::stop::stopped_by()
+        )
     } else {
         String::new()
     };
@@ -758,8 +764,9 @@ fn report(
     let outcome = Outcome::of(ok, p.stopped());
     let verdict = match outcome {
         Outcome::Stopped => format!(
-            "pub/sub stopped by Ctrl-C after {sent} of {} messages: the table counts the ones \
+            "pub/sub stopped by {} after {sent} of {} messages: the table counts the ones \
              sent; a stopped part proves nothing either way.",
+            tickwire_rt::stop::stopped_by(),
             p.planned
         ),
         Outcome::Pass if saturated => "pub/sub PASS: every subscriber received every \

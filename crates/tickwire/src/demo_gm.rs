@@ -271,7 +271,8 @@ pub fn run(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
         && missing == 0
         && s.unflagged_duplicates == 0;
     if orders < ORDERS {
-        println!("stopped by Ctrl-C after {orders} of {ORDERS} orders");
+        let by = tickwire_rt::stop::stopped_by();
+        println!("stopped by {by} after {orders} of {ORDERS} orders");
     }
     println!(
         "publisher: {} published, {} acknowledged, {} refused, {} resent after {}{}",
@@ -299,10 +300,11 @@ pub fn run(ctrl_c: &StopFlag) -> anyhow::Result<bool> {
             "the recovery times above include the delay"
         )
     );
+    let stopped = format!("stopped by {}", tickwire_rt::stop::stopped_by());
     println!(
         "guaranteed messaging {}: {missing} acknowledged orders missing, {} unflagged duplicates, in {elapsed:.1} s with {crashes} router crash{}",
         match (orders < ORDERS, ok) {
-            (true, _) => "stopped by Ctrl-C",
+            (true, _) => stopped.as_str(),
             (false, true) => "PASS",
             (false, false) => "FAIL",
         },

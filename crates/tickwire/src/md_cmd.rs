@@ -408,7 +408,8 @@ fn run_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if r.stopped {
-        println!("stopped by Ctrl-C before the end of the session");
+        let by = tickwire_rt::stop::stopped_by();
+        println!("stopped by {by} before the end of the session");
     }
     Ok(crate::replay_cmd::exit_after_send_errors(
         "md publish",

@@ -252,7 +252,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         };
         match (stopped, read.is_err() || finished.is_err()) {
             (_, true) => eprintln!("ended early: sent {n}{of} to {}", a.topic),
-            (true, false) => eprintln!("stopped: published {n}{of} to {} (Ctrl-C)", a.topic),
+            (true, false) => eprintln!(
+                "stopped: published {n}{of} to {} ({})",
+                a.topic,
+                tickwire_rt::stop::stopped_by()
+            ),
             (false, false) => eprintln!("published {n}{of} to {}", a.topic),
         }
         drops.report();

@@ -1876,6 +1876,9 @@ fn a_signal_sent_twice_at_once_stops_sub_with_its_summary() {
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("received 0 messages"), "{err}");
     assert!(!err.contains("aborting"), "{err}");
+    // A SIGTERM is named as such, not as a Ctrl-C nobody pressed.
+    assert!(err.contains("stopping (SIGTERM again to abort)"), "{err}");
+    assert!(!err.contains("Ctrl-C"), "{err}");
 }
 
 #[test]
