@@ -358,10 +358,14 @@ impl Client {
     /// `TOO_MANY_SUBSCRIPTIONS` past `max_subscriptions`), the result is
     /// [`Error::Rejected`] with the first refusal's code, its text naming that pattern
     /// and how many were refused in all; every pattern not refused is subscribed. A
-    /// timeout, a close or a write failure ends it with that error, the patterns
-    /// answered so far subscribed and the others perhaps.
+    /// timeout, a close or a write failure ends it with that error instead: the
+    /// patterns acknowledged before it are subscribed, those after it perhaps.
     pub fn subscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        self.subscribe_batch(patterns)?.into_result(patterns)
+        let (refused, failed) = self.subscribe_batch(patterns)?;
+        match failed {
+            Some(e) => Err(e),
+            None => refused.into_result(patterns),
+        }
     }
 
     /// [`Client::unsubscribe`] of every pattern of `patterns` (each exactly as
@@ -369,24 +373,30 @@ impl Client {
     /// refuses (`NOT_SUBSCRIBED`: not held) is counted in one [`Error::Rejected`] as
     /// there; every other is unsubscribed.
     pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        self.unsubscribe_batch(patterns)?.into_result(patterns)
+        let (refused, failed) = self.unsubscribe_batch(patterns)?;
+        match failed {
+            Some(e) => Err(e),
+            None => refused.into_result(patterns),
+        }
     }
 
-    /// [`Client::subscribe_many`]'s work: the patterns refused, in order.
+    /// [`Client::subscribe_many`]'s work: the patterns refused, in order, and the
+    /// error that ended it early, if any (the refusals up to it are kept). `Err` only
+    /// for an invalid pattern or a closed connection, before anything is sent.
     pub(crate) fn subscribe_batch<S: AsRef<str>>(
         &mut self,
         patterns: &[S],
-    ) -> Result<Refused, Error> {
+    ) -> Result<(Refused, Option<Error>), Error> {
         let what = "the router's ACKs to SUBSCRIBE";
         self.asked.subscribed = true;
         self.pattern_batch(patterns, frame::encode_subscribe, what)
     }
 
-    /// [`Client::unsubscribe_many`]'s work: the patterns refused, in order.
+    /// [`Client::unsubscribe_many`]'s work, as [`Client::subscribe_batch`].
     pub(crate) fn unsubscribe_batch<S: AsRef<str>>(
         &mut self,
         patterns: &[S],
-    ) -> Result<Refused, Error> {
+    ) -> Result<(Refused, Option<Error>), Error> {
         let what = "the router's ACKs to UNSUBSCRIBE";
         self.pattern_batch(patterns, frame::encode_unsubscribe, what)
     }
@@ -398,7 +408,7 @@ impl Client {
         patterns: &[S],
         encode: fn(&mut Vec<u8>, u32, &str),
         what: &'static str,
-    ) -> Result<Refused, Error> {
+    ) -> Result<(Refused, Option<Error>), Error> {
         for p in patterns {
             validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
         }
@@ -408,15 +418,15 @@ impl Client {
         self.session.batch = Some(Batch::default());
         let res = self.run_batch(patterns, encode, what);
         let batch = self.session.batch.take().unwrap_or_default();
-        res?;
         let first = batch.first_refusal.and_then(|(code, text)| {
             let index = *batch.refused.first()?;
             Some((index, code, text))
         });
-        Ok(Refused {
+        let refused = Refused {
             indexes: batch.refused,
             first,
-        })
+        };
+        Ok((refused, res.err()))
     }
 
     /// Sends the batch's requests, [`SUBSCRIBE_PIPELINE`] in flight at most, and takes
@@ -2307,10 +2317,7 @@ impl Refused {
         let pattern = patterns.get(index).map_or("", AsRef::as_ref);
         let more = match self.indexes.len() {
             1 => String::new(),
-            n => format!(
-                " ({n} of the {} patterns refused; the others are subscribed)",
-                patterns.len()
-            ),
+            n => format!(" ({n} of the {} patterns refused)", patterns.len()),
         };
         Err(Error::Rejected {
             code,

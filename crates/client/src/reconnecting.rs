@@ -9,7 +9,7 @@ use tickwire_wire::topic::{validate_pattern, validate_topic};
 use crate::backoff::Backoff;
 use crate::client::Refused;
 use crate::publisher::worth_reconnecting;
-use crate::{Client, Error, Message, ReconnectOptions, Wait};
+use crate::{Client, Error, ErrorCode, Message, ReconnectOptions, Wait};
 
 /// Topics whose last SEQ is remembered for [`LinkStats::missed_by_seq`]; messages on
 /// further topics are not checked (counted in [`LinkStats::seq_topics_untracked`]).
@@ -28,7 +28,8 @@ pub enum LinkEvent<'a> {
         /// Why, for a person.
         reason: &'a str,
     },
-    /// A new connection is up and every subscription restored.
+    /// A new connection is up and every subscription restored, except those its
+    /// router refused ([`Outage::not_restored`]).
     Reconnected(&'a Outage),
 }
 
@@ -39,8 +40,14 @@ pub struct Outage {
     pub down_for: Duration,
     /// Connection attempts it took (the successful one included).
     pub attempts: u32,
-    /// Subscriptions sent again.
+    /// Subscriptions sent again and acknowledged.
     pub resubscribed: usize,
+    /// Subscriptions the new connection's router refused (a lower `max_subscriptions`
+    /// than before, a permission taken away): dropped from the subscriptions, so that
+    /// they do not fail every later reconnection.
+    pub not_restored: usize,
+    /// The first of those, and the router's reason, for a person.
+    pub first_not_restored: Option<String>,
     /// Publishes made while disconnected and sent on the new connection.
     pub republished: usize,
 }
@@ -186,14 +193,19 @@ impl ReconnectingClient {
         self.reconnect_if_due()?;
         let refused = match &mut self.conn {
             None => Refused::default(),
-            Some(c) => match c.subscribe_batch(patterns) {
-                Ok(r) => r,
-                Err(e) if worth_reconnecting(&e) => {
-                    self.lost_or_fail(e)?;
-                    Refused::default()
+            Some(c) => {
+                let (refused, failed) = match c.subscribe_batch(patterns) {
+                    Ok(r) => r,
+                    Err(e) => (Refused::default(), Some(e)),
+                };
+                match failed {
+                    None => {}
+                    // The refusals before the loss stand; the rest are restored.
+                    Some(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
+                    Some(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            },
+                refused
+            }
         };
         let mut skip = refused.indexes.iter().copied().peekable();
         for (i, p) in patterns.iter().enumerate() {
@@ -259,14 +271,18 @@ impl ReconnectingClient {
         self.reconnect_if_due()?;
         let refused = match &mut self.conn {
             None => Refused::default(),
-            Some(c) => match c.unsubscribe_batch(patterns) {
-                Ok(r) => r,
-                Err(e) if worth_reconnecting(&e) => {
-                    self.lost_or_fail(e)?;
-                    Refused::default()
+            Some(c) => {
+                let (refused, failed) = match c.unsubscribe_batch(patterns) {
+                    Ok(r) => r,
+                    Err(e) => (Refused::default(), Some(e)),
+                };
+                match failed {
+                    None => {}
+                    Some(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
+                    Some(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
-            },
+                refused
+            }
         };
         // One recorded occurrence of each pattern unsubscribed, as `unsubscribe` takes.
         let mut gone: HashMap<&str, usize> = HashMap::new();
@@ -505,11 +521,18 @@ impl ReconnectingClient {
             self.offline_count,
         );
         let down = match outcome {
-            Ok(c) => {
+            Ok((c, not_restored)) => {
                 let Some(down) = self.down.take() else {
                     return Ok(());
                 };
                 self.conn = Some(c);
+                let mut skip = not_restored.indexes.iter().copied().peekable();
+                let mut i = 0;
+                self.subs.retain(|_| {
+                    let keep = skip.next_if_eq(&i).is_none();
+                    i += 1;
+                    keep
+                });
                 let down_for = down.since.elapsed();
                 self.stats.reconnects += 1;
                 self.stats.time_disconnected += down_for;
@@ -517,6 +540,8 @@ impl ReconnectingClient {
                     down_for,
                     attempts: down.attempts,
                     resubscribed: self.subs.len(),
+                    not_restored: not_restored.indexes.len(),
+                    first_not_restored: not_restored.first,
                     republished: self.offline_count,
                 }));
                 self.offline.clear();
@@ -567,28 +592,62 @@ impl ReconnectingClient {
     }
 }
 
-/// Connects, subscribes to `subs`, sends the `offline` publishes and flushes.
+/// The subscriptions a new connection's router refused to restore.
+#[derive(Debug, Default)]
+struct NotRestored {
+    /// Their indexes in the subscriptions, in order.
+    indexes: Vec<usize>,
+    /// The first one and the router's reason.
+    first: Option<String>,
+}
+
+impl NotRestored {
+    fn note(&mut self, index: usize, pattern: &str, reason: &str) {
+        self.indexes.push(index);
+        self.first
+            .get_or_insert_with(|| format!("{pattern:?}: {reason}"));
+    }
+}
+
+/// Connects, subscribes to `subs`, sends the `offline` publishes and flushes. The
+/// patterns the router refuses (not a `BUSY`: that fails the attempt) are returned, not
+/// an error: one of them must not fail every attempt for good.
 fn open(
     addr: &str,
     opts: &ReconnectOptions,
     subs: &[(String, bool)],
     offline: &[u8],
     count: usize,
-) -> Result<Client, Error> {
+) -> Result<(Client, NotRestored), Error> {
     let mut c = Client::connect_to(addr, opts.client.clone())?;
+    let mut not_restored = NotRestored::default();
     // Runs of plain patterns go pipelined; each image waits for its own answer.
-    let mut rest = subs;
+    let (mut rest, mut at) = (subs, 0);
     while let Some(((p, image), after)) = rest.split_first() {
         if *image {
-            c.subscribe_with_image(p)?;
-            rest = after;
+            match c.subscribe_with_image(p) {
+                Ok(()) => {}
+                Err(Error::Rejected { code, text }) if code != ErrorCode::BUSY => {
+                    not_restored.note(at, p, &text);
+                }
+                Err(e) => return Err(e),
+            }
+            (rest, at) = (after, at + 1);
             continue;
         }
         let run = rest.iter().take_while(|(_, image)| !image).count();
         let (plain, after) = rest.split_at(run);
         let patterns: Vec<&str> = plain.iter().map(|(p, _)| p.as_str()).collect();
-        c.subscribe_many(&patterns)?;
-        rest = after;
+        let (refused, failed) = c.subscribe_batch(&patterns)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if let Some((_, _, text)) = &refused.first {
+            for &i in &refused.indexes {
+                not_restored.note(at + i, patterns[i], text);
+            }
+        }
+        (rest, at) = (after, at + run);
     }
     let mut rest = offline;
     for _ in 0..count {
@@ -600,7 +659,7 @@ fn open(
         rest = tail;
     }
     c.flush()?;
-    Ok(c)
+    Ok((c, not_restored))
 }
 
 fn split_record(b: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {

@@ -681,17 +681,27 @@ pub(crate) fn report_link(ev: &LinkEvent<'_>) {
         LinkEvent::Disconnected { reason } => {
             eprintln!("disconnected: {reason}; reconnecting");
         }
-        LinkEvent::Reconnected(o) => eprintln!(
-            "reconnected after {:.3} s ({}): {} restored, {} sent",
-            o.down_for.as_secs_f64(),
-            count(u64::from(o.attempts), "attempt", "attempts"),
-            count(o.resubscribed as u64, "subscription", "subscriptions"),
-            count(
-                o.republished as u64,
-                "buffered publish",
-                "buffered publishes"
-            ),
-        ),
+        LinkEvent::Reconnected(o) => {
+            eprintln!(
+                "reconnected after {:.3} s ({}): {} restored, {} sent",
+                o.down_for.as_secs_f64(),
+                count(u64::from(o.attempts), "attempt", "attempts"),
+                count(o.resubscribed as u64, "subscription", "subscriptions"),
+                count(
+                    o.republished as u64,
+                    "buffered publish",
+                    "buffered publishes"
+                ),
+            );
+            if o.not_restored > 0 {
+                eprintln!(
+                    "warning: the router refused {} on this connection, no longer \
+                     subscribed: {}",
+                    count(o.not_restored as u64, "subscription", "subscriptions"),
+                    o.first_not_restored.as_deref().unwrap_or("")
+                );
+            }
+        }
         _ => {}
     }
 }
@@ -1274,7 +1284,8 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         client
             .subscribe_many(&patterns)
             .with_context(|| match patterns.as_slice() {
-                [p] => format!("subscribing to {p:?}"),
+                // The router's refusal names the pattern.
+                [_] => "subscribing".to_owned(),
                 all => format!("subscribing to {} patterns", all.len()),
             })?;
     }

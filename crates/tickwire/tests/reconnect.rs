@@ -345,12 +345,21 @@ fn library_client_reports_the_outage_restores_subscriptions_and_sends_what_it_bu
 
 /// `ReconnectingClient::subscribe_many` records the patterns the router took, not the
 /// ones it refused, and a new connection restores them (the plain runs pipelined, an
-/// image subscription on its own) without tripping over a refused one.
+/// image subscription as one: its image comes); a router that then refuses one (a
+/// lower limit) drops it, reported, instead of failing every reconnection.
 #[test]
 fn library_client_restores_many_subscriptions_but_not_the_refused() {
     let port = free_port();
-    let limits = ["--no-guaranteed", "--max-subscriptions", "1002"];
-    let router = FixedRouter::start(port, &limits, Stdio::inherit());
+    let with_limit = |n: &'static str| {
+        [
+            "--no-guaranteed",
+            "--max-subscriptions",
+            n,
+            "--cache",
+            "img",
+        ]
+    };
+    let router = FixedRouter::start(port, &with_limit("1002"), Stdio::inherit());
     let addr = router.addr_str();
     let mut sub = ReconnectingClient::connect(&addr, opts(1 << 20)).unwrap();
     sub.subscribe("first").unwrap();
@@ -359,43 +368,89 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
     match sub.subscribe_many(&many) {
         Err(Error::Rejected { text, .. }) => {
             assert!(text.starts_with("\"m/1000\": "), "{text}");
-            assert!(text.contains("100 of the 1100 patterns refused"), "{text}");
+            assert!(
+                text.contains("(100 of the 1100 patterns refused)"),
+                "{text}"
+            );
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
     sub.unsubscribe_many(&["m/0", "m/1"]).unwrap();
 
     router.kill9();
-    let _router = FixedRouter::start(port, &limits, Stdio::inherit());
-    let mut resubscribed = None;
+    let router = FixedRouter::start(port, &with_limit("1002"), Stdio::inherit());
+    // Cached by the new router before the client is back: the restored image has it.
+    let mut publ = Client::connect(&addr).unwrap();
+    publ.publish("img", b"cached").unwrap();
+    publ.ping().unwrap();
+    let outage = reconnected(&mut sub);
+    assert_eq!((outage.resubscribed, outage.not_restored), (1 + 1 + 998, 0));
+    for topic in ["m/1000", "first", "m/0", "m/999", "img"] {
+        publ.publish(topic, topic.as_bytes()).unwrap();
+    }
+    publ.flush().unwrap();
+    let got = topics(&mut sub, 4);
+    assert_eq!(
+        got,
+        [
+            "img (cached)".to_owned(),
+            "first".into(),
+            "m/999".into(),
+            "img".into()
+        ]
+    );
+
+    // A router that takes one fewer: the last is dropped and said so, the rest restored.
+    router.kill9();
+    let _router = FixedRouter::start(port, &with_limit("999"), Stdio::inherit());
+    let outage = reconnected(&mut sub);
+    assert_eq!((outage.resubscribed, outage.not_restored), (999, 1));
+    let first = outage.first_not_restored.unwrap_or_default();
+    assert!(first.starts_with("\"m/999\": "), "{first}");
+    assert!(first.contains("at most 999 subscriptions"), "{first}");
+    let mut publ = Client::connect(&addr).unwrap();
+    for topic in ["m/999", "m/998"] {
+        publ.publish(topic, topic.as_bytes()).unwrap();
+    }
+    publ.flush().unwrap();
+    assert_eq!(topics(&mut sub, 1), ["m/998"]);
+}
+
+/// Polls `sub` until it reports a reconnection; its outage.
+fn reconnected(sub: &mut ReconnectingClient) -> tickwire_client::Outage {
+    let mut outage = None;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while resubscribed.is_none() {
+    while outage.is_none() {
         sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
             if let LinkEvent::Reconnected(o) = ev {
-                resubscribed = Some(o.resubscribed);
+                outage = Some(o.clone());
             }
         })
         .unwrap();
         assert!(Instant::now() < deadline, "no reconnection");
     }
-    assert_eq!(resubscribed, Some(1 + 1 + 998));
-    let mut publ = Client::connect(&addr).unwrap();
-    for topic in ["m/1000", "first", "m/0", "m/999", "img"] {
-        publ.publish(topic, topic.as_bytes()).unwrap();
-    }
-    publ.flush().unwrap();
+    outage.unwrap()
+}
+
+/// The topics of the next `n` messages `sub` gets, " (cached)" after an image's.
+fn topics(sub: &mut ReconnectingClient, n: usize) -> Vec<String> {
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while got.len() < 3 {
+    while got.len() < n {
         sub.poll(Wait::Timeout(Duration::from_millis(50)), |ev| {
             if let LinkEvent::Message(m) = ev {
-                got.push(m.topic().to_owned());
+                let cached = if m.cached().is_some() {
+                    " (cached)"
+                } else {
+                    ""
+                };
+                got.push(format!("{}{cached}", m.topic()));
             }
         })
         .unwrap();
         assert!(Instant::now() < deadline, "got only {got:?}");
     }
-    assert_eq!(got, ["first", "m/999", "img"]);
+    got
 }
 
 #[test]
