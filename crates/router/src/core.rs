@@ -3267,14 +3267,17 @@ impl Client {
     fn room_for(&self, pattern: &str, cfg: &Config, index_nodes: usize) -> Result<(), String> {
         let max_subs = cfg.max_subscriptions;
         if self.patterns.len() >= max_subs {
-            return Err(format!("at most {max_subs} subscriptions per client"));
+            return Err(format!(
+                "at most {max_subs} subscriptions per client (the router's \
+                 max_subscriptions)"
+            ));
         }
         let max_levels = cfg.max_subscription_levels;
         let n = levels(pattern);
         if self.levels + n > max_levels {
             return Err(format!(
                 "at most {max_levels} pattern levels per client in all (this client holds {}, \
-                 the pattern has {n})",
+                 the pattern has {n}; the router's max_subscription_levels)",
                 self.levels
             ));
         }
