@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use tickwire_wire::frame::{DEFAULT_MAX_FRAME, MIN_MAX_FRAME};
 
 /// What the event loop does when there is nothing to do: block, spin or hybrid
-/// (spin for `hybrid_spin_us` after the last activity, then block). Default `hybrid`.
+/// (spin for up to `hybrid_spin_us` after the last activity while spinning pays, then
+/// block: `tickwire_rt::idle::SpinBudget`). Default `hybrid`.
 /// The shared type of every driver; the router refuses `yield` ([`ROUTER_IDLE`]).
 pub use tickwire_rt::IdleStrategy;
 

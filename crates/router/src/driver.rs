@@ -326,7 +326,8 @@ impl Router {
     /// Runs the event loop until [`RouterHandle::shutdown`]; returns the totals.
     pub fn run(mut self) -> Result<Totals, Error> {
         let cfg = self.core.config().clone();
-        let hybrid_spin = Duration::from_micros(cfg.hybrid_spin_us);
+        let mut spin =
+            tickwire_rt::idle::SpinBudget::new(Duration::from_micros(cfg.hybrid_spin_us));
         let mut events = Events::with_capacity(1024);
         let mut read_list: Vec<Slot> = Vec::with_capacity(1024);
         let mut reading: Vec<Slot> = Vec::with_capacity(1024);
@@ -359,7 +360,7 @@ impl Router {
             } else {
                 Some(cfg.idle.wait_timeout(
                     Duration::from_nanos(now.saturating_sub(last_active)),
-                    hybrid_spin,
+                    spin.get(),
                     MAX_BLOCK,
                 ))
             };
@@ -405,6 +406,7 @@ impl Router {
             }
             // The turn's clock read: timers and accepts use it; each read takes its own.
             now = skipped_at.unwrap_or_else(MonoNanos::now);
+            let active_before = last_active;
             if !events.is_empty() {
                 last_active = now;
             }
@@ -507,6 +509,10 @@ impl Router {
             self.mcast_turn(now);
             if !read_list.is_empty() {
                 last_active = now;
+            }
+            // The hybrid spin learns whether spinning after activity pays.
+            if last_active != active_before {
+                spin.on_activity(Duration::from_nanos(now.saturating_sub(active_before)));
             }
 
             // Close what finished closing.

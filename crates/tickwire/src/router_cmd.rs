@@ -117,8 +117,10 @@ pub struct RouterArgs {
     /// hybrid (spin briefly after activity, then block) [default: hybrid].
     #[arg(long, value_name = "STRATEGY", value_parser = tickwire_router::parse_router_idle)]
     idle: Option<IdleStrategy>,
-    /// Hybrid: how long to keep spinning after the last activity, with its unit: 200us,
-    /// 1ms [default: 200us].
+    /// Hybrid: the longest it keeps spinning after the last activity, with its unit:
+    /// 200us, 1ms [default: 200us]. It spins that long while the next activity tends to
+    /// come within it; when it comes later (a spin that found nothing), each spin is
+    /// half the last, down to blocking at once, until activity comes sooner again.
     #[arg(long, value_name = "DURATION", value_parser = parse_short_duration, conflicts_with = "hybrid_spin_us")]
     hybrid_spin: Option<Duration>,
     /// The old spelling of --hybrid-spin, in microseconds.
