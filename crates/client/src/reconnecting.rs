@@ -28,8 +28,7 @@ pub enum LinkEvent<'a> {
         /// Why, for a person.
         reason: &'a str,
     },
-    /// A new connection is up and every subscription restored, except those its
-    /// router refused ([`Outage::not_restored`]).
+    /// A new connection is up and every subscription restored.
     Reconnected(&'a Outage),
 }
 
@@ -40,14 +39,8 @@ pub struct Outage {
     pub down_for: Duration,
     /// Connection attempts it took (the successful one included).
     pub attempts: u32,
-    /// Subscriptions sent again and acknowledged.
+    /// Subscriptions sent again.
     pub resubscribed: usize,
-    /// Subscriptions the new connection's router refused (a lower `max_subscriptions`
-    /// than before, a permission taken away): dropped from the subscriptions, so that
-    /// they do not fail every later reconnection.
-    pub not_restored: usize,
-    /// The first of those, and the router's reason, for a person.
-    pub first_not_restored: Option<String>,
     /// Publishes made while disconnected and sent on the new connection.
     pub republished: usize,
 }
@@ -521,18 +514,11 @@ impl ReconnectingClient {
             self.offline_count,
         );
         let down = match outcome {
-            Ok((c, not_restored)) => {
+            Ok(c) => {
                 let Some(down) = self.down.take() else {
                     return Ok(());
                 };
                 self.conn = Some(c);
-                let mut skip = not_restored.indexes.iter().copied().peekable();
-                let mut i = 0;
-                self.subs.retain(|_| {
-                    let keep = skip.next_if_eq(&i).is_none();
-                    i += 1;
-                    keep
-                });
                 let down_for = down.since.elapsed();
                 self.stats.reconnects += 1;
                 self.stats.time_disconnected += down_for;
@@ -540,8 +526,6 @@ impl ReconnectingClient {
                     down_for,
                     attempts: down.attempts,
                     resubscribed: self.subs.len(),
-                    not_restored: not_restored.indexes.len(),
-                    first_not_restored: not_restored.first,
                     republished: self.offline_count,
                 }));
                 self.offline.clear();
@@ -551,7 +535,10 @@ impl ReconnectingClient {
             }
             Err(e) => {
                 self.stats.failed_attempts += 1;
-                if !worth_reconnecting(&e) {
+                // A BUSY (an initial image the router has no budget for now) is
+                // "ask again later": the next attempt does.
+                let busy = matches!(&e, Error::Rejected { code, .. } if *code == ErrorCode::BUSY);
+                if !worth_reconnecting(&e) && !busy {
                     return Err(e);
                 }
                 let expired = self
@@ -592,62 +579,37 @@ impl ReconnectingClient {
     }
 }
 
-/// The subscriptions a new connection's router refused to restore.
-#[derive(Debug, Default)]
-struct NotRestored {
-    /// Their indexes in the subscriptions, in order.
-    indexes: Vec<usize>,
-    /// The first one and the router's reason.
-    first: Option<String>,
-}
-
-impl NotRestored {
-    fn note(&mut self, index: usize, pattern: &str, reason: &str) {
-        self.indexes.push(index);
-        self.first
-            .get_or_insert_with(|| format!("{pattern:?}: {reason}"));
-    }
-}
-
-/// Connects, subscribes to `subs`, sends the `offline` publishes and flushes. The
-/// patterns the router refuses (not a `BUSY`: that fails the attempt) are returned, not
-/// an error: one of them must not fail every attempt for good.
+/// Connects, subscribes to `subs`, sends the `offline` publishes and flushes. A
+/// subscription the new router refuses (a lower limit, a permission taken away) is
+/// the attempt's error, naming the pattern: not worth reconnecting, so the caller
+/// hears of it (a `BUSY`, "ask again later", is retried by the next attempt).
 fn open(
     addr: &str,
     opts: &ReconnectOptions,
     subs: &[(String, bool)],
     offline: &[u8],
     count: usize,
-) -> Result<(Client, NotRestored), Error> {
+) -> Result<Client, Error> {
     let mut c = Client::connect_to(addr, opts.client.clone())?;
-    let mut not_restored = NotRestored::default();
     // Runs of plain patterns go pipelined; each image waits for its own answer.
-    let (mut rest, mut at) = (subs, 0);
+    let mut rest = subs;
     while let Some(((p, image), after)) = rest.split_first() {
         if *image {
-            match c.subscribe_with_image(p) {
-                Ok(()) => {}
-                Err(Error::Rejected { code, text }) if code != ErrorCode::BUSY => {
-                    not_restored.note(at, p, &text);
-                }
-                Err(e) => return Err(e),
-            }
-            (rest, at) = (after, at + 1);
+            c.subscribe_with_image(p).map_err(|e| match e {
+                Error::Rejected { code, text } => Error::Rejected {
+                    code,
+                    text: format!("{p:?}: {text}"),
+                },
+                e => e,
+            })?;
+            rest = after;
             continue;
         }
         let run = rest.iter().take_while(|(_, image)| !image).count();
         let (plain, after) = rest.split_at(run);
         let patterns: Vec<&str> = plain.iter().map(|(p, _)| p.as_str()).collect();
-        let (refused, failed) = c.subscribe_batch(&patterns)?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if let Some((_, _, text)) = &refused.first {
-            for &i in &refused.indexes {
-                not_restored.note(at + i, patterns[i], text);
-            }
-        }
-        (rest, at) = (after, at + run);
+        c.subscribe_many(&patterns)?;
+        rest = after;
     }
     let mut rest = offline;
     for _ in 0..count {
@@ -659,7 +621,7 @@ fn open(
         rest = tail;
     }
     c.flush()?;
-    Ok((c, not_restored))
+    Ok(c)
 }
 
 fn split_record(b: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {

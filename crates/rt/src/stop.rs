@@ -32,7 +32,7 @@ static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// What stopped the command, for its report: `"SIGTERM"` after a SIGTERM (a
 /// supervisor, `kill`, `timeout`), else `"Ctrl-C"` (SIGINT, and before any signal).
 pub fn stopped_by() -> &'static str {
-    if FIRST_SIGNAL.load(Ordering::Relaxed) == signal_hook::consts::SIGTERM {
+    if FIRST_SIGNAL.load(Ordering::Acquire) == signal_hook::consts::SIGTERM {
         "SIGTERM"
     } else {
         "Ctrl-C"
@@ -85,7 +85,7 @@ impl StopFlag {
 
     /// True once Ctrl-C (or SIGTERM) arrived, or [`StopFlag::set`] was called.
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.load(Ordering::Acquire)
     }
 
     /// Sets the flag, as a signal would (e.g. to stop sibling threads after an error).
@@ -112,7 +112,11 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                 if first.is_some_and(|at| at.elapsed() < SAME_REQUEST) {
                     continue;
                 }
-                flag.store(true, Ordering::Relaxed);
+                if first.is_none() {
+                    // Before the flag: whoever sees the flag set reads the right name.
+                    FIRST_SIGNAL.store(signal, Ordering::Release);
+                }
+                flag.store(true, Ordering::Release);
                 if first.is_some() {
                     let children = live_children();
                     if children.is_empty() {
@@ -127,7 +131,6 @@ fn watch_signals(flag: Arc<AtomicBool>) -> Result<(), String> {
                     std::process::exit(130);
                 }
                 first = Some(std::time::Instant::now());
-                FIRST_SIGNAL.store(signal, Ordering::Relaxed);
                 let note = FIRST_SIGNAL_NOTE.get().copied().unwrap_or(DEFAULT_NOTE);
                 // The notes say "Ctrl-C again"; after a SIGTERM, a second one aborts.
                 if signal == SIGTERM {

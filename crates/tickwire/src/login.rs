@@ -42,6 +42,15 @@ pub struct LoginArgs {
     tls: TlsArgs,
 }
 
+impl LoginArgs {
+    /// Whether the password is to be read from standard input (`--password-file -`).
+    pub(crate) fn password_from_stdin(&self) -> bool {
+        self.password_file
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+    }
+}
+
 /// How a client command connects over TLS (docs/security.md, "TLS").
 #[derive(Args, Debug, Clone, Default)]
 pub struct TlsArgs {

@@ -681,27 +681,17 @@ pub(crate) fn report_link(ev: &LinkEvent<'_>) {
         LinkEvent::Disconnected { reason } => {
             eprintln!("disconnected: {reason}; reconnecting");
         }
-        LinkEvent::Reconnected(o) => {
-            eprintln!(
-                "reconnected after {:.3} s ({}): {} restored, {} sent",
-                o.down_for.as_secs_f64(),
-                count(u64::from(o.attempts), "attempt", "attempts"),
-                count(o.resubscribed as u64, "subscription", "subscriptions"),
-                count(
-                    o.republished as u64,
-                    "buffered publish",
-                    "buffered publishes"
-                ),
-            );
-            if o.not_restored > 0 {
-                eprintln!(
-                    "warning: the router refused {} on this connection, no longer \
-                     subscribed: {}",
-                    count(o.not_restored as u64, "subscription", "subscriptions"),
-                    o.first_not_restored.as_deref().unwrap_or("")
-                );
-            }
-        }
+        LinkEvent::Reconnected(o) => eprintln!(
+            "reconnected after {:.3} s ({}): {} restored, {} sent",
+            o.down_for.as_secs_f64(),
+            count(u64::from(o.attempts), "attempt", "attempts"),
+            count(o.resubscribed as u64, "subscription", "subscriptions"),
+            count(
+                o.republished as u64,
+                "buffered publish",
+                "buffered publishes"
+            ),
+        ),
         _ => {}
     }
 }
@@ -1167,8 +1157,9 @@ pub struct SubArgs {
     #[arg(required_unless_present_any = ["queue", "patterns_file"], value_name = "PATTERN", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
     /// Also subscribe to the patterns in FILE, one a line ('-': standard input); blank
-    /// lines and lines starting with '#' are skipped. For thousands of symbols: all
-    /// the patterns go pipelined, at about one round trip in all.
+    /// lines and lines starting with '#' are skipped. For thousands of symbols: the
+    /// patterns go pipelined, at about one round trip in all (with --initial-image, one
+    /// round trip each: each image is its own request).
     #[arg(long, value_name = "FILE", conflicts_with = "queue")]
     patterns_file: Option<std::path::PathBuf>,
     /// Consume from this durable queue instead of subscribing (see below). Quote a name
@@ -1241,6 +1232,14 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
     }
     queue_only_flags(&a)?;
     if let Some(path) = &a.patterns_file {
+        if path.as_os_str() == "-" && a.login.password_from_stdin() {
+            return Err(crate::units::UsageError(
+                "--patterns-file - and --password-file - both read standard input: give \
+                 one of them a file"
+                    .into(),
+            )
+            .into());
+        }
         let more = read_patterns_file(path)?;
         a.patterns.extend(more);
     }
@@ -1259,10 +1258,21 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         // on any failure, nothing is said.
         let stats = client.client().and_then(|c| c.stats_json().ok());
         let cached = stats.as_deref().and_then(crate::cache_cmd::cache_patterns);
-        for p in &a.patterns {
-            if let Some(note) = crate::cache_cmd::no_image_note(p, cached.as_deref()) {
-                eprintln!("{note}");
-            }
+        // A few notes, then a count (a patterns file may hold thousands).
+        const NOTES: usize = 3;
+        let notes: Vec<String> = a
+            .patterns
+            .iter()
+            .filter_map(|p| crate::cache_cmd::no_image_note(p, cached.as_deref()))
+            .collect();
+        for note in notes.iter().take(NOTES) {
+            eprintln!("{note}");
+        }
+        if notes.len() > NOTES {
+            eprintln!(
+                "--initial-image: and {} more patterns get no initial image",
+                notes.len() - NOTES
+            );
         }
     }
     let patterns: Vec<String> = a
@@ -1822,8 +1832,6 @@ impl PipeAcks {
     }
 }
 
-/// Refuses (a usage error, as `pub --identity` without --guaranteed) the flags that
-/// only a queue binding reads, given to a direct subscription.
 /// Most bytes `--patterns-file` reads: 100 MiB is a million patterns of 100 bytes,
 /// more than any router limit lets one client hold.
 const PATTERNS_FILE_MAX: u64 = 100 << 20;
@@ -1834,15 +1842,14 @@ const PATTERNS_FILE_MAX: u64 = 100 << 20;
 fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
     use std::io::Read;
     let name = path.display();
-    let mut text = String::new();
+    let mut text = Vec::new();
     let read = if path.as_os_str() == "-" {
         std::io::stdin()
             .lock()
             .take(PATTERNS_FILE_MAX + 1)
-            .read_to_string(&mut text)
+            .read_to_end(&mut text)
     } else {
-        std::fs::File::open(path)
-            .and_then(|f| f.take(PATTERNS_FILE_MAX + 1).read_to_string(&mut text))
+        std::fs::File::open(path).and_then(|f| f.take(PATTERNS_FILE_MAX + 1).read_to_end(&mut text))
     };
     if let Err(e) = read {
         return Err(crate::units::UsageError(format!("--patterns-file {name}: {e}")).into());
@@ -1854,8 +1861,17 @@ fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
         ))
         .into());
     }
+    // A byte-order mark (files saved by Windows tools) is not part of the first pattern.
+    let text = text.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&text);
     let mut patterns = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let Ok(line) = std::str::from_utf8(line) else {
+            return Err(crate::units::UsageError(format!(
+                "--patterns-file {name}, line {}: not UTF-8 text",
+                i + 1
+            ))
+            .into());
+        };
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -1873,6 +1889,8 @@ fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
     Ok(patterns)
 }
 
+/// Refuses (a usage error, as `pub --identity` without --guaranteed) the flags that
+/// only a queue binding reads, given to a direct subscription.
 fn queue_only_flags(a: &SubArgs) -> anyhow::Result<()> {
     let given: Vec<&str> = [
         (a.window.is_some(), "--window"),

@@ -266,6 +266,53 @@ fn sub_initial_image_says_when_the_router_can_send_none() {
     );
 }
 
+/// With many patterns (a patterns file) the no-image notes stop after three and count
+/// the rest, rather than one line per pattern.
+#[test]
+fn sub_initial_image_notes_are_bounded_for_many_patterns() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.txt");
+    let lines: Vec<String> = (0..50).map(|i| format!("md/{i}")).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let mut sub = std::process::Command::new(common::BIN)
+        .args(["sub", "--router", &addr, "--initial-image", "--count", "1"])
+        .arg("--patterns-file")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = sub.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let last = line.contains("more patterns get no initial image");
+            lines.push(line);
+            if last {
+                break;
+            }
+        }
+        let _ = tx.send(lines);
+    });
+    let lines = rx.recv_timeout(Duration::from_secs(20));
+    let _ = sub.kill();
+    let _ = sub.wait();
+    let lines = lines.expect("sub --initial-image said nothing within 20 s");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].contains("so md/0 gets no initial image"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[3],
+        "--initial-image: and 47 more patterns get no initial image"
+    );
+}
+
 /// `cache show` prints what it finds as `sub` does (new-user pass: it printed a feed
 /// handler's updates as hex where `sub` decodes them, and topics raw to the terminal):
 /// an md/ update decoded, a C1 control character in a topic escaped, other binary hex;

@@ -478,7 +478,10 @@ fn sub_prints_exactly_the_matching_messages() {
 fn sub_takes_patterns_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("symbols.txt");
-    std::fs::write(&file, "# symbols\nmd/NASDAQ/AAPL\n\n  md/*/IBM  \n").unwrap();
+    // A byte-order mark and CRLF line ends (a file saved on Windows) are not the
+    // patterns' bytes.
+    let text = "\u{feff}md/NASDAQ/AAPL\r\n# symbols\r\n\r\n  md/*/IBM  \r\n";
+    std::fs::write(&file, text).unwrap();
     let file = file.to_str().unwrap();
     let router = RouterProc::start(&[]);
     let r = router.addr_str();
@@ -521,6 +524,26 @@ fn sub_takes_patterns_from_a_file() {
     let (code, err) = fails(&["sub", "--router", &r, "--patterns-file", empty]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no pattern in it"), "{err}");
+    let latin1 = dir.path().join("latin1.txt");
+    std::fs::write(&latin1, b"ok/1\nm\xe9/x\n").unwrap();
+    let latin1 = latin1.to_str().unwrap();
+    let (code, err) = fails(&["sub", "--router", &r, "--patterns-file", latin1]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(", line 2: not UTF-8 text"), "{err}");
+    // Standard input cannot give both the patterns and the password.
+    let (code, err) = fails(&[
+        "sub",
+        "--router",
+        &r,
+        "--user",
+        "u",
+        "--password-file",
+        "-",
+        "--patterns-file",
+        "-",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("both read standard input"), "{err}");
 }
 
 #[test]
@@ -2373,9 +2396,24 @@ fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(
-        err.contains("stopped: published 1 message to quietin/x"),
+        err.contains("stopped: published 1 message to quietin/x (Ctrl-C)"),
         "{err}"
     );
+
+    // The same stopped by a SIGTERM (a supervisor) says so, not "Ctrl-C".
+    let (mut child, input) = pub_stdin_one_line(&r, "quietin/x");
+    receive(&mut sub, 2, &mut got);
+    common::signal(child.id(), "TERM");
+    let status = common::wait_child(&mut child, T, "pub --stdin after SIGTERM, its input open");
+    drop(input);
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("stopped: published 1 message to quietin/x (SIGTERM)"),
+        "{err}"
+    );
+    assert!(err.contains("(SIGTERM again to abort)"), "{err}");
+    assert!(!err.contains("Ctrl-C"), "{err}");
 }
 
 /// The rate a stopped `sub` reports per message count and the span it is over, from its

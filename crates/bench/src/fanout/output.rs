@@ -736,7 +736,12 @@ impl Report {
         );
         crate::outln!(out, "machine: {}", self.machine.one_line());
         if self.stopped_by_user {
-            crate::outln!(out, "STOPPED by Ctrl-C after {:.1} measured seconds: the figures cover what was measured.", self.rates.measured_seconds);
+            crate::outln!(
+                out,
+                "STOPPED by {} after {:.1} measured seconds: the figures cover what was measured.",
+                tickwire_rt::stop::stopped_by(),
+                self.rates.measured_seconds
+            );
         }
         if let Some(why) = &self.invalid {
             banner_lines(out, &format!("INVALID (saturated): {why}"));

@@ -273,7 +273,8 @@ impl Report {
         if self.stopped {
             crate::outln!(
                 w,
-                "stopped early (Ctrl-C): the figures cover what was measured"
+                "stopped early ({}): the figures cover what was measured",
+                tickwire_rt::stop::stopped_by()
             );
         }
     }
