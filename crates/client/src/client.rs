@@ -386,7 +386,7 @@ impl Client {
     pub(crate) fn subscribe_batch<S: AsRef<str>>(
         &mut self,
         patterns: &[S],
-    ) -> Result<(Refused, Option<Error>), Error> {
+    ) -> Result<BatchOutcome, Error> {
         let what = "the router's ACKs to SUBSCRIBE";
         self.asked.subscribed = true;
         self.pattern_batch(patterns, frame::encode_subscribe, what)
@@ -396,7 +396,7 @@ impl Client {
     pub(crate) fn unsubscribe_batch<S: AsRef<str>>(
         &mut self,
         patterns: &[S],
-    ) -> Result<(Refused, Option<Error>), Error> {
+    ) -> Result<BatchOutcome, Error> {
         let what = "the router's ACKs to UNSUBSCRIBE";
         self.pattern_batch(patterns, frame::encode_unsubscribe, what)
     }
@@ -408,7 +408,7 @@ impl Client {
         patterns: &[S],
         encode: fn(&mut Vec<u8>, u32, &str),
         what: &'static str,
-    ) -> Result<(Refused, Option<Error>), Error> {
+    ) -> Result<BatchOutcome, Error> {
         for p in patterns {
             validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
         }
@@ -2297,6 +2297,10 @@ fn close_for_protocol_error(session: &mut Session, stream: &mut Transport, msg: 
 /// bytes) are ~6 KiB of the router's egress buffer, far below any limit, and the
 /// requests themselves at most 512 frames of the client's transmit buffer.
 pub const SUBSCRIBE_PIPELINE: usize = 512;
+
+/// What a pipelined batch came to: the patterns refused, and the error that ended it
+/// early, if any (the refusals up to it are kept).
+pub(crate) type BatchOutcome = (Refused, Option<Error>);
 
 /// The patterns a [`Client::subscribe_many`] had refused.
 #[derive(Debug, Default)]

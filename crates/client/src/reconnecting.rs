@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tickwire_wire::topic::{validate_pattern, validate_topic};
 
 use crate::backoff::Backoff;
-use crate::client::Refused;
+use crate::client::{BatchOutcome, Refused};
 use crate::publisher::worth_reconnecting;
 use crate::{Client, Error, ErrorCode, Message, ReconnectOptions, Wait};
 
@@ -180,26 +180,7 @@ impl ReconnectingClient {
     /// first and counts them). While disconnected they are only recorded, and sent with
     /// the others on reconnection.
     pub fn subscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        for p in patterns {
-            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
-        }
-        self.reconnect_if_due()?;
-        let refused = match &mut self.conn {
-            None => Refused::default(),
-            Some(c) => {
-                let (refused, failed) = match c.subscribe_batch(patterns) {
-                    Ok(r) => r,
-                    Err(e) => (Refused::default(), Some(e)),
-                };
-                match failed {
-                    None => {}
-                    // The refusals before the loss stand; the rest are restored.
-                    Some(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
-                    Some(e) => return Err(e),
-                }
-                refused
-            }
-        };
+        let refused = self.batch(patterns, Client::subscribe_batch)?;
         let mut skip = refused.indexes.iter().copied().peekable();
         for (i, p) in patterns.iter().enumerate() {
             if skip.next_if_eq(&i).is_none() {
@@ -207,6 +188,31 @@ impl ReconnectingClient {
             }
         }
         refused.into_result(patterns)
+    }
+
+    /// Checks `patterns`, then runs `batch` (pipelined SUBSCRIBEs or UNSUBSCRIBEs) on
+    /// the connection, if any: the patterns it refused. A lost connection is handled as
+    /// everywhere (the refusals received before it stand).
+    fn batch<S: AsRef<str>>(
+        &mut self,
+        patterns: &[S],
+        batch: fn(&mut Client, &[S]) -> Result<BatchOutcome, Error>,
+    ) -> Result<Refused, Error> {
+        for p in patterns {
+            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
+        }
+        self.reconnect_if_due()?;
+        let Some(c) = &mut self.conn else {
+            return Ok(Refused::default());
+        };
+        let (refused, failed) =
+            batch(c, patterns).unwrap_or_else(|e| (Refused::default(), Some(e)));
+        match failed {
+            None => {}
+            Some(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
+            Some(e) => return Err(e),
+        }
+        Ok(refused)
     }
 
     /// [`Client::subscribe_with_image`], restored after every reconnection with a new
@@ -258,25 +264,7 @@ impl ReconnectingClient {
     /// refused (the error names the first and counts them). While disconnected they
     /// are only removed.
     pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        for p in patterns {
-            validate_pattern(p.as_ref().as_bytes()).map_err(Error::InvalidPattern)?;
-        }
-        self.reconnect_if_due()?;
-        let refused = match &mut self.conn {
-            None => Refused::default(),
-            Some(c) => {
-                let (refused, failed) = match c.unsubscribe_batch(patterns) {
-                    Ok(r) => r,
-                    Err(e) => (Refused::default(), Some(e)),
-                };
-                match failed {
-                    None => {}
-                    Some(e) if worth_reconnecting(&e) => self.lost_or_fail(e)?,
-                    Some(e) => return Err(e),
-                }
-                refused
-            }
-        };
+        let refused = self.batch(patterns, Client::unsubscribe_batch)?;
         // One recorded occurrence of each pattern unsubscribed, as `unsubscribe` takes.
         let mut gone: HashMap<&str, usize> = HashMap::new();
         let mut skip = refused.indexes.iter().copied().peekable();

@@ -226,11 +226,19 @@ fn image_requests_bad_input() {
 /// The first line of `sub PATTERN --initial-image`'s standard error, against a router
 /// started with `router_args` (the subscriber is killed after it).
 fn initial_image_note(router_args: &[&str], pattern: &str) -> String {
-    use std::io::BufRead;
     let router = RouterProc::start(router_args);
     let addr = router.addr_str();
+    let lines = sub_stderr_until(&["--router", &addr, pattern, "--initial-image"], |_| true);
+    lines.into_iter().next().unwrap_or_default()
+}
+
+/// The lines `tickwire sub ARGS` writes to standard error up to the first that `last`
+/// accepts (at most 20 s; the subscriber is killed after it).
+fn sub_stderr_until(args: &[&str], last: fn(&str) -> bool) -> Vec<String> {
+    use std::io::BufRead;
     let mut sub = std::process::Command::new(common::BIN)
-        .args(["sub", "--router", &addr, pattern, "--initial-image"])
+        .arg("sub")
+        .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -238,14 +246,20 @@ fn initial_image_note(router_args: &[&str], pattern: &str) -> String {
     let err = sub.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(err).read_line(&mut line);
-        let _ = tx.send(line);
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let done = last(&line);
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        let _ = tx.send(lines);
     });
-    let line = rx.recv_timeout(Duration::from_secs(20));
+    let lines = rx.recv_timeout(Duration::from_secs(20));
     let _ = sub.kill();
     let _ = sub.wait();
-    line.expect("sub --initial-image said nothing within 20 s")
+    lines.expect("sub said nothing within 20 s")
 }
 
 #[test]
@@ -274,34 +288,17 @@ fn sub_initial_image_notes_are_bounded_for_many_patterns() {
     let addr = router.addr_str();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("p.txt");
-    let lines: Vec<String> = (0..50).map(|i| format!("md/{i}")).collect();
-    std::fs::write(&file, lines.join("\n")).unwrap();
-    let mut sub = std::process::Command::new(common::BIN)
-        .args(["sub", "--router", &addr, "--initial-image", "--count", "1"])
-        .arg("--patterns-file")
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = sub.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            let last = line.contains("more patterns get no initial image");
-            lines.push(line);
-            if last {
-                break;
-            }
-        }
-        let _ = tx.send(lines);
-    });
-    let lines = rx.recv_timeout(Duration::from_secs(20));
-    let _ = sub.kill();
-    let _ = sub.wait();
-    let lines = lines.expect("sub --initial-image said nothing within 20 s");
+    let patterns: Vec<String> = (0..50).map(|i| format!("md/{i}")).collect();
+    std::fs::write(&file, patterns.join("\n")).unwrap();
+    let file = file.to_str().unwrap();
+    let args = [
+        "--router",
+        &addr,
+        "--initial-image",
+        "--patterns-file",
+        file,
+    ];
+    let lines = sub_stderr_until(&args, |l| l.contains("more patterns get no initial image"));
     assert_eq!(lines.len(), 4, "{lines:?}");
     assert!(
         lines[0].contains("so md/0 gets no initial image"),
