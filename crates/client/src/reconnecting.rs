@@ -527,6 +527,9 @@ impl ReconnectingClient {
                 // "ask again later": the next attempt does.
                 let busy = matches!(&e, Error::Rejected { code, .. } if *code == ErrorCode::BUSY);
                 if !worth_reconnecting(&e) && !busy {
+                    // Still paced: a caller that keeps going does not reconnect (and
+                    // restore every subscription) on every call.
+                    down.next_attempt = Instant::now() + self.backoff.next_pause();
                     return Err(e);
                 }
                 let expired = self

@@ -78,7 +78,8 @@ pub struct Config {
     /// Idle strategy of the event loop. Default `hybrid`.
     #[serde(deserialize_with = "router_idle_key")]
     pub idle: IdleStrategy,
-    /// Hybrid only: microseconds to keep spinning after the last activity. Default 200.
+    /// Hybrid only: the longest spin after the last activity, in microseconds (shorter
+    /// while spinning finds nothing: `tickwire_rt::idle::SpinBudget`). Default 200.
     pub hybrid_spin_us: u64,
     /// Largest frame accepted, in bytes, header included. Default 1048576 (1 MiB).
     #[serde(deserialize_with = "size_key::max_frame")]

@@ -1865,6 +1865,10 @@ fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let text = text.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&text);
     let mut patterns = Vec::new();
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let bytes = line.trim_ascii();
+        if bytes.is_empty() || bytes.starts_with(b"#") {
+            continue;
+        }
         let Ok(line) = std::str::from_utf8(line) else {
             return Err(crate::units::UsageError(format!(
                 "--patterns-file {name}, line {}: not UTF-8 text",

@@ -38,7 +38,8 @@ pub const BANNER: &str = "tickwire fanout-relay listening on ";
 
 /// The longest a blocking wait lasts (so the relay sees SIGTERM), as in the router.
 const MAX_BLOCK: Duration = Duration::from_millis(50);
-/// How long `hybrid` spins after the last activity before it blocks (router default).
+/// The longest `hybrid` spins after the last activity before it blocks (router
+/// default; shorter while spinning finds nothing, as in the router).
 const HYBRID_SPIN: Duration = Duration::from_micros(200);
 /// Unwritten bytes above which a subscriber is dropped (it cannot keep up).
 pub const MAX_PENDING: usize = 256 * 1024 * 1024;
@@ -148,6 +149,8 @@ impl Relay {
         let mut reading: Vec<Slot> = Vec::with_capacity(64);
         let mut writing: Vec<Slot> = Vec::with_capacity(64);
         let mut last_active = MonoNanos::now();
+        // Hybrid spins as the router's does: shorter while spinning finds nothing.
+        let mut spin = tickwire_rt::idle::SpinBudget::new(HYBRID_SPIN);
         while !stop.is_set() {
             let busy = !self.read_list.is_empty()
                 || self
@@ -158,7 +161,7 @@ impl Relay {
                 Duration::ZERO
             } else {
                 let quiet = MonoNanos::now().saturating_sub(last_active);
-                idle.wait_timeout(Duration::from_nanos(quiet), HYBRID_SPIN, MAX_BLOCK)
+                idle.wait_timeout(Duration::from_nanos(quiet), spin.get(), MAX_BLOCK)
             };
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -166,7 +169,9 @@ impl Relay {
                 }
             }
             if !events.is_empty() {
-                last_active = MonoNanos::now();
+                let now = MonoNanos::now();
+                spin.on_activity(Duration::from_nanos(now.saturating_sub(last_active)));
+                last_active = now;
             }
             for ev in events.iter() {
                 if ev.token() == LISTENER {
