@@ -253,9 +253,8 @@ impl ReconnectingClient {
                 Err(e) => return Err(e),
             }
         }
-        if let Some(i) = self.subs.iter().position(|(p, _)| p == pattern) {
-            self.subs.remove(i);
-        }
+        // The router holds a pattern once however often it was subscribed.
+        self.subs.retain(|(p, _)| p != pattern);
         Ok(())
     }
 
@@ -265,21 +264,15 @@ impl ReconnectingClient {
     /// are only removed.
     pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
         let refused = self.batch(patterns, Client::unsubscribe_batch)?;
-        // One recorded occurrence of each pattern unsubscribed, as `unsubscribe` takes.
-        let mut gone: HashMap<&str, usize> = HashMap::new();
+        // Every recorded copy of each pattern unsubscribed, as `unsubscribe` does.
         let mut skip = refused.indexes.iter().copied().peekable();
-        for (i, p) in patterns.iter().enumerate() {
-            if skip.next_if_eq(&i).is_none() {
-                *gone.entry(p.as_ref()).or_default() += 1;
-            }
-        }
-        self.subs.retain(|(p, _)| match gone.get_mut(p.as_str()) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                false
-            }
-            _ => true,
-        });
+        let gone: std::collections::HashSet<&str> = patterns
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| skip.next_if_eq(i).is_none())
+            .map(|(_, p)| p.as_ref())
+            .collect();
+        self.subs.retain(|(p, _)| !gone.contains(p.as_str()));
         refused.into_result(patterns)
     }
 
@@ -372,6 +365,12 @@ impl ReconnectingClient {
     }
 
     /// Whether a connection is up now.
+    /// No more reconnection from now on (a command that is stopping): a lost
+    /// connection is then the error, as with a `give_up_after` of zero.
+    pub fn stop_reconnecting(&mut self) {
+        self.opts.give_up_after = Some(Duration::ZERO);
+    }
+
     pub fn is_connected(&self) -> bool {
         self.conn.is_some()
     }

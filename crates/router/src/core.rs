@@ -3298,7 +3298,10 @@ impl Client {
     fn room_for_shared(&self, cfg: &Config, new_group: bool, groups: usize) -> Result<(), String> {
         let max = cfg.max_shared_subscriptions;
         if self.shared >= max {
-            return Err(format!("at most {max} shared subscriptions per client"));
+            return Err(format!(
+                "at most {max} shared subscriptions per client (the router's \
+                 max_shared_subscriptions)"
+            ));
         }
         let max_groups = cfg.max_shared_groups;
         if new_group && groups >= max_groups {

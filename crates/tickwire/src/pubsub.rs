@@ -238,6 +238,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             client.take_notices(|ev| drops.notice(&ev));
             Ok(())
         });
+        if stop.is_set() {
+            // As for --count: no reconnecting once stopping.
+            client.stop_reconnecting();
+        }
         // The lines before one that could not be published still go out.
         let finished = finish_publishing(&mut client, &mut drops)
             .and_then(|()| confirm_publishing(&mut client, &mut drops));
@@ -296,6 +300,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         },
     );
     let elapsed = tickwire_rt::MonoNanos::now().duration_since(start);
+    if stop.is_set() {
+        // Stopping: what is left goes to this connection or not at all (a hung router
+        // must not keep a supervisor's stop waiting through --give-up-after).
+        client.stop_reconnecting();
+    }
     let finished = match paced {
         Ok(_) => client
             .flush()
@@ -1240,7 +1249,7 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
             )
             .into());
         }
-        let more = read_patterns_file(path)?;
+        let more = read_patterns_file(path, a.patterns.is_empty())?;
         a.patterns.extend(more);
     }
     let opts = link_options(
@@ -1837,9 +1846,9 @@ impl PipeAcks {
 const PATTERNS_FILE_MAX: u64 = 100 << 20;
 
 /// The patterns of `--patterns-file` (see its help). A line that is not a pattern, a
-/// file without any, one that cannot be read or one over [`PATTERNS_FILE_MAX`] is a
+/// file without any when it is the `only` source of patterns, one that cannot be read or one over [`PATTERNS_FILE_MAX`] is a
 /// usage error naming the file (and the line).
-fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+fn read_patterns_file(path: &std::path::Path, only: bool) -> anyhow::Result<Vec<String>> {
     use std::io::Read;
     let name = path.display();
     let mut text = Vec::new();
@@ -1885,7 +1894,7 @@ fn read_patterns_file(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
         })?;
         patterns.push(p);
     }
-    if patterns.is_empty() {
+    if patterns.is_empty() && only {
         return Err(
             crate::units::UsageError(format!("--patterns-file {name}: no pattern in it")).into(),
         );

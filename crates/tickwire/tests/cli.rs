@@ -2416,6 +2416,60 @@ fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
     assert!(!err.contains("Ctrl-C"), "{err}");
 }
 
+/// New-user pass: a `pub` told to stop while its router hangs went on reconnecting
+/// until the router came back (or --give-up-after, 60 s): once stopping it no longer
+/// reconnects, so a supervisor's SIGTERM ends it after one write timeout.
+#[test]
+fn a_stopping_pub_does_not_reconnect_to_a_hung_router() {
+    let router = RouterProc::start(&[]);
+    let r = router.addr_str();
+    let mut sub = subscriber(&r, "hung/x");
+    let mut child = spawn_piped(&[
+        "pub",
+        "--router",
+        &r,
+        "hung/x",
+        "--count",
+        "100000000",
+        "--rate",
+        "0",
+    ]);
+    let mut got = 0;
+    receive(&mut sub, 1, &mut got);
+    common::signal(router.child.id(), "STOP");
+    // Stopped once the pub has noticed the hung router and is reconnecting.
+    let stderr = child.stderr.take().expect("pub stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut err = String::new();
+    let deadline = Instant::now() + T;
+    while !err.contains("reconnecting") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => err.push_str(&(line + "\n")),
+            Err(_) => panic!("pub never noticed the stopped router: {err}"),
+        }
+    }
+    common::signal(child.id(), "TERM");
+    let status = common::wait_child(&mut child, T, "pub after SIGTERM, its router stopped");
+    common::signal(router.child.id(), "CONT");
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(1)) {
+        err.push_str(&(line + "\n"));
+    }
+    assert!(!status.success(), "{err}");
+    assert!(!err.contains("reconnected"), "{err}");
+}
+
 /// The rate a stopped `sub` reports per message count and the span it is over, from its
 /// summary line ('... R msg/s over the T s from the first message to the last'); None
 /// when it gives none.

@@ -376,6 +376,10 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
         other => panic!("expected Rejected, got {other:?}"),
     }
     sub.unsubscribe_many(&["m/0", "m/1"]).unwrap();
+    // Subscribed twice, held once by the router: one unsubscribe takes both copies.
+    sub.subscribe_many(&["dup", "dup"]).unwrap();
+    sub.unsubscribe_many(&["dup"]).unwrap();
+    assert!(!sub.subscriptions().any(|p| p == "dup"));
 
     router.kill9();
     let router = FixedRouter::start(port, &with_limit("1002"), Stdio::inherit());
