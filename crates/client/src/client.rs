@@ -361,11 +361,7 @@ impl Client {
     /// timeout, a close or a write failure ends it with that error instead: the
     /// patterns acknowledged before it are subscribed, those after it perhaps.
     pub fn subscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        let (refused, failed) = self.subscribe_batch(patterns)?;
-        match failed {
-            Some(e) => Err(e),
-            None => refused.into_result(patterns),
-        }
+        batch_result(self.subscribe_batch(patterns)?, patterns)
     }
 
     /// [`Client::unsubscribe`] of every pattern of `patterns` (each exactly as
@@ -373,11 +369,7 @@ impl Client {
     /// refuses (`NOT_SUBSCRIBED`: not held) is counted in one [`Error::Rejected`] as
     /// there; every other is unsubscribed.
     pub fn unsubscribe_many<S: AsRef<str>>(&mut self, patterns: &[S]) -> Result<(), Error> {
-        let (refused, failed) = self.unsubscribe_batch(patterns)?;
-        match failed {
-            Some(e) => Err(e),
-            None => refused.into_result(patterns),
-        }
+        batch_result(self.unsubscribe_batch(patterns)?, patterns)
     }
 
     /// [`Client::subscribe_many`]'s work: the patterns refused, in order, and the
@@ -418,13 +410,9 @@ impl Client {
         self.session.batch = Some(Batch::default());
         let res = self.run_batch(patterns, encode, what);
         let batch = self.session.batch.take().unwrap_or_default();
-        let first = batch.first_refusal.and_then(|(code, text)| {
-            let index = *batch.refused.first()?;
-            Some((index, code, text))
-        });
         let refused = Refused {
             indexes: batch.refused,
-            first,
+            first: batch.first_refusal,
         };
         Ok((refused, res.err()))
     }
@@ -2307,15 +2295,27 @@ pub(crate) type BatchOutcome = (Refused, Option<Error>);
 pub(crate) struct Refused {
     /// Their indexes, in order.
     pub(crate) indexes: Vec<usize>,
-    /// The first one's index, code and text.
-    pub(crate) first: Option<(usize, ErrorCode, String)>,
+    /// The first one's code and text (its index is `indexes[0]`).
+    pub(crate) first: Option<(ErrorCode, String)>,
+}
+
+/// A batch's outcome as the `*_many` calls return it: the error that ended it, else
+/// [`Refused::into_result`].
+fn batch_result<S: AsRef<str>>(
+    (refused, failed): BatchOutcome,
+    patterns: &[S],
+) -> Result<(), Error> {
+    match failed {
+        Some(e) => Err(e),
+        None => refused.into_result(patterns),
+    }
 }
 
 impl Refused {
     /// `Ok` when none of `patterns` was refused, else the first refusal as
     /// [`Error::Rejected`], its text naming the pattern and the count refused.
     pub(crate) fn into_result<S: AsRef<str>>(self, patterns: &[S]) -> Result<(), Error> {
-        let Some((index, code, text)) = self.first else {
+        let (Some(&index), Some((code, text))) = (self.indexes.first(), self.first) else {
             return Ok(());
         };
         let pattern = patterns.get(index).map_or("", AsRef::as_ref);
