@@ -90,7 +90,8 @@ Examples:
 #[derive(Args)]
 #[command(after_help = DEMO_HELP)]
 pub struct DemoArgs {
-    /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds).
+    /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds). Publishers
+    /// that cannot keep --rate stop when it ends, with what they sent (SATURATED).
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::units::parse_secs)]
     duration: f64,
     /// Total messages per second over both publishers (e.g. 20000, 50k).
@@ -449,8 +450,11 @@ fn market_data() -> anyhow::Result<bool> {
 struct Published {
     /// Messages sent per topic (in [`all_topics`] order).
     per_topic: Vec<u64>,
-    /// Messages the schedule had (rate × duration); fewer were sent when Ctrl-C came.
+    /// Messages the schedule had (rate × duration); fewer were sent when Ctrl-C came,
+    /// or when the publishers fell so far behind that `--duration` ended first.
     planned: u64,
+    /// `--duration` ended the publishing before the (late) schedule did.
+    cut: bool,
     elapsed: Duration,
     late: Histogram<u64>,
 }
@@ -463,7 +467,7 @@ impl Published {
 
     /// Ctrl-C ended the publishing before its schedule did.
     fn stopped(&self) -> bool {
-        self.sent() < self.planned
+        !self.cut && self.sent() < self.planned
     }
 }
 
@@ -488,9 +492,17 @@ fn publish(
     let order_payload = vec![b'o'; 600];
     let mut buf = Vec::with_capacity(600);
     let start_ns = MonoNanos::now().as_nanos();
+    // A rate the publishers cannot keep would otherwise stretch the part far past
+    // --duration (new-user pass: `--rate 10M` took minutes for 5 s): its end ends it.
+    let end_ns = start_ns + (duration * 1e9) as u64;
+    let mut cut = false;
     let started = Instant::now();
     for i in 0..total {
         if ctrl_c.is_set() {
+            break;
+        }
+        if i % 64 == 63 && MonoNanos::now().as_nanos() > end_ns {
+            cut = true;
             break;
         }
         let intended = start_ns + i * 1_000_000_000 / rate;
@@ -525,6 +537,7 @@ fn publish(
     Ok(Published {
         per_topic,
         planned: total,
+        cut,
         elapsed,
         late,
     })
@@ -636,6 +649,11 @@ fn report(
             p.planned,
             tickwire_rt::stop::stopped_by()
         )
+    } else if p.cut {
+        format!(
+            " of {} planned (the rest not sent: --duration ended first)",
+            p.planned
+        )
     } else {
         String::new()
     };
@@ -660,9 +678,14 @@ fn report(
         let _ = writeln!(
             out,
             "SATURATED: the publishers kept {:.0}% of the target rate on this machine, so \
-             the schedule ran late: the part took {secs:.2} s, and the latencies below \
-             include the publishers' backlog; a lower --rate measures the path instead",
-            100.0 * per_s / rate as f64
+             the schedule ran late{}, and the latencies below include the publishers' \
+             backlog; a lower --rate measures the path instead",
+            100.0 * per_s / rate as f64,
+            if p.cut {
+                ": --duration ended the publishing before the schedule did".to_owned()
+            } else {
+                format!(": the part took {secs:.2} s")
+            }
         );
     }
     let _ = writeln!(
@@ -790,9 +813,15 @@ mod tests {
 
     /// What a run with no loss looked like: every subscriber got its share of `sent`.
     fn outcome(per_topic: Vec<u64>, planned: u64, rate: u64) -> (Outcome, String) {
+        outcome_of(per_topic, planned, rate, false)
+    }
+
+    /// [`outcome`] of a part `--duration` ended (`cut`) or not.
+    fn outcome_of(per_topic: Vec<u64>, planned: u64, rate: u64, cut: bool) -> (Outcome, String) {
         let p = Published {
             per_topic,
             planned,
+            cut,
             elapsed: Duration::from_secs(3),
             late: new_hist().unwrap(),
         };
@@ -876,6 +905,26 @@ mod tests {
             text.contains("SATURATED: the publishers kept 2% of the target rate"),
             "{text}"
         );
+        assert!(text.contains("(at a saturated rate"), "{text}");
+    }
+
+    /// New-user pass: a part `--duration` ended before its late schedule did is
+    /// neither "stopped by Ctrl-C" nor silent about the messages never sent.
+    #[test]
+    fn a_part_cut_at_its_duration_says_so_and_judges_what_was_sent() {
+        let (o, text) = outcome_of(vec![10, 10, 10, 10, 10, 10], 3_000, 1_000, true);
+        assert_eq!(o, Outcome::Pass, "every message sent arrived: {text}");
+        assert!(
+            text.contains(
+                "published 60 messages of 3000 planned (the rest not sent: --duration ended first)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("--duration ended the publishing before the schedule did"),
+            "{text}"
+        );
+        assert!(!text.contains("stopped"), "{text}");
         assert!(text.contains("(at a saturated rate"), "{text}");
     }
 }

@@ -2320,6 +2320,39 @@ fn demo_duration_with_units_runs() {
     assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
 }
 
+/// New-user pass: a --rate the publishers cannot keep stretched the part far past
+/// --duration (the whole schedule was sent, however late). Now --duration ends it, and
+/// the report says what was sent and that the rest never was.
+#[test]
+fn demo_duration_bounds_a_saturated_run() {
+    let (st, out, err) = run_cli(
+        &[
+            "demo",
+            "--duration",
+            "500ms",
+            "--rate",
+            "50M",
+            "--idle",
+            "block",
+            "--no-guaranteed",
+            "--no-market-data",
+            "--no-tick-to-trade",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        st.success(),
+        "demo failed: {st}\nstdout: {out}\nstderr: {err}"
+    );
+    // 25,000,000 planned messages: sending them all takes minutes here.
+    assert!(
+        out.contains("of 25000000 planned (the rest not sent: --duration ended first)"),
+        "stdout: {out}"
+    );
+    assert!(out.contains("SATURATED"), "stdout: {out}");
+    assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
+}
+
 #[test]
 fn bench_fanout_duration_with_units_is_accepted() {
     // Parsing succeeds (no usage error, exit 2); the run then fails on the router
