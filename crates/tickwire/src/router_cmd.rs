@@ -129,7 +129,9 @@ pub struct RouterArgs {
     /// Largest frame accepted, header included (e.g. 1MiB) [default: 1MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     max_frame: Option<usize>,
-    /// Most simultaneous connections [default: 1024].
+    /// Most simultaneous connections [default: 1024]. Each takes a file descriptor (a
+    /// shared-memory one two): the router raises its soft open-file limit to the hard
+    /// one at start, and warns if that is still too low.
     #[arg(long, value_name = "N")]
     max_clients: Option<usize>,
     /// Most subscriptions per client [default: 10000].
@@ -825,6 +827,56 @@ fn default_data_dir(port: u16) -> anyhow::Result<PathBuf> {
     Ok(home.join(format!("router-{port}")))
 }
 
+/// Descriptors the router holds besides its clients' (listeners, epoll, the spool's
+/// files, the monitor, the reserve it frees to refuse a client at the limit).
+const OWN_DESCRIPTORS: u64 = 64;
+
+/// The most the open-file limit is raised to when its hard limit is unlimited.
+const NOFILE_CEILING: u64 = 1 << 20;
+
+/// Raises the soft open-file limit to the hard one, as Go servers (NATS) do at start:
+/// a distribution's default soft limit (often 1,024) would refuse clients well before
+/// `max_clients` (one descriptor per TCP or TLS client, two per shared-memory one).
+/// Says so at INFO when it changed, and warns when even the hard limit is too low for
+/// `max_clients`.
+fn raise_open_file_limit(max_clients: usize) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(NOFILE_CEILING);
+    let soft = limit.current.unwrap_or(NOFILE_CEILING);
+    let mut now = soft;
+    if soft < hard {
+        let raised = Rlimit {
+            current: Some(hard),
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                now = hard;
+                tracing::info!(
+                    from = soft,
+                    to = hard,
+                    "open-file limit raised to its hard limit"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(soft, hard, error = %e, "could not raise the open-file limit")
+            }
+        }
+    }
+    let needed = max_clients as u64 + OWN_DESCRIPTORS;
+    if now < needed {
+        tracing::warn!(
+            limit = now,
+            max_clients,
+            "the open-file limit is below what max_clients needs (one descriptor per client, \
+             two per shared-memory client, plus ~{OWN_DESCRIPTORS} of the router's own): \
+             clients past it are refused (TOO_MANY_CLIENTS); raise the hard limit \
+             (ulimit -Hn, systemd LimitNOFILE=) or lower max_clients"
+        );
+    }
+}
+
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     if args.probe_ms.is_some() && args.http.http.is_none() {
         return Err(crate::units::UsageError(
@@ -940,6 +992,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     };
     let tls_listen = cfg.tls_listen;
     let shm_name = cfg.shm.clone();
+    raise_open_file_limit(cfg.max_clients);
     let mut router = Router::bind(cfg).map_err(|e| {
         use tickwire_router::driver::Error;
         let hint = match &e {

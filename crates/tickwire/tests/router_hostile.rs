@@ -408,6 +408,76 @@ fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout(
 /// their peers still hold them open. (While they are being opened the count also holds
 /// connections accepted and not yet read, as many as the kernel queued while the router
 /// waited for a CPU: live clients, bounded by `max_clients`, so not asserted on.)
+/// The open-file limit of a router process: (soft, hard) from /proc.
+fn nofile_of(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    (f[3].to_owned(), f[4].to_owned())
+}
+
+/// A distribution's default soft open-file limit (often 1,024) refused clients well
+/// before `max_clients`: the router raises it to the hard limit at start, as Go servers
+/// (NATS) do, and warns when even the hard limit is too low for `max_clients`.
+#[test]
+fn the_router_raises_its_open_file_limit_and_warns_when_the_hard_one_is_too_low() {
+    let (r, log) = RouterProc::start_logged_limited(Some((256, 4096)), &["--no-guaranteed"]);
+    assert_eq!(nofile_of(r.child.id()), ("4096".into(), "4096".into()));
+    assert!(
+        log.wait_for(&["open-file limit raised", "from=256", "to=4096"], T)
+            .is_some(),
+        "{}",
+        log.text()
+    );
+    // The settings summary comes after the check: no warning came before it.
+    assert!(
+        log.wait_for(&["slow_consumer="], T).is_some(),
+        "{}",
+        log.text()
+    );
+    assert_eq!(
+        log.count(&["below what max_clients needs"]),
+        0,
+        "{}",
+        log.text()
+    );
+    r.terminate();
+
+    let (r, log) = RouterProc::start_logged_limited(Some((128, 128)), &["--no-guaranteed"]);
+    assert_eq!(nofile_of(r.child.id()), ("128".into(), "128".into()));
+    assert!(
+        log.wait_for(
+            &[
+                "below what max_clients needs",
+                "limit=128",
+                "max_clients=1024"
+            ],
+            T
+        )
+        .is_some(),
+        "{}",
+        log.text()
+    );
+    assert_eq!(log.count(&["open-file limit raised"]), 0, "{}", log.text());
+    r.terminate();
+
+    // Enough for max_clients: nothing said.
+    let (r, log) = RouterProc::start_logged_limited(
+        Some((128, 128)),
+        &["--no-guaranteed", "--max-clients", "32"],
+    );
+    assert!(
+        log.wait_for(&["slow_consumer="], T).is_some(),
+        "{}",
+        log.text()
+    );
+    assert_eq!(log.count(&["open-file limit"]), 0, "{}", log.text());
+    r.terminate();
+}
+
 #[test]
 fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
     let r = RouterProc::start(&["--no-guaranteed"]);

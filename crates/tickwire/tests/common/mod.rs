@@ -35,13 +35,21 @@ impl RouterProc {
     /// Like [`RouterProc::start`] under a limit of `nofile` descriptors (`prlimit`, which
     /// execs the router: the child's pid is the router's).
     pub fn start_with_nofile(nofile: u32, extra: &[&str]) -> RouterProc {
-        Self::spawn(extra, "warn", Stdio::inherit(), Some(nofile))
+        Self::spawn(extra, "warn", Stdio::inherit(), Some((nofile, nofile)))
     }
 
     /// Like [`RouterProc::start`] with info-level logging captured, for tests that check
     /// what the router saw (a client's CLOSE, a disconnect reason).
     pub fn start_logged(extra: &[&str]) -> (RouterProc, RouterLog) {
-        let mut r = Self::spawn(extra, "info", Stdio::piped(), None);
+        Self::start_logged_limited(None, extra)
+    }
+
+    /// [`RouterProc::start_logged`] under open-file limits `(soft, hard)` when given.
+    pub fn start_logged_limited(
+        nofile: Option<(u32, u32)>,
+        extra: &[&str],
+    ) -> (RouterProc, RouterLog) {
+        let mut r = Self::spawn(extra, "info", Stdio::piped(), nofile);
         let stderr = r.child.stderr.take().expect("router stderr");
         let log = RouterLog(std::sync::Arc::default());
         let lines = log.0.clone();
@@ -57,15 +65,15 @@ impl RouterProc {
         (r, log)
     }
 
-    fn spawn(extra: &[&str], level: &str, stderr: Stdio, nofile: Option<u32>) -> RouterProc {
+    fn spawn(extra: &[&str], level: &str, stderr: Stdio, nofile: Option<(u32, u32)>) -> RouterProc {
         let own_spool = !extra
             .iter()
             .any(|a| ["--data-dir", "--no-guaranteed", "--config"].contains(a));
         let data = own_spool.then(|| tempfile::tempdir().expect("a spool directory"));
         let mut cmd = match nofile {
-            Some(n) => {
+            Some((soft, hard)) => {
                 let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg(BIN);
+                c.arg(format!("--nofile={soft}:{hard}")).arg(BIN);
                 c
             }
             None => Command::new(BIN),
