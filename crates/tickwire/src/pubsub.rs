@@ -324,7 +324,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         let sent = drops.taken - unsent;
         let of = match (finished.is_err(), done < total, sent < total) {
             (true, _, _) => format!("ended early: {sent} of {total}"),
-            (false, true, _) => format!("stopped: {sent} of {total}"),
+            (false, true, _) => format!(
+                "stopped ({}): {sent} of {total}",
+                tickwire_rt::stop::stopped_by()
+            ),
             (false, false, true) => format!("published {sent} of {total}"),
             (false, false, false) => format!("published {total}"),
         };
@@ -967,11 +970,13 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if stopped {
         match a.stdin {
             true => eprintln!(
-                "stopped: {} published (standard input not read to its end)",
+                "stopped ({}): {} published (standard input not read to its end)",
+                tickwire_rt::stop::stopped_by(),
                 count(c.published, "message", "messages")
             ),
             false => eprintln!(
-                "stopped: {} of {} messages published",
+                "stopped ({}): {} of {} messages published",
+                tickwire_rt::stop::stopped_by(),
                 c.published,
                 a.count.unwrap_or(1)
             ),

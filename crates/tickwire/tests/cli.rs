@@ -755,16 +755,16 @@ fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
     let status = common::wait_child(&mut child, T, "pub after Ctrl-C");
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");
-    // "stopped: N of 1000000 messages of 100 bytes to stop/x in ..."
+    // "stopped (Ctrl-C): N of 1000000 messages of 100 bytes to stop/x in ..."
     let sent: usize = err
-        .split("stopped: ")
+        .split("stopped (Ctrl-C): ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no 'stopped: N of ...' summary: {err}"));
+        .unwrap_or_else(|| panic!("no 'stopped (Ctrl-C): N of ...' summary: {err}"));
     assert!(
         err.contains(&format!(
-            "stopped: {sent} of 1000000 messages of 100 bytes to stop/x"
+            "stopped (Ctrl-C): {sent} of 1000000 messages of 100 bytes to stop/x"
         )),
         "{err}"
     );
@@ -776,6 +776,20 @@ fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
     )
     .unwrap();
     assert_eq!(got, sent, "{err}");
+
+    // A supervisor's SIGTERM is named as such (it said "stopped:" alone).
+    let mut child = common::cli(&[
+        "pub", "--router", &r, "stop/x", "--count", "1000000", "--rate", "1000",
+    ])
+    .spawn()
+    .expect("spawn pub");
+    receive(&mut sub, sent + 10, &mut got);
+    common::signal(child.id(), "TERM");
+    let status = common::wait_child(&mut child, T, "pub after SIGTERM");
+    let (_, err) = common::take_output(&mut child);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped (SIGTERM): "), "{err}");
+    assert!(!err.contains("Ctrl-C"), "{err}");
 }
 
 #[test]

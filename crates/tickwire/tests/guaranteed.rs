@@ -1635,7 +1635,10 @@ fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
         err.contains("1 published, 1 acknowledged, 0 refused, 0 unanswered"),
         "{err}"
     );
-    assert!(err.contains("stopped: 1 message published"), "{err}");
+    assert!(
+        err.contains("stopped (Ctrl-C): 1 message published"),
+        "{err}"
+    );
 }
 
 /// Regression: `pub --guaranteed` said nothing when its connection dropped (only the
