@@ -581,24 +581,35 @@ fn open(
     count: usize,
 ) -> Result<Client, Error> {
     let mut c = Client::connect_to(addr, opts.client.clone())?;
+    // A refusal here is of a subscription taken before: said so, as the caller did not
+    // just ask for it (new-user pass: it read as a fresh request refused).
+    let restoring = |e: Error| match e {
+        Error::Rejected { code, text } => Error::Rejected {
+            code,
+            text: format!("restoring the subscriptions after reconnecting: {text}"),
+        },
+        e => e,
+    };
     // Runs of plain patterns go pipelined; each image waits for its own answer.
     let mut rest = subs;
     while let Some(((p, image), after)) = rest.split_first() {
         if *image {
-            c.subscribe_with_image(p).map_err(|e| match e {
-                Error::Rejected { code, text } => Error::Rejected {
-                    code,
-                    text: format!("{p:?}: {text}"),
-                },
-                e => e,
-            })?;
+            c.subscribe_with_image(p)
+                .map_err(|e| match e {
+                    Error::Rejected { code, text } => Error::Rejected {
+                        code,
+                        text: format!("{p:?}: {text}"),
+                    },
+                    e => e,
+                })
+                .map_err(restoring)?;
             rest = after;
             continue;
         }
         let run = rest.iter().take_while(|(_, image)| !image).count();
         let (plain, after) = rest.split_at(run);
         let patterns: Vec<&str> = plain.iter().map(|(p, _)| p.as_str()).collect();
-        c.subscribe_many(&patterns)?;
+        c.subscribe_many(&patterns).map_err(restoring)?;
         rest = after;
     }
     let mut rest = offline;

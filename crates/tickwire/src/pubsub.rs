@@ -1355,10 +1355,11 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = polled {
             out.flush().ok();
             let e = poll_failed(e, a.give_up_after, client.is_connected());
-            if e.to_string().starts_with(GAVE_UP) {
-                // Said after what was received.
-                tally.report(&format!("({discarded} discarded by the router)"));
-            }
+            // Whatever ended it (the wait given up, a restarted router refusing the
+            // subscriptions back, a protocol error): the summary of what was received,
+            // then the cause (new-user pass: a refused restore printed no summary).
+            tally.report(&format!("({discarded} discarded by the router)"));
+            mcast.report();
             return Err(e);
         }
         if idle && !connected && !mcast.active() && !client.is_connected() {

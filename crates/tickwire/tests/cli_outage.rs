@@ -205,6 +205,44 @@ fn regression_sub_no_reconnect_exits_1_with_the_summary_when_the_router_goes() {
     assert!(err.contains("(--no-reconnect)"), "{err}");
 }
 
+/// New-user pass: when a restarted router refused the subscriptions back (here its
+/// `max_subscriptions` is 1, for two patterns), `sub` exited 1 with the cause but
+/// without the summary of what it had received. Now the summary, then the cause.
+#[test]
+fn sub_whose_restore_is_refused_exits_1_with_the_summary_and_the_pattern() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    let mut sub = common::cli(&["sub", "--router", &addr, "t/a", "t/b"])
+        .spawn()
+        .unwrap();
+    common::wait_for_subscriber(&addr, "tickwire-sub", 2);
+    let mut c = tickwire_client::Client::connect(&addr).unwrap();
+    let mut stdout = BufReader::new(sub.stdout.take().unwrap());
+    c.publish("t/a", b"before").unwrap();
+    c.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "t/a before\n");
+    drop(c);
+    router.kill9();
+    let _strict = FixedRouter::start(
+        port,
+        &["--no-guaranteed", "--max-subscriptions", "1"],
+        Stdio::null(),
+    );
+    let st = common::wait_child(&mut sub, T, "sub after a refused restore");
+    let (_, err) = common::take_output(&mut sub);
+    drop(stdout);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("received 1 message"), "the summary: {err}");
+    assert!(
+        err.contains("restoring the subscriptions after reconnecting: \"t/b\""),
+        "the refused pattern, as a restore: {err}"
+    );
+    assert!(err.contains("max_subscriptions"), "{err}");
+}
+
 /// Regression (new-user pass): a responder command that failed without a word
 /// (`reply --exec false`) was reported as `error: "false" exit status: 1: `, a
 /// dangling ": " before nothing.

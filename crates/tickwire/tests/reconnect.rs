@@ -417,7 +417,10 @@ fn library_client_restores_many_subscriptions_but_not_the_refused() {
     };
     match err {
         Error::Rejected { text, .. } => {
-            assert!(text.starts_with("\"m/999\": "), "{text}");
+            assert!(
+                text.starts_with("restoring the subscriptions after reconnecting: \"m/999\": "),
+                "{text}"
+            );
             assert!(text.contains("at most 999 subscriptions"), "{text}");
         }
         other => panic!("expected Rejected, got {other:?}"),
