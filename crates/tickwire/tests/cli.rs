@@ -2309,27 +2309,33 @@ fn sub_second_duration_flags_refuse_a_plain_number() {
     assert_eq!(c["router"]["hybrid_spin_us"].as_integer(), Some(50), "{c}");
 }
 
-#[test]
-fn demo_duration_with_units_runs() {
-    // The cheapest real run: the pub/sub part only, half a second, a blocking router.
-    let (st, out, err) = run_cli(
-        &[
-            "demo",
-            "--duration",
-            "500ms",
-            "--rate",
-            "2000",
-            "--idle",
-            "block",
-            "--no-market-data",
-            "--no-tick-to-trade",
-        ],
-        Duration::from_secs(60),
-    );
+/// The pub/sub part of the demo alone, for half a second at `rate`, with a blocking
+/// router and `extra` flags; it must succeed. Its stdout and stderr.
+fn demo_pubsub_half_second(rate: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec![
+        "demo",
+        "--duration",
+        "500ms",
+        "--rate",
+        rate,
+        "--idle",
+        "block",
+        "--no-market-data",
+        "--no-tick-to-trade",
+    ];
+    args.extend_from_slice(extra);
+    let (st, out, err) = run_cli(&args, Duration::from_secs(60));
     assert!(
         st.success(),
         "demo failed: {st}\nstdout: {out}\nstderr: {err}"
     );
+    (out, err)
+}
+
+#[test]
+fn demo_duration_with_units_runs() {
+    // The cheapest real run: the pub/sub part only, half a second, a blocking router.
+    let (out, err) = demo_pubsub_half_second("2000", &[]);
     assert!(out.contains("for 0.5 s"), "stdout: {out}");
     assert!(out.contains("pub/sub PASS"), "stdout: {out}\nstderr: {err}");
 }
@@ -2339,25 +2345,7 @@ fn demo_duration_with_units_runs() {
 /// the report says what was sent and that the rest never was.
 #[test]
 fn demo_duration_bounds_a_saturated_run() {
-    let (st, out, err) = run_cli(
-        &[
-            "demo",
-            "--duration",
-            "500ms",
-            "--rate",
-            "50M",
-            "--idle",
-            "block",
-            "--no-guaranteed",
-            "--no-market-data",
-            "--no-tick-to-trade",
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(
-        st.success(),
-        "demo failed: {st}\nstdout: {out}\nstderr: {err}"
-    );
+    let (out, err) = demo_pubsub_half_second("50M", &["--no-guaranteed"]);
     // 25,000,000 planned messages: sending them all takes minutes here.
     assert!(
         out.contains("of 25000000 planned (the rest not sent: --duration ended first)"),

@@ -179,22 +179,33 @@ fn pub_and_sub_help_document_their_exit_statuses() {
 /// Regression (new-user pass): `sub --no-reconnect` exited 0 without a summary when the
 /// router crashed, so a supervisor could not tell the crash from a normal end. It now
 /// prints the summary and the cause, and exits 1.
-#[test]
-fn regression_sub_no_reconnect_exits_1_with_the_summary_when_the_router_goes() {
-    let port = free_port();
-    let router = plain(port);
-    let addr = router.addr_str();
-    let mut sub = common::cli(&["sub", "--router", &addr, "t/>", "--no-reconnect"])
-        .spawn()
-        .unwrap();
-    common::wait_for_subscriber(&addr, "tickwire-sub", 1);
-    let mut c = tickwire_client::Client::connect(&addr).unwrap();
+/// A `sub` with `args` (after `--router ADDR`) on `addr`, once it holds `subs`
+/// subscriptions and has printed one message published to `t/a`; its stdout.
+fn sub_with_one_message(
+    addr: &str,
+    args: &[&str],
+    subs: u64,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut cmd = vec!["sub", "--router", addr];
+    cmd.extend_from_slice(args);
+    let mut sub = common::cli(&cmd).spawn().unwrap();
+    common::wait_for_subscriber(addr, "tickwire-sub", subs);
+    let mut c = tickwire_client::Client::connect(addr).unwrap();
     let mut stdout = BufReader::new(sub.stdout.take().unwrap());
     c.publish("t/a", b"before").unwrap();
     c.flush().unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, "t/a before\n");
+    (sub, stdout)
+}
+
+#[test]
+fn regression_sub_no_reconnect_exits_1_with_the_summary_when_the_router_goes() {
+    let port = free_port();
+    let router = plain(port);
+    let addr = router.addr_str();
+    let (mut sub, stdout) = sub_with_one_message(&addr, &["t/>", "--no-reconnect"], 1);
     router.kill9();
     let st = common::wait_child(&mut sub, T, "sub --no-reconnect");
     let (_, err) = common::take_output(&mut sub);
@@ -213,18 +224,7 @@ fn sub_whose_restore_is_refused_exits_1_with_the_summary_and_the_pattern() {
     let port = free_port();
     let router = plain(port);
     let addr = router.addr_str();
-    let mut sub = common::cli(&["sub", "--router", &addr, "t/a", "t/b"])
-        .spawn()
-        .unwrap();
-    common::wait_for_subscriber(&addr, "tickwire-sub", 2);
-    let mut c = tickwire_client::Client::connect(&addr).unwrap();
-    let mut stdout = BufReader::new(sub.stdout.take().unwrap());
-    c.publish("t/a", b"before").unwrap();
-    c.flush().unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line, "t/a before\n");
-    drop(c);
+    let (mut sub, stdout) = sub_with_one_message(&addr, &["t/a", "t/b"], 2);
     router.kill9();
     let _strict = FixedRouter::start(
         port,
