@@ -91,7 +91,8 @@ Examples:
 #[command(after_help = DEMO_HELP)]
 pub struct DemoArgs {
     /// How long the traffic runs: 5s, 1500ms, 1m (a plain number is seconds). Publishers
-    /// that cannot keep --rate stop when it ends, with what they sent (SATURATED).
+    /// that cannot keep --rate stop soon after it ends (a tenth of it later, at most
+    /// 10 s), with what they sent (SATURATED).
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = crate::units::parse_secs)]
     duration: f64,
     /// Total messages per second over both publishers (e.g. 20000, 50k).
@@ -493,8 +494,11 @@ fn publish(
     let mut buf = Vec::with_capacity(600);
     let start_ns = MonoNanos::now().as_nanos();
     // A rate the publishers cannot keep would otherwise stretch the part far past
-    // --duration (new-user pass: `--rate 10M` took minutes for 5 s): its end ends it.
-    let end_ns = start_ns + (duration * 1e9) as u64;
+    // --duration (new-user pass: `--rate 10M` took minutes for 5 s): its end ends it,
+    // with a grace (a tenth of it, at most 10 s, plus 100 ms) so that a run merely a
+    // little late at the end still sends its whole schedule.
+    let grace = (duration * 0.1).min(10.0) + 0.1;
+    let end_ns = start_ns + ((duration + grace) * 1e9) as u64;
     let mut cut = false;
     let started = Instant::now();
     for i in 0..total {
