@@ -59,6 +59,12 @@ pub struct ClientOptions {
     /// Connect over TLS with this configuration (docs/security.md, "TLS"). Default
     /// `None`: TLS only for a `tls://` address, which then needs it.
     pub tls: Option<TlsOptions>,
+    /// Where [`Client::request`]'s reply topics live: `PREFIX/<client id>/<nonce>`,
+    /// subscribed on the first request. Default `None`: `_reply/<user>` for a password
+    /// login whose user name is one topic level (so that a rule `_reply/<user>/>` lets
+    /// a user read its own replies and nobody else's), else `_reply`. A token login
+    /// does not name its user to the client: give it the prefix its rules allow.
+    pub inbox_prefix: Option<String>,
 }
 
 /// TLS settings of [`ClientOptions::tls`].
@@ -108,6 +114,7 @@ impl Default for ClientOptions {
             login: None,
             multicast: false,
             tls: None,
+            inbox_prefix: None,
         }
     }
 }
@@ -1203,7 +1210,24 @@ impl Client {
         // Unique per connection: the router's id for it plus a per-process nonce (ids
         // restart with the router, the nonce does not repeat them).
         let nonce = MonoNanos::now().as_nanos() ^ (u64::from(std::process::id()) << 40);
-        let inbox: Box<str> = format!("_reply/{}/{nonce:x}", self.client_id).into();
+        let prefix = match (&self.opts.inbox_prefix, &self.opts.login) {
+            (Some(p), _) => p.clone(),
+            (None, Some(Login::Password { user, .. }))
+                if !user.contains('/') && validate_topic(user.as_bytes()).is_ok() =>
+            {
+                format!("_reply/{user}")
+            }
+            (None, _) => "_reply".to_owned(),
+        };
+        let inbox: Box<str> = format!("{prefix}/{}/{nonce:x}", self.client_id).into();
+        // A topic, not a pattern: a wildcard in the prefix would subscribe to more
+        // than this connection's replies.
+        if let Err(e) = validate_topic(inbox.as_bytes()) {
+            return Err(Error::InvalidArgument(format!(
+                "inbox_prefix {prefix:?} makes the reply topic {inbox:?}, which is not a \
+                 valid topic: {e}"
+            )));
+        }
         self.subscribe(&inbox)?;
         self.inbox = Some(inbox.clone());
         Ok(inbox)

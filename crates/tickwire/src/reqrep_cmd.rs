@@ -68,6 +68,12 @@ pub struct RequestArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-request")]
     name: String,
+    /// Where the reply topic lives: PREFIX/<client id>/<nonce> [default: _reply/USER
+    /// with --user, else _reply]. A user whose rules allow it to read its replies only
+    /// under some prefix (a token login, whose user the client does not know) passes
+    /// it here, e.g. --inbox-prefix _reply/pricer.
+    #[arg(long, value_name = "PREFIX", value_parser = crate::units::parse_topic)]
+    inbox_prefix: Option<String>,
 }
 
 /// A request timeout: a duration above zero. Zero would race the reply against the
@@ -92,6 +98,7 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
     // are waited for no longer than the reply: a router that does not answer is not
     // waited for 5 s by a request of --timeout 1s.
     opts.request_timeout = opts.request_timeout.min(a.timeout);
+    opts.inbox_prefix = a.inbox_prefix.clone();
     let mut c = Client::connect_to(a.router.as_str(), opts)?;
     match c.request(
         &a.topic,

@@ -23,7 +23,10 @@ const LONG: Duration = Duration::from_secs(30);
 /// - `solo` (token): one connection at a time;
 /// - `pricer` (token): subscribes inside `svc/>`, publishes nowhere, `allow_responses`;
 /// - `clerk` (token): queues named `clerk-*` only, subscribes inside `clerk/>`;
-/// - `asker` (token): publishes inside `svc/>`, subscribes inside `quotes/>`.
+/// - `asker` (token): publishes inside `svc/>`, subscribes inside `quotes/>`;
+/// - `bob` (password, alice's): publishes inside `svc/>`, subscribes inside
+///   `_reply/bob/>` only (its own replies);
+/// - `teller` (token): publishes inside `svc/>`, subscribes inside `_reply/teller/>`.
 struct Fixture {
     router: RouterProc,
     log: common::RouterLog,
@@ -32,6 +35,7 @@ struct Fixture {
     pricer_token: String,
     clerk_token: String,
     asker_token: String,
+    teller_token: String,
     _config: tempfile::NamedTempFile,
     alice_password_file: tempfile::NamedTempFile,
 }
@@ -71,6 +75,7 @@ fn fixture_with(extra: &[&str]) -> Fixture {
     let (pricer_token, pricer_sha) = new_token();
     let (clerk_token, clerk_sha) = new_token();
     let (asker_token, asker_sha) = new_token();
+    let (teller_token, teller_sha) = new_token();
     let mut config = tempfile::NamedTempFile::new().unwrap();
     write!(
         config,
@@ -115,6 +120,18 @@ name = "asker"
 token_sha256 = "{asker_sha}"
 publish = {{ allow = ["svc/>"] }}
 subscribe = {{ allow = ["quotes/>"] }}
+
+[[auth.users]]
+name = "bob"
+{hash_line}
+publish = {{ allow = ["svc/>"] }}
+subscribe = {{ allow = ["_reply/bob/>"] }}
+
+[[auth.users]]
+name = "teller"
+token_sha256 = "{teller_sha}"
+publish = {{ allow = ["svc/>"] }}
+subscribe = {{ allow = ["_reply/teller/>"] }}
 "#
     )
     .unwrap();
@@ -129,6 +146,7 @@ subscribe = {{ allow = ["quotes/>"] }}
         pricer_token,
         clerk_token,
         asker_token,
+        teller_token,
         _config: config,
         alice_password_file: password_file,
     }
@@ -440,6 +458,62 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
     let (_, err) = common::take_output(&mut responder);
     assert!(status.success(), "{err}");
     assert!(!err.contains("not permitted"), "{err}");
+}
+
+/// New-user pass: docs/security.md advises giving each user an inbox only it may read
+/// (`_reply/<user>/>`), but the client's reply topics were `_reply/<client id>/...`,
+/// so such a user could make no request at all. A password login's reply topics are
+/// now under `_reply/<user>`; a token login (the client does not know its user) sets
+/// the prefix (`--inbox-prefix`, `ClientOptions::inbox_prefix`).
+#[test]
+fn a_user_who_may_read_only_its_own_inbox_can_make_requests() {
+    let f = fixture();
+    let addr = f.router.addr_str();
+    let password_file = f.alice_password_file.path().to_str().unwrap();
+    let bob = [
+        "--router",
+        addr.as_str(),
+        "--user",
+        "bob",
+        "--password-file",
+        password_file,
+    ];
+    let teller = ["--router", addr.as_str(), "--token", &f.teller_token];
+    let ask = |login: &[&str], extra: &[&str]| {
+        let mut responder = f.pricer_echo();
+        let mut args = vec!["request", "svc/x", "hello"];
+        args.extend_from_slice(login);
+        args.extend_from_slice(extra);
+        let (st, out, err) = run_cli(&args, LONG);
+        // The responder answers one request, or is stopped here.
+        if !st.success() {
+            let _ = responder.kill();
+        }
+        let _ = responder.wait();
+        (st, out, err)
+    };
+    let (st, out, err) = ask(&bob, &[]);
+    assert!(st.success(), "{err}");
+    assert_eq!(out, "hello\n", "{err}");
+
+    // A token login under the default prefix is refused by its rules, naming the
+    // reply topic; with its prefix it works.
+    let (st, _, err) = ask(&teller, &[]);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains("not permitted to subscribe to \"_reply/"),
+        "{err}"
+    );
+    let (st, out, err) = ask(&teller, &["--inbox-prefix", "_reply/teller"]);
+    assert!(st.success(), "{err}");
+    assert_eq!(out, "hello\n", "{err}");
+
+    // A prefix with a wildcard would subscribe to others' replies: refused.
+    let (st, _, err) = run_cli(
+        &["request", "svc/x", "hi", "--inbox-prefix", "_reply/*"],
+        LONG,
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
 }
 
 /// Hostile-input pass: a reply allowed by `allow_responses` was published to the reply
