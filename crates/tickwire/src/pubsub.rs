@@ -114,8 +114,9 @@ pub struct PubArgs {
     /// Publish one message per line read from standard input.
     #[arg(long, conflicts_with = "message")]
     stdin: bool,
-    /// Number of messages to send (load mode; at least 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Number of messages to send (load mode; at least 1). Not with --stdin, which
+    /// sends one message per line until its input ends.
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count, conflicts_with = "stdin")]
     count: Option<u64>,
     /// Payload size in bytes for load mode (e.g. 100, 4K) [default: 100]. A size whose
     /// frame (header and topic included) exceeds the router's max frame is refused
@@ -123,7 +124,8 @@ pub struct PubArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_size, conflicts_with_all = ["message", "stdin"])]
     size: Option<usize>,
     /// Messages per second in load mode (e.g. 10000, 50k, 1M); 0 = as fast as possible.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "0")]
+    /// Not with --stdin (its lines go out as they are read).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "0", conflicts_with = "stdin")]
     rate: u64,
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-pub")]
@@ -255,6 +257,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             _ => format!(" of {lines}"),
         };
         match (stopped, read.is_err() || finished.is_err()) {
+            _ if refused_whole(finished.as_ref().err()) => {
+                eprintln!("{}", refused_line(drops.taken, &a.topic))
+            }
             (_, true) => eprintln!("ended early: sent {n}{of} to {}", a.topic),
             (true, false) => eprintln!(
                 "stopped: published {n}{of} to {} ({})",
@@ -319,7 +324,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     let unsent = client.offline_buffered().1 as u64;
     // One message without --count goes quietly (`pub TOPIC MESSAGE`); asked for with
     // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did).
-    if a.count.is_some() || total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
+    if refused_whole(finished.as_ref().err()) {
+        eprintln!("{}", refused_line(total, &a.topic));
+    } else if a.count.is_some() || total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let sent = drops.taken - unsent;
         let of = match (finished.is_err(), done < total, sent < total) {
@@ -343,6 +350,27 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     drops.report();
     report_outages(&client, a.no_reconnect);
     pub_end(client, &a, &drops, done < total, finished.err())
+}
+
+/// Whether `e` is the router's refusal of the run's topic. It permits a topic to a user
+/// or not, so a refusal is of every message of the run (new-user pass: "ended early:
+/// 1000 of 1000" read as if they had gone out).
+fn refused_whole(e: Option<&anyhow::Error>) -> bool {
+    e.is_some_and(|e| {
+        matches!(
+            e.downcast_ref::<tickwire_client::Error>(),
+            Some(tickwire_client::Error::Rejected { code, .. }) if *code == ErrorCode::PERMISSION_DENIED
+        )
+    })
+}
+
+/// The summary of a run whose `n` messages to `topic` the router refused.
+fn refused_line(n: u64, topic: &str) -> String {
+    format!(
+        "refused: none of {} to {topic} published (the router does not permit this topic \
+         to this user)",
+        count(n, "message", "messages")
+    )
 }
 
 /// The end of a direct `pub`, once its summary is printed: the error that ended it (the
@@ -1188,14 +1216,14 @@ pub struct SubArgs {
     /// With --queue: most messages delivered and not yet acknowledged [default: 64, or
     /// --count when smaller: at the exit, up to a window of messages delivered and not
     /// printed go back to the queue, flagged redelivered when they come again].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count_u32)]
     window: Option<u32>,
     /// With --queue: queue (consume; `now` is the same) | beginning | id:N |
     /// time:RFC3339-or-ns (replay) [default: queue].
     #[arg(long, value_name = "START", value_parser = crate::queue_cmd::parse_start)]
     start: Option<Start>,
     /// Exit after this many messages (at least 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count)]
     count: Option<u64>,
     /// Print payloads as hex.
     #[arg(long)]

@@ -28,6 +28,23 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
     Ok(whole as u64)
 }
 
+/// A count of at least 1 (`--count`, `--window`): a plain whole number, with a usage
+/// error that says what is wanted (clap's range check printed "0 is not in
+/// 1..18446744073709551615").
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("0: at least 1 is needed".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number (e.g. 1000)")),
+    }
+}
+
+/// [`parse_count`] for a `u32` setting (at most 4,294,967,295).
+pub fn parse_count_u32(s: &str) -> Result<u32, String> {
+    let n = parse_count(s)?;
+    u32::try_from(n).map_err(|_| format!("{n} is too large: at most {}", u32::MAX))
+}
+
 /// A router address as HOST:PORT (a name or an IP address, IPv6 in brackets), the same
 /// after `tls://` (TLS), or `shm:NAME`; the port is checked here so that a missing one is a usage error that says so.
 pub fn parse_router_addr(s: &str) -> Result<String, String> {

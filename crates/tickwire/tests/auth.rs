@@ -400,8 +400,7 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     ]);
     assert!(!st.success(), "{err}");
     assert!(
-        err.contains("ended early: ")
-            && !err.contains("published 20000")
+        err.contains("refused: none of 20000 messages to orders/bob/3 published")
             && err.contains("not permitted to publish to \"orders/bob/3\""),
         "{err}"
     );
@@ -425,7 +424,7 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     let (_, err) = common::take_output(&mut pipe);
     assert!(!st.success(), "{err}");
     assert!(
-        err.contains("ended early: sent 2 messages") && !err.contains("published 2"),
+        err.contains("refused: none of 2 messages to orders/bob/4 published"),
         "{err}"
     );
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).

@@ -1587,6 +1587,16 @@ fn pub_count_one_has_its_summary_and_a_plain_pub_none() {
         let (st, _, err) = run_cli(&args, T);
         assert_eq!(st.code(), Some(2), "{extra:?}: {err}");
         assert!(err.contains("--count"), "{extra:?}: {err}");
+        assert!(err.contains("at least 1"), "{extra:?}: {err}");
+    }
+    // New-user pass: `seq 10 | pub --stdin --count 5` published all 10 lines; --rate
+    // was as silently ignored with --stdin.
+    for extra in [&["--count", "5"][..], &["--rate", "10"][..]] {
+        let mut args = vec!["pub", "--router", &addr, "a/b", "--stdin"];
+        args.extend_from_slice(extra);
+        let (st, _, err) = run_cli(&args, T);
+        assert_eq!(st.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{extra:?}: {err}");
     }
     let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x", "--rate", "10"], T);
     assert!(st.success(), "{err}");
