@@ -87,6 +87,19 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A shell command for --exec: not blank (new-user pass: `--exec ''` answered every
+/// request with an empty success).
+fn parse_command(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "an empty command: give the shell command to run per request, \
+                    e.g. --exec 'date -u'"
+                .to_owned(),
+        );
+    }
+    Ok(s.to_owned())
+}
+
 /// What `Client::request` says it waited for when no reply came.
 const REPLY_WAIT: &str = tickwire_client::REQUEST_REPLY_WAIT;
 
@@ -202,10 +215,10 @@ pub struct ReplyArgs {
     /// Run this shell command per request (payload on stdin, reply from stdout; a command
     /// that fails is answered with "error: ", its exit status and its stderr, which
     /// `tickwire request` reports with exit status 4; a warning says so here).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", value_parser = parse_command)]
     exec: Option<String>,
-    /// Exit after answering this many requests.
-    #[arg(long, value_name = "N")]
+    /// Exit after answering this many requests (at least 1).
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count)]
     count: Option<u64>,
     /// Kill an --exec command still running after this long (the reply then says so).
     /// The default stays under `tickwire request`'s default --timeout (5s), so such a

@@ -305,6 +305,24 @@ fn reply_exec_survives_commands_that_flood_or_hang() {
     assert!(st.success(), "{st}");
 }
 
+/// New-user pass: `reply svc/e --exec ''` ran and answered every request with an
+/// empty success; `--count 0` was as meaningless. Both are usage errors now.
+#[test]
+fn reply_refuses_an_empty_exec_and_a_zero_count() {
+    for args in [
+        &["reply", "svc/e", "--exec", ""][..],
+        &["reply", "svc/e", "--exec", "  "][..],
+        &["reply", "svc/e", "--count", "0"][..],
+    ] {
+        let (st, _, err) = run_cli(args, Duration::from_secs(30));
+        assert_eq!(st.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("empty command") || err.contains("at least 1"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn help_has_examples() {
     common::assert_help_lists(&["request", "--help"], &["Examples:", "no responders"]);
