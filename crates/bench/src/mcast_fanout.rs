@@ -93,7 +93,7 @@ pub struct McastFanoutArgs {
 
     /// Write every result, with the machine's metadata and each process's summary, as
     /// JSON to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = crate::report::parse_output_path)]
     pub json: Option<PathBuf>,
 }
 

@@ -155,13 +155,67 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
 /// `mut_arg("plot", ...)`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct OutputArgs {
-    /// Write every result, with the machine's metadata, as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
+    /// Write every result, with the machine's metadata, as JSON to FILE (its directory
+    /// must exist; checked before anything is measured).
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
 
     /// Draw the results as an SVG chart to FILE.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = parse_plot_path)]
     pub plot: Option<PathBuf>,
+}
+
+/// An output file named on the command line, checked before a run that may last
+/// minutes (new-user pass: `--json /proc/x.json` failed after the whole run, and a
+/// missing directory was created without a word): its directory exists and a file
+/// can be created there. The check opens the file for appending (nothing written) and
+/// removes it again if it did not exist.
+pub fn parse_output_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    if s.is_empty() {
+        return Err("an empty file name".to_owned());
+    }
+    if path.is_dir() {
+        return Err(format!("{s} is a directory: name a file in it"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "the directory {} does not exist (create it first)",
+            dir.display()
+        ));
+    }
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(&path);
+            }
+            Ok(path)
+        }
+        Err(e) => Err(format!("cannot write {s}: {e}")),
+    }
+}
+
+/// [`parse_output_path`] for `--plot`, which draws SVG: a name ending in `.svg`
+/// (new-user pass: `--plot pp.png` wrote SVG under a PNG name).
+pub fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
+    let svg = Path::new(s)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !svg {
+        return Err(format!(
+            "{s}: the chart is SVG, so the file name must end in .svg"
+        ));
+    }
+    parse_output_path(s)
 }
 
 impl OutputArgs {

@@ -61,10 +61,10 @@ pub struct MdLatencyArgs {
     #[command(flatten)]
     login: crate::login::LoginArgs,
     /// Write the full results as JSON.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = tickwire_bench::report::parse_output_path)]
     json: Option<PathBuf>,
     /// Write an SVG plot of latency against update rate (one pair of lines per client).
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = tickwire_bench::report::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 
@@ -239,10 +239,10 @@ pub struct MdReplayArgs {
     #[arg(long, default_value = "239.1.1.7:0")]
     group: SocketAddrV4,
     /// Write the full results as JSON.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = tickwire_bench::report::parse_output_path)]
     json: Option<PathBuf>,
     /// Write an SVG plot of latency against update rate.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", value_parser = tickwire_bench::report::parse_plot_path)]
     plot: Option<PathBuf>,
 }
 

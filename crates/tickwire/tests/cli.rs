@@ -1287,6 +1287,33 @@ fn bad_flag_values_are_clear_errors() {
             &["bench", "pingpong", "--sizes", "0"],
             &["'0'", "--sizes", "too small"],
         ),
+        // New-user pass: output files were checked only after the whole run (a bad
+        // path lost the results), a missing directory was created without a word, and
+        // --plot x.png wrote SVG under a PNG name.
+        (
+            &["bench", "pingpong", "--json", "/nonexistent-tw/x.json"],
+            &["--json", "/nonexistent-tw", "does not exist"],
+        ),
+        (
+            &["bench", "pingpong", "--json", "/proc/x.json"],
+            &["--json", "cannot write /proc/x.json"],
+        ),
+        (
+            &["bench", "stream", "--json", "/tmp"],
+            &["--json", "is a directory"],
+        ),
+        (
+            &["bench", "fanout", "--plot", "chart.png"],
+            &["--plot", "must end in .svg"],
+        ),
+        (
+            &["bench", "md-replay", "--plot", "chart.png"],
+            &["--plot", "must end in .svg"],
+        ),
+        (
+            &["bench", "mcast-fanout", "--json", "/nonexistent-tw/x.json"],
+            &["--json", "does not exist"],
+        ),
         (
             &["router", "--shm", "a/b/"],
             &["'a/b/'", "letters, digits", "socket path"],
