@@ -388,11 +388,14 @@ impl Config {
         if self.max_clients == 0 {
             return err("max_clients must be at least 1".into());
         }
-        if self.handshake_timeout_ms == 0
-            || self.stall_timeout_ms == 0
-            || self.drain_timeout_ms == 0
-        {
-            return err("timeouts must be at least 1 ms".into());
+        for (key, value) in [
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("stall_timeout_ms", self.stall_timeout_ms),
+            ("drain_timeout_ms", self.drain_timeout_ms),
+        ] {
+            if value == 0 {
+                return err(format!("{key} 0 is below the minimum 1 ms"));
+            }
         }
         if self.name.len() > tickwire_wire::frame::MAX_NAME_LEN {
             return err("name must be at most 64 bytes".into());
@@ -434,7 +437,10 @@ impl Config {
             );
         }
         if self.cache_depth == 0 || self.cache_depth > 1024 {
-            return err("cache_depth must be in 1..=1024".into());
+            return err(format!(
+                "cache_depth {} is out of range: 1 to 1024 messages per topic",
+                self.cache_depth
+            ));
         }
         if self.cache_max_topics == 0 {
             return err("cache_max_topics must be at least 1".into());

@@ -775,20 +775,40 @@ impl RouterArgs {
     /// ...`); unchanged when neither says (a default, or a message about several keys).
     fn locate(&self, e: ConfigError, file_text: Option<&str>) -> ConfigError {
         let key = e.0.split(' ').next().unwrap_or_default();
+        let dashed = key.replace('_', "-");
+        // The flag that set `key`, if one did (a timeout's flag drops the `_ms` of its
+        // key, unless the old spelling set it).
         let flag = match key {
-            "max_frame" => self.max_frame.is_some(),
-            "egress_limit" => self.egress_limit.is_some(),
-            "egress_memory_limit" => self.egress_memory_limit.is_some(),
-            "read_buffer" => self.read_buffer.is_some(),
-            "read_memory_limit" => self.read_memory_limit.is_some(),
-            "publish_window" => self.publish_window.is_some(),
-            "shm_ring" => self.shm_ring.is_some(),
-            "idle" => self.idle.is_some(),
-            "sync" => self.sync.is_some(),
-            _ => false,
+            "max_frame" => self.max_frame.is_some().then_some(dashed),
+            "egress_limit" => self.egress_limit.is_some().then_some(dashed),
+            "egress_memory_limit" => self.egress_memory_limit.is_some().then_some(dashed),
+            "read_buffer" => self.read_buffer.is_some().then_some(dashed),
+            "read_memory_limit" => self.read_memory_limit.is_some().then_some(dashed),
+            "publish_window" => self.publish_window.is_some().then_some(dashed),
+            "shm_ring" => self.shm_ring.is_some().then_some(dashed),
+            "idle" => self.idle.is_some().then_some(dashed),
+            "sync" => self.sync.is_some().then_some(dashed),
+            "max_clients" => self.max_clients.is_some().then_some(dashed),
+            "max_subscriptions" => self.max_subscriptions.is_some().then_some(dashed),
+            "max_subscription_levels" => self.max_subscription_levels.is_some().then_some(dashed),
+            "max_shared_subscriptions" => self.max_shared_subscriptions.is_some().then_some(dashed),
+            "cache_depth" => self.cache_depth.is_some().then_some(dashed),
+            "cache_max_topics" => self.cache_max_topics.is_some().then_some(dashed),
+            "handshake_timeout_ms" => match (self.handshake_timeout, self.handshake_timeout_ms) {
+                (Some(_), _) => Some("handshake-timeout".into()),
+                (_, Some(_)) => Some(dashed),
+                _ => None,
+            },
+            "stall_timeout_ms" => match (self.stall_timeout, self.stall_timeout_ms) {
+                (Some(_), _) => Some("stall-timeout".into()),
+                (_, Some(_)) => Some(dashed),
+                _ => None,
+            },
+            "drain_timeout_ms" => self.drain_timeout.is_some().then(|| "drain-timeout".into()),
+            _ => None,
         };
-        if flag {
-            return ConfigError(format!("{} (--{})", e.0, key.replace('_', "-")));
+        if let Some(flag) = flag {
+            return ConfigError(format!("{} (--{flag})", e.0));
         }
         let line = file_text.and_then(|text| config_key_line(text, key));
         match (line, &self.config) {

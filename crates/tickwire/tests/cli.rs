@@ -1412,6 +1412,24 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["--timeout", "must be positive"],
         ),
+        // New-user pass: "timeouts must be at least 1 ms" named neither the timeout
+        // nor the flag; max_clients and cache_depth named no flag.
+        (
+            &["router", "--drain-timeout", "0", "--print-config"],
+            &["drain_timeout_ms 0 is below the minimum 1 ms (--drain-timeout)"],
+        ),
+        (
+            &["router", "--stall-timeout", "0s", "--print-config"],
+            &["stall_timeout_ms 0", "(--stall-timeout)"],
+        ),
+        (
+            &["router", "--max-clients", "0", "--print-config"],
+            &["max_clients", "(--max-clients)"],
+        ),
+        (
+            &["router", "--cache-depth", "2000", "--print-config"],
+            &["cache_depth 2000 is out of range", "(--cache-depth)"],
+        ),
         // Exited 1 with "out of range integral type conversion attempted".
         (
             &["router", "--max-frame", "10GiB", "--print-config"],
