@@ -1891,7 +1891,14 @@ impl Client {
                     }
                 },
                 Err(e) => {
-                    let msg = format!("undecodable frame from the router: {e}{}", self.tls_hint());
+                    // An error that names the peer (an HTTP server) needs no TLS guess
+                    // after it (new-user pass: both were printed).
+                    let hint = if e.names_the_peer() {
+                        ""
+                    } else {
+                        self.tls_hint()
+                    };
+                    let msg = format!("undecodable frame from the router: {e}{hint}");
                     return Err(self.protocol_error(msg));
                 }
             }

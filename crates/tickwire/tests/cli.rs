@@ -166,6 +166,18 @@ fn fails(args: &[&str]) -> (i32, String) {
 
 use common::{stats_json, wait_for_subscriber};
 
+/// New-user pass: `stats --router` pointed at the monitoring (HTTP) port said the peer
+/// answered in HTTP, then guessed it might be a TLS listener.
+#[test]
+fn a_client_pointed_at_the_monitoring_port_is_told_so_without_a_tls_guess() {
+    let router = RouterProc::start(&["--http", "127.0.0.1:0", "--no-guaranteed"]);
+    let http = router.http.expect("monitor address").to_string();
+    let (code, err) = fails(&["stats", "--router", &http]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("answered in HTTP"), "{err}");
+    assert!(!err.contains("TLS listener"), "{err}");
+}
+
 fn print_config(extra: &[&str]) -> toml::Value {
     let mut args = vec!["router", "--print-config"];
     args.extend_from_slice(extra);

@@ -386,6 +386,12 @@ pub enum FrameError {
 }
 
 impl FrameError {
+    /// Whether the error already says what the peer is (HTTP, a TLS handshake): a
+    /// caller's own guess would contradict it.
+    pub fn names_the_peer(&self) -> bool {
+        matches!(self, FrameError::BadLength { len, .. } if !length_hint(len).is_empty())
+    }
+
     /// The protocol error code a router answers this decode error with.
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -1608,6 +1614,15 @@ mod tests {
             err(b"HTTP")
         );
         assert!(err(b"GET ").contains("an HTTP request"), "{}", err(b"GET "));
+        let named = |head: &[u8; 4]| {
+            FrameError::BadLength {
+                len: u32::from_le_bytes(*head),
+                max: 80,
+            }
+            .names_the_peer()
+        };
+        assert!(named(b"HTTP") && named(b"GET ") && named(&[0x16, 3, 1, 2]));
+        assert!(!named(&[0xff, 0xff, 0, 0]));
         assert!(err(&[0x16, 3, 1, 2]).contains("TLS handshake"));
         assert_eq!(
             err(&[0, 0, 0x10, 0]),
