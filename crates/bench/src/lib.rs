@@ -19,6 +19,20 @@
 //! stderr); warnings are `tracing` events.
 #![forbid(unsafe_code)]
 
+/// A bench command's flags that parse but cannot run together (a size too large for a
+/// transport, a count of 0): reported like clap's usage errors, with exit status 2,
+/// before anything is measured.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl UsageError {
+    /// `e` (a flag check's error) as a usage error.
+    pub fn of(e: anyhow::Error) -> anyhow::Error {
+        UsageError(format!("{e:#}")).into()
+    }
+}
+
 pub mod bench_tls;
 pub mod console;
 pub mod fanout;

@@ -311,7 +311,7 @@ pub fn run(
     tickwire: &Path,
     con: &mut Console<'_>,
 ) -> anyhow::Result<ExitCode> {
-    validate(args)?;
+    validate(args).map_err(crate::UsageError::of)?;
     let paths: Vec<RouterPath> = args
         .transports
         .iter()

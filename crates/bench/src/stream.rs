@@ -395,7 +395,7 @@ struct Report<'a> {
 /// Runs the bench; `tickwire` is the path of the tickwire binary (to start a router).
 /// The report goes to `con`.
 pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow::Result<ExitCode> {
-    validate(args)?;
+    validate(args).map_err(crate::UsageError::of)?;
     let paths: Vec<RouterPath> = args
         .transport
         .iter()

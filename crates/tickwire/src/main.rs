@@ -183,6 +183,7 @@ fn main() -> std::process::ExitCode {
         // A router setting out of range (a flag or the config file) is one too.
         Err(e)
             if e.downcast_ref::<units::UsageError>().is_some()
+                || e.downcast_ref::<tickwire_bench::UsageError>().is_some()
                 || e.downcast_ref::<tickwire_router::config::ConfigError>()
                     .is_some() =>
         {

@@ -1326,6 +1326,22 @@ fn bad_flag_values_are_clear_errors() {
             &["bench", "mcast-fanout", "--json", "/nonexistent-tw/x.json"],
             &["--json", "does not exist"],
         ),
+        // Exited 1, unlike every other usage error.
+        (
+            &[
+                "bench",
+                "pingpong",
+                "--sizes",
+                "70000",
+                "--transports",
+                "udp",
+            ],
+            &["--sizes: 70000 does not fit in one UDP datagram"],
+        ),
+        (
+            &["bench", "stream", "--size", "70000", "--transport", "udp"],
+            &["--size 70000 does not fit in one UDP datagram"],
+        ),
         (
             &["router", "--shm", "a/b/"],
             &["'a/b/'", "letters, digits", "socket path"],
