@@ -80,6 +80,7 @@ pub struct Config {
     pub idle: IdleStrategy,
     /// Hybrid only: the longest spin after the last activity, in microseconds (shorter
     /// while spinning finds nothing: `tickwire_rt::idle::SpinBudget`). Default 200.
+    #[serde(deserialize_with = "time_key::hybrid_spin_us")]
     pub hybrid_spin_us: u64,
     /// Largest frame accepted, in bytes, header included. Default 1048576 (1 MiB).
     #[serde(deserialize_with = "size_key::max_frame")]
@@ -139,9 +140,11 @@ pub struct Config {
     pub slow_consumer: SlowConsumerPolicy,
     /// Milliseconds a new connection has to send HELLO (a deadline from connecting;
     /// before it, at most one HELLO-sized frame of 80 bytes is buffered). Default 5000.
+    #[serde(deserialize_with = "time_key::handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
     /// Milliseconds a client has to complete a frame once its first byte arrived: a
     /// deadline, which bytes trickling in do not extend. Default 10000.
+    #[serde(deserialize_with = "time_key::stall_timeout_ms")]
     pub stall_timeout_ms: u64,
     /// Milliseconds a client may keep more than `egress_limit` bytes unread, which only
     /// an initial image or cache query queues (it is queued whole): a deadline from the
@@ -149,6 +152,7 @@ pub struct Config {
     /// still over the limit then is disconnected with SLOW_CONSUMER, so clients that
     /// ask for images and never read cannot hold the egress memory (and with it every
     /// other client's images) for longer. Default 30000.
+    #[serde(deserialize_with = "time_key::drain_timeout_ms")]
     pub drain_timeout_ms: u64,
     /// Most bytes read from one socket per loop turn (the per-client read buffer).
     /// Default 262144 (256 KiB). Each buffer starts at 4 KiB and doubles while reads
@@ -186,6 +190,7 @@ pub struct Config {
     #[serde(deserialize_with = "size_key::retain_bytes")]
     pub retain_bytes: u64,
     /// ... and are younger than this many ms. Default 3600000 (1 hour).
+    #[serde(deserialize_with = "time_key::retain_ms")]
     pub retain_ms: u64,
     /// Most bytes of guaranteed messages held in memory over every queue and the replay
     /// retention, each message counted as its topic and payload and its index entry (88
@@ -252,6 +257,7 @@ pub struct Config {
     /// but asks epoll about sockets (TCP clients, new connections) at most this often,
     /// so a shared-memory hop does not wait behind a syscall every turn; TCP input may
     /// wait up to this long. 0: epoll every turn. Default 2.
+    #[serde(deserialize_with = "time_key::shm_epoll_interval_us")]
     pub shm_epoll_interval_us: u64,
     /// A TLS listener next to the plaintext one (docs/security.md, "TLS"): its clients
     /// connect with `tls://HOST:PORT`. Unset (the default): no TLS.
@@ -664,6 +670,88 @@ pub(crate) mod size_key {
     }
 }
 
+/// Deserializers of the keys in milli- or microseconds (`*_ms`, `*_us`): a whole number
+/// in the key's unit, or a duration with its unit (`"5s"`, `"250us"`), as the flags
+/// take (a new-user pass found `handshake_timeout_ms = "5s"` refused with serde's
+/// "invalid type: string \"5s\", expected u64").
+pub(crate) mod time_key {
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+
+    macro_rules! keys {
+        ($($key:ident: $unit_ns:expr, $unit:expr),* $(,)?) => {$(
+            pub(crate) fn $key<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+                d.deserialize_any(Time { key: stringify!($key), unit_ns: $unit_ns, unit: $unit })
+            }
+        )*};
+    }
+    keys!(
+        hybrid_spin_us: 1_000, "microseconds",
+        handshake_timeout_ms: 1_000_000, "milliseconds",
+        stall_timeout_ms: 1_000_000, "milliseconds",
+        drain_timeout_ms: 1_000_000, "milliseconds",
+        retain_ms: 1_000_000, "milliseconds",
+        shm_epoll_interval_us: 1_000, "microseconds",
+    );
+
+    /// One time-valued key: its name and its unit (for errors and conversion).
+    struct Time {
+        key: &'static str,
+        unit_ns: u128,
+        unit: &'static str,
+    }
+
+    impl Visitor<'_> for Time {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(
+                f,
+                "{}: a whole number of {} or a duration with its unit, such as \"5s\" or \
+                 \"250ms\"",
+                self.key, self.unit
+            )
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| {
+                E::custom(format!("{}: {v} is negative (a duration is not)", self.key))
+            })
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<u64, E> {
+            let plain = s.trim().parse::<f64>().is_ok();
+            if plain {
+                return Err(E::custom(format!(
+                    "{}: {s:?} needs a unit (e.g. \"{s}ms\"), or write it as a number of {} \
+                     without quotes",
+                    self.key, self.unit
+                )));
+            }
+            let d = tickwire_rt::units::parse_duration(s).map_err(|_| {
+                E::custom(format!(
+                    "{}: {s:?} is not a duration (e.g. \"5s\", \"250ms\", \"1m\"); a number \
+                     without quotes is {}",
+                    self.key, self.unit
+                ))
+            })?;
+            let ns = d.as_nanos();
+            if ns % self.unit_ns != 0 {
+                return Err(E::custom(format!(
+                    "{}: {s:?} is not a whole number of {}",
+                    self.key, self.unit
+                )));
+            }
+            u64::try_from(ns / self.unit_ns)
+                .map_err(|_| E::custom(format!("{}: {s:?} is out of range", self.key)))
+        }
+    }
+}
+
 /// When a guaranteed publish counts as durable (the router's `sync` key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncSetting {
@@ -737,6 +825,50 @@ mod tests {
         let m: crate::mcast::MulticastRoute =
             serde_json::from_value(serde_json::json!({ "max_datagram": "1K" })).unwrap();
         assert_eq!(m.max_datagram, 1024);
+    }
+
+    /// New-user pass: `handshake_timeout_ms = "5s"` was refused with serde's "invalid
+    /// type: string, expected u64"; the time keys take a number in their unit or a
+    /// duration with its unit, as the flags do.
+    #[test]
+    fn time_keys_take_a_number_in_their_unit_or_a_duration() {
+        let c = config(serde_json::json!({
+            "handshake_timeout_ms": "5s",
+            "stall_timeout_ms": 2500,
+            "drain_timeout_ms": "1m",
+            "retain_ms": "2h",
+            "hybrid_spin_us": "1ms",
+            "shm_epoll_interval_us": "250us",
+        }))
+        .unwrap();
+        assert_eq!(c.handshake_timeout_ms, 5_000);
+        assert_eq!(c.stall_timeout_ms, 2_500);
+        assert_eq!(c.drain_timeout_ms, 60_000);
+        assert_eq!(c.retain_ms, 7_200_000);
+        assert_eq!(c.hybrid_spin_us, 1_000);
+        assert_eq!(c.shm_epoll_interval_us, 250);
+        for (json, want) in [
+            (
+                serde_json::json!({ "handshake_timeout_ms": "5" }),
+                "handshake_timeout_ms: \"5\" needs a unit",
+            ),
+            (
+                serde_json::json!({ "stall_timeout_ms": "1500us" }),
+                "stall_timeout_ms: \"1500us\" is not a whole number of milliseconds",
+            ),
+            (
+                serde_json::json!({ "drain_timeout_ms": "soon" }),
+                "drain_timeout_ms: \"soon\" is not a duration (e.g. \"5s\", \"250ms\", \"1m\"); a \
+                 number without quotes is milliseconds",
+            ),
+            (
+                serde_json::json!({ "retain_ms": -1 }),
+                "retain_ms: -1 is negative",
+            ),
+        ] {
+            let e = config(json.clone()).unwrap_err();
+            assert!(e.contains(want), "{json}: {e}");
+        }
     }
 
     /// Regression (new-user pass): `interval:10` meant ten seconds between fdatasyncs.
