@@ -315,7 +315,11 @@ pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
         first_line(&path)?
     };
     if password.is_empty() {
-        anyhow::bail!("empty password: pipe it on standard input or pass --password-file FILE");
+        // What the user gave is wrong, as a bad flag value is: exit status 2.
+        return Err(crate::units::UsageError(
+            "empty password: pipe it on standard input or pass --password-file FILE".into(),
+        )
+        .into());
     }
     let hash =
         tickwire_router::auth::hash_password(password.as_bytes()).map_err(anyhow::Error::msg)?;

@@ -323,10 +323,17 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // Kept while disconnected and never sent: the command gave up first.
     let unsent = client.offline_buffered().1 as u64;
     // One message without --count goes quietly (`pub TOPIC MESSAGE`); asked for with
-    // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did).
+    // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did),
+    // and so does a load run of one given only --size (it said nothing either).
     if refused_whole(finished.as_ref().err()) {
         eprintln!("{}", refused_line(total, &a.topic));
-    } else if a.count.is_some() || total > 1 || done < total || drops.dropped > 0 || unsent > 0 {
+    } else if a.count.is_some()
+        || a.size.is_some()
+        || total > 1
+        || done < total
+        || drops.dropped > 0
+        || unsent > 0
+    {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let sent = drops.taken - unsent;
         let of = match (finished.is_err(), done < total, sent < total) {

@@ -45,6 +45,14 @@ struct Fixture {
 /// read, and at most 4 KiB of it; a longer one is refused.
 #[test]
 fn a_password_file_is_read_to_its_first_line_and_no_further() {
+    // An empty one is a usage error (exit 2, as a bad flag value; it exited 1).
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let (st, _, err) = run_cli(
+        &["passwd", "--password-file", empty.path().to_str().unwrap()],
+        LONG,
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("empty password"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let long = dir.path().join("long");
     std::fs::write(&long, vec![b'a'; 5_000]).unwrap();

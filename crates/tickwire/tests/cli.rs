@@ -1652,6 +1652,13 @@ fn pub_count_one_has_its_summary_and_a_plain_pub_none() {
     let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "x"], T);
     assert!(st.success(), "{err}");
     assert_eq!(err, "", "a plain pub is quiet");
+    // New-user pass: a load run given only --size said nothing, like a plain pub.
+    let (st, _, err) = run_cli(&["pub", "--router", &addr, "a/b", "--size", "10"], T);
+    assert!(st.success(), "{err}");
+    assert!(
+        err.contains("published 1 message of 10 bytes to a/b"),
+        "{err}"
+    );
     // New-user pass: --count 0 published nothing and exited 0 (sub refuses it); --rate
     // without load mode was ignored without a word.
     for extra in [&["--count", "0"][..], &["--count", "0", "--guaranteed"][..]] {
