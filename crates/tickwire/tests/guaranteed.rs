@@ -74,6 +74,10 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     let total = per_cycle * cycles as u64 + per_cycle;
     let stop = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
+    // The publisher's reconnections so far: each kill waits for the last one to be
+    // noticed (two kills within one outage are one reconnection, which made the count
+    // below flaky on a loaded machine).
+    let reconnected = Arc::new(AtomicU64::new(0));
     // Set after the last kill: the publisher waits for it halfway through its last
     // part, so that every kill lands while it still has publishing to do (however
     // late the killing thread runs on a loaded machine).
@@ -119,6 +123,7 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     // The publisher: guaranteed publishes of the sequence number, paced lightly.
     let publisher = {
         let (addr, published, killed_all) = (addr.clone(), published.clone(), killed_all.clone());
+        let reconnected = reconnected.clone();
         let hold_at = per_cycle * cycles as u64 + per_cycle / 2;
         std::thread::spawn(move || -> Result<(u64, u64, u64, u64), String> {
             let mut p = GuaranteedPublisher::connect(
@@ -130,9 +135,12 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
             let mut payload = vec![0u8; 64];
             for seq in 1..=total {
                 if seq == hold_at {
+                    // Holding, it still polls: a kill waits for this reconnection.
                     let deadline = Instant::now() + Duration::from_secs(120);
                     while !killed_all.load(Ordering::Acquire) && Instant::now() < deadline {
-                        std::thread::sleep(Duration::from_millis(5));
+                        p.poll(Wait::Timeout(Duration::from_millis(5)))
+                            .map_err(|e| format!("publisher poll: {e}"))?;
+                        reconnected.store(p.reconnects(), Ordering::Release);
                     }
                 }
                 payload[..8].copy_from_slice(&seq.to_le_bytes());
@@ -142,6 +150,7 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
                 if seq % 100 == 0 {
                     p.poll(Wait::NoWait)
                         .map_err(|e| format!("publisher poll: {e}"))?;
+                    reconnected.store(p.reconnects(), Ordering::Release);
                     std::thread::sleep(Duration::from_millis(2));
                 }
             }
@@ -164,7 +173,10 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     for cycle in 0..cycles {
         let target = per_cycle * (cycle as u64 + 1);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while published.load(Ordering::Acquire) < target && Instant::now() < deadline {
+        while (published.load(Ordering::Acquire) < target
+            || reconnected.load(Ordering::Acquire) < cycle as u64)
+            && Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         rng ^= rng << 13;
