@@ -60,10 +60,12 @@ pub struct ClientOptions {
     /// `None`: TLS only for a `tls://` address, which then needs it.
     pub tls: Option<TlsOptions>,
     /// Where [`Client::request`]'s reply topics live: `PREFIX/<client id>/<nonce>`,
-    /// subscribed on the first request. Default `None`: `_reply/<user>` for a password
-    /// login whose user name is one topic level (so that a rule `_reply/<user>/>` lets
-    /// a user read its own replies and nobody else's), else `_reply`. A token login
-    /// does not name its user to the client: give it the prefix its rules allow.
+    /// subscribed on the first request. Default `None`: `_reply/user/<user>` for a
+    /// password login whose user name is one topic level (so that a rule
+    /// `_reply/user/<user>/>` lets a user read its own replies and nobody else's), else
+    /// `_reply` (then `_reply/<client id>/...`: a client id is all digits, so never
+    /// `user`). A token or certificate login does not name its user to the client:
+    /// give it the prefix its rules allow.
     pub inbox_prefix: Option<String>,
 }
 
@@ -1215,7 +1217,10 @@ impl Client {
             (None, Some(Login::Password { user, .. }))
                 if !user.contains('/') && validate_topic(user.as_bytes()).is_ok() =>
             {
-                format!("_reply/{user}")
+                // Under `user`, apart from the `_reply/<client id>` inboxes of the
+                // other clients: a user named `3` must not read client 3's replies
+                // (review).
+                format!("_reply/user/{user}")
             }
             (None, _) => "_reply".to_owned(),
         };

@@ -68,10 +68,10 @@ pub struct RequestArgs {
     /// Client name shown in the router's stats.
     #[arg(long, default_value = "tickwire-request")]
     name: String,
-    /// Where the reply topic lives: PREFIX/<client id>/<nonce> [default: _reply/USER
+    /// Where the reply topic lives: PREFIX/<client id>/<nonce> [default: _reply/user/USER
     /// with --user, else _reply]. A user whose rules allow it to read its replies only
-    /// under some prefix (a token login, whose user the client does not know) passes
-    /// it here, e.g. --inbox-prefix _reply/pricer.
+    /// under some prefix (a token or certificate login, whose user the client does not
+    /// know) passes it here, e.g. --inbox-prefix _reply/user/pricer.
     #[arg(long, value_name = "PREFIX", value_parser = crate::units::parse_topic)]
     inbox_prefix: Option<String>,
 }

@@ -25,8 +25,9 @@ const LONG: Duration = Duration::from_secs(30);
 /// - `clerk` (token): queues named `clerk-*` only, subscribes inside `clerk/>`;
 /// - `asker` (token): publishes inside `svc/>`, subscribes inside `quotes/>`;
 /// - `bob` (password, alice's): publishes inside `svc/>`, subscribes inside
-///   `_reply/bob/>` only (its own replies);
-/// - `teller` (token): publishes inside `svc/>`, subscribes inside `_reply/teller/>`.
+///   `_reply/user/bob/>` only (its own replies);
+/// - `teller` (token): publishes inside `svc/>`, subscribes inside
+///   `_reply/user/teller/>`.
 struct Fixture {
     router: RouterProc,
     log: common::RouterLog,
@@ -133,13 +134,13 @@ subscribe = {{ allow = ["quotes/>"] }}
 name = "bob"
 {hash_line}
 publish = {{ allow = ["svc/>"] }}
-subscribe = {{ allow = ["_reply/bob/>"] }}
+subscribe = {{ allow = ["_reply/user/bob/>"] }}
 
 [[auth.users]]
 name = "teller"
 token_sha256 = "{teller_sha}"
 publish = {{ allow = ["svc/>"] }}
-subscribe = {{ allow = ["_reply/teller/>"] }}
+subscribe = {{ allow = ["_reply/user/teller/>"] }}
 "#
     )
     .unwrap();
@@ -470,8 +471,9 @@ fn a_responder_with_allow_responses_answers_without_publish_rights() {
 /// New-user pass: docs/security.md advises giving each user an inbox only it may read
 /// (`_reply/<user>/>`), but the client's reply topics were `_reply/<client id>/...`,
 /// so such a user could make no request at all. A password login's reply topics are
-/// now under `_reply/<user>`; a token login (the client does not know its user) sets
-/// the prefix (`--inbox-prefix`, `ClientOptions::inbox_prefix`).
+/// now under `_reply/user/<user>` (apart from the other clients' `_reply/<client id>`:
+/// a user named `3` must not read client 3's replies); a token login (the client does
+/// not know its user) sets the prefix (`--inbox-prefix`, `ClientOptions::inbox_prefix`).
 #[test]
 fn a_user_who_may_read_only_its_own_inbox_can_make_requests() {
     let f = fixture();
@@ -511,9 +513,27 @@ fn a_user_who_may_read_only_its_own_inbox_can_make_requests() {
         err.contains("not permitted to subscribe to \"_reply/"),
         "{err}"
     );
-    let (st, out, err) = ask(&teller, &["--inbox-prefix", "_reply/teller"]);
+    let (st, out, err) = ask(&teller, &["--inbox-prefix", "_reply/user/teller"]);
     assert!(st.success(), "{err}");
     assert_eq!(out, "hello\n", "{err}");
+
+    // The library's reply topic: under `_reply/user/bob`, never `_reply/<digits>`
+    // where the other clients' inboxes are (a user named `3` read client 3's replies
+    // when the user's inbox was `_reply/<user>`: review).
+    let mut responder = f.pricer_echo();
+    let mut bob_client = f
+        .connect(Login::Password {
+            user: "bob".into(),
+            password: ALICE_PASSWORD.into(),
+        })
+        .unwrap();
+    let answer = bob_client.request("svc/x", b"hi", LONG).unwrap();
+    assert!(
+        answer.topic.starts_with("_reply/user/bob/"),
+        "{}",
+        answer.topic
+    );
+    assert!(responder.wait().unwrap().success());
 
     // A prefix with a wildcard would subscribe to others' replies: refused.
     let (st, _, err) = run_cli(
