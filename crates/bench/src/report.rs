@@ -167,17 +167,18 @@ pub struct OutputArgs {
 
 /// An output file named on the command line, checked before a run that may last
 /// minutes (new-user pass: `--json /proc/x.json` failed after the whole run, and a
-/// missing directory was created without a word): its directory exists and a file
-/// can be created there. The check opens the file for appending (nothing written) and
-/// removes it again if it did not exist.
+/// missing directory was created without a word): its directory exists, and the file
+/// is a regular file this process may append to, or can be created there. Nothing is
+/// written: a missing file is created with `O_EXCL` (which follows no symbolic link)
+/// and removed again, and only a file this check created is ever removed; a symbolic
+/// link must lead to a regular file, and a FIFO or device is refused (opening one could
+/// block or write somewhere else).
 pub fn parse_output_path(s: &str) -> Result<PathBuf, String> {
-    let path = PathBuf::from(s);
+    use std::io::ErrorKind;
     if s.is_empty() {
         return Err("an empty file name".to_owned());
     }
-    if path.is_dir() {
-        return Err(format!("{s} is a directory: name a file in it"));
-    }
+    let path = PathBuf::from(s);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -188,18 +189,42 @@ pub fn parse_output_path(s: &str) -> Result<PathBuf, String> {
             dir.display()
         ));
     }
-    let existed = path.exists();
-    match std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&path)
-    {
-        Ok(_) => {
-            if !existed {
+    let appendable = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .map(drop)
+            .map_err(|e| format!("cannot write {s}: {e}"))
+    };
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => Err(format!("{s} is a directory: name a file in it")),
+        Ok(m) if m.is_file() => appendable(&path).map(|()| path),
+        Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(&path) {
+            Ok(t) if t.is_file() => appendable(&path).map(|()| path),
+            Ok(t) if t.is_dir() => Err(format!("{s} leads to a directory: name a file")),
+            Ok(_) => Err(format!("{s} leads to something that is not a regular file")),
+            Err(_) => Err(format!(
+                "{s} is a symbolic link to nothing: name a regular file or an unused name"
+            )),
+        },
+        Ok(_) => Err(format!(
+            "{s} is not a regular file (a FIFO, socket or device): name a regular file"
+        )),
+        Err(e) if e.kind() == ErrorKind::NotFound => match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => {
+                drop(f);
+                // Ours (created just now, exclusively): removed again.
                 let _ = std::fs::remove_file(&path);
+                Ok(path)
             }
-            Ok(path)
-        }
+            // Created by someone else meanwhile: theirs, left alone.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(path),
+            Err(e) => Err(format!("cannot write {s}: {e}")),
+        },
         Err(e) => Err(format!("cannot write {s}: {e}")),
     }
 }
@@ -577,6 +602,55 @@ pub fn transport_title(name: &str, path: &str, spin_yields: bool) -> String {
 mod tests {
     use super::*;
     use crate::stats::Latency;
+
+    /// Review: the check removed a user's dangling symbolic link (and left its target
+    /// created), could remove a file another process created meanwhile, and blocked
+    /// on a FIFO. Now nothing but a file it created itself is removed.
+    #[test]
+    fn output_paths_are_checked_without_touching_what_is_there() {
+        let d = scratch("outpaths");
+        let p = |name: &str| d.path().join(name).to_str().unwrap().to_owned();
+        // A new name: accepted, and nothing left behind.
+        assert!(parse_output_path(&p("new.json")).is_ok());
+        assert!(!d.path().join("new.json").exists());
+        // An existing file: accepted, kept, its bytes untouched.
+        std::fs::write(d.path().join("old.json"), b"keep").unwrap();
+        assert!(parse_output_path(&p("old.json")).is_ok());
+        assert_eq!(std::fs::read(d.path().join("old.json")).unwrap(), b"keep");
+        // A dangling symbolic link: refused, and neither it nor a target touched.
+        std::os::unix::fs::symlink(d.path().join("gone.json"), d.path().join("link.json")).unwrap();
+        let e = parse_output_path(&p("link.json")).unwrap_err();
+        assert!(e.contains("symbolic link to nothing"), "{e}");
+        assert!(std::fs::symlink_metadata(d.path().join("link.json")).is_ok());
+        assert!(!d.path().join("gone.json").exists());
+        // A link to a regular file: accepted, both kept.
+        std::os::unix::fs::symlink(d.path().join("old.json"), d.path().join("ok.json")).unwrap();
+        assert!(parse_output_path(&p("ok.json")).is_ok());
+        assert!(std::fs::symlink_metadata(d.path().join("ok.json")).is_ok());
+        // A FIFO: refused at once (opening it would block).
+        let fifo = d.path().join("pipe.json");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = parse_output_path(&p("pipe.json")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // A directory, a missing directory, a plot that is not SVG.
+        assert!(parse_output_path(d.path().to_str().unwrap())
+            .unwrap_err()
+            .contains("is a directory"));
+        assert!(parse_output_path(&p("no/such.json"))
+            .unwrap_err()
+            .contains("does not exist"));
+        assert!(parse_plot_path(&p("chart.png"))
+            .unwrap_err()
+            .contains("must end in .svg"));
+        assert!(parse_plot_path(&p("chart.SVG")).is_ok());
+    }
 
     /// A fresh, empty directory (`tickwire-bench-report-NAME-*`), removed when the
     /// guard drops.
