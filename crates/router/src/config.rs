@@ -724,7 +724,8 @@ pub(crate) mod time_key {
         }
 
         fn visit_str<E: de::Error>(self, s: &str) -> Result<u64, E> {
-            let plain = s.trim().parse::<f64>().is_ok();
+            // Only a finite number is "a number without its unit" ("nan" is not).
+            let plain = s.trim().parse::<f64>().is_ok_and(f64::is_finite);
             if plain {
                 return Err(E::custom(format!(
                     "{}: {s:?} needs a unit (e.g. \"{s}ms\"), or write it as a number of {} \
@@ -732,12 +733,18 @@ pub(crate) mod time_key {
                     self.key, self.unit
                 )));
             }
-            let d = tickwire_rt::units::parse_duration(s).map_err(|_| {
-                E::custom(format!(
-                    "{}: {s:?} is not a duration (e.g. \"5s\", \"250ms\", \"1m\"); a number \
-                     without quotes is {}",
-                    self.key, self.unit
-                ))
+            let d = tickwire_rt::units::parse_duration(s).map_err(|e| {
+                // An out-of-range duration keeps its own reason (review: "4000h" read
+                // as "not a duration").
+                if e.contains("out of range") {
+                    E::custom(format!("{}: {e}", self.key))
+                } else {
+                    E::custom(format!(
+                        "{}: {s:?} is not a duration (e.g. \"5s\", \"250ms\", \"1m\"); a \
+                         number without quotes is {}",
+                        self.key, self.unit
+                    ))
+                }
             })?;
             let ns = d.as_nanos();
             if ns % self.unit_ns != 0 {
@@ -864,6 +871,14 @@ mod tests {
             (
                 serde_json::json!({ "retain_ms": -1 }),
                 "retain_ms: -1 is negative",
+            ),
+            (
+                serde_json::json!({ "retain_ms": "4000h" }),
+                "retain_ms: \"4000h\" is out of range",
+            ),
+            (
+                serde_json::json!({ "stall_timeout_ms": "nan" }),
+                "stall_timeout_ms: \"nan\" is out of range",
             ),
         ] {
             let e = config(json.clone()).unwrap_err();

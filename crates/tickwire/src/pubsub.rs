@@ -202,11 +202,12 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = swapped_arguments(&a.topic, a.message.as_deref().and_then(|m| m.to_str())) {
         eprintln!("{note}");
     }
-    if a.rate > 0 && (a.count.is_none() || a.stdin) {
+    // (--rate with --stdin is a usage error.)
+    if a.rate > 0 && a.count.is_none() {
         // New-user pass: `pub t/x hello --rate 10` sent one message and said nothing.
         eprintln!(
             "note: --rate paces the --count messages of load mode; ignored here (one \
-             message, or standard input's lines as they come)"
+             message)"
         );
     }
     if a.guaranteed {
@@ -326,7 +327,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did),
     // and so does a load run of one given only --size (it said nothing either).
     if refused_whole(finished.as_ref().err()) {
-        eprintln!("{}", refused_line(total, &a.topic));
+        eprintln!("{}", refused_line(drops.taken - unsent, &a.topic));
     } else if a.count.is_some()
         || a.size.is_some()
         || total > 1
@@ -371,11 +372,12 @@ fn refused_whole(e: Option<&anyhow::Error>) -> bool {
     })
 }
 
-/// The summary of a run whose `n` messages to `topic` the router refused.
+/// The summary of a run the router refused, `n` messages written to `topic` (a
+/// reconnecting `pub` may have had some published by an earlier router: review).
 fn refused_line(n: u64, topic: &str) -> String {
     format!(
-        "refused: none of {} to {topic} published (the router does not permit this topic \
-         to this user)",
+        "refused by the router: publishing to {topic} is not permitted to this user ({} \
+         written; the router drops every message to a topic it does not permit)",
         count(n, "message", "messages")
     )
 }

@@ -794,6 +794,7 @@ impl RouterArgs {
             "max_shared_subscriptions" => self.max_shared_subscriptions.is_some().then_some(dashed),
             "cache_depth" => self.cache_depth.is_some().then_some(dashed),
             "cache_max_topics" => self.cache_max_topics.is_some().then_some(dashed),
+            "cache_max_bytes" => self.cache_max_bytes.is_some().then_some(dashed),
             "handshake_timeout_ms" => match (self.handshake_timeout, self.handshake_timeout_ms) {
                 (Some(_), _) => Some("handshake-timeout".into()),
                 (_, Some(_)) => Some(dashed),
@@ -858,8 +859,8 @@ const NOFILE_CEILING: u64 = 1 << 20;
 /// a distribution's default soft limit (often 1,024) would refuse clients well before
 /// `max_clients` (one descriptor per TCP or TLS client, two per shared-memory one).
 /// Says so at INFO when it changed, and warns when even the hard limit is too low for
-/// `max_clients`.
-fn raise_open_file_limit(max_clients: usize) {
+/// `max_clients` (counted as shared-memory clients when `shm` listens).
+fn raise_open_file_limit(max_clients: usize, shm: bool) {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
     let hard = limit.maximum.unwrap_or(NOFILE_CEILING);
@@ -884,11 +885,13 @@ fn raise_open_file_limit(max_clients: usize) {
             }
         }
     }
-    let needed = max_clients as u64 + OWN_DESCRIPTORS;
+    let per_client = if shm { 2 } else { 1 };
+    let needed = max_clients as u64 * per_client + OWN_DESCRIPTORS;
     if now < needed {
         tracing::warn!(
             limit = now,
             max_clients,
+            needed,
             "the open-file limit is below what max_clients needs (one descriptor per client, \
              two per shared-memory client, plus ~{OWN_DESCRIPTORS} of the router's own): \
              clients past it are refused (TOO_MANY_CLIENTS); raise the hard limit \
@@ -1012,7 +1015,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     };
     let tls_listen = cfg.tls_listen;
     let shm_name = cfg.shm.clone();
-    raise_open_file_limit(cfg.max_clients);
+    raise_open_file_limit(cfg.max_clients, cfg.shm.is_some());
     let mut router = Router::bind(cfg).map_err(|e| {
         use tickwire_router::driver::Error;
         let hint = match &e {

@@ -32,9 +32,13 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 /// error that says what is wanted (clap's range check printed "0 is not in
 /// 1..18446744073709551615").
 pub fn parse_count(s: &str) -> Result<u64, String> {
+    use std::num::IntErrorKind;
     match s.trim().parse::<u64>() {
         Ok(0) => Err("0: at least 1 is needed".to_owned()),
         Ok(n) => Ok(n),
+        Err(e) if *e.kind() == IntErrorKind::PosOverflow => {
+            Err(format!("{s} is too large: at most {}", u64::MAX))
+        }
         Err(_) => Err(format!("{s:?} is not a whole number (e.g. 1000)")),
     }
 }

@@ -409,8 +409,10 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     ]);
     assert!(!st.success(), "{err}");
     assert!(
-        err.contains("refused: none of 20000 messages to orders/bob/3 published")
-            && err.contains("not permitted to publish to \"orders/bob/3\""),
+        err.contains(
+            "refused by the router: publishing to orders/bob/3 is not permitted to this user"
+        ) && err.contains("not permitted to publish to \"orders/bob/3\"")
+            && !err.contains("published 20000"),
         "{err}"
     );
     assert!(started.elapsed() < Duration::from_secs(5), "{err}");
@@ -433,7 +435,10 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
     let (_, err) = common::take_output(&mut pipe);
     assert!(!st.success(), "{err}");
     assert!(
-        err.contains("refused: none of 2 messages to orders/bob/4 published"),
+        err.contains(
+            "refused by the router: publishing to orders/bob/4 is not permitted to this \
+             user (2 messages written"
+        ),
         "{err}"
     );
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).

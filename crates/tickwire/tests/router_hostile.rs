@@ -400,14 +400,6 @@ fn fd_exhaustion_refuses_new_clients_with_too_many_clients_instead_of_a_timeout(
     pair.exchange(100);
 }
 
-/// Connections the router closes (here for a malformed frame) linger up to 1 s while
-/// it reads what their peers still send; a peer that keeps its ends open while opening
-/// more could make it hold a descriptor each, in proportion to its rate (and run into
-/// the descriptor limit, refusing everyone). At most 256 linger: counted in the
-/// router's /proc/PID/fd once all 400 such connections are answered and closed, while
-/// their peers still hold them open. (While they are being opened the count also holds
-/// connections accepted and not yet read, as many as the kernel queued while the router
-/// waited for a CPU: live clients, bounded by `max_clients`, so not asserted on.)
 /// The open-file limit of a router process: (soft, hard) from /proc.
 fn nofile_of(pid: u32) -> (String, String) {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
@@ -464,6 +456,23 @@ fn the_router_raises_its_open_file_limit_and_warns_when_the_hard_one_is_too_low(
     assert_eq!(log.count(&["open-file limit raised"]), 0, "{}", log.text());
     r.terminate();
 
+    // With a shared-memory listener a client may take two descriptors: 1,500 is
+    // enough for 1,024 TCP clients, not for 1,024 shared-memory ones (review).
+    let name = format!("t-nofile-{}", std::process::id());
+    let (r, log) =
+        RouterProc::start_logged_limited(Some((1500, 1500)), &["--no-guaranteed", "--shm", &name]);
+    assert!(
+        log.wait_for(
+            &["below what max_clients needs", "limit=1500", "needed=2112"],
+            T
+        )
+        .is_some(),
+        "{}",
+        log.text()
+    );
+    r.terminate();
+    let _ = std::fs::remove_file(tickwire_shm::socket_path(&name));
+
     // Enough for max_clients: nothing said.
     let (r, log) = RouterProc::start_logged_limited(
         Some((128, 128)),
@@ -478,6 +487,14 @@ fn the_router_raises_its_open_file_limit_and_warns_when_the_hard_one_is_too_low(
     r.terminate();
 }
 
+/// Connections the router closes (here for a malformed frame) linger up to 1 s while
+/// it reads what their peers still send; a peer that keeps its ends open while opening
+/// more could make it hold a descriptor each, in proportion to its rate (and run into
+/// the descriptor limit, refusing everyone). At most 256 linger: counted in the
+/// router's /proc/PID/fd once all 400 such connections are answered and closed, while
+/// their peers still hold them open. (While they are being opened the count also holds
+/// connections accepted and not yet read, as many as the kernel queued while the router
+/// waited for a CPU: live clients, bounded by `max_clients`, so not asserted on.)
 #[test]
 fn closed_connections_kept_open_by_their_peers_linger_at_most_256() {
     let r = RouterProc::start(&["--no-guaranteed"]);
