@@ -723,21 +723,20 @@ impl RouterArgs {
             cfg.data_dir = None;
         }
         // The duration flags, in the config's units (they conflict with the old spellings).
-        let whole = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
         if let Some(d) = self.shm_epoll_interval {
-            cfg.shm_epoll_interval_us = whole(d.as_micros());
+            cfg.shm_epoll_interval_us = in_unit(d, Unit::Micros, "--shm-epoll-interval")?;
         }
         if let Some(d) = self.hybrid_spin {
-            cfg.hybrid_spin_us = whole(d.as_micros());
+            cfg.hybrid_spin_us = in_unit(d, Unit::Micros, "--hybrid-spin")?;
         }
         if let Some(d) = self.handshake_timeout {
-            cfg.handshake_timeout_ms = whole(d.as_millis());
+            cfg.handshake_timeout_ms = in_unit(d, Unit::Millis, "--handshake-timeout")?;
         }
         if let Some(d) = self.stall_timeout {
-            cfg.stall_timeout_ms = whole(d.as_millis());
+            cfg.stall_timeout_ms = in_unit(d, Unit::Millis, "--stall-timeout")?;
         }
         if let Some(d) = self.drain_timeout {
-            cfg.drain_timeout_ms = whole(d.as_millis());
+            cfg.drain_timeout_ms = in_unit(d, Unit::Millis, "--drain-timeout")?;
         }
         if let Some(m) = self.max_frame {
             // A usage error (status 2) like every other out-of-range setting, without
@@ -821,6 +820,31 @@ impl RouterArgs {
             _ => e,
         }
     }
+}
+
+/// The unit of a duration setting's config key (`_us` or `_ms`).
+#[derive(Clone, Copy)]
+enum Unit {
+    Micros,
+    Millis,
+}
+
+/// A duration flag's value in its config key's unit. A value that is not a whole
+/// number of units is a usage error, as it is in the config file: the conversion must
+/// not turn `--handshake-timeout 0.4ms` into a 0 ms timeout (the error then said
+/// "handshake_timeout_ms 0", a value nobody had given) nor 1.5ms into 1.
+fn in_unit(d: Duration, unit: Unit, flag: &str) -> Result<u64, crate::units::UsageError> {
+    let (unit_ns, name) = match unit {
+        Unit::Micros => (1_000, "microseconds"),
+        Unit::Millis => (1_000_000, "milliseconds"),
+    };
+    let ns = d.as_nanos();
+    if ns % unit_ns != 0 {
+        return Err(crate::units::UsageError(format!(
+            "{flag} {d:?} is not a whole number of {name}, the unit of the setting"
+        )));
+    }
+    Ok(u64::try_from(ns / unit_ns).unwrap_or(u64::MAX))
 }
 
 /// The 1-based line of a config file that sets `key` (`key = ...`), if one does.

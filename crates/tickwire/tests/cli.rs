@@ -1450,6 +1450,20 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             &["router", "--stall-timeout", "0s", "--print-config"],
             &["stall_timeout_ms 0", "(--stall-timeout)"],
         ),
+        // "handshake_timeout_ms 0 is below the minimum 1 ms": a 0 nobody had given (and
+        // 1.5ms was 1 ms, where the config file refuses "1.5ms").
+        (
+            &["router", "--handshake-timeout", "0.4ms", "--print-config"],
+            &["--handshake-timeout 400µs is not a whole number of milliseconds"],
+        ),
+        (
+            &["router", "--hybrid-spin", "0.5us", "--print-config"],
+            &["--hybrid-spin 500ns is not a whole number of microseconds"],
+        ),
+        (
+            &["router", "--drain-timeout", "1.5ms", "--print-config"],
+            &["--drain-timeout 1.5ms is not a whole number of milliseconds"],
+        ),
         (
             &["router", "--max-clients", "0", "--print-config"],
             &["max_clients", "(--max-clients)"],
