@@ -32,6 +32,8 @@ thread_local! {
     // Bytes allocated by this thread less those it freed (what it holds, when what it
     // allocates it also frees).
     static LIVE: Cell<i64> = const { Cell::new(0) };
+    // The highest `LIVE` since the last `peak_during` began.
+    static PEAK: Cell<i64> = const { Cell::new(0) };
 }
 
 /// The counting allocator: declare it as the test binary's `#[global_allocator]`.
@@ -43,7 +45,11 @@ fn bump() {
 }
 
 fn live(delta: i64) {
-    let _ = LIVE.try_with(|c| c.set(c.get().wrapping_add(delta)));
+    let _ = LIVE.try_with(|c| {
+        let now = c.get().wrapping_add(delta);
+        c.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
 }
 
 // SAFETY: every method forwards its arguments unchanged to `System`, which upholds
@@ -99,6 +105,20 @@ pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, u64) {
     (r, allocations() - before)
 }
 
+/// Runs `f` and returns its result and the most bytes this thread held at once while
+/// it ran, above what it held when `f` began: what the work needed at its peak, for a
+/// test that bounds a work's memory rather than what it leaves.
+pub fn peak_during<R>(f: impl FnOnce() -> R) -> (R, i64) {
+    let before = live_bytes();
+    let outer = PEAK.with(Cell::get);
+    PEAK.with(|p| p.set(before));
+    let r = f();
+    let peak = PEAK.with(Cell::get);
+    // A `peak_during` inside another keeps the outer one's peak.
+    PEAK.with(|p| p.set(outer.max(peak)));
+    (r, peak - before)
+}
+
 /// Panics unless allocations on this thread are being counted, i.e. unless
 /// [`CountingAlloc`] is the global allocator: a test that finds zero allocations must
 /// first show that it would have seen one.
@@ -135,5 +155,20 @@ mod tests {
             v
         });
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn the_peak_is_the_most_held_at_once_not_what_is_left() {
+        let held = vec![0u8; 1000];
+        let (_, peak) = peak_during(|| {
+            for _ in 0..3 {
+                drop(std::hint::black_box(vec![0u8; 10_000]));
+            }
+            std::hint::black_box(vec![0u8; 4_000])
+        });
+        assert_eq!(peak, 10_000);
+        let (_, peak) = peak_during(|| drop(std::hint::black_box(vec![0u8; 50])));
+        assert_eq!(peak, 50);
+        drop(held);
     }
 }

@@ -103,7 +103,8 @@
 //!
 //! # Recovery
 //!
-//! [`FileStore::open`] reads the file once and rebuilds:
+//! [`FileStore::open`] reads the file once, in 1 MiB windows with `pread` (the memory it
+//! takes is a window and the index, whatever the log's length), and rebuilds:
 //! * the index `MsgSeqNum -> (offset, length)` of every stored message (a later record for
 //!   the same sequence number replaces the earlier one);
 //! * the next sender sequence number: the last NextSender record, or the last stored
@@ -693,7 +694,6 @@ enum Decoded<'a> {
         kind: u8,
         value: u64,
         payload: &'a [u8],
-        next: usize,
     },
     /// The record is damaged.
     Bad(Damage),
@@ -742,7 +742,6 @@ fn decode_at(buf: &[u8], at: usize) -> Decoded<'_> {
         kind: body[0],
         value,
         payload: &body[BODY_HEAD..],
-        next: at + PREFIX + len,
     }
 }
 
@@ -761,6 +760,158 @@ fn intact_record_after(data: &[u8], at: usize, end: usize) -> bool {
             }
         )
     })
+}
+
+/// Bytes recovery reads at once. It reads the log in windows of this size (and a
+/// damaged tail, at most [`TORN_SCAN_LIMIT`] and the zeros after it, in one piece), so
+/// opening a store takes memory bounded by that, not by the log's length: it read the
+/// whole log into memory, and a session's day of messages (gigabytes for a busy one)
+/// took as much memory again to open.
+const RECOVERY_CHUNK: usize = 1 << 20;
+
+/// A record as recovery reads it: its checksum checked, its payload not kept.
+enum Record {
+    Ok {
+        kind: u8,
+        value: u64,
+        /// Where the next record starts.
+        next: u64,
+    },
+    /// The record is damaged.
+    Bad(Damage),
+}
+
+/// The log at recovery, read with `pread` through one window of [`RECOVERY_CHUNK`]
+/// bytes.
+struct LogReader<'a> {
+    file: &'a File,
+    path: &'a Path,
+    /// The file's length (fixed while recovery reads).
+    len: u64,
+    /// The window: the file's bytes from `start` on.
+    buf: Vec<u8>,
+    start: u64,
+}
+
+impl<'a> LogReader<'a> {
+    fn new(file: &'a File, path: &'a Path, len: u64) -> LogReader<'a> {
+        LogReader {
+            file,
+            path,
+            len,
+            buf: Vec::new(),
+            start: 0,
+        }
+    }
+
+    /// The `n` (at most [`RECOVERY_CHUNK`]) bytes at `at`, or `None` when the file
+    /// ends before their end.
+    fn get(&mut self, at: u64, n: usize) -> Result<Option<&[u8]>, StoreError> {
+        debug_assert!(n <= RECOVERY_CHUNK);
+        let end = match at.checked_add(n as u64) {
+            Some(end) if end <= self.len => end,
+            _ => return Ok(None),
+        };
+        if at < self.start || end > self.start + self.buf.len() as u64 {
+            let take = (self.len - at).min(RECOVERY_CHUNK as u64) as usize;
+            self.buf.resize(take, 0);
+            self.start = at;
+            if let Err(e) = self.file.read_exact_at(&mut self.buf, at) {
+                self.buf.clear();
+                return Err(io_err(self.path, "read")(e));
+            }
+        }
+        let off = (at - self.start) as usize;
+        Ok(Some(&self.buf[off..off + n]))
+    }
+
+    fn u32_at(&mut self, at: u64) -> Result<Option<u32>, StoreError> {
+        Ok(self.get(at, 4)?.and_then(|b| u32_at(b, 0)))
+    }
+
+    /// The record at `at`, its body's checksum computed window by window (a record,
+    /// or a damaged length field, may be larger than a window).
+    fn decode(&mut self, at: u64) -> Result<Record, StoreError> {
+        let (Some(len), Some(crc)) = (self.u32_at(at)?, self.u32_at(at + 4)?) else {
+            return Ok(Record::Bad(Damage::ShortPrefix));
+        };
+        let len = len as usize;
+        if len < BODY_HEAD {
+            return Ok(Record::Bad(Damage::BadLength));
+        }
+        let body = at + PREFIX as u64;
+        let next = body + len as u64;
+        if next > self.len {
+            return Ok(Record::Bad(Damage::ShortBody));
+        }
+        let (kind, value) = match self.get(body, BODY_HEAD)? {
+            Some(head) => (head[0], u64_at(head, 1).unwrap_or(0)),
+            None => return Ok(Record::Bad(Damage::ShortBody)),
+        };
+        let mut hash = crc32fast::Hasher::new();
+        let mut pos = body;
+        while pos < next {
+            let n = (next - pos).min(RECOVERY_CHUNK as u64) as usize;
+            match self.get(pos, n)? {
+                Some(bytes) => hash.update(bytes),
+                None => return Ok(Record::Bad(Damage::ShortBody)),
+            }
+            pos += n as u64;
+        }
+        if hash.finalize() != crc {
+            return Ok(Record::Bad(Damage::Checksum));
+        }
+        Ok(Record::Ok { kind, value, next })
+    }
+
+    /// Whether the payload of the record at `at` (ending at `next`) is `want`.
+    fn payload_is(&mut self, at: u64, next: u64, want: &[u8]) -> Result<bool, StoreError> {
+        let payload = at + (PREFIX + BODY_HEAD) as u64;
+        if next - payload != want.len() as u64 {
+            return Ok(false);
+        }
+        Ok(self.get(payload, want.len())? == Some(want))
+    }
+
+    /// Whether the file holds only zeros from `at` to its end (the unwritten rest of
+    /// a mapped window).
+    fn zeros_from(&mut self, at: u64) -> Result<bool, StoreError> {
+        let mut pos = at;
+        while pos < self.len {
+            let n = (self.len - pos).min(RECOVERY_CHUNK as u64) as usize;
+            match self.get(pos, n)? {
+                Some(bytes) if bytes.iter().all(|&b| b == 0) => pos += n as u64,
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The file's length without the zeros at its end.
+    fn written(&mut self) -> Result<u64, StoreError> {
+        let mut end = self.len;
+        while end > 0 {
+            let n = end.min(RECOVERY_CHUNK as u64) as usize;
+            let from = end - n as u64;
+            let Some(bytes) = self.get(from, n)? else {
+                break;
+            };
+            match bytes.iter().rposition(|&b| b != 0) {
+                Some(i) => return Ok(from + i as u64 + 1),
+                None => end = from,
+            }
+        }
+        Ok(0)
+    }
+
+    /// The file's bytes from `from` to `to` (at most a few windows: a damaged tail).
+    fn read_range(&self, from: u64, to: u64) -> Result<Vec<u8>, StoreError> {
+        let mut out = vec![0u8; to.saturating_sub(from) as usize];
+        self.file
+            .read_exact_at(&mut out, from)
+            .map_err(io_err(self.path, "read"))?;
+        Ok(out)
+    }
 }
 
 impl FileStore {
@@ -905,7 +1056,6 @@ impl FileStore {
             .truncate(false)
             .open(&seq_path)
             .map_err(io_err(&seq_path, "open"))?;
-        let data = fs::read(&path).map_err(io_err(&path, "read"))?;
         let mut store = FileStore {
             dir: dir.to_path_buf(),
             path: path.clone(),
@@ -932,7 +1082,7 @@ impl FileStore {
             seq_recorded_len: 0,
             lock: None,
         };
-        let warning = store.recover(&data, expected)?;
+        let warning = store.recover(expected)?;
         store.lock = lock.take();
         // From here on the sequence-number file describes this log.
         store.write_seqnums()?;
@@ -960,11 +1110,11 @@ impl FileStore {
         Ok(())
     }
 
-    /// Rebuilds the index and the sequence numbers from the log `data`, checked against
-    /// `expected` (the sequence-number file), see the module docs.
+    /// Rebuilds the index and the sequence numbers from the log, checked against
+    /// `expected` (the sequence-number file), see the module docs. The log is read in
+    /// windows ([`LogReader`]), never whole.
     fn recover(
         &mut self,
-        data: &[u8],
         expected: Option<SeqSnapshot>,
     ) -> Result<Option<StoreWarning>, StoreError> {
         let lost_path = self.path.clone();
@@ -973,20 +1123,25 @@ impl FileStore {
             reason,
         };
         let path = self.path.clone();
-        let corrupt = |offset: usize, reason| StoreError::Corrupt {
+        let corrupt = |offset: u64, reason| StoreError::Corrupt {
             path: path.clone(),
-            offset: offset as u64,
+            offset,
             reason,
         };
-        match decode_at(data, 0) {
-            Decoded::Ok {
+        let file_len = self
+            .file
+            .metadata()
+            .map_err(io_err(&self.path, "stat"))?
+            .len();
+        let mut log = LogReader::new(&self.file, &path, file_len);
+        match log.decode(0)? {
+            Record::Ok {
                 kind: KIND_HEADER,
                 value,
-                payload,
-                ..
-            } if payload == MAGIC => self.creation = value,
-            Decoded::Ok { .. } => return Err(corrupt(0, "missing store header")),
-            Decoded::Bad(d) => return Err(corrupt(0, d.reason())),
+                next,
+            } if log.payload_is(0, next, MAGIC)? => self.creation = value,
+            Record::Ok { .. } => return Err(corrupt(0, "missing store header")),
+            Record::Bad(d) => return Err(corrupt(0, d.reason())),
         }
         // A log created after the sequence-number file's is a reset whose seqnums
         // update did not happen (crash in between): the new log wins. One created
@@ -1004,19 +1159,17 @@ impl FileStore {
             None => None,
         };
         let min_len = expected.map_or(0, |e| e.log_len);
-        let mut at = 0usize;
+        let mut at = 0u64;
         let mut sender_rec = 1u64;
         let mut last_msg: Option<u64> = None;
         let mut warning = None;
-        while at < data.len() {
-            if data[at] == 0 && data[at..].iter().all(|&b| b == 0) {
+        while at < file_len {
+            if log.get(at, 1)? == Some(&[0]) && log.zeros_from(at)? {
                 // The unwritten rest of the mapped window: the log ends here.
                 break;
             }
-            match decode_at(data, at) {
-                Decoded::Ok {
-                    kind, value, next, ..
-                } => {
+            match log.decode(at)? {
+                Record::Ok { kind, value, next } => {
                     match kind {
                         KIND_HEADER if at == 0 => {}
                         KIND_MESSAGE => {
@@ -1025,7 +1178,7 @@ impl FileStore {
                             // records took 16 s to open, hostile-input probe).
                             self.index.push(Entry {
                                 seq: value,
-                                record: at as u64,
+                                record: at,
                             });
                             last_msg = Some(last_msg.map_or(value, |m| m.max(value)));
                         }
@@ -1035,28 +1188,34 @@ impl FileStore {
                     }
                     at = next;
                 }
-                Decoded::Bad(damage) => {
+                Record::Bad(damage) => {
                     // The file without the zeros of the window's unwritten rest.
-                    let written = data.len() - data.iter().rev().take_while(|&&b| b == 0).count();
+                    let written = log.written()?;
                     let torn = match damage {
                         // Torn only if this record is the last thing in the file.
                         Damage::Checksum => {
-                            let len = u32_at(data, at).unwrap_or(0) as usize;
-                            at + PREFIX + len >= written
+                            let len = log.u32_at(at)?.unwrap_or(0);
+                            at + (PREFIX as u64) + u64::from(len) >= written
                         }
                         // The file ends inside the record, or its length is damaged: a
                         // torn write only if no intact record follows (a damaged length
                         // field in the middle must not silently drop the records after it).
                         Damage::ShortPrefix | Damage::ShortBody | Damage::BadLength => {
-                            written - at <= TORN_SCAN_LIMIT
-                                && !intact_record_after(data, at, written)
+                            written.saturating_sub(at) <= TORN_SCAN_LIMIT as u64 && {
+                                // The tail from the damage on (a few MiB at most, and
+                                // the zeros after it up to as much again).
+                                let end = file_len.min(written + TORN_SCAN_LIMIT as u64);
+                                let tail = log.read_range(at, end)?;
+                                let written_in_tail = (written - at) as usize;
+                                !intact_record_after(&tail, 0, written_in_tail)
+                            }
                         }
                     };
                     if !torn {
                         return Err(corrupt(at, damage.reason()));
                     }
                     // A torn write can only be past what the last completed flush wrote.
-                    if (at as u64) < min_len {
+                    if at < min_len {
                         return Err(lost(format!(
                             "damaged record at offset {at} ({}), inside the {min_len} bytes \
                              {SEQ_NAME} records as written",
@@ -1065,12 +1224,12 @@ impl FileStore {
                     }
                     let w = StoreWarning {
                         path: self.path.clone(),
-                        truncated_at: at as u64,
-                        dropped_bytes: (data.len() - at) as u64,
+                        truncated_at: at,
+                        dropped_bytes: file_len - at,
                         started_over: None,
                     };
                     self.file
-                        .set_len(at as u64)
+                        .set_len(at)
                         .map_err(io_err(&self.path, "truncate torn record"))?;
                     self.file
                         .sync_all()
@@ -1093,13 +1252,13 @@ impl FileStore {
             }
         }
         self.index.truncate(kept);
-        if warning.is_none() && at < data.len() {
+        if warning.is_none() && at < file_len {
             // Drop the zeros past the log (a window a crash left allocated).
             self.file
-                .set_len(at as u64)
+                .set_len(at)
                 .map_err(io_err(&self.path, "truncate past the log"))?;
         }
-        self.file_len = at as u64;
+        self.file_len = at;
         self.allocated = self.file_len;
         self.sender_record = sender_rec;
         self.target_record = self.next_target;
