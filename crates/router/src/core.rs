@@ -23,6 +23,7 @@
 
 use std::collections::{hash_set, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -231,6 +232,11 @@ struct Client {
     /// Its password is being checked off the loop ([`Core::poll_login`]): any frame
     /// before the answer is a protocol error.
     verifying: bool,
+    /// While `verifying`: cleared when it closes, so that the checking thread skips
+    /// its check (a flood of logins that disconnect at once left up to
+    /// [`MAX_PENDING_LOGINS`] checks, ~17 ms of argon2 each, for nobody: logins were
+    /// refused busy for a second after it stopped, hostile-input probe).
+    login_wanted: Option<Arc<AtomicBool>>,
     /// It receives the multicast topics by multicast (HELLO offered MCAST and the
     /// router has streams): they are not sent over its connection ([`crate::mcast`]).
     mcast: bool,
@@ -541,11 +547,18 @@ pub struct LoginRequest {
     client: ClientId,
     user: Box<str>,
     check: crate::auth::PasswordCheck,
+    /// Cleared when the client closes before its check ran.
+    wanted: Arc<AtomicBool>,
 }
 
 impl LoginRequest {
-    /// Checks the password (milliseconds, 19 MiB of argon2 memory).
+    /// Checks the password (milliseconds, 19 MiB of argon2 memory), unless the client
+    /// has gone meanwhile: then it is answered busy unchecked, an answer nobody waits
+    /// for.
     pub fn run(self) -> LoginResult {
+        if !self.is_wanted() {
+            return self.busy();
+        }
         let result = self.check.run();
         LoginResult {
             slot: self.slot,
@@ -553,6 +566,11 @@ impl LoginRequest {
             user: self.user,
             result,
         }
+    }
+
+    /// Whether its client still waits for it (it has not closed).
+    pub fn is_wanted(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed)
     }
 
     /// Refuses it unchecked (the checking thread is busy).
@@ -942,6 +960,7 @@ impl Core {
             publish_check: None,
             responses: None,
             verifying: false,
+            login_wanted: None,
             mcast: false,
             cert_identity: None,
             image_budget: image_budget(&self.cfg, self.cfg.image_scan_rate, now),
@@ -1448,12 +1467,15 @@ impl Core {
             return false;
         };
         c.verifying = true;
+        let wanted = Arc::new(AtomicBool::new(true));
+        c.login_wanted = Some(wanted.clone());
         let client = c.id;
         self.logins_out.push(LoginRequest {
             slot: id,
             client,
             user: user.into(),
             check,
+            wanted,
         });
         true
     }
@@ -1484,6 +1506,7 @@ impl Core {
             .filter(|c| c.id == r.client && c.phase == Phase::Login && c.verifying);
         if let Some(c) = waiting {
             c.verifying = false;
+            c.login_wanted = None;
             self.admit(r.slot, r.result, Some(&r.user));
         }
     }
@@ -2596,6 +2619,9 @@ impl Core {
             return;
         }
         c.phase = Phase::Closing;
+        if let Some(wanted) = c.login_wanted.take() {
+            wanted.store(false, Ordering::Relaxed);
+        }
         c.close_reason = Some((code, reason.to_string()));
         c.levels = 0;
         c.shared = 0;

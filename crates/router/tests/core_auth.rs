@@ -247,6 +247,10 @@ fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy
     let eager_check = core
         .poll_login()
         .expect("its check was queued before the PING");
+    // Its client closed: the checking thread skips it (a flood of logins that hang up
+    // left the thread checking for nobody while real logins were refused busy).
+    assert!(!eager_check.is_wanted());
+    assert!(check.is_wanted());
     core.handle_login_result(check.run());
     assert_eq!(drain(&mut core, good), [format!("WELCOME {}", caps::AUTH)]);
     // The closed client's late answer changes nothing.
@@ -289,6 +293,17 @@ fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy
             "{out:?}"
         );
     }
+    // A client that hangs up while its check waits is no longer waited for, and the
+    // answer to it changes nothing.
+    let gone = accept(&mut core);
+    feed(&mut core, gone, &hello_login("alice", "s3cret"));
+    let r = core.poll_login().unwrap();
+    assert!(r.is_wanted());
+    core.handle_closed(gone, "connection closed by the client");
+    assert!(!r.is_wanted());
+    let answer = r.run();
+    core.handle_login_result(answer);
+    assert!(drain(&mut core, gone).is_empty());
     // With the backlog answered, a login is checked again.
     let again = accept(&mut core);
     feed(&mut core, again, &hello_login("alice", "s3cret"));
