@@ -62,6 +62,10 @@ pub struct Limits {
     /// checks no credentials), and which the accepting thread answers itself when
     /// every connection place is taken: their handler must answer at once.
     pub open_paths: &'static [&'static str],
+    /// How long the accepting thread waits for the request head of a connection that
+    /// finds every place taken, to answer it at once if it asks for an open path
+    /// ([`OPEN_PATH_WAIT`] by default).
+    pub open_path_wait: Duration,
 }
 
 impl Default for Limits {
@@ -75,6 +79,7 @@ impl Default for Limits {
             // (argon2, ~20 ms each), so more in the handler only wait longer.
             max_logins: 4,
             open_paths: &["/healthz"],
+            open_path_wait: OPEN_PATH_WAIT,
         }
     }
 }
@@ -298,7 +303,7 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
             let wait = if queued > FLOOD_QUEUE {
                 Duration::ZERO
             } else {
-                OPEN_PATH_WAIT
+                limits.open_path_wait
             };
             let early = early_head(&stream, &limits, &mut head_buf, wait);
             let head = &head_buf[..early.unwrap_or(0)];
@@ -357,9 +362,10 @@ fn accept_loop(listener: TcpListener, limits: Limits, handler: Handler, stop: Ar
     }
 }
 
-/// How long the accept loop waits for the request head of a connection that finds every
-/// place taken, to answer it at once if it asks for an open path (`/healthz`).
-const OPEN_PATH_WAIT: Duration = Duration::from_millis(5);
+/// How long the accept loop waits by default for the request head of a connection that
+/// finds every place taken, to answer it at once if it asks for an open path
+/// (`/healthz`).
+pub const OPEN_PATH_WAIT: Duration = Duration::from_millis(5);
 
 /// Connections in a row that may find every place taken with others queued behind
 /// them and still get their whole [`OPEN_PATH_WAIT`]: a burst of health checks (a
@@ -834,17 +840,23 @@ mod tests {
     /// answered is a new one refused.
     #[test]
     fn idle_connections_give_way_and_busy_ones_do_not() {
+        let (enter_tx, enter_rx) = std::sync::mpsc::channel::<()>();
+        let enter_tx = Mutex::new(enter_tx);
         let gate = Arc::new(Mutex::new(()));
         let held = gate.lock().unwrap();
         let g = gate.clone();
         let handler: Handler = Arc::new(move |r: &Request<'_>| {
             if r.path == "/slow" {
+                let _ = enter_tx.lock().unwrap().send(());
                 drop(g.lock());
             }
             Response::json(&"ok")
         });
         let limits = Limits {
             max_connections: 2,
+            // A health check's head is sent right after its connection: a test thread
+            // descheduled between the two for over the default 5 ms was refused.
+            open_path_wait: Duration::from_millis(100),
             ..Limits::default()
         };
         let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
@@ -871,7 +883,13 @@ mod tests {
         let slow: Vec<_> = (0..2)
             .map(|_| std::thread::spawn(move || get(addr, "/slow")))
             .collect();
-        std::thread::sleep(Duration::from_millis(200));
+        // Both are in the handler (not a sleep: on a loaded machine one could still be
+        // on its way, and the /varz below took its place).
+        for _ in 0..2 {
+            enter_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a /slow request reached the handler");
+        }
         let answer = get(addr, "/varz");
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         let answer = get(addr, "/healthz");
@@ -894,6 +912,9 @@ mod tests {
         let handler: Handler = Arc::new(|_: &Request<'_>| Response::json(&"ok"));
         let limits = Limits {
             max_connections: 2,
+            // Each health check's head is sent right after its connection: a test
+            // thread descheduled between the two for over the default 5 ms was refused.
+            open_path_wait: Duration::from_millis(100),
             ..Limits::default()
         };
         let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
@@ -992,9 +1013,8 @@ mod tests {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(50));
-        for first in [None, Some(b"G".as_slice())] {
-            let t = Instant::now();
-            let flood: Vec<TcpStream> = (0..120)
+        let flood_of = |addr: SocketAddr, first: Option<&'static [u8]>| -> Vec<TcpStream> {
+            (0..120)
                 .map(|_| {
                     let mut c = TcpStream::connect(addr).unwrap();
                     if let Some(b) = first {
@@ -1002,13 +1022,42 @@ mod tests {
                     }
                     c
                 })
-                .collect();
+                .collect()
+        };
+        for first in [None, Some(b"G".as_slice())] {
+            let t = Instant::now();
+            let flood = flood_of(addr, first);
             let answer = get(addr, "/healthz");
             let took = t.elapsed();
             assert!(answer.starts_with("HTTP/1.1 200"), "{first:?}: {answer}");
             assert!(took < Duration::from_millis(400), "{first:?}: {took:?}");
             drop(flood);
         }
+        server.stop();
+        // After a flood, probes whose head comes a moment after their connection are
+        // still waited for. A server that waits 100 ms for them: with the default
+        // 5 ms, a probe thread descheduled that long on a loaded machine was rightly
+        // refused, and the test failed.
+        let handler: Handler = Arc::new(|_: &Request<'_>| Response::json(&"ok"));
+        let limits = Limits {
+            max_connections: 2,
+            open_path_wait: Duration::from_millis(100),
+            ..Limits::default()
+        };
+        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let addr = server.local_addr();
+        let _partial: Vec<TcpStream> = (0..2)
+            .map(|_| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET /v").unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let flood = flood_of(addr, None);
+        let answer = get(addr, "/healthz");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        drop(flood);
         // Eight probes that connect together (a burst, not a flood), each writing its
         // head a moment after connecting: every one is waited for and answered.
         for _ in 0..5 {
@@ -1227,10 +1276,18 @@ mod tests {
             ..Limits::default()
         });
         let addr = server.local_addr();
+        // The second asks only once the first is being answered: the first is then
+        // the first to have been writing for EVICT_WRITER_AFTER, whatever the threads'
+        // scheduling (connected together, the second's answer could start first on a
+        // loaded machine, and it was the one closed).
         let mut slow: Vec<TcpStream> = (0..2)
             .map(|_| {
                 let mut c = TcpStream::connect(addr).unwrap();
                 write!(c, "GET /big HTTP/1.1\r\n\r\n").unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut first = [0u8; 12];
+                c.read_exact(&mut first).expect("the answer begins");
+                assert_eq!(&first, b"HTTP/1.1 200");
                 c
             })
             .collect();
