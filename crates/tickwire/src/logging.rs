@@ -360,11 +360,39 @@ pub fn set_level(level: &str) -> anyhow::Result<()> {
         .context("replacing the log level filter")
 }
 
+/// Set by a SIGHUP that came before the command's own handling was installed
+/// ([`hold_sighup`]).
+static EARLY_SIGHUP: OnceLock<Arc<std::sync::atomic::AtomicBool>> = OnceLock::new();
+
+/// For a command whose SIGHUP means "reopen the log file" (or reload its settings):
+/// from now on a SIGHUP no longer ends the process, it is noted, and
+/// [`replay_early_sighup`] delivers it once the command's handling is installed. Before,
+/// a SIGHUP between the log file's opening and that handling (logrotate at a start; a
+/// router still recovering its spool) killed the process.
+pub fn hold_sighup() -> anyhow::Result<()> {
+    let flag = EARLY_SIGHUP.get_or_init(Arc::default).clone();
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag)
+        .context("installing the SIGHUP handler")?;
+    Ok(())
+}
+
+/// After installing a SIGHUP handler: a SIGHUP [`hold_sighup`] noted before is raised
+/// again, for that handler.
+pub fn replay_early_sighup() {
+    let noted = EARLY_SIGHUP
+        .get()
+        .is_some_and(|f| f.swap(false, std::sync::atomic::Ordering::SeqCst));
+    if noted {
+        let _ = signal_hook::low_level::raise(signal_hook::consts::SIGHUP);
+    }
+}
+
 /// For commands without a config file (every one but the router): SIGHUP reopens the
 /// log file (rotation by rename), on a thread of its own; the level stays as started.
 pub fn reopen_on_sighup() -> anyhow::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
         .context("installing the SIGHUP handler")?;
+    replay_early_sighup();
     std::thread::Builder::new()
         .name("sighup".into())
         .spawn(move || {

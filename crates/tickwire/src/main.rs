@@ -133,6 +133,16 @@ fn main() -> std::process::ExitCode {
         Cmd::Router(_) => "info",
         _ => "warn",
     };
+    // Where SIGHUP reopens the log file (or reloads the router's settings), it must not
+    // end the process before that handling is installed (after the file is open).
+    let sighup_reloads = cli.log.log_file.is_some()
+        || matches!(cli.cmd, Cmd::Router(_) | Cmd::Feed(_) | Cmd::Fix(_));
+    if sighup_reloads {
+        if let Err(e) = logging::hold_sighup() {
+            eprintln!("error: {}", units::error_text(&e));
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let log = match logging::init(&cli.log, default_level) {
         Ok(guard) => guard,
         Err(e) => {

@@ -1060,6 +1060,7 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         signal_hook::consts::SIGHUP,
     ])
     .context("installing signal handlers")?;
+    crate::logging::replay_early_sighup();
     let config_path = args.config.clone();
     std::thread::Builder::new()
         .name("signals".into())

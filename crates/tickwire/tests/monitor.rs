@@ -884,6 +884,59 @@ fn a_client_command_with_a_log_file_reopens_it_on_sighup() {
     sub.wait().unwrap();
 }
 
+/// A SIGHUP right after the log file appears (logrotate at a start) does not end the
+/// command: it killed a `sub` whose SIGHUP handling was not installed yet (it was
+/// installed after the file was opened; a flakiness audit saw 23 of 40 such `sub`s
+/// die). The SIGHUP is held from before the file opens and reopens the file once the
+/// handling is in place.
+#[test]
+fn a_sighup_as_the_log_file_appears_does_not_end_the_command() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let r = RouterProc::start(&["--no-guaranteed"]);
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..5 {
+        let log = dir.path().join(format!("sub-{round}.log"));
+        let mut sub = common::cli(&[
+            "sub",
+            "h/>",
+            "--router",
+            &r.addr_str(),
+            "--log-file",
+            log.to_str().unwrap(),
+            "--log-level",
+            "info",
+        ])
+        .spawn()
+        .unwrap();
+        let pid = Pid::from_raw(i32::try_from(sub.id()).unwrap()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !log.exists() {
+            assert!(Instant::now() < deadline, "no log file");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        for _ in 0..20 {
+            kill_process(pid, Signal::HUP).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let status = sub.try_wait().unwrap();
+        assert!(
+            status.is_none(),
+            "round {round}: the subscriber ended: {status:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("log file reopened")
+        {
+            assert!(Instant::now() < deadline, "round {round}: no reopen logged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sub.kill().unwrap();
+        sub.wait().unwrap();
+    }
+}
+
 /// `--log-level` wins over the config file's `[log] level` at every SIGHUP too, and
 /// the reload says so.
 #[test]
