@@ -115,13 +115,23 @@ fn tickwire_pub_reports_the_outage_and_sums_it_up() {
     let port = free_port();
     let router = plain(port);
     let addr = router.addr_str();
+    let mut watch = Client::connect(&addr).unwrap();
+    watch.subscribe("t/p").unwrap();
     // Due over 4 s, each sent at its time: the kill falls in the middle.
     let mut publ = common::cli(&[
         "pub", "--router", &addr, "t/p", "x", "--count", "400", "--rate", "100",
     ])
     .spawn()
     .expect("spawn tickwire pub");
-    std::thread::sleep(Duration::from_millis(700));
+    // Publishing (not a 700 ms sleep: a loaded machine could start it later than that,
+    // and the kill then came before it had connected).
+    assert!(
+        watch
+            .recv(Wait::Timeout(Duration::from_secs(30)))
+            .unwrap()
+            .is_some(),
+        "pub published nothing"
+    );
     router.kill9();
     std::thread::sleep(Duration::from_millis(300));
     let router = plain(port);
@@ -147,13 +157,33 @@ fn sub_stopped_during_an_outage_counts_the_outage_so_far() {
     let router = plain(port);
     let addr = router.addr_str();
     let (mut sub, lines) = spawn_sub(&addr, &[]);
+    let stderr = sub.stderr.take().unwrap();
+    let (err_tx, err_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = err_tx.send(line);
+        }
+    });
     publish_until_seen(&addr, "t/a", "before", &lines);
     router.kill9();
+    // The outage counts from when the sub saw the loss: 600 ms from its report (from
+    // the kill, a sub that saw it late counted less than 0.5 s).
+    let mut err = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !err.contains("disconnected: ") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match err_rx.recv_timeout(left) {
+            Ok(line) => err += &(line + "\n"),
+            Err(_) => panic!("no disconnection report: {err}"),
+        }
+    }
     std::thread::sleep(Duration::from_millis(600));
     common::interrupt(&sub);
     let status = common::wait_child(&mut sub, Duration::from_secs(20), "sub after Ctrl-C");
-    let mut err = String::new();
-    sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    // The reader ends at the end of the stream.
+    for line in err_rx.iter() {
+        err += &(line + "\n");
+    }
     assert!(status.success(), "{status}: {err}");
     // "1 disconnection, 0 reconnections, S s disconnected; ..." with S the outage so far.
     let secs: f64 = err

@@ -452,7 +452,7 @@ subscribe = {{ allow = ["md/>"] }}
         ),
     )
     .unwrap();
-    let (r, _log) = tls_router(&ca, &["--no-guaranteed", "--config", s(&config)]);
+    let (r, log) = tls_router(&ca, &["--no-guaranteed", "--config", s(&config)]);
     let url = tls_url(&r);
     let mut reader = Client::connect_to(
         &url,
@@ -500,7 +500,15 @@ subscribe = {{ allow = ["md/>"] }}
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Logged in, so joined: the feed joins its group before it connects (a 300 ms
+    // sleep could end before a loaded machine had it joined, and the session's data
+    // went by unheard).
+    if log
+        .wait_for(&["client connected", "user=\"feed\""], LONG)
+        .is_none()
+    {
+        panic!("the feed handler did not log in:\n{}", log.text());
+    }
     let (st, out, err) = common::md_publish(&session, &group, &[]);
     assert!(st.success(), "md publish: {out}{err}");
     let st = common::wait_child(&mut feed, LONG, "the feed handler");
