@@ -998,21 +998,27 @@ mod tests {
     /// after their connection).
     #[test]
     fn a_flood_of_silent_connections_does_not_hold_a_health_check_back() {
-        let handler: Handler = Arc::new(|_: &Request<'_>| Response::json(&"ok"));
-        let limits = Limits {
-            max_connections: 2,
-            ..Limits::default()
+        // A server of two places, both held by partial heads.
+        let held_server = |open_path_wait: Duration| {
+            let handler: Handler = Arc::new(|_: &Request<'_>| Response::json(&"ok"));
+            let limits = Limits {
+                max_connections: 2,
+                open_path_wait,
+                ..Limits::default()
+            };
+            let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+            let partial: Vec<TcpStream> = (0..2)
+                .map(|_| {
+                    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+                    c.write_all(b"GET /v").unwrap();
+                    c
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(50));
+            (server, partial)
         };
-        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let (server, _partial) = held_server(OPEN_PATH_WAIT);
         let addr = server.local_addr();
-        let _partial: Vec<TcpStream> = (0..2)
-            .map(|_| {
-                let mut c = TcpStream::connect(addr).unwrap();
-                c.write_all(b"GET /v").unwrap();
-                c
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(50));
         let flood_of = |addr: SocketAddr, first: Option<&'static [u8]>| -> Vec<TcpStream> {
             (0..120)
                 .map(|_| {
@@ -1038,22 +1044,8 @@ mod tests {
         // still waited for. A server that waits 100 ms for them: with the default
         // 5 ms, a probe thread descheduled that long on a loaded machine was rightly
         // refused, and the test failed.
-        let handler: Handler = Arc::new(|_: &Request<'_>| Response::json(&"ok"));
-        let limits = Limits {
-            max_connections: 2,
-            open_path_wait: Duration::from_millis(100),
-            ..Limits::default()
-        };
-        let server = Server::spawn("127.0.0.1:0".parse().unwrap(), limits, handler).unwrap();
+        let (server, _partial) = held_server(Duration::from_millis(100));
         let addr = server.local_addr();
-        let _partial: Vec<TcpStream> = (0..2)
-            .map(|_| {
-                let mut c = TcpStream::connect(addr).unwrap();
-                c.write_all(b"GET /v").unwrap();
-                c
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(50));
         let flood = flood_of(addr, None);
         let answer = get(addr, "/healthz");
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");

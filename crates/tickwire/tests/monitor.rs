@@ -840,14 +840,9 @@ fn fix_endpoint_shows_the_session_and_its_sequence_numbers() {
     page.finish("dashboard-fix.png");
 }
 
-/// `--log-file`'s help promises that SIGHUP reopens the file, for every command: a
-/// subscriber given one survives SIGHUP and writes on in a fresh file after a rename.
-#[test]
-fn a_client_command_with_a_log_file_reopens_it_on_sighup() {
-    let r = RouterProc::start(&["--no-guaranteed"]);
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("sub.log");
-    let mut sub = common::cli(&[
+/// `tickwire sub h/>` of router `r`, logging at info to `log`.
+fn logging_sub(r: &RouterProc, log: &std::path::Path) -> std::process::Child {
+    common::cli(&[
         "sub",
         "h/>",
         "--router",
@@ -858,7 +853,17 @@ fn a_client_command_with_a_log_file_reopens_it_on_sighup() {
         "info",
     ])
     .spawn()
-    .unwrap();
+    .unwrap()
+}
+
+/// `--log-file`'s help promises that SIGHUP reopens the file, for every command: a
+/// subscriber given one survives SIGHUP and writes on in a fresh file after a rename.
+#[test]
+fn a_client_command_with_a_log_file_reopens_it_on_sighup() {
+    let r = RouterProc::start(&["--no-guaranteed"]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sub.log");
+    let mut sub = logging_sub(&r, &log);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !log.exists() {
         assert!(Instant::now() < deadline, "no log file");
@@ -896,18 +901,7 @@ fn a_sighup_as_the_log_file_appears_does_not_end_the_command() {
     let dir = tempfile::tempdir().unwrap();
     for round in 0..5 {
         let log = dir.path().join(format!("sub-{round}.log"));
-        let mut sub = common::cli(&[
-            "sub",
-            "h/>",
-            "--router",
-            &r.addr_str(),
-            "--log-file",
-            log.to_str().unwrap(),
-            "--log-level",
-            "info",
-        ])
-        .spawn()
-        .unwrap();
+        let mut sub = logging_sub(&r, &log);
         let pid = Pid::from_raw(i32::try_from(sub.id()).unwrap()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !log.exists() {
