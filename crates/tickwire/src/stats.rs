@@ -201,7 +201,11 @@ pub fn render_cache(c: &Value) -> String {
 /// The queues and the spool (guaranteed messaging), or a line saying it is off.
 pub fn render_guaranteed(g: &Value) -> String {
     if g.is_null() {
-        return "\nguaranteed messaging: off (router started with --no-guaranteed)\n".into();
+        // Off by --no-guaranteed or by `guaranteed = false` in the config file: the
+        // document does not say which (it said "--no-guaranteed" for both).
+        return "\nguaranteed messaging: off (router started with --no-guaranteed or \
+                `guaranteed = false`)\n"
+            .into();
     }
     let sp = &g["spool"];
     let t = &g["totals"];

@@ -1780,3 +1780,22 @@ fn guaranteed_publishes_numbered_0_or_2_pow_64_minus_1_are_refused_not_acknowled
         assert_eq!(queue_depth(r.addr, "zq"), i as u64 + 1, "after seq {bad}");
     }
 }
+
+/// `tickwire stats` of a router whose config file turned guaranteed messaging off does
+/// not claim it was `--no-guaranteed` (new-user pass: it said so, a flag never given).
+#[test]
+fn stats_of_a_router_without_guaranteed_messaging_names_both_ways_to_turn_it_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("router.toml");
+    std::fs::write(&config, "[router]\nguaranteed = false\n").unwrap();
+    let r = RouterProc::start(&["--config", config.to_str().unwrap()]);
+    let (st, out, err) = run_cli(
+        &["stats", "--router", &r.addr_str()],
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "{err}");
+    assert!(
+        out.contains("guaranteed messaging: off (router started with --no-guaranteed or `guaranteed = false`)"),
+        "{out}"
+    );
+}
