@@ -22,7 +22,7 @@ use std::os::fd::AsFd;
 use std::time::Duration;
 
 use tickwire_capture::net::{group_receiver, kernel_drops};
-use tickwire_client::{Client, ClientOptions, PublishOptions, Topic};
+use tickwire_client::{Client, ClientOptions, PublishOptions, Topic, Wait};
 use tickwire_rt::{snapshot, IdleStrategy, MonoNanos, StopFlag};
 
 use crate::feed::{Counters, FeedConfig, FeedHandler, Sink};
@@ -98,6 +98,9 @@ pub struct HandlerReport {
     /// their messages surface as gaps. `None`: the count is not available (no
     /// `/proc/net/udp`).
     pub kernel_drops: Option<u64>,
+    /// Why publishing to the router failed, ending the run early (the router stopped,
+    /// or the connection was lost): the counters above are the run's up to then.
+    pub router_error: Option<String>,
 }
 
 /// The feed handler at one tick, owned by the monitoring side (`tickwire feed --http`).
@@ -191,13 +194,19 @@ impl Sink for RouterSink<'_> {
 /// batches. The raw floor's forwarding thread uses the same bound.
 pub const FLUSH_EVERY_DATAGRAMS: usize = 8;
 
-/// Runs the feed handler until End of Session (when asked) or `stop`.
+/// Runs the feed handler until End of Session (when asked) or `stop`; a lost router is
+/// an error.
 pub fn run(opts: &HandlerOptions, stop: &StopFlag) -> anyhow::Result<HandlerReport> {
-    run_monitored(opts, stop, None)
+    let report = run_monitored(opts, stop, None)?;
+    match report.router_error {
+        Some(e) => Err(anyhow::anyhow!("{e}")),
+        None => Ok(report),
+    }
 }
 
 /// [`run`], publishing to a monitoring thread: a heartbeat every 10 ms and a
-/// [`FeedSnapshot`] whenever the reader of `monitor` asks.
+/// [`FeedSnapshot`] whenever the reader of `monitor` asks. A lost router ends the run
+/// with its report ([`HandlerReport::router_error`]), so that its counters are told.
 pub fn run_monitored(
     opts: &HandlerOptions,
     stop: &StopFlag,
@@ -242,6 +251,7 @@ pub fn run_monitored(
         timeline: Vec::new(),
         end_of_session: false,
         kernel_drops: None,
+        router_error: None,
     };
     let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
@@ -260,7 +270,8 @@ pub fn run_monitored(
             .sum()
     };
     let mut drops_now = monitor.and_then(|_| line_drops());
-    loop {
+    let publishing = |e: tickwire_client::Error| format!("publishing to the router: {e}");
+    'run: loop {
         let mut sink = RouterSink {
             client: &mut client,
             published: 0,
@@ -280,9 +291,10 @@ pub fn run_monitored(
                         got += 1;
                         line_datagrams[line] += 1;
                         if got % FLUSH_EVERY_DATAGRAMS == 0 {
-                            sink.client
-                                .flush()
-                                .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
+                            if let Err(e) = sink.client.flush() {
+                                report.router_error = Some(publishing(e));
+                                break 'run;
+                            }
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -303,12 +315,14 @@ pub fn run_monitored(
         }
         published += sink.published;
         if let Some(e) = sink.error.take() {
-            return Err(anyhow::anyhow!("publishing to the router: {e}"));
+            report.router_error = Some(publishing(e));
+            break;
         }
         // 2. The turn's last write (one per FLUSH_EVERY_DATAGRAMS before it).
-        client
-            .flush()
-            .map_err(|e| anyhow::anyhow!("publishing to the router: {e}"))?;
+        if let Err(e) = client.flush() {
+            report.router_error = Some(publishing(e));
+            break;
+        }
         while let Some(r) = core.poll_transmit() {
             match req.send_to(&r.to_bytes(), opts.request_to) {
                 Ok(_) => report.requests_sent += 1,
@@ -321,8 +335,14 @@ pub fn run_monitored(
                 }
             }
         }
-        // 4. Per-second counters.
+        // 4. Per-second counters, and a look at the router connection: a feed with
+        // nothing to publish would otherwise not notice a router gone (its CLOSE, or the
+        // end of stream) until the next update.
         if now.as_nanos() >= next_second {
+            if let Err(e) = client.poll(Wait::NoWait, |_| {}) {
+                report.router_error = Some(publishing(e));
+                break;
+            }
             let c = core.counters();
             let s = Second {
                 second: (next_second - start) / 1_000_000_000,

@@ -33,6 +33,11 @@ dropped because the socket's receive buffer was full) and, if messages were lost
 It warns at start when the kernel granted a smaller receive buffer than the 8 MiB asked
 for (net.core.rmem_max).
 
+The router: the feed connects once, at start, and needs the router for its whole run.
+If the router stops or the connection is lost, the feed prints every counter of its run
+so far, then the error, and exits 1 (it does not reconnect: run it under a supervisor
+that restarts it, after the router).
+
 Stray traffic: with --session NAME only that MoldUDP64 session is followed; other
 sessions are counted (foreign_session) and ignored. Without it, the first session
 whose --confirm-packets packets have plausible sequence numbers is adopted (one stray
@@ -56,7 +61,7 @@ unless ADDR says otherwise (docs/monitoring.md).
 
 Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
 the report says why) or Add Orders were refused at --max-orders (orders_refused); 1 an
-error (router unreachable, socket error); 2 a usage error (a bad option or a value out
+error (router unreachable or lost, socket error); 2 a usage error (a bad option or a value out
 of range, e.g. --confirm-packets 0, --depth 65, a --venue with a '/', a --session
 longer than 10 characters, a --group that is not a multicast group or has no port, or
 --router tls://... without --ca), before anything starts.
@@ -271,6 +276,15 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
             tickwire_rt::text::count(r.orders_refused, "Add Order was", "Add Orders were"),
             opts.feed.max_orders
         );
+    }
+    // A lost router ends the run: its counters are above, then why (the feed connects
+    // once; a supervisor restarts it).
+    if let Some(e) = &r.router_error {
+        eprintln!(
+            "error: {e}: the feed handler stopped (it does not reconnect; the counters \
+             above are its run up to then)"
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(if c.net_lost() > 0 || r.orders_refused > 0 {
         ExitCode::from(3)
@@ -520,6 +534,7 @@ mod tests {
             timeline: Vec::new(),
             end_of_session: false,
             kernel_drops: None,
+            router_error: None,
         }
     }
 

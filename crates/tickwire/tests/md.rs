@@ -972,3 +972,64 @@ fn a_flood_of_re_requests_is_answered_within_the_byte_budget() {
         "{line}: {bytes} bytes for {sent} requests ({got} received here)"
     );
 }
+
+/// A router lost in the middle of a session ends the feed with every counter of its run
+/// so far, then the error, exit 1 (new-user pass: it printed only the error, and the
+/// run's loss accounting was gone).
+#[test]
+fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
+    let session = generate("lost-router.itch", "31");
+    let port = free_udp_port_pair();
+    let group = format!("239.255.43.{}:{port}", 1 + port % 200);
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let raddr = router.addr_str();
+    let mut feed = common::cli(&[
+        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
+    ])
+    .spawn()
+    .expect("spawn tickwire feed");
+    common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
+    // 30,000 messages over 10 s: the feed still publishes when the router goes.
+    let publisher = spawn(&publish_args(&session, &group, "3000/s", "1s"));
+    std::thread::sleep(Duration::from_secs(1));
+    drop(router);
+    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
+    drop(publisher);
+    let mut out = String::new();
+    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert!(counter(&out, "packets") > 0, "{out}");
+    assert!(counter(&out, "published") > 0, "{out}");
+    assert!(
+        err.contains("error: publishing to the router: ")
+            && err.contains("the feed handler stopped"),
+        "{err}"
+    );
+}
+
+/// A feed with nothing to publish still notices its router stopping (its CLOSE), within
+/// about a second, and ends as above.
+#[test]
+fn an_idle_feed_notices_its_router_stopping() {
+    let port = free_udp_port_pair();
+    let group = format!("239.255.43.{}:{port}", 1 + port % 200);
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let raddr = router.addr_str();
+    let mut feed = common::cli(&[
+        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
+    ])
+    .spawn()
+    .expect("spawn tickwire feed");
+    common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
+    router.terminate();
+    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
+    let mut out = String::new();
+    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert_eq!(counter(&out, "packets"), 0, "{out}");
+    assert!(err.contains("router shutting down"), "{err}");
+}
