@@ -228,7 +228,7 @@ impl Captured {
 
 /// Whether the file's first bytes could begin a classic pcap file (a magic number, in
 /// either byte order, or fewer than its 4 bytes).
-fn starts_like_pcap(path: &Path) -> bool {
+pub fn starts_like_pcap(path: &Path) -> bool {
     const MAGICS: [u32; 2] = [0xa1b2_c3d4, 0xa1b2_3c4d];
     let mut head = [0u8; 4];
     let n = match File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) {

@@ -25,7 +25,8 @@ with sub-second bursts. Valid by construction: no dead order references, shares
 conserved, books never crossed, timestamps monotonic. Same arguments, same bytes.
 
 File format: each ITCH message preceded by its length (2 bytes, big-endian), the
-layout of NASDAQ's historical ITCH 5.0 files.
+layout of NASDAQ's historical ITCH 5.0 files. An existing --out file is overwritten,
+unless it is a pcap capture (refused: a capture given by mistake).
 
 Example:
   tickwire md generate --symbols 100 --messages 1000000 --seed 7 --out day.itch";
@@ -203,7 +204,8 @@ Ethernet/IPv4/UDP frame into a standard pcap file (nanosecond variant), so tcpdu
 tshark and Wireshark read it and `tickwire replay` plays it back. The file header is
 written at once and the records once a second, so a replay of a capture still running
 takes what it recorded up to the last second (and says the file was cut short). An
-existing FILE is overwritten. Stops at Ctrl-C,
+existing pcap FILE is overwritten; any other existing file (an ITCH session given by
+mistake) is refused. Stops at Ctrl-C,
 after --duration, or after --count datagrams, then prints
 `captured N datagrams, B bytes into FILE · kernel_drops D`: D datagrams were dropped by
 the kernel because the socket's receive buffer was full (the capture misses them; n/a
@@ -241,7 +243,35 @@ pub fn run(a: MdArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A usage error when `path` holds something `md capture` (`pcap`) or `md generate`
+/// (not `pcap`) must not overwrite: a session file and a capture are easy to swap
+/// on a command line, and the output replaced the input without a word (new-user pass:
+/// a 30.8 MB session became a 24-byte empty capture).
+fn refuse_overwriting(path: &std::path::Path, pcap: bool) -> Result<(), crate::units::UsageError> {
+    let holds_data = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() >= 4);
+    if !holds_data || tickwire_capture::starts_like_pcap(path) == pcap {
+        return Ok(());
+    }
+    let (is, flag) = if pcap {
+        (
+            "is not a pcap capture (an ITCH session?)",
+            "md capture --out",
+        )
+    } else {
+        (
+            "is a pcap capture, not an ITCH session",
+            "md generate --out",
+        )
+    };
+    Err(crate::units::UsageError(format!(
+        "{flag} {}: the file exists and {is}: refusing to overwrite it; remove it or \
+         give another name",
+        path.display()
+    )))
+}
+
 fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
+    refuse_overwriting(&a.out, true)?;
     crate::feed_cmd::warn_small_recv_buffer("md capture");
     let stop = StopFlag::install();
     let opts = CaptureOptions {
@@ -276,6 +306,7 @@ fn run_generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     // Every error of `Generator::new` is a setting out of range: a usage error (exit 2).
     let generator = Generator::new(config)
         .map_err(|e| crate::units::UsageError(format!("invalid session settings: {e}")))?;
+    refuse_overwriting(&a.out, false)?;
     let file = std::fs::File::create(&a.out)
         .with_context(|| format!("cannot create the output file {}", a.out.display()))?;
     let t0 = std::time::Instant::now();

@@ -1033,3 +1033,87 @@ fn an_idle_feed_notices_its_router_stopping() {
     assert_eq!(counter(&out, "packets"), 0, "{out}");
     assert!(err.contains("router shutting down"), "{err}");
 }
+
+/// `md capture --out` refuses to overwrite a file that is not a pcap capture (an ITCH
+/// session swapped for it on the command line), and `md generate --out` one that is;
+/// each still overwrites a file of its own kind (new-user pass: a 30.8 MB session
+/// became a 24-byte empty capture, exit 0).
+#[test]
+fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = generate("kept.itch", "5");
+    let itch = dir.path().join("day.itch");
+    std::fs::copy(&session, &itch).unwrap();
+    let before = std::fs::read(&itch).unwrap();
+    let group = format!("239.255.45.1:{}", free_udp_port_pair());
+    let capture = |out: &std::path::Path| {
+        run_cli(
+            &[
+                "md",
+                "capture",
+                "--group",
+                &group,
+                "--out",
+                out.to_str().unwrap(),
+                "--duration",
+                "200ms",
+            ],
+            Duration::from_secs(30),
+        )
+    };
+    let (st, out, err) = capture(&itch);
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(
+        err.contains("is not a pcap capture") && err.contains("refusing to overwrite"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&itch).unwrap(),
+        before,
+        "the session was changed"
+    );
+    // A capture is overwritten by a capture...
+    let pcap = dir.path().join("day.pcap");
+    let (st, out, err) = capture(&pcap);
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = capture(&pcap);
+    assert!(st.success(), "{out}{err}");
+    // ...and refused as the output of a session.
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "generate",
+            "--symbols",
+            "2",
+            "--messages",
+            "100",
+            "--seed",
+            "1",
+            "--out",
+            pcap.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(
+        err.contains("is a pcap capture, not an ITCH session"),
+        "{err}"
+    );
+    // A session is overwritten by a session.
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "generate",
+            "--symbols",
+            "2",
+            "--messages",
+            "100",
+            "--seed",
+            "1",
+            "--out",
+            itch.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "{out}{err}");
+}
