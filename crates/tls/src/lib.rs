@@ -63,7 +63,7 @@ pub enum Error {
     },
     /// rustls refused the certificates or keys (a key that does not match its
     /// certificate, an unsupported key type, a CA certificate that does not parse).
-    #[error("{context}: {source}")]
+    #[error("{context}: {}", setup_reason(.source))]
     Rustls {
         /// What was being set up.
         context: String,
@@ -550,17 +550,53 @@ impl TlsIo {
     }
 }
 
+/// Why rustls refused a certificate and key at set-up, in words (a key that does not
+/// match its certificate was "keys may not be consistent: KeyMismatch").
+fn setup_reason(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InconsistentKeys(_) => describe(e),
+        e => e.to_string(),
+    }
+}
+
+/// The settings a [`describe_with`] text points to, in its program's words.
+#[derive(Debug, Clone, Copy)]
+pub struct Hints {
+    /// Where the trusted CAs are set.
+    pub ca: &'static str,
+    /// Where the name the server's certificate must hold comes from.
+    pub server_name: &'static str,
+    /// Where a client certificate and its key are set.
+    pub client_cert: &'static str,
+}
+
+/// The router's and the client commands' settings ([`describe`]).
+pub const ROUTER_HINTS: Hints = Hints {
+    ca: "--ca / tls_client_ca",
+    server_name: "--server-name",
+    client_cert: "--cert FILE --key FILE",
+};
+
 /// A TLS failure in words a person can act on: which certificate check failed, or that
-/// the peer does not speak TLS.
+/// the peer does not speak TLS; hints name the router's and clients' flags.
 pub fn describe(e: &rustls::Error) -> String {
+    describe_with(e, &ROUTER_HINTS)
+}
+
+/// [`describe`], its hints naming `hints`' settings (the FIX engine's are QuickFIX's).
+pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
     use rustls::{CertificateError, Error as E};
     match e {
-        E::InvalidCertificate(CertificateError::UnknownIssuer) => {
-            "TLS handshake failed: the peer's certificate is not signed by a trusted CA (check --ca / tls_client_ca)".into()
-        }
+        E::InvalidCertificate(CertificateError::UnknownIssuer) => format!(
+            "TLS handshake failed: the peer's certificate is not signed by a trusted CA (check {})",
+            hints.ca
+        ),
         E::InvalidCertificate(CertificateError::NotValidForName)
         | E::InvalidCertificate(CertificateError::NotValidForNameContext { .. }) => {
-            format!("TLS handshake failed: the peer's certificate is not valid for the server name (check --server-name): {e}")
+            format!(
+                "TLS handshake failed: the peer's certificate is not valid for the server name (check {}): {e}",
+                hints.server_name
+            )
         }
         E::InvalidCertificate(
             CertificateError::Expired | CertificateError::ExpiredContext { .. },
@@ -568,9 +604,34 @@ pub fn describe(e: &rustls::Error) -> String {
         E::InvalidCertificate(
             CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
         ) => format!("TLS handshake failed: the peer's certificate is not valid yet: {e}"),
-        E::NoCertificatesPresented => {
-            "TLS handshake failed: no client certificate presented, and this listener requires one (--cert FILE --key FILE)".into()
+        E::InvalidCertificate(CertificateError::Revoked) => {
+            "TLS handshake failed: the peer's certificate has been revoked (it is on the certificate revocation list)".into()
         }
+        E::InvalidCertificate(
+            CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. },
+        ) => format!(
+            "TLS handshake failed: the peer's certificate is not for this use (a server certificate where a client one is needed, or the reverse: its extended key usage): {e}"
+        ),
+        E::InvalidCertificate(CertificateError::BadSignature) => {
+            "TLS handshake failed: the peer's certificate is not correctly signed by its issuer".into()
+        }
+        // The verifier's other refusals come as text: say the one a person meets most
+        // (a CA's own certificate presented as a client or server certificate) plainly.
+        E::InvalidCertificate(CertificateError::Other(o))
+            if o.to_string().contains("CaUsedAsEndEntity") =>
+        {
+            "TLS handshake failed: the peer presented a CA certificate as its own (present the certificate the CA issued to it, with that certificate's key)".into()
+        }
+        E::InvalidCertificate(c) => {
+            format!("TLS handshake failed: the peer's certificate was refused: {c:?}")
+        }
+        E::InconsistentKeys(_) => {
+            "the private key does not belong to the certificate (give each certificate its own key)".into()
+        }
+        E::NoCertificatesPresented => format!(
+            "TLS handshake failed: no client certificate presented, and this listener requires one ({})",
+            hints.client_cert
+        ),
         // Sizes first: a record or handshake message over the limits is TLS, only too
         // large (a probe's 16 MiB ClientHello read as "does not speak TLS").
         E::InvalidMessage(
@@ -633,6 +694,23 @@ mod tests {
             "{reneg}"
         );
         assert!(d(E::AlertReceived(A::HandshakeFailure)).contains("in common"));
+        // New-user pass: rustls's own words leaked ("keys may not be consistent:
+        // KeyMismatch", "Other(OtherError(CaUsedAsEndEntity))").
+        let mismatch = d(E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch));
+        assert!(
+            mismatch.contains("does not belong to the certificate"),
+            "{mismatch}"
+        );
+        let ca = d(E::InvalidCertificate(rustls::CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(std::io::Error::other(
+                "CaUsedAsEndEntity",
+            ))),
+        )));
+        assert!(ca.contains("presented a CA certificate as its own"), "{ca}");
+        let purpose = d(E::InvalidCertificate(
+            rustls::CertificateError::InvalidPurpose,
+        ));
+        assert!(purpose.contains("not for this use"), "{purpose}");
         let big = d(E::InvalidMessage(M::HandshakePayloadTooLarge));
         assert!(
             big.contains("larger than allowed") && !big.contains("does not speak TLS"),

@@ -10,6 +10,13 @@
 
 use super::*;
 
+/// Where a QuickFIX settings file sets what a TLS failure's text points to.
+const FIX_HINTS: tickwire_tls::Hints = tickwire_tls::Hints {
+    ca: "CertificationAuthoritiesFile",
+    server_name: "SocketConnectHost and the certificate's names",
+    client_cert: "ClientCertificateFile and ClientCertificateKeyFile",
+};
+
 /// A client-side TLS connection to `host` (the name the acceptor's certificate must
 /// carry: a DNS name or an IP address).
 pub(super) fn tls_client(
@@ -85,9 +92,11 @@ impl<A: Application> Engine<A> {
                 Ok(_) => tls.process_new_packets().map(|_| ()).map_err(|e| {
                     // rustls queued an alert for the peer: one attempt to send it.
                     let _ = tls.write_tls(&mut conn.stream);
-                    e.to_string()
+                    // In the router's words ("the peer does not speak TLS", which
+                    // certificate check failed), not rustls's.
+                    tickwire_tls::describe_with(&e, &FIX_HINTS)
                 }),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(format!("TLS failed: {e}")),
             };
             if let Err(e) = result {
                 self.tls_failed(c, &e);
@@ -148,7 +157,7 @@ impl<A: Application> Engine<A> {
         let Some(Some(conn)) = self.net.conns.get(c.0) else {
             return;
         };
-        let text = format!("TLS error: {e}");
+        let text = e.to_string();
         match (conn.session, conn.peer) {
             (None, Some(peer)) => {
                 let port = conn.stream.peer_addr().map_or(0, |a| a.port());
