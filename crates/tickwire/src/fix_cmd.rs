@@ -95,6 +95,9 @@ session writes (8, 9, 10, 34, 49, 52, 56; 43 and 122, set on a resend; 50, 57, 1
 143 when the settings give them); header fields come before the body, once each; a
 data field (e.g. 96) matches its length field (95). Otherwise the line is refused.
 SIGINT/SIGTERM log every session out (waiting up to 3 s) and exit.
+The end of standard input does not stop the engine (an acceptor or initiator runs on,
+as a service does, after a script has piped its orders): end a script with `quit`
+(`(cat orders.txt; echo quit) | tickwire fix ...`), or send SIGTERM.
 
 Monitoring: --http serves /healthz, /varz, /sessionz (state, next sender and target
 sequence numbers, message counts, resend requests), /metrics (Prometheus) and a live
