@@ -99,7 +99,7 @@ impl Component for FeedMonitor {
             &[
                 ("tickwire_feed_packets_total", counter, "MoldUDP64 packets handled (all lines, good or bad).", c.packets),
                 ("tickwire_feed_messages_total", counter, "ITCH messages applied in sequence.", c.messages),
-                ("tickwire_feed_gaps_total", counter, "Sequence gaps detected.", c.gaps),
+                ("tickwire_feed_gaps_total", counter, "Times messages went missing while none were (holes opened while others are still open add to the same gap).", c.gaps),
                 ("tickwire_feed_recovered_messages_total", counter, "Missing messages that arrived later (other line, re-request, reordering).", c.recovered),
                 ("tickwire_feed_lost_messages_total", counter, "Messages declared lost (re-requests unanswered, or skipped by an accepted jump); those of them taken back are in tickwire_feed_taken_back_messages_total.", c.lost),
                 ("tickwire_feed_taken_back_messages_total", counter, "Messages counted lost by a gap that only a false announcement (heartbeat, End of Session) made, then taken back when the stream showed itself inside it.", c.taken_back),
