@@ -873,16 +873,35 @@ impl<'a> LogReader<'a> {
         Ok(self.get(payload, want.len())? == Some(want))
     }
 
+    /// The bytes from `at` to the end of the window, read anew from `at` when the window
+    /// does not hold it (empty at the end of the file).
+    fn rest(&mut self, at: u64) -> Result<&[u8], StoreError> {
+        let end = self.start + self.buf.len() as u64;
+        if at < self.start || at >= end {
+            let n = self.len.saturating_sub(at).min(RECOVERY_CHUNK as u64) as usize;
+            if n == 0 {
+                return Ok(&[]);
+            }
+            return Ok(self.get(at, n)?.unwrap_or_default());
+        }
+        Ok(&self.buf[(at - self.start) as usize..])
+    }
+
     /// Whether the file holds only zeros from `at` to its end (the unwritten rest of
-    /// a mapped window).
+    /// a mapped window). Stops at the first other byte, looking first at what the
+    /// window already holds: a record whose length starts with a zero byte (one in
+    /// 256) must not cost a window's read.
     fn zeros_from(&mut self, at: u64) -> Result<bool, StoreError> {
         let mut pos = at;
         while pos < self.len {
-            let n = (self.len - pos).min(RECOVERY_CHUNK as u64) as usize;
-            match self.get(pos, n)? {
-                Some(bytes) if bytes.iter().all(|&b| b == 0) => pos += n as u64,
-                _ => return Ok(false),
+            let bytes = self.rest(pos)?;
+            if bytes.is_empty() {
+                break;
             }
+            if bytes.iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            pos += bytes.len() as u64;
         }
         Ok(true)
     }
