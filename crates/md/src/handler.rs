@@ -101,6 +101,11 @@ pub struct HandlerReport {
     /// Why publishing to the router failed, ending the run early (the router stopped,
     /// or the connection was lost): the counters above are the run's up to then.
     pub router_error: Option<String>,
+    /// Once-a-second looks at the connection that found a refusal the router sent
+    /// without closing it (a publish the user's rules refuse; one a look, so not the
+    /// number of updates refused), and the first one's text.
+    pub router_refusals: u64,
+    pub first_router_refusal: Option<String>,
 }
 
 /// The feed handler at one tick, owned by the monitoring side (`tickwire feed --http`).
@@ -252,6 +257,8 @@ pub fn run_monitored(
         end_of_session: false,
         kernel_drops: None,
         router_error: None,
+        router_refusals: 0,
+        first_router_refusal: None,
     };
     let start = MonoNanos::now().as_nanos();
     let mut next_second = start + 1_000_000_000;
@@ -292,6 +299,8 @@ pub fn run_monitored(
                         line_datagrams[line] += 1;
                         if got % FLUSH_EVERY_DATAGRAMS == 0 {
                             if let Err(e) = sink.client.flush() {
+                                // The turn's publishes so far count, as at a turn's end.
+                                published += sink.published;
                                 report.router_error = Some(publishing(e));
                                 break 'run;
                             }
@@ -339,9 +348,24 @@ pub fn run_monitored(
         // nothing to publish would otherwise not notice a router gone (its CLOSE, or the
         // end of stream) until the next update.
         if now.as_nanos() >= next_second {
-            if let Err(e) = client.poll(Wait::NoWait, |_| {}) {
-                report.router_error = Some(publishing(e));
-                break;
+            // (Over shared memory the end of stream of a killed router is looked for
+            // now, not after thousands of empty polls.)
+            client.look_for_router_end();
+            match client.poll(Wait::NoWait, |_| {}) {
+                Ok(_) => {}
+                // A refusal that leaves the connection (a publish the user's rules
+                // refuse: `--depth` updates to a topic only quotes and trades may go
+                // to) is told, and the feed goes on, as it did before it looked.
+                Err(e) if !e.is_fatal() => {
+                    report.router_refusals += 1;
+                    report
+                        .first_router_refusal
+                        .get_or_insert_with(|| e.to_string());
+                }
+                Err(e) => {
+                    report.router_error = Some(publishing(e));
+                    break;
+                }
             }
             let c = core.counters();
             let s = Second {

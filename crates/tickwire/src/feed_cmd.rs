@@ -277,6 +277,12 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
             opts.feed.max_orders
         );
     }
+    if let Some(first) = &r.first_router_refusal {
+        eprintln!(
+            "feed: the router refused updates and kept the connection (published counts \
+             them); the first refusal: {first}"
+        );
+    }
     // A lost router ends the run: its counters are above, then why (the feed connects
     // once; a supervisor restarts it).
     if let Some(e) = &r.router_error {
@@ -535,6 +541,8 @@ mod tests {
             end_of_session: false,
             kernel_drops: None,
             router_error: None,
+            router_refusals: 0,
+            first_router_refusal: None,
         }
     }
 

@@ -989,9 +989,18 @@ fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
     .spawn()
     .expect("spawn tickwire feed");
     common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
+    let mut watch = Client::connect(raddr.as_str()).unwrap();
+    watch.subscribe("md/>").unwrap();
     // 30,000 messages over 10 s: the feed still publishes when the router goes.
     let publisher = spawn(&publish_args(&session, &group, "3000/s", "1s"));
-    std::thread::sleep(Duration::from_secs(1));
+    // Published something (not a sleep: a loaded machine may start the publisher late).
+    assert!(
+        watch
+            .recv(Wait::Timeout(Duration::from_secs(30)))
+            .unwrap()
+            .is_some(),
+        "the feed published nothing"
+    );
     drop(router);
     let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
     drop(publisher);
@@ -1116,4 +1125,52 @@ fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
         Duration::from_secs(30),
     );
     assert!(st.success(), "{out}{err}");
+}
+
+/// A publish the router refuses without closing the connection (the feed's user may
+/// publish quotes and trades, not the depth updates of --depth) does not end the feed:
+/// it runs to the end of the session and says what was refused.
+#[test]
+fn a_refused_update_does_not_end_the_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (token, sha) = common::new_token();
+    let config = dir.path().join("router.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nanonymous = \"allow\"\n\n[[auth.users]]\nname = \"feed\"\n\
+             token_sha256 = \"{sha}\"\npublish = {{ allow = [\"md/*/*/quote\", \"md/*/*/trade\"] }}\n"
+        ),
+    )
+    .unwrap();
+    let router = RouterProc::start(&["--no-guaranteed", "--config", config.to_str().unwrap()]);
+    let raddr = router.addr_str();
+    let session = common::md_session("refused.itch", "9", 5, 3_000);
+    let port = free_udp_port_pair();
+    let group = format!("239.255.43.{}:{port}", 1 + port % 200);
+    let mut feed = common::cli(&[
+        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet", "--depth",
+        "5", "--token", &token,
+    ])
+    .spawn()
+    .expect("spawn tickwire feed");
+    common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
+    // Published over 3 s, so that the feed looks at its connection during it.
+    let (st, out, err) = run_cli(
+        &publish_args(&session, &group, "1000/s", "1s"),
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "publish failed:\n{out}{err}");
+    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
+    let mut out = String::new();
+    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("end of session"), "{out}");
+    assert!(
+        err.contains("the router refused updates and kept the connection")
+            && err.contains("not permitted to publish to"),
+        "{err}"
+    );
 }
