@@ -1071,12 +1071,13 @@ mod tests {
                 assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
             }
         }
-        // Silent connections one at a time (nobody queued behind them), then probes
-        // whose head comes a moment after their connection: each still waited for.
+        // Silent connections one at a time, each after the last one's wait is over
+        // (nobody queued behind them), then probes whose head comes a moment after
+        // their connection: each still waited for.
         let spaced: Vec<TcpStream> = (0..10)
             .map(|_| {
                 let c = TcpStream::connect(addr).unwrap();
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(150));
                 c
             })
             .collect();

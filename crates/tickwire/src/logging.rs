@@ -377,7 +377,9 @@ pub fn hold_sighup() -> anyhow::Result<()> {
 }
 
 /// After installing a SIGHUP handler: a SIGHUP [`hold_sighup`] noted before is raised
-/// again, for that handler.
+/// again, for that handler. (One that comes between the installation and this call is
+/// seen by both, and the file is reopened twice: harmless, where the other order could
+/// lose it.)
 pub fn replay_early_sighup() {
     let noted = EARLY_SIGHUP
         .get()

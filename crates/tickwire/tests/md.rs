@@ -1108,6 +1108,28 @@ fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
         err.contains("is a pcap capture, not an ITCH session"),
         "{err}"
     );
+    // A pcapng capture counts as a capture: refused as a session's output, overwritten
+    // by a capture.
+    let pcapng = dir.path().join("old.pcapng");
+    std::fs::write(&pcapng, [0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0]).unwrap();
+    let (st, out, err) = run_cli(
+        &[
+            "md",
+            "generate",
+            "--symbols",
+            "2",
+            "--messages",
+            "100",
+            "--seed",
+            "1",
+            "--out",
+            pcapng.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    let (st, out, err) = capture(&pcapng);
+    assert!(st.success(), "{out}{err}");
     // A session is overwritten by a session.
     let (st, out, err) = run_cli(
         &[

@@ -554,7 +554,7 @@ impl TlsIo {
 /// match its certificate was "keys may not be consistent: KeyMismatch").
 fn setup_reason(e: &rustls::Error) -> String {
     match e {
-        rustls::Error::InconsistentKeys(_) => describe(e),
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => describe(e),
         e => e.to_string(),
     }
 }
@@ -625,7 +625,7 @@ pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
         E::InvalidCertificate(c) => {
             format!("TLS handshake failed: the peer's certificate was refused: {c:?}")
         }
-        E::InconsistentKeys(_) => {
+        E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
             "the private key does not belong to the certificate (give each certificate its own key)".into()
         }
         E::NoCertificatesPresented => format!(
