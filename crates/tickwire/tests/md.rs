@@ -973,6 +973,26 @@ fn a_flood_of_re_requests_is_answered_within_the_byte_budget() {
     );
 }
 
+/// `tickwire feed --group GROUP --router ROUTER --idle block --quiet EXTRA...` with its
+/// standard output and error kept, once it has connected.
+fn feed_child(router: &str, group: &str, extra: &[&str]) -> std::process::Child {
+    let mut args = vec![
+        "feed", "--group", group, "--router", router, "--idle", "block", "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    common::cli(&args).spawn().expect("spawn tickwire feed")
+}
+
+/// Waits (30 s at most) for a [`feed_child`] to end: its exit code, stdout and stderr.
+fn feed_ended(mut feed: std::process::Child) -> (Option<i32>, String, String) {
+    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
+    let mut out = String::new();
+    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.code(), out, err)
+}
+
 /// A router lost in the middle of a session ends the feed with every counter of its run
 /// so far, then the error, exit 1 (new-user pass: it printed only the error, and the
 /// run's loss accounting was gone).
@@ -983,11 +1003,7 @@ fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
     let group = format!("239.255.43.{}:{port}", 1 + port % 200);
     let router = RouterProc::start(&["--no-guaranteed"]);
     let raddr = router.addr_str();
-    let mut feed = common::cli(&[
-        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
-    ])
-    .spawn()
-    .expect("spawn tickwire feed");
+    let feed = feed_child(&raddr, &group, &[]);
     common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
     let mut watch = Client::connect(raddr.as_str()).unwrap();
     watch.subscribe("md/>").unwrap();
@@ -1002,13 +1018,9 @@ fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
         "the feed published nothing"
     );
     drop(router);
-    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
+    let (code, out, err) = feed_ended(feed);
     drop(publisher);
-    let mut out = String::new();
-    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{out}{err}");
+    assert_eq!(code, Some(1), "{out}{err}");
     assert!(counter(&out, "packets") > 0, "{out}");
     assert!(counter(&out, "published") > 0, "{out}");
     assert!(
@@ -1026,19 +1038,11 @@ fn an_idle_feed_notices_its_router_stopping() {
     let group = format!("239.255.43.{}:{port}", 1 + port % 200);
     let router = RouterProc::start(&["--no-guaranteed"]);
     let raddr = router.addr_str();
-    let mut feed = common::cli(&[
-        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet",
-    ])
-    .spawn()
-    .expect("spawn tickwire feed");
+    let feed = feed_child(&raddr, &group, &[]);
     common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
     router.terminate();
-    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
-    let mut out = String::new();
-    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{out}{err}");
+    let (code, out, err) = feed_ended(feed);
+    assert_eq!(code, Some(1), "{out}{err}");
     assert_eq!(counter(&out, "packets"), 0, "{out}");
     assert!(err.contains("router shutting down"), "{err}");
 }
@@ -1081,6 +1085,23 @@ fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
         before,
         "the session was changed"
     );
+    let generate_into = |out: &std::path::Path| {
+        run_cli(
+            &[
+                "md",
+                "generate",
+                "--symbols",
+                "2",
+                "--messages",
+                "100",
+                "--seed",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            Duration::from_secs(30),
+        )
+    };
     // A capture is overwritten by a capture...
     let pcap = dir.path().join("day.pcap");
     let (st, out, err) = capture(&pcap);
@@ -1088,21 +1109,7 @@ fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
     let (st, out, err) = capture(&pcap);
     assert!(st.success(), "{out}{err}");
     // ...and refused as the output of a session.
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "generate",
-            "--symbols",
-            "2",
-            "--messages",
-            "100",
-            "--seed",
-            "1",
-            "--out",
-            pcap.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let (st, out, err) = generate_into(&pcap);
     assert_eq!(st.code(), Some(2), "{out}{err}");
     assert!(
         err.contains("is a pcap capture, not an ITCH session"),
@@ -1112,40 +1119,12 @@ fn md_outputs_refuse_to_overwrite_a_file_of_the_other_kind() {
     // by a capture.
     let pcapng = dir.path().join("old.pcapng");
     std::fs::write(&pcapng, [0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0]).unwrap();
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "generate",
-            "--symbols",
-            "2",
-            "--messages",
-            "100",
-            "--seed",
-            "1",
-            "--out",
-            pcapng.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let (st, out, err) = generate_into(&pcapng);
     assert_eq!(st.code(), Some(2), "{out}{err}");
     let (st, out, err) = capture(&pcapng);
     assert!(st.success(), "{out}{err}");
     // A session is overwritten by a session.
-    let (st, out, err) = run_cli(
-        &[
-            "md",
-            "generate",
-            "--symbols",
-            "2",
-            "--messages",
-            "100",
-            "--seed",
-            "1",
-            "--out",
-            itch.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let (st, out, err) = generate_into(&itch);
     assert!(st.success(), "{out}{err}");
 }
 
@@ -1170,12 +1149,7 @@ fn a_refused_update_does_not_end_the_feed() {
     let session = common::md_session("refused.itch", "9", 5, 3_000);
     let port = free_udp_port_pair();
     let group = format!("239.255.43.{}:{port}", 1 + port % 200);
-    let mut feed = common::cli(&[
-        "feed", "--group", &group, "--router", &raddr, "--idle", "block", "--quiet", "--depth",
-        "5", "--token", &token,
-    ])
-    .spawn()
-    .expect("spawn tickwire feed");
+    let feed = feed_child(&raddr, &group, &["--depth", "5", "--token", &token]);
     common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
     // Published over 3 s, so that the feed looks at its connection during it.
     let (st, out, err) = run_cli(
@@ -1183,12 +1157,8 @@ fn a_refused_update_does_not_end_the_feed() {
         Duration::from_secs(60),
     );
     assert!(st.success(), "publish failed:\n{out}{err}");
-    let status = common::wait_child(&mut feed, Duration::from_secs(30), "the feed");
-    let mut out = String::new();
-    std::io::Read::read_to_string(feed.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(feed.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(0), "{out}{err}");
+    let (code, out, err) = feed_ended(feed);
+    assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains("end of session"), "{out}");
     assert!(
         err.contains("the router refused updates and kept the connection")
