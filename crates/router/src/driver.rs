@@ -216,6 +216,13 @@ struct Conn {
     /// The core stopped at its work bound with whole frames left in `rbuf`
     /// (`Core::input_paused`): the next read hands them over before reading more.
     paused: bool,
+    /// An event said the peer closed its end (or the socket failed): reads go on until
+    /// one reports it, however short the last read was. Readiness is edge-triggered, so
+    /// a client's last bytes and its FIN in one wake-up gave one event: the read of the
+    /// bytes was short ("drained"), the end of stream was never read, and the
+    /// connection stayed open for good, holding a `max_clients` place (hostile-input
+    /// pass: 50 of 50 places so taken, in CLOSE-WAIT).
+    peer_closed: bool,
 }
 
 impl Router {
@@ -430,6 +437,7 @@ impl Router {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             c.stream.on_event();
                             c.readable = true;
+                            c.peer_closed |= ev.is_read_closed() || ev.is_error();
                             if !c.on_read_list && c.closing_deadline.is_none() {
                                 c.on_read_list = true;
                                 read_list.push(id);
@@ -882,7 +890,7 @@ impl Router {
         }
         c.paused = self.core.input_paused();
         if !was_paused {
-            c.readable = n == space || c.stream.socket_unread();
+            c.readable = n == space || c.stream.socket_unread() || c.peer_closed;
             c.readable_full = n == space;
         }
         // A paused client skipped its read: what the socket may still hold waits

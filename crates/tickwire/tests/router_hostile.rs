@@ -764,3 +764,38 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// Clients whose last bytes and end of stream arrive together (a PUBLISH, then close)
+/// are closed: readiness is edge-triggered, and the router read the bytes, took the
+/// short read for a drained socket and never read the end of stream. Such clients
+/// stayed open for good (CLOSE-WAIT), and 50 of them filled `--max-clients 50`
+/// (hostile-input pass).
+#[test]
+fn clients_that_publish_and_close_at_once_are_all_closed() {
+    let r = RouterProc::start(&["--no-guaranteed", "--idle", "block", "--max-clients", "20"]);
+    for i in 0..60 {
+        let mut s = TcpStream::connect(r.addr).unwrap();
+        s.set_read_timeout(Some(T)).unwrap();
+        let mut b = Vec::new();
+        frame::encode_hello(&mut b, frame::PROTOCOL_VERSION, &format!("brief-{i}"));
+        s.write_all(&b).unwrap();
+        let mut welcome = [0u8; 8];
+        s.read_exact(&mut welcome).unwrap();
+        assert_eq!(welcome[4], 2, "client {i} not welcomed: {welcome:?}");
+        let mut b = Vec::new();
+        frame::encode_publish(&mut b, "nobody/x", &[b'q'; 50], Default::default(), 1 << 20)
+            .unwrap();
+        s.write_all(&b).unwrap();
+        drop(s);
+    }
+    // Every one of them is gone: only the observer is left.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let clients = stats(r.addr)["clients"].as_array().unwrap().len();
+        if clients == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{clients} clients still open");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

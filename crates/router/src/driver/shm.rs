@@ -721,6 +721,7 @@ impl Conn {
             on_flush_list: false,
             closing_deadline: None,
             paused: false,
+            peer_closed: false,
         }
     }
 }
