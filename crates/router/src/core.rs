@@ -538,6 +538,9 @@ const STATS_SHARE_MAX_NS: u64 = 100_000_000;
 /// a flood of logins costs the router no more than this much memory and queueing.
 pub const MAX_PENDING_LOGINS: usize = 64;
 
+/// Names of a client certificate that matches no user written in its log line.
+const LOGGED_CERT_NAMES: usize = 8;
+
 /// A password login for the driver to check off the event loop (argon2 takes
 /// milliseconds): [`LoginRequest::run`] it anywhere, then hand the result back with
 /// [`Core::handle_login_result`].
@@ -1447,7 +1450,15 @@ impl Core {
                 tracing::info!(client = c.id.0, addr = %c.addr, user = user.name(), "TLS client certificate identifies the user")
             }
             None => {
-                tracing::info!(client = c.id.0, addr = %c.addr, names = ?names, "TLS client certificate names no user: the client logs in or is anonymous")
+                // The first few names, each cut short: a certificate can carry
+                // thousands (a 36 KB log line per connection, hostile-input pass).
+                let shown: Vec<String> = names
+                    .iter()
+                    .take(LOGGED_CERT_NAMES)
+                    .map(|n| n.chars().take(80).collect())
+                    .collect();
+                let more = names.len().saturating_sub(LOGGED_CERT_NAMES);
+                tracing::info!(client = c.id.0, addr = %c.addr, names = ?shown, more_names = more, "TLS client certificate names no user: the client logs in or is anonymous")
             }
         }
         c.cert_identity = found;

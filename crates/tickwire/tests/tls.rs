@@ -312,6 +312,22 @@ publish = { allow = ["md/>"] }
         "{}",
         log.text()
     );
+    // A certificate that names no user, with many names: its log line shows the first
+    // 8 and counts the rest (it held all of them: a 36 KB line per connection from a
+    // certificate with 2,000 names, hostile-input pass).
+    let many: Vec<String> = (0..40).map(|i| format!("host-{i}.example")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (mc, mk) = clients.issue("nobody-svc", &many);
+    let _nobody = Client::connect_to(&url, tls_opts("many-names", &ca.pem(), Some((&mc, &mk))));
+    let line = log
+        .wait_for(&["TLS client certificate names no user"], LONG)
+        .unwrap_or_else(|| panic!("{}", log.text()));
+    assert!(
+        line.contains("more_names=33")
+            && line.contains("host-6.example")
+            && !line.contains("host-7.example"),
+        "{line}"
+    );
     let e = feed.subscribe(">").unwrap_err();
     assert!(matches!(e, Error::Rejected { .. }), "{e}");
     feed.subscribe("md/>").unwrap();
