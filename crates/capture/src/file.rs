@@ -226,18 +226,44 @@ impl Captured {
     }
 }
 
+/// The classic pcap magic numbers (microsecond and nanosecond timestamps).
+const PCAP_MAGICS: [u32; 2] = [0xa1b2_c3d4, 0xa1b2_3c4d];
+
+/// A pcapng file's first block type (Section Header Block), the same in either order.
+const PCAPNG_SHB: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// The file's first (up to) 4 bytes and how many there are.
+fn head(path: &Path) -> Option<([u8; 4], usize)> {
+    let mut head = [0u8; 4];
+    let n = File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .ok()?;
+    Some((head, n))
+}
+
 /// Whether the file's first bytes could begin a classic pcap file (a magic number, in
 /// either byte order, or fewer than its 4 bytes).
-pub fn starts_like_pcap(path: &Path) -> bool {
-    const MAGICS: [u32; 2] = [0xa1b2_c3d4, 0xa1b2_3c4d];
-    let mut head = [0u8; 4];
-    let n = match File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) {
-        Ok(n) => n,
-        Err(_) => return false,
+fn starts_like_pcap(path: &Path) -> bool {
+    let Some((head, n)) = head(path) else {
+        return false;
     };
-    MAGICS
+    PCAP_MAGICS
         .iter()
         .any(|m| m.to_le_bytes().starts_with(&head[..n]) || m.to_be_bytes().starts_with(&head[..n]))
+}
+
+/// Whether the file begins as a capture does: a classic pcap magic number (either byte
+/// order) or a pcapng Section Header Block. False for a file shorter than 4 bytes.
+pub fn is_capture_file(path: &Path) -> bool {
+    match head(path) {
+        Some((head, 4)) => {
+            head == PCAPNG_SHB
+                || PCAP_MAGICS
+                    .iter()
+                    .any(|m| head == m.to_le_bytes() || head == m.to_be_bytes())
+        }
+        _ => false,
+    }
 }
 
 /// Reads datagrams from a pcap file, one at a time, without copying payloads.

@@ -13,6 +13,6 @@ pub mod net;
 pub mod packet;
 pub mod speed;
 
-pub use file::{starts_like_pcap, CaptureReader, CaptureWriter, Captured};
+pub use file::{is_capture_file, CaptureReader, CaptureWriter, Captured};
 pub use packet::{PacketError, UdpDatagram};
 pub use speed::{Schedule, Speed};

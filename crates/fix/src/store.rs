@@ -1185,7 +1185,7 @@ impl FileStore {
         let mut last_msg: Option<u64> = None;
         let mut warning = None;
         while at < file_len {
-            if log.get(at, 1)? == Some(&[0]) && log.zeros_from(at)? {
+            if log.zeros_from(at)? {
                 // The unwritten rest of the mapped window: the log ends here.
                 break;
             }

@@ -101,10 +101,8 @@ pub struct HandlerReport {
     /// Why publishing to the router failed, ending the run early (the router stopped,
     /// or the connection was lost): the counters above are the run's up to then.
     pub router_error: Option<String>,
-    /// Once-a-second looks at the connection that found a refusal the router sent
-    /// without closing it (a publish the user's rules refuse; one a look, so not the
-    /// number of updates refused), and the first one's text.
-    pub router_refusals: u64,
+    /// The first refusal the router sent without closing the connection (a publish the
+    /// user's rules refuse), seen at the once-a-second look at the connection.
     pub first_router_refusal: Option<String>,
 }
 
@@ -257,7 +255,6 @@ pub fn run_monitored(
         end_of_session: false,
         kernel_drops: None,
         router_error: None,
-        router_refusals: 0,
         first_router_refusal: None,
     };
     let start = MonoNanos::now().as_nanos();
@@ -357,7 +354,6 @@ pub fn run_monitored(
                 // refuse: `--depth` updates to a topic only quotes and trades may go
                 // to) is told, and the feed goes on, as it did before it looked.
                 Err(e) if !e.is_fatal() => {
-                    report.router_refusals += 1;
                     report
                         .first_router_refusal
                         .get_or_insert_with(|| e.to_string());

@@ -541,7 +541,6 @@ mod tests {
             end_of_session: false,
             kernel_drops: None,
             router_error: None,
-            router_refusals: 0,
             first_router_refusal: None,
         }
     }

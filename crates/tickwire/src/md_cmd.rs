@@ -249,14 +249,7 @@ pub fn run(a: MdArgs) -> anyhow::Result<ExitCode> {
 /// a 30.8 MB session became a 24-byte empty capture).
 fn refuse_overwriting(path: &std::path::Path, pcap: bool) -> Result<(), crate::units::UsageError> {
     let holds_data = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() >= 4);
-    // A pcapng capture is a capture too (its block type, the same in either order).
-    let pcapng = holds_data && {
-        let mut head = [0u8; 4];
-        std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .is_ok_and(|()| head == [0x0a, 0x0d, 0x0d, 0x0a])
-    };
-    if !holds_data || (tickwire_capture::starts_like_pcap(path) || pcapng) == pcap {
+    if !holds_data || tickwire_capture::is_capture_file(path) == pcap {
         return Ok(());
     }
     let (is, flag) = if pcap {
