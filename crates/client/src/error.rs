@@ -113,6 +113,9 @@ pub(crate) const EOF_REASON: &str = "the router closed the socket without a CLOS
 fn closed_text(code: ErrorCode, reason: &str) -> String {
     if code == ErrorCode::NORMAL {
         format!("connection to the router ended: {reason}")
+    } else if reason.replace(' ', "-").contains(code.name()) {
+        // "router shutting down (code 12)", not "... (shutting-down (code 12))".
+        format!("router closed the connection: {reason} (code {})", code.0)
     } else {
         format!("router closed the connection: {reason} ({code})")
     }
@@ -200,6 +203,15 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "router closed the connection: egress over its limit (slow-consumer (code 9))"
+        );
+        // A reason that already says the code's name is not followed by it again.
+        let e = Error::Closed {
+            code: ErrorCode::SHUTTING_DOWN,
+            reason: "router shutting down".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "router closed the connection: router shutting down (code 12)"
         );
         // A plain end carries no code worth naming: its reason says what happened.
         let e = Error::Closed {
