@@ -38,7 +38,10 @@
 //!   [`FeedHandler::poll_transmit`]. Heartbeats (count 0) and End of Session (count
 //!   0xFFFF) announce the next sequence number, so they reveal gaps too.
 //! - When retransmitted messages fill part of the gap and some are still missing, the
-//!   next request goes out at once. If nothing arrives for `retransmit_timeout`, the
+//!   next request goes out at once (the driver hands the re-request server's packets
+//!   to [`FeedHandler::handle_retransmission`]). A line's packets that fill a gap in
+//!   order inside the range already asked for send nothing new: the gap's timeouts run
+//!   on (an end announced ahead of a live stream drew a re-request per live packet). If nothing arrives for `retransmit_timeout`, the
 //!   request is repeated; after `max_retransmit_tries` requests without progress the
 //!   missing messages up to the next data held (or announced) are declared **lost**:
 //!   counted in [`Counters::lost`], skipped, and the session goes on. After a gap that
@@ -49,7 +52,10 @@
 //!   together, so the feed runs at most about `retransmit_timeout` behind instead of
 //!   filling its hold. When a packet
 //!   arrives ahead with `max_held_packets` already held, or too large for the
-//!   `max_held_bytes` left, the oldest gaps are given up at once to make room ([`Counters::overflow`]), so the loss stays what was missing. Orders they would
+//!   `max_held_bytes` left, the oldest gaps are given up at once to make room ([`Counters::overflow`]), so the loss stays what was missing; but while a line
+//!   has brought packets in order since the oldest held packet arrived (the stream is
+//!   alive below the hold, so what is held ahead is the suspect part), the packet
+//!   furthest ahead (the highest held, or the new one) makes room instead. Orders they would
 //!   have added are then unknown to the book and later references to them are counted
 //!   ([`crate::book::OrderBooks::unknown_refs`]).
 //! - A packet entirely **behind** expected is a duplicate: counted and skipped.
@@ -89,6 +95,10 @@
 //!   discards the suspects, so a live stream cannot be moved by forged packets
 //!   however many arrive at once. So a gap, and hence what is re-requested, never
 //!   spans more than about 2 x `max_jump` messages.
+//! - An End of Session is believed ([`FeedHandler::session_ended`]) once the stream
+//!   has reached the sequence number it announced and, for `jump_quiet` since it
+//!   arrived, no packet went past it; a packet that does contradicts it
+//!   ([`Counters::false_session_ends`]).
 //! - A gap given up whose end only an announcement gave (nothing held there) is taken
 //!   back ([`Counters::false_ends`]) if, before anything else is applied, a packet
 //!   brings messages of the skipped range or a heartbeat says the stream is in it:
@@ -204,7 +214,8 @@ pub struct FeedConfig {
     /// 1-s heartbeat of a MoldUDP64 server, so a live stream, even an idle one,
     /// always contradicts a forged jump; a burst of forged copies between two real
     /// packets had wedged a live feed, or moved it to the top of the sequence space
-    /// for good).
+    /// for good). An End of Session is believed after the same quiet time
+    /// ([`FeedHandler::session_ended`]).
     pub jump_quiet: Duration,
     /// Live orders the order map holds before it has to grow (default 1 Mi).
     pub order_capacity: usize,
@@ -370,7 +381,9 @@ pub struct Counters {
     pub line_filled: u64,
     /// Times a packet arrived ahead with `max_held_packets` already held, or too large
     /// for the `max_held_bytes` left: each time the oldest gap was given up before its
-    /// re-requests ran out (its messages are in `lost`) to make room.
+    /// re-requests ran out (its messages are in `lost`) to make room, or, while a line
+    /// still brought packets in order below the hold, the packet furthest ahead was
+    /// dropped.
     pub overflow: u64,
     /// Valid packets of a session other than the one followed (stray or spoofed
     /// traffic), ignored; before a session is adopted, the packets of the candidates
@@ -392,6 +405,10 @@ pub struct Counters {
     /// messages really lost are [`Counters::net_lost`]. (`lost` itself only grows: it
     /// is a counter to monitoring.)
     pub taken_back: u64,
+    /// End of Session packets contradicted by a later packet (messages at or after the
+    /// sequence number they announced, or a heartbeat beyond it): not this session's
+    /// end (forged, or stale), so they ended nothing.
+    pub false_session_ends: u64,
 }
 
 impl Counters {
@@ -491,6 +508,16 @@ pub struct FeedHandler {
     /// `max_retransmit_tries`, until a retransmitted message arrives again.
     unanswered: bool,
     request: Option<RetransmitRequest>,
+    /// The range the last re-request asked for (`sequence..sequence + count`).
+    requested: Option<(u64, u64)>,
+    /// The packet being handled came from the re-request server
+    /// ([`FeedHandler::handle_retransmission`]), not from a line.
+    answer: bool,
+    /// When a line last brought a packet in order (applied at once, not held).
+    live_in_order_at: Option<MonoNanos>,
+    /// An End of Session not yet believed: (the sequence number it announced, when
+    /// it arrived). See [`FeedHandler::session_ended`].
+    end: Option<(u64, MonoNanos)>,
     ended: bool,
     books: OrderBooks,
     symbols: Vec<Option<Symbol>>,
@@ -531,6 +558,10 @@ impl FeedHandler {
             gap: None,
             unanswered: false,
             request: None,
+            requested: None,
+            answer: false,
+            live_in_order_at: None,
+            end: None,
             ended: false,
             books,
             symbols: Vec::new(),
@@ -567,7 +598,13 @@ impl FeedHandler {
         self.expected
     }
 
-    /// Whether an End of Session packet was received.
+    /// Whether the session has ended: an End of Session packet arrived, every message
+    /// before the sequence number it announced was applied (or given up), and for
+    /// [`FeedConfig::jump_quiet`] since it arrived no packet brought a message at or
+    /// after that number. Believed at once, one forged End of Session at the next
+    /// sequence number ended a live feed with status 0 (hostile-input pass); a later
+    /// message past the end takes an ended session back
+    /// ([`Counters::false_session_ends`]).
     pub fn session_ended(&self) -> bool {
         self.ended
     }
@@ -587,7 +624,34 @@ impl FeedHandler {
 
     /// When [`FeedHandler::handle_timeout`] next has something to do, if ever.
     pub fn poll_timeout(&self) -> Option<MonoNanos> {
-        self.gap.map(|g| g.deadline)
+        let end = match self.end {
+            Some((seq, since)) if !self.ended && self.expected >= seq => {
+                Some(since.add_duration(self.cfg.jump_quiet))
+            }
+            _ => None,
+        };
+        match (self.gap.map(|g| g.deadline), end) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles one MoldUDP64 packet that came from the re-request server (an answer to
+    /// a [`RetransmitRequest`]), as [`FeedHandler::handle_datagram`] does a line's.
+    /// Only an answer that fills part of a gap sends the next re-request at once: a
+    /// gap that a line's packets fill in order (its end announced ahead of the stream,
+    /// a forged heartbeat, say) is re-requested on its timeouts only (hostile-input
+    /// pass: one forged heartbeat 90,000 ahead drew 7,020 re-requests, one per packet
+    /// of the live stream).
+    pub fn handle_retransmission<S: Sink + ?Sized>(
+        &mut self,
+        now: MonoNanos,
+        packet: &[u8],
+        sink: &mut S,
+    ) {
+        self.answer = true;
+        self.handle_datagram(now, packet, sink);
+        self.answer = false;
     }
 
     /// The re-request to send, if one is due (a newer one replaces an unsent one).
@@ -686,12 +750,31 @@ impl FeedHandler {
                 self.recycle(j.packets);
             }
         }
+        if let Some((end, _)) = self.end {
+            // Messages at or after the end, or a heartbeat beyond it: the session goes
+            // on, so that End of Session was false (forged, or another run's).
+            let past = match p.kind() {
+                PacketKind::Messages => next > end,
+                PacketKind::Heartbeat => seq > end,
+                PacketKind::EndOfSession => false,
+            };
+            if past {
+                self.end = None;
+                self.ended = false;
+                self.counters.false_session_ends += 1;
+            }
+        }
         match p.kind() {
             PacketKind::Heartbeat | PacketKind::EndOfSession => {
                 if p.kind() == PacketKind::Heartbeat {
                     self.counters.heartbeats += 1;
                 } else if seq >= self.expected {
-                    self.ended = true;
+                    // Believed once the stream has reached it and stayed quiet
+                    // (`session_ended`); a repeat keeps the first one's time.
+                    self.end = Some(match self.end {
+                        Some((end, since)) => (end.max(seq), since),
+                        None => (seq, now),
+                    });
                 } else {
                     // Announces an end before messages already applied: not this
                     // session's end (a stale copy, or forged), so it ends nothing.
@@ -704,26 +787,71 @@ impl FeedHandler {
                     self.counters.duplicates += next - seq;
                     return;
                 }
-                self.known_end = self.known_end.max(next);
                 // No room to wait any longer: the oldest gap is given up now (its
                 // messages counted lost) and what it held back is applied, rather than
                 // dropping this packet, which would open a gap of its own (with 1% loss
                 // and no answers, that turned ~1% into ~95% lost). By count one gap
                 // makes room; by bytes it may take several (each gives up at least the
                 // first held packet, so this ends).
+                //
+                // Unless a line has brought packets in order since the oldest held one
+                // arrived: then the stream is alive at `expected`, below the hold, and
+                // what is held ahead of it is the suspect part (hostile-input pass: a
+                // burst of 9,000 forged packets within `max_jump` filled the hold, and
+                // each further one gave up the gap at the live position, declaring
+                // 86,627 real messages lost). The packets furthest ahead make room
+                // instead: the highest held, or this one; either way counted in
+                // `overflow`, and a dropped packet announces nothing.
                 while seq > self.expected && self.held_full(seq, packet.len()) {
                     self.counters.overflow += 1;
-                    self.give_up_gap(sink);
+                    if self.live_below_hold() {
+                        match self.held.back() {
+                            Some(h) if h.seq > seq => {
+                                if let Some(h) = self.held.pop_back() {
+                                    self.held_bytes =
+                                        self.held_bytes.saturating_sub(h.bytes.capacity());
+                                    self.recycle_buffer(h.bytes);
+                                }
+                            }
+                            _ => return,
+                        }
+                    } else {
+                        self.give_up_gap(sink);
+                    }
                 }
+                self.known_end = self.known_end.max(next);
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
+                    if !self.answer {
+                        self.live_in_order_at = Some(now);
+                    }
                     self.apply_packet(p, now, sink);
                     self.drain_held(sink);
                 }
             }
         }
         self.check_gap(now);
+        self.check_end(now);
+    }
+
+    /// Whether a line brought a packet in order after the oldest held packet arrived.
+    fn live_below_hold(&self) -> bool {
+        match (self.live_in_order_at, self.held.front()) {
+            (Some(at), Some(h)) => at > h.received,
+            _ => false,
+        }
+    }
+
+    /// Believes the End of Session once the stream has reached it and no packet has
+    /// gone past it for `jump_quiet` since it arrived.
+    fn check_end(&mut self, now: MonoNanos) {
+        if let Some((end, since)) = self.end {
+            if !self.ended && self.expected >= end && now >= since.add_duration(self.cfg.jump_quiet)
+            {
+                self.ended = true;
+            }
+        }
     }
 
     /// A packet of the followed session too far ahead to be believed: kept (bounded)
@@ -934,6 +1062,7 @@ impl FeedHandler {
     /// Handles the passage of time: repeats an unanswered re-request, or declares the
     /// missing messages lost after the last try. Spurious calls are no-ops.
     pub fn handle_timeout<S: Sink + ?Sized>(&mut self, now: MonoNanos, sink: &mut S) {
+        self.check_end(now);
         let Some(mut gap) = self.gap else { return };
         if now < gap.deadline {
             return;
@@ -953,6 +1082,7 @@ impl FeedHandler {
         self.unanswered = self.counters.recovered == gap.recovered;
         self.give_up_gap(sink);
         self.check_gap(now);
+        self.check_end(now);
     }
 
     /// Declares the first missing range lost (up to the first held packet or the end
@@ -1024,6 +1154,19 @@ impl FeedHandler {
         self.missing_end = self.missing_end.max(end);
         match self.gap {
             Some(g) if g.first == self.expected => {}
+            Some(g)
+                if !self.answer
+                    && self
+                        .requested
+                        .is_some_and(|(from, to)| from <= self.expected && self.expected < to) =>
+            {
+                // A line's packets moved the gap on inside what was already asked for:
+                // no answer came, so nothing new to ask; its timeouts run on.
+                self.gap = Some(Gap {
+                    first: self.expected,
+                    ..g
+                });
+            }
             open => {
                 if open.is_none() {
                     self.counters.gaps += 1;
@@ -1072,6 +1215,10 @@ impl FeedHandler {
             sequence: self.expected,
             count,
         });
+        self.requested = Some((
+            self.expected,
+            self.expected.saturating_add(u64::from(count)),
+        ));
         self.counters.requests += 1;
     }
 

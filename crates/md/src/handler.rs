@@ -291,7 +291,11 @@ pub fn run_monitored(
             loop {
                 match sock.recv(&mut buf) {
                     Ok(n) => {
-                        core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
+                        if line == 2 {
+                            core.handle_retransmission(MonoNanos::now(), &buf[..n], &mut sink);
+                        } else {
+                            core.handle_datagram(MonoNanos::now(), &buf[..n], &mut sink);
+                        }
                         got += 1;
                         line_datagrams[line] += 1;
                         if got % FLUSH_EVERY_DATAGRAMS == 0 {

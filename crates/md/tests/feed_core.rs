@@ -57,7 +57,7 @@ fn deliver(f: &mut FeedHandler, stream: &mut Stream, pkt: &[u8], server: Option<
     if let Some(msgs) = server {
         while let Some(req) = f.poll_transmit() {
             for p in answer(msgs, req) {
-                f.handle_datagram(NOW, &p, &mut sink);
+                f.handle_retransmission(NOW, &p, &mut sink);
             }
         }
     }
@@ -472,9 +472,22 @@ fn heartbeats_reveal_gaps_and_end_of_session_is_recorded() {
         &end_of_session(msgs.len() as u64 + 1),
         None,
     );
-    assert!(f.session_ended());
     assert!(!f.recovering());
     assert_eq!(f.counters().messages, msgs.len() as u64);
+    believe_the_end(&mut f);
+}
+
+/// An End of Session the stream has reached is believed once `jump_quiet` has passed
+/// since it arrived (at `NOW`) with nothing past it: not a moment before.
+fn believe_the_end(f: &mut FeedHandler) {
+    let quiet = FeedConfig::default().jump_quiet;
+    assert!(!f.session_ended());
+    assert_eq!(f.poll_timeout(), Some(NOW.add_duration(quiet)));
+    let mut sink = |_: &str, _: &[u8]| {};
+    f.handle_timeout(MonoNanos(NOW.add_duration(quiet).0 - 1), &mut sink);
+    assert!(!f.session_ended());
+    f.handle_timeout(NOW.add_duration(quiet), &mut sink);
+    assert!(f.session_ended());
 }
 
 #[test]
@@ -1073,5 +1086,157 @@ fn an_end_of_session_behind_what_was_applied_ends_nothing() {
         &end_of_session(msgs.len() as u64 + 1),
         None,
     );
-    assert!(f.session_ended());
+    believe_the_end(&mut f);
+}
+
+/// Hostile-input pass (2026-12-07): one forged End of Session at the next sequence
+/// number stopped a live feed after 42 of 300,000 messages, and it exited 0 reporting
+/// a complete session. An End of Session is believed only once `jump_quiet` has passed
+/// with nothing past it; the live stream's next packet contradicts this one.
+#[test]
+fn a_forged_end_of_session_is_contradicted_by_the_live_stream() {
+    let msgs = messages(5, 2_000, 38);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, mut stream) = fresh();
+    deliver(&mut f, &mut stream, &pkts[0], None);
+    let forged = end_of_session(f.expected_sequence());
+    deliver(&mut f, &mut stream, &forged, None);
+    // The stream has reached the end it announced: only the quiet time is missing.
+    assert!(!f.session_ended());
+    for p in &pkts[1..] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let c = *f.counters();
+    assert_eq!(
+        (c.false_session_ends, c.messages, c.lost, c.requests),
+        (1, msgs.len() as u64, 0, 0),
+        "{c:?}"
+    );
+    // Long after it, the forged end ends nothing and waits for nothing.
+    let mut sink = |_: &str, _: &[u8]| {};
+    f.handle_timeout(
+        NOW.add_duration(std::time::Duration::from_secs(60)),
+        &mut sink,
+    );
+    assert!(!f.session_ended());
+    assert_eq!(f.poll_timeout(), None);
+    // The real one.
+    deliver(
+        &mut f,
+        &mut stream,
+        &end_of_session(msgs.len() as u64 + 1),
+        None,
+    );
+    believe_the_end(&mut f);
+    assert_eq!(f.counters().false_session_ends, 1);
+}
+
+/// An End of Session believed during a pause of the stream (forged, or another run's)
+/// is taken back by the messages that come after it.
+#[test]
+fn an_ended_session_is_taken_back_by_messages_past_its_end() {
+    let msgs = messages(5, 2_000, 39);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, mut stream) = fresh();
+    for p in &pkts[..5] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let end = end_of_session(f.expected_sequence());
+    deliver(&mut f, &mut stream, &end, None);
+    believe_the_end(&mut f);
+    for p in &pkts[5..] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    assert!(!f.session_ended());
+    let c = *f.counters();
+    assert_eq!((c.false_session_ends, c.messages), (1, msgs.len() as u64));
+}
+
+/// Hostile-input pass (2026-12-07): 9,000 forged one-message packets within `max_jump`
+/// ahead of a live stream filled the hold, and each further one gave up the gap at the
+/// live position: 86,627 real messages were declared lost and the real packets after
+/// them counted duplicates. While a line brings packets in order below the hold, the
+/// packets furthest ahead make room instead.
+#[test]
+fn forged_packets_filling_the_hold_ahead_of_a_live_stream_lose_nothing() {
+    let msgs = messages(5, 2_000, 40);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (_, clean_stream) = reference(&msgs, &pkts);
+    let mut f = FeedHandler::new(FeedConfig {
+        max_held_packets: 64,
+        ..config(0)
+    })
+    .unwrap();
+    let mut stream = Stream::new();
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    let mut forged = 0u64;
+    for (i, p) in pkts.iter().enumerate() {
+        let now = NOW.add_nanos(1_000_000 * i as u64);
+        f.handle_datagram(now, p, &mut sink);
+        // After each real packet, 20 forged ones ahead of the session's end (so that
+        // none is ever applied), spread over 50,000 sequence numbers.
+        for _ in 0..20 {
+            let seq = msgs.len() as u64 + 10 + (forged * 7_919) % 50_000;
+            f.handle_datagram(now.add_nanos(1_000), &stray(session(), seq), &mut sink);
+            forged += 1;
+        }
+    }
+    let c = *f.counters();
+    assert_eq!((c.lost, c.messages), (0, msgs.len() as u64), "{c:?}");
+    assert!(c.overflow > 0, "the hold never filled: {c:?}");
+    assert!(
+        without_receive_time(stream) == without_receive_time(clean_stream),
+        "every real update: {c:?}"
+    );
+}
+
+/// Hostile-input pass (2026-12-07): one forged heartbeat 90,000 ahead of a live stream
+/// drew 7,020 re-requests, one per live packet: each moved the gap on and re-requested
+/// at once. A line's packets filling the gap inside the range already asked for ask for
+/// nothing new.
+#[test]
+fn an_end_announced_ahead_of_a_live_stream_draws_no_rerequest_per_packet() {
+    let msgs = messages(5, 2_000, 41);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, mut stream) = fresh();
+    deliver(&mut f, &mut stream, &pkts[0], None);
+    let ahead = f.expected_sequence() + 5_000;
+    deliver(&mut f, &mut stream, &heartbeat(session(), ahead), None);
+    assert!(f.recovering());
+    for p in &pkts[1..] {
+        deliver(&mut f, &mut stream, p, None);
+    }
+    let c = *f.counters();
+    assert_eq!(c.messages, msgs.len() as u64, "{c:?}");
+    // One request per 1,000 messages (`max_request_count`) the stream moved through,
+    // not one per packet (the stream has ~200 packets).
+    assert!(pkts.len() > 100);
+    assert!(c.requests <= 3, "{} packets drew {c:?}", pkts.len());
+}
+
+/// A partial answer from the re-request server still draws the next request at once.
+#[test]
+fn a_partial_answer_draws_the_next_rerequest_at_once() {
+    let msgs = messages(5, 2_000, 42);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, mut stream) = fresh();
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    f.handle_datagram(NOW, &pkts[0], &mut sink);
+    // Packets 1..=4 lost; 5 held.
+    f.handle_datagram(NOW, &pkts[5], &mut sink);
+    let req = f.poll_transmit().expect("a re-request for the gap");
+    // The server answers with the first missing packet only.
+    f.handle_retransmission(NOW, &pkts[1], &mut sink);
+    let next = f.poll_transmit().expect("the rest asked for at once");
+    assert!(next.sequence > req.sequence);
+    assert_eq!(next.sequence, f.expected_sequence());
+    // The same packet from a line (a late, reordered copy) asks for nothing new.
+    let (mut g, mut stream) = fresh();
+    let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
+    g.handle_datagram(NOW, &pkts[0], &mut sink);
+    g.handle_datagram(NOW, &pkts[5], &mut sink);
+    g.poll_transmit().expect("a re-request for the gap");
+    g.handle_datagram(NOW, &pkts[1], &mut sink);
+    assert_eq!(g.poll_transmit(), None);
+    assert!(g.recovering());
 }

@@ -47,7 +47,10 @@ of the highest sequence known is suspect (suspect_jumps): it is ignored unless
 heartbeats confirm nothing), and the old position has shown no life for --jump-quiet
 (2s, longer than a server's 1-s heartbeat, so forged packets cannot move a live
 stream); the jump is then followed (accepted_jumps) from the latest of them and the
-skipped messages counted lost, never re-requested.
+skipped messages counted lost, never re-requested. An End of Session is believed once
+every message before it is in and --jump-quiet has passed since it arrived with no
+packet past it: a forged one that the live stream contradicts ends nothing
+(false_session_ends), so a feed stops about 2 s after the exchange's real end.
 
 A/B lines: with --group-b, the same session is also received on a second group (the
 redundant line every exchange sends). The first copy of each packet wins, the second
@@ -135,11 +138,13 @@ pub struct FeedArgs {
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().confirm_packets)]
     confirm_packets: usize,
     /// How long the followed stream must show no life at its position before a jump
-    /// is believed (e.g. 2s, 500ms).
+    /// is believed, and an End of Session (e.g. 2s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = tickwire_rt::units::parse_duration)]
     jump_quiet: Duration,
     /// Packets held ahead of a gap while it is re-requested; when all are in use the
-    /// oldest gap is given up (counted lost, and in overflow) to make room.
+    /// oldest gap is given up (counted lost, and in overflow) to make room, unless the
+    /// stream still arrives in order below the hold: then the packet furthest ahead is
+    /// dropped (overflow).
     #[arg(long, value_name = "N", default_value_t = FeedConfig::default().max_held_packets)]
     max_held: usize,
     /// Bytes of packets held ahead of a gap (at least 64KiB; e.g. 64MiB, the default);
@@ -337,7 +342,7 @@ fn summary(r: &HandlerReport) -> String {
     );
     format!(
         "packets {} · messages {} · gaps {} · recovered {} · lost {} · duplicates {} · malformed {} · published {} · re-requests {}{}\n\
-         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · taken_back {} · request_send_errors {}\n\
+         session {session} · heartbeats {} · overflow {} · foreign_session {} · suspect_jumps {} · accepted_jumps {} · false_ends {} · taken_back {} · false_session_ends {} · request_send_errors {}\n\
          truncated_packets {} · bad_blocks {} · unknown_types {} · bad_messages {}\n\
          unpublished {} · unknown_refs {} · orders_refused {} · line_filled {} · kernel_drops {}\n",
         c.packets,
@@ -357,6 +362,7 @@ fn summary(r: &HandlerReport) -> String {
         c.accepted_jumps,
         c.false_ends,
         c.taken_back,
+        c.false_session_ends,
         r.request_send_errors,
         c.truncated_packets,
         c.bad_blocks,

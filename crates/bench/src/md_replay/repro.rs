@@ -552,7 +552,13 @@ fn one_speed(
                 request_to: request,
                 router: to.to_string(),
                 client: tickwire_client::ClientOptions::default(),
-                feed: FeedConfig::default(),
+                // The exchange is this run's own publisher on loopback: its End of
+                // Session is believed after 200 ms of quiet, not the 2 s that guard a
+                // live feed against a forged one (they would idle every run 2 s).
+                feed: FeedConfig {
+                    jump_quiet: Duration::from_millis(200),
+                    ..FeedConfig::default()
+                },
                 idle: opts.feed_idle,
                 exit_on_end_of_session: true,
                 on_second: None,
