@@ -30,6 +30,11 @@ pub enum FileError {
         path: PathBuf,
         source: pcap_file::PcapError,
     },
+    #[error(
+        "{path}: a pcapng file; only classic pcap files are read (convert it: `editcap -F \
+         pcap IN OUT`, or `tcpdump -r IN -w OUT`)"
+    )]
+    Pcapng { path: PathBuf },
     #[error("{path}: link type {link:?} is not supported (Ethernet or raw IPv4 only)")]
     LinkType { path: PathBuf, link: DataLink },
     #[error("{path}: {source}")]
@@ -290,6 +295,12 @@ impl CaptureReader {
             path: path.to_owned(),
             source,
         })?;
+        // Said as such: the pcap reader's "wrong magic number" left a user guessing.
+        if head(path).is_some_and(|(h, n)| n == 4 && h == PCAPNG_SHB) {
+            return Err(FileError::Pcapng {
+                path: path.to_owned(),
+            });
+        }
         let reader = PcapReader::new(BufReader::with_capacity(1 << 20, file)).map_err(
             |source| match source {
                 pcap_file::PcapError::IoError(e)
@@ -545,5 +556,14 @@ mod tests {
         std::fs::write(&path, b"this is not a capture").unwrap();
         let err = Captured::load(&path).unwrap_err().to_string();
         assert!(err.contains("not a readable pcap file"), "{err}");
+        // A pcapng file (its Section Header Block first) is named as one.
+        let mut shb = PCAPNG_SHB.to_vec();
+        shb.extend_from_slice(&[28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0]);
+        std::fs::write(&path, &shb).unwrap();
+        let err = Captured::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("a pcapng file") && err.contains("editcap"),
+            "{err}"
+        );
     }
 }

@@ -349,7 +349,7 @@ pub fn replay(
             }
         }
         report.passes += 1;
-        pass_start += schedule.pass_ns(count, cap.span_ns());
+        pass_start = pass_start.saturating_add(schedule.pass_ns(count, cap.span_ns()));
         if matches!(opts.speed, Speed::Max) {
             pass_start = MonoNanos::now().as_nanos();
         }

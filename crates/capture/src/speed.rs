@@ -96,10 +96,15 @@ impl Schedule {
         match self.speed {
             Speed::Max => None,
             Speed::Factor(x) => {
+                // Saturating: a slow speed over timestamps far apart passes 2^64 ns
+                // (the add wrapped, and everything went out at once).
                 let offset = recorded_ns.saturating_sub(self.first_recorded_ns) as f64 / x;
-                Some(self.start_ns + offset as u64)
+                Some(self.start_ns.saturating_add(offset as u64))
             }
-            Speed::Rate(r) => Some(self.start_ns + (index as f64 * 1e9 / r) as u64),
+            Speed::Rate(r) => Some(
+                self.start_ns
+                    .saturating_add((index as f64 * 1e9 / r) as u64),
+            ),
         }
     }
 
@@ -111,7 +116,7 @@ impl Schedule {
             Speed::Max => 0,
             Speed::Factor(x) => {
                 let gap = if count > 1 { span_ns / (count - 1) } else { 0 };
-                ((span_ns + gap) as f64 / x) as u64
+                (span_ns.saturating_add(gap) as f64 / x) as u64
             }
             Speed::Rate(r) => (count as f64 * 1e9 / r) as u64,
         }
@@ -152,6 +157,15 @@ mod tests {
         let r = Schedule::new(Speed::Rate(1000.0), 0, 0);
         assert_eq!(r.due(3, 123), Some(3_000_000));
         assert_eq!(Schedule::new(Speed::Max, 0, 0).due(7, 7), None);
+        // Hostile-input pass: timestamps 2^32 s apart at 0.001x pass 2^64 ns; the add
+        // wrapped (a panic in a debug build) and the replay sent everything at once.
+        let slow = Schedule::new(Speed::Factor(0.001), 1_000, 0);
+        assert_eq!(slow.due(1, 1 << 62), Some(u64::MAX));
+        assert_eq!(slow.pass_ns(2, u64::MAX), u64::MAX);
+        assert_eq!(
+            Schedule::new(Speed::Rate(1e-9), 5, 0).due(u64::MAX, 0),
+            Some(u64::MAX)
+        );
         // Four datagrams 1 ms apart at 1x: the next pass starts 4 ms after this one.
         assert_eq!(
             Schedule::new(Speed::Factor(1.0), 0, 0).pass_ns(4, 3_000_000),

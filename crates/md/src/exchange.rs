@@ -126,6 +126,15 @@ impl SessionData {
         self.starts.len().saturating_sub(1) as u64
     }
 
+    /// The longest message: (its sequence number, its length); `None` when empty.
+    pub fn longest(&self) -> Option<(u64, usize)> {
+        self.starts
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| (i as u64 + 1, w[1] - w[0]))
+            .max_by_key(|&(seq, len)| (len, std::cmp::Reverse(seq)))
+    }
+
     /// True when there are no messages.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -176,6 +176,21 @@ pub fn publish(
     opts: &PublishOptions,
     stop: &StopFlag,
 ) -> anyhow::Result<PublishReport> {
+    let mut answer_buf = PacketBuilder::new(opts.session, 1, opts.max_packet);
+    // A message no packet can carry was skipped while sending, and the rest went out
+    // renumbered, exit status 0 (hostile-input pass): refused before anything is sent.
+    if let Some((seq, len)) = data.longest() {
+        let max = answer_buf.max_message_len();
+        if len > max {
+            anyhow::bail!(
+                "message {seq} of the session is {len} bytes: a packet of --max-packet {} \
+                 bytes carries messages of at most {max} (ITCH 5.0 messages are at most \
+                 {} bytes: is this an ITCH session file?)",
+                opts.max_packet,
+                tickwire_itch::MAX_MESSAGE_LEN
+            );
+        }
+    }
     let sock = group_sender(opts.interface)?;
     // The OS error stays the cause (not only its text), so the caller can tell a port
     // in use from other failures.
@@ -183,7 +198,6 @@ pub fn publish(
         .with_context(|| format!("cannot listen for re-requests on {}", opts.request_listen))?;
     req_sock.set_nonblocking(true)?;
     let mut ex = Exchange::new(opts.session, opts.max_packet);
-    let mut answer_buf = PacketBuilder::new(opts.session, 1, opts.max_packet);
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut r = PublishReport {
         messages: 0,

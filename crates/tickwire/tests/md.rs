@@ -626,6 +626,31 @@ fn md_publish_that_cannot_send_says_why() {
     );
 }
 
+/// Hostile-input pass (2026-12-07): a session file with a 3,000-byte message in it was
+/// published without it, the messages after it renumbered, exit status 0. It is
+/// refused before anything is sent.
+#[test]
+fn md_publish_refuses_a_message_no_packet_can_carry() {
+    let session = generate("oversize.itch", "16");
+    let mut bytes = std::fs::read(&session).unwrap();
+    bytes.extend_from_slice(&3000u16.to_be_bytes());
+    bytes.push(b'S');
+    bytes.extend_from_slice(&[0u8; 2999]);
+    std::fs::write(&session, &bytes).unwrap();
+    let port = free_udp_port_pair();
+    let request = format!("127.0.0.1:{}", port + 1);
+    let group = format!("239.9.9.7:{port}");
+    let mut args = publish_args(&session, &group, "max", "0s");
+    args.extend_from_slice(&["--request", &request]);
+    let (st, out, err) = run_cli(&args, Duration::from_secs(60));
+    assert_eq!(st.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("message 30001 of the session is 3000 bytes") && err.contains("at most 1378"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("scheduled"), "nothing was sent: {out}");
+}
+
 #[test]
 fn feed_group_must_be_a_multicast_group_with_a_port() {
     let t = Duration::from_secs(30);
