@@ -233,7 +233,7 @@ pub struct Config {
     /// second: each examines every cached topic (~20 ns each), whatever its pattern
     /// matches, so a client asking again and again could otherwise hold the router.
     /// What an image sends is owed as well, after it is sent: one per cached message
-    /// and one per 256 bytes of them.
+    /// and one per 32 bytes of them.
     /// Past it the request is answered BUSY (non-fatal). The burst is the larger of
     /// `cache_max_topics` (one full scan is always possible) and a tenth of the rate.
     /// Default 1000000 (at the default 100,000 topics: 10 full scans per second, ~2%
