@@ -1161,9 +1161,13 @@ impl FeedHandler {
                         .is_some_and(|(from, to)| from <= self.expected && self.expected < to) =>
             {
                 // A line's packets moved the gap on inside what was already asked for:
-                // no answer came, so nothing new to ask; its timeouts run on.
+                // no answer came, so nothing new to ask. The stream is making progress,
+                // so its timeout starts again (kept, it gave up the gap while the live
+                // stream was filling it, and what was held ahead was taken for the
+                // stream's position); its tries are kept.
                 self.gap = Some(Gap {
                     first: self.expected,
+                    deadline: now.add_duration(self.cfg.retransmit_timeout),
                     ..g
                 });
             }

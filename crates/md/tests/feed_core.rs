@@ -1171,7 +1171,12 @@ fn forged_packets_filling_the_hold_ahead_of_a_live_stream_lose_nothing() {
     let mut sink = |t: &str, p: &[u8]| stream.push((t.to_string(), p.to_vec()));
     let mut forged = 0u64;
     for (i, p) in pkts.iter().enumerate() {
+        // 1 ms apart, the timeouts run as the driver runs them: the gap up to the
+        // first forged packet is filled by the live stream, never given up.
         let now = NOW.add_nanos(1_000_000 * i as u64);
+        if f.poll_timeout().is_some_and(|t| t <= now) {
+            f.handle_timeout(now, &mut sink);
+        }
         f.handle_datagram(now, p, &mut sink);
         // After each real packet, 20 forged ones ahead of the session's end (so that
         // none is ever applied), spread over 50,000 sequence numbers.

@@ -408,9 +408,11 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
     }
     if c.overflow > 0 {
         s += &format!(
-            "  {} given up before their re-requests ran out: {} packets or {} bytes were \
-             already held behind them (--max-held, --max-held-bytes)\n",
-            tickwire_rt::text::count(c.overflow, "gap was", "gaps were"),
+            "  the hold was full {} ({} packets or {} bytes held, --max-held, \
+             --max-held-bytes): each time the oldest gap was given up before its \
+             re-requests ran out or, while the stream still arrived in order below the \
+             hold, the packet furthest ahead was dropped\n",
+            tickwire_rt::text::count(c.overflow, "time", "times"),
             opts.feed.max_held_packets,
             opts.feed.max_held_bytes
         );
