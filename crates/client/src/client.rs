@@ -1765,8 +1765,8 @@ impl Client {
     fn tls_hint(&self) -> &'static str {
         match self.stream {
             Transport::Tcp(_) => {
-                " (if that port is the router's TLS listener, connect with tls://HOST:PORT and \
-                 --ca FILE)"
+                " (is that port a tickwire router's? If it is the router's TLS listener, \
+                 connect with tls://HOST:PORT and --ca FILE)"
             }
             _ => "",
         }

@@ -666,7 +666,8 @@ fn report(
     let per_s = sent.saturating_sub(1) as f64 / secs;
     let _ = writeln!(
         out,
-        "\npublished {sent} messages{of_planned}, first to last {:.2} s ({:.0} msg/s; target {} msg/s); sender lateness p50 {} µs, p99 {} µs, max {} µs",
+        "\npublished {}{of_planned}, first to last {:.2} s ({:.0} msg/s; target {} msg/s); sender lateness p50 {} µs, p99 {} µs, max {} µs",
+        tickwire_rt::text::count(sent, "message", "messages"),
         secs,
         per_s,
         rate,

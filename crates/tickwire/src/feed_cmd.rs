@@ -62,7 +62,9 @@ Monitoring: --http serves /healthz, /varz, /channelz (gaps, recovered, lost,
 line_filled, rates), /metrics (Prometheus) and a live dashboard, on 127.0.0.1:7481
 unless ADDR says otherwise (docs/monitoring.md).
 
-Exit codes: 0 every message of the session was applied; 3 messages were lost (counted,
+Exit codes: 0 every message of the session was applied (its End of Session reached;
+with --keep-running, 0 also when stopped with nothing lost); 130 stopped (Ctrl-C,
+SIGTERM) before the End of Session with nothing lost up to then; 3 messages were lost (counted,
 the report says why) or Add Orders were refused at --max-orders (orders_refused); 1 an
 error (router unreachable or lost, socket error); 2 a usage error (a bad option or a value out
 of range, e.g. --confirm-packets 0, --depth 65, a --venue with a '/', a --session
@@ -299,10 +301,20 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if c.net_lost() > 0 || r.orders_refused > 0 {
         ExitCode::from(3)
+    } else if !r.end_of_session && opts.exit_on_end_of_session {
+        // Stopped (Ctrl-C, SIGTERM) before the End of Session: the session was not
+        // applied whole, so not 0 (new-user pass: a supervisor could not tell a feed
+        // interrupted partway from a complete one).
+        eprintln!("feed: stopped before the End of Session (exit status 130)");
+        ExitCode::from(EXIT_STOPPED)
     } else {
         ExitCode::SUCCESS
     })
 }
+
+/// Exit status of a feed stopped before its End of Session, as a shell reports a
+/// command that SIGINT ended.
+const EXIT_STOPPED: u8 = 130;
 
 /// A [`FeedConfig`] the core refuses, in terms of the flag that set it.
 fn flag_error(e: &ConfigError, feed: &FeedConfig) -> String {

@@ -818,9 +818,9 @@ fn report_recv(sub: &McastSubscriber, st: &RecvState, json: bool) {
         String::new()
     };
     eprintln!(
-        "received {} messages ({}), {} lost in {} gaps; {} datagrams recovered{}; {} NAKs \
+        "received {} ({}), {} lost in {} gaps; {} datagrams recovered{}; {} NAKs \
          sent; {} strays, {} malformed; {} dropped by injected loss",
-        st.delivered,
+        tickwire_rt::text::count(st.delivered, "message", "messages"),
         if st.in_order {
             "in order"
         } else {

@@ -1694,13 +1694,21 @@ fn warn_late_acks(consumer: &QueueConsumer, seen: &mut u64) {
 
 /// What `sub --queue`'s summary adds to "received N messages".
 fn queue_what(queue: &str, redelivered: u64, late_acks: u64) -> String {
+    // Flagged, not known twice: a router restart flags every message it recovered
+    // (new-user pass: a queue nobody had consumed from read "49985 redelivered").
+    let redelivered = match redelivered {
+        0 => "0 redelivered".to_owned(),
+        n => format!(
+            "{n} flagged redelivered: delivered before, or recovered after a router restart"
+        ),
+    };
     match late_acks {
-        0 => format!("from queue {queue} ({redelivered} redelivered)"),
+        0 => format!("from queue {queue} ({redelivered})"),
         // One refusal per acknowledgement the router held nothing of: an acknowledgement
         // covers a range of deliveries, so this counts ranges, not messages (new-user
         // pass: 3 messages delivered twice each were "2 acknowledgements").
         n => format!(
-            "from queue {queue} ({redelivered} redelivered; {} acknowledged too late, \
+            "from queue {queue} ({redelivered}; {} acknowledged too late, \
              after their ack timeout: one or more deliveries each, processed again here, \
              by another consumer or in the dead-letter queue)",
             count(n, "acknowledgement", "acknowledgements")
@@ -2477,5 +2485,26 @@ mod swapped_tests {
         assert_eq!(swapped_arguments("my topic", Some("hello")), None);
         assert_eq!(swapped_arguments("bid 1", None), None);
         assert_eq!(swapped_arguments("a b/c", Some("md/X")), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::queue_what;
+
+    #[test]
+    fn the_queue_summary_says_redelivered_messages_are_flagged_not_known_twice() {
+        assert_eq!(queue_what("q", 0, 0), "from queue q (0 redelivered)");
+        let s = queue_what("orders", 49_985, 0);
+        assert!(
+            s.contains("49985 flagged redelivered") && s.contains("router restart"),
+            "{s}"
+        );
+        let s = queue_what("q", 2, 1);
+        assert!(
+            s.contains("2 flagged redelivered")
+                && s.contains("1 acknowledgement acknowledged too late"),
+            "{s}"
+        );
     }
 }

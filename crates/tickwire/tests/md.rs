@@ -1055,6 +1055,44 @@ fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
     );
 }
 
+/// A feed stopped by Ctrl-C before the End of Session exits 130, not 0 (new-user pass:
+/// 0 said the whole session was applied); with --keep-running, stopping is how it ends,
+/// and nothing lost is 0.
+#[test]
+fn a_feed_stopped_before_the_end_of_session_exits_130() {
+    let session = generate("stopped.itch", "32");
+    let port = free_udp_port_pair();
+    let group = format!("239.255.44.{}:{port}", 1 + port % 200);
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let raddr = router.addr_str();
+    for (extra, expected) in [(&[][..], 130), (&["--keep-running"][..], 0)] {
+        let feed = feed_child(&raddr, &group, extra);
+        common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
+        let mut watch = Client::connect(raddr.as_str()).unwrap();
+        watch.subscribe("md/>").unwrap();
+        // 30,000 messages over 10 s: stopped partway.
+        let publisher = spawn(&publish_args(&session, &group, "3000/s", "1s"));
+        assert!(
+            watch
+                .recv(Wait::Timeout(Duration::from_secs(30)))
+                .unwrap()
+                .is_some(),
+            "the feed published nothing"
+        );
+        common::interrupt(&feed);
+        let (code, out, err) = feed_ended(feed);
+        drop(publisher);
+        assert_eq!(code, Some(expected), "{extra:?}: {out}{err}");
+        assert!(counter(&out, "packets") > 0, "{out}");
+        assert!(!out.contains("end of session"), "{out}");
+        assert_eq!(
+            err.contains("stopped before the End of Session"),
+            expected == 130,
+            "{err}"
+        );
+    }
+}
+
 /// A feed with nothing to publish still notices its router stopping (its CLOSE), within
 /// about a second, and ends as above.
 #[test]
