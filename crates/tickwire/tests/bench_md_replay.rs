@@ -181,5 +181,7 @@ fn md_replay_refuses_a_plot_it_could_not_draw_before_running() {
         "{err}"
     );
     assert!(!out.contains("PASS"), "refused before any run: {out}");
+    // Nothing printed before the refusal (it followed the "generated" line).
+    assert!(!out.contains("generated"), "{out}");
     assert!(!svg.exists());
 }

@@ -278,6 +278,7 @@ pub fn run(
         .prefix("tickwire-md-replay-")
         .tempdir()?;
     let tmp = tmp_dir.path();
+    let mut generated = None;
     let file = match &opts.file {
         Some(f) => f.clone(),
         None => {
@@ -290,20 +291,24 @@ pub fn run(
                 ..GeneratorConfig::default()
             };
             let s = write_session(cfg, &f)?;
-            crate::outln!(
-                con.out,
+            generated = Some(format!(
                 "generated {} ITCH messages, {} symbols, seed {} ({:.1} s of session at 1x)",
                 s.messages,
                 opts.symbols,
                 opts.seed,
                 (s.last_timestamp - s.first_timestamp) as f64 / 1e9
-            );
+            ));
             f
         }
     };
     let data = SessionData::from_file_bytes(&std::fs::read(&file)?)?;
+    // Judged before anything is printed: the check needs the session's timestamps, but
+    // a refusal is a usage error, and it followed the "generated" line (new-user pass).
     if opts.plot.is_some() {
         plot_possible(&data, &opts.speeds, opts.window)?;
+    }
+    if let Some(line) = generated {
+        crate::outln!(con.out, "{line}");
     }
     // Before pinning: the core count comes from this thread's affinity.
     let machine = Machine::detect();
@@ -679,17 +684,16 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.publisher_lateness.p50_us,
         r.publisher_lateness.p99_us
     );
+    // The updates', not the exchange's: an exchange that ran 1.2 s could send its
+    // updates within less than a window (new-user pass: read as a contradiction). Then
+    // no peak is given, and nothing is said of it (new-user pass: the demo's short run
+    // always printed "no peak", which read as something failed).
     let peak = match r.peak_window_rate {
-        Some(rate) => format!("{rate:.0}/s peak {}-s window", window.as_secs_f64()),
-        // The updates', not the exchange's: an exchange that ran 1.2 s could send
-        // its updates within less than a window (new-user pass: read as a contradiction).
-        None => format!(
-            "updates spanned less than one {}-s window: no peak",
-            window.as_secs_f64()
-        ),
+        Some(rate) => format!(", {rate:.0}/s peak {}-s window", window.as_secs_f64()),
+        None => String::new(),
     };
     crate::outln!(out,
-        "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average, {peak})",
+        "{}: {} packets, {} gaps, {} recovered, {} lost, {} malformed; {} updates published ({:.0}/s average{peak})",
         match r.target {
             Target::Tickwire => {
                 "feed handler (updates for trades and for changes to a book's top levels; \
@@ -734,20 +738,15 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         String::new()
     } else {
         format!(
-            " (the updates spanned less than one {secs}-s window: the rate table below has \
-             no complete window)"
+            " (the updates spanned less than one {secs}-s window: too short for a table of \
+             latency against update rate, which takes complete windows only)"
         )
     };
     crate::outln!(out, "end to end, {}{partial}", r.stall_free.line());
     // Complete windows only: the last one, where the run stopped, is partial, and its
     // updates over less than a window would be scaled up to a rate no window had.
     if !r.windows.iter().any(|w| w.complete) {
-        crate::outln!(
-            out,
-            "\nlatency against update rate ({secs}-s windows, client 0): none, no complete \
-             {secs}-s window of updates (a partial last window is left out: its rate would be \
-             scaled up from less than {secs} s)"
-        );
+        // Said on the end-to-end line above.
         return;
     }
     crate::outln!(
