@@ -159,6 +159,22 @@ pub struct UserConfig {
     pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
+/// The keys of a `[[auth.users]]` entry (its own and its [`Rules`]'), for the error
+/// that names a misspelt one (a unit test keeps the list whole).
+pub const USER_KEYS: &[&str] = &[
+    "name",
+    "password_hash",
+    "token_sha256",
+    "cert_name",
+    "groups",
+    "max_connections",
+    "admin",
+    "publish",
+    "subscribe",
+    "queues",
+    "allow_responses",
+];
+
 /// The `[auth]` table of the router's configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -1135,6 +1151,42 @@ impl PublishCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// USER_KEYS names every key a user entry takes: each one given is read, not left
+    /// over as unknown, and a user with every field set serializes to those keys.
+    #[test]
+    fn user_keys_are_every_key_of_a_user_entry() {
+        for key in USER_KEYS {
+            let mut t = serde_json::Map::new();
+            t.insert((*key).to_owned(), serde_json::Value::Bool(true));
+            // A wrong type is an error, not an unknown key: either way it was read.
+            if let Ok(u) = UserConfig::deserialize(serde_json::Value::Object(t)) {
+                assert!(u.unknown.is_empty(), "{key} left unknown");
+            }
+        }
+        let full = UserConfig {
+            name: "u".into(),
+            password_hash: Some("h".into()),
+            token_sha256: Some("t".into()),
+            cert_name: Some("c".into()),
+            groups: vec!["g".into()],
+            max_connections: Some(1),
+            rules: Rules {
+                admin: true,
+                publish: ad(Some(&["a"]), &[]),
+                subscribe: ad(Some(&["a"]), &[]),
+                queues: ad(Some(&["a"]), &[]),
+                allow_responses: true,
+            },
+            unknown: BTreeMap::new(),
+        };
+        let v = serde_json::to_value(&full).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut expected = USER_KEYS.to_vec();
+        keys.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+    }
 
     fn ad(allow: Option<&[&str]>, deny: &[&str]) -> AllowDeny {
         AllowDeny {

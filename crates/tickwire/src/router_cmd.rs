@@ -407,7 +407,52 @@ fn parse_config_file(text: &str) -> anyhow::Result<ConfigFile> {
         true => ConfigFile::deserialize(doc),
         false => toml::from_str::<ConfigFile>(text),
     };
-    parsed.map_err(|e| explain_config_error(text, e))
+    let cfg = parsed.map_err(|e| explain_config_error(text, e))?;
+    // A user entry keeps unknown keys aside (serde cannot refuse them next to its
+    // flattened rules): refused here as serde refuses the other tables' (new-user pass:
+    // a misspelt key in [[auth.users]] got a bare error, no place, no suggestion).
+    for (i, u) in cfg.auth.users.iter().enumerate() {
+        if let Some(key) = u.unknown.keys().next() {
+            let known: Vec<String> = tickwire_router::auth::USER_KEYS
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect();
+            let message = format!(
+                "unknown field `{key}`, expected one of {}",
+                known.join(", ")
+            );
+            // toml's span for a key of an element would be the element's header.
+            let span = nth_header(text, "[[auth.users]]", i);
+            if let Some((better, at)) = unknown_key(text, span, &message) {
+                anyhow::bail!(
+                    "{}",
+                    match at {
+                        Some(at) => quote_key_line(text, at, &better),
+                        None => better,
+                    }
+                );
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// Where the `n`th (0-based) line that is `header` (a comment after it allowed) is in
+/// `text`, as a byte range; None if there are fewer.
+fn nth_header(text: &str, header: &str, n: usize) -> Option<std::ops::Range<usize>> {
+    let mut at = 0;
+    let mut seen = 0;
+    for line in text.split_inclusive('\n') {
+        let code = line.split('#').next().unwrap_or_default().trim();
+        if code == header {
+            if seen == n {
+                return Some(at..at + line.trim_end().len());
+            }
+            seen += 1;
+        }
+        at += line.len();
+    }
+    None
 }
 
 /// `err`, met reading the config file `text`, with an unknown key reported by its table
@@ -1214,6 +1259,32 @@ mod tests {
         // No span (the host-name path): the key's line is searched for.
         let m = unknown_key_message(text, None, "unknown field `levl`, expected `level`");
         assert!(m.unwrap().contains("in [log]"));
+    }
+
+    /// New-user pass: a misspelt key of a `[[auth.users]]` entry itself got only
+    /// `user "x": unknown key "pasword_hash"`, no place, suggestion or key list.
+    #[test]
+    fn an_unknown_key_of_a_user_entry_names_its_place_the_nearest_key_and_the_keys() {
+        let text = "[[auth.users]]\nname = \"x\"\npasword_hash = \"a\"\n";
+        let m = format!("{:#}", parse_config_file(text).err().unwrap());
+        assert!(
+            m.contains(
+                "unknown key \"pasword_hash\" in [[auth.users]]; did you mean \"password_hash\"?"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("line 3, column 1"), "{m}");
+        assert!(m.contains("3 | pasword_hash = \"a\""), "{m}");
+        assert!(
+            m.contains("valid keys in [[auth.users]]:") && m.contains("allow_responses"),
+            "{m}"
+        );
+        // The second user's: its own line.
+        let two = "[[auth.users]]\nname = \"a\"\ntoken_sha256 = \"ab\"\n\n[[auth.users]] # b\n\
+                   name = \"b\"\ntokn_sha256 = \"ab\"\n";
+        let m = format!("{:#}", parse_config_file(two).err().unwrap());
+        assert!(m.contains("did you mean \"token_sha256\"?"), "{m}");
+        assert!(m.contains("7 | tokn_sha256 = \"ab\""), "{m}");
     }
 
     /// New-user pass: a typo inside an inline table of `[[auth.users]]` was reported
