@@ -1041,16 +1041,16 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let listen = cfg.listen;
-    let summary = format!(
-        "idle={:?} slow_consumer={:?} egress_limit={} egress_memory_limit={} max_frame={} max_clients={}",
-        cfg.idle,
-        cfg.slow_consumer,
+    // Logged as fields, each its own key in a JSON log (new-user pass: they were one
+    // message string a log pipeline had to parse).
+    let settings = (
+        format!("{:?}", cfg.idle).to_lowercase(),
+        format!("{:?}", cfg.slow_consumer).to_lowercase(),
         cfg.egress_limit,
         cfg.egress_memory_limit,
         cfg.max_frame,
-        cfg.max_clients
-    )
-    .to_lowercase();
+        cfg.max_clients,
+    );
     let guaranteed = cfg.data_dir.clone();
     if !cfg.loopback_only() && cfg.auth.anonymous == Anonymous::Allow {
         tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
@@ -1175,8 +1175,27 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         );
     }
     match router.tls_addr() {
-        Some(tls) => tracing::info!(listen = %router.local_addr(), tls_listen = %tls, "{summary}"),
-        None => tracing::info!(listen = %router.local_addr(), "{summary}"),
+        Some(tls) => tracing::info!(
+            listen = %router.local_addr(),
+            tls_listen = %tls,
+            idle = %settings.0,
+            slow_consumer = %settings.1,
+            egress_limit = settings.2,
+            egress_memory_limit = settings.3,
+            max_frame = settings.4,
+            max_clients = settings.5,
+            "router started"
+        ),
+        None => tracing::info!(
+            listen = %router.local_addr(),
+            idle = %settings.0,
+            slow_consumer = %settings.1,
+            egress_limit = settings.2,
+            egress_memory_limit = settings.3,
+            max_frame = settings.4,
+            max_clients = settings.5,
+            "router started"
+        ),
     }
     // Tests and scripts wait for this line on stdout to learn the bound address (its
     // last word is the plaintext listener's address): the TLS and shared-memory
