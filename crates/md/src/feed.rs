@@ -437,6 +437,18 @@ struct Gap {
     recovered: u64,
 }
 
+/// An End of Session: what it announced, and what the stream has done since.
+#[derive(Debug, Clone, Copy)]
+struct End {
+    /// The sequence number it announced (no message at or after it exists).
+    seq: u64,
+    /// When the quiet it needs began: its arrival, or the last packet that went past it
+    /// (or the gap given up that reached it on an announcement alone).
+    since: MonoNanos,
+    /// When a packet first went past it, if one did.
+    contradicted: Option<MonoNanos>,
+}
+
 /// Packets that agree on a session and a sequence neighbourhood, kept until
 /// `confirm_packets` of them make them believable.
 struct Candidate {
@@ -515,9 +527,11 @@ pub struct FeedHandler {
     answer: bool,
     /// When a line last brought a packet in order (applied at once, not held).
     live_in_order_at: Option<MonoNanos>,
-    /// An End of Session not yet believed: (the sequence number it announced, when
-    /// it arrived). See [`FeedHandler::session_ended`].
-    end: Option<(u64, MonoNanos)>,
+    /// The last End of Session (see [`FeedHandler::session_ended`]).
+    end: Option<End>,
+    /// Highest "next sequence" of a packet of messages held or applied (`known_end`
+    /// less what only announcements said).
+    data_end: u64,
     ended: bool,
     books: OrderBooks,
     symbols: Vec<Option<Symbol>>,
@@ -562,6 +576,7 @@ impl FeedHandler {
             answer: false,
             live_in_order_at: None,
             end: None,
+            data_end: cfg.first_sequence,
             ended: false,
             books,
             symbols: Vec::new(),
@@ -600,11 +615,15 @@ impl FeedHandler {
 
     /// Whether the session has ended: an End of Session packet arrived, every message
     /// before the sequence number it announced was applied (or given up), and for
-    /// [`FeedConfig::jump_quiet`] since it arrived no packet brought a message at or
-    /// after that number. Believed at once, one forged End of Session at the next
-    /// sequence number ended a live feed with status 0 (hostile-input pass); a later
-    /// message past the end takes an ended session back
-    /// ([`Counters::false_session_ends`]).
+    /// [`FeedConfig::jump_quiet`] no packet went past it (messages at or after that
+    /// number, or a heartbeat: a server sends none after its end). Believed at once,
+    /// one forged End of Session at the next sequence number ended a live feed with
+    /// status 0 (hostile-input pass). A packet past the end takes an ended session back
+    /// and starts the quiet again; a stream that goes on past it for `jump_quiet`
+    /// proves it false, and it is forgotten ([`Counters::false_session_ends`]). A later
+    /// End of Session replaces it (the latest wins: an earlier end forgets what only
+    /// the other announced). Not forgotten at the first packet past it: one forged
+    /// packet after a real end would have kept the feed running for good.
     pub fn session_ended(&self) -> bool {
         self.ended
     }
@@ -625,8 +644,8 @@ impl FeedHandler {
     /// When [`FeedHandler::handle_timeout`] next has something to do, if ever.
     pub fn poll_timeout(&self) -> Option<MonoNanos> {
         let end = match self.end {
-            Some((seq, since)) if !self.ended && self.expected >= seq => {
-                Some(since.add_duration(self.cfg.jump_quiet))
+            Some(e) if !self.ended && self.expected >= e.seq => {
+                Some(e.since.add_duration(self.cfg.jump_quiet))
             }
             _ => None,
         };
@@ -750,18 +769,16 @@ impl FeedHandler {
                 self.recycle(j.packets);
             }
         }
-        if let Some((end, _)) = self.end {
-            // Messages at or after the end, or a heartbeat beyond it: the session goes
-            // on, so that End of Session was false (forged, or another run's).
+        if let Some(e) = self.end {
+            // Messages at or after the end, or a heartbeat (a server sends none after
+            // its end): the stream goes on past it.
             let past = match p.kind() {
-                PacketKind::Messages => next > end,
-                PacketKind::Heartbeat => seq > end,
+                PacketKind::Messages => next > e.seq,
+                PacketKind::Heartbeat => seq >= e.seq,
                 PacketKind::EndOfSession => false,
             };
             if past {
-                self.end = None;
-                self.ended = false;
-                self.counters.false_session_ends += 1;
+                self.contradict_end(now);
             }
         }
         match p.kind() {
@@ -770,11 +787,26 @@ impl FeedHandler {
                     self.counters.heartbeats += 1;
                 } else if seq >= self.expected {
                     // Believed once the stream has reached it and stayed quiet
-                    // (`session_ended`); a repeat keeps the first one's time.
-                    self.end = Some(match self.end {
-                        Some((end, since)) => (end.max(seq), since),
-                        None => (seq, now),
-                    });
+                    // (`session_ended`); a repeat keeps the first one's time, another
+                    // replaces it.
+                    match self.end {
+                        Some(e) if e.seq == seq && e.contradicted.is_none() => {}
+                        old => {
+                            if old.is_some_and(|e| seq < e.seq) {
+                                // An earlier end than the last: what only the other
+                                // announced is forgotten (a forged End of Session far
+                                // ahead had the real end's feed count what lay between
+                                // as lost).
+                                self.known_end = seq.max(self.data_end);
+                            }
+                            self.end = Some(End {
+                                seq,
+                                since: now,
+                                contradicted: None,
+                            });
+                            self.ended = false;
+                        }
+                    }
                 } else {
                     // Announces an end before messages already applied: not this
                     // session's end (a stale copy, or forged), so it ends nothing.
@@ -804,7 +836,7 @@ impl FeedHandler {
                 // `overflow`, and a dropped packet announces nothing.
                 while seq > self.expected && self.held_full(seq, packet.len()) {
                     self.counters.overflow += 1;
-                    if self.live_below_hold() {
+                    if self.live_below_hold(now) {
                         match self.held.back() {
                             Some(h) if h.seq > seq => {
                                 if let Some(h) = self.held.pop_back() {
@@ -816,10 +848,11 @@ impl FeedHandler {
                             _ => return,
                         }
                     } else {
-                        self.give_up_gap(sink);
+                        self.give_up_gap(now, sink);
                     }
                 }
                 self.known_end = self.known_end.max(next);
+                self.data_end = self.data_end.max(next);
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
@@ -832,24 +865,55 @@ impl FeedHandler {
             }
         }
         self.check_gap(now);
+        // Messages applied past the end (a packet held since before it arrived, say):
+        // the stream went past it too (review).
+        if self.skipped.is_none() && self.end.is_some_and(|e| self.expected > e.seq) {
+            self.contradict_end(now);
+        }
         self.check_end(now);
     }
 
-    /// Whether a line brought a packet in order after the oldest held packet arrived.
-    fn live_below_hold(&self) -> bool {
+    /// Whether a line brought a packet in order in the later half of the time since
+    /// the oldest held packet arrived: the stream is alive below the hold now. (Once
+    /// since then was not enough: a packet reordered just after a loss counted for the
+    /// whole life of the gap, and every live packet after it, all held ahead, was then
+    /// dropped: review, one lost packet became 2,432 lost messages.)
+    fn live_below_hold(&self, now: MonoNanos) -> bool {
         match (self.live_in_order_at, self.held.front()) {
-            (Some(at), Some(h)) => at > h.received,
+            (Some(at), Some(h)) => at > h.received.add_nanos(now.saturating_sub(h.received) / 2),
             _ => false,
         }
     }
 
-    /// Believes the End of Session once the stream has reached it and no packet has
-    /// gone past it for `jump_quiet` since it arrived.
+    /// Believes the End of Session once the stream has reached it and nothing has gone
+    /// past it for `jump_quiet`.
     fn check_end(&mut self, now: MonoNanos) {
-        if let Some((end, since)) = self.end {
-            if !self.ended && self.expected >= end && now >= since.add_duration(self.cfg.jump_quiet)
+        if let Some(e) = self.end {
+            if !self.ended
+                && self.expected >= e.seq
+                && now >= e.since.add_duration(self.cfg.jump_quiet)
             {
                 self.ended = true;
+            }
+        }
+    }
+
+    /// A packet went past the End of Session at `now`: the session is not over. The
+    /// quiet starts again; once the stream has gone on past it for `jump_quiet`, it was
+    /// false (forged, or stale) and is forgotten.
+    fn contradict_end(&mut self, now: MonoNanos) {
+        let quiet = self.cfg.jump_quiet;
+        let Some(e) = self.end.as_mut() else { return };
+        self.ended = false;
+        match e.contradicted {
+            Some(first) if now >= first.add_duration(quiet) => {
+                self.end = None;
+                self.counters.false_session_ends += 1;
+            }
+            Some(_) => e.since = now,
+            None => {
+                e.contradicted = Some(now);
+                e.since = now;
             }
         }
     }
@@ -1005,8 +1069,10 @@ impl FeedHandler {
         self.counters.lost = self.counters.lost.saturating_add(to - self.expected);
         self.expected = to;
         self.known_end = self.known_end.max(to);
+        self.data_end = self.data_end.max(to);
         self.gap = None;
         self.request = None;
+        self.requested = None;
         // Held packets wholly before the jump can never apply.
         while self.held.front().is_some_and(|h| h.next <= to) {
             let Some(h) = self.pop_held() else {
@@ -1080,7 +1146,7 @@ impl FeedHandler {
             return;
         }
         self.unanswered = self.counters.recovered == gap.recovered;
-        self.give_up_gap(sink);
+        self.give_up_gap(now, sink);
         self.check_gap(now);
         self.check_end(now);
     }
@@ -1088,7 +1154,7 @@ impl FeedHandler {
     /// Declares the first missing range lost (up to the first held packet or the end
     /// announced) and applies the held packets that are then in order. The caller
     /// opens the next gap, if any (`check_gap`).
-    fn give_up_gap<S: Sink + ?Sized>(&mut self, sink: &mut S) {
+    fn give_up_gap<S: Sink + ?Sized>(&mut self, now: MonoNanos, sink: &mut S) {
         let end = self.missing_until();
         if end > self.expected && self.held.front().is_none_or(|h| h.seq > end) {
             // Only an announcement says the stream is at `end`: remembered (with the
@@ -1099,6 +1165,12 @@ impl FeedHandler {
                 _ => self.expected,
             };
             self.skipped = Some((from, end));
+            // An End of Session reached this way waits its quiet from now: the live
+            // stream's next packet can still take the skip back (review: believed at
+            // once, a forged end ahead of a pausing stream stopped the feed).
+            if let Some(e) = self.end.as_mut().filter(|e| end >= e.seq) {
+                e.since = e.since.max(now);
+            }
         }
         self.counters.lost = self
             .counters
@@ -1120,8 +1192,12 @@ impl FeedHandler {
         self.counters.false_ends += 1;
         self.counters.taken_back = self.counters.taken_back.saturating_add(to - from);
         self.expected = from;
-        self.known_end = next;
+        // An End of Session still stands (the stream must reach it: a real end whose
+        // last messages came back late would otherwise never be reached).
+        self.known_end = next.max(self.end.map_or(0, |e| e.seq));
         self.gap = None;
+        self.requested = None;
+        self.ended = false;
     }
 
     /// Whether holding a packet of `len` bytes starting at `seq` would need room that
@@ -1162,12 +1238,17 @@ impl FeedHandler {
             {
                 // A line's packets moved the gap on inside what was already asked for:
                 // no answer came, so nothing new to ask. The stream is making progress,
-                // so its timeout starts again (kept, it gave up the gap while the live
-                // stream was filling it, and what was held ahead was taken for the
-                // stream's position); its tries are kept.
+                // so the gap's timeouts start again, as for a gap that moved before
+                // (kept, they gave the gap up while the live stream was filling it,
+                // and what was held ahead was taken for the stream's position).
+                let (tries, wait) = match g.tries {
+                    0 => (0, self.cfg.line_wait),
+                    _ => (1, self.cfg.retransmit_timeout),
+                };
                 self.gap = Some(Gap {
                     first: self.expected,
-                    deadline: now.add_duration(self.cfg.retransmit_timeout),
+                    tries,
+                    deadline: now.add_duration(wait),
                     ..g
                 });
             }

@@ -1089,46 +1089,83 @@ fn an_end_of_session_behind_what_was_applied_ends_nothing() {
     believe_the_end(&mut f);
 }
 
+const MS: u64 = 1_000_000;
+
+/// Drives `f` as the feed's driver does: each datagram at its time, the timeouts when
+/// due before it, and after the last one until `until`. Returns when the driver would
+/// have stopped (the session ended, nothing being recovered), if it would have.
+fn drive(f: &mut FeedHandler, events: &[(u64, Vec<u8>)], until: u64) -> Option<u64> {
+    fn done(f: &FeedHandler) -> bool {
+        f.session_ended() && !f.recovering()
+    }
+    /// The timeouts due up to `upto`; when the driver would stop, if it would.
+    fn timeouts(f: &mut FeedHandler, upto: u64) -> Option<u64> {
+        let mut sink = |_: &str, _: &[u8]| {};
+        for _ in 0..1_000_000 {
+            let t = f.poll_timeout().filter(|t| t.0 <= upto)?;
+            f.handle_timeout(t, &mut sink);
+            if done(f) {
+                return Some(t.0);
+            }
+        }
+        panic!("the timeouts never settle");
+    }
+    let mut sink = |_: &str, _: &[u8]| {};
+    for (at, p) in events {
+        if let Some(t) = timeouts(f, *at) {
+            return Some(t);
+        }
+        f.handle_datagram(MonoNanos(*at), p, &mut sink);
+        if done(f) {
+            return Some(*at);
+        }
+    }
+    timeouts(f, until)
+}
+
+/// `pkts` one every `gap_ms` from `start`, as (time, packet).
+fn timed(pkts: &[Vec<u8>], start: u64, gap_ms: u64) -> Vec<(u64, Vec<u8>)> {
+    pkts.iter()
+        .enumerate()
+        .map(|(i, p)| (start + i as u64 * gap_ms * MS, p.clone()))
+        .collect()
+}
+
 /// Hostile-input pass (2026-12-07): one forged End of Session at the next sequence
 /// number stopped a live feed after 42 of 300,000 messages, and it exited 0 reporting
-/// a complete session. An End of Session is believed only once `jump_quiet` has passed
-/// with nothing past it; the live stream's next packet contradicts this one.
+/// a complete session. An End of Session is believed only once `jump_quiet` (2 s) has
+/// passed with nothing past it; the live stream goes past this one, and once it has
+/// for `jump_quiet` the end is forgotten as false.
 #[test]
 fn a_forged_end_of_session_is_contradicted_by_the_live_stream() {
     let msgs = messages(5, 2_000, 38);
     let pkts = packetize(session(), 1, &msgs, 300);
-    let (mut f, mut stream) = fresh();
-    deliver(&mut f, &mut stream, &pkts[0], None);
-    let forged = end_of_session(f.expected_sequence());
-    deliver(&mut f, &mut stream, &forged, None);
-    // The stream has reached the end it announced: only the quiet time is missing.
-    assert!(!f.session_ended());
-    for p in &pkts[1..] {
-        deliver(&mut f, &mut stream, p, None);
-    }
+    let (mut f, _) = fresh();
+    // 20 ms apart: the stream lasts several seconds.
+    let mut events = timed(&pkts, NOW.0, 20);
+    let first_end = MoldHeader::decode(&pkts[0]).map(|h| h.sequence + u64::from(h.count));
+    let forged = end_of_session(first_end.unwrap());
+    events.insert(1, (NOW.0 + MS, forged.to_vec()));
+    let last = events.last().unwrap().0;
+    assert_eq!(
+        drive(&mut f, &events, last + 10_000 * MS),
+        None,
+        "stopped by the forged end"
+    );
     let c = *f.counters();
     assert_eq!(
         (c.false_session_ends, c.messages, c.lost, c.requests),
         (1, msgs.len() as u64, 0, 0),
         "{c:?}"
     );
-    // Long after it, the forged end ends nothing and waits for nothing.
-    let mut sink = |_: &str, _: &[u8]| {};
-    f.handle_timeout(
-        NOW.add_duration(std::time::Duration::from_secs(60)),
-        &mut sink,
-    );
-    assert!(!f.session_ended());
     assert_eq!(f.poll_timeout(), None);
-    // The real one.
-    deliver(
-        &mut f,
-        &mut stream,
-        &end_of_session(msgs.len() as u64 + 1),
-        None,
+    // The real one ends it, after its quiet.
+    let real = end_of_session(msgs.len() as u64 + 1).to_vec();
+    let at = last + 20_000 * MS;
+    assert_eq!(
+        drive(&mut f, &[(at, real)], at + 10_000 * MS),
+        Some(at + 2_000 * MS)
     );
-    believe_the_end(&mut f);
-    assert_eq!(f.counters().false_session_ends, 1);
 }
 
 /// An End of Session believed during a pause of the stream (forged, or another run's)
@@ -1148,8 +1185,107 @@ fn an_ended_session_is_taken_back_by_messages_past_its_end() {
         deliver(&mut f, &mut stream, p, None);
     }
     assert!(!f.session_ended());
+    assert_eq!(f.counters().messages, msgs.len() as u64);
+}
+
+/// Review: a forged End of Session 5,000 ahead of a live stream that pauses (60 ms
+/// every 100 packets) stopped the feed at packet 300 with 2,483 messages counted lost:
+/// the pauses used up the gap's tries, the give-up reached the end, and the end was
+/// believed at once. Progress restarts the gap's tries, and an end reached by a give-up
+/// waits its quiet from then.
+#[test]
+fn a_forged_end_ahead_of_a_pausing_stream_stops_nothing() {
+    let msgs = messages(5, 3_000, 43);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, _) = fresh();
+    let mut events = Vec::new();
+    let mut at = NOW.0;
+    for (i, p) in pkts.iter().enumerate() {
+        at += if i % 100 == 99 { 60 * MS } else { 10 * MS };
+        events.push((at, p.clone()));
+        if i == 9 {
+            events.push((at + 1, end_of_session(5_000).to_vec()));
+        }
+    }
+    let stopped = drive(&mut f, &events, at);
+    assert_eq!(stopped, None, "{:?}", f.counters());
     let c = *f.counters();
-    assert_eq!((c.false_session_ends, c.messages), (1, msgs.len() as u64));
+    assert_eq!(c.messages, msgs.len() as u64, "{c:?}");
+}
+
+/// Review: a forged End of Session at the next sequence number of an idle stream, whose
+/// only packets are the server's heartbeats at that number, was believed after 2 s. A
+/// heartbeat after an End of Session goes past it (a server sends none after its end).
+#[test]
+fn heartbeats_after_an_end_of_session_contradict_it() {
+    let msgs = messages(5, 2_000, 44);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, _) = fresh();
+    let mut events = timed(&pkts[..10], NOW.0, 10);
+    // The next sequence number after the ten packets.
+    let mut probe = FeedHandler::new(config(0)).unwrap();
+    let mut sink = |_: &str, _: &[u8]| {};
+    for (_, p) in &events {
+        probe.handle_datagram(NOW, p, &mut sink);
+    }
+    let next = probe.expected_sequence();
+    let t = events.last().unwrap().0;
+    events.push((t + MS, end_of_session(next).to_vec()));
+    for k in 1..=5 {
+        events.push((t + k * 1_000 * MS, heartbeat(session(), next)));
+    }
+    // The first heartbeat goes past it; the stream still there 2 s later proves it
+    // false: forgotten, and the feed runs on.
+    assert_eq!(drive(&mut f, &events, t + 60_000 * MS), None);
+    assert_eq!(f.counters().false_session_ends, 1);
+    assert_eq!(f.poll_timeout(), None);
+}
+
+/// Review: after a real end, one forged heartbeat beyond it kept the feed running for
+/// good (it cleared the end). It only starts the quiet again.
+#[test]
+fn one_packet_past_a_real_end_delays_the_stop_only() {
+    let msgs = messages(5, 2_000, 45);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, _) = fresh();
+    let mut events = timed(&pkts, NOW.0, 1);
+    let t = events.last().unwrap().0;
+    let e = msgs.len() as u64 + 1;
+    for k in 0..3 {
+        events.push((t + MS + k, end_of_session(e).to_vec()));
+    }
+    events.push((t + 500 * MS, heartbeat(session(), e + 1)));
+    let stopped = drive(&mut f, &events, t + 60_000 * MS).expect("the feed stops");
+    // The gap the heartbeat opened is given up (~150 ms), then 2 s of quiet.
+    assert!(
+        stopped > t + 2_500 * MS && stopped < t + 3_000 * MS,
+        "{stopped}"
+    );
+}
+
+/// Review: a packet held since before the End of Session arrived and applied after it
+/// went past the end unnoticed.
+#[test]
+fn messages_applied_past_the_end_from_the_hold_contradict_it() {
+    let msgs = messages(5, 2_000, 46);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let (mut f, _) = fresh();
+    let mut sink = |_: &str, _: &[u8]| {};
+    f.handle_datagram(NOW, &pkts[0], &mut sink);
+    // pkts[2] held (pkts[1] missing), then an End of Session at pkts[1]'s end.
+    f.handle_datagram(NOW, &pkts[2], &mut sink);
+    let h1 = MoldHeader::decode(&pkts[1]).unwrap();
+    let e = h1.sequence + u64::from(h1.count);
+    f.handle_datagram(NOW, &end_of_session(e), &mut sink);
+    // pkts[1] comes back: pkts[2] (past the end) is applied from the hold.
+    f.handle_retransmission(NOW.add_nanos(MS), &pkts[1], &mut sink);
+    assert!(f.expected_sequence() > e);
+    // Its quiet starts again when the messages past it were applied (1 ms later).
+    let mut sink = |_: &str, _: &[u8]| {};
+    f.handle_timeout(NOW.add_nanos(2_000 * MS), &mut sink);
+    assert!(!f.session_ended(), "the end was gone past");
+    f.handle_timeout(NOW.add_nanos(2_001 * MS), &mut sink);
+    assert!(f.session_ended(), "silence after it");
 }
 
 /// Hostile-input pass (2026-12-07): 9,000 forged one-message packets within `max_jump`
@@ -1244,4 +1380,46 @@ fn a_partial_answer_draws_the_next_rerequest_at_once() {
     g.handle_datagram(NOW, &pkts[1], &mut sink);
     assert_eq!(g.poll_transmit(), None);
     assert!(g.recovering());
+}
+
+/// Review: with the hold full during a gap, a packet reordered just after the loss
+/// (p12 before p10) counted as the stream being alive below the hold for the whole
+/// life of the gap, so every live packet after it, all held ahead, was dropped: one
+/// lost packet (p11) became 2,432 lost messages. Also with A/B lines, line B 2 ms
+/// behind bringing p10, p11 lost on both.
+#[test]
+fn a_reordered_packet_beside_a_loss_loses_only_the_lost_packet() {
+    let msgs = messages(5, 4_000, 47);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let count = |p: &[u8]| u64::from(MoldHeader::decode(p).unwrap().count);
+    let cfg = FeedConfig {
+        max_held_packets: 16,
+        ..config(0)
+    };
+    // Reordered: p0..p9, p12, p10, p13..; p11 lost. One packet a millisecond.
+    let mut order: Vec<usize> = (0..10).collect();
+    order.extend([12, 10]);
+    order.extend(13..pkts.len());
+    let reordered: Vec<Vec<u8>> = order.iter().map(|&i| pkts[i].clone()).collect();
+    let mut f = FeedHandler::new(cfg.clone()).unwrap();
+    let events = timed(&reordered, NOW.0, 1);
+    drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
+    let c = *f.counters();
+    assert_eq!(c.lost, count(&pkts[11]), "{c:?}");
+    // A/B: line A lost p10 and p11, line B (2 ms behind) lost p11 only.
+    let mut events: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        let at = NOW.0 + i as u64 * MS;
+        if i != 10 && i != 11 {
+            events.push((at, p.clone()));
+        }
+        if i != 11 {
+            events.push((at + 2 * MS + 1, p.clone()));
+        }
+    }
+    events.sort_by_key(|e| e.0);
+    let mut f = FeedHandler::new(cfg).unwrap();
+    drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
+    let c = *f.counters();
+    assert_eq!(c.lost, count(&pkts[11]), "{c:?}");
 }
