@@ -96,8 +96,8 @@
 //!   however many arrive at once. So a gap, and hence what is re-requested, never
 //!   spans more than about 2 x `max_jump` messages.
 //! - An End of Session is believed ([`FeedHandler::session_ended`]) once the stream
-//!   has reached the sequence number it announced and, for `jump_quiet` since it
-//!   arrived, no packet went past it; a packet that does contradicts it
+//!   has reached the sequence number it announced and, for `jump_quiet`, no packet
+//!   went past it; a stream that goes on past it for `jump_quiet` proves it false
 //!   ([`Counters::false_session_ends`]).
 //! - A gap given up whose end only an announcement gave (nothing held there) is taken
 //!   back ([`Counters::false_ends`]) if, before anything else is applied, a packet
@@ -405,9 +405,9 @@ pub struct Counters {
     /// messages really lost are [`Counters::net_lost`]. (`lost` itself only grows: it
     /// is a counter to monitoring.)
     pub taken_back: u64,
-    /// End of Session packets contradicted by a later packet (messages at or after the
-    /// sequence number they announced, or a heartbeat beyond it): not this session's
-    /// end (forged, or stale), so they ended nothing.
+    /// End of Session packets the stream went on past (messages at or after the
+    /// sequence number they announced, or heartbeats) for `jump_quiet`: not this
+    /// session's end (forged, or stale), so they were forgotten.
     pub false_session_ends: u64,
 }
 

@@ -48,9 +48,10 @@ heartbeats confirm nothing), and the old position has shown no life for --jump-q
 (2s, longer than a server's 1-s heartbeat, so forged packets cannot move a live
 stream); the jump is then followed (accepted_jumps) from the latest of them and the
 skipped messages counted lost, never re-requested. An End of Session is believed once
-every message before it is in and --jump-quiet has passed since it arrived with no
-packet past it: a forged one that the live stream contradicts ends nothing
-(false_session_ends), so a feed stops about 2 s after the exchange's real end.
+every message before it is in and --jump-quiet has passed with no packet past it
+(messages at or after it, or a heartbeat): a forged one that the live stream goes on
+past ends nothing (false_session_ends), and a feed stops about 2 s after the
+exchange's real end.
 
 A/B lines: with --group-b, the same session is also received on a second group (the
 redundant line every exchange sends). The first copy of each packet wins, the second

@@ -108,7 +108,7 @@ impl Component for FeedMonitor {
                 ("tickwire_feed_duplicate_messages_total", counter, "Messages received again after they were applied (A/B copies included).", c.duplicates),
                 ("tickwire_feed_malformed_total", counter, "Bad input: truncated packets, bad blocks, unknown types, bad messages.", c.malformed),
                 ("tickwire_feed_overflow_packets_total", counter, "Packets that arrived ahead with --max-held packets already held; each gave up the oldest gap (its messages counted lost), or, while a line still brought packets in order below the hold, dropped the packet furthest ahead.", c.overflow),
-                ("tickwire_feed_false_session_ends_total", counter, "End of Session packets that a later packet contradicted (messages at or after the end they announced): forged or stale, they ended nothing.", c.false_session_ends),
+                ("tickwire_feed_false_session_ends_total", counter, "End of Session packets the stream went on past (messages at or after the end they announced, or heartbeats) for --jump-quiet: forged or stale, they were forgotten.", c.false_session_ends),
                 ("tickwire_feed_foreign_session_packets_total", counter, "Packets of a MoldUDP64 session other than the one followed.", c.foreign_session),
                 ("tickwire_feed_suspect_jumps_total", counter, "Packets too far ahead of the known sequence (--max-jump).", c.suspect_jumps),
                 ("tickwire_feed_heartbeats_total", counter, "MoldUDP64 heartbeat packets.", c.heartbeats),
