@@ -527,6 +527,11 @@ pub struct FeedHandler {
     answer: bool,
     /// When a line last brought a packet in order (applied at once, not held).
     live_in_order_at: Option<MonoNanos>,
+    /// When a line last brought a packet that continued the hold's top (held, starting
+    /// where the highest held packet ends): the stream arriving above the hold.
+    run_extended_at: Option<MonoNanos>,
+    /// Line packets applied in order since the hold last went from empty to not.
+    in_order_since_hold: u32,
     /// The last End of Session (see [`FeedHandler::session_ended`]).
     end: Option<End>,
     /// Highest "next sequence" of a packet of messages held or applied (`known_end`
@@ -575,6 +580,8 @@ impl FeedHandler {
             requested: None,
             answer: false,
             live_in_order_at: None,
+            run_extended_at: None,
+            in_order_since_hold: 0,
             end: None,
             data_end: cfg.first_sequence,
             ended: false,
@@ -770,11 +777,13 @@ impl FeedHandler {
             }
         }
         if let Some(e) = self.end {
-            // Messages at or after the end, or a heartbeat (a server sends none after
-            // its end): the stream goes on past it.
+            // After its End of Session a server sends nothing on its lines but copies
+            // of it: a line's messages (below the end too: a forged end ahead of a live
+            // stream, review) or heartbeat says the stream goes on. Answers to
+            // re-requests do not, unless they bring messages past the end.
             let past = match p.kind() {
-                PacketKind::Messages => next > e.seq,
-                PacketKind::Heartbeat => seq >= e.seq,
+                PacketKind::Messages => !self.answer || next > e.seq,
+                PacketKind::Heartbeat => true,
                 PacketKind::EndOfSession => false,
             };
             if past {
@@ -787,26 +796,23 @@ impl FeedHandler {
                     self.counters.heartbeats += 1;
                 } else if seq >= self.expected {
                     // Believed once the stream has reached it and stayed quiet
-                    // (`session_ended`); a repeat keeps the first one's time, another
-                    // replaces it.
-                    match self.end {
-                        Some(e) if e.seq == seq && e.contradicted.is_none() => {}
-                        old => {
-                            if old.is_some_and(|e| seq < e.seq) {
-                                // An earlier end than the last: what only the other
-                                // announced is forgotten (a forged End of Session far
-                                // ahead had the real end's feed count what lay between
-                                // as lost).
-                                self.known_end = seq.max(self.data_end);
-                            }
-                            self.end = Some(End {
+                    // (`session_ended`). Another while one stands (a copy) keeps the
+                    // first one's time and the larger number; after one the stream went
+                    // past, it starts afresh.
+                    self.end = Some(match self.end {
+                        Some(e) if e.contradicted.is_none() => End {
+                            seq: e.seq.max(seq),
+                            ..e
+                        },
+                        _ => {
+                            self.ended = false;
+                            End {
                                 seq,
                                 since: now,
                                 contradicted: None,
-                            });
-                            self.ended = false;
+                            }
                         }
-                    }
+                    });
                 } else {
                     // Announces an end before messages already applied: not this
                     // session's end (a stale copy, or forged), so it ends nothing.
@@ -836,6 +842,10 @@ impl FeedHandler {
                 // `overflow`, and a dropped packet announces nothing.
                 while seq > self.expected && self.held_full(seq, packet.len()) {
                     self.counters.overflow += 1;
+                    if !self.answer && self.held.back().is_some_and(|h| h.next == seq) {
+                        // This one continues the hold's top: the stream is up there.
+                        self.run_extended_at = Some(now);
+                    }
                     if self.live_below_hold(now) {
                         match self.held.back() {
                             Some(h) if h.seq > seq => {
@@ -858,6 +868,9 @@ impl FeedHandler {
                 } else {
                     if !self.answer {
                         self.live_in_order_at = Some(now);
+                        if !self.held.is_empty() {
+                            self.in_order_since_hold = self.in_order_since_hold.saturating_add(1);
+                        }
                     }
                     self.apply_packet(p, now, sink);
                     self.drain_held(sink);
@@ -873,16 +886,32 @@ impl FeedHandler {
         self.check_end(now);
     }
 
-    /// Whether a line brought a packet in order in the later half of the time since
-    /// the oldest held packet arrived: the stream is alive below the hold now. (Once
-    /// since then was not enough: a packet reordered just after a loss counted for the
-    /// whole life of the gap, and every live packet after it, all held ahead, was then
-    /// dropped: review, one lost packet became 2,432 lost messages.)
+    /// Whether the stream is alive below the hold now, so that what is held ahead is
+    /// the suspect part: a line brought a packet in order since the hold began, and
+    /// either the last packet of a line that looked like the stream
+    /// (one in order, or one continuing the hold's top) was in order: after a real loss
+    /// the stream's packets continue the hold's top, while forged packets scattered
+    /// ahead continue nothing, however fast they come. Or at least two line packets came
+    /// in order since the hold began, the last within `retransmit_timeout`: a forged run
+    /// of consecutive numbers continues the top, but a live stream keeps coming in
+    /// order beside it. A packet reordered beside a loss is one in-order packet, and
+    /// the stream's packets after it continue the top.
+    ///
+    /// (A first version took any in-order packet since the hold began, and with it one
+    /// lost packet became 2,432 lost messages: review. A second wanted one in the later
+    /// half of the hold's life, which a stream slower than a forged burst never had.)
     fn live_below_hold(&self, now: MonoNanos) -> bool {
-        match (self.live_in_order_at, self.held.front()) {
-            (Some(at), Some(h)) => at > h.received.add_nanos(now.saturating_sub(h.received) / 2),
-            _ => false,
-        }
+        // An in-order packet since the hold began (the oldest held packet's arrival).
+        let Some(t) = self
+            .live_in_order_at
+            .filter(|&t| self.held.front().is_some_and(|h| t > h.received))
+        else {
+            return false;
+        };
+        let last_was_in_order = self.run_extended_at.is_none_or(|e| t > e);
+        let keeps_coming =
+            self.in_order_since_hold >= 2 && t.add_duration(self.cfg.retransmit_timeout) >= now;
+        last_was_in_order || keeps_coming
     }
 
     /// Believes the End of Session once the stream has reached it and nothing has gone
@@ -902,13 +931,18 @@ impl FeedHandler {
     /// quiet starts again; once the stream has gone on past it for `jump_quiet`, it was
     /// false (forged, or stale) and is forgotten.
     fn contradict_end(&mut self, now: MonoNanos) {
-        let quiet = self.cfg.jump_quiet;
-        let Some(e) = self.end.as_mut() else { return };
+        let Some(mut e) = self.end else { return };
         self.ended = false;
         match e.contradicted {
-            Some(first) if now >= first.add_duration(quiet) => {
+            Some(first) if now >= first.add_duration(self.cfg.jump_quiet) => {
+                // What only it announced goes too (review: kept, the gap up to it was
+                // given up and taken back at every pause of the live stream).
+                if self.known_end == e.seq {
+                    self.known_end = self.data_end.max(self.expected);
+                }
                 self.end = None;
                 self.counters.false_session_ends += 1;
+                return;
             }
             Some(_) => e.since = now,
             None => {
@@ -916,6 +950,7 @@ impl FeedHandler {
                 e.since = now;
             }
         }
+        self.end = Some(e);
     }
 
     /// A packet of the followed session too far ahead to be believed: kept (bounded)
@@ -1192,9 +1227,14 @@ impl FeedHandler {
         self.counters.false_ends += 1;
         self.counters.taken_back = self.counters.taken_back.saturating_add(to - from);
         self.expected = from;
-        // An End of Session still stands (the stream must reach it: a real end whose
-        // last messages came back late would otherwise never be reached).
-        self.known_end = next.max(self.end.map_or(0, |e| e.seq));
+        // An answer (a real end's last messages, come back late) leaves the End of
+        // Session standing: the stream must still reach it, or it is never reached. A
+        // line's packet has gone past it instead (review: kept, a forged end ahead of a
+        // pausing live stream was given up and taken back at every pause).
+        self.known_end = match self.answer {
+            true => next.max(self.end.map_or(0, |e| e.seq)),
+            false => next,
+        };
         self.gap = None;
         self.requested = None;
         self.ended = false;
@@ -1323,6 +1363,13 @@ impl FeedHandler {
             // `max_held_bytes` alone: the caller made room otherwise.
             self.counters.overflow += 1;
             return;
+        }
+        if self.held.is_empty() {
+            self.in_order_since_hold = 0;
+        }
+        if !self.answer && at == self.held.len() && self.held.back().is_some_and(|h| h.next == seq)
+        {
+            self.run_extended_at = Some(now);
         }
         let held = self.copy(seq, next, now, packet);
         self.held_bytes = self.held_bytes.saturating_add(held.bytes.capacity());

@@ -1191,26 +1191,45 @@ fn an_ended_session_is_taken_back_by_messages_past_its_end() {
 /// Review: a forged End of Session 5,000 ahead of a live stream that pauses (60 ms
 /// every 100 packets) stopped the feed at packet 300 with 2,483 messages counted lost:
 /// the pauses used up the gap's tries, the give-up reached the end, and the end was
-/// believed at once. Progress restarts the gap's tries, and an end reached by a give-up
-/// waits its quiet from then.
+/// believed at once. Then (second review), with pauses longer than the gap's three
+/// tries (200 ms), the gap up to it was given up and taken back at every pause, for
+/// good. A line's packets after an End of Session go past it: it is forgotten once the
+/// stream has gone on for `jump_quiet`, with what only it announced.
 #[test]
 fn a_forged_end_ahead_of_a_pausing_stream_stops_nothing() {
     let msgs = messages(5, 3_000, 43);
     let pkts = packetize(session(), 1, &msgs, 300);
-    let (mut f, _) = fresh();
-    let mut events = Vec::new();
-    let mut at = NOW.0;
-    for (i, p) in pkts.iter().enumerate() {
-        at += if i % 100 == 99 { 60 * MS } else { 10 * MS };
-        events.push((at, p.clone()));
-        if i == 9 {
-            events.push((at + 1, end_of_session(5_000).to_vec()));
+    for pause_ms in [60, 200] {
+        let (mut f, _) = fresh();
+        let mut events = Vec::new();
+        let mut at = NOW.0;
+        for (i, p) in pkts.iter().enumerate() {
+            at += if i % 100 == 99 {
+                pause_ms * MS
+            } else {
+                10 * MS
+            };
+            events.push((at, p.clone()));
+            if i == 9 {
+                events.push((at + 1, end_of_session(5_000).to_vec()));
+            }
         }
+        // Well past the stream's last packet: nothing stops it (no real end came).
+        let stopped = drive(&mut f, &events, at + 5_000 * MS);
+        let c = *f.counters();
+        assert_eq!(stopped, None, "{pause_ms} ms: {c:?}");
+        assert_eq!(
+            (c.messages, c.net_lost()),
+            (msgs.len() as u64, 0),
+            "{pause_ms} ms: {c:?}"
+        );
+        assert_eq!(c.false_session_ends, 1, "{pause_ms} ms: {c:?}");
+        assert!(
+            c.requests <= 10 && c.false_ends <= 1,
+            "{pause_ms} ms: {c:?}"
+        );
+        assert!(!f.recovering(), "{pause_ms} ms: {c:?}");
     }
-    let stopped = drive(&mut f, &events, at);
-    assert_eq!(stopped, None, "{:?}", f.counters());
-    let c = *f.counters();
-    assert_eq!(c.messages, msgs.len() as u64, "{c:?}");
 }
 
 /// Review: a forged End of Session at the next sequence number of an idle stream, whose
@@ -1422,4 +1441,60 @@ fn a_reordered_packet_beside_a_loss_loses_only_the_lost_packet() {
     drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
     let c = *f.counters();
     assert_eq!(c.lost, count(&pkts[11]), "{c:?}");
+}
+
+/// A live stream slower than a forged burst (a packet every 20 ms; 200 forged packets
+/// within 400 ms, filling a 16-packet hold in 32 ms) still loses nothing: the forged
+/// packets continue nothing at the hold's top, so the last packet that looked like the
+/// stream was the in-order one (the second version of the rule wanted an in-order
+/// packet in the later half of the hold's life, which a stream this slow never had).
+/// A burst that fills the hold between two of its packets still wins: nothing showed
+/// the stream alive below the hold meanwhile (8,192 packets by default).
+#[test]
+fn a_forged_burst_faster_than_a_slow_stream_loses_nothing() {
+    let msgs = messages(5, 2_000, 48);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let mut f = FeedHandler::new(FeedConfig {
+        max_held_packets: 16,
+        ..config(0)
+    })
+    .unwrap();
+    let mut events = timed(&pkts, NOW.0, 20);
+    let burst_at = events[5].0 + MS;
+    for k in 0..200u64 {
+        let seq = msgs.len() as u64 + 100 + k * 7;
+        events.push((burst_at + k * 2 * MS, stray(session(), seq)));
+    }
+    events.sort_by_key(|e| e.0);
+    drive(&mut f, &events, events.last().unwrap().0);
+    let c = *f.counters();
+    assert_eq!((c.lost, c.messages), (0, msgs.len() as u64), "{c:?}");
+    assert!(c.overflow > 0, "{c:?}");
+}
+
+/// Second review: a forged run of consecutive sequence numbers continues the hold's
+/// top like a stream; a live stream that keeps coming in order beside it (two or more
+/// packets since the hold began, the last within `retransmit_timeout`) is still the
+/// one followed.
+#[test]
+fn a_forged_consecutive_run_beside_a_live_stream_loses_nothing() {
+    let msgs = messages(5, 2_000, 49);
+    let pkts = packetize(session(), 1, &msgs, 300);
+    let mut f = FeedHandler::new(FeedConfig {
+        max_held_packets: 16,
+        ..config(0)
+    })
+    .unwrap();
+    let mut events = timed(&pkts, NOW.0, 1);
+    // 200 one-message packets at consecutive numbers past the session, 1 every 0.5 ms
+    // (twice the stream's rate: the hold fills in 8 ms, beside 8 live packets).
+    let from = msgs.len() as u64 + 100;
+    for k in 0..200u64 {
+        events.push((NOW.0 + 5 * MS + k * 500_000 + 1, stray(session(), from + k)));
+    }
+    events.sort_by_key(|e| e.0);
+    drive(&mut f, &events, events.last().unwrap().0);
+    let c = *f.counters();
+    assert_eq!((c.lost, c.messages), (0, msgs.len() as u64), "{c:?}");
+    assert!(c.overflow > 0, "{c:?}");
 }
