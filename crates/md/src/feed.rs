@@ -823,6 +823,13 @@ impl FeedHandler {
             PacketKind::Messages => {
                 if next <= self.expected {
                     self.counters.duplicates += next - seq;
+                    if next == self.expected {
+                        // A line's copy of the last messages applied (an answer to a
+                        // re-request came first): the stream is at `expected` too. Not
+                        // counted as coming in order: the other line's late copies end
+                        // there as well.
+                        self.note_live_in_order(now, false);
+                    }
                     return;
                 }
                 // No room to wait any longer: the oldest gap is given up now (its
@@ -866,12 +873,7 @@ impl FeedHandler {
                 if seq > self.expected {
                     self.hold(seq, next, now, packet);
                 } else {
-                    if !self.answer {
-                        self.live_in_order_at = Some(now);
-                        if !self.held.is_empty() {
-                            self.in_order_since_hold = self.in_order_since_hold.saturating_add(1);
-                        }
-                    }
+                    self.note_live_in_order(now, true);
                     self.apply_packet(p, now, sink);
                     self.drain_held(sink);
                 }
@@ -884,6 +886,17 @@ impl FeedHandler {
             self.contradict_end(now);
         }
         self.check_end(now);
+    }
+
+    /// A packet in order at `expected` (or a copy ending there) arrived: a line's, it
+    /// shows the stream alive at `expected` ([`FeedHandler::live_below_hold`]).
+    fn note_live_in_order(&mut self, now: MonoNanos, counts: bool) {
+        if !self.answer {
+            self.live_in_order_at = Some(now);
+            if counts && !self.held.is_empty() {
+                self.in_order_since_hold = self.in_order_since_hold.saturating_add(1);
+            }
+        }
     }
 
     /// Whether the stream is alive below the hold now, so that what is held ahead is

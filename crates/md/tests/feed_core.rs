@@ -1425,22 +1425,24 @@ fn a_reordered_packet_beside_a_loss_loses_only_the_lost_packet() {
     drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
     let c = *f.counters();
     assert_eq!(c.lost, count(&pkts[11]), "{c:?}");
-    // A/B: line A lost p10 and p11, line B (2 ms behind) lost p11 only.
-    let mut events: Vec<(u64, Vec<u8>)> = Vec::new();
-    for (i, p) in pkts.iter().enumerate() {
-        let at = NOW.0 + i as u64 * MS;
-        if i != 10 && i != 11 {
-            events.push((at, p.clone()));
+    // A/B: line A lost p10 and p11, line B (2 or 5 ms behind) lost p11 only.
+    for lag in [2, 5] {
+        let mut events: Vec<(u64, Vec<u8>)> = Vec::new();
+        for (i, p) in pkts.iter().enumerate() {
+            let at = NOW.0 + i as u64 * MS;
+            if i != 10 && i != 11 {
+                events.push((at, p.clone()));
+            }
+            if i != 11 {
+                events.push((at + lag * MS + 1, p.clone()));
+            }
         }
-        if i != 11 {
-            events.push((at + 2 * MS + 1, p.clone()));
-        }
+        events.sort_by_key(|e| e.0);
+        let mut f = FeedHandler::new(cfg.clone()).unwrap();
+        drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
+        let c = *f.counters();
+        assert_eq!(c.lost, count(&pkts[11]), "lag {lag} ms: {c:?}");
     }
-    events.sort_by_key(|e| e.0);
-    let mut f = FeedHandler::new(cfg).unwrap();
-    drive(&mut f, &events, events.last().unwrap().0 + 5_000 * MS);
-    let c = *f.counters();
-    assert_eq!(c.lost, count(&pkts[11]), "{c:?}");
 }
 
 /// A live stream slower than a forged burst (a packet every 20 ms; 200 forged packets
