@@ -1174,29 +1174,19 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             "users are configured, but clients that do not log in are admitted here with every right (admin included): the users' rules restrict only those who log in; set anonymous = \"deny\" or anonymous_rules in [auth] to restrict the others (docs/security.md)"
         );
     }
-    match router.tls_addr() {
-        Some(tls) => tracing::info!(
-            listen = %router.local_addr(),
-            tls_listen = %tls,
-            idle = %settings.0,
-            slow_consumer = %settings.1,
-            egress_limit = settings.2,
-            egress_memory_limit = settings.3,
-            max_frame = settings.4,
-            max_clients = settings.5,
-            "router started"
-        ),
-        None => tracing::info!(
-            listen = %router.local_addr(),
-            idle = %settings.0,
-            slow_consumer = %settings.1,
-            egress_limit = settings.2,
-            egress_memory_limit = settings.3,
-            max_frame = settings.4,
-            max_clients = settings.5,
-            "router started"
-        ),
-    }
+    // A field that is None is left out of the line.
+    let tls_listen = router.tls_addr().map(|a| a.to_string());
+    tracing::info!(
+        listen = %router.local_addr(),
+        tls_listen = tls_listen.as_deref(),
+        idle = %settings.0,
+        slow_consumer = %settings.1,
+        egress_limit = settings.2,
+        egress_memory_limit = settings.3,
+        max_frame = settings.4,
+        max_clients = settings.5,
+        "router started"
+    );
     // Tests and scripts wait for this line on stdout to learn the bound address (its
     // last word is the plaintext listener's address): the TLS and shared-memory
     // listeners come before it.

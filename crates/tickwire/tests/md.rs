@@ -1018,6 +1018,30 @@ fn feed_ended(mut feed: std::process::Child) -> (Option<i32>, String, String) {
     (status.code(), out, err)
 }
 
+/// A [`feed_child`] on `router` and `group`, and `md publish` of `session` to it (30,000
+/// messages over 10 s), once the feed has published something (not a sleep: a loaded
+/// machine may start the publisher late).
+fn feed_publishing(
+    router: &str,
+    group: &str,
+    session: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, Kill) {
+    let feed = feed_child(router, group, extra);
+    common::wait_for_subscriber(router, "tickwire-feed", 0);
+    let mut watch = Client::connect(router).unwrap();
+    watch.subscribe("md/>").unwrap();
+    let publisher = spawn(&publish_args(session, group, "3000/s", "1s"));
+    assert!(
+        watch
+            .recv(Wait::Timeout(Duration::from_secs(30)))
+            .unwrap()
+            .is_some(),
+        "the feed published nothing"
+    );
+    (feed, publisher)
+}
+
 /// A router lost in the middle of a session ends the feed with every counter of its run
 /// so far, then the error, exit 1 (new-user pass: it printed only the error, and the
 /// run's loss accounting was gone).
@@ -1027,21 +1051,8 @@ fn a_lost_router_ends_the_feed_with_its_counters_then_the_error() {
     let port = free_udp_port_pair();
     let group = format!("239.255.43.{}:{port}", 1 + port % 200);
     let router = RouterProc::start(&["--no-guaranteed"]);
-    let raddr = router.addr_str();
-    let feed = feed_child(&raddr, &group, &[]);
-    common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
-    let mut watch = Client::connect(raddr.as_str()).unwrap();
-    watch.subscribe("md/>").unwrap();
-    // 30,000 messages over 10 s: the feed still publishes when the router goes.
-    let publisher = spawn(&publish_args(&session, &group, "3000/s", "1s"));
-    // Published something (not a sleep: a loaded machine may start the publisher late).
-    assert!(
-        watch
-            .recv(Wait::Timeout(Duration::from_secs(30)))
-            .unwrap()
-            .is_some(),
-        "the feed published nothing"
-    );
+    let (feed, publisher) = feed_publishing(&router.addr_str(), &group, &session, &[]);
+    // The feed still publishes when the router goes.
     drop(router);
     let (code, out, err) = feed_ended(feed);
     drop(publisher);
@@ -1066,19 +1077,8 @@ fn a_feed_stopped_before_the_end_of_session_exits_130() {
     let router = RouterProc::start(&["--no-guaranteed"]);
     let raddr = router.addr_str();
     for (extra, expected) in [(&[][..], 130), (&["--keep-running"][..], 0)] {
-        let feed = feed_child(&raddr, &group, extra);
-        common::wait_for_subscriber(&raddr, "tickwire-feed", 0);
-        let mut watch = Client::connect(raddr.as_str()).unwrap();
-        watch.subscribe("md/>").unwrap();
-        // 30,000 messages over 10 s: stopped partway.
-        let publisher = spawn(&publish_args(&session, &group, "3000/s", "1s"));
-        assert!(
-            watch
-                .recv(Wait::Timeout(Duration::from_secs(30)))
-                .unwrap()
-                .is_some(),
-            "the feed published nothing"
-        );
+        // Stopped partway.
+        let (feed, publisher) = feed_publishing(&raddr, &group, &session, extra);
         common::interrupt(&feed);
         let (code, out, err) = feed_ended(feed);
         drop(publisher);
