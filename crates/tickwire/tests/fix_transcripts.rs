@@ -297,7 +297,11 @@ fn replay(scenario: &str) {
                     String::from_utf8_lossy(&extra.unwrap()).replace('\x01', "|")
                 );
                 if wire.closed {
-                    panic!("{scenario}: QuickFIX stayed connected, tickwire disconnected after:\n{log}");
+                    panic!(
+                        "{scenario}: QuickFIX stayed connected, tickwire disconnected after:\n{log}\
+                         \nacceptor output:\n{}",
+                        acceptor.output()
+                    );
                 }
             }
             Step::Disconnected(limit) => {
