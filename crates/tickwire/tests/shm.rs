@@ -624,6 +624,65 @@ fn a_spinning_router_serves_busy_polling_shm_clients_and_tcp_clients_alike() {
     }
 }
 
+/// `recv` over shared memory takes the ring's bytes straight into an empty receive
+/// buffer and decodes a MESSAGE at its front there; everything else (a burst read
+/// at once, frames larger than the buffer, answers before a message, the router's
+/// end) goes the general way. Both ways must hand over every message, whole and in
+/// order, and the router's death as an error.
+#[test]
+fn a_blocking_shm_receiver_gets_bursts_and_large_messages_whole_and_in_order() {
+    let (_name, _cleanup, mut r, shm, _tcp) = start("recvpath");
+    let opts = ClientOptions {
+        recv_buffer: 4096,
+        ..ClientOptions::named("receiver")
+    };
+    let mut receiver = Client::connect_to(&shm, opts).unwrap();
+    receiver.subscribe("r/>").unwrap();
+    let mut publisher = Client::connect_to(&shm, ClientOptions::named("sender")).unwrap();
+    // Sizes that fit the buffer many times over, and ones five times its size.
+    let sizes: Vec<usize> = (0..600u32)
+        .map(|i| {
+            if i % 100 == 50 {
+                20_000
+            } else {
+                8 + (i as usize % 90)
+            }
+        })
+        .collect();
+    for (i, &size) in sizes.iter().enumerate() {
+        let mut payload = vec![(i % 251) as u8; size];
+        payload[..4].copy_from_slice(&(i as u32).to_le_bytes());
+        publisher.publish("r/x", &payload).unwrap();
+        if i % 200 == 0 {
+            publisher.flush().unwrap();
+            // An answer (the PONG) lands in the receiver's ring between messages.
+            receiver.ping().unwrap();
+        }
+    }
+    publisher.flush().unwrap();
+    for (i, &size) in sizes.iter().enumerate() {
+        let m = receiver
+            .recv(Wait::Timeout(Duration::from_secs(10)))
+            .unwrap()
+            .unwrap_or_else(|| panic!("message {i} did not arrive"));
+        let p = m.payload();
+        assert_eq!(p.len(), size, "message {i}");
+        assert_eq!(u32::from_le_bytes(p[..4].try_into().unwrap()), i as u32);
+        assert!(p[4..].iter().all(|&b| b == (i % 251) as u8), "message {i}");
+        assert_eq!(m.topic(), "r/x");
+    }
+    assert!(receiver.recv(Wait::NoWait).unwrap().is_none());
+    // The router dies without a goodbye: a blocking receive ends in an error.
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let killed = Instant::now();
+    match receiver.recv(Wait::Timeout(Duration::from_secs(20))) {
+        Err(e) => assert!(!e.to_string().is_empty()),
+        Ok(m) => panic!("no error after the router died (got {:?})", m.is_some()),
+    }
+    assert!(killed.elapsed() < Duration::from_secs(15));
+}
+
 /// Shared-memory mappings (`memfd:tickwire-shm`) the process `pid` holds.
 fn shm_mappings(pid: u32) -> usize {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
