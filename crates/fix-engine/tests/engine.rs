@@ -1141,6 +1141,60 @@ fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
     drop(two);
 }
 
+/// Hostile-input pass: each Logon with 141=Y inside a logged-on session resets the
+/// file store (its files rewritten, two `fsync`s); ~2,800 of them in one turn's read
+/// held every other session ~1 s, and a steady stream of them kept another session's
+/// TestRequests waiting ~1 s each. Frames after one that reset a store now wait for
+/// the next turn: one reset per connection per turn, the other sessions served in
+/// between, none of the held frames lost.
+#[test]
+fn regression_in_session_resets_are_taken_one_a_turn_and_others_are_served_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("FileStorePath={}\n", dir.path().display());
+    let (mut engine, _seen, mut one, mut two) = logged_on_by_hand_with(256 << 10, &extra);
+    const RESETS: usize = 60;
+    let reset = encode("A", 1, "ONE", "ACC", &[(98, "0"), (108, "30"), (141, "Y")]);
+    one.send_raw(&reset.repeat(RESETS));
+    two.send("1", &[(112, "DURING")]);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut answered = 0;
+    let count = |one: &mut Raw| {
+        let mut n = 0;
+        while let Some(m) = one.try_next() {
+            assert!(m.contains("|35=A|") && m.contains("|141=Y|"), "{m}");
+            n += 1;
+        }
+        n
+    };
+    let mut answer = None;
+    let mut turns = 0;
+    turn_until(&mut engine, "TWO's TestRequest answered", &mut || {
+        answered += count(&mut one);
+        answer = two.try_next();
+        turns += usize::from(answer.is_none());
+        answer.is_some()
+    });
+    let answer = answer.unwrap();
+    assert!(
+        answer.contains("|35=0|") && answer.contains("|112=DURING|"),
+        "{answer}"
+    );
+    assert!(turns <= 2, "TWO answered after {turns} turns");
+    assert!(
+        answered <= 2,
+        "{answered} of ONE's {RESETS} resets were taken before TWO was answered"
+    );
+    // The rest, one a turn, every one answered.
+    let mut most = 0;
+    turn_until(&mut engine, "all of ONE's resets answered", &mut || {
+        let n = count(&mut one);
+        most = most.max(n);
+        answered += n;
+        answered == RESETS
+    });
+    assert_eq!(most, 1, "more than one reset in a turn");
+}
+
 /// Turns `engine` until `done` says so (2,000 turns at most).
 fn turn_until(engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> bool) {
     for _ in 0..2000 {
@@ -1155,11 +1209,19 @@ fn turn_until(engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> b
 /// An acceptor engine of sessions ACC->ONE and ACC->TWO driven by the test, turn by
 /// turn, with `read_per_turn`; ONE and TWO logged on.
 fn logged_on_by_hand(read_per_turn: usize) -> (Engine<Seen>, Seen, Raw, Raw) {
-    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
-                SocketAcceptPort=0\nNonStopSession=Y\n\
-                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
-                [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n";
-    let settings = Settings::parse(text, "test.cfg").unwrap();
+    logged_on_by_hand_with(read_per_turn, "")
+}
+
+/// [`logged_on_by_hand`] with more `[DEFAULT]` settings (`extra`, lines ending in a
+/// newline).
+fn logged_on_by_hand_with(read_per_turn: usize, extra: &str) -> (Engine<Seen>, Seen, Raw, Raw) {
+    let text = format!(
+        "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptHost=127.0.0.1\n\
+         SocketAcceptPort=0\nNonStopSession=Y\n{extra}\
+         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=ONE\n\
+         [SESSION]\nBeginString=FIX.4.4\nSenderCompID=ACC\nTargetCompID=TWO\n"
+    );
+    let settings = Settings::parse(&text, "test.cfg").unwrap();
     let seen = Seen::default();
     let opts = EngineOptions {
         unbound_timeout: Duration::from_secs(3600),

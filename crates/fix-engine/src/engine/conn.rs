@@ -38,6 +38,7 @@ impl<A: Application> Engine<A> {
             paused: None,
             read_turn: 0,
             read_this_turn: 0,
+            held: false,
             resume_queued: false,
             resume_eof: false,
             tls: None,
@@ -175,6 +176,9 @@ impl<A: Application> Engine<A> {
         if self.net.pause_if_backed_up(c, to_eof) {
             return;
         }
+        if self.process_held(c) {
+            return;
+        }
         if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
             return self.read_conn_tls(c, to_eof);
         }
@@ -202,7 +206,7 @@ impl<A: Application> Engine<A> {
                     }
                     let drained = n < len - rend;
                     self.process_frames(c);
-                    if drained && !to_eof {
+                    if (drained && !to_eof) || self.net.is_held(c) {
                         return;
                     }
                 }
@@ -236,7 +240,13 @@ impl<A: Application> Engine<A> {
                     let a = conn.rstart;
                     conn.rstart += n;
                     conn.scan.reset();
+                    let resets = crate::store::file_resets();
                     self.deliver(c, a, a + n);
+                    if crate::store::file_resets() != resets {
+                        // The rest waits for the next turn: the other sessions first.
+                        self.net.hold(c);
+                        return;
+                    }
                 }
                 Ok(None) => return,
                 Err(FrameError::TooLong { len, max, .. }) => {
@@ -261,6 +271,17 @@ impl<A: Application> Engine<A> {
                 }
             }
         }
+    }
+
+    /// Frames held back after a store reset ([`Net::hold`]) go first; true while
+    /// some are still held (then nothing more is read this turn).
+    pub(super) fn process_held(&mut self, c: ConnId) -> bool {
+        match self.net.conns.get_mut(c.0) {
+            Some(Some(conn)) if conn.held => conn.held = false,
+            _ => return false,
+        }
+        self.process_frames(c);
+        self.net.is_held(c)
     }
 
     /// Closes connection `c` now; a bound session is told (`handle_disconnected`).
@@ -360,6 +381,23 @@ impl Net {
             }
             _ => false,
         }
+    }
+
+    /// Leaves the whole frames still in `c`'s read buffer for the next turn (after
+    /// one that reset a file store) and puts `c` on [`Net::resume`]; with none left
+    /// there is nothing to hold.
+    pub(super) fn hold(&mut self, c: ConnId) {
+        if let Some(Some(conn)) = self.conns.get_mut(c.0) {
+            if conn.rstart < conn.rend {
+                conn.held = true;
+                conn.queue_resume(c, false, &mut self.resume);
+            }
+        }
+    }
+
+    /// Whether `c` has frames held back for a later turn ([`Net::hold`]).
+    pub(super) fn is_held(&self, c: ConnId) -> bool {
+        matches!(self.conns.get(c.0), Some(Some(conn)) if conn.held)
     }
 
     /// What connection `c` may still read this turn (> 0), or `None` when its

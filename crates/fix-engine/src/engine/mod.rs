@@ -315,6 +315,10 @@ struct Conn {
     /// of this connection (at most `EngineOptions::read_per_turn`).
     read_turn: u64,
     read_this_turn: usize,
+    /// Whole frames left in `rbuf` after one that reset a file store: taken at the
+    /// next turns, one reset a turn, before anything more is read
+    /// ([`crate::store::file_resets`]).
+    held: bool,
     /// On [`Net::resume`] for the next turn's read (once, however often it is queued).
     resume_queued: bool,
     /// The peer closed (or the socket is in error): that read goes to the end of the

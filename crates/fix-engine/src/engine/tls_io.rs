@@ -33,6 +33,10 @@ pub(super) fn tls_client(
 impl<A: Application> Engine<A> {
     /// [`Engine::read_conn`] for a TLS connection.
     pub(super) fn read_conn_tls(&mut self, c: ConnId, to_eof: bool) {
+        // Clear text rustls kept while frames were held (`Net::hold`) comes first.
+        if !self.drain_clear_text(c) || self.net.is_held(c) {
+            return;
+        }
         let mut input = std::mem::take(&mut self.net.tls_in);
         self.read_tls_socket(c, to_eof, &mut input);
         self.net.tls_in = input;
@@ -59,7 +63,7 @@ impl<A: Application> Engine<A> {
             match conn::read_socket(&conn.stream, input) {
                 conn::Got::Bytes(n) => {
                     conn.read_this_turn += n;
-                    if !self.feed_tls(c, &input[..n]) {
+                    if !self.feed_tls(c, &input[..n]) || self.net.is_held(c) {
                         return;
                     }
                     // As on the clear path: a short read emptied the receive queue.
@@ -116,6 +120,11 @@ impl<A: Application> Engine<A> {
             let Some(conn) = self.net.open_conn(c) else {
                 return false;
             };
+            if conn.held {
+                // The rest stays with rustls (at most one read's worth) until the
+                // held frames are taken.
+                return true;
+            }
             if !conn::make_room(conn, conn::frame_limit(&self.opts, conn)) {
                 self.close_conn(c, "Read buffer full without a complete message");
                 return false;
