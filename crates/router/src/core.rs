@@ -1743,6 +1743,7 @@ impl Core {
             let r = self
                 .gm
                 .handle_publish(&mut *self.spool, id, wall, now.as_nanos(), m);
+            self.delivery_work += self.gm.last_publish_work();
             return self.gm_result(id, r);
         }
         true
@@ -4994,6 +4995,51 @@ mod tests {
         );
         assert!(!core.input_paused());
         assert_eq!(out(&mut core, sub).len(), f.len() / one.len());
+    }
+
+    /// Hostile-input pass: one client made 10,000 queues on one pattern and published
+    /// a window of guaranteed messages matching it in one burst: ~41 million queue
+    /// inserts in one call, and every other client waited 1.3 s. Each queue a
+    /// guaranteed PUBLISH is stored for counts against `DELIVERY_WORK_PER_READ` as a
+    /// subscriber does, so the call pauses and the rest, in order, waits for the next
+    /// turns.
+    #[test]
+    fn guaranteed_publishes_to_many_queues_are_stored_a_bounded_part_per_turn() {
+        let state = std::sync::Arc::new(std::sync::Mutex::new(ReclaimState::default()));
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        core.attach_spool(Box::new(ReclaimSpool(state.clone())));
+        core.gm.finish_recovery();
+        let publisher = open(&mut core, 0);
+        let spool = &mut *core.spool;
+        for i in 0..2_000 {
+            let def = format!(r#"{{"name":"q{i}","subscriptions":["g/>"]}}"#);
+            core.gm
+                .handle_queue_request(spool, Slot(99), 1, tickwire_wire::gm::QueueOp::Create, &def)
+                .unwrap();
+        }
+        core.gm
+            .handle_pub_open(spool, publisher, 2, 0, "p")
+            .unwrap();
+        let appended = || state.lock().unwrap().next;
+        let before = appended();
+        let mut f = Vec::new();
+        for seq in 1..=100 {
+            let at = f.len();
+            let opts = PublishOptions {
+                seq: Some(seq),
+                publisher_send: None,
+            };
+            encode_publish(&mut f, "g/x", b"m", opts, u32::MAX).unwrap();
+            f[at + 5] |= frame::flags::GUARANTEED;
+        }
+        let Input::Consumed(used) = core.handle_input(publisher, MonoNanos(0), &f, f.len()) else {
+            panic!("closing");
+        };
+        // 1 + 2,000 units each: the 17th reaches 32,768.
+        assert!(core.input_paused() && used < f.len());
+        assert_eq!(appended() - before, 17, "stored in the first call");
+        assert_eq!(feed_paused(&mut core, publisher, &f[used..]), 5);
+        assert_eq!(appended() - before, 100, "every publish stored, once");
     }
 
     /// Review: a read that completed a frame begun long ago and then stopped at the

@@ -770,6 +770,9 @@ pub struct Engine {
     fill_serial: u32,
     /// The positions in `fills` of the fills that take the publish being handled.
     fill_takers: Vec<usize>,
+    /// The queues and fills the last [`Engine::handle_publish`] matched: the work it
+    /// did, one entry each ([`Engine::last_publish_work`]).
+    publish_work: u64,
     /// Retained messages a fill looks at: at its CREATE, and per step
     /// ([`BROWSE_SCAN`], [`FILL_SCAN`]; tests make them small).
     fill_budget: (usize, usize),
@@ -892,6 +895,7 @@ impl Engine {
             fill_index: SubscriptionIndex::new(),
             fill_serial: 0,
             fill_takers: Vec::new(),
+            publish_work: 0,
             fill_budget: (BROWSE_SCAN, FILL_SCAN),
             publishers: Vec::new(),
             publisher_names: HashMap::new(),
@@ -1452,6 +1456,15 @@ impl Engine {
         !self.fills.is_empty() || !self.unpin.is_empty()
     }
 
+    /// The queues (and filling creates) the last [`Engine::handle_publish`] matched,
+    /// each an entry to check and insert: the caller counts them against its routing
+    /// work per read, as it counts a direct message's subscribers (hostile-input pass:
+    /// one window of 4,096 publishes to a topic 10,000 queues subscribe was ~41 million
+    /// inserts in one turn, 1.3 s during which no other client was served).
+    pub fn last_publish_work(&self) -> u64 {
+        self.publish_work
+    }
+
     /// Whether this connection opened a publisher identity (a guaranteed PUBLISH before
     /// PUB_OPEN is refused before anything is routed).
     pub fn is_publisher(&self, slot: Slot) -> bool {
@@ -1471,6 +1484,7 @@ impl Engine {
         m: &Msg<'_>,
     ) -> Result<(), Reject> {
         let seq = m.seq.unwrap_or(0);
+        self.publish_work = 0;
         let Some(p) = self.conns.get(&slot.0).and_then(|c| c.publisher) else {
             return Err(Reject {
                 request_id: 0,
@@ -1508,6 +1522,7 @@ impl Engine {
         let topic = std::str::from_utf8(m.topic).unwrap_or_default();
         self.match_queues(topic);
         self.find_fill_takers(topic, wall);
+        self.publish_work = (self.matched.len() + self.fill_takers.len()) as u64;
         if self.matched.is_empty() && self.fill_takers.is_empty() {
             if nack_no_match {
                 self.nack(
