@@ -500,6 +500,17 @@ impl Config {
                 "tls_listen needs tls_cert and tls_key (--tls-cert FILE --tls-key FILE)".into(),
             );
         }
+        if self.tls_listen.is_none()
+            && (self.tls_cert.is_some() || self.tls_key.is_some() || self.tls_client_ca.is_some())
+        {
+            // New-user pass: --tls-cert and --tls-key without --tls-listen started a
+            // plaintext-only router without a word, its user believing TLS was on.
+            return err(
+                "tls_cert, tls_key and tls_client_ca are the TLS listener's, and there is \
+                 none: add tls_listen (--tls-listen ADDR), or leave them out"
+                    .into(),
+            );
+        }
         if client_auth != tickwire_tls::ClientAuth::None && self.tls_client_ca.is_none() {
             return err(format!(
                 "tls_client_auth = \"{client_auth}\" needs tls_client_ca (--tls-client-ca FILE)"
@@ -922,6 +933,30 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().is_ok(), "no cache pattern: the size is unused");
+    }
+
+    /// New-user pass: TLS files without a TLS listener were ignored without a word.
+    #[test]
+    fn tls_files_without_a_tls_listener_are_refused() {
+        let with = |f: fn(&mut Config)| {
+            let mut c = Config::default();
+            f(&mut c);
+            c.validate()
+        };
+        for f in [
+            (|c: &mut Config| c.tls_cert = Some("c.pem".into())) as fn(&mut Config),
+            |c| c.tls_key = Some("k.pem".into()),
+            |c| c.tls_client_ca = Some("ca.pem".into()),
+        ] {
+            let e = with(f).unwrap_err().to_string();
+            assert!(e.contains("add tls_listen (--tls-listen ADDR)"), "{e}");
+        }
+        assert!(with(|c| {
+            c.tls_listen = Some("127.0.0.1:0".parse().unwrap());
+            c.tls_cert = Some("c.pem".into());
+            c.tls_key = Some("k.pem".into());
+        })
+        .is_ok());
     }
 
     #[test]
