@@ -542,9 +542,14 @@ fn run_one(
             .map_err(|_| anyhow::anyhow!("a subscriber panicked"))?,
     );
     // Seconds wholly inside the measured part: from the first after the warm-up to the
-    // schedule's end.
-    let measured =
-        w.warmup_ns.div_ceil(1_000_000_000) as usize..(schedule.end_ns() / 1_000_000_000) as usize;
+    // schedule's end, or to the second Ctrl-C stopped the publishers in (new-user pass:
+    // a run stopped after 2 measured seconds said "10 of 10 measured seconds").
+    let stopped_at = pub_results.iter().filter_map(|p| p.stopped_at_rel_ns).min();
+    let measured_end = stopped_at.map_or(schedule.end_ns() / 1_000_000_000, |at| {
+        at.min(schedule.end_ns()).div_ceil(1_000_000_000)
+    });
+    let measured_start = w.warmup_ns.div_ceil(1_000_000_000) as usize;
+    let measured = measured_start..(measured_end as usize).max(measured_start);
     let free = stalls.stall_free_seconds(MonoNanos(shared.start_ns), measured.end);
     let stall_free = crate::host_watch::StallFree::from_timeline(&timeline, measured, &free);
     let mut report = Report::build(

@@ -568,6 +568,11 @@ pub fn run(
     if !(args.rate.is_finite() && args.rate > 0.0) {
         anyhow::bail!("--rate must be positive");
     }
+    // New-user pass: --duration 0 ran, and reported a target of 0 msg/s next to the
+    // warm-up's 135,000 published a second and zero samples as 0.00 µs.
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        anyhow::bail!("--duration must be above 0 (the measured part's length, e.g. 10s)");
+    }
     let stop = StopFlag::install();
     let machine = crate::report::Machine::detect();
     let schedule = Schedule {

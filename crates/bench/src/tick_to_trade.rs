@@ -88,7 +88,8 @@ Examples:
   tickwire bench tick-to-trade --cycle sustained --step-duration 20s --algo builtin
   tickwire bench tick-to-trade --algo-addr 127.0.0.1:9880 --algo-pid 4242 --json t2t.json
 
-Exit status: 0 when every algo asked for was measured, 1 when any could not be. What an
+Exit status: 0 when every algo asked for was measured, 1 when any could not be, 130
+when stopped by Ctrl-C or SIGTERM (the partial results are printed). What an
 algo needs to start (QuickFIX's qf_peer, its settings, the dictionaries) is checked for
 every algo before the first is measured: a missing one stops the run at once. An algo
 that fails while running is reported as such, with the others' results.
@@ -358,19 +359,27 @@ pub struct Report {
     pub plan: Timeline,
     pub algos: Vec<AlgoResult>,
     pub ratios: Vec<Ratio>,
+    /// Stopped by Ctrl-C or SIGTERM: the figures are partial, and algos asked for may
+    /// be missing.
+    pub stopped: bool,
 }
 
 /// Runs the bench; `tickwire` is the binary that starts tickwire's own algos.
 /// Fails (status 1) when any algo asked for could not be measured: a comparison with a
 /// side missing (QuickFIX's peer not built, say) is not a result. A missing
 /// prerequisite is an error before anything is measured; an algo that fails while
-/// running is reported with what was measured (to `con`).
+/// running is reported with what was measured (to `con`). Stopped by Ctrl-C or
+/// SIGTERM: status 130, as every bench (new-user pass: it was 0 with an algo asked for
+/// never run).
 pub fn run(
     a: &TickToTradeArgs,
     tickwire: &Path,
     con: &mut Console<'_>,
 ) -> anyhow::Result<ExitCode> {
     let report = run_report(a, tickwire, con)?;
+    if report.stopped {
+        return Ok(report::exit_code(true));
+    }
     let missing: Vec<&str> = report
         .algos
         .iter()
@@ -520,6 +529,7 @@ pub fn run_report(
         plan: tl,
         algos: results,
         ratios,
+        stopped: stop.is_set(),
     };
     a.output.write(
         con.out,

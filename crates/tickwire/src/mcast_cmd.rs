@@ -96,7 +96,8 @@ receivers reported having everything.
 
 Exit status: 0, or 1 on an error (a MESSAGE larger than a datagram, ...), 2 for a
 usage error (bad topic, bad flag value, a --group that is not a multicast group, a load
---size that cannot fit in one datagram).
+--size that cannot fit in one datagram), 130 when stopped by Ctrl-C or SIGTERM before
+every message was sent.
 
 Examples:
   tickwire mcast send md/NASDAQ/AAPL 'hello'                     # one message
@@ -256,6 +257,8 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     let stop = StopFlag::install();
     let start = MonoNanos::now();
     let cpu_start = Cpu::now();
+    // Stopped before the last message: (sent, asked for).
+    let mut cut = None;
     match (&a.message, a.count) {
         (Some(text), None) => {
             publisher.publish(&a.topic, os_bytes(text), PublishOptions::default())?;
@@ -269,6 +272,7 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
             let mut polled = start;
             for i in 0..count {
                 if stop.is_set() {
+                    cut = Some((i, count));
                     break;
                 }
                 pace(start, i, a.rate, a.burst);
@@ -294,7 +298,21 @@ fn run_send(a: SendArgs) -> anyhow::Result<ExitCode> {
     linger(&mut publisher, a.linger, a.wait_receivers, &stop);
     let cpu = Cpu::now().since(&cpu_start);
     report_send(&publisher, sent_at.duration_since(start), cpu, a.print_json)?;
-    Ok(ExitCode::SUCCESS)
+    stopped_early(cut)
+}
+
+/// After a send's report: a send stopped before its last message says so and exits
+/// 130, as `pub` does (new-user pass: it exited 0 with a summary that read as a whole
+/// run).
+fn stopped_early(cut: Option<(u64, u64)>) -> anyhow::Result<ExitCode> {
+    let Some((sent, asked)) = cut else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    eprintln!(
+        "stopped ({}): {sent} of {asked} messages sent",
+        tickwire_rt::stop::stopped_by()
+    );
+    Ok(ExitCode::from(130))
 }
 
 /// Answers NAKs for `time`, or until `wait` receivers reported having everything.
@@ -523,8 +541,10 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
     let mut buf = Vec::with_capacity(a.max_datagram);
     let (start, cpu_start) = (MonoNanos::now(), Cpu::now());
     let mut sent = 0u64;
+    let mut cut = None;
     for i in 0..count {
         if stop.is_set() {
+            cut = Some((i, count));
             break;
         }
         pace(start, i, a.rate, a.burst);
@@ -562,7 +582,7 @@ fn run_send_raw(a: &SendArgs) -> anyhow::Result<ExitCode> {
             cpu_text(cpu.total_ns, sent)
         );
     }
-    Ok(ExitCode::SUCCESS)
+    stopped_early(cut)
 }
 
 fn report_send(p: &McastPublisher, took: Duration, cpu: Cpu, json: bool) -> anyhow::Result<()> {

@@ -467,4 +467,23 @@ fn ctrl_c_stops_a_fanout_run_with_status_130_and_its_report() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid");
     assert_eq!(doc["stopped_by_user"], true, "{out}");
     assert!(u_at(&doc, &["counters", "sent"]) > 0, "{out}");
+    // New-user pass: the 60-second schedule's unrun seconds were listed as measured
+    // seconds of nothing delivered, and the stall-free line counted them ("10 of 10
+    // measured seconds" after 1.9). Only what ran is reported.
+    let measured = doc["rates"]["measured_seconds"]
+        .as_f64()
+        .expect("measured_seconds");
+    assert!(measured < 30.0, "{out}");
+    let listed = doc["timeline"].as_array().expect("timeline").len() as f64;
+    assert!(listed <= measured + 3.0, "{listed} seconds listed:\n{out}");
+    let stall_free = out
+        .lines()
+        .find(|l| l.starts_with("stall-free: "))
+        .unwrap_or_else(|| panic!("no stall-free line:\n{out}"));
+    let words: Vec<&str> = stall_free.split_whitespace().collect();
+    let of: f64 = words
+        .windows(3)
+        .find(|w| w[0] == "of" && w[2].starts_with("measured"))
+        .map_or(1.0, |w| w[1].parse().expect("a count"));
+    assert!(of <= measured + 1.0, "{stall_free} ({measured} s measured)");
 }

@@ -176,3 +176,16 @@ fn guaranteed_smoke_floor_acknowledges_everything() {
     assert!(!output.contains("lossless:"), "{output}");
     assert!(!output.contains("publish->delivery"), "{output}");
 }
+
+/// New-user pass: `--duration 0` ran and reported a target of 0 msg/s beside the
+/// warm-up's publishes. It is refused before anything starts, naming the flag.
+#[test]
+fn a_zero_duration_is_refused_before_anything_runs() {
+    let (st, out, err) = common::run_cli(
+        &["bench", "guaranteed", "--duration", "0"],
+        std::time::Duration::from_secs(60),
+    );
+    assert!(!st.success(), "{out}\n{err}");
+    assert!(err.contains("--duration must be above 0"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}

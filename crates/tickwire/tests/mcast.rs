@@ -358,6 +358,38 @@ fn send_to_a_unicast_group_is_a_usage_error() {
     }
 }
 
+/// New-user pass: `mcast send` stopped by Ctrl-C exited 0 with a summary that read
+/// as a whole run. It now says how far it got and exits 130, as `pub` does; with and
+/// without the reliable layer (`--raw`).
+#[test]
+fn a_send_stopped_by_ctrl_c_says_so_and_exits_130() {
+    for raw in [false, true] {
+        let g = group(32);
+        let mut args = vec!["mcast", "send", "--group", &g, "t", "--count", "10000000"];
+        args.extend(["--rate", "20000"]);
+        if raw {
+            args.push("--raw");
+        }
+        let mut child = cli(&args).spawn().expect("spawn tickwire mcast send");
+        std::thread::sleep(Duration::from_millis(700));
+        common::interrupt(&child);
+        let st = wait_child(&mut child, Duration::from_secs(30), "mcast send");
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(st.code(), Some(130), "raw {raw}: {err}");
+        assert!(err.contains("stopped (Ctrl-C): "), "raw {raw}: {err}");
+        assert!(
+            err.contains(" of 10000000 messages sent"),
+            "raw {raw}: {err}"
+        );
+    }
+}
+
 #[test]
 fn send_counts_one_message_delivered_in_the_singular() {
     let g = group(31);

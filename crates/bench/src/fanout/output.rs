@@ -639,14 +639,17 @@ impl Report {
                 *acc += n;
             }
         }
-        let seconds = end
+        // Up to the schedule's end, or the stop (the seconds a stopped run never
+        // reached are not listed: new-user pass, they read as seconds of nothing
+        // delivered), and any second with sends or deliveries.
+        let seconds = t_end
             .div_ceil(1_000_000_000)
             .max(sent_per_sec.len() as u64)
             .max(timeline.len() as u64);
         let mut tl = Vec::new();
         for sec in 0..seconds {
             let from = sec * 1_000_000_000;
-            let to = (from + 1_000_000_000).min(end);
+            let to = (from + 1_000_000_000).min(t_end);
             let target_rate = if to > from {
                 w.pattern.rate_at(from) * (to - from) as f64 / 1e9
             } else {
@@ -656,7 +659,7 @@ impl Report {
             let us = |v: u64| v as f64 / 1e3;
             tl.push(Second {
                 second: sec,
-                phase: if from >= end {
+                phase: if from >= t_end {
                     Phase::AfterEnd
                 } else if from < w.warmup_ns {
                     Phase::Warmup
