@@ -1257,6 +1257,31 @@ impl Engine {
         options: u32,
         name: &str,
     ) -> Result<(), Reject> {
+        // Every guaranteed publish gets one answer, sent to the connection that holds
+        // its identity then: switching this connection to another identity would leave
+        // the current one's pending publishes unanswered (hostile-input pass: 1,100
+        // open-publish pairs on one connection, 2 PUB_ACKs for 1,098 stored).
+        if let Some(prev) = self.conns.get(&slot.0).and_then(|c| c.publisher) {
+            let pb = &self.publishers[prev as usize];
+            if pb.unanswered > 0 && pb.name != name {
+                return Err(reject(
+                    request_id,
+                    ErrorCode::BUSY,
+                    format!(
+                        "this connection's publisher identity {:?} has {} guaranteed \
+                         publish{} not answered yet; open another identity once {} answered",
+                        shown_identity(&pb.name),
+                        pb.unanswered,
+                        if pb.unanswered == 1 { "" } else { "es" },
+                        if pb.unanswered == 1 {
+                            "it is"
+                        } else {
+                            "they are"
+                        },
+                    ),
+                ));
+            }
+        }
         let p = match self.publisher_names.get(name) {
             Some(&p) => p,
             None => {

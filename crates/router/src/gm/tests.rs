@@ -3153,3 +3153,33 @@ fn dead_letter_queues_named_by_pending_creates_count_against_max_queues() {
     let text = refused(&mut e, &mut log, r#"{"name":"x","subscriptions":["x"]}"#);
     assert!(text.contains("maximum of 3 queues"), "{text}");
 }
+
+/// Hostile-input pass: a connection that opened another publisher identity while its
+/// first had publishes not yet durable lost their PUB_ACKs (the answer goes to the
+/// identity's connection, and the first identity no longer had one): 2 answers for
+/// 1,098 stored. Another identity is refused BUSY until every publish is answered.
+#[test]
+fn a_connection_opens_another_identity_only_once_every_publish_is_answered() {
+    let (mut e, mut log) = publishing(&[r#"{"name":"q","subscriptions":["t"]}"#]);
+    publish(&mut e, &mut log, P, "t", 5, b"x");
+    let busy = e
+        .handle_pub_open(&mut log, P, 7, 0, "other")
+        .expect_err("another identity while seq 5 is unanswered");
+    assert_eq!(busy.code, ErrorCode::BUSY);
+    assert!(
+        busy.text
+            .contains("has 1 guaranteed publish not answered yet"),
+        "{}",
+        busy.text
+    );
+    // The same identity again is no switch.
+    e.handle_pub_open(&mut log, P, 8, 0, "pub").unwrap();
+    e.handle_durable(t(0), log.records.len() as u64);
+    let out: Vec<Out> = drain(&mut e).into_iter().map(|(_, o)| o).collect();
+    assert!(out.contains(&Out::Ack(5, 5)), "{out:?}");
+    e.handle_pub_open(&mut log, P, 9, 0, "other").unwrap();
+    publish(&mut e, &mut log, P, "t", 1, b"y");
+    e.handle_durable(t(0), log.records.len() as u64);
+    let out: Vec<Out> = drain(&mut e).into_iter().map(|(_, o)| o).collect();
+    assert!(out.contains(&Out::Ack(1, 1)), "{out:?}");
+}
