@@ -494,6 +494,11 @@ pub const SUBSCRIPTION_WORK_PER_READ: u64 = 640;
 /// (4,096 with 300 subscribers: 3.6x fewer copies a second than 32,768's).
 pub const DELIVERY_WORK_PER_READ: u64 = 32_768;
 
+/// Spool bytes past which a router retaining no guaranteed message replaces its queue
+/// and publisher records with a checkpoint, so the segments they filled can go (twice
+/// the spool's default segment: the active segment is never deleted).
+pub const UNPINNED_RECLAIM_BYTES: u64 = 128 << 20;
+
 /// What the current turn's teardown may still remove.
 #[derive(Debug, Clone, Copy)]
 struct TeardownBudget {
@@ -797,8 +802,19 @@ impl Core {
         if self.reclaim_after.is_some() {
             return;
         }
-        let below = self.gm.reclaim_below();
-        if below == u64::MAX || below <= self.reclaimed_below {
+        let mut below = self.gm.reclaim_below();
+        // Nothing retained and nothing pending: what is on disk is queue and publisher
+        // records alone, which a checkpoint replaces whole. Done once they take more
+        // than UNPINNED_RECLAIM_BYTES (hostile-input pass: a client churning queue
+        // creates and deletes left 315 MB that nothing reclaimed while no guaranteed
+        // message was published).
+        let unpinned = below == u64::MAX;
+        let durable = self.gm.durable_lsn();
+        if unpinned {
+            if disk < UNPINNED_RECLAIM_BYTES || durable <= self.reclaimed_below {
+                return;
+            }
+        } else if below <= self.reclaimed_below {
             return;
         }
         let ck = self.gm.checkpoint(&mut *self.spool);
@@ -806,8 +822,17 @@ impl Core {
             return;
         }
         match ck.records {
-            Some((first, last)) => self.reclaim_after = Some((below, first, last)),
+            Some((first, last)) => {
+                if unpinned {
+                    below = first;
+                }
+                self.reclaim_after = Some((below, first, last));
+            }
             None => {
+                if unpinned {
+                    // No queue and no publisher left: every durable record is obsolete.
+                    below = durable + 1;
+                }
                 self.spool.reclaim(below);
                 self.reclaimed_below = below;
             }
@@ -3455,6 +3480,8 @@ mod tests {
         next: u64,
         progress: std::collections::VecDeque<Progress>,
         reclaims: Vec<u64>,
+        /// What `bytes_on_disk` says.
+        disk: u64,
     }
 
     struct ReclaimSpool(std::sync::Arc<std::sync::Mutex<ReclaimState>>);
@@ -3481,6 +3508,83 @@ mod tests {
         fn usage(&self) -> serde_json::Value {
             serde_json::Value::Null
         }
+        fn bytes_on_disk(&self) -> u64 {
+            self.0.lock().unwrap().disk
+        }
+    }
+
+    /// Hostile-input pass: queue creates and deletes in a loop left 315 MB of spool
+    /// that nothing reclaimed while no guaranteed message was retained (the segments
+    /// went only below the oldest retained message). With nothing retained or pending,
+    /// a spool past `UNPINNED_RECLAIM_BYTES` is checkpointed and everything before the
+    /// checkpoint reclaimed once it is durable; with no queue or publisher left, every
+    /// durable record.
+    #[test]
+    fn queue_churn_with_nothing_retained_is_reclaimed() {
+        use tickwire_wire::gm::QueueOp;
+        let state = std::sync::Arc::new(std::sync::Mutex::new(ReclaimState::default()));
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        core.attach_spool(Box::new(ReclaimSpool(state.clone())));
+        core.gm.finish_recovery();
+        let churn = |core: &mut Core, n: usize| {
+            let spool = &mut *core.spool;
+            for _ in 0..n {
+                let def = r#"{"name":"c","subscriptions":["c"]}"#;
+                core.gm
+                    .handle_queue_request(spool, Slot(9), 1, QueueOp::Create, def)
+                    .unwrap();
+                core.gm
+                    .handle_queue_request(spool, Slot(9), 2, QueueOp::Delete, "c")
+                    .unwrap();
+            }
+        };
+        let durable = |core: &mut Core, at: MonoNanos| {
+            let upto = state.lock().unwrap().next;
+            state
+                .lock()
+                .unwrap()
+                .progress
+                .push_back(Progress::Durable(upto));
+            core.handle_spool(at);
+            upto
+        };
+        churn(&mut core, 50);
+        let spool = &mut *core.spool;
+        let keep = r#"{"name":"keep","subscriptions":["k"]}"#;
+        core.gm
+            .handle_queue_request(spool, Slot(9), 3, QueueOp::Create, keep)
+            .unwrap();
+        let ten_s = 10_000 * MS;
+        let end = durable(&mut core, MonoNanos(0));
+        assert_eq!(end, 101);
+        // A small spool is left alone.
+        state.lock().unwrap().disk = UNPINNED_RECLAIM_BYTES - 1;
+        core.maybe_reclaim(MonoNanos(ten_s));
+        assert_eq!(state.lock().unwrap().next, 101, "no checkpoint");
+        // Past the bound: a checkpoint (the one queue left), then, once it is
+        // durable, everything before it.
+        state.lock().unwrap().disk = UNPINNED_RECLAIM_BYTES;
+        core.maybe_reclaim(MonoNanos(2 * ten_s));
+        assert_eq!(state.lock().unwrap().next, 102, "the checkpoint");
+        assert!(
+            state.lock().unwrap().reclaims.is_empty(),
+            "before it is durable"
+        );
+        durable(&mut core, MonoNanos(2 * ten_s + MS));
+        core.maybe_reclaim(MonoNanos(2 * ten_s + 2 * MS));
+        assert_eq!(state.lock().unwrap().reclaims, [102]);
+        // Nothing new since: no further checkpoint.
+        core.maybe_reclaim(MonoNanos(3 * ten_s + 3 * MS));
+        assert_eq!(state.lock().unwrap().next, 102);
+        // No queue left at all: every durable record goes, without a checkpoint.
+        churn(&mut core, 10);
+        let spool = &mut *core.spool;
+        core.gm
+            .handle_queue_request(spool, Slot(9), 4, QueueOp::Delete, "keep")
+            .unwrap();
+        let end = durable(&mut core, MonoNanos(4 * ten_s));
+        core.maybe_reclaim(MonoNanos(5 * ten_s));
+        assert_eq!(state.lock().unwrap().reclaims, [102, end + 1]);
     }
 
     /// Regression: the reclaim tick asked the spool to delete the segments below the
