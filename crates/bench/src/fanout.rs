@@ -375,7 +375,7 @@ fn run_one(
         topic_len: args.topic_len,
     };
     let w = Workload::resolve(args.preset, knobs, scale, args.warmup, args.duration)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| crate::UsageError(e.to_string()))?;
     if args.hops && !matches!(target, Target::Tickwire { .. }) {
         anyhow::bail!(
             "--hops needs tickwire's in-line stamps: it cannot be used with a {} target",

@@ -560,18 +560,26 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| SizeMix::single(args.size));
     if mix.cycle().iter().any(|s| *s < HEADER_LEN) {
-        anyhow::bail!("every message size must be at least {HEADER_LEN} bytes (the header)");
+        return Err(crate::UsageError(format!(
+            "every message size must be at least {HEADER_LEN} bytes (the header)"
+        ))
+        .into());
     }
     if args.publishers == 0 || args.consumers == 0 {
-        anyhow::bail!("--publishers and --consumers must be at least 1");
+        return Err(
+            crate::UsageError("--publishers and --consumers must be at least 1".into()).into(),
+        );
     }
     if !(args.rate.is_finite() && args.rate > 0.0) {
-        anyhow::bail!("--rate must be positive");
+        return Err(crate::UsageError("--rate must be positive".into()).into());
     }
     // New-user pass: --duration 0 ran, and reported a target of 0 msg/s next to the
     // warm-up's 135,000 published a second and zero samples as 0.00 µs.
     if !(args.duration.is_finite() && args.duration > 0.0) {
-        anyhow::bail!("--duration must be above 0 (the measured part's length, e.g. 10s)");
+        return Err(crate::UsageError(
+            "--duration must be above 0 (the measured part's length, e.g. 10s)".into(),
+        )
+        .into());
     }
     let stop = StopFlag::install();
     let machine = crate::report::Machine::detect();

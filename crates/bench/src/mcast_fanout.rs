@@ -169,11 +169,15 @@ pub fn run(
     tickwire: &Path,
     con: &mut Console<'_>,
 ) -> anyhow::Result<ExitCode> {
+    // Flag checks: usage errors (exit status 2).
     if args.receivers.is_empty() || args.receivers.iter().any(|&n| n == 0 || n > 64) {
-        bail!("--receivers takes counts from 1 to 64");
+        return Err(crate::UsageError("--receivers takes counts from 1 to 64".into()).into());
     }
     if args.burst == 0 || args.size == 0 || args.size > 60_000 {
-        bail!("--burst must be at least 1 and --size from 1 to 60000 bytes");
+        return Err(crate::UsageError(
+            "--burst must be at least 1 and --size from 1 to 60000 bytes".into(),
+        )
+        .into());
     }
     let stop = StopFlag::install();
     let machine = Machine::detect();

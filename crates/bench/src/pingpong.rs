@@ -317,7 +317,7 @@ pub fn run(
         .iter()
         .filter_map(|t| t.router_path())
         .collect();
-    harness::check_external_router(args.router.as_ref(), &paths)?;
+    harness::check_external_router(args.router.as_ref(), &paths).map_err(crate::UsageError::of)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
     let cores = machine.cores.max(1);

@@ -401,7 +401,7 @@ pub fn run(args: &StreamArgs, tickwire: &Path, con: &mut Console<'_>) -> anyhow:
         .iter()
         .filter_map(|t| t.router_path())
         .collect();
-    harness::check_external_router(args.router.as_ref(), &paths)?;
+    harness::check_external_router(args.router.as_ref(), &paths).map_err(crate::UsageError::of)?;
     let stop = StopFlag::install();
     let machine = Machine::detect();
     if let Some(p) = args.pin {

@@ -1592,6 +1592,43 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["--probe-ms needs --http (the probe feeds the monitoring endpoint)"],
         ),
+        // New-user pass: TLS files without a TLS listener ran plaintext only, silently.
+        (
+            &[
+                "router",
+                "--no-guaranteed",
+                "--tls-cert",
+                "router.pem",
+                "--tls-key",
+                "router.key",
+                "--print-config",
+            ],
+            &["add tls_listen (--tls-listen ADDR)"],
+        ),
+        // New-user pass: these bench flag checks exited 1, as a failed run does.
+        (
+            &["bench", "fanout", "--duration", "0"],
+            &["--duration must be above 0"],
+        ),
+        (
+            &["bench", "guaranteed", "--rate", "0"],
+            &["--rate must be positive"],
+        ),
+        (
+            &["bench", "mcast-fanout", "--receivers", "0"],
+            &["--receivers takes counts from 1 to 64"],
+        ),
+        (
+            &[
+                "bench",
+                "pingpong",
+                "--router",
+                "127.0.0.1:1",
+                "--transports",
+                "tcp",
+            ],
+            &["which --transports does not select"],
+        ),
     ];
     // Ran the whole benchmark unpinned after "cannot pin ... running unpinned".
     let benches = ["pingpong", "fanout", "stream", "tick-to-trade", "md-replay"];
