@@ -13,7 +13,9 @@ pub use tickwire_rt::units::parse_rate;
 
 /// A count of at least 1 with an optional suffix, as for rates: `20000`, `20k`, `1M`.
 pub fn parse_count(s: &str) -> Result<u64, String> {
-    let v = parse_rate(s)?;
+    // New-user pass: `--iterations abc` said "is not a rate".
+    let v =
+        parse_rate(s).map_err(|_| format!("{s:?} is not a count (examples: 20000, 20k, 1M)"))?;
     if !(1.0..=1e12).contains(&v) {
         return Err(format!("{s:?}: expected a count of at least 1"));
     }

@@ -1072,6 +1072,16 @@ pub fn algo_table(r: &AlgoResult) -> String {
     out
 }
 
+/// A ratio with two decimals, or "<0.01x" where two decimals would show 0.00x (a
+/// new-user pass read "p99 0.00x": 74 µs against a disturbed 50,692 µs).
+fn ratio_text(r: f64) -> String {
+    if r > 0.0 && r < 0.005 {
+        "<0.01x".to_owned()
+    } else {
+        format!("{r:.2}x")
+    }
+}
+
 fn print_report(
     out: &mut dyn std::io::Write,
     results: &[AlgoResult],
@@ -1110,12 +1120,12 @@ fn print_report(
                 });
             crate::outln!(
                 out,
-                "  {:<12} {:>9} / {:<8} p50 {:>6.2}x  p99 {:>6.2}x  CPU per tick {}",
+                "  {:<12} {:>9} / {:<8} p50 {:>7}  p99 {:>7}  CPU per tick {}",
                 x.step,
                 x.algo,
                 x.versus,
-                x.p50,
-                x.p99,
+                ratio_text(x.p50),
+                ratio_text(x.p99),
                 cpu
             );
             let spoiled: Vec<&str> = [x.algo.as_str(), x.versus.as_str()]
@@ -1220,6 +1230,15 @@ fn write_pending(sock: &mut TcpStream, buf: &[u8], pos: &mut usize) -> std::io::
 mod tests {
     use super::*;
     use crate::stats::Latency;
+
+    #[test]
+    fn a_ratio_too_small_for_two_decimals_is_not_shown_as_zero() {
+        assert_eq!(ratio_text(74.0 / 50_692.0), "<0.01x");
+        assert_eq!(ratio_text(0.005), "0.01x");
+        assert_eq!(ratio_text(0.97), "0.97x");
+        assert_eq!(ratio_text(0.0), "0.00x");
+        assert_eq!(ratio_text(12.345), "12.35x");
+    }
 
     fn step(label: &str, p50: f64, cpu: Option<f64>) -> StepResult {
         let mut l = Latency::new();

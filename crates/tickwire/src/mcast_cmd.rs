@@ -114,7 +114,7 @@ struct SendArgs {
     #[arg(value_parser = clap::value_parser!(std::ffi::OsString))]
     message: Option<std::ffi::OsString>,
     /// Number of messages (load mode; needed without MESSAGE).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count)]
     count: Option<u64>,
     /// Payload size in load mode (e.g. 100, 1K). A message is never split, so a size
     /// that cannot fit in one --max-datagram is refused before anything is sent.
@@ -184,7 +184,7 @@ struct RecvArgs {
     #[arg(value_name = "PATTERN", default_value = ">", value_parser = crate::units::parse_pattern)]
     patterns: Vec<String>,
     /// Exit once this many messages are accounted for (delivered or reported lost).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_count)]
     count: Option<u64>,
     /// Give up after this long (exit status 3 if --count was not reached).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

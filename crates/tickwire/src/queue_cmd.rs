@@ -130,7 +130,7 @@ struct CreateArgs {
     #[arg(long)]
     exclusive: bool,
     /// Most messages held (0: no limit) [default: 1000000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_whole)]
     max_messages: Option<u64>,
     /// Most bytes held, topic and payload of each message, e.g. 512MiB (0: no limit)
     /// [default: 1GiB].

@@ -132,7 +132,7 @@ pub struct RouterArgs {
     /// Most simultaneous connections [default: 1024]. Each takes a file descriptor (a
     /// shared-memory one two): the router raises its soft open-file limit to the hard
     /// one at start, and warns if that is still too low.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::units::parse_whole_usize)]
     max_clients: Option<usize>,
     /// Most subscriptions per client [default: 10000].
     #[arg(long, value_name = "N")]

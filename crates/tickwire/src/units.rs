@@ -43,6 +43,22 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A whole number, 0 included (a setting whose 0 its own check refuses or reads as
+/// "no limit"), with the usage error [`parse_count`] gives (new-user pass: clap's own
+/// said "invalid digit found in string").
+pub fn parse_whole(s: &str) -> Result<u64, String> {
+    match s.trim() {
+        "0" => Ok(0),
+        _ => parse_count(s),
+    }
+}
+
+/// [`parse_whole`] for a `usize` setting.
+pub fn parse_whole_usize(s: &str) -> Result<usize, String> {
+    let n = parse_whole(s)?;
+    usize::try_from(n).map_err(|_| format!("{n} is too large: at most {}", usize::MAX))
+}
+
 /// [`parse_count`] for a `u32` setting (at most 4,294,967,295).
 pub fn parse_count_u32(s: &str) -> Result<u32, String> {
     let n = parse_count(s)?;

@@ -1605,6 +1605,51 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["add tls_listen (--tls-listen ADDR)"],
         ),
+        // New-user pass: "invalid digit found in string", "is not a rate" for a count,
+        // and a --count 0 that `mcast recv` took (and `pub` refuses).
+        (
+            &["router", "--max-clients", "abc", "--print-config"],
+            &["\"abc\" is not a whole number", "--max-clients"],
+        ),
+        (
+            &[
+                "queue",
+                "create",
+                "q",
+                "--sub",
+                "a/>",
+                "--max-messages",
+                "x1",
+            ],
+            &["\"x1\" is not a whole number", "--max-messages"],
+        ),
+        (
+            &["bench", "pingpong", "--iterations", "abc"],
+            &["\"abc\" is not a count"],
+        ),
+        (
+            &[
+                "mcast",
+                "recv",
+                "--group",
+                "239.255.74.9:7440",
+                "--count",
+                "0",
+            ],
+            &["at least 1 is needed", "--count"],
+        ),
+        (
+            &[
+                "mcast",
+                "send",
+                "--group",
+                "239.255.74.9:7440",
+                "t",
+                "--count",
+                "0",
+            ],
+            &["at least 1 is needed", "--count"],
+        ),
         // New-user pass: these bench flag checks exited 1, as a failed run does.
         (
             &["bench", "fanout", "--duration", "0"],
