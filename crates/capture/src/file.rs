@@ -35,6 +35,14 @@ pub enum FileError {
          pcap IN OUT`, or `tcpdump -r IN -w OUT`)"
     )]
     Pcapng { path: PathBuf },
+    /// Not a capture at all (new-user pass: `replay day.itch` said "Invalid field value:
+    /// PcapHeader: wrong magic number").
+    #[error(
+        "{path}: not a pcap file (it does not begin with a pcap header); an ITCH file is \
+         sent with `tickwire md publish --file`, and recorded into a capture with \
+         `tickwire md capture`"
+    )]
+    NotPcap { path: PathBuf },
     #[error("{path}: link type {link:?} is not supported (Ethernet or raw IPv4 only)")]
     LinkType { path: PathBuf, link: DataLink },
     #[error("{path}: {source}")]
@@ -316,6 +324,20 @@ impl CaptureReader {
                         ),
                     }
                 }
+                // Shorter than a header without a pcap's first bytes, or a header
+                // without its magic number.
+                pcap_file::PcapError::IoError(e)
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+                {
+                    FileError::NotPcap {
+                        path: path.to_owned(),
+                    }
+                }
+                pcap_file::PcapError::InvalidField(f) if f.contains("magic") => {
+                    FileError::NotPcap {
+                        path: path.to_owned(),
+                    }
+                }
                 source => FileError::Pcap {
                     path: path.to_owned(),
                     source,
@@ -555,7 +577,16 @@ mod tests {
             .into_temp_path();
         std::fs::write(&path, b"this is not a capture").unwrap();
         let err = Captured::load(&path).unwrap_err().to_string();
-        assert!(err.contains("not a readable pcap file"), "{err}");
+        assert!(
+            err.contains("not a pcap file (it does not begin with a pcap header)")
+                && err.contains("md publish --file")
+                && !err.contains("magic"),
+            "{err}"
+        );
+        // Longer than a header: the magic number is what is wrong.
+        std::fs::write(&path, "an ITCH file, not a capture: ".repeat(10)).unwrap();
+        let err = Captured::load(&path).unwrap_err().to_string();
+        assert!(err.contains("not a pcap file (it does not begin"), "{err}");
         // A pcapng file (its Section Header Block first) is named as one.
         let mut shb = PCAPNG_SHB.to_vec();
         shb.extend_from_slice(&[28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0]);

@@ -63,12 +63,13 @@ pub enum Error {
     },
     /// rustls refused the certificates or keys (a key that does not match its
     /// certificate, an unsupported key type, a CA certificate that does not parse).
-    #[error("{context}: {}", setup_reason(.source))]
+    #[error("{context}: {}", setup_reason(.reason))]
     Rustls {
         /// What was being set up.
         context: String,
-        /// rustls' reason.
-        source: rustls::Error,
+        /// rustls' reason, in the message already (not an error source: a chain
+        /// printed it twice, "...its own key): keys may not be consistent: KeyMismatch").
+        reason: rustls::Error,
     },
     /// A client-certificate verifier could not be built from the CA file.
     #[error("the client CA file {path}: {detail}")]
@@ -168,7 +169,7 @@ fn roots(what: &'static str, path: &Path) -> Result<RootCertStore, Error> {
     for c in load_certs(what, path)? {
         roots.add(c).map_err(|source| Error::Rustls {
             context: format!("the {what} file {}", path.display()),
-            source,
+            reason: source,
         })?;
     }
     Ok(roots)
@@ -201,7 +202,7 @@ pub fn server_config(files: &ServerFiles) -> Result<Arc<ServerConfig>, Error> {
         .with_safe_default_protocol_versions()
         .map_err(|source| Error::Rustls {
             context: "TLS protocol versions".into(),
-            source,
+            reason: source,
         })?;
     let builder = match (files.client_auth, &files.client_ca) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
@@ -234,7 +235,7 @@ pub fn server_config(files: &ServerFiles) -> Result<Arc<ServerConfig>, Error> {
                 cert.display(),
                 key.display()
             ),
-            source,
+            reason: source,
         })?;
     // Tickets would make resumed sessions skip the client certificate check's logging;
     // a router's clients connect once and stay.
@@ -264,7 +265,7 @@ pub fn client_config(files: &ClientFiles) -> Result<Arc<ClientConfig>, Error> {
         .with_safe_default_protocol_versions()
         .map_err(|source| Error::Rustls {
             context: "TLS protocol versions".into(),
-            source,
+            reason: source,
         })?
         .with_root_certificates(roots("CA", ca)?);
     let config = match (&files.cert, &files.key) {
@@ -277,7 +278,7 @@ pub fn client_config(files: &ClientFiles) -> Result<Arc<ClientConfig>, Error> {
                     cert.display(),
                     key.display()
                 ),
-                source,
+                reason: source,
             })?,
         _ => {
             return Err(Error::Usage(
@@ -701,6 +702,15 @@ mod tests {
             mismatch.contains("does not belong to the certificate"),
             "{mismatch}"
         );
+        // ...and once more through the error chain (a second new-user pass: printed
+        // with its causes it ended "...own key): keys may not be consistent:
+        // KeyMismatch"). The reason is in the message, not a source.
+        let set_up = Error::Rustls {
+            context: "the certificate c.pem and the key k.pem".into(),
+            reason: E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch),
+        };
+        assert!(std::error::Error::source(&set_up).is_none());
+        assert!(!set_up.to_string().contains("KeyMismatch"), "{set_up}");
         let ca = d(E::InvalidCertificate(rustls::CertificateError::Other(
             rustls::OtherError(std::sync::Arc::new(std::io::Error::other(
                 "CaUsedAsEndEntity",
