@@ -514,3 +514,39 @@ fn quitting_with_a_stored_order_never_sent_warns_and_exits_3() {
     assert!(!client.ever(&["WARNING"]), "{}", client.output());
     assert!(venue.terminate().success(), "{}", venue.output());
 }
+
+/// A hostile-input pass: a Logon for no configured session was logged as "Session not
+/// found for incoming message: connection closed", without the peer, ~100 lines a
+/// second. It now names the peer and the session asked for, once a second at most
+/// with a count.
+#[test]
+fn a_logon_for_no_session_is_logged_with_its_peer_and_the_session_asked_for() {
+    use std::io::{Read, Write};
+    let dir = temp_dir("cli-no-session");
+    let port = free_port();
+    let cfg = two_sided_cfg(dir.path(), port, false);
+    let mut venue = Peer::tickwire("tickwire acceptor", "acceptor", &cfg, "echo");
+    venue.wait(&["READY acceptor"]);
+    let body =
+        "35=A\x0149=NOBODY\x0156=VENUE\x0134=1\x0152=20240101-00:00:00.000\x0198=0\x01108=30\x01";
+    let head = format!("8=FIX.4.4\x019={}\x01", body.len());
+    let sum = (head.bytes().chain(body.bytes()).map(u32::from).sum::<u32>()) % 256;
+    let logon = format!("{head}{body}10={sum:03}\x01");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    s.write_all(logon.as_bytes()).unwrap();
+    let mut rest = Vec::new();
+    // Closed without a word (QuickFIX does the same): end of stream, not a timeout.
+    let read = s.read_to_end(&mut rest);
+    assert!(read.is_ok() && rest.is_empty(), "{read:?} {rest:?}");
+    let line = venue.wait(&[
+        "connection from 127.0.0.1 closed",
+        "Session not found for incoming message (a Logon for FIX.4.4 NOBODY->VENUE)",
+    ]);
+    assert!(
+        line.contains("closed at their first message so far"),
+        "{line}"
+    );
+    assert!(venue.terminate().success(), "{}", venue.output());
+}

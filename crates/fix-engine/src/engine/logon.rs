@@ -189,8 +189,8 @@ impl<A: Application> Engine<A> {
         let peer = conn.peer;
         let found =
             match codec::parse_keeping_empty(&conn.rbuf[a..b], &mut self.scratch.fields, false) {
-                Err(_) => Err("garbled first message"),
-                Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon"),
+                Err(_) => Err("garbled first message".to_owned()),
+                Ok(m) if m.msg_type() != b"A" => Err("first message is not a Logon".to_owned()),
                 Ok(m) => {
                     let (begin, sender, target) = (
                         m.begin_string(),
@@ -207,12 +207,31 @@ impl<A: Application> Engine<A> {
                                 && cfg.target_comp_id.as_bytes() == sender
                         })
                         .map(SessionKey)
-                        .ok_or("Session not found for incoming message")
+                        .ok_or_else(|| {
+                            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                            format!(
+                                "Session not found for incoming message (a Logon for {} \
+                                 {}->{})",
+                                text(begin),
+                                text(sender),
+                                text(target)
+                            )
+                        })
                 }
             };
         match found {
             Err(why) => {
-                tracing::warn!("FIX acceptor: {why}: connection closed");
+                // Counted, and logged at most once a second with the peer (a
+                // hostile-input pass saw ~100 such lines a second, none naming it).
+                self.net.first_refused += 1;
+                if log_due(&mut self.net.first_refused_logged, self.net.first_refused) {
+                    let who = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+                    tracing::warn!(
+                        "FIX acceptor: connection from {who} closed: {why} ({} closed at \
+                         their first message so far)",
+                        self.net.first_refused
+                    );
+                }
                 self.close_conn(c, "");
                 None
             }

@@ -387,6 +387,11 @@ struct Net {
     timed_out: u64,
     /// `timed_out` when it was last logged, and when.
     timed_out_logged: (u64, u64),
+    /// Accepted connections closed at their first message (not a Logon, garbled, or
+    /// for no session of the listener).
+    first_refused: u64,
+    /// `first_refused` when it was last logged, and when.
+    first_refused_logged: (u64, u64),
     /// Connections created so far (numbers them, `Conn::opened`).
     opened: u64,
     /// TLS: what one `read` takes from a socket before rustls decrypts it (empty
@@ -715,6 +720,8 @@ impl<A: Application> Engine<A> {
                 evicted_logged: (0, 0),
                 timed_out: 0,
                 timed_out_logged: (0, 0),
+                first_refused: 0,
+                first_refused_logged: (0, 0),
                 opened: 0,
                 tls_in: if opts.tls.is_some() {
                     vec![0; opts.read_buffer.clamp(16 << 10, 1 << 20)]
