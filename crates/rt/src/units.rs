@@ -58,8 +58,18 @@ pub fn parse_short_duration(s: &str) -> Result<Duration, String> {
 /// `secs` as a duration, refused when negative, not finite or above 1e7 s (`s`: the
 /// text it was read from, for the error).
 fn in_range(secs: f64, s: &str) -> Result<Duration, String> {
-    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
-        return Err(format!("{s:?} is out of range (0 to 1e7 seconds)"));
+    // Said in words a flag in any unit fits (a new-user pass read "0 to 1e7 seconds"
+    // for --probe-ms=-1).
+    if secs.is_nan() {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    if secs < 0.0 {
+        return Err(format!("{s:?} is negative: a duration is 0 or more"));
+    }
+    if secs > 1e7 {
+        return Err(format!(
+            "{s:?} is too long: at most 10,000,000 seconds (about 16 weeks)"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -181,6 +191,13 @@ mod tests {
         for bad in ["soon", "-1s", "", "s", "1e400", "NaN", "1x"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+        // Out of range, in words that fit a flag in any unit.
+        assert!(parse_ms("-1").unwrap_err().contains("is negative"));
+        assert!(parse_duration("-5s").unwrap_err().contains("is negative"));
+        assert!(parse_duration("99999h")
+            .unwrap_err()
+            .contains("is too long: at most"));
+        assert!(!parse_ms("-1").unwrap_err().contains("1e7"));
     }
 
     #[test]
