@@ -39,6 +39,7 @@ impl<A: Application> Engine<A> {
             read_turn: 0,
             read_this_turn: 0,
             held: false,
+            reset_turn: None,
             resume_queued: false,
             resume_eof: false,
             tls: None,
@@ -177,6 +178,7 @@ impl<A: Application> Engine<A> {
             return;
         }
         if self.process_held(c) {
+            self.net.keep_eof(c, to_eof);
             return;
         }
         if matches!(self.net.conns.get(c.0), Some(Some(conn)) if conn.tls.is_some()) {
@@ -206,7 +208,11 @@ impl<A: Application> Engine<A> {
                     }
                     let drained = n < len - rend;
                     self.process_frames(c);
-                    if (drained && !to_eof) || self.net.is_held(c) {
+                    if self.net.is_held(c) {
+                        self.net.keep_eof(c, to_eof);
+                        return;
+                    }
+                    if drained && !to_eof {
                         return;
                     }
                 }
@@ -223,6 +229,10 @@ impl<A: Application> Engine<A> {
     /// incomplete frame resumes where the previous call left off (`Conn::scan`), so the
     /// bytes of one frame are searched once however many reads bring them.
     pub(super) fn process_frames(&mut self, c: ConnId) {
+        // Held frames wait for `process_held` (TLS moves clear text in meanwhile).
+        if self.net.is_held(c) {
+            return;
+        }
         loop {
             let Some(conn) = self.net.open_conn(c) else {
                 return;
@@ -276,7 +286,14 @@ impl<A: Application> Engine<A> {
     /// Frames held back after a store reset ([`Net::hold`]) go first; true while
     /// some are still held (then nothing more is read this turn).
     pub(super) fn process_held(&mut self, c: ConnId) -> bool {
+        let turn = self.net.turns;
         match self.net.conns.get_mut(c.0) {
+            // A connection read twice in one turn (its event and its resume) takes
+            // one reset in it, not two (review).
+            Some(Some(conn)) if conn.held && conn.reset_turn == Some(turn) => {
+                conn.queue_resume(c, false, &mut self.net.resume);
+                return true;
+            }
             Some(Some(conn)) if conn.held => conn.held = false,
             _ => return false,
         }
@@ -387,11 +404,26 @@ impl Net {
     /// one that reset a file store) and puts `c` on [`Net::resume`]; with none left
     /// there is nothing to hold.
     pub(super) fn hold(&mut self, c: ConnId) {
+        let turn = self.turns;
         if let Some(Some(conn)) = self.conns.get_mut(c.0) {
+            conn.reset_turn = Some(turn);
             if conn.rstart < conn.rend {
                 conn.held = true;
                 conn.queue_resume(c, false, &mut self.resume);
+            } else {
+                // Nothing left to hold, but no more is read this turn either (review:
+                // resets that ended each read were taken a read at a time, ~32 a
+                // turn): the read budget is spent, so the next read is the next turn's.
+                conn.read_turn = turn;
+                conn.read_this_turn = usize::MAX;
             }
+        }
+    }
+
+    /// Keeps an end of stream seen by a read that stopped for held frames.
+    pub(super) fn keep_eof(&mut self, c: ConnId, to_eof: bool) {
+        if let Some(Some(conn)) = self.conns.get_mut(c.0) {
+            conn.resume_eof |= to_eof;
         }
     }
 

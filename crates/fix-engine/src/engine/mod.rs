@@ -319,6 +319,8 @@ struct Conn {
     /// next turns, one reset a turn, before anything more is read
     /// ([`crate::store::file_resets`]).
     held: bool,
+    /// The turn ([`Net::turns`]) of this connection's last store reset: one a turn.
+    reset_turn: Option<u64>,
     /// On [`Net::resume`] for the next turn's read (once, however often it is queued).
     resume_queued: bool,
     /// The peer closed (or the socket is in error): that read goes to the end of the

@@ -33,8 +33,13 @@ pub(super) fn tls_client(
 impl<A: Application> Engine<A> {
     /// [`Engine::read_conn`] for a TLS connection.
     pub(super) fn read_conn_tls(&mut self, c: ConnId, to_eof: bool) {
-        // Clear text rustls kept while frames were held (`Net::hold`) comes first.
-        if !self.drain_clear_text(c) || self.net.is_held(c) {
+        // Clear text rustls still has (decrypted while frames were held, `Net::hold`)
+        // comes first.
+        if !self.drain_clear_text(c) {
+            return;
+        }
+        if self.net.is_held(c) {
+            self.net.keep_eof(c, to_eof);
             return;
         }
         let mut input = std::mem::take(&mut self.net.tls_in);
@@ -63,7 +68,11 @@ impl<A: Application> Engine<A> {
             match conn::read_socket(&conn.stream, input) {
                 conn::Got::Bytes(n) => {
                     conn.read_this_turn += n;
-                    if !self.feed_tls(c, &input[..n]) || self.net.is_held(c) {
+                    if !self.feed_tls(c, &input[..n]) {
+                        return;
+                    }
+                    if self.net.is_held(c) {
+                        self.net.keep_eof(c, to_eof);
                         return;
                     }
                     // As on the clear path: a short read emptied the receive queue.
@@ -120,11 +129,10 @@ impl<A: Application> Engine<A> {
             let Some(conn) = self.net.open_conn(c) else {
                 return false;
             };
-            if conn.held {
-                // The rest stays with rustls (at most one read's worth) until the
-                // held frames are taken.
-                return true;
-            }
+            // While frames are held the clear text still moves into the read buffer
+            // (rustls refuses more records past 16 KiB of it: review), unframed until
+            // they are taken; no more is read from the socket meanwhile, so it is at
+            // most the one read that brought the reset.
             if !conn::make_room(conn, conn::frame_limit(&self.opts, conn)) {
                 self.close_conn(c, "Read buffer full without a complete message");
                 return false;
