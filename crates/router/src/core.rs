@@ -803,12 +803,17 @@ impl Core {
             return;
         }
         let mut below = self.gm.reclaim_below();
-        // Nothing retained and nothing pending: what is on disk is queue and publisher
-        // records alone, which a checkpoint replaces whole. Done once they take more
-        // than UNPINNED_RECLAIM_BYTES (hostile-input pass: a client churning queue
-        // creates and deletes left 315 MB that nothing reclaimed while no guaranteed
-        // message was published).
+        // Nothing retained, nothing pending and no message ever stored: what is on disk
+        // is queue and publisher records alone, which a checkpoint replaces whole. Done
+        // once they take more than UNPINNED_RECLAIM_BYTES (hostile-input pass: a client
+        // churning queue creates and deletes left 315 MB that nothing reclaimed while no
+        // guaranteed message was published). Once a message was stored, its record
+        // carries the message ids on through a restart and stays
+        // (`gm::Engine::never_stored`).
         let unpinned = below == u64::MAX;
+        if unpinned && !self.gm.never_stored() {
+            return;
+        }
         let durable = self.gm.durable_lsn();
         if unpinned {
             if disk < UNPINNED_RECLAIM_BYTES || durable <= self.reclaimed_below {
@@ -3523,7 +3528,12 @@ mod tests {
     fn queue_churn_with_nothing_retained_is_reclaimed() {
         use tickwire_wire::gm::QueueOp;
         let state = std::sync::Arc::new(std::sync::Mutex::new(ReclaimState::default()));
-        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        // No replay retention: a message no queue holds is let go at once.
+        let cfg = Config {
+            retain_bytes: 0,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
         core.attach_spool(Box::new(ReclaimSpool(state.clone())));
         core.gm.finish_recovery();
         let churn = |core: &mut Core, n: usize| {
@@ -3585,6 +3595,50 @@ mod tests {
         let end = durable(&mut core, MonoNanos(4 * ten_s));
         core.maybe_reclaim(MonoNanos(5 * ten_s));
         assert_eq!(state.lock().unwrap().reclaims, [102, end + 1]);
+        // Review: once a message was stored, its record carries the ids on through a
+        // restart. A message stored to a queue, delivered, acknowledged and let go:
+        // nothing retained, but nothing is reclaimed past its record.
+        let spool = &mut *core.spool;
+        let q = r#"{"name":"m","subscriptions":["m"]}"#;
+        core.gm
+            .handle_queue_request(spool, Slot(9), 5, QueueOp::Create, q)
+            .unwrap();
+        core.gm.handle_pub_open(spool, Slot(8), 6, 0, "p").unwrap();
+        let m = tickwire_wire::frame::Msg {
+            flags: tickwire_wire::frame::flags::GUARANTEED | tickwire_wire::frame::flags::SEQ,
+            seq: Some(1),
+            discarded: 0,
+            stamps: None,
+            reply: None,
+            cached: None,
+            topic: b"m",
+            payload: b"x",
+        };
+        core.gm
+            .handle_publish(spool, Slot(8), UtcNanos(0), 0, &m)
+            .unwrap();
+        core.gm
+            .handle_queue_request(spool, Slot(9), 7, QueueOp::Delete, "m")
+            .unwrap();
+        durable(&mut core, MonoNanos(6 * ten_s));
+        core.handle_timeout(MonoNanos(6 * ten_s + MS));
+        assert_eq!(
+            core.gm.reclaim_below(),
+            u64::MAX,
+            "nothing retained or pending"
+        );
+        assert!(!core.gm.never_stored());
+        let before = state.lock().unwrap().reclaims.len();
+        let next = state.lock().unwrap().next;
+        for k in 7..10 {
+            core.maybe_reclaim(MonoNanos(k * ten_s));
+        }
+        assert_eq!(
+            state.lock().unwrap().reclaims.len(),
+            before,
+            "nothing reclaimed"
+        );
+        assert_eq!(state.lock().unwrap().next, next, "no checkpoint");
     }
 
     /// Regression: the reclaim tick asked the spool to delete the segments below the

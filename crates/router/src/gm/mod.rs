@@ -3553,6 +3553,16 @@ impl Engine {
         self.ack_deadline
     }
 
+    /// No guaranteed message was ever stored (ids start at 1, and recovery carries them
+    /// on from the message records): the spool holds queue and publisher records only,
+    /// which a checkpoint replaces whole. Once a message was stored its record carries
+    /// the id the next one continues from, so it must stay (review: reclaiming every
+    /// record before a checkpoint restarted ids at 1 after a restart, below the queues'
+    /// `created_at`, and the next restart dropped acknowledged messages).
+    pub fn never_stored(&self) -> bool {
+        self.store.next_id() == 1
+    }
+
     /// The spool may reclaim records below this (nothing retained needs them).
     pub fn reclaim_below(&self) -> u64 {
         let pending = self.pending.front().map_or(u64::MAX, |p| p.lsn);
