@@ -33,6 +33,10 @@ impl UsageError {
     }
 }
 
+/// What a failed connection to NATS asks (new-user pass: "Connection refused" alone).
+pub const NATS_HINT: &str = "is a nats-server running there? (`nats-server -a 127.0.0.1 -p \
+     4222`; scripts/install-nats.sh installs one)";
+
 pub mod bench_tls;
 pub mod console;
 pub mod fanout;

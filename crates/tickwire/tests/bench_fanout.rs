@@ -487,3 +487,30 @@ fn ctrl_c_stops_a_fanout_run_with_status_130_and_its_report() {
         .map_or(1.0, |w| w[1].parse().expect("a count"));
     assert!(of <= measured + 1.0, "{stall_free} ({measured} s measured)");
 }
+
+/// New-user pass: a NATS target with no server there said "Connection refused (os
+/// error 111)" alone; it now asks whether a nats-server runs there and says how to get
+/// one.
+#[test]
+fn a_nats_target_without_a_server_asks_whether_one_runs() {
+    let port = common::free_port().to_string();
+    let url = format!("nats://127.0.0.1:{port}");
+    let (st, out, err) = common::run_cli(
+        &[
+            "bench",
+            "fanout",
+            "--target",
+            &url,
+            "--duration",
+            "1",
+            "--idle",
+            "block",
+        ],
+        TIMEOUT,
+    );
+    assert_eq!(st.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("is a nats-server running there?") && err.contains("scripts/install-nats.sh"),
+        "{err}"
+    );
+}

@@ -332,7 +332,7 @@ fn nats_connect(
         .subscription_capacity(NATS_SUBSCRIPTION_CAPACITY)
         .connection_timeout(Duration::from_secs(5));
     rt.block_on(opts.connect(url))
-        .with_context(|| format!("connecting {name} to NATS at {url}"))
+        .with_context(|| format!("connecting {name} to NATS at {url}: {}", crate::NATS_HINT))
 }
 
 /// The runtime that drives the NATS connections' IO.

@@ -112,7 +112,7 @@ pub fn run(
                 .connect(u.as_str())
                 .await
         })
-        .with_context(|| format!("connecting to NATS at {url}"))
+        .with_context(|| format!("connecting to NATS at {url}: {}", crate::NATS_HINT))
     };
     // A fresh stream and consumer.
     let admin = jetstream::new(connect("gbench-admin".into())?);
