@@ -60,15 +60,19 @@ pub fn parse_short_duration(s: &str) -> Result<Duration, String> {
 fn in_range(secs: f64, s: &str) -> Result<Duration, String> {
     // Said in words a flag in any unit fits (a new-user pass read "0 to 1e7 seconds"
     // for --probe-ms=-1).
+    // "out of range" stays in each (the router's config keys keep such a reason as
+    // their own).
     if secs.is_nan() {
-        return Err(format!("{s:?} is not a duration"));
+        return Err(format!("{s:?} is out of range: not a number"));
     }
     if secs < 0.0 {
-        return Err(format!("{s:?} is negative: a duration is 0 or more"));
+        return Err(format!(
+            "{s:?} is out of range: negative (a duration is 0 or more)"
+        ));
     }
     if secs > 1e7 {
         return Err(format!(
-            "{s:?} is too long: at most 10,000,000 seconds (about 16 weeks)"
+            "{s:?} is out of range: too long (at most 10,000,000 seconds, about 16 weeks)"
         ));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -192,11 +196,15 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
         // Out of range, in words that fit a flag in any unit.
-        assert!(parse_ms("-1").unwrap_err().contains("is negative"));
-        assert!(parse_duration("-5s").unwrap_err().contains("is negative"));
+        assert!(parse_ms("-1")
+            .unwrap_err()
+            .contains("out of range: negative"));
+        assert!(parse_duration("-5s")
+            .unwrap_err()
+            .contains("out of range: negative"));
         assert!(parse_duration("99999h")
             .unwrap_err()
-            .contains("is too long: at most"));
+            .contains("out of range: too long (at most 10,000,000 seconds"));
         assert!(!parse_ms("-1").unwrap_err().contains("1e7"));
     }
 
