@@ -1090,12 +1090,7 @@ fn regression_a_peer_flooding_ignored_input_does_not_hold_up_another_session() {
     let (mut engine, seen, mut one, mut two) = logged_on_by_hand(1024);
     // ONE: 60 messages with its next number and a wrong CheckSum (ignored, no answer);
     // TWO: a TestRequest. All of it waits on the sockets before the next turn.
-    let invalid = || {
-        seen.events()
-            .iter()
-            .filter(|e| e.starts_with("Invalid message"))
-            .count()
-    };
+    let invalid = || invalid_messages(&seen);
     let bad = bad_checksum(&one);
     one.send_raw(&bad.repeat(60));
     two.send("1", &[(112, "DURING")]);
@@ -1201,6 +1196,27 @@ fn regression_in_session_resets_are_taken_one_a_turn_and_others_are_served_meanw
     assert_eq!(most, 1, "more than one reset in a turn");
 }
 
+/// The messages the engine ignored as invalid so far (`seen`'s events).
+fn invalid_messages(seen: &Seen) -> usize {
+    seen.events()
+        .iter()
+        .filter(|e| e.starts_with("Invalid message"))
+        .count()
+}
+
+/// Turns `engine` until ONE's connection is closed by its end of stream.
+fn turn_until_closed_by_eof(engine: &mut Engine<Seen>, seen: &Seen) {
+    turn_until(
+        engine,
+        "ONE's connection closed by its end of stream",
+        &mut || {
+            seen.events()
+                .iter()
+                .any(|e| e == "Connection closed by counterparty")
+        },
+    );
+}
+
 /// Turns `engine` until `done` says so (2,000 turns at most).
 fn turn_until(engine: &mut Engine<Seen>, what: &str, done: &mut dyn FnMut() -> bool) {
     for _ in 0..2000 {
@@ -1275,24 +1291,11 @@ fn regression_a_close_after_a_spent_read_budget_still_closes_the_connection() {
     one.send_raw(&bad.repeat(41));
     one.s.shutdown(std::net::Shutdown::Write).unwrap();
     std::thread::sleep(Duration::from_millis(20));
-    let invalid = || {
-        seen.events()
-            .iter()
-            .filter(|e| e.starts_with("Invalid message"))
-            .count()
-    };
+    let invalid = || invalid_messages(&seen);
     turn_until(&mut engine, "all 81 of ONE's messages read", &mut || {
         invalid() == 81
     });
-    turn_until(
-        &mut engine,
-        "ONE's connection closed by its end of stream",
-        &mut || {
-            seen.events()
-                .iter()
-                .any(|e| e == "Connection closed by counterparty")
-        },
-    );
+    turn_until_closed_by_eof(&mut engine, &seen);
 }
 
 /// Review: a peer that sent an in-session Logon with 141=Y (a file store reset), more
@@ -1313,24 +1316,11 @@ fn regression_a_close_after_a_held_reset_still_closes_the_connection() {
     one.send_raw(&all);
     one.s.shutdown(std::net::Shutdown::Write).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    let invalid = || {
-        seen.events()
-            .iter()
-            .filter(|e| e.starts_with("Invalid message"))
-            .count()
-    };
+    let invalid = || invalid_messages(&seen);
     turn_until(&mut engine, "all of ONE's messages read", &mut || {
         invalid() == n
     });
-    turn_until(
-        &mut engine,
-        "ONE's connection closed by its end of stream",
-        &mut || {
-            seen.events()
-                .iter()
-                .any(|e| e == "Connection closed by counterparty")
-        },
-    );
+    turn_until_closed_by_eof(&mut engine, &seen);
 }
 
 /// Review: over TLS, after a frame that reset a file store, `drain_clear_text` leaves

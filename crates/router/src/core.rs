@@ -3478,6 +3478,20 @@ mod tests {
         id
     }
 
+    /// A guaranteed PUBLISH of `x` to `topic` with sequence number `seq`, decoded.
+    fn guaranteed_msg(topic: &'static [u8], seq: u64) -> frame::Msg<'static> {
+        frame::Msg {
+            flags: frame::flags::GUARANTEED | frame::flags::SEQ,
+            seq: Some(seq),
+            discarded: 0,
+            stamps: None,
+            reply: None,
+            cached: None,
+            topic,
+            payload: b"x",
+        }
+    }
+
     /// The spool stand-in for reclamation: numbers records, reports what the test
     /// says, remembers the reclaims asked for.
     #[derive(Default)]
@@ -3604,16 +3618,7 @@ mod tests {
             .handle_queue_request(spool, Slot(9), 5, QueueOp::Create, q)
             .unwrap();
         core.gm.handle_pub_open(spool, Slot(8), 6, 0, "p").unwrap();
-        let m = tickwire_wire::frame::Msg {
-            flags: tickwire_wire::frame::flags::GUARANTEED | tickwire_wire::frame::flags::SEQ,
-            seq: Some(1),
-            discarded: 0,
-            stamps: None,
-            reply: None,
-            cached: None,
-            topic: b"m",
-            payload: b"x",
-        };
+        let m = guaranteed_msg(b"m", 1);
         core.gm
             .handle_publish(spool, Slot(8), UtcNanos(0), 0, &m)
             .unwrap();
@@ -3663,16 +3668,7 @@ mod tests {
             )
             .unwrap();
         core.gm.handle_pub_open(spool, Slot(9), 2, 0, "p").unwrap();
-        let m = tickwire_wire::frame::Msg {
-            flags: tickwire_wire::frame::flags::GUARANTEED | tickwire_wire::frame::flags::SEQ,
-            seq: Some(1),
-            discarded: 0,
-            stamps: None,
-            reply: None,
-            cached: None,
-            topic: b"t",
-            payload: b"x",
-        };
+        let m = guaranteed_msg(b"t", 1);
         core.gm
             .handle_publish(spool, Slot(9), UtcNanos(0), 0, &m)
             .unwrap();
