@@ -402,6 +402,24 @@ pub fn pinned_command(program: &Path, cpu: Option<usize>, what: &str) -> Command
     c
 }
 
+/// `cmd` as a user would type it: the program and its arguments (quoted where they
+/// hold a space or a quote), without the environment the bench sets for its own
+/// bookkeeping (which `Command`'s `Debug` shows, e.g. `TICKWIRE_EXIT_WITH_PARENT`).
+pub fn command_line(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| {
+            let a = a.to_string_lossy();
+            if a.is_empty() || a.contains([' ', '\'', '"', '\t']) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// What [`wait_for_line`] saw.
 #[derive(Debug)]
 pub enum ReadyLine {
@@ -573,6 +591,17 @@ fn parse_pin_numbers(s: &str) -> Result<Pinning, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_line_shows_the_program_and_its_arguments_but_not_the_environment() {
+        let mut c = pinned_command(Path::new("/bin/tickwire"), None, "test");
+        c.args(["bench", "x", "--dir", "/tmp/a b", "it's", ""])
+            .env("TICKWIRE_LOG", "warn");
+        assert_eq!(
+            command_line(&c),
+            "/bin/tickwire bench x --dir '/tmp/a b' 'it'\\''s' ''"
+        );
+    }
 
     #[test]
     fn pin_refuses_a_cpu_the_process_cannot_run_on() {

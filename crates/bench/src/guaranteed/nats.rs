@@ -58,7 +58,7 @@ impl NatsChild {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let command = format!("{cmd:?}").replace('"', "");
+        let command = crate::harness::command_line(&cmd);
         let child = cmd.spawn().with_context(|| {
             format!("starting {command} (is nats-server installed? scripts/install-nats.sh)")
         })?;

@@ -53,7 +53,7 @@ impl AlgoProcess {
             // Ctrl-C reaches only the bench, which reports and then stops the algo.
             cmd.process_group(0);
         }
-        let command = format!("{cmd:?}").replace('"', "");
+        let command = crate::harness::command_line(&cmd);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting the algo: {command}"))?;
