@@ -28,7 +28,7 @@ mod sub_mcast;
 mod temp_spool;
 mod units;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 const ABOUT: &str =
     "tickwire: a low-latency messaging stack for trading: router, FIX engine, market data";
@@ -128,7 +128,10 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::FAILURE;
     }
     exit_quietly_on_broken_pipe();
-    let cli = Cli::try_parse().unwrap_or_else(|e| suggest_subcommand(e).exit());
+    let cli = hyphen_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| suggest_subcommand(e).exit());
     let default_level = match cli.cmd {
         Cmd::Router(_) => "info",
         _ => "warn",
@@ -211,6 +214,28 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Lets every option that takes exactly one value take one that starts with `-`
+/// (`--count -5`, `--duration -5s`), so its own parser refuses it with the reason
+/// ("out of range: negative"). Left to clap, such a value reads as an unknown flag,
+/// with a tip (`use '-- -5'`) that does not work for an option (new-user pass).
+fn hyphen_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let one_value = a
+            .get_num_args()
+            .is_none_or(|r| r.min_values() == 1 && r.max_values() == 1);
+        let sets = matches!(
+            a.get_action(),
+            clap::ArgAction::Set | clap::ArgAction::Append
+        );
+        if !a.is_positional() && sets && one_value {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(hyphen_values)
 }
 
 /// Adds a suggestion to clap's "unrecognized subcommand" error when it made none:

@@ -1650,6 +1650,28 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["at least 1 is needed", "--count"],
         ),
+        // New-user pass: a negative value read as an unknown flag, with clap's tip
+        // (`use '-- -5'`) that does not work for an option.
+        (
+            &["pub", "md/x", "--count", "-5"],
+            &["\"-5\" is not a whole number", "--count"],
+        ),
+        (
+            &["router", "--stall-timeout", "-3s", "--print-config"],
+            &["out of range: negative", "--stall-timeout"],
+        ),
+        (
+            &[
+                "mcast",
+                "send",
+                "--group",
+                "239.255.74.9:7440",
+                "t",
+                "--loss",
+                "-0.1",
+            ],
+            &["got \"-0.1\"", "--loss"],
+        ),
         // New-user pass: these bench flag checks exited 1, as a failed run does.
         (
             &["bench", "fanout", "--duration", "0"],
