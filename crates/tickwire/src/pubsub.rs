@@ -257,10 +257,12 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             0 => String::new(),
             _ => format!(" of {lines}"),
         };
+        let refused =
+            refused_whole(finished.as_ref().err()).then(|| refused_line(drops.taken, &a.topic));
         match (stopped, read.is_err() || finished.is_err()) {
-            _ if refused_whole(finished.as_ref().err()) => {
-                eprintln!("{}", refused_line(drops.taken, &a.topic))
-            }
+            // Said once, with the router's reason, as the error (new-user pass: a line
+            // here and the error after it said the same twice).
+            _ if refused.is_some() => {}
             (_, true) => eprintln!("ended early: sent {n}{of} to {}", a.topic),
             (true, false) => eprintln!(
                 "stopped: published {n}{of} to {} ({})",
@@ -272,7 +274,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         drops.report();
         report_outages(&client, a.no_reconnect);
         let e = read.err().or(finished.err());
-        return pub_end(client, &a, &drops, stopped, e);
+        return pub_end(client, &a, &drops, stopped, e, refused);
     }
     let max_frame = client.client().map_or(u32::MAX, |c| c.router_max_frame());
     let payload = payload_of(&a, max_frame)?;
@@ -326,8 +328,10 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     // One message without --count goes quietly (`pub TOPIC MESSAGE`); asked for with
     // --count, even --count 1 gets its summary (new-user pass: 1 said nothing, 2 did),
     // and so does a load run of one given only --size (it said nothing either).
-    if refused_whole(finished.as_ref().err()) {
-        eprintln!("{}", refused_line(drops.taken - unsent, &a.topic));
+    let refused = refused_whole(finished.as_ref().err())
+        .then(|| refused_line(drops.taken - unsent, &a.topic));
+    if refused.is_some() {
+        // Said once, with the router's reason, as the error.
     } else if a.count.is_some()
         || a.size.is_some()
         || total > 1
@@ -357,7 +361,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     }
     drops.report();
     report_outages(&client, a.no_reconnect);
-    pub_end(client, &a, &drops, done < total, finished.err())
+    pub_end(client, &a, &drops, done < total, finished.err(), refused)
 }
 
 /// Whether `e` is the router's refusal of the run's topic. It permits a topic to a user
@@ -383,22 +387,29 @@ fn refused_line(n: u64, topic: &str) -> String {
 }
 
 /// The end of a direct `pub`, once its summary is printed: the error that ended it (the
-/// router out of reach for longer than --give-up-after, say), else the documented exit
-/// status.
+/// router out of reach for longer than --give-up-after, say; headed by `refused`, the
+/// summary of a run whose topic the router refused), else the documented exit status.
 fn pub_end(
     client: ReconnectingClient,
     a: &PubArgs,
     drops: &Drops,
     stopped: bool,
     failed: Option<anyhow::Error>,
+    refused: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     if let Some(e) = failed {
-        return Err(match e.downcast::<tickwire_client::Error>() {
+        let e = match e.downcast::<tickwire_client::Error>() {
             Ok(e) if a.no_reconnect && !client.is_connected() => {
                 anyhow::Error::new(e).context("connection lost (--no-reconnect)")
             }
             Ok(e) => poll_failed(e, Some(a.give_up_after), client.is_connected()),
             Err(e) => e,
+        };
+        // A refusal of the run's topic: the run's summary (`refused_line`) heads the
+        // router's reason, in one error line.
+        return Err(match refused {
+            Some(line) => e.context(line),
+            None => e,
         });
     }
     client.close()?;

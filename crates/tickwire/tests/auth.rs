@@ -394,6 +394,9 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
         err.contains("not permitted to publish to \"orders/bob/1\""),
         "{err}"
     );
+    // New-user pass: the refusal was said twice, a summary line and then the error.
+    let said = |err: &str| err.lines().filter(|l| l.contains("not permitted")).count();
+    assert_eq!(said(&err), 1, "{err}");
     // Demanding-user pass: a paced load ran its whole schedule (10 s here) and
     // summed up "published 20000 messages ... 2000 msg/s" though the router refused
     // every one; it now stops within REFUSAL_CHECK_EVERY messages and says so.
@@ -415,6 +418,7 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
             && !err.contains("published 20000"),
         "{err}"
     );
+    assert_eq!(said(&err), 1, "{err}");
     assert!(started.elapsed() < Duration::from_secs(5), "{err}");
     // A few lines of standard input: all refused, so not "published" either (the end
     // of the input is confirmed by a round trip to the router).
@@ -438,9 +442,10 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
         err.contains(
             "refused by the router: publishing to orders/bob/4 is not permitted to this \
              user (2 messages written"
-        ),
+        ) && err.contains("not permitted to publish to \"orders/bob/4\""),
         "{err}"
     );
+    assert_eq!(said(&err), 1, "{err}");
     // Guaranteed: a PUB_NACK not-permitted (exit 3, the NACK status).
     let (st, _, err) = f.alice_cli(&["pub", "orders/bob/2", "forged", "--guaranteed"]);
     assert_eq!(st.code(), Some(3), "{err}");
