@@ -436,8 +436,19 @@ pub fn run_report(
         "tick-to-trade (docs/benchmarking.md family D) — {}",
         machine.one_line()
     );
-    crate::outln!(con.out,
-        "cycle {cycle_name}: {} step(s), {run_s:.1} s measured per algo (the published cycle: {published:.0} s)",
+    // A custom list of rates has no published cycle to compare with: each of its steps
+    // has the published step's length (new-user pass: "the published cycle: 240 s").
+    let published_text = if a.rates.is_empty() {
+        format!("the published cycle: {published:.0} s")
+    } else {
+        format!(
+            "a published step: {:.0} s",
+            published / steps.len().max(1) as f64
+        )
+    };
+    crate::outln!(
+        con.out,
+        "cycle {cycle_name}: {} step(s), {run_s:.1} s measured per algo ({published_text})",
         tl.phases.iter().filter(|p| !p.warmup).count()
     );
     crate::outln!(con.out, "*** {} ***", tl.scaling.describe());

@@ -207,8 +207,14 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         .spawn(move || router.run())
         .context("starting the router thread")?;
 
-    println!("tickwire demo: router on {addr} (idle={}), {} msg/s for {:.1} s: two thirds 100-byte quotes, one third 600-byte orders",
-        a.idle, a.rate, a.duration);
+    // A duration under 0.1 s keeps its digits (new-user pass: 0.0001s read "for 0.0 s").
+    let secs = if a.duration >= 0.1 {
+        format!("{:.1}", a.duration)
+    } else {
+        format!("{}", a.duration)
+    };
+    println!("tickwire demo: router on {addr} (idle={}), {} msg/s for {secs} s: two thirds 100-byte quotes, one third 600-byte orders",
+        a.idle, a.rate);
 
     let stop = Arc::new(AtomicBool::new(false));
     let expected: Arc<Vec<AtomicU64>> =

@@ -1177,7 +1177,8 @@ Examples:
 Queues (--queue NAME): instead of subscribing, bind to a durable queue (see
 `tickwire queue`) and consume: each message is printed as
 '[id ID] TOPIC PAYLOAD' (with 'delivery N, redelivered' when it was delivered
-before) and acknowledged once it is written out, so the router removes it; into a
+before, and 'recovered: may have been delivered before' for a message the router
+recovered from its spool after a restart, which cannot know) and acknowledged once it is written out, so the router removes it; into a
 pipe, once the reader has taken it out of the pipe, or has had it there for half the
 queue's ack timeout (a slow reader: acknowledged then, before the queue hands it on
 again), or for 2 s at the end (--count, Ctrl-C): what a reader that exits or dies
@@ -2171,11 +2172,20 @@ fn print_delivery_line(
         (Some(t), false) => t.to_owned(),
         _ => to_hex(d.payload),
     };
-    if d.redelivered || d.delivery_count > 1 {
+    if d.delivery_count > 1 {
         writeln!(
             out,
             "[id {} delivery {}, redelivered] {topic} {body}",
             d.msg_id, d.delivery_count
+        )
+    } else if d.redelivered {
+        // The first delivery since the router restarted, flagged because it may have
+        // been delivered before the crash (new-user pass: "delivery 1, redelivered"
+        // read as a contradiction).
+        writeln!(
+            out,
+            "[id {} recovered: may have been delivered before] {topic} {body}",
+            d.msg_id
         )
     } else {
         writeln!(out, "[id {}] {topic} {body}", d.msg_id)
@@ -2501,7 +2511,34 @@ mod swapped_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::queue_what;
+    use super::{print_delivery_line, queue_what};
+
+    /// New-user pass: a message recovered after a restart read "delivery 1,
+    /// redelivered", a contradiction on its first delivery.
+    #[test]
+    fn a_recovered_first_delivery_is_not_called_redelivered() {
+        let line = |count, redelivered| {
+            let d = tickwire_client::Delivery {
+                binding: 1,
+                msg_id: 7,
+                delivery_count: count,
+                redelivered,
+                seq: None,
+                stamps: None,
+                topic: b"q/a",
+                payload: b"x",
+            };
+            let mut out = Vec::new();
+            print_delivery_line(&mut out, &d, "q/a", Some("x"), false).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(line(1, false), "[id 7] q/a x\n");
+        assert_eq!(
+            line(1, true),
+            "[id 7 recovered: may have been delivered before] q/a x\n"
+        );
+        assert_eq!(line(2, true), "[id 7 delivery 2, redelivered] q/a x\n");
+    }
 
     #[test]
     fn the_queue_summary_says_redelivered_messages_are_flagged_not_known_twice() {
