@@ -500,10 +500,27 @@ fn render_show(doc: &Value) -> String {
     };
     let mut rows = Vec::new();
     flatten("", obj, &mut rows);
+    for (k, v) in &mut rows {
+        if let (Some(meaning), "0") = (zero_means(k), v.as_str()) {
+            *v = format!("0 ({meaning})");
+        }
+    }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     rows.iter()
         .map(|(k, v)| format!("{k:<width$}  {v}\n"))
         .collect()
+}
+
+/// What 0 means for a definition's limit `key` (docs/guaranteed.md), which a bare 0
+/// does not say (new-user pass: `definition.max_message_size 0`).
+fn zero_means(key: &str) -> Option<&'static str> {
+    Some(match key.strip_prefix("definition.")? {
+        "max_messages" | "max_bytes" => "no limit",
+        "max_message_size" => "up to the router's max frame",
+        "ttl_ms" => "forever",
+        "ack_timeout_ms" => "redelivered only when its consumer goes away",
+        _ => return None,
+    })
 }
 
 /// `s` fit for a terminal (the router's strings, names and patterns, printed raw could
@@ -584,16 +601,22 @@ mod tests {
         let doc = serde_json::json!({
             "name": "orders",
             "depth": 3,
-            "definition": { "subscriptions": ["orders/>", "fills/*"], "max_bytes": 1024 },
+            "definition": { "subscriptions": ["orders/>", "fills/*"], "max_bytes": 1024,
+                "max_messages": 0, "ttl_ms": 0 },
             "empty": {},
+            "redelivered": 0,
         });
+        // New-user pass: a limit of 0 says what it means.
         assert_eq!(
             render_show(&doc),
             "definition.max_bytes      1024\n\
+             definition.max_messages   0 (no limit)\n\
              definition.subscriptions  orders/> fills/*\n\
+             definition.ttl_ms         0 (forever)\n\
              depth                     3\n\
              empty                     {}\n\
-             name                      orders\n"
+             name                      orders\n\
+             redelivered               0\n"
         );
     }
 
