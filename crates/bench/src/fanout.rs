@@ -647,6 +647,9 @@ fn run_threads(
                 // taken at its middle (bench-review pass: at a step change the line paired
                 // the new step's target with the old step's rates).
                 let mid = (last.0 / 2 + now / 2).saturating_sub(shared.start_ns);
+                // Labelled by the interval the rates are over (new-user pass: "[8.0 s]"
+                // read as second 8 of the table, which is the one starting at 8 s).
+                let from = last.0.saturating_sub(shared.start_ns);
                 last = (now, sent, recv);
                 let t = now.saturating_sub(shared.start_ns);
                 let phase = if draining {
@@ -657,7 +660,8 @@ fn run_threads(
                     "measure"
                 };
                 format!(
-                    "[{:>5.1} s {phase:>7}] target {:>6} msg/s | sent {:>6} msg/s | delivered {:>6} msg/s | sender behind {:.0} µs",
+                    "[{:>5.1}-{:.1} s {phase:>7}] target {:>6} msg/s | sent {:>6} msg/s | delivered {:>6} msg/s | sender behind {:.0} µs",
+                    from as f64 / 1e9,
                     t as f64 / 1e9,
                     human_rate(w.pattern.rate_at(mid)),
                     human_rate(ds as f64 / dt),
