@@ -1088,6 +1088,13 @@ impl Engine {
                 pb.floor = pb.floor.max(hwm);
                 pb.stored |= hwm > 0;
             }
+            Record::NextId { id } => {
+                // The records of the messages before a checkpoint may be gone: ids go
+                // on from where they were when it was written.
+                if id > self.store.next_id() {
+                    self.store.advance_to(id);
+                }
+            }
             Record::Forgotten { identity } => {
                 // What the records before stored under it no longer counts: a new
                 // publisher of this name numbers from 1 and is not taken for it.
@@ -3553,12 +3560,8 @@ impl Engine {
         self.ack_deadline
     }
 
-    /// No guaranteed message was ever stored (ids start at 1, and recovery carries them
-    /// on from the message records): the spool holds queue and publisher records only,
-    /// which a checkpoint replaces whole. Once a message was stored its record carries
-    /// the id the next one continues from, so it must stay (review: reclaiming every
-    /// record before a checkpoint restarted ids at 1 after a restart, below the queues'
-    /// `created_at`, and the next restart dropped acknowledged messages).
+    /// No guaranteed message was ever stored (ids start at 1; recovery carries them on
+    /// from the message records and a checkpoint's [`Record::NextId`]).
     pub fn never_stored(&self) -> bool {
         self.store.next_id() == 1
     }
@@ -3569,9 +3572,10 @@ impl Engine {
         self.store.oldest_lsn().unwrap_or(u64::MAX).min(pending)
     }
 
-    /// Records that keep the state needing no older segment: every queue definition and
-    /// every publisher's high-water mark. Appended before reclaiming; the segments it
-    /// replaces may go once it is durable, and only when it is [`Checkpoint::complete`].
+    /// Records that keep the state needing no older segment: the next message id (once
+    /// a message was stored), every queue definition and every publisher's high-water
+    /// mark. Appended before reclaiming; the segments it replaces may go once it is
+    /// durable, and only when it is [`Checkpoint::complete`].
     pub fn checkpoint(&mut self, log: &mut dyn Log) -> Checkpoint {
         let mut records: Option<(u64, u64)> = None;
         let mut complete = true;
@@ -3580,6 +3584,18 @@ impl Engine {
             Ok(l) => records = Some(records.map_or((l, l), |(f, _)| (f, l))),
             Err(_) => complete = false,
         };
+        if !self.never_stored() {
+            // With nothing retained, the checkpoint may replace every message record:
+            // without this, ids restarted at 1 after a restart, below the queues'
+            // `first_message_id` (review), and were given out twice.
+            record::encode(
+                &mut rec,
+                &Record::NextId {
+                    id: self.store.next_id(),
+                },
+            );
+            put(log, &rec);
+        }
         for q in self.queues.iter().flatten() {
             record::encode(&mut rec, &Record::QueueDefined { json: &q.def_json });
             put(log, &rec);

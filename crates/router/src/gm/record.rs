@@ -60,6 +60,12 @@ pub enum Record<'a> {
     Forgotten {
         identity: &'a str,
     },
+    /// The id the next message takes: a checkpoint's first record, so that ids go on
+    /// from there after a restart when the records of the messages before it have
+    /// been reclaimed (nothing retained), and are never given out twice.
+    NextId {
+        id: u64,
+    },
     /// A held message written again (relocated), with the queues holding it.
     Relocated {
         id: u64,
@@ -227,6 +233,10 @@ pub fn encode(out: &mut Vec<u8>, r: &Record<'_>) {
             out.push(b'F');
             name(out, identity);
         }
+        Record::NextId { id } => {
+            out.push(b'N');
+            out.extend_from_slice(&id.to_le_bytes());
+        }
         Record::Relocated {
             id,
             time,
@@ -351,6 +361,11 @@ pub fn decode(b: &[u8]) -> Result<Record<'_>, BadRecord> {
             r.end()?;
             Record::Forgotten { identity }
         }
+        b'N' => {
+            let id = r.u64()?;
+            r.end()?;
+            Record::NextId { id }
+        }
         b'R' => {
             let (id, time, seq, stamps) = r.message_head()?;
             let next_id = r.u64()?;
@@ -425,6 +440,7 @@ mod tests {
                 identity: "p",
             },
             Record::Forgotten { identity: "p" },
+            Record::NextId { id: 1 << 40 },
         ];
         let mut b = Vec::new();
         for r in recs {

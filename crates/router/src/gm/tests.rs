@@ -150,6 +150,40 @@ fn after_a_checkpoint_the_older_records_can_go_and_queues_and_messages_survive()
     assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
 }
 
+/// With nothing retained the checkpoint replaces every message record, so after a
+/// restart from it alone the ids go on where they were (review: before the checkpoint
+/// carried the next id, they restarted at 1, below the queue's `first_message_id`, and
+/// ids were given out twice).
+#[test]
+fn a_checkpoint_alone_carries_the_message_ids_on() {
+    let (mut e, mut log) = bound("a", "a", 3, 10);
+    for id in 1..=3 {
+        e.handle_consumer_ack(&mut log, t(0), C, 1, id, id).unwrap();
+    }
+    e.cfg.retain_bytes = 0;
+    e.handle_timeout(&mut log, t(1), wall(1));
+    assert_eq!(e.reclaim_below(), u64::MAX, "nothing retained");
+    let from = log.records.len() as u64 + 1;
+    let ck = e.checkpoint(&mut log);
+    assert!(ck.complete);
+    let kept = log.records[(from - 1) as usize..].to_vec();
+    assert!(matches!(
+        record::decode(&kept[0]),
+        Ok(Record::NextId { id: 4 })
+    ));
+    let mut r = recover(GmConfig::default(), &kept, from);
+    assert!(r.recovery_errors.is_empty(), "{:?}", r.recovery_errors);
+    assert!(!r.never_stored());
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
+    let mut log2 = MemLog::default();
+    publish(&mut r, &mut log2, P, "a", 4, b"x");
+    r.handle_durable(t(2), log2.records.len() as u64);
+    r.handle_bind(t(2), C, 1, 10, Start::Queue, "q").unwrap();
+    assert_eq!(delivered_ids(&mut r), vec![4], "the next id, not 1");
+}
+
 /// A checkpoint copies each queue's definition as made when the queue was (not
 /// serialized again): what it writes is every live queue's definition, exactly, a
 /// dead-message queue's and one with non-default settings included, and none of a
