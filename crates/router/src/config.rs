@@ -538,6 +538,22 @@ impl Config {
         !self.auth.anonymous.admits(self.loopback_only())
     }
 
+    /// The memory bounds set above `memory` bytes (this machine's, `MemTotal`): each
+    /// as (key, value). Such a bound bounds nothing (new-user pass: `--egress-limit
+    /// 99999G` started without a word); the router says so when it starts.
+    pub fn bounds_above_memory(&self, memory: u64) -> Vec<(&'static str, u64)> {
+        [
+            ("egress_limit", self.egress_limit as u64),
+            ("egress_memory_limit", self.egress_memory_limit as u64),
+            ("read_memory_limit", self.read_memory_limit as u64),
+            ("cache_max_bytes", self.cache_max_bytes as u64),
+            ("max_stored_bytes", self.max_stored_bytes),
+        ]
+        .into_iter()
+        .filter(|&(_, v)| v > memory)
+        .collect()
+    }
+
     /// Every listener (plaintext and TLS) is on a loopback address.
     pub fn loopback_only(&self) -> bool {
         self.listen.ip().is_loopback() && self.tls_listen.is_none_or(|a| a.ip().is_loopback())
@@ -820,6 +836,20 @@ pub fn parse_sync(s: &str) -> Result<SyncSetting, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_bounds_above_the_machines_memory_are_named() {
+        let cfg = Config {
+            egress_limit: 100 << 30,
+            ..Config::default()
+        };
+        assert_eq!(
+            cfg.bounds_above_memory(24 << 30),
+            [("egress_limit", 100 << 30)]
+        );
+        assert!(Config::default().bounds_above_memory(24 << 30).is_empty());
+        assert_eq!(Config::default().bounds_above_memory(1 << 20).len(), 5);
+    }
 
     fn config(json: serde_json::Value) -> Result<Config, String> {
         serde_json::from_value(json).map_err(|e| e.to_string())

@@ -969,6 +969,20 @@ fn raise_open_file_limit(max_clients: usize, shm: bool) {
     }
 }
 
+/// This machine's memory in bytes (`MemTotal` of /proc/meminfo), if it can be read.
+fn machine_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     if args.probe_ms.is_some() && args.http.http.is_none() {
         return Err(crate::units::UsageError(
@@ -1052,6 +1066,16 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         cfg.max_clients,
     );
     let guaranteed = cfg.data_dir.clone();
+    if let Some(memory) = machine_memory() {
+        for (key, value) in cfg.bounds_above_memory(memory) {
+            tracing::warn!(
+                key,
+                value,
+                machine_memory = memory,
+                "{key} is more than this machine's memory: it bounds nothing here"
+            );
+        }
+    }
     if !cfg.loopback_only() && cfg.auth.anonymous == Anonymous::Allow {
         tracing::warn!(listen = %cfg.listen, "anonymous clients are allowed on a non-loopback address (--anonymous allow): anyone who reaches this port may publish, subscribe and read stats as the anonymous rules allow");
     }
