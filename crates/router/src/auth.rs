@@ -418,6 +418,12 @@ pub enum LoginError {
     /// Too many password checks are waiting already (a flood of logins): try again.
     #[error("authentication busy: too many password logins in progress, try again")]
     Busy,
+    /// Too many password checks from this client's address are waiting already.
+    #[error(
+        "authentication busy: too many password logins in progress from this address \
+         (at most 16 at a time), try again"
+    )]
+    SourceBusy,
 }
 
 /// A configuration that cannot be used; the router refuses to start with it.

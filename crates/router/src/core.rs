@@ -436,6 +436,13 @@ pub struct Core {
     /// Password checks handed out and not yet answered (bounded by
     /// [`MAX_PENDING_LOGINS`] with `logins_out`).
     logins_in_flight: usize,
+    /// Password checks queued or running per source address (at most
+    /// [`MAX_PENDING_LOGINS_PER_SOURCE`] each).
+    logins_by_source: HashMap<LoginSource, usize>,
+    /// Logins refused busy: how many, and (count, time) when last logged (a flood is
+    /// logged once a second at most, with the count).
+    logins_busy: u64,
+    logins_busy_logged: (u64, MonoNanos),
     /// The multicast streams (empty without `[[router.multicast]]`).
     mcast: crate::mcast::Multicast,
     /// The last two valid PUBLISH topics ([`Core::on_publish`]); boxed so that lending
@@ -548,6 +555,38 @@ const STATS_SHARE_MAX_NS: u64 = 100_000_000;
 /// a flood of logins costs the router no more than this much memory and queueing.
 pub const MAX_PENDING_LOGINS: usize = 64;
 
+/// Password logins from one source address (an IPv6 /64; a shared-memory client's
+/// user) waiting for their check at most: one source flooding wrong passwords (~17 ms
+/// of argon2 each) holds a quarter of the places, not all of them (hostile-input pass:
+/// 66 connections from one address refused every other password login busy).
+pub const MAX_PENDING_LOGINS_PER_SOURCE: usize = MAX_PENDING_LOGINS / 4;
+
+/// Where password logins come from, for [`MAX_PENDING_LOGINS_PER_SOURCE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum LoginSource {
+    /// An IPv4 address, or an IPv6 /64 (one host's or site's addresses).
+    Ip(std::net::IpAddr),
+    /// A shared-memory client's user id (when the kernel said).
+    Local(Option<u32>),
+}
+
+impl LoginSource {
+    fn of(peer: &Peer) -> LoginSource {
+        match peer {
+            Peer::Tcp(a) => LoginSource::Ip(match a.ip() {
+                std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                    Some(v4) => std::net::IpAddr::V4(v4),
+                    None => std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                        u128::from(v6) & !((1u128 << 64) - 1),
+                    )),
+                },
+                ip => ip,
+            }),
+            Peer::Shm { uid, .. } => LoginSource::Local(*uid),
+        }
+    }
+}
+
 /// Names of a client certificate that matches no user written in its log line.
 const LOGGED_CERT_NAMES: usize = 8;
 
@@ -558,6 +597,7 @@ const LOGGED_CERT_NAMES: usize = 8;
 pub struct LoginRequest {
     slot: Slot,
     client: ClientId,
+    source: LoginSource,
     user: Box<str>,
     check: crate::auth::PasswordCheck,
     /// Cleared when the client closes before its check ran.
@@ -576,6 +616,7 @@ impl LoginRequest {
         LoginResult {
             slot: self.slot,
             client: self.client,
+            source: self.source,
             user: self.user,
             result,
         }
@@ -591,6 +632,7 @@ impl LoginRequest {
         LoginResult {
             slot: self.slot,
             client: self.client,
+            source: self.source,
             user: self.user,
             result: Err(LoginError::Busy),
         }
@@ -602,6 +644,7 @@ impl LoginRequest {
 pub struct LoginResult {
     slot: Slot,
     client: ClientId,
+    source: LoginSource,
     user: Box<str>,
     result: Result<Arc<Identity>, LoginError>,
 }
@@ -693,6 +736,9 @@ impl Core {
             async_logins: false,
             logins_out: Vec::new(),
             logins_in_flight: 0,
+            logins_by_source: HashMap::new(),
+            logins_busy: 0,
+            logins_busy_logged: (0, MonoNanos(0)),
             mcast: crate::mcast::Multicast::new(&cfg.multicast, now, wall),
             topic_memo: Some(Box::default()),
             cfg,
@@ -1504,6 +1550,19 @@ impl Core {
         if self.logins_out.len() + self.logins_in_flight >= MAX_PENDING_LOGINS {
             return self.admit(id, Err(LoginError::Busy), Some(user));
         }
+        let Some(source) = self
+            .clients
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .map(|c| LoginSource::of(&c.addr))
+        else {
+            return false;
+        };
+        let pending = self.logins_by_source.entry(source).or_default();
+        if *pending >= MAX_PENDING_LOGINS_PER_SOURCE {
+            return self.admit(id, Err(LoginError::SourceBusy), Some(user));
+        }
+        *pending += 1;
         let check = self.auth.password_check(user, secret);
         let Some(c) = self.clients.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return false;
@@ -1515,6 +1574,7 @@ impl Core {
         self.logins_out.push(LoginRequest {
             slot: id,
             client,
+            source,
             user: user.into(),
             check,
             wanted,
@@ -1541,6 +1601,12 @@ impl Core {
     /// client, if it is still the one that asked and still waiting.
     pub fn handle_login_result(&mut self, r: LoginResult) {
         self.logins_in_flight = self.logins_in_flight.saturating_sub(1);
+        if let Some(n) = self.logins_by_source.get_mut(&r.source) {
+            *n -= 1;
+            if *n == 0 {
+                self.logins_by_source.remove(&r.source);
+            }
+        }
         let waiting = self
             .clients
             .get_mut(r.slot.0 as usize)
@@ -1565,6 +1631,19 @@ impl Core {
         };
         let identity = match login {
             Ok(identity) => identity,
+            Err(e @ (LoginError::Busy | LoginError::SourceBusy)) => {
+                // A flood of logins refused busy is logged once a second at most, with
+                // the count (hostile-input pass: a line per refusal, thousands a second).
+                self.logins_busy += 1;
+                let (logged, at) = self.logins_busy_logged;
+                if logged == 0 || self.latest.saturating_sub(at) >= 1_000_000_000 {
+                    tracing::warn!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, user = user.unwrap_or(""), reason = %e, refused_busy_since_last_line = self.logins_busy - logged, refused_busy = self.logins_busy, "login refused");
+                    self.logins_busy_logged = (self.logins_busy, self.latest);
+                }
+                self.totals.auth_failures += 1;
+                self.fail(id, ErrorCode::AUTH_FAILED, &e.to_string());
+                return false;
+            }
             Err(e) => {
                 tracing::warn!(client = c.id.0, name = c.name.as_str(), addr = %c.addr, user = user.unwrap_or(""), reason = %e, "login refused");
                 self.totals.auth_failures += 1;

@@ -79,7 +79,10 @@ fn core() -> Core {
 }
 
 fn accept(core: &mut Core) -> Slot {
-    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+    accept_from(core, SocketAddr::from(([127, 0, 0, 1], 9)))
+}
+
+fn accept_from(core: &mut Core, addr: SocketAddr) -> Slot {
     core.handle_accept(addr, MonoNanos(T0), UtcNanos(0))
         .ok()
         .expect("accepted")
@@ -262,16 +265,16 @@ fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy
     let r = core.poll_login().unwrap().run();
     core.handle_login_result(r);
     assert!(drain(&mut core, bad)[0].contains("auth-failed true authentication failed"));
-    // A flood: past MAX_PENDING_LOGINS unanswered checks, logins are refused busy at
-    // once, without a check being queued.
+    // A flood (from many addresses): past MAX_PENDING_LOGINS unanswered checks, logins
+    // are refused busy at once, without a check being queued.
     let waiting: Vec<Slot> = (0..tickwire_router::core::MAX_PENDING_LOGINS)
-        .map(|_| {
-            let id = accept(&mut core);
+        .map(|i| {
+            let id = accept_from(&mut core, SocketAddr::from(([10, 0, 0, i as u8], 9)));
             feed(&mut core, id, &hello_login("mallory", "x"));
             id
         })
         .collect();
-    let late = accept(&mut core);
+    let late = accept_from(&mut core, SocketAddr::from(([10, 0, 1, 1], 9)));
     assert_eq!(
         feed(&mut core, late, &hello_login("mallory", "x")),
         Input::Closing
@@ -310,6 +313,63 @@ fn asynchronous_password_logins_wait_for_their_check_and_floods_are_refused_busy
     let r = core.poll_login().unwrap().run();
     core.handle_login_result(r);
     assert_eq!(drain(&mut core, again), [format!("WELCOME {}", caps::AUTH)]);
+}
+
+/// Hostile-input pass: 66 connections from one address, each sending a wrong password
+/// and reconnecting at its answer, kept all MAX_PENDING_LOGINS places and every other
+/// password login was refused busy. One source (an IPv4 address, an IPv6 /64, a local
+/// user) now holds MAX_PENDING_LOGINS_PER_SOURCE places at most.
+#[test]
+fn one_source_address_holds_a_quarter_of_the_password_check_places() {
+    use tickwire_router::core::{MAX_PENDING_LOGINS, MAX_PENDING_LOGINS_PER_SOURCE};
+    assert_eq!(MAX_PENDING_LOGINS_PER_SOURCE, MAX_PENDING_LOGINS / 4);
+    let mut core = alice_core();
+    core.set_async_logins(true);
+    let flood = |core: &mut Core, addr: SocketAddr| {
+        let id = accept_from(core, addr);
+        let input = feed(core, id, &hello_login("alice", "guess"));
+        (id, input)
+    };
+    let attacker = SocketAddr::from(([192, 0, 2, 7], 40000));
+    for _ in 0..MAX_PENDING_LOGINS_PER_SOURCE {
+        let (_, input) = flood(&mut core, attacker);
+        assert!(matches!(input, Input::Consumed(_)), "queued");
+    }
+    // The next one from that address (another port) is refused at once, saying why.
+    let (id, input) = flood(&mut core, SocketAddr::from(([192, 0, 2, 7], 40001)));
+    assert_eq!(input, Input::Closing);
+    let out = drain(&mut core, id);
+    assert!(
+        out[0].contains(&format!(
+            "too many password logins in progress from this address (at most \
+             {MAX_PENDING_LOGINS_PER_SOURCE} at a time)"
+        )),
+        "{out:?}"
+    );
+    // The same for an IPv6 address of the same /64, and for the mapped form of an IPv4
+    // address.
+    let v6 = |last: u16| SocketAddr::from(([0x2001, 0xdb8, 0, 1, 0, 0, 0, last], 9));
+    for i in 0..MAX_PENDING_LOGINS_PER_SOURCE as u16 {
+        assert!(matches!(flood(&mut core, v6(i)).1, Input::Consumed(_)));
+    }
+    assert_eq!(flood(&mut core, v6(999)).1, Input::Closing, "same /64");
+    let mapped: SocketAddr = "[::ffff:192.0.2.7]:9".parse().unwrap();
+    assert_eq!(flood(&mut core, mapped).1, Input::Closing, "IPv4-mapped");
+    // Another address still gets its check, and the right password logs in.
+    let good = accept_from(&mut core, SocketAddr::from(([198, 51, 100, 1], 9)));
+    feed(&mut core, good, &hello_login("alice", "s3cret"));
+    let mut checks = Vec::new();
+    while let Some(r) = core.poll_login() {
+        checks.push(r);
+    }
+    assert_eq!(checks.len(), 2 * MAX_PENDING_LOGINS_PER_SOURCE + 1);
+    for r in checks {
+        core.handle_login_result(r.run());
+    }
+    assert_eq!(drain(&mut core, good), [format!("WELCOME {}", caps::AUTH)]);
+    // Answered, the address's places are free again.
+    let (_, input) = flood(&mut core, attacker);
+    assert!(matches!(input, Input::Consumed(_)));
 }
 
 #[test]
