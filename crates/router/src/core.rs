@@ -1970,7 +1970,11 @@ impl Core {
                 // naming it (review: made first with the client's own patterns, the
                 // router's dead-message queue or another's dead-letter queue could be
                 // bound and read).
-                if self.gm.takes_dead_letters(&def.name) {
+                // So does a queue with no subscriptions of its own: a dead-letter queue
+                // made in advance (hostile-input pass: an anonymous client under
+                // subscribe rules made one, with limits and a TTL of its choosing, under
+                // the name an admin then named as a dead-letter queue).
+                if self.gm.takes_dead_letters(&def.name) || def.subscriptions.is_empty() {
                     p.may_hold_any_topic(&def.name)?;
                 }
                 // Naming a dead-letter queue writes into it (and creates it): the

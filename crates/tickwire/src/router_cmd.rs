@@ -1081,6 +1081,15 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     let (users, anonymous) = (cfg.auth.users.len(), cfg.auth.anonymous);
     let anonymous_restricted = cfg.auth.anonymous_rules.is_some();
+    // Rules for anonymous clients that leave out `queues` leave every queue to them
+    // (hostile-input pass: an anonymous client limited to public/> topics showed,
+    // purged and deleted an admin's queues).
+    let anonymous_queues_open = cfg.guaranteed
+        && cfg
+            .auth
+            .anonymous_rules
+            .as_ref()
+            .is_some_and(|r| r.queues == tickwire_router::auth::AllowDeny::default());
     let http = args.http.addr(7480)?;
     // The TLS listener counts: one off loopback refuses anonymous clients everywhere.
     let refuses_anonymous = cfg.refuses_anonymous();
@@ -1196,6 +1205,12 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!(
             %anonymous,
             "users are configured, but clients that do not log in are admitted here with every right (admin included): the users' rules restrict only those who log in; set anonymous = \"deny\" or anonymous_rules in [auth] to restrict the others (docs/security.md)"
+        );
+    }
+    if anonymous_queues_open && !refuses_anonymous {
+        tracing::warn!(
+            %anonymous,
+            "anonymous_rules has no queues rule: clients that do not log in may create, bind, show, purge and delete every queue (their subscribe rules still limit what a bound queue delivers); add queues = {{ allow = [] }} (none) or the names they may use to [auth.anonymous_rules] (docs/security.md)"
         );
     }
     // A field that is None is left out of the line.

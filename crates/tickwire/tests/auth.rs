@@ -934,9 +934,16 @@ fn binding_a_queue_takes_the_subscribe_rights_of_its_subscriptions() {
         r#"{"name":"desk2","subscriptions":["orders/>"],"dead_letter_queue":"early-dlq"}"#,
     )
     .unwrap();
-    for name in ["#DEAD_MSG_QUEUE", "desk-dlq"] {
-        let def = format!(r#"{{"name":"{name}","subscriptions":["md/NASDAQ/>"]}}"#);
-        match alice.queue_request(QueueOp::Create, &def) {
+    // Nor, in advance, a queue with no subscriptions of its own, which is one (a
+    // hostile-input pass: such a create passed, under a name an admin then named).
+    for def in [
+        r##"{"name":"#DEAD_MSG_QUEUE","subscriptions":["md/NASDAQ/>"]}"##,
+        r#"{"name":"desk-dlq","subscriptions":["md/NASDAQ/>"]}"#,
+        r#"{"name":"later-dlq","subscriptions":[]}"#,
+        r#"{"name":"later-dlq2"}"#,
+    ] {
+        let name = def.split('"').nth(3).unwrap();
+        match alice.queue_request(QueueOp::Create, def) {
             Err(Error::Rejected { code, text }) => {
                 assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{name}: {text}");
                 assert!(text.contains("dead-lettered"), "{name}: {text}");
@@ -983,6 +990,42 @@ fn users_beside_unrestricted_anonymous_clients_are_warned_about() {
             text.contains("clients that do not log in are admitted here with every right"),
             warns,
             "{auth:?}: {text}"
+        );
+        drop(router);
+    }
+}
+
+/// Hostile-input pass: `anonymous_rules` that limit topics but leave out `queues` let
+/// anonymous clients show, purge and delete an admin's queues ("no rule" is
+/// everything), and nothing said so. The log now warns.
+#[test]
+fn anonymous_rules_without_a_queues_rule_are_warned_about() {
+    for (rules, warns) in [
+        (
+            "anonymous_rules = { subscribe = { allow = [\"public/>\"] } }\n",
+            true,
+        ),
+        (
+            "anonymous_rules = { subscribe = { allow = [\"public/>\"] }, queues = { allow = [] } }\n",
+            false,
+        ),
+    ] {
+        let spool = tempfile::tempdir().unwrap();
+        let mut config = tempfile::NamedTempFile::new().unwrap();
+        write!(config, "[auth]\n{rules}").unwrap();
+        let (router, log) = RouterProc::start_logged(&[
+            "--config",
+            config.path().to_str().unwrap(),
+            "--data-dir",
+            spool.path().to_str().unwrap(),
+        ]);
+        log.wait_for(&["egress_memory_limit="], LONG)
+            .expect("the settings line");
+        let text = log.text();
+        assert_eq!(
+            text.contains("anonymous_rules has no queues rule"),
+            warns,
+            "{rules:?}: {text}"
         );
         drop(router);
     }
