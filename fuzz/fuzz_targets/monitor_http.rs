@@ -14,13 +14,14 @@
 //! - `parse_authorization` (the `Authorization` header of an accepted head, and the
 //!   whole input) never panics and keeps its bounds: a Basic user of 1 to 64 bytes
 //!   without `:`, a password or token of at most 512 bytes;
-//! - every key of the query is found by `Query::get` with its first value, and
-//!   `Query::number` never exceeds its maximum.
+//! - every key of the query, percent-decoded, is found by `Query::get` with its first
+//!   value, decoded, and `Query::number` never exceeds its maximum.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use tickwire_monitor::credentials::{parse_authorization, Credentials, MAX_SECRET_LEN, MAX_USER_LEN};
 use tickwire_monitor::http::{parse_head, split_target, Refusal};
+use tickwire_monitor::query::percent_decode;
 use tickwire_monitor::Query;
 
 fuzz_target!(|data: &[u8]| {
@@ -78,14 +79,19 @@ fn check_target(target: &str) {
     assert!(target.starts_with(path));
     let text = target.strip_prefix(path).unwrap_or("");
     let text = text.strip_prefix('?').unwrap_or(text);
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     for pair in text.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if !seen.contains(&k) {
-            assert_eq!(query.get(k), Some(v), "key {k:?} of {target:?}");
-            seen.push(k);
+        let k = percent_decode(k);
+        if !seen.iter().any(|s| *s == *k) {
+            assert_eq!(
+                query.get(&k).as_deref(),
+                Some(&*percent_decode(v)),
+                "key {k:?} of {target:?}"
+            );
+            seen.push(k.to_string());
         }
-        assert!(query.number(k, 7, 100) <= 100);
+        assert!(query.number(&k, 7, 100) <= 100);
     }
     let standalone = Query::new(text);
     assert_eq!(standalone.get("limit"), query.get("limit"));

@@ -1310,7 +1310,7 @@ mod tests {
     fn targets_split_into_path_and_query() {
         let (p, q) = split_target("/connz?limit=5&sort=msgs_out");
         assert_eq!(p, "/connz");
-        assert_eq!(q.get("limit"), Some("5"));
+        assert_eq!(q.get("limit").as_deref(), Some("5"));
         assert_eq!(split_target("/").0, "/");
     }
 

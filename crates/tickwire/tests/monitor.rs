@@ -144,6 +144,12 @@ fn json_endpoints_show_what_the_clients_did() {
     let subsz = get_json(http, "/subsz?pattern=mon/>");
     assert_eq!(subsz["total"], 1, "{subsz}");
     assert_eq!(subsz["items"][0]["name"], "mon-sub");
+    // New-user pass: the encoded form (a browser's, `curl --data-urlencode`'s) matched
+    // nothing, and an encoded sort key was refused.
+    let encoded = get_json(http, "/subsz?pattern=mon%2F%3E");
+    assert_eq!(encoded["total"], 1, "{encoded}");
+    let sorted = get_json(http, "/connz?sort=msgs%5Fout");
+    assert_eq!(sorted["sort"], "msgs_out", "{sorted}");
 
     let queuez = get_json(http, "/queuez");
     assert_eq!(queuez["enabled"], true);

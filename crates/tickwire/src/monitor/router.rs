@@ -174,7 +174,8 @@ fn sort_clients(clients: &mut [&ClientView], key: &str) -> Result<(), String> {
 /// `sort` key (cheap: the keys are counters), each row built only if it is on the page.
 fn connz(clients: &[ClientView], req: &Request<'_>) -> Result<Value, String> {
     let mut sorted: Vec<&ClientView> = clients.iter().collect();
-    let sort = req.query.get("sort").unwrap_or("id");
+    let sort = req.query.get("sort");
+    let sort = sort.as_deref().unwrap_or("id");
     sort_clients(&mut sorted, sort)?;
     let subs = req
         .query
@@ -191,6 +192,7 @@ fn connz(clients: &[ClientView], req: &Request<'_>) -> Result<Value, String> {
 /// (holding `pattern`, when given), their patterns sorted only if on the page.
 fn subsz(clients: &[ClientView], req: &Request<'_>) -> Value {
     let filter = req.query.get("pattern");
+    let filter = filter.as_deref();
     let holders = clients
         .iter()
         .filter(|c| !c.patterns.is_empty())
@@ -789,7 +791,8 @@ mod tests {
     /// document, patterns removed afterwards.
     fn connz_before(clients: &[ClientView], req: &Request<'_>) -> Value {
         let mut sorted: Vec<&ClientView> = clients.iter().collect();
-        let sort = req.query.get("sort").unwrap_or("id");
+        let sort = req.query.get("sort");
+        let sort = sort.as_deref().unwrap_or("id");
         sort_clients(&mut sorted, sort).unwrap();
         let subs = req
             .query
@@ -816,6 +819,7 @@ mod tests {
     /// `/subsz` as it was built before: every holder's row, sorted patterns included.
     fn subsz_before(clients: &[ClientView], req: &Request<'_>) -> Value {
         let filter = req.query.get("pattern");
+        let filter = filter.as_deref();
         let list: Vec<Value> = clients
             .iter()
             .filter(|c| !c.patterns.is_empty())
