@@ -1151,7 +1151,9 @@ within --give-up-after (both after the summary, with the cause), or another erro
 Initial image (--initial-image): on a router with a last-value cache (`tickwire router
 --cache PATTERN`), the command first prints the cached messages of the matching topics,
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
-live stream: nothing missed and nothing twice between the two. After a reconnection it
+live stream: nothing missed and nothing twice between the two (a cached message that
+several patterns match is printed once; two cached messages of one topic with the same
+payload that the router received in the same read are one). After a reconnection it
 asks the new connection for a new image (which may repeat, marked, last values printed
 before the loss when the router itself did not restart). When the router keeps no cache,
 or caches no topic the pattern matches, standard error says so (no image will come).
@@ -1367,6 +1369,16 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
     let mut tally = Tally::new(a.count);
     let mut discarded = 0u64;
     let mut lost: Option<String> = None;
+    // Overlapping patterns each get an image (one per SUBSCRIBE): a cached message
+    // already printed on this connection (the same topic, payload and time the router
+    // received it: messages read together share that time) is not printed again
+    // (new-user pass: 'md/X/A' 'md/*/A' printed every cached message twice, where the
+    // help promises nothing twice). Forgotten at a disconnection: the next
+    // connection's images may repeat, as documented.
+    let dedupe_images = a.initial_image && patterns.len() > 1;
+    let mut image_seen: std::collections::HashSet<(Box<str>, u64, u64)> =
+        std::collections::HashSet::new();
+    let mut image_repeats = 0u64;
     mcast.refresh(&mut client)?;
     // Ctrl-C (or SIGTERM) ends the loop at its next poll: what is buffered is written
     // and the summary printed (a second Ctrl-C aborts). Once stopping, it polls no more
@@ -1386,6 +1398,9 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
             let LinkEvent::Message(m) = ev else {
                 // Flushed first, so the report lands between the right messages.
                 out.flush().ok();
+                if matches!(ev, LinkEvent::Disconnected { .. }) {
+                    image_seen.clear();
+                }
                 match ev {
                     LinkEvent::Disconnected { reason } if a.no_reconnect => {
                         lost = Some(reason.to_owned());
@@ -1397,6 +1412,18 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
                 }
                 return;
             };
+            if let (true, Some(at)) = (dedupe_images, m.cached()) {
+                let payload = {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    m.payload().hash(&mut h);
+                    h.finish()
+                };
+                if !image_seen.insert((m.topic().into(), at, payload)) {
+                    image_repeats += 1;
+                    return;
+                }
+            }
             discarded = discarded.saturating_add(emit(&m, &a, &mut out, &mut tally));
         });
         tally.note_turn();
@@ -1407,7 +1434,7 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
             // Whatever ended it (the wait given up, a restarted router refusing the
             // subscriptions back, a protocol error): the summary of what was received,
             // then the cause (new-user pass: a refused restore printed no summary).
-            tally.report(&format!("({discarded} discarded by the router)"));
+            tally.report(&sub_note(discarded, image_repeats));
             mcast.report();
             return Err(e);
         }
@@ -1428,7 +1455,7 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
             // An end a supervisor must tell from a normal one: the summary, then the
             // cause and exit status 1 (as when --give-up-after ends the wait).
             out.flush().ok();
-            tally.report(&format!("({discarded} discarded by the router)"));
+            tally.report(&sub_note(discarded, image_repeats));
             mcast.report();
             mcast.close();
             anyhow::bail!("{reason} (--no-reconnect)");
@@ -1457,7 +1484,7 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     if a.quiet || stop.is_set() {
-        tally.report(&format!("({discarded} discarded by the router)"));
+        tally.report(&sub_note(discarded, image_repeats));
         mcast.report();
         let st = client.stats();
         if st.disconnects > 0 {
@@ -1487,6 +1514,20 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
     mcast.close();
     client.close().ok();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The summary's note: what the router discarded, and the cached messages of an image
+/// not shown again because an earlier pattern's image had them.
+fn sub_note(discarded: u64, image_repeats: u64) -> String {
+    match image_repeats {
+        0 => format!("({discarded} discarded by the router)"),
+        n => format!(
+            "({discarded} discarded by the router; {n} cached {} matched more than one \
+             pattern and {} shown once)",
+            if n == 1 { "message" } else { "messages" },
+            if n == 1 { "was" } else { "were" },
+        ),
+    }
 }
 
 /// Counts and prints one message (unless --count is reached or --quiet); returns its

@@ -463,6 +463,82 @@ fn cli_cache_show_and_sub_initial_image() {
     common::assert_help_lists(&["router", "--help"], &["--cache"]);
 }
 
+/// New-user pass: `sub 'md/X/A' 'md/*/A' --initial-image` printed every cached message
+/// twice (each pattern's SUBSCRIBE gets its own image), where its help promises nothing
+/// twice. A cached message is printed once (v2..v4 arrived in one read: one router time,
+/// told apart by their payloads).
+#[test]
+fn sub_initial_image_prints_a_cached_message_that_several_patterns_match_once() {
+    let router = RouterProc::start(&["--no-guaranteed", "--cache", "md/>", "--cache-depth", "3"]);
+    let addr = router.addr_str();
+    let mut p = Client::connect(router.addr).unwrap();
+    for v in ["v1", "v2", "v3", "v4"] {
+        p.publish("md/X/A", v.as_bytes()).unwrap();
+    }
+    p.publish("md/Y/A", b"y1").unwrap();
+    p.flush().unwrap();
+    p.ping().unwrap();
+    let sub = std::process::Command::new(common::BIN)
+        .args([
+            "sub",
+            "--router",
+            &addr,
+            "md/X/A",
+            "md/*/A",
+            "--initial-image",
+        ])
+        .args(["--count", "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both images served (two requests: 3 + 4 cached messages), then one live message
+    // ends it.
+    let mut sub = sub;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut stats = Client::connect(router.addr).unwrap();
+    loop {
+        let doc: serde_json::Value = serde_json::from_str(&stats.stats_json().unwrap()).unwrap();
+        if doc["cache"]["images"].as_u64() >= Some(2) {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = sub.kill();
+            panic!("the images were not sent: {doc}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.publish("md/X/A", b"live").unwrap();
+    p.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let st = loop {
+        if let Some(st) = sub.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = sub.kill();
+            let _ = sub.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (text, err) = common::take_output(&mut sub);
+    assert!(st.is_some_and(|s| s.success()), "{st:?}: {text}{err}");
+    let mut image: Vec<&str> = text.lines().filter(|l| l.starts_with("[cached]")).collect();
+    image.sort();
+    assert_eq!(
+        image,
+        [
+            "[cached] md/X/A v2",
+            "[cached] md/X/A v3",
+            "[cached] md/X/A v4",
+            "[cached] md/Y/A y1"
+        ],
+        "{text}"
+    );
+    assert_eq!(text.lines().last(), Some("md/X/A live"), "{text}{err}");
+}
+
 /// A router with ten cached topics `c/0`..`c/9` and the given `[router]` lines.
 fn ten_cached_topics(lines: &str) -> (RouterProc, tempfile::NamedTempFile) {
     use std::io::Write;
