@@ -77,6 +77,25 @@ impl TlsArgs {
     /// --ca: there is no other way to trust the router's certificate. A usage error
     /// (exit status 2) naming what asked for TLS.
     fn check(&self, router: &str) -> Result<(), crate::units::UsageError> {
+        // A shared-memory connection is local: nothing to encrypt, and the flags would
+        // have been ignored (new-user pass: `--router shm:NAME --tls --ca FILE` ran
+        // without TLS and said nothing).
+        if router.starts_with("shm:") {
+            let given = [
+                (self.tls, "--tls"),
+                (self.ca.is_some(), "--ca"),
+                (self.cert.is_some(), "--cert"),
+                (self.server_name.is_some(), "--server-name"),
+            ];
+            if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
+                return Err(crate::units::UsageError(format!(
+                    "{flag} is for TLS, which a shared-memory address (--router {router}) \
+                     does not use: the rings are on this host, and who may attach is the \
+                     handshake socket's file permissions (docs/shm.md)"
+                )));
+            }
+            return Ok(());
+        }
         if self.ca.is_some() {
             return Ok(());
         }

@@ -1650,6 +1650,25 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["at least 1 is needed", "--count"],
         ),
+        // New-user pass: TLS flags with a shared-memory address were ignored (exit 0,
+        // no TLS).
+        (
+            &[
+                "pub",
+                "a/b",
+                "c",
+                "--router",
+                "shm:nosuch",
+                "--tls",
+                "--ca",
+                "ca.pem",
+            ],
+            &["--tls is for TLS", "shared-memory address"],
+        ),
+        (
+            &["sub", "a/b", "--router", "shm:nosuch", "--ca", "ca.pem"],
+            &["--ca is for TLS", "shared-memory address"],
+        ),
         // New-user pass: a negative value read as an unknown flag, with clap's tip
         // (`use '-- -5'`) that does not work for an option.
         (
