@@ -3169,6 +3169,7 @@ impl Core {
             self.spool.enabled().then(|| self.gm.view(usize::MAX)),
         )
         .with_spool(self.spool.usage())
+        .with_cache(self.cache.is_enabled().then(|| self.cache.stats().clone()))
     }
 
     /// Copies the patterns of clients whose subscriptions changed for the snapshot, at

@@ -36,6 +36,9 @@ pub struct Snapshot {
     /// copied as plain values: the JSON is built on the monitoring side, once
     /// ([`Snapshot::guaranteed_json`]).
     pub guaranteed: Option<GmView>,
+    /// The last-value cache's counters (null without a cache), as `tickwire stats`
+    /// shows them (new-user pass: they were there only).
+    pub cache: Option<crate::cache::CacheStats>,
     /// The spool's usage (files, syncs, failed batches; null when guaranteed messaging
     /// is off), the stats document's `guaranteed.spool`.
     #[serde(skip)]
@@ -63,9 +66,16 @@ impl Snapshot {
             shared_groups,
             clients,
             guaranteed,
+            cache: None,
             spool: serde_json::Value::Null,
             guaranteed_json: OnceLock::new(),
         }
+    }
+
+    /// With the last-value cache's counters.
+    pub fn with_cache(mut self, cache: Option<crate::cache::CacheStats>) -> Snapshot {
+        self.cache = cache;
+        self
     }
 
     /// With the spool's usage (the stats document's `guaranteed.spool`).

@@ -91,7 +91,8 @@ fn find<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 /// A `tickwire router --http` after [`traffic`] of `n` messages; its monitoring address.
 fn monitored_router(n: usize) -> (RouterProc, SocketAddr, Traffic) {
-    let r = RouterProc::start(&["--http", "127.0.0.1:0"]);
+    // With a last-value cache of the traffic's topics, so its series are there too.
+    let r = RouterProc::start(&["--http", "127.0.0.1:0", "--cache", "mon/>"]);
     let http = r.http.expect("monitor address");
     let t = traffic(r.addr, n);
     (r, http, t)
@@ -118,6 +119,10 @@ fn json_endpoints_show_what_the_clients_did() {
     // The router-wide egress figure (what the buffers hold now) and its bound.
     assert_eq!(varz["server"]["egress_memory_limit"], 1u64 << 30, "{varz}");
     assert!(varz["server"]["egress_bytes"].is_u64(), "{varz}");
+    // The cache's counters (new-user pass: only `tickwire stats` had them): one topic,
+    // mon/a, every message stored.
+    assert_eq!(varz["cache"]["topics"], 1, "{varz}");
+    assert_eq!(varz["cache"]["stored"], 37, "{varz}");
 
     let connz = get_json(http, "/connz?sort=msgs_in&subs=1");
     let items = &connz["items"];
@@ -291,6 +296,11 @@ fn metrics_pass_promtool() {
         "tickwire_router_egress_bytes ",
         "tickwire_router_memory_disconnects_total ",
         "tickwire_router_guaranteed_acked_total 2",
+        // New-user pass: the cache's counters were only in `tickwire stats`.
+        "tickwire_router_cache_topics ",
+        "tickwire_router_cache_stored_messages_total ",
+        "tickwire_router_cache_evicted_topics_total 0",
+        "tickwire_router_cache_images_throttled_total 0",
         "tickwire_router_guaranteed_nacked_total 0",
         "tickwire_router_guaranteed_spool_failures_total 0",
         "tickwire_router_guaranteed_retained_messages 2",

@@ -330,6 +330,61 @@ fn metric_clients(s: &Snapshot, max: usize) -> Vec<&ClientView> {
     v
 }
 
+/// The last-value cache's series (a router started with `--cache`).
+fn cache_metrics(out: &mut Text, c: &tickwire_router::cache::CacheStats) {
+    out.single(
+        "tickwire_router_cache_topics",
+        Kind::Gauge,
+        "Topics the last-value cache holds (bounded by cache_max_topics).",
+        c.topics as f64,
+    );
+    out.single(
+        "tickwire_router_cache_bytes",
+        Kind::Gauge,
+        "Bytes the last-value cache holds (bounded by cache_max_bytes).",
+        c.bytes as f64,
+    );
+    for (name, help, v) in [
+        (
+            "tickwire_router_cache_stored_messages_total",
+            "Messages the last-value cache stored (replacing older ones included).",
+            c.stored,
+        ),
+        (
+            "tickwire_router_cache_evicted_topics_total",
+            "Topics evicted from the last-value cache to stay within its limits.",
+            c.evicted_topics,
+        ),
+        (
+            "tickwire_router_cache_evicted_messages_total",
+            "Messages evicted with those topics.",
+            c.evicted_messages,
+        ),
+        (
+            "tickwire_router_cache_too_large_total",
+            "Messages not cached because one alone exceeds cache_max_bytes.",
+            c.too_large,
+        ),
+        (
+            "tickwire_router_cache_images_total",
+            "Initial images and cache queries served.",
+            c.images,
+        ),
+        (
+            "tickwire_router_cache_image_messages_total",
+            "Cached messages sent in initial images and cache queries.",
+            c.image_messages,
+        ),
+        (
+            "tickwire_router_cache_images_throttled_total",
+            "Initial images and cache queries answered BUSY (image_scan_rate budgets spent).",
+            c.images_throttled,
+        ),
+    ] {
+        out.single(name, Kind::Counter, help, v as f64);
+    }
+}
+
 impl Component for RouterMonitor {
     fn health(&self) -> Result<(), String> {
         self.source.health()
@@ -346,6 +401,7 @@ impl Component for RouterMonitor {
                 "slow_consumers": slow_count(s),
                 "queues": queues(s).len(),
                 "guaranteed": s.guaranteed.is_some(),
+                "cache": s.cache,
                 "latency_probe": self.probe_summary(),
             })
         })
@@ -489,6 +545,9 @@ impl Component for RouterMonitor {
             out.single(name, Kind::Counter, help, v as f64);
         }
         guaranteed_metrics(out, s.guaranteed_json());
+        if let Some(c) = &s.cache {
+            cache_metrics(out, c);
+        }
 
         let clients = metric_clients(&s, max_series);
         let per_client: [Family<ClientView>; 5] = [
