@@ -42,8 +42,9 @@ pub const FIX_SPEC: DataItem = DataItem {
     checkout: "target/fix-spec",
     data: "fix-spec",
     hint: "fetch them with scripts/fetch-fix-spec.sh from a tickwire checkout (into \
-           target/fix-spec there; with --user into ~/.local/share/tickwire/fix-spec), or point \
-           TICKWIRE_FIX_SPEC at a directory holding them",
+           target/fix-spec there; with --user into the per-user data directory listed \
+           above: $XDG_DATA_HOME/tickwire/fix-spec, else ~/.local/share/tickwire/fix-spec), \
+           or point TICKWIRE_FIX_SPEC at a directory holding them",
 };
 
 /// The QuickFIX/C++ reference peer (`qf_peer`), built by `scripts/install-quickfix.sh`.

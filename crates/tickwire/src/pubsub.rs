@@ -128,7 +128,7 @@ pub struct PubArgs {
     #[arg(long, value_name = "RATE", value_parser = parse_rate, default_value = "0", conflicts_with = "stdin")]
     rate: u64,
     /// Client name shown in the router's stats.
-    #[arg(long, default_value = "tickwire-pub")]
+    #[arg(long, default_value = "tickwire-pub", value_parser = crate::units::parse_client_name)]
     name: String,
     /// Guaranteed publishing: stored and acknowledged by the router (see below).
     #[arg(long)]
@@ -994,6 +994,15 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     // --give-up-after ran out, and the error says so (as `sub`'s does).
     let gave_up = |e: tickwire_client::Error| poll_failed(e, Some(a.give_up_after), false);
     let stopped = sent.map_err(|e| match e.downcast::<tickwire_client::Error>() {
+        // New-user pass: two commands publishing to one topic share the default
+        // identity; the first died with "taken-over" and no hint what to do.
+        Ok(e @ tickwire_client::Error::Closed { code, .. }) if code == ErrorCode::TAKEN_OVER => {
+            anyhow::Error::new(e).context(
+                "another connection opened this publisher identity (two commands publishing \
+                 at once share the default one): give each concurrent publisher its own \
+                 --identity",
+            )
+        }
         Ok(e) => gave_up(e),
         Err(e) => e,
     })?;
@@ -1001,8 +1010,12 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         return Err(gave_up(e)).context("waiting for the router's answers");
     }
     if unanswered > 0 {
+        // New-user pass: what to do next was not said.
         eprintln!(
-            "error: {unanswered} {} unanswered after {:?}",
+            "error: {unanswered} {} unanswered after {:?}: the router may or may not \
+             have stored them (a re-run numbers its messages after this identity's last \
+             stored one, so what it publishes again is stored again): look at the \
+             queues first (tickwire queue show NAME), or wait longer (--answer-timeout)",
             if unanswered == 1 {
                 "message"
             } else {
@@ -1258,7 +1271,7 @@ pub struct SubArgs {
     #[arg(long, conflicts_with_all = ["hex", "print_json"])]
     quiet: bool,
     /// Client name shown in the router's stats.
-    #[arg(long, default_value = "tickwire-sub")]
+    #[arg(long, default_value = "tickwire-sub", value_parser = crate::units::parse_client_name)]
     name: String,
     /// Ask the router for an initial image: the cached last value of every matching
     /// topic first (lines marked '[cached]'), then the live stream (see below).

@@ -66,7 +66,7 @@ pub struct RequestArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "5s")]
     timeout: Duration,
     /// Client name shown in the router's stats.
-    #[arg(long, default_value = "tickwire-request")]
+    #[arg(long, default_value = "tickwire-request", value_parser = crate::units::parse_client_name)]
     name: String,
     /// Where the reply topic lives: PREFIX/<client id>/<nonce> [default: _reply/user/USER
     /// with --user, else _reply]. A user whose rules allow it to read its replies only
@@ -233,7 +233,7 @@ pub struct ReplyArgs {
     #[arg(long)]
     quiet: bool,
     /// Client name shown in the router's stats.
-    #[arg(long, default_value = "tickwire-reply")]
+    #[arg(long, default_value = "tickwire-reply", value_parser = crate::units::parse_client_name)]
     name: String,
     /// Exit when the connection is lost instead of reconnecting.
     #[arg(long)]

@@ -122,6 +122,19 @@ pub fn parse_pattern(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--name` of a client command: the client name the router shows, without control
+/// characters (the router refuses a HELLO carrying one; new-user pass: `--name
+/// $'a\nb'` got the router's "malformed Hello frame" and exit 1, not a usage error).
+pub fn parse_client_name(s: &str) -> Result<String, String> {
+    match s.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!(
+            "{:?}: a client name may not hold control characters ({c:?})",
+            tickwire_rt::text::terminal_safe(s)
+        )),
+        None => Ok(s.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

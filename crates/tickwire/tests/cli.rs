@@ -1650,6 +1650,12 @@ fn impossible_values_are_usage_errors_before_anything_runs() {
             ],
             &["at least 1 is needed", "--count"],
         ),
+        // New-user pass: a control character in --name got the router's "malformed
+        // Hello frame" and exit 1.
+        (
+            &["sub", "x/>", "--name", "a\nb", "--router", "127.0.0.1:1"],
+            &["a client name may not hold control characters", "--name"],
+        ),
         // New-user pass: TLS flags with a shared-memory address were ignored (exit 0,
         // no TLS).
         (

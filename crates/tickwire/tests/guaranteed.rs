@@ -251,6 +251,57 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     }
 }
 
+/// New-user pass: two `pub --guaranteed` to one topic share the default identity; the
+/// first died with "taken-over" and no word of what to do.
+#[test]
+fn a_taken_over_guaranteed_pub_says_to_give_each_its_own_identity() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(60);
+    let (st, _, err) = run_cli(
+        &[
+            "queue", "create", "twice", "--sub", "twice/>", "--router", &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{err}");
+    let mut first = common::cli(&[
+        "pub",
+        "twice/x",
+        "--count",
+        "200",
+        "--rate",
+        "20",
+        "--guaranteed",
+        "--router",
+        &a,
+    ])
+    .spawn()
+    .unwrap();
+    // Under way (some stored) before the second opens the same identity.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue_show(&a, "twice")["depth"].as_u64() < Some(2) {
+        assert!(
+            Instant::now() < deadline,
+            "the first publisher stored nothing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (st, _, err) = run_cli(
+        &["pub", "twice/x", "second", "--guaranteed", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{err}");
+    let st = common::wait_child(&mut first, t, "the first pub");
+    let (_, err) = common::take_output(&mut first);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains("give each concurrent publisher its own --identity")
+            && err.contains("taken-over"),
+        "{err}"
+    );
+}
+
 #[test]
 fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     let r = RouterProc::start(&[]);
