@@ -177,7 +177,11 @@ impl QueueConsumer {
     }
 
     fn recover(&mut self, cause: Error) -> Result<(), Error> {
-        if !crate::publisher::worth_reconnecting(&cause) {
+        // The queue was deleted: a new connection would find none to bind (new-user
+        // pass: `sub --queue` said "reconnecting" and then failed on that).
+        let deleted =
+            matches!(&cause, Error::Closed { code, .. } if *code == ErrorCode::NO_SUCH_QUEUE);
+        if deleted || !crate::publisher::worth_reconnecting(&cause) {
             return Err(cause);
         }
         self.client.abandon_tx();

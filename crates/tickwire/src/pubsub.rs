@@ -1169,7 +1169,9 @@ several patterns match is printed once; two cached messages of one topic with th
 payload that the router received in the same read are one). After a reconnection it
 asks the new connection for a new image (which may repeat, marked, last values printed
 before the loss when the router itself did not restart). When the router keeps no cache,
-or caches no topic the pattern matches, standard error says so (no image will come).
+or none of its cache patterns covers the pattern, standard error says so (no image will
+come); a pattern its cache covers with nothing cached yet gets an empty image, silently
+(`tickwire cache show PATTERN` says '0 cached messages match').
   tickwire sub 'md/>' --initial-image                # every symbol's last quote, then live
 
 Shared subscriptions (--group NAME): every `tickwire sub --group NAME` on the same

@@ -251,6 +251,38 @@ fn kill_9_loop_loses_no_acknowledged_message_and_flags_every_duplicate() {
     }
 }
 
+/// New-user pass: `sub --queue` on a queue deleted meanwhile said "reconnecting", then
+/// failed binding it. It ends at once, saying the queue was deleted.
+#[test]
+fn sub_queue_ends_when_its_queue_is_deleted_without_reconnecting() {
+    let r = RouterProc::start(&[]);
+    let a = r.addr_str();
+    let t = Duration::from_secs(60);
+    let (st, _, err) = run_cli(
+        &["queue", "create", "dq", "--sub", "dq/>", "--router", &a],
+        t,
+    );
+    assert!(st.success(), "{err}");
+    let mut sub = common::cli(&["sub", "--queue", "dq", "--router", &a])
+        .spawn()
+        .unwrap();
+    // Bound (the queue shows its consumer) before it is deleted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue_show(&a, "dq")["consumers"].as_u64() < Some(1) {
+        assert!(Instant::now() < deadline, "{}", queue_show(&a, "dq"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (st, _, err) = run_cli(&["queue", "delete", "dq", "--router", &a], t);
+    assert!(st.success(), "{err}");
+    let st = common::wait_child(&mut sub, t, "sub --queue of a deleted queue");
+    let (_, err) = common::take_output(&mut sub);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains("was deleted") && !err.contains("reconnecting"),
+        "{err}"
+    );
+}
+
 /// New-user pass: two `pub --guaranteed` to one topic share the default identity; the
 /// first died with "taken-over" and no word of what to do.
 #[test]
