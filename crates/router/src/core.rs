@@ -654,6 +654,9 @@ pub struct LoginResult {
 pub const MAX_HELLO_LEN: u32 = (frame::HEADER_LEN + 8 + frame::MAX_NAME_LEN) as u32;
 
 const HELLO_FIRST: &str = "the first frame must be HELLO (see docs/protocol.md)";
+const TLS_ON_PLAINTEXT: &str = "the first bytes are a TLS handshake: a TLS client on the \
+     plaintext listener? (TLS clients connect to the router's --tls-listen address); the \
+     first frame must be HELLO (see docs/protocol.md)";
 const AUTH_NEXT: &str =
     "after a HELLO offering AUTH the next frame must be AUTH (see docs/protocol.md)";
 const AUTH_WAIT: &str =
@@ -1150,6 +1153,13 @@ impl Core {
                 _ => None,
             };
             if let Some((kind, text)) = expected {
+                // A TLS record (handshake, version 3.x) where HELLO belongs: a TLS client
+                // on the plaintext listener, which the log says (new-user pass: "the
+                // first frame must be HELLO" did not point at the port).
+                if phase == Some(Phase::Handshake) && rest.starts_with(&[0x16, 0x03]) {
+                    self.fail(id, ErrorCode::HANDSHAKE, TLS_ON_PLAINTEXT);
+                    return Input::Closing;
+                }
                 if rest.len() > 4 && rest[4] != kind as u8 {
                     // Known from the header: no need to buffer the body of a frame that
                     // must be refused anyway.
@@ -3521,6 +3531,50 @@ mod tests {
         assert_eq!(core.peer_addr(id), Some(shm));
         let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
         assert_eq!(doc["clients"][0]["addr"], "shm pid 4711 uid 1000");
+    }
+
+    /// New-user pass: a TLS client on the plaintext listener was logged as "the first
+    /// frame must be HELLO", which did not point at the port; the reason now says so.
+    #[test]
+    fn a_tls_client_on_the_plaintext_listener_is_told_apart() {
+        let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
+        let Ok(id) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
+            panic!("refused");
+        };
+        // The start of a ClientHello record: handshake, TLS 1.0 record version.
+        let hello = [
+            0x16, 0x03, 0x01, 0x00, 0xf4, 0x01, 0x00, 0x00, 0xf0, 0x03, 0x03,
+        ];
+        assert_eq!(
+            core.handle_input(id, MonoNanos(0), &hello, hello.len()),
+            Input::Closing
+        );
+        let bytes = core.egress(id).to_vec();
+        let Ok(Some((Frame::Error { text, .. }, _))) = decode(&bytes, u32::MAX) else {
+            panic!("no ERROR: {bytes:?}");
+        };
+        assert!(
+            text.contains("a TLS client on the plaintext listener"),
+            "{text}"
+        );
+        // Anything else not HELLO keeps the plain reason.
+        let Ok(id) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
+            panic!("refused");
+        };
+        let ping = {
+            let mut b = Vec::new();
+            frame::encode_ping(&mut b, 1);
+            b
+        };
+        assert_eq!(
+            core.handle_input(id, MonoNanos(0), &ping, ping.len()),
+            Input::Closing
+        );
+        let bytes = core.egress(id).to_vec();
+        let Ok(Some((Frame::Error { text, .. }, _))) = decode(&bytes, u32::MAX) else {
+            panic!("no ERROR: {bytes:?}");
+        };
+        assert_eq!(text, HELLO_FIRST);
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.

@@ -498,7 +498,18 @@ impl TlsIo {
         if let Err(e) = self.conn.process_new_packets() {
             // The alert, if any, in one try: the connection is over anyway.
             let _ = self.conn.write_tls(sock);
-            return Err(io::Error::new(io::ErrorKind::InvalidData, describe(&e)));
+            // After the handshake it is not "handshake failed" (hostile-input pass: a
+            // client that asked to renegotiate and gave up at the refusal was logged
+            // as a handshake with no cipher suite in common).
+            // TLS 1.2 only: under 1.3 a client's handshake is complete before the
+            // router has checked its certificate, whose refusal then comes as an alert.
+            let renegotiable =
+                self.conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
+            let text = match !self.conn.is_handshaking() && renegotiable {
+                true => describe_after_handshake(&e),
+                false => describe(&e),
+            };
+            return Err(io::Error::new(io::ErrorKind::InvalidData, text));
         }
         // The handshake's answer (a few records): until the socket stops taking them.
         while self.conn.wants_write() {
@@ -584,6 +595,19 @@ pub fn describe(e: &rustls::Error) -> String {
     describe_with(e, &ROUTER_HINTS)
 }
 
+/// [`describe`] of a failure on a TLS 1.2 session whose handshake completed: a
+/// HandshakeFailure alert then ends a renegotiation (which is refused) that the peer
+/// gave up, not a handshake with nothing in common.
+pub fn describe_after_handshake(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::AlertReceived(a @ rustls::AlertDescription::HandshakeFailure) => format!(
+            "TLS failed after the handshake: the peer ended the session with the alert {a:?} \
+             (it asked for a new handshake, a renegotiation, which is refused, and gave up?)"
+        ),
+        _ => describe(e),
+    }
+}
+
 /// [`describe`], its hints naming `hints`' settings (the FIX engine's are QuickFIX's).
 pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
     use rustls::{CertificateError, Error as E};
@@ -623,8 +647,13 @@ pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
         {
             "TLS handshake failed: the peer presented a CA certificate as its own (present the certificate the CA issued to it, with that certificate's key)".into()
         }
+        E::InvalidCertificate(CertificateError::Other(o))
+            if o.to_string().contains("EndEntityUsedAsCa") =>
+        {
+            "TLS handshake failed: the peer's certificate chain has a certificate that is not a CA's signing another (an end-entity certificate used as an intermediate: issue the certificate from the CA itself, or from an intermediate CA certificate)".into()
+        }
         E::InvalidCertificate(c) => {
-            format!("TLS handshake failed: the peer's certificate was refused: {c:?}")
+            format!("TLS handshake failed: the peer's certificate was refused: {c}")
         }
         E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
             "the private key does not belong to the certificate (give each certificate its own key)".into()
@@ -641,7 +670,7 @@ pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
             | rustls::InvalidMessage::CertificatePayloadTooLarge),
         ) => format!("TLS failed: the peer sent a TLS message larger than allowed ({m:?}): {e}"),
         E::InvalidMessage(_) => {
-            format!("TLS handshake failed: the peer does not speak TLS (or sent a corrupt record): {e}")
+            format!("TLS handshake failed: the peer does not speak TLS (or sent a corrupt record; a plaintext port? the router's TLS clients connect to its --tls-listen address): {e}")
         }
         E::AlertReceived(a) if is_certificate_alert(*a) => format!(
             "TLS handshake failed: the peer refused the connection with the alert {a:?} (a certificate it does not trust, or no certificate where one is required)"
@@ -695,6 +724,24 @@ mod tests {
             "{reneg}"
         );
         assert!(d(E::AlertReceived(A::HandshakeFailure)).contains("in common"));
+        // Hostile-input pass: after the handshake, the same alert (a refused
+        // renegotiation given up) is no handshake failure.
+        let after = describe_after_handshake(&E::AlertReceived(A::HandshakeFailure));
+        assert!(
+            after.contains("after the handshake") && after.contains("renegotiation"),
+            "{after}"
+        );
+        assert_eq!(
+            describe_after_handshake(&E::AlertReceived(A::UnknownCA)),
+            d(E::AlertReceived(A::UnknownCA))
+        );
+        // Hostile-input pass: rustls's Debug form leaked.
+        let chain = d(E::InvalidCertificate(rustls::CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(std::io::Error::other(
+                "EndEntityUsedAsCa",
+            ))),
+        )));
+        assert!(chain.contains("not a CA's signing another"), "{chain}");
         // New-user pass: rustls's own words leaked ("keys may not be consistent:
         // KeyMismatch", "Other(OtherError(CaUsedAsEndEntity))").
         let mismatch = d(E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch));
