@@ -103,6 +103,9 @@ pub struct Totals {
     pub connections: u64,
     /// Connections refused at the connection limit.
     pub refused: u64,
+    /// Connections closed at the connection limit, not yet logged in (no HELLO, or no
+    /// AUTH after it), the oldest first, to admit a new one.
+    pub evicted_before_login: u64,
     /// Connections closed because of a protocol error, stall or slow consumer.
     pub disconnects_error: u64,
     /// Messages published (received from publishers).
@@ -185,6 +188,9 @@ impl std::fmt::Display for Peer {
 struct Client {
     id: ClientId,
     phase: Phase,
+    /// Closed at the connection limit before it logged in ([`Core::evict_before_login`]):
+    /// it no longer holds a place in `max_clients` while it goes.
+    evicted: bool,
     name: String,
     addr: Peer,
     connected_at: MonoNanos,
@@ -443,6 +449,11 @@ pub struct Core {
     /// logged once a second at most, with the count).
     logins_busy: u64,
     logins_busy_logged: (u64, MonoNanos),
+    /// Connections not yet logged in, oldest first (stale entries dropped lazily): at
+    /// the connection limit the oldest is closed to admit a new one.
+    pre_login: std::collections::VecDeque<(Slot, ClientId)>,
+    /// Clients closed that way and not yet gone (they hold no place in `max_clients`).
+    evicted: usize,
     /// The multicast streams (empty without `[[router.multicast]]`).
     mcast: crate::mcast::Multicast,
     /// The last two valid PUBLISH topics ([`Core::on_publish`]); boxed so that lending
@@ -550,6 +561,11 @@ const STATS_SHARE_NS_PER_BYTE: u64 = 200;
 
 /// The longest a STATS_REPLY document is shared: how old a reply may be at most.
 const STATS_SHARE_MAX_NS: u64 = 100_000_000;
+
+/// How old the oldest connection not yet logged in must be before a new connection at
+/// the connection limit closes it: a client's HELLO takes a round trip, so one arriving
+/// now is never the one closed unless every older one went first.
+pub const EVICT_BEFORE_LOGIN_AGE_NS: u64 = 50_000_000;
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
 /// a flood of logins costs the router no more than this much memory and queueing.
@@ -742,6 +758,8 @@ impl Core {
             logins_by_source: HashMap::new(),
             logins_busy: 0,
             logins_busy_logged: (0, MonoNanos(0)),
+            pre_login: std::collections::VecDeque::new(),
+            evicted: 0,
             mcast: crate::mcast::Multicast::new(&cfg.multicast, now, wall),
             topic_memo: Some(Box::default()),
             cfg,
@@ -998,7 +1016,10 @@ impl Core {
         wall: UtcNanos,
     ) -> Result<Slot, Refused> {
         let addr = addr.into();
-        if self.live + self.held >= self.cfg.max_clients {
+        self.drop_stale_pre_login();
+        if self.live - self.evicted + self.held >= self.cfg.max_clients
+            && !self.evict_before_login(now)
+        {
             self.totals.refused += 1;
             let mut b = Vec::new();
             let text = if self.held == 0 {
@@ -1050,7 +1071,9 @@ impl Core {
             drain_by: None,
             image_allow: 0,
             tearing_down: false,
+            evicted: false,
         };
+        let cid = client.id;
         let id = match self.free.pop() {
             Some(i) => {
                 self.clients[i as usize] = Some(client);
@@ -1063,8 +1086,64 @@ impl Core {
         };
         self.live += 1;
         self.totals.connections += 1;
+        self.pre_login.push_back((Slot(id), cid));
         self.lower_deadline(now.add_nanos(self.cfg.handshake_timeout_ms * 1_000_000));
         Ok(Slot(id))
+    }
+
+    /// Whether the client in `slot` is `cid` and has not logged in: no HELLO yet, or no
+    /// AUTH after a HELLO that offered it (one whose password is being checked waits
+    /// for the router, not for the peer).
+    fn waits_to_log_in(&self, slot: Slot, cid: ClientId) -> Option<&Client> {
+        self.clients
+            .get(slot.0 as usize)
+            .and_then(Option::as_ref)
+            .filter(|c| {
+                c.id == cid
+                    && (c.phase == Phase::Handshake || (c.phase == Phase::Login && !c.verifying))
+            })
+    }
+
+    /// Drops the entries of [`Core::pre_login`] at its front that logged in or went.
+    fn drop_stale_pre_login(&mut self) {
+        while let Some(&(slot, cid)) = self.pre_login.front() {
+            if self.waits_to_log_in(slot, cid).is_some() {
+                return;
+            }
+            self.pre_login.pop_front();
+        }
+    }
+
+    /// At the connection limit: closes the oldest connection that has not logged in,
+    /// if it is at least [`EVICT_BEFORE_LOGIN_AGE_NS`] old, so the new one is admitted
+    /// (hostile-input pass: ~1,100 connections that never sent HELLO, reopened as the
+    /// router closed them, held `max_clients` and refused 20 of 28 real logins). Oldest
+    /// first: a new connection has until every older one is gone to log in.
+    fn evict_before_login(&mut self, now: MonoNanos) -> bool {
+        self.drop_stale_pre_login();
+        let Some(&(slot, cid)) = self.pre_login.front() else {
+            return false;
+        };
+        let Some(c) = self.waits_to_log_in(slot, cid) else {
+            return false;
+        };
+        let age = now.saturating_sub(c.connected_at);
+        if age < EVICT_BEFORE_LOGIN_AGE_NS {
+            return false;
+        }
+        self.pre_login.pop_front();
+        if let Some(c) = self.client_mut(slot) {
+            c.evicted = true;
+        }
+        self.evicted += 1;
+        self.totals.evicted_before_login += 1;
+        let text = format!(
+            "the router is at its connection limit and this connection had not logged in \
+             after {} ms: closed to admit a newer one",
+            age / 1_000_000
+        );
+        self.fail(slot, ErrorCode::TOO_MANY_CLIENTS, &text);
+        true
     }
 
     /// Refuses a connection the driver could accept only by giving up its reserve file
@@ -2959,6 +3038,9 @@ impl Core {
             if let Some(c) = slot.take() {
                 account(&mut self.egress_bytes, c.egress.capacity(), 0);
                 self.live -= 1;
+                if c.evicted {
+                    self.evicted -= 1;
+                }
                 if c.tearing_down {
                     // Reused once its subscriptions are all removed (`teardown`): a new
                     // client here would receive messages for them. Until then it still
@@ -3531,6 +3613,52 @@ mod tests {
         assert_eq!(core.peer_addr(id), Some(shm));
         let doc: serde_json::Value = serde_json::from_str(&core.stats_json(MonoNanos(0))).unwrap();
         assert_eq!(doc["clients"][0]["addr"], "shm pid 4711 uid 1000");
+    }
+
+    /// Hostile-input pass: ~1,100 connections that never sent HELLO, reopened as the
+    /// router closed them, held every place and refused 20 of 28 real logins. At the
+    /// limit the oldest connection not logged in (50 ms old at least) makes way.
+    #[test]
+    fn at_the_connection_limit_the_oldest_connection_not_logged_in_makes_way() {
+        let ms = 1_000_000;
+        let cfg = Config {
+            max_clients: 3,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let accept =
+            |core: &mut Core, at: u64| core.handle_accept(addr(), MonoNanos(at), UtcNanos(0));
+        let logged_in = open(&mut core, 0);
+        let (Ok(a), Ok(b)) = (accept(&mut core, 0), accept(&mut core, 10 * ms)) else {
+            panic!("refused below the limit");
+        };
+        // Full, and the oldest not logged in is too young: refused as before.
+        assert!(accept(&mut core, 40 * ms).is_err());
+        assert_eq!(core.totals().refused, 1);
+        // 50 ms on: `a` makes way (told why), `b` and the logged-in client stay.
+        let Ok(c) = accept(&mut core, 55 * ms) else {
+            panic!("not admitted");
+        };
+        assert_eq!(core.phase(a), Some(Phase::Closing));
+        let said = out(&mut core, a);
+        assert_eq!(said, ["ERROR too-many-clients true"], "{said:?}");
+        assert_eq!(core.phase(b), Some(Phase::Handshake));
+        assert_eq!(core.phase(logged_in), Some(Phase::Open));
+        assert_eq!(core.totals().evicted_before_login, 1);
+        // `c` says HELLO in time: the next one at the limit closes `b`, then nothing
+        // is left to close (the logged-in clients hold their places).
+        let mut hello = Vec::new();
+        encode_hello(&mut hello, PROTOCOL_VERSION, "c");
+        core.handle_input(c, MonoNanos(56 * ms), &hello, hello.len());
+        assert_eq!(core.phase(c), Some(Phase::Open));
+        assert!(accept(&mut core, 70 * ms).is_ok());
+        assert_eq!(core.phase(b), Some(Phase::Closing));
+        core.handle_closed(a, "closed");
+        core.handle_closed(b, "closed");
+        assert_eq!(core.live(), 3);
+        let d = accept(&mut core, 100 * ms);
+        assert!(d.is_err(), "two logged in, one 30 ms old: refused");
+        assert_eq!(core.totals().evicted_before_login, 2);
     }
 
     /// New-user pass: a TLS client on the plaintext listener was logged as "the first

@@ -467,6 +467,11 @@ impl Component for RouterMonitor {
                 t.refused,
             ),
             (
+                "tickwire_router_evicted_before_login_total",
+                "Connections closed at the connection limit before they logged in (the oldest, 50 ms old at least), to admit a new one.",
+                t.evicted_before_login,
+            ),
+            (
                 "tickwire_router_error_disconnects_total",
                 "Connections closed for a protocol error, stall or slow consumer.",
                 t.disconnects_error,
