@@ -191,6 +191,9 @@ struct Client {
     /// Closed at the connection limit before it logged in ([`Core::evict_before_login`]):
     /// it no longer holds a place in `max_clients` while it goes.
     evicted: bool,
+    /// Since when it could have said HELLO: its accept, or for TLS the end of its
+    /// handshake (`None` while that runs: it is not closed for a newcomer meanwhile).
+    login_clock: Option<MonoNanos>,
     name: String,
     addr: Peer,
     connected_at: MonoNanos,
@@ -562,10 +565,15 @@ const STATS_SHARE_NS_PER_BYTE: u64 = 200;
 /// The longest a STATS_REPLY document is shared: how old a reply may be at most.
 const STATS_SHARE_MAX_NS: u64 = 100_000_000;
 
-/// How old the oldest connection not yet logged in must be before a new connection at
-/// the connection limit closes it: a client's HELLO takes a round trip, so one arriving
-/// now is never the one closed unless every older one went first.
-pub const EVICT_BEFORE_LOGIN_AGE_NS: u64 = 50_000_000;
+/// How long a connection not yet logged in must have had to say HELLO (since its
+/// accept, or the end of its TLS handshake) before a new connection at the connection
+/// limit closes it: a client's HELLO follows its connect (or its handshake) at once, so
+/// this covers a slow loop turn too (accepts are taken before the turn's reads).
+pub const EVICT_BEFORE_LOGIN_AGE_NS: u64 = 100_000_000;
+
+/// Connections not logged in that one eviction looks at, past those still in a TLS
+/// handshake, at most.
+const EVICT_LOOK_AHEAD: usize = 64;
 
 /// Password logins waiting for their check at most; more are refused busy at once, so
 /// a flood of logins costs the router no more than this much memory and queueing.
@@ -1072,6 +1080,7 @@ impl Core {
             image_allow: 0,
             tearing_down: false,
             evicted: false,
+            login_clock: Some(now),
         };
         let cid = client.id;
         let id = match self.free.pop() {
@@ -1089,6 +1098,23 @@ impl Core {
         self.pre_login.push_back((Slot(id), cid));
         self.lower_deadline(now.add_nanos(self.cfg.handshake_timeout_ms * 1_000_000));
         Ok(Slot(id))
+    }
+
+    /// A TLS connection's handshake has begun: until it ends
+    /// ([`Core::handle_tls_established`]) the connection is not closed to admit a
+    /// newcomer at the connection limit (its HELLO cannot come before; review: with
+    /// the age counted from the accept, a client 50 ms away was always "silent").
+    pub fn handle_tls_handshaking(&mut self, id: Slot) {
+        if let Some(c) = self.client_mut(id) {
+            c.login_clock = None;
+        }
+    }
+
+    /// A TLS connection's handshake ended at `now`: its time to say HELLO starts.
+    pub fn handle_tls_established(&mut self, id: Slot, now: MonoNanos) {
+        if let Some(c) = self.client_mut(id) {
+            c.login_clock = Some(now);
+        }
     }
 
     /// Whether the client in `slot` is `cid` and has not logged in: no HELLO yet, or no
@@ -1112,6 +1138,10 @@ impl Core {
             }
             self.pre_login.pop_front();
         }
+        // Empty again after a flood: its memory back (review: it never shrank).
+        if self.pre_login.capacity() > 4096 {
+            self.pre_login.shrink_to(1024);
+        }
     }
 
     /// At the connection limit: closes the oldest connection that has not logged in,
@@ -1121,17 +1151,26 @@ impl Core {
     /// first: a new connection has until every older one is gone to log in.
     fn evict_before_login(&mut self, now: MonoNanos) -> bool {
         self.drop_stale_pre_login();
-        let Some(&(slot, cid)) = self.pre_login.front() else {
-            return false;
-        };
-        let Some(c) = self.waits_to_log_in(slot, cid) else {
-            return false;
-        };
-        let age = now.saturating_sub(c.connected_at);
-        if age < EVICT_BEFORE_LOGIN_AGE_NS {
-            return false;
+        // The oldest whose time to say HELLO has run that long: TLS connections still
+        // in their handshake are passed over, a bounded number of entries looked at.
+        let mut found = None;
+        for (at, &(slot, cid)) in self.pre_login.iter().enumerate().take(EVICT_LOOK_AHEAD) {
+            let Some(c) = self.waits_to_log_in(slot, cid) else {
+                continue;
+            };
+            match c.login_clock {
+                Some(t) if now.saturating_sub(t) >= EVICT_BEFORE_LOGIN_AGE_NS => {
+                    found = Some((at, slot, now.saturating_sub(c.connected_at)));
+                    break;
+                }
+                // Too young, or still in a TLS handshake.
+                _ => {}
+            }
         }
-        self.pre_login.pop_front();
+        let Some((at, slot, age)) = found else {
+            return false;
+        };
+        self.pre_login.remove(at);
         if let Some(c) = self.client_mut(slot) {
             c.evicted = true;
         }
@@ -2035,7 +2074,51 @@ impl Core {
     /// name allowed, and a created queue's subscriptions must be patterns the client
     /// may subscribe to (a queue is another way to receive what they match).
     fn queue_request_allowed(&self, id: Slot, op: QueueOp, arg: &str) -> Result<(), String> {
-        self.check(id, |p| match op {
+        self.check(id, |p| self.queue_rule(p, op, arg))?;
+        if op == QueueOp::Create {
+            self.dead_letter_target_readers(arg)?;
+        }
+        Ok(())
+    }
+
+    /// A create naming an existing queue as its dead-letter queue makes that queue hold
+    /// dead letters of any topic: refused while a client whose rules would not let it
+    /// bind such a queue is bound to it (review: a user under subscribe rules made
+    /// `orders-dlq` with a subscription it may read, bound it, and an admin's later
+    /// create naming it as a dead-letter queue handed the user every dead letter).
+    fn dead_letter_target_readers(&self, arg: &str) -> Result<(), String> {
+        #[derive(serde::Deserialize)]
+        struct Peek {
+            #[serde(default)]
+            dead_letter_queue: Option<String>,
+        }
+        let Some(dlq) = serde_json::from_str::<Peek>(arg)
+            .ok()
+            .and_then(|d| d.dead_letter_queue)
+            .filter(|q| !self.gm.takes_dead_letters(q))
+        else {
+            return Ok(());
+        };
+        for slot in self.gm.bound_slots(&dlq) {
+            if let Err(why) = self.check(slot, |p| p.may_hold_any_topic(&dlq)) {
+                let who = self
+                    .clients
+                    .get(slot.0 as usize)
+                    .and_then(Option::as_ref)
+                    .map_or_else(String::new, |c| format!(" (client {})", c.id.0));
+                return Err(format!(
+                    "dead_letter_queue {dlq:?} is bound by a consumer that may not read \
+                     dead letters of any topic{who}: {why}; name another queue, or unbind \
+                     it first"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The requester's own rules for a queue request.
+    fn queue_rule(&self, p: &crate::auth::Perms, op: QueueOp, arg: &str) -> Result<(), String> {
+        match op {
             QueueOp::List => match p.is_admin() {
                 true => Ok(()),
                 false => Err("not permitted to list queues (admin only)".to_owned()),
@@ -2085,7 +2168,7 @@ impl Core {
                 Ok(())
             }
             QueueOp::Delete | QueueOp::Purge | QueueOp::Show => p.may_use_queue(arg),
-        })
+        }
     }
 
     /// Whether client `id` may subscribe to (or query the cache with) `pattern`, a
@@ -3617,7 +3700,9 @@ mod tests {
 
     /// Hostile-input pass: ~1,100 connections that never sent HELLO, reopened as the
     /// router closed them, held every place and refused 20 of 28 real logins. At the
-    /// limit the oldest connection not logged in (50 ms old at least) makes way.
+    /// limit the oldest connection not logged in (100 ms old at least) makes way; a TLS
+    /// connection still in its handshake does not (its time starts at the handshake's
+    /// end).
     #[test]
     fn at_the_connection_limit_the_oldest_connection_not_logged_in_makes_way() {
         let ms = 1_000_000;
@@ -3633,10 +3718,10 @@ mod tests {
             panic!("refused below the limit");
         };
         // Full, and the oldest not logged in is too young: refused as before.
-        assert!(accept(&mut core, 40 * ms).is_err());
+        assert!(accept(&mut core, 90 * ms).is_err());
         assert_eq!(core.totals().refused, 1);
-        // 50 ms on: `a` makes way (told why), `b` and the logged-in client stay.
-        let Ok(c) = accept(&mut core, 55 * ms) else {
+        // 100 ms on: `a` makes way (told why), `b` and the logged-in client stay.
+        let Ok(c) = accept(&mut core, 105 * ms) else {
             panic!("not admitted");
         };
         assert_eq!(core.phase(a), Some(Phase::Closing));
@@ -3649,16 +3734,41 @@ mod tests {
         // is left to close (the logged-in clients hold their places).
         let mut hello = Vec::new();
         encode_hello(&mut hello, PROTOCOL_VERSION, "c");
-        core.handle_input(c, MonoNanos(56 * ms), &hello, hello.len());
+        core.handle_input(c, MonoNanos(106 * ms), &hello, hello.len());
         assert_eq!(core.phase(c), Some(Phase::Open));
-        assert!(accept(&mut core, 70 * ms).is_ok());
+        assert!(accept(&mut core, 120 * ms).is_ok());
         assert_eq!(core.phase(b), Some(Phase::Closing));
         core.handle_closed(a, "closed");
         core.handle_closed(b, "closed");
         assert_eq!(core.live(), 3);
-        let d = accept(&mut core, 100 * ms);
+        let d = accept(&mut core, 150 * ms);
         assert!(d.is_err(), "two logged in, one 30 ms old: refused");
         assert_eq!(core.totals().evicted_before_login, 2);
+        // A TLS connection in its handshake is passed over however old; once its
+        // handshake ended, its own 100 ms count.
+        let cfg = Config {
+            max_clients: 2,
+            ..Config::default()
+        };
+        let mut core = Core::new(cfg, MonoNanos(0), UtcNanos(0));
+        let (Ok(tls), Ok(plain)) = (accept(&mut core, 0), accept(&mut core, 10 * ms)) else {
+            panic!("refused below the limit");
+        };
+        core.handle_tls_handshaking(tls);
+        assert!(
+            accept(&mut core, 500 * ms).is_ok(),
+            "the plain one makes way"
+        );
+        assert_eq!(core.phase(plain), Some(Phase::Closing));
+        assert_eq!(core.phase(tls), Some(Phase::Handshake));
+        core.handle_closed(plain, "closed");
+        core.handle_tls_established(tls, MonoNanos(600 * ms));
+        // Full again (tls and the newcomer at 500 ms): the newcomer is the one old
+        // enough at 650 ms; tls only from 700 ms on.
+        assert!(accept(&mut core, 650 * ms).is_ok());
+        assert_eq!(core.phase(tls), Some(Phase::Handshake));
+        assert!(accept(&mut core, 710 * ms).is_ok());
+        assert_eq!(core.phase(tls), Some(Phase::Closing));
     }
 
     /// New-user pass: a TLS client on the plaintext listener was logged as "the first

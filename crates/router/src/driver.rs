@@ -626,7 +626,10 @@ impl Router {
                             let mut link = match &self.tls {
                                 Some(port) if tls => {
                                     match TlsLink::accept(stream, port.config.clone()) {
-                                        Ok(t) => Link::Tls(Box::new(t)),
+                                        Ok(t) => {
+                                            self.core.handle_tls_handshaking(id);
+                                            Link::Tls(Box::new(t))
+                                        }
                                         Err(e) => {
                                             tracing::warn!(%addr, error = %e, "cannot start a TLS connection");
                                             self.core.handle_closed(id, "TLS setup failed");
@@ -850,8 +853,11 @@ impl Router {
                 }
             };
             if let Link::Tls(t) = &mut c.stream {
-                if let Some(names) = t.take_cert_names() {
-                    self.core.handle_peer_cert(id, &names);
+                if let Some(names) = t.take_handshake_done() {
+                    self.core.handle_tls_established(id, MonoNanos::now());
+                    if !names.is_empty() {
+                        self.core.handle_peer_cert(id, &names);
+                    }
                 }
             }
             c.end += n;

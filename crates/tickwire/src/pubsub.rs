@@ -1166,7 +1166,9 @@ Initial image (--initial-image): on a router with a last-value cache (`tickwire 
 marked '[cached]' (in JSON: \"cached_unix_ns\", when the router received it), then the
 live stream: nothing missed and nothing twice between the two (a cached message that
 several patterns match is printed once; two cached messages of one topic with the same
-payload that the router received in the same read are one). After a reconnection it
+payload that the router received in the same read are one; the patterns are subscribed
+one after the other, so a message published meanwhile that a later pattern also matches
+comes live and then in that pattern's image). After a reconnection it
 asks the new connection for a new image (which may repeat, marked, last values printed
 before the loss when the router itself did not restart). When the router keeps no cache,
 or none of its cache patterns covers the pattern, standard error says so (no image will

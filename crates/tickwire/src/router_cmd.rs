@@ -1024,21 +1024,29 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             router: cfg,
             log: LogSection { level },
         };
-        print!(
-            "{}",
-            toml::to_string(&doc).context("rendering the configuration")?
-        );
+        let mut text = toml::to_string(&doc).context("rendering the configuration")?;
+        if let Some(d) = default_spool {
+            // Inside [router], after its last key: a `data_dir = ...` written there is
+            // the router's (new-user pass: the note came after [log], where such a line
+            // was refused as an unknown key of [log]).
+            let note = format!(
+                "# data_dir = \"...\"   # not set: the guaranteed-messaging spool defaults to\n\
+                 # router-PORT in the per-user data directory, here {d}.\n"
+            );
+            let body = text
+                .find("[router]\n")
+                .map_or(0, |i| i + "[router]\n".len());
+            let end = text[body..]
+                .find("\n[")
+                .map_or(text.len(), |i| body + i + 1);
+            text.insert_str(end, &note);
+        }
+        print!("{text}");
         if unset_level {
             println!(
                 "\n[log]\n\
                  # level = \"info\"   # not set: --log-level, else $TICKWIRE_LOG, else info; \
                  SIGHUP re-reads it"
-            );
-        }
-        if let Some(d) = default_spool {
-            println!(
-                "\n# data_dir (the guaranteed-messaging spool) is not set: the default is\n\
-                 # router-PORT in the per-user data directory, here {d}."
             );
         }
         return Ok(ExitCode::SUCCESS);

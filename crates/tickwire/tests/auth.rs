@@ -957,6 +957,37 @@ fn binding_a_queue_takes_the_subscribe_rights_of_its_subscriptions() {
         }
         other => panic!("early-dlq: expected a refusal, got {other:?}"),
     }
+    // Review: bound first, then named as a dead-letter queue, a queue of her own
+    // patterns would hand her every dead letter. Naming it is refused while she is
+    // bound; once she is gone it is not.
+    alice
+        .queue_request(
+            QueueOp::Create,
+            r#"{"name":"sneaky-dlq","subscriptions":["md/NASDAQ/>"]}"#,
+        )
+        .unwrap();
+    alice.bind("sneaky-dlq", 16, Start::Queue).unwrap();
+    alice.ping().unwrap();
+    let desk3 = r#"{"name":"desk3","subscriptions":["orders/>"],"dead_letter_queue":"sneaky-dlq"}"#;
+    match ops.queue_request(QueueOp::Create, desk3) {
+        Err(Error::Rejected { code, text }) => {
+            assert_eq!(code, ErrorCode::PERMISSION_DENIED, "{text}");
+            assert!(
+                text.contains("is bound by a consumer that may not read dead letters"),
+                "{text}"
+            );
+        }
+        other => panic!("desk3: expected a refusal, got {other:?}"),
+    }
+    drop(alice);
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        match ops.queue_request(QueueOp::Create, desk3) {
+            Ok(_) => break,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// New-user pass: a config with users on the default loopback address restricted

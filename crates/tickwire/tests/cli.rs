@@ -863,9 +863,20 @@ fn router_print_config_lists_every_key() {
     assert_eq!(keys, want);
     let text = ok(&["router", "--print-config"]);
     assert!(
-        text.contains("# data_dir (the guaranteed-messaging spool) is not set")
+        text.contains("# data_dir = \"...\"   # not set: the guaranteed-messaging spool")
             && text.contains("tickwire/router-7420 (for port 7420)"),
         "{text}"
+    );
+    // New-user pass: the note came after [log], where a `data_dir = ...` line written
+    // in its place was refused as a key of [log]. It is in [router] now: filled in
+    // there, the file sets the router's data_dir.
+    let filled = text.replace("# data_dir = \"...\"", "data_dir = \"/srv/filled\"");
+    let file = TempFile::new("filled-data-dir", &filled);
+    let again = print_config(&["--config", file.path()]);
+    assert_eq!(
+        again["router"]["data_dir"].as_str(),
+        Some("/srv/filled"),
+        "{again}"
     );
     // The defaults the help text promises.
     assert_eq!(table["listen"].as_str(), Some("127.0.0.1:7420"));

@@ -37,7 +37,7 @@ pub(super) struct TlsPort {
 pub(super) struct TlsLink {
     sock: TcpStream,
     io: TlsIo,
-    /// The certificate's names went to the core (or there was none to send).
+    /// The handshake's end went to the core, with the certificate's names.
     names_taken: bool,
 }
 
@@ -78,15 +78,20 @@ impl TlsLink {
         self.io.socket_unread()
     }
 
-    /// Once the handshake is done, the first time: the names of the client's verified
-    /// certificate (CN, then alternative names), if it presented one.
-    pub(super) fn take_cert_names(&mut self) -> Option<Vec<String>> {
+    /// Once, when the handshake is done: the names of the client's verified certificate
+    /// (CN, then alternative names; none if it presented none).
+    pub(super) fn take_handshake_done(&mut self) -> Option<Vec<String>> {
         if self.names_taken || self.io.is_handshaking() {
             return None;
         }
         self.names_taken = true;
-        let cert = self.io.peer_certificates()?.first()?;
-        Some(tickwire_tls::cert_names(cert))
+        Some(
+            self.io
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(tickwire_tls::cert_names)
+                .unwrap_or_default(),
+        )
     }
 
     /// Sends close_notify (one try) before a write shutdown.

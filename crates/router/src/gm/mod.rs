@@ -1196,6 +1196,20 @@ impl Engine {
     /// Ends recovery: everything read is durable; messages read back are flagged as
     /// possibly delivered, so their next delivery says REDELIVERED.
     pub fn finish_recovery(&mut self) {
+        // Ids go on at least from every queue's first_message_id: with nothing retained
+        // a checkpoint's NextId record alone carries them, and should it be lost (a
+        // damaged record is skipped) they would restart below the queues' and be given
+        // out twice (review).
+        let floor = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| q.def.created_at)
+            .max()
+            .unwrap_or(0);
+        if floor > self.store.next_id() {
+            self.store.advance_to(floor);
+        }
         self.recovering = false;
         self.durable_id = self.store.next_id().saturating_sub(1);
         for q in self.queues.iter_mut().flatten() {
@@ -2760,6 +2774,17 @@ impl Engine {
     /// its own subscriptions (for the permission checks of BIND and CREATE).
     pub fn takes_dead_letters(&self, name: &str) -> bool {
         name == queue::DEFAULT_DMQ || self.dead_letter_targets.contains_key(name)
+    }
+
+    /// The connections bound to queue `name` now (none when there is no such queue).
+    pub fn bound_slots(&self, name: &str) -> Vec<Slot> {
+        let Some(q) = self.queue_names.get(name).and_then(|&qi| self.queue(qi)) else {
+            return Vec::new();
+        };
+        q.bindings
+            .iter()
+            .filter_map(|b| self.bindings.get(b).map(|b| b.slot))
+            .collect()
     }
 
     /// BIND.

@@ -468,7 +468,7 @@ impl Component for RouterMonitor {
             ),
             (
                 "tickwire_router_evicted_before_login_total",
-                "Connections closed at the connection limit before they logged in (the oldest, 50 ms old at least), to admit a new one.",
+                "Connections closed at the connection limit before they logged in (the oldest, 100 ms since its accept or TLS handshake at least), to admit a new one.",
                 t.evicted_before_login,
             ),
             (
