@@ -3776,43 +3776,34 @@ mod tests {
     #[test]
     fn a_tls_client_on_the_plaintext_listener_is_told_apart() {
         let mut core = Core::new(Config::default(), MonoNanos(0), UtcNanos(0));
-        let Ok(id) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
-            panic!("refused");
+        // A new connection's first bytes: the text of the ERROR that closes it.
+        let refusal = |core: &mut Core, first: &[u8]| {
+            let Ok(id) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
+                panic!("refused");
+            };
+            assert_eq!(
+                core.handle_input(id, MonoNanos(0), first, first.len()),
+                Input::Closing
+            );
+            let bytes = core.egress(id).to_vec();
+            let Ok(Some((Frame::Error { text, .. }, _))) = decode(&bytes, u32::MAX) else {
+                panic!("no ERROR: {bytes:?}");
+            };
+            text.to_owned()
         };
         // The start of a ClientHello record: handshake, TLS 1.0 record version.
         let hello = [
             0x16, 0x03, 0x01, 0x00, 0xf4, 0x01, 0x00, 0x00, 0xf0, 0x03, 0x03,
         ];
-        assert_eq!(
-            core.handle_input(id, MonoNanos(0), &hello, hello.len()),
-            Input::Closing
-        );
-        let bytes = core.egress(id).to_vec();
-        let Ok(Some((Frame::Error { text, .. }, _))) = decode(&bytes, u32::MAX) else {
-            panic!("no ERROR: {bytes:?}");
-        };
+        let text = refusal(&mut core, &hello);
         assert!(
             text.contains("a TLS client on the plaintext listener"),
             "{text}"
         );
         // Anything else not HELLO keeps the plain reason.
-        let Ok(id) = core.handle_accept(addr(), MonoNanos(0), UtcNanos(0)) else {
-            panic!("refused");
-        };
-        let ping = {
-            let mut b = Vec::new();
-            frame::encode_ping(&mut b, 1);
-            b
-        };
-        assert_eq!(
-            core.handle_input(id, MonoNanos(0), &ping, ping.len()),
-            Input::Closing
-        );
-        let bytes = core.egress(id).to_vec();
-        let Ok(Some((Frame::Error { text, .. }, _))) = decode(&bytes, u32::MAX) else {
-            panic!("no ERROR: {bytes:?}");
-        };
-        assert_eq!(text, HELLO_FIRST);
+        let mut ping = Vec::new();
+        frame::encode_ping(&mut ping, 1);
+        assert_eq!(refusal(&mut core, &ping), HELLO_FIRST);
     }
 
     /// Drains `id`'s egress and decodes it into a debug string per frame.
