@@ -43,6 +43,11 @@ pub struct LoginArgs {
 }
 
 impl LoginArgs {
+    /// The --user given, if any.
+    pub(crate) fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// Whether the password is to be read from standard input (`--password-file -`).
     pub(crate) fn password_from_stdin(&self) -> bool {
         self.password_file
@@ -178,7 +183,79 @@ impl LoginArgs {
         self.tls.check(router)?;
         opts.login = self.login()?;
         opts.tls = self.tls.options()?;
+        let logged_in = opts.login.is_some() || self.tls.cert.is_some();
+        let _ = CONNECTION.set((self.repeat_flags(router), logged_in));
         Ok(opts)
+    }
+
+    /// The flags a command suggested in a hint needs to reach the same router as this
+    /// one, logged in the same way: the --router when not the default, the login and
+    /// TLS flags given (a token as the word TOKEN: a hint never prints a secret).
+    fn repeat_flags(&self, router: &str) -> String {
+        let mut out = String::new();
+        let mut add = |flag: &str, value: Option<&str>| {
+            out.push(' ');
+            out.push_str(flag);
+            if let Some(v) = value {
+                out.push(' ');
+                out.push_str(&shell_word(v));
+            }
+        };
+        if router != crate::pubsub::DEFAULT_ROUTER {
+            add("--router", Some(router));
+        }
+        if let Some(user) = &self.user {
+            add("--user", Some(user));
+        }
+        if let Some(path) = &self.password_file {
+            add("--password-file", Some(&path.to_string_lossy()));
+        }
+        if self.token.is_some() {
+            add("--token", Some("TOKEN"));
+        }
+        let t = &self.tls;
+        if t.tls {
+            add("--tls", None);
+        }
+        for (flag, path) in [("--ca", &t.ca), ("--cert", &t.cert), ("--key", &t.key)] {
+            if let Some(p) = path {
+                add(flag, Some(&p.to_string_lossy()));
+            }
+        }
+        if let Some(name) = &t.server_name {
+            add("--server-name", Some(name));
+        }
+        out
+    }
+}
+
+/// What [`LoginArgs::repeat_flags`] gave for this command's connection, and whether it
+/// logged in, once it connected (see [`connection_flags`]).
+static CONNECTION: std::sync::OnceLock<(String, bool)> = std::sync::OnceLock::new();
+
+/// The flags (with a leading space; empty for the default router, anonymous) that a
+/// `tickwire` command suggested in a hint needs to reach the router this command used
+/// the way it did (new-user pass: copied from a hint, `tickwire queue show orders` went
+/// to the default router, not the one the failing command named).
+pub(crate) fn connection_flags() -> &'static str {
+    CONNECTION.get().map_or("", |c| c.0.as_str())
+}
+
+/// Whether this command logged in (a user or a token): its hints may suggest commands
+/// its rights do not allow (queue administration), so they say whom to ask.
+pub(crate) fn logged_in() -> bool {
+    CONNECTION.get().is_some_and(|c| c.1)
+}
+
+/// `s` as one shell word: unchanged when it is plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:@%+=,-".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

@@ -211,6 +211,16 @@ fn main() -> std::process::ExitCode {
             if text.contains("authentication required") {
                 eprintln!("{LOGIN_HINT}");
             }
+            // A command the router suggests ("tickwire queue show orders") names no
+            // router or login: it knows neither (new-user pass: copied, it went to the
+            // default router).
+            let flags = login::connection_flags();
+            if !flags.is_empty() && text.contains("tickwire ") && !text.contains(flags) {
+                eprintln!(
+                    "hint: add`{flags}` to the tickwire command suggested above to run it \
+                     against this router"
+                );
+            }
             std::process::ExitCode::FAILURE
         }
     }

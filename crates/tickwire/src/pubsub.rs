@@ -1015,13 +1015,14 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
             "error: {unanswered} {} unanswered after {:?}: the router may or may not \
              have stored them (a re-run numbers its messages after this identity's last \
              stored one, so what it publishes again is stored again): look at the \
-             queues first (tickwire queue show NAME), or wait longer (--answer-timeout)",
+             queues first (tickwire queue show NAME{}), or wait longer (--answer-timeout)",
             if unanswered == 1 {
                 "message"
             } else {
                 "messages"
             },
-            a.answer_timeout
+            a.answer_timeout,
+            crate::login::connection_flags()
         );
         return Ok(ExitCode::from(EXIT_UNANSWERED));
     }
@@ -1082,10 +1083,18 @@ fn no_queue_hint(topic: &str) -> String {
         (true, false) => name.to_owned(),
         (false, _) => "NAME".to_owned(),
     };
+    let flags = crate::login::connection_flags();
+    // A user under rules may not be allowed to create or list queues (new-user pass:
+    // both suggested commands were refused to such a user).
+    let ask = if crate::login::logged_in() {
+        "; if this user may not, ask an administrator"
+    } else {
+        ""
+    };
     format!(
         "no queue subscribes to {topic}, so the router stored those messages nowhere; \
-         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'` \
-         (`tickwire queue list` shows the queues and their patterns)"
+         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'{flags}` \
+         (`tickwire queue list{flags}` shows the queues and their patterns){ask}"
     )
 }
 

@@ -341,7 +341,8 @@ fn missing_dead_letter_note(dlq: &str) -> String {
     format!(
         "note: dead-letter queue {dlq} does not exist yet: the router creates it with the \
          first dead message (if the name is mistyped, that is a new queue). To choose its \
-         limits, create it now: tickwire queue create {dlq} --no-sub"
+         limits, create it now: tickwire queue create {dlq} --no-sub{}",
+        crate::login::connection_flags()
     )
 }
 

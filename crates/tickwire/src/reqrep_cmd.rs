@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use tickwire_client::{Client, ClientOptions, Error, LinkEvent, ReconnectingClient, ReplyTo, Wait};
+use tickwire_client::{
+    Client, ClientOptions, Error, ErrorCode, LinkEvent, ReconnectingClient, ReplyTo, Wait,
+};
 
 use crate::pubsub::DEFAULT_ROUTER;
 use tickwire_rt::text::count;
@@ -148,6 +150,29 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
         Err(e @ Error::Timeout { what, .. }) if what == REPLY_WAIT => {
             eprintln!("no reply: {e}");
             Ok(ExitCode::from(EXIT_TIMEOUT))
+        }
+        // New-user pass: a request refused for its reply inbox named an internal topic
+        // and no way out.
+        Err(e)
+            if matches!(&e, Error::Rejected { code, text }
+                if *code == ErrorCode::PERMISSION_DENIED && text.contains("subscribe to")) =>
+        {
+            let user = if a.login.user().is_some() {
+                "this"
+            } else {
+                "the"
+            };
+            Err(e).with_context(|| {
+                format!(
+                    "request to {}: the router refused the reply inbox, the subscription \
+                     the reply comes back on: {user} user's subscribe rules must allow it. \
+                     Allow `_reply/user/USER/>` and log in with --user USER (the inbox's \
+                     default prefix then is _reply/user/USER), or pass --inbox-prefix \
+                     PREFIX for a `PREFIX/>` the rules allow (docs/security.md, \
+                     \"Requests and replies\")",
+                    a.topic
+                )
+            })
         }
         Err(e) => Err(e).with_context(|| format!("request to {}", a.topic)),
     }

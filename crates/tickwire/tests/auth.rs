@@ -458,6 +458,22 @@ fn a_denied_publish_is_refused_and_harms_nothing_else() {
         .unwrap()
         .expect("the allowed publish");
     assert_eq!((m.topic(), m.payload()), ("orders/alice/1", &b"real"[..]));
+    // New-user pass: the hint for a topic no queue takes names this router and login
+    // (copied, it went to the default router), and, to a user under rules, whom to ask.
+    let (st, _, err) = f.alice_cli(&["pub", "orders/alice/9", "x", "--guaranteed"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    let login = format!(
+        " --router {} --user alice --password-file {}",
+        f.router.addr_str(),
+        f.alice_password_file.path().display()
+    );
+    assert!(
+        err.contains(&format!(
+            "`tickwire queue create orders --sub 'orders/>'{login}`"
+        )) && err.contains(&format!("`tickwire queue list{login}`"))
+            && err.contains("if this user may not, ask an administrator"),
+        "{err}"
+    );
 }
 
 /// A responder allowed responses (and no publish right at all) answers the request
@@ -521,6 +537,12 @@ fn a_user_who_may_read_only_its_own_inbox_can_make_requests() {
     assert!(!st.success(), "{err}");
     assert!(
         err.contains("not permitted to subscribe to \"_reply/"),
+        "{err}"
+    );
+    // ...and says how to get a reply inbox the rules allow (new-user pass: it named an
+    // internal topic and no way out).
+    assert!(
+        err.contains("the router refused the reply inbox") && err.contains("--inbox-prefix PREFIX"),
         "{err}"
     );
     let (st, out, err) = ask(&teller, &["--inbox-prefix", "_reply/user/teller"]);

@@ -479,7 +479,20 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     assert!(
         err.contains("0 acknowledged, 1 refused (no-matching-queue: 1)")
             && err.contains("stored those messages nowhere")
-            && err.contains("tickwire queue create audit --sub 'audit/>'"),
+            && err.contains(&format!(
+                "`tickwire queue create audit --sub 'audit/>' --router {a}`"
+            ))
+            && !err.contains("ask an administrator"),
+        "{err}"
+    );
+    // A command the router suggests names no router: the CLI says which flags to add.
+    let (st, out, err) = run_cli(&["sub", "--queue", "nope", "--router", &a], t);
+    assert_eq!(st.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("(tickwire queue create nope --sub PATTERN)")
+            && err.contains(&format!(
+                "hint: add` --router {a}` to the tickwire command suggested above"
+            )),
         "{err}"
     );
     // Demanding-user pass: only the last 16 refusals are listed, and the list did not
