@@ -1062,6 +1062,17 @@ impl Client {
             }
         }
         let limit = self.rx_limit();
+        // The common message (no flags: header, topic, payload) read in place; anything
+        // else, and a topic that is not UTF-8, takes the decoder.
+        if let Some((topic, payload)) =
+            frame::plain_message(&self.rx.buf[start..start + len], limit)
+        {
+            // Asked, then taken: a borrow returned from one call on some paths only
+            // would stay borrowed on the path below.
+            if self.topic_text.is_text(topic) {
+                return Ok(Message::plain(self.topic_text.text(topic), payload));
+            }
+        }
         // Only `rx.buf` and `topic_text` are borrowed by the message; a failure closes
         // through the session and the stream.
         let failed = match decode(&self.rx.buf[start..start + len], limit) {

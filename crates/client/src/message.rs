@@ -36,6 +36,22 @@ pub(crate) struct TopicText {
 }
 
 impl TopicText {
+    /// Whether `bytes` are UTF-8 (remembered, as [`TopicText::check`] does).
+    #[inline]
+    pub(crate) fn is_text(&mut self, bytes: &[u8]) -> bool {
+        self.check(bytes).is_some()
+    }
+
+    /// `bytes` as text, after [`TopicText::is_text`] said they are (the remembered
+    /// topic, or checked again when too long to remember; empty if they were not).
+    #[inline]
+    pub(crate) fn text<'a>(&'a self, bytes: &'a [u8]) -> &'a str {
+        if !self.last.is_empty() && tickwire_wire::topic::same_bytes(self.last.as_bytes(), bytes) {
+            return &self.last;
+        }
+        std::str::from_utf8(bytes).unwrap_or_default()
+    }
+
     /// `bytes` as text, or `None` when they are not UTF-8.
     #[inline]
     pub(crate) fn check<'a>(&'a mut self, bytes: &'a [u8]) -> Option<&'a str> {
@@ -74,6 +90,21 @@ impl<'a> Message<'a> {
     pub(crate) fn from_wire_in(m: &Msg<'a>, memo: &'a mut TopicText) -> Result<Message<'a>, Error> {
         let topic = memo.check(m.topic).ok_or_else(not_utf8)?;
         Message::with_topic(m, topic)
+    }
+
+    /// A message without flags ([`tickwire_wire::frame::plain_message`]): a topic and
+    /// a payload.
+    #[inline]
+    pub(crate) fn plain(topic: &'a str, payload: &'a [u8]) -> Message<'a> {
+        Message {
+            topic,
+            payload,
+            discarded: 0,
+            stamps: None,
+            seq: None,
+            reply: None,
+            cached: None,
+        }
     }
 
     #[inline]

@@ -727,6 +727,29 @@ pub fn decode(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, 
     decode_any(buf, max_frame)
 }
 
+/// A whole MESSAGE frame without flags (header, topic, payload: what a plain PUBLISH is
+/// delivered as), read as [`decode`] reads it: `Some((topic, payload))` exactly when
+/// `decode(frame, max_frame)` gives a [`Frame::Message`] without flags that uses all of
+/// `frame`; `None` for anything else, which [`decode`] then answers. A receiver's
+/// shortcut for the common message.
+#[inline]
+pub fn plain_message(frame: &[u8], max_frame: u32) -> Option<(&[u8], &[u8])> {
+    let head = frame.first_chunk::<HEADER_LEN>()?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    if head[4] != Kind::Message as u8 || head[5] != 0 || len as usize != frame.len() {
+        return None;
+    }
+    if len > max_frame {
+        return None;
+    }
+    let topic_len = usize::from(u16::from_le_bytes([head[6], head[7]]));
+    if topic_len == 0 {
+        return None;
+    }
+    let (topic, payload) = frame[HEADER_LEN..].split_at_checked(topic_len)?;
+    Some((topic, payload))
+}
+
 /// [`decode`] without the short path: every frame kind, partial buffers, errors.
 #[inline(never)]
 pub fn decode_any(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, FrameError> {
@@ -1887,6 +1910,28 @@ mod tests {
             prop_assert_eq!(decode(&bytes, max), decode_any(&bytes, max));
             let part = &bytes[..cut.index(bytes.len() + 1)];
             prop_assert_eq!(decode(part, max), decode_any(part, max));
+        }
+
+        #[test]
+        fn the_plain_message_shortcut_answers_as_decode((mut bytes, max) in msg_like_frame(), plain in any::<bool>()) {
+            // Half the frames made plain MESSAGEs (the generator's are mostly not).
+            if plain && bytes.len() >= HEADER_LEN {
+                bytes[4] = Kind::Message as u8;
+                bytes[5] = 0;
+            }
+            let decoded = decode(&bytes, max);
+            match plain_message(&bytes, max) {
+                Some((topic, payload)) => {
+                    let Ok(Some((Frame::Message(m), n))) = decoded else {
+                        panic!("shortcut took what decode answers {decoded:?}");
+                    };
+                    prop_assert_eq!((m.flags, m.topic, m.payload, n), (0, topic, payload, bytes.len()));
+                }
+                None => prop_assert!(
+                    !matches!(decoded, Ok(Some((Frame::Message(ref m), n))) if m.flags == 0 && n == bytes.len()),
+                    "shortcut refused what decode reads as a plain message: {:?}", decoded
+                ),
+            }
         }
 
         #[test]
