@@ -1285,7 +1285,30 @@ impl Core {
                     return Input::Closing;
                 }
             }
-            let decoded = frame::decode(rest, self.frame_limit_in(phase));
+            let limit = self.frame_limit_in(phase);
+            // The data path's common frame, a PUBLISH without flags from an open client,
+            // is read in place: `plain_publish` answers as `decode` does (property-tested
+            // in the wire crate), without its general path.
+            let plain = match phase {
+                Some(Phase::Open) => frame::plain_publish(rest, limit),
+                _ => None,
+            };
+            let decoded = match plain {
+                Some((n, topic, payload)) => {
+                    let m = frame::Msg {
+                        flags: 0,
+                        seq: None,
+                        discarded: 0,
+                        stamps: None,
+                        reply: None,
+                        cached: None,
+                        topic,
+                        payload,
+                    };
+                    Ok(Some((Frame::Publish(m), n)))
+                }
+                None => frame::decode(rest, limit),
+            };
             match decoded {
                 // The data path: a PUBLISH from an open client is handled in place
                 // (bound by reference: moving the frame out is a 144-byte copy per

@@ -734,20 +734,36 @@ pub fn decode(buf: &[u8], max_frame: u32) -> Result<Option<(Frame<'_>, usize)>, 
 /// shortcut for the common message.
 #[inline]
 pub fn plain_message(frame: &[u8], max_frame: u32) -> Option<(&[u8], &[u8])> {
-    let head = frame.first_chunk::<HEADER_LEN>()?;
+    match plain_at(Kind::Message, frame, max_frame) {
+        Some((len, topic, payload)) if len == frame.len() => Some((topic, payload)),
+        _ => None,
+    }
+}
+
+/// The whole PUBLISH without flags (header, topic, payload) at the start of `buf`, as
+/// [`decode`] reads it: `Some((len, topic, payload))` exactly when `decode(buf,
+/// max_frame)` gives a [`Frame::Publish`] without flags, of `len` bytes; `None` for
+/// anything else (another frame, flags, a frame not whole yet, an error), which
+/// [`decode`] then answers. The router's shortcut for the common publish.
+#[inline]
+pub fn plain_publish(buf: &[u8], max_frame: u32) -> Option<(usize, &[u8], &[u8])> {
+    plain_at(Kind::Publish, buf, max_frame)
+}
+
+#[inline(always)]
+fn plain_at(kind: Kind, buf: &[u8], max_frame: u32) -> Option<(usize, &[u8], &[u8])> {
+    let head = buf.first_chunk::<HEADER_LEN>()?;
     let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    if head[4] != Kind::Message as u8 || head[5] != 0 || len as usize != frame.len() {
+    if head[4] != kind as u8 || head[5] != 0 || (len as usize) < HEADER_LEN || len > max_frame {
         return None;
     }
-    if len > max_frame {
-        return None;
-    }
+    let frame = buf.get(..len as usize)?;
     let topic_len = usize::from(u16::from_le_bytes([head[6], head[7]]));
     if topic_len == 0 {
         return None;
     }
     let (topic, payload) = frame[HEADER_LEN..].split_at_checked(topic_len)?;
-    Some((topic, payload))
+    Some((frame.len(), topic, payload))
 }
 
 /// [`decode`] without the short path: every frame kind, partial buffers, errors.
@@ -1904,6 +1920,35 @@ mod tests {
         )
     }
 
+    #[test]
+    fn the_plain_shortcuts_take_a_plain_frame_and_nothing_else() {
+        let mut b = Vec::new();
+        encode_publish(&mut b, "md/x", b"hello", PublishOptions::default(), MAX).unwrap();
+        let len = b.len();
+        b.extend_from_slice(b"next frame");
+        assert_eq!(
+            plain_publish(&b, MAX),
+            Some((len, &b"md/x"[..], &b"hello"[..]))
+        );
+        assert_eq!(plain_publish(&b[..len - 1], MAX), None, "not whole yet");
+        assert_eq!(plain_message(&b[..len], MAX), None, "a PUBLISH");
+        let mut m = Vec::new();
+        encode_message_from_publish(&mut m, &b[..len], 0, 0, 0);
+        assert_eq!(plain_message(&m, MAX), Some((&b"md/x"[..], &b"hello"[..])));
+        // With a field (SEQ), DISCARDS, or a length over the limit: the decoder's.
+        let mut s = Vec::new();
+        let seq = PublishOptions {
+            seq: Some(1),
+            publisher_send: None,
+        };
+        encode_publish(&mut s, "md/x", b"hello", seq, MAX).unwrap();
+        assert_eq!(plain_publish(&s, MAX), None);
+        let mut d = Vec::new();
+        encode_message_from_publish(&mut d, &b[..len], 3, 0, 0);
+        assert_eq!(plain_message(&d, MAX), None);
+        assert_eq!(plain_publish(&b, len as u32 - 1), None);
+    }
+
     proptest! {
         #[test]
         fn the_short_path_answers_as_the_full_decoder((bytes, max) in msg_like_frame(), cut in any::<prop::sample::Index>()) {
@@ -1930,6 +1975,28 @@ mod tests {
                 None => prop_assert!(
                     !matches!(decoded, Ok(Some((Frame::Message(ref m), n))) if m.flags == 0 && n == bytes.len()),
                     "shortcut refused what decode reads as a plain message: {:?}", decoded
+                ),
+            }
+        }
+
+        #[test]
+        fn the_plain_publish_shortcut_answers_as_decode((mut bytes, max) in msg_like_frame(), plain in any::<bool>(), cut in any::<prop::sample::Index>()) {
+            if plain && bytes.len() >= HEADER_LEN {
+                bytes[4] = Kind::Publish as u8;
+                bytes[5] = 0;
+            }
+            let bytes = &bytes[..cut.index(bytes.len() + 1)];
+            let decoded = decode(bytes, max);
+            match plain_publish(bytes, max) {
+                Some((len, topic, payload)) => {
+                    let Ok(Some((Frame::Publish(m), n))) = decoded else {
+                        panic!("shortcut took what decode answers {decoded:?}");
+                    };
+                    prop_assert_eq!((m.flags, m.topic, m.payload, n), (0, topic, payload, len));
+                }
+                None => prop_assert!(
+                    !matches!(decoded, Ok(Some((Frame::Publish(ref m), _))) if m.flags == 0),
+                    "shortcut refused what decode reads as a plain publish: {:?}", decoded
                 ),
             }
         }
