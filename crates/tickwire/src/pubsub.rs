@@ -741,17 +741,34 @@ pub(crate) fn report_link(ev: &LinkEvent<'_>) {
         LinkEvent::Disconnected { reason } => {
             eprintln!("disconnected: {reason}; reconnecting");
         }
-        LinkEvent::Reconnected(o) => eprintln!(
-            "reconnected after {:.3} s ({}): {} restored, {} sent",
-            o.down_for.as_secs_f64(),
-            count(u64::from(o.attempts), "attempt", "attempts"),
-            count(o.resubscribed as u64, "subscription", "subscriptions"),
-            count(
-                o.republished as u64,
-                "buffered publish",
-                "buffered publishes"
-            ),
-        ),
+        LinkEvent::Reconnected(o) => {
+            // Only what happened: a subscriber never publishes, a publisher may hold no
+            // subscription (new-user pass: "0 buffered publishes sent" after every
+            // reconnection of `sub`).
+            let mut done = Vec::new();
+            if o.resubscribed > 0 {
+                let subs = count(o.resubscribed as u64, "subscription", "subscriptions");
+                done.push(format!("{subs} restored"));
+            }
+            if o.republished > 0 {
+                let publishes = count(
+                    o.republished as u64,
+                    "buffered publish",
+                    "buffered publishes",
+                );
+                done.push(format!("{publishes} sent"));
+            }
+            let done = if done.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", done.join(", "))
+            };
+            eprintln!(
+                "reconnected after {:.3} s ({}){done}",
+                o.down_for.as_secs_f64(),
+                count(u64::from(o.attempts), "attempt", "attempts"),
+            );
+        }
         _ => {}
     }
 }
@@ -2427,10 +2444,13 @@ fn parse_identity(s: &str) -> Result<String, String> {
 /// A `--group` NAME: one topic level ([`tickwire_client::validate_group`]); a `/` would
 /// make the router read the rest as part of the pattern (new-user pass: `--group a/b`
 /// joined group `a` on `b/md/>`).
-fn parse_group(s: &str) -> Result<String, String> {
-    tickwire_client::validate_group(s)
-        .map(|()| s.to_owned())
-        .map_err(|e| e.to_string())
+pub(crate) fn parse_group(s: &str) -> Result<String, String> {
+    match tickwire_client::validate_group(s) {
+        Ok(()) => Ok(s.to_owned()),
+        // clap already says "invalid value" (new-user pass: "invalid" twice).
+        Err(tickwire_client::Error::InvalidArgument(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

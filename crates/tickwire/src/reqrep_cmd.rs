@@ -194,7 +194,7 @@ with both sizes, and the line per request gives the bytes actually sent.
 Messages that are not requests are ignored. A line per request goes to standard error
 unless --quiet. Requests are answered one at a time, in the order they arrive: with a
 slow --exec command, later requests wait for the earlier ones (run several `tickwire
-reply` in a shared group, PATTERN '$share/GROUP/TOPIC', to answer in parallel).
+reply --group NAME` to answer in parallel: each request goes to one of them).
 An answer the router refuses (a user without allow_responses or publish rights on the
 reply topics, docs/security.md) is warned about on standard error and counted in the
 summary; the command goes on answering (its requester times out).
@@ -223,7 +223,8 @@ Examples:
   tickwire reply 'svc/echo'                        # echo server
   tickwire reply 'svc/time' --exec date            # answer with the date
   tickwire reply 'svc/upper' --exec 'tr a-z A-Z'
-  tickwire reply 'svc/>' --count 1                 # answer one request, then exit";
+  tickwire reply 'svc/>' --count 1                 # answer one request, then exit
+  tickwire reply 'svc/price' --group pricers --exec ./price.sh   # one of several";
 
 #[derive(Args)]
 #[command(after_help = REPLY_HELP)]
@@ -237,6 +238,11 @@ pub struct ReplyArgs {
     /// Pattern of the request topics to answer, e.g. 'svc/time' or 'svc/>'.
     #[arg(value_parser = crate::units::parse_pattern)]
     pattern: String,
+    /// Answer as one member of the shared group NAME: each request goes to one member of
+    /// the group (`tickwire reply --group NAME` several times answers in parallel). The
+    /// same as PATTERN '$share/NAME/PATTERN'.
+    #[arg(long, value_name = "NAME", value_parser = crate::pubsub::parse_group)]
+    group: Option<String>,
     /// Run this shell command per request (payload on stdin, reply from stdout; a command
     /// that fails is answered with "error: ", its exit status and its stderr, which
     /// `tickwire request` reports with exit status 4; a warning says so here).
@@ -279,8 +285,12 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         a.give_up_after,
     )?;
     let mut c = ReconnectingClient::connect(&a.router, opts)?;
-    c.subscribe(&a.pattern)
-        .with_context(|| format!("subscribing to {:?}", a.pattern))?;
+    let pattern = match &a.group {
+        Some(g) => tickwire_client::shared_pattern(g, &a.pattern),
+        None => a.pattern.clone(),
+    };
+    c.subscribe(&pattern)
+        .with_context(|| format!("subscribing to {pattern:?}"))?;
     let limit = a.count.unwrap_or(u64::MAX);
     let mut tally = ReplyTally::default();
     let started = Instant::now();
@@ -334,7 +344,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             Err(e) => {
                 // The summary, then the cause (as `sub`): --give-up-after ran out, or
                 // another error.
-                tally.report(&a.pattern, started);
+                tally.report(&pattern, started);
                 return Err(crate::pubsub::poll_failed(
                     e,
                     a.give_up_after,
@@ -349,7 +359,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         if let Some(reason) = lost.take() {
             // As `sub --no-reconnect`: the connection's end is the command's end, a
             // failure (status 1) after the summary.
-            tally.report(&a.pattern, started);
+            tally.report(&pattern, started);
             anyhow::bail!("{reason} (--no-reconnect)");
         }
         for (topic, to, payload) in batch.drain(..) {
@@ -420,7 +430,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         if c.is_connected() {
             if let Err(e) = c.flush() {
                 if a.quiet {
-                    tally.report(&a.pattern, started);
+                    tally.report(&pattern, started);
                 }
                 return Err(crate::pubsub::poll_failed(
                     e,
@@ -431,7 +441,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if a.quiet || stop.is_set() {
-        tally.report(&a.pattern, started);
+        tally.report(&pattern, started);
     }
     c.close().ok();
     Ok(ExitCode::SUCCESS)

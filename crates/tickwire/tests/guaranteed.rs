@@ -456,6 +456,12 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert_eq!(st.code(), Some(3), "{out}{err}");
     assert!(format!("{out}{err}").contains("queue-full"), "{out}{err}");
+    // The refusal says what the queue holds and which limit it reached.
+    assert!(
+        err.contains("queue tiny is full: it holds 2 messages (")
+            && err.contains("bytes), its limit is max_messages 2"),
+        "{err}"
+    );
     // Purging says how many messages it dropped: the two the full queue held.
     let (st, out, err) = run_cli(&["queue", "purge", "tiny", "--router", &a], t);
     assert!(st.success(), "{out}{err}");

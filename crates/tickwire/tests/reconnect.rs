@@ -108,6 +108,8 @@ fn tickwire_sub_keeps_going_across_a_router_restart() {
     sub.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_reports_the_outage(&err);
     assert!(err.contains("1 subscription restored"), "{err}");
+    // A subscriber never publishes: no "0 buffered publishes sent" (new-user pass).
+    assert!(!err.contains("buffered publish"), "{err}");
 }
 
 #[test]

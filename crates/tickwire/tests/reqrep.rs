@@ -245,6 +245,75 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
     assert_eq!(st.code(), Some(3), "{err}");
 }
 
+/// `reply --group NAME` answers as one member of a shared group (new-user pass: only
+/// `sub` had --group; `reply` took it for `--router`): two members, each request
+/// answered once, by one of them.
+#[test]
+fn reply_group_members_share_the_requests() {
+    let router = RouterProc::start(&["--no-guaranteed"]);
+    let addr = router.addr_str();
+    let member = |tag: &str| {
+        common::cli(&[
+            "reply",
+            "--router",
+            &addr,
+            "svc/who",
+            "--group",
+            "pool",
+            "--exec",
+            &format!("echo {tag}"),
+            "--quiet",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut one = member("one");
+    let first = request_when_answered(&addr, "svc/who", "x");
+    let mut two = member("two");
+    // Both members are in the group once the router holds two subscriptions.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, out, _) = run_cli(
+            &["stats", "--router", &addr, "--print-json"],
+            Duration::from_secs(20),
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        if v["router"]["subscriptions"] == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second member never joined: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut answers = vec![first];
+    for _ in 0..20 {
+        answers.push(request_when_answered(&addr, "svc/who", "x"));
+    }
+    assert!(
+        answers.iter().all(|a| a == "one\n" || a == "two\n"),
+        "{answers:?}"
+    );
+    // A group shares the requests: the new member answers some of them.
+    assert!(answers.iter().any(|a| a == "two\n"), "{answers:?}");
+    let (st, _, err) = run_cli(
+        &["reply", "svc/x", "--group", "a/b", "--router", &addr],
+        Duration::from_secs(20),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(
+        err.contains("invalid value 'a/b' for '--group <NAME>': \"a/b\" is not a group name"),
+        "{err}"
+    );
+    let _ = one.kill();
+    let _ = two.kill();
+    let _ = one.wait();
+    let _ = two.wait();
+}
+
 /// A command that floods stderr and fails, one that answers before reading its input,
 /// and one that never exits: none of them hangs the responder.
 #[test]

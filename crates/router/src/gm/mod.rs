@@ -1608,9 +1608,18 @@ impl Engine {
             if over(q) {
                 if q.def.full_policy == FullPolicy::Reject {
                     q.counters.rejected += 1;
+                    // New-user pass: "(1 messages, 6 bytes)" read as neither the
+                    // contents nor the limit clearly.
+                    let limit = if q.def.max_messages > 0 && q.depth >= q.def.max_messages {
+                        format!("max_messages {}", q.def.max_messages)
+                    } else {
+                        format!("max_bytes {}", q.def.max_bytes)
+                    };
                     let text = format!(
-                        "queue {} is full ({} messages, {} bytes)",
-                        q.def.name, q.depth, q.bytes
+                        "queue {} is full: it holds {} ({} bytes), its limit is {limit}",
+                        q.def.name,
+                        tickwire_rt::text::count(q.depth, "message", "messages"),
+                        q.bytes
                     );
                     self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
                     return Ok(());
