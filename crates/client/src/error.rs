@@ -33,7 +33,7 @@ pub enum Error {
         after: Duration,
     },
     /// Reading from or writing to the socket failed.
-    #[error("I/O error on the router connection: {0}")]
+    #[error("{}", io_text(.0))]
     Io(#[from] io::Error),
     /// The router sent bytes this client cannot decode, or a frame it never expects.
     #[error("protocol error: {0}")]
@@ -104,6 +104,21 @@ impl Error {
     }
 }
 
+/// An I/O error's text; a reset or broken connection says what that means, as an end
+/// of stream does (new-user pass: `pub --guaranteed` reported a router killed under it
+/// as "Connection reset by peer" where `sub` said the router went away).
+fn io_text(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe => format!(
+            "the router connection was reset (the router stopped, crashed or was killed, \
+             or the connection was cut): {e}"
+        ),
+        _ => format!("I/O error on the router connection: {e}"),
+    }
+}
+
 /// The reason of an end of stream that no CLOSE frame explained.
 pub(crate) const EOF_REASON: &str = "the router closed the socket without a CLOSE frame (it \
      stopped, crashed or was killed, or the connection was cut)";
@@ -152,6 +167,20 @@ fn connect_hint(e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_connection_says_the_router_went_away() {
+        let reset = Error::Io(io::Error::from(io::ErrorKind::ConnectionReset)).to_string();
+        assert!(
+            reset.starts_with("the router connection was reset (the router stopped"),
+            "{reset}"
+        );
+        let other = Error::Io(io::Error::from(io::ErrorKind::PermissionDenied)).to_string();
+        assert!(
+            other.starts_with("I/O error on the router connection: "),
+            "{other}"
+        );
+    }
 
     #[test]
     fn connect_refused_names_the_address_and_the_fix() {

@@ -413,7 +413,7 @@ pub enum LoginError {
     #[error("authentication failed: unknown token")]
     BadToken,
     /// The listener requires a login and the HELLO offered none.
-    #[error("authentication required: this router does not accept anonymous clients here (log in with a user and password or a token)")]
+    #[error("authentication required: this router does not accept anonymous clients here (log in with a user and password, a token, or over TLS a client certificate the router maps to a user)")]
     Required,
     /// Too many password checks are waiting already (a flood of logins): try again.
     #[error("authentication busy: too many password logins in progress, try again")]

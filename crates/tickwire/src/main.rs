@@ -298,7 +298,8 @@ fn nearest_subcommand(cmd: &clap::Command, typed: &str) -> Option<String> {
 /// Printed under a refusal of an anonymous login.
 const LOGIN_HINT: &str = "\
 log in with --user NAME (the password from --password-file FILE, TICKWIRE_PASSWORD, or a \
-prompt) or --token TOKEN (or TICKWIRE_TOKEN); `tickwire passwd --help` makes them";
+prompt) or --token TOKEN (or TICKWIRE_TOKEN); `tickwire passwd --help` makes them; over TLS, \
+a client certificate whose name the router maps to a user (--cert FILE --key FILE)";
 
 /// `println!` panics when standard output is a closed pipe (`tickwire ... | head`).
 /// Exit quietly instead, with the status of a process ended by SIGPIPE (141), as other

@@ -501,6 +501,13 @@ fn render_show(doc: &Value) -> String {
     };
     let mut rows = Vec::new();
     flatten("", obj, &mut rows);
+    // The name first, the state next, the definition last (new-user pass: in key order
+    // `name` sat between `in_flight` and `redelivered`, the definition in the middle).
+    rows.sort_by_key(|(k, _)| match k.as_str() {
+        "name" => 0,
+        k if k.starts_with("definition.") => 2,
+        _ => 1,
+    });
     for (k, v) in &mut rows {
         if let (Some(meaning), "0") = (zero_means(k), v.as_str()) {
             *v = format!("0 ({meaning})");
@@ -608,16 +615,17 @@ mod tests {
             "redelivered": 0,
         });
         // New-user pass: a limit of 0 says what it means.
+        // New-user pass: the name first, the definition last.
         assert_eq!(
             render_show(&doc),
-            "definition.max_bytes      1024\n\
-             definition.max_messages   0 (no limit)\n\
-             definition.subscriptions  orders/> fills/*\n\
-             definition.ttl_ms         0 (forever)\n\
+            "name                      orders\n\
              depth                     3\n\
              empty                     {}\n\
-             name                      orders\n\
-             redelivered               0\n"
+             redelivered               0\n\
+             definition.max_bytes      1024\n\
+             definition.max_messages   0 (no limit)\n\
+             definition.subscriptions  orders/> fills/*\n\
+             definition.ttl_ms         0 (forever)\n"
         );
     }
 

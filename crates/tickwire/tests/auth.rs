@@ -294,7 +294,9 @@ fn anonymous_clients_and_unknown_tokens_are_refused_where_anonymous_is_denied() 
     assert!(err.contains("authentication required"), "{err}");
     // The CLI says how to log in (new-user pass).
     assert!(
-        err.contains("log in with --user NAME") && err.contains("--token TOKEN"),
+        err.contains("log in with --user NAME")
+            && err.contains("--token TOKEN")
+            && err.contains("a client certificate whose name the router maps to a user"),
         "{err}"
     );
     let e = f.connect(Login::Token("0".repeat(64))).unwrap_err();

@@ -656,7 +656,7 @@ pub fn describe_with(e: &rustls::Error, hints: &Hints) -> String {
             format!("TLS handshake failed: the peer's certificate was refused: {c}")
         }
         E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
-            "the private key does not belong to the certificate (give each certificate its own key)".into()
+            "the private key does not belong to the certificate (check that the key file given with it is this certificate's private key)".into()
         }
         E::NoCertificatesPresented => format!(
             "TLS handshake failed: no client certificate presented, and this listener requires one ({})",
@@ -746,7 +746,8 @@ mod tests {
         // KeyMismatch", "Other(OtherError(CaUsedAsEndEntity))").
         let mismatch = d(E::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch));
         assert!(
-            mismatch.contains("does not belong to the certificate"),
+            mismatch.contains("does not belong to the certificate")
+                && mismatch.contains("is this certificate's private key"),
             "{mismatch}"
         );
         // ...and once more through the error chain (a second new-user pass: printed
