@@ -245,7 +245,8 @@ pub fn capture(
             progress.tick(|| {
                 format!(
                     "capture: {}, {}",
-                    tickwire_rt::text::count(report.packets, "packet", "packets"),
+                    // "datagrams", as the summary says (new-user pass).
+                    tickwire_rt::text::count(report.packets, "datagram", "datagrams"),
                     tickwire_rt::text::count(report.bytes, "byte", "bytes")
                 )
             });

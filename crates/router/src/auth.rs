@@ -103,6 +103,13 @@ pub struct AllowDeny {
     pub deny: Vec<String>,
 }
 
+impl AllowDeny {
+    /// No rule: neither an allow list nor a deny (the same as the table left out).
+    pub fn is_unset(&self) -> bool {
+        self.allow.is_none() && self.deny.is_empty()
+    }
+}
+
 /// The rules of a group, or of anonymous clients.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
@@ -111,10 +118,15 @@ pub struct Rules {
     /// (where allowed) are admins unless `[auth.anonymous_rules]` says otherwise.
     pub admin: bool,
     /// Topics the members may publish to (direct, guaranteed, requests and replies).
+    // Written out only when there is a rule: an empty table read as one (new-user pass:
+    // print-config gave every user three empty tables).
+    #[serde(skip_serializing_if = "AllowDeny::is_unset")]
     pub publish: AllowDeny,
     /// Patterns the members may subscribe to (also initial images and cache queries).
+    #[serde(skip_serializing_if = "AllowDeny::is_unset")]
     pub subscribe: AllowDeny,
     /// Queue names the members may bind to, create, delete, purge and show.
+    #[serde(skip_serializing_if = "AllowDeny::is_unset")]
     pub queues: AllowDeny,
     /// A member that is handed a request (a message with a reply topic) may publish
     /// one reply to that reply topic within [`RESPONSE_WINDOW_NS`] of the delivery,
@@ -194,6 +206,7 @@ pub struct AuthConfig {
     /// The users.
     pub users: Vec<UserConfig>,
     /// Named groups of rules.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub groups: BTreeMap<String, Rules>,
 }
 

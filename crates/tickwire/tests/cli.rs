@@ -895,6 +895,29 @@ fn router_print_config_lists_every_key() {
     let file = TempFile::new("log-level", "[log]\nlevel = \"warn\"\n");
     let logged = print_config(&["--config", file.path()]);
     assert_eq!(logged["log"]["level"].as_str(), Some("warn"), "{logged}");
+    // A user without a rule gets no empty rule table (new-user pass: three per user,
+    // `[auth.users.subscribe]` with nothing under it), and the output reads back the
+    // same.
+    let users = TempFile::new(
+        "users",
+        "[[auth.users]]\nname = \"ops\"\ntoken_sha256 = \"00000000000000000000000000000000\
+         00000000000000000000000000000000\"\nadmin = true\n[[auth.users]]\nname = \"alice\"\n\
+         token_sha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\n\
+         publish = { allow = [\"a/>\"] }\n",
+    );
+    let text = ok(&["router", "--print-config", "--config", users.path()]);
+    assert!(
+        text.contains("[auth.users.publish]\nallow = [\"a/>\"]")
+            && !text.contains("[auth.users.subscribe]")
+            && !text.contains("[auth.users.queues]")
+            && !text.contains("[auth.groups]"),
+        "{text}"
+    );
+    let again = TempFile::new("users-again", &text);
+    assert_eq!(
+        ok(&["router", "--print-config", "--config", again.path()]),
+        text
+    );
     let given = print_config(&["--data-dir", "/srv/spool"]);
     assert_eq!(given["router"]["data_dir"].as_str(), Some("/srv/spool"));
     assert_eq!(table["guaranteed"].as_bool(), Some(true));
