@@ -413,7 +413,8 @@ fn spawn_stdin(handle: Handle, names: Vec<Named>, unsent: Arc<Unsent>) {
                     // (this thread used to end here, ignoring every later command).
                     Err(e) => {
                         if let Some(first) = names.first() {
-                            refuse(
+                            refuse_in_order(
+                                &handle,
                                 &first.name,
                                 format_args!(
                                     "the line is not UTF-8 text (byte {}, 0x{:02X}): nothing \
@@ -443,6 +444,18 @@ struct Named {
 /// line that names none).
 fn refuse(session: &str, text: impl std::fmt::Display) {
     print_line(format!("ERROR {session} {text}").as_bytes());
+}
+
+/// [`refuse`] from the standard-input thread, in input order: printed by the engine's
+/// thread after what it was asked to do for the lines before (new-user pass: a refused
+/// later line was printed before the SENT of an earlier one). Printed at once when the
+/// engine no longer takes calls.
+fn refuse_in_order(handle: &Handle, session: &str, text: impl std::fmt::Display) {
+    let (session, text) = (session.to_owned(), text.to_string());
+    let (again, said) = (session.clone(), text.clone());
+    if handle.call(move |_| refuse(&session, &text)).is_err() {
+        refuse(&again, said);
+    }
 }
 
 /// `e` and its sources, `: `-separated (a store failure says why).
@@ -480,7 +493,11 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
             } else if let Some(s) = find(rest) {
                 vec![s]
             } else {
-                return refuse(rest, format_args!("no such session ({})", sessions()));
+                return refuse_in_order(
+                    handle,
+                    rest,
+                    format_args!("no such session ({})", sessions()),
+                );
             };
             for s in targets {
                 let queued = if word == "logout" {
@@ -501,7 +518,8 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
             } else if let Some(s) = find(word) {
                 (s, rest)
             } else if rest.is_empty() {
-                return refuse(
+                return refuse_in_order(
+                    handle,
                     &first.name,
                     format_args!(
                         "{word:?} is not a command (logout, logon, quit), a message \
@@ -510,7 +528,8 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
                     ),
                 );
             } else {
-                return refuse(
+                return refuse_in_order(
+                    handle,
                     word,
                     format_args!(
                         "no such session ({}); a message is 35=<MsgType>|... or \
@@ -525,7 +544,7 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
             // sequence number and puts nothing on the wire.
             let Typed { msg_type, body } = match parse_typed(fields, &session.id) {
                 Ok(t) => t,
-                Err(e) => return refuse(&name, e),
+                Err(e) => return refuse_in_order(handle, &name, e),
             };
             // Runs on the engine thread; prints the MsgSeqNum the message got and
             // whether it went out (logged on) or was only stored, or why it was refused.

@@ -468,6 +468,40 @@ fn regression_every_refused_stdin_line_is_an_error_line_on_standard_output() {
     client.wait_ever(&["WARNING", c, &format!("(MsgSeqNum {seq})")]);
 }
 
+/// New-user pass: lines given at once (a script) were answered out of order: the
+/// ERROR of a later line came before the SENT (or STORED) of an earlier one. The
+/// answers now come in the order of the lines.
+#[test]
+fn refusals_and_sends_are_answered_in_input_order() {
+    let dir = temp_dir("cli-stdin-order");
+    let port = free_port();
+    let cfg = two_sided_cfg(dir.path(), port, false);
+    // No acceptor: the orders are stored (STORED), the bad lines refused (ERROR).
+    let mut client = Peer::tickwire("tickwire initiator", "initiator", &cfg, "log");
+    client.wait(&["READY initiator"]);
+    let batch = format!(
+        "35=D|11=ONE|{ORDER}\nbogus\n35=D|11=TWO|{ORDER}\nFIX.4.4:X->Y 35=D|11=3\n\
+         35=D|11=THREE|{ORDER}\n35=0\n"
+    );
+    client.send_bytes(batch.as_bytes());
+    client.wait(&["ERROR", "35=0"]);
+    let answers: Vec<String> = client
+        .output()
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|w| *w == "STORED" || *w == "ERROR")
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        answers,
+        ["STORED", "ERROR", "STORED", "ERROR", "STORED", "ERROR"],
+        "{}",
+        client.output()
+    );
+    let st = client.terminate();
+    assert_eq!(st.code(), Some(3), "{}", client.output());
+}
+
 /// New-user pass: an order typed while the session was not logged on is stored, not
 /// sent; a `quit` before the counterparty asked for it lost the order while the
 /// initiator exited 0 without a word. Now it exits 3 with a WARNING naming the number.
