@@ -567,6 +567,22 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
         .and_then(|v| v.as_f64())
         .unwrap_or(0.0);
     assert!(total >= 42.0, "msgs_in card shows {total}");
+    // The last-value cache's cards (new-user pass: the dashboard did not show the
+    // cache): one topic, mon/a, every message stored.
+    let card = |key: &str| {
+        tab.evaluate(
+            &format!("document.getElementById('counter-{key}')?.dataset.value ?? ''"),
+            false,
+        )
+        .unwrap()
+        .value
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+    };
+    assert_eq!(
+        (card("cache_topics"), card("cache_stored")),
+        ("1".to_owned(), "42".to_owned())
+    );
     // Let a few more polls and the latency chart happen, then check for errors.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

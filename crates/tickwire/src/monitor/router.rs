@@ -712,26 +712,51 @@ impl Component for RouterMonitor {
                 "history": l.history().collect::<Vec<_>>(),
             })
         });
+        let mut counters = json!({
+            "msgs_in": t.msgs_in,
+            "msgs_out": t.msgs_out,
+            "bytes_in": t.bytes_in,
+            "bytes_out": t.bytes_out,
+            "discards": t.discards,
+            "unrouted": t.unrouted,
+            "connections": t.connections,
+        });
+        let mut gauges = json!({
+            "clients": r.clients,
+            "subscriptions": r.subscriptions,
+            "slow_consumers": slow_count(&s),
+        });
+        let mut rate_charts = json!([
+            ["msgs_in", "msgs_out"],
+            ["bytes_in", "bytes_out"],
+            ["discards", "unrouted"]
+        ]);
+        // The last-value cache, when the router keeps one (new-user pass: only `stats`,
+        // /varz and /metrics showed it).
+        if let Some(c) = &s.cache {
+            for (k, v) in [
+                ("cache_stored", c.stored),
+                ("cache_images", c.images),
+                ("cache_image_messages", c.image_messages),
+                ("cache_evicted_topics", c.evicted_topics),
+                ("cache_images_throttled", c.images_throttled),
+            ] {
+                counters[k] = json!(v);
+            }
+            gauges["cache_topics"] = json!(c.topics);
+            gauges["cache_bytes"] = json!(c.bytes);
+            if let Some(charts) = rate_charts.as_array_mut() {
+                charts.push(json!(["cache_stored", "cache_images"]));
+            }
+        }
         json!({
             "kind": "router",
             "name": r.name,
             "version": r.version,
             "uptime_ms": r.uptime_ms,
-            "counters": {
-                "msgs_in": t.msgs_in,
-                "msgs_out": t.msgs_out,
-                "bytes_in": t.bytes_in,
-                "bytes_out": t.bytes_out,
-                "discards": t.discards,
-                "unrouted": t.unrouted,
-                "connections": t.connections,
-            },
-            "gauges": {
-                "clients": r.clients,
-                "subscriptions": r.subscriptions,
-                "slow_consumers": slow_count(&s),
-            },
-            "rate_charts": [["msgs_in", "msgs_out"], ["bytes_in", "bytes_out"], ["discards", "unrouted"]],
+            "counters": counters,
+            "gauges": gauges,
+            "rate_charts": rate_charts,
             "connections": {
                 "total": s.clients.len(),
                 "shown": shown.len(),
