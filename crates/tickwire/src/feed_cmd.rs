@@ -258,7 +258,12 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         Some(addr) => a.http.access(addr, None)?,
         None => None,
     };
-    warn_small_recv_buffer("feed");
+    // With --quiet, said only if the kernel did drop datagrams (in the lost-message
+    // report; new-user pass: printed first, it came before the real error).
+    let quiet = a.quiet;
+    if !quiet {
+        warn_small_recv_buffer("feed");
+    }
     let stop = StopFlag::install();
     crate::logging::reopen_on_sighup()?;
     let (publisher, _server) = match http {
@@ -418,6 +423,14 @@ fn why_lost(r: &HandlerReport, opts: &HandlerOptions) -> String {
              full: the feed fell behind); their messages were among the gaps below\n",
             tickwire_rt::text::count(d, "datagram was", "datagrams were")
         );
+        if let Some(granted) = tickwire_capture::net::recv_buffer_granted() {
+            s += &format!(
+                "  the kernel granted a receive buffer of {granted} bytes, not the {} asked \
+                 for: raise the cap with `sysctl -w net.core.rmem_max={}`\n",
+                tickwire_capture::net::RECV_BUFFER_BYTES,
+                tickwire_capture::net::RECV_BUFFER_BYTES
+            );
+        }
     }
     if c.overflow > 0 {
         s += &format!(
