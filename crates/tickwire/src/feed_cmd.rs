@@ -164,7 +164,8 @@ pub struct FeedArgs {
     /// Keep running after End of Session.
     #[arg(long)]
     keep_running: bool,
-    /// Don't print the per-second counters.
+    /// Don't print the per-second counters, nor the up-front warning of a small kernel
+    /// receive buffer (a run that loses datagrams to it still says so).
     #[arg(long)]
     quiet: bool,
     /// Interface address to join the group on.
