@@ -215,15 +215,34 @@ fn main() -> std::process::ExitCode {
             // router or login: it knows neither (new-user pass: copied, it went to the
             // default router).
             let flags = login::connection_flags();
-            if !flags.is_empty() && text.contains("tickwire ") && !text.contains(flags) {
+            if !flags.is_empty() && suggests_client_command(&text) && !text.contains(flags) {
                 eprintln!(
-                    "hint: add`{flags}` to the tickwire command suggested above to run it \
-                     against this router"
+                    "hint: add `{}` to the tickwire command suggested above to run it \
+                     against this router",
+                    flags.trim_start()
                 );
             }
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `text` suggests a command that connects to a router as a client (`tickwire
+/// queue show orders`), which the failing command's --router and login flags must
+/// follow to reach the same router; not `tickwire router`, `tickwire passwd` and the
+/// like.
+fn suggests_client_command(text: &str) -> bool {
+    ["queue", "pub", "sub", "stats", "request", "reply", "cache"]
+        .iter()
+        .any(|cmd| {
+            let word = format!("tickwire {cmd}");
+            text.match_indices(&word).any(|(at, _)| {
+                text[at + word.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_alphanumeric() && c != '-' && c != '_')
+            })
+        })
 }
 
 /// Lets every option that takes exactly one value take one that starts with `-`
@@ -318,4 +337,29 @@ fn exit_quietly_on_broken_pipe() {
         }
         default(info);
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_suggested_client_command_asks_for_the_connection_flags() {
+        for yes in [
+            "no queue named \"q\" (tickwire queue create q --sub PATTERN)",
+            "look at the queues (`tickwire queue show NAME`)",
+            "run `tickwire stats`",
+            "tickwire sub",
+        ] {
+            assert!(suggests_client_command(yes), "{yes}");
+        }
+        for no in [
+            "connection refused (is `tickwire router` running?)",
+            "make one with tickwire passwd --token",
+            "tickwire subscribers",
+            "tickwire pub-sub",
+        ] {
+            assert!(!suggests_client_command(no), "{no}");
+        }
+    }
 }

@@ -164,6 +164,17 @@ fn connect_refused_says_what_to_do() {
         err.to_string(),
         format!("cannot connect to router at {addr}: connection refused (is `tickwire router` running?)")
     );
+    // The CLI says the same, with no hint to add --router to `tickwire router` (the
+    // hint is for suggested client commands only).
+    let (st, _, err) = common::run_cli(
+        &["stats", "--router", &addr.to_string()],
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(
+        err.contains("connection refused") && !err.contains("hint: add"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -497,7 +497,7 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     assert!(
         err.contains("(tickwire queue create nope --sub PATTERN)")
             && err.contains(&format!(
-                "hint: add` --router {a}` to the tickwire command suggested above"
+                "hint: add `--router {a}` to the tickwire command suggested above"
             )),
         "{err}"
     );
