@@ -2416,10 +2416,14 @@ impl Refused {
             1 => String::new(),
             n => format!(" ({n} of the {} patterns refused)", patterns.len()),
         };
-        Err(Error::Rejected {
-            code,
-            text: format!("{pattern:?}: {text}{more}"),
-        })
+        // The router's refusal usually names the pattern already (new-user pass: it
+        // came out twice, `"md/>": not permitted to subscribe to "md/>"`).
+        let text = if text.contains(&format!("{pattern:?}")) {
+            format!("{text}{more}")
+        } else {
+            format!("{pattern:?}: {text}{more}")
+        };
+        Err(Error::Rejected { code, text })
     }
 }
 

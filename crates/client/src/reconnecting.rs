@@ -596,6 +596,10 @@ fn open(
         if *image {
             c.subscribe_with_image(p)
                 .map_err(|e| match e {
+                    // Named once (the router's refusal usually names it).
+                    Error::Rejected { code, text } if text.contains(&format!("{p:?}")) => {
+                        Error::Rejected { code, text }
+                    }
                     Error::Rejected { code, text } => Error::Rejected {
                         code,
                         text: format!("{p:?}: {text}"),

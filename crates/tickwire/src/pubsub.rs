@@ -379,9 +379,11 @@ fn refused_whole(e: Option<&anyhow::Error>) -> bool {
 /// The summary of a run the router refused, `n` messages written to `topic` (a
 /// reconnecting `pub` may have had some published by an earlier router: review).
 fn refused_line(n: u64, topic: &str) -> String {
+    // The router's reason follows ("not permitted to publish to ..."): not said twice
+    // (new-user pass).
     format!(
-        "refused by the router: publishing to {topic} is not permitted to this user ({} \
-         written; the router drops every message to a topic it does not permit)",
+        "publishing to {topic} refused by the router ({} written; it drops every message \
+         to a topic it does not permit)",
         count(n, "message", "messages")
     )
 }
