@@ -1181,7 +1181,9 @@ impl Core {
              after {} ms: closed to admit a newer one",
             age / 1_000_000
         );
-        self.fail(slot, ErrorCode::TOO_MANY_CLIENTS, &text);
+        // Counted as evicted, not as an error disconnect: the connection did nothing
+        // wrong but wait (review: a flood of silent connections read as errors).
+        self.fail_counted(slot, ErrorCode::TOO_MANY_CLIENTS, &text, false);
         true
     }
 
@@ -2918,11 +2920,16 @@ impl Core {
 
     /// Sends a fatal ERROR and starts closing the client.
     pub fn fail(&mut self, id: Slot, code: ErrorCode, text: &str) {
+        self.fail_counted(id, code, text, true);
+    }
+
+    /// [`Core::fail`], counted in `disconnects_error` when `error`.
+    fn fail_counted(&mut self, id: Slot, code: ErrorCode, text: &str, error: bool) {
         if self.phase(id).is_none_or(|p| p == Phase::Closing) {
             return;
         }
         self.last_word(id, |b| frame::encode_error(b, 0, code, true, text));
-        self.totals.disconnects_error += 1;
+        self.totals.disconnects_error += u64::from(error);
         self.begin_close(id, code, text);
     }
 
@@ -3753,6 +3760,8 @@ mod tests {
         assert_eq!(core.phase(b), Some(Phase::Handshake));
         assert_eq!(core.phase(logged_in), Some(Phase::Open));
         assert_eq!(core.totals().evicted_before_login, 1);
+        // Not an error of the connection: not counted as one.
+        assert_eq!(core.totals().disconnects_error, 0);
         // `c` says HELLO in time: the next one at the limit closes `b`, then nothing
         // is left to close (the logged-in clients hold their places).
         let mut hello = Vec::new();
