@@ -451,10 +451,30 @@ fn refuse(session: &str, text: impl std::fmt::Display) {
 /// later line was printed before the SENT of an earlier one). Printed at once when the
 /// engine no longer takes calls.
 fn refuse_in_order(handle: &Handle, session: &str, text: impl std::fmt::Display) {
-    let (session, text) = (session.to_owned(), text.to_string());
-    let (again, said) = (session.clone(), text.clone());
-    if handle.call(move |_| refuse(&session, &text)).is_err() {
-        refuse(&again, said);
+    let text = text.to_string();
+    let queued = queue_waiting(|| {
+        let (session, text) = (session.to_owned(), text.clone());
+        handle.call(move |_| refuse(&session, &text))
+    });
+    if queued.is_err() {
+        refuse(session, text);
+    }
+}
+
+/// Runs `push` (one command for the engine's thread) until its queue takes it: while
+/// the queue is full, standard input waits (a script faster than the engine is slowed
+/// down, not answered out of order or refused; review). Fails only when the engine
+/// has stopped.
+fn queue_waiting(
+    mut push: impl FnMut() -> Result<(), tickwire_fix_engine::SendError>,
+) -> Result<(), tickwire_fix_engine::SendError> {
+    loop {
+        match push() {
+            Err(tickwire_fix_engine::SendError::QueueFull) => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            done => return done,
+        }
     }
 }
 
@@ -500,11 +520,13 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
                 );
             };
             for s in targets {
-                let queued = if word == "logout" {
-                    handle.logout(s.key, None)
-                } else {
-                    handle.logon(s.key)
-                };
+                let queued = queue_waiting(|| {
+                    if word == "logout" {
+                        handle.logout(s.key, None)
+                    } else {
+                        handle.logon(s.key)
+                    }
+                });
                 if let Err(e) = queued {
                     refuse(&s.name, format_args!("{word} not done: {e}"));
                 }
@@ -548,10 +570,11 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
             };
             // Runs on the engine thread; prints the MsgSeqNum the message got and
             // whether it went out (logged on) or was only stored, or why it was refused.
-            let queued = handle.call({
+            let queued = queue_waiting(|| {
                 let name = name.clone();
                 let unsent = unsent.clone();
-                move |ctx| {
+                let (msg_type, body) = (msg_type.clone(), body.clone());
+                handle.call(move |ctx| {
                     let logged_on = ctx.is_logged_on(key);
                     match ctx.send(key, &msg_type, &body) {
                         Ok(seq) if logged_on => print_line(format!("SENT {name} {seq}").as_bytes()),
@@ -568,7 +591,7 @@ fn command(handle: &Handle, names: &[Named], unsent: &Arc<Unsent>, line: &str) {
                         }
                         Err(e) => refuse(&name, with_sources(&e)),
                     }
-                }
+                })
             });
             if let Err(e) = queued {
                 refuse(&name, format_args!("not sent: {e}"));

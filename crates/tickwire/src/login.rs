@@ -208,7 +208,7 @@ impl LoginArgs {
             add("--user", Some(user));
         }
         if let Some(path) = &self.password_file {
-            add("--password-file", Some(&path.to_string_lossy()));
+            add("--password-file", Some(&absolute(path)));
         }
         if self.token.is_some() {
             add("--token", Some("TOKEN"));
@@ -219,7 +219,7 @@ impl LoginArgs {
         }
         for (flag, path) in [("--ca", &t.ca), ("--cert", &t.cert), ("--key", &t.key)] {
             if let Some(p) = path {
-                add(flag, Some(&p.to_string_lossy()));
+                add(flag, Some(&absolute(p)));
             }
         }
         if let Some(name) = &t.server_name {
@@ -241,10 +241,23 @@ pub(crate) fn connection_flags() -> &'static str {
     CONNECTION.get().map_or("", |c| c.0.as_str())
 }
 
-/// Whether this command logged in (a user or a token): its hints may suggest commands
-/// its rights do not allow (queue administration), so they say whom to ask.
+/// Whether this command logged in (a user or a token) or offered a client certificate
+/// (which the router may map to a user): its hints may suggest commands its rights do
+/// not allow (queue administration), so they say whom to ask.
 pub(crate) fn logged_in() -> bool {
     CONNECTION.get().is_some_and(|c| c.1)
+}
+
+/// `path` made absolute (a hint's command may be run from another directory; review:
+/// a relative --password-file failed there), `-` (standard input) left alone.
+fn absolute(path: &std::path::Path) -> String {
+    if path.as_os_str() == "-" {
+        return "-".to_owned();
+    }
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `s` as one shell word: unchanged when it is plain, else single-quoted.

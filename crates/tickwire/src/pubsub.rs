@@ -1389,10 +1389,10 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         .patterns
         .iter()
         .map(|p| match &a.group {
-            Some(g) => tickwire_client::shared_pattern(g, p),
-            None => p.clone(),
+            Some(g) => grouped(g, p),
+            None => Ok(p.clone()),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     if a.initial_image {
         for p in &patterns {
             client
@@ -2441,6 +2441,19 @@ fn parse_identity(s: &str) -> Result<String, String> {
         ));
     }
     Ok(s.to_owned())
+}
+
+/// `pattern` shared in group `g` (`$share/g/pattern`); a pattern that names a group
+/// already is a usage error (review: `$share/pool/$share/x/...` matched nothing, in
+/// silence).
+pub(crate) fn grouped(g: &str, pattern: &str) -> Result<String, crate::units::UsageError> {
+    if pattern.starts_with("$share/") {
+        return Err(crate::units::UsageError(format!(
+            "--group {g} with the shared pattern {pattern:?}: give one or the other \
+             (--group NAME with the plain pattern, or '$share/NAME/PATTERN' alone)"
+        )));
+    }
+    Ok(tickwire_client::shared_pattern(g, pattern))
 }
 
 /// A `--group` NAME: one topic level ([`tickwire_client::validate_group`]); a `/` would

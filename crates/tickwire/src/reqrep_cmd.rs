@@ -157,19 +157,29 @@ pub fn run_request(a: RequestArgs) -> anyhow::Result<ExitCode> {
             if matches!(&e, Error::Rejected { code, text }
                 if *code == ErrorCode::PERMISSION_DENIED && text.contains("subscribe to")) =>
         {
-            let user = if a.login.user().is_some() {
-                "this"
-            } else {
-                "the"
-            };
+            // The user's own inbox when its name is one topic level (the client's
+            // default prefix for it then), else the general form.
+            let own = a
+                .login
+                .user()
+                .filter(|u| tickwire_client::validate_group(u).is_ok())
+                .map(|u| {
+                    format!(
+                        "this user's subscribe rules must allow it: allow `_reply/user/{u}/>` \
+                         (its default inbox)"
+                    )
+                })
+                .unwrap_or_else(|| {
+                    "the user's subscribe rules must allow it: allow `_reply/user/USER/>` and \
+                     log in with --user USER (the inbox's default prefix then is \
+                     _reply/user/USER)"
+                        .to_owned()
+                });
             Err(e).with_context(|| {
                 format!(
                     "request to {}: the router refused the reply inbox, the subscription \
-                     the reply comes back on: {user} user's subscribe rules must allow it. \
-                     Allow `_reply/user/USER/>` and log in with --user USER (the inbox's \
-                     default prefix then is _reply/user/USER), or pass --inbox-prefix \
-                     PREFIX for a `PREFIX/>` the rules allow (docs/security.md, \
-                     \"Requests and replies\")",
+                     the reply comes back on: {own}, or pass --inbox-prefix PREFIX for a \
+                     `PREFIX/>` the rules allow (docs/security.md, \"Requests and replies\")",
                     a.topic
                 )
             })
@@ -286,7 +296,7 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     )?;
     let mut c = ReconnectingClient::connect(&a.router, opts)?;
     let pattern = match &a.group {
-        Some(g) => tickwire_client::shared_pattern(g, &a.pattern),
+        Some(g) => crate::pubsub::grouped(g, &a.pattern)?,
         None => a.pattern.clone(),
     };
     c.subscribe(&pattern)

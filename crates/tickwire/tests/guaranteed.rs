@@ -462,6 +462,38 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
             && err.contains("bytes), its limit is max_messages 2"),
         "{err}"
     );
+    // A message that alone exceeds max_bytes: the message is what does not fit.
+    let (st, out, err) = run_cli(
+        &[
+            "queue",
+            "create",
+            "small",
+            "--sub",
+            "small",
+            "--max-bytes",
+            "16",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert!(st.success(), "{out}{err}");
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "small",
+            "a payload of 24 bytes...",
+            "--router",
+            &a,
+        ],
+        t,
+    );
+    assert_eq!(st.code(), Some(3), "{out}{err}");
+    assert!(
+        err.contains("queue small is full: this message (29 bytes as stored) would take it past max_bytes 16; it holds 0 messages (0 bytes)"),
+        "{err}"
+    );
     // Purging says how many messages it dropped: the two the full queue held.
     let (st, out, err) = run_cli(&["queue", "purge", "tiny", "--router", &a], t);
     assert!(st.success(), "{out}{err}");

@@ -252,26 +252,36 @@ fn cli_request_and_reply_with_exec_and_no_responders_exit_status() {
 fn reply_group_members_share_the_requests() {
     let router = RouterProc::start(&["--no-guaranteed"]);
     let addr = router.addr_str();
+    /// A member, killed when the test ends, whatever way it ends.
+    struct Member(std::process::Child);
+    impl Drop for Member {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let member = |tag: &str| {
-        common::cli(&[
-            "reply",
-            "--router",
-            &addr,
-            "svc/who",
-            "--group",
-            "pool",
-            "--exec",
-            &format!("echo {tag}"),
-            "--quiet",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+        Member(
+            common::cli(&[
+                "reply",
+                "--router",
+                &addr,
+                "svc/who",
+                "--group",
+                "pool",
+                "--exec",
+                &format!("echo {tag}"),
+                "--quiet",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        )
     };
-    let mut one = member("one");
+    let _one = member("one");
     let first = request_when_answered(&addr, "svc/who", "x");
-    let mut two = member("two");
+    let _two = member("two");
     // Both members are in the group once the router holds two subscriptions.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -280,7 +290,8 @@ fn reply_group_members_share_the_requests() {
             Duration::from_secs(20),
         );
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-        if v["router"]["subscriptions"] == 2 {
+        // One group of two members: with --group ignored there would be none (review).
+        if v["router"]["subscriptions"] == 2 && v["shared_groups"] == 1 {
             break;
         }
         assert!(
@@ -299,6 +310,21 @@ fn reply_group_members_share_the_requests() {
     );
     // A group shares the requests: the new member answers some of them.
     assert!(answers.iter().any(|a| a == "two\n"), "{answers:?}");
+    // A pattern that is shared already, with --group: a usage error, not a
+    // subscription that never matches (review).
+    let (st, _, err) = run_cli(
+        &[
+            "reply",
+            "$share/x/svc/who",
+            "--group",
+            "pool",
+            "--router",
+            &addr,
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("give one or the other"), "{err}");
     let (st, _, err) = run_cli(
         &["reply", "svc/x", "--group", "a/b", "--router", &addr],
         Duration::from_secs(20),
@@ -308,10 +334,6 @@ fn reply_group_members_share_the_requests() {
         err.contains("invalid value 'a/b' for '--group <NAME>': \"a/b\" is not a group name"),
         "{err}"
     );
-    let _ = one.kill();
-    let _ = two.kill();
-    let _ = one.wait();
-    let _ = two.wait();
 }
 
 /// A command that floods stderr and fails, one that answers before reading its input,

@@ -1610,17 +1610,25 @@ impl Engine {
                     q.counters.rejected += 1;
                     // New-user pass: "(1 messages, 6 bytes)" read as neither the
                     // contents nor the limit clearly.
-                    let limit = if q.def.max_messages > 0 && q.depth >= q.def.max_messages {
-                        format!("max_messages {}", q.def.max_messages)
-                    } else {
-                        format!("max_bytes {}", q.def.max_bytes)
-                    };
-                    let text = format!(
-                        "queue {} is full: it holds {} ({} bytes), its limit is {limit}",
-                        q.def.name,
+                    let holds = format!(
+                        "{} ({} bytes)",
                         tickwire_rt::text::count(q.depth, "message", "messages"),
                         q.bytes
                     );
+                    let text = if q.def.max_messages > 0 && q.depth >= q.def.max_messages {
+                        format!(
+                            "queue {} is full: it holds {holds}, its limit is max_messages {}",
+                            q.def.name, q.def.max_messages
+                        )
+                    } else {
+                        // This message is what does not fit (review: "it holds 0
+                        // messages" for one larger than max_bytes alone).
+                        format!(
+                            "queue {} is full: this message ({size} bytes as stored) would \
+                             take it past max_bytes {}; it holds {holds}",
+                            q.def.name, q.def.max_bytes
+                        )
+                    };
                     self.nack(slot, seq, NackReason::QUEUE_FULL, &text);
                     return Ok(());
                 }
