@@ -1103,17 +1103,18 @@ fn no_queue_hint(topic: &str) -> String {
         (false, _) => "NAME".to_owned(),
     };
     let flags = crate::login::connection_flags();
-    // A user under rules may not be allowed to create or list queues (new-user pass:
-    // both suggested commands were refused to such a user).
-    let ask = if crate::login::logged_in() {
-        "; if this user may not, ask an administrator"
+    // A user under rules may not be allowed to create queues, and listing them is an
+    // admin's (new-user pass: both suggested commands were refused to such a user).
+    let then = if crate::login::logged_in() {
+        "; if this user may not, ask an administrator (who sees the queues and their \
+         patterns with `tickwire queue list`)"
+            .to_owned()
     } else {
-        ""
+        format!(" (`tickwire queue list{flags}` shows the queues and their patterns)")
     };
     format!(
         "no queue subscribes to {topic}, so the router stored those messages nowhere; \
-         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'{flags}` \
-         (`tickwire queue list{flags}` shows the queues and their patterns){ask}"
+         create one first, e.g. `tickwire queue create {name} --sub '{pattern}'{flags}`{then}"
     )
 }
 

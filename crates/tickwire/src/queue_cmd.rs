@@ -321,7 +321,23 @@ fn request(
         opts.request_timeout = t;
     }
     let mut client = Client::connect_to(c.router.as_str(), opts)?;
-    let json = client.queue_request(op, arg)?;
+    let json = match client.queue_request(op, arg) {
+        Ok(json) => json,
+        // New-user pass: `queue show nope` said no more than that (`sub --queue nope`
+        // suggests creating it).
+        Err(tickwire_client::Error::Rejected { code, text })
+            if code == tickwire_client::ErrorCode::NO_SUCH_QUEUE
+                && matches!(op, QueueOp::Show | QueueOp::Delete | QueueOp::Purge) =>
+        {
+            let flags = crate::login::connection_flags();
+            return Err(tickwire_client::Error::Rejected {
+                code,
+                text: format!("{text} (`tickwire queue list{flags}` lists the queues)"),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     client.close().ok();
     // Checked even where it is printed as it came (--print-json): a router's answer
     // that is not JSON (or holds raw control characters) is refused, not passed on.
@@ -503,10 +519,14 @@ fn render_show(doc: &Value) -> String {
     flatten("", obj, &mut rows);
     // The name first, the state next, the definition last (new-user pass: in key order
     // `name` sat between `in_flight` and `redelivered`, the definition in the middle).
-    rows.sort_by_key(|(k, _)| match k.as_str() {
-        "name" => 0,
-        k if k.starts_with("definition.") => 2,
-        _ => 1,
+    // What an operator looks at first (depth, in flight, consumers) right after it;
+    // the definition's own name is the name again.
+    rows.retain(|(k, _)| k != "definition.name");
+    let first = ["name", "depth", "bytes", "in_flight", "consumers"];
+    rows.sort_by_key(|(k, _)| match first.iter().position(|f| f == k) {
+        Some(i) => i,
+        None if k.starts_with("definition.") => first.len() + 1,
+        None => first.len(),
     });
     for (k, v) in &mut rows {
         if let (Some(meaning), "0") = (zero_means(k), v.as_str()) {
@@ -615,7 +635,7 @@ mod tests {
             "redelivered": 0,
         });
         // New-user pass: a limit of 0 says what it means.
-        // New-user pass: the name first, the definition last.
+        // New-user pass: the name and the depth first, the definition last.
         assert_eq!(
             render_show(&doc),
             "name                      orders\n\

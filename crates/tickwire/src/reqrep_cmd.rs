@@ -301,6 +301,14 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
     };
     c.subscribe(&pattern)
         .with_context(|| format!("subscribing to {pattern:?}"))?;
+    // Live from here: said once (new-user pass: silent until the first request).
+    if !a.quiet {
+        eprintln!(
+            "answering requests on {} at {} (Ctrl-C to stop)",
+            tickwire_rt::text::terminal_safe(&pattern),
+            a.router
+        );
+    }
     let limit = a.count.unwrap_or(u64::MAX);
     let mut tally = ReplyTally::default();
     let started = Instant::now();

@@ -1036,9 +1036,9 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             let body = text
                 .find("[router]\n")
                 .map_or(0, |i| i + "[router]\n".len());
-            let end = text[body..]
-                .find("\n[")
-                .map_or(text.len(), |i| body + i + 1);
+            // Before the blank line that ends [router] (new-user pass: the note ran
+            // into the next table's header).
+            let end = text[body..].find("\n[").map_or(text.len(), |i| body + i);
             text.insert_str(end, &note);
         }
         print!("{text}");

@@ -864,7 +864,7 @@ fn router_print_config_lists_every_key() {
     let text = ok(&["router", "--print-config"]);
     assert!(
         text.contains("# data_dir = \"...\"   # not set: the guaranteed-messaging spool")
-            && text.contains("tickwire/router-7420 (for port 7420)"),
+            && text.contains("tickwire/router-7420 (for port 7420).\n\n["),
         "{text}"
     );
     // New-user pass: the note came after [log], where a `data_dir = ...` line written

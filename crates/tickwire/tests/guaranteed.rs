@@ -523,6 +523,15 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
             && !err.contains("ask an administrator"),
         "{err}"
     );
+    // A queue that does not exist: `queue show` says where the queues are listed.
+    let (st, out, err) = run_cli(&["queue", "show", "nope", "--router", &a], t);
+    assert_eq!(st.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "no queue named \"nope\" (`tickwire queue list --router {a}` lists the queues)"
+        )),
+        "{err}"
+    );
     // A command the router suggests names no router: the CLI says which flags to add.
     let (st, out, err) = run_cli(&["sub", "--queue", "nope", "--router", &a], t);
     assert_eq!(st.code(), Some(1), "{out}{err}");

@@ -601,7 +601,8 @@ fn regression_ctrl_c_stops_reply_in_order_with_its_summary() {
     assert_eq!(st.code(), Some(0), "{err}");
     assert!(err.contains("stopping"), "{err}");
     assert!(
-        err.contains("answered 2 requests on svc/echo in "),
+        err.contains("answered 2 requests on svc/echo in ")
+            && err.starts_with("answering requests on svc/echo at "),
         "the summary: {err}"
     );
     // An orderly close: the router got its CLOSE (a dropped connection is logged

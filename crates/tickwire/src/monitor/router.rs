@@ -739,6 +739,8 @@ impl Component for RouterMonitor {
                 ("cache_images", c.images),
                 ("cache_image_messages", c.image_messages),
                 ("cache_evicted_topics", c.evicted_topics),
+                ("cache_evicted_messages", c.evicted_messages),
+                ("cache_too_large", c.too_large),
                 ("cache_images_throttled", c.images_throttled),
             ] {
                 counters[k] = json!(v);
