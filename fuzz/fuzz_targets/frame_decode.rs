@@ -9,7 +9,9 @@
 //!   express the decoded values);
 //! - a PUBLISH turns into a MESSAGE through `encode_message_from_publish` that decodes
 //!   back with the same topic, payload, sequence number, discard count and stamps;
-//! - a MESSAGE with a DISCARDS field takes `add_discards` and keeps its other fields.
+//! - a MESSAGE with a DISCARDS field takes `add_discards` and keeps its other fields;
+//! - the receivers' shortcuts `plain_publish` and `plain_message` answer exactly as
+//!   `decode` does: a frame without flags, or nothing (also where `decode` stops).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,8 +19,8 @@ use tickwire_wire::frame::{
     add_discards, decode, encode_ack, encode_auth, encode_cached_message, encode_close,
     encode_error, encode_hello_caps, encode_message_from_publish, encode_ping, encode_pong,
     encode_publish_reply, encode_stats_reply, encode_stats_request, encode_subscribe_image,
-    encode_unsubscribe, encode_welcome_caps, flags, Frame, Msg, PublishOptions, Stamps,
-    HEADER_LEN, MAX_AUTH_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
+    encode_unsubscribe, encode_welcome_caps, flags, plain_message, plain_publish, Frame, Msg,
+    PublishOptions, Stamps, HEADER_LEN, MAX_AUTH_LEN, MAX_TEXT_LEN, PROTOCOL_VERSION,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -40,6 +42,19 @@ fuzz_target!(|data: &[u8]| {
         let len_field = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
         assert_eq!(n, len_field as usize);
         let bytes = &buf[..n];
+        let publish = plain_publish(buf, max_frame);
+        let message = plain_message(bytes, max_frame);
+        match &frame {
+            Frame::Publish(p) if p.flags == 0 => {
+                assert_eq!(publish, Some((n, p.topic, p.payload)));
+                assert_eq!(message, None);
+            }
+            Frame::Message(m) if m.flags == 0 => {
+                assert_eq!(message, Some((m.topic, m.payload)));
+                assert_eq!(publish, None);
+            }
+            _ => assert_eq!((publish, message), (None, None)),
+        }
         match frame {
             Frame::Publish(p) => check_publish(bytes, p, discarded, router_in, router_out),
             Frame::Message(m) => check_message(bytes, m),
@@ -47,6 +62,9 @@ fuzz_target!(|data: &[u8]| {
         }
         buf = &buf[n..];
     }
+    // Where decode stops (a partial frame or an error), neither shortcut takes a frame.
+    assert_eq!(plain_publish(buf, max_frame), None);
+    assert_eq!(plain_message(buf, max_frame), None);
 });
 
 fn check_publish(bytes: &[u8], p: Msg<'_>, discarded: u64, router_in: u64, router_out: u64) {
@@ -199,7 +217,11 @@ fn check_control(bytes: &[u8], frame: Frame<'_>) {
             name,
         } => encode_welcome_caps(&mut out, client_id, max_frame, capabilities, name),
         Frame::Auth(a) => {
-            assert!(bytes.len() <= MAX_AUTH_LEN, "an AUTH of {} bytes", bytes.len());
+            assert!(
+                bytes.len() <= MAX_AUTH_LEN,
+                "an AUTH of {} bytes",
+                bytes.len()
+            );
             if let Err(e) = encode_auth(&mut out, &a) {
                 panic!("a decoded AUTH does not re-encode: {e}");
             }
