@@ -191,7 +191,7 @@ impl LoginArgs {
     /// The flags a command suggested in a hint needs to reach the same router as this
     /// one, logged in the same way: the --router when not the default, the login and
     /// TLS flags given (a token as the word TOKEN: a hint never prints a secret).
-    fn repeat_flags(&self, router: &str) -> String {
+    pub(crate) fn repeat_flags(&self, router: &str) -> String {
         let mut out = String::new();
         let mut add = |flag: &str, value: Option<&str>| {
             out.push(' ');

@@ -171,7 +171,9 @@ const EXIT_STOPPED: u8 = 130;
 /// A note when `pub`'s two arguments look swapped (`pub 'bid 1' md/X`: a topic with
 /// a space and a message that looks like a topic): it is still published as asked (a
 /// topic may hold spaces), but a new user learns the order (new-user pass).
-fn swapped_arguments(topic: &str, message: Option<&str>) -> Option<String> {
+/// `flags` are the command's connection flags (`LoginArgs::repeat_flags`), for the
+/// command it suggests.
+fn swapped_arguments(topic: &str, message: Option<&str>, flags: &str) -> Option<String> {
     let message = message?;
     let looks_like_topic = |t: &str| {
         t.contains('/')
@@ -183,7 +185,7 @@ fn swapped_arguments(topic: &str, message: Option<&str>) -> Option<String> {
             format!(
                 "note: publishing to the topic {topic:?} the message {message:?}; the topic comes \
                  first (tickwire pub TOPIC MESSAGE): did you mean `tickwire pub {message} \
-                 {topic:?}`?"
+                 {topic:?}{flags}`?"
             )
         },
     )
@@ -199,7 +201,11 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
     if let Some(size) = a.size {
         check_load_size(size, &a.topic, a.guaranteed, u32::MAX)?;
     }
-    if let Some(note) = swapped_arguments(&a.topic, a.message.as_deref().and_then(|m| m.to_str())) {
+    if let Some(note) = swapped_arguments(
+        &a.topic,
+        a.message.as_deref().and_then(|m| m.to_str()),
+        &a.login.repeat_flags(&a.router),
+    ) {
         eprintln!("{note}");
     }
     // (--rate with --stdin is a usage error.)
@@ -1005,6 +1011,18 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if no_queue {
         eprintln!("{}", no_queue_hint(&a.topic));
     }
+    // A full queue: what frees it (new-user pass: the refusal said no more).
+    let mut full: Vec<&str> = Vec::new();
+    for n in p.recent_nacks() {
+        if n.reason == tickwire_client::NackReason::QUEUE_FULL {
+            if let Some(name) = full_queue_name(&n.text).filter(|q| !full.contains(q)) {
+                full.push(name);
+            }
+        }
+    }
+    for name in full {
+        eprintln!("{}", queue_full_hint(name));
+    }
     let unanswered = p.unanswered();
     if answered == Some(true) {
         p.close().ok();
@@ -1086,6 +1104,29 @@ fn report_return(p: &GuaranteedPublisher, seen: &std::cell::Cell<u64>) {
 }
 
 /// What to do when the router refused messages because no queue subscribes to `topic`.
+/// The queue a QUEUE_FULL refusal names when the queue itself is full ("queue NAME is
+/// full: ..."), not when the router's own limits refused it or the message alone is
+/// larger than the queue may hold (waiting or purging cannot help those).
+fn full_queue_name(text: &str) -> Option<&str> {
+    let name = text.strip_prefix("queue ")?.split_once(" is full: ")?.0;
+    tickwire_router::gm::queue::valid_name(name).then_some(name)
+}
+
+/// What frees the full queue `name`, with this command's router and login.
+fn queue_full_hint(name: &str) -> String {
+    let flags = crate::login::connection_flags();
+    // A shell takes an unquoted word starting with '#' for a comment.
+    let q = match name.starts_with('#') {
+        true => format!("'{name}'"),
+        false => name.to_owned(),
+    };
+    format!(
+        "hint: queue {name} takes messages again as its consumers acknowledge them \
+         (`tickwire sub --queue {q}{flags}`); `tickwire queue purge {q}{flags}` drops what it \
+         holds; `tickwire queue show {q}{flags}` shows its limits"
+    )
+}
+
 fn no_queue_hint(topic: &str) -> String {
     // The topic's first level names the queue, and its subtree is the pattern.
     let (name, pattern) = match topic.split_once('/') {
@@ -2602,13 +2643,20 @@ mod swapped_tests {
     /// a word.
     #[test]
     fn swapped_pub_arguments_get_a_note_and_ordinary_ones_none() {
-        let note = swapped_arguments("bid 1", Some("md/X")).expect("a note");
-        assert!(note.contains("tickwire pub md/X \"bid 1\""), "{note}");
-        assert_eq!(swapped_arguments("md/X", Some("bid 1")), None);
-        assert_eq!(swapped_arguments("md/X", Some("a/b")), None);
-        assert_eq!(swapped_arguments("my topic", Some("hello")), None);
-        assert_eq!(swapped_arguments("bid 1", None), None);
-        assert_eq!(swapped_arguments("a b/c", Some("md/X")), None);
+        let note = swapped_arguments("bid 1", Some("md/X"), "").expect("a note");
+        assert!(note.contains("tickwire pub md/X \"bid 1\"`?"), "{note}");
+        // The suggested command goes to the same router, logged in the same way.
+        let note =
+            swapped_arguments("bid 1", Some("md/X"), " --router 127.0.0.1:7001").expect("a note");
+        assert!(
+            note.contains("`tickwire pub md/X \"bid 1\" --router 127.0.0.1:7001`?"),
+            "{note}"
+        );
+        assert_eq!(swapped_arguments("md/X", Some("bid 1"), ""), None);
+        assert_eq!(swapped_arguments("md/X", Some("a/b"), ""), None);
+        assert_eq!(swapped_arguments("my topic", Some("hello"), ""), None);
+        assert_eq!(swapped_arguments("bid 1", None, ""), None);
+        assert_eq!(swapped_arguments("a b/c", Some("md/X"), ""), None);
     }
 }
 

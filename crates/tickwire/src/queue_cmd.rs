@@ -206,9 +206,10 @@ pub fn run(a: QueueArgs) -> anyhow::Result<ExitCode> {
                 eprintln!(
                     "error: queue {name} would receive no message: a guaranteed publish is \
                      stored in the queues whose --sub patterns match its topic. Give it one, \
-                     e.g. `tickwire queue create {name} --sub '{name}/>'`, or --no-sub for a \
-                     queue that only receives dead messages (a dead-letter queue)",
-                    name = c.name
+                     e.g. `tickwire queue create {name} --sub '{name}/>'{flags}`, or --no-sub \
+                     for a queue that only receives dead messages (a dead-letter queue)",
+                    name = c.name,
+                    flags = c.common.login.repeat_flags(&c.common.router),
                 );
                 return Ok(ExitCode::from(2));
             }

@@ -247,7 +247,10 @@ pub fn render_guaranteed(g: &Value) -> String {
 /// and discarded (by `discard-oldest`).
 pub fn queue_table(queues: &[Value]) -> String {
     if queues.is_empty() {
-        return "no queues (tickwire queue create NAME --sub PATTERN)\n".into();
+        return format!(
+            "no queues (tickwire queue create NAME --sub PATTERN{})\n",
+            crate::login::connection_flags()
+        );
     }
     let mut s = format!(
         "{:<24} {:<13} {:>10} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}\n",

@@ -1300,6 +1300,11 @@ fn bad_flag_values_are_clear_errors() {
             &["queue", "create", "orders"],
             &["no message", "--sub 'orders/>'", "--no-sub"],
         ),
+        // ...and the command it suggests goes to the router this one named.
+        (
+            &["queue", "create", "orders", "--router", "127.0.0.1:7001"],
+            &["`tickwire queue create orders --sub 'orders/>' --router 127.0.0.1:7001`"],
+        ),
         // Every duration flag takes the one syntax, and a bad one names the examples.
         (
             &["demo", "--duration", "soon"],

@@ -339,6 +339,15 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     let r = RouterProc::start(&[]);
     let a = r.addr_str();
     let t = Duration::from_secs(60);
+    // No queue yet: stats says how to create one, on this router.
+    let (st, out, err) = run_cli(&["stats", "--router", &a], t);
+    assert!(st.success(), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "no queues (tickwire queue create NAME --sub PATTERN --router {a})"
+        )),
+        "{out}"
+    );
     fills_queue_with(&a, 500);
     let q = queue_show(&a, "fills");
     assert_eq!(q["depth"], 500, "{q}");
@@ -386,6 +395,11 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert!(!st.success(), "{out}{err}");
     assert!(err.contains("queue-exists"), "{err}");
+    // It names what differs, with both values.
+    assert!(
+        err.contains(r#"subscriptions is ["fills/>"], asked ["other/>"]"#),
+        "{err}"
+    );
     // A dead-letter queue that does not exist yet is created on first use: the create
     // says so (a mistyped name would quietly become a new queue); an existing one is
     // not mentioned.
@@ -462,6 +476,15 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
             && err.contains("bytes), its limit is max_messages 2"),
         "{err}"
     );
+    // And what to do next, with this router's address.
+    assert!(
+        err.contains(&format!(
+            "hint: queue tiny takes messages again as its consumers acknowledge them \
+             (`tickwire sub --queue tiny --router {a}`); `tickwire queue purge tiny --router {a}` \
+             drops what it holds; `tickwire queue show tiny --router {a}` shows its limits"
+        )),
+        "{err}"
+    );
     // A message that alone exceeds max_bytes: the message is what does not fit.
     let (st, out, err) = run_cli(
         &[
@@ -491,9 +514,11 @@ fn cli_queue_pub_guaranteed_and_sub_queue_account_for_every_message() {
     );
     assert_eq!(st.code(), Some(3), "{out}{err}");
     assert!(
-        err.contains("queue small is full: this message (29 bytes as stored) would take it past max_bytes 16; it holds 0 messages (0 bytes)"),
+        err.contains("queue small cannot hold this message: 29 bytes as stored (topic and payload), more than its max_bytes 16"),
         "{err}"
     );
+    // Waiting or purging cannot help that one: no hint suggests it.
+    assert!(!err.contains("hint: queue"), "{err}");
     // Purging says how many messages it dropped: the two the full queue held.
     let (st, out, err) = run_cli(&["queue", "purge", "tiny", "--router", &a], t);
     assert!(st.success(), "{out}{err}");

@@ -265,6 +265,42 @@ pub struct Reject {
     pub text: String,
 }
 
+/// What a create asking for `asked` changes in the queue's definition `have`: each
+/// differing field by its JSON name, with the value it has and the value asked for
+/// ("max_messages is 1000, asked 500"). Each value shown is cut at
+/// [`DIFF_VALUE_MAX`] characters, so the text stays short whatever was asked.
+fn definition_differences(have: &QueueDef, asked: &QueueDef) -> String {
+    let (Ok(serde_json::Value::Object(h)), Ok(serde_json::Value::Object(a))) =
+        (serde_json::to_value(have), serde_json::to_value(asked))
+    else {
+        return "its fields differ".to_owned();
+    };
+    let shown = |v: &serde_json::Value| {
+        let t = v.to_string();
+        if t.chars().count() > DIFF_VALUE_MAX {
+            let cut: String = t.chars().take(DIFF_VALUE_MAX).collect();
+            format!("{cut}...")
+        } else {
+            t
+        }
+    };
+    let diffs: Vec<String> = h
+        .iter()
+        .filter_map(|(k, hv)| {
+            let av = a.get(k).unwrap_or(&serde_json::Value::Null);
+            (hv != av).then(|| format!("{k} is {}, asked {}", shown(hv), shown(av)))
+        })
+        .collect();
+    if diffs.is_empty() {
+        "its fields differ".to_owned()
+    } else {
+        diffs.join("; ")
+    }
+}
+
+/// The most characters of one value [`definition_differences`] shows.
+const DIFF_VALUE_MAX: usize = 80;
+
 fn reject(request_id: u32, code: ErrorCode, text: impl Into<String>) -> Reject {
     Reject {
         request_id,
@@ -1620,6 +1656,14 @@ impl Engine {
                             "queue {} is full: it holds {holds}, its limit is max_messages {}",
                             q.def.name, q.def.max_messages
                         )
+                    } else if size > q.def.max_bytes {
+                        // It would not fit an empty queue: waiting or purging cannot help
+                        // (new-user pass: "is full ... it holds 0 messages").
+                        format!(
+                            "queue {} cannot hold this message: {size} bytes as stored \
+                             (topic and payload), more than its max_bytes {}",
+                            q.def.name, q.def.max_bytes
+                        )
                     } else {
                         // This message is what does not fit (review: "it holds 0
                         // messages" for one larger than max_bytes alone).
@@ -2469,8 +2513,12 @@ impl Engine {
                             request_id,
                             ErrorCode::QUEUE_EXISTS,
                             format!(
-                                "queue {} exists with a different definition (tickwire queue show {})",
-                                def.name, def.name
+                                "queue {} exists with a different definition: {} (`tickwire \
+                                 queue show {}` shows it; to redefine it, delete it first, \
+                                 which drops its messages)",
+                                def.name,
+                                definition_differences(&have, &def),
+                                def.name
                             ),
                         ));
                     }

@@ -774,6 +774,38 @@ fn bad_queue_definitions_and_unknown_queues_get_clear_errors() {
         )
         .unwrap_err();
     assert_eq!(r.code, ErrorCode::QUEUE_EXISTS);
+    // The refusal names what differs, with both values (new-user pass).
+    assert!(
+        r.text
+            .contains(r#"different definition: subscriptions is ["a"], asked ["b"] ("#),
+        "{}",
+        r.text
+    );
+    let r = e
+        .handle_queue_request(
+            &mut log,
+            C,
+            3,
+            QueueOp::Create,
+            r#"{"name":"q","subscriptions":["a"],"max_messages":5,"ttl_ms":9}"#,
+        )
+        .unwrap_err();
+    assert!(
+        r.text
+            .contains("max_messages is 1000000, asked 5; ttl_ms is 0, asked 9 ("),
+        "{}",
+        r.text
+    );
+    // A long value is cut: the text stays short whatever was asked.
+    let long = format!(r#"{{"name":"q","subscriptions":["{}"]}}"#, "x".repeat(200));
+    let r = e
+        .handle_queue_request(&mut log, C, 3, QueueOp::Create, &long)
+        .unwrap_err();
+    assert!(
+        r.text.contains(r#"asked ["xxxxx"#) && r.text.len() < 400,
+        "{}",
+        r.text
+    );
     let r = e
         .handle_bind(t(0), C, 4, 1, Start::Queue, "nope")
         .unwrap_err();
