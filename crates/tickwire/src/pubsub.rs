@@ -1395,6 +1395,15 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
         let more = read_patterns_file(path, a.patterns.is_empty())?;
         a.patterns.extend(more);
     }
+    // A usage error before connecting (new-user pass: it came after).
+    let patterns: Vec<String> = a
+        .patterns
+        .iter()
+        .map(|p| match &a.group {
+            Some(g) => grouped(g, p),
+            None => Ok(p.clone()),
+        })
+        .collect::<Result<_, _>>()?;
     let opts = link_options(
         &a.router,
         &a.name,
@@ -1427,14 +1436,6 @@ pub fn run_sub(mut a: SubArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let patterns: Vec<String> = a
-        .patterns
-        .iter()
-        .map(|p| match &a.group {
-            Some(g) => grouped(g, p),
-            None => Ok(p.clone()),
-        })
-        .collect::<Result<_, _>>()?;
     if a.initial_image {
         for p in &patterns {
             client

@@ -294,11 +294,12 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
         a.no_reconnect,
         a.give_up_after,
     )?;
-    let mut c = ReconnectingClient::connect(&a.router, opts)?;
+    // A usage error before connecting (new-user pass: it came after).
     let pattern = match &a.group {
         Some(g) => crate::pubsub::grouped(g, &a.pattern)?,
         None => a.pattern.clone(),
     };
+    let mut c = ReconnectingClient::connect(&a.router, opts)?;
     c.subscribe(&pattern)
         .with_context(|| format!("subscribing to {pattern:?}"))?;
     // Live from here: said once (new-user pass: silent until the first request).

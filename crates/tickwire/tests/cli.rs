@@ -1300,6 +1300,30 @@ fn bad_flag_values_are_clear_errors() {
             &["queue", "create", "orders"],
             &["no message", "--sub 'orders/>'", "--no-sub"],
         ),
+        // --group with a shared pattern: a usage error before connecting (nothing
+        // listens at port 1).
+        (
+            &[
+                "sub",
+                "$share/x/a",
+                "--group",
+                "pool",
+                "--router",
+                "127.0.0.1:1",
+            ],
+            &["give one or the other"],
+        ),
+        (
+            &[
+                "reply",
+                "$share/x/a",
+                "--group",
+                "pool",
+                "--router",
+                "127.0.0.1:1",
+            ],
+            &["give one or the other"],
+        ),
         // ...and the command it suggests goes to the router this one named.
         (
             &["queue", "create", "orders", "--router", "127.0.0.1:7001"],
