@@ -583,6 +583,20 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
         (card("cache_topics"), card("cache_stored")),
         ("1".to_owned(), "42".to_owned())
     );
+    // A card says whether it is a total or a value now (new-user pass: "connections",
+    // a total, sat next to "clients" without saying so).
+    let label = |key: &str| {
+        tab.evaluate(
+            &format!("document.querySelector('#counter-{key} .label')?.textContent ?? ''"),
+            false,
+        )
+        .unwrap()
+        .value
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+    };
+    assert_eq!(label("connections"), "connections (total)");
+    assert_eq!(label("clients"), "clients (now)");
     // Let a few more polls and the latency chart happen, then check for errors.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

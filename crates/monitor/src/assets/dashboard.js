@@ -28,8 +28,10 @@ function fmt(n) {
   return Number.isInteger(n) ? String(n) : n.toFixed(1);
 }
 
-function card(parent, key, label, value) {
-  const c = el("div", { class: "card", id: "counter-" + key, "data-value": String(value) });
+function card(parent, key, label, value, title) {
+  const attrs = { class: "card", id: "counter-" + key, "data-value": String(value) };
+  if (title) attrs.title = title;
+  const c = el("div", attrs);
   c.appendChild(el("div", { class: "label" }, label));
   c.appendChild(el("div", { class: "value" }, fmt(value)));
   parent.appendChild(c);
@@ -115,8 +117,10 @@ function render(d) {
 
   const cards = document.getElementById("counters");
   cards.replaceChildren();
-  for (const [k, v] of Object.entries(d.counters)) card(cards, k, k.replace(/_/g, " "), v);
-  for (const [k, v] of Object.entries(d.gauges)) card(cards, k, k.replace(/_/g, " "), v);
+  // Counters are totals since the start, gauges values now: the label says which
+  // (new-user pass: "connections" 6, a total, read as the 1 client connected).
+  for (const [k, v] of Object.entries(d.counters)) card(cards, k, k.replace(/_/g, " ") + " (total)", v, "total since the start");
+  for (const [k, v] of Object.entries(d.gauges)) card(cards, k, k.replace(/_/g, " ") + " (now)", v, "value now");
 
   const r = rates(now);
   const rateBox = document.getElementById("rates");
