@@ -111,7 +111,7 @@ struct Entry {
 /// See the module docs.
 pub struct Cache {
     patterns: SubscriptionIndex,
-    pattern_list: Vec<String>,
+    pattern_list: std::sync::Arc<[String]>,
     scratch: Vec<Slot>,
     limits: CacheLimits,
     topics: HashMap<Box<str>, u32>,
@@ -142,7 +142,7 @@ impl Cache {
         }
         Cache {
             patterns: index,
-            pattern_list: patterns.to_vec(),
+            pattern_list: patterns.into(),
             scratch: Vec::with_capacity(patterns.len()),
             limits: CacheLimits {
                 depth: limits.depth.max(1),
@@ -165,6 +165,11 @@ impl Cache {
     /// The cache patterns.
     pub fn patterns(&self) -> &[String] {
         &self.pattern_list
+    }
+
+    /// The cache patterns, shared (a reference count, no copy: for snapshots).
+    pub fn patterns_shared(&self) -> std::sync::Arc<[String]> {
+        self.pattern_list.clone()
     }
 
     /// The counters.

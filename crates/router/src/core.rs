@@ -3374,7 +3374,17 @@ impl Core {
             self.spool.enabled().then(|| self.gm.view(usize::MAX)),
         )
         .with_spool(self.spool.usage())
-        .with_cache(self.cache.is_enabled().then(|| self.cache.stats().clone()))
+        .with_cache(self.cache.is_enabled().then(|| {
+            (
+                self.cache.stats().clone(),
+                crate::monitor::CacheConfig {
+                    patterns: self.cache.patterns_shared(),
+                    depth: self.cfg.cache_depth,
+                    max_topics: self.cfg.cache_max_topics,
+                    max_bytes: self.cfg.cache_max_bytes,
+                },
+            )
+        }))
     }
 
     /// Copies the patterns of clients whose subscriptions changed for the snapshot, at

@@ -39,6 +39,10 @@ pub struct Snapshot {
     /// The last-value cache's counters (null without a cache), as `tickwire stats`
     /// shows them (new-user pass: they were there only).
     pub cache: Option<crate::cache::CacheStats>,
+    /// The last-value cache's configuration (null without a cache): its patterns and
+    /// limits, which `/varz` and `/metrics` show beside its counters (new-user pass:
+    /// only `tickwire stats` showed them).
+    pub cache_config: Option<CacheConfig>,
     /// The spool's usage (files, syncs, failed batches; null when guaranteed messaging
     /// is off), the stats document's `guaranteed.spool`.
     #[serde(skip)]
@@ -67,14 +71,18 @@ impl Snapshot {
             clients,
             guaranteed,
             cache: None,
+            cache_config: None,
             spool: serde_json::Value::Null,
             guaranteed_json: OnceLock::new(),
         }
     }
 
-    /// With the last-value cache's counters.
-    pub fn with_cache(mut self, cache: Option<crate::cache::CacheStats>) -> Snapshot {
-        self.cache = cache;
+    /// With the last-value cache's counters and configuration.
+    pub fn with_cache(
+        mut self,
+        cache: Option<(crate::cache::CacheStats, CacheConfig)>,
+    ) -> Snapshot {
+        (self.cache, self.cache_config) = cache.unzip();
         self
     }
 
@@ -95,6 +103,20 @@ impl Snapshot {
             v
         })
     }
+}
+
+/// The last-value cache's configuration, as the stats document's `cache` object
+/// gives it beside the counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheConfig {
+    /// Its patterns (shared with the cache: a snapshot copies a reference count).
+    pub patterns: Arc<[String]>,
+    /// Messages kept per topic (`cache_depth`).
+    pub depth: usize,
+    /// Most topics held (`cache_max_topics`).
+    pub max_topics: usize,
+    /// Most bytes held (`cache_max_bytes`).
+    pub max_bytes: usize,
 }
 
 /// One client as the monitoring endpoint shows it.

@@ -123,6 +123,25 @@ fn json_endpoints_show_what_the_clients_did() {
     // mon/a, every message stored.
     assert_eq!(varz["cache"]["topics"], 1, "{varz}");
     assert_eq!(varz["cache"]["stored"], 37, "{varz}");
+    // Its patterns and limits too, as in `tickwire stats` (new-user pass).
+    assert_eq!(
+        varz["cache"]["patterns"],
+        serde_json::json!(["mon/>"]),
+        "{varz}"
+    );
+    assert_eq!(
+        (
+            &varz["cache"]["depth"],
+            &varz["cache"]["max_topics"],
+            &varz["cache"]["max_bytes"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(100_000),
+            &serde_json::json!(64u64 << 20)
+        ),
+        "{varz}"
+    );
 
     let connz = get_json(http, "/connz?sort=msgs_in&subs=1");
     let items = &connz["items"];
@@ -301,6 +320,11 @@ fn metrics_pass_promtool() {
         "tickwire_router_cache_stored_messages_total ",
         "tickwire_router_cache_evicted_topics_total 0",
         "tickwire_router_cache_images_throttled_total 0",
+        // ...and its limits.
+        "tickwire_router_cache_max_topics 100000",
+        "tickwire_router_cache_max_bytes 67108864",
+        "tickwire_router_cache_depth 1",
+        "tickwire_router_cache_patterns 1",
         "tickwire_router_guaranteed_nacked_total 0",
         "tickwire_router_guaranteed_spool_failures_total 0",
         "tickwire_router_guaranteed_retained_messages 2",

@@ -330,6 +330,47 @@ fn metric_clients(s: &Snapshot, max: usize) -> Vec<&ClientView> {
     v
 }
 
+/// `/varz`'s `cache` object: the stats document's (`tickwire stats`): patterns,
+/// depth and limits beside the counters; null without a cache.
+fn cache_json(s: &Snapshot) -> Value {
+    let mut v = json!(s.cache);
+    if let (Some(o), Some(c)) = (v.as_object_mut(), &s.cache_config) {
+        o.insert("patterns".into(), json!(c.patterns));
+        o.insert("depth".into(), json!(c.depth));
+        o.insert("max_topics".into(), json!(c.max_topics));
+        o.insert("max_bytes".into(), json!(c.max_bytes));
+    }
+    v
+}
+
+/// The last-value cache's configured limits, as gauges beside its series.
+fn cache_limit_metrics(out: &mut Text, c: &tickwire_router::monitor::CacheConfig) {
+    for (name, help, v) in [
+        (
+            "tickwire_router_cache_max_topics",
+            "Most topics the last-value cache holds (cache_max_topics).",
+            c.max_topics,
+        ),
+        (
+            "tickwire_router_cache_max_bytes",
+            "Most bytes the last-value cache holds (cache_max_bytes).",
+            c.max_bytes,
+        ),
+        (
+            "tickwire_router_cache_depth",
+            "Messages the last-value cache keeps per topic (cache_depth).",
+            c.depth,
+        ),
+        (
+            "tickwire_router_cache_patterns",
+            "Topic patterns the last-value cache keeps (their list: /varz cache.patterns).",
+            c.patterns.len(),
+        ),
+    ] {
+        out.single(name, Kind::Gauge, help, v as f64);
+    }
+}
+
 /// The last-value cache's series (a router started with `--cache`).
 fn cache_metrics(out: &mut Text, c: &tickwire_router::cache::CacheStats) {
     out.single(
@@ -401,7 +442,7 @@ impl Component for RouterMonitor {
                 "slow_consumers": slow_count(s),
                 "queues": queues(s).len(),
                 "guaranteed": s.guaranteed.is_some(),
-                "cache": s.cache,
+                "cache": cache_json(s),
                 "latency_probe": self.probe_summary(),
             })
         })
@@ -552,6 +593,9 @@ impl Component for RouterMonitor {
         guaranteed_metrics(out, s.guaranteed_json());
         if let Some(c) = &s.cache {
             cache_metrics(out, c);
+        }
+        if let Some(c) = &s.cache_config {
+            cache_limit_metrics(out, c);
         }
 
         let clients = metric_clients(&s, max_series);
