@@ -1,5 +1,7 @@
 //! A queue consumer that survives router restarts: reconnect and bind again.
 
+use std::time::{Duration, Instant};
+
 use tickwire_rt::StopFlag;
 
 use tickwire_wire::frame::ErrorCode;
@@ -44,6 +46,13 @@ pub struct QueueConsumer {
     client: Client,
     binding: Binding,
     reconnects: u64,
+    /// How long the last lost connection took to come back.
+    last_outage: Option<Duration>,
+    /// Connection attempts the last reconnection took (the one that succeeded
+    /// included).
+    last_attempts: u32,
+    /// All the time spent reconnecting, over every reconnection.
+    time_disconnected: Duration,
     /// Acknowledgements the router answered `UNKNOWN_DELIVERY`: the message was no
     /// longer this connection's (its ack timeout had passed: redelivered elsewhere or
     /// dead-lettered), so it was processed here and is still alive there.
@@ -66,7 +75,7 @@ impl QueueConsumer {
         start: Start,
         opts: ReconnectOptions,
     ) -> Result<QueueConsumer, Error> {
-        let (client, binding) = bind(addr, queue, window, start, &opts.for_first(), None)?;
+        let (client, binding, _) = bind(addr, queue, window, start, &opts.for_first(), None)?;
         Ok(QueueConsumer {
             addr: addr.to_owned(),
             queue: queue.to_owned(),
@@ -76,6 +85,9 @@ impl QueueConsumer {
             client,
             binding,
             reconnects: 0,
+            last_outage: None,
+            last_attempts: 0,
+            time_disconnected: Duration::ZERO,
             late_acks: 0,
             on_lost: None,
             stop: None,
@@ -156,6 +168,24 @@ impl QueueConsumer {
         self.reconnects
     }
 
+    /// How long the connection was lost the last time it came back (None before any
+    /// reconnection).
+    pub fn last_outage(&self) -> Option<Duration> {
+        self.last_outage
+    }
+
+    /// Connection attempts the last reconnection took, the one that succeeded included
+    /// (0 before any reconnection).
+    pub fn last_attempts(&self) -> u32 {
+        self.last_attempts
+    }
+
+    /// All the time spent reconnecting since the start (a lost connection that has not
+    /// come back is not counted).
+    pub fn time_disconnected(&self) -> Duration {
+        self.time_disconnected
+    }
+
     /// Acknowledgements (or NACKs) the router refused `UNKNOWN_DELIVERY` since the
     /// start: it no longer held those messages for this connection, mostly because
     /// their ack timeout had passed (they went to another consumer or the dead-letter
@@ -190,7 +220,8 @@ impl QueueConsumer {
                 return Err(cause);
             }
         }
-        let (client, binding) = bind(
+        let lost_at = Instant::now();
+        let (client, binding, attempts) = bind(
             &self.addr,
             &self.queue,
             self.window,
@@ -201,6 +232,10 @@ impl QueueConsumer {
         self.client = client;
         self.binding = binding;
         self.reconnects += 1;
+        let outage = lost_at.elapsed();
+        self.last_outage = Some(outage);
+        self.last_attempts = attempts;
+        self.time_disconnected += outage;
         Ok(())
     }
 }
@@ -214,15 +249,21 @@ fn bind(
     start: Start,
     opts: &ReconnectOptions,
     stop: Option<&StopFlag>,
-) -> Result<(Client, Binding), Error> {
-    crate::publisher::with_retries(opts, stop, crate::publisher::worth_reconnecting, |client| {
-        let mut c = Client::connect_to(addr, client)?;
-        match c.bind(queue, window, start) {
-            Ok(b) => Ok((c, b)),
-            Err(e) => {
-                c.abandon_tx();
-                Err(e)
+) -> Result<(Client, Binding, u32), Error> {
+    let bound = crate::publisher::with_retries(
+        opts,
+        stop,
+        crate::publisher::worth_reconnecting,
+        |client| {
+            let mut c = Client::connect_to(addr, client)?;
+            match c.bind(queue, window, start) {
+                Ok(b) => Ok((c, b)),
+                Err(e) => {
+                    c.abandon_tx();
+                    Err(e)
+                }
             }
-        }
-    })
+        },
+    );
+    bound.map(|((c, b), attempts)| (c, b, attempts))
 }

@@ -114,6 +114,11 @@ pub struct GuaranteedPublisher {
     reconnects: u64,
     /// How long the last lost connection took to come back.
     last_outage: Option<Duration>,
+    /// Connection attempts the last reconnection took (the one that succeeded
+    /// included).
+    last_attempts: u32,
+    /// All the time spent reconnecting, over every reconnection.
+    time_disconnected: Duration,
     /// Publishes the last re-open sent again.
     last_resent: usize,
     /// Told of a lost connection before reconnecting; false: do not reconnect.
@@ -132,7 +137,7 @@ impl GuaranteedPublisher {
         identity: &str,
         opts: ReconnectOptions,
     ) -> Result<GuaranteedPublisher, Error> {
-        let (client, _) =
+        let (client, _, _) =
             open(addr, identity, &opts.for_first(), Box::default(), None).map_err(|(e, _)| e)?;
         Ok(GuaranteedPublisher {
             addr: addr.to_owned(),
@@ -141,6 +146,8 @@ impl GuaranteedPublisher {
             client,
             reconnects: 0,
             last_outage: None,
+            last_attempts: 0,
+            time_disconnected: Duration::ZERO,
             last_resent: 0,
             on_lost: None,
             stop: None,
@@ -165,6 +172,18 @@ impl GuaranteedPublisher {
     /// reconnection).
     pub fn last_outage(&self) -> Option<Duration> {
         self.last_outage
+    }
+
+    /// Connection attempts the last reconnection took, the one that succeeded included
+    /// (0 before any reconnection).
+    pub fn last_attempts(&self) -> u32 {
+        self.last_attempts
+    }
+
+    /// All the time spent reconnecting since the start (a lost connection that has not
+    /// come back is not counted).
+    pub fn time_disconnected(&self) -> Duration {
+        self.time_disconnected
     }
 
     /// Publishes `payload` to `topic` as a guaranteed message; returns its sequence
@@ -274,10 +293,13 @@ impl GuaranteedPublisher {
             window,
             self.stop.as_ref(),
         ) {
-            Ok((c, resent)) => {
+            Ok((c, resent, attempts)) => {
                 self.client = c;
                 self.reconnects += 1;
-                self.last_outage = Some(lost_at.elapsed());
+                let outage = lost_at.elapsed();
+                self.last_outage = Some(outage);
+                self.last_attempts = attempts;
+                self.time_disconnected += outage;
                 self.last_resent = resent;
                 Ok(())
             }
@@ -291,15 +313,16 @@ impl GuaranteedPublisher {
 }
 
 /// Connects and opens `identity` with `window`'s unanswered publishes, retrying with
-/// backoff until `give_up_after` or `stop`; returns the client and the publishes the
-/// successful open resent. On failure the window is handed back with the error.
+/// backoff until `give_up_after` or `stop`; returns the client, the publishes the
+/// successful open resent and the attempts it took. On failure the window is handed
+/// back with the error.
 fn open(
     addr: &str,
     identity: &str,
     opts: &ReconnectOptions,
     mut window: Box<PublishWindow>,
     stop: Option<&StopFlag>,
-) -> Result<(Client, usize), (Error, Box<PublishWindow>)> {
+) -> Result<(Client, usize, u32), (Error, Box<PublishWindow>)> {
     let retryable = |e: &Error| worth_reconnecting(e) || router_busy(e);
     let opened = with_retries(opts, stop, retryable, |client| {
         window.handle_disconnect();
@@ -314,14 +337,17 @@ fn open(
             }
         }
     });
-    opened.map_err(|e| {
-        window.handle_disconnect();
-        (e, window)
-    })
+    opened
+        .map(|((c, resent), attempts)| (c, resent, attempts))
+        .map_err(|e| {
+            window.handle_disconnect();
+            (e, window)
+        })
 }
 
 /// Runs `attempt` (a connection and its first exchange, with the client options it is
-/// given) until it succeeds, pausing between tries per `opts`' backoff while
+/// given) until it succeeds (returning its result and the attempts made, that one
+/// included), pausing between tries per `opts`' backoff while
 /// `retryable` says the error may pass; the last error once it may not, once
 /// `give_up_after` has passed, or once `stop` is set (seen within 20 ms, pauses
 /// included). Each attempt's connect timeout (the handshake included) is capped at what
@@ -333,11 +359,13 @@ pub(crate) fn with_retries<T>(
     stop: Option<&StopFlag>,
     retryable: impl Fn(&Error) -> bool,
     mut attempt: impl FnMut(ClientOptions) -> Result<T, Error>,
-) -> Result<T, Error> {
+) -> Result<(T, u32), Error> {
     let stopped = || stop.is_some_and(StopFlag::is_set);
     let started = Instant::now();
     let mut backoff = opts.backoff();
+    let mut attempts = 0u32;
     loop {
+        attempts = attempts.saturating_add(1);
         let mut client = opts.client.clone();
         // Zero is one try (`for_first`), with the whole connect timeout (review: it
         // had 100 ms for connect, TLS and handshake together).
@@ -348,7 +376,7 @@ pub(crate) fn with_retries<T>(
             client.connect_timeout = client.connect_timeout.min(left);
         }
         let err = match attempt(client) {
-            Ok(v) => return Ok(v),
+            Ok(v) => return Ok((v, attempts)),
             Err(e) => e,
         };
         let expired = opts
@@ -423,11 +451,11 @@ mod tests {
         let mut opts = ReconnectOptions::local("t", Duration::ZERO);
         opts.client.connect_timeout = Duration::from_secs(7);
         let got = with_retries(&opts, None, |_| true, |c| Ok(c.connect_timeout));
-        assert_eq!(got.ok(), Some(Duration::from_secs(7)));
+        assert_eq!(got.ok(), Some((Duration::from_secs(7), 1)));
         // A limit still bounds each attempt by what is left of it.
         opts.give_up_after = Some(Duration::from_secs(2));
         let got = with_retries(&opts, None, |_| true, |c| Ok(c.connect_timeout));
-        assert!(got.ok().is_some_and(|t| t <= Duration::from_secs(2)));
+        assert!(got.ok().is_some_and(|(t, _)| t <= Duration::from_secs(2)));
     }
 
     #[test]

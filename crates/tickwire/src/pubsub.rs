@@ -73,7 +73,7 @@ The command waits (up to --answer-timeout) for every answer and prints a summary
 many were acknowledged and how many the router refused (NACK), by reason. When the
 router restarts or the connection drops, it says so ('disconnected: ...; reconnecting'),
 reconnects (for up to --give-up-after), re-opens and resends every unanswered message
-('reconnected after ...: publisher re-opened, N unanswered messages resent'); the router
+('reconnected after S s (A attempts): publisher re-opened, N unanswered messages resent'); the router
 never stores one twice. While the window of unanswered messages is full (the router's
 publish_window, 4096 by default), publishing waits for answers; a router that sends none
 for 5 s (hung, or stopped with SIGSTOP) is taken as lost the same way, so a load against
@@ -1093,8 +1093,9 @@ fn report_return(p: &GuaranteedPublisher, seen: &std::cell::Cell<u64>) {
     }
     seen.set(p.reconnects());
     eprintln!(
-        "reconnected after {:.3} s: publisher re-opened, {} resent",
+        "reconnected after {:.3} s ({}): publisher re-opened, {} resent",
         p.last_outage().unwrap_or_default().as_secs_f64(),
+        count(u64::from(p.last_attempts()), "attempt", "attempts"),
         count(
             p.last_resent() as u64,
             "unanswered message",
@@ -1281,8 +1282,9 @@ the dead-letter queue) is refused by the router: a warning says so, and the summ
 counts them. With --start other than 'queue' the
 binding replays (browses) the queue's retained messages from that point instead.
 When the router restarts or the connection drops it says so ('disconnected: ...;
-reconnecting'), reconnects and binds again ('reconnected: ...'), as the direct
-subscription does: --give-up-after bounds the wait (default: forever; then exit 1),
+reconnecting'), reconnects and binds again ('reconnected after S s (A attempts): bound
+to queue Q again'), as the direct subscription does (and its summary counts the
+reconnections and the time disconnected): --give-up-after bounds the wait (default: forever; then exit 1),
 --no-reconnect exits (the summary, the cause, status 1) instead, Ctrl-C ends the wait
 (after the connection attempt under way, if any). Messages printed but not yet
 acknowledged then come again, marked redelivered.
@@ -1752,8 +1754,10 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
         warn_late_acks(&consumer, &mut late_acks);
         if consumer.reconnects() > reconnects {
             eprintln!(
-                "reconnected: bound to queue {queue} again (what was printed and not yet \
-                 acknowledged comes again, marked redelivered)"
+                "reconnected after {:.3} s ({}): bound to queue {queue} again (what was \
+                 printed and not yet acknowledged comes again, marked redelivered)",
+                consumer.last_outage().unwrap_or_default().as_secs_f64(),
+                count(u64::from(consumer.last_attempts()), "attempt", "attempts"),
             );
         }
         if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
@@ -1811,6 +1815,15 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
     }
     if a.quiet || stop.is_set() {
         tally.report(&queue_what(queue, redelivered, consumer.late_acks()));
+        // As the direct subscription's summary says it (new-user pass: only `sub` did).
+        if consumer.reconnects() > 0 {
+            eprintln!(
+                "{}, {:.3} s disconnected; what was not acknowledged before a loss came \
+                 again, marked redelivered",
+                count(consumer.reconnects(), "reconnection", "reconnections"),
+                consumer.time_disconnected().as_secs_f64(),
+            );
+        }
     }
     consumer.close().ok();
     Ok(ExitCode::SUCCESS)

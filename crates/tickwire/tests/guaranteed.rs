@@ -1821,6 +1821,58 @@ fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
     );
 }
 
+/// `sub --queue` across a router restart says when it is back, after how long and how
+/// many attempts, as `sub` on a topic does, and its summary counts the reconnection and
+/// the time disconnected (new-user pass: "reconnected: bound to queue o1 again" with no
+/// figures, and no such summary line).
+#[test]
+fn sub_queue_says_how_long_a_reconnection_took_and_sums_them_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let router = durable(port, dir.path(), "fsync");
+    create_queue(
+        router.addr,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    );
+    let a = router.addr_str();
+    let t = Duration::from_secs(30);
+    let publish = |body: &str| {
+        let (st, out, err) = run_cli(
+            &["pub", "--guaranteed", "orders/1", body, "--router", &a],
+            t,
+        );
+        assert!(st.success(), "{out}{err}");
+    };
+    publish("first");
+    let mut sub = common::cli(&["sub", "--queue", "orders", "--router", &a])
+        .spawn()
+        .unwrap();
+    let mut stdout = common::Lines::start(sub.stdout.take().unwrap());
+    let mut stderr = common::Lines::start(sub.stderr.take().unwrap());
+    stdout.wait_for("orders/1 first", t);
+    router.kill9();
+    let router = durable(port, dir.path(), "fsync");
+    let back = stderr.wait_for("reconnected", t);
+    publish("second");
+    stdout.wait_for("orders/1 second", t);
+    common::interrupt(&sub);
+    let st = common::wait_child(&mut sub, Duration::from_secs(20), "sub --queue");
+    let said = stderr.rest(t);
+    assert!(st.success(), "{said}");
+    let attempts = back
+        .strip_prefix("reconnected after ")
+        .and_then(|rest| rest.split_once(" s ("))
+        .and_then(|(_, rest)| rest.split_once(" attempt"))
+        .and_then(|(n, _)| n.parse::<u32>().ok());
+    assert!(
+        attempts.is_some_and(|n| n >= 1) && back.contains("): bound to queue orders again ("),
+        "{said}"
+    );
+    assert!(said.contains("1 reconnection, "), "{said}");
+    assert!(said.contains(" s disconnected; "), "{said}");
+    drop(router);
+}
+
 /// Regression: `pub --guaranteed` said nothing when its connection dropped (only the
 /// summary's "N resent after 1 reconnects"), although `pub --help` promised a line for
 /// each loss and return. Now it says both as they happen, and the summary's count is
@@ -1867,7 +1919,16 @@ fn regression_pub_guaranteed_tells_each_loss_and_return_of_its_connection() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!(lost < back, "{err}");
     assert!(err[lost..].contains("; reconnecting"), "{err}");
-    assert!(err.contains("publisher re-opened"), "{err}");
+    // The return line says how long and how many attempts, as `sub`'s and `pub`'s do.
+    let line = err[back..].lines().next().unwrap_or_default();
+    let attempts = line
+        .split_once(" s (")
+        .and_then(|(_, rest)| rest.split_once(" attempt"))
+        .and_then(|(n, _)| n.parse::<u32>().ok());
+    assert!(
+        attempts.is_some_and(|n| n >= 1) && line.contains("): publisher re-opened, "),
+        "{line}"
+    );
     assert!(err.contains("resent after 1 reconnection;"), "{err}");
     assert!(!err.contains("reconnects"), "{err}");
     // The return line counts what that re-open resent, as the summary does (a new-user

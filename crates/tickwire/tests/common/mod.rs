@@ -385,6 +385,81 @@ impl RouterLog {
     }
 }
 
+/// The lines of a child's output, read on a thread: a wait for a line has a deadline
+/// and tells the stream's end from a timeout.
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far.
+    pub seen: String,
+}
+
+impl Lines {
+    /// Reads `r` line by line on a new thread.
+    pub fn start<R: Read + Send + 'static>(r: R) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: String::new(),
+        }
+    }
+
+    /// The next line containing `what`, read within `timeout`; panics, saying which,
+    /// when the stream ends first or the time runs out.
+    pub fn wait_for(&mut self, what: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                    if line.contains(what) {
+                        return line;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "no line with {what:?} within {timeout:?}; so far:\n{}",
+                        self.seen
+                    )
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "the output ended without a line with {what:?}:\n{}",
+                        self.seen
+                    )
+                }
+            }
+        }
+    }
+
+    /// Every line until the stream ends (within `timeout`, else a panic).
+    pub fn rest(&mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("the output did not end within {timeout:?}:\n{}", self.seen)
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return self.seen.clone(),
+            }
+        }
+    }
+}
+
 /// Why [`Raw::next`] returned no frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closed {
