@@ -1,6 +1,6 @@
 //! A queue consumer that survives router restarts: reconnect and bind again.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tickwire_rt::StopFlag;
 
@@ -8,6 +8,7 @@ use tickwire_wire::frame::ErrorCode;
 use tickwire_wire::gm::{NackAction, Start};
 
 use crate::event::{Binding, Delivery, Event};
+use crate::publisher::Outages;
 use crate::{Client, Error, ReconnectOptions, Wait};
 
 /// One binding to a queue, re-established after a lost connection.
@@ -46,13 +47,8 @@ pub struct QueueConsumer {
     client: Client,
     binding: Binding,
     reconnects: u64,
-    /// How long the last lost connection took to come back.
-    last_outage: Option<Duration>,
-    /// Connection attempts the last reconnection took (the one that succeeded
-    /// included).
-    last_attempts: u32,
-    /// All the time spent reconnecting, over every reconnection.
-    time_disconnected: Duration,
+    /// The reconnections' durations and attempts.
+    outages: Outages,
     /// Acknowledgements the router answered `UNKNOWN_DELIVERY`: the message was no
     /// longer this connection's (its ack timeout had passed: redelivered elsewhere or
     /// dead-lettered), so it was processed here and is still alive there.
@@ -85,9 +81,7 @@ impl QueueConsumer {
             client,
             binding,
             reconnects: 0,
-            last_outage: None,
-            last_attempts: 0,
-            time_disconnected: Duration::ZERO,
+            outages: Outages::default(),
             late_acks: 0,
             on_lost: None,
             stop: None,
@@ -168,22 +162,9 @@ impl QueueConsumer {
         self.reconnects
     }
 
-    /// How long the connection was lost the last time it came back (None before any
-    /// reconnection).
-    pub fn last_outage(&self) -> Option<Duration> {
-        self.last_outage
-    }
-
-    /// Connection attempts the last reconnection took, the one that succeeded included
-    /// (0 before any reconnection).
-    pub fn last_attempts(&self) -> u32 {
-        self.last_attempts
-    }
-
-    /// All the time spent reconnecting since the start (a lost connection that has not
-    /// come back is not counted).
-    pub fn time_disconnected(&self) -> Duration {
-        self.time_disconnected
+    /// How long the reconnections took, and with how many attempts.
+    pub fn outages(&self) -> Outages {
+        self.outages
     }
 
     /// Acknowledgements (or NACKs) the router refused `UNKNOWN_DELIVERY` since the
@@ -232,10 +213,7 @@ impl QueueConsumer {
         self.client = client;
         self.binding = binding;
         self.reconnects += 1;
-        let outage = lost_at.elapsed();
-        self.last_outage = Some(outage);
-        self.last_attempts = attempts;
-        self.time_disconnected += outage;
+        self.outages.record(lost_at.elapsed(), attempts);
         Ok(())
     }
 }

@@ -144,7 +144,7 @@ pub use mcast::{
     MulticastEvent, MulticastOptions, MulticastReceiver, MulticastRoute, MulticastStats, MAX_ROUTES,
 };
 pub use message::{Message, OwnedMessage, ReplyTo};
-pub use publisher::{GuaranteedPublisher, ReconnectOptions};
+pub use publisher::{GuaranteedPublisher, Outages, ReconnectOptions};
 pub use reconnecting::{LinkEvent, LinkStats, Outage, ReconnectingClient, SEQ_TOPICS};
 /// The clock of every STAMPS field: `CLOCK_MONOTONIC` (the router stamps with it too,
 /// so stamps from one host subtract directly).

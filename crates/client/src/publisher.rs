@@ -112,13 +112,8 @@ pub struct GuaranteedPublisher {
     opts: ReconnectOptions,
     client: Client,
     reconnects: u64,
-    /// How long the last lost connection took to come back.
-    last_outage: Option<Duration>,
-    /// Connection attempts the last reconnection took (the one that succeeded
-    /// included).
-    last_attempts: u32,
-    /// All the time spent reconnecting, over every reconnection.
-    time_disconnected: Duration,
+    /// The reconnections' durations and attempts.
+    outages: Outages,
     /// Publishes the last re-open sent again.
     last_resent: usize,
     /// Told of a lost connection before reconnecting; false: do not reconnect.
@@ -145,9 +140,7 @@ impl GuaranteedPublisher {
             opts,
             client,
             reconnects: 0,
-            last_outage: None,
-            last_attempts: 0,
-            time_disconnected: Duration::ZERO,
+            outages: Outages::default(),
             last_resent: 0,
             on_lost: None,
             stop: None,
@@ -171,19 +164,12 @@ impl GuaranteedPublisher {
     /// How long the connection was lost the last time it came back (None before any
     /// reconnection).
     pub fn last_outage(&self) -> Option<Duration> {
-        self.last_outage
+        self.outages.last
     }
 
-    /// Connection attempts the last reconnection took, the one that succeeded included
-    /// (0 before any reconnection).
-    pub fn last_attempts(&self) -> u32 {
-        self.last_attempts
-    }
-
-    /// All the time spent reconnecting since the start (a lost connection that has not
-    /// come back is not counted).
-    pub fn time_disconnected(&self) -> Duration {
-        self.time_disconnected
+    /// How long the reconnections took, and with how many attempts.
+    pub fn outages(&self) -> Outages {
+        self.outages
     }
 
     /// Publishes `payload` to `topic` as a guaranteed message; returns its sequence
@@ -296,10 +282,7 @@ impl GuaranteedPublisher {
             Ok((c, resent, attempts)) => {
                 self.client = c;
                 self.reconnects += 1;
-                let outage = lost_at.elapsed();
-                self.last_outage = Some(outage);
-                self.last_attempts = attempts;
-                self.time_disconnected += outage;
+                self.outages.record(lost_at.elapsed(), attempts);
                 self.last_resent = resent;
                 Ok(())
             }
@@ -343,6 +326,30 @@ fn open(
             window.handle_disconnect();
             (e, window)
         })
+}
+
+/// How long the reconnections of a [`GuaranteedPublisher`] or a
+/// [`crate::QueueConsumer`] took, and with how many attempts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outages {
+    /// How long the last lost connection took to come back (None before any
+    /// reconnection).
+    pub last: Option<Duration>,
+    /// Connection attempts the last reconnection took, the one that succeeded included
+    /// (0 before any).
+    pub last_attempts: u32,
+    /// All the time spent reconnecting since the start (a lost connection that has not
+    /// come back is not counted).
+    pub total: Duration,
+}
+
+impl Outages {
+    /// A lost connection came back after `outage`, at the `attempts`th attempt.
+    pub(crate) fn record(&mut self, outage: Duration, attempts: u32) {
+        self.last = Some(outage);
+        self.last_attempts = attempts;
+        self.total += outage;
+    }
 }
 
 /// Runs `attempt` (a connection and its first exchange, with the client options it is

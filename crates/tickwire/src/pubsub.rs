@@ -1095,7 +1095,7 @@ fn report_return(p: &GuaranteedPublisher, seen: &std::cell::Cell<u64>) {
     eprintln!(
         "reconnected after {:.3} s ({}): publisher re-opened, {} resent",
         p.last_outage().unwrap_or_default().as_secs_f64(),
-        count(u64::from(p.last_attempts()), "attempt", "attempts"),
+        count(u64::from(p.outages().last_attempts), "attempt", "attempts"),
         count(
             p.last_resent() as u64,
             "unanswered message",
@@ -1756,8 +1756,12 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "reconnected after {:.3} s ({}): bound to queue {queue} again (what was \
                  printed and not yet acknowledged comes again, marked redelivered)",
-                consumer.last_outage().unwrap_or_default().as_secs_f64(),
-                count(u64::from(consumer.last_attempts()), "attempt", "attempts"),
+                consumer.outages().last.unwrap_or_default().as_secs_f64(),
+                count(
+                    u64::from(consumer.outages().last_attempts),
+                    "attempt",
+                    "attempts"
+                ),
             );
         }
         if let Some(e) = tally.io_err.take().or_else(|| out.flush().err()) {
@@ -1821,7 +1825,7 @@ fn run_sub_queue(a: SubArgs, queue: &str) -> anyhow::Result<ExitCode> {
                 "{}, {:.3} s disconnected; what was not acknowledged before a loss came \
                  again, marked redelivered",
                 count(consumer.reconnects(), "reconnection", "reconnections"),
-                consumer.time_disconnected().as_secs_f64(),
+                consumer.outages().total.as_secs_f64(),
             );
         }
     }

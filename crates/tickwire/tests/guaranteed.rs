@@ -35,6 +35,17 @@ fn durable_with(port: u16, dir: &Path, sync: &str, stderr: Stdio) -> FixedRouter
     FixedRouter::start(port, &["--data-dir", &dir, "--sync", sync], stderr)
 }
 
+/// A [`durable`] router (fsync) on a free port with the queue `orders` (`orders/>`).
+fn durable_with_orders(dir: &Path) -> (u16, FixedRouter) {
+    let port = free_port();
+    let router = durable(port, dir, "fsync");
+    create_queue(
+        router.addr,
+        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
+    );
+    (port, router)
+}
+
 fn reconnect_opts(name: &str) -> ReconnectOptions {
     ReconnectOptions::local(name, Duration::from_secs(60))
 }
@@ -1828,12 +1839,7 @@ fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
 #[test]
 fn sub_queue_says_how_long_a_reconnection_took_and_sums_them_up() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let router = durable(port, dir.path(), "fsync");
-    create_queue(
-        router.addr,
-        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
-    );
+    let (port, router) = durable_with_orders(dir.path());
     let a = router.addr_str();
     let t = Duration::from_secs(30);
     let publish = |body: &str| {
@@ -1880,12 +1886,7 @@ fn sub_queue_says_how_long_a_reconnection_took_and_sums_them_up() {
 #[test]
 fn regression_pub_guaranteed_tells_each_loss_and_return_of_its_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let router = durable(port, dir.path(), "fsync");
-    create_queue(
-        router.addr,
-        r#"{"name":"orders","subscriptions":["orders/>"]}"#,
-    );
+    let (port, router) = durable_with_orders(dir.path());
     let a = router.addr_str();
     let mut child = common::cli(&[
         "pub",

@@ -416,27 +416,18 @@ impl Lines {
     pub fn wait_for(&mut self, what: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push_str(&line);
-                    self.seen.push('\n');
-                    if line.contains(what) {
-                        return line;
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    panic!(
-                        "no line with {what:?} within {timeout:?}; so far:\n{}",
-                        self.seen
-                    )
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!(
-                        "the output ended without a line with {what:?}:\n{}",
-                        self.seen
-                    )
-                }
+            match self.next(deadline) {
+                Ok(line) if line.contains(what) => return line,
+                Ok(_) => {}
+                Err(ended) => panic!(
+                    "{} without a line with {what:?} ({timeout:?}):\n{}",
+                    if ended {
+                        "the output ended"
+                    } else {
+                        "timed out"
+                    },
+                    self.seen
+                ),
             }
         }
     }
@@ -445,17 +436,26 @@ impl Lines {
     pub fn rest(&mut self, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push_str(&line);
-                    self.seen.push('\n');
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    panic!("the output did not end within {timeout:?}:\n{}", self.seen)
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return self.seen.clone(),
+            match self.next(deadline) {
+                Ok(_) => {}
+                Err(true) => return self.seen.clone(),
+                Err(false) => panic!("the output did not end within {timeout:?}:\n{}", self.seen),
             }
+        }
+    }
+
+    /// The next line (kept in `seen`), or whether the stream ended (true) rather than
+    /// the deadline passed (false).
+    fn next(&mut self, deadline: Instant) -> Result<String, bool> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(line) => {
+                self.seen.push_str(&line);
+                self.seen.push('\n');
+                Ok(line)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(false),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(true),
         }
     }
 }
