@@ -35,6 +35,19 @@ pub enum SpoolError {
         /// What the spool said.
         source: tickwire_spool::Error,
     },
+    /// The spool holds a record longer than this router reads (`max_frame` + 256).
+    #[error("cannot open the spool in {dir}: {source}: if this router ran before with a larger max_frame, start it with --max-frame {needed} or more (recovery then reads that record; a damaged one is skipped there and the rest recovered); nothing was cut")]
+    RecordTooLarge {
+        /// The directory.
+        dir: PathBuf,
+        /// What the spool said.
+        source: tickwire_spool::Error,
+        /// The least `max_frame` that reads the record.
+        needed: u32,
+    },
+    /// `max_frame` is larger than a guaranteed message can be stored.
+    #[error("max_frame {0} is too large for guaranteed messaging: a stored message holds at most {max} bytes with its frame (--max-frame {max}, or --no-guaranteed)", max = tickwire_spool::MAX_RECORD - SPOOL_RECORD_OVERHEAD)]
+    FrameTooLarge(u32),
     /// The `sync` setting does not parse.
     #[error("{0}")]
     Sync(String),
@@ -46,6 +59,26 @@ pub struct SpoolAdapter {
     _lock: File,
     dir: PathBuf,
     sync: SyncSetting,
+}
+
+/// Bytes a spool record holds beyond a message's frame (`max_record` = `max_frame` +
+/// this).
+const SPOOL_RECORD_OVERHEAD: u32 = 256;
+
+/// The spool's open error, with what to do about a record longer than this router
+/// reads.
+fn open_error(dir: &Path, source: tickwire_spool::Error) -> SpoolError {
+    match source {
+        tickwire_spool::Error::RecordTooLarge { len, .. } => SpoolError::RecordTooLarge {
+            dir: dir.to_path_buf(),
+            source,
+            needed: len.saturating_sub(SPOOL_RECORD_OVERHEAD),
+        },
+        source => SpoolError::Open {
+            dir: dir.to_path_buf(),
+            source,
+        },
+    }
 }
 
 /// Opens `cfg.data_dir`, replays it into `core`, and starts the storage thread.
@@ -60,7 +93,13 @@ pub fn open(
     let sync = parse_sync(&cfg.sync).map_err(SpoolError::Sync)?;
     let lock = lock_dir(&dir)?;
     let mut scfg = SpoolConfig::new(dir.join("spool"));
-    scfg.max_record = cfg.max_frame + 256;
+    // Checked: a max_frame near 4 GiB wrapped this to ~160 bytes, and the queues and
+    // messages read back vanished as damage (hostile-input pass).
+    scfg.max_record = cfg
+        .max_frame
+        .checked_add(SPOOL_RECORD_OVERHEAD)
+        .filter(|r| *r <= tickwire_spool::MAX_RECORD)
+        .ok_or(SpoolError::FrameTooLarge(cfg.max_frame))?;
     scfg.max_pending_bytes = 64 << 20;
     scfg.cpu = cfg.spool_cpu;
     scfg.sync = match sync {
@@ -74,10 +113,7 @@ pub fn open(
     let (first, _) = tickwire_spool::Spool::open(scfg.clone(), |lsn, rec| {
         engine.recover_definition(lsn.0, rec)
     })
-    .map_err(|source| SpoolError::Open {
-        dir: dir.clone(),
-        source,
-    })?;
+    .map_err(|source| open_error(&dir, source))?;
     drop(first);
     engine.install_recovered_definitions();
     let (spool, report) =

@@ -21,6 +21,23 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A segment holds, whole, a record longer than this spool reads
+    /// (`Config::max_record`): written under a larger limit, or its length is damaged.
+    /// Recovery neither cuts nor skips it.
+    #[error(
+        "{} holds a record of {len} bytes at offset {offset}, more than the {max_record} this spool reads (written under a larger limit, or a damaged length)",
+        segment.display()
+    )]
+    RecordTooLarge {
+        /// The segment file.
+        segment: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// Its length field.
+        len: u32,
+        /// The most this spool reads.
+        max_record: u32,
+    },
     /// The storage thread could not be started, or panicked.
     #[error("spool storage thread: {0}")]
     Thread(String),

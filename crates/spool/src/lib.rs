@@ -95,6 +95,9 @@ mod recovery;
 mod storage;
 
 pub use appender::{Appender, Durable, SpoolStats, StatsReader};
+
+/// The longest record the on-disk format holds (`Config::max_record` at most).
+pub const MAX_RECORD: u32 = record::FORMAT_MAX_PAYLOAD;
 pub use config::{Config, SyncPolicy};
 pub use error::{AppendError, Error};
 pub use recovery::{Damage, DamageReason, RecoveryReport, SkippedRange, TornTail};

@@ -192,7 +192,7 @@ pub(crate) fn recover(
     let count = segments.len();
     for (i, seg) in segments.iter_mut().enumerate() {
         let is_last = i + 1 == count;
-        let outcome = reader.read_segment(seg, is_last, &mut expected, &mut report, on_record);
+        let outcome = reader.read_segment(seg, is_last, &mut expected, &mut report, on_record)?;
         highest = highest.max(outcome.highest);
         last_clean = outcome.clean;
         if outcome.empty {
@@ -290,15 +290,20 @@ impl Reader {
         expected: &mut Option<u64>,
         report: &mut RecoveryReport,
         on_record: &mut dyn FnMut(Lsn, &[u8]),
-    ) -> Outcome {
-        let file = match OpenOptions::new().read(true).write(is_last).open(&seg.path) {
-            Ok(f) => f,
-            Err(e) => return unreadable_at(report, &seg.path, 0, e.kind(), 0),
-        };
-        let file_len = match file.metadata() {
-            Ok(m) => m.len(),
-            Err(e) => return unreadable_at(report, &seg.path, 0, e.kind(), 0),
-        };
+    ) -> Result<Outcome, Error> {
+        // A segment that cannot be opened (its permissions, say) is not damage: read as
+        // such, the spool started without its records and wrote new ones numbered
+        // over them, into the same file (hostile-input pass: a write-only last
+        // segment lost what was acknowledged after the start). The start fails.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(is_last)
+            .open(&seg.path)
+            .map_err(|e| Error::io("opening spool segment", &seg.path, e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io("reading spool segment", &seg.path, e))?
+            .len();
         seg.len = file_len;
         // The window's bytes belong to the previous file.
         self.window.clear();
@@ -322,8 +327,24 @@ impl Reader {
                     Ok(Parsed::Record(h, ok)) => (h, ok),
                     Ok(Parsed::Incomplete) => break Some(Stop::Incomplete),
                     Ok(Parsed::BadLength(len)) => break Some(Stop::BadLength(len)),
+                    // A record longer than this spool reads that the file holds whole:
+                    // written under a larger limit (a router restarted with a smaller
+                    // --max-frame cut three acknowledged messages as a "torn tail":
+                    // hostile-input pass), or a damaged length. Neither is cut or
+                    // skipped: the start fails, saying which.
+                    Ok(Parsed::TooLong(len))
+                        if off + HEADER as u64 + u64::from(len) <= file_len =>
+                    {
+                        return Err(Error::RecordTooLarge {
+                            segment: seg.path.clone(),
+                            offset: off,
+                            len,
+                            max_record: self.max_record,
+                        });
+                    }
+                    Ok(Parsed::TooLong(len)) => break Some(Stop::BadLength(len)),
                     Err(e) => {
-                        return unreadable_at(report, &seg.path, off, e.kind(), highest);
+                        return Ok(unreadable_at(report, &seg.path, off, e.kind(), highest));
                     }
                 };
                 if !ok {
@@ -369,7 +390,7 @@ impl Reader {
                     let payload = match win.get(off + HEADER as u64, h.len as usize) {
                         Ok(p) => p,
                         Err(e) => {
-                            return unreadable_at(report, &seg.path, off, e.kind(), highest);
+                            return Ok(unreadable_at(report, &seg.path, off, e.kind(), highest));
                         }
                     };
                     on_record(Lsn(h.lsn), payload);
@@ -382,11 +403,11 @@ impl Reader {
                 off += (HEADER + h.len as usize) as u64;
             };
             let Some(stop) = stop else {
-                return Outcome {
+                return Ok(Outcome {
                     highest,
                     clean: !damaged,
                     empty: file_len == 0,
-                };
+                });
             };
             // Is there any valid record after the bad one? Then it is damage, not a tail.
             // Numbers after the bad record are above everything read so far, and above
@@ -411,7 +432,7 @@ impl Reader {
             if is_last && tail_like && resume.is_none() {
                 let cut = file_len - off;
                 if let Err(e) = file.set_len(off).and_then(|()| file.sync_all()) {
-                    return unreadable_at(report, &seg.path, off, e.kind(), highest);
+                    return Ok(unreadable_at(report, &seg.path, off, e.kind(), highest));
                 }
                 tracing::warn!(segment = %seg.path.display(), offset = off, bytes_cut = cut, "spool: torn tail truncated");
                 seg.len = off;
@@ -420,11 +441,11 @@ impl Reader {
                     offset: off,
                     bytes_cut: cut,
                 });
-                return Outcome {
+                return Ok(Outcome {
                     highest,
                     clean: !damaged,
                     empty: off == 0,
-                };
+                });
             }
             let reason = match stop {
                 Stop::Incomplete => DamageReason::Truncated,
@@ -459,11 +480,11 @@ impl Reader {
                             highest = highest.max(found);
                         }
                     }
-                    return Outcome {
+                    return Ok(Outcome {
                         highest,
                         clean: false,
                         empty: false,
-                    };
+                    });
                 }
             }
         }
@@ -474,7 +495,10 @@ enum Parsed {
     /// A complete record; whether its checksum holds.
     Record(Header, bool),
     Incomplete,
+    /// A malformed skip marker.
     BadLength(u32),
+    /// A record's length above `max_record`.
+    TooLong(u32),
 }
 
 fn parse_at(win: &mut Window<'_>, off: u64, max_record: u32) -> io::Result<Parsed> {
@@ -484,13 +508,11 @@ fn parse_at(win: &mut Window<'_>, off: u64, max_record: u32) -> io::Result<Parse
     let mut hb = [0u8; HEADER];
     hb.copy_from_slice(win.get(off, HEADER)?);
     let h = Header::parse(&hb);
-    let bad_len = if h.skip {
-        h.len as usize != SKIP_PAYLOAD
-    } else {
-        h.len > max_record
-    };
-    if bad_len {
+    if h.skip && h.len as usize != SKIP_PAYLOAD {
         return Ok(Parsed::BadLength(h.len));
+    }
+    if !h.skip && h.len > max_record {
+        return Ok(Parsed::TooLong(h.len));
     }
     if win.len - off - (HEADER as u64) < u64::from(h.len) {
         return Ok(Parsed::Incomplete);

@@ -229,6 +229,51 @@ fn torn_tail_is_cut_and_appends_continue() {
     assert!(report.damaged.is_empty() && report.torn_tail.is_none());
 }
 
+/// Records longer than a reopening spool reads (a router restarted with a smaller
+/// --max-frame) are neither cut as a torn tail nor skipped as damage: the open fails,
+/// naming the record, and the file is untouched; with the old limit they come back
+/// (hostile-input pass: three acknowledged messages were cut at the restart).
+#[test]
+fn a_record_longer_than_the_reader_takes_fails_the_open_and_cuts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::new(dir.path());
+    config.max_record = 64 << 10;
+    let (_, _, spool) = open(&config);
+    let mut app = spool.start(Box::new(|| {})).unwrap();
+    app.append(b"small").unwrap();
+    for _ in 0..3 {
+        app.append(&vec![7u8; 40_000]).unwrap();
+    }
+    app.close().unwrap();
+    let seg = dir.path().join(format!("{:020}.log", 1));
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let mut smaller = config.clone();
+    smaller.max_record = 32 << 10;
+    let Err(e) = Spool::open(smaller, |_, _| {}) else {
+        panic!("opened")
+    };
+    assert!(
+        matches!(
+            e,
+            tickwire_spool::Error::RecordTooLarge {
+                len: 40_000,
+                max_record: 32768,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("more than the 32768 this spool reads"),
+        "{e}"
+    );
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), len, "nothing cut");
+    let (got, report, _) = open(&config);
+    assert_eq!(got.len(), 4);
+    assert!(report.damaged.is_empty() && report.torn_tail.is_none());
+}
+
 #[test]
 fn mid_log_damage_costs_only_the_damaged_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -1280,7 +1280,9 @@ flight unacknowledged. An acknowledgement that comes after the queue's ack timeo
 (the message was already handed on: to another consumer, again to this one, or to
 the dead-letter queue) is refused by the router: a warning says so, and the summary
 counts them. With --start other than 'queue' the
-binding replays (browses) the queue's retained messages from that point instead.
+binding replays (browses) the queue's retained messages from that point instead
+(a time may carry an offset, 2026-11-24T10:30:00+01:00; Unix time is in nanoseconds;
+a start after the router's newest message or clock is refused).
 When the router restarts or the connection drops it says so ('disconnected: ...;
 reconnecting'), reconnects and binds again ('reconnected after S s (A attempts): bound
 to queue Q again'), as the direct subscription does (and its summary counts the

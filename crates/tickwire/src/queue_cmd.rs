@@ -98,7 +98,10 @@ only receives dead messages: --dead-letter-queue of another queue).
 Sizes take units (64KiB, 1GiB, 100MB), durations too (500ms, 30s, 5m, 24h).
 --start says which retained messages a new queue begins with: now (default: only
 messages published from now on), beginning, id:N (from message id N), or
-time:T with T an RFC 3339 UTC time (2026-11-24T09:30:00Z) or Unix nanoseconds.
+time:T with T an RFC 3339 time (2026-11-24T09:30:00Z, or with an offset:
+2026-11-24T10:30:00+01:00) or Unix nanoseconds (a smaller number, seconds or
+milliseconds, is refused). A start after the router's newest message id or clock is
+refused: the queue would wait for messages that do not exist yet.
 A queue that starts in the past is filled from the router's retained messages in the
 background (~800,000 a second; the router serves everyone else meanwhile) and the
 create is answered when that is done: --timeout (default 10m) is how long to wait.
@@ -414,7 +417,7 @@ fn parse_create_start(s: &str) -> Result<Value, String> {
 /// `queue | beginning | id:N | time:T` (T: RFC 3339 UTC or Unix nanoseconds) as a
 /// binding start; `queue` (also spelled `now`) is a normal consumer.
 pub fn parse_start(s: &str) -> Result<Start, String> {
-    let expected = "expected queue, now, beginning, id:N or time:T (RFC 3339 UTC or Unix ns)";
+    let expected = "expected queue, now, beginning, id:N or time:T (RFC 3339 or Unix ns)";
     match s {
         "queue" | "now" => return Ok(Start::Queue),
         "beginning" => return Ok(Start::Beginning),
@@ -428,22 +431,57 @@ pub fn parse_start(s: &str) -> Result<Start, String> {
     }
     if let Some(t) = s.strip_prefix("time:") {
         if let Ok(ns) = t.parse::<u64>() {
+            // Below 10^15 ns is before 1970-01-12: a time in seconds or milliseconds,
+            // read as nanoseconds, would replay everything retained (new-user pass).
+            if ns < MIN_UNIX_NS {
+                return Err(format!(
+                    "{t} as Unix nanoseconds is within 12 days of 1970: a time in seconds \
+                     or milliseconds? Give nanoseconds ({}000000 for {t} ms) or an RFC 3339 \
+                     time (2026-11-24T09:30:00Z); `beginning` starts at the oldest message",
+                    t
+                ));
+            }
             return Ok(Start::Time(ns));
         }
-        return parse_rfc3339_utc(t)
-            .map(Start::Time)
-            .ok_or_else(|| format!("{t:?} is not a time: {expected}"));
+        return parse_rfc3339_utc(t).map(Start::Time).ok_or_else(|| {
+            format!("{t:?} is not a time: {expected}; e.g. 2026-11-24T09:30:00Z or 2026-11-24T10:30:00+01:00")
+        });
     }
     Err(format!("{s:?}: {expected}"))
 }
 
-/// `2026-11-24T09:30:00Z`, with optional fraction (up to 9 digits) and `Z` or
-/// `+00:00`, to Unix nanoseconds. Other offsets are refused rather than guessed.
+/// The least Unix time in nanoseconds `time:N` takes: 10^15 (1970-01-12); smaller
+/// numbers are seconds or milliseconds mistaken for nanoseconds.
+const MIN_UNIX_NS: u64 = 1_000_000_000_000_000;
+
+/// `2026-11-24T09:30:00Z`, with optional fraction (up to 9 digits) and `Z` or an offset
+/// (`+01:00`, `-05:00`), to Unix nanoseconds (UTC).
 fn parse_rfc3339_utc(t: &str) -> Option<u64> {
-    let t = t
-        .strip_suffix('Z')
-        .or_else(|| t.strip_suffix("+00:00"))
-        .or_else(|| t.strip_suffix('z'))?;
+    let (t, offset_s) = match t.strip_suffix(['Z', 'z']) {
+        Some(t) => (t, 0i64),
+        None => {
+            let (t, off) = t.split_at_checked(t.len().checked_sub(6)?)?;
+            let o = off.as_bytes();
+            let sign = match o[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            if o[3] != b':'
+                || !off[1..3]
+                    .bytes()
+                    .chain(off[4..].bytes())
+                    .all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            let (h, m): (i64, i64) = (off[1..3].parse().ok()?, off[4..].parse().ok()?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            (t, sign * (h * 3600 + m * 60))
+        }
+    };
     let (date, time) = t.split_once(['T', 't', ' '])?;
     let d = date.as_bytes();
     if d.len() != 10 || d[4] != b'-' || d[7] != b'-' {
@@ -464,7 +502,10 @@ fn parse_rfc3339_utc(t: &str) -> Option<u64> {
         fix.push_str(frac);
         fix.extend(std::iter::repeat_n('0', width - frac.len()));
     }
-    tickwire_fix::codec::parse_utc_timestamp(fix.as_bytes())
+    let local = tickwire_fix::codec::parse_utc_timestamp(fix.as_bytes())?;
+    // Local time = UTC + offset.
+    let utc = i128::from(local) - i128::from(offset_s) * 1_000_000_000;
+    u64::try_from(utc).ok()
 }
 
 fn num(v: &Value, k: &str) -> u64 {
@@ -655,7 +696,15 @@ mod tests {
         assert_eq!(parse_start("queue"), Ok(Start::Queue));
         assert_eq!(parse_start("beginning"), Ok(Start::Beginning));
         assert_eq!(parse_start("id:42"), Ok(Start::MessageId(42)));
-        assert_eq!(parse_start("time:5"), Ok(Start::Time(5)));
+        assert_eq!(
+            parse_start("time:1796666800000000000"),
+            Ok(Start::Time(1_796_666_800_000_000_000))
+        );
+        // Seconds or milliseconds taken for nanoseconds: refused with the reason.
+        for small in ["5", "1796666800", "1796666800000"] {
+            let e = parse_start(&format!("time:{small}")).unwrap_err();
+            assert!(e.contains("seconds or milliseconds"), "{e}");
+        }
         assert_eq!(
             parse_start("time:1970-01-01T00:00:01Z"),
             Ok(Start::Time(1_000_000_000))
@@ -664,7 +713,17 @@ mod tests {
             parse_start("time:2026-11-24T09:30:00.5Z"),
             Ok(Start::Time(1_795_512_600_500_000_000))
         );
-        assert!(parse_start("time:2026-11-24T09:30:00+01:00").is_err());
+        // An offset is taken: 10:30 at +01:00 is 09:30 UTC.
+        assert_eq!(
+            parse_start("time:2026-11-24T10:30:00+01:00"),
+            parse_start("time:2026-11-24T09:30:00Z")
+        );
+        assert_eq!(
+            parse_start("time:2026-11-24T04:30:00-05:00"),
+            parse_start("time:2026-11-24T09:30:00Z")
+        );
+        assert!(parse_start("time:2026-11-24T09:30:00+25:00").is_err());
+        assert!(parse_start("time:2026-11-24T09:30:00+0100").is_err());
         assert!(parse_start("time:2026-13-24T09:30:00Z").is_err());
         assert!(parse_start("id:x").is_err());
         assert!(parse_start("later").is_err());

@@ -1832,6 +1832,58 @@ fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
     );
 }
 
+/// A router restarted with a smaller --max-frame than the messages it stored refuses
+/// to start, saying which --max-frame reads them, and cuts nothing: started as before,
+/// it has them all (hostile-input pass: the restart cut three acknowledged messages as
+/// a "torn tail").
+#[test]
+fn a_smaller_max_frame_at_a_restart_refuses_to_start_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, router) = durable_with_orders(dir.path());
+    let a = router.addr_str();
+    let (st, out, err) = run_cli(
+        &[
+            "pub",
+            "--guaranteed",
+            "orders/big",
+            "--size",
+            "300000",
+            "--count",
+            "3",
+            "--router",
+            &a,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(st.success(), "{out}{err}");
+    router.kill9();
+    let data = dir.path().display().to_string();
+    let mut small = common::cli(&[
+        "router",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--data-dir",
+        &data,
+        "--max-frame",
+        "64KiB",
+    ])
+    .spawn()
+    .expect("spawn router");
+    let st = common::wait_child(
+        &mut small,
+        Duration::from_secs(30),
+        "router --max-frame 64KiB",
+    );
+    let (_, err) = common::take_output(&mut small);
+    assert!(!st.success(), "{err}");
+    assert!(
+        err.contains("start it with --max-frame") && err.contains("nothing was cut"),
+        "{err}"
+    );
+    let router = durable(port, dir.path(), "fsync");
+    assert_eq!(queue_depth(router.addr, "orders"), 3);
+}
+
 /// `sub --queue` across a router restart says when it is back, after how long and how
 /// many attempts, as `sub` on a topic does, and its summary counts the reconnection and
 /// the time disconnected (new-user pass: "reconnected: bound to queue o1 again" with no

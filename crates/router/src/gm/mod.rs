@@ -301,6 +301,37 @@ fn definition_differences(have: &QueueDef, asked: &QueueDef) -> String {
 /// The most characters of one value [`definition_differences`] shows.
 const DIFF_VALUE_MAX: usize = 80;
 
+/// How far in the future (by the router's clock) a start time may lie: clocks of two
+/// hosts differ, and the router's is read at its timer tick.
+const START_TIME_SLACK_NS: u64 = 1_000_000_000;
+
+/// Why a binding or a queue may not start at message `id` or time `time_ns` (UTC ns)
+/// when the router's next message id is `next_id` and its clock reads `wall` (None:
+/// not known yet): a start beyond the newest message or in the future would wait for
+/// messages that do not exist yet, and a time read as "now" takes messages published
+/// before it (new-user pass: `time:2030-...` browsed a 2026 message, `id:999999999`
+/// waited for ever). Almost always a typo: a unit, a zone or a digit.
+fn start_beyond_now(
+    id: Option<u64>,
+    time_ns: Option<u64>,
+    next_id: u64,
+    wall: Option<UtcNanos>,
+) -> Option<String> {
+    if let Some(id) = id.filter(|&id| id > next_id) {
+        return Some(format!(
+            "start id {id} is beyond the next message id {next_id}: no such message yet \
+             (`beginning` starts at the oldest retained one)"
+        ));
+    }
+    let wall = wall?.as_nanos();
+    let t = time_ns.filter(|&t| t > wall.saturating_add(START_TIME_SLACK_NS))?;
+    Some(format!(
+        "start time {t} ns is {:.0} s after the router's clock ({wall} ns): times are Unix \
+         nanoseconds, UTC",
+        (t - wall) as f64 / 1e9
+    ))
+}
+
 fn reject(request_id: u32, code: ErrorCode, text: impl Into<String>) -> Reject {
     Reject {
         request_id,
@@ -772,6 +803,9 @@ const SPOOL_REFUSED: &str = "the spool could not take the record now (it is busy
 /// The guaranteed-messaging state of one router.
 pub struct Engine {
     cfg: GmConfig,
+    /// The router's clocks at the last [`Engine::handle_timeout`] (monotonic, UTC):
+    /// what a start time is checked against (None before the first tick).
+    tick_clock: Option<(MonoNanos, UtcNanos)>,
     store: Store,
     queues: Vec<Option<Queue>>,
     queue_names: HashMap<String, u32>,
@@ -914,6 +948,7 @@ impl Engine {
     pub fn new(cfg: GmConfig) -> Engine {
         Engine {
             cfg,
+            tick_clock: None,
             store: Store::new(1),
             queues: Vec::new(),
             queue_names: HashMap::new(),
@@ -2529,6 +2564,15 @@ impl Engine {
                     }
                     json
                 } else {
+                    let (id, time) = match def.start {
+                        StartAt::Id(id) => (Some(id), None),
+                        StartAt::TimeNs(t) => (None, Some(t)),
+                        StartAt::Now | StartAt::Beginning => (None, None),
+                    };
+                    let wall = self.tick_clock.map(|(_, w)| w);
+                    if let Some(why) = start_beyond_now(id, time, self.store.next_id(), wall) {
+                        return Err(reject(request_id, ErrorCode::INVALID_REQUEST, why));
+                    }
                     if self.fills.iter().any(|f| f.def.name == def.name) {
                         return Err(reject(
                             request_id,
@@ -2916,6 +2960,17 @@ impl Engine {
         self.next_binding = self.next_binding.wrapping_add(1).max(1);
         while self.bindings.contains_key(&self.next_binding) {
             self.next_binding = self.next_binding.wrapping_add(1).max(1);
+        }
+        let (start_id, start_time) = match start {
+            Start::MessageId(m) => (Some(m), None),
+            Start::Time(t) => (None, Some(t)),
+            Start::Queue | Start::Beginning => (None, None),
+        };
+        let wall = self
+            .tick_clock
+            .map(|(at, w)| UtcNanos(w.as_nanos() + now.saturating_sub(at)));
+        if let Some(why) = start_beyond_now(start_id, start_time, self.store.next_id(), wall) {
+            return Err(reject(request_id, ErrorCode::INVALID_REQUEST, why));
         }
         let id = self.next_binding;
         let browse = match start {
@@ -3541,6 +3596,7 @@ impl Engine {
     /// a call starts with the queue after the one where the last call ran out); the
     /// rest stay due and [`Engine::poll_timeout`] says so.
     pub fn handle_timeout(&mut self, log: &mut dyn Log, now: MonoNanos, wall: UtcNanos) {
+        self.tick_clock = Some((now, wall));
         // Set again from the fronts below; deliveries meanwhile lower it themselves.
         self.ack_deadline = None;
         let n = self.queues.len() as u32;

@@ -585,6 +585,64 @@ fn replay_binding_browses_retained_messages_from_the_start_without_consuming() {
     assert_eq!(ids, vec![2, 3]);
 }
 
+/// A start beyond the newest message, or in the future by the router's clock, is
+/// refused: it would wait for messages that do not exist yet, and a time taken as
+/// "now" browsed messages published before it (new-user pass).
+#[test]
+fn a_start_beyond_the_newest_message_or_in_the_future_is_refused() {
+    let (mut e, mut log) = bound("a", "a", 3, 2);
+    // Ids 1 to 3 stored: 4 is the next, 5 does not exist yet.
+    e.handle_bind(t(1), Slot(8), 1, 10, Start::MessageId(4), "q")
+        .unwrap();
+    let r = e
+        .handle_bind(t(1), Slot(8), 2, 10, Start::MessageId(5), "q")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::INVALID_REQUEST);
+    assert!(
+        r.text
+            .contains("start id 5 is beyond the next message id 4"),
+        "{}",
+        r.text
+    );
+    // Times: checked once the router's clock is known (its timer tick), with a second
+    // of slack for the clocks of two hosts.
+    e.handle_timeout(&mut log, t(10), wall(10));
+    let at = |ms: u64| Start::Time(wall(ms).as_nanos());
+    e.handle_bind(t(10), Slot(8), 3, 10, at(10), "q").unwrap();
+    e.handle_bind(t(10), Slot(8), 4, 10, at(1_000), "q")
+        .unwrap();
+    let r = e
+        .handle_bind(t(10), Slot(8), 5, 10, at(5_000), "q")
+        .unwrap_err();
+    assert_eq!(r.code, ErrorCode::INVALID_REQUEST);
+    assert!(r.text.contains("s after the router's clock"), "{}", r.text);
+    // The clock moves on from the tick: 5 s later, that time is no longer ahead.
+    e.handle_bind(t(4_100), Slot(8), 6, 10, at(5_000), "q")
+        .unwrap();
+    // A queue created to start there is refused the same way.
+    let r = e
+        .handle_queue_request(
+            &mut log,
+            C,
+            7,
+            QueueOp::Create,
+            r#"{"name":"later","subscriptions":["a"],"start":{"id":9}}"#,
+        )
+        .unwrap_err();
+    assert!(r.text.contains("start id 9 is beyond"), "{}", r.text);
+    let far = wall(60_000).as_nanos();
+    let r = e
+        .handle_queue_request(
+            &mut log,
+            C,
+            8,
+            QueueOp::Create,
+            &format!(r#"{{"name":"later","subscriptions":["a"],"start":{{"time_ns":{far}}}}}"#),
+        )
+        .unwrap_err();
+    assert!(r.text.contains("after the router's clock"), "{}", r.text);
+}
+
 #[test]
 fn a_restart_recovers_queues_and_unacked_messages_flagged_redelivered() {
     let (mut e, mut log) = bound("a/>", "a/b", 4, 10);
