@@ -764,13 +764,25 @@ impl Settings {
             } else {
                 String::new()
             };
-            section.values.insert(
+            let before = section.values.insert(
                 (canon, sub),
                 Entry {
                     value: value.to_string(),
                     line: line_no,
                 },
             );
+            // The last value counts, as in QuickFIX; said, since a repeat is mostly a
+            // slip (hostile-input pass: silently accepted).
+            if let Some(first) = before {
+                warn(
+                    &mut warnings,
+                    line_no,
+                    format!(
+                        "{canon} repeated in this section (line {} first): the last value, {value:?}, counts",
+                        first.line
+                    ),
+                );
+            }
         }
         for (canon, line, message) in default_not_honoured {
             let inherited = sessions
@@ -925,6 +937,8 @@ impl Reader<'_> {
 
 /// The accepted ranges of numeric settings (what [`Reader::num`] names in its error).
 const ANY_U32: RangeInclusive<u64> = 0..=0xFFFF_FFFF;
+/// A count or period that 0 would make meaningless or a busy loop.
+const POSITIVE_U32: RangeInclusive<u64> = 1..=0xFFFF_FFFF;
 /// SocketAcceptPort: 0 listens on any free port.
 const ACCEPT_PORT: RangeInclusive<u64> = 0..=65535;
 /// SocketConnectPort (and its failovers): port 0 cannot be connected to.
@@ -1112,7 +1126,9 @@ fn build(file: &str, line: usize, values: &Values) -> Result<SessionSettings, Se
         time_zone,
         use_local_time: r.bool("UseLocalTime", false)?,
         non_stop_session,
-        reconnect_interval: r.num("ReconnectInterval", ANY_U32)?.unwrap_or(30),
+        // 0 reconnected in a busy loop (99% CPU, ~48,000 log lines a second with nothing
+        // listening: hostile-input pass); QuickFIX takes a positive number.
+        reconnect_interval: r.num("ReconnectInterval", POSITIVE_U32)?.unwrap_or(30),
         socket_accept_port,
         socket_accept_host: r.string("SocketAcceptHost"),
         socket_connect,

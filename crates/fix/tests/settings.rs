@@ -498,8 +498,10 @@ fn regression_a_numeric_setting_out_of_range_names_key_value_and_range() {
         (
             "ReconnectInterval=+5",
             "ReconnectInterval",
-            "0..=4294967295",
+            "1..=4294967295",
         ),
+        // 0 reconnected in a busy loop (hostile-input pass).
+        ("ReconnectInterval=0", "ReconnectInterval", "1..=4294967295"),
         ("TimestampPrecision=12", "TimestampPrecision", "0..=9"),
         (
             "TickwireStoreSyncBatch=0",
@@ -549,12 +551,31 @@ fn regression_a_numeric_setting_out_of_range_names_key_value_and_range() {
          TickwireMaxLogonLength=64\nTickwireStoreSyncBatch=1\nHeartBtInt=4294967295\n"
     );
     let s = Settings::parse(&ok, "n.cfg").unwrap();
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     let x = &s.sessions[0];
     assert_eq!(x.socket_connect[0].1, 65535);
     assert_eq!(x.timestamp_precision, TimestampPrecision::Nanos);
     assert_eq!(x.max_logon_length, Some(64));
     assert_eq!(x.store_sync, SyncPolicy::Os);
     assert_eq!(x.heartbt_int, Some(u32::MAX));
+}
+
+/// A key repeated in one section: the last value counts, as in QuickFIX, and a warning
+/// names both lines (hostile-input pass: silently accepted).
+#[test]
+fn a_key_repeated_in_a_section_warns_and_the_last_counts() {
+    let text = "[DEFAULT]\nConnectionType=acceptor\nSocketAcceptPort=0\nFileStorePath=s\n\
+                StartTime=00:00:00\nEndTime=00:00:00\n[SESSION]\nBeginString=FIX.4.4\n\
+                SenderCompID=A\nTargetCompID=B\nHeartBtInt=30\nHeartBtInt=40\n";
+    let s = Settings::parse(text, "d.cfg").unwrap();
+    assert_eq!(s.sessions[0].heartbt_int, Some(40));
+    assert!(
+        s.warnings.iter().any(|w| w.line == 12
+            && w.message
+                .contains("HeartBtInt repeated in this section (line 11 first)")),
+        "{:?}",
+        s.warnings
+    );
 }
 
 /// Regression (new-user pass): RefreshOnLogon was parsed into a field nothing read,
