@@ -121,22 +121,21 @@ fn parse_segment_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Refuses a segment name that is not a regular file (after symlinks): a FIFO would
-/// block the open forever (recovery, then the appender) and a device reads as empty or
-/// endless (hostile-input probe: start-up hung on a FIFO without a log line).
+/// Refuses a segment name that is not a regular file: a FIFO would block the open
+/// forever (recovery, then the appender), a device reads as empty or endless
+/// (hostile-input probe: start-up hung on a FIFO without a log line), and a symbolic
+/// link is not followed (hostile-input pass: one to a file outside the data directory
+/// was read as the last segment and its target truncated as a "torn tail").
 fn regular_file(path: &Path) -> Result<(), Error> {
-    let meta = match fs::metadata(path) {
-        Ok(m) => m,
-        // A dangling symlink: reported as an unreadable segment (damage) by the read,
-        // as before, not a failure to start (review).
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("reading spool segment", path, e)),
-    };
+    let meta =
+        fs::symlink_metadata(path).map_err(|e| Error::io("reading spool segment", path, e))?;
     if meta.is_file() {
         return Ok(());
     }
     let what = if meta.is_dir() {
         "a directory"
+    } else if meta.file_type().is_symlink() {
+        "a symbolic link (not followed)"
     } else {
         "not a regular file (a FIFO, socket or device)"
     };

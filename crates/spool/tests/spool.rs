@@ -361,6 +361,27 @@ fn invalid_config_is_refused() {
     ));
 }
 
+/// A symbolic link named like a segment, to a file outside the spool: refused, and the
+/// file it points to untouched (hostile-input pass: read as the last segment, its
+/// target was truncated as a "torn tail").
+#[test]
+fn a_segment_that_is_a_symbolic_link_is_refused_and_its_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("precious.txt");
+    std::fs::write(&victim, "precious data\n").unwrap();
+    let config = Config::new(dir.path());
+    let (_, _, spool) = open(&config);
+    let mut app = spool.start(Box::new(|| {})).unwrap();
+    app.append(b"one").unwrap();
+    app.close().unwrap();
+    let path = dir.path().join(format!("{:020}.log", 100));
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    let e = Spool::open(config, |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("a symbolic link (not followed)"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious data\n");
+}
+
 /// Hostile-input probe: a FIFO named like a segment hung the start forever (in the
 /// open, without a log line), and a link to a device read as an empty segment. Each
 /// refuses the open at once, naming the file.
@@ -390,7 +411,8 @@ fn a_segment_that_is_not_a_regular_file_is_refused_at_once() {
             .to_string();
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(
-            e.contains("not a regular file") && e.contains(&format!("{:020}.log", 7)),
+            (e.contains("not a regular file") || e.contains("a symbolic link (not followed)"))
+                && e.contains(&format!("{:020}.log", 7)),
             "{kind}: {e}"
         );
     }
