@@ -301,6 +301,34 @@ fn definition_differences(have: &QueueDef, asked: &QueueDef) -> String {
 /// The most characters of one value [`definition_differences`] shows.
 const DIFF_VALUE_MAX: usize = 80;
 
+/// The largest message id recovery takes: no router gets there (1,400 years at 100
+/// million messages a second), and one near 2^64 read back made the ids wrap, so that
+/// new publishes took the ids of held messages and their acknowledgements removed
+/// those (hostile-input pass).
+pub const MAX_MESSAGE_ID: u64 = 1 << 62;
+
+/// The largest publisher sequence number (PUBLISH's SEQ is 1 to 2^64-2).
+const MAX_PUBLISH_SEQ: u64 = u64::MAX - 1;
+
+/// Why a record read back names a number no router reaches (None: it does not): a
+/// message id, a checkpoint's next id or a copy's beyond [`MAX_MESSAGE_ID`], a
+/// publisher's high-water mark beyond [`MAX_PUBLISH_SEQ`].
+fn beyond_reach(r: &Record<'_>) -> Option<String> {
+    let ids: &[u64] = match r {
+        Record::Message { id, .. } => &[*id],
+        Record::NextId { id } => &[*id],
+        Record::Relocated { id, next_id, .. } => &[*id, *next_id],
+        Record::Publisher { hwm, .. } => {
+            return (*hwm > MAX_PUBLISH_SEQ)
+                .then(|| format!("publisher high-water mark {hwm} beyond 2^64-2"));
+        }
+        _ => &[],
+    };
+    ids.iter()
+        .find(|&&id| id > MAX_MESSAGE_ID)
+        .map(|id| format!("message id {id} beyond any a router reaches (2^62)"))
+}
+
 /// How far in the future (by the router's clock) a start time may lie: clocks of two
 /// hosts differ, and the router's is read at its timer tick.
 const START_TIME_SLACK_NS: u64 = 1_000_000_000;
@@ -1020,6 +1048,14 @@ impl Engine {
         match record::decode(bytes) {
             Ok(Record::QueueDefined { json }) => {
                 if let Ok(def) = serde_json::from_str::<QueueDef>(json) {
+                    if def.created_at > MAX_MESSAGE_ID {
+                        self.recovery_errors.push(format!(
+                            "record {lsn}: queue {:?}'s first_message_id {} is beyond any \
+                             message id (2^62): damage; skipped",
+                            def.name, def.created_at
+                        ));
+                        return;
+                    }
                     let keep = self.recovered_defs.iter().position(|d| d.name == def.name);
                     match keep {
                         // A checkpoint repeats a definition: the first one stays.
@@ -1066,6 +1102,11 @@ impl Engine {
                 return;
             }
         };
+        if let Some(why) = beyond_reach(&r) {
+            self.recovery_errors
+                .push(format!("record {lsn}: {why}: damage; skipped"));
+            return;
+        }
         match r {
             Record::Message {
                 id,

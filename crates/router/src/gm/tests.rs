@@ -197,6 +197,58 @@ fn a_checkpoint_alone_carries_the_message_ids_on() {
     assert_eq!(r.store.next_id(), 4, "not 1");
 }
 
+/// Records naming numbers no router reaches (a message id, a checkpoint's next id or a
+/// queue's first_message_id near 2^64, a publisher mark of 2^64-1) are damage: skipped
+/// and reported, and ids go on from the last sane one (hostile-input pass: one forged
+/// id made the ids wrap, and new publishes took the ids of held messages).
+#[test]
+fn records_naming_ids_beyond_reach_are_skipped_and_ids_go_on() {
+    let (_, log) = bound("a", "a", 3, 10);
+    let mut records = log.records.clone();
+    let rec = |r: &Record<'_>| {
+        let mut out = Vec::new();
+        record::encode(&mut out, r);
+        out
+    };
+    records.push(rec(&Record::Message {
+        id: u64::MAX,
+        time: 1,
+        seq: 4,
+        stamps: None,
+        identity: "pub",
+        topic: b"a",
+        payload: b"forged",
+    }));
+    records.push(rec(&Record::NextId { id: u64::MAX }));
+    records.push(rec(&Record::Publisher {
+        hwm: u64::MAX,
+        identity: "pub",
+    }));
+    records.push(rec(&Record::QueueDefined {
+        json: r#"{"name":"far","subscriptions":["a"],"first_message_id":18446744073709551615}"#,
+    }));
+    let mut r = recover(GmConfig::default(), &records, 1);
+    assert_eq!(r.recovery_errors.len(), 4, "{:?}", r.recovery_errors);
+    assert!(
+        r.recovery_errors
+            .iter()
+            .all(|e| e.contains("damage; skipped")),
+        "{:?}",
+        r.recovery_errors
+    );
+    assert_eq!(r.store.next_id(), 4, "the ids go on after 3");
+    assert!(r.queue_names.get("far").is_none());
+    // The next publish is message 4, and the held 1 to 3 are delivered as before.
+    r.handle_pub_open(&mut MemLog::default(), P, 1, 0, "pub")
+        .unwrap();
+    assert!(drain(&mut r).contains(&(P, Out::Opened(3))));
+    let mut log2 = MemLog::default();
+    publish(&mut r, &mut log2, P, "a", 4, b"x");
+    r.handle_durable(t(2), log2.records.len() as u64);
+    r.handle_bind(t(2), C, 1, 10, Start::Queue, "q").unwrap();
+    assert_eq!(delivered_ids(&mut r), vec![1, 2, 3, 4]);
+}
+
 /// A checkpoint copies each queue's definition as made when the queue was (not
 /// serialized again): what it writes is every live queue's definition, exactly, a
 /// dead-message queue's and one with non-default settings included, and none of a
