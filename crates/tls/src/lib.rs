@@ -35,12 +35,29 @@ pub const SEND_BUFFER_LIMIT: usize = 256 * 1024;
 /// Socket reads per [`TlsIo::read`] call at most (then `Interrupted`: call again).
 const MAX_READS_PER_CALL: usize = 8;
 
+/// Where a relative path was looked for: the current directory, which a config file's
+/// paths are relative to too (new-user pass: `tls_cert = "router.pem"` in a file run
+/// from another directory said only "No such file").
+fn relative_note(path: &std::path::Path) -> String {
+    if path.is_absolute() {
+        return String::new();
+    }
+    match std::env::current_dir() {
+        Ok(dir) => format!(
+            " (a relative path: read from the current directory, {}; paths in a config file \
+             are too)",
+            dir.display()
+        ),
+        Err(_) => " (a relative path: read from the current directory)".to_owned(),
+    }
+}
+
 /// Errors building a TLS configuration.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read.
-    #[error("cannot read the {what} file {path}: {source}")]
+    #[error("cannot read the {what} file {}{}: {source}", path.display(), relative_note(path))]
     Read {
         /// What the file should hold ("certificate", "private key", "CA").
         what: &'static str,
@@ -1030,7 +1047,23 @@ mod tests {
         .unwrap_err();
         assert!(
             e.to_string()
-                .contains("certificate file /nonexistent/c.pem"),
+                .contains("certificate file /nonexistent/c.pem: "),
+            "{e}"
+        );
+        // A relative path says where it was looked for (new-user pass).
+        let e = server_config(&ServerFiles {
+            cert: Some("no-such-router.pem".into()),
+            key: Some("no-such-router.key".into()),
+            ..ServerFiles::default()
+        })
+        .unwrap_err();
+        let cwd = std::env::current_dir().unwrap();
+        assert!(
+            e.to_string().contains(&format!(
+                "certificate file no-such-router.pem (a relative path: read from the current \
+                 directory, {}; paths in a config file are too): ",
+                cwd.display()
+            )),
             "{e}"
         );
         let e = server_config(&ServerFiles {
