@@ -192,8 +192,9 @@ const REPLY_HELP: &str = "\
 Answers requests on the topics matching PATTERN: by default with the request's own
 payload (echo); with --exec CMD, by running CMD with `sh -c` once per request, the
 request payload on its standard input, and replying with its standard output (at most
---max-reply bytes; a longer output is cut, with a warning on standard error giving
-both sizes). A command that fails (non-zero exit status, or it cannot be run, or
+--max-reply bytes; a longer output, or one the router's max frame cannot carry, is
+answered as a failure, 'error: ... wrote N bytes, more than --max-reply ...', with a
+warning on standard error giving both sizes: a cut answer would read as whole). A command that fails (non-zero exit status, or it cannot be run, or
 it runs past --exec-timeout) is answered with 'error: ', its exit status and its
 standard error; `tickwire request` then exits with status 4 and prints that answer on
 standard error, and this command warns on standard error ('warning: ... failed') with
@@ -395,14 +396,13 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             };
             if let Some(wrote) = answer.cut_from {
                 // New-user pass: a 168,894-byte output reached the requester as
-                // 65,536 bytes, cut mid-number, with nothing said.
+                // 65,536 bytes, cut mid-number, with nothing said; then as a success.
                 eprintln!(
-                    "warning: --exec command wrote {wrote} bytes for a request on {topic}; \
-                     the answer is cut to --max-reply {} bytes",
+                    "warning: --exec command wrote {wrote} bytes for a request on {topic}, \
+                     more than --max-reply {} bytes: answered with an error instead",
                     a.max_reply
                 );
-            }
-            if let Some(why) = &answer.failure {
+            } else if let Some(why) = &answer.failure {
                 eprintln!("warning: --exec command failed on a request on {topic}: {why}");
             }
             // The connection the request came on may be gone (its requester is then
@@ -417,14 +417,26 @@ pub fn run_reply(a: ReplyArgs) -> anyhow::Result<ExitCode> {
             let max_frame = conn.router_max_frame();
             let overhead = tickwire_wire::frame::HEADER_LEN + to.topic.len() + 5;
             let max = (max_frame as usize).saturating_sub(overhead);
-            let sent = answer.payload.len().min(max);
-            if sent < answer.payload.len() {
+            // An answer the router's frame cannot hold is answered as a failure, not
+            // cut (a cut answer read as a success).
+            let mut answer = answer;
+            if answer.payload.len() > max {
                 eprintln!(
-                    "warning: answer of {} bytes on {topic} cut to {sent}: the router's max \
-                     frame is {max_frame} bytes",
+                    "warning: answer of {} bytes on {topic} does not fit the router's max \
+                     frame of {max_frame} bytes: answered with an error instead",
                     answer.payload.len()
                 );
+                let mut e = format!(
+                    "error: the answer of {} bytes does not fit the router's max frame of \
+                     {max_frame} bytes: none of it sent",
+                    answer.payload.len()
+                )
+                .into_bytes();
+                e.truncate(max);
+                answer.payload = e;
+                answer.failure.get_or_insert_with(|| "too large".to_owned());
             }
+            let sent = answer.payload.len();
             if let Err(e) = conn.reply(&to, &answer.payload[..sent]) {
                 eprintln!("request on {topic} not answered: {e}");
                 tally.unanswered += 1;
@@ -600,8 +612,22 @@ fn run_exec(cmd: &str, input: &[u8], max: usize, timeout: Duration) -> Answer {
     let (err, _) = err_rx.recv_timeout(rest()).unwrap_or_default();
     drop(writer);
     match status {
+        // An output longer than --max-reply is answered as a failure, not cut: a cut
+        // answer (half a JSON document) reached the requester as a success (new-user
+        // pass).
+        Ok(st) if st.success() && wrote > out.len() as u64 => Answer {
+            payload: format!(
+                "error: {cmd:?} wrote {wrote} bytes, more than --max-reply {max}: none of it \
+                 sent"
+            )
+            .into_bytes(),
+            failure: Some(format!(
+                "{cmd:?} wrote {wrote} bytes, more than --max-reply {max}"
+            )),
+            cut_from: Some(wrote),
+        },
         Ok(st) if st.success() => Answer {
-            cut_from: (wrote > out.len() as u64).then_some(wrote),
+            cut_from: None,
             payload: out,
             failure: None,
         },

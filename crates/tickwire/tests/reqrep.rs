@@ -464,8 +464,11 @@ fn request_until_answered(
 
 /// A responder answering one request on `svc/big` with 200,000 bytes of --exec output
 /// under `--max-reply MAX_REPLY`, through a router started with `router_args`: the
-/// payload bytes the requester got, and the responder's standard error.
-fn one_big_exec_answer(router_args: &[&str], max_reply: &str) -> (usize, String) {
+/// requester's exit status and standard error, and the responder's standard error.
+fn one_big_exec_answer(
+    router_args: &[&str],
+    max_reply: &str,
+) -> (std::process::ExitStatus, String, String) {
     let router = RouterProc::start(router_args);
     let addr = router.addr_str();
     let mut replier = common::cli(&[
@@ -484,51 +487,54 @@ fn one_big_exec_answer(router_args: &[&str], max_reply: &str) -> (usize, String)
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let out = request_when_answered(&addr, "svc/big", "x");
+    let (req, _, req_err) = request_until_answered(&addr, "svc/big", "x");
     let st = common::wait_child(&mut replier, Duration::from_secs(20), "the responder");
     let mut err = String::new();
     std::io::Read::read_to_string(&mut replier.stderr.take().unwrap(), &mut err).unwrap();
     assert!(st.success(), "{st}: {err}");
-    // The payload plus the newline `request` adds.
-    (out.len() - 1, err)
+    (req, req_err, err)
 }
 
 /// Regression: an --exec answer longer than the router's max frame was cut silently
-/// (the requester got less, the responder logged the full size). The cut is now said,
-/// with both sizes, and the line per request gives the bytes sent.
+/// (the requester got less, the responder logged the full size); then said, but the
+/// cut answer still read as a success. It is answered as a failure now: the requester
+/// exits 4 with the reason, the responder warns with both sizes.
 #[test]
-fn reply_says_when_the_routers_max_frame_cuts_an_answer() {
-    let (sent, err) = one_big_exec_answer(&["--no-guaranteed", "--max-frame", "64KiB"], "10MiB");
-    assert!(sent < 64 << 10, "{sent} bytes went through a 64 KiB frame");
-    // Cut to what fills the frame: only the header (8), the reply topic (at most 255)
-    // and the REPLY field (5) take room.
+fn an_answer_the_routers_max_frame_cannot_carry_is_a_failure_on_both_sides() {
+    let (st, req_err, err) =
+        one_big_exec_answer(&["--no-guaranteed", "--max-frame", "64KiB"], "10MiB");
+    assert_eq!(st.code(), Some(4), "{req_err}");
     assert!(
-        sent >= (64 << 10) - 8 - 255 - 5,
-        "cut to {sent}, short of the frame"
+        req_err.contains(
+            "error: the answer of 200000 bytes does not fit the router's max frame of 65536 bytes"
+        ),
+        "{req_err}"
     );
-    assert!(
-        err.contains(&format!(
-            "warning: answer of 200000 bytes on svc/big cut to {sent}: the router's max frame is 65536 bytes"
-        )),
-        "{err}"
-    );
-    assert!(err.contains(&format!("({sent} bytes)")), "{err}");
-    assert!(!err.contains("(200000 bytes)"), "{err}");
-}
-
-/// New-user pass: an --exec output longer than --max-reply (64 KiB by default) was cut
-/// with nothing said on either side. The responder now warns with both sizes.
-#[test]
-fn reply_says_when_max_reply_cuts_an_exec_answer() {
-    let (sent, err) = one_big_exec_answer(&["--no-guaranteed"], "1000");
-    assert_eq!(sent, 1000);
     assert!(
         err.contains(
-            "warning: --exec command wrote 200000 bytes for a request on svc/big; the answer is cut to --max-reply 1000 bytes"
+            "warning: answer of 200000 bytes on svc/big does not fit the router's max frame of 65536 bytes: answered with an error instead"
         ),
         "{err}"
     );
-    assert!(err.contains("(1000 bytes)"), "{err}");
+}
+
+/// New-user pass: an --exec output longer than --max-reply (64 KiB by default) was cut
+/// with nothing said on either side; then cut with a warning at the responder only, the
+/// requester taking half an answer for a whole one. It is answered as a failure now.
+#[test]
+fn an_exec_answer_longer_than_max_reply_is_a_failure_on_both_sides() {
+    let (st, req_err, err) = one_big_exec_answer(&["--no-guaranteed"], "1000");
+    assert_eq!(st.code(), Some(4), "{req_err}");
+    assert!(
+        req_err.contains("wrote 200000 bytes, more than --max-reply 1000: none of it sent"),
+        "{req_err}"
+    );
+    assert!(
+        err.contains(
+            "warning: --exec command wrote 200000 bytes for a request on svc/big, more than --max-reply 1000 bytes: answered with an error instead"
+        ),
+        "{err}"
+    );
 }
 
 /// Regression: an --exec command that failed was answered as if it had succeeded: the
