@@ -562,7 +562,8 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
     let Some(chrome) = require_chromium("dashboard_in_headless_chromium_shows_the_counts") else {
         return;
     };
-    let (_r, http, _t) = monitored_router(42);
+    let (r, http, _t) = monitored_router(42);
+    let router = r.addr_str();
 
     let page = Dashboard::open(chrome, http);
     let tab = &page.tab;
@@ -607,6 +608,68 @@ fn dashboard_in_headless_chromium_shows_the_counts() {
         (card("cache_topics"), card("cache_stored")),
         ("1".to_owned(), "42".to_owned())
     );
+    // The queue-depth chart draws the deepest queues and says of how many: seven
+    // queues, q0 to q6 holding 0 to 6 messages (new-user pass: the first five by name).
+    for i in 0..7 {
+        let q = format!("q{i}");
+        let (st, _, err) = common::run_cli(
+            &[
+                "queue",
+                "create",
+                &q,
+                "--sub",
+                &format!("{q}/>"),
+                "--router",
+                &router,
+            ],
+            Duration::from_secs(20),
+        );
+        assert!(st.success(), "{err}");
+        if i > 0 {
+            let (st, _, err) = common::run_cli(
+                &[
+                    "pub",
+                    "--guaranteed",
+                    &format!("{q}/x"),
+                    "m",
+                    "--count",
+                    &i.to_string(),
+                    "--router",
+                    &router,
+                ],
+                Duration::from_secs(20),
+            );
+            assert!(st.success(), "{err}");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let title = loop {
+        let title = tab
+            .evaluate(
+                "document.querySelector('#chart-queue-depth .title')?.textContent ?? ''",
+                false,
+            )
+            .unwrap()
+            .value
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if title.contains("of 7") {
+            break title;
+        }
+        assert!(Instant::now() < deadline, "queue chart title: {title:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(title, "queue depth (messages): the 5 deepest of 7");
+    let legend = tab
+        .evaluate(
+            "[...document.querySelectorAll('#chart-queue-depth .legend span')].map((s) => s.textContent.split(' ')[0]).join(',')",
+            false,
+        )
+        .unwrap()
+        .value
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    assert_eq!(legend, "q6,q5,q4,q3,q2");
     // A card says whether it is a total or a value now (new-user pass: "connections",
     // a total, sat next to "clients" without saying so).
     let label = |key: &str| {

@@ -153,11 +153,18 @@ function render(d) {
   if (d.queues) {
     queueHistory.push({ t: now, depths: Object.fromEntries(d.queues.map((q) => [q.name, q.depth])) });
     while (queueHistory.length > KEEP) queueHistory.shift();
-    const names = d.queues.slice(0, 5).map((q) => q.name);
+    // The deepest queues, where a backlog shows (new-user pass: the first five by name
+    // were drawn, and the two deepest of 18 were not), and how many of how many.
+    const CHARTED = 5;
+    const deepest = [...d.queues].sort((a, b) => b.depth - a.depth || (a.name < b.name ? -1 : 1));
+    const names = deepest.slice(0, CHARTED).map((q) => q.name);
     const qc = document.getElementById("queue-chart");
     qc.replaceChildren();
     if (names.length) {
-      chart(qc, "queue-depth", "queue depth (messages)", names.map((n) => ({ name: n, points: queueHistory.map((h) => [h.t, h.depths[n] || 0]) })));
+      const title = d.queues.length > CHARTED
+        ? "queue depth (messages): the " + CHARTED + " deepest of " + d.queues.length
+        : "queue depth (messages)";
+      chart(qc, "queue-depth", title, names.map((n) => ({ name: n, points: queueHistory.map((h) => [h.t, h.depths[n] || 0]) })));
     }
     table("queues", [["name", "queue"], ["depth", "depth"], ["in_flight", "in flight"], ["consumers", "consumers"], ["delivered", "delivered"], ["acked", "acked"], ["dead_lettered", "dead-lettered"]], d.queues);
   }
