@@ -72,6 +72,8 @@ pub struct Second {
     pub recovered: u64,
     pub lost: u64,
     pub published: u64,
+    /// Packets of other MoldUDP64 sessions, ignored.
+    pub foreign: u64,
 }
 
 /// What a run saw.
@@ -376,6 +378,7 @@ pub fn run_monitored(
                 recovered: c.recovered - last.recovered,
                 lost: c.lost - last.lost,
                 published: published - last.published,
+                foreign: c.foreign_session - last.foreign,
             };
             last = Second {
                 second: s.second,
@@ -385,6 +388,7 @@ pub fn run_monitored(
                 recovered: c.recovered,
                 lost: c.lost,
                 published,
+                foreign: c.foreign_session,
             };
             if let Some(on_second) = opts.on_second {
                 on_second(&s);

@@ -26,7 +26,9 @@ Payloads are the fixed binary layout of docs/market-data.md. Every update carrie
 exchange timestamp and the feed handler's receive time, and the router frame's STAMPS
 block (publish, router in, router out) for per-hop latency.
 
-Once a second it prints: packets, messages, gaps, recovered, lost, published.
+Once a second it prints: packets, messages, gaps, recovered, lost, published. Packets of
+another session arriving while none of the followed one does (a mistyped --session) are
+said once as they come, --quiet or not.
 Stops at End of Session (unless --keep-running) or Ctrl-C, then prints every counter
 (sequencing, stray traffic, bad input, books, and kernel_drops: datagrams the kernel
 dropped because the socket's receive buffer was full) and, if messages were lost, why.
@@ -252,7 +254,10 @@ pub fn run_cmd(a: FeedArgs) -> anyhow::Result<ExitCode> {
         feed,
         idle: a.idle,
         exit_on_end_of_session: !a.keep_running,
-        on_second: (!a.quiet).then_some(print_second as fn(&Second)),
+        on_second: Some(match a.quiet {
+            false => print_second as fn(&Second),
+            true => warn_foreign,
+        }),
     };
     let http = a.http.addr(FEED_HTTP_PORT)?;
     let access = match http {
@@ -536,7 +541,27 @@ fn answer_hint(recovered: u64, duplicates: u64) -> String {
     }
 }
 
-/// The feed's per-second counter line (stderr), as the handler reports each second.
+/// Whether [`warn_foreign`] has spoken.
+static FOREIGN_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says once, while the feed runs, that packets of another MoldUDP64 session arrive
+/// and none of the one followed: a mistyped --session waited for ever and said why
+/// only when stopped (new-user pass).
+fn warn_foreign(s: &Second) {
+    use std::sync::atomic::Ordering;
+    if s.foreign > 0 && s.messages == 0 && !FOREIGN_WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "feed: {} of another MoldUDP64 session arrived in second {} and no message of \
+             the session followed: is --session mistyped? (they are ignored; the summary \
+             names their session)",
+            tickwire_rt::text::count(s.foreign, "packet", "packets"),
+            s.second
+        );
+    }
+}
+
+/// The feed's per-second counter line (stderr), as the handler reports each second,
+/// and [`warn_foreign`].
 fn print_second(s: &Second) {
     use tickwire_rt::text::count;
     eprintln!(
@@ -549,6 +574,7 @@ fn print_second(s: &Second) {
         s.lost,
         s.published
     );
+    warn_foreign(s);
 }
 
 #[cfg(test)]

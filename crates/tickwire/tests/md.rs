@@ -607,6 +607,36 @@ fn a_chain_of_forged_heartbeats_neither_moves_nor_wedges_a_slow_feed() {
     assert_eq!(stream.len() as u64, counter(&out, "published"), "{out}");
 }
 
+/// New-user pass: `feed --session` with a mistyped name waited for ever and said why only
+/// when stopped. It says so once while it runs (with --quiet too).
+#[test]
+fn a_feed_following_another_session_says_so_while_it_runs() {
+    let session = common::md_session("foreign.itch", "23", 5, 60);
+    let router = RouterProc::start(&[]);
+    let port = free_udp_port_pair();
+    let group = format!("239.255.47.{}:{port}", 1 + port % 200);
+    let raddr = router.addr_str();
+    let publisher = spawn(&publish_args(&session, &group, "20/s", "1s"));
+    let feed = spawn_until(
+        &[
+            "feed",
+            "--group",
+            &group,
+            "--router",
+            &raddr,
+            "--idle",
+            "block",
+            "--quiet",
+            "--session",
+            "WRONGNAME",
+        ],
+        "and no message of the session followed: is --session mistyped?",
+    );
+    drop(feed);
+    let (st, pub_out) = finish(publisher, Duration::from_secs(60));
+    assert_eq!(st, 0, "publish failed: {pub_out}");
+}
+
 /// Issue 12 item 8: a publish that can send nothing says why and exits 1.
 #[test]
 fn md_publish_that_cannot_send_says_why() {
