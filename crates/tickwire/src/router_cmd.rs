@@ -16,7 +16,11 @@ use crate::units::{parse_duration, parse_short_duration, parse_size};
 const ROUTER_HELP: &str = "\
 Configuration comes from built-in defaults, then the [router] table of the
 --config file, then flags (flags win). Print the effective configuration, with
-every key, using --print-config.
+every key, using --print-config. A key is mostly its flag's name with underscores
+(--egress-limit: egress_limit; --stall-timeout: stall_timeout_ms); these have no flag,
+only a key: retain_bytes, retain_ms, max_stored_bytes,
+max_queue_index_nodes, max_queue_entries, image_scan_rate, image_scan_rate_total
+(README.md, \"Router configuration\", documents every key and its default).
 
 Example config file (every key optional):
   [router]
