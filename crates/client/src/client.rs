@@ -259,7 +259,15 @@ impl Client {
         let io = tickwire_tls::TlsIo::client(tls.config.clone(), server_name)
             .map_err(|e| Error::InvalidArgument(format!("TLS: {e}")))?;
         let deadline = Instant::now().checked_add(opts.connect_timeout);
-        let sock = connect_tcp(addr, addr, deadline)?;
+        // A refused connection names the scheme too (new-user pass: "127.0.0.2:7443"
+        // left a user wondering whether TLS was used).
+        let sock = connect_tcp(addr, addr, deadline).map_err(|e| match e {
+            Error::Connect { addr, cause } => Error::Connect {
+                addr: format!("{TLS_SCHEME}{addr}"),
+                cause,
+            },
+            e => e,
+        })?;
         let stream = Transport::Tls(Box::new(TlsStream { sock, io }));
         Client::start(stream, opts, deadline).map_err(|e| match e {
             // A failed TLS handshake: say so with the address.

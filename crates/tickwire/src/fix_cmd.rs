@@ -232,10 +232,24 @@ pub fn run(args: FixArgs) -> anyhow::Result<ExitCode> {
         ConnectionType::Acceptor => "acceptor",
         ConnectionType::Initiator => "initiator",
     };
+    let others = settings.sessions.len();
     settings.sessions.retain(|s| s.connection_type == role);
     if settings.sessions.is_empty() {
+        // New-user pass: no next step for a file of the other side's sessions.
+        let other = match role {
+            ConnectionType::Acceptor => "initiator",
+            ConnectionType::Initiator => "acceptor",
+        };
+        let then = match others {
+            0 => String::new(),
+            n => format!(
+                "; its {} ConnectionType={other}: `tickwire fix {other} --config {}`",
+                tickwire_rt::text::count(n as u64, "session is", "sessions are"),
+                a.config.display()
+            ),
+        };
         return Err(crate::units::UsageError(format!(
-            "{}: no session with ConnectionType={side}",
+            "{}: no session with ConnectionType={side}{then}",
             a.config.display()
         ))
         .into());

@@ -1034,11 +1034,20 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
         // New-user pass: two commands publishing to one topic share the default
         // identity; the first died with "taken-over" and no hint what to do.
         Ok(e @ tickwire_client::Error::Closed { code, .. }) if code == ErrorCode::TAKEN_OVER => {
-            anyhow::Error::new(e).context(
-                "another connection opened this publisher identity (two commands publishing \
-                 at once share the default one): give each concurrent publisher its own \
-                 --identity",
-            )
+            // New-user pass: the hint blamed the default identity when --identity
+            // was given.
+            let why = match a.identity {
+                None => {
+                    "another connection opened this publisher identity (two commands \
+                     publishing at once share the default one): give each concurrent \
+                     publisher its own --identity"
+                }
+                Some(_) => {
+                    "another connection opened this publisher identity (--identity): give \
+                     each concurrent publisher its own"
+                }
+            };
+            anyhow::Error::new(e).context(why)
         }
         Ok(e) => gave_up(e),
         Err(e) => e,
@@ -1868,9 +1877,9 @@ fn queue_what(queue: &str, redelivered: u64, late_acks: u64) -> String {
         // covers a range of deliveries, so this counts ranges, not messages (new-user
         // pass: 3 messages delivered twice each were "2 acknowledgements").
         n => format!(
-            "from queue {queue} ({redelivered}; {} acknowledged too late, \
-             after their ack timeout: one or more deliveries each, processed again here, \
-             by another consumer or in the dead-letter queue)",
+            "from queue {queue} ({redelivered}; {} came too late, after the ack \
+             timeout: one or more deliveries each, processed again here, by another \
+             consumer or in the dead-letter queue)",
             count(n, "acknowledgement", "acknowledgements")
         ),
     }
@@ -2721,8 +2730,7 @@ mod tests {
         );
         let s = queue_what("q", 2, 1);
         assert!(
-            s.contains("2 flagged redelivered")
-                && s.contains("1 acknowledgement acknowledged too late"),
+            s.contains("2 flagged redelivered") && s.contains("1 acknowledgement came too late"),
             "{s}"
         );
     }

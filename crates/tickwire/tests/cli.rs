@@ -309,7 +309,7 @@ fn missing_or_wrong_config_files_are_usage_errors() {
         ),
         (
             &["fix", "acceptor", "--config", initiator_only],
-            "no session with ConnectionType=acceptor",
+            "no session with ConnectionType=acceptor; its 1 session is ConnectionType=initiator: `tickwire fix initiator --config",
         ),
         (
             &["fix", "acceptor", "--config", no_dict],

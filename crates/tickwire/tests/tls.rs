@@ -228,6 +228,27 @@ fn an_untrusted_or_misnamed_router_certificate_is_refused_by_the_client() {
         "{err}"
     );
 
+    // Nothing listening: the refusal names the tls:// scheme (new-user pass: it
+    // dropped it).
+    let port = common::free_port();
+    let (st, _, err) = run_cli(
+        &[
+            "stats",
+            "--router",
+            &format!("tls://127.0.0.1:{port}"),
+            "--ca",
+            s(&ca.pem()),
+        ],
+        LONG,
+    );
+    assert!(!st.success());
+    assert!(
+        err.contains(&format!(
+            "cannot connect to router at tls://127.0.0.1:{port}: connection refused"
+        )),
+        "{err}"
+    );
+
     // A tls:// address without a CA, and a CA file that is not PEM: named errors.
     let (st, _, err) = run_cli(&["stats", "--router", &url], LONG);
     assert!(!st.success());
