@@ -386,7 +386,7 @@ Prints what the router's [auth] table stores for a user (docs/security.md):
   tickwire passwd --token                         # a new token, and its token_sha256
 
 The password is read from the first line of standard input (or --password-file; at a
-terminal, after a prompt, with the terminal's echo off) and
+terminal, after a prompt, with the terminal's echo off, and asked twice) and
 hashed with argon2id (m=19MiB, t=2, p=1) and a random salt; only the hash goes in the
 config file. A token is 32 random bytes in hex: give the token to the client
 (--token or TICKWIRE_TOKEN), put its SHA-256 in the config.
@@ -419,7 +419,17 @@ pub fn run_passwd(a: PasswdArgs) -> anyhow::Result<ExitCode> {
     let path = a.password_file.unwrap_or_else(|| PathBuf::from("-"));
     let stdin = std::io::stdin();
     let password = if path.as_os_str() == "-" && rustix::termios::isatty(&stdin) {
-        prompt_password("password (not shown): ")?
+        let first = prompt_password("password (not shown): ")?;
+        // Typed unseen: asked twice, as passwd(1) does (new-user pass: a typo went into
+        // [auth] unnoticed, found at the first failed login).
+        let again = prompt_password("the same again: ")?;
+        if first != again {
+            return Err(crate::units::UsageError(
+                "the two passwords typed differ: nothing printed; run tickwire passwd again".into(),
+            )
+            .into());
+        }
+        first
     } else {
         first_line(&path)?
     };

@@ -2926,8 +2926,23 @@ fn passwd_at_a_terminal_prompts_and_does_not_echo() {
     };
     term.wait_for("password (not shown): ", T);
     term.type_line("hunter2");
+    // Asked twice (new-user pass: a typo went into [auth] unnoticed).
+    term.wait_for("the same again: ", T);
+    term.type_line("hunter2");
     let (st, all) = term.finish(T);
     assert!(st.success(), "{all}");
     assert!(all.contains("password_hash = \"$argon2id$"), "{all}");
     assert!(!all.contains("hunter2"), "the password was echoed: {all}");
+    // Two that differ: refused, nothing printed.
+    let Some(mut term) = common::OnTerminal::start(test, &["passwd"]) else {
+        return;
+    };
+    term.wait_for("password (not shown): ", T);
+    term.type_line("hunter2");
+    term.wait_for("the same again: ", T);
+    term.type_line("hunter3");
+    let (st, all) = term.finish(T);
+    assert_eq!(st.code(), Some(2), "{all}");
+    assert!(all.contains("the two passwords typed differ"), "{all}");
+    assert!(!all.contains("password_hash"), "{all}");
 }
