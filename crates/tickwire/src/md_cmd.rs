@@ -272,6 +272,17 @@ fn refuse_overwriting(path: &std::path::Path, pcap: bool) -> Result<(), crate::u
 
 fn run_capture(a: CaptureArgs) -> anyhow::Result<ExitCode> {
     refuse_overwriting(&a.out, true)?;
+    // Before the receive-buffer warning (new-user pass: the warning came first, then
+    // a bare "No such file or directory").
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "cannot create the capture file {}: the directory {} does not exist",
+                a.out.display(),
+                dir.display()
+            );
+        }
+    }
     crate::feed_cmd::warn_small_recv_buffer("md capture");
     let stop = StopFlag::install();
     let opts = CaptureOptions {

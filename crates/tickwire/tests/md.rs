@@ -847,6 +847,34 @@ fn md_generate_with_too_few_messages_is_a_usage_error() {
     assert!(!out.exists(), "a bad setting leaves no file behind");
 }
 
+/// New-user pass: `md capture --out nodir/x.pcap` warned about the receive buffer, then
+/// failed with a bare "No such file or directory". The missing directory is said first,
+/// and nothing else.
+#[test]
+fn md_capture_into_a_missing_directory_says_so_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nodir").join("x.pcap");
+    let (st, stdout, err) = run_cli(
+        &[
+            "md",
+            "capture",
+            "--group",
+            "239.1.1.1:26400",
+            "--out",
+            out.to_str().unwrap(),
+            "--count",
+            "1",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(st.code(), Some(1), "{stdout}{err}");
+    assert!(
+        err.starts_with("error: cannot create the capture file") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!err.contains("warning"), "{err}");
+}
+
 /// New-user pass: `md generate --out -` wrote a file named `-`; `-` is refused (the
 /// output is binary) in the directory it ran in, for generate and capture alike.
 #[test]
