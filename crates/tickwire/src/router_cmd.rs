@@ -1210,6 +1210,20 @@ pub fn run(args: RouterArgs) -> anyhow::Result<ExitCode> {
             "guaranteed = false in the config file"
         };
         tracing::info!("guaranteed messaging off ({source})");
+        // Settings of the spool that is not there (new-user pass: accepted in silence).
+        let unused: Vec<&str> = [
+            ("--sync", args.sync.is_some()),
+            ("--publish-window", args.publish_window.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if !unused.is_empty() {
+            tracing::warn!(
+                "{} set nothing: guaranteed messaging is off ({source})",
+                unused.join(" and ")
+            );
+        }
     }
     tracing::info!(users, %anonymous, "authentication");
     if users > 0 && !refuses_anonymous && !anonymous_restricted {

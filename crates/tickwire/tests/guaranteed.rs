@@ -2083,6 +2083,24 @@ fn guaranteed_publishes_numbered_0_or_2_pow_64_minus_1_are_refused_not_acknowled
     }
 }
 
+/// New-user pass: `--sync` and `--publish-window` with `--no-guaranteed` were accepted in
+/// silence; the router warns that they set nothing.
+#[test]
+fn spool_settings_without_guaranteed_messaging_are_warned_about() {
+    let (_r, log) = RouterProc::start_logged(&[
+        "--no-guaranteed",
+        "--sync",
+        "interval:10ms",
+        "--publish-window",
+        "7",
+    ]);
+    let line = log.wait_for(
+        &["--sync and --publish-window set nothing: guaranteed messaging is off (--no-guaranteed)"],
+        Duration::from_secs(20),
+    );
+    assert!(line.is_some(), "{}", log.text());
+}
+
 /// `tickwire stats` of a router whose config file turned guaranteed messaging off does
 /// not claim it was `--no-guaranteed` (new-user pass: it said so, a flag never given).
 #[test]
