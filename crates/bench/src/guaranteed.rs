@@ -64,7 +64,8 @@ INVALID, saturated); sender lateness; NACKs by reason; delivered, redelivered; t
 lossless check: every acknowledged message delivered, none delivered twice without the
 redelivered flag, none delivered that was not sent. The durability policy is stated
 with every result. Exit code: 0 ok, 1 lossless check failed or an error, 3 INVALID,
-130 when Ctrl-C stopped the run (the report still printed), 2 a usage error.
+130 when Ctrl-C stopped the run (the report still printed; its rates are over the time
+it ran, so only a run that fell behind before the stop is INVALID), 2 a usage error.
 
 Examples:
   tickwire bench guaranteed                                  # 135k msg/s, fsync, 5 s
@@ -247,11 +248,34 @@ pub struct Shared {
     pub acked: AtomicU64,
     /// Publishes sent over all publishers (progress line).
     pub sent: AtomicU64,
+    /// When a publisher first saw the stop (monotonic ns; 0: none did): where a
+    /// stopped run's rates end.
+    pub stopped_at: AtomicU64,
 }
 
 impl Shared {
+    /// True once Ctrl-C stopped the run. The first call that sees it notes the time
+    /// (publishers ask before every send, so within one slot of the signal): a stopped
+    /// run's rates are over the time it ran, not its schedule (new-user pass: a run cut
+    /// at half time read as INVALID, saturated, at half its rate).
     fn stopped(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.is_set())
+        let stopped = self.stop.as_ref().is_some_and(|s| s.is_set());
+        if stopped && self.stopped_at.load(Ordering::Relaxed) == 0 {
+            let now = MonoNanos::now().as_nanos().max(1);
+            let _ = self
+                .stopped_at
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        stopped
+    }
+
+    /// When the publishers stopped sending because of the stop, from schedule time 0
+    /// (`start_ns`); None when they were not stopped (they ran their schedule).
+    fn stopped_at_rel(&self, start_ns: u64) -> Option<u64> {
+        match self.stopped_at.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(t.saturating_sub(start_ns)),
+        }
     }
 }
 
@@ -689,6 +713,7 @@ pub fn run(
         recon,
         extra,
         stopped: stop.is_set(),
+        stopped_at_ns: shared.stopped_at_rel(plan.start_ns),
     });
     report.print(con.out);
     args.output.write(
@@ -805,6 +830,30 @@ mod tests {
         assert_eq!(c.args.target, Target::Nats("nats://127.0.0.1:4222".into()));
         assert!(Cli::try_parse_from(["x", "--target", "kafka"]).is_err());
         assert!(Cli::try_parse_from(["x", "--nats-sync", "never"]).is_err());
+    }
+
+    /// A stopped run's rates end where the publishers first saw the stop (new-user
+    /// pass: they were divided by the schedule the run never finished).
+    #[test]
+    fn the_first_look_at_a_stop_notes_when_it_came() {
+        let flag = StopFlag::unregistered();
+        let shared = Shared {
+            stop: Some(flag.clone()),
+            ..Shared::default()
+        };
+        let start = MonoNanos::now().as_nanos();
+        assert!(!shared.stopped());
+        assert_eq!(shared.stopped_at_rel(start), None);
+        flag.set();
+        assert!(shared.stopped());
+        let at = shared.stopped_at_rel(start).expect("the stop's time");
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(shared.stopped());
+        assert_eq!(
+            shared.stopped_at_rel(start),
+            Some(at),
+            "the first look counts"
+        );
     }
 
     #[test]

@@ -307,7 +307,10 @@ impl RouterChild {
         if StopFlag::is_installed() {
             cmd.process_group(0);
         }
-        let command = format!("{:?}", cmd).replace('"', "");
+        // As a user would type it (new-user pass: the `Debug` form carried the bench's
+        // own `TICKWIRE_EXIT_WITH_PARENT=PID`, and the line pasted into a shell started
+        // a router that exited at once, its "parent" long gone).
+        let command = command_line(&cmd);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting the router: {command}"))?;
@@ -729,5 +732,21 @@ mod tests {
         let e =
             RouterChild::start(Path::new("/nonexistent/tickwire"), "block", None, &[]).unwrap_err();
         assert!(format!("{e:#}").contains("starting the router"), "{e:#}");
+    }
+
+    /// New-user pass: the router line of `bench pingpong` / `bench stream` (and this
+    /// error) carried `TICKWIRE_EXIT_WITH_PARENT=PID`; pasted, the router exited at once.
+    #[test]
+    fn the_router_command_is_printed_as_a_user_would_type_it() {
+        let e =
+            RouterChild::start(Path::new("/nonexistent/tickwire"), "spin", None, &[]).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains(
+                "starting the router: /nonexistent/tickwire router --listen 127.0.0.1:0 --idle spin"
+            ),
+            "{e}"
+        );
+        assert!(!e.contains("TICKWIRE_"), "{e}");
     }
 }

@@ -60,8 +60,10 @@ Examples:
   tickwire bench mcast-fanout --receivers 1,8 --messages 500k --rate 50k --json mf.json
 
 Exit status: 0 when every run was measured and every mcast receiver got every message
-in order, 1 when one did not (or on an error), 130 when Ctrl-C stopped the run, 2 for
-a usage error.";
+in order, 1 when one did not (or on an error), 130 when Ctrl-C stopped the run (the
+run it cut is marked STOPPED; its receivers are judged against what its sender sent
+before the stop, in order and none lost up to where the stop ended them), 2 for a
+usage error.";
 
 /// Options of `tickwire bench mcast-fanout`.
 #[derive(Debug, clap::Args)]
@@ -110,7 +112,12 @@ pub enum Kind {
 pub struct RunResult {
     pub kind: Kind,
     pub receivers: usize,
+    /// Messages the sender sent (its summary's count).
     pub messages: u64,
+    /// Messages the run was to send (`--messages`).
+    pub planned: u64,
+    /// Ctrl-C stopped the run while it ran: its figures cover what was sent.
+    pub stopped: bool,
     pub cpu_ns_per_msg: f64,
     pub cpu_user_ns_per_msg: f64,
     pub cpu_sys_ns_per_msg: f64,
@@ -122,12 +129,28 @@ pub struct RunResult {
     pub p50_over_half_rtt: f64,
     /// The fewest messages any receiver delivered.
     pub delivered_min: u64,
-    /// Every receiver delivered every message, in order.
+    /// Every receiver delivered every message the sender sent, in order.
     pub all_in_order: bool,
     pub retransmitted: u64,
     /// The processes' own `--print-json` summaries.
     pub sender: Value,
     pub receiver_reports: Vec<Value>,
+}
+
+impl RunResult {
+    /// Marks the run as cut by Ctrl-C. The stop reaches the sender and the receivers
+    /// at once, so a receiver may end a few messages short of what the sender sent
+    /// (seen: 42870 of 42896, in order, none lost): a cut run is in order when every
+    /// receiver delivered an in-order prefix of what was sent, with nothing lost.
+    fn mark_stopped(&mut self) {
+        self.stopped = true;
+        self.all_in_order = self.receiver_reports.len() == self.receivers
+            && self.receiver_reports.iter().all(|r| {
+                u(r, "delivered") <= self.messages
+                    && r.get("in_order") == Some(&Value::Bool(true))
+                    && u(r, "lost") == 0
+            });
+    }
 }
 
 /// Growth of the sender's CPU per message from the fewest to the most receivers.
@@ -197,8 +220,13 @@ pub fn run(
                 "{kind:?} to {to}: {} messages at {} msg/s",
                 args.messages, args.rate
             ));
-            let r = run_one(args, tickwire, kind, n, half_rtt.p50_us)
+            let mut r = run_one(args, tickwire, kind, n, half_rtt.p50_us)
                 .with_context(|| format!("{kind:?} to {to}"))?;
+            // A Ctrl-C at the terminal reaches the sender and the receivers too: they
+            // end early and report what they had.
+            if stop.is_set() {
+                r.mark_stopped();
+            }
             runs.push(r);
         }
     }
@@ -227,13 +255,13 @@ pub fn run(
     Ok(exit_code(&runs, stop.is_set()))
 }
 
-/// 1 when a completed mcast run lost or reordered anything (reliable multicast must
-/// not), else [`report::exit_code`].
+/// 1 when a completed mcast run lost or reordered anything, or sent less than
+/// planned (reliable multicast must not), else [`report::exit_code`].
 fn exit_code(runs: &[RunResult], stopped: bool) -> ExitCode {
     if !stopped
         && runs
             .iter()
-            .any(|r| r.kind == Kind::Mcast && !r.all_in_order)
+            .any(|r| r.kind == Kind::Mcast && (!r.all_in_order || r.messages < r.planned))
     {
         ExitCode::FAILURE
     } else {
@@ -433,11 +461,15 @@ fn u(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-/// One run's row from the processes' summaries. Pure.
+/// One run's row from the processes' summaries. Pure. "In order" compares each
+/// receiver with what the sender sent (its summary's `messages`), not with the
+/// `planned` count (new-user pass: a run cut by Ctrl-C printed "in order NO" though
+/// every receiver had every message sent, in order); [`exit_code`] judges a sender
+/// short of `planned`.
 fn summarise(
     kind: Kind,
     n: usize,
-    messages: u64,
+    planned: u64,
     half_rtt_p50: f64,
     sender: Value,
     reports: Vec<Value>,
@@ -453,16 +485,23 @@ fn summarise(
         .iter()
         .map(|r| f(r, "latency_p99_us"))
         .fold(f64::NAN, f64::max);
+    // A sender without a count in its summary is taken to have sent what it was told.
+    let sent = sender
+        .get("messages")
+        .and_then(Value::as_u64)
+        .unwrap_or(planned);
     let all_in_order = reports.len() == n
         && reports.iter().all(|r| {
-            u(r, "delivered") == messages
+            u(r, "delivered") == sent
                 && r.get("in_order") == Some(&Value::Bool(true))
                 && u(r, "lost") == 0
         });
     RunResult {
         kind,
         receivers: n,
-        messages: u(&sender, "messages"),
+        messages: sent,
+        planned,
+        stopped: false,
         cpu_ns_per_msg: f(&sender, "cpu_ns_per_msg"),
         cpu_user_ns_per_msg: f(&sender, "cpu_user_ns_per_msg"),
         cpu_sys_ns_per_msg: f(&sender, "cpu_sys_ns_per_msg"),
@@ -541,7 +580,7 @@ fn print_report(
         };
         outln!(
             out,
-            "{:<6} {:>9} {:>12.0} {:>9.0} {:>9.0} {:>12.1} {:>11.1} {:>10.2}x {:>10} {:>9} {:>9}",
+            "{:<6} {:>9} {:>12.0} {:>9.0} {:>9.0} {:>12.1} {:>11.1} {:>10.2}x {:>10} {:>9} {:>9}{}",
             format!("{:?}", r.kind).to_lowercase(),
             r.receivers,
             r.cpu_ns_per_msg,
@@ -552,7 +591,21 @@ fn print_report(
             r.p50_over_half_rtt,
             r.delivered_min,
             order,
-            r.retransmitted
+            r.retransmitted,
+            if r.stopped { "  STOPPED" } else { "" }
+        );
+    }
+    for r in runs.iter().filter(|r| r.stopped) {
+        outln!(
+            out,
+            "{} to {}: STOPPED by {} after {} of {} messages sent: the row covers those \
+             (\"in order\": every receiver delivered them in order, none lost, up to where \
+             the stop ended it)",
+            format!("{:?}", r.kind).to_lowercase(),
+            tickwire_rt::text::count(r.receivers as u64, "receiver", "receivers"),
+            tickwire_rt::stop::stopped_by(),
+            r.messages,
+            r.planned
         );
     }
     let times = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"));
@@ -636,6 +689,66 @@ mod tests {
             code(&[run(Kind::Mcast, 9)], true),
             format!("{:?}", ExitCode::from(130))
         );
+    }
+
+    /// New-user pass: `bench mcast-fanout --messages 100000` stopped by Ctrl-C printed
+    /// "in order NO" for the run it cut, though its one receiver had delivered all
+    /// 44191 messages the sender sent, in order, none lost.
+    #[test]
+    fn a_stopped_run_is_compared_with_what_its_sender_sent_and_marked() {
+        let sender = serde_json::json!({"messages": 44_191, "cpu_ns_per_msg": 10_620.0,
+            "retransmitted": 0});
+        let mut r = summarise(
+            Kind::Mcast,
+            1,
+            100_000,
+            1.0,
+            sender,
+            vec![recv(20.0, 40.0, 44_191)],
+        );
+        assert!(r.all_in_order);
+        assert_eq!((r.messages, r.planned), (44_191, 100_000));
+        r.mark_stopped();
+        assert!(r.all_in_order && r.stopped);
+        let args = McastFanoutArgs {
+            receivers: vec![1],
+            messages: 100_000,
+            rate: 20_000,
+            burst: 5,
+            size: 100,
+            pingpongs: 10,
+            json: None,
+        };
+        let mut out = Vec::new();
+        print_report(
+            &mut out,
+            &args,
+            &Latency::new().summary(),
+            std::slice::from_ref(&r),
+            &[],
+        );
+        let out = String::from_utf8(out).unwrap();
+        let row = out.lines().find(|l| l.starts_with("mcast")).unwrap();
+        assert!(row.contains(" yes ") && row.ends_with("STOPPED"), "{out}");
+        assert!(out.contains("after 44191 of 100000 messages sent"), "{out}");
+        // The stop reaches the receivers as it reaches the sender: one may end a few
+        // messages short, in order and with none lost (seen: 42870 of 42896). Only a
+        // cut run may; a cut receiver that lost one is not in order.
+        let sender = serde_json::json!({"messages": 42_896});
+        let cut =
+            |report: Value| summarise(Kind::Mcast, 1, 100_000, 1.0, sender.clone(), vec![report]);
+        let mut short = cut(recv(1.0, 2.0, 42_870));
+        assert!(!short.all_in_order);
+        short.mark_stopped();
+        assert!(short.all_in_order);
+        let mut lossy = recv(1.0, 2.0, 42_870);
+        lossy["lost"] = 1.into();
+        let mut lossy = cut(lossy);
+        lossy.mark_stopped();
+        assert!(!lossy.all_in_order);
+        // A sender that sent less than planned without a stop fails the command.
+        let code = format!("{:?}", exit_code(std::slice::from_ref(&r), false));
+        assert_eq!(code, format!("{:?}", ExitCode::FAILURE));
     }
 
     #[test]

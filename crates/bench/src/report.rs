@@ -346,8 +346,8 @@ const CHART_SIZE: (u32, u32) = (1000, 600);
 /// An SVG line chart: `series` against the left axis (log-scale y when `log_y`; points
 /// with y <= 0 are then left out), and optionally `right = (label, series)` against a
 /// right axis of its own (dashed lines), e.g. the target rate over latency percentiles.
-/// Each series gets its own colour and a legend entry (right-axis ones marked "(right)").
-/// Non-finite points are left out. Text is plain SVG `<text>` (no font files needed).
+/// Each series gets its own colour and a legend entry (right-axis ones marked "(right)");
+/// one with no point left to draw gets neither. Non-finite points are left out. Text is plain SVG `<text>` (no font files needed).
 pub fn line_chart_svg(
     path: &Path,
     title: &str,
@@ -515,7 +515,13 @@ impl Chart<'_> {
                 .y_label_formatter(&|v| tick_label(*v))
                 .draw()?;
         }
+        // A series with no point is left out of the legend too (new-user pass: `bench
+        // md-replay --plot` listed runs too short for a window over nothing drawn); the
+        // others keep their colours.
         for (i, s) in self.left.iter().enumerate() {
+            if s.points.is_empty() {
+                continue;
+            }
             let colour = series_colour(i);
             chart
                 .draw_series(LineSeries::new(
@@ -531,6 +537,9 @@ impl Chart<'_> {
             }
         }
         for (i, s) in self.right.map_or(&[][..], |r| r.1).iter().enumerate() {
+            if s.points.is_empty() {
+                continue;
+            }
             let colour = series_colour(self.left.len() + i);
             chart
                 .draw_secondary_series(DashedLineSeries::new(
@@ -821,6 +830,35 @@ mod tests {
             // KEEP_SVG=1 keeps the charts to look at, in the system's temporary directory
             // under `tickwire-bench-report-svg-*` (the guard removes them otherwise).
             let _kept = scratch.keep();
+        }
+    }
+
+    /// New-user pass: `bench md-replay --plot` listed "4x tickwire mean/p99, 4x raw
+    /// mean/p99" over an empty plot area (runs too short for a window). A series with
+    /// nothing to draw has no legend entry, on either axis (on a log axis a series of
+    /// zeros has nothing to draw).
+    #[test]
+    fn a_series_with_nothing_to_draw_has_no_legend_entry() {
+        let scratch = scratch("legend");
+        let path3 = scratch.path().join("legend.svg");
+        line_chart_svg(
+            &path3,
+            "legend",
+            "x",
+            "y",
+            &[
+                Series::new("drawn", vec![(1.0, 5.0), (2.0, 6.0)]),
+                Series::new("ghost", vec![]),
+                Series::new("zeros", vec![(1.0, 0.0)]),
+            ],
+            true,
+            Some(("rate", &[Series::new("phantom", vec![])])),
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path3).unwrap();
+        assert!(svg.contains("drawn"), "the drawn series is missing");
+        for name in ["ghost", "zeros", "phantom"] {
+            assert!(!svg.contains(name), "{name} is in the legend");
         }
     }
 }

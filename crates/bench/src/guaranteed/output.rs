@@ -24,6 +24,9 @@ pub struct Inputs<'a> {
     pub recon: Reconciliation,
     pub extra: serde_json::Value,
     pub stopped: bool,
+    /// When Ctrl-C stopped the publishers, from schedule time 0 (None: they ran their
+    /// schedule, also when the stop came after).
+    pub stopped_at_ns: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -61,9 +64,11 @@ pub struct Report {
     pub machine: Machine,
     pub config: Config,
     pub warmup_excluded: bool,
-    /// Publishes sent per second over the whole run (warm-up included).
+    /// Publishes sent per second over the whole run (warm-up included; a stopped run's
+    /// until the stop).
     pub achieved_publish_rate: f64,
-    /// Publishes acknowledged per second over the whole run (warm-up included).
+    /// Publishes acknowledged per second over the whole run (warm-up included; a
+    /// stopped run's until the stop).
     pub acked_rate: f64,
     pub valid: bool,
     pub invalid: Option<String>,
@@ -75,6 +80,9 @@ pub struct Report {
     pub errors: Vec<String>,
     pub timeline: Vec<Second>,
     pub stopped: bool,
+    /// When Ctrl-C stopped the publishers (s from schedule time 0; None when they ran
+    /// their schedule): the stopped run's rates are over this, not the schedule.
+    pub stopped_at_s: Option<f64>,
     pub extra: serde_json::Value,
 }
 
@@ -122,14 +130,31 @@ impl Report {
             }
         }
         // Rates over the whole run, warm-up included (a server far behind never reaches
-        // the measured slots), until the last send / the last ACK, at least the schedule.
-        let span = |last: u64| last.max(warm + dur) as f64 / 1e9;
-        let achieved = sent_m as f64 / span(last_send);
-        let acked_rate = acked_m as f64 / span(last_ack);
+        // the measured slots), until the last send / the last ACK, at least the schedule
+        // or, when Ctrl-C stopped the run, at least up to the stop (new-user pass: a run
+        // stopped at half time was divided by the whole schedule, and read as INVALID,
+        // saturated, at half the rate it kept).
+        let ran = i.stopped_at_ns.map_or(warm + dur, |t| t.min(warm + dur));
+        let span = |last: u64| last.max(ran) as f64 / 1e9;
+        let rate = |n: u64, last: u64| {
+            let secs = span(last);
+            if secs > 0.0 {
+                n as f64 / secs
+            } else {
+                0.0
+            }
+        };
+        let achieved = rate(sent_m, last_send);
+        let acked_rate = rate(acked_m, last_ack);
         let target = s.target_rate();
-        let invalid = invalid_reason(target, achieved).or_else(|| {
-            invalid_reason(target, acked_rate).map(|r| format!("acknowledged rate: {r}"))
-        });
+        // Stopped before anything was sent: nothing to judge.
+        let invalid = (span(last_send.max(last_ack)) > 0.0)
+            .then(|| {
+                invalid_reason(target, achieved).or_else(|| {
+                    invalid_reason(target, acked_rate).map(|r| format!("acknowledged rate: {r}"))
+                })
+            })
+            .flatten();
         let last_second = (last_ack.max(last_send) / 1_000_000_000) as usize + 1;
         let timeline = (0..last_second.min(acked_per_s.len()))
             .map(|k| {
@@ -185,6 +210,7 @@ impl Report {
             errors,
             timeline,
             stopped: i.stopped,
+            stopped_at_s: i.stopped_at_ns.map(|t| t as f64 / 1e9),
             extra: i.extra,
         }
     }
@@ -271,9 +297,16 @@ impl Report {
             crate::outln!(w, "error: {e}");
         }
         if self.stopped {
+            let at = match self.stopped_at_s {
+                Some(t) => format!(
+                    " {t:.1} s into the planned {} s (warm-up included), rates over those {t:.1} s",
+                    self.config.warmup_s + self.config.duration_s
+                ),
+                None => String::new(),
+            };
             crate::outln!(
                 w,
-                "stopped early ({}): the figures cover what was measured",
+                "stopped early ({}){at}: the figures cover what was measured",
                 tickwire_rt::stop::stopped_by()
             );
         }
@@ -292,7 +325,7 @@ impl Report {
             Series::new("delivery p50", pts(|s| s.delivery_p50_us)),
             Series::new("delivery p99", pts(|s| s.delivery_p99_us)),
         ];
-        let right = [Series::new("acknowledged msg/s", pts(|s| s.acked as f64))];
+        let right = [Series::new("acknowledged msg/s", self.acked_rate_points())];
         line_chart_svg(
             path,
             &format!("bench guaranteed: {} — {}", self.system, self.durability),
@@ -304,6 +337,20 @@ impl Report {
         )
     }
 
+    /// The acknowledged rate of each whole second of the timeline: the last one is
+    /// cut by the end of the run (new-user pass: its few drain-time ACKs, drawn as a
+    /// second's rate, read as a collapse of throughput at the end of every run).
+    fn acked_rate_points(&self) -> Vec<(f64, f64)> {
+        let whole = self.timeline.len().saturating_sub(1);
+        self.timeline[..whole]
+            .iter()
+            .map(|s| (s.second as f64, s.acked as f64))
+            .collect()
+    }
+
+    /// 1 lossless check failed or an error, 3 INVALID, 130 stopped, 0 ok: the order
+    /// of every bench (docs/benchmarking.md). A stopped run's rates are over the time
+    /// it ran, so the stop itself does not make it INVALID.
     pub fn exit_code(&self) -> ExitCode {
         if !self.reconciliation.lossless || !self.errors.is_empty() {
             ExitCode::from(1)
@@ -312,5 +359,132 @@ impl Report {
         } else {
             crate::report::exit_code(self.stopped)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guaranteed::{reconcile, Target};
+    use crate::schedule::{RatePattern, Schedule, SizeMix};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: GuaranteedArgs,
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// 1000 msg/s for 1 s of warm-up and 10 s measured.
+    fn plan() -> Plan {
+        Plan {
+            schedule: Schedule {
+                pattern: RatePattern::Steady { rate: 1000.0 },
+                warmup_ns: S,
+                duration_ns: 10 * S,
+            },
+            mix: SizeMix::single(100),
+            publishers: 1,
+            consumers: 0,
+            consumer_window: 10,
+            start_ns: 0,
+            per_publisher: vec![11_000],
+            progress: |_| {},
+        }
+    }
+
+    /// One publisher that sent `sent` messages evenly over `secs` seconds, each
+    /// acknowledged 1 ms after its send.
+    fn publisher(plan: &Plan, sent: u64, secs: u64) -> PubResult {
+        let mut p = PubResult::new(plan, 0, 4096);
+        p.state = vec![0; sent as usize];
+        p.sent = sent;
+        let gap = secs * S / sent;
+        for n in 0..sent {
+            p.on_ack(n, n * gap, n * gap + 1_000_000, plan.schedule.warmup_ns);
+        }
+        p.last_send_ns = (sent - 1) * gap;
+        p
+    }
+
+    fn report(plan: &Plan, p: PubResult, stopped_at_ns: Option<u64>) -> Report {
+        let cli = Cli::try_parse_from(["x", "--rate", "1k", "--duration", "10s"]).unwrap();
+        assert_eq!(cli.args.target, Target::Tickwire);
+        let pubs = [p];
+        let recon = reconcile(&pubs, &[], false);
+        Report::build(Inputs {
+            machine: Machine::detect(),
+            system: "floor",
+            server: "127.0.0.1:1".into(),
+            server_command: None,
+            durability: "test".into(),
+            args: &cli.args,
+            plan,
+            pubs: &pubs,
+            cons: &[],
+            recon,
+            extra: serde_json::Value::Null,
+            stopped: stopped_at_ns.is_some(),
+            stopped_at_ns,
+        })
+    }
+
+    fn code(r: &Report) -> String {
+        format!("{:?}", r.exit_code())
+    }
+
+    /// New-user pass: `bench guaranteed --rate 5k --duration 10s` stopped by Ctrl-C
+    /// after 5 s kept its rate, but the rate was divided by the 11 s planned: INVALID
+    /// (saturated), exit 3 instead of 130.
+    #[test]
+    fn a_stopped_run_is_judged_over_the_time_it_ran_and_exits_130_unless_it_fell_behind() {
+        let plan = plan();
+        let r = report(&plan, publisher(&plan, 5000, 5), Some(5 * S));
+        assert!(r.reconciliation.lossless, "{:?}", r.reconciliation);
+        assert!(
+            (r.achieved_publish_rate - 1000.0).abs() < 10.0,
+            "{}",
+            r.achieved_publish_rate
+        );
+        assert!((r.acked_rate - 1000.0).abs() < 10.0, "{}", r.acked_rate);
+        assert!(r.valid, "{:?}", r.invalid);
+        assert_eq!(r.stopped_at_s, Some(5.0));
+        assert_eq!(code(&r), format!("{:?}", ExitCode::from(130)));
+        let mut out = Vec::new();
+        r.print(&mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains("INVALID"), "{out}");
+        assert!(out.contains("5.0 s into the planned 11 s"), "{out}");
+
+        // The stop does not excuse a run that fell behind before it: 2000 messages in
+        // the 5 s it ran is 400 msg/s of 1000.
+        let r = report(&plan, publisher(&plan, 2000, 5), Some(5 * S));
+        assert!(!r.valid);
+        assert!(r.invalid.as_deref().unwrap().contains("saturated"));
+        assert_eq!(code(&r), format!("{:?}", ExitCode::from(3)));
+        // A run that was not stopped is judged over its whole schedule.
+        let r = report(&plan, publisher(&plan, 5000, 5), None);
+        assert!(!r.valid, "{}", r.achieved_publish_rate);
+        let r = report(&plan, publisher(&plan, 11_000, 11), None);
+        assert!(r.valid, "{:?}", r.invalid);
+        assert_eq!(code(&r), format!("{:?}", ExitCode::SUCCESS));
+    }
+
+    /// New-user pass: `--plot` drew the acknowledged msg/s line down to the few ACKs of
+    /// the last, partial second (the drain after the last send).
+    #[test]
+    fn the_plotted_ack_rate_leaves_out_the_last_partial_second() {
+        let plan = plan();
+        let r = report(&plan, publisher(&plan, 11_000, 11), None);
+        // ACKs arrive 1 ms after each send: the last one in second 11.
+        assert_eq!(r.timeline.len(), 12);
+        assert_eq!(r.timeline[11].acked, 1);
+        let pts = r.acked_rate_points();
+        assert_eq!(pts.len(), 11);
+        assert!(pts.iter().all(|&(_, rate)| rate >= 999.0), "{pts:?}");
+        let scratch = tempfile::tempdir().unwrap();
+        r.plot(&scratch.path().join("g.svg")).unwrap();
     }
 }

@@ -119,7 +119,12 @@ pub struct ReproOptions {
 pub struct SpeedResult {
     pub speed: String,
     pub target: Target,
+    /// ITCH messages the exchange sent (all of the session's unless stopped).
     pub messages: u64,
+    /// ITCH messages of the session.
+    pub session_messages: u64,
+    /// Ctrl-C stopped this run: its figures cover what was sent before the stop.
+    pub stopped: bool,
     pub packets_dropped: u64,
     pub publish_seconds: f64,
     pub publisher_lateness: Summary,
@@ -159,6 +164,59 @@ pub struct ReproReport {
     pub results: Vec<SpeedResult>,
     /// tickwire/raw per hop and speed (when both ran).
     pub ratios: Vec<HopRatio>,
+    /// Ctrl-C stopped the test: the last result is partial and `not_run` did not run.
+    pub stopped: bool,
+    /// The runs (`SPEED TARGET`) a stop left out.
+    pub not_run: Vec<String>,
+}
+
+impl ReproReport {
+    /// 3 when a run the stop did not cut lost updates, else 130 when Ctrl-C stopped
+    /// the test (new-user pass: a stopped replay exited 0 like a complete one, with
+    /// PASS), else 0; the order of the other benches (docs/benchmarking.md). A cut
+    /// run's losses are not judged: its clients stop with updates in flight.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        if self.results.iter().any(|r| !r.lossless && !r.stopped) {
+            std::process::ExitCode::from(3)
+        } else {
+            crate::report::exit_code(self.stopped)
+        }
+    }
+}
+
+/// The runs (`SPEED TARGET`, in the order they would have run) of `speeds` x
+/// `targets` that have no result.
+fn not_run(speeds: &[Speed], targets: &[Target], results: &[SpeedResult]) -> Vec<String> {
+    speeds
+        .iter()
+        .flat_map(|s| targets.iter().map(move |t| (s.to_string(), *t)))
+        .filter(|(s, t)| !results.iter().any(|r| r.speed == *s && r.target == *t))
+        .map(|(s, t)| format!("{s} {}", t.name()))
+        .collect()
+}
+
+/// The closing line of a stopped test: what ran, how far the cut run got, what did
+/// not run.
+fn stopped_line(results: &[SpeedResult], not_run: &[String]) -> String {
+    let by = tickwire_rt::stop::stopped_by();
+    let cut = results
+        .iter()
+        .rev()
+        .find(|r| r.stopped)
+        .map_or(String::new(), |r| {
+            format!(
+                " during {} {}, after {} of {} messages",
+                r.speed,
+                r.target.name(),
+                r.messages,
+                r.session_messages
+            )
+        });
+    let left = match not_run {
+        [] => String::new(),
+        runs => format!("; not run: {}", runs.join(", ")),
+    };
+    format!("STOPPED by {by}{cut}{left}: the figures above cover what was sent")
 }
 
 /// One hop at one speed: tickwire's and the raw floor's figures and their ratios.
@@ -462,6 +520,11 @@ pub fn run(
             started.elapsed().as_secs_f64() * 1e3
         );
     }
+    let stopped = stop.is_set();
+    let not_run = not_run(&opts.speeds, &opts.targets, &results);
+    if stopped {
+        crate::outln!(con.out, "\n{}", stopped_line(&results, &not_run));
+    }
     let report = ReproReport {
         machine,
         router_idle: opts.router_idle.clone(),
@@ -474,6 +537,8 @@ pub fn run(
         transport: if opts.shm { "shm" } else { "tcp" },
         results,
         ratios,
+        stopped,
+        not_run,
     };
     if opts.json.is_some() {
         crate::outln!(con.out);
@@ -653,6 +718,8 @@ fn one_speed(
         speed: speed.to_string(),
         target,
         messages: pr.messages,
+        session_messages: data.len(),
+        stopped: pr.stopped || stop.is_set(),
         packets_dropped: pr.dropped_packets,
         publish_seconds: secs,
         publisher_lateness: pr.lateness.summary(),
@@ -684,6 +751,15 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.publisher_lateness.p50_us,
         r.publisher_lateness.p99_us
     );
+    if r.stopped {
+        crate::outln!(
+            out,
+            "STOPPED by {} after {} of {} messages: the figures cover what was sent",
+            tickwire_rt::stop::stopped_by(),
+            r.messages,
+            r.session_messages
+        );
+    }
     // The updates', not the exchange's: an exchange that ran 1.2 s could send its
     // updates within less than a window (new-user pass: read as a contradiction). Then
     // no peak is given, and nothing is said of it (new-user pass: the demo's short run
@@ -709,15 +785,7 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
         r.published_updates,
         r.updates_per_second,
     );
-    crate::outln!(
-        out,
-        "{}",
-        if r.lossless {
-            "PASS: every client received every update (no loss)"
-        } else {
-            "FAIL: updates were lost: see the counters above and the per-client table"
-        }
-    );
+    crate::outln!(out, "{}", verdict(r.lossless, r.stopped));
     crate::outln!(
         out,
         "\nper client, end to end (exchange send → client receive):"
@@ -781,6 +849,25 @@ fn print_speed(out: &mut dyn std::io::Write, r: &SpeedResult, window: Duration) 
             w.start_s,
             w.updates
         );
+    }
+}
+
+/// The verdict line of one run; a stopped one's is partial (new-user pass: a cut run
+/// said PASS like a complete one).
+fn verdict(lossless: bool, stopped: bool) -> &'static str {
+    match (lossless, stopped) {
+        (true, false) => "PASS: every client received every update (no loss)",
+        (false, false) => {
+            "FAIL: updates were lost: see the counters above and the per-client table"
+        }
+        (true, true) => {
+            "PASS (partial, stopped): every client received every update published before \
+             the stop (no loss)"
+        }
+        (false, true) => {
+            "not judged (partial, stopped): not every update published reached every \
+             client, and the stop ended the clients with updates possibly in flight"
+        }
     }
 }
 
@@ -907,6 +994,7 @@ pub fn plot_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::ExitCode;
 
     /// `--plot` is refused before a run only when every speed's schedule is judged
     /// shorter than the window; schedules the feed path may not keep up with, and
@@ -962,6 +1050,126 @@ mod tests {
         let full = [w(true), w(false)];
         plot_windows(&path, "t", &[("4x tickwire", &full[..])], 10.0).unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > 0);
+    }
+
+    /// One run's result with no clients, for the report's wording.
+    fn result(
+        speed: Speed,
+        target: Target,
+        messages: u64,
+        lossless: bool,
+        stopped: bool,
+    ) -> SpeedResult {
+        SpeedResult {
+            speed: speed.to_string(),
+            target,
+            messages,
+            session_messages: 100_000,
+            stopped,
+            packets_dropped: 0,
+            publish_seconds: 4.61,
+            publisher_lateness: crate::stats::Latency::new().summary(),
+            feed_packets: 0,
+            feed_gaps: 0,
+            feed_recovered: 0,
+            feed_lost: 0,
+            feed_malformed: 0,
+            published_updates: 0,
+            updates_per_second: 0.0,
+            peak_window_rate: None,
+            lossless,
+            hops: Vec::new(),
+            clients: Vec::new(),
+            windows: Vec::new(),
+            host: crate::host_watch::StallSummary::others(0.0),
+            stall_free: StallFree {
+                seconds: 0,
+                of: 0,
+                latency: None,
+            },
+        }
+    }
+
+    fn report(results: Vec<SpeedResult>, stopped: bool) -> ReproReport {
+        ReproReport {
+            machine: Machine::detect(),
+            router_idle: "block".into(),
+            feed_idle: "block".into(),
+            exchange_spin_before_us: 0.0,
+            pin: None,
+            session_file: "s.itch".into(),
+            session_messages: 100_000,
+            window_seconds: 2.0,
+            transport: "tcp",
+            results,
+            ratios: Vec::new(),
+            stopped,
+            not_run: Vec::new(),
+        }
+    }
+
+    fn code(r: &ReproReport) -> String {
+        format!("{:?}", r.exit_code())
+    }
+
+    /// New-user pass: `bench md-replay --messages 100000` stopped by Ctrl-C at 1x
+    /// printed a full report ending in PASS and exited 0, with no word of the cut or of
+    /// the 4x runs that never ran.
+    #[test]
+    fn a_stopped_replay_says_so_and_exits_130() {
+        let (one, four) = (Speed::parse("1x").unwrap(), Speed::parse("4x").unwrap());
+        let cut = result(one, Target::Tickwire, 63_649, true, true);
+        let mut out = Vec::new();
+        print_speed(&mut out, &cut, Duration::from_secs(2));
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("after 63649 of 100000 messages"), "{out}");
+        assert!(out.contains("PASS (partial, stopped)"), "{out}");
+        assert!(!out.contains("PASS: every client"), "{out}");
+
+        let speeds = [one, four];
+        let targets = [Target::Tickwire, Target::Raw];
+        let left = not_run(&speeds, &targets, std::slice::from_ref(&cut));
+        assert_eq!(left, ["1x raw", "4x tickwire", "4x raw"]);
+        let line = stopped_line(std::slice::from_ref(&cut), &left);
+        assert!(line.starts_with("STOPPED by "), "{line}");
+        assert!(
+            line.contains(
+                "during 1x tickwire, after 63649 of 100000 messages; not run: 1x raw, 4x tickwire, 4x raw"
+            ),
+            "{line}"
+        );
+        assert_eq!(
+            code(&report(vec![cut], true)),
+            format!("{:?}", ExitCode::from(130))
+        );
+    }
+
+    /// A complete run that lost updates is a failure (3) also when a later run was
+    /// stopped; a stopped run's own shortfall is not judged, and its line says so.
+    #[test]
+    fn a_replay_exit_status_is_3_for_a_loss_130_for_a_stop_0_otherwise() {
+        let one = Speed::parse("1x").unwrap();
+        let ok = || result(one, Target::Tickwire, 100_000, true, false);
+        let lost = result(one, Target::Raw, 100_000, false, false);
+        let cut_short = result(one, Target::Raw, 50_000, false, true);
+        assert_eq!(
+            code(&report(vec![ok()], false)),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+        assert_eq!(
+            code(&report(vec![ok(), lost.clone()], false)),
+            format!("{:?}", ExitCode::from(3))
+        );
+        assert_eq!(
+            code(&report(vec![lost, cut_short.clone()], true)),
+            format!("{:?}", ExitCode::from(3))
+        );
+        assert_eq!(
+            code(&report(vec![ok(), cut_short], true)),
+            format!("{:?}", ExitCode::from(130))
+        );
+        assert!(verdict(false, true).starts_with("not judged"));
+        assert!(verdict(false, false).starts_with("FAIL"));
     }
 
     /// Bench-review pass: ratios of disturbed runs were printed like any other.
