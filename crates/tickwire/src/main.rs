@@ -131,7 +131,7 @@ fn main() -> std::process::ExitCode {
     let cli = hyphen_values(Cli::command())
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))
-        .unwrap_or_else(|e| suggest_subcommand(e).exit());
+        .unwrap_or_else(|e| hash_name_tip(suggest_subcommand(e)).exit());
     let default_level = match cli.cmd {
         Cmd::Router(_) => "info",
         _ => "warn",
@@ -265,6 +265,33 @@ fn hyphen_values(cmd: clap::Command) -> clap::Command {
         }
     })
     .mut_subcommands(hyphen_values)
+}
+
+/// Adds a tip to clap's "a value is required for '--queue <NAME>'" error: an unquoted
+/// `#DEAD_MSG_QUEUE` is a shell comment, so the flag reaches the program without its
+/// value (new-user pass: clap's bare error did not say why).
+fn hash_name_tip(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let names_a_queue = matches!(
+        e.get(ContextKind::InvalidArg),
+        Some(ContextValue::String(arg))
+            if arg.starts_with("--queue") || arg.starts_with("--dead-letter-queue")
+    );
+    let missing = matches!(
+        e.get(ContextKind::InvalidValue),
+        Some(ContextValue::String(v)) if v.is_empty()
+    );
+    if e.kind() == ErrorKind::InvalidValue && names_a_queue && missing {
+        e.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![
+                "a queue name starting with '#' must be quoted ('#DEAD_MSG_QUEUE'): the shell \
+                 takes an unquoted # for the start of a comment"
+                    .into(),
+            ]),
+        );
+    }
+    e
 }
 
 /// Adds a suggestion to clap's "unrecognized subcommand" error when it made none:

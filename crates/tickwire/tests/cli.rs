@@ -1347,6 +1347,16 @@ fn bad_flag_values_are_clear_errors() {
             &["queue", "create", "orders"],
             &["no message", "--sub 'orders/>'", "--no-sub"],
         ),
+        // `sub --queue #DEAD_MSG_QUEUE` unquoted: the shell drops the name as a comment;
+        // clap's error gets a tip saying so (new-user pass).
+        (
+            &["sub", "--queue"],
+            &[
+                "a value is required for '--queue <NAME>'",
+                "'#DEAD_MSG_QUEUE'",
+                "comment",
+            ],
+        ),
         // --group with a shared pattern: a usage error before connecting (nothing
         // listens at port 1).
         (

@@ -147,6 +147,16 @@ fn stream_stats_account_for(router: &RouterProc, g: &str, n: u64, lossy: bool) {
         assert_eq!(u(s, "receivers"), reports.len() as u64, "{s}");
         let done = reports.iter().filter(|r| u(r, "delivered") == n).count();
         if done >= 2 {
+            // The text stats say it too (new-user pass: only the JSON did).
+            let (st, out, err) = common::run_cli(
+                &["stats", "--router", &router.addr_str()],
+                Duration::from_secs(30),
+            );
+            assert!(st.success(), "{err}");
+            assert!(
+                out.contains(&format!("multicast {g} (md/>): messages={n} datagrams=")),
+                "{out}"
+            );
             return;
         }
         assert!(
