@@ -394,6 +394,20 @@ impl Config {
         if self.max_clients == 0 {
             return err("max_clients must be at least 1".into());
         }
+        // A pinning asked for and not possible is refused, as `bench --pin` refuses it
+        // (new-user pass: the router started unpinned after a log line).
+        if let Some(cpu) = self.spool_cpu.filter(|&c| !tickwire_rt::pin::can_pin(c)) {
+            let runs_on = tickwire_rt::pin::usable_cpus()
+                .map(|cpus| {
+                    let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+                    format!(" (its threads run on CPUs {})", list.join(","))
+                })
+                .unwrap_or_default();
+            return err(format!(
+                "spool_cpu {cpu} is not available to this process: no such CPU, or outside \
+                 its cpuset{runs_on}"
+            ));
+        }
         for (key, value) in [
             ("handshake_timeout_ms", self.handshake_timeout_ms),
             ("stall_timeout_ms", self.stall_timeout_ms),

@@ -1347,6 +1347,12 @@ fn bad_flag_values_are_clear_errors() {
             &["queue", "create", "orders"],
             &["no message", "--sub 'orders/>'", "--no-sub"],
         ),
+        // A spool thread pinned to a CPU that is not there: refused, as `bench --pin`
+        // refuses it (new-user pass: it started unpinned after a log line).
+        (
+            &["router", "--spool-cpu", "999", "--print-config"],
+            &["spool_cpu 999 is not available to this process"],
+        ),
         // `sub --queue #DEAD_MSG_QUEUE` unquoted: the shell drops the name as a comment;
         // clap's error gets a tip saying so (new-user pass).
         (
