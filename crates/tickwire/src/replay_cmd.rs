@@ -122,7 +122,14 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     let r = replay(&cap, &opts, &stop)?;
     let secs = r.elapsed_ns as f64 / 1e9;
-    println!("passes        {}", r.passes);
+    // Completed passes; one cut short by Ctrl-C is not counted, and is said (new-user
+    // pass: "passes 2" for a run stopped in its third).
+    let cut = stop.is_set() && (a.looped || r.passes < a.passes);
+    println!(
+        "passes        {} complete{}",
+        r.passes,
+        if cut { " (the next one cut short)" } else { "" }
+    );
     println!(
         "datagrams     {} sent, {} send errors",
         r.packets, r.send_errors

@@ -486,6 +486,8 @@ fn capture_then_replay_feeds_the_same_stream() {
         Duration::from_secs(60),
     );
     assert!(st.success(), "{out}{err}");
+    // Passes are counted complete (new-user pass: a loop stopped in its third said 2).
+    assert!(out.contains("passes        1 complete\n"), "{out}");
     let (code, feed_out) = finish(feed, Duration::from_secs(60));
     stop_collector(&done, &feed_out);
     let stream = coll.join().unwrap();
