@@ -3374,6 +3374,7 @@ impl Core {
             self.spool.enabled().then(|| self.gm.view(usize::MAX)),
         )
         .with_spool(self.spool.usage())
+        .with_multicast(self.mcast.stats_json(now))
         .with_cache(self.cache.is_enabled().then(|| {
             (
                 self.cache.stats().clone(),

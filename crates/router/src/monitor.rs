@@ -47,6 +47,9 @@ pub struct Snapshot {
     /// is off), the stats document's `guaranteed.spool`.
     #[serde(skip)]
     spool: serde_json::Value,
+    /// The multicast streams, as the stats document's `multicast` array (empty without
+    /// streams).
+    pub multicast: serde_json::Value,
     #[serde(skip)]
     guaranteed_json: OnceLock<serde_json::Value>,
 }
@@ -73,6 +76,7 @@ impl Snapshot {
             cache: None,
             cache_config: None,
             spool: serde_json::Value::Null,
+            multicast: serde_json::Value::Array(Vec::new()),
             guaranteed_json: OnceLock::new(),
         }
     }
@@ -83,6 +87,12 @@ impl Snapshot {
         cache: Option<(crate::cache::CacheStats, CacheConfig)>,
     ) -> Snapshot {
         (self.cache, self.cache_config) = cache.unzip();
+        self
+    }
+
+    /// With the multicast streams (the stats document's `multicast`).
+    pub fn with_multicast(mut self, multicast: serde_json::Value) -> Snapshot {
+        self.multicast = multicast;
         self
     }
 

@@ -74,7 +74,13 @@ fn of_topic<'a>(out: &'a str, topic: &str) -> Vec<&'a str> {
 fn same_messages_both_ways(router_extra: &[&str], sub_loss: &[&str], n: usize) {
     let g = group(1);
     let route = format!("{g}=md/>");
-    let mut args = vec!["--no-guaranteed", "--multicast", &route];
+    let mut args = vec![
+        "--no-guaranteed",
+        "--multicast",
+        &route,
+        "--http",
+        "127.0.0.1:0",
+    ];
     args.extend_from_slice(router_extra);
     let router = RouterProc::start(&args);
     let count = (2 * n).to_string();
@@ -157,6 +163,19 @@ fn stream_stats_account_for(router: &RouterProc, g: &str, n: u64, lossy: bool) {
                 out.contains(&format!("multicast {g} (md/>): messages={n} datagrams=")),
                 "{out}"
             );
+            // And /varz and /metrics, when the router serves them.
+            if let Some(http) = router.http {
+                let (_, _, varz) = common::http_get(http, "/varz", &[]);
+                let varz: serde_json::Value = serde_json::from_str(&varz).expect("/varz JSON");
+                assert_eq!(u(&varz["multicast"][0], "messages"), n, "{varz}");
+                let (_, _, metrics) = common::http_get(http, "/metrics", &[]);
+                assert!(
+                    metrics.contains(&format!(
+                        "tickwire_router_multicast_messages_total{{group=\"{g}\"}} {n}\n"
+                    )),
+                    "{metrics}"
+                );
+            }
             return;
         }
         assert!(

@@ -330,6 +330,55 @@ fn metric_clients(s: &Snapshot, max: usize) -> Vec<&ClientView> {
     v
 }
 
+/// The multicast streams' series, one per stream, labelled by group.
+fn multicast_metrics(out: &mut Text, streams: &Value) {
+    let Some(streams) = streams.as_array().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    for (name, key, kind, help) in [
+        (
+            "tickwire_router_multicast_messages_total",
+            "messages",
+            Kind::Counter,
+            "Messages sent on a multicast stream (not in any client's msgs_out).",
+        ),
+        (
+            "tickwire_router_multicast_datagrams_total",
+            "datagrams",
+            Kind::Counter,
+            "Datagrams sent on a multicast stream.",
+        ),
+        (
+            "tickwire_router_multicast_retransmitted_total",
+            "retransmitted",
+            Kind::Counter,
+            "Datagrams a multicast stream sent again for NAKs.",
+        ),
+        (
+            "tickwire_router_multicast_naks_total",
+            "naks",
+            Kind::Counter,
+            "NAKs a multicast stream received.",
+        ),
+        (
+            "tickwire_router_multicast_receivers",
+            "receivers",
+            Kind::Gauge,
+            "Receivers whose flow reports a multicast stream holds.",
+        ),
+    ] {
+        out.family(name, kind, help);
+        for st in streams {
+            let group = st["group"].as_str().unwrap_or_default();
+            out.sample(
+                name,
+                &[("group", group)],
+                st[key].as_u64().unwrap_or(0) as f64,
+            );
+        }
+    }
+}
+
 /// `/varz`'s `cache` object: the stats document's (`tickwire stats`): patterns,
 /// depth and limits beside the counters; null without a cache.
 fn cache_json(s: &Snapshot) -> Value {
@@ -443,6 +492,9 @@ impl Component for RouterMonitor {
                 "queues": queues(s).len(),
                 "guaranteed": s.guaranteed.is_some(),
                 "cache": cache_json(s),
+                // Sent by multicast, in no client's msgs_out (new-user pass: only the
+                // stats JSON showed the streams).
+                "multicast": s.multicast,
                 "latency_probe": self.probe_summary(),
             })
         })
@@ -597,6 +649,7 @@ impl Component for RouterMonitor {
         if let Some(c) = &s.cache_config {
             cache_limit_metrics(out, c);
         }
+        multicast_metrics(out, &s.multicast);
 
         let clients = metric_clients(&s, max_series);
         let per_client: [Family<ClientView>; 5] = [
