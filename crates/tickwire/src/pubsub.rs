@@ -271,9 +271,9 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
             _ if refused.is_some() => {}
             (_, true) => eprintln!("ended early: sent {n}{of} to {}", a.topic),
             (true, false) => eprintln!(
-                "stopped: published {n}{of} to {} ({})",
-                a.topic,
-                tickwire_rt::stop::stopped_by()
+                "stopped ({}): published {n}{of} to {}",
+                tickwire_rt::stop::stopped_by(),
+                a.topic
             ),
             (false, false) => eprintln!("published {n}{of} to {}", a.topic),
         }
@@ -350,7 +350,7 @@ pub fn run_pub(a: PubArgs) -> anyhow::Result<ExitCode> {
         let of = match (finished.is_err(), done < total, sent < total) {
             (true, _, _) => format!("ended early: {sent} of {total}"),
             (false, true, _) => format!(
-                "stopped ({}): {sent} of {total}",
+                "stopped ({}): published {sent} of {total}",
                 tickwire_rt::stop::stopped_by()
             ),
             (false, false, true) => format!("published {sent} of {total}"),
@@ -1078,15 +1078,17 @@ fn run_pub_guaranteed(a: PubArgs) -> anyhow::Result<ExitCode> {
     if stopped {
         match a.stdin {
             true => eprintln!(
-                "stopped ({}): {} published (standard input not read to its end)",
+                "stopped ({}): published {} to {} (standard input not read to its end)",
                 tickwire_rt::stop::stopped_by(),
-                count(c.published, "message", "messages")
+                count(c.published, "message", "messages"),
+                a.topic
             ),
             false => eprintln!(
-                "stopped ({}): {} of {} messages published",
+                "stopped ({}): published {} of {} messages to {}",
                 tickwire_rt::stop::stopped_by(),
                 c.published,
-                a.count.unwrap_or(1)
+                a.count.unwrap_or(1),
+                a.topic
             ),
         }
         return Ok(ExitCode::from(EXIT_STOPPED));

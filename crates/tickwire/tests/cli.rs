@@ -814,16 +814,16 @@ fn ctrl_c_stops_a_pub_load_which_sends_what_it_published_and_says_how_much() {
     let status = common::wait_child(&mut child, T, "pub after Ctrl-C");
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");
-    // "stopped (Ctrl-C): N of 1000000 messages of 100 bytes to stop/x in ..."
+    // "stopped (Ctrl-C): published N of 1000000 messages of 100 bytes to stop/x in ..."
     let sent: usize = err
-        .split("stopped (Ctrl-C): ")
+        .split("stopped (Ctrl-C): published ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no 'stopped (Ctrl-C): N of ...' summary: {err}"));
+        .unwrap_or_else(|| panic!("no 'stopped (Ctrl-C): published N of ...' summary: {err}"));
     assert!(
         err.contains(&format!(
-            "stopped (Ctrl-C): {sent} of 1000000 messages of 100 bytes to stop/x"
+            "stopped (Ctrl-C): published {sent} of 1000000 messages of 100 bytes to stop/x"
         )),
         "{err}"
     );
@@ -2790,7 +2790,7 @@ fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(
-        err.contains("stopped: published 1 message to quietin/x (Ctrl-C)"),
+        err.contains("stopped (Ctrl-C): published 1 message to quietin/x"),
         "{err}"
     );
 
@@ -2803,7 +2803,7 @@ fn ctrl_c_stops_pub_stdin_while_its_input_is_quiet() {
     let (_, err) = common::take_output(&mut child);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(
-        err.contains("stopped: published 1 message to quietin/x (SIGTERM)"),
+        err.contains("stopped (SIGTERM): published 1 message to quietin/x"),
         "{err}"
     );
     assert!(err.contains("(SIGTERM again to abort)"), "{err}");

@@ -1847,7 +1847,9 @@ fn regression_ctrl_c_stops_pub_stdin_guaranteed_while_its_input_is_quiet() {
         "{err}"
     );
     assert!(
-        err.contains("stopped (Ctrl-C): 1 message published"),
+        err.contains(
+            "stopped (Ctrl-C): published 1 message to orders/new (standard input not read to its end)"
+        ),
         "{err}"
     );
 }
