@@ -42,12 +42,28 @@ pub struct StatsArgs {
     print_json: bool,
 }
 
+/// Said when the router refuses `stats` at its connection limit.
+const FULL_ROUTER_HINT: &str = "hint: this command takes a connection like any client; \
+    the router's HTTP monitoring needs none: a router started with --http ADDR answers \
+    http://ADDR/varz (these figures) and http://ADDR/connz (its clients) when full; or \
+    raise its --max-clients";
+
 pub fn run(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let mut client = Client::connect_to(
+    let connected = Client::connect_to(
         a.router.as_str(),
         a.login
             .apply(&a.router, ClientOptions::named("tickwire-stats"))?,
-    )?;
+    );
+    let mut client = match connected {
+        Err(e @ tickwire_client::Error::Closed { code, .. })
+            if code == tickwire_client::ErrorCode::TOO_MANY_CLIENTS =>
+        {
+            // New-user pass: at --max-clients the operator's diagnostic tool was
+            // refused with nothing pointing to what still answers.
+            return Err(anyhow::anyhow!("{e}\n{FULL_ROUTER_HINT}"));
+        }
+        r => r?,
+    };
     let json = client.stats_json()?;
     client.close().ok();
     // Checked before --print-json passes it on too: not JSON, or raw control

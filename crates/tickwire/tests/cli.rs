@@ -892,6 +892,29 @@ fn stats_table_has_column_headers() {
     assert!(doc["clients"].is_array());
 }
 
+/// New-user pass: at --max-clients `stats` is refused like any client; the refusal
+/// says so and names what still answers (the HTTP monitoring) and what to raise.
+#[test]
+fn stats_refused_at_the_connection_limit_points_to_http_monitoring() {
+    let router = RouterProc::start(&["--max-clients", "1"]);
+    let r = router.addr_str();
+    let _holder = common::Raw::hello(router.addr, "holder");
+    let (code, err) = fails(&["stats", "--router", &r]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("connection limit (1 client)"), "{err}");
+    assert!(
+        err.contains("hint: this command takes a connection like any client"),
+        "{err}"
+    );
+    assert!(err.contains("http://ADDR/varz"), "{err}");
+    assert!(err.contains("--max-clients"), "{err}");
+    // Not taken for a suggested command needing this router's flags.
+    assert!(
+        !err.contains("to the tickwire command suggested above"),
+        "{err}"
+    );
+}
+
 #[test]
 fn router_print_config_lists_every_key() {
     let cfg = print_config(&[]);
