@@ -62,8 +62,17 @@
 //!   in [`RecoveryReport::skipped`].
 //!
 //! Memory stays bounded: segments are read through one window of
-//! `max(256 KiB, 2 × (max_record + 16))` bytes; no allocation follows a length read from
-//! disk.
+//! `max(256 KiB, 2 × (max_record + 16))` bytes, plus running checksums every 16 bytes
+//! over at most one record (`(max_record + 24) / 4` bytes); no allocation follows a
+//! length read from disk.
+//!
+//! Work stays bounded too: the scan tries every byte offset, and a forged header at
+//! each may claim a `max_record` payload, but a record's checksum is taken from the
+//! running checksums (CRC-32C is linear), so each byte is checksummed at most twice,
+//! plus under 32 bytes per header tried:
+//! [`RecoveryReport::checksummed_bytes`] is at most 34 × the segments' bytes (under 6 ×
+//! for headers 16 bytes apart), never `max_record` per byte scanned (before, 5.2 MB of
+//! headers claiming 1 MB each took 35 s to recover).
 //!
 //! # Threading and how to drive it
 //!
@@ -139,6 +148,7 @@ impl Spool {
             next_lsn = report.next_lsn.0,
             damaged = report.damaged.len(),
             torn_tail = report.torn_tail.as_ref().map_or(0, |t| t.bytes_cut),
+            checksummed_bytes = report.checksummed_bytes,
             "spool recovered"
         );
         let next_lsn = report.next_lsn.0;
