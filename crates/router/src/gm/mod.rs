@@ -16,17 +16,19 @@
 // A pure core: time is a parameter. `clippy.toml` lists the clock reads this refuses.
 #![deny(clippy::disallowed_methods)]
 
+mod entries;
 pub mod queue;
 pub mod record;
 pub mod store;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use tickwire_rt::{MonoNanos, UtcNanos};
 use tickwire_wire::frame::{ErrorCode, Msg, Stamps};
 use tickwire_wire::gm::{self as wgm, NackAction, NackReason, QueueOp, Start};
 
 use crate::index::{Slot, SubscriptionIndex};
+use entries::Entries;
 use queue::{Access, FullPolicy, QueueDef, StartAt};
 use record::{HoldersBuf, Record};
 use store::{NewMessage, Restored, Store};
@@ -388,9 +390,9 @@ pub struct QueueCounters {
     pub rejected: u64,
 }
 
+/// One message a queue holds (its id is the key in [`Queue::entries`]).
 #[derive(Debug, Clone, Copy)]
 struct QEntry {
-    id: u64,
     deliveries: u32,
     /// Binding it is in flight on (0: not in flight).
     binding: u32,
@@ -409,14 +411,22 @@ struct Queue {
     /// so that a checkpoint copies it instead of serializing every definition on the
     /// loop (3.2 ms for 10,000 queues).
     def_json: Box<str>,
-    entries: VecDeque<QEntry>,
+    /// Its messages by id: delivery goes in id order. Not one sorted array: a message
+    /// may come in out of id order (dead-lettered from another queue, read back by
+    /// recovery, a replay start ahead of the newest id), and a sorted array's insert
+    /// moved up to half the queue each time; [`Entries`] appends what comes in order
+    /// and keeps the rest in a B-tree, O(log n) wherever the id lies.
+    entries: Entries,
     /// Entries not done.
     depth: u64,
     bytes: u64,
     /// Every entry with an id below this was delivered at least once (or is listed in
     /// `redeliver`).
     cursor: u64,
-    redeliver: VecDeque<u64>,
+    /// Ids waiting for a redelivery (given back, or stored behind `cursor`), in id
+    /// order; ids no longer waiting are stepped over when they reach the front. A set
+    /// for the reason `entries` is a tree: ids come back in any order.
+    redeliver: BTreeSet<u64>,
     /// Ack deadlines in delivery order: (deadline, id, binding, delivery count).
     timeouts: VecDeque<(MonoNanos, u64, u32, u32)>,
     bindings: Vec<u32>,
@@ -431,11 +441,11 @@ impl Queue {
         Queue {
             def_json: serde_json::to_string(&def).unwrap_or_default().into(),
             def,
-            entries: VecDeque::new(),
+            entries: Entries::new(),
             depth: 0,
             bytes: 0,
             cursor: 0,
-            redeliver: VecDeque::new(),
+            redeliver: BTreeSet::new(),
             timeouts: VecDeque::new(),
             bindings: Vec::new(),
             rr: 0,
@@ -444,8 +454,8 @@ impl Queue {
         }
     }
 
-    fn find(&self, id: u64) -> Option<usize> {
-        self.entries.binary_search_by_key(&id, |e| e.id).ok()
+    fn find(&self, id: u64) -> Option<&QEntry> {
+        self.entries.get(&id)
     }
 
     /// The oldest entry waiting for a delivery (never delivered, or given back): the
@@ -453,17 +463,13 @@ impl Queue {
     /// (entries from `cursor` on were never handed out), whichever is older. Not a walk
     /// from the front, which would pass every message in flight first.
     fn oldest_waiting(&self) -> Option<u64> {
-        let waiting = |id: u64| {
-            self.find(id)
-                .is_some_and(|i| !self.entries[i].done && self.entries[i].binding == 0)
-        };
+        let waiting = |id: u64| self.find(id).is_some_and(|e| !e.done && e.binding == 0);
         let given_back = self.redeliver.iter().copied().find(|&id| waiting(id));
-        let start = self.entries.partition_point(|e| e.id < self.cursor);
         let fresh = self
             .entries
-            .range(start..)
-            .find(|e| !e.done && e.binding == 0)
-            .map(|e| e.id);
+            .range(self.cursor..)
+            .find(|(_, e)| !e.done && e.binding == 0)
+            .map(|(&id, _)| id);
         match (given_back, fresh) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -476,24 +482,24 @@ impl Queue {
     /// message while 20 M went through took the router's `max_queue_entries` and NACKed
     /// every guaranteed publish on every queue, 820 MB held). Compacting when the done
     /// entries pass half the list (and `COMPACT_AT`) keeps the list within about twice
-    /// what is live, each entry moved O(1) times on average.
+    /// what is live, each entry looked at O(1) times on average.
     fn trim(&mut self) -> u64 {
         let mut n = 0;
-        while self.entries.front().is_some_and(|e| e.done) {
-            self.entries.pop_front();
+        while self.entries.first_key_value().is_some_and(|(_, e)| e.done) {
+            self.entries.pop_first();
             n += 1;
         }
         let done = (self.entries.len() as u64).saturating_sub(self.depth);
         if done > COMPACT_AT && done * 2 > self.entries.len() as u64 {
             let before = self.entries.len();
-            self.entries.retain(|e| !e.done);
+            self.entries.retain(|_, e| !e.done);
             n += (before - self.entries.len()) as u64;
             // Deadlines of deliveries no longer in flight go with them.
             let entries = &self.entries;
             self.timeouts.retain(|&(_, id, binding, count)| {
                 entries
-                    .binary_search_by_key(&id, |e| e.id)
-                    .is_ok_and(|i| entries[i].binding == binding && entries[i].deliveries == count)
+                    .get(&id)
+                    .is_some_and(|e| e.binding == binding && e.deliveries == count)
             });
         }
         n
@@ -622,9 +628,9 @@ struct Fill {
     from_time: u64,
     /// The new queue's own patterns (the queues' index would answer for every queue).
     own: SubscriptionIndex,
-    /// The messages found, in id order, each pinned in the store (a reference) and
-    /// counted in `Engine::entries`.
-    found: VecDeque<QEntry>,
+    /// The messages found, by id, each pinned in the store (a reference) and counted
+    /// in `Engine::entries`; the new queue's `entries` as they are.
+    found: Entries,
     /// Their bytes.
     bytes: u64,
     /// Its number in `Engine::fill_index` while it waits in `Engine::fills` (fills are
@@ -647,7 +653,7 @@ impl Fill {
             cursor,
             from_time,
             own,
-            found: VecDeque::new(),
+            found: Entries::new(),
             bytes: 0,
             serial: None,
             late: VecDeque::new(),
@@ -858,7 +864,7 @@ pub struct Engine {
     /// The store's next id at the last [`Engine::pump_fills`].
     fill_seen: u64,
     /// Found messages of abandoned fills, still pinned (released a budget at a time).
-    unpin: Vec<VecDeque<QEntry>>,
+    unpin: Vec<Entries>,
     /// The patterns a retained message matches, for fills.
     fill_hits: Vec<Slot>,
     /// The waiting fills' patterns, each under its fill's serial: a publish is matched
@@ -1990,8 +1996,7 @@ impl Engine {
             }
             let size = self.store.entry(p.msg_id).map_or(0, Store::size_of);
             for f in &mut self.fills {
-                if let Ok(i) = f.found.binary_search_by_key(&p.msg_id, |e| e.id) {
-                    f.found.remove(i);
+                if f.found.remove(&p.msg_id).is_some() {
                     f.bytes = f.bytes.saturating_sub(size);
                     self.entries = self.entries.saturating_sub(1);
                 }
@@ -2085,6 +2090,9 @@ impl Engine {
     fn scan_fill(&mut self, f: &mut Fill, budget: &mut usize) -> FillScan {
         let room = self.cfg.max_entries.saturating_sub(self.entries);
         let before = f.found.len();
+        // Everything found before this call lies below its cursor, everything found
+        // now at or above it.
+        let from = f.cursor;
         let mut hit = std::mem::take(&mut self.fill_hits);
         let mut end = FillScan::CaughtUp;
         // Messages published for it (`late`): already pinned and counted.
@@ -2118,12 +2126,15 @@ impl Engine {
                     break;
                 }
             }
-            f.found.push_back(QEntry {
-                id: e.id,
-                deliveries: 0,
-                binding: 0,
-                done: false,
-            });
+            // In id order: an append to the run.
+            f.found.insert(
+                e.id,
+                QEntry {
+                    deliveries: 0,
+                    binding: 0,
+                    done: false,
+                },
+            );
             f.bytes += Store::size_of(e);
         }
         self.fill_hits = hit;
@@ -2136,11 +2147,11 @@ impl Engine {
         }
         self.entries += (f.found.len() - before - pinned.len()) as u64;
         let mut pinned = pinned.iter().peekable();
-        for q in f.found.range(before..) {
-            if pinned.next_if_eq(&&q.id).is_some() {
+        for &id in f.found.range(from..).map(|(id, _)| id) {
+            if pinned.next_if_eq(&&id).is_some() {
                 continue;
             }
-            self.store.hold(q.id);
+            self.store.hold(id);
         }
         end
     }
@@ -2174,12 +2185,12 @@ impl Engine {
             let Some(list) = self.unpin.last_mut() else {
                 return;
             };
-            let Some(e) = list.pop_front() else {
+            let Some((id, _)) = list.pop_first() else {
                 self.unpin.pop();
                 continue;
             };
             budget -= 1;
-            self.store.unhold(e.id);
+            self.store.unhold(id);
         }
     }
 
@@ -2382,9 +2393,9 @@ impl Engine {
                 }
             }
         }
-        for e in &q.entries {
+        for (&id, e) in &q.entries {
             if !e.done {
-                self.store.unhold(e.id);
+                self.store.unhold(id);
             }
         }
         for b in q.bindings {
@@ -2405,24 +2416,19 @@ impl Engine {
         let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
             return;
         };
-        let e = QEntry {
-            id,
+        // O(log n) wherever `id` lies (out of id order: dead-lettered here, recovered,
+        // moved on by TTL or max redeliveries); an id already held is left as it is.
+        let fresh = QEntry {
             deliveries: 0,
             binding: 0,
             done: false,
         };
-        if q.entries.back().is_none_or(|b| b.id < id) {
-            q.entries.push_back(e);
-        } else {
-            match q.entries.binary_search_by_key(&id, |e| e.id) {
-                Ok(_) => return,
-                Err(at) => q.entries.insert(at, e),
-            }
+        if !q.entries.insert(id, fresh) {
+            return;
         }
         self.entries += 1;
         if id < q.cursor {
-            let at = q.redeliver.partition_point(|&x| x < id);
-            q.redeliver.insert(at, id);
+            q.redeliver.insert(id);
         }
         q.depth += 1;
         q.bytes += size;
@@ -2439,14 +2445,14 @@ impl Engine {
         let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
             return false;
         };
-        let Some(i) = q.find(id) else {
+        let Some(e) = q.entries.get_mut(&id) else {
             return false;
         };
-        if q.entries[i].done {
+        if e.done {
             return false;
         }
-        let b = q.entries[i].binding;
-        q.entries[i].done = true;
+        let b = e.binding;
+        e.done = true;
         q.depth -= 1;
         let size = self.store.entry(id).map_or(0, Store::size_of);
         q.bytes = q.bytes.saturating_sub(size);
@@ -2500,9 +2506,9 @@ impl Engine {
     fn purge(&mut self, qi: u32, up_to: u64) -> u64 {
         let ids: Vec<u64> = self.queue(qi).map_or(Vec::new(), |q| {
             q.entries
-                .iter()
-                .filter(|e| !e.done && e.id <= up_to)
-                .map(|e| e.id)
+                .range(..=up_to)
+                .filter(|(_, e)| !e.done)
+                .map(|(&id, _)| id)
                 .collect()
         });
         let n = ids.len() as u64;
@@ -3177,25 +3183,18 @@ impl Engine {
     fn requeue(&mut self, log: &mut dyn Log, qi: u32, id: u64) {
         if self.give_back(log, qi, id) {
             if let Some(q) = self.queue_mut(qi) {
-                let at = q.redeliver.partition_point(|&x| x < id);
-                q.redeliver.insert(at, id);
+                q.redeliver.insert(id);
             }
         }
     }
 
-    /// [`Engine::requeue`] for a binding's whole in-flight list (`ids` in id order): what
-    /// is given back joins the queue's list in one merge, not one insert each (inserts
-    /// into the middle made an UNBIND or disconnect of a 65,536 window, interleaved
-    /// with another's given-back ids, hold the router ~0.2 s).
-    fn requeue_all(&mut self, log: &mut dyn Log, qi: u32, ids: VecDeque<u64>) {
-        let mut back = Vec::with_capacity(ids.len());
+    /// [`Engine::requeue`] for a binding's whole in-flight list: each id given back
+    /// joins the queue's `redeliver` set at O(log n) (inserts into the middle of a
+    /// sorted list made an UNBIND or disconnect of a 65,536 window, interleaved with
+    /// another's given-back ids, hold the router ~0.2 s).
+    fn requeue_all(&mut self, log: &mut dyn Log, qi: u32, ids: impl Iterator<Item = u64>) {
         for id in ids {
-            if self.give_back(log, qi, id) {
-                back.push(id);
-            }
-        }
-        if let Some(q) = self.queue_mut(qi) {
-            merge_in_order(&mut q.redeliver, &back);
+            self.requeue(log, qi, id);
         }
     }
 
@@ -3206,10 +3205,9 @@ impl Engine {
         let Some(q) = self.queue_mut(qi) else {
             return false;
         };
-        let Some(i) = q.find(id) else {
+        let Some(e) = q.entries.get_mut(&id) else {
             return false;
         };
-        let e = &mut q.entries[i];
         if e.done {
             return false;
         }
@@ -3251,7 +3249,7 @@ impl Engine {
             return;
         }
         let qi = b.queue;
-        self.requeue_all(log, qi, b.in_flight.into_iter().map(|(id, _)| id).collect());
+        self.requeue_all(log, qi, b.in_flight.into_iter().map(|(id, _)| id));
         let mut promote = None;
         if let Some(q) = self.queue_mut(qi) {
             q.bindings.retain(|&x| x != binding);
@@ -3325,7 +3323,11 @@ impl Engine {
             let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
                 continue;
             };
-            if !q.touched && q.entries.back().is_some_and(|e| e.id > durable) {
+            if !q.touched
+                && q.entries
+                    .last_key_value()
+                    .is_some_and(|(&id, _)| id > durable)
+            {
                 q.touched = true;
                 self.touched.push(qi);
             }
@@ -3413,7 +3415,7 @@ impl Engine {
         let (id, redelivery) = self.peek_for(qi)?;
         let q = self.queue_mut(qi)?;
         if redelivery {
-            q.redeliver.pop_front();
+            q.redeliver.pop_first();
         } else {
             q.cursor = id + 1;
         }
@@ -3426,33 +3428,32 @@ impl Engine {
     fn peek_for(&mut self, qi: u32) -> Option<(u64, bool)> {
         let durable = self.durable_id;
         let q = self.queues.get_mut(qi as usize)?.as_mut()?;
-        while let Some(&id) = q.redeliver.front() {
+        while let Some(&id) = q.redeliver.first() {
             // A message published behind the queue's cursor (a replay start ahead of
-            // the newest id) waits here too, and may not be durable yet: the list is in
+            // the newest id) waits here too, and may not be durable yet: the set is in
             // id order, so nothing after a non-durable one is durable either.
             if id > durable {
                 break;
             }
-            if let Some(i) = q.find(id) {
-                if !q.entries[i].done && q.entries[i].binding == 0 {
-                    return Some((id, true));
-                }
+            if q.find(id).is_some_and(|e| !e.done && e.binding == 0) {
+                return Some((id, true));
             }
-            q.redeliver.pop_front();
+            q.redeliver.pop_first();
         }
-        let start = q.entries.partition_point(|e| e.id < q.cursor);
-        for i in start..q.entries.len() {
-            let e = q.entries[i];
-            if e.id > durable {
-                q.cursor = e.id;
+        for (&id, e) in q.entries.range(q.cursor..) {
+            if id > durable {
+                q.cursor = id;
                 return None;
             }
             if !e.done && e.binding == 0 {
-                q.cursor = e.id;
-                return Some((e.id, false));
+                q.cursor = id;
+                return Some((id, false));
             }
         }
-        q.cursor = q.entries.back().map_or(q.cursor, |e| e.id + 1);
+        q.cursor = q
+            .entries
+            .last_key_value()
+            .map_or(q.cursor, |(&id, _)| id + 1);
         None
     }
 
@@ -3460,10 +3461,9 @@ impl Engine {
         let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::as_mut) else {
             return;
         };
-        let Some(i) = q.find(id) else {
+        let Some(e) = q.entries.get_mut(&id) else {
             return;
         };
-        let e = &mut q.entries[i];
         e.deliveries += 1;
         e.binding = binding;
         let count = e.deliveries;
@@ -3663,10 +3663,9 @@ impl Engine {
                 };
                 // Entries of acknowledged (or since redelivered) messages go as soon as
                 // they reach the front, so the list holds about what is in flight.
-                let still = q.find(id).is_some_and(|i| {
-                    let e = &q.entries[i];
-                    !e.done && e.binding == binding && e.deliveries == count
-                });
+                let still = q
+                    .find(id)
+                    .is_some_and(|e| !e.done && e.binding == binding && e.deliveries == count);
                 if still && at > now {
                     break;
                 }
@@ -3876,7 +3875,7 @@ impl Engine {
                 let Some(q) = self.queues.get(qi as usize).and_then(Option::as_ref) else {
                     continue;
                 };
-                if q.find(id).is_some_and(|i| !q.entries[i].done) {
+                if q.find(id).is_some_and(|e| !e.done) {
                     self.holders.push(q.def.created_at, &q.def.name);
                 }
             }
@@ -3975,31 +3974,6 @@ impl Engine {
     pub fn poll_fail(&mut self) -> Option<(Slot, ErrorCode, String)> {
         self.fail.pop()
     }
-}
-
-/// Merges ascending `add` into ascending `list`: appended when it all comes after, else
-/// in one pass over both (O(len) however the two interleave).
-fn merge_in_order(list: &mut VecDeque<u64>, add: &[u64]) {
-    debug_assert!(add.windows(2).all(|w| w[0] <= w[1]));
-    let (Some(&first), Some(&last)) = (add.first(), list.back()) else {
-        list.extend(add);
-        return;
-    };
-    if last <= first {
-        list.extend(add);
-        return;
-    }
-    let old = std::mem::take(list);
-    let mut out = VecDeque::with_capacity(old.len() + add.len());
-    let mut add = add.iter().copied().peekable();
-    for x in old {
-        while let Some(y) = add.next_if(|&y| y < x) {
-            out.push_back(y);
-        }
-        out.push_back(x);
-    }
-    out.extend(add);
-    *list = out;
 }
 
 /// A publisher identity as its publisher named it: without the user it is kept under
