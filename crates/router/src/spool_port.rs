@@ -48,6 +48,15 @@ pub enum SpoolError {
     /// `max_frame` is larger than a guaranteed message can be stored.
     #[error("max_frame {0} is too large for guaranteed messaging: a stored message holds at most {max} bytes with its frame (--max-frame {max}, or --no-guaranteed)", max = tickwire_spool::MAX_RECORD - SPOOL_RECORD_OVERHEAD)]
     FrameTooLarge(u32),
+    /// The spool read back holds more than this router holds (queues, their index,
+    /// publisher identities): not written by it.
+    #[error("cannot recover the spool in {dir}: {why}; the router did not start")]
+    Refused {
+        /// The directory.
+        dir: PathBuf,
+        /// Which bound, by how much.
+        why: String,
+    },
     /// The `sync` setting does not parse.
     #[error("{0}")]
     Sync(String),
@@ -115,7 +124,11 @@ pub fn open(
     })
     .map_err(|source| open_error(&dir, source))?;
     drop(first);
-    engine.install_recovered_definitions();
+    let refused = |why| SpoolError::Refused {
+        dir: dir.clone(),
+        why,
+    };
+    engine.install_recovered_definitions().map_err(refused)?;
     let (spool, report) =
         tickwire_spool::Spool::open(scfg, |lsn, rec| engine.recover_record(lsn.0, rec)).map_err(
             |source| SpoolError::Open {
@@ -124,6 +137,9 @@ pub fn open(
             },
         )?;
     engine.finish_recovery();
+    if let Some(why) = engine.recovery_refusal() {
+        return Err(refused(why));
+    }
     for e in engine.recovery_errors.drain(..) {
         tracing::error!(dir = %dir.display(), "spool recovery: {e}");
     }

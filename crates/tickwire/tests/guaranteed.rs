@@ -1906,6 +1906,93 @@ fn a_smaller_max_frame_at_a_restart_refuses_to_start_and_loses_nothing() {
     assert_eq!(queue_depth(router.addr, "orders"), 3);
 }
 
+/// Appends `records` to the spool in `dir` with the spool's own writer (as a forger
+/// with write access to the data directory could), and waits until they are durable.
+fn append_to_spool(dir: &Path, records: &[Vec<u8>]) {
+    let cfg = tickwire_spool::Config::new(dir.join("spool"));
+    let (spool, _) = tickwire_spool::Spool::open(cfg, |_, _| {}).expect("open spool");
+    let mut app = spool.start(Box::new(|| {})).expect("start spool");
+    let mut last = 0;
+    for r in records {
+        last = app.append(r).expect("append").0;
+    }
+    app.flush();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match app.poll_durable() {
+            Some(tickwire_spool::Durable::Through(l)) if l.0 >= last => break,
+            Some(tickwire_spool::Durable::Failed { .. }) => panic!("spool write failed"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "records not durable");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A spool holding more than a router holds (forged records: more publisher identities
+/// than it remembers, more queues than it keeps) refuses the start with the bound it
+/// passes, where it used to take them all in (hostile-input pass: 500,000 identities
+/// rewritten by every checkpoint; 7.9 MB of definitions indexed into 2.2 GB).
+#[test]
+fn a_spool_holding_more_than_a_router_holds_refuses_the_start() {
+    use tickwire_router::gm::record::{encode, Record};
+    let rec = |r: &Record<'_>| {
+        let mut b = Vec::new();
+        encode(&mut b, r);
+        b
+    };
+    let start = |dir: &Path| {
+        let mut r = common::cli(&[
+            "router",
+            "--listen",
+            &format!("127.0.0.1:{}", free_port()),
+            "--data-dir",
+            &dir.display().to_string(),
+        ])
+        .spawn()
+        .expect("spawn router");
+        let st = common::wait_child(&mut r, Duration::from_secs(60), "router on a forged spool");
+        let (_, err) = common::take_output(&mut r);
+        assert!(!st.success(), "{err}");
+        err
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names: Vec<String> = (0..1025).map(|i| format!("forged{i}")).collect();
+    let records: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| {
+            rec(&Record::Publisher {
+                hwm: 1,
+                identity: n,
+            })
+        })
+        .collect();
+    append_to_spool(dir.path(), &records);
+    let err = start(dir.path());
+    assert!(
+        err.contains("cannot recover the spool")
+            && err.contains("1025 publisher identities, more than the 1024"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let defs: Vec<String> = (0..10_002)
+        .map(|i| format!(r#"{{"name":"q{i}","subscriptions":["t/{i}"]}}"#))
+        .collect();
+    let records: Vec<Vec<u8>> = defs
+        .iter()
+        .map(|d| rec(&Record::QueueDefined { json: d }))
+        .collect();
+    append_to_spool(dir.path(), &records);
+    let err = start(dir.path());
+    assert!(
+        err.contains("cannot recover the spool")
+            && err.contains("defines 10002 queues, more than the 10001"),
+        "{err}"
+    );
+}
+
 /// `sub --queue` across a router restart says when it is back, after how long and how
 /// many attempts, as `sub` on a topic does, and its summary counts the reconnection and
 /// the time disconnected (new-user pass: "reconnected: bound to queue o1 again" with no

@@ -905,7 +905,14 @@ pub struct Engine {
     fail: Vec<(Slot, ErrorCode, String)>,
     totals: GmTotals,
     recovering: bool,
-    recovered_defs: Vec<QueueDef>,
+    /// Recovery's first pass: the queue definitions found, in order (a deleted one's
+    /// place empty), and where each name's is (one look per record: a list searched
+    /// per record made a forged spool of many definitions quadratic).
+    recovered_defs: Vec<Option<QueueDef>>,
+    recovered_names: HashMap<String, usize>,
+    /// Queues holding a message only they hold beyond the store's window (dead-message
+    /// queues): `extra_holders` as a set, so noting one is one look, not a scan.
+    extra_holder_set: std::collections::HashSet<u32>,
     /// Recovery: the record number of the last deletion of each queue name. Records
     /// naming a queue (acknowledged, dead-lettered, purged) from before it belong to an
     /// earlier queue of that name, not to the one installed (a hostile-input pass: a
@@ -1020,6 +1027,8 @@ impl Engine {
             totals: GmTotals::default(),
             recovering: true,
             recovered_defs: Vec::new(),
+            recovered_names: HashMap::new(),
+            extra_holder_set: std::collections::HashSet::new(),
             deleted_at: HashMap::new(),
             defs_preinstalled: false,
             scratch_ids: Vec::new(),
@@ -1053,26 +1062,54 @@ impl Engine {
     pub fn recover_definition(&mut self, lsn: u64, bytes: &[u8]) {
         match record::decode(bytes) {
             Ok(Record::QueueDefined { json }) => {
-                if let Ok(def) = serde_json::from_str::<QueueDef>(json) {
-                    if def.created_at > MAX_MESSAGE_ID {
+                let mut def = match serde_json::from_str::<QueueDef>(json) {
+                    Ok(def) => def,
+                    Err(e) => {
                         self.recovery_errors.push(format!(
-                            "record {lsn}: queue {:?}'s first_message_id {} is beyond any \
-                             message id (2^62): damage; skipped",
-                            def.name, def.created_at
+                            "record {lsn}: queue definition: {e}: damage; skipped"
                         ));
                         return;
                     }
-                    let keep = self.recovered_defs.iter().position(|d| d.name == def.name);
-                    match keep {
-                        // A checkpoint repeats a definition: the first one stays.
-                        Some(i) if self.recovered_defs[i].created_at == def.created_at => {}
-                        Some(i) => self.recovered_defs[i] = def,
-                        None => self.recovered_defs.push(def),
+                };
+                if def.created_at > MAX_MESSAGE_ID {
+                    self.recovery_errors.push(format!(
+                        "record {lsn}: queue {:?}'s first_message_id {} is beyond any \
+                         message id (2^62): damage; skipped",
+                        def.name, def.created_at
+                    ));
+                    return;
+                }
+                // What a create checks (name, dead-letter queue, 256 subscriptions and
+                // their syntax) holds for what is read back: the router never stored a
+                // definition that fails it (hostile-input pass: forged definitions were
+                // indexed unchecked). Floors added since are raised, not refused.
+                def.raise_to_floors();
+                if let Err(e) = def.check() {
+                    self.recovery_errors.push(format!(
+                        "record {lsn}: queue definition {:?}: {e}: damage; skipped",
+                        def.name
+                    ));
+                    return;
+                }
+                match self.recovered_names.get(&def.name).copied() {
+                    // A checkpoint repeats a definition: the first one stays.
+                    Some(i) => {
+                        let slot = &mut self.recovered_defs[i];
+                        if slot.as_ref().is_none_or(|d| d.created_at != def.created_at) {
+                            *slot = Some(def);
+                        }
+                    }
+                    None => {
+                        self.recovered_names
+                            .insert(def.name.clone(), self.recovered_defs.len());
+                        self.recovered_defs.push(Some(def));
                     }
                 }
             }
             Ok(Record::QueueDeleted { queue }) => {
-                self.recovered_defs.retain(|d| d.name != queue);
+                if let Some(i) = self.recovered_names.remove(queue) {
+                    self.recovered_defs[i] = None;
+                }
                 self.deleted_at.insert(queue.to_owned(), lsn);
             }
             _ => {}
@@ -1090,12 +1127,73 @@ impl Engine {
         Some(q)
     }
 
-    /// Between the passes: installs the queues the first pass found.
-    pub fn install_recovered_definitions(&mut self) {
-        for def in std::mem::take(&mut self.recovered_defs) {
-            self.install_queue(def);
+    /// Between the passes: installs the queues the first pass found, within the
+    /// bounds a create is held to: at most `max_queues` queues (and the router's own
+    /// dead-message queue), [`MAX_DEFINITION_BYTES`] of definitions, and the queues'
+    /// index within `max_index_nodes` and `max_match_work`. A spool past them was not
+    /// written by this router (hostile-input pass: 7.9 MB of forged definitions took
+    /// 2.2 GB to index): the start is refused, saying which bound, and nothing is
+    /// installed.
+    pub fn install_recovered_definitions(&mut self) -> Result<(), String> {
+        self.recovered_names = HashMap::new();
+        let defs: Vec<QueueDef> = std::mem::take(&mut self.recovered_defs)
+            .into_iter()
+            .flatten()
+            .collect();
+        let most = self.cfg.max_queues + 1;
+        if defs.len() > most {
+            return Err(format!(
+                "it defines {} queues, more than the {most} a router holds (max_queues {} \
+                 and the dead-message queue): not a spool tickwire wrote (forged or \
+                 damaged)",
+                defs.len(),
+                self.cfg.max_queues
+            ));
+        }
+        let bytes: usize = defs
+            .iter()
+            .map(|d| serde_json::to_string(d).map_or(0, |j| j.len()))
+            .sum();
+        // Dead-message queues made on demand add a short definition each.
+        let most_bytes = MAX_DEFINITION_BYTES + most * MIN_QUEUE_JSON;
+        if bytes > most_bytes {
+            return Err(format!(
+                "its queue definitions total {bytes} bytes, more than the {most_bytes} a \
+                 router holds ({} MiB, and the dead-message queues): not a spool tickwire \
+                 wrote (forged or damaged)",
+                MAX_DEFINITION_BYTES >> 20
+            ));
+        }
+        for mut def in defs {
+            def.raise_to_floors();
+            let qi = self.free_queue_slot();
+            if let Err(e) = self.index_queue(qi, &def) {
+                return Err(format!(
+                    "queue {:?} cannot be installed: {e}; if this router ran with a larger \
+                     max_queue_index_nodes or max_match_work ([router] in the --config \
+                     file), start it with that",
+                    def.name
+                ));
+            }
+            let fill = self.retained_for(&def);
+            self.place_queue(qi, def, fill);
         }
         self.defs_preinstalled = true;
+        Ok(())
+    }
+
+    /// After recovery: why the spool read back cannot be this router's, if it cannot
+    /// (more publisher identities than `max_publishers`: each checkpoint would rewrite
+    /// them all; hostile-input pass, 500,000 forged ones).
+    pub fn recovery_refusal(&self) -> Option<String> {
+        let n = self.publisher_names.len();
+        (n > self.cfg.max_publishers).then(|| {
+            format!(
+                "it remembers {n} publisher identities, more than the {} a router holds: \
+                 not a spool tickwire wrote (forged or damaged)",
+                self.cfg.max_publishers
+            )
+        })
     }
 
     /// Replays one spool record at start-up (in record order).
@@ -1164,6 +1262,26 @@ impl Engine {
                 }
             }
             Record::DeadLettered { id, from, to } => {
+                // A dead-message queue it would make must be one a create could have
+                // named (hostile-input pass: 200,000 forged records made 200,000
+                // queues): else the record is damage and the message stays where it is.
+                if !self.queue_names.contains_key(to) {
+                    if !queue::valid_name(to) {
+                        self.recovery_errors.push(format!(
+                            "record {lsn}: dead-letter queue name {to:?} is invalid: \
+                             damage; skipped"
+                        ));
+                        return;
+                    }
+                    if self.queue_names.len() > self.cfg.max_queues {
+                        self.recovery_errors.push(format!(
+                            "record {lsn}: dead-letter queue {to:?} would pass the {} queues \
+                             a router holds: damage; skipped",
+                            self.cfg.max_queues + 1
+                        ));
+                        return;
+                    }
+                }
                 // Into the dead-message queue before the other lets it go (see
                 // `dead_letter`).
                 let to = self.dmq(to);
@@ -1185,8 +1303,12 @@ impl Engine {
             Record::QueueDefined { .. } | Record::QueueDeleted { .. } if self.defs_preinstalled => {
             }
             Record::QueueDefined { json } => match serde_json::from_str::<QueueDef>(json) {
-                Ok(def) => {
-                    if !self.queue_names.contains_key(&def.name) {
+                Ok(mut def) => {
+                    def.raise_to_floors();
+                    if !self.queue_names.contains_key(&def.name)
+                        && self.queue_names.len() <= self.cfg.max_queues
+                        && def.check().is_ok()
+                    {
                         self.install_queue(def);
                     }
                 }
@@ -2379,6 +2501,7 @@ impl Engine {
             return;
         };
         self.extra_holders.retain(|&x| x != qi);
+        self.extra_holder_set.remove(&qi);
         for p in &q.def.subscriptions {
             self.index.unsubscribe(Slot(qi), p);
         }
@@ -3909,7 +4032,7 @@ impl Engine {
 
     /// Notes a queue that may hold messages its patterns do not match.
     fn note_extra_holder(&mut self, qi: u32) {
-        if !self.extra_holders.contains(&qi) {
+        if self.extra_holder_set.insert(qi) {
             self.extra_holders.push(qi);
         }
     }
