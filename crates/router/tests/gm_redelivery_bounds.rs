@@ -175,7 +175,8 @@ fn a_spooled_definition_below_the_floor_still_starts_and_is_raised_to_the_floor(
     for (i, r) in records.iter().enumerate() {
         e.recover_definition(i as u64 + 1, r);
     }
-    e.install_recovered_definitions();
+    e.install_recovered_definitions()
+        .expect("definitions within the bounds");
     for (i, r) in records.iter().enumerate() {
         e.recover_record(i as u64 + 1, r);
     }

@@ -115,7 +115,8 @@ fn restart(dir: &PathBuf) -> Engine {
     let mut e = Engine::new(gm_config());
     let (first, _) = Spool::open(config(dir), |lsn, r| e.recover_definition(lsn.0, r)).unwrap();
     drop(first);
-    e.install_recovered_definitions();
+    e.install_recovered_definitions()
+        .expect("definitions within the bounds");
     let (_spool, report) = Spool::open(config(dir), |l, r| e.recover_record(l.0, r)).unwrap();
     e.finish_recovery();
     assert!(report.damaged.is_empty(), "{:?}", report.damaged);
