@@ -107,6 +107,60 @@ fn recv_answers_a_ping_in_front_of_a_message_and_delivers_the_message() {
     assert_eq!(pongs_of(&said), [7], "{said:?}");
 }
 
+/// `poll` reads a MESSAGE without flags in place and any other through the decoder:
+/// a run of both kinds in one read, a ping between them, and a last message whose
+/// topic is not UTF-8, are delivered in order with every field as sent, and the
+/// broken one ends the connection (the plain reader hands a topic
+/// it cannot read to the decoder, which refuses it).
+#[test]
+fn poll_delivers_plain_and_flagged_messages_in_order_from_one_read() {
+    let mut bytes = Vec::new();
+    let publish = |out: &mut Vec<u8>, topic: &str, payload: &[u8], discarded: u64| {
+        let mut p = Vec::new();
+        frame::encode_publish(&mut p, topic, payload, PublishOptions::default(), 1 << 20).unwrap();
+        frame::encode_message_from_publish(out, &p, discarded, 0, 0);
+    };
+    publish(&mut bytes, "a/1", b"first", 0);
+    publish(&mut bytes, "a/1", b"second", 3);
+    publish(&mut bytes, "b/2", b"", 0);
+    publish(&mut bytes, "a/1", &[7u8; 300], 0);
+    frame::encode_ping(&mut bytes, 9);
+    publish(&mut bytes, "a/1", b"last", 0);
+    bytes.extend_from_slice(&message_with_topic([0xff, 0xfe]));
+    let (addr, go, peer) = broken_router(bytes);
+    let mut c = Client::connect(addr).unwrap();
+    go.send(()).unwrap();
+    let mut got: Vec<(String, Vec<u8>, u64)> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        match c.poll(Wait::Timeout(Duration::from_millis(100)), |m| {
+            got.push((m.topic().to_owned(), m.payload().to_vec(), m.discarded()))
+        }) {
+            Ok(_) => assert!(std::time::Instant::now() < deadline, "no error: {got:?}"),
+            Err(e) => break e,
+        }
+    };
+    // Reported after the messages before it: as the close it caused.
+    assert!(
+        matches!(&err, Error::Closed { code, reason }
+            if *code == ErrorCode::MALFORMED_FRAME && reason.contains("not UTF-8")),
+        "{err:?}"
+    );
+    let want: Vec<(String, Vec<u8>, u64)> = vec![
+        ("a/1".into(), b"first".to_vec(), 0),
+        ("a/1".into(), b"second".to_vec(), 3),
+        ("b/2".into(), Vec::new(), 0),
+        ("a/1".into(), vec![7u8; 300], 0),
+        ("a/1".into(), b"last".to_vec(), 0),
+    ];
+    assert_eq!(got, want);
+    let said = peer.join().unwrap();
+    // (The PONG queued for the PING is dropped with the CLOSE that ends the
+    // connection in the same read.)
+    let (code, _) = close_of(&said).expect("a CLOSE");
+    assert_eq!(code, ErrorCode::MALFORMED_FRAME);
+}
+
 #[test]
 fn a_message_whose_topic_is_not_utf8_is_a_protocol_error_for_recv_and_poll() {
     for api in ["recv", "poll"] {
