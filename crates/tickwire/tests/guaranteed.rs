@@ -1942,17 +1942,16 @@ fn a_spool_holding_more_than_a_router_holds_refuses_the_start() {
         b
     };
     let start = |dir: &Path| {
-        let mut r = common::cli(&[
-            "router",
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()),
-            "--data-dir",
-            &dir.display().to_string(),
-        ])
-        .spawn()
-        .expect("spawn router");
-        let st = common::wait_child(&mut r, Duration::from_secs(60), "router on a forged spool");
-        let (_, err) = common::take_output(&mut r);
+        let (st, _, err) = run_cli(
+            &[
+                "router",
+                "--listen",
+                &format!("127.0.0.1:{}", free_port()),
+                "--data-dir",
+                &dir.display().to_string(),
+            ],
+            Duration::from_secs(60),
+        );
         assert!(!st.success(), "{err}");
         err
     };

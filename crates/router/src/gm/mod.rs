@@ -910,9 +910,6 @@ pub struct Engine {
     /// per record made a forged spool of many definitions quadratic).
     recovered_defs: Vec<Option<QueueDef>>,
     recovered_names: HashMap<String, usize>,
-    /// Queues holding a message only they hold beyond the store's window (dead-message
-    /// queues): `extra_holders` as a set, so noting one is one look, not a scan.
-    extra_holder_set: std::collections::HashSet<u32>,
     /// Recovery: the record number of the last deletion of each queue name. Records
     /// naming a queue (acknowledged, dead-lettered, purged) from before it belong to an
     /// earlier queue of that name, not to the one installed (a hostile-input pass: a
@@ -953,8 +950,9 @@ pub struct Engine {
     relocating: VecDeque<(u64, u64)>,
     /// Queues that may hold messages their patterns do not match (dead-message queues,
     /// and queues given relocated copies at recovery): with the queues a topic matches,
-    /// the ones to ask who holds a message.
-    extra_holders: Vec<u32>,
+    /// the ones to ask who holds a message. A set: noting one is one look, not a scan
+    /// (a forged spool's dead-letter records noted 10,000 queues one by one).
+    extra_holders: std::collections::BTreeSet<u32>,
     /// The highest `first_message_id` of any queue made (or recovered): no copy is
     /// written while it is the store's next id, so that every queue made before a copy
     /// has a `first_message_id` below the copy's `next_id` and every queue made after
@@ -1028,7 +1026,6 @@ impl Engine {
             recovering: true,
             recovered_defs: Vec::new(),
             recovered_names: HashMap::new(),
-            extra_holder_set: std::collections::HashSet::new(),
             deleted_at: HashMap::new(),
             defs_preinstalled: false,
             scratch_ids: Vec::new(),
@@ -1043,7 +1040,7 @@ impl Engine {
             touched: Vec::new(),
             pump_list: Vec::new(),
             relocating: VecDeque::new(),
-            extra_holders: Vec::new(),
+            extra_holders: std::collections::BTreeSet::new(),
             newest_created_at: 0,
             holders: HoldersBuf::default(),
             holder_slots: Vec::new(),
@@ -2500,8 +2497,7 @@ impl Engine {
         let Some(q) = self.queues.get_mut(qi as usize).and_then(Option::take) else {
             return;
         };
-        self.extra_holders.retain(|&x| x != qi);
-        self.extra_holder_set.remove(&qi);
+        self.extra_holders.remove(&qi);
         for p in &q.def.subscriptions {
             self.index.unsubscribe(Slot(qi), p);
         }
@@ -4032,9 +4028,7 @@ impl Engine {
 
     /// Notes a queue that may hold messages its patterns do not match.
     fn note_extra_holder(&mut self, qi: u32) {
-        if self.extra_holder_set.insert(qi) {
-            self.extra_holders.push(qi);
-        }
+        self.extra_holders.insert(qi);
     }
 
     // ------------------------------------------------------------------ output

@@ -206,11 +206,6 @@ fn a_checkpoint_alone_carries_the_message_ids_on() {
 fn records_naming_ids_beyond_reach_are_skipped_and_ids_go_on() {
     let (_, log) = bound("a", "a", 3, 10);
     let mut records = log.records.clone();
-    let rec = |r: &Record<'_>| {
-        let mut out = Vec::new();
-        record::encode(&mut out, r);
-        out
-    };
     records.push(rec(&Record::Message {
         id: u64::MAX,
         time: 1,
